@@ -1,0 +1,27 @@
+# Two commands on a fresh machine:  `make example` trains the built-in example, `make test` runs every test.
+# Both create .venv and install what they need on first use.
+
+VENV ?= .venv
+PYTHON ?= python3
+# Installed before anything else: a bare `torch` requirement would pull multi-GB CUDA builds onto CPU machines.
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+
+.PHONY: example test lint clean
+
+$(BIN)/meshpilot: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $@
+
+example: $(BIN)/meshpilot
+	$(BIN)/meshpilot train trainer/examples/tiny_llama.yaml --nproc 2 --out runs/example-$$(date +%Y%m%d-%H%M%S)
+
+test: $(BIN)/meshpilot
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

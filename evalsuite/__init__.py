@@ -1,0 +1,1 @@
+"""The private benchmark suite (tasks, sealed store, runner, leaderboard)."""

@@ -1,0 +1,1 @@
+"""The built-in multi-process trainer: layouts, data, the training loop and its launcher."""

@@ -1,0 +1,229 @@
+"""The experiment file: typed sections, strict parsing, overrides and a stable hash.
+
+Every key is checked against the dataclasses below, so a typo fails before any process starts, with the
+closest valid key suggested. `model.config` is a transformers config and is checked by trainer.model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainer.layout import Layout
+
+
+class ConfigError(ValueError):
+    """A problem with the experiment file or the command line, phrased for the user in one line."""
+
+
+@dataclass
+class ModelSpec:
+    config: dict[str, Any] | None = None  # inline transformers config: model_type plus its fields
+    path: str | None = None  # a local config.json, or a directory with config.json (weights loaded if present)
+
+
+@dataclass
+class DataSpec:
+    train: str | list[str] = "builtin:stdlib-docs"  # builtin:NAME, or local .txt/.jsonl/.json/.parquet files
+    seq_len: int = 256
+    packing: bool = True
+    text_field: str = "text"  # the column holding the text in jsonl/parquet files
+    text_unit: str = "paragraph"  # how .txt files split into documents: paragraph | line | file
+    shuffle: bool = True
+
+
+@dataclass
+class TrainSpec:
+    steps: int = 200
+    global_batch_tokens: int = 16384  # rows of seq_len per optimizer step, over all ranks, times seq_len
+    micro_batch: int = 8  # rows per rank per forward pass; accumulation makes up the rest
+    lr: float = 3.0e-4
+    lr_schedule: str = "cosine"  # cosine | linear | constant, after linear warm-up
+    warmup_steps: int = 10
+    min_lr_ratio: float = 0.1
+    optimizer: str = "adamw"
+    weight_decay: float = 0.1
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
+    eps: float = 1.0e-8
+    grad_clip: float = 1.0  # max global grad norm; 0 turns clipping off
+    seed: int = 0
+    precision: str = "auto"  # auto (bf16 mixed on CUDA, fp32 on CPU) | fp32 | bf16
+    compile: bool = False
+    activation_checkpointing: bool = False
+    checkpoint_every: int = 0  # steps between checkpoints; 0: none during the run
+    save_final_checkpoint: bool = True
+    keep_checkpoints: int = 2
+    timing_warmup_steps: int = 2  # steps left out of tokens/s (compilation, allocator warm-up)
+
+
+@dataclass
+class HardwareSpec:
+    device_type: str = "auto"  # auto | cpu | cuda
+    devices: int | None = None  # processes per node; default: every GPU, or 1 on CPU
+    device_mem: str | None = None
+    nodes: int = 1
+
+
+@dataclass
+class SearchSpec:
+    layouts: str | list[str] = "auto"
+    objective: str = "tokens_per_s"
+    trials: int = 12
+    trial_steps: int = 20
+
+
+@dataclass
+class BenchSpec:
+    suites: list[str] = field(default_factory=lambda: ["builtin"])
+
+
+@dataclass
+class PullRequestSpec:
+    provider: str = "local"
+    base: str = "main"
+    draft: bool = True
+    remote: str = "origin"
+
+
+@dataclass
+class ReportSpec:
+    dir: str = "docs/experiments"
+    pr: PullRequestSpec = field(default_factory=PullRequestSpec)
+
+
+@dataclass
+class Experiment:
+    model: ModelSpec = field(default_factory=ModelSpec)
+    tokenizer: str = "builtin"  # builtin (byte-level BPE trained on the data) or a local tokenizer directory
+    data: DataSpec = field(default_factory=DataSpec)
+    train: TrainSpec = field(default_factory=TrainSpec)
+    layout: Layout = field(default_factory=Layout)
+    hardware: HardwareSpec = field(default_factory=HardwareSpec)
+    search: SearchSpec = field(default_factory=SearchSpec)
+    bench: BenchSpec = field(default_factory=BenchSpec)
+    report: ReportSpec = field(default_factory=ReportSpec)
+    base_dir: str = field(default=".", metadata={"internal": True})  # relative paths resolve against it
+
+    def resolve_path(self, path: str) -> Path:
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else Path(self.base_dir) / p
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d.pop("base_dir")
+        return d
+
+    def config_hash(self) -> str:
+        """Hash of everything that determines the numbers a run produces."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# Sections that may be written as a bare string in the file ("hardware: auto", "layout: auto").
+_SHORTHANDS = {"hardware": {"auto": {}}, "layout": {"auto": {}}}
+
+
+def load_experiment(path: str | Path, overrides: list[str] = ()) -> Experiment:
+    """Read an experiment file, apply `key=value` overrides, and check every key and type."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"experiment file not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the experiment file must be a mapping of sections")
+    for override in overrides:
+        apply_override(raw, override)
+    experiment = experiment_from_dict(raw)
+    experiment.base_dir = str(path.resolve().parent)
+    return experiment
+
+
+def experiment_from_dict(raw: dict[str, Any]) -> Experiment:
+    raw = dict(raw)
+    for section, shorthands in _SHORTHANDS.items():
+        if isinstance(raw.get(section), str) and raw[section] in shorthands:
+            raw[section] = shorthands[raw[section]]
+    return _build(Experiment, raw, "")
+
+
+def apply_override(raw: dict[str, Any], override: str) -> None:
+    """`train.lr=1e-3` sets raw["train"]["lr"]; the value is read as YAML (numbers, bools, lists)."""
+    key, sep, value = override.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--set expects key=value, got {override!r}")
+    *parents, leaf = key.strip().split(".")
+    node = raw
+    for name in parents:
+        child = node.get(name)
+        if isinstance(child, str) and name in _SHORTHANDS:
+            child = dict(_SHORTHANDS[name].get(child, {}))
+        if child is None:
+            child = {}
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {key}: {name} is not a section")
+        node[name] = child
+        node = child
+    node[leaf] = yaml.safe_load(value)
+
+
+def _build(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'experiment'}: expected a mapping, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for key, value in data.items():
+        name = f"{where}.{key}" if where else str(key)
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), fields, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (valid: {', '.join(fields)})"
+            raise ConfigError(f"unknown config key {name!r}{hint}")
+        kwargs[key] = _coerce(hints[key], value, name)
+    return cls(**kwargs)
+
+
+def _coerce(hint: Any, value: Any, name: str) -> Any:
+    """Check `value` against a type hint, converting only where YAML is loose (1 for 1.0, 3e-4 as str)."""
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, name)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(arg, value, name)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[-1])
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{name}: expected a list, got {value!r}")
+        return [_coerce(args[0], v, f"{name}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{name}: expected a mapping, got {value!r}")
+        return dict(value)
+    if hint is float and isinstance(value, str):
+        try:  # PyYAML reads "3e-4" (no dot) as a string
+            return float(value)
+        except ValueError:
+            pass
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is Any or (isinstance(value, hint) and not (hint is int and isinstance(value, bool))):
+        return value
+    raise ConfigError(f"{name}: expected {hint.__name__}, got {value!r}")

@@ -1,0 +1,84 @@
+"""Built-in corpora made from text every Python installation already has, so nothing is downloaded.
+
+`stdlib-docs` is the standard library's docstrings (modules, classes, functions): real English prose about
+code, from one-liners to multi-page essays, so lengths vary the way real pre-training documents do.
+A fixed 2% of documents (chosen by a hash of their name) form a held-out split the trainer never reads.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import sysconfig
+from pathlib import Path
+
+BUILTIN_PREFIX = "builtin:"
+HELDOUT_PERCENT = 2
+_SKIPPED_PACKAGES = {"site-packages", "dist-packages", "test", "tests", "idlelib", "lib2to3", "turtledemo"}
+_MIN_CHARS = 20
+
+
+def builtin_names() -> list[str]:
+    return sorted(_CORPORA)
+
+
+def builtin_documents(name: str, split: str = "train") -> list[str]:
+    """The documents of a built-in corpus split ("train" or "heldout"), in a fixed order."""
+    if name not in _CORPORA:
+        raise ValueError(f"unknown built-in corpus {name!r}; available: {', '.join(builtin_names())}")
+    if split not in ("train", "heldout"):
+        raise ValueError(f"unknown split {split!r}; built-in corpora have 'train' and 'heldout'")
+    named = _CORPORA[name]()
+    return [text for doc_id, text in named if _is_heldout(doc_id) == (split == "heldout")]
+
+
+def builtin_fingerprint(name: str) -> str:
+    """Changes when the corpus would change: another Python, another standard library."""
+    root = _stdlib_root()
+    files = sorted(p for p in root.rglob("*.py") if _wanted(p.relative_to(root)))
+    digest = hashlib.sha256(f"{name}:{root}:{len(files)}".encode())
+    for p in files:
+        digest.update(f"{p.relative_to(root)}:{p.stat().st_size}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _is_heldout(doc_id: str) -> bool:
+    return int(hashlib.sha256(doc_id.encode()).hexdigest(), 16) % 100 < HELDOUT_PERCENT
+
+
+def _stdlib_root() -> Path:
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def _wanted(relative: Path) -> bool:
+    return not _SKIPPED_PACKAGES.intersection(relative.parts)
+
+
+def _stdlib_docstrings() -> list[tuple[str, str]]:
+    root = _stdlib_root()
+    documents = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root)
+        if not _wanted(relative):
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        module = ".".join(relative.with_suffix("").parts)
+        documents.extend(_docstrings(tree, module))
+    return documents
+
+
+def _docstrings(node: ast.AST, qualname: str) -> list[tuple[str, str]]:
+    found = []
+    text = ast.get_docstring(node, clean=True)
+    if text and len(text) >= _MIN_CHARS:
+        found.append((qualname, text))
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.extend(_docstrings(child, f"{qualname}.{child.name}"))
+    return found
+
+
+_CORPORA = {"stdlib-docs": _stdlib_docstrings}

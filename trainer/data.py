@@ -1,0 +1,211 @@
+"""Training data: documents from built-in corpora or local files, tokenized once and cached, served as rows.
+
+Rows are a pure function of (seed, global row index): epoch e shuffles the documents with seed (seed, e), and
+row i of the epoch is either the i-th window of seq_len + 1 tokens over the concatenated documents (packing)
+or the i-th piece of at most seq_len + 1 tokens of one document, padded (no packing). So the data position of
+a run is one integer, every rank can compute any row without coordination, and the rows of an optimizer step
+are the same whatever the layout, micro-batch or accumulation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from trainer.cache import cached_dir, fingerprint
+from trainer.config import ConfigError, DataSpec
+from trainer.corpus import BUILTIN_PREFIX, builtin_documents, builtin_fingerprint, builtin_names
+from trainer.packing import row_from_segments
+
+_LOADERS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+_TEXT_UNITS = {"paragraph": "paragraph", "line": "line", "file": "document"}
+TOKENIZED_VERSION = 1
+
+
+def data_sources(spec: DataSpec, base_dir: Path) -> list[str]:
+    """The builtin corpus name or the resolved local files, checked to exist and to have a known format."""
+    entries = [spec.train] if isinstance(spec.train, str) else list(spec.train)
+    if not entries:
+        raise ConfigError("data.train: no training data given")
+    builtins = [e for e in entries if e.startswith(BUILTIN_PREFIX)]
+    if builtins:
+        name = builtins[0][len(BUILTIN_PREFIX) :]
+        if len(entries) > 1 or name not in builtin_names():
+            raise ConfigError(
+                f"data.train: {builtins[0]!r} must stand alone and be one of "
+                f"{', '.join(BUILTIN_PREFIX + n for n in builtin_names())}"
+            )
+        return [builtins[0]]
+    files = []
+    for entry in entries:
+        path = Path(entry).expanduser()
+        path = path if path.is_absolute() else base_dir / path
+        if not path.is_file():
+            raise ConfigError(f"data.train: file not found: {path}")
+        if path.suffix not in _LOADERS:
+            raise ConfigError(f"data.train: {path.name}: unsupported format (use {', '.join(sorted(_LOADERS))})")
+        files.append(str(path.resolve()))
+    if spec.text_unit not in _TEXT_UNITS:
+        raise ConfigError(f"data.text_unit: {spec.text_unit!r} is not one of {', '.join(_TEXT_UNITS)}")
+    return files
+
+
+def sources_fingerprint(spec: DataSpec, sources: list[str]) -> str:
+    if sources[0].startswith(BUILTIN_PREFIX):
+        return fingerprint(sources[0], builtin_fingerprint(sources[0][len(BUILTIN_PREFIX) :]))
+    stats = [(s, Path(s).stat().st_size, Path(s).stat().st_mtime_ns) for s in sources]
+    return fingerprint(stats, spec.text_field, spec.text_unit)
+
+
+def read_documents(spec: DataSpec, sources: list[str]) -> list[str]:
+    """All training documents as strings, in a fixed order."""
+    if sources[0].startswith(BUILTIN_PREFIX):
+        return builtin_documents(sources[0][len(BUILTIN_PREFIX) :], split="train")
+    from datasets import load_dataset
+
+    documents = []
+    for source in sources:
+        builder = _LOADERS[Path(source).suffix]
+        kwargs = {"sample_by": _TEXT_UNITS[spec.text_unit]} if builder == "text" else {}
+        dataset = load_dataset(builder, data_files=[source], split="train", **kwargs)
+        column = "text" if builder == "text" else spec.text_field
+        if column not in dataset.column_names:
+            raise ConfigError(f"data.text_field: {Path(source).name} has no column {column!r} ({dataset.column_names})")
+        documents.extend(text for text in dataset[column] if isinstance(text, str) and text.strip())
+    if not documents:
+        raise ConfigError("data.train: the files hold no text")
+    return documents
+
+
+@dataclass
+class TokenizedCorpus:
+    """Every document's token ids followed by end-of-sequence, concatenated; offsets delimit documents."""
+
+    tokens: np.ndarray
+    offsets: np.ndarray
+
+    @classmethod
+    def load(cls, directory: Path) -> TokenizedCorpus:
+        return cls(np.load(directory / "tokens.npy", mmap_mode="r"), np.load(directory / "offsets.npy"))
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+
+def prepare_corpus(documents: list[str] | None, tokenizer, key: str, read=None) -> Path:
+    """Tokenize once into the cache; `read()` supplies the documents when they are not given."""
+
+    def build(out: Path) -> None:
+        texts = documents if documents is not None else read()
+        ids = []
+        for start in range(0, len(texts), 1024):
+            encoded = tokenizer(texts[start : start + 1024], add_special_tokens=False)["input_ids"]
+            ids.extend([*e, tokenizer.eos_token_id] for e in encoded)
+        lengths = np.array([len(i) for i in ids], dtype=np.int64)
+        np.save(out / "tokens.npy", np.fromiter((t for doc in ids for t in doc), dtype=np.uint32, count=lengths.sum()))
+        np.save(out / "offsets.npy", np.concatenate([[0], np.cumsum(lengths)]))
+
+    return cached_dir("tokenized", fingerprint(TOKENIZED_VERSION, key), build)
+
+
+class RowSource:
+    """Rows of seq_len positions, indexed globally across epochs (see the module docstring)."""
+
+    def __init__(self, corpus: TokenizedCorpus, seq_len: int, packing: bool, seed: int, shuffle: bool = True):
+        self.corpus, self.seq_len, self.packing, self.seed, self.shuffle = corpus, seq_len, packing, seed, shuffle
+        lengths = corpus.lengths
+        if packing:
+            self.rows_per_epoch = int((lengths.sum() - 1) // seq_len)
+        else:
+            self.rows_per_epoch = int(self._pieces(lengths).sum())
+        if self.rows_per_epoch < 1:
+            raise ConfigError(f"data: the corpus is too small for one row of seq_len {seq_len}")
+        self._epoch = -1
+
+    def _pieces(self, lengths: np.ndarray) -> np.ndarray:
+        """Rows each document needs unpacked: a document of n tokens has n - 1 targets."""
+        return np.maximum(1, -(-(lengths - 1) // self.seq_len))
+
+    def _enter_epoch(self, epoch: int) -> None:
+        if epoch == self._epoch:
+            return
+        n = len(self.corpus.lengths)
+        order = np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
+        lengths = self.corpus.lengths[order]
+        units = lengths if self.packing else self._pieces(lengths)
+        self._order, self._starts = order, np.concatenate([[0], np.cumsum(units)])
+        self._epoch = epoch
+
+    def row(self, index: int) -> dict[str, np.ndarray]:
+        epoch, index = divmod(index, self.rows_per_epoch)
+        self._enter_epoch(epoch)
+        width = self.seq_len + 1
+        tokens = np.zeros(width, dtype=np.int64)
+        segments = np.full(width, -1, dtype=np.int64)
+        if self.packing:
+            start = index * self.seq_len
+            self._fill_stream(start, tokens, segments)
+        else:
+            k = int(np.searchsorted(self._starts, index, side="right") - 1)
+            piece = index - self._starts[k]
+            doc = self._document(k)[piece * self.seq_len : piece * self.seq_len + width]
+            tokens[: len(doc)], segments[: len(doc)] = doc, k
+        return row_from_segments(tokens, segments)
+
+    def _document(self, k: int) -> np.ndarray:
+        d = self._order[k]
+        return np.asarray(self.corpus.tokens[self.corpus.offsets[d] : self.corpus.offsets[d + 1]])
+
+    def _fill_stream(self, start: int, tokens: np.ndarray, segments: np.ndarray) -> None:
+        """Copy stream positions [start, start + len(tokens)) of the epoch's concatenation."""
+        k = int(np.searchsorted(self._starts, start, side="right") - 1)
+        filled = 0
+        while filled < len(tokens) and k < len(self._order):
+            doc = self._document(k)[start + filled - self._starts[k] :]
+            take = min(len(doc), len(tokens) - filled)
+            tokens[filled : filled + take], segments[filled : filled + take] = doc[:take], k
+            filled, k = filled + take, k + 1
+
+    def batch(self, indices: list[int]) -> dict[str, torch.Tensor]:
+        rows = [self.row(i) for i in indices]
+        return {key: torch.from_numpy(np.stack([r[key] for r in rows])) for key in rows[0]}
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """Which global rows each data-parallel rank reads in each micro-batch of an optimizer step."""
+
+    micro_batch: int
+    grad_accum: int
+    dp_degree: int
+
+    @property
+    def rows_per_step(self) -> int:
+        return self.micro_batch * self.grad_accum * self.dp_degree
+
+    def micro_batches(self, first_row: int, dp_rank: int) -> Iterator[list[int]]:
+        start = first_row + dp_rank * self.micro_batch * self.grad_accum
+        for j in range(self.grad_accum):
+            begin = start + j * self.micro_batch
+            yield list(range(begin, begin + self.micro_batch))
+
+
+def plan_batches(global_batch_tokens: int, seq_len: int, micro_batch: int, dp_degree: int) -> BatchPlan:
+    """Derive gradient accumulation from the global batch, or say exactly which numbers do not divide."""
+    if global_batch_tokens % seq_len:
+        raise ConfigError(
+            f"train.global_batch_tokens {global_batch_tokens} is not a multiple of data.seq_len {seq_len}"
+        )
+    rows = global_batch_tokens // seq_len
+    per_pass = micro_batch * dp_degree
+    if micro_batch < 1 or rows % per_pass:
+        raise ConfigError(
+            f"train.global_batch_tokens {global_batch_tokens} = {rows} rows of {seq_len} tokens does not divide into "
+            f"micro_batch {micro_batch} x {dp_degree} data-parallel ranks"
+        )
+    return BatchPlan(micro_batch, rows // per_pass, dp_degree)

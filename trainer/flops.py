@@ -1,0 +1,51 @@
+"""Model FLOPs for honest MFU: 6 per matmul parameter per token, plus causal attention over real documents.
+
+Attention is counted over each document's own causal context (a token at position c attends to c + 1 keys),
+not the padded or packed row length, so packing does not inflate MFU with work that a mask throws away.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# Dense bf16 tensor-core peak per device, from the vendors' data sheets (no sparsity).
+PEAK_BF16_FLOPS = {
+    "H200": 989e12,
+    "H100 SXM": 989e12,
+    "H100 NVL": 835e12,
+    "H100 PCIe": 756e12,
+    "H100": 989e12,
+    "GH200": 989e12,
+    "B200": 2250e12,
+    "A100": 312e12,
+    "A10G": 70e12,
+    "L40S": 362e12,
+    "L4": 121e12,
+    "RTX 4090": 165e12,
+}
+
+
+def peak_bf16_flops(device_name: str) -> float | None:
+    for name, flops in PEAK_BF16_FLOPS.items():  # more specific names come first
+        if name in device_name:
+            return flops
+    return None
+
+
+def causal_attention_pairs(segment_ids: torch.Tensor) -> int:
+    """Sum over documents (padding excluded) of l(l+1)/2: the query-key pairs causal attention computes."""
+    flat = segment_ids.flatten()
+    row_breaks = torch.zeros_like(flat, dtype=torch.bool)
+    row_breaks[:: segment_ids.shape[-1]] = True
+    starts = row_breaks.clone()
+    starts[1:] |= flat[1:] != flat[:-1]
+    run_ids = torch.cumsum(starts.long(), 0) - 1
+    lengths = torch.bincount(run_ids)
+    real = flat[starts] >= 0
+    lengths = lengths[real].long()
+    return int((lengths * (lengths + 1) // 2).sum().item())
+
+
+def step_flops(matmul_params: int, attention_width: int, num_layers: int, tokens: int, attention_pairs: int) -> float:
+    """Forward plus backward FLOPs: 6 N per token, and 12 * width per attended pair per layer."""
+    return 6.0 * matmul_params * tokens + 12.0 * attention_width * num_layers * attention_pairs

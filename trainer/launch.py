@@ -1,0 +1,219 @@
+"""`meshpilot train`: check everything, prepare data and tokenizer once, then start the ranks with torchrun.
+
+Every check that can fail on bad input runs here, in the launching process, before any rank starts; the
+workers only ever see a resolved, valid config.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import yaml
+
+from trainer.config import ConfigError, Experiment, load_experiment
+from trainer.data import data_sources, plan_batches, prepare_corpus, read_documents, sources_fingerprint
+from trainer.environment import git_state
+from trainer.layout import Layout, LayoutError
+from trainer.loop import base_metrics
+from trainer.model import check_compatible, checkpoint_dir, model_config
+from trainer.optim import OPTIMIZERS, SCHEDULES
+from trainer.rundir import RunDir, write_json, write_text
+from trainer.tokenizer import load_tokenizer, tokenizer_fingerprint
+
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+@dataclass
+class TrainRequest:
+    experiment: Path
+    nproc: int | None = None
+    layout: str | None = None
+    steps: int | None = None
+    out: Path | None = None
+    overrides: list[str] = field(default_factory=list)
+    resume: bool = False
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+
+
+@dataclass
+class PreparedRun:
+    run: RunDir
+    experiment: Experiment
+    nproc: int
+    request: TrainRequest
+
+
+def prepare(request: TrainRequest) -> PreparedRun:
+    """Validate the request and write the run directory's config.yaml and launch.json; raises ConfigError."""
+    overrides = list(request.overrides)
+    if request.steps is not None:
+        overrides.append(f"train.steps={request.steps}")
+    experiment = load_experiment(request.experiment, overrides)
+    _check_train_values(experiment)
+    base_dir = Path(experiment.base_dir)
+
+    device_type = _device_type(experiment.hardware.device_type)
+    nproc = request.nproc or experiment.hardware.devices or (torch.cuda.device_count() if device_type == "cuda" else 1)
+    if nproc < 1 or request.nnodes < 1:
+        raise ConfigError(f"--nproc and --nnodes must be at least 1 (got {nproc} and {request.nnodes})")
+    if device_type == "cuda" and nproc > torch.cuda.device_count():
+        raise ConfigError(f"--nproc {nproc} asks for more processes than the {torch.cuda.device_count()} CUDA devices")
+    try:
+        layout = Layout.parse(request.layout) if request.layout else experiment.layout
+        layout = layout.resolve(nproc * request.nnodes)
+        layout.check_supported()
+    except LayoutError as e:
+        raise ConfigError(str(e)) from None
+    plan_batches(
+        experiment.train.global_batch_tokens, experiment.data.seq_len, experiment.train.micro_batch, layout.dp_degree
+    )
+
+    sources = data_sources(experiment.data, base_dir)
+    config = model_config(experiment.model, base_dir)
+    data_key = sources_fingerprint(experiment.data, sources)
+    tokenizer = load_tokenizer(
+        experiment.tokenizer, config.vocab_size, lambda: read_documents(experiment.data, sources), data_key, base_dir
+    )
+    check_compatible(config, len(tokenizer), experiment.data.seq_len)
+
+    run = RunDir(request.out or Path("runs") / f"{request.experiment.stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+    _check_run_dir(run, request.resume)
+    data_dir = prepare_corpus(
+        None,
+        tokenizer,
+        f"{data_key}:{tokenizer_fingerprint(tokenizer)}",
+        lambda: read_documents(experiment.data, sources),
+    )
+
+    precision = experiment.train.precision
+    if precision == "auto":
+        precision = "bf16" if device_type == "cuda" else "fp32"
+    experiment.layout = layout
+    experiment.train.precision = precision
+    experiment.hardware.device_type = device_type
+    experiment.hardware.devices = nproc
+    experiment.hardware.nodes = request.nnodes
+    weights = checkpoint_dir(experiment.model, base_dir)
+
+    run.path.mkdir(parents=True, exist_ok=True)
+    write_text(run.config, yaml.safe_dump(experiment.to_dict(), sort_keys=False))
+    launch = {
+        "experiment_file": str(request.experiment.resolve()),
+        "base_dir": str(base_dir),
+        "data_dir": str(data_dir),
+        "weights_dir": str(weights) if weights else None,
+        "resume": request.resume,
+        "vocab_size": len(tokenizer),
+        **git_state(base_dir),
+    }
+    write_json(run.launch, launch)
+    return PreparedRun(run, experiment, nproc, request)
+
+
+def launch(prepared: PreparedRun) -> dict:
+    """Run the ranks to completion and return metrics.json; a failure is recorded there, not raised."""
+    run, request = prepared.run, prepared.request
+    for stale in (run.metrics, *run.path.glob("failure.rank*.json")):
+        stale.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={prepared.nproc}"]
+    if request.nnodes == 1 and request.rdzv_endpoint is None:
+        command.append("--standalone")
+    else:
+        command += [f"--nnodes={request.nnodes}", f"--node-rank={request.node_rank}", "--rdzv-backend=c10d"]
+        command += [f"--rdzv-endpoint={request.rdzv_endpoint or '127.0.0.1:29500'}"]
+    command += ["--max-restarts=0", "--monitor-interval=0.5", "--local-ranks-filter=0"]
+    command += ["-m", "trainer.worker", str(run.path)]
+    returncode = subprocess.run(command, env=_worker_env(prepared)).returncode
+    metrics = run.read_metrics()
+    if metrics is None or returncode != 0:
+        metrics = _failure_metrics(prepared, returncode)
+        write_json(run.metrics, metrics)
+    return metrics
+
+
+def _failure_metrics(prepared: PreparedRun, returncode: int) -> dict:
+    failures = prepared.run.failures()
+    if failures:
+        first = failures[0]
+        status, error = first["status"], f"rank {first['rank']}: {first['error']}"
+    else:
+        status, error = "failed", f"a rank exited with code {returncode} without a Python error (killed or crashed)"
+    launch_info = {"git_commit": None, "git_dirty": None}
+    if prepared.run.launch.is_file():
+        launch_info = json.loads(prepared.run.launch.read_text())
+    experiment = prepared.experiment
+    metrics = base_metrics(
+        experiment, launch_info, prepared.nproc * prepared.request.nnodes, experiment.hardware.device_type
+    )
+    return {**metrics, "status": status, "error": error, "tokens_per_s": None, "mfu": None, "final_loss": None}
+
+
+def _worker_env(prepared: PreparedRun) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"})
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if prepared.experiment.hardware.device_type == "cpu":
+        # Ranks share the cores: more threads than cores per rank only makes them fight.
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // prepared.nproc)))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")]))
+    return env
+
+
+def _device_type(requested: str) -> str:
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested not in ("cpu", "cuda"):
+        raise ConfigError(f"hardware.device_type: {requested!r} is not one of auto, cpu, cuda")
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("hardware.device_type is cuda, but no CUDA device is available")
+    return requested
+
+
+def _check_train_values(experiment: Experiment) -> None:
+    train, data = experiment.train, experiment.data
+    positive = {"train.steps": train.steps, "train.micro_batch": train.micro_batch, "data.seq_len": data.seq_len}
+    positive |= {"train.global_batch_tokens": train.global_batch_tokens, "train.lr": train.lr}
+    for name, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"{name} must be positive, got {value}")
+    choices = {
+        "train.optimizer": (train.optimizer, OPTIMIZERS),
+        "train.lr_schedule": (train.lr_schedule, SCHEDULES),
+        "train.precision": (train.precision, PRECISIONS),
+    }
+    for name, (value, allowed) in choices.items():
+        if value not in allowed:
+            raise ConfigError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+    if len(train.betas) != 2:
+        raise ConfigError(f"train.betas: expected two numbers, got {train.betas}")
+    if experiment.hardware.nodes < 1:
+        raise ConfigError("hardware.nodes must be at least 1")
+
+
+def _check_run_dir(run: RunDir, resume: bool) -> None:
+    from trainer.checkpoint import latest
+
+    if resume:
+        if latest(run.checkpoints) is None:
+            raise ConfigError(f"--resume: no complete checkpoint in {run.checkpoints}")
+    elif run.path.exists() and any(run.path.iterdir()):
+        raise ConfigError(
+            f"run directory {run.path} is not empty; pass --resume to continue it or choose another --out"
+        )
+
+
+def describe(metrics: dict, run: RunDir) -> str:
+    """One line for the terminal."""
+    if metrics["status"] != "ok":
+        return f"run {metrics['status']}: {metrics['error']} (see {run.path})"
+    tps = metrics.get("tokens_per_s")
+    return f"run ok: loss {metrics['final_loss']:.4f}, {tps:,.0f} tokens/s, results in {run.path}"

@@ -1,0 +1,88 @@
+"""The parallelism layout: how many ways each mesh dimension splits the world, and the DeviceMesh it builds."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+# Outermost first: pipeline stages talk least often, tensor parallel ranks most often, so tp is innermost
+# (neighbouring ranks, the fastest links).
+MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
+
+# Degrees the trainer can run today; the rest are validated but refused until their issue lands.
+SUPPORTED_DIMS = ("dp_replicate",)
+
+
+class LayoutError(ValueError):
+    """An invalid layout, naming the degree and the constraint it breaks."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Degrees of each mesh dimension. dp_replicate = -1 means: whatever the other degrees leave of the world."""
+
+    dp_replicate: int = -1
+    dp_shard: int = 1
+    tp: int = 1
+    cp: int = 1
+    pp: int = 1
+
+    @classmethod
+    def parse(cls, text: str) -> Layout:
+        """Read `dp_replicate=2,tp=2` (the command line's --layout)."""
+        values = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            name, sep, value = part.partition("=")
+            if not sep or name not in MESH_DIMS:
+                raise LayoutError(f"--layout expects name=degree with names {', '.join(MESH_DIMS)}; got {part!r}")
+            try:
+                values[name] = int(value)
+            except ValueError:
+                raise LayoutError(f"--layout {name}: degree must be an integer, got {value!r}") from None
+        values.setdefault("dp_replicate", 1 if values else -1)
+        return cls(**values)
+
+    def resolve(self, world_size: int) -> Layout:
+        """Fill dp_replicate = -1 and check that the degrees multiply to the world size."""
+        for name in MESH_DIMS:
+            degree = getattr(self, name)
+            if degree < 1 and not (name == "dp_replicate" and degree == -1):
+                raise LayoutError(f"layout {name}={degree}: degrees must be positive integers")
+        others = self.pp * self.dp_shard * self.cp * self.tp
+        layout = self
+        if self.dp_replicate == -1:
+            if world_size % others:
+                raise LayoutError(f"layout pp*dp_shard*cp*tp={others} does not divide the world size {world_size}")
+            layout = dataclasses.replace(self, dp_replicate=world_size // others)
+        if layout.world_size != world_size:
+            raise LayoutError(
+                f"layout {layout.describe()} multiplies to {layout.world_size}, but {world_size} processes run"
+            )
+        return layout
+
+    @property
+    def world_size(self) -> int:
+        return self.pp * self.dp_replicate * self.dp_shard * self.cp * self.tp
+
+    @property
+    def dp_degree(self) -> int:
+        """Ranks that see different data: the ranks over which the loss's token count is summed."""
+        return self.dp_replicate * self.dp_shard
+
+    def degrees(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in MESH_DIMS}
+
+    def describe(self) -> str:
+        parts = [f"{n}={d}" for n, d in self.degrees().items() if d != 1]
+        return ",".join(parts) or "single"
+
+    def check_supported(self) -> None:
+        for name, degree in self.degrees().items():
+            if degree > 1 and name not in SUPPORTED_DIMS:
+                raise LayoutError(f"layout {name}={degree}: this trainer runs {', '.join(SUPPORTED_DIMS)} so far")
+
+    def build_mesh(self, device_type: str):
+        """A DeviceMesh with every dimension named (size-1 ones too), so code can always ask for mesh[name]."""
+        from torch.distributed.device_mesh import init_device_mesh
+
+        return init_device_mesh(device_type, tuple(getattr(self, n) for n in MESH_DIMS), mesh_dim_names=MESH_DIMS)

@@ -1,0 +1,52 @@
+"""Rows that hold several documents, and the attention mask that keeps them apart.
+
+A row is seq_len input tokens plus one look-ahead token for the last label. Each position carries the id of
+the segment (document piece) it belongs to; -1 marks padding. From that one array follow the labels (never
+across a boundary), the position ids (restarting at each segment) and a block-diagonal causal mask.
+
+The mask is passed explicitly rather than left to transformers to infer from position_ids: that inference
+only happens without an attention mask and without a KV cache, so in eval mode (cache on by default) later
+documents silently attend to earlier ones. An explicit 4-D boolean mask isolates them in every mode.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+IGNORE_INDEX = -100  # label of positions that predict nothing (padding, last token of a document)
+
+
+def row_from_segments(tokens: np.ndarray, segments: np.ndarray) -> dict[str, np.ndarray]:
+    """Turn seq_len + 1 tokens and their segment ids into one training row of seq_len positions."""
+    inputs, segment_ids = tokens[:-1], segments[:-1]
+    same_document = (segments[:-1] == segments[1:]) & (segment_ids >= 0)
+    labels = np.where(same_document, tokens[1:], IGNORE_INDEX)
+    index = np.arange(len(inputs))
+    is_start = np.ones(len(inputs), dtype=bool)
+    is_start[1:] = segment_ids[1:] != segment_ids[:-1]
+    position_ids = index - np.maximum.accumulate(np.where(is_start, index, 0))
+    return {
+        "input_ids": inputs.astype(np.int64),
+        "labels": labels.astype(np.int64),
+        "position_ids": position_ids.astype(np.int64),
+        "segment_ids": segment_ids.astype(np.int64),
+    }
+
+
+def block_causal_mask(segment_ids: torch.Tensor) -> torch.Tensor:
+    """[batch, 1, seq, seq] boolean mask: True where a query may attend to a key (same segment, not later)."""
+    seq_len = segment_ids.shape[-1]
+    causal = torch.ones(seq_len, seq_len, dtype=torch.bool, device=segment_ids.device).tril()
+    same_segment = segment_ids[:, :, None] == segment_ids[:, None, :]
+    return (same_segment & causal)[:, None]
+
+
+def model_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | bool]:
+    """Keyword arguments for a transformers causal LM's forward, with documents isolated."""
+    return {
+        "input_ids": batch["input_ids"],
+        "position_ids": batch["position_ids"],
+        "attention_mask": block_causal_mask(batch["segment_ids"]),
+        "use_cache": False,
+    }

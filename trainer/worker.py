@@ -1,0 +1,63 @@
+"""Entry point of each training process under torchrun: `python -m trainer.worker RUN_DIR`.
+
+A rank that fails records why in failure.rankN.json before it exits; torchrun then stops the other ranks
+and the launcher turns the earliest failure into metrics.json.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+
+from trainer.loop import init_worker, load_run, train
+from trainer.rundir import RunDir, write_json
+
+
+def main(run_path: str) -> None:
+    run = RunDir(run_path)
+    rank = int(os.environ.get("RANK", 0))
+    _setup_logging(run, rank)
+    try:
+        experiment, launch = load_run(run)
+        worker = init_worker(experiment.hardware.device_type)
+        train(run, worker, experiment, launch)
+    except BaseException as error:
+        _record_failure(run, rank, error)
+        raise
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    if rank != 0:
+        run.rank_log(rank).unlink(missing_ok=True)  # rank logs are kept only when something went wrong
+
+
+def _record_failure(run: RunDir, rank: int, error: BaseException) -> None:
+    status = "oom" if isinstance(error, torch.OutOfMemoryError) else "failed"
+    write_json(
+        run.failure(rank),
+        {
+            "rank": rank,
+            "status": status,
+            "time": time.time(),
+            "error": f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}",
+            "traceback": traceback.format_exc(),
+        },
+    )
+
+
+def _setup_logging(run: RunDir, rank: int) -> None:
+    handler = logging.FileHandler(run.rank_log(rank))
+    handler.setFormatter(logging.Formatter(f"%(asctime)s rank{rank} %(levelname)s %(message)s"))
+    root = logging.getLogger("meshpilot")
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
