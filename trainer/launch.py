@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -28,6 +29,12 @@ from trainer.rundir import RunDir, write_json, write_text
 from trainer.tokenizer import load_tokenizer, tokenizer_fingerprint
 
 PRECISIONS = ("auto", "fp32", "bf16")
+# Errors a rank sees when a peer died first: not the cause of a failure, its echo.
+_PEER_LOST = re.compile(
+    r"Connection closed by peer|Connection reset|Read error|Broken pipe|NCCL communicator was aborted|"
+    r"ProcessGroupNCCL.*(?:abort|timeout)|Socket Timeout|Timed out waiting|connection refused",
+    re.IGNORECASE,
+)
 
 
 @dataclass
@@ -141,20 +148,36 @@ def launch(prepared: PreparedRun) -> dict:
 
 
 def _failure_metrics(prepared: PreparedRun, returncode: int) -> dict:
-    failures = prepared.run.failures()
-    if failures:
-        first = failures[0]
-        status, error = first["status"], f"rank {first['rank']}: {first['error']}"
-    else:
-        status, error = "failed", f"a rank exited with code {returncode} without a Python error (killed or crashed)"
+    status, error = _failure_cause(prepared, returncode)
     launch_info = {"git_commit": None, "git_dirty": None}
     if prepared.run.launch.is_file():
         launch_info = json.loads(prepared.run.launch.read_text())
     experiment = prepared.experiment
-    metrics = base_metrics(
-        experiment, launch_info, prepared.nproc * prepared.request.nnodes, experiment.hardware.device_type
-    )
+    world_size = prepared.nproc * prepared.request.nnodes
+    metrics = base_metrics(experiment, launch_info, world_size, experiment.hardware.device_type)
     return {**metrics, "status": status, "error": error, "tokens_per_s": None, "mfu": None, "final_loss": None}
+
+
+def _failure_cause(prepared: PreparedRun, returncode: int) -> tuple[str, str]:
+    """The root cause among what the ranks recorded.
+
+    When one rank dies, the others fail in their next collective with a lost-connection error: those are
+    echoes. A rank killed outright (signal, segfault, os._exit) records nothing, so when only echoes were
+    recorded, the cause is a local rank that recorded nothing.
+    """
+    failures = prepared.run.failures()
+    causes = [f for f in failures if not _PEER_LOST.search(f["error"])]
+    if causes:
+        return causes[0]["status"], f"rank {causes[0]['rank']}: {causes[0]['error']}"
+    first_rank = prepared.request.node_rank * prepared.nproc
+    silent = sorted(set(range(first_rank, first_rank + prepared.nproc)) - {f["rank"] for f in failures})
+    if silent:
+        return "failed", (
+            f"rank {silent[0]} exited without a Python error (killed or crashed; torchrun exit code {returncode})"
+        )
+    if failures:
+        return failures[0]["status"], f"rank {failures[0]['rank']}: {failures[0]['error']}"
+    return "failed", f"the launcher exited with code {returncode} before any rank reported"
 
 
 def _worker_env(prepared: PreparedRun) -> dict[str, str]:

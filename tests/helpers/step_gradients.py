@@ -1,0 +1,69 @@
+"""Gradients of the first optimizer step of a prepared run, for a given micro-batch size.
+
+Runs in-process (world of one) or under torchrun (`python -m torch.distributed.run ... step_gradients.py
+RUN_DIR MICRO_BATCH OUT`), where rank 0 saves the loss and gradients to OUT.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+from trainer.data import RowSource, TokenizedCorpus, plan_batches
+from trainer.loop import load_run
+from trainer.model import build_model, model_config
+from trainer.packing import IGNORE_INDEX, model_inputs
+from trainer.rundir import RunDir
+from trainer.step import forward_backward
+
+
+def _setup(run_dir: Path, micro_batch: int, dp_degree: int):
+    experiment, launch = load_run(RunDir(run_dir))
+    model = build_model(model_config(experiment.model, Path(experiment.base_dir)), None, experiment.train.seed)
+    rows = RowSource(
+        TokenizedCorpus.load(Path(launch["data_dir"])),
+        experiment.data.seq_len,
+        experiment.data.packing,
+        experiment.train.seed,
+    )
+    plan = plan_batches(experiment.train.global_batch_tokens, experiment.data.seq_len, micro_batch, dp_degree)
+    return model, rows, plan
+
+
+def step_gradients(run_dir: Path, micro_batch: int, dp_group=None) -> tuple[float, dict[str, torch.Tensor]]:
+    dp_degree = dist.get_world_size(dp_group) if dp_group is not None else 1
+    dp_rank = dist.get_rank(dp_group) if dp_group is not None else 0
+    model, rows, plan = _setup(run_dir, micro_batch, dp_degree)
+    names = [name for name, _ in model.named_parameters()]
+    wrapped = DistributedDataParallel(model) if dp_group is not None else model
+    batches = [rows.batch(indices) for indices in plan.micro_batches(0, dp_rank)]
+    result = forward_backward(wrapped, batches, dp_group)
+    grads = {name: p.grad.detach().clone() for name, p in zip(names, model.parameters(), strict=True)}
+    return result.loss, grads
+
+
+def naive_step_gradients(run_dir: Path, micro_batch: int) -> tuple[float, dict[str, torch.Tensor]]:
+    """The common mistake: mean loss per micro-batch, averaged over accumulation steps."""
+    model, rows, plan = _setup(run_dir, micro_batch, 1)
+    losses = []
+    for indices in plan.micro_batches(0, 0):
+        batch = rows.batch(indices)
+        logits = model(**model_inputs(batch)).logits
+        loss = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE_INDEX)
+        (loss / plan.grad_accum).backward()
+        losses.append(loss.item())
+    grads = {name: p.grad.detach().clone() for name, p in model.named_parameters()}
+    return sum(losses) / len(losses), grads
+
+
+if __name__ == "__main__":
+    dist.init_process_group("gloo")
+    loss, grads = step_gradients(Path(sys.argv[1]), int(sys.argv[2]), dist.group.WORLD)
+    if dist.get_rank() == 0:
+        torch.save({"loss": loss, "grads": grads}, sys.argv[3])
+    dist.destroy_process_group()

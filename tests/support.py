@@ -1,0 +1,61 @@
+"""Helpers for tests: tiny experiments and running the CLI as a user would."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+TINY_MODEL = {
+    "model_type": "llama",
+    "vocab_size": 512,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,  # grouped-query attention
+    "max_position_embeddings": 128,
+}
+
+TINY_EXPERIMENT = {
+    "model": {"config": TINY_MODEL},
+    "tokenizer": "builtin",
+    "data": {"train": "builtin:stdlib-docs", "seq_len": 64, "packing": True},
+    "train": {"steps": 3, "global_batch_tokens": 512, "micro_batch": 2, "lr": 1.0e-3, "warmup_steps": 1},
+}
+
+
+def write_experiment(directory: Path, changes: dict | None = None, name: str = "meshpilot.yaml") -> Path:
+    """Write the tiny experiment with `changes` merged in (nested dicts merge, other values replace)."""
+    experiment = copy.deepcopy(TINY_EXPERIMENT)
+    _merge(experiment, changes or {})
+    path = directory / name
+    path.write_text(yaml.safe_dump(experiment))
+    return path
+
+
+def _merge(into: dict, changes: dict) -> None:
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def meshpilot(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run the `meshpilot` command line in a fresh process."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", *args],
+        cwd=REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -1,0 +1,87 @@
+"""End to end through the command line: a DDP run equals the single-process run, and writes the result files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from support import TINY_MODEL, meshpilot, write_experiment
+
+from trainer.rundir import RunDir
+
+STEPS = 4
+CHANGES = {"train": {"steps": STEPS, "global_batch_tokens": 512, "micro_batch": 2, "timing_warmup_steps": 1}}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The same experiment on 1 process (accumulation 4) and on 2 DDP processes (accumulation 2)."""
+    directory = tmp_path_factory.mktemp("train-run")
+    experiment = write_experiment(directory, CHANGES)
+    results = {}
+    for nproc in (1, 2):
+        out = directory / f"nproc{nproc}"
+        done = meshpilot("train", str(experiment), "--nproc", str(nproc), "--out", str(out))
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "run ok" in done.stdout
+        results[nproc] = RunDir(out)
+    return results
+
+
+def test_ddp_losses_equal_single_process(runs):
+    single, ddp = runs[1].read_steps(), runs[2].read_steps()
+    assert [s["step"] for s in single] == list(range(1, STEPS + 1))
+    for a, b in zip(single, ddp, strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4)
+        assert (b["tokens"], b["target_tokens"], b["lr"]) == (a["tokens"], a["target_tokens"], a["lr"])
+    assert single[-1]["loss"] < single[0]["loss"]
+
+
+def test_metrics_follow_the_contract(runs):
+    metrics = runs[2].read_metrics()
+    assert metrics["status"] == "ok" and metrics["error"] is None
+    assert metrics["layout"] == {"pp": 1, "dp_replicate": 2, "dp_shard": 1, "cp": 1, "tp": 1}
+    assert (metrics["world_size"], metrics["device_type"], metrics["steps"]) == (2, "cpu", STEPS)
+    assert (metrics["micro_batch"], metrics["grad_accum"], metrics["seq_len"], metrics["packing"]) == (2, 2, 64, True)
+    assert metrics["mfu"] is None  # no peak rate is claimed for a CPU
+    assert metrics["tokens_per_s"] > 0
+    assert metrics["tokens_per_s_per_device"] == pytest.approx(metrics["tokens_per_s"] / 2)
+    assert metrics["timed_steps"] == STEPS - 1
+    steps = runs[2].read_steps()
+    timed = steps[1:]
+    assert metrics["tokens_per_s"] == pytest.approx(sum(s["tokens"] for s in timed) / sum(s["step_s"] for s in timed))
+    assert len(metrics["peak_mem_bytes"]) == 2 and min(metrics["peak_mem_bytes"]) > 0
+    assert metrics["final_loss"] == steps[-1]["loss"]
+    assert len(metrics["config_hash"]) == 16 and metrics["seed"] == 0
+    assert metrics["versions"]["torch"] and metrics["versions"]["transformers"]
+    assert runs[1].read_metrics()["config_hash"] != metrics["config_hash"]  # the layout differs
+
+
+def test_config_echo_is_the_resolved_experiment(runs):
+    echoed = yaml.safe_load(runs[2].config.read_text())
+    assert echoed["model"]["config"] == TINY_MODEL
+    assert echoed["layout"]["dp_replicate"] == 2
+    assert echoed["train"]["precision"] == "fp32"
+    assert echoed["hardware"]["device_type"] == "cpu" and echoed["hardware"]["devices"] == 2
+
+
+def test_measured_memory_counts_each_category_exactly(runs):
+    memory = json.loads(runs[2].memory.read_text())
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**TINY_MODEL))
+    params = list(model.parameters())
+    param_bytes = sum(p.numel() * 4 for p in params)
+    for rank in memory["measured"]:
+        assert rank["parameters"] == param_bytes  # DDP: every rank holds everything
+        assert rank["gradients"] == param_bytes
+        assert rank["optimizer"] == 2 * param_bytes + 4 * len(params)  # AdamW moments + a float32 step each
+        assert rank["activations_saved"] > 0
+
+
+def test_final_checkpoint_is_written(runs):
+    names = sorted(p.name for p in runs[2].checkpoints.iterdir())
+    assert names == [f"step_{STEPS:08d}"]
+    assert not list(runs[2].path.glob("log.rank*.txt"))  # rank logs are removed after a clean run
