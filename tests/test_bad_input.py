@@ -37,7 +37,7 @@ BASE = {
 }
 
 
-class Reached(Exception):  # noqa: N818 - a sentinel, not an error
+class Reached(Exception):
     """Raised when prepare gets as far as tokenizing the corpus: every check has passed by then."""
 
 
@@ -193,7 +193,10 @@ def test_missing_experiment_file(tmp_path):
 
 def test_layout_product_differs_from_process_count(tmp_path):
     exp = experiment(tmp_path)
-    refused(request(tmp_path, exp, nproc=2, layout="dp_replicate=3"), "layout dp_replicate=3 multiplies to 3, but 2 processes run")
+    refused(
+        request(tmp_path, exp, nproc=2, layout="dp_replicate=3"),
+        "layout dp_replicate=3 multiplies to 3, but 2 processes run",
+    )
 
 
 def test_layout_from_file_differs_from_process_count(tmp_path):
@@ -310,7 +313,10 @@ def test_empty_run_directory_is_fine(tmp_path):
 
 def test_resume_without_any_checkpoint(tmp_path):
     out = tmp_path / "run"
-    refused(request(tmp_path, experiment(tmp_path), resume=True), f"--resume: no complete checkpoint in {out / 'checkpoint'}")
+    refused(
+        request(tmp_path, experiment(tmp_path), resume=True),
+        f"--resume: no complete checkpoint in {out / 'checkpoint'}",
+    )
 
 
 def test_resume_with_only_a_partial_checkpoint(tmp_path):
@@ -320,7 +326,10 @@ def test_resume_with_only_a_partial_checkpoint(tmp_path):
     (partial / ".metadata").write_text("")
     incomplete = out / "checkpoint" / "step_00000002"  # renamed but without DCP metadata
     incomplete.mkdir()
-    refused(request(tmp_path, experiment(tmp_path), resume=True), f"--resume: no complete checkpoint in {out / 'checkpoint'}")
+    refused(
+        request(tmp_path, experiment(tmp_path), resume=True),
+        f"--resume: no complete checkpoint in {out / 'checkpoint'}",
+    )
     assert partial.is_dir() and incomplete.is_dir()
 
 

@@ -110,6 +110,7 @@ def epoch_rows(source: RowSource, epoch: int) -> list[dict[str, np.ndarray]]:
 
 def test_corpus_helper():
     corpus, docs = make_corpus([3, 1])
+    assert [d.tolist() for d in docs] == [[2, 3, EOS], [EOS]]
     assert corpus.tokens.tolist() == [2, 3, EOS, EOS]
     assert corpus.offsets.tolist() == [0, 3, 4]
     assert corpus.lengths.tolist() == [3, 1]
@@ -363,7 +364,9 @@ def test_sources_unsupported_extension(tmp_path):
     (tmp_path / "data.csv").write_text("text\nhello\n")
     with pytest.raises(ConfigError) as excinfo:
         data_sources(DataSpec(train="data.csv"), tmp_path)
-    assert str(excinfo.value) == "data.train: data.csv: unsupported format (use .json, .jsonl, .md, .parquet, .text, .txt)"
+    assert (
+        str(excinfo.value) == "data.train: data.csv: unsupported format (use .json, .jsonl, .md, .parquet, .text, .txt)"
+    )
 
 
 @pytest.mark.parametrize("train", ["builtin:nope", ["builtin:stdlib-docs", "a.txt"]])

@@ -41,7 +41,9 @@ def test_parse_unknown_names(part):
     assert str(excinfo.value) == f"--layout expects name=degree with names {NAMES}; got {part!r}"
 
 
-@pytest.mark.parametrize(("text", "name", "value"), [("tp=two", "tp", "two"), ("dp_replicate=1.5", "dp_replicate", "1.5")])
+@pytest.mark.parametrize(
+    ("text", "name", "value"), [("tp=two", "tp", "two"), ("dp_replicate=1.5", "dp_replicate", "1.5")]
+)
 def test_parse_non_integer(text, name, value):
     with pytest.raises(LayoutError) as excinfo:
         Layout.parse(text)

@@ -8,6 +8,7 @@ A fixed 2% of documents (chosen by a hash of their name) form a held-out split t
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import sysconfig
 from pathlib import Path
@@ -54,6 +55,7 @@ def _wanted(relative: Path) -> bool:
     return not _SKIPPED_PACKAGES.intersection(relative.parts)
 
 
+@functools.cache  # parsing the standard library takes seconds; tokenizer and tokenization both read it
 def _stdlib_docstrings() -> list[tuple[str, str]]:
     root = _stdlib_root()
     documents = []

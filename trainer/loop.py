@@ -90,7 +90,7 @@ def train(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) -> 
     model.to(worker.device)
     torch.manual_seed(spec.seed + 1 + worker.rank)  # dropout differs per rank, like the data does
     if spec.activation_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.activation_checkpointing_enable({"use_reentrant": False})
     if spec.compile:
         model.compile()
     if layout.dp_replicate > 1:
