@@ -40,7 +40,7 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
         help="override an experiment key, e.g. --set train.lr=1e-3 (repeatable)",
     )
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
-    train.add_argument("--nnodes", type=int, default=1, help="nodes taking part (torchrun c10d rendezvous)")
+    train.add_argument("--nnodes", type=int, help="nodes taking part (default: hardware.nodes, or 1)")
     train.add_argument("--node-rank", type=int, default=0, help="this node's rank")
     train.add_argument("--rdzv-endpoint", help="host:port of the rendezvous, for multi-node runs")
     train.set_defaults(handler=_train)

@@ -223,7 +223,18 @@ def test_layout_times_nodes(tmp_path):
 
 
 def test_negative_nproc(tmp_path):
-    refused(request(tmp_path, experiment(tmp_path), nproc=-1), "--nproc and --nnodes must be at least 1 (got -1 and 1)")
+    refused(
+        request(tmp_path, experiment(tmp_path), nproc=-1),
+        "the process count and node count must be at least 1 (got -1 and 1)",
+    )
+
+
+@pytest.mark.parametrize(("nproc", "changes"), [(0, {}), (None, {"hardware": {"devices": 0}})])
+def test_zero_processes(tmp_path, nproc, changes):
+    refused(
+        request(tmp_path, experiment(tmp_path, changes), nproc=nproc),
+        "the process count and node count must be at least 1 (got 0 and 1)",
+    )
 
 
 def test_cuda_requested_without_cuda(tmp_path, monkeypatch):
@@ -279,15 +290,9 @@ def test_seq_len_beyond_positions(tmp_path):
     refused(request(tmp_path, exp), "data.seq_len 256 exceeds the model's 128 positions (max_position_embeddings)")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=FileNotFoundError,
-    reason="bug: a missing tokenizer directory raises FileNotFoundError, not ConfigError (trainer/tokenizer.py:29), "
-    "so the CLI prints a traceback",
-)
 def test_missing_tokenizer_directory(tmp_path):
     exp = experiment(tmp_path, {"tokenizer": "no-such-tokenizer"})
-    refused(request(tmp_path, exp), f"tokenizer directory not found: {tmp_path.resolve() / 'no-such-tokenizer'}")
+    refused(request(tmp_path, exp), f"tokenizer: directory not found: {tmp_path.resolve() / 'no-such-tokenizer'}")
 
 
 # --- run directory ----------------------------------------------------------------------------------------------------

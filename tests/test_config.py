@@ -203,11 +203,6 @@ def test_override_into_shorthand_section():
     assert experiment.layout.dp_replicate == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: apply_override replaces any string in a shorthand section by {} (trainer/config.py:170-171), "
-    "so 'hardware: fast' plus --set hardware.devices=2 is silently accepted",
-)
 def test_override_does_not_hide_an_invalid_shorthand():
     raw = {"hardware": "fast"}
     with pytest.raises(ConfigError, match="hardware"):

@@ -167,8 +167,8 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
     node = raw
     for name in parents:
         child = node.get(name)
-        if isinstance(child, str) and name in _SHORTHANDS:
-            child = dict(_SHORTHANDS[name].get(child, {}))
+        if isinstance(child, str) and child in _SHORTHANDS.get(name, {}):
+            child = dict(_SHORTHANDS[name][child])
         if child is None:
             child = {}
         if not isinstance(child, dict):

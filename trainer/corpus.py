@@ -2,7 +2,8 @@
 
 `stdlib-docs` is the standard library's docstrings (modules, classes, functions): real English prose about
 code, from one-liners to multi-page essays, so lengths vary the way real pre-training documents do.
-A fixed 2% of documents (chosen by a hash of their name) form a held-out split the trainer never reads.
+Identical docstrings (inherited or copied methods) are kept once. A fixed 2% of documents, chosen by a hash of
+their text so that no held-out text also appears in training, form a held-out split the trainer never reads.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ def builtin_documents(name: str, split: str = "train") -> list[str]:
         raise ValueError(f"unknown built-in corpus {name!r}; available: {', '.join(builtin_names())}")
     if split not in ("train", "heldout"):
         raise ValueError(f"unknown split {split!r}; built-in corpora have 'train' and 'heldout'")
-    named = _CORPORA[name]()
-    return [text for doc_id, text in named if _is_heldout(doc_id) == (split == "heldout")]
+    unique = dict.fromkeys(text for _, text in _CORPORA[name]())  # first occurrence keeps the order
+    return [text for text in unique if _is_heldout(text) == (split == "heldout")]
 
 
 def builtin_fingerprint(name: str) -> str:
@@ -43,8 +44,8 @@ def builtin_fingerprint(name: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def _is_heldout(doc_id: str) -> bool:
-    return int(hashlib.sha256(doc_id.encode()).hexdigest(), 16) % 100 < HELDOUT_PERCENT
+def _is_heldout(text: str) -> bool:
+    return int(hashlib.sha256(text.encode()).hexdigest(), 16) % 100 < HELDOUT_PERCENT
 
 
 def _stdlib_root() -> Path:

@@ -46,7 +46,7 @@ class TrainRequest:
     out: Path | None = None
     overrides: list[str] = field(default_factory=list)
     resume: bool = False
-    nnodes: int = 1
+    nnodes: int | None = None  # default: hardware.nodes
     node_rank: int = 0
     rdzv_endpoint: str | None = None
 
@@ -55,7 +55,8 @@ class TrainRequest:
 class PreparedRun:
     run: RunDir
     experiment: Experiment
-    nproc: int
+    nproc: int  # processes per node
+    nnodes: int
     request: TrainRequest
 
 
@@ -69,14 +70,17 @@ def prepare(request: TrainRequest) -> PreparedRun:
     base_dir = Path(experiment.base_dir)
 
     device_type = _device_type(experiment.hardware.device_type)
-    nproc = request.nproc or experiment.hardware.devices or (torch.cuda.device_count() if device_type == "cuda" else 1)
-    if nproc < 1 or request.nnodes < 1:
-        raise ConfigError(f"--nproc and --nnodes must be at least 1 (got {nproc} and {request.nnodes})")
+    nproc = _first_given(request.nproc, experiment.hardware.devices)
+    if nproc is None:
+        nproc = torch.cuda.device_count() if device_type == "cuda" else 1
+    nnodes = _first_given(request.nnodes, experiment.hardware.nodes)
+    if nproc < 1 or nnodes < 1:
+        raise ConfigError(f"the process count and node count must be at least 1 (got {nproc} and {nnodes})")
     if device_type == "cuda" and nproc > torch.cuda.device_count():
         raise ConfigError(f"--nproc {nproc} asks for more processes than the {torch.cuda.device_count()} CUDA devices")
     try:
         layout = Layout.parse(request.layout) if request.layout else experiment.layout
-        layout = layout.resolve(nproc * request.nnodes)
+        layout = layout.resolve(nproc * nnodes)
         layout.check_supported()
     except LayoutError as e:
         raise ConfigError(str(e)) from None
@@ -87,9 +91,18 @@ def prepare(request: TrainRequest) -> PreparedRun:
     sources = data_sources(experiment.data, base_dir)
     config = model_config(experiment.model, base_dir)
     data_key = sources_fingerprint(experiment.data, sources)
-    tokenizer = load_tokenizer(
-        experiment.tokenizer, config.vocab_size, lambda: read_documents(experiment.data, sources), data_key, base_dir
-    )
+    try:
+        tokenizer = load_tokenizer(
+            experiment.tokenizer,
+            config.vocab_size,
+            lambda: read_documents(experiment.data, sources),
+            data_key,
+            base_dir,
+        )
+    except (OSError, ValueError) as e:
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"tokenizer {experiment.tokenizer}: {str(e).strip().splitlines()[0]}") from None
     check_compatible(config, len(tokenizer), experiment.data.seq_len)
 
     run = RunDir(request.out or Path("runs") / f"{request.experiment.stem}-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -108,7 +121,7 @@ def prepare(request: TrainRequest) -> PreparedRun:
     experiment.train.precision = precision
     experiment.hardware.device_type = device_type
     experiment.hardware.devices = nproc
-    experiment.hardware.nodes = request.nnodes
+    experiment.hardware.nodes = nnodes
     weights = checkpoint_dir(experiment.model, base_dir)
 
     run.path.mkdir(parents=True, exist_ok=True)
@@ -123,7 +136,7 @@ def prepare(request: TrainRequest) -> PreparedRun:
         **git_state(base_dir),
     }
     write_json(run.launch, launch)
-    return PreparedRun(run, experiment, nproc, request)
+    return PreparedRun(run, experiment, nproc, nnodes, request)
 
 
 def launch(prepared: PreparedRun) -> dict:
@@ -132,10 +145,10 @@ def launch(prepared: PreparedRun) -> dict:
     for stale in (run.metrics, *run.path.glob("failure.rank*.json")):
         stale.unlink(missing_ok=True)
     command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={prepared.nproc}"]
-    if request.nnodes == 1 and request.rdzv_endpoint is None:
+    if prepared.nnodes == 1 and request.rdzv_endpoint is None:
         command.append("--standalone")
     else:
-        command += [f"--nnodes={request.nnodes}", f"--node-rank={request.node_rank}", "--rdzv-backend=c10d"]
+        command += [f"--nnodes={prepared.nnodes}", f"--node-rank={request.node_rank}", "--rdzv-backend=c10d"]
         command += [f"--rdzv-endpoint={request.rdzv_endpoint or '127.0.0.1:29500'}"]
     command += ["--max-restarts=0", "--monitor-interval=0.5", "--local-ranks-filter=0"]
     command += ["-m", "trainer.worker", str(run.path)]
@@ -153,7 +166,7 @@ def _failure_metrics(prepared: PreparedRun, returncode: int) -> dict:
     if prepared.run.launch.is_file():
         launch_info = json.loads(prepared.run.launch.read_text())
     experiment = prepared.experiment
-    world_size = prepared.nproc * prepared.request.nnodes
+    world_size = prepared.nproc * prepared.nnodes
     metrics = base_metrics(experiment, launch_info, world_size, experiment.hardware.device_type)
     return {**metrics, "status": status, "error": error, "tokens_per_s": None, "mfu": None, "final_loss": None}
 
@@ -191,6 +204,10 @@ def _worker_env(prepared: PreparedRun) -> dict[str, str]:
     return env
 
 
+def _first_given(*values: int | None) -> int | None:
+    return next((v for v in values if v is not None), None)
+
+
 def _device_type(requested: str) -> str:
     if requested == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -218,8 +235,6 @@ def _check_train_values(experiment: Experiment) -> None:
             raise ConfigError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
     if len(train.betas) != 2:
         raise ConfigError(f"train.betas: expected two numbers, got {train.betas}")
-    if experiment.hardware.nodes < 1:
-        raise ConfigError("hardware.nodes must be at least 1")
 
 
 def _check_run_dir(run: RunDir, resume: bool) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from trainer.cache import cached_dir, fingerprint
+from trainer.config import ConfigError
 
 EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
@@ -26,10 +27,10 @@ def load_tokenizer(
         directory = Path(spec).expanduser()
         directory = directory if directory.is_absolute() else base_dir / directory
         if not directory.is_dir():
-            raise FileNotFoundError(f"tokenizer directory not found: {directory}")
+            raise ConfigError(f"tokenizer: directory not found: {directory}")
     tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
     if tokenizer.eos_token_id is None:
-        raise ValueError(f"tokenizer {spec} has no end-of-sequence token; documents need one between them")
+        raise ConfigError(f"tokenizer {spec}: no end-of-sequence token, which documents need between them")
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token  # pads are masked out of loss and attention anyway
     return tokenizer
