@@ -298,14 +298,14 @@ def test_missing_tokenizer_directory(tmp_path):
 # --- run directory ----------------------------------------------------------------------------------------------------
 
 
-def test_non_empty_run_directory_without_resume(tmp_path):
+def test_run_directory_with_results_without_resume(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
     (out / "metrics.json").write_text("{}")
     exp = experiment(tmp_path)
     refused(
         request(tmp_path, exp, out=out),
-        f"run directory {out} is not empty; pass --resume to continue it or choose another --out",
+        f"run directory {out} holds results (metrics.json); pass --resume to continue it or choose another --out",
     )
     assert sorted(p.name for p in out.iterdir()) == ["metrics.json"]
 

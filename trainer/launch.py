@@ -154,6 +154,9 @@ def launch(prepared: PreparedRun) -> dict:
     command += ["-m", "trainer.worker", str(run.path)]
     returncode = subprocess.run(command, env=_worker_env(prepared)).returncode
     metrics = run.read_metrics()
+    if metrics is None and returncode == 0 and prepared.nnodes > 1:
+        # The rendezvous, not --node-rank, decides which node hosts rank 0 and so writes the results.
+        return {"status": "ok", "error": None, "node_rank": request.node_rank, "results_on": "the node of rank 0"}
     if metrics is None or returncode != 0:
         metrics = _failure_metrics(prepared, returncode)
         write_json(run.metrics, metrics)
@@ -182,15 +185,17 @@ def _failure_cause(prepared: PreparedRun, returncode: int) -> tuple[str, str]:
     causes = [f for f in failures if not _PEER_LOST.search(f["error"])]
     if causes:
         return causes[0]["status"], f"rank {causes[0]['rank']}: {causes[0]['error']}"
-    first_rank = prepared.request.node_rank * prepared.nproc
-    silent = sorted(set(range(first_rank, first_rank + prepared.nproc)) - {f["rank"] for f in failures})
+    silent = sorted(set(range(prepared.nproc)) - {f["rank"] for f in failures}) if prepared.nnodes == 1 else []
     if silent:
         return "failed", (
             f"rank {silent[0]} exited without a Python error (killed or crashed; torchrun exit code {returncode})"
         )
     if failures:
         return failures[0]["status"], f"rank {failures[0]['rank']}: {failures[0]['error']}"
-    return "failed", f"the launcher exited with code {returncode} before any rank reported"
+    return (
+        "failed",
+        f"a rank exited without a Python error (killed or crashed, maybe on another node; code {returncode})",
+    )
 
 
 def _worker_env(prepared: PreparedRun) -> dict[str, str]:
@@ -238,14 +243,19 @@ def _check_train_values(experiment: Experiment) -> None:
 
 
 def _check_run_dir(run: RunDir, resume: bool) -> None:
+    """Never overwrite results. The launcher's own files (config.yaml, launch.json) may already be there: another
+    node of the same run writes them too."""
     from trainer.checkpoint import latest
 
     if resume:
         if latest(run.checkpoints) is None:
             raise ConfigError(f"--resume: no complete checkpoint in {run.checkpoints}")
-    elif run.path.exists() and any(run.path.iterdir()):
+        return
+    results = [p for p in (run.steps, run.metrics, run.checkpoints) if p.exists()]
+    if results:
         raise ConfigError(
-            f"run directory {run.path} is not empty; pass --resume to continue it or choose another --out"
+            f"run directory {run.path} holds results ({results[0].name}); pass --resume to continue it "
+            "or choose another --out"
         )
 
 
@@ -253,5 +263,7 @@ def describe(metrics: dict, run: RunDir) -> str:
     """One line for the terminal."""
     if metrics["status"] != "ok":
         return f"run {metrics['status']}: {metrics['error']} (see {run.path})"
+    if metrics.get("results_on"):
+        return f"node {metrics['node_rank']} done; the results are written on {metrics['results_on']}"
     tps = metrics.get("tokens_per_s")
     return f"run ok: loss {metrics['final_loss']:.4f}, {tps:,.0f} tokens/s, results in {run.path}"

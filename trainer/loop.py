@@ -224,7 +224,8 @@ def _finish(run, worker, experiment, launch, config, measured: Measurements, sta
     memory = [None] * worker.world_size
     dist.all_gather_object(memory, rank_memory)
     if device_type == "cuda":
-        torch.cuda.memory._dump_snapshot(str(run.snapshot)) if worker.rank == 0 else None
+        if worker.rank == 0:
+            torch.cuda.memory._dump_snapshot(str(run.snapshot))
         torch.cuda.memory._record_memory_history(enabled=None)
     if worker.rank != 0:
         return
