@@ -25,6 +25,7 @@ from trainer.layout import Layout, LayoutError
 from trainer.loop import base_metrics
 from trainer.model import check_compatible, checkpoint_dir, model_config
 from trainer.optim import OPTIMIZERS, SCHEDULES
+from trainer.progress import follow
 from trainer.rundir import RunDir, write_json, write_text
 from trainer.tokenizer import load_tokenizer, tokenizer_fingerprint
 
@@ -150,9 +151,15 @@ def launch(prepared: PreparedRun) -> dict:
     else:
         command += [f"--nnodes={prepared.nnodes}", f"--node-rank={request.node_rank}", "--rdzv-backend=c10d"]
         command += [f"--rdzv-endpoint={request.rdzv_endpoint or '127.0.0.1:29500'}"]
-    command += ["--max-restarts=0", "--monitor-interval=0.5", "--local-ranks-filter=0"]
-    command += ["-m", "trainer.worker", str(run.path)]
-    returncode = subprocess.run(command, env=_worker_env(prepared)).returncode
+    command += ["--max-restarts=0", "--monitor-interval=0.5", "-m", "trainer.worker", str(run.path)]
+    with run.torchrun_log.open("w") as output:
+        process = subprocess.Popen(command, env=_worker_env(prepared), stdout=output, stderr=subprocess.STDOUT)
+        try:
+            returncode = follow(process, run, prepared.experiment.train.steps)
+        except KeyboardInterrupt:
+            _stop(process)
+            write_json(run.metrics, {**_failure_metrics(prepared, -2), "error": "interrupted by the user"})
+            raise
     metrics = run.read_metrics()
     if metrics is None and returncode == 0 and prepared.nnodes > 1:
         # The rendezvous, not --node-rank, decides which node hosts rank 0 and so writes the results.
@@ -161,6 +168,16 @@ def launch(prepared: PreparedRun) -> dict:
         metrics = _failure_metrics(prepared, returncode)
         write_json(run.metrics, metrics)
     return metrics
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """torchrun passes SIGTERM on to the ranks; give them a moment, then insist."""
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _failure_metrics(prepared: PreparedRun, returncode: int) -> dict:
@@ -262,7 +279,7 @@ def _check_run_dir(run: RunDir, resume: bool) -> None:
 def describe(metrics: dict, run: RunDir) -> str:
     """One line for the terminal."""
     if metrics["status"] != "ok":
-        return f"run {metrics['status']}: {metrics['error']} (see {run.path})"
+        return f"run {metrics['status']}: {metrics['error']} (logs: {run.log}, {run.torchrun_log})"
     if metrics.get("results_on"):
         return f"node {metrics['node_rank']} done; the results are written on {metrics['results_on']}"
     tps = metrics.get("tokens_per_s")

@@ -18,7 +18,6 @@ import torch
 import torch.distributed as dist
 import yaml
 from torch.nn.parallel import DistributedDataParallel
-from tqdm import tqdm
 
 from trainer import checkpoint
 from trainer.config import Experiment, experiment_from_dict
@@ -150,9 +149,6 @@ def _run_steps(
     spec = experiment.train
     measured = Measurements()
     first_step = state.step
-    progress = tqdm(
-        total=spec.steps, initial=state.step, disable=worker.rank != 0 or None, unit="step", dynamic_ncols=True
-    )
     with run.steps.open("a") if worker.rank == 0 else contextlib.nullcontext() as steps_file:
         while state.step < spec.steps:
             maybe_inject(worker.rank, state.step + 1)
@@ -202,11 +198,8 @@ def _run_steps(
                 steps_file.write(json.dumps(record) + "\n")
                 steps_file.flush()
             log.info("step %d loss %.4f lr %.3g grad_norm %.3f %.2fs", state.step, result.loss, lr, grad_norm, seconds)
-            progress.set_postfix(loss=f"{result.loss:.3f}", tok_s=f"{result.input_tokens / seconds:,.0f}")
-            progress.update()
             if spec.checkpoint_every and state.step % spec.checkpoint_every == 0:
                 checkpoint.save(run.checkpoints, state, model, optimizer, scheduler, spec.keep_checkpoints)
-    progress.close()
     return measured
 
 

@@ -21,6 +21,7 @@ class RunDir:
     snapshot = property(lambda self: self.path / "snapshot.pickle")
     checkpoints = property(lambda self: self.path / "checkpoint")
     log = property(lambda self: self.path / "log.txt")
+    torchrun_log = property(lambda self: self.path / "torchrun.log")  # everything the ranks and torchrun printed
 
     def rank_log(self, rank: int) -> Path:
         return self.log if rank == 0 else self.path / f"log.rank{rank}.txt"

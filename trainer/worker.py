@@ -28,6 +28,7 @@ def main(run_path: str) -> None:
         worker = init_worker(experiment.hardware.device_type)
         train(run, worker, experiment, launch)
     except BaseException as error:
+        logging.getLogger("meshpilot").exception("rank %d failed", rank)
         _record_failure(run, rank, error)
         raise
     finally:

@@ -1,0 +1,48 @@
+"""The launcher's progress bar, fed by rank 0's steps.jsonl while the ranks run.
+
+The ranks write nothing to the terminal (their output goes to torchrun.log in the run directory), so the
+user sees one bar with loss and tokens/s, not interleaved per-rank logs and tracebacks.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+from tqdm import tqdm
+
+from trainer.rundir import RunDir
+
+
+def follow(process: subprocess.Popen, run: RunDir, total_steps: int, poll_s: float = 0.5) -> int:
+    """Show progress until `process` exits; return its exit code."""
+    offset = 0
+    with tqdm(total=total_steps, unit="step", dynamic_ncols=True, disable=None) as bar:
+        while True:
+            finished = process.poll() is not None
+            offset, records = _read_new_lines(run, offset)
+            for record in records:
+                bar.n = record["step"]
+                bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens'] / record['step_s']:,.0f}")
+            if records:
+                bar.refresh()
+            if finished:
+                return process.returncode
+            time.sleep(poll_s)
+
+
+def _read_new_lines(run: RunDir, offset: int) -> tuple[int, list[dict]]:
+    """Complete lines appended since `offset` (a line still being written waits for the next poll)."""
+    try:
+        with run.steps.open("rb") as f:
+            f.seek(0, 2)
+            if f.tell() < offset:  # rewritten on resume
+                offset = 0
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return offset, []
+    complete = data[: data.rfind(b"\n") + 1]
+    records = [json.loads(line) for line in complete.splitlines() if line.strip()]
+    return offset + len(complete), records
