@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from support import TINY_MODEL
 
 import trainer.launch as launch_module
 from trainer.config import ConfigError
@@ -19,18 +20,7 @@ from trainer.launch import TrainRequest, prepare
 REPO = Path(__file__).resolve().parents[1]
 
 BASE = {
-    "model": {
-        "config": {
-            "model_type": "llama",
-            "vocab_size": 512,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "max_position_embeddings": 128,
-        }
-    },
+    "model": {"config": dict(TINY_MODEL)},
     "data": {"seq_len": 64},
     "train": {"steps": 2, "global_batch_tokens": 512, "micro_batch": 2},
     "hardware": {"device_type": "cpu"},

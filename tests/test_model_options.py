@@ -98,3 +98,14 @@ def test_step_flops_formula():
         # the output projection is a matmul either way; only the input lookup is free
         assert params["matmul"] == params["total"] - (0 if tied else params["embedding"])
     assert step_flops(100, 8, 2, tokens=10, attention_pairs=30) == 6 * 100 * 10 + 12 * 8 * 2 * 30
+
+
+def test_mfu_uses_the_device_peak_and_is_null_for_unknown_devices():
+    from trainer.flops import mfu
+
+    config = AutoConfig.for_model(**TINY_MODEL)
+    width = TINY_MODEL["hidden_size"]  # 4 heads of 8
+    flops = step_flops(count_parameters(config)["matmul"], width, TINY_MODEL["num_hidden_layers"], 1000, 5000)
+    assert mfu(config, 1000, 5000, 2.0, "NVIDIA H100 80GB HBM3", 4) == pytest.approx(flops / 2.0 / (989e12 * 4))
+    assert mfu(config, 1000, 5000, 2.0, "NVIDIA A100-SXM4-80GB", 1) == pytest.approx(flops / 2.0 / 312e12)
+    assert mfu(config, 1000, 5000, 2.0, "Some Accelerator", 1) is None

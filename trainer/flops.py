@@ -7,6 +7,7 @@ not the padded or packed row length, so packing does not inflate MFU with work t
 from __future__ import annotations
 
 import torch
+from transformers import PretrainedConfig
 
 # Dense bf16 tensor-core peak per device, from the vendors' data sheets (no sparsity).
 PEAK_BF16_FLOPS = {
@@ -49,3 +50,18 @@ def causal_attention_pairs(segment_ids: torch.Tensor) -> int:
 def step_flops(matmul_params: int, attention_width: int, num_layers: int, tokens: int, attention_pairs: int) -> float:
     """Forward plus backward FLOPs: 6 N per token, and 12 * width per attended pair per layer."""
     return 6.0 * matmul_params * tokens + 12.0 * attention_width * num_layers * attention_pairs
+
+
+def mfu(
+    config: PretrainedConfig, tokens: int, attention_pairs: int, seconds: float, device_name: str, devices: int
+) -> float | None:
+    """Model FLOPs utilisation over `devices` of `device_name`; None for a device with no known bf16 peak."""
+    from trainer.model import count_parameters
+
+    peak = peak_bf16_flops(device_name)
+    if peak is None:
+        return None
+    heads = config.num_attention_heads
+    width = heads * (getattr(config, "head_dim", None) or config.hidden_size // heads)
+    flops = step_flops(count_parameters(config)["matmul"], width, config.num_hidden_layers, tokens, attention_pairs)
+    return flops / seconds / (peak * devices)

@@ -1,7 +1,7 @@
 """The training loop each worker process runs: build, train, measure, write the run's result files.
 
-Read it top to bottom: `train` sets up the parallel model and data, `_run_steps` is the loop, `_finish`
-writes metrics.json and memory.json.
+Read it top to bottom: `train` calls `_setup` (model, parallelism, optimizer, data, resume), `_run_steps` (the
+loop; `_optimizer_step` is one step) and `_finish` (metrics.json and memory.json).
 """
 
 from __future__ import annotations
@@ -18,18 +18,19 @@ import torch
 import torch.distributed as dist
 import yaml
 from torch.nn.parallel import DistributedDataParallel
+from transformers import PretrainedConfig
 
 from trainer import checkpoint
 from trainer.config import Experiment, experiment_from_dict
 from trainer.data import BatchPlan, RowSource, TokenizedCorpus, plan_batches
 from trainer.environment import device_name, versions
 from trainer.faults import maybe_inject
-from trainer.flops import causal_attention_pairs, peak_bf16_flops, step_flops
+from trainer.flops import causal_attention_pairs, mfu
 from trainer.memory import peak_bytes, state_bytes
-from trainer.model import build_model, count_parameters, model_config
+from trainer.model import build_model, model_config
 from trainer.optim import build_optimizer, build_scheduler
 from trainer.rundir import RunDir, write_json, write_text
-from trainer.step import forward_backward
+from trainer.step import StepResult, forward_backward
 
 log = logging.getLogger("meshpilot.trainer")
 
@@ -57,6 +58,31 @@ class Measurements:
     last_loss: float | None = None
 
 
+@dataclass
+class Training:
+    """Everything one worker trains with, built once by `_setup`."""
+
+    run: RunDir
+    worker: Worker
+    experiment: Experiment
+    config: PretrainedConfig
+    model: torch.nn.Module  # wrapped for its layout (DDP)
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    rows: RowSource
+    plan: BatchPlan
+    state: checkpoint.TrainerState
+    dp_group: dist.ProcessGroup | None  # the ranks that read different data; None for one
+    dp_rank: int
+    autocast: contextlib.AbstractContextManager | None
+
+    def save_checkpoint(self) -> None:
+        spec = self.experiment.train
+        checkpoint.save(
+            self.run.checkpoints, self.state, self.model, self.optimizer, self.scheduler, spec.keep_checkpoints
+        )
+
+
 def init_worker(device_type: str) -> Worker:
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
@@ -78,11 +104,18 @@ def load_run(run: RunDir) -> tuple[Experiment, dict]:
 
 
 def train(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) -> None:
-    spec, layout = experiment.train, experiment.layout
-    device_type = worker.device.type
+    training = _setup(run, worker, experiment, launch)
+    measured = _run_steps(training)
+    spec = experiment.train
+    if spec.save_final_checkpoint and (not spec.checkpoint_every or training.state.step % spec.checkpoint_every):
+        training.save_checkpoint()
+    _finish(training, launch, measured)
+
+
+def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) -> Training:
+    spec, layout, device_type = experiment.train, experiment.layout, worker.device.type
     mesh = layout.build_mesh(device_type)
     dp_group = mesh["dp_replicate"].get_group() if layout.dp_degree > 1 else None
-    dp_rank = mesh["dp_replicate"].get_local_rank()
 
     config = model_config(experiment.model, Path(experiment.base_dir))
     model = build_model(config, Path(launch["weights_dir"]) if launch["weights_dir"] else None, spec.seed)
@@ -96,118 +129,115 @@ def train(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) -> 
         device_ids = [worker.local_rank] if device_type == "cuda" else None
         model = DistributedDataParallel(model, device_ids=device_ids, gradient_as_bucket_view=True)
     optimizer = build_optimizer(model, spec, device_type)
-    scheduler = build_scheduler(optimizer, spec)
 
-    rows = RowSource(
-        TokenizedCorpus.load(Path(launch["data_dir"])),
-        experiment.data.seq_len,
-        experiment.data.packing,
-        spec.seed,
-        experiment.data.shuffle,
+    data = experiment.data
+    corpus = TokenizedCorpus.load(Path(launch["data_dir"]))
+    training = Training(
+        run=run,
+        worker=worker,
+        experiment=experiment,
+        config=config,
+        model=model,
+        optimizer=optimizer,
+        scheduler=build_scheduler(optimizer, spec),
+        rows=RowSource(corpus, data.seq_len, data.packing, spec.seed, data.shuffle),
+        plan=plan_batches(spec.global_batch_tokens, data.seq_len, spec.micro_batch, layout.dp_degree),
+        state=checkpoint.TrainerState(step=0, next_row=0),
+        dp_group=dp_group,
+        dp_rank=mesh["dp_replicate"].get_local_rank(),
+        autocast=torch.autocast(device_type, dtype=torch.bfloat16) if spec.precision == "bf16" else None,
     )
-    plan = plan_batches(spec.global_batch_tokens, experiment.data.seq_len, spec.micro_batch, layout.dp_degree)
-
-    state = checkpoint.TrainerState(step=0, next_row=0)
-    found = checkpoint.latest(run.checkpoints) if launch["resume"] else None
-    if found is not None:
-        state = checkpoint.load(found, model, optimizer, scheduler)
-        log.info("resumed from %s at step %d", found.name, state.step)
-        if worker.rank == 0:
-            kept = [s for s in run.read_steps() if s["step"] <= state.step]
-            write_text(run.steps, "".join(json.dumps(s) + "\n" for s in kept))
-    elif worker.rank == 0:
-        write_text(run.steps, "")
-
-    bf16 = experiment.train.precision == "bf16"
-    autocast = torch.autocast(device_type, dtype=torch.bfloat16) if bf16 else None
+    _resume_or_start(training, launch["resume"])
     if device_type == "cuda":
         torch.cuda.reset_peak_memory_stats()
         torch.cuda.memory._record_memory_history(max_entries=100_000)
-
-    measured = _run_steps(
-        run, worker, experiment, model, optimizer, scheduler, rows, plan, state, dp_group, dp_rank, autocast
-    )
-    if spec.save_final_checkpoint and (not spec.checkpoint_every or state.step % spec.checkpoint_every):
-        checkpoint.save(run.checkpoints, state, model, optimizer, scheduler, spec.keep_checkpoints)
-    _finish(run, worker, experiment, launch, config, measured, state, dp_group)
+    return training
 
 
-def _run_steps(
-    run,
-    worker,
-    experiment,
-    model,
-    optimizer,
-    scheduler,
-    rows: RowSource,
-    plan: BatchPlan,
-    state,
-    dp_group,
-    dp_rank,
-    autocast,
-) -> Measurements:
-    spec = experiment.train
+def _resume_or_start(training: Training, resume: bool) -> None:
+    run, rank = training.run, training.worker.rank
+    found = checkpoint.latest(run.checkpoints) if resume else None
+    kept = []
+    if found is not None:
+        training.state = checkpoint.load(found, training.model, training.optimizer, training.scheduler)
+        log.info("resumed from %s at step %d", found.name, training.state.step)
+        kept = [s for s in run.read_steps() if s["step"] <= training.state.step]
+    if rank == 0:  # steps after the checkpoint are about to be repeated
+        write_text(run.steps, "".join(json.dumps(s) + "\n" for s in kept))
+
+
+def _run_steps(training: Training) -> Measurements:
+    spec, state, rank = training.experiment.train, training.state, training.worker.rank
     measured = Measurements()
     first_step = state.step
-    with run.steps.open("a") if worker.rank == 0 else contextlib.nullcontext() as steps_file:
+    with training.run.steps.open("a") if rank == 0 else contextlib.nullcontext() as steps_file:
         while state.step < spec.steps:
-            maybe_inject(worker.rank, state.step + 1)
-            started = time.perf_counter()
-            micro_batches = [
-                {k: v.to(worker.device, non_blocking=True) for k, v in rows.batch(indices).items()}
-                for indices in plan.micro_batches(state.next_row, dp_rank)
-            ]
-            result = forward_backward(
-                model, micro_batches, dp_group, autocast, measure_activations=state.step == first_step
-            )
+            maybe_inject(rank, state.step + 1)
+            result, micro_batches, record = _optimizer_step(training, measure_memory=state.step == first_step)
             if state.step == first_step:
                 measured.activation_bytes = result.activation_bytes
-            max_norm = spec.grad_clip if spec.grad_clip > 0 else float("inf")
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
-            lr = scheduler.get_last_lr()[0]
-            optimizer.step()
-            scheduler.step()
-            if state.step == first_step:
-                measured.state_bytes = state_bytes(model, optimizer)
-            optimizer.zero_grad(set_to_none=True)
-            if worker.device.type == "cuda":
-                torch.cuda.synchronize()
-            seconds = time.perf_counter() - started
-
+                measured.state_bytes = record.pop("state_bytes")
             state.step += 1
-            state.next_row += plan.rows_per_step
+            state.next_row += training.plan.rows_per_step
             measured.last_loss = result.loss
+            # Leave out the first steps (allocator, compilation) unless there is nothing else to time.
             if (
                 state.step - first_step > spec.timing_warmup_steps
                 or spec.steps - first_step <= spec.timing_warmup_steps
             ):
                 measured.timed_steps += 1
-                measured.timed_seconds += seconds
+                measured.timed_seconds += record["step_s"]
                 measured.timed_tokens += result.input_tokens
                 measured.timed_attention_pairs += sum(causal_attention_pairs(b["segment_ids"]) for b in micro_batches)
-            record = {
-                "step": state.step,
-                "loss": result.loss,
-                "lr": lr,
-                "tokens": result.input_tokens,
-                "target_tokens": result.target_tokens,
-                "step_s": seconds,
-                "grad_norm": grad_norm,
-            }
+            record = {"step": state.step, **record}
             if steps_file is not None:
                 steps_file.write(json.dumps(record) + "\n")
                 steps_file.flush()
-            log.info("step %d loss %.4f lr %.3g grad_norm %.3f %.2fs", state.step, result.loss, lr, grad_norm, seconds)
+            log.info("step %(step)d loss %(loss).4f lr %(lr).3g grad_norm %(grad_norm).3f %(step_s).2fs", record)
             if spec.checkpoint_every and state.step % spec.checkpoint_every == 0:
-                checkpoint.save(run.checkpoints, state, model, optimizer, scheduler, spec.keep_checkpoints)
+                training.save_checkpoint()
     return measured
 
 
-def _finish(run, worker, experiment, launch, config, measured: Measurements, state, dp_group) -> None:
+def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResult, list[dict], dict]:
+    """Read the step's rows, accumulate gradients, clip, update. Timed from reading data to the update's end."""
+    spec, device = training.experiment.train, training.worker.device
+    started = time.perf_counter()
+    micro_batches = [
+        {k: v.to(device, non_blocking=True) for k, v in training.rows.batch(indices).items()}
+        for indices in training.plan.micro_batches(training.state.next_row, training.dp_rank)
+    ]
+    result = forward_backward(
+        training.model, micro_batches, training.dp_group, training.autocast, measure_activations=measure_memory
+    )
+    max_norm = spec.grad_clip if spec.grad_clip > 0 else float("inf")
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(training.model.parameters(), max_norm))
+    lr = training.scheduler.get_last_lr()[0]
+    training.optimizer.step()
+    training.scheduler.step()
+    extra = {"state_bytes": state_bytes(training.model, training.optimizer)} if measure_memory else {}
+    training.optimizer.zero_grad(set_to_none=True)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - started
+    record = {
+        "loss": result.loss,
+        "lr": lr,
+        "tokens": result.input_tokens,
+        "target_tokens": result.target_tokens,
+        "step_s": seconds,
+        "grad_norm": grad_norm,
+        **extra,
+    }
+    return result, micro_batches, record
+
+
+def _finish(training: Training, launch: dict, measured: Measurements) -> None:
+    worker, experiment, run = training.worker, training.experiment, training.run
     device_type = worker.device.type
     pairs = torch.tensor([measured.timed_attention_pairs], dtype=torch.float64, device=worker.device)
-    if dp_group is not None:
-        dist.all_reduce(pairs, group=dp_group)
+    if training.dp_group is not None:
+        dist.all_reduce(pairs, group=training.dp_group)
     rank_memory = {
         "rank": worker.rank,
         "peak": peak_bytes(worker.device),
@@ -224,16 +254,12 @@ def _finish(run, worker, experiment, launch, config, measured: Measurements, sta
         return
 
     tokens_per_s = measured.timed_tokens / measured.timed_seconds if measured.timed_seconds else None
-    mfu = None
-    peak = peak_bf16_flops(device_name(device_type)) if device_type == "cuda" else None
-    if peak and tokens_per_s and experiment.train.precision == "bf16":
-        params = count_parameters(config)
-        width = config.num_attention_heads * getattr(
-            config, "head_dim", config.hidden_size // config.num_attention_heads
+    name = device_name(device_type)
+    utilisation = None
+    if device_type == "cuda" and experiment.train.precision == "bf16" and measured.timed_seconds:
+        utilisation = mfu(
+            training.config, measured.timed_tokens, int(pairs.item()), measured.timed_seconds, name, worker.world_size
         )
-        flops = step_flops(params["matmul"], width, config.num_hidden_layers, measured.timed_tokens, int(pairs.item()))
-        mfu = flops / measured.timed_seconds / (peak * worker.world_size)
-    layout = experiment.layout
     write_json(run.memory, {"measured": memory, "units": "bytes", "peak_source": _peak_source(device_type)})
     write_json(
         run.metrics,
@@ -241,20 +267,14 @@ def _finish(run, worker, experiment, launch, config, measured: Measurements, sta
             **base_metrics(experiment, launch, worker.world_size, device_type),
             "status": "ok",
             "error": None,
-            "device_name": device_name(device_type),
+            "device_name": name,
             "tokens_per_s": tokens_per_s,
             "tokens_per_s_per_device": tokens_per_s / worker.world_size if tokens_per_s else None,
             "timed_steps": measured.timed_steps,
-            "mfu": mfu,
+            "mfu": utilisation,
             "peak_mem_bytes": [m["peak"] for m in memory],
             "final_loss": measured.last_loss,
-            "steps_completed": state.step,
-            "grad_accum": plan_batches(
-                experiment.train.global_batch_tokens,
-                experiment.data.seq_len,
-                experiment.train.micro_batch,
-                layout.dp_degree,
-            ).grad_accum,
+            "steps_completed": training.state.step,
         },
     )
 
@@ -267,6 +287,12 @@ def base_metrics(experiment: Experiment, launch: dict, world_size: int, device_t
         "device_type": device_type,
         "steps": experiment.train.steps,
         "micro_batch": experiment.train.micro_batch,
+        "grad_accum": plan_batches(
+            experiment.train.global_batch_tokens,
+            experiment.data.seq_len,
+            experiment.train.micro_batch,
+            experiment.layout.dp_degree,
+        ).grad_accum,
         "seq_len": experiment.data.seq_len,
         "packing": experiment.data.packing,
         "precision": experiment.train.precision,
