@@ -25,6 +25,7 @@ from trainer.layout import Layout, LayoutError
 from trainer.loop import base_metrics
 from trainer.model import check_compatible, checkpoint_dir, model_config
 from trainer.optim import OPTIMIZERS, SCHEDULES
+from trainer.parallelize import check_layout_for_model
 from trainer.progress import follow
 from trainer.rundir import RunDir, write_json, write_text
 from trainer.tokenizer import load_tokenizer, tokenizer_fingerprint
@@ -105,6 +106,10 @@ def prepare(request: TrainRequest) -> PreparedRun:
             raise
         raise ConfigError(f"tokenizer {experiment.tokenizer}: {str(e).strip().splitlines()[0]}") from None
     check_compatible(config, len(tokenizer), experiment.data.seq_len)
+    try:
+        check_layout_for_model(layout, config)
+    except LayoutError as e:
+        raise ConfigError(str(e)) from None
 
     run = RunDir(request.out or Path("runs") / f"{request.experiment.stem}-{time.strftime('%Y%m%d-%H%M%S')}")
     _check_run_dir(run, request.resume)

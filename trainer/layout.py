@@ -10,7 +10,7 @@ from dataclasses import dataclass
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 
 # Degrees the trainer can run today; the rest are validated but refused until their issue lands.
-SUPPORTED_DIMS = ("dp_replicate",)
+SUPPORTED_DIMS = ("dp_replicate", "dp_shard", "tp")
 
 
 class LayoutError(ValueError):
@@ -86,3 +86,18 @@ class Layout:
         from torch.distributed.device_mesh import init_device_mesh
 
         return init_device_mesh(device_type, tuple(getattr(self, n) for n in MESH_DIMS), mesh_dim_names=MESH_DIMS)
+
+
+def data_parallel_group(layout: Layout, mesh) -> tuple[object | None, int]:
+    """The process group of the ranks that read different data (None when there is one) and this rank's index in it.
+
+    Ranks that differ only in tp (or cp, pp) coordinates read the same rows.
+    """
+    rank = mesh.get_local_rank("dp_replicate") * layout.dp_shard + mesh.get_local_rank("dp_shard")
+    if layout.dp_degree == 1:
+        return None, 0
+    if layout.dp_shard == 1:
+        return mesh["dp_replicate"].get_group(), rank
+    if layout.dp_replicate == 1:
+        return mesh["dp_shard"].get_group(), rank
+    return mesh["dp_replicate", "dp_shard"]._flatten("dp").get_group(), rank

@@ -17,7 +17,6 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import yaml
-from torch.nn.parallel import DistributedDataParallel
 from transformers import PretrainedConfig
 
 from trainer import checkpoint
@@ -26,9 +25,11 @@ from trainer.data import BatchPlan, RowSource, TokenizedCorpus, plan_batches
 from trainer.environment import device_name, versions
 from trainer.faults import maybe_inject
 from trainer.flops import causal_attention_pairs, mfu
+from trainer.layout import data_parallel_group
 from trainer.memory import peak_bytes, state_bytes
 from trainer.model import build_model, model_config
 from trainer.optim import build_optimizer, build_scheduler
+from trainer.parallelize import clip_grad_norm, parallelize
 from trainer.rundir import RunDir, write_json, write_text
 from trainer.step import StepResult, forward_backward
 
@@ -66,7 +67,7 @@ class Training:
     worker: Worker
     experiment: Experiment
     config: PretrainedConfig
-    model: torch.nn.Module  # wrapped for its layout (DDP)
+    model: torch.nn.Module  # parallelized for its layout (DDP, FSDP2, tensor parallel)
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     rows: RowSource
@@ -115,19 +116,14 @@ def train(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) -> 
 def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) -> Training:
     spec, layout, device_type = experiment.train, experiment.layout, worker.device.type
     mesh = layout.build_mesh(device_type)
-    dp_group = mesh["dp_replicate"].get_group() if layout.dp_degree > 1 else None
+    dp_group, dp_rank = data_parallel_group(layout, mesh)
 
     config = model_config(experiment.model, Path(experiment.base_dir))
     model = build_model(config, Path(launch["weights_dir"]) if launch["weights_dir"] else None, spec.seed)
     model.to(worker.device)
-    torch.manual_seed(spec.seed + 1 + worker.rank)  # dropout differs per rank, like the data does
-    if spec.activation_checkpointing:
-        model.activation_checkpointing_enable({"use_reentrant": False})
-    if spec.compile:
-        model.compile()
-    if layout.dp_replicate > 1:
-        device_ids = [worker.local_rank] if device_type == "cuda" else None
-        model = DistributedDataParallel(model, device_ids=device_ids, gradient_as_bucket_view=True)
+    # Dropout differs between data-parallel ranks, like their data, and agrees between tensor-parallel peers.
+    torch.manual_seed(spec.seed + 1 + dp_rank)
+    model = parallelize(model, layout, mesh, spec, device_type)
     optimizer = build_optimizer(model, spec, device_type)
 
     data = experiment.data
@@ -144,7 +140,7 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) ->
         plan=plan_batches(spec.global_batch_tokens, data.seq_len, spec.micro_batch, layout.dp_degree),
         state=checkpoint.TrainerState(step=0, next_row=0),
         dp_group=dp_group,
-        dp_rank=mesh["dp_replicate"].get_local_rank(),
+        dp_rank=dp_rank,
         autocast=torch.autocast(device_type, dtype=torch.bfloat16) if spec.precision == "bf16" else None,
     )
     _resume_or_start(training, launch["resume"])
@@ -210,8 +206,7 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
     result = forward_backward(
         training.model, micro_batches, training.dp_group, training.autocast, measure_activations=measure_memory
     )
-    max_norm = spec.grad_clip if spec.grad_clip > 0 else float("inf")
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(training.model.parameters(), max_norm))
+    grad_norm = clip_grad_norm(list(training.model.parameters()), spec.grad_clip)
     lr = training.scheduler.get_last_lr()[0]
     training.optimizer.step()
     training.scheduler.step()

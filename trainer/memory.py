@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 
 import torch
+from torch.distributed.tensor import DTensor
 
 
 def tensor_bytes(tensors) -> int:
@@ -36,18 +37,28 @@ def state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dic
 
 def saved_activation_bytes(model: torch.nn.Module, run: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, int]:
     """Run `run()` (a forward pass) and return its result and the bytes autograd saved for backward."""
-    parameter_storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    parameter_storages = {ptr for p in model.parameters() if (ptr := _storage_ptr(p)) is not None}
     seen: dict[int, int] = {}
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in parameter_storages:
-            seen[storage.data_ptr()] = storage.nbytes()
+        local = tensor._local_tensor if isinstance(tensor, DTensor) else tensor
+        ptr = _storage_ptr(local)
+        # Weights saved for backward (including FSDP's gathered copies) are parameters, not activations.
+        if ptr is not None and ptr not in parameter_storages and not isinstance(tensor, torch.nn.Parameter):
+            seen[ptr] = local.untyped_storage().nbytes()
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         result = run()
     return result, sum(seen.values())
+
+
+def _storage_ptr(tensor: torch.Tensor) -> int | None:
+    local = tensor._local_tensor if isinstance(tensor, DTensor) else tensor
+    try:
+        return local.untyped_storage().data_ptr()
+    except RuntimeError:  # a storage FSDP has freed (resharded parameters)
+        return None
 
 
 def peak_bytes(device: torch.device) -> int:

@@ -5,7 +5,7 @@ data-parallel ranks, divided by the number of those target tokens. Averaging per
 average per rank) weights a short sequence's tokens more than a long one's, so gradients would depend on how
 the batch happens to be split. Here each rank first all-reduces its target count, every micro-batch
 backpropagates sum / global_count, and the result is multiplied by the data-parallel degree to undo the
-mean that DDP's gradient all-reduce takes.
+mean that DDP's all-reduce and FSDP's reduce-scatter take.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from trainer.memory import saved_activation_bytes
 from trainer.packing import IGNORE_INDEX, model_inputs
+from trainer.parallelize import gradient_sync
 
 
 @dataclass
@@ -62,9 +63,8 @@ def forward_backward(
     activation_bytes = None
     for i, batch in enumerate(micro_batches):
         last = i == len(micro_batches) - 1
-        # DDP all-reduces gradients on every backward unless told not to: only the last one needs it.
-        no_sync = model.no_sync() if hasattr(model, "no_sync") and not last else contextlib.nullcontext()
-        with no_sync:
+        # Data parallelism reduces gradients on every backward unless told not to: only the last one needs it.
+        with gradient_sync(model, enabled=last):
             with autocast or contextlib.nullcontext():
                 if measure_activations and i == 0:
                     batch_loss, activation_bytes = saved_activation_bytes(model, partial(token_loss_sum, model, batch))

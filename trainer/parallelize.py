@@ -1,0 +1,123 @@
+"""Apply a layout to a model, in torchtitan's order: tensor parallel, activation checkpointing, compile, then
+data parallel (FSDP2 when anything is sharded, DDP for pure replication).
+
+Tensor parallelism follows the model's own `base_model_tp_plan` from transformers (which layers split by columns,
+which by rows), so every architecture that declares one works. Embeddings, norms and the output head stay
+replicated across tensor-parallel ranks: the row-parallel all-reduce hands every rank the full activations, so
+their gradients agree without further communication.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+from collections.abc import Iterator
+
+import torch
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.nn.parallel import DistributedDataParallel
+from transformers import PretrainedConfig
+
+from trainer.config import TrainSpec
+from trainer.layout import Layout, LayoutError
+
+_TP_STYLES = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
+
+
+def tensor_parallel_plan(config: PretrainedConfig) -> dict[str, str]:
+    """The model's declared plan, restricted to the column/row splits this trainer applies."""
+    plan = getattr(config, "base_model_tp_plan", None) or {}
+    return {pattern: style for pattern, style in plan.items() if style in _TP_STYLES}
+
+
+def check_layout_for_model(layout: Layout, config: PretrainedConfig) -> None:
+    """Refuse a tensor-parallel degree the model cannot be split by, naming the constraint."""
+    if layout.tp == 1:
+        return
+    if not tensor_parallel_plan(config):
+        raise LayoutError(f"layout tp={layout.tp}: {config.model_type} declares no tensor-parallel plan")
+    sizes = {
+        "num_attention_heads": config.num_attention_heads,
+        "num_key_value_heads": getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
+        "intermediate_size": getattr(config, "intermediate_size", None),
+    }
+    for name, size in sizes.items():
+        if size is not None and size % layout.tp:
+            raise LayoutError(f"layout tp={layout.tp} must divide the model's {name} ({size})")
+
+
+def parallelize(
+    model: torch.nn.Module, layout: Layout, mesh: DeviceMesh, spec: TrainSpec, device_type: str
+) -> torch.nn.Module:
+    if layout.tp > 1:
+        _apply_tensor_parallel(model, mesh["tp"])
+    if spec.activation_checkpointing:
+        model.activation_checkpointing_enable({"use_reentrant": False})
+    if spec.compile:
+        model.compile()
+    if layout.dp_shard > 1 or (layout.tp > 1 and layout.dp_replicate > 1):
+        # HSDP when dp_replicate > 1: shard within dp_shard, replicate across dp_replicate.
+        dp_mesh = mesh["dp_replicate", "dp_shard"] if layout.dp_replicate > 1 else mesh["dp_shard"]
+        _apply_fsdp(model, dp_mesh)
+    elif layout.dp_replicate > 1:
+        device_ids = [torch.cuda.current_device()] if device_type == "cuda" else None
+        model = DistributedDataParallel(model, device_ids=device_ids, gradient_as_bucket_view=True)
+    return model
+
+
+def _apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh) -> None:
+    plan = tensor_parallel_plan(model.config)
+    base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
+    styles = {}
+    for name, _ in base.named_modules():
+        style = next((s for pattern, s in plan.items() if fnmatch.fnmatchcase(name, pattern)), None)
+        if style is not None:
+            styles[name] = _TP_STYLES[style]()
+    if not styles:
+        raise ValueError(f"{model.config.model_type} declares no tensor-parallel plan")
+    parallelize_module(base, tp_mesh, styles)
+
+
+def _apply_fsdp(model: torch.nn.Module, dp_mesh: DeviceMesh) -> None:
+    """Shard each decoder layer as its own unit (all-gathered just before use), then the rest at the root."""
+    for layer in model.get_decoder().layers:
+        fully_shard(layer, mesh=dp_mesh)
+    fully_shard(model, mesh=dp_mesh)
+
+
+@contextlib.contextmanager
+def gradient_sync(model: torch.nn.Module, enabled: bool) -> Iterator[None]:
+    """Skip the gradient all-reduce / reduce-scatter of micro-batches before the last of an accumulation."""
+    if enabled:
+        yield
+    elif isinstance(model, DistributedDataParallel):
+        with model.no_sync():
+            yield
+    elif isinstance(model, FSDPModule):
+        model.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            model.set_requires_gradient_sync(True)
+    else:
+        yield
+
+
+def clip_grad_norm(parameters: list[torch.nn.Parameter], max_norm: float) -> float:
+    """Global gradient norm over every rank's shards (DTensors reduce over their mesh), clipped to max_norm."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    squares = torch.zeros((), dtype=torch.float64, device=grads[0].device if grads else "cpu")
+    for grad in grads:
+        norm = torch.linalg.vector_norm(grad, dtype=torch.float32)
+        if isinstance(norm, DTensor):
+            norm = norm.full_tensor()
+        squares += norm.double() ** 2
+    total = float(squares.sqrt())
+    if max_norm > 0 and total > max_norm:
+        scale = max_norm / (total + 1e-6)
+        for grad in grads:
+            grad.mul_(scale)
+    return total
