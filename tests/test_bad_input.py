@@ -153,7 +153,16 @@ def test_model_path_not_found(tmp_path):
         (["train.lr=-1e-3"], "train.lr must be positive, got -0.001"),
         (["train.optimizer=sgdd"], "train.optimizer: 'sgdd' is not one of adamw"),
         (["train.precision=fp16"], "train.precision: 'fp16' is not one of auto, fp32, bf16"),
-        (["train.betas=[0.9]"], "train.betas: expected two numbers, got [0.9]"),
+        (["train.betas=[0.9]"], "train.betas: expected two numbers in [0, 1), got [0.9]"),
+        (["train.betas=[0.9, 1.5]"], "train.betas: expected two numbers in [0, 1), got [0.9, 1.5]"),
+        (["train.eps=0"], "train.eps must be positive, got 0.0"),
+        (["train.keep_checkpoints=0"], "train.keep_checkpoints must be positive, got 0"),
+        (["train.checkpoint_every=-2"], "train.checkpoint_every must not be negative, got -2"),
+        (["train.warmup_steps=-1"], "train.warmup_steps must not be negative, got -1"),
+        (["train.grad_clip=-1"], "train.grad_clip must not be negative, got -1.0"),
+        (["train.min_lr_ratio=2"], "train.min_lr_ratio must lie in [0, 1], got 2.0"),
+        (["train.lr=.nan"], "train.lr: expected a finite number, got nan"),
+        (["train.lr=inf"], "train.lr: expected a finite number, got 'inf'"),
         (["train.global_batch_tokens=500"], "train.global_batch_tokens 500 is not a multiple of data.seq_len 64"),
         (
             ["train.micro_batch=3"],
@@ -196,7 +205,10 @@ def test_layout_from_file_differs_from_process_count(tmp_path):
 
 def test_layout_unsupported_degree(tmp_path):
     exp = experiment(tmp_path)
-    refused(request(tmp_path, exp, nproc=2, layout="tp=2"), "layout tp=2: this trainer runs dp_replicate so far")
+    refused(
+        request(tmp_path, exp, nproc=2, layout="pp=2"),
+        "layout pp=2: this trainer runs dp_replicate, dp_shard, tp so far",
+    )
 
 
 def test_layout_flag_syntax(tmp_path):
@@ -207,7 +219,7 @@ def test_layout_flag_syntax(tmp_path):
 def test_layout_times_nodes(tmp_path):
     exp = experiment(tmp_path)
     refused(
-        request(tmp_path, exp, nproc=2, nnodes=2, layout="dp_replicate=2"),
+        request(tmp_path, exp, nproc=2, nnodes=2, layout="dp_replicate=2", rdzv_endpoint="127.0.0.1:29400"),
         "layout dp_replicate=2 multiplies to 2, but 4 processes run",
     )
 
@@ -349,3 +361,87 @@ def test_cli_bad_key_exit_code_and_one_line(tmp_path):
     assert lines == ["meshpilot: error: unknown config key 'train.lrr' (did you mean 'lr'?)"]
     assert re.match(r"^meshpilot: error: ", result.stderr)
     assert not out.exists()
+
+
+# --- resume, multi-node, model and data files ------------------------------------------------------------------
+
+
+def fake_finished_checkpoint(run: Path, step: int) -> None:
+    (run / "checkpoint" / f"step_{step:08d}").mkdir(parents=True)
+    (run / "checkpoint" / f"step_{step:08d}" / ".metadata").write_text("")
+
+
+def resolved_config(tmp_path: Path, exp: Path) -> str:
+    """config.yaml as the launcher writes it for `exp` on one process."""
+    with pytest.raises(Reached):
+        prepare(request(tmp_path, exp, out=tmp_path / "probe"))
+    import yaml as _yaml
+
+    from trainer.config import load_experiment
+
+    loaded = load_experiment(exp)
+    loaded.train.precision, loaded.hardware.device_type, loaded.hardware.devices = "fp32", "cpu", 1
+    loaded.layout = loaded.layout.resolve(1)
+    return _yaml.safe_dump(loaded.to_dict(), sort_keys=False)
+
+
+def test_resume_refuses_a_changed_experiment(tmp_path):
+    exp = experiment(tmp_path)
+    run = tmp_path / "run"
+    fake_finished_checkpoint(run, 1)
+    (run / "config.yaml").write_text(resolved_config(tmp_path, exp))
+    refused(
+        request(tmp_path, exp, resume=True, overrides=["train.lr=0.5"]),
+        "--resume continues the same experiment, but it changed: train.lr 0.0003 -> 0.5",
+    )
+    refused(
+        request(tmp_path, exp, resume=True, nproc=2),
+        "--resume continues the same experiment, but it changed: hardware.devices 1 -> 2; layout.dp_replicate 1 -> 2",
+    )
+
+
+def test_resume_refuses_a_finished_run(tmp_path):
+    exp = experiment(tmp_path)
+    run = tmp_path / "run"
+    fake_finished_checkpoint(run, 2)
+    (run / "config.yaml").write_text(resolved_config(tmp_path, exp))
+    refused(request(tmp_path, exp, resume=True), f"--resume: {run} already finished its 2 steps")
+
+
+def test_multi_node_needs_a_rendezvous_endpoint(tmp_path):
+    refused(
+        request(tmp_path, experiment(tmp_path), nnodes=2),
+        "--nnodes 2 needs --rdzv-endpoint HOST:PORT, the same on every node",
+    )
+
+
+def test_invalid_model_config_value(tmp_path):
+    with pytest.raises(ConfigError, match=r"^model\.config: ") as excinfo:
+        prepare(request(tmp_path, experiment(tmp_path, {"model": {"config": {"hidden_size": "big"}}})))
+    assert "\n" not in str(excinfo.value)
+
+
+def test_model_path_with_broken_config_json(tmp_path):
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text("{not json")
+    with pytest.raises(ConfigError, match=r"^model\.path: .*broken: ") as excinfo:
+        prepare(request(tmp_path, experiment(tmp_path, {"model": {"config": None, "path": "broken"}})))
+    assert "\n" not in str(excinfo.value)
+
+
+def test_malformed_jsonl(tmp_path, monkeypatch):
+    monkeypatch.undo()  # reading the data is the point here
+    (tmp_path / "bad.jsonl").write_text('{"text": "fine"}\n{"text": broken\n')
+    exp = experiment(tmp_path, {"data": {"train": ["bad.jsonl"]}})
+    with pytest.raises(ConfigError, match=r"^data\.train: cannot read bad\.jsonl: ") as excinfo:
+        prepare(request(tmp_path, exp))
+    assert "\n" not in str(excinfo.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_corpus_too_small_for_one_row(tmp_path, monkeypatch):
+    monkeypatch.undo()
+    (tmp_path / "tiny.jsonl").write_text('{"text": "w2 w3"}\n')
+    tok = word_tokenizer(tmp_path / "tok", 100)
+    exp = experiment(tmp_path, {"data": {"train": ["tiny.jsonl"]}, "tokenizer": str(tok)})
+    refused(request(tmp_path, exp), "data: the corpus is too small for one row of seq_len 64")

@@ -109,3 +109,20 @@ def test_mfu_uses_the_device_peak_and_is_null_for_unknown_devices():
     assert mfu(config, 1000, 5000, 2.0, "NVIDIA H100 80GB HBM3", 4) == pytest.approx(flops / 2.0 / (989e12 * 4))
     assert mfu(config, 1000, 5000, 2.0, "NVIDIA A100-SXM4-80GB", 1) == pytest.approx(flops / 2.0 / 312e12)
     assert mfu(config, 1000, 5000, 2.0, "Some Accelerator", 1) is None
+
+
+def test_autocast_weight_copies_are_not_counted_as_activations():
+    from trainer.memory import saved_for_backward
+    from trainer.step import token_loss_sum
+
+    model = build_model(AutoConfig.for_model(**TINY_MODEL), None, seed=0)
+    batch = tiny_batch()
+    _, plain = saved_for_backward(model, lambda: token_loss_sum(model, batch))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, mixed = saved_for_backward(model, lambda: token_loss_sum(model, batch))
+    assert plain["weight_copies_saved"] == 0 and plain["activations_saved"] > 0
+    # every linear weight of the decoder layers gets a bf16 copy saved for backward
+    linear_bytes = sum(
+        p.numel() * 2 for n, p in model.named_parameters() if p.ndim == 2 and "embed" not in n and "lm_head" not in n
+    )
+    assert mixed["weight_copies_saved"] >= linear_bytes

@@ -30,6 +30,10 @@ class TrainerState:
     next_row: int  # global index of the next data row to read
 
 
+def checkpoint_step(path: Path) -> int:
+    return int(_STEP_DIR.match(path.name).group(1))
+
+
 def latest(directory: Path) -> Path | None:
     """The newest complete checkpoint in `directory`, or None."""
     if not directory.is_dir():
@@ -102,8 +106,10 @@ def _set_rng_state(state: dict) -> None:
 
 
 def _prune(directory: Path, keep: int) -> None:
+    """Keep the newest `keep` checkpoints; drop older ones and any .partial left by an interrupted save."""
     complete = sorted(p for p in directory.iterdir() if _STEP_DIR.match(p.name))
-    for old in complete[: max(0, len(complete) - keep)]:
+    stale = [p for p in directory.iterdir() if p.name.endswith(".partial")]
+    for old in complete[: max(0, len(complete) - keep)] + stale:
         shutil.rmtree(old, ignore_errors=True)
 
 

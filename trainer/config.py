@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -217,13 +218,15 @@ def _coerce(hint: Any, value: Any, name: str) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(f"{name}: expected a mapping, got {value!r}")
         return dict(value)
-    if hint is float and isinstance(value, str):
-        try:  # PyYAML reads "3e-4" (no dot) as a string
-            return float(value)
+    if hint is float and not isinstance(value, bool) and isinstance(value, (int, float, str)):
+        try:  # PyYAML reads "3e-4" (no dot) as a string, and 1 as an int
+            number = float(value)
         except ValueError:
-            pass
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+            number = None
+        if number is not None:
+            if not math.isfinite(number):
+                raise ConfigError(f"{name}: expected a finite number, got {value!r}")
+            return number
     if hint is Any or (isinstance(value, hint) and not (hint is int and isinstance(value, bool))):
         return value
     raise ConfigError(f"{name}: expected {hint.__name__}, got {value!r}")

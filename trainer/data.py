@@ -71,7 +71,13 @@ def read_documents(spec: DataSpec, sources: list[str]) -> list[str]:
     for source in sources:
         builder = _LOADERS[Path(source).suffix]
         kwargs = {"sample_by": _TEXT_UNITS[spec.text_unit]} if builder == "text" else {}
-        dataset = load_dataset(builder, data_files=[source], split="train", **kwargs)
+        try:
+            dataset = load_dataset(builder, data_files=[source], split="train", **kwargs)
+        except Exception as e:  # datasets raises its own error types for malformed files
+            cause = e.__cause__ or e
+            raise ConfigError(
+                f"data.train: cannot read {Path(source).name}: {str(cause).strip().splitlines()[0]}"
+            ) from None
         column = "text" if builder == "text" else spec.text_field
         if column not in dataset.column_names:
             raise ConfigError(f"data.text_field: {Path(source).name} has no column {column!r} ({dataset.column_names})")
@@ -102,13 +108,14 @@ def prepare_corpus(documents: list[str] | None, tokenizer, key: str, read=None) 
 
     def build(out: Path) -> None:
         texts = documents if documents is not None else read()
-        ids = []
-        for start in range(0, len(texts), 1024):
-            encoded = tokenizer(texts[start : start + 1024], add_special_tokens=False)["input_ids"]
-            ids.extend([*e, tokenizer.eos_token_id] for e in encoded)
-        lengths = np.array([len(i) for i in ids], dtype=np.int64)
-        np.save(out / "tokens.npy", np.fromiter((t for doc in ids for t in doc), dtype=np.uint32, count=lengths.sum()))
-        np.save(out / "offsets.npy", np.concatenate([[0], np.cumsum(lengths)]))
+        chunks, lengths = [], []
+        eos = np.array([tokenizer.eos_token_id], dtype=np.uint32)
+        for start in range(0, len(texts), 1024):  # uint32 per batch: Python ints would cost ~10x the memory
+            for ids in tokenizer(texts[start : start + 1024], add_special_tokens=False)["input_ids"]:
+                chunks += [np.asarray(ids, dtype=np.uint32), eos]
+                lengths.append(len(ids) + 1)
+        np.save(out / "tokens.npy", np.concatenate(chunks))
+        np.save(out / "offsets.npy", np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]))
 
     return cached_dir("tokenized", fingerprint(TOKENIZED_VERSION, key), build)
 

@@ -18,12 +18,21 @@ from pathlib import Path
 import torch
 import yaml
 
+from trainer.checkpoint import checkpoint_step, latest
 from trainer.config import ConfigError, Experiment, load_experiment
-from trainer.data import data_sources, plan_batches, prepare_corpus, read_documents, sources_fingerprint
+from trainer.data import (
+    RowSource,
+    TokenizedCorpus,
+    data_sources,
+    plan_batches,
+    prepare_corpus,
+    read_documents,
+    sources_fingerprint,
+)
 from trainer.environment import git_state
 from trainer.layout import Layout, LayoutError
 from trainer.loop import base_metrics
-from trainer.model import check_compatible, checkpoint_dir, model_config
+from trainer.model import check_positions, check_vocabulary, checkpoint_dir, model_config
 from trainer.optim import OPTIMIZERS, SCHEDULES
 from trainer.parallelize import check_layout_for_model
 from trainer.progress import follow
@@ -63,73 +72,36 @@ class PreparedRun:
 
 
 def prepare(request: TrainRequest) -> PreparedRun:
-    """Validate the request and write the run directory's config.yaml and launch.json; raises ConfigError."""
+    """Validate the request and write the run directory's config.yaml and launch.json; raises ConfigError.
+
+    Cheap checks come first, so a typo is reported in a second, before a tokenizer is trained.
+    """
     overrides = list(request.overrides)
     if request.steps is not None:
         overrides.append(f"train.steps={request.steps}")
     experiment = load_experiment(request.experiment, overrides)
     _check_train_values(experiment)
     base_dir = Path(experiment.base_dir)
-
-    device_type = _device_type(experiment.hardware.device_type)
-    nproc = _first_given(request.nproc, experiment.hardware.devices)
-    if nproc is None:
-        nproc = torch.cuda.device_count() if device_type == "cuda" else 1
-    nnodes = _first_given(request.nnodes, experiment.hardware.nodes)
-    if nproc < 1 or nnodes < 1:
-        raise ConfigError(f"the process count and node count must be at least 1 (got {nproc} and {nnodes})")
-    if device_type == "cuda" and nproc > torch.cuda.device_count():
-        raise ConfigError(f"--nproc {nproc} asks for more processes than the {torch.cuda.device_count()} CUDA devices")
-    try:
-        layout = Layout.parse(request.layout) if request.layout else experiment.layout
-        layout = layout.resolve(nproc * nnodes)
-        layout.check_supported()
-    except LayoutError as e:
-        raise ConfigError(str(e)) from None
-    plan_batches(
-        experiment.train.global_batch_tokens, experiment.data.seq_len, experiment.train.micro_batch, layout.dp_degree
-    )
-
-    sources = data_sources(experiment.data, base_dir)
+    nproc, nnodes = _resolve_hardware(request, experiment)
     config = model_config(experiment.model, base_dir)
-    data_key = sources_fingerprint(experiment.data, sources)
+    check_positions(config, experiment.data.seq_len)
     try:
-        tokenizer = load_tokenizer(
-            experiment.tokenizer,
-            config.vocab_size,
-            lambda: read_documents(experiment.data, sources),
-            data_key,
-            base_dir,
-        )
-    except (OSError, ValueError) as e:
-        if isinstance(e, ConfigError):
-            raise
-        raise ConfigError(f"tokenizer {experiment.tokenizer}: {str(e).strip().splitlines()[0]}") from None
-    check_compatible(config, len(tokenizer), experiment.data.seq_len)
-    try:
-        check_layout_for_model(layout, config)
+        check_layout_for_model(experiment.layout, config)
     except LayoutError as e:
         raise ConfigError(str(e)) from None
-
     run = RunDir(request.out or Path("runs") / f"{request.experiment.stem}-{time.strftime('%Y%m%d-%H%M%S')}")
-    _check_run_dir(run, request.resume)
-    data_dir = prepare_corpus(
-        None,
-        tokenizer,
-        f"{data_key}:{tokenizer_fingerprint(tokenizer)}",
-        lambda: read_documents(experiment.data, sources),
-    )
+    _check_run_dir(run, request.resume, experiment)
+    sources = data_sources(experiment.data, base_dir)
 
-    precision = experiment.train.precision
-    if precision == "auto":
-        precision = "bf16" if device_type == "cuda" else "fp32"
-    experiment.layout = layout
-    experiment.train.precision = precision
-    experiment.hardware.device_type = device_type
-    experiment.hardware.devices = nproc
-    experiment.hardware.nodes = nnodes
+    # The expensive part: a tokenizer (trained on first use) and the tokenized corpus (cached).
+    data_key = sources_fingerprint(experiment.data, sources)
+    documents = lambda: read_documents(experiment.data, sources)  # noqa: E731 - read only when not cached
+    tokenizer = _load_tokenizer(experiment, config.vocab_size, documents, data_key)
+    check_vocabulary(config, len(tokenizer))
+    data_dir = prepare_corpus(None, tokenizer, f"{data_key}:{tokenizer_fingerprint(tokenizer)}", documents)
+    RowSource(TokenizedCorpus.load(data_dir), experiment.data.seq_len, experiment.data.packing, 0)  # big enough?
+
     weights = checkpoint_dir(experiment.model, base_dir)
-
     run.path.mkdir(parents=True, exist_ok=True)
     write_text(run.config, yaml.safe_dump(experiment.to_dict(), sort_keys=False))
     launch = {
@@ -143,6 +115,45 @@ def prepare(request: TrainRequest) -> PreparedRun:
     }
     write_json(run.launch, launch)
     return PreparedRun(run, experiment, nproc, nnodes, request)
+
+
+def _resolve_hardware(request: TrainRequest, experiment: Experiment) -> tuple[int, int]:
+    """Fill device type, process and node counts, layout and precision into the experiment, checking each."""
+    device_type = _device_type(experiment.hardware.device_type)
+    nproc = _first_given(request.nproc, experiment.hardware.devices)
+    if nproc is None:
+        nproc = torch.cuda.device_count() if device_type == "cuda" else 1
+    nnodes = _first_given(request.nnodes, experiment.hardware.nodes)
+    if nproc < 1 or nnodes < 1:
+        raise ConfigError(f"the process count and node count must be at least 1 (got {nproc} and {nnodes})")
+    if device_type == "cuda" and nproc > torch.cuda.device_count():
+        raise ConfigError(f"--nproc {nproc} asks for more processes than the {torch.cuda.device_count()} CUDA devices")
+    if nnodes > 1 and not request.rdzv_endpoint:
+        raise ConfigError(f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT, the same on every node")
+    try:
+        layout = Layout.parse(request.layout) if request.layout else experiment.layout
+        layout = layout.resolve(nproc * nnodes)
+        layout.check_supported()
+    except LayoutError as e:
+        raise ConfigError(str(e)) from None
+    train = experiment.train
+    plan_batches(train.global_batch_tokens, experiment.data.seq_len, train.micro_batch, layout.dp_degree)
+    if train.precision == "auto":
+        train.precision = "bf16" if device_type == "cuda" else "fp32"
+    experiment.layout = layout
+    experiment.hardware.device_type = device_type
+    experiment.hardware.devices = nproc
+    experiment.hardware.nodes = nnodes
+    return nproc, nnodes
+
+
+def _load_tokenizer(experiment: Experiment, vocab_size: int, documents, data_key: str):
+    try:
+        return load_tokenizer(experiment.tokenizer, vocab_size, documents, data_key, Path(experiment.base_dir))
+    except (OSError, ValueError) as e:
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"tokenizer {experiment.tokenizer}: {str(e).strip().splitlines()[0]}") from None
 
 
 def launch(prepared: PreparedRun) -> dict:
@@ -161,9 +172,10 @@ def launch(prepared: PreparedRun) -> dict:
         process = subprocess.Popen(command, env=_worker_env(prepared), stdout=output, stderr=subprocess.STDOUT)
         try:
             returncode = follow(process, run, prepared.experiment.train.steps)
-        except KeyboardInterrupt:
+        except BaseException as error:  # never leave the ranks running without their launcher
             _stop(process)
-            write_json(run.metrics, {**_failure_metrics(prepared, -2), "error": "interrupted by the user"})
+            reason = "interrupted by the user" if isinstance(error, KeyboardInterrupt) else f"launcher failed: {error}"
+            write_json(run.metrics, {**_failure_metrics(prepared, -2), "error": reason})
             raise
     metrics = run.read_metrics()
     if metrics is None and returncode == 0 and prepared.nnodes > 1:
@@ -248,10 +260,19 @@ def _device_type(requested: str) -> str:
 def _check_train_values(experiment: Experiment) -> None:
     train, data = experiment.train, experiment.data
     positive = {"train.steps": train.steps, "train.micro_batch": train.micro_batch, "data.seq_len": data.seq_len}
-    positive |= {"train.global_batch_tokens": train.global_batch_tokens, "train.lr": train.lr}
+    positive |= {"train.global_batch_tokens": train.global_batch_tokens, "train.lr": train.lr, "train.eps": train.eps}
+    positive |= {"train.keep_checkpoints": train.keep_checkpoints}
     for name, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{name} must be positive, got {value}")
+    not_negative = {"train.warmup_steps": train.warmup_steps, "train.checkpoint_every": train.checkpoint_every}
+    not_negative |= {"train.grad_clip": train.grad_clip, "train.weight_decay": train.weight_decay}
+    not_negative |= {"train.timing_warmup_steps": train.timing_warmup_steps}
+    for name, value in not_negative.items():
+        if value < 0:
+            raise ConfigError(f"{name} must not be negative, got {value}")
+    if not 0 <= train.min_lr_ratio <= 1:
+        raise ConfigError(f"train.min_lr_ratio must lie in [0, 1], got {train.min_lr_ratio}")
     choices = {
         "train.optimizer": (train.optimizer, OPTIMIZERS),
         "train.lr_schedule": (train.lr_schedule, SCHEDULES),
@@ -260,25 +281,44 @@ def _check_train_values(experiment: Experiment) -> None:
     for name, (value, allowed) in choices.items():
         if value not in allowed:
             raise ConfigError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
-    if len(train.betas) != 2:
-        raise ConfigError(f"train.betas: expected two numbers, got {train.betas}")
+    if len(train.betas) != 2 or not all(0 <= b < 1 for b in train.betas):
+        raise ConfigError(f"train.betas: expected two numbers in [0, 1), got {train.betas}")
 
 
-def _check_run_dir(run: RunDir, resume: bool) -> None:
-    """Never overwrite results. The launcher's own files (config.yaml, launch.json) may already be there: another
-    node of the same run writes them too."""
-    from trainer.checkpoint import latest
+def _check_run_dir(run: RunDir, resume: bool, experiment: Experiment) -> None:
+    """Never overwrite results; resume only the same experiment, and only if steps remain.
 
-    if resume:
-        if latest(run.checkpoints) is None:
-            raise ConfigError(f"--resume: no complete checkpoint in {run.checkpoints}")
+    The launcher's own files (config.yaml, launch.json) may already be there: another node of the same run
+    writes them too.
+    """
+    if not resume:
+        results = [p for p in (run.steps, run.metrics, run.checkpoints) if p.exists()]
+        if results:
+            raise ConfigError(
+                f"run directory {run.path} holds results ({results[0].name}); pass --resume to continue it "
+                "or choose another --out"
+            )
         return
-    results = [p for p in (run.steps, run.metrics, run.checkpoints) if p.exists()]
-    if results:
-        raise ConfigError(
-            f"run directory {run.path} holds results ({results[0].name}); pass --resume to continue it "
-            "or choose another --out"
-        )
+    found = latest(run.checkpoints)
+    if found is None:
+        raise ConfigError(f"--resume: no complete checkpoint in {run.checkpoints}")
+    if run.config.is_file():
+        changed = _differences(yaml.safe_load(run.config.read_text()), experiment.to_dict())
+        if changed:
+            raise ConfigError(f"--resume continues the same experiment, but it changed: {'; '.join(changed[:3])}")
+    if checkpoint_step(found) >= experiment.train.steps:
+        raise ConfigError(f"--resume: {run.path} already finished its {experiment.train.steps} steps")
+
+
+def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    found = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            found += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            found.append(f"{prefix}{key} {a!r} -> {b!r}")
+    return found
 
 
 def describe(metrics: dict, run: RunDir) -> str:

@@ -12,6 +12,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -34,6 +35,8 @@ from trainer.rundir import RunDir, write_json, write_text
 from trainer.step import StepResult, forward_backward
 
 log = logging.getLogger("meshpilot.trainer")
+# A rank stuck this long in a collective fails instead of hanging the run (checkpoint saves included).
+COLLECTIVE_TIMEOUT = timedelta(minutes=5)
 
 
 @dataclass
@@ -54,7 +57,7 @@ class Measurements:
     timed_seconds: float = 0.0
     timed_tokens: int = 0
     timed_attention_pairs: int = 0  # this rank's; summed over data-parallel ranks at the end
-    activation_bytes: int | None = None
+    saved: dict[str, int] | None = None  # bytes saved for backward by one micro-batch, by kind
     state_bytes: dict[str, int] = field(default_factory=dict)
     last_loss: float | None = None
 
@@ -90,10 +93,10 @@ def init_worker(device_type: str) -> Worker:
     if device_type == "cuda":
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
-        dist.init_process_group("nccl", device_id=device)
+        dist.init_process_group("nccl", device_id=device, timeout=COLLECTIVE_TIMEOUT)
     else:
         device = torch.device("cpu")
-        dist.init_process_group("gloo")
+        dist.init_process_group("gloo", timeout=COLLECTIVE_TIMEOUT)
     return Worker(rank, world_size, local_rank, device)
 
 
@@ -121,6 +124,7 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) ->
     config = model_config(experiment.model, Path(experiment.base_dir))
     model = build_model(config, Path(launch["weights_dir"]) if launch["weights_dir"] else None, spec.seed)
     model.to(worker.device)
+    model.train()  # from_pretrained returns eval mode: no dropout, and no activation checkpointing
     # Dropout differs between data-parallel ranks, like their data, and agrees between tensor-parallel peers.
     torch.manual_seed(spec.seed + 1 + dp_rank)
     model = parallelize(model, layout, mesh, spec, device_type)
@@ -146,7 +150,8 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) ->
     _resume_or_start(training, launch["resume"])
     if device_type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-        torch.cuda.memory._record_memory_history(max_entries=100_000)
+        if worker.rank == 0:  # recorded for the untimed warm-up steps only: it slows every allocation
+            torch.cuda.memory._record_memory_history(max_entries=100_000)
     return training
 
 
@@ -171,7 +176,7 @@ def _run_steps(training: Training) -> Measurements:
             maybe_inject(rank, state.step + 1)
             result, micro_batches, record = _optimizer_step(training, measure_memory=state.step == first_step)
             if state.step == first_step:
-                measured.activation_bytes = result.activation_bytes
+                measured.saved = result.saved_bytes
                 measured.state_bytes = record.pop("state_bytes")
             state.step += 1
             state.next_row += training.plan.rows_per_step
@@ -192,7 +197,16 @@ def _run_steps(training: Training) -> Measurements:
             log.info("step %(step)d loss %(loss).4f lr %(lr).3g grad_norm %(grad_norm).3f %(step_s).2fs", record)
             if spec.checkpoint_every and state.step % spec.checkpoint_every == 0:
                 training.save_checkpoint()
+            if state.step - first_step == max(1, spec.timing_warmup_steps):
+                _save_memory_snapshot(training)
     return measured
+
+
+def _save_memory_snapshot(training: Training) -> None:
+    """CUDA only, rank 0: the allocator's history of the first steps, for pytorch.org/memory_viz."""
+    if training.worker.device.type == "cuda" and training.worker.rank == 0:
+        torch.cuda.memory._dump_snapshot(str(training.run.snapshot))
+        torch.cuda.memory._record_memory_history(enabled=None)
 
 
 def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResult, list[dict], dict]:
@@ -236,15 +250,13 @@ def _finish(training: Training, launch: dict, measured: Measurements) -> None:
     rank_memory = {
         "rank": worker.rank,
         "peak": peak_bytes(worker.device),
-        "activations_saved": measured.activation_bytes,
+        **(measured.saved or {}),
         **measured.state_bytes,
     }
     memory = [None] * worker.world_size
     dist.all_gather_object(memory, rank_memory)
-    if device_type == "cuda":
-        if worker.rank == 0:
-            torch.cuda.memory._dump_snapshot(str(run.snapshot))
-        torch.cuda.memory._record_memory_history(enabled=None)
+    if not run.snapshot.exists():  # runs shorter than the warm-up
+        _save_memory_snapshot(training)
     if worker.rank != 0:
         return
 

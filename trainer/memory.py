@@ -2,7 +2,8 @@
 
 Parameters, gradients and optimizer state are counted exactly from the tensors each rank holds (its local
 shards once layouts shard them). Activations are the bytes autograd saves for backward, seen through
-saved-tensor hooks during one micro-batch, counting each storage once and leaving out parameters.
+saved-tensor hooks during one micro-batch, counting each storage once, leaving out parameters and counting
+autocast's low-precision weight copies apart.
 Peak is the CUDA allocator's peak, or on CPU the process's peak resident set (which includes the
 Python interpreter and libraries, so it is an upper bound of what training needs).
 """
@@ -35,22 +36,44 @@ def state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dic
     }
 
 
-def saved_activation_bytes(model: torch.nn.Module, run: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, int]:
-    """Run `run()` (a forward pass) and return its result and the bytes autograd saved for backward."""
+def saved_for_backward(model: torch.nn.Module, run: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, dict[str, int]]:
+    """Run `run()` (a forward pass); return its result and the bytes autograd saved for backward, by kind.
+
+    `activations_saved` are the activations proper. `weight_copies_saved` are lower-precision copies of the
+    weights that autocast makes and saves (a cast whose input is a parameter): memory that scales with the
+    model, not with the batch. Parameters themselves (and FSDP's gathered ones) are counted as parameters.
+    """
     parameter_storages = {ptr for p in model.parameters() if (ptr := _storage_ptr(p)) is not None}
-    seen: dict[int, int] = {}
+    sizes: dict[int, int] = {}
+    weight_copies: set[int] = set()
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
         local = tensor._local_tensor if isinstance(tensor, DTensor) else tensor
         ptr = _storage_ptr(local)
-        # Weights saved for backward (including FSDP's gathered copies) are parameters, not activations.
         if ptr is not None and ptr not in parameter_storages and not isinstance(tensor, torch.nn.Parameter):
-            seen[ptr] = local.untyped_storage().nbytes()
+            sizes[ptr] = local.untyped_storage().nbytes()
+            if _is_weight_cast(tensor):
+                weight_copies.add(ptr)
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         result = run()
-    return result, sum(seen.values())
+    copies = sum(sizes[ptr] for ptr in weight_copies)
+    return result, {"activations_saved": sum(sizes.values()) - copies, "weight_copies_saved": copies}
+
+
+_VIEWS = {"TBackward0", "ViewBackward0", "TransposeBackward0", "PermuteBackward0", "ExpandBackward0", "AliasBackward0"}
+
+
+def _is_weight_cast(tensor: torch.Tensor) -> bool:
+    """A cast of a parameter (autocast's weight copy), possibly seen through views such as the transpose."""
+    fn = tensor.grad_fn
+    while fn is not None and type(fn).__name__ in _VIEWS:
+        fn = fn.next_functions[0][0] if fn.next_functions else None
+    if fn is None or type(fn).__name__ != "ToCopyBackward0":
+        return False
+    sources = [next_fn for next_fn, _ in fn.next_functions if next_fn is not None]
+    return any(isinstance(getattr(source, "variable", None), torch.nn.Parameter) for source in sources)
 
 
 def _storage_ptr(tensor: torch.Tensor) -> int | None:

@@ -25,7 +25,10 @@ def model_config(spec: ModelSpec, base_dir: Path) -> PretrainedConfig:
     if spec.config is not None:
         return _inline_config(dict(spec.config))
     path = _local_path(spec.path, base_dir)
-    config = AutoConfig.from_pretrained(str(path), local_files_only=True)
+    try:
+        config = AutoConfig.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"model.path: {path}: {str(e).strip().splitlines()[0]}") from None
     _check_causal_lm(config.model_type, "model.path")
     return config
 
@@ -68,12 +71,16 @@ def max_positions(config: PretrainedConfig) -> int | None:
     return None
 
 
-def check_compatible(config: PretrainedConfig, vocab_size: int, seq_len: int) -> None:
-    """Refuse a tokenizer with ids the embedding cannot hold, and rows longer than the model's positions."""
+def check_vocabulary(config: PretrainedConfig, vocab_size: int) -> None:
+    """Refuse a tokenizer with ids the embedding cannot hold."""
     if vocab_size > config.vocab_size:
         raise ConfigError(
             f"vocabulary mismatch: the tokenizer has {vocab_size} tokens but model vocab_size is {config.vocab_size}"
         )
+
+
+def check_positions(config: PretrainedConfig, seq_len: int) -> None:
+    """Refuse rows longer than the model's positions."""
     limit = max_positions(config)
     if limit is not None and seq_len > limit:
         raise ConfigError(f"data.seq_len {seq_len} exceeds the model's {limit} positions (max_position_embeddings)")
@@ -94,8 +101,8 @@ def _inline_config(values: dict) -> PretrainedConfig:
             raise ConfigError(f"unknown config key 'model.config.{key}' for {model_type}{hint}")
     try:
         return AutoConfig.for_model(model_type, **values)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"model.config: {str(e).splitlines()[0]}") from None
+    except Exception as e:  # transformers validates fields with its own error types
+        raise ConfigError(f"model.config: {str(e).strip().splitlines()[0]}") from None
 
 
 def _check_causal_lm(model_type: str, where: str) -> None:

@@ -64,7 +64,9 @@ def parallelize(
         _apply_fsdp(model, dp_mesh)
     elif layout.dp_replicate > 1:
         device_ids = [torch.cuda.current_device()] if device_type == "cuda" else None
-        model = DistributedDataParallel(model, device_ids=device_ids, gradient_as_bucket_view=True)
+        model = DistributedDataParallel(
+            model, device_ids=device_ids, process_group=mesh["dp_replicate"].get_group(), gradient_as_bucket_view=True
+        )
     return model
 
 

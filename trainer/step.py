@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from trainer.memory import saved_activation_bytes
+from trainer.memory import saved_for_backward
 from trainer.packing import IGNORE_INDEX, model_inputs
 from trainer.parallelize import gradient_sync
 
@@ -28,7 +28,7 @@ class StepResult:
     loss: float  # mean cross-entropy per target token over the whole global batch
     target_tokens: int  # tokens with a label, over all data-parallel ranks
     input_tokens: int  # non-padding tokens fed to the model, over all data-parallel ranks
-    activation_bytes: int | None = None  # saved for backward by this rank's first micro-batch, when measured
+    saved_bytes: dict[str, int] | None = None  # saved for backward by this rank's first micro-batch, when measured
 
 
 def token_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -60,18 +60,18 @@ def forward_backward(
     scale = dp_degree / target_tokens
 
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-    activation_bytes = None
+    saved_bytes = None
     for i, batch in enumerate(micro_batches):
         last = i == len(micro_batches) - 1
         # Data parallelism reduces gradients on every backward unless told not to: only the last one needs it.
         with gradient_sync(model, enabled=last):
             with autocast or contextlib.nullcontext():
                 if measure_activations and i == 0:
-                    batch_loss, activation_bytes = saved_activation_bytes(model, partial(token_loss_sum, model, batch))
+                    batch_loss, saved_bytes = saved_for_backward(model, partial(token_loss_sum, model, batch))
                 else:
                     batch_loss = token_loss_sum(model, batch)
             (batch_loss * scale).backward()
         loss_sum += batch_loss.detach()
     if dp_group is not None:
         dist.all_reduce(loss_sum, group=dp_group)
-    return StepResult(float(loss_sum.item()) / target_tokens, target_tokens, int(counts[1].item()), activation_bytes)
+    return StepResult(float(loss_sum.item()) / target_tokens, target_tokens, int(counts[1].item()), saved_bytes)
