@@ -50,10 +50,12 @@ def saved_for_backward(model: torch.nn.Module, run: Callable[[], torch.Tensor]) 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
         local = tensor._local_tensor if isinstance(tensor, DTensor) else tensor
         ptr = _storage_ptr(local)
-        if ptr is not None and ptr not in parameter_storages and not isinstance(tensor, torch.nn.Parameter):
-            sizes[ptr] = local.untyped_storage().nbytes()
-            if _is_weight_cast(tensor):
-                weight_copies.add(ptr)
+        origin = _weight_origin(tensor)
+        if ptr is None or ptr in parameter_storages or origin == "parameter":
+            return tensor
+        sizes[ptr] = local.untyped_storage().nbytes()
+        if origin == "copy":
+            weight_copies.add(ptr)
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -65,15 +67,24 @@ def saved_for_backward(model: torch.nn.Module, run: Callable[[], torch.Tensor]) 
 _VIEWS = {"TBackward0", "ViewBackward0", "TransposeBackward0", "PermuteBackward0", "ExpandBackward0", "AliasBackward0"}
 
 
-def _is_weight_cast(tensor: torch.Tensor) -> bool:
-    """A cast of a parameter (autocast's weight copy), possibly seen through views such as the transpose."""
+def _weight_origin(tensor: torch.Tensor) -> str | None:
+    """ "parameter" for a parameter or a view of one (FSDP's gathered weights too), "copy" for a cast of one
+    (autocast's weight copies), None for an activation."""
+    if isinstance(tensor, torch.nn.Parameter):
+        return "parameter"
     fn = tensor.grad_fn
     while fn is not None and type(fn).__name__ in _VIEWS:
         fn = fn.next_functions[0][0] if fn.next_functions else None
-    if fn is None or type(fn).__name__ != "ToCopyBackward0":
-        return False
-    sources = [next_fn for next_fn, _ in fn.next_functions if next_fn is not None]
-    return any(isinstance(getattr(source, "variable", None), torch.nn.Parameter) for source in sources)
+    if _is_parameter_leaf(fn):
+        return "parameter"
+    is_cast = fn is not None and type(fn).__name__ == "ToCopyBackward0"
+    if is_cast and any(_is_parameter_leaf(next_fn) for next_fn, _ in fn.next_functions):
+        return "copy"
+    return None
+
+
+def _is_parameter_leaf(fn) -> bool:
+    return isinstance(getattr(fn, "variable", None), torch.nn.Parameter)
 
 
 def _storage_ptr(tensor: torch.Tensor) -> int | None:
