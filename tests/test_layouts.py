@@ -51,11 +51,28 @@ def test_layout_matches_single_process(experiment, reference, layout):
     for a, b in zip(expected, got, strict=True):
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-5), layout
         assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4), layout
+    assert_memory_model_matches(run)
     metrics = run.read_metrics()
     assert metrics["world_size"] == LAYOUTS[layout]
     assert {k: v for k, v in metrics["layout"].items() if v != 1} == {
         name: int(degree) for name, degree in (part.split("=") for part in layout.split(","))
     }
+
+
+def assert_memory_model_matches(run: RunDir) -> None:
+    """Predicted parameter, gradient and optimizer bytes equal the measured ones on every rank; activations
+    are within 15%."""
+    memory = json.loads(run.memory.read_text())
+    assert len(memory["predicted"]) == len(memory["measured"])
+    for predicted, measured in zip(memory["predicted"], memory["measured"], strict=True):
+        assert predicted["rank"] == measured["rank"]
+        for category in ("parameters", "gradients", "optimizer"):
+            assert predicted[category] == measured[category], (category, predicted["rank"])
+        assert predicted["activations_saved"] == pytest.approx(measured["activations_saved"], rel=0.15)
+
+
+def test_single_process_memory_model(reference):
+    assert_memory_model_matches(reference)
 
 
 def test_fsdp_ranks_hold_disjoint_shards(experiment):

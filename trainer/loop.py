@@ -28,6 +28,7 @@ from trainer.faults import maybe_inject
 from trainer.flops import causal_attention_pairs, mfu
 from trainer.layout import data_parallel_group
 from trainer.memory import peak_bytes, state_bytes
+from trainer.memory_model import MemoryPlan, predict_memory
 from trainer.model import build_model, model_config
 from trainer.optim import build_optimizer, build_scheduler
 from trainer.parallelize import clip_grad_norm, parallelize
@@ -267,7 +268,19 @@ def _finish(training: Training, launch: dict, measured: Measurements) -> None:
         utilisation = mfu(
             training.config, measured.timed_tokens, int(pairs.item()), measured.timed_seconds, name, worker.world_size
         )
-    write_json(run.memory, {"measured": memory, "units": "bytes", "peak_source": _peak_source(device_type)})
+    spec = experiment.train
+    memory_plan = MemoryPlan(
+        spec.micro_batch, experiment.data.seq_len, spec.precision, spec.activation_checkpointing, spec
+    )
+    write_json(
+        run.memory,
+        {
+            "units": "bytes",
+            "predicted": predict_memory(training.config, experiment.layout, memory_plan),
+            "measured": memory,
+            "peak_source": _peak_source(device_type),
+        },
+    )
     write_json(
         run.metrics,
         {

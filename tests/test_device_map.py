@@ -1,0 +1,173 @@
+"""Device-mapped loading: a model split over CPU and disk computes exactly what the same model in memory does."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForCausalLM, LlamaConfig
+
+from trainer.config import ConfigError
+from trainer.device_map import device_map_summary, load_device_mapped, parse_bytes
+
+TINY_GQA_LLAMA = {
+    "vocab_size": 512,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,  # grouped-query attention
+    "max_position_embeddings": 128,
+}
+# Parameter bytes in fp32: embedding and lm_head 131072 each, each decoder layer 147968. accelerate keeps room on the
+# CPU for the largest layer, so 500 kB holds the embedding and one layer; the rest must go to disk.
+SMALL_CPU = "500kB"
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(LlamaConfig(**TINY_GQA_LLAMA))
+    directory = tmp_path_factory.mktemp("tiny-llama")
+    model.save_pretrained(directory, safe_serialization=True)
+    return directory
+
+
+def _logits(model: torch.nn.Module) -> torch.Tensor:
+    batch = torch.randint(0, TINY_GQA_LLAMA["vocab_size"], (2, 24), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        return model(input_ids=batch).logits
+
+
+def _total_bytes(model: torch.nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def test_disk_offloaded_model_gives_the_in_memory_logits(model_dir, tmp_path):
+    reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    offload = tmp_path / "offload"
+    mapped = load_device_mapped(model_dir, {"cpu": SMALL_CPU}, offload_dir=offload)
+
+    devices = set(mapped.hf_device_map.values())
+    assert devices == {"cpu", "disk"}
+    assert any(name.startswith("model.layers.") for name, d in mapped.hf_device_map.items() if d == "disk")
+    assert (offload / "index.json").is_file() and list(offload.glob("*.dat"))
+    assert not mapped.training
+    torch.testing.assert_close(_logits(mapped), _logits(reference.eval()), atol=1e-6, rtol=0)
+
+
+def test_summary_counts_every_parameter_once_per_device(model_dir, tmp_path):
+    mapped = load_device_mapped(model_dir, {"cpu": SMALL_CPU}, offload_dir=tmp_path)
+    summary = device_map_summary(mapped)
+    # The embedding and layer 0 fit on the CPU; three layers, the final norm and lm_head do not.
+    assert summary == {"cpu": 131072 + 147968, "disk": 3 * 147968 + 256 + 131072}
+    assert sum(summary.values()) == _total_bytes(mapped)
+
+
+def test_a_model_that_fits_stays_whole_on_the_cpu(model_dir):
+    mapped = load_device_mapped(model_dir, {"cpu": "1GiB"})
+    assert mapped.hf_device_map == {"": "cpu"}
+    assert device_map_summary(mapped) == {"cpu": _total_bytes(mapped)}
+
+
+def test_tied_embeddings_load_from_the_single_stored_copy(tmp_path):
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(LlamaConfig(**TINY_GQA_LLAMA, tie_word_embeddings=True))
+    model.save_pretrained(tmp_path / "tied", safe_serialization=True)
+    mapped = load_device_mapped(tmp_path / "tied", {"cpu": SMALL_CPU}, offload_dir=tmp_path / "offload")
+    assert "disk" in mapped.hf_device_map.values()
+    assert mapped.lm_head.weight is mapped.model.embed_tokens.weight
+    assert sum(device_map_summary(mapped).values()) == _total_bytes(mapped)
+    torch.testing.assert_close(_logits(mapped), _logits(model.eval()), atol=1e-6, rtol=0)
+
+
+def test_summary_needs_a_device_map():
+    with pytest.raises(ValueError, match="hf_device_map"):
+        device_map_summary(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (4096, 4096),
+        ("4096", 4096),
+        ("80GiB", 80 * 2**30),
+        ("80GB", 80 * 10**9),
+        ("512MiB", 512 * 2**20),
+        ("512 mb", 512 * 10**6),
+        ("1.5TiB", 3 * 2**39),
+        ("1.1TB", 1_100_000_000_000),
+        ("0", 0),
+    ],
+)
+def test_parse_bytes(text, expected):
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize("text", ["80 gigs", "", "GiB", "-1GB", "1e9", "1.2.3GB", -5, True, 1.5, None])
+def test_parse_bytes_refuses(text):
+    with pytest.raises(ConfigError, match="memory size"):
+        parse_bytes(text)
+
+
+def test_config_error_is_a_value_error():
+    assert issubclass(ConfigError, ValueError)
+
+
+def _weights_only_dir(model_dir: Path, directory: Path, drop: str | None = None) -> Path:
+    """A copy of the model whose checkpoint lacks the weight `drop`."""
+    directory.mkdir()
+    (directory / "config.json").write_text((model_dir / "config.json").read_text())
+    weights = {k: v for k, v in load_file(model_dir / "model.safetensors").items() if k != drop}
+    save_file(weights, directory / "model.safetensors", metadata={"format": "pt"})
+    return directory
+
+
+@pytest.mark.parametrize(
+    ("max_memory", "offload", "message"),
+    [
+        ({"cpu": SMALL_CPU}, False, "do not fit in max_memory; give offload_dir"),
+        ({"cpu": "1GiB", "disk": "1GiB"}, False, 'has "disk" but no offload_dir'),
+        ({"cpu": SMALL_CPU, "disk": "100kB"}, True, 'max_memory["disk"] allows 100000'),
+        ({"cpu": "80 gigs"}, False, "max_memory['cpu']: memory size '80 gigs'"),
+        ({"cuda:0": "1GiB"}, False, "unknown device 'cuda:0'"),
+        ({torch.cuda.device_count(): "1GiB"}, False, f"GPU {torch.cuda.device_count()} does not exist"),
+        ({}, False, "max_memory is empty"),
+    ],
+)
+def test_bad_memory_limits_are_refused_in_one_line(model_dir, tmp_path, max_memory, offload, message):
+    with pytest.raises(ConfigError, match=re.escape(message)) as error:
+        load_device_mapped(model_dir, max_memory, offload_dir=tmp_path / "offload" if offload else None)
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "offload").exists()
+
+
+def test_missing_model_directory(tmp_path):
+    with pytest.raises(ConfigError, match="model directory not found"):
+        load_device_mapped(tmp_path / "nowhere", {"cpu": "1GiB"})
+
+
+def test_directory_without_weights(model_dir, tmp_path):
+    (tmp_path / "config.json").write_text((model_dir / "config.json").read_text())
+    with pytest.raises(ConfigError, match="no weights"):
+        load_device_mapped(tmp_path, {"cpu": "1GiB"})
+
+
+def test_directory_without_config(tmp_path):
+    with pytest.raises(ConfigError, match=r"no config\.json"):
+        load_device_mapped(tmp_path, {"cpu": "1GiB"})
+
+
+def test_checkpoint_missing_a_weight_is_refused(model_dir, tmp_path):
+    broken = _weights_only_dir(model_dir, tmp_path / "broken", drop="model.layers.2.mlp.up_proj.weight")
+    with pytest.raises(ConfigError, match=r"lacks 1 weights .*model\.layers\.2\.mlp\.up_proj\.weight"):
+        load_device_mapped(broken, {"cpu": SMALL_CPU}, offload_dir=tmp_path / "offload")
+
+
+def test_complete_copy_loads(model_dir, tmp_path):
+    # The control for the test above: the same copying without a dropped weight loads.
+    copy = _weights_only_dir(model_dir, tmp_path / "copy")
+    assert device_map_summary(load_device_mapped(copy, {"cpu": "1GiB"}))

@@ -1,0 +1,78 @@
+"""The memory model against what autograd really saves, and its exact per-rank parameter shards."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from support import TINY_MODEL
+from transformers import AutoConfig
+
+from trainer.config import TrainSpec
+from trainer.layout import Layout
+from trainer.memory import saved_for_backward
+from trainer.memory_model import MemoryPlan, activation_bytes, local_shapes, predict_memory, rank_coordinates
+from trainer.model import build_model
+from trainer.step import token_loss_sum
+
+
+def measured_activations(config, micro_batch: int, seq_len: int, checkpointing: bool) -> int:
+    model = build_model(config, None, seed=0)
+    model.train()
+    if checkpointing:
+        model.activation_checkpointing_enable({"use_reentrant": False})
+    ids = torch.randint(0, config.vocab_size, (micro_batch, seq_len))
+    segments = torch.arange(seq_len).div(seq_len // 3, rounding_mode="floor").expand(micro_batch, seq_len)
+    batch = {"input_ids": ids, "labels": ids, "position_ids": torch.arange(seq_len).expand_as(ids)}
+    batch["segment_ids"] = segments.contiguous()
+    _, saved = saved_for_backward(model, lambda: token_loss_sum(model, batch))
+    return saved["activations_saved"]
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+@pytest.mark.parametrize(
+    ("changes", "micro_batch", "seq_len"),
+    [
+        ({}, 2, 64),
+        ({"hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 3}, 4, 32),
+        ({"num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 1024}, 1, 128),
+    ],
+)
+def test_predicted_activations_within_15_percent(changes, micro_batch, seq_len, checkpointing):
+    config = AutoConfig.for_model(**{**TINY_MODEL, **changes})
+    plan = MemoryPlan(micro_batch, seq_len, "fp32", checkpointing, TrainSpec())
+    predicted = activation_bytes(config, Layout(dp_replicate=1), plan)
+    measured = measured_activations(config, micro_batch, seq_len, checkpointing)
+    assert predicted == pytest.approx(measured, rel=0.15)
+
+
+def test_rank_coordinates_follow_the_mesh_order():
+    layout = Layout(dp_replicate=2, dp_shard=2, tp=2)  # mesh [pp, dp_replicate, dp_shard, cp, tp]
+    assert rank_coordinates(0, layout) == {"pp": 0, "dp_replicate": 0, "dp_shard": 0, "cp": 0, "tp": 0}
+    assert rank_coordinates(1, layout)["tp"] == 1
+    assert rank_coordinates(2, layout)["dp_shard"] == 1
+    assert rank_coordinates(5, layout) == {"pp": 0, "dp_replicate": 1, "dp_shard": 0, "cp": 0, "tp": 1}
+
+
+def test_shards_add_up_to_the_whole_model():
+    config = AutoConfig.for_model(**{**TINY_MODEL, "vocab_size": 509})  # uneven FSDP chunks
+    whole = {name: shape for name, shape in local_shapes(config, Layout(dp_replicate=1), 0)}
+    layout = Layout(dp_replicate=1, dp_shard=3, tp=2)
+    numel = {name: 0 for name in whole}
+    for rank in range(layout.world_size):
+        for name, shape in local_shapes(config, layout, rank):
+            numel[name] += torch.Size(shape).numel()
+    for name, shape in whole.items():
+        copies = 1 if ("self_attn" in name or "mlp" in name) else layout.tp  # replicated over tp otherwise
+        assert numel[name] == torch.Size(shape).numel() * copies, name
+
+
+def test_predictions_shrink_with_sharding():
+    config = AutoConfig.for_model(**TINY_MODEL)
+    plan = MemoryPlan(2, 64, "fp32", False, TrainSpec())
+    single = predict_memory(config, Layout(dp_replicate=1), plan)[0]
+    fsdp = predict_memory(config, Layout(dp_replicate=1, dp_shard=2), plan)[0]
+    tp = predict_memory(config, Layout(dp_replicate=1, tp=2), plan)[0]
+    assert fsdp["parameters"] < single["parameters"] and fsdp["optimizer"] < single["optimizer"]
+    assert fsdp["activations_saved"] == single["activations_saved"]
+    assert tp["activations_saved"] < single["activations_saved"]
+    assert single["peak"] == sum(v for k, v in single.items() if k not in ("peak", "rank"))
