@@ -13,6 +13,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="meshpilot", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     _add_train(commands)
+    _add_plan(commands)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
@@ -65,6 +66,53 @@ def _train(args: argparse.Namespace) -> int:
     metrics = launch(prepared)
     print(describe(metrics, prepared.run), file=sys.stderr if metrics["status"] != "ok" else sys.stdout)
     return 0 if metrics["status"] == "ok" else 1
+
+
+def _add_plan(commands: argparse._SubParsersAction) -> None:
+    plan = commands.add_parser("plan", help="rank parallelism layouts by predicted memory and throughput")
+    plan.add_argument("experiment", type=Path, help="experiment file (YAML)")
+    plan.add_argument("--devices", type=int, required=True, help="devices per node")
+    plan.add_argument("--nodes", type=int, default=1, help="nodes (default 1)")
+    plan.add_argument("--device-mem", help="memory per device, e.g. 80GiB (default: hardware.device_mem or 80GiB)")
+    plan.add_argument("--device-type", choices=("cuda", "cpu"), default="cuda", help="device kind (default cuda)")
+    plan.add_argument("--device-name", default="NVIDIA H100 80GB HBM3", help="device model, for its peak FLOP/s")
+    plan.add_argument("--seq-len", type=int, help="sequence length (default: data.seq_len)")
+    plan.add_argument("--top", type=int, default=20, help="rows of the table (default 20)")
+    plan.add_argument("--json", action="store_true", help="print every candidate as JSON")
+    plan.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    plan.set_defaults(handler=_plan)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    import json
+
+    from trainer.config import load_experiment
+    from trainer.device_map import parse_bytes
+    from trainer.model import model_config
+    from trainer.planner import format_table, plan
+    from trainer.throughput import Hardware, detect_intra_node_link
+
+    experiment = load_experiment(args.experiment, args.overrides)
+    if args.devices < 1 or args.nodes < 1:
+        raise ConfigError("--devices and --nodes must be at least 1")
+    seq_len = args.seq_len or experiment.data.seq_len
+    if seq_len < 1 or experiment.train.global_batch_tokens % seq_len:
+        raise ConfigError(
+            f"train.global_batch_tokens {experiment.train.global_batch_tokens} is not a multiple of "
+            f"the sequence length {seq_len}"
+        )
+    device_mem = parse_bytes(args.device_mem or experiment.hardware.device_mem or "80GiB")
+    if experiment.train.precision == "auto":
+        experiment.train.precision = "bf16" if args.device_type == "cuda" else "fp32"
+    config = model_config(experiment.model, Path(experiment.base_dir))
+    link = detect_intra_node_link(args.device_type) if args.device_type == "cpu" else "nvlink"
+    hardware = Hardware(args.device_type, args.device_name, args.devices, args.nodes, link)
+    candidates = plan(experiment, config, hardware, device_mem, seq_len)
+    if args.json:
+        print(json.dumps([c.as_dict() for c in candidates], indent=1))
+    else:
+        print(format_table(candidates, args.top))
+    return 0 if any(c.dropped is None for c in candidates) else 1
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ activation checkpointing, and FSDP's two gathered layers (the current one and th
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +43,7 @@ class MemoryPlan:
     precision: str  # fp32 | bf16 (autocast over fp32 master weights)
     activation_checkpointing: bool
     train: TrainSpec
+    grad_accum: int = 1  # bounds the micro-batches a pipeline stage holds at once
 
 
 def parameter_shapes(config: PretrainedConfig) -> list[tuple[str, tuple[int, ...]]]:
@@ -70,6 +72,8 @@ def local_shapes(
     sharded = layout.dp_shard > 1 or (layout.tp > 1 and layout.dp_replicate > 1)
     result = []
     for name, shape in shapes or parameter_shapes(config):
+        if layout.pp > 1 and not _on_stage(name, config, layout.pp, at["pp"]):
+            continue
         local = list(shape)
         style = _tp_style(name, plan)
         split_dim = {"colwise": 0, "rowwise": 1 if len(shape) == 2 else None}.get(style)
@@ -81,9 +85,11 @@ def local_shapes(
     return result
 
 
-def predict_rank(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int, shapes=None) -> dict[str, int]:
-    """Predicted bytes by category for one rank."""
-    local = local_shapes(config, layout, rank, shapes)
+def predict_rank(
+    config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int, shapes=None, local=None
+) -> dict[str, int]:
+    """Predicted bytes by category for one rank (`local`: its parameter shapes, when already known)."""
+    local = local if local is not None else local_shapes(config, layout, rank, shapes)
     parameter_bytes = sum(_numel(shape) for _, shape in local) * FP32
     prediction = {
         "parameters": parameter_bytes,
@@ -117,7 +123,9 @@ def activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan)
     # Under checkpointing only the layer's input stays; the rest is recomputed in backward.
     per_layer = h * width if plan.activation_checkpointing else full_layer
     once = (3 * h + 1) * width + vocab * FP32 + 8 + 2 * _head_dim(config) * width + plan.seq_len // layout.cp * FP32
-    return tokens * (layers_here * per_layer + once) + FP32
+    # 1F1B: the first stage holds activations of up to pp micro-batches before their backward starts.
+    in_flight = min(layout.pp, plan.grad_accum)
+    return in_flight * tokens * (layers_here * per_layer + once) + FP32
 
 
 def temporary_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, shapes=None) -> int:
@@ -142,6 +150,16 @@ def _dims(config: PretrainedConfig) -> tuple[int, int, int, int, int]:
 
 def _head_dim(config: PretrainedConfig) -> int:
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+def _on_stage(name: str, config: PretrainedConfig, stages: int, stage: int) -> bool:
+    """Pipeline stages take equal runs of layers; the first adds the embedding, the last the norm and head."""
+    match = re.search(r"\.layers\.(\d+)\.", name)
+    if match:
+        return int(match.group(1)) * stages // config.num_hidden_layers == stage
+    if "embed" in name:
+        return stage == 0
+    return stage == stages - 1
 
 
 def _tp_style(name: str, plan: dict[str, str]) -> str | None:

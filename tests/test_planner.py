@@ -1,0 +1,112 @@
+"""The planner and the throughput model: valid layouts only, memory limits respected, calibration learns."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+from support import TINY_MODEL, meshpilot, write_experiment
+from transformers import AutoConfig
+
+from trainer.layout import Layout
+from trainer.throughput import (
+    Calibration,
+    Hardware,
+    dimension_links,
+    estimate_step,
+    fit,
+    intra_node_link_from_topology,
+)
+
+BIG_MODEL = {
+    "model_type": "llama",
+    "vocab_size": 32000,
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 4096,
+}
+
+
+def plan_json(tmp_path, model: dict, *args: str) -> list[dict]:
+    experiment = write_experiment(
+        tmp_path,
+        {"model": {"config": model}, "data": {"seq_len": 2048}, "train": {"global_batch_tokens": 2048 * 64}},
+    )
+    done = meshpilot("plan", str(experiment), "--json", *args)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def test_plan_respects_memory_and_validity(tmp_path):
+    candidates = plan_json(tmp_path, BIG_MODEL, "--devices", "8", "--device-mem", "40GiB")
+    feasible = [c for c in candidates if c["dropped"] is None]
+    dropped = [c for c in candidates if c["dropped"] is not None]
+    assert feasible and dropped
+    for c in candidates:
+        degrees = c["layout"]
+        assert degrees["pp"] * degrees["dp_replicate"] * degrees["dp_shard"] * degrees["cp"] * degrees["tp"] == 8
+        assert BIG_MODEL["num_key_value_heads"] % degrees["tp"] == 0
+        rows_per_rank = 64 // (degrees["dp_replicate"] * degrees["dp_shard"])
+        assert c["micro_batch"] * c["grad_accum"] == rows_per_rank
+    assert all(c["predicted_peak_bytes"] <= 40 * 1024**3 for c in feasible)
+    for c in dropped:
+        if "GiB" in c["dropped"]:
+            assert c["predicted_peak_bytes"] > 40 * 1024**3
+            assert c["dropped"].startswith("needs ") and c["dropped"].endswith("more than 40.00 GiB")
+    speeds = [c["predicted_tokens_per_s"] for c in feasible]
+    assert all(a >= b * 0.99 for a, b in itertools.pairwise(speeds))  # sorted, ties within 1%
+    # 7B in fp32 master weights with AdamW cannot be replicated on 40 GiB devices: 16 bytes per parameter.
+    replicated = [c for c in candidates if c["layout"]["dp_replicate"] == 8]
+    assert replicated and all(c["dropped"] for c in replicated)
+
+
+def test_plan_table_and_exit_code(tmp_path):
+    experiment = write_experiment(
+        tmp_path, {"model": {"config": BIG_MODEL}, "data": {"seq_len": 2048}, "train": {"global_batch_tokens": 8192}}
+    )
+    done = meshpilot("plan", str(experiment), "--devices", "4", "--device-mem", "1GiB")
+    assert done.returncode == 1  # nothing fits
+    assert "0 feasible" in done.stdout and "does not fit in device memory" in done.stdout
+    done = meshpilot("plan", str(experiment), "--devices", "4", "--device-mem", "lots")
+    assert done.returncode == 2 and done.stderr.startswith("meshpilot: error: memory size 'lots'")
+
+
+def test_topology_parsing():
+    nvlink = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV18\t0-63\nGPU1\tNV18\t X \t0-63\n"
+    pcie = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tPHB\t0-63\nGPU1\tPHB\t X \t0-63\n"
+    assert intra_node_link_from_topology(nvlink) == "nvlink"
+    assert intra_node_link_from_topology(pcie) == "pcie"
+
+
+def test_inner_dimensions_stay_inside_a_node():
+    hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=8, nodes=4)
+    links = dimension_links(Layout(dp_replicate=4, dp_shard=2, tp=4), hardware)
+    assert links["tp"] == "nvlink" and links["dp_shard"] == "nvlink" and links["dp_replicate"] == "network"
+
+
+def test_activation_checkpointing_costs_a_forward_pass():
+    config = AutoConfig.for_model(**TINY_MODEL)
+    hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=1)
+    args = (config, Layout(dp_replicate=1), hardware, 10_000, 40_000, 2, 64, 4)
+    plain, recomputing = estimate_step(*args), estimate_step(*args, activation_checkpointing=True)
+    assert recomputing.compute_s == pytest.approx(plain.compute_s * 4 / 3)
+
+
+def test_calibration_recovers_the_machine_factors(tmp_path, monkeypatch):
+    records = [{"compute_s": c, "comm_s": m, "measured_s": 3.0 * c + 0.5 * m} for c, m in [(1, 0), (1, 2), (2, 1)]]
+    calibration = fit(records)
+    assert calibration.compute_scale == pytest.approx(3.0) and calibration.comm_scale == pytest.approx(0.5)
+
+    monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))
+    config = AutoConfig.for_model(**TINY_MODEL)
+    hardware = Hardware("cpu", "x86_64", devices_per_node=2, intra_node_link="cpu")
+    args = (config, Layout(dp_replicate=2), hardware, 10_000, 40_000, 2, 64, 4)
+    before = estimate_step(*args, calibration=Calibration.load(hardware))
+    measured = before.step_s * 7  # this machine is 7x slower than the stated assumptions
+    Calibration.record(hardware, before, measured)
+    after = estimate_step(*args, calibration=Calibration.load(hardware))
+    assert after.step_s == pytest.approx(measured)

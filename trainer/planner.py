@@ -1,0 +1,162 @@
+"""`meshpilot plan`: every valid layout x micro-batch x activation checkpointing, those that do not fit dropped
+with the reason, the rest ranked by predicted tokens/s. Runs on the meta device: no GPU, no weights."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+from transformers import PretrainedConfig
+
+from trainer.config import Experiment
+from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout
+from trainer.memory_model import MemoryPlan, local_shapes, parameter_shapes, predict_rank
+from trainer.model import count_parameters
+from trainer.throughput import Calibration, Hardware, StepEstimate, estimate_step
+
+GiB = 1024**3
+
+
+@dataclass
+class Candidate:
+    layout: Layout
+    micro_batch: int
+    grad_accum: int
+    activation_checkpointing: bool
+    memory: dict[str, int]
+    estimate: StepEstimate | None = None
+    dropped: str | None = None  # why it cannot run, if it cannot
+    runnable: bool = True  # whether the built-in trainer runs this layout today
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "layout": self.layout.degrees(),
+            "micro_batch": self.micro_batch,
+            "grad_accum": self.grad_accum,
+            "activation_checkpointing": self.activation_checkpointing,
+            "predicted_peak_bytes": self.memory["peak"],
+            "memory": self.memory,
+            "predicted_step_s": self.estimate.step_s if self.estimate else None,
+            "predicted_tokens_per_s": self.estimate.tokens_per_s if self.estimate else None,
+            "comm_bytes_per_step": self.estimate.comm_bytes if self.estimate else None,
+            "dropped": self.dropped,
+            "runnable": self.runnable,
+            "notes": self.notes,
+        }
+
+
+def valid_layouts(world_size: int, config: PretrainedConfig, seq_len: int) -> list[Layout]:
+    """Every way to split the world over the mesh dimensions that this model and sequence allow."""
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    divisors = [d for d in range(1, world_size + 1) if world_size % d == 0]
+    layouts = []
+    for degrees in itertools.product(divisors, repeat=len(MESH_DIMS) - 1):
+        rest, remainder = divmod(world_size, _product(degrees))
+        if remainder:
+            continue
+        layout = Layout(**dict(zip(MESH_DIMS, (degrees[0], rest, *degrees[1:]), strict=True)))
+        if heads % layout.tp or kv_heads % layout.tp or seq_len % (2 * layout.cp if layout.cp > 1 else 1):
+            continue
+        if layout.pp > config.num_hidden_layers:
+            continue
+        layouts.append(layout)
+    return layouts
+
+
+def plan(
+    experiment: Experiment,
+    config: PretrainedConfig,
+    hardware: Hardware,
+    device_mem: int,
+    seq_len: int,
+) -> list[Candidate]:
+    """All candidates, the feasible ones first by predicted tokens/s, then the dropped ones."""
+    world_size = hardware.devices_per_node * hardware.nodes
+    rows = experiment.train.global_batch_tokens // seq_len
+    shapes = parameter_shapes(config)
+    matmul = count_parameters(config)["matmul"]
+    total_bytes = sum(_product(s) for _, s in shapes) * 4
+    calibration = Calibration.load(hardware)
+    candidates = []
+    for layout in valid_layouts(world_size, config, seq_len):
+        if rows % layout.dp_degree:
+            continue  # this global batch does not split over the data-parallel ranks
+        per_rank_rows = rows // layout.dp_degree
+        local = local_shapes(config, layout, 0, shapes)  # rank 0 holds the largest shards
+        for micro_batch in (m for m in _powers_of_two(per_rank_rows) if per_rank_rows % m == 0):
+            for checkpointing in (False, True):
+                grad_accum = per_rank_rows // micro_batch
+                memory_plan = MemoryPlan(
+                    micro_batch, seq_len, experiment.train.precision, checkpointing, experiment.train, grad_accum
+                )
+                memory = predict_rank(config, layout, memory_plan, 0, shapes, local)
+                candidate = Candidate(layout, micro_batch, grad_accum, checkpointing, memory)
+                _judge(candidate, hardware, device_mem)
+                if candidate.dropped is None:
+                    candidate.estimate = estimate_step(
+                        config, layout, hardware, matmul, total_bytes // layout.pp, micro_batch, seq_len,
+                        grad_accum, checkpointing, calibration,
+                    )  # fmt: skip
+                candidates.append(candidate)
+    feasible = sorted((c for c in candidates if c.dropped is None), key=_rank_key)
+    return feasible + [c for c in candidates if c.dropped is not None]
+
+
+def _rank_key(candidate: Candidate) -> tuple:
+    """Fastest first; within 1% of each other (below what the model can tell apart) prefer what the trainer runs,
+    no recomputation, and fewer parallel dimensions."""
+    speed_bucket = -math.floor(math.log(candidate.estimate.tokens_per_s) / math.log(1.01))
+    dimensions = sum(d > 1 for d in candidate.layout.degrees().values())
+    return (speed_bucket, not candidate.runnable, candidate.activation_checkpointing, dimensions)
+
+
+def _judge(candidate: Candidate, hardware: Hardware, device_mem: int) -> None:
+    if candidate.memory["peak"] > device_mem:
+        need, have = candidate.memory["peak"] / GiB, device_mem / GiB
+        candidate.dropped = f"needs {need:.2f} GiB per device, more than {have:.2f} GiB"
+    unsupported = [n for n, d in candidate.layout.degrees().items() if d > 1 and n not in SUPPORTED_DIMS]
+    if unsupported:
+        candidate.runnable = False
+        candidate.notes.append(f"{', '.join(unsupported)} not yet run by the built-in trainer")
+    if candidate.layout.cp > 1 and hardware.device_type != "cuda":
+        candidate.dropped = candidate.dropped or "context parallelism runs on CUDA only"
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    return [2**k for k in range(limit.bit_length()) if 2**k <= limit]
+
+
+def _product(values) -> int:
+    result = 1
+    for v in values:
+        result *= v
+    return result
+
+
+def format_table(candidates: list[Candidate], limit: int = 20) -> str:
+    feasible = [c for c in candidates if c.dropped is None]
+    dropped = [c for c in candidates if c.dropped is not None]
+    header = f"{'#':>3}  {'layout':<34} {'mb':>3} {'accum':>5} {'AC':>3} {'GiB/dev':>8} {'tokens/s':>12}  note"
+    lines = [header, "-" * len(header)]
+    for i, c in enumerate(feasible[:limit], 1):
+        checkpointing = "on" if c.activation_checkpointing else "off"
+        lines.append(
+            f"{i:>3}  {c.layout.describe():<34} {c.micro_batch:>3} {c.grad_accum:>5} {checkpointing:>3} "
+            f"{c.memory['peak'] / GiB:>8.2f} {c.estimate.tokens_per_s:>12,.0f}  {'; '.join(c.notes)}"
+        )
+    lines.append(f"{len(feasible)} feasible (showing {min(limit, len(feasible))}), {len(dropped)} dropped")
+    for reason, group in _group_reasons(dropped).items():
+        first = group[0]
+        example = f"{first.layout.describe()}, micro-batch {first.micro_batch}: {first.dropped}"
+        lines.append(f"  dropped {len(group)}: {reason} (e.g. {example})")
+    return "\n".join(lines)
+
+
+def _group_reasons(dropped: list[Candidate]) -> dict[str, list[Candidate]]:
+    groups: dict[str, list[Candidate]] = {}
+    for c in dropped:
+        groups.setdefault("does not fit in device memory" if "GiB" in c.dropped else c.dropped, []).append(c)
+    return groups
