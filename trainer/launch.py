@@ -178,6 +178,8 @@ def launch(prepared: PreparedRun) -> dict:
             write_json(run.metrics, {**_failure_metrics(prepared, -2), "error": reason})
             raise
     metrics = run.read_metrics()
+    if metrics is not None and metrics.get("status") == "ok":
+        _calibrate(prepared, run)
     if metrics is None and returncode == 0 and prepared.nnodes > 1:
         # The rendezvous, not --node-rank, decides which node hosts rank 0 and so writes the results.
         return {"status": "ok", "error": None, "node_rank": request.node_rank, "results_on": "the node of rank 0"}
@@ -185,6 +187,28 @@ def launch(prepared: PreparedRun) -> dict:
         metrics = _failure_metrics(prepared, returncode)
         write_json(run.metrics, metrics)
     return metrics
+
+
+def _calibrate(prepared: PreparedRun, run: RunDir) -> None:
+    """Teach the throughput model this machine: the median timed step against the model's prediction."""
+    from trainer.memory_model import parameter_shapes
+    from trainer.model import count_parameters
+    from trainer.throughput import Calibration, Hardware, estimate_step
+
+    experiment, metrics = prepared.experiment, run.read_metrics()
+    steps = [s["step_s"] for s in run.read_steps()][-metrics["timed_steps"] :]
+    if not steps:
+        return
+    config = model_config(experiment.model, Path(experiment.base_dir))
+    link = "cpu" if experiment.hardware.device_type == "cpu" else "nvlink"
+    hardware = Hardware(experiment.hardware.device_type, metrics["device_name"], prepared.nproc, prepared.nnodes, link)
+    parameter_bytes = sum(torch.Size(shape).numel() for _, shape in parameter_shapes(config)) * 4
+    estimate = estimate_step(
+        config, experiment.layout, hardware, count_parameters(config)["matmul"], parameter_bytes,
+        experiment.train.micro_batch, experiment.data.seq_len, metrics["grad_accum"],
+        experiment.train.activation_checkpointing,
+    )  # fmt: skip
+    Calibration.record(hardware, estimate, sorted(steps)[len(steps) // 2])
 
 
 def _stop(process: subprocess.Popen) -> None:
