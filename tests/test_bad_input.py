@@ -151,7 +151,7 @@ def test_model_path_not_found(tmp_path):
     [
         (["train.steps=0"], "train.steps must be positive, got 0"),
         (["train.lr=-1e-3"], "train.lr must be positive, got -0.001"),
-        (["train.optimizer=sgdd"], "train.optimizer: 'sgdd' is not one of adamw"),
+        (["train.optimizer=sgdd"], "train.optimizer: 'sgdd' is not one of adamw, galore_adamw"),
         (["train.precision=fp16"], "train.precision: 'fp16' is not one of auto, fp32, bf16"),
         (["train.betas=[0.9]"], "train.betas: expected two numbers in [0, 1), got [0.9]"),
         (["train.betas=[0.9, 1.5]"], "train.betas: expected two numbers in [0, 1), got [0.9, 1.5]"),
@@ -445,3 +445,25 @@ def test_corpus_too_small_for_one_row(tmp_path, monkeypatch):
     tok = word_tokenizer(tmp_path / "tok", 100)
     exp = experiment(tmp_path, {"data": {"train": ["tiny.jsonl"]}, "tokenizer": str(tok)})
     refused(request(tmp_path, exp), "data: the corpus is too small for one row of seq_len 64")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "layout", "nproc", "message"),
+    [
+        (["train.galore.rank=0"], None, 1, "train.galore.rank must be positive, got 0"),
+        (["train.galore.proj_type=diagonal"], None, 1, "train.galore.proj_type: 'diagonal' is not one of "),
+        (["train.galore.target_modules=[]"], None, 1, "train.galore.target_modules: give one or more"),
+        (
+            [],
+            "dp_shard=2",
+            2,
+            "train.optimizer galore_adamw runs with data-parallel replicate layouts only, not dp_shard=2",
+        ),
+    ],
+)
+def test_bad_galore_settings(tmp_path, overrides, layout, nproc, message):
+    req = request(tmp_path, experiment(tmp_path), nproc=nproc, layout=layout)
+    req.overrides = ["train.optimizer=galore_adamw", *overrides]
+    with pytest.raises(ConfigError, match="^" + re.escape(message)):
+        prepare(req)
+    assert not (tmp_path / "run").exists()

@@ -43,6 +43,17 @@ class DataSpec:
 
 
 @dataclass
+class GaLoreSpec:
+    """GaLore (train.optimizer: galore_adamw): Adam moments kept in a rank-`rank` projection of the gradient."""
+
+    rank: int = 128  # projection rank, capped at each matrix's smaller side
+    update_proj_gap: int = 200  # steps between recomputing the projection (an SVD of the gradient)
+    scale: float = 0.25  # multiplies the update projected back to full rank
+    proj_type: str = "std"  # std | reverse_std | right | left | full
+    target_modules: list[str] = field(default_factory=lambda: ["attn", "mlp"])  # name substrings of 2-D weights
+
+
+@dataclass
 class TrainSpec:
     steps: int = 200
     global_batch_tokens: int = 16384  # rows of seq_len per optimizer step, over all ranks, times seq_len
@@ -51,10 +62,11 @@ class TrainSpec:
     lr_schedule: str = "cosine"  # cosine | linear | constant, after linear warm-up
     warmup_steps: int = 10
     min_lr_ratio: float = 0.1
-    optimizer: str = "adamw"
+    optimizer: str = "adamw"  # adamw | galore_adamw
     weight_decay: float = 0.1
     betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
     eps: float = 1.0e-8
+    galore: GaLoreSpec = field(default_factory=GaLoreSpec)  # read only by optimizer galore_adamw
     grad_clip: float = 1.0  # max global grad norm; 0 turns clipping off
     seed: int = 0
     precision: str = "auto"  # auto (bf16 mixed on CUDA, fp32 on CPU) | fp32 | bf16

@@ -33,7 +33,7 @@ from trainer.environment import git_state
 from trainer.layout import Layout, LayoutError
 from trainer.loop import base_metrics
 from trainer.model import check_positions, check_vocabulary, checkpoint_dir, model_config
-from trainer.optim import OPTIMIZERS, SCHEDULES
+from trainer.optim import GALORE_PROJ_TYPES, OPTIMIZERS, SCHEDULES
 from trainer.parallelize import check_layout_for_model
 from trainer.progress import follow
 from trainer.rundir import RunDir, write_json, write_text
@@ -83,6 +83,8 @@ def prepare(request: TrainRequest) -> PreparedRun:
     _check_train_values(experiment)
     base_dir = Path(experiment.base_dir)
     nproc, nnodes = _resolve_hardware(request, experiment)
+    if experiment.train.optimizer == "galore_adamw":
+        _check_galore(experiment)
     config = model_config(experiment.model, base_dir)
     check_positions(config, experiment.data.seq_len)
     try:
@@ -307,6 +309,22 @@ def _check_train_values(experiment: Experiment) -> None:
             raise ConfigError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
     if len(train.betas) != 2 or not all(0 <= b < 1 for b in train.betas):
         raise ConfigError(f"train.betas: expected two numbers in [0, 1), got {train.betas}")
+
+
+def _check_galore(experiment: Experiment) -> None:
+    galore = experiment.train.galore
+    for name in ("rank", "update_proj_gap", "scale"):
+        if getattr(galore, name) <= 0:
+            raise ConfigError(f"train.galore.{name} must be positive, got {getattr(galore, name)}")
+    if galore.proj_type not in GALORE_PROJ_TYPES:
+        raise ConfigError(f"train.galore.proj_type: {galore.proj_type!r} is not one of {', '.join(GALORE_PROJ_TYPES)}")
+    if not galore.target_modules or not all(galore.target_modules):
+        raise ConfigError("train.galore.target_modules: give one or more name substrings, e.g. [attn, mlp]")
+    layout = experiment.layout
+    if layout.dp_shard > 1 or layout.tp > 1:
+        raise ConfigError(
+            f"train.optimizer galore_adamw runs with data-parallel replicate layouts only, not {layout.describe()}"
+        )
 
 
 def _check_run_dir(run: RunDir, resume: bool, experiment: Experiment) -> None:

@@ -28,7 +28,9 @@ def tensor_bytes(tensors) -> int:
 
 def state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
     params = list(model.parameters())
-    optimizer_tensors = [v for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
+    from trainer.optim import optimizer_state_tensors  # GaLore keeps projections inside projector objects
+
+    optimizer_tensors = list(optimizer_state_tensors(optimizer))
     return {
         "parameters": tensor_bytes(params),
         "gradients": tensor_bytes(p.grad for p in params if p.grad is not None),

@@ -108,8 +108,11 @@ def predict_memory(config: PretrainedConfig, layout: Layout, plan: MemoryPlan) -
 
 
 def optimizer_state_bytes(local: list[tuple[str, tuple[int, ...]]], train: TrainSpec) -> int:
-    """AdamW keeps two fp32 moments per element and a float32 step tensor per parameter."""
-    return sum(2 * _numel(shape) * FP32 + FP32 for _, shape in local)
+    """AdamW: two fp32 moments per element and a float32 step per parameter; GaLore: low-rank moments and
+    projections for its target matrices (trainer.optim holds the exact rule for each optimizer)."""
+    from trainer.optim import optimizer_state_bytes as exact
+
+    return exact(local, train, FP32)
 
 
 def activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan) -> int:

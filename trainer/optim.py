@@ -1,31 +1,211 @@
-"""Optimizer and learning-rate schedule."""
+"""Optimizers (AdamW, GaLore AdamW), the size of the state they keep, and the learning-rate schedule."""
 
 from __future__ import annotations
 
+import logging
 import math
+from collections.abc import Iterator
 
 import torch
+from torch.distributed.tensor import DTensor
+from torch.nn.parallel import DistributedDataParallel
 
-from trainer.config import TrainSpec
+from trainer.config import GaLoreSpec, TrainSpec
 
-OPTIMIZERS = ("adamw",)
+OPTIMIZERS = ("adamw", "galore_adamw")
 SCHEDULES = ("cosine", "linear", "constant")
+GALORE_PROJ_TYPES = ("std", "reverse_std", "right", "left", "full")
+# torch.optim.AdamW keeps `step` as a float32 scalar tensor per parameter (on CPU, or on the device when fused).
+ADAMW_STEP_BYTES = 4
 
 
 def build_optimizer(model: torch.nn.Module, spec: TrainSpec, device_type: str) -> torch.optim.Optimizer:
-    """AdamW with weight decay on matrices only: decaying norms and biases only hurts."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [
-        {"params": [p for p in params if p.ndim >= 2], "weight_decay": spec.weight_decay},
-        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
-    ]
+    """AdamW with weight decay on matrices only (decaying norms and biases only hurts), or GaLore AdamW."""
+    # Names as on the bare model (no DDP "module." prefix), as the memory model sees them: targets match alike.
+    bare = model.module if isinstance(model, DistributedDataParallel) else model
+    named = [(name, p) for name, p in bare.named_parameters() if p.requires_grad]
+    if spec.optimizer == "galore_adamw":
+        return _galore_adamw(named, spec)
+    if spec.optimizer != "adamw":
+        raise ValueError(f"unknown optimizer {spec.optimizer!r} (one of {', '.join(OPTIMIZERS)})")
     return torch.optim.AdamW(
-        [g for g in groups if g["params"]],
+        _param_groups(named, spec),
         lr=spec.lr,
         betas=tuple(spec.betas),
         eps=spec.eps,
         fused=device_type == "cuda",
     )
+
+
+def _param_kind(name: str, shape: tuple[int, ...], spec: TrainSpec) -> str:
+    """The group a parameter joins: galore (projected), decay (other matrices) or no_decay (norms, biases).
+
+    One rule for the optimizer and for the prediction of its state, so the two cannot drift apart."""
+    if len(shape) < 2:
+        return "no_decay"
+    targeted = any(target in name for target in spec.galore.target_modules)
+    return "galore" if spec.optimizer == "galore_adamw" and len(shape) == 2 and targeted else "decay"
+
+
+def _param_groups(named: list[tuple[str, torch.Tensor]], spec: TrainSpec) -> list[dict]:
+    by_kind: dict[str, list[torch.Tensor]] = {"galore": [], "decay": [], "no_decay": []}
+    for name, p in named:
+        by_kind[_param_kind(name, tuple(p.shape), spec)].append(p)
+    g = spec.galore
+    # galore_torch projects every parameter of a group that has a "rank" key, and only those.
+    projection = {"rank": g.rank, "update_proj_gap": g.update_proj_gap, "scale": g.scale, "proj_type": g.proj_type}
+    groups = [
+        {"params": by_kind["galore"], "weight_decay": spec.weight_decay, **projection},
+        {"params": by_kind["decay"], "weight_decay": spec.weight_decay},
+        {"params": by_kind["no_decay"], "weight_decay": 0.0},
+    ]
+    return [group for group in groups if group["params"]]
+
+
+def _galore_adamw(named: list[tuple[str, torch.Tensor]], spec: TrainSpec) -> torch.optim.Optimizer:
+    sharded = [name for name, p in named if isinstance(p, DTensor)]
+    if sharded:
+        # galore_torch takes an SVD of each whole gradient: a shard's SVD is not the matrix's.
+        raise ValueError(
+            f"galore_adamw runs with data-parallel replicate layouts only (DDP, dp_replicate=N); parameter "
+            f"{sharded[0]!r} is a DTensor (FSDP2/HSDP/TP layout)"
+        )
+    if spec.galore.proj_type not in GALORE_PROJ_TYPES:
+        raise ValueError(f"train.galore.proj_type {spec.galore.proj_type!r} is not one of {GALORE_PROJ_TYPES}")
+    optimizer = _import_galore_adamw()(
+        _param_groups(named, spec),
+        lr=spec.lr,
+        betas=tuple(spec.betas),
+        eps=spec.eps,
+        no_deprecation_warning=True,  # its warning is about transformers' AdamW, which it copied
+    )
+    optimizer.register_step_pre_hook(_install_projectors)
+    return optimizer
+
+
+def _import_galore_adamw() -> type[torch.optim.Optimizer]:
+    """Imported on first use: galore_torch imports bitsandbytes (seconds), which AdamW runs need not pay."""
+    bnb_logger = logging.getLogger("bitsandbytes")
+    level = bnb_logger.level
+    # bitsandbytes warns on import about its optional 4-bit CPU kernels, which GaLoreAdamW never uses.
+    bnb_logger.setLevel(logging.ERROR)
+    try:
+        from galore_torch import GaLoreAdamW
+    finally:
+        bnb_logger.setLevel(level)
+    return GaLoreAdamW
+
+
+def _install_projectors(optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
+    """Give each projected parameter a CompactGaLoreProjector before galore_torch would create its own."""
+    for group in optimizer.param_groups:
+        if "rank" not in group:
+            continue
+        for p in group["params"]:
+            state = optimizer.state[p]
+            if p.grad is not None and "projector" not in state:
+                state["projector"] = CompactGaLoreProjector(
+                    group["rank"], group["update_proj_gap"], group["scale"], group["proj_type"]
+                )
+
+
+class CompactGaLoreProjector:
+    """galore_torch's GaLoreProjector (its own methods, run on this object), keeping only the projection.
+
+    The original returns a slice of the SVD's U or Vh, a view that keeps the whole factor alive: min(m, n)
+    columns or rows instead of `rank`, for every projected matrix and for the whole run. Copying the slice
+    frees the factor before the next parameter's SVD. Defined here (not created on the fly) so checkpoints can
+    pickle it.
+    """
+
+    def __init__(self, rank: int, update_proj_gap: int, scale: float, proj_type: str):
+        self.rank, self.update_proj_gap, self.scale, self.proj_type = rank, update_proj_gap, scale, proj_type
+        self.verbose = False
+        self.ortho_matrix: torch.Tensor | list[torch.Tensor] | None = None
+
+    def project(self, full_rank_grad: torch.Tensor, iter: int) -> torch.Tensor:
+        return _galore_projector().project(self, full_rank_grad, iter)
+
+    def project_back(self, low_rank_grad: torch.Tensor) -> torch.Tensor:
+        return _galore_projector().project_back(self, low_rank_grad)
+
+    # `type` as galore_torch names it: project() passes it by keyword.
+    def get_orthogonal_matrix(self, weights: torch.Tensor, rank: int, type: str) -> torch.Tensor | list[torch.Tensor]:
+        matrix = _galore_projector().get_orthogonal_matrix(self, weights, rank, type)
+        return [_compact(m) for m in matrix] if isinstance(matrix, list) else _compact(matrix)
+
+
+def _galore_projector() -> type:
+    from galore_torch.galore_projector import GaLoreProjector
+
+    return GaLoreProjector
+
+
+def _compact(t: torch.Tensor) -> torch.Tensor:
+    if t.untyped_storage().nbytes() == t.numel() * t.element_size():
+        return t  # already its own storage (a bf16 cast, say): nothing to free
+    return t.clone(memory_format=torch.contiguous_format)
+
+
+def optimizer_state_tensors(optimizer: torch.optim.Optimizer) -> Iterator[torch.Tensor]:
+    """Every tensor the optimizer keeps, including GaLore's projection matrices, which sit inside the projector
+    object in the state rather than in the state itself (so a scan for state tensors misses them)."""
+    for state in optimizer.state.values():
+        for value in state.values():
+            if torch.is_tensor(value):
+                yield value
+            elif hasattr(value, "ortho_matrix") and value.ortho_matrix is not None:
+                matrix = value.ortho_matrix
+                yield from matrix if isinstance(matrix, list) else [matrix]
+
+
+def optimizer_state_bytes(
+    param_shapes: list[tuple[str, tuple[int, ...]]], spec: TrainSpec, bytes_per_element: int = 4
+) -> int:
+    """Optimizer-state bytes for these trainable parameters once each has had a gradient.
+
+    AdamW: two moments per element plus a float32 `step` tensor per parameter. GaLore AdamW: its `step` is a
+    Python int (no tensor); projected matrices keep a projection matrix and two low-rank moments, the others
+    two full moments. `bytes_per_element` is the parameters' (and gradients') element size. Projections count
+    at rank size, as CompactGaLoreProjector keeps them (galore_torch's own would pin the whole SVD factor).
+    """
+    if spec.optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {spec.optimizer!r} (one of {', '.join(OPTIMIZERS)})")
+    total = 0
+    for name, shape in param_shapes:
+        if _param_kind(name, tuple(shape), spec) == "galore":
+            total += galore_state_elements(tuple(shape), spec.galore) * bytes_per_element
+        else:
+            total += 2 * math.prod(shape) * bytes_per_element
+            total += ADAMW_STEP_BYTES if spec.optimizer == "adamw" else 0
+    return total
+
+
+def galore_state_elements(shape: tuple[int, int], galore: GaLoreSpec) -> int:
+    """Elements GaLore keeps for an (m, n) matrix: projection matrices plus exp_avg and exp_avg_sq."""
+    projections, moment = galore_state_shapes(shape, galore)
+    return sum(a * b for a, b in projections) + 2 * math.prod(moment)
+
+
+def galore_state_shapes(shape: tuple[int, int], galore: GaLoreSpec) -> tuple[list[tuple[int, int]], tuple[int, int]]:
+    """The projection matrices' shapes and the moments' shape, as galore_torch's GaLoreProjector chooses them.
+
+    The SVD of an (m, n) gradient has min(m, n) singular vectors, so the rank is capped there. "std" projects
+    from the smaller side, so the moments are (larger side) x rank; "reverse_std" does the opposite.
+    """
+    m, n = shape
+    r = min(galore.rank, m, n)
+    right, left = ([(r, n)], (m, r)), ([(m, r)], (r, n))
+    kinds = {
+        "std": right if m >= n else left,
+        "reverse_std": left if m >= n else right,
+        "right": right,
+        "left": left,
+        "full": ([(m, r), (r, n)], (r, r)),
+    }
+    if galore.proj_type not in kinds:
+        raise ValueError(f"train.galore.proj_type {galore.proj_type!r} is not one of {GALORE_PROJ_TYPES}")
+    return kinds[galore.proj_type]
 
 
 class WarmupThenDecay:
