@@ -467,3 +467,10 @@ def test_bad_galore_settings(tmp_path, overrides, layout, nproc, message):
     with pytest.raises(ConfigError, match="^" + re.escape(message)):
         prepare(req)
     assert not (tmp_path / "run").exists()
+
+
+def test_context_parallel_on_cpu_says_cuda_only(tmp_path):
+    refused(
+        request(tmp_path, experiment(tmp_path), nproc=2, layout="cp=2"),
+        "layout cp=2: context parallelism runs on CUDA only (torch has no CPU kernel)",
+    )

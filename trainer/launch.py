@@ -135,6 +135,8 @@ def _resolve_hardware(request: TrainRequest, experiment: Experiment) -> tuple[in
     try:
         layout = Layout.parse(request.layout) if request.layout else experiment.layout
         layout = layout.resolve(nproc * nnodes)
+        if layout.cp > 1 and device_type != "cuda":
+            raise LayoutError(f"layout cp={layout.cp}: context parallelism runs on CUDA only (torch has no CPU kernel)")
         layout.check_supported()
     except LayoutError as e:
         raise ConfigError(str(e)) from None
