@@ -48,6 +48,16 @@ def _merge(into: dict, changes: dict) -> None:
             into[key] = value
 
 
+def train(experiment: Path, out: Path, *args: str, env: dict | None = None):
+    """`meshpilot train EXPERIMENT --out OUT ARGS`, which must succeed; its run directory."""
+    from trainer.rundir import RunDir
+
+    done = meshpilot("train", str(experiment), "--out", str(out), *args, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "run ok" in done.stdout
+    return RunDir(out)
+
+
 def meshpilot(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run the `meshpilot` command line in a fresh process."""
     full_env = {**os.environ, **(env or {})}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import TINY_MODEL, meshpilot, write_experiment
+from support import TINY_MODEL, train, write_experiment
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from trainer.config import ConfigError
@@ -29,22 +29,17 @@ def experiment(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(experiment):
-    out = experiment.parent / "single"
-    done = meshpilot("train", str(experiment), "--nproc", "1", "--out", str(out))
-    assert done.returncode == 0, done.stderr[-3000:]
-    return RunDir(out)
+    return train(experiment, experiment.parent / "single", "--nproc", "1")
 
 
-def train(experiment, layout: str, nproc: int) -> RunDir:
+def train_layout(experiment, layout: str, nproc: int) -> RunDir:
     out = experiment.parent / layout.replace(",", "_").replace("=", "")
-    done = meshpilot("train", str(experiment), "--nproc", str(nproc), "--layout", layout, "--out", str(out))
-    assert done.returncode == 0, done.stderr[-3000:]
-    return RunDir(out)
+    return train(experiment, out, "--nproc", str(nproc), "--layout", layout)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_layout_matches_single_process(experiment, reference, layout):
-    run = train(experiment, layout, LAYOUTS[layout])
+    run = train_layout(experiment, layout, LAYOUTS[layout])
     expected = reference.read_steps()
     got = run.read_steps()
     assert len(got) == len(expected) == STEPS

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from support import REPO, meshpilot, write_experiment
+from support import REPO, train, write_experiment
 
 from trainer.rundir import RunDir
 
@@ -44,10 +44,8 @@ def test_two_nodes_equal_one_node(tmp_path):
                 os.killpg(node.pid, signal.SIGKILL)
     for node, (_, stderr) in zip(nodes, outputs, strict=True):
         assert node.returncode == 0, stderr[-3000:]
-    one_node = meshpilot("train", str(experiment), "--nproc", "2", "--out", str(tmp_path / "one-node"))
-    assert one_node.returncode == 0, one_node.stderr[-3000:]
-
-    two, one = RunDir(tmp_path / "two-nodes"), RunDir(tmp_path / "one-node")
+    one = train(experiment, tmp_path / "one-node", "--nproc", "2")
+    two = RunDir(tmp_path / "two-nodes")
     assert two.read_metrics()["world_size"] == 2
     assert two.read_metrics()["layout"]["dp_replicate"] == 2
     for a, b in zip(one.read_steps(), two.read_steps(), strict=True):

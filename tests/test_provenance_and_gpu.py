@@ -7,10 +7,9 @@ import json
 import git
 import pytest
 import torch
-from support import meshpilot, write_experiment
+from support import train, write_experiment
 
 from trainer.launch import TrainRequest, prepare
-from trainer.rundir import RunDir
 
 
 def test_run_records_the_experiment_repository_commit(tmp_path):
@@ -35,9 +34,7 @@ def test_outside_a_repository_the_commit_is_null(tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_run_uses_bf16_and_reports_mfu_and_snapshot(tmp_path):
     experiment = write_experiment(tmp_path, {"train": {"steps": 4}})
-    done = meshpilot("train", str(experiment), "--nproc", "1", "--out", str(tmp_path / "run"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    run = RunDir(tmp_path / "run")
+    run = train(experiment, tmp_path / "run", "--nproc", "1")
     metrics = run.read_metrics()
     assert (metrics["device_type"], metrics["precision"]) == ("cuda", "bf16")
     assert metrics["peak_mem_bytes"][0] > 0

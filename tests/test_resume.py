@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import meshpilot, write_experiment
+from support import meshpilot, train, write_experiment
 
 from trainer.rundir import RunDir
 
@@ -24,10 +24,7 @@ def experiment(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def uninterrupted(experiment):
-    out = experiment.parent / "uninterrupted"
-    done = meshpilot("train", str(experiment), "--nproc", "2", "--out", str(out))
-    assert done.returncode == 0, done.stderr[-3000:]
-    return RunDir(out)
+    return train(experiment, experiment.parent / "uninterrupted", "--nproc", "2")
 
 
 def test_crash_then_resume_gives_identical_losses(experiment, uninterrupted):
@@ -48,8 +45,7 @@ def test_crash_then_resume_gives_identical_losses(experiment, uninterrupted):
 
     # A checkpoint whose writing was cut short must never be picked up.
     (run.checkpoints / "step_00000099.partial").mkdir()
-    resumed = meshpilot("train", str(experiment), "--nproc", "2", "--out", str(out), "--resume")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    train(experiment, out, "--nproc", "2", "--resume")
     assert "resumed from step_00000004" in run.log.read_text()
     assert run.read_metrics()["status"] == "ok"
     assert not list(run.path.glob("failure.rank*.json"))

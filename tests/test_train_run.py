@@ -6,9 +6,7 @@ import json
 
 import pytest
 import yaml
-from support import TINY_MODEL, meshpilot, write_experiment
-
-from trainer.rundir import RunDir
+from support import TINY_MODEL, train, write_experiment
 
 STEPS = 4
 CHANGES = {"train": {"steps": STEPS, "global_batch_tokens": 512, "micro_batch": 2, "timing_warmup_steps": 1}}
@@ -21,11 +19,7 @@ def runs(tmp_path_factory):
     experiment = write_experiment(directory, CHANGES)
     results = {}
     for nproc in (1, 2):
-        out = directory / f"nproc{nproc}"
-        done = meshpilot("train", str(experiment), "--nproc", str(nproc), "--out", str(out))
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert "run ok" in done.stdout
-        results[nproc] = RunDir(out)
+        results[nproc] = train(experiment, directory / f"nproc{nproc}", "--nproc", str(nproc))
     return results
 
 

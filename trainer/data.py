@@ -9,7 +9,7 @@ are the same whatever the layout, micro-batch or accumulation.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,11 +103,11 @@ class TokenizedCorpus:
         return np.diff(self.offsets)
 
 
-def prepare_corpus(documents: list[str] | None, tokenizer, key: str, read=None) -> Path:
-    """Tokenize once into the cache; `read()` supplies the documents when they are not given."""
+def prepare_corpus(tokenizer, key: str, read: Callable[[], list[str]]) -> Path:
+    """Tokenize once into the cache; `read()` supplies the documents, only when they are not cached yet."""
 
     def build(out: Path) -> None:
-        texts = documents if documents is not None else read()
+        texts = read()
         chunks, lengths = [], []
         eos = np.array([tokenizer.eos_token_id], dtype=np.uint32)
         for start in range(0, len(texts), 1024):  # uint32 per batch: Python ints would cost ~10x the memory

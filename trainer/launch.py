@@ -100,7 +100,7 @@ def prepare(request: TrainRequest) -> PreparedRun:
     documents = lambda: read_documents(experiment.data, sources)  # noqa: E731 - read only when not cached
     tokenizer = _load_tokenizer(experiment, config.vocab_size, documents, data_key)
     check_vocabulary(config, len(tokenizer))
-    data_dir = prepare_corpus(None, tokenizer, f"{data_key}:{tokenizer_fingerprint(tokenizer)}", documents)
+    data_dir = prepare_corpus(tokenizer, f"{data_key}:{tokenizer_fingerprint(tokenizer)}", documents)
     RowSource(TokenizedCorpus.load(data_dir), experiment.data.seq_len, experiment.data.packing, 0)  # big enough?
 
     weights = checkpoint_dir(experiment.model, base_dir)

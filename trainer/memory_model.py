@@ -22,6 +22,7 @@ activation checkpointing, and FSDP's two gathered layers (the current one and th
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 from dataclasses import dataclass
 
@@ -90,7 +91,7 @@ def predict_rank(
 ) -> dict[str, int]:
     """Predicted bytes by category for one rank (`local`: its parameter shapes, when already known)."""
     local = local if local is not None else local_shapes(config, layout, rank, shapes)
-    parameter_bytes = sum(_numel(shape) for _, shape in local) * FP32
+    parameter_bytes = sum(math.prod(shape) for _, shape in local) * FP32
     prediction = {
         "parameters": parameter_bytes,
         "gradients": parameter_bytes,  # fp32 gradients of fp32 master weights, sharded like them
@@ -141,7 +142,9 @@ def temporary_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, 
         recompute = (activation_bytes(config, Layout(dp_replicate=1, tp=layout.tp, cp=layout.cp), full)) // layers
     gathered = 0
     if layout.dp_shard > 1:
-        layer_params = sum(_numel(s) for n, s in shapes or parameter_shapes(config) if ".layers.0." in n) // layout.tp
+        layer_params = (
+            sum(math.prod(s) for n, s in shapes or parameter_shapes(config) if ".layers.0." in n) // layout.tp
+        )
         gathered = 2 * layer_params * FP32 * (layout.dp_shard - 1) // layout.dp_shard
     return logits + recompute + gathered
 
@@ -177,10 +180,3 @@ def _chunk_size(size: int, parts: int, index: int) -> int:
     """torch.chunk's split: ceil-sized pieces, the last ones shorter or empty."""
     piece = -(-size // parts)
     return max(0, min(piece, size - piece * index))
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n

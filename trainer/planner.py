@@ -54,7 +54,7 @@ def valid_layouts(world_size: int, config: PretrainedConfig, seq_len: int) -> li
     divisors = [d for d in range(1, world_size + 1) if world_size % d == 0]
     layouts = []
     for degrees in itertools.product(divisors, repeat=len(MESH_DIMS) - 1):
-        rest, remainder = divmod(world_size, _product(degrees))
+        rest, remainder = divmod(world_size, math.prod(degrees))
         if remainder:
             continue
         layout = Layout(**dict(zip(MESH_DIMS, (degrees[0], rest, *degrees[1:]), strict=True)))
@@ -78,7 +78,7 @@ def plan(
     rows = experiment.train.global_batch_tokens // seq_len
     shapes = parameter_shapes(config)
     matmul = count_parameters(config)["matmul"]
-    total_bytes = sum(_product(s) for _, s in shapes) * 4
+    total_bytes = sum(math.prod(s) for _, s in shapes) * 4
     calibration = Calibration.load(hardware)
     candidates = []
     for layout in valid_layouts(world_size, config, seq_len):
@@ -127,13 +127,6 @@ def _judge(candidate: Candidate, hardware: Hardware, device_mem: int) -> None:
 
 def _powers_of_two(limit: int) -> list[int]:
     return [2**k for k in range(limit.bit_length()) if 2**k <= limit]
-
-
-def _product(values) -> int:
-    result = 1
-    for v in values:
-        result *= v
-    return result
 
 
 def format_table(candidates: list[Candidate], limit: int = 20) -> str:
