@@ -12,7 +12,7 @@ import os
 import random
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,8 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
+from trainer.noise_scale import NoiseScale
+
 _STEP_DIR = re.compile(r"^step_(\d{8})$")
 
 
@@ -28,6 +30,7 @@ _STEP_DIR = re.compile(r"^step_(\d{8})$")
 class TrainerState:
     step: int  # optimizer steps completed
     next_row: int  # global index of the next data row to read
+    noise_scale: NoiseScale = field(default_factory=NoiseScale)  # its averages continue across a resume
 
 
 def checkpoint_step(path: Path) -> int:

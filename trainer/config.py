@@ -72,6 +72,9 @@ class TrainSpec:
     precision: str = "auto"  # auto (bf16 mixed on CUDA, fp32 on CPU) | fp32 | bf16
     compile: bool = False
     activation_checkpointing: bool = False
+    gns_every: int = 1  # steps between gradient noise scale measurements (0: off); each costs one extra reduction
+    pp_schedule: str = "1f1b"  # pipeline schedule when layout.pp > 1: gpipe | 1f1b | interleaved_1f1b
+    pp_stages_per_rank: int = 1  # pipeline stages each rank holds; 2 or more with interleaved_1f1b
     checkpoint_every: int = 0  # steps between checkpoints; 0: none during the run
     save_final_checkpoint: bool = True
     keep_checkpoints: int = 2

@@ -35,6 +35,7 @@ from trainer.loop import base_metrics
 from trainer.model import check_positions, check_vocabulary, checkpoint_dir, model_config
 from trainer.optim import GALORE_PROJ_TYPES, OPTIMIZERS, SCHEDULES
 from trainer.parallelize import check_layout_for_model
+from trainer.pipeline import check_pipeline
 from trainer.progress import follow
 from trainer.rundir import RunDir, write_json, write_text
 from trainer.tokenizer import load_tokenizer, tokenizer_fingerprint
@@ -89,6 +90,13 @@ def prepare(request: TrainRequest) -> PreparedRun:
     check_positions(config, experiment.data.seq_len)
     try:
         check_layout_for_model(experiment.layout, config)
+        train = experiment.train
+        grad_accum = plan_batches(
+            train.global_batch_tokens, experiment.data.seq_len, train.micro_batch, experiment.layout.dp_degree
+        ).grad_accum
+        check_pipeline(
+            experiment.layout.pp, config, train.pp_schedule, train.pp_stages_per_rank, grad_accum, train.compile
+        )
     except LayoutError as e:
         raise ConfigError(str(e)) from None
     run = RunDir(request.out or Path("runs") / f"{request.experiment.stem}-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -295,7 +303,7 @@ def _check_train_values(experiment: Experiment) -> None:
             raise ConfigError(f"{name} must be positive, got {value}")
     not_negative = {"train.warmup_steps": train.warmup_steps, "train.checkpoint_every": train.checkpoint_every}
     not_negative |= {"train.grad_clip": train.grad_clip, "train.weight_decay": train.weight_decay}
-    not_negative |= {"train.timing_warmup_steps": train.timing_warmup_steps}
+    not_negative |= {"train.timing_warmup_steps": train.timing_warmup_steps, "train.gns_every": train.gns_every}
     for name, value in not_negative.items():
         if value < 0:
             raise ConfigError(f"{name} must not be negative, got {value}")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 
 # Degrees the trainer can run today; the rest are validated but refused until their issue lands.
-SUPPORTED_DIMS = ("dp_replicate", "dp_shard", "tp")
+SUPPORTED_DIMS = ("pp", "dp_replicate", "dp_shard", "tp")
 
 
 class LayoutError(ValueError):

@@ -30,10 +30,12 @@ from trainer.layout import data_parallel_group
 from trainer.memory import peak_bytes, state_bytes
 from trainer.memory_model import MemoryPlan, predict_memory
 from trainer.model import build_model, model_config
+from trainer.noise_scale import recommended_batch_tokens
 from trainer.optim import build_optimizer, build_scheduler
-from trainer.parallelize import clip_grad_norm, parallelize
+from trainer.parallelize import clip_grad_norm, parallelize, parallelize_pipeline
+from trainer.pipeline import Pipeline
 from trainer.rundir import RunDir, write_json, write_text
-from trainer.step import StepResult, forward_backward
+from trainer.step import StepResult, forward_backward, pipeline_forward_backward
 
 log = logging.getLogger("meshpilot.trainer")
 # A rank stuck this long in a collective fails instead of hanging the run (checkpoint saves included).
@@ -71,7 +73,7 @@ class Training:
     worker: Worker
     experiment: Experiment
     config: PretrainedConfig
-    model: torch.nn.Module  # parallelized for its layout (DDP, FSDP2, tensor parallel)
+    model: torch.nn.Module  # parallelized for its layout (DDP, FSDP2, tensor parallel); this rank's stages under pp
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     rows: RowSource
@@ -79,6 +81,8 @@ class Training:
     state: checkpoint.TrainerState
     dp_group: dist.ProcessGroup | None  # the ranks that read different data; None for one
     dp_rank: int
+    pipeline: Pipeline | None  # this rank's pipeline stages and schedule, when layout.pp > 1
+    pp_group: dist.ProcessGroup | None
     autocast: contextlib.AbstractContextManager | None
 
     def save_checkpoint(self) -> None:
@@ -128,10 +132,15 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) ->
     model.train()  # from_pretrained returns eval mode: no dropout, and no activation checkpointing
     # Dropout differs between data-parallel ranks, like their data, and agrees between tensor-parallel peers.
     torch.manual_seed(spec.seed + 1 + dp_rank)
-    model = parallelize(model, layout, mesh, spec, device_type)
+    data = experiment.data
+    plan = plan_batches(spec.global_batch_tokens, data.seq_len, spec.micro_batch, layout.dp_degree)
+    pipeline = None
+    if layout.pp > 1:
+        model, pipeline = parallelize_pipeline(model, layout, mesh, spec, plan.grad_accum, worker.device)
+    else:
+        model = parallelize(model, layout, mesh, spec, device_type)
     optimizer = build_optimizer(model, spec, device_type)
 
-    data = experiment.data
     corpus = TokenizedCorpus.load(Path(launch["data_dir"]))
     training = Training(
         run=run,
@@ -142,10 +151,12 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) ->
         optimizer=optimizer,
         scheduler=build_scheduler(optimizer, spec),
         rows=RowSource(corpus, data.seq_len, data.packing, spec.seed, data.shuffle),
-        plan=plan_batches(spec.global_batch_tokens, data.seq_len, spec.micro_batch, layout.dp_degree),
+        plan=plan,
         state=checkpoint.TrainerState(step=0, next_row=0),
         dp_group=dp_group,
         dp_rank=dp_rank,
+        pipeline=pipeline,
+        pp_group=mesh["pp"].get_group() if layout.pp > 1 else None,
         autocast=torch.autocast(device_type, dtype=torch.bfloat16) if spec.precision == "bf16" else None,
     )
     _resume_or_start(training, launch["resume"])
@@ -172,11 +183,14 @@ def _run_steps(training: Training) -> Measurements:
     spec, state, rank = training.experiment.train, training.state, training.worker.rank
     measured = Measurements()
     first_step = state.step
+    # A pipeline's first step also runs a shape-inference forward whose saved tensors are never used: measure the
+    # second step's, when there is one.
+    measure_step = first_step + (1 if training.pipeline is not None and spec.steps - first_step > 1 else 0)
     with training.run.steps.open("a") if rank == 0 else contextlib.nullcontext() as steps_file:
         while state.step < spec.steps:
             maybe_inject(rank, state.step + 1)
-            result, micro_batches, record = _optimizer_step(training, measure_memory=state.step == first_step)
-            if state.step == first_step:
+            result, micro_batches, record = _optimizer_step(training, measure_memory=state.step == measure_step)
+            if state.step == measure_step:
                 measured.saved = result.saved_bytes
                 measured.state_bytes = record.pop("state_bytes")
             state.step += 1
@@ -218,10 +232,21 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
         {k: v.to(device, non_blocking=True) for k, v in training.rows.batch(indices).items()}
         for indices in training.plan.micro_batches(training.state.next_row, training.dp_rank)
     ]
-    result = forward_backward(
-        training.model, micro_batches, training.dp_group, training.autocast, measure_activations=measure_memory
-    )
-    grad_norm = clip_grad_norm(list(training.model.parameters()), spec.grad_clip)
+    if training.pipeline is not None:
+        result = pipeline_forward_backward(
+            training.pipeline, training.model, micro_batches, training.dp_group, training.autocast, measure_memory
+        )
+    else:
+        measure_noise = spec.gns_every > 0 and (training.state.step + 1) % spec.gns_every == 0
+        result = forward_backward(
+            training.model, micro_batches, training.dp_group, training.autocast, measure_memory, measure_noise
+        )
+    grad_norm = clip_grad_norm(list(training.model.parameters()), spec.grad_clip, device, training.pp_group)
+    noise = {}
+    if result.small_batch is not None:
+        small_sq, small_tokens = result.small_batch
+        gns = training.state.noise_scale.update(small_sq, small_tokens, grad_norm**2, result.target_tokens)
+        noise = {"gns": gns, "gns_small_grad_sq": small_sq, "gns_small_tokens": small_tokens}
     lr = training.scheduler.get_last_lr()[0]
     training.optimizer.step()
     training.scheduler.step()
@@ -237,6 +262,7 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
         "target_tokens": result.target_tokens,
         "step_s": seconds,
         "grad_norm": grad_norm,
+        **noise,
         **extra,
     }
     return result, micro_batches, record
@@ -270,7 +296,12 @@ def _finish(training: Training, launch: dict, measured: Measurements) -> None:
         )
     spec = experiment.train
     memory_plan = MemoryPlan(
-        spec.micro_batch, experiment.data.seq_len, spec.precision, spec.activation_checkpointing, spec
+        spec.micro_batch,
+        experiment.data.seq_len,
+        spec.precision,
+        spec.activation_checkpointing,
+        spec,
+        training.plan.grad_accum,
     )
     write_json(
         run.memory,
@@ -294,9 +325,29 @@ def _finish(training: Training, launch: dict, measured: Measurements) -> None:
             "mfu": utilisation,
             "peak_mem_bytes": [m["peak"] for m in memory],
             "final_loss": measured.last_loss,
+            **_noise_scale_summary(training),
             "steps_completed": training.state.step,
         },
     )
+
+
+def _noise_scale_summary(training: Training) -> dict:
+    """The gradient noise scale at the end of the run and the global batch it suggests, or why there is none."""
+    spec, noise = training.experiment.train, training.state.noise_scale
+    note = None
+    if training.pipeline is not None:
+        note = "not measured under pipeline parallelism"
+    elif spec.gns_every == 0:
+        note = "train.gns_every is 0"
+    elif training.plan.grad_accum < 2:
+        note = "needs two or more micro-batches per step (gradient accumulation) to compare batch sizes"
+    elif noise.value is None:
+        note = "the averaged |G|^2 estimate is not positive yet: too few steps"
+    return {
+        "gns": noise.value,
+        "recommended_global_batch_tokens": recommended_batch_tokens(noise.value, training.experiment.data.seq_len),
+        "gns_note": note,
+    }
 
 
 def base_metrics(experiment: Experiment, launch: dict, world_size: int, device_type: str) -> dict:

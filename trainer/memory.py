@@ -2,8 +2,8 @@
 
 Parameters, gradients and optimizer state are counted exactly from the tensors each rank holds (its local
 shards once layouts shard them). Activations are the bytes autograd saves for backward, seen through
-saved-tensor hooks during one micro-batch, counting each storage once, leaving out parameters and counting
-autocast's low-precision weight copies apart.
+saved-tensor hooks (their peak while micro-batches are in flight), counting each storage once, leaving
+out parameters and counting autocast's low-precision weight copies apart.
 Peak is the CUDA allocator's peak, or on CPU the process's peak resident set (which includes the
 Python interpreter and libraries, so it is an upper bound of what training needs).
 """
@@ -39,31 +39,66 @@ def state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dic
 
 
 def saved_for_backward(model: torch.nn.Module, run: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, dict[str, int]]:
-    """Run `run()` (a forward pass); return its result and the bytes autograd saved for backward, by kind.
+    """Run `run()` (forward passes, and with pipelining their backward passes too); return its result and the
+    most bytes that autograd held saved for backward at any moment, by kind.
 
+    A saved storage counts from when the forward saves it until the backward has unpacked it as often as it
+    was saved (one storage saved by several operations counts once). Under a pipeline schedule several
+    micro-batches are in flight at once; without one, the peak is one micro-batch's forward.
     `activations_saved` are the activations proper. `weight_copies_saved` are lower-precision copies of the
     weights that autocast makes and saves (a cast whose input is a parameter): memory that scales with the
     model, not with the batch. Parameters themselves (and FSDP's gathered ones) are counted as parameters.
     """
     parameter_storages = {ptr for p in model.parameters() if (ptr := _storage_ptr(p)) is not None}
-    sizes: dict[int, int] = {}
-    weight_copies: set[int] = set()
+    live = _LiveSaved()
 
-    def pack(tensor: torch.Tensor) -> torch.Tensor:
+    def pack(tensor: torch.Tensor):
         local = tensor._local_tensor if isinstance(tensor, DTensor) else tensor
         ptr = _storage_ptr(local)
         origin = _weight_origin(tensor)
         if ptr is None or ptr in parameter_storages or origin == "parameter":
             return tensor
-        sizes[ptr] = local.untyped_storage().nbytes()
-        if origin == "copy":
-            weight_copies.add(ptr)
+        kind = "weight_copies_saved" if origin == "copy" else "activations_saved"
+        live.add(ptr, local.untyped_storage().nbytes(), kind)
+        return ptr, tensor
+
+    def unpack(packed):
+        if isinstance(packed, torch.Tensor):
+            return packed
+        ptr, tensor = packed
+        live.release(ptr)
         return tensor
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
         result = run()
-    copies = sum(sizes[ptr] for ptr in weight_copies)
-    return result, {"activations_saved": sum(sizes.values()) - copies, "weight_copies_saved": copies}
+    return result, live.peak
+
+
+class _LiveSaved:
+    """Bytes of saved storages still waiting for the backward pass, by kind, and the peak of their sum."""
+
+    def __init__(self) -> None:
+        self.storages: dict[int, list] = {}  # ptr -> [bytes, kind, times saved and not yet unpacked]
+        self.live = {"activations_saved": 0, "weight_copies_saved": 0}
+        self.peak = dict(self.live)
+
+    def add(self, ptr: int, nbytes: int, kind: str) -> None:
+        if ptr in self.storages:
+            self.storages[ptr][2] += 1
+            return
+        self.storages[ptr] = [nbytes, kind, 1]
+        self.live[kind] += nbytes
+        if sum(self.live.values()) > sum(self.peak.values()):
+            self.peak = dict(self.live)
+
+    def release(self, ptr: int) -> None:
+        entry = self.storages.get(ptr)
+        if entry is None:
+            return
+        entry[2] -= 1
+        if entry[2] == 0:
+            del self.storages[ptr]
+            self.live[entry[1]] -= entry[0]
 
 
 _VIEWS = {"TBackward0", "ViewBackward0", "TransposeBackward0", "PermuteBackward0", "ExpandBackward0", "AliasBackward0"}

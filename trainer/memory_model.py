@@ -31,6 +31,7 @@ from transformers import AutoModelForCausalLM, PretrainedConfig
 
 from trainer.config import TrainSpec
 from trainer.layout import MESH_DIMS, Layout
+from trainer.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
 
 FP32 = 4
 
@@ -63,7 +64,11 @@ def rank_coordinates(rank: int, layout: Layout) -> dict[str, int]:
 
 
 def local_shapes(
-    config: PretrainedConfig, layout: Layout, rank: int, shapes: list[tuple[str, tuple[int, ...]]] | None = None
+    config: PretrainedConfig,
+    layout: Layout,
+    rank: int,
+    shapes: list[tuple[str, tuple[int, ...]]] | None = None,
+    stages_per_rank: int = 1,
 ) -> list[tuple[str, tuple[int, ...]]]:
     """Each parameter's shape on `rank`: split by the tensor-parallel plan, then chunked on dim 0 by FSDP2."""
     from trainer.parallelize import tensor_parallel_plan
@@ -73,7 +78,7 @@ def local_shapes(
     sharded = layout.dp_shard > 1 or (layout.tp > 1 and layout.dp_replicate > 1)
     result = []
     for name, shape in shapes or parameter_shapes(config):
-        if layout.pp > 1 and not _on_stage(name, config, layout.pp, at["pp"]):
+        if layout.pp > 1 and not _on_rank(name, config, layout.pp, at["pp"], stages_per_rank):
             continue
         local = list(shape)
         style = _tp_style(name, plan)
@@ -90,13 +95,13 @@ def predict_rank(
     config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int, shapes=None, local=None
 ) -> dict[str, int]:
     """Predicted bytes by category for one rank (`local`: its parameter shapes, when already known)."""
-    local = local if local is not None else local_shapes(config, layout, rank, shapes)
+    local = local if local is not None else local_shapes(config, layout, rank, shapes, plan.train.pp_stages_per_rank)
     parameter_bytes = sum(math.prod(shape) for _, shape in local) * FP32
     prediction = {
         "parameters": parameter_bytes,
         "gradients": parameter_bytes,  # fp32 gradients of fp32 master weights, sharded like them
         "optimizer": optimizer_state_bytes(local, plan.train),
-        "activations_saved": activation_bytes(config, layout, plan),
+        "activations_saved": activation_bytes(config, layout, plan, rank),
         "temporaries": temporary_bytes(config, layout, plan, shapes),
     }
     prediction["peak"] = sum(prediction.values())
@@ -116,20 +121,31 @@ def optimizer_state_bytes(local: list[tuple[str, tuple[int, ...]]], train: Train
     return exact(local, train, FP32)
 
 
-def activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan) -> int:
-    """Bytes saved for backward by one micro-batch on one rank (see the module docstring)."""
+def activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int = 0) -> int:
+    """Bytes saved for backward on `rank` at the peak: one micro-batch, or under a pipeline schedule the
+    micro-batches its stages hold in flight (see the module docstring)."""
     h, i, heads, layers, vocab = _dims(config)
     q = heads * _head_dim(config)
     tp, tokens = layout.tp, plan.micro_batch * plan.seq_len // layout.cp
     width = 2 if plan.precision == "bf16" else FP32
-    layers_here = -(-layers // layout.pp)
     full_layer = (6 * h + (5 * q + 4 * i + heads) // tp + 2) * width
     # Under checkpointing only the layer's input stays; the rest is recomputed in backward.
     per_layer = h * width if plan.activation_checkpointing else full_layer
-    once = (3 * h + 1) * width + vocab * FP32 + 8 + 2 * _head_dim(config) * width + plan.seq_len // layout.cp * FP32
-    # 1F1B: the first stage holds activations of up to pp micro-batches before their backward starts.
-    in_flight = min(layout.pp, plan.grad_accum)
-    return in_flight * tokens * (layers_here * per_layer + once) + FP32
+    mask_and_rotary = plan.seq_len // layout.cp * FP32 + 2 * _head_dim(config) * width
+    head = (3 * h + 1) * width + vocab * FP32  # final norm, output head input, fp32 logits for the loss
+    if layout.pp == 1:
+        return tokens * (layers * per_layer + head + 8 + mask_and_rotary) + FP32
+    stages_per_rank = plan.train.pp_stages_per_rank
+    pp_rank = rank_coordinates(rank, layout)["pp"]
+    stage_ids = local_stages(pp_rank, layout.pp, stages_per_rank)
+    num_stages = layout.pp * stages_per_rank
+    layers_here = sum(1 for layer in range(layers) if stage_of_layer(layer, layers, num_stages) in stage_ids)
+    # Each stage rebuilds the mask and rotary embedding; its first layer's input arrives from the previous stage.
+    once = len(stage_ids) * (mask_and_rotary - h * width)
+    once += 8 if 0 in stage_ids else 0  # token ids for the embedding's backward
+    once += head if num_stages - 1 in stage_ids else 0
+    in_flight = in_flight_micro_batches(plan.train.pp_schedule, layout.pp, stages_per_rank, plan.grad_accum, pp_rank)
+    return int(in_flight * tokens * (layers_here * per_layer + once))
 
 
 def temporary_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, shapes=None) -> int:
@@ -158,14 +174,16 @@ def _head_dim(config: PretrainedConfig) -> int:
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
-def _on_stage(name: str, config: PretrainedConfig, stages: int, stage: int) -> bool:
-    """Pipeline stages take equal runs of layers; the first adds the embedding, the last the norm and head."""
+def _on_rank(name: str, config: PretrainedConfig, pp: int, pp_rank: int, stages_per_rank: int) -> bool:
+    """Pipeline stages take equal runs of layers; the first adds the embedding, the last the norm and head
+    (trainer.pipeline's split)."""
+    stages = pp * stages_per_rank
     match = re.search(r"\.layers\.(\d+)\.", name)
     if match:
-        return int(match.group(1)) * stages // config.num_hidden_layers == stage
+        return stage_of_layer(int(match.group(1)), config.num_hidden_layers, stages) % pp == pp_rank
     if "embed" in name:
-        return stage == 0
-    return stage == stages - 1
+        return pp_rank == 0
+    return pp_rank == (stages - 1) % pp
 
 
 def _tp_style(name: str, plan: dict[str, str]) -> str | None:

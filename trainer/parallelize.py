@@ -14,6 +14,7 @@ import fnmatch
 from collections.abc import Iterator
 
 import torch
+import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor
@@ -23,6 +24,7 @@ from transformers import PretrainedConfig
 
 from trainer.config import TrainSpec
 from trainer.layout import Layout, LayoutError
+from trainer.pipeline import Pipeline, build_pipeline, split_model
 
 _TP_STYLES = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
 
@@ -70,6 +72,34 @@ def parallelize(
     return model
 
 
+def parallelize_pipeline(
+    model: torch.nn.Module, layout: Layout, mesh: DeviceMesh, spec: TrainSpec, grad_accum: int, device: torch.device
+) -> tuple[torch.nn.Module, Pipeline]:
+    """Cut the model into this rank's pipeline stages, then tensor parallel and FSDP2 within each stage.
+
+    Data parallelism inside a pipeline is always FSDP2 (HSDP with a shard group of one for pure replication):
+    it changes no parameter names, and torch's pipeline stages know to reduce its gradients on the last
+    micro-batch only.
+    """
+    if spec.activation_checkpointing:  # set on the layers, which the stages keep
+        model.activation_checkpointing_enable({"use_reentrant": False})
+    pp_rank = mesh.get_local_rank("pp")
+    rank_model, stages, stage_ids = split_model(model, pp_rank, layout.pp, spec.pp_stages_per_rank)
+    if layout.tp > 1:
+        _apply_tensor_parallel(rank_model, mesh["tp"])
+    if layout.dp_degree > 1:
+        dp_mesh = mesh["dp_replicate", "dp_shard"] if layout.dp_replicate > 1 else mesh["dp_shard"]
+        for stage in stages:
+            for layer in stage.layers:
+                fully_shard(layer, mesh=dp_mesh)
+            fully_shard(stage, mesh=dp_mesh)
+    pp_group = mesh["pp"].get_group()
+    pipeline = build_pipeline(
+        stages, stage_ids, layout.pp, spec.pp_stages_per_rank, spec.pp_schedule, grad_accum, pp_group, device
+    )
+    return rank_model, pipeline
+
+
 def _apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh) -> None:
     plan = tensor_parallel_plan(model.config)
     base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
@@ -108,18 +138,29 @@ def gradient_sync(model: torch.nn.Module, enabled: bool) -> Iterator[None]:
         yield
 
 
-def clip_grad_norm(parameters: list[torch.nn.Parameter], max_norm: float) -> float:
-    """Global gradient norm over every rank's shards (DTensors reduce over their mesh), clipped to max_norm."""
-    grads = [p.grad for p in parameters if p.grad is not None]
-    squares = torch.zeros((), dtype=torch.float64, device=grads[0].device if grads else "cpu")
-    for grad in grads:
+def grad_norm_squared(
+    parameters: list[torch.nn.Parameter], device: torch.device, pp_group: dist.ProcessGroup | None
+) -> torch.Tensor:
+    """Squared norm of the whole model's gradient over every rank's shards (DTensors reduce over their mesh;
+    pipeline stages hold disjoint parameters, so their squares add up)."""
+    squares = torch.zeros((), dtype=torch.float64, device=device)
+    for grad in (p.grad for p in parameters if p.grad is not None):
         norm = torch.linalg.vector_norm(grad, dtype=torch.float32)
         if isinstance(norm, DTensor):
             norm = norm.full_tensor()
         squares += norm.double() ** 2
-    total = float(squares.sqrt())
+    if pp_group is not None:
+        dist.all_reduce(squares, group=pp_group)
+    return squares
+
+
+def clip_grad_norm(
+    parameters: list[torch.nn.Parameter], max_norm: float, device: torch.device, pp_group: dist.ProcessGroup | None
+) -> float:
+    """The global gradient norm before clipping; gradients are scaled down to max_norm when above it."""
+    total = float(grad_norm_squared(parameters, device, pp_group).sqrt())
     if max_norm > 0 and total > max_norm:
         scale = max_norm / (total + 1e-6)
-        for grad in grads:
+        for grad in (p.grad for p in parameters if p.grad is not None):
             grad.mul_(scale)
     return total

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 
 from transformers import PretrainedConfig
 
-from trainer.config import Experiment
-from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout
+from trainer.config import Experiment, TrainSpec
+from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError
 from trainer.memory_model import MemoryPlan, local_shapes, parameter_shapes, predict_rank
 from trainer.model import count_parameters
+from trainer.pipeline import check_pipeline
 from trainer.throughput import Calibration, Hardware, StepEstimate, estimate_step
 
 GiB = 1024**3
@@ -85,16 +86,24 @@ def plan(
         if rows % layout.dp_degree:
             continue  # this global batch does not split over the data-parallel ranks
         per_rank_rows = rows // layout.dp_degree
-        local = local_shapes(config, layout, 0, shapes)  # rank 0 holds the largest shards
+        # Rank 0 holds the largest shards; under pp the last stage (output head, logits) may need more.
+        ranks = {0: local_shapes(config, layout, 0, shapes)}
+        if layout.pp > 1:
+            last_stage = layout.world_size - layout.world_size // layout.pp
+            ranks[last_stage] = local_shapes(config, layout, last_stage, shapes)
         for micro_batch in (m for m in _powers_of_two(per_rank_rows) if per_rank_rows % m == 0):
             for checkpointing in (False, True):
                 grad_accum = per_rank_rows // micro_batch
                 memory_plan = MemoryPlan(
                     micro_batch, seq_len, experiment.train.precision, checkpointing, experiment.train, grad_accum
                 )
-                memory = predict_rank(config, layout, memory_plan, 0, shapes, local)
+                memory = max(
+                    (predict_rank(config, layout, memory_plan, r, shapes, local) for r, local in ranks.items()),
+                    key=lambda m: m["peak"],
+                )
                 candidate = Candidate(layout, micro_batch, grad_accum, checkpointing, memory)
                 _judge(candidate, hardware, device_mem)
+                _judge_pipeline(candidate, config, experiment.train)
                 if candidate.dropped is None:
                     candidate.estimate = estimate_step(
                         config, layout, hardware, matmul, total_bytes // layout.pp, micro_batch, seq_len,
@@ -123,6 +132,15 @@ def _judge(candidate: Candidate, hardware: Hardware, device_mem: int) -> None:
         candidate.notes.append(f"{', '.join(unsupported)} not yet run by the built-in trainer")
     if candidate.layout.cp > 1 and hardware.device_type != "cuda":
         candidate.dropped = candidate.dropped or "context parallelism runs on CUDA only"
+
+
+def _judge_pipeline(candidate: Candidate, config: PretrainedConfig, train: TrainSpec) -> None:
+    """Drop pipelines the schedule or the model cannot run (too few micro-batches, tied embeddings)."""
+    spec = train.pp_schedule, train.pp_stages_per_rank, candidate.grad_accum, train.compile
+    try:
+        check_pipeline(candidate.layout.pp, config, *spec)
+    except LayoutError as error:
+        candidate.dropped = candidate.dropped or str(error)
 
 
 def _powers_of_two(limit: int) -> list[int]:

@@ -20,7 +20,8 @@ import torch.nn.functional as F
 
 from trainer.memory import saved_for_backward
 from trainer.packing import IGNORE_INDEX, model_inputs
-from trainer.parallelize import gradient_sync
+from trainer.parallelize import grad_norm_squared, gradient_sync
+from trainer.pipeline import Pipeline
 
 
 @dataclass
@@ -29,6 +30,7 @@ class StepResult:
     target_tokens: int  # tokens with a label, over all data-parallel ranks
     input_tokens: int  # non-padding tokens fed to the model, over all data-parallel ranks
     saved_bytes: dict[str, int] | None = None  # saved for backward by this rank's first micro-batch, when measured
+    small_batch: tuple[float, int] | None = None  # (|mean gradient|^2, target tokens) of the first micro-batch round
 
 
 def token_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -45,26 +47,28 @@ def forward_backward(
     dp_group: dist.ProcessGroup | None,
     autocast: contextlib.AbstractContextManager | None = None,
     measure_activations: bool = False,
+    measure_small_batch: bool = False,
 ) -> StepResult:
-    """Accumulate the gradients of one optimizer step into model parameters' .grad."""
+    """Accumulate the gradients of one optimizer step into model parameters' .grad.
+
+    With `measure_small_batch` (and two or more micro-batches) the first micro-batch's gradients are reduced
+    over the data-parallel ranks too, and the norm of that smaller batch's mean gradient is kept for the
+    gradient noise scale (trainer.noise_scale).
+    """
     device = micro_batches[0]["labels"].device
-    counts = torch.zeros(2, dtype=torch.float64, device=device)
-    for batch in micro_batches:
-        counts[0] += (batch["labels"] != IGNORE_INDEX).sum()
-        counts[1] += (batch["segment_ids"] >= 0).sum()
-    dp_degree = 1
-    if dp_group is not None:
-        dist.all_reduce(counts, group=dp_group)
-        dp_degree = dist.get_world_size(dp_group)
+    counts, dp_degree = _token_counts(micro_batches, dp_group)
     target_tokens = max(int(counts[0].item()), 1)
     scale = dp_degree / target_tokens
+    measure_small_batch = measure_small_batch and len(micro_batches) > 1
+    small_batch = None
 
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     saved_bytes = None
     for i, batch in enumerate(micro_batches):
         last = i == len(micro_batches) - 1
+        small = measure_small_batch and i == 0
         # Data parallelism reduces gradients on every backward unless told not to: only the last one needs it.
-        with gradient_sync(model, enabled=last):
+        with gradient_sync(model, enabled=last or small):
             with autocast or contextlib.nullcontext():
                 if measure_activations and i == 0:
                     batch_loss, saved_bytes = saved_for_backward(model, partial(token_loss_sum, model, batch))
@@ -72,6 +76,64 @@ def forward_backward(
                     batch_loss = token_loss_sum(model, batch)
             (batch_loss * scale).backward()
         loss_sum += batch_loss.detach()
+        if small:
+            small_batch = _small_batch_gradient(model, micro_batches[0], dp_group, target_tokens)
+    if dp_group is not None:
+        dist.all_reduce(loss_sum, group=dp_group)
+    return StepResult(
+        float(loss_sum.item()) / target_tokens, target_tokens, int(counts[1].item()), saved_bytes, small_batch
+    )
+
+
+def _small_batch_gradient(
+    model: torch.nn.Module, batch: dict[str, torch.Tensor], dp_group: dist.ProcessGroup | None, target_tokens: int
+) -> tuple[float, int]:
+    """|mean gradient|^2 and target tokens of the first micro-batch round, read from the reduced gradients.
+
+    Those gradients are sum(token gradients) / target_tokens (the whole step's count): rescaled here to the
+    mean over the round's own tokens.
+    """
+    small_tokens = (batch["labels"] != IGNORE_INDEX).sum().double()
+    if dp_group is not None:
+        dist.all_reduce(small_tokens, group=dp_group)
+    small_tokens = max(int(small_tokens.item()), 1)
+    squared = grad_norm_squared(list(model.parameters()), batch["labels"].device, None)
+    return float(squared) * (target_tokens / small_tokens) ** 2, small_tokens
+
+
+def pipeline_forward_backward(
+    pipeline: Pipeline,
+    model: torch.nn.Module,
+    micro_batches: list[dict[str, torch.Tensor]],
+    dp_group: dist.ProcessGroup | None,
+    autocast: contextlib.AbstractContextManager | None = None,
+    measure_activations: bool = False,
+) -> StepResult:
+    """The same step through a pipeline schedule: every stage reads the step's rows (cheap: they are a function
+    of the row index) for the token counts, the first stage feeds the inputs, the last computes the loss."""
+    counts, dp_degree = _token_counts(micro_batches, dp_group)
+    target_tokens = max(int(counts[0].item()), 1)
+    run = partial(pipeline.run, micro_batches, dp_degree / target_tokens)
+    saved_bytes = None
+    with autocast or contextlib.nullcontext():
+        if measure_activations:
+            loss_sum, saved_bytes = saved_for_backward(model, run)
+        else:
+            loss_sum = run()
     if dp_group is not None:
         dist.all_reduce(loss_sum, group=dp_group)
     return StepResult(float(loss_sum.item()) / target_tokens, target_tokens, int(counts[1].item()), saved_bytes)
+
+
+def _token_counts(
+    micro_batches: list[dict[str, torch.Tensor]], dp_group: dist.ProcessGroup | None
+) -> tuple[torch.Tensor, int]:
+    """[target tokens, input tokens] of the step over all data-parallel ranks, and the data-parallel degree."""
+    counts = torch.zeros(2, dtype=torch.float64, device=micro_batches[0]["labels"].device)
+    for batch in micro_batches:
+        counts[0] += (batch["labels"] != IGNORE_INDEX).sum()
+        counts[1] += (batch["segment_ids"] >= 0).sum()
+    if dp_group is None:
+        return counts, 1
+    dist.all_reduce(counts, group=dp_group)
+    return counts, dist.get_world_size(dp_group)

@@ -1,0 +1,92 @@
+"""Pipeline parallelism: every schedule, alone and with FSDP2 or TP inside the stages, gives the single-process
+reference's per-step losses, and the memory model predicts each stage's memory (tiny GQA Llama, 4 layers)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from support import TINY_MODEL, train, write_experiment
+from test_layouts import assert_memory_model_matches
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from trainer.config import ConfigError
+from trainer.launch import TrainRequest, prepare
+from trainer.packing import row_from_segments
+from trainer.pipeline import position_ids_from_segments, split_model
+
+STEPS = 5
+RUNS = {  # name: (processes, layout, extra --set overrides)
+    "1f1b": (2, "pp=2", []),
+    "gpipe": (2, "pp=2", ["train.pp_schedule=gpipe"]),
+    "interleaved": (2, "pp=2", ["train.pp_schedule=interleaved_1f1b", "train.pp_stages_per_rank=2"]),
+    "1f1b_fsdp": (4, "pp=2,dp_shard=2", ["train.micro_batch=1"]),
+    "1f1b_tp": (4, "pp=2,tp=2", []),
+}
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory):
+    changes = {"train": {"steps": STEPS}, "model": {"config": {"num_hidden_layers": 4}}}
+    return write_experiment(tmp_path_factory.mktemp("pipeline"), changes)
+
+
+@pytest.fixture(scope="module")
+def reference(experiment):
+    return train(experiment, experiment.parent / "single", "--nproc", "1")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", RUNS)
+def test_pipeline_matches_single_process(experiment, reference, name):
+    nproc, layout, overrides = RUNS[name]
+    sets = [arg for override in overrides for arg in ("--set", override)]
+    run = train(experiment, experiment.parent / name, "--nproc", str(nproc), "--layout", layout, *sets)
+    expected, got = reference.read_steps(), run.read_steps()
+    assert len(got) == len(expected) == STEPS
+    for a, b in zip(expected, got, strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5), name
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4), name
+    assert_memory_model_matches(run)
+    assert run.read_metrics()["layout"]["pp"] == 2
+
+
+def test_stages_keep_the_models_parameter_names():
+    """Checkpoints of a pipelined run read like the unsplit model's: each rank holds a disjoint part of it."""
+    config = AutoConfig.for_model(**{**TINY_MODEL, "num_hidden_layers": 4})
+    names = {name for name, _ in AutoModelForCausalLM.from_config(config).named_parameters()}
+    held = []
+    for pp_rank in range(2):
+        rank_model, _, stage_ids = split_model(AutoModelForCausalLM.from_config(config), pp_rank, 2, 2)
+        assert stage_ids == [pp_rank, pp_rank + 2]
+        held.append({name for name, _ in rank_model.named_parameters()})
+    assert held[0] | held[1] == names
+    assert not held[0] & held[1]
+    assert "model.embed_tokens.weight" in held[0] and "lm_head.weight" in held[1]
+    assert {n for n in held[0] if ".layers." in n} == {n for n in names if ".layers.0." in n or ".layers.2." in n}
+
+
+def test_position_ids_restart_at_each_document():
+    tokens = np.arange(9)
+    segments = np.array([0, 0, 0, 1, 1, 2, 2, 2, -1])
+    row = row_from_segments(tokens, segments)
+    got = position_ids_from_segments(torch.from_numpy(row["segment_ids"])[None])
+    assert got[0].tolist() == row["position_ids"].tolist()
+
+
+@pytest.mark.parametrize(
+    ("changes", "layout", "message"),
+    [
+        ({"model": {"config": {"tie_word_embeddings": True}}}, "pp=2", "ties its embedding to its output head"),
+        ({"train": {"micro_batch": 8}}, "pp=2", "with 1f1b needs at least 2 micro-batches per step, got 1"),
+        ({"train": {"pp_schedule": "zigzag"}}, "pp=2", "train.pp_schedule: 'zigzag' is not one of gpipe, 1f1b"),
+        ({"train": {"pp_schedule": "interleaved_1f1b"}}, "pp=2", "interleaved_1f1b needs 2 or more stages per rank"),
+        ({"train": {"pp_stages_per_rank": 2, "pp_schedule": "interleaved_1f1b"}}, "pp=2", "exceeds the model's 2"),
+        ({"train": {"compile": True}}, "pp=2", "train.compile is not supported with pipeline parallelism"),
+    ],
+)
+def test_invalid_pipelines_are_refused_before_anything_runs(tmp_path, changes, layout, message):
+    experiment = write_experiment(tmp_path, changes)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        prepare(TrainRequest(experiment, nproc=2, layout=layout, out=tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
