@@ -1,0 +1,137 @@
+"""The planner's choice against exhaustive measurement of every feasible layout on this machine.
+
+Plans for 2 CPU processes, then runs every feasible candidate the trainer runs (layout x micro-batch x
+activation checkpointing) for a few steps and compares: the measured tokens/s of the planner's top pick over
+the measured best (quality ratio), how well predicted and measured orders agree (Spearman), and the planner's
+time against the time of measuring everything (search-time ratio). It plans twice: uncalibrated (a fresh
+cache) and after the measured runs have calibrated the throughput model for this machine.
+
+    python -m bench.planner                # writes bench/results/planner.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from bench.machine import write_result
+from bench.runs import train, write_experiment
+from trainer.config import load_experiment
+from trainer.device_map import parse_bytes
+from trainer.environment import device_name
+from trainer.model import model_config
+from trainer.planner import plan
+from trainer.throughput import Hardware
+
+DEVICES = 2
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--rows", type=int, default=16, help="rows per optimizer step")
+    parser.add_argument("--steps", type=int, default=6)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["MESHPILOT_CACHE"] = str(Path(tmp) / "cache")  # uncalibrated: no earlier runs on record
+        experiment = write_experiment(Path(tmp), args.seq_len, args.rows, args.steps)
+        before, plan_s = timed_plan(experiment)
+        runnable = [c for c in before if c.dropped is None and c.runnable]
+        measured, measure_s = [], 0.0
+        for i, candidate in enumerate(runnable):
+            started = time.perf_counter()
+            metrics = measure(experiment, Path(tmp) / f"run{i}", candidate)
+            measure_s += time.perf_counter() - started
+            measured.append({**candidate_key(candidate), "measured_tokens_per_s": metrics["tokens_per_s"]})
+            print(measured[-1], flush=True)
+        after, _ = timed_plan(experiment)  # the runs above calibrated the model for this machine
+    result = {"seq_len": args.seq_len, "rows_per_step": args.rows, "steps": args.steps, "devices": DEVICES}
+    result |= {"plan_s": plan_s, "measure_all_s": measure_s, "search_time_ratio": plan_s / measure_s}
+    result["candidates"] = predicted_and_measured(before, measured)
+    for name, ranking in (("uncalibrated", before), ("calibrated", after)):
+        result[name] = judge(ranking, measured)
+    write_result("planner", result)
+    print(result["uncalibrated"], result["calibrated"])
+
+
+def timed_plan(experiment: Path):
+    started = time.perf_counter()
+    spec = load_experiment(experiment, [])
+    spec.train.precision = "fp32"
+    config = model_config(spec.model, Path(spec.base_dir))
+    hardware = Hardware("cpu", device_name("cpu"), DEVICES, 1, "cpu")
+    candidates = plan(spec, config, hardware, parse_bytes("8GiB"), spec.data.seq_len)
+    return candidates, time.perf_counter() - started
+
+
+def measure(experiment: Path, out: Path, candidate) -> dict:
+    layout = ",".join(f"{k}={v}" for k, v in candidate.layout.degrees().items() if v != 1) or "dp_replicate=1"
+    overrides = [
+        f"train.micro_batch={candidate.micro_batch}",
+        f"train.activation_checkpointing={str(candidate.activation_checkpointing).lower()}",
+    ]
+    return train(experiment, out, DEVICES, layout, overrides, dict(os.environ)).read_metrics()
+
+
+def candidate_key(candidate) -> dict:
+    return {
+        "layout": candidate.layout.describe(),
+        "micro_batch": candidate.micro_batch,
+        "activation_checkpointing": candidate.activation_checkpointing,
+    }
+
+
+def predicted_and_measured(candidates, measured: list[dict]) -> list[dict]:
+    found = {_key(m): m["measured_tokens_per_s"] for m in measured}
+    return [
+        {
+            **candidate_key(c),
+            "predicted_tokens_per_s": c.estimate.tokens_per_s,
+            "measured_tokens_per_s": found.get(_key(candidate_key(c))),
+        }
+        for c in candidates
+        if c.dropped is None and c.runnable
+    ]
+
+
+def judge(ranking, measured: list[dict]) -> dict:
+    found = {_key(m): m["measured_tokens_per_s"] for m in measured}
+    ranked = [c for c in ranking if c.dropped is None and c.runnable and _key(candidate_key(c)) in found]
+    pick = ranked[0]
+    best = max(measured, key=lambda m: m["measured_tokens_per_s"])
+    predicted = [c.estimate.tokens_per_s for c in ranked]
+    actual = [found[_key(candidate_key(c))] for c in ranked]
+    return {
+        "top_pick": candidate_key(pick),
+        "top_pick_measured_tokens_per_s": found[_key(candidate_key(pick))],
+        "measured_best": best,
+        "quality_ratio": found[_key(candidate_key(pick))] / best["measured_tokens_per_s"],
+        "spearman": spearman(predicted, actual),
+    }
+
+
+def _key(entry: dict) -> tuple:
+    return entry["layout"], entry["micro_batch"], entry["activation_checkpointing"]
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    def ranks(values):
+        order = sorted(range(len(values)), key=lambda i: values[i])
+        out = [0.0] * len(values)
+        for rank, i in enumerate(order):
+            out[i] = float(rank)
+        return out
+
+    ra, rb = ranks(a), ranks(b)
+    n = len(a)
+    mean = (n - 1) / 2
+    cov = sum((x - mean) * (y - mean) for x, y in zip(ra, rb, strict=True))
+    var = sum((x - mean) ** 2 for x in ra)
+    return cov / var if var else 1.0
+
+
+if __name__ == "__main__":
+    main()
