@@ -1,0 +1,54 @@
+"""Predicted communication per trial: the throughput model's bytes and collectives per mesh dimension.
+
+Runs do not measure their collectives, so the report's communication figures are predictions, made here once by
+trainer.throughput from each trial's resolved config and metrics and saved as a result file of their own
+(results/predicted_communication.json) that the report's figures are then read from.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agent.report.inputs import Trial
+from trainer.config import experiment_from_dict
+from trainer.layout import MESH_DIMS, Layout
+
+UNITS = "bytes each rank sends per optimizer step (fp32), and collectives per step; predicted, not measured"
+
+
+def predict(trials: list[Trial]) -> dict[str, Any]:
+    """{"units", "model", "trials": {id: {"dimensions": {dim: {bytes, collectives}}, "total_bytes", ...}}}."""
+    predicted = {}
+    for trial in trials:
+        metrics, config = trial.json("metrics.json"), trial.config()
+        if metrics and config and metrics.get("layout"):
+            try:
+                predicted[trial.id] = _predict_trial(metrics, config, trial.launch)
+            except (OSError, ValueError):  # ConfigError is a ValueError
+                continue  # a model this machine cannot describe (a local path gone): no prediction for it
+    return {"units": UNITS, "model": "trainer.throughput.communication_bytes", "trials": predicted}
+
+
+def _predict_trial(metrics: dict, config: dict, launch: dict | None) -> dict[str, Any]:
+    import torch
+
+    from trainer.memory_model import parameter_shapes
+    from trainer.model import model_config
+    from trainer.throughput import communication_bytes
+
+    experiment = experiment_from_dict(config)
+    base_dir = Path(launch["base_dir"]) if launch and launch.get("base_dir") else Path(".")
+    model = model_config(experiment.model, base_dir)
+    parameter_bytes = sum(torch.Size(shape).numel() for _, shape in parameter_shapes(model)) * 4
+    layout = Layout(**metrics["layout"])
+    sent = communication_bytes(
+        model, layout, parameter_bytes, metrics["micro_batch"], metrics["seq_len"], metrics["grad_accum"]
+    )
+    dimensions = {d: {"bytes": sent[d][0], "collectives": sent[d][1]} for d in MESH_DIMS if sent[d][1]}
+    return {
+        "layout": metrics["layout"],
+        "dimensions": dimensions,
+        "total_bytes": sum(v["bytes"] for v in dimensions.values()),
+        "total_collectives": sum(v["collectives"] for v in dimensions.values()),
+    }

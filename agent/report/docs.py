@@ -1,0 +1,162 @@
+"""The repository's docs that follow the latest results: a managed section with the recommended layout and launch
+command (in README.md, or docs/training.md when there is no README), and docs/MODEL_CARD.md.
+
+The model card follows the Hugging Face convention (YAML metadata, then model details, training set-up and data,
+evaluation, limitations). meshpilot owns only the part between its markers: metadata and anything a person adds
+outside them stay as they are.
+"""
+
+from __future__ import annotations
+
+import os
+
+from agent.report.context import Context
+from agent.report.figures import Page
+from agent.report.markdown import table, train_command, yes_no
+from agent.report.prose import Slot, compose, render
+from agent.report.sections import replace_section
+
+MODEL_CARD = "docs/MODEL_CARD.md"
+TRAINING_SECTION = "training"
+MODEL_CARD_SECTION = "model-card"
+_CARD_METADATA = "---\nlibrary_name: transformers\ntags:\n- meshpilot\n---\n\n# Model card\n\n"
+_MODEL_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+               "vocab_size", "max_position_embeddings")  # fmt: skip
+
+
+def docs_file(readme_exists: bool) -> str:
+    return "README.md" if readme_exists else "docs/training.md"
+
+
+def training_section(ctx: Context, document: str, existing: str | None) -> str:
+    """`existing` (the committed file, or None) with the training section rewritten."""
+    winner, page = ctx.sweep.winner, ctx.ledger.page(document)
+    link = os.path.relpath(f"{ctx.report_dir}/README.md", os.path.dirname(document) or ".")
+    config = ctx.run_file(winner, "config.yaml")
+    get = ctx.sources.figure
+    body = (
+        "## Training with meshpilot\n\n"
+        f"Recommended by the layout sweep `{ctx.slug}` of {ctx.date} ([report]({link})): "
+        f"{render(ctx.layout(winner), page)} on {page.show(ctx.metric(winner, 'world_size', unit='count'))} "
+        f"{page.show(ctx.metric(winner, 'device_type', unit='text'))} processes, micro-batch "
+        f"{page.show(get(config, 'train', 'micro_batch', unit='count'))} with "
+        f"{page.show(ctx.metric(winner, 'grad_accum', unit='count'))} accumulation steps per rank: "
+        f"{page.show(ctx.metric(winner, 'tokens_per_s', unit='rounded'))} tokens/s measured, "
+        f"{page.show(ctx.memory(winner, 'measured', 'peak'))} MiB peak on the largest rank.\n\n"
+        f"```bash\n{train_command(ctx, winner, page)}\n```\n\n"
+        "This section is rewritten by `meshpilot report`; edit outside its markers."
+    )
+    return replace_section(existing, TRAINING_SECTION, body, document)
+
+
+def model_card(ctx: Context, existing: str | None) -> str:
+    page = ctx.ledger.page(MODEL_CARD)
+    body = "\n\n".join([_details(ctx, page), _training(ctx, page), _evaluation(ctx, page), _limitations(ctx, page)])
+    if existing is None:
+        return _CARD_METADATA + replace_section(None, MODEL_CARD_SECTION, body, MODEL_CARD)
+    return replace_section(existing, MODEL_CARD_SECTION, body, MODEL_CARD)
+
+
+def _details(ctx: Context, page: Page) -> str:
+    winner = ctx.sweep.winner
+    config, get = ctx.run_file(winner, "config.yaml"), ctx.sources.figure
+    slot = Slot(
+        "model",
+        "A causal language model trained with meshpilot's built-in trainer. The layout and batch split below are "
+        "the best that the sweep {sweep} measured, and the figures come from its result files.",
+        {"sweep": f"`{ctx.slug}`"},
+    )
+    text, ctx.prose_origins["model"] = compose(slot, page, ctx.prose)
+    lines = []
+    if ctx.sources.value(config, "model", "path"):
+        lines.append(f"- Weights and configuration from `{page.show(get(config, 'model', 'path', unit='text'))}`")
+    else:
+        lines.append(f"- Architecture: `{page.show(get(config, 'model', 'config', 'model_type', unit='text'))}`")
+        for key in _MODEL_KEYS:
+            if ctx.sources.value(config, "model", "config", key) is not None:
+                lines.append(f"- {key}: {page.show(get(config, 'model', 'config', key, unit='count'))}")
+    lines.append(f"- Tokenizer: `{page.show(get(config, 'tokenizer', unit='text'))}`")
+    return "## Model details\n\n" + text + "\n\n" + "\n".join(lines)
+
+
+def _training(ctx: Context, page: Page) -> str:
+    winner = ctx.sweep.winner
+    config = ctx.run_file(winner, "config.yaml")
+
+    def show(*key: str | int, unit: str = "text") -> str:
+        return page.show(ctx.sources.figure(config, *key, unit=unit))
+
+    def metric(name: str, unit: str = "text") -> str:
+        return page.show(ctx.metric(winner, name, unit=unit))
+
+    data = ctx.sources.value(config, "data", "train")
+    files = range(len(data)) if isinstance(data, list) else [None]
+    data_text = ", ".join(f"`{show('data', 'train', *([] if i is None else [i]))}`" for i in files)
+    report = os.path.relpath(f"{ctx.report_dir}/README.md", "docs")
+    lines = [
+        f"- Data: {data_text}; sequence length {show('data', 'seq_len', unit='count')}, packing "
+        f"{yes_no(ctx.sources.value(config, 'data', 'packing'))}",
+        f"- Optimizer: {show('train', 'optimizer')}, learning rate {show('train', 'lr')}, "
+        f"{show('train', 'lr_schedule')} schedule after {show('train', 'warmup_steps', unit='count')} warm-up "
+        f"steps, weight decay {show('train', 'weight_decay')}",
+        f"- Batch: {show('train', 'global_batch_tokens', unit='count')} tokens per optimizer step, micro-batch "
+        f"{show('train', 'micro_batch', unit='count')}, {metric('grad_accum', 'count')} accumulation steps per rank",
+        f"- Steps: {show('train', 'steps', unit='count')}; precision {show('train', 'precision')}; seed "
+        f"{show('train', 'seed', unit='count')}",
+        f"- Parallelism: {render(ctx.layout(winner), page)} on {metric('world_size', 'count')} "
+        f"{metric('device_type')} processes (`{metric('device_name')}`), {metric('tokens_per_s', 'rounded')} "
+        "tokens/s measured",
+        f"- Full report: [{ctx.report_dir}/README.md]({report})",
+    ]
+    return "## Training set-up and data\n\n" + "\n".join(lines)
+
+
+def _evaluation(ctx: Context, page: Page) -> str:
+    if not ctx.benches:
+        return "## Evaluation\n\nNot evaluated yet: no benchmark results were given to the latest report."
+    rows = []
+    for name, _ in ctx.benches:
+        source = ctx.result(f"bench/{name}")
+        for i, task in enumerate(ctx.sources.value(source, "tasks")):
+            for metric in task["metrics"]:
+                rows.append([
+                    f"`{page.show(ctx.sources.figure(source, 'suite', unit='text'))}`",
+                    page.show(ctx.sources.figure(source, "tasks", i, "task", unit="text")),
+                    yes_no(task["private"]),
+                    f"`{metric}`",
+                    page.show(ctx.sources.figure(source, "tasks", i, "metrics", metric, unit="score")),
+                    "**flagged**" if (task.get("contamination") or {}).get("flagged") else "no",
+                ])  # fmt: skip
+    header = ["suite", "task", "private", "metric", "value", "contamination"]
+    note = "Private tasks: aggregate scores only; their examples and labels are never published."
+    return "## Evaluation\n\n" + table(header, rows) + "\n\n" + note
+
+
+def _limitations(ctx: Context, page: Page) -> str:
+    winner = ctx.sweep.winner
+    config = ctx.run_file(winner, "config.yaml")
+    steps = page.show(ctx.sources.figure(config, "train", "steps", unit="count"))
+    lines = [
+        f"- The figures come from sweep trials of {steps} optimizer steps: they measure speed and memory, not the "
+        "quality of a fully trained model."
+    ]
+    if ctx.sources.value(ctx.run_file(winner, "metrics.json"), "device_type") == "cpu":
+        lines.append("- Measured peak memory on CPU is the process's resident set, libraries included: an upper bound.")
+    flagged = _flagged_tasks(ctx, page)
+    if flagged:
+        lines.append(f"- Possible contamination (test data overlapping training data): {flagged}.")
+    failed = [t for t in ctx.sweep.trials if t.status != "ok"]
+    if failed:
+        listed = ", ".join(f"`{t.id}` ({t.status})" for t in failed)
+        lines.append(f"- Layouts that did not finish, with their causes in the report: {listed}.")
+    return "## Limitations\n\n" + "\n".join(lines)
+
+
+def _flagged_tasks(ctx: Context, page: Page) -> str:
+    names = []
+    for name, bench in ctx.benches:
+        source = ctx.result(f"bench/{name}")
+        for i, task in enumerate(bench["tasks"]):
+            if (task.get("contamination") or {}).get("flagged"):
+                names.append(f"`{page.show(ctx.sources.figure(source, 'tasks', i, 'task', unit='text'))}`")
+    return ", ".join(names)

@@ -1,0 +1,186 @@
+"""The report's inputs: a sweep directory and benchmark results, checked before anything is drawn or written.
+
+A sweep directory (written by `meshpilot sweep`) holds sweep.json (its inputs), summary.json (every trial with
+its status, cause and figures, and the winner) and trials/<id>/, one run directory per trial that ran.
+A benchmark result (written by evalsuite) is read through `sanitize_bench`: of a private task only its name,
+its aggregate metrics and its contamination flag are kept, so nothing else of it can reach a report or a commit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainer.config import ConfigError
+from trainer.rundir import RunDir
+
+STATUSES = ("ok", "failed", "oom", "timeout", "nan", "pruned", "cancelled")
+UNFINISHED = ("queued", "running")
+OBJECTIVES = {"tokens_per_s": "maximize", "final_loss": "minimize"}
+RUN_FILES = ("metrics.json", "memory.json", "steps.jsonl", "config.yaml")  # what the report copies of a run
+_BENCH_FIELDS = (
+    "suite", "suite_version", "model", "config_hash", "git_commit", "seed", "eval_code_version", "batching",
+    "leaderboard_id",
+)  # fmt: skip
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
+_PUBLIC_TASK_FIELDS = ("task", "version", "split", "private", "metrics", "n_examples", "contamination")
+
+
+class ReportError(ConfigError):
+    """Bad input to the report, phrased in one line."""
+
+
+@dataclass
+class Trial:
+    index: int  # position in summary.json's trials: figures name it
+    id: str
+    record: dict[str, Any]  # its entry in summary.json
+    run: RunDir | None  # its run directory, when it ran
+    files: dict[str, bytes] = field(default_factory=dict)  # the run's result files, by name
+    launch: dict[str, Any] | None = None  # launch.json: where relative model and data paths resolve; not copied
+
+    @property
+    def status(self) -> str:
+        return self.record["status"]
+
+    def json(self, name: str) -> Any:
+        return json.loads(self.files[name]) if name in self.files else None
+
+    def steps(self) -> list[dict[str, Any]]:
+        text = self.files.get("steps.jsonl", b"").decode()
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def config(self) -> dict[str, Any] | None:
+        return yaml.safe_load(self.files["config.yaml"]) if "config.yaml" in self.files else None
+
+
+@dataclass
+class Sweep:
+    path: Path
+    summary: dict[str, Any]
+    inputs: dict[str, Any] | None  # sweep.json
+    trials: list[Trial]
+
+    @property
+    def winner(self) -> Trial | None:
+        return next((t for t in self.trials if t.id == self.summary.get("winner")), None)
+
+    @property
+    def objective(self) -> str:
+        return self.summary.get("objective") or "tokens_per_s"
+
+    def ranked(self) -> list[Trial]:
+        """Trials that finished with a value of the objective, best first."""
+        scored = [t for t in self.trials if t.status == "ok" and _number(t.record.get(self.objective))]
+        sign = -1 if OBJECTIVES[self.objective] == "maximize" else 1
+        return sorted(scored, key=lambda t: sign * t.record[self.objective])
+
+
+def load_sweep(path: Path) -> Sweep:
+    path = Path(path)
+    if not path.is_dir():
+        raise ReportError(f"sweep directory not found: {path}")
+    summary = _read_json(path / "summary.json", "the sweep summary")
+    if not isinstance(summary, dict) or not isinstance(summary.get("trials"), list):
+        raise ReportError(f"{path / 'summary.json'}: expected an object with a list of trials")
+    if summary.get("objective", "tokens_per_s") not in OBJECTIVES:
+        raise ReportError(f"{path / 'summary.json'}: unknown objective {summary['objective']!r}")
+    inputs = _read_json(path / "sweep.json", "the sweep inputs") if (path / "sweep.json").is_file() else None
+    trials = [_load_trial(path, i, record) for i, record in enumerate(summary["trials"])]
+    ids = [t.id for t in trials]
+    if len(set(ids)) != len(ids):
+        raise ReportError(f"{path / 'summary.json'}: trial ids repeat")
+    winner = summary.get("winner")
+    if winner is not None and str(winner) not in ids:
+        raise ReportError(f"{path / 'summary.json'}: the winner {winner!r} is not among the trials")
+    if winner is not None:
+        summary["winner"] = str(winner)
+        if next(t for t in trials if t.id == str(winner)).status != "ok":
+            raise ReportError(f"{path / 'summary.json'}: the winner {winner!r} did not finish (status is not ok)")
+    return Sweep(path, summary, inputs, trials)
+
+
+def _load_trial(sweep: Path, index: int, record: Any) -> Trial:
+    where = f"{sweep / 'summary.json'}: trial {index}"
+    if isinstance(record, dict) and record.get("status") in UNFINISHED:
+        raise ReportError(f"{where} ({record.get('id')}) is {record['status']}: report when the sweep has finished")
+    if not isinstance(record, dict) or "id" not in record or record.get("status") not in STATUSES:
+        raise ReportError(f"{where}: needs an id and a status, one of {', '.join(STATUSES)}")
+    if not _SAFE_ID.match(str(record["id"])):
+        raise ReportError(f"{where}: id {record['id']!r} cannot name a folder (letters, digits, ._- only)")
+    trial = Trial(index, str(record["id"]), record, None)
+    if record.get("run_dir"):
+        run = RunDir(sweep / record["run_dir"])
+        # Judged on the names, not resolved: a sweep may keep its trials behind a symbolic link (scratch disk).
+        if not Path(os.path.normpath(run.path)).is_relative_to(os.path.normpath(sweep)):
+            raise ReportError(f"{where}: run_dir {record['run_dir']!r} is outside the sweep directory")
+        if run.path.is_dir():
+            trial.run = run
+            trial.files = {name: (run.path / name).read_bytes() for name in RUN_FILES if (run.path / name).is_file()}
+            trial.launch = json.loads(run.launch.read_text()) if run.launch.is_file() else None
+    if trial.status == "ok":
+        metrics = trial.json("metrics.json")
+        if metrics is None or metrics.get("status") != "ok":
+            raise ReportError(f"{where} ({trial.id}): status ok, but its run directory has no successful metrics.json")
+        if "memory.json" not in trial.files:
+            raise ReportError(f"{where} ({trial.id}): status ok, but its run directory has no memory.json")
+    return trial
+
+
+def load_bench(path: Path) -> dict[str, Any]:
+    """A benchmark result file, checked and sanitized."""
+    return check_bench(_read_json(Path(path), "the benchmark result"), str(path))
+
+
+def check_bench(data: Any, where: str) -> dict[str, Any]:
+    """A benchmark result (as read from its file), checked and sanitized (see sanitize_bench)."""
+    if not isinstance(data, dict) or not isinstance(data.get("suite"), str) or not isinstance(data.get("tasks"), list):
+        raise ReportError(f"{where}: not a benchmark result (needs a suite name and a list of tasks)")
+    for i, task in enumerate(data["tasks"]):
+        if not isinstance(task, dict) or not isinstance(task.get("task"), str):
+            raise ReportError(f"{where}: task {i} has no name")
+        if not isinstance(task.get("private"), bool):
+            raise ReportError(f"{where}: task {task['task']!r} does not say whether it is private")
+        metrics = task.get("metrics")
+        if not isinstance(metrics, dict) or not metrics or not all(_number(v) for v in metrics.values()):
+            raise ReportError(f"{where}: task {task['task']!r} needs metrics, each a number")
+    return sanitize_bench(data)
+
+
+def sanitize_bench(data: dict[str, Any]) -> dict[str, Any]:
+    """What of a benchmark result may be copied: aggregates and contamination flags only for private tasks."""
+    clean = {key: data[key] for key in _BENCH_FIELDS if key in data}
+    clean["tasks"] = [_sanitize_task(task) for task in data["tasks"]]
+    return clean
+
+
+def _sanitize_task(task: dict[str, Any]) -> dict[str, Any]:
+    if not task["private"]:
+        return {key: task[key] for key in _PUBLIC_TASK_FIELDS if key in task}
+    contamination = task.get("contamination") or {}
+    return {
+        "task": task["task"],
+        "private": True,
+        "metrics": {name: float(value) for name, value in task["metrics"].items()},
+        "contamination": {"flagged": bool(contamination.get("flagged", False))},
+    }
+
+
+def _read_json(path: Path, what: str) -> Any:
+    if not path.is_file():
+        raise ReportError(f"{what} not found: {path}")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ReportError(f"{path}: not valid JSON ({e})") from None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

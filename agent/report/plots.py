@@ -1,0 +1,92 @@
+"""The report's plots as PNG bytes, drawn with matplotlib's object API (no pyplot state, no display).
+
+PNGs carry no software version or date, so the same results draw the same bytes and a re-run with unchanged
+results adds no commit.
+"""
+
+from __future__ import annotations
+
+from io import BytesIO
+
+from matplotlib.figure import Figure
+
+from agent.report.inputs import Trial
+
+_CATEGORIES = (("parameters", "parameters"), ("gradients", "gradients"), ("optimizer", "optimizer state"),
+               ("activations_saved", "activations saved"))  # fmt: skip
+_MIB = 2**20
+
+
+def throughput(trials: list[Trial], labels: dict[str, str]) -> bytes:
+    """Measured tokens/s per trial; trials without a measurement are named with their status."""
+    figure = Figure(figsize=(7, 0.5 + 0.45 * len(trials)), dpi=100)
+    axes = figure.add_subplot()
+    values = [t.record.get("tokens_per_s") or 0 for t in trials]
+    names = [labels[t.id] for t in trials]
+    bars = axes.barh(names, values, color=["tab:blue" if t.status == "ok" else "tab:gray" for t in trials])
+    for bar, trial in zip(bars, trials, strict=True):
+        if trial.status != "ok":
+            axes.text(0, bar.get_y() + bar.get_height() / 2, f"  {trial.status}", va="center")
+    axes.invert_yaxis()
+    axes.set_xlabel("tokens/s (measured)")
+    axes.set_title("Throughput per layout")
+    return _png(figure)
+
+
+def memory_per_rank(trial: Trial, label: str) -> bytes:
+    """Predicted beside measured bytes per rank, by category (MiB)."""
+    memory = trial.json("memory.json")
+    measured = {m["rank"]: m for m in memory["measured"]}
+    predicted = {p["rank"]: p for p in memory.get("predicted") or []}
+    ranks = sorted(measured)
+    figure = Figure(figsize=(max(5, 1.6 * len(ranks) + 2), 4), dpi=100)
+    axes = figure.add_subplot()
+    width = 0.38
+    for offset, side, hatch in ((-width / 2, predicted, "//"), (width / 2, measured, "")):
+        bottom = [0.0] * len(ranks)
+        for color, (key, name) in enumerate(_CATEGORIES):
+            heights = [(side.get(r) or {}).get(key, 0) / _MIB for r in ranks]
+            shown = name if offset > 0 else None
+            axes.bar([r + offset for r in ranks], heights, width, bottom=bottom, color=f"C{color}", hatch=hatch,
+                     label=shown, edgecolor="white")  # fmt: skip
+            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    axes.set_xticks(ranks, [f"rank {r}\npredicted | measured" for r in ranks], fontsize=8)
+    axes.set_ylabel("MiB")
+    axes.set_title(f"Memory per rank: {label}")
+    axes.legend(fontsize=8)
+    return _png(figure)
+
+
+def loss_curves(trials: list[Trial], labels: dict[str, str]) -> bytes | None:
+    return _per_step(trials, labels, "loss", "loss", "Training loss")
+
+
+def gradient_noise_scale(trials: list[Trial], labels: dict[str, str]) -> bytes | None:
+    """Only when some run measured it (steps.jsonl `gns`)."""
+    return _per_step(trials, labels, "gns", "gradient noise scale", "Gradient noise scale")
+
+
+def _per_step(trials: list[Trial], labels: dict[str, str], field: str, ylabel: str, title: str) -> bytes | None:
+    series = []
+    for trial in trials:
+        points = [(s["step"], s[field]) for s in trial.steps() if s.get(field) is not None]
+        if points:
+            series.append((labels[trial.id], points))
+    if not series:
+        return None
+    figure = Figure(figsize=(7, 4), dpi=100)
+    axes = figure.add_subplot()
+    for label, points in series:
+        axes.plot(*zip(*points, strict=True), marker=".", label=label)
+    axes.set_xlabel("optimizer step")
+    axes.set_ylabel(ylabel)
+    axes.set_title(title)
+    axes.legend(fontsize=8)
+    return _png(figure)
+
+
+def _png(figure: Figure) -> bytes:
+    figure.tight_layout()
+    buffer = BytesIO()
+    figure.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
