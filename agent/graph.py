@@ -1,0 +1,143 @@
+"""The agent's graph, in one place:
+
+    START -> agent --(tool calls)--> review --(approved calls, one task each)--> tools -> agent
+               \\--(no tool calls)--> reply -> END            \\--(all rejected)--> agent
+
+- agent: the chat model (the offline planner, or an OpenAI-compatible model) answers or asks for tools.
+- review: launches above the cost threshold and pull requests wait for a person (LangGraph `interrupt`), or an
+  unattended policy decides; rejected calls are answered with a rejection the model reads.
+- tools: each approved call runs as its own task, so a call that finished before a crash is not run again when
+  the graph resumes (its result is a saved write); a call that was running re-runs, and launches are idempotent.
+- reply: the final answer's numbers are checked against the tool results (agent.figures).
+"""
+
+# No `from __future__ import annotations` here: ToolNode reads the exception types `_tool_error` handles from its
+# annotation at run time, which a string annotation would hide.
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolInvocationError
+from langgraph.types import Command, Send, interrupt
+
+from agent.approvals import Policy, Request, add_spent, automatic_decision, check_decision, request_for
+from agent.figures import check_reply
+from agent.llm import llm_failure
+from agent.state import NOTHING_SPENT, AgentState
+from agent.tools import TOOLS
+from trainer.config import ConfigError
+
+SYSTEM_PROMPT = """You are meshpilot, an assistant for people who train transformer models on several devices.
+You work in the experiment repository {repo} (its experiment file is usually meshpilot.yaml).
+Use the tools to plan layouts, launch runs, read results, run benchmarks and write reports. Launching a run
+returns at once: wait for it (wait_run) or check it (run_status) before reading its results.
+Every number you state must come from a tool result; name the result's "source" file beside it. Never guess
+figures: a number that appears in no tool result is flagged to the user as unverified."""
+
+
+def build_graph(llm: BaseChatModel, checkpointer: Any = None):
+    """The compiled graph; `checkpointer` (e.g. SqliteSaver) makes interrupts and resuming after a crash work."""
+    model = llm.bind_tools(TOOLS)
+
+    def agent(state: AgentState) -> dict:
+        system = SystemMessage(SYSTEM_PROMPT.format(repo=state["repo"]))
+        try:
+            return {"messages": [model.invoke([system, *state["messages"]])]}
+        except Exception as error:
+            failure = llm_failure(error)
+            if failure is None:
+                raise
+            raise failure from None
+
+    builder = StateGraph(AgentState)
+    builder.add_node("agent", agent)
+    builder.add_node("review", review_tool_calls, destinations=("tools", "agent"))
+    builder.add_node("tools", ToolNode(TOOLS, handle_tool_errors=_tool_error))
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", _after_model, ["review", "reply"])
+    builder.add_edge("tools", "agent")
+    builder.add_edge("reply", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def _after_model(state: AgentState) -> str:
+    return "review" if state["messages"][-1].tool_calls else "reply"
+
+
+def review_tool_calls(state: AgentState) -> Command:
+    """Decide each tool call: run it, run it with edited arguments, or answer it with a rejection or an error.
+
+    A person is asked with one `interrupt` per gated call, in order; on resume this node runs again from the
+    top and LangGraph hands each interrupt its decision, so the calls before it are decided the same way.
+    """
+    message: AIMessage = state["messages"][-1]
+    spent = state.get("spent", NOTHING_SPENT)
+    policy = Policy(**state.get("policy", {}))
+    approved, answers, calls = [], [], []
+    for call in message.tool_calls:
+        call, request, answer = _decide(call, Path(state["repo"]), policy, spent)
+        calls.append(call)
+        if answer is not None:
+            answers.append(answer)
+        else:
+            approved.append(call)
+            spent = add_spent(spent, request) if request else spent
+    update: dict[str, Any] = {"messages": answers, "spent": spent}
+    if calls != message.tool_calls:  # edited arguments: the model must see what actually ran
+        update["messages"] = [message.model_copy(update={"tool_calls": calls}), *answers]
+    if not approved:
+        return Command(goto="agent", update=update)
+    sends = [
+        Send("tools", {"__type": "tool_call_with_context", "tool_call": {**c, "type": "tool_call"}, "state": state})
+        for c in approved
+    ]
+    return Command(goto=sends, update=update)
+
+
+def _decide(call: dict, repo: Path, policy: Policy, spent: dict) -> tuple[dict, Request | None, ToolMessage | None]:
+    """The call as it will run (maybe edited), its approval request, and the answer given instead of running it
+    (a rejection, or the one-line error of a launch that cannot run: nothing starts)."""
+    try:
+        request = request_for(call, repo)
+        decision = automatic_decision(policy, request, spent) if request else {"action": "approve"}
+        if decision is None:
+            decision = check_decision(interrupt(request.as_dict()))
+        if decision["action"] == "edit":
+            call = {**call, "args": {**call["args"], **decision["args"]}}
+            request = request_for(call, repo)
+    except ConfigError as e:
+        return call, None, _answer(call, {"error": str(e)}, error=True)
+    if decision["action"] == "reject":
+        reason = decision.get("reason") or "the user rejected it"
+        cost = asdict(request.cost) if request.cost else None
+        return call, request, _answer(call, {"rejected": True, "reason": reason, "cost": cost})
+    return call, request, None
+
+
+def reply(state: AgentState) -> dict:
+    """Check the final answer's numbers against every tool result of the conversation."""
+    message = state["messages"][-1]
+    results = [m.content for m in state["messages"] if isinstance(m, ToolMessage)]
+    users = [m.text for m in state["messages"] if isinstance(m, HumanMessage)]
+    checked = check_reply(message.text, results, users)
+    metadata = {**message.response_metadata, "sources": checked.sources, "unverified": checked.unverified}
+    return {"messages": [AIMessage(checked.text, id=message.id, response_metadata=metadata)]}
+
+
+def _answer(call: dict, content: dict, error: bool = False) -> ToolMessage:
+    return ToolMessage(
+        json.dumps(content), tool_call_id=call["id"], name=call["name"], status="error" if error else "success"
+    )
+
+
+def _tool_error(error: ValueError | OSError | ToolInvocationError) -> str:
+    """What the model reads when a tool fails on its input or on the files: the one-line error."""
+    text = error.message if isinstance(error, ToolInvocationError) else str(error)
+    return f"error: {text}"

@@ -1,0 +1,447 @@
+"""The agent's tools: thin wrappers over trainer/, agent.jobs, agent.sweep, evalsuite and agent.report.
+
+Each returns JSON whose "source" names the file its figures come from (relative to the experiment repository),
+so that a reply can say where each number it states was read. Launches are idempotent: the run directory is
+derived from the tool call's id, which the checkpointer keeps, so a graph resumed after a crash that re-executes
+a launch finds its run (agent.jobs never relaunches a run that started) instead of starting a second one.
+
+Modules that other parts of meshpilot provide are imported inside the tool that needs them: a missing one makes
+that tool fail with a one-line error the model can read, not the whole agent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Annotated, Any
+
+from langchain_core.tools import InjectedToolCallId, tool
+from langgraph.prebuilt import InjectedState
+
+from agent.approvals import resolve_in_repo
+from trainer.config import ConfigError
+
+Repo = Annotated[str, InjectedState("repo")]
+CallId = Annotated[str, InjectedToolCallId]
+GiB = 1024**3
+STATE_DIR = ".meshpilot"  # the agent's own files inside the experiment repository
+# The figures of metrics.json that tool results carry.
+METRICS = ("status", "error", "layout", "world_size", "device_type", "device_name", "steps", "micro_batch",
+           "grad_accum", "seq_len", "tokens_per_s", "tokens_per_s_per_device", "mfu", "peak_mem_bytes",
+           "final_loss", "precision")  # fmt: skip
+READ_LIMIT = 20_000  # characters of a file returned at once: enough to read, small enough for a prompt
+
+
+class ToolError(ConfigError):
+    """A tool could not do what it was asked, in one line the model and the user can read."""
+
+
+@tool
+def inspect_hardware(repo: Repo) -> str:
+    """Detect this machine's accelerators: device type, how many, their names and memory, the link between them.
+
+    Call this before planning when the user does not say which hardware to plan for.
+    """
+    import torch
+
+    from trainer.environment import device_name
+    from trainer.rundir import write_json
+    from trainer.throughput import detect_intra_node_link
+
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    count = torch.cuda.device_count() if device_type == "cuda" else 1
+    memory = torch.cuda.get_device_properties(0).total_memory if device_type == "cuda" else None
+    found = {
+        "device_type": device_type,
+        "devices": count,
+        "device_name": device_name(device_type),
+        "device_mem_bytes": memory,
+        "intra_node_link": detect_intra_node_link(device_type),
+        "cpu_cores": os.cpu_count(),
+        "host": platform.node(),
+    }
+    path = Path(repo) / STATE_DIR / "hardware.json"
+    write_json(path, found)
+    return _result(repo, path, found)
+
+
+@tool(parse_docstring=True)
+def plan_layouts(
+    repo: Repo,
+    devices: int,
+    nodes: int = 1,
+    device_type: str = "cuda",
+    device_mem: str | None = None,
+    device_name: str = "NVIDIA H100 80GB HBM3",
+    experiment: str = "meshpilot.yaml",
+    top: int = 5,
+) -> str:
+    """Rank every parallelism layout (DDP, FSDP, HSDP, tensor/pipeline/context parallel) for the experiment's
+    model by predicted tokens/s, dropping those predicted not to fit in device memory. Runs on the meta device:
+    nothing is trained.
+
+    Args:
+        devices: devices per node to plan for, e.g. 8
+        nodes: number of nodes
+        device_type: cuda or cpu
+        device_mem: memory per device such as 80GiB (default: the experiment's hardware.device_mem, else 80GiB)
+        device_name: device model, for its peak FLOP/s
+        experiment: experiment file, relative to the repository
+        top: how many of the fastest candidates to return
+    """
+    from trainer.config import load_experiment
+    from trainer.device_map import parse_bytes
+    from trainer.model import model_config
+    from trainer.planner import plan
+    from trainer.rundir import write_json
+    from trainer.throughput import Hardware, detect_intra_node_link
+
+    if devices < 1 or nodes < 1 or top < 1:
+        raise ToolError(f"devices, nodes and top must be at least 1 (got {devices}, {nodes}, {top})")
+    if device_type not in ("cuda", "cpu"):
+        raise ToolError(f"device_type is cuda or cpu, not {device_type!r}")
+    path = resolve_in_repo(Path(repo), experiment)
+    loaded = load_experiment(path)
+    memory = parse_bytes(device_mem or loaded.hardware.device_mem or "80GiB")
+    if loaded.train.precision == "auto":
+        loaded.train.precision = "bf16" if device_type == "cuda" else "fp32"
+    config = model_config(loaded.model, Path(loaded.base_dir))
+    link = detect_intra_node_link(device_type) if device_type == "cpu" else "nvlink"
+    hardware = Hardware(device_type, device_name, devices, nodes, link)
+    candidates = [c.as_dict() for c in plan(loaded, config, hardware, memory, loaded.data.seq_len)]
+    if not candidates:
+        raise ToolError(f"no layout divides {devices * nodes} devices for this model and batch")
+    out = Path(repo) / STATE_DIR / "plans" / f"{path.stem}-{devices}x{nodes}-{device_type}-{_size_name(memory)}.json"
+    write_json(out, {"experiment": str(path), "hardware": hardware.__dict__, "candidates": candidates})
+    feasible = [_candidate(c) for c in candidates if c["dropped"] is None]
+    dropped: dict[str, int] = {}
+    for c in candidates:
+        if c["dropped"] is not None:
+            reason = "does not fit in device memory" if "GiB" in c["dropped"] else c["dropped"]
+            dropped[reason] = dropped.get(reason, 0) + 1
+    best_by_family: dict[str, dict] = {}
+    for c in feasible:
+        best_by_family.setdefault(c["family"], c)
+    summary = {
+        "devices": devices,
+        "nodes": nodes,
+        "device_type": device_type,
+        "device_mem_gib": _gib(memory),
+        "feasible": len(feasible),
+        "dropped": dropped,
+        "top": feasible[:top],
+        "best_by_family": best_by_family,
+    }
+    return _result(repo, out, summary)
+
+
+@tool(parse_docstring=True)
+def launch_run(
+    repo: Repo,
+    tool_call_id: CallId,
+    experiment: str = "meshpilot.yaml",
+    nproc: int | None = None,
+    layout: str | None = None,
+    steps: int | None = None,
+    overrides: list[str] | None = None,
+) -> str:
+    """Start a training run with the built-in trainer in the background; returns its run directory at once.
+
+    Expensive launches wait for the user's approval first. Follow with wait_run or run_status.
+
+    Args:
+        experiment: experiment file, relative to the repository
+        nproc: processes (devices) per node; default the experiment's hardware.devices, every GPU, or 1 on CPU
+        layout: mesh degrees such as dp_shard=2,tp=2 (default data parallel over all processes)
+        steps: optimizer steps (overrides train.steps)
+        overrides: experiment keys to change, such as ["train.lr=1e-3"]
+    """
+    start_run = _provided("agent.jobs", "start_run")
+    path = resolve_in_repo(Path(repo), experiment)
+    out = Path(repo) / "runs" / f"{path.stem}-{_short(tool_call_id)}"
+    run_id = start_run(path, out, nproc=nproc, layout=layout, steps=steps, overrides=list(overrides or ()))
+    return _result(repo, out, {"run_id": run_id, "run": _relative(repo, out), "nproc": nproc, "steps": steps})
+
+
+@tool(parse_docstring=True)
+def run_status(repo: Repo, run: str) -> str:
+    """The state of a run (queued, running, ok, failed, oom, timeout, nan, cancelled), its step and metrics.
+
+    Args:
+        run: the run directory, relative to the repository (as launch_run returned it)
+    """
+    status = _provided("agent.jobs", "run_status")(_run_dir(repo, run))
+    return _run_result(repo, run, status)
+
+
+@tool(parse_docstring=True)
+def wait_run(repo: Repo, run: str, timeout_s: float | None = None) -> str:
+    """Wait until a run ends (or timeout_s passes) and return its final state and metrics.
+
+    Args:
+        run: the run directory, relative to the repository
+        timeout_s: seconds to wait at most; the run goes on in the background after that
+    """
+    status = _provided("agent.jobs", "wait_run")(_run_dir(repo, run), timeout_s=timeout_s)
+    return _run_result(repo, run, status)
+
+
+@tool(parse_docstring=True)
+def cancel_run(repo: Repo, run: str) -> str:
+    """Stop a running or queued run; its logs and partial results stay on disk.
+
+    Args:
+        run: the run directory, relative to the repository
+    """
+    out = _run_dir(repo, run)
+    cancelled = _provided("agent.jobs", "cancel_run")(out)
+    return _result(repo, out, {"run": run, "cancelled": bool(cancelled)})
+
+
+@tool(parse_docstring=True)
+def read_results(repo: Repo, run: str) -> str:
+    """Read a finished run's result files: metrics.json (status, tokens/s, loss, layout), memory.json
+    (predicted and measured memory of rank 0) and the per-step losses of steps.jsonl.
+
+    Args:
+        run: the run directory, relative to the repository
+    """
+    from trainer.rundir import RunDir
+
+    directory = RunDir(_run_dir(repo, run))
+    metrics = directory.read_metrics()
+    if metrics is None:
+        raise ToolError(f"{run} has no metrics.json yet: the run has not ended (see run_status)")
+    found: dict[str, Any] = _key_metrics(metrics)
+    if directory.memory.is_file():
+        memory = json.loads(directory.memory.read_text())
+        found["memory"] = {
+            "source": _relative(repo, directory.memory),
+            "rank0_predicted": memory["predicted"][0],
+            "rank0_measured": memory["measured"][0],
+            "peak_source": memory.get("peak_source"),
+        }
+    steps = directory.read_steps()
+    if steps:
+        losses = [{"step": s["step"], "loss": s["loss"]} for s in steps]
+        found["steps_file"] = {"source": _relative(repo, directory.steps), "losses": losses[-10:]}
+    return _result(repo, directory.metrics, found)
+
+
+@tool
+def list_runs(repo: Repo) -> str:
+    """List the run directories under runs/ with the status their metrics.json records (none: not ended)."""
+    runs = []
+    for directory in sorted((Path(repo) / "runs").glob("*/")):
+        metrics_file = directory / "metrics.json"
+        metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else {}
+        runs.append({"run": _relative(repo, directory), "status": metrics.get("status")})
+    return _result(repo, Path(repo) / "runs", {"runs": runs})
+
+
+@tool(parse_docstring=True)
+def run_sweep(repo: Repo, tool_call_id: CallId, experiment: str = "meshpilot.yaml", trials: int | None = None) -> str:
+    """Run a tuning sweep over layouts and settings as the experiment's search section says; waits for the end.
+
+    A sweep launches many runs: it waits for the user's approval first.
+
+    Args:
+        experiment: experiment file, relative to the repository
+        trials: number of runs (default search.trials)
+    """
+    path = resolve_in_repo(Path(repo), experiment)
+    out = Path(repo) / "sweeps" / f"{path.stem}-{_short(tool_call_id)}"
+    # The directory is this call's own: resume starts the sweep, or continues it when a crash cut the call short.
+    summary = _provided("agent.sweep", "run_sweep")(path, out, resume=True, trials=trials)
+    return _result(repo, out / "summary.json", {"sweep": _relative(repo, out), **summary})
+
+
+@tool(parse_docstring=True)
+def run_benchmark(repo: Repo, tool_call_id: CallId, model: str, suite: str = "builtin") -> str:
+    """Evaluate a model on a benchmark suite; returns aggregate scores only (test labels stay private).
+
+    Args:
+        model: a run directory (its latest checkpoint), a checkpoint or a model directory, relative to the repository
+        suite: builtin, or a task file or directory of task files relative to the repository
+    """
+    run_bench = _provided("evalsuite.api", "run_bench")
+    out = Path(repo) / STATE_DIR / "bench" / f"{Path(suite).stem}-{_short(tool_call_id)}"
+    saved = out / "result.json"
+    # Written by this very call before a crash cut it short: read it rather than evaluate (and submit) again.
+    if not saved.is_file():
+        tasks = suite if suite == "builtin" else str(resolve_in_repo(Path(repo), suite))
+        run_bench(tasks, resolve_in_repo(Path(repo), model), out)
+    result = json.loads(saved.read_text())
+    tasks = [{k: t[k] for k in ("task", "split", "private", "metrics", "n_examples")} for t in result["tasks"]]
+    found = {"bench": _relative(repo, out), "suite": result["suite"], "model": model, "tasks": tasks}
+    return _result(repo, saved, {**found, "leaderboard_id": result.get("leaderboard_id")})
+
+
+@tool(parse_docstring=True)
+def write_report(repo: Repo, sweep: str, bench: list[str] | None = None, slug: str | None = None) -> str:
+    """Write a report of a sweep (and benchmark results) into the repository's docs and commit it on a new
+    local branch. Nothing is pushed.
+
+    Args:
+        sweep: the sweep directory, relative to the repository
+        bench: benchmark directories (as run_benchmark returned them) to include
+        slug: short name for the report file
+    """
+    return _report(repo, sweep, bench, slug, pr=False)
+
+
+@tool(parse_docstring=True)
+def open_pull_request(repo: Repo, sweep: str, bench: list[str] | None = None, slug: str | None = None) -> str:
+    """Write the report of a sweep, push its branch and open a pull request with the experiment file's
+    report.pr settings. Always waits for the user's approval first.
+
+    Args:
+        sweep: the sweep directory, relative to the repository
+        bench: benchmark directories (as run_benchmark returned them) to include
+        slug: short name for the report file
+    """
+    return _report(repo, sweep, bench, slug, pr=True)
+
+
+@tool(parse_docstring=True)
+def read_file(repo: Repo, path: str, offset: int = 0) -> str:
+    """Read a text file of the experiment repository (or list a directory).
+
+    Args:
+        path: relative to the repository
+        offset: character to start from, for long files
+    """
+    target = resolve_in_repo(Path(repo), path)
+    if target.is_dir():
+        entries = sorted(p.name + ("/" if p.is_dir() else "") for p in target.iterdir())
+        return _result(repo, target, {"entries": entries})
+    if not target.is_file():
+        raise ToolError(f"no file {path} in the repository")
+    try:
+        text = target.read_text()
+    except UnicodeDecodeError:
+        raise ToolError(f"{path} is not a text file") from None
+    chunk = text[offset : offset + READ_LIMIT]
+    more = offset + len(chunk) < len(text)
+    return _result(repo, target, {"text": chunk, "next_offset": offset + len(chunk) if more else None})
+
+
+TOOLS = [
+    inspect_hardware,
+    plan_layouts,
+    launch_run,
+    run_status,
+    wait_run,
+    cancel_run,
+    read_results,
+    list_runs,
+    run_sweep,
+    run_benchmark,
+    write_report,
+    open_pull_request,
+    read_file,
+]
+
+
+def _report(repo: str, sweep: str, bench: list[str] | None, slug: str | None, pr: bool) -> str:
+    from trainer.config import load_experiment
+
+    write = _provided("agent.report", "write_report")
+    experiment = Path(repo) / "meshpilot.yaml"
+    provider = load_experiment(experiment).report.pr.provider if experiment.is_file() else "local"
+    bench_results = [_bench_result(repo, b) for b in bench or ()]
+    written = write(
+        resolve_in_repo(Path(repo), sweep), Path(repo), bench_results=bench_results, slug=slug, pr=pr, provider=provider
+    )
+    return _result(repo, Path(repo) / written["report_path"], {k: v for k, v in written.items() if k != "diff"})
+
+
+def _bench_result(repo: str, directory: str) -> Path:
+    found = resolve_in_repo(Path(repo), directory) / "result.json"
+    if not found.is_file():
+        raise ToolError(f"no benchmark result {directory}/result.json (run_benchmark returns the directory)")
+    return found
+
+
+def _run_result(repo: str, run: str, status: dict[str, Any]) -> str:
+    """A run's status, citing metrics.json once the run has ended and steps.jsonl while it runs."""
+    out = _run_dir(repo, run)
+    source = out / "metrics.json" if (out / "metrics.json").is_file() else out / "steps.jsonl"
+    metrics = _key_metrics(status["metrics"]) if status.get("metrics") else None
+    return _result(repo, source, {"run": run, **status, "metrics": metrics})
+
+
+def _key_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The figures of metrics.json a reply may quote (not versions, hashes and the like)."""
+    return {k: metrics.get(k) for k in METRICS}
+
+
+def _run_dir(repo: str, run: str) -> Path:
+    out = resolve_in_repo(Path(repo), run)
+    if not out.is_dir():
+        raise ToolError(f"no run directory {run} in the repository")
+    return out
+
+
+def _provided(module: str, name: str):
+    """A function another part of meshpilot provides; a one-line error when that part is not installed."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ModuleNotFoundError as e:
+        if e.name is None or not module.startswith(e.name):
+            raise
+        raise ToolError(f"{module}.{name} is not available in this installation of meshpilot") from None
+
+
+def _candidate(c: dict[str, Any]) -> dict[str, Any]:
+    """The figures of a plan candidate a reply may quote."""
+    comm = c["comm_bytes_per_step"] or {}
+    return {
+        "layout": ",".join(f"{k}={v}" for k, v in c["layout"].items() if v > 1) or "single device",
+        "family": layout_family(c["layout"]),
+        "micro_batch": c["micro_batch"],
+        "grad_accum": c["grad_accum"],
+        "activation_checkpointing": c["activation_checkpointing"],
+        "predicted_tokens_per_s": c["predicted_tokens_per_s"],
+        "predicted_step_s": c["predicted_step_s"],
+        "predicted_peak_gib": _gib(c["predicted_peak_bytes"]),
+        "comm_gib_per_step": _gib(sum(comm.values())),
+        "runnable": c["runnable"],
+        "notes": c["notes"],
+    }
+
+
+def layout_family(degrees: dict[str, int]) -> str:
+    """The usual name of a layout: DDP, FSDP, HSDP, with +TP, +PP, +CP for the model-parallel dimensions."""
+    used = {name for name, degree in degrees.items() if degree > 1}
+    data = {"dp_replicate": "DDP", "dp_shard": "FSDP"}
+    names = ["HSDP"] if {"dp_replicate", "dp_shard"} <= used else [data[d] for d in data if d in used]
+    names += [d.upper() for d in ("tp", "pp", "cp") if d in used]
+    return "+".join(names) or "single device"
+
+
+def _gib(size: float) -> float:
+    """GiB to four significant digits: readable in a prompt, and exact enough for any figure a reply shows."""
+    return float(f"{size / GiB:.4g}")
+
+
+def _size_name(size: int) -> str:
+    return f"{size // GiB}GiB" if size % GiB == 0 else f"{size}B"
+
+
+def _short(tool_call_id: str) -> str:
+    return hashlib.sha256(tool_call_id.encode()).hexdigest()[:8]
+
+
+def _relative(repo: str, path: Path) -> str:
+    path = Path(path).resolve()
+    root = Path(repo).resolve()
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+
+
+def _result(repo: str, source: Path, figures: dict[str, Any]) -> str:
+    return json.dumps({"source": _relative(repo, source), **figures}, default=str)

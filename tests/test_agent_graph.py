@@ -1,0 +1,194 @@
+"""The graph with scripted chat models (the LLM path) and with the offline planner, without training runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
+
+from agent.approvals import Policy, launch_cost
+from agent.figures import FLAG
+from agent.session import Agent, AgentError, Approval, Reply, ToolCall, ToolResult
+from tests.support import write_experiment
+from trainer.config import ConfigError
+
+
+class ScriptedModel(BaseChatModel):
+    """Replays AIMessages (with tool calls) in order and records what each call was shown."""
+
+    script: list[AIMessage]
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
+    tools: list[str] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools, **kwargs):
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        self.tools.extend(convert_to_openai_tool(t)["function"]["name"] for t in tools)
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        self.seen.append(list(messages))
+        return ChatResult(generations=[ChatGeneration(message=self.script[len(self.seen) - 1])])
+
+
+def call(name: str, call_id: str, **args: Any) -> AIMessage:
+    return AIMessage("", tool_calls=[{"name": name, "args": args, "id": call_id}])
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    write_experiment(tmp_path)
+    return tmp_path
+
+
+def run(events) -> list:
+    return list(events)
+
+
+def test_llm_path_tool_results_reach_the_model_and_invented_numbers_are_flagged(repo):
+    model = ScriptedModel(
+        script=[
+            call("plan_layouts", "c1", devices=8),
+            AIMessage("PLACEHOLDER"),  # replaced below once the plan's figures are known
+        ]
+    )
+    agent = Agent(repo, model)
+    # The reply is written after the tool ran: build it from the real result, plus one invented figure.
+    events: list = []
+    stream = agent.send("t", "find the fastest layout on 8 GPUs")
+    for event in stream:
+        events.append(event)
+        if isinstance(event, ToolResult):
+            best = event.result["top"][0]
+            model.script[1] = AIMessage(
+                f"{best['layout']} is fastest at {best['predicted_tokens_per_s']:,.0f} tokens/s, 3.7x faster than TP."
+            )
+    assert "plan_layouts" in model.tools and "launch_run" in model.tools
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert result.result["source"] == ".meshpilot/plans/meshpilot-8x1-cuda-80GiB.json"
+    assert (repo / result.result["source"]).is_file()
+    shown = model.seen[1]  # the second model call sees the tool's result
+    assert isinstance(shown[-1], ToolMessage) and json.loads(shown[-1].content) == result.result
+    reply = events[-1]
+    assert isinstance(reply, Reply)
+    assert reply.unverified == ["3.7x"] and f"3.7x {FLAG}" in reply.text
+    assert reply.sources == [result.result["source"]] and reply.text.count("Sources:") == 1
+    # The checked reply is what the conversation keeps.
+    assert agent.messages("t")[-1].text == reply.text
+
+
+def test_offline_planner_plans_and_explains_from_the_plan_file(repo):
+    agent = Agent(repo)
+    run(agent.send("t", "find the fastest layout for this model on 8 GPUs"))
+    events = run(agent.send("t", "why did FSDP win?"))
+    assert not any(isinstance(e, ToolCall) for e in events)  # explained from the plan already in the conversation
+    reply = events[-1]
+    plan = json.loads((repo / ".meshpilot/plans/meshpilot-8x1-cuda-80GiB.json").read_text())
+    winner = plan["candidates"][0]
+    assert reply.unverified == [] and reply.sources == [".meshpilot/plans/meshpilot-8x1-cuda-80GiB.json"]
+    assert f"{winner['predicted_tokens_per_s']:,.0f} tokens/s" in reply.text
+    best_fsdp = next(c for c in plan["candidates"] if c["dropped"] is None and c["layout"]["dp_shard"] == 8)
+    assert f"Best FSDP (dp_shard=8): predicts {best_fsdp['predicted_tokens_per_s']:,.0f} tokens/s" in reply.text
+
+
+def test_launch_above_the_threshold_waits_and_a_rejection_starts_nothing(repo):
+    agent = Agent(repo, policy=Policy(approve_below=0.0))
+    events = run(agent.send("t", "/run nproc=2 layout=dp_shard=2 steps=3"))
+    approval = events[-1]
+    assert isinstance(approval, Approval) and agent.state("t") == "waiting"
+    expected = launch_cost(repo / "meshpilot.yaml", nproc=2, layout="dp_shard=2", steps=3)
+    assert approval.request["cost"]["device_hours"] == pytest.approx(expected.device_hours)
+    assert approval.request["cost"]["devices"] == 2 and approval.request["tool"] == "launch_run"
+    with pytest.raises(AgentError, match="waits for an approval"):
+        agent.send("t", "/help")
+    events = run(agent.resume("t", {"action": "reject", "reason": "too expensive today"}))
+    rejected = next(e for e in events if isinstance(e, ToolResult))
+    assert rejected.result["rejected"] and rejected.result["reason"] == "too expensive today"
+    assert "too expensive today" in events[-1].text
+    assert not (repo / "runs").exists()
+    assert agent.state("t") == "idle"
+    with pytest.raises(AgentError, match="no approval waiting"):
+        agent.resume("t", {"action": "approve"})
+
+
+def test_unattended_policy_rejects_beyond_its_budget_without_asking(repo):
+    agent = Agent(repo, policy=Policy.parse("device_hours=0,trials=5"))
+    events = run(agent.send("t", "/run nproc=1 steps=2"))
+    assert not any(isinstance(e, Approval) for e in events)
+    assert "over the policy's budget" in events[-1].text
+    assert not (repo / "runs").exists()
+    events = run(Agent(repo, policy=Policy.parse("trials=0")).send("t2", "/run nproc=1 steps=2"))
+    assert "0 trials" in events[-1].text or "trials" in events[-1].text
+
+
+def test_pull_requests_always_wait_interactively_and_follow_the_policy_unattended(repo):
+    script = [call("open_pull_request", "p1", sweep="sweeps/x"), AIMessage("Not opened.")]
+    agent = Agent(repo, ScriptedModel(script=list(script)), policy=Policy(approve_below=1e9))
+    approval = run(agent.send("t", "open a PR"))[-1]
+    assert isinstance(approval, Approval) and approval.request["kind"] == "pull_request"
+    agent = Agent(repo, ScriptedModel(script=list(script)), policy=Policy.parse("pr=no"))
+    events = run(agent.send("t2", "open a PR"))
+    rejected = next(e for e in events if isinstance(e, ToolResult))
+    assert "does not allow" in rejected.result["reason"]
+
+
+def test_a_launch_that_cannot_run_is_refused_before_anything_starts(repo):
+    agent = Agent(repo, policy=Policy(approve_below=0.0))
+    events = run(agent.send("t", "/run nproc=2 layout=tp=4"))
+    assert not any(isinstance(e, Approval) for e in events)  # nothing to approve: it cannot run at all
+    error = next(e for e in events if isinstance(e, ToolResult))
+    assert error.error and "multiplies to 4" in error.result["error"]
+    assert "launch_run failed" in events[-1].text
+    assert not (repo / "runs").exists()
+
+
+def test_edit_with_bad_arguments_is_refused(repo):
+    agent = Agent(repo, policy=Policy(approve_below=0.0))
+    run(agent.send("t", "/run nproc=1 steps=2"))
+    events = run(agent.resume("t", {"action": "edit", "args": {"overrides": ["train.nosuchkey=1"]}}))
+    error = next(e for e in events if isinstance(e, ToolResult))
+    assert error.error and "nosuchkey" in error.result["error"]
+    assert not (repo / "runs").exists()
+    # The model sees the arguments as edited, so its story matches what happened.
+    launch = next(m for m in agent.messages("t") if isinstance(m, AIMessage) and m.tool_calls)
+    assert launch.tool_calls[0]["args"]["overrides"] == ["train.nosuchkey=1"]
+
+
+def test_tools_stay_inside_the_repository(repo):
+    agent = Agent(repo)
+    events = run(agent.send("t", "/read ../../etc/passwd"))
+    error = next(e for e in events if isinstance(e, ToolResult))
+    assert error.error and "outside the repository" in error.result
+    events = run(agent.send("t", "/read meshpilot.yaml"))
+    assert "hidden_size: 32" in events[-1].text and events[-1].unverified == []
+
+
+def test_conversations_persist_in_sqlite_across_agents(repo):
+    run(Agent(repo).send("kept", "/plan devices=2"))
+    again = Agent(repo)
+    assert "kept" in again.threads()
+    assert len([m for m in again.messages("kept") if isinstance(m, ToolMessage)]) == 1
+    events = run(again.send("kept", "why did DDP win?"))
+    assert not any(isinstance(e, ToolCall) for e in events) and "DDP" in events[-1].text
+
+
+def test_bad_requests_fail_with_one_line(repo, tmp_path):
+    agent = Agent(repo)
+    with pytest.raises(AgentError, match="empty"):
+        agent.send("t", "  ")
+    with pytest.raises(AgentError, match="nothing left"):
+        agent.recover("t")
+    with pytest.raises(ConfigError, match="decision"):
+        agent.resume("t", {"action": "sure"})
+    with pytest.raises(ConfigError, match="not a directory"):
+        Agent(tmp_path / "missing")
