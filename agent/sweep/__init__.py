@@ -1,0 +1,161 @@
+"""Unattended tuning sweeps: `meshpilot sweep EXPERIMENT.yaml --out DIR`.
+
+The planner enumerates what can run (space.py), optuna chooses trials and prunes bad ones (study.py), each trial
+is a background job with a watchdog (agent.jobs) started by an executor (executors.py) on its own devices, the
+loop keeps them going and survives being killed (runner.py), and summary.py writes what the report reads:
+
+    DIR/sweep.json          the sweep's inputs: experiment, config hash, space, sampler, executor, devices
+    DIR/study.db            the optuna study (sqlite)
+    DIR/trials/<id>/        each trial's run directory (metrics.json, memory.json, steps.jsonl, job.json, trial.json)
+    DIR/summary.json        winner, every trial with its status and figures, the planner against the measurements
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from trainer.config import ConfigError, load_experiment
+from trainer.rundir import write_json
+
+OBJECTIVES = {"tokens_per_s": "maximize", "final_loss": "minimize"}
+
+
+def run_sweep(
+    experiment: Path,
+    out: Path,
+    *,
+    resume: bool = False,
+    executor: str = "local",
+    max_parallel: int = 1,
+    trials: int | None = None,
+    env: dict | None = None,
+    devices: int | None = None,
+    space: dict[str, Any] | None = None,
+    sampler: str = "auto",
+    trial_timeout_s: float | None = None,
+    hang_s: float | None = 600.0,
+    prune: bool = True,
+    slurm: dict[str, Any] | None = None,
+) -> dict:
+    """Run (or with `resume`, continue) a sweep in `out`; returns the summary, also written to out/summary.json.
+
+    `space` maps experiment keys to choices or ranges (see agent.sweep.space; default: the planner's layouts x
+    micro-batch x activation checkpointing). `devices` bounds the devices trials share (default: every GPU, or
+    every core this process may use); trials run at most `max_parallel` at a time and never on more devices
+    than that together. `resume` on a directory with no sweep in it starts one. `env` is added to every
+    trial's environment. `slurm` holds submitit parameters (e.g. {"slurm_partition": "gpu"}).
+    """
+    from agent.sweep.executors import EXECUTORS, make_executor
+    from agent.sweep.runner import Runner, settings_from
+    from agent.sweep.space import Space
+    from agent.sweep.study import open_study, start_with_planner_pick
+    from agent.sweep.summary import summarize
+
+    experiment, out = Path(experiment).absolute(), Path(out).absolute()
+    _check_options(executor, EXECUTORS, max_parallel, trials, devices, trial_timeout_s, hang_s)
+    runs_on = make_executor(executor, out / "submitit", slurm)
+    loaded = load_experiment(experiment)
+    sweep_file = out / "sweep.json"
+    if sweep_file.is_file():
+        if not resume:
+            raise ConfigError(f"{out} holds a sweep; pass --resume to continue it or choose another --out")
+        sweep = json.loads(sweep_file.read_text())
+        _check_same_sweep(sweep, loaded, experiment, trials, space, sampler, devices)
+    else:
+        if out.is_dir() and any(out.iterdir()):
+            raise ConfigError(f"{out} is not empty and holds no sweep; choose another --out")
+        sweep = _new_sweep(
+            experiment, loaded, space or {}, sampler, trials, devices, executor, prune, trial_timeout_s, hang_s
+        )
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(sweep_file, sweep)
+    space_ = Space.from_dict(sweep["space"])
+    study = open_study(out, space_, sweep["sampler"], sweep["direction"], sweep["prune"])
+    if sweep["sampler"] == "tpe" and not study.trials:
+        start_with_planner_pick(study, space_)
+    Runner(out, space_, study, runs_on, settings_from(sweep, max_parallel, env)).run()
+    return summarize(out)
+
+
+def _check_options(executor, executors, max_parallel, trials, devices, timeout_s, hang_s) -> None:
+    if executor not in executors:
+        raise ConfigError(f"--executor {executor!r} is not one of {', '.join(executors)}")
+    for name, value in (("--max-parallel", max_parallel), ("--trials", trials), ("--devices", devices)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{name} must be at least 1, got {value}")
+    for name, value in (("--trial-timeout", timeout_s), ("--hang-timeout", hang_s)):
+        if value is not None and value <= 0:
+            raise ConfigError(f"{name} must be positive, got {value}")
+
+
+def _new_sweep(experiment: Path, loaded, space, sampler, trials, devices, executor, prune, timeout_s, hang_s) -> dict:
+    from agent.sweep.space import build_space, check_space
+    from agent.sweep.study import resolve_sampler
+
+    check_space(space, experiment)  # typos first, in a moment; the planner below builds models
+    search = loaded.search
+    if search.objective not in OBJECTIVES:
+        raise ConfigError(f"search.objective: {search.objective!r} is not one of {', '.join(OBJECTIVES)}")
+    if search.trial_steps < 1 or search.trials < 1:
+        raise ConfigError("search.trials and search.trial_steps must be at least 1")
+    if loaded.hardware.nodes != 1:
+        raise ConfigError(f"a sweep runs single-node trials; hardware.nodes is {loaded.hardware.nodes}")
+    device_type, device_ids = _device_pool(loaded.hardware.device_type, devices)
+    built = build_space(experiment, loaded, space, len(device_ids), device_type)
+    budget = trials or search.trials
+    sampler = resolve_sampler(built, sampler, budget)
+    if not built.ranges:
+        budget = min(budget, len(built.points))  # every point once at most
+    return {
+        "experiment": str(experiment),
+        "config_hash": loaded.config_hash(),
+        "objective": search.objective,
+        "direction": OBJECTIVES[search.objective],
+        "sampler": sampler,
+        "prune": prune,
+        "executor": executor,
+        "device_type": device_type,
+        "device_ids": device_ids,
+        "trials": trials or search.trials,  # as asked; the budget below is what runs
+        "budget": budget,
+        "trial_steps": search.trial_steps,
+        "timing_warmup_steps": loaded.train.timing_warmup_steps,
+        "timeout_s": timeout_s,
+        "hang_s": hang_s,
+        "requested_space": space,
+        "space": built.to_dict(),
+    }
+
+
+def _device_pool(requested: str, devices: int | None) -> tuple[str, list[int]]:
+    """The device kind and the ids trials are placed on: GPUs, or the CPU cores this process may run on."""
+    import torch
+
+    if requested not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"hardware.device_type: {requested!r} is not one of auto, cpu, cuda")
+    device_type = "cuda" if requested == "cuda" or (requested == "auto" and torch.cuda.is_available()) else "cpu"
+    available = list(range(torch.cuda.device_count())) if device_type == "cuda" else sorted(os.sched_getaffinity(0))
+    if not available:
+        raise ConfigError("hardware.device_type is cuda, but no CUDA device is available")
+    if devices is not None and devices > len(available):
+        raise ConfigError(f"--devices {devices}: only {len(available)} {device_type} devices are available")
+    return device_type, available[: devices or len(available)]
+
+
+def _check_same_sweep(sweep: dict, loaded, experiment: Path, trials, space, sampler, devices) -> None:
+    """A resumed sweep is the sweep that started: same experiment, and no option that changes what it runs."""
+    if loaded.config_hash() != sweep["config_hash"]:
+        raise ConfigError(f"--resume: {experiment} changed since the sweep started (config hash differs)")
+    given = {
+        "--trials": (trials, sweep["trials"]),
+        "--space": (space, sweep["requested_space"]),
+        "--devices": (devices, len(sweep["device_ids"])),
+    }
+    if sampler != "auto":
+        given["--sampler"] = (sampler, sweep["sampler"])
+    for name, (value, started) in given.items():
+        if value is not None and value != started:
+            raise ConfigError(f"--resume continues the sweep as it started: {name} was {started!r}, not {value!r}")

@@ -1,0 +1,286 @@
+"""The sweep's loop: ask optuna for trials, start them on free devices, watch them, tell optuna how they ended.
+
+The trial directories are the truth; the study is the sampler's memory. A sweep killed at any moment leaves
+optuna trials in state RUNNING. Resuming, each is finished from its directory if its job ended meanwhile
+(jobs outlive the sweep), watched again if its job still runs, and otherwise started again from an empty
+directory under the same trial number, so it gets the same parameters. A trial with a result is never run
+twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import Trial, TrialState
+
+from agent import jobs
+from agent.sweep.executors import Executor
+from agent.sweep.space import Space
+from agent.sweep.study import suggest, trial_id
+from trainer.rundir import RunDir, write_json
+
+POLL_S = 0.5
+TRIAL_FILE = "trial.json"  # the sweep's record of a trial: id, optuna number, parameters, devices
+
+
+@dataclass
+class Settings:
+    """What every trial shares (from sweep.json)."""
+
+    experiment: Path
+    objective: str  # tokens_per_s | final_loss
+    trial_steps: int
+    timing_warmup_steps: int
+    budget: int  # distinct trials to run
+    max_parallel: int
+    device_type: str
+    device_ids: list[int]
+    timeout_s: float | None
+    hang_s: float | None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class DevicePool:
+    """The devices trials share: each running trial holds a disjoint set, so together they never ask for more
+    devices than there are. Lowest ids first; a trial that does not fit waits."""
+
+    def __init__(self, device_ids: list[int]):
+        self.free = sorted(device_ids)
+
+    def take(self, count: int) -> list[int] | None:
+        if count > len(self.free):
+            return None
+        taken, self.free = self.free[:count], self.free[count:]
+        return taken
+
+    def claim(self, devices: list[int]) -> None:
+        """Mark devices a trial started by an earlier run of the sweep still holds."""
+        self.free = [d for d in self.free if d not in devices]
+
+    def give(self, devices: list[int]) -> None:
+        self.free = sorted({*self.free, *devices})
+
+
+@dataclass
+class Active:
+    trial: Trial
+    id: str
+    directory: Path
+    nproc: int
+    request: dict[str, Any]
+    devices: list[int] | None = None  # None: waiting for devices
+    reported: set[int] = field(default_factory=set)
+
+
+class Runner:
+    def __init__(self, directory: Path, space: Space, study: optuna.Study, executor: Executor, settings: Settings):
+        self.directory, self.space, self.study, self.executor, self.settings = (
+            directory,
+            space,
+            study,
+            executor,
+            settings,
+        )
+        self.devices = DevicePool(settings.device_ids)
+        self.active: list[Active] = []
+
+    def run(self) -> None:
+        self._reattach()
+        while True:
+            self._poll()
+            self._start_waiting()
+            self._ask()
+            if not self.active:
+                return
+            time.sleep(POLL_S)
+
+    # -- trials from a previous run of this sweep
+
+    def _reattach(self) -> None:
+        for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            # No public call takes up a running trial again; study.ask builds its Trial from the storage id too.
+            trial = Trial(self.study, frozen._trial_id)
+            active = self._prepare(trial)
+            if active is None:
+                continue
+            active.reported = set(frozen.intermediate_values)
+            outcome = self._outcome(active.directory)
+            if outcome == "ended":
+                status = self.executor.status(active.directory)
+                jobs.record_state(active.directory, status["state"], status["cause"])  # if its supervisor died
+                self._tell(active, status)
+            elif outcome == "going":
+                active.devices = self._take_recorded(active)
+                self.active.append(active)
+            else:  # never started, or its job died without a result: run it afresh
+                job = jobs.read_job(active.directory)
+                if job is not None:
+                    jobs.kill_job_processes(job["token"])  # whatever its dead supervisor left behind
+                shutil.rmtree(active.directory, ignore_errors=True)
+                self.active.append(active)
+
+    def _outcome(self, directory: Path) -> str:
+        """ "ended" (a verdict its job recorded, or the trainer's results), "going", or "lost"."""
+        job = jobs.read_job(directory)
+        if job is None:
+            return "lost"
+        status = self.executor.status(directory)
+        if status["state"] in ("queued", "running"):
+            return "going"
+        recorded = jobs.read_job(directory)["state"] in jobs.TERMINAL
+        return "ended" if recorded or status["metrics"] is not None else "lost"
+
+    def _take_recorded(self, active: Active) -> list[int]:
+        record = json.loads((active.directory / TRIAL_FILE).read_text())
+        devices = record.get("devices") or []
+        self.devices.claim(devices)
+        return devices
+
+    # -- new trials
+
+    def _ask(self) -> None:
+        duplicates = 0
+        while len(self.active) < self.settings.max_parallel and self._distinct() < self.settings.budget:
+            trial = self.study.ask()
+            active = self._prepare(trial)
+            if active is not None:
+                self.active.append(active)
+            else:
+                duplicates += 1
+                if duplicates > 100:  # the sampler keeps proposing what ran: nothing new left to try
+                    self.settings.budget = self._distinct()
+
+    def _distinct(self) -> int:
+        trials = self.study.get_trials(deepcopy=False)
+        return sum(1 for t in trials if "trial_id" in t.user_attrs and "duplicate_of" not in t.user_attrs)
+
+    def _prepare(self, trial: Trial) -> Active | None:
+        """The trial's parameters, id and request; None for a duplicate of a trial that already has an id."""
+        point_id, continuous = suggest(trial, self.space)
+        tid = trial_id(point_id, continuous)
+        owner = [t for t in self.study.get_trials(deepcopy=False) if t.user_attrs.get("trial_id") == tid]
+        if any(t.number != trial.number and "duplicate_of" not in t.user_attrs for t in owner):
+            self._tell_duplicate(trial, tid)
+            return None
+        trial.set_user_attr("trial_id", tid)
+        point = self.space.point(point_id)
+        directory = self.directory / "trials" / tid
+        request = {
+            "experiment": self.settings.experiment,
+            "nproc": point.nproc,
+            "layout": point.layout_arg,
+            "steps": self.settings.trial_steps,
+            "overrides": point.overrides(continuous),
+            "timeout_s": self.settings.timeout_s,
+            "hang_s": self.settings.hang_s,
+            "env": self.settings.env,
+        }
+        return Active(trial, tid, directory, point.nproc, request)
+
+    def _tell_duplicate(self, trial: Trial, tid: str) -> None:
+        """TPE may propose a point that ran: tell it that trial's result instead of running it again."""
+        trial.set_user_attr("duplicate_of", tid)
+        original = next(
+            t
+            for t in self.study.get_trials(deepcopy=False)
+            if t.user_attrs.get("trial_id") == tid and "duplicate_of" not in t.user_attrs
+        )
+        if original.state == TrialState.COMPLETE:
+            self.study.tell(trial, original.value)
+        else:
+            self.study.tell(trial, state=TrialState.FAIL)
+
+    # -- running trials
+
+    def _start_waiting(self) -> None:
+        for active in self.active:
+            if active.devices is not None:
+                continue
+            devices = self._take(active.nproc)
+            if devices is None:
+                return  # first come, first served: a large trial is not starved by small ones
+            active.devices = devices
+            record = {
+                "id": active.id,
+                "number": active.trial.number,
+                "point": active.trial.params["point"],
+                "params": self._params(active),
+                "devices": devices,
+            }
+            active.directory.mkdir(parents=True, exist_ok=True)
+            write_json(active.directory / TRIAL_FILE, record)
+            self.executor.start(active.directory, active.request, devices, self.settings.device_type)
+
+    def _params(self, active: Active) -> dict[str, Any]:
+        continuous = {k: v for k, v in active.trial.params.items() if k != "point"}
+        return self.space.point(active.trial.params["point"]).params(continuous)
+
+    def _take(self, count: int) -> list[int] | None:
+        return self.devices.take(count) if self.executor.shares_devices else []
+
+    def _poll(self) -> None:
+        for active in [a for a in self.active if a.devices is not None]:
+            status = self.executor.status(active.directory)
+            if status["state"] not in jobs.TERMINAL:
+                self._report(active)
+                status = self.executor.status(active.directory)
+            if status["state"] in jobs.TERMINAL:
+                self._tell(active, status)
+
+    def _report(self, active: Active) -> None:
+        """Give optuna the objective so far at each new step; stop the trial when the pruner says so."""
+        steps = RunDir(active.directory).read_steps()
+        for index, record in enumerate(steps):
+            step = record["step"]
+            if step in active.reported:
+                continue
+            value = self._value_so_far(steps[: index + 1])
+            if value is None:
+                continue
+            active.trial.report(value, step)
+            active.reported.add(step)
+            if active.trial.should_prune():
+                objective = self.settings.objective
+                cause = f"stopped at step {step}: {objective} {value:.4g} is clearly worse than a finished trial's"
+                self.executor.cancel(active.directory, "pruned", cause)
+                return
+
+    def _value_so_far(self, steps: list[dict]) -> float | None:
+        last = steps[-1]
+        if self.settings.objective == "final_loss":
+            return last["loss"] if math.isfinite(last["loss"]) else None
+        # As the trainer times it: without the warm-up steps, unless the trial is no longer than the warm-up.
+        warmup = self.settings.timing_warmup_steps
+        warmup = warmup if self.settings.trial_steps > warmup else 0
+        timed = [s for s in steps if s["step"] > warmup]
+        seconds = sum(s["step_s"] for s in timed)
+        return sum(s["tokens"] for s in timed) / seconds if timed and seconds > 0 else None
+
+    def _tell(self, active: Active, status: dict) -> None:
+        state, metrics = status["state"], status["metrics"] or {}
+        value = metrics.get(self.settings.objective) if state == "ok" else None
+        if state == "ok" and value is not None and math.isfinite(value):
+            self.study.tell(active.trial, value)
+        elif state == "pruned":
+            self.study.tell(active.trial, state=TrialState.PRUNED)
+        else:
+            self.study.tell(active.trial, state=TrialState.FAIL)
+        if active in self.active:
+            self.active.remove(active)
+        if active.devices:
+            self.devices.give(active.devices)
+
+
+def settings_from(sweep: dict[str, Any], max_parallel: int, env: dict | None) -> Settings:
+    names = {f.name for f in dataclasses.fields(Settings)}
+    values = {k: v for k, v in sweep.items() if k in names}
+    values |= {"experiment": Path(sweep["experiment"]), "max_parallel": max_parallel, "env": dict(env or {})}
+    return Settings(**values)
