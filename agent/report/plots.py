@@ -7,10 +7,12 @@ results adds no commit.
 from __future__ import annotations
 
 from io import BytesIO
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from agent.report.inputs import Trial
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 _CATEGORIES = (("parameters", "parameters"), ("gradients", "gradients"), ("optimizer", "optimizer state"),
                ("activations_saved", "activations saved"))  # fmt: skip
@@ -19,7 +21,7 @@ _MIB = 2**20
 
 def throughput(trials: list[Trial], labels: dict[str, str]) -> bytes:
     """Measured tokens/s per trial; trials without a measurement are named with their status."""
-    figure = Figure(figsize=(7, 0.5 + 0.45 * len(trials)), dpi=100)
+    figure = _figure(figsize=(7, 0.5 + 0.45 * len(trials)), dpi=100)
     axes = figure.add_subplot()
     values = [t.record.get("tokens_per_s") or 0 for t in trials]
     names = [labels[t.id] for t in trials]
@@ -39,7 +41,7 @@ def memory_per_rank(trial: Trial, label: str) -> bytes:
     measured = {m["rank"]: m for m in memory["measured"]}
     predicted = {p["rank"]: p for p in memory.get("predicted") or []}
     ranks = sorted(measured)
-    figure = Figure(figsize=(max(5, 1.6 * len(ranks) + 2), 4), dpi=100)
+    figure = _figure(figsize=(max(5, 1.6 * len(ranks) + 2), 4), dpi=100)
     axes = figure.add_subplot()
     width = 0.38
     for offset, side, hatch in ((-width / 2, predicted, "//"), (width / 2, measured, "")):
@@ -74,7 +76,7 @@ def _per_step(trials: list[Trial], labels: dict[str, str], field: str, ylabel: s
             series.append((labels[trial.id], points))
     if not series:
         return None
-    figure = Figure(figsize=(7, 4), dpi=100)
+    figure = _figure(figsize=(7, 4), dpi=100)
     axes = figure.add_subplot()
     for label, points in series:
         axes.plot(*zip(*points, strict=True), marker=".", label=label)
@@ -83,6 +85,13 @@ def _per_step(trials: list[Trial], labels: dict[str, str], field: str, ylabel: s
     axes.set_title(title)
     axes.legend(fontsize=8)
     return _png(figure)
+
+
+def _figure(**kwargs) -> Figure:
+    # Imported on first use: every `meshpilot` command loads this package, and matplotlib takes half a second.
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
 
 
 def _png(figure: Figure) -> bytes:

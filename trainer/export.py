@@ -1,0 +1,148 @@
+"""A trainer run's checkpoint as a plain transformers model: load it in one process, or save it as an HF directory.
+
+Checkpoints are torch.distributed.checkpoint directories written by every rank of whatever layout trained them
+(DDP, FSDP2, TP, ...). DCP reshards on load and needs no process group, so one process reads any of them into an
+ordinary model. Only the model's entries are read; optimizer state, RNG states and data position are not needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shutil
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed.checkpoint as dcp
+from accelerate import init_empty_weights
+from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
+
+from trainer.checkpoint import latest
+from trainer.config import ConfigError, Experiment
+from trainer.data import data_sources, prepare_corpus, read_documents, sources_fingerprint
+from trainer.loop import load_run
+from trainer.model import model_config
+from trainer.rundir import RunDir, write_json
+from trainer.tokenizer import load_tokenizer, tokenizer_fingerprint
+
+PROVENANCE_FILE = "meshpilot.json"  # in an exported directory: where the weights came from
+_STEP_DIR = re.compile(r"^step_\d{8}$")
+
+
+@dataclass
+class RunCheckpoint:
+    run: RunDir
+    step_dir: Path
+    experiment: Experiment
+    launch: dict
+
+
+def find_checkpoint(path: Path) -> RunCheckpoint:
+    """A run directory (its latest complete checkpoint) or one of its checkpoint/step_NNNNNNNN directories."""
+    path = Path(path).resolve()
+    if _STEP_DIR.match(path.name) and path.parent.name == "checkpoint":
+        run, step_dir = RunDir(path.parent.parent), path
+        if not (step_dir / ".metadata").is_file():
+            raise ConfigError(f"{step_dir}: not a complete checkpoint (no .metadata)")
+    else:
+        run = RunDir(path)
+        step_dir = latest(run.checkpoints)
+        if step_dir is None:
+            raise ConfigError(f"{path}: no complete checkpoint in {run.checkpoints}")
+    if not run.config.is_file() or not run.launch.is_file():
+        raise ConfigError(f"{run.path}: not a meshpilot run directory (no config.yaml and launch.json)")
+    experiment, launch = load_run(run)
+    return RunCheckpoint(run, step_dir, experiment, launch)
+
+
+def load_model(found: RunCheckpoint) -> PreTrainedModel:
+    """The checkpoint's weights in an ordinary single-process model, fp32, in eval mode."""
+    config = model_config(found.experiment.model, Path(found.experiment.base_dir))
+    # Empty parameters (no random init to throw away); real buffers, such as rotary inv_freq, which no checkpoint holds.
+    with init_empty_weights():
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="sdpa")
+    state = {name: torch.empty(t.shape, dtype=t.dtype) for name, t in model.state_dict().items()}
+    try:
+        with warnings.catch_warnings():  # DCP warns that it loads in one process, which is the point here
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+            dcp.load({"model": state}, checkpoint_id=str(found.step_dir), no_dist=True)
+    except Exception as e:  # DCP reports missing keys and shape mismatches with its own error types
+        raise ConfigError(f"{found.step_dir}: cannot load the model: {str(e).strip().splitlines()[0]}") from None
+    model.load_state_dict(state, assign=True, strict=True)
+    model.tie_weights()  # the state holds tied weights twice; assign=True replaced the shared tensor by two copies
+    return model.eval()
+
+
+def load_run_tokenizer(found: RunCheckpoint) -> tuple[PreTrainedTokenizerBase, Path]:
+    """The tokenizer the run trained with, rebuilt as the launcher built it and checked to be the same one, and the
+    tokenized training data (rebuilt too if the cache lost it)."""
+    experiment, launch = found.experiment, found.launch
+    base_dir = Path(experiment.base_dir)
+    config = model_config(experiment.model, base_dir)
+    sources = data_sources(experiment.data, base_dir)
+    data_key = sources_fingerprint(experiment.data, sources)
+    documents = lambda: read_documents(experiment.data, sources)  # noqa: E731 - read only if not cached
+    tokenizer = load_tokenizer(experiment.tokenizer, config.vocab_size, documents, data_key, base_dir)
+    # The launcher named the tokenized data by the data and tokenizer fingerprints: the same name, the same tokenizer.
+    data_dir = prepare_corpus(tokenizer, f"{data_key}:{tokenizer_fingerprint(tokenizer)}", documents)
+    if data_dir.name != Path(launch["data_dir"]).name:
+        raise ConfigError(
+            f"{found.run.path}: its tokenizer cannot be rebuilt (the training data or tokenizer changed since the "
+            "run); export the model while they are unchanged"
+        )
+    return tokenizer, data_dir
+
+
+def provenance(found: RunCheckpoint) -> dict:
+    """What produced the weights: the run, its checkpoint, config hash, experiment commit, seed and training data."""
+    metrics = found.run.read_metrics() or {}
+    return {
+        "run": str(found.run.path),
+        "checkpoint": found.step_dir.name,
+        "config_hash": metrics.get("config_hash") or found.experiment.config_hash(),
+        "git_commit": found.launch.get("git_commit"),
+        "seed": found.experiment.train.seed,
+        "data_dir": found.launch.get("data_dir"),
+    }
+
+
+@contextlib.contextmanager
+def quiet_progress() -> Iterator[None]:
+    """No transformers progress bars (loading, writing shards): command output stays one line per result."""
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
+def export_hf(path: Path, out: Path) -> Path:
+    """Save a run's (or checkpoint's) model and tokenizer as an HF directory, with the run's provenance beside them."""
+    found = find_checkpoint(path)
+    out = Path(out)
+    if out.exists():
+        raise ConfigError(f"{out} exists; export into a new directory")
+    tokenizer, data_dir = load_run_tokenizer(found)
+    model = load_model(found)
+    # Written aside and renamed when complete: a failed export leaves no directory that looks like a model.
+    staging = out.with_name(f".{out.name}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    with quiet_progress():
+        model.save_pretrained(str(staging), safe_serialization=True)
+    tokenizer.save_pretrained(str(staging))
+    write_json(staging / PROVENANCE_FILE, {**provenance(found), "data_dir": str(data_dir)})
+    staging.rename(out)
+    return out
+
+
+def read_provenance(model_dir: Path) -> dict | None:
+    path = Path(model_dir) / PROVENANCE_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
