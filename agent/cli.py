@@ -6,7 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from agent.ask import register as add_ask
+from agent.demo import register as add_demo
+from agent.report.cli import register as add_report
+from agent.sweep.cli import register as add_sweep
+from evalsuite.cli import register as add_bench
 from trainer.config import ConfigError
+from tui.cli import register as add_chat
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -14,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_train(commands)
     _add_plan(commands)
+    for register in (add_bench, add_sweep, add_ask, add_report, add_chat, add_demo):
+        register(commands)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)

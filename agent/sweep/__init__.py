@@ -141,7 +141,10 @@ def _device_pool(requested: str, devices: int | None) -> tuple[str, list[int]]:
     if not available:
         raise ConfigError("hardware.device_type is cuda, but no CUDA device is available")
     if devices is not None and devices > len(available):
-        raise ConfigError(f"--devices {devices}: only {len(available)} {device_type} devices are available")
+        if device_type == "cuda":
+            raise ConfigError(f"--devices {devices}: only {len(available)} cuda devices are available")
+        # CPU processes may outnumber the cores (a 4-way layout on 2 cores): slots then share cores, round robin.
+        return device_type, list(range(devices))
     return device_type, available[: devices or len(available)]
 
 

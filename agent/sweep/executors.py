@@ -7,6 +7,7 @@ and how a job that has not started (or runs on another node) is stopped.
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 from typing import Any, Protocol
@@ -132,7 +133,10 @@ def _here(job: dict) -> bool:
 
 
 def _device_args(devices: list[int], device_type: str) -> dict[str, list[int]]:
-    return {"visible_devices": devices} if device_type == "cuda" else {"cpus": devices}
+    if device_type == "cuda":
+        return {"visible_devices": devices}
+    cores = sorted(os.sched_getaffinity(0))  # more slots than cores share them (see agent.sweep._device_pool)
+    return {"cpus": sorted({cores[d % len(cores)] for d in devices})}
 
 
 def _minutes(timeout_s: float | None) -> int:

@@ -1,0 +1,144 @@
+"""`meshpilot demo`: the main job end to end, on whatever this machine has.
+
+It makes an example experiment repository (with a bare remote beside it), sweeps parallelism layouts with and
+without packing, trains the winner longer, evaluates it on the private built-in suite, writes the report and
+docs on a branch, pushes it and opens a local pull request. Every step is the same code the CLI runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import yaml
+
+# Imports of torch and git wait for the command itself: every `meshpilot` invocation loads this module.
+# Small enough for a 2-core machine to sweep in minutes; the head is not tied to the embedding so that the
+# layers can be split into pipeline stages.
+DEMO_MODEL = {
+    "model_type": "llama",
+    "vocab_size": 1024,
+    "hidden_size": 64,
+    "intermediate_size": 192,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 256,
+    "tie_word_embeddings": False,
+}
+CPU_LAYOUTS = ["dp_replicate=2", "dp_shard=2", "tp=2", "dp_shard=2,tp=2", "pp=2"]
+GPU_LAYOUTS = ["dp_replicate=-1", "dp_shard=-1"]  # filled to the GPU count below
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    demo = commands.add_parser("demo", help="run the whole job on an example repository: sweep, train, bench, PR")
+    demo.add_argument("--dir", type=Path, default=Path("meshpilot-demo"), help="a new directory")
+    demo.add_argument("--trial-steps", type=int, default=6, help="optimizer steps per sweep trial (default 6)")
+    demo.add_argument("--final-steps", type=int, default=40, help="optimizer steps for the winner (default 40)")
+    demo.set_defaults(handler=_demo)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    outcome = run_demo(args.dir, trial_steps=args.trial_steps, final_steps=args.final_steps, say=print)
+    print(f"report: {outcome['report_path']} on branch {outcome['branch']} of {outcome['repository']}")
+    print(f"  read it: git -C {outcome['repository']} show {outcome['branch']}:{outcome['report_path']}")
+    return 0
+
+
+def run_demo(directory: Path, *, trial_steps: int = 6, final_steps: int = 40, say=lambda text: None) -> dict:
+    import torch
+
+    from agent.report import write_report
+    from agent.sweep import run_sweep
+    from evalsuite.api import run_bench
+    from trainer.config import ConfigError
+
+    directory = directory.resolve()
+    if directory.exists() and any(directory.iterdir()):
+        raise ConfigError(f"--dir {directory} is not empty: give a new directory")
+    repo = _make_repository(directory, trial_steps)
+    experiment = repo / "meshpilot.yaml"
+    devices, layouts = _devices_and_layouts()
+
+    kind = "GPUs" if torch.cuda.is_available() else "CPU processes"
+    say(f"1/4 sweeping {len(layouts)} layouts x packing on {devices} {kind}")
+    space = {"layout": layouts, "data.packing": [True, False]}
+    sweep_dir = directory / "sweep"
+    summary = run_sweep(experiment, sweep_dir, space=space, devices=devices, trials=2 * len(layouts))
+    winner = next(t for t in summary["trials"] if t["id"] == summary["winner"])
+    say(f"   winner {winner['id']}: {_describe(winner['params'])}, {winner['tokens_per_s']:,.0f} tokens/s")
+
+    say(f"2/4 training the winner for {final_steps} steps")
+    final_run = _train_winner(experiment, directory / "final", winner, final_steps)
+
+    say("3/4 evaluating on the private built-in suite")
+    bench = run_bench("builtin", final_run, directory / "bench")
+    bench_file = directory / "bench" / "result.json"
+    if not bench_file.is_file():
+        bench_file.parent.mkdir(parents=True, exist_ok=True)
+        bench_file.write_text(json.dumps(bench, indent=1))
+
+    say("4/4 writing the report, pushing the branch, opening a local pull request")
+    outcome = write_report(sweep_dir, repo, bench_results=[bench_file], pr=True, provider="local")
+    return {"repository": str(repo), **outcome}
+
+
+def _make_repository(directory: Path, trial_steps: int) -> Path:
+    """An experiment repository on branch main with one commit, pushed to a bare `origin` beside it."""
+    import git
+
+    git.Repo.init(directory / "remote.git", bare=True, initial_branch="main")
+    path = directory / "experiment-repo"
+    repo = git.Repo.init(path, initial_branch="main")
+    with repo.config_writer() as config:
+        config.set_value("user", "name", "meshpilot demo")
+        config.set_value("user", "email", "demo@meshpilot.invalid")
+    experiment = {
+        "model": {"config": DEMO_MODEL},
+        "tokenizer": "builtin",
+        "data": {"train": "builtin:stdlib-docs", "seq_len": 128, "packing": True},
+        "train": {"steps": 6, "global_batch_tokens": 2048, "micro_batch": 2, "lr": 3.0e-3, "warmup_steps": 2},
+        "search": {"trial_steps": trial_steps},
+    }
+    (path / "meshpilot.yaml").write_text(yaml.safe_dump(experiment, sort_keys=False))
+    (path / "README.md").write_text("# Demo experiment\n\nA small Llama-style model trained with meshpilot.\n")
+    (path / ".gitignore").write_text("runs/\n")
+    repo.index.add(["meshpilot.yaml", "README.md", ".gitignore"])
+    repo.index.commit("Experiment: a small Llama on the built-in corpus")
+    repo.create_remote("origin", str(directory / "remote.git"))
+    repo.remotes.origin.push("main:main")
+    return path
+
+
+def _devices_and_layouts() -> tuple[int, list[str]]:
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.device_count() > 1:
+        return torch.cuda.device_count(), GPU_LAYOUTS
+    return 4, CPU_LAYOUTS  # CPU processes, not cores: FSDP2 x TP needs 4; trials run one at a time
+
+
+def _train_winner(experiment: Path, out: Path, winner: dict, steps: int) -> Path:
+    from trainer.launch import TrainRequest, launch, prepare
+
+    params = winner["params"]
+    layout = ",".join(f"{k}={v}" for k, v in params["layout"].items() if v != 1)
+    nproc = 1
+    for degree in params["layout"].values():
+        nproc *= degree
+    overrides = [
+        f"train.micro_batch={params['micro_batch']}",
+        f"data.packing={str(params['packing']).lower()}",
+        f"train.activation_checkpointing={str(params['activation_checkpointing']).lower()}",
+    ]
+    prepared = prepare(TrainRequest(experiment, nproc=nproc, layout=layout, steps=steps, out=out, overrides=overrides))
+    metrics = launch(prepared)
+    if metrics["status"] != "ok":
+        raise RuntimeError(f"the winner's longer run failed: {metrics['error']}")
+    return out
+
+
+def _describe(params: dict) -> str:
+    layout = ",".join(f"{k}={v}" for k, v in params["layout"].items() if v != 1) or "single"
+    return f"{layout}, packing {'on' if params['packing'] else 'off'}"

@@ -1,0 +1,481 @@
+"""meshpilot's trainer against transformers.Trainer: same model, data, batch, optimizer and machine.
+
+Three ways to train the same small Llama on the built-in corpus (`builtin:stdlib-docs`, tokenized once with the
+builtin tokenizer, so all three see the same token ids) for the same number of optimizer steps, each step being
+the same number of rows of seq_len:
+
+- meshpilot: `meshpilot train` (one CPU process), packed rows isolated by a block-diagonal mask;
+- hf_padded: transformers.Trainer, one document per row, truncated to seq_len and padded per micro-batch
+  (DataCollatorForLanguageModeling(mlm=False)), which is what most fine-tuning scripts do;
+- hf_flattened: transformers.Trainer with DataCollatorWithFlattening applied to each packed row (no padding,
+  position ids restarting at each document, from which transformers builds the isolating mask).
+
+The model starts from the same random weights (trainer.model.build_model), and the Trainer gets meshpilot's own
+AdamW (weight decay on matrices only) and warm-up + cosine schedule, with the same gradient clipping, so the
+optimizer is identical and only the training machinery differs. Both token-normalise the loss over gradient
+accumulation (transformers through `num_items_in_batch`). Variants run back to back in one invocation,
+interleaved (a, b, c, a, b, c, ...), with the same number of torch threads; each speed is the best repeat.
+
+What is timed: for meshpilot, metrics.json's tokens_per_s (non-padding input tokens over the wall time of the
+steps after `timing_warmup_steps`, from reading the step's rows to the end of the optimizer update). For the
+Trainer, the same steps: the wall time between consecutive `on_step_end` callbacks (data loading, forward,
+backward, clipping, update, and the Trainer's per-step logging) and its own count of non-padding input tokens
+(`include_num_input_tokens_seen="non_padding"`). Process start, model building and checkpoint writing are
+timed for neither.
+
+After training, each model's loss is measured on the same held-out documents (the corpus's "heldout" split,
+never trained on), evaluated identically for all: one document per row, split into rows of seq_len when longer,
+mean cross-entropy per target token. Final training losses are not comparable between packed and padded
+training (padded rows only ever show the beginnings of documents); the held-out loss is.
+
+    python -m bench.trainer_vs_hf [--quick] [--steps N] [--repeats R] [--threads T] [--out FILE]
+
+Run from the repository root. Writes bench/results/trainer_vs_hf.json (or --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers
+import yaml
+from transformers import (
+    DataCollatorForLanguageModeling,
+    DataCollatorWithFlattening,
+    PretrainedConfig,
+    PreTrainedTokenizerBase,
+    PrinterCallback,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
+
+from bench.machine import describe_machine
+from trainer.config import ConfigError, Experiment, load_experiment
+from trainer.corpus import builtin_documents
+from trainer.data import RowSource, TokenizedCorpus, data_sources, prepare_corpus, read_documents, sources_fingerprint
+from trainer.export import find_checkpoint, load_model
+from trainer.model import build_model, model_config
+from trainer.optim import build_optimizer, build_scheduler
+from trainer.packing import IGNORE_INDEX
+from trainer.rundir import RunDir
+from trainer.step import token_loss_sum
+from trainer.tokenizer import load_tokenizer, tokenizer_fingerprint
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+CORPUS = "stdlib-docs"
+VARIANTS = ("meshpilot", "hf_padded", "hf_flattened")
+NOISE_NOTE = (
+    "Measured on a CPU shared with other engineers' jobs: timings are noisy (load_average_before_repeats shows "
+    "how busy the machine was). Each variant ran `repeats` times, interleaved with the others, and the best "
+    "(fastest) repeat is reported; tokens_per_s_median_step uses the median step time instead of the sum, which "
+    "bursts of load sway less. Losses are from every repeat."
+)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything the three variants share."""
+
+    model: dict
+    seq_len: int
+    rows_per_step: int  # rows of seq_len per optimizer step (the effective batch)
+    micro_batch: int  # rows per forward pass; gradient accumulation makes up the rest
+    steps: int
+    lr: float
+    warmup_steps: int
+    timing_warmup_steps: int = 2
+    seed: int = 0
+
+    @property
+    def grad_accum(self) -> int:
+        return self.rows_per_step // self.micro_batch
+
+
+MODEL = {
+    "model_type": "llama",
+    "vocab_size": 4096,  # what the builtin tokenizer is trained to; the tokenizer's real size is recorded
+    "hidden_size": 256,
+    "intermediate_size": 688,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 512,
+}
+FULL = Setup(MODEL, seq_len=256, rows_per_step=8, micro_batch=4, steps=30, lr=2e-3, warmup_steps=5)
+QUICK = Setup(
+    {**MODEL, "vocab_size": 512, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2},
+    seq_len=64,
+    rows_per_step=4,
+    micro_batch=2,
+    steps=4,
+    lr=2e-3,
+    warmup_steps=1,
+    timing_warmup_steps=1,
+)
+
+
+def experiment_dict(setup: Setup) -> dict:
+    """The meshpilot experiment file for this setup; the Trainer variants read the same values from it."""
+    return {
+        "model": {"config": dict(setup.model)},
+        "tokenizer": "builtin",
+        "data": {"train": f"builtin:{CORPUS}", "seq_len": setup.seq_len, "packing": True},
+        "train": {
+            "steps": setup.steps,
+            "global_batch_tokens": setup.rows_per_step * setup.seq_len,
+            "micro_batch": setup.micro_batch,
+            "lr": setup.lr,
+            "warmup_steps": setup.warmup_steps,
+            "timing_warmup_steps": setup.timing_warmup_steps,
+            "seed": setup.seed,
+        },
+        "hardware": {"device_type": "cpu", "devices": 1},
+    }
+
+
+@dataclass
+class Prepared:
+    """The experiment as meshpilot resolves it, and the tokenizer and tokenized corpus it trains on."""
+
+    experiment_file: Path
+    experiment: Experiment
+    config: PretrainedConfig
+    tokenizer: PreTrainedTokenizerBase
+    data_key: str  # identifies the training documents (trainer.data.sources_fingerprint)
+    data_dir: Path
+    corpus: TokenizedCorpus
+
+
+def prepare(experiment_file: Path) -> Prepared:
+    """Tokenizer and tokenized corpus exactly as `meshpilot train` prepares them (the same cache entries)."""
+    experiment = load_experiment(experiment_file)
+    base_dir = Path(experiment.base_dir)
+    config = model_config(experiment.model, base_dir)
+    sources = data_sources(experiment.data, base_dir)
+    data_key = sources_fingerprint(experiment.data, sources)
+    documents = lambda: read_documents(experiment.data, sources)  # noqa: E731 - read only when not cached
+    tokenizer = load_tokenizer(experiment.tokenizer, config.vocab_size, documents, data_key, base_dir)
+    data_dir = prepare_corpus(tokenizer, f"{data_key}:{tokenizer_fingerprint(tokenizer)}", documents)
+    return Prepared(experiment_file, experiment, config, tokenizer, data_key, data_dir, TokenizedCorpus.load(data_dir))
+
+
+def heldout_corpus(prepared: Prepared) -> TokenizedCorpus:
+    """The held-out documents, tokenized like the training data (ids then end-of-sequence) and cached beside it."""
+    key = f"{prepared.data_key}:{tokenizer_fingerprint(prepared.tokenizer)}:heldout"
+    return TokenizedCorpus.load(prepare_corpus(prepared.tokenizer, key, lambda: builtin_documents(CORPUS, "heldout")))
+
+
+@torch.no_grad()
+def heldout_loss(model: torch.nn.Module, heldout: TokenizedCorpus, seq_len: int, batch_rows: int = 8) -> dict:
+    """Mean cross-entropy per target token over every held-out document (one per row; longer ones split)."""
+    model.eval()
+    rows = RowSource(heldout, seq_len, packing=False, seed=0, shuffle=False)
+    total, targets = 0.0, 0
+    for start in range(0, rows.rows_per_epoch, batch_rows):
+        batch = rows.batch(list(range(start, min(start + batch_rows, rows.rows_per_epoch))))
+        total += float(token_loss_sum(model, batch))
+        targets += int((batch["labels"] != IGNORE_INDEX).sum())
+    return {"loss": total / targets, "target_tokens": targets, "documents": len(heldout.lengths)}
+
+
+# --- meshpilot ---------------------------------------------------------------------------------------------------
+
+
+def run_meshpilot(prepared: Prepared, out: Path, threads: int, heldout: TokenizedCorpus) -> dict:
+    """`meshpilot train` as a user runs it, in its own process; results read back from the run directory."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    command = [sys.executable, "-m", "agent.cli", "train", str(prepared.experiment_file), "--out", str(out)]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"meshpilot train failed ({done.returncode}): {(done.stderr or done.stdout)[-2000:]}")
+    run = RunDir(out)
+    metrics = run.read_metrics()
+    launch = json.loads(run.launch.read_text())
+    if Path(launch["data_dir"]) != prepared.data_dir:  # the Trainer variants must see the same token ids
+        raise RuntimeError(f"meshpilot trained on {launch['data_dir']}, not the prepared {prepared.data_dir}")
+    steps = run.read_steps()
+    timed = steps[-metrics["timed_steps"] :]
+    return {
+        "tokens_per_s": metrics["tokens_per_s"],
+        "timed_steps": metrics["timed_steps"],
+        "timed_seconds": sum(s["step_s"] for s in timed),
+        "timed_tokens": sum(s["tokens"] for s in timed),
+        "step_seconds": [s["step_s"] for s in steps],
+        "final_loss": metrics["final_loss"],
+        "losses": [s["loss"] for s in steps],
+        "heldout": heldout_loss(load_model(find_checkpoint(out)), heldout, prepared.experiment.data.seq_len),
+    }
+
+
+# --- transformers.Trainer ----------------------------------------------------------------------------------------
+
+
+class StepTimer(TrainerCallback):
+    """Wall time and the Trainer's own non-padding token count at the end of every optimizer step."""
+
+    def __init__(self):
+        self.marks: list[tuple[float, int]] = []
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.marks = [(time.perf_counter(), 0)]
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.marks.append((time.perf_counter(), int(state.num_input_tokens_seen)))
+
+    def timed(self, warmup_steps: int) -> tuple[float, int]:
+        """Seconds and tokens of the steps after the first `warmup_steps`."""
+        (start, tokens_before), (end, tokens_after) = self.marks[warmup_steps], self.marks[-1]
+        return end - start, tokens_after - tokens_before
+
+
+class RowFlattening:
+    """DataCollatorWithFlattening on each packed row: [micro_batch, seq_len] with position ids restarting.
+
+    Flattening the whole micro-batch into one row of micro_batch x seq_len tokens (the collator's default use)
+    would make SDPA's attention, which has no variable-length kernel on CPU, quadratic in that length: per row,
+    the attention work is the same as meshpilot's.
+    """
+
+    def __init__(self):
+        self.flatten = DataCollatorWithFlattening()
+
+    def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        flat = [self.flatten([{"input_ids": piece} for piece in row["pieces"]]) for row in rows]
+        return {key: torch.cat([f[key] for f in flat]) for key in flat[0]}
+
+
+def padded_examples(corpus: TokenizedCorpus, seq_len: int) -> list[dict]:
+    """One example per training document, truncated to seq_len tokens (the Trainer shuffles them)."""
+    return [
+        {"input_ids": corpus.tokens[a : min(b, a + seq_len)].tolist()} for a, b in itertools.pairwise(corpus.offsets)
+    ]
+
+
+def packed_examples(corpus: TokenizedCorpus, seq_len: int, seed: int) -> list[dict]:
+    """Rows of seq_len tokens cut from the shuffled documents' concatenation, each a list of document pieces."""
+    order = np.random.default_rng(seed).permutation(len(corpus.lengths))
+    starts, ends = corpus.offsets[order], corpus.offsets[order + 1]
+    cuts = np.concatenate([[0], np.cumsum(ends - starts)])  # where each document begins in the stream
+    tokens = np.concatenate([corpus.tokens[a:b] for a, b in zip(starts, ends, strict=True)]).astype(np.int64)
+    rows = []
+    for begin in range(0, len(tokens) - seq_len + 1, seq_len):
+        end = begin + seq_len
+        bounds = [begin, *cuts[(cuts > begin) & (cuts < end)].tolist(), end]
+        rows.append({"pieces": [tokens[a:b] for a, b in itertools.pairwise(bounds)]})
+    return rows
+
+
+def run_hf(
+    prepared: Prepared,
+    examples: list[dict],
+    collator: Callable,
+    out: Path,
+    heldout: TokenizedCorpus,
+) -> dict:
+    """transformers.Trainer for the same steps, model init, optimizer and schedule as the meshpilot run."""
+    spec = prepared.experiment.train
+    model = build_model(prepared.config, None, spec.seed)  # the same initial weights as meshpilot's
+    optimizer = build_optimizer(model, spec, "cpu")
+    args = TrainingArguments(
+        output_dir=str(out),
+        per_device_train_batch_size=spec.micro_batch,
+        gradient_accumulation_steps=spec.global_batch_tokens // prepared.experiment.data.seq_len // spec.micro_batch,
+        max_steps=spec.steps,
+        max_grad_norm=spec.grad_clip,
+        seed=spec.seed,
+        use_cpu=True,
+        report_to="none",
+        save_strategy="no",
+        eval_strategy="no",
+        logging_steps=1,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+        include_num_input_tokens_seen="non_padding",
+    )
+    timer = StepTimer()
+    trainer = Trainer(
+        model=model,
+        args=args,
+        data_collator=collator,
+        train_dataset=examples,
+        processing_class=prepared.tokenizer,
+        optimizers=(optimizer, build_scheduler(optimizer, spec)),
+        callbacks=[timer],
+    )
+    trainer.remove_callback(PrinterCallback)  # it prints every step's log dict; the losses are read from state
+    trainer.train()
+    seconds, tokens = timer.timed(spec.timing_warmup_steps)
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    return {
+        "tokens_per_s": tokens / seconds,
+        "timed_steps": len(timer.marks) - 1 - spec.timing_warmup_steps,
+        "timed_seconds": seconds,
+        "timed_tokens": tokens,
+        "step_seconds": [b[0] - a[0] for a, b in itertools.pairwise(timer.marks)],
+        "final_loss": losses[-1],
+        "losses": losses,
+        "heldout": heldout_loss(model, heldout, prepared.experiment.data.seq_len),
+    }
+
+
+# --- the benchmark -----------------------------------------------------------------------------------------------
+
+
+def check_setup(setup: Setup, repeats: int, threads: int) -> None:
+    """One clear error before anything is built."""
+    if setup.rows_per_step % setup.micro_batch:
+        raise ConfigError(f"rows per step {setup.rows_per_step} is not a multiple of micro-batch {setup.micro_batch}")
+    if setup.steps <= setup.timing_warmup_steps:
+        raise ConfigError(
+            f"--steps {setup.steps} leaves nothing to time after {setup.timing_warmup_steps} warm-up steps"
+        )
+    if repeats < 1 or threads < 1:
+        raise ConfigError(f"--repeats and --threads must be at least 1 (got {repeats} and {threads})")
+
+
+def run_benchmark(setup: Setup, repeats: int, threads: int, work: Path) -> dict:
+    """Every variant `repeats` times, interleaved; the result document (without the machine description)."""
+    check_setup(setup, repeats, threads)
+    torch.set_num_threads(threads)
+    experiment_file = work / "meshpilot.yaml"
+    experiment_file.write_text(yaml.safe_dump(experiment_dict(setup), sort_keys=False))
+    prepared = prepare(experiment_file)
+    heldout = heldout_corpus(prepared)
+    runners = {
+        "meshpilot": lambda out: run_meshpilot(prepared, out, threads, heldout),
+        "hf_padded": lambda out: run_hf(
+            prepared,
+            padded_examples(prepared.corpus, setup.seq_len),
+            DataCollatorForLanguageModeling(prepared.tokenizer, mlm=False),
+            out,
+            heldout,
+        ),
+        "hf_flattened": lambda out: run_hf(
+            prepared, packed_examples(prepared.corpus, setup.seq_len, setup.seed), RowFlattening(), out, heldout
+        ),
+    }
+    runs: dict[str, list[dict]] = {name: [] for name in VARIANTS}
+    for repeat in range(repeats):
+        for name in VARIANTS:
+            load = os.getloadavg()[0]  # other jobs on the machine: the reader can see how contended each run was
+            runs[name].append({**runners[name](work / f"{name}-{repeat}"), "load_average_before": load})
+            print(f"  {name} repeat {repeat + 1}: {runs[name][-1]['tokens_per_s']:,.0f} tokens/s", file=sys.stderr)
+    return summarise(setup, prepared, threads, repeats, runs)
+
+
+def summarise(setup: Setup, prepared: Prepared, threads: int, repeats: int, runs: dict[str, list[dict]]) -> dict:
+    variants = {}
+    for name, repeated in runs.items():
+        best = max(repeated, key=lambda r: r["tokens_per_s"])
+        variants[name] = {
+            "tokens_per_s": best["tokens_per_s"],
+            "tokens_per_s_repeats": [r["tokens_per_s"] for r in repeated],
+            "tokens_per_s_median_step": max(median_step_rate(r) for r in repeated),
+            "timed_steps": best["timed_steps"],
+            "timed_seconds": best["timed_seconds"],
+            "timed_tokens": best["timed_tokens"],
+            "final_train_loss": best["final_loss"],
+            "final_train_loss_repeats": [r["final_loss"] for r in repeated],
+            "heldout_loss": best["heldout"]["loss"],
+            "heldout_loss_repeats": [r["heldout"]["loss"] for r in repeated],
+            "losses_equal_across_repeats": all(r["losses"] == repeated[0]["losses"] for r in repeated),
+            "load_average_before_repeats": [r["load_average_before"] for r in repeated],
+            "train_losses": best["losses"],
+            "step_seconds": best["step_seconds"],
+        }
+    reference = variants["meshpilot"]["tokens_per_s"]
+    for entry in variants.values():
+        entry["speed_vs_meshpilot"] = entry["tokens_per_s"] / reference
+    heldout = runs["meshpilot"][0]["heldout"]
+    return {
+        "what": "training throughput (real tokens/s) and held-out loss: meshpilot train vs transformers.Trainer",
+        "note": NOISE_NOTE,
+        "timed": (
+            f"the steps after the first {setup.timing_warmup_steps}; meshpilot: metrics.json tokens_per_s (rows read "
+            "to optimizer update); Trainer: wall time between on_step_end callbacks, non-padding input tokens"
+        ),
+        "setup": {
+            **{k: v for k, v in asdict(setup).items() if k != "model"},
+            "grad_accum": setup.grad_accum,
+            "model": dict(setup.model),
+            "tokenizer_size": len(prepared.tokenizer),
+            "corpus": f"builtin:{CORPUS}",
+            "train_documents": len(prepared.corpus.lengths),
+            "heldout_documents": heldout["documents"],
+            "heldout_target_tokens": heldout["target_tokens"],
+            "torch_threads": threads,
+            "repeats": repeats,
+            "optimizer": optimizer_description(prepared.experiment),
+        },
+        "variants": variants,
+    }
+
+
+def median_step_rate(run: dict) -> float:
+    """Timed tokens over timed steps x the median timed step: less swayed by bursts of other jobs' load."""
+    return run["timed_tokens"] / (run["timed_steps"] * statistics.median(run["step_seconds"][-run["timed_steps"] :]))
+
+
+def optimizer_description(experiment: Experiment) -> str:
+    """The one optimizer and schedule every variant used (meshpilot's own, handed to the Trainer)."""
+    t = experiment.train
+    return (
+        f"{t.optimizer} lr {t.lr} betas {t.betas} eps {t.eps}, weight decay {t.weight_decay} on matrices only, "
+        f"{t.warmup_steps} linear warm-up steps then {t.lr_schedule} to {t.min_lr_ratio} x lr, grad clip {t.grad_clip}"
+    )
+
+
+def write_json(path: Path, result: dict) -> Path:
+    """Like bench.machine.write_result, to any path (tests write elsewhere than bench/results)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = {"benchmark": path.stem, "machine": describe_machine(), **result}
+    path.write_text(json.dumps(document, indent=1) + "\n")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a tiny model for a few steps: seconds, not minutes")
+    parser.add_argument("--steps", type=int, help="optimizer steps per run")
+    parser.add_argument("--repeats", type=int, default=2, help="runs of each variant, interleaved (best is kept)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads, for every variant")
+    parser.add_argument("--out", type=Path, default=RESULTS / "trainer_vs_hf.json")
+    args = parser.parse_args(argv)
+    setup = QUICK if args.quick else FULL
+    if args.steps is not None:
+        setup = replace(setup, steps=args.steps)
+    transformers.logging.set_verbosity_error()
+    try:
+        with tempfile.TemporaryDirectory(prefix="trainer-vs-hf-") as work:
+            result = run_benchmark(setup, args.repeats, args.threads, Path(work))
+    except ConfigError as error:
+        print(f"trainer_vs_hf: error: {error}", file=sys.stderr)
+        return 2
+    path = write_json(args.out, result)
+    for name, entry in result["variants"].items():
+        print(
+            f"{name:13s} {entry['tokens_per_s']:9,.0f} tokens/s ({entry['speed_vs_meshpilot']:.2f}x)  "
+            f"train loss {entry['final_train_loss']:.3f}  held-out loss {entry['heldout_loss']:.3f}"
+        )
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

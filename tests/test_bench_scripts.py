@@ -1,0 +1,138 @@
+"""The two benchmark scripts against what users would otherwise do: each runs end to end in its --quick
+configuration and writes well-formed results; the pieces that make the comparison fair do what they claim.
+
+No timing is asserted (the machine is shared); counts, losses and gradient differences are.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from support import REPO, TINY_MODEL
+from transformers import AutoConfig
+
+from trainer.data import TokenizedCorpus
+from trainer.model import build_model
+from trainer.packing import block_causal_mask
+
+if str(REPO) not in sys.path:  # bench/ is a directory of scripts, not an installed package
+    sys.path.insert(0, str(REPO))
+
+from bench import grad_accum
+from bench.trainer_vs_hf import QUICK, RowFlattening, main, packed_examples, padded_examples
+
+
+def run_script(module: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def synthetic_corpus(lengths: list[int], seed: int = 0) -> TokenizedCorpus:
+    """Documents of the given lengths with random token ids (1..99), each ending in token 0."""
+    rng = np.random.default_rng(seed)
+    docs = [np.append(rng.integers(1, 100, n - 1), 0) for n in lengths]
+    return TokenizedCorpus(np.concatenate(docs), np.concatenate([[0], np.cumsum(lengths)]))
+
+
+def test_trainer_vs_hf_quick_writes_a_comparable_result(tmp_path):
+    out = tmp_path / "trainer_vs_hf.json"
+    done = run_script("bench.trainer_vs_hf", "--quick", "--repeats", "1", "--threads", "1", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["benchmark"] == "trainer_vs_hf" and result["machine"]["cores"] >= 1
+    assert "noisy" in result["note"]
+    setup = result["setup"]
+    timed_steps = QUICK.steps - QUICK.timing_warmup_steps
+    full_rows_tokens = timed_steps * QUICK.rows_per_step * QUICK.seq_len
+    variants = result["variants"]
+    assert set(variants) == {"meshpilot", "hf_padded", "hf_flattened"}
+    for name, entry in variants.items():
+        assert entry["timed_steps"] == timed_steps, name
+        assert len(entry["train_losses"]) == QUICK.steps, name
+        assert entry["tokens_per_s"] == pytest.approx(entry["timed_tokens"] / entry["timed_seconds"]), name
+        assert entry["tokens_per_s_median_step"] > 0 and len(entry["step_seconds"]) == QUICK.steps, name
+        # Every model is judged on the same held-out tokens; untrained-ish tiny models sit near ln(vocab).
+        assert 0 < entry["heldout_loss"] < 1.5 * math.log(setup["model"]["vocab_size"]), name
+    # Packed rows are all real tokens, counted the same way by both trainers; padded rows hold fewer.
+    assert variants["meshpilot"]["timed_tokens"] == full_rows_tokens
+    assert variants["hf_flattened"]["timed_tokens"] == full_rows_tokens
+    assert 0 < variants["hf_padded"]["timed_tokens"] < full_rows_tokens
+    assert variants["meshpilot"]["speed_vs_meshpilot"] == 1.0
+    assert setup["tokenizer_size"] <= setup["model"]["vocab_size"] and setup["heldout_documents"] > 0
+
+
+def test_grad_accum_quick_shows_naive_accumulation_is_off(tmp_path):
+    out = tmp_path / "grad_accum.json"
+    assert grad_accum.main(["--quick", "--out", str(out)]) == 0  # in this process: one torch import fewer
+    result = json.loads(out.read_text())
+    assert result["benchmark"] == "grad_accum" and set(result["results"]) == {"packed", "padded"}
+    for packing, found in result["results"].items():
+        rows = found["by_micro_batch"]
+        assert [r["micro_batch"] for r in rows] == list(result["setup"]["micro_batches"])
+        for row in rows:
+            assert row["meshpilot"]["grad_rel_l2_diff"] < 1e-5, (packing, row)  # exact up to fp32 rounding
+            assert abs(row["meshpilot"]["loss_diff"]) < 1e-5, (packing, row)
+        assert rows[-1]["naive"]["grad_rel_l2_diff"] == 0.0  # one micro-batch: the full batch itself
+    # One document per row: rows hold very different numbers of targets, and the mean of means is far off.
+    padded_rows = result["results"]["padded"]["by_micro_batch"]
+    assert padded_rows[0]["naive"]["grad_rel_l2_diff"] > 1e-2
+    assert abs(padded_rows[0]["naive"]["loss_diff"]) > 1e-3
+
+
+def test_bad_arguments_fail_in_one_line_before_any_work(tmp_path, capsys):
+    out = tmp_path / "never.json"
+    assert main(["--quick", "--steps", "1", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "trainer_vs_hf: error: --steps 1 leaves nothing to time after 1 warm-up steps"
+    ]
+    assert not out.exists()
+
+
+def test_packed_rows_cover_the_shuffled_stream_exactly():
+    corpus = synthetic_corpus([5, 40, 3, 17, 9, 30])
+    rows = packed_examples(corpus, seq_len=16, seed=0)
+    assert all(sum(len(p) for p in row["pieces"]) == 16 for row in rows)
+    stream = np.concatenate([p for row in rows for p in row["pieces"]])
+    order = np.random.default_rng(0).permutation(6)
+    expected = np.concatenate([corpus.tokens[corpus.offsets[d] : corpus.offsets[d + 1]] for d in order])
+    assert len(rows) == len(expected) // 16
+    np.testing.assert_array_equal(stream, expected[: len(stream)])
+
+
+def test_padded_examples_are_documents_truncated_to_seq_len():
+    corpus = synthetic_corpus([5, 40, 3])
+    examples = padded_examples(corpus, seq_len=16)
+    assert [len(e["input_ids"]) for e in examples] == [5, 16, 3]
+    assert examples[1]["input_ids"] == corpus.tokens[5:21].tolist()
+
+
+def test_flattened_rows_isolate_documents_like_meshpilots_mask():
+    """The Trainer variant is only a fair comparison if transformers keeps packed documents apart, as it does
+    from position ids alone in training (no attention mask, use_cache off as Trainer sets it)."""
+    corpus = synthetic_corpus([5, 40, 3, 17, 9, 30, 12, 8])
+    batch = RowFlattening()(packed_examples(corpus, seq_len=32, seed=1)[:3])
+    assert batch["input_ids"].shape == (3, 32)
+    segments = (batch["position_ids"] == 0).cumsum(dim=1) - 1
+    assert segments.max() > 0  # some row holds two or more documents
+    labelled = batch["labels"][:, 1:] != -100
+    assert (segments[:, 1:] == segments[:, :-1])[labelled].all()  # no label crosses a document boundary
+
+    config = AutoConfig.for_model(**{**TINY_MODEL, "vocab_size": 128})
+    model = build_model(config, None, seed=0).train()
+    model.config.use_cache = False  # what Trainer does to every model it trains
+    hf = model(**batch)
+    isolated = model(
+        input_ids=batch["input_ids"],
+        position_ids=batch["position_ids"],
+        attention_mask=block_causal_mask(segments),
+        use_cache=False,
+    ).logits
+    torch.testing.assert_close(hf.logits, isolated, rtol=1e-5, atol=1e-5)
+    expected = F.cross_entropy(isolated[:, :-1].flatten(0, 1), batch["labels"][:, 1:].flatten(), ignore_index=-100)
+    assert hf.loss.item() == pytest.approx(expected.item(), rel=1e-5)

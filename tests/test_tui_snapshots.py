@@ -1,0 +1,135 @@
+"""SVG snapshots of every screen of `meshpilot chat`, on the frozen demo repository (see test_tui_fixtures).
+
+After an intended change: `pytest tests/test_tui_snapshots.py --snapshot-update`, then look at the SVGs in
+tests/__snapshots__/test_tui_snapshots/ before keeping them.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_tui_fixtures import data_dir, demo_repo, until
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Markdown, Static
+
+from agent.session import Agent
+from tui.app import MeshpilotApp
+from tui.screens.approval import ApprovalScreen
+from tui.screens.quit import QuitScreen
+from tui.widgets.chat import ReplyEntry
+from tui.widgets.runs import RunsTable
+
+SIZE = (120, 36)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    return demo_repo(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture
+def make_app(demo, monkeypatch, tmp_path_factory):
+    """An app on the demo repository; the leaderboard's store and an empty cache (no calibration) around it."""
+    base = tmp_path_factory.getbasetemp()
+    monkeypatch.setenv("MESHPILOT_DATA", str(data_dir(base)))
+    monkeypatch.setenv("MESHPILOT_CACHE", str(base / "tui-empty-cache"))
+    agents = []
+
+    def make(thread: str = "demo") -> MeshpilotApp:
+        agents.append(Agent(demo))
+        return MeshpilotApp(agents[-1], thread)
+
+    yield make
+    for agent in agents:
+        agent.close()
+
+
+def chat_ready(app: MeshpilotApp, replies: int) -> bool:
+    chat = app.chat
+    return chat.shown == chat.thread_id and len(chat.query(ReplyEntry)) >= replies and len(app.runs) == 3
+
+
+def test_chat(snap_compare, make_app):
+    async def run_before(pilot: Pilot) -> None:
+        await until(pilot, lambda: chat_ready(pilot.app, 2), "the conversation and the runs")
+
+    assert snap_compare(make_app("demo"), terminal_size=SIZE, run_before=run_before)
+
+
+def test_chat_command_completion(snap_compare, make_app):
+    async def run_before(pilot: Pilot) -> None:
+        await until(pilot, lambda: chat_ready(pilot.app, 2), "the conversation")
+        await pilot.press("/", "r")
+        await until(pilot, lambda: pilot.app.chat.query_one("#hints").display, "the command hints")
+
+    assert snap_compare(make_app("demo"), terminal_size=SIZE, run_before=run_before)
+
+
+def test_approval(snap_compare, make_app):
+    async def run_before(pilot: Pilot) -> None:
+        await until(pilot, lambda: isinstance(pilot.app.screen, ApprovalScreen), "the approval dialog")
+
+    assert snap_compare(make_app("approve"), terminal_size=SIZE, run_before=run_before)
+
+
+def test_runs(snap_compare, make_app):
+    async def run_before(pilot: Pilot) -> None:
+        await until(pilot, lambda: len(pilot.app.runs) == 3, "the runs")
+        await pilot.press("ctrl+r")
+        await until(pilot, lambda: pilot.app.screen.query_one(RunsTable).row_count == 3, "the runs table")
+
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_report(snap_compare, make_app):
+    async def run_before(pilot: Pilot) -> None:
+        await pilot.press("ctrl+o")
+        await until(
+            pilot,
+            lambda: "Layout sweep" in pilot.app.screen.query_one("#report", Markdown).source,
+            "the report",
+        )
+
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_leaderboard(snap_compare, make_app):
+    async def run_before(pilot: Pilot) -> None:
+        await pilot.press("ctrl+l")
+        await until(pilot, lambda: pilot.app.screen.query_one(DataTable).row_count == 2, "the leaderboard")
+
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_sweep_launcher(snap_compare, make_app):
+    async def run_before(pilot: Pilot) -> None:
+        await until(pilot, lambda: chat_ready(pilot.app, 2), "the conversation")
+        await pilot.press("ctrl+s")
+        cost = lambda: str(pilot.app.screen.query_one("#cost", Static).render())  # noqa: E731
+        await until(pilot, lambda: cost().startswith("Predicted cost"), "the predicted cost")
+
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_conversations(snap_compare, make_app):
+    async def run_before(pilot: Pilot) -> None:
+        await pilot.press("ctrl+t")
+        await until(pilot, lambda: pilot.app.screen.query_one(DataTable).row_count == 2, "the conversations")
+
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_help(snap_compare, make_app):
+    async def run_before(pilot: Pilot) -> None:
+        await pilot.press("f1")
+        await until(pilot, lambda: pilot.app.screen.query(Markdown), "the help")
+
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_quit_with_a_run_going_on(snap_compare, make_app):
+    async def run_before(pilot: Pilot) -> None:
+        await until(pilot, lambda: chat_ready(pilot.app, 2), "the conversation and the runs")
+        await pilot.press("ctrl+q")
+        await until(pilot, lambda: isinstance(pilot.app.screen, QuitScreen), "the quit dialog")
+
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)

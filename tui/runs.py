@@ -1,0 +1,202 @@
+"""What the runs dashboard shows: every run and sweep trial of the repository, read from the run directories.
+
+Where runs live: the agent launches runs into runs/<name>/ and sweeps into sweeps/<name>/, one run directory per
+trial under trials/<id>/ (see agent.tools); the sweep launcher uses sweeps/ too. Nothing registers a run with the
+UI: whatever is on disk is shown, so runs started by `meshpilot ask`, by an earlier session or by a sweep that
+outlived its terminal appear as well.
+
+The monitor is polled from a worker thread. It reads each steps.jsonl incrementally, from where it stopped, and
+a run that has ended is read once and then kept: its files no longer change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent import jobs
+from trainer.config import ConfigError
+
+RUNS_DIR = "runs"
+SWEEPS_DIR = "sweeps"
+ACTIVE = ("queued", "running")
+THROUGHPUT_WINDOW = 10  # steps the live tokens/s averages over
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One row of the runs table and the data of its charts."""
+
+    key: str  # the run directory relative to the repository, e.g. runs/meshpilot-1a2b3c4d
+    name: str  # what the table shows: the run's folder, or sweep/trial for a sweep's trial
+    sweep: str | None
+    layout: str
+    status: str  # agent.jobs states, or "starting" for a directory with no job and no results yet
+    cause: str | None
+    step: int
+    steps: int | None
+    tokens_per_s: float | None  # metrics.json's once the run ended, else measured from the latest steps
+    peak_mem_bytes: int | None  # largest rank's peak; known once the run ended
+    loss: float | None
+    losses: tuple[tuple[int, float], ...] = ()
+    throughput: tuple[tuple[int, float], ...] = ()  # tokens/s of each step
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+
+def run_directories(repo: Path) -> list[tuple[Path, str | None]]:
+    """(run directory, sweep name or None) for every run and sweep trial of the repository."""
+    found: list[tuple[Path, str | None]] = [(d, None) for d in sorted((repo / RUNS_DIR).glob("*/")) if d.is_dir()]
+    for sweep in sorted((repo / SWEEPS_DIR).glob("*/")):
+        found += [(d, sweep.name) for d in sorted((sweep / "trials").glob("*/")) if d.is_dir()]
+    return found
+
+
+class StepsTail:
+    """The complete lines appended to a steps.jsonl since the last call.
+
+    A resumed run rewrites the file from its checkpoint's step, so a file that shrank or was replaced is read
+    again from the start (`reset` tells the caller to drop what it had).
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.inode: int | None = None
+        self.offset = 0
+
+    def read(self) -> tuple[list[dict[str, Any]], bool]:
+        """(new records, whether earlier records must be dropped)."""
+        try:
+            with self.path.open("rb") as f:
+                stat = os.fstat(f.fileno())
+                reset = stat.st_ino != self.inode or stat.st_size < self.offset
+                if reset:
+                    self.inode, self.offset = stat.st_ino, 0
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return [], False
+        complete = data[: data.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        records = []
+        for line in complete.splitlines():
+            with contextlib.suppress(ValueError):
+                records.append(json.loads(line))
+        return records, reset
+
+
+@dataclass
+class _Tracked:
+    tail: StepsTail
+    losses: list[tuple[int, float]] = field(default_factory=list)
+    throughput: list[tuple[int, float]] = field(default_factory=list)
+    tokens: list[tuple[float, float]] = field(default_factory=list)  # (tokens, step_s) of each step
+    layout: str | None = None
+    ended: RunInfo | None = None  # a run that ended never changes again
+
+
+class RunMonitor:
+    """Reads the repository's runs; `scan` returns them, running and queued ones first, then by name."""
+
+    def __init__(self, repo: Path):
+        self.repo = Path(repo)
+        self._tracked: dict[Path, _Tracked] = {}
+
+    def scan(self) -> tuple[RunInfo, ...]:
+        runs = []
+        for directory, sweep in run_directories(self.repo):
+            tracked = self._tracked.setdefault(directory, _Tracked(StepsTail(directory / "steps.jsonl")))
+            runs.append(tracked.ended or self._read(directory, sweep, tracked))
+        self._tracked = {d: t for d, t in self._tracked.items() if d.is_dir()}
+        return tuple(sorted(runs, key=lambda r: (not r.active, r.key)))
+
+    def _read(self, directory: Path, sweep: str | None, tracked: _Tracked) -> RunInfo:
+        status = _status(directory)
+        metrics = status.get("metrics") or {}
+        _follow_steps(tracked)
+        if tracked.layout is None:
+            tracked.layout = _layout(directory, metrics)
+        peaks = metrics.get("peak_mem_bytes") or []
+        last_loss = tracked.losses[-1][1] if tracked.losses else None
+        run = RunInfo(
+            key=directory.relative_to(self.repo).as_posix(),
+            name=f"{sweep}/{directory.name}" if sweep else directory.name,
+            sweep=sweep,
+            layout=tracked.layout or "?",
+            status=status["state"],
+            cause=status.get("cause"),
+            step=tracked.losses[-1][0] if tracked.losses else 0,
+            steps=status.get("steps"),
+            tokens_per_s=metrics.get("tokens_per_s") or _live_tokens_per_s(tracked.tokens),
+            peak_mem_bytes=max(peaks) if peaks else None,
+            loss=final_loss if (final_loss := _finite(metrics.get("final_loss"))) is not None else last_loss,
+            losses=tuple(tracked.losses),
+            throughput=tuple(tracked.throughput),
+        )
+        if not run.active and status["state"] != "starting":
+            tracked.ended = run
+        return run
+
+
+def _status(directory: Path) -> dict[str, Any]:
+    """agent.jobs' view of the run, or what the files alone say for a directory it does not know."""
+    try:
+        return jobs.run_status(directory)
+    except ConfigError:  # neither job.json nor metrics.json: a trial waiting for devices, or a run being prepared
+        state = "queued" if (directory / "trial.json").is_file() else "starting"
+        return {"state": state, "cause": None, "steps": None, "metrics": None}
+    except (OSError, ValueError) as e:  # a file being replaced right now: try again at the next poll
+        return {"state": "starting", "cause": f"unreadable: {e}", "steps": None, "metrics": None}
+
+
+def _follow_steps(tracked: _Tracked) -> None:
+    records, reset = tracked.tail.read()
+    if reset:
+        tracked.losses.clear()
+        tracked.throughput.clear()
+        tracked.tokens.clear()
+    for record in records:
+        step, loss, tokens, seconds = (record.get(k) for k in ("step", "loss", "tokens", "step_s"))
+        if isinstance(step, int) and isinstance(loss, int | float):
+            tracked.losses.append((step, loss))
+        if isinstance(step, int) and tokens and seconds:
+            tracked.throughput.append((step, tokens / seconds))
+            tracked.tokens.append((tokens, seconds))
+
+
+def _live_tokens_per_s(tokens: list[tuple[float, float]]) -> float | None:
+    """Tokens/s over the latest steps, leaving out the first step (it includes warm-up)."""
+    recent = tokens[1:][-THROUGHPUT_WINDOW:]
+    seconds = sum(s for _, s in recent)
+    return sum(t for t, _ in recent) / seconds if seconds else None
+
+
+def _layout(directory: Path, metrics: dict[str, Any]) -> str | None:
+    """The mesh degrees: metrics.json's, else the resolved config.yaml's, else the trial's parameters."""
+    degrees = metrics.get("layout")
+    if degrees is None and (directory / "config.yaml").is_file():
+        with contextlib.suppress(OSError, yaml.YAMLError, AttributeError):
+            degrees = yaml.safe_load((directory / "config.yaml").read_text()).get("layout")
+    if degrees is None and (directory / "trial.json").is_file():
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            degrees = json.loads((directory / "trial.json").read_text())["params"].get("layout")
+    return describe_layout(degrees) if isinstance(degrees, dict) else None
+
+
+def describe_layout(degrees: dict[str, int]) -> str:
+    """dp_shard=2,tp=2 (the degrees above 1), or 1 process."""
+    used = [f"{name}={degree}" for name, degree in degrees.items() if isinstance(degree, int) and degree > 1]
+    return ",".join(used) or "1 process"
+
+
+def _finite(value: Any) -> float | None:
+    return value if isinstance(value, int | float) and math.isfinite(value) else None

@@ -1,0 +1,1 @@
+"""The app's screens, one module each."""

@@ -1,0 +1,114 @@
+"""The runs table and the charts of one run, both redrawn from tui.runs.RunInfo snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.containers import Horizontal
+from textual.widgets import DataTable
+from textual_plotext import PlotextPlot
+
+from tui.runs import RunInfo
+
+FULL = ("run", "layout", "status", "step", "tokens/s", "peak mem", "loss")
+COMPACT = ("run", "status", "step", "loss")
+# Rich styles: DataTable measures rich Text, not Textual Content, when it sizes its columns.
+STATUS_STYLES = {
+    "running": "bold cyan",
+    "queued": "cyan",
+    "starting": "cyan",
+    "ok": "bold green",
+    "cancelled": "yellow",
+    "pruned": "yellow",
+}
+
+
+class RunsTable(DataTable):
+    """Runs and sweep trials, one row each, keyed by run directory; updates keep the cursor where it was."""
+
+    def __init__(self, compact: bool = False, *, id: str | None = None):
+        super().__init__(cursor_type="row", zebra_stripes=True, id=id)
+        self.columns_shown = COMPACT if compact else FULL
+        self.runs: dict[str, RunInfo] = {}
+
+    def on_mount(self) -> None:
+        for name in self.columns_shown:
+            self.add_column(name, key=name)
+
+    def show(self, runs: Sequence[RunInfo]) -> None:
+        wanted = {run.key: run for run in runs}
+        if list(wanted) != list(self.runs):  # runs came, went or changed places: rebuild, keeping the cursor
+            chosen = self.selected()
+            self.clear()
+            for key, run in wanted.items():
+                self.add_row(*self._cells(run), key=key)
+            if chosen is not None and chosen.key in wanted:
+                self.move_cursor(row=list(wanted).index(chosen.key))
+        else:
+            for key, run in wanted.items():
+                if self.runs[key] != run:
+                    for column, cell in zip(self.columns_shown, self._cells(run), strict=True):
+                        self.update_cell(key, column, cell)
+        self.runs = wanted
+
+    def selected(self) -> RunInfo | None:
+        if not self.runs or self.cursor_row < 0 or self.cursor_row >= self.row_count:
+            return None
+        key = self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value
+        return self.runs.get(key)
+
+    def _cells(self, run: RunInfo) -> list[Text]:
+        values = {
+            "run": run.name,
+            "layout": run.layout,
+            "status": Text(run.status, STATUS_STYLES.get(run.status, "bold red")),
+            "step": f"{run.step}/{run.steps}" if run.steps else str(run.step or "—"),
+            "tokens/s": f"{run.tokens_per_s:,.0f}" if run.tokens_per_s else "—",
+            "peak mem": format_bytes(run.peak_mem_bytes),
+            "loss": f"{run.loss:.4f}" if run.loss is not None else "—",
+        }
+        return [value if isinstance(value, Text) else Text(value) for value in (values[n] for n in self.columns_shown)]
+
+
+def format_bytes(value: int | None) -> str:
+    if value is None:
+        return "—"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value} B"
+
+
+class RunCharts(Horizontal):
+    """Loss and tokens/s by step of one run."""
+
+    run: RunInfo | None = None  # the run drawn
+
+    def compose(self):
+        yield PlotextPlot(id="loss-chart")
+        yield PlotextPlot(id="throughput-chart")
+
+    def on_mount(self) -> None:
+        self.show(None)
+
+    def show(self, run: RunInfo | None) -> None:
+        self.run = run
+        loss, throughput = self.query_one("#loss-chart", PlotextPlot), self.query_one("#throughput-chart", PlotextPlot)
+        name = run.name if run else "no run"
+        _draw(loss, f"loss · {name}", run.losses if run else ())
+        _draw(throughput, f"tokens/s · {name}", run.throughput if run else ())
+
+
+def _draw(plot: PlotextPlot, title: str, points: Sequence[tuple[int, float]]) -> None:
+    plt = plot.plt
+    plt.clear_data()
+    plt.clear_figure()
+    plt.title(title)
+    plt.xlabel("step")
+    if points:
+        steps, values = zip(*points, strict=True)
+        plt.plot(list(steps), list(values), marker="braille")
+        if len(steps) <= 10:  # a few steps: label each one, not fractions of a step
+            plt.xticks(sorted(set(steps)))
+    plot.refresh()
