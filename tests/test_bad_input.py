@@ -203,14 +203,6 @@ def test_layout_from_file_differs_from_process_count(tmp_path):
     refused(request(tmp_path, exp, nproc=2), "layout dp_replicate=3 multiplies to 3, but 2 processes run")
 
 
-def test_layout_unsupported_degree(tmp_path):
-    exp = experiment(tmp_path)
-    refused(
-        request(tmp_path, exp, nproc=2, layout="pp=2"),
-        "layout pp=2: this trainer runs dp_replicate, dp_shard, tp so far",
-    )
-
-
 def test_layout_flag_syntax(tmp_path):
     exp = experiment(tmp_path)
     refused(request(tmp_path, exp, layout="tp=two"), "--layout tp: degree must be an integer, got 'two'")
