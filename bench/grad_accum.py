@@ -61,10 +61,7 @@ MODEL = {
     "max_position_embeddings": 512,
 }
 FULL = Setup(MODEL, seq_len=256, batch_rows=16, micro_batches=(1, 2, 4, 8, 16))
-QUICK = Setup(
-    {**MODEL, "vocab_size": 512, "hidden_size": 32, "intermediate_size": 64}, seq_len=64, batch_rows=4,
-    micro_batches=(1, 2, 4),
-)  # fmt: skip
+QUICK = Setup({**MODEL, "vocab_size": 512, "hidden_size": 32, "intermediate_size": 64}, 64, 4, (1, 2, 4))
 
 Gradients = dict[str, torch.Tensor]
 
