@@ -36,7 +36,7 @@ from typing import Any
 
 from trainer.config import ConfigError, load_experiment
 from trainer.layout import Layout, LayoutError
-from trainer.rundir import RunDir, write_json
+from trainer.rundir import RunDir, StepsTail, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 MARKER = "MESHPILOT_JOB"  # inherited by every process of a job: how a job's processes are found
@@ -235,7 +235,7 @@ def supervise(out: Path, env: dict | None = None, token: str | None = None) -> s
 
 def _watch(out: Path, job: dict, launcher: subprocess.Popen, stopping: list[str]) -> tuple[str, str] | None:
     """Poll until the launcher exits (None) or the run must be stopped: (state, cause)."""
-    steps = _StepLines(RunDir(out).steps)
+    steps = StepsTail(RunDir(out).steps)
     started = last_step_at = time.monotonic()
     seen_step = False
     while launcher.poll() is None:
@@ -243,7 +243,7 @@ def _watch(out: Path, job: dict, launcher: subprocess.Popen, stopping: list[str]
             return "cancelled", stopping[0]
         if not out.is_dir():  # nobody can read or stop this run any more: do not leave it running
             return "cancelled", "its run directory was removed"
-        for record in steps.new():
+        for record in steps.read()[0]:
             seen_step, last_step_at = True, time.monotonic()
             if not math.isfinite(record.get("loss", 0.0)):
                 return "nan", f"loss {record['loss']} at step {record['step']}"
@@ -387,27 +387,6 @@ def _locked(out: Path) -> Iterator[None]:
     with (Path(out) / ".job.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
-
-
-class _StepLines:
-    """The complete lines appended to steps.jsonl since the last call (rank 0 rewrites it on resume: start over)."""
-
-    def __init__(self, path: Path):
-        self.path, self.inode, self.offset = path, None, 0
-
-    def new(self) -> list[dict]:
-        try:
-            with self.path.open("rb") as f:
-                inode = os.fstat(f.fileno()).st_ino
-                if inode != self.inode:
-                    self.inode, self.offset = inode, 0
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        complete = data[: data.rfind(b"\n") + 1]
-        self.offset += len(complete)
-        return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
 
 def _last_step(run: RunDir) -> int:

@@ -66,14 +66,15 @@ from transformers import (
 from bench.machine import describe_machine
 from trainer.config import ConfigError, Experiment, load_experiment
 from trainer.corpus import builtin_documents
-from trainer.data import RowSource, TokenizedCorpus, data_sources, prepare_corpus, read_documents, sources_fingerprint
+from trainer.data import RowSource, TokenizedCorpus, prepare_corpus
 from trainer.export import find_checkpoint, load_model
+from trainer.launch import prepare_data
 from trainer.model import build_model, model_config
 from trainer.optim import build_optimizer, build_scheduler
 from trainer.packing import IGNORE_INDEX
 from trainer.rundir import RunDir
 from trainer.step import token_loss_sum
-from trainer.tokenizer import load_tokenizer, tokenizer_fingerprint
+from trainer.tokenizer import tokenizer_fingerprint
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
@@ -164,14 +165,10 @@ class Prepared:
 def prepare(experiment_file: Path) -> Prepared:
     """Tokenizer and tokenized corpus exactly as `meshpilot train` prepares them (the same cache entries)."""
     experiment = load_experiment(experiment_file)
-    base_dir = Path(experiment.base_dir)
-    config = model_config(experiment.model, base_dir)
-    sources = data_sources(experiment.data, base_dir)
-    data_key = sources_fingerprint(experiment.data, sources)
-    documents = lambda: read_documents(experiment.data, sources)  # noqa: E731 - read only when not cached
-    tokenizer = load_tokenizer(experiment.tokenizer, config.vocab_size, documents, data_key, base_dir)
-    data_dir = prepare_corpus(tokenizer, f"{data_key}:{tokenizer_fingerprint(tokenizer)}", documents)
-    return Prepared(experiment_file, experiment, config, tokenizer, data_key, data_dir, TokenizedCorpus.load(data_dir))
+    config = model_config(experiment.model, Path(experiment.base_dir))
+    data = prepare_data(experiment, config)
+    corpus = TokenizedCorpus.load(data.data_dir)
+    return Prepared(experiment_file, experiment, config, data.tokenizer, data.data_key, data.data_dir, corpus)
 
 
 def heldout_corpus(prepared: Prepared) -> TokenizedCorpus:

@@ -28,12 +28,12 @@ from agent.approvals import Policy
 from agent.cli import main
 from agent.session import Agent, Reply, Text, ToolCall, ToolResult
 from trainer.config import ConfigError
-from trainer.rundir import RunDir
+from trainer.rundir import RunDir, StepsTail
 from tui.app import MeshpilotApp
 from tui.commands import complete, slash_commands
 from tui.conversation import Request, saved_events
 from tui.reports import find_reports, read_report
-from tui.runs import RunMonitor, StepsTail
+from tui.runs import RunMonitor
 from tui.screens.approval import ApprovalScreen
 from tui.screens.quit import QuitScreen
 from tui.screens.report import ReportScreen

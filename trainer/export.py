@@ -24,11 +24,10 @@ from transformers.utils import logging as hf_logging
 
 from trainer.checkpoint import latest
 from trainer.config import ConfigError, Experiment
-from trainer.data import data_sources, prepare_corpus, read_documents, sources_fingerprint
+from trainer.launch import prepare_data
 from trainer.loop import load_run
 from trainer.model import model_config
 from trainer.rundir import RunDir, write_json
-from trainer.tokenizer import load_tokenizer, tokenizer_fingerprint
 
 PROVENANCE_FILE = "meshpilot.json"  # in an exported directory: where the weights came from
 _STEP_DIR = re.compile(r"^step_\d{8}$")
@@ -82,14 +81,9 @@ def load_run_tokenizer(found: RunCheckpoint) -> tuple[PreTrainedTokenizerBase, P
     """The tokenizer the run trained with, rebuilt as the launcher built it and checked to be the same one, and the
     tokenized training data (rebuilt too if the cache lost it)."""
     experiment, launch = found.experiment, found.launch
-    base_dir = Path(experiment.base_dir)
-    config = model_config(experiment.model, base_dir)
-    sources = data_sources(experiment.data, base_dir)
-    data_key = sources_fingerprint(experiment.data, sources)
-    documents = lambda: read_documents(experiment.data, sources)  # noqa: E731 - read only if not cached
-    tokenizer = load_tokenizer(experiment.tokenizer, config.vocab_size, documents, data_key, base_dir)
+    data = prepare_data(experiment, model_config(experiment.model, Path(experiment.base_dir)))
+    tokenizer, data_dir = data.tokenizer, data.data_dir
     # The launcher named the tokenized data by the data and tokenizer fingerprints: the same name, the same tokenizer.
-    data_dir = prepare_corpus(tokenizer, f"{data_key}:{tokenizer_fingerprint(tokenizer)}", documents)
     if data_dir.name != Path(launch["data_dir"]).name:
         raise ConfigError(
             f"{found.run.path}: its tokenizer cannot be rebuilt (the training data or tokenizer changed since the "

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 import yaml
+from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
 from trainer.checkpoint import checkpoint_step, latest
 from trainer.config import ConfigError, Experiment, load_experiment
@@ -101,14 +102,8 @@ def prepare(request: TrainRequest) -> PreparedRun:
         raise ConfigError(str(e)) from None
     run = RunDir(request.out or Path("runs") / f"{request.experiment.stem}-{time.strftime('%Y%m%d-%H%M%S')}")
     _check_run_dir(run, request.resume, experiment)
-    sources = data_sources(experiment.data, base_dir)
-
-    # The expensive part: a tokenizer (trained on first use) and the tokenized corpus (cached).
-    data_key = sources_fingerprint(experiment.data, sources)
-    documents = lambda: read_documents(experiment.data, sources)  # noqa: E731 - read only when not cached
-    tokenizer = _load_tokenizer(experiment, config.vocab_size, documents, data_key)
-    check_vocabulary(config, len(tokenizer))
-    data_dir = prepare_corpus(tokenizer, f"{data_key}:{tokenizer_fingerprint(tokenizer)}", documents)
+    data = prepare_data(experiment, config)
+    tokenizer, data_dir = data.tokenizer, data.data_dir
     RowSource(TokenizedCorpus.load(data_dir), experiment.data.seq_len, experiment.data.packing, 0)  # big enough?
 
     weights = checkpoint_dir(experiment.model, base_dir)
@@ -157,6 +152,26 @@ def _resolve_hardware(request: TrainRequest, experiment: Experiment) -> tuple[in
     experiment.hardware.devices = nproc
     experiment.hardware.nodes = nnodes
     return nproc, nnodes
+
+
+@dataclass
+class TrainingData:
+    tokenizer: PreTrainedTokenizerBase
+    data_key: str  # names the training documents (trainer.data.sources_fingerprint)
+    data_dir: Path  # the tokenized corpus
+
+
+def prepare_data(experiment: Experiment, config: PretrainedConfig) -> TrainingData:
+    """The tokenizer (trained on first use) and the tokenized corpus (cached) a run trains on: the expensive part
+    of preparing a run, and what evaluation and benchmarks rebuild to read a run's data as it did."""
+    base_dir = Path(experiment.base_dir)
+    sources = data_sources(experiment.data, base_dir)
+    data_key = sources_fingerprint(experiment.data, sources)
+    documents = lambda: read_documents(experiment.data, sources)  # noqa: E731 - read only when not cached
+    tokenizer = _load_tokenizer(experiment, config.vocab_size, documents, data_key)
+    check_vocabulary(config, len(tokenizer))  # before the corpus is tokenized with it
+    data_dir = prepare_corpus(tokenizer, f"{data_key}:{tokenizer_fingerprint(tokenizer)}", documents)
+    return TrainingData(tokenizer, data_key, data_dir)
 
 
 def _load_tokenizer(experiment: Experiment, vocab_size: int, documents, data_key: str):

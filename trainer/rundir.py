@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -41,6 +42,40 @@ class RunDir:
 
     def read_metrics(self) -> dict[str, Any] | None:
         return json.loads(self.metrics.read_text()) if self.metrics.is_file() else None
+
+
+class StepsTail:
+    """The complete lines appended to a steps.jsonl since the last call, for readers that follow a live run.
+
+    A resumed run rewrites the file from its checkpoint's step (os.replace: a new inode), so a file that was
+    replaced or shrank is read again from the start; `read` says so, for callers that keep earlier records.
+    A line still being written waits for the next call.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.inode: int | None = None
+        self.offset = 0
+
+    def read(self) -> tuple[list[dict[str, Any]], bool]:
+        """(new records, whether records read before must be dropped)."""
+        try:
+            with self.path.open("rb") as f:
+                stat = os.fstat(f.fileno())
+                reset = stat.st_ino != self.inode or stat.st_size < self.offset
+                if reset:
+                    self.inode, self.offset = stat.st_ino, 0
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return [], False
+        complete = data[: data.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        records = []
+        for line in complete.splitlines():
+            with contextlib.suppress(ValueError):
+                records.append(json.loads(line))
+        return records, reset
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import yaml
 
 from agent import jobs
 from trainer.config import ConfigError
+from trainer.rundir import StepsTail
 
 RUNS_DIR = "runs"
 SWEEPS_DIR = "sweeps"
@@ -59,39 +59,6 @@ def run_directories(repo: Path) -> list[tuple[Path, str | None]]:
     for sweep in sorted((repo / SWEEPS_DIR).glob("*/")):
         found += [(d, sweep.name) for d in sorted((sweep / "trials").glob("*/")) if d.is_dir()]
     return found
-
-
-class StepsTail:
-    """The complete lines appended to a steps.jsonl since the last call.
-
-    A resumed run rewrites the file from its checkpoint's step, so a file that shrank or was replaced is read
-    again from the start (`reset` tells the caller to drop what it had).
-    """
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.inode: int | None = None
-        self.offset = 0
-
-    def read(self) -> tuple[list[dict[str, Any]], bool]:
-        """(new records, whether earlier records must be dropped)."""
-        try:
-            with self.path.open("rb") as f:
-                stat = os.fstat(f.fileno())
-                reset = stat.st_ino != self.inode or stat.st_size < self.offset
-                if reset:
-                    self.inode, self.offset = stat.st_ino, 0
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return [], False
-        complete = data[: data.rfind(b"\n") + 1]
-        self.offset += len(complete)
-        records = []
-        for line in complete.splitlines():
-            with contextlib.suppress(ValueError):
-                records.append(json.loads(line))
-        return records, reset
 
 
 @dataclass
