@@ -28,7 +28,9 @@ DEMO_MODEL = {
     "tie_word_embeddings": False,
 }
 CPU_LAYOUTS = ["dp_replicate=2", "dp_shard=2", "tp=2", "dp_shard=2,tp=2", "pp=2"]
-GPU_LAYOUTS = ["dp_replicate=-1", "dp_shard=-1"]  # filled to the GPU count below
+CPU_PROCESSES = 4  # processes, not cores: FSDP2 x TP needs 4; trials run one at a time
+SEQ_LEN, MICRO_BATCH = 128, 2
+ROWS_PER_DEVICE = 4  # per optimizer step: divides among the data-parallel ranks of every swept layout
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -57,15 +59,22 @@ def run_demo(directory: Path, *, trial_steps: int = 6, final_steps: int = 40, sa
     directory = directory.resolve()
     if directory.exists() and any(directory.iterdir()):
         raise ConfigError(f"--dir {directory} is not empty: give a new directory")
-    repo = _make_repository(directory, trial_steps)
+    devices, layouts = demo_layouts(torch.cuda.device_count() if torch.cuda.is_available() else 0)
+    repo = _make_repository(directory, trial_steps, devices)
     experiment = repo / "meshpilot.yaml"
-    devices, layouts = _devices_and_layouts()
 
     kind = "GPUs" if torch.cuda.is_available() else "CPU processes"
     say(f"1/4 sweeping {len(layouts)} layouts x packing on {devices} {kind}")
-    space = {"layout": layouts, "data.packing": [True, False]}
+    # Every layout with and without packing, once each: the micro-batch and checkpointing stay as the experiment has
+    # them (a 2-core machine has no time for the planner's full grid).
+    space = {
+        "layout": layouts,
+        "data.packing": [True, False],
+        "train.micro_batch": [MICRO_BATCH],
+        "train.activation_checkpointing": [False],
+    }
     sweep_dir = directory / "sweep"
-    summary = run_sweep(experiment, sweep_dir, space=space, devices=devices, trials=2 * len(layouts))
+    summary = run_sweep(experiment, sweep_dir, space=space, devices=devices, trials=2 * len(layouts), sampler="grid")
     winner = next(t for t in summary["trials"] if t["id"] == summary["winner"])
     say(f"   winner {winner['id']}: {_describe(winner['params'])}, {winner['tokens_per_s']:,.0f} tokens/s")
 
@@ -84,7 +93,7 @@ def run_demo(directory: Path, *, trial_steps: int = 6, final_steps: int = 40, sa
     return {"repository": str(repo), **outcome}
 
 
-def _make_repository(directory: Path, trial_steps: int) -> Path:
+def _make_repository(directory: Path, trial_steps: int, devices: int) -> Path:
     """An experiment repository on branch main with one commit, pushed to a bare `origin` beside it."""
     import git
 
@@ -97,8 +106,14 @@ def _make_repository(directory: Path, trial_steps: int) -> Path:
     experiment = {
         "model": {"config": DEMO_MODEL},
         "tokenizer": "builtin",
-        "data": {"train": "builtin:stdlib-docs", "seq_len": 128, "packing": True},
-        "train": {"steps": 6, "global_batch_tokens": 2048, "micro_batch": 2, "lr": 3.0e-3, "warmup_steps": 2},
+        "data": {"train": "builtin:stdlib-docs", "seq_len": SEQ_LEN, "packing": True},
+        "train": {
+            "steps": 6,
+            "global_batch_tokens": SEQ_LEN * ROWS_PER_DEVICE * devices,
+            "micro_batch": MICRO_BATCH,
+            "lr": 3.0e-3,
+            "warmup_steps": 2,
+        },
         "search": {"trial_steps": trial_steps},
     }
     (path / "meshpilot.yaml").write_text(yaml.safe_dump(experiment, sort_keys=False))
@@ -111,12 +126,21 @@ def _make_repository(directory: Path, trial_steps: int) -> Path:
     return path
 
 
-def _devices_and_layouts() -> tuple[int, list[str]]:
-    import torch
+def demo_layouts(gpus: int) -> tuple[int, list[str]]:
+    """The devices every trial uses and the layouts to sweep: all the GPUs when there are any, else CPU processes.
 
-    if torch.cuda.is_available() and torch.cuda.device_count() > 1:
-        return torch.cuda.device_count(), GPU_LAYOUTS
-    return 4, CPU_LAYOUTS  # CPU processes, not cores: FSDP2 x TP needs 4; trials run one at a time
+    One GPU has one layout (the sweep is over packing alone); several get data parallel, FSDP2, and with an even
+    count TP and PP beside data parallelism (the demo model has 4 layers and 2 KV heads: degree 2 fits both).
+    """
+    if gpus == 0:
+        return CPU_PROCESSES, CPU_LAYOUTS
+    if gpus == 1:
+        return 1, ["dp_replicate=1"]
+    layouts = [f"dp_replicate={gpus}", f"dp_shard={gpus}"]
+    if gpus % 2 == 0:
+        rest = f",dp_shard={gpus // 2}" if gpus > 2 else ""
+        layouts += [f"tp=2{rest}", f"pp=2{rest}"]
+    return gpus, layouts
 
 
 def _train_winner(experiment: Path, out: Path, winner: dict, steps: int) -> Path:
