@@ -4,7 +4,8 @@ Plans for 2 CPU processes, then runs every feasible candidate the trainer runs (
 activation checkpointing) for a few steps and compares: the measured tokens/s of the planner's top pick over
 the measured best (quality ratio), how well predicted and measured orders agree (Spearman), and the planner's
 time against the time of measuring everything (search-time ratio). It plans twice: uncalibrated (a fresh
-cache) and after the measured runs have calibrated the throughput model for this machine.
+cache) and after the measured runs have calibrated the throughput model for this machine; and it predicts each
+run from a calibration fitted on the others (leave-one-out), the fair test of calibration.
 
     python -m bench.planner                # writes bench/results/planner.json
 """
@@ -15,6 +16,7 @@ import argparse
 import os
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from bench.machine import write_result
@@ -24,9 +26,10 @@ from trainer.device_map import parse_bytes
 from trainer.environment import device_name
 from trainer.model import model_config
 from trainer.planner import plan
-from trainer.throughput import Hardware
+from trainer.throughput import FEATURES, Hardware, calibration_records, fit
 
 DEVICES = 2
+HARDWARE = Hardware("cpu", device_name("cpu"), DEVICES, 1, "cpu")
 
 
 def main() -> None:
@@ -48,11 +51,14 @@ def main() -> None:
             measured.append({**candidate_key(candidate), "measured_tokens_per_s": metrics["tokens_per_s"]})
             print(measured[-1], flush=True)
         after, _ = timed_plan(experiment)  # the runs above calibrated the model for this machine
+        records = calibration_records(HARDWARE)  # one per measured run, in the same order
     result = {"seq_len": args.seq_len, "rows_per_step": args.rows, "steps": args.steps, "devices": DEVICES}
     result |= {"plan_s": plan_s, "measure_all_s": measure_s, "search_time_ratio": plan_s / measure_s}
     result["candidates"] = predicted_and_measured(before, measured)
     for name, ranking in (("uncalibrated", before), ("calibrated", after)):
         result[name] = judge(ranking, measured)
+    result["calibrated_leave_one_out"] = leave_one_out(records, measured)
+    result["calibration"] = asdict(fit(records))
     write_result("planner", result)
     print(result["uncalibrated"], result["calibrated"])
 
@@ -62,8 +68,7 @@ def timed_plan(experiment: Path):
     spec = load_experiment(experiment, [])
     spec.train.precision = "fp32"
     config = model_config(spec.model, Path(spec.base_dir))
-    hardware = Hardware("cpu", device_name("cpu"), DEVICES, 1, "cpu")
-    candidates = plan(spec, config, hardware, parse_bytes("8GiB"), spec.data.seq_len)
+    candidates = plan(spec, config, HARDWARE, parse_bytes("8GiB"), spec.data.seq_len)
     return candidates, time.perf_counter() - started
 
 
@@ -110,6 +115,24 @@ def judge(ranking, measured: list[dict]) -> dict:
         "measured_best": best,
         "quality_ratio": found[_key(candidate_key(pick))] / best["measured_tokens_per_s"],
         "spearman": spearman(predicted, actual),
+    }
+
+
+def leave_one_out(records: list[dict], measured: list[dict]) -> dict:
+    """Each run predicted by a calibration fitted on all the others: how well calibration carries over to a
+    layout it has not seen (the calibrated ranking above is judged on the runs it was fitted to)."""
+    if len(records) != len(measured):
+        raise RuntimeError(f"{len(measured)} runs measured but {len(records)} calibrated: a run failed to record")
+    predicted_s = []
+    for i, record in enumerate(records):
+        calibration = fit(records[:i] + records[i + 1 :])
+        predicted_s.append(calibration.predict(*(record[f] for f in FEATURES)))
+    actual = [m["measured_tokens_per_s"] for m in measured]
+    pick = min(range(len(measured)), key=predicted_s.__getitem__)
+    return {
+        "top_pick": {k: v for k, v in measured[pick].items() if k != "measured_tokens_per_s"},
+        "quality_ratio": actual[pick] / max(actual),
+        "spearman": spearman([-s for s in predicted_s], actual),
     }
 
 

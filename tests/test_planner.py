@@ -96,6 +96,28 @@ def test_activation_checkpointing_costs_a_forward_pass():
     assert recomputing.compute_s == pytest.approx(plain.compute_s * 4 / 3)
 
 
+def test_calibration_learns_the_fixed_cost_of_collectives_and_micro_batches():
+    """Gloo on CPU spends milliseconds per collective, more than the stated latency: the fit finds it."""
+    runs = [(1.0, 0.1, 0, 1), (1.0, 0.2, 40, 8), (2.0, 0.1, 16, 2), (0.5, 0.4, 85, 4), (1.5, 0.0, 0, 16)]
+    records = [
+        {
+            "compute_s": c,
+            "comm_s": m,
+            "collectives": n,
+            "micro_batches": k,
+            "measured_s": 1.2 * c + 3 * m + 4e-3 * n + 2e-3 * k,
+        }
+        for c, m, n, k in runs
+    ]
+    calibration = fit(records)
+    assert (calibration.compute_scale, calibration.comm_scale) == (pytest.approx(1.2), pytest.approx(3.0))
+    assert (calibration.collective_s, calibration.micro_batch_s) == (pytest.approx(4e-3), pytest.approx(2e-3))
+    # A factor the runs say is negative (here: micro-batches cost nothing) is left out, not fitted below zero.
+    for record in records:
+        record["measured_s"] -= 2e-3 * record["micro_batches"] + 1e-4 * record["micro_batches"] ** 2
+    assert fit(records).micro_batch_s == 0.0
+
+
 def test_calibration_recovers_the_machine_factors(tmp_path, monkeypatch):
     records = [{"compute_s": c, "comm_s": m, "measured_s": 3.0 * c + 0.5 * m} for c, m in [(1, 0), (1, 2), (2, 1)]]
     calibration = fit(records)

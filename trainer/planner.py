@@ -161,7 +161,9 @@ def format_table(candidates: list[Candidate], limit: int = 20) -> str:
     lines.append(f"{len(feasible)} feasible (showing {min(limit, len(feasible))}), {len(dropped)} dropped")
     for reason, group in _group_reasons(dropped).items():
         first = group[0]
-        example = f"{first.layout.describe()}, micro-batch {first.micro_batch}: {first.dropped}"
+        example = f"{first.layout.describe()}, micro-batch {first.micro_batch}"
+        if first.dropped != reason:  # the memory group: say by how much the example missed
+            example += f": {first.dropped}"
         lines.append(f"  dropped {len(group)}: {reason} (e.g. {example})")
     return "\n".join(lines)
 

@@ -13,13 +13,15 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
 Links: a mesh dimension stays inside a node when it and the dimensions inside it (the mesh is ordered
 [pp, dp_replicate, dp_shard, cp, tp], tp innermost) fit in one node's devices; otherwise it crosses the network.
 Bandwidths come from `nvidia-smi topo -m` where there is one (NVLink or PCIe between GPUs), and otherwise
-from the stated assumptions in DEFAULT_BANDWIDTH. Calibration fits two factors by least squares on the runs
-measured on this machine (stored per machine): seconds per predicted compute second and per predicted
-communication second.
+from the stated assumptions in DEFAULT_BANDWIDTH. Calibration fits, by non-negative least squares on the runs
+measured on this machine (stored per machine), seconds per predicted compute second and per predicted
+communication second, and the fixed seconds per collective and per micro-batch that the formulas leave out.
 """
 
 from __future__ import annotations
 
+import fcntl
+import itertools
 import json
 import platform
 import re
@@ -34,6 +36,7 @@ from transformers import PretrainedConfig
 from trainer.cache import cache_root
 from trainer.flops import peak_bf16_flops, step_flops
 from trainer.layout import MESH_DIMS, Layout
+from trainer.rundir import write_json
 
 # Stated assumptions where nothing better is known: bandwidth in bytes per second in one direction, and the
 # fixed cost of one collective (which dominates for small models).
@@ -44,6 +47,7 @@ DEFAULT_LATENCY_S = {"nvlink": 10e-6, "pcie": 20e-6, "network": 30e-6, "cpu": 10
 GPU_EFFICIENCY = 0.5
 CPU_FLOPS = 50e9
 DDP_BUCKET_BYTES = 25 * 1024**2
+FEATURES = ("compute_s", "comm_s", "collectives", "micro_batches")  # what a calibration record keeps of a run
 FP32 = 4
 
 
@@ -74,6 +78,8 @@ class StepEstimate:
     compute_s: float
     comm_s: float  # communication left on the critical path (tp, cp, pp, and dp beyond what backward hides)
     comm_bytes: dict[str, float]  # per mesh dimension, per step, per rank
+    collectives: int  # per step, per rank, that wait on each other: tp, cp, pp and FSDP's (DDP's buckets overlap)
+    micro_batches: int  # forward-backward passes per step, each with a fixed cost of launching its operations
     step_s: float
     tokens_per_s: float
 
@@ -163,58 +169,97 @@ def estimate_step(
     # Data-parallel traffic overlaps the backward pass (about two thirds of compute); the rest shows.
     data_parallel = seconds["dp_shard"] + seconds["dp_replicate"]
     comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + max(0.0, data_parallel - 2 / 3 * compute)
+    collectives = sum(sent[d][1] for d in ("dp_shard", "tp", "cp"))
     calibration = calibration or Calibration()
-    step = calibration.compute_scale * compute + calibration.comm_scale * comm
+    step = calibration.predict(compute, comm, collectives, grad_accum)
     global_tokens = tokens_per_rank_step * layout.dp_degree
-    return StepEstimate(compute, comm, {d: v[0] for d, v in sent.items()}, step, global_tokens / step)
+    sent_bytes = {d: v[0] for d, v in sent.items()}
+    return StepEstimate(compute, comm, sent_bytes, collectives, grad_accum, step, global_tokens / step)
 
 
 @dataclass
 class Calibration:
-    """Measured seconds per predicted second, for compute and for communication, on one machine kind."""
+    """What measured runs taught about one machine kind: seconds per predicted second of compute and of
+    communication, and the fixed seconds per collective and per micro-batch that the formulas leave out (gloo on
+    CPU spends milliseconds on a collective that the stated latency puts at 0.1 ms; every forward-backward pass
+    pays for launching its operations)."""
 
     compute_scale: float = 1.0
     comm_scale: float = 1.0
+    collective_s: float = 0.0
+    micro_batch_s: float = 0.0
     runs: int = 0
+
+    def predict(self, compute_s: float, comm_s: float, collectives: int, micro_batches: int) -> float:
+        fixed = self.collective_s * collectives + self.micro_batch_s * micro_batches
+        return self.compute_scale * compute_s + self.comm_scale * comm_s + fixed
 
     @classmethod
     def load(cls, hardware: Hardware) -> Calibration:
-        path = _calibration_path(hardware)
-        if not path.is_file():
-            return cls()
-        data = json.loads(path.read_text())
-        return fit(data["records"])
+        return fit(calibration_records(hardware))
 
     @staticmethod
     def record(hardware: Hardware, estimate: StepEstimate, measured_step_s: float) -> Calibration:
         """Store a measured run and refit; later predictions on this machine use the new factors."""
         path = _calibration_path(hardware)
-        records = json.loads(path.read_text())["records"] if path.is_file() else []
-        records.append({"compute_s": estimate.compute_s, "comm_s": estimate.comm_s, "measured_s": measured_step_s})
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"hardware": asdict(hardware), "records": records[-200:]}, indent=1))
+        # Parallel sweep trials finish together: the lock keeps each one's read-append-write whole, and the
+        # atomic write keeps a reader from ever seeing half a file.
+        with open(path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            records = calibration_records(hardware)
+            records.append({**{f: getattr(estimate, f) for f in FEATURES}, "measured_s": measured_step_s})
+            write_json(path, {"hardware": asdict(hardware), "records": records[-200:]})
         return fit(records)
 
 
 def fit(records: list[dict]) -> Calibration:
-    """Least squares for measured = a * compute + b * comm, with a, b > 0; one factor when comm never varied."""
+    """Non-negative least squares for measured = a compute + b comm + c collectives + d micro-batches, in
+    relative error.
+
+    Exact for so few unknowns: every subset of the terms is solved, those with a factor <= 0 are dropped, and
+    the closest fit wins. Compute is always in, and communication too once some run had any; a subset needs
+    more runs than terms. Otherwise one common factor scales compute and communication alike (a single run).
+    """
     if not records:
         return Calibration()
-    compute = np.array([r["compute_s"] for r in records])
-    comm = np.array([r["comm_s"] for r in records])
+    # Relative errors: a step of 10 ms predicted as 20 ms is as wrong for ranking as 1 s predicted as 2 s.
     measured = np.array([r["measured_s"] for r in records])
-    if np.all(comm == 0) or len(records) < 2:
-        scale = float(measured.sum() / max(compute.sum() + comm.sum(), 1e-12))
-        return Calibration(scale, scale, len(records))
-    (a, b), *_ = np.linalg.lstsq(np.stack([compute, comm], axis=1), measured, rcond=None)
-    if a <= 0 or b <= 0:  # not enough spread to tell them apart: one common factor
-        scale = float(measured.sum() / (compute.sum() + comm.sum()))
-        return Calibration(scale, scale, len(records))
-    return Calibration(float(a), float(b), len(records))
+    features = np.array([[r.get(f, 0) for f in FEATURES] for r in records], dtype=float) / measured[:, None]
+    measured = np.ones_like(measured)
+    required = {0, 1} if features[:, 1].any() else {0}
+    together = features[:, :2].sum(axis=1)
+    scale = float(together @ measured / max(together @ together, 1e-30))
+    best = Calibration(scale, scale, runs=len(records))
+    best_residual = float(np.sum((together * scale - measured) ** 2))
+    for size in range(len(required), min(len(FEATURES), len(records) - 1) + 1):
+        for terms in itertools.combinations(range(len(FEATURES)), size):
+            columns = features[:, terms]
+            if not required <= set(terms) or not columns.any(axis=0).all():
+                continue
+            factors, *_ = np.linalg.lstsq(columns, measured, rcond=None)
+            residual = float(np.sum((columns @ factors - measured) ** 2))
+            if np.all(factors > 0) and residual < best_residual:
+                fitted = dict(zip((FEATURES[t] for t in terms), factors.tolist(), strict=True))
+                best, best_residual = _calibration(fitted, len(records)), residual
+    return best
+
+
+def _calibration(fitted: dict[str, float], runs: int) -> Calibration:
+    """Factors by feature name; without communication in any run, it is assumed to scale like compute."""
+    compute = fitted["compute_s"]
+    comm = fitted.get("comm_s", compute)
+    return Calibration(compute, comm, fitted.get("collectives", 0.0), fitted.get("micro_batches", 0.0), runs)
+
+
+def calibration_records(hardware: Hardware) -> list[dict]:
+    """The runs measured on this machine kind, oldest first: FEATURES and measured_s (the median step)."""
+    path = _calibration_path(hardware)
+    return json.loads(path.read_text())["records"] if path.is_file() else []
 
 
 def _calibration_path(hardware: Hardware) -> Path:
-    return cache_root() / "calibration" / f"{hardware.key}.json"
+    return cache_root() / "calibration" / f"{hardware.key}.v2.json"  # v2: records carry every FEATURE
 
 
 def _kv_ratio(config: PretrainedConfig) -> float:
