@@ -4,8 +4,8 @@ Each job has a tiny supervisor process (`python -m agent.jobs OUT TOKEN`, in a s
 the caller) that runs `python -m agent.cli train ... --out OUT` and watches it:
 
 - a time limit (`timeout_s`) for the whole run, and a hang limit (`hang_s`): no new steps.jsonl line for that
-  long after the first step (before it, data and tokenizer preparation may legitimately take minutes);
-- a non-finite loss in steps.jsonl: the trainer trains on after a NaN, so the supervisor stops the run.
+  long after the first step (before it, data and tokenizer preparation may legitimately take minutes).
+  A non-finite loss or an allocation failure needs no watching: the trainer stops and says so ("nan", "oom").
 
 torchrun starts every rank in a session of its own, so killing the job's process group would leave the ranks
 running. Every process of a job instead inherits an environment variable naming the job (MESHPILOT_JOB), and
@@ -21,9 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import math
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -44,8 +42,6 @@ JOB_FILE = "job.json"
 LOG_FILE = "job.log"  # what the launcher (and the supervisor) printed
 TERMINAL = ("ok", "failed", "oom", "timeout", "nan", "cancelled", "pruned")
 POLL_S = 0.5
-# The CPU allocator's words for an allocation that failed; on CUDA the trainer itself records status "oom".
-_CPU_OOM = re.compile(r"can't allocate memory|Cannot allocate memory|MemoryError|out of memory", re.IGNORECASE)
 
 
 def start_run(
@@ -243,10 +239,8 @@ def _watch(out: Path, job: dict, launcher: subprocess.Popen, stopping: list[str]
             return "cancelled", stopping[0]
         if not out.is_dir():  # nobody can read or stop this run any more: do not leave it running
             return "cancelled", "its run directory was removed"
-        for record in steps.read()[0]:
+        if steps.read()[0]:
             seen_step, last_step_at = True, time.monotonic()
-            if not math.isfinite(record.get("loss", 0.0)):
-                return "nan", f"loss {record['loss']} at step {record['step']}"
         now = time.monotonic()
         if job["timeout_s"] is not None and now - started > job["timeout_s"]:
             return "timeout", f"ran past its time limit of {job['timeout_s']:g}s"
@@ -260,7 +254,7 @@ def _outcome(out: Path, returncode: int) -> tuple[str, str | None]:
     """The state of a run whose launcher exited by itself."""
     metrics = RunDir(out).read_metrics()
     if metrics is not None:
-        return _classify(out, metrics)
+        return _classify(metrics)
     log = (out / LOG_FILE).read_text(errors="replace").splitlines() if (out / LOG_FILE).is_file() else []
     errors = [line.removeprefix("meshpilot: error: ") for line in log if line.startswith("meshpilot: error: ")]
     if errors:
@@ -268,24 +262,15 @@ def _outcome(out: Path, returncode: int) -> tuple[str, str | None]:
     return "failed", f"the launcher exited with code {returncode} and wrote no results (see {LOG_FILE})"
 
 
-def _classify(out: Path, metrics: dict) -> tuple[str, str | None]:
-    status, error = metrics.get("status"), metrics.get("error")
-    if status == "ok":
-        bad = next((s for s in RunDir(out).read_steps() if not math.isfinite(s.get("loss", 0.0))), None)
-        if bad is not None:
-            return "nan", f"loss {bad['loss']} at step {bad['step']}"
-        final = metrics.get("final_loss")
-        if final is not None and not math.isfinite(final):
-            return "nan", f"final loss {final}"
-        return "ok", None
-    if status == "failed" and error and _CPU_OOM.search(error):
-        return "oom", error
-    return (status if status in TERMINAL else "failed"), error
+def _classify(metrics: dict) -> tuple[str, str | None]:
+    """The trainer itself tells "oom" and "nan" (it stops at a non-finite loss) from other failures."""
+    status = metrics.get("status")
+    return (status if status in TERMINAL else "failed"), metrics.get("error")
 
 
 def _state(out: Path, job: dict | None, metrics: dict | None) -> tuple[str, str | None]:
     if job is None:
-        return _classify(out, metrics)
+        return _classify(metrics)
     if job["state"] in TERMINAL:
         return job["state"], job["cause"]
     if job["pid"] is None and job["executor"] is None and not process_alive(**_creator(job)):
@@ -295,7 +280,7 @@ def _state(out: Path, job: dict | None, metrics: dict | None) -> tuple[str, str 
     if process_alive(job["pid"], job.get("pid_start")):
         return job["state"], None
     if metrics is not None:  # the supervisor died after the run ended
-        return _classify(out, metrics)
+        return _classify(metrics)
     return "failed", f"the job's supervisor (pid {job['pid']}) died before the run ended"
 
 
@@ -344,7 +329,13 @@ def _child_env(job: dict, env: dict) -> dict[str, str]:
     return child
 
 
+# Supervisors outlive the call that spawns them; keeping their Popen objects lets this process reap the ones that
+# ended (no zombies in a long chat session) instead of dropping running children.
+_SUPERVISORS: list[subprocess.Popen] = []
+
+
 def _spawn_supervisor(out: Path, env: dict) -> None:
+    _SUPERVISORS[:] = [p for p in _SUPERVISORS if p.poll() is None]
     job = read_job(out)
     with (out / LOG_FILE).open("a") as log:
         process = subprocess.Popen(
@@ -356,6 +347,7 @@ def _spawn_supervisor(out: Path, env: dict) -> None:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # survives the caller; a terminal's Ctrl-C does not reach it
         )
+    _SUPERVISORS.append(process)
     # The supervisor records the same itself; written here too so that a reader never sees a job with no pid.
     update_job(out, pid=process.pid, pgid=process.pid, host=socket.gethostname(), pid_start=_start_time(process.pid))
 

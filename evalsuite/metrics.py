@@ -11,6 +11,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from evalsuite.errors import BenchError
+
 Record = dict[str, float]
 
 
@@ -54,4 +56,7 @@ def compute(output_type: str, names: list[str], records: list[Record]) -> dict[s
 
 
 def higher_is_better(name: str) -> bool:
-    return next(known[name].higher_is_better for known in METRICS.values() if name in known)
+    for known in METRICS.values():
+        if name in known:
+            return known[name].higher_is_better
+    raise BenchError(f"unknown metric {name!r}: known are {sorted({n for known in METRICS.values() for n in known})}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -38,6 +39,12 @@ from trainer.rundir import RunDir, write_json, write_text
 from trainer.step import StepResult, forward_backward, pipeline_forward_backward
 
 log = logging.getLogger("meshpilot.trainer")
+
+
+class NonFiniteLoss(RuntimeError):
+    """The step's loss is NaN or infinite: every later step would be wasted, so the run stops (status "nan")."""
+
+
 # A rank stuck this long in a collective fails instead of hanging the run (checkpoint saves included).
 COLLECTIVE_TIMEOUT = timedelta(minutes=5)
 
@@ -210,6 +217,8 @@ def _run_steps(training: Training) -> Measurements:
                 steps_file.write(json.dumps(record) + "\n")
                 steps_file.flush()
             log.info("step %(step)d loss %(loss).4f lr %(lr).3g grad_norm %(grad_norm).3f %(step_s).2fs", record)
+            if not math.isfinite(result.loss):  # the same reduced value on every rank: all stop together
+                raise NonFiniteLoss(f"loss {result.loss} at step {state.step}; the last checkpoint is kept")
             if spec.checkpoint_every and state.step % spec.checkpoint_every == 0:
                 training.save_checkpoint()
             if state.step - first_step == max(1, spec.timing_warmup_steps):

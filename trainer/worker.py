@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import time
 import traceback
@@ -15,7 +16,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from trainer.loop import init_worker, load_run, train
+from trainer.loop import NonFiniteLoss, init_worker, load_run, train
 from trainer.rundir import RunDir, write_json
 
 
@@ -38,8 +39,19 @@ def main(run_path: str) -> None:
         run.rank_log(rank).unlink(missing_ok=True)  # rank logs are kept only when something went wrong
 
 
+# The CPU allocator's words when an allocation fails (CUDA raises torch.OutOfMemoryError instead).
+_CPU_OOM = re.compile(r"can't allocate memory|Cannot allocate memory", re.IGNORECASE)
+
+
+def failure_status(error: BaseException) -> str:
+    """metrics.json's status for a rank's error: "oom", "nan" or "failed"."""
+    if isinstance(error, torch.OutOfMemoryError | MemoryError) or _CPU_OOM.search(str(error)):
+        return "oom"
+    return "nan" if isinstance(error, NonFiniteLoss) else "failed"
+
+
 def _record_failure(run: RunDir, rank: int, error: BaseException) -> None:
-    status = "oom" if isinstance(error, torch.OutOfMemoryError) else "failed"
+    status = failure_status(error)
     write_json(
         run.failure(rank),
         {

@@ -72,11 +72,7 @@ class SubmititExecutor:
         nproc = request.get("nproc") or 1
         if self.cluster == "slurm":
             executor.update_parameters(
-                nodes=1,
-                tasks_per_node=1,
-                gpus_per_node=nproc if device_type == "cuda" else 0,
-                timeout_min=_minutes(request.get("timeout_s")),
-                **self.parameters,
+                **slurm_parameters(nproc, device_type, request.get("timeout_s"), self.parameters)
             )
         else:
             executor.update_parameters(timeout_min=_minutes(request.get("timeout_s")), **self.parameters)
@@ -117,6 +113,13 @@ class SubmititExecutor:
 
     def _slurm_job(self, job: dict):
         return self._submitit.SlurmJob(self.folder, job["executor"]["job_id"])
+
+
+def slurm_parameters(nproc: int, device_type: str, timeout_s: float | None, extra: dict[str, Any]) -> dict[str, Any]:
+    """submitit's parameters for one trial: one task on one node holding the trial's GPUs (torchrun inside it
+    starts the ranks), its time limit, and what `--slurm KEY=VALUE` added (e.g. slurm_partition=gpu)."""
+    gpus = nproc if device_type == "cuda" else 0
+    return {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": gpus, "timeout_min": _minutes(timeout_s), **extra}
 
 
 def make_executor(kind: str, folder: Path, slurm: dict[str, Any] | None = None) -> Executor:
