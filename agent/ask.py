@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import uuid
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 from trainer.config import ConfigError
 
 WAITING = 3
+THREAD_ID = re.compile(r"^[\w.:-]{1,100}$")
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -30,8 +32,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ask.add_argument("request", nargs="?", help="e.g. '/plan devices=8' or 'why did FSDP win?'; /help lists more")
-    ask.add_argument("--repo", type=Path, default=Path("."), help="experiment repository (default: .)")
-    ask.add_argument("--thread", help="conversation to continue (default: a new one; its id is printed)")
+    add_agent_arguments(ask, thread_help="conversation to continue (default: a new one; its id is printed)")
     decide = ask.add_mutually_exclusive_group()
     decide.add_argument("--approve", action="store_true", help="approve what the thread waits for")
     decide.add_argument("--reject", metavar="REASON", help="reject what the thread waits for, saying why")
@@ -41,28 +42,44 @@ def register(commands: argparse._SubParsersAction) -> None:
     unattended.add_argument(
         "--policy", metavar="SPEC", help="unattended within a budget: device_hours=H,trials=N,pr=yes|no"
     )
-    ask.add_argument(
+    ask.add_argument("--json", action="store_true", help="print every event as a JSON line")
+    ask.set_defaults(handler=_ask)
+
+
+def add_agent_arguments(parser: argparse.ArgumentParser, thread_help: str) -> None:
+    """What `ask` and `chat` share: the repository, the conversation, the approval threshold and the LLM."""
+    parser.add_argument("--repo", type=Path, default=Path("."), help="experiment repository (default: .)")
+    parser.add_argument("--thread", help=thread_help)
+    parser.add_argument(
         "--approve-below",
         type=float,
         metavar="DEVICE_HOURS",
         help="launches cheaper than this start without asking (default: MESHPILOT_APPROVE_BELOW, else 1)",
     )
-    ask.add_argument("--json", action="store_true", help="print every event as a JSON line")
-    ask.add_argument("--llm-base-url", help="OpenAI-compatible endpoint (default: MESHPILOT_LLM_BASE_URL)")
-    ask.add_argument("--llm-model", help="model name at that endpoint (default: MESHPILOT_LLM_MODEL)")
-    ask.set_defaults(handler=_ask)
+    parser.add_argument("--llm-base-url", help="OpenAI-compatible endpoint (default: MESHPILOT_LLM_BASE_URL)")
+    parser.add_argument("--llm-model", help="model name at that endpoint (default: MESHPILOT_LLM_MODEL)")
+
+
+def check_agent_arguments(args: argparse.Namespace) -> float:
+    """Refuse a bad shared argument in one line; return the approval threshold in device-hours."""
+    from agent.approvals import threshold_from_env
+
+    if not args.repo.is_dir():
+        raise ConfigError(f"--repo {args.repo} is not a directory")
+    if args.thread is not None and not THREAD_ID.match(args.thread):
+        raise ConfigError(f"--thread {args.thread!r}: use letters, digits, dots, colons, dashes and underscores")
+    return args.approve_below if args.approve_below is not None else threshold_from_env()
 
 
 def _ask(args: argparse.Namespace) -> int:
-    from agent.approvals import Policy, threshold_from_env
+    from agent.approvals import Policy
     from agent.llm import llm_settings, make_llm
     from agent.session import Agent
 
     # Everything that can be wrong with the command line is found before the database or a model is touched.
-    if not args.repo.is_dir():
-        raise ConfigError(f"--repo {args.repo} is not a directory")
+    threshold = check_agent_arguments(args)
     policy = Policy.yes() if args.yes else Policy.parse(args.policy) if args.policy is not None else Policy()
-    policy = policy.with_threshold(args.approve_below if args.approve_below is not None else threshold_from_env())
+    policy = policy.with_threshold(threshold)
     decision = _decision(args)
     if decision and args.request:
         raise ConfigError("give either a REQUEST or a decision (--approve, --reject, --edit), not both")

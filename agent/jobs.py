@@ -44,22 +44,10 @@ TERMINAL = ("ok", "failed", "oom", "timeout", "nan", "cancelled", "pruned")
 POLL_S = 0.5
 
 
-def start_run(
-    experiment: Path,
-    out: Path,
-    *,
-    nproc: int | None = None,
-    layout: str | None = None,
-    steps: int | None = None,
-    overrides: list[str] = (),
-    timeout_s: float | None = None,
-    env: dict | None = None,
-    hang_s: float | None = None,
-    cpus: list[int] | None = None,
-    visible_devices: list[int] | None = None,
-) -> str:
+def start_run(experiment: Path, out: Path, **options: Any) -> str:
     """Start `meshpilot train` in the background and return the run id (the name of `out`) at once.
 
+    `options` are prepare_job's (nproc, layout, steps, overrides, timeout_s, env, hang_s, cpus, visible_devices).
     A run that finished ok or is still going is not started again: its id is returned. A directory holding a run
     that failed is refused (choose another `out`). `cpus` pins the job to those CPU cores; `visible_devices` sets
     CUDA_VISIBLE_DEVICES: how a sweep gives parallel trials disjoint devices.
@@ -70,20 +58,8 @@ def start_run(
         return out.name
     if existing is not None:
         raise ConfigError(f"{out} holds a run that ended {existing}; choose another run directory")
-    prepare_job(
-        experiment,
-        out,
-        nproc=nproc,
-        layout=layout,
-        steps=steps,
-        overrides=overrides,
-        timeout_s=timeout_s,
-        env=env,
-        hang_s=hang_s,
-        cpus=cpus,
-        visible_devices=visible_devices,
-    )
-    _spawn_supervisor(out, env or {})
+    prepare_job(experiment, out, **options)
+    _spawn_supervisor(out, options.get("env") or {})
     return out.name
 
 
