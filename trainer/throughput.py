@@ -78,7 +78,7 @@ class StepEstimate:
     compute_s: float
     comm_s: float  # communication left on the critical path (tp, cp, pp, and dp beyond what backward hides)
     comm_bytes: dict[str, float]  # per mesh dimension, per step, per rank
-    collectives: int  # per step, per rank, that wait on each other: tp, cp, pp and FSDP's (DDP's buckets overlap)
+    collectives: int  # per step and rank, each with a fixed cost: tp, cp and FSDP's (not DDP's buckets or PP's sends)
     micro_batches: int  # forward-backward passes per step, each with a fixed cost of launching its operations
     step_s: float
     tokens_per_s: float
@@ -223,22 +223,23 @@ def fit(records: list[dict]) -> Calibration:
     """
     if not records:
         return Calibration()
-    # Relative errors: a step of 10 ms predicted as 20 ms is as wrong for ranking as 1 s predicted as 2 s.
+    # Relative errors: a step of 10 ms predicted as 20 ms is as wrong for ranking as 1 s predicted as 2 s, so
+    # each run's equation is divided by its measured time and asks for 1.
     measured = np.array([r["measured_s"] for r in records])
     features = np.array([[r.get(f, 0) for f in FEATURES] for r in records], dtype=float) / measured[:, None]
-    measured = np.ones_like(measured)
+    ones = np.ones(len(records))
     required = {0, 1} if features[:, 1].any() else {0}
     together = features[:, :2].sum(axis=1)
-    scale = float(together @ measured / max(together @ together, 1e-30))
+    scale = float(together @ ones / max(together @ together, 1e-30))
     best = Calibration(scale, scale, runs=len(records))
-    best_residual = float(np.sum((together * scale - measured) ** 2))
+    best_residual = float(np.sum((together * scale - ones) ** 2))
     for size in range(len(required), min(len(FEATURES), len(records) - 1) + 1):
         for terms in itertools.combinations(range(len(FEATURES)), size):
             columns = features[:, terms]
             if not required <= set(terms) or not columns.any(axis=0).all():
                 continue
-            factors, *_ = np.linalg.lstsq(columns, measured, rcond=None)
-            residual = float(np.sum((columns @ factors - measured) ** 2))
+            factors, *_ = np.linalg.lstsq(columns, ones, rcond=None)
+            residual = float(np.sum((columns @ factors - ones) ** 2))
             if np.all(factors > 0) and residual < best_residual:
                 fitted = dict(zip((FEATURES[t] for t in terms), factors.tolist(), strict=True))
                 best, best_residual = _calibration(fitted, len(records)), residual
