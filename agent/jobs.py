@@ -127,7 +127,7 @@ def run_status(out: Path) -> dict:
     metrics = run.read_metrics()
     if job is None and metrics is None:
         raise ConfigError(f"no run in {out} (neither {JOB_FILE} nor metrics.json)")
-    state, cause = _state(out, job, metrics)
+    state, cause = _state(job, metrics)
     steps = job["steps"] if job else metrics.get("steps")
     return {
         "run_id": out.name,
@@ -244,7 +244,7 @@ def _classify(metrics: dict) -> tuple[str, str | None]:
     return (status if status in TERMINAL else "failed"), metrics.get("error")
 
 
-def _state(out: Path, job: dict | None, metrics: dict | None) -> tuple[str, str | None]:
+def _state(job: dict | None, metrics: dict | None) -> tuple[str, str | None]:
     if job is None:
         return _classify(metrics)
     if job["state"] in TERMINAL:

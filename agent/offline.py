@@ -342,11 +342,7 @@ def explain_plan(result: dict, asked: str | None) -> str:
     elif asked != winner["family"]:
         lines.append(f"{asked} did not win: {winner['family']} did.")
     lines.append(f"{winner['family']} ({winner['layout']}) {_figures(winner)}.")
-    # The runners-up of other families, and the family asked about wherever it ranks.
-    others = [f for f in families if f != winner["family"]][:RUNNERS_UP]
-    if asked in families and asked not in others and asked != winner["family"]:
-        others.append(asked)
-    for family in others:
+    for family in _runners_up(families, winner["family"], asked):
         best = families[family]
         lines.append(f"Best {family} ({best['layout']}): {_figures(best)}; {_compare(best, winner)}.")
     lines.append(
@@ -470,13 +466,18 @@ def explain_sweep(result: dict, asked: str | None) -> str:
     if asked not in families:
         lines = [f"No {asked} trial finished ok in the sweep, so {asked} could not win."]
     lines.append(f"{winner['family']} won with trial {winner['id']}, {_trial_figures(winner)}.")
-    others = [f for f in families if f != winner["family"]][:RUNNERS_UP]
-    if asked in families and asked not in others and asked != winner["family"]:
-        others.append(asked)
-    for family in others:
+    for family in _runners_up(families, winner["family"], asked):
         best = families[family]
         lines.append(f"Best {family}, trial {best['id']}, {_trial_figures(best)}; {_compare(best, winner)}.")
     return "\n".join(lines) + f" (source: {result['source']})"
+
+
+def _runners_up(families: dict[str, dict], winner: str, asked: str) -> list[str]:
+    """The best-ranked other families (families is ordered best first), and the one asked about wherever it ranks."""
+    others = [f for f in families if f != winner][:RUNNERS_UP]
+    if asked in families and asked not in others and asked != winner:
+        others.append(asked)
+    return others
 
 
 def _as_candidate(trial: dict) -> dict:
