@@ -282,12 +282,17 @@ def run_hf(
     examples: list[dict],
     collator: Callable,
     out: Path,
-    heldout: TokenizedCorpus,
+    heldout: TokenizedCorpus | None,
+    device: str = "cpu",
 ) -> dict:
-    """transformers.Trainer for the same steps, model init, optimizer and schedule as the meshpilot run."""
+    """transformers.Trainer for the same steps, model init, optimizer and schedule as the meshpilot run.
+
+    On CUDA it trains in bf16 mixed precision, as `meshpilot train` does there; without `heldout` no held-out
+    loss is measured."""
     spec = prepared.experiment.train
     model = build_model(prepared.config, None, spec.seed)  # the same initial weights as meshpilot's
-    optimizer = build_optimizer(model, spec, "cpu")
+    model.to(device)
+    optimizer = build_optimizer(model, spec, device)
     args = TrainingArguments(
         output_dir=str(out),
         per_device_train_batch_size=spec.micro_batch,
@@ -295,7 +300,8 @@ def run_hf(
         max_steps=spec.steps,
         max_grad_norm=spec.grad_clip,
         seed=spec.seed,
-        use_cpu=True,
+        use_cpu=device == "cpu",
+        bf16=device == "cuda",
         report_to="none",
         save_strategy="no",
         eval_strategy="no",
@@ -327,7 +333,7 @@ def run_hf(
         "step_seconds": [b[0] - a[0] for a, b in itertools.pairwise(timer.marks)],
         "final_loss": losses[-1],
         "losses": losses,
-        "heldout": heldout_loss(model, heldout, prepared.experiment.data.seq_len),
+        "heldout": heldout_loss(model, heldout, prepared.experiment.data.seq_len) if heldout else None,
     }
 
 

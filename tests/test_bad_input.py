@@ -373,6 +373,7 @@ def resolved_config(tmp_path: Path, exp: Path) -> str:
 
     loaded = load_experiment(exp)
     loaded.train.precision, loaded.hardware.device_type, loaded.hardware.devices = "fp32", "cpu", 1
+    loaded.train.attention = "dense"
     loaded.layout = loaded.layout.resolve(1)
     return _yaml.safe_dump(loaded.to_dict(), sort_keys=False)
 

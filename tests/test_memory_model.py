@@ -11,7 +11,7 @@ from trainer.config import TrainSpec
 from trainer.layout import Layout
 from trainer.memory import saved_for_backward
 from trainer.memory_model import MemoryPlan, activation_bytes, local_shapes, predict_memory, rank_coordinates
-from trainer.model import build_model
+from trainer.model import build_model, enable_activation_checkpointing
 from trainer.step import token_loss_sum
 
 
@@ -19,7 +19,7 @@ def measured_activations(config, micro_batch: int, seq_len: int, checkpointing: 
     model = build_model(config, None, seed=0)
     model.train()
     if checkpointing:
-        model.activation_checkpointing_enable({"use_reentrant": False})
+        enable_activation_checkpointing(model)
     ids = torch.randint(0, config.vocab_size, (micro_batch, seq_len))
     segments = torch.arange(seq_len).div(seq_len // 3, rounding_mode="floor").expand(micro_batch, seq_len)
     batch = {"input_ids": ids, "labels": ids, "position_ids": torch.arange(seq_len).expand_as(ids)}

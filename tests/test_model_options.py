@@ -12,7 +12,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from trainer.config import ModelSpec
 from trainer.flops import causal_attention_pairs, step_flops
 from trainer.launch import TrainRequest, prepare
-from trainer.model import build_model, checkpoint_dir, count_parameters, model_config
+from trainer.model import build_model, checkpoint_dir, count_parameters, enable_activation_checkpointing, model_config
 from trainer.packing import model_inputs
 from trainer.step import forward_backward
 
@@ -62,7 +62,7 @@ def test_activation_checkpointing_gives_the_same_gradients():
         model = build_model(AutoConfig.for_model(**TINY_MODEL), None, seed=0)
         model.train()
         if checkpointing:
-            model.activation_checkpointing_enable({"use_reentrant": False})
+            enable_activation_checkpointing(model)
         loss = forward_backward(model, [tiny_batch()], dp_group=None).loss
         results.append((loss, {n: p.grad.clone() for n, p in model.named_parameters()}))
     (loss_a, grads_a), (loss_b, grads_b) = results

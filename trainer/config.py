@@ -71,6 +71,7 @@ class TrainSpec:
     seed: int = 0
     precision: str = "auto"  # auto (bf16 mixed on CUDA, fp32 on CPU) | fp32 | bf16
     compile: bool = False
+    attention: str = "auto"  # auto | dense | flex: how packed documents are kept apart (trainer.attention)
     activation_checkpointing: bool = False
     gns_every: int = 1  # steps between gradient noise scale measurements (0: off); each costs one extra reduction
     pp_schedule: str = "1f1b"  # pipeline schedule when layout.pp > 1: gpipe | 1f1b | interleaved_1f1b

@@ -19,6 +19,7 @@ import torch
 import yaml
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
+from trainer.attention import AttentionError, choose_attention
 from trainer.checkpoint import checkpoint_step, latest
 from trainer.config import ConfigError, Experiment, load_experiment
 from trainer.data import (
@@ -147,6 +148,10 @@ def _resolve_hardware(request: TrainRequest, experiment: Experiment) -> tuple[in
     plan_batches(train.global_batch_tokens, experiment.data.seq_len, train.micro_batch, layout.dp_degree)
     if train.precision == "auto":
         train.precision = "bf16" if device_type == "cuda" else "fp32"
+    try:
+        train.attention = choose_attention(train.attention, device_type, experiment.data.packing, layout.pp)
+    except AttentionError as e:
+        raise ConfigError(str(e)) from None
     experiment.layout = layout
     experiment.hardware.device_type = device_type
     experiment.hardware.devices = nproc

@@ -22,6 +22,7 @@ import yaml
 from transformers import PretrainedConfig
 
 from trainer import checkpoint
+from trainer.attention import document_block_mask, use_attention
 from trainer.config import Experiment, experiment_from_dict
 from trainer.data import BatchPlan, RowSource, TokenizedCorpus, plan_batches
 from trainer.environment import device_name, versions
@@ -136,6 +137,7 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) ->
     config = model_config(experiment.model, Path(experiment.base_dir))
     model = build_model(config, Path(launch["weights_dir"]) if launch["weights_dir"] else None, spec.seed)
     model.to(worker.device)
+    use_attention(model, spec.attention)
     model.train()  # from_pretrained returns eval mode: no dropout, and no activation checkpointing
     # Dropout differs between data-parallel ranks, like their data, and agrees between tensor-parallel peers.
     torch.manual_seed(spec.seed + 1 + dp_rank)
@@ -241,6 +243,9 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
         {k: v.to(device, non_blocking=True) for k, v in training.rows.batch(indices).items()}
         for indices in training.plan.micro_batches(training.state.next_row, training.dp_rank)
     ]
+    if spec.attention == "flex":  # built once per micro-batch, outside the model (and its timing of layers)
+        for batch in micro_batches:
+            batch["block_mask"] = document_block_mask(batch["segment_ids"])
     if training.pipeline is not None:
         result = pipeline_forward_backward(
             training.pipeline, training.model, micro_batches, training.dp_group, training.autocast, measure_memory

@@ -51,6 +51,13 @@ def build_model(config: PretrainedConfig, weights: Path | None, seed: int) -> to
     return AutoModelForCausalLM.from_config(config, **kwargs)
 
 
+def enable_activation_checkpointing(model: torch.nn.Module) -> None:
+    """Recompute each decoder layer in backward. transformers 5 renamed gradient_checkpointing_enable to
+    activation_checkpointing_enable in a later release (the old name warns there): use whichever this one has."""
+    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+    enable({"use_reentrant": False})
+
+
 def count_parameters(config: PretrainedConfig) -> dict[str, int]:
     """Parameter counts from a meta-device model: no memory, no weights."""
     with torch.device("meta"):

@@ -42,11 +42,13 @@ def block_causal_mask(segment_ids: torch.Tensor) -> torch.Tensor:
     return (same_segment & causal)[:, None]
 
 
-def model_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | bool]:
-    """Keyword arguments for a transformers causal LM's forward, with documents isolated."""
+def model_inputs(batch: dict) -> dict:
+    """Keyword arguments for a transformers causal LM's forward, with documents isolated: by the batch's
+    flex_attention BlockMask when the trainer made one (trainer.attention), else by the dense mask."""
+    mask = batch.get("block_mask")
     return {
         "input_ids": batch["input_ids"],
         "position_ids": batch["position_ids"],
-        "attention_mask": block_causal_mask(batch["segment_ids"]),
+        "attention_mask": block_causal_mask(batch["segment_ids"]) if mask is None else mask,
         "use_cache": False,
     }

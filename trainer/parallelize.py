@@ -24,6 +24,7 @@ from transformers import PretrainedConfig
 
 from trainer.config import TrainSpec
 from trainer.layout import Layout, LayoutError
+from trainer.model import enable_activation_checkpointing
 from trainer.pipeline import Pipeline, build_pipeline, split_model
 
 _TP_STYLES = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
@@ -57,7 +58,7 @@ def parallelize(
     if layout.tp > 1:
         _apply_tensor_parallel(model, mesh["tp"])
     if spec.activation_checkpointing:
-        model.activation_checkpointing_enable({"use_reentrant": False})
+        enable_activation_checkpointing(model)
     if spec.compile:
         model.compile()
     if layout.dp_shard > 1 or (layout.tp > 1 and layout.dp_replicate > 1):
@@ -82,7 +83,7 @@ def parallelize_pipeline(
     micro-batch only.
     """
     if spec.activation_checkpointing:  # set on the layers, which the stages keep
-        model.activation_checkpointing_enable({"use_reentrant": False})
+        enable_activation_checkpointing(model)
     pp_rank = mesh.get_local_rank("pp")
     rank_model, stages, stage_ids = split_model(model, pp_rank, layout.pp, spec.pp_stages_per_rank)
     if layout.tp > 1:

@@ -1,0 +1,348 @@
+"""Validation on a CUDA GPU, in one go: what only a GPU shows, each result written as soon as it is measured.
+
+    python -m bench.gpu [--out FILE] [--only SECTION,...] [--quick]
+
+Sections, in order (each one's failure is recorded and the next one still runs):
+
+- environment: device, memory as torch reports it, driver and package versions;
+- cuda_tests: the test suite's GPU tests (`pytest -m gpu`);
+- mfu: a Llama-3.2-1B-shaped model (random weights), bf16, packed rows, sequence 2048 and 4096, one GPU:
+  tokens/s and MFU from `meshpilot train`, eager and compiled, against transformers.Trainer on the same
+  GPU, data, optimizer and batch (DataCollatorWithFlattening-style packed rows, SDPA);
+- memory: the memory model's predicted peak against torch.cuda.max_memory_allocated (the prediction and the
+  measurement `meshpilot train` writes to memory.json), with and without activation checkpointing, at two
+  sequence lengths;
+- packed_attention: packed rows against padded rows at sequence 2k, 8k and 32k (tokens/s, peak memory);
+- generation: continuous against static batching (bench/eval_batching.py's workload) on the GPU;
+- demo: `meshpilot demo` end to end on the GPU machine;
+- planner: the throughput model's predicted step time against the measured one for every run above.
+
+Every `meshpilot train` here is the real command line in its own process, as a user runs it. The result file
+(default bench/results/gpu.json) holds the machine description and every section finished so far.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import yaml
+
+from bench.machine import describe_machine
+from trainer.model import count_parameters
+from trainer.rundir import RunDir
+
+REPO = Path(__file__).resolve().parents[1]
+SECTIONS = ("environment", "cuda_tests", "mfu", "memory", "packed_attention", "generation", "demo", "planner")
+
+# Llama-3.2-1B's published shape (meta-llama/Llama-3.2-1B config.json), random weights; its llama3 rotary scaling
+# is left out (it changes no cost).
+LLAMA_1B = {
+    "model_type": "llama",
+    "vocab_size": 128256,
+    "hidden_size": 2048,
+    "intermediate_size": 8192,
+    "num_hidden_layers": 16,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "max_position_embeddings": 32768,
+    "tie_word_embeddings": True,
+    "rms_norm_eps": 1e-5,
+}
+# A smaller model of the same family for the long-sequence attention runs (32k tokens per row).
+LLAMA_SMALL = {**LLAMA_1B, "vocab_size": 32768, "hidden_size": 1024, "intermediate_size": 4096,
+               "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 4}  # fmt: skip
+
+
+class Bench:
+    """Where results go, and the runs made so far (the planner section reads them)."""
+
+    def __init__(self, out: Path, work: Path, quick: bool):
+        self.out, self.work, self.quick = out, work, quick
+        self.result: dict = {"benchmark": "gpu", "machine": describe_machine(), "sections": {}}
+        self.runs: dict[str, dict] = {}
+
+    def record(self, section: str, value: dict) -> None:
+        self.result["sections"][section] = value
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.out.write_text(json.dumps(self.result, indent=1) + "\n")
+        print(f"[gpu bench] {section}: written to {self.out}", flush=True)
+
+    def train(self, name: str, model: dict, seq_len: int, micro_batch: int, rows_per_step: int, steps: int,
+              **train_keys) -> dict:  # fmt: skip
+        """One `meshpilot train` on one GPU; its metrics, memory and step times (or its error)."""
+        packing = train_keys.pop("packing", True)
+        experiment = {
+            "model": {"config": model},
+            "tokenizer": "builtin",
+            "data": {"train": "builtin:stdlib-docs", "seq_len": seq_len, "packing": packing},
+            "train": {
+                "steps": steps,
+                "global_batch_tokens": rows_per_step * seq_len,
+                "micro_batch": micro_batch,
+                "lr": 3e-4,
+                "warmup_steps": 2,
+                "timing_warmup_steps": 3,
+                "save_final_checkpoint": False,
+                "gns_every": 0,
+                **train_keys,
+            },
+            "hardware": {"device_type": "cuda", "devices": 1},
+        }
+        directory = self.work / name
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / "experiment.yaml"
+        path.write_text(yaml.safe_dump(experiment))
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "agent.cli", "train", str(path), "--out", str(directory / "run"), "--nproc", "1"],
+            cwd=REPO, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        summary = {"experiment": experiment, "wall_s": round(time.perf_counter() - started, 1)}
+        run = RunDir(directory / "run")
+        if done.returncode != 0 or not run.metrics.exists():
+            summary["error"] = (done.stderr or done.stdout)[-3000:]
+            self.runs[name] = summary
+            return summary
+        metrics, memory, steps = run.read_metrics(), json.loads(run.memory.read_text()), run.read_steps()
+        timed = [s["step_s"] for s in steps[-metrics["timed_steps"] :]]
+        summary.update(
+            status=metrics["status"],
+            tokens_per_s=metrics["tokens_per_s"],
+            mfu=metrics["mfu"],
+            median_step_s=statistics.median(timed) if timed else None,
+            step_s=[round(s["step_s"], 4) for s in steps],
+            losses=[round(s["loss"], 4) for s in steps],
+            peak_mem_bytes=metrics["peak_mem_bytes"][0],
+            memory_predicted=memory["predicted"][0],
+            memory_measured=memory["measured"][0],
+        )
+        self.runs[name] = summary
+        return summary
+
+
+# --- sections ----------------------------------------------------------------------------------------------------
+
+
+def environment(bench: Bench) -> dict:
+    free, total = torch.cuda.mem_get_info()
+    props = torch.cuda.get_device_properties(0)
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
+                          "--format=csv,noheader"], capture_output=True, text=True)  # fmt: skip
+    return {
+        "device_name": torch.cuda.get_device_name(),
+        "total_memory_bytes": total,
+        "free_memory_bytes_at_start": free,
+        "multiprocessors": props.multi_processor_count,
+        "compute_capability": f"{props.major}.{props.minor}",
+        "nvidia_smi": smi.stdout.strip(),
+        "cuda": torch.version.cuda,
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+    }
+
+
+def cuda_tests(bench: Bench) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs", "tests"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    lines = done.stdout.strip().splitlines()
+    return {"returncode": done.returncode, "summary": lines[-1] if lines else "", "output_tail": done.stdout[-4000:]}
+
+
+def mfu(bench: Bench) -> dict:
+    """meshpilot eager and compiled against transformers.Trainer: 1B model, bf16, packed, one GPU."""
+    step_tokens = 65536 if not bench.quick else 16384
+    steps = 10 if not bench.quick else 6
+    results = {}
+    # 8192 tokens per micro-batch: the 1B model's activations and logits then take about half the GPU.
+    for seq_len, compiled in ((2048, False), (2048, True), (4096, False)):
+        name = f"mfu_s{seq_len}_{'compiled' if compiled else 'eager'}"
+        results[name] = bench.train(
+            name, LLAMA_1B, seq_len, 8192 // seq_len, step_tokens // seq_len, steps, compile=compiled
+        )
+    for seq_len in (2048, 4096):
+        results[f"hf_trainer_s{seq_len}"] = _hf_trainer(bench, seq_len, 8192 // seq_len, step_tokens // seq_len, steps)
+    return {"model": LLAMA_1B, "runs": _brief(results)}
+
+
+def _hf_trainer(bench: Bench, seq_len: int, micro_batch: int, rows_per_step: int, steps: int) -> dict:
+    """transformers.Trainer on the same tokens, model init, optimizer and schedule (bench/trainer_vs_hf.py)."""
+    from bench import trainer_vs_hf as hf
+
+    setup = hf.Setup(LLAMA_1B, seq_len, rows_per_step, micro_batch, steps, lr=3e-4, warmup_steps=2,
+                     timing_warmup_steps=3)  # fmt: skip
+    directory = bench.work / f"hf_s{seq_len}"
+    directory.mkdir(parents=True, exist_ok=True)
+    experiment = hf.experiment_dict(setup)
+    experiment["hardware"] = {"device_type": "cuda", "devices": 1}
+    path = directory / "experiment.yaml"
+    path.write_text(yaml.safe_dump(experiment))
+    prepared = hf.prepare(path)
+    examples = hf.packed_examples(prepared.corpus, seq_len, setup.seed)
+    torch.cuda.reset_peak_memory_stats()
+    run = hf.run_hf(prepared, examples, hf.RowFlattening(), directory / "out", None, device="cuda")
+    tokens, seconds = run["timed_tokens"], run["timed_seconds"]
+    # The Trainer does not report the documents' attention pairs that meshpilot's MFU counts: 6N per token only,
+    # a lower bound on the work done, so a lower bound on its MFU.
+    peak = _peak_flops()
+    matmul = count_parameters(prepared.config)["matmul"]
+    return {
+        "tokens_per_s": run["tokens_per_s"],
+        "mfu_6n_only": 6 * matmul * tokens / seconds / peak if peak else None,
+        "median_step_s": statistics.median(run["step_seconds"][setup.timing_warmup_steps :]),
+        "losses": [round(x, 4) for x in run["losses"]],
+        "peak_mem_bytes": torch.cuda.max_memory_allocated(),
+    }
+
+
+def memory(bench: Bench) -> dict:
+    """Predicted peak (memory model) against torch.cuda.max_memory_allocated, by category."""
+    configs = {
+        "mem_s2048": dict(seq_len=2048, micro_batch=4),
+        "mem_s2048_ac": dict(seq_len=2048, micro_batch=4, activation_checkpointing=True),
+        "mem_s4096": dict(seq_len=4096, micro_batch=2),
+        "mem_s4096_ac": dict(seq_len=4096, micro_batch=2, activation_checkpointing=True),
+    }
+    rows = {}
+    for name, keys in configs.items():
+        keys = dict(keys)
+        seq_len, micro_batch = keys.pop("seq_len"), keys.pop("micro_batch")
+        run = bench.train(name, LLAMA_1B, seq_len, micro_batch, micro_batch, 4, timing_warmup_steps=1, **keys)
+        if "error" in run:
+            rows[name] = {"error": run["error"]}
+            continue
+        predicted, measured = run["memory_predicted"], run["memory_measured"]
+        rows[name] = {
+            "predicted": predicted,
+            "measured": measured,
+            "predicted_peak": predicted["peak"],
+            "measured_peak": measured["peak"],
+            "ratio": predicted["peak"] / measured["peak"],
+        }
+    return {"model": "LLAMA_1B", "configs": rows}
+
+
+def packed_attention(bench: Bench) -> dict:
+    """Packed rows (documents isolated by the trainer's mask) against one padded document per row."""
+    rows = {}
+    lengths = (2048, 8192, 32768) if not bench.quick else (2048, 8192)
+    for seq_len in lengths:
+        for packing in (True, False):
+            name = f"attn_s{seq_len}_{'packed' if packing else 'padded'}"
+            run = bench.train(name, LLAMA_SMALL, seq_len, 1, 2, 6, packing=packing, timing_warmup_steps=2)
+            rows[name] = _brief({name: run})[name]
+    return {"model": "LLAMA_SMALL", "runs": rows}
+
+
+def generation(bench: Bench) -> dict:
+    out = bench.work / "eval_batching.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.eval_batching", "--device", "cuda", "--repeats", "3", "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if done.returncode != 0:
+        return {"error": (done.stderr or done.stdout)[-3000:]}
+    found = json.loads(out.read_text())
+    found.pop("machine", None)
+    return found
+
+
+def demo(bench: Bench) -> dict:
+    directory = bench.work / "demo"
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "demo", "--dir", str(directory)],
+        cwd=REPO, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    return {
+        "returncode": done.returncode,
+        "wall_s": round(time.perf_counter() - started, 1),
+        "stdout_tail": done.stdout[-3000:],
+        "stderr_tail": done.stderr[-3000:],
+    }
+
+
+def planner(bench: Bench) -> dict:
+    """The throughput model's step time for each run above, against the measured median step."""
+    from trainer.config import experiment_from_dict
+    from trainer.layout import Layout
+    from trainer.model import model_config
+    from trainer.throughput import Hardware, estimate_step
+
+    hardware = Hardware("cuda", torch.cuda.get_device_name(), 1, 1, "nvlink")
+    rows = {}
+    for name, run in bench.runs.items():
+        if "error" in run or not run.get("median_step_s"):
+            continue
+        experiment = experiment_from_dict(run["experiment"])
+        config = model_config(experiment.model, REPO)
+        spec, seq_len = experiment.train, experiment.data.seq_len
+        grad_accum = spec.global_batch_tokens // seq_len // spec.micro_batch
+        counts = count_parameters(config)
+        estimate = estimate_step(config, Layout(), hardware, counts["matmul"], counts["total"] * 4, spec.micro_batch,
+                                 seq_len, grad_accum, spec.activation_checkpointing)  # fmt: skip
+        rows[name] = {
+            "predicted_step_s": estimate.step_s,
+            "measured_step_s": run["median_step_s"],
+            "ratio": estimate.step_s / run["median_step_s"],
+        }
+    return {"note": "uncalibrated throughput model (no probe yet)", "runs": rows}
+
+
+def _brief(runs: dict[str, dict]) -> dict[str, dict]:
+    keep = ("status", "error", "tokens_per_s", "mfu", "mfu_6n_only", "median_step_s", "peak_mem_bytes", "losses",
+            "step_s", "wall_s")  # fmt: skip
+    return {name: {k: v for k, v in run.items() if k in keep} for name, run in runs.items()}
+
+
+def _peak_flops() -> float | None:
+    from trainer.flops import peak_bf16_flops
+
+    return peak_bf16_flops(torch.cuda.get_device_name())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "gpu.json")
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections, in the order given")
+    parser.add_argument("--quick", action="store_true", help="fewer steps and sequence lengths")
+    parser.add_argument("--work", type=Path, default=None, help="where run directories go (default: a temp dir)")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench.gpu: no CUDA device", file=sys.stderr)
+        return 2
+    chosen = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in SECTIONS]
+    if unknown:
+        print(f"bench.gpu: unknown section(s) {', '.join(unknown)}; known: {', '.join(SECTIONS)}", file=sys.stderr)
+        return 2
+    work = args.work or Path(tempfile.mkdtemp(prefix="meshpilot-gpu-"))
+    bench = Bench(args.out, work, args.quick)
+    functions: dict[str, Callable[[Bench], dict]] = {name: globals()[name] for name in SECTIONS}
+    for section in chosen:
+        started = time.perf_counter()
+        print(f"[gpu bench] {section} ...", flush=True)
+        try:
+            value = functions[section](bench)
+        except Exception as e:  # one broken section must not cost the others' GPU time
+            value = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
+        value["section_wall_s"] = round(time.perf_counter() - started, 1)
+        bench.record(section, value)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    raise SystemExit(main())

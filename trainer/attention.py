@@ -1,0 +1,60 @@
+"""Which attention kernel packed rows get, and the document mask in the form that kernel takes.
+
+- dense: SDPA with a [batch, 1, seq, seq] boolean block-diagonal causal mask (trainer.packing). It runs on every
+  device and in every mode, but costs O(seq^2) memory per row, and SDPA can use neither its flash nor its cuDNN
+  kernel with an arbitrary mask.
+- flex: flex_attention with a BlockMask made from the segment ids. Memory is linear in the sequence, and blocks in
+  which no query may see any key (other documents, the future) are skipped, so packing costs no more than the
+  documents' own attention. flex_attention has no backward on CPU, so it is for CUDA only.
+
+`train.attention: auto` picks flex for packed rows on CUDA and dense elsewhere. Pipeline stages receive their
+inputs through torch.distributed.pipelining, which splits tensors only: they keep the dense mask.
+"""
+
+from __future__ import annotations
+
+import torch
+
+ATTENTION_KINDS = ("auto", "dense", "flex")
+
+# The name transformers' attention registry knows flex_attention by.
+FLEX_IMPLEMENTATION = "flex_attention"
+
+
+class AttentionError(ValueError):
+    """An attention choice this run cannot use."""
+
+
+def choose_attention(requested: str, device_type: str, packing: bool, pp: int) -> str:
+    """ "dense" or "flex" for this run; refuses a choice that cannot run, in one line."""
+    if requested not in ATTENTION_KINDS:
+        raise AttentionError(f"train.attention must be one of {', '.join(ATTENTION_KINDS)}, not {requested!r}")
+    flex_runs = device_type == "cuda" and pp == 1
+    if requested == "flex" and not flex_runs:
+        why = "pipeline stages split their inputs as tensors" if pp > 1 else "flex_attention has no backward on CPU"
+        raise AttentionError(f"train.attention flex needs CUDA and no pipeline parallelism ({why})")
+    if requested == "auto":
+        return "flex" if flex_runs and packing else "dense"
+    return requested
+
+
+def use_attention(model: torch.nn.Module, kind: str) -> None:
+    """Point the model's attention layers at the kernel `kind` needs (they read it from the config per call)."""
+    if kind == "flex":
+        model.set_attn_implementation(FLEX_IMPLEMENTATION)
+
+
+def document_block_mask(segment_ids: torch.Tensor):
+    """A flex_attention BlockMask: a query sees keys of its own segment at or before it (padding, segment -1,
+    sees only padding, so no row is empty). The same pairs as trainer.packing.block_causal_mask."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def same_document_causal(batch, head, query, key):
+        return (segment_ids[batch, query] == segment_ids[batch, key]) & (query >= key)
+
+    batch, seq_len = segment_ids.shape
+    # Compiled, the mask is built block by block; uncompiled it materialises [batch, seq, seq] once.
+    compiled = segment_ids.device.type == "cuda"
+    return create_block_mask(
+        same_document_causal, batch, None, seq_len, seq_len, device=segment_ids.device, _compile=compiled
+    )
