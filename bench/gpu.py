@@ -76,9 +76,13 @@ class Bench:
 
     def record(self, section: str, value: dict) -> None:
         self.result["sections"][section] = value
+        self._write()
+        print(f"[gpu bench] {section}: written to {self.out}", flush=True)
+
+    def _write(self) -> None:
+        """The whole result so far: GPU time is scarce, so nothing measured waits for its section to end."""
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.out.write_text(json.dumps(self.result, indent=1) + "\n")
-        print(f"[gpu bench] {section}: written to {self.out}", flush=True)
 
     def train(self, name: str, model: dict, seq_len: int, micro_batch: int, rows_per_step: int, steps: int,
               **train_keys) -> dict:  # fmt: skip
@@ -114,8 +118,7 @@ class Bench:
         run = RunDir(directory / "run")
         if done.returncode != 0 or not run.metrics.exists():
             summary["error"] = (done.stderr or done.stdout)[-3000:]
-            self.runs[name] = summary
-            return summary
+            return self._keep(name, summary)
         metrics, memory, steps = run.read_metrics(), json.loads(run.memory.read_text()), run.read_steps()
         timed = [s["step_s"] for s in steps[-metrics["timed_steps"] :]]
         summary.update(
@@ -129,7 +132,12 @@ class Bench:
             memory_predicted=memory["predicted"][0],
             memory_measured=memory["measured"][0],
         )
+        return self._keep(name, summary)
+
+    def _keep(self, name: str, summary: dict) -> dict:
         self.runs[name] = summary
+        self.result.setdefault("runs", {})[name] = _brief({name: summary})[name]
+        self._write()
         return summary
 
 

@@ -64,22 +64,27 @@ def test_a_causal_block_mask_that_ignores_documents_is_caught():
     ],
 )
 def test_the_automatic_choice(requested, device, packing, pp, chosen):
-    assert choose_attention(requested, device, packing, pp) == chosen
+    assert choose_attention(requested, device, packing, pp, head_dim=64) == chosen
+
+
+def test_narrow_heads_keep_the_dense_mask():
+    """flex_attention's kernels have no heads narrower than 16 (found on an H100): auto falls back, flex refuses."""
+    assert choose_attention("auto", "cuda", True, 1, head_dim=8) == "dense"
+    with pytest.raises(AttentionError, match="at least 16 dimensions, this model's have 8"):
+        choose_attention("flex", "cuda", True, 1, head_dim=8)
 
 
 @pytest.mark.parametrize(
     ("requested", "device", "pp", "message"),
     [
-        ("flex", "cpu", 1, "train.attention flex needs CUDA and no pipeline parallelism (flex_attention has no "
-         "backward on CPU)"),
-        ("flex", "cuda", 2, "train.attention flex needs CUDA and no pipeline parallelism (pipeline stages split "
-         "their inputs as tensors)"),
+        ("flex", "cpu", 1, "train.attention flex cannot run here: flex_attention has no backward on CPU"),
+        ("flex", "cuda", 2, "train.attention flex cannot run here: pipeline stages split their inputs as tensors only"),
         ("flash", "cuda", 1, "train.attention must be one of auto, dense, flex, not 'flash'"),
     ],
 )  # fmt: skip
 def test_impossible_choices_are_refused(requested, device, pp, message):
     with pytest.raises(AttentionError) as refused:
-        choose_attention(requested, device, True, pp)
+        choose_attention(requested, device, True, pp, head_dim=64)
     assert str(refused.value) == message
 
 
@@ -88,8 +93,7 @@ def test_flex_on_cpu_is_refused_before_launch(tmp_path):
     done = meshpilot("train", str(experiment), "--out", str(tmp_path / "run"), "--set", "train.attention=flex")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "meshpilot: error: train.attention flex needs CUDA and no pipeline parallelism (flex_attention has no "
-        "backward on CPU)"
+        "meshpilot: error: train.attention flex cannot run here: flex_attention has no backward on CPU"
     ]
     assert not (tmp_path / "run").exists()
 
@@ -98,7 +102,9 @@ def test_flex_on_cpu_is_refused_before_launch(tmp_path):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_training_with_flex_equals_the_dense_mask(tmp_path):
     """fp32 on one GPU: the same losses and gradient norms with either document mask."""
-    experiment = write_experiment(tmp_path, {"hardware": {"device_type": "cuda"}, "train": {"precision": "fp32"}})
+    wide_heads = {"hidden_size": 64, "intermediate_size": 128}  # flex_attention needs heads of 16 or more
+    changes = {"model": {"config": wide_heads}, "hardware": {"device_type": "cuda"}, "train": {"precision": "fp32"}}
+    experiment = write_experiment(tmp_path, changes)
     runs = {
         kind: train(experiment, tmp_path / kind, "--nproc", "1", "--set", f"train.attention={kind}")
         for kind in ("dense", "flex")

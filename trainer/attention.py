@@ -14,6 +14,7 @@ inputs through torch.distributed.pipelining, which splits tensors only: they kee
 from __future__ import annotations
 
 import torch
+from transformers import PretrainedConfig
 
 ATTENTION_KINDS = ("auto", "dense", "flex")
 
@@ -25,17 +26,34 @@ class AttentionError(ValueError):
     """An attention choice this run cannot use."""
 
 
-def choose_attention(requested: str, device_type: str, packing: bool, pp: int) -> str:
+# flex_attention's kernels need heads at least this wide (narrower ones raise NotImplementedError when compiled).
+FLEX_MIN_HEAD_DIM = 16
+
+
+def choose_attention(requested: str, device_type: str, packing: bool, pp: int, head_dim: int) -> str:
     """ "dense" or "flex" for this run; refuses a choice that cannot run, in one line."""
     if requested not in ATTENTION_KINDS:
         raise AttentionError(f"train.attention must be one of {', '.join(ATTENTION_KINDS)}, not {requested!r}")
-    flex_runs = device_type == "cuda" and pp == 1
-    if requested == "flex" and not flex_runs:
-        why = "pipeline stages split their inputs as tensors" if pp > 1 else "flex_attention has no backward on CPU"
-        raise AttentionError(f"train.attention flex needs CUDA and no pipeline parallelism ({why})")
+    why_not_flex = _why_flex_cannot_run(device_type, pp, head_dim)
+    if requested == "flex" and why_not_flex:
+        raise AttentionError(f"train.attention flex cannot run here: {why_not_flex}")
     if requested == "auto":
-        return "flex" if flex_runs and packing else "dense"
+        return "flex" if packing and not why_not_flex else "dense"
     return requested
+
+
+def _why_flex_cannot_run(device_type: str, pp: int, head_dim: int) -> str | None:
+    if device_type != "cuda":
+        return "flex_attention has no backward on CPU"
+    if pp > 1:
+        return "pipeline stages split their inputs as tensors only"
+    if head_dim < FLEX_MIN_HEAD_DIM:
+        return f"flex_attention needs heads of at least {FLEX_MIN_HEAD_DIM} dimensions, this model's have {head_dim}"
+    return None
+
+
+def head_dim(config: PretrainedConfig) -> int:
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
 def use_attention(model: torch.nn.Module, kind: str) -> None:

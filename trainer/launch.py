@@ -19,7 +19,7 @@ import torch
 import yaml
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
-from trainer.attention import AttentionError, choose_attention
+from trainer.attention import AttentionError, choose_attention, head_dim
 from trainer.checkpoint import checkpoint_step, latest
 from trainer.config import ConfigError, Experiment, load_experiment
 from trainer.data import (
@@ -90,6 +90,7 @@ def prepare(request: TrainRequest) -> PreparedRun:
         _check_galore(experiment)
     config = model_config(experiment.model, base_dir)
     check_positions(config, experiment.data.seq_len)
+    _choose_attention(experiment, config)
     try:
         check_layout_for_model(experiment.layout, config)
         train = experiment.train
@@ -148,10 +149,6 @@ def _resolve_hardware(request: TrainRequest, experiment: Experiment) -> tuple[in
     plan_batches(train.global_batch_tokens, experiment.data.seq_len, train.micro_batch, layout.dp_degree)
     if train.precision == "auto":
         train.precision = "bf16" if device_type == "cuda" else "fp32"
-    try:
-        train.attention = choose_attention(train.attention, device_type, experiment.data.packing, layout.pp)
-    except AttentionError as e:
-        raise ConfigError(str(e)) from None
     experiment.layout = layout
     experiment.hardware.device_type = device_type
     experiment.hardware.devices = nproc
@@ -311,6 +308,15 @@ def _device_type(requested: str) -> str:
     if requested == "cuda" and not torch.cuda.is_available():
         raise ConfigError("hardware.device_type is cuda, but no CUDA device is available")
     return requested
+
+
+def _choose_attention(experiment: Experiment, config: PretrainedConfig) -> None:
+    """Resolve train.attention (auto) for this device, layout and model, or refuse it."""
+    train, device_type, pp = experiment.train, experiment.hardware.device_type, experiment.layout.pp
+    try:
+        train.attention = choose_attention(train.attention, device_type, experiment.data.packing, pp, head_dim(config))
+    except AttentionError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _check_train_values(experiment: Experiment) -> None:
