@@ -21,6 +21,7 @@ from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
 from trainer.checkpoint import checkpoint_step, latest
 from trainer.config import ConfigError, Experiment, load_experiment
+from trainer.context_parallel import check_context_parallel
 from trainer.data import (
     RowSource,
     TokenizedCorpus,
@@ -91,6 +92,7 @@ def prepare(request: TrainRequest) -> PreparedRun:
     check_positions(config, experiment.data.seq_len)
     try:
         check_layout_for_model(experiment.layout, config)
+        check_context_parallel(experiment.layout, config, experiment.data.seq_len)
         train = experiment.train
         grad_accum = plan_batches(
             train.global_batch_tokens, experiment.data.seq_len, train.micro_batch, experiment.layout.dp_degree
@@ -138,8 +140,6 @@ def _resolve_hardware(request: TrainRequest, experiment: Experiment) -> tuple[in
     try:
         layout = Layout.parse(request.layout) if request.layout else experiment.layout
         layout = layout.resolve(nproc * nnodes)
-        if layout.cp > 1 and device_type != "cuda":
-            raise LayoutError(f"layout cp={layout.cp}: context parallelism runs on CUDA only (torch has no CPU kernel)")
         layout.check_supported()
     except LayoutError as e:
         raise ConfigError(str(e)) from None

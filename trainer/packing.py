@@ -43,10 +43,12 @@ def block_causal_mask(segment_ids: torch.Tensor) -> torch.Tensor:
 
 
 def model_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | bool]:
-    """Keyword arguments for a transformers causal LM's forward, with documents isolated."""
+    """Keyword arguments for a transformers causal LM's forward, with documents isolated. A batch that brings
+    its own mask keeps it (context parallelism's local queries against gathered keys)."""
+    mask = batch["attention_mask"] if "attention_mask" in batch else block_causal_mask(batch["segment_ids"])
     return {
         "input_ids": batch["input_ids"],
         "position_ids": batch["position_ids"],
-        "attention_mask": block_causal_mask(batch["segment_ids"]),
+        "attention_mask": mask,
         "use_cache": False,
     }
