@@ -73,9 +73,11 @@ class Layout:
     @property
     def fsdp(self) -> bool:
         """Whether FSDP2 reduces the gradients (rather than DDP, or nothing): whenever parameters are sharded, and
-        whenever tensor-parallel (DTensor) or pipeline-stage parameters need a reduction, which DDP cannot do."""
-        reduced = self.dp_degree * self.cp > 1
-        return self.dp_shard > 1 or (reduced and (self.tp > 1 or self.pp > 1))
+        whenever tensor-parallel (DTensor) or pipeline-stage parameters need a reduction, which DDP cannot do.
+        Context parallelism always shards over dp_shard x cp, as torchtitan does: the cp ranks hold the same
+        parameters, and long sequences are exactly where their memory is needed for activations."""
+        reduced = self.dp_degree > 1
+        return self.dp_shard > 1 or self.cp > 1 or (reduced and (self.tp > 1 or self.pp > 1))
 
     @property
     def shard_degree(self) -> int:
@@ -125,16 +127,6 @@ def fsdp_mesh(layout: Layout, mesh):
         shard = "dp_shard_cp"
         mesh["dp_shard", "cp"]._flatten(shard)
     return mesh["dp_replicate", shard] if layout.dp_replicate > 1 else mesh[shard]
-
-
-def replicate_group(layout: Layout, mesh):
-    """DDP's process group where nothing is sharded: dp_replicate x cp, the ranks that hold the same parameters
-    and whose gradients (from different rows, or different tokens of the same rows) must be averaged."""
-    if layout.cp == 1:
-        return mesh["dp_replicate"].get_group()
-    if layout.dp_replicate == 1:
-        return mesh["cp"].get_group()
-    return mesh["dp_replicate", "cp"]._flatten("dp_replicate_cp").get_group()
 
 
 def loss_group(layout: Layout, mesh) -> object | None:

@@ -24,7 +24,7 @@ from transformers import PretrainedConfig
 
 from trainer.config import TrainSpec
 from trainer.context_parallel import ContextParallel
-from trainer.layout import Layout, LayoutError, fsdp_mesh, replicate_group
+from trainer.layout import Layout, LayoutError, fsdp_mesh
 from trainer.pipeline import Pipeline, build_pipeline, split_model
 
 _TP_STYLES = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
@@ -64,10 +64,11 @@ def parallelize(
     if layout.fsdp:
         # HSDP when dp_replicate > 1: shard within dp_shard x cp, replicate across dp_replicate.
         _apply_fsdp(model, fsdp_mesh(layout, mesh))
-    elif layout.dp_replicate * layout.cp > 1:
+    elif layout.dp_replicate > 1:
         device_ids = [torch.cuda.current_device()] if device_type == "cuda" else None
-        group = replicate_group(layout, mesh)
-        model = DistributedDataParallel(model, device_ids=device_ids, process_group=group, gradient_as_bucket_view=True)
+        model = DistributedDataParallel(
+            model, device_ids=device_ids, process_group=mesh["dp_replicate"].get_group(), gradient_as_bucket_view=True
+        )
     return model
 
 
