@@ -346,7 +346,7 @@ def _check_galore(experiment: Experiment) -> None:
     if not galore.target_modules or not all(galore.target_modules):
         raise ConfigError("train.galore.target_modules: give one or more name substrings, e.g. [attn, mlp]")
     layout = experiment.layout
-    if layout.dp_shard > 1 or layout.tp > 1:
+    if layout.fsdp or layout.tp > 1:  # FSDP2 (dp_shard, cp, or data parallel around stages) shards them
         raise ConfigError(
             f"train.optimizer galore_adamw runs with data-parallel replicate layouts only, not {layout.describe()}"
         )
