@@ -156,27 +156,31 @@ def test_attention_on_cuda_matches_across_two_gpus(tmp_path):
     assert results["keys_not_gathered"]["grad_rel"] > 1e-2
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_attention_function_on_cuda_equals_sdpa_with_a_group_of_one(tmp_path):
-    """On one GPU: the registered attention function, through a cp group of one (a real NCCL all-gather and
-    reduce-scatter), gives SDPA's output and gradients for a packed-document mask."""
+NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, NO_CUDA])
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_attention_function_equals_sdpa_with_a_group_of_one(device):
+    """In one process: the registered attention function, through a cp group of one (a real all-gather and
+    reduce-scatter: gloo on CPU, NCCL on CUDA), gives SDPA's output and gradients for a packed-document mask."""
     import torch.distributed as dist
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     from trainer.context_parallel import context_parallel_attention
 
-    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1, device_id=torch.device("cuda", 0))
+    backend, device_id = ("nccl", torch.device("cuda", 0)) if device == "cuda" else ("gloo", None)
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, device_id=device_id)
     try:
         module = torch.nn.Module()
         module.num_key_value_groups, module.is_causal = 2, True
-        generator = torch.Generator("cuda").manual_seed(0)
+        generator = torch.Generator(device).manual_seed(0)
         shapes = [(2, 4, 64, 16), (2, 2, 64, 16), (2, 2, 64, 16)]
-        inputs = [torch.randn(s, device="cuda", generator=generator, requires_grad=True) for s in shapes]
-        segments = torch.tensor([[0] * 20 + [1] * 44, [0] * 50 + [-1] * 14], device="cuda")
+        inputs = [torch.randn(s, device=device, generator=generator, requires_grad=True) for s in shapes]
+        segments = torch.tensor([[0] * 20 + [1] * 44, [0] * 50 + [-1] * 14], device=device)
         mask = local_mask(segments, 1, 0, 64)
-        group = dist.new_group([0])
-        got, _ = context_parallel_attention(module, *inputs, mask, group=group, scaling=0.25)
+        assert torch.equal(mask, block_causal_mask(segments))
+        got, _ = context_parallel_attention(module, *inputs, mask, group=dist.group.WORLD, scaling=0.25)
         got_grads = torch.autograd.grad(got.square().sum(), inputs)
         want, _ = sdpa_attention_forward(module, *inputs, mask, scaling=0.25, is_causal=False)
         want_grads = torch.autograd.grad(want.square().sum(), inputs)
@@ -185,3 +189,36 @@ def test_attention_function_on_cuda_equals_sdpa_with_a_group_of_one(tmp_path):
             torch.testing.assert_close(a, b)
     finally:
         dist.destroy_process_group()
+
+
+LLAMA3_8B = {  # Llama 3 8B's shape (no preset ships with meshpilot)
+    "model_type": "llama",
+    "vocab_size": 128256,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 131072,
+}
+
+
+def test_planner_shows_which_layouts_fit_only_because_of_cp(tmp_path):
+    """One 128k-token row of an 8B model on 8 GPUs of 80 GB: only context-parallel layouts fit."""
+    from trainer.config import load_experiment
+    from trainer.model import model_config
+    from trainer.planner import format_table, plan
+    from trainer.throughput import Hardware
+
+    seq_len = 131072
+    changes = {"model": {"config": LLAMA3_8B}, "data": {"seq_len": seq_len}}
+    changes["train"] = {"global_batch_tokens": seq_len, "micro_batch": 1, "precision": "bf16"}
+    experiment = load_experiment(write_experiment(tmp_path, changes))
+    config = model_config(experiment.model, tmp_path)
+    hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=8)
+    candidates = plan(experiment, config, hardware, 80 * 1024**3, seq_len)
+    feasible = [c for c in candidates if c.dropped is None]
+    assert feasible and all(c.layout.cp > 1 and c.fits_only_with_cp for c in feasible)
+    assert any(c.layout.cp == 1 for c in candidates)  # considered, and dropped for memory
+    assert all("GiB" in c.dropped for c in candidates if c.layout.cp == 1)
+    assert "fits only because of cp (cp=1 needs" in format_table(candidates)
