@@ -27,12 +27,12 @@ DATA = {  # reference name: experiment changes
     "packed_gqa": {},  # TINY_MODEL: 4 query heads, 2 key-value heads
     "unpacked_mha": {"data": {"packing": False}, "model": {"config": {"num_key_value_heads": 4}}},
 }
-LAYOUTS = {  # layout: (processes, reference)
-    "cp=2": (2, "packed_gqa"),
-    "cp=4": (4, "unpacked_mha"),
-    "dp_shard=2,cp=2": (4, "packed_gqa"),
-    "cp=2,tp=2": (4, "unpacked_mha"),
-    "pp=2,cp=2": (4, "packed_gqa"),
+LAYOUTS = {  # layout: (processes, reference, --set overrides)
+    "cp=2": (2, "packed_gqa", []),
+    "cp=4": (4, "unpacked_mha", []),
+    "dp_shard=2,cp=2": (4, "packed_gqa", ["train.activation_checkpointing=true"]),  # recomputation re-gathers
+    "cp=2,tp=2": (4, "unpacked_mha", []),
+    "pp=2,cp=2": (4, "packed_gqa", []),
 }
 HELPER = REPO / "tests" / "helpers" / "cp_attention.py"
 
@@ -58,10 +58,11 @@ def references(experiments):
 @pytest.mark.slow
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_layout_matches_single_process(experiments, references, layout):
-    nproc, name = LAYOUTS[layout]
+    nproc, name, overrides = LAYOUTS[layout]
     expected = references(name).read_steps()
     out = experiments[name].parent / layout.replace(",", "_").replace("=", "")
-    run = train(experiments[name], out, "--nproc", str(nproc), "--layout", layout)
+    sets = [arg for override in overrides for arg in ("--set", override)]
+    run = train(experiments[name], out, "--nproc", str(nproc), "--layout", layout, *sets)
     got = run.read_steps()
     assert len(got) == len(expected) == 3
     for a, b in zip(expected, got, strict=True):
