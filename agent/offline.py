@@ -49,7 +49,7 @@ COSTS = {
     "DDP": "DDP all-reduces every gradient once per step",
     "TP": "tensor parallel all-reduces activations in every layer, on the critical path",
     "PP": "the pipeline idles for pp - 1 micro-batch slots per step (the 1F1B bubble)",
-    "CP": "context parallel passes keys and values around a ring in every layer",
+    "CP": "context parallel all-gathers keys and values in every layer and reduce-scatters their gradients",
 }
 # Report inputs a request may leave out: the conversation's latest sweep and every benchmark it ran.
 REPORT_INPUTS: dict[str, Callable[[list[BaseMessage]], Any]] = {

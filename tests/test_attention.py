@@ -12,6 +12,7 @@ from support import meshpilot, train, write_experiment
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from trainer.attention import AttentionError, choose_attention, document_block_mask
+from trainer.layout import Layout
 from trainer.packing import block_causal_mask
 
 # Two rows: three documents; one document then padding (segment -1).
@@ -64,14 +65,20 @@ def test_a_causal_block_mask_that_ignores_documents_is_caught():
     ],
 )
 def test_the_automatic_choice(requested, device, packing, pp, chosen):
-    assert choose_attention(requested, device, packing, pp, head_dim=64) == chosen
+    assert choose_attention(requested, device, packing, Layout(pp=pp), head_dim=64) == chosen
+
+
+def test_context_parallelism_keeps_its_own_attention():
+    assert choose_attention("auto", "cuda", True, Layout(cp=2), head_dim=64) == "dense"
+    with pytest.raises(AttentionError, match="context parallelism brings its own attention function"):
+        choose_attention("flex", "cuda", True, Layout(cp=2), head_dim=64)
 
 
 def test_narrow_heads_keep_the_dense_mask():
     """flex_attention's kernels have no heads narrower than 16 (found on an H100): auto falls back, flex refuses."""
-    assert choose_attention("auto", "cuda", True, 1, head_dim=8) == "dense"
+    assert choose_attention("auto", "cuda", True, Layout(), head_dim=8) == "dense"
     with pytest.raises(AttentionError, match="at least 16 dimensions, this model's have 8"):
-        choose_attention("flex", "cuda", True, 1, head_dim=8)
+        choose_attention("flex", "cuda", True, Layout(), head_dim=8)
 
 
 @pytest.mark.parametrize(
@@ -84,7 +91,7 @@ def test_narrow_heads_keep_the_dense_mask():
 )  # fmt: skip
 def test_impossible_choices_are_refused(requested, device, pp, message):
     with pytest.raises(AttentionError) as refused:
-        choose_attention(requested, device, True, pp, head_dim=64)
+        choose_attention(requested, device, True, Layout(pp=pp), head_dim=64)
     assert str(refused.value) == message
 
 

@@ -462,8 +462,27 @@ def test_bad_galore_settings(tmp_path, overrides, layout, nproc, message):
     assert not (tmp_path / "run").exists()
 
 
-def test_context_parallel_on_cpu_says_cuda_only(tmp_path):
+def test_context_parallel_needs_seq_len_divisible_by_twice_cp(tmp_path):
     refused(
-        request(tmp_path, experiment(tmp_path), nproc=2, layout="cp=2"),
-        "layout cp=2: context parallelism runs on CUDA only (torch has no CPU kernel)",
+        request(
+            tmp_path,
+            experiment(tmp_path, {"data": {"seq_len": 36}, "train": {"global_batch_tokens": 144}}),
+            nproc=4,
+            layout="cp=4",
+        ),
+        "layout cp=4: data.seq_len 36 must be divisible by 2 x cp = 8 (each sequence is cut into 2 x cp chunks)",
+    )
+
+
+def test_context_parallel_needs_the_attention_interface(tmp_path):
+    bloom = {"model_type": "bloom", "vocab_size": 512, "hidden_size": 32, "n_layer": 2, "n_head": 4}
+    refused(
+        request(
+            tmp_path,
+            experiment(tmp_path, text=yaml.safe_dump({**BASE, "model": {"config": bloom}})),
+            nproc=2,
+            layout="cp=2",
+        ),
+        "layout cp=2: bloom's attention does not go through transformers' attention interface, "
+        "which context parallelism plugs into",
     )

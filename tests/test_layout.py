@@ -147,7 +147,6 @@ def test_check_supported_accepts_data_parallel_sharding_and_tensor_parallel():
     Layout.parse("dp_replicate=2,dp_shard=2,tp=2").resolve(8).check_supported()
 
 
-def test_check_supported_refuses_context_parallel():
-    with pytest.raises(LayoutError) as excinfo:
-        Layout(dp_replicate=1, cp=2).check_supported()
-    assert str(excinfo.value) == "layout cp=2: this trainer runs pp, dp_replicate, dp_shard, tp so far"
+def test_check_supported_accepts_context_parallel():
+    Layout(dp_replicate=1, cp=2).check_supported()
+    Layout.parse("pp=2,dp_shard=2,cp=2,tp=2").resolve(16).check_supported()

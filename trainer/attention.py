@@ -8,13 +8,16 @@
   documents' own attention. flex_attention has no backward on CPU, so it is for CUDA only.
 
 `train.attention: auto` picks flex for packed rows on CUDA and dense elsewhere. Pipeline stages receive their
-inputs through torch.distributed.pipelining, which splits tensors only: they keep the dense mask.
+inputs through torch.distributed.pipelining, which splits tensors only: they keep the dense mask. Context
+parallelism has its own attention function and masks (trainer.context_parallel).
 """
 
 from __future__ import annotations
 
 import torch
 from transformers import PretrainedConfig
+
+from trainer.layout import Layout
 
 ATTENTION_KINDS = ("auto", "dense", "flex")
 
@@ -30,11 +33,11 @@ class AttentionError(ValueError):
 FLEX_MIN_HEAD_DIM = 16
 
 
-def choose_attention(requested: str, device_type: str, packing: bool, pp: int, head_dim: int) -> str:
+def choose_attention(requested: str, device_type: str, packing: bool, layout: Layout, head_dim: int) -> str:
     """ "dense" or "flex" for this run; refuses a choice that cannot run, in one line."""
     if requested not in ATTENTION_KINDS:
         raise AttentionError(f"train.attention must be one of {', '.join(ATTENTION_KINDS)}, not {requested!r}")
-    why_not_flex = _why_flex_cannot_run(device_type, pp, head_dim)
+    why_not_flex = _why_flex_cannot_run(device_type, layout, head_dim)
     if requested == "flex" and why_not_flex:
         raise AttentionError(f"train.attention flex cannot run here: {why_not_flex}")
     if requested == "auto":
@@ -42,11 +45,13 @@ def choose_attention(requested: str, device_type: str, packing: bool, pp: int, h
     return requested
 
 
-def _why_flex_cannot_run(device_type: str, pp: int, head_dim: int) -> str | None:
+def _why_flex_cannot_run(device_type: str, layout: Layout, head_dim: int) -> str | None:
     if device_type != "cuda":
         return "flex_attention has no backward on CPU"
-    if pp > 1:
+    if layout.pp > 1:
         return "pipeline stages split their inputs as tensors only"
+    if layout.cp > 1:
+        return "context parallelism brings its own attention function (trainer.context_parallel)"
     if head_dim < FLEX_MIN_HEAD_DIM:
         return f"flex_attention needs heads of at least {FLEX_MIN_HEAD_DIM} dimensions, this model's have {head_dim}"
     return None

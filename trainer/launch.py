@@ -22,6 +22,7 @@ from transformers import PretrainedConfig, PreTrainedTokenizerBase
 from trainer.attention import AttentionError, choose_attention, head_dim
 from trainer.checkpoint import checkpoint_step, latest
 from trainer.config import ConfigError, Experiment, load_experiment
+from trainer.context_parallel import check_context_parallel
 from trainer.data import (
     RowSource,
     TokenizedCorpus,
@@ -93,6 +94,7 @@ def prepare(request: TrainRequest) -> PreparedRun:
     _choose_attention(experiment, config)
     try:
         check_layout_for_model(experiment.layout, config)
+        check_context_parallel(experiment.layout, config, experiment.data.seq_len)
         train = experiment.train
         grad_accum = plan_batches(
             train.global_batch_tokens, experiment.data.seq_len, train.micro_batch, experiment.layout.dp_degree
@@ -140,8 +142,6 @@ def _resolve_hardware(request: TrainRequest, experiment: Experiment) -> tuple[in
     try:
         layout = Layout.parse(request.layout) if request.layout else experiment.layout
         layout = layout.resolve(nproc * nnodes)
-        if layout.cp > 1 and device_type != "cuda":
-            raise LayoutError(f"layout cp={layout.cp}: context parallelism runs on CUDA only (torch has no CPU kernel)")
         layout.check_supported()
     except LayoutError as e:
         raise ConfigError(str(e)) from None
@@ -312,9 +312,11 @@ def _device_type(requested: str) -> str:
 
 def _choose_attention(experiment: Experiment, config: PretrainedConfig) -> None:
     """Resolve train.attention (auto) for this device, layout and model, or refuse it."""
-    train, device_type, pp = experiment.train, experiment.hardware.device_type, experiment.layout.pp
+    train, packing = experiment.train, experiment.data.packing
     try:
-        train.attention = choose_attention(train.attention, device_type, experiment.data.packing, pp, head_dim(config))
+        train.attention = choose_attention(
+            train.attention, experiment.hardware.device_type, packing, experiment.layout, head_dim(config)
+        )
     except AttentionError as e:
         raise ConfigError(str(e)) from None
 
@@ -357,7 +359,7 @@ def _check_galore(experiment: Experiment) -> None:
     if not galore.target_modules or not all(galore.target_modules):
         raise ConfigError("train.galore.target_modules: give one or more name substrings, e.g. [attn, mlp]")
     layout = experiment.layout
-    if layout.dp_shard > 1 or layout.tp > 1:
+    if layout.fsdp or layout.tp > 1:  # FSDP2 (dp_shard, cp, or data parallel around stages) shards them
         raise ConfigError(
             f"train.optimizer galore_adamw runs with data-parallel replicate layouts only, not {layout.describe()}"
         )

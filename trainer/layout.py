@@ -9,8 +9,9 @@ from dataclasses import dataclass
 # (neighbouring ranks, the fastest links).
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 
-# Degrees the trainer can run today; the rest are validated but refused until their issue lands.
-SUPPORTED_DIMS = ("pp", "dp_replicate", "dp_shard", "tp")
+# Degrees the trainer can run today (every one, since context parallelism landed); kept so that a dimension added
+# later can be validated before the trainer runs it.
+SUPPORTED_DIMS = MESH_DIMS
 
 
 class LayoutError(ValueError):
@@ -69,6 +70,21 @@ class Layout:
         """Ranks that see different data: the ranks over which the loss's token count is summed."""
         return self.dp_replicate * self.dp_shard
 
+    @property
+    def fsdp(self) -> bool:
+        """Whether FSDP2 reduces the gradients (rather than DDP, or nothing): whenever parameters are sharded, and
+        whenever tensor-parallel (DTensor) or pipeline-stage parameters need a reduction, which DDP cannot do.
+        Context parallelism always shards over dp_shard x cp, as torchtitan does: the cp ranks hold the same
+        parameters, and long sequences are exactly where their memory is needed for activations."""
+        reduced = self.dp_degree > 1
+        return self.dp_shard > 1 or self.cp > 1 or (reduced and (self.tp > 1 or self.pp > 1))
+
+    @property
+    def shard_degree(self) -> int:
+        """How many ways FSDP2 cuts each parameter: over dp_shard x cp (torchtitan's dp_shard_cp), the ranks that
+        hold the same parameters and see different tokens; 1 without FSDP2."""
+        return self.dp_shard * self.cp if self.fsdp else 1
+
     def degrees(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in MESH_DIMS}
 
@@ -101,3 +117,23 @@ def data_parallel_group(layout: Layout, mesh) -> tuple[object | None, int]:
     if layout.dp_replicate == 1:
         return mesh["dp_shard"].get_group(), rank
     return mesh["dp_replicate", "dp_shard"]._flatten("dp").get_group(), rank
+
+
+def fsdp_mesh(layout: Layout, mesh):
+    """The mesh FSDP2 works over: its shard dimension is dp_shard x cp, with dp_replicate outside it (HSDP) when
+    there is data-parallel replication or a pipeline (whose stages always use FSDP2)."""
+    shard = "dp_shard"
+    if layout.cp > 1:
+        shard = "dp_shard_cp"
+        mesh["dp_shard", "cp"]._flatten(shard)
+    return mesh["dp_replicate", shard] if layout.dp_replicate > 1 else mesh[shard]
+
+
+def loss_group(layout: Layout, mesh) -> object | None:
+    """The process group of the ranks whose tokens together make one step's batch: data parallel x context
+    parallel (None when there is one rank). Token counts and losses are summed over it, and the gradient
+    reductions (DDP's all-reduce, FSDP2's reduce-scatter) average over exactly these ranks."""
+    if layout.cp == 1:
+        return data_parallel_group(layout, mesh)[0]
+    names = tuple(n for n in ("dp_replicate", "dp_shard", "cp") if getattr(layout, n) > 1)
+    return mesh["cp"].get_group() if names == ("cp",) else mesh[names]._flatten("_".join(names)).get_group()

@@ -24,11 +24,12 @@ from transformers import PretrainedConfig
 from trainer import checkpoint
 from trainer.attention import document_block_mask, use_attention
 from trainer.config import Experiment, experiment_from_dict
+from trainer.context_parallel import ContextParallel, install_context_parallel
 from trainer.data import BatchPlan, RowSource, TokenizedCorpus, plan_batches
 from trainer.environment import device_name, versions
 from trainer.faults import maybe_inject
 from trainer.flops import causal_attention_pairs, mfu
-from trainer.layout import data_parallel_group
+from trainer.layout import data_parallel_group, loss_group
 from trainer.memory import peak_bytes, state_bytes
 from trainer.memory_model import MemoryPlan, predict_memory
 from trainer.model import build_model, model_config
@@ -89,6 +90,8 @@ class Training:
     state: checkpoint.TrainerState
     dp_group: dist.ProcessGroup | None  # the ranks that read different data; None for one
     dp_rank: int
+    loss_group: dist.ProcessGroup | None  # the ranks whose tokens make the batch: dp_group's, times cp
+    context: ContextParallel | None  # this rank's share of each row, when layout.cp > 1
     pipeline: Pipeline | None  # this rank's pipeline stages and schedule, when layout.pp > 1
     pp_group: dist.ProcessGroup | None
     autocast: contextlib.AbstractContextManager | None
@@ -139,13 +142,14 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) ->
     model.to(worker.device)
     use_attention(model, spec.attention)
     model.train()  # from_pretrained returns eval mode: no dropout, and no activation checkpointing
+    context = install_context_parallel(model, layout, mesh)
     # Dropout differs between data-parallel ranks, like their data, and agrees between tensor-parallel peers.
     torch.manual_seed(spec.seed + 1 + dp_rank)
     data = experiment.data
     plan = plan_batches(spec.global_batch_tokens, data.seq_len, spec.micro_batch, layout.dp_degree)
     pipeline = None
     if layout.pp > 1:
-        model, pipeline = parallelize_pipeline(model, layout, mesh, spec, plan.grad_accum, worker.device)
+        model, pipeline = parallelize_pipeline(model, layout, mesh, spec, plan.grad_accum, worker.device, context)
     else:
         model = parallelize(model, layout, mesh, spec, device_type)
     optimizer = build_optimizer(model, spec, device_type)
@@ -164,6 +168,8 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) ->
         state=checkpoint.TrainerState(step=0, next_row=0),
         dp_group=dp_group,
         dp_rank=dp_rank,
+        loss_group=loss_group(layout, mesh),
+        context=context,
         pipeline=pipeline,
         pp_group=mesh["pp"].get_group() if layout.pp > 1 else None,
         autocast=torch.autocast(device_type, dtype=torch.bfloat16) if spec.precision == "bf16" else None,
@@ -243,17 +249,18 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
         {k: v.to(device, non_blocking=True) for k, v in training.rows.batch(indices).items()}
         for indices in training.plan.micro_batches(training.state.next_row, training.dp_rank)
     ]
-    if spec.attention == "flex":  # built once per micro-batch, outside the model (and its timing of layers)
-        for batch in micro_batches:
-            batch["block_mask"] = document_block_mask(batch["segment_ids"])
+    # Each cp rank trains on its share of every row; the full rows stay for counting attention pairs.
+    model_batches = [training.context.shard(b) for b in micro_batches] if training.context else micro_batches
+    if spec.attention == "flex":  # built once per micro-batch, outside the model's timed layers
+        model_batches = [{**b, "attention_mask": document_block_mask(b["segment_ids"])} for b in model_batches]
     if training.pipeline is not None:
         result = pipeline_forward_backward(
-            training.pipeline, training.model, micro_batches, training.dp_group, training.autocast, measure_memory
+            training.pipeline, training.model, model_batches, training.loss_group, training.autocast, measure_memory
         )
     else:
         measure_noise = spec.gns_every > 0 and (training.state.step + 1) % spec.gns_every == 0
         result = forward_backward(
-            training.model, micro_batches, training.dp_group, training.autocast, measure_memory, measure_noise
+            training.model, model_batches, training.loss_group, training.autocast, measure_memory, measure_noise
         )
     grad_norm = clip_grad_norm(list(training.model.parameters()), spec.grad_clip, device, training.pp_group)
     noise = {}

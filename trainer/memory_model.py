@@ -15,6 +15,10 @@ checkpointing. The counts are those of transformers' Llama-family decoder layer 
     per token once: the final norm (3h + 1), the log-softmax over the vocabulary (fp32), input ids (int64),
     rotary cos/sin, and the float attention mask row of s entries (shared by all layers).
 
+Context parallelism divides every token count by cp except the gathered keys and values: each layer keeps the
+whole sequence's k and v (2q/tp per token of the sequence, i.e. 2q cp/tp per local token), and each local
+query's mask row still spans all s keys.
+
 Temporaries are the peaks that live only briefly: the logits and their gradient, a recomputed layer under
 activation checkpointing, and FSDP's two gathered layers (the current one and the prefetched next).
 """
@@ -75,7 +79,6 @@ def local_shapes(
 
     plan = tensor_parallel_plan(config) if layout.tp > 1 else {}
     at = rank_coordinates(rank, layout)
-    sharded = layout.dp_shard > 1 or (layout.tp > 1 and layout.dp_replicate > 1)
     result = []
     for name, shape in shapes or parameter_shapes(config):
         if layout.pp > 1 and not _on_rank(name, config, layout.pp, at["pp"], stages_per_rank):
@@ -85,8 +88,8 @@ def local_shapes(
         split_dim = {"colwise": 0, "rowwise": 1 if len(shape) == 2 else None}.get(style)
         if split_dim is not None:
             local[split_dim] = _chunk_size(local[split_dim], layout.tp, at["tp"])
-        if sharded and local:
-            local[0] = _chunk_size(local[0], layout.dp_shard, at["dp_shard"])
+        if layout.shard_degree > 1 and local:  # FSDP2 over the flattened dp_shard x cp mesh, cp innermost
+            local[0] = _chunk_size(local[0], layout.shard_degree, at["dp_shard"] * layout.cp + at["cp"])
         result.append((name, tuple(local)))
     return result
 
@@ -128,10 +131,11 @@ def activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan,
     q = heads * _head_dim(config)
     tp, tokens = layout.tp, plan.micro_batch * plan.seq_len // layout.cp
     width = 2 if plan.precision == "bf16" else FP32
-    full_layer = (6 * h + (5 * q + 4 * i + heads) // tp + 2) * width
+    attention = 3 * q + 2 * q * layout.cp  # q, output, its projection input; k and v gathered from all cp ranks
+    full_layer = (6 * h + (attention + 4 * i + heads) // tp + 2) * width
     # Under checkpointing only the layer's input stays; the rest is recomputed in backward.
     per_layer = h * width if plan.activation_checkpointing else full_layer
-    mask_and_rotary = plan.seq_len // layout.cp * FP32 + 2 * _head_dim(config) * width
+    mask_and_rotary = plan.seq_len * FP32 + 2 * _head_dim(config) * width  # a mask row spans every key
     head = (3 * h + 1) * width + vocab * FP32  # final norm, output head input, fp32 logits for the loss
     if layout.pp == 1:
         return tokens * (layers * per_layer + head + 8 + mask_and_rotary) + FP32
@@ -157,11 +161,11 @@ def temporary_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, 
         full = MemoryPlan(plan.micro_batch, plan.seq_len, plan.precision, False, plan.train)
         recompute = (activation_bytes(config, Layout(dp_replicate=1, tp=layout.tp, cp=layout.cp), full)) // layers
     gathered = 0
-    if layout.dp_shard > 1:
+    if layout.shard_degree > 1:
         layer_params = (
             sum(math.prod(s) for n, s in shapes or parameter_shapes(config) if ".layers.0." in n) // layout.tp
         )
-        gathered = 2 * layer_params * FP32 * (layout.dp_shard - 1) // layout.dp_shard
+        gathered = 2 * layer_params * FP32 * (layout.shard_degree - 1) // layout.shard_degree
     return logits + recompute + gathered
 
 

@@ -43,12 +43,13 @@ def block_causal_mask(segment_ids: torch.Tensor) -> torch.Tensor:
 
 
 def model_inputs(batch: dict) -> dict:
-    """Keyword arguments for a transformers causal LM's forward, with documents isolated: by the batch's
-    flex_attention BlockMask when the trainer made one (trainer.attention), else by the dense mask."""
-    mask = batch.get("block_mask")
+    """Keyword arguments for a transformers causal LM's forward, with documents isolated. A batch that brings
+    its own mask keeps it (context parallelism's local queries against gathered keys, flex_attention's
+    BlockMask: trainer.attention)."""
+    mask = batch["attention_mask"] if "attention_mask" in batch else block_causal_mask(batch["segment_ids"])
     return {
         "input_ids": batch["input_ids"],
         "position_ids": batch["position_ids"],
-        "attention_mask": block_causal_mask(batch["segment_ids"]) if mask is None else mask,
+        "attention_mask": mask,
         "use_cache": False,
     }

@@ -23,7 +23,8 @@ from torch.nn.parallel import DistributedDataParallel
 from transformers import PretrainedConfig
 
 from trainer.config import TrainSpec
-from trainer.layout import Layout, LayoutError
+from trainer.context_parallel import ContextParallel
+from trainer.layout import Layout, LayoutError, fsdp_mesh
 from trainer.model import enable_activation_checkpointing
 from trainer.pipeline import Pipeline, build_pipeline, split_model
 
@@ -61,10 +62,9 @@ def parallelize(
         enable_activation_checkpointing(model)
     if spec.compile:
         model.compile()
-    if layout.dp_shard > 1 or (layout.tp > 1 and layout.dp_replicate > 1):
-        # HSDP when dp_replicate > 1: shard within dp_shard, replicate across dp_replicate.
-        dp_mesh = mesh["dp_replicate", "dp_shard"] if layout.dp_replicate > 1 else mesh["dp_shard"]
-        _apply_fsdp(model, dp_mesh)
+    if layout.fsdp:
+        # HSDP when dp_replicate > 1: shard within dp_shard x cp, replicate across dp_replicate.
+        _apply_fsdp(model, fsdp_mesh(layout, mesh))
     elif layout.dp_replicate > 1:
         device_ids = [torch.cuda.current_device()] if device_type == "cuda" else None
         model = DistributedDataParallel(
@@ -74,7 +74,13 @@ def parallelize(
 
 
 def parallelize_pipeline(
-    model: torch.nn.Module, layout: Layout, mesh: DeviceMesh, spec: TrainSpec, grad_accum: int, device: torch.device
+    model: torch.nn.Module,
+    layout: Layout,
+    mesh: DeviceMesh,
+    spec: TrainSpec,
+    grad_accum: int,
+    device: torch.device,
+    context: ContextParallel | None = None,
 ) -> tuple[torch.nn.Module, Pipeline]:
     """Cut the model into this rank's pipeline stages, then tensor parallel and FSDP2 within each stage.
 
@@ -85,11 +91,11 @@ def parallelize_pipeline(
     if spec.activation_checkpointing:  # set on the layers, which the stages keep
         enable_activation_checkpointing(model)
     pp_rank = mesh.get_local_rank("pp")
-    rank_model, stages, stage_ids = split_model(model, pp_rank, layout.pp, spec.pp_stages_per_rank)
+    rank_model, stages, stage_ids = split_model(model, pp_rank, layout.pp, spec.pp_stages_per_rank, context)
     if layout.tp > 1:
         _apply_tensor_parallel(rank_model, mesh["tp"])
-    if layout.dp_degree > 1:
-        dp_mesh = mesh["dp_replicate", "dp_shard"] if layout.dp_replicate > 1 else mesh["dp_shard"]
+    if layout.fsdp:
+        dp_mesh = fsdp_mesh(layout, mesh)
         for stage in stages:
             for layer in stage.layers:
                 fully_shard(layer, mesh=dp_mesh)

@@ -12,7 +12,9 @@ that the schedule runs.
 
 Between stages travel the hidden states and the segment ids of the packed rows; every stage rebuilds the
 position ids and the block-diagonal causal mask from the segment ids, so packed documents stay isolated on
-every stage without sending a seq x seq mask.
+every stage without sending a seq x seq mask. Under context parallelism the hidden states hold this cp rank's
+tokens and the segment ids are the full rows' (cheap), from which each stage takes its local position ids and
+its mask against the gathered keys (trainer.context_parallel).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
+from trainer.context_parallel import ContextParallel
 from trainer.layout import LayoutError
 from trainer.packing import IGNORE_INDEX, block_causal_mask
 
@@ -123,8 +126,16 @@ class DecoderStage(nn.Module):
     """One pipeline stage: (input ids or hidden states, segment ids) -> (hidden states, segment ids), or logits
     on the last stage."""
 
-    def __init__(self, rank_model: RankModel, layer_ids: list[int], is_first: bool, is_last: bool):
+    def __init__(
+        self,
+        rank_model: RankModel,
+        layer_ids: list[int],
+        is_first: bool,
+        is_last: bool,
+        context: ContextParallel | None = None,
+    ):
         super().__init__()
+        self.context = context
         decoder = rank_model.model
         self.embed_tokens = decoder.embed_tokens if is_first else None
         self.layers = nn.ModuleList([decoder.layers[str(i)] for i in layer_ids])
@@ -135,7 +146,10 @@ class DecoderStage(nn.Module):
     def forward(self, inputs: torch.Tensor, segment_ids: torch.Tensor):
         hidden = self.embed_tokens(inputs) if self.embed_tokens is not None else inputs
         position_ids = position_ids_from_segments(segment_ids)
-        mask = block_causal_mask(segment_ids)
+        if self.context is None:
+            mask = block_causal_mask(segment_ids)
+        else:
+            position_ids, mask = self.context.local(position_ids), self.context.mask(segment_ids)
         rotary = self.rotary_emb(hidden, position_ids)
         for layer in self.layers:
             hidden = layer(hidden, attention_mask=mask, position_ids=position_ids, position_embeddings=rotary)
@@ -145,7 +159,7 @@ class DecoderStage(nn.Module):
 
 
 def split_model(
-    model: nn.Module, pp_rank: int, pp: int, stages_per_rank: int
+    model: nn.Module, pp_rank: int, pp: int, stages_per_rank: int, context: ContextParallel | None = None
 ) -> tuple[RankModel, list[DecoderStage], list[int]]:
     """This rank's RankModel, its stage modules and their global stage indices."""
     num_stages = pp * stages_per_rank
@@ -158,7 +172,7 @@ def split_model(
         has_embedding=0 in stage_ids,
         has_head=num_stages - 1 in stage_ids,
     )
-    stages = [DecoderStage(rank_model, layers[s], s == 0, s == num_stages - 1) for s in stage_ids]
+    stages = [DecoderStage(rank_model, layers[s], s == 0, s == num_stages - 1, context) for s in stage_ids]
     return rank_model, stages, stage_ids
 
 
@@ -176,8 +190,10 @@ class Pipeline:
         """Forward and backward of the step's micro-batches; the sum of target cross-entropy on the last stage
         (0 elsewhere), summed over the pipeline group so every stage knows it."""
         self.loss_scale[0] = scale
-        joined = {k: torch.cat([b[k] for b in micro_batches]) for k in ("input_ids", "segment_ids", "labels")}
-        args = (joined["input_ids"], joined["segment_ids"]) if self.has_first else ()
+        # Under context parallelism the stages need the full rows' segment ids (see the module docstring).
+        segments = "row_segment_ids" if "row_segment_ids" in micro_batches[0] else "segment_ids"
+        joined = {k: torch.cat([b[k] for b in micro_batches]) for k in ("input_ids", segments, "labels")}
+        args = (joined["input_ids"], joined[segments]) if self.has_first else ()
         losses: list[torch.Tensor] = []
         kwargs = {"target": joined["labels"], "losses": losses} if self.has_last else {}
         self.schedule.step(*args, **kwargs)

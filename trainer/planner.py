@@ -1,8 +1,14 @@
 """`meshpilot plan`: every valid layout x micro-batch x activation checkpointing, those that do not fit dropped
-with the reason, the rest ranked by predicted tokens/s. Runs on the meta device: no GPU, no weights."""
+with the reason, the rest ranked by predicted tokens/s. Runs on the meta device: no GPU, no weights.
+
+Context parallelism is what makes long sequences fit: it divides a rank's activations (and the logits) by cp.
+A feasible candidate with cp > 1 whose layout would not fit with cp = 1 (the same micro-batch and degrees
+otherwise, so each rank holds whole sequences) says so: it fits only because of cp.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -10,6 +16,7 @@ from dataclasses import dataclass, field
 from transformers import PretrainedConfig
 
 from trainer.config import Experiment, TrainSpec
+from trainer.context_parallel import check_context_parallel
 from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError
 from trainer.memory_model import MemoryPlan, local_shapes, parameter_shapes, predict_rank
 from trainer.model import count_parameters
@@ -29,6 +36,7 @@ class Candidate:
     estimate: StepEstimate | None = None
     dropped: str | None = None  # why it cannot run, if it cannot
     runnable: bool = True  # whether the built-in trainer runs this layout today
+    fits_only_with_cp: bool = False  # cp > 1, and the same candidate with cp = 1 would not fit
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -44,6 +52,7 @@ class Candidate:
             "comm_bytes_per_step": self.estimate.comm_bytes if self.estimate else None,
             "dropped": self.dropped,
             "runnable": self.runnable,
+            "fits_only_with_cp": self.fits_only_with_cp,
             "notes": self.notes,
         }
 
@@ -59,9 +68,11 @@ def valid_layouts(world_size: int, config: PretrainedConfig, seq_len: int) -> li
         if remainder:
             continue
         layout = Layout(**dict(zip(MESH_DIMS, (degrees[0], rest, *degrees[1:]), strict=True)))
-        if heads % layout.tp or kv_heads % layout.tp or seq_len % (2 * layout.cp if layout.cp > 1 else 1):
+        if heads % layout.tp or kv_heads % layout.tp or layout.pp > config.num_hidden_layers:
             continue
-        if layout.pp > config.num_hidden_layers:
+        try:
+            check_context_parallel(layout, config, seq_len)
+        except LayoutError:
             continue
         layouts.append(layout)
     return layouts
@@ -86,24 +97,24 @@ def plan(
         if rows % layout.dp_degree:
             continue  # this global batch does not split over the data-parallel ranks
         per_rank_rows = rows // layout.dp_degree
-        # Rank 0 holds the largest shards; under pp the last stage (output head, logits) may need more.
-        ranks = {0: local_shapes(config, layout, 0, shapes)}
-        if layout.pp > 1:
-            last_stage = layout.world_size - layout.world_size // layout.pp
-            ranks[last_stage] = local_shapes(config, layout, last_stage, shapes)
+        ranks = _largest_ranks(config, layout, shapes)
+        without_cp = dataclasses.replace(layout, cp=1)
+        ranks_without_cp = _largest_ranks(config, without_cp, shapes) if layout.cp > 1 else {}
         for micro_batch in (m for m in _powers_of_two(per_rank_rows) if per_rank_rows % m == 0):
             for checkpointing in (False, True):
                 grad_accum = per_rank_rows // micro_batch
                 memory_plan = MemoryPlan(
                     micro_batch, seq_len, experiment.train.precision, checkpointing, experiment.train, grad_accum
                 )
-                memory = max(
-                    (predict_rank(config, layout, memory_plan, r, shapes, local) for r, local in ranks.items()),
-                    key=lambda m: m["peak"],
-                )
+                memory = _peak_memory(config, layout, memory_plan, shapes, ranks)
                 candidate = Candidate(layout, micro_batch, grad_accum, checkpointing, memory)
-                _judge(candidate, hardware, device_mem)
+                _judge(candidate, device_mem)
                 _judge_pipeline(candidate, config, experiment.train)
+                if layout.cp > 1 and candidate.dropped is None:
+                    alone = _peak_memory(config, without_cp, memory_plan, shapes, ranks_without_cp)["peak"]
+                    if alone > device_mem:
+                        candidate.fits_only_with_cp = True
+                        candidate.notes.append(f"fits only because of cp (cp=1 needs {alone / GiB:.1f} GiB)")
                 if candidate.dropped is None:
                     candidate.estimate = estimate_step(
                         config, layout, hardware, matmul, total_bytes // layout.pp, micro_batch, seq_len,
@@ -114,6 +125,21 @@ def plan(
     return feasible + [c for c in candidates if c.dropped is not None]
 
 
+def _largest_ranks(config: PretrainedConfig, layout: Layout, shapes) -> dict[int, list]:
+    """Rank 0 holds the largest shards; under pp the last stage (output head, logits) may need more."""
+    ranks = {0: local_shapes(config, layout, 0, shapes)}
+    if layout.pp > 1:
+        last_stage = layout.world_size - layout.world_size // layout.pp
+        ranks[last_stage] = local_shapes(config, layout, last_stage, shapes)
+    return ranks
+
+
+def _peak_memory(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, shapes, ranks: dict) -> dict[str, int]:
+    """The prediction of the rank that needs the most."""
+    predictions = (predict_rank(config, layout, plan, rank, shapes, local) for rank, local in ranks.items())
+    return max(predictions, key=lambda m: m["peak"])
+
+
 def _rank_key(candidate: Candidate) -> tuple:
     """Fastest first; within 1% of each other (below what the model can tell apart) prefer what the trainer runs,
     no recomputation, and fewer parallel dimensions."""
@@ -122,7 +148,7 @@ def _rank_key(candidate: Candidate) -> tuple:
     return (speed_bucket, not candidate.runnable, candidate.activation_checkpointing, dimensions)
 
 
-def _judge(candidate: Candidate, hardware: Hardware, device_mem: int) -> None:
+def _judge(candidate: Candidate, device_mem: int) -> None:
     if candidate.memory["peak"] > device_mem:
         need, have = candidate.memory["peak"] / GiB, device_mem / GiB
         candidate.dropped = f"needs {need:.2f} GiB per device, more than {have:.2f} GiB"
@@ -130,8 +156,6 @@ def _judge(candidate: Candidate, hardware: Hardware, device_mem: int) -> None:
     if unsupported:
         candidate.runnable = False
         candidate.notes.append(f"{', '.join(unsupported)} not yet run by the built-in trainer")
-    if candidate.layout.cp > 1 and hardware.device_type != "cuda":
-        candidate.dropped = candidate.dropped or "context parallelism runs on CUDA only"
 
 
 def _judge_pipeline(candidate: Candidate, config: PretrainedConfig, train: TrainSpec) -> None:

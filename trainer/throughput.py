@@ -4,11 +4,13 @@ dimension moves and the bandwidth of the link it crosses, calibrated by measured
 Communication per optimizer step (ring collectives move 2(n-1)/n of the data for all-reduce, (n-1)/n for
 all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-parallel share of the parameters:
 - dp_replicate: gradients all-reduced once per step; under HSDP the sharded gradients, P / dp_shard.
-- dp_shard (FSDP2): parameters all-gathered in forward and again in backward for every micro-batch, gradients
-  reduce-scattered once.
+- dp_shard (FSDP2, over dp_shard x cp): parameters all-gathered in forward and again in backward for every
+  micro-batch, gradients reduce-scattered once.
 - tp: two all-reduces of the activations per layer in forward and two in backward, every micro-batch; these
   sit on the critical path, while data-parallel traffic mostly overlaps the backward pass.
-- pp: activations sent between stages; cp: keys and values passed around the ring; both per micro-batch.
+- cp: every layer all-gathers the keys and values in forward (again when activation checkpointing recomputes the
+  forward) and reduce-scatters their gradients in backward, every micro-batch (`context_parallel_bytes`).
+- pp: activations sent between stages, per micro-batch.
 
 Links: a mesh dimension stays inside a node when it and the dimensions inside it (the mesh is ordered
 [pp, dp_replicate, dp_shard, cp, tp], tp innermost) fit in one node's devices; otherwise it crosses the network.
@@ -112,8 +114,23 @@ def dimension_links(layout: Layout, hardware: Hardware) -> dict[str, str]:
     return links
 
 
+def context_parallel_bytes(config: PretrainedConfig, layout: Layout, micro_batch: int, seq_len: int) -> float:
+    """Bytes each rank sends in one context-parallel collective: the all-gather of one layer's keys and values for
+    one micro-batch, or the reduce-scatter of their gradients. Either moves (cp - 1) times the rank's own share:
+    its tokens' keys and values over its tensor-parallel share of the key-value heads."""
+    tokens = micro_batch * seq_len // layout.cp
+    local = 2 * tokens * config.hidden_size * _kv_ratio(config) * FP32 / layout.tp
+    return (layout.cp - 1) * local
+
+
 def communication_bytes(
-    config: PretrainedConfig, layout: Layout, parameter_bytes: int, micro_batch: int, seq_len: int, grad_accum: int
+    config: PretrainedConfig,
+    layout: Layout,
+    parameter_bytes: int,
+    micro_batch: int,
+    seq_len: int,
+    grad_accum: int,
+    activation_checkpointing: bool = False,
 ) -> dict[str, tuple[float, int]]:
     """(bytes each rank sends, number of collectives) per optimizer step, per mesh dimension."""
     ring = lambda n: (n - 1) / n  # noqa: E731 - the share of the data a ring collective moves per rank
@@ -122,18 +139,18 @@ def communication_bytes(
     layers = -(-config.num_hidden_layers // layout.pp)
     shard_share = parameter_bytes / layout.tp  # this rank's tensor-parallel share, before FSDP
     sent = dict.fromkeys(MESH_DIMS, (0.0, 0))
-    if layout.dp_shard > 1:
+    shards = layout.shard_degree  # FSDP2 shards over dp_shard x cp; counted under dp_shard, whose link it crosses
+    if shards > 1:
         gathers = (2 * grad_accum + 1) * (layers + 1)  # per layer and the root: gather, re-gather, reduce-scatter
-        sent["dp_shard"] = ((2 * grad_accum + 1) * ring(layout.dp_shard) * shard_share, gathers)
+        sent["dp_shard"] = ((2 * grad_accum + 1) * ring(shards) * shard_share, gathers)
     if layout.dp_replicate > 1:
-        volume = shard_share / layout.dp_shard
+        volume = shard_share / shards
         sent["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
     if layout.tp > 1:
         sent["tp"] = (grad_accum * 4 * layers * 2 * ring(layout.tp) * activation, grad_accum * 4 * layers)
-    if layout.cp > 1:
-        kv = 2 * tokens * config.hidden_size * _kv_ratio(config) * FP32 / layout.tp
-        passes = grad_accum * 3 * layers * (layout.cp - 1)
-        sent["cp"] = (passes * kv, passes)
+    if layout.cp > 1:  # per layer: all-gather (twice with recomputation) and reduce-scatter
+        collectives = grad_accum * layers * (3 if activation_checkpointing else 2)
+        sent["cp"] = (collectives * context_parallel_bytes(config, layout, micro_batch, seq_len), collectives)
     if layout.pp > 1:
         sent["pp"] = (grad_accum * 2 * activation / layout.tp, grad_accum * 2)
     return sent
@@ -161,7 +178,9 @@ def estimate_step(
         compute *= 4 / 3
     if layout.pp > 1:  # the pipeline bubble of 1F1B: (pp - 1) idle micro-batch slots
         compute *= 1 + (layout.pp - 1) / grad_accum
-    sent = communication_bytes(config, layout, parameter_bytes, micro_batch, seq_len, grad_accum)
+    sent = communication_bytes(
+        config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, activation_checkpointing
+    )
     links = dimension_links(layout, hardware)
     seconds = {
         d: sent[d][0] / DEFAULT_BANDWIDTH[links[d]] + sent[d][1] * DEFAULT_LATENCY_S[links[d]] for d in MESH_DIMS

@@ -1,0 +1,225 @@
+"""Context parallelism: every cp layout gives the single-process run's per-step losses and gradient norms (tiny
+Llama, 3 steps, packed with grouped-query attention and unpacked with full multi-head attention), the attention
+function matches the model without cp while two broken ones do not, and the memory and throughput models count
+what cp keeps and moves."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from support import REPO, TINY_MODEL, train, write_experiment
+from test_layouts import assert_memory_model_matches
+from transformers import AutoConfig
+
+from trainer.config import TrainSpec
+from trainer.context_parallel import gathered_positions, local_mask, local_positions
+from trainer.layout import Layout
+from trainer.memory_model import MemoryPlan, activation_bytes, local_shapes
+from trainer.packing import block_causal_mask
+from trainer.throughput import communication_bytes, context_parallel_bytes
+
+DATA = {  # reference name: experiment changes
+    "packed_gqa": {},  # TINY_MODEL: 4 query heads, 2 key-value heads
+    "unpacked_mha": {"data": {"packing": False}, "model": {"config": {"num_key_value_heads": 4}}},
+}
+LAYOUTS = {  # layout: (processes, reference, --set overrides)
+    "cp=2": (2, "packed_gqa", []),
+    "cp=4": (4, "unpacked_mha", []),
+    "dp_shard=2,cp=2": (4, "packed_gqa", ["train.activation_checkpointing=true"]),  # recomputation re-gathers
+    "cp=2,tp=2": (4, "unpacked_mha", []),
+    "pp=2,cp=2": (4, "packed_gqa", []),
+}
+HELPER = REPO / "tests" / "helpers" / "cp_attention.py"
+
+
+@pytest.fixture(scope="module")
+def experiments(tmp_path_factory):
+    return {name: write_experiment(tmp_path_factory.mktemp(name), changes) for name, changes in DATA.items()}
+
+
+@pytest.fixture(scope="module")
+def references(experiments):
+    """Single-process runs, trained on first use and shared by the layouts that compare with them."""
+    runs = {}
+
+    def reference(name: str):
+        if name not in runs:
+            runs[name] = train(experiments[name], experiments[name].parent / "single", "--nproc", "1")
+        return runs[name]
+
+    return reference
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_layout_matches_single_process(experiments, references, layout):
+    nproc, name, overrides = LAYOUTS[layout]
+    expected = references(name).read_steps()
+    out = experiments[name].parent / layout.replace(",", "_").replace("=", "")
+    sets = [arg for override in overrides for arg in ("--set", override)]
+    run = train(experiments[name], out, "--nproc", str(nproc), "--layout", layout, *sets)
+    got = run.read_steps()
+    assert len(got) == len(expected) == 3
+    for a, b in zip(expected, got, strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5), layout
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-5), layout
+        assert (b["tokens"], b["target_tokens"]) == (a["tokens"], a["target_tokens"])  # every cp rank's tokens count
+    assert_memory_model_matches(run)
+    metrics = run.read_metrics()
+    assert metrics["layout"]["cp"] == int(layout.split("cp=")[1].split(",")[0])
+
+
+def run_attention_helper(tmp_path, processes: int, device: str, kv_heads: int) -> dict:
+    out = tmp_path / "attention.json"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
+    command += [str(HELPER), str(out), device, str(kv_heads)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_attention_matches_and_negative_controls_fail(tmp_path):
+    """The gathered attention equals the unsplit model's loss and gradients; leaving the keys local, or a mask
+    that ignores documents, is caught by the same comparison."""
+    results = run_attention_helper(tmp_path, 2, "cpu", kv_heads=2)
+    assert results["gathered"]["loss_rel"] < 1e-5 and results["gathered"]["grad_rel"] < 1e-5
+    for broken in ("keys_not_gathered", "wrong_mask"):
+        assert results[broken]["loss_rel"] > 1e-5 and results[broken]["grad_rel"] > 1e-2, broken
+    # The bytes the real collectives moved: an all-gather and a reduce-scatter per layer.
+    config = AutoConfig.for_model(**TINY_MODEL)
+    per_collective = context_parallel_bytes(config, Layout(dp_replicate=1, cp=2), micro_batch=2, seq_len=64)
+    assert results["collectives"] == 2 * TINY_MODEL["num_hidden_layers"]
+    assert results["collective_bytes"] == results["collectives"] * per_collective
+
+
+def test_zigzag_chunks_cover_the_sequence_and_balance_causal_work():
+    for cp in (1, 2, 4):
+        assert sorted(gathered_positions(64, cp).tolist()) == list(range(64))
+        # Causal pairs per rank (each query attends to the keys at or before it) are equal under zigzag.
+        pairs = {int((local_positions(64, cp, r) + 1).sum()) for r in range(cp)}
+        assert len(pairs) == 1
+    assert local_positions(16, 2, 0).tolist() == [0, 1, 2, 3, 12, 13, 14, 15]
+    assert local_positions(16, 2, 1).tolist() == [4, 5, 6, 7, 8, 9, 10, 11]
+
+
+def test_local_masks_are_rows_and_columns_of_the_full_mask():
+    segments = torch.tensor([[0] * 5 + [1] * 7 + [2] * 2 + [-1] * 2, [0] * 16])
+    full = block_causal_mask(segments)
+    keys = gathered_positions(16, 4)
+    for rank in range(4):
+        queries = local_positions(16, 4, rank)
+        expected = full[:, :, queries][:, :, :, keys]
+        assert torch.equal(local_mask(segments, 4, rank, 16), expected)
+        causal = block_causal_mask(torch.zeros(1, 16, dtype=torch.long))[:, :, queries][:, :, :, keys]
+        assert torch.equal(local_mask(None, 4, rank, 16), causal)
+
+
+def test_memory_model_divides_by_cp_except_gathered_keys_and_values():
+    config = AutoConfig.for_model(**{**TINY_MODEL, "num_key_value_heads": 4})
+    plan = MemoryPlan(1, 1024, "fp32", False, TrainSpec())
+    single = activation_bytes(config, Layout(dp_replicate=1), plan)
+    split = activation_bytes(config, Layout(dp_replicate=1, cp=4), plan)
+    q = TINY_MODEL["hidden_size"]
+    # Per local token and layer: k and v of the 3 other ranks' tokens, fp32. A local query's mask row spans every
+    # key, as each query's row does without cp: it divides by cp like the rest. 4: the loss's fp32 scalar.
+    gathered = 2 * q * 4 * (1024 // 4) * TINY_MODEL["num_hidden_layers"] * (4 - 1)
+    assert split - 4 - (single - 4) // 4 == gathered
+    # Parameters, gradients and optimizer state shard over dp_shard x cp (FSDP2), cp innermost.
+    layout = Layout(dp_replicate=1, dp_shard=2, cp=2)
+    rows = [dict(local_shapes(config, layout, rank))["model.embed_tokens.weight"][0] for rank in range(4)]
+    assert rows == [TINY_MODEL["vocab_size"] // 4] * 4
+
+
+def test_throughput_model_counts_the_gathers_and_reduce_scatters():
+    config = AutoConfig.for_model(**{**TINY_MODEL, "hidden_size": 64, "num_attention_heads": 8})
+    layout = Layout(dp_replicate=1, cp=4, tp=2)
+    per = context_parallel_bytes(config, layout, micro_batch=2, seq_len=128)
+    # (cp - 1) x the local keys and values: 2 x 64 local tokens x 64 x 2/8 kv share x 4 bytes, over tp.
+    assert per == 3 * 2 * 64 * 64 * (2 / 8) * 4 / 2
+    sent = communication_bytes(config, layout, 10**6, 2, 128, grad_accum=3)["cp"]
+    assert sent == (3 * 2 * 2 * per, 3 * 2 * 2)  # micro-batches x layers x (gather, reduce-scatter)
+    recomputed = communication_bytes(config, layout, 10**6, 2, 128, 3, activation_checkpointing=True)["cp"]
+    assert recomputed == (3 * 2 * 3 * per, 3 * 2 * 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL needs a GPU per cp rank: 2 or more")
+def test_attention_on_cuda_matches_across_two_gpus(tmp_path):
+    results = run_attention_helper(tmp_path, 2, "cuda", kv_heads=2)
+    assert results["gathered"]["loss_rel"] < 1e-4 and results["gathered"]["grad_rel"] < 1e-4
+    assert results["keys_not_gathered"]["grad_rel"] > 1e-2
+
+
+NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, NO_CUDA])
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_attention_function_equals_sdpa_with_a_group_of_one(device):
+    """In one process: the registered attention function, through a cp group of one (a real all-gather and
+    reduce-scatter: gloo on CPU, NCCL on CUDA), gives SDPA's output and gradients for a packed-document mask."""
+    import torch.distributed as dist
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from trainer.context_parallel import context_parallel_attention
+
+    backend, device_id = ("nccl", torch.device("cuda", 0)) if device == "cuda" else ("gloo", None)
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, device_id=device_id)
+    try:
+        module = torch.nn.Module()
+        module.num_key_value_groups, module.is_causal = 2, True
+        generator = torch.Generator(device).manual_seed(0)
+        shapes = [(2, 4, 64, 16), (2, 2, 64, 16), (2, 2, 64, 16)]
+        inputs = [torch.randn(s, device=device, generator=generator, requires_grad=True) for s in shapes]
+        segments = torch.tensor([[0] * 20 + [1] * 44, [0] * 50 + [-1] * 14], device=device)
+        mask = local_mask(segments, 1, 0, 64)
+        assert torch.equal(mask, block_causal_mask(segments))
+        got, _ = context_parallel_attention(module, *inputs, mask, group=dist.group.WORLD, scaling=0.25)
+        got_grads = torch.autograd.grad(got.square().sum(), inputs)
+        want, _ = sdpa_attention_forward(module, *inputs, mask, scaling=0.25, is_causal=False)
+        want_grads = torch.autograd.grad(want.square().sum(), inputs)
+        torch.testing.assert_close(got, want)
+        for a, b in zip(got_grads, want_grads, strict=True):
+            torch.testing.assert_close(a, b)
+    finally:
+        dist.destroy_process_group()
+
+
+LLAMA3_8B = {  # Llama 3 8B's shape (no preset ships with meshpilot)
+    "model_type": "llama",
+    "vocab_size": 128256,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 131072,
+}
+
+
+def test_planner_shows_which_layouts_fit_only_because_of_cp(tmp_path):
+    """One 128k-token row of an 8B model on 8 GPUs of 80 GB: only context-parallel layouts fit."""
+    from trainer.config import load_experiment
+    from trainer.model import model_config
+    from trainer.planner import format_table, plan
+    from trainer.throughput import Hardware
+
+    seq_len = 131072
+    changes = {"model": {"config": LLAMA3_8B}, "data": {"seq_len": seq_len}}
+    changes["train"] = {"global_batch_tokens": seq_len, "micro_batch": 1, "precision": "bf16"}
+    experiment = load_experiment(write_experiment(tmp_path, changes))
+    config = model_config(experiment.model, tmp_path)
+    hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=8)
+    candidates = plan(experiment, config, hardware, 80 * 1024**3, seq_len)
+    feasible = [c for c in candidates if c.dropped is None]
+    assert feasible and all(c.layout.cp > 1 and c.fits_only_with_cp for c in feasible)
+    assert any(c.layout.cp == 1 for c in candidates)  # considered, and dropped for memory
+    assert all("GiB" in c.dropped for c in candidates if c.layout.cp == 1)
+    assert "fits only because of cp (cp=1 needs" in format_table(candidates)
