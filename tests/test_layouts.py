@@ -61,13 +61,13 @@ def test_layout_matches_single_process(experiment, reference, layout):
 
 
 UNPACKED_STEPS = 3
-UNPACKED_LAYOUTS = {  # layout: (processes, extra --set overrides)
-    "dp_replicate=2": (2, []),  # DDP
-    "dp_shard=2": (2, []),  # FSDP2
-    "dp_replicate=2,dp_shard=2": (4, []),  # HSDP
-    "tp=2": (2, []),
-    "dp_shard=2,tp=2": (4, []),  # FSDP2 x TP
-    "pp=2": (2, ["train.pp_schedule=1f1b"]),
+UNPACKED_LAYOUTS = {  # layout: processes
+    "dp_replicate=2": 2,  # DDP
+    "dp_shard=2": 2,  # FSDP2
+    "dp_replicate=2,dp_shard=2": 4,  # HSDP
+    "tp=2": 2,
+    "dp_shard=2,tp=2": 4,  # FSDP2 x TP
+    "pp=2": 2,  # 1F1B, one layer per stage
 }
 
 
@@ -101,10 +101,8 @@ def test_unpacked_rows_differ_several_fold_in_token_count(unpacked_reference):
 
 @pytest.mark.parametrize("layout", UNPACKED_LAYOUTS)
 def test_unpacked_layout_matches_single_process(unpacked_experiment, unpacked_reference, layout):
-    nproc, overrides = UNPACKED_LAYOUTS[layout]
-    sets = [arg for override in overrides for arg in ("--set", override)]
     out = unpacked_experiment.parent / layout.replace(",", "_").replace("=", "")
-    run = train(unpacked_experiment, out, "--nproc", str(nproc), "--layout", layout, *sets)
+    run = train(unpacked_experiment, out, "--nproc", str(UNPACKED_LAYOUTS[layout]), "--layout", layout)
     expected, got = unpacked_reference.read_steps(), run.read_steps()
     assert len(got) == len(expected) == UNPACKED_STEPS
     for a, b in zip(expected, got, strict=True):
