@@ -1,5 +1,6 @@
-# Two commands on a fresh machine:  `make example` trains the built-in example, `make test` runs every test.
-# Both create .venv and install what they need on first use.
+# Two commands on a fresh machine:  `make demo` runs the main job on the embedded defaults (sweep, train the
+# winner, private benchmark, report, pushed branch and local PR), `make test` runs every test.
+# Both create .venv and install what they need on first use. `make example` trains the built-in example once.
 
 VENV ?= .venv
 PYTHON ?= python3
@@ -7,7 +8,7 @@ PYTHON ?= python3
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: example test lint clean
+.PHONY: demo example test lint clean
 
 $(BIN)/meshpilot: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +16,9 @@ $(BIN)/meshpilot: pyproject.toml
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $@
+
+demo: $(BIN)/meshpilot
+	$(BIN)/meshpilot demo --dir runs/demo-$$(date +%Y%m%d-%H%M%S)
 
 example: $(BIN)/meshpilot
 	$(BIN)/meshpilot train trainer/examples/tiny_llama.yaml --nproc 2 --out runs/example-$$(date +%Y%m%d-%H%M%S)

@@ -220,10 +220,17 @@ def _watch(out: Path, job: dict, launcher: subprocess.Popen, stopping: list[str]
         now = time.monotonic()
         if job["timeout_s"] is not None and now - started > job["timeout_s"]:
             return "timeout", f"ran past its time limit of {job['timeout_s']:g}s"
-        if job["hang_s"] is not None and seen_step and now - last_step_at > job["hang_s"]:
+        if job["hang_s"] is not None and seen_step and now - last_step_at > job["hang_s"] and not _ending(out):
             return "timeout", f"hang: no new step for {job['hang_s']:g}s after step {_last_step(RunDir(out))}"
         time.sleep(POLL_S)
     return None
+
+
+def _ending(out: Path) -> bool:
+    """A run that wrote its results or whose rank recorded a failure is shutting down, not hung: on a loaded machine
+    that can outlast hang_s, and its own verdict (e.g. "nan") must stand. The time limit still applies."""
+    run = RunDir(out)
+    return run.metrics.is_file() or any(run.path.glob("failure.rank*.json"))
 
 
 def _outcome(out: Path, returncode: int) -> tuple[str, str | None]:

@@ -65,12 +65,13 @@ def run_bench(
     train_sources = _train_sources(train_data) if train_data else None
     board = Leaderboard(store.leaderboard_path)
     limit = store.settings()["daily_submissions"]
-    board.check_limit(source.key, limit)
     items = _all_items(loaded_suite, store)
     task_versions = {t.name: task_version(t, items[t.name]) for t in loaded_suite.tasks}
     code_version = eval_code_version()
 
     with open_model(source, max_memory, offload_dir) as lm:
+        # A model is its weights, wherever they are stored: known once loaded, and checked before evaluating.
+        board.check_limit(lm.checkpoint_hash, limit, str(source.path))
         batching, note = supported_batching(lm.model, lm.device_mapped)
         evaluation = Evaluation(lm, store, batching, note, batch_tokens, code_version, progress)
         entries = _evaluate_tasks(evaluation, loaded_suite, items, task_versions, _training_ngrams(lm, train_sources))
@@ -88,9 +89,9 @@ def run_bench(
             "versions": {k: v for k, v in versions().items() if k in ("python", "torch", "transformers")},
             "tasks": entries,
         }
-    result["leaderboard_id"] = board.record(source.key, result, limit)
+    result["leaderboard_id"] = board.record(lm.checkpoint_hash, result, limit)
     evaluation.discard_caches()
-    result["submissions_today"] = board.submissions_today(source.key)
+    result["submissions_today"] = board.submissions_today(lm.checkpoint_hash)
     result["daily_limit"] = limit
     if out is not None:
         write_json(Path(out) / "result.json", result)

@@ -2,7 +2,9 @@
 
 The public leaderboard shows each submission's dev-split scores, the private one its test-split scores (as on
 Kaggle: optimise against the public numbers, and the private ones say whether that generalised). A model may submit a
-limited number of times per (UTC) day, so that the private scores cannot be climbed by trial and error.
+limited number of times per (UTC) day, so that the private scores cannot be climbed by trial and error. A model is
+its weights' content hash (evalsuite.models.weights_hash), so a re-exported or copied checkpoint counts as the same
+model; the day rolls over at UTC midnight of the leaderboard's clock (injectable for tests).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +32,20 @@ CREATE TABLE IF NOT EXISTS submissions (
 """
 
 
-def today() -> str:
-    return time.strftime("%Y-%m-%d", time.gmtime())
+def utc_day(seconds: float) -> str:
+    """The UTC calendar day of a Unix time, as YYYY-MM-DD."""
+    return time.strftime("%Y-%m-%d", time.gmtime(seconds))
 
 
 class Leaderboard:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, clock: Callable[[], float] = time.time):
         if not path.exists():
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))  # owner-only before SQLite writes a byte
-        self.path = path
+        self.path, self.clock = path, clock
         self._query(_SCHEMA)
+
+    def today(self) -> str:
+        return utc_day(self.clock())
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=30, isolation_level=None)
@@ -48,15 +55,17 @@ class Leaderboard:
             return db.execute(sql, parameters).fetchall()
 
     def submissions_today(self, model_key: str) -> int:
+        """Submissions of the model (its weights hash) on the clock's current UTC day."""
         query = "SELECT COUNT(*) FROM submissions WHERE model_key = ? AND day = ?"
-        return self._query(query, (model_key, today()))[0][0]
+        return self._query(query, (model_key, self.today()))[0][0]
 
-    def check_limit(self, model_key: str, limit: int) -> None:
-        """Refuse a submission beyond the daily limit, before any work is done."""
+    def check_limit(self, model_key: str, limit: int, name: str | None = None) -> None:
+        """Refuse a submission beyond the daily limit, before the evaluation; `name` says which model it is."""
         count = self.submissions_today(model_key)
         if count >= limit:
+            model = f"{name} (weights {model_key})" if name else model_key
             raise BenchError(
-                f"submission limit reached: {model_key} has made {count} of {limit} submissions today (UTC); "
+                f"submission limit reached: {model} has made {count} of {limit} submissions today (UTC); "
                 "try again tomorrow"
             )
 
@@ -66,12 +75,13 @@ class Leaderboard:
         try:
             db.execute("BEGIN IMMEDIATE")
             query = "SELECT COUNT(*) FROM submissions WHERE model_key = ? AND day = ?"
-            if db.execute(query, (model_key, today())).fetchone()[0] >= limit:
+            day = self.today()
+            if db.execute(query, (model_key, day)).fetchone()[0] >= limit:
                 db.execute("ROLLBACK")
-                raise BenchError(f"submission limit reached: {model_key} made {limit} submissions today (UTC)")
+                raise BenchError(f"submission limit reached: weights {model_key} made {limit} submissions today (UTC)")
             cursor = db.execute(
                 "INSERT INTO submissions (day, model_key, suite, result) VALUES (?, ?, ?, ?)",
-                (today(), model_key, result["suite"], json.dumps(result, sort_keys=True)),
+                (day, model_key, result["suite"], json.dumps(result, sort_keys=True)),
             )
             db.execute("COMMIT")
             return cursor.lastrowid

@@ -44,11 +44,6 @@ class ModelSource:
     run: RunCheckpoint | None = None
     hf_dir: Path | None = None
 
-    @property
-    def key(self) -> str:
-        """The model that submission limits count: its run directory, or its HF directory."""
-        return str(self.run.run.path if self.run else self.hf_dir)
-
 
 @dataclass
 class LoadedModel:

@@ -7,7 +7,9 @@ test documents of `stdlib_heldout` were planted, so that the contamination check
 
 from __future__ import annotations
 
+import datetime
 import json
+import re
 import secrets
 import shutil
 import stat
@@ -19,10 +21,12 @@ import pytest
 import torch
 import yaml
 from support import meshpilot, train, write_experiment
+from transformers import AutoModelForCausalLM
 
 from agent.cli import main
 from evalsuite.api import eval_code_version, leaderboard, run_bench
 from evalsuite.errors import BenchError
+from evalsuite.leaderboard import Leaderboard
 from evalsuite.runner import context_text, solved_text
 from evalsuite.scoring import generate_continuous, generate_static, generation_config
 from evalsuite.store import Store, git_work_tree
@@ -289,6 +293,8 @@ def test_bench_tasks_lists_the_suites_of_the_experiment_with_public_examples_onl
 
 
 def test_submission_limit_per_model_per_day(world, tmp_path, monkeypatch):
+    """The limit counts weights, not paths: a re-export of the run, saved in other files, is the same model; a
+    model whose weights differ in one value is another."""
     monkeypatch.setenv("MESHPILOT_DATA", str(tmp_path / "store"))
     Store.open().update_settings(daily_submissions=1)
     suite = str(world.suite / "reversal.yaml")
@@ -297,6 +303,46 @@ def test_submission_limit_per_model_per_day(world, tmp_path, monkeypatch):
     with pytest.raises(BenchError, match=r"submission limit reached: .* has made 1 of 1 submissions today"):
         run_bench(suite, world.run, out=tmp_path / "out")
     assert not (tmp_path / "out").exists() and len(leaderboard()) == 1
+
+    exported = export_hf(world.run, tmp_path / "export")
+    model = AutoModelForCausalLM.from_pretrained(str(exported))
+    copy = tmp_path / "re-exported"
+    shutil.copytree(exported, copy)
+    for weights in copy.glob("*.safetensors"):
+        weights.unlink()
+    model.save_pretrained(str(copy), max_shard_size="40KB")  # other files, other bytes, the same weights
+    files = lambda directory: sorted(p.name for p in directory.glob("*.safetensors"))  # noqa: E731
+    assert files(copy) != files(exported)
+    weights = first["model"]["checkpoint_hash"]
+    with pytest.raises(BenchError, match=f"^submission limit reached: {re.escape(str(copy))} \\(weights {weights}\\)"):
+        run_bench(suite, copy)
+
+    with torch.no_grad():
+        next(model.parameters())[0, 0] += 1.0  # another model: one weight differs
+    other = tmp_path / "other"
+    shutil.copytree(exported, other)
+    model.save_pretrained(str(other))
+    assert run_bench(suite, other)["submissions_today"] == 1
+    assert len(leaderboard()) == 2
+
+
+def test_submission_day_rolls_over_at_utc_midnight(tmp_path):
+    """With an injected clock: the last second of a UTC day still counts against it, its midnight starts afresh."""
+    midnight = datetime.datetime(2026, 3, 1, tzinfo=datetime.UTC).timestamp()
+    now = [midnight - 1.0]
+    board = Leaderboard(tmp_path / "leaderboard.sqlite", clock=lambda: now[0])
+    result = {"suite": "s", "tasks": []}
+    board.record("weights-a", result, limit=1)
+    with pytest.raises(BenchError, match=r"weights-a\) has made 1 of 1 submissions today"):
+        board.check_limit("weights-a", 1, "runs/a")
+    with pytest.raises(BenchError, match="submission limit reached"):
+        board.record("weights-a", result, limit=1)
+    board.check_limit("weights-b", 1)  # another model has its own count
+    now[0] = midnight
+    assert board.today() == "2026-03-01" and board.submissions_today("weights-a") == 0
+    board.check_limit("weights-a", 1)
+    board.record("weights-a", result, limit=1)
+    assert [day for (day,) in board._query("SELECT day FROM submissions ORDER BY id")] == ["2026-02-28", "2026-03-01"]
 
 
 def test_vocabulary_mismatch_is_refused_with_one_line(world, tmp_path, capsys):

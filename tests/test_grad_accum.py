@@ -2,6 +2,9 @@
 
 Rows are unpacked documents of strongly varying length (the built-in corpus's docstrings), so micro-batches
 hold very different numbers of target tokens: exactly the case where averaging per micro-batch goes wrong.
+Across ranks the model is wrapped by the trainer's own `parallelize` (FSDP2, tensor parallel); every layout,
+DDP, HSDP and pipelines included, also trains on such rows with accumulation in
+tests/test_layouts.py::test_unpacked_layout_matches_single_process.
 """
 
 from __future__ import annotations
@@ -54,16 +57,17 @@ def test_accumulation_equals_full_batch(run_dir):
     assert_same_step(full, accumulated)
 
 
-def test_two_ranks_with_accumulation_equal_full_batch(run_dir, tmp_path):
+@pytest.mark.parametrize("layout", ["dp_shard=2", "tp=2"])  # FSDP2: 2 ranks x (2 x 2); TP: 2 ranks x (2 x 4)
+def test_two_ranks_with_accumulation_equal_full_batch(run_dir, tmp_path, layout):
     out = tmp_path / "grads.pt"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-    command += [str(REPO / "tests" / "helpers" / "step_gradients.py"), str(run_dir), "2", str(out)]
+    command += [str(REPO / "tests" / "helpers" / "step_gradients.py"), str(run_dir), "2", str(out), layout]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{REPO}:{REPO / 'tests'}"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     saved = torch.load(out)
     full = step_gradients(run_dir, micro_batch=8)
-    assert_same_step(full, (saved["loss"], saved["grads"]))  # 2 processes, micro-batch 2, accumulation 2
+    assert_same_step(full, (saved["loss"], saved["grads"]))
 
 
 def test_naive_mean_of_means_differs(run_dir):

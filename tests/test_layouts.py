@@ -1,15 +1,21 @@
-"""Every layout that runs on CPU gives the single-process reference's per-step losses (tiny GQA Llama, 5 steps)."""
+"""Every layout that runs on CPU gives the single-process reference's per-step losses (tiny GQA Llama): on packed
+rows (5 steps), and on unpacked, padded rows whose token counts differ several-fold (3 steps), where each layout
+accumulates micro-batches of one row through the trainer's own wrapping and must equal one full batch."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from support import TINY_MODEL, train, write_experiment
+from support import TINY_EXPERIMENT, TINY_MODEL, train, write_experiment
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from trainer.config import ConfigError
+from trainer.data import RowSource, TokenizedCorpus, plan_batches
 from trainer.launch import TrainRequest, prepare
+from trainer.loop import load_run
+from trainer.packing import IGNORE_INDEX
 from trainer.rundir import RunDir
 
 STEPS = 5
@@ -52,6 +58,59 @@ def test_layout_matches_single_process(experiment, reference, layout):
     assert {k: v for k, v in metrics["layout"].items() if v != 1} == {
         name: int(degree) for name, degree in (part.split("=") for part in layout.split(","))
     }
+
+
+UNPACKED_STEPS = 3
+UNPACKED_LAYOUTS = {  # layout: processes
+    "dp_replicate=2": 2,  # DDP
+    "dp_shard=2": 2,  # FSDP2
+    "dp_replicate=2,dp_shard=2": 4,  # HSDP
+    "tp=2": 2,
+    "dp_shard=2,tp=2": 4,  # FSDP2 x TP
+    "pp=2": 2,  # 1F1B, one layer per stage
+}
+
+
+@pytest.fixture(scope="module")
+def unpacked_experiment(tmp_path_factory):
+    # One row per micro-batch: every layout accumulates (2 to 8 micro-batches per rank) rows of unequal length.
+    changes = {"data": {"packing": False}, "train": {"steps": UNPACKED_STEPS, "micro_batch": 1}}
+    return write_experiment(tmp_path_factory.mktemp("unpacked"), changes)
+
+
+@pytest.fixture(scope="module")
+def unpacked_reference(unpacked_experiment):
+    """One process, the whole global batch in one forward pass: no accumulation at all."""
+    rows = TINY_EXPERIMENT["train"]["global_batch_tokens"] // TINY_EXPERIMENT["data"]["seq_len"]
+    out = unpacked_experiment.parent / "single"
+    return train(unpacked_experiment, out, "--nproc", "1", "--set", f"train.micro_batch={rows}")
+
+
+def test_unpacked_rows_differ_several_fold_in_token_count(unpacked_reference):
+    """Otherwise the unpacked equivalence could not tell a token-weighted loss from a mean of per-row means."""
+    experiment, launch = load_run(unpacked_reference)
+    data, spec = experiment.data, experiment.train
+    rows = RowSource(TokenizedCorpus.load(Path(launch["data_dir"])), data.seq_len, data.packing, spec.seed)
+    plan = plan_batches(spec.global_batch_tokens, data.seq_len, spec.micro_batch, 1)
+    for step in range(UNPACKED_STEPS):
+        [indices] = plan.micro_batches(step * plan.rows_per_step, 0)
+        counts = [int((rows.row(i)["labels"] != IGNORE_INDEX).sum()) for i in indices]
+        assert max(counts) >= 3 * min(counts), (step, counts)
+    assert all(s["tokens"] < spec.global_batch_tokens for s in unpacked_reference.read_steps())  # padded
+
+
+@pytest.mark.parametrize("layout", UNPACKED_LAYOUTS)
+def test_unpacked_layout_matches_single_process(unpacked_experiment, unpacked_reference, layout):
+    out = unpacked_experiment.parent / layout.replace(",", "_").replace("=", "")
+    run = train(unpacked_experiment, out, "--nproc", str(UNPACKED_LAYOUTS[layout]), "--layout", layout)
+    expected, got = unpacked_reference.read_steps(), run.read_steps()
+    assert len(got) == len(expected) == UNPACKED_STEPS
+    for a, b in zip(expected, got, strict=True):
+        assert (b["tokens"], b["target_tokens"]) == (a["tokens"], a["target_tokens"]), layout
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5), layout
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-5), layout
+    metrics = run.read_metrics()
+    assert metrics["packing"] is False and metrics["micro_batch"] == 1 and metrics["grad_accum"] > 1
 
 
 def assert_memory_model_matches(run: RunDir) -> None:

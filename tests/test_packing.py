@@ -1,4 +1,11 @@
-"""Packed documents never see each other: logits and loss equal those of each document run alone."""
+"""Packed documents never see each other: logits and loss equal those of each document run alone.
+
+The checks go through the trainer's own input path (`trainer.step.token_loss_sum`, which builds the model's
+inputs with `model_inputs`), and negative controls break that path to show the checks can fail. Transformers
+infers document boundaries by itself from restarting position_ids when no mask is given and the KV cache is off
+(as in training), so a dropped mask would go unnoticed there: the controls also run with position ids that keep
+counting across documents, where only the explicit mask can keep the documents apart.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, LlamaConfig
 
+import trainer.step
 from trainer.packing import IGNORE_INDEX, block_causal_mask, model_inputs, row_from_segments
 from trainer.step import token_loss_sum
 
@@ -62,6 +70,56 @@ def test_packed_logits_equal_separate_documents(model, documents, mode):
     for doc, logits in zip(documents, expected, strict=True):
         torch.testing.assert_close(packed[at : at + len(doc)], logits, atol=1e-5, rtol=0)
         at += len(doc)
+
+
+def trainer_path_deviation(model, documents, positions: str) -> tuple[float, float]:
+    """Largest logit and relative loss difference between the packed row run through the trainer's loss
+    (`token_loss_sum`) and each document run alone at the same position ids."""
+    batch = packed_batch(documents, pad_to=sum(DOC_LENGTHS) + 3)
+    if positions == "running":  # no restart at document starts: transformers cannot infer the boundaries
+        batch["position_ids"] = torch.arange(batch["input_ids"].shape[1])[None]
+    captured = []
+    hook = model.register_forward_hook(lambda _module, _args, output: captured.append(output.logits[0]))
+    with torch.no_grad():
+        try:
+            packed_loss = float(token_loss_sum(model, batch))
+        finally:
+            hook.remove()
+        logit_deviation, expected_loss, at = 0.0, 0.0, 0
+        for doc in documents:
+            ids = torch.from_numpy(doc)[None]
+            alone = model(ids, position_ids=batch["position_ids"][:, at : at + len(doc)], use_cache=False).logits[0]
+            logit_deviation = max(logit_deviation, float((captured[0][at : at + len(doc)] - alone).abs().max()))
+            expected_loss += float(F.cross_entropy(alone[:-1], ids[0, 1:], reduction="sum"))
+            at += len(doc)
+    return logit_deviation, abs(packed_loss - expected_loss) / expected_loss
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("positions", ["restarting", "running"])
+def test_trainer_path_isolates_documents(model, documents, mode, positions):
+    getattr(model, mode)()
+    logit_deviation, loss_deviation = trainer_path_deviation(model, documents, positions)
+    assert logit_deviation < 1e-5
+    assert loss_deviation < 1e-6
+
+
+def _without_mask(batch):
+    return {k: v for k, v in model_inputs(batch).items() if k != "attention_mask"}
+
+
+def _causal_only_mask(batch):
+    return {**model_inputs(batch), "attention_mask": block_causal_mask(torch.zeros_like(batch["segment_ids"]))}
+
+
+@pytest.mark.parametrize("broken", [_without_mask, _causal_only_mask], ids=["mask dropped", "mask ignores documents"])
+def test_broken_mask_path_is_detected(model, documents, monkeypatch, broken):
+    """Negative control: the same check fails when the trainer's input path drops the mask or builds a wrong one."""
+    model.train()
+    monkeypatch.setattr(trainer.step, "model_inputs", broken)
+    logit_deviation, loss_deviation = trainer_path_deviation(model, documents, "running")
+    assert logit_deviation > 1e-3
+    assert loss_deviation > 1e-4
 
 
 def test_mask_isolates_in_eval_mode_with_cache_on(model, documents):

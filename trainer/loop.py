@@ -203,7 +203,7 @@ def _run_steps(training: Training) -> Measurements:
     measure_step = first_step + (1 if training.pipeline is not None and spec.steps - first_step > 1 else 0)
     with training.run.steps.open("a") if rank == 0 else contextlib.nullcontext() as steps_file:
         while state.step < spec.steps:
-            maybe_inject(rank, state.step + 1)
+            maybe_inject(rank, state.step + 1, training.run.path.name)
             result, micro_batches, record = _optimizer_step(training, measure_memory=state.step == measure_step)
             if state.step == measure_step:
                 measured.saved = result.saved_bytes

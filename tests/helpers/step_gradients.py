@@ -1,7 +1,8 @@
 """Gradients of the first optimizer step of a prepared run, for a given micro-batch size.
 
 Runs in-process (world of one) or under torchrun (`python -m torch.distributed.run ... step_gradients.py
-RUN_DIR MICRO_BATCH OUT`), where rank 0 saves the loss and gradients to OUT.
+RUN_DIR MICRO_BATCH OUT LAYOUT`), where the model is wrapped for LAYOUT by the trainer's own `parallelize`
+(DDP, FSDP2, tensor parallel) and rank 0 saves the loss and the full (unsharded) gradients to OUT.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel
+from torch.distributed.tensor import DTensor
 
 from trainer.data import RowSource, TokenizedCorpus, plan_batches
+from trainer.layout import Layout, data_parallel_group
 from trainer.loop import load_run
 from trainer.model import build_model, model_config
 from trainer.packing import IGNORE_INDEX, model_inputs
+from trainer.parallelize import parallelize
 from trainer.rundir import RunDir
 from trainer.step import forward_backward
 
@@ -35,15 +38,26 @@ def _setup(run_dir: Path, micro_batch: int, dp_degree: int):
     return model, rows, plan
 
 
-def step_gradients(run_dir: Path, micro_batch: int, dp_group=None) -> tuple[float, dict[str, torch.Tensor]]:
-    dp_degree = dist.get_world_size(dp_group) if dp_group is not None else 1
-    dp_rank = dist.get_rank(dp_group) if dp_group is not None else 0
-    model, rows, plan = _setup(run_dir, micro_batch, dp_degree)
-    names = [name for name, _ in model.named_parameters()]
-    wrapped = DistributedDataParallel(model) if dp_group is not None else model
+def step_gradients(run_dir: Path, micro_batch: int, layout: str | None = None) -> tuple[float, dict[str, torch.Tensor]]:
+    """The first step's loss and gradients; with `layout`, on every rank of a distributed job, wrapped for it."""
+    if layout is None:
+        model, rows, plan = _setup(run_dir, micro_batch, 1)
+        batches = [rows.batch(indices) for indices in plan.micro_batches(0, 0)]
+        result = forward_backward(model, batches, None)
+        return result.loss, {name: p.grad.detach().clone() for name, p in model.named_parameters()}
+    resolved = Layout.parse(layout).resolve(dist.get_world_size())
+    mesh = resolved.build_mesh("cpu")
+    dp_group, dp_rank = data_parallel_group(resolved, mesh)
+    model, rows, plan = _setup(run_dir, micro_batch, resolved.dp_degree)
+    experiment, _ = load_run(RunDir(run_dir))
+    wrapped = parallelize(model, resolved, mesh, experiment.train, "cpu")
     batches = [rows.batch(indices) for indices in plan.micro_batches(0, dp_rank)]
     result = forward_backward(wrapped, batches, dp_group)
-    grads = {name: p.grad.detach().clone() for name, p in zip(names, model.parameters(), strict=True)}
+    # FSDP2 and tensor parallelism leave DTensor gradients, each rank holding a part: gather the whole.
+    grads = {
+        name: (p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad).detach().clone()
+        for name, p in model.named_parameters()
+    }
     return result.loss, grads
 
 
@@ -63,7 +77,7 @@ def naive_step_gradients(run_dir: Path, micro_batch: int) -> tuple[float, dict[s
 
 if __name__ == "__main__":
     dist.init_process_group("gloo")
-    loss, grads = step_gradients(Path(sys.argv[1]), int(sys.argv[2]), dist.group.WORLD)
+    loss, grads = step_gradients(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[4])
     if dist.get_rank() == 0:
         torch.save({"loss": loss, "grads": grads}, sys.argv[3])
     dist.destroy_process_group()
