@@ -100,9 +100,8 @@ def _plan(args: argparse.Namespace) -> int:
     from trainer.device_map import parse_bytes
     from trainer.model import model_config
     from trainer.planner import format_table, plan
-    from trainer.throughput import Hardware, detect_intra_node_link
-
     from trainer.presets import gpu_preset, model_override, preset_experiment
+    from trainer.throughput import Hardware, detect_intra_node_link
 
     if args.devices < 1 or args.nodes < 1:
         raise ConfigError("--devices and --nodes must be at least 1")

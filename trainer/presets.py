@@ -42,28 +42,68 @@ MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "llama-2-7b": ("meta-llama/Llama-2-7b-hf", _llama(4096, 11008, 32, 32, 32, 32000, 4096)),
     "llama-2-13b": ("meta-llama/Llama-2-13b-hf", _llama(5120, 13824, 40, 40, 40, 32000, 4096)),
     "llama-2-70b": ("meta-llama/Llama-2-70b-hf", _llama(8192, 28672, 80, 64, 8, 32000, 4096)),
-    "llama-3.1-8b": ("meta-llama/Llama-3.1-8B",
-                     _llama(4096, 14336, 32, 32, 8, 128256, 131072, rope_parameters=_LLAMA3_ROPE)),
-    "llama-3.1-70b": ("meta-llama/Llama-3.1-70B",
-                      _llama(8192, 28672, 80, 64, 8, 128256, 131072, rope_parameters=_LLAMA3_ROPE)),
-    "llama-3.1-405b": ("meta-llama/Llama-3.1-405B",
-                       _llama(16384, 53248, 126, 128, 8, 128256, 131072, rope_parameters=_LLAMA3_ROPE)),
-    "llama-3.2-1b": ("meta-llama/Llama-3.2-1B", _llama(2048, 8192, 16, 32, 8, 128256, 131072, head_dim=64,
-                                                       tie_word_embeddings=True, rope_parameters=_LLAMA32_ROPE)),
-    "llama-3.2-3b": ("meta-llama/Llama-3.2-3B", _llama(3072, 8192, 28, 24, 8, 128256, 131072, head_dim=128,
-                                                       tie_word_embeddings=True, rope_parameters=_LLAMA32_ROPE)),
-    "mistral-7b": ("mistralai/Mistral-7B-v0.1",
-                   {**_llama(4096, 14336, 32, 32, 8, 32000, 32768), "model_type": "mistral", "sliding_window": 4096}),
-    "qwen2.5-7b": ("Qwen/Qwen2.5-7B", {**_llama(3584, 18944, 28, 28, 4, 152064, 131072), "model_type": "qwen2",
-                                       "rms_norm_eps": 1e-6, "rope_parameters": _rope(1e6)}),
-    "qwen2.5-72b": ("Qwen/Qwen2.5-72B", {**_llama(8192, 29568, 80, 64, 8, 152064, 131072), "model_type": "qwen2",
-                                         "rms_norm_eps": 1e-5, "rope_parameters": _rope(1e6)}),
-    "gemma-2-9b": ("google/gemma-2-9b", {**_llama(3584, 14336, 42, 16, 8, 256000, 8192), "model_type": "gemma2",
-                                         "head_dim": 256, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
-                                         "sliding_window": 4096, "query_pre_attn_scalar": 256}),
-    "smollm2-1.7b": ("HuggingFaceTB/SmolLM2-1.7B",
-                     _llama(2048, 8192, 24, 32, 32, 49152, 8192, tie_word_embeddings=True,
-                            rope_parameters=_rope(130000.0))),
+    "llama-3.1-8b": (
+        "meta-llama/Llama-3.1-8B",
+        _llama(4096, 14336, 32, 32, 8, 128256, 131072, rope_parameters=_LLAMA3_ROPE),
+    ),
+    "llama-3.1-70b": (
+        "meta-llama/Llama-3.1-70B",
+        _llama(8192, 28672, 80, 64, 8, 128256, 131072, rope_parameters=_LLAMA3_ROPE),
+    ),
+    "llama-3.1-405b": (
+        "meta-llama/Llama-3.1-405B",
+        _llama(16384, 53248, 126, 128, 8, 128256, 131072, rope_parameters=_LLAMA3_ROPE),
+    ),
+    "llama-3.2-1b": (
+        "meta-llama/Llama-3.2-1B",
+        _llama(
+            2048, 8192, 16, 32, 8, 128256, 131072, head_dim=64, tie_word_embeddings=True, rope_parameters=_LLAMA32_ROPE
+        ),
+    ),
+    "llama-3.2-3b": (
+        "meta-llama/Llama-3.2-3B",
+        _llama(
+            3072, 8192, 28, 24, 8, 128256, 131072, head_dim=128, tie_word_embeddings=True, rope_parameters=_LLAMA32_ROPE
+        ),
+    ),
+    "mistral-7b": (
+        "mistralai/Mistral-7B-v0.1",
+        {**_llama(4096, 14336, 32, 32, 8, 32000, 32768), "model_type": "mistral", "sliding_window": 4096},
+    ),
+    "qwen2.5-7b": (
+        "Qwen/Qwen2.5-7B",
+        {
+            **_llama(3584, 18944, 28, 28, 4, 152064, 131072),
+            "model_type": "qwen2",
+            "rms_norm_eps": 1e-6,
+            "rope_parameters": _rope(1e6),
+        },
+    ),
+    "qwen2.5-72b": (
+        "Qwen/Qwen2.5-72B",
+        {
+            **_llama(8192, 29568, 80, 64, 8, 152064, 131072),
+            "model_type": "qwen2",
+            "rms_norm_eps": 1e-5,
+            "rope_parameters": _rope(1e6),
+        },
+    ),
+    "gemma-2-9b": (
+        "google/gemma-2-9b",
+        {
+            **_llama(3584, 14336, 42, 16, 8, 256000, 8192),
+            "model_type": "gemma2",
+            "head_dim": 256,
+            "rms_norm_eps": 1e-6,
+            "tie_word_embeddings": True,
+            "sliding_window": 4096,
+            "query_pre_attn_scalar": 256,
+        },
+    ),
+    "smollm2-1.7b": (
+        "HuggingFaceTB/SmolLM2-1.7B",
+        _llama(2048, 8192, 24, 32, 32, 49152, 8192, tie_word_embeddings=True, rope_parameters=_rope(130000.0)),
+    ),
 }
 # Presets meshpilot knows of but cannot plan for, with the reason (said in one line when asked for).
 REFUSED = {
@@ -95,8 +135,9 @@ GPUS: dict[str, GPU] = {
     "a100-80gb": GPU("NVIDIA A100-SXM4-80GB", 79.15, 312.0, "NVIDIA A100 Tensor Core GPU datasheet"),
     "l40s": GPU("NVIDIA L40S", 44.39, 362.05, "NVIDIA L40S datasheet"),
     "a10": GPU("NVIDIA A10", 22.07, 125.0, "NVIDIA A10 Tensor Core GPU datasheet"),
-    "rtx-4090": GPU("NVIDIA GeForce RTX 4090", 23.52, 165.2,
-                    "NVIDIA Ada Lovelace architecture whitepaper (BF16, FP32 accumulate)"),
+    "rtx-4090": GPU(
+        "NVIDIA GeForce RTX 4090", 23.52, 165.2, "NVIDIA Ada Lovelace architecture whitepaper (BF16, FP32 accumulate)"
+    ),
 }
 GPU_ALIASES = {"h100": "h100-sxm", "h100-80gb": "h100-sxm", "a100": "a100-80gb", "a100-40g": "a100-40gb",
                "a100-80g": "a100-80gb", "4090": "rtx-4090", "rtx4090": "rtx-4090", "h200-141gb": "h200"}  # fmt: skip
@@ -145,7 +186,8 @@ PRESET_SEQ_LEN = 4096
 PRESET_ROWS_PER_DEVICE = 4  # global batch: 4 rows of seq_len per device (16k tokens per device at 4096)
 
 
-def preset_experiment(name: str, world_size: int, seq_len: int | None = None, overrides: Sequence[str] = ()
+def preset_experiment(
+    name: str, world_size: int, seq_len: int | None = None, overrides: Sequence[str] = ()
 ) -> Experiment:
     """The experiment `meshpilot plan --model NAME` plans: the preset's config with the defaults above, then the
     `--set` overrides (the batch follows seq_len unless an override sets it)."""
