@@ -135,7 +135,7 @@ def _plan(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMes
     args = {k: intent.args[k] for k in PLAN_KEYS if k in intent.args}
     if "devices" not in args and ("model" in args or "gpu" in args):
         gpus = f"{args['gpu']} GPUs" if "gpu" in args else "GPUs, and which"
-        return AIMessage(f"How many {gpus}? e.g. `on 8 H100s` or `on 2 nodes of 8 A100 40GB`.")
+        return AIMessage(f"How many {gpus} should I plan for? e.g. `on 8 H100s` or `on 2 nodes of 8 A100 40GB`.")
     if "devices" not in args:
         if "inspect_hardware" not in done:
             return _call("inspect_hardware")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer.config import ConfigError
-from trainer.presets import GPU_ALIASES, MODELS, REFUSED, gpu_preset, model_override, preset_key
+from trainer.presets import GPU_ALIASES, GPUS, MODELS, REFUSED, gpu_preset, model_override, model_preset, preset_key
 
 SLASH_COMMANDS = ("help", "plan", "why", "run", "status", "results", "cancel", "hardware", "runs", "read", "sweep",
                   "bench", "report", "pr", "compare", "trials", "where", "docs")  # fmt: skip
@@ -62,10 +62,11 @@ _COMMON = """the and that this with what how much did take took does for from in
 than was were is it its an on of to in at by be can you me my our we will why when which please show tell give
 model models gpu gpus devices device node many more less fit fits per tokens time last one two first best batch
 same again also just need used use using size noise scale each lane rain main plain brain their there these
-those test tests state trial"""
+those test tests state trial procs"""
 COMMON = set(VOCABULARY) | set(_COMMON.split())
 _NUMBER = r"(\d+(?:\.\d+)?(?:e-?\d+)?)"
 _COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
+_UNKNOWN_GPU = r"\b(mi\d{3}x?|v100|p100|t4|b200|gb200|gh200|l4|a6000|a40|rtx ?[2-5]0[6-9]0(?: ti)?)s?\b"
 _GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx ?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gb)?s?\b"
 
 
@@ -163,15 +164,20 @@ _QUESTION = (r"^(?:what|how|which|why|where|when|is|are|was|were|did|does|do|wou
 _WHAT_IF = (r"\b(?:would|could|what if|if i|if we|should i|should we|can i|can we|will it|will (?:a|an|the) \S+ "
             r"fit|does it fit|do i need|how (?:should|would|do|can) (?:i|we) train|how fast (?:is|would)|how many "
             r"(?:gpus|devices|nodes) do)\b")  # fmt: skip
-_PAST = r"\b(?:did|was|were|that run|the run|last run|last one|latest run|previous run|the winner|trials?)\b"
+_PAST = r"\b(?:did|was|that run|the run|last run|last one|latest run|previous run|the winner|trials?)\b"
 
 
 def _classify(lowered: str) -> str:
     if re.search(r"\b(?:show|read|open|cat)\b\s+\S+\.\w+", lowered) and not re.search(r"\bresults?\b", lowered):
         return "read"
     question = bool(re.search(_QUESTION, lowered)) or lowered.rstrip().endswith("?")
-    if re.search(_POLITE + _LAUNCH_VERB, lowered):
-        return _imperative(lowered)
+    if found := re.search(_POLITE + _LAUNCH_VERB, lowered):
+        rest = lowered[found.end() :]
+        if re.search(r"^\W*(?:an?|the|another|new)?\s*(?:sweep|tuning)\b", rest):
+            return "sweep"
+        if re.search(r"^\W*(?:an?|the)?\s*(?:benchmark|eval)", rest):
+            return "bench"
+        return "run"
     return _question(lowered) if question else _imperative(lowered)
 
 
@@ -185,7 +191,7 @@ def _question(lowered: str) -> str:
     if (re.search(_WHAT_IF, lowered) or hardware_named) and not re.search(_PAST, lowered):
         return "plan"
     if re.search(r"\bcompare|\bcomparison|\bversus\b|\bvs\.?\b|\bdiffer", lowered) and re.search(
-        r"\bruns\b|\btrials\b|\blast two\b|\bboth\b|runs/\S+.*runs/\S+|\bbetween\b", lowered
+        r"\bruns\b(?!/)|\btrials\b|\blast two\b|\bboth\b|runs/\S+.*runs/\S+|\bbetween\b", lowered
     ):
         return "compare"
     if re.search(r"\bwinner|\btrials?\b|\bsweep\b", lowered):
@@ -243,7 +249,11 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
             intent.clarify = f"{error}. Which GPU do you mean?"
         if count:
             args["devices"] = _count(count)
-    if found := re.search(r"(\d+)\s*(?:x\s*)?(?:gpus?|devices?|cards?|processes|procs?|ranks|workers)\b", lowered):
+    if (found := re.search(_UNKNOWN_GPU, lowered)) and "gpu" not in args:
+        intent.clarify = (
+            f"I have no {found.group(1).upper()} preset (GPU presets: {', '.join(GPUS)}): which do you mean?"
+        )
+    if found := re.search(r"(\d+)\s*(?:x\s*)?(?:gpus?|devices?|cards?|process(?:es)?|procs?|ranks|workers)\b", lowered):
         key = "devices" if intent.command in ("plan", "why") else "nproc"
         args.setdefault(key, int(found.group(1)))
     if found := re.search(r"\b(?:on|across|over|with)\s+(?:a|an|one)\s+(?:single\s+)?(?:gpu|device)\b", lowered):
@@ -251,7 +261,7 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
     if "gpu" not in args and (found := re.search(r"\b(\d+(?:\.\d+)?)\s*(gi?b)\b", lowered)):
         args["device_mem"] = found.group(1) + ("GiB" if found.group(2) == "gib" else "GB")
     if found := re.search(
-        r"(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to)?\s*(\d+)\s*(k?)\b|"
+        r"(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|is|were|was|at|be)?\s*(\d+)\s*(k?)\b|"
         r"\b(\d+)\s*(k?)(?:[ -]token)?\s+(?:context|sequences?|seq(?:uence)? len(?:gth)?)\b",
         lowered,
     ):
@@ -273,9 +283,16 @@ def _count(word: str) -> int:
 def _model_fact(lowered: str, intent: Intent) -> None:
     """A model preset by its name ("llama-3.1-8b", "Llama 3.1 8B") or by family and size ("a 7B llama")."""
     families = "llama|mistral|mixtral|qwen|gemma|smollm"
-    named = re.search(rf"\b(?:[\w-]+/)?((?:{families})[\s-]?\d*(?:\.\d)?[\s-]+(?:8x)?\d+(?:\.\d)?\s?b)\b", lowered)
-    if named and (key := preset_key(named.group(1))) in {*MODELS, *REFUSED}:
-        _set_model(key, intent)
+    named = re.search(
+        rf"\b(?:[\w-]+/)?((?:{families})[\s-]?\d+(?:\.\d)?[\s-]+\d+(?:\.\d)?\s?b|mistral[\s-]7b|mixtral[\s-]8x7b)\b",
+        lowered,
+    )
+    if named:  # a name with its version: the preset, or a question naming the closest
+        try:
+            model_preset(named.group(1))
+            _set_model(preset_key(named.group(1)), intent)
+        except ConfigError as error:
+            intent.clarify = f"{error}." if preset_key(named.group(1)) in REFUSED else f"{error}: which do you mean?"
         return
     loose = re.search(rf"\b(\d+(?:\.\d)?)\s?b(?:illion)?(?:[\s-]+parameter)?\s+({families})", lowered) or re.search(
         rf"\b({families})[\s-]?\d*(?:\.\d)?[\s-]+(\d+(?:\.\d)?)\s?b\b", lowered
