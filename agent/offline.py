@@ -34,6 +34,7 @@ from agent.replies import (
     compare_plan,
     compare_runs,
     describe_bench,
+    describe_docs,
     describe_fields,
     describe_file,
     describe_hardware,
@@ -247,6 +248,14 @@ def _where(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMe
     return _from_listing(turn, lambda listing: AIMessage(describe_where(listing)))
 
 
+def _docs(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMessage:
+    """Update docs/training.md and README from a sweep: the one named or this conversation's, else the newest."""
+    if turn:
+        return _finish(turn[-1], describe_docs)
+    sweep = intent.args.get("sweep") or _latest_field(earlier, "sweep")
+    return _call("update_docs", **({"sweep": sweep} if sweep else {}))
+
+
 def _read(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMessage:
     if turn:
         return _finish(turn[-1], describe_file)
@@ -393,5 +402,5 @@ HANDLERS: dict[str, Callable[[Intent, list[Step], list[BaseMessage]], AIMessage]
     "bench": _one_call("run_benchmark", ("model", "suite"), describe_bench, {"model": _latest_run}),
     "report": _one_call("write_report", ("sweep", "slug"), describe_report, REPORT_INPUTS),
     "pr": _one_call("open_pull_request", ("sweep", "slug"), describe_report, REPORT_INPUTS),
-    "docs": _one_call("update_docs", ("sweep",), describe_report),
+    "docs": _docs,
 }

@@ -237,6 +237,17 @@ def describe_report(result: dict) -> str:
     return text
 
 
+def describe_docs(result: dict) -> str:
+    """What update_docs proposed: the docs it rewrote, their branch and commit, and the pull request."""
+    docs = ", ".join(result["docs"]) or "no docs (the sweep has no winner to recommend)"
+    text = f"Docs updated from {result['sweep']}: {docs}, with the report {result['report_path']}"
+    text += f" on branch {result['branch']}, commit {result['commit'][:12]}." if result.get("commit") else "."
+    pull_request = result.get("pr") or {}
+    if pull_request.get("url"):
+        text += f" Pull request: {pull_request['url']}"
+    return text
+
+
 def describe_fields(result: dict) -> str:
     """Any other result: its plain fields, one per line."""
     lines = [f"{k}: {v}" for k, v in result.items() if k != "source" and isinstance(v, str | int | float | bool)]

@@ -359,6 +359,27 @@ def open_pull_request(repo: Repo, sweep: str, bench: list[str] | None = None, sl
 
 
 @tool(parse_docstring=True)
+def update_docs(repo: Repo, sweep: str | None = None, slug: str | None = None) -> str:
+    """Bring the repository's docs up to date with a sweep's results: docs/training.md (the chosen layout and why,
+    the commands, every layout's memory and throughput measured and predicted, links to every report) and
+    README's managed section, with the report they cite. Proposed as a commit on a branch and a pull request:
+    always waits for the user's approval first.
+
+    Args:
+        sweep: the sweep directory, relative to the repository (default: the newest finished sweep)
+        slug: short name for the report file
+    """
+    if sweep is None:
+        finished = [d for d in _newest(Path(repo) / "sweeps") if (d / "summary.json").is_file()]
+        if not finished:
+            raise ToolError("no finished sweep under sweeps/ to document: run a sweep first")
+        sweep = _relative(repo, finished[0])
+    found = json.loads(_report(repo, sweep, None, slug, pr=True))
+    docs = [path for path in found.get("files", []) if path in ("docs/training.md", "README.md")]
+    return json.dumps({**found, "sweep": sweep, "docs": docs})
+
+
+@tool(parse_docstring=True)
 def read_file(repo: Repo, path: str, offset: int = 0) -> str:
     """Read a text file of the experiment repository (or list a directory).
 
@@ -396,6 +417,7 @@ TOOLS = [
     run_benchmark,
     write_report,
     open_pull_request,
+    update_docs,
     read_file,
 ]
 
