@@ -190,6 +190,8 @@ def _question(lowered: str) -> str:
     hardware_named = re.search(_GPU_NAME + r"|\bnodes?\b|\b\d+ ?b\b|" + "|".join(map(re.escape, MODELS)), lowered)
     if (re.search(_WHAT_IF, lowered) or hardware_named) and not re.search(_PAST, lowered):
         return "plan"
+    if len(re.findall(r"\bruns/[\w.-]+", lowered)) >= 2:
+        return "compare"
     if re.search(r"\bcompare|\bcomparison|\bversus\b|\bvs\.?\b|\bdiffer", lowered) and re.search(
         r"\bruns\b(?!/)|\btrials\b|\blast two\b|\bboth\b|runs/\S+.*runs/\S+|\bbetween\b", lowered
     ):
@@ -346,6 +348,8 @@ def _launch_layout(lowered: str, intent: Intent) -> None:
     degrees: dict[str, int | None] = {}
     if "layout" in intent.args:
         degrees = {k: int(v) for k, v in (part.split("=") for part in intent.args.pop("layout").split(","))}
+    if stages := re.search(r"\b(\d+)\s+(?:pipeline\s+)?stages\b", lowered):
+        degrees["pp"] = int(stages.group(1))
     rest = lowered
     for pattern, dim in LAYOUT_WORDS:
         words = rf"(?:{pattern})"
@@ -397,7 +401,7 @@ def _layout_text(degrees: dict[str, int | None]) -> str:
 
 # Plain-language settings of a launch, as experiment overrides.
 _SETTINGS: list[tuple[str, str]] = [
-    (rf"\b(?:learning rate|lr)\s*(?:of|=|:|to)?\s*{_NUMBER}", "train.lr"),
+    (rf"\b(?:learning rate|lr)\s*(?:of|=|:|to)?\s*{_NUMBER}|{_NUMBER}\s+(?:learning rate|lr)\b", "train.lr"),
     (r"\bmicro[- _]?batch(?: size)?\s*(?:of|=|:|to)?\s*(\d+)", "train.micro_batch"),
     (r"\bglobal batch(?: of| size)?\s*(?:=|:|to)?\s*(\d+)\s*tokens", "train.global_batch_tokens"),
     (r"\bseed\s*(?:of|=|:|to)?\s*(\d+)", "train.seed"),
@@ -420,7 +424,7 @@ def _overrides(text: str, lowered: str, intent: Intent) -> None:
     overrides += re.findall(r"(?<![\w.])((?:train|data|model|hardware|search)\.[\w.]+=\S+)", text)
     for pattern, key in _SETTINGS:
         if (found := re.search(pattern, lowered)) and not any(o.startswith(key + "=") for o in overrides):
-            overrides.append(f"{key}={found.group(1)}")
+            overrides.append(f"{key}={next(g for g in found.groups() if g)}")
     if re.search(r"\b(?:learning rate|lr)\b", lowered) and not any(o.startswith("train.lr=") for o in overrides):
         intent.clarify = "What learning rate? e.g. `train it with lr 1e-3`."
     for pattern, key in _SWITCHES:
