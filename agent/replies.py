@@ -391,7 +391,7 @@ def _layout_name(degrees: dict | None) -> str:
 def compare_plan(result: dict, families: list[str]) -> str:
     """The best layout of each family asked about, side by side, as the planner predicted them."""
     best = result["best_by_family"]
-    found = [best.get(_closest_family(f, best)) for f in families]
+    found = [best.get(f) for f in families]  # the family itself: "DDP" is not "DDP+TP"
 
     def cells(form: Callable[[dict], str]) -> list[str]:
         return [form(c) if c else "-" for c in found]
@@ -412,6 +412,11 @@ def compare_plan(result: dict, families: list[str]) -> str:
         if candidate is None:
             reason = (result.get("dropped_by_family") or {}).get(family) or "no candidate of it divides this set-up"
             lines.append(f"No {family} layout fits: {reason}.")
+            combined = _closest_family(family, best)
+            if combined in best:
+                other = best[combined]
+                lines.append(f"With another dimension it does: {combined} {other['layout']} predicts "
+                             f"{other['predicted_tokens_per_s']:,.0f} tokens/s.")  # fmt: skip
     return "\n\n".join(lines)
 
 

@@ -292,3 +292,33 @@ def test_transcript_a_command_waits_for_approval_launches_waits_and_reports(repo
     assert config["train"]["lr"] == 2e-3 and config["train"]["steps"] == 2  # every stated parameter ran
     reply = events[-1]
     assert isinstance(reply, Reply) and reply.unverified == [] and reply.sources == [f"{out}/metrics.json"]
+
+
+def test_the_three_requests_of_issue_16_with_the_offline_planner(results_repo):
+    """A question about "that run" reads its files and launches nothing; the what-if plans and puts FSDP beside
+    DDP; the command keeps the layout it names (stopped at the approval, so nothing trains)."""
+    agent = Agent(results_repo, policy=Policy(approve_below=0.0))
+    run(agent.send("t", "what were the results of runs/ddp-2?"))
+    events = run(agent.send("t", "how much memory did the optimizer state take in that run, and how does it compare "
+                                 "with the prediction?"))  # fmt: skip
+    assert [(e.name, e.args) for e in events if isinstance(e, ToolCall)] == [("read_results", {"run": "runs/ddp-2"})]
+    reply = events[-1]
+    assert "optimizer state: measured 0.392 MiB, predicted 0.392 MiB (as predicted)" in reply.text
+    assert reply.unverified == [] and "runs/ddp-2/memory.json" in reply.sources
+
+    events = run(agent.send("t", "would FSDP be faster than DDP for a 7B llama on 8 H100s?"))
+    plan = next(e for e in events if isinstance(e, ToolResult)).result
+    assert plan["model"] == "llama-2-7b" and plan["device_name"] == "NVIDIA H100 80GB HBM3"
+    reply = events[-1]
+    assert (
+        "|  | FSDP | DDP |" in reply.text and f"| layout | {plan['best_by_family']['FSDP']['layout']} |" in reply.text
+    )
+    assert f"No DDP layout fits: {plan['dropped_by_family']['DDP']}." in reply.text  # 16 bytes a parameter
+    assert reply.unverified == []
+
+    events = run(agent.send("t", "train it with FSDP on 2 processes for 5 steps"))
+    approval = events[-1]
+    assert isinstance(approval, Approval)
+    assert approval.request["args"] == {"layout": "dp_shard=2", "nproc": 2, "steps": 5}
+    run(agent.resume("t", {"action": "reject", "reason": "only checking"}))
+    assert sorted(p.name for p in (results_repo / "runs").iterdir()) == ["ddp-2", "fsdp-2"]
