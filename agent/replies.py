@@ -279,7 +279,9 @@ TOPIC_CATEGORY = {"optimizer": "optimizer", "gradients": "gradients", "parameter
 
 def answer_results(result: dict, topics: list[str]) -> str:
     """A run's results, answering the topics asked first (all of them when none was named)."""
-    asked = set(topics) or {"status", "throughput", "loss", "memory"}
+    if not topics:  # "show me the results": the summary of every result file
+        return describe_results(result)
+    asked = set(topics)
     error = f" ({result['error']})" if result.get("error") else ""
     lines = [f"Run {result['run']}: status {result['status']}{error}. (source: {result['source']})"]
     memory = result.get("memory")
