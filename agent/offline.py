@@ -33,6 +33,7 @@ from agent.replies import (
     answer_results,
     compare_plan,
     compare_runs,
+    compare_trials,
     describe_bench,
     describe_docs,
     describe_fields,
@@ -232,7 +233,7 @@ def _compare(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AI
 def _trials(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMessage:
     """The trials and winner of the conversation's latest sweep, else the repository's."""
     if turn and turn[-1].name == "read_sweep":
-        return _finish(turn[-1], describe_sweep)
+        return _finish(turn[-1], compare_trials)
     sweep = intent.args.get("sweep") or _latest_field(earlier, "sweep")
     if sweep:
         return _call("read_sweep", sweep=sweep)

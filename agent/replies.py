@@ -370,8 +370,11 @@ def compare_runs(results: list[dict]) -> str:
 
 
 def _memory_figure(result: dict, side: str) -> str:
-    peak = ((result.get("memory") or {}).get(side) or {}).get("peak")
-    return "-" if peak is None else _mib(peak)
+    return _mib_or_dash(((result.get("memory") or {}).get(side) or {}).get("peak"))
+
+
+def _mib_or_dash(size: float | None) -> str:
+    return "-" if size is None else _mib(size)
 
 
 def _shown(value: Any, form: str) -> str:
@@ -388,6 +391,21 @@ def _layout_name(degrees: dict | None) -> str:
         return "-"
     used = ",".join(f"{k}={v}" for k, v in degrees.items() if v > 1)
     return f"{layout_family(degrees)} {used}" if used else "one process"
+
+
+def compare_trials(result: dict) -> str:
+    """A sweep's trials side by side, measured beside predicted, after the winner."""
+    trials = result["trials"]
+    rows = {
+        "layout": [_layout_name(t["params"]["layout"]) for t in trials],
+        "status": [t["status"] for t in trials],
+        "tokens/s measured": [_shown(t.get("tokens_per_s"), "{:,.0f}") for t in trials],
+        "tokens/s predicted": [_shown(t.get("predicted_tokens_per_s"), "{:,.0f}") for t in trials],
+        "peak measured": [_mib_or_dash(t.get("peak_mem_bytes")) for t in trials],
+        "peak predicted": [_mib_or_dash(t.get("predicted_peak_bytes")) for t in trials],
+        "final loss": [_shown(t.get("final_loss"), "{:.4f}") for t in trials],
+    }
+    return describe_sweep(result) + "\n\n" + _table(["", *(f"trial {t['id']}" for t in trials)], rows)
 
 
 def compare_plan(result: dict, families: list[str]) -> str:

@@ -192,6 +192,8 @@ def _question(lowered: str) -> str:
         return "plan"
     if len(re.findall(r"\bruns/[\w.-]+", lowered)) >= 2:
         return "compare"
+    if re.search(r"\bcompare|\bcomparison|\bversus\b|\bvs\.?\b|\bdiffer", lowered) and "trial" in lowered:
+        return "trials"
     if re.search(r"\bcompare|\bcomparison|\bversus\b|\bvs\.?\b|\bdiffer", lowered) and re.search(
         r"\bruns\b(?!/)|\btrials\b|\blast two\b|\bboth\b|runs/\S+.*runs/\S+|\bbetween\b", lowered
     ):
