@@ -116,27 +116,32 @@ REFUSED = {
 class GPU:
     name: str  # what trainer.flops.peak_bf16_flops looks the peak up by
     memory_gib: float  # as torch reports it (total_memory), see the module docstring
-    peak_bf16_tflops: float  # dense, no sparsity
-    source: str
+    source: str  # of the dense bf16 peak, which trainer.flops.PEAK_BF16_FLOPS holds (one table of peaks)
 
     @property
     def memory_bytes(self) -> int:
         return int(self.memory_gib * GiB)
 
+    @property
+    def peak_bf16_flops(self) -> float | None:
+        from trainer.flops import peak_bf16_flops
 
-# Peaks from the vendors' data sheets (dense: half the "with sparsity" figure); memory as torch reports it in its
-# out-of-memory messages ("GPU 0 has a total capacity of X GiB") on the usual drivers, ECC on.
+        return peak_bf16_flops(self.name)
+
+
+# Sources of the dense bf16 peaks (half the "with sparsity" figure) that trainer.flops holds; memory as torch
+# reports it in its out-of-memory messages ("GPU 0 has a total capacity of X GiB") on the usual drivers, ECC on.
 GPUS: dict[str, GPU] = {
-    "h100-sxm": GPU("NVIDIA H100 80GB HBM3", 79.19, 989.4, "NVIDIA H100 Tensor Core GPU datasheet (SXM)"),
-    "h100-pcie": GPU("NVIDIA H100 PCIe", 79.19, 756.0, "NVIDIA H100 Tensor Core GPU datasheet (PCIe)"),
-    "h100-nvl": GPU("NVIDIA H100 NVL", 93.1, 835.0, "NVIDIA H100 NVL datasheet"),
-    "h200": GPU("NVIDIA H200", 139.8, 989.4, "NVIDIA H200 Tensor Core GPU datasheet (SXM)"),
-    "a100-40gb": GPU("NVIDIA A100-SXM4-40GB", 39.39, 312.0, "NVIDIA A100 Tensor Core GPU datasheet"),
-    "a100-80gb": GPU("NVIDIA A100-SXM4-80GB", 79.15, 312.0, "NVIDIA A100 Tensor Core GPU datasheet"),
-    "l40s": GPU("NVIDIA L40S", 44.39, 362.05, "NVIDIA L40S datasheet"),
-    "a10": GPU("NVIDIA A10", 22.07, 125.0, "NVIDIA A10 Tensor Core GPU datasheet"),
+    "h100-sxm": GPU("NVIDIA H100 80GB HBM3", 79.19, "NVIDIA H100 Tensor Core GPU datasheet (SXM)"),
+    "h100-pcie": GPU("NVIDIA H100 PCIe", 79.19, "NVIDIA H100 Tensor Core GPU datasheet (PCIe)"),
+    "h100-nvl": GPU("NVIDIA H100 NVL", 93.1, "NVIDIA H100 NVL datasheet"),
+    "h200": GPU("NVIDIA H200", 139.8, "NVIDIA H200 Tensor Core GPU datasheet (SXM)"),
+    "a100-40gb": GPU("NVIDIA A100-SXM4-40GB", 39.39, "NVIDIA A100 Tensor Core GPU datasheet"),
+    "a100-80gb": GPU("NVIDIA A100-SXM4-80GB", 79.15, "NVIDIA A100 Tensor Core GPU datasheet"),
+    "l40s": GPU("NVIDIA L40S", 44.39, "NVIDIA L40S datasheet"),
+    "a10": GPU("NVIDIA A10", 22.07, "NVIDIA A10 Tensor Core GPU datasheet"),
     "rtx-4090": GPU(
-        "NVIDIA GeForce RTX 4090", 23.52, 165.2, "NVIDIA Ada Lovelace architecture whitepaper (BF16, FP32 accumulate)"
+        "NVIDIA GeForce RTX 4090", 23.52, "NVIDIA Ada Lovelace architecture whitepaper (BF16, FP32 accumulate)"
     ),
 }
 GPU_ALIASES = {"h100": "h100-sxm", "h100-80gb": "h100-sxm", "a100": "a100-80gb", "a100-40g": "a100-40gb",
