@@ -152,3 +152,13 @@ def _value_at(data, key: list):
             return [_value_at(item, key[i + 1 :]) for item in data]
         data = data[part]
     return data
+
+
+def test_where_the_report_and_pull_request_are_is_read_from_the_repository(updated):
+    """A new conversation finds what an earlier one proposed: the report on its branch, the pull request."""
+    repo, _, after = updated
+    result = next(e for e in after if isinstance(e, ToolResult)).result
+    events = list(Agent(repo.working_tree_dir).send("fresh", "where is the report and the pull request?"))
+    assert [e.name for e in events if isinstance(e, ToolCall)] == ["list_results"]
+    assert f"Report {result['report_path']} on branch {result['branch']}." in events[-1].text
+    assert f"Pull request for branch {result['branch']}: {result['pr']['description']}." in events[-1].text
