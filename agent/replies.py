@@ -28,8 +28,9 @@ def describe_plan(result: dict) -> str:
         where = f"{result['devices']} x {result['nodes']} devices"
         return f"No layout fits on {where} ({reasons}). (source: {result['source']})"
     lines = [
-        f"Fastest layouts for {result['devices']} device(s) x {result['nodes']} node(s), {result['device_type']}, "
-        f"{result['device_mem_gib']:.3g} GiB each, as predicted by the memory and throughput models:",
+        f"Fastest layouts{_planned_model(result)} on {result['devices']} device(s) x {result['nodes']} node(s), "
+        f"{result['device_type']}, {result['device_mem_gib']:.3g} GiB each, as predicted by the memory and "
+        "throughput models:",
         "",
     ]
     for i, c in enumerate(top, 1):
@@ -43,6 +44,14 @@ def describe_plan(result: dict) -> str:
     dropped = "".join(f"; {n} dropped: {reason}" for reason, n in result["dropped"].items())
     lines += ["", f"{result['feasible']} candidates fit{dropped}. (source: {result['source']})"]
     return "\n".join(lines)
+
+
+def _planned_model(result: dict) -> str:
+    """ " for llama-3.1-8b at sequence length 4096" when the plan was of a preset."""
+    preset = result.get("model")
+    if not preset or preset == "the experiment's":
+        return ""
+    return f" for {preset} at sequence length {result['seq_len']}"
 
 
 def explain_plan(result: dict, asked: str | None) -> str:
