@@ -252,7 +252,7 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
         except ConfigError as error:
             intent.clarify = f"{error}. Which GPU do you mean?"
         if count:
-            args["devices"] = _count(count)
+            args["devices" if intent.command in ("plan", "why") else "nproc"] = _count(count)
     if (found := re.search(_UNKNOWN_GPU, lowered)) and "gpu" not in args:
         intent.clarify = (
             f"I have no {found.group(1).upper()} preset (GPU presets: {', '.join(GPUS)}): which do you mean?"
