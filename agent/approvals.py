@@ -23,7 +23,7 @@ from trainer.config import ConfigError
 FALLBACK_STEP_S = 10.0
 DEFAULT_APPROVE_BELOW = 1.0  # device-hours
 LAUNCH_TOOLS = ("launch_run", "run_sweep")
-PULL_REQUEST_TOOLS = ("open_pull_request",)
+PULL_REQUEST_TOOLS = ("open_pull_request", "update_docs")
 ACTIONS = ("approve", "reject", "edit")
 
 

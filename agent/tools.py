@@ -32,7 +32,7 @@ STATE_DIR = ".meshpilot"  # the agent's own files inside the experiment reposito
 # The figures of metrics.json that tool results carry.
 METRICS = ("status", "error", "layout", "world_size", "device_type", "device_name", "steps", "micro_batch",
            "grad_accum", "seq_len", "tokens_per_s", "tokens_per_s_per_device", "mfu", "peak_mem_bytes",
-           "final_loss", "precision")  # fmt: skip
+           "final_loss", "precision", "packing", "gns", "recommended_global_batch_tokens", "gns_note")  # fmt: skip
 READ_LIMIT = 20_000  # characters of a file returned at once: enough to read, small enough for a prompt
 
 
@@ -76,9 +76,12 @@ def plan_layouts(
     nodes: int = 1,
     device_type: str = "cuda",
     device_mem: str | None = None,
-    device_name: str = "NVIDIA H100 80GB HBM3",
+    device_name: str | None = None,
     experiment: str = "meshpilot.yaml",
     top: int = 5,
+    model: str | None = None,
+    gpu: str | None = None,
+    seq_len: int | None = None,
 ) -> str:
     """Rank every parallelism layout (DDP, FSDP, HSDP, tensor/pipeline/context parallel) for the experiment's
     model by predicted tokens/s, dropping those predicted not to fit in device memory. Runs on the meta device:
@@ -88,15 +91,21 @@ def plan_layouts(
         devices: devices per node to plan for, e.g. 8
         nodes: number of nodes
         device_type: cuda or cpu
-        device_mem: memory per device such as 80GiB (default: the experiment's hardware.device_mem, else 80GiB)
-        device_name: device model, for its peak FLOP/s
+        device_mem: memory per device such as 80GiB (default: the GPU preset's, the experiment's
+            hardware.device_mem, else 80GiB)
+        device_name: device model, for its peak FLOP/s (default: the GPU preset's, else an H100)
         experiment: experiment file, relative to the repository
         top: how many of the fastest candidates to return
+        model: a model preset (e.g. llama-3.1-8b) planned with sequence length 4096 and 4 rows per device
+            instead of the experiment
+        gpu: a GPU preset (e.g. h100, a100-40gb, rtx-4090) giving the device name and memory
+        seq_len: sequence length (default: the experiment's data.seq_len)
     """
     from trainer.config import load_experiment
     from trainer.device_map import parse_bytes
     from trainer.model import model_config
     from trainer.planner import plan
+    from trainer.presets import gpu_preset, preset_experiment
     from trainer.rundir import write_json
     from trainer.throughput import Hardware, detect_intra_node_link
 
@@ -104,18 +113,25 @@ def plan_layouts(
         raise ToolError(f"devices, nodes and top must be at least 1 (got {devices}, {nodes}, {top})")
     if device_type not in ("cuda", "cpu"):
         raise ToolError(f"device_type is cuda or cpu, not {device_type!r}")
+    preset = gpu_preset(gpu) if gpu else None
     path = resolve_in_repo(Path(repo), experiment)
-    loaded = load_experiment(path)
-    memory = parse_bytes(device_mem or loaded.hardware.device_mem or "80GiB")
+    loaded = preset_experiment(model, devices * nodes, seq_len) if model else load_experiment(path)
+    seq_len = seq_len or loaded.data.seq_len
+    if seq_len < 1 or loaded.train.global_batch_tokens % seq_len:
+        raise ToolError(f"the global batch of {loaded.train.global_batch_tokens} tokens is no multiple of {seq_len}")
+    default_mem = str(preset.memory_bytes) if preset else loaded.hardware.device_mem or "80GiB"
+    memory = parse_bytes(device_mem or default_mem)
     if loaded.train.precision == "auto":
         loaded.train.precision = "bf16" if device_type == "cuda" else "fp32"
     config = model_config(loaded.model, Path(loaded.base_dir))
     link = detect_intra_node_link(device_type) if device_type == "cpu" else "nvlink"
-    hardware = Hardware(device_type, device_name, devices, nodes, link)
-    candidates = [c.as_dict() for c in plan(loaded, config, hardware, memory, loaded.data.seq_len)]
+    name = device_name or (preset.name if preset else "NVIDIA H100 80GB HBM3")
+    hardware = Hardware(device_type, name, devices, nodes, link)
+    candidates = [c.as_dict() for c in plan(loaded, config, hardware, memory, seq_len)]
     if not candidates:
         raise ToolError(f"no layout divides {devices * nodes} devices for this model and batch")
-    out = Path(repo) / STATE_DIR / "plans" / f"{path.stem}-{devices}x{nodes}-{device_type}-{_size_name(memory)}.json"
+    stem = f"{model}-seq{seq_len}" if model else path.stem
+    out = Path(repo) / STATE_DIR / "plans" / f"{stem}-{devices}x{nodes}-{device_type}-{_size_name(memory)}.json"
     write_json(out, {"experiment": str(path), "hardware": hardware.__dict__, "candidates": candidates})
     feasible = [_candidate(c) for c in candidates if c["dropped"] is None]
     dropped: dict[str, int] = {}
@@ -130,11 +146,15 @@ def plan_layouts(
         "devices": devices,
         "nodes": nodes,
         "device_type": device_type,
+        "device_name": name,
+        "model": model or "the experiment's",
+        "seq_len": seq_len,
         "device_mem_gib": _gib(memory),
         "feasible": len(feasible),
         "dropped": dropped,
         "top": feasible[:top],
         "best_by_family": best_by_family,
+        "dropped_by_family": _dropped_by_family(candidates, best_by_family),
     }
     return _result(repo, out, summary)
 
@@ -204,8 +224,9 @@ def cancel_run(repo: Repo, run: str) -> str:
 
 @tool(parse_docstring=True)
 def read_results(repo: Repo, run: str) -> str:
-    """Read a finished run's result files: metrics.json (status, tokens/s, loss, layout), memory.json
-    (predicted and measured memory of rank 0) and the per-step losses of steps.jsonl.
+    """Read a finished run's result files: metrics.json (status, tokens/s, MFU, loss, layout, gradient noise scale
+    and the batch it recommends), memory.json (predicted and measured memory of rank 0 by category: parameters,
+    gradients, optimizer state, activations, peak) and the per-step losses of steps.jsonl.
 
     Args:
         run: the run directory, relative to the repository
@@ -216,7 +237,7 @@ def read_results(repo: Repo, run: str) -> str:
     metrics = directory.read_metrics()
     if metrics is None:
         raise ToolError(f"{run} has no metrics.json yet: the run has not ended (see run_status)")
-    found: dict[str, Any] = _key_metrics(metrics)
+    found: dict[str, Any] = {"run": run, **_key_metrics(metrics)}
     if directory.memory.is_file():
         memory = json.loads(directory.memory.read_text())
         found["memory"] = {
@@ -241,6 +262,36 @@ def list_runs(repo: Repo) -> str:
         metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else {}
         runs.append({"run": _relative(repo, directory), "status": metrics.get("status")})
     return _result(repo, Path(repo) / "runs", {"runs": runs})
+
+
+@tool
+def list_results(repo: Repo) -> str:
+    """What the repository holds, newest first: runs (with status), sweeps (with winner), and the reports and pull
+    requests meshpilot wrote (report files on meshpilot/* branches). Use it to find "the last run" or "the winner"."""
+    root = Path(repo)
+    runs = [{"run": _relative(repo, d), "status": _status_of(d / "metrics.json")} for d in _newest(root / "runs")]
+    sweeps = []
+    for directory in _newest(root / "sweeps"):
+        summary = directory / "summary.json"
+        winner = json.loads(summary.read_text()).get("winner") if summary.is_file() else None
+        sweeps.append({"sweep": _relative(repo, directory), "winner": winner, "finished": summary.is_file()})
+    found = {"runs": runs, "sweeps": sweeps, **_reports(root)}
+    return _result(repo, root, found)
+
+
+@tool(parse_docstring=True)
+def read_sweep(repo: Repo, sweep: str) -> str:
+    """Read a sweep's summary.json: every trial's layout, status, measured and predicted tokens/s, peak memory and
+    loss, the winner, and how the planner's top pick did.
+
+    Args:
+        sweep: the sweep directory, relative to the repository
+    """
+    directory = resolve_in_repo(Path(repo), sweep)
+    summary = directory / "summary.json"
+    if not summary.is_file():
+        raise ToolError(f"{sweep} has no summary.json: no sweep finished there")
+    return _result(repo, summary, {"sweep": _relative(repo, directory), **json.loads(summary.read_text())})
 
 
 @tool(parse_docstring=True)
@@ -308,6 +359,27 @@ def open_pull_request(repo: Repo, sweep: str, bench: list[str] | None = None, sl
 
 
 @tool(parse_docstring=True)
+def update_docs(repo: Repo, sweep: str | None = None, slug: str | None = None) -> str:
+    """Bring the repository's docs up to date with a sweep's results: docs/training.md (the chosen layout and why,
+    the commands, every layout's memory and throughput measured and predicted, links to every report) and
+    README's managed section, with the report they cite. Proposed as a commit on a branch and a pull request:
+    always waits for the user's approval first.
+
+    Args:
+        sweep: the sweep directory, relative to the repository (default: the newest finished sweep)
+        slug: short name for the report file
+    """
+    if sweep is None:
+        finished = [d for d in _newest(Path(repo) / "sweeps") if (d / "summary.json").is_file()]
+        if not finished:
+            raise ToolError("no finished sweep under sweeps/ to document: run a sweep first")
+        sweep = _relative(repo, finished[0])
+    found = json.loads(_report(repo, sweep, None, slug, pr=True))
+    docs = [path for path in found.get("files", []) if path in ("docs/training.md", "README.md")]
+    return json.dumps({**found, "sweep": sweep, "docs": docs})
+
+
+@tool(parse_docstring=True)
 def read_file(repo: Repo, path: str, offset: int = 0) -> str:
     """Read a text file of the experiment repository (or list a directory).
 
@@ -339,10 +411,13 @@ TOOLS = [
     cancel_run,
     read_results,
     list_runs,
+    list_results,
+    read_sweep,
     run_sweep,
     run_benchmark,
     write_report,
     open_pull_request,
+    update_docs,
     read_file,
 ]
 
@@ -358,6 +433,39 @@ def _report(repo: str, sweep: str, bench: list[str] | None, slug: str | None, pr
         resolve_in_repo(Path(repo), sweep), Path(repo), bench_results=bench_results, slug=slug, pr=pr, provider=provider
     )
     return _result(repo, Path(repo) / written["report_path"], {k: v for k, v in written.items() if k != "diff"})
+
+
+def _newest(directory: Path) -> list[Path]:
+    """The directories under `directory`, most recently changed first."""
+    found = list(directory.glob("*/")) if directory.is_dir() else []
+    return sorted(found, key=lambda d: (-max(p.stat().st_mtime for p in [d, *d.iterdir()]), d.name))
+
+
+def _status_of(metrics: Path) -> str | None:
+    return json.loads(metrics.read_text()).get("status") if metrics.is_file() else None
+
+
+def _reports(root: Path) -> dict[str, list[dict]]:
+    """The report files on meshpilot's branches, and the pull requests the local provider recorded."""
+    import git
+
+    from agent.repo.providers.local import LocalProvider
+
+    try:
+        repository = git.Repo(root)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):  # no repository: no report can have been written
+        return {"reports": [], "pull_requests": []}
+    reports, pulls = [], []
+    for branch in repository.branches:
+        if not branch.name.startswith("meshpilot/"):
+            continue
+        for item in branch.commit.tree.traverse():
+            if item.path.endswith("/README.md") and item.path.count("/") >= 2:
+                reports.append({"branch": branch.name, "path": item.path})
+        description = LocalProvider(repository, "origin").description_path(branch.name)
+        if description.is_file():
+            pulls.append({"branch": branch.name, "description": str(description)})
+    return {"reports": reports, "pull_requests": pulls}
 
 
 def _bench_result(repo: str, directory: str) -> Path:
@@ -413,6 +521,16 @@ def _candidate(c: dict[str, Any]) -> dict[str, Any]:
         "runnable": c["runnable"],
         "notes": c["notes"],
     }
+
+
+def _dropped_by_family(candidates: list[dict], feasible: dict[str, dict]) -> dict[str, str]:
+    """For each family with no candidate that fits, why its smallest candidate was dropped (the planner's words)."""
+    smallest: dict[str, dict] = {}
+    for c in sorted(candidates, key=lambda c: c["predicted_peak_bytes"]):
+        family = layout_family(c["layout"])
+        if c["dropped"] is not None and family not in feasible:
+            smallest.setdefault(family, c)
+    return {family: f"{_candidate(c)['layout']}: {c['dropped']}" for family, c in smallest.items()}
 
 
 def layout_family(degrees: dict[str, int]) -> str:

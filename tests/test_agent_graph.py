@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
@@ -192,3 +194,131 @@ def test_bad_requests_fail_with_one_line(repo, tmp_path):
         agent.resume("t", {"action": "sure"})
     with pytest.raises(ConfigError, match="not a directory"):
         Agent(tmp_path / "missing")
+
+
+# --- realistic multi-turn transcripts with a scripted OpenAI-style model (issue 16) ------------------------------
+
+
+@pytest.fixture
+def results_repo(tmp_path) -> Path:
+    """The fixture repository of tests/data/agent_repo: two finished runs and a sweep of them."""
+    from tests.test_agent_requests import DATA
+
+    shutil.copytree(DATA / "agent_repo", tmp_path / "repo")
+    (tmp_path / "repo" / "run-files").rename(tmp_path / "repo" / "runs")
+    return tmp_path / "repo"
+
+
+def test_transcript_a_question_is_read_from_results_and_answered_with_sources(results_repo):
+    """Turn 1 reads the run's files; turn 2, a follow-up about "that run", is answered from what turn 1 read."""
+    model = ScriptedModel(
+        script=[
+            call("read_results", "r1", run="runs/ddp-2"),
+            AIMessage("The optimizer state took 0.392 MiB, exactly the 0.392 MiB predicted."),
+            AIMessage("That run reached 1,843.2 tokens/s."),
+        ]
+    )
+    agent = Agent(results_repo, model)
+    first = run(agent.send("t", "how much memory did the optimizer state take in runs/ddp-2, against the prediction?"))
+    assert [e.name for e in first if isinstance(e, ToolCall)] == ["read_results"]
+    read = next(e for e in first if isinstance(e, ToolResult)).result
+    assert read["memory"]["rank0_measured"]["optimizer"] == 410880  # from the fixture's memory.json
+    reply = first[-1]
+    assert isinstance(reply, Reply) and reply.unverified == []
+    assert reply.sources == ["runs/ddp-2/memory.json"]
+    second = run(agent.send("t", "and how fast was that run?"))
+    assert not any(isinstance(e, ToolCall) for e in second)  # nothing launched, nothing read again
+    assert second[-1].unverified == [] and second[-1].sources == ["runs/ddp-2/metrics.json"]
+    assert isinstance(model.seen[2][-1], HumanMessage) and len(model.seen) == 3
+    assert sorted(p.name for p in (results_repo / "runs").iterdir()) == ["ddp-2", "fsdp-2"]  # no new run
+
+
+def test_transcript_a_what_if_plans_with_presets_and_compares_from_the_plan(results_repo):
+    """A what-if for a preset on named GPUs: the plan runs for real, the reply's figures are the plan's."""
+    model = ScriptedModel(
+        script=[call("plan_layouts", "p1", devices=8, model="llama-3.1-8b", gpu="h100"), AIMessage("PLACEHOLDER")]
+    )
+    agent = Agent(results_repo, model)
+    events: list = []
+    for event in agent.send("t", "would FSDP be faster than DDP for llama-3.1-8b on 8 H100s?"):
+        events.append(event)
+        if isinstance(event, ToolResult):  # the model answers from the result it was shown
+            fsdp = event.result["best_by_family"]["FSDP"]
+            model.script[1] = AIMessage(
+                f"FSDP ({fsdp['layout']}) is predicted at {fsdp['predicted_tokens_per_s']:,.0f} tokens/s; "
+                f"DDP does not fit: {event.result['dropped_by_family']['DDP']}."
+            )
+    plan = next(e for e in events if isinstance(e, ToolResult)).result
+    assert plan["model"] == "llama-3.1-8b" and plan["device_mem_gib"] == pytest.approx(79.19, abs=0.01)
+    assert "DDP" not in plan["best_by_family"] and "more than 79.19 GiB" in plan["dropped_by_family"]["DDP"]
+    assert not any(isinstance(e, Approval) for e in events)  # planning launches nothing, asks nothing
+    assert events[-1].unverified == [] and events[-1].sources == [plan["source"]]
+    assert plan["source"].startswith(".meshpilot/plans/llama-3.1-8b-seq4096-8x1-cuda-")
+
+
+def test_transcript_a_command_waits_for_approval_launches_waits_and_reports(repo):
+    """Launch (approved by a person), wait, read the results, report: each step as the model asked for it."""
+    from agent.tools import _short
+
+    launch_id = "launch-1"
+    out = f"runs/meshpilot-{_short(launch_id)}"  # launch_run's directory is derived from the call's id
+    model = ScriptedModel(
+        script=[
+            call("launch_run", launch_id, nproc=1, steps=2, overrides=["train.lr=2e-3"]),
+            call("wait_run", "w1", run=out),
+            call("read_results", "r1", run=out),
+            AIMessage("PLACEHOLDER"),
+        ]
+    )
+    agent = Agent(repo, model, policy=Policy(approve_below=0.0))
+    asked = run(agent.send("t", "train it for 2 steps with lr 2e-3"))
+    approval = asked[-1]
+    assert isinstance(approval, Approval) and approval.request["tool"] == "launch_run"
+    assert approval.request["args"] == {"nproc": 1, "steps": 2, "overrides": ["train.lr=2e-3"]}
+    assert not (repo / "runs").exists()  # nothing starts before the approval
+    events: list = []
+    for event in agent.resume("t", {"action": "approve"}):
+        events.append(event)
+        if isinstance(event, ToolResult) and event.name == "read_results":
+            model.script[3] = AIMessage(
+                f"The run finished {event.result['status']} with final loss {event.result['final_loss']:.4f}."
+            )
+    assert [e.name for e in asked if isinstance(e, ToolCall)] == ["launch_run"]
+    assert [e.name for e in events if isinstance(e, ToolResult)] == ["launch_run", "wait_run", "read_results"]
+    assert [e.name for e in events if isinstance(e, ToolCall)] == ["wait_run", "read_results"]
+    waited = next(e for e in events if isinstance(e, ToolResult) and e.name == "wait_run").result
+    assert waited["state"] == "ok"
+    config = yaml.safe_load((repo / out / "config.yaml").read_text())
+    assert config["train"]["lr"] == 2e-3 and config["train"]["steps"] == 2  # every stated parameter ran
+    reply = events[-1]
+    assert isinstance(reply, Reply) and reply.unverified == [] and reply.sources == [f"{out}/metrics.json"]
+
+
+def test_the_three_requests_of_issue_16_with_the_offline_planner(results_repo):
+    """A question about "that run" reads its files and launches nothing; the what-if plans and puts FSDP beside
+    DDP; the command keeps the layout it names (stopped at the approval, so nothing trains)."""
+    agent = Agent(results_repo, policy=Policy(approve_below=0.0))
+    run(agent.send("t", "what were the results of runs/ddp-2?"))
+    events = run(agent.send("t", "how much memory did the optimizer state take in that run, and how does it compare "
+                                 "with the prediction?"))  # fmt: skip
+    assert [(e.name, e.args) for e in events if isinstance(e, ToolCall)] == [("read_results", {"run": "runs/ddp-2"})]
+    reply = events[-1]
+    assert "optimizer state: measured 0.392 MiB, predicted 0.392 MiB (as predicted)" in reply.text
+    assert reply.unverified == [] and "runs/ddp-2/memory.json" in reply.sources
+
+    events = run(agent.send("t", "would FSDP be faster than DDP for a 7B llama on 8 H100s?"))
+    plan = next(e for e in events if isinstance(e, ToolResult)).result
+    assert plan["model"] == "llama-2-7b" and plan["device_name"] == "NVIDIA H100 80GB HBM3"
+    reply = events[-1]
+    assert (
+        "|  | FSDP | DDP |" in reply.text and f"| layout | {plan['best_by_family']['FSDP']['layout']} |" in reply.text
+    )
+    assert f"No DDP layout fits: {plan['dropped_by_family']['DDP']}." in reply.text  # 16 bytes a parameter
+    assert reply.unverified == []
+
+    events = run(agent.send("t", "train it with FSDP on 2 processes for 5 steps"))
+    approval = events[-1]
+    assert isinstance(approval, Approval)
+    assert approval.request["args"] == {"layout": "dp_shard=2", "nproc": 2, "steps": 5}
+    run(agent.resume("t", {"action": "reject", "reason": "only checking"}))
+    assert sorted(p.name for p in (results_repo / "runs").iterdir()) == ["ddp-2", "fsdp-2"]

@@ -18,7 +18,7 @@ from agent.approvals import (
 )
 from agent.figures import FLAG, check_reply
 from agent.llm import LLMSettings, llm_settings, make_llm, redact
-from agent.offline import parse_request
+from agent.requests import parse_request
 from tests.support import write_experiment
 from trainer.config import ConfigError
 
@@ -158,10 +158,10 @@ def test_the_api_key_reaches_only_the_client():
 @pytest.mark.parametrize(
     ("text", "command", "args"),
     [
-        ("find the fastest layout for this model on 8 GPUs", "plan", {"devices": "8"}),
-        ("which layout is best on 4 nodes of 8 H100s with 80GB", "plan", {"devices": "8", "nodes": "4"}),
+        ("find the fastest layout for this model on 8 GPUs", "plan", {"devices": 8}),
+        ("which layout is best on 4 nodes of 8 H100s with 80GB", "plan", {"devices": 8, "nodes": 4}),
         ("why did FSDP win?", "why", {}),
-        ("train it on 2 processes for 3 steps with dp_shard=2", "run", {"nproc": "2", "steps": "3"}),
+        ("train it on 2 processes for 3 steps with dp_shard=2", "run", {"nproc": 2, "steps": 3}),
         ("what is the status of the run?", "status", {}),
         ("show me the results", "results", {}),
         ("run the benchmark", "bench", {}),

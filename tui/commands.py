@@ -16,6 +16,8 @@ from agent.offline import HANDLERS, HELP
 DESCRIPTIONS = {
     "bench": "evaluate a checkpoint on a benchmark suite",
     "cancel": "stop a run",
+    "compare": "runs side by side (default: the latest two)",
+    "docs": "update docs/training.md and README from a sweep, as a pull request",
     "hardware": "detect this machine's devices",
     "help": "what the offline planner understands",
     "plan": "rank parallelism layouts for this model",
@@ -27,6 +29,8 @@ DESCRIPTIONS = {
     "runs": "list the runs",
     "status": "a run's state and step",
     "sweep": "run a tuning sweep and wait for it",
+    "trials": "the latest sweep's trials and winner",
+    "where": "where the reports and pull requests are",
     "why": "why the plan's winner won",
 }
 

@@ -18,7 +18,7 @@ from agent.repo import git_writer
 from agent.repo.providers import PullRequest, make_provider
 from agent.repo.secrets import RepoError, install_log_redaction
 from agent.report.build import build, finish, pull_request_body
-from agent.report.docs import MODEL_CARD, docs_file
+from agent.report.docs import MODEL_CARD, TRAINING_GUIDE, docs_file
 from agent.report.inputs import ReportError, Sweep, check_bench, load_bench, load_sweep
 from trainer.config import ReportSpec, experiment_from_dict
 
@@ -67,7 +67,7 @@ def write_report(
         publisher.check()
     target = git_writer.prepare_branch(repository, f"meshpilot/{slug}-{date}", remote if pr else None)
     docs = docs_file(git_writer.read_committed(target, "README.md") is not None)
-    git_writer.ensure_clean(repository, [report_dir, docs, MODEL_CARD])
+    git_writer.ensure_clean(repository, [report_dir, docs, MODEL_CARD, TRAINING_GUIDE])
 
     files, ctx = build(
         loaded, benches, report_dir, slug=slug, date=date, experiment=_experiment_label(loaded, Path(repo)),

@@ -13,7 +13,7 @@ from typing import Any
 from agent.repo.secrets import redact
 from agent.report import communication, plots
 from agent.report.context import Context
-from agent.report.docs import MODEL_CARD, model_card, training_section
+from agent.report.docs import MODEL_CARD, TRAINING_GUIDE, model_card, training_guide, training_section
 from agent.report.document import report_markdown
 from agent.report.figures import Sources
 from agent.report.inputs import Sweep
@@ -57,6 +57,8 @@ def build(
     files[f"{report_dir}/README.md"] = report_markdown(ctx, list(drawn), sorted(copied)).encode()
     if sweep.winner is not None:  # no recommendation without a winner: the docs keep the last one
         files[docs_file] = training_section(ctx, docs_file, _text(committed(docs_file))).encode()
+        guide = files.get(TRAINING_GUIDE) or committed(TRAINING_GUIDE)  # the same file when there is no README
+        files[TRAINING_GUIDE] = training_guide(ctx, _text(guide)).encode()
         files[MODEL_CARD] = model_card(ctx, _text(committed(MODEL_CARD))).encode()
     return files, ctx
 

@@ -1,5 +1,7 @@
 """The repository's docs that follow the latest results: a managed section with the recommended layout and launch
-command (in README.md, or docs/training.md when there is no README), and docs/MODEL_CARD.md.
+command (in README.md, or docs/training.md when there is no README), docs/training.md's guide to how the model is
+trained here (the chosen layout and why, the commands, every layout's memory and throughput measured and predicted,
+links to every report), and docs/MODEL_CARD.md.
 
 The model card follows the Hugging Face convention (YAML metadata, then model details, training set-up and data,
 evaluation, limitations). meshpilot owns only the part between its markers: metadata and anything a person adds
@@ -9,14 +11,17 @@ outside them stay as they are.
 from __future__ import annotations
 
 import os
+import re
 
 from agent.report.context import Context
 from agent.report.figures import Page
 from agent.report.markdown import table, train_command, yes_no
 from agent.report.prose import Slot, compose, render
-from agent.report.sections import replace_section
+from agent.report.sections import markers, replace_section
 
 MODEL_CARD = "docs/MODEL_CARD.md"
+TRAINING_GUIDE = "docs/training.md"
+GUIDE_SECTION = "training-guide"
 TRAINING_SECTION = "training"
 MODEL_CARD_SECTION = "model-card"
 _CARD_METADATA = "---\nlibrary_name: transformers\ntags:\n- meshpilot\n---\n\n# Model card\n\n"
@@ -47,6 +52,85 @@ def training_section(ctx: Context, document: str, existing: str | None) -> str:
         "This section is rewritten by `meshpilot report`; edit outside its markers."
     )
     return replace_section(existing, TRAINING_SECTION, body, document)
+
+
+def training_guide(ctx: Context, existing: str | None) -> str:
+    """docs/training.md with its guide rewritten from this sweep; the reports it linked before stay linked."""
+    page = ctx.ledger.page(TRAINING_GUIDE)
+    report = f"{ctx.report_dir}/README.md"
+    reports = [link for link in _report_links(existing) if link[1] != _relative(report)]
+    reports.append((f"{ctx.date} {ctx.slug}", _relative(report)))
+    body = "\n\n".join([
+        "## How this model is trained here",
+        f"From the layout sweep `{ctx.slug}` of {ctx.date} ([report]({_relative(report)})). Every number is read "
+        f"from the result files copied beside that report; its `figures.json` names the file of each.",
+        "### The chosen layout and why",
+        _why_chosen(ctx, page),
+        "### Commands",
+        _commands(ctx, page),
+        "### Memory and throughput per layout, measured and predicted",
+        _per_layout(ctx, page),
+        "### Reports",
+        "\n".join(f"- [{name}]({path})" for name, path in reports),
+    ])  # fmt: skip
+    return replace_section(existing, GUIDE_SECTION, body, TRAINING_GUIDE)
+
+
+def _commands(ctx: Context, page: Page) -> str:
+    command = train_command(ctx, ctx.sweep.winner, page)
+    train = f"Train with the chosen layout:\n\n```bash\n{command}\n```\n\n" if command else ""
+    return train + f"Measure the layouts again:\n\n```bash\nmeshpilot sweep {ctx.experiment}\n```"
+
+
+def _why_chosen(ctx: Context, page: Page) -> str:
+    """The winner's measured throughput beside the runner-up's, with the memory and communication behind them."""
+    winner = ctx.sweep.winner
+    ranked = [t for t in ctx.sweep.ranked() if t is not winner]
+
+    def facts(trial) -> str:
+        return (
+            f"{page.show(ctx.metric(trial, 'tokens_per_s', unit='rounded'))} tokens/s measured, a measured peak of "
+            f"{page.show(ctx.memory(trial, 'measured', 'peak'))} MiB per rank (predicted "
+            f"{page.show(ctx.memory(trial, 'predicted', 'peak'))} MiB), and "
+            f"{page.show(ctx.communication(trial, 'total_bytes'))} MiB sent per rank per step in "
+            f"{page.show(ctx.communication(trial, 'total_collectives', unit='count'))} collectives (predicted)"
+        )
+
+    text = f"{render(ctx.label(winner), page)} had the best {ctx.sweep.objective} of the trials that finished: " + (
+        facts(winner) + "."
+    )
+    if ranked:
+        text += f" The runner-up, {render(ctx.label(ranked[0]), page)}: {facts(ranked[0])}."
+    return text
+
+
+def _per_layout(ctx: Context, page: Page) -> str:
+    header = ["trial", "layout", "status", "tokens/s measured", "tokens/s predicted", "peak MiB measured",
+              "peak MiB predicted"]  # fmt: skip
+    rows = [
+        [f"`{t.id}`", render(ctx.layout(t), page), t.status,
+         page.show(ctx.record(t, "tokens_per_s", unit="rounded")),
+         page.show(ctx.record(t, "predicted_tokens_per_s", unit="rounded")),
+         page.show(ctx.record(t, "peak_mem_bytes", unit="mib", reduce="max")),
+         page.show(ctx.record(t, "predicted_peak_bytes", unit="mib", reduce="max"))]
+        for t in ctx.sweep.trials
+    ]  # fmt: skip
+    return table(header, rows) + "\n\nPeak memory is the largest rank's."
+
+
+def _report_links(existing: str | None) -> list[tuple[str, str]]:
+    """The (name, path) of every report the guide linked before."""
+    begin, end = markers(GUIDE_SECTION)
+    if not existing or begin not in existing or end not in existing:
+        return []
+    section = existing[existing.find(begin) : existing.find(end)]
+    listed = section.split("### Reports", 1)[-1]
+    return re.findall(r"^- \[([^\]]+)\]\(([^)]+)\)$", listed, flags=re.MULTILINE)
+
+
+def _relative(path: str) -> str:
+    """A repository path as docs/training.md links it."""
+    return os.path.relpath(path, os.path.dirname(TRAINING_GUIDE))
 
 
 def model_card(ctx: Context, existing: str | None) -> str:

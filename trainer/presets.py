@@ -1,0 +1,207 @@
+"""Model and GPU presets: published configuration values, no weights.
+
+A model preset is the transformers config of a published model (the fields of its config.json on the Hugging Face
+hub that change its size or shape), so `meshpilot plan --model llama-3.1-8b` and the agent's tools can plan for it
+without an experiment file. A GPU preset is what the planner needs of a device: the name trainer.flops looks its
+dense bf16 peak up by, and the memory torch reports for it (torch.cuda.get_device_properties().total_memory, which
+is below the marketing figure: the driver keeps a reserve).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trainer.config import ConfigError, Experiment, apply_override, experiment_from_dict
+
+GiB = 1024**3
+
+_LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192, "rope_theta": 500000.0}  # fmt: skip
+_LLAMA32_ROPE = {**_LLAMA3_ROPE, "factor": 32.0}
+
+
+def _rope(theta: float) -> dict[str, Any]:
+    return {"rope_type": "default", "rope_theta": theta}
+
+
+def _llama(hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int, vocab: int, positions: int,
+           **extra: Any) -> dict[str, Any]:  # fmt: skip
+    return {"model_type": "llama", "hidden_size": hidden, "intermediate_size": intermediate,
+            "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+            "vocab_size": vocab, "max_position_embeddings": positions, "rms_norm_eps": 1e-5,
+            "tie_word_embeddings": False, **extra}  # fmt: skip
+
+
+# config.json of each model on the Hugging Face hub (the repository is the key's source).
+MODELS: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama-2-7b": ("meta-llama/Llama-2-7b-hf", _llama(4096, 11008, 32, 32, 32, 32000, 4096)),
+    "llama-2-13b": ("meta-llama/Llama-2-13b-hf", _llama(5120, 13824, 40, 40, 40, 32000, 4096)),
+    "llama-2-70b": ("meta-llama/Llama-2-70b-hf", _llama(8192, 28672, 80, 64, 8, 32000, 4096)),
+    "llama-3.1-8b": (
+        "meta-llama/Llama-3.1-8B",
+        _llama(4096, 14336, 32, 32, 8, 128256, 131072, rope_parameters=_LLAMA3_ROPE),
+    ),
+    "llama-3.1-70b": (
+        "meta-llama/Llama-3.1-70B",
+        _llama(8192, 28672, 80, 64, 8, 128256, 131072, rope_parameters=_LLAMA3_ROPE),
+    ),
+    "llama-3.1-405b": (
+        "meta-llama/Llama-3.1-405B",
+        _llama(16384, 53248, 126, 128, 8, 128256, 131072, rope_parameters=_LLAMA3_ROPE),
+    ),
+    "llama-3.2-1b": (
+        "meta-llama/Llama-3.2-1B",
+        _llama(
+            2048, 8192, 16, 32, 8, 128256, 131072, head_dim=64, tie_word_embeddings=True, rope_parameters=_LLAMA32_ROPE
+        ),
+    ),
+    "llama-3.2-3b": (
+        "meta-llama/Llama-3.2-3B",
+        _llama(
+            3072, 8192, 28, 24, 8, 128256, 131072, head_dim=128, tie_word_embeddings=True, rope_parameters=_LLAMA32_ROPE
+        ),
+    ),
+    "mistral-7b": (
+        "mistralai/Mistral-7B-v0.1",
+        {**_llama(4096, 14336, 32, 32, 8, 32000, 32768), "model_type": "mistral", "sliding_window": 4096},
+    ),
+    "qwen2.5-7b": (
+        "Qwen/Qwen2.5-7B",
+        {
+            **_llama(3584, 18944, 28, 28, 4, 152064, 131072),
+            "model_type": "qwen2",
+            "rms_norm_eps": 1e-6,
+            "rope_parameters": _rope(1e6),
+        },
+    ),
+    "qwen2.5-72b": (
+        "Qwen/Qwen2.5-72B",
+        {
+            **_llama(8192, 29568, 80, 64, 8, 152064, 131072),
+            "model_type": "qwen2",
+            "rms_norm_eps": 1e-5,
+            "rope_parameters": _rope(1e6),
+        },
+    ),
+    "gemma-2-9b": (
+        "google/gemma-2-9b",
+        {
+            **_llama(3584, 14336, 42, 16, 8, 256000, 8192),
+            "model_type": "gemma2",
+            "head_dim": 256,
+            "rms_norm_eps": 1e-6,
+            "tie_word_embeddings": True,
+            "sliding_window": 4096,
+            "query_pre_attn_scalar": 256,
+        },
+    ),
+    "smollm2-1.7b": (
+        "HuggingFaceTB/SmolLM2-1.7B",
+        _llama(2048, 8192, 24, 32, 32, 49152, 8192, tie_word_embeddings=True, rope_parameters=_rope(130000.0)),
+    ),
+}
+# Presets meshpilot knows of but cannot plan for, with the reason (said in one line when asked for).
+REFUSED = {
+    "mixtral-8x7b": "Mixtral-8x7B is a mixture-of-experts model: meshpilot's memory and throughput models count "
+    "dense layers only (every parameter used by every token), so it cannot plan for it",
+}
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str  # what trainer.flops.peak_bf16_flops looks the peak up by
+    memory_gib: float  # as torch reports it (total_memory), see the module docstring
+    source: str  # of the dense bf16 peak, which trainer.flops.PEAK_BF16_FLOPS holds (one table of peaks)
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gib * GiB)
+
+    @property
+    def peak_bf16_flops(self) -> float | None:
+        from trainer.flops import peak_bf16_flops
+
+        return peak_bf16_flops(self.name)
+
+
+# Sources of the dense bf16 peaks (half the "with sparsity" figure) that trainer.flops holds; memory as torch
+# reports it in its out-of-memory messages ("GPU 0 has a total capacity of X GiB") on the usual drivers, ECC on.
+GPUS: dict[str, GPU] = {
+    "h100-sxm": GPU("NVIDIA H100 80GB HBM3", 79.19, "NVIDIA H100 Tensor Core GPU datasheet (SXM)"),
+    "h100-pcie": GPU("NVIDIA H100 PCIe", 79.19, "NVIDIA H100 Tensor Core GPU datasheet (PCIe)"),
+    "h100-nvl": GPU("NVIDIA H100 NVL", 93.1, "NVIDIA H100 NVL datasheet"),
+    "h200": GPU("NVIDIA H200", 139.8, "NVIDIA H200 Tensor Core GPU datasheet (SXM)"),
+    "a100-40gb": GPU("NVIDIA A100-SXM4-40GB", 39.39, "NVIDIA A100 Tensor Core GPU datasheet"),
+    "a100-80gb": GPU("NVIDIA A100-SXM4-80GB", 79.15, "NVIDIA A100 Tensor Core GPU datasheet"),
+    "l40s": GPU("NVIDIA L40S", 44.39, "NVIDIA L40S datasheet"),
+    "a10": GPU("NVIDIA A10", 22.07, "NVIDIA A10 Tensor Core GPU datasheet"),
+    "rtx-4090": GPU(
+        "NVIDIA GeForce RTX 4090", 23.52, "NVIDIA Ada Lovelace architecture whitepaper (BF16, FP32 accumulate)"
+    ),
+}
+GPU_ALIASES = {"h100": "h100-sxm", "h100-80gb": "h100-sxm", "a100": "a100-80gb", "a100-40g": "a100-40gb",
+               "a100-80g": "a100-80gb", "4090": "rtx-4090", "rtx4090": "rtx-4090", "h200-141gb": "h200"}  # fmt: skip
+
+
+def preset_key(name: str) -> str:
+    """`Llama 3.1 8B`, `llama3.1-8b` and `meta-llama/Llama-3.1-8B` all name llama-3.1-8b."""
+    key = name.strip().lower().split("/")[-1]
+    key = re.sub(r"[\s_]+", "-", key)
+    key = re.sub(r"^(llama|qwen|gemma|smollm)-?(\d)", r"\1-\2", key)  # llama3.1 -> llama-3.1
+    key = re.sub(r"(\d)-?(b|gb)$", r"\1\2", key).removesuffix("-hf").removesuffix("-v0.1")
+    return {"qwen-2.5-7b": "qwen2.5-7b", "qwen-2.5-72b": "qwen2.5-72b", "smollm-2-1.7b": "smollm2-1.7b"}.get(key, key)
+
+
+def model_preset(name: str) -> dict[str, Any]:
+    """The transformers config of a preset (a copy: callers may change it)."""
+    key = preset_key(name)
+    if key in REFUSED:
+        raise ConfigError(REFUSED[key])
+    if key not in MODELS:
+        raise ConfigError(f"no model preset {name!r}{_closest(key, [*MODELS, *REFUSED])}")
+    return json.loads(json.dumps(MODELS[key][1]))
+
+
+def gpu_preset(name: str) -> GPU:
+    """A GPU by name: `h100`, `H100 SXM`, `a100 40gb`, `4090`..."""
+    key = re.sub(r"[\s_]+", "-", name.strip().lower()).removeprefix("nvidia-").removeprefix("geforce-")
+    key = GPU_ALIASES.get(key, key)
+    if key not in GPUS:
+        raise ConfigError(f"no GPU preset {name!r}{_closest(key, [*GPUS, *GPU_ALIASES])}")
+    return GPUS[key]
+
+
+def model_override(name: str) -> list[str]:
+    """Experiment overrides (`--set` form) that train or plan the preset in place of the experiment's model."""
+    return [f"model.config={json.dumps(model_preset(name), separators=(',', ':'))}", "model.path=null"]
+
+
+def _closest(key: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
+    return f" (closest: {', '.join(close)})" if close else f" (presets: {', '.join(names)})"
+
+
+# What a plan for a preset assumes when there is no experiment file: a usual pre-training set-up.
+PRESET_SEQ_LEN = 4096
+PRESET_ROWS_PER_DEVICE = 4  # global batch: 4 rows of seq_len per device (16k tokens per device at 4096)
+
+
+def preset_experiment(
+    name: str, world_size: int, seq_len: int | None = None, overrides: Sequence[str] = ()
+) -> Experiment:
+    """The experiment `meshpilot plan --model NAME` plans: the preset's config with the defaults above, then the
+    `--set` overrides (the batch follows seq_len unless an override sets it)."""
+    seq_len = seq_len or PRESET_SEQ_LEN
+    raw: dict[str, Any] = {
+        "model": {"config": model_preset(name)},
+        "data": {"seq_len": seq_len},
+        "train": {"global_batch_tokens": seq_len * PRESET_ROWS_PER_DEVICE * world_size},
+    }
+    for override in overrides:
+        apply_override(raw, override)
+    return experiment_from_dict(raw)
