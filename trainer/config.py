@@ -70,6 +70,7 @@ class TrainSpec:
     grad_clip: float = 1.0  # max global grad norm; 0 turns clipping off
     seed: int = 0
     precision: str = "auto"  # auto (bf16 mixed on CUDA, fp32 on CPU) | fp32 | bf16
+    fsdp_reduce_dtype: str = "fp32"  # under bf16 with FSDP2: the gradient reduce-scatter's dtype, fp32 | bf16
     compile: bool = False
     activation_checkpointing: bool = False
     gns_every: int = 1  # steps between gradient noise scale measurements (0: off); each costs one extra reduction

@@ -42,8 +42,17 @@ def block_causal_mask(segment_ids: torch.Tensor) -> torch.Tensor:
     return (same_segment & causal)[:, None]
 
 
-def model_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | bool]:
-    """Keyword arguments for a transformers causal LM's forward, with documents isolated."""
+def model_inputs(batch: dict[str, torch.Tensor], packed: bool = True) -> dict[str, torch.Tensor | bool]:
+    """Keyword arguments for a transformers causal LM's forward, with documents isolated.
+
+    Packed rows need the block-diagonal mask. Unpacked rows hold one document each, starting at position 0 with
+    padding only after it, so plain causal attention already gives every real token exactly its document: no
+    mask is built, and SDPA takes its causal path (FlashAttention on CUDA), saving nothing of size seq x seq.
+    The position ids are then left to the model (0, 1, 2, ...: the same for the real tokens), since ids that
+    restart at the padding would make transformers infer packed sequences and build a mask after all.
+    """
+    if not packed:
+        return {"input_ids": batch["input_ids"], "use_cache": False}
     return {
         "input_ids": batch["input_ids"],
         "position_ids": batch["position_ids"],

@@ -123,8 +123,9 @@ class DecoderStage(nn.Module):
     """One pipeline stage: (input ids or hidden states, segment ids) -> (hidden states, segment ids), or logits
     on the last stage."""
 
-    def __init__(self, rank_model: RankModel, layer_ids: list[int], is_first: bool, is_last: bool):
+    def __init__(self, rank_model: RankModel, layer_ids: list[int], is_first: bool, is_last: bool, packed: bool):
         super().__init__()
+        self.packed = packed  # unpacked rows need no mask: causal attention alone (trainer.packing.model_inputs)
         decoder = rank_model.model
         self.embed_tokens = decoder.embed_tokens if is_first else None
         self.layers = nn.ModuleList([decoder.layers[str(i)] for i in layer_ids])
@@ -135,7 +136,7 @@ class DecoderStage(nn.Module):
     def forward(self, inputs: torch.Tensor, segment_ids: torch.Tensor):
         hidden = self.embed_tokens(inputs) if self.embed_tokens is not None else inputs
         position_ids = position_ids_from_segments(segment_ids)
-        mask = block_causal_mask(segment_ids)
+        mask = block_causal_mask(segment_ids) if self.packed else None
         rotary = self.rotary_emb(hidden, position_ids)
         for layer in self.layers:
             hidden = layer(hidden, attention_mask=mask, position_ids=position_ids, position_embeddings=rotary)
@@ -145,7 +146,7 @@ class DecoderStage(nn.Module):
 
 
 def split_model(
-    model: nn.Module, pp_rank: int, pp: int, stages_per_rank: int
+    model: nn.Module, pp_rank: int, pp: int, stages_per_rank: int, packed: bool = True
 ) -> tuple[RankModel, list[DecoderStage], list[int]]:
     """This rank's RankModel, its stage modules and their global stage indices."""
     num_stages = pp * stages_per_rank
@@ -158,7 +159,7 @@ def split_model(
         has_embedding=0 in stage_ids,
         has_head=num_stages - 1 in stage_ids,
     )
-    stages = [DecoderStage(rank_model, layers[s], s == 0, s == num_stages - 1) for s in stage_ids]
+    stages = [DecoderStage(rank_model, layers[s], s == 0, s == num_stages - 1, packed) for s in stage_ids]
     return rank_model, stages, stage_ids
 
 
