@@ -271,9 +271,7 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
             measure_noise,
             training.experiment.data.packing,
         )
-    grad_norm = clip_grad_norm(
-        list(training.model.parameters()), spec.grad_clip, device, training.experiment.layout.pp
-    )
+    grad_norm = clip_grad_norm(list(training.model.parameters()), spec.grad_clip, device, training.experiment.layout.pp)
     noise = {}
     if result.small_batch is not None:
         small_sq, small_tokens = result.small_batch
@@ -335,6 +333,7 @@ def _finish(training: Training, launch: dict, measured: Measurements) -> None:
         spec.activation_checkpointing,
         spec,
         training.plan.grad_accum,
+        experiment.data.packing,
     )
     write_json(
         run.memory,

@@ -72,7 +72,8 @@ def materialize(
     and no rank ever holds more than its share plus one module.
     """
     model.to_empty(device=device)
-    reference = dict(meta_model(config).named_modules())
+    whole = meta_model(config)  # names every module, and owns the init rule (a pipeline's RankModel has none)
+    reference = dict(whole.named_modules())
     stored = _CheckpointTensors(weights) if weights is not None else None
     done: set[int] = set()  # tied parameters are filled once, from their first module
     for name, module in model.named_modules():
@@ -80,7 +81,7 @@ def materialize(
         own = [(n, t) for n, t in own if id(t) not in done]
         if not own:
             continue
-        full = _initialised(reference[name], model, seed, name)
+        full = _initialised(reference[name], whole, seed, name)
         for local_name, target in own:
             qualified = f"{name}.{local_name}" if name else local_name
             source = stored.get(qualified) if stored is not None else None
@@ -90,7 +91,7 @@ def materialize(
             done.add(id(target))
 
 
-def _initialised(template: torch.nn.Module, model: torch.nn.Module, seed: int, name: str) -> dict[str, torch.Tensor]:
+def _initialised(template: torch.nn.Module, whole: torch.nn.Module, seed: int, name: str) -> dict[str, torch.Tensor]:
     """A CPU copy of one module (its own tensors only), initialised by the model's own rule from a seed that
     depends on the module's name alone, not on what else this rank holds."""
     module = copy.copy(template)  # shallow, with fresh tensors of its own and no children
@@ -105,7 +106,7 @@ def _initialised(template: torch.nn.Module, model: torch.nn.Module, seed: int, n
     digest = hashlib.sha256(f"{seed}:{name}".encode()).digest()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int.from_bytes(digest[:8], "little"))
-        model._init_weights(module)
+        whole._init_weights(module)
     return {**dict(module.named_parameters()), **dict(module.named_buffers())}
 
 

@@ -95,7 +95,13 @@ def plan(
             for checkpointing in (False, True):
                 grad_accum = per_rank_rows // micro_batch
                 memory_plan = MemoryPlan(
-                    micro_batch, seq_len, experiment.train.precision, checkpointing, experiment.train, grad_accum
+                    micro_batch,
+                    seq_len,
+                    experiment.train.precision,
+                    checkpointing,
+                    experiment.train,
+                    grad_accum,
+                    experiment.data.packing,
                 )
                 memory = max(
                     (predict_rank(config, layout, memory_plan, r, shapes, local) for r, local in ranks.items()),
