@@ -233,7 +233,7 @@ def _calibrate(prepared: PreparedRun, run: RunDir) -> None:
     estimate = estimate_step(
         config, experiment.layout, hardware, count_parameters(config)["matmul"], parameter_bytes,
         experiment.train.micro_batch, experiment.data.seq_len, metrics["grad_accum"],
-        experiment.train.activation_checkpointing,
+        experiment.train.activation_checkpointing, precision=experiment.train.precision,
     )  # fmt: skip
     Calibration.record(hardware, estimate, sorted(steps)[len(steps) // 2])
 

@@ -113,7 +113,7 @@ def plan(
                 if candidate.dropped is None:
                     candidate.estimate = estimate_step(
                         config, layout, hardware, matmul, total_bytes // layout.pp, micro_batch, seq_len,
-                        grad_accum, checkpointing, calibration,
+                        grad_accum, checkpointing, calibration, experiment.train.precision,
                     )  # fmt: skip
                 candidates.append(candidate)
     feasible = sorted((c for c in candidates if c.dropped is None), key=_rank_key)
