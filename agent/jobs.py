@@ -75,7 +75,7 @@ def prepare_job(
     env: dict | None = None,
     hang_s: float | None = None,
     cpus: list[int] | None = None,
-    visible_devices: list[int] | None = None,
+    visible_devices: list[int | str] | None = None,
 ) -> dict:
     """Check the request cheaply and write job.json (state "queued"); `supervise` then runs it.
 

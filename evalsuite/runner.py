@@ -55,7 +55,16 @@ class Evaluation:
 def evaluate(ev: Evaluation, task: Task, split: str, items: list[Item], dev: list[Item], version: str) -> dict:
     """The metrics of a split; resumes from the cache a previous, interrupted evaluation left."""
     # Not the generation batching: both give the same greedy tokens (tests/test_evalsuite.py checks).
-    key = cache_key(ev.lm.checkpoint_hash, version, split, ev.code_version, ev.batch_tokens, str(ev.lm.device))
+    key = cache_key(
+        ev.lm.checkpoint_hash,
+        version,
+        split,
+        ev.code_version,
+        ev.batch_tokens,
+        str(ev.lm.device),
+        ev.batching,  # continuous and static batching may pick different tokens at a near tie
+        str(ev.lm.model.dtype),
+    )
     cache = ResumeCache(ev.store.cache_dir, key)
     ev.caches.append(cache)
     contexts = [context_text(task, item, i, dev, split) for i, item in enumerate(items)]

@@ -53,14 +53,21 @@ def loglikelihoods(
         ids[i, : len(row) - 1] = torch.tensor(row[:-1])
         mask[i, : len(row) - 1] = 1
     logits = model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False).logits
-    results = []
+    # Every continuation token of every row at once, on the device: (row, position, target, request) flat.
+    owner, position, target = [], [], []
     for i, (row, request) in enumerate(zip(rows, requests, strict=True)):
         n = len(request.continuation)
-        targets = torch.tensor(row[-n:])
-        logprobs = logits[i, len(row) - 1 - n : len(row) - 1].float().log_softmax(-1).cpu()
-        chosen = logprobs.gather(1, targets[:, None]).double().sum().item()
-        results.append((chosen, bool((logprobs.argmax(-1) == targets).all())))
-    return results
+        owner += [i] * n
+        position += range(len(row) - 1 - n, len(row) - 1)
+        target += row[-n:]
+    owner_t, target_t = torch.tensor(owner, device=device), torch.tensor(target, device=device)
+    logprobs = logits[owner_t, torch.tensor(position, device=device)].float().log_softmax(-1)
+    chosen = torch.zeros(len(rows), dtype=torch.float64, device=device)
+    chosen.index_add_(0, owner_t, logprobs.gather(1, target_t[:, None])[:, 0].double())
+    misses = torch.zeros(len(rows), dtype=torch.long, device=device)
+    misses.index_add_(0, owner_t, (logprobs.argmax(-1) != target_t).long())
+    # One copy to the host for the whole batch, not one per row.
+    return [(c, m == 0) for c, m in zip(chosen.tolist(), misses.tolist(), strict=True)]
 
 
 def generation_config(max_new_tokens: int, eos_id: int, pad_id: int) -> GenerationConfig:

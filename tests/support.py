@@ -28,6 +28,8 @@ TINY_EXPERIMENT = {
     "tokenizer": "builtin",
     "data": {"train": "builtin:stdlib-docs", "seq_len": 64, "packing": True},
     "train": {"steps": 3, "global_batch_tokens": 512, "micro_batch": 2, "lr": 1.0e-3, "warmup_steps": 1},
+    # Pinned: on a machine with a GPU, "auto" would turn every test run into a CUDA run (tests/test_cuda.py has those).
+    "hardware": {"device_type": "cpu"},
 }
 
 

@@ -75,7 +75,8 @@ def test_naive_mean_of_means_differs(run_dir):
     full_loss, full_grads = step_gradients(run_dir, micro_batch=8)
     naive_loss, naive_grads = naive_step_gradients(run_dir, micro_batch=2)
     # At initialisation every token's loss is close to ln(vocab), so the losses differ by little (still well
-    # beyond the 1e-5 the correct method meets); the gradients, which weight tokens, differ by a lot.
-    assert abs(naive_loss - full_loss) / full_loss > 5e-5
+    # beyond the 1e-5 the correct method meets: 3e-5 with the initial weights of the per-module seeded init); the
+    # gradients, which weight tokens, differ by a lot.
+    assert abs(naive_loss - full_loss) / full_loss > 2e-5
     difference = max(float((naive_grads[n] - g).abs().max() / g.abs().max()) for n, g in full_grads.items())
     assert difference > 0.05

@@ -15,7 +15,11 @@ from trainer.model import build_model, enable_activation_checkpointing
 from trainer.step import token_loss_sum
 
 
-def measured_activations(config, micro_batch: int, seq_len: int, checkpointing: bool) -> int:
+def measured_activations(config, micro_batch: int, seq_len: int, checkpointing: bool, packed: bool = True) -> int:
+    return measured_saved(config, micro_batch, seq_len, checkpointing, packed)["activations_saved"]
+
+
+def measured_saved(config, micro_batch: int, seq_len: int, checkpointing: bool, packed: bool, bf16: bool = False):
     model = build_model(config, None, seed=0)
     model.train()
     if checkpointing:
@@ -24,10 +28,12 @@ def measured_activations(config, micro_batch: int, seq_len: int, checkpointing: 
     segments = torch.arange(seq_len).div(seq_len // 3, rounding_mode="floor").expand(micro_batch, seq_len)
     batch = {"input_ids": ids, "labels": ids, "position_ids": torch.arange(seq_len).expand_as(ids)}
     batch["segment_ids"] = segments.contiguous()
-    _, saved = saved_for_backward(model, lambda: token_loss_sum(model, batch))
-    return saved["activations_saved"]
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        _, saved = saved_for_backward(model, lambda: token_loss_sum(model, batch, packed))
+    return saved
 
 
+@pytest.mark.parametrize("packed", [True, False])
 @pytest.mark.parametrize("checkpointing", [False, True])
 @pytest.mark.parametrize(
     ("changes", "micro_batch", "seq_len"),
@@ -37,12 +43,37 @@ def measured_activations(config, micro_batch: int, seq_len: int, checkpointing: 
         ({"num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 1024}, 1, 128),
     ],
 )
-def test_predicted_activations_within_15_percent(changes, micro_batch, seq_len, checkpointing):
+def test_predicted_activations_within_15_percent(changes, micro_batch, seq_len, checkpointing, packed):
     config = AutoConfig.for_model(**{**TINY_MODEL, **changes})
-    plan = MemoryPlan(micro_batch, seq_len, "fp32", checkpointing, TrainSpec())
+    plan = MemoryPlan(micro_batch, seq_len, "fp32", checkpointing, TrainSpec(), packing=packed)
     predicted = activation_bytes(config, Layout(dp_replicate=1), plan)
-    measured = measured_activations(config, micro_batch, seq_len, checkpointing)
+    measured = measured_activations(config, micro_batch, seq_len, checkpointing, packed)
     assert predicted == pytest.approx(measured, rel=0.15)
+
+
+def test_dense_mask_is_saved_by_every_layer():
+    """What packing's mask costs grows with the layers (a bias per layer), and the model predicts it."""
+    costs = {}
+    for layers in (2, 4):
+        config = AutoConfig.for_model(**{**TINY_MODEL, "num_hidden_layers": layers})
+        mask_cost = [measured_activations(config, 2, 64, False, packed) for packed in (True, False)]
+        predicted = [
+            activation_bytes(config, Layout(dp_replicate=1), MemoryPlan(2, 64, "fp32", False, TrainSpec(), packing=p))
+            for p in (True, False)
+        ]
+        costs[layers] = mask_cost[0] - mask_cost[1]
+        assert predicted[0] - predicted[1] == pytest.approx(costs[layers], rel=0.1)
+    assert costs[4] > 1.8 * costs[2]
+
+
+def test_autocast_weight_copies_are_predicted_exactly():
+    config = AutoConfig.for_model(**TINY_MODEL)
+    plan = MemoryPlan(2, 64, "bf16", False, TrainSpec())
+    single = Layout(dp_replicate=1)
+    predicted = predict_memory(config, single, plan)[0]["weight_copies_saved"]
+    assert predicted == measured_saved(config, 2, 64, False, True, bf16=True)["weight_copies_saved"] > 0
+    # FSDP2's mixed precision computes with the bf16 weights it gathers: no copies kept.
+    assert predict_memory(config, Layout(dp_replicate=1, dp_shard=2), plan)[0]["weight_copies_saved"] == 0
 
 
 def test_rank_coordinates_follow_the_mesh_order():

@@ -184,3 +184,23 @@ def test_block_causal_mask_shape_and_content():
         dtype=torch.bool,
     )
     assert torch.equal(mask[0, 0], expected)
+
+
+def test_unpacked_rows_take_the_causal_path_with_no_mask(model):
+    """One padded document per row: no mask and no position ids reach the model (so SDPA can run its causal
+    kernel), and each document's loss equals that of the document run alone."""
+    documents = [np.random.default_rng(i).integers(0, 97, n) for i, n in enumerate((9, 14))]
+    rows = []
+    for doc in documents:
+        tokens = np.zeros(17, dtype=np.int64)
+        segments = np.full(17, -1, dtype=np.int64)
+        tokens[: len(doc)], segments[: len(doc)] = doc, 0
+        rows.append(row_from_segments(tokens, segments))
+    batch = {key: torch.from_numpy(np.stack([r[key] for r in rows])) for key in rows[0]}
+    inputs = model_inputs(batch, packed=False)
+    assert set(inputs) == {"input_ids", "use_cache"}
+    expected = 0.0
+    for doc in documents:
+        ids = torch.from_numpy(doc)[None]
+        expected = expected + F.cross_entropy(model(ids, use_cache=False).logits[0, :-1], ids[0, 1:], reduction="sum")
+    torch.testing.assert_close(token_loss_sum(model, batch, packed=False), expected, atol=1e-5, rtol=1e-6)

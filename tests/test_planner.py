@@ -132,3 +132,17 @@ def test_calibration_recovers_the_machine_factors(tmp_path, monkeypatch):
     Calibration.record(hardware, before, measured)
     after = estimate_step(*args, calibration=Calibration.load(hardware))
     assert after.step_s == pytest.approx(measured)
+
+
+def test_fsdp_gathers_half_the_bytes_under_bf16():
+    """FSDP2's mixed precision all-gathers bf16 parameters (forward and backward, each micro-batch) and still
+    reduce-scatters fp32 gradients once."""
+    from trainer.throughput import communication_bytes
+
+    config = AutoConfig.for_model(**TINY_MODEL)
+    layout = Layout(dp_replicate=1, dp_shard=4)
+    fp32 = communication_bytes(config, layout, 4_000_000, 2, 64, 3)["dp_shard"]
+    bf16 = communication_bytes(config, layout, 4_000_000, 2, 64, 3, precision="bf16")["dp_shard"]
+    ring = 3 / 4 * 4_000_000
+    assert fp32 == ((2 * 3 + 1) * ring, fp32[1])
+    assert bf16 == ((3 + 1) * ring, fp32[1])

@@ -33,7 +33,7 @@ def test_outside_a_repository_the_commit_is_null(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_run_uses_bf16_and_reports_mfu_and_snapshot(tmp_path):
-    experiment = write_experiment(tmp_path, {"train": {"steps": 4}})
+    experiment = write_experiment(tmp_path, {"train": {"steps": 4}, "hardware": {"device_type": "cuda"}})
     run = train(experiment, tmp_path / "run", "--nproc", "1")
     metrics = run.read_metrics()
     assert (metrics["device_type"], metrics["precision"]) == ("cuda", "bf16")

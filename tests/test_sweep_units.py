@@ -147,3 +147,17 @@ def test_device_pool_hands_out_disjoint_sets():
     pool = DevicePool([0, 1])
     pool.claim([1])  # held by a trial a killed sweep left running
     assert pool.take(2) is None and pool.take(1) == [0]
+
+
+def test_trial_devices_map_through_the_parents_cuda_visible_devices(monkeypatch):
+    from agent.sweep.executors import _device_args
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert _device_args([0, 1], "cuda") == {"visible_devices": [0, 1]}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5,7,4")  # the sweep itself runs on a subset
+    assert _device_args([0, 2], "cuda") == {"visible_devices": [2, 7]}
+    assert _device_args([3], "cuda") == {"visible_devices": [4]}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aa11, GPU-bb22")
+    assert _device_args([1], "cuda") == {"visible_devices": ["GPU-bb22"]}
+    with pytest.raises(ConfigError, match="exceed the 2 of CUDA_VISIBLE_DEVICES"):
+        _device_args([2], "cuda")

@@ -70,6 +70,7 @@ class TrainSpec:
     grad_clip: float = 1.0  # max global grad norm; 0 turns clipping off
     seed: int = 0
     precision: str = "auto"  # auto (bf16 mixed on CUDA, fp32 on CPU) | fp32 | bf16
+    fsdp_reduce_dtype: str = "fp32"  # under bf16 with FSDP2: the gradient reduce-scatter's dtype, fp32 | bf16
     compile: bool = False
     attention: str = "auto"  # auto | dense | flex: how packed documents are kept apart (trainer.attention)
     activation_checkpointing: bool = False

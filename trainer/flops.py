@@ -10,11 +10,15 @@ import torch
 from transformers import PretrainedConfig
 
 # Dense bf16 tensor-core peak per device, from the vendors' data sheets (no sparsity).
+# Matched by substring of torch.cuda.get_device_name(), more specific names first: "NVIDIA H100 80GB HBM3" (SXM),
+# "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200" (SXM), "NVIDIA H200 NVL".
 PEAK_BF16_FLOPS = {
+    "H200 NVL": 835e12,
     "H200": 989e12,
-    "H100 SXM": 989e12,
     "H100 NVL": 835e12,
     "H100 PCIe": 756e12,
+    "H100 SXM": 989e12,
+    "H100 80GB HBM3": 989e12,
     "H100": 989e12,
     "GH200": 989e12,
     "B200": 2250e12,

@@ -37,7 +37,7 @@ from trainer.layout import Layout, LayoutError
 from trainer.loop import base_metrics
 from trainer.model import check_positions, check_vocabulary, checkpoint_dir, model_config
 from trainer.optim import GALORE_PROJ_TYPES, OPTIMIZERS, SCHEDULES
-from trainer.parallelize import check_layout_for_model
+from trainer.parallelize import REDUCE_DTYPES, check_layout_for_model
 from trainer.pipeline import check_pipeline
 from trainer.progress import follow
 from trainer.rundir import RunDir, write_json, write_text
@@ -235,7 +235,7 @@ def _calibrate(prepared: PreparedRun, run: RunDir) -> None:
     estimate = estimate_step(
         config, experiment.layout, hardware, count_parameters(config)["matmul"], parameter_bytes,
         experiment.train.micro_batch, experiment.data.seq_len, metrics["grad_accum"],
-        experiment.train.activation_checkpointing,
+        experiment.train.activation_checkpointing, precision=experiment.train.precision,
     )  # fmt: skip
     Calibration.record(hardware, estimate, sorted(steps)[len(steps) // 2])
 
@@ -341,6 +341,7 @@ def _check_train_values(experiment: Experiment) -> None:
         "train.optimizer": (train.optimizer, OPTIMIZERS),
         "train.lr_schedule": (train.lr_schedule, SCHEDULES),
         "train.precision": (train.precision, PRECISIONS),
+        "train.fsdp_reduce_dtype": (train.fsdp_reduce_dtype, tuple(REDUCE_DTYPES)),
     }
     for name, (value, allowed) in choices.items():
         if value not in allowed:

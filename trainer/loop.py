@@ -14,6 +14,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -30,12 +31,13 @@ from trainer.environment import device_name, versions
 from trainer.faults import maybe_inject
 from trainer.flops import causal_attention_pairs, mfu
 from trainer.layout import data_parallel_group, loss_group
-from trainer.memory import peak_bytes, state_bytes
+from trainer.memory import current_bytes, peak_bytes, state_bytes
 from trainer.memory_model import MemoryPlan, predict_memory
-from trainer.model import build_model, model_config
+from trainer.model import materialize as materialize_model
+from trainer.model import meta_model, model_config
 from trainer.noise_scale import recommended_batch_tokens
 from trainer.optim import build_optimizer, build_scheduler
-from trainer.parallelize import clip_grad_norm, parallelize, parallelize_pipeline
+from trainer.parallelize import clip_grad_norm, fsdp_mixed_precision, parallelize, parallelize_pipeline
 from trainer.pipeline import Pipeline
 from trainer.rundir import RunDir, write_json, write_text
 from trainer.step import StepResult, forward_backward, pipeline_forward_backward
@@ -93,8 +95,8 @@ class Training:
     loss_group: dist.ProcessGroup | None  # the ranks whose tokens make the batch: dp_group's, times cp
     context: ContextParallel | None  # this rank's share of each row, when layout.cp > 1
     pipeline: Pipeline | None  # this rank's pipeline stages and schedule, when layout.pp > 1
-    pp_group: dist.ProcessGroup | None
     autocast: contextlib.AbstractContextManager | None
+    setup_memory: dict[str, int]  # bytes in use when set-up began, and the peak by its end (model built, split)
 
     def save_checkpoint(self) -> None:
         spec = self.experiment.train
@@ -138,21 +140,27 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) ->
     dp_group, dp_rank = data_parallel_group(layout, mesh)
 
     config = model_config(experiment.model, Path(experiment.base_dir))
-    model = build_model(config, Path(launch["weights_dir"]) if launch["weights_dir"] else None, spec.seed)
-    model.to(worker.device)
+    weights = Path(launch["weights_dir"]) if launch["weights_dir"] else None
+    setup_start = current_bytes(worker.device)
+    # Built on the meta device and split first: each rank then makes and fills only its own share.
+    model = meta_model(config)
     use_attention(model, spec.attention)
-    model.train()  # from_pretrained returns eval mode: no dropout, and no activation checkpointing
+    model.train()  # dropout on, and activation checkpointing takes effect
     context = install_context_parallel(model, layout, mesh)
-    # Dropout differs between data-parallel ranks, like their data, and agrees between tensor-parallel peers.
-    torch.manual_seed(spec.seed + 1 + dp_rank)
+    materialize = partial(materialize_model, device=worker.device, config=config, weights=weights, seed=spec.seed)
     data = experiment.data
     plan = plan_batches(spec.global_batch_tokens, data.seq_len, spec.micro_batch, layout.dp_degree)
     pipeline = None
     if layout.pp > 1:
-        model, pipeline = parallelize_pipeline(model, layout, mesh, spec, plan.grad_accum, worker.device, context)
+        model, pipeline = parallelize_pipeline(
+            model, layout, mesh, spec, plan.grad_accum, worker.device, materialize, data.packing, context
+        )
     else:
-        model = parallelize(model, layout, mesh, spec, device_type)
+        model = parallelize(model, layout, mesh, spec, device_type, materialize)
+    # Dropout differs between data-parallel ranks, like their data, and agrees between tensor-parallel peers.
+    torch.manual_seed(spec.seed + 1 + dp_rank)
     optimizer = build_optimizer(model, spec, device_type)
+    setup = {"setup_start": setup_start, "setup_peak": peak_bytes(worker.device)}
 
     corpus = TokenizedCorpus.load(Path(launch["data_dir"]))
     training = Training(
@@ -171,15 +179,23 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) ->
         loss_group=loss_group(layout, mesh),
         context=context,
         pipeline=pipeline,
-        pp_group=mesh["pp"].get_group() if layout.pp > 1 else None,
-        autocast=torch.autocast(device_type, dtype=torch.bfloat16) if spec.precision == "bf16" else None,
+        autocast=_autocast(experiment, device_type),
+        setup_memory=setup,
     )
     _resume_or_start(training, launch["resume"])
     if device_type == "cuda":
         torch.cuda.reset_peak_memory_stats()
         if worker.rank == 0:  # recorded for the untimed warm-up steps only: it slows every allocation
-            torch.cuda.memory._record_memory_history(max_entries=100_000)
+            # Python stacks only: C++ stacks cost far more per allocation and to symbolise when dumped.
+            torch.cuda.memory._record_memory_history(max_entries=100_000, stacks="python")
     return training
+
+
+def _autocast(experiment: Experiment, device_type: str) -> contextlib.AbstractContextManager | None:
+    """bf16 autocast, except where FSDP2's mixed-precision policy already computes in bf16."""
+    if experiment.train.precision != "bf16" or fsdp_mixed_precision(experiment.layout, experiment.train):
+        return None
+    return torch.autocast(device_type, dtype=torch.bfloat16)
 
 
 def _resume_or_start(training: Training, resume: bool) -> None:
@@ -246,7 +262,7 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
     spec, device = training.experiment.train, training.worker.device
     started = time.perf_counter()
     micro_batches = [
-        {k: v.to(device, non_blocking=True) for k, v in training.rows.batch(indices).items()}
+        {k: _to_device(v, device) for k, v in training.rows.batch(indices).items()}
         for indices in training.plan.micro_batches(training.state.next_row, training.dp_rank)
     ]
     # Each cp rank trains on its share of every row; the full rows stay for counting attention pairs.
@@ -260,9 +276,15 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
     else:
         measure_noise = spec.gns_every > 0 and (training.state.step + 1) % spec.gns_every == 0
         result = forward_backward(
-            training.model, model_batches, training.loss_group, training.autocast, measure_memory, measure_noise
+            training.model,
+            model_batches,
+            training.loss_group,
+            training.autocast,
+            measure_memory,
+            measure_noise,
+            training.experiment.data.packing,
         )
-    grad_norm = clip_grad_norm(list(training.model.parameters()), spec.grad_clip, device, training.pp_group)
+    grad_norm = clip_grad_norm(list(training.model.parameters()), spec.grad_clip, device, training.experiment.layout.pp)
     noise = {}
     if result.small_batch is not None:
         small_sq, small_tokens = result.small_batch
@@ -289,6 +311,14 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
     return result, micro_batches, record
 
 
+def _to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A batch tensor on the device; to CUDA from pinned memory, which is what lets non_blocking copy
+    asynchronously (from pageable memory it waits for the copy)."""
+    if device.type != "cuda":
+        return tensor
+    return tensor.pin_memory().to(device, non_blocking=True)
+
+
 def _finish(training: Training, launch: dict, measured: Measurements) -> None:
     worker, experiment, run = training.worker, training.experiment, training.run
     device_type = worker.device.type
@@ -298,6 +328,7 @@ def _finish(training: Training, launch: dict, measured: Measurements) -> None:
     rank_memory = {
         "rank": worker.rank,
         "peak": peak_bytes(worker.device),
+        **training.setup_memory,
         **(measured.saved or {}),
         **measured.state_bytes,
     }
@@ -323,6 +354,7 @@ def _finish(training: Training, launch: dict, measured: Measurements) -> None:
         spec.activation_checkpointing,
         spec,
         training.plan.grad_accum,
+        experiment.data.packing,
     )
     write_json(
         run.memory,

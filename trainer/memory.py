@@ -10,9 +10,11 @@ Python interpreter and libraries, so it is an upper bound of what training needs
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch.distributed.tensor import DTensor
@@ -130,6 +132,17 @@ def _storage_ptr(tensor: torch.Tensor) -> int | None:
         return local.untyped_storage().data_ptr()
     except RuntimeError:  # a storage FSDP has freed (resharded parameters)
         return None
+
+
+def current_bytes(device: torch.device) -> int:
+    """Bytes in use now: the CUDA allocator's, or on CPU the process's resident set (Linux; elsewhere its peak,
+    the closest figure the standard library offers)."""
+    if device.type == "cuda":
+        return int(torch.cuda.memory_allocated(device))
+    statm = Path("/proc/self/statm")
+    if statm.is_file():
+        return int(statm.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return peak_bytes(device)
 
 
 def peak_bytes(device: torch.device) -> int:

@@ -11,16 +11,20 @@ checkpointing. The counts are those of transformers' Llama-family decoder layer 
 
     per layer and token: 6h (two RMSNorms: input, normalised, scaled) + 5q/tp (q, k and v after rotary and
     GQA repeat, attention output and its projection input) + 4i/tp (SwiGLU: gate, up, activation, product)
-    + heads/tp (log-sum-exp) + 2 (the norms' rsqrt), all in the compute dtype;
+    + heads/tp (log-sum-exp) + 2 (the norms' rsqrt), all in the compute dtype, and with packed rows the dense
+    block-causal mask that SDPA converts to a bias and saves in every layer (s entries); unpacked rows need no
+    mask, and SDPA then takes k and v unrepeated (3q + 2kv instead of 5q);
     per token once: the final norm (3h + 1), the log-softmax over the vocabulary (fp32), input ids (int64),
-    rotary cos/sin, and the float attention mask row of s entries (shared by all layers).
+    and rotary cos/sin (per position only, for unpacked rows).
+Under bf16 without FSDP2, autocast also saves a bf16 copy of every matmul weight (`weight_copies_saved`).
 
 Context parallelism divides every token count by cp except the gathered keys and values: each layer keeps the
 whole sequence's k and v (2q/tp per token of the sequence, i.e. 2q cp/tp per local token), and each local
 query's mask row still spans all s keys.
 
 Temporaries are the peaks that live only briefly: the logits and their gradient, a recomputed layer under
-activation checkpointing, and FSDP's two gathered layers (the current one and the prefetched next).
+activation checkpointing, and FSDP's two gathered layers (the current one and the prefetched next), gathered in
+bf16 under mixed precision.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class MemoryPlan:
     activation_checkpointing: bool
     train: TrainSpec
     grad_accum: int = 1  # bounds the micro-batches a pipeline stage holds at once
+    packing: bool = True  # packed rows need a dense block-causal mask; unpacked rows none (trainer.packing)
 
 
 def parameter_shapes(config: PretrainedConfig) -> list[tuple[str, tuple[int, ...]]]:
@@ -105,6 +110,7 @@ def predict_rank(
         "gradients": parameter_bytes,  # fp32 gradients of fp32 master weights, sharded like them
         "optimizer": optimizer_state_bytes(local, plan.train),
         "activations_saved": activation_bytes(config, layout, plan, rank),
+        "weight_copies_saved": weight_copy_bytes(local, layout, plan),
         "temporaries": temporary_bytes(config, layout, plan, shapes),
     }
     prediction["peak"] = sum(prediction.values())
@@ -124,18 +130,34 @@ def optimizer_state_bytes(local: list[tuple[str, tuple[int, ...]]], train: Train
     return exact(local, train, FP32)
 
 
+def weight_copy_bytes(local: list[tuple[str, tuple[int, ...]]], layout: Layout, plan: MemoryPlan) -> int:
+    """Autocast's bf16 copies of the matmul weights (every 2-D weight but the embedding, this rank's shard),
+    saved for backward. FSDP2's mixed precision makes none: it computes with the bf16 weights it gathers."""
+
+    if plan.precision != "bf16" or layout.fsdp:
+        return 0
+    return sum(math.prod(shape) for name, shape in local if len(shape) == 2 and "embed" not in name) * 2
+
+
 def activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int = 0) -> int:
     """Bytes saved for backward on `rank` at the peak: one micro-batch, or under a pipeline schedule the
     micro-batches its stages hold in flight (see the module docstring)."""
     h, i, heads, layers, vocab = _dims(config)
     q = heads * _head_dim(config)
+    kv = (getattr(config, "num_key_value_heads", None) or heads) * _head_dim(config)
     tp, tokens = layout.tp, plan.micro_batch * plan.seq_len // layout.cp
     width = 2 if plan.precision == "bf16" else FP32
-    attention = 3 * q + 2 * q * layout.cp  # q, output, its projection input; k and v gathered from all cp ranks
-    full_layer = (6 * h + (attention + 4 * i + heads) // tp + 2) * width
+    # A mask (packed rows, or context parallelism's local queries against gathered keys) makes SDPA take keys and
+    # values repeated to every query head, gathered from every cp rank, and each layer saves the mask as a bias
+    # in the compute dtype (a row per token, spanning every key); without one they go unrepeated (enable_gqa).
+    masked = plan.packing or layout.cp > 1
+    attention = 3 * q + 2 * q * layout.cp if masked else 3 * q + 2 * kv
+    mask_bias = plan.seq_len * width if masked else 0
+    full_layer = (6 * h + (attention + 4 * i + heads) // tp + 2) * width + mask_bias
     # Under checkpointing only the layer's input stays; the rest is recomputed in backward.
     per_layer = h * width if plan.activation_checkpointing else full_layer
-    mask_and_rotary = plan.seq_len * FP32 + 2 * _head_dim(config) * width  # a mask row spans every key
+    # Rotary cos and sin: per token from explicit position ids, shared by the rows of a batch otherwise.
+    mask_and_rotary = 2 * _head_dim(config) * width // (1 if masked else plan.micro_batch)
     head = (3 * h + 1) * width + vocab * FP32  # final norm, output head input, fp32 logits for the loss
     if layout.pp == 1:
         return tokens * (layers * per_layer + head + 8 + mask_and_rotary) + FP32
@@ -158,14 +180,15 @@ def temporary_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, 
     logits = 2 * tokens * vocab * FP32  # the logits and their gradient
     recompute = 0
     if plan.activation_checkpointing:
-        full = MemoryPlan(plan.micro_batch, plan.seq_len, plan.precision, False, plan.train)
+        full = MemoryPlan(plan.micro_batch, plan.seq_len, plan.precision, False, plan.train, packing=plan.packing)
         recompute = (activation_bytes(config, Layout(dp_replicate=1, tp=layout.tp, cp=layout.cp), full)) // layers
     gathered = 0
     if layout.shard_degree > 1:
         layer_params = (
             sum(math.prod(s) for n, s in shapes or parameter_shapes(config) if ".layers.0." in n) // layout.tp
         )
-        gathered = 2 * layer_params * FP32 * (layout.shard_degree - 1) // layout.shard_degree
+        gathered_width = 2 if plan.precision == "bf16" else FP32  # FSDP2's MixedPrecisionPolicy gathers bf16
+        gathered = 2 * layer_params * gathered_width * (layout.shard_degree - 1) // layout.shard_degree
     return logits + recompute + gathered
 
 

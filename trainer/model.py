@@ -5,11 +5,16 @@ Nothing is fetched from a hub: configs are built in memory or read from local fi
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
+import hashlib
+import json
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
+from torch.distributed.tensor import DTensor, distribute_tensor
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
@@ -42,13 +47,104 @@ def checkpoint_dir(spec: ModelSpec, base_dir: Path) -> Path | None:
     return directory if any((directory / f).exists() for f in _WEIGHT_FILES) else None
 
 
-def build_model(config: PretrainedConfig, weights: Path | None, seed: int) -> torch.nn.Module:
-    """Random init from `seed` (identical on every rank), or the local weights; fp32 master parameters."""
-    torch.manual_seed(seed)
-    kwargs = {"attn_implementation": "sdpa", "dtype": torch.float32}
-    if weights is not None:
-        return AutoModelForCausalLM.from_pretrained(str(weights), config=config, local_files_only=True, **kwargs)
-    return AutoModelForCausalLM.from_config(config, **kwargs)
+def build_model(config: PretrainedConfig, weights: Path | None, seed: int, device: str = "cpu") -> torch.nn.Module:
+    """The whole model on `device`, initialised from `seed` or loaded from the local weights (fp32)."""
+    model = meta_model(config)
+    materialize(model, torch.device(device), config, weights, seed)
+    return model
+
+
+def meta_model(config: PretrainedConfig) -> torch.nn.Module:
+    """The model's structure on the meta device: shapes and modules, no memory. Parallelise it, then `materialize`."""
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.float32)
+
+
+@torch.no_grad()
+def materialize(
+    model: torch.nn.Module, device: torch.device, config: PretrainedConfig, weights: Path | None, seed: int
+) -> None:
+    """Give a meta-device model (whole, or this rank's parallelised part) its memory on `device` and its values.
+
+    Each module's full tensors are made on the CPU, one module at a time: initialised from a generator seeded by
+    (seed, module name), or read from the checkpoint; then only this rank's shard is copied into place. So every
+    layout, whatever it holds and in whatever order it was split, starts from exactly the single-process weights,
+    and no rank ever holds more than its share plus one module.
+    """
+    model.to_empty(device=device)
+    whole = meta_model(config)  # names every module, and owns the init rule (a pipeline's RankModel has none)
+    reference = dict(whole.named_modules())
+    stored = _CheckpointTensors(weights) if weights is not None else None
+    done: set[int] = set()  # tied parameters are filled once, from their first module
+    for name, module in model.named_modules():
+        own = [(n, t) for n, t in (*module.named_parameters(recurse=False), *module.named_buffers(recurse=False))]
+        own = [(n, t) for n, t in own if id(t) not in done]
+        if not own:
+            continue
+        full = _initialised(reference[name], whole, seed, name)
+        for local_name, target in own:
+            qualified = f"{name}.{local_name}" if name else local_name
+            source = stored.get(qualified) if stored is not None else None
+            if source is None and stored is not None and isinstance(target, torch.nn.Parameter):
+                raise ConfigError(f"model.path: the checkpoint has no tensor {qualified!r}")
+            _copy_shard(target, source if source is not None else full[local_name])
+            done.add(id(target))
+
+
+def _initialised(template: torch.nn.Module, whole: torch.nn.Module, seed: int, name: str) -> dict[str, torch.Tensor]:
+    """A CPU copy of one module (its own tensors only), initialised by the model's own rule from a seed that
+    depends on the module's name alone, not on what else this rank holds."""
+    module = copy.copy(template)  # shallow, with fresh tensors of its own and no children
+    module._modules = {}
+    module._parameters = {
+        n: None if p is None else torch.nn.Parameter(torch.empty_like(p, device="cpu"), p.requires_grad)
+        for n, p in template._parameters.items()
+    }
+    module._buffers = {
+        n: None if b is None else torch.empty_like(b, device="cpu") for n, b in template._buffers.items()
+    }
+    digest = hashlib.sha256(f"{seed}:{name}".encode()).digest()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int.from_bytes(digest[:8], "little"))
+        whole._init_weights(module)
+    return {**dict(module.named_parameters()), **dict(module.named_buffers())}
+
+
+def _copy_shard(target: torch.Tensor, full: torch.Tensor) -> None:
+    """Copy this rank's part of `full` into `target` (a DTensor's local shard, or a whole tensor)."""
+    full = full.to(target.dtype)
+    if isinstance(target, DTensor):
+        # src_data_rank=None: every rank already holds the full tensor, so each takes its own shard, no messages.
+        shard = distribute_tensor(full, target.device_mesh, target.placements, src_data_rank=None)
+        target.to_local().copy_(shard.to_local())
+    else:
+        target.copy_(full)
+
+
+class _CheckpointTensors:
+    """A local checkpoint's tensors by name, each read only when asked for (safetensors, or a memory-mapped
+    pytorch_model.bin), so a rank reads whole one tensor at a time and keeps only its shard."""
+
+    def __init__(self, directory: Path):
+        self.files: dict[str, Path] = {}
+        index = directory / "model.safetensors.index.json"
+        if index.is_file():
+            weight_map = json.loads(index.read_text())["weight_map"]
+            self.files = {name: directory / file for name, file in weight_map.items()}
+        elif (directory / "model.safetensors").is_file():
+            with safe_open(str(directory / "model.safetensors"), "pt") as f:
+                self.files = {name: directory / "model.safetensors" for name in f.keys()}  # noqa: SIM118
+        self.bin = None
+        if not self.files:
+            self.bin = torch.load(directory / "pytorch_model.bin", mmap=True, weights_only=True, map_location="cpu")
+
+    def get(self, name: str) -> torch.Tensor | None:
+        if self.bin is not None:
+            return self.bin.get(name)
+        if name not in self.files:
+            return None
+        with safe_open(str(self.files[name]), "pt") as f:
+            return f.get_tensor(name)
 
 
 def enable_activation_checkpointing(model: torch.nn.Module) -> None:

@@ -28,13 +28,28 @@ def build_optimizer(model: torch.nn.Module, spec: TrainSpec, device_type: str) -
         return _galore_adamw(named, spec)
     if spec.optimizer != "adamw":
         raise ValueError(f"unknown optimizer {spec.optimizer!r} (one of {', '.join(OPTIMIZERS)})")
+    # Fused (one kernel for all of a group's tensors, on CPU as on CUDA). The kernel takes a group's tensors as
+    # one list, which must agree in kind: all plain tensors, or DTensors on one mesh with one placement.
     return torch.optim.AdamW(
-        _param_groups(named, spec),
+        _by_placement(_param_groups(named, spec)),
         lr=spec.lr,
         betas=tuple(spec.betas),
         eps=spec.eps,
-        fused=device_type == "cuda",
+        fused=True,
     )
+
+
+def _by_placement(groups: list[dict]) -> list[dict]:
+    """Split each group into runs of parameters that share a mesh and placements (plain tensors together), in
+    first-seen order, so every rank of a layout forms the same groups."""
+    split = []
+    for group in groups:
+        runs: dict[tuple, list[torch.Tensor]] = {}
+        for p in group["params"]:
+            key = (p.device_mesh, tuple(p.placements)) if isinstance(p, DTensor) else (None, ())
+            runs.setdefault(key, []).append(p)
+        split += [{**group, "params": params} for params in runs.values()]
+    return split
 
 
 def _param_kind(name: str, shape: tuple[int, ...], spec: TrainSpec) -> str:

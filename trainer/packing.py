@@ -42,11 +42,23 @@ def block_causal_mask(segment_ids: torch.Tensor) -> torch.Tensor:
     return (same_segment & causal)[:, None]
 
 
-def model_inputs(batch: dict) -> dict:
-    """Keyword arguments for a transformers causal LM's forward, with documents isolated. A batch that brings
-    its own mask keeps it (context parallelism's local queries against gathered keys, flex_attention's
-    BlockMask: trainer.attention)."""
-    mask = batch["attention_mask"] if "attention_mask" in batch else block_causal_mask(batch["segment_ids"])
+def model_inputs(batch: dict, packed: bool = True) -> dict:
+    """Keyword arguments for a transformers causal LM's forward, with documents isolated.
+
+    A batch that brings its own mask keeps it, with its position ids: context parallelism's local queries
+    against gathered keys, or flex_attention's BlockMask (trainer.attention). Otherwise packed rows need the
+    block-diagonal mask. Unpacked rows hold one document each, starting at position 0 with padding only after
+    it, so plain causal attention already gives every real token exactly its document: no mask is built, and
+    SDPA takes its causal path (FlashAttention on CUDA), saving nothing of size seq x seq. The position ids are
+    then left to the model (0, 1, 2, ...: the same for the real tokens), since ids that restart at the padding
+    would make transformers infer packed sequences and build a mask after all.
+    """
+    if "attention_mask" in batch:
+        mask = batch["attention_mask"]
+    elif packed:
+        mask = block_causal_mask(batch["segment_ids"])
+    else:
+        return {"input_ids": batch["input_ids"], "use_cache": False}
     return {
         "input_ids": batch["input_ids"],
         "position_ids": batch["position_ids"],

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-from collections.abc import Iterator
+import math
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import FSDPModule, fully_shard
-from torch.distributed.tensor import DTensor
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor, Replicate
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 from torch.nn.parallel import DistributedDataParallel
 from transformers import PretrainedConfig
@@ -53,9 +54,24 @@ def check_layout_for_model(layout: Layout, config: PretrainedConfig) -> None:
             raise LayoutError(f"layout tp={layout.tp} must divide the model's {name} ({size})")
 
 
+# train.fsdp_reduce_dtype: the dtype FSDP2 reduce-scatters gradients in under bf16 (fp32 as torchtitan: exact sums).
+REDUCE_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def fsdp_mixed_precision(layout: Layout, spec: TrainSpec) -> bool:
+    """bf16 under FSDP2 is its MixedPrecisionPolicy (bf16 gathers, no autocast): autocast elsewhere."""
+    return spec.precision == "bf16" and layout.fsdp
+
+
 def parallelize(
-    model: torch.nn.Module, layout: Layout, mesh: DeviceMesh, spec: TrainSpec, device_type: str
+    model: torch.nn.Module,
+    layout: Layout,
+    mesh: DeviceMesh,
+    spec: TrainSpec,
+    device_type: str,
+    materialize: Callable[[torch.nn.Module], None],
 ) -> torch.nn.Module:
+    """Split a meta-device model for the layout, `materialize` this rank's part, then wrap it for replication."""
     if layout.tp > 1:
         _apply_tensor_parallel(model, mesh["tp"])
     if spec.activation_checkpointing:
@@ -64,8 +80,9 @@ def parallelize(
         model.compile()
     if layout.fsdp:
         # HSDP when dp_replicate > 1: shard within dp_shard x cp, replicate across dp_replicate.
-        _apply_fsdp(model, fsdp_mesh(layout, mesh))
-    elif layout.dp_replicate > 1:
+        _apply_fsdp(model, fsdp_mesh(layout, mesh), spec)
+    materialize(model)  # DDP broadcasts rank 0's values: they must exist first
+    if layout.dp_replicate > 1 and not layout.fsdp:
         device_ids = [torch.cuda.current_device()] if device_type == "cuda" else None
         model = DistributedDataParallel(
             model, device_ids=device_ids, process_group=mesh["dp_replicate"].get_group(), gradient_as_bucket_view=True
@@ -80,9 +97,12 @@ def parallelize_pipeline(
     spec: TrainSpec,
     grad_accum: int,
     device: torch.device,
+    materialize: Callable[[torch.nn.Module], None],
+    packed: bool = True,
     context: ContextParallel | None = None,
 ) -> tuple[torch.nn.Module, Pipeline]:
-    """Cut the model into this rank's pipeline stages, then tensor parallel and FSDP2 within each stage.
+    """Cut the meta-device model into this rank's pipeline stages, then tensor parallel and FSDP2 within each
+    stage, then `materialize` only what this rank holds.
 
     Data parallelism inside a pipeline is always FSDP2 (HSDP with a shard group of one for pure replication):
     it changes no parameter names, and torch's pipeline stages know to reduce its gradients on the last
@@ -91,15 +111,16 @@ def parallelize_pipeline(
     if spec.activation_checkpointing:  # set on the layers, which the stages keep
         enable_activation_checkpointing(model)
     pp_rank = mesh.get_local_rank("pp")
-    rank_model, stages, stage_ids = split_model(model, pp_rank, layout.pp, spec.pp_stages_per_rank, context)
+    rank_model, stages, stage_ids = split_model(model, pp_rank, layout.pp, spec.pp_stages_per_rank, packed, context)
     if layout.tp > 1:
         _apply_tensor_parallel(rank_model, mesh["tp"])
     if layout.fsdp:
         dp_mesh = fsdp_mesh(layout, mesh)
         for stage in stages:
             for layer in stage.layers:
-                fully_shard(layer, mesh=dp_mesh)
-            fully_shard(stage, mesh=dp_mesh)
+                fully_shard(layer, mesh=dp_mesh, **_fsdp_options(spec))
+            fully_shard(stage, mesh=dp_mesh, **_fsdp_options(spec))
+    materialize(rank_model)
     pp_group = mesh["pp"].get_group()
     pipeline = build_pipeline(
         stages, stage_ids, layout.pp, spec.pp_stages_per_rank, spec.pp_schedule, grad_accum, pp_group, device
@@ -120,11 +141,21 @@ def _apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh) -> None:
     parallelize_module(base, tp_mesh, styles)
 
 
-def _apply_fsdp(model: torch.nn.Module, dp_mesh: DeviceMesh) -> None:
+def _apply_fsdp(model: torch.nn.Module, dp_mesh: DeviceMesh, spec: TrainSpec) -> None:
     """Shard each decoder layer as its own unit (all-gathered just before use), then the rest at the root."""
     for layer in model.get_decoder().layers:
-        fully_shard(layer, mesh=dp_mesh)
-    fully_shard(model, mesh=dp_mesh)
+        fully_shard(layer, mesh=dp_mesh, **_fsdp_options(spec))
+    fully_shard(model, mesh=dp_mesh, **_fsdp_options(spec))
+
+
+def _fsdp_options(spec: TrainSpec) -> dict:
+    """Under bf16, torchtitan's policy: parameters all-gathered and computed in bf16 (half the bytes of an fp32
+    gather, and the gathered copy is the only one: nothing like autocast's per-layer weight cache), gradients
+    reduced in train.fsdp_reduce_dtype, fp32 master weights and optimizer state kept sharded."""
+    if spec.precision != "bf16":
+        return {}
+    reduce_dtype = REDUCE_DTYPES[spec.fsdp_reduce_dtype]
+    return {"mp_policy": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce_dtype)}
 
 
 @contextlib.contextmanager
@@ -145,29 +176,41 @@ def gradient_sync(model: torch.nn.Module, enabled: bool) -> Iterator[None]:
         yield
 
 
-def grad_norm_squared(
-    parameters: list[torch.nn.Parameter], device: torch.device, pp_group: dist.ProcessGroup | None
-) -> torch.Tensor:
-    """Squared norm of the whole model's gradient over every rank's shards (DTensors reduce over their mesh;
-    pipeline stages hold disjoint parameters, so their squares add up)."""
-    squares = torch.zeros((), dtype=torch.float64, device=device)
+def grad_norm_squared(parameters: list[torch.nn.Parameter], device: torch.device, pp: int = 1) -> torch.Tensor:
+    """Squared norm of the whole model's gradient over every rank's shards, with one all-reduce in all.
+
+    Each rank adds up the squares of its local gradients, each weighted by how many distinct shards its
+    parameter is cut into; the sum over all ranks then counts every piece once per rank of its pipeline stage
+    (world / pp ranks hold each stage: a piece held by k of them appears k times, and its weight is
+    (world / pp) / k), so dividing by world / pp gives the norm. Not one collective per parameter.
+    """
+    by_weight: dict[int, list[torch.Tensor]] = {}
     for grad in (p.grad for p in parameters if p.grad is not None):
-        norm = torch.linalg.vector_norm(grad, dtype=torch.float32)
-        if isinstance(norm, DTensor):
-            norm = norm.full_tensor()
-        squares += norm.double() ** 2
-    if pp_group is not None:
-        dist.all_reduce(squares, group=pp_group)
+        weight = 1
+        if isinstance(grad, DTensor):
+            if any(placement.is_partial() for placement in grad.placements):  # not produced by these layouts
+                grad = grad.redistribute(placements=[Replicate() if p.is_partial() else p for p in grad.placements])
+            mesh = grad.device_mesh
+            # Sharded dims are those not replicated (FSDP2 x TP's _StridedShard is no Shard subclass).
+            weight = math.prod(mesh.size(i) for i, p in enumerate(grad.placements) if not p.is_replicate())
+            grad = grad.to_local()
+        by_weight.setdefault(weight, []).append(grad)
+    squares = torch.zeros((), dtype=torch.float64, device=device)
+    for weight, grads in by_weight.items():
+        norms = torch._foreach_norm([g.float() for g in grads])
+        squares += torch.stack(norms).double().square().sum() * weight
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    if world > 1:
+        dist.all_reduce(squares)
+        squares /= world // pp
     return squares
 
 
-def clip_grad_norm(
-    parameters: list[torch.nn.Parameter], max_norm: float, device: torch.device, pp_group: dist.ProcessGroup | None
-) -> float:
+def clip_grad_norm(parameters: list[torch.nn.Parameter], max_norm: float, device: torch.device, pp: int = 1) -> float:
     """The global gradient norm before clipping; gradients are scaled down to max_norm when above it."""
-    total = float(grad_norm_squared(parameters, device, pp_group).sqrt())
+    total = float(grad_norm_squared(parameters, device, pp).sqrt())
     if max_norm > 0 and total > max_norm:
         scale = max_norm / (total + 1e-6)
         for grad in (p.grad for p in parameters if p.grad is not None):
-            grad.mul_(scale)
+            grad.mul_(scale)  # local: a DTensor scales its shard
     return total

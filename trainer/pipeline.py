@@ -132,9 +132,11 @@ class DecoderStage(nn.Module):
         layer_ids: list[int],
         is_first: bool,
         is_last: bool,
+        packed: bool,
         context: ContextParallel | None = None,
     ):
         super().__init__()
+        self.packed = packed  # unpacked rows need no mask: causal attention alone (trainer.packing.model_inputs)
         self.context = context
         decoder = rank_model.model
         self.embed_tokens = decoder.embed_tokens if is_first else None
@@ -146,10 +148,10 @@ class DecoderStage(nn.Module):
     def forward(self, inputs: torch.Tensor, segment_ids: torch.Tensor):
         hidden = self.embed_tokens(inputs) if self.embed_tokens is not None else inputs
         position_ids = position_ids_from_segments(segment_ids)
-        if self.context is None:
-            mask = block_causal_mask(segment_ids)
-        else:
+        if self.context is not None:
             position_ids, mask = self.context.local(position_ids), self.context.mask(segment_ids)
+        else:
+            mask = block_causal_mask(segment_ids) if self.packed else None
         rotary = self.rotary_emb(hidden, position_ids)
         for layer in self.layers:
             hidden = layer(hidden, attention_mask=mask, position_ids=position_ids, position_embeddings=rotary)
@@ -159,7 +161,12 @@ class DecoderStage(nn.Module):
 
 
 def split_model(
-    model: nn.Module, pp_rank: int, pp: int, stages_per_rank: int, context: ContextParallel | None = None
+    model: nn.Module,
+    pp_rank: int,
+    pp: int,
+    stages_per_rank: int,
+    packed: bool = True,
+    context: ContextParallel | None = None,
 ) -> tuple[RankModel, list[DecoderStage], list[int]]:
     """This rank's RankModel, its stage modules and their global stage indices."""
     num_stages = pp * stages_per_rank
@@ -172,7 +179,7 @@ def split_model(
         has_embedding=0 in stage_ids,
         has_head=num_stages - 1 in stage_ids,
     )
-    stages = [DecoderStage(rank_model, layers[s], s == 0, s == num_stages - 1, context) for s in stage_ids]
+    stages = [DecoderStage(rank_model, layers[s], s == 0, s == num_stages - 1, packed, context) for s in stage_ids]
     return rank_model, stages, stage_ids
 
 

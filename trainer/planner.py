@@ -104,7 +104,13 @@ def plan(
             for checkpointing in (False, True):
                 grad_accum = per_rank_rows // micro_batch
                 memory_plan = MemoryPlan(
-                    micro_batch, seq_len, experiment.train.precision, checkpointing, experiment.train, grad_accum
+                    micro_batch,
+                    seq_len,
+                    experiment.train.precision,
+                    checkpointing,
+                    experiment.train,
+                    grad_accum,
+                    experiment.data.packing,
                 )
                 memory = _peak_memory(config, layout, memory_plan, shapes, ranks)
                 candidate = Candidate(layout, micro_batch, grad_accum, checkpointing, memory)
@@ -118,7 +124,7 @@ def plan(
                 if candidate.dropped is None:
                     candidate.estimate = estimate_step(
                         config, layout, hardware, matmul, total_bytes // layout.pp, micro_batch, seq_len,
-                        grad_accum, checkpointing, calibration,
+                        grad_accum, checkpointing, calibration, experiment.train.precision,
                     )  # fmt: skip
                 candidates.append(candidate)
     feasible = sorted((c for c in candidates if c.dropped is None), key=_rank_key)

@@ -33,9 +33,9 @@ class StepResult:
     small_batch: tuple[float, int] | None = None  # (|mean gradient|^2, target tokens) of the first micro-batch round
 
 
-def token_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+def token_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor], packed: bool = True) -> torch.Tensor:
     """Sum of cross-entropy over the batch's target tokens (fp32, whatever the compute dtype)."""
-    logits = model(**model_inputs(batch)).logits
+    logits = model(**model_inputs(batch, packed)).logits
     return F.cross_entropy(
         logits.float().flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
     )
@@ -48,6 +48,7 @@ def forward_backward(
     autocast: contextlib.AbstractContextManager | None = None,
     measure_activations: bool = False,
     measure_small_batch: bool = False,
+    packed: bool = True,
 ) -> StepResult:
     """Accumulate the gradients of one optimizer step into model parameters' .grad.
 
@@ -71,9 +72,9 @@ def forward_backward(
         with gradient_sync(model, enabled=last or small):
             with autocast or contextlib.nullcontext():
                 if measure_activations and i == 0:
-                    batch_loss, saved_bytes = saved_for_backward(model, partial(token_loss_sum, model, batch))
+                    batch_loss, saved_bytes = saved_for_backward(model, partial(token_loss_sum, model, batch, packed))
                 else:
-                    batch_loss = token_loss_sum(model, batch)
+                    batch_loss = token_loss_sum(model, batch, packed)
             (batch_loss * scale).backward()
         loss_sum += batch_loss.detach()
         if small:
@@ -97,7 +98,7 @@ def _small_batch_gradient(
     if dp_group is not None:
         dist.all_reduce(small_tokens, group=dp_group)
     small_tokens = max(int(small_tokens.item()), 1)
-    squared = grad_norm_squared(list(model.parameters()), batch["labels"].device, None)
+    squared = grad_norm_squared(list(model.parameters()), batch["labels"].device)
     return float(squared) * (target_tokens / small_tokens) ** 2, small_tokens
 
 

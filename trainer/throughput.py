@@ -5,7 +5,7 @@ Communication per optimizer step (ring collectives move 2(n-1)/n of the data for
 all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-parallel share of the parameters:
 - dp_replicate: gradients all-reduced once per step; under HSDP the sharded gradients, P / dp_shard.
 - dp_shard (FSDP2, over dp_shard x cp): parameters all-gathered in forward and again in backward for every
-  micro-batch, gradients reduce-scattered once.
+  micro-batch (in bf16, half of P, under bf16: FSDP2's mixed precision), gradients reduce-scattered once (fp32).
 - tp: two all-reduces of the activations per layer in forward and two in backward, every micro-batch; these
   sit on the critical path, while data-parallel traffic mostly overlaps the backward pass.
 - cp: every layer all-gathers the keys and values in forward (again when activation checkpointing recomputes the
@@ -131,6 +131,7 @@ def communication_bytes(
     seq_len: int,
     grad_accum: int,
     activation_checkpointing: bool = False,
+    precision: str = "fp32",
 ) -> dict[str, tuple[float, int]]:
     """(bytes each rank sends, number of collectives) per optimizer step, per mesh dimension."""
     ring = lambda n: (n - 1) / n  # noqa: E731 - the share of the data a ring collective moves per rank
@@ -142,7 +143,8 @@ def communication_bytes(
     shards = layout.shard_degree  # FSDP2 shards over dp_shard x cp; counted under dp_shard, whose link it crosses
     if shards > 1:
         gathers = (2 * grad_accum + 1) * (layers + 1)  # per layer and the root: gather, re-gather, reduce-scatter
-        sent["dp_shard"] = ((2 * grad_accum + 1) * ring(shards) * shard_share, gathers)
+        gathered = 0.5 if precision == "bf16" else 1.0  # bf16 gathers of fp32 parameters, fp32 reduce-scatter
+        sent["dp_shard"] = ((2 * grad_accum * gathered + 1) * ring(shards) * shard_share, gathers)
     if layout.dp_replicate > 1:
         volume = shard_share / shards
         sent["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
@@ -167,6 +169,7 @@ def estimate_step(
     grad_accum: int,
     activation_checkpointing: bool = False,
     calibration: Calibration | None = None,
+    precision: str = "fp32",
 ) -> StepEstimate:
     tokens_per_rank_step = micro_batch * grad_accum * seq_len  # before cp splits the sequence
     heads = config.num_attention_heads
@@ -179,7 +182,7 @@ def estimate_step(
     if layout.pp > 1:  # the pipeline bubble of 1F1B: (pp - 1) idle micro-batch slots
         compute *= 1 + (layout.pp - 1) / grad_accum
     sent = communication_bytes(
-        config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, activation_checkpointing
+        config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, activation_checkpointing, precision
     )
     links = dimension_links(layout, hardware)
     seconds = {

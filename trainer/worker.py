@@ -39,8 +39,14 @@ def main(run_path: str) -> None:
         run.rank_log(rank).unlink(missing_ok=True)  # rank logs are kept only when something went wrong
 
 
-# The CPU allocator's words when an allocation fails (CUDA raises torch.OutOfMemoryError instead).
-_CPU_OOM = re.compile(r"can't allocate memory|Cannot allocate memory", re.IGNORECASE)
+# Allocation failures that arrive as plain RuntimeErrors: the CPU allocator's words, and those of CUDA libraries
+# that allocate outside torch's caching allocator (cuBLAS/cuDNN handles and workspaces, NCCL buffers), whose
+# failures are not torch.OutOfMemoryError.
+_CPU_OOM = re.compile(
+    r"can't allocate memory|Cannot allocate memory|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED"
+    r"|CUDA error: out of memory|NCCL.*(out of memory|Failed to CUDA calloc|cudaMalloc)",
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 def failure_status(error: BaseException) -> str:

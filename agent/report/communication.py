@@ -43,7 +43,14 @@ def _predict_trial(metrics: dict, config: dict, launch: dict | None) -> dict[str
     parameter_bytes = sum(torch.Size(shape).numel() for _, shape in parameter_shapes(model)) * 4
     layout = Layout(**metrics["layout"])
     sent = communication_bytes(
-        model, layout, parameter_bytes, metrics["micro_batch"], metrics["seq_len"], metrics["grad_accum"]
+        model,
+        layout,
+        parameter_bytes,
+        metrics["micro_batch"],
+        metrics["seq_len"],
+        metrics["grad_accum"],
+        activation_checkpointing=experiment.train.activation_checkpointing,
+        precision=metrics.get("precision") or "fp32",
     )
     dimensions = {d: {"bytes": sent[d][0], "collectives": sent[d][1]} for d in MESH_DIMS if sent[d][1]}
     return {

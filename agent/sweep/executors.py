@@ -135,11 +135,22 @@ def _here(job: dict) -> bool:
     return bool(job["pid"]) and job["host"] == socket.gethostname()
 
 
-def _device_args(devices: list[int], device_type: str) -> dict[str, list[int]]:
+def _device_args(devices: list[int], device_type: str) -> dict[str, list]:
     if device_type == "cuda":
-        return {"visible_devices": devices}
+        return {"visible_devices": visible_devices(devices, os.environ.get("CUDA_VISIBLE_DEVICES"))}
     cores = sorted(os.sched_getaffinity(0))  # more slots than cores share them (see agent.sweep._device_pool)
     return {"cpus": sorted({cores[d % len(cores)] for d in devices})}
+
+
+def visible_devices(devices: list[int], parent: str | None) -> list[int | str]:
+    """CUDA_VISIBLE_DEVICES entries for a trial given the sweep's device indices: indices count the devices this
+    process sees, so under a parent CUDA_VISIBLE_DEVICES (a subset, or UUIDs) index i is the parent's i-th entry."""
+    if parent is None or not parent.strip():
+        return list(devices)
+    entries = [entry.strip() for entry in parent.split(",") if entry.strip()]
+    if max(devices, default=-1) >= len(entries):
+        raise ConfigError(f"trial devices {devices} exceed the {len(entries)} of CUDA_VISIBLE_DEVICES={parent}")
+    return [int(entries[d]) if entries[d].isdigit() else entries[d] for d in devices]
 
 
 def _minutes(timeout_s: float | None) -> int:

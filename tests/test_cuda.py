@@ -1,0 +1,151 @@
+"""The CUDA paths, on a machine with a GPU (skipped cleanly elsewhere): fp32 losses equal the CPU's, bf16 stays
+close to fp32, a checkpoint resumes bit for bit, evaluation scores like the CPU's, SDPA runs a fused kernel
+rather than the math fallback, and activation checkpointing and compile leave the losses unchanged."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+from support import REPO, TINY_MODEL, meshpilot, train, write_experiment
+from transformers import AutoConfig
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+STEPS = 5
+CUDA = {"hardware": {"device_type": "cuda"}}
+
+
+def losses(run) -> list[float]:
+    return [step["loss"] for step in run.read_steps()]
+
+
+def run_on(tmp_path, name: str, device_type: str, precision: str, train_changes: dict | None = None):
+    changes = {"hardware": {"device_type": device_type}, "train": {"steps": STEPS, "precision": precision}}
+    changes["train"].update(train_changes or {})
+    directory = tmp_path / name
+    directory.mkdir()
+    return train(write_experiment(directory, changes), directory / "run", "--nproc", "1")
+
+
+@pytest.fixture(scope="module")
+def cpu_fp32(tmp_path_factory):
+    return run_on(tmp_path_factory.mktemp("cpu"), "fp32", "cpu", "fp32")
+
+
+@pytest.fixture(scope="module")
+def cuda_fp32(tmp_path_factory):
+    return run_on(tmp_path_factory.mktemp("cuda"), "fp32", "cuda", "fp32")
+
+
+def test_fp32_on_cuda_gives_the_cpu_losses(cpu_fp32, cuda_fp32):
+    """Same initial weights (initialised on the CPU, copied to the device), same rows, fp32 throughout (no TF32)."""
+    assert cuda_fp32.read_metrics()["device_type"] == "cuda"
+    assert losses(cuda_fp32) == pytest.approx(losses(cpu_fp32), rel=1e-4)
+
+
+def test_bf16_stays_close_to_fp32(tmp_path, cuda_fp32):
+    run = run_on(tmp_path, "bf16", "cuda", "bf16")
+    metrics = run.read_metrics()
+    assert (metrics["device_type"], metrics["precision"]) == ("cuda", "bf16")
+    assert losses(run) == pytest.approx(losses(cuda_fp32), rel=2e-2)
+    memory = json.loads(run.memory.read_text())
+    measured, predicted = memory["measured"][0], memory["predicted"][0]
+    assert measured["weight_copies_saved"] == predicted["weight_copies_saved"] > 0  # autocast's bf16 weights
+
+
+def test_activation_checkpointing_and_compile_keep_the_losses(tmp_path, cuda_fp32):
+    checkpointed = run_on(tmp_path, "ac", "cuda", "fp32", {"activation_checkpointing": True})
+    assert losses(checkpointed) == pytest.approx(losses(cuda_fp32), rel=1e-5)
+    compiled = run_on(tmp_path, "compiled", "cuda", "fp32", {"compile": True})
+    assert losses(compiled) == pytest.approx(losses(cuda_fp32), rel=1e-3)
+
+
+def test_checkpoint_resume_on_cuda_repeats_the_run(tmp_path):
+    changes = {
+        **CUDA,
+        "model": {"config": {"attention_dropout": 0.1}},  # the CUDA RNG state must come back too
+        "train": {"steps": 4, "precision": "fp32", "checkpoint_every": 2},
+    }
+    experiment = write_experiment(tmp_path, changes)
+    whole = train(experiment, tmp_path / "whole", "--nproc", "1")
+    out = tmp_path / "resumed"
+    crashed = meshpilot(
+        "train", str(experiment), "--nproc", "1", "--out", str(out), env={"MESHPILOT_FAULT": "rank=0,step=3"}
+    )
+    assert crashed.returncode == 1
+    resumed = train(experiment, out, "--nproc", "1", "--resume")
+    assert "resumed from step_00000002" in resumed.log.read_text()
+    expected = [(s["step"], s["loss"], s["grad_norm"]) for s in whole.read_steps()]
+    assert [(s["step"], s["loss"], s["grad_norm"]) for s in resumed.read_steps()] == expected
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_attention_runs_a_fused_kernel_not_math(packed):
+    """Unpacked rows (no mask) must run FlashAttention itself; packed rows' mask the memory-efficient kernel.
+    With the math fallback disallowed, SDPA raises instead of quietly falling back to it."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from trainer.model import build_model
+    from trainer.step import token_loss_sum
+
+    config = AutoConfig.for_model(**{**TINY_MODEL, "hidden_size": 256, "num_attention_heads": 4})
+    model = build_model(config, None, seed=0, device="cuda").train()
+    rows, seq = 2, 128
+    segments = torch.arange(seq, device="cuda").div(seq // 2, rounding_mode="floor").expand(rows, seq).contiguous()
+    ids = torch.randint(0, config.vocab_size, (rows, seq), device="cuda")
+    positions = torch.arange(seq, device="cuda").remainder(seq // 2).expand(rows, seq).contiguous()
+    batch = {"input_ids": ids, "labels": ids, "position_ids": positions, "segment_ids": segments}
+    allowed = [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION] if packed else [SDPBackend.FLASH_ATTENTION]
+    with sdpa_kernel(allowed), torch.autocast("cuda", dtype=torch.bfloat16):
+        token_loss_sum(model, batch, packed).backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_evaluation_on_cuda_scores_like_the_cpu(tmp_path, cpu_fp32):
+    """The benchmark suite on the GPU and, with the GPU hidden, on the CPU: the same scores up to bf16 rounding."""
+    store = tmp_path / "store"
+    results = {}
+    for device, visible in (("cuda", None), ("cpu", "")):
+        env = {**os.environ, "MESHPILOT_DATA": str(tmp_path / f"store-{device}")}
+        if visible is not None:
+            env["CUDA_VISIBLE_DEVICES"] = visible
+        if store.exists():  # the same private items for both: one store, copied before either evaluates
+            shutil.copytree(store, env["MESHPILOT_DATA"])
+        code = (
+            "import json, sys, torch; from evalsuite.api import run_bench; "
+            "r = run_bench('builtin', sys.argv[1]); "
+            "scores = [(t['task'], t['split'], t['metrics']) for t in r['tasks']]; "
+            "print(json.dumps([torch.cuda.is_available(), scores]))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(cpu_fp32.path)], cwd=REPO, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        results[device] = json.loads(done.stdout.strip().splitlines()[-1])
+        if not store.exists():
+            shutil.copytree(env["MESHPILOT_DATA"], store)
+    assert results["cuda"][0] and not results["cpu"][0]
+    for (task, split, on_gpu), (_, _, on_cpu) in zip(results["cuda"][1], results["cpu"][1], strict=True):
+        for metric, value in on_cpu.items():
+            if isinstance(value, float):
+                assert on_gpu[metric] == pytest.approx(value, rel=5e-2, abs=5e-2), (task, split, metric)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_fsdp_mixed_precision_on_two_gpus_stays_close_to_one(tmp_path):
+    """bf16 FSDP2 (bf16 gathers, fp32 gradient reduction) against one GPU's autocast bf16."""
+    experiment = write_experiment(tmp_path, {**CUDA, "train": {"steps": STEPS, "precision": "bf16"}})
+    single = train(experiment, tmp_path / "single", "--nproc", "1")
+    sharded = train(experiment, tmp_path / "fsdp", "--nproc", "2", "--layout", "dp_shard=2")
+    assert losses(sharded) == pytest.approx(losses(single), rel=2e-2)
+    measured = json.loads(sharded.memory.read_text())["measured"]
+    assert all(rank["weight_copies_saved"] == 0 for rank in measured)

@@ -1,0 +1,72 @@
+"""Fused AdamW and the global gradient norm over DTensor layouts (tensor parallel, FSDP2 x TP), in real gloo
+processes, against the whole model in the same process: the model is built sharded from the meta device, the
+norm costs one all-reduce, and one fused AdamW step leaves every shard equal to the reference's."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from support import TINY_MODEL
+from test_model_options import tiny_batch
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor.debug import CommDebugMode
+from transformers import AutoConfig
+
+from trainer.config import TrainSpec
+from trainer.layout import Layout
+from trainer.model import build_model, materialize, meta_model
+from trainer.optim import build_optimizer
+from trainer.parallelize import grad_norm_squared, parallelize
+from trainer.step import token_loss_sum
+
+
+def _loss_and_grads(model: torch.nn.Module) -> None:
+    token_loss_sum(model, tiny_batch()).backward()
+
+
+def _worker(rank: int, world: int, store: str, layout_text: str) -> None:
+    dist.init_process_group("gloo", store=dist.FileStore(store, world), rank=rank, world_size=world)
+    try:
+        layout = Layout.parse(layout_text).resolve(world)
+        config = AutoConfig.for_model(**TINY_MODEL)
+        spec = TrainSpec(precision="fp32", lr=1e-2, weight_decay=0.1)
+        cpu = torch.device("cpu")
+        fill = partial(materialize, device=cpu, config=config, weights=None, seed=0)
+        model = parallelize(meta_model(config), layout, layout.build_mesh("cpu"), spec, "cpu", fill)
+        reference = build_model(config, None, seed=0)
+        named = dict(reference.named_parameters())
+        for name, p in model.named_parameters():  # built sharded, yet the single-process weights exactly
+            full = p.full_tensor() if isinstance(p, DTensor) else p
+            assert torch.equal(full, named[name]), name
+
+        # Every rank feeds the same rows: data-parallel averaging then leaves the reference's gradients.
+        _loss_and_grads(model)
+        _loss_and_grads(reference)
+        with CommDebugMode() as comm:
+            squared = grad_norm_squared(list(model.parameters()), cpu)
+        expected = sum(p.grad.double().square().sum() for p in reference.parameters())
+        assert float(squared) == pytest.approx(float(expected), rel=1e-6)
+        assert comm.get_total_counts() == 1, comm.get_comm_counts()
+
+        optimizer = build_optimizer(model, spec, "cpu")
+        assert optimizer.defaults["fused"]
+        for group in optimizer.param_groups:  # what the fused kernel needs of one list
+            kinds = {(p.device_mesh, tuple(p.placements)) if isinstance(p, DTensor) else None for p in group["params"]}
+            assert len(kinds) == 1, kinds
+        optimizer.step()
+        build_optimizer(reference, spec, "cpu").step()
+        for name, p in model.named_parameters():
+            full = p.full_tensor() if isinstance(p, DTensor) else p
+            torch.testing.assert_close(full, named[name], rtol=1e-5, atol=1e-6, msg=name)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("layout", "world"), [("tp=2", 2), ("dp_shard=2,tp=2", 4)])
+def test_fused_adamw_and_one_reduction_norm_match_the_whole_model(tmp_path, layout, world):
+    mp.spawn(_worker, args=(world, str(tmp_path / "store"), layout), nprocs=world, join=True)
