@@ -104,12 +104,13 @@ def test_trainer_path_isolates_documents(model, documents, mode, positions):
     assert loss_deviation < 1e-6
 
 
-def _without_mask(batch):
-    return {k: v for k, v in model_inputs(batch).items() if k != "attention_mask"}
+def _without_mask(batch, packed=True):
+    return {k: v for k, v in model_inputs(batch, packed).items() if k != "attention_mask"}
 
 
-def _causal_only_mask(batch):
-    return {**model_inputs(batch), "attention_mask": block_causal_mask(torch.zeros_like(batch["segment_ids"]))}
+def _causal_only_mask(batch, packed=True):
+    causal = block_causal_mask(torch.zeros_like(batch["segment_ids"]))
+    return {**model_inputs(batch, packed), "attention_mask": causal}
 
 
 @pytest.mark.parametrize("broken", [_without_mask, _causal_only_mask], ids=["mask dropped", "mask ignores documents"])
