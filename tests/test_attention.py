@@ -8,10 +8,10 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-from support import meshpilot, train, write_experiment
+from support import TINY_MODEL, meshpilot, train, write_experiment
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from trainer.attention import AttentionError, choose_attention, document_block_mask
+from trainer.attention import FLEX_IMPLEMENTATION, AttentionError, choose_attention, document_block_mask
 from trainer.layout import Layout
 from trainer.packing import block_causal_mask
 
@@ -54,31 +54,29 @@ def test_a_causal_block_mask_that_ignores_documents_is_caught():
 
 
 @pytest.mark.parametrize(
-    ("requested", "device", "packing", "pp", "chosen"),
+    ("requested", "device", "pp", "chosen"),
     [
-        ("auto", "cuda", True, 1, "flex"),
-        ("auto", "cuda", False, 1, "dense"),
-        ("auto", "cuda", True, 2, "dense"),
-        ("auto", "cpu", True, 1, "dense"),
-        ("dense", "cuda", True, 1, "dense"),
-        ("flex", "cuda", False, 1, "flex"),
+        ("auto", "cuda", 1, "dense"),  # flex is opt-in until a GPU run has measured it
+        ("auto", "cpu", 1, "dense"),
+        ("dense", "cuda", 1, "dense"),
+        ("flex", "cuda", 1, "flex"),
     ],
 )
-def test_the_automatic_choice(requested, device, packing, pp, chosen):
-    assert choose_attention(requested, device, packing, Layout(pp=pp), head_dim=64) == chosen
+def test_the_choice(requested, device, pp, chosen):
+    assert choose_attention(requested, device, Layout(pp=pp), head_dim=64) == chosen
 
 
 def test_context_parallelism_keeps_its_own_attention():
-    assert choose_attention("auto", "cuda", True, Layout(cp=2), head_dim=64) == "dense"
+    assert choose_attention("auto", "cuda", Layout(cp=2), head_dim=64) == "dense"
     with pytest.raises(AttentionError, match="context parallelism brings its own attention function"):
-        choose_attention("flex", "cuda", True, Layout(cp=2), head_dim=64)
+        choose_attention("flex", "cuda", Layout(cp=2), head_dim=64)
 
 
 def test_narrow_heads_keep_the_dense_mask():
-    """flex_attention's kernels have no heads narrower than 16 (found on an H100): auto falls back, flex refuses."""
-    assert choose_attention("auto", "cuda", True, Layout(), head_dim=8) == "dense"
+    """flex_attention's kernels have no heads narrower than 16 (found on an H100): flex is refused."""
+    assert choose_attention("auto", "cuda", Layout(), head_dim=8) == "dense"
     with pytest.raises(AttentionError, match="at least 16 dimensions, this model's have 8"):
-        choose_attention("flex", "cuda", True, Layout(), head_dim=8)
+        choose_attention("flex", "cuda", Layout(), head_dim=8)
 
 
 @pytest.mark.parametrize(
@@ -91,7 +89,7 @@ def test_narrow_heads_keep_the_dense_mask():
 )  # fmt: skip
 def test_impossible_choices_are_refused(requested, device, pp, message):
     with pytest.raises(AttentionError) as refused:
-        choose_attention(requested, device, True, Layout(pp=pp), head_dim=64)
+        choose_attention(requested, device, Layout(pp=pp), head_dim=64)
     assert str(refused.value) == message
 
 
@@ -103,6 +101,22 @@ def test_flex_on_cpu_is_refused_before_launch(tmp_path):
         "meshpilot: error: train.attention flex cannot run here: flex_attention has no backward on CPU"
     ]
     assert not (tmp_path / "run").exists()
+
+
+def test_flex_survives_the_sharded_build(tmp_path):
+    """The meta-device model's materialisation must not switch the attention back to SDPA (seen on an H100: the
+    template model materialize builds rewrote the shared config)."""
+    from transformers import AutoConfig
+
+    from trainer.attention import use_attention
+    from trainer.model import materialize, meta_model
+
+    config = AutoConfig.for_model(**{**TINY_MODEL, "hidden_size": 64, "intermediate_size": 128})
+    model = meta_model(config)
+    use_attention(model, "flex")
+    materialize(model, torch.device("cpu"), config, None, seed=0)
+    assert model.config._attn_implementation == FLEX_IMPLEMENTATION
+    assert config._attn_implementation != FLEX_IMPLEMENTATION  # the caller's config is not the model's
 
 
 @pytest.mark.gpu

@@ -312,10 +312,10 @@ def _device_type(requested: str) -> str:
 
 def _choose_attention(experiment: Experiment, config: PretrainedConfig) -> None:
     """Resolve train.attention (auto) for this device, layout and model, or refuse it."""
-    train, packing = experiment.train, experiment.data.packing
+    train = experiment.train
     try:
         train.attention = choose_attention(
-            train.attention, experiment.hardware.device_type, packing, experiment.layout, head_dim(config)
+            train.attention, experiment.hardware.device_type, experiment.layout, head_dim(config)
         )
     except AttentionError as e:
         raise ConfigError(str(e)) from None

@@ -56,8 +56,10 @@ def build_model(config: PretrainedConfig, weights: Path | None, seed: int, devic
 
 def meta_model(config: PretrainedConfig) -> torch.nn.Module:
     """The model's structure on the meta device: shapes and modules, no memory. Parallelise it, then `materialize`."""
+    # from_config writes the attention implementation into the config it is given: a copy keeps the caller's (and
+    # every other model built from it, such as materialize's template) from switching back to SDPA.
     with torch.device("meta"):
-        return AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.float32)
+        return AutoModelForCausalLM.from_config(copy.deepcopy(config), attn_implementation="sdpa", dtype=torch.float32)
 
 
 @torch.no_grad()
