@@ -1,12 +1,15 @@
 """Fault injection for tests of failure handling and resume: MESHPILOT_FAULT="rank=1,step=3,kind=crash".
 
-kind is `crash` (an exception), `exit` (the process dies without a Python traceback) or `hang` (sleeps).
+kind is `crash` (an exception), `exit` (the process dies without a Python traceback), `hang` (sleeps) or
+`kill` (SIGKILL of the launcher's whole process group, as `kill -9 -- -PGID` from a scheduler would, at the start
+of the step; the rank itself, in a session of its own, is not in that group and waits for its lifeline).
 Read only from the environment, so no experiment file can turn it on by accident.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 ENV = "MESHPILOT_FAULT"
@@ -26,3 +29,21 @@ def maybe_inject(rank: int, step: int) -> None:
         os._exit(13)
     if kind == "hang":
         time.sleep(3600)
+    if kind == "kill":
+        _kill_launcher_group()
+
+
+def _kill_launcher_group() -> None:
+    """SIGKILL the process group of the launcher (this rank's grandparent: launcher -> torchrun -> rank).
+
+    Only when the launcher leads its group, as a command started from a shell or a scheduler does: a launcher in
+    its caller's group (a test runner's) would take the caller down with it.
+    """
+    import psutil
+
+    launcher = psutil.Process(os.getppid()).ppid()
+    group = os.getpgid(launcher)
+    if group != launcher:
+        raise RuntimeError(f"fault kind=kill: the launcher (pid {launcher}) does not lead its process group")
+    os.killpg(group, signal.SIGKILL)
+    time.sleep(3600)  # killed by the lifeline when torchrun dies; if it never comes, the test sees a survivor
