@@ -156,12 +156,15 @@ def cancel_run(out: Path, *, state: str = "cancelled", cause: str | None = None)
     job = read_job(out)
     if job is None or run_status(out)["state"] in TERMINAL:
         return False
+    # The verdict first: a reader that finds the supervisor dead a moment later must not record it as killed.
+    record_state(out, state, cause or "cancelled by the user")
+    if read_job(out)["state"] != state:  # the run recorded its own end just before
+        return False
     if job["host"] in (None, socket.gethostname()):
         if job["pid"] and process_alive(job["pid"], job.get("pid_start")):
-            _signal(job["pid"], signal.SIGKILL)  # first, so that it records no verdict of its own
+            _signal(job["pid"], signal.SIGKILL)  # first: its run dies with it, and it starts nothing more
         kill_job_processes(job["token"])
-    record_state(out, state, cause or "cancelled by the user")
-    return read_job(out)["state"] == state  # not if the run recorded its own end just before
+    return True
 
 
 def wait_run(out: Path, timeout_s: float | None = None) -> dict:

@@ -34,7 +34,8 @@ def test_a_live_run_holds_its_directory_and_dies_with_its_launcher(tmp_path):
     # launcher -> torchrun's agent -> two ranks, each in a session of its own: a group kill would not reach them.
     tree = psutil.Process(launcher.pid).children(recursive=True)
     ranks = [p for p in tree if "trainer.worker" in p.cmdline() and "trainer.lifeline" not in p.cmdline()]
-    assert len(ranks) == 2 and sum("trainer.lifeline" in p.cmdline() for p in tree) == 1
+    agents = [p for p in tree if "trainer.lifeline" in p.cmdline()]
+    assert (len(tree), len(ranks), len(agents)) == (3, 2, 1)  # nothing else of the run to tie
     assert all(os.getsid(rank.pid) != os.getsid(launcher.pid) for rank in ranks)
     assert {launcher.pid, *(p.pid for p in tree)} <= set(job_processes(token))  # what the check below looks for
 
@@ -54,9 +55,9 @@ def test_a_live_run_holds_its_directory_and_dies_with_its_launcher(tmp_path):
 
 def test_the_run_lock_is_exclusive_and_dies_with_its_holder(tmp_path):
     run = RunDir(tmp_path / "run")
-    hold = "import sys, time; from trainer.rundir import RunDir, RunLock; RunLock(RunDir(sys.argv[1])); print('held')"
+    hold = "import sys, time; from trainer.rundir import RunDir, RunLock; lock = RunLock(RunDir(sys.argv[1]))"
     holder = subprocess.Popen(
-        [sys.executable, "-c", hold + "; sys.stdout.flush(); time.sleep(3600)", str(run.path)],
+        [sys.executable, "-c", hold + "; print('held', flush=True); time.sleep(3600)", str(run.path)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,

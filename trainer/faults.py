@@ -12,6 +12,8 @@ import os
 import signal
 import time
 
+import psutil
+
 ENV = "MESHPILOT_FAULT"
 
 
@@ -39,8 +41,6 @@ def _kill_launcher_group() -> None:
     Only when the launcher leads its group, as a command started from a shell or a scheduler does: a launcher in
     its caller's group (a test runner's) would take the caller down with it.
     """
-    import psutil
-
     launcher = psutil.Process(os.getppid()).ppid()
     group = os.getpgid(launcher)
     if group != launcher:
