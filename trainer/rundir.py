@@ -89,14 +89,15 @@ class RunLock:
         self._handle: IO[str] | None = handle
 
     def release(self, discard: bool = False) -> None:
-        """Unlock. `discard`: the launcher gives up before writing anything, so a directory this lock created is
-        removed again (when nothing else is in it)."""
+        """Unlock. `discard`: the launcher gives up before writing anything, so the directory is left as it was:
+        the lock file goes, and so does a directory this lock created (when nothing else is in it)."""
         if self._handle is None:
             return
-        if discard and self.created_dir:
+        if discard:
             self.path.unlink(missing_ok=True)  # while still locked: a racing locker notices and starts over
-            with contextlib.suppress(OSError):
-                self.path.parent.rmdir()
+            if self.created_dir:
+                with contextlib.suppress(OSError):
+                    self.path.parent.rmdir()
         self._handle.close()
         self._handle = None
 
