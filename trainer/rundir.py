@@ -110,12 +110,25 @@ def _same_file(handle: IO[str], path: Path) -> bool:
 
 
 def _holder_pid(path: Path) -> int | None:
-    """The pid the holder writes just after locking: wait a moment for it (bounded), it may not be there yet."""
+    """The pid the holder writes just after locking. Wait a moment for it (bounded): it may not be written yet,
+    and until it is, the file may still name an earlier holder that died."""
     for _ in range(50):
         with contextlib.suppress(OSError, ValueError):
-            return int(path.read_text())
+            pid = int(path.read_text())
+            if _alive(pid):
+                return pid
         time.sleep(0.02)
     return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive all the same
+        return True
+    return True
 
 
 class StepsTail:
