@@ -56,6 +56,9 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from trainer.lifeline import tie_to_parent
+
+    tie_to_parent()  # started by a job supervisor: die with it (imported first: the next import takes seconds)
     from trainer.launch import TrainRequest, describe, launch, prepare
 
     request = TrainRequest(

@@ -7,13 +7,17 @@ the caller) that runs `python -m agent.cli train ... --out OUT` and watches it:
   long after the first step (before it, data and tokenizer preparation may legitimately take minutes).
   A non-finite loss or an allocation failure needs no watching: the trainer stops and says so ("nan", "oom").
 
-torchrun starts every rank in a session of its own, so killing the job's process group would leave the ranks
-running. Every process of a job instead inherits an environment variable naming the job (MESHPILOT_JOB), and
-stopping a job kills every process that carries it, whatever its session or parent (found through /proc: Linux).
+The supervisor stays detached on purpose (a resumed conversation or sweep adopts it), but its run dies with it:
+the launcher is tied to the supervisor, torchrun to the launcher and the ranks to torchrun (trainer.lifeline),
+so SIGKILL of the supervisor leaves nothing of its run behind. torchrun starts every rank in a session of its
+own, so killing the job's process group would not reach the ranks: every process of a job also inherits an
+environment variable naming the job (MESHPILOT_JOB), and stopping a job kills every process that carries it,
+whatever its session or parent (found through /proc: Linux).
 
 OUT/job.json is the job's record: the command, the supervisor's pid, pgid and host, and once the run ended its
-state ("ok", "failed", "oom", "timeout", "nan", "cancelled", or "pruned" for a sweep trial stopped early) and
-cause. Several processes update it (the supervisor, `cancel_run`), always under a file lock.
+state ("ok", "failed", "oom", "timeout", "nan", "cancelled", "pruned" for a sweep trial stopped early, or "killed"
+when the supervisor died before the run ended) and cause. Several processes update it (the supervisor,
+`cancel_run`, the first reader to find the supervisor dead), always under a file lock.
 """
 
 from __future__ import annotations
@@ -34,13 +38,15 @@ from typing import Any
 
 from trainer.config import ConfigError, load_experiment
 from trainer.layout import Layout, LayoutError
+from trainer.lifeline import tied_env
 from trainer.rundir import RunDir, StepsTail, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 MARKER = "MESHPILOT_JOB"  # inherited by every process of a job: how a job's processes are found
 JOB_FILE = "job.json"
 LOG_FILE = "job.log"  # what the launcher (and the supervisor) printed
-TERMINAL = ("ok", "failed", "oom", "timeout", "nan", "cancelled", "pruned")
+KILLED = "killed"  # the supervisor died (SIGKILL, a lost machine) before the run ended: no verdict, no results
+TERMINAL = ("ok", "failed", "oom", "timeout", "nan", "cancelled", "pruned", KILLED)
 POLL_S = 0.5
 
 
@@ -128,6 +134,8 @@ def run_status(out: Path) -> dict:
     if job is None and metrics is None:
         raise ConfigError(f"no run in {out} (neither {JOB_FILE} nor metrics.json)")
     state, cause = _state(job, metrics)
+    if state == KILLED and job["state"] != KILLED:  # the first reader to find the supervisor dead records it
+        record_state(out, state, cause)
     steps = job["steps"] if job else metrics.get("steps")
     return {
         "run_id": out.name,
@@ -148,12 +156,15 @@ def cancel_run(out: Path, *, state: str = "cancelled", cause: str | None = None)
     job = read_job(out)
     if job is None or run_status(out)["state"] in TERMINAL:
         return False
+    # The verdict first: a reader that finds the supervisor dead a moment later must not record it as killed.
+    record_state(out, state, cause or "cancelled by the user")
+    if read_job(out)["state"] != state:  # the run recorded its own end just before
+        return False
     if job["host"] in (None, socket.gethostname()):
         if job["pid"] and process_alive(job["pid"], job.get("pid_start")):
-            _signal(job["pid"], signal.SIGKILL)  # first, so that it records no verdict of its own
+            _signal(job["pid"], signal.SIGKILL)  # first: its run dies with it, and it starts nothing more
         kill_job_processes(job["token"])
-    record_state(out, state, cause or "cancelled by the user")
-    return read_job(out)["state"] == state  # not if the run recorded its own end just before
+    return True
 
 
 def wait_run(out: Path, timeout_s: float | None = None) -> dict:
@@ -189,8 +200,13 @@ def supervise(out: Path, env: dict | None = None, token: str | None = None) -> s
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append("the supervisor received SIGTERM"))
     with (out / LOG_FILE).open("a") as log:
-        launcher = subprocess.Popen(
-            job["command"], cwd=REPO, env=child_env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+        launcher = subprocess.Popen(  # tied: the run dies with this supervisor
+            job["command"],
+            cwd=REPO,
+            env=tied_env(child_env),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         update_job(out, launcher_pid=launcher.pid)
         verdict = _watch(out, job, launcher, stopping)
@@ -264,7 +280,7 @@ def _state(job: dict | None, metrics: dict | None) -> tuple[str, str | None]:
         return job["state"], None
     if metrics is not None:  # the supervisor died after the run ended
         return _classify(metrics)
-    return "failed", f"the job's supervisor (pid {job['pid']}) died before the run ended"
+    return KILLED, f"the job's supervisor (pid {job['pid']}) died before the run ended, and the run with it"
 
 
 def _creator(job: dict) -> dict[str, Any]:

@@ -385,12 +385,11 @@ def test_resume_refuses_a_changed_experiment(tmp_path):
     (run / "config.yaml").write_text(resolved_config(tmp_path, exp))
     refused(
         request(tmp_path, exp, resume=True, overrides=["train.lr=0.5"]),
-        "--resume continues the same experiment, but it changed: train.lr 0.0003 -> 0.5",
+        "--resume continues the same experiment (only the layout and process count may change), but it changed: "
+        "train.lr 0.0003 -> 0.5",
     )
-    refused(
-        request(tmp_path, exp, resume=True, nproc=2),
-        "--resume continues the same experiment, but it changed: hardware.devices 1 -> 2; layout.dp_replicate 1 -> 2",
-    )
+    with pytest.raises(Reached):  # another process count is no other experiment: the checkpoint is resharded
+        prepare(request(tmp_path, exp, resume=True, nproc=2))
 
 
 def test_resume_refuses_a_finished_run(tmp_path):
@@ -398,6 +397,9 @@ def test_resume_refuses_a_finished_run(tmp_path):
     run = tmp_path / "run"
     fake_finished_checkpoint(run, 2)
     (run / "config.yaml").write_text(resolved_config(tmp_path, exp))
+    final = f"--resume: the latest checkpoint of {run} (step_00000002) is its final step; nothing is left to train"
+    refused(request(tmp_path, exp, resume=True), final)  # killed before it wrote metrics.json
+    (run / "metrics.json").write_text('{"status": "ok"}')
     refused(request(tmp_path, exp, resume=True), f"--resume: {run} already finished its 2 steps")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from support import write_experiment
 
 from agent.jobs import cancel_run, job_processes, read_job, run_status, start_run, wait_run
 from trainer.config import ConfigError
+from trainer.rundir import RunDir
 
 CHANGES = {"train": {"steps": 3, "timing_warmup_steps": 1}}
 # One intermediate matrix of 2^43 x 32 floats: a petabyte, refused by the allocator at once on any machine
@@ -45,6 +47,7 @@ def runs(experiment):
         "time_limit": dict(env={fault: "rank=0,step=1,kind=hang"}, timeout_s=2),
         "nan": dict(overrides=["train.lr=1e30"], steps=40),
         "cancel": dict(env={fault: "rank=0,step=1,kind=hang"}),
+        "supervisor_killed": dict(nproc=2, env={fault: "rank=0,step=2,kind=hang"}),
         "refused": dict(nproc=3, layout="tp=3"),  # passes the quick checks, not the launcher's
     }
     outs, first = {}, {}
@@ -159,6 +162,25 @@ def test_cancel_kills_every_process_of_the_run(runs):
     assert cancel_run(out) is False
 
 
+def test_a_killed_supervisor_takes_its_run_with_it_and_is_recorded_killed(runs):
+    outs, _ = runs
+    out = outs["supervisor_killed"]
+    token = read_job(out)["token"]
+    deadline = time.monotonic() + 300  # a bound on waiting for state, not a timing
+    while not (RunDir(out).read_steps() and sum(_is_rank(pid) for pid in job_processes(token)) == 2):
+        assert time.monotonic() < deadline and run_status(out)["state"] == "running"
+        time.sleep(0.2)
+    os.kill(read_job(out)["pid"], signal.SIGKILL)  # the supervisor alone: its run is tied to it
+    while job_processes(token):
+        assert time.monotonic() < deadline, "the run outlived its supervisor"
+        time.sleep(0.1)
+    assert read_job(out)["state"] == "running"  # nobody has looked yet
+    status = run_status(out)
+    assert status["state"] == "killed" and status["cause"].startswith("the job's supervisor (pid ")
+    assert read_job(out)["state"] == "killed"  # the reader recorded it
+    assert (status["step"], status["metrics"]) == (1, None)
+
+
 def test_a_run_whose_directory_is_removed_is_stopped(experiment, tmp_path):
     out = tmp_path / "removed"
     start_run(experiment, out, env={"MESHPILOT_FAULT": "rank=0,step=1,kind=hang"})
@@ -192,9 +214,10 @@ def test_bad_requests_fail_at_once_with_one_line(experiment, runs, tmp_path):
 
 
 def _is_rank(pid: int) -> bool:
-    """A training process (`python -m trainer.worker`), not torchrun, whose command line names it too."""
+    """A training process (`python -m trainer.worker`), not torchrun (`python -m trainer.lifeline`), whose command
+    line names it too."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return b"trainer.worker" in argv and b"torch.distributed.run" not in argv
+    return b"trainer.worker" in argv and b"trainer.lifeline" not in argv

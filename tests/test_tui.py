@@ -402,7 +402,7 @@ def test_monitor_shows_finished_runs_trials_and_a_run_going_on(tmp_path, base):
         sleeper.kill()
         sleeper.wait()
     live, _ = RunMonitor(repo).scan()
-    assert live.status == "failed" and "supervisor" in live.cause  # its supervisor died without a verdict
+    assert live.status == "killed" and "supervisor" in live.cause  # its supervisor died without a verdict
 
 
 def test_saved_conversation_reads_as_it_was_shown_live(tmp_path):

@@ -4,10 +4,19 @@ Every rank writes into `step_NNNNNNNN.partial/`; only when all ranks are done do
 `step_NNNNNNNN/`. A crash mid-write leaves a `.partial` directory that `latest()` never picks up.
 Besides model and optimizer (sharded by DCP), a checkpoint holds the scheduler, the data position and every
 rank's RNG states (dropout, any sampling), so a resumed run repeats an uninterrupted one exactly.
+
+Model and optimizer state are keyed by parameter name (the optimizer's flattened: `state.<fqn>.exp_avg`,
+`param_groups.<fqn>.lr`), never by position: pipeline ranks hold different parameters, and entries keyed by
+position would collide between them (DCP keeps one rank's copy of a key that several ranks write). Names also
+let DCP reshard a checkpoint onto another layout or process count. What carries over exactly then: weights,
+optimizer moments, scheduler, step and data position (rows are numbered globally, a step reads the same rows
+whatever the split). What does not: the RNG streams, which belong to ranks; after a layout change every rank
+reseeds from its own seed and the step, so dropout masks differ from the uninterrupted run's.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import re
@@ -19,11 +28,13 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 from trainer.noise_scale import NoiseScale
 
 _STEP_DIR = re.compile(r"^step_(\d{8})$")
+log = logging.getLogger("meshpilot.trainer")
+_BY_NAME = StateDictOptions(flatten_optimizer_state_dict=True)
 
 
 @dataclass
@@ -52,7 +63,9 @@ def save(
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     keep: int,
+    layout: dict[str, int],
 ) -> Path:
+    """Write the checkpoint of `state.step`; `layout` (the degrees) tells a resume whether the RNG states fit."""
     rank = dist.get_rank()
     final = directory / f"step_{state.step:08d}"
     partial = final.with_name(final.name + ".partial")
@@ -60,11 +73,12 @@ def save(
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
     dist.barrier()
-    model_state, optimizer_state = get_state_dict(model, optimizer)
+    model_state, optimizer_state = get_state_dict(model, optimizer, options=_BY_NAME)
     dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=str(partial))
     torch.save(_rng_state(), partial / f"rng_rank{rank}.pt")
     if rank == 0:
-        torch.save({"trainer": vars(state), "scheduler": scheduler.state_dict()}, partial / "trainer_state.pt")
+        extra = {"trainer": vars(state), "scheduler": scheduler.state_dict(), "layout": layout}
+        torch.save(extra, partial / "trainer_state.pt")
     dist.barrier()
     if rank == 0:
         partial.rename(final)
@@ -79,18 +93,24 @@ def load(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
+    layout: dict[str, int],
 ) -> TrainerState:
-    model_state, optimizer_state = get_state_dict(model, optimizer)
+    """Restore everything `save` wrote, resharded onto this run's `layout` (its degrees) where that differs."""
+    model_state, optimizer_state = get_state_dict(model, optimizer, options=_BY_NAME)
     state = {"model": model_state, "optimizer": optimizer_state}
     dcp.load(state, checkpoint_id=str(path))
-    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+    set_state_dict(
+        model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=_BY_NAME
+    )
     extra = torch.load(path / "trainer_state.pt", weights_only=False)
     scheduler.load_state_dict(extra["scheduler"])
-    rng_file = path / f"rng_rank{dist.get_rank()}.pt"
-    if not rng_file.is_file():
-        raise RuntimeError(f"{path} was written by fewer ranks; resume with the same number of processes")
-    _set_rng_state(torch.load(rng_file, weights_only=False))
-    return TrainerState(**extra["trainer"])
+    trainer_state = TrainerState(**extra["trainer"])
+    if extra["layout"] == layout:
+        _set_rng_state(torch.load(path / f"rng_rank{dist.get_rank()}.pt", weights_only=False))
+    else:
+        log.info("%s was written under layout %s: resharded, RNG streams reseeded", path.name, extra["layout"])
+        _reseed(trainer_state.step)
+    return trainer_state
 
 
 def _rng_state() -> dict:
@@ -106,6 +126,15 @@ def _set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state(state["cuda"])
+
+
+def _reseed(step: int) -> None:
+    """Fresh streams after a layout change: from this rank's seed (set from the run's seed and its data-parallel
+    rank before the resume) and the step, so that they repeat neither the run's first steps nor each other."""
+    seed = hash((torch.initial_seed(), step)) % 2**32  # ints hash alike in every process
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def _prune(directory: Path, keep: int) -> None:

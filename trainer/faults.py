@@ -1,7 +1,9 @@
 """Fault injection for tests of failure handling and resume: MESHPILOT_FAULT="rank=1,step=3,kind=crash".
 
-kind is `crash` (an exception), `exit` (the process dies without a Python traceback), `hang` (sleeps) or `oom`
-(a real allocation failure: asks the allocator for more memory than any machine has). `run=NAME` limits a fault
+kind is `crash` (an exception), `exit` (the process dies without a Python traceback), `hang` (sleeps), `oom`
+(a real allocation failure: asks the allocator for more memory than any machine has) or `kill` (SIGKILL of the
+launcher's whole process group, as `kill -9 -- -PGID` from a scheduler would, at the start of the step; the rank
+itself, in a session of its own, is not in that group and waits for its lifeline). `run=NAME` limits a fault
 to the run directory called NAME, and several faults are separated by `;`, so one sweep can give each of its
 trials another fault: "run=t000,step=2,kind=crash;run=t001,step=2,kind=oom".
 Read only from the environment, so no experiment file can turn it on by accident.
@@ -10,7 +12,10 @@ Read only from the environment, so no experiment file can turn it on by accident
 from __future__ import annotations
 
 import os
+import signal
 import time
+
+import psutil
 
 ENV = "MESHPILOT_FAULT"
 _TOO_MANY_BYTES = 2**62  # beyond any address space: fails at once, whatever the machine's overcommit policy
@@ -34,3 +39,19 @@ def maybe_inject(rank: int, step: int, run: str = "") -> None:
             import torch
 
             torch.empty(_TOO_MANY_BYTES, dtype=torch.uint8)
+        if kind == "kill":
+            _kill_launcher_group()
+
+
+def _kill_launcher_group() -> None:
+    """SIGKILL the process group of the launcher (this rank's grandparent: launcher -> torchrun -> rank).
+
+    Only when the launcher leads its group, as a command started from a shell or a scheduler does: a launcher in
+    its caller's group (a test runner's) would take the caller down with it.
+    """
+    launcher = psutil.Process(os.getppid()).ppid()
+    group = os.getpgid(launcher)
+    if group != launcher:
+        raise RuntimeError(f"fault kind=kill: the launcher (pid {launcher}) does not lead its process group")
+    os.killpg(group, signal.SIGKILL)
+    time.sleep(3600)  # killed by the lifeline when torchrun dies; if it never comes, the test sees a survivor

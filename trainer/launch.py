@@ -34,13 +34,14 @@ from trainer.data import (
 )
 from trainer.environment import git_state
 from trainer.layout import Layout, LayoutError
+from trainer.lifeline import tied_env
 from trainer.loop import base_metrics
 from trainer.model import check_positions, check_vocabulary, checkpoint_dir, model_config
 from trainer.optim import GALORE_PROJ_TYPES, OPTIMIZERS, SCHEDULES
 from trainer.parallelize import REDUCE_DTYPES, check_layout_for_model
 from trainer.pipeline import check_pipeline
 from trainer.progress import follow
-from trainer.rundir import RunDir, write_json, write_text
+from trainer.rundir import RunDir, RunInUse, RunLock, write_json, write_text
 from trainer.tokenizer import load_tokenizer, tokenizer_fingerprint
 
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -73,6 +74,7 @@ class PreparedRun:
     nproc: int  # processes per node
     nnodes: int
     request: TrainRequest
+    lock: RunLock  # held from `prepare` to the end of `launch` (or of this process, however it ends)
 
 
 def prepare(request: TrainRequest) -> PreparedRun:
@@ -105,13 +107,27 @@ def prepare(request: TrainRequest) -> PreparedRun:
     except LayoutError as e:
         raise ConfigError(str(e)) from None
     run = RunDir(request.out or Path("runs") / f"{request.experiment.stem}-{time.strftime('%Y%m%d-%H%M%S')}")
-    _check_run_dir(run, request.resume, experiment)
+    try:
+        lock = RunLock(run, request.node_rank)
+    except RunInUse as e:
+        raise ConfigError(str(e)) from None
+    try:
+        _check_run_dir(run, request.resume, experiment)
+        _write_run_files(run, request, experiment, config)
+    except BaseException:
+        lock.release(discard=True)
+        raise
+    return PreparedRun(run, experiment, nproc, nnodes, request, lock)
+
+
+def _write_run_files(run: RunDir, request: TrainRequest, experiment: Experiment, config: PretrainedConfig) -> None:
+    """Prepare data and tokenizer (the expensive part), then write config.yaml and launch.json for the ranks."""
+    base_dir = Path(experiment.base_dir)
     data = prepare_data(experiment, config)
     tokenizer, data_dir = data.tokenizer, data.data_dir
     RowSource(TokenizedCorpus.load(data_dir), experiment.data.seq_len, experiment.data.packing, 0)  # big enough?
 
     weights = checkpoint_dir(experiment.model, base_dir)
-    run.path.mkdir(parents=True, exist_ok=True)
     write_text(run.config, yaml.safe_dump(experiment.to_dict(), sort_keys=False))
     launch = {
         "experiment_file": str(request.experiment.resolve()),
@@ -123,7 +139,6 @@ def prepare(request: TrainRequest) -> PreparedRun:
         **git_state(base_dir),
     }
     write_json(run.launch, launch)
-    return PreparedRun(run, experiment, nproc, nnodes, request)
 
 
 def _resolve_hardware(request: TrainRequest, experiment: Experiment) -> tuple[int, int]:
@@ -187,10 +202,18 @@ def _load_tokenizer(experiment: Experiment, vocab_size: int, documents, data_key
 
 def launch(prepared: PreparedRun) -> dict:
     """Run the ranks to completion and return metrics.json; a failure is recorded there, not raised."""
+    try:
+        return _launch(prepared)
+    finally:
+        prepared.lock.release()
+
+
+def _launch(prepared: PreparedRun) -> dict:
     run, request = prepared.run, prepared.request
     for stale in (run.metrics, *run.path.glob("failure.rank*.json")):
         stale.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={prepared.nproc}"]
+    # torchrun through trainer.lifeline: it and its ranks die with this launcher, however it dies.
+    command = [sys.executable, "-m", "trainer.lifeline", f"--nproc-per-node={prepared.nproc}"]
     if prepared.nnodes == 1 and request.rdzv_endpoint is None:
         command.append("--standalone")
     else:
@@ -198,7 +221,9 @@ def launch(prepared: PreparedRun) -> dict:
         command += [f"--rdzv-endpoint={request.rdzv_endpoint or '127.0.0.1:29500'}"]
     command += ["--max-restarts=0", "--monitor-interval=0.5", "-m", "trainer.worker", str(run.path)]
     with run.torchrun_log.open("w") as output:
-        process = subprocess.Popen(command, env=_worker_env(prepared), stdout=output, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            command, env=tied_env(_worker_env(prepared)), stdout=output, stderr=subprocess.STDOUT
+        )
         try:
             returncode = follow(process, run, prepared.experiment.train.steps)
         except BaseException as error:  # never leave the ranks running without their launcher
@@ -366,8 +391,12 @@ def _check_galore(experiment: Experiment) -> None:
         )
 
 
+# What a resume may change: how the same experiment is spread over processes. The checkpoint is resharded.
+RESHARDABLE = ("layout.", "hardware.devices", "hardware.nodes", "train.pp_schedule", "train.pp_stages_per_rank")
+
+
 def _check_run_dir(run: RunDir, resume: bool, experiment: Experiment) -> None:
-    """Never overwrite results; resume only the same experiment, and only if steps remain.
+    """Never overwrite results; resume only the same experiment (on any layout), and only if steps remain.
 
     The launcher's own files (config.yaml, launch.json) may already be there: another node of the same run
     writes them too.
@@ -384,11 +413,21 @@ def _check_run_dir(run: RunDir, resume: bool, experiment: Experiment) -> None:
     if found is None:
         raise ConfigError(f"--resume: no complete checkpoint in {run.checkpoints}")
     if run.config.is_file():
-        changed = _differences(yaml.safe_load(run.config.read_text()), experiment.to_dict())
+        old = yaml.safe_load(run.config.read_text())
+        changed = [d for d in _differences(old, experiment.to_dict()) if not d.startswith(RESHARDABLE)]
         if changed:
-            raise ConfigError(f"--resume continues the same experiment, but it changed: {'; '.join(changed[:3])}")
-    if checkpoint_step(found) >= experiment.train.steps:
-        raise ConfigError(f"--resume: {run.path} already finished its {experiment.train.steps} steps")
+            raise ConfigError(
+                "--resume continues the same experiment (only the layout and process count may change), "
+                f"but it changed: {'; '.join(changed[:3])}"
+            )
+    steps = experiment.train.steps
+    if checkpoint_step(found) >= steps:
+        metrics = run.read_metrics()
+        if metrics is not None and metrics.get("status") == "ok":
+            raise ConfigError(f"--resume: {run.path} already finished its {steps} steps")
+        raise ConfigError(
+            f"--resume: the latest checkpoint of {run.path} ({found.name}) is its final step; nothing is left to train"
+        )
 
 
 def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
@@ -408,5 +447,7 @@ def describe(metrics: dict, run: RunDir) -> str:
         return f"run {metrics['status']}: {metrics['error']} (logs: {run.log}, {run.torchrun_log})"
     if metrics.get("results_on"):
         return f"node {metrics['node_rank']} done; the results are written on {metrics['results_on']}"
-    tps = metrics.get("tokens_per_s")
-    return f"run ok: loss {metrics['final_loss']:.4f}, {tps:,.0f} tokens/s, results in {run.path}"
+    loss, tps = metrics.get("final_loss"), metrics.get("tokens_per_s")
+    if loss is None or tps is None:  # nothing was left to train after the checkpoint it resumed from
+        return f"run ok: no step was left to train, results in {run.path}"
+    return f"run ok: loss {loss:.4f}, {tps:,.0f} tokens/s, results in {run.path}"

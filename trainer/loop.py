@@ -101,7 +101,13 @@ class Training:
     def save_checkpoint(self) -> None:
         spec = self.experiment.train
         checkpoint.save(
-            self.run.checkpoints, self.state, self.model, self.optimizer, self.scheduler, spec.keep_checkpoints
+            self.run.checkpoints,
+            self.state,
+            self.model,
+            self.optimizer,
+            self.scheduler,
+            spec.keep_checkpoints,
+            self.experiment.layout.degrees(),
         )
 
 
@@ -203,7 +209,8 @@ def _resume_or_start(training: Training, resume: bool) -> None:
     found = checkpoint.latest(run.checkpoints) if resume else None
     kept = []
     if found is not None:
-        training.state = checkpoint.load(found, training.model, training.optimizer, training.scheduler)
+        layout = training.experiment.layout.degrees()
+        training.state = checkpoint.load(found, training.model, training.optimizer, training.scheduler, layout)
         log.info("resumed from %s at step %d", found.name, training.state.step)
         kept = [s for s in run.read_steps() if s["step"] <= training.state.step]
     if rank == 0:  # steps after the checkpoint are about to be repeated

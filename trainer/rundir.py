@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 
 class RunDir:
@@ -42,6 +44,91 @@ class RunDir:
 
     def read_metrics(self) -> dict[str, Any] | None:
         return json.loads(self.metrics.read_text()) if self.metrics.is_file() else None
+
+    def lock_file(self, node_rank: int = 0) -> Path:
+        """One per node: the launchers of one multi-node run share a directory (a shared file system)."""
+        return self.path / f".launcher.node{node_rank}.lock"
+
+
+class RunInUse(RuntimeError):
+    """Another live launcher holds the run directory."""
+
+    def __init__(self, path: Path, pid: int | None):
+        self.pid = pid
+        holder = f"pid {pid}" if pid is not None else "a process whose pid it has not written yet"
+        super().__init__(
+            f"run directory {path} is in use by a live run ({holder}); wait for it or choose another --out"
+        )
+
+
+class RunLock:
+    """An exclusive lock on a run directory, held by its launcher for the launcher's whole life.
+
+    flock: the kernel drops it when the process dies, however it dies (SIGKILL included), so a lock is never
+    left behind, and a lock that is held always names a live launcher. The holder writes its pid into the file.
+    """
+
+    def __init__(self, run: RunDir, node_rank: int = 0):
+        """Create the directory if needed and take the lock, or raise RunInUse naming the holder's pid."""
+        self.path = run.lock_file(node_rank)
+        while True:
+            self.created_dir = not run.path.exists()
+            run.path.mkdir(parents=True, exist_ok=True)
+            handle = self.path.open("a+")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                raise RunInUse(run.path, _holder_pid(self.path)) from None
+            if _same_file(handle, self.path):  # not a file that a launcher giving up unlinked meanwhile
+                break
+            handle.close()
+        handle.truncate(0)
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._handle: IO[str] | None = handle
+
+    def release(self, discard: bool = False) -> None:
+        """Unlock. `discard`: the launcher gives up before writing anything, so the directory is left as it was:
+        the lock file goes, and so does a directory this lock created (when nothing else is in it)."""
+        if self._handle is None:
+            return
+        if discard:
+            self.path.unlink(missing_ok=True)  # while still locked: a racing locker notices and starts over
+            if self.created_dir:
+                with contextlib.suppress(OSError):
+                    self.path.parent.rmdir()
+        self._handle.close()
+        self._handle = None
+
+
+def _same_file(handle: IO[str], path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(handle.fileno()), path.stat())
+    except FileNotFoundError:
+        return False
+
+
+def _holder_pid(path: Path) -> int | None:
+    """The pid the holder writes just after locking. Wait a moment for it (bounded): it may not be written yet,
+    and until it is, the file may still name an earlier holder that died."""
+    for _ in range(50):
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(path.read_text())
+            if _alive(pid):
+                return pid
+        time.sleep(0.02)
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive all the same
+        return True
+    return True
 
 
 class StepsTail:

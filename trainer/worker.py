@@ -1,7 +1,7 @@
 """Entry point of each training process under torchrun: `python -m trainer.worker RUN_DIR`.
 
 A rank that fails records why in failure.rankN.json before it exits; torchrun then stops the other ranks
-and the launcher turns the earliest failure into metrics.json.
+and the launcher turns the earliest failure into metrics.json. A rank dies with torchrun (trainer.lifeline).
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ import traceback
 import torch
 import torch.distributed as dist
 
+from trainer.lifeline import tie_to_parent
 from trainer.loop import NonFiniteLoss, init_worker, load_run, train
 from trainer.rundir import RunDir, write_json
 
 
 def main(run_path: str) -> None:
+    tie_to_parent()
     run = RunDir(run_path)
     rank = int(os.environ.get("RANK", 0))
     _setup_logging(run, rank)

@@ -21,7 +21,7 @@ import yaml
 from trainer.config import ConfigError
 from trainer.rundir import RunDir
 
-STATUSES = ("ok", "failed", "oom", "timeout", "nan", "pruned", "cancelled")
+STATUSES = ("ok", "failed", "oom", "timeout", "nan", "pruned", "cancelled", "killed")
 UNFINISHED = ("queued", "running")
 OBJECTIVES = {"tokens_per_s": "maximize", "final_loss": "minimize"}
 RUN_FILES = ("metrics.json", "memory.json", "steps.jsonl", "config.yaml")  # what the report copies of a run

@@ -135,7 +135,8 @@ class Runner:
         status = self.executor.status(directory)
         if status["state"] in ("queued", "running"):
             return "going"
-        recorded = jobs.read_job(directory)["state"] in jobs.TERMINAL
+        # A killed job left no verdict: like a lost one, its trial runs again.
+        recorded = jobs.read_job(directory)["state"] in jobs.TERMINAL and status["state"] != jobs.KILLED
         return "ended" if recorded or status["metrics"] is not None else "lost"
 
     def _take_recorded(self, active: Active) -> list[int]:

@@ -48,7 +48,7 @@ def describe_result(result: Any, error: bool) -> tuple[str, bool]:
     parts = [f"{state}" if isinstance(state, str) else "done"]
     if found.get("source"):
         parts.append(f"(source: {found['source']})")
-    return " ".join(parts), state in ("failed", "oom", "timeout", "nan", "cancelled")
+    return " ".join(parts), state in ("failed", "oom", "timeout", "nan", "cancelled", "killed")
 
 
 class ReplyEntry(Vertical):

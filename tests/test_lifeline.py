@@ -1,0 +1,82 @@
+"""Nothing outlives its launcher, and one launcher at a time holds a run directory.
+
+The run's processes are found by the token in their environment, wherever they went (reparented, other
+sessions); SIGKILL of the launcher's whole process group is tested on every layout in test_resume.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import psutil
+import pytest
+from killed_runs import start_train, survivors, wait_for
+from support import REPO, meshpilot, write_experiment
+
+from agent.jobs import job_processes
+from trainer.checkpoint import latest
+from trainer.config import ConfigError
+from trainer.rundir import RunDir, RunInUse, RunLock
+
+
+@pytest.mark.slow
+def test_a_live_run_holds_its_directory_and_dies_with_its_launcher(tmp_path):
+    from trainer.launch import TrainRequest, prepare
+
+    experiment = write_experiment(tmp_path, {"train": {"steps": 4, "checkpoint_every": 1}})
+    out, run = tmp_path / "run", RunDir(tmp_path / "run")
+    launcher, token = start_train(experiment, out, "--nproc", "2", fault="rank=0,step=2,kind=hang")
+    wait_for(lambda: len(run.read_steps()) == 1 and latest(run.checkpoints) is not None, "step 1 and its checkpoint")
+
+    # launcher -> torchrun's agent -> two ranks, each in a session of its own: a group kill would not reach them.
+    tree = psutil.Process(launcher.pid).children(recursive=True)
+    ranks = [p for p in tree if "trainer.worker" in p.cmdline() and "trainer.lifeline" not in p.cmdline()]
+    agents = [p for p in tree if "trainer.lifeline" in p.cmdline()]
+    assert (len(tree), len(ranks), len(agents)) == (3, 2, 1)  # nothing else of the run to tie
+    assert all(os.getsid(rank.pid) != os.getsid(launcher.pid) for rank in ranks)
+    assert {launcher.pid, *(p.pid for p in tree)} <= set(job_processes(token))  # what the check below looks for
+
+    in_use = f"run directory {out} is in use by a live run (pid {launcher.pid}); wait for it or choose another --out"
+    second = meshpilot("train", str(experiment), "--nproc", "2", "--out", str(out))
+    assert (second.returncode, second.stderr.splitlines()) == (2, [f"meshpilot: error: {in_use}"])
+    with pytest.raises(ConfigError) as refused:
+        prepare(TrainRequest(experiment, nproc=2, out=out, resume=True))
+    assert str(refused.value) == in_use
+
+    launcher.send_signal(signal.SIGKILL)  # the launcher alone, as `kill -9 PID` of a foreground command
+    launcher.communicate()
+    assert survivors(token) == []
+    assert len(run.read_steps()) == 1 and run.read_metrics() is None  # nothing trained on
+    prepare(TrainRequest(experiment, nproc=2, out=out, resume=True)).lock.release()  # the directory is free again
+
+
+def test_the_run_lock_is_exclusive_and_dies_with_its_holder(tmp_path):
+    run = RunDir(tmp_path / "run")
+    hold = "import sys, time; from trainer.rundir import RunDir, RunLock; lock = RunLock(RunDir(sys.argv[1]))"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold + "; print('held', flush=True); time.sleep(3600)", str(run.path)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(RunInUse) as in_use:
+            RunLock(run)
+        assert in_use.value.pid == holder.pid
+    finally:
+        holder.kill()  # SIGKILL: no chance to unlock
+        holder.wait()
+    lock = RunLock(run)
+    assert run.lock_file().read_text() == f"{os.getpid()}\n"
+    with pytest.raises(RunInUse):  # exclusive within one process too
+        RunLock(run)
+    RunLock(run, node_rank=1).release()  # each node of a multi-node run holds a lock of its own
+    lock.release()
+
+    fresh = RunLock(RunDir(tmp_path / "fresh"))
+    fresh.release(discard=True)  # a launcher that gave up before writing anything leaves no directory behind
+    assert not (tmp_path / "fresh").exists()
