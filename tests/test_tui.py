@@ -8,6 +8,7 @@ saved conversations, sweep requests) and the command line's refusals.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pty
@@ -19,7 +20,19 @@ import time
 
 import pytest
 from support import REPO, write_experiment
-from test_tui_fixtures import copy_sweep, demo_repo, drive, format_drift, git_repo, live_copy, until
+from test_tui_fixtures import (
+    POLL_S,
+    copy_sweep,
+    demo_repo,
+    drive,
+    format_drift,
+    git_repo,
+    handled,
+    live_copy,
+    settled,
+    until,
+)
+from textual import work
 from textual.app import App
 from textual.widgets import Input, Markdown, OptionList, Static
 
@@ -81,13 +94,13 @@ def test_request_approved_run_appears_finishes_and_report_opens(tmp_path, base):
 
     async def scenario(pilot) -> None:
         await send(pilot, "/run nproc=1 steps=2")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the approval dialog", 120)
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the approval dialog")
         summary = str(app.screen.query_one("#summary", Static).render())
         assert summary.startswith("launch a run of meshpilot.yaml:") and "device-hours" in summary
         await pilot.press("a")
 
         runs = lambda: [r for r in app.runs if r.key.startswith("runs/")]  # noqa: E731
-        await until(pilot, lambda: runs(), "the run in the table", 120)
+        await until(pilot, lambda: runs(), "the run in the table")
         await pilot.press(*"still typing")  # the UI answers while the agent waits for the run
         prompt = app.chat.query_one(PromptArea)
         await until(pilot, lambda: prompt.text == "still typing", "the typed text")
@@ -137,24 +150,24 @@ def test_rejected_or_badly_edited_launches_start_nothing_and_the_agent_reads_why
 
     async def scenario(pilot) -> None:
         await send(pilot, "/run steps=5")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the approval dialog", 120)
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the approval dialog")
         await pilot.press("r")
         reason = app.screen.query_one("#reason", Input)
         await until(pilot, lambda: reason.has_focus, "the reason field")
         await pilot.press(*"too long")
         await until(pilot, lambda: reason.value == "too long", "the typed reason")
         await pilot.press("enter")
-        await until(pilot, lambda: answered(app), "the reply", 120)
+        await until(pilot, lambda: answered(app), "the reply")
         assert last_reply(app) == "Not done: launch_run was rejected (too long)."
         assert "✗ rejected launch_run: too long" in [n.render().plain for n in app.chat.query(Notice)]
 
         await send(pilot, "/run steps=5")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the second approval dialog", 120)
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the second approval dialog")
         await pilot.press("e")
         await until(pilot, lambda: app.screen.mode == "edit", "the arguments to edit")
         app.screen.query_one("#args").text = '{"steps": 5, "layout": "tp=3"}'
         await pilot.press("ctrl+s")
-        await until(pilot, lambda: answered(app, 1), "the reply to the edit", 120)
+        await until(pilot, lambda: answered(app, 1), "the reply to the edit")
         assert '✎ approved launch_run with {"layout": "tp=3"}' in [n.render().plain for n in app.chat.query(Notice)]
         assert last_reply(app).startswith("launch_run failed: ") and "tp=3" in last_reply(app)
 
@@ -206,7 +219,7 @@ def test_history_completion_copy_and_multi_line_prompt(tmp_path):
         await pilot.press("tab")
         await until(pilot, lambda: prompt.text == "/help " and not hints.display, "the completed command")
         await pilot.press("enter")
-        await until(pilot, lambda: answered(app), "the help reply", 60)
+        await until(pilot, lambda: answered(app), "the help reply")
         assert last_reply(app).startswith("I am meshpilot's offline planner")
         paragraph = app.chat.query(ReplyEntry).last().markdown.query("MarkdownParagraph").first()
         await pilot.double_click(paragraph)  # selects the paragraph; ctrl+c copies it, the prompt holding no text
@@ -234,11 +247,11 @@ def test_conversations_are_resumed_from_the_checkpointer(tmp_path):
 
     async def scenario(pilot) -> None:
         await send(pilot, "/runs")
-        await until(pilot, lambda: answered(app), "the first reply", 60)
+        await until(pilot, lambda: answered(app), "the first reply")
         await pilot.press("ctrl+n")
         await until(pilot, lambda: app.chat.thread_id != "first" and not app.chat.query(UserEntry), "a new one")
         await send(pilot, "/help")
-        await until(pilot, lambda: answered(app), "the second reply", 60)
+        await until(pilot, lambda: answered(app), "the second reply")
         await pilot.press("ctrl+t")
         table = app.screen.query_one("#threads")
         await until(pilot, lambda: table.row_count == 2, "the conversation list")
@@ -276,8 +289,8 @@ def test_sweep_runs_in_the_background_is_left_running_then_cancelled_by_the_next
         assert await pilot.click("#start")
         await until(pilot, lambda: not isinstance(first.screen, SweepScreen), "the sweep to start")
         await send(pilot, "/help")  # the chat stays free while the sweep runs
-        await until(pilot, lambda: answered(first), "a reply during the sweep", 60)
-        await until(pilot, lambda: trials(first), "the sweep's first trial", 240)
+        await until(pilot, lambda: answered(first), "a reply during the sweep")
+        await until(pilot, lambda: trials(first), "the sweep's first trial")
         await pilot.press("ctrl+q")
         await until(pilot, lambda: isinstance(first.screen, QuitScreen), "the quit dialog")
         assert "sweep sweeps/bg (1 trials" in str(first.screen.query_one("#jobs").render())
@@ -297,7 +310,7 @@ def test_sweep_runs_in_the_background_is_left_running_then_cancelled_by_the_next
             await pilot.press("ctrl+q")
             await until(pilot, lambda: isinstance(second.screen, QuitScreen), "the quit dialog")
             await pilot.press("c")
-            await until(pilot, lambda: second.return_value is not None, "the jobs to be cancelled", 60)
+            await until(pilot, lambda: second.return_value is not None, "the jobs to be cancelled")
 
         drive(second, cancel)
         assert "meshpilot: cancelled sweeps/bg" in second.return_value
@@ -326,7 +339,7 @@ def test_streamed_reply_arrives_whole_while_the_prompt_stays_usable(tmp_path):
         await shown(pilot)
         app.chat.start(model_stream)
         await pilot.press(*"typing")
-        await until(pilot, lambda: answered(app), "the stream to end", 60)
+        await until(pilot, lambda: answered(app), "the stream to end")
         entry = app.chat.query(ReplyEntry).last()
         assert entry.markdown.source == "".join(words).strip()
         assert entry.query_one(".unverified", Static).render().plain == "unverified, in no tool result: 12.5"
@@ -361,6 +374,37 @@ def test_quitting_while_the_agent_waits_does_not_hang(tmp_path):
     assert app.return_value == f"meshpilot: resume with: meshpilot chat --repo {agent.repo} --thread waiting"
     release.set()
     agent.close()
+
+
+def test_settled_waits_for_a_worker_however_long_it_takes():
+    """What the snapshots rely on: `settled` returns only once the app's work is done, not when it looks idle."""
+    release = threading.Event()
+
+    class Slow(App):
+        def compose(self):
+            yield Static("before", id="line")
+
+        def on_mount(self) -> None:
+            self.load()
+
+        @work(thread=True)
+        def load(self) -> None:
+            release.wait()  # like a slow read on a loaded machine
+            self.call_from_thread(self.query_one("#line", Static).update, "after")
+
+    async def scenario(pilot) -> None:
+        settling = asyncio.ensure_future(settled(pilot))
+        try:
+            for _ in range(5):  # rounds in which the screen does not change: an idle guess would stop here
+                await handled(pilot.app)
+                await asyncio.sleep(POLL_S)
+            assert not settling.done()
+        finally:
+            release.set()  # else the worker's thread would keep the test from ending
+        await settling
+        assert str(pilot.app.query_one("#line", Static).render()) == "after"
+
+    drive(Slow(), scenario)
 
 
 # --- what the screens read ----------------------------------------------------------------------------------------
@@ -524,13 +568,13 @@ def test_chat_starts_in_a_terminal_and_quits_on_ctrl_q(tmp_path):
     os.close(side)
     screen = b""
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300  # a hang guard: generous, a loaded machine is slow
         while b"conversation tty" not in screen:
             assert time.monotonic() < deadline and chat.poll() is None, screen[-2000:]
             if select.select([terminal], [], [], 0.5)[0]:
                 screen += os.read(terminal, 65536)
         os.write(terminal, b"\x11")  # ctrl+q: nothing runs, so it quits without asking
-        assert chat.wait(timeout=30) == 0
+        assert chat.wait(timeout=120) == 0
     finally:
         if chat.poll() is None:
             chat.kill()
