@@ -29,6 +29,7 @@ from test_tui_fixtures import (
     git_repo,
     handled,
     live_copy,
+    on_top,
     settled,
     until,
 )
@@ -51,6 +52,7 @@ from tui.screens.approval import ApprovalScreen
 from tui.screens.quit import QuitScreen
 from tui.screens.report import ReportScreen
 from tui.screens.sweep import SweepScreen
+from tui.screens.threads import ThreadsScreen
 from tui.sweeps import BackgroundSweep, RunningJobs, background_sweeps, cancel_jobs, check_request, sweep_outcome
 from tui.widgets.chat import Notice, ReplyEntry, UserEntry
 from tui.widgets.prompt import PromptArea
@@ -94,7 +96,7 @@ def test_request_approved_run_appears_finishes_and_report_opens(tmp_path, base):
 
     async def scenario(pilot) -> None:
         await send(pilot, "/run nproc=1 steps=2")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the approval dialog")
+        await until(pilot, lambda: on_top(app, ApprovalScreen), "the approval dialog")
         summary = str(app.screen.query_one("#summary", Static).render())
         assert summary.startswith("launch a run of meshpilot.yaml:") and "device-hours" in summary
         await pilot.press("a")
@@ -128,7 +130,7 @@ def test_request_approved_run_appears_finishes_and_report_opens(tmp_path, base):
         await until(pilot, lambda: answered(app, replies), "the report", 300)
         assert "meshpilot/tiny-" in last_reply(app)  # the branch it was committed on
         await pilot.press("ctrl+o")
-        await until(pilot, lambda: isinstance(app.screen, ReportScreen), "the report screen")
+        await until(pilot, lambda: on_top(app, ReportScreen), "the report screen")
         preview = app.screen.query_one("#report", Markdown)
         await until(pilot, lambda: preview.source.startswith("# Layout sweep `tiny`"), "the report preview")
         listed = app.screen.query_one("#reports", OptionList).get_option_at_index(0).prompt
@@ -150,7 +152,7 @@ def test_rejected_or_badly_edited_launches_start_nothing_and_the_agent_reads_why
 
     async def scenario(pilot) -> None:
         await send(pilot, "/run steps=5")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the approval dialog")
+        await until(pilot, lambda: on_top(app, ApprovalScreen), "the approval dialog")
         await pilot.press("r")
         reason = app.screen.query_one("#reason", Input)
         await until(pilot, lambda: reason.has_focus, "the reason field")
@@ -162,7 +164,7 @@ def test_rejected_or_badly_edited_launches_start_nothing_and_the_agent_reads_why
         assert "✗ rejected launch_run: too long" in [n.render().plain for n in app.chat.query(Notice)]
 
         await send(pilot, "/run steps=5")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the second approval dialog")
+        await until(pilot, lambda: on_top(app, ApprovalScreen), "the second approval dialog")
         await pilot.press("e")
         await until(pilot, lambda: app.screen.mode == "edit", "the arguments to edit")
         app.screen.query_one("#args").text = '{"steps": 5, "layout": "tp=3"}'
@@ -185,7 +187,7 @@ def test_approval_dialog_edits_arguments_as_json():
             self.push_screen(ApprovalScreen(request), decisions.append)
 
     async def scenario(pilot) -> None:
-        await until(pilot, lambda: isinstance(pilot.app.screen, ApprovalScreen), "the dialog")
+        await until(pilot, lambda: on_top(pilot.app, ApprovalScreen), "the dialog")
         await pilot.press("e")
         await until(pilot, lambda: pilot.app.screen.mode == "edit", "the arguments to edit")
         arguments = pilot.app.screen.query_one("#args")
@@ -253,12 +255,13 @@ def test_conversations_are_resumed_from_the_checkpointer(tmp_path):
         await send(pilot, "/help")
         await until(pilot, lambda: answered(app), "the second reply")
         await pilot.press("ctrl+t")
+        await until(pilot, lambda: on_top(app, ThreadsScreen), "the conversation list")
         table = app.screen.query_one("#threads")
         await until(pilot, lambda: table.row_count == 2, "the conversation list")
         assert table.get_row_at(1)[0].plain == "first" and table.get_row_at(1)[2].plain == "1"
         table.move_cursor(row=1)
         await pilot.press("enter")
-        await until(pilot, lambda: app.chat.thread_id == "first" and app.chat.query(ReplyEntry), "the old one")
+        await until(pilot, lambda: app.chat.shown == "first", "the old one")  # read whole from the checkpointer
         assert [e.render().plain for e in app.chat.query(UserEntry)] == ["/runs"]
         assert last_reply(app) == "No runs yet under runs/."
         assert "conversation first" in app.sub_title
@@ -276,7 +279,7 @@ def test_sweep_runs_in_the_background_is_left_running_then_cancelled_by_the_next
 
     async def start(pilot) -> None:
         await pilot.press("ctrl+s")
-        await until(pilot, lambda: isinstance(first.screen, SweepScreen), "the sweep launcher")
+        await until(pilot, lambda: on_top(first, SweepScreen), "the sweep launcher")
         form = first.screen
         form.query_one("#trials", Input).value = "0"
         form.query_one("#name", Input).value = "bg"
@@ -292,7 +295,7 @@ def test_sweep_runs_in_the_background_is_left_running_then_cancelled_by_the_next
         await until(pilot, lambda: answered(first), "a reply during the sweep")
         await until(pilot, lambda: trials(first), "the sweep's first trial")
         await pilot.press("ctrl+q")
-        await until(pilot, lambda: isinstance(first.screen, QuitScreen), "the quit dialog")
+        await until(pilot, lambda: on_top(first, QuitScreen), "the quit dialog")
         assert "sweep sweeps/bg (1 trials" in str(first.screen.query_one("#jobs").render())
         await pilot.press("d")
         await until(pilot, lambda: first.return_value is not None, "the app to quit")
@@ -308,7 +311,7 @@ def test_sweep_runs_in_the_background_is_left_running_then_cancelled_by_the_next
         async def cancel(pilot) -> None:
             await until(pilot, lambda: trials(second), "the trial, found again")
             await pilot.press("ctrl+q")
-            await until(pilot, lambda: isinstance(second.screen, QuitScreen), "the quit dialog")
+            await until(pilot, lambda: on_top(second, QuitScreen), "the quit dialog")
             await pilot.press("c")
             await until(pilot, lambda: second.return_value is not None, "the jobs to be cancelled")
 
@@ -365,7 +368,7 @@ def test_quitting_while_the_agent_waits_does_not_hang(tmp_path):
         app.chat.start(blocked_call)
         await until(pilot, lambda: app.chat.busy, "the call to start")
         await pilot.press("ctrl+q")
-        await until(pilot, lambda: isinstance(app.screen, QuitScreen), "the quit dialog")
+        await until(pilot, lambda: on_top(app, QuitScreen), "the quit dialog")
         await pilot.press("d")
         await until(pilot, lambda: app.return_value is not None, "the app to quit")
 

@@ -263,6 +263,11 @@ async def until(pilot: Pilot, condition, what: str, timeout: float = 300) -> Non
             await asyncio.sleep(POLL_S)
 
 
+def on_top(app: App, kind: type) -> bool:
+    """A screen of `kind` is on top and mounted: its widgets are there (pushing it only puts it on the stack)."""
+    return isinstance(app.screen, kind) and app.screen.is_mounted
+
+
 async def handled(app: App) -> None:
     """Every message pump of every screen (and the app) has handled what was queued when this was called, or the
     app is quitting (its pumps then drop what is queued)."""

@@ -11,7 +11,7 @@ tests/__snapshots__/test_tui_snapshots/ before keeping them.
 from __future__ import annotations
 
 import pytest
-from test_tui_fixtures import data_dir, demo_repo, settled, until
+from test_tui_fixtures import data_dir, demo_repo, on_top, settled, until
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Markdown, OptionList, Static
 
@@ -81,7 +81,7 @@ def test_chat_command_completion(snap_compare, make_app):
 
 def test_approval(snap_compare, make_app):
     async def run_before(pilot: Pilot) -> None:
-        dialog = lambda: isinstance(pilot.app.screen, ApprovalScreen)  # noqa: E731
+        dialog = lambda: on_top(pilot.app, ApprovalScreen)  # noqa: E731
         await until(pilot, lambda: dialog() and len(pilot.app.runs) == 3, "the approval dialog over the runs")
         await settled(pilot)
 
@@ -153,7 +153,7 @@ def test_quit_with_a_run_going_on(snap_compare, make_app):
     async def run_before(pilot: Pilot) -> None:
         await until(pilot, lambda: chat_ready(pilot.app, 2), "the conversation and the runs")
         await pilot.press("ctrl+q")
-        await until(pilot, lambda: isinstance(pilot.app.screen, QuitScreen), "the quit dialog")
+        await until(pilot, lambda: on_top(pilot.app, QuitScreen), "the quit dialog")
         await settled(pilot, waiting=("quit",))  # the quit worker waits for the dialog's answer
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
