@@ -299,14 +299,16 @@ async def settled(pilot: Pilot, waiting: tuple[str, ...] = ()) -> None:
     before. (Screens' own refresh flags are no guide: a screen behind another one keeps asking for a repaint.)
     """
     app = pilot.app
-    for screen in app.screen_stack:
-        for field in screen.query("TextArea, Input"):
-            field.cursor_blink = False
+    fields = [field for screen in app.screen_stack for field in screen.query("TextArea, Input")]
+    for field in fields:
+        field.cursor_blink = False
     deadline = time.monotonic() + SETTLE_TIMEOUT_S
     previous = None
     while True:
         await handled(app)
         await app.animator.wait_until_complete()
+        for field in fields:  # a blink tick or focus change handled after blinking stopped may have hidden it
+            field._cursor_visible = field.has_focus
         for screen in app.screen_stack:  # the screens shown, from the bottom: the top one and those behind a dialog
             if screen.is_current:
                 screen._on_timer_update()  # lay out and paint now, not at the screen's next timer tick
