@@ -1,5 +1,9 @@
 """SVG snapshots of every screen of `meshpilot chat`, on the frozen demo repository (see test_tui_fixtures).
 
+Each test waits on the app's state (`until`) for what its screen shows, then until the app has settled
+(`settled`: nothing left to do, the screen no longer changing), never on time: on a loaded machine Textual's own
+idle guess fires too early. The app reads the runs once (no polling timer), so nothing redraws mid-capture.
+
 After an intended change: `pytest tests/test_tui_snapshots.py --snapshot-update`, then look at the SVGs in
 tests/__snapshots__/test_tui_snapshots/ before keeping them.
 """
@@ -7,15 +11,16 @@ tests/__snapshots__/test_tui_snapshots/ before keeping them.
 from __future__ import annotations
 
 import pytest
-from test_tui_fixtures import data_dir, demo_repo, until
+from test_tui_fixtures import data_dir, demo_repo, on_top, settled, until
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Markdown, Static
+from textual.widgets import DataTable, Markdown, OptionList, Static
 
 from agent.session import Agent
 from tui.app import MeshpilotApp
 from tui.screens.approval import ApprovalScreen
 from tui.screens.quit import QuitScreen
 from tui.widgets.chat import ReplyEntry
+from tui.widgets.prompt import PromptArea
 from tui.widgets.runs import RunsTable
 
 SIZE = (120, 36)
@@ -36,7 +41,7 @@ def make_app(demo, monkeypatch, tmp_path_factory):
 
     def make(thread: str = "demo") -> MeshpilotApp:
         agents.append(Agent(demo))
-        return MeshpilotApp(agents[-1], thread)
+        return MeshpilotApp(agents[-1], thread, poll_s=None)
 
     yield make
     for agent in agents:
@@ -48,9 +53,16 @@ def chat_ready(app: MeshpilotApp, replies: int) -> bool:
     return chat.shown == chat.thread_id and len(chat.query(ReplyEntry)) >= replies and len(app.runs) == 3
 
 
+def hints(app: MeshpilotApp) -> list[str]:
+    """The commands the completion list offers, if it is shown."""
+    listing = app.chat.query_one("#hints", OptionList)
+    return [listing.get_option_at_index(i).id for i in range(listing.option_count)] if listing.display else []
+
+
 def test_chat(snap_compare, make_app):
     async def run_before(pilot: Pilot) -> None:
         await until(pilot, lambda: chat_ready(pilot.app, 2), "the conversation and the runs")
+        await settled(pilot)
 
     assert snap_compare(make_app("demo"), terminal_size=SIZE, run_before=run_before)
 
@@ -59,17 +71,19 @@ def test_chat_command_completion(snap_compare, make_app):
     async def run_before(pilot: Pilot) -> None:
         await until(pilot, lambda: chat_ready(pilot.app, 2), "the conversation")
         await pilot.press("/", "r")
-        await until(pilot, lambda: pilot.app.chat.query_one("#hints").display, "the command hints")
-        # Shown is not yet drawn: on a busy machine the hints' filtering and layout lag behind their display flag.
-        await pilot.wait_for_scheduled_animations()
-        await pilot.pause()
+        prompt = pilot.app.chat.query_one(PromptArea)
+        offered = ["read", "report", "results", "run", "runs"]
+        await until(pilot, lambda: prompt.text == "/r" and hints(pilot.app) == offered, "the hints for /r")
+        await settled(pilot)
 
     assert snap_compare(make_app("demo"), terminal_size=SIZE, run_before=run_before)
 
 
 def test_approval(snap_compare, make_app):
     async def run_before(pilot: Pilot) -> None:
-        await until(pilot, lambda: isinstance(pilot.app.screen, ApprovalScreen), "the approval dialog")
+        dialog = lambda: on_top(pilot.app, ApprovalScreen)  # noqa: E731
+        await until(pilot, lambda: dialog() and len(pilot.app.runs) == 3, "the approval dialog over the runs")
+        await settled(pilot)
 
     assert snap_compare(make_app("approve"), terminal_size=SIZE, run_before=run_before)
 
@@ -79,6 +93,7 @@ def test_runs(snap_compare, make_app):
         await until(pilot, lambda: len(pilot.app.runs) == 3, "the runs")
         await pilot.press("ctrl+r")
         await until(pilot, lambda: pilot.app.screen.query_one(RunsTable).row_count == 3, "the runs table")
+        await settled(pilot)
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
 
@@ -91,6 +106,7 @@ def test_report(snap_compare, make_app):
             lambda: "Layout sweep" in pilot.app.screen.query_one("#report", Markdown).source,
             "the report",
         )
+        await settled(pilot)
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
 
@@ -99,6 +115,7 @@ def test_leaderboard(snap_compare, make_app):
     async def run_before(pilot: Pilot) -> None:
         await pilot.press("ctrl+l")
         await until(pilot, lambda: pilot.app.screen.query_one(DataTable).row_count == 2, "the leaderboard")
+        await settled(pilot)  # among others, the table sizes its columns to the rows once they are in
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
 
@@ -109,6 +126,7 @@ def test_sweep_launcher(snap_compare, make_app):
         await pilot.press("ctrl+s")
         cost = lambda: str(pilot.app.screen.query_one("#cost", Static).render())  # noqa: E731
         await until(pilot, lambda: cost().startswith("Predicted cost"), "the predicted cost")
+        await settled(pilot)
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
 
@@ -117,6 +135,7 @@ def test_conversations(snap_compare, make_app):
     async def run_before(pilot: Pilot) -> None:
         await pilot.press("ctrl+t")
         await until(pilot, lambda: pilot.app.screen.query_one(DataTable).row_count == 2, "the conversations")
+        await settled(pilot)
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
 
@@ -125,6 +144,7 @@ def test_help(snap_compare, make_app):
     async def run_before(pilot: Pilot) -> None:
         await pilot.press("f1")
         await until(pilot, lambda: pilot.app.screen.query(Markdown), "the help")
+        await settled(pilot)
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
 
@@ -133,6 +153,7 @@ def test_quit_with_a_run_going_on(snap_compare, make_app):
     async def run_before(pilot: Pilot) -> None:
         await until(pilot, lambda: chat_ready(pilot.app, 2), "the conversation and the runs")
         await pilot.press("ctrl+q")
-        await until(pilot, lambda: isinstance(pilot.app.screen, QuitScreen), "the quit dialog")
+        await until(pilot, lambda: on_top(pilot.app, QuitScreen), "the quit dialog")
+        await settled(pilot, waiting=("quit",))  # the quit worker waits for the dialog's answer
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)

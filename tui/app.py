@@ -76,8 +76,10 @@ class MeshpilotApp(App[str | None]):
         thread_id: str | None = None,
         *,
         llm_description: str = "the offline planner",
-        poll_s: float = POLL_S,
+        poll_s: float | None = POLL_S,
     ):
+        """`poll_s`: how often the run directories are read again; None reads them once, at start, for a
+        repository that nothing trains in (the snapshot tests': a timer redrawing mid-capture would race them)."""
         super().__init__()
         self.agent = agent
         self.repo: Path = agent.repo
@@ -100,7 +102,8 @@ class MeshpilotApp(App[str | None]):
 
     def on_mount(self) -> None:
         self.poll()
-        self.set_interval(self.poll_s, self.poll)
+        if self.poll_s is not None:
+            self.set_interval(self.poll_s, self.poll)
 
     # --- runs -----------------------------------------------------------------------------------------------------
 

@@ -56,6 +56,8 @@ class LeaderboardScreen(Screen):
         self.app.call_from_thread(self._show, private, rows, problem)
 
     def _show(self, private: bool, rows: list[dict[str, Any]], problem: str | None) -> None:
+        if private != self.private:  # toggled again since: a newer load is on its way (a thread runs on when cancelled)
+            return
         caption = CAPTIONS[private] if problem is None else f"The leaderboard cannot be read: {problem}"
         if problem is None and not rows:
             caption += "\nNo submissions yet: benchmark a checkpoint, e.g. /bench model=runs/NAME/checkpoint"

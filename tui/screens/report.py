@@ -30,6 +30,7 @@ class ReportScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self.reports: list[Report] = []
+        self.chosen: Report | None = None  # the report last selected
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -59,9 +60,14 @@ class ReportScreen(Screen):
             listing.focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.show(self.reports[int(event.option.id)])
+        self.chosen = self.reports[int(event.option.id)]
+        self.show(self.chosen)
 
     @work(thread=True, exclusive=True, group="report")
     def show(self, report: Report) -> None:
         text = read_report(self.app.repo, report)
-        self.app.call_from_thread(self.query_one("#report", Markdown).update, text)
+        self.app.call_from_thread(self._shown, report, text)
+
+    def _shown(self, report: Report, text: str) -> None:
+        if report == self.chosen:  # not one chosen before it that took longer to read (its thread ran on)
+            self.query_one("#report", Markdown).update(text)

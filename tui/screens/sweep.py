@@ -16,7 +16,6 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Input, Label, Static
-from textual.worker import get_current_worker
 
 from trainer.config import ConfigError
 from tui.sweeps import BackgroundSweep, check_experiment, check_request, default_name, parse_trials, start_sweep
@@ -73,20 +72,28 @@ class SweepScreen(ModalScreen[BackgroundSweep | None]):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id in ("experiment", "trials"):
-            self._predict(self.query_one("#experiment", Input).value, self.query_one("#trials", Input).value)
+            self.query_one("#cost", Static).update("Predicting the cost…")
+            self._predict(*self._cost_inputs())
+
+    def _cost_inputs(self) -> tuple[str, str]:
+        return self.query_one("#experiment", Input).value, self.query_one("#trials", Input).value
 
     @work(thread=True, exclusive=True, group="cost")
     def _predict(self, experiment: str, trials: str) -> None:
         from agent.approvals import sweep_cost
 
-        self.app.call_from_thread(self.query_one("#cost", Static).update, "Predicting the cost…")
         try:
             cost = sweep_cost(check_experiment(self.app.repo, experiment), parse_trials(trials))
             text = f"Predicted cost: {cost.describe()}"
         except (ConfigError, OSError, ValueError) as e:
             text = f"No prediction: {e}"
-        if not get_current_worker().is_cancelled:  # a later edit of the form asked for a newer prediction
-            self.app.call_from_thread(self.query_one("#cost", Static).update, Content(text))
+        self.app.call_from_thread(self._show_cost, (experiment, trials), text)
+
+    def _show_cost(self, inputs: tuple[str, str], text: str) -> None:
+        # Cancelling a thread worker does not stop its thread: a prediction for a form edited since is dropped
+        # here, in the UI's thread, so that it cannot overwrite a newer one that arrived first.
+        if inputs == self._cost_inputs():
+            self.query_one("#cost", Static).update(Content(text))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self._start()
