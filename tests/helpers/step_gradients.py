@@ -8,6 +8,7 @@ RUN_DIR MICRO_BATCH OUT LAYOUT`), where the model is wrapped for LAYOUT by the t
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -18,7 +19,7 @@ from torch.distributed.tensor import DTensor
 from trainer.data import RowSource, TokenizedCorpus, plan_batches
 from trainer.layout import Layout, data_parallel_group
 from trainer.loop import load_run
-from trainer.model import build_model, model_config
+from trainer.model import build_model, materialize, meta_model, model_config
 from trainer.packing import IGNORE_INDEX, model_inputs
 from trainer.parallelize import parallelize
 from trainer.rundir import RunDir
@@ -43,16 +44,21 @@ def step_gradients(run_dir: Path, micro_batch: int, layout: str | None = None) -
     if layout is None:
         model, rows, plan = _setup(run_dir, micro_batch, 1)
         batches = [rows.batch(indices) for indices in plan.micro_batches(0, 0)]
-        result = forward_backward(model, batches, None)
+        packed = load_run(RunDir(run_dir))[0].data.packing
+        result = forward_backward(model, batches, None, packed=packed)
         return result.loss, {name: p.grad.detach().clone() for name, p in model.named_parameters()}
     resolved = Layout.parse(layout).resolve(dist.get_world_size())
     mesh = resolved.build_mesh("cpu")
     dp_group, dp_rank = data_parallel_group(resolved, mesh)
-    model, rows, plan = _setup(run_dir, micro_batch, resolved.dp_degree)
+    _, rows, plan = _setup(run_dir, micro_batch, resolved.dp_degree)
     experiment, _ = load_run(RunDir(run_dir))
-    wrapped = parallelize(model, resolved, mesh, experiment.train, "cpu")
+    # As the trainer builds it: on the meta device, split for the layout, then this rank's share filled.
+    config = model_config(experiment.model, Path(experiment.base_dir))
+    model = meta_model(config)
+    fill = partial(materialize, device=torch.device("cpu"), config=config, weights=None, seed=experiment.train.seed)
+    wrapped = parallelize(model, resolved, mesh, experiment.train, "cpu", fill)
     batches = [rows.batch(indices) for indices in plan.micro_batches(0, dp_rank)]
-    result = forward_backward(wrapped, batches, dp_group)
+    result = forward_backward(wrapped, batches, dp_group, packed=experiment.data.packing)
     # FSDP2 and tensor parallelism leave DTensor gradients, each rank holding a part: gather the whole.
     grads = {
         name: (p.grad.full_tensor() if isinstance(p.grad, DTensor) else p.grad).detach().clone()
