@@ -96,7 +96,9 @@ def test_dropout_is_on_so_the_rng_state_matters(killed):
     dropout runs above needs every rank's RNG state back."""
     _, with_dropout = killed("dropout", "fsdp2")
     _, without = killed("no-dropout", "fsdp2")
-    assert all(abs(a["loss"] - b["loss"]) > 1e-4 for a, b in zip(with_dropout, without, strict=True))
+    # Dropout's effect on this tiny model's loss is small (8e-5 at the first step, about 6e-4 later) but far above
+    # the zero difference of the bit-for-bit comparisons it guards.
+    assert all(abs(a["loss"] - b["loss"]) > 1e-5 for a, b in zip(with_dropout, without, strict=True))
 
 
 # A sharded (FSDP2) checkpoint resumed unsharded on one process, resharded onto FSDP2 x TP on four, and split into

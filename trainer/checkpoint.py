@@ -104,6 +104,9 @@ def load(
     )
     extra = torch.load(path / "trainer_state.pt", weights_only=False)
     scheduler.load_state_dict(extra["scheduler"])
+    # The scheduler saved one base rate per parameter group of the old layout; another layout groups parameters by
+    # other meshes and placements (trainer.optim). Every group starts from the same train.lr: take this layout's.
+    scheduler.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
     trainer_state = TrainerState(**extra["trainer"])
     if extra["layout"] == layout:
         _set_rng_state(torch.load(path / f"rng_rank{dist.get_rank()}.pt", weights_only=False))
