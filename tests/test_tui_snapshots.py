@@ -27,14 +27,19 @@ SIZE = (120, 36)
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    return demo_repo(tmp_path_factory.getbasetemp())
+def base(tmp_path_factory):
+    """This module's own demo repository and store: test_tui.py's apps change theirs (runs, approvals)."""
+    return tmp_path_factory.mktemp("snapshots")
+
+
+@pytest.fixture(scope="module")
+def demo(base):
+    return demo_repo(base)
 
 
 @pytest.fixture
-def make_app(demo, monkeypatch, tmp_path_factory):
+def make_app(demo, base, monkeypatch):
     """An app on the demo repository; the leaderboard's store and an empty cache (no calibration) around it."""
-    base = tmp_path_factory.getbasetemp()
     monkeypatch.setenv("MESHPILOT_DATA", str(data_dir(base)))
     monkeypatch.setenv("MESHPILOT_CACHE", str(base / "tui-empty-cache"))
     agents = []
