@@ -7,6 +7,9 @@ PYTHON ?= python3
 # Installed before anything else: a bare `torch` requirement would pull multi-GB CUDA builds onto CPU machines.
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
+# Test processes side by side, each taking whole test files (module fixtures are built once): most of a test's
+# time is single-threaded (imports, a launcher waiting on its ranks), so two share two cores well.
+TEST_WORKERS ?= 2
 
 .PHONY: demo example test lint clean
 
@@ -25,7 +28,7 @@ example: $(BIN)/meshpilot
 
 test: $(BIN)/meshpilot
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

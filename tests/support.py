@@ -55,9 +55,12 @@ def train(experiment: Path, out: Path, *args: str, env: dict | None = None):
     from trainer.rundir import RunDir
 
     done = meshpilot("train", str(experiment), "--out", str(out), *args, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
+    run = RunDir(out)
+    # What the ranks printed goes with a failure: CI keeps no run directories.
+    printed = run.torchrun_log.read_text(errors="replace")[-4000:] if run.torchrun_log.is_file() else ""
+    assert done.returncode == 0, f"{done.stderr[-3000:]}\n--- torchrun.log (end) ---\n{printed}"
     assert "run ok" in done.stdout
-    return RunDir(out)
+    return run
 
 
 def meshpilot(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -109,7 +109,7 @@ def test_rank_dying_without_python_error_is_failed(runs):
     outs, _ = runs
     status = wait_run(outs["exit"])
     assert status["state"] == "failed"
-    assert status["cause"].startswith("rank 0 exited without a Python error")
+    assert status["cause"].startswith("rank 0 exited with code 13 without a Python error")  # the fault's os._exit(13)
 
 
 def test_hang_is_stopped_and_recorded_as_timeout(runs):

@@ -10,7 +10,13 @@ tests/__snapshots__/test_tui_snapshots/ before keeping them.
 
 from __future__ import annotations
 
+import difflib
+import html
+import pickle
+import re
+
 import pytest
+from pytest_textual_snapshot import node_to_report_path
 from test_tui_fixtures import data_dir, demo_repo, on_top, settled, until
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Markdown, OptionList, Static
@@ -24,6 +30,30 @@ from tui.widgets.prompt import PromptArea
 from tui.widgets.runs import RunsTable
 
 SIZE = (120, 36)
+
+
+@pytest.fixture
+def snap_compare(snap_compare, request):
+    """The plugin's comparison, which on a mismatch fails with the screen's text, expected against actual: a CI
+    log keeps no HTML report."""
+
+    def compare(app: MeshpilotApp, **kwargs) -> bool:
+        __tracebackhide__ = True
+        if snap_compare(app, **kwargs):
+            return True
+        _, expected, actual, *_ = pickle.loads(node_to_report_path(request.node).read_bytes())
+        diff = difflib.unified_diff(screen_lines(expected), screen_lines(actual), "snapshot", "now", lineterm="")
+        pytest.fail("the screen differs from its snapshot:\n" + "\n".join(diff))
+
+    return compare
+
+
+def screen_lines(svg: str) -> list[str]:
+    """The text of each line of a terminal screenshot (SVG)."""
+    lines: dict[int, str] = {}
+    for line, text in re.findall(r'<text [^>]*clip-path="url\(#terminal(?:-\d+)?-line-(\d+)\)">([^<]*)</text>', svg):
+        lines[int(line)] = lines.get(int(line), "") + html.unescape(text)
+    return [lines.get(i, "") for i in range(max(lines, default=-1) + 1)]
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -299,15 +300,32 @@ def _failure_cause(prepared: PreparedRun, returncode: int) -> tuple[str, str]:
         return causes[0]["status"], f"rank {causes[0]['rank']}: {causes[0]['error']}"
     silent = sorted(set(range(prepared.nproc)) - {f["rank"] for f in failures}) if prepared.nnodes == 1 else []
     if silent:
-        return "failed", (
-            f"rank {silent[0]} exited without a Python error (killed or crashed; torchrun exit code {returncode})"
-        )
+        how = _how_it_exited(rank_exit_codes(prepared.run.torchrun_log), silent[0])
+        return "failed", f"rank {silent[0]} {how} without a Python error (torchrun exit code {returncode})"
     if failures:
         return failures[0]["status"], f"rank {failures[0]['rank']}: {failures[0]['error']}"
     return (
         "failed",
         f"a rank exited without a Python error (killed or crashed, maybe on another node; code {returncode})",
     )
+
+
+def rank_exit_codes(torchrun_log: Path) -> dict[int, int]:
+    """Each failed rank's exit code (minus a signal's number) from the failure table torchrun prints last."""
+    text = torchrun_log.read_text(errors="replace") if torchrun_log.is_file() else ""
+    found = re.findall(r"rank\s*:\s*(\d+) \(local_rank.*\n\s*exitcode\s*:\s*(-?\d+)", text)
+    return {int(rank): int(code) for rank, code in found}
+
+
+def _how_it_exited(codes: dict[int, int], rank: int) -> str:
+    code = codes.get(rank)
+    if code is None:
+        return "exited"
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
+        # SIGKILL that nobody sent on purpose is most often the kernel's OOM killer.
+        return f"was killed by {name}" + (" (out of host memory?)" if name == "SIGKILL" else "")
+    return f"exited with code {code}"
 
 
 def _worker_env(prepared: PreparedRun) -> dict[str, str]:
