@@ -199,7 +199,9 @@ def launch_cost(
     )
     config = model_config(loaded.model, Path(loaded.base_dir))
     try:
-        step_s, basis = _predicted_step_s(loaded, config, resolved, device_type, nproc, batches.grad_accum), "predicted"
+        resolved_experiment = replace(loaded, layout=resolved)
+        step_s = _predicted_step_s(resolved_experiment, config, device_type, nproc, batches.grad_accum)
+        basis = "predicted"
     except Exception as e:
         step_s, basis = FALLBACK_STEP_S, f"assumed: no prediction ({type(e).__name__})"
     hours = devices * loaded.train.steps * step_s / 3600
@@ -218,29 +220,12 @@ def sweep_cost(experiment: Path, trials: int | None = None) -> Cost:
     return replace(one, device_hours=one.device_hours * trials, runs=trials)
 
 
-def _predicted_step_s(experiment, config, layout, device_type: str, nproc: int, grad_accum: int) -> float:
-    """trainer.throughput's calibrated step time for this layout on this machine kind."""
-    from trainer.environment import device_name
-    from trainer.memory_model import parameter_shapes
-    from trainer.model import count_parameters
-    from trainer.throughput import Calibration, Hardware, detect_intra_node_link, estimate_step
+def _predicted_step_s(experiment, config, device_type: str, nproc: int, grad_accum: int) -> float:
+    """trainer.throughput's calibrated step time for this resolved launch on this machine kind."""
+    from trainer.throughput import Calibration, predict_run, this_machine
 
-    link = detect_intra_node_link(device_type)
-    hardware = Hardware(device_type, device_name(device_type), nproc, experiment.hardware.nodes, link)
-    parameter_bytes = sum(math.prod(shape) for _, shape in parameter_shapes(config)) * 4
-    estimate = estimate_step(
-        config,
-        layout,
-        hardware,
-        count_parameters(config)["matmul"],
-        parameter_bytes // layout.pp,
-        experiment.train.micro_batch,
-        experiment.data.seq_len,
-        grad_accum,
-        experiment.train.activation_checkpointing,
-        Calibration.load(hardware),
-    )
-    return estimate.step_s
+    hardware = this_machine(device_type, nproc, experiment.hardware.nodes)
+    return predict_run(experiment, config, hardware, grad_accum, Calibration.load(hardware)).step_s
 
 
 def automatic_decision(policy: Policy, request: Request, spent: Spent) -> dict[str, Any] | None:

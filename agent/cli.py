@@ -1,27 +1,43 @@
-"""The `meshpilot` command line. Each subcommand parses its arguments and calls one function of a layer below."""
+"""The `meshpilot` command line: each package registers its own subcommands (a `register` function in its cli
+module), and only the module of the command given is imported, so `meshpilot train` never loads the chat UI."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from pathlib import Path
+from importlib.metadata import PackageNotFoundError, version
 
-from agent.ask import register as add_ask
-from agent.demo import register as add_demo
-from agent.report.cli import register as add_report
-from agent.sweep.cli import register as add_sweep
-from evalsuite.cli import register as add_bench
 from trainer.config import ConfigError
-from tui.cli import register as add_chat
+
+DESCRIPTION = """meshpilot chooses how to spread a transformer's training over your devices (data parallel, FSDP2,
+HSDP, tensor, pipeline and context parallel), runs it with the built-in trainer, benchmarks the result and writes
+reports and pull requests into your git repository. New here? Run `meshpilot demo --dir /tmp/demo` (a few
+minutes on a laptop CPU), then `meshpilot chat` in your repository."""
+
+# command: the module whose register() adds it (several commands may share one)
+COMMANDS = {
+    "train": "trainer.cli",
+    "plan": "trainer.cli",
+    "bench": "evalsuite.cli",
+    "sweep": "agent.sweep.cli",
+    "ask": "agent.ask",
+    "report": "agent.report.cli",
+    "chat": "tui.cli",
+    "demo": "agent.demo",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="meshpilot", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    _add_train(commands)
-    _add_plan(commands)
-    for register in (add_bench, add_sweep, add_ask, add_report, add_chat, add_demo):
-        register(commands)
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(
+        prog="meshpilot", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"meshpilot {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    named = COMMANDS.get(argv[0]) if argv else None
+    for module in dict.fromkeys([named] if named else COMMANDS.values()):  # every command only for help
+        importlib.import_module(module).register(commands)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
@@ -33,109 +49,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _add_train(commands: argparse._SubParsersAction) -> None:
-    train = commands.add_parser("train", help="train a model with the built-in trainer")
-    train.add_argument("experiment", type=Path, help="experiment file (YAML)")
-    train.add_argument("--nproc", type=int, help="processes per node (default: every GPU, or 1 on CPU)")
-    train.add_argument("--layout", help="degrees, e.g. dp_replicate=2 (default: data parallel over all processes)")
-    train.add_argument("--steps", type=int, help="optimizer steps (overrides train.steps)")
-    train.add_argument("--out", type=Path, help="run directory (default: runs/<experiment>-<time>)")
-    train.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override an experiment key, e.g. --set train.lr=1e-3 (repeatable)",
-    )
-    train.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
-    train.add_argument("--nnodes", type=int, help="nodes taking part (default: hardware.nodes, or 1)")
-    train.add_argument("--node-rank", type=int, default=0, help="this node's rank")
-    train.add_argument("--rdzv-endpoint", help="host:port of the rendezvous, for multi-node runs")
-    train.set_defaults(handler=_train)
-
-
-def _train(args: argparse.Namespace) -> int:
-    from trainer.lifeline import tie_to_parent
-
-    tie_to_parent()  # started by a job supervisor: die with it (imported first: the next import takes seconds)
-    from trainer.launch import TrainRequest, describe, launch, prepare
-
-    request = TrainRequest(
-        experiment=args.experiment,
-        nproc=args.nproc,
-        layout=args.layout,
-        steps=args.steps,
-        out=args.out,
-        overrides=args.overrides,
-        resume=args.resume,
-        nnodes=args.nnodes,
-        node_rank=args.node_rank,
-        rdzv_endpoint=args.rdzv_endpoint,
-    )
-    prepared = prepare(request)
-    metrics = launch(prepared)
-    print(describe(metrics, prepared.run), file=sys.stderr if metrics["status"] != "ok" else sys.stdout)
-    return 0 if metrics["status"] == "ok" else 1
-
-
-def _add_plan(commands: argparse._SubParsersAction) -> None:
-    plan = commands.add_parser("plan", help="rank parallelism layouts by predicted memory and throughput")
-    plan.add_argument("experiment", type=Path, nargs="?", help="experiment file (YAML); or give --model")
-    plan.add_argument("--model", help="a model preset instead of the experiment's model, e.g. llama-3.1-8b")
-    plan.add_argument("--gpu", help="a GPU preset (its name and memory), e.g. h100, 'a100 40gb', 4090")
-    plan.add_argument("--devices", type=int, required=True, help="devices per node")
-    plan.add_argument("--nodes", type=int, default=1, help="nodes (default 1)")
-    plan.add_argument("--device-mem", help="memory per device, e.g. 80GiB (default: hardware.device_mem or 80GiB)")
-    plan.add_argument("--device-type", choices=("cuda", "cpu"), default="cuda", help="device kind (default cuda)")
-    plan.add_argument("--device-name", help="device model, for its peak FLOP/s (default: --gpu's, else an H100)")
-    plan.add_argument("--seq-len", type=int, help="sequence length (default: data.seq_len)")
-    plan.add_argument("--top", type=int, default=20, help="rows of the table (default 20)")
-    plan.add_argument("--json", action="store_true", help="print every candidate as JSON")
-    plan.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    plan.set_defaults(handler=_plan)
-
-
-def _plan(args: argparse.Namespace) -> int:
-    import json
-
-    from trainer.config import load_experiment
-    from trainer.device_map import parse_bytes
-    from trainer.model import model_config
-    from trainer.planner import format_table, plan
-    from trainer.presets import gpu_preset, model_override, preset_experiment
-    from trainer.throughput import Hardware, detect_intra_node_link
-
-    if args.devices < 1 or args.nodes < 1:
-        raise ConfigError("--devices and --nodes must be at least 1")
-    if args.experiment is not None:
-        extra = model_override(args.model) if args.model else []
-        experiment = load_experiment(args.experiment, [*extra, *args.overrides])
-    elif args.model:  # no experiment file: the preset with the usual pre-training defaults
-        experiment = preset_experiment(args.model, args.devices * args.nodes, args.seq_len, args.overrides)
-    else:
-        raise ConfigError("plan needs an experiment file or --model (a preset such as llama-3.1-8b)")
-    gpu = gpu_preset(args.gpu) if args.gpu else None
-    device_name = args.device_name or (gpu.name if gpu else "NVIDIA H100 80GB HBM3")
-    seq_len = args.seq_len or experiment.data.seq_len
-    if seq_len < 1 or experiment.train.global_batch_tokens % seq_len:
-        raise ConfigError(
-            f"train.global_batch_tokens {experiment.train.global_batch_tokens} is not a multiple of "
-            f"the sequence length {seq_len}"
-        )
-    default_mem = str(gpu.memory_bytes) if gpu else experiment.hardware.device_mem or "80GiB"
-    device_mem = parse_bytes(args.device_mem or default_mem)
-    if experiment.train.precision == "auto":
-        experiment.train.precision = "bf16" if args.device_type == "cuda" else "fp32"
-    config = model_config(experiment.model, Path(experiment.base_dir))
-    link = detect_intra_node_link(args.device_type) if args.device_type == "cpu" else "nvlink"
-    hardware = Hardware(args.device_type, device_name, args.devices, args.nodes, link)
-    candidates = plan(experiment, config, hardware, device_mem, seq_len)
-    if args.json:
-        print(json.dumps([c.as_dict() for c in candidates], indent=1))
-    else:
-        print(format_table(candidates, args.top))
-    return 0 if any(c.dropped is None for c in candidates) else 1
+def _version() -> str:
+    try:
+        return version("meshpilot")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "(not installed)"
 
 
 if __name__ == "__main__":

@@ -39,14 +39,14 @@ from typing import Any
 from trainer.config import ConfigError, load_experiment
 from trainer.layout import Layout, LayoutError
 from trainer.lifeline import tied_env
-from trainer.rundir import RunDir, StepsTail, write_json
+from trainer.rundir import RUN_STATUSES, RunDir, StepsTail, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 MARKER = "MESHPILOT_JOB"  # inherited by every process of a job: how a job's processes are found
 JOB_FILE = "job.json"
 LOG_FILE = "job.log"  # what the launcher (and the supervisor) printed
 KILLED = "killed"  # the supervisor died (SIGKILL, a lost machine) before the run ended: no verdict, no results
-TERMINAL = ("ok", "failed", "oom", "timeout", "nan", "cancelled", "pruned", KILLED)
+TERMINAL = RUN_STATUSES
 POLL_S = 0.5
 
 

@@ -121,8 +121,6 @@ def plan_layouts(
         raise ToolError(f"the global batch of {loaded.train.global_batch_tokens} tokens is no multiple of {seq_len}")
     default_mem = str(preset.memory_bytes) if preset else loaded.hardware.device_mem or "80GiB"
     memory = parse_bytes(device_mem or default_mem)
-    if loaded.train.precision == "auto":
-        loaded.train.precision = "bf16" if device_type == "cuda" else "fp32"
     config = model_config(loaded.model, Path(loaded.base_dir))
     link = detect_intra_node_link(device_type) if device_type == "cpu" else "nvlink"
     name = device_name or (preset.name if preset else "NVIDIA H100 80GB HBM3")

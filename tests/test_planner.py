@@ -146,3 +146,33 @@ def test_fsdp_gathers_half_the_bytes_under_bf16():
     ring = 3 / 4 * 4_000_000
     assert fp32 == ((2 * 3 + 1) * ring, fp32[1])
     assert bf16 == ((3 + 1) * ring, fp32[1])
+
+
+@pytest.mark.parametrize("link", ["nvlink", "pcie"])
+def test_a_run_is_recorded_with_the_figures_the_planner_ranked_it_by(tmp_path, monkeypatch, link):
+    """One prediction: for every layout the planner offers (pipelines included), the features a finished run's
+    calibration record keeps (trainer.throughput.predict_run, which approvals price with too) are the planner's."""
+    import dataclasses
+
+    from trainer.config import load_experiment
+    from trainer.planner import plan
+    from trainer.throughput import FEATURES, predict_run
+
+    monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))  # no calibration: both sides uncalibrated
+    path = write_experiment(tmp_path, {"model": {"config": {**TINY_MODEL, "num_hidden_layers": 4}}})
+    experiment = load_experiment(path)  # precision auto: bf16 on CUDA, resolved the same on both sides
+    config = AutoConfig.for_model(**{**TINY_MODEL, "num_hidden_layers": 4})
+    hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=8, intra_node_link=link)
+    candidates = [c for c in plan(experiment, config, hardware, 80 * 1024**3, 64) if c.dropped is None]
+    assert {c.layout.pp for c in candidates} >= {1, 2} and len({c.layout for c in candidates}) > 10
+    for candidate in candidates:
+        train = dataclasses.replace(
+            experiment.train,
+            micro_batch=candidate.micro_batch,
+            activation_checkpointing=candidate.activation_checkpointing,
+        )
+        launched = dataclasses.replace(experiment, layout=candidate.layout, train=train)
+        recorded = predict_run(launched, config, hardware, candidate.grad_accum)
+        for feature in FEATURES:
+            assert getattr(recorded, feature) == getattr(candidate.estimate, feature), (candidate.layout, feature)
+        assert recorded.comm_bytes == candidate.estimate.comm_bytes

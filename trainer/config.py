@@ -69,7 +69,7 @@ class TrainSpec:
     galore: GaLoreSpec = field(default_factory=GaLoreSpec)  # read only by optimizer galore_adamw
     grad_clip: float = 1.0  # max global grad norm; 0 turns clipping off
     seed: int = 0
-    precision: str = "auto"  # auto (bf16 mixed on CUDA, fp32 on CPU) | fp32 | bf16
+    precision: str = "auto"  # auto (resolve_precision) | fp32 | bf16
     fsdp_reduce_dtype: str = "fp32"  # under bf16 with FSDP2: the gradient reduce-scatter's dtype, fp32 | bf16
     compile: bool = False
     attention: str = "auto"  # auto | dense | flex: how packed documents are kept apart (trainer.attention)
@@ -94,7 +94,7 @@ class HardwareSpec:
 @dataclass
 class SearchSpec:
     layouts: str | list[str] = "auto"
-    objective: str = "tokens_per_s"
+    objective: str = "tokens_per_s"  # one of OBJECTIVES
     trials: int = 12
     trial_steps: int = 20
 
@@ -247,3 +247,14 @@ def _coerce(hint: Any, value: Any, name: str) -> Any:
     if hint is Any or (isinstance(value, hint) and not (hint is int and isinstance(value, bool))):
         return value
     raise ConfigError(f"{name}: expected {hint.__name__}, got {value!r}")
+
+
+# What a sweep can optimise, and which way: every reader of an objective takes its direction from here.
+OBJECTIVES = {"tokens_per_s": "maximize", "final_loss": "minimize"}
+
+
+def resolve_precision(precision: str, device_type: str) -> str:
+    """`auto` is bf16 mixed precision on CUDA and fp32 on CPU (whose bf16 matmuls are slower than fp32)."""
+    if precision != "auto":
+        return precision
+    return "bf16" if device_type == "cuda" else "fp32"

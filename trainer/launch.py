@@ -22,7 +22,7 @@ from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
 from trainer.attention import AttentionError, choose_attention, head_dim
 from trainer.checkpoint import checkpoint_step, latest
-from trainer.config import ConfigError, Experiment, load_experiment
+from trainer.config import ConfigError, Experiment, load_experiment, resolve_precision
 from trainer.context_parallel import check_context_parallel
 from trainer.data import (
     RowSource,
@@ -163,8 +163,7 @@ def _resolve_hardware(request: TrainRequest, experiment: Experiment) -> tuple[in
         raise ConfigError(str(e)) from None
     train = experiment.train
     plan_batches(train.global_batch_tokens, experiment.data.seq_len, train.micro_batch, layout.dp_degree)
-    if train.precision == "auto":
-        train.precision = "bf16" if device_type == "cuda" else "fp32"
+    train.precision = resolve_precision(train.precision, device_type)
     experiment.layout = layout
     experiment.hardware.device_type = device_type
     experiment.hardware.devices = nproc
@@ -246,23 +245,15 @@ def _launch(prepared: PreparedRun) -> dict:
 
 def _calibrate(prepared: PreparedRun, run: RunDir) -> None:
     """Teach the throughput model this machine: the median timed step against the model's prediction."""
-    from trainer.memory_model import parameter_shapes
-    from trainer.model import count_parameters
-    from trainer.throughput import Calibration, Hardware, estimate_step
+    from trainer.throughput import Calibration, predict_run, this_machine
 
     experiment, metrics = prepared.experiment, run.read_metrics()
     steps = [s["step_s"] for s in run.read_steps()][-metrics["timed_steps"] :]
     if not steps:
         return
     config = model_config(experiment.model, Path(experiment.base_dir))
-    link = "cpu" if experiment.hardware.device_type == "cpu" else "nvlink"
-    hardware = Hardware(experiment.hardware.device_type, metrics["device_name"], prepared.nproc, prepared.nnodes, link)
-    parameter_bytes = sum(torch.Size(shape).numel() for _, shape in parameter_shapes(config)) * 4
-    estimate = estimate_step(
-        config, experiment.layout, hardware, count_parameters(config)["matmul"], parameter_bytes,
-        experiment.train.micro_batch, experiment.data.seq_len, metrics["grad_accum"],
-        experiment.train.activation_checkpointing, precision=experiment.train.precision,
-    )  # fmt: skip
+    hardware = this_machine(experiment.hardware.device_type, prepared.nproc, prepared.nnodes)
+    estimate = predict_run(experiment, config, hardware, metrics["grad_accum"])
     Calibration.record(hardware, estimate, sorted(steps)[len(steps) // 2])
 
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 
 from transformers import PretrainedConfig
 
-from trainer.config import Experiment, TrainSpec
+from trainer.config import Experiment, TrainSpec, resolve_precision
 from trainer.context_parallel import check_context_parallel
 from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError
 from trainer.memory_model import MemoryPlan, local_shapes, parameter_shapes, predict_rank
 from trainer.model import count_parameters
 from trainer.pipeline import check_pipeline
-from trainer.throughput import Calibration, Hardware, StepEstimate, estimate_step
+from trainer.throughput import Calibration, Hardware, StepEstimate, estimate_step, model_bytes
 
 GiB = 1024**3
 
@@ -89,8 +89,8 @@ def plan(
     world_size = hardware.devices_per_node * hardware.nodes
     rows = experiment.train.global_batch_tokens // seq_len
     shapes = parameter_shapes(config)
-    matmul = count_parameters(config)["matmul"]
-    total_bytes = sum(math.prod(s) for _, s in shapes) * 4
+    matmul, total_bytes = count_parameters(config)["matmul"], model_bytes(config)
+    precision = resolve_precision(experiment.train.precision, hardware.device_type)
     calibration = Calibration.load(hardware)
     candidates = []
     for layout in valid_layouts(world_size, config, seq_len):
@@ -106,7 +106,7 @@ def plan(
                 memory_plan = MemoryPlan(
                     micro_batch,
                     seq_len,
-                    experiment.train.precision,
+                    precision,
                     checkpointing,
                     experiment.train,
                     grad_accum,
@@ -123,8 +123,8 @@ def plan(
                         candidate.notes.append(f"fits only because of cp (cp=1 needs {alone / GiB:.1f} GiB)")
                 if candidate.dropped is None:
                     candidate.estimate = estimate_step(
-                        config, layout, hardware, matmul, total_bytes // layout.pp, micro_batch, seq_len,
-                        grad_accum, checkpointing, calibration, experiment.train.precision,
+                        config, layout, hardware, matmul, total_bytes, micro_batch, seq_len,
+                        grad_accum, checkpointing, calibration, precision,
                     )  # fmt: skip
                 candidates.append(candidate)
     feasible = sorted((c for c in candidates if c.dropped is None), key=_rank_key)

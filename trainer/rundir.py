@@ -11,6 +11,11 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+# How a run ended, as metrics.json ("status"), a job (job.json "state") and a sweep trial record it: ok, stopped
+# early by a sweep's pruner, or one of the ways it went wrong. The one list: every reader takes it from here.
+RUN_STATUSES = ("ok", "pruned", "failed", "oom", "timeout", "nan", "cancelled", "killed")
+FAILED_STATUSES = RUN_STATUSES[2:]
+
 
 class RunDir:
     def __init__(self, path: str | Path):

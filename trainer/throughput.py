@@ -36,6 +36,7 @@ import numpy as np
 from transformers import PretrainedConfig
 
 from trainer.cache import cache_root
+from trainer.config import Experiment, resolve_precision
 from trainer.flops import peak_bf16_flops, step_flops
 from trainer.layout import MESH_DIMS, Layout
 from trainer.rundir import write_json
@@ -71,6 +72,13 @@ class Hardware:
     def key(self) -> str:
         """Names this machine kind for calibration records."""
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{platform.node()}-{self.device_type}-{self.device_name}")
+
+
+def this_machine(device_type: str, devices_per_node: int, nodes: int = 1) -> Hardware:
+    """The machine this process runs on: its device's name and the link between its devices."""
+    from trainer.environment import device_name
+
+    return Hardware(device_type, device_name(device_type), devices_per_node, nodes, detect_intra_node_link(device_type))
 
 
 @dataclass(frozen=True)
@@ -133,12 +141,15 @@ def communication_bytes(
     activation_checkpointing: bool = False,
     precision: str = "fp32",
 ) -> dict[str, tuple[float, int]]:
-    """(bytes each rank sends, number of collectives) per optimizer step, per mesh dimension."""
+    """(bytes each rank sends, number of collectives) per optimizer step, per mesh dimension.
+
+    `parameter_bytes` is the whole model's (fp32): a pipeline stage holds its 1/pp share of it.
+    """
     ring = lambda n: (n - 1) / n  # noqa: E731 - the share of the data a ring collective moves per rank
     tokens = micro_batch * seq_len // layout.cp
     activation = tokens * config.hidden_size * FP32
     layers = -(-config.num_hidden_layers // layout.pp)
-    shard_share = parameter_bytes / layout.tp  # this rank's tensor-parallel share, before FSDP
+    shard_share = parameter_bytes / layout.pp / layout.tp  # this rank's stage and tensor-parallel share, before FSDP
     sent = dict.fromkeys(MESH_DIMS, (0.0, 0))
     shards = layout.shard_degree  # FSDP2 shards over dp_shard x cp; counted under dp_shard, whose link it crosses
     if shards > 1:
@@ -156,6 +167,28 @@ def communication_bytes(
     if layout.pp > 1:
         sent["pp"] = (grad_accum * 2 * activation / layout.tp, grad_accum * 2)
     return sent
+
+
+def predict_run(
+    experiment: Experiment, config: PretrainedConfig, hardware: Hardware, grad_accum: int, calibration=None
+) -> StepEstimate:
+    """The step of a resolved experiment (its layout, micro-batch, precision): what approvals price and what a
+    finished run's calibration record holds, the same figures the planner ranks the candidate by."""
+    from trainer.model import count_parameters
+
+    train = experiment.train
+    return estimate_step(
+        config, experiment.layout, hardware, count_parameters(config)["matmul"], model_bytes(config),
+        train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing, calibration,
+        resolve_precision(train.precision, hardware.device_type),
+    )  # fmt: skip
+
+
+def model_bytes(config: PretrainedConfig) -> int:
+    """The whole model's parameters in fp32 (master weights), tied ones once."""
+    from trainer.model import count_parameters
+
+    return FP32 * count_parameters(config)["total"]
 
 
 def estimate_step(

@@ -31,21 +31,17 @@ def predict(trials: list[Trial]) -> dict[str, Any]:
 
 
 def _predict_trial(metrics: dict, config: dict, launch: dict | None) -> dict[str, Any]:
-    import torch
-
-    from trainer.memory_model import parameter_shapes
     from trainer.model import model_config
-    from trainer.throughput import communication_bytes
+    from trainer.throughput import communication_bytes, model_bytes
 
     experiment = experiment_from_dict(config)
     base_dir = Path(launch["base_dir"]) if launch and launch.get("base_dir") else Path(".")
     model = model_config(experiment.model, base_dir)
-    parameter_bytes = sum(torch.Size(shape).numel() for _, shape in parameter_shapes(model)) * 4
     layout = Layout(**metrics["layout"])
     sent = communication_bytes(
         model,
         layout,
-        parameter_bytes,
+        model_bytes(model),
         metrics["micro_batch"],
         metrics["seq_len"],
         metrics["grad_accum"],

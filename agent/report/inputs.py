@@ -18,12 +18,11 @@ from typing import Any
 
 import yaml
 
-from trainer.config import ConfigError
-from trainer.rundir import RunDir
+from trainer.config import OBJECTIVES, ConfigError
+from trainer.rundir import RUN_STATUSES, RunDir
 
-STATUSES = ("ok", "failed", "oom", "timeout", "nan", "pruned", "cancelled", "killed")
+STATUSES = RUN_STATUSES
 UNFINISHED = ("queued", "running")
-OBJECTIVES = {"tokens_per_s": "maximize", "final_loss": "minimize"}
 RUN_FILES = ("metrics.json", "memory.json", "steps.jsonl", "config.yaml")  # what the report copies of a run
 _BENCH_FIELDS = (
     "suite", "suite_version", "model", "config_hash", "git_commit", "seed", "eval_code_version", "batching",

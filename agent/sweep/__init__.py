@@ -17,10 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from trainer.config import ConfigError, load_experiment
+from trainer.config import OBJECTIVES, ConfigError, load_experiment
 from trainer.rundir import write_json
-
-OBJECTIVES = {"tokens_per_s": "maximize", "final_loss": "minimize"}
 
 
 def run_sweep(

@@ -262,21 +262,16 @@ def _world_of(text: str) -> int:
 
 def _planned(experiment: Experiment, layouts: list[Layout], device_type: str, devices: int):
     """The planner's candidates for these layouts in the fixed order, and the dropped ones with their reasons."""
-    from trainer.environment import device_name
     from trainer.model import model_config
     from trainer.planner import plan
-    from trainer.throughput import Hardware, detect_intra_node_link
+    from trainer.throughput import this_machine
 
     config = model_config(experiment.model, Path(experiment.base_dir))
-    planned = dataclasses.replace(experiment, train=dataclasses.replace(experiment.train))
-    if planned.train.precision == "auto":
-        planned.train.precision = "bf16" if device_type == "cuda" else "fp32"
     device_mem = _device_memory(experiment, device_type, devices)
-    link, name = detect_intra_node_link(device_type), device_name(device_type)
     kept, dropped = [], []
     for world in sorted({layout.world_size for layout in layouts}):
-        hardware = Hardware(device_type, name, world, 1, link)
-        for candidate in plan(planned, config, hardware, device_mem, experiment.data.seq_len):
+        hardware = this_machine(device_type, world)
+        for candidate in plan(experiment, config, hardware, device_mem, experiment.data.seq_len):
             if candidate.layout not in layouts:
                 continue
             reason = candidate.dropped or (None if candidate.runnable else "; ".join(candidate.notes))

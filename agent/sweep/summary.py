@@ -12,9 +12,8 @@ from typing import Any
 
 from agent import jobs
 from agent.sweep.runner import TRIAL_FILE
+from trainer.config import OBJECTIVES
 from trainer.rundir import write_json
-
-DIRECTIONS = {"tokens_per_s": "maximize", "final_loss": "minimize"}
 
 
 def summarize(directory: Path) -> dict[str, Any]:
@@ -67,7 +66,7 @@ def _best(trials: list[dict], objective: str) -> str | None:
     scored = [t for t in trials if t["status"] == "ok" and t[objective] is not None]
     if not scored:
         return None
-    sign = -1 if DIRECTIONS[objective] == "maximize" else 1
+    sign = -1 if OBJECTIVES[objective] == "maximize" else 1
     return min(scored, key=lambda t: (sign * t[objective], t["id"]))["id"]
 
 

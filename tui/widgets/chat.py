@@ -11,6 +11,8 @@ from textual.content import Content
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
+from trainer.rundir import FAILED_STATUSES
+
 ARGUMENT_WIDTH = 60  # characters of a tool call's arguments shown in its line
 
 
@@ -48,7 +50,7 @@ def describe_result(result: Any, error: bool) -> tuple[str, bool]:
     parts = [f"{state}" if isinstance(state, str) else "done"]
     if found.get("source"):
         parts.append(f"(source: {found['source']})")
-    return " ".join(parts), state in ("failed", "oom", "timeout", "nan", "cancelled", "killed")
+    return " ".join(parts), state in FAILED_STATUSES
 
 
 class ReplyEntry(Vertical):
