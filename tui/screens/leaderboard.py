@@ -12,6 +12,8 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from tui.widgets.table import Table
+
 CAPTIONS = {
     False: "Public leaderboard: dev-split scores (p: private test-split scores)",
     True: "Private leaderboard: test-split scores, aggregates only (p: public dev-split scores)",
@@ -31,7 +33,7 @@ class LeaderboardScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="leaderboard-caption")
-        yield DataTable(id="leaderboard", cursor_type="row", zebra_stripes=True)
+        yield Table(id="leaderboard", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
     def on_mount(self) -> None:

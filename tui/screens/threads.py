@@ -12,6 +12,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from tui.conversation import requests
+from tui.widgets.table import Table
 
 if TYPE_CHECKING:
     from tui.app import MeshpilotApp
@@ -31,7 +32,7 @@ class ThreadsScreen(Screen[str | None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("Loading conversations…", id="threads-caption")
-        yield DataTable(id="threads", cursor_type="row", zebra_stripes=True)
+        yield Table(id="threads", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
     def on_mount(self) -> None:

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 from rich.text import Text
 from textual.containers import Horizontal
-from textual.widgets import DataTable
 from textual_plotext import PlotextPlot
 
 from tui.runs import RunInfo
+from tui.widgets.table import Table
 
 FULL = ("run", "layout", "status", "step", "tokens/s", "peak mem", "loss")
 COMPACT = ("run", "status", "step", "loss")
@@ -24,7 +24,7 @@ STATUS_STYLES = {
 }
 
 
-class RunsTable(DataTable):
+class RunsTable(Table):
     """Runs and sweep trials, one row each, keyed by run directory; updates keep the cursor where it was."""
 
     def __init__(self, compact: bool = False, *, id: str | None = None):
