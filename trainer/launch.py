@@ -252,7 +252,7 @@ def _calibrate(prepared: PreparedRun, run: RunDir) -> None:
     if not steps:
         return
     config = model_config(experiment.model, Path(experiment.base_dir))
-    hardware = this_machine(experiment.hardware.device_type, prepared.nproc, prepared.nnodes)
+    hardware = this_machine(experiment.hardware.device_type, prepared.nproc, prepared.nnodes, metrics["device_name"])
     estimate = predict_run(experiment, config, hardware, metrics["grad_accum"])
     Calibration.record(hardware, estimate, sorted(steps)[len(steps) // 2])
 

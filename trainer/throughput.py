@@ -74,11 +74,13 @@ class Hardware:
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{platform.node()}-{self.device_type}-{self.device_name}")
 
 
-def this_machine(device_type: str, devices_per_node: int, nodes: int = 1) -> Hardware:
-    """The machine this process runs on: its device's name and the link between its devices."""
+def this_machine(device_type: str, devices_per_node: int, nodes: int = 1, name: str | None = None) -> Hardware:
+    """The machine this process runs on: its device's name (`name` where a rank already reported it: asking here
+    would start CUDA in this process) and the link between its devices."""
     from trainer.environment import device_name
 
-    return Hardware(device_type, device_name(device_type), devices_per_node, nodes, detect_intra_node_link(device_type))
+    name = name or device_name(device_type)
+    return Hardware(device_type, name, devices_per_node, nodes, detect_intra_node_link(device_type))
 
 
 @dataclass(frozen=True)
