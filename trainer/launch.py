@@ -291,8 +291,11 @@ def _failure_cause(prepared: PreparedRun, returncode: int) -> tuple[str, str]:
         return causes[0]["status"], f"rank {causes[0]['rank']}: {causes[0]['error']}"
     silent = sorted(set(range(prepared.nproc)) - {f["rank"] for f in failures}) if prepared.nnodes == 1 else []
     if silent:
-        how = _how_it_exited(rank_exit_codes(prepared.run.torchrun_log), silent[0])
-        return "failed", f"rank {silent[0]} {how} without a Python error (torchrun exit code {returncode})"
+        codes = rank_exit_codes(prepared.run.torchrun_log)
+        # torchrun stops the other ranks with SIGTERM once one died: the one that died first is the cause.
+        first = min(silent, key=lambda rank: codes.get(rank) == -signal.SIGTERM)
+        how = _how_it_exited(codes, first)
+        return "failed", f"rank {first} {how} without a Python error (torchrun exit code {returncode})"
     if failures:
         return failures[0]["status"], f"rank {failures[0]['rank']}: {failures[0]['error']}"
     return (
