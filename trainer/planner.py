@@ -89,7 +89,8 @@ def plan(
     world_size = hardware.devices_per_node * hardware.nodes
     rows = experiment.train.global_batch_tokens // seq_len
     shapes = parameter_shapes(config)
-    matmul, total_bytes = count_parameters(config)["matmul"], model_bytes(config)
+    counts = count_parameters(config)
+    matmul, total_bytes = counts["matmul"], model_bytes(counts)
     precision = resolve_precision(experiment.train.precision, hardware.device_type)
     calibration = Calibration.load(hardware)
     candidates = []

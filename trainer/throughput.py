@@ -178,19 +178,18 @@ def predict_run(
     finished run's calibration record holds, the same figures the planner ranks the candidate by."""
     from trainer.model import count_parameters
 
-    train = experiment.train
+    train, counts = experiment.train, count_parameters(config)
     return estimate_step(
-        config, experiment.layout, hardware, count_parameters(config)["matmul"], model_bytes(config),
+        config, experiment.layout, hardware, counts["matmul"], model_bytes(counts),
         train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing, calibration,
         resolve_precision(train.precision, hardware.device_type),
     )  # fmt: skip
 
 
-def model_bytes(config: PretrainedConfig) -> int:
-    """The whole model's parameters in fp32 (master weights), tied ones once."""
-    from trainer.model import count_parameters
-
-    return FP32 * count_parameters(config)["total"]
+def model_bytes(counts: dict[str, int]) -> int:
+    """The whole model's parameters in fp32 (master weights), tied ones once; `counts` from
+    trainer.model.count_parameters (a meta-device build, done once by the caller)."""
+    return FP32 * counts["total"]
 
 
 def estimate_step(

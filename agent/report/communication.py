@@ -31,7 +31,7 @@ def predict(trials: list[Trial]) -> dict[str, Any]:
 
 
 def _predict_trial(metrics: dict, config: dict, launch: dict | None) -> dict[str, Any]:
-    from trainer.model import model_config
+    from trainer.model import count_parameters, model_config
     from trainer.throughput import communication_bytes, model_bytes
 
     experiment = experiment_from_dict(config)
@@ -41,7 +41,7 @@ def _predict_trial(metrics: dict, config: dict, launch: dict | None) -> dict[str
     sent = communication_bytes(
         model,
         layout,
-        model_bytes(model),
+        model_bytes(count_parameters(model)),
         metrics["micro_batch"],
         metrics["seq_len"],
         metrics["grad_accum"],
