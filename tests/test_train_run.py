@@ -18,8 +18,9 @@ def runs(tmp_path_factory):
     directory = tmp_path_factory.mktemp("train-run")
     experiment = write_experiment(directory, CHANGES)
     results = {}
+    cache = {"MESHPILOT_CACHE": str(directory / "cache")}  # these runs' calibration records only
     for nproc in (1, 2):
-        results[nproc] = train(experiment, directory / f"nproc{nproc}", "--nproc", str(nproc))
+        results[nproc] = train(experiment, directory / f"nproc{nproc}", "--nproc", str(nproc), env=cache)
     return results
 
 
@@ -79,3 +80,23 @@ def test_final_checkpoint_is_written(runs):
     names = sorted(p.name for p in runs[2].checkpoints.iterdir())
     assert names == [f"step_{STEPS:08d}"]
     assert not list(runs[2].path.glob("log.rank*.txt"))  # rank logs are removed after a clean run
+
+
+def test_a_run_teaches_the_throughput_model_what_the_planner_predicted_for_it(runs, monkeypatch):
+    """The calibration record of a run holds the prediction for its resolved config and its median timed step.
+    Records are kept per machine, oldest first: the 2-process run was the second."""
+    from trainer.config import experiment_from_dict
+    from trainer.model import model_config
+    from trainer.throughput import FEATURES, calibration_records, predict_run, this_machine
+
+    monkeypatch.setenv("MESHPILOT_CACHE", str(runs[2].path.parent / "cache"))
+    run, metrics = runs[2], runs[2].read_metrics()
+    experiment = experiment_from_dict(yaml.safe_load(run.config.read_text()))
+    hardware = this_machine("cpu", 2, 1, metrics["device_name"])
+    records = calibration_records(hardware)
+    assert len(records) == 2  # one per run
+    record = records[-1]
+    predicted = predict_run(experiment, model_config(experiment.model, run.path), hardware, metrics["grad_accum"])
+    assert {f: record[f] for f in FEATURES} == {f: getattr(predicted, f) for f in FEATURES}
+    timed = sorted(s["step_s"] for s in run.read_steps()[-metrics["timed_steps"] :])
+    assert record["measured_s"] == timed[len(timed) // 2]

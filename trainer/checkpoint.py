@@ -27,14 +27,14 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
 from trainer.noise_scale import NoiseScale
 
+# torch.distributed.checkpoint is imported by the functions that save and load: it takes about a second, and the
+# launcher only reads checkpoint names.
+
 _STEP_DIR = re.compile(r"^step_(\d{8})$")
 log = logging.getLogger("meshpilot.trainer")
-_BY_NAME = StateDictOptions(flatten_optimizer_state_dict=True)
 
 
 @dataclass
@@ -73,7 +73,9 @@ def save(
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
     dist.barrier()
-    model_state, optimizer_state = get_state_dict(model, optimizer, options=_BY_NAME)
+    import torch.distributed.checkpoint as dcp
+
+    model_state, optimizer_state = _state_dicts(model, optimizer)
     dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=str(partial))
     torch.save(_rng_state(), partial / f"rng_rank{rank}.pt")
     if rank == 0:
@@ -96,11 +98,14 @@ def load(
     layout: dict[str, int],
 ) -> TrainerState:
     """Restore everything `save` wrote, resharded onto this run's `layout` (its degrees) where that differs."""
-    model_state, optimizer_state = get_state_dict(model, optimizer, options=_BY_NAME)
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+
+    model_state, optimizer_state = _state_dicts(model, optimizer)
     state = {"model": model_state, "optimizer": optimizer_state}
     dcp.load(state, checkpoint_id=str(path))
     set_state_dict(
-        model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=_BY_NAME
+        model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=_by_name()
     )
     extra = torch.load(path / "trainer_state.pt", weights_only=False)
     scheduler.load_state_dict(extra["scheduler"])
@@ -114,6 +119,19 @@ def load(
         log.info("%s was written under layout %s: resharded, RNG streams reseeded", path.name, extra["layout"])
         _reseed(trainer_state.step)
     return trainer_state
+
+
+def _by_name():
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(flatten_optimizer_state_dict=True)
+
+
+def _state_dicts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
+    """Model and optimizer state keyed by parameter name (see the module's docstring)."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    return get_state_dict(model, optimizer, options=_by_name())
 
 
 def _rng_state() -> dict:

@@ -22,14 +22,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
-from transformers import AttentionInterface, PretrainedConfig
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 from trainer.layout import Layout, LayoutError
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+# transformers' modeling modules are imported where used: they take over a second, and the launcher and the
+# planner (which only check layouts) never need them.
 
 ATTENTION = "meshpilot_context_parallel"  # the name registered with transformers' AttentionInterface
 
@@ -114,6 +118,8 @@ def context_parallel_attention(
     if attention_mask is None:
         size, rank = dist.get_world_size(group), dist.get_rank(group)
         attention_mask = local_mask(None, size, rank, key.shape[2]).to(query.device)
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
     kwargs.pop("is_causal", None)  # the mask says it all: local queries are not the first keys
     return sdpa_attention_forward(module, query, key, value, attention_mask, is_causal=False, **kwargs)
 
@@ -154,6 +160,8 @@ def check_context_parallel(layout: Layout, config: PretrainedConfig, seq_len: in
             f"layout cp={layout.cp}: data.seq_len {seq_len} must be divisible by 2 x cp = {2 * layout.cp} "
             "(each sequence is cut into 2 x cp chunks)"
         )
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
     model_class = MODEL_FOR_CAUSAL_LM_MAPPING.get(type(config), None)
     if model_class is None or not getattr(model_class, "_supports_attention_backend", False):
         raise LayoutError(
@@ -166,6 +174,8 @@ def install_context_parallel(model: torch.nn.Module, layout: Layout, mesh) -> Co
     """Register the attention function for this rank's cp group and switch the model to it (None when cp = 1)."""
     if layout.cp == 1:
         return None
+    from transformers import AttentionInterface
+
     cp_mesh = mesh["cp"]
     group = cp_mesh.get_group()
     AttentionInterface.register(ATTENTION, partial(context_parallel_attention, group=group))

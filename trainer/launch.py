@@ -232,8 +232,6 @@ def _launch(prepared: PreparedRun) -> dict:
             write_json(run.metrics, {**_failure_metrics(prepared, -2), "error": reason})
             raise
     metrics = run.read_metrics()
-    if metrics is not None and metrics.get("status") == "ok":
-        _calibrate(prepared, run)
     if metrics is None and returncode == 0 and prepared.nnodes > 1:
         # The rendezvous, not --node-rank, decides which node hosts rank 0 and so writes the results.
         return {"status": "ok", "error": None, "node_rank": request.node_rank, "results_on": "the node of rank 0"}
@@ -241,20 +239,6 @@ def _launch(prepared: PreparedRun) -> dict:
         metrics = _failure_metrics(prepared, returncode)
         write_json(run.metrics, metrics)
     return metrics
-
-
-def _calibrate(prepared: PreparedRun, run: RunDir) -> None:
-    """Teach the throughput model this machine: the median timed step against the model's prediction."""
-    from trainer.throughput import Calibration, predict_run, this_machine
-
-    experiment, metrics = prepared.experiment, run.read_metrics()
-    steps = [s["step_s"] for s in run.read_steps()][-metrics["timed_steps"] :]
-    if not steps:
-        return
-    config = model_config(experiment.model, Path(experiment.base_dir))
-    hardware = this_machine(experiment.hardware.device_type, prepared.nproc, prepared.nnodes, metrics["device_name"])
-    estimate = predict_run(experiment, config, hardware, metrics["grad_accum"])
-    Calibration.record(hardware, estimate, sorted(steps)[len(steps) // 2])
 
 
 def _stop(process: subprocess.Popen) -> None:

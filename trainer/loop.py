@@ -71,6 +71,7 @@ class Measurements:
     timed_seconds: float = 0.0
     timed_tokens: int = 0
     timed_attention_pairs: int = 0  # this rank's; summed over data-parallel ranks at the end
+    timed_step_s: list[float] = field(default_factory=list)
     saved: dict[str, int] | None = None  # bytes saved for backward by one micro-batch, by kind
     state_bytes: dict[str, int] = field(default_factory=dict)
     last_loss: float | None = None
@@ -241,6 +242,7 @@ def _run_steps(training: Training) -> Measurements:
             ):
                 measured.timed_steps += 1
                 measured.timed_seconds += record["step_s"]
+                measured.timed_step_s.append(record["step_s"])
                 measured.timed_tokens += result.input_tokens
                 measured.timed_attention_pairs += sum(causal_attention_pairs(b["segment_ids"]) for b in micro_batches)
             record = {"step": state.step, **record}
@@ -389,6 +391,26 @@ def _finish(training: Training, launch: dict, measured: Measurements) -> None:
             "steps_completed": training.state.step,
         },
     )
+    _calibrate(training, measured, name)
+
+
+def _calibrate(training: Training, measured: Measurements, device_name: str) -> None:
+    """Teach the throughput model this machine: the median timed step against the model's prediction.
+
+    Rank 0 does it, holding the config, the step times and the device's name: the launcher would have to import
+    the modeling code (seconds of every launch) and ask CUDA for the name.
+    """
+    from trainer.throughput import Calibration, predict_run, this_machine
+
+    if not measured.timed_step_s:
+        return
+    experiment = training.experiment
+    hardware = this_machine(
+        experiment.hardware.device_type, experiment.hardware.devices, experiment.hardware.nodes, device_name
+    )
+    estimate = predict_run(experiment, training.config, hardware, training.plan.grad_accum)
+    steps = sorted(measured.timed_step_s)
+    Calibration.record(hardware, estimate, steps[len(steps) // 2])
 
 
 def _noise_scale_summary(training: Training) -> dict:

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from torch.distributed.tensor import DTensor
 
 
 def tensor_bytes(tensors) -> int:
@@ -55,7 +54,7 @@ def saved_for_backward(model: torch.nn.Module, run: Callable[[], torch.Tensor]) 
     live = _LiveSaved()
 
     def pack(tensor: torch.Tensor):
-        local = tensor._local_tensor if isinstance(tensor, DTensor) else tensor
+        local = tensor._local_tensor if _is_dtensor(tensor) else tensor
         ptr = _storage_ptr(local)
         origin = _weight_origin(tensor)
         if ptr is None or ptr in parameter_storages or origin == "parameter":
@@ -127,7 +126,7 @@ def _is_parameter_leaf(fn) -> bool:
 
 
 def _storage_ptr(tensor: torch.Tensor) -> int | None:
-    local = tensor._local_tensor if isinstance(tensor, DTensor) else tensor
+    local = tensor._local_tensor if _is_dtensor(tensor) else tensor
     try:
         return local.untyped_storage().data_ptr()
     except RuntimeError:  # a storage FSDP has freed (resharded parameters)
@@ -150,3 +149,10 @@ def peak_bytes(device: torch.device) -> int:
         return int(torch.cuda.max_memory_allocated(device))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(rss if sys.platform == "darwin" else rss * 1024)  # Linux reports KiB
+
+
+def _is_dtensor(tensor: torch.Tensor) -> bool:
+    # Imported here: torch.distributed.tensor takes half a second, and the launcher imports this module.
+    from torch.distributed.tensor import DTensor
+
+    return isinstance(tensor, DTensor)

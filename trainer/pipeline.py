@@ -25,13 +25,14 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
 from trainer.context_parallel import ContextParallel
 from trainer.layout import LayoutError
 from trainer.packing import IGNORE_INDEX, block_causal_mask
 
-SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved_1f1b": ScheduleInterleaved1F1B}
+# torch.distributed.pipelining's schedule classes by name; the module is imported where a pipeline is built: it
+# pulls in torch._dynamo (half a second), which the launcher and the planner do not need.
+SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B", "interleaved_1f1b": "ScheduleInterleaved1F1B"}
 
 
 def check_pipeline(pp: int, config, schedule: str, stages_per_rank: int, grad_accum: int, compile: bool) -> None:
@@ -229,13 +230,15 @@ def build_pipeline(
         flat_logits, flat_labels = logits.float().flatten(0, 1), labels.flatten()
         return F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE_INDEX, reduction="sum") * loss_scale[0]
 
+    from torch.distributed import pipelining
+
     pipeline_stages = [
-        PipelineStage(module, index, num_stages, device, group=group)
+        pipelining.PipelineStage(module, index, num_stages, device, group=group)
         for module, index in zip(stages, stage_ids, strict=True)
     ]
-    schedule_class = SCHEDULES[schedule_name]
+    schedule_class = getattr(pipelining, SCHEDULES[schedule_name])
     # The loss is already normalised by the step's real token count: no further division by micro-batches.
-    if schedule_class is ScheduleInterleaved1F1B:
+    if schedule_class is pipelining.ScheduleInterleaved1F1B:
         schedule = schedule_class(pipeline_stages, grad_accum, loss_fn=loss_fn, scale_grads=False)
     else:
         schedule = schedule_class(pipeline_stages[0], grad_accum, loss_fn=loss_fn, scale_grads=False)
