@@ -101,8 +101,7 @@ def plan_layouts(
         gpu: a GPU preset (e.g. h100, a100-40gb, rtx-4090) giving the device name and memory
         seq_len: sequence length (default: the experiment's data.seq_len)
     """
-    from trainer.config import load_experiment
-    from trainer.device_map import parse_bytes
+    from trainer.config import load_experiment, parse_bytes
     from trainer.model import model_config
     from trainer.planner import plan
     from trainer.presets import gpu_preset, preset_experiment

@@ -21,8 +21,7 @@ from pathlib import Path
 
 from bench.machine import write_result
 from bench.runs import train, write_experiment
-from trainer.config import load_experiment
-from trainer.device_map import parse_bytes
+from trainer.config import load_experiment, parse_bytes
 from trainer.environment import device_name
 from trainer.model import model_config
 from trainer.planner import plan

@@ -11,8 +11,6 @@ whose weights exceed the GPUs' memory, at the cost of speed that the offloaded l
 from __future__ import annotations
 
 import json
-import re
-from decimal import Decimal
 from pathlib import Path
 
 import torch
@@ -21,40 +19,11 @@ from accelerate.utils import find_tied_parameters
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from trainer.config import ConfigError
+from trainer.config import ConfigError, parse_bytes
 
 Device = int | str
 _SINGLE_FILE = "model.safetensors"
 _INDEX_FILE = "model.safetensors.index.json"
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*$", re.IGNORECASE)
-
-
-def parse_bytes(text: int | str) -> int:
-    """A memory size in bytes from an int or text such as "80GiB", "80GB", "512MiB", "1.5TiB" or "4096"."""
-    if isinstance(text, bool) or not isinstance(text, int | str):
-        raise ConfigError(f"memory size {text!r}: give bytes or a number with a unit such as 80GiB, 80GB, 512MiB")
-    if isinstance(text, int):
-        if text < 0:
-            raise ConfigError(f"memory size {text}: must not be negative")
-        return text
-    match = _SIZE.match(text)
-    unit = match.group(2).lower() if match else None
-    if unit not in _UNITS:
-        raise ConfigError(f"memory size {text!r}: give bytes or a number with a unit such as 80GiB, 80GB, 512MiB")
-    # Decimal, not float: "1.1TB" must be exactly 1_100_000_000_000 bytes.
-    return int(Decimal(match.group(1)) * _UNITS[unit])
 
 
 def load_device_mapped(

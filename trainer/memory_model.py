@@ -30,12 +30,12 @@ bf16 under mixed precision.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 import re
 from dataclasses import dataclass
 
-import torch
-from transformers import AutoModelForCausalLM, PretrainedConfig
+from transformers import PretrainedConfig
 
 from trainer.config import TrainSpec
 from trainer.layout import MESH_DIMS, Layout
@@ -59,9 +59,9 @@ class MemoryPlan:
 
 def parameter_shapes(config: PretrainedConfig) -> list[tuple[str, tuple[int, ...]]]:
     """Names and shapes of the model's parameters (tied ones once), from a meta-device model."""
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
-    return [(name, tuple(p.shape)) for name, p in model.named_parameters()]
+    from trainer.model import describe_parameters
+
+    return describe_parameters(config)[0]
 
 
 def rank_coordinates(rank: int, layout: Layout) -> dict[str, int]:
@@ -72,6 +72,54 @@ def rank_coordinates(rank: int, layout: Layout) -> dict[str, int]:
     return coordinates
 
 
+@dataclass(frozen=True)
+class ParameterGroup:
+    """Parameters alike in all but their decoder layer: one module path (layer index as N), one shape. Every rank
+    splits them alike, so a plan works out a group's shard once rather than once per layer."""
+
+    module: str  # e.g. model.layers.N.self_attn.q_proj
+    shape: tuple[int, ...]
+    names: tuple[str, ...]
+    layers: tuple[int | None, ...]  # each parameter's decoder layer (None outside the layers)
+
+
+def parameter_groups(shapes: list[tuple[str, tuple[int, ...]]]) -> list[ParameterGroup]:
+    groups: dict[tuple[str, tuple[int, ...]], tuple[list[str], list[int | None]]] = {}
+    for name, shape in shapes:
+        match = _LAYER_INDEX.search(name)
+        module = _LAYER_INDEX.sub(".layers.N.", name.rsplit(".", 1)[0])
+        names, layers = groups.setdefault((module, shape), ([], []))
+        names.append(name)
+        layers.append(int(match.group(1)) if match else None)
+    return [ParameterGroup(m, s, tuple(n), tuple(layers)) for (m, s), (n, layers) in groups.items()]
+
+
+def local_groups(
+    config: PretrainedConfig, layout: Layout, rank: int, groups: list[ParameterGroup], stages_per_rank: int = 1
+) -> list[tuple[ParameterGroup, tuple[int, ...], list[int]]]:
+    """Each group's shard shape on `rank` (split by the tensor-parallel plan, then chunked on dim 0 by FSDP2) and
+    which of its parameters the rank holds (positions in `names`: a pipeline stage holds some layers only)."""
+    from trainer.parallelize import tensor_parallel_plan
+
+    plan = tensor_parallel_plan(config) if layout.tp > 1 else {}
+    at = rank_coordinates(rank, layout)
+    stages, layers = layout.pp * stages_per_rank, config.num_hidden_layers
+    # Pipeline stages take equal runs of layers; the first adds the embedding, the last the norm and head
+    # (trainer.pipeline's split).
+    on_rank = {layer for layer in range(layers) if stage_of_layer(layer, layers, stages) % layout.pp == at["pp"]}
+    first, last = at["pp"] == 0, at["pp"] == (stages - 1) % layout.pp
+    result = []
+    for group in groups:
+        if layout.pp == 1:
+            held = list(range(len(group.names)))
+        else:
+            outside = first if "embed" in group.module else last
+            held = [i for i, layer in enumerate(group.layers) if (outside if layer is None else layer in on_rank)]
+        if held:
+            result.append((group, _shard_shape(group, plan, layout, at), held))
+    return result
+
+
 def local_shapes(
     config: PretrainedConfig,
     layout: Layout,
@@ -80,71 +128,97 @@ def local_shapes(
     stages_per_rank: int = 1,
 ) -> list[tuple[str, tuple[int, ...]]]:
     """Each parameter's shape on `rank`: split by the tensor-parallel plan, then chunked on dim 0 by FSDP2."""
-    from trainer.parallelize import tensor_parallel_plan
+    groups = parameter_groups(shapes or parameter_shapes(config))
+    local = local_groups(config, layout, rank, groups, stages_per_rank)
+    return [(group.names[i], shape) for group, shape, held in local for i in held]
 
-    plan = tensor_parallel_plan(config) if layout.tp > 1 else {}
-    at = rank_coordinates(rank, layout)
-    result = []
-    for name, shape in shapes or parameter_shapes(config):
-        if layout.pp > 1 and not _on_rank(name, config, layout.pp, at["pp"], stages_per_rank):
-            continue
-        local = list(shape)
-        style = _tp_style(name, plan)
-        split_dim = {"colwise": 0, "rowwise": 1 if len(shape) == 2 else None}.get(style)
-        if split_dim is not None:
-            local[split_dim] = _chunk_size(local[split_dim], layout.tp, at["tp"])
-        if layout.shard_degree > 1 and local:  # FSDP2 over the flattened dp_shard x cp mesh, cp innermost
-            local[0] = _chunk_size(local[0], layout.shard_degree, at["dp_shard"] * layout.cp + at["cp"])
-        result.append((name, tuple(local)))
-    return result
+
+def _shard_shape(group: ParameterGroup, plan: dict[str, str], layout: Layout, at: dict[str, int]) -> tuple[int, ...]:
+    local = list(group.shape)
+    split_dim = {"colwise": 0, "rowwise": 1 if len(local) == 2 else None}.get(_tp_style(group.module, plan))
+    if split_dim is not None:
+        local[split_dim] = _chunk_size(local[split_dim], layout.tp, at["tp"])
+    if layout.shard_degree > 1 and local:  # FSDP2 over the flattened dp_shard x cp mesh, cp innermost
+        local[0] = _chunk_size(local[0], layout.shard_degree, at["dp_shard"] * layout.cp + at["cp"])
+    return tuple(local)
+
+
+@dataclass(frozen=True)
+class ShapeSums:
+    """What the prediction needs of the parameter shapes, summed once per rank: a plan prices every micro-batch
+    and checkpointing mode of a layout against the same shards (thousands of candidates for a large model)."""
+
+    parameter_elements: int  # this rank's shards
+    matmul_weight_elements: int  # this rank's 2-D weights but the embedding: what autocast copies to bf16
+    optimizer_bytes: int  # this rank's optimizer state (trainer.optim holds the exact rule for each optimizer)
+    layer_elements: int  # one whole decoder layer, unsharded: what FSDP gathers at a time (before tp)
+
+    @classmethod
+    def of(cls, local: list[tuple[ParameterGroup, tuple[int, ...], list[int]]], train: TrainSpec) -> ShapeSums:
+        """`local`: a rank's `local_groups`."""
+        from trainer.optim import optimizer_state_bytes
+
+        parameters = matmul = optimizer = layer = 0
+        for group, shape, held in local:
+            count = len(held)
+            parameters += math.prod(shape) * count
+            if len(shape) == 2 and "embed" not in group.module:
+                matmul += math.prod(shape) * count
+            optimizer += optimizer_state_bytes([(group.names[0], shape)], train, FP32) * count
+            layer += math.prod(group.shape) * group.layers.count(0)
+        return cls(parameters, matmul, optimizer, layer)
 
 
 def predict_rank(
-    config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int, shapes=None, local=None
+    config: PretrainedConfig,
+    layout: Layout,
+    plan: MemoryPlan,
+    rank: int,
+    shapes: list[tuple[str, tuple[int, ...]]] | None = None,
+    sums: ShapeSums | None = None,
 ) -> dict[str, int]:
-    """Predicted bytes by category for one rank (`local`: its parameter shapes, when already known)."""
-    local = local if local is not None else local_shapes(config, layout, rank, shapes, plan.train.pp_stages_per_rank)
-    parameter_bytes = sum(math.prod(shape) for _, shape in local) * FP32
+    """Predicted bytes by category for one rank (`sums`: of its shards, when already known)."""
+    if sums is None:
+        groups = parameter_groups(shapes or parameter_shapes(config))
+        sums = ShapeSums.of(local_groups(config, layout, rank, groups, plan.train.pp_stages_per_rank), plan.train)
+    parameter_bytes = sums.parameter_elements * FP32
     prediction = {
         "parameters": parameter_bytes,
         "gradients": parameter_bytes,  # fp32 gradients of fp32 master weights, sharded like them
-        "optimizer": optimizer_state_bytes(local, plan.train),
+        "optimizer": sums.optimizer_bytes,
         "activations_saved": activation_bytes(config, layout, plan, rank),
-        "weight_copies_saved": weight_copy_bytes(local, layout, plan),
-        "temporaries": temporary_bytes(config, layout, plan, shapes),
+        "weight_copies_saved": weight_copy_bytes(sums, layout, plan),
+        "temporaries": temporary_bytes(config, layout, plan, sums),
     }
     prediction["peak"] = sum(prediction.values())
     return prediction
 
 
 def predict_memory(config: PretrainedConfig, layout: Layout, plan: MemoryPlan) -> list[dict[str, int]]:
-    shapes = parameter_shapes(config)
-    return [{"rank": r, **predict_rank(config, layout, plan, r, shapes)} for r in range(layout.world_size)]
+    groups = parameter_groups(parameter_shapes(config))
+    stages_per_rank = plan.train.pp_stages_per_rank
+    sums = (
+        ShapeSums.of(local_groups(config, layout, r, groups, stages_per_rank), plan.train)
+        for r in range(layout.world_size)
+    )
+    return [{"rank": r, **predict_rank(config, layout, plan, r, sums=s)} for r, s in enumerate(sums)]
 
 
-def optimizer_state_bytes(local: list[tuple[str, tuple[int, ...]]], train: TrainSpec) -> int:
-    """AdamW: two fp32 moments per element and a float32 step per parameter; GaLore: low-rank moments and
-    projections for its target matrices (trainer.optim holds the exact rule for each optimizer)."""
-    from trainer.optim import optimizer_state_bytes as exact
-
-    return exact(local, train, FP32)
-
-
-def weight_copy_bytes(local: list[tuple[str, tuple[int, ...]]], layout: Layout, plan: MemoryPlan) -> int:
+def weight_copy_bytes(sums: ShapeSums, layout: Layout, plan: MemoryPlan) -> int:
     """Autocast's bf16 copies of the matmul weights (every 2-D weight but the embedding, this rank's shard),
     saved for backward. FSDP2's mixed precision makes none: it computes with the bf16 weights it gathers."""
-
     if plan.precision != "bf16" or layout.fsdp:
         return 0
-    return sum(math.prod(shape) for name, shape in local if len(shape) == 2 and "embed" not in name) * 2
+    return sums.matmul_weight_elements * 2
 
 
 def activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int = 0) -> int:
     """Bytes saved for backward on `rank` at the peak: one micro-batch, or under a pipeline schedule the
     micro-batches its stages hold in flight (see the module docstring)."""
     h, i, heads, layers, vocab = _dims(config)
-    q = heads * _head_dim(config)
-    kv = (getattr(config, "num_key_value_heads", None) or heads) * _head_dim(config)
+    head_dim = _head_dim(config)
+    q = heads * head_dim
+    kv = (getattr(config, "num_key_value_heads", None) or heads) * head_dim
     tp, tokens = layout.tp, plan.micro_batch * plan.seq_len // layout.cp
     width = 2 if plan.precision == "bf16" else FP32
     # A mask (packed rows, or context parallelism's local queries against gathered keys) makes SDPA take keys and
@@ -157,7 +231,7 @@ def activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan,
     # Under checkpointing only the layer's input stays; the rest is recomputed in backward.
     per_layer = h * width if plan.activation_checkpointing else full_layer
     # Rotary cos and sin: per token from explicit position ids, shared by the rows of a batch otherwise.
-    mask_and_rotary = 2 * _head_dim(config) * width // (1 if masked else plan.micro_batch)
+    mask_and_rotary = 2 * head_dim * width // (1 if masked else plan.micro_batch)
     head = (3 * h + 1) * width + vocab * FP32  # final norm, output head input, fp32 logits for the loss
     if layout.pp == 1:
         return tokens * (layers * per_layer + head + 8 + mask_and_rotary) + FP32
@@ -165,7 +239,7 @@ def activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan,
     pp_rank = rank_coordinates(rank, layout)["pp"]
     stage_ids = local_stages(pp_rank, layout.pp, stages_per_rank)
     num_stages = layout.pp * stages_per_rank
-    layers_here = sum(1 for layer in range(layers) if stage_of_layer(layer, layers, num_stages) in stage_ids)
+    layers_here = _layers_in_stages(layers, num_stages, tuple(stage_ids))
     # Each stage rebuilds the mask and rotary embedding; its first layer's input arrives from the previous stage.
     once = len(stage_ids) * (mask_and_rotary - h * width)
     once += 8 if 0 in stage_ids else 0  # token ids for the embedding's backward
@@ -174,7 +248,7 @@ def activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan,
     return int(in_flight * tokens * (layers_here * per_layer + once))
 
 
-def temporary_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, shapes=None) -> int:
+def temporary_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, sums: ShapeSums) -> int:
     layers, vocab = config.num_hidden_layers, config.vocab_size
     tokens = plan.micro_batch * plan.seq_len // layout.cp
     logits = 2 * tokens * vocab * FP32  # the logits and their gradient
@@ -184,12 +258,15 @@ def temporary_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, 
         recompute = (activation_bytes(config, Layout(dp_replicate=1, tp=layout.tp, cp=layout.cp), full)) // layers
     gathered = 0
     if layout.shard_degree > 1:
-        layer_params = (
-            sum(math.prod(s) for n, s in shapes or parameter_shapes(config) if ".layers.0." in n) // layout.tp
-        )
+        layer_params = sums.layer_elements // layout.tp
         gathered_width = 2 if plan.precision == "bf16" else FP32  # FSDP2's MixedPrecisionPolicy gathers bf16
         gathered = 2 * layer_params * gathered_width * (layout.shard_degree - 1) // layout.shard_degree
     return logits + recompute + gathered
+
+
+@functools.cache  # a plan asks for the same few stage sets thousands of times
+def _layers_in_stages(layers: int, num_stages: int, stage_ids: tuple[int, ...]) -> int:
+    return sum(1 for layer in range(layers) if stage_of_layer(layer, layers, num_stages) in stage_ids)
 
 
 def _dims(config: PretrainedConfig) -> tuple[int, int, int, int, int]:
@@ -201,20 +278,10 @@ def _head_dim(config: PretrainedConfig) -> int:
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
-def _on_rank(name: str, config: PretrainedConfig, pp: int, pp_rank: int, stages_per_rank: int) -> bool:
-    """Pipeline stages take equal runs of layers; the first adds the embedding, the last the norm and head
-    (trainer.pipeline's split)."""
-    stages = pp * stages_per_rank
-    match = re.search(r"\.layers\.(\d+)\.", name)
-    if match:
-        return stage_of_layer(int(match.group(1)), config.num_hidden_layers, stages) % pp == pp_rank
-    if "embed" in name:
-        return pp_rank == 0
-    return pp_rank == (stages - 1) % pp
+_LAYER_INDEX = re.compile(r"\.layers\.(\d+)\.")
 
 
-def _tp_style(name: str, plan: dict[str, str]) -> str | None:
-    module = name.rsplit(".", 1)[0]
+def _tp_style(module: str, plan: dict[str, str]) -> str | None:
     for pattern, style in plan.items():
         if fnmatch.fnmatchcase(module, f"*{pattern}"):
             return style

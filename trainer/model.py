@@ -1,6 +1,8 @@
 """The model: a transformers causal LM from an inline config, a local config.json or a local checkpoint.
 
-Nothing is fetched from a hub: configs are built in memory or read from local files only.
+Nothing is fetched from a hub: configs are built in memory or read from local files only. The modeling code
+(transformers' model classes, DTensor) is imported by the functions that build models: it takes over a second,
+and the launcher and the planner only read configs.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from torch.distributed.tensor import DTensor, distribute_tensor
-from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
+from transformers import AutoConfig, PretrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from trainer.config import ConfigError, ModelSpec
@@ -58,6 +59,8 @@ def meta_model(config: PretrainedConfig) -> torch.nn.Module:
     """The model's structure on the meta device: shapes and modules, no memory. Parallelise it, then `materialize`."""
     # from_config writes the attention implementation into the config it is given: a copy keeps the caller's (and
     # every other model built from it, such as materialize's template) from switching back to SDPA.
+    from transformers import AutoModelForCausalLM
+
     with torch.device("meta"):
         return AutoModelForCausalLM.from_config(copy.deepcopy(config), attn_implementation="sdpa", dtype=torch.float32)
 
@@ -114,6 +117,8 @@ def _initialised(template: torch.nn.Module, whole: torch.nn.Module, seed: int, n
 
 def _copy_shard(target: torch.Tensor, full: torch.Tensor) -> None:
     """Copy this rank's part of `full` into `target` (a DTensor's local shard, or a whole tensor)."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
     full = full.to(target.dtype)
     if isinstance(target, DTensor):
         # src_data_rank=None: every rank already holds the full tensor, so each takes its own shard, no messages.
@@ -158,14 +163,23 @@ def enable_activation_checkpointing(model: torch.nn.Module) -> None:
 
 def count_parameters(config: PretrainedConfig) -> dict[str, int]:
     """Parameter counts from a meta-device model: no memory, no weights."""
+    return describe_parameters(config)[1]
+
+
+def describe_parameters(config: PretrainedConfig) -> tuple[list[tuple[str, tuple[int, ...]]], dict[str, int]]:
+    """Each parameter's name and shape (tied ones once), and the counts, from one meta-device model: building
+    one takes about half a second for a 405B model, and the planner needs both."""
+    from transformers import AutoModelForCausalLM
+
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
+    shapes = [(name, tuple(p.shape)) for name, p in model.named_parameters()]
     total = sum(p.numel() for p in model.parameters())
     embedding = model.get_input_embeddings().weight.numel()
     tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
     # The output projection is a real matmul even when tied to the input embedding, whose lookup costs nothing.
     matmul = total - embedding + (embedding if tied else 0)
-    return {"total": total, "embedding": embedding, "matmul": matmul}
+    return shapes, {"total": total, "embedding": embedding, "matmul": matmul}
 
 
 def max_positions(config: PretrainedConfig) -> int | None:

@@ -18,8 +18,8 @@ from transformers import PretrainedConfig
 from trainer.config import Experiment, TrainSpec, resolve_precision
 from trainer.context_parallel import check_context_parallel
 from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError
-from trainer.memory_model import MemoryPlan, local_shapes, parameter_shapes, predict_rank
-from trainer.model import count_parameters
+from trainer.memory_model import MemoryPlan, ShapeSums, local_groups, parameter_groups, predict_rank
+from trainer.model import describe_parameters
 from trainer.pipeline import check_pipeline
 from trainer.throughput import Calibration, Hardware, StepEstimate, estimate_step, model_bytes
 
@@ -88,8 +88,8 @@ def plan(
     """All candidates, the feasible ones first by predicted tokens/s, then the dropped ones."""
     world_size = hardware.devices_per_node * hardware.nodes
     rows = experiment.train.global_batch_tokens // seq_len
-    shapes = parameter_shapes(config)
-    counts = count_parameters(config)
+    shapes, counts = describe_parameters(config)
+    groups = parameter_groups(shapes)
     matmul, total_bytes = counts["matmul"], model_bytes(counts)
     precision = resolve_precision(experiment.train.precision, hardware.device_type)
     calibration = Calibration.load(hardware)
@@ -98,9 +98,9 @@ def plan(
         if rows % layout.dp_degree:
             continue  # this global batch does not split over the data-parallel ranks
         per_rank_rows = rows // layout.dp_degree
-        ranks = _largest_ranks(config, layout, shapes)
+        ranks = _largest_ranks(config, layout, groups, experiment.train)
         without_cp = dataclasses.replace(layout, cp=1)
-        ranks_without_cp = _largest_ranks(config, without_cp, shapes) if layout.cp > 1 else {}
+        ranks_without_cp = _largest_ranks(config, without_cp, groups, experiment.train) if layout.cp > 1 else {}
         for micro_batch in (m for m in _powers_of_two(per_rank_rows) if per_rank_rows % m == 0):
             for checkpointing in (False, True):
                 grad_accum = per_rank_rows // micro_batch
@@ -113,12 +113,12 @@ def plan(
                     grad_accum,
                     experiment.data.packing,
                 )
-                memory = _peak_memory(config, layout, memory_plan, shapes, ranks)
+                memory = _peak_memory(config, layout, memory_plan, ranks)
                 candidate = Candidate(layout, micro_batch, grad_accum, checkpointing, memory)
                 _judge(candidate, device_mem)
                 _judge_pipeline(candidate, config, experiment.train)
                 if layout.cp > 1 and candidate.dropped is None:
-                    alone = _peak_memory(config, without_cp, memory_plan, shapes, ranks_without_cp)["peak"]
+                    alone = _peak_memory(config, without_cp, memory_plan, ranks_without_cp)["peak"]
                     if alone > device_mem:
                         candidate.fits_only_with_cp = True
                         candidate.notes.append(f"fits only because of cp (cp=1 needs {alone / GiB:.1f} GiB)")
@@ -132,18 +132,16 @@ def plan(
     return feasible + [c for c in candidates if c.dropped is not None]
 
 
-def _largest_ranks(config: PretrainedConfig, layout: Layout, shapes) -> dict[int, list]:
+def _largest_ranks(config: PretrainedConfig, layout: Layout, groups, train: TrainSpec) -> dict[int, ShapeSums]:
     """Rank 0 holds the largest shards; under pp the last stage (output head, logits) may need more."""
-    ranks = {0: local_shapes(config, layout, 0, shapes)}
-    if layout.pp > 1:
-        last_stage = layout.world_size - layout.world_size // layout.pp
-        ranks[last_stage] = local_shapes(config, layout, last_stage, shapes)
-    return ranks
+    ranks = [0] if layout.pp == 1 else [0, layout.world_size - layout.world_size // layout.pp]
+    local = (local_groups(config, layout, rank, groups, train.pp_stages_per_rank) for rank in ranks)
+    return {rank: ShapeSums.of(shards, train) for rank, shards in zip(ranks, local, strict=True)}
 
 
-def _peak_memory(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, shapes, ranks: dict) -> dict[str, int]:
+def _peak_memory(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, ranks: dict) -> dict[str, int]:
     """The prediction of the rank that needs the most."""
-    predictions = (predict_rank(config, layout, plan, rank, shapes, local) for rank, local in ranks.items())
+    predictions = (predict_rank(config, layout, plan, rank, sums=sums) for rank, sums in ranks.items())
     return max(predictions, key=lambda m: m["peak"])
 
 
