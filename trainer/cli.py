@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainer.config import ConfigError
+from trainer.plan_export import TARGETS, PlanContext
+
+if TYPE_CHECKING:
+    from trainer.planner import Candidate
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -72,7 +77,16 @@ def _add_plan(commands: argparse._SubParsersAction) -> None:
     plan.add_argument("--device-name", help="device model, for its peak FLOP/s (default: --gpu's, else an H100)")
     plan.add_argument("--seq-len", type=int, help="sequence length (default: data.seq_len)")
     plan.add_argument("--top", type=int, default=20, help="rows of the table (default 20)")
-    plan.add_argument("--json", action="store_true", help="print every candidate as JSON")
+    output = plan.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print every candidate as JSON")
+    output.add_argument(
+        "--export",
+        choices=TARGETS,
+        help="write the picked row as an accelerate config or a torchtitan job config, or print its "
+        "`meshpilot train` line (torchrun), with the line that launches it",
+    )
+    plan.add_argument("--pick", type=int, default=1, help="with --export: the table's row number (default 1)")
+    plan.add_argument("--export-dir", type=Path, default=Path("."), help="where --export writes (default: here)")
     plan.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     plan.set_defaults(handler=_plan)
 
@@ -80,19 +94,19 @@ def _add_plan(commands: argparse._SubParsersAction) -> None:
 def _plan(args: argparse.Namespace) -> int:
     import json
 
-    from trainer.config import load_experiment
-    from trainer.device_map import parse_bytes
+    from trainer.config import load_experiment, parse_bytes
     from trainer.model import model_config
     from trainer.planner import format_table, plan
-    from trainer.presets import gpu_preset, model_override, preset_experiment
+    from trainer.presets import gpu_preset, model_override, preset_experiment, preset_key
     from trainer.throughput import Hardware, detect_intra_node_link
 
     if args.devices < 1 or args.nodes < 1:
         raise ConfigError("--devices and --nodes must be at least 1")
     if args.experiment is not None:
-        extra = model_override(args.model) if args.model else []
-        experiment = load_experiment(args.experiment, [*extra, *args.overrides])
+        overrides = [*(model_override(args.model) if args.model else []), *args.overrides]
+        experiment = load_experiment(args.experiment, overrides)
     elif args.model:  # no experiment file: the preset with the usual pre-training defaults
+        overrides = []  # applied to the preset's experiment already
         experiment = preset_experiment(args.model, args.devices * args.nodes, args.seq_len, args.overrides)
     else:
         raise ConfigError("plan needs an experiment file or --model (a preset such as llama-3.1-8b)")
@@ -114,4 +128,22 @@ def _plan(args: argparse.Namespace) -> int:
         print(json.dumps([c.as_dict() for c in candidates], indent=1))
     else:
         print(format_table(candidates, args.top))
+    if args.export:
+        preset = preset_key(args.model) if args.model else None
+        context = PlanContext(experiment, hardware, seq_len, args.experiment, overrides, preset)
+        return _export(args, candidates, context)
     return 0 if any(c.dropped is None for c in candidates) else 1
+
+
+def _export(args: argparse.Namespace, candidates: list[Candidate], context: PlanContext) -> int:
+    """The picked row as the --export target's files and launch line; 1, with the reason, where it cannot."""
+    from trainer.plan_export import ExportRefused, export, pick
+
+    candidate = pick(candidates, args.pick)
+    try:
+        done = export(args.export, candidate, context, args.export_dir)
+    except ExportRefused as refusal:
+        print(refusal, file=sys.stderr)
+        return 1
+    print(done.describe())
+    return 0
