@@ -8,10 +8,16 @@ docs on a branch, pushes it and opens a local pull request. Every step is the sa
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
+
+if TYPE_CHECKING:
+    from agent.sweep.runner import ProgressCallback
 
 # Imports of torch and git wait for the command itself: every `meshpilot` invocation loads this module.
 # Small enough for a 2-core machine to sweep in minutes; the head is not tied to the embedding so that the
@@ -42,13 +48,28 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    outcome = run_demo(args.dir, trial_steps=args.trial_steps, final_steps=args.final_steps, say=print)
+    from agent.sweep.progress import SweepReporter
+
+    # Flushed: each phase shows as it starts, also when stdout is a pipe (block-buffered) beside the sweep's stderr.
+    say = functools.partial(print, flush=True)
+    with SweepReporter(sys.stderr) as reporter:
+        outcome = run_demo(
+            args.dir, trial_steps=args.trial_steps, final_steps=args.final_steps, say=say, progress=reporter.update
+        )
     print(f"report: {outcome['report_path']} on branch {outcome['branch']} of {outcome['repository']}")
     print(f"  read it: git -C {outcome['repository']} show {outcome['branch']}:{outcome['report_path']}")
     return 0
 
 
-def run_demo(directory: Path, *, trial_steps: int = 6, final_steps: int = 40, say=lambda text: None) -> dict:
+def run_demo(
+    directory: Path,
+    *,
+    trial_steps: int = 6,
+    final_steps: int = 40,
+    say=lambda text: None,
+    progress: ProgressCallback | None = None,
+) -> dict:
+    """The demo in `directory` (new or empty); `say` gets a line as each phase starts, `progress` the sweep's."""
     import torch
 
     from agent.report import write_report
@@ -74,7 +95,15 @@ def run_demo(directory: Path, *, trial_steps: int = 6, final_steps: int = 40, sa
         "train.activation_checkpointing": [False],
     }
     sweep_dir = directory / "sweep"
-    summary = run_sweep(experiment, sweep_dir, space=space, devices=devices, trials=2 * len(layouts), sampler="grid")
+    summary = run_sweep(
+        experiment,
+        sweep_dir,
+        space=space,
+        devices=devices,
+        trials=2 * len(layouts),
+        sampler="grid",
+        progress=progress,
+    )
     winner = next(t for t in summary["trials"] if t["id"] == summary["winner"])
     say(f"   winner {winner['id']}: {_describe(winner['params'])}, {winner['tokens_per_s']:,.0f} tokens/s")
 
@@ -164,5 +193,6 @@ def _train_winner(experiment: Path, out: Path, winner: dict, steps: int) -> Path
 
 
 def _describe(params: dict) -> str:
-    layout = ",".join(f"{k}={v}" for k, v in params["layout"].items() if v != 1) or "single"
-    return f"{layout}, packing {'on' if params['packing'] else 'off'}"
+    from agent.sweep.space import layout_label
+
+    return f"{layout_label(params['layout'])}, packing {'on' if params['packing'] else 'off'}"

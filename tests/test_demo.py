@@ -33,11 +33,11 @@ def demo(tmp_path_factory):
         env=env, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    return base / "demo", done.stdout
+    return base / "demo", done.stdout, done.stderr
 
 
 def test_the_sweep_covers_every_cpu_layout_with_and_without_packing(demo):
-    directory, stdout = demo
+    directory, stdout, _ = demo
     summary = json.loads((directory / "sweep" / "summary.json").read_text())
     tried = {(_layout(t["params"]["layout"]), t["params"]["packing"]) for t in summary["trials"]}
     assert tried == {(layout, packing) for layout in CPU_LAYOUTS for packing in (True, False)}
@@ -49,7 +49,7 @@ def test_the_sweep_covers_every_cpu_layout_with_and_without_packing(demo):
 
 
 def test_the_winner_is_trained_longer_in_its_layout(demo):
-    directory, _ = demo
+    directory, _, _ = demo
     summary = json.loads((directory / "sweep" / "summary.json").read_text())
     winner = next(t for t in summary["trials"] if t["id"] == summary["winner"])
     metrics = RunDir(directory / "final").read_metrics()
@@ -59,7 +59,7 @@ def test_the_winner_is_trained_longer_in_its_layout(demo):
 
 
 def test_the_winner_is_scored_on_the_private_suite_and_held_out_perplexity(demo):
-    directory, _ = demo
+    directory, _, _ = demo
     bench = json.loads((directory / "bench" / "result.json").read_text())
     metrics = {name for entry in bench["tasks"] for name in entry["metrics"]}
     assert "perplexity" in metrics and metrics - {"perplexity"}  # held-out perplexity and scored tasks
@@ -67,7 +67,7 @@ def test_the_winner_is_scored_on_the_private_suite_and_held_out_perplexity(demo)
 
 
 def test_the_report_is_pushed_on_a_branch_with_a_local_pull_request(demo):
-    directory, stdout = demo
+    directory, stdout, _ = demo
     repo = git.Repo(directory / "experiment-repo")
     remote = git.Repo(directory / "remote.git")
     branch = next(b for b in remote.branches if b.name.startswith("meshpilot/"))
@@ -82,6 +82,20 @@ def test_the_report_is_pushed_on_a_branch_with_a_local_pull_request(demo):
     assert repo.commit(branch.name).hexsha == branch.commit.hexsha  # pushed as committed
     description = directory / "experiment-repo" / ".git" / "meshpilot" / "pull-requests"
     assert [p.name for p in description.iterdir()] == [f"{branch.name.replace('/', '__')}.md"]
+
+
+def test_the_demo_says_each_phase_as_it_starts_and_each_trial_as_it_ends(demo):
+    directory, stdout, stderr = demo
+    phases = [line.split()[0] for line in stdout.splitlines() if line[:4] in ("1/4 ", "2/4 ", "3/4 ", "4/4 ")]
+    assert phases == ["1/4", "2/4", "3/4", "4/4"]
+    assert "sweeping" in stdout and "training the winner" in stdout and "pull request" in stdout
+    # stderr is a pipe here, as in CI: one plain line per trial, numbered as they end, and no redrawn bar.
+    summary = json.loads((directory / "sweep" / "summary.json").read_text())
+    ended = [line.split() for line in stderr.splitlines() if line.startswith("trial ")]
+    total = len(summary["trials"])
+    assert [words[1] for words in ended] == [f"{n}/{total}" for n in range(1, total + 1)]
+    assert sorted(words[2] for words in ended) == sorted(t["id"] for t in summary["trials"])
+    assert "\r" not in stderr
 
 
 def test_demo_refuses_a_directory_that_is_not_empty(tmp_path):

@@ -2,7 +2,8 @@
 
 The planner enumerates what can run (space.py), optuna chooses trials and prunes bad ones (study.py), each trial
 is a background job with a watchdog (agent.jobs) started by an executor (executors.py) on its own devices, the
-loop keeps them going and survives being killed (runner.py), and summary.py writes what the report reads:
+loop keeps them going and survives being killed (runner.py) and hands its progress to a callback (progress.py
+shows it on the terminal), and summary.py writes what the report reads:
 
     DIR/sweep.json          the sweep's inputs: experiment, config hash, space, sampler, executor, devices
     DIR/study.db            the optuna study (sqlite)
@@ -15,10 +16,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainer.config import OBJECTIVES, ConfigError, load_experiment
 from trainer.rundir import write_json
+
+if TYPE_CHECKING:  # the runner imports optuna: loaded when a sweep runs, not by every `meshpilot` command
+    from agent.sweep.runner import ProgressCallback
 
 
 def run_sweep(
@@ -37,6 +41,7 @@ def run_sweep(
     hang_s: float | None = 600.0,
     prune: bool = True,
     slurm: dict[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> dict:
     """Run (or with `resume`, continue) a sweep in `out`; returns the summary, also written to out/summary.json.
 
@@ -44,7 +49,8 @@ def run_sweep(
     micro-batch x activation checkpointing). `devices` bounds the devices trials share (default: every GPU, or
     every core this process may use); trials run at most `max_parallel` at a time and never on more devices
     than that together. `resume` on a directory with no sweep in it starts one. `env` is added to every
-    trial's environment. `slurm` holds submitit parameters (e.g. {"slurm_partition": "gpu"}).
+    trial's environment. `slurm` holds submitit parameters (e.g. {"slurm_partition": "gpu"}). `progress` is called
+    with a runner.SweepProgress at every poll of the trials (agent.sweep.progress shows it on a terminal).
     """
     from agent.sweep.executors import EXECUTORS, make_executor
     from agent.sweep.runner import Runner, settings_from
@@ -74,7 +80,7 @@ def run_sweep(
     study = open_study(out, space_, sweep["sampler"], sweep["direction"], sweep["prune"])
     if sweep["sampler"] == "tpe" and not study.trials:
         start_with_planner_pick(study, space_)
-    Runner(out, space_, study, runs_on, settings_from(sweep, max_parallel, env)).run()
+    Runner(out, space_, study, runs_on, settings_from(sweep, max_parallel, env), progress).run()
     return summarize(out)
 
 

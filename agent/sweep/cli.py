@@ -55,6 +55,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def _sweep(args: argparse.Namespace) -> int:
     from agent.sweep import run_sweep
+    from agent.sweep.progress import SweepReporter
     from agent.sweep.space import parse_space_args
     from trainer.config import ConfigError
 
@@ -64,21 +65,23 @@ def _sweep(args: argparse.Namespace) -> int:
         if not sep or not key:
             raise ConfigError(f"--slurm expects KEY=VALUE, got {item!r}")
         slurm[key] = value
-    summary = run_sweep(
-        args.experiment,
-        args.out,
-        resume=args.resume,
-        executor=args.executor,
-        max_parallel=args.max_parallel,
-        trials=args.trials,
-        devices=args.devices,
-        space=parse_space_args(args.space) or None,
-        sampler=args.sampler,
-        trial_timeout_s=args.trial_timeout,
-        hang_s=args.hang_timeout,
-        prune=not args.no_prune,
-        slurm=slurm,
-    )
+    with SweepReporter(sys.stderr) as reporter:
+        summary = run_sweep(
+            args.experiment,
+            args.out,
+            resume=args.resume,
+            executor=args.executor,
+            max_parallel=args.max_parallel,
+            trials=args.trials,
+            devices=args.devices,
+            space=parse_space_args(args.space) or None,
+            sampler=args.sampler,
+            trial_timeout_s=args.trial_timeout,
+            hang_s=args.hang_timeout,
+            prune=not args.no_prune,
+            slurm=slurm,
+            progress=reporter.update,
+        )
     print(describe(summary, args.out), file=sys.stdout if summary["winner"] else sys.stderr)
     return 0 if summary["winner"] else 1
 

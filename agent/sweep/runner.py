@@ -14,18 +14,19 @@ import json
 import math
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.trial import Trial, TrialState
+from optuna.trial import FrozenTrial, Trial, TrialState
 
 from agent import jobs
 from agent.sweep.executors import Executor
 from agent.sweep.space import Space
 from agent.sweep.study import suggest, trial_id
-from trainer.rundir import RunDir, write_json
+from trainer.rundir import RunDir, StepsTail, write_json
 
 POLL_S = 0.5
 TRIAL_FILE = "trial.json"  # the sweep's record of a trial: id, optuna number, parameters, devices
@@ -46,6 +47,43 @@ class Settings:
     timeout_s: float | None
     hang_s: float | None
     env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def timed_after(self) -> int:
+        """The warm-up steps tokens/s leaves out, as the trainer times it: none when a trial is no longer."""
+        return self.timing_warmup_steps if self.trial_steps > self.timing_warmup_steps else 0
+
+
+def tokens_per_s_so_far(steps: list[dict[str, Any]], warmup: int) -> float | None:
+    """Tokens/s of the steps.jsonl records after the first `warmup` steps; None while there are none."""
+    timed = [s for s in steps if s["step"] > warmup]
+    seconds = sum(s["step_s"] for s in timed)
+    return sum(s["tokens"] for s in timed) / seconds if timed and seconds > 0 else None
+
+
+@dataclass(frozen=True)
+class TrialProgress:
+    """One trial as the sweep's progress shows it."""
+
+    id: str
+    layout: dict[str, int]
+    state: str  # "running", or how it ended (trainer.rundir.RUN_STATUSES)
+    step: int  # the last step in its steps.jsonl; 0 before the first
+    steps: int  # the steps every trial runs
+    tokens_per_s: float | None  # the trainer's figure once it ended, else measured so far (None in the warm-up)
+    cause: str | None = None
+
+
+@dataclass(frozen=True)
+class SweepProgress:
+    """What the runner hands its progress callback at every poll: plain data, for a terminal or anything else."""
+
+    total: int  # distinct trials the sweep runs
+    done: int  # of them, ended in any state (this run of the sweep or an earlier one)
+    failed: int
+    running: tuple[TrialProgress, ...]
+    ended: tuple[TrialProgress, ...]  # since the previous call, in the order they ended
+    over: bool  # the last call: the sweep has nothing left to run
 
 
 class DevicePool:
@@ -78,10 +116,34 @@ class Active:
     request: dict[str, Any]
     devices: list[int] | None = None  # None: waiting for devices
     reported: set[int] = field(default_factory=set)
+    steps: list[dict[str, Any]] = field(default_factory=list)  # its steps.jsonl so far, read by `tail`
+    tail: StepsTail = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tail = StepsTail(RunDir(self.directory).steps)
+
+    def follow(self) -> None:
+        records, reset = self.tail.read()
+        if reset:  # a trial run again from an empty directory
+            self.steps.clear()
+        self.steps.extend(records)
+
+
+ProgressCallback = Callable[[SweepProgress], None]
 
 
 class Runner:
-    def __init__(self, directory: Path, space: Space, study: optuna.Study, executor: Executor, settings: Settings):
+    """`progress`, when given, is called at every poll (the loop wakes up anyway): the runner prints nothing."""
+
+    def __init__(
+        self,
+        directory: Path,
+        space: Space,
+        study: optuna.Study,
+        executor: Executor,
+        settings: Settings,
+        progress: ProgressCallback | None = None,
+    ):
         self.directory, self.space, self.study, self.executor, self.settings = (
             directory,
             space,
@@ -91,6 +153,8 @@ class Runner:
         )
         self.devices = DevicePool(settings.device_ids)
         self.active: list[Active] = []
+        self.progress = progress
+        self.ended: list[TrialProgress] = []  # since the last progress call
 
     def run(self) -> None:
         self._reattach()
@@ -98,6 +162,7 @@ class Runner:
             self._poll()
             self._start_waiting()
             self._ask()
+            self._show_progress()
             if not self.active:
                 return
             time.sleep(POLL_S)
@@ -160,8 +225,12 @@ class Runner:
                     self.settings.budget = self._distinct()
 
     def _distinct(self) -> int:
+        return len(self._distinct_trials())
+
+    def _distinct_trials(self) -> list[FrozenTrial]:
+        """The trials that run (or ran): not those told a duplicate's result, nor asked and not yet named."""
         trials = self.study.get_trials(deepcopy=False)
-        return sum(1 for t in trials if "trial_id" in t.user_attrs and "duplicate_of" not in t.user_attrs)
+        return [t for t in trials if "trial_id" in t.user_attrs and "duplicate_of" not in t.user_attrs]
 
     def _prepare(self, trial: Trial) -> Active | None:
         """The trial's parameters, id and request; None for a duplicate of a trial that already has an id."""
@@ -238,7 +307,8 @@ class Runner:
 
     def _report(self, active: Active) -> None:
         """Give optuna the objective so far at each new step; stop the trial when the pruner says so."""
-        steps = RunDir(active.directory).read_steps()
+        active.follow()
+        steps = active.steps
         for index, record in enumerate(steps):
             step = record["step"]
             if step in active.reported:
@@ -258,12 +328,7 @@ class Runner:
         last = steps[-1]
         if self.settings.objective == "final_loss":
             return last["loss"] if math.isfinite(last["loss"]) else None
-        # As the trainer times it: without the warm-up steps, unless the trial is no longer than the warm-up.
-        warmup = self.settings.timing_warmup_steps
-        warmup = warmup if self.settings.trial_steps > warmup else 0
-        timed = [s for s in steps if s["step"] > warmup]
-        seconds = sum(s["step_s"] for s in timed)
-        return sum(s["tokens"] for s in timed) / seconds if timed and seconds > 0 else None
+        return tokens_per_s_so_far(steps, self.settings.timed_after)
 
     def _tell(self, active: Active, status: dict) -> None:
         state, metrics = status["state"], status["metrics"] or {}
@@ -278,6 +343,41 @@ class Runner:
             self.active.remove(active)
         if active.devices:
             self.devices.give(active.devices)
+        if self.progress is not None:
+            active.follow()  # the steps written since the last poll
+            self.ended.append(self._trial_progress(active, state, metrics.get("tokens_per_s"), status["cause"]))
+
+    # -- progress
+
+    def _show_progress(self) -> None:
+        if self.progress is None:
+            return
+        distinct = self._distinct_trials()
+        running = [a for a in self.active if a.devices is not None]
+        warmup = self.settings.timed_after
+        progress = SweepProgress(
+            total=self.settings.budget,
+            done=sum(t.state.is_finished() for t in distinct),
+            failed=sum(t.state == TrialState.FAIL for t in distinct),
+            running=tuple(self._trial_progress(a, "running", tokens_per_s_so_far(a.steps, warmup)) for a in running),
+            ended=tuple(self.ended),
+            over=not self.active,
+        )
+        self.ended = []
+        self.progress(progress)
+
+    def _trial_progress(
+        self, active: Active, state: str, tokens_per_s: float | None, cause: str | None = None
+    ) -> TrialProgress:
+        return TrialProgress(
+            id=active.id,
+            layout=self.space.point(active.trial.params["point"]).layout,
+            state=state,
+            step=active.steps[-1]["step"] if active.steps else 0,
+            steps=self.settings.trial_steps,
+            tokens_per_s=tokens_per_s,
+            cause=cause,
+        )
 
 
 def settings_from(sweep: dict[str, Any], max_parallel: int, env: dict | None) -> Settings:

@@ -95,6 +95,11 @@ class Point:
         return [f"{key}={json.dumps(value)}" for key, value in values.items()] + list(TRIAL_OVERRIDES)
 
 
+def layout_label(degrees: dict[str, int]) -> str:
+    """A layout as people write it, the degrees above 1 (dp_shard=2,tp=2), or "1 process"."""
+    return ",".join(f"{name}={degree}" for name, degree in degrees.items() if degree > 1) or "1 process"
+
+
 @dataclass
 class Space:
     points: list[Point]
@@ -300,7 +305,7 @@ def _planned(experiment: Experiment, layouts: list[Layout], device_type: str, de
 def _device_memory(experiment: Experiment, device_type: str, devices: int) -> int:
     """Memory per device: the experiment's hardware.device_mem, the GPU's, or on CPU this machine's RAM shared
     by its cores (parallel trials share it)."""
-    from trainer.device_map import parse_bytes
+    from trainer.config import parse_bytes
 
     if experiment.hardware.device_mem:
         return parse_bytes(experiment.hardware.device_mem)
