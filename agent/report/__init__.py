@@ -19,7 +19,7 @@ from agent.repo.providers import PullRequest, make_provider
 from agent.repo.secrets import RepoError, install_log_redaction
 from agent.report.build import build, finish, pull_request_body
 from agent.report.docs import MODEL_CARD, TRAINING_GUIDE, docs_file
-from agent.report.inputs import ReportError, Sweep, check_bench, load_bench, load_sweep
+from agent.report.inputs import ReportError, Sweep, check_bench, find_longer_run, load_bench, load_sweep
 from trainer.config import ReportSpec, experiment_from_dict
 
 __all__ = ["ReportError", "write_report"]
@@ -72,6 +72,7 @@ def write_report(
     files, ctx = build(
         loaded, benches, report_dir, slug=slug, date=date, experiment=_experiment_label(loaded, Path(repo)),
         docs_file=docs, committed=lambda path: git_writer.read_committed(target, path), prose=prose,
+        longer_run=find_longer_run(benches, loaded.winner),
     )  # fmt: skip
     body = pull_request_body(ctx, files) if publisher is not None else ""
     finish(files, ctx)
@@ -86,10 +87,10 @@ def write_report(
     }
     if dry_run:
         return {**result, "diff": git_writer.diff(target, files)}
-    message = f"meshpilot: report of the layout sweep {slug} ({date})\n\nReport, raw results, docs and model card."
+    title = f"meshpilot: {ctx.sweep_name(quote='')} ({date})"  # the commit's subject and the pull request's title
+    message = f"{title}\n\nReport, raw results, docs and model card."
     result["commit"] = git_writer.commit(target, files, message, author) or _existing_tip(target)
     if publisher is not None and result["commit"] is not None:
-        title = f"meshpilot: layout sweep {slug} ({date})"
         request = PullRequest(target.branch, target.base, title, body, settings.pr.draft if draft is None else draft)
         result["pr"] = _publish(target, publisher, request)
     return result

@@ -11,24 +11,30 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.repo.secrets import redact
-from agent.report import communication, plots
+from agent.report import communication, loss, plots
 from agent.report.context import Context
 from agent.report.docs import MODEL_CARD, TRAINING_GUIDE, model_card, training_guide, training_section
 from agent.report.document import report_markdown
 from agent.report.figures import Sources
-from agent.report.inputs import Sweep
+from agent.report.inputs import LongerRun, Sweep
 from agent.report.prose import render
 
 
-def results(sweep: Sweep, benches: list[tuple[str, dict[str, Any]]]) -> dict[str, bytes]:
-    """The raw files copied beside the report, by name under results/ (text redacted, benchmarks sanitized)."""
+def results(
+    sweep: Sweep, benches: list[tuple[str, dict[str, Any]]], longer_run: LongerRun | None = None
+) -> dict[str, bytes]:
+    """The raw files copied beside the report, by name under results/ (text redacted, benchmarks sanitized), and
+    the figures computed from them once: predicted communication and whether the loss curves agree."""
     copied = {"summary.json": (sweep.path / "summary.json").read_bytes()}
     if sweep.inputs is not None:
         copied["sweep.json"] = (sweep.path / "sweep.json").read_bytes()
     for trial in sweep.trials:
         copied |= {f"trials/{trial.id}/{name}": data for name, data in trial.files.items()}
     copied |= {f"bench/{name}": _json(bench) for name, bench in benches}
+    if longer_run is not None:
+        copied |= {f"longer-run/{name}": data for name, data in longer_run.files.items()}
     copied["predicted_communication.json"] = _json(communication.predict(sweep.trials))
+    copied[loss.RESULT] = _json(loss.agreement(sweep.trials, sweep.winner))
     return {name: redact(data.decode()).encode() for name, data in copied.items()}
 
 
@@ -43,15 +49,18 @@ def build(
     docs_file: str,
     committed: Callable[[str], bytes | None],
     prose: Any = None,
+    longer_run: LongerRun | None = None,
 ) -> tuple[dict[str, bytes], Context]:
     """All files of the report, and the Context they were made with (its ledger, its prose origins).
 
     `committed` reads a file of the commit the report builds on: the docs are rewritten from it, not from the
-    worktree, so nothing uncommitted slips into meshpilot's commit.
+    worktree, so nothing uncommitted slips into meshpilot's commit. `longer_run`: the winner trained for longer
+    (see inputs.find_longer_run), copied and drawn when the trials' loss curves agree.
     """
-    copied = results(sweep, benches)
+    copied = results(sweep, benches, longer_run)
     files = {f"{report_dir}/results/{name}": data for name, data in copied.items()}
-    ctx = Context(sweep, benches, report_dir, slug, date, experiment, Sources(files), prose=prose)
+    ctx = Context(sweep, benches, report_dir, slug, date, experiment, Sources(files), prose=prose,
+                  longer_run=longer_run)  # fmt: skip
     drawn = _plots(ctx)
     files |= {f"{report_dir}/plots/{name}": data for name, data in drawn.items()}
     files[f"{report_dir}/README.md"] = report_markdown(ctx, list(drawn), sorted(copied)).encode()
@@ -79,7 +88,7 @@ def pull_request_body(ctx: Context, files: dict[str, bytes]) -> str:
     documents = [path for path in sorted(files) if path.endswith(".md")]
     listing = "\n".join(f"- `{path}`" for path in documents)
     return (
-        f"meshpilot's report of the layout sweep `{ctx.slug}` ({ctx.date}).\n\n{outcome}\n\n"
+        f"meshpilot's report of the {ctx.sweep_name()} ({ctx.date}).\n\n{outcome}\n\n"
         f"Documents:\n{listing}\n- raw result files under `{ctx.report_dir}/results/`\n\n"
         f"Every number is read from those files; `{ctx.report_dir}/figures.json` names the source of each."
     )
@@ -91,11 +100,23 @@ def _plots(ctx: Context) -> dict[str, bytes]:
     drawn = {"throughput.png": plots.throughput(trials, labels)}
     if ctx.sweep.winner is not None:
         drawn["memory.png"] = plots.memory_per_rank(ctx.sweep.winner, labels[ctx.sweep.winner.id])
-    for name, draw in (("loss.png", plots.loss_curves), ("gns.png", plots.gradient_noise_scale)):
-        png = draw(trials, labels)
+    for name, png in (("loss.png", _loss_plot(ctx, labels)), ("gns.png", plots.gradient_noise_scale(trials, labels))):
         if png is not None:
             drawn[name] = png
     return drawn
+
+
+def _loss_plot(ctx: Context, labels: dict[str, str]) -> bytes | None:
+    """Every trial's loss curve, or, when they agree, one: the winner's longer run, else the reference trial's."""
+    shown = loss.plotted(ctx.loss_agreement, ctx.longer_run)
+    if shown == loss.LONGER_RUN:
+        runs = [(f"{labels[ctx.sweep.winner.id]}, trained longer", ctx.longer_run)]
+    elif shown == loss.REFERENCE:
+        reference = ctx.loss_agreement["reference"]
+        runs = [(labels[reference], next(t for t in ctx.sweep.trials if t.id == reference))]
+    else:
+        runs = [(labels[t.id], t) for t in ctx.sweep.trials]
+    return plots.loss_curves(runs, loss.TITLES[shown])
 
 
 def _json(data: Any) -> bytes:

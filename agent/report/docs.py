@@ -15,7 +15,7 @@ import re
 
 from agent.report.context import Context
 from agent.report.figures import Page
-from agent.report.markdown import table, train_command, yes_no
+from agent.report.markdown import split_cell, table, train_command, yes_no
 from agent.report.prose import Slot, compose, render
 from agent.report.sections import markers, replace_section
 
@@ -41,7 +41,7 @@ def training_section(ctx: Context, document: str, existing: str | None) -> str:
     get = ctx.sources.figure
     body = (
         "## Training with meshpilot\n\n"
-        f"Recommended by the layout sweep `{ctx.slug}` of {ctx.date} ([report]({link})): "
+        f"Recommended by the {ctx.sweep_name()} ({ctx.date}, [report]({link})): "
         f"{render(ctx.layout(winner), page)} on {page.show(ctx.metric(winner, 'world_size', unit='count'))} "
         f"{page.show(ctx.metric(winner, 'device_type', unit='text'))} processes, micro-batch "
         f"{page.show(get(config, 'train', 'micro_batch', unit='count'))} with "
@@ -62,7 +62,7 @@ def training_guide(ctx: Context, existing: str | None) -> str:
     reports.append((f"{ctx.date} {ctx.slug}", _relative(report)))
     body = "\n\n".join([
         "## How this model is trained here",
-        f"From the layout sweep `{ctx.slug}` of {ctx.date} ([report]({_relative(report)})). Every number is read "
+        f"From the {ctx.sweep_name()} ({ctx.date}, [report]({_relative(report)})). Every number is read "
         f"from the result files copied beside that report; its `figures.json` names the file of each.",
         "### The chosen layout and why",
         _why_chosen(ctx, page),
@@ -147,8 +147,8 @@ def _details(ctx: Context, page: Page) -> str:
     slot = Slot(
         "model",
         "A causal language model trained with meshpilot's built-in trainer. The layout and batch split below are "
-        "the best that the sweep {sweep} measured, and the figures come from its result files.",
-        {"sweep": f"`{ctx.slug}`"},
+        "the best that the {sweep} measured, and the figures come from its result files.",
+        {"sweep": ctx.sweep_name()},
     )
     text, ctx.prose_origins["model"] = compose(slot, page, ctx.prose)
     lines = []
@@ -209,9 +209,10 @@ def _evaluation(ctx: Context, page: Page) -> str:
                     yes_no(task["private"]),
                     f"`{metric}`",
                     page.show(ctx.sources.figure(source, "tasks", i, "metrics", metric, unit="score")),
+                    split_cell(ctx, page, source, i),
                     "**flagged**" if (task.get("contamination") or {}).get("flagged") else "no",
                 ])  # fmt: skip
-    header = ["suite", "task", "private", "metric", "value", "contamination"]
+    header = ["suite", "task", "private", "metric", "value", "split", "contamination"]
     note = "Private tasks: aggregate scores only; their examples and labels are never published."
     return "## Evaluation\n\n" + table(header, rows) + "\n\n" + note
 

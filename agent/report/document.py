@@ -9,35 +9,39 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from agent.report import loss
 from agent.report.context import Context
 from agent.report.figures import Figure, Page
 from agent.report.inputs import Trial
-from agent.report.markdown import table, train_command, yes_no
+from agent.report.markdown import split_cell, table, train_command, yes_no
 from agent.report.prose import Slot, compose, render
 from trainer.layout import MESH_DIMS
 
 PLOT_TITLES = {
     "throughput.png": "Throughput per layout",
     "memory.png": "Memory per rank of the winner, predicted and measured",
-    "loss.png": "Training loss per trial",
     "gns.png": "Gradient noise scale per trial",
-}
+}  # and loss.png's, which says what it draws (loss.TITLES)
 
 
 def report_markdown(ctx: Context, plots: list[str], results: list[str]) -> str:
     page = ctx.ledger.page(f"{ctx.report_dir}/README.md")
     sections = [
-        f"# Layout sweep `{ctx.slug}`, {ctx.date}",
+        f"# {_capitalized(ctx.sweep_name())}, {ctx.date}",
         _goal(ctx, page),
         _winner(ctx, page),
         _trials(ctx, page),
-        _plots(plots),
+        _plots(ctx, page, plots),
         _benchmarks(ctx, page),
         _reproduce(ctx, page),
         _environment(ctx, page),
         _raw_files(results),
     ]
     return "\n\n".join(s for s in sections if s) + "\n"
+
+
+def _capitalized(text: str) -> str:
+    return text[:1].upper() + text[1:]  # str.capitalize would lower the rest: an experiment's name keeps its case
 
 
 def _goal(ctx: Context, page: Page) -> str:
@@ -167,8 +171,8 @@ def _side_by_side(ctx: Context, page: Page, trials: list[Trial]) -> str:
 
 
 def _trials(ctx: Context, page: Page) -> str:
-    header = ["trial", "layout", "micro-batch", "accumulation", "act. checkpointing", "status", "cause", "tokens/s",
-              "MFU (%)", "predicted peak, MiB", "measured peak, MiB"]  # fmt: skip
+    header = ["trial", "layout", "micro-batch", "accumulation", "act. checkpointing", "packing", "status", "cause",
+              "tokens/s", "MFU (%)", "predicted peak, MiB", "measured peak, MiB"]  # fmt: skip
     rows = []
     for trial in ctx.sweep.trials:
         params = trial.record.get("params") or {}
@@ -178,6 +182,7 @@ def _trials(ctx: Context, page: Page) -> str:
             page.show(ctx.record(trial, "params", "micro_batch", unit="count")),
             page.show(ctx.record(trial, "params", "grad_accum", unit="count")),
             yes_no(params.get("activation_checkpointing")),
+            yes_no(params.get("packing")),
             trial.status,
             page.show(ctx.record(trial, "cause", unit="text")),
             page.show(ctx.record(trial, "tokens_per_s", unit="rounded")),
@@ -188,9 +193,49 @@ def _trials(ctx: Context, page: Page) -> str:
     return "## Every layout tried\n\n" + table(header, rows) + "\n\nPeak memory is the largest rank's."
 
 
-def _plots(plots: list[str]) -> str:
-    images = [f"![{PLOT_TITLES[name]}](plots/{name})" for name in plots]
+def _plots(ctx: Context, page: Page, plots: list[str]) -> str:
+    images = []
+    for name in plots:
+        if name == "loss.png":
+            shown = loss.plotted(ctx.loss_agreement, ctx.longer_run)
+            images.append(f"![{loss.TITLES[shown]}](plots/{name})\n\n{_loss_caption(ctx, page, shown)}".rstrip())
+        else:
+            images.append(f"![{PLOT_TITLES[name]}](plots/{name})")
     return "## Plots\n\n" + "\n\n".join(images)
+
+
+def _loss_caption(ctx: Context, page: Page, shown: str) -> str:
+    """Whether the trials' loss curves agree, with the figures that say so, and what the loss plot draws."""
+    agreement = ctx.result(loss.RESULT)
+
+    def show(source: str, *key: str, unit: str) -> str:
+        return page.show(ctx.sources.figure(source, *key, unit=unit))
+
+    if ctx.loss_agreement["compared"] < 2:
+        return ""
+    reference, tolerance = show(agreement, "reference", unit="text"), show(agreement, "tolerance", unit="percent")
+    if shown == loss.EVERY_TRIAL:
+        if ctx.loss_agreement["largest_difference"] is None:
+            return f"A trial's training loss is not a finite number, so no curve is compared with `{reference}`'s."
+        return (
+            f"The trials' training losses do not agree: at some step one differs from `{reference}`'s by "
+            f"{show(agreement, 'largest_difference', unit='loss')}, more than the tolerance of {tolerance}% of "
+            f"its loss, so every trial's curve is drawn."
+        )
+    text = (
+        f"The training losses of the {show(agreement, 'compared', unit='count')} trials that logged one agree: at "
+        f"every step each is within {tolerance}% of `{reference}`'s (the largest difference is "
+        f"{show(agreement, 'largest_difference', unit='loss')}), so the trials train alike and their curves "
+        "would draw one line."
+    )
+    if shown == loss.REFERENCE:
+        return text + f" The plot draws `{reference}`'s alone."
+    run = ctx.result("longer-run/metrics.json")
+    return text + (
+        f" The plot draws the winner's longer run instead ([`results/longer-run/`](results/longer-run/)): "
+        f"{show(run, 'steps', unit='count')} steps in the winner's layout, to a final loss of "
+        f"{show(run, 'final_loss', unit='loss')}."
+    )
 
 
 def _benchmarks(ctx: Context, page: Page) -> str:
@@ -226,11 +271,13 @@ def _bench(ctx: Context, page: Page, source: str) -> str:
                 yes_no(task["private"]),
                 f"`{metric}`",  # a name, not a figure: the key its value is read under
                 page.show(get(source, "tasks", i, "metrics", metric, unit="score")),
+                split_cell(ctx, page, source, i),
                 page.show(get(source, "tasks", i, "n_examples", unit="count")),
                 page.show(get(source, "tasks", i, "contamination", "overlap", unit=_unit_of(overlap))),
                 "**flagged**" if (task.get("contamination") or {}).get("flagged") else "no",
             ])  # fmt: skip
-    header = ["task", "private", "metric", "value", "examples", "overlap", "contamination"]
+    # The split goes beside the number of examples it holds; the columns before it keep their order.
+    header = ["task", "private", "metric", "value", "split", "examples", "overlap", "contamination"]
     return "\n\n".join([head, model, table(header, rows)])
 
 

@@ -2,6 +2,8 @@
 
 A sweep directory (written by `meshpilot sweep`) holds sweep.json (its inputs), summary.json (every trial with
 its status, cause and figures, and the winner) and trials/<id>/, one run directory per trial that ran.
+The winner's longer run (`meshpilot demo` trains the winner for longer, then evaluates it) is found through the
+benchmark result that names it as its model: see find_longer_run.
 A benchmark result (written by evalsuite) is read through `sanitize_bench`: of a private task only its name,
 its aggregate metrics and its contamination flag are kept, so nothing else of it can reach a report or a commit.
 """
@@ -36,8 +38,24 @@ class ReportError(ConfigError):
     """Bad input to the report, phrased in one line."""
 
 
+class _RunFiles:
+    """Reading a run's result files, held as bytes by name (RUN_FILES)."""
+
+    files: dict[str, bytes]
+
+    def json(self, name: str) -> Any:
+        return json.loads(self.files[name]) if name in self.files else None
+
+    def steps(self) -> list[dict[str, Any]]:
+        text = self.files.get("steps.jsonl", b"").decode()
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def config(self) -> dict[str, Any] | None:
+        return yaml.safe_load(self.files["config.yaml"]) if "config.yaml" in self.files else None
+
+
 @dataclass
-class Trial:
+class Trial(_RunFiles):
     index: int  # position in summary.json's trials: figures name it
     id: str
     record: dict[str, Any]  # its entry in summary.json
@@ -49,15 +67,13 @@ class Trial:
     def status(self) -> str:
         return self.record["status"]
 
-    def json(self, name: str) -> Any:
-        return json.loads(self.files[name]) if name in self.files else None
 
-    def steps(self) -> list[dict[str, Any]]:
-        text = self.files.get("steps.jsonl", b"").decode()
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+@dataclass
+class LongerRun(_RunFiles):
+    """The winner trained again for more steps, outside the sweep."""
 
-    def config(self) -> dict[str, Any] | None:
-        return yaml.safe_load(self.files["config.yaml"]) if "config.yaml" in self.files else None
+    path: Path
+    files: dict[str, bytes]
 
 
 @dataclass
@@ -122,7 +138,7 @@ def _load_trial(sweep: Path, index: int, record: Any) -> Trial:
             raise ReportError(f"{where}: run_dir {record['run_dir']!r} is outside the sweep directory")
         if run.path.is_dir():
             trial.run = run
-            trial.files = {name: (run.path / name).read_bytes() for name in RUN_FILES if (run.path / name).is_file()}
+            trial.files = _read_run_files(run.path)
             trial.launch = json.loads(run.launch.read_text()) if run.launch.is_file() else None
     if trial.status == "ok":
         metrics = trial.json("metrics.json")
@@ -131,6 +147,51 @@ def _load_trial(sweep: Path, index: int, record: Any) -> Trial:
         if "memory.json" not in trial.files:
             raise ReportError(f"{where} ({trial.id}): status ok, but its run directory has no memory.json")
     return trial
+
+
+def _read_run_files(path: Path) -> dict[str, bytes]:
+    return {name: (path / name).read_bytes() for name in RUN_FILES if (path / name).is_file()}
+
+
+# What makes a run the winner's, read from both metrics.json files: its layout and batch split, on the same devices.
+_SAME_RUN_METRICS = ("layout", "world_size", "device_type", "micro_batch", "grad_accum", "seq_len", "packing",
+                     "precision")  # fmt: skip
+_SAME_RUN_CONFIG = ("model", "tokenizer", "data")  # and the same model, trained on the same data
+
+
+def find_longer_run(benches: list[tuple[str, dict[str, Any]]], winner: Trial | None) -> LongerRun | None:
+    """The winner's longer run: the run a benchmark result evaluated (its model.path, a meshpilot run directory or
+    a checkpoint inside one) when it trained the winner's model and data in the winner's layout for more steps.
+
+    Nothing else records that run, and `meshpilot demo` evaluates exactly it; any other model is no such run.
+    """
+    if winner is None:
+        return None
+    for _, bench in benches:
+        path = (bench.get("model") or {}).get("path")
+        if not isinstance(path, str) or not path:
+            continue
+        for candidate in (Path(path), *Path(path).parents[:2]):  # the run, or its checkpoint/step_N directory
+            if (candidate / "metrics.json").is_file():
+                run = LongerRun(candidate, _read_run_files(candidate))
+                if _longer_run_of(run, winner):
+                    return run
+                break
+    return None
+
+
+def _longer_run_of(run: LongerRun, winner: Trial) -> bool:
+    try:
+        metrics, config = run.json("metrics.json"), run.config()
+    except (ValueError, yaml.YAMLError):  # a run still being written: not the finished longer run
+        return False
+    won, won_config = winner.json("metrics.json"), winner.config() or {}
+    if not isinstance(metrics, dict) or not isinstance(config, dict) or metrics.get("status") != "ok":
+        return False
+    same = all(metrics.get(k) == won.get(k) for k in _SAME_RUN_METRICS) and all(
+        config.get(k) == won_config.get(k) for k in _SAME_RUN_CONFIG
+    )
+    return same and _number(metrics.get("steps")) and metrics["steps"] > (won.get("steps") or 0)
 
 
 def load_bench(path: Path) -> dict[str, Any]:

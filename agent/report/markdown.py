@@ -20,6 +20,14 @@ def yes_no(value: object) -> str:
     return {True: "yes", False: "no"}.get(value, "—") if isinstance(value, bool) or value is None else str(value)
 
 
+def split_cell(ctx: Context, page: Page, source: str, task: int) -> str:
+    """Which split of a task a benchmark row scored (a task has a row per split: dev and test look alike without
+    it). A private task's split name is withheld with the rest of it (see inputs.sanitize_bench)."""
+    if ctx.sources.value(source, "tasks", task, "private"):
+        return "withheld"
+    return page.show(ctx.sources.figure(source, "tasks", task, "split", unit="text"))
+
+
 def train_command(ctx: Context, trial: Trial, page: Page) -> str | None:
     """`meshpilot train` with the processes, layout, steps and swept keys of the trial, as its config.yaml says."""
     source = ctx.run_file(trial, "config.yaml")

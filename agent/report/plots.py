@@ -9,7 +9,7 @@ from __future__ import annotations
 from io import BytesIO
 from typing import TYPE_CHECKING
 
-from agent.report.inputs import Trial
+from agent.report.inputs import LongerRun, Trial
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -59,21 +59,23 @@ def memory_per_rank(trial: Trial, label: str) -> bytes:
     return _png(figure)
 
 
-def loss_curves(trials: list[Trial], labels: dict[str, str]) -> bytes | None:
-    return _per_step(trials, labels, "loss", "loss", "Training loss")
+def loss_curves(runs: list[tuple[str, Trial | LongerRun]], title: str) -> bytes | None:
+    """One curve per (legend label, run) that logged a loss."""
+    return _per_step(runs, "loss", "loss", title)
 
 
 def gradient_noise_scale(trials: list[Trial], labels: dict[str, str]) -> bytes | None:
     """Only when some run measured it (steps.jsonl `gns`)."""
-    return _per_step(trials, labels, "gns", "gradient noise scale", "Gradient noise scale")
+    runs = [(labels[t.id], t) for t in trials]
+    return _per_step(runs, "gns", "gradient noise scale", "Gradient noise scale")
 
 
-def _per_step(trials: list[Trial], labels: dict[str, str], field: str, ylabel: str, title: str) -> bytes | None:
+def _per_step(runs: list[tuple[str, Trial | LongerRun]], field: str, ylabel: str, title: str) -> bytes | None:
     series = []
-    for trial in trials:
-        points = [(s["step"], s[field]) for s in trial.steps() if s.get(field) is not None]
+    for label, run in runs:
+        points = [(s["step"], s[field]) for s in run.steps() if s.get(field) is not None]
         if points:
-            series.append((labels[trial.id], points))
+            series.append((label, points))
     if not series:
         return None
     figure = _figure(figsize=(7, 4), dpi=100)
