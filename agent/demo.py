@@ -193,6 +193,6 @@ def _train_winner(experiment: Path, out: Path, winner: dict, steps: int) -> Path
 
 
 def _describe(params: dict) -> str:
-    from agent.sweep.space import layout_label
+    from trainer.layout import layout_name
 
-    return f"{layout_label(params['layout'])}, packing {'on' if params['packing'] else 'off'}"
+    return f"{layout_name(params['layout'])}, packing {'on' if params['packing'] else 'off'}"

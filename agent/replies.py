@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agent.tools import layout_family
+from trainer.layout import ONE_PROCESS, layout_family, layout_name
 
 RUNNERS_UP = 3  # other families an explanation compares the winner with
 # What each parallel dimension costs in trainer.throughput's model, said once per family part.
@@ -34,7 +34,7 @@ def describe_plan(result: dict) -> str:
         "",
     ]
     for i, c in enumerate(top, 1):
-        name = c["layout"] if c["family"] == "single device" else f"{c['family']} {c['layout']}"
+        name = c["layout"] if c["family"] == ONE_PROCESS else f"{c['family']} {c['layout']}"
         lines.append(
             f"{i}. {name}, micro-batch {c['micro_batch']} x {c['grad_accum']} "
             f"accumulated{', checkpointing' if c['activation_checkpointing'] else ''}: "
@@ -99,7 +99,7 @@ def _compare(other: dict, winner: dict) -> str:
 
 
 def _layout_arg(c: dict) -> str:
-    return c["layout"] if c["layout"] != "single device" else "dp_replicate=1"
+    return c["layout"] if c["layout"] != ONE_PROCESS else "dp_replicate=1"
 
 
 def describe_run(result: dict) -> str:
@@ -121,7 +121,7 @@ def describe_run(result: dict) -> str:
     if metrics.get("peak_mem_bytes"):
         parts.append(f"peak memory {max(metrics['peak_mem_bytes']) / 2**30:.3f} GiB per rank")
     if metrics.get("layout"):
-        parts.append(f"layout {','.join(f'{k}={v}' for k, v in metrics['layout'].items() if v > 1) or 'one process'}")
+        parts.append(f"layout {layout_name(metrics['layout'])}")
     return ", ".join(parts) + f". {where}"
 
 
@@ -215,7 +215,7 @@ def _as_candidate(trial: dict) -> dict:
 
 def _trial_figures(trial: dict) -> str:
     params = trial["params"]
-    layout = ",".join(f"{k}={v}" for k, v in params["layout"].items() if v > 1) or "one process"
+    layout = layout_name(params["layout"])
     parts = [f"{layout}, micro-batch {params['micro_batch']}"]
     if trial.get("tokens_per_s") is not None:
         parts.append(f"measured {trial['tokens_per_s']:,.0f} tokens/s")
@@ -398,8 +398,8 @@ def _table(header: list[str], rows: dict[str, list[str]]) -> str:
 def _layout_name(degrees: dict | None) -> str:
     if not degrees:
         return "-"
-    used = ",".join(f"{k}={v}" for k, v in degrees.items() if v > 1)
-    return f"{layout_family(degrees)} {used}" if used else "one process"
+    name = layout_name(degrees)
+    return name if name == ONE_PROCESS else f"{layout_family(degrees)} {name}"
 
 
 def compare_trials(result: dict) -> str:

@@ -24,6 +24,7 @@ from langgraph.prebuilt import InjectedState
 
 from agent.approvals import resolve_in_repo
 from trainer.config import ConfigError
+from trainer.layout import layout_family, layout_name
 
 Repo = Annotated[str, InjectedState("repo")]
 CallId = Annotated[str, InjectedToolCallId]
@@ -506,7 +507,7 @@ def _candidate(c: dict[str, Any]) -> dict[str, Any]:
     """The figures of a plan candidate a reply may quote."""
     comm = c["comm_bytes_per_step"] or {}
     return {
-        "layout": ",".join(f"{k}={v}" for k, v in c["layout"].items() if v > 1) or "single device",
+        "layout": layout_name(c["layout"]),
         "family": layout_family(c["layout"]),
         "micro_batch": c["micro_batch"],
         "grad_accum": c["grad_accum"],
@@ -528,15 +529,6 @@ def _dropped_by_family(candidates: list[dict], feasible: dict[str, dict]) -> dic
         if c["dropped"] is not None and family not in feasible:
             smallest.setdefault(family, c)
     return {family: f"{_candidate(c)['layout']}: {c['dropped']}" for family, c in smallest.items()}
-
-
-def layout_family(degrees: dict[str, int]) -> str:
-    """The usual name of a layout: DDP, FSDP, HSDP, with +TP, +PP, +CP for the model-parallel dimensions."""
-    used = {name for name, degree in degrees.items() if degree > 1}
-    data = {"dp_replicate": "DDP", "dp_shard": "FSDP"}
-    names = ["HSDP"] if {"dp_replicate", "dp_shard"} <= used else [data[d] for d in data if d in used]
-    names += [d.upper() for d in ("tp", "pp", "cp") if d in used]
-    return "+".join(names) or "single device"
 
 
 def _gib(size: float) -> float:

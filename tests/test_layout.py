@@ -81,7 +81,7 @@ def test_resolve_keeps_explicit_degrees():
     [
         (Layout(dp_replicate=3), 2, "layout dp_replicate=3 multiplies to 3, but 2 processes run"),
         (Layout(dp_replicate=2, tp=2), 8, "layout dp_replicate=2,tp=2 multiplies to 4, but 8 processes run"),
-        (Layout(dp_replicate=1), 4, "layout single multiplies to 1, but 4 processes run"),
+        (Layout(dp_replicate=1), 4, "layout dp_replicate=1 multiplies to 1, but 4 processes run"),
         (Layout(dp_replicate=1, pp=2, cp=2), 2, "layout pp=2,cp=2 multiplies to 4, but 2 processes run"),
     ],
 )
@@ -131,7 +131,7 @@ def test_degrees_order_and_values():
 @pytest.mark.parametrize(
     ("layout", "text"),
     [
-        (Layout(dp_replicate=1), "single"),
+        (Layout(dp_replicate=1), "1 process"),
         (Layout(dp_replicate=4), "dp_replicate=4"),
         (Layout(dp_replicate=2, tp=2, pp=2), "pp=2,dp_replicate=2,tp=2"),
         (Layout(), "dp_replicate=-1"),

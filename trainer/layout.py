@@ -13,6 +13,10 @@ MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 # later can be validated before the trainer runs it.
 SUPPORTED_DIMS = MESH_DIMS
 
+# The names of layouts, wherever one is shown (tables, replies, reports, the TUI): the degrees that split something
+# (`dp_shard=2,tp=2`), or this for a run on one process.
+ONE_PROCESS = "1 process"
+
 
 class LayoutError(ValueError):
     """An invalid layout, naming the degree and the constraint it breaks."""
@@ -57,7 +61,7 @@ class Layout:
             layout = dataclasses.replace(self, dp_replicate=world_size // others)
         if layout.world_size != world_size:
             raise LayoutError(
-                f"layout {layout.describe()} multiplies to {layout.world_size}, but {world_size} processes run"
+                f"layout {layout.argument()} multiplies to {layout.world_size}, but {world_size} processes run"
             )
         return layout
 
@@ -89,8 +93,11 @@ class Layout:
         return {name: getattr(self, name) for name in MESH_DIMS}
 
     def describe(self) -> str:
-        parts = [f"{n}={d}" for n, d in self.degrees().items() if d != 1]
-        return ",".join(parts) or "single"
+        return layout_name(self.degrees())
+
+    def argument(self) -> str:
+        """The --layout text that `parse` reads back to these degrees."""
+        return _degrees_text(self.degrees()) or "dp_replicate=1"
 
     def check_supported(self) -> None:
         for name, degree in self.degrees().items():
@@ -137,3 +144,21 @@ def loss_group(layout: Layout, mesh) -> object | None:
         return data_parallel_group(layout, mesh)[0]
     names = tuple(n for n in ("dp_replicate", "dp_shard", "cp") if getattr(layout, n) > 1)
     return mesh["cp"].get_group() if names == ("cp",) else mesh[names]._flatten("_".join(names)).get_group()
+
+
+def layout_name(degrees: dict[str, int]) -> str:
+    """`dp_shard=2,tp=2` (the degrees other than 1, in mesh order as given), or "1 process"."""
+    return _degrees_text(degrees) or ONE_PROCESS
+
+
+def layout_family(degrees: dict[str, int]) -> str:
+    """The usual name of a layout: DDP, FSDP, HSDP, with +TP, +PP, +CP for the model-parallel dimensions."""
+    used = {name for name, degree in degrees.items() if degree > 1}
+    data = {"dp_replicate": "DDP", "dp_shard": "FSDP"}
+    names = ["HSDP"] if {"dp_replicate", "dp_shard"} <= used else [data[d] for d in data if d in used]
+    names += [d.upper() for d in ("tp", "pp", "cp") if d in used]
+    return "+".join(names) or ONE_PROCESS
+
+
+def _degrees_text(degrees: dict[str, int]) -> str:
+    return ",".join(f"{name}={degree}" for name, degree in degrees.items() if degree != 1)

@@ -320,7 +320,7 @@ def train_command(candidate: Candidate, context: PlanContext, experiment_file: P
     layout, hardware = candidate.layout, context.hardware
     command = ["meshpilot", "train", str(experiment_file), "--nproc", str(hardware.devices_per_node)]
     if layout.world_size > 1:
-        command += ["--layout", layout.describe()]
+        command += ["--layout", layout.argument()]
     if hardware.nodes > 1:
         command += ["--nnodes", str(hardware.nodes), "--node-rank", "0", "--rdzv-endpoint", RDZV_ENDPOINT]
     settings = [

@@ -22,6 +22,7 @@ import yaml
 
 from agent import jobs
 from trainer.config import ConfigError
+from trainer.layout import layout_name
 from trainer.rundir import StepsTail
 
 RUNS_DIR = "runs"
@@ -159,10 +160,9 @@ def _layout(directory: Path, metrics: dict[str, Any]) -> str | None:
     return describe_layout(degrees) if isinstance(degrees, dict) else None
 
 
-def describe_layout(degrees: dict[str, int]) -> str:
-    """dp_shard=2,tp=2 (the degrees above 1), or 1 process."""
-    used = [f"{name}={degree}" for name, degree in degrees.items() if isinstance(degree, int) and degree > 1]
-    return ",".join(used) or "1 process"
+def describe_layout(degrees: dict) -> str:
+    """dp_shard=2,tp=2 (the degrees above 1), or 1 process; what is not a degree is left out."""
+    return layout_name({name: degree for name, degree in degrees.items() if isinstance(degree, int)})
 
 
 def _finite(value: Any) -> float | None:

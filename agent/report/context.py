@@ -11,7 +11,7 @@ from agent.report import loss
 from agent.report.figures import Figure, Ledger, Sources
 from agent.report.inputs import LongerRun, Sweep, Trial
 from agent.report.prose import Part, Value
-from trainer.layout import MESH_DIMS
+from trainer.layout import MESH_DIMS, ONE_PROCESS
 
 
 @dataclass
@@ -67,7 +67,7 @@ class Context:
             source, key = self.run_file(trial, "metrics.json"), ("layout",)
         if not isinstance(self.sources.value(source, *key), dict):
             return ["layout not recorded"]
-        return self.degrees(source, key) or ["one process"]
+        return self.degrees(source, key) or [ONE_PROCESS]
 
     def degrees(self, source: str, key: tuple) -> list[Part]:
         """`dp_shard=2,tp=2` for the degrees at `key` in `source`, each degree a figure; empty when all are one."""

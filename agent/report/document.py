@@ -15,7 +15,7 @@ from agent.report.figures import Figure, Page
 from agent.report.inputs import Trial
 from agent.report.markdown import split_cell, table, train_command, yes_no
 from agent.report.prose import Slot, compose, render
-from trainer.layout import MESH_DIMS
+from trainer.layout import MESH_DIMS, ONE_PROCESS
 
 PLOT_TITLES = {
     "throughput.png": "Throughput per layout",
@@ -122,7 +122,7 @@ def _planner(ctx: Context, page: Page) -> str:
     dropped = ctx.sources.value(ctx.summary, "planner", "dropped") or []
     if dropped:
         rows = [
-            [render(ctx.degrees(ctx.summary, ("planner", "dropped", i, "layout")) or ["one process"], page),
+            [render(ctx.degrees(ctx.summary, ("planner", "dropped", i, "layout")) or [ONE_PROCESS], page),
              show("dropped", i, "micro_batch", unit="count"),
              yes_no(entry.get("activation_checkpointing")),
              show("dropped", i, "reason")]

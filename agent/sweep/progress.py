@@ -13,7 +13,7 @@ from typing import TextIO
 from tqdm import tqdm
 
 from agent.sweep.runner import SweepProgress, TrialProgress
-from agent.sweep.space import layout_label
+from trainer.layout import layout_name
 
 
 class SweepReporter:
@@ -72,7 +72,7 @@ def status_text(progress: SweepProgress) -> str:
 
 def running_text(trial: TrialProgress) -> str:
     """t003 dp_shard=2,tp=2 step 4/6 1,234 tokens/s (no tokens/s until a step after the warm-up)."""
-    text = f"{trial.id} {layout_label(trial.layout)} step {trial.step}/{trial.steps}"
+    text = f"{trial.id} {layout_name(trial.layout)} step {trial.step}/{trial.steps}"
     return text if trial.tokens_per_s is None else f"{text} {trial.tokens_per_s:,.0f} tokens/s"
 
 
@@ -88,4 +88,4 @@ def ended_text(trial: TrialProgress, number: int, total: int) -> str:
         outcome = f"ok, {trial.tokens_per_s:,.0f} tokens/s"
     else:
         outcome = f"{trial.state}: {trial.cause}" if trial.cause else f"{trial.state} at step {trial.step}"
-    return f"trial {number}/{total} {trial.id} {layout_label(trial.layout)}: {outcome}"
+    return f"trial {number}/{total} {trial.id} {layout_name(trial.layout)}: {outcome}"

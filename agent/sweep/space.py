@@ -95,11 +95,6 @@ class Point:
         return [f"{key}={json.dumps(value)}" for key, value in values.items()] + list(TRIAL_OVERRIDES)
 
 
-def layout_label(degrees: dict[str, int]) -> str:
-    """A layout as people write it, the degrees above 1 (dp_shard=2,tp=2), or "1 process"."""
-    return ",".join(f"{name}={degree}" for name, degree in degrees.items() if degree > 1) or "1 process"
-
-
 @dataclass
 class Space:
     points: list[Point]
