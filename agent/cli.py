@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
@@ -56,5 +57,17 @@ def _version() -> str:
         return "(not installed)"
 
 
+def run() -> None:
+    """The `meshpilot` command: `main`, then exit. A `meshpilot train` skips the interpreter's teardown (freeing
+    torch's modules, about a second) that job supervisors, sweeps and shells would wait for: its ranks have ended
+    and its files are closed. Every other command ends the usual way (the chat's SQLite, the TUI's terminal)."""
+    code = main()
+    if sys.argv[1:2] == ["train"]:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -219,7 +219,7 @@ def _launch(prepared: PreparedRun) -> dict:
     else:
         command += [f"--nnodes={prepared.nnodes}", f"--node-rank={request.node_rank}", "--rdzv-backend=c10d"]
         command += [f"--rdzv-endpoint={request.rdzv_endpoint or '127.0.0.1:29500'}"]
-    command += ["--max-restarts=0", "--monitor-interval=0.5", "-m", "trainer.worker", str(run.path)]
+    command += ["--max-restarts=0", "--monitor-interval=0.1", "-m", "trainer.worker", str(run.path)]
     with run.torchrun_log.open("w") as output:
         process = subprocess.Popen(
             command, env=tied_env(_worker_env(prepared)), stdout=output, stderr=subprocess.STDOUT
