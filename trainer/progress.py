@@ -11,7 +11,7 @@ import time
 
 from tqdm import tqdm
 
-from trainer.rundir import RunDir, StepsTail
+from trainer.rundir import RunDir, StepsTail, tokens_per_s
 
 
 def follow(process: subprocess.Popen, run: RunDir, total_steps: int, poll_s: float = 0.5) -> int:
@@ -23,7 +23,7 @@ def follow(process: subprocess.Popen, run: RunDir, total_steps: int, poll_s: flo
             records, _ = steps.read()
             for record in records:
                 bar.n = record["step"]
-                bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens'] / record['step_s']:,.0f}")
+                bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{tokens_per_s([record]) or 0:,.0f}")
             if records:
                 bar.refresh()
             if finished:

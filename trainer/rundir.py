@@ -136,6 +136,13 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def tokens_per_s(steps: list[dict[str, Any]]) -> float | None:
+    """Tokens per second over these steps.jsonl records (their tokens over their step times); None without time.
+    metrics.json's figure is this over the steps after the timing warm-up."""
+    seconds = sum(s["step_s"] for s in steps)
+    return sum(s["tokens"] for s in steps) / seconds if seconds > 0 else None
+
+
 class StepsTail:
     """The complete lines appended to a steps.jsonl since the last call, for readers that follow a live run.
 

@@ -23,7 +23,7 @@ import yaml
 from agent import jobs
 from trainer.config import ConfigError
 from trainer.layout import layout_name
-from trainer.rundir import StepsTail
+from trainer.rundir import StepsTail, tokens_per_s
 
 RUNS_DIR = "runs"
 SWEEPS_DIR = "sweeps"
@@ -67,7 +67,7 @@ class _Tracked:
     tail: StepsTail
     losses: list[tuple[int, float]] = field(default_factory=list)
     throughput: list[tuple[int, float]] = field(default_factory=list)
-    tokens: list[tuple[float, float]] = field(default_factory=list)  # (tokens, step_s) of each step
+    timed: list[dict[str, Any]] = field(default_factory=list)  # the steps.jsonl records with tokens and a time
     layout: str | None = None
     ended: RunInfo | None = None  # a run that ended never changes again
 
@@ -104,7 +104,7 @@ class RunMonitor:
             cause=status.get("cause"),
             step=tracked.losses[-1][0] if tracked.losses else 0,
             steps=status.get("steps"),
-            tokens_per_s=metrics.get("tokens_per_s") or _live_tokens_per_s(tracked.tokens),
+            tokens_per_s=metrics.get("tokens_per_s") or _live_tokens_per_s(tracked.timed),
             peak_mem_bytes=max(peaks) if peaks else None,
             loss=final_loss if (final_loss := _finite(metrics.get("final_loss"))) is not None else last_loss,
             losses=tuple(tracked.losses),
@@ -131,21 +131,19 @@ def _follow_steps(tracked: _Tracked) -> None:
     if reset:
         tracked.losses.clear()
         tracked.throughput.clear()
-        tracked.tokens.clear()
+        tracked.timed.clear()
     for record in records:
         step, loss, tokens, seconds = (record.get(k) for k in ("step", "loss", "tokens", "step_s"))
         if isinstance(step, int) and isinstance(loss, int | float):
             tracked.losses.append((step, loss))
         if isinstance(step, int) and tokens and seconds:
-            tracked.throughput.append((step, tokens / seconds))
-            tracked.tokens.append((tokens, seconds))
+            tracked.throughput.append((step, tokens_per_s([record])))
+            tracked.timed.append(record)
 
 
-def _live_tokens_per_s(tokens: list[tuple[float, float]]) -> float | None:
+def _live_tokens_per_s(timed: list[dict[str, Any]]) -> float | None:
     """Tokens/s over the latest steps, leaving out the first step (it includes warm-up)."""
-    recent = tokens[1:][-THROUGHPUT_WINDOW:]
-    seconds = sum(s for _, s in recent)
-    return sum(t for t, _ in recent) / seconds if seconds else None
+    return tokens_per_s(timed[1:][-THROUGHPUT_WINDOW:])
 
 
 def _layout(directory: Path, metrics: dict[str, Any]) -> str | None:

@@ -26,7 +26,7 @@ from agent import jobs
 from agent.sweep.executors import Executor
 from agent.sweep.space import Space
 from agent.sweep.study import suggest, trial_id
-from trainer.rundir import RunDir, StepsTail, write_json
+from trainer.rundir import RunDir, StepsTail, tokens_per_s, write_json
 
 POLL_S = 0.5
 TRIAL_FILE = "trial.json"  # the sweep's record of a trial: id, optuna number, parameters, devices
@@ -55,10 +55,9 @@ class Settings:
 
 
 def tokens_per_s_so_far(steps: list[dict[str, Any]], warmup: int) -> float | None:
-    """Tokens/s of the steps.jsonl records after the first `warmup` steps; None while there are none."""
-    timed = [s for s in steps if s["step"] > warmup]
-    seconds = sum(s["step_s"] for s in timed)
-    return sum(s["tokens"] for s in timed) / seconds if timed and seconds > 0 else None
+    """Tokens/s of the steps.jsonl records after the first `warmup` steps, as metrics.json will have it; None
+    while there are none."""
+    return tokens_per_s([s for s in steps if s["step"] > warmup])
 
 
 @dataclass(frozen=True)
@@ -367,7 +366,7 @@ class Runner:
         self.progress(progress)
 
     def _trial_progress(
-        self, active: Active, state: str, tokens_per_s: float | None, cause: str | None = None
+        self, active: Active, state: str, speed: float | None, cause: str | None = None
     ) -> TrialProgress:
         return TrialProgress(
             id=active.id,
@@ -375,7 +374,7 @@ class Runner:
             state=state,
             step=active.steps[-1]["step"] if active.steps else 0,
             steps=self.settings.trial_steps,
-            tokens_per_s=tokens_per_s,
+            tokens_per_s=speed,
             cause=cause,
         )
 
