@@ -32,6 +32,7 @@ LAYOUTS = {  # layout: (processes, reference, --set overrides)
     "cp=4": (4, "unpacked_mha", []),
     "dp_shard=2,cp=2": (4, "packed_gqa", ["train.activation_checkpointing=true"]),  # recomputation re-gathers
     "cp=2,tp=2": (4, "unpacked_mha", []),
+    "dp_replicate=2,cp=2": (4, "unpacked_mha", []),  # DDP's reduction spans cp ranks too
     "pp=2,cp=2": (4, "packed_gqa", []),
 }
 HELPER = REPO / "tests" / "helpers" / "cp_attention.py"
