@@ -100,3 +100,14 @@ def test_a_run_teaches_the_throughput_model_what_the_planner_predicted_for_it(ru
     assert {f: record[f] for f in FEATURES} == {f: getattr(predicted, f) for f in FEATURES}
     timed = sorted(s["step_s"] for s in run.read_steps()[-metrics["timed_steps"] :])
     assert record["measured_s"] == timed[len(timed) // 2]
+
+
+def test_a_calibration_that_cannot_be_written_leaves_the_run_ok(tmp_path):
+    """The calibration cache is the run's last write: when it fails, the results stand and the log says why."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "calibration").write_text("not a directory")
+    experiment = write_experiment(tmp_path, {"train": {"steps": 2, "timing_warmup_steps": 1}})
+    run = train(experiment, tmp_path / "run", "--nproc", "1", env={"MESHPILOT_CACHE": str(cache)})
+    assert run.read_metrics()["status"] == "ok"
+    assert "calibration not recorded" in run.log.read_text()

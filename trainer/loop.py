@@ -410,7 +410,10 @@ def _calibrate(training: Training, measured: Measurements, device_name: str) -> 
     )
     estimate = predict_run(experiment, training.config, hardware, training.plan.grad_accum)
     steps = sorted(measured.timed_step_s)
-    Calibration.record(hardware, estimate, steps[len(steps) // 2])
+    try:
+        Calibration.record(hardware, estimate, steps[len(steps) // 2])
+    except OSError as error:  # the run's results stand; only later predictions miss this one
+        log.warning("calibration not recorded: %s", error)
 
 
 def _noise_scale_summary(training: Training) -> dict:
