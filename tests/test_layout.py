@@ -131,7 +131,7 @@ def test_degrees_order_and_values():
 @pytest.mark.parametrize(
     ("layout", "text"),
     [
-        (Layout(dp_replicate=1), "1 process"),
+        (Layout(dp_replicate=1), "one process"),
         (Layout(dp_replicate=4), "dp_replicate=4"),
         (Layout(dp_replicate=2, tp=2, pp=2), "pp=2,dp_replicate=2,tp=2"),
         (Layout(), "dp_replicate=-1"),

@@ -55,7 +55,7 @@ def test_without_a_terminal_each_trial_gets_one_plain_line_as_it_ends():
     assert stream.getvalue().splitlines() == [
         "trial 1/3 p0 dp_shard=2: ok, 2,346 tokens/s",
         "trial 2/3 p1 tp=2: nan: loss nan at step 2",
-        "trial 3/3 p2 1 process: pruned at step 3",
+        "trial 3/3 p2 one process: pruned at step 3",
     ]
     assert "\r" not in stream.getvalue()
 
@@ -68,7 +68,7 @@ def test_on_a_terminal_one_line_shows_the_counts_and_the_running_trial():
         reporter.update(snapshot(2, 1, running=[trial("p2", step=3, tokens_per_s=1234.4)]))
         line = _last_frame(stream)
         assert line.startswith("sweep:") and "2/3" in line
-        assert line.endswith("1 failed; p2 1 process step 3/4 1,234 tokens/s]")
+        assert line.endswith("1 failed; p2 one process step 3/4 1,234 tokens/s]")
         reporter.update(snapshot(3, 1, over=True))
         assert stream.getvalue().endswith("\n")  # the bar is finished: what the caller prints next has its own line
     assert "3/3" in _last_frame(stream)

@@ -15,7 +15,7 @@ SUPPORTED_DIMS = MESH_DIMS
 
 # The names of layouts, wherever one is shown (tables, replies, reports, the TUI): the degrees that split something
 # (`dp_shard=2,tp=2`), or this for a run on one process.
-ONE_PROCESS = "1 process"
+ONE_PROCESS = "one process"
 
 
 class LayoutError(ValueError):
@@ -147,7 +147,7 @@ def loss_group(layout: Layout, mesh) -> object | None:
 
 
 def layout_name(degrees: dict[str, int]) -> str:
-    """`dp_shard=2,tp=2` (the degrees other than 1, in mesh order as given), or "1 process"."""
+    """`dp_shard=2,tp=2` (the degrees other than 1, in mesh order as given), or "one process"."""
     return _degrees_text(degrees) or ONE_PROCESS
 
 

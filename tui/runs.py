@@ -159,7 +159,7 @@ def _layout(directory: Path, metrics: dict[str, Any]) -> str | None:
 
 
 def describe_layout(degrees: dict) -> str:
-    """dp_shard=2,tp=2 (the degrees above 1), or 1 process; what is not a degree is left out."""
+    """dp_shard=2,tp=2 (the degrees above 1), or one process; what is not a degree is left out."""
     return layout_name({name: degree for name, degree in degrees.items() if isinstance(degree, int)})
 
 
