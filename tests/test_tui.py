@@ -440,7 +440,7 @@ def test_monitor_shows_finished_runs_trials_and_a_run_going_on(tmp_path):
             "running",
             1,
             3,
-            "1 process",
+            "one process",
         )
         assert live.tokens_per_s is None and live.peak_mem_bytes is None  # the first step is warm-up
         losses = [(s["step"], s["loss"]) for s in RunDir(trial).read_steps()]
