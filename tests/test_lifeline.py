@@ -31,12 +31,13 @@ def test_a_live_run_holds_its_directory_and_dies_with_its_launcher(tmp_path):
     launcher, token = start_train(experiment, out, "--nproc", "2", fault="rank=0,step=2,kind=hang")
     wait_for(lambda: len(run.read_steps()) == 1 and latest(run.checkpoints) is not None, "step 1 and its checkpoint")
 
-    # launcher -> torchrun's agent -> two ranks, each in a session of its own: a group kill would not reach them.
+    # launcher -> torchrun's agent -> two ranks forked by it, named after their rank.
     tree = psutil.Process(launcher.pid).children(recursive=True)
-    ranks = [p for p in tree if "trainer.worker" in p.cmdline() and "trainer.lifeline" not in p.cmdline()]
-    agents = [p for p in tree if "trainer.lifeline" in p.cmdline()]
+    ranks = [p for p in tree if p.name().startswith("meshpilot:r")]
+    agents = [p for p in tree if "trainer.torchrun" in p.cmdline() and p not in ranks]
     assert (len(tree), len(ranks), len(agents)) == (3, 2, 1)  # nothing else of the run to tie
-    assert all(os.getsid(rank.pid) != os.getsid(launcher.pid) for rank in ranks)
+    assert sorted(rank.name() for rank in ranks) == ["meshpilot:r0", "meshpilot:r1"]
+    assert all(rank.ppid() == agents[0].pid for rank in ranks)
     assert {launcher.pid, *(p.pid for p in tree)} <= set(job_processes(token))  # what the check below looks for
 
     in_use = f"run directory {out} is in use by a live run (pid {launcher.pid}); wait for it or choose another --out"

@@ -66,7 +66,7 @@ def killed(experiments):
             process, token = start_train(path, out, *args, fault=f"rank=0,step={KILL_AT},kind=kill")
             _, stderr = process.communicate(timeout=600)
             assert process.returncode == -signal.SIGKILL, stderr[-3000:]
-            assert survivors(token) == []  # torchrun's ranks, in sessions of their own, died with it too
+            assert survivors(token) == []  # torchrun's agent and its ranks died with it too
             run = RunDir(out)
             assert run.read_metrics() is None
             done[experiment, layout] = run, run.read_steps()

@@ -212,14 +212,14 @@ def _launch(prepared: PreparedRun) -> dict:
     run, request = prepared.run, prepared.request
     for stale in (run.metrics, *run.path.glob("failure.rank*.json")):
         stale.unlink(missing_ok=True)
-    # torchrun through trainer.lifeline: it and its ranks die with this launcher, however it dies.
-    command = [sys.executable, "-m", "trainer.lifeline", f"--nproc-per-node={prepared.nproc}"]
+    # torchrun's agent, which forks the ranks (trainer.torchrun): it and its ranks die with this launcher.
+    command = [sys.executable, "-m", "trainer.torchrun", f"--nproc-per-node={prepared.nproc}"]
     if prepared.nnodes == 1 and request.rdzv_endpoint is None:
         command.append("--standalone")
     else:
         command += [f"--nnodes={prepared.nnodes}", f"--node-rank={request.node_rank}", "--rdzv-backend=c10d"]
         command += [f"--rdzv-endpoint={request.rdzv_endpoint or '127.0.0.1:29500'}"]
-    command += ["--max-restarts=0", "--monitor-interval=0.1", "-m", "trainer.worker", str(run.path)]
+    command += ["--max-restarts=0", "--monitor-interval=0.1", str(run.path)]
     with run.torchrun_log.open("w") as output:
         process = subprocess.Popen(
             command, env=tied_env(_worker_env(prepared)), stdout=output, stderr=subprocess.STDOUT

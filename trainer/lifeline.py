@@ -1,12 +1,11 @@
 """Every process of a run dies with the process that started it (Linux: PR_SET_PDEATHSIG).
 
-torchrun starts each rank in a session of its own, so SIGKILL of the launcher's process group (a scheduler's
-`kill -9 -- -PGID`, the OOM killer) misses the ranks, and they would train on without anyone to stop them,
-writing checkpoints into a directory that a `--resume` may already be training in. So every link of the
-chain is tied to the one before it:
+SIGKILL of the launcher alone (`kill -9 PID` of a foreground command, the OOM killer) reaches no other process:
+torchrun's agent and the ranks would train on without anyone to stop them, writing checkpoints into a
+directory that a `--resume` may already be training in. So every link of the chain is tied to the one before it:
 
     job supervisor (agent.jobs, detached on purpose) -> launcher (`meshpilot train`)
-        -> torchrun's agent (`python -m trainer.lifeline ...`) -> ranks (`python -m trainer.worker`)
+        -> torchrun's agent (`python -m trainer.torchrun ...`) -> ranks (forked by it, named `meshpilot:rN`)
 
 A parent that starts a tied child names itself in the child's environment (`PARENT_ENV`); the child asks the
 kernel for SIGKILL when its parent dies, then checks that its parent is still the one named: a parent that
@@ -22,7 +21,7 @@ import signal
 import sys
 
 PARENT_ENV = "MESHPILOT_PARENT_PID"
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_PR_SET_NAME, _PR_SET_PDEATHSIG = 15, 1  # <linux/prctl.h>
 
 
 def tie_to_parent() -> None:
@@ -46,14 +45,8 @@ def tied_env(env: dict[str, str]) -> dict[str, str]:
     return {**env, PARENT_ENV: str(os.getpid())}
 
 
-if __name__ == "__main__":  # torchrun, tied to the launcher: `python -m trainer.lifeline TORCHRUN_ARGS...`
-    tie_to_parent()
-    os.environ.update(tied_env({}))  # the ranks torchrun starts inherit its environment: tied to it in turn
-    from torch.distributed.run import main
-
-    main(sys.argv[1:])  # a failed rank raises here: torchrun's failure report and exit code stay its own
-    # Every rank ended well: skip the interpreter's teardown (torch's modules and destructors), which the launcher
-    # would wait for.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+def name_process(name: str) -> None:
+    """Show this process as `name` (15 bytes at most) in ps, top and psutil's name(): forked ranks share their
+    agent's command line, so the name is what tells them apart."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)

@@ -1,4 +1,4 @@
-"""Entry point of each training process under torchrun: `python -m trainer.worker RUN_DIR`.
+"""What each training process runs: `main(RUN_DIR)`, forked by torchrun's agent (trainer.torchrun).
 
 A rank that fails records why in failure.rankN.json before it exits; torchrun then stops the other ranks
 and the launcher turns the earliest failure into metrics.json. A rank dies with torchrun (trainer.lifeline).
@@ -9,22 +9,36 @@ from __future__ import annotations
 import logging
 import os
 import re
-import sys
 import time
 import traceback
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from trainer.lifeline import tie_to_parent
+from trainer.lifeline import name_process, tie_to_parent
 from trainer.loop import NonFiniteLoss, init_worker, load_run, train
+from trainer.model import meta_model, model_config
 from trainer.rundir import RunDir, write_json
+
+
+def preload(run_path: str) -> None:
+    """Import what a rank of this run would import on its way (the model's code, checkpointing, DTensor), so that
+    ranks forked afterwards start with it: once per run instead of once per rank."""
+    import torch.distributed.checkpoint.state_dict
+    import torch.distributed.tensor
+
+    experiment, _ = load_run(RunDir(run_path))
+    if experiment.layout.pp > 1:
+        import torch.distributed.pipelining  # noqa: F401
+    meta_model(model_config(experiment.model, Path(experiment.base_dir)))
 
 
 def main(run_path: str) -> None:
     tie_to_parent()
-    run = RunDir(run_path)
     rank = int(os.environ.get("RANK", 0))
+    name_process(f"meshpilot:r{rank}")
+    run = RunDir(run_path)
     _setup_logging(run, rank)
     try:
         experiment, launch = load_run(run)
@@ -78,18 +92,3 @@ def _setup_logging(run: RunDir, rank: int) -> None:
     root = logging.getLogger("meshpilot")
     root.addHandler(handler)
     root.setLevel(logging.INFO)
-
-
-def exit_now() -> None:
-    """End a rank that finished: every result file is written and closed, so skip the interpreter's teardown
-    (freeing every module, then C++ destructors of torch, gloo and the store), which takes seconds under load and
-    which the launcher would wait for."""
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1])
-    exit_now()
