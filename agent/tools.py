@@ -93,8 +93,9 @@ def plan_layouts(
         nodes: number of nodes
         device_type: cuda or cpu
         device_mem: memory per device such as 80GiB (default: the GPU preset's, the experiment's
-            hardware.device_mem, else 80GiB)
-        device_name: device model, for its peak FLOP/s (default: the GPU preset's, else an H100)
+            hardware.device_mem, else an H100 80GB's as torch reports it, 79.65 GiB)
+        device_name: device model, for its peak FLOP/s (default: the GPU preset's, else an H100; on cpu this
+            machine's)
         experiment: experiment file, relative to the repository
         top: how many of the fastest candidates to return
         model: a model preset (e.g. llama-3.1-8b) planned with sequence length 4096 and 4 rows per device
@@ -102,29 +103,25 @@ def plan_layouts(
         gpu: a GPU preset (e.g. h100, a100-40gb, rtx-4090) giving the device name and memory
         seq_len: sequence length (default: the experiment's data.seq_len)
     """
-    from trainer.config import load_experiment, parse_bytes
+    from trainer.config import load_experiment
     from trainer.model import model_config
-    from trainer.planner import plan
-    from trainer.presets import gpu_preset, preset_experiment
+    from trainer.planner import plan, planned_hardware
+    from trainer.presets import preset_experiment
     from trainer.rundir import write_json
-    from trainer.throughput import Hardware, detect_intra_node_link
 
     if devices < 1 or nodes < 1 or top < 1:
         raise ToolError(f"devices, nodes and top must be at least 1 (got {devices}, {nodes}, {top})")
     if device_type not in ("cuda", "cpu"):
         raise ToolError(f"device_type is cuda or cpu, not {device_type!r}")
-    preset = gpu_preset(gpu) if gpu else None
     path = resolve_in_repo(Path(repo), experiment)
     loaded = preset_experiment(model, devices * nodes, seq_len) if model else load_experiment(path)
     seq_len = seq_len or loaded.data.seq_len
     if seq_len < 1 or loaded.train.global_batch_tokens % seq_len:
         raise ToolError(f"the global batch of {loaded.train.global_batch_tokens} tokens is no multiple of {seq_len}")
-    default_mem = str(preset.memory_bytes) if preset else loaded.hardware.device_mem or "80GiB"
-    memory = parse_bytes(device_mem or default_mem)
+    hardware, memory = planned_hardware(
+        device_type, devices, nodes, gpu, device_name, device_mem, loaded.hardware.device_mem
+    )
     config = model_config(loaded.model, Path(loaded.base_dir))
-    link = detect_intra_node_link(device_type) if device_type == "cpu" else "nvlink"
-    name = device_name or (preset.name if preset else "NVIDIA H100 80GB HBM3")
-    hardware = Hardware(device_type, name, devices, nodes, link)
     candidates = [c.as_dict() for c in plan(loaded, config, hardware, memory, seq_len)]
     if not candidates:
         raise ToolError(f"no layout divides {devices * nodes} devices for this model and batch")
@@ -144,7 +141,7 @@ def plan_layouts(
         "devices": devices,
         "nodes": nodes,
         "device_type": device_type,
-        "device_name": name,
+        "device_name": hardware.device_name,
         "model": model or "the experiment's",
         "seq_len": seq_len,
         "device_mem_gib": _gib(memory),
@@ -537,7 +534,10 @@ def _gib(size: float) -> float:
 
 
 def _size_name(size: int) -> str:
-    return f"{size // GiB}GiB" if size % GiB == 0 else f"{size}B"
+    for unit, name in ((GiB, "GiB"), (1024**2, "MiB")):  # GPUs come in whole MiB (an H100 80GB: 81559 MiB)
+        if size % unit == 0:
+            return f"{size // unit}{name}"
+    return f"{size}B"
 
 
 def _short(tool_call_id: str) -> str:

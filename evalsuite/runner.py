@@ -54,7 +54,9 @@ class Evaluation:
 
 def evaluate(ev: Evaluation, task: Task, split: str, items: list[Item], dev: list[Item], version: str) -> dict:
     """The metrics of a split; resumes from the cache a previous, interrupted evaluation left."""
-    # Not the generation batching: both give the same greedy tokens (tests/test_evalsuite.py checks).
+    # What the scores depend on: the weights, the task, the code, the batching (padded tokens per pass, and for
+    # generation continuous or static: they may pick different tokens at a near tie), the device and the dtype
+    # scored in (bf16 on CUDA, evalsuite.models.eval_dtype).
     key = cache_key(
         ev.lm.checkpoint_hash,
         version,
@@ -62,7 +64,7 @@ def evaluate(ev: Evaluation, task: Task, split: str, items: list[Item], dev: lis
         ev.code_version,
         ev.batch_tokens,
         str(ev.lm.device),
-        ev.batching,  # continuous and static batching may pick different tokens at a near tie
+        ev.batching,
         str(ev.lm.model.dtype),
     )
     cache = ResumeCache(ev.store.cache_dir, key)

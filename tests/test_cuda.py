@@ -1,6 +1,7 @@
 """The CUDA paths, on a machine with a GPU (skipped cleanly elsewhere): fp32 losses equal the CPU's, bf16 stays
-close to fp32, a checkpoint resumes bit for bit, evaluation scores like the CPU's, SDPA runs a fused kernel
-rather than the math fallback, and activation checkpointing and compile leave the losses unchanged."""
+close to fp32, a checkpoint resumes bit for bit, evaluation scores like the CPU's (in bf16), SDPA runs a fused
+kernel rather than the math fallback, activation checkpointing and compile leave the losses unchanged, the
+measured peak includes reserved memory and the CUDA runtime, device sizes are torch's, and batches come pinned."""
 
 from __future__ import annotations
 
@@ -60,6 +61,52 @@ def test_bf16_stays_close_to_fp32(tmp_path, cuda_fp32):
     memory = json.loads(run.memory.read_text())
     measured, predicted = memory["measured"][0], memory["predicted"][0]
     assert measured["weight_copies_saved"] == predicted["weight_copies_saved"] > 0  # autocast's bf16 weights
+
+
+def test_measured_peak_includes_reserved_memory_and_the_cuda_runtime(cuda_fp32):
+    memory = json.loads(cuda_fp32.memory.read_text())
+    measured, predicted = memory["measured"][0], memory["predicted"][0]
+    assert measured["reserved_peak"] >= measured["allocated_peak"] > 0
+    assert measured["peak"] == measured["reserved_peak"] + measured["outside_allocator"]
+    # The stated defaults (trainer.memory_model.CUDA_RUNTIME) against this GPU: the context, within a factor of 2.
+    assert predicted["cuda_runtime"] / 2 <= measured["outside_allocator"] <= 2 * predicted["cuda_runtime"]
+    assert "max_memory_reserved" in memory["peak_source"]
+    # Recorded over the untimed warm-up steps only, and bounded (trainer.loop.SNAPSHOT_MAX_ENTRIES).
+    assert 0 < cuda_fp32.snapshot.stat().st_size < 200 * 2**20
+
+
+def test_gpu_preset_memory_is_what_torch_reports():
+    from trainer.presets import GPUS
+
+    properties = torch.cuda.get_device_properties(0)
+    preset = next((gpu for gpu in GPUS.values() if gpu.name == properties.name), None)
+    if preset is None:
+        pytest.skip(f"no preset for {properties.name}")
+    assert preset.memory_mib == properties.total_memory // 2**20
+
+
+def test_batches_bound_for_cuda_come_pinned():
+    import numpy as np
+
+    from trainer.data import BatchPlan, BatchPrefetcher, RowSource, TokenizedCorpus
+
+    corpus = TokenizedCorpus(np.arange(400, dtype=np.uint32) % 50, np.array([0, 200, 400]))
+    prefetcher = BatchPrefetcher(RowSource(corpus, 16, True, 0), BatchPlan(2, 1, 1), 0, pin=True)
+    try:
+        batches = prefetcher.step_batches(0)
+    finally:
+        prefetcher.close()
+    assert all(t.is_pinned() for b in batches for t in b.values())
+
+
+def test_evaluation_loads_the_model_in_bf16_on_cuda(cpu_fp32):
+    from evalsuite.models import open_model, resolve
+
+    with open_model(resolve(cpu_fp32.path)) as lm:
+        assert lm.device.type == "cuda"
+        expected = torch.bfloat16 if torch.cuda.is_bf16_supported(including_emulation=False) else torch.float32
+        assert lm.model.dtype == expected
+        assert torch.get_float32_matmul_precision() == "high"  # TF32 allowed
 
 
 def test_activation_checkpointing_and_compile_keep_the_losses(tmp_path, cuda_fp32):

@@ -17,6 +17,7 @@ from trainer.worker import failure_status
         ("NVIDIA H100 NVL", 835e12),
         ("NVIDIA H200", 989e12),  # SXM
         ("NVIDIA H200 NVL", 835e12),
+        ("NVIDIA GH200 480GB", 989e12),  # contains "H200": matched as GH200 first
         ("NVIDIA A100-SXM4-80GB", 312e12),
         ("Tesla T4", None),
     ],

@@ -22,6 +22,7 @@ import random
 import re
 import shutil
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,17 @@ from trainer.noise_scale import NoiseScale
 
 _STEP_DIR = re.compile(r"^step_(\d{8})$")
 log = logging.getLogger("meshpilot.trainer")
+# Saving or loading moves the whole model and optimizer through the file system: far longer than a training
+# collective may take (trainer.loop.COLLECTIVE_TIMEOUT), so checkpoints wait on their own process group.
+CHECKPOINT_TIMEOUT = timedelta(minutes=30)
+
+
+def checkpoint_group(timeout: timedelta = CHECKPOINT_TIMEOUT) -> dist.ProcessGroup:
+    """Every rank, over gloo, with `timeout`: what `save` and `load` synchronise on (DCP's planning collectives
+    and the barriers around the rename). Their collectives carry pickled plans and nothing else, which gloo moves
+    on the CPU: no NCCL communicator (and its GPU buffers) for them. Every rank must call this, in the same order
+    as its other new groups."""
+    return dist.new_group(backend="gloo", timeout=timeout)
 
 
 @dataclass
@@ -64,29 +76,31 @@ def save(
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     keep: int,
     layout: dict[str, int],
+    group: dist.ProcessGroup | None = None,
 ) -> Path:
-    """Write the checkpoint of `state.step`; `layout` (the degrees) tells a resume whether the RNG states fit."""
+    """Write the checkpoint of `state.step`; `layout` (the degrees) tells a resume whether the RNG states fit.
+    `group`: what the ranks synchronise on (`checkpoint_group()`, with its longer timeout); None for the default."""
     rank = dist.get_rank()
     final = directory / f"step_{state.step:08d}"
     partial = final.with_name(final.name + ".partial")
     if rank == 0:
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
-    dist.barrier()
+    dist.barrier(group=group)
     import torch.distributed.checkpoint as dcp
 
     model_state, optimizer_state = _state_dicts(model, optimizer)
-    dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=str(partial))
+    dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=str(partial), process_group=group)
     torch.save(_rng_state(), partial / f"rng_rank{rank}.pt")
     if rank == 0:
         extra = {"trainer": vars(state), "scheduler": scheduler.state_dict(), "layout": layout}
         torch.save(extra, partial / "trainer_state.pt")
-    dist.barrier()
+    dist.barrier(group=group)
     if rank == 0:
         partial.rename(final)
         _fsync_dir(directory)
         _prune(directory, keep)
-    dist.barrier()
+    dist.barrier(group=group)
     return final
 
 
@@ -96,14 +110,16 @@ def load(
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     layout: dict[str, int],
+    group: dist.ProcessGroup | None = None,
 ) -> TrainerState:
-    """Restore everything `save` wrote, resharded onto this run's `layout` (its degrees) where that differs."""
+    """Restore everything `save` wrote, resharded onto this run's `layout` (its degrees) where that differs.
+    `group`: as for `save`."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import set_state_dict
 
     model_state, optimizer_state = _state_dicts(model, optimizer)
     state = {"model": model_state, "optimizer": optimizer_state}
-    dcp.load(state, checkpoint_id=str(path))
+    dcp.load(state, checkpoint_id=str(path), process_group=group)
     set_state_dict(
         model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=_by_name()
     )

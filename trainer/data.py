@@ -10,6 +10,7 @@ are the same whatever the layout, micro-batch or accumulation.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -200,6 +201,43 @@ class BatchPlan:
         for j in range(self.grad_accum):
             begin = start + j * self.micro_batch
             yield list(range(begin, begin + self.micro_batch))
+
+
+class BatchPrefetcher:
+    """Reads the next optimizer step's micro-batches in a background thread while the current step computes, into
+    pinned (page-locked) host memory when they go to a GPU: only from pinned memory does a non-blocking copy to the
+    device run asynchronously.
+
+    One thread does all the reading: a RowSource keeps per-epoch state and must not be shared between threads.
+    Rows are a pure function of their index, so prefetched batches are exactly those read on demand.
+    """
+
+    def __init__(self, rows: RowSource, plan: BatchPlan, dp_rank: int, pin: bool):
+        self.rows, self.plan, self.dp_rank, self.pin = rows, plan, dp_rank, pin
+        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meshpilot-prefetch")
+        self._next: tuple[int, Future] | None = None  # (first row, its batches being read)
+
+    def step_batches(self, first_row: int, prefetch_next: bool = True) -> list[dict[str, torch.Tensor]]:
+        """The micro-batches of the step that starts at global row `first_row`; then starts reading the next
+        step's (unless `prefetch_next` is false: the last step)."""
+        if self._next is not None and self._next[0] == first_row:
+            batches = self._next[1].result()
+        else:  # nothing read ahead for this row (the first step, after a resume)
+            batches = self._reader.submit(self._read, first_row).result()
+        self._next = None
+        if prefetch_next:
+            following = first_row + self.plan.rows_per_step
+            self._next = (following, self._reader.submit(self._read, following))
+        return batches
+
+    def close(self) -> None:
+        self._reader.shutdown(wait=True, cancel_futures=True)
+
+    def _read(self, first_row: int) -> list[dict[str, torch.Tensor]]:
+        batches = [self.rows.batch(indices) for indices in self.plan.micro_batches(first_row, self.dp_rank)]
+        if self.pin:
+            batches = [{key: tensor.pin_memory() for key, tensor in batch.items()} for batch in batches]
+        return batches
 
 
 def plan_batches(global_batch_tokens: int, seq_len: int, micro_batch: int, dp_degree: int) -> BatchPlan:

@@ -11,8 +11,10 @@ from transformers import PretrainedConfig
 
 # Dense bf16 tensor-core peak per device, from the vendors' data sheets (no sparsity).
 # Matched by substring of torch.cuda.get_device_name(), more specific names first: "NVIDIA H100 80GB HBM3" (SXM),
-# "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200" (SXM), "NVIDIA H200 NVL".
+# "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200" (SXM), "NVIDIA H200 NVL", "NVIDIA GH200 480GB" (which
+# contains "H200", hence first).
 PEAK_BF16_FLOPS = {
+    "GH200": 989e12,
     "H200 NVL": 835e12,
     "H200": 989e12,
     "H100 NVL": 835e12,
@@ -20,7 +22,6 @@ PEAK_BF16_FLOPS = {
     "H100 SXM": 989e12,
     "H100 80GB HBM3": 989e12,
     "H100": 989e12,
-    "GH200": 989e12,
     "B200": 2250e12,
     "A100": 312e12,
     "A10G": 70e12,

@@ -24,14 +24,14 @@ from transformers import PretrainedConfig
 
 from trainer import checkpoint
 from trainer.attention import document_block_mask, use_attention
-from trainer.config import Experiment, experiment_from_dict
+from trainer.config import Experiment, TrainSpec, experiment_from_dict
 from trainer.context_parallel import ContextParallel, install_context_parallel
-from trainer.data import BatchPlan, RowSource, TokenizedCorpus, plan_batches
+from trainer.data import BatchPlan, BatchPrefetcher, RowSource, TokenizedCorpus, plan_batches
 from trainer.environment import device_name, versions
 from trainer.faults import maybe_inject
 from trainer.flops import causal_attention_pairs, mfu
 from trainer.layout import data_parallel_group, loss_group
-from trainer.memory import current_bytes, peak_bytes, state_bytes
+from trainer.memory import current_bytes, measured_peak, peak_bytes, state_bytes
 from trainer.memory_model import MemoryPlan, predict_memory
 from trainer.model import materialize as materialize_model
 from trainer.model import meta_model, model_config
@@ -49,8 +49,12 @@ class NonFiniteLoss(RuntimeError):
     """The step's loss is NaN or infinite: every later step would be wasted, so the run stops (status "nan")."""
 
 
-# A rank stuck this long in a collective fails instead of hanging the run (checkpoint saves included).
+# A rank stuck this long in a collective fails instead of hanging the run. Checkpoints wait on a group of their own,
+# with a longer timeout (trainer.checkpoint.CHECKPOINT_TIMEOUT): writing a model takes longer than a step's collectives.
 COLLECTIVE_TIMEOUT = timedelta(minutes=5)
+# Allocations the CUDA memory history keeps (a ring buffer): bounds the snapshot (roughly 1 KiB per entry with
+# Python stacks) whatever the length of the warm-up.
+SNAPSHOT_MAX_ENTRIES = 100_000
 
 
 @dataclass
@@ -90,6 +94,7 @@ class Training:
     scheduler: torch.optim.lr_scheduler.LRScheduler
     rows: RowSource
     plan: BatchPlan
+    batches: BatchPrefetcher  # reads each step's rows while the previous step computes
     state: checkpoint.TrainerState
     dp_group: dist.ProcessGroup | None  # the ranks that read different data; None for one
     dp_rank: int
@@ -98,6 +103,7 @@ class Training:
     pipeline: Pipeline | None  # this rank's pipeline stages and schedule, when layout.pp > 1
     autocast: contextlib.AbstractContextManager | None
     setup_memory: dict[str, int]  # bytes in use when set-up began, and the peak by its end (model built, split)
+    checkpoint_group: dist.ProcessGroup  # what checkpoint saves and loads wait on, with their longer timeout
 
     def save_checkpoint(self) -> None:
         spec = self.experiment.train
@@ -109,6 +115,7 @@ class Training:
             self.scheduler,
             spec.keep_checkpoints,
             self.experiment.layout.degrees(),
+            self.checkpoint_group,
         )
 
 
@@ -134,7 +141,10 @@ def load_run(run: RunDir) -> tuple[Experiment, dict]:
 
 def train(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) -> None:
     training = _setup(run, worker, experiment, launch)
-    measured = _run_steps(training)
+    try:
+        measured = _run_steps(training)
+    finally:
+        training.batches.close()
     spec = experiment.train
     if spec.save_final_checkpoint and (not spec.checkpoint_every or training.state.step % spec.checkpoint_every):
         training.save_checkpoint()
@@ -170,6 +180,7 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) ->
     setup = {"setup_start": setup_start, "setup_peak": peak_bytes(worker.device)}
 
     corpus = TokenizedCorpus.load(Path(launch["data_dir"]))
+    rows = RowSource(corpus, data.seq_len, data.packing, spec.seed, data.shuffle)
     training = Training(
         run=run,
         worker=worker,
@@ -178,8 +189,9 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) ->
         model=model,
         optimizer=optimizer,
         scheduler=build_scheduler(optimizer, spec),
-        rows=RowSource(corpus, data.seq_len, data.packing, spec.seed, data.shuffle),
+        rows=rows,
         plan=plan,
+        batches=BatchPrefetcher(rows, plan, dp_rank, pin=device_type == "cuda"),
         state=checkpoint.TrainerState(step=0, next_row=0),
         dp_group=dp_group,
         dp_rank=dp_rank,
@@ -188,14 +200,23 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) ->
         pipeline=pipeline,
         autocast=_autocast(experiment, device_type),
         setup_memory=setup,
+        checkpoint_group=checkpoint.checkpoint_group(),
     )
     _resume_or_start(training, launch["resume"])
     if device_type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-        if worker.rank == 0:  # recorded for the untimed warm-up steps only: it slows every allocation
+        # Recorded for the untimed warm-up steps only, as it slows every allocation; a run with none has no snapshot.
+        if worker.rank == 0 and untimed_steps(spec, training.state.step) > 0:
             # Python stacks only: C++ stacks cost far more per allocation and to symbolise when dumped.
-            torch.cuda.memory._record_memory_history(max_entries=100_000, stacks="python")
+            torch.cuda.memory._record_memory_history(max_entries=SNAPSHOT_MAX_ENTRIES, stacks="python")
     return training
+
+
+def untimed_steps(spec: TrainSpec, first_step: int) -> int:
+    """Steps after `first_step` left out of the timing (allocator, compilation): train.timing_warmup_steps, or none
+    when the run has no more steps than that (there would be nothing else to time)."""
+    warmup = spec.timing_warmup_steps
+    return warmup if spec.steps - first_step > warmup else 0
 
 
 def _autocast(experiment: Experiment, device_type: str) -> contextlib.AbstractContextManager | None:
@@ -211,7 +232,9 @@ def _resume_or_start(training: Training, resume: bool) -> None:
     kept = []
     if found is not None:
         layout = training.experiment.layout.degrees()
-        training.state = checkpoint.load(found, training.model, training.optimizer, training.scheduler, layout)
+        training.state = checkpoint.load(
+            found, training.model, training.optimizer, training.scheduler, layout, training.checkpoint_group
+        )
         log.info("resumed from %s at step %d", found.name, training.state.step)
         kept = [s for s in run.read_steps() if s["step"] <= training.state.step]
     if rank == 0:  # steps after the checkpoint are about to be repeated
@@ -225,6 +248,7 @@ def _run_steps(training: Training) -> Measurements:
     # A pipeline's first step also runs a shape-inference forward whose saved tensors are never used: measure the
     # second step's, when there is one.
     measure_step = first_step + (1 if training.pipeline is not None and spec.steps - first_step > 1 else 0)
+    untimed = untimed_steps(spec, first_step)
     with training.run.steps.open("a") if rank == 0 else contextlib.nullcontext() as steps_file:
         while state.step < spec.steps:
             maybe_inject(rank, state.step + 1, training.run.path.name)
@@ -235,11 +259,7 @@ def _run_steps(training: Training) -> Measurements:
             state.step += 1
             state.next_row += training.plan.rows_per_step
             measured.last_loss = result.loss
-            # Leave out the first steps (allocator, compilation) unless there is nothing else to time.
-            if (
-                state.step - first_step > spec.timing_warmup_steps
-                or spec.steps - first_step <= spec.timing_warmup_steps
-            ):
+            if state.step - first_step > untimed:
                 measured.timed_steps += 1
                 measured.timed_seconds += record["step_s"]
                 measured.timed_step_s.append(record["step_s"])
@@ -254,25 +274,27 @@ def _run_steps(training: Training) -> Measurements:
                 raise NonFiniteLoss(f"loss {result.loss} at step {state.step}; the last checkpoint is kept")
             if spec.checkpoint_every and state.step % spec.checkpoint_every == 0:
                 training.save_checkpoint()
-            if state.step - first_step == max(1, spec.timing_warmup_steps):
+            if state.step - first_step == untimed:  # the last untimed step: before any timed one
                 _save_memory_snapshot(training)
     return measured
 
 
 def _save_memory_snapshot(training: Training) -> None:
-    """CUDA only, rank 0: the allocator's history of the first steps, for pytorch.org/memory_viz."""
+    """CUDA only, rank 0: the allocator's history of the untimed first steps, for pytorch.org/memory_viz."""
     if training.worker.device.type == "cuda" and training.worker.rank == 0:
         torch.cuda.memory._dump_snapshot(str(training.run.snapshot))
         torch.cuda.memory._record_memory_history(enabled=None)
 
 
 def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResult, list[dict], dict]:
-    """Read the step's rows, accumulate gradients, clip, update. Timed from reading data to the update's end."""
+    """Take the step's rows (read ahead while the previous step ran), accumulate gradients, clip, update. Timed
+    from taking the rows (waiting for them, if the read-ahead has not finished) to the update's end."""
     spec, device = training.experiment.train, training.worker.device
     started = time.perf_counter()
+    last_step = training.state.step + 1 >= spec.steps
     micro_batches = [
-        {k: _to_device(v, device) for k, v in training.rows.batch(indices).items()}
-        for indices in training.plan.micro_batches(training.state.next_row, training.dp_rank)
+        {k: _to_device(v, device) for k, v in batch.items()}
+        for batch in training.batches.step_batches(training.state.next_row, prefetch_next=not last_step)
     ]
     # Each cp rank trains on its share of every row; the full rows stay for counting attention pairs.
     model_batches = [training.context.shard(b) for b in micro_batches] if training.context else micro_batches
@@ -321,11 +343,11 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
 
 
 def _to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A batch tensor on the device; to CUDA from pinned memory, which is what lets non_blocking copy
-    asynchronously (from pageable memory it waits for the copy)."""
+    """A batch tensor on the device: asynchronously from pinned memory (the prefetcher pins batches bound for
+    CUDA); from pageable memory the copy would wait."""
     if device.type != "cuda":
         return tensor
-    return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device, non_blocking=tensor.is_pinned())
 
 
 def _finish(training: Training, launch: dict, measured: Measurements) -> None:
@@ -336,15 +358,13 @@ def _finish(training: Training, launch: dict, measured: Measurements) -> None:
         dist.all_reduce(pairs, group=training.dp_group)
     rank_memory = {
         "rank": worker.rank,
-        "peak": peak_bytes(worker.device),
+        **measured_peak(worker.device),
         **training.setup_memory,
         **(measured.saved or {}),
         **measured.state_bytes,
     }
     memory = [None] * worker.world_size
     dist.all_gather_object(memory, rank_memory)
-    if not run.snapshot.exists():  # runs shorter than the warm-up
-        _save_memory_snapshot(training)
     if worker.rank != 0:
         return
 
@@ -364,6 +384,7 @@ def _finish(training: Training, launch: dict, measured: Measurements) -> None:
         spec,
         training.plan.grad_accum,
         experiment.data.packing,
+        device_type,
     )
     write_json(
         run.memory,
@@ -462,5 +483,8 @@ def base_metrics(experiment: Experiment, launch: dict, world_size: int, device_t
 
 def _peak_source(device_type: str) -> str:
     if device_type == "cuda":
-        return "torch.cuda.max_memory_allocated"
+        return (
+            "torch.cuda.max_memory_reserved plus the memory outside torch's allocator (CUDA context, NCCL buffers: "
+            "the device's used memory less torch.cuda.memory_reserved, at the end of the run)"
+        )
     return "process peak resident set size (includes interpreter and libraries)"

@@ -4,7 +4,9 @@ Parameters, gradients and optimizer state are counted exactly from the tensors e
 shards once layouts shard them). Activations are the bytes autograd saves for backward, seen through
 saved-tensor hooks (their peak while micro-batches are in flight), counting each storage once, leaving
 out parameters and counting autocast's low-precision weight copies apart.
-Peak is the CUDA allocator's peak, or on CPU the process's peak resident set (which includes the
+Peak on CUDA is what the device had to hold: the caching allocator's reserved peak (allocated tensors plus the
+blocks it keeps) plus the memory outside the allocator (the CUDA context, NCCL's buffers), measured as the device's
+used memory minus what the allocator reserves. On CPU it is the process's peak resident set (which includes the
 Python interpreter and libraries, so it is an upper bound of what training needs).
 """
 
@@ -145,10 +147,34 @@ def current_bytes(device: torch.device) -> int:
 
 
 def peak_bytes(device: torch.device) -> int:
+    return measured_peak(device)["peak"]
+
+
+def measured_peak(device: torch.device) -> dict[str, int]:
+    """The peak (see the module docstring) and, on CUDA, what it is made of."""
     if device.type == "cuda":
-        return int(torch.cuda.max_memory_allocated(device))
+        free, total = torch.cuda.mem_get_info(device)
+        return cuda_peak(
+            int(torch.cuda.max_memory_allocated(device)),
+            int(torch.cuda.max_memory_reserved(device)),
+            total - free,
+            int(torch.cuda.memory_reserved(device)),
+        )
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(rss if sys.platform == "darwin" else rss * 1024)  # Linux reports KiB
+    return {"peak": int(rss if sys.platform == "darwin" else rss * 1024)}  # Linux reports KiB
+
+
+def cuda_peak(allocated_peak: int, reserved_peak: int, device_used: int, reserved_now: int) -> dict[str, int]:
+    """A CUDA rank's peak: the allocator's reserved peak plus what lives outside the allocator (context, NCCL,
+    CUDA libraries' own allocations), which is the device's used memory less what the allocator holds right now.
+    The device's used memory counts every process on it: one rank per device, as the launcher places them."""
+    outside = max(0, device_used - reserved_now)
+    return {
+        "allocated_peak": allocated_peak,
+        "reserved_peak": reserved_peak,
+        "outside_allocator": outside,
+        "peak": reserved_peak + outside,
+    }
 
 
 def _is_dtensor(tensor: torch.Tensor) -> bool:

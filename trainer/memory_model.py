@@ -25,6 +25,11 @@ query's mask row still spans all s keys.
 Temporaries are the peaks that live only briefly: the logits and their gradient, a recomputed layer under
 activation checkpointing, and FSDP's two gathered layers (the current one and the prefetched next), gathered in
 bf16 under mixed precision.
+
+On CUDA a process holds more than its tensors (`cuda_runtime`): the CUDA context, NCCL's buffers for each
+communicator, cuBLAS workspaces and what the caching allocator reserves beyond what it hands out. None of it can be
+measured without a GPU, so these are stated defaults (CUDA_RUNTIME below, with their sources); trainer.memory
+measures the same on a GPU (the reserved peak and the memory outside the allocator), to check them against.
 """
 
 from __future__ import annotations
@@ -42,6 +47,47 @@ from trainer.layout import MESH_DIMS, Layout
 from trainer.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
 
 FP32 = 4
+MiB = 1024**2
+
+
+@dataclass(frozen=True)
+class CudaRuntime:
+    """What a CUDA training process holds besides its tensors. Stated defaults, not measured here."""
+
+    # The CUDA context with torch's kernels, loaded lazily (CUDA_MODULE_LOADING=LAZY, torch's default): an
+    # estimate of what nvidia-smi shows for a process that has only initialised CUDA through torch on Hopper
+    # (roughly 0.5 GiB). torch's allocator statistics never see it (torch.cuda.memory_allocated's documentation).
+    context: int = 512 * MiB
+    # NCCL's buffers per communicator: NCCL_BUFFSIZE (4 MiB, NCCL's documented default) per channel and peer for
+    # the Simple protocol, about as much again for LL128, over the 16 to 32 channels NCCL opens on NVLink.
+    nccl_per_communicator: int = 256 * MiB
+    # cuBLAS and cuBLASLt workspaces, per stream (torch allocates them from its caching allocator and keeps them):
+    # torch's defaults on Hopper are 32 MiB for cuBLAS (CUBLAS_WORKSPACE_CONFIG ":4096:8") and as much for cuBLASLt.
+    workspaces: int = 64 * MiB
+    # Reserved but unallocated: the caching allocator rounds blocks up and keeps freed segments; 5% of the tensor
+    # peak is a stated margin (measured runs record both peaks, allocated and reserved, in memory.json).
+    allocator_slack: float = 0.05
+
+    def bytes(self, layout: Layout, tensor_peak: int) -> int:
+        return (
+            self.context
+            + self.nccl_per_communicator * nccl_communicators(layout)
+            + self.workspaces
+            + int(self.allocator_slack * tensor_peak)
+        )
+
+
+CUDA_RUNTIME = CudaRuntime()
+
+
+def nccl_communicators(layout: Layout) -> int:
+    """Communicators a rank opens: the whole world's (loss, gradient norm, barriers) and one per mesh dimension
+    that has more than one rank (FSDP's dp_shard x cp flattened counts as its own). None for one process."""
+    if layout.world_size == 1:
+        return 0
+    split = sum(getattr(layout, name) > 1 for name in MESH_DIMS)
+    flattened = 1 if layout.shard_degree > 1 and layout.cp > 1 else 0
+    return 1 + split + flattened
 
 
 @dataclass(frozen=True)
@@ -55,6 +101,7 @@ class MemoryPlan:
     train: TrainSpec
     grad_accum: int = 1  # bounds the micro-batches a pipeline stage holds at once
     packing: bool = True  # packed rows need a dense block-causal mask; unpacked rows none (trainer.packing)
+    device_type: str = "cpu"  # cuda adds the CUDA runtime's memory (CUDA_RUNTIME) to the peak
 
 
 def parameter_shapes(config: PretrainedConfig) -> list[tuple[str, tuple[int, ...]]]:
@@ -190,6 +237,9 @@ def predict_rank(
         "weight_copies_saved": weight_copy_bytes(sums, layout, plan),
         "temporaries": temporary_bytes(config, layout, plan, sums),
     }
+    tensor_peak = sum(prediction.values())
+    if plan.device_type == "cuda":
+        prediction["cuda_runtime"] = CUDA_RUNTIME.bytes(layout, tensor_peak)
     prediction["peak"] = sum(prediction.values())
     return prediction
 

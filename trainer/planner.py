@@ -4,6 +4,10 @@ with the reason, the rest ranked by predicted tokens/s. Runs on the meta device:
 Context parallelism is what makes long sequences fit: it divides a rank's activations (and the logits) by cp.
 A feasible candidate with cp > 1 whose layout would not fit with cp = 1 (the same micro-batch and degrees
 otherwise, so each rank holds whole sequences) says so: it fits only because of cp.
+
+On CUDA the predicted peak includes the CUDA runtime's memory (context, NCCL buffers, workspaces, allocator slack:
+trainer.memory_model.CUDA_RUNTIME), so a candidate keeps that headroom free: one whose tensors alone would fit but
+not with it is dropped, and its reason says how much of its need is that reserve.
 """
 
 from __future__ import annotations
@@ -24,6 +28,35 @@ from trainer.pipeline import check_pipeline
 from trainer.throughput import Calibration, Hardware, StepEstimate, estimate_step, model_bytes
 
 GiB = 1024**3
+
+
+def planned_hardware(
+    device_type: str,
+    devices: int,
+    nodes: int,
+    gpu: str | None = None,
+    device_name: str | None = None,
+    device_mem: str | None = None,
+    configured_mem: str | None = None,
+) -> tuple[Hardware, int]:
+    """The hardware a plan is for, and its bytes per device: the defaults of `meshpilot plan` and of the agent's
+    plan tool, decided here only. Memory: `device_mem`, else the `gpu` preset's, else the experiment's
+    hardware.device_mem (`configured_mem`), else the default GPU's as torch reports it (an H100 80GB has 79.65
+    GiB, not 80). The device is the `gpu` preset's, else an H100; a CPU plan is for this machine's CPU."""
+    from trainer.config import parse_bytes
+    from trainer.environment import device_name as local_device_name
+    from trainer.presets import DEFAULT_GPU, gpu_preset
+    from trainer.throughput import detect_intra_node_link
+
+    preset = gpu_preset(gpu) if gpu else None
+    if device_type == "cpu":
+        name = device_name or local_device_name("cpu")
+    else:
+        name = device_name or (preset or gpu_preset(DEFAULT_GPU)).name
+    given = device_mem or (str(preset.memory_bytes) if preset else configured_mem)
+    memory = parse_bytes(given) if given else gpu_preset(DEFAULT_GPU).memory_bytes
+    link = detect_intra_node_link(device_type) if device_type == "cpu" else "nvlink"
+    return Hardware(device_type, name, devices, nodes, link), memory
 
 
 @dataclass
@@ -112,6 +145,7 @@ def plan(
                     experiment.train,
                     grad_accum,
                     experiment.data.packing,
+                    hardware.device_type,
                 )
                 memory = _peak_memory(config, layout, memory_plan, ranks)
                 candidate = Candidate(layout, micro_batch, grad_accum, checkpointing, memory)
@@ -156,7 +190,9 @@ def _rank_key(candidate: Candidate) -> tuple:
 def _judge(candidate: Candidate, device_mem: int) -> None:
     if candidate.memory["peak"] > device_mem:
         need, have = candidate.memory["peak"] / GiB, device_mem / GiB
-        candidate.dropped = f"needs {need:.2f} GiB per device, more than {have:.2f} GiB"
+        runtime = candidate.memory.get("cuda_runtime", 0) / GiB
+        reserve = f" ({runtime:.2f} GiB of it the CUDA runtime's)" if runtime else ""
+        candidate.dropped = f"needs {need:.2f} GiB per device{reserve}, more than {have:.2f} GiB"
     unsupported = [n for n, d in candidate.layout.degrees().items() if d > 1 and n not in SUPPORTED_DIMS]
     if unsupported:
         candidate.runnable = False

@@ -4,7 +4,9 @@ A model preset is the transformers config of a published model (the fields of it
 hub that change its size or shape), so `meshpilot plan --model llama-3.1-8b` and the agent's tools can plan for it
 without an experiment file. A GPU preset is what the planner needs of a device: the name trainer.flops looks its
 dense bf16 peak up by, and the memory torch reports for it (torch.cuda.get_device_properties().total_memory, which
-is below the marketing figure: the driver keeps a reserve).
+is below the marketing figure: an "80GB" H100 reports 85,520,809,984 bytes, 79.65 GiB). What a run can use is less
+again: the CUDA context, NCCL's buffers and the allocator's slack, which trainer.memory_model predicts and the
+planner keeps free.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from trainer.config import ConfigError, Experiment, apply_override, experiment_from_dict
 
 GiB = 1024**3
+MiB = 1024**2
 
 _LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                 "original_max_position_embeddings": 8192, "rope_theta": 500000.0}  # fmt: skip
@@ -114,13 +117,13 @@ REFUSED = {
 
 @dataclass(frozen=True)
 class GPU:
-    name: str  # what trainer.flops.peak_bf16_flops looks the peak up by
-    memory_gib: float  # as torch reports it (total_memory), see the module docstring
+    name: str  # what trainer.flops.peak_bf16_flops looks the peak up by (torch.cuda.get_device_name())
+    memory_mib: int  # total_memory as torch reports it, in whole MiB (see GPUS)
     source: str  # of the dense bf16 peak, which trainer.flops.PEAK_BF16_FLOPS holds (one table of peaks)
 
     @property
     def memory_bytes(self) -> int:
-        return int(self.memory_gib * GiB)
+        return self.memory_mib * MiB
 
     @property
     def peak_bf16_flops(self) -> float | None:
@@ -129,21 +132,26 @@ class GPU:
         return peak_bf16_flops(self.name)
 
 
-# Sources of the dense bf16 peaks (half the "with sparsity" figure) that trainer.flops holds; memory as torch
-# reports it in its out-of-memory messages ("GPU 0 has a total capacity of X GiB") on the usual drivers, ECC on.
+# Sources of the dense bf16 peaks (half the "with sparsity" figure) that trainer.flops holds. Memory is
+# torch.cuda.get_device_properties().total_memory (cudaDeviceProp.totalGlobalMem) in whole MiB, the total nvidia-smi
+# prints on the usual drivers, ECC on: e.g. 81559 MiB for an H100 80GB HBM3, whose total_memory is 85,520,809,984
+# bytes (exactly 81559 MiB). Not the "total capacity" of torch's out-of-memory message (cudaMemGetInfo's total,
+# which can be lower).
 GPUS: dict[str, GPU] = {
-    "h100-sxm": GPU("NVIDIA H100 80GB HBM3", 79.19, "NVIDIA H100 Tensor Core GPU datasheet (SXM)"),
-    "h100-pcie": GPU("NVIDIA H100 PCIe", 79.19, "NVIDIA H100 Tensor Core GPU datasheet (PCIe)"),
-    "h100-nvl": GPU("NVIDIA H100 NVL", 93.1, "NVIDIA H100 NVL datasheet"),
-    "h200": GPU("NVIDIA H200", 139.8, "NVIDIA H200 Tensor Core GPU datasheet (SXM)"),
-    "a100-40gb": GPU("NVIDIA A100-SXM4-40GB", 39.39, "NVIDIA A100 Tensor Core GPU datasheet"),
-    "a100-80gb": GPU("NVIDIA A100-SXM4-80GB", 79.15, "NVIDIA A100 Tensor Core GPU datasheet"),
-    "l40s": GPU("NVIDIA L40S", 44.39, "NVIDIA L40S datasheet"),
-    "a10": GPU("NVIDIA A10", 22.07, "NVIDIA A10 Tensor Core GPU datasheet"),
+    "h100-sxm": GPU("NVIDIA H100 80GB HBM3", 81559, "NVIDIA H100 Tensor Core GPU datasheet (SXM)"),
+    "h100-pcie": GPU("NVIDIA H100 PCIe", 81559, "NVIDIA H100 Tensor Core GPU datasheet (PCIe)"),
+    "h100-nvl": GPU("NVIDIA H100 NVL", 95830, "NVIDIA H100 NVL datasheet"),
+    "h200": GPU("NVIDIA H200", 143771, "NVIDIA H200 Tensor Core GPU datasheet (SXM)"),
+    "a100-40gb": GPU("NVIDIA A100-SXM4-40GB", 40960, "NVIDIA A100 Tensor Core GPU datasheet"),
+    "a100-80gb": GPU("NVIDIA A100-SXM4-80GB", 81920, "NVIDIA A100 Tensor Core GPU datasheet"),
+    "l40s": GPU("NVIDIA L40S", 46068, "NVIDIA L40S datasheet"),
+    "a10": GPU("NVIDIA A10", 23028, "NVIDIA A10 Tensor Core GPU datasheet"),
     "rtx-4090": GPU(
-        "NVIDIA GeForce RTX 4090", 23.52, "NVIDIA Ada Lovelace architecture whitepaper (BF16, FP32 accumulate)"
+        "NVIDIA GeForce RTX 4090", 24564, "NVIDIA Ada Lovelace architecture whitepaper (BF16, FP32 accumulate)"
     ),
 }
+# What `meshpilot plan` assumes without --gpu or hardware.device_mem: one H100 SXM.
+DEFAULT_GPU = "h100-sxm"
 GPU_ALIASES = {"h100": "h100-sxm", "h100-80gb": "h100-sxm", "a100": "a100-80gb", "a100-40g": "a100-40gb",
                "a100-80g": "a100-80gb", "4090": "rtx-4090", "rtx4090": "rtx-4090", "h200-141gb": "h200"}  # fmt: skip
 
