@@ -20,6 +20,8 @@ minutes on a laptop CPU), then `meshpilot chat` in your repository."""
 COMMANDS = {
     "train": "trainer.cli",
     "plan": "trainer.cli",
+    "export": "trainer.cli",
+    "probe": "trainer.cli",
     "bench": "evalsuite.cli",
     "sweep": "agent.sweep.cli",
     "ask": "agent.ask",

@@ -15,6 +15,11 @@ def cache_root() -> Path:
     return Path(os.environ.get("MESHPILOT_CACHE", Path.home() / ".cache" / "meshpilot"))
 
 
+def calibration_dir() -> Path:
+    """What meshpilot learnt about each machine: its probe and the runs that calibrate the throughput model."""
+    return cache_root() / "calibration"
+
+
 def fingerprint(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -1,4 +1,4 @@
-"""`meshpilot train` and `meshpilot plan`: the trainer's own subcommands."""
+"""`meshpilot train`, `meshpilot plan` and `meshpilot probe`: the trainer's own subcommands."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 def register(commands: argparse._SubParsersAction) -> None:
     _add_train(commands)
     _add_plan(commands)
+    _add_probe(commands)
+    _add_export_hf(commands)
 
 
 def _add_train(commands: argparse._SubParsersAction) -> None:
@@ -72,7 +74,11 @@ def _add_plan(commands: argparse._SubParsersAction) -> None:
     plan.add_argument("--gpu", help="a GPU preset (its name and memory), e.g. h100, 'a100 40gb', 4090")
     plan.add_argument("--devices", type=int, required=True, help="devices per node")
     plan.add_argument("--nodes", type=int, default=1, help="nodes (default 1)")
-    plan.add_argument("--device-mem", help="memory per device, e.g. 80GiB (default: hardware.device_mem or 80GiB)")
+    plan.add_argument(
+        "--device-mem",
+        help="memory per device, e.g. 80GiB (default: --gpu's, else hardware.device_mem, else an H100 80GB's as "
+        "torch reports it: 79.65 GiB)",
+    )
     plan.add_argument("--device-type", choices=("cuda", "cpu"), default="cuda", help="device kind (default cuda)")
     plan.add_argument("--device-name", help="device model, for its peak FLOP/s (default: --gpu's, else an H100)")
     plan.add_argument("--seq-len", type=int, help="sequence length (default: data.seq_len)")
@@ -94,11 +100,11 @@ def _add_plan(commands: argparse._SubParsersAction) -> None:
 def _plan(args: argparse.Namespace) -> int:
     import json
 
-    from trainer.config import load_experiment, parse_bytes
+    from trainer.config import load_experiment
     from trainer.model import model_config
-    from trainer.planner import format_table, plan
-    from trainer.presets import gpu_preset, model_override, preset_experiment, preset_key
-    from trainer.throughput import Hardware, detect_intra_node_link
+    from trainer.planner import format_table, plan, planned_hardware
+    from trainer.presets import model_override, preset_experiment, preset_key
+    from trainer.probe import ensure_probe, plans_this_machine
 
     if args.devices < 1 or args.nodes < 1:
         raise ConfigError("--devices and --nodes must be at least 1")
@@ -110,19 +116,19 @@ def _plan(args: argparse.Namespace) -> int:
         experiment = preset_experiment(args.model, args.devices * args.nodes, args.seq_len, args.overrides)
     else:
         raise ConfigError("plan needs an experiment file or --model (a preset such as llama-3.1-8b)")
-    gpu = gpu_preset(args.gpu) if args.gpu else None
-    device_name = args.device_name or (gpu.name if gpu else "NVIDIA H100 80GB HBM3")
     seq_len = args.seq_len or experiment.data.seq_len
     if seq_len < 1 or experiment.train.global_batch_tokens % seq_len:
         raise ConfigError(
             f"train.global_batch_tokens {experiment.train.global_batch_tokens} is not a multiple of "
             f"the sequence length {seq_len}"
         )
-    default_mem = str(gpu.memory_bytes) if gpu else experiment.hardware.device_mem or "80GiB"
-    device_mem = parse_bytes(args.device_mem or default_mem)
+    hardware, device_mem = planned_hardware(
+        args.device_type, args.devices, args.nodes, args.gpu, args.device_name, args.device_mem,
+        experiment.hardware.device_mem,
+    )  # fmt: skip
     config = model_config(experiment.model, Path(experiment.base_dir))
-    link = detect_intra_node_link(args.device_type) if args.device_type == "cpu" else "nvlink"
-    hardware = Hardware(args.device_type, device_name, args.devices, args.nodes, link)
+    if plans_this_machine(hardware):  # predictions for this machine's own devices start from its probe
+        ensure_probe(hardware)
     candidates = plan(experiment, config, hardware, device_mem, seq_len)
     if args.json:
         print(json.dumps([c.as_dict() for c in candidates], indent=1))
@@ -146,4 +152,74 @@ def _export(args: argparse.Namespace, candidates: list[Candidate], context: Plan
         print(refusal, file=sys.stderr)
         return 1
     print(done.describe())
+    return 0
+
+
+def _add_probe(commands: argparse._SubParsersAction) -> None:
+    probe = commands.add_parser(
+        "probe", help="measure this machine's compute and links for the throughput model (under a minute)"
+    )
+    probe.add_argument("--show", action="store_true", help="print the stored probe of this machine; measure nothing")
+    probe.add_argument("--nproc", type=int, help="processes per node (default: every GPU, or 2 on CPU)")
+    probe.add_argument("--device-type", choices=("auto", "cuda", "cpu"), default="auto", help="(default: auto)")
+    probe.add_argument("--quick", action="store_true", help="fewer sizes and repeats: seconds faster, rougher")
+    probe.add_argument("--nnodes", type=int, default=1, help="nodes taking part, each running this (default 1)")
+    probe.add_argument("--node-rank", type=int, default=0, help="this node's rank")
+    probe.add_argument("--rdzv-endpoint", help="host:port of the rendezvous, for several nodes")
+    probe.set_defaults(handler=_probe)
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from trainer.lifeline import tie_to_parent
+
+    tie_to_parent()  # started by a job supervisor: die with it, and the probe's processes with this one
+    from trainer.probe import (
+        ProbeError,
+        Rendezvous,
+        default_nproc,
+        format_probe,
+        probe_path,
+        probe_settings,
+        read_probe,
+        resolve_device_type,
+        run_probe,
+    )
+    from trainer.throughput import this_machine
+
+    device_type = resolve_device_type(args.device_type)
+    if args.show:
+        hardware = this_machine(device_type, 1)
+        probe = read_probe(hardware)
+        if probe is None:
+            print(f"no probe of this machine yet (run `meshpilot probe`); it would be {probe_path(hardware)}")
+            return 1
+        print(f"{format_probe(probe)}\n\nstored in {probe_path(hardware)}")
+        return 0
+    rendezvous = Rendezvous(args.nnodes, args.node_rank, args.rdzv_endpoint)
+    nproc = args.nproc if args.nproc is not None else default_nproc(device_type)
+    settings = probe_settings(device_type, nproc, rendezvous, args.quick)
+    try:
+        path, probe = run_probe(settings, rendezvous)
+    except ProbeError as error:
+        print(f"meshpilot: error: {error}", file=sys.stderr)
+        return 1
+    print(f"{format_probe(probe)}\n\nsaved to {path}; predictions for this machine start from it")
+    return 0
+
+
+def _add_export_hf(commands: argparse._SubParsersAction) -> None:
+    export = commands.add_parser("export", help="save a run's checkpoint as a Hugging Face model directory")
+    export.add_argument("run", type=Path, help="run directory")
+    export.add_argument("--step", type=int, help="the checkpoint of this step (default: the latest complete one)")
+    export.add_argument(
+        "--out", type=Path, help="a new or empty directory (default: RUN/hf, or RUN/hf-step-N with --step)"
+    )
+    export.set_defaults(handler=_export_hf)
+
+
+def _export_hf(args: argparse.Namespace) -> int:
+    from trainer.export import export_run, read_provenance
+
+    out = export_run(args.run, args.step, args.out)
+    print(f"exported {read_provenance(out)['checkpoint']} of {args.run} to {out}")
     return 0

@@ -82,6 +82,7 @@ class TrainSpec:
     checkpoint_every: int = 0  # steps between checkpoints; 0: none during the run
     save_final_checkpoint: bool = True
     keep_checkpoints: int = 2
+    save_hf: bool = False  # after a successful run: its final checkpoint as an HF directory, RUN/hf
     timing_warmup_steps: int = 2  # steps left out of tokens/s (compilation, allocator warm-up)
 
 

@@ -3,14 +3,19 @@
 Checkpoints are torch.distributed.checkpoint directories written by every rank of whatever layout trained them
 (DDP, FSDP2, TP, ...). DCP reshards on load and needs no process group, so one process reads any of them into an
 ordinary model. Only the model's entries are read; optimizer state, RNG states and data position are not needed.
+
+`meshpilot export RUN [--step N]` and `train.save_hf: true` both go through `export_run`: safetensors weights,
+config.json, the run's tokenizer and meshpilot.json (provenance), loadable with `from_pretrained`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
+import tempfile
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +27,7 @@ from accelerate import init_empty_weights
 from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
-from trainer.checkpoint import latest
+from trainer.checkpoint import checkpoint_step, latest
 from trainer.config import ConfigError, Experiment
 from trainer.launch import prepare_data
 from trainer.loop import load_run
@@ -30,6 +35,7 @@ from trainer.model import model_config
 from trainer.rundir import RunDir, write_json
 
 PROVENANCE_FILE = "meshpilot.json"  # in an exported directory: where the weights came from
+HF_EXPORT_DIR = "hf"  # RUN/hf: the default export of the latest checkpoint; RUN/hf-step-N: of a chosen step
 _STEP_DIR = re.compile(r"^step_\d{8}$")
 
 
@@ -121,19 +127,87 @@ def export_hf(path: Path, out: Path) -> Path:
     """Save a run's (or checkpoint's) model and tokenizer as an HF directory, with the run's provenance beside them."""
     found = find_checkpoint(path)
     out = Path(out)
-    if out.exists():
-        raise ConfigError(f"{out} exists; export into a new directory")
+    check_out_dir(out)
+    return _write_hf(found, out)
+
+
+def export_run(run_dir: Path, step: int | None = None, out: Path | None = None) -> Path:
+    """Save the run's checkpoint of `step` (default: its latest complete one) as an HF directory and return it.
+
+    `out` defaults to RUN/hf, or RUN/hf-step-N for a chosen step; it must not exist, or be empty. Every check on the
+    arguments runs before the tokenizer and the weights are read, and raises ConfigError in one line.
+    """
+    run = RunDir(Path(run_dir).resolve())
+    if not run.config.is_file() or not run.launch.is_file():
+        raise ConfigError(f"{run.path}: not a meshpilot run directory (no config.yaml and launch.json)")
+    step_dir = _chosen_checkpoint(run, step)
+    out = Path(out) if out is not None else run.path / (HF_EXPORT_DIR if step is None else f"hf-step-{step}")
+    check_out_dir(out)
+    experiment, launch = load_run(run)
+    return _write_hf(RunCheckpoint(run, step_dir, experiment, launch), out)
+
+
+def save_hf_after_run(run: RunDir) -> dict:
+    """`train.save_hf`: export a finished run's final checkpoint to RUN/hf and name it in metrics.json as
+    `hf_export`; the updated metrics are returned. An export that fails leaves `hf_export` null and its reason in
+    `hf_export_error`: the training itself succeeded and its checkpoint is intact, so `meshpilot export` can retry."""
+    metrics = run.read_metrics()
+    try:
+        # The final step explicitly: with save_final_checkpoint off, the latest checkpoint may be an earlier one.
+        out = export_run(run.path, step=metrics["steps"], out=run.path / HF_EXPORT_DIR)
+        metrics |= {"hf_export": str(out), "hf_export_error": None}
+    except (ConfigError, OSError) as e:
+        metrics |= {"hf_export": None, "hf_export_error": str(e).strip().splitlines()[0]}
+    write_json(run.metrics, metrics)
+    return metrics
+
+
+def complete_steps(run: RunDir) -> list[int]:
+    """The steps of the run's complete checkpoints (those with DCP's .metadata), in order."""
+    if not run.checkpoints.is_dir():
+        return []
+    found = (p for p in run.checkpoints.iterdir() if _STEP_DIR.match(p.name) and (p / ".metadata").is_file())
+    return sorted(checkpoint_step(p) for p in found)
+
+
+def _chosen_checkpoint(run: RunDir, step: int | None) -> Path:
+    steps = complete_steps(run)
+    if not steps:
+        raise ConfigError(f"{run.path}: no complete checkpoint in {run.checkpoints}")
+    if step is None:
+        step = steps[-1]
+    elif step not in steps:
+        have = ", ".join(map(str, steps))
+        raise ConfigError(f"{run.path} has no complete checkpoint of step {step}; it has step(s) {have}")
+    return run.checkpoints / f"step_{step:08d}"
+
+
+def check_out_dir(out: Path) -> None:
+    """An export goes into a new or an empty directory: it never mixes its files with others or replaces a model."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"{out} exists and is not an empty directory; export into a new or empty one")
+
+
+def _write_hf(found: RunCheckpoint, out: Path) -> Path:
+    """Model, tokenizer and provenance, written aside and renamed into place when complete: a failed export leaves
+    no directory that looks like a model."""
     tokenizer, data_dir = load_run_tokenizer(found)
     model = load_model(found)
-    # Written aside and renamed when complete: a failed export leaves no directory that looks like a model.
-    staging = out.with_name(f".{out.name}.partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    with quiet_progress():
-        model.save_pretrained(str(staging), safe_serialization=True)
-    tokenizer.save_pretrained(str(staging))
-    write_json(staging / PROVENANCE_FILE, {**provenance(found), "data_dir": str(data_dir)})
-    staging.rename(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        os.chmod(staging, 0o755)  # mkdtemp's 0700 would make the model readable by its owner only
+        with quiet_progress():
+            model.save_pretrained(str(staging), safe_serialization=True)
+        tokenizer.save_pretrained(str(staging))
+        write_json(staging / PROVENANCE_FILE, {**provenance(found), "data_dir": str(data_dir)})
+        try:
+            staging.rename(out)  # replaces an empty directory; refused if something was written there meanwhile
+        except OSError as e:
+            raise ConfigError(f"{out}: cannot move the export into place: {e.strerror}") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return out
 
 

@@ -238,6 +238,10 @@ def _launch(prepared: PreparedRun) -> dict:
     if metrics is None or returncode != 0:
         metrics = _failure_metrics(prepared, returncode)
         write_json(run.metrics, metrics)
+    if metrics["status"] == "ok" and prepared.experiment.train.save_hf:
+        from trainer.export import save_hf_after_run  # imported here: trainer.export imports this module
+
+        metrics = save_hf_after_run(run)
     return metrics
 
 
@@ -369,6 +373,9 @@ def _check_train_values(experiment: Experiment) -> None:
             raise ConfigError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
     if len(train.betas) != 2 or not all(0 <= b < 1 for b in train.betas):
         raise ConfigError(f"train.betas: expected two numbers in [0, 1), got {train.betas}")
+    final_saved = train.save_final_checkpoint or (train.checkpoint_every and train.steps % train.checkpoint_every == 0)
+    if train.save_hf and not final_saved:
+        raise ConfigError("train.save_hf exports the final step's checkpoint: set train.save_final_checkpoint: true")
 
 
 def _check_galore(experiment: Experiment) -> None:
@@ -387,8 +394,10 @@ def _check_galore(experiment: Experiment) -> None:
         )
 
 
-# What a resume may change: how the same experiment is spread over processes. The checkpoint is resharded.
+# What a resume may change: how the same experiment is spread over processes (the checkpoint is resharded), and
+# whether the finished run is exported for Hugging Face, which leaves the training alone.
 RESHARDABLE = ("layout.", "hardware.devices", "hardware.nodes", "train.pp_schedule", "train.pp_stages_per_rank")
+RESUME_MAY_CHANGE = (*RESHARDABLE, "train.save_hf")
 
 
 def _check_run_dir(run: RunDir, resume: bool, experiment: Experiment) -> None:
@@ -410,7 +419,7 @@ def _check_run_dir(run: RunDir, resume: bool, experiment: Experiment) -> None:
         raise ConfigError(f"--resume: no complete checkpoint in {run.checkpoints}")
     if run.config.is_file():
         old = yaml.safe_load(run.config.read_text())
-        changed = [d for d in _differences(old, experiment.to_dict()) if not d.startswith(RESHARDABLE)]
+        changed = [d for d in _differences(old, experiment.to_dict()) if not d.startswith(RESUME_MAY_CHANGE)]
         if changed:
             raise ConfigError(
                 "--resume continues the same experiment (only the layout and process count may change), "

@@ -14,10 +14,13 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
 
 Links: a mesh dimension stays inside a node when it and the dimensions inside it (the mesh is ordered
 [pp, dp_replicate, dp_shard, cp, tp], tp innermost) fit in one node's devices; otherwise it crosses the network.
-Bandwidths come from `nvidia-smi topo -m` where there is one (NVLink or PCIe between GPUs), and otherwise
-from the stated assumptions in DEFAULT_BANDWIDTH. Calibration fits, by non-negative least squares on the runs
-measured on this machine (stored per machine), seconds per predicted compute second and per predicted
-communication second, and the fixed seconds per collective and per micro-batch that the formulas leave out.
+The link's kind comes from `nvidia-smi topo -m` where there is one (NVLink or PCIe between GPUs).
+
+Rates (`hardware_figures`): the compute rate, and each link's per-collective latency and bandwidth, are the
+machine's probe (`meshpilot probe`, trainer.probe) where it has one, and otherwise the stated assumptions below.
+Calibration fits on top of them, by non-negative least squares on the runs measured on this machine (stored per
+machine), seconds per predicted compute second and per predicted communication second, and the fixed seconds per
+collective and per micro-batch that the formulas leave out.
 """
 
 from __future__ import annotations
@@ -35,10 +38,11 @@ from pathlib import Path
 import numpy as np
 from transformers import PretrainedConfig
 
-from trainer.cache import cache_root
+from trainer.cache import calibration_dir
 from trainer.config import Experiment, resolve_precision
 from trainer.flops import peak_bf16_flops, step_flops
 from trainer.layout import MESH_DIMS, Layout
+from trainer.probe import read_probe
 from trainer.rundir import write_json
 
 # Stated assumptions where nothing better is known: bandwidth in bytes per second in one direction, and the
@@ -50,6 +54,11 @@ DEFAULT_LATENCY_S = {"nvlink": 10e-6, "pcie": 20e-6, "network": 30e-6, "cpu": 10
 GPU_EFFICIENCY = 0.5
 CPU_FLOPS = 50e9
 DDP_BUCKET_BYTES = 25 * 1024**2
+# The collective that carries most of each dimension's traffic, whose probed latency and bandwidth it is priced at.
+COLLECTIVE_OF = {
+    "dp_replicate": "all_reduce", "dp_shard": "all_gather", "cp": "all_gather", "tp": "all_reduce", "pp": "send_recv",
+}  # fmt: skip
+STATED = "stated defaults"  # the figures' source without a probe (and of calibration records made before one)
 FEATURES = ("compute_s", "comm_s", "collectives", "micro_batches")  # what a calibration record keeps of a run
 FP32 = 4
 
@@ -81,6 +90,38 @@ def this_machine(device_type: str, devices_per_node: int, nodes: int = 1, name: 
 
     name = name or device_name(device_type)
     return Hardware(device_type, name, devices_per_node, nodes, detect_intra_node_link(device_type))
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The rates predictions start from: the machine's probe where it has one, else the stated assumptions."""
+
+    source: str  # STATED, or which probe: runs calibrated under other figures do not apply to these
+    flops: dict[str, float]  # achieved matmul FLOP/s per precision (fp32, bf16, fp16)
+    links: dict[str, dict[str, tuple[float, float]]]  # intra_node | network -> collective -> (latency s, bytes/s)
+
+    def compute_flops(self, hardware: Hardware, precision: str) -> float:
+        return self.flops.get(precision) or hardware.peak_flops
+
+    def transfer_s(self, link: str, collective: str, sent_bytes: float, count: int) -> float:
+        """Seconds for `count` collectives sending `sent_bytes` per rank in all over `link`."""
+        measured = self.links.get("network" if link == "network" else "intra_node", {}).get(collective)
+        latency, bandwidth = measured or (DEFAULT_LATENCY_S[link], DEFAULT_BANDWIDTH[link])
+        return sent_bytes / bandwidth + count * latency
+
+
+def hardware_figures(hardware: Hardware) -> Figures:
+    """The one place that decides between probed and stated figures: this machine's probe (stored under the
+    same key as its calibration) where there is one; a rate it lacks (a link it could not measure) is stated."""
+    probe = read_probe(hardware)
+    if probe is None:
+        return Figures(STATED, {}, {})
+    found = probe["figures"]
+    links = {
+        link: {name: (c["latency_s"], c["bandwidth"]) for name, c in collectives.items()}
+        for link, collectives in found["links"].items()
+    }
+    return Figures(f"probe {probe['measured_at']}", found["flops"], links)
 
 
 @dataclass(frozen=True)
@@ -210,7 +251,8 @@ def estimate_step(
     width = heads * (getattr(config, "head_dim", None) or config.hidden_size // heads)
     pairs = micro_batch * grad_accum * seq_len * (seq_len + 1) // 2  # full rows; packing only lowers this
     flops = step_flops(matmul_params, width, config.num_hidden_layers, tokens_per_rank_step, pairs)
-    compute = flops / (layout.tp * layout.cp * layout.pp) / hardware.peak_flops
+    figures = hardware_figures(hardware)
+    compute = flops / (layout.tp * layout.cp * layout.pp) / figures.compute_flops(hardware, precision)
     if activation_checkpointing:  # the forward pass runs twice: 4 passes' worth instead of 3
         compute *= 4 / 3
     if layout.pp > 1:  # the pipeline bubble of 1F1B: (pp - 1) idle micro-batch slots
@@ -219,9 +261,7 @@ def estimate_step(
         config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, activation_checkpointing, precision
     )
     links = dimension_links(layout, hardware)
-    seconds = {
-        d: sent[d][0] / DEFAULT_BANDWIDTH[links[d]] + sent[d][1] * DEFAULT_LATENCY_S[links[d]] for d in MESH_DIMS
-    }
+    seconds = {d: figures.transfer_s(links[d], COLLECTIVE_OF[d], *sent[d]) for d in MESH_DIMS}
     # Data-parallel traffic overlaps the backward pass (about two thirds of compute); the rest shows.
     data_parallel = seconds["dp_shard"] + seconds["dp_replicate"]
     comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + max(0.0, data_parallel - 2 / 3 * compute)
@@ -252,7 +292,10 @@ class Calibration:
 
     @classmethod
     def load(cls, hardware: Hardware) -> Calibration:
-        return fit(calibration_records(hardware))
+        """The fit of the runs predicted from the figures predictions use now: a run predicted from other figures
+        (the stated defaults before a probe, an earlier probe) measured its step against other seconds."""
+        source = hardware_figures(hardware).source
+        return fit([r for r in calibration_records(hardware) if r.get("figures", STATED) == source])
 
     @staticmethod
     def record(hardware: Hardware, estimate: StepEstimate, measured_step_s: float) -> Calibration:
@@ -264,9 +307,10 @@ class Calibration:
         with open(path.with_suffix(".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             records = calibration_records(hardware)
-            records.append({**{f: getattr(estimate, f) for f in FEATURES}, "measured_s": measured_step_s})
+            features = {f: getattr(estimate, f) for f in FEATURES}
+            records.append({**features, "measured_s": measured_step_s, "figures": hardware_figures(hardware).source})
             write_json(path, {"hardware": asdict(hardware), "records": records[-200:]})
-        return fit(records)
+        return Calibration.load(hardware)
 
 
 def fit(records: list[dict]) -> Calibration:
@@ -316,7 +360,7 @@ def calibration_records(hardware: Hardware) -> list[dict]:
 
 
 def _calibration_path(hardware: Hardware) -> Path:
-    return cache_root() / "calibration" / f"{hardware.key}.v2.json"  # v2: records carry every FEATURE
+    return calibration_dir() / f"{hardware.key}.v2.json"  # v2: records carry every FEATURE
 
 
 def _kv_ratio(config: PretrainedConfig) -> float:

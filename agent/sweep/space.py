@@ -37,7 +37,7 @@ from trainer.layout import Layout, LayoutError
 
 PLANNER_KEYS = ("layout", "train.micro_batch", "train.activation_checkpointing")
 # A trial trains for its measurements only: no checkpoints to write and delete.
-TRIAL_OVERRIDES = ("train.save_final_checkpoint=false", "train.checkpoint_every=0")
+TRIAL_OVERRIDES = ("train.save_final_checkpoint=false", "train.checkpoint_every=0", "train.save_hf=false")
 
 
 @dataclass(frozen=True)

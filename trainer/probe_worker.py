@@ -1,0 +1,166 @@
+"""The processes of `meshpilot probe` (trainer.probe): torchrun's agent and its ranks, which measure.
+
+    python -m trainer.probe_worker agent TORCHRUN_ARGS -m trainer.probe_worker rank OUT SETTINGS_JSON
+
+Both are tied to the process that started them (trainer.lifeline): the agent to `meshpilot probe`, each rank to
+the agent. Every rank measures at once, as in training (on CPU they share the cores); the first rank of each node
+prints one line per finished measurement (the launcher's progress bar counts them) and writes its node's results
+to OUT.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from trainer.lifeline import tie_to_parent, tied_env
+from trainer.probe import COLLECTIVES, PROGRESS, ProbeSettings, bytes_sent
+from trainer.rundir import write_json
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+SLOW_S = 2.0  # a matmul predicted to take longer is skipped (bf16 on a CPU without bf16 instructions: seconds)
+COMPUTE_BUDGET_S = 0.5  # timed repeats of one compute measurement stop after this long
+
+
+def main(out: str, settings: ProbeSettings) -> None:
+    local_rank = int(os.environ["LOCAL_RANK"])
+    device = _device(settings, local_rank)
+    if device.type == "cuda":  # bound to its device: NCCL's barriers know which GPU to use
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        dist.init_process_group("gloo")
+    report = _reporter(local_rank == 0)
+    sync = torch.cuda.synchronize if device.type == "cuda" else lambda: None
+    compute = measure_compute(settings, device, sync, report)
+    dist.barrier()
+    links = {name: measure_link(group, settings, device, sync, report) for name, group in link_groups(settings)}
+    if local_rank == 0:
+        write_json(Path(out), {"compute": compute, "links": links})
+    dist.barrier()  # nobody leaves while a peer still needs the connections
+    dist.destroy_process_group()
+
+
+def _device(settings: ProbeSettings, local_rank: int) -> torch.device:
+    if settings.device_type == "cuda":
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def _reporter(enabled: bool) -> Callable[[str], None]:
+    def report(label: str) -> None:
+        if enabled:
+            print(f"{PROGRESS} {label}", flush=True)
+
+    return report
+
+
+def median_seconds(
+    run: Callable[[], object], sync: Callable[[], None], repeats: int, budget_s: float = math.inf
+) -> float:
+    """The median time of `run` over `repeats` timed calls after one warm-up call (allocation, kernel choice,
+    connection set-up), fewer once `budget_s` is spent (at least one)."""
+    run()
+    sync()
+    times: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while len(times) < repeats and (not times or time.perf_counter() < deadline):
+        started = time.perf_counter()
+        run()
+        sync()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def measure_compute(settings: ProbeSettings, device: torch.device, sync, report) -> dict:
+    """Matmul rate per dtype and size, memory bandwidth, and the fixed cost of one tiny operation, on this rank."""
+    matmul = {}
+    for name in settings.dtypes:
+        matmul[name] = []
+        for size in settings.matmul_sizes:
+            last = matmul[name][-1] if matmul[name] else None
+            if last and last["seconds"] * (size / last["size"]) ** 3 > SLOW_S:  # a slow dtype's larger sizes
+                report(f"matmul {name} {size} (skipped: too slow)")
+                continue
+            a, b = (torch.randn(size, size, device=device).to(DTYPES[name]) for _ in range(2))
+            seconds = median_seconds(lambda a=a, b=b: a @ b, sync, settings.repeats, COMPUTE_BUDGET_S)
+            matmul[name].append({"size": size, "seconds": seconds, "flops_per_s": 2 * size**3 / seconds})
+            report(f"matmul {name} {size}")
+    source = torch.empty(settings.copy_bytes // 4, device=device)
+    target = torch.empty_like(source)
+    copy_s = median_seconds(lambda: target.copy_(source), sync, settings.repeats, COMPUTE_BUDGET_S)
+    report("memory bandwidth")
+    tiny, count = torch.zeros(1, device=device), 100
+    many_s = median_seconds(lambda: [tiny.add_(1) for _ in range(count)], sync, settings.repeats, COMPUTE_BUDGET_S)
+    report("per-operation overhead")
+    return {
+        "matmul": matmul,
+        "memory_bandwidth": 2 * settings.copy_bytes / copy_s,  # read and written
+        "op_overhead_s": many_s / count,
+    }
+
+
+def link_groups(settings: ProbeSettings) -> list[tuple[str, dist.ProcessGroup | None]]:
+    """The groups whose collectives cross each link: a node's processes, and one process per node across nodes
+    (torchrun numbers the ranks node by node). Every rank creates every group, in the same order."""
+    n, nodes = settings.nproc, settings.nnodes
+    if nodes == 1:
+        return [("intra_node", None)] if n > 1 else []
+    node, local = dist.get_rank() // n, dist.get_rank() % n
+    intra = [dist.new_group(list(range(k * n, (k + 1) * n))) for k in range(nodes)] if n > 1 else []
+    across = [dist.new_group(list(range(k, n * nodes, n))) for k in range(n)]
+    return ([("intra_node", intra[node])] if intra else []) + [("network", across[local])]
+
+
+def measure_link(group, settings: ProbeSettings, device: torch.device, sync, report) -> dict:
+    """Each collective's median time at each message size, in this rank's group (all ranks in step: fixed
+    repeats, no time budget, which would let them call different numbers of collectives)."""
+    size = dist.get_world_size(group)
+    found = {}
+    for collective in COLLECTIVES:
+        found[collective] = []
+        for message in settings.message_bytes:
+            run = _collective(collective, group, size, message, device)
+            dist.barrier(group)
+            seconds = median_seconds(run, sync, settings.repeats)
+            sent = bytes_sent(collective, message, size)
+            found[collective].append({"bytes": message, "seconds": seconds, "bus_bandwidth": sent / seconds})
+            report(f"{collective} {message} B")
+    return found
+
+
+def _collective(name: str, group, size: int, message: int, device: torch.device) -> Callable[[], object]:
+    """One call of collective `name` on `message` bytes (fp32): the all-reduced tensor, the gathered output, the
+    reduce-scattered input, the tensor each rank sends to the next (and receives from the one before)."""
+    elements = max(size, message // 4 // size * size)  # divisible by the group's size
+    whole, part = torch.ones(elements, device=device), torch.ones(elements // size, device=device)
+    if name == "all_reduce":
+        return lambda: dist.all_reduce(whole, group=group)
+    if name == "all_gather":
+        return lambda: dist.all_gather_single(whole, part, group=group)
+    if name == "reduce_scatter":
+        return lambda: dist.reduce_scatter_single(part, whole, group=group)
+    me = dist.get_rank(group)
+    after, before = (dist.get_global_rank(group, (me + k) % size) if group else (me + k) % size for k in (1, -1))
+    received = torch.empty_like(whole)
+    ops = lambda: [dist.P2POp(dist.isend, whole, after), dist.P2POp(dist.irecv, received, before)]  # noqa: E731
+    return lambda: [request.wait() for request in dist.batch_isend_irecv(ops())]
+
+
+if __name__ == "__main__":
+    tie_to_parent()
+    if sys.argv[1] == "agent":  # torchrun's agent: its ranks (this module again) are tied to it in turn
+        from torch.distributed.run import main as torchrun
+
+        os.environ.update(tied_env({}))
+        torchrun(sys.argv[2:])
+    else:
+        main(sys.argv[2], ProbeSettings.from_json(sys.argv[3]))
