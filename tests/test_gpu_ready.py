@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
-from functools import partial
 
 import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from support import TINY_MODEL, write_experiment
-from torch.distributed.tensor import DTensor
-from torch.distributed.tensor.debug import CommDebugMode
 from transformers import AutoConfig
 
 from evalsuite.models import eval_dtype
@@ -201,47 +197,3 @@ def test_batches_are_read_ahead_in_one_background_thread_and_equal_direct_reads(
 
 
 # --- fused AdamW and the gradient norm under pipeline x tensor parallelism ----------------------------------------
-
-
-def _pipeline_worker(rank: int, world: int, store: str) -> None:
-    from trainer.model import build_model, materialize, meta_model
-    from trainer.optim import build_optimizer
-    from trainer.parallelize import grad_norm_squared, parallelize_pipeline
-
-    dist.init_process_group("gloo", store=dist.FileStore(store, world), rank=rank, world_size=world)
-    try:
-        layout = Layout.parse("pp=2,tp=2").resolve(world)
-        config = AutoConfig.for_model(**TINY_MODEL)
-        spec = TrainSpec(precision="fp32", lr=1e-2, weight_decay=0.1)
-        cpu = torch.device("cpu")
-        fill = partial(materialize, device=cpu, config=config, weights=None, seed=0)
-        model, _ = parallelize_pipeline(meta_model(config), layout, layout.build_mesh("cpu"), spec, 2, cpu, fill)
-        reference = build_model(config, None, seed=0)
-        named = dict(reference.named_parameters())
-        # Gradients proportional to the weights, on both: no schedule needed to compare norms and updates.
-        for p in [*model.parameters(), *reference.parameters()]:
-            p.grad = p.detach() * 0.01
-        assert any(isinstance(p, DTensor) for p in model.parameters())
-        with CommDebugMode() as comm:
-            squared = grad_norm_squared(list(model.parameters()), cpu, layout.pp)
-        expected = sum(p.grad.double().square().sum() for p in reference.parameters())
-        assert float(squared) == pytest.approx(float(expected), rel=1e-6)
-        assert comm.get_total_counts() == 1, comm.get_comm_counts()
-
-        optimizer = build_optimizer(model, spec, "cpu")
-        assert optimizer.defaults["fused"]
-        for group in optimizer.param_groups:  # one kind per group, as the fused kernel needs
-            kinds = {(p.device_mesh, tuple(p.placements)) if isinstance(p, DTensor) else None for p in group["params"]}
-            assert len(kinds) == 1, kinds
-        optimizer.step()
-        build_optimizer(reference, spec, "cpu").step()
-        for name, p in model.named_parameters():
-            full = p.full_tensor() if isinstance(p, DTensor) else p
-            torch.testing.assert_close(full, named[name], rtol=1e-5, atol=1e-6, msg=name)
-    finally:
-        dist.destroy_process_group()
-
-
-@pytest.mark.slow
-def test_fused_adamw_and_one_reduction_norm_under_pipeline_and_tensor_parallel(tmp_path):
-    mp.spawn(_pipeline_worker, args=(4, str(tmp_path / "store")), nprocs=4, join=True)
