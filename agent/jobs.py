@@ -9,10 +9,10 @@ the caller) that runs `python -m agent.cli train ... --out OUT` and watches it:
 
 The supervisor stays detached on purpose (a resumed conversation or sweep adopts it), but its run dies with it:
 the launcher is tied to the supervisor, torchrun to the launcher and the ranks to torchrun (trainer.lifeline),
-so SIGKILL of the supervisor leaves nothing of its run behind. torchrun starts every rank in a session of its
-own, so killing the job's process group would not reach the ranks: every process of a job also inherits an
-environment variable naming the job (MESHPILOT_JOB), and stopping a job kills every process that carries it,
-whatever its session or parent (found through /proc: Linux).
+so SIGKILL of the supervisor leaves nothing of its run behind. A process of a job may leave the job's process
+group (a session of its own, a reparented orphan), so killing the group alone could miss it: every process of a
+job also inherits an environment variable naming the job (MESHPILOT_JOB), and stopping a job kills every process
+that carries it, whatever its session or parent (found through psutil).
 
 OUT/job.json is the job's record: the command, the supervisor's pid, pgid and host, and once the run ended its
 state ("ok", "failed", "oom", "timeout", "nan", "cancelled", "pruned" for a sweep trial stopped early, or "killed"
@@ -23,7 +23,6 @@ when the supervisor died before the run ended) and cause. Several processes upda
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -32,9 +31,11 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import psutil
+from filelock import FileLock
 
 from trainer.config import ConfigError, load_experiment
 from trainer.layout import Layout, LayoutError
@@ -348,12 +349,12 @@ def _spawn_supervisor(out: Path, env: dict) -> None:
         )
     _SUPERVISORS.append(process)
     # The supervisor records the same itself; written here too so that a reader never sees a job with no pid.
-    update_job(out, pid=process.pid, pgid=process.pid, host=socket.gethostname(), pid_start=_start_time(process.pid))
+    update_job(out, pid=process.pid, pgid=process.pid, host=socket.gethostname(), pid_start=start_time(process.pid))
 
 
 def _identity() -> dict[str, Any]:
     pid = os.getpid()
-    return {"pid": pid, "pgid": os.getpgid(pid), "host": socket.gethostname(), "pid_start": _start_time(pid)}
+    return {"pid": pid, "pgid": os.getpgid(pid), "host": socket.gethostname(), "pid_start": start_time(pid)}
 
 
 def record_state(out: Path, state: str, cause: str | None) -> None:
@@ -373,11 +374,8 @@ def update_job(out: Path, **fields: Any) -> None:
         write_json(out / JOB_FILE, {**job, **fields})
 
 
-@contextlib.contextmanager
-def _locked(out: Path) -> Iterator[None]:
-    with (Path(out) / ".job.lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+def _locked(out: Path) -> FileLock:
+    return FileLock(Path(out) / ".job.lock")
 
 
 def _last_step(run: RunDir) -> int:
@@ -389,20 +387,14 @@ def _last_step(run: RunDir) -> int:
     return 0
 
 
-# Processes, from /proc (Linux). Elsewhere a job's processes can only be found through its supervisor's group.
+# Processes, through psutil.
 
 
 def job_processes(token: str) -> list[int]:
-    """Pids of the live processes that carry this job's marker."""
-    needle = f"{MARKER}={token}".encode()
-    found = []
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            if needle in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-    return found
+    """Pids of the live processes that carry this job's marker (a process whose environment cannot be read, another
+    user's or a zombie, is not one of them)."""
+    processes = psutil.process_iter(["environ"])  # environ None where psutil may not read it
+    return [p.pid for p in processes if (p.info["environ"] or {}).get(MARKER) == token]
 
 
 def kill_job_processes(token: str) -> None:
@@ -426,29 +418,39 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
-def _start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot: tells a live pid from a reused one."""
+def start_time(pid: int) -> float | None:
+    """When the process started, in seconds since boot: tells a live pid from a reused one. Creation time minus
+    boot time rather than psutil's create_time() alone, which moves when the system clock is set (NTP, a resumed
+    VM): a supervisor that looked dead because of it would get its running job recorded as killed."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return _since_boot(pid)
+    except psutil.Error:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
 
 
-def process_alive(pid: int, start: int | None) -> bool:
-    stat = Path(f"/proc/{pid}/stat")
-    if not stat.parent.parent.is_dir():  # no /proc: ask the kernel directly
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
+def process_alive(pid: int, start: float | None) -> bool:
+    """Whether `pid` is running (not a zombie) and, when `start` (start_time's value) is given, is the process that
+    started then, not a later one that reuses its pid."""
     try:
-        fields = stat.read_text().rsplit(")", 1)[1].split()
-    except OSError:
+        if psutil.Process(pid).status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+            return False
+        return start is None or _since_boot(pid) == _seconds(start)
+    except psutil.NoSuchProcess:  # ZombieProcess included
         return False
-    zombie = fields[0] in ("Z", "X")
-    return not zombie and (start is None or int(fields[19]) == start)
+    except psutil.AccessDenied:  # it exists but cannot be inspected (another user's, outside Linux)
+        return True
+
+
+def _since_boot(pid: int) -> float:
+    boot = psutil.boot_time()  # read first: older psutil computes create_time() from the boot time last read
+    # Rounded to the 10 ms that /proc counts in, so that every reader gets the same value for the same process.
+    return round(psutil.Process(pid).create_time() - boot, 2)
+
+
+def _seconds(start: float) -> float:
+    """An int is a start time in clock ticks since boot, as job.json and sweep records held before psutil: the same
+    instant, so a job started by an older meshpilot is still told from a reused pid."""
+    return round(start / os.sysconf("SC_CLK_TCK"), 2) if isinstance(start, int) else start
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from platformdirs import user_data_dir
+
 from evalsuite.errors import BenchError
 
 DEFAULT_SETTINGS = {"daily_submissions": 10}
@@ -33,7 +35,9 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 
 def default_root() -> Path:
-    return Path(os.environ.get("MESHPILOT_DATA") or Path.home() / ".local" / "share" / "meshpilot").expanduser()
+    """$MESHPILOT_DATA, else the platform's data directory (on Linux ~/.local/share/meshpilot, or under
+    $XDG_DATA_HOME)."""
+    return Path(os.environ.get("MESHPILOT_DATA") or user_data_dir("meshpilot")).expanduser()
 
 
 def git_work_tree(path: Path) -> Path | None:

@@ -31,6 +31,7 @@ from textual.app import App
 from textual.pilot import Pilot
 
 from agent.approvals import Policy
+from agent.jobs import start_time
 from agent.session import Agent
 from trainer.cache import cache_root
 from trainer.rundir import RunDir
@@ -157,7 +158,7 @@ def live_copy(trial: Path, out: Path, steps: int) -> subprocess.Popen:
     sleeper = subprocess.Popen(["sleep", "3600"])
     atexit.register(sleeper.kill)
     job = json.loads((out / "job.json").read_text())
-    start = int(Path(f"/proc/{sleeper.pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    start = start_time(sleeper.pid)
     job |= {"state": "running", "cause": None, "pid": sleeper.pid, "pid_start": start, "pgid": sleeper.pid}
     job["host"] = socket.gethostname()
     (out / "job.json").write_text(json.dumps(job, indent=1))

@@ -10,9 +10,12 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from platformdirs import user_cache_dir
+
 
 def cache_root() -> Path:
-    return Path(os.environ.get("MESHPILOT_CACHE", Path.home() / ".cache" / "meshpilot"))
+    """$MESHPILOT_CACHE, else the platform's cache directory (on Linux ~/.cache/meshpilot, or under $XDG_CACHE_HOME)."""
+    return Path(os.environ.get("MESHPILOT_CACHE", user_cache_dir("meshpilot")))
 
 
 def calibration_dir() -> Path:

@@ -14,7 +14,6 @@ defaults, and the calibration by measured runs scales those. The processes: trai
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import json
 import os
@@ -29,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from filelock import FileLock
 from tqdm import tqdm
 
 from trainer.cache import calibration_dir
@@ -204,8 +204,7 @@ def ensure_probe(hardware: Hardware) -> Path | None:
     if path.is_file():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as lock:  # plans started together: one probes, the others wait
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with FileLock(path.with_suffix(".lock")):  # plans started together: one probes, the others wait
         if path.is_file():
             return path
         print("meshpilot: measuring this machine once for the throughput model (meshpilot probe)", file=sys.stderr)

@@ -25,7 +25,6 @@ collective and per micro-batch that the formulas leave out.
 
 from __future__ import annotations
 
-import fcntl
 import itertools
 import json
 import platform
@@ -36,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock
 from transformers import PretrainedConfig
 
 from trainer.cache import calibration_dir
@@ -304,8 +304,7 @@ class Calibration:
         path.parent.mkdir(parents=True, exist_ok=True)
         # Parallel sweep trials finish together: the lock keeps each one's read-append-write whole, and the
         # atomic write keeps a reader from ever seeing half a file.
-        with open(path.with_suffix(".lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with FileLock(path.with_suffix(".lock")):
             records = calibration_records(hardware)
             features = {f: getattr(estimate, f) for f in FEATURES}
             records.append({**features, "measured_s": measured_step_s, "figures": hardware_figures(hardware).source})

@@ -54,7 +54,7 @@ class BackgroundSweep:
     experiment: str
     trials: int
     pid: int
-    pid_start: int | None  # tells the sweep's pid from a later process that reuses it
+    pid_start: float | None  # jobs.start_time: tells the sweep's pid from a later process that reuses it
     log: str
 
     def alive(self) -> bool:
@@ -128,7 +128,7 @@ def start_sweep(repo: Path, request: SweepRequest) -> BackgroundSweep:
         experiment=request.experiment.relative_to(repo.resolve()).as_posix(),
         trials=request.trials,
         pid=process.pid,
-        pid_start=_start_time(process.pid),
+        pid_start=jobs.start_time(process.pid),
         log=log.relative_to(repo).as_posix(),
     )
     write_json(records / f"{request.name}.json", asdict(sweep))
@@ -218,11 +218,3 @@ def _reap(pid: int) -> None:
     child = _CHILDREN.get(pid)
     if child is not None and child.poll() is not None:
         del _CHILDREN[pid]
-
-
-def _start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (Linux), as agent.jobs records it."""
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
