@@ -173,6 +173,7 @@ def _probe(args: argparse.Namespace) -> int:
     from trainer.lifeline import tie_to_parent
 
     tie_to_parent()  # started by a job supervisor: die with it, and the probe's processes with this one
+    from trainer.environment import resolve_device_type
     from trainer.probe import (
         ProbeError,
         Rendezvous,
@@ -181,12 +182,11 @@ def _probe(args: argparse.Namespace) -> int:
         probe_path,
         probe_settings,
         read_probe,
-        resolve_device_type,
         run_probe,
     )
     from trainer.throughput import this_machine
 
-    device_type = resolve_device_type(args.device_type)
+    device_type = resolve_device_type(args.device_type, "--device-type")
     if args.show:
         hardware = this_machine(device_type, 1)
         probe = read_probe(hardware)

@@ -7,7 +7,6 @@ workers only ever see a resolved, valid config.yaml.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -33,7 +32,7 @@ from trainer.data import (
     read_documents,
     sources_fingerprint,
 )
-from trainer.environment import git_state
+from trainer.environment import git_state, process_env, resolve_device_type
 from trainer.layout import Layout, LayoutError
 from trainer.lifeline import tied_env
 from trainer.loop import base_metrics
@@ -144,7 +143,7 @@ def _write_run_files(run: RunDir, request: TrainRequest, experiment: Experiment,
 
 def _resolve_hardware(request: TrainRequest, experiment: Experiment) -> tuple[int, int]:
     """Fill device type, process and node counts, layout and precision into the experiment, checking each."""
-    device_type = _device_type(experiment.hardware.device_type)
+    device_type = resolve_device_type(experiment.hardware.device_type, "hardware.device_type")
     nproc = _first_given(request.nproc, experiment.hardware.devices)
     if nproc is None:
         nproc = torch.cuda.device_count() if device_type == "cuda" else 1
@@ -311,28 +310,14 @@ def _how_it_exited(codes: dict[int, int], rank: int) -> str:
 
 
 def _worker_env(prepared: PreparedRun) -> dict[str, str]:
-    env = dict(os.environ)
+    env = process_env(prepared.experiment.hardware.device_type, prepared.nproc)
     env.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"})
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if prepared.experiment.hardware.device_type == "cpu":
-        # Ranks share the cores: more threads than cores per rank only makes them fight.
-        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // prepared.nproc)))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")]))
     return env
 
 
 def _first_given(*values: int | None) -> int | None:
     return next((v for v in values if v is not None), None)
-
-
-def _device_type(requested: str) -> str:
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested not in ("cpu", "cuda"):
-        raise ConfigError(f"hardware.device_type: {requested!r} is not one of auto, cpu, cuda")
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("hardware.device_type is cuda, but no CUDA device is available")
-    return requested
 
 
 def _choose_attention(experiment: Experiment, config: PretrainedConfig) -> None:

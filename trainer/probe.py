@@ -33,6 +33,7 @@ from tqdm import tqdm
 
 from trainer.cache import calibration_dir
 from trainer.config import ConfigError
+from trainer.environment import process_env
 from trainer.lifeline import tied_env
 from trainer.rundir import write_json
 
@@ -105,16 +106,6 @@ def bytes_sent(collective: str, message: int, size: int) -> float:
     reduce-scattered input, or sent to the next rank): what the throughput model counts per rank."""
     ring = (size - 1) / size
     return {"all_reduce": 2 * ring, "all_gather": ring, "reduce_scatter": ring, "send_recv": 1.0}[collective] * message
-
-
-def resolve_device_type(requested: str) -> str:
-    import torch
-
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("--device-type cuda, but no CUDA device is available")
-    return requested
 
 
 def default_nproc(device_type: str) -> int:
@@ -257,8 +248,8 @@ def _measure(settings: ProbeSettings, rendezvous: Rendezvous) -> dict:
         command += ["-m", "trainer.probe_worker", "rank", str(out), settings.to_json()]
         with log.open("w") as errors, tqdm(total=settings.steps(), desc="probe", unit="step", disable=None) as bar:
             bar.set_postfix_str(f"starting {settings.nproc} processes")
-            process = subprocess.Popen(command, env=tied_env(_env(settings)), stdout=subprocess.PIPE,
-                                       stderr=errors, text=True)  # fmt: skip
+            env = tied_env(process_env(settings.device_type, settings.nproc))
+            process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=errors, text=True)
             _follow(process, bar)
         if process.returncode != 0 or not out.is_file():
             raise ProbeError(_failure(process.returncode, log))
@@ -290,15 +281,6 @@ def _failure(returncode: int, log: Path) -> str:
     cause = (raised or lines or ["(no output)"])[0 if raised else -1]
     how = f"were stopped after {TIME_LIMIT_S} s" if returncode == -9 else f"exited with code {returncode}"
     return f"the probe's processes {how}: {cause[:300]}"
-
-
-def _env(settings: ProbeSettings) -> dict[str, str]:
-    env = dict(os.environ)
-    if settings.device_type == "cpu":  # as a run's ranks: they share the cores
-        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // settings.nproc)))
-    root = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    return env
 
 
 def format_probe(probe: dict) -> str:
