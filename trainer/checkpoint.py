@@ -60,12 +60,17 @@ def checkpoint_step(path: Path) -> int:
     return int(_STEP_DIR.match(path.name).group(1))
 
 
+def complete_checkpoints(directory: Path) -> list[Path]:
+    """The complete checkpoints in `directory` (those with DCP's .metadata), oldest first."""
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if _STEP_DIR.match(p.name) and (p / ".metadata").is_file())
+
+
 def latest(directory: Path) -> Path | None:
     """The newest complete checkpoint in `directory`, or None."""
-    if not directory.is_dir():
-        return None
-    complete = [p for p in directory.iterdir() if _STEP_DIR.match(p.name) and (p / ".metadata").is_file()]
-    return max(complete, key=lambda p: p.name, default=None)
+    complete = complete_checkpoints(directory)
+    return complete[-1] if complete else None
 
 
 def save(

@@ -27,7 +27,7 @@ from accelerate import init_empty_weights
 from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
-from trainer.checkpoint import checkpoint_step, latest
+from trainer.checkpoint import checkpoint_step, complete_checkpoints, latest
 from trainer.config import ConfigError, Experiment
 from trainer.launch import prepare_data
 from trainer.loop import load_run
@@ -162,16 +162,8 @@ def save_hf_after_run(run: RunDir) -> dict:
     return metrics
 
 
-def complete_steps(run: RunDir) -> list[int]:
-    """The steps of the run's complete checkpoints (those with DCP's .metadata), in order."""
-    if not run.checkpoints.is_dir():
-        return []
-    found = (p for p in run.checkpoints.iterdir() if _STEP_DIR.match(p.name) and (p / ".metadata").is_file())
-    return sorted(checkpoint_step(p) for p in found)
-
-
 def _chosen_checkpoint(run: RunDir, step: int | None) -> Path:
-    steps = complete_steps(run)
+    steps = [checkpoint_step(p) for p in complete_checkpoints(run.checkpoints)]
     if not steps:
         raise ConfigError(f"{run.path}: no complete checkpoint in {run.checkpoints}")
     if step is None:
