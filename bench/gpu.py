@@ -5,6 +5,7 @@
 Sections, in order (each one's failure is recorded and the next one still runs):
 
 - environment: device, memory as torch reports it, driver and package versions;
+- probe: `meshpilot probe` on the GPU (NCCL), stored in the calibration cache for the planner section;
 - cuda_tests: the test suite's GPU tests (`pytest -m gpu`);
 - mfu: a Llama-3.2-1B-shaped model (random weights), bf16, packed rows, sequence 2048 and 4096, one GPU:
   tokens/s and MFU from `meshpilot train`, eager and compiled, against transformers.Trainer on the same
@@ -16,7 +17,8 @@ Sections, in order (each one's failure is recorded and the next one still runs):
   at sequence 2k, 8k and 32k (tokens/s, peak memory);
 - generation: continuous against static batching (bench/eval_batching.py's workload) on the GPU;
 - demo: `meshpilot demo` end to end on the GPU machine;
-- planner: the throughput model's predicted step time against the measured one for every run above.
+- planner: the throughput model's predicted step time against the measured one for every run above, from the
+  stated figures and from the probe's.
 
 Every `meshpilot train` here is the real command line in its own process, as a user runs it. The result file
 (default bench/results/gpu.json) holds the machine description and every section finished so far.
@@ -25,6 +27,7 @@ Every `meshpilot train` here is the real command line in its own process, as a u
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -44,7 +47,7 @@ from trainer.model import count_parameters
 from trainer.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = ("environment", "cuda_tests", "mfu", "memory", "packed_attention", "generation", "demo", "planner")
+SECTIONS = ("environment", "probe", "cuda_tests", "mfu", "memory", "packed_attention", "generation", "demo", "planner")
 
 # Llama-3.2-1B's published shape (meta-llama/Llama-3.2-1B config.json), random weights; its llama3 rotary scaling
 # is left out (it changes no cost).
@@ -161,13 +164,30 @@ def environment(bench: Bench) -> dict:
     }
 
 
+def probe(bench: Bench) -> dict:
+    """`meshpilot probe` as a user runs it: what it measured, and where predictions now read it."""
+    done = subprocess.run([sys.executable, "-m", "agent.cli", "probe", "--device-type", "cuda", "--show"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)  # fmt: skip
+    if done.returncode != 0:
+        return {"error": (done.stderr or done.stdout)[-3000:]}
+    from trainer.probe import probe_path
+    from trainer.throughput import this_machine
+
+    found = json.loads(probe_path(this_machine("cuda", 1)).read_text())
+    return {"table": done.stdout[-4000:], **{k: found[k] for k in ("seconds", "compute", "links", "figures")}}
+
+
 def cuda_tests(bench: Bench) -> dict:
+    """The suite's GPU tests, collected from the files that hold them (the others need packages a GPU machine may
+    lack, such as the TUI's snapshot plugin)."""
+    files = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").glob("test_*.py") if "mark.gpu" in p.read_text())
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs", "tests"],
+        [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs", "--tb=short",
+         "-n", "4", "--timeout", "300", *files],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     lines = done.stdout.strip().splitlines()
-    return {"returncode": done.returncode, "summary": lines[-1] if lines else "", "output_tail": done.stdout[-4000:]}
+    return {"returncode": done.returncode, "summary": lines[-1] if lines else "", "output_tail": done.stdout[-12000:]}
 
 
 def mfu(bench: Bench) -> dict:
@@ -289,13 +309,15 @@ def demo(bench: Bench) -> dict:
 
 
 def planner(bench: Bench) -> dict:
-    """The throughput model's step time for each run above, against the measured median step."""
+    """The throughput model's step time for each run above (the one prediction path, `predict_run`), from the
+    stated figures and from this machine's probe, against the measured median step."""
     from trainer.config import experiment_from_dict
-    from trainer.layout import Layout
     from trainer.model import model_config
-    from trainer.throughput import Hardware, estimate_step
+    from trainer.probe import read_probe
+    from trainer.throughput import predict_run, this_machine
 
-    hardware = Hardware("cuda", torch.cuda.get_device_name(), 1, 1, "nvlink")
+    hardware = this_machine("cuda", 1)
+    probed = read_probe(hardware) is not None
     rows = {}
     for name, run in bench.runs.items():
         if "error" in run or not run.get("median_step_s"):
@@ -304,15 +326,32 @@ def planner(bench: Bench) -> dict:
         config = model_config(experiment.model, REPO)
         spec, seq_len = experiment.train, experiment.data.seq_len
         grad_accum = spec.global_batch_tokens // seq_len // spec.micro_batch
-        counts = count_parameters(config)
-        estimate = estimate_step(config, Layout(), hardware, counts["matmul"], counts["total"] * 4, spec.micro_batch,
-                                 seq_len, grad_accum, spec.activation_checkpointing)  # fmt: skip
-        rows[name] = {
-            "predicted_step_s": estimate.step_s,
-            "measured_step_s": run["median_step_s"],
-            "ratio": estimate.step_s / run["median_step_s"],
-        }
-    return {"note": "uncalibrated throughput model (no probe yet)", "runs": rows}
+        with _stated_figures():
+            stated = predict_run(experiment, config, hardware, grad_accum)
+        row = {"measured_step_s": run["median_step_s"], "stated_step_s": stated.step_s,
+               "stated_ratio": stated.step_s / run["median_step_s"]}  # fmt: skip
+        if probed:
+            estimate = predict_run(experiment, config, hardware, grad_accum)
+            row.update(probe_step_s=estimate.step_s, probe_ratio=estimate.step_s / run["median_step_s"],
+                       compute_s=estimate.compute_s, comm_s=estimate.comm_s)  # fmt: skip
+        rows[name] = row
+    return {"note": "uncalibrated: stated figures, and this machine's probe where the probe section ran",
+            "probed": probed, "runs": rows}  # fmt: skip
+
+
+@contextlib.contextmanager
+def _stated_figures():
+    """Predictions as on a machine never probed: an empty calibration cache for the duration."""
+    saved = os.environ.get("MESHPILOT_CACHE")
+    with tempfile.TemporaryDirectory() as empty:
+        os.environ["MESHPILOT_CACHE"] = empty
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop("MESHPILOT_CACHE")
+            else:
+                os.environ["MESHPILOT_CACHE"] = saved
 
 
 def _brief(runs: dict[str, dict]) -> dict[str, dict]:
