@@ -93,7 +93,7 @@ def plan_layouts(
         nodes: number of nodes
         device_type: cuda or cpu
         device_mem: memory per device such as 80GiB (default: the GPU preset's, the experiment's
-            hardware.device_mem, else an H100 80GB's as torch reports it, 79.65 GiB)
+            hardware.device_mem, else an H100 80GB's as torch reports it, 79.18 GiB)
         device_name: device model, for its peak FLOP/s (default: the GPU preset's, else an H100; on cpu this
             machine's)
         experiment: experiment file, relative to the repository
@@ -534,7 +534,7 @@ def _gib(size: float) -> float:
 
 
 def _size_name(size: int) -> str:
-    for unit, name in ((GiB, "GiB"), (1024**2, "MiB")):  # GPUs come in whole MiB (an H100 80GB: 81559 MiB)
+    for unit, name in ((GiB, "GiB"), (1024**2, "MiB")):  # GPUs come in whole MiB (an H100 80GB: 81079 MiB)
         if size % unit == 0:
             return f"{size // unit}{name}"
     return f"{size}B"

@@ -72,8 +72,8 @@ LLAMA_SMALL = {**LLAMA_1B, "vocab_size": 32768, "hidden_size": 1024, "intermedia
 class Bench:
     """Where results go, and the runs made so far (the planner section reads them)."""
 
-    def __init__(self, out: Path, work: Path, quick: bool):
-        self.out, self.work, self.quick = out, work, quick
+    def __init__(self, out: Path, work: Path, quick: bool, seq_lens: tuple[int, ...] = ()):
+        self.out, self.work, self.quick, self.seq_lens = out, work, quick, seq_lens
         self.result: dict = {"benchmark": "gpu", "machine": describe_machine(), "sections": {}}
         self.runs: dict[str, dict] = {}
 
@@ -166,7 +166,7 @@ def environment(bench: Bench) -> dict:
 
 def probe(bench: Bench) -> dict:
     """`meshpilot probe` as a user runs it: what it measured, and where predictions now read it."""
-    done = subprocess.run([sys.executable, "-m", "agent.cli", "probe", "--device-type", "cuda", "--show"],
+    done = subprocess.run([sys.executable, "-m", "agent.cli", "probe", "--device-type", "cuda"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)  # fmt: skip
     if done.returncode != 0:
         return {"error": (done.stderr or done.stdout)[-3000:]}
@@ -269,7 +269,7 @@ def packed_attention(bench: Bench) -> dict:
     variants = {"packed_flex": {"attention": "flex"}, "packed_dense": {"attention": "dense"},
                 "padded": {"packing": False}}  # fmt: skip
     rows = {}
-    lengths = (2048, 8192, 32768) if not bench.quick else (8192, 32768)
+    lengths = bench.seq_lens or ((2048, 8192, 32768) if not bench.quick else (8192, 32768))
     if bench.quick:  # the comparison only a GPU can make: the two ways of isolating documents, at long rows
         variants.pop("padded")
     for seq_len in lengths:
@@ -371,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "gpu.json")
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections, in the order given")
     parser.add_argument("--quick", action="store_true", help="fewer steps, sequence lengths and variants")
+    parser.add_argument("--seq-lens", default="", help="packed_attention's sequence lengths, comma-separated")
     parser.add_argument("--work", type=Path, default=None, help="where run directories go (default: a temp dir)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -382,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench.gpu: unknown section(s) {', '.join(unknown)}; known: {', '.join(SECTIONS)}", file=sys.stderr)
         return 2
     work = args.work or Path(tempfile.mkdtemp(prefix="meshpilot-gpu-"))
-    bench = Bench(args.out, work, args.quick)
+    bench = Bench(args.out, work, args.quick, tuple(int(n) for n in args.seq_lens.split(",") if n))
     functions: dict[str, Callable[[Bench], dict]] = {name: globals()[name] for name in SECTIONS}
     for section in chosen:
         started = time.perf_counter()

@@ -136,11 +136,11 @@ def test_openai_compatible_endpoint_and_the_key_is_never_written(repo, endpoint)
     assert [s["authorization"] for s in FakeOpenAI.seen] == [f"Bearer {SECRET}"] * 2  # the key was used
     assert FakeOpenAI.seen[0]["body"]["model"] == "served-model"
     assert "plan_layouts" in {t["function"]["name"] for t in FakeOpenAI.seen[0]["body"]["tools"]}
-    plan = json.loads((repo / ".meshpilot/plans/meshpilot-8x1-cuda-81559MiB.json").read_text())
+    plan = json.loads((repo / ".meshpilot/plans/meshpilot-8x1-cuda-81079MiB.json").read_text())
     best = plan["candidates"][0]
     assert f"{best['predicted_tokens_per_s']:,.0f} tokens/s" in done.stdout
     assert "4.2x [?]" in done.stdout  # the invented figure is flagged
-    assert "Sources: .meshpilot/plans/meshpilot-8x1-cuda-81559MiB.json" in done.stdout
+    assert "Sources: .meshpilot/plans/meshpilot-8x1-cuda-81079MiB.json" in done.stdout
     assert (repo / ".meshpilot/agent.sqlite").is_file()
     assert SECRET.encode() not in _everything_written(repo)  # not in the checkpointer, the plans, anything
     assert SECRET not in done.stdout + done.stderr

@@ -77,7 +77,7 @@ def test_llm_path_tool_results_reach_the_model_and_invented_numbers_are_flagged(
             )
     assert "plan_layouts" in model.tools and "launch_run" in model.tools
     result = next(e for e in events if isinstance(e, ToolResult))
-    assert result.result["source"] == ".meshpilot/plans/meshpilot-8x1-cuda-81559MiB.json"
+    assert result.result["source"] == ".meshpilot/plans/meshpilot-8x1-cuda-81079MiB.json"
     assert (repo / result.result["source"]).is_file()
     shown = model.seen[1]  # the second model call sees the tool's result
     assert isinstance(shown[-1], ToolMessage) and json.loads(shown[-1].content) == result.result
@@ -95,9 +95,9 @@ def test_offline_planner_plans_and_explains_from_the_plan_file(repo):
     events = run(agent.send("t", "why did FSDP win?"))
     assert not any(isinstance(e, ToolCall) for e in events)  # explained from the plan already in the conversation
     reply = events[-1]
-    plan = json.loads((repo / ".meshpilot/plans/meshpilot-8x1-cuda-81559MiB.json").read_text())
+    plan = json.loads((repo / ".meshpilot/plans/meshpilot-8x1-cuda-81079MiB.json").read_text())
     winner = plan["candidates"][0]
-    assert reply.unverified == [] and reply.sources == [".meshpilot/plans/meshpilot-8x1-cuda-81559MiB.json"]
+    assert reply.unverified == [] and reply.sources == [".meshpilot/plans/meshpilot-8x1-cuda-81079MiB.json"]
     assert f"{winner['predicted_tokens_per_s']:,.0f} tokens/s" in reply.text
     best_fsdp = next(c for c in plan["candidates"] if c["dropped"] is None and c["layout"]["dp_shard"] == 8)
     assert f"Best FSDP (dp_shard=8): predicts {best_fsdp['predicted_tokens_per_s']:,.0f} tokens/s" in reply.text
@@ -249,8 +249,8 @@ def test_transcript_a_what_if_plans_with_presets_and_compares_from_the_plan(resu
                 f"DDP does not fit: {event.result['dropped_by_family']['DDP']}."
             )
     plan = next(e for e in events if isinstance(e, ToolResult)).result
-    assert plan["model"] == "llama-3.1-8b" and plan["device_mem_gib"] == pytest.approx(79.65, abs=0.01)
-    assert "DDP" not in plan["best_by_family"] and "more than 79.65 GiB" in plan["dropped_by_family"]["DDP"]
+    assert plan["model"] == "llama-3.1-8b" and plan["device_mem_gib"] == pytest.approx(79.18, abs=0.01)
+    assert "DDP" not in plan["best_by_family"] and "more than 79.18 GiB" in plan["dropped_by_family"]["DDP"]
     assert not any(isinstance(e, Approval) for e in events)  # planning launches nothing, asks nothing
     assert events[-1].unverified == [] and events[-1].sources == [plan["source"]]
     assert plan["source"].startswith(".meshpilot/plans/llama-3.1-8b-seq4096-8x1-cuda-")

@@ -77,7 +77,7 @@ def _add_plan(commands: argparse._SubParsersAction) -> None:
     plan.add_argument(
         "--device-mem",
         help="memory per device, e.g. 80GiB (default: --gpu's, else hardware.device_mem, else an H100 80GB's as "
-        "torch reports it: 79.65 GiB)",
+        "torch reports it: 79.18 GiB)",
     )
     plan.add_argument("--device-type", choices=("cuda", "cpu"), default="cuda", help="device kind (default cuda)")
     plan.add_argument("--device-name", help="device model, for its peak FLOP/s (default: --gpu's, else an H100)")

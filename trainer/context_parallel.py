@@ -75,14 +75,14 @@ class _GatherSequence(torch.autograd.Function):
         ctx.group = group
         size = dist.get_world_size(group)
         gathered = local.new_empty((size * local.shape[0], *local.shape[1:]))
-        dist.all_gather_single(gathered, local.contiguous(), group=group)
+        dist.all_gather_into_tensor(gathered, local.contiguous(), group=group)
         return gathered
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         size = dist.get_world_size(ctx.group)
         local = grad.new_empty((grad.shape[0] // size, *grad.shape[1:]))
-        dist.reduce_scatter_single(local, grad.contiguous(), group=ctx.group)
+        dist.reduce_scatter_tensor(local, grad.contiguous(), group=ctx.group)
         return local, None
 
 

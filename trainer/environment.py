@@ -54,9 +54,11 @@ def resolve_device_type(requested: str, key: str) -> str:
 
 def process_env(device_type: str, nproc: int) -> dict[str, str]:
     """The environment for `nproc` processes of meshpilot's on one node (a run's ranks, the probe's): this one's,
-    with the repository importable and, on CPU, the cores shared out."""
+    with the repository importable and, on CPU, the cores shared out and the GPUs hidden (a CPU run holds no CUDA
+    context, and its ranks can be forked: trainer.torchrun)."""
     env = dict(os.environ)
     if device_type == "cpu":  # more threads than cores per process only makes them fight
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+        env["CUDA_VISIBLE_DEVICES"] = ""
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH")]))
     return env

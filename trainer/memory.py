@@ -5,9 +5,10 @@ shards once layouts shard them). Activations are the bytes autograd saves for ba
 saved-tensor hooks (their peak while micro-batches are in flight), counting each storage once, leaving
 out parameters and counting autocast's low-precision weight copies apart.
 Peak on CUDA is what the device had to hold: the caching allocator's reserved peak (allocated tensors plus the
-blocks it keeps) plus the memory outside the allocator (the CUDA context, NCCL's buffers), measured as the device's
-used memory minus what the allocator reserves. On CPU it is the process's peak resident set (which includes the
-Python interpreter and libraries, so it is an upper bound of what training needs).
+blocks it keeps) plus the memory outside the allocator (the CUDA context, NCCL's buffers), measured as this
+process's used memory on the device (NVML's per-process figure, where nvidia-ml-py is installed; else the whole
+device's, which counts other processes too) minus what the allocator reserves. On CPU it is the process's peak
+resident set (which includes the Python interpreter and libraries, so it is an upper bound of what training needs).
 """
 
 from __future__ import annotations
@@ -154,14 +155,32 @@ def measured_peak(device: torch.device) -> dict[str, int]:
     """The peak (see the module docstring) and, on CUDA, what it is made of."""
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
+        own = process_device_used(str(torch.cuda.get_device_properties(device).uuid), os.getpid())
         return cuda_peak(
             int(torch.cuda.max_memory_allocated(device)),
             int(torch.cuda.max_memory_reserved(device)),
-            total - free,
+            total - free if own is None else own,
             int(torch.cuda.memory_reserved(device)),
         )
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"peak": int(rss if sys.platform == "darwin" else rss * 1024)}  # Linux reports KiB
+
+
+def process_device_used(uuid: str, pid: int) -> int | None:
+    """Process `pid`'s memory on the GPU of `uuid` as the driver counts it (NVML), or None where NVML is not
+    installed or does not report it (a GPU shared with other jobs, or tests run side by side, would otherwise
+    count their memory as this process's)."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+        used = [p.usedGpuMemory for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid == pid]
+    except pynvml.NVMLError:
+        return None
+    return int(used[0]) if used and used[0] is not None else None
 
 
 def cuda_peak(allocated_peak: int, reserved_peak: int, device_used: int, reserved_now: int) -> dict[str, int]:

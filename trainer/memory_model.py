@@ -28,8 +28,9 @@ bf16 under mixed precision.
 
 On CUDA a process holds more than its tensors (`cuda_runtime`): the CUDA context, NCCL's buffers for each
 communicator, cuBLAS workspaces and what the caching allocator reserves beyond what it hands out. None of it can be
-measured without a GPU, so these are stated defaults (CUDA_RUNTIME below, with their sources); trainer.memory
-measures the same on a GPU (the reserved peak and the memory outside the allocator), to check them against.
+measured without a GPU, so these are defaults (CUDA_RUNTIME below, with their sources: the context was measured on
+an H100, the rest is stated); trainer.memory measures the same on a GPU (the reserved peak and the memory outside
+the allocator), to check them against.
 """
 
 from __future__ import annotations
@@ -52,12 +53,13 @@ MiB = 1024**2
 
 @dataclass(frozen=True)
 class CudaRuntime:
-    """What a CUDA training process holds besides its tensors. Stated defaults, not measured here."""
+    """What a CUDA training process holds besides its tensors: the context measured on one GPU, the rest stated."""
 
-    # The CUDA context with torch's kernels, loaded lazily (CUDA_MODULE_LOADING=LAZY, torch's default): an
-    # estimate of what nvidia-smi shows for a process that has only initialised CUDA through torch on Hopper
-    # (roughly 0.5 GiB). torch's allocator statistics never see it (torch.cuda.memory_allocated's documentation).
-    context: int = 512 * MiB
+    # The CUDA context with the kernels a training step loads (CUDA_MODULE_LOADING=LAZY, torch's default), which
+    # torch's allocator statistics never see: measured as the device memory outside the allocator of a one-GPU bf16
+    # run (1B Llama, SDPA, fused AdamW) on an H100 80GB HBM3, torch 2.11+cu130, driver 580: 1,944,518,656 bytes,
+    # the same in all four runs (bench/results/gpu_h100_validation.json, memory section).
+    context: int = 1854 * MiB
     # NCCL's buffers per communicator: NCCL_BUFFSIZE (4 MiB, NCCL's documented default) per channel and peer for
     # the Simple protocol, about as much again for LL128, over the 16 to 32 channels NCCL opens on NVLink.
     nccl_per_communicator: int = 256 * MiB

@@ -41,7 +41,7 @@ def planned_hardware(
 ) -> tuple[Hardware, int]:
     """The hardware a plan is for, and its bytes per device: the defaults of `meshpilot plan` and of the agent's
     plan tool, decided here only. Memory: `device_mem`, else the `gpu` preset's, else the experiment's
-    hardware.device_mem (`configured_mem`), else the default GPU's as torch reports it (an H100 80GB has 79.65
+    hardware.device_mem (`configured_mem`), else the default GPU's as torch reports it (an H100 80GB has 79.18
     GiB, not 80). The device is the `gpu` preset's, else an H100; a CPU plan is for this machine's CPU."""
     from trainer.config import parse_bytes
     from trainer.environment import device_name as local_device_name

@@ -4,7 +4,7 @@ A model preset is the transformers config of a published model (the fields of it
 hub that change its size or shape), so `meshpilot plan --model llama-3.1-8b` and the agent's tools can plan for it
 without an experiment file. A GPU preset is what the planner needs of a device: the name trainer.flops looks its
 dense bf16 peak up by, and the memory torch reports for it (torch.cuda.get_device_properties().total_memory, which
-is below the marketing figure: an "80GB" H100 reports 85,520,809,984 bytes, 79.65 GiB). What a run can use is less
+is below the marketing figure: an "80GB" H100 reports 85,017,493,504 bytes, 79.18 GiB). What a run can use is less
 again: the CUDA context, NCCL's buffers and the allocator's slack, which trainer.memory_model predicts and the
 planner keeps free.
 """
@@ -132,14 +132,14 @@ class GPU:
         return peak_bf16_flops(self.name)
 
 
-# Sources of the dense bf16 peaks (half the "with sparsity" figure) that trainer.flops holds. Memory is
-# torch.cuda.get_device_properties().total_memory (cudaDeviceProp.totalGlobalMem) in whole MiB, the total nvidia-smi
-# prints on the usual drivers, ECC on: e.g. 81559 MiB for an H100 80GB HBM3, whose total_memory is 85,520,809,984
-# bytes (exactly 81559 MiB). Not the "total capacity" of torch's out-of-memory message (cudaMemGetInfo's total,
-# which can be lower).
+# Sources of the dense bf16 peaks (half the "with sparsity" figure) that trainer.flops holds. Memory is what a
+# process can use: torch.cuda.get_device_properties().total_memory (cudaDeviceProp.totalGlobalMem) in whole MiB,
+# which is less than the total nvidia-smi prints. Measured on an H100 80GB HBM3 (driver 580, CUDA 13.0):
+# total_memory 85,017,493,504 bytes = 81079 MiB where nvidia-smi shows 81559 MiB. The other sizes are nvidia-smi's
+# totals, not yet checked against torch on their cards (the H100 PCIe's assumed equal to the SXM's).
 GPUS: dict[str, GPU] = {
-    "h100-sxm": GPU("NVIDIA H100 80GB HBM3", 81559, "NVIDIA H100 Tensor Core GPU datasheet (SXM)"),
-    "h100-pcie": GPU("NVIDIA H100 PCIe", 81559, "NVIDIA H100 Tensor Core GPU datasheet (PCIe)"),
+    "h100-sxm": GPU("NVIDIA H100 80GB HBM3", 81079, "NVIDIA H100 Tensor Core GPU datasheet (SXM)"),
+    "h100-pcie": GPU("NVIDIA H100 PCIe", 81079, "NVIDIA H100 Tensor Core GPU datasheet (PCIe)"),
     "h100-nvl": GPU("NVIDIA H100 NVL", 95830, "NVIDIA H100 NVL datasheet"),
     "h200": GPU("NVIDIA H200", 143771, "NVIDIA H200 Tensor Core GPU datasheet (SXM)"),
     "a100-40gb": GPU("NVIDIA A100-SXM4-40GB", 40960, "NVIDIA A100 Tensor Core GPU datasheet"),

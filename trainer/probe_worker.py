@@ -145,9 +145,9 @@ def _collective(name: str, group, size: int, message: int, device: torch.device)
     if name == "all_reduce":
         return lambda: dist.all_reduce(whole, group=group)
     if name == "all_gather":
-        return lambda: dist.all_gather_single(whole, part, group=group)
+        return lambda: dist.all_gather_into_tensor(whole, part, group=group)
     if name == "reduce_scatter":
-        return lambda: dist.reduce_scatter_single(part, whole, group=group)
+        return lambda: dist.reduce_scatter_tensor(part, whole, group=group)
     me = dist.get_rank(group)
     after, before = (dist.get_global_rank(group, (me + k) % size) if group else (me + k) % size for k in (1, -1))
     received = torch.empty_like(whole)

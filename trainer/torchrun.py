@@ -6,9 +6,13 @@ imports all of that once, then starts each rank with fork (torchrun's own functi
 "fork"): the ranks begin with everything imported. The rendezvous, the restart policy, the failure report and the
 exit code are torchrun's, from its own parser and launcher.
 
-Fork is safe here because the agent has touched neither CUDA nor OpenMP's threads when it forks; it checks the
-first. The chain of lifelines (trainer.lifeline) is unchanged: the agent is tied to the launcher, each rank to
-the agent, and the ranks stay in the launcher's process group.
+Fork is safe here because the agent has run no OpenMP threads when it forks. Where a GPU is visible the ranks are
+spawned instead, without the preload: importing transformers asks torch about the devices, after which CUDA cannot
+be used in a forked child, and torch's optimizers touch CUDA even for CPU tensors when a GPU is present (both seen
+on an H100: "Cannot re-initialize CUDA in forked subprocess", "CUDA error: initialization error"). Beside GPU work
+the ranks' own imports cost little; CPU runs hide the GPUs (trainer.environment.process_env), so they fork. The
+chain of lifelines (trainer.lifeline) is unchanged: the agent is tied to the launcher, each rank to the agent, and
+the ranks stay in the launcher's process group.
 """
 
 from __future__ import annotations
@@ -28,14 +32,17 @@ def main(argv: list[str]) -> None:
     from torch.distributed.run import config_from_args, parse_args
 
     from trainer import worker
+    from trainer.loop import load_run
+    from trainer.rundir import RunDir
 
-    args = parse_args([*argv[:-1], "--start-method=fork", "-m", "trainer.worker", argv[-1]])
+    experiment, _ = load_run(RunDir(argv[-1]))
+    start_method = "spawn" if torch.cuda.is_available() else "fork"
+    args = parse_args([*argv[:-1], f"--start-method={start_method}", "-m", "trainer.worker", argv[-1]])
     if args.standalone:  # as torchrun's own `run` does
         args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id = "c10d", "localhost:0", str(uuid.uuid4())
     config, _, _ = config_from_args(args)
-    worker.preload(argv[-1])
-    if torch.cuda.is_initialized():  # a forked rank could not use CUDA
-        raise RuntimeError("CUDA was initialised before the ranks were forked")
+    if start_method == "fork":
+        worker.preload(experiment)
     record(elastic_launch(config, worker.main))(argv[-1])
 
 

@@ -1,4 +1,4 @@
-"""What each training process runs: `main(RUN_DIR)`, forked by torchrun's agent (trainer.torchrun).
+"""What each training process runs: `main(RUN_DIR)`, started by torchrun's agent (trainer.torchrun).
 
 A rank that fails records why in failure.rankN.json before it exits; torchrun then stops the other ranks
 and the launcher turns the earliest failure into metrics.json. A rank dies with torchrun (trainer.lifeline).
@@ -16,19 +16,19 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from trainer.config import Experiment
 from trainer.lifeline import name_process, tie_to_parent
 from trainer.loop import NonFiniteLoss, init_worker, load_run, train
 from trainer.model import meta_model, model_config
 from trainer.rundir import RunDir, write_json
 
 
-def preload(run_path: str) -> None:
+def preload(experiment: Experiment) -> None:
     """Import what a rank of this run would import on its way (the model's code, checkpointing, DTensor), so that
     ranks forked afterwards start with it: once per run instead of once per rank."""
     import torch.distributed.checkpoint.state_dict
     import torch.distributed.tensor
 
-    experiment, _ = load_run(RunDir(run_path))
     if experiment.layout.pp > 1:
         import torch.distributed.pipelining  # noqa: F401
     meta_model(model_config(experiment.model, Path(experiment.base_dir)))

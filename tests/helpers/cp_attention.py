@@ -87,7 +87,7 @@ class CountedCollectives:
     def __init__(self) -> None:
         self.bytes = 0
         self.calls = 0
-        self.saved = (dist.all_gather_single, dist.reduce_scatter_single)
+        self.saved = (dist.all_gather_into_tensor, dist.reduce_scatter_tensor)
 
     def __enter__(self):
         gather, scatter = self.saved
@@ -101,12 +101,12 @@ class CountedCollectives:
 
             return run
 
-        dist.all_gather_single = counted(gather, 0)  # (output, input): the output is the full tensor
-        dist.reduce_scatter_single = counted(scatter, 1)  # (output, input): the input is
+        dist.all_gather_into_tensor = counted(gather, 0)  # (output, input): the output is the full tensor
+        dist.reduce_scatter_tensor = counted(scatter, 1)  # (output, input): the input is
         return self
 
     def __exit__(self, *exc) -> None:
-        dist.all_gather_single, dist.reduce_scatter_single = self.saved
+        dist.all_gather_into_tensor, dist.reduce_scatter_tensor = self.saved
 
 
 def main(out: Path, device_type: str, kv_heads: int) -> None:
