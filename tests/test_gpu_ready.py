@@ -5,7 +5,10 @@ only, and fused AdamW with the one-reduction gradient norm holds under pipeline 
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
+import types
 from datetime import timedelta
 
 import numpy as np
@@ -19,10 +22,10 @@ from evalsuite.models import eval_dtype
 from trainer import checkpoint
 from trainer.config import TrainSpec, load_experiment
 from trainer.data import BatchPlan, BatchPrefetcher, RowSource, TokenizedCorpus
-from trainer.environment import device_name
+from trainer.environment import device_name, process_env
 from trainer.layout import Layout
 from trainer.loop import COLLECTIVE_TIMEOUT, untimed_steps
-from trainer.memory import cuda_peak
+from trainer.memory import cuda_peak, process_device_used
 from trainer.memory_model import CUDA_RUNTIME, MemoryPlan, nccl_communicators, predict_memory
 from trainer.planner import planned_hardware
 from trainer.presets import GPUS, gpu_preset
@@ -98,6 +101,48 @@ def test_the_measured_cuda_peak_adds_what_lives_outside_the_allocator():
                     "peak": 16 * GiB}  # fmt: skip
     # The allocator grew after the device was read: never a negative remainder.
     assert cuda_peak(1, 2, 1, 2)["outside_allocator"] == 0
+
+
+def test_the_device_memory_used_is_this_process_s_own_where_nvml_reports_it(monkeypatch):
+    """Seen on an H100 with the GPU tests run side by side: the whole device's used memory counted the other
+    workers' processes as this one's CUDA context (4.4 GiB). NVML's per-process figure is this process's own."""
+
+    class Process:
+        def __init__(self, pid, used):
+            self.pid, self.usedGpuMemory = pid, used
+
+    class FakeNvml(types.ModuleType):
+        class NVMLError(Exception):
+            pass
+
+        def __init__(self, processes):
+            super().__init__("pynvml")
+            self.processes, self.asked = processes, []
+
+        def nvmlInit(self):
+            pass
+
+        def nvmlDeviceGetHandleByUUID(self, uuid):
+            self.asked.append(uuid)
+            return uuid
+
+        def nvmlDeviceGetComputeRunningProcesses(self, handle):
+            return self.processes
+
+    nvml = FakeNvml([Process(11, 5 * GiB), Process(42, 2 * GiB)])
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    assert process_device_used("96b8ead3-8c28", 42) == 2 * GiB and nvml.asked == ["GPU-96b8ead3-8c28"]
+    assert process_device_used("GPU-96b8ead3-8c28", 7) is None  # not listed: the caller falls back to the device
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([Process(42, None)]))  # hidden by the container
+    assert process_device_used("x", 42) is None
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed
+    assert process_device_used("x", 42) is None
+
+
+def test_cpu_processes_see_no_gpu():
+    """A CPU run holds no CUDA context and its ranks can be forked (trainer.torchrun): its processes see no GPU."""
+    assert process_env("cpu", 2)["CUDA_VISIBLE_DEVICES"] == ""
+    assert "CUDA_VISIBLE_DEVICES" not in process_env("cuda", 2) or os.environ.get("CUDA_VISIBLE_DEVICES") is not None
 
 
 @pytest.mark.parametrize(("steps", "warmup", "first", "untimed"), [(10, 2, 0, 2), (2, 2, 0, 0), (10, 0, 0, 0),

@@ -6,6 +6,7 @@ import itertools
 import json
 
 import pytest
+import yaml
 from support import TINY_MODEL, meshpilot, write_experiment
 from transformers import AutoConfig
 
@@ -176,3 +177,73 @@ def test_a_run_is_recorded_with_the_figures_the_planner_ranked_it_by(tmp_path, m
         for feature in FEATURES:
             assert getattr(recorded, feature) == getattr(candidate.estimate, feature), (candidate.layout, feature)
         assert recorded.comm_bytes == candidate.estimate.comm_bytes
+
+
+def tiny_plan(tmp_path, train: dict, devices: int, overrides: tuple[str, ...] = ()) -> list:
+    """The planner's candidates for the tiny model (seq_len 64) on `devices` H100s, planned as `meshpilot plan`
+    plans an experiment file: what the file or the overrides set is pinned."""
+    from trainer.config import load_experiment
+    from trainer.planner import pinned_by, plan
+
+    path = write_experiment(tmp_path, {"train": train})
+    experiment = load_experiment(path, list(overrides))
+    hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=devices)
+    config = AutoConfig.for_model(**TINY_MODEL)
+    return plan(experiment, config, hardware, 80 * 1024**3, 64, pinned_by(experiment, path, overrides))
+
+
+def test_every_micro_batch_that_divides_a_ranks_share_is_planned():
+    """Not only powers of two: a rank holding 12 rows can run 3, 6 or 12 of them at a time too."""
+    from trainer.config import experiment_from_dict
+    from trainer.planner import plan
+
+    experiment = experiment_from_dict({"train": {"global_batch_tokens": 24 * 64}})  # 24 rows of 64 tokens
+    hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=2)
+    candidates = plan(experiment, AutoConfig.for_model(**TINY_MODEL), hardware, 80 * 1024**3, 64)
+    two_ranks = [c for c in candidates if c.layout.dp_degree == 2]  # 12 rows each
+    assert two_ranks and sorted({c.micro_batch for c in two_ranks}) == [1, 2, 3, 4, 6, 12]
+    assert all(c.micro_batch * c.grad_accum == 12 for c in two_ranks)
+    one_rank = [c for c in candidates if c.layout.dp_degree == 1]  # tp=2 or pp=2: all 24 rows on each rank
+    assert one_rank and sorted({c.micro_batch for c in one_rank}) == [1, 2, 3, 4, 6, 8, 12, 24]
+
+
+def test_a_micro_batch_the_experiment_fixes_is_the_only_one_planned(tmp_path):
+    """12 rows on 4 devices: 12 per rank (tp, pp), 6 (dp 2) or 3 (dp 4); a micro-batch of 6 fits the first two."""
+    candidates = tiny_plan(tmp_path, {"global_batch_tokens": 12 * 64, "micro_batch": 6}, devices=4)
+    assert {c.micro_batch for c in candidates} == {6}
+    runs = {c.layout.dp_degree for c in candidates if c.dropped is None}
+    assert runs == {1, 2}
+    four_ranks = [c for c in candidates if c.layout.dp_degree == 4]
+    assert four_ranks and all(
+        c.dropped == "train.micro_batch 6 does not divide the 3 rows per data-parallel rank" for c in four_ranks
+    )
+    assert all(c.as_dict()["predicted_peak_bytes"] is None for c in four_ranks)  # nothing to predict
+    from trainer.planner import format_table
+
+    assert "dropped 4: train.micro_batch 6 does not divide the 3 rows per data-parallel rank" in format_table(
+        candidates
+    )
+
+
+def test_activation_checkpointing_the_experiment_fixes_is_the_only_mode_planned(tmp_path):
+    for mode in (True, False):
+        candidates = tiny_plan(tmp_path, {"activation_checkpointing": mode}, devices=2)
+        assert candidates and {c.activation_checkpointing for c in candidates} == {mode}
+    # Set by an override instead of the file: pinned just the same.
+    candidates = tiny_plan(tmp_path, {}, devices=2, overrides=("train.activation_checkpointing=true",))
+    assert {c.activation_checkpointing for c in candidates} == {True}
+
+
+def test_only_what_the_user_wrote_is_pinned(tmp_path):
+    """The loaded experiment fills in defaults; the file's own keys and the overrides say what the user fixed,
+    even a value equal to the default."""
+    from trainer.config import TrainSpec, load_experiment
+    from trainer.planner import Pinned, pinned_by
+
+    path = tmp_path / "meshpilot.yaml"
+    path.write_text(yaml.safe_dump({"model": {"config": TINY_MODEL}, "train": {"steps": 3}}))
+    assert pinned_by(load_experiment(path), path) == Pinned()
+    overrides = [f"train.micro_batch={TrainSpec.micro_batch}"]
+    assert pinned_by(load_experiment(path, overrides), path, overrides) == Pinned(micro_batch=TrainSpec.micro_batch)
+    path.write_text(yaml.safe_dump({"train": {"micro_batch": 8, "activation_checkpointing": False}}))
+    assert pinned_by(load_experiment(path), path) == Pinned(8, False)

@@ -102,7 +102,7 @@ def _plan(args: argparse.Namespace) -> int:
 
     from trainer.config import load_experiment
     from trainer.model import model_config
-    from trainer.planner import format_table, plan, planned_hardware
+    from trainer.planner import format_table, pinned_by, plan, planned_hardware
     from trainer.presets import model_override, preset_experiment, preset_key
     from trainer.probe import ensure_probe, plans_this_machine
 
@@ -111,9 +111,11 @@ def _plan(args: argparse.Namespace) -> int:
     if args.experiment is not None:
         overrides = [*(model_override(args.model) if args.model else []), *args.overrides]
         experiment = load_experiment(args.experiment, overrides)
+        pinned = pinned_by(experiment, args.experiment, overrides)
     elif args.model:  # no experiment file: the preset with the usual pre-training defaults
         overrides = []  # applied to the preset's experiment already
         experiment = preset_experiment(args.model, args.devices * args.nodes, args.seq_len, args.overrides)
+        pinned = pinned_by(experiment, overrides=args.overrides)
     else:
         raise ConfigError("plan needs an experiment file or --model (a preset such as llama-3.1-8b)")
     seq_len = args.seq_len or experiment.data.seq_len
@@ -129,7 +131,7 @@ def _plan(args: argparse.Namespace) -> int:
     config = model_config(experiment.model, Path(experiment.base_dir))
     if plans_this_machine(hardware):  # predictions for this machine's own devices start from its probe
         ensure_probe(hardware)
-    candidates = plan(experiment, config, hardware, device_mem, seq_len)
+    candidates = plan(experiment, config, hardware, device_mem, seq_len, pinned)
     if args.json:
         print(json.dumps([c.as_dict() for c in candidates], indent=1))
     else:

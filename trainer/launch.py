@@ -322,10 +322,10 @@ def _first_given(*values: int | None) -> int | None:
 
 def _choose_attention(experiment: Experiment, config: PretrainedConfig) -> None:
     """Resolve train.attention (auto) for this device, layout and model, or refuse it."""
-    train = experiment.train
+    train, device_type = experiment.train, experiment.hardware.device_type
     try:
         train.attention = choose_attention(
-            train.attention, experiment.hardware.device_type, experiment.layout, head_dim(config)
+            train.attention, device_type, experiment.layout, head_dim(config), experiment.data.packing
         )
     except AttentionError as e:
         raise ConfigError(str(e)) from None

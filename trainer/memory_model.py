@@ -35,6 +35,7 @@ the allocator), to check them against.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import functools
 import math
@@ -43,6 +44,7 @@ from dataclasses import dataclass
 
 from transformers import PretrainedConfig
 
+from trainer.attention import AttentionError, choose_attention
 from trainer.config import TrainSpec
 from trainer.layout import MESH_DIMS, Layout
 from trainer.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
@@ -273,17 +275,18 @@ def activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan,
     kv = (getattr(config, "num_key_value_heads", None) or heads) * head_dim
     tp, tokens = layout.tp, plan.micro_batch * plan.seq_len // layout.cp
     width = 2 if plan.precision == "bf16" else FP32
-    # A mask (packed rows, or context parallelism's local queries against gathered keys) makes SDPA take keys and
-    # values repeated to every query head, gathered from every cp rank, and each layer saves the mask as a bias
-    # in the compute dtype (a row per token, spanning every key); without one they go unrepeated (enable_gqa).
-    masked = plan.packing or layout.cp > 1
+    # A dense mask (packed rows through SDPA, or context parallelism's local queries against gathered keys) makes
+    # SDPA take keys and values repeated to every query head, gathered from every cp rank, and each layer saves the
+    # mask as a bias in the compute dtype (a row per token, spanning every key); without one, and under flex's
+    # BlockMask (a few bytes per 128 x 128 block, left out), they go unrepeated (enable_gqa).
+    masked = layout.cp > 1 or (plan.packing and packed_rows_kernel(plan, layout, head_dim) == "dense")
     attention = 3 * q + 2 * q * layout.cp if masked else 3 * q + 2 * kv
     mask_bias = plan.seq_len * width if masked else 0
     full_layer = (6 * h + (attention + 4 * i + heads) // tp + 2) * width + mask_bias
     # Under checkpointing only the layer's input stays; the rest is recomputed in backward.
     per_layer = h * width if plan.activation_checkpointing else full_layer
-    # Rotary cos and sin: per token from explicit position ids, shared by the rows of a batch otherwise.
-    mask_and_rotary = 2 * head_dim * width // (1 if masked else plan.micro_batch)
+    # Rotary cos and sin: per token from explicit position ids (packed rows, cp), shared by a batch's rows otherwise.
+    mask_and_rotary = 2 * head_dim * width // (1 if plan.packing or layout.cp > 1 else plan.micro_batch)
     head = (3 * h + 1) * width + vocab * FP32  # final norm, output head input, fp32 logits for the loss
     if layout.pp == 1:
         return tokens * (layers * per_layer + head + 8 + mask_and_rotary) + FP32
@@ -300,13 +303,22 @@ def activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan,
     return int(in_flight * tokens * (layers_here * per_layer + once))
 
 
+def packed_rows_kernel(plan: MemoryPlan, layout: Layout, head_dim: int) -> str:
+    """The attention kernel the launcher will give this plan's rows (trainer.attention decides); a choice the
+    launcher would refuse never runs, and is predicted as the dense mask."""
+    try:
+        return choose_attention(plan.train.attention, plan.device_type, layout, head_dim, plan.packing)
+    except AttentionError:
+        return "dense"
+
+
 def temporary_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, sums: ShapeSums) -> int:
     layers, vocab = config.num_hidden_layers, config.vocab_size
     tokens = plan.micro_batch * plan.seq_len // layout.cp
     logits = 2 * tokens * vocab * FP32  # the logits and their gradient
     recompute = 0
     if plan.activation_checkpointing:
-        full = MemoryPlan(plan.micro_batch, plan.seq_len, plan.precision, False, plan.train, packing=plan.packing)
+        full = dataclasses.replace(plan, activation_checkpointing=False, grad_accum=1)
         recompute = (activation_bytes(config, Layout(dp_replicate=1, tp=layout.tp, cp=layout.cp), full)) // layers
     gathered = 0
     if layout.shard_degree > 1:

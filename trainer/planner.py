@@ -1,6 +1,10 @@
 """`meshpilot plan`: every valid layout x micro-batch x activation checkpointing, those that do not fit dropped
 with the reason, the rest ranked by predicted tokens/s. Runs on the meta device: no GPU, no weights.
 
+The micro-batches are every divisor of a rank's share of the global batch (micro_batch_choices), unless the
+experiment fixes train.micro_batch; a fixed train.activation_checkpointing is likewise the only mode planned
+(Pinned, pinned_by).
+
 Context parallelism is what makes long sequences fit: it divides a rank's activations (and the logits) by cp.
 A feasible candidate with cp > 1 whose layout would not fit with cp = 1 (the same micro-batch and degrees
 otherwise, so each rank holds whole sequences) says so: it fits only because of cp.
@@ -15,11 +19,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import yaml
 from transformers import PretrainedConfig
 
-from trainer.config import Experiment, TrainSpec, resolve_precision
+from trainer.config import Experiment, TrainSpec, apply_override, resolve_precision
 from trainer.context_parallel import check_context_parallel
 from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError
 from trainer.memory_model import MemoryPlan, ShapeSums, local_groups, parameter_groups, predict_rank
@@ -78,7 +85,7 @@ class Candidate:
             "micro_batch": self.micro_batch,
             "grad_accum": self.grad_accum,
             "activation_checkpointing": self.activation_checkpointing,
-            "predicted_peak_bytes": self.memory["peak"],
+            "predicted_peak_bytes": self.memory.get("peak"),  # None: not predicted (cannot run at all)
             "memory": self.memory,
             "predicted_step_s": self.estimate.step_s if self.estimate else None,
             "predicted_tokens_per_s": self.estimate.tokens_per_s if self.estimate else None,
@@ -88,6 +95,37 @@ class Candidate:
             "fits_only_with_cp": self.fits_only_with_cp,
             "notes": self.notes,
         }
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """Planner choices the user fixed: planned as given instead of enumerated (None: enumerate)."""
+
+    micro_batch: int | None = None
+    activation_checkpointing: bool | None = None
+
+    def checkpointing_modes(self) -> tuple[bool, ...]:
+        return (False, True) if self.activation_checkpointing is None else (self.activation_checkpointing,)
+
+
+def pinned_by(experiment: Experiment, path: Path | None = None, overrides: Sequence[str] = ()) -> Pinned:
+    """The planner choices set in the experiment file at `path` or by an override, with the loaded experiment's
+    (checked) values. The loaded Experiment cannot tell: its defaults fill every field, so a file's
+    `micro_batch: 8` and the default 8 look the same; only the file's own mapping says what the user wrote."""
+    raw = yaml.safe_load(Path(path).read_text()) if path is not None else None
+    raw = raw if isinstance(raw, dict) else {}
+    for override in overrides:
+        apply_override(raw, override)
+    written = raw.get("train") if isinstance(raw.get("train"), dict) else {}
+    fields = (f.name for f in dataclasses.fields(Pinned))
+    return Pinned(**{name: getattr(experiment.train, name) for name in fields if name in written})
+
+
+def micro_batch_choices(rows: int) -> list[int]:
+    """Every micro-batch that splits a rank's `rows` into whole passes, ascending: all its divisors, not only
+    powers of two (people run 6, 10 or 14). Few enough to plan them all: at most 64 below 10,000 rows."""
+    small = [d for d in range(1, math.isqrt(rows) + 1) if rows % d == 0]
+    return small + [rows // d for d in reversed(small) if d * d != rows]
 
 
 def valid_layouts(world_size: int, config: PretrainedConfig, seq_len: int) -> list[Layout]:
@@ -117,8 +155,11 @@ def plan(
     hardware: Hardware,
     device_mem: int,
     seq_len: int,
+    pinned: Pinned = Pinned(),
 ) -> list[Candidate]:
-    """All candidates, the feasible ones first by predicted tokens/s, then the dropped ones."""
+    """All candidates, the feasible ones first by predicted tokens/s, then the dropped ones. Only the `pinned`
+    micro-batch and checkpointing mode are planned where given; a layout whose rank share the pinned micro-batch
+    does not divide is dropped."""
     world_size = hardware.devices_per_node * hardware.nodes
     rows = experiment.train.global_batch_tokens // seq_len
     shapes, counts = describe_parameters(config)
@@ -126,16 +167,21 @@ def plan(
     matmul, total_bytes = counts["matmul"], model_bytes(counts)
     precision = resolve_precision(experiment.train.precision, hardware.device_type)
     calibration = Calibration.load(hardware)
+    modes = pinned.checkpointing_modes()
     candidates = []
     for layout in valid_layouts(world_size, config, seq_len):
         if rows % layout.dp_degree:
             continue  # this global batch does not split over the data-parallel ranks
         per_rank_rows = rows // layout.dp_degree
+        if pinned.micro_batch is not None and per_rank_rows % pinned.micro_batch:
+            candidates += [_indivisible(layout, pinned.micro_batch, per_rank_rows, ac) for ac in modes]
+            continue
         ranks = _largest_ranks(config, layout, groups, experiment.train)
         without_cp = dataclasses.replace(layout, cp=1)
         ranks_without_cp = _largest_ranks(config, without_cp, groups, experiment.train) if layout.cp > 1 else {}
-        for micro_batch in (m for m in _powers_of_two(per_rank_rows) if per_rank_rows % m == 0):
-            for checkpointing in (False, True):
+        micro_batches = [pinned.micro_batch] if pinned.micro_batch is not None else micro_batch_choices(per_rank_rows)
+        for micro_batch in micro_batches:
+            for checkpointing in modes:
                 grad_accum = per_rank_rows // micro_batch
                 memory_plan = MemoryPlan(
                     micro_batch,
@@ -164,6 +210,12 @@ def plan(
                 candidates.append(candidate)
     feasible = sorted((c for c in candidates if c.dropped is None), key=_rank_key)
     return feasible + [c for c in candidates if c.dropped is not None]
+
+
+def _indivisible(layout: Layout, micro_batch: int, rows: int, checkpointing: bool) -> Candidate:
+    """A layout the pinned micro-batch cannot run: no whole number of passes, so nothing to predict."""
+    reason = f"train.micro_batch {micro_batch} does not divide the {rows} rows per data-parallel rank"
+    return Candidate(layout, micro_batch, 0, checkpointing, {}, dropped=reason)
 
 
 def _largest_ranks(config: PretrainedConfig, layout: Layout, groups, train: TrainSpec) -> dict[int, ShapeSums]:
@@ -206,10 +258,6 @@ def _judge_pipeline(candidate: Candidate, config: PretrainedConfig, train: Train
         check_pipeline(candidate.layout.pp, config, *spec)
     except LayoutError as error:
         candidate.dropped = candidate.dropped or str(error)
-
-
-def _powers_of_two(limit: int) -> list[int]:
-    return [2**k for k in range(limit.bit_length()) if 2**k <= limit]
 
 
 def format_table(candidates: list[Candidate], limit: int = 20) -> str:
