@@ -28,13 +28,18 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
-def written_probe(hardware: Hardware, latency_s: float = 4e-3, fp32_flops: float = 20e9) -> dict:
+def written_probe(
+    hardware: Hardware, latency_s: float = 4e-3, fp32_flops: float = 20e9, bandwidth: float = 10e9,
+    op_overhead_s: float = 5e-6,
+) -> dict:  # fmt: skip
     """A stored probe with the given figures, as `meshpilot probe` writes it (its measurements left out)."""
     link = {c: {"latency_s": latency_s, "bandwidth": 1e9} for c in COLLECTIVES}
+    figures = {"flops": {"fp32": fp32_flops, "bf16": fp32_flops / 10}, "links": {"intra_node": link},
+               "memory_bandwidth": bandwidth, "op_overhead_s": op_overhead_s}  # fmt: skip
     probe = {
         "machine": {"key": hardware.key, "device_type": hardware.device_type},
-        "measured_at": f"test {latency_s} {fp32_flops}",
-        "figures": {"flops": {"fp32": fp32_flops, "bf16": fp32_flops / 10}, "links": {"intra_node": link}},
+        "measured_at": f"test {latency_s} {fp32_flops} {bandwidth} {op_overhead_s}",
+        "figures": figures,
     }
     write_json(probe_path(hardware), probe)
     return probe
@@ -83,7 +88,15 @@ def test_a_prediction_for_an_uncalibrated_machine_starts_from_its_probe(cache):
     assert slow_link.step_s != stated.step_s and slower_link.step_s > slow_link.step_s
 
     written_probe(CPU, latency_s=8e-3, fp32_flops=40e9)
-    assert estimate_step(*args).compute_s == pytest.approx(slower_link.compute_s / 2)
+    faster = estimate_step(*args)
+    assert faster.matmul_s == pytest.approx(slower_link.matmul_s / 2)
+    written_probe(CPU, latency_s=8e-3, fp32_flops=40e9, bandwidth=5e9, op_overhead_s=10e-6)
+    slower_memory = estimate_step(*args)
+    assert slower_memory.memory_s == pytest.approx(faster.memory_s * 2) and faster.memory_s > 0
+    assert slower_memory.launch_s == pytest.approx(faster.launch_s * 2) and faster.launch_s > 0
+    # A CPU runs its operations one after another: the three parts add up.
+    parts = slower_memory.matmul_s + slower_memory.memory_s + slower_memory.launch_s
+    assert slower_memory.compute_s == pytest.approx(parts)
 
 
 def test_runs_calibrated_under_other_figures_do_not_calibrate_the_probed_machine(cache):

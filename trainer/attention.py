@@ -48,6 +48,18 @@ def choose_attention(requested: str, device_type: str, layout: Layout, head_dim:
     return requested
 
 
+def takes_dense_mask(requested: str, device_type: str, layout: Layout, head_dim: int, packing: bool) -> bool:
+    """Whether each attention layer reads a dense [seq, seq] mask: packed rows on the dense kernel, or context
+    parallelism's local queries against the gathered keys. A choice the launcher would refuse never runs, and
+    counts as the dense mask."""
+    if layout.cp > 1:
+        return True
+    try:
+        return packing and choose_attention(requested, device_type, layout, head_dim, packing) == "dense"
+    except AttentionError:
+        return packing
+
+
 def _why_flex_cannot_run(device_type: str, layout: Layout, head_dim: int) -> str | None:
     if device_type != "cuda":
         return "flex_attention has no backward on CPU"

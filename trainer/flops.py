@@ -32,11 +32,35 @@ PEAK_BF16_FLOPS = {
 }
 
 
+# Memory bandwidth per device from the same data sheets (HBM or GDDR, bytes per second), matched the same way.
+PEAK_MEMORY_BANDWIDTH = {
+    "GH200": 4.0e12,
+    "H200": 4.8e12,
+    "H100 NVL": 3.9e12,
+    "H100 PCIe": 2.0e12,
+    "H100": 3.35e12,
+    "B200": 8.0e12,
+    "A100-SXM4-40GB": 1.555e12,
+    "A100-PCIE-40GB": 1.555e12,
+    "A100": 2.039e12,
+    "A10G": 600e9,
+    "A10": 600e9,
+    "L40S": 864e9,
+    "L4": 300e9,
+    "RTX 4090": 1008e9,
+}
+
+
 def peak_bf16_flops(device_name: str) -> float | None:
-    for name, flops in PEAK_BF16_FLOPS.items():  # more specific names come first
-        if name in device_name:
-            return flops
-    return None
+    return _by_name(PEAK_BF16_FLOPS, device_name)
+
+
+def peak_memory_bandwidth(device_name: str) -> float | None:
+    return _by_name(PEAK_MEMORY_BANDWIDTH, device_name)
+
+
+def _by_name(table: dict[str, float], device_name: str) -> float | None:
+    return next((value for name, value in table.items() if name in device_name), None)  # specific names first
 
 
 def causal_attention_pairs(segment_ids: torch.Tensor) -> int:

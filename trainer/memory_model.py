@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from transformers import PretrainedConfig
 
-from trainer.attention import AttentionError, choose_attention
+from trainer.attention import takes_dense_mask
 from trainer.config import TrainSpec
 from trainer.layout import MESH_DIMS, Layout
 from trainer.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
@@ -279,7 +279,7 @@ def activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan,
     # SDPA take keys and values repeated to every query head, gathered from every cp rank, and each layer saves the
     # mask as a bias in the compute dtype (a row per token, spanning every key); without one, and under flex's
     # BlockMask (a few bytes per 128 x 128 block, left out), they go unrepeated (enable_gqa).
-    masked = layout.cp > 1 or (plan.packing and packed_rows_kernel(plan, layout, head_dim) == "dense")
+    masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, head_dim, plan.packing)
     attention = 3 * q + 2 * q * layout.cp if masked else 3 * q + 2 * kv
     mask_bias = plan.seq_len * width if masked else 0
     full_layer = (6 * h + (attention + 4 * i + heads) // tp + 2) * width + mask_bias
@@ -301,15 +301,6 @@ def activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan,
     once += head if num_stages - 1 in stage_ids else 0
     in_flight = in_flight_micro_batches(plan.train.pp_schedule, layout.pp, stages_per_rank, plan.grad_accum, pp_rank)
     return int(in_flight * tokens * (layers_here * per_layer + once))
-
-
-def packed_rows_kernel(plan: MemoryPlan, layout: Layout, head_dim: int) -> str:
-    """The attention kernel the launcher will give this plan's rows (trainer.attention decides); a choice the
-    launcher would refuse never runs, and is predicted as the dense mask."""
-    try:
-        return choose_attention(plan.train.attention, plan.device_type, layout, head_dim, plan.packing)
-    except AttentionError:
-        return "dense"
 
 
 def temporary_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, sums: ShapeSums) -> int:

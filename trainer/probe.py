@@ -220,9 +220,9 @@ def plans_this_machine(hardware: Hardware) -> bool:
 
 
 def figures(measured: dict) -> dict:
-    """What predictions take from a probe: the best matmul rate per dtype, and per link and collective the
-    latency (the smallest message's time) and the bandwidth (the largest message's extra bytes over its extra
-    time; its plain rate where that time is lost in noise)."""
+    """What predictions take from a probe: the best matmul rate per dtype, the memory bandwidth and the fixed cost
+    of one operation, and per link and collective the latency (the smallest message's time) and the bandwidth (the
+    largest message's extra bytes over its extra time; its plain rate where that time is lost in noise)."""
     flops = {
         dtype: max(r["flops_per_s"] for r in rows) for dtype, rows in measured["compute"]["matmul"].items() if rows
     }
@@ -235,7 +235,9 @@ def figures(measured: dict) -> dict:
             sent = large["bus_bandwidth"] * large["seconds"]
             bandwidth = sent / extra_s if extra_s > 0 else large["bus_bandwidth"]
             links[link][collective] = {"latency_s": small["seconds"], "bandwidth": bandwidth}
-    return {"flops": flops, "links": links}
+    compute = measured["compute"]
+    return {"flops": flops, "memory_bandwidth": compute["memory_bandwidth"], "op_overhead_s": compute["op_overhead_s"],
+            "links": links}  # fmt: skip
 
 
 def _measure(settings: ProbeSettings, rendezvous: Rendezvous) -> dict:

@@ -1,5 +1,17 @@
-"""Predicted step time and tokens/s of a layout: compute from FLOPs, communication from the bytes each mesh
-dimension moves and the bandwidth of the link it crosses, calibrated by measured runs on the same machine.
+"""Predicted step time and tokens/s of a layout: compute from FLOPs, memory traffic and the operations launched;
+communication from the bytes each mesh dimension moves and the bandwidth of the link it crosses; calibrated by
+measured runs on the same machine.
+
+Compute per optimizer step and rank has three parts:
+- matmul: the step's FLOPs (6 per matmul parameter per token, and attention over full rows) over the matmul rate
+  in the compute dtype, a third more under activation checkpointing (the forward runs twice);
+- memory: the bytes that work bound by memory bandwidth moves (`memory_traffic`), over the memory bandwidth: the
+  elementwise operations of every layer (RMSNorm in fp32, rotary, SwiGLU, residuals) in forward, backward and any
+  recomputation, the fp32 logits and their softmax, a dense attention mask read per head, autocast's bf16 weight
+  copies, FSDP's gathered parameters, gradient accumulation and the AdamW update;
+- launches: the fixed cost of each operation (`OPS_PER_LAYER` per layer and pass, counted on transformers' Llama).
+  A CPU runs operations one after another and pays it on top; a GPU queues them, so launching costs time only where
+  it outlasts the work: the step takes the longer of the two.
 
 Communication per optimizer step (ring collectives move 2(n-1)/n of the data for all-reduce, (n-1)/n for
 all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-parallel share of the parameters:
@@ -40,7 +52,7 @@ from transformers import PretrainedConfig
 
 from trainer.cache import calibration_dir
 from trainer.config import Experiment, resolve_precision
-from trainer.flops import peak_bf16_flops, step_flops
+from trainer.flops import peak_bf16_flops, peak_memory_bandwidth, step_flops
 from trainer.layout import MESH_DIMS, Layout
 from trainer.probe import read_probe
 from trainer.rundir import write_json
@@ -53,6 +65,23 @@ DEFAULT_LATENCY_S = {"nvlink": 10e-6, "pcie": 20e-6, "network": 30e-6, "cpu": 10
 # well-tuned MFU), 50 GFLOP/s for an fp32 CPU rank.
 GPU_EFFICIENCY = 0.5
 CPU_FLOPS = 50e9
+# Stated memory bandwidth and fixed cost per operation where no probe measured them: a large copy reaches about 85%
+# of a GPU's data-sheet bandwidth (2.8 of 3.35 TB/s, probed on an H100 80GB HBM3); 20 GB/s for a CPU process.
+# Eager PyTorch spends about 10 us launching a CUDA kernel (11.8 us probed on the H100) and a few on a CPU op.
+BANDWIDTH_EFFICIENCY = 0.85
+CPU_BANDWIDTH = 20e9
+OP_OVERHEAD_S = {"cuda": 10e-6, "cpu": 5e-6}
+# Operations per decoder layer in one forward pass of transformers' Llama (views left out), backward twice as many
+# (counted: 32 forward, 65 backward per layer; 19 and 20 for the embedding, final norm, head and loss).
+OPS_PER_LAYER = 32
+OPS_OUTSIDE_LAYERS = 40
+# Bytes moved per element: RMSNorm upcasts to fp32 (read, cast, square, mean, scale, cast back, weight: about 20
+# fp32 bytes per element besides its input and output); rotary about 8 passes over q and k; SwiGLU 5 over the
+# intermediate width; the two residual adds 3 each; the fp32 logits about 30 (the upcast, log-softmax and its
+# gradient); AdamW reads parameter, gradient and both moments and writes three of them (28 in fp32); accumulating a
+# micro-batch's gradient reads two and writes one (12).
+NORM_FP32_BYTES, ROTARY_PASSES, SWIGLU_PASSES, RESIDUAL_PASSES = 20, 8, 5, 6
+LOGIT_BYTES, ADAMW_BYTES, ACCUMULATE_BYTES = 30, 28, 12
 DDP_BUCKET_BYTES = 25 * 1024**2
 # The collective that carries most of each dimension's traffic, whose probed latency and bandwidth it is priced at.
 COLLECTIVE_OF = {
@@ -78,6 +107,12 @@ class Hardware:
         return GPU_EFFICIENCY * (peak_bf16_flops(self.device_name) or 100e12)
 
     @property
+    def memory_bandwidth(self) -> float:
+        if self.device_type == "cpu":
+            return CPU_BANDWIDTH
+        return BANDWIDTH_EFFICIENCY * (peak_memory_bandwidth(self.device_name) or 2e12)
+
+    @property
     def key(self) -> str:
         """Names this machine kind for calibration records."""
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{platform.node()}-{self.device_type}-{self.device_name}")
@@ -99,9 +134,17 @@ class Figures:
     source: str  # STATED, or which probe: runs calibrated under other figures do not apply to these
     flops: dict[str, float]  # achieved matmul FLOP/s per precision (fp32, bf16, fp16)
     links: dict[str, dict[str, tuple[float, float]]]  # intra_node | network -> collective -> (latency s, bytes/s)
+    bandwidth: float | None = None  # memory bytes/s; None: stated
+    op_overhead_s: float | None = None  # seconds per tiny operation; None: stated
 
     def compute_flops(self, hardware: Hardware, precision: str) -> float:
         return self.flops.get(precision) or hardware.peak_flops
+
+    def memory_bandwidth(self, hardware: Hardware) -> float:
+        return self.bandwidth or hardware.memory_bandwidth
+
+    def op_overhead(self, hardware: Hardware) -> float:
+        return self.op_overhead_s or OP_OVERHEAD_S[hardware.device_type]
 
     def transfer_s(self, link: str, collective: str, sent_bytes: float, count: int) -> float:
         """Seconds for `count` collectives sending `sent_bytes` per rank in all over `link`."""
@@ -121,20 +164,27 @@ def hardware_figures(hardware: Hardware) -> Figures:
         link: {name: (c["latency_s"], c["bandwidth"]) for name, c in collectives.items()}
         for link, collectives in found["links"].items()
     }
-    return Figures(f"probe {probe['measured_at']}", found["flops"], links)
+    # Probes stored before the memory figures were taken into predictions keep them in their compute section.
+    compute = probe.get("compute", {})
+    bandwidth = found.get("memory_bandwidth", compute.get("memory_bandwidth"))
+    overhead = found.get("op_overhead_s", compute.get("op_overhead_s"))
+    return Figures(f"probe {probe['measured_at']}", found["flops"], links, bandwidth, overhead)
 
 
 @dataclass(frozen=True)
 class StepEstimate:
     """Uncalibrated seconds (what the formulas say) and the calibrated step time they give on this machine."""
 
-    compute_s: float
+    compute_s: float  # matmul, memory traffic and launches (see the module docstring)
     comm_s: float  # communication left on the critical path (tp, cp, pp, and dp beyond what backward hides)
     comm_bytes: dict[str, float]  # per mesh dimension, per step, per rank
     collectives: int  # per step and rank, each with a fixed cost: tp, cp and FSDP's (not DDP's buckets or PP's sends)
     micro_batches: int  # forward-backward passes per step, each with a fixed cost of launching its operations
     step_s: float
     tokens_per_s: float
+    matmul_s: float = 0.0  # the parts of compute_s
+    memory_s: float = 0.0
+    launch_s: float = 0.0
 
 
 def intra_node_link_from_topology(text: str) -> str:
@@ -217,13 +267,16 @@ def predict_run(
 ) -> StepEstimate:
     """The step of a resolved experiment (its layout, micro-batch, precision): what approvals price and what a
     finished run's calibration record holds, the same figures the planner ranks the candidate by."""
+    from trainer.attention import head_dim, takes_dense_mask
     from trainer.model import count_parameters
 
-    train, counts = experiment.train, count_parameters(config)
+    train, counts, layout = experiment.train, count_parameters(config), experiment.layout
+    packing = experiment.data.packing
+    dense_mask = takes_dense_mask(train.attention, hardware.device_type, layout, head_dim(config), packing)
     return estimate_step(
-        config, experiment.layout, hardware, counts["matmul"], model_bytes(counts),
+        config, layout, hardware, counts["matmul"], model_bytes(counts),
         train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing, calibration,
-        resolve_precision(train.precision, hardware.device_type),
+        resolve_precision(train.precision, hardware.device_type), dense_mask,
     )  # fmt: skip
 
 
@@ -245,16 +298,27 @@ def estimate_step(
     activation_checkpointing: bool = False,
     calibration: Calibration | None = None,
     precision: str = "fp32",
+    dense_mask: bool = False,
 ) -> StepEstimate:
+    """One optimizer step of one rank (see the module docstring); `dense_mask` where attention reads a dense
+    [seq, seq] mask (trainer.attention.takes_dense_mask)."""
     tokens_per_rank_step = micro_batch * grad_accum * seq_len  # before cp splits the sequence
     heads = config.num_attention_heads
     width = heads * (getattr(config, "head_dim", None) or config.hidden_size // heads)
     pairs = micro_batch * grad_accum * seq_len * (seq_len + 1) // 2  # full rows; packing only lowers this
     flops = step_flops(matmul_params, width, config.num_hidden_layers, tokens_per_rank_step, pairs)
     figures = hardware_figures(hardware)
-    compute = flops / (layout.tp * layout.cp * layout.pp) / figures.compute_flops(hardware, precision)
+    matmul = flops / (layout.tp * layout.cp * layout.pp) / figures.compute_flops(hardware, precision)
     if activation_checkpointing:  # the forward pass runs twice: 4 passes' worth instead of 3
-        compute *= 4 / 3
+        matmul *= 4 / 3
+    traffic = memory_traffic(
+        config, layout, matmul_params, parameter_bytes, micro_batch, seq_len, grad_accum, activation_checkpointing,
+        precision, dense_mask,
+    )  # fmt: skip
+    memory = traffic / figures.memory_bandwidth(hardware)
+    launches = grad_accum * operations_per_micro_batch(config, layout, activation_checkpointing)
+    launch = launches * figures.op_overhead(hardware)
+    compute = matmul + memory + launch if hardware.device_type == "cpu" else max(matmul + memory, launch)
     if layout.pp > 1:  # the pipeline bubble of 1F1B: (pp - 1) idle micro-batch slots
         compute *= 1 + (layout.pp - 1) / grad_accum
     sent = communication_bytes(
@@ -262,15 +326,63 @@ def estimate_step(
     )
     links = dimension_links(layout, hardware)
     seconds = {d: figures.transfer_s(links[d], COLLECTIVE_OF[d], *sent[d]) for d in MESH_DIMS}
-    # Data-parallel traffic overlaps the backward pass (about two thirds of compute); the rest shows.
+    # On a GPU data-parallel traffic overlaps the backward pass (about two thirds of compute) and the rest shows;
+    # on a CPU the collectives run on the cores that compute, so nothing overlaps.
     data_parallel = seconds["dp_shard"] + seconds["dp_replicate"]
-    comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + max(0.0, data_parallel - 2 / 3 * compute)
+    hidden = 2 / 3 * compute if hardware.device_type == "cuda" else 0.0
+    comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + max(0.0, data_parallel - hidden)
     collectives = sum(sent[d][1] for d in ("dp_shard", "tp", "cp"))
     calibration = calibration or Calibration()
     step = calibration.predict(compute, comm, collectives, grad_accum)
     global_tokens = tokens_per_rank_step * layout.dp_degree
     sent_bytes = {d: v[0] for d, v in sent.items()}
-    return StepEstimate(compute, comm, sent_bytes, collectives, grad_accum, step, global_tokens / step)
+    return StepEstimate(compute, comm, sent_bytes, collectives, grad_accum, step, global_tokens / step, matmul, memory,
+                        launch)  # fmt: skip
+
+
+def memory_traffic(
+    config: PretrainedConfig,
+    layout: Layout,
+    matmul_params: int,
+    parameter_bytes: int,
+    micro_batch: int,
+    seq_len: int,
+    grad_accum: int,
+    activation_checkpointing: bool,
+    precision: str,
+    dense_mask: bool,
+) -> float:
+    """Bytes one rank's memory-bound work moves in one optimizer step (see the module docstring)."""
+    h, i = config.hidden_size, config.intermediate_size
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or h // heads
+    q, kv = heads * head_dim, round(heads * head_dim * _kv_ratio(config))
+    width = 2 if precision == "bf16" else FP32
+    tp, layers = layout.tp, -(-config.num_hidden_layers // layout.pp)
+    tokens = micro_batch * seq_len // layout.cp  # per micro-batch on this rank
+    forward = 2 * (2 * h * width + NORM_FP32_BYTES * h) + RESIDUAL_PASSES * h * width
+    forward += (ROTARY_PASSES * (q + kv) + SWIGLU_PASSES * i) * width / tp
+    passes = 3 + (1 if activation_checkpointing else 0)  # backward moves about twice the forward's bytes
+    per_micro_batch = tokens * layers * forward * passes
+    per_micro_batch += tokens * config.vocab_size * LOGIT_BYTES
+    if dense_mask:  # built as a bias in every layer, then read once per head in forward and twice in backward
+        entries = tokens * seq_len  # each local query's row spans every key of its row
+        per_micro_batch += layers * entries * ((1 + width) + heads / tp * width * passes)
+    stage_elements = parameter_bytes / FP32 / layout.pp / tp
+    local_elements = stage_elements / layout.shard_degree
+    if precision == "bf16" and not layout.fsdp:  # autocast casts every matmul weight to bf16 in every micro-batch
+        per_micro_batch += matmul_params / layout.pp / tp * (FP32 + 2)
+    if layout.shard_degree > 1:  # FSDP writes the gathered parameters, in forward and again in backward
+        per_micro_batch += 2 * stage_elements * width
+    optimizer = local_elements * (ADAMW_BYTES + ACCUMULATE_BYTES * (grad_accum - 1))
+    return grad_accum * per_micro_batch + optimizer
+
+
+def operations_per_micro_batch(config: PretrainedConfig, layout: Layout, activation_checkpointing: bool) -> int:
+    """Operations one forward and backward pass launches on one rank (`OPS_PER_LAYER`)."""
+    layers = -(-config.num_hidden_layers // layout.pp)
+    passes = 3 + (1 if activation_checkpointing else 0)
+    return layers * OPS_PER_LAYER * passes + OPS_OUTSIDE_LAYERS
 
 
 @dataclass
