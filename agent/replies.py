@@ -435,8 +435,14 @@ def compare_plan(result: dict, families: list[str]) -> str:
     lines = [_table(["", *families], rows)]
     present = [(f, c) for f, c in zip(families, found, strict=True) if c]
     if len(present) >= 2:
-        fastest = max(present, key=lambda pair: pair[1]["predicted_tokens_per_s"])[0]
-        lines.append(f"{fastest} is predicted faster. (source: {result['source']})")
+        ranked = sorted(present, key=lambda pair: -pair[1]["predicted_tokens_per_s"])
+        shown = [f"{c['predicted_tokens_per_s']:,.0f}" for _, c in ranked[:2]]
+        verdict = (
+            f"{ranked[0][0]} and {ranked[1][0]} are predicted equally fast"
+            if shown[0] == shown[1]
+            else (f"{ranked[0][0]} is predicted faster")
+        )
+        lines.append(f"{verdict}. (source: {result['source']})")
     for family, candidate in zip(families, found, strict=True):
         if candidate is None:
             reason = (result.get("dropped_by_family") or {}).get(family) or "no candidate of it divides this set-up"

@@ -86,7 +86,8 @@ def plan_layouts(
 ) -> str:
     """Rank every parallelism layout (DDP, FSDP, HSDP, tensor/pipeline/context parallel) for the experiment's
     model by predicted tokens/s, dropping those predicted not to fit in device memory. Runs on the meta device:
-    nothing is trained.
+    nothing is trained. A train.micro_batch or train.activation_checkpointing the experiment file sets is the only
+    one planned; otherwise every micro-batch that divides a rank's rows, with and without checkpointing.
 
     Args:
         devices: devices per node to plan for, e.g. 8
@@ -105,7 +106,7 @@ def plan_layouts(
     """
     from trainer.config import load_experiment
     from trainer.model import model_config
-    from trainer.planner import plan, planned_hardware
+    from trainer.planner import Pinned, pinned_by, plan, planned_hardware
     from trainer.presets import preset_experiment
     from trainer.rundir import write_json
 
@@ -115,6 +116,7 @@ def plan_layouts(
         raise ToolError(f"device_type is cuda or cpu, not {device_type!r}")
     path = resolve_in_repo(Path(repo), experiment)
     loaded = preset_experiment(model, devices * nodes, seq_len) if model else load_experiment(path)
+    pinned = Pinned() if model else pinned_by(loaded, path)  # a preset fixes no micro-batch or checkpointing
     seq_len = seq_len or loaded.data.seq_len
     if seq_len < 1 or loaded.train.global_batch_tokens % seq_len:
         raise ToolError(f"the global batch of {loaded.train.global_batch_tokens} tokens is no multiple of {seq_len}")
@@ -122,7 +124,7 @@ def plan_layouts(
         device_type, devices, nodes, gpu, device_name, device_mem, loaded.hardware.device_mem
     )
     config = model_config(loaded.model, Path(loaded.base_dir))
-    candidates = [c.as_dict() for c in plan(loaded, config, hardware, memory, seq_len)]
+    candidates = [c.as_dict() for c in plan(loaded, config, hardware, memory, seq_len, pinned)]
     if not candidates:
         raise ToolError(f"no layout divides {devices * nodes} devices for this model and batch")
     stem = f"{model}-seq{seq_len}" if model else path.stem
@@ -521,11 +523,12 @@ def _candidate(c: dict[str, Any]) -> dict[str, Any]:
 def _dropped_by_family(candidates: list[dict], feasible: dict[str, dict]) -> dict[str, str]:
     """For each family with no candidate that fits, why its smallest candidate was dropped (the planner's words)."""
     smallest: dict[str, dict] = {}
-    for c in sorted(candidates, key=lambda c: c["predicted_peak_bytes"]):
+    # Unpredicted last: a pinned micro-batch that does not divide a rank's rows, the reason only where no other is.
+    for c in sorted(candidates, key=lambda c: (c["predicted_peak_bytes"] is None, c["predicted_peak_bytes"] or 0)):
         family = layout_family(c["layout"])
         if c["dropped"] is not None and family not in feasible:
             smallest.setdefault(family, c)
-    return {family: f"{_candidate(c)['layout']}: {c['dropped']}" for family, c in smallest.items()}
+    return {family: f"{layout_name(c['layout'])}: {c['dropped']}" for family, c in smallest.items()}
 
 
 def _gib(size: float) -> float:

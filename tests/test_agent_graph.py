@@ -89,7 +89,10 @@ def test_llm_path_tool_results_reach_the_model_and_invented_numbers_are_flagged(
     assert agent.messages("t")[-1].text == reply.text
 
 
-def test_offline_planner_plans_and_explains_from_the_plan_file(repo):
+def test_offline_planner_plans_and_explains_from_the_plan_file(tmp_path):
+    # 16 rows per step: the experiment's fixed micro-batch of 2 runs on 8 data-parallel ranks.
+    repo = tmp_path
+    write_experiment(repo, {"train": {"global_batch_tokens": 1024}})
     agent = Agent(repo)
     run(agent.send("t", "find the fastest layout for this model on 8 GPUs"))
     events = run(agent.send("t", "why did FSDP win?"))

@@ -94,7 +94,8 @@ def test_activation_checkpointing_costs_a_forward_pass():
     hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=1)
     args = (config, Layout(dp_replicate=1), hardware, 10_000, 40_000, 2, 64, 4)
     plain, recomputing = estimate_step(*args), estimate_step(*args, activation_checkpointing=True)
-    assert recomputing.compute_s == pytest.approx(plain.compute_s * 4 / 3)
+    assert recomputing.matmul_s == pytest.approx(plain.matmul_s * 4 / 3)
+    assert recomputing.memory_s > plain.memory_s and recomputing.launch_s > plain.launch_s
 
 
 def test_calibration_learns_the_fixed_cost_of_collectives_and_micro_batches():
@@ -208,21 +209,17 @@ def test_every_micro_batch_that_divides_a_ranks_share_is_planned():
 
 
 def test_a_micro_batch_the_experiment_fixes_is_the_only_one_planned(tmp_path):
-    """12 rows on 4 devices: 12 per rank (tp, pp), 6 (dp 2) or 3 (dp 4); a micro-batch of 6 fits the first two."""
-    candidates = tiny_plan(tmp_path, {"global_batch_tokens": 12 * 64, "micro_batch": 6}, devices=4)
-    assert {c.micro_batch for c in candidates} == {6}
-    runs = {c.layout.dp_degree for c in candidates if c.dropped is None}
-    assert runs == {1, 2}
-    four_ranks = [c for c in candidates if c.layout.dp_degree == 4]
-    assert four_ranks and all(
-        c.dropped == "train.micro_batch 6 does not divide the 3 rows per data-parallel rank" for c in four_ranks
-    )
-    assert all(c.as_dict()["predicted_peak_bytes"] is None for c in four_ranks)  # nothing to predict
+    """12 rows on 4 devices: 12 per rank (tp, pp, cp), 6 (dp 2) or 3 (dp 4); a micro-batch of 6 fits the first two."""
     from trainer.planner import format_table
 
-    assert "dropped 4: train.micro_batch 6 does not divide the 3 rows per data-parallel rank" in format_table(
-        candidates
-    )
+    candidates = tiny_plan(tmp_path, {"global_batch_tokens": 12 * 64, "micro_batch": 6}, devices=4)
+    assert {c.micro_batch for c in candidates} == {6}
+    assert {c.layout.dp_degree for c in candidates if c.dropped is None} == {1, 2}
+    reason = "train.micro_batch 6 does not divide the 3 rows per data-parallel rank"
+    four_ranks = [c for c in candidates if c.layout.dp_degree == 4]  # dp_replicate, dp_shard, both: x AC on, off
+    assert len(four_ranks) == 6 and all(c.dropped == reason for c in four_ranks)
+    assert all(c.as_dict()["predicted_peak_bytes"] is None for c in four_ranks)  # it cannot run: nothing predicted
+    assert f"dropped 6: {reason} (e.g. dp_replicate=4, micro-batch 6)" in format_table(candidates)
 
 
 def test_activation_checkpointing_the_experiment_fixes_is_the_only_mode_planned(tmp_path):
@@ -247,3 +244,15 @@ def test_only_what_the_user_wrote_is_pinned(tmp_path):
     assert pinned_by(load_experiment(path, overrides), path, overrides) == Pinned(micro_batch=TrainSpec.micro_batch)
     path.write_text(yaml.safe_dump({"train": {"micro_batch": 8, "activation_checkpointing": False}}))
     assert pinned_by(load_experiment(path), path) == Pinned(8, False)
+
+
+def test_meshpilot_plan_honours_what_the_experiment_fixes(tmp_path, capsys):
+    from agent.cli import main
+
+    path = write_experiment(tmp_path, {"train": {"global_batch_tokens": 12 * 64}})  # the tiny file: micro_batch 2
+    args = ["plan", str(path), "--devices", "4", "--gpu", "h100", "--json"]
+    assert main([*args, "--set", "train.activation_checkpointing=true"]) == 0
+    candidates = json.loads(capsys.readouterr().out)
+    assert {(c["micro_batch"], c["activation_checkpointing"]) for c in candidates} == {(2, True)}
+    dropped = {c["dropped"] for c in candidates if c["layout"]["dp_replicate"] * c["layout"]["dp_shard"] == 4}
+    assert dropped == {"train.micro_batch 2 does not divide the 3 rows per data-parallel rank"}

@@ -213,7 +213,7 @@ def plan(
 
 
 def _indivisible(layout: Layout, micro_batch: int, rows: int, checkpointing: bool) -> Candidate:
-    """A layout the pinned micro-batch cannot run: no whole number of passes, so nothing to predict."""
+    """A layout the pinned micro-batch cannot run: no whole number of passes (grad_accum 0), nothing to predict."""
     reason = f"train.micro_batch {micro_batch} does not divide the {rows} rows per data-parallel rank"
     return Candidate(layout, micro_batch, 0, checkpointing, {}, dropped=reason)
 
