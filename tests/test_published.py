@@ -1,0 +1,112 @@
+"""bench.published: torchtitan's published Llama 3.1 rows parse, the in-scope ones map to meshpilot layouts and
+come out beside meshpilot's own predictions (the planner's figures), and Float8 rows stay out of scope."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.published import (
+    TABLES,
+    compare,
+    experiment_of,
+    hardware_of,
+    markdown_table,
+    parse_tables,
+    preset_config,
+    summary,
+)
+from trainer.layout import Layout
+from trainer.planner import Pinned, plan
+
+GiB = 1024**3
+ROWS = parse_tables()
+IN_SCOPE = [row for row in ROWS if row.out_of_scope is None]
+
+
+def _row(table: int, name: str):
+    return next(row for row in ROWS if row.table == table and row.name == name)
+
+
+def test_every_published_row_parses_with_its_caption_settings():
+    assert len(ROWS) == 18
+    first = _row(1, "FSDP")
+    assert (first.model, first.gpus, first.layout, first.seq_len, first.seq_len_stated) == (
+        "llama-3.1-8b",
+        8,
+        Layout(1, 8),
+        8192,
+        False,
+    )
+    assert (first.local_batch, first.global_batch, first.checkpointing) == (2, 16, "selective")
+    assert (first.tps_per_gpu, first.memory_gib, first.compile, first.float8) == (5762, 82.4, False, False)
+    longest = _row(6, "FSDP 1, CP 8")
+    assert longest.layout == Layout(1, 1, tp=8, cp=8, pp=8)
+    assert (longest.seq_len, longest.tps_per_gpu, longest.memory_gib, longest.pp_schedule) == (262144, 16, 84.9, "1f1b")
+    assert longest.async_tp and longest.float8 and longest.checkpointing == "full"
+    assert _row(5, "Interleaved 1F1B").pp_schedule == "interleaved_1f1b"
+    assert _row(4, "2D").layout == Layout(1, 32, tp=8)
+    for row in ROWS:
+        assert row.layout.world_size == row.gpus, row.label
+        if row.global_batch is not None:  # the stated global batch is the local batch over the data-parallel ranks
+            assert row.global_batch == row.local_batch * row.layout.dp_degree, row.label
+
+
+def test_a_caption_without_a_setting_is_refused_not_guessed():
+    with pytest.raises(ValueError, match="Local batch size"):
+        parse_tables(TABLES.replace("Local batch size 2, global", "global"))
+
+
+def test_in_scope_rows_map_to_valid_layouts_of_the_published_gpu_count():
+    assert [(row.table, row.name) for row in IN_SCOPE] == [
+        (1, "FSDP"), (1, "FSDP + torch.compile"), (3, "FSDP"), (3, "FSDP + torch.compile")
+    ]  # fmt: skip
+    for row in IN_SCOPE:
+        experiment = experiment_of(row)
+        layout = experiment.layout.resolve(row.gpus)  # raises where the degrees do not make the world
+        hardware, _ = hardware_of(row)
+        assert layout == row.layout and layout.world_size == row.gpus
+        assert hardware.devices_per_node * hardware.nodes == row.gpus
+        assert experiment.train.micro_batch == row.local_batch
+        assert experiment.train.global_batch_tokens == row.global_batch * row.seq_len
+        assert (experiment.train.precision, experiment.train.activation_checkpointing) == ("bf16", True)
+
+
+def test_float8_rows_are_out_of_scope_and_not_predicted():
+    float8 = [row for row in ROWS if row.float8]
+    assert len(float8) == 14 and all("Float8" in row.out_of_scope for row in float8)
+    assert all(not row.float8 for row in IN_SCOPE)
+    result = compare(float8[0])
+    assert result["out_of_scope"] and "predicted" not in result
+
+
+def test_the_table_puts_published_and_predicted_figures_side_by_side():
+    row = _row(1, "FSDP")
+    result = compare(row)
+    predicted = result["predicted"]
+    assert predicted["tokens_per_s_per_gpu"] > 0 and 0 < predicted["reserved_gib"] < predicted["peak_gib"]
+    assert result["error"]["tokens_per_s_per_gpu"] == pytest.approx(predicted["tokens_per_s_per_gpu"] / 5762 - 1)
+    assert result["error"]["reserved_gib"] == pytest.approx(predicted["reserved_gib"] / 82.4 - 1)
+    assert any("selective" in m for m in result["mismatches"])
+    assert any("sequence length not stated" in m for m in result["mismatches"])
+    table = markdown_table([result, compare(_row(1, "FSDP + torch.compile + Float8"))])
+    line = next(line for line in table.splitlines() if line.startswith("| T1 8b 8 GPUs: FSDP |"))
+    assert "| 5,762 |" in line and f"| {predicted['tokens_per_s_per_gpu']:,.0f} |" in line
+    assert "| 82.4 |" in line and f"| {predicted['reserved_gib']:.1f} |" in line
+    assert "Out of scope:" in table and "Float8" in table
+    assert summary([result])["throughput"]["median_abs_error"] == pytest.approx(
+        abs(result["error"]["tokens_per_s_per_gpu"])
+    )
+
+
+def test_the_prediction_is_the_planners_own_for_that_candidate():
+    """The figures are what `meshpilot plan` ranks the same layout, micro-batch and checkpointing by."""
+    row = _row(1, "FSDP")
+    predicted = compare(row)["predicted"]
+    experiment = experiment_of(row)
+    hardware, device_mem = hardware_of(row)
+    candidates = plan(
+        experiment, preset_config(row.model), hardware, device_mem, row.seq_len, Pinned(row.local_batch, True)
+    )
+    same = next(c for c in candidates if c.layout == row.layout and c.activation_checkpointing and c.dropped is None)
+    assert same.estimate.tokens_per_s / row.gpus == pytest.approx(predicted["tokens_per_s_per_gpu"])
+    assert same.memory["peak"] / GiB == pytest.approx(predicted["peak_gib"])
