@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections import Counter
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from trainer import corpus as corpus_module
 from trainer.config import ConfigError, DataSpec
 from trainer.corpus import builtin_documents
 from trainer.data import BatchPlan, RowSource, TokenizedCorpus, data_sources, plan_batches, read_documents
+from trainer.rundir import write_json
 from trainer.packing import IGNORE_INDEX
 
 EOS = 1
@@ -441,3 +444,15 @@ def test_read_files_without_text(tmp_path, hf_cache):
     spec = DataSpec(train="a.jsonl")
     with pytest.raises(ConfigError, match=r"^data\.train: the files hold no text$"):
         read_documents(spec, data_sources(spec, tmp_path))
+
+
+def test_result_files_are_written_whole_with_the_user_s_usual_permissions(tmp_path):
+    """Atomic writes go through a temporary file (mkstemp makes it 0600): the result still gets the mode any new
+    file of this user's gets, so a group that shares run directories can read them."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    path = tmp_path / "run" / "metrics.json"
+    write_json(path, {"status": "ok"})
+    assert json.loads(path.read_text()) == {"status": "ok"}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
+    assert [p.name for p in path.parent.iterdir()] == ["metrics.json"]  # no temporary file left behind

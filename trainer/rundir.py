@@ -177,18 +177,25 @@ class StepsTail:
         return records, reset
 
 
+def _umask() -> int:
+    mask = os.umask(0)  # the only way to read it: set and restore, once, before any thread starts
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()
+
+
 def write_json(path: Path, data: Any) -> None:
     """Write JSON so that a reader sees the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2, default=str)
-        f.write("\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def write_text(path: Path, text: str) -> None:
+    """Replace `path` whole (see write_json), readable as any new file of this user's would be."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide run results from the user's group
     with os.fdopen(fd, "w") as f:
         f.write(text)
     os.replace(tmp, path)
