@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 from transformers import PretrainedConfig
 
+from trainer.attention import head_dim, takes_dense_mask
 from trainer.config import Experiment, TrainSpec, apply_override, resolve_precision
 from trainer.context_parallel import check_context_parallel
 from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError
@@ -168,6 +169,11 @@ def plan(
     precision = resolve_precision(experiment.train.precision, hardware.device_type)
     calibration = Calibration.load(hardware)
     modes = pinned.checkpointing_modes()
+    train, packing, width = experiment.train, experiment.data.packing, head_dim(config)
+
+    def dense_mask(layout: Layout) -> bool:  # the attention the launcher will give packed rows
+        return takes_dense_mask(train.attention, hardware.device_type, layout, width, packing)
+
     candidates = []
     for layout in valid_layouts(world_size, config, seq_len):
         if rows % layout.dp_degree:
@@ -205,7 +211,7 @@ def plan(
                 if candidate.dropped is None:
                     candidate.estimate = estimate_step(
                         config, layout, hardware, matmul, total_bytes, micro_batch, seq_len,
-                        grad_accum, checkpointing, calibration, precision,
+                        grad_accum, checkpointing, calibration, precision, dense_mask(layout),
                     )  # fmt: skip
                 candidates.append(candidate)
     feasible = sorted((c for c in candidates if c.dropped is None), key=_rank_key)
