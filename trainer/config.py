@@ -84,6 +84,7 @@ class TrainSpec:
     keep_checkpoints: int = 2
     save_hf: bool = False  # after a successful run: its final checkpoint as an HF directory, RUN/hf
     timing_warmup_steps: int = 2  # steps left out of tokens/s (compilation, allocator warm-up)
+    trackers: list[str] = field(default_factory=list)  # any of tensorboard, wandb, mlflow, trackio (trainer.trackers)
 
 
 @dataclass
@@ -145,7 +146,10 @@ class Experiment:
 
     def config_hash(self) -> str:
         """Hash of everything that determines the numbers a run produces."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        config = self.to_dict()
+        # Where the numbers are also sent changes none of them (and leaves the hashes of earlier runs as they were).
+        del config["train"]["trackers"]
+        blob = json.dumps(config, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -43,6 +43,7 @@ from trainer.pipeline import check_pipeline
 from trainer.progress import follow
 from trainer.rundir import RunDir, RunInUse, RunLock, write_json, write_text
 from trainer.tokenizer import load_tokenizer, tokenizer_fingerprint
+from trainer.trackers import check_trackers
 
 PRECISIONS = ("auto", "fp32", "bf16")
 # Errors a rank sees when a peer died first: not the cause of a failure, its echo.
@@ -87,6 +88,7 @@ def prepare(request: TrainRequest) -> PreparedRun:
         overrides.append(f"train.steps={request.steps}")
     experiment = load_experiment(request.experiment, overrides)
     _check_train_values(experiment)
+    check_trackers(experiment.train.trackers)
     base_dir = Path(experiment.base_dir)
     nproc, nnodes = _resolve_hardware(request, experiment)
     if experiment.train.optimizer == "galore_adamw":
@@ -380,9 +382,9 @@ def _check_galore(experiment: Experiment) -> None:
 
 
 # What a resume may change: how the same experiment is spread over processes (the checkpoint is resharded), and
-# whether the finished run is exported for Hugging Face, which leaves the training alone.
+# whether the finished run is exported for Hugging Face or sent to trackers, which leaves the training alone.
 RESHARDABLE = ("layout.", "hardware.devices", "hardware.nodes", "train.pp_schedule", "train.pp_stages_per_rank")
-RESUME_MAY_CHANGE = (*RESHARDABLE, "train.save_hf")
+RESUME_MAY_CHANGE = (*RESHARDABLE, "train.save_hf", "train.trackers")
 
 
 def _check_run_dir(run: RunDir, resume: bool, experiment: Experiment) -> None:

@@ -1,7 +1,8 @@
 """The training loop each worker process runs: build, train, measure, write the run's result files.
 
 Read it top to bottom: `train` calls `_setup` (model, parallelism, optimizer, data, resume), `_run_steps` (the
-loop; `_optimizer_step` is one step) and `_finish` (metrics.json and memory.json).
+loop; `_optimizer_step` is one step) and `_finish` (metrics.json and memory.json). Where a record is written, rank 0
+also hands it to the run's experiment trackers (trainer.trackers).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from trainer.parallelize import clip_grad_norm, fsdp_mixed_precision, paralleliz
 from trainer.pipeline import Pipeline
 from trainer.rundir import RunDir, write_json, write_text
 from trainer.step import StepResult, forward_backward, pipeline_forward_backward
+from trainer.trackers import Trackers, start_trackers
 
 log = logging.getLogger("meshpilot.trainer")
 
@@ -104,6 +106,7 @@ class Training:
     autocast: contextlib.AbstractContextManager | None
     setup_memory: dict[str, int]  # bytes in use when set-up began, and the peak by its end (model built, split)
     checkpoint_group: dist.ProcessGroup  # what checkpoint saves and loads wait on, with their longer timeout
+    trackers: Trackers = field(default_factory=Trackers)  # rank 0's experiment trackers; none on the other ranks
 
     def save_checkpoint(self) -> None:
         spec = self.experiment.train
@@ -141,14 +144,23 @@ def load_run(run: RunDir) -> tuple[Experiment, dict]:
 
 def train(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) -> None:
     training = _setup(run, worker, experiment, launch)
-    try:
-        measured = _run_steps(training)
-    finally:
-        training.batches.close()
-    spec = experiment.train
-    if spec.save_final_checkpoint and (not spec.checkpoint_every or training.state.step % spec.checkpoint_every):
-        training.save_checkpoint()
-    _finish(training, launch, measured)
+    if worker.rank == 0:
+        training.trackers = start_trackers(run.path, experiment.to_dict(), training.state.step)
+    with training.trackers.ended_on_failure(_failure_status):
+        try:
+            measured = _run_steps(training)
+        finally:
+            training.batches.close()
+        spec = experiment.train
+        if spec.save_final_checkpoint and (not spec.checkpoint_every or training.state.step % spec.checkpoint_every):
+            training.save_checkpoint()
+        _finish(training, launch, measured)
+
+
+def _failure_status(error: BaseException) -> str:
+    from trainer.worker import failure_status  # imported here: trainer.worker imports this module
+
+    return failure_status(error)
 
 
 def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) -> Training:
@@ -269,6 +281,7 @@ def _run_steps(training: Training) -> Measurements:
             if steps_file is not None:
                 steps_file.write(json.dumps(record) + "\n")
                 steps_file.flush()
+                training.trackers.log_step(record)
             log.info("step %(step)d loss %(loss).4f lr %(lr).3g grad_norm %(grad_norm).3f %(step_s).2fs", record)
             if not math.isfinite(result.loss):  # the same reduced value on every rank: all stop together
                 raise NonFiniteLoss(f"loss {result.loss} at step {state.step}; the last checkpoint is kept")
@@ -386,32 +399,30 @@ def _finish(training: Training, launch: dict, measured: Measurements) -> None:
         experiment.data.packing,
         device_type,
     )
-    write_json(
-        run.memory,
-        {
-            "units": "bytes",
-            "predicted": predict_memory(training.config, experiment.layout, memory_plan),
-            "measured": memory,
-            "peak_source": _peak_source(device_type),
-        },
-    )
-    write_json(
-        run.metrics,
-        {
-            **base_metrics(experiment, launch, worker.world_size, device_type),
-            "status": "ok",
-            "error": None,
-            "device_name": name,
-            "tokens_per_s": tokens_per_s,
-            "tokens_per_s_per_device": tokens_per_s / worker.world_size if tokens_per_s else None,
-            "timed_steps": measured.timed_steps,
-            "mfu": utilisation,
-            "peak_mem_bytes": [m["peak"] for m in memory],
-            "final_loss": measured.last_loss,
-            **_noise_scale_summary(training),
-            "steps_completed": training.state.step,
-        },
-    )
+    memory_record = {
+        "units": "bytes",
+        "predicted": predict_memory(training.config, experiment.layout, memory_plan),
+        "measured": memory,
+        "peak_source": _peak_source(device_type),
+    }
+    write_json(run.memory, memory_record)
+    training.trackers.log_memory(memory_record)
+    metrics = {
+        **base_metrics(experiment, launch, worker.world_size, device_type),
+        "status": "ok",
+        "error": None,
+        "device_name": name,
+        "tokens_per_s": tokens_per_s,
+        "tokens_per_s_per_device": tokens_per_s / worker.world_size if tokens_per_s else None,
+        "timed_steps": measured.timed_steps,
+        "mfu": utilisation,
+        "peak_mem_bytes": [m["peak"] for m in memory],
+        "final_loss": measured.last_loss,
+        **_noise_scale_summary(training),
+        "steps_completed": training.state.step,
+    }
+    write_json(run.metrics, metrics)
+    training.trackers.finish(metrics)
     _calibrate(training, measured, name)
 
 

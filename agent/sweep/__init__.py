@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainer.config import OBJECTIVES, ConfigError, load_experiment
 from trainer.rundir import write_json
+from trainer.trackers import check_trackers
 
 if TYPE_CHECKING:  # the runner imports optuna: loaded when a sweep runs, not by every `meshpilot` command
     from agent.sweep.runner import ProgressCallback
@@ -42,6 +43,7 @@ def run_sweep(
     prune: bool = True,
     slurm: dict[str, Any] | None = None,
     progress: ProgressCallback | None = None,
+    trackers: list[str] | None = None,
 ) -> dict:
     """Run (or with `resume`, continue) a sweep in `out`; returns the summary, also written to out/summary.json.
 
@@ -51,6 +53,7 @@ def run_sweep(
     than that together. `resume` on a directory with no sweep in it starts one. `env` is added to every
     trial's environment. `slurm` holds submitit parameters (e.g. {"slurm_partition": "gpu"}). `progress` is called
     with a runner.SweepProgress at every poll of the trials (agent.sweep.progress shows it on a terminal).
+    `trackers` replaces the experiment's train.trackers in every trial (each trial is a tracker run of its own).
     """
     from agent.sweep.executors import EXECUTORS, make_executor
     from agent.sweep.runner import Runner, settings_from
@@ -63,17 +66,20 @@ def run_sweep(
     runs_on = make_executor(executor, out / "submitit", slurm)
     loaded = load_experiment(experiment)
     sweep_file = out / "sweep.json"
-    if sweep_file.is_file():
+    started = json.loads(sweep_file.read_text()) if sweep_file.is_file() else None
+    _check_trial_trackers(trackers, started, loaded)
+    if started is not None:
         if not resume:
             raise ConfigError(f"{out} holds a sweep; pass --resume to continue it or choose another --out")
-        sweep = json.loads(sweep_file.read_text())
-        _check_same_sweep(sweep, loaded, experiment, trials, space, sampler, devices)
+        sweep = started
+        _check_same_sweep(sweep, loaded, experiment, trials, space, sampler, devices, trackers)
     else:
         if out.is_dir() and any(out.iterdir()):
             raise ConfigError(f"{out} is not empty and holds no sweep; choose another --out")
         sweep = _new_sweep(
             experiment, loaded, space or {}, sampler, trials, devices, executor, prune, trial_timeout_s, hang_s
         )
+        sweep["trackers"] = trackers  # None: the experiment's
         out.mkdir(parents=True, exist_ok=True)
         write_json(sweep_file, sweep)
     space_ = Space.from_dict(sweep["space"])
@@ -93,6 +99,17 @@ def _check_options(executor, executors, max_parallel, trials, devices, timeout_s
     for name, value in (("--trial-timeout", timeout_s), ("--hang-timeout", hang_s)):
         if value is not None and value <= 0:
             raise ConfigError(f"{name} must be positive, got {value}")
+
+
+def _check_trial_trackers(trackers: list[str] | None, started: dict | None, loaded) -> None:
+    """Before anything runs: the trials' trackers, from --trackers, else the sweep's own as it started, else the
+    experiment's."""
+    if trackers is None and started is not None:
+        trackers = started.get("trackers")
+    if trackers is None:
+        check_trackers(loaded.train.trackers)
+    else:
+        check_trackers(trackers, "--trackers")
 
 
 def _new_sweep(experiment: Path, loaded, space, sampler, trials, devices, executor, prune, timeout_s, hang_s) -> dict:
@@ -152,7 +169,7 @@ def _device_pool(requested: str, devices: int | None) -> tuple[str, list[int]]:
     return device_type, available[: devices or len(available)]
 
 
-def _check_same_sweep(sweep: dict, loaded, experiment: Path, trials, space, sampler, devices) -> None:
+def _check_same_sweep(sweep: dict, loaded, experiment: Path, trials, space, sampler, devices, trackers) -> None:
     """A resumed sweep is the sweep that started: same experiment, and no option that changes what it runs."""
     if loaded.config_hash() != sweep["config_hash"]:
         raise ConfigError(f"--resume: {experiment} changed since the sweep started (config hash differs)")
@@ -160,6 +177,7 @@ def _check_same_sweep(sweep: dict, loaded, experiment: Path, trials, space, samp
         "--trials": (trials, sweep["trials"]),
         "--space": (space, sweep["requested_space"]),
         "--devices": (devices, len(sweep["device_ids"])),
+        "--trackers": (trackers, sweep.get("trackers")),
     }
     if sampler != "auto":
         given["--sampler"] = (sampler, sweep["sampler"])

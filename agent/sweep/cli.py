@@ -44,6 +44,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     sweep.add_argument("--no-prune", action="store_true", help="never stop a trial early for being clearly worse")
     sweep.add_argument(
+        "--trackers",
+        metavar="NAMES",
+        help="experiment trackers of every trial, comma-separated (tensorboard,wandb,mlflow,trackio), or none "
+        "(default: the experiment's train.trackers); each trial is a tracker run of its own",
+    )
+    sweep.add_argument(
         "--slurm",
         action="append",
         default=[],
@@ -81,9 +87,16 @@ def _sweep(args: argparse.Namespace) -> int:
             prune=not args.no_prune,
             slurm=slurm,
             progress=reporter.update,
+            trackers=_trackers(args.trackers),
         )
     print(describe(summary, args.out), file=sys.stdout if summary["winner"] else sys.stderr)
     return 0 if summary["winner"] else 1
+
+
+def _trackers(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [] if value.strip() == "none" else [name.strip() for name in value.split(",") if name.strip()]
 
 
 def describe(summary: dict, out: Path) -> str:

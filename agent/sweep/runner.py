@@ -27,6 +27,7 @@ from agent.sweep.executors import Executor
 from agent.sweep.space import Space
 from agent.sweep.study import suggest, trial_id
 from trainer.rundir import RunDir, StepsTail, tokens_per_s, write_json
+from trainer.trackers import RUN_GROUP_ENV, RUN_NAME_ENV
 
 POLL_S = 0.5
 TRIAL_FILE = "trial.json"  # the sweep's record of a trial: id, optuna number, parameters, devices
@@ -47,6 +48,7 @@ class Settings:
     timeout_s: float | None
     hang_s: float | None
     env: dict[str, str] = field(default_factory=dict)
+    trackers: list[str] | None = None  # what every trial logs to instead of the experiment's train.trackers
 
     @property
     def timed_after(self) -> int:
@@ -242,15 +244,20 @@ class Runner:
         trial.set_user_attr("trial_id", tid)
         point = self.space.point(point_id)
         directory = self.directory / "trials" / tid
+        overrides = point.overrides(continuous)
+        if self.settings.trackers is not None:
+            overrides.append(f"train.trackers={json.dumps(self.settings.trackers)}")
+        # Each trial is a tracker run of its own, named by the sweep and the trial, grouped by the sweep.
+        sweep = self.directory.name
         request = {
             "experiment": self.settings.experiment,
             "nproc": point.nproc,
             "layout": point.layout_arg,
             "steps": self.settings.trial_steps,
-            "overrides": point.overrides(continuous),
+            "overrides": overrides,
             "timeout_s": self.settings.timeout_s,
             "hang_s": self.settings.hang_s,
-            "env": self.settings.env,
+            "env": {**self.settings.env, RUN_NAME_ENV: f"{sweep}/{tid}", RUN_GROUP_ENV: sweep},
         }
         return Active(trial, tid, directory, point.nproc, request)
 
