@@ -49,6 +49,7 @@ def test_metrics_follow_the_contract(runs):
     assert metrics["tokens_per_s"] == pytest.approx(sum(s["tokens"] for s in timed) / sum(s["step_s"] for s in timed))
     assert len(metrics["peak_mem_bytes"]) == 2 and min(metrics["peak_mem_bytes"]) > 0
     assert metrics["final_loss"] == steps[-1]["loss"]
+    assert all(0 <= s["data_wait_s"] <= s["step_s"] for s in steps)  # the wait for rows the read-ahead had not read
     assert len(metrics["config_hash"]) == 16 and metrics["seed"] == 0
     assert metrics["versions"]["torch"] and metrics["versions"]["transformers"]
     assert runs[1].read_metrics()["config_hash"] != metrics["config_hash"]  # the layout differs

@@ -301,14 +301,14 @@ def _save_memory_snapshot(training: Training) -> None:
 
 def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResult, list[dict], dict]:
     """Take the step's rows (read ahead while the previous step ran), accumulate gradients, clip, update. Timed
-    from taking the rows (waiting for them, if the read-ahead has not finished) to the update's end."""
+    from taking the rows (waiting for them, if the read-ahead has not finished: `data_wait_s`, part of `step_s`) to
+    the update's end."""
     spec, device = training.experiment.train, training.worker.device
     started = time.perf_counter()
     last_step = training.state.step + 1 >= spec.steps
-    micro_batches = [
-        {k: _to_device(v, device) for k, v in batch.items()}
-        for batch in training.batches.step_batches(training.state.next_row, prefetch_next=not last_step)
-    ]
+    batches = training.batches.step_batches(training.state.next_row, prefetch_next=not last_step)
+    data_wait = time.perf_counter() - started  # what the read-ahead had not finished: the step waited on data
+    micro_batches = [{k: _to_device(v, device) for k, v in batch.items()} for batch in batches]
     # Each cp rank trains on its share of every row; the full rows stay for counting attention pairs.
     model_batches = [training.context.shard(b) for b in micro_batches] if training.context else micro_batches
     if spec.attention == "flex":  # built once per micro-batch, outside the model's timed layers
@@ -348,6 +348,7 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
         "tokens": result.input_tokens,
         "target_tokens": result.target_tokens,
         "step_s": seconds,
+        "data_wait_s": data_wait,
         "grad_norm": grad_norm,
         **noise,
         **extra,
