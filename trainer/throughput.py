@@ -471,7 +471,8 @@ def calibration_records(hardware: Hardware) -> list[dict]:
 
 
 def _calibration_path(hardware: Hardware) -> Path:
-    return calibration_dir() / f"{hardware.key}.v2.json"  # v2: records carry every FEATURE
+    # v3: compute_s holds memory traffic and launches too; records of the compute-only model (v2) fit other seconds
+    return calibration_dir() / f"{hardware.key}.v3.json"
 
 
 def _kv_ratio(config: PretrainedConfig) -> float:
