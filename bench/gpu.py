@@ -333,7 +333,8 @@ def planner(bench: Bench) -> dict:
         if probed:
             estimate = predict_run(experiment, config, hardware, grad_accum)
             row.update(probe_step_s=estimate.step_s, probe_ratio=estimate.step_s / run["median_step_s"],
-                       compute_s=estimate.compute_s, comm_s=estimate.comm_s)  # fmt: skip
+                       matmul_s=estimate.matmul_s, memory_s=estimate.memory_s, launch_s=estimate.launch_s,
+                       comm_s=estimate.comm_s)  # fmt: skip
         rows[name] = row
     return {"note": "uncalibrated: stated figures, and this machine's probe where the probe section ran",
             "probed": probed, "runs": rows}  # fmt: skip
