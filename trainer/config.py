@@ -42,6 +42,18 @@ class DataSpec:
     text_field: str = "text"  # the column holding the text in jsonl/parquet files
     text_unit: str = "paragraph"  # how .txt files split into documents: paragraph | line | file
     shuffle: bool = True
+    # Fine-tuning (trainer.chat_data): text | instruction | chat. Instruction and chat read .jsonl files and count
+    # the loss on response (assistant) tokens only.
+    format: str = "text"
+    prompt_field: str = "prompt"  # instruction: the field holding the prompt
+    response_field: str = "response"  # instruction: the field holding the response
+    messages_field: str = "messages"  # chat: the field holding the list of {role, content} turns
+    chat_template: str | None = None  # a named template (simple) or a Jinja file; default: the tokenizer's own
+
+
+# Data keys added after runs were recorded: left out of config.yaml and the hash while at their defaults, so the
+# files and hashes of earlier runs stay as they were.
+_LATER_DATA_KEYS = ("format", "prompt_field", "response_field", "messages_field", "chat_template")
 
 
 @dataclass
@@ -142,6 +154,10 @@ class Experiment:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d.pop("base_dir")
+        defaults = DataSpec()
+        for key in _LATER_DATA_KEYS:
+            if d["data"][key] == getattr(defaults, key):
+                del d["data"][key]
         return d
 
     def config_hash(self) -> str:

@@ -9,7 +9,7 @@ are the same whatever the layout, micro-batch or accumulation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from trainer.cache import cached_dir, fingerprint
+from trainer.chat_data import check_format
 from trainer.config import ConfigError, DataSpec
 from trainer.corpus import BUILTIN_PREFIX, builtin_documents, builtin_fingerprint, builtin_names
 from trainer.packing import row_from_segments
@@ -32,6 +33,7 @@ def data_sources(spec: DataSpec, base_dir: Path) -> list[str]:
     entries = [spec.train] if isinstance(spec.train, str) else list(spec.train)
     if not entries:
         raise ConfigError("data.train: no training data given")
+    check_format(spec, entries)
     builtins = [e for e in entries if e.startswith(BUILTIN_PREFIX)]
     if builtins:
         name = builtins[0][len(BUILTIN_PREFIX) :]
@@ -59,6 +61,8 @@ def sources_fingerprint(spec: DataSpec, sources: list[str]) -> str:
     if sources[0].startswith(BUILTIN_PREFIX):
         return fingerprint(sources[0], builtin_fingerprint(sources[0][len(BUILTIN_PREFIX) :]))
     stats = [(s, Path(s).stat().st_size, Path(s).stat().st_mtime_ns) for s in sources]
+    if spec.format != "text":
+        return fingerprint(stats, spec.format, spec.prompt_field, spec.response_field, spec.messages_field)
     return fingerprint(stats, spec.text_field, spec.text_unit)
 
 
@@ -90,14 +94,24 @@ def read_documents(spec: DataSpec, sources: list[str]) -> list[str]:
 
 @dataclass
 class TokenizedCorpus:
-    """Every document's token ids followed by end-of-sequence, concatenated; offsets delimit documents."""
+    """Every document's token ids followed by end-of-sequence, concatenated; offsets delimit documents.
+
+    Fine-tuning corpora (trainer.chat_data) hold rendered examples instead, without end-of-sequence (the template
+    ends each turn its own way), and `targets`: per token, whether the loss counts it (the responses).
+    """
 
     tokens: np.ndarray
     offsets: np.ndarray
+    targets: np.ndarray | None = None
 
     @classmethod
     def load(cls, directory: Path) -> TokenizedCorpus:
-        return cls(np.load(directory / "tokens.npy", mmap_mode="r"), np.load(directory / "offsets.npy"))
+        targets = directory / "targets.npy"
+        return cls(
+            np.load(directory / "tokens.npy", mmap_mode="r"),
+            np.load(directory / "offsets.npy"),
+            np.load(targets, mmap_mode="r") if targets.is_file() else None,
+        )
 
     @property
     def lengths(self) -> np.ndarray:
@@ -109,16 +123,36 @@ def prepare_corpus(tokenizer, key: str, read: Callable[[], list[str]]) -> Path:
 
     def build(out: Path) -> None:
         texts = read()
-        chunks, lengths = [], []
+        chunks = []
         eos = np.array([tokenizer.eos_token_id], dtype=np.uint32)
         for start in range(0, len(texts), 1024):  # uint32 per batch: Python ints would cost ~10x the memory
             for ids in tokenizer(texts[start : start + 1024], add_special_tokens=False)["input_ids"]:
-                chunks += [np.asarray(ids, dtype=np.uint32), eos]
-                lengths.append(len(ids) + 1)
-        np.save(out / "tokens.npy", np.concatenate(chunks))
-        np.save(out / "offsets.npy", np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]))
+                chunks.append(np.concatenate([np.asarray(ids, dtype=np.uint32), eos]))
+        _save_corpus(out, chunks)
 
     return cached_dir("tokenized", fingerprint(TOKENIZED_VERSION, key), build)
+
+
+def prepare_example_corpus(key: str, read: Callable[[], Iterable[tuple[list[int], list[bool]]]]) -> Path:
+    """Like prepare_corpus for examples already tokenized, each as (token ids, whether the loss counts each)."""
+
+    def build(out: Path) -> None:
+        examples = list(read())
+        _save_corpus(
+            out,
+            [np.asarray(ids, dtype=np.uint32) for ids, _ in examples],
+            [np.asarray(counted, dtype=bool) for _, counted in examples],
+        )
+
+    return cached_dir("tokenized", fingerprint(TOKENIZED_VERSION, "examples", key), build)
+
+
+def _save_corpus(out: Path, documents: list[np.ndarray], targets: list[np.ndarray] | None = None) -> None:
+    np.save(out / "tokens.npy", np.concatenate(documents))
+    lengths = [len(d) for d in documents]
+    np.save(out / "offsets.npy", np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]))
+    if targets is not None:
+        np.save(out / "targets.npy", np.concatenate(targets))
 
 
 class RowSource:
@@ -153,35 +187,47 @@ class RowSource:
         epoch, index = divmod(index, self.rows_per_epoch)
         self._enter_epoch(epoch)
         width = self.seq_len + 1
-        tokens = np.zeros(width, dtype=np.int64)
-        segments = np.full(width, -1, dtype=np.int64)
+        row = _Row(np.zeros(width, dtype=np.int64), np.full(width, -1, dtype=np.int64), np.ones(width, dtype=bool))
         if self.packing:
             start = index * self.seq_len
-            self._fill_stream(start, tokens, segments)
+            self._fill_stream(start, row)
         else:
             k = int(np.searchsorted(self._starts, index, side="right") - 1)
-            piece = index - self._starts[k]
-            doc = self._document(k)[piece * self.seq_len : piece * self.seq_len + width]
-            tokens[: len(doc)], segments[: len(doc)] = doc, k
-        return row_from_segments(tokens, segments)
+            self._copy(k, (index - self._starts[k]) * self.seq_len, row, 0)
+        counted = row.counted if self.corpus.targets is not None else None
+        return row_from_segments(row.tokens, row.segments, counted)
 
-    def _document(self, k: int) -> np.ndarray:
+    def _copy(self, k: int, skip: int, row: _Row, at: int) -> int:
+        """Copy the epoch's document k, from its token `skip`, into the row from position `at`: how many fit."""
         d = self._order[k]
-        return np.asarray(self.corpus.tokens[self.corpus.offsets[d] : self.corpus.offsets[d + 1]])
+        begin, end = self.corpus.offsets[d] + skip, self.corpus.offsets[d + 1]
+        take = int(min(end - begin, len(row.tokens) - at))
+        source, target = slice(begin, begin + take), slice(at, at + take)
+        row.tokens[target], row.segments[target] = self.corpus.tokens[source], k
+        if self.corpus.targets is not None:
+            row.counted[target] = self.corpus.targets[source]
+        return take
 
-    def _fill_stream(self, start: int, tokens: np.ndarray, segments: np.ndarray) -> None:
-        """Copy stream positions [start, start + len(tokens)) of the epoch's concatenation."""
+    def _fill_stream(self, start: int, row: _Row) -> None:
+        """Copy stream positions [start, start + len(row.tokens)) of the epoch's concatenation."""
         k = int(np.searchsorted(self._starts, start, side="right") - 1)
         filled = 0
-        while filled < len(tokens) and k < len(self._order):
-            doc = self._document(k)[start + filled - self._starts[k] :]
-            take = min(len(doc), len(tokens) - filled)
-            tokens[filled : filled + take], segments[filled : filled + take] = doc[:take], k
-            filled, k = filled + take, k + 1
+        while filled < len(row.tokens) and k < len(self._order):
+            filled += self._copy(k, start + filled - self._starts[k], row, filled)
+            k += 1
 
     def batch(self, indices: list[int]) -> dict[str, torch.Tensor]:
         rows = [self.row(i) for i in indices]
         return {key: torch.from_numpy(np.stack([r[key] for r in rows])) for key in rows[0]}
+
+
+@dataclass
+class _Row:
+    """A row being filled: seq_len + 1 tokens, their segment ids, and whether the loss may count each token."""
+
+    tokens: np.ndarray
+    segments: np.ndarray
+    counted: np.ndarray
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ import yaml
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
 from trainer.attention import AttentionError, choose_attention, head_dim
+from trainer.cache import fingerprint
+from trainer.chat_data import chat_template, check_template_available, example_texts, read_examples, rendered_examples
 from trainer.checkpoint import checkpoint_step, latest
 from trainer.config import ConfigError, Experiment, load_experiment, resolve_precision
 from trainer.context_parallel import check_context_parallel
@@ -29,6 +31,7 @@ from trainer.data import (
     data_sources,
     plan_batches,
     prepare_corpus,
+    prepare_example_corpus,
     read_documents,
     sources_fingerprint,
 )
@@ -183,12 +186,30 @@ def prepare_data(experiment: Experiment, config: PretrainedConfig) -> TrainingDa
     """The tokenizer (trained on first use) and the tokenized corpus (cached) a run trains on: the expensive part
     of preparing a run, and what evaluation and benchmarks rebuild to read a run's data as it did."""
     base_dir = Path(experiment.base_dir)
-    sources = data_sources(experiment.data, base_dir)
-    data_key = sources_fingerprint(experiment.data, sources)
-    documents = lambda: read_documents(experiment.data, sources)  # noqa: E731 - read only when not cached
+    spec = experiment.data
+    sources = data_sources(spec, base_dir)
+    data_key = sources_fingerprint(spec, sources)
+    if spec.format != "text":
+        return _prepare_examples(experiment, config, sources, data_key)
+    documents = lambda: read_documents(spec, sources)  # noqa: E731 - read only when not cached
     tokenizer = _load_tokenizer(experiment, config.vocab_size, documents, data_key)
     check_vocabulary(config, len(tokenizer))  # before the corpus is tokenized with it
     data_dir = prepare_corpus(tokenizer, f"{data_key}:{tokenizer_fingerprint(tokenizer)}", documents)
+    return TrainingData(tokenizer, data_key, data_dir)
+
+
+def _prepare_examples(
+    experiment: Experiment, config: PretrainedConfig, sources: list[str], data_key: str
+) -> TrainingData:
+    """prepare_data for instruction and chat data (trainer.chat_data): rendered with a chat template, masked."""
+    spec, base_dir = experiment.data, Path(experiment.base_dir)
+    check_template_available(spec, experiment.tokenizer, base_dir)  # before a tokenizer is trained
+    texts = lambda: example_texts(read_examples(spec, sources))  # noqa: E731 - read only when not cached
+    tokenizer = _load_tokenizer(experiment, config.vocab_size, texts, data_key)
+    template = chat_template(spec, tokenizer, experiment.tokenizer, base_dir)
+    check_vocabulary(config, len(tokenizer))
+    key = f"{data_key}:{tokenizer_fingerprint(tokenizer)}:{fingerprint(template)}"
+    data_dir = prepare_example_corpus(key, lambda: rendered_examples(spec, sources, tokenizer, template))
     return TrainingData(tokenizer, data_key, data_dir)
 
 

@@ -17,11 +17,20 @@ import torch
 IGNORE_INDEX = -100  # label of positions that predict nothing (padding, last token of a document)
 
 
-def row_from_segments(tokens: np.ndarray, segments: np.ndarray) -> dict[str, np.ndarray]:
-    """Turn seq_len + 1 tokens and their segment ids into one training row of seq_len positions."""
+def row_from_segments(
+    tokens: np.ndarray, segments: np.ndarray, counted: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """Turn seq_len + 1 tokens and their segment ids into one training row of seq_len positions.
+
+    `counted` (fine-tuning data) marks the tokens the loss may predict, the responses: position i's label is token
+    i + 1 only where that token is counted and in the same document, so a prompt is never a target, and neither
+    is the first token of the next document.
+    """
     inputs, segment_ids = tokens[:-1], segments[:-1]
-    same_document = (segments[:-1] == segments[1:]) & (segment_ids >= 0)
-    labels = np.where(same_document, tokens[1:], IGNORE_INDEX)
+    is_target = (segments[:-1] == segments[1:]) & (segment_ids >= 0)  # the next token is of the same document
+    if counted is not None:
+        is_target &= counted[1:]
+    labels = np.where(is_target, tokens[1:], IGNORE_INDEX)
     index = np.arange(len(inputs))
     is_start = np.ones(len(inputs), dtype=bool)
     is_start[1:] = segment_ids[1:] != segment_ids[:-1]
