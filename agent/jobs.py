@@ -1,7 +1,8 @@
-"""A training run as a background job: `start_run` returns at once, the run's logs and results land on disk.
+"""A training run or a sweep as a background job: `start_run` and `start_sweep` return at once, the logs and results
+land on disk.
 
 Each job has a tiny supervisor process (`python -m agent.jobs OUT TOKEN`, in a session of its own so it outlives
-the caller) that runs `python -m agent.cli train ... --out OUT` and watches it:
+the caller) that runs `python -m agent.cli train ... --out OUT` (or `sweep`) and watches it:
 
 - a time limit (`timeout_s`) for the whole run, and a hang limit (`hang_s`): no new steps.jsonl line for that
   long after the first step (before it, data and tokenizer preparation may legitimately take minutes).
@@ -14,10 +15,18 @@ group (a session of its own, a reparented orphan), so killing the group alone co
 job also inherits an environment variable naming the job (MESHPILOT_JOB), and stopping a job kills every process
 that carries it, whatever its session or parent (found through psutil).
 
+A sweep job starts its trials as jobs of their own, and a job started from inside another job belongs to it: its
+supervisor is tied to the process that started it (SIGKILL of the sweep's supervisor takes the sweep, every trial
+supervisor and every trial's run with it), and its processes also carry the outer job's token (MESHPILOT_OWNERS), so
+stopping the sweep finds them. A sweep started by hand (`meshpilot sweep`) is in no job: its trials outlive it, and
+the sweep resumed adopts them.
+
 OUT/job.json is the job's record: the command, the supervisor's pid, pgid and host, and once the run ended its
 state ("ok", "failed", "oom", "timeout", "nan", "cancelled", "pruned" for a sweep trial stopped early, or "killed"
 when the supervisor died before the run ended) and cause. Several processes update it (the supervisor,
-`cancel_run`, the first reader to find the supervisor dead), always under a file lock.
+`cancel_run`, the first reader to find the supervisor dead), always under a file lock. A sweep's record says
+"kind": "sweep" and its result is summary.json, a run's metrics.json (a run's record has no kind, so that those
+written before sweeps were jobs read the same).
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +50,17 @@ from filelock import FileLock
 
 from trainer.config import ConfigError, load_experiment
 from trainer.layout import Layout, LayoutError
-from trainer.lifeline import tied_env
+from trainer.lifeline import PARENT_ENV, tie_to_parent, tied_env
 from trainer.rundir import RUN_STATUSES, RunDir, StepsTail, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 MARKER = "MESHPILOT_JOB"  # inherited by every process of a job: how a job's processes are found
+OWNERS = "MESHPILOT_OWNERS"  # the tokens of the jobs a job was started from, comma-separated (a trial's sweep)
 JOB_FILE = "job.json"
 LOG_FILE = "job.log"  # what the launcher (and the supervisor) printed
+LOCK_FILE = ".job.lock"
+SWEEP = "sweep"  # job.json's "kind" of a sweep job
+RESULTS = {"run": "metrics.json", SWEEP: "summary.json"}  # what a job of each kind writes when it ended
 KILLED = "killed"  # the supervisor died (SIGKILL, a lost machine) before the run ended: no verdict, no results
 TERMINAL = RUN_STATUSES
 POLL_S = 0.5
@@ -60,13 +75,32 @@ def start_run(experiment: Path, out: Path, **options: Any) -> str:
     CUDA_VISIBLE_DEVICES: how a sweep gives parallel trials disjoint devices.
     """
     out = Path(out).absolute()
+    return _start(out, "run", partial(prepare_job, experiment, out, **options), options.get("env"))
+
+
+def start_sweep(
+    experiment: Path, out: Path, *, trials: int | None = None, timeout_s: float | None = None, env: dict | None = None
+) -> str:
+    """Start `meshpilot sweep EXPERIMENT --out OUT` in the background and return its id (the name of `out`) at once.
+
+    The sweep is a job like a run (job.json beside its files in `out`, the same status, wait and cancel), started
+    and adopted the same way; its trials are jobs it owns (see the module docstring). `trials` defaults to
+    search.trials. A mistake only the sweep finds (a space nothing fits in) ends the job "failed" with its line.
+    """
+    out = Path(out).absolute()
+    return _start(out, SWEEP, partial(_prepare_sweep, experiment, out, trials, timeout_s, env), env)
+
+
+def _start(out: Path, kind: str, prepare: Callable[[], dict], env: dict | None) -> str:
+    """Prepare and spawn the job in `out`, unless one is there: a job that is going or ended ok is adopted (its id
+    returned), one that ended otherwise is refused."""
     existing = _existing_state(out)
     if existing in ("ok", "queued", "running"):
         return out.name
     if existing is not None:
-        raise ConfigError(f"{out} holds a run that ended {existing}; choose another run directory")
-    prepare_job(experiment, out, **options)
-    _spawn_supervisor(out, options.get("env") or {})
+        raise ConfigError(f"{out} holds a {kind} that ended {existing}; choose another {kind} directory")
+    prepare()
+    _spawn_supervisor(out, env or {})
     return out.name
 
 
@@ -100,18 +134,48 @@ def prepare_job(
     if layout is not None:
         command.append(f"--layout={layout}")
     command += [f"--set={o}" for o in overrides]
+    return _write_job(
+        out,
+        command,
+        steps=loaded.train.steps,
+        timeout_s=timeout_s,
+        hang_s=hang_s,
+        cpus=cpus,
+        visible_devices=visible_devices,
+        threads=_threads_per_process(cpus, nproc),
+        env_keys=sorted(env or {}),  # names only: values may be secrets
+    )
+
+
+def _prepare_sweep(experiment: Path, out: Path, trials: int | None, timeout_s: float | None, env: dict | None) -> dict:
+    """The sweep's quick checks (the experiment loads, the trial count) and its job.json; the sweep checks the rest."""
+    experiment = Path(experiment).absolute()
+    trials = load_experiment(experiment).search.trials if trials is None else trials
+    if trials < 1:
+        raise ConfigError(f"a sweep needs at least one trial, got {trials}")
+    _check_request(None, None, timeout_s, None, None, env)
+    if (out / "sweep.json").exists():
+        raise ConfigError(f"{out} holds another sweep; choose another sweep directory")
+    command = [sys.executable, "-m", "agent.cli", "sweep", str(experiment), "--out", str(out), f"--trials={trials}"]
+    fields = {"kind": SWEEP, "experiment": str(experiment), "trials": trials, "timeout_s": timeout_s}
+    return _write_job(out, command, **fields, env_keys=sorted(env or {}))
+
+
+def _write_job(out: Path, command: list[str], **fields: Any) -> dict:
+    """Write job.json for `command` (state "queued"); `fields` fill in or add to the record's defaults."""
     job = {
         "run_id": out.name,
         "token": uuid.uuid4().hex,
         "command": command,
         "started": time.time(),  # informational: the watchdog measures time with a monotonic clock
-        "steps": loaded.train.steps,
-        "timeout_s": timeout_s,
-        "hang_s": hang_s,
-        "cpus": cpus,
-        "visible_devices": visible_devices,
-        "threads": _threads_per_process(cpus, nproc),
-        "env_keys": sorted(env or {}),  # names only: values may be secrets
+        "steps": None,
+        "timeout_s": None,
+        "hang_s": None,
+        "cpus": None,
+        "visible_devices": None,
+        "threads": None,
+        "env_keys": [],
+        **fields,
         "state": "queued",
         "cause": None,
         "creator": _identity(),  # the process that wrote this record and is about to start its supervisor
@@ -127,25 +191,31 @@ def prepare_job(
 
 
 def run_status(out: Path) -> dict:
-    """{"run_id", "state", "cause", "step", "steps", "metrics"}: state is queued, running, ok, failed, oom,
-    timeout, nan, cancelled (or pruned, for a sweep trial stopped early)."""
+    """{"run_id", "kind", "state", "cause", "step", "steps", "metrics"}: state is queued, running, ok, failed, oom,
+    timeout, nan, cancelled (or pruned, for a sweep trial stopped early). A sweep's (kind "sweep") adds "summary"
+    (None until it ended) and "trials_ended"."""
     out = Path(out)
-    run, job = RunDir(out), read_job(out)
-    metrics = run.read_metrics()
-    if job is None and metrics is None:
+    job = read_job(out)
+    kind = _kind(job)
+    results = _results(out, kind)
+    if job is None and results is None:
         raise ConfigError(f"no run in {out} (neither {JOB_FILE} nor metrics.json)")
-    state, cause = _state(job, metrics)
+    state, cause = _state(job, kind, results)
     if state == KILLED and job["state"] != KILLED:  # the first reader to find the supervisor dead records it
         record_state(out, state, cause)
-    steps = job["steps"] if job else metrics.get("steps")
-    return {
+    status = {
         "run_id": out.name,
+        "kind": kind,
         "state": state,
         "cause": cause,
-        "step": _last_step(run),
-        "steps": steps,
-        "metrics": metrics,
+        "step": _last_step(RunDir(out)),
+        "steps": job["steps"] if job else results.get("steps"),
+        "metrics": results if kind == "run" else None,
     }
+    if kind == SWEEP:
+        ended = [d for d in _owned_dirs(out, job) if (read_job(d) or {}).get("state") in TERMINAL]
+        status |= {"summary": results, "trials_ended": len(ended)}
+    return status
 
 
 def cancel_run(out: Path, *, state: str = "cancelled", cause: str | None = None) -> bool:
@@ -165,11 +235,12 @@ def cancel_run(out: Path, *, state: str = "cancelled", cause: str | None = None)
         if job["pid"] and process_alive(job["pid"], job.get("pid_start")):
             _signal(job["pid"], signal.SIGKILL)  # first: its run dies with it, and it starts nothing more
         kill_job_processes(job["token"])
+        _end_owned(out, job, state)
     return True
 
 
 def wait_run(out: Path, timeout_s: float | None = None) -> dict:
-    """Wait until the run ends (or `timeout_s` passes: then the status says it is still going)."""
+    """Wait until the job (a run or a sweep) ends, or `timeout_s` passes: then the status says it is still going."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         status = run_status(out)
@@ -216,8 +287,9 @@ def supervise(out: Path, env: dict | None = None, token: str | None = None) -> s
         launcher.wait()
         if out.is_dir():
             record_state(out, *verdict)
+            _end_owned(out, job, verdict[0])
     else:
-        state, cause = _outcome(out, launcher.returncode)
+        state, cause = _outcome(out, job, launcher.returncode)
         record_state(out, state, cause)
     return read_job(out)["state"]
 
@@ -250,16 +322,33 @@ def _ending(out: Path) -> bool:
     return run.metrics.is_file() or any(run.path.glob("failure.rank*.json"))
 
 
-def _outcome(out: Path, returncode: int) -> tuple[str, str | None]:
-    """The state of a run whose launcher exited by itself."""
-    metrics = RunDir(out).read_metrics()
-    if metrics is not None:
-        return _classify(metrics)
+def _outcome(out: Path, job: dict, returncode: int) -> tuple[str, str | None]:
+    """The state of a job whose launcher exited by itself."""
+    kind = _kind(job)
+    results = _results(out, kind)
+    if results is not None:
+        return _verdict(kind, results)
     log = (out / LOG_FILE).read_text(errors="replace").splitlines() if (out / LOG_FILE).is_file() else []
     errors = [line.removeprefix("meshpilot: error: ") for line in log if line.startswith("meshpilot: error: ")]
     if errors:
         return "failed", errors[-1]
     return "failed", f"the launcher exited with code {returncode} and wrote no results (see {LOG_FILE})"
+
+
+def _kind(job: dict | None) -> str:
+    return (job or {}).get("kind", "run")
+
+
+def _results(out: Path, kind: str) -> dict | None:
+    """What the job wrote when it ended (a run's metrics.json, a sweep's summary.json), or None."""
+    path = Path(out) / RESULTS[kind]
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _verdict(kind: str, results: dict) -> tuple[str, str | None]:
+    """A sweep that wrote its summary ran to its end, whether a trial won or not (the summary says); a run's
+    metrics say how it ended."""
+    return ("ok", None) if kind == SWEEP else _classify(results)
 
 
 def _classify(metrics: dict) -> tuple[str, str | None]:
@@ -268,9 +357,9 @@ def _classify(metrics: dict) -> tuple[str, str | None]:
     return (status if status in TERMINAL else "failed"), metrics.get("error")
 
 
-def _state(job: dict | None, metrics: dict | None) -> tuple[str, str | None]:
+def _state(job: dict | None, kind: str, results: dict | None) -> tuple[str, str | None]:
     if job is None:
-        return _classify(metrics)
+        return _verdict(kind, results)
     if job["state"] in TERMINAL:
         return job["state"], job["cause"]
     if job["pid"] is None and job["executor"] is None and not process_alive(**_creator(job)):
@@ -279,9 +368,21 @@ def _state(job: dict | None, metrics: dict | None) -> tuple[str, str | None]:
         return job["state"], None  # not started yet (a SLURM queue), or running on another node
     if process_alive(job["pid"], job.get("pid_start")):
         return job["state"], None
-    if metrics is not None:  # the supervisor died after the run ended
-        return _classify(metrics)
-    return KILLED, f"the job's supervisor (pid {job['pid']}) died before the run ended, and the run with it"
+    if results is not None:  # the supervisor died after the job ended
+        return _verdict(kind, results)
+    return KILLED, f"the job's supervisor (pid {job['pid']}) died before the {kind} ended, and the {kind} with it"
+
+
+def _owned_dirs(out: Path, job: dict | None) -> list[Path]:
+    """The directories of the jobs this job started: a sweep's trials (agent.sweep keeps them in trials/)."""
+    return sorted((Path(out) / "trials").glob("*/")) if _kind(job) == SWEEP else []
+
+
+def _end_owned(out: Path, job: dict, state: str) -> None:
+    """Record the end of the jobs stopped with this one (a sweep's trials), which would otherwise read as killed."""
+    for owned in _owned_dirs(out, job):
+        if read_job(owned) is not None:
+            record_state(owned, "cancelled", f"stopped with its {_kind(job)} ({state})")
 
 
 def _creator(job: dict) -> dict[str, Any]:
@@ -337,11 +438,17 @@ _SUPERVISORS: list[subprocess.Popen] = []
 def _spawn_supervisor(out: Path, env: dict) -> None:
     _SUPERVISORS[:] = [p for p in _SUPERVISORS if p.poll() is None]
     job = read_job(out)
+    child_env = _child_env(job, env)
+    owners = _enclosing_jobs()
+    if owners:  # started by a job (a sweep its trial): the job owns this one, which dies with the caller
+        child_env = tied_env({**child_env, OWNERS: ",".join(owners)})
+    else:  # detached: a variable left over from elsewhere must not tie it to anything
+        child_env.pop(PARENT_ENV, None)
     with (out / LOG_FILE).open("a") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "agent.jobs", str(out), job["token"]],
             cwd=REPO,
-            env=_child_env(job, env),
+            env=child_env,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -350,6 +457,18 @@ def _spawn_supervisor(out: Path, env: dict) -> None:
     _SUPERVISORS.append(process)
     # The supervisor records the same itself; written here too so that a reader never sees a job with no pid.
     update_job(out, pid=process.pid, pgid=process.pid, host=socket.gethostname(), pid_start=start_time(process.pid))
+
+
+def _enclosing_jobs() -> list[str]:
+    """The tokens of the jobs this process belongs to, outermost first; none outside every job."""
+    if MARKER not in os.environ:
+        return []
+    return [*filter(None, os.environ.get(OWNERS, "").split(",")), os.environ[MARKER]]
+
+
+def is_job_file(name: str) -> bool:
+    """Whether a file of a directory is one the job machinery writes there (its record, log and lock)."""
+    return name in (JOB_FILE, LOG_FILE) or name.startswith(".job.")  # .job.json.* while job.json is replaced
 
 
 def _identity() -> dict[str, Any]:
@@ -375,7 +494,7 @@ def update_job(out: Path, **fields: Any) -> None:
 
 
 def _locked(out: Path) -> FileLock:
-    return FileLock(Path(out) / ".job.lock")
+    return FileLock(Path(out) / LOCK_FILE)
 
 
 def _last_step(run: RunDir) -> int:
@@ -391,10 +510,14 @@ def _last_step(run: RunDir) -> int:
 
 
 def job_processes(token: str) -> list[int]:
-    """Pids of the live processes that carry this job's marker (a process whose environment cannot be read, another
-    user's or a zombie, is not one of them)."""
+    """Pids of the live processes that carry this job's marker, or name it among their owners (a sweep's trials; a
+    process whose environment cannot be read, another user's or a zombie, is not one of them)."""
     processes = psutil.process_iter(["environ"])  # environ None where psutil may not read it
-    return [p.pid for p in processes if (p.info["environ"] or {}).get(MARKER) == token]
+    return [p.pid for p in processes if _of_job(p.info["environ"] or {}, token)]
+
+
+def _of_job(environ: dict[str, str], token: str) -> bool:
+    return environ.get(MARKER) == token or token in environ.get(OWNERS, "").split(",")
 
 
 def kill_job_processes(token: str) -> None:
@@ -454,4 +577,5 @@ def _seconds(start: float) -> float:
 
 
 if __name__ == "__main__":
+    tie_to_parent()  # a job started from inside another (a sweep's trial) dies with it; see _spawn_supervisor
     supervise(Path(sys.argv[1]), token=sys.argv[2])

@@ -10,8 +10,8 @@ launch anything; a request that is ambiguous gets one clarifying question.
     /run [nproc=N] [layout=dp_shard=2] [steps=N] [set=train.lr=1e-3]... [experiment=FILE] [wait=no]
     /status [RUN]   /results [RUN]   /cancel [RUN]   /compare RUN RUN   /runs   /hardware   /read PATH
     /trials [sweep=DIR]   /where   /docs
-    /sweep [trials=N] [experiment=FILE]   /bench model=DIR [suite=NAME]   /report [sweep=DIR]   /pr [sweep=DIR]
-    /help
+    /sweep [trials=N] [experiment=FILE] [wait=no]   /bench model=DIR [suite=NAME]   /report [sweep=DIR]
+    /pr [sweep=DIR]   /help
     "would FSDP be faster than DDP for a 7B llama on 8 H100s?", "how much memory did the optimizer state take in
     that run?", "train it with FSDP on 2 processes for 5 steps", "why did FSDP win?"
 """
@@ -19,6 +19,7 @@ launch anything; a request that is ambiguous gets one clarifying question.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,11 +40,11 @@ from agent.replies import (
     describe_fields,
     describe_file,
     describe_hardware,
+    describe_job,
     describe_plan,
     describe_report,
     describe_run,
     describe_runs,
-    describe_sweep,
     describe_where,
     explain_plan,
     explain_sweep,
@@ -165,7 +166,7 @@ def _why(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMess
     if turn and (turn[-1].error or turn[-1].rejected):
         return _failed(turn[-1])
     asked = intent.families[0] if intent.families else None
-    found = [s for s in _steps([*earlier]) + turn if s.name in ("plan_layouts", "run_sweep", "read_sweep")]
+    found = [s for s in _steps([*earlier]) + turn if s.name in ("plan_layouts", "read_sweep") or _swept(s)]
     found = [s for s in found if s.result and not s.rejected]
     if found:
         latest = found[-1]
@@ -191,6 +192,58 @@ def _run(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMess
             return AIMessage(f"Started run {last.result['run']} (run id {last.result['run_id']}); ask /status.")
         return _call("wait_run", run=last.result["run"])
     return AIMessage(describe_run(last.result))
+
+
+def _sweep(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMessage:
+    """Start a sweep (a background job), then wait for it unless told not to, and describe its summary."""
+    if not turn:
+        return _call("run_sweep", **_typed({k: intent.args[k] for k in ("experiment", "trials") if k in intent.args}))
+    last = turn[-1]
+    if last.error or last.rejected:
+        return _failed(last)
+    if last.name == "run_sweep":
+        if intent.args.get("wait", "yes") == "no":
+            started = last.result
+            return AIMessage(f"Started sweep {started['sweep']} (job id {started['job_id']}); ask whether it is done.")
+        return _call("wait_for_job", job_id=last.result["job_id"])
+    return AIMessage(describe_job(last.result))
+
+
+def _status(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMessage:
+    """A job's state, waited for when asked to ("wait for it"): a sweep's through wait_for_job, a run's through
+    run_status or wait_run. A sweep this conversation did not start is read from its summary instead."""
+    if turn and turn[-1].name == "wait_for_job":
+        return _finish(turn[-1], describe_job)
+    waiting = intent.args.get("wait") == "yes"
+    sweep = _sweep_job(intent, earlier)
+    if sweep is not None:
+        return _call("wait_for_job", job_id=sweep, **({} if waiting else {"timeout_s": 0}))
+    if re.search(r"\bsweep\b", intent.text.lower()):
+        return _trials(intent, turn, earlier)
+    tool = "wait_run" if waiting else "run_status"
+    return _run_tool(tool, lambda intent, result: describe_run(result))(intent, turn, earlier)
+
+
+def _sweep_job(intent: Intent, earlier: list[BaseMessage]) -> str | None:
+    """The sweep job a status request is about: the one named, else this conversation's when the request says
+    "sweep" or names no run and the sweep was the conversation's latest launch."""
+    named = [word for word in intent.words if word.startswith("sweeps/")]
+    if named:
+        return named[0]
+    launches = [s for s in _steps(earlier) if s.name in ("launch_run", "run_sweep") and s.result and not s.rejected]
+    sweeps = [s for s in launches if s.name == "run_sweep"]
+    if not sweeps:
+        return None
+    lowered = intent.text.lower()
+    about_sweep = re.search(r"\bsweep\b", lowered)
+    if about_sweep or (launches[-1] is sweeps[-1] and not re.search(r"\bruns?\b", lowered) and not intent.words):
+        return sweeps[-1].result["job_id"]
+    return None
+
+
+def _swept(step: Step) -> bool:
+    """A finished sweep's summary, as wait_for_job returned it."""
+    return step.name == "wait_for_job" and isinstance(step.result, dict) and "trials" in step.result
 
 
 def _run_tool(
@@ -390,7 +443,7 @@ HANDLERS: dict[str, Callable[[Intent, list[Step], list[BaseMessage]], AIMessage]
     "plan": _plan,
     "why": _why,
     "run": _run,
-    "status": _run_tool("run_status", lambda intent, result: describe_run(result)),
+    "status": _status,
     "results": _run_tool("read_results", lambda intent, result: answer_results(result, intent.topics)),
     "cancel": _run_tool("cancel_run", lambda intent, result: describe_fields(result)),
     "compare": _compare,
@@ -399,7 +452,7 @@ HANDLERS: dict[str, Callable[[Intent, list[Step], list[BaseMessage]], AIMessage]
     "hardware": _one_call("inspect_hardware", (), describe_hardware),
     "runs": _one_call("list_runs", (), describe_runs),
     "read": _read,
-    "sweep": _one_call("run_sweep", ("experiment", "trials"), describe_sweep),
+    "sweep": _sweep,
     "bench": _one_call("run_benchmark", ("model", "suite"), describe_bench, {"model": _latest_run}),
     "report": _one_call("write_report", ("sweep", "slug"), describe_report, REPORT_INPUTS),
     "pr": _one_call("open_pull_request", ("sweep", "slug"), describe_report, REPORT_INPUTS),

@@ -125,6 +125,18 @@ def describe_run(result: dict) -> str:
     return ", ".join(parts) + f". {where}"
 
 
+def describe_job(result: dict) -> str:
+    """What wait_for_job found: a run's state, or a sweep's (its summary once it ended ok)."""
+    if result.get("kind") != "sweep":
+        return describe_run(result)
+    if result["state"] == "ok" and "trials" in result:
+        return describe_sweep(result)
+    where = f"(source: {result['source']})"
+    if result["state"] in ("queued", "running"):
+        return f"Sweep {result['sweep']} is {result['state']}: {result['trials_ended']} trial(s) ended so far. {where}"
+    return f"Sweep {result['sweep']} is {result['state']}: {result['cause'] or 'no cause recorded'} {where}"
+
+
 def describe_results(result: dict) -> str:
     fields = [f"status {result['status']}"]
     if result.get("final_loss") is not None:

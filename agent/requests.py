@@ -56,7 +56,7 @@ loss layout layouts fastest processes process steps nodes sequence length faster
 prediction predicted measured report documentation benchmark evaluate sweep cancel hardware checkpointing
 activation packing learning rate gradient gradients parameters activations pipeline tensor context parallel
 replicate sharded which where would should could winner latest previous recommended explain trial trials
-throughput utilization utilisation"""
+throughput utilization utilisation progress"""
 VOCABULARY = _VOCABULARY.split()
 _COMMON = """the and that this with what how much did take took does for from into then about
 than was were is it its an on of to in at by be can you me my our we will why when which please show tell give
@@ -139,7 +139,8 @@ def _one_swap(word: str, known: str) -> bool:
 def plain_request(text: str) -> Intent:
     fixed = correct_typos(text)
     lowered = fixed.lower()
-    intent = Intent(_classify(lowered), text=text)
+    waiting = re.search(_WAIT, lowered)  # "wait for the sweep": a status, given once the job ended
+    intent = Intent("status" if waiting else _classify(lowered), {"wait": "yes"} if waiting else {}, text=text)
     intent.topics = [name for name, rule in TOPICS.items() if re.search(rule, lowered)]
     _hardware_facts(lowered, intent)
     _model_fact(lowered, intent)
@@ -165,6 +166,8 @@ _WHAT_IF = (r"\b(?:would|could|what if|if i|if we|should i|should we|can i|can w
             r"fit|does it fit|do i need|how (?:should|would|do|can) (?:i|we) train|how fast (?:is|would)|how many "
             r"(?:gpus|devices|nodes) do)\b")  # fmt: skip
 _PAST = r"\b(?:did|was|that run|the run|last run|last one|latest run|previous run|the winner|trials?)\b"
+_WAIT = _POLITE + r"wait\b"
+_SWEEP_STATE = r"\bsweep\b.*\b(?:done|finish(?:ed)?|over|running|going|status|progress)\b"
 
 
 def _classify(lowered: str) -> str:
@@ -198,6 +201,8 @@ def _question(lowered: str) -> str:
         r"\bruns\b(?!/)|\btrials\b|\blast two\b|\bboth\b|runs/\S+.*runs/\S+|\bbetween\b", lowered
     ):
         return "compare"
+    if re.search(_SWEEP_STATE, lowered):  # "is the sweep done?": its job's state, not its trials
+        return "status"
     if re.search(r"\bwinner|\btrials?\b|\bsweep\b", lowered):
         return "trials"
     if re.search(r"\b(?:what|which) (?:gpus|devices|hardware)\b|\bhow many (?:gpus|devices)\b|\bhardware\b", lowered):
@@ -222,6 +227,7 @@ _RULES: list[tuple[str, str]] = [
     ("pr", r"\bpull request\b|\bpr\b"),
     ("report", r"\breport\b"),
     ("bench", r"\bbenchmark|\bevaluat|\beval\b"),
+    ("status", _SWEEP_STATE),  # "check the sweep's progress" asks about the sweep, not for another one
     ("sweep", r"\bsweep\b|\btun(?:e|ing)\b"),
     ("status", r"\bstatus\b|\bprogress\b"),
     ("compare", r"\bcompare\b.*\b(?:runs|trials|last two)\b"),

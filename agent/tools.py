@@ -168,7 +168,7 @@ def launch_run(
 ) -> str:
     """Start a training run with the built-in trainer in the background; returns its run directory at once.
 
-    Expensive launches wait for the user's approval first. Follow with wait_run or run_status.
+    Expensive launches wait for the user's approval first. Follow with wait_run (or wait_for_job) or run_status.
 
     Args:
         experiment: experiment file, relative to the repository
@@ -181,7 +181,8 @@ def launch_run(
     path = resolve_in_repo(Path(repo), experiment)
     out = Path(repo) / "runs" / f"{path.stem}-{_short(tool_call_id)}"
     run_id = start_run(path, out, nproc=nproc, layout=layout, steps=steps, overrides=list(overrides or ()))
-    return _result(repo, out, {"run_id": run_id, "run": _relative(repo, out), "nproc": nproc, "steps": steps})
+    run = _relative(repo, out)
+    return _result(repo, out, {"run_id": run_id, "job_id": run, "run": run, "nproc": nproc, "steps": steps})
 
 
 @tool(parse_docstring=True)
@@ -293,7 +294,8 @@ def read_sweep(repo: Repo, sweep: str) -> str:
 
 @tool(parse_docstring=True)
 def run_sweep(repo: Repo, tool_call_id: CallId, experiment: str = "meshpilot.yaml", trials: int | None = None) -> str:
-    """Run a tuning sweep over layouts and settings as the experiment's search section says; waits for the end.
+    """Start a tuning sweep over layouts and settings, as the experiment's search section says, in the background;
+    returns its job id and sweep directory at once. Follow with wait_for_job (its summary once it ended).
 
     A sweep launches many runs: it waits for the user's approval first.
 
@@ -301,11 +303,32 @@ def run_sweep(repo: Repo, tool_call_id: CallId, experiment: str = "meshpilot.yam
         experiment: experiment file, relative to the repository
         trials: number of runs (default search.trials)
     """
+    start_sweep = _provided("agent.jobs", "start_sweep")
     path = resolve_in_repo(Path(repo), experiment)
     out = Path(repo) / "sweeps" / f"{path.stem}-{_short(tool_call_id)}"
-    # The directory is this call's own: resume starts the sweep, or continues it when a crash cut the call short.
-    summary = _provided("agent.sweep", "run_sweep")(path, out, resume=True, trials=trials)
-    return _result(repo, out / "summary.json", {"sweep": _relative(repo, out), **summary})
+    # The directory is this call's own: a graph resumed after a crash that runs the call again adopts the job.
+    start_sweep(path, out, trials=trials)
+    sweep = _relative(repo, out)
+    return _result(repo, out / "job.json", {"job_id": sweep, "sweep": sweep, "trials": trials})
+
+
+@tool(parse_docstring=True)
+def wait_for_job(repo: Repo, job_id: str, timeout_s: float | None = None) -> str:
+    """Wait until a background job (a run or a sweep) ends, or timeout_s passes, and return its state: once it
+    ended, a run's metrics or a sweep's summary (every trial, the winner). timeout_s=0 only looks.
+
+    Args:
+        job_id: the job_id launch_run or run_sweep returned (the job's directory, relative to the repository)
+        timeout_s: seconds to wait at most; the job goes on in the background after that
+    """
+    out = _run_dir(repo, job_id, "job")
+    status = _provided("agent.jobs", "wait_run")(out, timeout_s=timeout_s)
+    if status["kind"] != "sweep":
+        return _run_result(repo, job_id, status)
+    summary = status["summary"] or {}
+    job = {k: status[k] for k in ("kind", "state", "cause", "trials_ended")}
+    found = {"job_id": job_id, "sweep": _relative(repo, out), **job, **summary}
+    return _result(repo, out / ("summary.json" if summary else "job.json"), found)
 
 
 @tool(parse_docstring=True)
@@ -411,6 +434,7 @@ TOOLS = [
     list_results,
     read_sweep,
     run_sweep,
+    wait_for_job,
     run_benchmark,
     write_report,
     open_pull_request,
@@ -485,10 +509,10 @@ def _key_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: metrics.get(k) for k in METRICS}
 
 
-def _run_dir(repo: str, run: str) -> Path:
+def _run_dir(repo: str, run: str, what: str = "run") -> Path:
     out = resolve_in_repo(Path(repo), run)
     if not out.is_dir():
-        raise ToolError(f"no run directory {run} in the repository")
+        raise ToolError(f"no {what} directory {run} in the repository")
     return out
 
 

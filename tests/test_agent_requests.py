@@ -27,8 +27,8 @@ DATA = Path(__file__).parent / "data"
 CASES = yaml.safe_load((DATA / "requests.yaml").read_text())
 TOOLS_BY_NAME = {t.name: t for t in TOOLS}
 # Tools that plan, launch, write or wait: a request stops at the first (its arguments are what is checked).
-ACTIONS = {"plan_layouts", "launch_run", "wait_run", "cancel_run", "run_sweep", "run_benchmark", "write_report",
-           "open_pull_request", "update_docs"}  # fmt: skip
+ACTIONS = {"plan_layouts", "launch_run", "wait_run", "wait_for_job", "cancel_run", "run_sweep", "run_benchmark",
+           "write_report", "open_pull_request", "update_docs"}  # fmt: skip
 LAUNCHES = {"launch_run", "run_sweep", "run_benchmark"}
 ACCURACY_GOAL = 0.95
 
@@ -74,6 +74,11 @@ def history(repo: Path, after: dict | None) -> list[BaseMessage]:
         result = {"source": after["launched"], "run": after["launched"], "run_id": "r1"}
         answer = ToolMessage(json.dumps(result), tool_call_id="earlier")
         return [HumanMessage("train it"), AIMessage("", tool_calls=[call]), answer]
+    if "started" in after:  # a sweep job, still going: run_sweep returns at once
+        call = {"name": "run_sweep", "args": {}, "id": "earlier"}
+        result = {"source": f"{after['started']}/job.json", "job_id": after["started"], "sweep": after["started"]}
+        answer = ToolMessage(json.dumps(result), tool_call_id="earlier")
+        return [HumanMessage("run a sweep"), AIMessage("", tool_calls=[call]), answer]
     if "swept" in after:
         call = {"name": "read_sweep", "args": {"sweep": after["swept"]}, "id": "earlier"}
         return [HumanMessage("what was the winner?"), AIMessage("", tool_calls=[call]), execute(repo, call)]

@@ -16,6 +16,7 @@ import pytest
 from langchain_core.messages import ToolMessage
 
 from agent.approvals import Policy
+from agent.jobs import run_status
 from agent.session import Agent, ToolCall, ToolResult
 from tests.support import REPO, meshpilot, write_experiment
 from trainer.rundir import RunDir
@@ -135,8 +136,15 @@ def test_sweep_explained_then_report_and_pull_request_unattended(tmp_path):
     git("push", "-q", "origin", "main")
     agent = Agent(repo, policy=Policy.yes())
 
-    events = list(agent.send("s", "/sweep"))
-    summary = next(e for e in events if isinstance(e, ToolResult)).result
+    events = []
+    for event in agent.send("s", "/sweep"):  # the sweep starts as a background job, then the planner waits for it
+        events.append(event)
+        if isinstance(event, ToolResult) and event.name == "run_sweep":  # returned at once: the sweep goes on
+            going = run_status(repo / event.result["job_id"])
+            assert going["kind"] == "sweep" and going["state"] in ("queued", "running") and going["summary"] is None
+    assert [e.name for e in events if isinstance(e, ToolCall)] == ["run_sweep", "wait_for_job"]
+    summary = next(e for e in events if isinstance(e, ToolResult) and e.name == "wait_for_job").result
+    assert summary["state"] == "ok" and summary["trials_ended"] == len(summary["trials"]) == 1
     winner = next(t for t in summary["trials"] if t["id"] == summary["winner"])
     assert summary["source"] == f"{summary['sweep']}/summary.json" and winner["status"] == "ok"
     assert f"measured {winner['tokens_per_s']:,.0f} tokens/s" in events[-1].text and events[-1].unverified == []

@@ -1,39 +1,24 @@
 """Sweeps started from the terminal UI, and the jobs that quitting must either cancel or leave running.
 
-A sweep runs as its own process, `meshpilot sweep EXPERIMENT --out sweeps/NAME --trials N`, in a session of its
-own: it goes on when the UI quits (detaching) or crashes, exactly like `meshpilot sweep` started by hand, and a
-later session can still stop it. Its record, .meshpilot/tui/sweeps/NAME.json (pid, the pid's start time, the
-sweep directory), and its output, NAME.log, stay beside the agent's other files. The sweep's trials are ordinary
-background jobs (agent.jobs) in sweeps/NAME/trials/.
+A sweep is a background job (agent.jobs.start_sweep), exactly as the agent's run_sweep starts one: sweeps/NAME
+holds its record (job.json: the supervisor's pid and start time, its state), its output (job.log) and the sweep's
+files, its trials are jobs of their own in sweeps/NAME/trials/. It goes on when the UI quits (detaching) or
+crashes, and a later session finds it there, whoever started it, and can still stop it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent import jobs
 from agent.approvals import resolve_in_repo
-from agent.tools import STATE_DIR
 from trainer.config import ConfigError, load_experiment
-from trainer.rundir import write_json
 from tui.runs import SWEEPS_DIR, RunInfo
 
-MESHPILOT_ROOT = Path(__file__).resolve().parents[1]
-RECORDS = Path(STATE_DIR) / "tui" / "sweeps"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
-STOP_WAIT_S = 10.0
-# The sweep processes this process started, kept until they end: reaped here (no zombies), and Python does not
-# warn about a process it would otherwise think was forgotten while it runs on by design.
-_CHILDREN: dict[int, subprocess.Popen] = {}
 
 
 class SweepError(ConfigError):
@@ -53,13 +38,12 @@ class BackgroundSweep:
     out: str  # the sweep directory, relative to the repository
     experiment: str
     trials: int
-    pid: int
-    pid_start: float | None  # jobs.start_time: tells the sweep's pid from a later process that reuses it
+    pid: int  # the job's supervisor: the sweep and its trials die with it
+    pid_start: float | None  # jobs.start_time: tells the supervisor's pid from a later process that reuses it
     log: str
 
     def alive(self) -> bool:
-        _reap(self.pid)  # a sweep this process started and that ended is a zombie until collected
-        return jobs.process_alive(self.pid, self.pid_start)
+        return bool(self.pid) and jobs.process_alive(self.pid, self.pid_start)
 
 
 def check_request(repo: Path, experiment: str, name: str, trials: str) -> SweepRequest:
@@ -97,53 +81,44 @@ def default_name(repo: Path, experiment: str = "meshpilot.yaml") -> str:
     """<experiment>-sweep-N with the first N not taken."""
     stem = Path(experiment).stem or "sweep"
     n = 1
-    while (repo / SWEEPS_DIR / f"{stem}-sweep-{n}").exists() or (repo / RECORDS / f"{stem}-sweep-{n}.json").exists():
+    while (repo / SWEEPS_DIR / f"{stem}-sweep-{n}").exists():
         n += 1
     return f"{stem}-sweep-{n}"
 
 
 def start_sweep(repo: Path, request: SweepRequest) -> BackgroundSweep:
-    """Start the sweep process and record it; returns at once."""
-    records = repo / RECORDS
-    records.mkdir(parents=True, exist_ok=True)
+    """Start the sweep as a background job; returns at once."""
     out = repo / SWEEPS_DIR / request.name
-    log = records / f"{request.name}.log"
-    command = [sys.executable, "-m", "agent.cli", "sweep", str(request.experiment), "--out", str(out)]
-    command += ["--trials", str(request.trials)]
-    path = os.pathsep.join(filter(None, [str(MESHPILOT_ROOT), os.environ.get("PYTHONPATH")]))
-    with log.open("w") as output:
-        process = subprocess.Popen(
-            command,
-            cwd=repo,
-            env={**os.environ, "PYTHONPATH": path},
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # outlives the UI, and the terminal's Ctrl-C does not reach it
-        )
-    _CHILDREN[process.pid] = process
-    sweep = BackgroundSweep(
-        name=request.name,
-        out=f"{SWEEPS_DIR}/{request.name}",
-        experiment=request.experiment.relative_to(repo.resolve()).as_posix(),
-        trials=request.trials,
-        pid=process.pid,
-        pid_start=jobs.start_time(process.pid),
-        log=log.relative_to(repo).as_posix(),
-    )
-    write_json(records / f"{request.name}.json", asdict(sweep))
-    return sweep
+    jobs.start_sweep(request.experiment, out, trials=request.trials)
+    return _sweep(repo, out, jobs.read_job(out))
 
 
 def background_sweeps(repo: Path) -> list[BackgroundSweep]:
-    """Every sweep the UI started in this repository, running or not, by name."""
+    """Every sweep job of the repository (the UI's and the agent's), running or not, by name."""
     found = []
-    for record in sorted((repo / RECORDS).glob("*.json")):
+    for out in sorted((repo / SWEEPS_DIR).glob("*/")):
         try:
-            found.append(BackgroundSweep(**json.loads(record.read_text())))
-        except (OSError, ValueError, TypeError):
-            continue  # a record from another version, or half-written by a crash: not ours to manage
+            job = jobs.read_job(out)
+        except (OSError, ValueError):
+            continue  # unreadable: not ours to manage
+        if job is not None and job.get("kind") == jobs.SWEEP:
+            found.append(_sweep(repo, out, job))
     return found
+
+
+def _sweep(repo: Path, out: Path, job: dict) -> BackgroundSweep:
+    experiment = Path(job["experiment"])
+    if experiment.is_relative_to(repo.resolve()):
+        experiment = experiment.relative_to(repo.resolve())
+    return BackgroundSweep(
+        name=out.name,
+        out=f"{SWEEPS_DIR}/{out.name}",
+        experiment=experiment.as_posix(),
+        trials=job["trials"],
+        pid=job["pid"] or 0,
+        pid_start=job.get("pid_start"),
+        log=f"{SWEEPS_DIR}/{out.name}/{jobs.LOG_FILE}",
+    )
 
 
 def sweep_outcome(repo: Path, sweep: BackgroundSweep) -> str:
@@ -181,40 +156,9 @@ def running_jobs(repo: Path, runs: tuple[RunInfo, ...]) -> RunningJobs:
 
 
 def cancel_jobs(repo: Path, running: RunningJobs) -> list[str]:
-    """Stop the sweeps first (so that they start no new trial), then every run; returns what was stopped."""
-    stopped = []
-    for sweep in running.sweeps:
-        _stop_process(sweep)
-        stopped.append(sweep.out)
-    # A stopped sweep may have started a trial since `running` was taken: look again.
-    keys = {r.key for r in running.runs}
-    for sweep in running.sweeps:
-        keys |= {f"{sweep.out}/trials/{d.name}" for d in (repo / sweep.out / "trials").glob("*/")}
-    for key in sorted(keys):
+    """Stop the sweeps first (their trials with them), then every run; returns what was stopped."""
+    stopped = [sweep.out for sweep in running.sweeps if jobs.cancel_run(repo / sweep.out)]
+    for key in sorted({r.key for r in running.runs}):
         if (repo / key / jobs.JOB_FILE).is_file() and jobs.cancel_run(repo / key):
             stopped.append(key)
     return stopped
-
-
-def _stop_process(sweep: BackgroundSweep) -> None:
-    """SIGTERM (the sweep is built to be killed at any moment and resumed), SIGKILL if it lingers."""
-    if not sweep.alive():
-        return
-    _signal(sweep.pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_WAIT_S
-    while sweep.alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if sweep.alive():
-        _signal(sweep.pid, signal.SIGKILL)
-
-
-def _signal(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):  # it ended by itself in the meantime
-        os.kill(pid, sig)
-
-
-def _reap(pid: int) -> None:
-    """Collect the exit status of a sweep this process started, so that it does not linger as a zombie."""
-    child = _CHILDREN.get(pid)
-    if child is not None and child.poll() is not None:
-        del _CHILDREN[pid]

@@ -9,6 +9,7 @@ shows it on the terminal), and summary.py writes what the report reads:
     DIR/study.db            the optuna study (sqlite)
     DIR/trials/<id>/        each trial's run directory (metrics.json, memory.json, steps.jsonl, job.json, trial.json)
     DIR/summary.json        winner, every trial with its status and figures, the planner against the measurements
+    DIR/job.json, job.log   when the sweep runs as a background job (agent.jobs.start_sweep): its record and output
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent.jobs import is_job_file
 from trainer.config import OBJECTIVES, ConfigError, load_experiment
 from trainer.rundir import write_json
 from trainer.trackers import check_trackers
@@ -74,7 +76,7 @@ def run_sweep(
         sweep = started
         _check_same_sweep(sweep, loaded, experiment, trials, space, sampler, devices, trackers)
     else:
-        if out.is_dir() and any(out.iterdir()):
+        if out.is_dir() and any(not is_job_file(p.name) for p in out.iterdir()):  # a sweep job's record is there
             raise ConfigError(f"{out} is not empty and holds no sweep; choose another --out")
         sweep = _new_sweep(
             experiment, loaded, space or {}, sampler, trials, devices, executor, prune, trial_timeout_s, hang_s
