@@ -164,6 +164,22 @@ def test_unpacked_rows_hold_one_example_padded_with_ignore(chat_run):
         assert row["labels"].tolist() == expected + [IGNORE_INDEX] * (SEQ_LEN - len(expected))
 
 
+def test_an_unpacked_example_longer_than_a_row_is_cut_not_split(chat_run):
+    """One row per example, its first seq_len + 1 tokens: a second piece would be a response without its prompt."""
+    from trainer.data import RowSource, TokenizedCorpus
+    from trainer.loop import load_run
+    from trainer.rundir import RunDir
+
+    corpus = TokenizedCorpus.load(Path(load_run(RunDir(chat_run))[1]["data_dir"]))
+    short = 6
+    assert max(len(reference_example(_tokenizer(chat_run), chat)[0]) for chat in conversations()) > short + 1
+    rows = RowSource(corpus, short, packing=False, seed=0, shuffle=False)
+    assert rows.rows_per_epoch == len(conversations())
+    for index, chat in enumerate(conversations()):
+        ids, _ = reference_example(_tokenizer(chat_run), chat)
+        assert rows.row(index)["input_ids"].tolist() == ids[:short]
+
+
 # (b), (d) the loss against a reference, one example at a time
 
 

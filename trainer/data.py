@@ -170,7 +170,10 @@ class RowSource:
         self._epoch = -1
 
     def _pieces(self, lengths: np.ndarray) -> np.ndarray:
-        """Rows each document needs unpacked: a document of n tokens has n - 1 targets."""
+        """Rows each document needs unpacked: a document of n tokens has n - 1 targets. A fine-tuning example
+        (a corpus with targets) gets one row, cut at its end: a later piece would lose its prompt."""
+        if self.corpus.targets is not None:
+            return np.ones_like(lengths)
         return np.maximum(1, -(-(lengths - 1) // self.seq_len))
 
     def _enter_epoch(self, epoch: int) -> None:
