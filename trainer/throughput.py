@@ -353,10 +353,11 @@ def memory_traffic(
     dense_mask: bool,
 ) -> float:
     """Bytes one rank's memory-bound work moves in one optimizer step (see the module docstring)."""
-    h, i = config.hidden_size, config.intermediate_size
-    heads = config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or h // heads
-    q, kv = heads * head_dim, round(heads * head_dim * _kv_ratio(config))
+    from trainer.attention import head_dim
+
+    h, i, heads = config.hidden_size, config.intermediate_size, config.num_attention_heads
+    q = heads * head_dim(config)
+    kv = round(q * _kv_ratio(config))
     width = 2 if precision == "bf16" else FP32
     tp, layers = layout.tp, -(-config.num_hidden_layers // layout.pp)
     tokens = micro_batch * seq_len // layout.cp  # per micro-batch on this rank
