@@ -1,17 +1,20 @@
-"""Fine-tuning data: instruction and chat examples from .jsonl files, rendered with a chat template.
+"""Fine-tuning data: instruction and chat examples, rendered with a chat template.
 
-`data.format: instruction` reads a prompt and a response field per line, `data.format: chat` a list of
-{role, content} messages. Both become conversations rendered by one chat template: the tokenizer's own, or
-`data.chat_template` (a named one below, or a Jinja file). Every rendered example comes with a mask of the
-tokens the loss counts: those of the assistant turns (each one of a multi-turn chat), never the system or user
-turns. The mask reaches the labels through trainer.packing.row_from_segments, so packing keeps examples apart as
-it does documents, and trainer.step divides by the number of counted tokens over micro-batches and ranks.
+Examples come from .jsonl files (one a line), parquet files or `datasets` directories (one a row; trainer.corpus
+reads them in batches). `data.format: instruction` reads a prompt and a response field per example,
+`data.format: chat` a list of {role, content} messages. Both become conversations rendered by one chat template:
+the tokenizer's own, or `data.chat_template` (a named one below, or a Jinja file). Every rendered example comes
+with a mask of the tokens the loss counts: those of the assistant turns (each one of a multi-turn chat), never the
+system or user turns. The mask reaches the labels through trainer.packing.row_from_segments, so packing keeps
+examples apart as it does documents, and trainer.step divides by the number of counted tokens over micro-batches
+and ranks.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from jinja2 import TemplateError
 from transformers import PreTrainedTokenizerBase
 
 from trainer.config import ConfigError, DataSpec
+from trainer.corpus import read_rows, source_kind, source_label
 
 FORMATS = ("text", "instruction", "chat")
 ROLES = ("system", "user", "assistant", "tool")
@@ -32,20 +36,37 @@ SIMPLE_TEMPLATE = (
 NAMED_TEMPLATES = {"simple": SIMPLE_TEMPLATE}
 
 Messages = list[dict[str, str]]
-Example = tuple[str, Messages]  # where it was read ("FILE line N"), and its conversation
+Example = tuple[str, Messages]  # where it was read ("FILE line N", "PATH row N"), and its conversation
 
 
-def check_format(spec: DataSpec, entries: list[str]) -> None:
-    """The data format is known, and fine-tuning formats read only .jsonl files."""
+def check_format(spec: DataSpec) -> None:
+    """The data format is one of FORMATS."""
     if spec.format not in FORMATS:
         close = difflib.get_close_matches(spec.format, FORMATS, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigError(f"data.format: {spec.format!r} is not one of {', '.join(FORMATS)}{hint}")
+
+
+_EXAMPLE_SOURCES = ("json", "parquet", "dataset")
+
+
+def check_example_sources(spec: DataSpec, sources: list[str]) -> None:
+    """Fine-tuning formats read records: .jsonl files, parquet files or `datasets` directories (resolved sources)."""
     if spec.format == "text":
         return
-    wrong = [e for e in entries if not e.endswith(".jsonl")]
+    wrong = [s for s in sources if source_kind(s) not in _EXAMPLE_SOURCES or s.endswith(".json")]
     if wrong:
-        raise ConfigError(f"data.format {spec.format} reads .jsonl files, one example a line; got {wrong[0]!r}")
+        raise ConfigError(
+            f"data.format {spec.format} reads .jsonl files (one example a line), .parquet files or datasets "
+            f"directories; got {wrong[0]!r}"
+        )
+
+
+def record_fields(spec: DataSpec) -> dict[str, str]:
+    """The fields (columns) a fine-tuning format reads from each example, by their config key."""
+    if spec.format == "instruction":
+        return {"prompt_field": spec.prompt_field, "response_field": spec.response_field}
+    return {"messages_field": spec.messages_field}
 
 
 def named_template(spec: DataSpec, base_dir: Path) -> str | None:
@@ -85,25 +106,41 @@ def _no_template(tokenizer_spec: str) -> str:
     return f"data.chat_template: tokenizer {tokenizer_spec} has no chat template; name one ({names}) or a Jinja file"
 
 
-def read_examples(spec: DataSpec, sources: list[str]) -> list[Example]:
-    """Every example of the .jsonl files as a conversation; a bad line fails naming its file and line number."""
-    examples = []
+def read_examples(spec: DataSpec, sources: list[str]) -> Iterator[Example]:
+    """Every example of the sources as a conversation, read as it is iterated (one batch of rows at a time); a bad
+    one fails naming its file and line (.jsonl) or row (parquet, `datasets` directories)."""
+    found = False
     for source in sources:
-        with open(source, encoding="utf-8") as lines:
-            for number, line in enumerate(lines, start=1):
-                if line.strip():
-                    where = f"{Path(source).name} line {number}"
-                    examples.append((where, _conversation(spec, line, where)))
-    if not examples:
+        records = _jsonl_records(source) if source.endswith(".jsonl") else _table_records(spec, source)
+        for where, record in records:
+            found = True
+            yield where, _conversation(spec, record, where)
+    if not found:
         raise ConfigError("data.train: the files hold no examples")
-    return examples
 
 
-def _conversation(spec: DataSpec, line: str, where: str) -> Messages:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"data.train: {where}: not valid JSON ({e.msg})") from None
+def _jsonl_records(source: str) -> Iterator[tuple[str, Any]]:
+    with open(source, encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                where = f"{Path(source).name} line {number}"
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise ConfigError(f"data.train: {where}: not valid JSON ({e.msg})") from None
+                yield where, record
+
+
+def _table_records(spec: DataSpec, source: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    columns = list(dict.fromkeys(record_fields(spec).values()))
+    number = 0
+    for rows in read_rows(source, columns):
+        for values in zip(*(rows[c] for c in columns), strict=True):
+            number += 1
+            yield f"{source_label(source)} row {number}", dict(zip(columns, values, strict=True))
+
+
+def _conversation(spec: DataSpec, record: Any, where: str) -> Messages:
     if not isinstance(record, dict):
         raise ConfigError(f"data.train: {where}: expected a JSON object")
     if spec.format == "instruction":
@@ -132,9 +169,9 @@ def _message(message: Any, where: str) -> dict[str, str]:
     return {"role": message["role"], "content": message["content"]}
 
 
-def example_texts(examples: list[Example]) -> list[str]:
+def example_texts(examples: Iterable[Example]) -> Iterator[str]:
     """The text of every turn, which the built-in tokenizer is trained on."""
-    return [m["content"] for _, messages in examples for m in messages]
+    return (m["content"] for _, messages in examples for m in messages)
 
 
 def render_example(
@@ -183,6 +220,6 @@ def _render(
 
 def rendered_examples(
     spec: DataSpec, sources: list[str], tokenizer: PreTrainedTokenizerBase, template: str
-) -> list[tuple[list[int], list[bool]]]:
-    """Every example of the files, rendered and masked."""
-    return [render_example(tokenizer, template, messages, where) for where, messages in read_examples(spec, sources)]
+) -> Iterator[tuple[list[int], list[bool]]]:
+    """Every example of the sources, rendered and masked, as it is read."""
+    return (render_example(tokenizer, template, messages, where) for where, messages in read_examples(spec, sources))

@@ -9,31 +9,46 @@ are the same whatever the layout, micro-batch or accumulation.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import torch
 
 from trainer.cache import cached_dir, fingerprint
-from trainer.chat_data import check_format
+from trainer.chat_data import check_example_sources, check_format, record_fields
 from trainer.config import ConfigError, DataSpec
-from trainer.corpus import BUILTIN_PREFIX, builtin_documents, builtin_fingerprint, builtin_names
+from trainer.corpus import (
+    BUILTIN_PREFIX,
+    TEXT_UNITS,
+    builtin_documents,
+    builtin_fingerprint,
+    builtin_names,
+    loaded_columns,
+    read_rows,
+    resolve_entry,
+    source_kind,
+    source_label,
+    table_columns,
+)
 from trainer.packing import row_from_segments
 
-_LOADERS = {".txt": "text", ".text": "text", ".md": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
-_TEXT_UNITS = {"paragraph": "paragraph", "line": "line", "file": "document"}
-TOKENIZED_VERSION = 1
+TOKENIZED_VERSION = 1  # the token stream, not how it is written: a corpus cached by earlier versions stays valid
+TOKENIZE_ROWS = 1024  # documents (or examples) tokenized and written at a time
+TOKENIZE_CHARS = 1 << 24  # ... or fewer, once they hold this much text
 
 
 def data_sources(spec: DataSpec, base_dir: Path) -> list[str]:
-    """The builtin corpus name or the resolved local files, checked to exist and to have a known format."""
+    """The builtin corpus name or the resolved local sources (trainer.corpus.resolve_entry), checked to exist, to
+    have a known format and, for parquet files and `datasets` directories, to have the columns the format reads."""
     entries = [spec.train] if isinstance(spec.train, str) else list(spec.train)
     if not entries:
         raise ConfigError("data.train: no training data given")
-    check_format(spec, entries)
+    check_format(spec)
     builtins = [e for e in entries if e.startswith(BUILTIN_PREFIX)]
     if builtins:
         name = builtins[0][len(BUILTIN_PREFIX) :]
@@ -42,54 +57,95 @@ def data_sources(spec: DataSpec, base_dir: Path) -> list[str]:
                 f"data.train: {builtins[0]!r} must stand alone and be one of "
                 f"{', '.join(BUILTIN_PREFIX + n for n in builtin_names())}"
             )
-        return [builtins[0]]
-    files = []
-    for entry in entries:
-        path = Path(entry).expanduser()
-        path = path if path.is_absolute() else base_dir / path
-        if not path.is_file():
-            raise ConfigError(f"data.train: file not found: {path}")
-        if path.suffix not in _LOADERS:
-            raise ConfigError(f"data.train: {path.name}: unsupported format (use {', '.join(sorted(_LOADERS))})")
-        files.append(str(path.resolve()))
-    if spec.text_unit not in _TEXT_UNITS:
-        raise ConfigError(f"data.text_unit: {spec.text_unit!r} is not one of {', '.join(_TEXT_UNITS)}")
-    return files
+        sources = [builtins[0]]
+    else:
+        sources = [source for entry in entries for source in resolve_entry(entry, base_dir)]
+        if spec.text_unit not in TEXT_UNITS:
+            raise ConfigError(f"data.text_unit: {spec.text_unit!r} is not one of {', '.join(TEXT_UNITS)}")
+    check_example_sources(spec, sources)
+    for source in sources:
+        _check_columns(spec, source, table_columns(source))
+    return sources
+
+
+def _check_columns(spec: DataSpec, source: str, columns: list[str] | None) -> None:
+    """Every column the format reads is in the source (None: columns not known without reading; skipped)."""
+    if columns is None:
+        return
+    wanted = {"text_field": spec.text_field} if spec.format == "text" else record_fields(spec)
+    for key, column in wanted.items():
+        if column not in columns:
+            raise ConfigError(f"data.{key}: {source_label(source)} has no column {column!r} ({columns})")
 
 
 def sources_fingerprint(spec: DataSpec, sources: list[str]) -> str:
     if sources[0].startswith(BUILTIN_PREFIX):
         return fingerprint(sources[0], builtin_fingerprint(sources[0][len(BUILTIN_PREFIX) :]))
-    stats = [(s, Path(s).stat().st_size, Path(s).stat().st_mtime_ns) for s in sources]
+    stats = [_stat(s) for s in sources]
     if spec.format != "text":
         return fingerprint(stats, spec.format, spec.prompt_field, spec.response_field, spec.messages_field)
     return fingerprint(stats, spec.text_field, spec.text_unit)
 
 
-def read_documents(spec: DataSpec, sources: list[str]) -> list[str]:
-    """All training documents as strings, in a fixed order."""
-    if sources[0].startswith(BUILTIN_PREFIX):
-        return builtin_documents(sources[0][len(BUILTIN_PREFIX) :], split="train")
-    from datasets import load_dataset
+def _stat(source: str) -> tuple:
+    """A file's size and time (as always: earlier runs' cache keys stay), a directory's for each of its files."""
+    path = Path(source)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file())
+        return (source, [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files])
+    return (source, path.stat().st_size, path.stat().st_mtime_ns)
 
-    documents = []
-    for source in sources:
-        builder = _LOADERS[Path(source).suffix]
-        kwargs = {"sample_by": _TEXT_UNITS[spec.text_unit]} if builder == "text" else {}
-        try:
-            dataset = load_dataset(builder, data_files=[source], split="train", **kwargs)
-        except Exception as e:  # datasets raises its own error types for malformed files
-            cause = e.__cause__ or e
-            raise ConfigError(
-                f"data.train: cannot read {Path(source).name}: {str(cause).strip().splitlines()[0]}"
-            ) from None
-        column = "text" if builder == "text" else spec.text_field
-        if column not in dataset.column_names:
-            raise ConfigError(f"data.text_field: {Path(source).name} has no column {column!r} ({dataset.column_names})")
-        documents.extend(text for text in dataset[column] if isinstance(text, str) and text.strip())
-    if not documents:
-        raise ConfigError("data.train: the files hold no text")
-    return documents
+
+def read_documents(spec: DataSpec, sources: list[str]) -> Documents:
+    """All training documents, in a fixed order, read in batches whenever iterated (see Documents)."""
+    return Documents(spec, sources)
+
+
+class Documents:
+    """The training documents of the sources as strings, in a fixed order: an iterable that reads them again, a batch
+    of rows at a time (trainer.corpus.read_rows), each time it is iterated, so a corpus larger than memory can
+    train a tokenizer and be tokenized. Blank and non-text values are left out.
+
+    Made only once every source is known to be readable with its column and the sources hold some text, so those
+    problems fail here, in the launcher, in one line. Compares equal to the list of the same documents.
+    """
+
+    def __init__(self, spec: DataSpec, sources: list[str]):
+        self.spec, self.sources = spec, list(sources)
+        if not self.builtin:
+            for source in self.sources:
+                column, columns = self._column(source), loaded_columns(source, spec.text_unit)
+                if column not in columns:
+                    raise ConfigError(f"data.text_field: {source_label(source)} has no column {column!r} ({columns})")
+        if next(iter(self), None) is None:
+            raise ConfigError("data.train: the files hold no text")
+
+    @property
+    def builtin(self) -> bool:
+        return self.sources[0].startswith(BUILTIN_PREFIX)
+
+    def _column(self, source: str) -> str:
+        """text_field, except in .txt/.md files: their loader puts each document in "text"."""
+        return "text" if source_kind(source) == "text" else self.spec.text_field
+
+    def __iter__(self) -> Iterator[str]:
+        if self.builtin:
+            yield from builtin_documents(self.sources[0][len(BUILTIN_PREFIX) :], split="train")
+            return
+        for source in self.sources:
+            column = self._column(source)
+            for rows in read_rows(source, [column], self.spec.text_unit):
+                yield from (text for text in rows[column] if isinstance(text, str) and text.strip())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, list | tuple | Documents):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Documents({[source_label(s) for s in self.sources]})"
 
 
 @dataclass
@@ -118,17 +174,21 @@ class TokenizedCorpus:
         return np.diff(self.offsets)
 
 
-def prepare_corpus(tokenizer, key: str, read: Callable[[], list[str]]) -> Path:
-    """Tokenize once into the cache; `read()` supplies the documents, only when they are not cached yet."""
+def prepare_corpus(tokenizer, key: str, read: Callable[[], Iterable[str]]) -> Path:
+    """Tokenize once into the cache; `read()` supplies the documents, only when they are not cached yet.
+
+    The documents are taken TOKENIZE_ROWS at a time (fewer when they are long), tokenized, and their ids appended
+    to the cache's files before the next are read: neither the text nor the ids are ever whole in memory.
+    """
 
     def build(out: Path) -> None:
-        texts = read()
-        chunks = []
-        eos = np.array([tokenizer.eos_token_id], dtype=np.uint32)
-        for start in range(0, len(texts), 1024):  # uint32 per batch: Python ints would cost ~10x the memory
-            for ids in tokenizer(texts[start : start + 1024], add_special_tokens=False)["input_ids"]:
-                chunks.append(np.concatenate([np.asarray(ids, dtype=np.uint32), eos]))
-        _save_corpus(out, chunks)
+        eos = tokenizer.eos_token_id
+        with CorpusWriter(out) as writer:
+            for texts in _batches(read(), len):
+                ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+                lengths = np.fromiter((len(d) + 1 for d in ids), dtype=np.int64, count=len(ids))
+                flat = itertools.chain.from_iterable(itertools.chain(d, (eos,)) for d in ids)
+                writer.add(np.fromiter(flat, dtype=np.uint32, count=int(lengths.sum())), lengths)
 
     return cached_dir("tokenized", fingerprint(TOKENIZED_VERSION, key), build)
 
@@ -137,22 +197,91 @@ def prepare_example_corpus(key: str, read: Callable[[], Iterable[tuple[list[int]
     """Like prepare_corpus for examples already tokenized, each as (token ids, whether the loss counts each)."""
 
     def build(out: Path) -> None:
-        examples = list(read())
-        _save_corpus(
-            out,
-            [np.asarray(ids, dtype=np.uint32) for ids, _ in examples],
-            [np.asarray(counted, dtype=bool) for _, counted in examples],
-        )
+        with CorpusWriter(out, targets=True) as writer:
+            for examples in _batches(read(), lambda example: len(example[0])):
+                lengths = np.fromiter((len(ids) for ids, _ in examples), dtype=np.int64, count=len(examples))
+                count = int(lengths.sum())
+                tokens = itertools.chain.from_iterable(ids for ids, _ in examples)
+                counted = itertools.chain.from_iterable(c for _, c in examples)
+                writer.add(
+                    np.fromiter(tokens, dtype=np.uint32, count=count),
+                    lengths,
+                    np.fromiter(counted, dtype=bool, count=count),
+                )
 
     return cached_dir("tokenized", fingerprint(TOKENIZED_VERSION, "examples", key), build)
 
 
-def _save_corpus(out: Path, documents: list[np.ndarray], targets: list[np.ndarray] | None = None) -> None:
-    np.save(out / "tokens.npy", np.concatenate(documents))
-    lengths = [len(d) for d in documents]
-    np.save(out / "offsets.npy", np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]))
-    if targets is not None:
-        np.save(out / "targets.npy", np.concatenate(targets))
+def _batches(items: Iterable, size: Callable[[object], int]) -> Iterator[list]:
+    """Consecutive lists of TOKENIZE_ROWS items, cut earlier once their sizes add up to TOKENIZE_CHARS; each list
+    is handed on before the next item is taken from `items`."""
+    batch, total = [], 0
+    for item in items:
+        batch.append(item)
+        total += size(item)
+        if len(batch) >= TOKENIZE_ROWS or total >= TOKENIZE_CHARS:
+            yield batch
+            batch, total = [], 0
+    if batch:
+        yield batch
+
+
+class CorpusWriter:
+    """A TokenizedCorpus written into a directory piece by piece: tokens.npy, offsets.npy and (for examples)
+    targets.npy grow with each `add`, so what is held in memory is one batch, whatever the corpus's size."""
+
+    def __init__(self, out: Path, targets: bool = False):
+        self.tokens = _NpyAppender(out / "tokens.npy", np.uint32)
+        self.offsets = _NpyAppender(out / "offsets.npy", np.int64)
+        self.targets = _NpyAppender(out / "targets.npy", np.bool_) if targets else None
+        self.offsets.append(np.zeros(1, dtype=np.int64))
+        self.end = 0  # tokens written
+
+    def add(self, tokens: np.ndarray, lengths: np.ndarray, targets: np.ndarray | None = None) -> None:
+        """Documents, concatenated in `tokens`, of `lengths` tokens each (and, for examples, their targets)."""
+        self.tokens.append(tokens)
+        self.offsets.append(self.end + np.cumsum(lengths, dtype=np.int64))
+        self.end += len(tokens)
+        if self.targets is not None:
+            self.targets.append(targets)
+
+    def __enter__(self) -> CorpusWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for appender in (self.tokens, self.offsets, self.targets):
+            if appender is not None:
+                appender.close()
+
+
+class _NpyAppender:
+    """A one-dimensional .npy file written in pieces, each flushed to the file as it comes. numpy pads the header
+    so that the length can grow to 21 digits in place; it is rewritten with the final length at close."""
+
+    def __init__(self, path: Path, dtype: type):
+        self.dtype, self.length = np.dtype(dtype), 0
+        self.file: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed by close(), after the last piece
+        self._header()
+
+    def _header(self) -> None:
+        descr = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": (self.length,)}
+        np.lib.format.write_array_header_1_0(self.file, descr)
+        self.file.flush()
+
+    def append(self, values: np.ndarray) -> None:
+        self.file.write(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
+        self.file.flush()
+        self.length += len(values)
+
+    def close(self) -> None:
+        if self.file.closed:
+            return
+        data_start = self.file.tell() - self.length * self.dtype.itemsize
+        self.file.seek(0)
+        self._header()
+        if self.file.tell() != data_start:  # cannot happen with numpy's padding, but would corrupt the file
+            raise RuntimeError(f"{self.file.name}: the .npy header changed size")
+        self.file.close()
 
 
 class RowSource:
