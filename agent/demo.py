@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -108,14 +107,11 @@ def run_demo(
     say(f"   winner {winner['id']}: {_describe(winner['params'])}, {winner['tokens_per_s']:,.0f} tokens/s")
 
     say(f"2/4 training the winner for {final_steps} steps")
-    final_run = _train_winner(experiment, directory / "final", winner, final_steps)
+    final_run = _train_winner(sweep_dir / winner["run_dir"], directory / "final", final_steps)
 
     say("3/4 evaluating on the private built-in suite")
-    bench = run_bench("builtin", final_run, directory / "bench")
+    run_bench("builtin", final_run, directory / "bench")  # writes bench/result.json
     bench_file = directory / "bench" / "result.json"
-    if not bench_file.is_file():
-        bench_file.parent.mkdir(parents=True, exist_ok=True)
-        bench_file.write_text(json.dumps(bench, indent=1))
 
     say("4/4 writing the report, pushing the branch, opening a local pull request")
     outcome = write_report(sweep_dir, repo, bench_results=[bench_file], pr=True, provider="local")
@@ -172,20 +168,21 @@ def demo_layouts(gpus: int) -> tuple[int, list[str]]:
     return gpus, layouts
 
 
-def _train_winner(experiment: Path, out: Path, winner: dict, steps: int) -> Path:
+def _train_winner(trial_dir: Path, out: Path, steps: int) -> Path:
+    """The winning trial trained again for `steps` steps: its experiment, processes, layout and settings exactly as
+    its record (trial.json) says it ran, but keeping its final checkpoint, to evaluate."""
+    from agent.sweep.runner import TRIAL, TRIAL_FILE
     from trainer.launch import TrainRequest, launch, prepare
 
-    params = winner["params"]
-    layout = ",".join(f"{k}={v}" for k, v in params["layout"].items() if v != 1)
-    nproc = 1
-    for degree in params["layout"].values():
-        nproc *= degree
-    overrides = [
-        f"train.micro_batch={params['micro_batch']}",
-        f"data.packing={str(params['packing']).lower()}",
-        f"train.activation_checkpointing={str(params['activation_checkpointing']).lower()}",
-    ]
-    prepared = prepare(TrainRequest(experiment, nproc=nproc, layout=layout, steps=steps, out=out, overrides=overrides))
+    record = TRIAL.read(trial_dir / TRIAL_FILE)
+    if record is None:
+        raise FileNotFoundError(f"{trial_dir / TRIAL_FILE}: the winner has no trial record")
+    ran = record["request"]
+    request = TrainRequest(
+        Path(ran["experiment"]), nproc=ran["nproc"], layout=ran["layout"], steps=steps, out=out,
+        overrides=list(record["settings"]),
+    )  # fmt: skip
+    prepared = prepare(request)
     metrics = launch(prepared)
     if metrics["status"] != "ok":
         raise RuntimeError(f"the winner's longer run failed: {metrics['error']}")

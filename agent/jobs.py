@@ -26,13 +26,12 @@ state ("ok", "failed", "oom", "timeout", "nan", "cancelled", "pruned" for a swee
 when the supervisor died before the run ended) and cause. Several processes update it (the supervisor,
 `cancel_run`, the first reader to find the supervisor dead), always under a file lock. A sweep's record says
 "kind": "sweep" and its result is summary.json, a run's metrics.json (a run's record has no kind, so that those
-written before sweeps were jobs read the same).
+written before sweeps were jobs read the same). Its schema is JobRecord: every write and read goes through JOB.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -43,15 +42,22 @@ import uuid
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired
 
 import psutil
 from filelock import FileLock
+from pydantic import Field
+from typing_extensions import TypedDict
 
 from trainer.config import ConfigError, load_experiment
+from trainer.contracts import STRICT, Contract
 from trainer.layout import Layout, LayoutError
 from trainer.lifeline import PARENT_ENV, tie_to_parent, tied_env
-from trainer.rundir import RUN_STATUSES, RunDir, StepsTail, write_json
+from trainer.results import RUN_STATUSES, STEPS, Metrics, RunStatus
+from trainer.rundir import RunDir, StepsTail
+
+if TYPE_CHECKING:
+    from agent.sweep.summary import Summary
 
 REPO = Path(__file__).resolve().parents[1]
 MARKER = "MESHPILOT_JOB"  # inherited by every process of a job: how a job's processes are found
@@ -64,6 +70,65 @@ RESULTS = {"run": "metrics.json", SWEEP: "summary.json"}  # what a job of each k
 KILLED = "killed"  # the supervisor died (SIGKILL, a lost machine) before the run ended: no verdict, no results
 TERMINAL = RUN_STATUSES
 POLL_S = 0.5
+
+# A job's state: waiting for its supervisor, running, or how it ended (trainer.results.RunStatus).
+JobState = Literal["queued", "running", RunStatus]
+JOB_STATES: tuple[str, ...] = JobState.__args__
+Seconds = Annotated[float, Field(gt=0)]
+# A process's start time (start_time): seconds since boot; an int is clock ticks, as records held before psutil.
+StartTime = int | float | None
+
+
+class Identity(TypedDict):
+    """A process that wrote a job record: how a reader tells whether it still lives (process_alive)."""
+
+    __pydantic_config__ = STRICT
+    pid: Annotated[int, Field(ge=1)]
+    pgid: int
+    host: str
+    pid_start: StartTime
+
+
+class SubmititJob(TypedDict):
+    """Where an executor other than this machine's placed the job (agent.sweep.executors)."""
+
+    __pydantic_config__ = STRICT
+    kind: Literal["submitit"]
+    cluster: Literal["slurm", "local"]
+    job_id: str  # SLURM's job id, or submitit's local controller's pid
+
+
+class JobRecord(TypedDict):
+    """job.json: a run's or a sweep's background job, from the request to its verdict."""
+
+    __pydantic_config__ = STRICT
+    run_id: str  # the directory's name
+    token: str  # MESHPILOT_JOB of every process of the job
+    command: list[str]  # what the supervisor runs
+    started: float  # time.time() when it was prepared
+    steps: Annotated[int, Field(ge=0)] | None  # a run's optimizer steps
+    timeout_s: Seconds | None
+    hang_s: Seconds | None
+    cpus: list[Annotated[int, Field(ge=0)]] | None
+    visible_devices: list[int | str] | None  # CUDA_VISIBLE_DEVICES entries
+    threads: Annotated[int, Field(ge=1)] | None  # OMP_NUM_THREADS of a pinned job
+    env_keys: list[str]  # the names of the variables added to its environment: values may be secrets
+    kind: NotRequired[Literal["run", "sweep"]]  # absent: a run (records from before sweeps were jobs)
+    experiment: NotRequired[str]  # a sweep's
+    trials: NotRequired[Annotated[int, Field(ge=1)]]  # a sweep's
+    state: JobState
+    cause: str | None  # why it ended so, in one line
+    creator: Identity  # the process that prepared it and starts its supervisor
+    executor: SubmititJob | None  # None: a supervisor on this machine
+    pid: int | None  # the supervisor, once started
+    pgid: int | None
+    host: str | None
+    pid_start: NotRequired[StartTime]
+    launcher_pid: NotRequired[int]  # the `meshpilot train` (or `sweep`) the supervisor started
+    ended: NotRequired[float]  # time.time() when its verdict was recorded
+
+
+JOB = Contract(JOB_FILE, JobRecord)
 
 
 def start_run(experiment: Path, out: Path, **options: Any) -> str:
@@ -117,7 +182,7 @@ def prepare_job(
     hang_s: float | None = None,
     cpus: list[int] | None = None,
     visible_devices: list[int | str] | None = None,
-) -> dict:
+) -> JobRecord:
     """Check the request cheaply and write job.json (state "queued"); `supervise` then runs it.
 
     Used by `start_run`, and by executors that run the supervisor elsewhere (a SLURM job through submitit).
@@ -147,7 +212,9 @@ def prepare_job(
     )
 
 
-def _prepare_sweep(experiment: Path, out: Path, trials: int | None, timeout_s: float | None, env: dict | None) -> dict:
+def _prepare_sweep(
+    experiment: Path, out: Path, trials: int | None, timeout_s: float | None, env: dict | None
+) -> JobRecord:
     """The sweep's quick checks (the experiment loads, the trial count) and its job.json; the sweep checks the rest."""
     experiment = Path(experiment).absolute()
     trials = load_experiment(experiment).search.trials if trials is None else trials
@@ -161,7 +228,7 @@ def _prepare_sweep(experiment: Path, out: Path, trials: int | None, timeout_s: f
     return _write_job(out, command, **fields, env_keys=sorted(env or {}))
 
 
-def _write_job(out: Path, command: list[str], **fields: Any) -> dict:
+def _write_job(out: Path, command: list[str], **fields: Any) -> JobRecord:
     """Write job.json for `command` (state "queued"); `fields` fill in or add to the record's defaults."""
     job = {
         "run_id": out.name,
@@ -186,8 +253,7 @@ def _write_job(out: Path, command: list[str], **fields: Any) -> dict:
     }
     out.mkdir(parents=True, exist_ok=True)
     with _locked(out):
-        write_json(out / JOB_FILE, job)
-    return job
+        return JOB.write(out / JOB_FILE, job)
 
 
 def run_status(out: Path) -> dict:
@@ -249,9 +315,9 @@ def wait_run(out: Path, timeout_s: float | None = None) -> dict:
         time.sleep(POLL_S)
 
 
-def read_job(out: Path) -> dict | None:
-    path = Path(out) / JOB_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
+def read_job(out: Path) -> JobRecord | None:
+    """The job's record, or None when the directory has none."""
+    return JOB.read(Path(out) / JOB_FILE)
 
 
 def supervise(out: Path, env: dict | None = None, token: str | None = None) -> str:
@@ -265,7 +331,7 @@ def supervise(out: Path, env: dict | None = None, token: str | None = None) -> s
         job = read_job(out)
         if job is None or job["state"] != "queued" or (token is not None and job["token"] != token):
             return job["state"] if job else "failed"
-        write_json(out / JOB_FILE, {**job, "state": "running", **_identity()})
+        JOB.write(out / JOB_FILE, {**job, "state": "running", **_identity()})
     if job["cpus"]:
         os.sched_setaffinity(0, job["cpus"])
     child_env = _child_env(job, env or {})
@@ -290,11 +356,13 @@ def supervise(out: Path, env: dict | None = None, token: str | None = None) -> s
             _end_owned(out, job, verdict[0])
     else:
         state, cause = _outcome(out, job, launcher.returncode)
+        if stopping and state != "ok":  # stopped (SIGTERM to the job) as its launcher exited: the stop is the cause
+            state, cause = "cancelled", stopping[0]
         record_state(out, state, cause)
     return read_job(out)["state"]
 
 
-def _watch(out: Path, job: dict, launcher: subprocess.Popen, stopping: list[str]) -> tuple[str, str] | None:
+def _watch(out: Path, job: JobRecord, launcher: subprocess.Popen, stopping: list[str]) -> tuple[str, str] | None:
     """Poll until the launcher exits (None) or the run must be stopped: (state, cause)."""
     steps = StepsTail(RunDir(out).steps)
     started = last_step_at = time.monotonic()
@@ -322,7 +390,7 @@ def _ending(out: Path) -> bool:
     return run.metrics.is_file() or any(run.path.glob("failure.rank*.json"))
 
 
-def _outcome(out: Path, job: dict, returncode: int) -> tuple[str, str | None]:
+def _outcome(out: Path, job: JobRecord, returncode: int) -> tuple[str, str | None]:
     """The state of a job whose launcher exited by itself."""
     kind = _kind(job)
     results = _results(out, kind)
@@ -335,14 +403,17 @@ def _outcome(out: Path, job: dict, returncode: int) -> tuple[str, str | None]:
     return "failed", f"the launcher exited with code {returncode} and wrote no results (see {LOG_FILE})"
 
 
-def _kind(job: dict | None) -> str:
+def _kind(job: JobRecord | None) -> str:
     return (job or {}).get("kind", "run")
 
 
-def _results(out: Path, kind: str) -> dict | None:
+def _results(out: Path, kind: str) -> Metrics | Summary | None:
     """What the job wrote when it ended (a run's metrics.json, a sweep's summary.json), or None."""
-    path = Path(out) / RESULTS[kind]
-    return json.loads(path.read_text()) if path.is_file() else None
+    if kind == SWEEP:
+        from agent.sweep.summary import SUMMARY  # the sweep's package imports this module
+
+        return SUMMARY.read(Path(out) / RESULTS[SWEEP])
+    return RunDir(out).read_metrics()
 
 
 def _verdict(kind: str, results: dict) -> tuple[str, str | None]:
@@ -357,7 +428,7 @@ def _classify(metrics: dict) -> tuple[str, str | None]:
     return (status if status in TERMINAL else "failed"), metrics.get("error")
 
 
-def _state(job: dict | None, kind: str, results: dict | None) -> tuple[str, str | None]:
+def _state(job: JobRecord | None, kind: str, results: dict | None) -> tuple[str, str | None]:
     if job is None:
         return _verdict(kind, results)
     if job["state"] in TERMINAL:
@@ -373,19 +444,19 @@ def _state(job: dict | None, kind: str, results: dict | None) -> tuple[str, str 
     return KILLED, f"the job's supervisor (pid {job['pid']}) died before the {kind} ended, and the {kind} with it"
 
 
-def _owned_dirs(out: Path, job: dict | None) -> list[Path]:
+def _owned_dirs(out: Path, job: JobRecord | None) -> list[Path]:
     """The directories of the jobs this job started: a sweep's trials (agent.sweep keeps them in trials/)."""
     return sorted((Path(out) / "trials").glob("*/")) if _kind(job) == SWEEP else []
 
 
-def _end_owned(out: Path, job: dict, state: str) -> None:
+def _end_owned(out: Path, job: JobRecord, state: str) -> None:
     """Record the end of the jobs stopped with this one (a sweep's trials), which would otherwise read as killed."""
     for owned in _owned_dirs(out, job):
         if read_job(owned) is not None:
             record_state(owned, "cancelled", f"stopped with its {_kind(job)} ({state})")
 
 
-def _creator(job: dict) -> dict[str, Any]:
+def _creator(job: JobRecord) -> dict[str, Any]:
     creator = job["creator"]
     if creator["host"] != socket.gethostname():
         return {"pid": os.getpid(), "start": None}  # cannot be checked from here: count it as alive
@@ -420,7 +491,7 @@ def _threads_per_process(cpus: list[int] | None, nproc: int | None) -> int | Non
     return max(1, len(cpus) // (nproc or 1)) if cpus else None
 
 
-def _child_env(job: dict, env: dict) -> dict[str, str]:
+def _child_env(job: JobRecord, env: dict) -> dict[str, str]:
     child = {**os.environ, **env, MARKER: job["token"]}
     child["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), child.get("PYTHONPATH")]))
     if job["threads"] is not None:
@@ -476,13 +547,13 @@ def _identity() -> dict[str, Any]:
     return {"pid": pid, "pgid": os.getpgid(pid), "host": socket.gethostname(), "pid_start": start_time(pid)}
 
 
-def record_state(out: Path, state: str, cause: str | None) -> None:
+def record_state(out: Path, state: JobState, cause: str | None) -> None:
     """Write the final state, unless another process already wrote one (the first verdict stands)."""
     with _locked(out):
         job = read_job(out)
         if job["state"] in TERMINAL:
             return
-        write_json(out / JOB_FILE, {**job, "state": state, "cause": cause, "ended": time.time()})
+        JOB.write(out / JOB_FILE, {**job, "state": state, "cause": cause, "ended": time.time()})
 
 
 def update_job(out: Path, **fields: Any) -> None:
@@ -490,20 +561,31 @@ def update_job(out: Path, **fields: Any) -> None:
         job = read_job(out)
         if job["state"] in TERMINAL:
             fields.pop("state", None)
-        write_json(out / JOB_FILE, {**job, **fields})
+        JOB.write(out / JOB_FILE, {**job, **fields})
 
 
 def _locked(out: Path) -> FileLock:
     return FileLock(Path(out) / LOCK_FILE)
 
 
+_TAIL_BYTES = 1 << 16  # far more than one steps.jsonl line
+
+
 def _last_step(run: RunDir) -> int:
-    if not run.steps.is_file():
+    """The step of the last complete line of steps.jsonl (0 before the first): its end alone is read, a line still
+    being written is not."""
+    try:
+        with run.steps.open("rb") as f:
+            start = max(0, f.seek(0, os.SEEK_END) - _TAIL_BYTES)
+            f.seek(start)
+            tail = f.read()
+    except FileNotFoundError:
         return 0
-    lines = [line for line in run.steps.read_bytes().splitlines() if line.strip()]
-    with contextlib.suppress(ValueError, IndexError, KeyError):
-        return int(json.loads(lines[-1])["step"])
-    return 0
+    complete = tail[: tail.rfind(b"\n") + 1]
+    if start > 0:  # the window may begin inside a line
+        complete = complete[complete.find(b"\n") + 1 :]
+    lines = [line for line in complete.decode().splitlines() if line.strip()]
+    return STEPS.parse(lines[-1], run.steps)["step"] if lines else 0
 
 
 # Processes, through psutil.

@@ -1,5 +1,8 @@
 """The offline planner's replies, written from tool results: every figure quoted with the file it was read from
 (the result's "source"), so that agent.figures can check it.
+
+Why one layout ranks below another is said in one place, `behind_because`: the chat's answers (and so the TUI's)
+and the report's "why it was chosen" use it, so they never explain the same result two ways.
 """
 
 from __future__ import annotations
@@ -10,13 +13,14 @@ from typing import Any
 from trainer.layout import ONE_PROCESS, layout_family, layout_name
 
 RUNNERS_UP = 3  # other families an explanation compares the winner with
-# What each parallel dimension costs in trainer.throughput's model, said once per family part.
+# What each parallel dimension costs in trainer.throughput's model, said once per family part (no digits: the
+# report prints these beside figures that its ledger traces, and fixed text there holds none).
 COSTS = {
     "FSDP": "FSDP gathers the parameters again for every micro-batch",
     "HSDP": "HSDP gathers parameters within a group and all-reduces gradients across groups",
     "DDP": "DDP all-reduces every gradient once per step",
     "TP": "tensor parallel all-reduces activations in every layer, on the critical path",
-    "PP": "the pipeline idles for pp - 1 micro-batch slots per step (the 1F1B bubble)",
+    "PP": "the pipeline idles while its stages fill and drain in every step (the bubble)",
     "CP": "context parallel all-gathers keys and values in every layer and reduce-scatters their gradients",
 }
 
@@ -70,7 +74,7 @@ def explain_plan(result: dict, asked: str | None) -> str:
     lines.append(f"{winner['family']} ({winner['layout']}) {_figures(winner)}.")
     for family in _runners_up(families, winner["family"], asked):
         best = families[family]
-        lines.append(f"Best {family} ({best['layout']}): {_figures(best)}; {_compare(best, winner)}.")
+        lines.append(f"Best {family} ({best['layout']}): {_figures(best)}; {behind_because(best, winner)}.")
     lines.append(
         f"These are predictions; a run measures them (e.g. `/run layout={_layout_arg(winner)}`). "
         f"(source: {result['source']})"
@@ -85,8 +89,13 @@ def _figures(c: dict) -> str:
     )
 
 
-def _compare(other: dict, winner: dict) -> str:
-    """Why `other` ranks below `winner`: the costs (in trainer.throughput's model) it has that the winner has not."""
+def behind_because(other: dict, winner: dict) -> str:
+    """Why `other` ranks below `winner`, in words."""
+    return "behind because " + ("; ".join(reasons_behind(other, winner)) or "its collectives are on the critical path")
+
+
+def reasons_behind(other: dict, winner: dict) -> list[str]:
+    """The costs (in trainer.throughput's model) `other` has that `winner` has not."""
     mine, theirs = set(other["family"].split("+")), set(winner["family"].split("+"))
     reasons = [COSTS[part] for part in sorted(mine - theirs) if part in COSTS]
     if other.get("comm_gib_per_step", 0) > winner.get("comm_gib_per_step", 0):
@@ -95,7 +104,7 @@ def _compare(other: dict, winner: dict) -> str:
         reasons.append("it recomputes activations in the backward pass")
     if other["grad_accum"] > winner["grad_accum"]:
         reasons.append("it runs more, smaller micro-batches per step")
-    return "behind because " + ("; ".join(reasons) or "its collectives are on the critical path")
+    return reasons
 
 
 def _layout_arg(c: dict) -> str:
@@ -191,7 +200,7 @@ def describe_sweep(result: dict) -> str:
 def explain_sweep(result: dict, asked: str | None) -> str:
     """Why the sweep's winner won: measured figures beside the best trial of every other family."""
     objective = result["objective"]
-    ok = [_as_candidate(t) for t in result["trials"] if t["status"] == "ok" and t.get(objective) is not None]
+    ok = [trial_candidate(t) for t in result["trials"] if t["status"] == "ok" and t.get(objective) is not None]
     if not ok:
         return f"No trial of the sweep finished ok, so nothing won. (source: {result['source']})"
     best_first = sorted(ok, key=lambda t: -t[objective] if objective == "tokens_per_s" else t[objective])
@@ -206,7 +215,7 @@ def explain_sweep(result: dict, asked: str | None) -> str:
     lines.append(f"{winner['family']} won with trial {winner['id']}, {_trial_figures(winner)}.")
     for family in _runners_up(families, winner["family"], asked):
         best = families[family]
-        lines.append(f"Best {family}, trial {best['id']}, {_trial_figures(best)}; {_compare(best, winner)}.")
+        lines.append(f"Best {family}, trial {best['id']}, {_trial_figures(best)}; {behind_because(best, winner)}.")
     return "\n".join(lines) + f" (source: {result['source']})"
 
 
@@ -218,8 +227,8 @@ def _runners_up(families: dict[str, dict], winner: str, asked: str) -> list[str]
     return others
 
 
-def _as_candidate(trial: dict) -> dict:
-    """A sweep trial with the fields _compare reads."""
+def trial_candidate(trial: dict) -> dict:
+    """A sweep trial (summary.json's record) with the fields behind_because reads."""
     params = trial["params"]
     return {**trial, "family": layout_family(params["layout"]), "grad_accum": params["grad_accum"],
             "activation_checkpointing": params["activation_checkpointing"]}  # fmt: skip

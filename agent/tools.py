@@ -49,8 +49,8 @@ def inspect_hardware(repo: Repo) -> str:
     """
     import torch
 
+    from trainer.contracts import write_json
     from trainer.environment import device_name
-    from trainer.rundir import write_json
     from trainer.throughput import detect_intra_node_link
 
     device_type = "cuda" if torch.cuda.is_available() else "cpu"
@@ -105,10 +105,10 @@ def plan_layouts(
         seq_len: sequence length (default: the experiment's data.seq_len)
     """
     from trainer.config import load_experiment
+    from trainer.contracts import write_json
     from trainer.model import model_config
     from trainer.planner import Pinned, pinned_by, plan, planned_hardware
     from trainer.presets import preset_experiment
-    from trainer.rundir import write_json
 
     if devices < 1 or nodes < 1 or top < 1:
         raise ToolError(f"devices, nodes and top must be at least 1 (got {devices}, {nodes}, {top})")
@@ -236,13 +236,13 @@ def read_results(repo: Repo, run: str) -> str:
     if metrics is None:
         raise ToolError(f"{run} has no metrics.json yet: the run has not ended (see run_status)")
     found: dict[str, Any] = {"run": run, **_key_metrics(metrics)}
-    if directory.memory.is_file():
-        memory = json.loads(directory.memory.read_text())
+    memory = directory.read_memory()
+    if memory is not None:
         found["memory"] = {
             "source": _relative(repo, directory.memory),
             "rank0_predicted": memory["predicted"][0],
             "rank0_measured": memory["measured"][0],
-            "peak_source": memory.get("peak_source"),
+            "peak_source": memory["peak_source"],
         }
     steps = directory.read_steps()
     if steps:
@@ -254,11 +254,7 @@ def read_results(repo: Repo, run: str) -> str:
 @tool
 def list_runs(repo: Repo) -> str:
     """List the run directories under runs/ with the status their metrics.json records (none: not ended)."""
-    runs = []
-    for directory in sorted((Path(repo) / "runs").glob("*/")):
-        metrics_file = directory / "metrics.json"
-        metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else {}
-        runs.append({"run": _relative(repo, directory), "status": metrics.get("status")})
+    runs = [{"run": _relative(repo, d), "status": _status_of(d)} for d in sorted((Path(repo) / "runs").glob("*/"))]
     return _result(repo, Path(repo) / "runs", {"runs": runs})
 
 
@@ -267,12 +263,14 @@ def list_results(repo: Repo) -> str:
     """What the repository holds, newest first: runs (with status), sweeps (with winner), and the reports and pull
     requests meshpilot wrote (report files on meshpilot/* branches). Use it to find "the last run" or "the winner"."""
     root = Path(repo)
-    runs = [{"run": _relative(repo, d), "status": _status_of(d / "metrics.json")} for d in _newest(root / "runs")]
+    from agent.sweep.summary import SUMMARY, SUMMARY_FILE
+
+    runs = [{"run": _relative(repo, d), "status": _status_of(d)} for d in _newest(root / "runs")]
     sweeps = []
     for directory in _newest(root / "sweeps"):
-        summary = directory / "summary.json"
-        winner = json.loads(summary.read_text()).get("winner") if summary.is_file() else None
-        sweeps.append({"sweep": _relative(repo, directory), "winner": winner, "finished": summary.is_file()})
+        summary = SUMMARY.read(directory / SUMMARY_FILE)
+        winner = summary["winner"] if summary is not None else None
+        sweeps.append({"sweep": _relative(repo, directory), "winner": winner, "finished": summary is not None})
     found = {"runs": runs, "sweeps": sweeps, **_reports(root)}
     return _result(repo, root, found)
 
@@ -285,11 +283,13 @@ def read_sweep(repo: Repo, sweep: str) -> str:
     Args:
         sweep: the sweep directory, relative to the repository
     """
+    from agent.sweep.summary import SUMMARY, SUMMARY_FILE
+
     directory = resolve_in_repo(Path(repo), sweep)
-    summary = directory / "summary.json"
-    if not summary.is_file():
+    summary = SUMMARY.read(directory / SUMMARY_FILE)
+    if summary is None:
         raise ToolError(f"{sweep} has no summary.json: no sweep finished there")
-    return _result(repo, summary, {"sweep": _relative(repo, directory), **json.loads(summary.read_text())})
+    return _result(repo, directory / SUMMARY_FILE, {"sweep": _relative(repo, directory), **summary})
 
 
 @tool(parse_docstring=True)
@@ -346,7 +346,7 @@ def run_benchmark(repo: Repo, tool_call_id: CallId, model: str, suite: str = "bu
     if not saved.is_file():
         tasks = suite if suite == "builtin" else str(resolve_in_repo(Path(repo), suite))
         run_bench(tasks, resolve_in_repo(Path(repo), model), out)
-    result = json.loads(saved.read_text())
+    result = _provided("evalsuite.result", "BENCH_RESULT").read(saved)  # evalsuite's contract: checked as it is read
     tasks = [{k: t[k] for k in ("task", "split", "private", "metrics", "n_examples")} for t in result["tasks"]]
     found = {"bench": _relative(repo, out), "suite": result["suite"], "model": model, "tasks": tasks}
     return _result(repo, saved, {**found, "leaderboard_id": result.get("leaderboard_id")})
@@ -462,8 +462,12 @@ def _newest(directory: Path) -> list[Path]:
     return sorted(found, key=lambda d: (-max(p.stat().st_mtime for p in [d, *d.iterdir()]), d.name))
 
 
-def _status_of(metrics: Path) -> str | None:
-    return json.loads(metrics.read_text()).get("status") if metrics.is_file() else None
+def _status_of(run: Path) -> str | None:
+    """The status a run directory's metrics.json records; None before it ended."""
+    from trainer.rundir import RunDir
+
+    metrics = RunDir(run).read_metrics()
+    return metrics["status"] if metrics is not None else None
 
 
 def _reports(root: Path) -> dict[str, list[dict]]:

@@ -22,6 +22,7 @@ import yaml
 
 from bench.machine import RESULTS, describe_machine
 from bench.runs import SMALL_LLAMA, train
+from trainer.rundir import RunDir
 
 FULL = {"seq_lens": [512, 1024, 2048, 4096], "cps": [1, 2, 4], "steps": 5}
 QUICK = {"seq_lens": [128, 256], "cps": [1, 2], "steps": 3}
@@ -52,8 +53,8 @@ def write_experiment(directory: Path, seq_len: int, steps: int) -> Path:
 
 def measure(run_dir: Path) -> dict:
     """Activations of the rank that saves the most, predicted and measured, and the run's tokens/s."""
-    memory = json.loads((run_dir / "memory.json").read_text())
-    metrics = json.loads((run_dir / "metrics.json").read_text())
+    run = RunDir(run_dir)
+    memory, metrics = run.read_memory(), run.read_metrics()
     pairs = list(zip(memory["predicted"], memory["measured"], strict=True))
     predicted, measured = max(pairs, key=lambda p: p[1]["activations_saved"])
     return {

@@ -122,7 +122,7 @@ class Bench:
         if done.returncode != 0 or not run.metrics.exists():
             summary["error"] = (done.stderr or done.stdout)[-3000:]
             return self._keep(name, summary)
-        metrics, memory, steps = run.read_metrics(), json.loads(run.memory.read_text()), run.read_steps()
+        metrics, memory, steps = run.read_metrics(), run.read_memory(), run.read_steps()
         timed = [s["step_s"] for s in steps[-metrics["timed_steps"] :]]
         summary.update(
             status=metrics["status"],

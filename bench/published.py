@@ -31,12 +31,12 @@ from transformers import PretrainedConfig
 
 from bench.machine import RESULTS, describe_machine
 from trainer.config import Experiment
+from trainer.contracts import write_json
 from trainer.layout import Layout
 from trainer.memory_model import CUDA_RUNTIME, MemoryPlan, nccl_communicators, predict_memory
 from trainer.model import model_config
 from trainer.planner import planned_hardware
 from trainer.presets import preset_experiment
-from trainer.rundir import write_json
 from trainer.throughput import Calibration, Hardware, hardware_figures, predict_run
 
 GiB = 1024**3

@@ -202,7 +202,7 @@ def run_meshpilot(prepared: Prepared, out: Path, threads: int, heldout: Tokenize
         raise RuntimeError(f"meshpilot train failed ({done.returncode}): {(done.stderr or done.stdout)[-2000:]}")
     run = RunDir(out)
     metrics = run.read_metrics()
-    launch = json.loads(run.launch.read_text())
+    launch = run.read_launch()
     if Path(launch["data_dir"]) != prepared.data_dir:  # the Trainer variants must see the same token ids
         raise RuntimeError(f"meshpilot trained on {launch['data_dir']}, not the prepared {prepared.data_dir}")
     steps = run.read_steps()

@@ -17,6 +17,7 @@ from evalsuite import contamination
 from evalsuite.errors import BenchError
 from evalsuite.leaderboard import Leaderboard
 from evalsuite.models import LoadedModel, open_model, resolve
+from evalsuite.result import BENCH_RESULT, BenchResult
 from evalsuite.runner import Evaluation, answer, evaluate, solved_text
 from evalsuite.scoring import supported_batching
 from evalsuite.store import Store
@@ -24,7 +25,6 @@ from evalsuite.task import BUILTIN_SUITE, Item, Suite, Task, load_items, load_su
 from trainer.config import DataSpec
 from trainer.data import data_sources, read_documents
 from trainer.environment import versions
-from trainer.rundir import write_json
 
 EVAL_VERSION = "1"  # bump by hand for changes in meaning; the hash below changes with any code change
 DEFAULT_BATCH_TOKENS = 4096
@@ -49,7 +49,7 @@ def run_bench(
     offload_dir: Path | None = None,
     train_data: list[Path] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-) -> dict[str, Any]:
+) -> BenchResult:
     """Evaluate `model` on every split of every task of `suite`, record a leaderboard submission, return the result.
 
     With `out`, the result is also written to OUT/result.json. An interrupted run continues where it stopped when
@@ -75,7 +75,7 @@ def run_bench(
         batching, note = supported_batching(lm.model, lm.device_mapped)
         evaluation = Evaluation(lm, store, batching, note, batch_tokens, code_version, progress)
         entries = _evaluate_tasks(evaluation, loaded_suite, items, task_versions, _training_ngrams(lm, train_sources))
-        result = {
+        result: BenchResult = {
             "suite": loaded_suite.name,
             "suite_version": suite_version(loaded_suite, task_versions),
             "model": {"path": str(source.path), "checkpoint_hash": lm.checkpoint_hash},
@@ -94,7 +94,7 @@ def run_bench(
     result["submissions_today"] = board.submissions_today(lm.checkpoint_hash)
     result["daily_limit"] = limit
     if out is not None:
-        write_json(Path(out) / "result.json", result)
+        BENCH_RESULT.write(Path(out) / "result.json", result)
     return result
 
 

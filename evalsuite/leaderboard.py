@@ -20,6 +20,7 @@ from typing import Any
 
 from evalsuite.errors import BenchError
 from evalsuite.metrics import higher_is_better
+from evalsuite.result import BENCH_RESULT, BenchResult
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS submissions (
@@ -69,8 +70,9 @@ class Leaderboard:
                 "try again tomorrow"
             )
 
-    def record(self, model_key: str, result: dict[str, Any], limit: int) -> int:
+    def record(self, model_key: str, result: BenchResult, limit: int) -> int:
         """Add a submission, checking the limit again in the same transaction (another run may have finished)."""
+        result = BENCH_RESULT.check(result, f"{self.path}: the submission")
         db = self._connect()
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -91,12 +93,14 @@ class Leaderboard:
     def rows(self, suite: str | None = None, private: bool = False) -> list[dict[str, Any]]:
         """Submissions with their dev (public) or test (private) scores, best first."""
         found = self._query("SELECT id, day, result FROM submissions ORDER BY id")
-        rows = [_row(id_, day, json.loads(blob), "test" if private else "dev") for id_, day, blob in found]
+        split = "test" if private else "dev"
+        results = [(id_, day, BENCH_RESULT.parse(blob, f"{self.path} submission {id_}")) for id_, day, blob in found]
+        rows = [_row(id_, day, result, split) for id_, day, result in results]
         rows = [r for r in rows if (suite is None or r["suite"] == suite) and r["tasks"]]
         return sorted(rows, key=lambda r: (r["score"] is None, -(r["score"] or 0.0), r["id"]))
 
 
-def _row(id_: int, day: str, result: dict[str, Any], split: str) -> dict[str, Any]:
+def _row(id_: int, day: str, result: BenchResult, split: str) -> dict[str, Any]:
     tasks = {t["task"]: t for t in result["tasks"] if t["split"] == split}
     return {
         "id": id_,

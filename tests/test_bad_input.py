@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 import subprocess
 import sys
@@ -16,6 +17,9 @@ from support import TINY_MODEL
 import trainer.launch as launch_module
 from trainer.config import ConfigError
 from trainer.launch import TrainRequest, prepare
+
+# A real finished run's metrics.json (the TUI's recorded trial): what a finished run leaves.
+TUI_TRIAL = Path(__file__).parent / "fixtures" / "tui-sweep" / "sweep" / "trials" / "t000"
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -399,7 +403,8 @@ def test_resume_refuses_a_finished_run(tmp_path):
     (run / "config.yaml").write_text(resolved_config(tmp_path, exp))
     final = f"--resume: the latest checkpoint of {run} (step_00000002) is its final step; nothing is left to train"
     refused(request(tmp_path, exp, resume=True), final)  # killed before it wrote metrics.json
-    (run / "metrics.json").write_text('{"status": "ok"}')
+    finished = {**json.loads((TUI_TRIAL / "metrics.json").read_text()), "steps": 2}
+    (run / "metrics.json").write_text(json.dumps(finished))
     refused(request(tmp_path, exp, resume=True), f"--resume: {run} already finished its 2 steps")
 
 

@@ -13,10 +13,10 @@ import pytest
 
 from trainer import corpus as corpus_module
 from trainer.config import ConfigError, DataSpec
+from trainer.contracts import write_json
 from trainer.corpus import builtin_documents
 from trainer.data import BatchPlan, RowSource, TokenizedCorpus, data_sources, plan_batches, read_documents
 from trainer.packing import IGNORE_INDEX
-from trainer.rundir import write_json
 
 EOS = 1
 

@@ -16,8 +16,7 @@ from transformers import LlamaConfig
 
 from agent.demo import CPU_LAYOUTS, DEMO_MODEL, MICRO_BATCH, ROWS_PER_DEVICE, SEQ_LEN, demo_layouts
 from trainer.data import plan_batches
-from trainer.layout import Layout
-from trainer.parallelize import check_layout_for_model
+from trainer.layout import Layout, check_layout_for_model
 from trainer.pipeline import check_pipeline
 from trainer.rundir import RunDir
 

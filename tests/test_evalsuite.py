@@ -31,6 +31,7 @@ from evalsuite.runner import context_text, solved_text
 from evalsuite.scoring import generate_continuous, generate_static, generation_config
 from evalsuite.store import Store, git_work_tree
 from evalsuite.task import BUILTIN_DIR, load_items, load_suite
+from trainer.contracts import ContractError
 from trainer.corpus import builtin_documents
 from trainer.export import export_hf, find_checkpoint, load_model, load_run_tokenizer
 
@@ -331,7 +332,7 @@ def test_submission_day_rolls_over_at_utc_midnight(tmp_path):
     midnight = datetime.datetime(2026, 3, 1, tzinfo=datetime.UTC).timestamp()
     now = [midnight - 1.0]
     board = Leaderboard(tmp_path / "leaderboard.sqlite", clock=lambda: now[0])
-    result = {"suite": "s", "tasks": []}
+    result = bench_result()
     board.record("weights-a", result, limit=1)
     with pytest.raises(BenchError, match=r"weights-a\) has made 1 of 1 submissions today"):
         board.check_limit("weights-a", 1, "runs/a")
@@ -343,6 +344,30 @@ def test_submission_day_rolls_over_at_utc_midnight(tmp_path):
     board.check_limit("weights-a", 1)
     board.record("weights-a", result, limit=1)
     assert [day for (day,) in board._query("SELECT day FROM submissions ORDER BY id")] == ["2026-02-28", "2026-03-01"]
+
+
+def bench_result(**changes) -> dict:
+    """A result as run_bench makes it: one task's dev split."""
+    task = {"task": "addition", "version": "v1", "split": "dev", "private": False, "metrics": {"exact_match": 0.5},
+            "n_examples": 6, "contamination": {"n": 8, "overlap": None, "flagged": False}}  # fmt: skip
+    return {"suite": "s", "suite_version": "v1", "model": {"path": "runs/a", "checkpoint_hash": "weights-a"},
+            "config_hash": None, "git_commit": None, "seed": None, "eval_code_version": "1+abc", "batching": "static",
+            "batching_note": None, "device_mapped": False, "versions": {"torch": "2.13.0"}, "tasks": [task],
+            **changes}  # fmt: skip
+
+
+def test_a_bad_result_is_refused_in_one_line_before_it_is_stored_or_shown(tmp_path):
+    path = tmp_path / "leaderboard.sqlite"
+    board = Leaderboard(path)
+    with pytest.raises(ContractError, match=rf"^{re.escape(str(path))}: the submission: tasks\.0\.n_examples: "):
+        board.record("weights-a", bench_result(tasks=[{**bench_result()["tasks"][0], "n_examples": -1}]), limit=5)
+    assert board.rows() == []  # nothing was stored
+    board.record("weights-a", bench_result(), limit=5)
+    assert [row["score"] for row in board.rows()] == [0.5]
+    # A row stored by another version (an unknown field): the leaderboard names the file and the submission.
+    board._query("UPDATE submissions SET result = ?", (json.dumps(bench_result(extra=1)),))
+    with pytest.raises(ContractError, match=rf"^{re.escape(str(path))} submission 1: extra: unknown field"):
+        board.rows()
 
 
 def test_vocabulary_mismatch_is_refused_with_one_line(world, tmp_path, capsys):

@@ -10,10 +10,9 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from trainer.config import ConfigError, GaLoreSpec, TrainSpec, experiment_from_dict, load_experiment
+from trainer.config import GALORE_PROJ_TYPES, ConfigError, GaLoreSpec, TrainSpec, experiment_from_dict, load_experiment
 from trainer.memory import state_bytes, tensor_bytes
 from trainer.optim import (
-    GALORE_PROJ_TYPES,
     build_optimizer,
     galore_state_elements,
     optimizer_state_bytes,

@@ -12,10 +12,10 @@ from transformers import AutoConfig
 
 import trainer.probe as probe_module
 from agent.cli import main
+from trainer.contracts import write_json
 from trainer.environment import device_name
 from trainer.layout import Layout
 from trainer.probe import COLLECTIVES, ProbeError, ensure_probe, plans_this_machine, probe_path, read_probe
-from trainer.rundir import write_json
 from trainer.throughput import STATED, Calibration, Hardware, estimate_step, hardware_figures, this_machine
 
 CPU = Hardware("cpu", device_name("cpu"), devices_per_node=2, intra_node_link="cpu")

@@ -24,10 +24,18 @@ TRIALS = (  # id, layout, environment, expected status
 )
 PRUNED = {
     "id": "t3",
-    "params": {"layout": {"dp_replicate": 1, "dp_shard": 1, "tp": 2, "cp": 1, "pp": 1}, "micro_batch": 8},
+    "params": {
+        "layout": {"dp_replicate": 1, "dp_shard": 1, "tp": 2, "cp": 1, "pp": 1},
+        "micro_batch": 8,
+        "grad_accum": 1,
+        "activation_checkpointing": False,
+        "packing": True,
+    },
+    "settings": ["train.micro_batch=8"],
     "status": "pruned",
     "cause": "predicted peak 2.0 GiB exceeds the 1 GiB device memory",
     "run_dir": None,
+    "nproc": 2,
     "tokens_per_s": None,
     "mfu": None,
     "peak_mem_bytes": None,
@@ -60,6 +68,7 @@ def build_sweep(directory: Path) -> Path:
         "objective": "tokens_per_s",
         "device_type": "cpu",
         "devices": 2,
+        "sampler": "grid",
         "winner": winner["id"],
         "trials": records,
         "planner": {
@@ -67,13 +76,29 @@ def build_sweep(directory: Path) -> Path:
             "top_pick_params": records[1]["params"],
             "measured_best": winner["id"],
             "quality_ratio": records[1]["tokens_per_s"] / winner["tokens_per_s"],
+            "dropped": [],
         },
     }
-    inputs = {"experiment": str(experiment), "config_hash": "sweep-config-7", "space": {"layouts": "auto"},
-              "sampler": "grid", "executor": "local", "devices": 2}  # fmt: skip
-    (sweep / "sweep.json").write_text(json.dumps(inputs, indent=1))
+    (sweep / "sweep.json").write_text(json.dumps(_inputs(experiment, records), indent=1))
     (sweep / "summary.json").write_text(json.dumps(summary, indent=1))
     return sweep
+
+
+def _inputs(experiment: Path, records: list[dict]) -> dict:
+    """sweep.json of these trials, as `meshpilot sweep` writes it (agent.sweep.SweepInputs)."""
+    points = [
+        {"id": r["id"], **{k: r["params"][k] for k in ("layout", "micro_batch", "grad_accum",
+         "activation_checkpointing", "packing")}, "extra": {}, "predicted_peak_bytes": r["predicted_peak_bytes"],
+         "predicted_tokens_per_s": r["predicted_tokens_per_s"]}
+        for r in records
+    ]  # fmt: skip
+    return {
+        "experiment": str(experiment), "config_hash": "sweep-config-7", "objective": "tokens_per_s",
+        "direction": "maximize", "sampler": "grid", "prune": True, "executor": "local", "device_type": "cpu",
+        "device_ids": [0, 1], "trials": len(records), "budget": len(records), "trial_steps": 3,
+        "timing_warmup_steps": 1, "timeout_s": None, "hang_s": 600.0, "requested_space": {},
+        "space": {"points": points, "ranges": {}, "dropped": []}, "trackers": None,
+    }  # fmt: skip
 
 
 def _record(trial_id: str, out: Path) -> dict:
@@ -83,12 +108,14 @@ def _record(trial_id: str, out: Path) -> dict:
         "id": trial_id,
         "params": {"layout": metrics["layout"], "micro_batch": metrics["micro_batch"],
                    "grad_accum": metrics["grad_accum"], "activation_checkpointing": False, "packing": True},
+        "settings": [],  # trained with the experiment's own values
         "status": metrics["status"],
         "cause": metrics["error"],
         "run_dir": f"trials/{trial_id}",
+        "nproc": metrics["world_size"],
         "tokens_per_s": metrics["tokens_per_s"],
         "mfu": metrics["mfu"],
-        "peak_mem_bytes": metrics.get("peak_mem_bytes"),
+        "peak_mem_bytes": max(metrics["peak_mem_bytes"]) if metrics.get("peak_mem_bytes") else None,
         "predicted_peak_bytes": max(p["peak"] for p in memory["predicted"]) if memory else None,
         "predicted_tokens_per_s": None,
         "final_loss": metrics["final_loss"],

@@ -36,17 +36,26 @@ def write_run(path: Path, degrees: dict, *, packing: bool, losses: list[float], 
         "micro_batch": 2, "grad_accum": 4, "seq_len": 64, "packing": packing, "precision": "fp32",
         "steps": len(losses), "tokens_per_s": tokens_per_s, "tokens_per_s_per_device": tokens_per_s / world,
         "mfu": None, "peak_mem_bytes": [2**28] * world, "final_loss": losses[-1],
+        "config_hash": "abc", "git_commit": None, "git_dirty": None, "seed": 0, "versions": {},
     }  # fmt: skip
     rank = {"parameters": 2**20, "gradients": 2**20, "optimizer": 2**21, "activations_saved": 2**22, "peak": 2**28}
-    memory = {"measured": [{"rank": r, **rank} for r in range(world)], "predicted": [{"rank": r, **rank} for r in
-              range(world)], "peak_source": "process peak resident set size"}  # fmt: skip
+    predicted = {**rank, "weight_copies_saved": 0, "temporaries": 0}
+    memory = {"units": "bytes", "measured": [{"rank": r, **rank} for r in range(world)], "predicted": [{"rank": r,
+              **predicted} for r in range(world)], "peak_source": "process peak resident set size"}  # fmt: skip
     config = {**TINY_EXPERIMENT, "data": {**TINY_EXPERIMENT["data"], "packing": packing},
               "train": {**TINY_EXPERIMENT["train"], "steps": len(losses)}, "layout": degrees}  # fmt: skip
     (path / "metrics.json").write_text(json.dumps(metrics))
     (path / "memory.json").write_text(json.dumps(memory))
     (path / "config.yaml").write_text(yaml.safe_dump(config))
-    steps = [{"step": i + 1, "loss": loss, "gns": None} for i, loss in enumerate(losses)]
-    (path / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
+    (path / "steps.jsonl").write_text(steps_jsonl(losses))
+
+
+def steps_jsonl(losses: list[float]) -> str:
+    """steps.jsonl with these losses, one record a step (trainer.results.StepRecord)."""
+    step = {"lr": 1e-3, "tokens": 512, "target_tokens": 500, "step_s": 0.1, "data_wait_s": 0.0, "grad_norm": 1.0}
+    return "".join(
+        json.dumps({"step": i + 1, "loss": loss, **step, "gns": None}) + "\n" for i, loss in enumerate(losses)
+    )
 
 
 # id, layout, packing, losses, tokens/s: two trials in each of two layouts, packed and unpacked
@@ -68,12 +77,18 @@ def write_sweep(directory: Path, trials=TRIALS, folder: str = "sweep") -> Path:
             "id": trial_id, "status": "ok", "cause": None, "run_dir": f"trials/{trial_id}",
             "params": {"layout": degrees, "micro_batch": 2, "grad_accum": 4 if degrees["dp_replicate"] > 1 else 8,
                        "activation_checkpointing": False, "packing": packing},
-            "tokens_per_s": tokens_per_s, "mfu": None, "peak_mem_bytes": [2**28], "predicted_peak_bytes": 2**28,
+            "settings": ["train.micro_batch=2", "train.activation_checkpointing=false",
+                         f"data.packing={json.dumps(packing)}"],
+            "nproc": math.prod(degrees.values()), "predicted_tokens_per_s": None,
+            "tokens_per_s": tokens_per_s, "mfu": None, "peak_mem_bytes": 2**28, "predicted_peak_bytes": 2**28,
             "final_loss": losses[-1],
         })  # fmt: skip
     winner = max(records, key=lambda r: r["tokens_per_s"])["id"]
+    planner = {"top_pick": None, "top_pick_params": None, "measured_best": winner, "quality_ratio": None,
+               "dropped": []}  # fmt: skip
     summary = {"experiment": EXPERIMENT, "objective": "tokens_per_s", "device_type": "cpu", "devices": 2,
-               "config_hash": "abc", "winner": winner, "trials": records}  # fmt: skip
+               "sampler": "grid", "config_hash": "abc", "winner": winner, "trials": records,
+               "planner": planner}  # fmt: skip
     (sweep / "summary.json").write_text(json.dumps(summary))
     return sweep
 
@@ -257,8 +272,7 @@ def test_a_numeric_setting_that_differs_is_a_ledgered_figure(tmp_path):
 def _trial(trial_id: str, losses: list[float]):
     from agent.report.inputs import Trial
 
-    steps = "".join(json.dumps({"step": i + 1, "loss": v}) + "\n" for i, v in enumerate(losses))
-    return Trial(0, trial_id, {"status": "ok"}, None, {"steps.jsonl": steps.encode()})
+    return Trial(0, trial_id, {"status": "ok"}, None, {"steps.jsonl": steps_jsonl(losses).encode()})
 
 
 @pytest.mark.parametrize(
@@ -341,6 +355,28 @@ def test_only_the_winners_own_longer_run_counts_as_it(tmp_path, change):
     assert find_longer_run(named, loaded.winner).path == longer  # found from a checkpoint inside the run
     change(longer)
     assert find_longer_run(named, loaded.winner) is None
+
+
+# 5. Why the winner won: the chat's words --------------------------------------------------------------------------
+
+
+def test_the_report_says_why_the_runner_up_is_behind_in_the_chats_words(tmp_path):
+    """One explanation (agent.replies.reasons_behind) for the report's guide and the chat's (and so the TUI's)
+    answer to "why did it win?", over the same summary.json."""
+    from agent.replies import explain_sweep, reasons_behind, trial_candidate
+
+    sweep = write_sweep(tmp_path)
+    files, _, _ = build_report(sweep)
+    summary = json.loads((sweep / "summary.json").read_text())
+    trials = {t["id"]: trial_candidate(t) for t in summary["trials"]}
+    reasons = reasons_behind(trials["t002"], trials["t000"])  # the runner-up, pipelined, against the DDP winner
+    assert len(reasons) == 2  # the bubble, and more micro-batches per step
+    guide = files["docs/training.md"].decode()
+    assert "The runner-up, `t002` (pp=2, packed)" in guide
+    asked = explain_sweep({**summary, "sweep": "sweep", "source": "summary.json"}, "PP")
+    for reason in reasons:
+        assert reason in guide and reason in asked
+    check_ledger(files, "docs/training.md")  # the words add no untraced number
 
 
 def _edit_json(path: Path, **changes) -> None:

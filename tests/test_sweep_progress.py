@@ -19,10 +19,12 @@ from agent.sweep.space import Point, Space
 from agent.sweep.study import open_study
 from trainer.rundir import RunDir
 
-LAYOUTS = {"p0": {"dp_shard": 2, "tp": 1}, "p1": {"dp_shard": 1, "tp": 2}, "p2": {"dp_shard": 1, "tp": 1}}
+ONE = {"pp": 1, "dp_replicate": 1, "dp_shard": 1, "cp": 1, "tp": 1}  # every degree: the trial record holds them all
+LAYOUTS = {"p0": {**ONE, "dp_shard": 2}, "p1": {**ONE, "tp": 2}, "p2": ONE}
 TRIAL_STEPS = 4
 FAILS_AT = {"p1": 2}  # p1's loss turns NaN at its second step
 STEP = {"tokens": 1000, "step_s": 0.5, "loss": 1.0}  # 2,000 tokens/s once the warm-up step is left out
+STEP |= {"lr": 1e-3, "target_tokens": 1000, "data_wait_s": 0.0, "grad_norm": 1.0}  # the rest of a step's record
 
 
 class Terminal(io.StringIO):

@@ -416,15 +416,20 @@ def test_settled_waits_for_a_worker_however_long_it_takes():
 def test_steps_tail_reads_complete_lines_once_and_starts_over_on_a_rewrite(tmp_path):
     path = tmp_path / "steps.jsonl"
     tail = StepsTail(path)
+    rest = {"lr": 1e-3, "tokens": 512, "target_tokens": 500, "step_s": 0.1, "data_wait_s": 0.0, "grad_norm": 1.0}
+
+    def line(step: int, loss: float) -> str:  # a whole steps.jsonl record (trainer.results.StepRecord)
+        return json.dumps({"step": step, "loss": loss, **rest}) + "\n"
+
     assert tail.read() == ([], False)
-    path.write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "lo')
-    assert tail.read() == ([{"step": 1, "loss": 2.0}], True)
+    path.write_text(line(1, 2.0) + line(2, 1.5)[:15])  # the second line being written: '{"step": 2, "lo'
+    assert tail.read() == ([{"step": 1, "loss": 2.0, **rest}], True)
     with path.open("a") as f:
-        f.write('ss": 1.5}\n')
-    assert tail.read() == ([{"step": 2, "loss": 1.5}], False)
+        f.write(line(2, 1.5)[15:])
+    assert tail.read() == ([{"step": 2, "loss": 1.5, **rest}], False)
     assert tail.read() == ([], False)
-    path.write_text('{"step": 1, "loss": 9.0}\n')  # a resumed run rewrote the file, shorter
-    assert tail.read() == ([{"step": 1, "loss": 9.0}], True)
+    path.write_text(line(1, 9.0))  # a resumed run rewrote the file, shorter
+    assert tail.read() == ([{"step": 1, "loss": 9.0, **rest}], True)
 
 
 def test_monitor_shows_finished_runs_trials_and_a_run_going_on(tmp_path):

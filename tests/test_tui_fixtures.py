@@ -227,11 +227,13 @@ def _leaderboard(data: Path) -> None:
         scores = (("addition", "dev", "exact_match", dev), ("addition", "test", "exact_match", test))
         scores += (("reversal", "dev", "acc", dev / 2), ("reversal", "test", "acc", test / 2))
         tasks = [
-            {"task": task, "split": split, "metrics": {metric: value}, "n_examples": 64, "contamination": contamination}
+            {"task": task, "version": "1", "split": split, "private": split == "test", "metrics": {metric: value},
+             "n_examples": 64, "contamination": contamination}
             for task, split, metric, value in scores
-        ]
+        ]  # fmt: skip
         model = {"path": key, "checkpoint_hash": "c0ffee"}
         result = {"suite": "builtin", "suite_version": "1", "model": model, "config_hash": "68c1", "git_commit": None}
+        result |= {"batching": "none", "batching_note": None, "device_mapped": False, "versions": {}}  # BenchResult
         board.record(key, {**result, "seed": 0, "eval_code_version": "1+abc", "tasks": tasks}, limit=10)
 
 

@@ -56,6 +56,13 @@ class DataSpec:
 _LATER_DATA_KEYS = ("format", "prompt_field", "response_field", "messages_field", "chat_template")
 
 
+# The values some train keys take (checked before launch by trainer.launch).
+OPTIMIZERS = ("adamw", "galore_adamw")
+SCHEDULES = ("cosine", "linear", "constant")
+GALORE_PROJ_TYPES = ("std", "reverse_std", "right", "left", "full")
+FSDP_REDUCE_DTYPES = ("fp32", "bf16")  # train.fsdp_reduce_dtype
+
+
 @dataclass
 class GaLoreSpec:
     """GaLore (train.optimizer: galore_adamw): Adam moments kept in a rank-`rank` projection of the gradient."""

@@ -11,7 +11,6 @@ config.json, the run's tokenizer and meshpilot.json (provenance), loadable with 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -26,13 +25,16 @@ import torch.distributed.checkpoint as dcp
 from accelerate import init_empty_weights
 from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
+from typing_extensions import TypedDict
 
 from trainer.checkpoint import checkpoint_step, complete_checkpoints, latest
 from trainer.config import ConfigError, Experiment
+from trainer.contracts import STRICT, Contract
 from trainer.launch import prepare_data
 from trainer.loop import load_run
 from trainer.model import model_config
-from trainer.rundir import RunDir, write_json
+from trainer.results import METRICS, LaunchInfo
+from trainer.rundir import RunDir
 
 PROVENANCE_FILE = "meshpilot.json"  # in an exported directory: where the weights came from
 HF_EXPORT_DIR = "hf"  # RUN/hf: the default export of the latest checkpoint; RUN/hf-step-N: of a chosen step
@@ -44,7 +46,7 @@ class RunCheckpoint:
     run: RunDir
     step_dir: Path
     experiment: Experiment
-    launch: dict
+    launch: LaunchInfo
 
 
 def find_checkpoint(path: Path) -> RunCheckpoint:
@@ -98,7 +100,22 @@ def load_run_tokenizer(found: RunCheckpoint) -> tuple[PreTrainedTokenizerBase, P
     return tokenizer, data_dir
 
 
-def provenance(found: RunCheckpoint) -> dict:
+class Provenance(TypedDict):
+    """meshpilot.json beside exported weights: what produced them (the benchmark suite records it)."""
+
+    __pydantic_config__ = STRICT
+    run: str
+    checkpoint: str  # step_NNNNNNNN
+    config_hash: str
+    git_commit: str | None
+    seed: int
+    data_dir: str | None
+
+
+PROVENANCE = Contract(PROVENANCE_FILE, Provenance)
+
+
+def provenance(found: RunCheckpoint) -> Provenance:
     """What produced the weights: the run, its checkpoint, config hash, experiment commit, seed and training data."""
     metrics = found.run.read_metrics() or {}
     return {
@@ -158,7 +175,7 @@ def save_hf_after_run(run: RunDir) -> dict:
         metrics |= {"hf_export": str(out), "hf_export_error": None}
     except (ConfigError, OSError) as e:
         metrics |= {"hf_export": None, "hf_export_error": str(e).strip().splitlines()[0]}
-    write_json(run.metrics, metrics)
+    METRICS.write(run.metrics, metrics)
     return metrics
 
 
@@ -192,7 +209,7 @@ def _write_hf(found: RunCheckpoint, out: Path) -> Path:
         with quiet_progress():
             model.save_pretrained(str(staging), safe_serialization=True)
         tokenizer.save_pretrained(str(staging))
-        write_json(staging / PROVENANCE_FILE, {**provenance(found), "data_dir": str(data_dir)})
+        PROVENANCE.write(staging / PROVENANCE_FILE, {**provenance(found), "data_dir": str(data_dir)})
         try:
             staging.rename(out)  # replaces an empty directory; refused if something was written there meanwhile
         except OSError as e:
@@ -203,6 +220,5 @@ def _write_hf(found: RunCheckpoint, out: Path) -> Path:
     return out
 
 
-def read_provenance(model_dir: Path) -> dict | None:
-    path = Path(model_dir) / PROVENANCE_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
+def read_provenance(model_dir: Path) -> Provenance | None:
+    return PROVENANCE.read(Path(model_dir) / PROVENANCE_FILE)

@@ -6,7 +6,6 @@ workers only ever see a resolved, valid config.yaml.
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import subprocess
@@ -23,8 +22,18 @@ from trainer.attention import AttentionError, choose_attention, head_dim
 from trainer.cache import fingerprint
 from trainer.chat_data import chat_template, check_template_available, example_texts, read_examples, rendered_examples
 from trainer.checkpoint import checkpoint_step, latest
-from trainer.config import ConfigError, Experiment, load_experiment, resolve_precision
+from trainer.config import (
+    FSDP_REDUCE_DTYPES,
+    GALORE_PROJ_TYPES,
+    OPTIMIZERS,
+    SCHEDULES,
+    ConfigError,
+    Experiment,
+    load_experiment,
+    resolve_precision,
+)
 from trainer.context_parallel import check_context_parallel
+from trainer.contracts import write_text
 from trainer.data import (
     RowSource,
     TokenizedCorpus,
@@ -36,15 +45,13 @@ from trainer.data import (
     sources_fingerprint,
 )
 from trainer.environment import git_state, process_env, resolve_device_type
-from trainer.layout import Layout, LayoutError
+from trainer.layout import Layout, LayoutError, check_layout_for_model
 from trainer.lifeline import tied_env
-from trainer.loop import base_metrics
 from trainer.model import check_positions, check_vocabulary, checkpoint_dir, model_config
-from trainer.optim import GALORE_PROJ_TYPES, OPTIMIZERS, SCHEDULES
-from trainer.parallelize import REDUCE_DTYPES, check_layout_for_model
 from trainer.pipeline import check_pipeline
 from trainer.progress import follow
-from trainer.rundir import RunDir, RunInUse, RunLock, write_json, write_text
+from trainer.results import LAUNCH, METRICS
+from trainer.rundir import RunDir, RunInUse, RunLock
 from trainer.tokenizer import load_tokenizer, tokenizer_fingerprint
 from trainer.trackers import check_trackers
 
@@ -143,7 +150,7 @@ def _write_run_files(run: RunDir, request: TrainRequest, experiment: Experiment,
         "vocab_size": len(tokenizer),
         **git_state(base_dir),
     }
-    write_json(run.launch, launch)
+    LAUNCH.write(run.launch, launch)
 
 
 def _resolve_hardware(request: TrainRequest, experiment: Experiment) -> tuple[int, int]:
@@ -251,7 +258,7 @@ def _launch(prepared: PreparedRun) -> dict:
         except BaseException as error:  # never leave the ranks running without their launcher
             _stop(process)
             reason = "interrupted by the user" if isinstance(error, KeyboardInterrupt) else f"launcher failed: {error}"
-            write_json(run.metrics, {**_failure_metrics(prepared, -2), "error": reason})
+            METRICS.write(run.metrics, {**_failure_metrics(prepared, -2), "error": reason})
             raise
     metrics = run.read_metrics()
     if metrics is None and returncode == 0 and prepared.nnodes > 1:
@@ -259,7 +266,7 @@ def _launch(prepared: PreparedRun) -> dict:
         return {"status": "ok", "error": None, "node_rank": request.node_rank, "results_on": "the node of rank 0"}
     if metrics is None or returncode != 0:
         metrics = _failure_metrics(prepared, returncode)
-        write_json(run.metrics, metrics)
+        METRICS.write(run.metrics, metrics)
     if metrics["status"] == "ok" and prepared.experiment.train.save_hf:
         from trainer.export import save_hf_after_run  # imported here: trainer.export imports this module
 
@@ -279,11 +286,11 @@ def _stop(process: subprocess.Popen) -> None:
 
 def _failure_metrics(prepared: PreparedRun, returncode: int) -> dict:
     status, error = _failure_cause(prepared, returncode)
-    launch_info = {"git_commit": None, "git_dirty": None}
-    if prepared.run.launch.is_file():
-        launch_info = json.loads(prepared.run.launch.read_text())
+    launch_info = prepared.run.read_launch() or {"git_commit": None, "git_dirty": None}
     experiment = prepared.experiment
     world_size = prepared.nproc * prepared.nnodes
+    from trainer.loop import base_metrics  # imported here: the modeling code it imports takes a second per launch
+
     metrics = base_metrics(experiment, launch_info, world_size, experiment.hardware.device_type)
     return {**metrics, "status": status, "error": error, "tokens_per_s": None, "mfu": None, "final_loss": None}
 
@@ -374,7 +381,7 @@ def _check_train_values(experiment: Experiment) -> None:
         "train.optimizer": (train.optimizer, OPTIMIZERS),
         "train.lr_schedule": (train.lr_schedule, SCHEDULES),
         "train.precision": (train.precision, PRECISIONS),
-        "train.fsdp_reduce_dtype": (train.fsdp_reduce_dtype, tuple(REDUCE_DTYPES)),
+        "train.fsdp_reduce_dtype": (train.fsdp_reduce_dtype, FSDP_REDUCE_DTYPES),
     }
     for name, (value, allowed) in choices.items():
         if value not in allowed:

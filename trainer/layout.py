@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 # Outermost first: pipeline stages talk least often, tensor parallel ranks most often, so tp is innermost
 # (neighbouring ranks, the fastest links).
@@ -109,6 +113,32 @@ class Layout:
         from torch.distributed.device_mesh import init_device_mesh
 
         return init_device_mesh(device_type, tuple(getattr(self, n) for n in MESH_DIMS), mesh_dim_names=MESH_DIMS)
+
+
+# The splits of a model's declared tensor-parallel plan (transformers' base_model_tp_plan) this trainer applies.
+TP_STYLES = ("colwise", "rowwise")
+
+
+def tensor_parallel_plan(config: PretrainedConfig) -> dict[str, str]:
+    """The model's declared plan, restricted to the column/row splits this trainer applies."""
+    plan = getattr(config, "base_model_tp_plan", None) or {}
+    return {pattern: style for pattern, style in plan.items() if style in TP_STYLES}
+
+
+def check_layout_for_model(layout: Layout, config: PretrainedConfig) -> None:
+    """Refuse a tensor-parallel degree the model cannot be split by, naming the constraint."""
+    if layout.tp == 1:
+        return
+    if not tensor_parallel_plan(config):
+        raise LayoutError(f"layout tp={layout.tp}: {config.model_type} declares no tensor-parallel plan")
+    sizes = {
+        "num_attention_heads": config.num_attention_heads,
+        "num_key_value_heads": getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
+        "intermediate_size": getattr(config, "intermediate_size", None),
+    }
+    for name, size in sizes.items():
+        if size is not None and size % layout.tp:
+            raise LayoutError(f"layout tp={layout.tp} must divide the model's {name} ({size})")
 
 
 def data_parallel_group(layout: Layout, mesh) -> tuple[object | None, int]:

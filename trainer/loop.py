@@ -8,7 +8,6 @@ also hands it to the run's experiment trackers (trainer.trackers).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import os
@@ -27,6 +26,7 @@ from trainer import checkpoint
 from trainer.attention import document_block_mask, use_attention
 from trainer.config import Experiment, TrainSpec, experiment_from_dict
 from trainer.context_parallel import ContextParallel, install_context_parallel
+from trainer.contracts import write_text
 from trainer.data import BatchPlan, BatchPrefetcher, RowSource, TokenizedCorpus, plan_batches
 from trainer.environment import device_name, versions
 from trainer.faults import maybe_inject
@@ -38,9 +38,16 @@ from trainer.model import materialize as materialize_model
 from trainer.model import meta_model, model_config
 from trainer.noise_scale import recommended_batch_tokens
 from trainer.optim import build_optimizer, build_scheduler
-from trainer.parallelize import clip_grad_norm, fsdp_mixed_precision, parallelize, parallelize_pipeline
+from trainer.parallelize import (
+    clip_grad_norm,
+    compile_seconds,
+    fsdp_mixed_precision,
+    parallelize,
+    parallelize_pipeline,
+)
 from trainer.pipeline import Pipeline
-from trainer.rundir import RunDir, write_json, write_text
+from trainer.results import MEMORY, METRICS, STEPS, LaunchInfo
+from trainer.rundir import RunDir
 from trainer.step import StepResult, forward_backward, pipeline_forward_backward
 from trainer.trackers import Trackers, start_trackers
 
@@ -135,14 +142,14 @@ def init_worker(device_type: str) -> Worker:
     return Worker(rank, world_size, local_rank, device)
 
 
-def load_run(run: RunDir) -> tuple[Experiment, dict]:
-    launch = json.loads(run.launch.read_text())
+def load_run(run: RunDir) -> tuple[Experiment, LaunchInfo]:
+    launch = run.read_launch()
     experiment = experiment_from_dict(yaml.safe_load(run.config.read_text()))
     experiment.base_dir = launch["base_dir"]
     return experiment, launch
 
 
-def train(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) -> None:
+def train(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchInfo) -> None:
     training = _setup(run, worker, experiment, launch)
     if worker.rank == 0:
         training.trackers = start_trackers(run.path, experiment.to_dict(), training.state.step)
@@ -163,7 +170,7 @@ def _failure_status(error: BaseException) -> str:
     return failure_status(error)
 
 
-def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: dict) -> Training:
+def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchInfo) -> Training:
     spec, layout, device_type = experiment.train, experiment.layout, worker.device.type
     mesh = layout.build_mesh(device_type)
     dp_group, dp_rank = data_parallel_group(layout, mesh)
@@ -250,7 +257,7 @@ def _resume_or_start(training: Training, resume: bool) -> None:
         log.info("resumed from %s at step %d", found.name, training.state.step)
         kept = [s for s in run.read_steps() if s["step"] <= training.state.step]
     if rank == 0:  # steps after the checkpoint are about to be repeated
-        write_text(run.steps, "".join(json.dumps(s) + "\n" for s in kept))
+        write_text(run.steps, "".join(STEPS.line(s) for s in kept))
 
 
 def _run_steps(training: Training) -> Measurements:
@@ -279,7 +286,7 @@ def _run_steps(training: Training) -> Measurements:
                 measured.timed_attention_pairs += sum(causal_attention_pairs(b["segment_ids"]) for b in micro_batches)
             record = {"step": state.step, **record}
             if steps_file is not None:
-                steps_file.write(json.dumps(record) + "\n")
+                steps_file.write(STEPS.line(record))
                 steps_file.flush()
                 training.trackers.log_step(record)
             log.info("step %(step)d loss %(loss).4f lr %(lr).3g grad_norm %(grad_norm).3f %(step_s).2fs", record)
@@ -364,7 +371,7 @@ def _to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     return tensor.to(device, non_blocking=tensor.is_pinned())
 
 
-def _finish(training: Training, launch: dict, measured: Measurements) -> None:
+def _finish(training: Training, launch: LaunchInfo, measured: Measurements) -> None:
     worker, experiment, run = training.worker, training.experiment, training.run
     device_type = worker.device.type
     pairs = torch.tensor([measured.timed_attention_pairs], dtype=torch.float64, device=worker.device)
@@ -406,7 +413,7 @@ def _finish(training: Training, launch: dict, measured: Measurements) -> None:
         "measured": memory,
         "peak_source": _peak_source(device_type),
     }
-    write_json(run.memory, memory_record)
+    MEMORY.write(run.memory, memory_record)
     training.trackers.log_memory(memory_record)
     metrics = {
         **base_metrics(experiment, launch, worker.world_size, device_type),
@@ -421,8 +428,9 @@ def _finish(training: Training, launch: dict, measured: Measurements) -> None:
         "final_loss": measured.last_loss,
         **_noise_scale_summary(training),
         "steps_completed": training.state.step,
+        "compile_s": compile_seconds() if spec.compile else None,
     }
-    write_json(run.metrics, metrics)
+    METRICS.write(run.metrics, metrics)
     training.trackers.finish(metrics)
     _calibrate(training, measured, name)
 

@@ -10,11 +10,8 @@ import torch
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
-from trainer.config import GaLoreSpec, TrainSpec
+from trainer.config import GALORE_PROJ_TYPES, OPTIMIZERS, GaLoreSpec, TrainSpec
 
-OPTIMIZERS = ("adamw", "galore_adamw")
-SCHEDULES = ("cosine", "linear", "constant")
-GALORE_PROJ_TYPES = ("std", "reverse_std", "right", "left", "full")
 # torch.optim.AdamW keeps `step` as a float32 scalar tensor per parameter (on CPU, or on the device when fused).
 ADAMW_STEP_BYTES = 4
 

@@ -66,8 +66,6 @@ def check_pipeline(pp: int, config, schedule: str, stages_per_rank: int, grad_ac
         raise LayoutError(
             f"layout pp={pp} with interleaved_1f1b needs micro-batches per step ({grad_accum}) divisible by {rounds}"
         )
-    if compile:
-        raise LayoutError(f"layout pp={pp}: train.compile is not supported with pipeline parallelism yet")
 
 
 def stage_of_layer(layer: int, num_layers: int, num_stages: int) -> int:

@@ -33,9 +33,9 @@ from tqdm import tqdm
 
 from trainer.cache import calibration_dir
 from trainer.config import ConfigError
+from trainer.contracts import write_json
 from trainer.environment import process_env
 from trainer.lifeline import tied_env
-from trainer.rundir import write_json
 
 if TYPE_CHECKING:
     from trainer.throughput import Hardware

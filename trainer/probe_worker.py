@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from trainer.contracts import write_json
 from trainer.lifeline import tie_to_parent, tied_env
 from trainer.probe import COLLECTIVES, PROGRESS, ProbeSettings, bytes_sent
-from trainer.rundir import write_json
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 SLOW_S = 2.0  # a matmul predicted to take longer is skipped (bf16 on a CPU without bf16 instructions: seconds)

@@ -1,20 +1,27 @@
-"""The run directory: the files every other part of meshpilot reads (see the README's result-file contract)."""
+"""The run directory: the files every other part of meshpilot reads (see the README's result-file contract), read
+here through their schemas in trainer.results."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
-import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-# How a run ended, as metrics.json ("status"), a job (job.json "state") and a sweep trial record it: ok, stopped
-# early by a sweep's pruner, or one of the ways it went wrong. The one list: every reader takes it from here.
-RUN_STATUSES = ("ok", "pruned", "failed", "oom", "timeout", "nan", "cancelled", "killed")
-FAILED_STATUSES = RUN_STATUSES[2:]
+from trainer.results import (
+    FAILURE,
+    LAUNCH,
+    MEMORY,
+    METRICS,
+    STEPS,
+    LaunchInfo,
+    MemoryReport,
+    Metrics,
+    RankFailure,
+    StepRecord,
+)
 
 
 class RunDir:
@@ -37,18 +44,22 @@ class RunDir:
     def failure(self, rank: int) -> Path:
         return self.path / f"failure.rank{rank}.json"
 
-    def failures(self) -> list[dict[str, Any]]:
+    def failures(self) -> list[RankFailure]:
         """Failures the ranks recorded, earliest first: the first is usually the cause, the rest its echo."""
-        found = [json.loads(p.read_text()) for p in self.path.glob("failure.rank*.json")]
-        return sorted(found, key=lambda f: f["time"])
+        found = [FAILURE.read(p) for p in self.path.glob("failure.rank*.json")]
+        return sorted((f for f in found if f is not None), key=lambda f: f["time"])
 
-    def read_steps(self) -> list[dict[str, Any]]:
-        if not self.steps.is_file():
-            return []
-        return [json.loads(line) for line in self.steps.read_text().splitlines() if line.strip()]
+    def read_steps(self) -> list[StepRecord]:
+        return STEPS.read_lines(self.steps)
 
-    def read_metrics(self) -> dict[str, Any] | None:
-        return json.loads(self.metrics.read_text()) if self.metrics.is_file() else None
+    def read_metrics(self) -> Metrics | None:
+        return METRICS.read(self.metrics)
+
+    def read_memory(self) -> MemoryReport | None:
+        return MEMORY.read(self.memory)
+
+    def read_launch(self) -> LaunchInfo | None:
+        return LAUNCH.read(self.launch)
 
     def lock_file(self, node_rank: int = 0) -> Path:
         """One per node: the launchers of one multi-node run share a directory (a shared file system)."""
@@ -136,7 +147,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def tokens_per_s(steps: list[dict[str, Any]]) -> float | None:
+def tokens_per_s(steps: list[StepRecord]) -> float | None:
     """Tokens per second over these steps.jsonl records (their tokens over their step times); None without time.
     metrics.json's figure is this over the steps after the timing warm-up."""
     seconds = sum(s["step_s"] for s in steps)
@@ -156,7 +167,7 @@ class StepsTail:
         self.inode: int | None = None
         self.offset = 0
 
-    def read(self) -> tuple[list[dict[str, Any]], bool]:
+    def read(self) -> tuple[list[StepRecord], bool]:
         """(new records, whether records read before must be dropped)."""
         try:
             with self.path.open("rb") as f:
@@ -170,32 +181,5 @@ class StepsTail:
             return [], False
         complete = data[: data.rfind(b"\n") + 1]
         self.offset += len(complete)
-        records = []
-        for line in complete.splitlines():
-            with contextlib.suppress(ValueError):
-                records.append(json.loads(line))
+        records = [STEPS.parse(line, self.path) for line in complete.decode().splitlines() if line.strip()]
         return records, reset
-
-
-def _umask() -> int:
-    mask = os.umask(0)  # the only way to read it: set and restore, once, before any thread starts
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _umask()
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write JSON so that a reader sees the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text(path, json.dumps(data, indent=2, default=str) + "\n")
-
-
-def write_text(path: Path, text: str) -> None:
-    """Replace `path` whole (see write_json), readable as any new file of this user's would be."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide run results from the user's group
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)

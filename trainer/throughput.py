@@ -52,10 +52,10 @@ from transformers import PretrainedConfig
 
 from trainer.cache import calibration_dir
 from trainer.config import Experiment, resolve_precision
+from trainer.contracts import write_json
 from trainer.flops import peak_bf16_flops, peak_memory_bandwidth, step_flops
 from trainer.layout import MESH_DIMS, Layout
 from trainer.probe import read_probe
-from trainer.rundir import write_json
 
 # Stated assumptions where nothing better is known: bandwidth in bytes per second in one direction, and the
 # fixed cost of one collective (which dominates for small models).

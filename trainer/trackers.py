@@ -36,7 +36,7 @@ from typing import Any, Protocol
 import yaml
 
 from trainer.config import ConfigError
-from trainer.rundir import write_json
+from trainer.contracts import write_json
 
 log = logging.getLogger("meshpilot.trackers")
 

@@ -20,7 +20,8 @@ from trainer.config import Experiment
 from trainer.lifeline import name_process, tie_to_parent
 from trainer.loop import NonFiniteLoss, init_worker, load_run, train
 from trainer.model import meta_model, model_config
-from trainer.rundir import RunDir, write_json
+from trainer.results import FAILURE
+from trainer.rundir import RunDir
 
 
 def preload(experiment: Experiment) -> None:
@@ -74,7 +75,7 @@ def failure_status(error: BaseException) -> str:
 
 def _record_failure(run: RunDir, rank: int, error: BaseException) -> None:
     status = failure_status(error)
-    write_json(
+    FAILURE.write(
         run.failure(rank),
         {
             "rank": rank,

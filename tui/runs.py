@@ -12,7 +12,6 @@ a run that has ended is read once and then kept: its files no longer change.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,8 @@ import yaml
 from agent import jobs
 from trainer.config import ConfigError
 from trainer.layout import layout_name
-from trainer.rundir import StepsTail, tokens_per_s
+from trainer.results import StepRecord
+from trainer.rundir import RunDir, StepsTail, tokens_per_s
 
 RUNS_DIR = "runs"
 SWEEPS_DIR = "sweeps"
@@ -67,7 +67,7 @@ class _Tracked:
     tail: StepsTail
     losses: list[tuple[int, float]] = field(default_factory=list)
     throughput: list[tuple[int, float]] = field(default_factory=list)
-    timed: list[dict[str, Any]] = field(default_factory=list)  # the steps.jsonl records with tokens and a time
+    timed: list[StepRecord] = field(default_factory=list)  # the steps.jsonl records with tokens and a time
     layout: str | None = None
     ended: RunInfo | None = None  # a run that ended never changes again
 
@@ -82,7 +82,7 @@ class RunMonitor:
     def scan(self) -> tuple[RunInfo, ...]:
         runs = []
         for directory, sweep in run_directories(self.repo):
-            tracked = self._tracked.setdefault(directory, _Tracked(StepsTail(directory / "steps.jsonl")))
+            tracked = self._tracked.setdefault(directory, _Tracked(StepsTail(RunDir(directory).steps)))
             runs.append(tracked.ended or self._read(directory, sweep, tracked))
         self._tracked = {d: t for d, t in self._tracked.items() if d.is_dir()}
         return tuple(sorted(runs, key=lambda r: (not r.active, r.key)))
@@ -90,7 +90,11 @@ class RunMonitor:
     def _read(self, directory: Path, sweep: str | None, tracked: _Tracked) -> RunInfo:
         status = _status(directory)
         metrics = status.get("metrics") or {}
-        _follow_steps(tracked)
+        unreadable = None
+        try:
+            _follow_steps(tracked)
+        except ValueError as e:  # a steps.jsonl line this version cannot read (its contract): no curves, and why
+            unreadable = f"unreadable: {e}"
         if tracked.layout is None:
             tracked.layout = _layout(directory, metrics)
         peaks = metrics.get("peak_mem_bytes") or []
@@ -101,7 +105,7 @@ class RunMonitor:
             sweep=sweep,
             layout=tracked.layout or "?",
             status=status["state"],
-            cause=status.get("cause"),
+            cause=status.get("cause") or unreadable,
             step=tracked.losses[-1][0] if tracked.losses else 0,
             steps=status.get("steps"),
             tokens_per_s=metrics.get("tokens_per_s") or _live_tokens_per_s(tracked.timed),
@@ -120,7 +124,9 @@ def _status(directory: Path) -> dict[str, Any]:
     try:
         return jobs.run_status(directory)
     except ConfigError:  # neither job.json nor metrics.json: a trial waiting for devices, or a run being prepared
-        state = "queued" if (directory / "trial.json").is_file() else "starting"
+        from agent.sweep.runner import TRIAL_FILE  # with optuna: only for a directory whose job has not started
+
+        state = "queued" if (directory / TRIAL_FILE).is_file() else "starting"
         return {"state": state, "cause": None, "steps": None, "metrics": None}
     except (OSError, ValueError) as e:  # a file being replaced right now: try again at the next poll
         return {"state": "starting", "cause": f"unreadable: {e}", "steps": None, "metrics": None}
@@ -132,16 +138,14 @@ def _follow_steps(tracked: _Tracked) -> None:
         tracked.losses.clear()
         tracked.throughput.clear()
         tracked.timed.clear()
-    for record in records:
-        step, loss, tokens, seconds = (record.get(k) for k in ("step", "loss", "tokens", "step_s"))
-        if isinstance(step, int) and isinstance(loss, int | float):
-            tracked.losses.append((step, loss))
-        if isinstance(step, int) and tokens and seconds:
-            tracked.throughput.append((step, tokens_per_s([record])))
+    for record in records:  # checked by steps.jsonl's contract (trainer.results.StepRecord)
+        tracked.losses.append((record["step"], record["loss"]))
+        if record["tokens"] and record["step_s"]:
+            tracked.throughput.append((record["step"], tokens_per_s([record])))
             tracked.timed.append(record)
 
 
-def _live_tokens_per_s(timed: list[dict[str, Any]]) -> float | None:
+def _live_tokens_per_s(timed: list[StepRecord]) -> float | None:
     """Tokens/s over the latest steps, leaving out the first step (it includes warm-up)."""
     return tokens_per_s(timed[1:][-THROUGHPUT_WINDOW:])
 
@@ -152,9 +156,12 @@ def _layout(directory: Path, metrics: dict[str, Any]) -> str | None:
     if degrees is None and (directory / "config.yaml").is_file():
         with contextlib.suppress(OSError, yaml.YAMLError, AttributeError):
             degrees = yaml.safe_load((directory / "config.yaml").read_text()).get("layout")
-    if degrees is None and (directory / "trial.json").is_file():
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            degrees = json.loads((directory / "trial.json").read_text())["params"].get("layout")
+    if degrees is None:
+        from agent.sweep.runner import TRIAL, TRIAL_FILE  # optuna: only for a trial that has not started
+
+        with contextlib.suppress(OSError, ValueError):  # a record being written, or from another version
+            record = TRIAL.read(directory / TRIAL_FILE)
+            degrees = record["params"]["layout"] if record is not None else None
     return describe_layout(degrees) if isinstance(degrees, dict) else None
 
 

@@ -8,7 +8,6 @@ crashes, and a later session finds it there, whoever started it, and can still s
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,7 +105,7 @@ def background_sweeps(repo: Path) -> list[BackgroundSweep]:
     return found
 
 
-def _sweep(repo: Path, out: Path, job: dict) -> BackgroundSweep:
+def _sweep(repo: Path, out: Path, job: jobs.JobRecord) -> BackgroundSweep:
     experiment = Path(job["experiment"])
     if experiment.is_relative_to(repo.resolve()):
         experiment = experiment.relative_to(repo.resolve())
@@ -123,9 +122,14 @@ def _sweep(repo: Path, out: Path, job: dict) -> BackgroundSweep:
 
 def sweep_outcome(repo: Path, sweep: BackgroundSweep) -> str:
     """One line on a sweep process that ended: its winner, or the error its log ends with."""
-    summary = repo / sweep.out / "summary.json"
-    if summary.is_file():
-        winner = json.loads(summary.read_text()).get("winner")
+    from agent.sweep.summary import SUMMARY, SUMMARY_FILE
+
+    try:
+        summary = SUMMARY.read(repo / sweep.out / SUMMARY_FILE)
+    except ValueError as e:  # its contract's one line: the file and the field
+        return f"sweep {sweep.out} ended, but its summary cannot be read: {e}"
+    if summary is not None:
+        winner = summary["winner"]
         if winner:
             return f"sweep {sweep.out} finished: winner {winner}. Write its report with /report sweep={sweep.out}"
         return f"sweep {sweep.out} finished without a successful trial (see {sweep.out}/summary.json)"

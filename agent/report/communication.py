@@ -13,6 +13,7 @@ from typing import Any
 from agent.report.inputs import Trial
 from trainer.config import experiment_from_dict
 from trainer.layout import MESH_DIMS, Layout
+from trainer.results import LaunchInfo, Metrics
 
 UNITS = "bytes each rank sends per optimizer step (fp32), and collectives per step; predicted, not measured"
 
@@ -21,8 +22,8 @@ def predict(trials: list[Trial]) -> dict[str, Any]:
     """{"units", "model", "trials": {id: {"dimensions": {dim: {bytes, collectives}}, "total_bytes", ...}}}."""
     predicted = {}
     for trial in trials:
-        metrics, config = trial.json("metrics.json"), trial.config()
-        if metrics and config and metrics.get("layout"):
+        metrics, config = trial.metrics(), trial.config()
+        if metrics and config:
             try:
                 predicted[trial.id] = _predict_trial(metrics, config, trial.launch)
             except (OSError, ValueError):  # ConfigError is a ValueError
@@ -30,12 +31,12 @@ def predict(trials: list[Trial]) -> dict[str, Any]:
     return {"units": UNITS, "model": "trainer.throughput.communication_bytes", "trials": predicted}
 
 
-def _predict_trial(metrics: dict, config: dict, launch: dict | None) -> dict[str, Any]:
+def _predict_trial(metrics: Metrics, config: dict, launch: LaunchInfo | None) -> dict[str, Any]:
     from trainer.model import count_parameters, model_config
     from trainer.throughput import communication_bytes, model_bytes
 
     experiment = experiment_from_dict(config)
-    base_dir = Path(launch["base_dir"]) if launch and launch.get("base_dir") else Path(".")
+    base_dir = Path(launch["base_dir"]) if launch else Path(".")
     model = model_config(experiment.model, base_dir)
     layout = Layout(**metrics["layout"])
     sent = communication_bytes(
@@ -46,7 +47,7 @@ def _predict_trial(metrics: dict, config: dict, launch: dict | None) -> dict[str
         metrics["seq_len"],
         metrics["grad_accum"],
         activation_checkpointing=experiment.train.activation_checkpointing,
-        precision=metrics.get("precision") or "fp32",
+        precision=metrics["precision"],
     )
     dimensions = {d: {"bytes": sent[d][0], "collectives": sent[d][1]} for d in MESH_DIMS if sent[d][1]}
     return {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 
+from agent.replies import reasons_behind, trial_candidate
 from agent.report.context import Context
 from agent.report.figures import Page
 from agent.report.markdown import split_cell, table, train_command, yes_no
@@ -100,7 +101,10 @@ def _why_chosen(ctx: Context, page: Page) -> str:
         facts(winner) + "."
     )
     if ranked:
-        text += f" The runner-up, {render(ctx.label(ranked[0]), page)}: {facts(ranked[0])}."
+        runner_up = ranked[0]
+        reasons = reasons_behind(trial_candidate(runner_up.record), trial_candidate(winner.record))
+        why = f"; it has costs the winner has not: {'; '.join(reasons)}" if reasons else ""
+        text += f" The runner-up, {render(ctx.label(runner_up), page)}: {facts(runner_up)}{why}."
     return text
 
 

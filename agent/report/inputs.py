@@ -6,6 +6,9 @@ The winner's longer run (`meshpilot demo` trains the winner for longer, then eva
 benchmark result that names it as its model: see find_longer_run.
 A benchmark result (written by evalsuite) is read through `sanitize_bench`: of a private task only its name,
 its aggregate metrics and its contamination flag are kept, so nothing else of it can reach a report or a commit.
+
+The sweep's and the runs' files are read through their contracts (agent.sweep.SWEEP, agent.sweep.summary.SUMMARY,
+trainer.results), so a file that does not match its schema is refused in one line naming the file and the field.
 """
 
 from __future__ import annotations
@@ -20,8 +23,12 @@ from typing import Any
 
 import yaml
 
+from agent.sweep import SWEEP, SWEEP_FILE, SweepInputs
+from agent.sweep.summary import SUMMARY, SUMMARY_FILE, Summary, TrialSummary
 from trainer.config import OBJECTIVES, ConfigError
-from trainer.rundir import RUN_STATUSES, RunDir
+from trainer.contracts import Contract, ContractError
+from trainer.results import MEMORY, METRICS, RUN_STATUSES, STEPS, LaunchInfo, MemoryReport, Metrics, StepRecord
+from trainer.rundir import RunDir
 
 STATUSES = RUN_STATUSES
 UNFINISHED = ("queued", "running")
@@ -39,33 +46,57 @@ class ReportError(ConfigError):
 
 
 class _RunFiles:
-    """Reading a run's result files, held as bytes by name (RUN_FILES)."""
+    """Reading a run's result files, held as bytes by name (RUN_FILES), each through its contract."""
 
     files: dict[str, bytes]
 
-    def json(self, name: str) -> Any:
-        return json.loads(self.files[name]) if name in self.files else None
+    @property
+    def where(self) -> Path:
+        """The run directory the files were read from, as errors name them."""
+        raise NotImplementedError
 
-    def steps(self) -> list[dict[str, Any]]:
-        text = self.files.get("steps.jsonl", b"").decode()
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    def metrics(self) -> Metrics | None:
+        return self._parsed(METRICS, "metrics.json")
+
+    def memory(self) -> MemoryReport | None:
+        return self._parsed(MEMORY, "memory.json")
+
+    def _parsed(self, contract: Contract, name: str) -> Any:
+        return contract.parse(self.files[name].decode(), self.where / name) if name in self.files else None
+
+    def steps(self) -> list[StepRecord]:
+        """steps.jsonl's records; a last line being written (no newline yet) is not one."""
+        return STEPS.parse_lines(self.files.get("steps.jsonl", b"").decode(), self.where / "steps.jsonl")
 
     def config(self) -> dict[str, Any] | None:
         return yaml.safe_load(self.files["config.yaml"]) if "config.yaml" in self.files else None
+
+    def check(self) -> None:
+        """Every result file read once through its contract: a bad one fails here, in one line, before any use."""
+        try:
+            self.metrics(), self.memory(), self.steps()
+        except ContractError as e:
+            raise ReportError(str(e)) from None
+        except UnicodeDecodeError:
+            raise ReportError(f"{self.where}: a result file is not text (UTF-8)") from None
 
 
 @dataclass
 class Trial(_RunFiles):
     index: int  # position in summary.json's trials: figures name it
     id: str
-    record: dict[str, Any]  # its entry in summary.json
+    record: TrialSummary  # its entry in summary.json
     run: RunDir | None  # its run directory, when it ran
     files: dict[str, bytes] = field(default_factory=dict)  # the run's result files, by name
-    launch: dict[str, Any] | None = None  # launch.json: where relative model and data paths resolve; not copied
+    launch: LaunchInfo | None = None  # launch.json: where relative model and data paths resolve; not copied
 
     @property
     def status(self) -> str:
         return self.record["status"]
+
+    @property
+    def where(self) -> Path:
+        return self.run.path if self.run is not None else Path(self.id)
 
 
 @dataclass
@@ -75,12 +106,16 @@ class LongerRun(_RunFiles):
     path: Path
     files: dict[str, bytes]
 
+    @property
+    def where(self) -> Path:
+        return self.path
+
 
 @dataclass
 class Sweep:
     path: Path
-    summary: dict[str, Any]
-    inputs: dict[str, Any] | None  # sweep.json
+    summary: Summary
+    inputs: SweepInputs | None  # sweep.json
     trials: list[Trial]
 
     @property
@@ -102,32 +137,45 @@ def load_sweep(path: Path) -> Sweep:
     path = Path(path)
     if not path.is_dir():
         raise ReportError(f"sweep directory not found: {path}")
-    summary = _read_json(path / "summary.json", "the sweep summary")
-    if not isinstance(summary, dict) or not isinstance(summary.get("trials"), list):
-        raise ReportError(f"{path / 'summary.json'}: expected an object with a list of trials")
-    if summary.get("objective", "tokens_per_s") not in OBJECTIVES:
-        raise ReportError(f"{path / 'summary.json'}: unknown objective {summary['objective']!r}")
-    inputs = _read_json(path / "sweep.json", "the sweep inputs") if (path / "sweep.json").is_file() else None
+    summary_file = path / SUMMARY_FILE
+    summary = _checked_summary(_read_json(summary_file, "the sweep summary"), summary_file)
+    try:
+        inputs = SWEEP.read(path / SWEEP_FILE)
+    except ContractError as e:
+        raise ReportError(str(e)) from None
     trials = [_load_trial(path, i, record) for i, record in enumerate(summary["trials"])]
     ids = [t.id for t in trials]
     if len(set(ids)) != len(ids):
-        raise ReportError(f"{path / 'summary.json'}: trial ids repeat")
-    winner = summary.get("winner")
-    if winner is not None and str(winner) not in ids:
-        raise ReportError(f"{path / 'summary.json'}: the winner {winner!r} is not among the trials")
-    if winner is not None:
-        summary["winner"] = str(winner)
-        if next(t for t in trials if t.id == str(winner)).status != "ok":
-            raise ReportError(f"{path / 'summary.json'}: the winner {winner!r} did not finish (status is not ok)")
+        raise ReportError(f"{summary_file}: trial ids repeat")
+    winner = summary["winner"]
+    if winner is not None and winner not in ids:
+        raise ReportError(f"{summary_file}: the winner {winner!r} is not among the trials")
+    if winner is not None and next(t for t in trials if t.id == winner).status != "ok":
+        raise ReportError(f"{summary_file}: the winner {winner!r} did not finish (status is not ok)")
     return Sweep(path, summary, inputs, trials)
 
 
-def _load_trial(sweep: Path, index: int, record: Any) -> Trial:
-    where = f"{sweep / 'summary.json'}: trial {index}"
-    if isinstance(record, dict) and record.get("status") in UNFINISHED:
-        raise ReportError(f"{where} ({record.get('id')}) is {record['status']}: report when the sweep has finished")
-    if not isinstance(record, dict) or "id" not in record or record.get("status") not in STATUSES:
-        raise ReportError(f"{where}: needs an id and a status, one of {', '.join(STATUSES)}")
+def _checked_summary(data: Any, path: Path) -> Summary:
+    """summary.json through its contract; first, in the report's own words, what makes a sweep unfit to report (an
+    unfinished trial, a status or objective the report does not know)."""
+    if not isinstance(data, dict) or not isinstance(data.get("trials"), list):
+        raise ReportError(f"{path}: expected an object with a list of trials")
+    if data.get("objective", "tokens_per_s") not in OBJECTIVES:
+        raise ReportError(f"{path}: unknown objective {data['objective']!r}")
+    for index, record in enumerate(data["trials"]):
+        where = f"{path}: trial {index}"
+        if isinstance(record, dict) and record.get("status") in UNFINISHED:
+            raise ReportError(f"{where} ({record.get('id')}) is {record['status']}: report when the sweep has finished")
+        if not isinstance(record, dict) or "id" not in record or record.get("status") not in STATUSES:
+            raise ReportError(f"{where}: needs an id and a status, one of {', '.join(STATUSES)}")
+    try:
+        return SUMMARY.check(data, path)
+    except ContractError as e:
+        raise ReportError(str(e)) from None
+
+
+def _load_trial(sweep: Path, index: int, record: TrialSummary) -> Trial:
+    where = f"{sweep / SUMMARY_FILE}: trial {index}"
     if not _SAFE_ID.match(str(record["id"])):
         raise ReportError(f"{where}: id {record['id']!r} cannot name a folder (letters, digits, ._- only)")
     trial = Trial(index, str(record["id"]), record, None)
@@ -139,10 +187,14 @@ def _load_trial(sweep: Path, index: int, record: Any) -> Trial:
         if run.path.is_dir():
             trial.run = run
             trial.files = _read_run_files(run.path)
-            trial.launch = json.loads(run.launch.read_text()) if run.launch.is_file() else None
+            trial.check()
+            try:
+                trial.launch = run.read_launch()
+            except ContractError as e:
+                raise ReportError(str(e)) from None
     if trial.status == "ok":
-        metrics = trial.json("metrics.json")
-        if metrics is None or metrics.get("status") != "ok":
+        metrics = trial.metrics()
+        if metrics is None or metrics["status"] != "ok":
             raise ReportError(f"{where} ({trial.id}): status ok, but its run directory has no successful metrics.json")
         if "memory.json" not in trial.files:
             raise ReportError(f"{where} ({trial.id}): status ok, but its run directory has no memory.json")
@@ -182,16 +234,17 @@ def find_longer_run(benches: list[tuple[str, dict[str, Any]]], winner: Trial | N
 
 def _longer_run_of(run: LongerRun, winner: Trial) -> bool:
     try:
-        metrics, config = run.json("metrics.json"), run.config()
-    except (ValueError, yaml.YAMLError):  # a run still being written: not the finished longer run
+        run.check()
+        metrics, config = run.metrics(), run.config()
+    except (ReportError, yaml.YAMLError):  # a run still being written, or another's: not the finished longer run
         return False
-    won, won_config = winner.json("metrics.json"), winner.config() or {}
-    if not isinstance(metrics, dict) or not isinstance(config, dict) or metrics.get("status") != "ok":
+    won, won_config = winner.metrics(), winner.config() or {}
+    if metrics is None or not isinstance(config, dict) or metrics["status"] != "ok":
         return False
     same = all(metrics.get(k) == won.get(k) for k in _SAME_RUN_METRICS) and all(
         config.get(k) == won_config.get(k) for k in _SAME_RUN_CONFIG
     )
-    return same and _number(metrics.get("steps")) and metrics["steps"] > (won.get("steps") or 0)
+    return same and metrics["steps"] > won["steps"]
 
 
 def load_bench(path: Path) -> dict[str, Any]:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
+
 from agent.report.context import Context
 from agent.report.figures import Page
 from agent.report.inputs import Trial
 from agent.report.prose import Part, render
-
-_NOT_CONFIG_KEYS = ("layout", "grad_accum")  # sweep parameters that are not experiment keys
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -29,7 +29,8 @@ def split_cell(ctx: Context, page: Page, source: str, task: int) -> str:
 
 
 def train_command(ctx: Context, trial: Trial, page: Page) -> str | None:
-    """`meshpilot train` with the processes, layout, steps and swept keys of the trial, as its config.yaml says."""
+    """`meshpilot train` with the processes, layout and steps of the trial, as its config.yaml says, and the overrides
+    that made it, as its sweep recorded them."""
     source = ctx.run_file(trial, "config.yaml")
     config = ctx.sources.value(source, "hardware")
     if config is None:
@@ -49,27 +50,9 @@ def train_command(ctx: Context, trial: Trial, page: Page) -> str | None:
     if layout:
         parts += [" --layout ", *layout]
     parts += [" --steps ", figure(source, "train", "steps", unit="count")]
-    for section, key in _swept_keys(ctx, trial):
-        value = ctx.sources.value(source, section, key)
-        shown: Part = str(value).lower() if isinstance(value, bool) else figure(source, section, key, unit="text")
-        parts += [f" --set {section}.{key}=", shown]
+    # The trial's own overrides, exactly as its sweep ran it (TrialRecord.settings, copied into summary.json).
+    settings = ctx.sources.value(ctx.summary, "trials", trial.index, "settings") or []
+    for index, setting in enumerate(settings):
+        quote = "" if shlex.quote(setting) == setting else "'"  # a list or a string with spaces: one argument
+        parts += [f" --set {quote}", ctx.record(trial, "settings", index, unit="text"), quote]
     return render(parts, page)
-
-
-def _swept_keys(ctx: Context, trial: Trial) -> list[tuple[str, str]]:
-    """(section, key) of each swept parameter that is a key of the experiment file."""
-    params = ctx.sources.value(ctx.summary, "trials", trial.index, "params") or {}
-    config = ctx.sources.value(ctx.run_file(trial, "config.yaml")) or {}
-    found = []
-    for name in params:
-        if name in _NOT_CONFIG_KEYS:
-            continue
-        if "." in name:  # the sweep names keys outside train by their section: data.seq_len
-            section, key = name.split(".", 1)
-            sections = [section] if key in (config.get(section) or {}) else []
-        else:  # train keys by their name alone
-            key = name
-            sections = [s for s, keys in config.items() if isinstance(keys, dict) and name in keys and s != "layout"]
-        if len(sections) == 1:
-            found.append((sections[0], key))
-    return found

@@ -37,9 +37,9 @@ def throughput(trials: list[Trial], labels: dict[str, str]) -> bytes:
 
 def memory_per_rank(trial: Trial, label: str) -> bytes:
     """Predicted beside measured bytes per rank, by category (MiB)."""
-    memory = trial.json("memory.json")
+    memory = trial.memory()
     measured = {m["rank"]: m for m in memory["measured"]}
-    predicted = {p["rank"]: p for p in memory.get("predicted") or []}
+    predicted = {p["rank"]: p for p in memory["predicted"]}
     ranks = sorted(measured)
     figure = _figure(figsize=(max(5, 1.6 * len(ranks) + 2), 4), dpi=100)
     axes = figure.add_subplot()

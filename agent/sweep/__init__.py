@@ -10,22 +10,107 @@ shows it on the terminal), and summary.py writes what the report reads:
     DIR/trials/<id>/        each trial's run directory (metrics.json, memory.json, steps.jsonl, job.json, trial.json)
     DIR/summary.json        winner, every trial with its status and figures, the planner against the measurements
     DIR/job.json, job.log   when the sweep runs as a background job (agent.jobs.start_sweep): its record and output
+
+Each file has one schema, defined beside its writer and read through it: sweep.json here (SWEEP), trial.json in
+runner.py (TRIAL), summary.json in summary.py (SUMMARY), job.json in agent.jobs (JOB), a run's files in
+trainer.results.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field
+from typing_extensions import TypedDict
 
 from agent.jobs import is_job_file
+from agent.sweep.executors import ExecutorKind
 from trainer.config import OBJECTIVES, ConfigError, load_experiment
-from trainer.rundir import write_json
+from trainer.contracts import STRICT, Contract, ContractError
+from trainer.results import Degrees
 from trainer.trackers import check_trackers
 
 if TYPE_CHECKING:  # the runner imports optuna: loaded when a sweep runs, not by every `meshpilot` command
     from agent.sweep.runner import ProgressCallback
+
+Objective = Literal["tokens_per_s", "final_loss"]  # trainer.config.OBJECTIVES
+assert set(Objective.__args__) == set(OBJECTIVES), "Objective must name trainer.config.OBJECTIVES"
+Positive = Annotated[float, Field(gt=0)]
+AtLeastOne = Annotated[int, Field(ge=1)]
+Bytes = Annotated[int, Field(ge=0)]
+
+
+class PointRecord(TypedDict):
+    """A point of the space (agent.sweep.space.Point): one combination of the discrete choices, predicted."""
+
+    __pydantic_config__ = STRICT
+    id: str
+    layout: Degrees
+    micro_batch: AtLeastOne
+    grad_accum: AtLeastOne
+    activation_checkpointing: bool
+    packing: bool
+    extra: dict[str, Any]  # other experiment keys (section.key) -> value
+    predicted_peak_bytes: Bytes | None
+    predicted_tokens_per_s: float | None
+
+
+class RangeRecord(TypedDict):
+    """A continuous dimension (agent.sweep.space.Range)."""
+
+    __pydantic_config__ = STRICT
+    low: float
+    high: float
+    log: bool
+
+
+class Dropped(TypedDict):
+    """A candidate the planner ruled out before any trial ran, and why."""
+
+    __pydantic_config__ = STRICT
+    layout: Degrees
+    micro_batch: AtLeastOne
+    activation_checkpointing: bool
+    reason: str
+
+
+class SpaceRecord(TypedDict):
+    """agent.sweep.space.Space.to_dict."""
+
+    __pydantic_config__ = STRICT
+    points: Annotated[list[PointRecord], Field(min_length=1)]
+    ranges: dict[str, RangeRecord]
+    dropped: list[Dropped]
+
+
+class SweepInputs(TypedDict):
+    """sweep.json: what the sweep was asked and what it resolved, fixed when it starts (a resume checks them)."""
+
+    __pydantic_config__ = STRICT
+    experiment: str  # absolute
+    config_hash: str
+    objective: Objective
+    direction: Literal["maximize", "minimize"]
+    sampler: Literal["grid", "tpe"]
+    prune: bool
+    executor: ExecutorKind
+    device_type: Literal["cpu", "cuda"]
+    device_ids: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+    trials: AtLeastOne  # as asked
+    budget: AtLeastOne  # distinct trials that run
+    trial_steps: AtLeastOne
+    timing_warmup_steps: Annotated[int, Field(ge=0)]
+    timeout_s: Positive | None
+    hang_s: Positive | None
+    requested_space: dict[str, Any]  # --space as given
+    space: SpaceRecord
+    trackers: list[str] | None  # every trial's, instead of the experiment's train.trackers; None: the experiment's
+
+
+SWEEP_FILE = "sweep.json"
+SWEEP = Contract(SWEEP_FILE, SweepInputs)
 
 
 def run_sweep(
@@ -67,8 +152,11 @@ def run_sweep(
     _check_options(executor, EXECUTORS, max_parallel, trials, devices, trial_timeout_s, hang_s)
     runs_on = make_executor(executor, out / "submitit", slurm)
     loaded = load_experiment(experiment)
-    sweep_file = out / "sweep.json"
-    started = json.loads(sweep_file.read_text()) if sweep_file.is_file() else None
+    sweep_file = out / SWEEP_FILE
+    try:
+        started = SWEEP.read(sweep_file)
+    except ContractError as e:  # a sweep of another meshpilot version: one line, as every mistake here
+        raise ConfigError(str(e)) from None
     _check_trial_trackers(trackers, started, loaded)
     if started is not None:
         if not resume:
@@ -83,7 +171,7 @@ def run_sweep(
         )
         sweep["trackers"] = trackers  # None: the experiment's
         out.mkdir(parents=True, exist_ok=True)
-        write_json(sweep_file, sweep)
+        sweep = SWEEP.write(sweep_file, sweep)
     space_ = Space.from_dict(sweep["space"])
     study = open_study(out, space_, sweep["sampler"], sweep["direction"], sweep["prune"])
     if sweep["sampler"] == "tpe" and not study.trials:
@@ -103,11 +191,11 @@ def _check_options(executor, executors, max_parallel, trials, devices, timeout_s
             raise ConfigError(f"{name} must be positive, got {value}")
 
 
-def _check_trial_trackers(trackers: list[str] | None, started: dict | None, loaded) -> None:
+def _check_trial_trackers(trackers: list[str] | None, started: SweepInputs | None, loaded) -> None:
     """Before anything runs: the trials' trackers, from --trackers, else the sweep's own as it started, else the
     experiment's."""
     if trackers is None and started is not None:
-        trackers = started.get("trackers")
+        trackers = started["trackers"]
     if trackers is None:
         check_trackers(loaded.train.trackers)
     else:
@@ -171,7 +259,7 @@ def _device_pool(requested: str, devices: int | None) -> tuple[str, list[int]]:
     return device_type, available[: devices or len(available)]
 
 
-def _check_same_sweep(sweep: dict, loaded, experiment: Path, trials, space, sampler, devices, trackers) -> None:
+def _check_same_sweep(sweep: SweepInputs, loaded, experiment: Path, trials, space, sampler, devices, trackers) -> None:
     """A resumed sweep is the sweep that started: same experiment, and no option that changes what it runs."""
     if loaded.config_hash() != sweep["config_hash"]:
         raise ConfigError(f"--resume: {experiment} changed since the sweep started (config hash differs)")
@@ -179,7 +267,7 @@ def _check_same_sweep(sweep: dict, loaded, experiment: Path, trials, space, samp
         "--trials": (trials, sweep["trials"]),
         "--space": (space, sweep["requested_space"]),
         "--devices": (devices, len(sweep["device_ids"])),
-        "--trackers": (trackers, sweep.get("trackers")),
+        "--trackers": (trackers, sweep["trackers"]),
     }
     if sampler != "auto":
         given["--sampler"] = (sampler, sweep["sampler"])

@@ -3,21 +3,38 @@
 Either way a trial is an agent.jobs job: job.json in the trial's directory says its state, and the job's own
 supervisor enforces its time limits and stops it on a NaN loss. Executors differ in how the supervisor starts
 and how a job that has not started (or runs on another node) is stopped.
+
+A SLURM job's state comes from the controller (squeue), never from accounting (sacct, submitit's way, which
+fails on clusters without slurmdbd), and a job SLURM stops (scancel, preemption, its time limit) records what
+SLURM did (run_trial_job). tests/test_slurm.py runs both on a real one-node cluster (scripts/slurm/up.sh).
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
+import signal
 import socket
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+import psutil
 
 from agent import jobs
 from trainer.config import ConfigError
+from trainer.lifeline import tied_env
 
-EXECUTORS = ("local", "slurm", "submitit-local")
+ExecutorKind = Literal["local", "slurm", "submitit-local"]  # sweep.json's "executor"
+EXECUTORS: tuple[str, ...] = ExecutorKind.__args__
 # SLURM states in which a job will never run the supervisor (or stopped it from outside).
 _SLURM_ENDED = ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE")
+SLURM_GONE = "GONE"  # slurm_state: the controller no longer knows the job (it ended over MinJobAge ago)
+SLURM_POLL_S = 5.0  # a queued (or remote) trial's SLURM state is asked for at most this often
 
 
 class Executor(Protocol):
@@ -48,9 +65,10 @@ class LocalExecutor:
 class SubmititExecutor:
     """Each trial a submitit job that runs the job's supervisor (agent.jobs.supervise) where it is scheduled.
 
-    cluster "slurm" submits with sbatch: every trial its own allocation of `nproc` GPUs on one node; the
-    sweep does not hand out devices, SLURM does. cluster "local" is submitit's local executor: the same code
-    path on this machine (how the tests run it), with the sweep's device sets.
+    cluster "slurm" submits with sbatch: every trial its own allocation of `nproc` GPUs (or CPUs) on one node,
+    running run_trial_job; the sweep does not hand out devices, SLURM does. Until the supervisor has started (and
+    while it runs on another node) the job's state is SLURM's, read with squeue. cluster "local" is submitit's
+    local executor: the same code path on this machine, with the sweep's device sets.
     """
 
     def __init__(self, folder: Path, cluster: str, parameters: dict[str, Any] | None = None):
@@ -63,6 +81,7 @@ class SubmititExecutor:
         self.folder, self.cluster, self.parameters = folder, cluster, dict(parameters or {})
         self.shares_devices = cluster == "local"
         self._submitit = submitit
+        self._asked: dict[str, float] = {}  # SLURM job id -> when squeue was last asked about it (monotonic)
 
     def start(self, trial_dir: Path, request: dict[str, Any], devices: list[int], device_type: str) -> None:
         env = request.get("env") or {}
@@ -76,7 +95,8 @@ class SubmititExecutor:
             )
         else:
             executor.update_parameters(timeout_min=_minutes(request.get("timeout_s")), **self.parameters)
-        job = executor.submit(jobs.supervise, trial_dir, env, prepared["token"])
+        task = run_trial_job if self.cluster == "slurm" else jobs.supervise
+        job = executor.submit(task, trial_dir, env, prepared["token"])
         jobs.update_job(trial_dir, executor={"kind": "submitit", "cluster": self.cluster, "job_id": job.job_id})
 
     def status(self, trial_dir: Path) -> dict:
@@ -86,40 +106,175 @@ class SubmititExecutor:
             return status  # the job's own record says it all (executor None: a local job, before a resume)
         ended = self._scheduler_ended(trial_dir, job)
         if ended:
-            jobs.record_state(trial_dir, "failed", ended)
+            jobs.record_state(trial_dir, *ended)  # unless the supervisor recorded its own meanwhile
             return jobs.run_status(trial_dir)
         return status
 
     def cancel(self, trial_dir: Path, state: str, cause: str) -> None:
         job = jobs.read_job(trial_dir)
-        if not _here(job) and job["executor"] is not None:  # not started, or on another node
-            if self.cluster == "local":
-                jobs.kill_process(int(job["executor"]["job_id"]))
-            else:
-                self._slurm_job(job).cancel(check=False)
+        elsewhere = not _here(job) and job["executor"] is not None  # not started, or on another node
+        if elsewhere and self.cluster == "local":
+            jobs.kill_process(int(job["executor"]["job_id"]))
         jobs.cancel_run(trial_dir, state=state, cause=cause)
+        if elsewhere and self.cluster == "slurm":  # after the verdict, which the job's SIGTERM handler then keeps
+            scancel(job["executor"]["job_id"])
 
-    def _scheduler_ended(self, trial_dir: Path, job: dict) -> str | None:
-        """Why the scheduler ended a job whose supervisor never recorded a verdict, or None if it did not."""
+    def _scheduler_ended(self, trial_dir: Path, job: jobs.JobRecord) -> tuple[str, str] | None:
+        """(state, cause) of a job the scheduler ended before its supervisor recorded a verdict, or None if it did
+        not (or, for SLURM, was asked about too recently)."""
         if self.cluster == "local":
             controller = int(job["executor"]["job_id"])  # submitit's local job id is its controller's pid
             if jobs.process_alive(controller, None):
                 return None
-            return "submitit's local job ended before the supervisor recorded a result"
-        state = self._slurm_job(job).state
-        if state.split()[0] in _SLURM_ENDED:
-            return f"SLURM job {job['executor']['job_id']} ended {state} before the run did"
-        return None
+            return "failed", "submitit's local job ended before the supervisor recorded a result"
+        job_id = job["executor"]["job_id"]
+        now = time.monotonic()
+        if now - self._asked.get(job_id, -math.inf) < SLURM_POLL_S:
+            return None
+        self._asked[job_id] = now
+        state = slurm_state(job_id)
+        return None if state is None else _slurm_ended(job_id, state, started=job["pid"] is not None)
 
-    def _slurm_job(self, job: dict):
-        return self._submitit.SlurmJob(self.folder, job["executor"]["job_id"])
+
+def slurm_state(job_id: str) -> str | None:
+    """SLURM's state of a job as its controller has it (squeue: PENDING, RUNNING, COMPLETED, CANCELLED, ...), which
+    needs no accounting; SLURM_GONE for a job it no longer knows (ended over MinJobAge ago, 300 s by default);
+    None when squeue gives no answer (the controller unreachable)."""
+    return _squeue(job_id, "%T")
+
+
+def _squeue(job_id: str, fields: str, timeout_s: float = 30.0) -> str | None:
+    """squeue's line for the job in `fields` (its --format), SLURM_GONE, or None (see slurm_state)."""
+    command = ["squeue", "--noheader", "--states=all", f"--jobs={job_id}", f"--format={fields}"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return SLURM_GONE if "Invalid job id" in done.stderr else None
+    lines = done.stdout.split()
+    return lines[0] if lines else None
+
+
+def scancel(job_id: str) -> None:
+    """Cancel a SLURM job (SIGTERM to its processes, SIGKILL after KillWait); one that ended is left alone."""
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        subprocess.run(["scancel", job_id], capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+
+
+def _slurm_ended(job_id: str, state: str, started: bool) -> tuple[str, str] | None:
+    """(state, cause) of a trial whose SLURM job ended in `state` without a verdict from its supervisor, or None
+    while the job may still run it."""
+    word = state.split()[0]
+    if word not in (*_SLURM_ENDED, "COMPLETED", SLURM_GONE):
+        return None
+    what = {
+        "CANCELLED": ("cancelled", "was cancelled (scancel)"),
+        "TIMEOUT": ("timeout", "reached its time limit"),
+        "OUT_OF_MEMORY": ("oom", "ran out of memory"),
+        SLURM_GONE: ("failed", "ended unseen (SLURM forgets a job MinJobAge after it ended)"),
+    }.get(word, ("failed", f"ended {word}"))
+    after = "and the trial's supervisor recorded no end" if started else "before the trial's supervisor started"
+    return what[0], f"SLURM job {job_id} {what[1]} {after}"
+
+
+def run_trial_job(trial_dir: Path, env: dict[str, str], token: str) -> str:
+    """The task of a trial's SLURM job (submitit runs it where SLURM placed the job): the trial's supervisor
+    (`python -m agent.jobs`, which runs `meshpilot train`) as a child, and SLURM's verdict when SLURM stops the job.
+
+    SLURM stops a job (scancel, preemption, its time limit) with SIGTERM to every process of it at once: the run's
+    launcher dies as the supervisor is told to stop, and the supervisor, which looks at its launcher between sleeps,
+    may find it dead first and record a failure. This process, idle until then, records SLURM's verdict first: it
+    holds the supervisor (SIGSTOP) while it asks SLURM what happened and records it, then lets it go on to stop
+    what is left of the run. Returns the trial's state.
+    """
+    out = Path(trial_dir)
+    job_id = os.environ.get("SLURM_JOB_ID", "?")
+    supervisor: subprocess.Popen | None = None
+
+    def stopped(signum, frame) -> None:
+        _record_slurm_stop(out, job_id, supervisor)
+
+    signal.signal(signal.SIGTERM, stopped)  # before the supervisor starts: no SIGTERM may go unrecorded
+    with (out / jobs.LOG_FILE).open("a") as log:
+        supervisor = subprocess.Popen(  # tied: it dies with this process, and its run with it
+            [sys.executable, "-m", "agent.jobs", str(out), token],
+            cwd=jobs.REPO,
+            env=tied_env({**os.environ, **env}),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    supervisor.wait()
+    job = jobs.read_job(out)
+    return job["state"] if job else "failed"
+
+
+def _record_slurm_stop(out: Path, job_id: str, supervisor: subprocess.Popen | None) -> None:
+    """SIGTERM reached the trial's SLURM job: record why (squeue's state of the job), ahead of the supervisor."""
+    held = supervisor is not None and supervisor.returncode is None and _hold(supervisor.pid)
+    try:
+        verdict = _slurm_stop_verdict(job_id)
+        writer = threading.Thread(target=jobs.record_state, args=(out, *verdict), daemon=True)
+        writer.start()
+        writer.join(1.0)  # the supervisor may be held inside the job's lock: it must run again to let go of it
+    finally:
+        if held:
+            os.kill(supervisor.pid, signal.SIGCONT)
+    writer.join(30.0)  # once the supervisor let go of the lock
+    if supervisor is not None and supervisor.poll() is None:
+        supervisor.send_signal(signal.SIGTERM)  # a SIGTERM that reached this process alone stops the run too
+
+
+def _slurm_stop_verdict(job_id: str) -> tuple[str, str]:
+    """(state, cause) of a trial whose SLURM job received SIGTERM, from squeue (asked briefly: SIGKILL follows after
+    KillWait, 30 s by default). While SLURM kills a job it says COMPLETING, not CANCELLED or TIMEOUT, so the time
+    the job ran is held against its limit to tell a time limit from scancel."""
+    line = _squeue(job_id, "%T|%M|%l", timeout_s=5.0)
+    state, used, limit = (*(line or "").split("|"), "", "")[:3]
+    ran, allowed = _slurm_seconds(used), _slurm_seconds(limit)
+    if state == "TIMEOUT" or (ran is not None and allowed is not None and ran >= allowed):
+        return "timeout", f"SLURM job {job_id} reached its time limit ({limit})"
+    if state == "PREEMPTED":
+        return "cancelled", f"SLURM preempted job {job_id}"
+    if state in ("CANCELLED", "COMPLETING"):
+        return "cancelled", f"SLURM job {job_id} was cancelled (scancel, or preemption) while the trial ran"
+    return "cancelled", f"the trial's SLURM job {job_id} received SIGTERM (SLURM says {state or 'nothing'})"
+
+
+def _slurm_seconds(duration: str) -> int | None:
+    """A SLURM duration ([days-][hours:]minutes:seconds) in seconds; None for anything else (UNLIMITED)."""
+    days, _, clock = duration.rpartition("-")
+    parts = clock.split(":")
+    if not 2 <= len(parts) <= 3 or not all(p.isdigit() for p in parts) or not (days.isdigit() or days == ""):
+        return None
+    seconds = 0
+    for part in parts:
+        seconds = seconds * 60 + int(part)
+    return seconds + int(days or 0) * 86400
+
+
+def _hold(pid: int) -> bool:
+    """Stop a process (SIGSTOP) and wait until it is stopped; False when it is gone."""
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        process = psutil.Process(pid)
+        deadline = time.monotonic() + 1.0
+        while process.status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE) and time.monotonic() < deadline:
+            time.sleep(0.001)
+    except (ProcessLookupError, psutil.NoSuchProcess):
+        return False
+    return True
 
 
 def slurm_parameters(nproc: int, device_type: str, timeout_s: float | None, extra: dict[str, Any]) -> dict[str, Any]:
-    """submitit's parameters for one trial: one task on one node holding the trial's GPUs (torchrun inside it
-    starts the ranks), its time limit, and what `--slurm KEY=VALUE` added (e.g. slurm_partition=gpu)."""
+    """submitit's parameters for one trial: one task on one node holding the trial's GPUs, or on CPU a core per
+    rank (torchrun inside it starts the ranks), its time limit, and what `--slurm KEY=VALUE` added (e.g.
+    slurm_partition=gpu)."""
     gpus = nproc if device_type == "cuda" else 0
-    return {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": gpus, "timeout_min": _minutes(timeout_s), **extra}
+    cores = {} if device_type == "cuda" else {"cpus_per_task": nproc}
+    limit = _minutes(timeout_s)
+    return {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": gpus, **cores, "timeout_min": limit, **extra}
 
 
 def make_executor(kind: str, folder: Path, slurm: dict[str, Any] | None = None) -> Executor:
@@ -130,7 +285,7 @@ def make_executor(kind: str, folder: Path, slurm: dict[str, Any] | None = None) 
     raise ConfigError(f"--executor {kind!r} is not one of {', '.join(EXECUTORS)}")
 
 
-def _here(job: dict) -> bool:
+def _here(job: jobs.JobRecord) -> bool:
     """Whether the job's supervisor runs on this machine, where agent.jobs can see and stop its processes."""
     return bool(job["pid"]) and job["host"] == socket.gethostname()
 

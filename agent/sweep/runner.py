@@ -5,6 +5,10 @@ optuna trials in state RUNNING. Resuming, each is finished from its directory if
 (jobs outlive the sweep), watched again if its job still runs, and otherwise started again from an empty
 directory under the same trial number, so it gets the same parameters. A trial with a result is never run
 twice.
+
+Each trial's directory holds the sweep's record of it, trial.json (TrialRecord, through TRIAL): its point, its
+parameters as the summary shows them, and exactly what its job was started with, `--set` overrides included, so
+nothing downstream rebuilds them.
 """
 
 from __future__ import annotations
@@ -17,20 +21,75 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import optuna
-from optuna.trial import FrozenTrial, Trial, TrialState
+from optuna.trial import Trial, TrialState
+from pydantic import ConfigDict, Field
+from typing_extensions import TypedDict
 
 from agent import jobs
-from agent.sweep.executors import Executor
-from agent.sweep.space import Space
 from agent.sweep.study import suggest, trial_id
-from trainer.rundir import RunDir, StepsTail, tokens_per_s, write_json
+from trainer.contracts import STRICT, Contract
+from trainer.results import Degrees, StepRecord
+from trainer.rundir import RunDir, StepsTail, tokens_per_s
 from trainer.trackers import RUN_GROUP_ENV, RUN_NAME_ENV
 
+if TYPE_CHECKING:  # the space imports torch (the planner's data): readers of trial.json need neither
+    import optuna
+    from optuna.trial import FrozenTrial
+
+    from agent.sweep.executors import Executor
+    from agent.sweep.space import Space
+
 POLL_S = 0.5
-TRIAL_FILE = "trial.json"  # the sweep's record of a trial: id, optuna number, parameters, devices
+TRIAL_FILE = "trial.json"  # the sweep's record of a trial: TrialRecord
+
+AtLeastOne = Annotated[int, Field(ge=1)]
+
+
+class Params(TypedDict):
+    """A trial's parameters as the summary shows them (agent.sweep.space.Point.params): the layout, batch split and
+    checkpointing, then every other varied key, a train key by its name alone ("lr"), any other as section.key.
+    For display: what the trial ran with, exactly, is its record's `settings`."""
+
+    __pydantic_config__ = ConfigDict(extra="allow")  # the varied keys, whichever the space names
+    layout: Degrees
+    micro_batch: AtLeastOne
+    grad_accum: AtLeastOne
+    activation_checkpointing: bool
+    packing: bool
+
+
+class TrialRequest(TypedDict):
+    """What the trial's job was started with (agent.jobs.start_run's arguments); the environment by names only."""
+
+    __pydantic_config__ = STRICT
+    experiment: str
+    nproc: AtLeastOne
+    layout: str  # the --layout argument, every degree spelled out
+    steps: AtLeastOne
+    overrides: list[str]  # every --set, in order: the trial's settings, then what the sweep sets for every trial
+    timeout_s: Annotated[float, Field(gt=0)] | None
+    hang_s: Annotated[float, Field(gt=0)] | None
+    env_keys: list[str]  # values may be secrets
+
+
+class TrialRecord(TypedDict):
+    """trial.json: the sweep's record of one trial, written when it gets its devices, before its job starts."""
+
+    __pydantic_config__ = STRICT
+    id: str  # its point's id, and a hash of its range values when there are any (agent.sweep.study.trial_id)
+    number: Annotated[int, Field(ge=0)]  # optuna's trial number
+    point: str  # the id of its point in sweep.json's space
+    params: Params
+    # The `--set` overrides that make this trial (its choices and range values), `section.key=JSON` as the
+    # experiment file names each key: `meshpilot train ... --set S` for each trains what it trained.
+    settings: list[str]
+    request: TrialRequest
+    devices: list[Annotated[int, Field(ge=0)]]  # the sweep's device indices it ran on (none: the scheduler's)
+
+
+TRIAL = Contract(TRIAL_FILE, TrialRecord)
 
 
 @dataclass
@@ -56,7 +115,7 @@ class Settings:
         return self.timing_warmup_steps if self.trial_steps > self.timing_warmup_steps else 0
 
 
-def tokens_per_s_so_far(steps: list[dict[str, Any]], warmup: int) -> float | None:
+def tokens_per_s_so_far(steps: list[StepRecord], warmup: int) -> float | None:
     """Tokens/s of the steps.jsonl records after the first `warmup` steps, as metrics.json will have it; None
     while there are none."""
     return tokens_per_s([s for s in steps if s["step"] > warmup])
@@ -114,10 +173,11 @@ class Active:
     id: str
     directory: Path
     nproc: int
-    request: dict[str, Any]
+    request: dict[str, Any]  # start_run's arguments
+    settings: list[str]  # the overrides that make this trial (TrialRecord.settings)
     devices: list[int] | None = None  # None: waiting for devices
     reported: set[int] = field(default_factory=set)
-    steps: list[dict[str, Any]] = field(default_factory=list)  # its steps.jsonl so far, read by `tail`
+    steps: list[StepRecord] = field(default_factory=list)  # its steps.jsonl so far, read by `tail`
     tail: StepsTail = field(init=False)
 
     def __post_init__(self) -> None:
@@ -206,8 +266,8 @@ class Runner:
         return "ended" if recorded or status["metrics"] is not None else "lost"
 
     def _take_recorded(self, active: Active) -> list[int]:
-        record = json.loads((active.directory / TRIAL_FILE).read_text())
-        devices = record.get("devices") or []
+        record = TRIAL.read(active.directory / TRIAL_FILE)
+        devices = record["devices"] if record is not None else []
         self.devices.claim(devices)
         return devices
 
@@ -244,7 +304,7 @@ class Runner:
         trial.set_user_attr("trial_id", tid)
         point = self.space.point(point_id)
         directory = self.directory / "trials" / tid
-        overrides = point.overrides(continuous)
+        overrides = point.overrides(continuous)  # its settings, then what no trial keeps (checkpoints)
         if self.settings.trackers is not None:
             overrides.append(f"train.trackers={json.dumps(self.settings.trackers)}")
         # Each trial is a tracker run of its own, named by the sweep and the trial, grouped by the sweep.
@@ -259,7 +319,7 @@ class Runner:
             "hang_s": self.settings.hang_s,
             "env": {**self.settings.env, RUN_NAME_ENV: f"{sweep}/{tid}", RUN_GROUP_ENV: sweep},
         }
-        return Active(trial, tid, directory, point.nproc, request)
+        return Active(trial, tid, directory, point.nproc, request, point.settings(continuous))
 
     def _tell_duplicate(self, trial: Trial, tid: str) -> None:
         """TPE may propose a point that ran: tell it that trial's result instead of running it again."""
@@ -289,13 +349,15 @@ class Runner:
                 "number": active.trial.number,
                 "point": active.trial.params["point"],
                 "params": self._params(active),
+                "settings": active.settings,
+                "request": _recorded(active.request),
                 "devices": devices,
             }
             active.directory.mkdir(parents=True, exist_ok=True)
-            write_json(active.directory / TRIAL_FILE, record)
+            TRIAL.write(active.directory / TRIAL_FILE, record)
             self.executor.start(active.directory, active.request, devices, self.settings.device_type)
 
-    def _params(self, active: Active) -> dict[str, Any]:
+    def _params(self, active: Active) -> Params:
         continuous = {k: v for k, v in active.trial.params.items() if k != "point"}
         return self.space.point(active.trial.params["point"]).params(continuous)
 
@@ -330,7 +392,7 @@ class Runner:
                 self.executor.cancel(active.directory, "pruned", cause)
                 return
 
-    def _value_so_far(self, steps: list[dict]) -> float | None:
+    def _value_so_far(self, steps: list[StepRecord]) -> float | None:
         last = steps[-1]
         if self.settings.objective == "final_loss":
             return last["loss"] if math.isfinite(last["loss"]) else None
@@ -384,6 +446,12 @@ class Runner:
             tokens_per_s=speed,
             cause=cause,
         )
+
+
+def _recorded(request: dict[str, Any]) -> TrialRequest:
+    """A trial's request as its record holds it: the environment by its names (its values may be secrets)."""
+    kept = {key: value for key, value in request.items() if key != "env"}
+    return {**kept, "experiment": str(request["experiment"]), "env_keys": sorted(request.get("env") or {})}
 
 
 def settings_from(sweep: dict[str, Any], max_parallel: int, env: dict | None) -> Settings:

@@ -84,7 +84,9 @@ class Point:
             **{key.removeprefix("train."): value for key, value in varied.items()},
         }
 
-    def overrides(self, continuous: dict[str, float] | None = None) -> list[str]:
+    def settings(self, continuous: dict[str, float] | None = None) -> list[str]:
+        """The `--set` overrides that make this point (with these range values): `section.key=JSON` each, the key
+        as the experiment file names it. Training with them reproduces the trial (the layout aside)."""
         values = {
             "train.micro_batch": self.micro_batch,
             "train.activation_checkpointing": self.activation_checkpointing,
@@ -92,7 +94,11 @@ class Point:
             **self.extra,
             **(continuous or {}),
         }
-        return [f"{key}={json.dumps(value)}" for key, value in values.items()] + list(TRIAL_OVERRIDES)
+        return [f"{key}={json.dumps(value)}" for key, value in values.items()]
+
+    def overrides(self, continuous: dict[str, float] | None = None) -> list[str]:
+        """What a trial of this point runs with: its settings, then what no trial keeps (TRIAL_OVERRIDES)."""
+        return self.settings(continuous) + list(TRIAL_OVERRIDES)
 
 
 @dataclass

@@ -14,13 +14,16 @@ import hashlib
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, Trial, TrialState
 
-from agent.sweep.space import Space
 from trainer.config import ConfigError
+
+if TYPE_CHECKING:  # the space imports torch (through the planner's data): the sweep's records do not need it
+    from agent.sweep.space import Space
 
 STUDY_NAME = "meshpilot-sweep"
 SAMPLERS = ("auto", "grid", "tpe")

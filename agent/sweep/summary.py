@@ -1,25 +1,84 @@
 """summary.json: a pure function of the sweep's files (sweep.json and each trial's directory), so a sweep resumed
 after a crash summarizes exactly as an uninterrupted one. Only measured figures (tokens/s, memory) differ
 between two runs of the same trial, never which trials ran, their parameters, their status or their order.
+
+Its schema is Summary, written and read through SUMMARY (the report, the agent's tools, the terminal UI, and
+agent.jobs for a sweep job's result).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+from typing_extensions import TypedDict
 
 from agent import jobs
-from agent.sweep.runner import TRIAL_FILE
+from agent.sweep import SWEEP, SWEEP_FILE, Dropped, Objective, PointRecord
+from agent.sweep.runner import TRIAL, TRIAL_FILE, Params, TrialRecord
 from trainer.config import OBJECTIVES
-from trainer.rundir import write_json
+from trainer.contracts import STRICT, Contract
+
+SUMMARY_FILE = "summary.json"
+Bytes = Annotated[int, Field(ge=0)]
 
 
-def summarize(directory: Path) -> dict[str, Any]:
+class TrialSummary(TypedDict):
+    """One trial: its parameters and settings (from its trial.json), how it ended and its figures."""
+
+    __pydantic_config__ = STRICT
+    id: str
+    params: Params
+    settings: list[str]  # exactly the `--set` overrides that make it (TrialRecord.settings)
+    status: jobs.JobState  # how its job ended ("queued": it never started)
+    cause: str | None
+    run_dir: str | None  # relative to the sweep directory
+    nproc: Annotated[int, Field(ge=1)]
+    tokens_per_s: float | None
+    mfu: float | None
+    peak_mem_bytes: Bytes | None  # the largest rank's
+    predicted_peak_bytes: Bytes | None
+    predicted_tokens_per_s: float | None
+    final_loss: float | None  # None when not finite
+
+
+class PlannerVerdict(TypedDict):
+    """The planner's pick among the trials that ran against the measured best."""
+
+    __pydantic_config__ = STRICT
+    top_pick: str | None
+    top_pick_params: Params | None
+    measured_best: str | None
+    quality_ratio: Annotated[float, Field(ge=0)] | None  # the pick's measured tokens/s over the best's
+    dropped: list[Dropped]  # candidates the planner ruled out before any trial ran, with the reason
+
+
+class Summary(TypedDict):
+    """summary.json: the winner, every trial with its status and figures, the planner against the measurements."""
+
+    __pydantic_config__ = STRICT
+    experiment: str
+    config_hash: str
+    objective: Objective
+    device_type: Literal["cpu", "cuda"]
+    devices: Annotated[int, Field(ge=1)]
+    sampler: Literal["grid", "tpe"]
+    winner: str | None  # the best ok trial by the objective
+    trials: list[TrialSummary]  # by id
+    planner: PlannerVerdict
+
+
+SUMMARY = Contract(SUMMARY_FILE, Summary)
+
+
+def summarize(directory: Path) -> Summary:
     """Build summary.json from the sweep directory and write it; returns it."""
     directory = Path(directory)
-    sweep = json.loads((directory / "sweep.json").read_text())
+    sweep = SWEEP.read(directory / SWEEP_FILE)
+    if sweep is None:
+        raise FileNotFoundError(f"{directory / SWEEP_FILE}: no sweep started here")
     points = {p["id"]: p for p in sweep["space"]["points"]}
     trials = [_trial(t, points) for t in sorted((directory / "trials").glob(f"*/{TRIAL_FILE}"))]
     trials.sort(key=lambda t: t["id"])
@@ -34,13 +93,12 @@ def summarize(directory: Path) -> dict[str, Any]:
         "trials": trials,
         "planner": _planner(trials, sweep["space"]["dropped"]),
     }
-    write_json(directory / "summary.json", summary)
-    return summary
+    return SUMMARY.write(directory / SUMMARY_FILE, summary)
 
 
-def _trial(record_file: Path, points: dict[str, dict]) -> dict[str, Any]:
+def _trial(record_file: Path, points: dict[str, PointRecord]) -> dict[str, Any]:
     trial_dir = record_file.parent
-    record = json.loads(record_file.read_text())
+    record: TrialRecord = TRIAL.read(record_file)
     status = jobs.run_status(trial_dir) if jobs.read_job(trial_dir) else {"state": "queued", "cause": None}
     metrics = status.get("metrics") or {}
     peaks = metrics.get("peak_mem_bytes") or []
@@ -48,6 +106,7 @@ def _trial(record_file: Path, points: dict[str, dict]) -> dict[str, Any]:
     return {
         "id": record["id"],
         "params": record["params"],
+        "settings": record["settings"],
         "status": status["state"],
         "cause": status["cause"],
         "run_dir": f"trials/{record['id']}",
@@ -70,7 +129,7 @@ def _best(trials: list[dict], objective: str) -> str | None:
     return min(scored, key=lambda t: (sign * t[objective], t["id"]))["id"]
 
 
-def _planner(trials: list[dict], dropped: list[dict]) -> dict[str, Any]:
+def _planner(trials: list[dict], dropped: list[Dropped]) -> dict[str, Any]:
     """The planner's pick among the trials that ran (highest predicted tokens/s) against the measured best."""
     predicted = [t for t in trials if t["predicted_tokens_per_s"] is not None]
     top = min(predicted, key=lambda t: (-t["predicted_tokens_per_s"], t["id"])) if predicted else None
