@@ -82,7 +82,6 @@ def test_position_ids_restart_at_each_document():
         ({"train": {"pp_schedule": "zigzag"}}, "pp=2", "train.pp_schedule: 'zigzag' is not one of gpipe, 1f1b"),
         ({"train": {"pp_schedule": "interleaved_1f1b"}}, "pp=2", "interleaved_1f1b needs 2 or more stages per rank"),
         ({"train": {"pp_stages_per_rank": 2, "pp_schedule": "interleaved_1f1b"}}, "pp=2", "exceeds the model's 2"),
-        ({"train": {"compile": True}}, "pp=2", "train.compile is not supported with pipeline parallelism"),
     ],
 )
 def test_invalid_pipelines_are_refused_before_anything_runs(tmp_path, changes, layout, message):
