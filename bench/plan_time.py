@@ -1,15 +1,25 @@
 """How long `meshpilot plan` takes to answer, from the shell prompt back to it, at growing scale.
 
 Each point runs the whole command in a fresh process (Python start-up, imports, the meta-device model, every
-candidate) as a user would type it, a few times; the median is kept, and the planner's own share is timed in
-process. Issue 15 asks for 512 devices and the 405B preset within 5 s.
+candidate, the interpreter's exit) as a user would type it, a few times; the median is kept, with the CPU seconds
+the process used (a steadier figure than the wall time on a machine shared with other work) and the load average
+at the start. The planner's own share is timed in another fresh process (its first plan: the meta-device model and
+every candidate, no start-up). Issue 15 asks for 512 devices and the 405B preset within 5 s; the last point is that
+command as written (`--devices 512`, one node).
 
-    python -m bench.plan_time              # writes bench/results/plan_time.json
+    python -m bench.plan_time                        # writes bench/results/plan_time.json
+    python -m bench.plan_time --before /tmp/old      # and the same of a checkout of the code before a change
+
+With --before, each run of a point alternates between that checkout and this one, so both see the same load,
+and the result keeps both. The checkout must hold trainer/, agent/ and bench/ (this file, or the one it had).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -23,30 +33,61 @@ POINTS = [  # (model preset, devices per node, nodes)
     ("llama-3.1-8b", 8, 1),
     ("llama-3.1-70b", 8, 8),
     ("llama-3.1-405b", 8, 64),
+    ("llama-3.1-405b", 512, 1),  # issue 15's command: meshpilot plan --model llama-3.1-405b --devices 512 --gpu h100
 ]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--before", type=Path, help="a checkout of the code before a change, timed alongside")
     args = parser.parse_args()
-    rows = [measure(model, devices, nodes, args.repeats) for model, devices, nodes in POINTS]
+    trees = {"after": REPO, "before": args.before.resolve()} if args.before else {"after": REPO}
+    rows = [measure(model, devices, nodes, args.repeats, trees) for model, devices, nodes in POINTS]
     path = write_result("plan_time", {"gpu": "h100", "repeats": args.repeats, "points": rows})
     print(f"wrote {path}")
 
 
-def measure(model: str, devices: int, nodes: int, repeats: int) -> dict:
+def measure(model: str, devices: int, nodes: int, repeats: int, trees: dict[str, Path]) -> dict:
     command = [sys.executable, "-m", "agent.cli", "plan", "--model", model, "--gpu", "h100"]
     command += ["--devices", str(devices), "--nodes", str(nodes), "--top", "3"]
-    walls = []
+    runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in trees}
+    outputs: dict[str, str] = {}
     for _ in range(repeats):
-        started = time.perf_counter()
-        subprocess.run(command, cwd=REPO, check=True, capture_output=True, text=True)
-        walls.append(time.perf_counter() - started)
-    row = {"model": model, "devices": devices * nodes, "command_s": statistics.median(walls), "runs_s": walls}
-    row |= planner_only(model, devices, nodes)
-    print(row, flush=True)
+        for name, tree in trees.items():
+            load = os.getloadavg()[0]
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            started = time.perf_counter()
+            done = subprocess.run(command, cwd=tree, check=True, capture_output=True, text=True)
+            wall = time.perf_counter() - started
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            runs[name].append((wall, cpu, load))
+            outputs[name] = done.stdout
+    row = {"model": model, "devices": devices * nodes, "devices_per_node": devices, "nodes": nodes}
+    for name, tree in trees.items():
+        walls, cpus, loads = zip(*runs[name], strict=True)
+        figures = {
+            "command_s": statistics.median(walls),
+            "command_cpu_s": statistics.median(cpus),
+            "runs_s": list(walls),
+            "runs_cpu_s": list(cpus),
+            "load_average": list(loads),
+        }
+        figures |= planner_only_in(tree, model, devices, nodes)
+        row |= figures if name == "after" else {name: figures}
+    if "before" in outputs:
+        row["same_table"] = outputs["before"] == outputs["after"]
+    print(json.dumps(row), flush=True)
     return row
+
+
+def planner_only_in(tree: Path, model: str, devices: int, nodes: int) -> dict:
+    """planner_only of the code in `tree`, in a fresh process (its first plan pays what the command's does)."""
+    call = f"planner_only({model!r}, {devices}, {nodes})"
+    code = f"import json; from bench.plan_time import planner_only; print(json.dumps({call}))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tree, check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def planner_only(model: str, devices: int, nodes: int) -> dict:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import itertools
 import json
 
@@ -10,7 +12,7 @@ import yaml
 from support import TINY_MODEL, meshpilot, write_experiment
 from transformers import AutoConfig
 
-from trainer.layout import Layout
+from trainer.layout import Layout, LayoutError
 from trainer.throughput import (
     Calibration,
     Hardware,
@@ -258,3 +260,142 @@ def test_meshpilot_plan_honours_what_the_experiment_fixes(tmp_path, capsys):
     assert {(c["micro_batch"], c["activation_checkpointing"]) for c in candidates} == {(2, True)}
     dropped = {c["dropped"] for c in candidates if c["layout"]["dp_replicate"] * c["layout"]["dp_shard"] == 4}
     assert dropped == {"train.micro_batch 2 does not divide the 3 rows per data-parallel rank"}
+
+
+def reference_peak(config, layout: Layout, memory_plan, shapes) -> dict:
+    """The memory of a candidate the long way, as the planner predicted it before it shared work between
+    candidates: each rank's shards from the parameter shapes afresh, the real config (no ConfigSnapshot), no memo."""
+    from trainer.memory_model import predict_rank
+
+    ranks = [0] if layout.pp == 1 else [0, layout.world_size - layout.world_size // layout.pp]
+    return max((predict_rank(config, layout, memory_plan, r, shapes=shapes) for r in ranks), key=lambda m: m["peak"])
+
+
+@pytest.mark.parametrize(
+    ("model", "train", "data", "device_type"),
+    [
+        # 6 layers: pipelines of 4 and 8 stages split them unevenly.
+        ({"num_hidden_layers": 6}, {}, {}, "cuda"),
+        ({"num_hidden_layers": 5}, {"pp_schedule": "interleaved_1f1b", "pp_stages_per_rank": 2}, {}, "cuda"),
+        ({"num_hidden_layers": 4}, {"pp_schedule": "gpipe", "precision": "fp32"}, {"packing": False}, "cuda"),
+        ({"num_hidden_layers": 4, "tie_word_embeddings": True}, {"optimizer": "galore_adamw"}, {}, "cpu"),
+    ],
+)
+def test_the_planner_shares_work_without_changing_a_figure(tmp_path, monkeypatch, model, train, data, device_type):
+    """The planner works each rank's shards out once for all alike layouts, keeps activations by what they depend
+    on, reads the config's attributes once, reads the hardware's figures once and pauses the cyclic collector:
+    every candidate, every memory prediction it made (those with cp = 1 behind the cp notes too), every reason to
+    drop, every estimate and so the ranking are what the long way gives. The device memory is set to the middle of
+    the predicted peaks, so that about half the candidates drop and some fit only because of cp (rows of 2048
+    tokens: activations outweigh the CUDA runtime's memory)."""
+    import gc
+
+    import trainer.planner
+    from trainer.attention import head_dim, takes_dense_mask
+    from trainer.config import load_experiment, resolve_precision
+    from trainer.model import describe_parameters
+    from trainer.pipeline import check_pipeline
+    from trainer.planner import GiB, _rank_key, micro_batch_choices, plan, valid_layouts
+    from trainer.throughput import model_bytes
+
+    monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))
+    model = {**TINY_MODEL, "max_position_embeddings": 2048, **model}
+    changes = {"model": {"config": model}, "train": {"global_batch_tokens": 2048 * 64, **train}}
+    experiment = load_experiment(write_experiment(tmp_path, {**changes, "data": {"seq_len": 2048, **data}}))
+    spec, packing = experiment.train, experiment.data.packing
+    config = AutoConfig.for_model(**model)
+    name = "NVIDIA H100 80GB HBM3" if device_type == "cuda" else "x86_64"
+    link = "nvlink" if device_type == "cuda" else "cpu"
+    hardware = Hardware(device_type, name, devices_per_node=8, nodes=2, intra_node_link=link)
+    peaks = sorted(c.memory["peak"] for c in plan(experiment, config, hardware, 2**60, 2048))
+    device_mem = peaks[len(peaks) // 2]
+
+    predicted = []  # every (layout, memory plan, prediction) the planner made
+    real_peak_memory = trainer.planner._peak_memory
+
+    def recording(config, layout, memory_plan, ranks, memo=None):
+        prediction = real_peak_memory(config, layout, memory_plan, ranks, memo)
+        predicted.append((layout, memory_plan, prediction))
+        return prediction
+
+    monkeypatch.setattr(trainer.planner, "_peak_memory", recording)
+    assert gc.isenabled()
+    candidates = plan(experiment, config, hardware, device_mem, 2048)
+    assert gc.isenabled()  # the collector runs again after a plan
+
+    # Every layout x micro-batch x checkpointing mode, once.
+    expected = {
+        (layout, micro_batch, checkpointing)
+        for layout in valid_layouts(16, config, 2048)
+        if 64 % layout.dp_degree == 0
+        for micro_batch in micro_batch_choices(64 // layout.dp_degree)
+        for checkpointing in (False, True)
+    }
+    planned = [(c.layout, c.micro_batch, c.activation_checkpointing) for c in candidates]
+    assert len(planned) == len(set(planned)) and set(planned) == expected
+    feasible = [c for c in candidates if c.dropped is None]
+    assert 0 < len(feasible) < len(candidates) and any(c.fits_only_with_cp for c in feasible)
+
+    shapes, counts = describe_parameters(config)
+    for layout, memory_plan, prediction in predicted:
+        assert prediction == reference_peak(config, layout, memory_plan, shapes), (layout, memory_plan)
+    by_candidate = {(layout, p.micro_batch, p.activation_checkpointing): m for layout, p, m in predicted}
+    precision = resolve_precision(spec.precision, hardware.device_type)
+    for candidate in candidates:
+        key = (candidate.layout, candidate.micro_batch, candidate.activation_checkpointing)
+        assert candidate.memory is by_candidate[key]
+        fits = candidate.memory["peak"] <= device_mem
+        try:
+            check_pipeline(candidate.layout.pp, config, spec.pp_schedule, spec.pp_stages_per_rank,
+                           candidate.grad_accum, spec.compile)  # fmt: skip
+        except LayoutError:
+            fits = False
+        assert (candidate.dropped is None) == fits, candidate.layout
+        if candidate.dropped is not None:
+            assert candidate.estimate is None and not candidate.fits_only_with_cp
+            continue
+        dense = takes_dense_mask(spec.attention, hardware.device_type, candidate.layout, head_dim(config), packing)
+        assert candidate.estimate == estimate_step(
+            config, candidate.layout, hardware, counts["matmul"], model_bytes(counts), candidate.micro_batch, 2048,
+            candidate.grad_accum, candidate.activation_checkpointing, Calibration.load(hardware), precision, dense,
+        )  # fmt: skip
+        alone = by_candidate.get((dataclasses.replace(candidate.layout, cp=1), *key[1:]))
+        if candidate.layout.cp > 1:  # the same candidate with cp = 1 (on fewer devices), predicted the long way too
+            note = f"fits only because of cp (cp=1 needs {alone['peak'] / GiB:.1f} GiB)"
+            assert candidate.fits_only_with_cp == (alone["peak"] > device_mem)
+            assert candidate.notes == ([note] if candidate.fits_only_with_cp else [])
+    assert feasible == sorted(feasible, key=_rank_key) and candidates[: len(feasible)] == feasible
+
+
+def test_a_plan_leaves_a_paused_collector_paused():
+    import gc
+
+    from trainer.config import experiment_from_dict
+    from trainer.planner import plan
+
+    experiment = experiment_from_dict({"train": {"global_batch_tokens": 4 * 64}})
+    hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=2)
+    gc.disable()
+    try:
+        assert plan(experiment, AutoConfig.for_model(**TINY_MODEL), hardware, 80 * 1024**3, 64)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_config_snapshot_reads_what_the_config_says():
+    """The planner's ConfigSnapshot: the config's own values (aliases resolved by the config), read-only, and an
+    attribute the config lacks is missing from the snapshot too."""
+    from trainer.memory_model import ConfigSnapshot
+
+    config = AutoConfig.for_model("gpt2", n_embd=64, n_layer=3, n_head=4)
+    snapshot = ConfigSnapshot(config)
+    assert (snapshot.hidden_size, snapshot.num_hidden_layers, snapshot.num_attention_heads) == (64, 3, 4)
+    assert snapshot.n_embd == config.n_embd and snapshot.vocab_size == config.vocab_size
+    assert getattr(snapshot, "num_key_value_heads", None) is getattr(config, "num_key_value_heads", None)
+    with pytest.raises(AttributeError):
+        snapshot.no_such_attribute  # noqa: B018
+    with pytest.raises(AttributeError):
+        snapshot.hidden_size = 128
+    assert config.hidden_size == 64
+    assert copy.copy(snapshot).hidden_size == 64

@@ -46,7 +46,7 @@ from transformers import PretrainedConfig
 
 from trainer.attention import takes_dense_mask
 from trainer.config import TrainSpec
-from trainer.layout import MESH_DIMS, Layout
+from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
 from trainer.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
 
 FP32 = 4
@@ -84,6 +84,7 @@ class CudaRuntime:
 CUDA_RUNTIME = CudaRuntime()
 
 
+@functools.lru_cache(maxsize=4096)  # a plan asks once per candidate, for a few hundred layouts
 def nccl_communicators(layout: Layout) -> int:
     """Communicators a rank opens: the whole world's (loss, gradient norm, barriers) and one per mesh dimension
     that has more than one rank (FSDP's dp_shard x cp flattened counts as its own). None for one process."""
@@ -106,6 +107,28 @@ class MemoryPlan:
     grad_accum: int = 1  # bounds the micro-batches a pipeline stage holds at once
     packing: bool = True  # packed rows need a dense block-causal mask; unpacked rows none (trainer.packing)
     device_type: str = "cpu"  # cuda adds the CUDA runtime's memory (CUDA_RUNTIME) to the peak
+
+
+class ConfigSnapshot:
+    """A transformers config whose attributes are each read from it once, then kept: what a plan passes to the
+    memory and throughput models. Reading an attribute of a transformers 5 config goes through two
+    `__getattribute__` overrides (attribute_map aliases, per-layer attributes of heterogeneous configs), some
+    microseconds each, and a plan for 512 devices reads them over half a million times. The values are the
+    config's own (aliases resolved by the config), so every figure is the same; one it lacks is asked of it every
+    time (AttributeError, as the config raises it). Not for code that needs the config's class."""
+
+    def __init__(self, config: PretrainedConfig):
+        object.__setattr__(self, "_config", config)
+
+    def __getattr__(self, name: str):
+        if name == "_config" or name.startswith("__"):  # copy and pickle ask for these of an instance not set up
+            raise AttributeError(name)
+        value = getattr(self._config, name)
+        object.__setattr__(self, name, value)
+        return value
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"a ConfigSnapshot is read-only: set {name} on the config it was taken of")
 
 
 def parameter_shapes(config: PretrainedConfig) -> list[tuple[str, tuple[int, ...]]]:
@@ -150,25 +173,36 @@ def local_groups(
 ) -> list[tuple[ParameterGroup, tuple[int, ...], list[int]]]:
     """Each group's shard shape on `rank` (split by the tensor-parallel plan, then chunked on dim 0 by FSDP2) and
     which of its parameters the rank holds (positions in `names`: a pipeline stage holds some layers only)."""
-    from trainer.parallelize import tensor_parallel_plan
-
     plan = tensor_parallel_plan(config) if layout.tp > 1 else {}
+    styles = tuple(plan.items())  # hashable, for _tp_style's cache
     at = rank_coordinates(rank, layout)
     stages, layers = layout.pp * stages_per_rank, config.num_hidden_layers
     # Pipeline stages take equal runs of layers; the first adds the embedding, the last the norm and head
     # (trainer.pipeline's split).
-    on_rank = {layer for layer in range(layers) if stage_of_layer(layer, layers, stages) % layout.pp == at["pp"]}
+    on_rank = _pipeline_layers(layers, stages, layout.pp, at["pp"]) if layout.pp > 1 else None
     first, last = at["pp"] == 0, at["pp"] == (stages - 1) % layout.pp
     result = []
     for group in groups:
-        if layout.pp == 1:
+        if on_rank is None:
             held = list(range(len(group.names)))
         else:
-            outside = first if "embed" in group.module else last
-            held = [i for i, layer in enumerate(group.layers) if (outside if layer is None else layer in on_rank)]
+            held = list(_held(group.layers, on_rank, first if "embed" in group.module else last))
         if held:
-            result.append((group, _shard_shape(group, plan, layout, at), held))
+            result.append((group, _shard_shape(group, styles, layout, at), held))
     return result
+
+
+@functools.lru_cache(maxsize=1024)  # a plan asks for the same few pipeline splits for hundreds of layouts
+def _pipeline_layers(layers: int, stages: int, pp: int, pp_rank: int) -> frozenset[int]:
+    """The decoder layers pipeline rank `pp_rank` holds: those of its stages."""
+    return frozenset(layer for layer in range(layers) if stage_of_layer(layer, layers, stages) % pp == pp_rank)
+
+
+@functools.lru_cache(maxsize=4096)
+def _held(group_layers: tuple[int | None, ...], on_rank: frozenset[int], outside: bool) -> tuple[int, ...]:
+    """Positions of a group's parameters on a pipeline rank: those of its layers, and those outside the layers
+    (None) where the rank holds the embedding or the head (`outside`)."""
+    return tuple(i for i, layer in enumerate(group_layers) if (outside if layer is None else layer in on_rank))
 
 
 def local_shapes(
@@ -184,13 +218,16 @@ def local_shapes(
     return [(group.names[i], shape) for group, shape, held in local for i in held]
 
 
-def _shard_shape(group: ParameterGroup, plan: dict[str, str], layout: Layout, at: dict[str, int]) -> tuple[int, ...]:
+def _shard_shape(
+    group: ParameterGroup, styles: tuple[tuple[str, str], ...], layout: Layout, at: dict[str, int]
+) -> tuple[int, ...]:
     local = list(group.shape)
-    split_dim = {"colwise": 0, "rowwise": 1 if len(local) == 2 else None}.get(_tp_style(group.module, plan))
+    split_dim = {"colwise": 0, "rowwise": 1 if len(local) == 2 else None}.get(_tp_style(group.module, styles))
     if split_dim is not None:
         local[split_dim] = _chunk_size(local[split_dim], layout.tp, at["tp"])
-    if layout.shard_degree > 1 and local:  # FSDP2 over the flattened dp_shard x cp mesh, cp innermost
-        local[0] = _chunk_size(local[0], layout.shard_degree, at["dp_shard"] * layout.cp + at["cp"])
+    shards = layout.shard_degree
+    if shards > 1 and local:  # FSDP2 over the flattened dp_shard x cp mesh, cp innermost
+        local[0] = _chunk_size(local[0], shards, at["dp_shard"] * layout.cp + at["cp"])
     return tuple(local)
 
 
@@ -227,8 +264,10 @@ def predict_rank(
     rank: int,
     shapes: list[tuple[str, tuple[int, ...]]] | None = None,
     sums: ShapeSums | None = None,
+    memo: dict | None = None,
 ) -> dict[str, int]:
-    """Predicted bytes by category for one rank (`sums`: of its shards, when already known)."""
+    """Predicted bytes by category for one rank (`sums`: of its shards, when already known; `memo`: see
+    activation_bytes)."""
     if sums is None:
         groups = parameter_groups(shapes or parameter_shapes(config))
         sums = ShapeSums.of(local_groups(config, layout, rank, groups, plan.train.pp_stages_per_rank), plan.train)
@@ -237,9 +276,9 @@ def predict_rank(
         "parameters": parameter_bytes,
         "gradients": parameter_bytes,  # fp32 gradients of fp32 master weights, sharded like them
         "optimizer": sums.optimizer_bytes,
-        "activations_saved": activation_bytes(config, layout, plan, rank),
+        "activations_saved": activation_bytes(config, layout, plan, rank, memo),
         "weight_copies_saved": weight_copy_bytes(sums, layout, plan),
-        "temporaries": temporary_bytes(config, layout, plan, sums),
+        "temporaries": temporary_bytes(config, layout, plan, sums, memo),
     }
     tensor_peak = sum(prediction.values())
     if plan.device_type == "cuda":
@@ -266,9 +305,28 @@ def weight_copy_bytes(sums: ShapeSums, layout: Layout, plan: MemoryPlan) -> int:
     return sums.matmul_weight_elements * 2
 
 
-def activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int = 0) -> int:
+def activation_bytes(
+    config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int = 0, memo: dict | None = None
+) -> int:
     """Bytes saved for backward on `rank` at the peak: one micro-batch, or under a pipeline schedule the
-    micro-batches its stages hold in flight (see the module docstring)."""
+    micro-batches its stages hold in flight (see the module docstring).
+
+    `memo`: a dict kept by a caller that asks for one config many times (a plan: every layout that splits the
+    data-parallel ranks differently saves the same activations), keyed by everything else this reads."""
+    if memo is None:
+        return _activation_bytes(config, layout, plan, rank)
+    pp_rank = rank_coordinates(rank, layout)["pp"] if layout.pp > 1 else 0
+    train = plan.train
+    key = ("activations", layout.tp, layout.cp, layout.pp, pp_rank, plan.micro_batch, plan.seq_len, plan.precision,
+           plan.activation_checkpointing, plan.grad_accum, plan.packing, plan.device_type, train.attention,
+           train.pp_schedule, train.pp_stages_per_rank)  # fmt: skip
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _activation_bytes(config, layout, plan, rank)
+    return found
+
+
+def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int) -> int:
     h, i, heads, layers, vocab = _dims(config)
     head_dim = _head_dim(config)
     q = heads * head_dim
@@ -303,19 +361,31 @@ def activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan,
     return int(in_flight * tokens * (layers_here * per_layer + once))
 
 
-def temporary_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, sums: ShapeSums) -> int:
+def temporary_bytes(
+    config: PretrainedConfig, layout: Layout, plan: MemoryPlan, sums: ShapeSums, memo: dict | None = None
+) -> int:
+    """The logits and their gradient, a recomputed layer under activation checkpointing (`memo`: see
+    activation_bytes) and FSDP's gathered layers."""
     layers, vocab = config.num_hidden_layers, config.vocab_size
     tokens = plan.micro_batch * plan.seq_len // layout.cp
     logits = 2 * tokens * vocab * FP32  # the logits and their gradient
     recompute = 0
     if plan.activation_checkpointing:
-        full = dataclasses.replace(plan, activation_checkpointing=False, grad_accum=1)
-        recompute = (activation_bytes(config, Layout(dp_replicate=1, tp=layout.tp, cp=layout.cp), full)) // layers
-    gathered = 0
-    if layout.shard_degree > 1:
+        # One whole layer's activations of this micro-batch, as a single rank of this tp and cp saves them.
+        key = ("recompute", layout.tp, layout.cp, plan.micro_batch, plan.seq_len, plan.precision, plan.packing,
+               plan.device_type, plan.train.attention)  # fmt: skip
+        recompute = memo.get(key) if memo is not None else None
+        if recompute is None:
+            full = dataclasses.replace(plan, activation_checkpointing=False, grad_accum=1)
+            one_rank = Layout(dp_replicate=1, tp=layout.tp, cp=layout.cp)
+            recompute = _activation_bytes(config, one_rank, full, 0) // layers
+            if memo is not None:
+                memo[key] = recompute
+    gathered, shards = 0, layout.shard_degree
+    if shards > 1:
         layer_params = sums.layer_elements // layout.tp
         gathered_width = 2 if plan.precision == "bf16" else FP32  # FSDP2's MixedPrecisionPolicy gathers bf16
-        gathered = 2 * layer_params * gathered_width * (layout.shard_degree - 1) // layout.shard_degree
+        gathered = 2 * layer_params * gathered_width * (shards - 1) // shards
     return logits + recompute + gathered
 
 
@@ -336,8 +406,10 @@ def _head_dim(config: PretrainedConfig) -> int:
 _LAYER_INDEX = re.compile(r"\.layers\.(\d+)\.")
 
 
-def _tp_style(module: str, plan: dict[str, str]) -> str | None:
-    for pattern, style in plan.items():
+@functools.lru_cache(maxsize=1024)  # a plan asks for each module's style once per layout and rank
+def _tp_style(module: str, styles: tuple[tuple[str, str], ...]) -> str | None:
+    """The tensor-parallel style of `module` in the plan `styles` ((pattern, style) pairs, in the plan's order)."""
+    for pattern, style in styles:
         if fnmatch.fnmatchcase(module, f"*{pattern}"):
             return style
     return None

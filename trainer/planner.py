@@ -17,6 +17,7 @@ not with it is dropped, and its reason says how much of its need is that reserve
 from __future__ import annotations
 
 import dataclasses
+import gc
 import itertools
 import math
 from collections.abc import Sequence
@@ -30,10 +31,18 @@ from trainer.attention import head_dim, takes_dense_mask
 from trainer.config import Experiment, TrainSpec, apply_override, resolve_precision
 from trainer.context_parallel import check_context_parallel
 from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError
-from trainer.memory_model import MemoryPlan, ShapeSums, local_groups, parameter_groups, predict_rank
+from trainer.memory_model import (
+    ConfigSnapshot,
+    MemoryPlan,
+    ShapeSums,
+    local_groups,
+    parameter_groups,
+    predict_rank,
+    rank_coordinates,
+)
 from trainer.model import describe_parameters
 from trainer.pipeline import check_pipeline
-from trainer.throughput import Calibration, Hardware, StepEstimate, estimate_step, model_bytes
+from trainer.throughput import Calibration, Hardware, StepEstimate, estimate_step, hardware_figures, model_bytes
 
 GiB = 1024**3
 
@@ -161,6 +170,26 @@ def plan(
     """All candidates, the feasible ones first by predicted tokens/s, then the dropped ones. Only the `pinned`
     micro-batch and checkpointing mode are planned where given; a layout whose rank share the pinned micro-batch
     does not divide is dropped."""
+    # Tens of thousands of small objects, none in a cycle: the cyclic collector would only walk the million that
+    # torch and transformers hold, again and again (a fifth of a 512-device plan's time). Paused, not dropped:
+    # refcounting frees everything as before, and the collector runs again afterwards.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _plan(experiment, config, hardware, device_mem, seq_len, pinned)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _plan(
+    experiment: Experiment,
+    config: PretrainedConfig,
+    hardware: Hardware,
+    device_mem: int,
+    seq_len: int,
+    pinned: Pinned,
+) -> list[Candidate]:
     world_size = hardware.devices_per_node * hardware.nodes
     rows = experiment.train.global_batch_tokens // seq_len
     shapes, counts = describe_parameters(config)
@@ -175,6 +204,10 @@ def plan(
         return takes_dense_mask(train.attention, hardware.device_type, layout, width, packing)
 
     candidates = []
+    reader = ConfigSnapshot(config)  # the config's attributes, each read once: every candidate reads them
+    figures = hardware_figures(hardware)  # the probe's or the stated rates, read once for every estimate
+    shards: dict[tuple, ShapeSums] = {}  # a rank's shard sums, by what they depend on (_shard_key)
+    memo: dict = {}  # activations by what they depend on (trainer.memory_model.activation_bytes)
     for layout in valid_layouts(world_size, config, seq_len):
         if rows % layout.dp_degree:
             continue  # this global batch does not split over the data-parallel ranks
@@ -182,9 +215,9 @@ def plan(
         if pinned.micro_batch is not None and per_rank_rows % pinned.micro_batch:
             candidates += [_indivisible(layout, pinned.micro_batch, per_rank_rows, ac) for ac in modes]
             continue
-        ranks = _largest_ranks(config, layout, groups, experiment.train)
+        ranks = _largest_ranks(reader, layout, groups, experiment.train, shards)
         without_cp = dataclasses.replace(layout, cp=1)
-        ranks_without_cp = _largest_ranks(config, without_cp, groups, experiment.train) if layout.cp > 1 else {}
+        ranks_without_cp = _largest_ranks(reader, without_cp, groups, experiment.train, shards) if layout.cp > 1 else {}
         micro_batches = [pinned.micro_batch] if pinned.micro_batch is not None else micro_batch_choices(per_rank_rows)
         for micro_batch in micro_batches:
             for checkpointing in modes:
@@ -199,19 +232,19 @@ def plan(
                     experiment.data.packing,
                     hardware.device_type,
                 )
-                memory = _peak_memory(config, layout, memory_plan, ranks)
+                memory = _peak_memory(reader, layout, memory_plan, ranks, memo)
                 candidate = Candidate(layout, micro_batch, grad_accum, checkpointing, memory)
                 _judge(candidate, device_mem)
-                _judge_pipeline(candidate, config, experiment.train)
+                _judge_pipeline(candidate, reader, experiment.train)
                 if layout.cp > 1 and candidate.dropped is None:
-                    alone = _peak_memory(config, without_cp, memory_plan, ranks_without_cp)["peak"]
+                    alone = _peak_memory(reader, without_cp, memory_plan, ranks_without_cp, memo)["peak"]
                     if alone > device_mem:
                         candidate.fits_only_with_cp = True
                         candidate.notes.append(f"fits only because of cp (cp=1 needs {alone / GiB:.1f} GiB)")
                 if candidate.dropped is None:
                     candidate.estimate = estimate_step(
-                        config, layout, hardware, matmul, total_bytes, micro_batch, seq_len,
-                        grad_accum, checkpointing, calibration, precision, dense_mask(layout),
+                        reader, layout, hardware, matmul, total_bytes, micro_batch, seq_len,
+                        grad_accum, checkpointing, calibration, precision, dense_mask(layout), figures,
                     )  # fmt: skip
                 candidates.append(candidate)
     feasible = sorted((c for c in candidates if c.dropped is None), key=_rank_key)
@@ -224,16 +257,39 @@ def _indivisible(layout: Layout, micro_batch: int, rows: int, checkpointing: boo
     return Candidate(layout, micro_batch, 0, checkpointing, {}, dropped=reason)
 
 
-def _largest_ranks(config: PretrainedConfig, layout: Layout, groups, train: TrainSpec) -> dict[int, ShapeSums]:
-    """Rank 0 holds the largest shards; under pp the last stage (output head, logits) may need more."""
+def _largest_ranks(
+    config: PretrainedConfig, layout: Layout, groups, train: TrainSpec, memo: dict | None = None
+) -> dict[int, ShapeSums]:
+    """Rank 0 holds the largest shards; under pp the last stage (output head, logits) may need more. `memo` keeps
+    the sums by _shard_key across layouts: many layouts cut the parameters alike."""
     ranks = [0] if layout.pp == 1 else [0, layout.world_size - layout.world_size // layout.pp]
-    local = (local_groups(config, layout, rank, groups, train.pp_stages_per_rank) for rank in ranks)
-    return {rank: ShapeSums.of(shards, train) for rank, shards in zip(ranks, local, strict=True)}
+    sums = {}
+    for rank in ranks:
+        key = _shard_key(layout, rank)
+        found = memo.get(key) if memo is not None else None
+        if found is None:
+            found = ShapeSums.of(local_groups(config, layout, rank, groups, train.pp_stages_per_rank), train)
+            if memo is not None:
+                memo[key] = found
+        sums[rank] = found
+    return sums
 
 
-def _peak_memory(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, ranks: dict) -> dict[str, int]:
+def _shard_key(layout: Layout, rank: int) -> tuple:
+    """Everything trainer.memory_model.local_groups reads of the layout and the rank: the tensor-parallel degree
+    and index, FSDP2's chunks (how many, and which is this rank's), the pipeline degree and stage. Within one plan
+    (one config and train spec), two (layout, rank) pairs with the same key hold the same shards: dp_shard=4 and
+    dp_shard=2,cp=2 cut alike, and dp_replicate changes nothing."""
+    at = rank_coordinates(rank, layout)
+    chunk = at["dp_shard"] * layout.cp + at["cp"]
+    return layout.tp, at["tp"], layout.shard_degree, chunk, layout.pp, at["pp"]
+
+
+def _peak_memory(
+    config: PretrainedConfig, layout: Layout, plan: MemoryPlan, ranks: dict, memo: dict | None = None
+) -> dict[str, int]:
     """The prediction of the rank that needs the most."""
-    predictions = (predict_rank(config, layout, plan, rank, sums=sums) for rank, sums in ranks.items())
+    predictions = (predict_rank(config, layout, plan, rank, sums=sums, memo=memo) for rank, sums in ranks.items())
     return max(predictions, key=lambda m: m["peak"])
 
 

@@ -299,15 +299,17 @@ def estimate_step(
     calibration: Calibration | None = None,
     precision: str = "fp32",
     dense_mask: bool = False,
+    figures: Figures | None = None,
 ) -> StepEstimate:
     """One optimizer step of one rank (see the module docstring); `dense_mask` where attention reads a dense
-    [seq, seq] mask (trainer.attention.takes_dense_mask)."""
+    [seq, seq] mask (trainer.attention.takes_dense_mask). `figures`: hardware_figures(hardware), where the caller
+    already has them (a plan prices thousands of candidates on the same hardware)."""
     tokens_per_rank_step = micro_batch * grad_accum * seq_len  # before cp splits the sequence
     heads = config.num_attention_heads
     width = heads * (getattr(config, "head_dim", None) or config.hidden_size // heads)
     pairs = micro_batch * grad_accum * seq_len * (seq_len + 1) // 2  # full rows; packing only lowers this
     flops = step_flops(matmul_params, width, config.num_hidden_layers, tokens_per_rank_step, pairs)
-    figures = hardware_figures(hardware)
+    figures = figures or hardware_figures(hardware)
     matmul = flops / (layout.tp * layout.cp * layout.pp) / figures.compute_flops(hardware, precision)
     if activation_checkpointing:  # the forward pass runs twice: 4 passes' worth instead of 3
         matmul *= 4 / 3
