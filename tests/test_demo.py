@@ -118,7 +118,7 @@ def test_every_layout_the_demo_sweeps_is_valid_for_its_model_and_device_count(gp
         layout.check_supported()
         check_layout_for_model(layout, config)
         batches = plan_batches(SEQ_LEN * ROWS_PER_DEVICE * devices, SEQ_LEN, MICRO_BATCH, layout.dp_degree)
-        check_pipeline(layout.pp, config, "1f1b", 1, batches.grad_accum, False)
+        check_pipeline(layout.pp, config, "1f1b", 1, batches.grad_accum)
 
 
 def _layout(degrees: dict) -> str:

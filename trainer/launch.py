@@ -113,9 +113,7 @@ def prepare(request: TrainRequest) -> PreparedRun:
         grad_accum = plan_batches(
             train.global_batch_tokens, experiment.data.seq_len, train.micro_batch, experiment.layout.dp_degree
         ).grad_accum
-        check_pipeline(
-            experiment.layout.pp, config, train.pp_schedule, train.pp_stages_per_rank, grad_accum, train.compile
-        )
+        check_pipeline(experiment.layout.pp, config, train.pp_schedule, train.pp_stages_per_rank, grad_accum)
     except LayoutError as e:
         raise ConfigError(str(e)) from None
     run = RunDir(request.out or Path("runs") / f"{request.experiment.stem}-{time.strftime('%Y%m%d-%H%M%S')}")

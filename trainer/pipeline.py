@@ -35,7 +35,7 @@ from trainer.packing import IGNORE_INDEX, block_causal_mask
 SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B", "interleaved_1f1b": "ScheduleInterleaved1F1B"}
 
 
-def check_pipeline(pp: int, config, schedule: str, stages_per_rank: int, grad_accum: int, compile: bool) -> None:
+def check_pipeline(pp: int, config, schedule: str, stages_per_rank: int, grad_accum: int) -> None:
     """Refuse a pipeline layout the model or the schedule cannot run, naming the constraint."""
     if pp == 1:
         return

@@ -315,7 +315,7 @@ def _judge(candidate: Candidate, device_mem: int) -> None:
 
 def _judge_pipeline(candidate: Candidate, config: PretrainedConfig, train: TrainSpec) -> None:
     """Drop pipelines the schedule or the model cannot run (too few micro-batches, tied embeddings)."""
-    spec = train.pp_schedule, train.pp_stages_per_rank, candidate.grad_accum, train.compile
+    spec = train.pp_schedule, train.pp_stages_per_rank, candidate.grad_accum
     try:
         check_pipeline(candidate.layout.pp, config, *spec)
     except LayoutError as error:
