@@ -59,12 +59,17 @@ def _version() -> str:
         return "(not installed)"
 
 
+# Commands that skip the interpreter's teardown (freeing torch's and transformers' modules: over a second) that
+# job supervisors, sweeps, the agent and shells would wait for. Their work is done when main returns: a train's
+# ranks have ended, a plan's table is printed, and the files either wrote are closed.
+QUICK_EXIT = ("train", "plan")
+
+
 def run() -> None:
-    """The `meshpilot` command: `main`, then exit. A `meshpilot train` skips the interpreter's teardown (freeing
-    torch's modules, about a second) that job supervisors, sweeps and shells would wait for: its ranks have ended
-    and its files are closed. Every other command ends the usual way (the chat's SQLite, the TUI's terminal)."""
+    """The `meshpilot` command: `main`, then exit: at once for QUICK_EXIT's commands, once stdout and stderr are
+    flushed. Every other command ends the usual way (the chat's SQLite, the TUI's terminal)."""
     code = main()
-    if sys.argv[1:2] == ["train"]:
+    if sys.argv[1:2] and sys.argv[1] in QUICK_EXIT:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -5,7 +5,8 @@ candidate, the interpreter's exit) as a user would type it, a few times; the med
 the process used (a steadier figure than the wall time on a machine shared with other work) and the load average
 at the start. The planner's own share is timed in another fresh process (its first plan: the meta-device model and
 every candidate, no start-up). Issue 15 asks for 512 devices and the 405B preset within 5 s; the last point is that
-command as written (`--devices 512`, one node).
+command as written (`--devices 512`, one node), and for it where the time goes (`phases`: each step the command
+takes, timed in another fresh process).
 
     python -m bench.plan_time                        # writes bench/results/plan_time.json
     python -m bench.plan_time --before /tmp/old      # and the same of a checkout of the code before a change
@@ -26,8 +27,6 @@ import sys
 import time
 from pathlib import Path
 
-from bench.machine import write_result
-
 REPO = Path(__file__).resolve().parent.parent
 POINTS = [  # (model preset, devices per node, nodes)
     ("llama-3.1-8b", 8, 1),
@@ -43,6 +42,8 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="a checkout of the code before a change, timed alongside")
     args = parser.parse_args()
     trees = {"after": REPO, "before": args.before.resolve()} if args.before else {"after": REPO}
+    from bench.machine import write_result  # here: it imports torch, which phases() times
+
     rows = [measure(model, devices, nodes, args.repeats, trees) for model, devices, nodes in POINTS]
     path = write_result("plan_time", {"gpu": "h100", "repeats": args.repeats, "points": rows})
     print(f"wrote {path}")
@@ -74,18 +75,21 @@ def measure(model: str, devices: int, nodes: int, repeats: int, trees: dict[str,
             "runs_cpu_s": list(cpus),
             "load_average": list(loads),
         }
-        figures |= planner_only_in(tree, model, devices, nodes)
+        figures |= in_fresh_process(tree, "planner_only", model, devices, nodes)
         row |= figures if name == "after" else {name: figures}
+    if (model, devices, nodes) == POINTS[-1]:  # issue 15's command
+        row["phases"] = in_fresh_process(REPO, "phases", model, devices, nodes)
     if "before" in outputs:
         row["same_table"] = outputs["before"] == outputs["after"]
     print(json.dumps(row), flush=True)
     return row
 
 
-def planner_only_in(tree: Path, model: str, devices: int, nodes: int) -> dict:
-    """planner_only of the code in `tree`, in a fresh process (its first plan pays what the command's does)."""
-    call = f"planner_only({model!r}, {devices}, {nodes})"
-    code = f"import json; from bench.plan_time import planner_only; print(json.dumps({call}))"
+def in_fresh_process(tree: Path, function: str, model: str, devices: int, nodes: int) -> dict:
+    """`function` of this file as the code in `tree` has it, in a fresh process (its first plan pays what the
+    command's does)."""
+    call = f"{function}({model!r}, {devices}, {nodes})"
+    code = f"import json; from bench.plan_time import {function}; print(json.dumps({call}))"
     done = subprocess.run([sys.executable, "-c", code], cwd=tree, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -108,3 +112,49 @@ def planner_only(model: str, devices: int, nodes: int) -> dict:
 
 if __name__ == "__main__":
     main()
+
+
+def phases(model: str, devices: int, nodes: int) -> dict[str, dict[str, float]]:
+    """Where the command's time goes: wall and CPU seconds of each of its steps, in its order, in this process (a
+    fresh one), with the cyclic collector paused as `meshpilot plan` pauses it. Python's start-up and exit are
+    what the whole command takes beyond their sum."""
+    from trainer.collector import collector_paused
+
+    steps: dict[str, dict[str, float]] = {}
+    last = [time.perf_counter(), time.process_time()]
+
+    def done(step: str) -> None:
+        now = [time.perf_counter(), time.process_time()]
+        steps[step] = {"s": now[0] - last[0], "cpu_s": now[1] - last[1]}
+        last[:] = now
+
+    with collector_paused():
+        import torch  # noqa: F401
+
+        done("import torch")
+        import transformers  # noqa: F401
+
+        done("import transformers")
+        from trainer.cli import _make_plan  # noqa: F401
+        from trainer.model import describe_parameters, model_config
+        from trainer.planner import plan, planned_hardware
+        from trainer.presets import preset_experiment
+
+        done("import meshpilot's planner")
+        experiment = preset_experiment(model, devices * nodes)
+        config = model_config(experiment.model, Path(experiment.base_dir))
+        done("the preset's transformers config (its module's imports)")
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+        MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+        done("import the model's modeling code")
+        describe_parameters(config)
+        done("the meta-device model")
+        hardware, memory = planned_hardware("cuda", devices, nodes, "h100")
+        candidates = plan(experiment, config, hardware, memory, experiment.data.seq_len)
+        done("plan: the meta-device model again, every candidate")
+        from trainer.planner import format_table
+
+        format_table(candidates, 3)
+        done("the table")
+    return steps

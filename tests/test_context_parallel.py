@@ -1,7 +1,7 @@
 """Context parallelism: every cp layout gives the single-process run's per-step losses and gradient norms (tiny
-Llama, 3 steps, packed with grouped-query attention and unpacked with full multi-head attention), the attention
-function matches the model without cp while two broken ones do not, and the memory and throughput models count
-what cp keeps and moves."""
+Llama, 3 steps) on packed and unpacked rows, with grouped-query and full multi-head attention; the attention
+function matches the model without cp on each of those four kinds of data while broken ones do not; and the memory
+and throughput models count what cp keeps and moves."""
 
 from __future__ import annotations
 
@@ -23,24 +23,35 @@ from trainer.memory_model import MemoryPlan, activation_bytes, local_shapes
 from trainer.packing import block_causal_mask
 from trainer.throughput import communication_bytes, context_parallel_bytes
 
-DATA = {  # reference name: experiment changes
-    "packed_gqa": {},  # TINY_MODEL: 4 query heads, 2 key-value heads
-    "unpacked_mha": {"data": {"packing": False}, "model": {"config": {"num_key_value_heads": 4}}},
+VARIANTS = {  # data variant: (packed rows, key-value heads); TINY_MODEL has 4 query heads
+    "packed_gqa": (True, 2),
+    "packed_mha": (True, 4),
+    "unpacked_gqa": (False, 2),
+    "unpacked_mha": (False, 4),
 }
-LAYOUTS = {  # layout: (processes, reference, --set overrides)
-    "cp=2": (2, "packed_gqa", []),
-    "cp=4": (4, "unpacked_mha", []),
-    "dp_shard=2,cp=2": (4, "packed_gqa", ["train.activation_checkpointing=true"]),  # recomputation re-gathers
-    "cp=2,tp=2": (4, "unpacked_mha", []),
-    "dp_replicate=2,cp=2": (4, "unpacked_mha", []),  # DDP's reduction spans cp ranks too
-    "pp=2,cp=2": (4, "packed_gqa", []),
+# Each layout runs two variants that between them cover packed and unpacked rows, grouped-query and full
+# multi-head attention (a training run costs tens of seconds; the attention test below covers all four).
+PAIRS = (("packed_gqa", "unpacked_mha"), ("packed_mha", "unpacked_gqa"))
+LAYOUTS = {  # layout: (processes, variants, --set overrides)
+    "cp=2": (2, PAIRS[0], []),
+    "cp=4": (4, PAIRS[1], []),
+    "dp_shard=2,cp=2": (4, PAIRS[0], ["train.activation_checkpointing=true"]),  # recomputation re-gathers
+    "cp=2,tp=2": (4, PAIRS[1], []),  # grouped-query: one key-value head per tp rank
+    "dp_replicate=2,cp=2": (4, PAIRS[0], []),  # DDP's reduction spans cp ranks too
+    "pp=2,cp=2": (4, PAIRS[1], []),  # stages rebuild the mask from the rows' segment ids
 }
+CASES = [
+    pytest.param(layout, variant, id=f"{layout}-{variant}") for layout in LAYOUTS for variant in LAYOUTS[layout][1]
+]
 HELPER = REPO / "tests" / "helpers" / "cp_attention.py"
 
 
 @pytest.fixture(scope="module")
 def experiments(tmp_path_factory):
-    return {name: write_experiment(tmp_path_factory.mktemp(name), changes) for name, changes in DATA.items()}
+    def changes(packed: bool, kv_heads: int) -> dict:
+        return {"data": {"packing": packed}, "model": {"config": {"num_key_value_heads": kv_heads}}}
+
+    return {name: write_experiment(tmp_path_factory.mktemp(name), changes(*v)) for name, v in VARIANTS.items()}
 
 
 @pytest.fixture(scope="module")
@@ -56,48 +67,59 @@ def references(experiments):
     return reference
 
 
+def test_each_layout_covers_packing_and_attention_kinds():
+    for _, variants, _ in LAYOUTS.values():
+        assert {VARIANTS[v][0] for v in variants} == {True, False}  # packed and unpacked
+        assert {VARIANTS[v][1] for v in variants} == {2, 4}  # grouped-query and full multi-head
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_layout_matches_single_process(experiments, references, layout):
-    nproc, name, overrides = LAYOUTS[layout]
-    expected = references(name).read_steps()
-    out = experiments[name].parent / layout.replace(",", "_").replace("=", "")
+@pytest.mark.parametrize(("layout", "variant"), CASES)
+def test_layout_matches_single_process(experiments, references, layout, variant):
+    nproc, _, overrides = LAYOUTS[layout]
+    expected = references(variant).read_steps()
+    out = experiments[variant].parent / layout.replace(",", "_").replace("=", "")
     sets = [arg for override in overrides for arg in ("--set", override)]
-    run = train(experiments[name], out, "--nproc", str(nproc), "--layout", layout, *sets)
+    run = train(experiments[variant], out, "--nproc", str(nproc), "--layout", layout, *sets)
     got = run.read_steps()
-    assert len(got) == len(expected) == 3
+    assert len(got) == len(expected) == 3  # beyond step 1: the optimizer step's parameters are compared too
     for a, b in zip(expected, got, strict=True):
-        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5), layout
-        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-5), layout
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5), (layout, variant)
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-5), (layout, variant)
         assert (b["tokens"], b["target_tokens"]) == (a["tokens"], a["target_tokens"])  # every cp rank's tokens count
     assert_memory_model_matches(run)
     metrics = run.read_metrics()
     assert metrics["layout"]["cp"] == int(layout.split("cp=")[1].split(",")[0])
 
 
-def run_attention_helper(tmp_path, processes: int, device: str, kv_heads: int) -> dict:
+def run_attention_helper(tmp_path, processes: int, device: str) -> dict:
     out = tmp_path / "attention.json"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
-    command += [str(HELPER), str(out), device, str(kv_heads)]
+    command += [str(HELPER), str(out), device, json.dumps(VARIANTS)]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(out.read_text())
+    results = json.loads(out.read_text())
+    assert set(results) == set(VARIANTS)
+    return results
 
 
 @pytest.mark.slow
 def test_attention_matches_and_negative_controls_fail(tmp_path):
-    """The gathered attention equals the unsplit model's loss and gradients; leaving the keys local, or a mask
-    that ignores documents, is caught by the same comparison."""
-    results = run_attention_helper(tmp_path, 2, "cpu", kv_heads=2)
-    assert results["gathered"]["loss_rel"] < 1e-5 and results["gathered"]["grad_rel"] < 1e-5
-    for broken in ("keys_not_gathered", "wrong_mask"):
-        assert results[broken]["loss_rel"] > 1e-5 and results[broken]["grad_rel"] > 1e-2, broken
-    # The bytes the real collectives moved: an all-gather and a reduce-scatter per layer.
-    config = AutoConfig.for_model(**TINY_MODEL)
-    per_collective = context_parallel_bytes(config, Layout(dp_replicate=1, cp=2), micro_batch=2, seq_len=64)
-    assert results["collectives"] == 2 * TINY_MODEL["num_hidden_layers"]
-    assert results["collective_bytes"] == results["collectives"] * per_collective
+    """On each data variant, the gathered attention equals the unsplit model's loss and gradients; leaving the
+    keys local, a mask with the keys in sequence order rather than gather order, or (packed rows) a mask that
+    ignores documents, is caught by the same comparison."""
+    for variant, results in run_attention_helper(tmp_path, 2, "cpu").items():
+        assert results["gathered"]["loss_rel"] < 1e-5 and results["gathered"]["grad_rel"] < 1e-5, variant
+        packed, kv_heads = VARIANTS[variant]
+        broken = ["keys_not_gathered", "keys_in_sequence_order"] + (["documents_ignored"] if packed else [])
+        for control in broken:
+            assert results[control]["loss_rel"] > 1e-5 and results[control]["grad_rel"] > 1e-2, (variant, control)
+        # The bytes the real collectives moved: an all-gather and a reduce-scatter per layer.
+        config = AutoConfig.for_model(**{**TINY_MODEL, "num_key_value_heads": kv_heads})
+        per_collective = context_parallel_bytes(config, Layout(dp_replicate=1, cp=2), micro_batch=2, seq_len=64)
+        assert results["collectives"] == 2 * TINY_MODEL["num_hidden_layers"]
+        assert results["collective_bytes"] == results["collectives"] * per_collective
 
 
 def test_zigzag_chunks_cover_the_sequence_and_balance_causal_work():
@@ -153,9 +175,9 @@ def test_throughput_model_counts_the_gathers_and_reduce_scatters():
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL needs a GPU per cp rank: 2 or more")
 def test_attention_on_cuda_matches_across_two_gpus(tmp_path):
-    results = run_attention_helper(tmp_path, 2, "cuda", kv_heads=2)
-    assert results["gathered"]["loss_rel"] < 1e-4 and results["gathered"]["grad_rel"] < 1e-4
-    assert results["keys_not_gathered"]["grad_rel"] > 1e-2
+    for variant, results in run_attention_helper(tmp_path, 2, "cuda").items():
+        assert results["gathered"]["loss_rel"] < 1e-4 and results["gathered"]["grad_rel"] < 1e-4, variant
+        assert results["keys_not_gathered"]["grad_rel"] > 1e-2, variant
 
 
 NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -417,9 +417,9 @@ def test_read_jsonl_text_field_and_order(tmp_path, hf_cache):
     write_jsonl(tmp_path / "b.jsonl", [{"text": "doc three", "body": "b3"}])
     spec = DataSpec(train=["a.jsonl", "b.jsonl"])
     sources = data_sources(spec, tmp_path)
-    assert read_documents(spec, sources) == ["doc one", "doc three"]  # blank text dropped, file order kept
+    assert list(read_documents(spec, sources)) == ["doc one", "doc three"]  # blank text dropped, file order kept
     spec = DataSpec(train=["a.jsonl", "b.jsonl"], text_field="body")
-    assert read_documents(spec, sources) == ["b1", "b2", "b3"]
+    assert list(read_documents(spec, sources)) == ["b1", "b2", "b3"]
 
 
 def test_read_parquet(tmp_path, hf_cache):
@@ -428,7 +428,7 @@ def test_read_parquet(tmp_path, hf_cache):
 
     pq.write_table(pa.table({"content": ["alpha text", "beta text", None], "id": [1, 2, 3]}), tmp_path / "d.parquet")
     spec = DataSpec(train="d.parquet", text_field="content")
-    assert read_documents(spec, data_sources(spec, tmp_path)) == ["alpha text", "beta text"]
+    assert list(read_documents(spec, data_sources(spec, tmp_path))) == ["alpha text", "beta text"]
 
 
 def test_read_missing_column(tmp_path, hf_cache):

@@ -2,14 +2,15 @@
 
 The tokenizer here is a word-level one built by the test, so that every token of a rendered example is known
 in advance: the reference below builds each example's ids and response mask from the words themselves, not
-through trainer.chat_data, and computes the loss one example at a time with a plain forward. All examples
-render to EXAMPLE_TOKENS tokens, a divisor of the row length, so packed rows hold whole examples and the
-reference, which sees each example whole, must agree with the trainer exactly.
+through trainer.chat_data, and computes the loss one example at a time with a plain forward. The examples have
+lengths that do not divide the row, so packing them whole leaves rows padded (and one row filled to its last,
+look-ahead token); the reference, which sees each example whole, must agree with the trainer exactly.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -25,8 +26,10 @@ from trainer.packing import IGNORE_INDEX
 from trainer.step import forward_backward
 
 SEQ_LEN = 64
-EXAMPLE_TOKENS = 32  # every conversation below: 4 marker tokens per turn plus 16 or 24 words
 GLOBAL_ROWS = 4
+# Words added to each conversation's 32 tokens (4 marker tokens per turn plus 16 or 24 words): 32 to 52 tokens, so
+# that rows of SEQ_LEN + 1 = 65 tokens take two examples (64 tokens, and 65: up to the look-ahead token) or one.
+EXTRA_WORDS = [0, 0, 9, 3, 20, 1, 0, 14, 2, 0, 7, 18]
 EOS = "<|endoftext|>"
 WORDS = [f"w{i}" for i in range(60)]
 
@@ -46,16 +49,17 @@ def word_tokenizer(directory: Path) -> Path:
 
 
 def conversations() -> list[list[dict]]:
-    """Single- and two-turn chats of EXAMPLE_TOKENS tokens each, with responses of very different lengths."""
+    """Single- and two-turn chats of 32 + EXTRA_WORDS tokens, with responses of very different lengths."""
     chats = []
-    for i in range(12):
-        words = [WORDS[(7 * i + j) % len(WORDS)] for j in range(24)]
-        if i % 2:  # user a, assistant b, user c, assistant d: a + b + c + d = 16 words
+    for i, extra in enumerate(EXTRA_WORDS):
+        n = (16 if i % 2 else 24) + extra
+        words = [WORDS[(7 * i + j) % len(WORDS)] for j in range(n)]
+        if i % 2:  # user a, assistant b, user c, assistant d: a + b + c + d = n words
             a, b, c = 1 + i % 5, 1 + (3 * i) % 6, 2
-            cut = [0, a, a + b, a + b + c, 16]
+            cut = [0, a, a + b, a + b + c, n]
             turns = [" ".join(words[cut[k] : cut[k + 1]]) for k in range(4)]
             chats.append([{"role": r, "content": t} for r, t in zip(["user", "assistant"] * 2, turns, strict=True)])
-        else:  # user p, assistant 24 - p words
+        else:  # user p, assistant n - p words
             p = 2 + (5 * i) % 20
             chats.append(
                 [
@@ -78,18 +82,21 @@ def reference_example(tokenizer, messages: list[dict]) -> tuple[list[int], list[
     return ids, counted
 
 
+def chat_experiment(seq_len: int) -> dict:
+    return {
+        "tokenizer": "tokenizer",
+        "data": {"train": ["chat.jsonl"], "format": "chat", "chat_template": "simple", "seq_len": seq_len},
+        "train": {"global_batch_tokens": GLOBAL_ROWS * seq_len, "micro_batch": 1},
+    }
+
+
 @pytest.fixture(scope="module")
 def chat_run(tmp_path_factory):
     directory = tmp_path_factory.mktemp("finetune")
     word_tokenizer(directory / "tokenizer")
     lines = [json.dumps({"messages": chat}) for chat in conversations()]
     (directory / "chat.jsonl").write_text("\n".join(lines) + "\n")
-    changes = {
-        "tokenizer": "tokenizer",
-        "data": {"train": ["chat.jsonl"], "format": "chat", "chat_template": "simple", "seq_len": SEQ_LEN},
-        "train": {"global_batch_tokens": GLOBAL_ROWS * SEQ_LEN, "micro_batch": 1},
-    }
-    prepared = prepare(TrainRequest(write_experiment(directory, changes), out=directory / "run"))
+    prepared = prepare(TrainRequest(write_experiment(directory, chat_experiment(SEQ_LEN)), out=directory / "run"))
     return prepared.run.path
 
 
@@ -101,6 +108,45 @@ def load_words(directory: Path):
 
 def _tokenizer(run_dir: Path):
     return load_words(run_dir.parent / "tokenizer")
+
+
+def _rows(run_dir: Path, seq_len: int, packing: bool):
+    """The run's examples as rows of seq_len, in corpus order (not shuffled)."""
+    from trainer.data import RowSource, TokenizedCorpus
+    from trainer.loop import load_run
+    from trainer.rundir import RunDir
+
+    corpus = TokenizedCorpus.load(Path(load_run(RunDir(run_dir))[1]["data_dir"]))
+    return RowSource(corpus, seq_len, packing=packing, seed=0, shuffle=False)
+
+
+def row_examples(row: dict, examples: list[tuple[list[int], list[bool]]]) -> list[tuple[int, int, bool]]:
+    """(example, how many of its tokens are inputs, whether it reaches the row's end) for each document segment of
+    a row, in order, checking what every row must be: each segment is the start of one example, with its prompt
+    (never a later piece), at positions 0, 1, 2, ...; its labels are the example's next tokens where they are
+    response tokens, else IGNORE_INDEX (the prompt, and past the example's end)."""
+    held = []
+    for segment in dict.fromkeys(row["segment_ids"].tolist()):
+        where = row["segment_ids"] == segment
+        if segment < 0:  # padding, only after the examples
+            assert where[where.argmax() :].all() and (row["labels"][where] == IGNORE_INDEX).all()
+            continue
+        ids = row["input_ids"][where].tolist()
+        starts = [k for k, (reference, _) in enumerate(examples) if reference[: len(ids)] == ids]
+        assert len(starts) == 1, f"a segment that is not the start of one example: {ids}"
+        [k] = starts
+        reference, counted = examples[k]
+        expected = [reference[j] if j < len(reference) and counted[j] else IGNORE_INDEX for j in range(1, len(ids) + 1)]
+        assert row["labels"][where].tolist() == expected
+        assert row["position_ids"][where].tolist() == list(range(len(ids)))
+        held.append((k, len(ids), bool(where[-1])))
+    return held
+
+
+def whole(n: int, example: list[int], at_end: bool) -> bool:
+    """An example whose first n tokens are a row's inputs is whole there: all its tokens, or all but one when it
+    reaches the row's end, whose look-ahead token (seq_len + 1) is only a label."""
+    return n == len(example) or (at_end and n == len(example) - 1)
 
 
 # (a) rendering
@@ -133,29 +179,32 @@ def test_every_assistant_turn_counts_in_a_multi_turn_chat(tmp_path):
     assert [t for t, c in zip(tokens, counted, strict=True) if c] == ["w2", "w3", EOS, "w5", EOS]
 
 
-def test_packed_rows_keep_examples_apart(chat_run):
-    """Each row holds whole examples as segments; no label crosses into the next example or predicts a prompt."""
-    _, rows, _ = _setup(chat_run, 1, 1)
+def test_packed_rows_hold_whole_examples(chat_run):
+    """Packed, each row holds whole examples, in order while the next one fits, then padding: a response is never
+    trained without its prompt, and no label crosses into the next example or predicts a prompt."""
     tokenizer = _tokenizer(chat_run)
-    references = {tuple(ids): counted for ids, counted in (reference_example(tokenizer, c) for c in conversations())}
-    for index in range(rows.rows_per_epoch):
-        row = rows.row(index)
-        for segment in set(row["segment_ids"].tolist()):
-            where = row["segment_ids"] == segment
-            ids, labels = row["input_ids"][where], row["labels"][where]
-            assert len(ids) == EXAMPLE_TOKENS and row["position_ids"][where].tolist() == list(range(EXAMPLE_TOKENS))
-            counted = references[tuple(ids.tolist())]
-            expected = [t if c else IGNORE_INDEX for t, c in zip(ids[1:].tolist(), counted[1:], strict=True)]
-            assert labels.tolist() == [*expected, IGNORE_INDEX]  # the last token predicts nothing
+    examples = [reference_example(tokenizer, chat) for chat in conversations()]
+    expected, used = [[]], 0  # next fit, by hand
+    for k, (ids, _) in enumerate(examples):
+        if used + len(ids) > SEQ_LEN + 1:
+            expected, used = [*expected, []], 0
+        expected[-1].append(k)
+        used += len(ids)
+    sizes = [sum(len(examples[k][0]) for k in row) for row in expected]
+    assert SEQ_LEN + 1 in sizes and min(sizes) < SEQ_LEN and max(map(len, expected)) == 2, sizes
+    rows = _rows(chat_run, SEQ_LEN, packing=True)
+    held = [row_examples(rows.row(index), examples) for index in range(rows.rows_per_epoch)]
+    assert [[k for k, *_ in row] for row in held] == expected
+    assert all(whole(n, examples[k][0], at_end) for row in held for k, n, at_end in row)
+    assert rows.cut_examples == 0
+    # As the trainer reads them, each epoch shuffles these rows (not the examples): the data position is one index.
+    shuffled = _setup(chat_run, 1, 1)[1]
+    in_rows = [tuple(k for k, *_ in row_examples(shuffled.row(i), examples)) for i in range(shuffled.rows_per_epoch)]
+    assert sorted(in_rows) == sorted(map(tuple, expected)) and in_rows != list(map(tuple, expected))
 
 
 def test_unpacked_rows_hold_one_example_padded_with_ignore(chat_run):
-    from trainer.data import RowSource, TokenizedCorpus
-    from trainer.loop import load_run
-    from trainer.rundir import RunDir
-
-    corpus = TokenizedCorpus.load(Path(load_run(RunDir(chat_run))[1]["data_dir"]))
-    rows = RowSource(corpus, SEQ_LEN, packing=False, seed=0, shuffle=False)
+    rows = _rows(chat_run, SEQ_LEN, packing=False)
     tokenizer = _tokenizer(chat_run)
     for index, chat in enumerate(conversations()):
         row, (ids, counted) = rows.row(index), reference_example(tokenizer, chat)
@@ -164,35 +213,53 @@ def test_unpacked_rows_hold_one_example_padded_with_ignore(chat_run):
         assert row["labels"].tolist() == expected + [IGNORE_INDEX] * (SEQ_LEN - len(expected))
 
 
-def test_an_unpacked_example_longer_than_a_row_is_cut_not_split(chat_run):
-    """One row per example, its first seq_len + 1 tokens: a second piece would be a response without its prompt."""
-    from trainer.data import RowSource, TokenizedCorpus
-    from trainer.loop import load_run
-    from trainer.rundir import RunDir
+@pytest.mark.parametrize("packing", [True, False])
+def test_an_example_longer_than_a_row_is_cut_not_split(chat_run, caplog, packing):
+    """An example longer than a row (seq_len + 1 tokens) fills one alone with its first seq_len + 1 tokens, its
+    prompt and as much of its response as fits; a second piece would be a response without its prompt. The cut
+    examples are counted and logged; the others stay whole."""
+    short = 40
+    examples = [reference_example(_tokenizer(chat_run), chat) for chat in conversations()]
+    cut = [k for k, (ids, _) in enumerate(examples) if len(ids) > short + 1]
+    assert 0 < len(cut) < len(examples) and any(len(ids) == short + 1 for ids, _ in examples)
+    with caplog.at_level(logging.WARNING, logger="meshpilot.data"):
+        rows = _rows(chat_run, short, packing)
+    assert rows.cut_examples == len(cut)
+    assert f"{len(cut)} of {len(examples)} examples are longer than a row of seq_len + 1 = {short + 1}" in caplog.text
+    held = [row_examples(rows.row(index), examples) for index in range(rows.rows_per_epoch)]
+    assert [k for row in held for k, *_ in row] == list(range(len(examples)))  # each once, in order
+    for row in held:
+        for k, n, at_end in row:
+            if k in cut:  # alone, its first seq_len + 1 tokens: the inputs and the look-ahead token
+                assert len(row) == 1 and n == short
+            else:
+                assert whole(n, examples[k][0], at_end)
 
-    corpus = TokenizedCorpus.load(Path(load_run(RunDir(chat_run))[1]["data_dir"]))
-    short = 6
-    assert max(len(reference_example(_tokenizer(chat_run), chat)[0]) for chat in conversations()) > short + 1
-    rows = RowSource(corpus, short, packing=False, seed=0, shuffle=False)
-    assert rows.rows_per_epoch == len(conversations())
-    for index, chat in enumerate(conversations()):
-        ids, _ = reference_example(_tokenizer(chat_run), chat)
-        assert rows.row(index)["input_ids"].tolist() == ids[:short]
+
+def test_a_row_too_short_for_any_response_is_refused_before_launch(chat_run):
+    """With every example's prompt longer than a row, nothing would be trained: one line, before launch."""
+    directory = chat_run.parent
+    experiment = write_experiment(directory, chat_experiment(6), name="short.yaml")
+    with pytest.raises(ConfigError) as excinfo:
+        prepare(TrainRequest(experiment, out=directory / "short-run"))
+    assert str(excinfo.value) == (
+        "data.seq_len 6: every example's prompt fills a row of 7 tokens, leaving no response to train on "
+        "(the shortest example has 32 tokens)"
+    )
 
 
 # (b), (d) the loss against a reference, one example at a time
 
 
 def reference_loss(model, rows, plan, tokenizer, count_all: bool = False) -> float:
-    """The step's response-token loss summed one example at a time, over the total count."""
-    references = {tuple(ids): counted for ids, counted in (reference_example(tokenizer, c) for c in conversations())}
+    """The step's response-token loss summed one example at a time, each whole, over the total count."""
+    examples = [reference_example(tokenizer, c) for c in conversations()]
     loss_sum, count = 0.0, 0
     for indices in plan.micro_batches(0, 0):
         for index in indices:
-            row = rows.row(index)
-            for segment in sorted(set(row["segment_ids"].tolist())):
-                ids = row["input_ids"][row["segment_ids"] == segment].tolist()
-                counted = torch.tensor(references[tuple(ids)][1:]) | count_all
+            for k, *_ in row_examples(rows.row(index), examples):
+                ids, counted = examples[k]
+                counted = torch.tensor(counted[1:]) | count_all
                 with torch.no_grad():
                     logits = model(input_ids=torch.tensor([ids])).logits[0, :-1]
                 losses = F.cross_entropy(logits.float(), torch.tensor(ids[1:]), reduction="none")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import itertools
 import json
 
@@ -71,7 +72,9 @@ def test_plan_table_and_exit_code(tmp_path):
     experiment = write_experiment(
         tmp_path, {"model": {"config": BIG_MODEL}, "data": {"seq_len": 2048}, "train": {"global_batch_tokens": 8192}}
     )
-    done = meshpilot("plan", str(experiment), "--devices", "4", "--device-mem", "1GiB")
+    # A plan skips the interpreter's teardown (agent.cli.QUICK_EXIT): with stdout buffered, as in a pipe, the table
+    # must still arrive whole, and the exit code with it.
+    done = meshpilot("plan", str(experiment), "--devices", "4", "--device-mem", "1GiB", env={"PYTHONUNBUFFERED": ""})
     assert done.returncode == 1  # nothing fits
     assert "0 feasible" in done.stdout and "does not fit in device memory" in done.stdout
     done = meshpilot("plan", str(experiment), "--devices", "4", "--device-mem", "lots")
@@ -250,12 +253,24 @@ def test_only_what_the_user_wrote_is_pinned(tmp_path):
     assert pinned_by(load_experiment(path), path) == Pinned(8, False)
 
 
+def test_a_preset_replaces_the_experiments_model_as_it_is(tmp_path):
+    """`meshpilot plan EXPERIMENT --model PRESET` (and the agent's requests): the override reads back as the preset's
+    config, its floats included (JSON's 1e-05 read back as a string, and every Llama preset was refused)."""
+    from trainer.config import load_experiment
+    from trainer.presets import MODELS, model_override, model_preset
+
+    path = write_experiment(tmp_path)
+    for name in MODELS:
+        assert load_experiment(path, model_override(name)).model.config == model_preset(name)
+
+
 def test_meshpilot_plan_honours_what_the_experiment_fixes(tmp_path, capsys):
     from agent.cli import main
 
     path = write_experiment(tmp_path, {"train": {"global_batch_tokens": 12 * 64}})  # the tiny file: micro_batch 2
     args = ["plan", str(path), "--devices", "4", "--gpu", "h100", "--json"]
     assert main([*args, "--set", "train.activation_checkpointing=true"]) == 0
+    assert gc.isenabled()  # the command pauses the cyclic collector while it plans, and only then
     candidates = json.loads(capsys.readouterr().out)
     assert {(c["micro_batch"], c["activation_checkpointing"]) for c in candidates} == {(2, True)}
     dropped = {c["dropped"] for c in candidates if c["layout"]["dp_replicate"] * c["layout"]["dp_shard"] == 4}
@@ -288,8 +303,6 @@ def test_the_planner_shares_work_without_changing_a_figure(tmp_path, monkeypatch
     drop, every estimate and so the ranking are what the long way gives. The device memory is set to the middle of
     the predicted peaks, so that about half the candidates drop and some fit only because of cp (rows of 2048
     tokens: activations outweigh the CUDA runtime's memory)."""
-    import gc
-
     import trainer.planner
     from trainer.attention import head_dim, takes_dense_mask
     from trainer.config import load_experiment, resolve_precision
@@ -368,8 +381,6 @@ def test_the_planner_shares_work_without_changing_a_figure(tmp_path, monkeypatch
 
 
 def test_a_plan_leaves_a_paused_collector_paused():
-    import gc
-
     from trainer.config import experiment_from_dict
     from trainer.planner import plan
 

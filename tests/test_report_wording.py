@@ -41,7 +41,8 @@ def write_run(path: Path, degrees: dict, *, packing: bool, losses: list[float], 
     rank = {"parameters": 2**20, "gradients": 2**20, "optimizer": 2**21, "activations_saved": 2**22, "peak": 2**28}
     predicted = {**rank, "weight_copies_saved": 0, "temporaries": 0}
     memory = {"units": "bytes", "measured": [{"rank": r, **rank} for r in range(world)], "predicted": [{"rank": r,
-              **predicted} for r in range(world)], "peak_source": "process peak resident set size"}  # fmt: skip
+              **predicted} for r in range(world)], "peak_source": "process peak resident set size",
+              "timeline": []}  # fmt: skip
     config = {**TINY_EXPERIMENT, "data": {**TINY_EXPERIMENT["data"], "packing": packing},
               "train": {**TINY_EXPERIMENT["train"], "steps": len(losses)}, "layout": degrees}  # fmt: skip
     (path / "metrics.json").write_text(json.dumps(metrics))

@@ -1,11 +1,16 @@
-"""The sweep's parts that need no training run: the space, the pruner, the device pool, trial ids."""
+"""The sweep's parts that need no training run: the space, the pruner, the device pool, trial ids, what a resume
+takes from the sweep it continues."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import optuna
 import pytest
-from support import write_experiment
+from support import meshpilot, write_experiment
 
+from agent.sweep import SWEEP, SWEEP_FILE, _new_sweep, run_sweep
 from agent.sweep.runner import DevicePool
 from agent.sweep.space import Range, build_space, check_space, parse_space_args
 from agent.sweep.study import (
@@ -161,3 +166,23 @@ def test_trial_devices_map_through_the_parents_cuda_visible_devices(monkeypatch)
     assert _device_args([1], "cuda") == {"visible_devices": ["GPU-bb22"]}
     with pytest.raises(ConfigError, match="exceed the 2 of CUDA_VISIBLE_DEVICES"):
         _device_args([2], "cuda")
+
+
+def test_a_resume_keeps_the_executor_the_sweep_started_with(experiment, tmp_path):
+    """`--resume` without --executor takes sweep.json's, here slurm: on a machine without sbatch that stops at once
+    (the local executor would watch the SLURM trials as local jobs). Another --executor is refused, naming both.
+    Either way before the study opens or any trial starts."""
+    out = tmp_path / "sweep"
+    out.mkdir()
+    started = _new_sweep(experiment, load_experiment(experiment), {}, "auto", 1, 1, "slurm", True, None, 600.0)
+    SWEEP.write(out / SWEEP_FILE, {**started, "trackers": None})  # a SLURM sweep as it starts, before its trials
+    no_slurm = {"PATH": str(Path(sys.executable).parent)}
+    done = meshpilot("sweep", str(experiment), "--out", str(out), "--resume", env=no_slurm)
+    assert (done.returncode, done.stderr.strip()) == (
+        2,
+        "meshpilot: error: executor slurm needs sbatch, which is not on PATH (no SLURM here)",
+    )
+    with pytest.raises(ConfigError) as excinfo:
+        run_sweep(experiment, out, resume=True, executor="local")
+    assert str(excinfo.value) == "--resume continues the sweep as it started: --executor was 'slurm', not 'local'"
+    assert [p.name for p in out.iterdir()] == [SWEEP_FILE]

@@ -27,7 +27,7 @@ from tui.screens.approval import ApprovalScreen
 from tui.screens.quit import QuitScreen
 from tui.widgets.chat import ReplyEntry
 from tui.widgets.prompt import PromptArea
-from tui.widgets.runs import RunsTable
+from tui.widgets.runs import RunCharts, RunsTable
 
 SIZE = (120, 36)
 
@@ -128,6 +128,21 @@ def test_runs(snap_compare, make_app):
         await until(pilot, lambda: len(pilot.app.runs) == 3, "the runs")
         await pilot.press("ctrl+r")
         await until(pilot, lambda: pilot.app.screen.query_one(RunsTable).row_count == 3, "the runs table")
+        await settled(pilot)
+
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_runs_memory(snap_compare, make_app):
+    """A finished run under the cursor: its memory through the step it measured, beside the prediction."""
+
+    async def run_before(pilot: Pilot) -> None:
+        await until(pilot, lambda: len(pilot.app.runs) == 3, "the runs")
+        await pilot.press("ctrl+r")
+        await until(pilot, lambda: pilot.app.screen.query_one(RunsTable).row_count == 3, "the runs table")
+        await pilot.press("down")
+        charts = pilot.app.screen.query_one(RunCharts)
+        await until(pilot, lambda: charts.run is not None and charts.run.name == "tiny-ok", "the finished run's charts")
         await settled(pilot)
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)

@@ -6,8 +6,8 @@ reads them in batches). `data.format: instruction` reads a prompt and a response
 the tokenizer's own, or `data.chat_template` (a named one below, or a Jinja file). Every rendered example comes
 with a mask of the tokens the loss counts: those of the assistant turns (each one of a multi-turn chat), never the
 system or user turns. The mask reaches the labels through trainer.packing.row_from_segments, so packing keeps
-examples apart as it does documents, and trainer.step divides by the number of counted tokens over micro-batches
-and ranks.
+examples apart as it does documents; unlike documents, examples are packed whole, never split across rows
+(trainer.data.RowSource). trainer.step divides by the number of counted tokens over micro-batches and ranks.
 """
 
 from __future__ import annotations

@@ -98,6 +98,16 @@ def _add_plan(commands: argparse._SubParsersAction) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from trainer.collector import collector_paused
+
+    # Paused from the first import on: importing torch and transformers (and the Llama modeling code the plan
+    # builds its meta-device model from) is most of the command, and the collector would walk every module's
+    # objects again and again as they come.
+    with collector_paused():
+        return _make_plan(args)
+
+
+def _make_plan(args: argparse.Namespace) -> int:
     import json
 
     from trainer.config import load_experiment

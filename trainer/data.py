@@ -5,11 +5,17 @@ row i of the epoch is either the i-th window of seq_len + 1 tokens over the conc
 or the i-th piece of at most seq_len + 1 tokens of one document, padded (no packing). So the data position of
 a run is one integer, every rank can compute any row without coordination, and the rows of an optimizer step
 are the same whatever the layout, micro-batch or accumulation.
+
+Fine-tuning examples are never split, since a later piece would train a response without its prompt. Packed,
+they fill rows whole, in corpus order (a row takes examples while the next one fits, then padding), and epoch e
+shuffles those rows with seed (seed, e); unpacked, each example gets one row. An example longer than a row is cut
+to its first seq_len + 1 tokens, its prompt first; RowSource counts and logs those.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,7 +41,9 @@ from trainer.corpus import (
     source_label,
     table_columns,
 )
-from trainer.packing import row_from_segments
+from trainer.packing import row_from_segments, whole_example_rows
+
+log = logging.getLogger("meshpilot.data")
 
 TOKENIZED_VERSION = 1  # the token stream, not how it is written: a corpus cached by earlier versions stays valid
 TOKENIZE_ROWS = 1024  # documents (or examples) tokenized and written at a time
@@ -107,7 +115,7 @@ class Documents:
     train a tokenizer and be tokenized. Blank and non-text values are left out.
 
     Made only once every source is known to be readable with its column and the sources hold some text, so those
-    problems fail here, in the launcher, in one line. Compares equal to the list of the same documents.
+    problems fail here, in the launcher, in one line.
     """
 
     def __init__(self, spec: DataSpec, sources: list[str]):
@@ -136,11 +144,6 @@ class Documents:
             column = self._column(source)
             for rows in read_rows(source, [column], self.spec.text_unit):
                 yield from (text for text in rows[column] if isinstance(text, str) and text.strip())
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, list | tuple | Documents):
-            return NotImplemented
-        return list(self) == list(other)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -290,7 +293,14 @@ class RowSource:
     def __init__(self, corpus: TokenizedCorpus, seq_len: int, packing: bool, seed: int, shuffle: bool = True):
         self.corpus, self.seq_len, self.packing, self.seed, self.shuffle = corpus, seq_len, packing, seed, shuffle
         lengths = corpus.lengths
-        if packing:
+        examples = corpus.targets is not None  # fine-tuning examples, not documents
+        self.cut_examples = _cut_examples(corpus, seq_len) if examples else 0
+        # Examples are packed whole (a piece of one would be a response without its prompt): row r holds examples
+        # [_example_rows[r], _example_rows[r + 1]), fixed by their lengths whatever the epoch.
+        self._example_rows = whole_example_rows(lengths, seq_len + 1) if packing and examples else None
+        if self._example_rows is not None:
+            self.rows_per_epoch = len(self._example_rows) - 1
+        elif packing:
             self.rows_per_epoch = int((lengths.sum() - 1) // seq_len)
         else:
             self.rows_per_epoch = int(self._pieces(lengths).sum())
@@ -306,13 +316,15 @@ class RowSource:
         return np.maximum(1, -(-(lengths - 1) // self.seq_len))
 
     def _enter_epoch(self, epoch: int) -> None:
+        """The epoch's order: of the documents, or of the rows when these pack whole examples."""
         if epoch == self._epoch:
             return
-        n = len(self.corpus.lengths)
-        order = np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
-        lengths = self.corpus.lengths[order]
-        units = lengths if self.packing else self._pieces(lengths)
-        self._order, self._starts = order, np.concatenate([[0], np.cumsum(units)])
+        n = self.rows_per_epoch if self._example_rows is not None else len(self.corpus.lengths)
+        self._order = np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
+        if self._example_rows is None:
+            lengths = self.corpus.lengths[self._order]
+            units = lengths if self.packing else self._pieces(lengths)
+            self._starts = np.concatenate([[0], np.cumsum(units)])
         self._epoch = epoch
 
     def row(self, index: int) -> dict[str, np.ndarray]:
@@ -320,22 +332,23 @@ class RowSource:
         self._enter_epoch(epoch)
         width = self.seq_len + 1
         row = _Row(np.zeros(width, dtype=np.int64), np.full(width, -1, dtype=np.int64), np.ones(width, dtype=bool))
-        if self.packing:
+        if self._example_rows is not None:
+            self._fill_examples(int(self._order[index]), row)
+        elif self.packing:
             start = index * self.seq_len
             self._fill_stream(start, row)
         else:
             k = int(np.searchsorted(self._starts, index, side="right") - 1)
-            self._copy(k, (index - self._starts[k]) * self.seq_len, row, 0)
+            self._copy(self._order[k], (index - self._starts[k]) * self.seq_len, row, 0, k)
         counted = row.counted if self.corpus.targets is not None else None
         return row_from_segments(row.tokens, row.segments, counted)
 
-    def _copy(self, k: int, skip: int, row: _Row, at: int) -> int:
-        """Copy the epoch's document k, from its token `skip`, into the row from position `at`: how many fit."""
-        d = self._order[k]
+    def _copy(self, d: int, skip: int, row: _Row, at: int, segment: int) -> int:
+        """Copy document d, from its token `skip`, into the row from position `at` as `segment`: how many fit."""
         begin, end = self.corpus.offsets[d] + skip, self.corpus.offsets[d + 1]
         take = int(min(end - begin, len(row.tokens) - at))
         source, target = slice(begin, begin + take), slice(at, at + take)
-        row.tokens[target], row.segments[target] = self.corpus.tokens[source], k
+        row.tokens[target], row.segments[target] = self.corpus.tokens[source], segment
         if self.corpus.targets is not None:
             row.counted[target] = self.corpus.targets[source]
         return take
@@ -345,12 +358,40 @@ class RowSource:
         k = int(np.searchsorted(self._starts, start, side="right") - 1)
         filled = 0
         while filled < len(row.tokens) and k < len(self._order):
-            filled += self._copy(k, start + filled - self._starts[k], row, filled)
+            filled += self._copy(self._order[k], start + filled - self._starts[k], row, filled, k)
             k += 1
+
+    def _fill_examples(self, r: int, row: _Row) -> None:
+        """Copy the examples of packed row r, each whole (one longer than the row alone, cut to it); padding after."""
+        filled = 0
+        for d in range(self._example_rows[r], self._example_rows[r + 1]):
+            filled += self._copy(d, 0, row, filled, d)
 
     def batch(self, indices: list[int]) -> dict[str, torch.Tensor]:
         rows = [self.row(i) for i in indices]
         return {key: torch.from_numpy(np.stack([r[key] for r in rows])) for key in rows[0]}
+
+
+def _cut_examples(corpus: TokenizedCorpus, seq_len: int) -> int:
+    """How many examples are longer than a row (seq_len + 1 tokens), logged: each trains on its first seq_len + 1
+    tokens, its prompt and as much of its response as fits. Refused when that leaves every example no response."""
+    width = seq_len + 1
+    lengths = corpus.lengths
+    cut = lengths > width
+    if cut.all() and not any(corpus.targets[begin + 1 : begin + width].any() for begin in corpus.offsets[:-1]):
+        raise ConfigError(
+            f"data.seq_len {seq_len}: every example's prompt fills a row of {width} tokens, leaving no response to "
+            f"train on (the shortest example has {int(lengths.min())} tokens)"
+        )
+    if cut.any():
+        log.warning(
+            "data: %d of %d examples are longer than a row of seq_len + 1 = %d tokens; each is cut to its prompt "
+            "and as much of its response as fits",
+            int(cut.sum()),
+            len(lengths),
+            width,
+        )
+    return int(cut.sum())
 
 
 @dataclass

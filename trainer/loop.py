@@ -32,7 +32,7 @@ from trainer.environment import device_name, versions
 from trainer.faults import maybe_inject
 from trainer.flops import causal_attention_pairs, mfu
 from trainer.layout import data_parallel_group, loss_group
-from trainer.memory import current_bytes, measured_peak, peak_bytes, state_bytes
+from trainer.memory import MemoryTimeline, current_bytes, measured_peak, peak_bytes, state_bytes
 from trainer.memory_model import MemoryPlan, predict_memory
 from trainer.model import materialize as materialize_model
 from trainer.model import meta_model, model_config
@@ -87,6 +87,8 @@ class Measurements:
     timed_step_s: list[float] = field(default_factory=list)
     saved: dict[str, int] | None = None  # bytes saved for backward by one micro-batch, by kind
     state_bytes: dict[str, int] = field(default_factory=dict)
+    memory_step: int = 0  # the step measured, and this rank's memory over it (trainer.memory.MemoryTimeline)
+    memory_timeline: list[dict] = field(default_factory=list)
     last_loss: float | None = None
 
 
@@ -275,6 +277,7 @@ def _run_steps(training: Training) -> Measurements:
             if state.step == measure_step:
                 measured.saved = result.saved_bytes
                 measured.state_bytes = record.pop("state_bytes")
+                measured.memory_step, measured.memory_timeline = state.step + 1, record.pop("memory_timeline")
             state.step += 1
             state.next_row += training.plan.rows_per_step
             measured.last_loss = result.loss
@@ -320,21 +323,23 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
     model_batches = [training.context.shard(b) for b in micro_batches] if training.context else micro_batches
     if spec.attention == "flex":  # built once per micro-batch, outside the model's timed layers
         model_batches = [{**b, "attention_mask": document_block_mask(b["segment_ids"])} for b in model_batches]
-    if training.pipeline is not None:
-        result = pipeline_forward_backward(
-            training.pipeline, training.model, model_batches, training.loss_group, training.autocast, measure_memory
-        )
-    else:
-        measure_noise = spec.gns_every > 0 and (training.state.step + 1) % spec.gns_every == 0
-        result = forward_backward(
-            training.model,
-            model_batches,
-            training.loss_group,
-            training.autocast,
-            measure_memory,
-            measure_noise,
-            training.experiment.data.packing,
-        )
+    timeline = _memory_timeline(training) if measure_memory else None
+    with timeline.recording() if timeline else contextlib.nullcontext():
+        if training.pipeline is not None:
+            result = pipeline_forward_backward(
+                training.pipeline, training.model, model_batches, training.loss_group, training.autocast, measure_memory
+            )
+        else:
+            measure_noise = spec.gns_every > 0 and (training.state.step + 1) % spec.gns_every == 0
+            result = forward_backward(
+                training.model,
+                model_batches,
+                training.loss_group,
+                training.autocast,
+                measure_memory,
+                measure_noise,
+                training.experiment.data.packing,
+            )
     grad_norm = clip_grad_norm(list(training.model.parameters()), spec.grad_clip, device, training.experiment.layout.pp)
     noise = {}
     if result.small_batch is not None:
@@ -343,9 +348,14 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
         noise = {"gns": gns, "gns_small_grad_sq": small_sq, "gns_small_tokens": small_tokens}
     lr = training.scheduler.get_last_lr()[0]
     training.optimizer.step()
+    if timeline:
+        timeline.mark("optimizer")
     training.scheduler.step()
     extra = {"state_bytes": state_bytes(training.model, training.optimizer)} if measure_memory else {}
     training.optimizer.zero_grad(set_to_none=True)
+    if timeline:
+        timeline.mark("zero_grad")
+        extra["memory_timeline"] = timeline.points
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - started
@@ -361,6 +371,16 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
         **extra,
     }
     return result, micro_batches, record
+
+
+def _memory_timeline(training: Training) -> MemoryTimeline:
+    """What records the measured step's memory: through the model's forwards, or each pipeline stage's (named
+    when this rank runs more than one)."""
+    modules = {"": training.model}
+    if training.pipeline is not None:
+        stages = training.pipeline.stages
+        modules = {f"stage {index} " if len(stages) > 1 else "": stage for index, stage in stages.items()}
+    return MemoryTimeline(training.model, training.optimizer, training.worker.device, modules)
 
 
 def _to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -384,10 +404,12 @@ def _finish(training: Training, launch: LaunchInfo, measured: Measurements) -> N
         **(measured.saved or {}),
         **measured.state_bytes,
     }
-    memory = [None] * worker.world_size
-    dist.all_gather_object(memory, rank_memory)
+    gathered = [None] * worker.world_size
+    dist.all_gather_object(gathered, (rank_memory, measured.memory_timeline))
     if worker.rank != 0:
         return
+    memory = [rank for rank, _ in gathered]
+    timeline = [{"rank": r, "step": measured.memory_step, "points": points} for r, (_, points) in enumerate(gathered)]
 
     tokens_per_s = measured.timed_tokens / measured.timed_seconds if measured.timed_seconds else None
     name = device_name(device_type)
@@ -412,6 +434,7 @@ def _finish(training: Training, launch: LaunchInfo, measured: Measurements) -> N
         "predicted": predict_memory(training.config, experiment.layout, memory_plan),
         "measured": memory,
         "peak_source": _peak_source(device_type),
+        "timeline": timeline,
     }
     MEMORY.write(run.memory, memory_record)
     training.trackers.log_memory(memory_record)

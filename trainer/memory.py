@@ -3,7 +3,8 @@
 Parameters, gradients and optimizer state are counted exactly from the tensors each rank holds (its local
 shards once layouts shard them). Activations are the bytes autograd saves for backward, seen through
 saved-tensor hooks (their peak while micro-batches are in flight), counting each storage once, leaving
-out parameters and counting autocast's low-precision weight copies apart.
+out parameters and counting autocast's low-precision weight copies apart. MemoryTimeline follows these categories
+through one step, phase by phase.
 Peak on CUDA is what the device had to hold: the caching allocator's reserved peak (allocated tensors plus the
 blocks it keeps) plus the memory outside the allocator (the CUDA context, NCCL's buffers), measured as this
 process's used memory on the device (NVML's per-process figure, where nvidia-ml-py is installed; else the whole
@@ -13,13 +14,18 @@ resident set (which includes the Python interpreter and libraries, so it is an u
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import torch
+
+# The MemoryTimeline recording the current step, if one is: saved_for_backward's hooks tell it what they see.
+_recording: MemoryTimeline | None = None
 
 
 def tensor_bytes(tensors) -> int:
@@ -31,7 +37,10 @@ def tensor_bytes(tensors) -> int:
 
 
 def state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
-    params = list(model.parameters())
+    return _state_bytes(list(model.parameters()), optimizer)
+
+
+def _state_bytes(params: list[torch.nn.Parameter], optimizer: torch.optim.Optimizer) -> dict[str, int]:
     from trainer.optim import optimizer_state_tensors  # GaLore keeps projections inside projector objects
 
     optimizer_tensors = list(optimizer_state_tensors(optimizer))
@@ -52,9 +61,19 @@ def saved_for_backward(model: torch.nn.Module, run: Callable[[], torch.Tensor]) 
     `activations_saved` are the activations proper. `weight_copies_saved` are lower-precision copies of the
     weights that autocast makes and saves (a cast whose input is a parameter): memory that scales with the
     model, not with the batch. Parameters themselves (and FSDP's gathered ones) are counted as parameters.
+    A MemoryTimeline recording this step sees the same saved tensors: only the innermost saved-tensor hooks
+    run, so these tell it too.
     """
-    parameter_storages = {ptr for p in model.parameters() if (ptr := _storage_ptr(p)) is not None}
     live = _LiveSaved()
+    with _counting_saved_tensors(model, [live] if _recording is None else [live, _recording]):
+        result = run()
+    return result, live.peak
+
+
+def _counting_saved_tensors(model: torch.nn.Module, counters: list) -> torch.autograd.graph.saved_tensors_hooks:
+    """Saved-tensor hooks that tell each counter (`add(ptr, nbytes, kind)` when the forward saves a storage,
+    `release(ptr)` when the backward unpacks it) about every saved storage that is not a parameter."""
+    parameter_storages = {ptr for p in model.parameters() if (ptr := _storage_ptr(p)) is not None}
 
     def pack(tensor: torch.Tensor):
         local = tensor._local_tensor if _is_dtensor(tensor) else tensor
@@ -63,19 +82,19 @@ def saved_for_backward(model: torch.nn.Module, run: Callable[[], torch.Tensor]) 
         if ptr is None or ptr in parameter_storages or origin == "parameter":
             return tensor
         kind = "weight_copies_saved" if origin == "copy" else "activations_saved"
-        live.add(ptr, local.untyped_storage().nbytes(), kind)
+        for counter in counters:
+            counter.add(ptr, local.untyped_storage().nbytes(), kind)
         return ptr, tensor
 
     def unpack(packed):
         if isinstance(packed, torch.Tensor):
             return packed
         ptr, tensor = packed
-        live.release(ptr)
+        for counter in counters:
+            counter.release(ptr)
         return tensor
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-        result = run()
-    return result, live.peak
+    return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
 
 
 class _LiveSaved:
@@ -103,6 +122,120 @@ class _LiveSaved:
         if entry[2] == 0:
             del self.storages[ptr]
             self.live[entry[1]] -= entry[0]
+
+
+class MemoryTimeline:
+    """One training step's memory on this rank over time, by category, as PyTorch's memory visualiser draws it:
+    a point at each boundary of the step's phases, `points` in the order they happened.
+
+    The phases: "start" (before the first forward), then "forward mb1" (that micro-batch's forward has ended, its
+    loss included), "backward mb1" (its backward has ended, gradients written), ..., "optimizer" and "zero_grad"
+    (marked by the loop). Under a pipeline schedule each of this rank's stages runs each micro-batch's forward and
+    backward in turn, interleaved as the schedule orders them; with several stages per rank the phases name the
+    stage ("forward stage 2 mb1").
+
+    Parameters, gradients and optimizer state are `state_bytes` of the moment, of the parameters the rank held
+    when the step began (under FSDP2 its shards; the gradients a micro-batch accumulates without synchronising
+    stay in FSDP's own unsharded buffers until the last backward reduces them: they are not counted until then).
+    Activations are the bytes saved for backward and not yet used by it (autocast's weight copies included),
+    counted by the saved-tensor hooks of `saved_for_backward`.
+    Temporaries, on CUDA only, are what the allocator holds beyond those (FSDP's gathered parameters, logits,
+    communication buffers, rounding to the allocator's blocks). A CPU has no such figure: the process's resident
+    set counts the interpreter and libraries, and freed memory stays resident, so the points leave it out.
+
+    How the boundaries are seen: a forward begins when one of `forward_modules` (the model, or this rank's
+    pipeline stages) is called with autograd on; it ends when the next forward begins or the backward unpacks a
+    saved tensor; a backward ends with the autograd pass that unpacked it, after the callbacks data parallelism
+    queues there (they write the gradients).
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        device: torch.device,
+        forward_modules: dict[str, torch.nn.Module],
+    ):
+        self.model, self.optimizer, self.device = model, optimizer, device
+        # Taken before the step: FSDP2 swaps gathered copies into the modules while they run (temporaries, on
+        # CUDA); its sharded parameters, and the gradients reduced into them, stay these.
+        self.parameters = list(model.parameters())
+        self.forward_modules = forward_modules  # label prefix ("" or "stage 2 ") -> a module the step calls
+        self.points: list[dict[str, int | str]] = []
+        self._live = _LiveSaved()
+        self._calls: dict[str, int] = {}  # forwards run per module
+        self._forward: str | None = None  # the forward running ("mb2", "stage 2 mb2"), not yet marked as ended
+        self._backward: str | None = None  # the backward running
+        self._saved_by: dict[int, str] = {}  # saved storage -> the forward that saved it
+
+    @contextlib.contextmanager
+    def recording(self):
+        """Record the forward and backward passes run inside (a whole step's, or a pipeline schedule's)."""
+        global _recording
+        hooks = [
+            module.register_forward_pre_hook(partial(self._forward_starts, prefix))
+            for prefix, module in self.forward_modules.items()
+        ]
+        _recording = self
+        try:
+            self.mark("start")
+            with _counting_saved_tensors(self.model, [self]):
+                yield self
+            self._forward_ends()
+        finally:
+            _recording = None
+            for hook in hooks:
+                hook.remove()
+
+    def mark(self, phase: str) -> None:
+        """A point: the bytes of each category now."""
+        state = _state_bytes(self.parameters, self.optimizer)
+        activations = sum(self._live.live.values())
+        point: dict[str, int | str] = {"phase": phase, **state, "activations": activations}
+        if self.device.type == "cuda":
+            tracked = sum(state.values()) + activations
+            point["temporaries"] = max(0, int(torch.cuda.memory_allocated(self.device)) - tracked)
+        self.points.append(point)
+
+    def add(self, ptr: int, nbytes: int, kind: str) -> None:
+        """A storage saved for backward (from `_counting_saved_tensors`)."""
+        if ptr not in self._live.storages and self._forward is not None:
+            self._saved_by[ptr] = self._forward
+        self._live.add(ptr, nbytes, kind)
+
+    def release(self, ptr: int) -> None:
+        """The backward unpacked a saved storage: the first unpack of a backward ends the forward before it."""
+        self._forward_ends()
+        if self._backward is None:
+            self._backward = self._saved_by.get(ptr, "")
+            _after_backward(self._backward_ends)
+        self._live.release(ptr)
+        if ptr not in self._live.storages:
+            self._saved_by.pop(ptr, None)
+
+    def _forward_starts(self, prefix: str, module: torch.nn.Module, args) -> None:
+        if not torch.is_grad_enabled():  # a pipeline's shape inference, an evaluation: no training forward
+            return
+        self._forward_ends()
+        self._calls[prefix] = self._calls.get(prefix, 0) + 1
+        self._forward = f"{prefix}mb{self._calls[prefix]}"
+
+    def _forward_ends(self) -> None:
+        if self._forward is not None:
+            self.mark(f"forward {self._forward}")
+            self._forward = None
+
+    def _backward_ends(self) -> None:
+        self.mark(f"backward {self._backward}".rstrip())
+        self._backward = None
+
+
+def _after_backward(callback: Callable[[], None]) -> None:
+    """Run `callback` when the autograd pass running now ends, after the callbacks queued there so far and those
+    queued later in the pass (DDP's and FSDP's, which write the gradients): a callback queued by a callback runs
+    after every one queued before it. torch has no public API for this; DDP and FSDP use the same one."""
+    engine = torch.autograd.Variable._execution_engine
+    engine.queue_callback(lambda: engine.queue_callback(callback))
 
 
 _VIEWS = {"TBackward0", "ViewBackward0", "TransposeBackward0", "PermuteBackward0", "ExpandBackward0", "AliasBackward0"}

@@ -43,6 +43,21 @@ def row_from_segments(
     }
 
 
+def whole_example_rows(lengths: np.ndarray, width: int) -> np.ndarray:
+    """The first example of each row when examples of `lengths` tokens are packed whole, in order, into rows of
+    `width` tokens: a row takes examples while the next one fits, and an example longer than a row fills one
+    alone (cut to it). Ends with len(lengths), so row r holds examples [starts[r], starts[r + 1])."""
+    sizes = np.minimum(lengths, width)  # a cut example takes a whole row
+    ends = np.cumsum(sizes)
+    # For every example, where the next row would start if a row started there (one search for all of them);
+    # the rows are then the chain from example 0.
+    following = np.searchsorted(ends, ends - sizes + width, side="right").tolist()
+    starts = [0]
+    while starts[-1] < len(lengths):
+        starts.append(following[starts[-1]])
+    return np.array(starts, dtype=np.int64)
+
+
 def block_causal_mask(segment_ids: torch.Tensor) -> torch.Tensor:
     """[batch, 1, seq, seq] boolean mask: True where a query may attend to a key (same segment, not later)."""
     seq_len = segment_ids.shape[-1]

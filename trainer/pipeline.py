@@ -191,6 +191,7 @@ class Pipeline:
     has_last: bool
     group: dist.ProcessGroup
     loss_scale: list[float]  # [scale]: the loss function reads the current step's normalisation here
+    stages: dict[int, nn.Module]  # this rank's stage modules by global stage index (what the schedule calls)
 
     def run(self, micro_batches: list[dict[str, torch.Tensor]], scale: float) -> torch.Tensor:
         """Forward and backward of the step's micro-batches; the sum of target cross-entropy on the last stage
@@ -240,4 +241,5 @@ def build_pipeline(
         schedule = schedule_class(pipeline_stages, grad_accum, loss_fn=loss_fn, scale_grads=False)
     else:
         schedule = schedule_class(pipeline_stages[0], grad_accum, loss_fn=loss_fn, scale_grads=False)
-    return Pipeline(schedule, 0 in stage_ids, num_stages - 1 in stage_ids, group, loss_scale)
+    has_first, has_last = 0 in stage_ids, num_stages - 1 in stage_ids
+    return Pipeline(schedule, has_first, has_last, group, loss_scale, dict(zip(stage_ids, stages, strict=True)))

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import yaml
 
 from trainer.config import ConfigError, Experiment, apply_override, experiment_from_dict
 
@@ -185,8 +188,10 @@ def gpu_preset(name: str) -> GPU:
 
 
 def model_override(name: str) -> list[str]:
-    """Experiment overrides (`--set` form) that train or plan the preset in place of the experiment's model."""
-    return [f"model.config={json.dumps(model_preset(name), separators=(',', ':'))}", "model.path=null"]
+    """Experiment overrides (`--set` form) that train or plan the preset in place of the experiment's model. Written
+    as YAML, which apply_override reads: JSON's `1e-05` would read back as a string (YAML 1.1 floats have a dot)."""
+    config = yaml.safe_dump(model_preset(name), default_flow_style=True, width=math.inf, sort_keys=False).strip()
+    return [f"model.config={config}", "model.path=null"]
 
 
 def _closest(key: str, names: list[str]) -> str:

@@ -33,7 +33,6 @@ from tqdm import tqdm
 
 from trainer.cache import calibration_dir
 from trainer.config import ConfigError
-from trainer.contracts import write_json
 from trainer.environment import process_env
 from trainer.lifeline import tied_env
 
@@ -161,6 +160,7 @@ def _read(path: str, inode: int, mtime_ns: int, size: int) -> dict | None:
 
 def run_probe(settings: ProbeSettings, rendezvous: Rendezvous = Rendezvous()) -> tuple[Path, dict]:
     """Measure this machine and store the result (replacing any earlier one): its path and contents."""
+    from trainer.contracts import write_json  # here: `meshpilot plan` only reads probes (pydantic takes 0.1 s)
     from trainer.environment import versions
     from trainer.throughput import this_machine
 

@@ -123,14 +123,47 @@ class MeasuredMemory(TypedDict):
     optimizer: NotRequired[Bytes]
 
 
+class TimelinePoint(TypedDict):
+    """A moment of the measured step (trainer.memory.MemoryTimeline): the phase that just ended, bytes by category."""
+
+    __pydantic_config__ = STRICT
+    phase: str  # "start", "forward mb1", "backward mb1", ..., "optimizer", "zero_grad"
+    parameters: Bytes
+    gradients: Bytes
+    optimizer: Bytes
+    activations: Bytes  # saved for backward and not yet used by it
+    temporaries: NotRequired[Bytes]  # CUDA only: the allocator's bytes beyond the categories above
+
+
+# The timeline's categories, each with the predicted ones (PredictedMemory) it compares with: what the report's
+# and the terminal UI's charts draw side by side.
+TIMELINE_CATEGORIES: dict[str, tuple[str, ...]] = {
+    "parameters": ("parameters",),
+    "gradients": ("gradients",),
+    "optimizer": ("optimizer",),
+    "activations": ("activations_saved", "weight_copies_saved"),
+    "temporaries": ("temporaries",),
+}
+
+
+class RankTimeline(TypedDict):
+    """One rank's memory through the measured step, in the order things happened."""
+
+    __pydantic_config__ = STRICT
+    rank: Count
+    step: Annotated[int, Field(ge=1)]
+    points: list[TimelinePoint]
+
+
 class MemoryReport(TypedDict):
-    """memory.json: predicted beside measured, per rank."""
+    """memory.json: predicted beside measured, per rank, and each rank's memory through the measured step."""
 
     __pydantic_config__ = STRICT
     units: Literal["bytes"]
     predicted: list[PredictedMemory]
     measured: list[MeasuredMemory]
     peak_source: str  # what "peak" measures on this device
+    timeline: list[RankTimeline]
 
 
 class RankFailure(TypedDict):

@@ -52,7 +52,6 @@ from transformers import PretrainedConfig
 
 from trainer.cache import calibration_dir
 from trainer.config import Experiment, resolve_precision
-from trainer.contracts import write_json
 from trainer.flops import peak_bf16_flops, peak_memory_bandwidth, step_flops
 from trainer.layout import MESH_DIMS, Layout
 from trainer.probe import read_probe
@@ -415,6 +414,8 @@ class Calibration:
     @staticmethod
     def record(hardware: Hardware, estimate: StepEstimate, measured_step_s: float) -> Calibration:
         """Store a measured run and refit; later predictions on this machine use the new factors."""
+        from trainer.contracts import write_json  # here: `meshpilot plan` only reads (pydantic takes 0.1 s)
+
         path = _calibration_path(hardware)
         path.parent.mkdir(parents=True, exist_ok=True)
         # Parallel sweep trials finish together: the lock keeps each one's read-append-write whole, and the

@@ -22,13 +22,24 @@ import yaml
 from agent import jobs
 from trainer.config import ConfigError
 from trainer.layout import layout_name
-from trainer.results import StepRecord
+from trainer.results import TIMELINE_CATEGORIES, MemoryReport, StepRecord
 from trainer.rundir import RunDir, StepsTail, tokens_per_s
 
 RUNS_DIR = "runs"
 SWEEPS_DIR = "sweeps"
 ACTIVE = ("queued", "running")
 THROUGHPUT_WINDOW = 10  # steps the live tokens/s averages over
+
+
+@dataclass(frozen=True)
+class StepMemory:
+    """The first rank's memory through the step the run measured (memory.json "timeline"), by category
+    (trainer.results.TIMELINE_CATEGORIES), beside the memory model's prediction for that rank."""
+
+    step: int
+    phases: tuple[str, ...]
+    measured: tuple[tuple[int, ...], ...]  # per category: bytes at the end of each phase
+    predicted: tuple[int, ...]  # per category
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,7 @@ class RunInfo:
     loss: float | None
     losses: tuple[tuple[int, float], ...] = ()
     throughput: tuple[tuple[int, float], ...] = ()  # tokens/s of each step
+    memory: StepMemory | None = None  # once the run ended, when it wrote memory.json
 
     @property
     def active(self) -> bool:
@@ -113,6 +125,7 @@ class RunMonitor:
             loss=final_loss if (final_loss := _finite(metrics.get("final_loss"))) is not None else last_loss,
             losses=tuple(tracked.losses),
             throughput=tuple(tracked.throughput),
+            memory=None if status["state"] in (*ACTIVE, "starting") else _step_memory(directory),
         )
         if not run.active and status["state"] != "starting":
             tracked.ended = run
@@ -143,6 +156,29 @@ def _follow_steps(tracked: _Tracked) -> None:
         if record["tokens"] and record["step_s"]:
             tracked.throughput.append((record["step"], tokens_per_s([record])))
             tracked.timed.append(record)
+
+
+def _step_memory(directory: Path) -> StepMemory | None:
+    try:
+        memory = RunDir(directory).read_memory()
+    except (OSError, ValueError):  # a file from another version: the run's other figures still show
+        return None
+    return step_memory(memory) if memory is not None else None
+
+
+def step_memory(memory: MemoryReport) -> StepMemory | None:
+    """The first rank's timeline and prediction, or None when the file has no timeline."""
+    if not memory["timeline"] or not memory["timeline"][0]["points"]:
+        return None
+    timeline = memory["timeline"][0]
+    predicted = next((p for p in memory["predicted"] if p["rank"] == timeline["rank"]), {})
+    points = timeline["points"]
+    return StepMemory(
+        step=timeline["step"],
+        phases=tuple(point["phase"] for point in points),
+        measured=tuple(tuple(point.get(key, 0) for point in points) for key in TIMELINE_CATEGORIES),
+        predicted=tuple(sum(predicted.get(k, 0) for k in keys) for keys in TIMELINE_CATEGORIES.values()),
+    )
 
 
 def _live_tokens_per_s(timed: list[StepRecord]) -> float | None:

@@ -98,9 +98,12 @@ def _plots(ctx: Context) -> dict[str, bytes]:
     trials = ctx.sweep.trials
     labels = {t.id: ctx.plain_label(t) for t in trials}
     drawn = {"throughput.png": plots.throughput(trials, labels)}
-    if ctx.sweep.winner is not None:
-        drawn["memory.png"] = plots.memory_per_rank(ctx.sweep.winner, labels[ctx.sweep.winner.id])
-    for name, png in (("loss.png", _loss_plot(ctx, labels)), ("gns.png", plots.gradient_noise_scale(trials, labels))):
+    winner = ctx.sweep.winner
+    if winner is not None:
+        drawn["memory.png"] = plots.memory_per_rank(winner, labels[winner.id])
+    timeline = plots.memory_timeline(winner, labels[winner.id]) if winner is not None else None
+    for name, png in (("memory_timeline.png", timeline), ("loss.png", _loss_plot(ctx, labels)),
+                      ("gns.png", plots.gradient_noise_scale(trials, labels))):  # fmt: skip
         if png is not None:
             drawn[name] = png
     return drawn

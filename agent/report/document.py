@@ -20,6 +20,7 @@ from trainer.layout import MESH_DIMS, ONE_PROCESS
 PLOT_TITLES = {
     "throughput.png": "Throughput per layout",
     "memory.png": "Memory per rank of the winner, predicted and measured",
+    "memory_timeline.png": "Memory of the winner through one training step, measured, beside the predicted peak",
     "gns.png": "Gradient noise scale per trial",
 }  # and loss.png's, which says what it draws (loss.TITLES)
 

@@ -10,6 +10,7 @@ from io import BytesIO
 from typing import TYPE_CHECKING
 
 from agent.report.inputs import LongerRun, Trial
+from trainer.results import TIMELINE_CATEGORIES
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -56,6 +57,45 @@ def memory_per_rank(trial: Trial, label: str) -> bytes:
     axes.set_ylabel("MiB")
     axes.set_title(f"Memory per rank: {label}")
     axes.legend(fontsize=8)
+    return _png(figure)
+
+
+_TIMELINE_NAMES = {"optimizer": "optimizer state", "activations": "activations saved"}
+
+
+def memory_timeline(trial: Trial, label: str) -> bytes | None:
+    """The first rank's memory through the measured step, a stacked bar per phase boundary, beside the memory
+    model's prediction for that rank as one more bar (and its top as a dashed line); None without a timeline."""
+    memory = trial.memory()
+    if not memory or not memory["timeline"] or not memory["timeline"][0]["points"]:
+        return None
+    timeline = memory["timeline"][0]
+    predicted = next((p for p in memory["predicted"] if p["rank"] == timeline["rank"]), None)
+    points = timeline["points"]
+    figure = _figure(figsize=(max(6, 0.35 * len(points) + 3), 4.5), dpi=100)
+    axes = figure.add_subplot()
+    x = list(range(len(points)))
+    bottom, predicted_bottom = [0.0] * len(points), 0.0
+    for color, (key, predicted_keys) in enumerate(TIMELINE_CATEGORIES.items()):
+        heights = [point.get(key, 0) / _MIB for point in points]
+        name = _TIMELINE_NAMES.get(key, key)
+        axes.bar(x, heights, 0.8, bottom=bottom, color=f"C{color}", label=name, edgecolor="white", linewidth=0.5)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+        if predicted is not None:
+            height = sum(predicted.get(k, 0) for k in predicted_keys) / _MIB
+            axes.bar(len(points) + 0.5, height, 0.8, bottom=predicted_bottom, color=f"C{color}", hatch="//",
+                     edgecolor="white", linewidth=0.5)  # fmt: skip
+            predicted_bottom += height
+    phases = [point["phase"] for point in points]
+    if predicted is not None:
+        axes.axhline(predicted_bottom, color="black", linestyle="--", linewidth=0.8, label="predicted peak")
+        x, phases = [*x, len(points) + 0.5], [*phases, "predicted"]
+    axes.set_xticks(x, phases, rotation=60, ha="right", fontsize=7)
+    if not any("temporaries" in point for point in points):
+        axes.set_xlabel("end of each phase (temporaries are measured on CUDA only)", fontsize=8)
+    axes.set_ylabel("MiB")
+    axes.set_title(f"Memory through step {timeline['step']}, rank {timeline['rank']}: {label}", fontsize=10)
+    axes.legend(fontsize=7)
     return _png(figure)
 
 

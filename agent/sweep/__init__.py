@@ -118,7 +118,7 @@ def run_sweep(
     out: Path,
     *,
     resume: bool = False,
-    executor: str = "local",
+    executor: str | None = None,
     max_parallel: int = 1,
     trials: int | None = None,
     env: dict | None = None,
@@ -137,7 +137,8 @@ def run_sweep(
     `space` maps experiment keys to choices or ranges (see agent.sweep.space; default: the planner's layouts x
     micro-batch x activation checkpointing). `devices` bounds the devices trials share (default: every GPU, or
     every core this process may use); trials run at most `max_parallel` at a time and never on more devices
-    than that together. `resume` on a directory with no sweep in it starts one. `env` is added to every
+    than that together. `resume` on a directory with no sweep in it starts one. `executor` is where trials run
+    (default local); a resumed sweep keeps the one it started with, and refuses another. `env` is added to every
     trial's environment. `slurm` holds submitit parameters (e.g. {"slurm_partition": "gpu"}). `progress` is called
     with a runner.SweepProgress at every poll of the trials (agent.sweep.progress shows it on a terminal).
     `trackers` replaces the experiment's train.trackers in every trial (each trial is a tracker run of its own).
@@ -150,7 +151,6 @@ def run_sweep(
 
     experiment, out = Path(experiment).absolute(), Path(out).absolute()
     _check_options(executor, EXECUTORS, max_parallel, trials, devices, trial_timeout_s, hang_s)
-    runs_on = make_executor(executor, out / "submitit", slurm)
     loaded = load_experiment(experiment)
     sweep_file = out / SWEEP_FILE
     try:
@@ -161,13 +161,17 @@ def run_sweep(
     if started is not None:
         if not resume:
             raise ConfigError(f"{out} holds a sweep; pass --resume to continue it or choose another --out")
+        _check_same_sweep(started, loaded, experiment, trials, space, sampler, devices, trackers, executor)
+    # A resumed sweep watches its trials, and starts new ones, where it started them: its recorded executor.
+    kind = started["executor"] if started is not None else executor or "local"
+    runs_on = make_executor(kind, out / "submitit", slurm)  # before a new sweep.json: a missing sbatch leaves none
+    if started is not None:
         sweep = started
-        _check_same_sweep(sweep, loaded, experiment, trials, space, sampler, devices, trackers)
     else:
         if out.is_dir() and any(not is_job_file(p.name) for p in out.iterdir()):  # a sweep job's record is there
             raise ConfigError(f"{out} is not empty and holds no sweep; choose another --out")
         sweep = _new_sweep(
-            experiment, loaded, space or {}, sampler, trials, devices, executor, prune, trial_timeout_s, hang_s
+            experiment, loaded, space or {}, sampler, trials, devices, kind, prune, trial_timeout_s, hang_s
         )
         sweep["trackers"] = trackers  # None: the experiment's
         out.mkdir(parents=True, exist_ok=True)
@@ -181,7 +185,7 @@ def run_sweep(
 
 
 def _check_options(executor, executors, max_parallel, trials, devices, timeout_s, hang_s) -> None:
-    if executor not in executors:
+    if executor is not None and executor not in executors:
         raise ConfigError(f"--executor {executor!r} is not one of {', '.join(executors)}")
     for name, value in (("--max-parallel", max_parallel), ("--trials", trials), ("--devices", devices)):
         if value is not None and value < 1:
@@ -259,8 +263,11 @@ def _device_pool(requested: str, devices: int | None) -> tuple[str, list[int]]:
     return device_type, available[: devices or len(available)]
 
 
-def _check_same_sweep(sweep: SweepInputs, loaded, experiment: Path, trials, space, sampler, devices, trackers) -> None:
-    """A resumed sweep is the sweep that started: same experiment, and no option that changes what it runs."""
+def _check_same_sweep(
+    sweep: SweepInputs, loaded, experiment: Path, trials, space, sampler, devices, trackers, executor
+) -> None:
+    """A resumed sweep is the sweep that started: same experiment, and no option that changes what it runs or
+    where (options not given, None, take the sweep's own)."""
     if loaded.config_hash() != sweep["config_hash"]:
         raise ConfigError(f"--resume: {experiment} changed since the sweep started (config hash differs)")
     given = {
@@ -268,6 +275,7 @@ def _check_same_sweep(sweep: SweepInputs, loaded, experiment: Path, trials, spac
         "--space": (space, sweep["requested_space"]),
         "--devices": (devices, len(sweep["device_ids"])),
         "--trackers": (trackers, sweep["trackers"]),
+        "--executor": (executor, sweep["executor"]),
     }
     if sampler != "auto":
         given["--sampler"] = (sampler, sweep["sampler"])

@@ -14,9 +14,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     sweep.add_argument("--resume", action="store_true", help="continue the sweep in --out after a crash or kill")
     sweep.add_argument(
         "--executor",
-        default="local",
         choices=("local", "slurm", "submitit-local"),
-        help="where trials run: this machine, SLURM jobs, or submitit's local executor (default local)",
+        help="where trials run: this machine, SLURM jobs, or submitit's local executor (default local; with "
+        "--resume, the executor the sweep started with)",
     )
     sweep.add_argument("--max-parallel", type=int, default=1, help="trials at once, on disjoint devices (default 1)")
     sweep.add_argument("--trials", type=int, help="trials to run (default search.trials)")

@@ -77,7 +77,7 @@ class SubmititExecutor:
         import submitit
 
         if cluster == "slurm" and shutil.which("sbatch") is None:
-            raise ConfigError("--executor slurm: sbatch is not on PATH (no SLURM here); use --executor local")
+            raise ConfigError("executor slurm needs sbatch, which is not on PATH (no SLURM here)")
         self.folder, self.cluster, self.parameters = folder, cluster, dict(parameters or {})
         self.shares_devices = cluster == "local"
         self._submitit = submitit

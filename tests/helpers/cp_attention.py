@@ -1,11 +1,14 @@
-"""Context-parallel attention against the single-process model, with two negative controls: one forward and
-backward of the tiny model on a packed batch.
+"""Context-parallel attention against the single-process model, with negative controls: one forward and
+backward of the tiny model per data variant (packed or one document per row, grouped-query or full multi-head).
 
-Run under torchrun: `python -m torch.distributed.run --nproc-per-node CP cp_attention.py OUT DEVICE KV_HEADS`.
-Every rank computes the single-process reference on the whole batch, then its share under context parallelism
-three ways: with the real attention function, with keys and values left local (not gathered), and with a mask
-that ignores document boundaries. Rank 0 writes, for each, the relative difference of the summed loss and the
-largest relative gradient difference, and the bytes the real run's cp collectives moved per rank, as JSON.
+Run under torchrun: `python -m torch.distributed.run --nproc-per-node CP cp_attention.py OUT DEVICE VARIANTS`,
+VARIANTS a JSON object {name: [packed, key-value heads]}. For each variant, every rank computes the
+single-process reference on the whole batch (packed rows with their block-causal mask, unpacked ones with plain
+causal attention, as the trainer does), then its share under context parallelism with the real attention
+function and with broken ones: keys and values left local (not gathered), a mask whose keys are in sequence order
+rather than gather order, and, for packed rows, a mask that ignores document boundaries. Rank 0 writes, for each,
+the relative difference of the summed loss and the largest relative gradient difference, and the bytes the real
+run's cp collectives moved per rank, as JSON.
 """
 
 from __future__ import annotations
@@ -26,32 +29,35 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for support
 from support import TINY_MODEL
 
-from trainer.context_parallel import ATTENTION, install_context_parallel, local_mask
+from trainer.context_parallel import ATTENTION, install_context_parallel, local_mask, local_positions
 from trainer.layout import Layout
 from trainer.model import build_model
-from trainer.packing import IGNORE_INDEX, model_inputs, row_from_segments
+from trainer.packing import IGNORE_INDEX, block_causal_mask, model_inputs, row_from_segments
 
 SEQ_LEN = 64
 
 
-def packed_batch(rows: int, seed: int) -> dict[str, torch.Tensor]:
-    """Rows of several documents of random lengths, the last row ending in padding."""
+def batch(rows: int, seed: int, packed: bool) -> dict[str, torch.Tensor]:
+    """Rows of several documents of random lengths (packed) or of one document each; the last row ends in
+    padding that spans more than one cp chunk."""
     rng = np.random.default_rng(seed)
     built = []
     for row in range(rows):
-        cuts = np.sort(rng.choice(np.arange(1, SEQ_LEN), size=3, replace=False))
-        segments = np.searchsorted(cuts, np.arange(SEQ_LEN + 1), side="right")
+        segments = np.zeros(SEQ_LEN + 1, dtype=np.int64)
+        if packed:
+            cuts = np.sort(rng.choice(np.arange(1, SEQ_LEN), size=3, replace=False))
+            segments = np.searchsorted(cuts, np.arange(SEQ_LEN + 1), side="right")
         if row == rows - 1:
-            segments[-9:] = -1
+            segments[-21:] = -1
         tokens = rng.integers(0, TINY_MODEL["vocab_size"], SEQ_LEN + 1)
         built.append(row_from_segments(tokens, segments))
     return {k: torch.from_numpy(np.stack([r[k] for r in built])) for k in built[0]}
 
 
-def loss_and_gradients(model, batch, group=None) -> tuple[float, dict[str, torch.Tensor]]:
+def loss_and_gradients(model, batch, packed: bool, group=None) -> tuple[float, dict[str, torch.Tensor]]:
     """Summed cross-entropy over the batch (over the group's shares, when given) and the gradients of its mean."""
     model.zero_grad()
-    logits = model(**model_inputs(batch)).logits
+    logits = model(**model_inputs(batch, packed)).logits
     loss = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
     tokens = (batch["labels"] != IGNORE_INDEX).sum().double()
     total = loss.detach().double()
@@ -78,6 +84,12 @@ def keys_not_gathered(module, query, key, value, attention_mask, **kwargs):
     mask = attention_mask[..., rank * local : (rank + 1) * local]
     kwargs.pop("is_causal", None)
     return sdpa_attention_forward(module, query, key, value, mask, is_causal=False, **kwargs)
+
+
+def keys_in_sequence_order(segment_ids: torch.Tensor, cp: int, rank: int) -> torch.Tensor:
+    """Negative control: the local queries' rows of the full mask, whose key columns are in sequence order while
+    the gathered keys are in gather order (zigzag)."""
+    return block_causal_mask(segment_ids)[:, :, local_positions(SEQ_LEN, cp, rank).to(segment_ids.device)]
 
 
 class CountedCollectives:
@@ -109,7 +121,40 @@ class CountedCollectives:
         dist.all_gather_into_tensor, dist.reduce_scatter_tensor = self.saved
 
 
-def main(out: Path, device_type: str, kv_heads: int) -> None:
+def variant_results(packed: bool, kv_heads: int, mesh, device: torch.device) -> dict:
+    """Reference, the real cp attention and the negative controls for one data variant."""
+    config = AutoConfig.for_model(**{**TINY_MODEL, "num_key_value_heads": kv_heads})
+    model = build_model(config, None, seed=0).to(device)
+    model.train()
+    full = {k: v.to(device) for k, v in batch(rows=2, seed=1, packed=packed).items()}
+    reference = loss_and_gradients(model, full, packed)
+
+    cp = dist.get_world_size()
+    cp_model = copy.deepcopy(model)
+    context = install_context_parallel(cp_model, Layout(dp_replicate=1, cp=cp), mesh)
+    local = context.shard(full)
+    with CountedCollectives() as counted:
+        gathered = loss_and_gradients(cp_model, local, packed, context.group)
+    results = {
+        "gathered": compare(reference, gathered),
+        "collective_bytes": counted.bytes,
+        "collectives": counted.calls,
+    }
+
+    def against_reference(shares: dict) -> dict[str, float]:
+        return compare(reference, loss_and_gradients(cp_model, shares, packed, context.group))
+
+    masks = {"keys_in_sequence_order": keys_in_sequence_order(full["segment_ids"], cp, context.rank)}
+    if packed:  # with one document per row, the causal mask is the right one
+        masks["documents_ignored"] = local_mask(None, cp, context.rank, SEQ_LEN).to(device)
+    for control, mask in masks.items():
+        results[control] = against_reference(dict(local, attention_mask=mask))
+    AttentionInterface.register(ATTENTION, keys_not_gathered)  # the next variant's install registers the real one
+    results["keys_not_gathered"] = against_reference(local)
+    return results
+
+
+def main(out: Path, device_type: str, variants: dict[str, list]) -> None:
     if device_type == "cuda":
         local_rank = int(os.environ["LOCAL_RANK"])
         torch.cuda.set_device(local_rank)
@@ -118,34 +163,12 @@ def main(out: Path, device_type: str, kv_heads: int) -> None:
     else:
         dist.init_process_group("gloo")
         device = torch.device("cpu")
-    cp = dist.get_world_size()
-    config = AutoConfig.for_model(**{**TINY_MODEL, "num_key_value_heads": kv_heads})
-    model = build_model(config, None, seed=0).to(device)
-    model.train()
-    batch = {k: v.to(device) for k, v in packed_batch(rows=2, seed=1).items()}
-    reference = loss_and_gradients(model, batch)
-
-    layout = Layout(dp_replicate=1, cp=cp)
-    cp_model = copy.deepcopy(model)
-    context = install_context_parallel(cp_model, layout, layout.build_mesh(device_type))
-    local = context.shard(batch)
-    with CountedCollectives() as counted:
-        gathered = loss_and_gradients(cp_model, local, context.group)
-    causal_only = dict(local, attention_mask=local_mask(None, cp, context.rank, SEQ_LEN).to(device))
-    wrong_mask = loss_and_gradients(cp_model, causal_only, context.group)
-    AttentionInterface.register(ATTENTION, keys_not_gathered)
-    not_gathered = loss_and_gradients(cp_model, local, context.group)
+    mesh = Layout(dp_replicate=1, cp=dist.get_world_size()).build_mesh(device_type)
+    results = {name: variant_results(packed, kv_heads, mesh, device) for name, (packed, kv_heads) in variants.items()}
     if dist.get_rank() == 0:
-        results = {
-            "gathered": compare(reference, gathered),
-            "wrong_mask": compare(reference, wrong_mask),
-            "keys_not_gathered": compare(reference, not_gathered),
-            "collective_bytes": counted.bytes,
-            "collectives": counted.calls,
-        }
         out.write_text(json.dumps(results))
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]))
+    main(Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]))

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.containers import Horizontal
 from textual_plotext import PlotextPlot
 
-from tui.runs import RunInfo
+from tui.runs import RunInfo, StepMemory
 from tui.widgets.table import Table
 
 FULL = ("run", "layout", "status", "step", "tokens/s", "peak mem", "loss")
@@ -81,13 +81,14 @@ def format_bytes(value: int | None) -> str:
 
 
 class RunCharts(Horizontal):
-    """Loss and tokens/s by step of one run."""
+    """Loss and tokens/s by step of one run, and its memory through the step it measured."""
 
     run: RunInfo | None = None  # the run drawn
 
     def compose(self):
         yield PlotextPlot(id="loss-chart")
         yield PlotextPlot(id="throughput-chart")
+        yield PlotextPlot(id="memory-chart")
 
     def on_mount(self) -> None:
         self.show(None)
@@ -98,6 +99,7 @@ class RunCharts(Horizontal):
         name = run.name if run else "no run"
         _draw(loss, f"loss · {name}", run.losses if run else ())
         _draw(throughput, f"tokens/s · {name}", run.throughput if run else ())
+        _draw_memory(self.query_one("#memory-chart", PlotextPlot), name, run.memory if run else None)
 
 
 def _draw(plot: PlotextPlot, title: str, points: Sequence[tuple[int, float]]) -> None:
@@ -112,3 +114,46 @@ def _draw(plot: PlotextPlot, title: str, points: Sequence[tuple[int, float]]) ->
         if len(steps) <= 10:  # a few steps: label each one, not fractions of a step
             plt.xticks(sorted(set(steps)))
     plot.refresh()
+
+
+MEMORY_LABELS = ("params", "grads", "optim", "activ", "temp")  # trainer.results.TIMELINE_CATEGORIES, shortened
+
+
+def _draw_memory(plot: PlotextPlot, name: str, memory: StepMemory | None) -> None:
+    """A stacked bar per phase boundary of the measured step (MiB), then the predicted categories ("P") with a
+    line at their sum: what the memory model expected at the peak."""
+    plt = plot.plt
+    plt.clear_data()
+    plt.clear_figure()
+    if memory is None:
+        plt.title(f"memory · {name}")  # memory.json comes when the run ends
+        plot.refresh()
+        return
+    plt.title(f"memory, step {memory.step} · {name}")
+    plt.ylabel("MiB")
+    shown = [i for i, values in enumerate(memory.measured) if any(values) or memory.predicted[i]]
+    bars = [[b / 2**20 for b in (*memory.measured[i], memory.predicted[i])] for i in shown]
+    names = [*map(phase_label, memory.phases), "P"]
+    plt.stacked_bar(names, bars, labels=[MEMORY_LABELS[i] for i in shown])
+    plt.xticks(*tick_labels(names))
+    plt.hline(sum(memory.predicted) / 2**20)
+    plot.refresh()
+
+
+def tick_labels(names: Sequence[str], most: int = 8) -> tuple[list[int], list[str]]:
+    """Bar positions (from 1) and names, thinned to every k-th bar plus the prediction so no two overlap: plotext
+    drops overlapping labels in an order set by string hashing, which would change the screen from run to run."""
+    every = -(-len(names) // most)
+    kept = [i for i in range(len(names)) if i % every == 0 or i == len(names) - 1]
+    return [i + 1 for i in kept], [names[i] for i in kept]
+
+
+def phase_label(phase: str) -> str:
+    """A phase in two or three characters: s(tart), F1 and B1 (a micro-batch's forward and backward; F2.1 for
+    stage 2's), o(ptimizer), z(ero_grad)."""
+    kind, _, rest = phase.partition(" ")
+    if kind in ("forward", "backward"):
+        stage, _, micro_batch = rest.rpartition("mb")
+        stage = stage.removeprefix("stage ").strip()
+        return kind[0].upper() + (f"{stage}.{micro_batch}" if stage else micro_batch)
+    return phase[:1]
