@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import resource
+import time
 
 import pytest
 
@@ -31,3 +34,26 @@ def private_store(tmp_path_factory):
         os.environ.pop("MESHPILOT_DATA", None)
     else:
         os.environ["MESHPILOT_DATA"] = previous
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With MESHPILOT_TEST_COSTS=file, one JSON line per test: wall seconds and the CPU seconds of this process and
+    of the processes it reaped (ranks, launchers), fixtures' set-up included. The suite's time is CPU-bound on
+    two cores, so this is what to read before making it faster."""
+    path = os.environ.get("MESHPILOT_TEST_COSTS")
+    if not path:
+        return (yield)
+    before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        return (yield)
+    finally:
+        after = (
+            time.perf_counter(),
+            resource.getrusage(resource.RUSAGE_SELF),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        )
+        cpu = [a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime for a, b in zip(after[1:], before[1:], strict=True)]
+        line = {"test": item.nodeid, "wall_s": after[0] - before[0], "cpu_s": cpu[0], "children_cpu_s": cpu[1]}
+        with open(path, "a") as costs:
+            costs.write(json.dumps(line) + "\n")

@@ -10,16 +10,18 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import psutil
 import pytest
 from killed_runs import start_train, survivors, wait_for
-from support import REPO, meshpilot, write_experiment
+from support import REPO, meshpilot, train, write_experiment
 
 from agent.jobs import job_processes
 from trainer.checkpoint import latest
 from trainer.config import ConfigError
 from trainer.rundir import RunDir, RunInUse, RunLock
+from trainer.torchrun import AGENT_NAME, can_fork
 
 
 @pytest.mark.slow
@@ -34,7 +36,7 @@ def test_a_live_run_holds_its_directory_and_dies_with_its_launcher(tmp_path):
     # launcher -> torchrun's agent -> two ranks forked by it, named after their rank.
     tree = psutil.Process(launcher.pid).children(recursive=True)
     ranks = [p for p in tree if p.name().startswith("meshpilot:r")]
-    agents = [p for p in tree if "trainer.torchrun" in p.cmdline() and p not in ranks]
+    agents = [p for p in tree if p.name() == AGENT_NAME]
     assert (len(tree), len(ranks), len(agents)) == (3, 2, 1)  # nothing else of the run to tie
     assert sorted(rank.name() for rank in ranks) == ["meshpilot:r0", "meshpilot:r1"]
     assert all(rank.ppid() == agents[0].pid for rank in ranks)
@@ -81,3 +83,29 @@ def test_the_run_lock_is_exclusive_and_dies_with_its_holder(tmp_path):
     fresh = RunLock(RunDir(tmp_path / "fresh"))
     fresh.release(discard=True)  # a launcher that gave up before writing anything leaves no directory behind
     assert not (tmp_path / "fresh").exists()
+
+
+def test_the_agent_is_forked_only_from_a_launcher_with_one_thread():
+    one_thread = [sys.executable, "-c", "from trainer.torchrun import can_fork; print(can_fork())"]
+    done = subprocess.run(one_thread, cwd=REPO, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}, capture_output=True)
+    assert done.stdout.decode().strip() == "True", done.stderr.decode()[-2000:]
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not can_fork()  # another thread might hold a lock the child would wait on forever
+    finally:
+        stop.set()
+        other.join()
+
+
+@pytest.mark.slow
+def test_a_forked_agent_and_a_fresh_one_train_the_same_run(tmp_path):
+    """A launcher with one thread forks torchrun's agent; one with a BLAS thread pool (set by the environment)
+    starts a fresh interpreter. Both ways train the same losses, bit for bit."""
+    experiment = write_experiment(tmp_path, {"train": {"steps": 2}})
+    forked = train(experiment, tmp_path / "forked", "--nproc", "2")
+    fresh = train(experiment, tmp_path / "fresh", "--nproc", "2", env={"OPENBLAS_NUM_THREADS": "2"})
+    assert "forked from the launcher" in forked.torchrun_log.read_text()
+    assert "a fresh interpreter" in fresh.torchrun_log.read_text()
+    assert [s["loss"] for s in forked.read_steps()] == [s["loss"] for s in fresh.read_steps()]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,6 +48,9 @@ def _train(args: argparse.Namespace) -> int:
     from trainer.lifeline import tie_to_parent
 
     tie_to_parent()  # started by a job supervisor: die with it (imported first: the next import takes seconds)
+    # numpy's OpenBLAS starts a thread pool when imported, and a launcher with more than one thread cannot fork
+    # torchrun's agent (trainer.torchrun.can_fork). Nothing of a run uses numpy's BLAS (torch has its own).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from trainer.launch import TrainRequest, describe, launch, prepare
 
     request = TrainRequest(

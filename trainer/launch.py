@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ import torch
 import yaml
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
+from trainer import torchrun
 from trainer.attention import AttentionError, choose_attention, head_dim
 from trainer.cache import fingerprint
 from trainer.chat_data import chat_template, check_template_available, example_texts, read_examples, rendered_examples
@@ -240,7 +240,7 @@ def _launch(prepared: PreparedRun) -> dict:
     for stale in (run.metrics, *run.path.glob("failure.rank*.json")):
         stale.unlink(missing_ok=True)
     # torchrun's agent, which forks the ranks (trainer.torchrun): it and its ranks die with this launcher.
-    command = [sys.executable, "-m", "trainer.torchrun", f"--nproc-per-node={prepared.nproc}"]
+    command = [f"--nproc-per-node={prepared.nproc}"]
     if prepared.nnodes == 1 and request.rdzv_endpoint is None:
         command.append("--standalone")
     else:
@@ -248,9 +248,7 @@ def _launch(prepared: PreparedRun) -> dict:
         command += [f"--rdzv-endpoint={request.rdzv_endpoint or '127.0.0.1:29500'}"]
     command += ["--max-restarts=0", "--monitor-interval=0.1", str(run.path)]
     with run.torchrun_log.open("w") as output:
-        process = subprocess.Popen(
-            command, env=tied_env(_worker_env(prepared)), stdout=output, stderr=subprocess.STDOUT
-        )
+        process = torchrun.start(command, tied_env(_worker_env(prepared)), output, closed=(prepared.lock.fileno(),))
         try:
             returncode = follow(process, run, prepared.experiment.train.steps)
         except BaseException as error:  # never leave the ranks running without their launcher
@@ -272,7 +270,7 @@ def _launch(prepared: PreparedRun) -> dict:
     return metrics
 
 
-def _stop(process: subprocess.Popen) -> None:
+def _stop(process: torchrun.Agent) -> None:
     """torchrun passes SIGTERM on to the ranks; give them a moment, then insist."""
     process.terminate()
     try:

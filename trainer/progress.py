@@ -6,15 +6,15 @@ user sees one bar with loss and tokens/s, not interleaved per-rank logs and trac
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 from tqdm import tqdm
 
 from trainer.rundir import RunDir, StepsTail, tokens_per_s
+from trainer.torchrun import Agent
 
 
-def follow(process: subprocess.Popen, run: RunDir, total_steps: int, poll_s: float = 0.5) -> int:
+def follow(process: Agent, run: RunDir, total_steps: int, poll_s: float = 0.5) -> int:
     """Show progress until `process` exits; return its exit code."""
     steps = StepsTail(run.steps)
     with tqdm(total=total_steps, unit="step", dynamic_ncols=True, disable=None) as bar:

@@ -104,6 +104,11 @@ class RunLock:
         handle.flush()
         self._handle: IO[str] | None = handle
 
+    def fileno(self) -> int:
+        """The locked file's descriptor (a forked child closes its copy: the lock is the launcher's alone)."""
+        assert self._handle is not None, "released"
+        return self._handle.fileno()
+
     def release(self, discard: bool = False) -> None:
         """Unlock. `discard`: the launcher gives up before writing anything, so the directory is left as it was:
         the lock file goes, and so does a directory this lock created (when nothing else is in it)."""

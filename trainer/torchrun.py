@@ -1,4 +1,5 @@
-"""torchrun's agent for one run, whose ranks are forked from it: `python -m trainer.torchrun TORCHRUN_ARGS RUN_DIR`.
+"""torchrun's agent for one run, whose ranks are forked from it: `python -m trainer.torchrun TORCHRUN_ARGS RUN_DIR`,
+or forked from the launcher itself (`start`).
 
 A rank started the usual way (`torchrun -m trainer.worker`) is a fresh interpreter that spends about five seconds
 of CPU importing torch, transformers and the model's code before its first step, once per rank. Here the agent
@@ -6,22 +7,116 @@ imports all of that once, then starts each rank with fork (torchrun's own functi
 "fork"): the ranks begin with everything imported. The rendezvous, the restart policy, the failure report and the
 exit code are torchrun's, from its own parser and launcher.
 
-Fork is safe here because the agent has run no OpenMP threads when it forks. Where a GPU is visible the ranks are
-spawned instead, without the preload: importing transformers asks torch about the devices, after which CUDA cannot
-be used in a forked child, and torch's optimizers touch CUDA even for CPU tensors when a GPU is present (both seen
-on an H100: "Cannot re-initialize CUDA in forked subprocess", "CUDA error: initialization error"). Beside GPU work
-the ranks' own imports cost little; CPU runs hide the GPUs (trainer.environment.process_env), so they fork. The
-chain of lifelines (trainer.lifeline) is unchanged: the agent is tied to the launcher, each rank to the agent, and
-the ranks stay in the launcher's process group.
+The agent itself is forked from the launcher where that is safe, for the same reason: a fresh agent would import
+again what the launcher already has (about 4.5 s of CPU per run, most of a small run's set-up). Safe means a torch
+without CUDA and a launcher with a single thread: no lock held by another thread, no OpenMP or BLAS thread pool
+half-inherited. Anywhere else (a CUDA machine, a launcher called inside a threaded program) the agent is a fresh
+interpreter.
+
+Fork is safe for the ranks because the agent has run no OpenMP threads when it forks. Where a GPU is visible the
+ranks are spawned instead, without the preload: importing transformers asks torch about the devices, after which
+CUDA cannot be used in a forked child, and torch's optimizers touch CUDA even for CPU tensors when a GPU is present
+(both seen on an H100: "Cannot re-initialize CUDA in forked subprocess", "CUDA error: initialization error"). Beside
+GPU work the ranks' own imports cost little; CPU runs hide the GPUs (trainer.environment.process_env), so they fork.
+The chain of lifelines (trainer.lifeline) is the same either way: the agent is tied to the launcher, each rank to
+the agent, and the ranks stay in the launcher's process group.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import subprocess
 import sys
 import uuid
+from typing import IO
 
-from trainer.lifeline import tie_to_parent, tied_env
+from trainer.lifeline import name_process, tie_to_parent, tied_env
+
+AGENT_NAME = "meshpilot:agent"  # the agent's process name (ps, psutil), however it was started
+
+
+def start(argv: list[str], env: dict[str, str], log: IO, closed: tuple[int, ...] = ()) -> Agent:
+    """Start the agent with `argv` (its command line, the run directory last) in `env`, its output into `log`.
+
+    Forked when `can_fork` says so; `closed` are file descriptors the forked agent must not keep (the run lock, which
+    must die with the launcher alone)."""
+    if not can_fork():
+        command = [sys.executable, "-m", "trainer.torchrun", *argv]
+        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    process = multiprocessing.get_context("fork").Process(target=_forked, args=(argv, env, log.fileno(), closed))
+    process.start()
+    return Forked(process)
+
+
+def can_fork() -> bool:
+    """A torch built without CUDA (after cuInit a forked child cannot use CUDA, and a CUDA build's launcher may have
+    asked about the devices), on Linux (where threads can be counted), from a process with one thread."""
+    import torch
+
+    return not torch.backends.cuda.is_built() and sys.platform == "linux" and len(os.listdir("/proc/self/task")) == 1
+
+
+class Forked:
+    """A forked agent, with the part of subprocess.Popen's interface the launcher uses (`Agent`)."""
+
+    def __init__(self, process: multiprocessing.Process):
+        self._process = process
+        self.pid = process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.exitcode  # as Popen's: minus the signal's number when one ended it
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(AGENT_NAME, timeout or 0)
+        return self.returncode
+
+    def terminate(self) -> None:
+        self._process.terminate()
+
+    def kill(self) -> None:
+        self._process.kill()
+
+
+Agent = subprocess.Popen | Forked  # a started agent, either way
+
+
+def _forked(argv: list[str], env: dict[str, str], log_fd: int, closed: tuple[int, ...]) -> None:
+    """The forked agent: the launcher's output and environment swapped for the run's, then `run`."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in closed:  # still open, but on /dev/null: whatever holds the number stays valid
+        os.dup2(devnull, fd)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.environ.clear()
+    os.environ.update(env)
+    if "OMP_NUM_THREADS" in env:  # read by torch when the launcher imported it: the ranks' share is set here
+        import torch
+
+        torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
+    run(argv, forked=True)
+
+
+def run(argv: list[str], forked: bool = False) -> None:
+    """Be the agent: tied to its parent, run torchrun, and exit without the interpreter's teardown (torch's modules
+    and destructors, which the launcher would wait for). A failed rank raises here, after torchrun's failure
+    report: the exit code is then 1, as torchrun's."""
+    tie_to_parent()
+    name_process(AGENT_NAME)
+    print(f"{AGENT_NAME} pid {os.getpid()}: {'forked from the launcher' if forked else 'a fresh interpreter'}")
+    os.environ.update(tied_env({}))  # the ranks inherit this environment: each is tied to this agent in turn
+    main(argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main(argv: list[str]) -> None:
@@ -47,11 +142,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    tie_to_parent()
-    os.environ.update(tied_env({}))  # the ranks inherit this environment: each is tied to this agent in turn
-    main(sys.argv[1:])  # a failed rank raises here, after torchrun's failure report: its exit code is torchrun's
-    # Every rank ended well: skip the interpreter's teardown (torch's modules and destructors), which the launcher
-    # would wait for.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    run(sys.argv[1:])
