@@ -55,5 +55,6 @@ def pytest_runtest_protocol(item, nextitem):
         )
         cpu = [a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime for a, b in zip(after[1:], before[1:], strict=True)]
         line = {"test": item.nodeid, "wall_s": after[0] - before[0], "cpu_s": cpu[0], "children_cpu_s": cpu[1]}
+        line |= {"ended": time.time(), "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}
         with open(path, "a") as costs:
             costs.write(json.dumps(line) + "\n")
