@@ -15,7 +15,7 @@ import pytest
 import torch
 from support import TINY_MODEL
 from test_model_options import tiny_batch
-from test_report import build_sweep
+from test_report import shared_sweep
 from test_report_wording import REPORT_DIR, build_report, readme
 
 from trainer.memory import MemoryTimeline, state_bytes
@@ -29,7 +29,7 @@ MICRO_BATCHES = 3
 
 @pytest.fixture(scope="session")
 def sweep(tmp_path_factory):
-    return build_sweep(tmp_path_factory.getbasetemp() / "report-sweep")
+    return shared_sweep(tmp_path_factory)
 
 
 def expected_phases(micro_batches: int) -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import git
 import pytest
 import responses
-from test_report import BENCH, BRANCH, DATE, REPORT_DIR, SLUG, build_sweep, make_repo
+from test_report import BENCH, BRANCH, DATE, REPORT_DIR, SLUG, make_repo, shared_sweep
 
 from agent.repo.providers import PullRequest, make_provider, parse_remote_url
 from agent.repo.providers.gitea import GiteaProvider
@@ -32,7 +32,7 @@ REQUEST = PullRequest(BRANCH, "main", "meshpilot: layout sweep", "The report.", 
 
 @pytest.fixture(scope="session")
 def sweep(tmp_path_factory):
-    return build_sweep(tmp_path_factory.getbasetemp() / "report-sweep")
+    return shared_sweep(tmp_path_factory)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ written from their metrics, and a trial the planner pruned before it ran.
 from __future__ import annotations
 
 import json
+import os
 import re
 from io import BytesIO
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 import yaml
+from filelock import FileLock
 from support import TINY_MODEL, meshpilot, write_experiment
 
 TRIALS = (  # id, layout, environment, expected status
@@ -165,7 +167,16 @@ def make_repo(path: Path, readme: str | None = USER_README):
 
 @pytest.fixture(scope="session")
 def sweep(tmp_path_factory) -> Path:
-    return build_sweep(tmp_path_factory.getbasetemp() / "report-sweep")
+    return shared_sweep(tmp_path_factory)
+
+
+def shared_sweep(tmp_path_factory) -> Path:
+    """build_sweep's sweep, built once for the whole session: under pytest-xdist in the directory above the
+    workers' own, the first worker to ask builds it while the others wait. The tests only read it."""
+    root = tmp_path_factory.getbasetemp()
+    shared = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+    with FileLock(shared / "report-sweep.lock"):
+        return build_sweep(shared / "report-sweep")
 
 
 @pytest.fixture(scope="module")
