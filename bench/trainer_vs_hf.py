@@ -2,33 +2,37 @@
 
 Three ways to train the same small Llama on the built-in corpus (`builtin:stdlib-docs`, tokenized once with the
 builtin tokenizer, so all three see the same token ids) for the same number of optimizer steps, each step being
-the same number of rows of seq_len:
+the same number of rows of seq_len, on one process and on several (data parallel):
 
-- meshpilot: `meshpilot train` (one CPU process), packed rows isolated by a block-diagonal mask;
+- meshpilot: `meshpilot train` (`--nproc N --layout dp_replicate=N`: DDP from two processes on), packed rows
+  isolated by a block-diagonal mask;
 - hf_padded: transformers.Trainer, one document per row, truncated to seq_len and padded per micro-batch
   (DataCollatorForLanguageModeling(mlm=False)), which is what most fine-tuning scripts do;
 - hf_flattened: transformers.Trainer with DataCollatorWithFlattening applied to each packed row (no padding,
   position ids restarting at each document, from which transformers builds the isolating mask).
 
-The model starts from the same random weights (trainer.model.build_model), and the Trainer gets meshpilot's own
-AdamW (weight decay on matrices only) and warm-up + cosine schedule, with the same gradient clipping, so the
-optimizer is identical and only the training machinery differs. Both token-normalise the loss over gradient
-accumulation (transformers through `num_items_in_batch`). Variants run back to back in one invocation,
-interleaved (a, b, c, a, b, c, ...), with the same number of torch threads; each speed is the best repeat.
+Each run is a process of its own (the Trainer under torchrun, hence DDP, from two processes on), with the
+machine's torch threads shared out between its processes, the same for every variant. The model starts from the
+same random weights (trainer.model.build_model), and the Trainer gets meshpilot's own AdamW (weight decay on
+matrices only) and warm-up + cosine schedule, with the same gradient clipping and the same global batch (fewer
+accumulation steps per process as processes are added), so the optimizer is identical and only the training
+machinery differs. Both token-normalise the loss over gradient accumulation (transformers through
+`num_items_in_batch`). Variants run back to back in one invocation, interleaved (a, b, c, a, b, c, ...); each
+speed is the best repeat, and `targets` says whether meshpilot reaches issue 18's aims (TARGETS).
 
 What is timed: for meshpilot, metrics.json's tokens_per_s (non-padding input tokens over the wall time of the
 steps after `timing_warmup_steps`, from reading the step's rows to the end of the optimizer update). For the
-Trainer, the same steps: the wall time between consecutive `on_step_end` callbacks (data loading, forward,
-backward, clipping, update, and the Trainer's per-step logging) and its own count of non-padding input tokens
-(`include_num_input_tokens_seen="non_padding"`). Process start, model building and checkpoint writing are
-timed for neither.
+Trainer, the same steps: the wall time between consecutive `on_step_end` callbacks on rank 0 (data loading,
+forward, backward, clipping, update, and the Trainer's per-step logging) and its own count of non-padding input
+tokens over all ranks (`include_num_input_tokens_seen="non_padding"`). Process start, model building and
+checkpoint writing are timed for neither.
 
 After training, each model's loss is measured on the same held-out documents (the corpus's "heldout" split,
 never trained on), evaluated identically for all: one document per row, split into rows of seq_len when longer,
 mean cross-entropy per target token. Final training losses are not comparable between packed and padded
 training (padded rows only ever show the beginnings of documents); the held-out loss is.
 
-    python -m bench.trainer_vs_hf [--quick] [--steps N] [--repeats R] [--threads T] [--out FILE]
+    python -m bench.trainer_vs_hf [--quick] [--steps N] [--repeats R] [--threads T] [--processes N ...] [--out FILE]
 
 Run from the repository root. Writes bench/results/trainer_vs_hf.json (or --out).
 """
@@ -193,10 +197,12 @@ def heldout_loss(model: torch.nn.Module, heldout: TokenizedCorpus, seq_len: int,
 # --- meshpilot ---------------------------------------------------------------------------------------------------
 
 
-def run_meshpilot(prepared: Prepared, out: Path, threads: int, heldout: TokenizedCorpus) -> dict:
-    """`meshpilot train` as a user runs it, in its own process; results read back from the run directory."""
+def run_meshpilot(prepared: Prepared, out: Path, threads: int, nproc: int, heldout: TokenizedCorpus | None) -> dict:
+    """`meshpilot train` as a user runs it, in its own processes (DDP for two or more); results read back from the
+    run directory. Without `heldout` no held-out loss is measured."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     command = [sys.executable, "-m", "agent.cli", "train", str(prepared.experiment_file), "--out", str(out)]
+    command += ["--nproc", str(nproc), "--layout", f"dp_replicate={nproc}"]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"meshpilot train failed ({done.returncode}): {(done.stderr or done.stdout)[-2000:]}")
@@ -215,7 +221,9 @@ def run_meshpilot(prepared: Prepared, out: Path, threads: int, heldout: Tokenize
         "step_seconds": [s["step_s"] for s in steps],
         "final_loss": metrics["final_loss"],
         "losses": [s["loss"] for s in steps],
-        "heldout": heldout_loss(load_model(find_checkpoint(out)), heldout, prepared.experiment.data.seq_len),
+        "heldout": heldout_loss(load_model(find_checkpoint(out)), heldout, prepared.experiment.data.seq_len)
+        if heldout
+        else None,
     }
 
 
@@ -277,26 +285,24 @@ def packed_examples(corpus: TokenizedCorpus, seq_len: int, seed: int) -> list[di
     return rows
 
 
-def run_hf(
-    prepared: Prepared,
-    examples: list[dict],
-    collator: Callable,
-    out: Path,
-    heldout: TokenizedCorpus | None,
-    device: str = "cpu",
-) -> dict:
-    """transformers.Trainer for the same steps, model init, optimizer and schedule as the meshpilot run.
-
-    On CUDA it trains in bf16 mixed precision, as `meshpilot train` does there; without `heldout` no held-out
-    loss is measured."""
+def build_hf_trainer(
+    prepared: Prepared, examples: list[dict], collator: Callable, out: Path, device: str = "cpu"
+) -> tuple[Trainer, StepTimer]:
+    """transformers.Trainer for the same steps, model init, optimizer and schedule as the meshpilot run, with a
+    StepTimer. On CUDA it trains in bf16 mixed precision, as `meshpilot train` does there."""
     spec = prepared.experiment.train
     model = build_model(prepared.config, None, spec.seed)  # the same initial weights as meshpilot's
     model.to(device)
     optimizer = build_optimizer(model, spec, device)
+    processes = int(os.environ.get("WORLD_SIZE", "1"))  # under torchrun: the same global batch over the ranks
+    rows_per_step = spec.global_batch_tokens // prepared.experiment.data.seq_len
     args = TrainingArguments(
         output_dir=str(out),
         per_device_train_batch_size=spec.micro_batch,
-        gradient_accumulation_steps=spec.global_batch_tokens // prepared.experiment.data.seq_len // spec.micro_batch,
+        gradient_accumulation_steps=rows_per_step // (spec.micro_batch * processes),
+        # Under DDP, no search for unused parameters (the Trainer's default, which costs a graph walk per step):
+        # meshpilot does none either, and every parameter of this model gets a gradient.
+        ddp_find_unused_parameters=False,
         max_steps=spec.steps,
         max_grad_norm=spec.grad_clip,
         seed=spec.seed,
@@ -322,7 +328,21 @@ def run_hf(
         callbacks=[timer],
     )
     trainer.remove_callback(PrinterCallback)  # it prints every step's log dict; the losses are read from state
+    return trainer, timer
+
+
+def run_hf(
+    prepared: Prepared,
+    examples: list[dict],
+    collator: Callable,
+    out: Path,
+    heldout: TokenizedCorpus | None,
+    device: str = "cpu",
+) -> dict:
+    """Train with transformers.Trainer (build_hf_trainer); without `heldout` no held-out loss is measured."""
+    trainer, timer = build_hf_trainer(prepared, examples, collator, out, device)
     trainer.train()
+    spec = prepared.experiment.train
     seconds, tokens = timer.timed(spec.timing_warmup_steps)
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     return {
@@ -333,14 +353,50 @@ def run_hf(
         "step_seconds": [b[0] - a[0] for a, b in itertools.pairwise(timer.marks)],
         "final_loss": losses[-1],
         "losses": losses,
-        "heldout": heldout_loss(model, heldout, prepared.experiment.data.seq_len) if heldout else None,
+        "heldout": heldout_loss(trainer.model, heldout, prepared.experiment.data.seq_len) if heldout else None,
     }
+
+
+def hf_examples(prepared: Prepared, variant: str) -> tuple[list[dict], Callable]:
+    """The training examples and collator of a Trainer variant."""
+    seq_len = prepared.experiment.data.seq_len
+    if variant == "hf_padded":
+        return padded_examples(prepared.corpus, seq_len), DataCollatorForLanguageModeling(prepared.tokenizer, mlm=False)
+    return packed_examples(prepared.corpus, seq_len, prepared.experiment.train.seed), RowFlattening()
+
+
+def run_hf_processes(prepared: Prepared, variant: str, out: Path, threads: int, nproc: int) -> dict:
+    """A Trainer variant in processes of its own, as `meshpilot train` runs: one plain process, or `nproc` under
+    torchrun (DDP). Each rank runs `hf_worker`; rank 0 measures the held-out loss and writes the result."""
+    result = out / "result.json"
+    worker = ["-m", "bench.trainer_vs_hf", "--hf-worker", variant, "--experiment", str(prepared.experiment_file)]
+    worker += ["--threads", str(threads), "--out", str(result)]
+    launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"] if nproc > 1 else []
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run([sys.executable, *launcher, *worker], cwd=REPO, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{variant} x{nproc} failed ({done.returncode}): {(done.stderr or done.stdout)[-2000:]}")
+    return json.loads(result.read_text())
+
+
+def hf_worker(variant: str, experiment_file: Path, threads: int, result: Path) -> None:
+    """One rank of a Trainer variant (run_hf_processes): train, then rank 0 writes the result with the held-out
+    loss (every rank's model is the same after each DDP step)."""
+    torch.set_num_threads(threads)
+    transformers.logging.set_verbosity_error()
+    prepared = prepare(experiment_file)
+    rank_zero = int(os.environ.get("RANK", "0")) == 0
+    heldout = heldout_corpus(prepared) if rank_zero else None
+    examples, collator = hf_examples(prepared, variant)
+    measured = run_hf(prepared, examples, collator, result.parent / "trainer", heldout)
+    if rank_zero:
+        result.write_text(json.dumps(measured))
 
 
 # --- the benchmark -----------------------------------------------------------------------------------------------
 
 
-def check_setup(setup: Setup, repeats: int, threads: int) -> None:
+def check_setup(setup: Setup, repeats: int, threads: int, processes: tuple[int, ...] = (1,)) -> None:
     """One clear error before anything is built."""
     if setup.rows_per_step % setup.micro_batch:
         raise ConfigError(f"rows per step {setup.rows_per_step} is not a multiple of micro-batch {setup.micro_batch}")
@@ -350,62 +406,64 @@ def check_setup(setup: Setup, repeats: int, threads: int) -> None:
         )
     if repeats < 1 or threads < 1:
         raise ConfigError(f"--repeats and --threads must be at least 1 (got {repeats} and {threads})")
+    for nproc in processes:
+        if nproc < 1 or setup.rows_per_step % (setup.micro_batch * nproc):
+            raise ConfigError(
+                f"--processes {nproc}: {setup.rows_per_step} rows per step do not divide into micro-batches of "
+                f"{setup.micro_batch} on each of {nproc} processes"
+            )
 
 
-def run_benchmark(setup: Setup, repeats: int, threads: int, work: Path) -> dict:
-    """Every variant `repeats` times, interleaved; the result document (without the machine description)."""
-    check_setup(setup, repeats, threads)
-    torch.set_num_threads(threads)
+def run_benchmark(setup: Setup, repeats: int, threads: int, work: Path, processes: tuple[int, ...] = (1,)) -> dict:
+    """Every variant at every process count `repeats` times, interleaved; the result document (without the
+    machine description). The `threads` cores are shared out: threads // nproc torch threads per process."""
+    check_setup(setup, repeats, threads, processes)
     experiment_file = work / "meshpilot.yaml"
     experiment_file.write_text(yaml.safe_dump(experiment_dict(setup), sort_keys=False))
     prepared = prepare(experiment_file)
     heldout = heldout_corpus(prepared)
-    runners = {
-        "meshpilot": lambda out: run_meshpilot(prepared, out, threads, heldout),
-        "hf_padded": lambda out: run_hf(
-            prepared,
-            padded_examples(prepared.corpus, setup.seq_len),
-            DataCollatorForLanguageModeling(prepared.tokenizer, mlm=False),
-            out,
-            heldout,
-        ),
-        "hf_flattened": lambda out: run_hf(
-            prepared, packed_examples(prepared.corpus, setup.seq_len, setup.seed), RowFlattening(), out, heldout
-        ),
-    }
-    runs: dict[str, list[dict]] = {name: [] for name in VARIANTS}
+    runs: dict[int, dict[str, list[dict]]] = {nproc: {name: [] for name in VARIANTS} for nproc in processes}
     for repeat in range(repeats):
-        for name in VARIANTS:
-            load = os.getloadavg()[0]  # other jobs on the machine: the reader can see how contended each run was
-            runs[name].append({**runners[name](work / f"{name}-{repeat}"), "load_average_before": load})
-            print(f"  {name} repeat {repeat + 1}: {runs[name][-1]['tokens_per_s']:,.0f} tokens/s", file=sys.stderr)
+        for nproc in processes:
+            per_process = threads_per_process(threads, nproc)
+            for name in VARIANTS:
+                out = work / f"{name}-x{nproc}-{repeat}"
+                load = os.getloadavg()[0]  # other jobs on the machine: the reader can see how contended each run was
+                if name == "meshpilot":
+                    measured = run_meshpilot(prepared, out, per_process, nproc, heldout)
+                else:
+                    measured = run_hf_processes(prepared, name, out, per_process, nproc)
+                runs[nproc][name].append({**measured, "load_average_before": load})
+                speed = f"{measured['tokens_per_s']:,.0f} tokens/s (load {load:.1f})"
+                print(f"  {name} x{nproc} repeat {repeat + 1}: {speed}", file=sys.stderr)
     return summarise(setup, prepared, threads, repeats, runs)
 
 
-def summarise(setup: Setup, prepared: Prepared, threads: int, repeats: int, runs: dict[str, list[dict]]) -> dict:
-    variants = {}
-    for name, repeated in runs.items():
-        best = max(repeated, key=lambda r: r["tokens_per_s"])
-        variants[name] = {
-            "tokens_per_s": best["tokens_per_s"],
-            "tokens_per_s_repeats": [r["tokens_per_s"] for r in repeated],
-            "tokens_per_s_median_step": max(median_step_rate(r) for r in repeated),
-            "timed_steps": best["timed_steps"],
-            "timed_seconds": best["timed_seconds"],
-            "timed_tokens": best["timed_tokens"],
-            "final_train_loss": best["final_loss"],
-            "final_train_loss_repeats": [r["final_loss"] for r in repeated],
-            "heldout_loss": best["heldout"]["loss"],
-            "heldout_loss_repeats": [r["heldout"]["loss"] for r in repeated],
-            "losses_equal_across_repeats": all(r["losses"] == repeated[0]["losses"] for r in repeated),
-            "load_average_before_repeats": [r["load_average_before"] for r in repeated],
-            "train_losses": best["losses"],
-            "step_seconds": best["step_seconds"],
+def threads_per_process(threads: int, nproc: int) -> int:
+    """The machine's `threads` shared out between a run's processes (at least one each)."""
+    return max(1, threads // nproc)
+
+
+# What issue 18 asks of meshpilot against each Trainer variant: at least this many times its real tokens/s.
+TARGETS = {"hf_flattened": 1.10, "hf_padded": 2.0}
+
+
+def summarise(
+    setup: Setup, prepared: Prepared, threads: int, repeats: int, runs: dict[int, dict[str, list[dict]]]
+) -> dict:
+    by_processes = {}
+    for nproc, variants in runs.items():
+        summary = {name: summarise_variant(repeated) for name, repeated in variants.items()}
+        reference = summary["meshpilot"]
+        for entry in summary.values():
+            entry["speed_vs_meshpilot"] = entry["tokens_per_s"] / reference["tokens_per_s"]
+        targets = {name: target_verdict(reference, summary[name], target) for name, target in TARGETS.items()}
+        by_processes[str(nproc)] = {
+            "torch_threads_per_process": threads_per_process(threads, nproc),
+            "variants": summary,
+            "targets": targets,
         }
-    reference = variants["meshpilot"]["tokens_per_s"]
-    for entry in variants.values():
-        entry["speed_vs_meshpilot"] = entry["tokens_per_s"] / reference
-    heldout = runs["meshpilot"][0]["heldout"]
+    heldout = next(iter(runs.values()))["meshpilot"][0]["heldout"]
     return {
         "what": "training throughput (real tokens/s) and held-out loss: meshpilot train vs transformers.Trainer",
         "note": NOISE_NOTE,
@@ -423,10 +481,43 @@ def summarise(setup: Setup, prepared: Prepared, threads: int, repeats: int, runs
             "heldout_documents": heldout["documents"],
             "heldout_target_tokens": heldout["target_tokens"],
             "torch_threads": threads,
+            "processes": list(runs),
             "repeats": repeats,
             "optimizer": optimizer_description(prepared.experiment),
         },
-        "variants": variants,
+        "by_processes": by_processes,
+    }
+
+
+def target_verdict(meshpilot: dict, other: dict, target: float) -> dict:
+    """Whether meshpilot trains at least `target` times faster than `other` with a held-out loss no worse."""
+    speedup = meshpilot["tokens_per_s"] / other["tokens_per_s"]
+    heldout_difference = meshpilot["heldout_loss"] - other["heldout_loss"]
+    return {
+        "meshpilot_speedup": speedup,
+        "target": target,
+        "heldout_loss_difference": heldout_difference,
+        "met": speedup >= target and heldout_difference <= 0,
+    }
+
+
+def summarise_variant(repeated: list[dict]) -> dict:
+    best = max(repeated, key=lambda r: r["tokens_per_s"])
+    return {
+        "tokens_per_s": best["tokens_per_s"],
+        "tokens_per_s_repeats": [r["tokens_per_s"] for r in repeated],
+        "tokens_per_s_median_step": max(median_step_rate(r) for r in repeated),
+        "timed_steps": best["timed_steps"],
+        "timed_seconds": best["timed_seconds"],
+        "timed_tokens": best["timed_tokens"],
+        "final_train_loss": best["final_loss"],
+        "final_train_loss_repeats": [r["final_loss"] for r in repeated],
+        "heldout_loss": best["heldout"]["loss"],
+        "heldout_loss_repeats": [r["heldout"]["loss"] for r in repeated],
+        "losses_equal_across_repeats": all(r["losses"] == repeated[0]["losses"] for r in repeated),
+        "load_average_before_repeats": [r["load_average_before"] for r in repeated],
+        "train_losses": best["losses"],
+        "step_seconds": best["step_seconds"],
     }
 
 
@@ -456,26 +547,38 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tiny model for a few steps: seconds, not minutes")
     parser.add_argument("--steps", type=int, help="optimizer steps per run")
-    parser.add_argument("--repeats", type=int, default=2, help="runs of each variant, interleaved (best is kept)")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads, for every variant")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each variant, interleaved (best is kept)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads in all, shared out")
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2], help="process counts to compare at")
     parser.add_argument("--out", type=Path, default=RESULTS / "trainer_vs_hf.json")
+    # One rank of a Trainer variant, as run_hf_processes starts it (not for users).
+    parser.add_argument("--hf-worker", choices=VARIANTS[1:], help=argparse.SUPPRESS)
+    parser.add_argument("--experiment", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.hf_worker:
+        hf_worker(args.hf_worker, args.experiment, args.threads, args.out)
+        return 0
     setup = QUICK if args.quick else FULL
     if args.steps is not None:
         setup = replace(setup, steps=args.steps)
     transformers.logging.set_verbosity_error()
     try:
         with tempfile.TemporaryDirectory(prefix="trainer-vs-hf-") as work:
-            result = run_benchmark(setup, args.repeats, args.threads, Path(work))
+            result = run_benchmark(setup, args.repeats, args.threads, Path(work), tuple(args.processes))
     except ConfigError as error:
         print(f"trainer_vs_hf: error: {error}", file=sys.stderr)
         return 2
     path = write_json(args.out, result)
-    for name, entry in result["variants"].items():
-        print(
-            f"{name:13s} {entry['tokens_per_s']:9,.0f} tokens/s ({entry['speed_vs_meshpilot']:.2f}x)  "
-            f"train loss {entry['final_train_loss']:.3f}  held-out loss {entry['heldout_loss']:.3f}"
-        )
+    for nproc, found in result["by_processes"].items():
+        for name, entry in found["variants"].items():
+            print(
+                f"x{nproc} {name:13s} {entry['tokens_per_s']:9,.0f} tokens/s ({entry['speed_vs_meshpilot']:.2f}x)  "
+                f"train loss {entry['final_train_loss']:.3f}  held-out loss {entry['heldout_loss']:.3f}"
+            )
+        for name, target in found["targets"].items():
+            verdict = f"target {target['target']}x, held-out loss {target['heldout_loss_difference']:+.4f}: "
+            verdict += "met" if target["met"] else "NOT met"
+            print(f"x{nproc} meshpilot / {name}: {target['meshpilot_speedup']:.2f}x ({verdict})")
     print(f"wrote {path}")
     return 0
 

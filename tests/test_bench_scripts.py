@@ -1,4 +1,4 @@
-"""The two benchmark scripts against what users would otherwise do: each runs end to end in its --quick
+"""The benchmark scripts against what users would otherwise do: each runs end to end in its --quick
 configuration and writes well-formed results; the pieces that make the comparison fair do what they claim.
 
 No timing is asserted (the machine is shared); counts, losses and gradient differences are.
@@ -41,30 +41,61 @@ def synthetic_corpus(lengths: list[int], seed: int = 0) -> TokenizedCorpus:
 
 
 def test_trainer_vs_hf_quick_writes_a_comparable_result(tmp_path):
+    """One process, and two: meshpilot's DDP against the Trainer under torchrun, with the same global batch."""
     out = tmp_path / "trainer_vs_hf.json"
-    done = run_script("bench.trainer_vs_hf", "--quick", "--repeats", "1", "--threads", "1", "--out", str(out))
+    args = ("--quick", "--repeats", "1", "--threads", "1", "--processes", "1", "2", "--out", str(out))
+    done = run_script("bench.trainer_vs_hf", *args)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["benchmark"] == "trainer_vs_hf" and result["machine"]["cores"] >= 1
     assert "noisy" in result["note"]
     setup = result["setup"]
+    assert setup["processes"] == [1, 2] and set(result["by_processes"]) == {"1", "2"}
     timed_steps = QUICK.steps - QUICK.timing_warmup_steps
-    full_rows_tokens = timed_steps * QUICK.rows_per_step * QUICK.seq_len
-    variants = result["variants"]
-    assert set(variants) == {"meshpilot", "hf_padded", "hf_flattened"}
-    for name, entry in variants.items():
-        assert entry["timed_steps"] == timed_steps, name
-        assert len(entry["train_losses"]) == QUICK.steps, name
-        assert entry["tokens_per_s"] == pytest.approx(entry["timed_tokens"] / entry["timed_seconds"]), name
-        assert entry["tokens_per_s_median_step"] > 0 and len(entry["step_seconds"]) == QUICK.steps, name
-        # Every model is judged on the same held-out tokens; untrained-ish tiny models sit near ln(vocab).
-        assert 0 < entry["heldout_loss"] < 1.5 * math.log(setup["model"]["vocab_size"]), name
-    # Packed rows are all real tokens, counted the same way by both trainers; padded rows hold fewer.
-    assert variants["meshpilot"]["timed_tokens"] == full_rows_tokens
-    assert variants["hf_flattened"]["timed_tokens"] == full_rows_tokens
-    assert 0 < variants["hf_padded"]["timed_tokens"] < full_rows_tokens
-    assert variants["meshpilot"]["speed_vs_meshpilot"] == 1.0
+    full_rows_tokens = timed_steps * QUICK.rows_per_step * QUICK.seq_len  # the global batch, over all ranks
+    for processes, found in result["by_processes"].items():
+        variants = found["variants"]
+        assert set(variants) == {"meshpilot", "hf_padded", "hf_flattened"}
+        for name, entry in variants.items():
+            assert entry["timed_steps"] == timed_steps, (processes, name)
+            assert len(entry["train_losses"]) == QUICK.steps, (processes, name)
+            assert entry["tokens_per_s"] == pytest.approx(entry["timed_tokens"] / entry["timed_seconds"]), name
+            assert entry["tokens_per_s_median_step"] > 0 and len(entry["step_seconds"]) == QUICK.steps, name
+            # Every model is judged on the same held-out tokens; untrained-ish tiny models sit near ln(vocab).
+            assert 0 < entry["heldout_loss"] < 1.5 * math.log(setup["model"]["vocab_size"]), name
+            # Two data-parallel ranks of one micro-batch each see what one process accumulates over two: the
+            # same model comes out, for meshpilot and for the Trainer alike.
+            single = result["by_processes"]["1"]["variants"][name]["heldout_loss"]
+            assert entry["heldout_loss"] == pytest.approx(single, rel=1e-4), (processes, name)
+        # Packed rows are all real tokens, counted the same way by both trainers (over all ranks); padded rows
+        # hold fewer.
+        assert variants["meshpilot"]["timed_tokens"] == full_rows_tokens
+        assert variants["hf_flattened"]["timed_tokens"] == full_rows_tokens
+        assert 0 < variants["hf_padded"]["timed_tokens"] < full_rows_tokens
+        assert variants["meshpilot"]["speed_vs_meshpilot"] == 1.0
+        for name, target in found["targets"].items():
+            no_worse = variants["meshpilot"]["heldout_loss"] <= variants[name]["heldout_loss"]
+            assert target["met"] == (target["meshpilot_speedup"] >= target["target"] and no_worse), name
     assert setup["tokenizer_size"] <= setup["model"]["vocab_size"] and setup["heldout_documents"] > 0
+
+
+def test_profile_trainers_quick_times_both_trainers_phase_by_phase(tmp_path):
+    """Both trainers are timed phase by phase and profiled on the same model: the same matrix products per step."""
+    out = tmp_path / "profile_trainers.json"
+    done = run_script("bench.profile_trainers", "--quick", "--repeats", "1", "--threads", "1", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["benchmark"] == "profile_trainers" and result["machine"]["cores"] >= 1
+    variants = result["variants"]
+    assert set(variants) == {"meshpilot", "hf_flattened"}
+    for name, entry in variants.items():
+        assert entry["steps"] == QUICK.steps - QUICK.timing_warmup_steps, name
+        for clock in ("wall", "cpu"):
+            phases = entry[f"phase_ms_median_{clock}"]
+            assert phases["forward"] > 0 and phases["backward"] > 0 and phases["optimizer"] > 0, (name, clock)
+        assert entry["own_process"]["step_s_median_wall"] > 0 and len(entry["load_average_before_repeats"]) == 1
+    matmuls = [{o["name"]: o for o in entry["operators"]}["aten::mm"]["calls_per_step"] for entry in variants.values()]
+    assert matmuls[0] == matmuls[1] > 0
 
 
 def test_grad_accum_quick_shows_naive_accumulation_is_off(tmp_path):
