@@ -8,6 +8,7 @@ import shlex
 import tomllib
 
 import pytest
+import yaml
 from support import TINY_MODEL, meshpilot, write_experiment
 
 from trainer.config import load_experiment
@@ -25,7 +26,7 @@ def context(tmp_path, nodes: int = 1, seq_len: int = 64) -> PlanContext:
     return PlanContext(load_experiment(path), hardware, seq_len, path, ["train.lr=0.002"])
 
 
-def candidate(layout: str, micro_batch: int = 2, grad_accum: int = 4, checkpointing: bool = False) -> Candidate:
+def candidate(layout: str, micro_batch: int = 2, grad_accum: int = 4, checkpointing: bool | str = False) -> Candidate:
     return Candidate(Layout.parse(layout), micro_batch, grad_accum, checkpointing, memory={"peak": 0})
 
 
@@ -129,6 +130,18 @@ def test_torchtitan_pipeline_splits_the_local_batch_into_micro_batches(tmp_path)
     assert job["activation_checkpoint"]["mode"] == "none"
 
 
+def test_selective_checkpointing_is_torchtitans_per_op_mode_and_full_where_a_target_has_none(tmp_path):
+    ctx, chosen = context(tmp_path), candidate("dp_shard=8", 2, 4, "selective")
+    job = tomllib.loads(export("torchtitan", chosen, ctx, tmp_path / "tt").files[0].read_text())
+    assert job["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}
+    done = export("accelerate", chosen, ctx, tmp_path / "acc")
+    assert "activation checkpointing selective" in done.summary
+    assert done.notes.count("accelerate has no selective activation checkpointing: this exports full (whole layers)")
+    assert yaml.safe_load(done.files[0].read_text())["fsdp_config"]["fsdp_activation_checkpointing"] is True
+    line = export("torchrun", chosen, ctx, tmp_path / "run").launch
+    assert "train.activation_checkpointing=selective" in shlex.split(line)
+
+
 def test_toml_writer_round_trips_through_tomllib():
     tables = {"a": {"text": 'quote " back \\ slash\nline', "n": 3, "x": 0.5, "yes": True, "no": False}}
     assert tomllib.loads(toml(tables, ["a comment"])) == tables
@@ -174,7 +187,7 @@ def test_plan_exports_a_preset_for_torchtitan_from_the_command_line(tmp_path):
     )
     assert first_row[0] == "1" and degrees.describe() == first_row[1] and degrees.world_size == 8
     assert job["model"] == {"name": "llama3", "flavor": "8B"} and job["training"]["seq_len"] == 4096
-    assert job["activation_checkpoint"]["mode"] == ("full" if first_row[4] == "on" else "none")
+    assert job["activation_checkpoint"]["mode"] == {"on": "full", "sel": "selective", "off": "none"}[first_row[4]]
     assert f"launch: torchrun --nproc_per_node=8 -m torchtitan.train --job.config_file {tmp_path}" in done.stdout
 
 

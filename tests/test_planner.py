@@ -103,6 +103,32 @@ def test_activation_checkpointing_costs_a_forward_pass():
     assert recomputing.memory_s > plain.memory_s and recomputing.launch_s > plain.launch_s
 
 
+@pytest.mark.parametrize("device_type", ["cuda", "cpu"])
+def test_selective_checkpointing_costs_less_than_a_forward_pass(device_type):
+    """Selective recomputes every elementwise op (as much memory traffic as full) but only the k, o and up
+    matmuls, and attention not at all: predicted step time none < selective < full."""
+    from trainer.flops import step_flops
+    from trainer.model import count_parameters
+    from trainer.throughput import selective_recompute_flops
+
+    config = AutoConfig.for_model(**{**TINY_MODEL, "hidden_size": 256, "intermediate_size": 688})
+    name = "NVIDIA H100 80GB HBM3" if device_type == "cuda" else "x86_64"
+    hardware = Hardware(device_type, name, devices_per_node=1)
+    matmul = count_parameters(config)["matmul"]
+    args = (config, Layout(dp_replicate=1), hardware, matmul, 4 * count_parameters(config)["total"], 2, 256, 4)
+    steps = {mode: estimate_step(*args, activation_checkpointing=mode) for mode in ("none", "selective", "full")}
+    assert steps["none"].step_s < steps["selective"].step_s < steps["full"].step_s
+    none, selective = steps["none"], steps["selective"]
+    assert selective.memory_s == steps["full"].memory_s > none.memory_s  # no dense mask: the same elementwise work
+    assert none.launch_s < selective.launch_s < steps["full"].launch_s
+    # The matmul time it adds is exactly the recomputed projections' FLOPs at the rate the rest runs at.
+    tokens, pairs = 2 * 4 * 256, 2 * 4 * 256 * 257 // 2  # micro-batch 2 x accumulation 4 rows of 256
+    flops = step_flops(matmul, config.hidden_size, config.num_hidden_layers, tokens, pairs)
+    recomputed = selective_recompute_flops(config, tokens)
+    assert (selective.matmul_s - none.matmul_s) / none.matmul_s == pytest.approx(recomputed / flops)
+    assert 0 < recomputed < flops / 3  # less than the forward pass full recomputes
+
+
 def test_calibration_learns_the_fixed_cost_of_collectives_and_micro_batches():
     """Gloo on CPU spends milliseconds per collective, more than the stated latency: the fit finds it."""
     runs = [(1.0, 0.1, 0, 1), (1.0, 0.2, 40, 8), (2.0, 0.1, 16, 2), (0.5, 0.4, 85, 4), (1.5, 0.0, 0, 16)]
@@ -223,19 +249,26 @@ def test_a_micro_batch_the_experiment_fixes_is_the_only_one_planned(tmp_path):
     assert {c.micro_batch for c in candidates} == {6}
     assert {c.layout.dp_degree for c in candidates if c.dropped is None} == {1, 2}
     reason = "train.micro_batch 6 does not divide the 3 rows per data-parallel rank"
-    four_ranks = [c for c in candidates if c.layout.dp_degree == 4]  # dp_replicate, dp_shard, both: x AC on, off
-    assert len(four_ranks) == 6 and all(c.dropped == reason for c in four_ranks)
+    four_ranks = [c for c in candidates if c.layout.dp_degree == 4]  # dp_replicate, dp_shard, both: x 3 AC modes
+    assert len(four_ranks) == 9 and all(c.dropped == reason for c in four_ranks)
     assert all(c.as_dict()["predicted_peak_bytes"] is None for c in four_ranks)  # it cannot run: nothing predicted
-    assert f"dropped 6: {reason} (e.g. dp_replicate=4, micro-batch 6)" in format_table(candidates)
+    assert f"dropped 9: {reason} (e.g. dp_replicate=4, micro-batch 6)" in format_table(candidates)
 
 
 def test_activation_checkpointing_the_experiment_fixes_is_the_only_mode_planned(tmp_path):
-    for mode in (True, False):
-        candidates = tiny_plan(tmp_path, {"activation_checkpointing": mode}, devices=2)
+    # The old bools and the mode names alike; stored as train.activation_checkpointing stores them.
+    for written, mode in ((True, True), (False, False), ("selective", "selective"), ("full", True), ("none", False)):
+        candidates = tiny_plan(tmp_path, {"activation_checkpointing": written}, devices=2)
         assert candidates and {c.activation_checkpointing for c in candidates} == {mode}
     # Set by an override instead of the file: pinned just the same.
-    candidates = tiny_plan(tmp_path, {}, devices=2, overrides=("train.activation_checkpointing=true",))
-    assert {c.activation_checkpointing for c in candidates} == {True}
+    candidates = tiny_plan(tmp_path, {}, devices=2, overrides=("train.activation_checkpointing=selective",))
+    assert {c.activation_checkpointing for c in candidates} == {"selective"}
+    # Nothing fixed: all three modes, each a row of its own, named in the table's AC column.
+    from trainer.planner import format_table
+
+    candidates = tiny_plan(tmp_path, {}, devices=2)
+    assert {c.activation_checkpointing for c in candidates} == {False, "selective", True}
+    assert {line.split()[4] for line in format_table(candidates, limit=1000).splitlines()[2:-1]} == {"off", "sel", "on"}
 
 
 def test_only_what_the_user_wrote_is_pinned(tmp_path):
@@ -342,7 +375,7 @@ def test_the_planner_shares_work_without_changing_a_figure(tmp_path, monkeypatch
         for layout in valid_layouts(16, config, 2048)
         if 64 % layout.dp_degree == 0
         for micro_batch in micro_batch_choices(64 // layout.dp_degree)
-        for checkpointing in (False, True)
+        for checkpointing in (False, "selective", True)
     }
     planned = [(c.layout, c.micro_batch, c.activation_checkpointing) for c in candidates]
     assert len(planned) == len(set(planned)) and set(planned) == expected

@@ -21,7 +21,7 @@ from agent.sweep.study import (
     suggest,
     trial_id,
 )
-from trainer.config import ConfigError, load_experiment
+from trainer.config import ConfigError, checkpointing_rank, load_experiment
 from trainer.layout import Layout
 
 
@@ -74,7 +74,7 @@ def test_points_follow_the_planner_in_a_fixed_order(experiment):
     assert len(set(keys)) == len(keys)
     # Within a layout: micro-batch ascending, checkpointing off first, then the learning rates as listed.
     first = [k for k in keys if k[0] == keys[0][0]]
-    assert first == sorted(first, key=lambda k: (k[1], k[2]))
+    assert first == sorted(first, key=lambda k: (k[1], checkpointing_rank(k[2])))
     assert [k[3] for k in first[:2]] == [1e-3, 2e-3]
     # Context parallelism runs on CPU processes too: the space holds it.
     assert any(p.layout["cp"] == 2 for p in points)

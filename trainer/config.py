@@ -61,6 +61,38 @@ OPTIMIZERS = ("adamw", "galore_adamw")
 SCHEDULES = ("cosine", "linear", "constant")
 GALORE_PROJ_TYPES = ("std", "reverse_std", "right", "left", "full")
 FSDP_REDUCE_DTYPES = ("fp32", "bf16")  # train.fsdp_reduce_dtype
+# train.activation_checkpointing, from most memory to least: none keeps every activation; selective keeps the
+# matmul and attention outputs of each decoder layer and recomputes the cheap ops between them; full keeps only each
+# layer's input and recomputes the whole layer (trainer.model.enable_activation_checkpointing).
+CHECKPOINTING_MODES = ("none", "selective", "full")
+# The modes the key took when it was a bool, stored as those bools: the files and config hashes of runs recorded
+# then stay as they were, and code that only asks "is anything recomputed?" may test the value's truth.
+_CHECKPOINTING_STORED = {"none": False, "full": True, "selective": "selective"}
+
+
+def normalize_checkpointing(value: bool | str) -> bool | str:
+    """train.activation_checkpointing as stored: False (none), True (full) or "selective"; true/false and the
+    three names are accepted. A bad value is a ConfigError."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in _CHECKPOINTING_STORED:
+        return _CHECKPOINTING_STORED[value.lower()]
+    raise ConfigError(
+        f"train.activation_checkpointing: expected one of {', '.join(CHECKPOINTING_MODES)} (or true/false), "
+        f"got {value!r}"
+    )
+
+
+def checkpointing_mode(value: bool | str) -> str:
+    """The name of a train.activation_checkpointing value: none, selective or full."""
+    value = normalize_checkpointing(value)
+    return value if isinstance(value, str) else ("full" if value else "none")
+
+
+def checkpointing_rank(value: bool | str) -> int:
+    """0, 1, 2 for none, selective, full: how much a value recomputes, to sort by (False and "selective" do not
+    compare with each other)."""
+    return CHECKPOINTING_MODES.index(checkpointing_mode(value))
 
 
 @dataclass
@@ -94,7 +126,7 @@ class TrainSpec:
     fsdp_reduce_dtype: str = "fp32"  # under bf16 with FSDP2: the gradient reduce-scatter's dtype, fp32 | bf16
     compile: bool = False
     attention: str = "auto"  # auto | dense | flex: how packed documents are kept apart (trainer.attention)
-    activation_checkpointing: bool = False
+    activation_checkpointing: bool | str = False  # none | selective | full (true/false: full/none); see above
     gns_every: int = 1  # steps between gradient noise scale measurements (0: off); each costs one extra reduction
     pp_schedule: str = "1f1b"  # pipeline schedule when layout.pp > 1: gpipe | 1f1b | interleaved_1f1b
     pp_stages_per_rank: int = 1  # pipeline stages each rank holds; 2 or more with interleaved_1f1b
@@ -104,6 +136,9 @@ class TrainSpec:
     save_hf: bool = False  # after a successful run: its final checkpoint as an HF directory, RUN/hf
     timing_warmup_steps: int = 2  # steps left out of tokens/s (compilation, allocator warm-up)
     trackers: list[str] = field(default_factory=list)  # any of tensorboard, wandb, mlflow, trackio (trainer.trackers)
+
+    def __post_init__(self) -> None:
+        self.activation_checkpointing = normalize_checkpointing(self.activation_checkpointing)
 
 
 @dataclass

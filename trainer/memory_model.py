@@ -5,7 +5,7 @@ plan (columns or rows split over tp) and FSDP2's dim-0 chunking over dp_shard, e
 
 Activations follow Korthikanti et al. (2022, "Reducing Activation Recomputation in Large Transformer Models"): a
 per-layer count of what autograd keeps per token, with the attention and MLP terms divided by the tensor-parallel
-degree, the sequence divided by the context-parallel degree, and only each layer's input kept under activation
+degree, the sequence divided by the context-parallel degree, and only each layer's input kept under full activation
 checkpointing. The counts are those of transformers' Llama-family decoder layer with SDPA's fused attention
 (no s x s scores are stored), measured tensor by tensor:
 
@@ -16,6 +16,10 @@ checkpointing. The counts are those of transformers' Llama-family decoder layer 
     mask, and SDPA then takes k and v unrepeated (3q + 2kv instead of 5q);
     per token once: the final norm (3h + 1), the log-softmax over the vocabulary (fp32), input ids (int64),
     and rotary cos/sin (per position only, for unpacked rows).
+Selective checkpointing (trainer.model.selective_checkpoint_context) keeps, per layer and token, the layer's input
+(h), the outputs of the q, v, gate and down projections (q/tp, kv/tp, i/tp, and h: down is row-parallel, so each
+tensor-parallel rank holds a whole partial sum) and the attention kernel's output and log-sum-exp (q/tp, and heads/tp
+in fp32); no mask bias and no gathered keys and values (both are rebuilt in the recomputation).
 Under bf16 without FSDP2, autocast also saves a bf16 copy of every matmul weight (`weight_copies_saved`).
 
 Context parallelism divides every token count by cp except the gathered keys and values: each layer keeps the
@@ -23,8 +27,8 @@ whole sequence's k and v (2q/tp per token of the sequence, i.e. 2q cp/tp per loc
 query's mask row still spans all s keys.
 
 Temporaries are the peaks that live only briefly: the logits and their gradient, a recomputed layer under
-activation checkpointing, and FSDP's two gathered layers (the current one and the prefetched next), gathered in
-bf16 under mixed precision.
+activation checkpointing (a whole layer under full, what selective does not keep under selective), and FSDP's two
+gathered layers (the current one and the prefetched next), gathered in bf16 under mixed precision.
 
 On CUDA a process holds more than its tensors (`cuda_runtime`): the CUDA context, NCCL's buffers for each
 communicator, cuBLAS workspaces and what the caching allocator reserves beyond what it hands out. None of it can be
@@ -45,7 +49,7 @@ from dataclasses import dataclass
 from transformers import PretrainedConfig
 
 from trainer.attention import takes_dense_mask
-from trainer.config import TrainSpec
+from trainer.config import TrainSpec, checkpointing_mode
 from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
 from trainer.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
 
@@ -102,7 +106,7 @@ class MemoryPlan:
     micro_batch: int
     seq_len: int
     precision: str  # fp32 | bf16 (autocast over fp32 master weights)
-    activation_checkpointing: bool
+    activation_checkpointing: bool | str  # as train.activation_checkpointing stores it (trainer.config)
     train: TrainSpec
     grad_accum: int = 1  # bounds the micro-batches a pipeline stage holds at once
     packing: bool = True  # packed rows need a dense block-causal mask; unpacked rows none (trainer.packing)
@@ -326,23 +330,34 @@ def activation_bytes(
     return found
 
 
-def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int) -> int:
-    h, i, heads, layers, vocab = _dims(config)
-    head_dim = _head_dim(config)
-    q = heads * head_dim
-    kv = (getattr(config, "num_key_value_heads", None) or heads) * head_dim
-    tp, tokens = layout.tp, plan.micro_batch * plan.seq_len // layout.cp
-    width = 2 if plan.precision == "bf16" else FP32
+def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: MemoryPlan) -> int:
+    """Bytes one decoder layer keeps for backward per local token on a rank, under the plan's checkpointing mode
+    (see the module docstring)."""
+    h, i, heads, _, _ = _dims(config)
+    q = heads * _head_dim(config)
+    kv = (getattr(config, "num_key_value_heads", None) or heads) * _head_dim(config)
+    tp, width = layout.tp, 2 if plan.precision == "bf16" else FP32
+    mode = checkpointing_mode(plan.activation_checkpointing)
+    if mode == "full":  # only the layer's input stays; the rest is recomputed in backward
+        return h * width
+    if mode == "selective":  # the input, the q, v, gate and down outputs, attention's output and log-sum-exp
+        return (2 * h + (2 * q + kv + i) // tp) * width + heads // tp * FP32
     # A dense mask (packed rows through SDPA, or context parallelism's local queries against gathered keys) makes
     # SDPA take keys and values repeated to every query head, gathered from every cp rank, and each layer saves the
     # mask as a bias in the compute dtype (a row per token, spanning every key); without one, and under flex's
     # BlockMask (a few bytes per 128 x 128 block, left out), they go unrepeated (enable_gqa).
-    masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, head_dim, plan.packing)
+    masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, _head_dim(config), plan.packing)
     attention = 3 * q + 2 * q * layout.cp if masked else 3 * q + 2 * kv
     mask_bias = plan.seq_len * width if masked else 0
-    full_layer = (6 * h + (attention + 4 * i + heads) // tp + 2) * width + mask_bias
-    # Under checkpointing only the layer's input stays; the rest is recomputed in backward.
-    per_layer = h * width if plan.activation_checkpointing else full_layer
+    return (6 * h + (attention + 4 * i + heads) // tp + 2) * width + mask_bias
+
+
+def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int) -> int:
+    h, _, _, layers, vocab = _dims(config)
+    head_dim = _head_dim(config)
+    tokens = plan.micro_batch * plan.seq_len // layout.cp
+    width = 2 if plan.precision == "bf16" else FP32
+    per_layer = layer_bytes_per_token(config, layout, plan)
     # Rotary cos and sin: per token from explicit position ids (packed rows, cp), shared by a batch's rows otherwise.
     mask_and_rotary = 2 * head_dim * width // (1 if plan.packing or layout.cp > 1 else plan.micro_batch)
     head = (3 * h + 1) * width + vocab * FP32  # final norm, output head input, fp32 logits for the loss
@@ -364,8 +379,8 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
 def temporary_bytes(
     config: PretrainedConfig, layout: Layout, plan: MemoryPlan, sums: ShapeSums, memo: dict | None = None
 ) -> int:
-    """The logits and their gradient, a recomputed layer under activation checkpointing (`memo`: see
-    activation_bytes) and FSDP's gathered layers."""
+    """The logits and their gradient, a recomputed layer under activation checkpointing (under selective, only
+    what it did not keep; `memo`: see activation_bytes) and FSDP's gathered layers."""
     layers, vocab = config.num_hidden_layers, config.vocab_size
     tokens = plan.micro_batch * plan.seq_len // layout.cp
     logits = 2 * tokens * vocab * FP32  # the logits and their gradient
@@ -381,6 +396,8 @@ def temporary_bytes(
             recompute = _activation_bytes(config, one_rank, full, 0) // layers
             if memo is not None:
                 memo[key] = recompute
+        if checkpointing_mode(plan.activation_checkpointing) == "selective":  # what it kept needs no recomputing
+            recompute = max(0, recompute - tokens * layer_bytes_per_token(config, layout, plan))
     gathered, shards = 0, layout.shard_degree
     if shards > 1:
         layer_params = sums.layer_elements // layout.tp

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -19,7 +20,7 @@ from safetensors import safe_open
 from transformers import AutoConfig, PretrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-from trainer.config import ConfigError, ModelSpec
+from trainer.config import ConfigError, ModelSpec, checkpointing_mode
 
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 
@@ -154,11 +155,58 @@ class _CheckpointTensors:
             return f.get_tensor(name)
 
 
-def enable_activation_checkpointing(model: torch.nn.Module) -> None:
-    """Recompute each decoder layer in backward. transformers 5 renamed gradient_checkpointing_enable to
-    activation_checkpointing_enable in a later release (the old name warns there): use whichever this one has."""
+def enable_activation_checkpointing(model: torch.nn.Module, mode: bool | str = "full") -> None:
+    """Recompute each decoder layer in backward: all of it (full), or all but the outputs that
+    `selective_checkpoint_context` saves (selective); none leaves the model as it is. transformers 5 renamed
+    gradient_checkpointing_enable to activation_checkpointing_enable in a later release (the old name warns there):
+    use whichever this one has. Either passes its keywords to torch.utils.checkpoint.checkpoint."""
+    mode = checkpointing_mode(mode)
+    if mode == "none":
+        return
+    options = {"use_reentrant": False}
+    if mode == "selective":
+        options["context_fn"] = selective_checkpoint_context
     enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
-    enable({"use_reentrant": False})
+    enable(options)
+
+
+@functools.cache  # asked at every layer's forward
+def _saved_ops() -> tuple[frozenset, frozenset]:
+    """(matmuls, other ops) whose outputs selective checkpointing saves: every other matmul, and every attention
+    kernel's outputs (its output and log-sum-exp), as torchtitan's per-op policy; the reduce-scatter of sequence
+    parallelism is saved too, so that recomputation never communicates for it."""
+    aten = torch.ops.aten
+    # A linear layer's matmul (addmm with a bias); not bmm, which only SDPA's math fallback runs (its scores).
+    matmuls = frozenset({aten.mm.default, aten.addmm.default})
+    names = ("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+             "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
+             "_scaled_dot_product_fused_attention_overrideable")  # fmt: skip
+    others = {getattr(aten, name).default for name in names if hasattr(aten, name)}
+    others.add(torch.ops._c10d_functional.reduce_scatter_tensor.default)
+    return matmuls, frozenset(others)
+
+
+def selective_checkpoint_context():
+    """torch.utils.checkpoint's context_fn for selective (per-op) checkpointing of one layer's forward: save the
+    outputs of the attention kernel and of the 1st, 3rd, 5th... matmul (in a Llama layer q, v, gate and down; k, o
+    and up are recomputed, as torchtitan's `selective_ac_option = "op"`), recompute everything else (the norms,
+    rotary, activation functions, residual adds, which are cheap in FLOPs). Counting restarts for every layer
+    call; torch 2.13 asks the policy in the forward only and replays its answers, earlier releases ask again in
+    the recomputation, so that one counts on its own and picks the same matmuls."""
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    matmuls, others = _saved_ops()
+    counts = {False: 0, True: 0}  # matmuls seen in the forward (False) and in the recomputation (True)
+
+    def policy(ctx, func, *args, **kwargs) -> CheckpointPolicy:
+        if func in matmuls:
+            counts[ctx.is_recompute] += 1
+            saved = counts[ctx.is_recompute] % 2 == 1
+        else:
+            saved = func in others
+        return CheckpointPolicy.MUST_SAVE if saved else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
 
 
 def count_parameters(config: PretrainedConfig) -> dict[str, int]:

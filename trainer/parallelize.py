@@ -51,8 +51,7 @@ def parallelize(
     """Split a meta-device model for the layout, `materialize` this rank's part, then wrap it for replication."""
     if layout.tp > 1:
         _apply_tensor_parallel(model, mesh["tp"])
-    if spec.activation_checkpointing:
-        enable_activation_checkpointing(model)
+    enable_activation_checkpointing(model, spec.activation_checkpointing)  # none, selective or full
     if spec.compile:
         compile_layers(model.get_decoder().layers)
     if layout.fsdp:
@@ -85,8 +84,7 @@ def parallelize_pipeline(
     it changes no parameter names, and torch's pipeline stages know to reduce its gradients on the last
     micro-batch only.
     """
-    if spec.activation_checkpointing:  # set on the layers, which the stages keep
-        enable_activation_checkpointing(model)
+    enable_activation_checkpointing(model, spec.activation_checkpointing)  # set on the layers, which stages keep
     pp_rank = mesh.get_local_rank("pp")
     rank_model, stages, stage_ids = split_model(model, pp_rank, layout.pp, spec.pp_stages_per_rank, packed, context)
     if layout.tp > 1:

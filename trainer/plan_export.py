@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainer.config import ConfigError, Experiment, resolve_precision
+from trainer.config import ConfigError, Experiment, checkpointing_mode, resolve_precision
 from trainer.layout import Layout
 
 if TYPE_CHECKING:
@@ -88,8 +88,12 @@ def export(target: str, candidate: Candidate, context: PlanContext, directory: P
     return exporters[target](candidate, context, directory)
 
 
+# A candidate's checkpointing mode as the export's summary line says it.
+_CHECKPOINTING_WORDS = {"none": "off", "full": "on", "selective": "selective"}
+
+
 def _summary(candidate: Candidate) -> str:
-    checkpointing = "on" if candidate.activation_checkpointing else "off"
+    checkpointing = _CHECKPOINTING_WORDS[checkpointing_mode(candidate.activation_checkpointing)]
     return (
         f"{candidate.layout.describe()}, micro-batch {candidate.micro_batch}, "
         f"grad accum {candidate.grad_accum}, activation checkpointing {checkpointing}"
@@ -181,7 +185,8 @@ def _accelerate_fsdp(candidate: Candidate) -> dict:
         "fsdp_reshard_after_forward": True,
         "fsdp_offload_params": False,
         "fsdp_state_dict_type": "SHARDED_STATE_DICT",
-        "fsdp_activation_checkpointing": candidate.activation_checkpointing,
+        # accelerate checkpoints whole layers or nothing: selective becomes full (see _accelerate_notes)
+        "fsdp_activation_checkpointing": checkpointing_mode(candidate.activation_checkpointing) != "none",
     }
 
 
@@ -198,7 +203,10 @@ def _accelerate_notes(candidate: Candidate, context: PlanContext) -> list[str]:
         f"in train.py: a per-process batch of {candidate.micro_batch} x {context.seq_len} tokens, "
         f"Accelerator(gradient_accumulation_steps={candidate.grad_accum})"
     ]
-    if candidate.activation_checkpointing and not candidate.layout.fsdp:
+    mode = checkpointing_mode(candidate.activation_checkpointing)
+    if mode == "selective":
+        notes.append("accelerate has no selective activation checkpointing: this exports full (whole layers)")
+    if mode != "none" and not candidate.layout.fsdp:
         notes.append("in train.py: model.gradient_checkpointing_enable() (the config has it only under FSDP)")
     if candidate.layout.tp > 1:
         notes.append("in train.py: load the model with from_pretrained(..., tp_plan='auto') for tp")
@@ -217,7 +225,8 @@ def _yaml(data: dict) -> str:
 
 # Keys of torchtitan's TOML JobConfig as of torchtitan v0.2.0 (torchtitan/config/job_config.py: [training]
 # local_batch_size, global_batch_size, seq_len, mixed_precision_param; [parallelism] *_degree,
-# pipeline_parallel_schedule, pipeline_parallel_microbatch_size; [activation_checkpoint] mode).
+# pipeline_parallel_schedule, pipeline_parallel_microbatch_size; [activation_checkpoint] mode,
+# selective_ac_option).
 
 
 def export_torchtitan(candidate: Candidate, context: PlanContext, directory: Path) -> Export:
@@ -266,8 +275,12 @@ def torchtitan_tables(candidate: Candidate, context: PlanContext) -> dict[str, d
         parallelism["pipeline_parallel_schedule"] = TORCHTITAN_SCHEDULES[train.pp_schedule]
         parallelism["pipeline_parallel_microbatch_size"] = candidate.micro_batch
     tables["parallelism"] = parallelism
-    # meshpilot checkpoints whole decoder layers (their inputs kept): torchtitan's "full".
-    tables["activation_checkpoint"] = {"mode": "full" if candidate.activation_checkpointing else "none"}
+    # meshpilot's full checkpoints whole decoder layers (their inputs kept), torchtitan's "full"; its selective is
+    # torchtitan's per-op policy (every other matmul and attention kept), selective_ac_option "op".
+    mode = checkpointing_mode(candidate.activation_checkpointing)
+    tables["activation_checkpoint"] = {"mode": mode}
+    if mode == "selective":
+        tables["activation_checkpoint"]["selective_ac_option"] = "op"
     return tables
 
 

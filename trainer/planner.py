@@ -1,5 +1,6 @@
-"""`meshpilot plan`: every valid layout x micro-batch x activation checkpointing, those that do not fit dropped
-with the reason, the rest ranked by predicted tokens/s. Runs on the meta device: no GPU, no weights.
+"""`meshpilot plan`: every valid layout x micro-batch x activation checkpointing (none, selective, full), those
+that do not fit dropped with the reason, the rest ranked by predicted tokens/s. Runs on the meta device: no GPU,
+no weights.
 
 The micro-batches are every divisor of a rank's share of the global batch (micro_batch_choices), unless the
 experiment fixes train.micro_batch; a fixed train.activation_checkpointing is likewise the only mode planned
@@ -28,7 +29,16 @@ from transformers import PretrainedConfig
 
 from trainer.attention import head_dim, takes_dense_mask
 from trainer.collector import collector_paused
-from trainer.config import Experiment, TrainSpec, apply_override, resolve_precision
+from trainer.config import (
+    CHECKPOINTING_MODES,
+    Experiment,
+    TrainSpec,
+    apply_override,
+    checkpointing_mode,
+    checkpointing_rank,
+    normalize_checkpointing,
+    resolve_precision,
+)
 from trainer.context_parallel import check_context_parallel
 from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError
 from trainer.memory_model import (
@@ -81,7 +91,7 @@ class Candidate:
     layout: Layout
     micro_batch: int
     grad_accum: int
-    activation_checkpointing: bool
+    activation_checkpointing: bool | str  # as train.activation_checkpointing stores it: False, "selective", True
     memory: dict[str, int]
     estimate: StepEstimate | None = None
     dropped: str | None = None  # why it cannot run, if it cannot
@@ -112,10 +122,13 @@ class Pinned:
     """Planner choices the user fixed: planned as given instead of enumerated (None: enumerate)."""
 
     micro_batch: int | None = None
-    activation_checkpointing: bool | None = None
+    activation_checkpointing: bool | str | None = None
 
-    def checkpointing_modes(self) -> tuple[bool, ...]:
-        return (False, True) if self.activation_checkpointing is None else (self.activation_checkpointing,)
+    def checkpointing_modes(self) -> tuple[bool | str, ...]:
+        """none, selective and full as train.activation_checkpointing stores them, or only the pinned one."""
+        if self.activation_checkpointing is not None:
+            return (self.activation_checkpointing,)
+        return tuple(normalize_checkpointing(mode) for mode in CHECKPOINTING_MODES)
 
 
 def pinned_by(experiment: Experiment, path: Path | None = None, overrides: Sequence[str] = ()) -> Pinned:
@@ -245,7 +258,7 @@ def _plan(
     return feasible + [c for c in candidates if c.dropped is not None]
 
 
-def _indivisible(layout: Layout, micro_batch: int, rows: int, checkpointing: bool) -> Candidate:
+def _indivisible(layout: Layout, micro_batch: int, rows: int, checkpointing: bool | str) -> Candidate:
     """A layout the pinned micro-batch cannot run: no whole number of passes (grad_accum 0), nothing to predict."""
     reason = f"train.micro_batch {micro_batch} does not divide the {rows} rows per data-parallel rank"
     return Candidate(layout, micro_batch, 0, checkpointing, {}, dropped=reason)
@@ -289,10 +302,11 @@ def _peak_memory(
 
 def _rank_key(candidate: Candidate) -> tuple:
     """Fastest first; within 1% of each other (below what the model can tell apart) prefer what the trainer runs,
-    no recomputation, and fewer parallel dimensions."""
+    less recomputation (none, then selective, then full), and fewer parallel dimensions."""
     speed_bucket = -math.floor(math.log(candidate.estimate.tokens_per_s) / math.log(1.01))
     dimensions = sum(d > 1 for d in candidate.layout.degrees().values())
-    return (speed_bucket, not candidate.runnable, candidate.activation_checkpointing, dimensions)
+    recomputation = checkpointing_rank(candidate.activation_checkpointing)
+    return (speed_bucket, not candidate.runnable, recomputation, dimensions)
 
 
 def _judge(candidate: Candidate, device_mem: int) -> None:
@@ -316,13 +330,16 @@ def _judge_pipeline(candidate: Candidate, config: PretrainedConfig, train: Train
         candidate.dropped = candidate.dropped or str(error)
 
 
+_AC_COLUMN = {"none": "off", "selective": "sel", "full": "on"}  # the table's AC column, three characters wide
+
+
 def format_table(candidates: list[Candidate], limit: int = 20) -> str:
     feasible = [c for c in candidates if c.dropped is None]
     dropped = [c for c in candidates if c.dropped is not None]
     header = f"{'#':>3}  {'layout':<34} {'mb':>3} {'accum':>5} {'AC':>3} {'GiB/dev':>8} {'tokens/s':>12}  note"
     lines = [header, "-" * len(header)]
     for i, c in enumerate(feasible[:limit], 1):
-        checkpointing = "on" if c.activation_checkpointing else "off"
+        checkpointing = _AC_COLUMN[checkpointing_mode(c.activation_checkpointing)]
         lines.append(
             f"{i:>3}  {c.layout.describe():<34} {c.micro_batch:>3} {c.grad_accum:>5} {checkpointing:>3} "
             f"{c.memory['peak'] / GiB:>8.2f} {c.estimate.tokens_per_s:>12,.0f}  {'; '.join(c.notes)}"

@@ -4,11 +4,13 @@ measured runs on the same machine.
 
 Compute per optimizer step and rank has three parts:
 - matmul: the step's FLOPs (6 per matmul parameter per token, and attention over full rows) over the matmul rate
-  in the compute dtype, a third more under activation checkpointing (the forward runs twice);
+  in the compute dtype, a third more under full activation checkpointing (the forward runs twice), and under
+  selective only the matmuls it recomputes (`selective_recompute_flops`: k, o and up, attention not at all);
 - memory: the bytes that work bound by memory bandwidth moves (`memory_traffic`), over the memory bandwidth: the
   elementwise operations of every layer (RMSNorm in fp32, rotary, SwiGLU, residuals) in forward, backward and any
-  recomputation, the fp32 logits and their softmax, a dense attention mask read per head, autocast's bf16 weight
-  copies, FSDP's gathered parameters, gradient accumulation and the AdamW update;
+  recomputation (full and selective both recompute all of them), the fp32 logits and their softmax, a dense
+  attention mask read per head, autocast's bf16 weight copies, FSDP's gathered parameters, gradient accumulation
+  and the AdamW update;
 - launches: the fixed cost of each operation (`OPS_PER_LAYER` per layer and pass, counted on transformers' Llama).
   A CPU runs operations one after another and pays it on top; a GPU queues them, so launching costs time only where
   it outlasts the work: the step takes the longer of the two.
@@ -20,8 +22,9 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
   micro-batch (in bf16, half of P, under bf16: FSDP2's mixed precision), gradients reduce-scattered once (fp32).
 - tp: two all-reduces of the activations per layer in forward and two in backward, every micro-batch; these
   sit on the critical path, while data-parallel traffic mostly overlaps the backward pass.
-- cp: every layer all-gathers the keys and values in forward (again when activation checkpointing recomputes the
-  forward) and reduce-scatters their gradients in backward, every micro-batch (`context_parallel_bytes`).
+- cp: every layer all-gathers the keys and values in forward (again when activation checkpointing, full or
+  selective, recomputes the forward) and reduce-scatters their gradients in backward, every micro-batch
+  (`context_parallel_bytes`).
 - pp: activations sent between stages, per micro-batch.
 
 Links: a mesh dimension stays inside a node when it and the dimensions inside it (the mesh is ordered
@@ -51,7 +54,7 @@ from filelock import FileLock
 from transformers import PretrainedConfig
 
 from trainer.cache import calibration_dir
-from trainer.config import Experiment, resolve_precision
+from trainer.config import Experiment, checkpointing_mode, resolve_precision
 from trainer.flops import peak_bf16_flops, peak_memory_bandwidth, step_flops
 from trainer.layout import MESH_DIMS, Layout
 from trainer.probe import read_probe
@@ -74,6 +77,9 @@ OP_OVERHEAD_S = {"cuda": 10e-6, "cpu": 5e-6}
 # (counted: 32 forward, 65 backward per layer; 19 and 20 for the embedding, final norm, head and loss).
 OPS_PER_LAYER = 32
 OPS_OUTSIDE_LAYERS = 40
+# Selective checkpointing recomputes every operation of a layer's forward but the five whose outputs it keeps (the
+# q, v, gate and down matmuls and attention: trainer.model.selective_checkpoint_context).
+SELECTIVE_KEPT_OPS = 5
 # Bytes moved per element: RMSNorm upcasts to fp32 (read, cast, square, mean, scale, cast back, weight: about 20
 # fp32 bytes per element besides its input and output); rotary about 8 passes over q and k; SwiGLU 5 over the
 # intermediate width; the two residual adds 3 each; the fp32 logits about 30 (the upcast, log-softmax and its
@@ -230,7 +236,7 @@ def communication_bytes(
     micro_batch: int,
     seq_len: int,
     grad_accum: int,
-    activation_checkpointing: bool = False,
+    activation_checkpointing: bool | str = False,
     precision: str = "fp32",
 ) -> dict[str, tuple[float, int]]:
     """(bytes each rank sends, number of collectives) per optimizer step, per mesh dimension.
@@ -253,8 +259,8 @@ def communication_bytes(
         sent["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
     if layout.tp > 1:
         sent["tp"] = (grad_accum * 4 * layers * 2 * ring(layout.tp) * activation, grad_accum * 4 * layers)
-    if layout.cp > 1:  # per layer: all-gather (twice with recomputation) and reduce-scatter
-        collectives = grad_accum * layers * (3 if activation_checkpointing else 2)
+    if layout.cp > 1:  # per layer: all-gather (twice with recomputation, full or selective) and reduce-scatter
+        collectives = grad_accum * layers * (2 if checkpointing_mode(activation_checkpointing) == "none" else 3)
         sent["cp"] = (collectives * context_parallel_bytes(config, layout, micro_batch, seq_len), collectives)
     if layout.pp > 1:
         sent["pp"] = (grad_accum * 2 * activation / layout.tp, grad_accum * 2)
@@ -294,7 +300,7 @@ def estimate_step(
     micro_batch: int,
     seq_len: int,
     grad_accum: int,
-    activation_checkpointing: bool = False,
+    activation_checkpointing: bool | str = False,
     calibration: Calibration | None = None,
     precision: str = "fp32",
     dense_mask: bool = False,
@@ -309,8 +315,11 @@ def estimate_step(
     pairs = micro_batch * grad_accum * seq_len * (seq_len + 1) // 2  # full rows; packing only lowers this
     flops = step_flops(matmul_params, width, config.num_hidden_layers, tokens_per_rank_step, pairs)
     figures = figures or hardware_figures(hardware)
+    mode = checkpointing_mode(activation_checkpointing)
+    if mode == "selective":  # only the matmuls whose outputs it does not keep
+        flops += selective_recompute_flops(config, tokens_per_rank_step)
     matmul = flops / (layout.tp * layout.cp * layout.pp) / figures.compute_flops(hardware, precision)
-    if activation_checkpointing:  # the forward pass runs twice: 4 passes' worth instead of 3
+    if mode == "full":  # the forward pass runs twice: 4 passes' worth instead of 3
         matmul *= 4 / 3
     traffic = memory_traffic(
         config, layout, matmul_params, parameter_bytes, micro_batch, seq_len, grad_accum, activation_checkpointing,
@@ -349,7 +358,7 @@ def memory_traffic(
     micro_batch: int,
     seq_len: int,
     grad_accum: int,
-    activation_checkpointing: bool,
+    activation_checkpointing: bool | str,
     precision: str,
     dense_mask: bool,
 ) -> float:
@@ -364,12 +373,15 @@ def memory_traffic(
     tokens = micro_batch * seq_len // layout.cp  # per micro-batch on this rank
     forward = 2 * (2 * h * width + NORM_FP32_BYTES * h) + RESIDUAL_PASSES * h * width
     forward += (ROTARY_PASSES * (q + kv) + SWIGLU_PASSES * i) * width / tp
-    passes = 3 + (1 if activation_checkpointing else 0)  # backward moves about twice the forward's bytes
+    mode = checkpointing_mode(activation_checkpointing)
+    recomputed = 0 if mode == "none" else 1  # full and selective both recompute every elementwise operation
+    passes = 3 + recomputed  # backward moves about twice the forward's bytes
     per_micro_batch = tokens * layers * forward * passes
     per_micro_batch += tokens * config.vocab_size * LOGIT_BYTES
     if dense_mask:  # built as a bias in every layer, then read once per head in forward and twice in backward
         entries = tokens * seq_len  # each local query's row spans every key of its row
-        per_micro_batch += layers * entries * ((1 + width) + heads / tp * width * passes)
+        attention_passes = 3 + (1 if mode == "full" else 0)  # selective keeps attention's output: not rerun
+        per_micro_batch += layers * entries * ((1 + width) + heads / tp * width * attention_passes)
     stage_elements = parameter_bytes / FP32 / layout.pp / tp
     local_elements = stage_elements / layout.shard_degree
     if precision == "bf16" and not layout.fsdp:  # autocast casts every matmul weight to bf16 in every micro-batch
@@ -380,11 +392,20 @@ def memory_traffic(
     return grad_accum * per_micro_batch + optimizer
 
 
-def operations_per_micro_batch(config: PretrainedConfig, layout: Layout, activation_checkpointing: bool) -> int:
+def operations_per_micro_batch(config: PretrainedConfig, layout: Layout, activation_checkpointing: bool | str) -> int:
     """Operations one forward and backward pass launches on one rank (`OPS_PER_LAYER`)."""
     layers = -(-config.num_hidden_layers // layout.pp)
-    passes = 3 + (1 if activation_checkpointing else 0)
-    return layers * OPS_PER_LAYER * passes + OPS_OUTSIDE_LAYERS
+    recomputed = {"none": 0, "selective": OPS_PER_LAYER - SELECTIVE_KEPT_OPS, "full": OPS_PER_LAYER}
+    return layers * (3 * OPS_PER_LAYER + recomputed[checkpointing_mode(activation_checkpointing)]) + OPS_OUTSIDE_LAYERS
+
+
+def selective_recompute_flops(config: PretrainedConfig, tokens: int) -> float:
+    """FLOPs selective checkpointing adds to a step of `tokens` tokens: the k, o and up projections it recomputes
+    (2 per weight per token); attention and the other matmuls keep their outputs."""
+    h, i = config.hidden_size, getattr(config, "intermediate_size", None) or 4 * config.hidden_size
+    q = config.num_attention_heads * (getattr(config, "head_dim", None) or h // config.num_attention_heads)
+    kv = q * _kv_ratio(config)
+    return 2.0 * tokens * config.num_hidden_layers * (h * kv + q * h + h * i)
 
 
 @dataclass

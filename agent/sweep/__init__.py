@@ -50,7 +50,7 @@ class PointRecord(TypedDict):
     layout: Degrees
     micro_batch: AtLeastOne
     grad_accum: AtLeastOne
-    activation_checkpointing: bool
+    activation_checkpointing: bool | Literal["selective"]  # train.activation_checkpointing as stored
     packing: bool
     extra: dict[str, Any]  # other experiment keys (section.key) -> value
     predicted_peak_bytes: Bytes | None
@@ -72,7 +72,7 @@ class Dropped(TypedDict):
     __pydantic_config__ = STRICT
     layout: Degrees
     micro_batch: AtLeastOne
-    activation_checkpointing: bool
+    activation_checkpointing: bool | Literal["selective"]  # train.activation_checkpointing as stored
     reason: str
 
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from optuna.trial import Trial, TrialState
 from pydantic import ConfigDict, Field
@@ -56,7 +56,7 @@ class Params(TypedDict):
     layout: Degrees
     micro_batch: AtLeastOne
     grad_accum: AtLeastOne
-    activation_checkpointing: bool
+    activation_checkpointing: bool | Literal["selective"]  # train.activation_checkpointing as stored
     packing: bool
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from trainer.config import ConfigError, Experiment, load_experiment
+from trainer.config import ConfigError, Experiment, checkpointing_rank, load_experiment
 from trainer.data import plan_batches
 from trainer.layout import Layout, LayoutError
 
@@ -57,7 +57,7 @@ class Point:
     layout: dict[str, int]
     micro_batch: int
     grad_accum: int
-    activation_checkpointing: bool
+    activation_checkpointing: bool | str  # train.activation_checkpointing as stored: False, "selective", True
     packing: bool
     extra: dict[str, Any] = field(default_factory=dict)  # other experiment keys -> value
     predicted_peak_bytes: int | None = None
@@ -299,7 +299,7 @@ def _planned(experiment: Experiment, layouts: list[Layout], device_type: str, de
                 )
                 kept.append(candidate)
     order = {layout: i for i, layout in enumerate(layouts)}
-    kept.sort(key=lambda c: (order[c.layout], c.micro_batch, c.activation_checkpointing))
+    kept.sort(key=lambda c: (order[c.layout], c.micro_batch, checkpointing_rank(c.activation_checkpointing)))
     return kept, dropped
 
 
