@@ -5,7 +5,8 @@ torchrun's agent and the ranks would train on without anyone to stop them, writi
 directory that a `--resume` may already be training in. So every link of the chain is tied to the one before it:
 
     job supervisor (agent.jobs, detached on purpose) -> launcher (`meshpilot train`)
-        -> torchrun's agent (`python -m trainer.torchrun ...`) -> ranks (forked by it, named `meshpilot:rN`)
+        -> torchrun's agent (`meshpilot:agent`: forked from the launcher, or `python -m trainer.torchrun ...`)
+        -> ranks (forked by it, named `meshpilot:rN`)
 
 A parent that starts a tied child names itself in the child's environment (`PARENT_ENV`); the child asks the
 kernel for SIGKILL when its parent dies, then checks that its parent is still the one named: a parent that
