@@ -4,7 +4,8 @@ The source is torchtitan's benchmarks/llama3_h100_202412_torchtitan.md (SOURCE):
 in TABLES and parsed into one `Published` row per line, so every figure here is the published text. A row is in
 scope when meshpilot models what it ran; Float8 rows (torchao's float8 linears) are not: meshpilot predicts bf16
 and fp32 only. Each in-scope row becomes the experiment `meshpilot plan --model` builds for the preset
-(trainer.presets.preset_experiment) with the row's degrees, local batch, sequence length and precision, on the
+(trainer.presets.preset_experiment) with the row's degrees, local batch, sequence length, precision and activation
+checkpointing mode (torchtitan's full and per-op selective are meshpilot's full and selective), on the
 hardware `planned_hardware` gives an H100 (nodes of 8 over the network), and is predicted by the planner's own
 functions: `predict_run` for the step (uncalibrated: this machine's calibration records are not of torchtitan's
 machine) and `predict_memory` for every rank, the largest taken as torchtitan takes the maximum over GPUs.
@@ -30,7 +31,7 @@ from pathlib import Path
 from transformers import PretrainedConfig
 
 from bench.machine import RESULTS, describe_machine
-from trainer.config import Experiment
+from trainer.config import Experiment, checkpointing_mode
 from trainer.contracts import write_json
 from trainer.layout import Layout
 from trainer.memory_model import CUDA_RUNTIME, MemoryPlan, nccl_communicators, predict_memory
@@ -111,8 +112,6 @@ GPU = "h100"  # meshpilot's preset: the SXM's name (its dense bf16 peak, the one
 GPU_MEMORY = "96GB"  # the source's H100s; meshpilot's preset is the 80GB SXM
 NODE = 8  # GPUs per host
 GOALS = {"throughput": 0.15, "memory": 0.10}  # median absolute relative error, issue 15
-# The meshpilot checkpointing mode each torchtitan mode maps to: selective has no equivalent (see `_selective`).
-CHECKPOINTING = {"full": True, "selective": True, "none": False}
 
 
 @dataclass(frozen=True)
@@ -127,7 +126,7 @@ class Published:
     seq_len: int
     local_batch: int  # rows per data-parallel rank per step (torchtitan's training.batch_size)
     global_batch: int | None  # as stated; None where the caption does not say
-    checkpointing: str  # full | selective (torchtitan's per-op policy)
+    checkpointing: str  # full | selective (torchtitan's per-op policy; meshpilot's selective follows it)
     compile: bool
     float8: bool
     async_tp: bool
@@ -201,15 +200,14 @@ def _find(pattern: str, text: str) -> str:
     return match[1]
 
 
-def experiment_of(row: Published, checkpointing: bool | None = None) -> Experiment:
-    """The preset's experiment with the row's settings (`checkpointing`: the mapped mode unless given)."""
-    checkpointing = CHECKPOINTING[row.checkpointing] if checkpointing is None else checkpointing
+def experiment_of(row: Published) -> Experiment:
+    """The preset's experiment with the row's settings."""
     rows = row.local_batch * row.layout.dp_degree
     overrides = [
         *(f"layout.{name}={degree}" for name, degree in row.layout.degrees().items()),
         f"train.micro_batch={row.local_batch}",
         f"train.global_batch_tokens={rows * row.seq_len}",
-        f"train.activation_checkpointing={str(checkpointing).lower()}",
+        f"train.activation_checkpointing={row.checkpointing}",  # torchtitan's mode names are meshpilot's
         "train.precision=bf16",  # torchtitan's FSDP2 mixed precision: bf16 parameters, fp32 reduce-scatter
         f"train.compile={str(row.compile).lower()}",
         # torchtitan (Dec 2024) packs c4 into rows and attends causally across documents: meshpilot's unpacked
@@ -239,9 +237,9 @@ def reserved_bytes(prediction: dict[str, int], layout: Layout) -> int:
     return prediction["peak"] - outside
 
 
-def predict(row: Published, checkpointing: bool | None = None) -> dict:
+def predict(row: Published) -> dict:
     """meshpilot's figures for the row: tokens/s per GPU and the largest rank's memory."""
-    experiment = experiment_of(row, checkpointing)
+    experiment = experiment_of(row)
     train, layout, seq_len = experiment.train, experiment.layout, experiment.data.seq_len
     config, (hardware, device_mem) = preset_config(row.model), hardware_of(row)
     grad_accum = train.global_batch_tokens // seq_len // layout.dp_degree // train.micro_batch
@@ -252,7 +250,7 @@ def predict(row: Published, checkpointing: bool | None = None) -> dict:
     )  # fmt: skip
     largest = max(predict_memory(config, layout, plan), key=lambda rank: rank["peak"])
     return {
-        "activation_checkpointing": train.activation_checkpointing,
+        "activation_checkpointing": checkpointing_mode(train.activation_checkpointing),
         "tokens_per_s_per_gpu": estimate.tokens_per_s / layout.world_size,
         "step_s": estimate.step_s,
         "compute_s": estimate.compute_s,
@@ -265,8 +263,8 @@ def predict(row: Published, checkpointing: bool | None = None) -> dict:
     }
 
 
-def mismatches(row: Published, without_checkpointing: dict | None = None) -> list[str]:
-    """What meshpilot cannot map exactly, in words (`without_checkpointing`: its prediction with AC off)."""
+def mismatches(row: Published) -> list[str]:
+    """What meshpilot cannot map exactly, in words."""
     said = [
         "GPU: torchtitan's H100s have 96GB HBM2e (2.4 TB/s) at a 500 W limit, with a bf16 peak between the SXM's "
         "and the NVL's (their footnote); meshpilot prices the h100-sxm preset (the SXM's peak and HBM3 bandwidth) "
@@ -275,30 +273,11 @@ def mismatches(row: Published, without_checkpointing: dict | None = None) -> lis
         "memory: the prediction's peak less the CUDA context and NCCL buffers, which sit outside the allocator "
         "whose reserved peak torchtitan reports",
     ]
-    if row.checkpointing == "selective":
-        said.append(_selective(without_checkpointing))
     if row.compile:
         said.append("torch.compile: meshpilot's models have no term for it, so the prediction is the eager row's")
     if not row.seq_len_stated:
         said.append(f"sequence length not stated: {DEFAULT_SEQ_LEN}, torchtitan's config default (see SOURCE)")
     return said
-
-
-def _selective(off: dict | None) -> str:
-    text = (
-        "selective (per-op) activation checkpointing, which meshpilot lacks: mapped to full, the mode meshpilot "
-        "would run it in. torchtitan's op policy saves every matmul output but every second one and the attention "
-        "outputs: by our count it recomputes wk, wo and w3 (37% of the layers' forward matmuls, about +10% on the "
-        "step's FLOPs where full recomputation adds a third) and keeps about a third of a layer's activations where "
-        "full keeps only its input, so full predicts slower and smaller than what ran"
-    )
-    if off:
-        fits = "fits" if off["fits_96gb"] else "does not fit"
-        text += (
-            f"; without checkpointing meshpilot predicts {off['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU and "
-            f"{off['reserved_gib']:.1f} GiB reserved, which {fits} in 96 GB"
-        )
-    return text
 
 
 def compare(row: Published) -> dict:
@@ -309,10 +288,8 @@ def compare(row: Published) -> dict:
     if row.out_of_scope:
         return result
     predicted = predict(row)
-    off = predict(row, checkpointing=False) if row.checkpointing == "selective" else None
     errors = {key: _error(predicted, result, key) for key in published}
-    extra = {"predicted_without_checkpointing": off} if off else {}
-    return result | {"predicted": predicted, "error": errors, "mismatches": mismatches(row, off)} | extra
+    return result | {"predicted": predicted, "error": errors, "mismatches": mismatches(row)}
 
 
 def _settings(row: Published) -> dict:
@@ -328,14 +305,7 @@ def summary(results: list[dict]) -> dict:
     for goal, key in (("throughput", "tokens_per_s_per_gpu"), ("memory", "reserved_gib")):
         median = statistics.median(abs(r["error"][key]) for r in scored)
         out[goal] = {"median_abs_error": median, "goal": GOALS[goal], "met": median <= GOALS[goal]}
-        # The other side of the selective-checkpointing bracket: the same rows predicted without checkpointing.
-        off = [_error(r["predicted_without_checkpointing"], r, key) for r in scored if _off(r)]
-        out[goal]["median_abs_error_selective_as_none"] = statistics.median(map(abs, off)) if off else None
     return out
-
-
-def _off(result: dict) -> dict | None:
-    return result.get("predicted_without_checkpointing")
 
 
 def _error(predicted: dict, result: dict, key: str) -> float:
@@ -345,18 +315,16 @@ def _error(predicted: dict, result: dict, key: str) -> float:
 def markdown_table(results: list[dict]) -> str:
     """The in-scope rows as a markdown table, then the out-of-scope rows with the reason."""
     lines = [
-        "| row | layout | AC (published → mapped) | TPS/GPU published | predicted | error "
-        "| memory GiB published (reserved) | predicted reserved | error | AC off: TPS/GPU, GiB |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| row | layout | AC | TPS/GPU published | predicted | error "
+        "| memory GiB published (reserved) | predicted reserved | error |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in (r for r in results if not r["out_of_scope"]):
-        p, q, e, off = r["published"], r["predicted"], r["error"], _off(r)
-        mapped = "full" if q["activation_checkpointing"] else "none"
-        bracket = f"{off['tokens_per_s_per_gpu']:,.0f}, {off['reserved_gib']:.1f}" if off else "-"
+        p, q, e = r["published"], r["predicted"], r["error"]
         lines.append(
-            f"| {r['row']} | {Layout(**r['layout']).describe()} | {r['checkpointing']} → {mapped} "
+            f"| {r['row']} | {Layout(**r['layout']).describe()} | {q['activation_checkpointing']} "
             f"| {p['tokens_per_s_per_gpu']:,.0f} | {q['tokens_per_s_per_gpu']:,.0f} | {e['tokens_per_s_per_gpu']:+.1%} "
-            f"| {p['reserved_gib']:.1f} | {q['reserved_gib']:.1f} | {e['reserved_gib']:+.1%} | {bracket} |"
+            f"| {p['reserved_gib']:.1f} | {q['reserved_gib']:.1f} | {e['reserved_gib']:+.1%} |"
         )
     skipped = [f"- {r['row']}: {r['out_of_scope']}" for r in results if r["out_of_scope"]]
     return "\n".join(lines + (["", "Out of scope:", *skipped] if skipped else []))
@@ -374,11 +342,7 @@ def main() -> None:
     print(markdown_table(results))
     for goal, s in ((g, result["summary"][g]) for g in GOALS):
         verdict = "met" if s["met"] else "not met"
-        none = s["median_abs_error_selective_as_none"]
-        bracket = f"; selective rows as AC off: {none:.1%}" if none is not None else ""
-        print(
-            f"\n{goal}: median |error| {s['median_abs_error']:.1%} (goal {s['goal']:.0%}: {verdict}){bracket}", end=""
-        )
+        print(f"\n{goal}: median |error| {s['median_abs_error']:.1%} (goal {s['goal']:.0%}: {verdict})", end="")
     print(f"\n\nwrote {args.out} in {result['seconds']:.1f} s")
 
 

@@ -1,7 +1,10 @@
 """bench.published: torchtitan's published Llama 3.1 rows parse, the in-scope ones map to meshpilot layouts and
-come out beside meshpilot's own predictions (the planner's figures), and Float8 rows stay out of scope."""
+come out beside meshpilot's own predictions (the planner's figures) under the published checkpointing mode, and
+Float8 rows stay out of scope."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -68,7 +71,10 @@ def test_in_scope_rows_map_to_valid_layouts_of_the_published_gpu_count():
         assert hardware.devices_per_node * hardware.nodes == row.gpus
         assert experiment.train.micro_batch == row.local_batch
         assert experiment.train.global_batch_tokens == row.global_batch * row.seq_len
-        assert (experiment.train.precision, experiment.train.activation_checkpointing) == ("bf16", True)
+        # torchtitan's per-op selective checkpointing is meshpilot's selective mode, stored as the string
+        assert (experiment.train.precision, experiment.train.activation_checkpointing) == ("bf16", "selective")
+    full = experiment_of(dataclasses.replace(IN_SCOPE[0], checkpointing="full"))
+    assert full.train.activation_checkpointing is True
 
 
 def test_float8_rows_are_out_of_scope_and_not_predicted():
@@ -86,11 +92,12 @@ def test_the_table_puts_published_and_predicted_figures_side_by_side():
     assert predicted["tokens_per_s_per_gpu"] > 0 and 0 < predicted["reserved_gib"] < predicted["peak_gib"]
     assert result["error"]["tokens_per_s_per_gpu"] == pytest.approx(predicted["tokens_per_s_per_gpu"] / 5762 - 1)
     assert result["error"]["reserved_gib"] == pytest.approx(predicted["reserved_gib"] / 82.4 - 1)
-    assert any("selective" in m for m in result["mismatches"])
+    assert predicted["activation_checkpointing"] == "selective"
+    assert not any("checkpointing" in m for m in result["mismatches"])  # the published mode is modelled as it ran
     assert any("sequence length not stated" in m for m in result["mismatches"])
     table = markdown_table([result, compare(_row(1, "FSDP + torch.compile + Float8"))])
     line = next(line for line in table.splitlines() if line.startswith("| T1 8b 8 GPUs: FSDP |"))
-    assert "| 5,762 |" in line and f"| {predicted['tokens_per_s_per_gpu']:,.0f} |" in line
+    assert "| selective |" in line and "| 5,762 |" in line and f"| {predicted['tokens_per_s_per_gpu']:,.0f} |" in line
     assert "| 82.4 |" in line and f"| {predicted['reserved_gib']:.1f} |" in line
     assert "Out of scope:" in table and "Float8" in table
     assert summary([result])["throughput"]["median_abs_error"] == pytest.approx(
@@ -105,8 +112,20 @@ def test_the_prediction_is_the_planners_own_for_that_candidate():
     experiment = experiment_of(row)
     hardware, device_mem = hardware_of(row)
     candidates = plan(
-        experiment, preset_config(row.model), hardware, device_mem, row.seq_len, Pinned(row.local_batch, True)
+        experiment, preset_config(row.model), hardware, device_mem, row.seq_len, Pinned(row.local_batch, "selective")
     )
-    same = next(c for c in candidates if c.layout == row.layout and c.activation_checkpointing and c.dropped is None)
+    same = next(c for c in candidates if c.layout == row.layout and c.dropped is None)
+    assert same.activation_checkpointing == "selective"
     assert same.estimate.tokens_per_s / row.gpus == pytest.approx(predicted["tokens_per_s_per_gpu"])
     assert same.memory["peak"] / GiB == pytest.approx(predicted["peak_gib"])
+
+
+def test_the_published_checkpointing_mode_reaches_the_prediction():
+    """The same row under full checkpointing recomputes more and keeps less: slower and smaller than selective."""
+    row = _row(1, "FSDP")
+    selective = compare(row)["predicted"]
+    full = compare(dataclasses.replace(row, checkpointing="full"))["predicted"]
+    assert full["activation_checkpointing"] == "full"
+    assert full["tokens_per_s_per_gpu"] < selective["tokens_per_s_per_gpu"]
+    assert full["memory_gib"]["activations_saved"] < selective["memory_gib"]["activations_saved"]
+    assert full["reserved_gib"] < selective["reserved_gib"]
