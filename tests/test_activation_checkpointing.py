@@ -15,7 +15,8 @@ from transformers import AutoConfig
 
 from trainer.config import ConfigError, TrainSpec, checkpointing_mode, load_experiment
 from trainer.layout import Layout
-from trainer.memory_model import MemoryPlan, layer_bytes_per_token
+from trainer.memory import MemoryTimeline, saved_for_backward
+from trainer.memory_model import MemoryPlan, activation_bytes, layer_bytes_per_token
 from trainer.model import build_model, enable_activation_checkpointing
 from trainer.step import token_loss_sum
 
@@ -44,6 +45,15 @@ class _CreatedStorages(TorchDispatchMode):
         return sum(s.nbytes() for s in self.storages.values() if torch._C._storage_Use_Count(s._cdata) > 1)
 
 
+def a_batch(config, micro_batch: int, seq_len: int) -> dict[str, torch.Tensor]:
+    """The same packed-looking batch every call: three segments per row."""
+    ids = torch.randint(0, config.vocab_size, (micro_batch, seq_len), generator=torch.Generator().manual_seed(0))
+    segments = torch.arange(seq_len).div(seq_len // 3, rounding_mode="floor").expand(micro_batch, seq_len)
+    batch = {"input_ids": ids, "labels": ids, "position_ids": torch.arange(seq_len).expand_as(ids)}
+    batch["segment_ids"] = segments.contiguous()
+    return batch
+
+
 def kept_by_one_layer(config, mode: str, micro_batch: int, seq_len: int, packed: bool):
     """Bytes the first decoder layer's forward leaves alive once the model's forward is done: what it keeps for
     backward, by whatever means (autograd's saved tensors, selective checkpointing's cache), its output included
@@ -51,10 +61,7 @@ def kept_by_one_layer(config, mode: str, micro_batch: int, seq_len: int, packed:
     model = build_model(config, None, seed=0)
     model.train()
     enable_activation_checkpointing(model, mode)
-    ids = torch.randint(0, config.vocab_size, (micro_batch, seq_len), generator=torch.Generator().manual_seed(0))
-    segments = torch.arange(seq_len).div(seq_len // 3, rounding_mode="floor").expand(micro_batch, seq_len)
-    batch = {"input_ids": ids, "labels": ids, "position_ids": torch.arange(seq_len).expand_as(ids)}
-    batch["segment_ids"] = segments.contiguous()
+    batch = a_batch(config, micro_batch, seq_len)
     record = _CreatedStorages()
 
     def start(*_) -> None:
@@ -95,6 +102,45 @@ def test_selective_keeps_less_than_none_and_more_than_full_as_predicted(changes,
         assert runs[mode][1] == loss
         for name, grad in grads.items():
             assert torch.equal(runs[mode][2][name], grad), (mode, name)
+
+
+def measured_through_a_step(config, mode: str, micro_batch: int, seq_len: int, packed: bool):
+    """The activations saved_for_backward measures for one forward, and the activations a MemoryTimeline recording
+    that forward and its backward holds at each phase's end."""
+    model = build_model(config, None, seed=0)
+    model.train()
+    enable_activation_checkpointing(model, mode)
+    batch = a_batch(config, micro_batch, seq_len)
+    timeline = MemoryTimeline(model, torch.optim.SGD(model.parameters()), torch.device("cpu"), {"": model})
+    with timeline.recording():
+        loss, saved = saved_for_backward(model, lambda: token_loss_sum(model, batch, packed))
+        loss.backward()
+    return saved["activations_saved"], {point["phase"]: point["activations"] for point in timeline.points}
+
+
+@pytest.mark.parametrize(
+    ("changes", "micro_batch", "seq_len", "packed"),
+    [({}, 2, 64, True), ({"hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 3}, 4, 32, False)],
+)
+def test_saved_for_backward_counts_what_selective_checkpointing_keeps(changes, micro_batch, seq_len, packed):
+    """What selective checkpointing's cache keeps (outside autograd's saved tensors) is measured as activations,
+    from the forward until the recomputation uses it: selective measures between full and none, its excess over
+    full is the model's per-layer difference (exact on these models: held to 1%) and the whole is the model's
+    prediction within 15%, as tests/test_memory_model.py holds none and full to. The negative control: measuring
+    the cache as nothing (selective equal to full) fails here. A MemoryTimeline sees the same bytes, and all of
+    them are released by the end of the backward."""
+    config = AutoConfig.for_model(**{**TINY_MODEL, **changes})
+    measured = {mode: measured_through_a_step(config, mode, micro_batch, seq_len, packed) for mode in MODES}
+    saved = {mode: measured[mode][0] for mode in MODES}
+    assert saved["none"] > saved["selective"] > saved["full"] > 0
+    plans = {mode: MemoryPlan(micro_batch, seq_len, "fp32", mode, TrainSpec(), packing=packed) for mode in MODES}
+    per_layer = {mode: layer_bytes_per_token(config, Layout(dp_replicate=1), plans[mode]) for mode in MODES}
+    kept_over_full = config.num_hidden_layers * micro_batch * seq_len * (per_layer["selective"] - per_layer["full"])
+    assert saved["selective"] - saved["full"] == pytest.approx(kept_over_full, rel=0.01)
+    predicted = activation_bytes(config, Layout(dp_replicate=1), plans["selective"])
+    assert predicted == pytest.approx(saved["selective"], rel=0.15)
+    for mode in MODES:
+        assert measured[mode][1] == {"start": 0, "forward mb1": saved[mode], "backward mb1": 0}, mode
 
 
 def test_modes_are_ordered_by_memory_in_the_model():

@@ -2,7 +2,8 @@
 
 Parameters, gradients and optimizer state are counted exactly from the tensors each rank holds (its local
 shards once layouts shard them). Activations are the bytes autograd saves for backward, seen through
-saved-tensor hooks (their peak while micro-batches are in flight), counting each storage once, leaving
+saved-tensor hooks, and the outputs selective checkpointing's cache keeps for the recomputation (reported by
+trainer.model; their peak while micro-batches are in flight), counting each storage once, leaving
 out parameters and counting autocast's low-precision weight copies apart. MemoryTimeline follows these categories
 through one step, phase by phase.
 Peak on CUDA is what the device had to hold: the caching allocator's reserved peak (allocated tensors plus the
@@ -56,7 +57,8 @@ def saved_for_backward(model: torch.nn.Module, run: Callable[[], torch.Tensor]) 
     most bytes that autograd held saved for backward at any moment, by kind.
 
     A saved storage counts from when the forward saves it until the backward has unpacked it as often as it
-    was saved (one storage saved by several operations counts once). Under a pipeline schedule several
+    was saved (one storage saved by several operations counts once); an output selective checkpointing keeps
+    counts from the forward until the recomputation takes it. Under a pipeline schedule several
     micro-batches are in flight at once; without one, the peak is one micro-batch's forward.
     `activations_saved` are the activations proper. `weight_copies_saved` are lower-precision copies of the
     weights that autocast makes and saves (a cast whose input is a parameter): memory that scales with the
@@ -70,31 +72,66 @@ def saved_for_backward(model: torch.nn.Module, run: Callable[[], torch.Tensor]) 
     return result, live.peak
 
 
-def _counting_saved_tensors(model: torch.nn.Module, counters: list) -> torch.autograd.graph.saved_tensors_hooks:
+# The countings installed by `_counting_saved_tensors`, innermost last.
+_countings: list[_Counting] = []
+
+
+@contextlib.contextmanager
+def _counting_saved_tensors(model: torch.nn.Module, counters: list):
     """Saved-tensor hooks that tell each counter (`add(ptr, nbytes, kind)` when the forward saves a storage,
-    `release(ptr)` when the backward unpacks it) about every saved storage that is not a parameter."""
-    parameter_storages = {ptr for p in model.parameters() if (ptr := _storage_ptr(p)) is not None}
+    `release(ptr)` when the backward unpacks it) about every saved storage that is not a parameter. Inside, what
+    keeps tensors for backward outside autograd's saved tensors reports to the same counters (`kept_counting`)."""
+    counting = _Counting(model, counters)
 
     def pack(tensor: torch.Tensor):
-        local = tensor._local_tensor if _is_dtensor(tensor) else tensor
-        ptr = _storage_ptr(local)
-        origin = _weight_origin(tensor)
-        if ptr is None or ptr in parameter_storages or origin == "parameter":
-            return tensor
-        kind = "weight_copies_saved" if origin == "copy" else "activations_saved"
-        for counter in counters:
-            counter.add(ptr, local.untyped_storage().nbytes(), kind)
-        return ptr, tensor
+        ptr = counting.add(tensor)
+        return tensor if ptr is None else (ptr, tensor)
 
     def unpack(packed):
         if isinstance(packed, torch.Tensor):
             return packed
         ptr, tensor = packed
-        for counter in counters:
-            counter.release(ptr)
+        counting.release(ptr)
         return tensor
 
-    return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+    _countings.append(counting)
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            yield
+    finally:
+        _countings.pop()
+
+
+def kept_counting() -> _Counting | None:
+    """The counting of the innermost `_counting_saved_tensors` running now, if any: where memory kept for backward
+    outside autograd's saved tensors (selective checkpointing's cache, trainer.model) is reported, as the hooks
+    report what autograd saves (only the innermost hooks run)."""
+    return _countings[-1] if _countings else None
+
+
+class _Counting:
+    """Tells its counters about storages kept for backward: a storage counts once per `add` until as many
+    `release`s; parameters (and views of them) are left out, autocast's weight copies counted apart."""
+
+    def __init__(self, model: torch.nn.Module, counters: list) -> None:
+        self.counters = counters
+        self.parameter_storages = {ptr for p in model.parameters() if (ptr := _storage_ptr(p)) is not None}
+
+    def add(self, tensor: torch.Tensor) -> int | None:
+        """Count `tensor`'s storage: its id (for `release`), or None where it is not counted."""
+        local = tensor._local_tensor if _is_dtensor(tensor) else tensor
+        ptr = _storage_ptr(local)
+        origin = _weight_origin(tensor)
+        if ptr is None or ptr in self.parameter_storages or origin == "parameter":
+            return None
+        kind = "weight_copies_saved" if origin == "copy" else "activations_saved"
+        for counter in self.counters:
+            counter.add(ptr, local.untyped_storage().nbytes(), kind)
+        return ptr
+
+    def release(self, ptr: int) -> None:
+        for counter in self.counters:
+            counter.release(ptr)
 
 
 class _LiveSaved:
@@ -138,7 +175,7 @@ class MemoryTimeline:
     when the step began (under FSDP2 its shards; the gradients a micro-batch accumulates without synchronising
     stay in FSDP's own unsharded buffers until the last backward reduces them: they are not counted until then).
     Activations are the bytes saved for backward and not yet used by it (autocast's weight copies included),
-    counted by the saved-tensor hooks of `saved_for_backward`.
+    counted by the saved-tensor hooks of `saved_for_backward` (and what selective checkpointing's cache keeps).
     Temporaries, on CUDA only, are what the allocator holds beyond those (FSDP's gathered parameters, logits,
     communication buffers, rounding to the allocator's blocks). A CPU has no such figure: the process's resident
     set counts the interpreter and libraries, and freed memory stays resident, so the points leave it out.

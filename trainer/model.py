@@ -7,6 +7,7 @@ and the launcher and the planner only read configs.
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import difflib
@@ -17,10 +18,12 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoConfig, PretrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from trainer.config import ConfigError, ModelSpec, checkpointing_mode
+from trainer.memory import kept_counting
 
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 
@@ -206,7 +209,82 @@ def selective_checkpoint_context():
             saved = func in others
         return CheckpointPolicy.MUST_SAVE if saved else CheckpointPolicy.PREFER_RECOMPUTE
 
-    return create_selective_checkpoint_contexts(policy)
+    counting = kept_counting()  # trainer.memory measuring what is kept for backward: tell it what the cache keeps
+    if counting is None:
+        return create_selective_checkpoint_contexts(policy)
+    return _counted_selective_contexts(policy, counting)
+
+
+def _counted_selective_contexts(policy, counting) -> tuple[TorchDispatchMode, TorchDispatchMode]:
+    """create_selective_checkpoint_contexts(policy), each of its two modes run under one of ours that tells
+    trainer.memory's `counting` what selective checkpointing's cache holds for backward (the saved-tensor hooks
+    never see it): after a forward op whose outputs the policy saved, it adds their storages; after the
+    recomputation's matching call of that op (the n-th call of the op in either pass, as torch pairs them), which
+    the cache answered and emptied, it releases them; what no recomputed call asked for, as the recomputation ends."""
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    answers = []  # the policy's answer for the forward op running now (torch asks once per op, ignored ops never)
+    calls = {False: collections.Counter(), True: collections.Counter()}  # per op: calls in forward, recompute
+    kept: dict[tuple, list[int]] = {}  # (op, n-th call) -> its cached storages, as counted
+
+    def asked(ctx, func, *args, **kwargs) -> CheckpointPolicy:
+        answer = policy(ctx, func, *args, **kwargs)
+        if not ctx.is_recompute:  # torch before 2.13 asks the recomputation too: not a forward answer
+            answers.append(answer)
+        return answer
+
+    def forward_output(func, out) -> None:
+        if not answers:  # an op selective checkpointing passes through (detach): not counted by it either
+            return
+        call = (func, calls[False][func])
+        calls[False][func] += 1
+        if answers.pop() in (CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_SAVE):
+            tensors = [t for t in (out if isinstance(out, tuple | list) else (out,)) if isinstance(t, torch.Tensor)]
+            kept[call] = [ptr for t in tensors if (ptr := counting.add(t)) is not None]
+
+    def recomputed_output(func, out) -> None:
+        call = (func, calls[True][func])
+        calls[True][func] += 1
+        for ptr in kept.pop(call, ()):
+            counting.release(ptr)
+
+    def recomputation_ended() -> None:
+        # It stops once it has rebuilt what backward needs (checkpoint's early stop): an output cached after that
+        # (a layer's last matmul) is never asked for. The cache goes with the layer's part of the graph, which
+        # the backward frees next: counted until then, as if the recomputation had used it.
+        for ptrs in kept.values():
+            for ptr in ptrs:
+                counting.release(ptr)
+        kept.clear()
+
+    caching, cached = create_selective_checkpoint_contexts(asked)
+    return _Reporting(caching, forward_output), _Reporting(cached, recomputed_output, recomputation_ended)
+
+
+class _Reporting(TorchDispatchMode):
+    """Enters `below` (a dispatch mode), then itself above it: each op runs through `below` and its output is
+    handed to `report(op, output)`; `ended()`, if given, is called on the way out."""
+
+    def __init__(self, below: TorchDispatchMode, report, ended=None) -> None:
+        super().__init__()
+        self.below, self.report, self.ended = below, report, ended
+
+    def __enter__(self):
+        self.below.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc) -> None:
+        try:
+            super().__exit__(*exc)
+        finally:
+            self.below.__exit__(*exc)
+            if self.ended is not None:
+                self.ended()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.report(func, out)
+        return out
 
 
 def count_parameters(config: PretrainedConfig) -> dict[str, int]:
