@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import preloaded
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,8 +65,11 @@ def train(experiment: Path, out: Path, *args: str, env: dict | None = None):
 
 
 def meshpilot(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run the `meshpilot` command line in a fresh process."""
+    """Run the `meshpilot` command line in a process of its own: forked from a preloaded one where that runs it
+    exactly as a fresh interpreter would (tests/preloaded.py), else a fresh interpreter."""
     full_env = {**os.environ, **(env or {})}
+    if preloaded.serves(args, full_env):
+        return preloaded.run(args, full_env, timeout)
     return subprocess.run(
         [sys.executable, "-m", "agent.cli", *args],
         cwd=REPO,

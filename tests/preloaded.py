@@ -1,0 +1,155 @@
+"""A `meshpilot train` for the tests that starts with torch and transformers already imported.
+
+Most of a tiny test run's cost is its launcher importing torch, transformers and Llama's modelling code: about
+3.5 s of CPU, paid by some 150 launches a session on two cores. Each xdist worker therefore keeps one process that
+has imported them (`python -m tests.preloaded`), and `support.meshpilot("train", ...)` asks it to fork a launcher
+that runs `meshpilot train` exactly as the command line does (`agent.cli.main`), with the request's arguments,
+environment and working directory, its output into files read back as a CompletedProcess's.
+
+Only the third-party modules are preloaded: meshpilot's own are imported by each launcher, so whatever they read
+from the environment at import time comes from the request. A request goes to a fresh interpreter instead where
+preloading could change what it does:
+- another command than `train` (a sweep, a demo or the chat start processes of their own anyway);
+- an environment that differs from the preloaded process's in a variable read when those modules are imported
+  (IMPORT_TIME_PREFIXES: Hugging Face, torch, thread pools, Python itself);
+- a launcher tied to a parent (trainer.lifeline): its parent would be this process, not the test.
+Tests of the command line's processes (signals, process groups, lifelines) start it with subprocess themselves.
+MESHPILOT_TEST_PRELOAD=0 turns preloading off.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PRELOAD = ("torch", "torch.distributed", "transformers", "transformers.models.llama.modeling_llama", "yaml")
+IMPORT_TIME_PREFIXES = (
+    "HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH", "PYTORCH_", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "CUDA_",
+    "NCCL_", "GLOO_", "PYTHON", "LD_", "HOME", "XDG_", "TMP", "TEMP",  # the last four: default cache paths
+)  # fmt: skip
+PARENT_ENV = "MESHPILOT_PARENT_PID"  # trainer.lifeline's; not imported here, to keep this module light
+
+
+def serves(args: tuple[str, ...], env: dict[str, str]) -> bool:
+    """Whether a preloaded launcher runs `meshpilot ARGS` in `env` exactly as a fresh interpreter would."""
+    if os.environ.get("MESHPILOT_TEST_PRELOAD") == "0" or args[:1] != ("train",) or PARENT_ENV in env:
+        return False
+    # `meshpilot train` sets this itself before importing numpy (trainer.cli), as the preloaded process did.
+    env = {"OPENBLAS_NUM_THREADS": "1", **env}
+    return _import_time(env) == _import_time(_launcher().env)
+
+
+def _import_time(env: dict[str, str]) -> dict[str, str]:
+    return {key: value for key, value in env.items() if key.startswith(IMPORT_TIME_PREFIXES)}
+
+
+def run(args: tuple[str, ...], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """`meshpilot ARGS` forked from this worker's preloaded process, as `subprocess.run(..., capture_output=True,
+    text=True, timeout=timeout)` would give it."""
+    return _launcher().run(args, env, timeout)
+
+
+class _Preloaded:
+    """The client side: one preloaded process per test process, started on first use, asked one run at a time."""
+
+    def __init__(self) -> None:
+        self.env = {"OPENBLAS_NUM_THREADS": "1", **os.environ}
+        ours, theirs = socket.socketpair()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "tests.preloaded", str(theirs.fileno())],
+            cwd=REPO,
+            env={**self.env, PARENT_ENV: str(os.getpid())},  # dies with this test process
+            pass_fds=[theirs.fileno()],
+        )
+        theirs.close()
+        self._connection = Connection(ours.detach())
+        self._lock = threading.Lock()
+
+    def run(self, args: tuple[str, ...], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+        with self._lock, tempfile.TemporaryDirectory(prefix="meshpilot-preloaded-") as scratch:
+            out, err = Path(scratch, "stdout"), Path(scratch, "stderr")
+            self._connection.send((list(args), env, str(REPO), str(out), str(err)))
+            pid = self._connection.recv()
+            timed_out = not self._connection.poll(timeout)
+            if timed_out:
+                os.kill(pid, signal.SIGKILL)
+            code = self._connection.recv()
+            result = subprocess.CompletedProcess(["meshpilot", *args], code, out.read_text(), err.read_text())
+        if timed_out:
+            raise subprocess.TimeoutExpired(result.args, timeout, result.stdout, result.stderr)
+        return result
+
+
+_instance: _Preloaded | None = None
+
+
+def _launcher() -> _Preloaded:
+    global _instance
+    if _instance is None:
+        _instance = _Preloaded()
+    return _instance
+
+
+def _serve(fd: int) -> None:
+    """The preloaded process: fork a launcher per request, answer its pid, then its exit code."""
+    connection = Connection(fd)
+    while True:
+        try:
+            args, env, cwd, out, err = connection.recv()
+        except EOFError:  # the test process has gone
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            connection.close()
+            _launch(args, env, cwd, out, err)
+        connection.send(pid)
+        _, status = os.waitpid(pid, 0)
+        connection.send(os.waitstatus_to_exitcode(status))
+
+
+def _launch(args: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> None:
+    """In the forked launcher: become `python -m agent.cli ARGS` run from `cwd` in `env`, then exit as it does."""
+    code = 1
+    try:
+        for fd, path in ((1, out), (2, err)):
+            file = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(file, fd)
+            os.close(file)
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(cwd)
+        sys.argv = [str(REPO / "agent" / "cli.py"), *args]
+        sys.path[0] = cwd  # as `python -m` from `cwd` has it
+        from agent.cli import main
+
+        code = main(args)
+    except SystemExit as exit_:  # argparse's errors and --help
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+if __name__ == "__main__":
+    from trainer.lifeline import tie_to_parent
+
+    tie_to_parent()
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    for module in PRELOAD:
+        __import__(module)
+    _serve(int(sys.argv[1]))
