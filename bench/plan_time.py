@@ -1,10 +1,11 @@
 """How long `meshpilot plan` takes to answer, from the shell prompt back to it, at growing scale.
 
-Each point runs the whole command in a fresh process (Python start-up, imports, the meta-device model, every
-candidate, the interpreter's exit) as a user would type it, a few times; the median is kept, with the CPU seconds
-the process used (a steadier figure than the wall time on a machine shared with other work) and the load average
-at the start. The planner's own share is timed in another fresh process (its first plan: the meta-device model and
-every candidate, no start-up). Issue 15 asks for 512 devices and the 405B preset within 5 s; the last point is that
+Each point runs the whole command in a fresh process (Python start-up, imports, the preset's config, every
+candidate, the table) as a user would type it, a few times; the median is kept, with the CPU seconds the process
+used (a steadier figure than the wall time on a machine shared with other work, and about what the command takes on
+an idle one: it runs on one thread) and the load average at the start. The planner's own share is timed in another
+fresh process (its first plan: the parameters' shapes, the imports it makes on the way, every candidate; no
+start-up). Issue 15 asks for 512 devices and the 405B preset within 5 s; the last point is that
 command as written (`--devices 512`, one node), and for it where the time goes (`phases`: each step the command
 takes, timed in another fresh process).
 
@@ -95,14 +96,13 @@ def in_fresh_process(tree: Path, function: str, model: str, devices: int, nodes:
 
 
 def planner_only(model: str, devices: int, nodes: int) -> dict:
-    """The planner's share, in this process: the meta-device model and every candidate, no start-up."""
-    from trainer.model import model_config
+    """The planner's share, in this process: the parameters' shapes and every candidate, no start-up."""
     from trainer.planner import plan
-    from trainer.presets import gpu_preset, preset_experiment
+    from trainer.presets import gpu_preset, preset_config, preset_experiment
     from trainer.throughput import Hardware
 
     experiment = preset_experiment(model, devices * nodes, None, [])
-    config = model_config(experiment.model, Path(experiment.base_dir))
+    config = preset_config(experiment.model)
     gpu = gpu_preset("h100")
     hardware = Hardware("cuda", gpu.name, devices, nodes, "nvlink")
     started = time.perf_counter()
@@ -116,8 +116,8 @@ if __name__ == "__main__":
 
 def phases(model: str, devices: int, nodes: int) -> dict[str, dict[str, float]]:
     """Where the command's time goes: wall and CPU seconds of each of its steps, in its order, in this process (a
-    fresh one), with the cyclic collector paused as `meshpilot plan` pauses it. Python's start-up and exit are
-    what the whole command takes beyond their sum."""
+    fresh one), with the cyclic collector paused as `meshpilot plan` pauses it. Python's start-up is what the whole
+    command takes beyond their sum (its teardown is skipped)."""
     from trainer.collector import collector_paused
 
     steps: dict[str, dict[str, float]] = {}
@@ -136,25 +136,19 @@ def phases(model: str, devices: int, nodes: int) -> dict[str, dict[str, float]]:
 
         done("import transformers")
         from trainer.cli import _make_plan  # noqa: F401
-        from trainer.model import describe_parameters, model_config
-        from trainer.planner import plan, planned_hardware
-        from trainer.presets import preset_experiment
+        from trainer.planner import format_table, plan, planned_hardware
+        from trainer.presets import preset_config, preset_experiment
 
         done("import meshpilot's planner")
         experiment = preset_experiment(model, devices * nodes)
-        config = model_config(experiment.model, Path(experiment.base_dir))
-        done("the preset's transformers config (its module's imports)")
-        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
-
-        MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
-        done("import the model's modeling code")
-        describe_parameters(config)
-        done("the meta-device model")
+        config = preset_config(experiment.model)
         hardware, memory = planned_hardware("cuda", devices, nodes, "h100")
-        candidates = plan(experiment, config, hardware, memory, experiment.data.seq_len)
-        done("plan: the meta-device model again, every candidate")
-        from trainer.planner import format_table
+        done("the preset's experiment, config and hardware")
+        import trainer.optim  # noqa: F401
 
+        done("import trainer.optim (torch.distributed.tensor), which the plan's optimizer sizes need")
+        candidates = plan(experiment, config, hardware, memory, experiment.data.seq_len)
+        done("plan: the parameters' shapes, every candidate")
         format_table(candidates, 3)
         done("the table")
     return steps

@@ -5,10 +5,11 @@ in TABLES and parsed into one `Published` row per line, so every figure here is 
 scope when meshpilot models what it ran; Float8 rows (torchao's float8 linears) are not: meshpilot predicts bf16
 and fp32 only. Each in-scope row becomes the experiment `meshpilot plan --model` builds for the preset
 (trainer.presets.preset_experiment) with the row's degrees, local batch, sequence length, precision and activation
-checkpointing mode (torchtitan's full and per-op selective are meshpilot's full and selective), on the
-hardware `planned_hardware` gives an H100 (nodes of 8 over the network), and is predicted by the planner's own
-functions: `predict_run` for the step (uncalibrated: this machine's calibration records are not of torchtitan's
-machine) and `predict_memory` for every rank, the largest taken as torchtitan takes the maximum over GPUs.
+checkpointing mode (torchtitan's full and per-op selective are meshpilot's full and selective) and torch.compile
+(torchtitan compiles each transformer block, as `train.compile` does), on the hardware `planned_hardware` gives an
+H100 (nodes of 8 over the network), and is predicted by the planner's own functions: `predict_run` for the step
+(uncalibrated: this machine's calibration records are not of torchtitan's machine) and `predict_memory` for every
+rank, the largest taken as torchtitan takes the maximum over GPUs.
 Nothing is fitted to the published figures; the predictions move when the models do.
 
 What torchtitan reports as memory is the caching allocator's reserved peak (torch.cuda.memory_stats()
@@ -251,10 +252,12 @@ def predict(row: Published) -> dict:
     largest = max(predict_memory(config, layout, plan), key=lambda rank: rank["peak"])
     return {
         "activation_checkpointing": checkpointing_mode(train.activation_checkpointing),
+        "compiled": train.compile,
         "tokens_per_s_per_gpu": estimate.tokens_per_s / layout.world_size,
         "step_s": estimate.step_s,
         "compute_s": estimate.compute_s,
         "comm_s": estimate.comm_s,
+        "compute_parts_s": {"matmul": estimate.matmul_s, "memory": estimate.memory_s, "launch": estimate.launch_s},
         "peak_gib": largest["peak"] / GiB,
         "reserved_gib": reserved_bytes(largest, layout) / GiB,
         "fits_96gb": largest["peak"] <= device_mem,
@@ -274,7 +277,11 @@ def mismatches(row: Published) -> list[str]:
         "whose reserved peak torchtitan reports",
     ]
     if row.compile:
-        said.append("torch.compile: meshpilot's models have no term for it, so the prediction is the eager row's")
+        said.append(
+            "torch.compile: predicted as meshpilot's train.compile (each decoder layer compiled, as torchtitan "
+            "does): the layers' elementwise work priced as inductor's fused kernels instead of eager's one kernel "
+            "per operation; meshpilot counts transformers' Llama layer, torchtitan ran its own (the same operations)"
+        )
     if not row.seq_len_stated:
         said.append(f"sequence length not stated: {DEFAULT_SEQ_LEN}, torchtitan's config default (see SOURCE)")
     return said

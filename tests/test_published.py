@@ -105,9 +105,11 @@ def test_the_table_puts_published_and_predicted_figures_side_by_side():
     )
 
 
-def test_the_prediction_is_the_planners_own_for_that_candidate():
-    """The figures are what `meshpilot plan` ranks the same layout, micro-batch and checkpointing by."""
-    row = _row(1, "FSDP")
+@pytest.mark.parametrize("name", ["FSDP", "FSDP + torch.compile"])
+def test_the_prediction_is_the_planners_own_for_that_candidate(name):
+    """The figures are what `meshpilot plan` ranks the same layout, micro-batch, checkpointing and compile
+    setting by."""
+    row = _row(1, name)
     predicted = compare(row)["predicted"]
     experiment = experiment_of(row)
     hardware, device_mem = hardware_of(row)
@@ -129,3 +131,17 @@ def test_the_published_checkpointing_mode_reaches_the_prediction():
     assert full["tokens_per_s_per_gpu"] < selective["tokens_per_s_per_gpu"]
     assert full["memory_gib"]["activations_saved"] < selective["memory_gib"]["activations_saved"]
     assert full["reserved_gib"] < selective["reserved_gib"]
+
+
+@pytest.mark.parametrize("table", [1, 3])
+def test_compiled_rows_are_predicted_compiled(table):
+    """torch.compile reaches the prediction: the same matmuls, less memory-bound time (the layers' fused kernels),
+    so more tokens/s than the eager row of the same table, and no mismatch note saying it is left out."""
+    eager, compiled = compare(_row(table, "FSDP")), compare(_row(table, "FSDP + torch.compile"))
+    fast, slow = compiled["predicted"], eager["predicted"]
+    assert fast["compiled"] and not slow["compiled"]
+    assert fast["compute_parts_s"]["matmul"] == slow["compute_parts_s"]["matmul"]
+    assert fast["compute_parts_s"]["memory"] < slow["compute_parts_s"]["memory"]
+    assert fast["tokens_per_s_per_gpu"] > slow["tokens_per_s_per_gpu"]
+    assert any(m.startswith("torch.compile: predicted as") for m in compiled["mismatches"])
+    assert not any("torch.compile" in m for m in eager["mismatches"])

@@ -1,6 +1,6 @@
 """`meshpilot plan`: every valid layout x micro-batch x activation checkpointing (none, selective, full), those
-that do not fit dropped with the reason, the rest ranked by predicted tokens/s. Runs on the meta device: no GPU,
-no weights.
+that do not fit dropped with the reason, the rest ranked by predicted tokens/s. No GPU, no weights: the parameters'
+shapes come from a meta-device model, or for a preset from its config's numbers (trainer.presets.PresetConfig).
 
 The micro-batches are every divisor of a rank's share of the global batch (micro_batch_choices), unless the
 experiment fixes train.micro_batch; a fixed train.activation_checkpointing is likewise the only mode planned
@@ -23,9 +23,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
-from transformers import PretrainedConfig
 
 from trainer.attention import head_dim, takes_dense_mask
 from trainer.collector import collector_paused
@@ -50,9 +50,12 @@ from trainer.memory_model import (
     predict_rank,
     rank_coordinates,
 )
-from trainer.model import describe_parameters
 from trainer.pipeline import check_pipeline
+from trainer.presets import PresetConfig
 from trainer.throughput import Calibration, Hardware, StepEstimate, estimate_step, hardware_figures, model_bytes
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 GiB = 1024**3
 
@@ -172,6 +175,16 @@ def valid_layouts(world_size: int, config: PretrainedConfig, seq_len: int) -> li
     return layouts
 
 
+def _describe_parameters(config: PretrainedConfig | PresetConfig) -> tuple[list, dict[str, int]]:
+    """The parameters' names, shapes and counts: a preset's from its numbers, any other model's from a meta-device
+    model (trainer.model.describe_parameters, which imports torch's and transformers' modeling code)."""
+    if isinstance(config, PresetConfig):
+        return config.describe_parameters()
+    from trainer.model import describe_parameters
+
+    return describe_parameters(config)
+
+
 def plan(
     experiment: Experiment,
     config: PretrainedConfig,
@@ -199,7 +212,7 @@ def _plan(
 ) -> list[Candidate]:
     world_size = hardware.devices_per_node * hardware.nodes
     rows = experiment.train.global_batch_tokens // seq_len
-    shapes, counts = describe_parameters(config)
+    shapes, counts = _describe_parameters(config)
     groups = parameter_groups(shapes)
     matmul, total_bytes = counts["matmul"], model_bytes(counts)
     precision = resolve_precision(experiment.train.precision, hardware.device_type)
@@ -251,7 +264,7 @@ def _plan(
                 if candidate.dropped is None:
                     candidate.estimate = estimate_step(
                         reader, layout, hardware, matmul, total_bytes, micro_batch, seq_len,
-                        grad_accum, checkpointing, calibration, precision, dense_mask(layout), figures,
+                        grad_accum, checkpointing, calibration, precision, dense_mask(layout), figures, train.compile,
                     )  # fmt: skip
                 candidates.append(candidate)
     feasible = sorted((c for c in candidates if c.dropped is None), key=_rank_key)

@@ -7,13 +7,20 @@ Compute per optimizer step and rank has three parts:
   in the compute dtype, a third more under full activation checkpointing (the forward runs twice), and under
   selective only the matmuls it recomputes (`selective_recompute_flops`: k, o and up, attention not at all);
 - memory: the bytes that work bound by memory bandwidth moves (`memory_traffic`), over the memory bandwidth: the
-  elementwise operations of every layer (RMSNorm in fp32, rotary, SwiGLU, residuals) in forward, backward and any
-  recomputation (full and selective both recompute all of them), the fp32 logits and their softmax, a dense
-  attention mask read per head, autocast's bf16 weight copies, FSDP's gathered parameters, gradient accumulation
-  and the AdamW update;
+  elementwise operations of every layer (RMSNorm in fp32, rotary, SwiGLU, residuals, casts; `LAYER_BYTES`) in
+  forward, backward and any recomputation (full and selective both recompute all of them), the fp32 logits and
+  their softmax, a dense attention mask read per head, autocast's bf16 weight copies, FSDP's gathered parameters,
+  gradient accumulation and the AdamW update;
 - launches: the fixed cost of each operation (`OPS_PER_LAYER` per layer and pass, counted on transformers' Llama).
   A CPU runs operations one after another and pays it on top; a GPU queues them, so launching costs time only where
   it outlasts the work: the step takes the longer of the two.
+
+`train.compile` (trainer.parallelize.compile_layers: each decoder layer compiled on its own) changes the layers'
+memory-bound work and launches only: eager PyTorch runs every elementwise operation as its own kernel, each reading
+its inputs from memory and writing its output there, while inductor fuses a layer's elementwise operations into a
+few kernels that read each input once and write what the matmuls, attention and backward need (`LAYER_BYTES`,
+`COMPILED_OPS_PER_LAYER`). The matmuls and attention are the same kernels either way, and the embedding, loss and
+optimizer stay eager.
 
 Communication per optimizer step (ring collectives move 2(n-1)/n of the data for all-reduce, (n-1)/n for
 all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-parallel share of the parameters:
@@ -77,15 +84,47 @@ OP_OVERHEAD_S = {"cuda": 10e-6, "cpu": 5e-6}
 # (counted: 32 forward, 65 backward per layer; 19 and 20 for the embedding, final norm, head and loss).
 OPS_PER_LAYER = 32
 OPS_OUTSIDE_LAYERS = 40
+# Compiled, a layer's forward launches its 7 matmuls, attention and 6 fused kernels (input norm; rotary of q; of k;
+# residual add with the second norm; SiLU times up; residual add), its backward 14 matmuls, attention's and 7 fused
+# kernels (counted on the kernels inductor generated for transformers' layer).
+COMPILED_OPS_PER_LAYER, COMPILED_BACKWARD_OPS_PER_LAYER = 14, 22
 # Selective checkpointing recomputes every operation of a layer's forward but the five whose outputs it keeps (the
 # q, v, gate and down matmuls and attention: trainer.model.selective_checkpoint_context).
 SELECTIVE_KEPT_OPS = 5
-# Bytes moved per element: RMSNorm upcasts to fp32 (read, cast, square, mean, scale, cast back, weight: about 20
-# fp32 bytes per element besides its input and output); rotary about 8 passes over q and k; SwiGLU 5 over the
-# intermediate width; the two residual adds 3 each; the fp32 logits about 30 (the upcast, log-softmax and its
-# gradient); AdamW reads parameter, gradient and both moments and writes three of them (28 in fp32); accumulating a
+# Bytes one decoder layer's memory-bound kernels read and write per token, forward and backward, as coefficients of
+# the widths they run over: (hidden h, query q, key-value kv, intermediate i, head_dim d, 1), q, kv and i on this
+# rank's tensor-parallel share; d is rotary's cos and sin, 1 the norms' per-token variance. By how the layer computes
+# (`layer_regime`): fp32; bf16 under FSDP2's mixed precision (parameters and activations bf16, RMSNorm upcasting to
+# fp32 inside); autocast (fp32 parameters and residual stream, every matmul casting its input to bf16 and writing
+# bf16, rotary promoted back to fp32 by the fp32 cos and sin and cast again for attention).
+# Eager: counted kernel by kernel (each aten operation reads its inputs and writes its output; views, matmuls and
+# attention left out) on transformers 5.23's LlamaDecoderLayer with SDPA; tests/test_compile_cost.py counts again.
+# In bf16, per element of h: an RMSNorm forward moves 36 bytes (upcast 6, square 8, mean 4, scale 8, downcast 6,
+# weight 4) and its backward 92 (13 operations, 9 in fp32); each residual add 6, each gradient sum where a tensor
+# fed several matmuls or the residual 6 (5 in backward); per element of q and kv, rotary 20 forward (mul, neg, cat,
+# mul, add) and 32 backward (its 7 operations and the copy of the transposed gradient); SwiGLU 10 forward (SiLU, mul)
+# and 18 backward, per element of i. Autocast adds the casts: 5 of the norms' outputs to bf16 (one per projection),
+# q and k to bf16 for attention, and the gradients back.
+# Compiled: inductor's fused kernels (`COMPILED_OPS_PER_LAYER`), each reading its inputs once and writing its
+# outputs once: inductor's own count of the buffers every kernel it generated for the same layer reads and writes
+# (torch 2.13, concatenation fused as inductor does on a GPU; the test compiles the bf16 layer again). In bf16,
+# forward per element of h: the input norm reads x and writes its output (4), the first residual add fused with the
+# second norm reads x and attention's projection and writes the norm's output (6), and the last residual add
+# recomputes the first and adds the MLP's (8); rotary reads q or k and writes it once (4, cos and sin read once a
+# token), SiLU times up reads gate and up and writes the product (6 per element of i). Backward, 38.5 per element of
+# h in four kernels (the two norms' gradients, each fused with the sum of the gradients reaching it: 12 and 14; 12
+# and 0.5 more), rotary 4, SwiGLU 10 (reads the product's gradient, gate and up, writes their gradients).
+LAYER_BYTES = {
+    ("fp32", False): ((80, 40, 40, 20, 16, 48), (244, 64, 64, 36, 16, 80)),
+    ("bf16", False): ((84, 20, 20, 10, 8, 48), (214, 32, 32, 18, 8, 80)),
+    ("autocast", False): ((106, 36, 36, 10, 16, 48), (286, 58, 58, 18, 16, 80)),
+    ("fp32", True): ((36, 8, 8, 12, 16, 8), (76.5, 8, 8, 20, 16, 16)),
+    ("bf16", True): ((18, 4, 4, 6, 8, 8), (38.5, 4, 4, 10, 8, 16)),
+    ("autocast", True): ((26, 4, 4, 6, 16, 8), (64.5, 4, 4, 10, 16, 16)),
+}
+# Bytes moved per element outside the layers: the fp32 logits about 30 (the upcast, log-softmax and its gradient);
+# AdamW reads parameter, gradient and both moments and writes three of them (28 in fp32); accumulating a
 # micro-batch's gradient reads two and writes one (12).
-NORM_FP32_BYTES, ROTARY_PASSES, SWIGLU_PASSES, RESIDUAL_PASSES = 20, 8, 5, 6
 LOGIT_BYTES, ADAMW_BYTES, ACCUMULATE_BYTES = 30, 28, 12
 DDP_BUCKET_BYTES = 25 * 1024**2
 # The collective that carries most of each dimension's traffic, whose probed latency and bandwidth it is priced at.
@@ -281,7 +320,7 @@ def predict_run(
     return estimate_step(
         config, layout, hardware, counts["matmul"], model_bytes(counts),
         train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing, calibration,
-        resolve_precision(train.precision, hardware.device_type), dense_mask,
+        resolve_precision(train.precision, hardware.device_type), dense_mask, compiled=train.compile,
     )  # fmt: skip
 
 
@@ -305,10 +344,12 @@ def estimate_step(
     precision: str = "fp32",
     dense_mask: bool = False,
     figures: Figures | None = None,
+    compiled: bool = False,
 ) -> StepEstimate:
     """One optimizer step of one rank (see the module docstring); `dense_mask` where attention reads a dense
-    [seq, seq] mask (trainer.attention.takes_dense_mask). `figures`: hardware_figures(hardware), where the caller
-    already has them (a plan prices thousands of candidates on the same hardware)."""
+    [seq, seq] mask (trainer.attention.takes_dense_mask), `compiled` where each decoder layer is compiled
+    (train.compile). `figures`: hardware_figures(hardware), where the caller already has them (a plan prices
+    thousands of candidates on the same hardware)."""
     tokens_per_rank_step = micro_batch * grad_accum * seq_len  # before cp splits the sequence
     heads = config.num_attention_heads
     width = heads * (getattr(config, "head_dim", None) or config.hidden_size // heads)
@@ -323,10 +364,10 @@ def estimate_step(
         matmul *= 4 / 3
     traffic = memory_traffic(
         config, layout, matmul_params, parameter_bytes, micro_batch, seq_len, grad_accum, activation_checkpointing,
-        precision, dense_mask,
+        precision, dense_mask, compiled,
     )  # fmt: skip
     memory = traffic / figures.memory_bandwidth(hardware)
-    launches = grad_accum * operations_per_micro_batch(config, layout, activation_checkpointing)
+    launches = grad_accum * operations_per_micro_batch(config, layout, activation_checkpointing, compiled)
     launch = launches * figures.op_overhead(hardware)
     compute = matmul + memory + launch if hardware.device_type == "cpu" else max(matmul + memory, launch)
     if layout.pp > 1:  # the pipeline bubble of 1F1B: (pp - 1) idle micro-batch slots
@@ -361,22 +402,17 @@ def memory_traffic(
     activation_checkpointing: bool | str,
     precision: str,
     dense_mask: bool,
+    compiled: bool = False,
 ) -> float:
     """Bytes one rank's memory-bound work moves in one optimizer step (see the module docstring)."""
-    from trainer.attention import head_dim
-
-    h, i, heads = config.hidden_size, config.intermediate_size, config.num_attention_heads
-    q = heads * head_dim(config)
-    kv = round(q * _kv_ratio(config))
-    width = 2 if precision == "bf16" else FP32
+    heads, width = config.num_attention_heads, 2 if precision == "bf16" else FP32
     tp, layers = layout.tp, -(-config.num_hidden_layers // layout.pp)
     tokens = micro_batch * seq_len // layout.cp  # per micro-batch on this rank
-    forward = 2 * (2 * h * width + NORM_FP32_BYTES * h) + RESIDUAL_PASSES * h * width
-    forward += (ROTARY_PASSES * (q + kv) + SWIGLU_PASSES * i) * width / tp
+    forward, backward = layer_bytes(config, layout, precision, compiled)
     mode = checkpointing_mode(activation_checkpointing)
-    recomputed = 0 if mode == "none" else 1  # full and selective both recompute every elementwise operation
-    passes = 3 + recomputed  # backward moves about twice the forward's bytes
-    per_micro_batch = tokens * layers * forward * passes
+    # Full and selective both rerun every elementwise operation of the forward (compiled: its fused kernels).
+    recomputed = 0 if mode == "none" else forward
+    per_micro_batch = tokens * layers * (forward + backward + recomputed)
     per_micro_batch += tokens * config.vocab_size * LOGIT_BYTES
     if dense_mask:  # built as a bias in every layer, then read once per head in forward and twice in backward
         entries = tokens * seq_len  # each local query's row spans every key of its row
@@ -392,11 +428,38 @@ def memory_traffic(
     return grad_accum * per_micro_batch + optimizer
 
 
-def operations_per_micro_batch(config: PretrainedConfig, layout: Layout, activation_checkpointing: bool | str) -> int:
-    """Operations one forward and backward pass launches on one rank (`OPS_PER_LAYER`)."""
+def layer_regime(precision: str, layout: Layout) -> str:
+    """How a decoder layer computes (`LAYER_BYTES`): bf16 is FSDP2's mixed precision where FSDP2 reduces the
+    gradients and autocast elsewhere (trainer.parallelize.fsdp_mixed_precision)."""
+    if precision != "bf16":
+        return "fp32"
+    return "bf16" if layout.fsdp else "autocast"
+
+
+def layer_bytes(config: PretrainedConfig, layout: Layout, precision: str, compiled: bool) -> tuple[float, float]:
+    """Bytes one decoder layer's memory-bound kernels move per token on one rank: (forward, backward)."""
+    from trainer.attention import head_dim
+
+    d = head_dim(config)
+    q = config.num_attention_heads * d
+    widths = (config.hidden_size, q / layout.tp, q * _kv_ratio(config) / layout.tp,
+              config.intermediate_size / layout.tp, d, 1)  # fmt: skip
+    forward, backward = LAYER_BYTES[layer_regime(precision, layout), compiled]
+    return _dot(forward, widths), _dot(backward, widths)
+
+
+def operations_per_micro_batch(
+    config: PretrainedConfig, layout: Layout, activation_checkpointing: bool | str, compiled: bool = False
+) -> int:
+    """Operations one forward and backward pass launches on one rank (`OPS_PER_LAYER`, or
+    `COMPILED_OPS_PER_LAYER` where each layer is compiled)."""
     layers = -(-config.num_hidden_layers // layout.pp)
-    recomputed = {"none": 0, "selective": OPS_PER_LAYER - SELECTIVE_KEPT_OPS, "full": OPS_PER_LAYER}
-    return layers * (3 * OPS_PER_LAYER + recomputed[checkpointing_mode(activation_checkpointing)]) + OPS_OUTSIDE_LAYERS
+    if compiled:
+        forward, backward = COMPILED_OPS_PER_LAYER, COMPILED_BACKWARD_OPS_PER_LAYER
+    else:
+        forward, backward = OPS_PER_LAYER, 2 * OPS_PER_LAYER
+    recomputed = {"none": 0, "selective": forward - SELECTIVE_KEPT_OPS, "full": forward}
+    return layers * (forward + backward + recomputed[checkpointing_mode(activation_checkpointing)]) + OPS_OUTSIDE_LAYERS
 
 
 def selective_recompute_flops(config: PretrainedConfig, tokens: int) -> float:
@@ -496,8 +559,13 @@ def calibration_records(hardware: Hardware) -> list[dict]:
 
 
 def _calibration_path(hardware: Hardware) -> Path:
-    # v3: compute_s holds memory traffic and launches too; records of the compute-only model (v2) fit other seconds
-    return calibration_dir() / f"{hardware.key}.v3.json"
+    # v4: the layers' memory traffic counted kernel by kernel (LAYER_BYTES); records of the earlier estimate of it
+    # (v3, and the compute-only v2) fit other seconds
+    return calibration_dir() / f"{hardware.key}.v4.json"
+
+
+def _dot(coefficients: tuple, widths: tuple) -> float:
+    return sum(c * w for c, w in zip(coefficients, widths, strict=True))
 
 
 def _kv_ratio(config: PretrainedConfig) -> float:
