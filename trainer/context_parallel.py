@@ -160,14 +160,24 @@ def check_context_parallel(layout: Layout, config: PretrainedConfig, seq_len: in
             f"layout cp={layout.cp}: data.seq_len {seq_len} must be divisible by 2 x cp = {2 * layout.cp} "
             "(each sequence is cut into 2 x cp chunks)"
         )
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
-
-    model_class = MODEL_FOR_CAUSAL_LM_MAPPING.get(type(config), None)
-    if model_class is None or not getattr(model_class, "_supports_attention_backend", False):
+    if not _takes_attention_interface(config):
         raise LayoutError(
             f"layout cp={layout.cp}: {config.model_type}'s attention does not go through transformers' "
             "attention interface, which context parallelism plugs into"
         )
+
+
+def _takes_attention_interface(config: PretrainedConfig) -> bool:
+    """Whether the model's attention goes through transformers' attention interface: a preset's light config
+    (trainer.presets.PresetConfig) says so itself; otherwise transformers' model class for the config is asked
+    (which imports its modeling code)."""
+    said = getattr(config, "attention_interface", None)
+    if said is not None:
+        return said
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    model_class = MODEL_FOR_CAUSAL_LM_MAPPING.get(type(config), None)
+    return model_class is not None and getattr(model_class, "_supports_attention_backend", False)
 
 
 def install_context_parallel(model: torch.nn.Module, layout: Layout, mesh) -> ContextParallel | None:

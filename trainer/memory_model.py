@@ -45,13 +45,15 @@ import functools
 import math
 import re
 from dataclasses import dataclass
-
-from transformers import PretrainedConfig
+from typing import TYPE_CHECKING
 
 from trainer.attention import takes_dense_mask
 from trainer.config import TrainSpec, checkpointing_mode
 from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
 from trainer.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 FP32 = 4
 MiB = 1024**2

@@ -294,18 +294,18 @@ def count_parameters(config: PretrainedConfig) -> dict[str, int]:
 
 def describe_parameters(config: PretrainedConfig) -> tuple[list[tuple[str, tuple[int, ...]]], dict[str, int]]:
     """Each parameter's name and shape (tied ones once), and the counts, from one meta-device model: building
-    one takes about half a second for a 405B model, and the planner needs both."""
+    one takes about half a second for a 405B model, and the planner needs both. (A preset's plan counts without
+    a model: trainer.presets.PresetConfig, which tests check against this.)"""
     from transformers import AutoModelForCausalLM
+
+    from trainer.presets import parameter_counts
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     shapes = [(name, tuple(p.shape)) for name, p in model.named_parameters()]
-    total = sum(p.numel() for p in model.parameters())
-    embedding = model.get_input_embeddings().weight.numel()
-    tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
-    # The output projection is a real matmul even when tied to the input embedding, whose lookup costs nothing.
-    matmul = total - embedding + (embedding if tied else 0)
-    return shapes, {"total": total, "embedding": embedding, "matmul": matmul}
+    embedding = model.get_input_embeddings().weight
+    tied = model.get_output_embeddings().weight is embedding
+    return shapes, parameter_counts(shapes, embedding.numel(), tied)
 
 
 def max_positions(config: PretrainedConfig) -> int | None:

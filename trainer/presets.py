@@ -11,17 +11,18 @@ planner keeps free.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
-from trainer.config import ConfigError, Experiment, apply_override, experiment_from_dict
+from trainer.config import ConfigError, Experiment, ModelSpec, apply_override, experiment_from_dict
 
 GiB = 1024**3
 MiB = 1024**2
@@ -116,6 +117,96 @@ REFUSED = {
     "mixtral-8x7b": "Mixtral-8x7B is a mixture-of-experts model: meshpilot's memory and throughput models count "
     "dense layers only (every parameter used by every token), so it cannot plan for it",
 }
+
+
+@dataclass(frozen=True)
+class _Architecture:
+    """How a preset's decoder layer differs from Llama's in its parameters, as transformers builds it."""
+
+    qkv_bias: bool = False  # the q, k and v projections have biases (Qwen2)
+    extra_norms: tuple[str, ...] = ()  # RMSNorms after Llama's two, in the layer's order (Gemma 2)
+
+
+_ARCHITECTURES = {
+    "llama": _Architecture(),
+    "mistral": _Architecture(),
+    "qwen2": _Architecture(qkv_bias=True),
+    "gemma2": _Architecture(extra_norms=("pre_feedforward_layernorm", "post_feedforward_layernorm")),
+}
+# The tensor-parallel plan (base_model_tp_plan) transformers declares for each of these architectures.
+_TP_PLAN = {"layers.*.self_attn.q_proj": "colwise", "layers.*.self_attn.k_proj": "colwise",
+            "layers.*.self_attn.v_proj": "colwise", "layers.*.self_attn.o_proj": "rowwise",
+            "layers.*.mlp.gate_proj": "colwise", "layers.*.mlp.up_proj": "colwise",
+            "layers.*.mlp.down_proj": "rowwise"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PresetConfig:
+    """A preset's model config as `meshpilot plan` reads it: the numbers of its transformers config, under the same
+    names, without transformers. Its config class's module takes about two seconds to import (it brings in
+    torch.distributed.tensor and torch._dynamo), and counting the parameters on a meta-device model (which
+    imports the modeling code) more. Only for a config exactly equal to a preset's (`preset_config`): transformers
+    has checked those; tests/test_preset_configs.py checks that every preset's parameters, tensor-parallel plan
+    and plans are transformers' own. What it lacks raises AttributeError, as a transformers config does."""
+
+    # Every preset architecture's attention layers call transformers' attention interface, which context
+    # parallelism plugs into (trainer.context_parallel asks transformers for the model class to know).
+    attention_interface: ClassVar[bool] = True
+
+    model_type: str
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    vocab_size: int
+    max_position_embeddings: int
+    head_dim: int
+    tie_word_embeddings: bool
+
+    @property
+    def base_model_tp_plan(self) -> dict[str, str]:
+        return dict(_TP_PLAN)
+
+    def describe_parameters(self) -> tuple[list[tuple[str, tuple[int, ...]]], dict[str, int]]:
+        """What trainer.model.describe_parameters says of transformers' model: each parameter's name and shape
+        (tied ones once, in the model's order) and the counts, from the config's numbers alone."""
+        h, i, vocab = self.hidden_size, self.intermediate_size, self.vocab_size
+        q, kv = self.num_attention_heads * self.head_dim, self.num_key_value_heads * self.head_dim
+        architecture = _ARCHITECTURES[self.model_type]
+        layer = []
+        for projection, rows in (("q_proj", q), ("k_proj", kv), ("v_proj", kv)):
+            layer.append((f"self_attn.{projection}.weight", (rows, h)))
+            if architecture.qkv_bias:
+                layer.append((f"self_attn.{projection}.bias", (rows,)))
+        layer += [("self_attn.o_proj.weight", (h, q)), ("mlp.gate_proj.weight", (i, h)),
+                  ("mlp.up_proj.weight", (i, h)), ("mlp.down_proj.weight", (h, i))]  # fmt: skip
+        norms = ("input_layernorm", "post_attention_layernorm", *architecture.extra_norms)
+        layer += [(f"{norm}.weight", (h,)) for norm in norms]
+        shapes = [("model.embed_tokens.weight", (vocab, h))]
+        shapes += [(f"model.layers.{n}.{name}", shape) for n in range(self.num_hidden_layers) for name, shape in layer]
+        shapes.append(("model.norm.weight", (h,)))
+        if not self.tie_word_embeddings:
+            shapes.append(("lm_head.weight", (vocab, h)))
+        return shapes, parameter_counts(shapes, vocab * h, self.tie_word_embeddings)
+
+
+def parameter_counts(shapes: list[tuple[str, tuple[int, ...]]], embedding: int, tied: bool) -> dict[str, int]:
+    """Total, input-embedding and matmul parameters, from every parameter's shape (tied ones once)."""
+    total = sum(math.prod(shape) for _, shape in shapes)
+    # The output projection is a real matmul even when tied to the input embedding, whose lookup costs nothing.
+    return {"total": total, "embedding": embedding, "matmul": total - embedding + (embedding if tied else 0)}
+
+
+def preset_config(spec: ModelSpec) -> PresetConfig | None:
+    """The light config of the experiment's model where it is exactly a preset's (`--model`, model_override);
+    None for any other, which transformers must build and check (a preset changed by an override included)."""
+    values = spec.config
+    if spec.path is not None or values is None or not any(values == preset for _, preset in MODELS.values()):
+        return None
+    named = {field.name: values.get(field.name) for field in dataclasses.fields(PresetConfig)}
+    named["head_dim"] = named["head_dim"] or values["hidden_size"] // values["num_attention_heads"]
+    return PresetConfig(**named)
 
 
 @dataclass(frozen=True)
