@@ -106,9 +106,8 @@ def plan_layouts(
     """
     from trainer.config import load_experiment
     from trainer.contracts import write_json
-    from trainer.model import model_config
     from trainer.planner import Pinned, pinned_by, plan, planned_hardware
-    from trainer.presets import preset_experiment
+    from trainer.presets import planning_config, preset_experiment
 
     if devices < 1 or nodes < 1 or top < 1:
         raise ToolError(f"devices, nodes and top must be at least 1 (got {devices}, {nodes}, {top})")
@@ -123,7 +122,7 @@ def plan_layouts(
     hardware, memory = planned_hardware(
         device_type, devices, nodes, gpu, device_name, device_mem, loaded.hardware.device_mem
     )
-    config = model_config(loaded.model, Path(loaded.base_dir))
+    config = planning_config(loaded.model, Path(loaded.base_dir))
     candidates = [c.as_dict() for c in plan(loaded, config, hardware, memory, seq_len, pinned)]
     if not candidates:
         raise ToolError(f"no layout divides {devices * nodes} devices for this model and batch")

@@ -12,9 +12,6 @@ from trainer.config import ConfigError
 from trainer.plan_export import TARGETS, PlanContext
 
 if TYPE_CHECKING:
-    from transformers import PretrainedConfig
-
-    from trainer.config import Experiment
     from trainer.planner import Candidate
 
 
@@ -119,7 +116,7 @@ def _make_plan(args: argparse.Namespace) -> int:
 
     from trainer.config import load_experiment
     from trainer.planner import format_table, pinned_by, plan, planned_hardware
-    from trainer.presets import model_override, preset_config, preset_experiment, preset_key
+    from trainer.presets import model_override, planning_config, preset_experiment, preset_key
     from trainer.probe import ensure_probe, plans_this_machine
 
     if args.devices < 1 or args.nodes < 1:
@@ -144,7 +141,7 @@ def _make_plan(args: argparse.Namespace) -> int:
         args.device_type, args.devices, args.nodes, args.gpu, args.device_name, args.device_mem,
         experiment.hardware.device_mem,
     )  # fmt: skip
-    config = preset_config(experiment.model) or _model_config(experiment)
+    config = planning_config(experiment.model, Path(experiment.base_dir))
     if plans_this_machine(hardware):  # predictions for this machine's own devices start from its probe
         ensure_probe(hardware)
     candidates = plan(experiment, config, hardware, device_mem, seq_len, pinned)
@@ -157,14 +154,6 @@ def _make_plan(args: argparse.Namespace) -> int:
         context = PlanContext(experiment, hardware, seq_len, args.experiment, overrides, preset)
         return _export(args, candidates, context)
     return 0 if any(c.dropped is None for c in candidates) else 1
-
-
-def _model_config(experiment: Experiment) -> PretrainedConfig:
-    """The experiment's transformers config, for a model that is no preset's (trainer.model imports transformers'
-    config classes: a preset's plan needs none)."""
-    from trainer.model import model_config
-
-    return model_config(experiment.model, Path(experiment.base_dir))
 
 
 def _export(args: argparse.Namespace, candidates: list[Candidate], context: PlanContext) -> int:

@@ -18,11 +18,15 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 
 from trainer.config import ConfigError, Experiment, ModelSpec, apply_override, experiment_from_dict
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 GiB = 1024**3
 MiB = 1024**2
@@ -207,6 +211,17 @@ def preset_config(spec: ModelSpec) -> PresetConfig | None:
     named = {field.name: values.get(field.name) for field in dataclasses.fields(PresetConfig)}
     named["head_dim"] = named["head_dim"] or values["hidden_size"] // values["num_attention_heads"]
     return PresetConfig(**named)
+
+
+def planning_config(spec: ModelSpec, base_dir: Path) -> PresetConfig | PretrainedConfig:
+    """The config a plan reads: a preset's light one, else transformers' (its config classes imported only then:
+    seconds a preset's plan does without)."""
+    light = preset_config(spec)
+    if light is not None:
+        return light
+    from trainer.model import model_config
+
+    return model_config(spec, base_dir)
 
 
 @dataclass(frozen=True)
