@@ -8,26 +8,33 @@ assumptions (a fresh cache), from this machine's probe (`meshpilot probe`, measu
 after the measured runs have calibrated the throughput model; and it predicts each run from a calibration fitted
 on the others (leave-one-out), the fair test of calibration.
 
+`--rescore` trains nothing: it keeps the stored runs' measured tokens/s and predicts them again, the same four
+ways, from the throughput model as it is now (after a change to the model), with the probe stored in the result
+(measured first where the result has none, as a full run does).
+
     python -m bench.planner                # writes bench/results/planner.json
+    python -m bench.planner --rescore      # predicts bench/results/planner.json's runs again
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
 
-from bench.machine import write_result
+from bench.machine import RESULTS, write_result
 from bench.runs import train, write_experiment
 from trainer.config import load_experiment, parse_bytes
+from trainer.contracts import write_json
 from trainer.environment import device_name
 from trainer.model import model_config
 from trainer.planner import plan
-from trainer.probe import probe_settings, run_probe
-from trainer.throughput import FEATURES, Hardware, calibration_records, fit
+from trainer.probe import probe_path, probe_settings, read_probe, run_probe
+from trainer.throughput import FEATURES, Calibration, Hardware, calibration_records, fit
 
 DEVICES = 2
 HARDWARE = Hardware("cpu", device_name("cpu"), DEVICES, 1, "cpu")
@@ -38,7 +45,12 @@ def main() -> None:
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--rows", type=int, default=16, help="rows per optimizer step")
     parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--rescore", action="store_true", help="predict the stored runs again; train nothing")
+    parser.add_argument("--result", type=Path, default=RESULTS / "planner.json", help="what --rescore rewrites")
     args = parser.parse_args()
+    if args.rescore:
+        rescore(args.result)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["MESHPILOT_CACHE"] = str(Path(tmp) / "cache")  # uncalibrated: no earlier runs on record
         experiment = write_experiment(Path(tmp), args.seq_len, args.rows, args.steps)
@@ -55,15 +67,74 @@ def main() -> None:
             print(measured[-1], flush=True)
         after, _ = timed_plan(experiment)  # the runs above calibrated the model for this machine
         records = calibration_records(HARDWARE)  # one per measured run, in the same order
+        probe = read_probe(HARDWARE)
     result = {"seq_len": args.seq_len, "rows_per_step": args.rows, "steps": args.steps, "devices": DEVICES}
-    result |= {"plan_s": plan_s, "measure_all_s": measure_s, "search_time_ratio": plan_s / measure_s}
-    result["candidates"] = predicted_and_measured(before, measured)
+    result |= {"measured_at": time.strftime("%Y-%m-%d"), "plan_s": plan_s, "measure_all_s": measure_s}
+    result |= {"search_time_ratio": plan_s / measure_s, **scores(stated, before, after, records, measured)}
+    write_result("planner", {**result, "probe": probe})
+    print(result["stated"], result["uncalibrated"], result["calibrated"])
+
+
+def scores(stated, before, after, records: list[dict], measured: list[dict]) -> dict:
+    """Each candidate's prediction beside its measurement, and how each of the four ways of predicting did."""
+    result = {"candidates": predicted_and_measured(before, measured)}
     for name, ranking in (("stated", stated), ("uncalibrated", before), ("calibrated", after)):
         result[name] = judge(ranking, measured)
     result["calibrated_leave_one_out"] = leave_one_out(records, measured)
     result["calibration"] = asdict(fit(records))
-    write_result("planner", result)
-    print(result["stated"], result["uncalibrated"], result["calibrated"])
+    return result
+
+
+def rescore(path: Path) -> None:
+    """Rewrite `path` with the stored runs' measurements predicted by the current throughput model: plans as a full
+    run does (stated, probed, calibrated by the runs, leave-one-out), with no training."""
+    stored = json.loads(path.read_text())
+    measured = [
+        {**_entry(c), "measured_tokens_per_s": c["measured_tokens_per_s"]}
+        for c in stored["candidates"]
+        if c["measured_tokens_per_s"] is not None
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["MESHPILOT_CACHE"] = str(Path(tmp) / "cache")
+        experiment = write_experiment(Path(tmp), stored["seq_len"], stored["rows_per_step"], stored["steps"])
+        stated, _ = timed_plan(experiment)
+        probed_now = stored.get("probe") is None  # results written before the probe was kept: measure it, as a run does
+        if probed_now:
+            run_probe(probe_settings("cpu", DEVICES))
+        else:
+            write_json(probe_path(HARDWARE), stored["probe"])
+        before, _ = timed_plan(experiment)
+        record_runs(before, measured, stored["rows_per_step"] * stored["seq_len"])
+        after, _ = timed_plan(experiment)
+        records = calibration_records(HARDWARE)
+        probe = read_probe(HARDWARE)
+    result = {k: v for k, v in stored.items() if k not in ("benchmark", "machine")}
+    result |= scores(stated, before, after, records, measured)
+    result["probe"] = probe
+    result["rescored"] = {
+        "measurements": f"measured {stored.get('measured_at', 'on an unrecorded date')} by python -m bench.planner "
+        f"on the machine above; kept as they were",
+        "predictions": f"rescored {time.strftime('%Y-%m-%d')} with the current throughput model, nothing trained; each "
+        "calibration record's measured step is the run's mean step (tokens per step over its measured tokens/s), "
+        "where a run records its median step",
+        "probe": f"measured {probe['measured_at']}"
+        + (f" for this rescoring, load average {os.getloadavg()[0]:.1f}" if probed_now else ", kept in the result"),
+    }
+    written = {"benchmark": stored["benchmark"], "machine": stored["machine"], **result}
+    path.write_text(json.dumps(written, indent=1) + "\n")
+    print({name: result[name] for name in ("stated", "uncalibrated", "calibrated", "calibrated_leave_one_out")})
+
+
+def record_runs(candidates, measured: list[dict], tokens_per_step: int) -> None:
+    """Calibrate this machine with the stored runs, in their order, as each run's trainer would have."""
+    by_key = {_key(candidate_key(c)): c for c in candidates}
+    for run in measured:
+        estimate = by_key[_key(run)].estimate
+        Calibration.record(HARDWARE, estimate, tokens_per_step / run["measured_tokens_per_s"])
+
+
+def _entry(candidate: dict) -> dict:
+    return {k: candidate[k] for k in ("layout", "micro_batch", "activation_checkpointing")}
 
 
 def timed_plan(experiment: Path):

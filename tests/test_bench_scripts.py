@@ -167,3 +167,53 @@ def test_flattened_rows_isolate_documents_like_meshpilots_mask():
     torch.testing.assert_close(hf.logits, isolated, rtol=1e-5, atol=1e-5)
     expected = F.cross_entropy(isolated[:, :-1].flatten(0, 1), batch["labels"][:, 1:].flatten(), ignore_index=-100)
     assert hf.loss.item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_planner_rescore_predicts_stored_runs_again_without_training(tmp_path, monkeypatch):
+    """`bench.planner --rescore` on a few of the stored runs: their predictions come from the current model (not the
+    stale ones in the file), the metrics from those predictions, and nothing is trained or probed."""
+    from bench import planner
+    from bench.runs import write_experiment
+    from trainer.contracts import write_json
+    from trainer.probe import probe_path
+
+    real = json.loads((REPO / "bench/results/planner.json").read_text())
+    kept = [c for c in real["candidates"] if c["measured_tokens_per_s"] is not None][::7]  # 7 of the 44 runs
+    stale = [{**c, "predicted_tokens_per_s": float(i + 1)} for i, c in enumerate(kept)]  # the file's order reversed
+    fixture = {**real, "candidates": stale, "uncalibrated": {"spearman": -1.0, "quality_ratio": 0.0}}
+    path = tmp_path / "planner.json"
+    path.write_text(json.dumps(fixture))
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("rescoring must neither train nor probe")
+
+    monkeypatch.setattr(planner, "train", forbidden)
+    monkeypatch.setattr(planner, "run_probe", forbidden)  # the fixture keeps its probe
+    monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path / "cache"))  # restored after the script replaces it
+    monkeypatch.setattr(sys, "argv", ["planner", "--rescore", "--result", str(path)])
+    planner.main()
+    result = json.loads(path.read_text())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["planner.json"]  # no run directory, no cache left behind
+
+    # What the current model predicts for these candidates, planned here from the same probe.
+    monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path / "check"))
+    write_json(probe_path(planner.HARDWARE), real["probe"])
+    candidates, _ = planner.timed_plan(write_experiment(tmp_path / "check", 128, 16, 6))
+    expected = {planner._key(planner.candidate_key(c)): c.estimate.tokens_per_s for c in candidates if c.estimate}
+    runs = [c for c in result["candidates"] if c["measured_tokens_per_s"] is not None]
+    assert sorted(planner._key(c) for c in runs) == sorted(planner._key(c) for c in kept)
+    measured = np.array([c["measured_tokens_per_s"] for c in runs])
+    predicted = np.array([c["predicted_tokens_per_s"] for c in runs])
+    assert predicted.tolist() == [expected[planner._key(c)] for c in runs]
+    assert sorted(measured.tolist()) == sorted(c["measured_tokens_per_s"] for c in kept)  # measurements kept as is
+
+    def ranks(values: np.ndarray) -> np.ndarray:
+        return np.argsort(np.argsort(values)).astype(float)
+
+    uncalibrated = result["uncalibrated"]
+    assert uncalibrated["spearman"] == pytest.approx(np.corrcoef(ranks(predicted), ranks(measured))[0, 1])
+    assert uncalibrated["spearman"] > 0.5  # the stale predictions rank the measured best last
+    assert uncalibrated["quality_ratio"] == pytest.approx(measured[predicted.argmax()] / measured.max())
+    assert result["calibration"]["runs"] == len(kept) and "calibrated_leave_one_out" in result
+    assert result["measured_at"] == real["measured_at"]
+    assert "current throughput model" in result["rescored"]["predictions"]
