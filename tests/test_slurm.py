@@ -2,10 +2,12 @@
 executor's losses, a trial cancelled with scancel recorded as cancelled with its cause, a sweep killed with SIGKILL
 and resumed that runs no trial twice, and job states read without accounting (no sacct).
 
-The cluster is one that already answers `sinfo`, or, with MESHPILOT_SLURM=1, the one-node cluster that
+The cluster is one that already answers `sinfo`, or, with MESHPILOT_SLURM=1 only, the one-node cluster that
 scripts/slurm/up.sh starts on this machine (Debian's slurm-wlm and munge, installed with apt if missing; a few
-seconds once installed), stopped again by scripts/slurm/down.sh at the end. Otherwise these tests skip, saying
-why. The last tests need no cluster: the status of a queued SLURM trial through a stand-in squeue.
+seconds once installed), stopped again by scripts/slurm/down.sh at the end by the session that started it.
+Without the variable an up.sh cluster left up by another session is not used: that session may stop it midway.
+Otherwise these tests skip, saying why. The last tests need no cluster: the status of a queued SLURM trial through
+a stand-in squeue.
 """
 
 from __future__ import annotations
@@ -62,13 +64,13 @@ def slurm(tmp_path_factory):
     started = False
     if _sinfo(dict(os.environ)):
         changes, ours = {}, "SLURM_CONF" in os.environ and Path(os.environ["SLURM_CONF"]) == conf
-    elif _controller_runs() and _sinfo(ours_env):  # up.sh's cluster is up
-        changes, ours = {"SLURM_CONF": str(conf)}, True
-    elif os.environ.get("MESHPILOT_SLURM") != "1":
+    elif os.environ.get("MESHPILOT_SLURM") != "1":  # up.sh's cluster, if up, is another session's: it may stop it
         pytest.skip(
             "SLURM tests: no SLURM cluster answers sinfo; MESHPILOT_SLURM=1 starts one on this machine "
             "(scripts/slurm/up.sh: apt's slurm-wlm and munge)"
         )
+    elif _controller_runs() and _sinfo(ours_env):  # up.sh's cluster is up: used, and left to whoever started it
+        changes, ours = {"SLURM_CONF": str(conf)}, True
     else:
         try:  # apt-get install, if SLURM is missing, then at most a minute for the node to turn idle
             done = subprocess.run([str(UP)], capture_output=True, text=True, timeout=UP_TIMEOUT_S)
