@@ -154,7 +154,8 @@ class PresetConfig:
     and plans are transformers' own. What it lacks raises AttributeError, as a transformers config does."""
 
     # Every preset architecture's attention layers call transformers' attention interface, which context
-    # parallelism plugs into (trainer.context_parallel asks transformers for the model class to know).
+    # parallelism plugs into (trainer.context_parallel reads this; of a transformers config it asks the model
+    # class, importing the modeling code).
     attention_interface: ClassVar[bool] = True
 
     model_type: str
