@@ -80,11 +80,14 @@ class _Preloaded:
             pid = self._connection.recv()
             timed_out = not self._connection.poll(timeout)
             if timed_out:
+                import hung  # here: the preloaded process itself does not have tests/ on its path
+
+                where = hung.stacks(pid)
                 os.kill(pid, signal.SIGKILL)
             code = self._connection.recv()
             result = subprocess.CompletedProcess(["meshpilot", *args], code, out.read_text(), err.read_text())
         if timed_out:
-            raise subprocess.TimeoutExpired(result.args, timeout, result.stdout, result.stderr)
+            raise hung.Hung(result.args, timeout, result.stdout, result.stderr, where)
         return result
 
 

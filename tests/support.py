@@ -7,7 +7,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from subprocess import PIPE
 
+import hung
 import preloaded
 import yaml
 
@@ -70,11 +72,12 @@ def meshpilot(*args: str, env: dict | None = None, timeout: float = 300) -> subp
     full_env = {**os.environ, **(env or {})}
     if preloaded.serves(args, full_env):
         return preloaded.run(args, full_env, timeout)
-    return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args],
-        cwd=REPO,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    command = [sys.executable, "-m", "agent.cli", *args]
+    with subprocess.Popen(command, cwd=REPO, env=full_env, stdout=PIPE, stderr=PIPE, text=True) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            where = hung.stacks(process.pid)
+            process.kill()
+            raise hung.Hung(command, timeout, *process.communicate(), where) from None
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
