@@ -6,10 +6,10 @@ scope when meshpilot models what it ran; Float8 rows (torchao's float8 linears) 
 and fp32 only. Each in-scope row becomes the experiment `meshpilot plan --model` builds for the preset
 (trainer.presets.preset_experiment) with the row's degrees, local batch, sequence length, precision and activation
 checkpointing mode (torchtitan's full and per-op selective are meshpilot's full and selective) and torch.compile
-(torchtitan compiles each transformer block, as `train.compile` does), on the hardware `planned_hardware` gives an
-H100 (nodes of 8 over the network), and is predicted by the planner's own functions: `predict_run` for the step
-(uncalibrated: this machine's calibration records are not of torchtitan's machine) and `predict_memory` for every
-rank, the largest taken as torchtitan takes the maximum over GPUs.
+(torchtitan compiles each transformer block, as `train.compile` does), on the hardware `planned_hardware` gives
+the source's H100s (the h100-hbm2e preset, nodes of 8 over the network), and is predicted by the planner's own
+functions: `predict_run` for the step (uncalibrated: this machine's calibration records are not of torchtitan's
+machine) and `predict_memory` for every rank, the largest taken as torchtitan takes the maximum over GPUs.
 Nothing is fitted to the published figures; the predictions move when the models do.
 
 What torchtitan reports as memory is the caching allocator's reserved peak (torch.cuda.memory_stats()
@@ -109,8 +109,7 @@ TABLES = """
 # the source states: by torchtitan's FLOP count (6 N + 12 l h q t, 57.9 GFLOP a token) 5,762 and 6,667 TPS/GPU
 # are 33.7% and 39.0% of the SXM's 989 TFLOP/s, "33% to 39%".
 DEFAULT_SEQ_LEN = 8192
-GPU = "h100"  # meshpilot's preset: the SXM's name (its dense bf16 peak, the one torchtitan's MFU uses too)
-GPU_MEMORY = "96GB"  # the source's H100s; meshpilot's preset is the 80GB SXM
+GPU = "h100-hbm2e"  # meshpilot's preset of the source's H100s: their bandwidth, memory and bf16 peak
 NODE = 8  # GPUs per host
 GOALS = {"throughput": 0.15, "memory": 0.10}  # median absolute relative error, issue 15
 
@@ -221,8 +220,8 @@ def experiment_of(row: Published) -> Experiment:
 
 
 def hardware_of(row: Published) -> tuple[Hardware, int]:
-    """The planner's H100 hardware, in nodes of 8 with the network between them, and the source's 96 GB."""
-    return planned_hardware("cuda", min(row.gpus, NODE), max(1, row.gpus // NODE), GPU, device_mem=GPU_MEMORY)
+    """The planner's hardware of the source's H100s, in nodes of 8 with the network between them."""
+    return planned_hardware("cuda", min(row.gpus, NODE), max(1, row.gpus // NODE), GPU)
 
 
 @functools.cache  # one meta-device build per model, not per row
@@ -260,7 +259,7 @@ def predict(row: Published) -> dict:
         "compute_parts_s": {"matmul": estimate.matmul_s, "memory": estimate.memory_s, "launch": estimate.launch_s},
         "peak_gib": largest["peak"] / GiB,
         "reserved_gib": reserved_bytes(largest, layout) / GiB,
-        "fits_96gb": largest["peak"] <= device_mem,
+        "fits": largest["peak"] <= device_mem,
         "memory_gib": {k: v / GiB for k, v in largest.items() if k != "rank"},
         "figures": hardware_figures(hardware).source,
     }
@@ -270,9 +269,9 @@ def mismatches(row: Published) -> list[str]:
     """What meshpilot cannot map exactly, in words."""
     said = [
         "GPU: torchtitan's H100s have 96GB HBM2e (2.4 TB/s) at a 500 W limit, with a bf16 peak between the SXM's "
-        "and the NVL's (their footnote); meshpilot prices the h100-sxm preset (the SXM's peak and HBM3 bandwidth) "
-        "at its stated rates, uncalibrated (no probe or measured run of torchtitan's machine), and judges fit "
-        "against 96 GB",
+        "and the NVL's that the source does not know exactly (its footnote); meshpilot's h100-hbm2e preset takes "
+        "the stated bandwidth and memory and the midpoint of the two peaks (912 TFLOP/s), at the planner's stated "
+        "efficiencies, uncalibrated (no probe or measured run of torchtitan's machine)",
         "memory: the prediction's peak less the CUDA context and NCCL buffers, which sit outside the allocator "
         "whose reserved peak torchtitan reports",
     ]

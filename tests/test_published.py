@@ -18,8 +18,10 @@ from bench.published import (
     preset_config,
     summary,
 )
+from trainer.flops import peak_bf16_flops, peak_memory_bandwidth
 from trainer.layout import Layout
 from trainer.planner import Pinned, plan
+from trainer.presets import gpu_preset
 
 GiB = 1024**3
 ROWS = parse_tables()
@@ -75,6 +77,16 @@ def test_in_scope_rows_map_to_valid_layouts_of_the_published_gpu_count():
         assert (experiment.train.precision, experiment.train.activation_checkpointing) == ("bf16", "selective")
     full = experiment_of(dataclasses.replace(IN_SCOPE[0], checkpointing="full"))
     assert full.train.activation_checkpointing is True
+
+
+def test_the_hardware_is_the_sources_h100s_not_the_sxm():
+    """96GB HBM2e at the stated 2.4 TB/s, with a bf16 peak inside the stated range (between the NVL's and the SXM's)."""
+    hardware, device_mem = hardware_of(IN_SCOPE[0])
+    assert hardware.device_name == gpu_preset("h100-96gb").name == "NVIDIA H100 96GB HBM2e"
+    assert 0 <= 96 * 10**9 - device_mem < 2**20  # the nominal 96 GB, in whole MiB
+    assert peak_memory_bandwidth(hardware.device_name) == 2.4e12
+    nvl, sxm = peak_bf16_flops(gpu_preset("h100-nvl").name), peak_bf16_flops(gpu_preset("h100-sxm").name)
+    assert peak_bf16_flops(hardware.device_name) == (nvl + sxm) / 2
 
 
 def test_float8_rows_are_out_of_scope_and_not_predicted():

@@ -18,6 +18,7 @@ PEAK_BF16_FLOPS = {
     "H200 NVL": 835e12,
     "H200": 989e12,
     "H100 NVL": 835e12,
+    "H100 96GB HBM2e": 912e12,  # torchtitan's: "between SXM and NVL", their midpoint (trainer.presets.GPUS)
     "H100 PCIe": 756e12,
     "H100 SXM": 989e12,
     "H100 80GB HBM3": 989e12,
@@ -37,6 +38,7 @@ PEAK_MEMORY_BANDWIDTH = {
     "GH200": 4.0e12,
     "H200": 4.8e12,
     "H100 NVL": 3.9e12,
+    "H100 96GB HBM2e": 2.4e12,
     "H100 PCIe": 2.0e12,
     "H100": 3.35e12,
     "B200": 8.0e12,

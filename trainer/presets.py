@@ -251,6 +251,10 @@ GPUS: dict[str, GPU] = {
     "h100-sxm": GPU("NVIDIA H100 80GB HBM3", 81079, "NVIDIA H100 Tensor Core GPU datasheet (SXM)"),
     "h100-pcie": GPU("NVIDIA H100 PCIe", 81079, "NVIDIA H100 Tensor Core GPU datasheet (PCIe)"),
     "h100-nvl": GPU("NVIDIA H100 NVL", 95830, "NVIDIA H100 NVL datasheet"),
+    # The H100 of torchtitan's published Llama 3.1 runs (benchmarks/llama3_h100_202412_torchtitan.md): 96GB HBM2e at
+    # 2.4 TB/s, SXM at a 500 W power limit; its dense bf16 peak "is between SXM and NVL, and we don't know its exact
+    # value" (its footnote 2), taken as their midpoint. The memory is the source's nominal 96 GB (96e9 bytes).
+    "h100-hbm2e": GPU("NVIDIA H100 96GB HBM2e", 91552, "torchtitan's Llama 3.1 H100 benchmark, its hardware section"),
     "h200": GPU("NVIDIA H200", 143771, "NVIDIA H200 Tensor Core GPU datasheet (SXM)"),
     "a100-40gb": GPU("NVIDIA A100-SXM4-40GB", 40960, "NVIDIA A100 Tensor Core GPU datasheet"),
     "a100-80gb": GPU("NVIDIA A100-SXM4-80GB", 81920, "NVIDIA A100 Tensor Core GPU datasheet"),
@@ -263,7 +267,8 @@ GPUS: dict[str, GPU] = {
 # What `meshpilot plan` assumes without --gpu or hardware.device_mem: one H100 SXM.
 DEFAULT_GPU = "h100-sxm"
 GPU_ALIASES = {"h100": "h100-sxm", "h100-80gb": "h100-sxm", "a100": "a100-80gb", "a100-40g": "a100-40gb",
-               "a100-80g": "a100-80gb", "4090": "rtx-4090", "rtx4090": "rtx-4090", "h200-141gb": "h200"}  # fmt: skip
+               "a100-80g": "a100-80gb", "4090": "rtx-4090", "rtx4090": "rtx-4090", "h200-141gb": "h200",
+               "h100-96gb": "h100-hbm2e"}  # fmt: skip
 
 
 def preset_key(name: str) -> str:
