@@ -39,7 +39,7 @@ def stacks(pid: int) -> str:
 
 def _stack(process: psutil.Process) -> str:
     try:
-        title = f"--- process {process.pid}: {' '.join(process.cmdline())[:200]} ---"
+        title = f"--- process {process.pid} ({process.name()}): {' '.join(process.cmdline())[:200]} ---"
         dump = subprocess.run([PY_SPY, "dump", "--native", "--pid", str(process.pid)], capture_output=True, text=True,
                               timeout=60)  # fmt: skip
         return f"{title}\n{dump.stdout}{dump.stderr}"

@@ -99,6 +99,54 @@ def test_the_agent_is_forked_only_from_a_launcher_with_one_thread():
         other.join()
 
 
+# An agent that forks two ranks, the second only once the test has created `go`; each rank records how many ranks
+# its agent had forked when `wait_for_local_ranks` let it go on.
+FORKING_AGENT = """
+import os, sys, time
+import psutil
+from trainer.worker import wait_for_local_ranks
+
+marks = sys.argv[1]
+os.environ["LOCAL_WORLD_SIZE"] = "2"
+
+def fork_rank(n):
+    if os.fork() == 0:
+        wait_for_local_ranks()
+        with open(os.path.join(marks, f"rank{n}.partial"), "w") as mark:
+            mark.write(str(len(psutil.Process(os.getppid()).children())))
+        os.rename(os.path.join(marks, f"rank{n}.partial"), os.path.join(marks, f"rank{n}"))
+        os._exit(0)
+
+fork_rank(0)
+while not os.path.exists(os.path.join(marks, "go")):
+    time.sleep(0.01)
+fork_rank(1)
+os.wait()
+os.wait()
+"""
+
+
+def test_a_forked_rank_connects_only_once_every_rank_of_its_node_is_forked(tmp_path):
+    """The agent forks ranks while its store servers' threads run; a rank forked while one of them held glibc's
+    resolver lock would wait on it forever (trainer.torchrun). So no rank may connect, and so make those threads
+    work, before the agent has forked them all: the first rank stays in `wait_for_local_ranks` until the second
+    exists."""
+    import hung
+
+    with subprocess.Popen([sys.executable, "-c", FORKING_AGENT, str(tmp_path)], cwd=REPO) as agent:
+        try:
+            wait_for(lambda: len(psutil.Process(agent.pid).children()) == 1, "the first rank")
+            first = psutil.Process(agent.pid).children()[0]
+            waiting = lambda: "wait_for_local_ranks (" in hung.stacks(first.pid)  # noqa: E731
+            wait_for(lambda: (tmp_path / "rank0").exists() or waiting(), "the first rank to wait or go on")
+            assert not (tmp_path / "rank0").exists()  # it waits (its stack says so) and so cannot have gone on
+            (tmp_path / "go").touch()
+            assert agent.wait(timeout=120) == 0
+        finally:
+            agent.kill()
+    assert (tmp_path / "rank0").read_text() == (tmp_path / "rank1").read_text() == "2"
+
+
 @pytest.mark.slow
 def test_a_forked_agent_and_a_fresh_one_train_the_same_run(tmp_path):
     """A launcher with one thread forks torchrun's agent; one with a BLAS thread pool (set by the environment)

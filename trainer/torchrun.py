@@ -13,11 +13,19 @@ without CUDA and a launcher with a single thread: no lock held by another thread
 half-inherited. Anywhere else (a CUDA machine, a launcher called inside a threaded program) the agent is a fresh
 interpreter.
 
-Fork is safe for the ranks because the agent has run no OpenMP threads when it forks. Where a GPU is visible the
-ranks are spawned instead, without the preload: importing transformers asks torch about the devices, after which
-CUDA cannot be used in a forked child, and torch's optimizers touch CUDA even for CPU tensors when a GPU is present
-(both seen on an H100: "Cannot re-initialize CUDA in forked subprocess", "CUDA error: initialization error"). Beside
-GPU work the ranks' own imports cost little; CPU runs hide the GPUs (trainer.environment.process_env), so they fork.
+Forking the ranks needs care, because the agent is not single-threaded when it forks them: its TCPStore servers
+(the rendezvous's and the one the ranks use) run threads of their own. When a client connects, such a thread looks
+up the peer's name (getnameinfo), holding glibc's resolver lock meanwhile; a rank forked at that instant inherits
+the lock held by a thread it does not have, and its first getaddrinfo waits forever (seen: three ranks waiting in
+gloo's rendezvous for the fourth, stuck in __resolv_context_get). So a forked rank waits until the agent has forked
+every rank of its node before it connects anywhere (`trainer.worker.wait_for_local_ranks`): while the agent forks,
+no client connects and its server threads sit idle in epoll. On several nodes another node's ranks connect to this
+agent's store whenever they like, so there the ranks are spawned. The agent has run no OpenMP threads when it
+forks either. Where a GPU is visible the ranks are spawned too, without the preload: importing transformers asks
+torch about the devices, after which CUDA cannot be used in a forked child, and torch's optimizers touch CUDA even
+for CPU tensors when a GPU is present (both seen on an H100: "Cannot re-initialize CUDA in forked subprocess",
+"CUDA error: initialization error"). Beside GPU work the ranks' own imports cost little; CPU runs hide the GPUs
+(trainer.environment.process_env), so they fork.
 The chain of lifelines (trainer.lifeline) is the same either way: the agent is tied to the launcher, each rank to
 the agent, and the ranks stay in the launcher's process group.
 """
@@ -131,12 +139,13 @@ def main(argv: list[str]) -> None:
     from trainer.rundir import RunDir
 
     experiment, _ = load_run(RunDir(argv[-1]))
-    start_method = "spawn" if torch.cuda.is_available() else "fork"
-    args = parse_args([*argv[:-1], f"--start-method={start_method}", "-m", "trainer.worker", argv[-1]])
+    args = parse_args([*argv[:-1], "-m", "trainer.worker", argv[-1]])
     if args.standalone:  # as torchrun's own `run` does
         args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id = "c10d", "localhost:0", str(uuid.uuid4())
     config, _, _ = config_from_args(args)
-    if start_method == "fork":
+    # Forked only on one node: another node's ranks connect to this agent's store whenever they like (see above).
+    config.start_method = "spawn" if torch.cuda.is_available() or config.max_nodes > 1 else "fork"
+    if config.start_method == "fork":
         worker.preload(experiment)
     record(elastic_launch(config, worker.main))(argv[-1])
 

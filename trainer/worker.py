@@ -13,6 +13,7 @@ import time
 import traceback
 from pathlib import Path
 
+import psutil
 import torch
 import torch.distributed as dist
 
@@ -23,20 +24,37 @@ from trainer.model import meta_model, model_config
 from trainer.results import FAILURE
 from trainer.rundir import RunDir
 
+_forked = False  # set by `preload` in the agent, so True in the ranks it forks afterwards
+
 
 def preload(experiment: Experiment) -> None:
     """Import what a rank of this run would import on its way (the model's code, checkpointing, DTensor), so that
     ranks forked afterwards start with it: once per run instead of once per rank."""
+    global _forked
     import torch.distributed.checkpoint.state_dict
     import torch.distributed.tensor
 
     if experiment.layout.pp > 1:
         import torch.distributed.pipelining  # noqa: F401
     meta_model(model_config(experiment.model, Path(experiment.base_dir)))
+    _forked = True
+
+
+def wait_for_local_ranks(timeout_s: float = 120.0) -> None:
+    """In a forked rank: return once the agent has forked every rank of this node (LOCAL_WORLD_SIZE children),
+    so that nothing connects to the agent's store while it forks (trainer.torchrun says why). The bound only keeps
+    a rank whose sibling failed to start from waiting forever; torchrun stops the run then anyway."""
+    expected = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    agent = psutil.Process(os.getppid())
+    deadline = time.monotonic() + timeout_s
+    while len(agent.children()) < expected and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def main(run_path: str) -> None:
     tie_to_parent()
+    if _forked:
+        wait_for_local_ranks()
     rank = int(os.environ.get("RANK", 0))
     name_process(f"meshpilot:r{rank}")
     run = RunDir(run_path)
