@@ -240,8 +240,9 @@ def test_preset_names_and_errors():
 
 def test_every_gpu_preset_has_its_datasheet_peak():
     """Each preset's name finds its own peak in trainer.flops (not a neighbour's: "A10" is not "A100")."""
+    # h100-hbm2e: torchtitan's H100s, whose peak is between the NVL's and the SXM's (trainer.presets)
     datasheet_tflops = {"h100-sxm": 989, "h100-pcie": 756, "h100-nvl": 835, "h200": 989, "a100-40gb": 312,
-                        "a100-80gb": 312, "l40s": 362, "a10": 125, "rtx-4090": 165}  # fmt: skip
+                        "a100-80gb": 312, "l40s": 362, "a10": 125, "rtx-4090": 165, "h100-hbm2e": 912}  # fmt: skip
     assert {key: round(gpu.peak_bf16_flops / 1e12) for key, gpu in GPUS.items()} == datasheet_tflops
 
 
