@@ -253,7 +253,8 @@ GPUS: dict[str, GPU] = {
     "h100-nvl": GPU("NVIDIA H100 NVL", 95830, "NVIDIA H100 NVL datasheet"),
     # The H100 of torchtitan's published Llama 3.1 runs (benchmarks/llama3_h100_202412_torchtitan.md): 96GB HBM2e at
     # 2.4 TB/s, SXM at a 500 W power limit; its dense bf16 peak "is between SXM and NVL, and we don't know its exact
-    # value" (its footnote 2), taken as their midpoint. The memory is the source's nominal 96 GB (96e9 bytes).
+    # value" (its footnote 2), taken as their midpoint. The memory is the source's nominal 96 GB (96e9 bytes). The
+    # name is the preset's own: what torch calls this part was not seen here (a plain "H100" gets the SXM's figures).
     "h100-hbm2e": GPU("NVIDIA H100 96GB HBM2e", 91552, "torchtitan's Llama 3.1 H100 benchmark, its hardware section"),
     "h200": GPU("NVIDIA H200", 143771, "NVIDIA H200 Tensor Core GPU datasheet (SXM)"),
     "a100-40gb": GPU("NVIDIA A100-SXM4-40GB", 40960, "NVIDIA A100 Tensor Core GPU datasheet"),
