@@ -106,7 +106,8 @@ def test_activation_checkpointing_costs_a_forward_pass():
 @pytest.mark.parametrize("device_type", ["cuda", "cpu"])
 def test_selective_checkpointing_costs_less_than_a_forward_pass(device_type):
     """Selective recomputes every elementwise op (as much memory traffic as full) but only the k, o and up
-    matmuls, and attention not at all: predicted step time none < selective < full."""
+    matmuls, and attention not at all: predicted work none < selective < full. (Its policy's Python dispatch,
+    tests/test_dispatch_cost.py, can make a model this small slower than full, as it is on this machine.)"""
     from trainer.flops import step_flops
     from trainer.model import count_parameters
     from trainer.throughput import selective_recompute_flops
@@ -117,7 +118,7 @@ def test_selective_checkpointing_costs_less_than_a_forward_pass(device_type):
     matmul = count_parameters(config)["matmul"]
     args = (config, Layout(dp_replicate=1), hardware, matmul, 4 * count_parameters(config)["total"], 2, 256, 4)
     steps = {mode: estimate_step(*args, activation_checkpointing=mode) for mode in ("none", "selective", "full")}
-    assert steps["none"].step_s < steps["selective"].step_s < steps["full"].step_s
+    assert steps["none"].matmul_s < steps["selective"].matmul_s < steps["full"].matmul_s
     none, selective = steps["none"], steps["selective"]
     assert selective.memory_s == steps["full"].memory_s > none.memory_s  # no dense mask: the same elementwise work
     assert none.launch_s < selective.launch_s < steps["full"].launch_s

@@ -72,8 +72,9 @@ class ProbeSettings:
         return (["intra_node"] if self.nproc > 1 else []) + (["network"] if self.nnodes > 1 else [])
 
     def steps(self) -> int:
-        """Measurements, one progress line each: matmuls, the copy, the tiny operation, the collectives."""
-        compute = len(self.dtypes) * len(self.matmul_sizes) + 2
+        """Measurements, one progress line each: matmuls, the copy, the tiny operation plain, on a DTensor and under
+        selective checkpointing, the collectives."""
+        compute = len(self.dtypes) * len(self.matmul_sizes) + 4
         return compute + len(self.links()) * len(COLLECTIVES) * len(self.message_bytes)
 
     def to_json(self) -> str:
@@ -220,9 +221,15 @@ def plans_this_machine(hardware: Hardware) -> bool:
 
 
 def figures(measured: dict) -> dict:
-    """What predictions take from a probe: the best matmul rate per dtype, the memory bandwidth and the fixed cost
-    of one operation, and per link and collective the latency (the smallest message's time) and the bandwidth (the
-    largest message's extra bytes over its extra time; its plain rate where that time is lost in noise)."""
+    """What predictions take from a probe: the best matmul rate per dtype, the memory bandwidth, the fixed cost
+    of one operation and what DTensor's and selective checkpointing's dispatch add to it, and per link and
+    collective the latency (the smallest message's time) and the bandwidth (the largest message's extra bytes over
+    its extra time; its plain rate where that time is lost in noise).
+
+    Links are read from each size's fastest repeat: a collective's time on a shared machine swings by several times
+    with whatever else the cores run (on this project's 2-core CPU the median small all-reduce ranged 0.5-4 ms from
+    one probe to the next, its fastest far less), and the link itself is what is wanted here. What waiting and
+    contention add to every collective of a step is what calibration's per-collective term learns."""
     flops = {
         dtype: max(r["flops_per_s"] for r in rows) for dtype, rows in measured["compute"]["matmul"].items() if rows
     }
@@ -230,14 +237,14 @@ def figures(measured: dict) -> dict:
     for link, collectives in measured["links"].items():
         links[link] = {}
         for collective, rows in collectives.items():
-            small, large = rows[0], rows[-1]
-            extra_s = large["seconds"] - small["seconds"]
-            sent = large["bus_bandwidth"] * large["seconds"]
-            bandwidth = sent / extra_s if extra_s > 0 else large["bus_bandwidth"]
-            links[link][collective] = {"latency_s": small["seconds"], "bandwidth": bandwidth}
+            small_s, large_s = rows[0]["fastest_s"], rows[-1]["fastest_s"]
+            sent = rows[-1]["bus_bandwidth"] * rows[-1]["seconds"]  # bytes per rank of the largest message
+            extra_s = large_s - small_s
+            bandwidth = sent / extra_s if extra_s > 0 else sent / large_s
+            links[link][collective] = {"latency_s": small_s, "bandwidth": bandwidth}
     compute = measured["compute"]
-    return {"flops": flops, "memory_bandwidth": compute["memory_bandwidth"], "op_overhead_s": compute["op_overhead_s"],
-            "links": links}  # fmt: skip
+    taken = ("memory_bandwidth", "op_overhead_s", "dtensor_op_s", "selective_op_s")
+    return {"flops": flops, **{name: compute[name] for name in taken}, "links": links}
 
 
 def _measure(settings: ProbeSettings, rendezvous: Rendezvous) -> dict:
@@ -301,6 +308,9 @@ def format_probe(probe: dict) -> str:
         lines.append(_row(f"  {dtype}", [rates.get(s, "skipped") for s in settings["matmul_sizes"]], used))
     lines.append(f"memory bandwidth  {_rate(probe['compute']['memory_bandwidth'], 'B/s')}")
     lines.append(f"per-op overhead   {_seconds(probe['compute']['op_overhead_s'])}")
+    for name, label in (("dtensor_op_s", "DTensor dispatch"), ("selective_op_s", "selective ckpt.")):
+        if name in probe["compute"]:  # probes older than these measurements lack them
+            lines.append(f"{label:<17} +{_seconds(probe['compute'][name])} per op")
     for link, collectives in probe["links"].items():
         name = "network" if link == "network" else f"{link} ({machine['intra_node_link']})"
         lines += ["", _row(f"{name}", [_bytes(b) for b in settings["message_bytes"]], "latency   bandwidth")]

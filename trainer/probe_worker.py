@@ -28,6 +28,9 @@ from trainer.probe import COLLECTIVES, PROGRESS, ProbeSettings, bytes_sent
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 SLOW_S = 2.0  # a matmul predicted to take longer is skipped (bf16 on a CPU without bf16 instructions: seconds)
 COMPUTE_BUDGET_S = 0.5  # timed repeats of one compute measurement stop after this long
+# Collectives are timed this many times more often than compute: figures read their fastest repeat, and on a busy
+# machine a run of several repeats can all be slowed (a rank waiting out another process's time slice).
+LINK_REPEATS = 3
 
 
 def main(out: str, settings: ProbeSettings) -> None:
@@ -63,11 +66,11 @@ def _reporter(enabled: bool) -> Callable[[str], None]:
     return report
 
 
-def median_seconds(
+def timings(
     run: Callable[[], object], sync: Callable[[], None], repeats: int, budget_s: float = math.inf
-) -> float:
-    """The median time of `run` over `repeats` timed calls after one warm-up call (allocation, kernel choice,
-    connection set-up), fewer once `budget_s` is spent (at least one)."""
+) -> list[float]:
+    """The times of `repeats` timed calls of `run` after one warm-up call (allocation, kernel choice, connection
+    set-up), fewer once `budget_s` is spent (at least one)."""
     run()
     sync()
     times: list[float] = []
@@ -77,7 +80,14 @@ def median_seconds(
         run()
         sync()
         times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return times
+
+
+def median_seconds(
+    run: Callable[[], object], sync: Callable[[], None], repeats: int, budget_s: float = math.inf
+) -> float:
+    """The median of `timings`."""
+    return statistics.median(timings(run, sync, repeats, budget_s))
 
 
 def measure_compute(settings: ProbeSettings, device: torch.device, sync, report) -> dict:
@@ -98,14 +108,65 @@ def measure_compute(settings: ProbeSettings, device: torch.device, sync, report)
     target = torch.empty_like(source)
     copy_s = median_seconds(lambda: target.copy_(source), sync, settings.repeats, COMPUTE_BUDGET_S)
     report("memory bandwidth")
-    tiny, count = torch.zeros(1, device=device), 100
-    many_s = median_seconds(lambda: [tiny.add_(1) for _ in range(count)], sync, settings.repeats, COMPUTE_BUDGET_S)
+    tiny = torch.zeros(1, device=device)
+    op_s = _per_operation_s(tiny, sync, settings)
     report("per-operation overhead")
+    dtensor_op_s = _dtensor_op_s(tiny, sync, settings) - op_s
+    report("DTensor dispatch")
+    selective_op_s = _selective_op_s(device, sync, settings)
+    report("selective checkpointing dispatch")
     return {
         "matmul": matmul,
         "memory_bandwidth": 2 * settings.copy_bytes / copy_s,  # read and written
-        "op_overhead_s": many_s / count,
+        "op_overhead_s": op_s,
+        "dtensor_op_s": max(dtensor_op_s, 0.0),
+        "selective_op_s": max(selective_op_s, 0.0),
     }
+
+
+OPS = 100  # tiny operations per timed call of a per-operation measurement
+
+
+def _per_operation_s(tiny: torch.Tensor, sync, settings: ProbeSettings) -> float:
+    """Seconds per operation on a one-element tensor: what launching one costs, the work being nothing."""
+    many_s = median_seconds(lambda: [tiny.add_(1) for _ in range(OPS)], sync, settings.repeats, COMPUTE_BUDGET_S)
+    return many_s / OPS
+
+
+def _dtensor_op_s(tiny: torch.Tensor, sync, settings: ProbeSettings) -> float:
+    """The same operation on a DTensor replicated over every rank: what tensor parallelism's operations pay.
+    (Replicated, so that no operation communicates; sharding propagation is cached after the first call, as in
+    training.) Collective: every rank calls it."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, distribute_tensor
+
+    mesh = init_device_mesh(tiny.device.type, (dist.get_world_size(),))
+    replicated = distribute_tensor(tiny, mesh, [Replicate()])
+    return _per_operation_s(replicated, sync, settings)
+
+
+def _selective_op_s(device: torch.device, sync, settings: ProbeSettings) -> float:
+    """Seconds selective checkpointing's policy adds to one operation each time it passes through one of its
+    dispatch modes (in the forward and in the recomputation): a chain of tiny operations checkpointed under
+    trainer.model's policy, forward and backward, against the same chain under full checkpointing, which
+    recomputes it just as much."""
+    from torch.utils.checkpoint import checkpoint
+
+    from trainer.model import selective_checkpoint_context
+
+    start = torch.zeros(1, device=device, requires_grad=True)
+
+    def chain(x: torch.Tensor) -> torch.Tensor:
+        for _ in range(OPS):
+            x = x * 1.0
+        return x
+
+    def run(**options) -> Callable[[], None]:
+        return lambda: checkpoint(chain, start, use_reentrant=False, **options).backward()
+
+    full_s = median_seconds(run(), sync, settings.repeats, COMPUTE_BUDGET_S)
+    selective_s = median_seconds(run(context_fn=selective_checkpoint_context), sync, settings.repeats, COMPUTE_BUDGET_S)
+    return (selective_s - full_s) / (2 * OPS)
 
 
 def link_groups(settings: ProbeSettings) -> list[tuple[str, dist.ProcessGroup | None]]:
@@ -121,8 +182,8 @@ def link_groups(settings: ProbeSettings) -> list[tuple[str, dist.ProcessGroup | 
 
 
 def measure_link(group, settings: ProbeSettings, device: torch.device, sync, report) -> dict:
-    """Each collective's median time at each message size, in this rank's group (all ranks in step: fixed
-    repeats, no time budget, which would let them call different numbers of collectives)."""
+    """Each collective's median and fastest time at each message size, in this rank's group (all ranks in step:
+    fixed repeats, no time budget, which would let them call different numbers of collectives)."""
     size = dist.get_world_size(group)
     found = {}
     for collective in COLLECTIVES:
@@ -130,9 +191,11 @@ def measure_link(group, settings: ProbeSettings, device: torch.device, sync, rep
         for message in settings.message_bytes:
             run = _collective(collective, group, size, message, device)
             dist.barrier(group)
-            seconds = median_seconds(run, sync, settings.repeats)
+            times = timings(run, sync, LINK_REPEATS * settings.repeats)
+            seconds, fastest = statistics.median(times), min(times)
             sent = bytes_sent(collective, message, size)
-            found[collective].append({"bytes": message, "seconds": seconds, "bus_bandwidth": sent / seconds})
+            found[collective].append({"bytes": message, "seconds": seconds, "fastest_s": fastest,
+                                      "bus_bandwidth": sent / seconds})  # fmt: skip
             report(f"{collective} {message} B")
     return found
 

@@ -15,6 +15,15 @@ Compute per optimizer step and rank has three parts:
   A CPU runs operations one after another and pays it on top; a GPU queues them, so launching costs time only where
   it outlasts the work: the step takes the longer of the two.
 
+Dispatch (`dispatch_s`): what Python adds on top of an operation's launch where a layer's operations go through a
+Python-level dispatcher. Under tensor parallelism every operation on a DTensor parameter or activation does
+(`DTENSOR_OPS_PER_LAYER`, about ten times a plain operation's cost on a CPU); under selective checkpointing every
+operation of a layer's forward passes through the checkpointing policy's dispatch mode, once in the forward and
+again in the recomputation (`SELECTIVE_OPS_PER_LAYER`). Each is priced at the probe's measurement of that
+dispatcher (`dtensor_op_s`, `selective_op_s`). On a CPU it adds to compute; on a GPU it is host time like the
+launches, hidden behind queued work where that is longer. It is its own calibration feature: the per-operation
+figure of a one-element probe is not what every layer pays, and calibration scales it apart from compute.
+
 `train.compile` (trainer.parallelize.compile_layers: each decoder layer compiled on its own) changes the layers'
 memory-bound work and launches only: eager PyTorch runs every elementwise operation as its own kernel, each reading
 its inputs from memory and writing its output there, while inductor fuses a layer's elementwise operations into a
@@ -84,6 +93,16 @@ OP_OVERHEAD_S = {"cuda": 10e-6, "cpu": 5e-6}
 # (counted: 32 forward, 65 backward per layer; 19 and 20 for the embedding, final norm, head and loss).
 OPS_PER_LAYER = 32
 OPS_OUTSIDE_LAYERS = 40
+# Operations on DTensors in one tensor-parallel decoder layer (transformers' Llama under its base_model_tp_plan):
+# 28 in forward (the projections' transposes, views and matmuls), 63 in backward (their gradients and the
+# parameters' gradient accumulation); each pays DTensor's dispatch on top of its launch. Operations of one layer that
+# pass through selective checkpointing's dispatch modes, views included: 70 in the forward and 100 in the
+# recomputation (which runs with gradients on). Both counted by tests/test_dispatch_cost.py.
+DTENSOR_OPS_PER_LAYER = (28, 63)
+SELECTIVE_OPS_PER_LAYER = 170
+# Stated dispatch costs per operation where no probe measured them (measured on this project's 2-core CPU machine:
+# a DTensor add 26 us against 2.9 us plain; a tiny op under selective checkpointing's modes about 20 us).
+DTENSOR_OP_S, SELECTIVE_OP_S = 25e-6, 20e-6
 # Compiled, a layer's forward launches its 7 matmuls, attention and 6 fused kernels (input norm; rotary of q; of k;
 # residual add with the second norm; SiLU times up; residual add), its backward 14 matmuls, attention's and 7 fused
 # kernels (counted on the kernels inductor generated for transformers' layer).
@@ -132,7 +151,8 @@ COLLECTIVE_OF = {
     "dp_replicate": "all_reduce", "dp_shard": "all_gather", "cp": "all_gather", "tp": "all_reduce", "pp": "send_recv",
 }  # fmt: skip
 STATED = "stated defaults"  # the figures' source without a probe (and of calibration records made before one)
-FEATURES = ("compute_s", "comm_s", "collectives", "micro_batches")  # what a calibration record keeps of a run
+# What a calibration record keeps of a run, in the order Calibration.predict takes them.
+FEATURES = ("compute_s", "comm_s", "collectives", "micro_batches", "dispatch_s")
 FP32 = 4
 
 
@@ -180,6 +200,8 @@ class Figures:
     links: dict[str, dict[str, tuple[float, float]]]  # intra_node | network -> collective -> (latency s, bytes/s)
     bandwidth: float | None = None  # memory bytes/s; None: stated
     op_overhead_s: float | None = None  # seconds per tiny operation; None: stated
+    dtensor_op_s: float | None = None  # seconds DTensor's dispatch adds to an operation; None: stated
+    selective_op_s: float | None = None  # seconds selective checkpointing's policy adds to an operation; None: stated
 
     def compute_flops(self, hardware: Hardware, precision: str) -> float:
         return self.flops.get(precision) or hardware.peak_flops
@@ -189,6 +211,10 @@ class Figures:
 
     def op_overhead(self, hardware: Hardware) -> float:
         return self.op_overhead_s or OP_OVERHEAD_S[hardware.device_type]
+
+    def dispatch_overheads(self) -> tuple[float, float]:
+        """Seconds per operation that DTensor's dispatch and selective checkpointing's policy add."""
+        return self.dtensor_op_s or DTENSOR_OP_S, self.selective_op_s or SELECTIVE_OP_S
 
     def transfer_s(self, link: str, collective: str, sent_bytes: float, count: int) -> float:
         """Seconds for `count` collectives sending `sent_bytes` per rank in all over `link`."""
@@ -212,7 +238,8 @@ def hardware_figures(hardware: Hardware) -> Figures:
     compute = probe.get("compute", {})
     bandwidth = found.get("memory_bandwidth", compute.get("memory_bandwidth"))
     overhead = found.get("op_overhead_s", compute.get("op_overhead_s"))
-    return Figures(f"probe {probe['measured_at']}", found["flops"], links, bandwidth, overhead)
+    dispatch = found.get("dtensor_op_s"), found.get("selective_op_s")  # None in probes older than their measurement
+    return Figures(f"probe {probe['measured_at']}", found["flops"], links, bandwidth, overhead, *dispatch)
 
 
 @dataclass(frozen=True)
@@ -224,6 +251,7 @@ class StepEstimate:
     comm_bytes: dict[str, float]  # per mesh dimension, per step, per rank
     collectives: int  # per step and rank, each with a fixed cost: tp, cp and FSDP's (not DDP's buckets or PP's sends)
     micro_batches: int  # forward-backward passes per step, each with a fixed cost of launching its operations
+    dispatch_s: float  # Python dispatch on top of launches (DTensor, selective checkpointing); 0 on a GPU: in compute
     step_s: float
     tokens_per_s: float
     matmul_s: float = 0.0  # the parts of compute_s
@@ -369,9 +397,14 @@ def estimate_step(
     memory = traffic / figures.memory_bandwidth(hardware)
     launches = grad_accum * operations_per_micro_batch(config, layout, activation_checkpointing, compiled)
     launch = launches * figures.op_overhead(hardware)
-    compute = matmul + memory + launch if hardware.device_type == "cpu" else max(matmul + memory, launch)
+    dispatch = grad_accum * dispatch_per_micro_batch(config, layout, activation_checkpointing, figures)
+    if hardware.device_type == "cpu":
+        compute = matmul + memory + launch
+    else:  # host time behind queued kernels, dispatch included
+        compute, dispatch = max(matmul + memory, launch + dispatch), 0.0
     if layout.pp > 1:  # the pipeline bubble of 1F1B: (pp - 1) idle micro-batch slots
-        compute *= 1 + (layout.pp - 1) / grad_accum
+        bubble = 1 + (layout.pp - 1) / grad_accum
+        compute, dispatch = compute * bubble, dispatch * bubble
     sent = communication_bytes(
         config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, activation_checkpointing, precision
     )
@@ -384,11 +417,11 @@ def estimate_step(
     comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + max(0.0, data_parallel - hidden)
     collectives = sum(sent[d][1] for d in ("dp_shard", "tp", "cp"))
     calibration = calibration or Calibration()
-    step = calibration.predict(compute, comm, collectives, grad_accum)
+    step = calibration.predict(compute, comm, collectives, grad_accum, dispatch)
     global_tokens = tokens_per_rank_step * layout.dp_degree
     sent_bytes = {d: v[0] for d, v in sent.items()}
-    return StepEstimate(compute, comm, sent_bytes, collectives, grad_accum, step, global_tokens / step, matmul, memory,
-                        launch)  # fmt: skip
+    return StepEstimate(compute, comm, sent_bytes, collectives, grad_accum, dispatch, step, global_tokens / step,
+                        matmul, memory, launch)  # fmt: skip
 
 
 def memory_traffic(
@@ -462,6 +495,23 @@ def operations_per_micro_batch(
     return layers * (forward + backward + recomputed[checkpointing_mode(activation_checkpointing)]) + OPS_OUTSIDE_LAYERS
 
 
+def dispatch_per_micro_batch(
+    config: PretrainedConfig, layout: Layout, activation_checkpointing: bool | str, figures: Figures
+) -> float:
+    """Seconds one forward and backward pass spends in Python dispatch on one rank (see the module docstring)."""
+    layers = -(-config.num_hidden_layers // layout.pp)
+    dtensor_op_s, selective_op_s = figures.dispatch_overheads()
+    mode = checkpointing_mode(activation_checkpointing)
+    seconds = 0.0
+    if layout.tp > 1:
+        forward, backward = DTENSOR_OPS_PER_LAYER
+        forward_passes = 1 if mode == "none" else 2  # recomputation dispatches the forward's operations again
+        seconds += layers * (forward * forward_passes + backward) * dtensor_op_s
+    if mode == "selective":
+        seconds += layers * SELECTIVE_OPS_PER_LAYER * selective_op_s
+    return seconds
+
+
 def selective_recompute_flops(config: PretrainedConfig, tokens: int) -> float:
     """FLOPs selective checkpointing adds to a step of `tokens` tokens: the k, o and up projections it recomputes
     (2 per weight per token); attention and the other matmuls keep their outputs."""
@@ -482,11 +532,14 @@ class Calibration:
     comm_scale: float = 1.0
     collective_s: float = 0.0
     micro_batch_s: float = 0.0
+    dispatch_scale: float = 1.0
     runs: int = 0
 
-    def predict(self, compute_s: float, comm_s: float, collectives: int, micro_batches: int) -> float:
+    def predict(
+        self, compute_s: float, comm_s: float, collectives: int, micro_batches: int, dispatch_s: float = 0.0
+    ) -> float:
         fixed = self.collective_s * collectives + self.micro_batch_s * micro_batches
-        return self.compute_scale * compute_s + self.comm_scale * comm_s + fixed
+        return self.compute_scale * compute_s + self.comm_scale * comm_s + self.dispatch_scale * dispatch_s + fixed
 
     @classmethod
     def load(cls, hardware: Hardware) -> Calibration:
@@ -513,12 +566,13 @@ class Calibration:
 
 
 def fit(records: list[dict]) -> Calibration:
-    """Non-negative least squares for measured = a compute + b comm + c collectives + d micro-batches, in
-    relative error.
+    """Non-negative least squares for measured = a compute + b comm + c collectives + d micro-batches
+    + e dispatch, in relative error.
 
     Exact for so few unknowns: every subset of the terms is solved, those with a factor <= 0 are dropped, and
-    the closest fit wins. Compute is always in, and communication too once some run had any; a subset needs
-    more runs than terms. Otherwise one common factor scales compute and communication alike (a single run).
+    the closest fit wins. Compute is always in, and communication and dispatch too once some run had any; a subset
+    needs more runs than terms. Otherwise one common factor scales compute, communication and dispatch alike (a
+    single run).
     """
     if not records:
         return Calibration()
@@ -527,10 +581,11 @@ def fit(records: list[dict]) -> Calibration:
     measured = np.array([r["measured_s"] for r in records])
     features = np.array([[r.get(f, 0) for f in FEATURES] for r in records], dtype=float) / measured[:, None]
     ones = np.ones(len(records))
-    required = {0, 1} if features[:, 1].any() else {0}
-    together = features[:, :2].sum(axis=1)
+    scaled_alike = [FEATURES.index(f) for f in ("compute_s", "comm_s", "dispatch_s")]
+    required = {0} | {i for i in scaled_alike[1:] if features[:, i].any()}
+    together = features[:, scaled_alike].sum(axis=1)
     scale = float(together @ ones / max(together @ together, 1e-30))
-    best = Calibration(scale, scale, runs=len(records))
+    best = Calibration(scale, scale, dispatch_scale=scale, runs=len(records))
     best_residual = float(np.sum((together * scale - ones) ** 2))
     for size in range(len(required), min(len(FEATURES), len(records) - 1) + 1):
         for terms in itertools.combinations(range(len(FEATURES)), size):
@@ -546,10 +601,11 @@ def fit(records: list[dict]) -> Calibration:
 
 
 def _calibration(fitted: dict[str, float], runs: int) -> Calibration:
-    """Factors by feature name; without communication in any run, it is assumed to scale like compute."""
+    """Factors by feature name; without communication or dispatch in any run, it is assumed to scale like compute."""
     compute = fitted["compute_s"]
-    comm = fitted.get("comm_s", compute)
-    return Calibration(compute, comm, fitted.get("collectives", 0.0), fitted.get("micro_batches", 0.0), runs)
+    comm, dispatch = fitted.get("comm_s", compute), fitted.get("dispatch_s", compute)
+    collective_s, micro_batch_s = fitted.get("collectives", 0.0), fitted.get("micro_batches", 0.0)
+    return Calibration(compute, comm, collective_s, micro_batch_s, dispatch, runs)
 
 
 def calibration_records(hardware: Hardware) -> list[dict]:
@@ -559,9 +615,9 @@ def calibration_records(hardware: Hardware) -> list[dict]:
 
 
 def _calibration_path(hardware: Hardware) -> Path:
-    # v4: the layers' memory traffic counted kernel by kernel (LAYER_BYTES); records of the earlier estimate of it
-    # (v3, and the compute-only v2) fit other seconds
-    return calibration_dir() / f"{hardware.key}.v4.json"
+    # v5: dispatch apart from compute (dispatch_s); v4 counted the layers' memory traffic kernel by kernel
+    # (LAYER_BYTES). Records of earlier estimates fit other seconds.
+    return calibration_dir() / f"{hardware.key}.v5.json"
 
 
 def _dot(coefficients: tuple, widths: tuple) -> float:

@@ -1,0 +1,145 @@
+"""Python dispatch in the throughput model: the operations that pay DTensor's dispatch under tensor parallelism and
+selective checkpointing's policy, counted again on the real layers (trainer.throughput's DTENSOR_OPS_PER_LAYER and
+SELECTIVE_OPS_PER_LAYER); the prediction charging them at the probe's figures; calibration scaling them apart."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.distributed as dist
+from support import TINY_MODEL
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.checkpoint import checkpoint
+from transformers import AutoConfig, LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+from trainer.layout import Layout
+from trainer.model import build_model, selective_checkpoint_context
+from trainer.parallelize import _apply_tensor_parallel
+from trainer.throughput import (
+    DTENSOR_OPS_PER_LAYER,
+    FEATURES,
+    SELECTIVE_OPS_PER_LAYER,
+    Hardware,
+    estimate_step,
+    fit,
+    hardware_figures,
+)
+
+CPU = Hardware("cpu", "test CPU", devices_per_node=2, intra_node_link="cpu")
+LAYER = {"hidden_size": 64, "intermediate_size": 160, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "vocab_size": 128, "attn_implementation": "sdpa"}  # fmt: skip
+
+
+class Operations(TorchDispatchMode):
+    """Every aten operation dispatched, and those of them with a DTensor argument."""
+
+    def __init__(self):
+        super().__init__()
+        self.all = self.on_dtensors = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.all += 1
+        if any(isinstance(t, DTensor) for t in torch.utils._pytree.tree_leaves((args, kwargs))):
+            self.on_dtensors += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture
+def one_rank(tmp_path):
+    """A gloo process group of this process alone: DTensors on a one-rank mesh dispatch as on any other."""
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    yield init_device_mesh("cpu", (1,))
+    dist.destroy_process_group()
+
+
+def _dtensor_operations(mesh, layers: int) -> tuple[int, int]:
+    """DTensor operations of a tensor-parallel Llama's forward and backward (trainer.parallelize's plan)."""
+    model = build_model(LlamaConfig(**LAYER, num_hidden_layers=layers), None, seed=0)
+    _apply_tensor_parallel(model, mesh)
+    ids = torch.randint(0, LAYER["vocab_size"], (2, 16))
+    forward, backward = Operations(), Operations()
+    with forward:
+        loss = model(input_ids=ids, use_cache=False).logits.sum()
+    with backward:
+        loss.backward()
+    return forward.on_dtensors, backward.on_dtensors
+
+
+def test_a_tensor_parallel_layer_dispatches_the_counted_dtensor_operations(one_rank):
+    one, two = _dtensor_operations(one_rank, 1), _dtensor_operations(one_rank, 2)
+    per_layer = tuple(b - a for a, b in zip(one, two, strict=True))
+    assert per_layer == DTENSOR_OPS_PER_LAYER
+    assert one == per_layer  # nothing outside the layers is a DTensor under this plan (embedding, norm, head)
+
+
+def test_selective_checkpointing_passes_the_counted_operations_through_its_policy():
+    """The operations of one layer that reach selective checkpointing's modes: its forward's, and the
+    recomputation's, counted by a mode inside the checkpointed function (which both passes run)."""
+    config = LlamaConfig(**LAYER, num_hidden_layers=1)
+    layer = LlamaDecoderLayer(config, 0)
+    x = torch.randn(2, 16, config.hidden_size, requires_grad=True)
+    position_embeddings = LlamaRotaryEmbedding(config)(x, torch.arange(16).expand(2, -1))
+    seen = Operations()
+
+    def counted(hidden: torch.Tensor) -> torch.Tensor:
+        with seen:
+            return layer(hidden, position_embeddings=position_embeddings)
+
+    checkpoint(counted, x, use_reentrant=False, context_fn=selective_checkpoint_context).sum().backward()
+    assert seen.all == SELECTIVE_OPS_PER_LAYER
+
+
+def _step(tmp_path, monkeypatch, layout: Layout, checkpointing: bool | str = False, figures: dict | None = None):
+    monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path / "cache"))
+    if figures is not None:
+        monkeypatch.setattr(
+            "trainer.throughput.hardware_figures", lambda hardware: dataclasses.replace(base_figures, **figures)
+        )
+    base_figures = hardware_figures(CPU)
+    config = AutoConfig.for_model(**TINY_MODEL)
+    return estimate_step(config, layout, CPU, 10_000, 40_000, 2, 64, 4, checkpointing)
+
+
+def test_dispatch_is_charged_where_it_happens_at_the_probed_cost(tmp_path, monkeypatch):
+    layers = AutoConfig.for_model(**TINY_MODEL).num_hidden_layers
+    plain = _step(tmp_path, monkeypatch, Layout(dp_replicate=2))
+    assert plain.dispatch_s == 0.0  # DDP without selective checkpointing: plain tensors, no policy
+
+    tp = _step(tmp_path, monkeypatch, Layout(tp=2), figures={"dtensor_op_s": 1e-5})
+    assert tp.dispatch_s == pytest.approx(4 * layers * sum(DTENSOR_OPS_PER_LAYER) * 1e-5)  # 4 micro-batches
+    slower = _step(tmp_path, monkeypatch, Layout(tp=2), figures={"dtensor_op_s": 2e-5})
+    assert slower.dispatch_s == pytest.approx(2 * tp.dispatch_s) and slower.compute_s == tp.compute_s
+    assert slower.step_s - tp.step_s == pytest.approx(tp.dispatch_s)  # uncalibrated: added as it is
+
+    full = _step(tmp_path, monkeypatch, Layout(tp=2), "full", figures={"dtensor_op_s": 1e-5})
+    forward, _ = DTENSOR_OPS_PER_LAYER
+    assert full.dispatch_s - tp.dispatch_s == pytest.approx(4 * layers * forward * 1e-5)  # the forward again
+
+    selective = _step(tmp_path, monkeypatch, Layout(dp_replicate=2), "selective", figures={"selective_op_s": 3e-5})
+    assert selective.dispatch_s == pytest.approx(4 * layers * SELECTIVE_OPS_PER_LAYER * 3e-5)
+
+
+def test_a_gpu_hides_dispatch_behind_queued_work_like_launches(tmp_path, monkeypatch):
+    monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path / "cache"))
+    gpu = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=8)
+    config = AutoConfig.for_model(**TINY_MODEL)
+    estimate = estimate_step(config, Layout(tp=2), gpu, 10_000, 40_000, 2, 64, 4)
+    assert estimate.dispatch_s == 0.0
+    assert estimate.compute_s == pytest.approx(max(estimate.matmul_s + estimate.memory_s, estimate.compute_s))
+
+
+def test_calibration_scales_dispatch_apart_from_compute():
+    """Runs whose dispatch took three times its predicted seconds and compute 1.5 times: the fit finds both."""
+    records = []
+    for compute_s, dispatch_s in ((1.0, 0.0), (1.0, 0.5), (2.0, 0.2), (0.5, 1.0), (1.5, 0.1), (0.8, 0.7)):
+        features = {"compute_s": compute_s, "comm_s": 0.1, "collectives": 0, "micro_batches": 2}
+        measured = 1.5 * compute_s + 0.1 + 3.0 * dispatch_s
+        records.append({**features, "dispatch_s": dispatch_s, "measured_s": measured})
+    calibration = fit(records)
+    assert calibration.compute_scale == pytest.approx(1.5) and calibration.dispatch_scale == pytest.approx(3.0)
+    assert calibration.predict(*(records[3][f] for f in FEATURES)) == pytest.approx(records[3]["measured_s"])
