@@ -44,7 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--rows", type=int, default=16, help="rows per optimizer step")
-    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--rescore", action="store_true", help="predict the stored runs again; train nothing")
     parser.add_argument("--result", type=Path, default=RESULTS / "planner.json", help="what --rescore rewrites")
     args = parser.parse_args()
@@ -61,15 +61,16 @@ def main() -> None:
         measured, measure_s = [], 0.0
         for i, candidate in enumerate(runnable):
             started = time.perf_counter()
-            metrics = measure(experiment, Path(tmp) / f"run{i}", candidate)
+            tokens_per_s = measure(experiment, Path(tmp) / f"run{i}", candidate)
             measure_s += time.perf_counter() - started
-            measured.append({**candidate_key(candidate), "measured_tokens_per_s": metrics["tokens_per_s"]})
+            measured.append({**candidate_key(candidate), "measured_tokens_per_s": tokens_per_s})
             print(measured[-1], flush=True)
         after, _ = timed_plan(experiment)  # the runs above calibrated the model for this machine
         records = calibration_records(HARDWARE)  # one per measured run, in the same order
         probe = read_probe(HARDWARE)
     result = {"seq_len": args.seq_len, "rows_per_step": args.rows, "steps": args.steps, "devices": DEVICES}
-    result |= {"measured_at": time.strftime("%Y-%m-%d"), "plan_s": plan_s, "measure_all_s": measure_s}
+    result |= {"measured_at": time.strftime("%Y-%m-%d"), "measured_as": MEASURED_AS}
+    result |= {"plan_s": plan_s, "measure_all_s": measure_s}
     result |= {"search_time_ratio": plan_s / measure_s, **scores(stated, before, after, records, measured)}
     write_result("planner", {**result, "probe": probe})
     print(result["stated"], result["uncalibrated"], result["calibrated"])
@@ -115,8 +116,8 @@ def rescore(path: Path) -> None:
         "measurements": f"measured {stored.get('measured_at', 'on an unrecorded date')} by python -m bench.planner "
         f"on the machine above; kept as they were",
         "predictions": f"rescored {time.strftime('%Y-%m-%d')} with the current throughput model, nothing trained; each "
-        "calibration record's measured step is the run's mean step (tokens per step over its measured tokens/s), "
-        "where a run records its median step",
+        "calibration record's measured step is tokens per step over the run's measured tokens/s"
+        + ("" if stored.get("measured_as") == MEASURED_AS else ": its mean step, where a run records its median"),
         "probe": f"measured {probe['measured_at']}"
         + (f" for this rescoring, load average {os.getloadavg()[0]:.1f}" if probed_now else ", kept in the result"),
     }
@@ -146,13 +147,22 @@ def timed_plan(experiment: Path):
     return candidates, time.perf_counter() - started
 
 
-def measure(experiment: Path, out: Path, candidate) -> dict:
+# How a run's tokens/s is measured: over its median timed step, the step its calibration record keeps
+# (trainer.loop), which one stalled step on a shared machine does not move.
+MEASURED_AS = "tokens per step over the median timed step"
+
+
+def measure(experiment: Path, out: Path, candidate) -> float:
+    """Train the candidate; its tokens/s (MEASURED_AS)."""
     layout = ",".join(f"{k}={v}" for k, v in candidate.layout.degrees().items() if v != 1) or "dp_replicate=1"
     overrides = [
         f"train.micro_batch={candidate.micro_batch}",
         f"train.activation_checkpointing={str(candidate.activation_checkpointing).lower()}",
     ]
-    return train(experiment, out, DEVICES, layout, overrides, dict(os.environ)).read_metrics()
+    run = train(experiment, out, DEVICES, layout, overrides, dict(os.environ))
+    timed = run.read_steps()[-run.read_metrics()["timed_steps"] :]
+    median = sorted(timed, key=lambda step: step["step_s"])[len(timed) // 2]  # the upper median, as trainer.loop
+    return median["tokens"] / median["step_s"]
 
 
 def candidate_key(candidate) -> dict:

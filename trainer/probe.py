@@ -2,7 +2,8 @@
 
 In well under a minute, N processes started by torchrun with the real backend (gloo on CPU, NCCL on CUDA) measure
 at once, as training would run them: the matmul rate per dtype at a few sizes, memory bandwidth (a large copy),
-the fixed cost of one tiny operation, and for each link (between the processes of a node; across nodes when
+the fixed cost of one tiny operation and what Python dispatch adds to it (on a DTensor; under selective
+checkpointing's policy), and for each link (between the processes of a node; across nodes when
 started on several under torchrun's rendezvous) the time of all-reduce, all-gather, reduce-scatter and send/recv
 at a few message sizes. The smallest message gives a collective's latency, the largest its bandwidth.
 

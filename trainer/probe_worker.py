@@ -109,64 +109,68 @@ def measure_compute(settings: ProbeSettings, device: torch.device, sync, report)
     copy_s = median_seconds(lambda: target.copy_(source), sync, settings.repeats, COMPUTE_BUDGET_S)
     report("memory bandwidth")
     tiny = torch.zeros(1, device=device)
-    op_s = _per_operation_s(tiny, sync, settings)
+    many_s = median_seconds(lambda: [tiny.add_(1) for _ in range(100)], sync, settings.repeats, COMPUTE_BUDGET_S)
     report("per-operation overhead")
-    dtensor_op_s = _dtensor_op_s(tiny, sync, settings) - op_s
+    dtensor_op_s = _dtensor_op_s(device, sync, settings)
     report("DTensor dispatch")
     selective_op_s = _selective_op_s(device, sync, settings)
     report("selective checkpointing dispatch")
     return {
         "matmul": matmul,
         "memory_bandwidth": 2 * settings.copy_bytes / copy_s,  # read and written
-        "op_overhead_s": op_s,
-        "dtensor_op_s": max(dtensor_op_s, 0.0),
-        "selective_op_s": max(selective_op_s, 0.0),
+        "op_overhead_s": many_s / 100,
+        "dtensor_op_s": dtensor_op_s,
+        "selective_op_s": selective_op_s,
     }
 
 
-OPS = 100  # tiny operations per timed call of a per-operation measurement
+# One decoder layer of transformers' Llama so small that its work is nothing next to its operations' dispatch.
+TINY_LAYER = {"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
+              "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2}  # fmt: skip
 
 
-def _per_operation_s(tiny: torch.Tensor, sync, settings: ProbeSettings) -> float:
-    """Seconds per operation on a one-element tensor: what launching one costs, the work being nothing."""
-    many_s = median_seconds(lambda: [tiny.add_(1) for _ in range(OPS)], sync, settings.repeats, COMPUTE_BUDGET_S)
-    return many_s / OPS
+def _tiny_step(model: torch.nn.Module, device: torch.device) -> Callable[[], None]:
+    ids = torch.arange(16, device=device).view(2, 8)
+    return lambda: model(input_ids=ids, use_cache=False).logits.sum().backward()
 
 
-def _dtensor_op_s(tiny: torch.Tensor, sync, settings: ProbeSettings) -> float:
-    """The same operation on a DTensor replicated over every rank: what tensor parallelism's operations pay.
-    (Replicated, so that no operation communicates; sharding propagation is cached after the first call, as in
-    training.) Collective: every rank calls it."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import Replicate, distribute_tensor
+def _tiny_llama(device: torch.device, checkpointing: str = "none") -> torch.nn.Module:
+    from transformers import AutoConfig
 
-    mesh = init_device_mesh(tiny.device.type, (dist.get_world_size(),))
-    replicated = distribute_tensor(tiny, mesh, [Replicate()])
-    return _per_operation_s(replicated, sync, settings)
+    from trainer.model import build_model, enable_activation_checkpointing
+
+    model = build_model(AutoConfig.for_model(**TINY_LAYER), None, seed=0, device=device.type)
+    enable_activation_checkpointing(model, checkpointing)
+    return model
+
+
+def _dtensor_op_s(device: torch.device, sync, settings: ProbeSettings) -> float:
+    """Seconds tensor parallelism adds to each of its DTensor operations (trainer.throughput's
+    DTENSOR_OPS_PER_LAYER): the tiny layer tensor-parallel over a mesh of this rank alone (so that nothing
+    communicates), forward and backward, against the plain layer. Collective: every rank creates every group."""
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from trainer.parallelize import _apply_tensor_parallel
+    from trainer.throughput import DTENSOR_OPS_PER_LAYER
+
+    alone = [dist.new_group([rank]) for rank in range(dist.get_world_size())][dist.get_rank()]
+    parallel = _tiny_llama(device)
+    _apply_tensor_parallel(parallel, DeviceMesh.from_group(alone, device.type))
+    plain_s = median_seconds(_tiny_step(_tiny_llama(device), device), sync, settings.repeats, COMPUTE_BUDGET_S)
+    parallel_s = median_seconds(_tiny_step(parallel, device), sync, settings.repeats, COMPUTE_BUDGET_S)
+    return max(parallel_s - plain_s, 0.0) / sum(DTENSOR_OPS_PER_LAYER)
 
 
 def _selective_op_s(device: torch.device, sync, settings: ProbeSettings) -> float:
-    """Seconds selective checkpointing's policy adds to one operation each time it passes through one of its
-    dispatch modes (in the forward and in the recomputation): a chain of tiny operations checkpointed under
-    trainer.model's policy, forward and backward, against the same chain under full checkpointing, which
-    recomputes it just as much."""
-    from torch.utils.checkpoint import checkpoint
+    """Seconds selective checkpointing's policy adds to each operation that passes through its dispatch modes
+    (trainer.throughput's SELECTIVE_OPS_PER_LAYER): the tiny layer checkpointed selectively, forward and backward,
+    against full checkpointing, which recomputes as much (and the few operations selective keeps)."""
+    from trainer.throughput import SELECTIVE_OPS_PER_LAYER
 
-    from trainer.model import selective_checkpoint_context
-
-    start = torch.zeros(1, device=device, requires_grad=True)
-
-    def chain(x: torch.Tensor) -> torch.Tensor:
-        for _ in range(OPS):
-            x = x * 1.0
-        return x
-
-    def run(**options) -> Callable[[], None]:
-        return lambda: checkpoint(chain, start, use_reentrant=False, **options).backward()
-
-    full_s = median_seconds(run(), sync, settings.repeats, COMPUTE_BUDGET_S)
-    selective_s = median_seconds(run(context_fn=selective_checkpoint_context), sync, settings.repeats, COMPUTE_BUDGET_S)
-    return (selective_s - full_s) / (2 * OPS)
+    full_s = median_seconds(_tiny_step(_tiny_llama(device, "full"), device), sync, settings.repeats, COMPUTE_BUDGET_S)
+    selective = _tiny_step(_tiny_llama(device, "selective"), device)
+    selective_s = median_seconds(selective, sync, settings.repeats, COMPUTE_BUDGET_S)
+    return max(selective_s - full_s, 0.0) / SELECTIVE_OPS_PER_LAYER
 
 
 def link_groups(settings: ProbeSettings) -> list[tuple[str, dist.ProcessGroup | None]]:

@@ -50,7 +50,7 @@ The link's kind comes from `nvidia-smi topo -m` where there is one (NVLink or PC
 Rates (`hardware_figures`): the compute rate, and each link's per-collective latency and bandwidth, are the
 machine's probe (`meshpilot probe`, trainer.probe) where it has one, and otherwise the stated assumptions below.
 Calibration fits on top of them, by non-negative least squares on the runs measured on this machine (stored per
-machine), seconds per predicted compute second and per predicted communication second, and the fixed seconds per
+machine), seconds per predicted second of compute, of communication and of dispatch, and the fixed seconds per
 collective and per micro-batch that the formulas leave out.
 """
 
