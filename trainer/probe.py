@@ -319,7 +319,9 @@ def format_probe(probe: dict) -> str:
             used = probe["figures"]["links"][link][collective]
             figure = f"{_seconds(used['latency_s']):<9} {_rate(used['bandwidth'], 'B/s')}"
             lines.append(_row(f"  {collective}", [_seconds(r["seconds"]) for r in rows], figure))
-    if not probe["links"]:
+    if probe["links"]:
+        lines += ["(median times per message size; latency and bandwidth from the fastest repeats)"]
+    else:
         lines += ["", "no link measured: one process (--nproc 2 or more measures the link between them)"]
     return "\n".join(lines)
 
