@@ -17,12 +17,12 @@ Compute per optimizer step and rank has three parts:
 
 Dispatch (`dispatch_s`): what Python adds on top of an operation's launch where a layer's operations go through a
 Python-level dispatcher. Under tensor parallelism every operation on a DTensor parameter or activation does
-(`DTENSOR_OPS_PER_LAYER`, about ten times a plain operation's cost on a CPU); under selective checkpointing every
-operation of a layer's forward passes through the checkpointing policy's dispatch mode, once in the forward and
-again in the recomputation (`SELECTIVE_OPS_PER_LAYER`). Each is priced at the probe's measurement of that
-dispatcher (`dtensor_op_s`, `selective_op_s`). On a CPU it adds to compute; on a GPU it is host time like the
-launches, hidden behind queued work where that is longer. It is its own calibration feature: the per-operation
-figure of a one-element probe is not what every layer pays, and calibration scales it apart from compute.
+(`DTENSOR_OPS_PER_LAYER`, on a CPU about twenty times a plain operation's cost); under selective checkpointing
+every operation of a layer passes through the checkpointing policy's dispatch modes, in the forward and again in
+the recomputation (`SELECTIVE_OPS_PER_LAYER`). Each is priced at what the probe measured per operation on a tiny
+layer (`dtensor_op_s`, `selective_op_s`). On a CPU it adds to compute; on a GPU it is host time like the launches,
+hidden behind queued work where that is longer. It is its own calibration feature: a real layer pays more than a
+tiny one (tensor parallelism's copies grow with the tokens), and calibration scales it apart from compute.
 
 `train.compile` (trainer.parallelize.compile_layers: each decoder layer compiled on its own) changes the layers'
 memory-bound work and launches only: eager PyTorch runs every elementwise operation as its own kernel, each reading
@@ -100,9 +100,9 @@ OPS_OUTSIDE_LAYERS = 40
 # recomputation (which runs with gradients on). Both counted by tests/test_dispatch_cost.py.
 DTENSOR_OPS_PER_LAYER = (28, 63)
 SELECTIVE_OPS_PER_LAYER = 170
-# Stated dispatch costs per operation where no probe measured them (measured on this project's 2-core CPU machine:
-# a DTensor add 26 us against 2.9 us plain; a tiny op under selective checkpointing's modes about 20 us).
-DTENSOR_OP_S, SELECTIVE_OP_S = 25e-6, 20e-6
+# Stated dispatch costs per operation where no probe measured them: what the probe measured on this project's
+# 2-core CPU machine (49-64 us and 11-16 us over five probes, against 2.5 us for a plain operation).
+DTENSOR_OP_S, SELECTIVE_OP_S = 55e-6, 12e-6
 # Compiled, a layer's forward launches its 7 matmuls, attention and 6 fused kernels (input norm; rotary of q; of k;
 # residual add with the second norm; SiLU times up; residual add), its backward 14 matmuls, attention's and 7 fused
 # kernels (counted on the kernels inductor generated for transformers' layer).
