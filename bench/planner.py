@@ -160,8 +160,12 @@ def measure(experiment: Path, out: Path, candidate) -> float:
         f"train.activation_checkpointing={str(candidate.activation_checkpointing).lower()}",
     ]
     run = train(experiment, out, DEVICES, layout, overrides, dict(os.environ))
-    timed = run.read_steps()[-run.read_metrics()["timed_steps"] :]
-    median = sorted(timed, key=lambda step: step["step_s"])[len(timed) // 2]  # the upper median, as trainer.loop
+    return median_step_tokens_per_s(run.read_steps()[-run.read_metrics()["timed_steps"] :])
+
+
+def median_step_tokens_per_s(timed_steps: list[dict]) -> float:
+    """Tokens over the median of the timed steps' times (the upper median, as trainer.loop's calibration)."""
+    median = sorted(timed_steps, key=lambda step: step["step_s"])[len(timed_steps) // 2]
     return median["tokens"] / median["step_s"]
 
 

@@ -169,6 +169,15 @@ def test_flattened_rows_isolate_documents_like_meshpilots_mask():
     assert hf.loss.item() == pytest.approx(expected.item(), rel=1e-5)
 
 
+def test_planner_measures_a_run_by_its_median_step_as_calibration_does():
+    from bench.planner import median_step_tokens_per_s
+
+    steps = [{"step_s": 0.5, "tokens": 2048}, {"step_s": 4.0, "tokens": 2048}, {"step_s": 0.4, "tokens": 2048}]
+    assert median_step_tokens_per_s(steps) == 2048 / 0.5  # the stalled 4 s step does not move it
+    steps.append({"step_s": 0.6, "tokens": 2048})
+    assert median_step_tokens_per_s(steps) == 2048 / 0.6  # an even count takes the upper median
+
+
 def test_planner_rescore_predicts_stored_runs_again_without_training(tmp_path, monkeypatch):
     """`bench.planner --rescore` on a few of the stored runs: their predictions come from the current model (not the
     stale ones in the file), the metrics from those predictions, and nothing is trained or probed."""
