@@ -19,7 +19,7 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRot
 
 from trainer.layout import Layout
 from trainer.model import build_model, selective_checkpoint_context
-from trainer.parallelize import _apply_tensor_parallel
+from trainer.parallelize import apply_tensor_parallel
 from trainer.throughput import (
     DTENSOR_OPS_PER_LAYER,
     FEATURES,
@@ -60,7 +60,7 @@ def one_rank(tmp_path):
 def _dtensor_operations(mesh, layers: int) -> tuple[int, int]:
     """DTensor operations of a tensor-parallel Llama's forward and backward (trainer.parallelize's plan)."""
     model = build_model(LlamaConfig(**LAYER, num_hidden_layers=layers), None, seed=0)
-    _apply_tensor_parallel(model, mesh)
+    apply_tensor_parallel(model, mesh)
     ids = torch.randint(0, LAYER["vocab_size"], (2, 16))
     forward, backward = Operations(), Operations()
     with forward:

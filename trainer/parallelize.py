@@ -50,7 +50,7 @@ def parallelize(
 ) -> torch.nn.Module:
     """Split a meta-device model for the layout, `materialize` this rank's part, then wrap it for replication."""
     if layout.tp > 1:
-        _apply_tensor_parallel(model, mesh["tp"])
+        apply_tensor_parallel(model, mesh["tp"])
     enable_activation_checkpointing(model, spec.activation_checkpointing)  # none, selective or full
     if spec.compile:
         compile_layers(model.get_decoder().layers)
@@ -88,7 +88,7 @@ def parallelize_pipeline(
     pp_rank = mesh.get_local_rank("pp")
     rank_model, stages, stage_ids = split_model(model, pp_rank, layout.pp, spec.pp_stages_per_rank, packed, context)
     if layout.tp > 1:
-        _apply_tensor_parallel(rank_model, mesh["tp"])
+        apply_tensor_parallel(rank_model, mesh["tp"])
     if spec.compile:
         for stage in stages:
             compile_layers(stage.layers)
@@ -124,7 +124,9 @@ def compile_seconds() -> float:
     )
 
 
-def _apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh) -> None:
+def apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh) -> None:
+    """Split the decoder's layers over `tp_mesh` as the model's own tensor-parallel plan says (see the module
+    docstring); the embedding, final norm and head stay whole."""
     plan = tensor_parallel_plan(model.config)
     base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
     styles = {}

@@ -91,7 +91,8 @@ def median_seconds(
 
 
 def measure_compute(settings: ProbeSettings, device: torch.device, sync, report) -> dict:
-    """Matmul rate per dtype and size, memory bandwidth, and the fixed cost of one tiny operation, on this rank."""
+    """Matmul rate per dtype and size, memory bandwidth, the fixed cost of one tiny operation and what DTensor's
+    and selective checkpointing's dispatch add to it, on this rank."""
     matmul = {}
     for name in settings.dtypes:
         matmul[name] = []
@@ -150,12 +151,12 @@ def _dtensor_op_s(device: torch.device, sync, settings: ProbeSettings) -> float:
     communicates), forward and backward, against the plain layer. Collective: every rank creates every group."""
     from torch.distributed.device_mesh import DeviceMesh
 
-    from trainer.parallelize import _apply_tensor_parallel
+    from trainer.parallelize import apply_tensor_parallel
     from trainer.throughput import DTENSOR_OPS_PER_LAYER
 
     alone = [dist.new_group([rank]) for rank in range(dist.get_world_size())][dist.get_rank()]
     parallel = _tiny_llama(device)
-    _apply_tensor_parallel(parallel, DeviceMesh.from_group(alone, device.type))
+    apply_tensor_parallel(parallel, DeviceMesh.from_group(alone, device.type))
     plain_s = median_seconds(_tiny_step(_tiny_llama(device), device), sync, settings.repeats, COMPUTE_BUDGET_S)
     parallel_s = median_seconds(_tiny_step(parallel, device), sync, settings.repeats, COMPUTE_BUDGET_S)
     return max(parallel_s - plain_s, 0.0) / sum(DTENSOR_OPS_PER_LAYER)
