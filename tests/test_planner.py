@@ -91,7 +91,47 @@ def test_topology_parsing():
 def test_inner_dimensions_stay_inside_a_node():
     hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=8, nodes=4)
     links = dimension_links(Layout(dp_replicate=4, dp_shard=2, tp=4), hardware)
-    assert links["tp"] == "nvlink" and links["dp_shard"] == "nvlink" and links["dp_replicate"] == "network"
+    assert links["tp"] == "nvlink4" and links["dp_shard"] == "nvlink4" and links["dp_replicate"] == "ib400"
+
+
+@pytest.mark.parametrize(
+    ("gpu", "within"),
+    [("h100", "nvlink4"), ("h200", "nvlink4"), ("a100 40gb", "nvlink3"), ("a100", "nvlink3"),
+     ("h100-pcie", "pcie5"), ("l40s", "pcie4"), ("a10", "pcie4"), ("4090", "pcie4")],
+)  # fmt: skip
+def test_each_gpu_preset_talks_over_its_own_generation_of_link(gpu, within, tmp_path, monkeypatch):
+    """A GPU without NVLink is planned over PCIe, each at its data sheet's bandwidth (trainer.flops.GPU_LINKS)."""
+    from trainer.planner import planned_hardware
+    from trainer.throughput import INTERCONNECTS, hardware_figures
+
+    monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))  # no probe here: the data sheets
+    hardware, _ = planned_hardware("cuda", 8, 1, gpu)
+    assert dimension_links(Layout(dp_shard=8), hardware)["dp_shard"] == within
+    seconds = hardware_figures(hardware).transfer_s(within, "all_gather", 1e9, 0)
+    assert seconds == pytest.approx(1e9 / INTERCONNECTS[within].bandwidth)
+
+
+def test_nodes_joined_by_hdr_infiniband_train_slower_than_by_ndr(tmp_path, monkeypatch):
+    from trainer.planner import planned_hardware
+
+    monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))  # no probe here: the data sheets
+    config = AutoConfig.for_model(**BIG_MODEL)
+    layout = Layout(dp_replicate=2, dp_shard=8)  # HSDP: replicas in different nodes
+    steps = {}
+    for network in ("ib400", "ib200"):
+        hardware, _ = planned_hardware("cuda", 8, 2, "h100", network=network)
+        # Short rows: too little compute to hide the gradients' all-reduce between the replicas.
+        steps[network] = estimate_step(config, layout, hardware, 6_000_000_000, 24_000_000_000, 1, 256, 1)
+    sent = steps["ib400"].comm_bytes["dp_replicate"]
+    assert sent > 0 and steps["ib200"].comm_bytes["dp_replicate"] == sent
+    assert steps["ib200"].comm_s - steps["ib400"].comm_s == pytest.approx(sent / 25e9 - sent / 50e9)
+
+
+def test_an_unknown_network_is_refused_in_one_line():
+    done = meshpilot("plan", "--model", "llama-3.1-8b", "--devices", "8", "--nodes", "2", "--network", "ib100")
+    assert done.returncode == 2 and done.stderr.strip() == (
+        "meshpilot: error: --network must be one of ib200, ib400, not 'ib100'"
+    )
 
 
 def test_activation_checkpointing_costs_a_forward_pass():

@@ -78,6 +78,7 @@ def _add_plan(commands: argparse._SubParsersAction) -> None:
     plan.add_argument("--gpu", help="a GPU preset (its name and memory), e.g. h100, 'a100 40gb', 4090")
     plan.add_argument("--devices", type=int, required=True, help="devices per node")
     plan.add_argument("--nodes", type=int, default=1, help="nodes (default 1)")
+    plan.add_argument("--network", help="the link between nodes: ib400 (InfiniBand NDR, the default) or ib200 (HDR)")
     plan.add_argument(
         "--device-mem",
         help="memory per device, e.g. 80GiB (default: --gpu's, else hardware.device_mem, else an H100 80GB's as "
@@ -139,7 +140,7 @@ def _make_plan(args: argparse.Namespace) -> int:
         )
     hardware, device_mem = planned_hardware(
         args.device_type, args.devices, args.nodes, args.gpu, args.device_name, args.device_mem,
-        experiment.hardware.device_mem,
+        experiment.hardware.device_mem, args.network,
     )  # fmt: skip
     config = planning_config(experiment.model, Path(experiment.base_dir))
     if plans_this_machine(hardware):  # predictions for this machine's own devices start from its probe

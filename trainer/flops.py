@@ -53,6 +53,32 @@ PEAK_MEMORY_BANDWIDTH = {
 }
 
 
+# Each GPU's links from the same data sheets: its NVLink generation to the other GPUs of its node (None where it has
+# none, or only an optional bridge between two or four cards: the PCIe and NVL parts), and its host PCIe generation.
+# Matched the same way (trainer.throughput.INTERCONNECTS holds each link's bandwidth).
+GPU_LINKS = {
+    "GH200": ("nvlink4", "pcie5"),
+    "H200 NVL": (None, "pcie5"),
+    "H200": ("nvlink4", "pcie5"),
+    "H100 NVL": (None, "pcie5"),
+    "H100 PCIe": (None, "pcie5"),
+    "H100": ("nvlink4", "pcie5"),
+    "B200": ("nvlink5", "pcie5"),
+    "A100-PCIE": (None, "pcie4"),
+    "A100": ("nvlink3", "pcie4"),
+    "A10G": (None, "pcie4"),
+    "A10": (None, "pcie4"),
+    "L40S": (None, "pcie4"),
+    "L4": (None, "pcie4"),
+    "RTX 4090": (None, "pcie4"),
+}
+
+
+def gpu_links(device_name: str) -> tuple[str | None, str] | None:
+    """(NVLink generation or None, PCIe generation) of a GPU by name; None for a GPU not in GPU_LINKS."""
+    return _by_name(GPU_LINKS, device_name)
+
+
 def peak_bf16_flops(device_name: str) -> float | None:
     return _by_name(PEAK_BF16_FLOPS, device_name)
 
@@ -61,7 +87,7 @@ def peak_memory_bandwidth(device_name: str) -> float | None:
     return _by_name(PEAK_MEMORY_BANDWIDTH, device_name)
 
 
-def _by_name(table: dict[str, float], device_name: str) -> float | None:
+def _by_name(table: dict, device_name: str):
     return next((value for name, value in table.items() if name in device_name), None)  # specific names first
 
 

@@ -31,6 +31,7 @@ from trainer.attention import head_dim, takes_dense_mask
 from trainer.collector import collector_paused
 from trainer.config import (
     CHECKPOINTING_MODES,
+    ConfigError,
     Experiment,
     TrainSpec,
     apply_override,
@@ -40,6 +41,7 @@ from trainer.config import (
     resolve_precision,
 )
 from trainer.context_parallel import check_context_parallel
+from trainer.flops import gpu_links
 from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError
 from trainer.memory_model import (
     ConfigSnapshot,
@@ -52,7 +54,17 @@ from trainer.memory_model import (
 )
 from trainer.pipeline import check_pipeline
 from trainer.presets import PresetConfig
-from trainer.throughput import Calibration, Hardware, StepEstimate, estimate_step, hardware_figures, model_bytes
+from trainer.throughput import (
+    DEFAULT_NETWORK,
+    NETWORKS,
+    Calibration,
+    Hardware,
+    StepEstimate,
+    detect_intra_node_link,
+    estimate_step,
+    hardware_figures,
+    model_bytes,
+)
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -68,25 +80,29 @@ def planned_hardware(
     device_name: str | None = None,
     device_mem: str | None = None,
     configured_mem: str | None = None,
+    network: str | None = None,
 ) -> tuple[Hardware, int]:
     """The hardware a plan is for, and its bytes per device: the defaults of `meshpilot plan` and of the agent's
     plan tool, decided here only. Memory: `device_mem`, else the `gpu` preset's, else the experiment's
     hardware.device_mem (`configured_mem`), else the default GPU's as torch reports it (an H100 80GB has 79.18
-    GiB, not 80). The device is the `gpu` preset's, else an H100; a CPU plan is for this machine's CPU."""
+    GiB, not 80). The device is the `gpu` preset's, else an H100; a CPU plan is for this machine's CPU. Nodes are
+    joined by `network`, one of trainer.throughput.NETWORKS (default DEFAULT_NETWORK)."""
     from trainer.config import parse_bytes
     from trainer.environment import device_name as local_device_name
     from trainer.presets import DEFAULT_GPU, gpu_preset
-    from trainer.throughput import detect_intra_node_link
 
+    network = network or DEFAULT_NETWORK
+    if network not in NETWORKS:
+        raise ConfigError(f"--network must be one of {', '.join(NETWORKS)}, not {network!r}")
     preset = gpu_preset(gpu) if gpu else None
     if device_type == "cpu":
-        name = device_name or local_device_name("cpu")
-    else:
+        name, link = device_name or local_device_name("cpu"), detect_intra_node_link(device_type)
+    else:  # the GPU's own link: NVLink where it has it (trainer.flops.GPU_LINKS), else PCIe
         name = device_name or (preset or gpu_preset(DEFAULT_GPU)).name
+        link = "pcie" if (gpu_links(name) or ("nvlink4",))[0] is None else "nvlink"
     given = device_mem or (str(preset.memory_bytes) if preset else configured_mem)
     memory = parse_bytes(given) if given else gpu_preset(DEFAULT_GPU).memory_bytes
-    link = detect_intra_node_link(device_type) if device_type == "cpu" else "nvlink"
-    return Hardware(device_type, name, devices, nodes, link), memory
+    return Hardware(device_type, name, devices, nodes, link, network), memory
 
 
 @dataclass

@@ -45,10 +45,12 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
 
 Links: a mesh dimension stays inside a node when it and the dimensions inside it (the mesh is ordered
 [pp, dp_replicate, dp_shard, cp, tp], tp innermost) fit in one node's devices; otherwise it crosses the network.
-The link's kind comes from `nvidia-smi topo -m` where there is one (NVLink or PCIe between GPUs).
+Inside a node the link is NVLink or PCIe: from `nvidia-smi topo -m` on this machine's GPUs, or what a GPU preset has
+(trainer.flops.GPU_LINKS), in the device's own generation; between nodes InfiniBand, NDR unless told HDR.
 
 Rates (`hardware_figures`): the compute rate, and each link's per-collective latency and bandwidth, are the
-machine's probe (`meshpilot probe`, trainer.probe) where it has one, and otherwise the stated assumptions below.
+machine's probe (`meshpilot probe`, trainer.probe) where it has one, and otherwise the stated assumptions and data
+sheets below (`INTERCONNECTS` for the links).
 Calibration fits on top of them, by non-negative least squares on the runs measured on this machine (stored per
 machine), seconds per predicted second of compute, of communication and of dispatch, and the fixed seconds per
 collective and per micro-batch that the formulas leave out.
@@ -71,14 +73,32 @@ from transformers import PretrainedConfig
 
 from trainer.cache import calibration_dir
 from trainer.config import Experiment, checkpointing_mode, resolve_precision
-from trainer.flops import peak_bf16_flops, peak_memory_bandwidth, step_flops
+from trainer.flops import gpu_links, peak_bf16_flops, peak_memory_bandwidth, step_flops
 from trainer.layout import MESH_DIMS, Layout
 from trainer.probe import read_probe
 
-# Stated assumptions where nothing better is known: bandwidth in bytes per second in one direction, and the
-# fixed cost of one collective (which dominates for small models).
-DEFAULT_BANDWIDTH = {"nvlink": 450e9, "pcie": 25e9, "network": 50e9, "cpu": 5e9}
-DEFAULT_LATENCY_S = {"nvlink": 10e-6, "pcie": 20e-6, "network": 30e-6, "cpu": 100e-6}
+
+@dataclass(frozen=True)
+class Interconnect:
+    bandwidth: float  # bytes per second in one direction, per device
+    latency_s: float  # the fixed cost of one collective (which dominates for small models): stated, no data sheet
+    source: str  # of the bandwidth
+
+
+# Each link's data-sheet bandwidth, for predictions where no probe measured it: NVLink per GPU (half the
+# both-directions total the data sheets print), PCIe per x16 slot, InfiniBand per port (one per GPU).
+INTERCONNECTS = {
+    "nvlink3": Interconnect(300e9, 10e-6, "NVIDIA A100 datasheet: 3rd-generation NVLink, 600 GB/s per GPU"),
+    "nvlink4": Interconnect(450e9, 10e-6, "NVIDIA H100 datasheet: 4th-generation NVLink, 900 GB/s per GPU"),
+    "nvlink5": Interconnect(900e9, 10e-6, "NVIDIA HGX B200 datasheet: 5th-generation NVLink, 1.8 TB/s per GPU"),
+    "pcie4": Interconnect(31.5e9, 20e-6, "PCI Express 4.0 x16: 16 GT/s on 16 lanes, 128b/130b encoding"),
+    "pcie5": Interconnect(63e9, 20e-6, "PCI Express 5.0 x16: 32 GT/s on 16 lanes, 128b/130b encoding"),
+    "ib200": Interconnect(25e9, 30e-6, "InfiniBand HDR: 200 Gb/s per port"),
+    "ib400": Interconnect(50e9, 30e-6, "InfiniBand NDR: 400 Gb/s per port"),
+    "cpu": Interconnect(5e9, 100e-6, "stated: gloo between the processes of one machine"),
+}
+NETWORKS = ("ib200", "ib400")  # links between nodes (the others are inside one)
+DEFAULT_NETWORK = "ib400"
 # Stated assumptions for achieved compute before calibration: half the dense bf16 peak on GPUs (a typical
 # well-tuned MFU), 50 GFLOP/s for an fp32 CPU rank.
 GPU_EFFICIENCY = 0.5
@@ -162,7 +182,8 @@ class Hardware:
     device_name: str
     devices_per_node: int
     nodes: int = 1
-    intra_node_link: str = "nvlink"  # nvlink | pcie | cpu
+    intra_node_link: str = "nvlink"  # nvlink | pcie | cpu (the generation is the device's: interconnect_within)
+    network: str = DEFAULT_NETWORK  # between nodes: one of NETWORKS
 
     @property
     def peak_flops(self) -> float:
@@ -218,8 +239,8 @@ class Figures:
 
     def transfer_s(self, link: str, collective: str, sent_bytes: float, count: int) -> float:
         """Seconds for `count` collectives sending `sent_bytes` per rank in all over `link`."""
-        measured = self.links.get("network" if link == "network" else "intra_node", {}).get(collective)
-        latency, bandwidth = measured or (DEFAULT_LATENCY_S[link], DEFAULT_BANDWIDTH[link])
+        measured = self.links.get("network" if link in NETWORKS else "intra_node", {}).get(collective)
+        latency, bandwidth = measured or (INTERCONNECTS[link].latency_s, INTERCONNECTS[link].bandwidth)
         return sent_bytes / bandwidth + count * latency
 
 
@@ -279,12 +300,21 @@ def detect_intra_node_link(device_type: str) -> str:
 
 
 def dimension_links(layout: Layout, hardware: Hardware) -> dict[str, str]:
-    """The link each mesh dimension's collectives cross."""
-    links, inner = {}, 1
+    """The link (an INTERCONNECTS key) each mesh dimension's collectives cross."""
+    links, inner, within = {}, 1, interconnect_within(hardware)
     for name in reversed(MESH_DIMS):
         inner *= getattr(layout, name)
-        links[name] = hardware.intra_node_link if inner <= hardware.devices_per_node else "network"
+        links[name] = within if inner <= hardware.devices_per_node else hardware.network
     return links
+
+
+def interconnect_within(hardware: Hardware) -> str:
+    """The link between a node's devices: the device's own NVLink or PCIe generation (trainer.flops.GPU_LINKS;
+    NVLink 4 and PCIe 4 for a GPU not listed there), or gloo between CPU processes."""
+    if hardware.intra_node_link == "cpu":
+        return "cpu"
+    nvlink, pcie = gpu_links(hardware.device_name) or ("nvlink4", "pcie4")
+    return (nvlink or "nvlink4") if hardware.intra_node_link == "nvlink" else pcie
 
 
 def context_parallel_bytes(config: PretrainedConfig, layout: Layout, micro_batch: int, seq_len: int) -> float:
