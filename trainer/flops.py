@@ -63,7 +63,7 @@ GPU_LINKS = {
     "H100 NVL": (None, "pcie5"),
     "H100 PCIe": (None, "pcie5"),
     "H100": ("nvlink4", "pcie5"),
-    "B200": ("nvlink5", "pcie5"),
+    "B200": ("nvlink5", "pcie5"),  # its host PCIe is Gen6 by some accounts; planned over NVLink, which it has
     "A100-PCIE": (None, "pcie4"),
     "A100": ("nvlink3", "pcie4"),
     "A10G": (None, "pcie4"),
