@@ -36,7 +36,10 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
 - dp_replicate: gradients all-reduced once per step; under HSDP the sharded gradients, P / dp_shard.
 - dp_shard (FSDP2, over dp_shard x cp): parameters all-gathered in forward and again in backward for every
   micro-batch (in bf16, half of P, under bf16: FSDP2's mixed precision), gradients reduce-scattered once (fp32).
-- tp: two all-reduces of the activations per layer in forward and two in backward, every micro-batch; these
+- tp: all-reduces of one activation each, every micro-batch (`TP_ALL_REDUCES_PER_LAYER`): per layer two in forward
+  (the row-parallel outputs) in the compute dtype, and five in backward (the gradient of each column-parallel
+  projection's input) in the parameters' dtype, so fp32 under autocast. Recomputation (full or selective) reruns
+  the first forward one: it stops at the last tensor backward needs, before the layer's output is reduced. These
   sit on the critical path, while data-parallel traffic mostly overlaps the backward pass.
 - cp: every layer all-gathers the keys and values in forward (again when activation checkpointing, full or
   selective, recomputes the forward) and reduce-scatters their gradients in backward, every micro-batch
@@ -166,6 +169,11 @@ LAYER_BYTES = {
 # micro-batch's gradient reads two and writes one (12).
 LOGIT_BYTES, ADAMW_BYTES, ACCUMULATE_BYTES = 30, 28, 12
 DDP_BUCKET_BYTES = 25 * 1024**2
+# All-reduces per tensor-parallel decoder layer and micro-batch, (forward, backward), each of one activation: the
+# outputs of o and down in forward; in backward the gradients of the inputs of q, k, v, gate and up, each reduced on
+# its own. Recomputation reruns all but the last forward one. Counted, with their dtypes, on transformers' Llama by
+# tests/test_tp_communication.py.
+TP_ALL_REDUCES_PER_LAYER = (2, 5)
 # The collective that carries most of each dimension's traffic, whose probed latency and bandwidth it is priced at.
 COLLECTIVE_OF = {
     "dp_replicate": "all_reduce", "dp_shard": "all_gather", "cp": "all_gather", "tp": "all_reduce", "pp": "send_recv",
@@ -355,7 +363,13 @@ def communication_bytes(
         volume = shard_share / shards
         sent["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
     if layout.tp > 1:
-        sent["tp"] = (grad_accum * 4 * layers * 2 * ring(layout.tp) * activation, grad_accum * 4 * layers)
+        forward, backward = TP_ALL_REDUCES_PER_LAYER
+        forward += 0 if checkpointing_mode(activation_checkpointing) == "none" else forward - 1  # recomputed
+        forward_width = 2 if precision == "bf16" else FP32  # activations in the compute dtype
+        backward_width = 2 if layer_regime(precision, layout) == "bf16" else FP32  # gradients in the parameters'
+        elements = 2 * ring(layout.tp) * tokens * config.hidden_size  # per all-reduce of one activation
+        per_micro_batch = layers * elements * (forward * forward_width + backward * backward_width)
+        sent["tp"] = (grad_accum * per_micro_batch, grad_accum * layers * (forward + backward))
     if layout.cp > 1:  # per layer: all-gather (twice with recomputation, full or selective) and reduce-scatter
         collectives = grad_accum * layers * (2 if checkpointing_mode(activation_checkpointing) == "none" else 3)
         sent["cp"] = (collectives * context_parallel_bytes(config, layout, micro_batch, seq_len), collectives)

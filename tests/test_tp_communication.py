@@ -1,0 +1,108 @@
+"""Tensor parallelism's communication in the throughput model: the all-reduces of a tensor-parallel Llama layer,
+counted with their dtypes on 2 gloo processes (trainer.throughput.TP_ALL_REDUCES_PER_LAYER), and the bytes the
+model prices from them."""
+
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from support import TINY_MODEL
+from torch.utils._python_dispatch import TorchDispatchMode
+from transformers import AutoConfig
+
+from trainer.layout import Layout
+from trainer.throughput import FP32, TP_ALL_REDUCES_PER_LAYER, communication_bytes
+
+LAYER = {"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
+         "num_attention_heads": 4, "num_key_value_heads": 2}  # fmt: skip
+# (precision, parameters in bf16, checkpointing): fp32, autocast over fp32 parameters, bf16 parameters (as FSDP2's
+# mixed precision computes), and both recomputing modes.
+CASES = [("fp32", False, "none"), ("autocast", False, "none"), ("bf16", True, "none"),
+         ("fp32", False, "full"), ("fp32", False, "selective")]  # fmt: skip
+
+
+class AllReduces(TorchDispatchMode):
+    """The dtypes of the all-reduces dispatched (DTensor's redistributions call the functional collectives)."""
+
+    def __init__(self):
+        super().__init__()
+        self.dtypes: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket is torch.ops._c10d_functional.all_reduce:
+            self.dtypes.append(str(args[0].dtype).removeprefix("torch."))
+        return func(*args, **(kwargs or {}))
+
+
+def _all_reduces(layers: int, autocast: bool, bf16: bool, checkpointing: str) -> tuple[list[str], list[str]]:
+    """The dtypes of one tensor-parallel forward's all-reduces and of its backward's."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from trainer.model import build_model, enable_activation_checkpointing
+    from trainer.parallelize import apply_tensor_parallel
+
+    model = build_model(AutoConfig.for_model(**LAYER, num_hidden_layers=layers), None, seed=0)
+    model = model.to(torch.bfloat16) if bf16 else model
+    apply_tensor_parallel(model, init_device_mesh("cpu", (2,)))
+    enable_activation_checkpointing(model, checkpointing)
+    forward, backward = AllReduces(), AllReduces()
+    with forward, torch.autocast("cpu", torch.bfloat16, enabled=autocast):
+        loss = model(input_ids=torch.arange(16).view(2, 8), use_cache=False).logits.float().sum()
+    with backward:
+        loss.backward()
+    return forward.dtypes, backward.dtypes
+
+
+def _worker(rank: int, store: str, out: str) -> None:
+    dist.init_process_group("gloo", store=dist.FileStore(store, 2), rank=rank, world_size=2)
+    try:
+        found = {}
+        for precision, bf16, checkpointing in CASES:
+            one, two = (_all_reduces(n, precision == "autocast", bf16, checkpointing) for n in (1, 2))
+            per_layer = [collections.Counter(b) - collections.Counter(a) for a, b in zip(one, two, strict=True)]
+            found[f"{precision} {checkpointing}"] = [dict(c) for c in per_layer]
+            outside = [len(a) - c.total() for a, c in zip(one, per_layer, strict=True)]
+            found[f"{precision} {checkpointing} outside the layers"] = outside
+        if rank == 0:
+            Path(out).write_text(json.dumps(found))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_a_tensor_parallel_layer_all_reduces_as_the_model_counts(tmp_path):
+    out = tmp_path / "found.json"
+    mp.spawn(_worker, args=(str(tmp_path / "store"), str(out)), nprocs=2, join=True)
+    found = json.loads(out.read_text())
+    forward, backward = TP_ALL_REDUCES_PER_LAYER
+    assert found["fp32 none"] == [{"float32": forward}, {"float32": backward}]
+    # Autocast: the row-parallel matmuls' bf16 outputs, then the fp32 gradients of the fp32 inputs.
+    assert found["autocast none"] == [{"bfloat16": forward}, {"float32": backward}]
+    assert found["bf16 none"] == [{"bfloat16": forward}, {"bfloat16": backward}]
+    for recomputing in ("full", "selective"):  # the recomputation reruns all but the layer's last all-reduce
+        assert found[f"fp32 {recomputing}"] == [{"float32": forward}, {"float32": forward - 1 + backward}]
+    assert all(outside == [0, 0] for key, outside in found.items() if key.endswith("outside the layers"))
+
+
+def test_the_model_prices_each_all_reduce_in_the_dtype_it_moves():
+    config = AutoConfig.for_model(**TINY_MODEL)
+    layout, tokens, layers = Layout(tp=2), 2 * 64, config.num_hidden_layers
+    forward, backward = TP_ALL_REDUCES_PER_LAYER
+    per_element = 2 * (2 - 1) / 2 * tokens * config.hidden_size * layers * 3  # ring all-reduce, 3 micro-batches
+
+    def tp(precision: str, checkpointing: bool | str = False, shard: bool = False) -> tuple[float, int]:
+        sharded = Layout(dp_shard=2, tp=2) if shard else layout
+        return communication_bytes(config, sharded, 10**6, 2, 64, 3, checkpointing, precision)["tp"]
+
+    assert tp("fp32") == (pytest.approx(per_element * FP32 * (forward + backward)), 3 * layers * (forward + backward))
+    assert tp("bf16")[0] == pytest.approx(per_element * (2 * forward + FP32 * backward))  # autocast
+    assert tp("bf16", shard=True)[0] == pytest.approx(per_element * 2 * (forward + backward))  # FSDP2's bf16
+    all_reduces = 2 * forward - 1 + backward  # the recomputation reruns all but the layer's last
+    for recomputing in ("selective", True):
+        assert tp("fp32", recomputing) == (pytest.approx(per_element * FP32 * all_reduces), 3 * layers * all_reduces)
