@@ -45,6 +45,8 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
   selective, recomputes the forward) and reduce-scatters their gradients in backward, every micro-batch
   (`context_parallel_bytes`).
 - pp: activations sent between stages, per micro-batch.
+cp's keys and values, pp's activations and tp's backward gradients move in `activation_width`: fp32 under autocast
+(the residual stream and rotary's keys stay fp32), bf16 where the parameters are.
 
 Links: a mesh dimension stays inside a node when it and the dimensions inside it (the mesh is ordered
 [pp, dp_replicate, dp_shard, cp, tp], tp innermost) fit in one node's devices; otherwise it crosses the network.
@@ -325,12 +327,15 @@ def interconnect_within(hardware: Hardware) -> str:
     return (nvlink or "nvlink4") if hardware.intra_node_link == "nvlink" else pcie
 
 
-def context_parallel_bytes(config: PretrainedConfig, layout: Layout, micro_batch: int, seq_len: int) -> float:
+def context_parallel_bytes(
+    config: PretrainedConfig, layout: Layout, micro_batch: int, seq_len: int, precision: str = "fp32"
+) -> float:
     """Bytes each rank sends in one context-parallel collective: the all-gather of one layer's keys and values for
     one micro-batch, or the reduce-scatter of their gradients. Either moves (cp - 1) times the rank's own share:
-    its tokens' keys and values over its tensor-parallel share of the key-value heads."""
+    its tokens' keys and values over its tensor-parallel share of the key-value heads (`activation_width`)."""
     tokens = micro_batch * seq_len // layout.cp
-    local = 2 * tokens * config.hidden_size * _kv_ratio(config) * FP32 / layout.tp
+    width = activation_width(precision, layout)
+    local = 2 * tokens * config.hidden_size * _kv_ratio(config) * width / layout.tp
     return (layout.cp - 1) * local
 
 
@@ -350,7 +355,6 @@ def communication_bytes(
     """
     ring = lambda n: (n - 1) / n  # noqa: E731 - the share of the data a ring collective moves per rank
     tokens = micro_batch * seq_len // layout.cp
-    activation = tokens * config.hidden_size * FP32
     layers = -(-config.num_hidden_layers // layout.pp)
     shard_share = parameter_bytes / layout.pp / layout.tp  # this rank's stage and tensor-parallel share, before FSDP
     sent = dict.fromkeys(MESH_DIMS, (0.0, 0))
@@ -365,16 +369,18 @@ def communication_bytes(
     if layout.tp > 1:
         forward, backward = TP_ALL_REDUCES_PER_LAYER
         forward += 0 if checkpointing_mode(activation_checkpointing) == "none" else forward - 1  # recomputed
-        forward_width = 2 if precision == "bf16" else FP32  # activations in the compute dtype
-        backward_width = 2 if layer_regime(precision, layout) == "bf16" else FP32  # gradients in the parameters'
+        forward_width = 2 if precision == "bf16" else FP32  # the row-parallel matmuls' outputs, in the compute dtype
+        backward_width = activation_width(precision, layout)
         elements = 2 * ring(layout.tp) * tokens * config.hidden_size  # per all-reduce of one activation
         per_micro_batch = layers * elements * (forward * forward_width + backward * backward_width)
         sent["tp"] = (grad_accum * per_micro_batch, grad_accum * layers * (forward + backward))
     if layout.cp > 1:  # per layer: all-gather (twice with recomputation, full or selective) and reduce-scatter
         collectives = grad_accum * layers * (2 if checkpointing_mode(activation_checkpointing) == "none" else 3)
-        sent["cp"] = (collectives * context_parallel_bytes(config, layout, micro_batch, seq_len), collectives)
+        per_collective = context_parallel_bytes(config, layout, micro_batch, seq_len, precision)
+        sent["cp"] = (collectives * per_collective, collectives)
     if layout.pp > 1:
-        sent["pp"] = (grad_accum * 2 * activation / layout.tp, grad_accum * 2)
+        stage_output = tokens * config.hidden_size * activation_width(precision, layout) / layout.tp
+        sent["pp"] = (grad_accum * 2 * stage_output, grad_accum * 2)  # forward, and its gradient back
     return sent
 
 
@@ -511,6 +517,14 @@ def layer_regime(precision: str, layout: Layout) -> str:
     if precision != "bf16":
         return "fp32"
     return "bf16" if layout.fsdp else "autocast"
+
+
+def activation_width(precision: str, layout: Layout) -> int:
+    """Bytes per element of the activations between layers and of their gradients: bf16 only where the parameters
+    are (FSDP2's mixed precision); under autocast the residual stream, rotary's keys and every input gradient stay
+    fp32. What pipeline stages send, context parallelism gathers and tensor parallelism reduces in backward
+    (tests/test_communication_dtypes.py)."""
+    return 2 if layer_regime(precision, layout) == "bf16" else FP32
 
 
 def layer_bytes(config: PretrainedConfig, layout: Layout, precision: str, compiled: bool) -> tuple[float, float]:

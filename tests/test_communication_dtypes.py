@@ -1,6 +1,7 @@
-"""Tensor parallelism's communication in the throughput model: the all-reduces of a tensor-parallel Llama layer,
-counted with their dtypes on 2 gloo processes (trainer.throughput.TP_ALL_REDUCES_PER_LAYER), and the bytes the
-model prices from them."""
+"""What the throughput model's communication moves, checked on transformers' Llama: tensor parallelism's
+all-reduces counted with their dtypes on 2 gloo processes (trainer.throughput.TP_ALL_REDUCES_PER_LAYER); the
+dtype of context parallelism's gathered keys and values and of a pipeline stage's output; and the bytes the model
+prices from them."""
 
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def test_a_tensor_parallel_layer_all_reduces_as_the_model_counts(tmp_path):
     assert all(outside == [0, 0] for key, outside in found.items() if key.endswith("outside the layers"))
 
 
-def test_the_model_prices_each_all_reduce_in_the_dtype_it_moves():
+def test_the_model_prices_each_collective_in_the_dtype_it_moves():
     config = AutoConfig.for_model(**TINY_MODEL)
     layout, tokens, layers = Layout(tp=2), 2 * 64, config.num_hidden_layers
     forward, backward = TP_ALL_REDUCES_PER_LAYER
@@ -106,3 +107,64 @@ def test_the_model_prices_each_all_reduce_in_the_dtype_it_moves():
     all_reduces = 2 * forward - 1 + backward  # the recomputation reruns all but the layer's last
     for recomputing in ("selective", True):
         assert tp("fp32", recomputing) == (pytest.approx(per_element * FP32 * all_reduces), 3 * layers * all_reduces)
+
+    def sent(dim: str, layout: Layout, precision: str) -> float:
+        return communication_bytes(config, layout, 10**6, 2, 64, 3, False, precision)[dim][0]
+
+    # Autocast keeps the residual stream fp32; FSDP2's mixed precision (which cp always runs under: it shards over
+    # dp_shard x cp) computes in bf16.
+    assert sent("pp", Layout(pp=2), "bf16") == sent("pp", Layout(pp=2), "fp32") > 0
+    for dim, sharded in (("pp", Layout(pp=2, dp_shard=2)), ("cp", Layout(cp=2))):
+        assert sent(dim, sharded, "bf16") == sent(dim, sharded, "fp32") / 2 > 0
+
+
+# Each precision regime (trainer.throughput.layer_regime) as a layout and `train.precision` give it, and how the
+# layer then runs: (layout, precision, autocast, bf16 parameters).
+REGIMES = {
+    "fp32": (Layout(), "fp32", False, False),
+    "autocast": (Layout(), "bf16", True, False),
+    "bf16": (Layout(dp_shard=2), "bf16", False, True),  # FSDP2's mixed precision
+}
+
+
+@pytest.mark.parametrize("regime", REGIMES)
+def test_context_and_pipeline_parallelism_move_what_the_model_prices(regime, monkeypatch):
+    """The keys and values context parallelism gathers (and whose gradients it reduce-scatters), through its real
+    attention function on a group of one, and what a pipeline stage sends (a decoder layer's output): fp32 under
+    autocast (rotary's fp32 cos and sin promote the keys; the residual stream stays fp32), bf16 only where the
+    parameters are."""
+    from functools import partial
+
+    from transformers import AttentionInterface
+
+    from trainer.context_parallel import context_parallel_attention
+    from trainer.model import build_model
+    from trainer.throughput import activation_width
+
+    layout, precision, autocast, bf16 = REGIMES[regime]
+    moved = []
+
+    def recorded(collective):
+        return lambda out, tensor, *args, **kwargs: (
+            moved.append(tensor.dtype) or collective(out, tensor, *args, **kwargs)
+        )
+
+    for name in ("all_gather_into_tensor", "reduce_scatter_tensor"):
+        monkeypatch.setattr(dist, name, recorded(getattr(dist, name)))
+    model = build_model(AutoConfig.for_model(**LAYER, num_hidden_layers=1), None, seed=0)
+    model = model.to(torch.bfloat16) if bf16 else model
+    sent = []
+    model.model.layers[0].register_forward_hook(lambda module, args, output: sent.append(output.dtype))
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        AttentionInterface.register("test_cp", partial(context_parallel_attention, group=dist.group.WORLD))
+        model.set_attn_implementation("test_cp")
+        with torch.autocast("cpu", torch.bfloat16, enabled=autocast):
+            logits = model(input_ids=torch.arange(16).view(2, 8), use_cache=False).logits
+        logits.float().sum().backward()
+    finally:
+        dist.destroy_process_group()
+    width = {torch.float32: FP32, torch.bfloat16: 2}
+    expected = activation_width(precision, layout)
+    assert [width[dtype] for dtype in moved] == [expected, expected]  # the gather, then its gradient's reduce-scatter
+    assert [width[dtype] for dtype in sent] == [expected]
