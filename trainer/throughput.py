@@ -174,7 +174,7 @@ DDP_BUCKET_BYTES = 25 * 1024**2
 # All-reduces per tensor-parallel decoder layer and micro-batch, (forward, backward), each of one activation: the
 # outputs of o and down in forward; in backward the gradients of the inputs of q, k, v, gate and up, each reduced on
 # its own. Recomputation reruns all but the last forward one. Counted, with their dtypes, on transformers' Llama by
-# tests/test_tp_communication.py.
+# tests/test_communication_dtypes.py.
 TP_ALL_REDUCES_PER_LAYER = (2, 5)
 # The collective that carries most of each dimension's traffic, whose probed latency and bandwidth it is priced at.
 COLLECTIVE_OF = {
