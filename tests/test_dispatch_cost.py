@@ -122,6 +122,8 @@ def test_dispatch_is_charged_where_it_happens_at_the_probed_cost(tmp_path, monke
 
     selective = _step(tmp_path, monkeypatch, Layout(dp_replicate=2), "selective", figures={"selective_op_s": 3e-5})
     assert selective.dispatch_s == pytest.approx(4 * layers * SELECTIVE_OPS_PER_LAYER * 3e-5)
+    free = _step(tmp_path, monkeypatch, Layout(tp=2), "selective", figures={"dtensor_op_s": 0.0, "selective_op_s": 0.0})
+    assert free.dispatch_s == 0.0  # a probe that found nothing added is believed, not replaced by the stated cost
 
 
 def test_a_gpu_hides_dispatch_behind_queued_work_like_launches(tmp_path, monkeypatch):

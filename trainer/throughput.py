@@ -244,8 +244,10 @@ class Figures:
         return self.op_overhead_s or OP_OVERHEAD_S[hardware.device_type]
 
     def dispatch_overheads(self) -> tuple[float, float]:
-        """Seconds per operation that DTensor's dispatch and selective checkpointing's policy add."""
-        return self.dtensor_op_s or DTENSOR_OP_S, self.selective_op_s or SELECTIVE_OP_S
+        """Seconds per operation that DTensor's dispatch and selective checkpointing's policy add (a probe may
+        measure nothing added: 0 is a figure, not a missing one)."""
+        dtensor, selective = self.dtensor_op_s, self.selective_op_s
+        return DTENSOR_OP_S if dtensor is None else dtensor, SELECTIVE_OP_S if selective is None else selective
 
     def transfer_s(self, link: str, collective: str, sent_bytes: float, count: int) -> float:
         """Seconds for `count` collectives sending `sent_bytes` per rank in all over `link`."""
