@@ -95,14 +95,11 @@ def test_selective_checkpointing_passes_the_counted_operations_through_its_polic
 
 
 def _step(tmp_path, monkeypatch, layout: Layout, checkpointing: bool | str = False, figures: dict | None = None):
+    """The step predicted from the stated figures, with `figures` (dispatch costs) as a probe would give them."""
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path / "cache"))
-    if figures is not None:
-        monkeypatch.setattr(
-            "trainer.throughput.hardware_figures", lambda hardware: dataclasses.replace(base_figures, **figures)
-        )
-    base_figures = hardware_figures(CPU)
+    given = dataclasses.replace(hardware_figures(CPU), **(figures or {}))
     config = AutoConfig.for_model(**TINY_MODEL)
-    return estimate_step(config, layout, CPU, 10_000, 40_000, 2, 64, 4, checkpointing)
+    return estimate_step(config, layout, CPU, 10_000, 40_000, 2, 64, 4, checkpointing, figures=given)
 
 
 def test_dispatch_is_charged_where_it_happens_at_the_probed_cost(tmp_path, monkeypatch):

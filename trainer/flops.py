@@ -74,9 +74,13 @@ GPU_LINKS = {
 }
 
 
-def gpu_links(device_name: str) -> tuple[str | None, str] | None:
-    """(NVLink generation or None, PCIe generation) of a GPU by name; None for a GPU not in GPU_LINKS."""
-    return _by_name(GPU_LINKS, device_name)
+# What a GPU not in GPU_LINKS is taken to have: an H100's NVLink, the older PCIe.
+UNLISTED_GPU_LINKS = ("nvlink4", "pcie4")
+
+
+def gpu_links(device_name: str) -> tuple[str | None, str]:
+    """(NVLink generation or None, PCIe generation) of a GPU by name (UNLISTED_GPU_LINKS for one not listed)."""
+    return _by_name(GPU_LINKS, device_name) or UNLISTED_GPU_LINKS
 
 
 def peak_bf16_flops(device_name: str) -> float | None:

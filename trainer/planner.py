@@ -99,7 +99,7 @@ def planned_hardware(
         name, link = device_name or local_device_name("cpu"), detect_intra_node_link(device_type)
     else:  # the GPU's own link: NVLink where it has it (trainer.flops.GPU_LINKS), else PCIe
         name = device_name or (preset or gpu_preset(DEFAULT_GPU)).name
-        link = "pcie" if (gpu_links(name) or ("nvlink4",))[0] is None else "nvlink"
+        link = "pcie" if gpu_links(name)[0] is None else "nvlink"
     given = device_mem or (str(preset.memory_bytes) if preset else configured_mem)
     memory = parse_bytes(given) if given else gpu_preset(DEFAULT_GPU).memory_bytes
     return Hardware(device_type, name, devices, nodes, link, network), memory

@@ -321,11 +321,12 @@ def dimension_links(layout: Layout, hardware: Hardware) -> dict[str, str]:
 
 
 def interconnect_within(hardware: Hardware) -> str:
-    """The link between a node's devices: the device's own NVLink or PCIe generation (trainer.flops.GPU_LINKS;
-    NVLink 4 and PCIe 4 for a GPU not listed there), or gloo between CPU processes."""
+    """The link between a node's devices: the device's own NVLink or PCIe generation (trainer.flops.gpu_links),
+    or gloo between CPU processes. NVLink found (nvidia-smi) on a GPU listed without it is a bridge, priced as
+    NVLink 4."""
     if hardware.intra_node_link == "cpu":
         return "cpu"
-    nvlink, pcie = gpu_links(hardware.device_name) or ("nvlink4", "pcie4")
+    nvlink, pcie = gpu_links(hardware.device_name)
     return (nvlink or "nvlink4") if hardware.intra_node_link == "nvlink" else pcie
 
 
