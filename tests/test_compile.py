@@ -1,11 +1,20 @@
-"""train.compile: each decoder layer compiled on its own (inductor's C++ backend on CPU) gives the eager
-single-process run's per-step losses and gradient norms within 1e-4, for every kind of layout, and its compilation
-time is reported apart from the timed steps."""
+"""train.compile (inductor's C++ backend on CPU: the whole micro-batch step as one graph for one process or DDP,
+each decoder layer on its own elsewhere) gives the eager single-process run's per-step losses and gradient norms
+within 1e-4, for every kind of layout, and its compilation time is reported apart from the timed steps."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
+import torch
 from support import train, write_experiment
+from transformers import LlamaConfig
+
+from trainer.memory import saved_for_backward
+from trainer.model import build_model, enable_activation_checkpointing
+from trainer.parallelize import compile_layers
+from trainer.step import compiled_token_loss_sum, token_loss_sum
 
 # layout: processes. One of each wrapping: DDP, FSDP2, HSDP with tensor parallel, a pipeline, context parallel.
 LAYOUTS = {
@@ -43,3 +52,33 @@ def test_compiled_layout_matches_eager(experiment, eager, layout):
     # Compilation happens in the untimed warm-up steps: tokens/s is measured after it.
     warmup = steps[: STEPS - metrics["timed_steps"]]
     assert 0 < metrics["compile_s"] <= sum(s["step_s"] for s in warmup)
+
+
+@pytest.mark.parametrize("whole_step", [False, True], ids=["layers", "whole-step"])
+def test_selective_checkpointing_compiles_while_memory_is_measured(whole_step):
+    """The step whose memory is measured wraps selective checkpointing's modes in counting ones
+    (trainer.model._Reporting); compiled, the region's graph id must still reach the mode that tags its operations
+    (inductor refused the graph before). Gradients as eager's."""
+    config = LlamaConfig(
+        vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2,
+    )  # fmt: skip
+    ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(0))
+    batch = {"input_ids": ids, "labels": ids, "position_ids": torch.arange(16).expand(2, 16)}
+    batch["segment_ids"] = torch.zeros_like(ids)
+    gradients = []
+    for compiled in (False, True):
+        model = build_model(config, None, seed=0)
+        model.train()
+        enable_activation_checkpointing(model, "selective")
+        loss_sum = token_loss_sum
+        if compiled and whole_step:
+            loss_sum = compiled_token_loss_sum()
+        elif compiled:
+            compile_layers(model.get_decoder().layers)
+        loss, saved = saved_for_backward(model, partial(loss_sum, model, batch))
+        loss.backward()
+        assert saved["activations_saved"] > 0
+        gradients.append([p.grad for p in model.parameters()])
+    for eager, compiled in zip(*gradients, strict=True):
+        torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-6)

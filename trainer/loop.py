@@ -41,6 +41,7 @@ from trainer.optim import build_optimizer, build_scheduler
 from trainer.parallelize import (
     clip_grad_norm,
     compile_seconds,
+    compiles_whole_step,
     fsdp_mixed_precision,
     parallelize,
     parallelize_pipeline,
@@ -339,6 +340,8 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
                 measure_memory,
                 measure_noise,
                 training.experiment.data.packing,
+                # The step whose memory is measured runs eagerly: its hooks must run, not be traced into a graph.
+                spec.compile and compiles_whole_step(training.experiment.layout) and not measure_memory,
             )
     grad_norm = clip_grad_norm(list(training.model.parameters()), spec.grad_clip, device, training.experiment.layout.pp)
     noise = {}

@@ -269,6 +269,16 @@ class _Reporting(TorchDispatchMode):
         super().__init__()
         self.below, self.report, self.ended = below, report, ended
 
+    # torch.compile tags each checkpointed region's operations with the id it sets on the forward context: that
+    # is `below`, which does the tagging.
+    @property
+    def ac_graph_id(self):
+        return self.below.ac_graph_id
+
+    @ac_graph_id.setter
+    def ac_graph_id(self, value) -> None:
+        self.below.ac_graph_id = value
+
     def __enter__(self):
         self.below.__enter__()
         return super().__enter__()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 
 import torch
 import torch.distributed as dist
@@ -41,6 +41,13 @@ def token_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor], packe
     )
 
 
+@cache
+def compiled_token_loss_sum():
+    """token_loss_sum compiled as one graph, model and loss together (train.compile where
+    trainer.parallelize.compiles_whole_step): made on first use, so eager runs never import the compiler."""
+    return torch.compile(token_loss_sum)
+
+
 def forward_backward(
     model: torch.nn.Module,
     micro_batches: list[dict[str, torch.Tensor]],
@@ -49,14 +56,17 @@ def forward_backward(
     measure_activations: bool = False,
     measure_small_batch: bool = False,
     packed: bool = True,
+    compiled: bool = False,
 ) -> StepResult:
-    """Accumulate the gradients of one optimizer step into model parameters' .grad.
+    """Accumulate the gradients of one optimizer step into model parameters' .grad; `compiled`: each micro-batch's
+    forward and loss as one compiled graph (compiled_token_loss_sum).
 
     With `measure_small_batch` (and two or more micro-batches) the first micro-batch's gradients are reduced
     over the data-parallel ranks too, and the norm of that smaller batch's mean gradient is kept for the
     gradient noise scale (trainer.noise_scale).
     """
     device = micro_batches[0]["labels"].device
+    loss_sum_of = compiled_token_loss_sum() if compiled else token_loss_sum
     counts, dp_degree = _token_counts(micro_batches, dp_group)
     target_tokens = max(int(counts[0].item()), 1)
     scale = dp_degree / target_tokens
@@ -72,9 +82,9 @@ def forward_backward(
         with gradient_sync(model, enabled=last or small):
             with autocast or contextlib.nullcontext():
                 if measure_activations and i == 0:
-                    batch_loss, saved_bytes = saved_for_backward(model, partial(token_loss_sum, model, batch, packed))
+                    batch_loss, saved_bytes = saved_for_backward(model, partial(loss_sum_of, model, batch, packed))
                 else:
-                    batch_loss = token_loss_sum(model, batch, packed)
+                    batch_loss = loss_sum_of(model, batch, packed)
             (batch_loss * scale).backward()
         loss_sum += batch_loss.detach()
         if small:
