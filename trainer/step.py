@@ -11,6 +11,7 @@ mean that DDP's all-reduce and FSDP's reduce-scatter take.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, partial
 
@@ -42,7 +43,7 @@ def token_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor], packe
 
 
 @cache
-def compiled_token_loss_sum():
+def compiled_token_loss_sum() -> Callable[..., torch.Tensor]:
     """token_loss_sum compiled as one graph, model and loss together (train.compile where
     trainer.parallelize.compiles_whole_step): made on first use, so eager runs never import the compiler."""
     return torch.compile(token_loss_sum)

@@ -24,12 +24,14 @@ layer (`dtensor_op_s`, `selective_op_s`). On a CPU it adds to compute; on a GPU 
 hidden behind queued work where that is longer. It is its own calibration feature: a real layer pays more than a
 tiny one (tensor parallelism's copies grow with the tokens), and calibration scales it apart from compute.
 
-`train.compile` (trainer.parallelize.compile_layers: each decoder layer compiled on its own) changes the layers'
-memory-bound work and launches only: eager PyTorch runs every elementwise operation as its own kernel, each reading
-its inputs from memory and writing its output there, while inductor fuses a layer's elementwise operations into a
-few kernels that read each input once and write what the matmuls, attention and backward need (`LAYER_BYTES`,
-`COMPILED_OPS_PER_LAYER`). The matmuls and attention are the same kernels either way, and the embedding, loss and
-optimizer stay eager.
+`train.compile` changes the layers' memory-bound work and launches only: eager PyTorch runs every elementwise
+operation as its own kernel, each reading its inputs from memory and writing its output there, while inductor fuses
+a layer's elementwise operations into a few kernels that read each input once and write what the matmuls, attention
+and backward need (`LAYER_BYTES`, `COMPILED_OPS_PER_LAYER`). The matmuls and attention are the same kernels either
+way. Counted per layer, as trainer.parallelize.compile_layers compiles under FSDP2, tensor, pipeline and context
+parallelism: where the whole micro-batch step is one graph (trainer.parallelize.compiles_whole_step) inductor also
+fuses the embedding, loss and layer boundaries, which the model leaves eager (a few percent of a small model's step,
+bench/trainer_vs_hf.py); the optimizer stays eager either way.
 
 Communication per optimizer step (ring collectives move 2(n-1)/n of the data for all-reduce, (n-1)/n for
 all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-parallel share of the parameters:
