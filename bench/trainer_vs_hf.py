@@ -79,6 +79,7 @@ from trainer.launch import prepare_data
 from trainer.model import build_model, model_config
 from trainer.optim import build_optimizer, build_scheduler
 from trainer.packing import IGNORE_INDEX
+from trainer.parallelize import compile_seconds
 from trainer.rundir import RunDir
 from trainer.step import token_loss_sum
 from trainer.tokenizer import tokenizer_fingerprint
@@ -359,8 +360,6 @@ def run_hf(
     compiled: bool = False,
 ) -> dict:
     """Train with transformers.Trainer (build_hf_trainer); without `heldout` no held-out loss is measured."""
-    from trainer.parallelize import compile_seconds
-
     trainer, timer = build_hf_trainer(prepared, examples, collator, out, device, compiled)
     trainer.train()
     spec = prepared.experiment.train
