@@ -54,6 +54,8 @@ def check_reply(text: str, results: list[Any], user_texts: list[str]) -> Checked
     for match in _NUMBER.finditer(text):
         if _is_list_marker(text, match) or any(start <= match.start() < end for start, end in quoted):
             continue
+        if _decimal(match.group("number")) is None:  # an identifier that reads as a number (a commit id)
+            continue
         found = _find(match, figures)
         if found is None:
             unverified.append(match.group(0).strip())
@@ -101,11 +103,19 @@ def _numbers(text: str) -> Iterator[tuple[float, Decimal]]:
             yield float(written), written
 
 
+# Written exponents beyond this are no figures but identifiers: a commit id such as 70e9123 reads as 70 x 10^9123,
+# which no float holds (and 10.0 ** 9123, the precision it is written with, overflows).
+_MAX_EXPONENT = 300
+
+
 def _decimal(number: str) -> Decimal | None:
     try:
-        return Decimal(number.replace(",", ""))
+        written = Decimal(number.replace(",", ""))
     except InvalidOperation:
         return None
+    if abs(written.adjusted()) > _MAX_EXPONENT or abs(written.as_tuple().exponent) > _MAX_EXPONENT:
+        return None
+    return written
 
 
 def _is_list_marker(text: str, match: re.Match) -> bool:

@@ -67,6 +67,13 @@ def test_user_numbers_list_markers_identifiers_and_quoted_text_are_not_figures()
     assert checked.text == text  # nothing to add: no figure from a file, nothing flagged
 
 
+def test_a_commit_id_that_reads_as_a_huge_number_is_no_figure():
+    """70e9123 would be 70 x 10^9123: an identifier (here a commit id), neither verified nor flagged."""
+    text = "Committed 70e9123 and 0e99999 with loss 6.2327."
+    checked = check_reply(text, [METRICS], [])
+    assert checked.unverified == [] and checked.text.startswith(text)
+
+
 def test_policy_parse_and_errors():
     policy = Policy.parse("device_hours=2.5, trials=4, pr=yes")
     assert (policy.unattended, policy.device_hours, policy.trials, policy.pull_requests) == (True, 2.5, 4, True)
