@@ -54,9 +54,10 @@ def check_reply(text: str, results: list[Any], user_texts: list[str]) -> Checked
     for match in _NUMBER.finditer(text):
         if _is_list_marker(text, match) or any(start <= match.start() < end for start, end in quoted):
             continue
-        if _decimal(match.group("number")) is None:  # an identifier that reads as a number (a commit id)
+        written = _decimal(match.group("number"))
+        if written is None:  # an identifier that reads as a number (a commit id)
             continue
-        found = _find(match, figures)
+        found = _find(written, match.group("unit"), figures)
         if found is None:
             unverified.append(match.group(0).strip())
             pieces += [text[last : match.end()], f" {FLAG}"]
@@ -125,14 +126,11 @@ def _is_list_marker(text: str, match: re.Match) -> bool:
     return opens_line and text[match.end() : match.end() + 2] in (". ", ") ")
 
 
-def _find(match: re.Match, figures: list[Figure]) -> Figure | None:
-    """The figure this number shows, rounded to the digits it is written with (and scaled by its unit)."""
-    written = _decimal(match.group("number"))
-    if written is None:
-        return None
+def _find(written: Decimal, unit: str | None, figures: list[Figure]) -> Figure | None:
+    """The figure a number shows, rounded to the digits it is written with (and scaled by its unit)."""
     value = float(written)
     half_ulp = 0.5 * 10.0 ** written.as_tuple().exponent
-    unit = (match.group("unit") or "").strip()
+    unit = (unit or "").strip()
     # The figure in the unit written first (peak_gib 0.5 for "0.5 GiB", 45 for "45%"), then converted to it
     # (bytes to GiB, 0.45 to 45%): a conversion must not beat a figure that matches as it is.
     scales = [1.0, 100.0 if unit == "%" else 1.0 / _UNITS.get(unit, 1.0)]
