@@ -35,9 +35,11 @@ mean cross-entropy per target token. Final training losses are not comparable be
 training (padded rows only ever show the beginnings of documents); the held-out loss is.
 
     python -m bench.trainer_vs_hf [--quick] [--steps N] [--repeats R] [--threads T] [--processes N ...]
-                                  [--variants NAME ...] [--out FILE]
+                                  [--variants NAME ...] [--precision fp32|bf16] [--out FILE]
 
-Run from the repository root. Writes bench/results/trainer_vs_hf.json (or --out).
+`--precision bf16` trains every variant in bf16 mixed precision (meshpilot's `train.precision: bf16`, the
+Trainer's `bf16=True`: autocast over fp32 weights, alike). Run from the repository root. Writes
+bench/results/trainer_vs_hf.json, or trainer_vs_hf_bf16.json under bf16 (or --out).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ from transformers import (
 )
 
 from bench.machine import describe_machine
-from trainer.config import ConfigError, Experiment, load_experiment
+from trainer.config import ConfigError, Experiment, load_experiment, resolve_precision
 from trainer.corpus import builtin_documents
 from trainer.data import RowSource, TokenizedCorpus, prepare_corpus
 from trainer.export import find_checkpoint, load_model
@@ -90,6 +92,9 @@ CORPUS = "stdlib-docs"
 VARIANTS = ("meshpilot", "meshpilot_compiled", "hf_padded", "hf_flattened", "hf_flattened_compiled")
 MESHPILOT_VARIANTS = ("meshpilot", "meshpilot_compiled")
 HF_VARIANTS = tuple(name for name in VARIANTS if name not in MESHPILOT_VARIANTS)
+# fp32, or bf16 mixed precision (autocast over fp32 weights) for both trainers: on a CPU with bf16 matrix
+# instructions (AVX512-BF16, AMX) the Trainer at its best runs in bf16 too.
+PRECISIONS = ("fp32", "bf16")
 NOISE_NOTE = (
     "Measured on a CPU shared with other engineers' jobs: timings are noisy (load_average_before_repeats shows "
     "how busy the machine was). Each variant ran `repeats` times, interleaved with the others, and the best "
@@ -111,6 +116,7 @@ class Setup:
     warmup_steps: int
     timing_warmup_steps: int = 2
     seed: int = 0
+    precision: str = "fp32"  # one of PRECISIONS: meshpilot's train.precision, the Trainer's bf16 flag alike
 
     @property
     def grad_accum(self) -> int:
@@ -154,6 +160,7 @@ def experiment_dict(setup: Setup) -> dict:
             "warmup_steps": setup.warmup_steps,
             "timing_warmup_steps": setup.timing_warmup_steps,
             "seed": setup.seed,
+            "precision": setup.precision,
         },
         "hardware": {"device_type": "cpu", "devices": 1},
     }
@@ -233,6 +240,7 @@ def run_meshpilot(
         "final_loss": metrics["final_loss"],
         "losses": [s["loss"] for s in steps],
         "compile_s": metrics["compile_s"],
+        "precision": metrics["precision"],
         "heldout": heldout_loss(load_model(find_checkpoint(out)), heldout, prepared.experiment.data.seq_len)
         if heldout
         else None,
@@ -306,8 +314,8 @@ def build_hf_trainer(
     compiled: bool = False,
 ) -> tuple[Trainer, StepTimer]:
     """transformers.Trainer for the same steps, model init, optimizer and schedule as the meshpilot run, with a
-    StepTimer; `compiled`: the Trainer's own `torch_compile`. On CUDA it trains in bf16 mixed precision, as
-    `meshpilot train` does there."""
+    StepTimer; `compiled`: the Trainer's own `torch_compile`. Its precision is the experiment's, resolved as
+    `meshpilot train` resolves it (`auto`: bf16 mixed precision on CUDA)."""
     spec = prepared.experiment.train
     model = build_model(prepared.config, None, spec.seed)  # the same initial weights as meshpilot's
     model.to(device)
@@ -325,7 +333,7 @@ def build_hf_trainer(
         max_grad_norm=spec.grad_clip,
         seed=spec.seed,
         use_cpu=device == "cpu",
-        bf16=device == "cuda",
+        bf16=resolve_precision(spec.precision, device) == "bf16",
         report_to="none",
         save_strategy="no",
         eval_strategy="no",
@@ -374,6 +382,7 @@ def run_hf(
         "final_loss": losses[-1],
         "losses": losses,
         "compile_s": compile_seconds() if compiled else None,
+        "precision": "bf16" if trainer.args.bf16 else "fp32",
         "heldout": heldout_loss(trainer.model, heldout, prepared.experiment.data.seq_len) if heldout else None,
     }
 
@@ -422,6 +431,8 @@ def check_setup(
     setup: Setup, repeats: int, threads: int, processes: tuple[int, ...] = (1,), variants: tuple[str, ...] = VARIANTS
 ) -> None:
     """One clear error before anything is built."""
+    if setup.precision not in PRECISIONS:
+        raise ConfigError(f"precision {setup.precision!r} is not one of {', '.join(PRECISIONS)}")
     if "meshpilot" not in variants:
         raise ConfigError("--variants must include meshpilot: every speed is given relative to it")
     if setup.rows_per_step % setup.micro_batch:
@@ -560,6 +571,7 @@ def summarise_variant(repeated: list[dict]) -> dict:
         "heldout_loss_repeats": [r["heldout"]["loss"] for r in repeated],
         "losses_equal_across_repeats": all(r["losses"] == repeated[0]["losses"] for r in repeated),
         "compile_s_repeats": [r["compile_s"] for r in repeated],
+        "precision": best["precision"],
         "load_average_before_repeats": [r["load_average_before"] for r in repeated],
         "train_losses": best["losses"],
         "step_seconds": best["step_seconds"],
@@ -596,7 +608,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads in all, shared out")
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2], help="process counts to compare at")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS), help="what to run")
-    parser.add_argument("--out", type=Path, default=RESULTS / "trainer_vs_hf.json")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32", help="for both trainers")
+    parser.add_argument("--out", type=Path, help="default: bench/results/trainer_vs_hf.json (fp32) or _bf16.json")
     # One rank of a Trainer variant, as run_hf_processes starts it (not for users).
     parser.add_argument("--hf-worker", choices=HF_VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--experiment", type=Path, help=argparse.SUPPRESS)
@@ -605,8 +618,8 @@ def main(argv: list[str] | None = None) -> int:
         hf_worker(args.hf_worker, args.experiment, args.threads, args.out)
         return 0
     setup = QUICK if args.quick else FULL
-    if args.steps is not None:
-        setup = replace(setup, steps=args.steps)
+    setup = replace(setup, precision=args.precision, steps=setup.steps if args.steps is None else args.steps)
+    out = args.out or RESULTS / ("trainer_vs_hf.json" if args.precision == "fp32" else "trainer_vs_hf_bf16.json")
     transformers.logging.set_verbosity_error()
     try:
         with tempfile.TemporaryDirectory(prefix="trainer-vs-hf-") as work:
@@ -616,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"trainer_vs_hf: error: {error}", file=sys.stderr)
         return 2
-    path = write_json(args.out, result)
+    path = write_json(out, result)
     for nproc, found in result["by_processes"].items():
         for name, entry in found["variants"].items():
             print(
