@@ -17,9 +17,12 @@ difference seen here is the benchmark's. Then PROFILED_RUNS more runs of each, a
 give the per-operator table (each operator at its fastest run). The load average before every run is recorded:
 the machine may be shared.
 
-    python -m bench.profile_trainers [--quick] [--steps N] [--repeats R] [--threads T] [--out FILE]
+    python -m bench.profile_trainers [--quick] [--steps N] [--repeats R] [--threads T] [--precision fp32|bf16]
+                                     [--out FILE]
 
-Run from the repository root. Writes bench/results/profile_trainers.json (or --out).
+`--precision bf16`: both trainers in bf16 mixed precision, as bench.trainer_vs_hf runs them under that flag. Run
+from the repository root. Writes bench/results/profile_trainers.json, or profile_trainers_bf16.json under bf16 (or
+--out).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ import trainer.packing as packing
 import trainer.step as step
 from bench.trainer_vs_hf import (
     FULL,
+    PRECISIONS,
     QUICK,
     RESULTS,
     Prepared,
@@ -375,6 +379,7 @@ def run_profile(setup, repeats: int, threads: int, work: Path) -> dict:
             "seq_len": setup.seq_len,
             "steps": setup.steps,
             "warmup_steps": setup.timing_warmup_steps,
+            "precision": setup.precision,
             "model": setup.model,
             "torch_threads": threads,
             "repeats": repeats,
@@ -410,11 +415,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, help="optimizer steps per run")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each trainer, interleaved (best is kept)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads, for both")
-    parser.add_argument("--out", type=Path, default=RESULTS / "profile_trainers.json")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32", help="for both trainers")
+    parser.add_argument("--out", type=Path, help="default: bench/results/profile_trainers.json (fp32) or _bf16.json")
     args = parser.parse_args(argv)
     setup = QUICK if args.quick else FULL
-    if args.steps is not None:
-        setup = replace(setup, steps=args.steps)
+    setup = replace(setup, precision=args.precision, steps=setup.steps if args.steps is None else args.steps)
+    out = args.out or RESULTS / ("profile_trainers.json" if args.precision == "fp32" else "profile_trainers_bf16.json")
     transformers.logging.set_verbosity_error()
     try:
         with tempfile.TemporaryDirectory(prefix="profile-trainers-") as work:
@@ -423,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"profile_trainers: error: {error}", file=sys.stderr)
         return 2
     print_comparison(result)
-    print(f"wrote {write_json(args.out, result)}")
+    print(f"wrote {write_json(out, result)}")
     return 0
 
 

@@ -111,6 +111,22 @@ def test_trainer_vs_hf_quick_compiles_both_trainers(tmp_path):
     assert_verdicts(found)
 
 
+def test_trainer_vs_hf_quick_trains_both_trainers_in_bf16_when_asked(tmp_path):
+    """`--precision bf16`: meshpilot's train.precision and the Trainer's bf16 flag, as each run recorded them."""
+    out = tmp_path / "trainer_vs_hf_bf16.json"
+    args = ("--quick", "--repeats", "1", "--threads", "1", "--processes", "1", "--precision", "bf16")
+    done = run_script("bench.trainer_vs_hf", *args, "--variants", "meshpilot", "hf_flattened", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["benchmark"] == "trainer_vs_hf_bf16" and result["setup"]["precision"] == "bf16"
+    found = result["by_processes"]["1"]
+    for name, entry in found["variants"].items():
+        assert entry["precision"] == "bf16", name
+        assert entry["timed_steps"] == QUICK.steps - QUICK.timing_warmup_steps, name
+        assert 0 < entry["heldout_loss"] < 1.5 * math.log(result["setup"]["model"]["vocab_size"]), name
+    assert_verdicts(found)
+
+
 def test_profile_trainers_quick_times_both_trainers_phase_by_phase(tmp_path):
     """Both trainers are timed phase by phase and profiled on the same model: the same matrix products per step."""
     out = tmp_path / "profile_trainers.json"

@@ -319,7 +319,13 @@ OBJECTIVES = {"tokens_per_s": "maximize", "final_loss": "minimize"}
 
 
 def resolve_precision(precision: str, device_type: str) -> str:
-    """`auto` is bf16 mixed precision on CUDA and fp32 on CPU (whose bf16 matmuls are slower than fp32)."""
+    """`auto` is bf16 mixed precision on CUDA and fp32 on CPU.
+
+    fp32 on CPU whatever the CPU: a CPU run is mostly a check of a set-up, where every layout matches the
+    one-process reference to fp32 rounding, and the same file trains alike on any CPU. bf16 is not slower on
+    every CPU: one with bf16 matrix instructions (AVX512-BF16, AMX) multiplies bf16 matrices about 2.3x faster
+    and trains 1.5-1.6x faster under `train.precision: bf16` (BENCHMARKS.md), as `meshpilot probe` shows.
+    """
     if precision != "auto":
         return precision
     return "bf16" if device_type == "cuda" else "fp32"
