@@ -57,7 +57,6 @@ from bench.trainer_vs_hf import (
     FULL,
     PRECISIONS,
     QUICK,
-    RESULTS,
     Prepared,
     RowFlattening,
     build_hf_trainer,
@@ -65,6 +64,7 @@ from bench.trainer_vs_hf import (
     experiment_dict,
     packed_examples,
     prepare,
+    results_path,
     run_hf_processes,
     run_meshpilot,
     write_json,
@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup = QUICK if args.quick else FULL
     setup = replace(setup, precision=args.precision, steps=setup.steps if args.steps is None else args.steps)
-    out = args.out or RESULTS / ("profile_trainers.json" if args.precision == "fp32" else "profile_trainers_bf16.json")
+    out = args.out or results_path("profile_trainers", args.precision)
     transformers.logging.set_verbosity_error()
     try:
         with tempfile.TemporaryDirectory(prefix="profile-trainers-") as work:

@@ -592,6 +592,11 @@ def optimizer_description(experiment: Experiment) -> str:
     )
 
 
+def results_path(benchmark: str, precision: str) -> Path:
+    """Where a benchmark's result goes by default: bench/results/<benchmark>.json, <benchmark>_bf16.json under bf16."""
+    return RESULTS / (f"{benchmark}.json" if precision == "fp32" else f"{benchmark}_{precision}.json")
+
+
 def write_json(path: Path, result: dict) -> Path:
     """Like bench.machine.write_result, to any path (tests write elsewhere than bench/results)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -619,7 +624,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     setup = QUICK if args.quick else FULL
     setup = replace(setup, precision=args.precision, steps=setup.steps if args.steps is None else args.steps)
-    out = args.out or RESULTS / ("trainer_vs_hf.json" if args.precision == "fp32" else "trainer_vs_hf_bf16.json")
+    out = args.out or results_path("trainer_vs_hf", args.precision)
     transformers.logging.set_verbosity_error()
     try:
         with tempfile.TemporaryDirectory(prefix="trainer-vs-hf-") as work:
