@@ -7,6 +7,7 @@ on the winner; only measured speed and memory differ between two runs of a trial
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -20,7 +21,7 @@ import pytest
 import submitit
 from support import REPO, meshpilot, write_experiment
 
-from agent.jobs import kill_job_processes, read_job
+from agent.jobs import job_processes, kill_job_processes, read_job
 from agent.sweep import run_sweep
 from agent.sweep.executors import slurm_parameters
 from agent.sweep.summary import summarize
@@ -117,7 +118,7 @@ def test_resume_after_sigkill_loses_nothing_and_runs_nothing_twice(experiment, u
     command = [sys.executable, "-m", "agent.cli", "sweep", str(experiment), "--out", str(out), "--max-parallel=2"]
     sweep = subprocess.Popen(command + SPACE_ARGS, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240
-    while (victim := _training(out)) is None:
+    while (victim := _stopped_while_training(out)) is None:
         assert sweep.poll() is None, sweep.stderr.read().decode()[-2000:]
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -125,9 +126,8 @@ def test_resume_after_sigkill_loses_nothing_and_runs_nothing_twice(experiment, u
     kill_job_processes(read_job(out / "trials" / victim)["token"])
     sweep.wait()
     before = _jobs(out)
-    # The trainer writes metrics.json atomically: had it got that far before the kill, the result would stand.
-    rerun = set() if RunDir(out / "trials" / victim).metrics.is_file() else {victim}
-    assert rerun, "the trial finished before it could be killed: nothing here tests a rerun"
+    assert not RunDir(out / "trials" / victim).metrics.is_file()  # stopped before its results, then killed
+    rerun = {victim}
 
     resumed = meshpilot("sweep", str(experiment), "--out", str(out), "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -212,6 +212,27 @@ def _training(out) -> str | None:
         if sane and run.steps.is_file() and run.steps.read_text().strip() and not run.metrics.is_file():
             return trial.parent.name
     return None
+
+
+def _stopped_while_training(out) -> str | None:
+    """A trial caught `_training` and stopped there (SIGSTOP to every process of its job), so that it cannot end
+    before it is killed however slowly this test runs; None while there is none. One that wrote its results
+    before the signals landed is let go on."""
+    victim = _training(out)
+    if victim is None:
+        return None
+    pids = job_processes(read_job(out / "trials" / victim)["token"])
+    _signal_all(pids, signal.SIGSTOP)
+    if not RunDir(out / "trials" / victim).metrics.is_file():  # written atomically: absent means no result
+        return victim
+    _signal_all(pids, signal.SIGCONT)
+    return None
+
+
+def _signal_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
 
 
 def _jobs(out) -> dict[str, dict]:
