@@ -1,27 +1,33 @@
 """Validation on a CUDA GPU, in one go: what only a GPU shows, each result written as soon as it is measured.
 
-    python -m bench.gpu [--out FILE] [--only SECTION,...] [--quick]
+    python -m bench.gpu [--out FILE] [--only SECTION,...] [--budget SECONDS] [--quick]
 
-Sections, in order (each one's failure is recorded and the next one still runs):
+GPU time is scarce, so every measurement is a task in a process of its own (this process never initialises
+CUDA: a Trainer or a probe run in it would keep its cached memory reserved for the tasks after it) and the result
+file is rewritten after each task. With `--budget SECONDS` the tasks run in the order of what is most worth a GPU
+(BUDGET_ORDER: environment, probe, the 1B model eager, the same compiled, selective checkpointing, flex against
+the dense mask at 32k, transformers.Trainer in bf16, the CUDA tests, the planner's predictions, then the rest);
+a task is started only while the time left is at least its `minimum_s`, and its subprocess gets no more than the
+time left. Without a budget, the chosen sections run in SECTIONS order.
 
-- environment: device, memory as torch reports it, driver and package versions;
+Sections and their tasks:
+
+- environment: device, memory as torch reports it, driver and package versions (a worker process);
 - probe: `meshpilot probe` on the GPU (NCCL), stored in the calibration cache for the planner section;
+- mfu: a Llama-3.2-1B-shaped model (random weights), bf16, packed rows, sequence 2048 (and 4096), one GPU:
+  tokens/s and MFU from `meshpilot train`, eager and compiled, against transformers.Trainer in bf16 on the same
+  GPU, data, optimizer and batch (DataCollatorWithFlattening-style packed rows, SDPA), in a process of its own;
+- memory: the memory model's predicted peak against the measured one (reserved plus outside the allocator, as
+  memory.json records it, with the source of the outside figure), with selective and full checkpointing;
+- packed_attention: packed rows isolated by flex_attention's BlockMask and by the dense mask (and against padded
+  rows), at sequence 32k (and 2k, 8k);
 - cuda_tests: the test suite's GPU tests (`pytest -m gpu`);
-- mfu: a Llama-3.2-1B-shaped model (random weights), bf16, packed rows, sequence 2048 and 4096, one GPU:
-  tokens/s and MFU from `meshpilot train`, eager and compiled, against transformers.Trainer on the same
-  GPU, data, optimizer and batch (DataCollatorWithFlattening-style packed rows, SDPA);
-- memory: the memory model's predicted peak against torch.cuda.max_memory_allocated (the prediction and the
-  measurement `meshpilot train` writes to memory.json), with and without activation checkpointing, at two
-  sequence lengths;
-- packed_attention: packed rows isolated by flex_attention's BlockMask and by the dense mask, against padded rows,
-  at sequence 2k, 8k and 32k (tokens/s, peak memory);
 - generation: continuous against static batching (bench/eval_batching.py's workload) on the GPU;
 - demo: `meshpilot demo` end to end on the GPU machine;
 - planner: the throughput model's predicted step time against the measured one for every run above, from the
   stated figures and from the probe's.
 
-Every `meshpilot train` here is the real command line in its own process, as a user runs it. The result file
-(default bench/results/gpu.json) holds the machine description and every section finished so far.
+Every `meshpilot train` here is the real command line in its own process, as a user runs it.
 """
 
 from __future__ import annotations
@@ -37,14 +43,10 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 import yaml
-
-from bench.machine import describe_machine
-from trainer.model import count_parameters
-from trainer.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 SECTIONS = ("environment", "probe", "cuda_tests", "mfu", "memory", "packed_attention", "generation", "demo", "planner")
@@ -68,24 +70,59 @@ LLAMA_1B = {
 LLAMA_SMALL = {**LLAMA_1B, "vocab_size": 32768, "hidden_size": 1024, "intermediate_size": 4096,
                "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 4}  # fmt: skip
 
+Runner = Callable[..., subprocess.CompletedProcess]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One measurement: `run` returns what the result file records under sections[section][name]."""
+
+    name: str
+    section: str
+    run: Callable[[Bench], dict]
+    minimum_s: float  # not started with less time left than this: it could not finish
+
 
 class Bench:
-    """Where results go, and the runs made so far (the planner section reads them)."""
+    """Where results go, the runs made so far (the planner reads them), and the time left."""
 
-    def __init__(self, out: Path, work: Path, quick: bool, seq_lens: tuple[int, ...] = ()):
-        self.out, self.work, self.quick, self.seq_lens = out, work, quick, seq_lens
-        self.result: dict = {"benchmark": "gpu", "machine": describe_machine(), "sections": {}}
+    def __init__(self, out: Path, work: Path, quick: bool = False, seq_lens: tuple[int, ...] = (),
+                 budget_s: float | None = None, runner: Runner = subprocess.run):  # fmt: skip
+        self.out, self.work, self.quick, self.seq_lens, self.runner = out, work, quick, seq_lens, runner
+        work.mkdir(parents=True, exist_ok=True)
+        self.deadline = None if budget_s is None else time.monotonic() + budget_s
+        self.result: dict = {"benchmark": "gpu", "machine": None, "sections": {}}
+        if budget_s is not None:
+            self.result["budget"] = {"budget_s": budget_s, "ran": [], "skipped": {}}
         self.runs: dict[str, dict] = {}
+        self.device_name: str | None = None  # the environment task's reading: asking here would start CUDA
 
-    def record(self, section: str, value: dict) -> None:
-        self.result["sections"][section] = value
+    def time_left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def record(self, task: Task, value: dict) -> None:
+        self.result["sections"].setdefault(task.section, {})[task.name] = value
+        if "budget" in self.result:
+            self.result["budget"]["ran"].append(task.name)
         self._write()
-        print(f"[gpu bench] {section}: written to {self.out}", flush=True)
+        print(f"[gpu bench] {task.section}/{task.name}: written to {self.out}", flush=True)
+
+    def skip(self, task: Task, reason: str) -> None:
+        self.result["budget"]["skipped"][task.name] = reason
+        self._write()
+        print(f"[gpu bench] {task.name}: skipped, {reason}", flush=True)
 
     def _write(self) -> None:
-        """The whole result so far: GPU time is scarce, so nothing measured waits for its section to end."""
+        """The whole result so far: GPU time is scarce, so nothing measured waits for the others."""
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.out.write_text(json.dumps(self.result, indent=1) + "\n")
+
+    def process(self, args: list[str], cap_s: float, env: dict | None = None) -> subprocess.CompletedProcess:
+        """A measured process, given at most `cap_s` and never more than the budget's time left."""
+        left = self.time_left()
+        timeout = cap_s if left is None else max(1.0, min(cap_s, left))
+        return self.runner(args, cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                           env={**os.environ, "TOKENIZERS_PARALLELISM": "false", **(env or {})})  # fmt: skip
 
     def train(self, name: str, model: dict, seq_len: int, micro_batch: int, rows_per_step: int, steps: int,
               **train_keys) -> dict:  # fmt: skip
@@ -113,46 +150,78 @@ class Bench:
         path = directory / "experiment.yaml"
         path.write_text(yaml.safe_dump(experiment))
         started = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-m", "agent.cli", "train", str(path), "--out", str(directory / "run"), "--nproc", "1"],
-            cwd=REPO, capture_output=True, text=True, timeout=900,
-        )  # fmt: skip
-        summary = {"experiment": experiment, "wall_s": round(time.perf_counter() - started, 1)}
-        run = RunDir(directory / "run")
-        if done.returncode != 0 or not run.metrics.exists():
-            summary["error"] = (done.stderr or done.stdout)[-3000:]
+        summary: dict = {"experiment": experiment}
+        try:
+            done = self.process([sys.executable, "-m", "agent.cli", "train", str(path), "--out",
+                                 str(directory / "run"), "--nproc", "1"], cap_s=900)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            summary.update(error="timed out", wall_s=round(time.perf_counter() - started, 1))
             return self._keep(name, summary)
-        metrics, memory, steps = run.read_metrics(), run.read_memory(), run.read_steps()
-        timed = [s["step_s"] for s in steps[-metrics["timed_steps"] :]]
-        summary.update(
-            status=metrics["status"],
-            tokens_per_s=metrics["tokens_per_s"],
-            mfu=metrics["mfu"],
-            median_step_s=statistics.median(timed) if timed else None,
-            step_s=[round(s["step_s"], 4) for s in steps],
-            losses=[round(s["loss"], 4) for s in steps],
-            peak_mem_bytes=metrics["peak_mem_bytes"][0],
-            memory_predicted=memory["predicted"][0],
-            memory_measured=memory["measured"][0],
-        )
+        summary["wall_s"] = round(time.perf_counter() - started, 1)
+        summary.update(read_run(directory / "run", done))
         return self._keep(name, summary)
 
     def _keep(self, name: str, summary: dict) -> dict:
         self.runs[name] = summary
-        self.result.setdefault("runs", {})[name] = _brief({name: summary})[name]
-        self._write()
         return summary
 
 
-# --- sections ----------------------------------------------------------------------------------------------------
+def read_run(directory: Path, done: subprocess.CompletedProcess) -> dict:
+    """What a finished `meshpilot train` wrote: metrics, memory and step times, or its error."""
+    from trainer.rundir import RunDir
+
+    run = RunDir(directory)
+    if done.returncode != 0 or not run.metrics.exists():
+        return {"error": (done.stderr or done.stdout)[-3000:]}
+    metrics, memory, steps = run.read_metrics(), run.read_memory(), run.read_steps()
+    timed = [s["step_s"] for s in steps[-metrics["timed_steps"] :]] if metrics.get("timed_steps") else []
+    return {
+        "status": metrics["status"],
+        "tokens_per_s": metrics["tokens_per_s"],
+        "mfu": metrics["mfu"],
+        "attention": metrics.get("attention"),
+        "median_step_s": statistics.median(timed) if timed else None,
+        "step_s": [round(s["step_s"], 4) for s in steps],
+        "losses": [round(s["loss"], 4) for s in steps],
+        "peak_mem_bytes": metrics["peak_mem_bytes"][0],
+        "memory_predicted": memory["predicted"][0],
+        "memory_measured": memory["measured"][0],
+        "memory_source": memory["measured"][0].get("outside_source"),
+    }
+
+
+# --- what each task measures ---------------------------------------------------------------------------------------
 
 
 def environment(bench: Bench) -> dict:
+    """The device and versions, read in a worker process (this one never initialises CUDA)."""
+    out = bench.work / "environment.json"
+    done = bench.process([sys.executable, "-m", "bench.gpu", "--worker", "environment", "--out", str(out)], 120)
+    if done.returncode != 0 or not out.exists():
+        return {"error": (done.stderr or done.stdout)[-3000:]}
+    found = json.loads(out.read_text())
+    bench.result["machine"] = found.pop("machine")
+    bench.device_name = found["device_name"]
+    return found
+
+
+def environment_worker(out: Path) -> None:
+    import torch
+
+    from bench.machine import describe_machine
+
     free, total = torch.cuda.mem_get_info()
     props = torch.cuda.get_device_properties(0)
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
                           "--format=csv,noheader"], capture_output=True, text=True)  # fmt: skip
-    return {
+    try:
+        import pynvml  # noqa: F401
+
+        nvml = True
+    except ImportError:
+        nvml = False
+    out.write_text(json.dumps({
+        "machine": describe_machine(),
         "device_name": torch.cuda.get_device_name(),
         "total_memory_bytes": total,
         "free_memory_bytes_at_start": free,
@@ -161,131 +230,142 @@ def environment(bench: Bench) -> dict:
         "nvidia_smi": smi.stdout.strip(),
         "cuda": torch.version.cuda,
         "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-    }
+        "nvidia_ml_py": nvml,
+    }))  # fmt: skip
 
 
 def probe(bench: Bench) -> dict:
     """`meshpilot probe` as a user runs it: what it measured, and where predictions now read it."""
-    done = subprocess.run([sys.executable, "-m", "agent.cli", "probe", "--device-type", "cuda"],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = bench.process([sys.executable, "-m", "agent.cli", "probe", "--device-type", "cuda"], 300)
     if done.returncode != 0:
         return {"error": (done.stderr or done.stdout)[-3000:]}
     from trainer.probe import probe_path
     from trainer.throughput import this_machine
 
-    found = json.loads(probe_path(this_machine("cuda", 1)).read_text())
-    return {"table": done.stdout[-4000:], **{k: found[k] for k in ("seconds", "compute", "links", "figures")}}
+    path = probe_path(this_machine("cuda", 1, name=bench.device_name))
+    found = json.loads(path.read_text()) if path.exists() else {}
+    return {"table": done.stdout[-4000:], **{k: found.get(k) for k in ("seconds", "compute", "links", "figures")}}
 
 
 def cuda_tests(bench: Bench) -> dict:
     """The suite's GPU tests, collected from the files that hold them (the others need packages a GPU machine may
     lack, such as the TUI's snapshot plugin)."""
     files = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").glob("test_*.py") if "mark.gpu" in p.read_text())
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs", "--tb=short",
-         "-n", "4", "--timeout", "300", *files],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    try:
+        done = bench.process([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs",
+                              "--tb=short", "-n", "4", "--timeout", "300", *files], cap_s=600)  # fmt: skip
+    except subprocess.TimeoutExpired as timed_out:
+        return {"error": "timed out", "output_tail": str(timed_out.stdout or "")[-6000:]}
     lines = done.stdout.strip().splitlines()
     return {"returncode": done.returncode, "summary": lines[-1] if lines else "", "output_tail": done.stdout[-12000:]}
 
 
-def mfu(bench: Bench) -> dict:
-    """meshpilot eager and compiled against transformers.Trainer: 1B model, bf16, packed, one GPU."""
-    step_tokens = 65536 if not bench.quick else 16384
-    steps = 10 if not bench.quick else 6
-    results = {}
-    # 8192 tokens per micro-batch: the 1B model's activations and logits then take about half the GPU.
-    for seq_len, compiled in ((2048, False), (2048, True), (4096, False)):
+def mfu_run(seq_len: int, compiled: bool, **keys) -> Callable[[Bench], dict]:
+    """The 1B model at `seq_len`, 8192 tokens per micro-batch (activations and logits take about half an 80 GB
+    GPU), eager or compiled."""
+
+    def run(bench: Bench) -> dict:
+        step_tokens, steps = (16384, 6) if bench.quick else (65536, 10)
         name = f"mfu_s{seq_len}_{'compiled' if compiled else 'eager'}"
-        results[name] = bench.train(
-            name, LLAMA_1B, seq_len, 8192 // seq_len, step_tokens // seq_len, steps, compile=compiled
-        )
-    for seq_len in (2048, 4096):
-        results[f"hf_trainer_s{seq_len}"] = _hf_trainer(bench, seq_len, 8192 // seq_len, step_tokens // seq_len, steps)
-    return {"model": LLAMA_1B, "runs": _brief(results)}
+        found = bench.train(name, LLAMA_1B, seq_len, 8192 // seq_len, step_tokens // seq_len, steps,
+                            compile=compiled, **keys)  # fmt: skip
+        return brief(found)
+
+    return run
 
 
-def _hf_trainer(bench: Bench, seq_len: int, micro_batch: int, rows_per_step: int, steps: int) -> dict:
-    """transformers.Trainer on the same tokens, model init, optimizer and schedule (bench/trainer_vs_hf.py)."""
+def hf_trainer(seq_len: int) -> Callable[[Bench], dict]:
+    """transformers.Trainer in bf16 on the same tokens, model init, optimizer and schedule as mfu_run, in a worker
+    process of its own."""
+
+    def run(bench: Bench) -> dict:
+        step_tokens, steps = (16384, 6) if bench.quick else (65536, 10)
+        directory = bench.work / f"hf_s{seq_len}"
+        directory.mkdir(parents=True, exist_ok=True)
+        experiment = hf_experiment(seq_len, 8192 // seq_len, step_tokens // seq_len, steps)
+        path = directory / "experiment.yaml"
+        path.write_text(yaml.safe_dump(experiment))
+        out = directory / "result.json"
+        worker = [sys.executable, "-m", "bench.gpu", "--worker", "hf_trainer", "--experiment", str(path)]
+        try:
+            done = bench.process([*worker, "--out", str(out)], cap_s=900)
+        except subprocess.TimeoutExpired:
+            return {"error": "timed out"}
+        if done.returncode != 0 or not out.exists():
+            return {"error": (done.stderr or done.stdout)[-3000:]}
+        return json.loads(out.read_text())
+
+    return run
+
+
+def hf_experiment(seq_len: int, micro_batch: int, rows_per_step: int, steps: int) -> dict:
     from bench import trainer_vs_hf as hf
 
     setup = hf.Setup(LLAMA_1B, seq_len, rows_per_step, micro_batch, steps, lr=3e-4, warmup_steps=2,
-                     timing_warmup_steps=3)  # fmt: skip
-    directory = bench.work / f"hf_s{seq_len}"
-    directory.mkdir(parents=True, exist_ok=True)
-    experiment = hf.experiment_dict(setup)
-    experiment["hardware"] = {"device_type": "cuda", "devices": 1}
-    path = directory / "experiment.yaml"
-    path.write_text(yaml.safe_dump(experiment))
-    prepared = hf.prepare(path)
-    examples = hf.packed_examples(prepared.corpus, seq_len, setup.seed)
-    torch.cuda.reset_peak_memory_stats()
-    run = hf.run_hf(prepared, examples, hf.RowFlattening(), directory / "out", None, device="cuda")
-    tokens, seconds = run["timed_tokens"], run["timed_seconds"]
+                     timing_warmup_steps=3, precision="bf16")  # fmt: skip
+    return {**hf.experiment_dict(setup), "hardware": {"device_type": "cuda", "devices": 1}}
+
+
+def hf_trainer_worker(experiment: Path, out: Path) -> None:
+    import torch
+
+    from bench import trainer_vs_hf as hf
+    from trainer.flops import peak_bf16_flops
+    from trainer.model import count_parameters
+
+    prepared = hf.prepare(experiment)
+    spec = prepared.experiment.train
+    examples = hf.packed_examples(prepared.corpus, prepared.experiment.data.seq_len, spec.seed)
+    run = hf.run_hf(prepared, examples, hf.RowFlattening(), out.parent / "trainer", None, device="cuda")
     # The Trainer does not report the documents' attention pairs that meshpilot's MFU counts: 6N per token only,
     # a lower bound on the work done, so a lower bound on its MFU.
-    peak = _peak_flops()
+    peak = peak_bf16_flops(torch.cuda.get_device_name())
     matmul = count_parameters(prepared.config)["matmul"]
-    return {
+    out.write_text(json.dumps({
+        "precision": run["precision"],
         "tokens_per_s": run["tokens_per_s"],
-        "mfu_6n_only": 6 * matmul * tokens / seconds / peak if peak else None,
-        "median_step_s": statistics.median(run["step_seconds"][setup.timing_warmup_steps :]),
+        "mfu_6n_only": 6 * matmul * run["timed_tokens"] / run["timed_seconds"] / peak if peak else None,
+        "median_step_s": statistics.median(run["step_seconds"][spec.timing_warmup_steps :]),
         "losses": [round(x, 4) for x in run["losses"]],
-        "peak_mem_bytes": torch.cuda.max_memory_allocated(),
-    }
+        "peak_mem_bytes": torch.cuda.max_memory_reserved(),
+    }))  # fmt: skip
 
 
-def memory(bench: Bench) -> dict:
-    """Predicted peak (memory model) against torch.cuda.max_memory_allocated, by category."""
-    configs = {
-        "mem_s2048": dict(seq_len=2048, micro_batch=4),
-        "mem_s2048_ac": dict(seq_len=2048, micro_batch=4, activation_checkpointing=True),
-        "mem_s4096": dict(seq_len=4096, micro_batch=2),
-        "mem_s4096_ac": dict(seq_len=4096, micro_batch=2, activation_checkpointing=True),
-    }
-    rows = {}
-    for name, keys in configs.items():
-        keys = dict(keys)
-        seq_len, micro_batch = keys.pop("seq_len"), keys.pop("micro_batch")
-        run = bench.train(name, LLAMA_1B, seq_len, micro_batch, micro_batch, 4, timing_warmup_steps=1, **keys)
-        if "error" in run:
-            rows[name] = {"error": run["error"]}
-            continue
-        predicted, measured = run["memory_predicted"], run["memory_measured"]
-        rows[name] = {
-            "predicted": predicted,
-            "measured": measured,
-            "predicted_peak": predicted["peak"],
-            "measured_peak": measured["peak"],
-            "ratio": predicted["peak"] / measured["peak"],
-        }
-    return {"model": "LLAMA_1B", "configs": rows}
+def memory_run(seq_len: int, micro_batch: int, checkpointing: bool | str, compiled: bool = False):
+    """Predicted against measured peak for the 1B model, with the given activation checkpointing."""
+
+    def run(bench: Bench) -> dict:
+        mode = {False: "none", True: "full"}.get(checkpointing, checkpointing)
+        name = f"mem_s{seq_len}_{mode}{'_compiled' if compiled else ''}"
+        found = bench.train(name, LLAMA_1B, seq_len, micro_batch, micro_batch, 4, timing_warmup_steps=1,
+                            activation_checkpointing=checkpointing, compile=compiled)  # fmt: skip
+        if "error" in found:
+            return {"error": found["error"]}
+        predicted, measured = found["memory_predicted"], found["memory_measured"]
+        return {"predicted": predicted, "measured": measured, "measured_source": found.get("memory_source"),
+                "predicted_peak": predicted["peak"], "measured_peak": measured["peak"],
+                "ratio": predicted["peak"] / measured["peak"], **brief(found)}  # fmt: skip
+
+    return run
 
 
-def packed_attention(bench: Bench) -> dict:
-    """Packed rows kept apart by flex_attention's BlockMask or by the dense mask, against one padded document per
-    row (tokens/s counts real tokens only, so padding's waste shows)."""
-    variants = {"packed_flex": {"attention": "flex"}, "packed_dense": {"attention": "dense"},
-                "padded": {"packing": False}}  # fmt: skip
-    rows = {}
-    lengths = bench.seq_lens or ((2048, 8192, 32768) if not bench.quick else (8192, 32768))
-    if bench.quick:  # the comparison only a GPU can make: the two ways of isolating documents, at long rows
-        variants.pop("padded")
-    for seq_len in lengths:
-        for variant, keys in variants.items():
-            name = f"attn_s{seq_len}_{variant}"
-            run = bench.train(name, LLAMA_SMALL, seq_len, 1, 2, 6, timing_warmup_steps=2, **keys)
-            rows[name] = _brief({name: run})[name]
-    return {"model": LLAMA_SMALL, "runs": rows}
+def attention_run(seq_len: int, variant: str) -> Callable[[Bench], dict]:
+    """Packed rows kept apart by flex_attention's BlockMask or by the dense mask, or one padded document per row
+    (tokens/s counts real tokens only, so padding's waste shows)."""
+    keys = {"packed_flex": {"attention": "flex"}, "packed_dense": {"attention": "dense"},
+            "padded": {"packing": False}}[variant]  # fmt: skip
+
+    def run(bench: Bench) -> dict:
+        name = f"attn_s{seq_len}_{variant}"
+        return brief(bench.train(name, LLAMA_SMALL, seq_len, 1, 2, 6, timing_warmup_steps=2, **keys))
+
+    return run
 
 
 def generation(bench: Bench) -> dict:
     out = bench.work / "eval_batching.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.eval_batching", "--device", "cuda", "--repeats", "3", "--out", str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    done = bench.process([sys.executable, "-m", "bench.eval_batching", "--device", "cuda", "--repeats", "3",
+                          "--out", str(out)], cap_s=600)  # fmt: skip
     if done.returncode != 0:
         return {"error": (done.stderr or done.stdout)[-3000:]}
     found = json.loads(out.read_text())
@@ -294,29 +374,24 @@ def generation(bench: Bench) -> dict:
 
 
 def demo(bench: Bench) -> dict:
-    directory = bench.work / "demo"
     started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "demo", "--dir", str(directory)],
-        cwd=REPO, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    return {
-        "returncode": done.returncode,
-        "wall_s": round(time.perf_counter() - started, 1),
-        "stdout_tail": done.stdout[-3000:],
-        "stderr_tail": done.stderr[-3000:],
-    }
+    done = bench.process([sys.executable, "-m", "agent.cli", "demo", "--dir", str(bench.work / "demo")], 900)
+    return {"returncode": done.returncode, "wall_s": round(time.perf_counter() - started, 1),
+            "stdout_tail": done.stdout[-3000:], "stderr_tail": done.stderr[-3000:]}  # fmt: skip
 
 
 def planner(bench: Bench) -> dict:
     """The throughput model's step time for each run above (the one prediction path, `predict_run`), from the
-    stated figures and from this machine's probe, against the measured median step."""
+    stated figures and from this machine's probe, against the measured median step. CPU work only: the device's
+    name is the environment task's reading."""
     from trainer.config import experiment_from_dict
     from trainer.model import model_config
     from trainer.probe import read_probe
     from trainer.throughput import predict_run, this_machine
 
-    hardware = this_machine("cuda", 1)
+    if bench.device_name is None:
+        return {"error": "the environment task did not run: no device name to predict for"}
+    hardware = this_machine("cuda", 1, name=bench.device_name)
     probed = read_probe(hardware) is not None
     rows = {}
     for name, run in bench.runs.items():
@@ -336,7 +411,7 @@ def planner(bench: Bench) -> dict:
                        matmul_s=estimate.matmul_s, memory_s=estimate.memory_s, launch_s=estimate.launch_s,
                        comm_s=estimate.comm_s)  # fmt: skip
         rows[name] = row
-    return {"note": "uncalibrated: stated figures, and this machine's probe where the probe section ran",
+    return {"note": "uncalibrated: stated figures, and this machine's probe where the probe task ran",
             "probed": probed, "runs": rows}  # fmt: skip
 
 
@@ -355,46 +430,115 @@ def _stated_figures():
                 os.environ["MESHPILOT_CACHE"] = saved
 
 
-def _brief(runs: dict[str, dict]) -> dict[str, dict]:
-    keep = ("status", "error", "tokens_per_s", "mfu", "mfu_6n_only", "median_step_s", "peak_mem_bytes", "losses",
-            "step_s", "wall_s")  # fmt: skip
-    return {name: {k: v for k, v in run.items() if k in keep} for name, run in runs.items()}
+def brief(run: dict) -> dict:
+    keep = ("status", "error", "tokens_per_s", "mfu", "attention", "median_step_s", "peak_mem_bytes",
+            "memory_source", "losses", "step_s", "wall_s")  # fmt: skip
+    return {k: v for k, v in run.items() if k in keep}
 
 
-def _peak_flops() -> float | None:
-    from trainer.flops import peak_bf16_flops
+# --- the plan ------------------------------------------------------------------------------------------------------
 
-    return peak_bf16_flops(torch.cuda.get_device_name())
+
+def tasks(quick: bool, seq_lens: tuple[int, ...] = ()) -> list[Task]:
+    """Every task, in SECTIONS order. minimum_s: what a task needs on an H100 (start-up, model build, compile,
+    steps) with some room, so that a budget never starts what it cannot finish."""
+    lengths = seq_lens or ((8192, 32768) if quick else (2048, 8192, 32768))
+    variants = ("packed_flex", "packed_dense") if quick else ("packed_flex", "packed_dense", "padded")
+    found = [
+        Task("environment", "environment", environment, 20),
+        Task("probe", "probe", probe, 60),
+        Task("cuda_tests", "cuda_tests", cuda_tests, 120),
+        Task("mfu_s2048_eager", "mfu", mfu_run(2048, False), 60),
+        Task("mfu_s2048_compiled", "mfu", mfu_run(2048, True), 120),
+        Task("hf_trainer_s2048", "mfu", hf_trainer(2048), 60),
+        Task("mfu_s4096_eager", "mfu", mfu_run(4096, False), 60),
+        Task("hf_trainer_s4096", "mfu", hf_trainer(4096), 60),
+        Task("mem_s2048_none", "memory", memory_run(2048, 4, False), 45),
+        Task("mem_s2048_selective_compiled", "memory", memory_run(2048, 4, "selective", compiled=True), 90),
+        Task("mem_s2048_selective", "memory", memory_run(2048, 4, "selective"), 45),
+        Task("mem_s2048_full", "memory", memory_run(2048, 4, True), 45),
+        Task("mem_s4096_none", "memory", memory_run(4096, 2, False), 45),
+        Task("mem_s4096_full", "memory", memory_run(4096, 2, True), 45),
+    ]
+    found += [Task(f"attn_s{n}_{v}", "packed_attention", attention_run(n, v), 45) for n in lengths for v in variants]
+    found += [Task("generation", "generation", generation, 120), Task("demo", "demo", demo, 180),
+              Task("planner", "planner", planner, 0)]  # fmt: skip
+    return found
+
+
+# The order a budget spends GPU time in: what only a GPU shows and what the open issues need first.
+BUDGET_ORDER = (
+    "environment",
+    "probe",
+    "mfu_s2048_eager",
+    "mfu_s2048_compiled",
+    "mem_s2048_selective_compiled",
+    "attn_s32768_packed_flex",
+    "attn_s32768_packed_dense",
+    "hf_trainer_s2048",
+    "cuda_tests",
+    "planner",
+)
+
+
+def ordered(found: list[Task], sections: list[str], budgeted: bool) -> list[Task]:
+    """The chosen sections' tasks: in BUDGET_ORDER first (then the rest in SECTIONS order) under a budget, else in
+    the order the sections were given."""
+    chosen = [t for s in sections for t in found if t.section == s]
+    if not budgeted:
+        return chosen
+    first = [t for name in BUDGET_ORDER for t in chosen if t.name == name]
+    return first + [t for t in chosen if t not in first]
+
+
+def run_plan(bench: Bench, plan: list[Task]) -> None:
+    """Each task in turn, recorded as it ends; one that fails is recorded and the next still runs. Under a budget,
+    a task is skipped when the time left is under its minimum (the planner, CPU work with no minimum, always runs)."""
+    for task in plan:
+        left = bench.time_left()
+        if left is not None and task.minimum_s > 0 and left < task.minimum_s:
+            bench.skip(task, f"{left:.0f} s left, it needs {task.minimum_s:.0f} s")
+            continue
+        started = time.perf_counter()
+        print(f"[gpu bench] {task.name} ...", flush=True)
+        try:
+            value = task.run(bench)
+        except Exception as e:  # one broken task must not cost the others' GPU time
+            value = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
+        value["task_wall_s"] = round(time.perf_counter() - started, 1)
+        bench.record(task, value)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "gpu.json")
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections, in the order given")
+    parser.add_argument("--budget", type=float, help="seconds of GPU time: the tasks most worth it first")
     parser.add_argument("--quick", action="store_true", help="fewer steps, sequence lengths and variants")
     parser.add_argument("--seq-lens", default="", help="packed_attention's sequence lengths, comma-separated")
     parser.add_argument("--work", type=Path, default=None, help="where run directories go (default: a temp dir)")
+    # A measurement in a process of its own, as the tasks start them (not for users).
+    parser.add_argument("--worker", choices=("environment", "hf_trainer"), help=argparse.SUPPRESS)
+    parser.add_argument("--experiment", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("bench.gpu: no CUDA device", file=sys.stderr)
-        return 2
+    if args.worker == "environment":
+        environment_worker(args.out)
+        return 0
+    if args.worker == "hf_trainer":
+        hf_trainer_worker(args.experiment, args.out)
+        return 0
     chosen = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in SECTIONS]
     if unknown:
         print(f"bench.gpu: unknown section(s) {', '.join(unknown)}; known: {', '.join(SECTIONS)}", file=sys.stderr)
         return 2
+    if subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode != 0:  # asks no CUDA of this process
+        print("bench.gpu: no CUDA device (nvidia-smi -L failed)", file=sys.stderr)
+        return 2
+    seq_lens = tuple(int(n) for n in args.seq_lens.split(",") if n)
     work = args.work or Path(tempfile.mkdtemp(prefix="meshpilot-gpu-"))
-    bench = Bench(args.out, work, args.quick, tuple(int(n) for n in args.seq_lens.split(",") if n))
-    functions: dict[str, Callable[[Bench], dict]] = {name: globals()[name] for name in SECTIONS}
-    for section in chosen:
-        started = time.perf_counter()
-        print(f"[gpu bench] {section} ...", flush=True)
-        try:
-            value = functions[section](bench)
-        except Exception as e:  # one broken section must not cost the others' GPU time
-            value = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
-        value["section_wall_s"] = round(time.perf_counter() - started, 1)
-        bench.record(section, value)
+    bench = Bench(args.out, work, args.quick, seq_lens, args.budget)
+    run_plan(bench, ordered(tasks(args.quick, seq_lens), chosen, args.budget is not None))
     return 0
 
 

@@ -321,17 +321,18 @@ def peak_bytes(device: torch.device) -> int:
     return measured_peak(device)["peak"]
 
 
-def measured_peak(device: torch.device) -> dict[str, int]:
+def measured_peak(device: torch.device) -> dict[str, int | str]:
     """The peak (see the module docstring) and, on CUDA, what it is made of."""
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
         own = process_device_used(str(torch.cuda.get_device_properties(device).uuid), os.getpid())
-        return cuda_peak(
+        peak = cuda_peak(
             int(torch.cuda.max_memory_allocated(device)),
             int(torch.cuda.max_memory_reserved(device)),
             total - free if own is None else own,
             int(torch.cuda.memory_reserved(device)),
         )
+        return {**peak, "outside_source": outside_source(own)}
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"peak": int(rss if sys.platform == "darwin" else rss * 1024)}  # Linux reports KiB
 
@@ -351,6 +352,12 @@ def process_device_used(uuid: str, pid: int) -> int | None:
     except pynvml.NVMLError:
         return None
     return int(used[0]) if used and used[0] is not None else None
+
+
+def outside_source(own: int | None) -> str:
+    """Where a CUDA rank's memory outside the allocator was read: NVML's figure for this process, or (NVML absent
+    or silent) the whole device's used memory, which counts any other process on the GPU too."""
+    return "nvml: this process" if own is not None else "cuda mem_get_info: the whole device"
 
 
 def cuda_peak(allocated_peak: int, reserved_peak: int, device_used: int, reserved_now: int) -> dict[str, int]:

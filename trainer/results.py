@@ -114,6 +114,7 @@ class MeasuredMemory(TypedDict):
     allocated_peak: NotRequired[Bytes]  # CUDA: the allocator's figures and what lives outside it
     reserved_peak: NotRequired[Bytes]
     outside_allocator: NotRequired[Bytes]
+    outside_source: NotRequired[str]  # CUDA: where outside_allocator was read (trainer.memory.outside_source)
     setup_start: NotRequired[Bytes]  # before and after the model was built and sharded
     setup_peak: NotRequired[Bytes]
     activations_saved: NotRequired[Bytes]  # saved for backward, counted by saved-tensor hooks
