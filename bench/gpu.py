@@ -254,8 +254,10 @@ def cuda_tests(bench: Bench) -> dict:
     try:
         done = bench.process([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs",
                               "--tb=short", "-n", "4", "--timeout", "300", *files], cap_s=600)  # fmt: skip
-    except subprocess.TimeoutExpired as timed_out:
-        return {"error": "timed out", "output_tail": str(timed_out.stdout or "")[-6000:]}
+    except subprocess.TimeoutExpired as timed_out:  # its output comes as bytes, whatever text= said
+        output = timed_out.stdout or b""
+        output = output.decode(errors="replace") if isinstance(output, bytes) else output
+        return {"error": "timed out", "output_tail": output[-6000:]}
     lines = done.stdout.strip().splitlines()
     return {"returncode": done.returncode, "summary": lines[-1] if lines else "", "output_tail": done.stdout[-12000:]}
 
