@@ -80,7 +80,9 @@ def materialize(
     layout, whatever it holds and in whatever order it was split, starts from exactly the single-process weights,
     and no rank ever holds more than its share plus one module.
     """
+    tied = _tied_names(model)
     model.to_empty(device=device)
+    _tie(model, tied)
     whole = meta_model(config)  # names every module, and owns the init rule (a pipeline's RankModel has none)
     reference = dict(whole.named_modules())
     stored = _CheckpointTensors(weights) if weights is not None else None
@@ -98,6 +100,25 @@ def materialize(
                 raise ConfigError(f"model.path: the checkpoint has no tensor {qualified!r}")
             _copy_shard(target, source if source is not None else full[local_name])
             done.add(id(target))
+
+
+def _tied_names(model: torch.nn.Module) -> list[list[str]]:
+    """The names of each parameter shared by several modules (an output head tied to the input embedding)."""
+    names: dict[int, list[str]] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(parameter), []).append(name)
+    return [group for group in names.values() if len(group) > 1]
+
+
+def _tie(model: torch.nn.Module, tied: list[list[str]]) -> None:
+    """Share again what `to_empty` gave separate storage (it makes each module's tensors anew; FSDP2 keeps its
+    own shared parameters shared): without this, one process, DDP and tensor parallelism trained the head and the
+    embedding apart, while FSDP2, the memory model and the Hugging Face export took them as one."""
+    for first, *others in tied:
+        shared = model.get_parameter(first)
+        for name in others:
+            owner, _, attribute = name.rpartition(".")
+            setattr(model.get_submodule(owner), attribute, shared)
 
 
 def _initialised(template: torch.nn.Module, whole: torch.nn.Module, seed: int, name: str) -> dict[str, torch.Tensor]:
