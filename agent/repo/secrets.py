@@ -31,14 +31,16 @@ _URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s@]+@")
 _KEY_SHAPED = re.compile(
     r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|glpat-[\w-]{20,}|hf_[A-Za-z0-9]{20,}"
     r"|(?:AKIA|ASIA)[0-9A-Z]{16}|xox[abposr]-[\w-]{10,}|pypi-[\w-]{20,}|npm_[A-Za-z0-9]{20,}"
-    r"|sk-(?=[\w*-]*[0-9*])[\w*-]{8,})"  # OpenAI-style, also as servers echo them masked (sk-abc*****wxyz)
+    r"|sk-(?=[\w*-]{0,200}[0-9*])[\w*-]{8,})"  # OpenAI-style, also as servers echo them masked (sk-abc*****wxyz)
     r"|-----BEGIN[A-Z ]*PRIVATE KEY-----.*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)",
     re.DOTALL,
 )
-# A value after a key word: `"secret": "..."`, `HF_TOKEN=...`, `password: ...`, `Authorization: Bearer ...`.
+# A value after a key word: `"secret": "..."`, `HF_TOKEN=...`, `password: ...`, `Authorization: Bearer ...`. The key
+# word ends the key's name (HF_TOKEN, aws_secret_access_key; not tokenizer_hash); nothing before it is matched, so
+# that a long unbroken word costs linear time.
 _AFTER_KEY_WORD = re.compile(
-    r"(?P<key>(?:[\w.-]*(?:secret|token|password|passwd|api[_-]?key|access[_-]?key|private[_-]?key|credential)s?"
-    r"[\"']?\s*[:=]\s*[\"']?|\b(?:bearer|basic|token)\s+))(?P<value>[A-Za-z0-9+/_.=~-]{16,})",
+    r"(?P<key>(?:secret|token|password|passwd|api[_-]?key|access[_-]?key|private[_-]?key|credential)s?"
+    r"[\"']?\s*[:=]\s*[\"']?|\b(?:bearer|basic|token)\s+)(?P<value>[A-Za-z0-9+/_.=~-]{16,})",
     re.IGNORECASE,
 )
 
