@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from agent.private import check_readable
 from agent.state import Spent
 from trainer.config import ConfigError
 
@@ -157,10 +158,12 @@ def call_cost(name: str, args: dict[str, Any], repo: Path) -> Cost:
 
 
 def resolve_in_repo(repo: Path, path: str) -> Path:
-    """A path the model gave, relative to the repository; refuses one outside it."""
+    """A path the model gave, relative to the repository; refuses one outside it, and a private one inside it
+    (the sealed store, meshpilot's cache, credentials: agent.private), whatever directory the repository is."""
     resolved = (repo / path).resolve()
     if not resolved.is_relative_to(repo.resolve()):
         raise ConfigError(f"{path} lies outside the repository {repo}")
+    check_readable(resolved)
     return resolved
 
 

@@ -9,26 +9,33 @@
 - tools: each approved call runs as its own task, so a call that finished before a crash is not run again when
   the graph resumes (its result is a saved write); a call that was running re-runs, and launches are idempotent.
 - reply: the final answer's numbers are checked against the tool results (agent.figures).
+
+Every message a node adds to the state (the model's, each tool result, each rejection, the reply) is redacted
+first (`redacted`: agent.repo.secrets.redact on its text, tool arguments and metadata): what the checkpointer saves,
+what the model reads next and what the user is shown never holds a token, a key or a password.
 """
 
 # No `from __future__ import annotations` here: ToolNode reads the exception types `_tool_error` handles from its
 # annotation at run time, which a string annotation would hide.
 
+import functools
 import json
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
-from langgraph.prebuilt.tool_node import ToolInvocationError
+from langgraph.prebuilt.tool_node import ToolCallRequest, ToolInvocationError
 from langgraph.types import Command, Send, interrupt
 
 from agent.approvals import Policy, Request, add_spent, automatic_decision, check_decision, request_for
 from agent.figures import check_reply
 from agent.llm import llm_failure
+from agent.repo.secrets import redact
 from agent.state import NOTHING_SPENT, AgentState
 from agent.tools import TOOLS
 from trainer.config import ConfigError
@@ -62,15 +69,69 @@ def build_graph(llm: BaseChatModel, checkpointer: Any = None):
             raise failure from None
 
     builder = StateGraph(AgentState)
-    builder.add_node("agent", agent)
-    builder.add_node("review", review_tool_calls, destinations=("tools", "agent"))
-    builder.add_node("tools", ToolNode(TOOLS, handle_tool_errors=_tool_error))
-    builder.add_node("reply", reply)
+    builder.add_node("agent", _redacting(agent))
+    builder.add_node("review", _redacting(review_tool_calls), destinations=("tools", "agent"))
+    builder.add_node("tools", ToolNode(TOOLS, handle_tool_errors=_tool_error, wrap_tool_call=_redacted_result))
+    builder.add_node("reply", _redacting(reply))
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", _after_model, ["review", "reply"])
     builder.add_edge("tools", "agent")
     builder.add_edge("reply", END)
     return builder.compile(checkpointer=checkpointer)
+
+
+def redacted(message: BaseMessage) -> BaseMessage:
+    """`message` with every secret removed from its text, its tool calls' arguments and its metadata."""
+    fields = ("content", "tool_calls", "invalid_tool_calls", "additional_kwargs", "response_metadata")
+    return message.model_copy(update={f: _redact_all(getattr(message, f)) for f in fields if hasattr(message, f)})
+
+
+def _redact_all(value: Any) -> Any:
+    if isinstance(value, str):
+        return _redact_text(value)
+    if isinstance(value, list | tuple):
+        return [_redact_all(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _redact_all(v) for k, v in value.items()}
+    return value
+
+
+def _redact_text(text: str) -> str:
+    """A tool result is JSON whose strings escape what they quote (a file's `"` and newlines): its strings are
+    redacted one by one as the text they hold, then the JSON as written (a key word and its value)."""
+    try:
+        parsed = json.loads(text) if text.lstrip()[:1] in ("{", "[") else None
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict | list):
+        text = json.dumps(_redact_all(parsed))
+    return redact(text)
+
+
+def _redacting(node: Callable[[AgentState], Any]) -> Callable[[AgentState], Any]:
+    """`node` with every message it adds to the state redacted."""
+
+    @functools.wraps(node)
+    def redacting(state: AgentState) -> Any:
+        return _redacted_update(node(state))
+
+    return redacting
+
+
+def _redacted_update(update: Any) -> Any:
+    """A node's return value (an update, a Command or a tool's message) with every message in it redacted."""
+    if isinstance(update, BaseMessage):
+        return redacted(update)
+    if isinstance(update, Command):
+        return replace(update, update=_redacted_update(update.update))
+    if isinstance(update, dict) and "messages" in update:
+        return {**update, "messages": [redacted(m) for m in update["messages"]]}
+    return update
+
+
+def _redacted_result(request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]) -> Any:
+    """A tool's result (or its one-line error) redacted before it enters the state."""
+    return _redacted_update(execute(request))
 
 
 def _after_model(state: AgentState) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from langchain_core.language_models import BaseChatModel
 
 from agent.offline import OfflinePlanner
+from agent.repo.secrets import redact as redact_secrets
 from trainer.config import ConfigError
 
 KEY_VARIABLES = ("MESHPILOT_LLM_API_KEY", "OPENAI_API_KEY")
@@ -78,16 +79,12 @@ def make_llm(settings: LLMSettings, env: Mapping[str, str] | None = None) -> Bas
 
 
 def redact(text: str, env: Mapping[str, str] | None = None) -> str:
-    """`text` with any API key of the environment, and anything shaped like a key, removed.
+    """`text` as agent.repo.secrets.redact leaves it, and with anything else shaped like a key removed as well.
 
     Servers echo keys back in errors (OpenAI shows a masked one), so error text is redacted before it is
-    printed or stored, whatever its origin.
+    printed or stored, whatever its origin; an error line holds no figure, so it can lose every long word too.
     """
-    env = os.environ if env is None else env
-    for name in KEY_VARIABLES:
-        if env.get(name):
-            text = text.replace(env[name], "[redacted]")
-    return re.sub(r"\b(?:sk|key|api)[-_][\w*.-]{6,}|[\w*-]{32,}", "[redacted]", text, flags=re.IGNORECASE)
+    return re.sub(r"\b(?:sk|key|api)[-_][\w*.-]{6,}|[\w*-]{32,}", "***", redact_secrets(text, env), flags=re.IGNORECASE)
 
 
 def llm_failure(error: Exception) -> LLMError | None:

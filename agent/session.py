@@ -8,11 +8,16 @@
 Every step is saved before the next one starts (LangGraph durability "sync"), so a conversation survives its
 process being killed at any point: `recover` re-runs only the step that was under way, and launches are
 idempotent (see agent.tools), so a run that started is never started again.
+
+The conversation database holds every message (redacted: agent.graph.redacted) and is its owner's alone: the
+state directory is made 0700 and the database and its -wal, -shm and -journal files 0600, also when they were
+made before with wider modes.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -25,8 +30,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from agent.approvals import Policy, check_decision
-from agent.graph import build_graph
+from agent.graph import build_graph, redacted
 from agent.offline import OfflinePlanner
+from agent.repo.secrets import redact
 from agent.tools import STATE_DIR
 from trainer.config import ConfigError
 
@@ -100,8 +106,10 @@ class Agent:
         self.repo = Path(repo).resolve()
         if not self.repo.is_dir():
             raise ConfigError(f"repository {repo} is not a directory")
+        _owner_only_directory(self.repo / STATE_DIR)
         db = Path(db) if db else self.repo / STATE_DIR / "agent.sqlite"
         db.parent.mkdir(parents=True, exist_ok=True)
+        _owner_only_database(db)
         # The saver serialises access with its own lock, so one connection may serve a UI's worker threads.
         self._connection = sqlite3.connect(db, check_same_thread=False)
         self.checkpointer = SqliteSaver(self._connection)
@@ -116,7 +124,8 @@ class Agent:
         if not text.strip():
             raise AgentError("the request is empty")
         self._check_idle(thread_id)
-        update = {"messages": [HumanMessage(text)], "repo": str(self.repo), "policy": asdict(self.policy)}
+        message = redacted(HumanMessage(text))  # a token pasted into a request is not kept either
+        update = {"messages": [message], "repo": str(self.repo), "policy": asdict(self.policy)}
         return self._stream(update, thread_id)
 
     def resume(self, thread_id: str, decision: dict[str, Any]) -> Iterator[Event]:
@@ -179,6 +188,20 @@ class Agent:
             yield from _events(mode, chunk)
 
 
+def _owner_only_directory(directory: Path) -> None:
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    directory.chmod(0o700)  # it may have been made earlier, or by a tool, with the umask's wider mode
+
+
+def _owner_only_database(db: Path) -> None:
+    """Create `db` owner-only before SQLite writes a byte, and narrow it and its companions if they exist; SQLite
+    gives the -wal and -shm files it makes later the database file's mode."""
+    os.close(os.open(db, os.O_WRONLY | os.O_CREAT, 0o600))
+    for path in (db, *(db.with_name(db.name + suffix) for suffix in ("-wal", "-shm", "-journal"))):
+        if path.exists():
+            path.chmod(0o600)
+
+
 def _config(thread_id: str) -> dict[str, Any]:
     if not thread_id:
         raise AgentError("a conversation needs a thread id")
@@ -190,7 +213,7 @@ def _events(mode: str, chunk: Any) -> Iterator[Event]:
         message, metadata = chunk
         from_model = metadata.get("langgraph_node") == "agent" and isinstance(message, AIMessage | AIMessageChunk)
         if from_model and message.text:
-            yield Text(message.text)
+            yield Text(redact(message.text))  # as the model wrote it, before the graph redacts its message
         return
     for node, update in chunk.items():
         if node == "__interrupt__":

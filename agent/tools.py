@@ -23,6 +23,7 @@ from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.prebuilt import InjectedState
 
 from agent.approvals import resolve_in_repo
+from agent.private import read_text
 from trainer.config import ConfigError
 from trainer.layout import layout_family, layout_name
 
@@ -413,7 +414,7 @@ def read_file(repo: Repo, path: str, offset: int = 0) -> str:
     if not target.is_file():
         raise ToolError(f"no file {path} in the repository")
     try:
-        text = target.read_text()
+        text = read_text(target)  # checked again on the file opened (agent.private)
     except UnicodeDecodeError:
         raise ToolError(f"{path} is not a text file") from None
     chunk = text[offset : offset + READ_LIMIT]

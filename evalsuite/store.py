@@ -2,9 +2,10 @@
 
 Private test labels must never reach training data, a language model, a report or a commit. So everything private
 lives in one directory of the user's data directory (`$MESHPILOT_DATA`, default `~/.local/share/meshpilot`), never
-inside a git work tree, readable by its owner only (directories 0700, files 0600). Sealed items are stored
-gzip-compressed: not for secrecy (the permissions and the location do that) but so that no text crawler, grep or
-corpus builder pointed at the disk picks the labels up as plain text.
+inside a repository (git's, or one the agent works in), readable by its owner only (directories 0700, files 0600).
+Sealed items are stored gzip-compressed: not for secrecy (the permissions and the location do that) but so that no
+text crawler, grep or corpus builder pointed at the disk picks the labels up as plain text. The agent refuses to
+read any store, wherever it lies (agent.private).
 
     STORE/
       secret.json                    the secret seed of the private synthetic test splits, made once per store
@@ -40,6 +41,19 @@ def default_root() -> Path:
     return Path(os.environ.get("MESHPILOT_DATA") or user_data_dir("meshpilot")).expanduser()
 
 
+# What marks a directory as a repository: a version control system's, or one the agent has worked in (its state
+# directory) or may be pointed at (an experiment file). The store refuses to lie in any of them.
+REPOSITORY_MARKERS = {
+    ".git": "git work tree",
+    ".hg": "Mercurial repository",
+    ".svn": "Subversion working copy",
+    ".meshpilot": "agent's repository",
+    "meshpilot.yaml": "experiment repository",
+}
+# The files that make a directory a sealed store (see the layout above): how a store is known wherever it lies.
+STORE_MARKERS = ("secret.json", "sealed")
+
+
 def git_work_tree(path: Path) -> Path | None:
     """The root of the git work tree holding `path` (which need not exist yet), or None."""
     for candidate in (path, *path.parents):
@@ -48,19 +62,35 @@ def git_work_tree(path: Path) -> Path | None:
     return None
 
 
+def enclosing_repository(path: Path) -> tuple[Path, str] | None:
+    """The innermost repository holding `path` (which need not exist yet) and what kind it is, or None."""
+    for candidate in (path, *path.parents):
+        for marker, kind in REPOSITORY_MARKERS.items():
+            if (candidate / marker).exists():
+                return candidate, kind
+    return None
+
+
+def is_store(directory: Path) -> bool:
+    """Whether `directory` is a sealed store (this machine's configured one or any other)."""
+    return all((directory / name).exists() for name in STORE_MARKERS)
+
+
 class Store:
     def __init__(self, root: Path):
         self.root = root
 
     @classmethod
     def open(cls, root: Path | None = None) -> Store:
-        """Open (creating on first use) the store at `root` or the default location; refuses one inside a repo."""
+        """Open (creating on first use) the store at `root` or the default location; refuses one inside a repository
+        (REPOSITORY_MARKERS)."""
         root = (root or default_root()).resolve()
-        repo = git_work_tree(root)
-        if repo is not None:
+        found = enclosing_repository(root)
+        if found is not None:
+            repo, kind = found
             raise BenchError(
-                f"the sealed store {root} lies inside the git work tree {repo}: private labels could be committed; "
-                "set MESHPILOT_DATA to a directory outside every repository"
+                f"the sealed store {root} lies inside the {kind} {repo}: private labels could be committed or read "
+                "by an agent; set MESHPILOT_DATA to a directory outside every repository"
             )
         for directory in (root, root / "sealed", root / "cache"):
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
