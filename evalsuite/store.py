@@ -41,15 +41,11 @@ def default_root() -> Path:
     return Path(os.environ.get("MESHPILOT_DATA") or user_data_dir("meshpilot")).expanduser()
 
 
-# What marks a directory as a repository: a version control system's, or one the agent has worked in (its state
-# directory) or may be pointed at (an experiment file). The store refuses to lie in any of them.
-REPOSITORY_MARKERS = {
-    ".git": "git work tree",
-    ".hg": "Mercurial repository",
-    ".svn": "Subversion working copy",
-    ".meshpilot": "agent's repository",
-    "meshpilot.yaml": "experiment repository",
-}
+# What marks a directory as a version-controlled repository: the store refuses to lie in one, where its labels
+# could be committed. The agent reading it wherever it lies is refused by agent/private.py (by inode, not by place):
+# refusing any directory the agent has worked in as well would break `meshpilot bench` for everyone who once ran
+# `meshpilot ask --repo ~`, since the default store lies under the home directory.
+REPOSITORY_MARKERS = {".git": "git work tree", ".hg": "Mercurial repository", ".svn": "Subversion working copy"}
 # The files that make a directory a sealed store (see the layout above): how a store is known wherever it lies.
 STORE_MARKERS = ("secret.json", "sealed")
 
