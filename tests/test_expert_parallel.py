@@ -54,6 +54,30 @@ MODELS = {
         "moe_intermediate_size": 16,
         "shared_expert_intermediate_size": 32,
     },
+    "deepseek_v3": {  # shared expert, sigmoid group-limited routing, no auxiliary loss (bias-balanced)
+        **{key: value for key, value in COMMON.items() if key != "router_aux_loss_coef"},
+        "model_type": "deepseek_v3",
+        "num_key_value_heads": 4,  # multi-head latent attention: as many key-value heads as query heads
+        "n_routed_experts": 8,
+        "n_shared_experts": 1,
+        "moe_intermediate_size": 16,
+        "intermediate_size": 32,
+        "first_k_dense_replace": 0,
+        "n_group": 1,
+        "topk_group": 1,
+        "q_lora_rank": None,
+        "kv_lora_rank": 16,
+        "qk_rope_head_dim": 8,
+        "qk_nope_head_dim": 8,
+        "v_head_dim": 8,
+    },
+    "gpt_oss": {  # expert biases, transposed and interleaved gate/up weights, its own clamped gate
+        **COMMON,
+        "model_type": "gpt_oss",
+        "num_local_experts": 8,
+        "intermediate_size": 16,
+        "head_dim": 8,
+    },
 }
 REPO = Path(__file__).resolve().parents[1]
 ROWS, SEQ, STEPS = 4, 16, 3
@@ -69,11 +93,14 @@ def build(model: str) -> torch.nn.Module:
     return AutoModelForCausalLM.from_config(AutoConfig.for_model(**MODELS[model]), attn_implementation="eager")
 
 
-def bias_router_towards_expert_zero(model: torch.nn.Module) -> None:
-    """Every router's logits get +4 on expert 0, so nearly every token picks it among its top 2 (test hook)."""
+def bias_router(model: torch.nn.Module, bias: dict[str, float]) -> None:
+    """Add bias {expert: logit} to every router's logits (test hook): {0: 4} makes nearly every token take expert 0
+    among its top 2; {0: 9, 1: 9} sends every token to experts 0 and 1, both on ep rank 0, leaving rank 1 idle."""
 
     def biased(router, args, output):
-        logits = output[0] + torch.nn.functional.one_hot(torch.tensor(0), router.num_experts) * 4.0
+        logits = output[0].clone()
+        for expert, logit in bias.items():
+            logits[:, int(expert)] += logit
         top, chosen = torch.topk(torch.softmax(logits.float(), dim=-1), router.top_k, dim=-1)
         if getattr(router, "norm_topk_prob", True):
             top = top / top.sum(dim=-1, keepdim=True)
@@ -126,9 +153,9 @@ def run_case(case: dict) -> dict:
     tokens = token_batch()
     reference_model = build(case["model"])
     model = copy.deepcopy(reference_model)
-    if case.get("uneven"):
-        bias_router_towards_expert_zero(reference_model)
-        bias_router_towards_expert_zero(model)
+    if "bias" in case:
+        bias_router(reference_model, case["bias"])
+        bias_router(model, case["bias"])
     reference = train(reference_model, tokens)
     groups = expert_parallel_groups(case["ep"])
     plan = apply_expert_parallel(model, groups.ep)
@@ -179,7 +206,10 @@ TWO_RANKS = [
     {"name": "qwen3_moe", "model": "qwen3_moe", "ep": 2},
     {"name": "mixtral", "model": "mixtral", "ep": 2},
     {"name": "qwen2_moe", "model": "qwen2_moe", "ep": 2},
-    {"name": "uneven", "model": "qwen3_moe", "ep": 2, "uneven": True},
+    {"name": "deepseek_v3", "model": "deepseek_v3", "ep": 2},
+    {"name": "gpt_oss", "model": "gpt_oss", "ep": 2},
+    {"name": "uneven", "model": "qwen3_moe", "ep": 2, "bias": {"0": 4.0}},
+    {"name": "idle_rank", "model": "mixtral", "ep": 2, "bias": {"0": 9.0, "1": 9.0}},
     {"name": "misrouted", "model": "qwen3_moe", "ep": 2, "misroute": True},
 ]
 FOUR_RANKS = [
@@ -216,13 +246,15 @@ def assert_load_counted(result: dict) -> None:
 @pytest.mark.slow
 def test_two_ranks_equal_one_process_and_misrouting_does_not(tmp_path):
     results = launch(tmp_path, 2, TWO_RANKS)
-    for name in ("qwen3_moe", "mixtral", "qwen2_moe", "uneven"):
+    for name in ("qwen3_moe", "mixtral", "qwen2_moe", "deepseek_v3", "gpt_oss", "uneven", "idle_rank"):
         assert_equal_to_one_process(results[name], name)
         assert_load_counted(results[name])
         assert results[name]["kernel"] == "loop"  # CPU
         assert all(shape[0] == 4 for shape in results[name]["local_experts"].values())  # 8 experts over ep=2
     # The biased router really loads one expert: nearly every token takes expert 0 as one of its two.
     assert results["uneven"]["max_over_mean"] > 3 > results["qwen3_moe"]["max_over_mean"]
+    for counts in results["idle_rank"]["tokens_per_expert"].values():
+        assert counts[4:] == [0, 0, 0, 0]  # ep rank 1's experts computed nothing, and still equal
     misrouted = results["misrouted"]
     assert misrouted["logits_rel"] > 100 * TOLERANCE
     assert misrouted["losses"][0] != pytest.approx(misrouted["reference"][0], rel=TOLERANCE)
@@ -249,8 +281,12 @@ def test_one_rank_keeps_the_model_its_logits_and_aux_loss(model_name):
     ids = token_batch()[:, :-1]
     expected, got = reference(input_ids=ids, output_router_logits=True), model(input_ids=ids, output_router_logits=True)
     torch.testing.assert_close(got.logits, expected.logits, rtol=TOLERANCE, atol=1e-6)
-    aux = router_losses(model.config, got.router_logits).aux_loss
-    assert aux.item() == pytest.approx(expected.aux_loss.item(), rel=TOLERANCE)
+    router = router_losses(model.config, got.router_logits)
+    if expected.aux_loss is None:  # DeepSeek-V3 defines none: nothing is added to the loss
+        assert router.aux_coef == 0 and float(router.total.detach()) == 0
+    else:
+        assert router.aux_coef == COMMON["router_aux_loss_coef"]
+        assert router.aux_loss.item() == pytest.approx(expected.aux_loss.item(), rel=TOLERANCE)
 
 
 def test_bad_settings_are_refused_in_one_line():

@@ -308,7 +308,7 @@ class RouterLosses:
     """The model's router losses over the whole data-parallel batch, with its config's coefficients."""
 
     aux_loss: torch.Tensor  # load balancing (Switch Transformer), as the model's load_balancing_loss_func defines it
-    aux_coef: float  # config.router_aux_loss_coef
+    aux_coef: float  # config.router_aux_loss_coef; 0 where the config has none
     z_loss: torch.Tensor | None  # router z-loss, where the config has router_z_loss_coef
     z_coef: float
 
@@ -361,7 +361,9 @@ def router_losses(
     z_coef = getattr(config, "router_z_loss_coef", None)
     # z-loss: the mean over tokens of logsumexp(logits)^2, summed over layers (ST-MoE).
     z_loss = z_sum / (rows / len(router_logits)) if z_coef is not None else None
-    return RouterLosses(aux, float(config.router_aux_loss_coef), z_loss, float(z_coef or 0.0))
+    # A model without router_aux_loss_coef (DeepSeek-V3: bias-based balancing) adds no auxiliary loss.
+    aux_coef = float(getattr(config, "router_aux_loss_coef", None) or 0.0)
+    return RouterLosses(aux, aux_coef, z_loss, float(z_coef or 0.0))
 
 
 class _AllReduceSum(torch.autograd.Function):
