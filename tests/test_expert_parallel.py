@@ -299,6 +299,19 @@ def test_bad_settings_are_refused_in_one_line():
     assert choose_expert_kernel("auto", torch.device("cpu"), torch.bfloat16, (64, 32)) == "loop"
 
 
+def test_published_moe_presets_build_on_the_meta_device_with_their_published_sizes():
+    """bench.published_moe's configs: transformers builds them without memory, and the expert layers this module
+    shards hold what the model cards say (Mixtral-8x7B 46.7B total, 12.9B active; DeepSeek-V3 671B, 37B active,
+    58 MoE layers of 256 experts after 3 dense ones)."""
+    from bench.published_moe import PRESETS, meta_build
+
+    mixtral, deepseek = meta_build(PRESETS["mixtral-8x7b"][1]), meta_build(PRESETS["deepseek-v3"][1])
+    assert round(mixtral["total_params"] / 1e9, 1) == 46.7 and round(mixtral["active_params"] / 1e9, 1) == 12.9
+    assert (mixtral["moe_layers"], mixtral["experts_per_layer"], mixtral["ep_divisors"]) == (32, 8, [1, 2, 4, 8])
+    assert round(deepseek["total_params"] / 1e9) == 671 and round(deepseek["active_params"] / 1e9) in (37, 38)
+    assert (deepseek["moe_layers"], deepseek["experts_per_layer"]) == (58, 256)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_grouped_gemm_experts_equal_the_loop_on_cuda():
