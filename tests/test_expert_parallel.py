@@ -289,6 +289,20 @@ def test_one_rank_keeps_the_model_its_logits_and_aux_loss(model_name):
         assert router.aux_loss.item() == pytest.approx(expected.aux_loss.item(), rel=TOLERANCE)
 
 
+def test_load_counts_each_forward_once_under_activation_checkpointing():
+    """The layers recomputed in backward route their tokens again; the load counts the step's routing once."""
+    model = build("qwen3_moe")
+    model.gradient_checkpointing_enable()
+    model.train()
+    plan = apply_expert_parallel(model, None)
+    model(input_ids=token_batch()[:, :-1]).logits.sum().backward()
+    load = expert_load(plan)
+    assert len(load.tokens_per_expert) == COMMON["num_hidden_layers"]
+    for counts in load.tokens_per_expert.values():
+        assert sum(counts) == ROWS * SEQ * COMMON["num_experts_per_tok"]
+    assert all(sum(counts) == 0 for counts in expert_load(plan).tokens_per_expert.values())  # read resets
+
+
 def test_bad_settings_are_refused_in_one_line():
     with pytest.raises(ExpertParallelError, match=r"^ep=3 does not divide the 1 ranks$"):
         expert_parallel_groups(3)

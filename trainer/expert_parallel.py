@@ -195,7 +195,8 @@ def _expert_parallel_forward(
     order = torch.argsort(expert_ids, stable=True)  # pairs grouped by expert, hence by the expert's rank
     token_of_pair = order // top_k
     counts = torch.bincount(expert_ids, minlength=shard.num_experts)
-    shard.routed += counts.detach()
+    if torch._C._current_graph_task_id() == -1:  # not activation checkpointing's recomputation inside backward
+        shard.routed += counts.detach()
     send = counts.view(shard.ep, shard.local_experts)
     if shard.counts_hook is not None:
         send = shard.counts_hook(send)
