@@ -292,7 +292,7 @@ def test_one_rank_keeps_the_model_its_logits_and_aux_loss(model_name):
 def test_load_counts_each_forward_once_under_activation_checkpointing():
     """The layers recomputed in backward route their tokens again; the load counts the step's routing once."""
     model = build("qwen3_moe")
-    model.gradient_checkpointing_enable()
+    model.activation_checkpointing_enable()
     model.train()
     plan = apply_expert_parallel(model, None)
     model(input_ids=token_batch()[:, :-1]).logits.sum().backward()
