@@ -1,6 +1,6 @@
 """Expert parallelism for transformers' own mixture-of-experts blocks (Mixtral, Qwen3-MoE, Qwen2-MoE, DeepSeek-V3,
 gpt-oss and every other class decorated with `use_experts_implementation`, whose experts are 3-D tensors
-`gate_up_proj` (E, 2I, H) and `down_proj` (E, H, I)).
+`gate_up_proj` (E, 2I, H) and `down_proj` (E, H, I), or transposed with biases as gpt-oss keeps them).
 
 Each rank of an expert-parallel group of size ep keeps E/ep consecutive experts: a slice of the 3-D tensors,
 under the same parameter names, so state dicts keep the model's keys. The experts' forward becomes: the model's own
@@ -130,7 +130,9 @@ def choose_expert_kernel(requested: str, device: torch.device, dtype: torch.dtyp
     return requested
 
 
-def apply_expert_parallel(model: nn.Module, ep_group: dist.ProcessGroup | None, kernel: str = "auto"):
+def apply_expert_parallel(
+    model: nn.Module, ep_group: dist.ProcessGroup | None, kernel: str = "auto"
+) -> ExpertParallelPlan:
     """Keep this rank's E/ep experts of every MoE layer and route tokens to their experts' ranks by all-to-all.
     ep_group None means ep=1 (all experts local, same code path, no collectives). Returns the plan."""
     ep = dist.get_world_size(ep_group) if ep_group is not None else 1
