@@ -1,0 +1,408 @@
+"""Expert parallelism for transformers' own mixture-of-experts blocks (Mixtral, Qwen3-MoE, Qwen2-MoE, DeepSeek-V3,
+gpt-oss and every other class decorated with `use_experts_implementation`, whose experts are 3-D tensors
+`gate_up_proj` (E, 2I, H) and `down_proj` (E, H, I), or transposed with biases as gpt-oss keeps them).
+
+Each rank of an expert-parallel group of size ep keeps E/ep consecutive experts: a slice of the 3-D tensors,
+under the same parameter names, so state dicts keep the model's keys. The experts' forward becomes: the model's own
+router (unchanged) has chosen top-k experts per token; the (token, expert) pairs are sorted by expert, each rank
+tells the others how many rows it sends to each of their experts, `all_to_all_single` with uneven splits carries
+the rows to their experts' ranks, the local experts run (a plain loop, or torch's grouped GEMM on CUDA), a second
+all-to-all brings the rows back, and they are combined with the routing weights. Dropless: every pair is computed.
+Both all-to-alls are an autograd.Function whose backward is the reverse all-to-all, so gradients reach the
+experts' owners and return to the tokens' ranks.
+
+Also here: where the groups come from (`expert_parallel_groups`), the gradient reduction a data-parallel loop needs
+for dense and expert parameters (`average_gradients`), per-step expert load (`expert_load`) and the router's
+auxiliary losses with the config's coefficients, computed over the whole data-parallel batch (`router_losses`).
+Nothing in the trainer calls this yet (issue 37).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+EXPERT_KERNELS = ("loop", "grouped_mm")
+CountsHook = Callable[[torch.Tensor], torch.Tensor]  # (ep, local experts) send counts -> the counts actually sent
+
+
+class ExpertParallelError(ValueError):
+    """A model or setting expert parallelism cannot handle, said in one line."""
+
+
+@dataclass
+class ExpertShard:
+    """What one rank holds of one MoE layer's experts, and what it has routed since the load was last read."""
+
+    group: dist.ProcessGroup | None  # None: ep=1, no collectives
+    ep: int
+    ep_rank: int
+    num_experts: int
+    kernel: str
+    routed: torch.Tensor  # (num_experts,) pairs this rank's tokens sent to each expert, accumulated over forwards
+    counts_hook: CountsHook | None = field(default=None, repr=False)  # tests only: corrupts a dispatch on purpose
+
+    @property
+    def local_experts(self) -> int:
+        return self.num_experts // self.ep
+
+    @property
+    def first_expert(self) -> int:
+        return self.ep_rank * self.local_experts
+
+
+@dataclass(frozen=True)
+class ExpertParallelPlan:
+    """The expert layers `apply_expert_parallel` converted, by module name, and the kernel their experts run."""
+
+    shards: dict[str, ExpertShard]
+    kernel: str
+
+
+@dataclass(frozen=True)
+class ExpertGroups:
+    """ep: the ranks that exchange tokens (consecutive ranks, so the all-to-all stays inside a node where it can).
+    replicate: the ranks that hold the same experts and see different data (their expert gradients are summed)."""
+
+    ep: dist.ProcessGroup | None
+    replicate: dist.ProcessGroup | None
+    ep_size: int
+
+
+def expert_parallel_groups(ep: int, device_type: str = "cpu") -> ExpertGroups:
+    """Split the world into world/ep groups of ep consecutive ranks (the inner mesh dimension)."""
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    if ep < 1 or world % ep:
+        raise ExpertParallelError(f"ep={ep} does not divide the {world} ranks")
+    if world == 1:
+        return ExpertGroups(None, None, 1)
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(device_type, (world // ep, ep), mesh_dim_names=("ep_replicate", "ep"))
+    return ExpertGroups(mesh.get_group("ep"), mesh.get_group("ep_replicate"), ep)
+
+
+def expert_modules(model: nn.Module) -> dict[str, nn.Module]:
+    """The model's experts modules that hold their experts as 3-D tensors, by name; refuses other MoE layouts."""
+    found = {}
+    for name, module in model.named_modules():
+        if not hasattr(module, "is_concatenated"):  # set by transformers' use_experts_implementation
+            if isinstance(getattr(module, "experts", None), nn.ModuleList):
+                raise ExpertParallelError(
+                    f"{type(module).__name__} keeps its experts as a list of modules; expert parallelism here "
+                    "shards transformers' 3-D expert tensors only"
+                )
+            continue
+        if getattr(module, "gate_up_proj", None) is None or module.gate_up_proj.dim() != 3:
+            raise ExpertParallelError(f"{type(module).__name__} has no 3-D gate_up_proj to shard")
+        found[name] = module
+    return found
+
+
+def choose_expert_kernel(requested: str, device: torch.device, dtype: torch.dtype, dims: tuple[int, ...]) -> str:
+    """The experts' kernel, chosen like the attention kernel: grouped GEMM where torch has one for this device,
+    dtype and shape (CUDA, compute capability 8.0+, bf16/fp16, 16-byte-aligned rows); the plain loop otherwise.
+    On CPU torch 2.13's _grouped_mm runs forward but its backward fails, so CPU always loops."""
+    if requested not in ("auto", *EXPERT_KERNELS):
+        raise ExpertParallelError(f"unknown experts kernel {requested!r}: choose auto, {', '.join(EXPERT_KERNELS)}")
+    grouped_ok = (
+        device.type == "cuda"
+        and _grouped_mm_function() is not None
+        and torch.cuda.is_available()
+        and torch.cuda.get_device_capability(device) >= (8, 0)
+        and dtype in (torch.bfloat16, torch.float16)
+        and all(d * dtype.itemsize % 16 == 0 for d in dims)
+    )
+    if requested == "grouped_mm" and not grouped_ok:
+        raise ExpertParallelError(f"grouped_mm experts need CUDA (sm80+), bf16/fp16 and aligned sizes; got {device}")
+    if requested == "auto":
+        return "grouped_mm" if grouped_ok else "loop"
+    return requested
+
+
+def apply_expert_parallel(
+    model: nn.Module, ep_group: dist.ProcessGroup | None, kernel: str = "auto"
+) -> ExpertParallelPlan:
+    """Keep this rank's E/ep experts of every MoE layer and route tokens to their experts' ranks by all-to-all.
+    ep_group None means ep=1 (all experts local, same code path, no collectives). Returns the plan."""
+    ep = dist.get_world_size(ep_group) if ep_group is not None else 1
+    ep_rank = dist.get_rank(ep_group) if ep_group is not None else 0
+    modules = expert_modules(model)
+    if not modules:
+        raise ExpertParallelError(f"{type(model).__name__} has no mixture-of-experts layers")
+    shards = {}
+    chosen = None
+    for name, experts in modules.items():
+        num_experts = experts.gate_up_proj.shape[0]
+        if num_experts % ep:
+            raise ExpertParallelError(f"ep={ep} does not divide the {num_experts} experts of {name}")
+        dims = (*experts.gate_up_proj.shape[1:], *experts.down_proj.shape[1:])
+        chosen = choose_expert_kernel(kernel, experts.gate_up_proj.device, experts.gate_up_proj.dtype, dims)
+        routed = torch.zeros(num_experts, dtype=torch.int64, device=experts.gate_up_proj.device)
+        shard = ExpertShard(ep_group, ep, ep_rank, num_experts, chosen, routed)
+        _keep_local_experts(experts, shard)
+        experts.expert_shard = shard
+        experts.forward = types.MethodType(_expert_parallel_forward, experts)
+        shards[name] = shard
+    return ExpertParallelPlan(shards, chosen)
+
+
+def _keep_local_experts(experts: nn.Module, shard: ExpertShard) -> None:
+    """Replace every per-expert parameter (leading dimension E) by this rank's slice, freeing the rest."""
+    lo, hi = shard.first_expert, shard.first_expert + shard.local_experts
+    for name, parameter in list(experts.named_parameters(recurse=False)):
+        if parameter.shape[0] != shard.num_experts:
+            raise ExpertParallelError(f"{type(experts).__name__}.{name} is not per-expert: cannot shard it over ep")
+        local = nn.Parameter(parameter.detach()[lo:hi].clone(), requires_grad=parameter.requires_grad)
+        setattr(experts, name, local)
+
+
+class _AllToAll(torch.autograd.Function):
+    """all_to_all_single with uneven splits; its backward sends the gradients back the way the rows came."""
+
+    @staticmethod
+    def forward(ctx, rows, output_splits: list[int], input_splits: list[int], group):
+        ctx.splits, ctx.group = (output_splits, input_splits), group
+        return _all_to_all(rows, output_splits, input_splits, group)
+
+    @staticmethod
+    def backward(ctx, grad):
+        output_splits, input_splits = ctx.splits
+        return _all_to_all(grad, input_splits, output_splits, ctx.group), None, None, None
+
+
+def _all_to_all(rows: torch.Tensor, output_splits: list[int], input_splits: list[int], group) -> torch.Tensor:
+    out = rows.new_empty((sum(output_splits), *rows.shape[1:]))
+    dist.all_to_all_single(out, rows.contiguous(), output_splits, input_splits, group=group)
+    return out
+
+
+def _expert_parallel_forward(
+    self: nn.Module, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor
+) -> torch.Tensor:
+    """The experts' forward under expert parallelism (same signature as transformers' experts forward)."""
+    shard: ExpertShard = self.expert_shard
+    top_k = top_k_index.shape[-1]
+    expert_ids = top_k_index.reshape(-1)
+    order = torch.argsort(expert_ids, stable=True)  # pairs grouped by expert, hence by the expert's rank
+    token_of_pair = order // top_k
+    counts = torch.bincount(expert_ids, minlength=shard.num_experts)
+    if torch._C._current_graph_task_id() == -1:  # not activation checkpointing's recomputation inside backward
+        shard.routed += counts.detach()
+    send = counts.view(shard.ep, shard.local_experts)
+    if shard.counts_hook is not None:
+        send = shard.counts_hook(send)
+    rows = hidden_states[token_of_pair]
+    if shard.ep > 1:
+        receive = torch.empty_like(send)
+        dist.all_to_all_single(receive, send, group=shard.group)  # (source rank, local expert) counts
+        send_splits, receive_splits = send.sum(1).tolist(), receive.sum(1).tolist()
+        rows = _AllToAll.apply(rows, receive_splits, send_splits, shard.group)
+        by_expert = _local_expert_order(receive)
+        out = _run_local_experts(self, shard, rows[by_expert], receive.sum(0))
+        out = out[torch.argsort(by_expert)]
+        out = _AllToAll.apply(out, send_splits, receive_splits, shard.group)
+    else:
+        out = _run_local_experts(self, shard, rows, counts)
+    weights = top_k_weights.reshape(-1)[order]
+    combined = torch.zeros_like(hidden_states)
+    return combined.index_add_(0, token_of_pair, (out * weights[:, None]).to(hidden_states.dtype))
+
+
+def _local_expert_order(receive: torch.Tensor) -> torch.Tensor:
+    """Rows arrive grouped by source rank, then local expert; the permutation that groups them by local expert
+    (stable, so each expert's rows stay in source-rank order)."""
+    ep, local = receive.shape
+    expert_of_block = torch.arange(local, device=receive.device).repeat(ep)
+    return torch.argsort(torch.repeat_interleave(expert_of_block, receive.reshape(-1)), stable=True)
+
+
+def _run_local_experts(
+    experts: nn.Module, shard: ExpertShard, rows: torch.Tensor, counts: torch.Tensor
+) -> torch.Tensor:
+    if shard.kernel == "grouped_mm":
+        return _grouped_experts(experts, rows, counts)
+    # Every local expert runs, on zero rows if none came: its gradient is then zero rather than None (the
+    # optimizer updates it as it would the unsharded tensor's rows) and the graph, hence the backward's
+    # collectives, is the same on every rank.
+    outputs, start = [], 0
+    for expert, count in enumerate(counts.tolist()):
+        outputs.append(_one_expert(experts, expert, rows[start : start + count]))
+        start += count
+    return torch.cat(outputs)
+
+
+def _linear(experts: nn.Module, x: torch.Tensor, name: str, expert: int) -> torch.Tensor:
+    weight = getattr(experts, name)[expert]
+    out = x @ weight if experts.is_transposed else F.linear(x, weight)
+    if experts.has_bias:
+        out = out + getattr(experts, f"{name}_bias")[expert]
+    return out
+
+
+def _one_expert(experts: nn.Module, expert: int, x: torch.Tensor) -> torch.Tensor:
+    """One expert as transformers' eager experts forward computes it (its own gate function included)."""
+    gated = experts._apply_gate(_linear(experts, x, "gate_up_proj", expert))
+    return _linear(experts, gated, "down_proj", expert)
+
+
+def _grouped_mm_function() -> Callable | None:
+    return getattr(F, "grouped_mm", None) or getattr(torch, "_grouped_mm", None)
+
+
+def _grouped_experts(experts: nn.Module, rows: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """All local experts in two grouped GEMMs over rows sorted by expert (CUDA)."""
+    grouped_mm = _grouped_mm_function()
+    offsets = torch.cumsum(counts, dim=0, dtype=torch.int32)
+    expert_of_row = torch.repeat_interleave(torch.arange(len(counts), device=rows.device), counts)
+
+    def linear(x: torch.Tensor, name: str) -> torch.Tensor:
+        weight = getattr(experts, name)
+        out = grouped_mm(
+            x.to(weight.dtype), weight if experts.is_transposed else weight.transpose(-2, -1), offs=offsets
+        )
+        return out + getattr(experts, f"{name}_bias")[expert_of_row] if experts.has_bias else out
+
+    return linear(experts._apply_gate(linear(rows, "gate_up_proj")), "down_proj")
+
+
+@dataclass(frozen=True)
+class ExpertLoad:
+    """Routed (token, expert) pairs per expert of each MoE layer since the last read, over the group's ranks."""
+
+    tokens_per_expert: dict[str, list[int]]
+    max_over_mean: float  # the most loaded expert against the mean, worst layer: 1.0 is perfectly even
+
+    def tokens_per_rank(self, ep: int) -> dict[str, list[int]]:
+        """Rows each ep rank's experts computed (the slowest rank sets the step's expert time)."""
+        return {
+            name: [sum(counts[r * len(counts) // ep : (r + 1) * len(counts) // ep]) for r in range(ep)]
+            for name, counts in self.tokens_per_expert.items()
+        }
+
+
+def expert_load(plan: ExpertParallelPlan, group: dist.ProcessGroup | None = None, reset: bool = True) -> ExpertLoad:
+    """Tokens per expert summed over `group`'s ranks (the data-parallel ranks: all of a step's tokens; None: this
+    rank's alone), then reset."""
+    names = list(plan.shards)
+    stacked = torch.stack([plan.shards[name].routed for name in names])
+    if _distributed(group):
+        stacked = stacked.clone()
+        dist.all_reduce(stacked, group=group)
+    if reset:
+        for shard in plan.shards.values():
+            shard.routed.zero_()
+    ratios = [float(row.max() / row.float().mean()) if row.sum() else 1.0 for row in stacked]
+    return ExpertLoad({name: row.tolist() for name, row in zip(names, stacked, strict=True)}, max(ratios))
+
+
+@dataclass(frozen=True)
+class RouterLosses:
+    """The model's router losses over the whole data-parallel batch, with its config's coefficients."""
+
+    aux_loss: torch.Tensor  # load balancing (Switch Transformer), as the model's load_balancing_loss_func defines it
+    aux_coef: float  # config.router_aux_loss_coef; 0 where the config has none
+    z_loss: torch.Tensor | None  # router z-loss, where the config has router_z_loss_coef
+    z_coef: float
+
+    @property
+    def total(self) -> torch.Tensor:
+        """What a training loop adds to the language-model loss on every rank (each rank holds the same value;
+        averaging the gradients over the data-parallel ranks then gives the whole batch's gradient)."""
+        total = self.aux_coef * self.aux_loss
+        return total + self.z_coef * self.z_loss if self.z_loss is not None else total
+
+
+def router_losses(
+    config: PretrainedConfig,
+    router_logits: tuple[torch.Tensor, ...],
+    token_mask: torch.Tensor | None = None,
+    group: dist.ProcessGroup | None = None,
+) -> RouterLosses:
+    """The load-balancing loss of transformers' load_balancing_loss_func (Mixtral, Qwen2/3-MoE), over the tokens
+    of every rank in `group` (the data-parallel ranks; None: this rank's tokens alone), not this rank's only: its
+    expert fractions and mean router probabilities are sums over tokens, so they are summed over ranks before the
+    product, which makes it equal to one process's loss on the whole batch. `router_logits` is the model output's
+    (output_router_logits=True), one (tokens, experts) tensor per MoE layer; token_mask (batch, seq) leaves
+    padding out, as the model's attention_mask does."""
+    num_experts = router_logits[0].shape[-1]
+    top_k = config.num_experts_per_tok
+    device = router_logits[0].device
+    mask = None if token_mask is None else token_mask.reshape(-1).to(device=device, dtype=torch.float32)
+    chosen = torch.zeros(num_experts, dtype=torch.float32, device=device)
+    probability = torch.zeros(num_experts, dtype=torch.float32, device=device)
+    z_sum = torch.zeros((), dtype=torch.float32, device=device)
+    for logits in router_logits:
+        probs = torch.softmax(logits, dim=-1)
+        _, selected = torch.topk(probs, top_k, dim=-1)
+        weight = torch.ones(len(logits), device=device) if mask is None else mask
+        chosen = chosen.scatter_add(0, selected.reshape(-1), weight.repeat_interleave(top_k))
+        probability = probability + (probs.float() * weight[:, None]).sum(0)
+        z_sum = z_sum + (torch.logsumexp(logits.float(), dim=-1) ** 2 * weight).sum()
+    rows = torch.tensor(
+        float(len(router_logits[0]) if mask is None else mask.sum()) * len(router_logits), device=device
+    )
+    counts = torch.stack([rows, *chosen.detach()])
+    if _distributed(group):
+        dist.all_reduce(counts, group=group)
+        # Autograd-aware: each rank's gradient is then the sum over ranks, and averaging over them gives the
+        # whole batch's gradient of this one shared loss.
+        probability = _AllReduceSum.apply(probability, group)
+        z_sum = _AllReduceSum.apply(z_sum, group)
+    rows, chosen = counts[0], counts[1:]
+    aux = torch.sum((chosen / rows) * (probability / rows)) * num_experts
+    z_coef = getattr(config, "router_z_loss_coef", None)
+    # z-loss: the mean over tokens of logsumexp(logits)^2, summed over layers (ST-MoE).
+    z_loss = z_sum / (rows / len(router_logits)) if z_coef is not None else None
+    # A model without router_aux_loss_coef (DeepSeek-V3: bias-based balancing) adds no auxiliary loss.
+    aux_coef = float(getattr(config, "router_aux_loss_coef", None) or 0.0)
+    return RouterLosses(aux, aux_coef, z_loss, float(z_coef or 0.0))
+
+
+class _AllReduceSum(torch.autograd.Function):
+    """Sum over the group; the backward sums the gradients too (every rank's loss used the sum)."""
+
+    @staticmethod
+    def forward(ctx, tensor, group):
+        ctx.group = group
+        summed = tensor.clone()
+        dist.all_reduce(summed, group=group)
+        return summed
+
+    @staticmethod
+    def backward(ctx, grad):
+        summed = grad.clone()
+        dist.all_reduce(summed, group=ctx.group)
+        return summed, None
+
+
+def _distributed(group: dist.ProcessGroup | None) -> bool:
+    """None: this rank alone (a one-process run, or a reference computed inside a distributed one)."""
+    return group is not None and dist.get_world_size(group) > 1
+
+
+def average_gradients(model: nn.Module, plan: ExpertParallelPlan, groups: ExpertGroups) -> None:
+    """Average the gradients over the data-parallel ranks, as DDP/FSDP do for a loss scaled by the data-parallel
+    degree: dense parameters are summed over every rank, expert parameters over the ranks holding the same
+    experts (their tokens' gradients already arrived through the all-to-all), both divided by the world size.
+    A stand-in for what the trainer's FSDP wrapping will do (FSDP over the world for dense parameters, over
+    `groups.replicate` for expert ones); the tests use it to compare with one process."""
+    if groups.ep is None:
+        return
+    world = dist.get_world_size()
+    expert_ids = {id(p) for name in plan.shards for p in model.get_submodule(name).parameters()}
+    for parameter in model.parameters():
+        if parameter.grad is None:
+            continue
+        dist.all_reduce(parameter.grad, group=groups.replicate if id(parameter) in expert_ids else None)
+        parameter.grad /= world
