@@ -55,7 +55,7 @@ _TRUST_HINT = "; pass --trust to load a checkpoint meshpilot did not write (its 
 
 
 def _refused(problem: str) -> str:
-    return problem + (_TRUST_HINT if problem.startswith("no manifest") else "")
+    return problem + (_TRUST_HINT if "no manifest.json" in problem else "")
 
 
 def _newest_checkpoint(run: RunDir, trust: bool) -> Path:
