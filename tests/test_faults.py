@@ -107,6 +107,20 @@ def test_preemption_saves_records_and_resumes_exactly(experiment, reference, tmp
     assert run.read_metrics()["status"] == "ok"
 
 
+def test_a_job_stopped_by_sigterm_is_preempted_and_resumable(experiment, tmp_path):
+    """SIGTERM to a job's supervisor (as a scheduler sends it): the run preempts, and the job says so."""
+    from agent.jobs import read_job, start_run, wait_run
+    from trainer.faults import ENV as FAULT
+
+    out = tmp_path / "job"
+    start_run(experiment, out, nproc=2, layout="dp_replicate=2", env={FAULT: "rank=0,step=3,kind=preempt"})
+    wait_for_the_fault(RunDir(out), 0, 3)
+    os.kill(read_job(out)["pid"], signal.SIGTERM)
+    status = wait_run(out)
+    assert status["state"] == "preempted"
+    assert status["cause"] == "preempted by SIGTERM after step 3; --resume continues from step_00000003"
+
+
 def test_preempted_is_one_status_every_reader_knows():
     from agent.jobs import TERMINAL, _classify
     from trainer.results import FAILED_STATUSES, RUN_STATUSES
