@@ -156,17 +156,14 @@ def test_a_rank_killed_by_a_signal_is_the_cause_whichever_rank(experiment, tmp_p
 
 
 @pytest.fixture(scope="module")
-def preempted(experiment, reference, tmp_path_factory) -> RunDir:
-    """A run preempted after step 4, whose checkpoint (train.checkpoint_every) is then there already: checkpoints
-    of steps 2 and 4."""
-    out = tmp_path_factory.mktemp("preempted") / "run"
-    process, token = start_train(experiment, out, *DDP, fault="rank=0,step=4,kind=preempt")
-    run = RunDir(out)
-    wait_for_the_fault(run, 0, 4)
-    process.send_signal(signal.SIGTERM)
+def killed(experiment, tmp_path_factory) -> RunDir:
+    """A run killed hard (SIGKILL of its process group) at the start of step 5: checkpoints of steps 2 and 4."""
+    out = tmp_path_factory.mktemp("killed") / "run"
+    process, token = start_train(experiment, out, *DDP, fault="rank=0,step=5,kind=kill")
     process.communicate(timeout=300)
+    assert process.returncode == -signal.SIGKILL
     assert survivors(token) == []
-    assert run.read_metrics()["resume_from"] == "step_00000004"
+    run = RunDir(out)
     assert [checkpoint_step(p) for p in sorted(run.checkpoints.iterdir())] == [2, 4]
     return run
 
@@ -191,8 +188,8 @@ def damage(checkpoint: Path, how: str) -> str:
 
 
 @pytest.mark.parametrize("how", ["shard removed", "shard truncated", "shard corrupted", "metadata removed"])
-def test_a_damaged_newest_checkpoint_is_skipped_for_the_previous_one(experiment, reference, preempted, tmp_path, how):
-    run = RunDir(shutil.copytree(preempted.path, tmp_path / "run"))
+def test_a_damaged_newest_checkpoint_is_skipped_for_the_previous_one(experiment, reference, killed, tmp_path, how):
+    run = RunDir(shutil.copytree(killed.path, tmp_path / "run"))
     said = damage(run.checkpoints / "step_00000004", how)
     done = meshpilot("train", str(experiment), "--out", str(run.path), *DDP, "--resume")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -205,8 +202,8 @@ def test_a_damaged_newest_checkpoint_is_skipped_for_the_previous_one(experiment,
     assert verify(run.checkpoints / "step_00000004") is None
 
 
-def test_export_skips_a_damaged_checkpoint_and_refuses_a_chosen_one_in_one_line(preempted, tmp_path):
-    run = RunDir(shutil.copytree(preempted.path, tmp_path / "run"))
+def test_export_skips_a_damaged_checkpoint_and_refuses_a_chosen_one_in_one_line(killed, tmp_path):
+    run = RunDir(shutil.copytree(killed.path, tmp_path / "run"))
     said = damage(run.checkpoints / "step_00000004", "shard truncated")
     refused = meshpilot("export", str(run.path), "--step", "4", "--out", str(tmp_path / "hf4"))
     assert refused.returncode == 2
@@ -233,8 +230,8 @@ class MakesADirectory:
         return os.mkdir, (self.path,)
 
 
-def test_crafted_trainer_state_runs_no_code(experiment, preempted, tmp_path):
-    run = RunDir(shutil.copytree(preempted.path, tmp_path / "run"))
+def test_crafted_trainer_state_runs_no_code(experiment, killed, tmp_path):
+    run = RunDir(shutil.copytree(killed.path, tmp_path / "run"))
     marker = tmp_path / "code-ran"
     newest = run.checkpoints / "step_00000004"
     torch.save({"trainer": MakesADirectory(marker)}, newest / "trainer_state.pt")
@@ -246,8 +243,8 @@ def test_crafted_trainer_state_runs_no_code(experiment, preempted, tmp_path):
     assert run.read_metrics()["status"] == "failed"
 
 
-def test_a_foreign_checkpoint_is_not_unpickled_without_trust(preempted, tmp_path):
-    run = RunDir(shutil.copytree(preempted.path, tmp_path / "run"))
+def test_a_foreign_checkpoint_is_not_unpickled_without_trust(killed, tmp_path):
+    run = RunDir(shutil.copytree(killed.path, tmp_path / "run"))
     marker = tmp_path / "code-ran"
     for checkpoint in run.checkpoints.iterdir():  # as another tool (or an attacker) would leave them: no manifest
         (checkpoint / MANIFEST).unlink()
