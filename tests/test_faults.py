@@ -235,7 +235,7 @@ def test_crafted_trainer_state_runs_no_code(experiment, killed, tmp_path):
     marker = tmp_path / "code-ran"
     newest = run.checkpoints / "step_00000004"
     torch.save({"trainer": MakesADirectory(marker)}, newest / "trainer_state.pt")
-    (newest / MANIFEST).unlink()
+    (newest / MANIFEST).unlink(missing_ok=True)
     write_manifest(newest)  # even a checkpoint that verifies is read as data only
     done = meshpilot("train", str(experiment), "--out", str(run.path), *DDP, "--resume")
     assert done.returncode == 1
@@ -247,7 +247,7 @@ def test_a_foreign_checkpoint_is_not_unpickled_without_trust(killed, tmp_path):
     run = RunDir(shutil.copytree(killed.path, tmp_path / "run"))
     marker = tmp_path / "code-ran"
     for checkpoint in run.checkpoints.iterdir():  # as another tool (or an attacker) would leave them: no manifest
-        (checkpoint / MANIFEST).unlink()
+        (checkpoint / MANIFEST).unlink(missing_ok=True)
     (run.checkpoints / "step_00000004" / ".metadata").write_bytes(pickle.dumps(MakesADirectory(marker)))
     done = meshpilot("export", str(run.path), "--out", str(tmp_path / "hf"))
     assert done.returncode == 2
