@@ -50,11 +50,11 @@ from filelock import FileLock
 from pydantic import Field
 from typing_extensions import TypedDict
 
+from trainer import preemption
 from trainer.config import ConfigError, load_experiment
 from trainer.contracts import STRICT, Contract
 from trainer.layout import Layout, LayoutError
 from trainer.lifeline import PARENT_ENV, tie_to_parent, tied_env
-from trainer import preemption
 from trainer.results import PREEMPTED, RUN_STATUSES, STEPS, Metrics, RunStatus
 from trainer.rundir import RunDir, StepsTail
 
