@@ -22,7 +22,8 @@ stopping the sweep finds them. A sweep started by hand (`meshpilot sweep`) is in
 the sweep resumed adopts them.
 
 OUT/job.json is the job's record: the command, the supervisor's pid, pgid and host, and once the run ended its
-state ("ok", "failed", "oom", "timeout", "nan", "cancelled", "pruned" for a sweep trial stopped early, or "killed"
+state ("ok", "failed", "oom", "timeout", "nan", "cancelled", "pruned" for a sweep trial stopped early,
+"preempted" for a run that SIGTERM stopped after saving a checkpoint, which `--resume` continues, or "killed"
 when the supervisor died before the run ended) and cause. Several processes update it (the supervisor,
 `cancel_run`, the first reader to find the supervisor dead), always under a file lock. A sweep's record says
 "kind": "sweep" and its result is summary.json, a run's metrics.json (a run's record has no kind, so that those
@@ -49,11 +50,12 @@ from filelock import FileLock
 from pydantic import Field
 from typing_extensions import TypedDict
 
+from trainer import preemption
 from trainer.config import ConfigError, load_experiment
 from trainer.contracts import STRICT, Contract
 from trainer.layout import Layout, LayoutError
 from trainer.lifeline import PARENT_ENV, tie_to_parent, tied_env
-from trainer.results import RUN_STATUSES, STEPS, Metrics, RunStatus
+from trainer.results import PREEMPTED, RUN_STATUSES, STEPS, Metrics, RunStatus
 from trainer.rundir import RunDir, StepsTail
 
 if TYPE_CHECKING:
@@ -356,7 +358,7 @@ def supervise(out: Path, env: dict | None = None, token: str | None = None) -> s
             _end_owned(out, job, verdict[0])
     else:
         state, cause = _outcome(out, job, launcher.returncode)
-        if stopping and state != "ok":  # stopped (SIGTERM to the job) as its launcher exited: the stop is the cause
+        if stopping and state not in ("ok", PREEMPTED):  # stopped (SIGTERM) as its launcher exited: the stop is why
             state, cause = "cancelled", stopping[0]
         record_state(out, state, cause)
     return read_job(out)["state"]
@@ -369,7 +371,7 @@ def _watch(out: Path, job: JobRecord, launcher: subprocess.Popen, stopping: list
     seen_step = False
     while launcher.poll() is None:
         if stopping:
-            return "cancelled", stopping[0]
+            return None if _preempted(job, launcher) else ("cancelled", stopping[0])
         if not out.is_dir():  # nobody can read or stop this run any more: do not leave it running
             return "cancelled", "its run directory was removed"
         if steps.read()[0]:
@@ -381,6 +383,19 @@ def _watch(out: Path, job: JobRecord, launcher: subprocess.Popen, stopping: list
             return "timeout", f"hang: no new step for {job['hang_s']:g}s after step {_last_step(RunDir(out))}"
         time.sleep(POLL_S)
     return None
+
+
+def _preempted(job: JobRecord, launcher: subprocess.Popen) -> bool:
+    """SIGTERM reached the supervisor (from a scheduler, alone or with the rest of the job): a run's launcher gets it
+    too and, given the time, saves a checkpoint and ends as "preempted" (trainer.preemption). Whether it ended so."""
+    if _kind(job) != "run":
+        return False
+    _signal(launcher.pid, signal.SIGTERM)  # a second one, where the scheduler's reached it too, changes nothing
+    try:
+        launcher.wait(timeout=preemption.grace_s() + 10)  # its save, then the ranks' and the launcher's exits
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def _ending(out: Path) -> bool:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import errno
 import json
+import os
 import re
 import subprocess
 import sys
@@ -363,8 +365,11 @@ def test_cli_bad_key_exit_code_and_one_line(tmp_path):
 
 
 def fake_finished_checkpoint(run: Path, step: int) -> None:
+    from trainer.checkpoint import write_manifest
+
     (run / "checkpoint" / f"step_{step:08d}").mkdir(parents=True)
     (run / "checkpoint" / f"step_{step:08d}" / ".metadata").write_text("")
+    write_manifest(run / "checkpoint" / f"step_{step:08d}")  # as a finished save ends
 
 
 def resolved_config(tmp_path: Path, exp: Path) -> str:
@@ -493,3 +498,129 @@ def test_context_parallel_needs_the_attention_interface(tmp_path):
         "layout cp=2: bloom's attention does not go through transformers' attention interface, "
         "which context parallelism plugs into",
     )
+
+
+# --- issue 35: run directories, node ranks, memory, --set tags, data rows ---------------------------------------------
+
+
+def test_node_rank_outside_the_node_count(tmp_path):
+    exp = experiment(tmp_path)
+    refused(request(tmp_path, exp, node_rank=1), "--node-rank 1 is not a node of this 1-node run (0 to 0)")
+    refused(request(tmp_path, exp, node_rank=5, nnodes=1), "--node-rank 5 is not a node of this 1-node run (0 to 0)")
+    two = "--node-rank 2 is not a node of this 2-node run (0 to 1)"
+    refused(request(tmp_path, exp, node_rank=2, nnodes=2, rdzv_endpoint="127.0.0.1:29500"), two)
+    # Checked before anything else: even before the experiment file is read.
+    missing = request(tmp_path, tmp_path / "missing.yaml", node_rank=-1, nnodes=1)
+    refused(missing, "--node-rank -1 is not a node of this 1-node run (0 to 0)")
+
+
+def test_a_single_node_run_holds_its_directory_against_every_node_rank(tmp_path):
+    from trainer.rundir import RunDir, RunInUse, RunLock
+
+    run = RunDir(tmp_path / "run")
+    held = RunLock(run, 0, whole_run=True)  # as the launcher of a one-node run takes it
+    try:
+        for node_rank in (0, 1):  # another launcher claiming to be any node of a multi-node run
+            with pytest.raises(RunInUse):
+                RunLock(run, node_rank)
+    finally:
+        held.release()
+    first, second = RunLock(run, 0), RunLock(run, 1)  # the nodes of one multi-node run share it
+    with pytest.raises(RunInUse):
+        RunLock(run, 0, whole_run=True)
+    first.release()
+    second.release()
+
+
+@pytest.mark.parametrize("case", ["existing file", "under a file", "read-only", "too long"])
+def test_out_that_cannot_be_a_run_directory(tmp_path, case):
+    exp = experiment(tmp_path)
+    (tmp_path / "file").write_text("not a directory\n")
+    read_only = tmp_path / "ro"
+    read_only.mkdir(mode=0o555)
+    if os.access(read_only, os.W_OK):  # root writes anywhere: take a file system the kernel keeps read-only
+        read_only = Path("/sys")
+    out = {
+        "existing file": tmp_path / "file",
+        "under a file": tmp_path / "file" / "run",
+        "read-only": read_only / "run",
+        "too long": tmp_path / ("r" * 300),
+    }[case]
+    with pytest.raises(ConfigError, match=rf"^--out {re.escape(str(out))}: cannot make the run directory there: "):
+        prepare(request(tmp_path, exp, out=out))
+    assert (tmp_path / "file").read_text() == "not a directory\n"
+
+
+def test_set_value_with_a_yaml_tag_is_refused_in_one_line(tmp_path):
+    marker = tmp_path / "ran"
+    exp = experiment(tmp_path)
+    value = f'!!python/object/apply:os.mkdir ["{marker}"]'
+    with pytest.raises(ConfigError, match=r"^--set train\.lr: .* is not a plain YAML value: ") as excinfo:
+        prepare(request(tmp_path, exp, overrides=[f"train.lr={value}"]))
+    assert "\n" not in str(excinfo.value)
+    assert not marker.exists()
+
+
+def test_a_run_predicted_not_to_fit_is_refused_unless_overridden(tmp_path, monkeypatch):
+    import psutil
+
+    huge = {"model": {"config": {"intermediate_size": 2**34}}}  # about 1.5 TiB of fp32 MLP weights alone
+    exp = experiment(tmp_path, huge)
+    with pytest.raises(ConfigError) as excinfo:
+        prepare(request(tmp_path, exp, nproc=2, layout="dp_replicate=2"))
+    available = psutil.virtual_memory().available // 2 / 2**30
+    message = str(excinfo.value)
+    assert re.fullmatch(
+        r"the memory model predicts a peak of [\d.]+ GiB per process, more than the [\d.]+ GiB of available host "
+        r"memory per process \(2 sharing this machine\); lower train\.micro_batch, use more processes or another "
+        r"layout, or pass --ignore-memory-check",
+        message,
+    ), message
+    assert float(re.search(r"more than the ([\d.]+) GiB", message).group(1)) == pytest.approx(available, rel=0.2)
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(Reached):  # the override: every other check passes, data preparation starts
+        prepare(request(tmp_path, exp, ignore_memory_check=True))
+    monkeypatch.setenv(launch_module.IGNORE_MEMORY_ENV, "1")
+    with pytest.raises(Reached):
+        prepare(request(tmp_path, exp, out=tmp_path / "run2"))
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("", "data.train: rows.jsonl is empty: no JSON lines in it"),
+        ('{"text": "fine"}\n{"text": null}\n', "data.train: cannot read rows.jsonl: line 2: 'text' is null, not text"),
+        ('{"text": "fine"}\n\n{"text": 5}\n', "data.train: cannot read rows.jsonl: line 3: 'text' is 5, not text"),
+        ('{"text": "fine"}\n{"body": "x"}\n', "data.train: cannot read rows.jsonl: line 2: no 'text' field"),
+        ('{"text": "a"}\n{"text": b\n', "data.train: cannot read rows.jsonl: line 2: not valid JSON"),
+    ],
+    ids=["empty", "null", "number", "missing", "parse-error"],
+)
+def test_jsonl_rows_without_text_are_refused_with_their_line(tmp_path, monkeypatch, content, message):
+    monkeypatch.undo()  # reading the data is the point here
+    (tmp_path / "rows.jsonl").write_text(content)
+    exp = experiment(tmp_path, {"data": {"train": ["rows.jsonl"]}})
+    with pytest.raises(ConfigError) as excinfo:
+        prepare(request(tmp_path, exp))
+    assert str(excinfo.value).startswith(message), str(excinfo.value)
+    assert "\n" not in str(excinfo.value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_failed_write_leaves_no_temporary_file(tmp_path):
+    """A result file that cannot be written whole (here the file-size limit, as a full disk would) raises, and the
+    temporary file it was being written to is gone."""
+    script = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from trainer.contracts import write_json\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "try:\n"
+        "    write_json(Path(sys.argv[1]) / 'metrics.json', {'x': 'y' * 100000})\n"
+        "except OSError as e:\n"
+        "    print(e.errno)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=REPO, capture_output=True, text=True)
+    assert done.stdout.strip() == str(errno.EFBIG), done.stderr
+    assert list(tmp_path.iterdir()) == []

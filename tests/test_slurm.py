@@ -159,6 +159,39 @@ def test_a_trial_cancelled_with_scancel_is_recorded_as_cancelled(slurm, tmp_path
 
 
 @pytest.mark.slow
+def test_a_run_preempted_with_scancel_signal_term_resumes_exactly(slurm, tmp_path):
+    """`scancel --signal=TERM --full` (SIGTERM to every process of the batch job, as preemption sends it): the run
+    saves a checkpoint at the next step boundary, records status "preempted", and `--resume` continues it exactly."""
+    from support import train
+
+    from trainer.faults import ENV as FAULT
+
+    experiment = write_experiment(tmp_path, {"train": {"steps": 6, "checkpoint_every": 2}})
+    reference = train(experiment, tmp_path / "reference", "--nproc", "2").read_steps()
+    out = tmp_path / "run"
+    # exec: the launcher is the batch script itself, not a child of a shell that SIGTERM would end first
+    command = f"exec {sys.executable} -m agent.cli train {experiment} --out {out} --nproc 2"
+    env = {**os.environ, FAULT: "rank=0,step=3,kind=preempt", "PYTHONPATH": os.environ.get("PYTHONPATH", str(REPO))}
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", "--ntasks=1", "--cpus-per-task=2", f"--output={tmp_path / 'job.out'}",
+         f"--chdir={REPO}", f"--wrap={command}"],
+        env=env, capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    job_id = submitted.stdout.strip().split(";")[0]
+    run = RunDir(out)
+    said = "rank 0 waits for a preemption signal at step 3"
+    _wait(lambda: run.log.is_file() and said in run.log.read_text(), None, "rank 0 at its fault")
+    subprocess.run(["scancel", "--signal=TERM", "--full", job_id], check=True, timeout=30)
+    _wait(lambda: _squeue(job_id, "%T") in ("", "COMPLETED", "FAILED"), None, "the job to end", timeout=120)
+    metrics = run.read_metrics()
+    assert metrics is not None, (tmp_path / "job.out").read_text()[-3000:]
+    assert (metrics["status"], metrics["signal"], metrics["resume_from"]) == ("preempted", "SIGTERM", "step_00000003")
+    train(experiment, out, "--nproc", "2", "--resume")
+    steps = [(s["step"], s["loss"], s["grad_norm"]) for s in run.read_steps()]
+    assert steps == [(s["step"], s["loss"], s["grad_norm"]) for s in reference]
+
+
+@pytest.mark.slow
 def test_a_sweep_killed_and_resumed_runs_no_trial_twice(slurm, tmp_path):
     """Three 1-core trials submitted at once (on a 2-core node one waits in the queue); the sweep is killed with
     SIGKILL while they run and wait, and resumed: it adopts the three jobs (running, queued or ended meanwhile)

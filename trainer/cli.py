@@ -41,6 +41,11 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--nnodes", type=int, help="nodes taking part (default: hardware.nodes, or 1)")
     train.add_argument("--node-rank", type=int, default=0, help="this node's rank")
     train.add_argument("--rdzv-endpoint", help="host:port of the rendezvous, for multi-node runs")
+    train.add_argument(
+        "--ignore-memory-check",
+        action="store_true",
+        help="launch even where the memory model predicts a peak above the memory each process has",
+    )
     train.set_defaults(handler=_train)
 
 
@@ -64,11 +69,24 @@ def _train(args: argparse.Namespace) -> int:
         nnodes=args.nnodes,
         node_rank=args.node_rank,
         rdzv_endpoint=args.rdzv_endpoint,
+        ignore_memory_check=args.ignore_memory_check,
     )
     prepared = prepare(request)
     metrics = launch(prepared)
     print(describe(metrics, prepared.run), file=sys.stderr if metrics["status"] != "ok" else sys.stdout)
-    return 0 if metrics["status"] == "ok" else 1
+    return exit_code(metrics)
+
+
+def exit_code(metrics: dict) -> int:
+    """0 for a run that ended ok; 128 + the signal's number for a preempted one, as a shell reports a command the
+    signal ended (SIGTERM: 143), though this one saved its state first; 1 for a failure."""
+    import signal
+
+    if metrics["status"] == "ok":
+        return 0
+    if metrics["status"] == "preempted" and metrics.get("signal"):
+        return 128 + signal.Signals[metrics["signal"]].value
+    return 1
 
 
 def _add_plan(commands: argparse._SubParsersAction) -> None:
@@ -230,12 +248,18 @@ def _add_export_hf(commands: argparse._SubParsersAction) -> None:
     export.add_argument(
         "--out", type=Path, help="a new or empty directory (default: RUN/hf, or RUN/hf-step-N with --step)"
     )
+    export.add_argument(
+        "--trust",
+        action="store_true",
+        help="load a checkpoint meshpilot did not write (no manifest.json): its .metadata is a pickle, which can run "
+        "code; only for directories from a source you trust",
+    )
     export.set_defaults(handler=_export_hf)
 
 
 def _export_hf(args: argparse.Namespace) -> int:
     from trainer.export import export_run, read_provenance
 
-    out = export_run(args.run, args.step, args.out)
+    out = export_run(args.run, args.step, args.out, trust=args.trust)
     print(f"exported {read_provenance(out)['checkpoint']} of {args.run} to {out}")
     return 0

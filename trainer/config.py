@@ -258,7 +258,10 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
             raise ConfigError(f"--set {key}: {name} is not a section")
         node[name] = child
         node = child
-    node[leaf] = yaml.safe_load(value)
+    try:
+        node[leaf] = yaml.safe_load(value)
+    except yaml.YAMLError as e:  # a tag such as !!python/object is refused by safe_load: said in one line
+        raise ConfigError(f"--set {key}: {value!r} is not a plain YAML value: {str(e).splitlines()[0]}") from None
 
 
 def _build(cls: type, data: Any, where: str) -> Any:

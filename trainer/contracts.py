@@ -8,6 +8,7 @@ reader sees the old file or the new one, never half of one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -113,7 +114,12 @@ def write_json(path: Path, data: Any) -> None:
 def write_text(path: Path, text: str) -> None:
     """Replace `path` whole (see write_json), readable as any new file of this user's would be."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide run results from the user's group
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide run results from the user's group
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:  # a full disk (ENOSPC), an interrupt: no half-written temporary file is left behind
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

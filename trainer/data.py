@@ -15,6 +15,7 @@ to its first seq_len + 1 tokens, its prompt first; RowSource counts and logs tho
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -122,6 +123,8 @@ class Documents:
         self.spec, self.sources = spec, list(sources)
         if not self.builtin:
             for source in self.sources:
+                if source.endswith(".jsonl"):
+                    check_jsonl_text(Path(source), self._column(source))
                 column, columns = self._column(source), loaded_columns(source, spec.text_unit)
                 if column not in columns:
                     raise ConfigError(f"data.text_field: {source_label(source)} has no column {column!r} ({columns})")
@@ -149,6 +152,31 @@ class Documents:
 
     def __repr__(self) -> str:
         return f"Documents({[source_label(s) for s in self.sources]})"
+
+
+def check_jsonl_text(path: Path, field: str) -> None:
+    """Every line of a .jsonl file is a JSON object whose `field` is text, or ConfigError naming the file and the
+    line (counted from 1) and what is wrong with it: a row without usable text is refused, never skipped in silence.
+    Blank lines are no rows. An empty file is refused too. Read once, before the file is tokenized."""
+    rows = 0
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            where = f"data.train: cannot read {path.name}: line {number}"
+            try:
+                row = json.loads(line)
+            except ValueError as e:
+                raise ConfigError(f"{where}: not valid JSON ({e.msg}, column {e.colno})") from None
+            if not isinstance(row, dict):
+                raise ConfigError(f"{where}: not a JSON object")
+            if field not in row:
+                raise ConfigError(f"{where}: no {field!r} field (data.text_field)")
+            if not isinstance(row[field], str):
+                raise ConfigError(f"{where}: {field!r} is {json.dumps(row[field])[:40]}, not text")
+            rows += 1
+    if rows == 0:
+        raise ConfigError(f"data.train: {path.name} is empty: no JSON lines in it")
 
 
 @dataclass

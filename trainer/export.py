@@ -14,6 +14,7 @@ import contextlib
 import os
 import re
 import shutil
+import sys
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokeni
 from transformers.utils import logging as hf_logging
 from typing_extensions import TypedDict
 
-from trainer.checkpoint import checkpoint_step, complete_checkpoints, latest
+from trainer.checkpoint import checkpoint_step, newest_verified, step_dirs, verify
 from trainer.config import ConfigError, Experiment
 from trainer.contracts import STRICT, Contract
 from trainer.launch import prepare_data
@@ -49,18 +50,37 @@ class RunCheckpoint:
     launch: LaunchInfo
 
 
-def find_checkpoint(path: Path) -> RunCheckpoint:
-    """A run directory (its latest complete checkpoint) or one of its checkpoint/step_NNNNNNNN directories."""
+# What a checkpoint without meshpilot's manifest needs: its DCP .metadata is a pickle, and unpickling runs code.
+_TRUST_HINT = "; pass --trust to load a checkpoint meshpilot did not write (its .metadata is a pickle: it can run code)"
+
+
+def _refused(problem: str) -> str:
+    return problem + (_TRUST_HINT if "no manifest.json" in problem else "")
+
+
+def _newest_checkpoint(run: RunDir, trust: bool) -> Path:
+    """The newest verified checkpoint (trainer.checkpoint.verify); each newer one skipped is said on stderr."""
+    found, skipped = newest_verified(run.checkpoints, trust_unlisted=trust)
+    for line in skipped:
+        print(f"meshpilot: {line}", file=sys.stderr)
+    if found is None:
+        why = f" ({_refused(skipped[0])})" if skipped else ""
+        raise ConfigError(f"{run.path}: no complete checkpoint in {run.checkpoints}{why}")
+    return found
+
+
+def find_checkpoint(path: Path, trust: bool = False) -> RunCheckpoint:
+    """A run directory (its latest complete checkpoint) or one of its checkpoint/step_NNNNNNNN directories.
+    `trust`: accept a checkpoint meshpilot did not write (no manifest), whose pickled .metadata is then read."""
     path = Path(path).resolve()
     if _STEP_DIR.match(path.name) and path.parent.name == "checkpoint":
         run, step_dir = RunDir(path.parent.parent), path
-        if not (step_dir / ".metadata").is_file():
-            raise ConfigError(f"{step_dir}: not a complete checkpoint (no .metadata)")
+        problem = verify(step_dir, trust_unlisted=trust)
+        if problem is not None:
+            raise ConfigError(f"{step_dir}: not a complete checkpoint: {_refused(problem)}")
     else:
         run = RunDir(path)
-        step_dir = latest(run.checkpoints)
-        if step_dir is None:
-            raise ConfigError(f"{path}: no complete checkpoint in {run.checkpoints}")
+        step_dir = _newest_checkpoint(run, trust)
     if not run.config.is_file() or not run.launch.is_file():
         raise ConfigError(f"{run.path}: not a meshpilot run directory (no config.yaml and launch.json)")
     experiment, launch = load_run(run)
@@ -148,16 +168,17 @@ def export_hf(path: Path, out: Path) -> Path:
     return _write_hf(found, out)
 
 
-def export_run(run_dir: Path, step: int | None = None, out: Path | None = None) -> Path:
+def export_run(run_dir: Path, step: int | None = None, out: Path | None = None, trust: bool = False) -> Path:
     """Save the run's checkpoint of `step` (default: its latest complete one) as an HF directory and return it.
 
     `out` defaults to RUN/hf, or RUN/hf-step-N for a chosen step; it must not exist, or be empty. Every check on the
-    arguments runs before the tokenizer and the weights are read, and raises ConfigError in one line.
+    arguments runs before the tokenizer and the weights are read, and raises ConfigError in one line. `trust`: as
+    find_checkpoint's.
     """
     run = RunDir(Path(run_dir).resolve())
     if not run.config.is_file() or not run.launch.is_file():
         raise ConfigError(f"{run.path}: not a meshpilot run directory (no config.yaml and launch.json)")
-    step_dir = _chosen_checkpoint(run, step)
+    step_dir = _chosen_checkpoint(run, step, trust)
     out = Path(out) if out is not None else run.path / (HF_EXPORT_DIR if step is None else f"hf-step-{step}")
     check_out_dir(out)
     experiment, launch = load_run(run)
@@ -179,16 +200,20 @@ def save_hf_after_run(run: RunDir) -> dict:
     return metrics
 
 
-def _chosen_checkpoint(run: RunDir, step: int | None) -> Path:
-    steps = [checkpoint_step(p) for p in complete_checkpoints(run.checkpoints)]
-    if not steps:
-        raise ConfigError(f"{run.path}: no complete checkpoint in {run.checkpoints}")
+def _chosen_checkpoint(run: RunDir, step: int | None, trust: bool) -> Path:
     if step is None:
-        step = steps[-1]
-    elif step not in steps:
+        return _newest_checkpoint(run, trust)
+    steps = [checkpoint_step(p) for p in step_dirs(run.checkpoints)]
+    if step not in steps:
+        if not steps:
+            raise ConfigError(f"{run.path}: no complete checkpoint in {run.checkpoints}")
         have = ", ".join(map(str, steps))
         raise ConfigError(f"{run.path} has no complete checkpoint of step {step}; it has step(s) {have}")
-    return run.checkpoints / f"step_{step:08d}"
+    chosen = run.checkpoints / f"step_{step:08d}"
+    problem = verify(chosen, trust_unlisted=trust)
+    if problem is not None:
+        raise ConfigError(f"{chosen}: not a complete checkpoint: {_refused(problem)}")
+    return chosen
 
 
 def check_out_dir(out: Path) -> None:

@@ -3,7 +3,9 @@
 kind is `crash` (an exception), `exit` (the process dies without a Python traceback), `hang` (sleeps), `oom`
 (a real allocation failure: asks the allocator for more memory than any machine has) or `kill` (SIGKILL of the
 launcher's whole process group, as `kill -9 -- -PGID` from a scheduler would, at the start of the step; the rank
-itself, in a session of its own, is not in that group and waits for its lifeline). `run=NAME` limits a fault
+itself, in a session of its own, is not in that group and waits for its lifeline) or `preempt` (waits until the
+rank has received a preemption signal, trainer.preemption: a test sends it once the rank's log says it waits,
+and the step then ends as usual). `run=NAME` limits a fault
 to the run directory called NAME, and several faults are separated by `;`, so one sweep can give each of its
 trials another fault: "run=t000,step=2,kind=crash;run=t001,step=2,kind=oom".
 Read only from the environment, so no experiment file can turn it on by accident.
@@ -41,6 +43,19 @@ def maybe_inject(rank: int, step: int, run: str = "") -> None:
             torch.empty(_TOO_MANY_BYTES, dtype=torch.uint8)
         if kind == "kill":
             _kill_launcher_group()
+        if kind == "preempt":
+            _wait_for_preemption(rank, step)
+
+
+def _wait_for_preemption(rank: int, step: int) -> None:
+    """Log that the rank waits (rank 0's log.txt: what a test waits for before it sends the signal), then wait."""
+    import logging
+
+    from trainer import preemption
+
+    logging.getLogger("meshpilot.faults").info("rank %d waits for a preemption signal at step %d", rank, step)
+    while not preemption.requested():
+        time.sleep(0.01)
 
 
 def _kill_launcher_group() -> None:

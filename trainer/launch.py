@@ -6,22 +6,25 @@ workers only ever see a resolved, valid config.yaml.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import signal
-import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import torch
 import yaml
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
-from trainer import torchrun
+from trainer import preemption, torchrun
 from trainer.attention import AttentionError, choose_attention, head_dim
 from trainer.cache import fingerprint
 from trainer.chat_data import chat_template, check_template_available, example_texts, read_examples, rendered_examples
-from trainer.checkpoint import checkpoint_step, latest
+from trainer.checkpoint import checkpoint_step, newest_verified
 from trainer.config import (
     FSDP_REDUCE_DTYPES,
     GALORE_PROJ_TYPES,
@@ -56,6 +59,9 @@ from trainer.tokenizer import load_tokenizer, tokenizer_fingerprint
 from trainer.trackers import check_trackers
 
 PRECISIONS = ("auto", "fp32", "bf16")
+# The memory check's override, besides --ignore-memory-check: for callers that pass an environment, not arguments
+# (agent.jobs, sweeps).
+IGNORE_MEMORY_ENV = "MESHPILOT_IGNORE_MEMORY_CHECK"
 # Errors a rank sees when a peer died first: not the cause of a failure, its echo.
 _PEER_LOST = re.compile(
     r"Connection closed by peer|Connection reset|Read error|Broken pipe|NCCL communicator was aborted|"
@@ -76,6 +82,7 @@ class TrainRequest:
     nnodes: int | None = None  # default: hardware.nodes
     node_rank: int = 0
     rdzv_endpoint: str | None = None
+    ignore_memory_check: bool = False  # --ignore-memory-check: launch even where the memory model predicts no room
 
 
 @dataclass
@@ -93,10 +100,13 @@ def prepare(request: TrainRequest) -> PreparedRun:
 
     Cheap checks come first, so a typo is reported in a second, before a tokenizer is trained.
     """
+    if request.nnodes is not None:
+        _check_node_rank(request.node_rank, request.nnodes)  # before anything else: it decides which lock is taken
     overrides = list(request.overrides)
     if request.steps is not None:
         overrides.append(f"train.steps={request.steps}")
     experiment = load_experiment(request.experiment, overrides)
+    _check_node_rank(request.node_rank, _first_given(request.nnodes, experiment.hardware.nodes))
     _check_train_values(experiment)
     check_trackers(experiment.train.trackers)
     base_dir = Path(experiment.base_dir)
@@ -116,21 +126,67 @@ def prepare(request: TrainRequest) -> PreparedRun:
         check_pipeline(experiment.layout.pp, config, train.pp_schedule, train.pp_stages_per_rank, grad_accum)
     except LayoutError as e:
         raise ConfigError(str(e)) from None
+    if not (request.ignore_memory_check or os.environ.get(IGNORE_MEMORY_ENV) == "1"):
+        _check_memory_fits(experiment, config, nproc, grad_accum)
     run = RunDir(request.out or Path("runs") / f"{request.experiment.stem}-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
-        lock = RunLock(run, request.node_rank)
+        lock = RunLock(run, request.node_rank, whole_run=nnodes == 1)
     except RunInUse as e:
         raise ConfigError(str(e)) from None
+    except OSError as e:
+        raise ConfigError(f"--out {run.path}: cannot make the run directory there: {_os_reason(e)}") from None
     try:
-        _check_run_dir(run, request.resume, experiment)
-        _write_run_files(run, request, experiment, config)
+        resume_from = _check_run_dir(run, request.resume, experiment)
+        _write_run_files(run, request, experiment, config, resume_from)
+    except OSError as e:  # a full or read-only file system: said in one line, the directory left as it was
+        lock.release(discard=True)
+        raise ConfigError(f"{run.path}: cannot write the run's files: {_os_reason(e)}") from None
     except BaseException:
         lock.release(discard=True)
         raise
     return PreparedRun(run, experiment, nproc, nnodes, request, lock)
 
 
-def _write_run_files(run: RunDir, request: TrainRequest, experiment: Experiment, config: PretrainedConfig) -> None:
+def _os_reason(error: OSError) -> str:
+    return error.strerror or str(error).splitlines()[0]
+
+
+def _check_node_rank(node_rank: int, nnodes: int | None) -> None:
+    if nnodes is not None and nnodes >= 1 and not 0 <= node_rank < nnodes:
+        raise ConfigError(f"--node-rank {node_rank} is not a node of this {nnodes}-node run (0 to {nnodes - 1})")
+
+
+def _check_memory_fits(experiment: Experiment, config: PretrainedConfig, nproc: int, grad_accum: int) -> None:
+    """Refuse a run whose predicted peak per process (trainer.memory_model) exceeds what each process has: on the
+    CPU, this machine's available memory shared by its `nproc` processes; on CUDA, a device's memory."""
+    from trainer.memory_model import MemoryPlan, predict_memory  # imported here: only the launcher needs it
+
+    train, data, device_type = experiment.train, experiment.data, experiment.hardware.device_type
+    plan = MemoryPlan(
+        train.micro_batch, data.seq_len, train.precision, train.activation_checkpointing, train, grad_accum,
+        data.packing, device_type,
+    )  # fmt: skip
+    peak = max(rank["peak"] for rank in predict_memory(config, experiment.layout, plan))
+    if device_type == "cuda":
+        available = min(torch.cuda.get_device_properties(i).total_memory for i in range(nproc))
+        where = "device memory per process"
+    else:
+        available = psutil.virtual_memory().available // nproc
+        where = f"available host memory per process ({nproc} sharing this machine)"
+    if peak > available:
+        raise ConfigError(
+            f"the memory model predicts a peak of {_gib(peak)} per process, more than the {_gib(available)} of "
+            f"{where}; lower train.micro_batch, use more processes or another layout, or pass --ignore-memory-check"
+        )
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.2f} GiB"
+
+
+def _write_run_files(
+    run: RunDir, request: TrainRequest, experiment: Experiment, config: PretrainedConfig, resume_from: Path | None
+) -> None:
     """Prepare data and tokenizer (the expensive part), then write config.yaml and launch.json for the ranks."""
     base_dir = Path(experiment.base_dir)
     data = prepare_data(experiment, config)
@@ -145,6 +201,7 @@ def _write_run_files(run: RunDir, request: TrainRequest, experiment: Experiment,
         "data_dir": str(data_dir),
         "weights_dir": str(weights) if weights else None,
         "resume": request.resume,
+        "resume_from": resume_from.name if resume_from else None,
         "vocab_size": len(tokenizer),
         **git_state(base_dir),
     }
@@ -231,6 +288,8 @@ def launch(prepared: PreparedRun) -> dict:
     """Run the ranks to completion and return metrics.json; a failure is recorded there, not raised."""
     try:
         return _launch(prepared)
+    except OSError as e:  # the run's results could not be written (a full disk): one line, not a traceback
+        raise ConfigError(f"{prepared.run.path}: cannot write the run's results: {_os_reason(e)}") from None
     finally:
         prepared.lock.release()
 
@@ -247,10 +306,11 @@ def _launch(prepared: PreparedRun) -> dict:
         command += [f"--nnodes={prepared.nnodes}", f"--node-rank={request.node_rank}", "--rdzv-backend=c10d"]
         command += [f"--rdzv-endpoint={request.rdzv_endpoint or '127.0.0.1:29500'}"]
     command += ["--max-restarts=0", "--monitor-interval=0.1", str(run.path)]
-    with run.torchrun_log.open("w") as output:
-        process = torchrun.start(command, tied_env(_worker_env(prepared)), output, closed=(prepared.lock.fileno(),))
+    with run.torchrun_log.open("w") as output, _passing_on_preemption() as signals:
+        process = torchrun.start(command, tied_env(_worker_env(prepared)), output, closed=prepared.lock.filenos())
+        signals.agent = process.pid
         try:
-            returncode = follow(process, run, prepared.experiment.train.steps)
+            returncode = follow(process, run, prepared.experiment.train.steps, on_poll=signals.pass_on)
         except BaseException as error:  # never leave the ranks running without their launcher
             _stop(process)
             reason = "interrupted by the user" if isinstance(error, KeyboardInterrupt) else f"launcher failed: {error}"
@@ -271,13 +331,43 @@ def _launch(prepared: PreparedRun) -> dict:
 
 
 def _stop(process: torchrun.Agent) -> None:
-    """torchrun passes SIGTERM on to the ranks; give them a moment, then insist."""
-    process.terminate()
+    """SIGKILL torchrun's agent (it ignores SIGTERM, which preempts: trainer.preemption); the ranks die with it
+    (trainer.lifeline)."""
+    process.kill()
+    process.wait()
+
+
+class _Preemption:
+    """The launcher's part of a preemption (trainer.preemption): note SIGTERM or SIGUSR1 and pass it on to the
+    ranks, again at every poll until the run ends, since a rank that was still starting did not listen yet."""
+
+    def __init__(self):
+        self.received = 0
+        self.agent: int | None = None
+
+    def note(self, signum: int, _frame: object) -> None:
+        self.received = self.received or signum
+        self.pass_on()
+
+    def pass_on(self) -> None:
+        if not self.received or self.agent is None:
+            return
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.agent).children():
+                with contextlib.suppress(psutil.Error):
+                    if child.name().startswith("meshpilot:r"):  # a rank (named once it listens), not a helper
+                        child.send_signal(self.received)
+
+
+@contextlib.contextmanager
+def _passing_on_preemption():
+    signals = _Preemption()
+    previous = {signum: signal.signal(signum, signals.note) for signum in preemption.SIGNALS}
     try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+        yield signals
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _failure_metrics(prepared: PreparedRun, returncode: int) -> dict:
@@ -411,8 +501,10 @@ RESHARDABLE = ("layout.", "hardware.devices", "hardware.nodes", "train.pp_schedu
 RESUME_MAY_CHANGE = (*RESHARDABLE, "train.save_hf", "train.trackers")
 
 
-def _check_run_dir(run: RunDir, resume: bool, experiment: Experiment) -> None:
+def _check_run_dir(run: RunDir, resume: bool, experiment: Experiment) -> Path | None:
     """Never overwrite results; resume only the same experiment (on any layout), and only if steps remain.
+    Returns the checkpoint a resume continues from: the newest verified one (each newer one skipped is said on
+    stderr, with why).
 
     The launcher's own files (config.yaml, launch.json) may already be there: another node of the same run
     writes them too.
@@ -424,9 +516,11 @@ def _check_run_dir(run: RunDir, resume: bool, experiment: Experiment) -> None:
                 f"run directory {run.path} holds results ({results[0].name}); pass --resume to continue it "
                 "or choose another --out"
             )
-        return
-    found = latest(run.checkpoints)
-    if found is None:
+        return None
+    found, skipped = newest_verified(run.checkpoints)
+    for line in skipped:
+        print(f"meshpilot: {line}", file=sys.stderr)
+    if found is None:  # the ones skipped, and why, were said just above
         raise ConfigError(f"--resume: no complete checkpoint in {run.checkpoints}")
     if run.config.is_file():
         old = yaml.safe_load(run.config.read_text())
@@ -444,6 +538,7 @@ def _check_run_dir(run: RunDir, resume: bool, experiment: Experiment) -> None:
         raise ConfigError(
             f"--resume: the latest checkpoint of {run.path} ({found.name}) is its final step; nothing is left to train"
         )
+    return found
 
 
 def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:

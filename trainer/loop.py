@@ -22,7 +22,7 @@ import torch.distributed as dist
 import yaml
 from transformers import PretrainedConfig
 
-from trainer import checkpoint
+from trainer import checkpoint, preemption
 from trainer.attention import document_block_mask, use_attention
 from trainer.config import Experiment, TrainSpec, experiment_from_dict
 from trainer.context_parallel import ContextParallel, install_context_parallel
@@ -47,7 +47,7 @@ from trainer.parallelize import (
     parallelize_pipeline,
 )
 from trainer.pipeline import Pipeline
-from trainer.results import MEMORY, METRICS, STEPS, LaunchInfo
+from trainer.results import MEMORY, METRICS, PREEMPTED, STEPS, LaunchInfo
 from trainer.rundir import RunDir
 from trainer.step import StepResult, forward_backward, pipeline_forward_backward
 from trainer.trackers import Trackers, start_trackers
@@ -91,6 +91,7 @@ class Measurements:
     memory_step: int = 0  # the step measured, and this rank's memory over it (trainer.memory.MemoryTimeline)
     memory_timeline: list[dict] = field(default_factory=list)
     last_loss: float | None = None
+    preempted: tuple[int, bool] | None = None  # (the signal, whether a checkpoint may still be saved), if one came
 
 
 @dataclass
@@ -117,10 +118,13 @@ class Training:
     setup_memory: dict[str, int]  # bytes in use when set-up began, and the peak by its end (model built, split)
     checkpoint_group: dist.ProcessGroup  # what checkpoint saves and loads wait on, with their longer timeout
     trackers: Trackers = field(default_factory=Trackers)  # rank 0's experiment trackers; none on the other ranks
+    last_checkpoint: Path | None = None  # the newest checkpoint of this run: loaded by the resume, or saved since
+    last_save_s: float = 0.0  # how long the last save took: whether a preempted run still has time for one
 
     def save_checkpoint(self) -> None:
         spec = self.experiment.train
-        checkpoint.save(
+        started = time.monotonic()
+        self.last_checkpoint = checkpoint.save(
             self.run.checkpoints,
             self.state,
             self.model,
@@ -130,6 +134,7 @@ class Training:
             self.experiment.layout.degrees(),
             self.checkpoint_group,
         )
+        self.last_save_s = time.monotonic() - started
 
 
 def init_worker(device_type: str) -> Worker:
@@ -161,10 +166,53 @@ def train(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchInf
             measured = _run_steps(training)
         finally:
             training.batches.close()
+        if measured.preempted is not None:
+            _end_preempted(training, launch, measured, *measured.preempted)
+            return
         spec = experiment.train
         if spec.save_final_checkpoint and (not spec.checkpoint_every or training.state.step % spec.checkpoint_every):
             training.save_checkpoint()
         _finish(training, launch, measured)
+
+
+def _agreed_preemption(training: Training) -> tuple[int, bool]:
+    """At a step boundary, every rank's view of a preemption signal (trainer.preemption), the same on all: (the
+    signal, or 0; whether a checkpoint can be saved in the time left). One rank's signal stops them all."""
+    signum = preemption.requested()
+    too_late = int(bool(signum) and not preemption.save_allowed(training.last_save_s))
+    if training.worker.world_size > 1:  # over gloo, on the CPU: no device synchronisation for two numbers
+        flags = torch.tensor([signum, too_late], dtype=torch.int64)
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=training.checkpoint_group)
+        signum, too_late = (int(v) for v in flags.tolist())
+    return signum, not too_late
+
+
+def _end_preempted(training: Training, launch: LaunchInfo, measured: Measurements, signum: int, save: bool) -> None:
+    """Save what `--resume` continues from (unless this step's checkpoint is there, or time is short), then rank 0
+    writes metrics.json with status "preempted"; every rank returns normally."""
+    state, run = training.state, training.run
+    saved = training.last_checkpoint is not None and checkpoint.checkpoint_step(training.last_checkpoint) == state.step
+    if save and state.step > 0 and not saved:
+        training.save_checkpoint()
+    if training.worker.rank != 0:
+        return
+    signal_name = preemption.name(signum)
+    resume_from = training.last_checkpoint.name if training.last_checkpoint is not None else None
+    then = f"--resume continues from {resume_from}" if resume_from else "no checkpoint yet: train it again"
+    metrics = {
+        **base_metrics(training.experiment, launch, training.worker.world_size, training.worker.device.type),
+        "status": PREEMPTED,
+        "error": f"preempted by {signal_name} after step {state.step}; {then}",
+        "tokens_per_s": None,
+        "mfu": None,
+        "final_loss": measured.last_loss,
+        "steps_completed": state.step,
+        "signal": signal_name,
+        "resume_from": resume_from,
+    }
+    METRICS.write(run.metrics, metrics)
+    log.info("preempted by %s after step %d; checkpoint: %s", signal_name, state.step, resume_from)
+    training.trackers.finish(metrics)
 
 
 def _failure_status(error: BaseException) -> str:
@@ -224,7 +272,7 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchIn
         setup_memory=setup,
         checkpoint_group=checkpoint.checkpoint_group(),
     )
-    _resume_or_start(training, launch["resume"])
+    _resume_or_start(training, launch)
     if device_type == "cuda":
         torch.cuda.reset_peak_memory_stats()
         # Recorded for the untimed warm-up steps only, as it slows every allocation; a run with none has no snapshot.
@@ -248,11 +296,14 @@ def _autocast(experiment: Experiment, device_type: str) -> contextlib.AbstractCo
     return torch.autocast(device_type, dtype=torch.bfloat16)
 
 
-def _resume_or_start(training: Training, resume: bool) -> None:
+def _resume_or_start(training: Training, launch: LaunchInfo) -> None:
     run, rank = training.run, training.worker.rank
-    found = checkpoint.latest(run.checkpoints) if resume else None
+    # The launcher chose (and verified) the checkpoint once, for every rank: trainer.launch._check_run_dir.
+    chosen = launch.get("resume_from") if launch["resume"] else None
+    found = run.checkpoints / chosen if chosen else None
     kept = []
     if found is not None:
+        training.last_checkpoint = found
         layout = training.experiment.layout.degrees()
         training.state = checkpoint.load(
             found, training.model, training.optimizer, training.scheduler, layout, training.checkpoint_group
@@ -298,6 +349,10 @@ def _run_steps(training: Training) -> Measurements:
                 raise NonFiniteLoss(f"loss {result.loss} at step {state.step}; the last checkpoint is kept")
             if spec.checkpoint_every and state.step % spec.checkpoint_every == 0:
                 training.save_checkpoint()
+            signum, save = _agreed_preemption(training)
+            if signum and state.step < spec.steps:  # the last step done: the run ends ok all the same
+                measured.preempted = (signum, save)
+                break
             if state.step - first_step == untimed:  # the last untimed step: before any timed one
                 _save_memory_snapshot(training)
     return measured

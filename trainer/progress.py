@@ -7,6 +7,7 @@ user sees one bar with loss and tokens/s, not interleaved per-rank logs and trac
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from tqdm import tqdm
 
@@ -14,8 +15,10 @@ from trainer.rundir import RunDir, StepsTail, tokens_per_s
 from trainer.torchrun import Agent
 
 
-def follow(process: Agent, run: RunDir, total_steps: int, poll_s: float = 0.5) -> int:
-    """Show progress until `process` exits; return its exit code."""
+def follow(
+    process: Agent, run: RunDir, total_steps: int, poll_s: float = 0.5, on_poll: Callable[[], None] | None = None
+) -> int:
+    """Show progress until `process` exits; return its exit code. `on_poll` is called at every poll."""
     steps = StepsTail(run.steps)
     with tqdm(total=total_steps, unit="step", dynamic_ncols=True, disable=None) as bar:
         while True:
@@ -28,4 +31,6 @@ def follow(process: Agent, run: RunDir, total_steps: int, poll_s: float = 0.5) -
                 bar.refresh()
             if finished:
                 return process.returncode
+            if on_poll is not None:
+                on_poll()
             time.sleep(poll_s)

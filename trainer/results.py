@@ -14,10 +14,12 @@ from typing_extensions import TypedDict
 from trainer.contracts import STRICT, Contract
 
 # How a run ended, as metrics.json ("status"), a job (job.json "state") and a sweep trial record it: ok, stopped
-# early by a sweep's pruner, or one of the ways it went wrong. The one list: every reader takes it from here.
-RunStatus = Literal["ok", "pruned", "failed", "oom", "timeout", "nan", "cancelled", "killed"]
+# early by a sweep's pruner, stopped by a scheduler's SIGTERM or SIGUSR1 after saving what `--resume` continues
+# ("preempted"), or one of the ways it went wrong. The one list: every reader takes it from here.
+RunStatus = Literal["ok", "pruned", "preempted", "failed", "oom", "timeout", "nan", "cancelled", "killed"]
 RUN_STATUSES: tuple[str, ...] = RunStatus.__args__
-FAILED_STATUSES = RUN_STATUSES[2:]
+FAILED_STATUSES = RUN_STATUSES[3:]
+PREEMPTED = "preempted"
 
 Count = Annotated[int, Field(ge=0)]
 Bytes = Annotated[int, Field(ge=0)]
@@ -85,6 +87,9 @@ class Metrics(TypedDict):
     gns_note: NotRequired[str | None]
     steps_completed: NotRequired[Count]
     compile_s: NotRequired[float | None]  # train.compile: rank 0's compilation time, inside the untimed first steps
+    # A preempted run: the signal that stopped it, and the checkpoint `--resume` continues from (None: none yet).
+    signal: NotRequired[str]
+    resume_from: NotRequired[str | None]
     # train.save_hf: where the export went, or why it failed.
     hf_export: NotRequired[str | None]
     hf_export_error: NotRequired[str | None]
@@ -187,6 +192,8 @@ class LaunchInfo(TypedDict):
     data_dir: str
     weights_dir: str | None
     resume: bool
+    # The verified checkpoint a resume loads, chosen once by the launcher (trainer.checkpoint.newest_verified).
+    resume_from: NotRequired[str | None]
     vocab_size: Annotated[int, Field(ge=1)]
     git_commit: str | None
     git_dirty: bool | None

@@ -82,32 +82,40 @@ class RunLock:
 
     flock: the kernel drops it when the process dies, however it dies (SIGKILL included), so a lock is never
     left behind, and a lock that is held always names a live launcher. The holder writes its pid into the file.
+    Two locks: one on the directory itself, which every launcher takes (exclusively for a run of one node, shared
+    by the nodes of a multi-node run), so that no launcher of another run can train there whatever node rank it
+    claims; and one file per node rank, so that two launchers cannot both be one node of a run.
     """
 
-    def __init__(self, run: RunDir, node_rank: int = 0):
-        """Create the directory if needed and take the lock, or raise RunInUse naming the holder's pid."""
+    def __init__(self, run: RunDir, node_rank: int = 0, whole_run: bool = False):
+        """Create the directory if needed and take the locks, or raise RunInUse naming the holder's pid.
+        `whole_run`: the run has one node, and nothing else may share its directory."""
         self.path = run.lock_file(node_rank)
         while True:
             self.created_dir = not run.path.exists()
             run.path.mkdir(parents=True, exist_ok=True)
+            directory = _lock_directory(run, whole_run)
             handle = self.path.open("a+")
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 handle.close()
+                os.close(directory)
                 raise RunInUse(run.path, _holder_pid(self.path)) from None
             if _same_file(handle, self.path):  # not a file that a launcher giving up unlinked meanwhile
                 break
             handle.close()
+            os.close(directory)
         handle.truncate(0)
         handle.write(f"{os.getpid()}\n")
         handle.flush()
         self._handle: IO[str] | None = handle
+        self._directory = directory
 
-    def fileno(self) -> int:
-        """The locked file's descriptor (a forked child closes its copy: the lock is the launcher's alone)."""
+    def filenos(self) -> tuple[int, int]:
+        """The locked descriptors (a forked child closes its copies: the locks are the launcher's alone)."""
         assert self._handle is not None, "released"
-        return self._handle.fileno()
+        return self._handle.fileno(), self._directory
 
     def release(self, discard: bool = False) -> None:
         """Unlock. `discard`: the launcher gives up before writing anything, so the directory is left as it was:
@@ -121,6 +129,19 @@ class RunLock:
                     self.path.parent.rmdir()
         self._handle.close()
         self._handle = None
+        os.close(self._directory)
+
+
+def _lock_directory(run: RunDir, whole_run: bool) -> int:
+    """flock the run directory itself (exclusive for `whole_run`, else shared); its descriptor, or RunInUse."""
+    directory = os.open(run.path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(directory, (fcntl.LOCK_EX if whole_run else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(directory)
+        holders = (_holder_pid(path) for path in sorted(run.path.glob(".launcher.node*.lock")))
+        raise RunInUse(run.path, next((pid for pid in holders if pid is not None), None)) from None
+    return directory
 
 
 def _same_file(handle: IO[str], path: Path) -> bool:

@@ -39,6 +39,7 @@ import sys
 import uuid
 from typing import IO
 
+from trainer import preemption
 from trainer.lifeline import name_process, tie_to_parent, tied_env
 
 AGENT_NAME = "meshpilot:agent"  # the agent's process name (ps, psutil), however it was started
@@ -118,6 +119,7 @@ def run(argv: list[str], forked: bool = False) -> None:
     and destructors, which the launcher would wait for). A failed rank raises here, after torchrun's failure
     report: the exit code is then 1, as torchrun's."""
     tie_to_parent()
+    preemption.ignore_in_agent()  # the launcher passes SIGTERM and SIGUSR1 on to the ranks, which preempt the run
     name_process(AGENT_NAME)
     print(f"{AGENT_NAME} pid {os.getpid()}: {'forked from the launcher' if forked else 'a fresh interpreter'}")
     os.environ.update(tied_env({}))  # the ranks inherit this environment: each is tied to this agent in turn
@@ -143,6 +145,7 @@ def main(argv: list[str]) -> None:
     if args.standalone:  # as torchrun's own `run` does
         args.rdzv_backend, args.rdzv_endpoint, args.rdzv_id = "c10d", "localhost:0", str(uuid.uuid4())
     config, _, _ = config_from_args(args)
+    config.signals_to_handle = preemption.AGENT_HANDLED  # not SIGTERM or SIGUSR1: trainer.preemption
     # Forked only on one node: another node's ranks connect to this agent's store whenever they like (see above).
     config.start_method = "spawn" if torch.cuda.is_available() or config.max_nodes > 1 else "fork"
     if config.start_method == "fork":

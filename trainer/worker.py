@@ -2,6 +2,7 @@
 
 A rank that fails records why in failure.rankN.json before it exits; torchrun then stops the other ranks
 and the launcher turns the earliest failure into metrics.json. A rank dies with torchrun (trainer.lifeline).
+SIGTERM and SIGUSR1 preempt the run instead (trainer.preemption).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import psutil
 import torch
 import torch.distributed as dist
 
+from trainer import preemption
 from trainer.config import Experiment
 from trainer.lifeline import name_process, tie_to_parent
 from trainer.loop import NonFiniteLoss, init_worker, load_run, train
@@ -52,6 +54,10 @@ def wait_for_local_ranks(timeout_s: float = 120.0) -> None:
 
 
 def main(run_path: str) -> None:
+    # First: SIGTERM and SIGUSR1 preempt the run at the next step boundary (trainer.preemption). This also replaces
+    # the handler a forked rank inherits from torchrun's agent, which turned the SIGTERM torchrun sends the other
+    # ranks, once one died, into an exception recorded as if it were the cause.
+    preemption.listen()
     tie_to_parent()
     if _forked:
         wait_for_local_ranks()
