@@ -1,10 +1,11 @@
 """The offline planner: a chat model that needs no network and no weights.
 
 It implements langchain's chat-model interface (BaseChatModel with bind_tools), so the graph cannot tell it from
-a real model. It reads the conversation since the user's last message, asks agent.requests what the request
-means, calls the tools it needs one at a time, and once the results are in writes the reply from them with
-agent.replies, naming the file of every figure it quotes. Questions are answered from result files and never
-launch anything; a request that is ambiguous gets one clarifying question.
+a real model. It reads the conversation since the user's last message, asks agent.understanding what the request
+means (in the context of the conversation and the repository), calls the tools it needs one at a time, and once
+the results are in writes the reply from them with agent.replies, naming the file of every figure it quotes.
+Questions are answered from result files and never launch anything; a request that is ambiguous gets one
+clarifying question.
 
     /plan [devices=N] [nodes=M] [device_mem=80GiB] [device_type=cuda|cpu] [model=PRESET] [gpu=h100] [seq_len=N]
     /run [nproc=N] [layout=dp_shard=2] [steps=N] [set=train.lr=1e-3]... [experiment=FILE] [wait=no]
@@ -49,7 +50,7 @@ from agent.replies import (
     explain_plan,
     explain_sweep,
 )
-from agent.requests import Intent, parse_request
+from agent.understanding import Intent, context_of, parse_request
 
 __all__ = ["HANDLERS", "HELP", "OfflinePlanner", "parse_request", "respond"]
 
@@ -111,7 +112,7 @@ def respond(messages: list[BaseMessage], available: set[str]) -> AIMessage:
     last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
     if last_human is None:
         return AIMessage(HELP)
-    intent = parse_request(messages[last_human].text)
+    intent = parse_request(messages[last_human].text, context_of(messages))
     earlier, turn = messages[:last_human], _steps(messages[last_human + 1 :])
     if intent.clarify and not turn:
         return AIMessage(intent.clarify)

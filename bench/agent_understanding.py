@@ -11,8 +11,8 @@ turns first, then the request. The graph is stopped before every review of tool 
 interrupt_before), so nothing the request asks for runs: the first tool call of the catalogue is the judged action.
 Two kinds of call go on instead of stopping: list_results (the agent's own look-up of "the latest run", not a tool
 a user asks for) and, during history turns, every call: read-only ones run for real, and those that would
-launch, cancel, wait or write are answered with a stub that says they were not run (the next turn sees the call and
-its arguments, as in a real conversation).
+launch, cancel, wait or write are rejected, as a person would reject them at the approval (the next turn sees the
+call and its arguments, as in a real conversation).
 
 Judged: right (the expected tool, every expected argument present and equal after normalising paths and
 numbers), wrong (another tool, or an argument that contradicts the expectation), asked (a question back: the reply
@@ -182,13 +182,8 @@ class Conversation:
 
 
 def _stub_result(call: dict) -> dict[str, Any]:
-    """What a launch returns (its run or job), marked as not run; other calls echo their arguments."""
-    stub = {"not_run": "the benchmark launches, cancels and writes nothing", "source": "not-run", **call["args"]}
-    if call["name"] == "launch_run":
-        stub |= {"run": "runs/not-run", "run_id": "not-run", "job_id": "runs/not-run"}
-    elif call["name"] == "run_sweep":
-        stub |= {"sweep": "sweeps/not-run", "job_id": "sweeps/not-run"}
-    return stub
+    """What a person who rejects the call at its approval answers: the next turn sees the call and its arguments."""
+    return {"rejected": True, "reason": "the benchmark launches, cancels, waits for and writes nothing"}
 
 
 def first_action(graph: Any, repo: Path, item: dict, thread: str) -> dict[str, Any]:

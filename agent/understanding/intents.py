@@ -1,0 +1,156 @@
+"""Which tool a sentence asks for: every intent scored on its cues (words, question form, the entities found, the
+conversation's previous action), the grammar's first reading counted as one more cue.
+
+The scores are sums of weights; the best intent wins, and `close` says when a second one is near enough that the
+planner should ask instead of acting.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.understanding.entities import Entities
+
+QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|were|did|does|do|would|could|should|"
+            r"can|will|who|tell me|explain)\b")  # fmt: skip
+LAUNCH_VERB = r"\b(?:train|retrain|launch|start|kick off|fire off|fire up|run|rerun|re-run|try|go)\b"
+FOLLOW_UP = (r"^\W*(?:and|what about|how about|same|ok|okay|now|then|also|cool|great|instead|but|with)\b|\binstead\b|"
+             r"\bagain\b|\bsame\b|\btoo\b\W*$")  # fmt: skip
+ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs")
+
+# Cue words of each intent, with their weights.
+CUES: dict[str, list[tuple[str, float]]] = {
+    "hardware": [
+        (r"\bhardware\b", 4),
+        (
+            r"\bnvidia-smi\b|\bcpu cores?\b|\bhow much (?:ram|memory)\b.*\b(?:box|machine|host|computer|server|here)\b",
+            5,
+        ),
+        (
+            r"\b(?:how many|what|which) (?:gpus|cpus|cores|devices|accelerators)\b.*\b(?:i have|have i|this|here|got)",
+            5,
+        ),
+        (r"\bwhat (?:gpus|devices) (?:do|does|are)\b", 3),
+        (r"\b(?:this|the|my) (?:box|machine|host|computer|server|workstation)\b", 2),
+        (r"\bram\b", 1.5),
+    ],
+    "runs": [
+        (
+            r"\blist (?:\w+ )?runs\b|\b(?:what|which) runs\b|\bruns (?:do i|have i|are there|exist|so far)\b|"
+            r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo",
+            6,
+        ),
+    ],
+    "read": [
+        (r"\b(?:cat|less|head|tail|print|dump)\b", 2),
+        (r"\bwhat'?s in\b|\bwhat is in\b|\bcontents? of\b|\bshow me\b|\bshow\b|\bopen\b|\bread\b|\bdisplay\b", 1.5),
+        (r"\blog(?: file)?\b|\bfile\b", 1.5),
+    ],
+    "results": [
+        (r"\bresults?\b|\bmetrics\b|\bhow did\b.*\bdo\b|\bhow (?:well|fast) did\b", 2.5),
+        (
+            r"\bloss\b|\btok(?:ens)?\s*/\s*s\b|\btokens per second\b|\bthroughput\b|\bmfu\b|\bmemory\b|"
+            r"\bnoise scale\b|\bgns\b|\bpeak\b|\bpredicted\b|\bmeasured\b|\bspeed\b|\butili[sz]ation\b",
+            2,
+        ),
+    ],
+    "status": [
+        (
+            r"\bstatus\b|\bstate of\b|\bstill (?:going|running)\b|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
+            r"\bhow'?s \S+ doing\b|\bprogress\b|\bis \S+ (?:done|finished|running|over|complete)\b|\bdid \S+ finish\b|"
+            r"\bsuccessful\b|\bcrash(?:ed)?\b|\bdid it (?:finish|fail|crash)\b|\bis it (?:done|running|finished)\b",
+            4,
+        ),
+    ],
+    "wait": [
+        (
+            r"\bwait (?:for|until|till|on)\b|\bblock until\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
+            r"\bwait for it\b|\buntil it (?:ends|finishes)\b|\bnotify me when\b",
+            6,
+        ),
+    ],
+    "cancel": [(r"\b(?:cancel|kill|abort|stop|terminate|halt)\b", 5)],
+    "trials": [
+        (r"\bwinner\b|\bwho won\b|\bwhich\b.*\b(?:won|win|best|came out)\b|\btrials\b|\bwhat won\b", 3),
+        (r"\bsweep\b", 1),
+    ],
+    "sweep": [
+        (
+            r"\b(?:kick off|start|launch|run|begin|do|fire off)\s+(?:a |an |another |new |the )?(?:\w+ )?"
+            r"(?:sweep|tuning|search)\b",
+            6,
+        ),
+        (r"^\W*(?:(?:can|could|would) you |please |pls )*sweep\b", 6),
+        (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
+    ],
+    "bench": [
+        (r"\bbenchmark\b|\bevaluat\w*|\beval\b", 5),
+        (r"\b(?:run|start|launch|kick off|do)\s+(?:a |an |the )?(?:\w+ )?(?:benchmark|eval\w*)", 2),
+    ],
+    "report": [(r"\breport\b|\bwrite[- ]?up\b|\bwrite it up\b", 4)],
+    "pr": [(r"\bpull request\b|\bpr\b|\bmerge request\b", 6)],
+    "docs": [
+        (r"\b(?:docs|documentation|readme|training\.md)\b", 3),
+        (r"\b(?:update|refresh|regenerate|rewrite|sync)\b.*\b(?:docs|documentation|readme|training\.md)\b", 3),
+    ],
+    "plan": [
+        (r"\bplan\b", 3),
+        (r"\blayouts?\b|\blay (?:it )?out\b|\bshard\b|\bparalleli[sz]e\b|\bsplit\b|\bwhat fits\b|\bfit\b", 1.5),
+        (r"\bwhat if\b|\bif i had\b|\bwould\b", 1),
+    ],
+    "run": [(LAUNCH_VERB, 3), (r"\bsmoke test\b|\bgo\b\W*$|\bagain\b", 1.5)],
+    "compare": [(r"\bcompare\b|\bversus\b|\bvs\.?\b|\bagainst\b|\bside by side\b|\bdiffer", 2)],
+    "why": [(r"\bwhy\b|\bexplain\b", 3)],
+    "where": [(r"\bwhere\b.*\b(?:report|pull request|pr|docs)\b", 3)],
+    "help": [(r"\bhelp\b|\bwhat can you do\b", 2)],
+}
+
+
+def score(text: str, entities: Entities, grammar: str, previous: str | None) -> dict[str, float]:
+    """The score of every intent for the normalised sentence `text`."""
+    lowered = text.lower()
+    scores = {intent: sum(w for rule, w in cues if re.search(rule, lowered)) for intent, cues in CUES.items()}
+    if grammar != "help":  # the grammar's first reading: one cue among the others
+        scores[grammar] = scores.get(grammar, 0) + 2.5
+    _entity_cues(lowered, entities, scores)
+    question = bool(re.search(QUESTION, lowered)) or lowered.rstrip().endswith("?")
+    if question and not re.search(r"\b(?:can|could|would) you\b", lowered):
+        for action in ACTIONS:
+            scores[action] -= 2  # a question asks; it launches only when it asks to ("could you launch ...")
+    if entities.has("no_launch"):
+        for action in ("run", "sweep", "bench"):
+            scores[action] = -10.0
+        scores["plan"] += 2
+    if previous and re.search(FOLLOW_UP, lowered):
+        scores[previous] = scores.get(previous, 0) + 2.5
+    return scores
+
+
+def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> None:
+    planned = entities.has("model", "model_choice") + entities.has("gpu_named") + entities.has("node_count")
+    if planned:
+        scores["plan"] += 1.5 * planned
+    if entities.has("devices") and not entities.has("run", "sweep", "file"):
+        scores["plan"] += 1
+    launching = sum(entities.has(kind) for kind in ("steps", "nproc", "switch", "optimizer", "layout", "override"))
+    scores["run"] += 1.5 * launching
+    if scores["sweep"] >= 6 or scores["bench"] >= 5:
+        scores["run"] -= 3  # "kick off a layout sweep", "run the private benchmark": the verb's object decides
+    if entities.has("run"):
+        for intent in ("results", "status", "wait", "cancel", "bench", "read"):
+            scores[intent] += 1
+        scores["plan"] -= 2
+    if entities.has("sweep"):
+        for intent in ("trials", "report", "pr", "docs"):
+            scores[intent] += 1.5
+        scores["plan"] -= 2
+    if entities.has("file"):
+        scores["read"] += 3
+    if entities.has("experiment") or entities.has("trials"):
+        scores["sweep"] += 1 if scores["sweep"] > 0 else 0
+    if entities.has("checkpoint"):
+        scores["bench"] += 1
+
+
+def ranked(scores: dict[str, float]) -> list[tuple[str, float]]:
+    return sorted(scores.items(), key=lambda item: -item[1])
