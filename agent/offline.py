@@ -34,6 +34,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from agent.replies import (
     answer_results,
     compare_plan,
+    compare_plans,
     compare_runs,
     compare_trials,
     describe_bench,
@@ -73,6 +74,8 @@ REPORT_INPUTS: dict[str, Callable[[list[BaseMessage]], Any]] = {
     "bench": lambda messages: _benches(messages),
 }
 RUN_TOOLS = ("launch_run", "wait_run", "run_status", "read_results", "cancel_run")  # tools about one run
+# A what-if measured against the plan before it ("how much faster with 16 GPUs?").
+COMPARING = r"\bhow much (?:faster|slower|better|quicker)\b|\b(?:than|compared? (?:to|with)) (?:before|the plan|that)\b"
 PLAN_KEYS = ("devices", "nodes", "device_mem", "device_type", "experiment", "model", "gpu", "seq_len")
 
 
@@ -135,7 +138,8 @@ def _plan(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMes
     """Plan (a what-if too): the stated hardware and model, or this machine; layouts named are compared."""
     done = {s.name: s for s in turn}
     if "plan_layouts" in done:
-        return _finish(done["plan_layouts"], lambda result: _plan_reply(result, intent.families))
+        before = _latest(earlier, "plan_layouts") if re.search(COMPARING, intent.text.lower()) else None
+        return _finish(done["plan_layouts"], lambda result: _plan_reply(result, intent, before))
     args = {k: intent.args[k] for k in PLAN_KEYS if k in intent.args}
     if "devices" not in args and ("model" in args or "gpu" in args):
         gpus = f"{args['gpu']} GPUs" if "gpu" in args else "GPUs, and which"
@@ -156,10 +160,15 @@ def _plan(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMes
     return _call("plan_layouts", **_typed(args))
 
 
-def _plan_reply(result: dict, families: list[str]) -> str:
-    if len(families) >= 2:
-        return compare_plan(result, families) + "\n\n" + describe_plan(result)
-    return describe_plan(result)
+def _plan_reply(result: dict, intent: Intent, before: Step | None = None) -> str:
+    """The plan; layouts named side by side; against the plan before when asked how it compares; how a loosely
+    named model was read."""
+    parts = [f"(I read {note}.)" for note in intent.notes]
+    if before is not None:
+        parts.append(compare_plans(before.result, result))
+    if len(intent.families) >= 2:
+        parts.append(compare_plan(result, intent.families))
+    return "\n\n".join([*parts, describe_plan(result)])
 
 
 def _why(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMessage:

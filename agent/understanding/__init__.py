@@ -52,7 +52,31 @@ def understand(text: str, context: Context | None = None) -> Intent:
     FILL.get(intent.command, lambda *a: None)(intent, entities, context)
     if intent.clarify is None:
         intent.clarify = _close_call(intent, best, entities)
+    if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
+        intent.clarify = _unsure(best)
     return intent
+
+
+GREETING = r"^\W*(?:hi|hello|hey|help|thanks|thank you)\W*$|\bhelp\b|\bwhat can you do\b|\bcommands\b"
+EXAMPLES = {
+    "plan": "plan layouts, e.g. `plan llama-3.1-8b on 8 H100s`",
+    "run": "train, e.g. `train 20 steps with dp_shard=2 on 2 GPUs`",
+    "results": "read a run's results, e.g. `loss and tokens/s of the latest run`",
+    "status": "check a run, e.g. `is the latest run done?`",
+    "runs": "list the runs",
+    "trials": "read a sweep, e.g. `who won the latest sweep?`",
+    "read": "show a file, e.g. `show meshpilot.yaml`",
+    "hardware": "see this machine's hardware",
+}
+
+
+def _unsure(best: list[tuple[str, float]]) -> str:
+    """The question for a sentence no intent reads: the closest reading first, else the main things I do."""
+    guess = next((name for name, value in best if value > 0 and name in EXAMPLES), None)
+    if guess:
+        return f"I am not sure what you want. Do you want me to {EXAMPLES[guess]}? (/help lists what I understand)"
+    some = "; ".join(EXAMPLES[k] for k in ("plan", "run", "results", "runs"))
+    return f"I am not sure what you want. Do you want me to {some}? (/help lists what I understand)"
 
 
 # --- filling each command's arguments ---------------------------------------------------------------------------
@@ -165,7 +189,7 @@ def _experiment_file(entities: Entities) -> str | None:
 def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     """A launch: every stated value, negations kept; "again" and "the same but" start from the launch before."""
     lowered = intent.text.lower()
-    again = re.search(r"\bagain\b|\bsame\b|\brerun\b|\bre-run\b|\brelaunch\b|\bonce more\b", lowered)
+    again = re.search(r"\bagain\b|\bsame\b|\brerun\b|\bre-run\b|\brelaunch\b|\bonce more\b|\bdo (?:it|that)\b", lowered)
     if again and context.launch:
         for key in LAUNCH_CARRIED:
             if key in context.launch and key not in intent.args:
@@ -176,11 +200,15 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["experiment"] = experiment
     if steps := entities.get("steps"):
         intent.args["steps"] = steps
-    stated = [str(s) for s in entities.all("switch")]
+    # The switches as entities read them (a negation anywhere near wins), in the sentence's order, not the grammar's.
+    switches = [str(e.value) for e in sorted(entities.found, key=lambda e: e.span) if e.kind == "switch"]
+    keys = {s.split("=", 1)[0] + "=" for s in switches}
+    kept = [o for o in intent.args.get("set", []) if not any(o.startswith(k) for k in keys)]
+    stated = switches
     if optimizer := entities.get("optimizer"):
         stated.append(f"train.optimizer={optimizer}")
     if stated:
-        intent.args["set"] = _merge(intent.args.get("set", []), stated)
+        intent.args["set"] = _merge(kept, stated)
     if intent.clarify is None and (vague := entities.get("vague_setting")):
         intent.clarify = _which_setting(str(vague), intent)
 
@@ -220,7 +248,8 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
     args.pop("nproc", None)
     if model := entities.get("model"):
         args["model"] = model
-        if intent.clarify and "preset" in intent.clarify:
+        intent.notes += [str(n) for n in entities.all("model_note")]
+        if intent.clarify and "GPU" not in intent.clarify:  # the grammar's question about the model: answered
             intent.clarify = None
     elif choice := entities.get("model_choice"):
         intent.clarify = f"Which model do you mean: {' or '.join(map(str, choice))}?"

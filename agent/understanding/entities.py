@@ -31,10 +31,11 @@ SWITCHES = {
     "train.activation_checkpointing": r"(?:activation|gradient) checkpointing|recomput\w*|\bac\b",
     "train.compile": r"torch\.?compile|compil(?:e|ation)",
 }
-OFF_BEFORE = r"(?:without|no|disable|disabling|turn off|switch off|don'?t|do not|skip|w/o)\s+(?:the\s+|any\s+|use\s+)?"
-ON_BEFORE = r"(?:with|enable|enabling|turn on|switch on|use|using|w/)\s+(?:the\s+)?"
-OFF_AFTER = r"\s*(?:=|:)?\s*(?:off|disabled|false|no|0)\b"
-ON_AFTER = r"\s*(?:=|:)?\s*(?:on|enabled|true|yes|1)\b"
+CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
+NEGATION_BEFORE = (
+    r"\b(?:without|no|not|disable|disabling|disabled|off|don'?t|do not|never|skip|w/o|turn off|switch off)\b"
+)
+NEGATION_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|=|:))*\s*(?:off|disabled|false|no|0|none)\b"
 OPTIMIZERS = r"sgd|adamw|adam|adafactor|lion|muon"
 SETTING = (
     r"\b(?:learning rate|lr|micro[- _]?batch(?: size)?|seed|weight decay|warm-?up(?: steps)?|"
@@ -165,6 +166,7 @@ def _hardware(lowered: str, entities: Entities) -> None:
 
 
 SIZE_FIRST = rf"\b(\d+(?:\.\d+)?)\s*b(?:illion)?(?:[\s-]+param\w*)?\s+({FAMILIES})(?:[\s-]*(\d+(?:\.\d+)?))?"
+SIZE_ONLY = r"\b(\d+(?:\.\d+)?)\s*b(?:illion)?(?:[\s-]+param\w*)?\s+(?:model|llm|transformer|network)\b"
 _PRESET = re.compile(r"^([a-z]+)-?(?:(\d+(?:\.\d+)?)-)?(\d+(?:\.\d+)?)b$")
 
 
@@ -176,12 +178,14 @@ def _model(lowered: str, entities: Entities) -> None:
         family, version, size = found.groups()
     elif found := re.search(SIZE_FIRST, lowered):
         size, family, version = found.groups()
+    elif found := re.search(SIZE_ONLY, lowered):
+        size, family, version = found.group(1), None, None
     else:
         return
     matches = []
     for key in MODELS:
         parsed = _PRESET.match(key)
-        if not parsed or parsed.group(1) != family or float(parsed.group(3)) != float(size):
+        if not parsed or family not in (None, parsed.group(1)) or float(parsed.group(3)) != float(size):
             continue
         if version and not (parsed.group(2) or "").startswith(version):
             continue
@@ -196,17 +200,36 @@ def _model(lowered: str, entities: Entities) -> None:
 
 
 def _switches(lowered: str, entities: Entities) -> None:
-    """Boolean settings with their negation: "packing off", "no packing", "don't pack", "without activation
-    checkpointing" are false; "turn on packing", "with AC", "packing: true" are true. A negation is never dropped."""
+    """Boolean settings with their negation: "packing off", "no packing", "don't pack", "packing turned off",
+    "without activation checkpointing" are false; "turn on packing", "with AC", "packing: true" are true. Every
+    mention is read with the words around it, and a negation near any mention wins: it is never dropped."""
     for key, name in SWITCHES.items():
-        name = rf"(?:{name})"
-        value = None
-        if found := re.search(rf"\b{OFF_BEFORE}{name}\b|\b{name}{OFF_AFTER}", lowered):
+        mentions = list(re.finditer(rf"\b(?:{name})\b", lowered))
+        if not mentions:
+            continue
+        values = [_switch_value(lowered, m) for m in mentions]
+        if "false" in values:
             value = "false"
-        elif found := re.search(rf"\b{ON_BEFORE}{name}\b|\b{name}{ON_AFTER}", lowered):
+        elif "true" in values:
             value = "true"
-        if value is not None and found is not None:
-            entities.add("switch", f"{key}={value}", found.span())
+        else:
+            continue
+        entities.add("switch", f"{key}={value}", mentions[values.index(value)].span())
+
+
+def _switch_value(lowered: str, mention: re.Match) -> str | None:
+    # Only the words of the mention's own clause: "without packing, with AC" does not negate AC.
+    before = re.split(CLAUSE, lowered[max(0, mention.start() - 30) : mention.start()])[-1]
+    after = re.split(CLAUSE, lowered[mention.end() : mention.end() + 30])[0]
+    before_words = " ".join(re.findall(r"[\w'/]+", before)[-3:])
+    after_words = " ".join(re.findall(r"[\w'/]+", after)[:3])
+    if re.search(NEGATION_BEFORE, before_words) or re.search(NEGATION_AFTER, after_words):
+        return "false"
+    if re.search(r"\b(?:with|enable|enabling|turn on|switch on|use|using|w/|on)\s*$", before_words + " ") or re.search(
+        r"^(?:\s*(?:turned|switched|set|is|being|to|=|:))*\s*(?:on|enabled|true|yes|1)\b", after_words
+    ):
+        return "true"
+    return None
 
 
 def _optimizer(lowered: str, entities: Entities) -> None:

@@ -80,6 +80,7 @@ class Intent:
     topics: list[str] = field(default_factory=list)  # what a question about results asks for (TOPICS' keys)
     families: list[str] = field(default_factory=list)  # layout families named (DDP, FSDP...), for comparisons
     clarify: str | None = None  # the question to ask instead of acting
+    notes: list[str] = field(default_factory=list)  # how a loose name was read ("'Llama 3 8B' read as llama-3.1-8b")
 
 
 def parse_request(text: str) -> Intent:

@@ -144,6 +144,8 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         for intent in ("trials", "report", "pr", "docs"):
             scores[intent] += 1.5
         scores["plan"] -= 2
+        if not entities.has("run"):
+            scores["results"] -= 3  # "the results of the lr-scan sweep" are its trials
     if entities.has("file"):
         scores["read"] += 3
     if entities.has("experiment") or entities.has("trials"):
