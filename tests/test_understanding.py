@@ -171,7 +171,7 @@ def test_models_and_gpus_named_loosely(text, args, known):
 
 
 def test_a_loose_model_name_says_which_preset_it_took(known):
-    assert read("Llama 3 8B on 2 H200s, plan it", known).notes == ["'llama 3 8b' read as the preset llama-3.1-8b"]
+    assert read("Llama 3 8B on 2 H200s, plan it", known).notes == ["'llama 3 8b' as the preset llama-3.1-8b"]
 
 
 @pytest.mark.parametrize(

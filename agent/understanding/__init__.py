@@ -211,6 +211,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["set"] = _merge(kept, stated)
     if intent.clarify is None and (vague := entities.get("vague_setting")):
         intent.clarify = _which_setting(str(vague), intent)
+    if intent.clarify is None and entities.has("vague_hardware") and "nproc" not in intent.args:
+        intent.clarify = f"On how many GPUs (processes), and with which layout? {_launch_text(intent.args)}"
 
 
 def _merge(before: list[str], after: list[str]) -> list[str]:

@@ -41,10 +41,31 @@ SETTING = (
     r"\b(?:learning rate|lr|micro[- _]?batch(?: size)?|seed|weight decay|warm-?up(?: steps)?|"
     r"grad(?:ient)? clip(?:ping)?|seq(?:uence)?[ _-]?len(?:gth)?|[a-z]+\.[a-z_.]+)\s*(?:of|=|:|to)?\s*\d"
 )
+VAGUE_HARDWARE = (
+    r"\b(?:more|fewer|less|bigger|larger|smaller|big|large|other|faster|better|some|cloud|remote|"
+    r"several|many|a few|few)\s+(?:\w+\s+)?(?:gpus?|devices?|nodes?|cards?|machines?|boxes)\b"
+)
 FAMILIES = r"llama|mistral|mixtral|qwen|gemma|smollm"
 OWN_MODEL = r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model)\b"
 MEMORY_EACH = r"\b(\d+(?:\.\d+)?)\s*(gib|gb)\b\s*(?:of\s+(?:memory|vram|ram)\s*)?(?:each|per|apiece|a piece)"
 NOT_NAMES = {"run", "sweep", "latest", "last", "other", "long", "good", "best", "same", "next", "first", "whole"}
+NOT_FILES = {
+    "readme",
+    "training",
+    "docs",
+    "report",
+    "metrics",
+    "memory",
+    "steps",
+    "config",
+    "log",
+    "meshpilot",
+    "model",
+}
+SEQ_LEN = (
+    r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|at|is)?\s*\d|"
+    r"\b\d+\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b"
+)
 NAMES = ("run", "sweep", "checkpoint", "file", "experiment")
 
 
@@ -64,12 +85,13 @@ class Entities:
         self.found.append(Entity(kind, value, span))
 
     def get(self, kind: str) -> object | None:
-        """The last value of `kind`: what a self-correction ("... no wait, four nodes") leaves standing."""
-        found = [e.value for e in self.found if e.kind == kind]
+        """The last value of `kind` in the sentence: what a self-correction ("... no wait, four nodes") leaves."""
+        found = self.all(kind)
         return found[-1] if found else None
 
     def all(self, kind: str) -> list[object]:
-        return [e.value for e in self.found if e.kind == kind]
+        """The values of `kind` in the sentence's order."""
+        return [e.value for e in sorted(self.found, key=lambda e: e.span) if e.kind == kind]
 
     def has(self, *kinds: str) -> bool:
         return any(e.kind in kinds for e in self.found)
@@ -87,6 +109,8 @@ def extract(text: str, known: Known) -> Entities:
     _layouts(masked(lowered, entities), entities)
     if found := re.search(SETTING, lowered):
         entities.add("override", found.group(0), found.span())
+    if found := re.search(SEQ_LEN, lowered):
+        entities.add("seq_len", found.group(0), found.span())
     if re.search(NO_LAUNCH, lowered):
         entities.add("no_launch", True, (0, 0))
     if found := re.search(OWN_MODEL, lowered):
@@ -161,7 +185,7 @@ def _hardware(lowered: str, entities: Entities) -> None:
     if (found := re.search(MEMORY_EACH, text)) or (found := re.search(r"\bwith\s+(\d+(?:\.\d+)?)\s*(gib|gb)\b", text)):
         entities.add("device_mem", f"{found.group(1)}GiB" if found.group(2) == "gib" else f"{found.group(1)}GB",
                      found.span())  # fmt: skip
-    if re.search(r"\b(?:more|fewer|less|bigger|larger|smaller)\s+(?:gpus?|devices?|nodes?|cards?|machines?)\b", text):
+    if re.search(VAGUE_HARDWARE, text):
         entities.add("vague_hardware", True, (0, 0))
 
 
@@ -180,6 +204,16 @@ def _model(lowered: str, entities: Entities) -> None:
         size, family, version = found.groups()
     elif found := re.search(SIZE_ONLY, lowered):
         size, family, version = found.group(1), None, None
+    elif found := re.search(rf"\b({FAMILIES})(?:[\s-]*(\d+(?:\.\d+)?))?\b(?!\s*[-.]?\d)", lowered):
+        family, version = found.groups()
+        matches = [k for k in MODELS if _PRESET.match(k) and _PRESET.match(k).group(1) == family
+                   and (not version or (_PRESET.match(k).group(2) or "").startswith(version))]  # fmt: skip
+        if len(matches) == 1:
+            entities.add("model", matches[0], found.span())
+            entities.add("model_note", f"{found.group(0)!r} as the preset {matches[0]}", found.span())
+        elif matches:
+            entities.add("model_choice", matches, found.span())
+        return
     else:
         return
     matches = []
@@ -194,7 +228,7 @@ def _model(lowered: str, entities: Entities) -> None:
     if len(matches) == 1:
         entities.add("model", matches[0], found.span())
         if matches[0] != said.replace(" ", "-"):
-            entities.add("model_note", f"{said!r} read as the preset {matches[0]}", found.span())
+            entities.add("model_note", f"{said!r} as the preset {matches[0]}", found.span())
     elif len(matches) > 1:
         entities.add("model_choice", matches, found.span())
 
@@ -271,6 +305,9 @@ def _names(text: str, entities: Entities, known: Known) -> None:
         for kind, label in (("runs", "run"), ("sweeps", "sweep")):
             if noun in (None, "one", "model", label) and (path := known.resolve(word, kind)):
                 entities.add(label, path, found.span())
+    for found in re.finditer(r"\b(?:the|my|our|your)\s+(\w+)(?:\s+file)?\b", lowered):
+        if found.group(1) not in NOT_FILES and (path := known.stem(found.group(1))):
+            entities.add("file", path, found.span())
     for found in re.finditer(r"\b(?:the\s+)?(\w+)\s+(?:config|experiment)(?:\s+file)?\b", lowered):
         if path := known.config(found.group(1)):
             entities.add("experiment", path, found.span())
@@ -288,6 +325,7 @@ def _name(tokens: list[re.Match], entities: Entities, known: Known) -> None:
         readings.insert(0, (f"{tokens[0].group(0)} {tokens[1].group(0)}", (tokens[0].start(), tokens[1].end())))
     for candidate, span in readings:
         for kind, label in (("runs", "run"), ("sweeps", "sweep")):
-            if path := known.resolve(candidate, kind, prefix=False):
+            close = " " not in candidate  # two words name a run only exactly ("lr scan"), never by a near miss
+            if path := known.resolve(candidate, kind, prefix=False, close=close):
                 entities.add(label, path, span)
                 return

@@ -33,11 +33,13 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bwhat (?:gpus|devices) (?:do|does|are)\b", 3),
         (r"\b(?:this|the|my) (?:box|machine|host|computer|server|workstation)\b", 2),
         (r"\bram\b", 1.5),
+        (r"\bdo (?:i|we) have (?:any )?(?:gpus?|cuda|a gpu|accelerators?)\b|\bany gpus?\b", 5),
     ],
     "runs": [
         (
             r"\blist (?:\w+ )?runs\b|\b(?:what|which) runs\b|\bruns (?:do i|have i|are there|exist|so far)\b|"
-            r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo",
+            r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo|"
+            r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$",
             6,
         ),
     ],
@@ -58,14 +60,16 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (
             r"\bstatus\b|\bstate of\b|\bstill (?:going|running)\b|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
             r"\bhow'?s \S+ doing\b|\bprogress\b|\bis \S+ (?:done|finished|running|over|complete)\b|\bdid \S+ finish\b|"
-            r"\bsuccessful\b|\bcrash(?:ed)?\b|\bdid it (?:finish|fail|crash)\b|\bis it (?:done|running|finished)\b",
+            r"\bsuccessful\b|\bcrash(?:ed)?\b|\bdid it (?:finish|fail|crash)\b|\bis it (?:done|running|finished)\b|"
+            r"\bsucceed(?:ed)?\b|\bfail(?:ed)?\b|\bwhere is \S+ at\b|\bhow far\b|\bright now\b",
             4,
         ),
     ],
     "wait": [
         (
             r"\bwait (?:for|until|till|on)\b|\bblock until\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
-            r"\bwait for it\b|\buntil it (?:ends|finishes)\b|\bnotify me when\b",
+            r"\bwait for it\b|\buntil it (?:ends|finishes)\b|\bnotify me when\b|\bhang on\b|"
+            r"\buntil\b.*\b(?:completes|finishes|ends|is done|is over)\b",
             6,
         ),
     ],
@@ -123,6 +127,9 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         scores["plan"] += 2
     if previous and re.search(FOLLOW_UP, lowered):
         scores[previous] = scores.get(previous, 0) + 2.5
+        replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len")
+        if previous == "plan" and replanned and not entities.has("steps", "switch", "override", "layout", "nproc"):
+            scores["plan"] += 4  # "try that on A100s instead": the what-if again, not a launch
     return scores
 
 
@@ -137,9 +144,14 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
     if scores["sweep"] >= 6 or scores["bench"] >= 5:
         scores["run"] -= 3  # "kick off a layout sweep", "run the private benchmark": the verb's object decides
     if entities.has("run"):
-        for intent in ("results", "status", "wait", "cancel", "bench", "read"):
+        for intent in ("results", "status", "wait", "cancel", "bench"):
             scores[intent] += 1
         scores["plan"] -= 2
+        if not entities.has("sweep"):
+            scores["why"] -= 3  # "why did tp-try fail?": its results say
+            scores["results"] += 4 if re.search(r"\bwhy\b", lowered) else 1
+    if len(set(entities.all("run"))) >= 2 and scores["compare"] > 0:
+        scores["compare"] += 4  # "compare r1 and baseline-ddp"
     if entities.has("sweep"):
         for intent in ("trials", "report", "pr", "docs"):
             scores[intent] += 1.5

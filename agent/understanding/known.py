@@ -29,8 +29,14 @@ class Known:
 
     @property
     def names(self) -> set[str]:
-        """Every run's and sweep's own name (kept as typed by the normaliser)."""
-        return {p.split("/", 1)[1] for p in [*self.runs, *self.sweeps]}
+        """Every run's and sweep's own name and every file's stem (kept as typed by the normaliser: "notes" is
+        no typo of "nodes" where notes.md exists)."""
+        return {p.split("/", 1)[1] for p in [*self.runs, *self.sweeps]} | {Path(f).stem for f in self.files}
+
+    def stem(self, word: str) -> str | None:
+        """The one top-level file whose stem is `word` ("my notes" are notes.md)."""
+        found = [f for f in self.files if "/" not in f and Path(f).stem.lower() == word.lower()]
+        return found[0] if len(found) == 1 else None
 
     def checkpoints(self, run: str) -> list[str]:
         """The checkpoints of a run, newest (highest step) first."""
@@ -40,7 +46,7 @@ class Known:
         steps = sorted(found, key=lambda p: int(re.sub(r"\D", "", p.name) or 0), reverse=True)
         return [f"{run}/checkpoint/{p.name}" for p in steps]
 
-    def resolve(self, words: str, kind: str, prefix: bool = True) -> str | None:
+    def resolve(self, words: str, kind: str, prefix: bool = True, close: bool = True) -> str | None:
         """The run or sweep (`kind`: "runs" or "sweeps") `words` names: exactly, with spaces for dashes, with one
         typo, or by the first part of its name ("the baseline" is baseline-ddp when it is the only one)."""
         candidates = self.runs if kind == "runs" else self.sweeps
@@ -48,9 +54,9 @@ class Known:
         word = re.sub(r"\s+", "-", words.strip().lower())
         if word in names:
             return names[word]
-        close = difflib.get_close_matches(word, names, n=2, cutoff=0.85)
-        if len(close) == 1 and len(word) >= 5:
-            return names[close[0]]
+        near = difflib.get_close_matches(word, names, n=2, cutoff=0.85) if close else []
+        if len(near) == 1 and len(word) >= 5:
+            return names[near[0]]
         if not prefix:
             return None
         prefixed = [n for n in names if n.split("-")[0] == word or n.startswith(word + "-")]

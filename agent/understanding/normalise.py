@@ -17,7 +17,9 @@ NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished parallelize hardware evaluate update refresh documentation"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
-_KEEP = "gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos"
+_KEEP = (
+    "gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note replica replicas shard shards"
+)
 KEEP = COMMON | set(_KEEP.split())  # words the typo fixer must leave alone ("repo" is no typo of "report")
 
 
@@ -29,6 +31,12 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gigs?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
     text = re.sub(r"\b(\d+)\s*x\b(?=\s*[a-z])", r"\1 x", text, flags=re.I)  # 4x RTX 4090, 8x h100
     text = re.sub(r"\b(?:a|one) single\b", "1", text, flags=re.I)
+    text = re.sub(r"\bctx\b", "context", text, flags=re.I)
+    text = re.sub(r"\s@\s*(?=\d)", " at ", text)
+    text = re.sub(r"\b(\d+) of them\b", r"\1 gpus", text, flags=re.I)
+    # HSDP in words: "2 replicas x 2 shards", "2 replicas and 2 shards" are its degrees
+    text = re.sub(r"\b(\d+)\s+replicas?\s*(?:x|and|by|times|,|with)?\s*(\d+)\s+shards?\b",
+                  r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
     return re.sub(r"\b(" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True)) + r")\b", _digits, text, flags=re.I)
 
 
