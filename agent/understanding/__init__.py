@@ -27,6 +27,9 @@ from agent.understanding.normalise import normalise
 
 __all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
 
+# A launch that repeats the one before, with what the sentence changes.
+AGAIN = (r"\bagain\b|\bsame\b|\brerun\b|\bre-run\b|\brelaunch\b|\bonce more\b|\bdo (?:it|that)\b|\bthis time\b|"
+         r"\b(?:run|train) it\b")  # fmt: skip
 CLOSE = 1.0  # two actions scoring within this of each other: ask which is meant
 PLAN_CARRIED = ("model", "gpu", "devices", "nodes", "seq_len", "device_mem")
 LAUNCH_CARRIED = ("experiment", "nproc", "layout", "steps")
@@ -155,8 +158,14 @@ def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
     lowered = intent.text.lower()
     files = [str(f) for f in entities.all("file")]
     run = entities.get("run") or (context.run if re.search(r"\b(?:its|it'?s|that run'?s?)\b", lowered) else None)
+    stem = re.search(r"\b(metrics|memory|steps|config|log)(?:\.\w+)?(?: file)?\b", lowered)
+    in_run = [f for f in context.known.files if run and stem and f.startswith(f"{run}/{stem.group(1)}.")]
     if files:
         intent.args["path"] = files[-1]
+    elif len(in_run) == 1:
+        intent.args["path"] = in_run[0]
+    elif entities.get("experiment"):
+        intent.args["path"] = str(entities.get("experiment"))
     elif run and re.search(r"\blog\b", lowered):
         intent.args["path"] = f"{run}/log.txt"
     elif run and (kind := re.search(r"\b(json|jsonl|yaml|txt)\b", lowered)):
@@ -189,7 +198,7 @@ def _experiment_file(entities: Entities) -> str | None:
 def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     """A launch: every stated value, negations kept; "again" and "the same but" start from the launch before."""
     lowered = intent.text.lower()
-    again = re.search(r"\bagain\b|\bsame\b|\brerun\b|\bre-run\b|\brelaunch\b|\bonce more\b|\bdo (?:it|that)\b", lowered)
+    again = re.search(AGAIN, lowered)
     if again and context.launch:
         for key in LAUNCH_CARRIED:
             if key in context.launch and key not in intent.args:
@@ -255,6 +264,9 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
             intent.clarify = None
     elif choice := entities.get("model_choice"):
         intent.clarify = f"Which model do you mean: {' or '.join(map(str, choice))}?"
+    elif (size := entities.get("model_size")) and (sized := _same_family((context.plan or {}).get("model"), size)):
+        args["model"] = sized
+        intent.notes.append(f"{size}B as the preset {sized} (the family of the plan before)")
     if nodes := entities.get("node_count"):
         args["nodes"] = nodes
     if per_node := entities.get("per_node"):
@@ -281,6 +293,24 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         before = ", ".join(f"{k}={v}" for k, v in (context.plan or {}).items() if k in PLAN_CARRIED)
         intent.clarify = ("How many GPUs (and nodes) should I plan for? e.g. `on 16 GPUs over 2 nodes`"
                           + (f" (the plan before: {before})." if before else "."))  # fmt: skip
+
+
+def _same_family(model: object, size: object) -> str | None:
+    """The preset of `model`'s family (its version first) with `size` billion parameters."""
+    from agent.understanding.entities import _PRESET
+    from trainer.presets import MODELS
+
+    before = _PRESET.match(str(model)) if model else None
+    if before is None:
+        return None
+    sized = [
+        k
+        for k in MODELS
+        if (m := _PRESET.match(k)) and m.group(1) == before.group(1) and float(m.group(3)) == float(size)
+    ]
+    same_version = [k for k in sized if _PRESET.match(k).group(2) == before.group(2)]
+    found = same_version or sized
+    return found[0] if len(found) == 1 else None
 
 
 def _device_count(entities: Entities) -> int | None:

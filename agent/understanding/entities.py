@@ -28,7 +28,7 @@ NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never|before i|before we)\s
 # Boolean settings: their names, and the words that turn them off or on, before or after the name.
 SWITCHES = {
     "data.packing": r"(?:sequence |document )?packing|packed (?:sequences|documents)|pack(?:ing)?",
-    "train.activation_checkpointing": r"(?:activation|gradient) checkpointing|recomput\w*|\bac\b",
+    "train.activation_checkpointing": r"(?:activation|gradient|act)[ _-]?(?:checkpointing|ckpt)|recomput\w*|\bac\b",
     "train.compile": r"torch\.?compile|compil(?:e|ation)",
 }
 CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
@@ -169,17 +169,17 @@ def _hardware(lowered: str, entities: Entities) -> None:
         part,
     )
     total = re.search(
-        rf"\b{COUNT}\s*(?:x\s*)?(?:[\w-]+\s+){{0,3}}?(?:{NOUNS['devices']})?\s*(?:gb\s+)?(?:\w+\s+)?"
-        rf"(?:across|over|spread over|split over|on|in)\s+{COUNT}\s+(?:{NOUNS['nodes']})\b",
+        rf"\b(\d+)(k?)(?![.\d])\s*(?:x\s*)?(?:[a-z][\w-]*\s+|\d+\s*gb\s+){{0,3}}?(?:{NOUNS['devices']})?\s*"
+        rf"(?:[a-z]\w*\s+)?(?:across|over|spread over|split over|on|in)\s+{COUNT}\s+(?:{NOUNS['nodes']})\b",
         part,
     )
     if nodes:
-        entities.add("node_count", int(nodes.group(1)), (start + nodes.start(), start + nodes.end()))
+        entities.add("node_count", int(float(nodes.group(1))), (start + nodes.start(), start + nodes.end()))
     if per_node:
         value = per_node.group(1) or per_node.group(3)
-        entities.add("per_node", int(value), (start + per_node.start(), start + per_node.end()))
-    elif total and nodes and int(total.group(3)) == int(nodes.group(1)):
-        devices, count = int(total.group(1)), int(total.group(3))
+        entities.add("per_node", int(float(value)), (start + per_node.start(), start + per_node.end()))
+    elif total and nodes and float(total.group(3)) == float(nodes.group(1)):
+        devices, count = int(total.group(1)), int(float(total.group(3)))
         if count and devices % count == 0 and devices > count:
             entities.add("per_node", devices // count, (start + total.start(), start + total.end()))
     if (found := re.search(MEMORY_EACH, text)) or (found := re.search(r"\bwith\s+(\d+(?:\.\d+)?)\s*(gib|gb)\b", text)):
@@ -215,6 +215,8 @@ def _model(lowered: str, entities: Entities) -> None:
             entities.add("model_choice", matches, found.span())
         return
     else:
+        if bare := re.search(r"(?<![\w.])(\d+(?:\.\d+)?)\s*b\b", lowered):
+            entities.add("model_size", bare.group(1), bare.span())  # "and for 70b?": the family of the plan before
         return
     matches = []
     for key in MODELS:
@@ -308,6 +310,10 @@ def _names(text: str, entities: Entities, known: Known) -> None:
     for found in re.finditer(r"\b(?:the|my|our|your)\s+(\w+)(?:\s+file)?\b", lowered):
         if found.group(1) not in NOT_FILES and (path := known.stem(found.group(1))):
             entities.add("file", path, found.span())
+    if (found := re.search(r"\b(?:the|my|our)\s+experiment(?:\s+file|\s+config)?\b", lowered)) and known.file(
+        "meshpilot.yaml"
+    ):
+        entities.add("experiment", "meshpilot.yaml", found.span())
     for found in re.finditer(r"\b(?:the\s+)?(\w+)\s+(?:config|experiment)(?:\s+file)?\b", lowered):
         if path := known.config(found.group(1)):
             entities.add("experiment", path, found.span())

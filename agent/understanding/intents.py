@@ -33,13 +33,19 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bwhat (?:gpus|devices) (?:do|does|are)\b", 3),
         (r"\b(?:this|the|my) (?:box|machine|host|computer|server|workstation)\b", 2),
         (r"\bram\b", 1.5),
+        (
+            r"\blscpu\b|\bhtop\b|\bfree -h\b|\bspecs\b|\bwhat (?:machine|box|hardware|computer|server)\b|"
+            r"\b(?:machine|box|server) am i on\b",
+            5,
+        ),
         (r"\bdo (?:i|we) have (?:any )?(?:gpus?|cuda|a gpu|accelerators?)\b|\bany gpus?\b", 5),
     ],
     "runs": [
         (
             r"\blist (?:\w+ )?runs\b|\b(?:what|which) runs\b|\bruns (?:do i|have i|are there|exist|so far)\b|"
             r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo|"
-            r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$",
+            r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
+            r"\boverview of (?:all |the |my )?runs\b",
             6,
         ),
     ],
@@ -47,6 +53,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\b(?:cat|less|head|tail|print|dump)\b", 2),
         (r"\bwhat'?s in\b|\bwhat is in\b|\bcontents? of\b|\bshow me\b|\bshow\b|\bopen\b|\bread\b|\bdisplay\b", 1.5),
         (r"\blog(?: file)?\b|\bfile\b", 1.5),
+        (r"\b(?:metrics|memory|steps|config|log)(?:\.\w+)? file\b", 3),
     ],
     "results": [
         (r"\bresults?\b|\bmetrics\b|\bhow did\b.*\bdo\b|\bhow (?:well|fast) did\b", 2.5),
@@ -61,7 +68,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bstatus\b|\bstate of\b|\bstill (?:going|running)\b|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
             r"\bhow'?s \S+ doing\b|\bprogress\b|\bis \S+ (?:done|finished|running|over|complete)\b|\bdid \S+ finish\b|"
             r"\bsuccessful\b|\bcrash(?:ed)?\b|\bdid it (?:finish|fail|crash)\b|\bis it (?:done|running|finished)\b|"
-            r"\bsucceed(?:ed)?\b|\bfail(?:ed)?\b|\bwhere is \S+ at\b|\bhow far\b|\bright now\b",
+            r"\bsucceed(?:ed)?\b|\bfail(?:ed)?\b|\bwhere is \S+ at\b|\bhow far\b|\bright now\b|"
+            r"\bhas \S+ (?:finished|ended|completed|stopped|crashed)\b|\byet\b",
             4,
         ),
     ],
@@ -69,7 +77,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (
             r"\bwait (?:for|until|till|on)\b|\bblock until\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
             r"\bwait for it\b|\buntil it (?:ends|finishes)\b|\bnotify me when\b|\bhang on\b|"
-            r"\buntil\b.*\b(?:completes|finishes|ends|is done|is over)\b",
+            r"\buntil\b.*\b(?:completes|finishes|ends|is done|is over)\b|\bawait\b",
             6,
         ),
     ],
@@ -80,7 +88,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "sweep": [
         (
-            r"\b(?:kick off|start|launch|run|begin|do|fire off)\s+(?:a |an |another |new |the )?(?:\w+ )?"
+            r"\b(?:kick off|start|launch|run|begin|do|fire off)\s+(?:a |an |another |new |the )?(?:[\w-]+ ){0,3}"
             r"(?:sweep|tuning|search)\b",
             6,
         ),
@@ -102,7 +110,14 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\blayouts?\b|\blay (?:it )?out\b|\bshard\b|\bparalleli[sz]e\b|\bsplit\b|\bwhat fits\b|\bfit\b", 1.5),
         (r"\bwhat if\b|\bif i had\b|\bwould\b", 1),
     ],
-    "run": [(LAUNCH_VERB, 3), (r"\bsmoke test\b|\bgo\b\W*$|\bagain\b", 1.5)],
+    "run": [
+        (r"\bsmoke test\b|\bgo\b\W*$|\bagain\b", 1.5),
+        (
+            r"\b(?:get|have|start|kick off|fire off|do|want|need|launch)\s+(?:a|an|another|new)\s+"
+            r"(?:[\w-]+\s+){0,2}run\b",
+            3,
+        ),
+    ],
     "compare": [(r"\bcompare\b|\bversus\b|\bvs\.?\b|\bagainst\b|\bside by side\b|\bdiffer", 2)],
     "why": [(r"\bwhy\b|\bexplain\b", 3)],
     "where": [(r"\bwhere\b.*\b(?:report|pull request|pr|docs)\b", 3)],
@@ -114,6 +129,7 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
     """The score of every intent for the normalised sentence `text`."""
     lowered = text.lower()
     scores = {intent: sum(w for rule, w in cues if re.search(rule, lowered)) for intent, cues in CUES.items()}
+    scores["run"] += 3 if launch_verb(lowered) else 0
     if grammar != "help":  # the grammar's first reading: one cue among the others
         scores[grammar] = scores.get(grammar, 0) + 2.5
     _entity_cues(lowered, entities, scores)
@@ -131,6 +147,26 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         if previous == "plan" and replanned and not entities.has("steps", "switch", "override", "layout", "nproc"):
             scores["plan"] += 4  # "try that on A100s instead": the what-if again, not a launch
     return scores
+
+
+# Words after which "run", "start" or "train" is a noun ("the latest run", "a training run"), not a command.
+NOUN_BEFORE = {"the", "a", "an", "that", "this", "latest", "last", "recent", "previous", "my", "our", "your", "each",
+               "every", "which", "what", "first", "new", "whole", "one", "same", "ddp", "fsdp", "baseline", "of",
+               "training", "good", "best", "failed", "finished", "current", "its", "his", "her", "their", "other"}  # fmt: skip
+
+
+def launch_verb(lowered: str) -> bool:
+    """Whether the sentence uses a launch verb as a verb: "run it", "could you run", not "the latest run"."""
+    for found in re.finditer(LAUNCH_VERB, lowered):
+        before = re.findall(r"[\w']+", lowered[: found.start()])
+        if found.group(0) in ("run", "start", "train", "try") and before and before[-1] in NOUN_BEFORE:
+            continue
+        if found.group(0) == "run" and re.match(
+            r"\s*(?:'s|status|dir|directory|folder|results?)\b", lowered[found.end() :]
+        ):
+            continue
+        return True
+    return False
 
 
 def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> None:

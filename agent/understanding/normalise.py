@@ -32,6 +32,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)\s*x\b(?=\s*[a-z])", r"\1 x", text, flags=re.I)  # 4x RTX 4090, 8x h100
     text = re.sub(r"\b(?:a|one) single\b", "1", text, flags=re.I)
     text = re.sub(r"\bctx\b", "context", text, flags=re.I)
+    text = re.sub(r"\blearning[-_]rate\b", "learning rate", text, flags=re.I)
+    text = re.sub(r"\b(?:seq|sequence)\s+(?=\d)", "seq_len ", text, flags=re.I)
     text = re.sub(r"\s@\s*(?=\d)", " at ", text)
     text = re.sub(r"\b(\d+) of them\b", r"\1 gpus", text, flags=re.I)
     # HSDP in words: "2 replicas x 2 shards", "2 replicas and 2 shards" are its degrees
