@@ -150,9 +150,9 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
 
 
 # Words after which "run", "start" or "train" is a noun ("the latest run", "a training run"), not a command.
-NOUN_BEFORE = {"the", "a", "an", "that", "this", "latest", "last", "recent", "previous", "my", "our", "your", "each",
-               "every", "which", "what", "first", "new", "whole", "one", "same", "ddp", "fsdp", "baseline", "of",
-               "training", "good", "best", "failed", "finished", "current", "its", "his", "her", "their", "other"}  # fmt: skip
+_NOUN_BEFORE = """the a an that this latest last recent previous my our your each every which what first new whole
+one same ddp fsdp baseline of training good best failed finished current its his her their other"""
+NOUN_BEFORE = set(_NOUN_BEFORE.split())
 
 
 def launch_verb(lowered: str) -> bool:
