@@ -299,7 +299,7 @@ def record(name: str, phase: str, path: Path, judged: list[dict], agent: str) ->
         "set": name,
         "phase": phase,
         "agent": agent,
-        "source": str(path),
+        "source": _relative(path),
         "items": len(judged),
         "counts": counts,
         "right_pct": round(100 * counts["right"] / max(len(judged), 1), 1),
@@ -327,6 +327,14 @@ def table(records: list[dict]) -> str:
         lines.append(f"| {r['set']} | {r['phase']} | {r['agent']} | {r['items']} | {c['right']} ({r['right_pct']}%) "
                      f"| {c['wrong']} | {c['asked']} | {c['nothing']} | {r['commit']} | {r['date']} |")  # fmt: skip
     return "\n".join(lines)
+
+
+def _relative(path: Path) -> str:
+    """The set's path as the repository names it (tests/data/...), else as given."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
 def _commit() -> str:
