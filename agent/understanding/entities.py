@@ -45,6 +45,7 @@ VAGUE_HARDWARE = (
     r"\b(?:more|fewer|less|bigger|larger|smaller|big|large|other|faster|better|some|cloud|remote|"
     r"several|many|a few|few)\s+(?:\w+\s+)?(?:gpus?|devices?|nodes?|cards?|machines?|boxes)\b"
 )
+VAGUE_CHANGE = r"\b(?:other|different|another)\s+layout\b|\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b"
 FAMILIES = r"llama|mistral|mixtral|qwen|gemma|smollm"
 OWN_MODEL = r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model)\b"
 MEMORY_EACH = r"\b(\d+(?:\.\d+)?)\s*(gib|gb)\b\s*(?:of\s+(?:memory|vram|ram)\s*)?(?:each|per|apiece|a piece)"
@@ -278,7 +279,7 @@ def _optimizer(lowered: str, entities: Entities) -> None:
     if re.search(r"\b(?:change|set|different|another|other|new|tweak|adjust)\s+(?:the\s+)?(?:seq(?:uence)?[ _]?len"
                  r"(?:gth)?|context length)\b(?!\s*(?:to|=|of)?\s*\d)", lowered):  # fmt: skip
         entities.add("vague_setting", "seq_len", (0, 0))
-    if re.search(r"\b(?:other|different|another)\s+layout\b|\bbigger\b|\blarger\b|\bsmaller\b", lowered):
+    if re.search(VAGUE_CHANGE, lowered):
         entities.add("vague_setting", "other", (0, 0))
 
 

@@ -6,7 +6,6 @@ Names the repository holds (runs, sweeps, files) are never "corrected": they are
 
 from __future__ import annotations
 
-import difflib
 import re
 
 from agent.understanding.grammar import COMMON, VOCABULARY, _one_swap
@@ -15,7 +14,7 @@ NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7
                 "twelve": 12, "sixteen": 16, "twenty": 20, "thirty-two": 32, "sixty-four": 64}  # fmt: skip
 # Words the new rules read too (intents and entities): corrected like the grammar's own VOCABULARY.
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
-finished parallelize hardware evaluate update refresh documentation"""
+finished parallelize hardware evaluate update refresh documentation llama mistral gemma smollm trials"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 _KEEP = (
     "gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note replica replicas shard shards"
@@ -50,6 +49,17 @@ def _digits(found: re.Match) -> str:
     return str(NUMBER_WORDS[found.group(1).lower()])
 
 
+def _one_edit(word: str, known: str) -> bool:
+    """One letter changed, added or left out ("staus", "swep", "lama", "wich"); a common word that is more than one
+    edit from a known one ("chance" and "cancel") is left alone, as difflib's ratio would not."""
+    if abs(len(word) - len(known)) > 1 or word == known:
+        return False
+    if len(word) == len(known):
+        return sum(a != b for a, b in zip(word, known, strict=True)) == 1
+    short, long = sorted((word, known), key=len)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
+
+
 def _fix_typos(text: str, known: set[str]) -> str:
     """Words close to one the rules read replaced by it ("trian" -> "train", "machien" -> "machine")."""
 
@@ -60,8 +70,7 @@ def _fix_typos(text: str, known: set[str]) -> str:
             return word
         if lowered + "s" in WORDS or lowered.removesuffix("s") in WORDS:  # "step" is no typo of "steps"
             return word
-        swapped = [w for w in WORDS if _one_swap(lowered, w)]
-        close = swapped or difflib.get_close_matches(lowered, WORDS, n=1, cutoff=0.8)
-        return close[0] if close else word
+        close = [w for w in WORDS if _one_swap(lowered, w)] or [w for w in WORDS if _one_edit(lowered, w)]
+        return close[0] if len(set(close)) == 1 or (close and _one_swap(lowered, close[0])) else word
 
     return re.sub(r"(?<![\w./=-])[A-Za-z]+(?![\w./=-])", fix, text)
