@@ -156,6 +156,13 @@ def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
 
 def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
     lowered = intent.text.lower()
+    if not entities.has("file", "experiment") and not re.search(r"\b(?:log|file|json|yaml|txt)\b", lowered):
+        if entities.has("sweep") and not entities.has("run"):  # "show sweeps/layouts-nov": its trials
+            intent.command = "trials"
+            return _fill_trials(intent, entities, context)
+        if entities.has("run"):  # "show r1": its results
+            intent.command = "results"
+            return _fill_run_tool(intent, entities, context)
     files = [str(f) for f in entities.all("file")]
     run = entities.get("run") or (context.run if re.search(r"\b(?:its|it'?s|that run'?s?)\b", lowered) else None)
     stem = re.search(r"\b(metrics|memory|steps|config|log)(?:\.\w+)?(?: file)?\b", lowered)
@@ -198,7 +205,7 @@ def _experiment_file(entities: Entities) -> str | None:
 def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     """A launch: every stated value, negations kept; "again" and "the same but" start from the launch before."""
     lowered = intent.text.lower()
-    again = re.search(AGAIN, lowered)
+    again = re.search(AGAIN, lowered) or (context.previous == "run" and re.search(FOLLOW_UP, lowered))
     if again and context.launch:
         for key in LAUNCH_CARRIED:
             if key in context.launch and key not in intent.args:

@@ -45,7 +45,10 @@ VAGUE_HARDWARE = (
     r"\b(?:more|fewer|less|bigger|larger|smaller|big|large|other|faster|better|some|cloud|remote|"
     r"several|many|a few|few)\s+(?:\w+\s+)?(?:gpus?|devices?|nodes?|cards?|machines?|boxes)\b"
 )
-VAGUE_CHANGE = r"\b(?:other|different|another)\s+layout\b|\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b"
+VAGUE_CHANGE = (
+    r"\b(?:other|different|another)\s+(?:layout|model|config|experiment|one|settings?)\b|"
+    r"\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b|\bthe \w+(?:est)? one\b"
+)
 FAMILIES = r"llama|mistral|mixtral|qwen|gemma|smollm"
 OWN_MODEL = r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model)\b"
 MEMORY_EACH = r"\b(\d+(?:\.\d+)?)\s*(gib|gb)\b\s*(?:of\s+(?:memory|vram|ram)\s*)?(?:each|per|apiece|a piece)"
@@ -306,7 +309,10 @@ def _names(text: str, entities: Entities, known: Known) -> None:
         if word in NOT_NAMES:
             continue
         for kind, label in (("runs", "run"), ("sweeps", "sweep")):
-            if noun in (None, "one", "model", label) and (path := known.resolve(word, kind)):
+            nouns = (
+                (None, "one", "model", label) if len(word) >= 4 else (label,)
+            )  # "the lr" is no sweep, "the lr sweep" is
+            if noun in nouns and (path := known.resolve(word, kind)):
                 entities.add(label, path, found.span())
     for found in re.finditer(r"\b(?:the|my|our|your)\s+(\w+)(?:\s+file)?\b", lowered):
         if found.group(1) not in NOT_FILES and (path := known.stem(found.group(1))):

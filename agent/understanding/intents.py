@@ -13,7 +13,7 @@ from agent.understanding.entities import Entities
 
 QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|were|did|does|do|would|could|should|"
             r"can|will|who|tell me|explain)\b")  # fmt: skip
-LAUNCH_VERB = r"\b(?:train|retrain|launch|start|kick off|fire off|fire up|run|rerun|re-run|try|go)\b"
+LAUNCH_VERB = r"\b(?:train|retrain|launch|relaunch|restart|start|kick off|fire off|fire up|run|rerun|re-run|try)\b"
 FOLLOW_UP = (r"^\W*(?:and|what about|how about|same|ok|okay|now|then|also|cool|great|instead|but|with)\b|\binstead\b|"
              r"\bagain\b|\bsame\b|\btoo\b\W*$")  # fmt: skip
 ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs")
@@ -45,7 +45,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\blist (?:\w+ )?runs\b|\b(?:what|which) runs\b|\bruns (?:do i|have i|are there|exist|so far)\b|"
             r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo|"
             r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
-            r"\boverview of (?:all |the |my )?runs\b",
+            r"\boverview of (?:all |the |my )?runs\b|\blist (?:every|each) run\b|\bbeen run\b",
             6,
         ),
     ],
@@ -56,7 +56,11 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\b(?:metrics|memory|steps|config|log)(?:\.\w+)? file\b", 3),
     ],
     "results": [
-        (r"\bresults?\b|\bmetrics\b|\bhow did\b.*\bdo\b|\bhow (?:well|fast) did\b", 2.5),
+        (
+            r"\bresults?\b|\bmetrics\b|\bhow did\b.*\b(?:do|go|turn out|perform|went)\b|\bhow (?:well|fast) did\b|"
+            r"\bhow'?d\b",
+            2.5,
+        ),
         (
             r"\bloss\b|\btok(?:ens)?\s*/\s*s\b|\btokens per second\b|\bthroughput\b|\bmfu\b|\bmemory\b|"
             r"\bnoise scale\b|\bgns\b|\bpeak\b|\bpredicted\b|\bmeasured\b|\bspeed\b|\butili[sz]ation\b",
@@ -151,7 +155,8 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
 
 # Words after which "run", "start" or "train" is a noun ("the latest run", "a training run"), not a command.
 _NOUN_BEFORE = """the a an that this latest last recent previous my our your each every which what first new whole
-one same ddp fsdp baseline of training good best failed finished current its his her their other"""
+one same ddp fsdp baseline of training good best failed finished current its his her their other been was were
+be is"""
 NOUN_BEFORE = set(_NOUN_BEFORE.split())
 
 
@@ -192,8 +197,9 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         for intent in ("trials", "report", "pr", "docs"):
             scores[intent] += 1.5
         scores["plan"] -= 2
-        if not entities.has("run"):
-            scores["results"] -= 3  # "the results of the lr-scan sweep" are its trials
+        if not entities.has("run"):  # "the results of the lr-scan sweep" are its trials
+            scores["trials"] += max(scores["results"], 0)
+            scores["results"] = 0
     if entities.has("file"):
         scores["read"] += 3
     if entities.has("experiment") or entities.has("trials"):

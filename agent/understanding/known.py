@@ -60,7 +60,7 @@ class Known:
         if not prefix:
             return None
         prefixed = [n for n in names if n.split("-")[0] == word or n.startswith(word + "-")]
-        return names[prefixed[0]] if len(prefixed) == 1 and len(word) >= 4 else None
+        return names[prefixed[0]] if len(prefixed) == 1 and len(word) >= 2 else None
 
     def file(self, path: str) -> str | None:
         """A file of the repository by its path, or by its name when only one file has it."""

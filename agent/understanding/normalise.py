@@ -10,8 +10,10 @@ import re
 
 from agent.understanding.grammar import COMMON, VOCABULARY, _one_swap
 
-NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
-                "twelve": 12, "sixteen": 16, "twenty": 20, "thirty-two": 32, "sixty-four": 64}  # fmt: skip
+NUMBER_WORDS = {"a hundred": 100, "a thousand": 1000, "hundred": 100, "thousand": 1000, "two": 2, "three": 3,
+                "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11,
+                "twelve": 12, "fifteen": 15, "sixteen": 16, "twenty": 20, "thirty": 30, "thirty-two": 32, "forty": 40,
+                "fifty": 50, "sixty": 60, "sixty-four": 64, "eighty": 80}  # fmt: skip
 # Words the new rules read too (intents and entities): corrected like the grammar's own VOCABULARY.
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished parallelize hardware evaluate update refresh documentation llama mistral gemma smollm trials"""
@@ -35,6 +37,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(?:seq|sequence)\s+(?=\d)", "seq_len ", text, flags=re.I)
     text = re.sub(r"\s@\s*(?=\d)", " at ", text)
     text = re.sub(r"\b(\d+) of them\b", r"\1 gpus", text, flags=re.I)
+    text = re.sub(r"(?<=[a-z0-9])\s*\bx(\d+)\b", r" x \1 gpus", text, flags=re.I)  # "a100 80g x8"
     # HSDP in words: "2 replicas x 2 shards", "2 replicas and 2 shards" are its degrees
     text = re.sub(r"\b(\d+)\s+replicas?\s*(?:x|and|by|times|,|with)?\s*(\d+)\s+shards?\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
