@@ -167,7 +167,9 @@ def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
     run = entities.get("run") or (context.run if re.search(r"\b(?:its|it'?s|that run'?s?)\b", lowered) else None)
     stem = re.search(r"\b(metrics|memory|steps|config|log)(?:\.\w+)?(?: file)?\b", lowered)
     in_run = [f for f in context.known.files if run and stem and f.startswith(f"{run}/{stem.group(1)}.")]
-    if files:
+    if files and run and files[-1] not in context.known.files and f"{run}/{files[-1]}" in context.known.files:
+        intent.args["path"] = f"{run}/{files[-1]}"  # "r1's steps.jsonl"
+    elif files:
         intent.args["path"] = files[-1]
     elif len(in_run) == 1:
         intent.args["path"] = in_run[0]
@@ -227,6 +229,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["set"] = _merge(kept, stated)
     if intent.clarify is None and (vague := entities.get("vague_setting")):
         intent.clarify = _which_setting(str(vague), intent)
+    if intent.clarify is None and (relative := entities.get("relative")):
+        intent.clarify = f"How many in all: {relative} than what? Give the number. {_launch_text(intent.args)}"
     if intent.clarify is None and entities.has("vague_hardware") and "nproc" not in intent.args:
         intent.clarify = f"On how many GPUs (processes), and with which layout? {_launch_text(intent.args)}"
 

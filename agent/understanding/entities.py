@@ -149,8 +149,12 @@ def _counts(lowered: str, entities: Entities) -> None:
     """Every number followed by what it counts ("12 steps", "20 trials", "2 procs", "4 nodes"), and counts after
     their noun ("steps=40", "trials: 8")."""
     for kind, noun in NOUNS.items():
-        for found in re.finditer(rf"\b{COUNT}\s*(?:x\s*)?(?:more\s+)?(?:{noun})\b", lowered):
-            entities.add(kind, _number(found.group(1), found.group(2), kind), found.span())
+        for found in re.finditer(rf"\b{COUNT}\s*(?:x\s*)?(more\s+|fewer\s+|less\s+)?(?:{noun})\b", lowered):
+            number = _number(found.group(1), found.group(2), kind)
+            if found.group(3):  # "2 more steps": relative to the launch or plan before, not 2
+                entities.add("relative", f"{found.group(3).strip()} {number} {kind}", found.span())
+                continue
+            entities.add(kind, number, found.span())
         for found in re.finditer(rf"\b(?:{noun})\s*(?:=|:)\s*{COUNT}\b", lowered):
             entities.add(kind, _number(found.group(1), found.group(2), kind), found.span())
 

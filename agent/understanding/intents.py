@@ -38,7 +38,11 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:machine|box|server) am i on\b",
             5,
         ),
-        (r"\bdo (?:i|we) have (?:any )?(?:gpus?|cuda|a gpu|accelerators?)\b|\bany gpus?\b", 5),
+        (
+            r"\bdo (?:i|we) have (?:any )?(?:gpus?|cuda|a gpu|accelerators?)\b|\bany gpus?\b|\bmy gpus\b|"
+            r"\b(?:is there|are there) (?:a |any )?(?:gpus?|cuda)\b",
+            5,
+        ),
     ],
     "runs": [
         (
@@ -73,7 +77,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bhow'?s \S+ doing\b|\bprogress\b|\bis \S+ (?:done|finished|running|over|complete)\b|\bdid \S+ finish\b|"
             r"\bsuccessful\b|\bcrash(?:ed)?\b|\bdid it (?:finish|fail|crash)\b|\bis it (?:done|running|finished)\b|"
             r"\bsucceed(?:ed)?\b|\bfail(?:ed)?\b|\bwhere is \S+ at\b|\bhow far\b|\bright now\b|"
-            r"\bhas \S+ (?:finished|ended|completed|stopped|crashed)\b|\byet\b",
+            r"\bhas \S+ (?:finished|ended|completed|stopped|crashed)\b|\byet\b|"
+            r"\b(?:running|dead|alive)\b\s*(?:\?|or\b)|\bor (?:dead|running|done|finished)\b",
             4,
         ),
     ],
