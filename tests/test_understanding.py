@@ -265,6 +265,28 @@ def test_one_question_naming_the_best_reading(text, named, known):
     assert clarify is not None and named in clarify and "?" in clarify
 
 
+@pytest.mark.parametrize(
+    "text", ["launch training with pp=2 and 4 micro batches, 2 GPUs", "train 20 steps for 3 hours", "plan 8 h100s x 7"]
+)
+def test_a_number_no_argument_holds_is_asked_about(text, known):
+    """A stated value is never dropped: a number the call would not use gets a question naming the call."""
+    clarify = read(text, known).clarify
+    assert clarify is not None and clarify.startswith("What is ") and "which does not use it" in clarify
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plan llama 2 70b on 32 h100s, that's 2 nodes of 16... no wait, 4 nodes of 8",
+        "16 A100 80GB across 2 machines, best layout for llama 3.1 70b?",
+        "benchmark runs/r1/checkpoint/step_20",
+        "train 12 steps with lr 3e-4 at seq len 2048 on 2 procs",
+    ],
+)
+def test_numbers_that_name_things_or_were_corrected_are_no_dropped_values(text, known):
+    assert read(text, known).clarify is None
+
+
 def test_vague_hardware_in_a_follow_up_is_asked_about(known):
     earlier = planned({"devices": 8, "nodes": 2, "gpu": "h100-sxm", "model": "llama-3.1-70b"})
     clarify = read("what about with more GPUs?", known, earlier).clarify

@@ -15,6 +15,7 @@ package.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -55,9 +56,46 @@ def understand(text: str, context: Context | None = None) -> Intent:
     FILL.get(intent.command, lambda *a: None)(intent, entities, context)
     if intent.clarify is None:
         intent.clarify = _close_call(intent, best, entities)
+    if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
+        intent.clarify = _unplaced_number(plain, entities, intent)
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     return intent
+
+
+NUMBER = re.compile(r"(?<![\w.=/-])(\d+(?:\.\d+)?(?:e-?\d+)?)(k?)(?![\w.=/-]|\.\d)", re.I)
+CORRECTED = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b"
+
+
+def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | None:
+    """A question when the sentence states a number that no argument holds: a stated value is never dropped.
+    Numbers that name something (a model's size, a GPU, a run) or that a self-correction replaced do not count."""
+    lowered = plain.lower()
+    corrected = [m.end() for m in re.finditer(CORRECTED, lowered)]
+    spans = [e.span for e in entities.found if e.span[1] > e.span[0]]
+    held = json.dumps(intent.args)
+    for found in NUMBER.finditer(lowered):
+        if any(start <= found.start() < end for start, end in spans) or (corrected and found.start() < corrected[-1]):
+            continue
+        number, kilo = found.group(1), found.group(2)
+        readings = {number, str(_as_number(number))}
+        if kilo:
+            readings |= {str(int(float(number) * 1024)), str(int(float(number) * 1000))}
+        if not any(re.search(rf"(?<![\d.]){re.escape(r)}(?![\d])", held) for r in readings):
+            what = "sequence length, steps, processes" if intent.command == "run" else "devices, nodes, memory"
+            return (f"What is {found.group(0)} for ({what}...)? I would call {_call_text(intent)}, which does not "
+                    "use it.")  # fmt: skip
+    return None
+
+
+def _as_number(text: str) -> float | int:
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
+def _call_text(intent: Intent) -> str:
+    args = ", ".join(f"{k}={v}" for k, v in intent.args.items())
+    return f"/{intent.command} {args}".strip()
 
 
 GREETING = r"^\W*(?:hi|hello|hey|help|thanks|thank you)\W*$|\bhelp\b|\bwhat can you do\b|\bcommands\b"
