@@ -193,9 +193,10 @@ def test_names_are_resolved_from_the_repository(text, key, value, known):
     assert read(text, known).args[key] == value
 
 
-def test_a_name_the_repository_lacks_is_not_taken(known):
-    intent = read("kill r9", known)
-    assert intent.args.get("run") != "runs/r9"
+@pytest.mark.parametrize("text", ["kill r9", "status of runs/r9", "who won sweeps/old", "results of exp-3"])
+def test_a_name_the_repository_lacks_is_asked_about_never_replaced_by_the_latest(text, known):
+    clarify = read(text, known).clarify
+    assert clarify is not None and "I find no run or sweep named" in clarify and "runs/r1" in clarify
     assert Known().resolve("r1", "runs") is None  # no repository: nothing to resolve against
 
 

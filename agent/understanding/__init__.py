@@ -58,6 +58,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = _close_call(intent, best, entities)
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _unplaced_number(plain, entities, intent)
+    if intent.clarify is None and intent.command in NAMED_TOOLS:
+        intent.clarify = _unknown_name(plain, entities, context)
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     return intent
@@ -98,6 +100,33 @@ def _call_text(intent: Intent) -> str:
     return f"/{intent.command} {args}".strip()
 
 
+NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr", "docs", "compare")
+# Words shaped like a run's or sweep's name ("r9", "exp-3", "runs/old") that are something else.
+NOT_A_NAME = (
+    r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step_\d+|"
+    r"fp\d+|bf16|e-\d+|x\d+|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|up-to-date|"
+    r"follow-up|write-up|what-if|so-called|e\.g|i\.e)$"
+)
+
+
+def _unknown_name(plain: str, entities: Entities, context: Context) -> str | None:
+    """A question when the sentence names a run or sweep the repository does not have: never the latest instead."""
+    if context.known.root is None:
+        return None
+    lowered = masked(plain.lower(), entities)
+    named = re.findall(r"(?<![\w/.=-])((?:runs|sweeps)/[\w.-]+|[a-z]+\d+[a-z0-9]*|[a-z0-9]+(?:-[a-z0-9]+)+)(?![\w/=])",
+                       lowered)  # fmt: skip
+    unknown = [n for n in named if not re.match(NOT_A_NAME, n.split("/")[-1]) and n not in KNOWN_WORDS]
+    known = {*context.known.runs, *context.known.sweeps}
+    unknown += [str(v) for v in [*entities.all("run"), *entities.all("sweep")] if str(v) not in known]
+    if not unknown:
+        return None
+    runs = ", ".join(context.known.runs) or "none"
+    sweeps = ", ".join(context.known.sweeps) or "none"
+    return f"I find no run or sweep named {unknown[0]!r} here (runs: {runs}; sweeps: {sweeps}). Which do you mean?"
+
+
+KNOWN_WORDS = {"tok/s", "step20"}
 GREETING = r"^\W*(?:hi|hello|hey|help|thanks|thank you)\W*$|\bhelp\b|\bwhat can you do\b|\bcommands\b"
 EXAMPLES = {
     "plan": "plan layouts, e.g. `plan llama-3.1-8b on 8 H100s`",
