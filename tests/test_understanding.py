@@ -378,3 +378,16 @@ def test_every_action_of_the_phrasing_set_keeps_every_stated_value(tmp_path):
 
 def test_a_context_without_a_repository_reads_nothing_from_disk():
     assert Context().known.runs == [] and context_of([HumanMessage("hi")]).known.root is None
+
+
+def test_a_what_if_against_the_plan_before_states_both_figures():
+    from agent.replies import compare_plans
+
+    def plan(devices: int, nodes: int, tokens: float, layout: str) -> dict:
+        top = [{"family": "FSDP", "layout": layout, "predicted_tokens_per_s": tokens}]
+        return {"top": top, "devices": devices, "nodes": nodes, "source": f"plans/{devices}x{nodes}.json"}
+
+    reply = compare_plans(plan(8, 1, 64359.0, "dp_shard=8"), plan(8, 2, 128717.0, "dp_shard=16"))
+    assert "128,717 tokens/s" in reply and "64,359 tokens/s" in reply and ": faster." in reply
+    assert "plans/8x2.json, plans/8x1.json" in reply
+    assert ": not faster." in compare_plans(plan(8, 2, 128717.0, "dp_shard=16"), plan(8, 1, 64359.0, "dp_shard=8"))
