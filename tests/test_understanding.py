@@ -48,6 +48,16 @@ def planned(args: dict, text: str = "plan") -> list:
     return [HumanMessage(text), AIMessage("", tool_calls=[call]), ToolMessage("{}", tool_call_id="earlier")]
 
 
+def launched_run(run: str) -> list:
+    """An earlier turn that read a run's status (what "it" then means)."""
+    call = {"name": "run_status", "args": {"run": run}, "id": "earlier"}
+    return [
+        HumanMessage(f"status of {run}"),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage("{}", tool_call_id="earlier"),
+    ]
+
+
 def launched(args: dict) -> list:
     call = {"name": "launch_run", "args": args, "id": "earlier"}
     answer = ToolMessage(json.dumps({"rejected": True, "reason": "not now"}), tool_call_id="earlier")
@@ -115,6 +125,7 @@ NEGATED = [
     "launch a run, no packing please",
     "train on 2 gpus; disable packing",
     "train, do not use packing, with activation checkpointing",
+    "Train for 5 steps without activation checkpointing or packing",
 ]
 
 
@@ -286,6 +297,20 @@ def test_a_number_no_argument_holds_is_asked_about(text, known):
 )
 def test_numbers_that_name_things_or_were_corrected_are_no_dropped_values(text, known):
     assert read(text, known).clarify is None
+
+
+def test_a_cancel_takes_no_guess(known):
+    """Stopping a run needs the run named or the conversation's: never the latest by default."""
+    assert (
+        read("stop it", known).clarify
+        == "Cancel runs/r1, the latest run? Name the run to confirm, e.g. `cancel runs/r1`."
+    )
+    assert read("stop it", known, launched_run("runs/tp-try")).args == {"run": "runs/tp-try"}
+
+
+def test_a_follow_up_that_changes_the_processes_asks_about_the_layout(known):
+    clarify = read("and with 4 gpus?", known, launched({"nproc": 2, "layout": "tp=2", "steps": 20})).clarify
+    assert clarify is not None and clarify.startswith("The layout tp=2 needs 2 processes, not 4")
 
 
 def test_vague_hardware_in_a_follow_up_is_asked_about(known):

@@ -16,6 +16,7 @@ package.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -58,8 +59,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = _close_call(intent, best, entities)
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _unplaced_number(plain, entities, intent)
-    if intent.clarify is None and intent.command in NAMED_TOOLS:
-        intent.clarify = _unknown_name(plain, entities, context)
+    if intent.command in NAMED_TOOLS and (unknown := _unknown_name(plain, entities, context)):
+        intent.clarify = unknown  # the name the user gave first: never another run in its place
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     return intent
@@ -175,6 +176,17 @@ def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None
     if (run := _run_of(intent, entities, context)) is not None:
         intent.args["run"] = run
         intent.words = [run]
+
+
+def _fill_cancel(intent: Intent, entities: Entities, context: Context) -> None:
+    """Stopping a run takes the run named or the conversation's, never a guess: else one question naming the latest."""
+    run = _run_of(intent, entities, context, latest=False)
+    if run is not None:
+        intent.args["run"] = run
+        intent.words = [run]
+    elif context.known.runs:
+        latest = context.known.runs[0]
+        intent.clarify = f"Cancel {latest}, the latest run? Name the run to confirm, e.g. `cancel {latest}`."
 
 
 def _fill_status(intent: Intent, entities: Entities, context: Context) -> None:
@@ -296,6 +308,10 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["set"] = _merge(kept, stated)
     if intent.clarify is None and (vague := entities.get("vague_setting")):
         intent.clarify = _which_setting(str(vague), intent)
+    degrees = [int(d) for d in re.findall(r"=(\d+)", str(intent.args.get("layout", "")))]
+    if intent.clarify is None and degrees and "nproc" in intent.args and math.prod(degrees) != intent.args["nproc"]:
+        intent.clarify = (f"The layout {intent.args['layout']} needs {math.prod(degrees)} processes, not "
+                          f"{intent.args['nproc']}: which layout do you want? {_launch_text(intent.args)}")  # fmt: skip
     if intent.clarify is None and (relative := entities.get("relative")):
         intent.clarify = f"How many in all: {relative} than what? Give the number. {_launch_text(intent.args)}"
     if intent.clarify is None and entities.has("vague_hardware") and "nproc" not in intent.args:
@@ -412,7 +428,7 @@ def _fill_compare(intent: Intent, entities: Entities, context: Context) -> None:
 FILL = {
     "results": _fill_run_tool,
     "status": _fill_status,
-    "cancel": _fill_run_tool,
+    "cancel": _fill_cancel,
     "trials": _fill_trials,
     "report": _fill_sweep_named,
     "pr": _fill_sweep_named,

@@ -42,6 +42,7 @@ SETTING = (
     r"grad(?:ient)? clip(?:ping)?|seq(?:uence)?[ _-]?len(?:gth)?|[a-z]+\.[a-z_.]+)\s*(?:of|=|:|to)?\s*\d"
 )
 VAGUE_HARDWARE = (
+    r"\bmore (?:memory|vram|ram)\b|"
     r"\b(?:more|fewer|less|bigger|larger|smaller|big|large|other|faster|better|some|cloud|remote|"
     r"several|many|a few|few)\s+(?:\w+\s+)?(?:gpus?|devices?|nodes?|cards?|machines?|boxes)\b"
 )
@@ -263,7 +264,9 @@ def _switches(lowered: str, entities: Entities) -> None:
 
 def _switch_value(lowered: str, mention: re.Match) -> str | None:
     # Only the words of the mention's own clause: "without packing, with AC" does not negate AC.
-    before = re.split(CLAUSE, lowered[max(0, mention.start() - 30) : mention.start()])[-1]
+    before = re.split(CLAUSE, lowered[max(0, mention.start() - 60) : mention.start()])[-1]
+    if re.search(r"\b(?:or|nor)\s*$", before):  # "without activation checkpointing or packing": both off
+        return "false" if re.search(NEGATION_BEFORE, before) else None
     after = re.split(CLAUSE, lowered[mention.end() : mention.end() + 30])[0]
     before_words = " ".join(re.findall(r"[\w'/]+", before)[-3:])
     after_words = " ".join(re.findall(r"[\w'/]+", after)[:3])

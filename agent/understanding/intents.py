@@ -33,6 +33,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bwhat (?:gpus|devices) (?:do|does|are)\b", 3),
         (r"\b(?:this|the|my) (?:box|machine|host|computer|server|workstation)\b", 2),
         (r"\bram\b", 1.5),
+        (r"\b(?:accelerators?|gpus?|devices?|cores?|cpus?)\b.*\b(?:available|installed|attached|in here)\b", 4),
         (
             r"\blscpu\b|\bhtop\b|\bfree -h\b|\bspecs\b|\bwhat (?:machine|box|hardware|computer|server)\b|"
             r"\b(?:machine|box|server) am i on\b",
@@ -50,7 +51,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo|"
             r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
             r"\boverview of (?:all |the |my )?runs\b|\blist (?:every|each) run\b|\bbeen run\b",
-            6,
+            8,
         ),
     ],
     "read": [
@@ -74,7 +75,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "status": [
         (
             r"\bstatus\b|\bstate of\b|\bstill (?:going|running)\b|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
-            r"\bhow'?s \S+ doing\b|\bprogress\b|\bis \S+ (?:done|finished|running|over|complete)\b|\bdid \S+ finish\b|"
+            r"\bhow'?s \S+ doing\b|\bprogress\b|\bis (?:\S+\s+){1,3}(?:done|finished|running|over|complete)\b|"
+            r"\bdid \S+ finish\b|\bcheck (?:on|in on|up on)\b|"
             r"\bsuccessful\b|\bcrash(?:ed)?\b|\bdid it (?:finish|fail|crash)\b|\bis it (?:done|running|finished)\b|"
             r"\bsucceed(?:ed)?\b|\bfail(?:ed)?\b|\bwhere is \S+ at\b|\bhow far\b|\bright now\b|"
             r"\bhas \S+ (?:finished|ended|completed|stopped|crashed)\b|\byet\b|"
@@ -155,6 +157,8 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len")
         if previous == "plan" and replanned and not entities.has("steps", "switch", "override", "layout", "nproc"):
             scores["plan"] += 4  # "try that on A100s instead": the what-if again, not a launch
+        if previous == "run" and not entities.has("model", "gpu_named", "no_launch"):
+            scores["run"] += 3  # "and with 4 gpus?" after a launch: the launch again
     return scores
 
 
