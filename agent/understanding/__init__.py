@@ -22,8 +22,7 @@ from typing import Any
 
 from agent.understanding.context import Context, context_of
 from agent.understanding.entities import Entities, extract, masked
-from agent.understanding.grammar import Intent, first_reading, read_facts
-from agent.understanding.grammar import parse_request as parse_grammar
+from agent.understanding.grammar import Intent, first_reading, parse_slash, read_facts
 from agent.understanding.intents import ACTIONS, FOLLOW_UP, ranked, score
 from agent.understanding.normalise import normalise
 
@@ -45,7 +44,7 @@ def parse_request(text: str, context: Context | None = None) -> Intent:
 def understand(text: str, context: Context | None = None) -> Intent:
     text = text.strip()
     if text.startswith("/"):
-        return parse_grammar(text)
+        return parse_slash(text)
     context = context or Context()
     plain = normalise(text, context.known.names)
     entities = extract(plain, context.known)

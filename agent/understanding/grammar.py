@@ -1,10 +1,10 @@
 """The grammar of a request: slash commands, and the rules that read a plain sentence's facts and its first
 reading (agent.understanding combines them with the repository, the conversation and cue scores).
 
-A request is a slash command with key=value arguments, or a plain sentence. A plain sentence is read in three
-passes: typos of the words the rules rely on are corrected; the facts it states are extracted (model preset, GPU
-and counts, sequence length, layout words and degrees, steps, learning rate and other keys, packing, activation
-checkpointing, which run); then it is classed as
+A request is a slash command with key=value arguments, or a plain sentence (normalised first by
+agent.understanding.normalise). Of a plain sentence the grammar reads the facts it states (model preset, GPU and
+counts, sequence length, layout words and degrees, steps, learning rate and other keys, packing, activation
+checkpointing, which run) and a first reading of what it is:
 - a question (about results, why something won, where the report is): answered from files, never launching;
 - a what-if ("would FSDP be faster than DDP for a 7B llama on 8 H100s?"): a plan;
 - a command ("train it with FSDP on 2 processes for 5 steps"): the tool call with every stated parameter.
@@ -13,7 +13,6 @@ Anything ambiguous or unknown sets `clarify`, the one question to ask instead of
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from dataclasses import dataclass, field
@@ -51,7 +50,7 @@ TOPICS = {
     "gns": r"noise scale|\bgns\b|batch size|recommended batch|critical batch",
     "status": r"\bstatus|did it (finish|fail)|\bfail|\bdone\b|\bfinish",
 }
-# Words the rules read: a close misspelling of one (difflib, one edit in about five letters) is corrected first.
+# Words the rules read: agent.understanding.normalise corrects a misspelling of one (one edit) first.
 _VOCABULARY = """train training launch start run runs status results result memory optimizer optimiser throughput
 loss layout layouts fastest processes process steps nodes sequence length faster slower compare comparison
 prediction predicted measured report documentation benchmark evaluate sweep cancel hardware checkpointing
@@ -83,17 +82,14 @@ class Intent:
     notes: list[str] = field(default_factory=list)  # how a loose name was read ("'Llama 3 8B' read as llama-3.1-8b")
 
 
-def parse_request(text: str) -> Intent:
-    """A slash command with key=value arguments, or a plain request (see the module docstring)."""
-    text = text.strip()
-    if text.startswith("/"):
-        command, *rest = text[1:].split() or ["help"]
-        args, words = slash_arguments(rest)
-        command = command.lower()
-        if command not in SLASH_COMMANDS:
-            return Intent("help", {"unknown": f"/{command}"}, [], text)
-        return Intent(command, args, words, text)
-    return plain_request(text)
+def parse_slash(text: str) -> Intent:
+    """A slash command with key=value arguments ("/run nproc=2 set=train.lr=1e-3")."""
+    command, *rest = text.strip()[1:].split() or ["help"]
+    args, words = slash_arguments(rest)
+    command = command.lower()
+    if command not in SLASH_COMMANDS:
+        return Intent("help", {"unknown": f"/{command}"}, [], text)
+    return Intent(command, args, words, text)
 
 
 def slash_arguments(tokens: list[str]) -> tuple[dict[str, Any], list[str]]:
@@ -110,21 +106,6 @@ def slash_arguments(tokens: list[str]) -> tuple[dict[str, Any], list[str]]:
     return args, words
 
 
-def correct_typos(text: str) -> str:
-    """Words close to one of VOCABULARY replaced by it ("trian" -> "train"); numbers, names and paths kept."""
-
-    def fix(match: re.Match) -> str:
-        word = match.group(0)
-        lowered = word.lower()
-        if len(lowered) < 4 or lowered in COMMON:
-            return word
-        swapped = [v for v in VOCABULARY if _one_swap(lowered, v)]
-        close = swapped or difflib.get_close_matches(lowered, VOCABULARY, n=1, cutoff=0.8)
-        return close[0] if close else word
-
-    return re.sub(r"(?<![\w./=-])[A-Za-z]+(?![\w./=-])", fix, text)
-
-
 def _one_swap(word: str, known: str) -> bool:
     """Two neighbouring letters swapped ("trian" for "train"): difflib rates this common typo low."""
     if len(word) != len(known) or word == known:
@@ -136,11 +117,6 @@ def _one_swap(word: str, known: str) -> bool:
         and word[wrong[0]] == known[wrong[1]]
         and word[wrong[1]] == known[wrong[0]]
     )
-
-
-def plain_request(text: str) -> Intent:
-    fixed = correct_typos(text)
-    return read_facts(fixed, first_reading(fixed), text)
 
 
 def first_reading(fixed: str) -> str:
