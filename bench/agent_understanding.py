@@ -342,11 +342,19 @@ def _commit() -> str:
     return found.stdout.strip() or "unknown"
 
 
+class SetError(ValueError):
+    """A request set that cannot be read: said in one line before anything runs."""
+
+
 def load_set(path: Path) -> list[dict]:
-    items = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    for item in items:
-        if "request" not in item or "expect" not in item:
-            raise SystemExit(f"{path}: every line needs request and expect (id {item.get('id')!r} has not)")
+    try:
+        items = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as error:
+        raise SetError(f"--set {path}: {error}") from None
+    for number, item in enumerate(items, 1):
+        if not isinstance(item, dict) or "request" not in item or "expect" not in item:
+            raise SetError(f"--set {path}: line {number} needs request and expect")
+        item.setdefault("id", f"{path.stem}-{number}")
     return items
 
 
@@ -363,22 +371,27 @@ def main(argv: list[str] | None = None) -> int:
     names = args.name or []
     if len(names) > len(args.sets):
         parser.error("more --name than --set")
-    for path in args.sets:
-        if not path.is_file():
-            parser.error(f"--set {path}: no such file")
+    try:
+        sets = [load_set(path) for path in args.sets]
+    except SetError as error:
+        parser.error(str(error))
     from agent.llm import llm_settings, make_llm
     from agent.offline import OfflinePlanner
+    from trainer.config import ConfigError
+
+    try:
+        settings = llm_settings(args.llm_base_url, args.llm_model)
+    except ConfigError as error:
+        parser.error(str(error))
 
     agents: list[tuple[str, Any]] = [] if args.llm else [("offline", OfflinePlanner())]
-    settings = llm_settings(args.llm_base_url, args.llm_model)
     if settings.offline:
         print("real-LLM path: skipped (no --llm-base-url/--llm-model or MESHPILOT_LLM_BASE_URL/MODEL)", file=sys.stderr)
     else:
         agents.append((f"llm:{settings.model}", make_llm(settings)))
     new = []
-    for index, path in enumerate(args.sets):
+    for index, (path, items) in enumerate(zip(args.sets, sets, strict=True)):
         name = names[index] if index < len(names) else path.stem
-        items = load_set(path)
         for agent_name, llm in agents:
             judged = run_set(items, llm)
             new.append(record(name, args.phase, path, judged, agent_name))

@@ -416,3 +416,16 @@ def test_a_what_if_against_the_plan_before_states_both_figures():
     assert "128,717 tokens/s" in reply and "64,359 tokens/s" in reply and ": faster." in reply
     assert "plans/8x2.json, plans/8x1.json" in reply
     assert ": not faster." in compare_plans(plan(8, 2, 128717.0, "dp_shard=16"), plan(8, 1, 64359.0, "dp_shard=8"))
+
+
+@pytest.mark.parametrize("content", ['{"request": "hi"}\n', "not json\n"])
+def test_a_bad_set_fails_in_one_line_before_anything_runs(content, tmp_path, capsys):
+    from bench.agent_understanding import main
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(content)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--set", str(bad), "--out", str(tmp_path / "out.json")])
+    assert exit_.value.code == 2
+    assert f"--set {bad}" in capsys.readouterr().err.splitlines()[-1]
+    assert not (tmp_path / "out.json").exists()
