@@ -1,10 +1,11 @@
 """The offline planner: a chat model that needs no network and no weights.
 
 It implements langchain's chat-model interface (BaseChatModel with bind_tools), so the graph cannot tell it from
-a real model. It reads the conversation since the user's last message, asks agent.requests what the request
-means, calls the tools it needs one at a time, and once the results are in writes the reply from them with
-agent.replies, naming the file of every figure it quotes. Questions are answered from result files and never
-launch anything; a request that is ambiguous gets one clarifying question.
+a real model. It reads the conversation since the user's last message, asks agent.understanding what the request
+means (in the context of the conversation and the repository), calls the tools it needs one at a time, and once
+the results are in writes the reply from them with agent.replies, naming the file of every figure it quotes.
+Questions are answered from result files and never launch anything; a request that is ambiguous gets one
+clarifying question.
 
     /plan [devices=N] [nodes=M] [device_mem=80GiB] [device_type=cuda|cpu] [model=PRESET] [gpu=h100] [seq_len=N]
     /run [nproc=N] [layout=dp_shard=2] [steps=N] [set=train.lr=1e-3]... [experiment=FILE] [wait=no]
@@ -33,6 +34,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from agent.replies import (
     answer_results,
     compare_plan,
+    compare_plans,
     compare_runs,
     compare_trials,
     describe_bench,
@@ -49,7 +51,7 @@ from agent.replies import (
     explain_plan,
     explain_sweep,
 )
-from agent.requests import Intent, parse_request
+from agent.understanding import Intent, context_of, parse_request
 
 __all__ = ["HANDLERS", "HELP", "OfflinePlanner", "parse_request", "respond"]
 
@@ -72,6 +74,8 @@ REPORT_INPUTS: dict[str, Callable[[list[BaseMessage]], Any]] = {
     "bench": lambda messages: _benches(messages),
 }
 RUN_TOOLS = ("launch_run", "wait_run", "run_status", "read_results", "cancel_run")  # tools about one run
+# A what-if measured against the plan before it ("how much faster with 16 GPUs?").
+COMPARING = r"\bhow much (?:faster|slower|better|quicker)\b|\b(?:than|compared? (?:to|with)) (?:before|the plan|that)\b"
 PLAN_KEYS = ("devices", "nodes", "device_mem", "device_type", "experiment", "model", "gpu", "seq_len")
 
 
@@ -111,7 +115,7 @@ def respond(messages: list[BaseMessage], available: set[str]) -> AIMessage:
     last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
     if last_human is None:
         return AIMessage(HELP)
-    intent = parse_request(messages[last_human].text)
+    intent = parse_request(messages[last_human].text, context_of(messages))
     earlier, turn = messages[:last_human], _steps(messages[last_human + 1 :])
     if intent.clarify and not turn:
         return AIMessage(intent.clarify)
@@ -134,7 +138,8 @@ def _plan(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMes
     """Plan (a what-if too): the stated hardware and model, or this machine; layouts named are compared."""
     done = {s.name: s for s in turn}
     if "plan_layouts" in done:
-        return _finish(done["plan_layouts"], lambda result: _plan_reply(result, intent.families))
+        before = _latest(earlier, "plan_layouts") if re.search(COMPARING, intent.text.lower()) else None
+        return _finish(done["plan_layouts"], lambda result: _plan_reply(result, intent, before))
     args = {k: intent.args[k] for k in PLAN_KEYS if k in intent.args}
     if "devices" not in args and ("model" in args or "gpu" in args):
         gpus = f"{args['gpu']} GPUs" if "gpu" in args else "GPUs, and which"
@@ -155,10 +160,15 @@ def _plan(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMes
     return _call("plan_layouts", **_typed(args))
 
 
-def _plan_reply(result: dict, families: list[str]) -> str:
-    if len(families) >= 2:
-        return compare_plan(result, families) + "\n\n" + describe_plan(result)
-    return describe_plan(result)
+def _plan_reply(result: dict, intent: Intent, before: Step | None = None) -> str:
+    """The plan; layouts named side by side; against the plan before when asked how it compares; how a loosely
+    named model was read."""
+    parts = [f"(I read {note}.)" for note in intent.notes]
+    if before is not None:
+        parts.append(compare_plans(before.result, result))
+    if len(intent.families) >= 2:
+        parts.append(compare_plan(result, intent.families))
+    return "\n\n".join([*parts, describe_plan(result)])
 
 
 def _why(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMessage:

@@ -50,6 +50,20 @@ def describe_plan(result: dict) -> str:
     return "\n".join(lines)
 
 
+def compare_plans(before: dict, after: dict) -> str:
+    """A what-if against the plan before it ("how much faster with 16 GPUs over 2 nodes?"): both best figures."""
+    if not before["top"] or not after["top"]:
+        return "One of the two plans has no layout that fits, so there is nothing to compare."
+    old, new = before["top"][0], after["top"][0]
+    verdict = "faster" if new["predicted_tokens_per_s"] > old["predicted_tokens_per_s"] else "not faster"
+    return (
+        f"Predicted best: {new['predicted_tokens_per_s']:,.0f} tokens/s ({new['family']} {new['layout']}) on "
+        f"{after['devices']} device(s) x {after['nodes']} node(s), against {old['predicted_tokens_per_s']:,.0f} "
+        f"tokens/s ({old['family']} {old['layout']}) on {before['devices']} device(s) x {before['nodes']} node(s) "
+        f"in the plan before: {verdict}. (sources: {after['source']}, {before['source']})"
+    )
+
+
 def _planned_model(result: dict) -> str:
     """ " for llama-3.1-8b at sequence length 4096" when the plan was of a preset."""
     preset = result.get("model")

@@ -1,0 +1,454 @@
+"""The offline planner's understanding of a request: what a user means, read the way a person would.
+
+    plain = normalise(text)            typos, number words, "30-step", "80 gig", "4x", "1,000"
+    entities = extract(plain, known)   counts with their noun, layouts, settings with negations, the model preset,
+                                       GPUs, and the runs, sweeps, checkpoints and files of the repository on disk
+    scores = score(plain, ...)         every intent scored on its cues (the grammar's first reading is one of them)
+    intent = fill(...)                 the chosen tool's arguments from the entities, and from the conversation what
+                                       the sentence does not restate (the plan before, the run just launched)
+    intent.clarify                     one question, naming the best reading, when a required argument is missing
+                                       or two readings score close
+
+agent.offline turns the Intent into tool calls and replies (agent.replies). A user with a real LLM never needs this
+package.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from agent.understanding.context import Context, context_of
+from agent.understanding.entities import Entities, extract, masked
+from agent.understanding.grammar import Intent, first_reading, parse_slash, read_facts
+from agent.understanding.intents import ACTIONS, FOLLOW_UP, ranked, score
+from agent.understanding.normalise import normalise
+
+__all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
+
+# A launch that repeats the one before, with what the sentence changes.
+AGAIN = (r"\bagain\b|\bsame\b|\brerun\b|\bre-run\b|\brelaunch\b|\bonce more\b|\bdo (?:it|that)\b|\bthis time\b|"
+         r"\b(?:run|train) it\b")  # fmt: skip
+CLOSE = 1.0  # two actions scoring within this of each other: ask which is meant
+PLAN_CARRIED = ("model", "gpu", "devices", "nodes", "seq_len", "device_mem")
+LAUNCH_CARRIED = ("experiment", "nproc", "layout", "steps")
+
+
+def parse_request(text: str, context: Context | None = None) -> Intent:
+    """A slash command as typed, or a plain sentence understood (see the module docstring)."""
+    return understand(text, context)
+
+
+def understand(text: str, context: Context | None = None) -> Intent:
+    text = text.strip()
+    if text.startswith("/"):
+        return parse_slash(text)
+    context = context or Context()
+    plain = normalise(text, context.known.names)
+    entities = extract(plain, context.known)
+    scores = score(plain, entities, first_reading(plain), context.previous)
+    best = ranked(scores)
+    command = best[0][0] if best[0][1] > 0 else "help"
+    intent = read_facts(masked(plain, entities), command, text)
+    intent.text = text
+    FILL.get(intent.command, lambda *a: None)(intent, entities, context)
+    if intent.clarify is None:
+        intent.clarify = _close_call(intent, best, entities)
+    if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
+        intent.clarify = _unplaced_number(plain, entities, intent)
+    if intent.command in NAMED_TOOLS and (unknown := _unknown_name(plain, entities, context)):
+        intent.clarify = unknown  # the name the user gave first: never another run in its place
+    if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
+        intent.clarify = _unsure(best)
+    return intent
+
+
+NUMBER = re.compile(r"(?<![\w.=/-])(\d+(?:\.\d+)?(?:e-?\d+)?)(k?)(?![\w.=/-]|\.\d)", re.I)
+CORRECTED = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b"
+
+
+def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | None:
+    """A question when the sentence states a number that no argument holds: a stated value is never dropped.
+    Numbers that name something (a model's size, a GPU, a run) or that a self-correction replaced do not count."""
+    lowered = plain.lower()
+    corrected = [m.end() for m in re.finditer(CORRECTED, lowered)]
+    spans = [e.span for e in entities.found if e.span[1] > e.span[0]]
+    held = json.dumps(intent.args)
+    for found in NUMBER.finditer(lowered):
+        if any(start <= found.start() < end for start, end in spans) or (corrected and found.start() < corrected[-1]):
+            continue
+        number, kilo = found.group(1), found.group(2)
+        readings = {number, str(_as_number(number))}
+        if kilo:
+            readings |= {str(int(float(number) * 1024)), str(int(float(number) * 1000))}
+        if not any(re.search(rf"(?<![\d.]){re.escape(r)}(?![\d])", held) for r in readings):
+            what = "sequence length, steps, processes" if intent.command == "run" else "devices, nodes, memory"
+            return (f"What is {found.group(0)} for ({what}...)? I would call {_call_text(intent)}, which does not "
+                    "use it.")  # fmt: skip
+    return None
+
+
+def _as_number(text: str) -> float | int:
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
+def _call_text(intent: Intent) -> str:
+    args = ", ".join(f"{k}={v}" for k, v in intent.args.items())
+    return f"/{intent.command} {args}".strip()
+
+
+NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr", "docs", "compare")
+# Words shaped like a run's or sweep's name ("r9", "exp-3", "runs/old") that are something else.
+NOT_A_NAME = (
+    r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step_\d+|"
+    r"fp\d+|bf16|e-\d+|x\d+|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|up-to-date|"
+    r"follow-up|write-up|what-if|so-called|e\.g|i\.e)$"
+)
+
+
+def _unknown_name(plain: str, entities: Entities, context: Context) -> str | None:
+    """A question when the sentence names a run or sweep the repository does not have: never the latest instead."""
+    if context.known.root is None:
+        return None
+    lowered = masked(plain.lower(), entities)
+    named = re.findall(r"(?<![\w/.=-])((?:runs|sweeps)/[\w.-]+|[a-z]+\d+[a-z0-9]*|[a-z0-9]+(?:-[a-z0-9]+)+)(?![\w/=])",
+                       lowered)  # fmt: skip
+    unknown = [n for n in named if not re.match(NOT_A_NAME, n.split("/")[-1]) and n not in KNOWN_WORDS]
+    known = {*context.known.runs, *context.known.sweeps}
+    unknown += [str(v) for v in [*entities.all("run"), *entities.all("sweep")] if str(v) not in known]
+    if not unknown:
+        return None
+    runs = ", ".join(context.known.runs) or "none"
+    sweeps = ", ".join(context.known.sweeps) or "none"
+    return f"I find no run or sweep named {unknown[0]!r} here (runs: {runs}; sweeps: {sweeps}). Which do you mean?"
+
+
+KNOWN_WORDS = {"tok/s", "step20"}
+GREETING = r"^\W*(?:hi|hello|hey|help|thanks|thank you)\W*$|\bhelp\b|\bwhat can you do\b|\bcommands\b"
+EXAMPLES = {
+    "plan": "plan layouts, e.g. `plan llama-3.1-8b on 8 H100s`",
+    "run": "train, e.g. `train 20 steps with dp_shard=2 on 2 GPUs`",
+    "results": "read a run's results, e.g. `loss and tokens/s of the latest run`",
+    "status": "check a run, e.g. `is the latest run done?`",
+    "runs": "list the runs",
+    "trials": "read a sweep, e.g. `who won the latest sweep?`",
+    "read": "show a file, e.g. `show meshpilot.yaml`",
+    "hardware": "see this machine's hardware",
+}
+
+
+def _unsure(best: list[tuple[str, float]]) -> str:
+    """The question for a sentence no intent reads: the closest reading first, else the main things I do."""
+    guess = next((name for name, value in best if value > 0 and name in EXAMPLES), None)
+    if guess:
+        return f"I am not sure what you want. Do you want me to {EXAMPLES[guess]}? (/help lists what I understand)"
+    some = "; ".join(EXAMPLES[k] for k in ("plan", "run", "results", "runs"))
+    return f"I am not sure what you want. Do you want me to {some}? (/help lists what I understand)"
+
+
+# --- filling each command's arguments ---------------------------------------------------------------------------
+
+
+def _run_of(intent: Intent, entities: Entities, context: Context, latest: bool = True) -> str | None:
+    """The run a sentence means: named, else the conversation's ("it", "that run"), else the repository's latest."""
+    named = entities.all("run")
+    if named:
+        return str(named[-1])
+    if context.run:
+        return context.run
+    return context.known.runs[0] if latest and context.known.runs else None
+
+
+def _sweep_of(intent: Intent, entities: Entities, context: Context, latest: bool = True) -> str | None:
+    named = entities.all("sweep")
+    if named:
+        return str(named[-1])
+    if context.sweep:
+        return context.sweep
+    return context.known.sweeps[0] if latest and context.known.sweeps else None
+
+
+def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None:
+    if (run := _run_of(intent, entities, context)) is not None:
+        intent.args["run"] = run
+        intent.words = [run]
+
+
+def _fill_cancel(intent: Intent, entities: Entities, context: Context) -> None:
+    """Stopping a run takes the run named or the conversation's, never a guess: else one question naming the latest."""
+    run = _run_of(intent, entities, context, latest=False)
+    if run is not None:
+        intent.args["run"] = run
+        intent.words = [run]
+    elif context.known.runs:
+        latest = context.known.runs[0]
+        intent.clarify = f"Cancel {latest}, the latest run? Name the run to confirm, e.g. `cancel {latest}`."
+
+
+def _fill_status(intent: Intent, entities: Entities, context: Context) -> None:
+    if entities.has("sweep") and not entities.has("run"):
+        intent.args["sweep"] = str(entities.get("sweep"))
+        if intent.args.get("wait") != "yes":
+            intent.command = "trials"
+        return
+    _fill_run_tool(intent, entities, context)
+
+
+def _fill_trials(intent: Intent, entities: Entities, context: Context) -> None:
+    if (sweep := _sweep_of(intent, entities, context)) is not None:
+        intent.args["sweep"] = sweep
+
+
+def _fill_sweep_named(intent: Intent, entities: Entities, context: Context) -> None:
+    """A report or pull request: of the sweep named, else the conversation's, else the latest."""
+    _fill_trials(intent, entities, context)
+
+
+def _fill_docs(intent: Intent, entities: Entities, context: Context) -> None:
+    named = entities.all("sweep")
+    if named:
+        intent.args["sweep"] = str(named[-1])
+    elif context.sweep and re.search(r"\b(?:it|that|this|them)\b", intent.text.lower()):
+        intent.args["sweep"] = context.sweep
+
+
+def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
+    lowered = intent.text.lower()
+    if checkpoint := entities.get("checkpoint"):
+        intent.args["model"] = str(checkpoint)
+    elif entities.has("run"):
+        run = str(entities.all("run")[-1])
+        checkpoints = context.known.checkpoints(run)
+        intent.args["model"] = checkpoints[0] if checkpoints and re.search(r"\bcheckpoint\b", lowered) else run
+    elif context.run and re.search(r"\b(?:it|that|this|its|again)\b", lowered):
+        intent.args["model"] = context.run
+    else:
+        example = context.known.runs[0] if context.known.runs else "runs/NAME"
+        intent.clarify = f"Which run or checkpoint should I benchmark? e.g. `benchmark {example}`."
+    if found := re.search(r"\b(?:on|with) the (\w+) (?:suite|benchmark)\b|\bsuite[= ](\w+)", lowered):
+        intent.args["suite"] = found.group(1) or found.group(2)
+
+
+def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
+    lowered = intent.text.lower()
+    if not entities.has("file", "experiment") and not re.search(r"\b(?:log|file|json|yaml|txt)\b", lowered):
+        if entities.has("sweep") and not entities.has("run"):  # "show sweeps/layouts-nov": its trials
+            intent.command = "trials"
+            return _fill_trials(intent, entities, context)
+        if entities.has("run"):  # "show r1": its results
+            intent.command = "results"
+            return _fill_run_tool(intent, entities, context)
+    files = [str(f) for f in entities.all("file")]
+    run = entities.get("run") or (context.run if re.search(r"\b(?:its|it'?s|that run'?s?)\b", lowered) else None)
+    stem = re.search(r"\b(metrics|memory|steps|config|log)(?:\.\w+)?(?: file)?\b", lowered)
+    in_run = [f for f in context.known.files if run and stem and f.startswith(f"{run}/{stem.group(1)}.")]
+    if files and run and files[-1] not in context.known.files and f"{run}/{files[-1]}" in context.known.files:
+        intent.args["path"] = f"{run}/{files[-1]}"  # "r1's steps.jsonl"
+    elif files:
+        intent.args["path"] = files[-1]
+    elif len(in_run) == 1:
+        intent.args["path"] = in_run[0]
+    elif entities.get("experiment"):
+        intent.args["path"] = str(entities.get("experiment"))
+    elif run and re.search(r"\blog\b", lowered):
+        intent.args["path"] = f"{run}/log.txt"
+    elif run and (kind := re.search(r"\b(json|jsonl|yaml|txt)\b", lowered)):
+        found = [f for f in context.known.files if f.startswith(f"{run}/") and f.endswith("." + kind.group(1))]
+        if len(found) == 1:
+            intent.args["path"] = found[0]
+        else:
+            names = " or ".join(f"`{f}`" for f in found) or f"a file of {run}"
+            intent.clarify = f"Which file do you mean: {names}?"
+            return
+    if "path" in intent.args:
+        intent.words = [intent.args["path"]]
+    elif intent.clarify is None:
+        example = context.file or "meshpilot.yaml"
+        intent.clarify = f"Which file should I show? e.g. `show {example}`."
+
+
+def _fill_sweep(intent: Intent, entities: Entities, context: Context) -> None:
+    if experiment := entities.get("experiment") or _experiment_file(entities):
+        intent.args["experiment"] = experiment
+    if trials := entities.get("trials"):
+        intent.args["trials"] = trials
+
+
+def _experiment_file(entities: Entities) -> str | None:
+    files = [str(f) for f in entities.all("file") if str(f).endswith((".yaml", ".yml"))]
+    return files[-1] if files else None
+
+
+def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
+    """A launch: every stated value, negations kept; "again" and "the same but" start from the launch before."""
+    lowered = intent.text.lower()
+    again = re.search(AGAIN, lowered) or (context.previous == "run" and re.search(FOLLOW_UP, lowered))
+    if again and context.launch:
+        for key in LAUNCH_CARRIED:
+            if key in context.launch and key not in intent.args:
+                intent.args[key] = context.launch[key]
+        carried = [o for o in context.launch.get("overrides", []) if not o.startswith("model.")]
+        intent.args["set"] = _merge(carried, intent.args.get("set", []))
+    if experiment := entities.get("experiment") or _experiment_file(entities):
+        intent.args["experiment"] = experiment
+    if steps := entities.get("steps"):
+        intent.args["steps"] = steps
+    # The switches as entities read them (a negation anywhere near wins), in the sentence's order, not the grammar's.
+    switches = [str(e.value) for e in sorted(entities.found, key=lambda e: e.span) if e.kind == "switch"]
+    keys = {s.split("=", 1)[0] + "=" for s in switches}
+    kept = [o for o in intent.args.get("set", []) if not any(o.startswith(k) for k in keys)]
+    stated = switches
+    if optimizer := entities.get("optimizer"):
+        stated.append(f"train.optimizer={optimizer}")
+    if stated:
+        intent.args["set"] = _merge(kept, stated)
+    if intent.clarify is None and (vague := entities.get("vague_setting")):
+        intent.clarify = _which_setting(str(vague), intent)
+    degrees = [int(d) for d in re.findall(r"=(\d+)", str(intent.args.get("layout", "")))]
+    if intent.clarify is None and degrees and "nproc" in intent.args and math.prod(degrees) != intent.args["nproc"]:
+        intent.clarify = (f"The layout {intent.args['layout']} needs {math.prod(degrees)} processes, not "
+                          f"{intent.args['nproc']}: which layout do you want? {_launch_text(intent.args)}")  # fmt: skip
+    if intent.clarify is None and (relative := entities.get("relative")):
+        intent.clarify = f"How many in all: {relative} than what? Give the number. {_launch_text(intent.args)}"
+    if intent.clarify is None and entities.has("vague_hardware") and "nproc" not in intent.args:
+        intent.clarify = f"On how many GPUs (processes), and with which layout? {_launch_text(intent.args)}"
+
+
+def _merge(before: list[str], after: list[str]) -> list[str]:
+    """Overrides with the later value of each key, in place: what the sentence says wins over what it repeats."""
+    merged = list(before)
+    for override in after:
+        key = override.split("=", 1)[0] + "="
+        same = [i for i, o in enumerate(merged) if o.startswith(key)]
+        if same:
+            merged[same[0]] = override
+            merged = [o for i, o in enumerate(merged) if i not in same[1:]]
+        else:
+            merged.append(override)
+    return merged
+
+
+def _which_setting(vague: str, intent: Intent) -> str:
+    reading = _launch_text(intent.args)
+    if vague == "optimizer":
+        return f"Which optimizer (e.g. `train.optimizer=sgd` or `adamw`)? {reading}"
+    if vague == "seq_len":
+        return f"Which sequence length (e.g. `seq_len 512`)? {reading}"
+    return f"What should change, exactly: the layout, processes, steps or a setting? {reading}"
+
+
+def _launch_text(args: dict[str, Any]) -> str:
+    parts = [f"{k}={args[k]}" for k in ("experiment", "nproc", "layout", "steps") if k in args]
+    parts += args.get("set", [])
+    return f"So far I would train with {', '.join(parts)}." if parts else "So far I would train with the defaults."
+
+
+def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
+    """A plan: the stated model, GPUs and counts; a follow-up keeps what the plan before had and it does not restate."""
+    args = intent.args
+    args.pop("nproc", None)
+    if model := entities.get("model"):
+        args["model"] = model
+        intent.notes += [str(n) for n in entities.all("model_note")]
+        if intent.clarify and "GPU" not in intent.clarify:  # the grammar's question about the model: answered
+            intent.clarify = None
+    elif choice := entities.get("model_choice"):
+        intent.clarify = f"Which model do you mean: {' or '.join(map(str, choice))}?"
+    elif (size := entities.get("model_size")) and (sized := _same_family((context.plan or {}).get("model"), size)):
+        args["model"] = sized
+        intent.notes.append(f"{size}B as the preset {sized} (the family of the plan before)")
+    if nodes := entities.get("node_count"):
+        args["nodes"] = nodes
+    if per_node := entities.get("per_node"):
+        args["devices"] = per_node
+    elif nodes and (devices := _device_count(entities)) and devices % nodes == 0 and devices > nodes:
+        args["devices"] = devices if re.search(r"\b(?:each|per)\b", intent.text.lower()) else devices // nodes
+    if (device_mem := entities.get("device_mem")) and "gpu" not in args:
+        args["device_mem"] = device_mem
+    if entities.has("own_model"):
+        args.pop("model", None)
+    follow_up = context.plan is not None and (re.search(FOLLOW_UP, intent.text.lower()) or context.previous == "plan")
+    if follow_up and context.plan:
+        for key in PLAN_CARRIED:
+            if key in args or key not in context.plan:
+                continue
+            if key == "model" and entities.has("own_model"):
+                continue
+            if key == "nodes" and "devices" in args:
+                continue
+            if key == "device_mem" and "gpu" in args:
+                continue
+            args[key] = context.plan[key]
+    if entities.has("vague_hardware"):
+        before = ", ".join(f"{k}={v}" for k, v in (context.plan or {}).items() if k in PLAN_CARRIED)
+        intent.clarify = ("How many GPUs (and nodes) should I plan for? e.g. `on 16 GPUs over 2 nodes`"
+                          + (f" (the plan before: {before})." if before else "."))  # fmt: skip
+
+
+def _same_family(model: object, size: object) -> str | None:
+    """The preset of `model`'s family (its version first) with `size` billion parameters."""
+    from agent.understanding.entities import _PRESET
+    from trainer.presets import MODELS
+
+    before = _PRESET.match(str(model)) if model else None
+    if before is None:
+        return None
+    sized = [
+        k
+        for k in MODELS
+        if (m := _PRESET.match(k)) and m.group(1) == before.group(1) and float(m.group(3)) == float(size)
+    ]
+    same_version = [k for k in sized if _PRESET.match(k).group(2) == before.group(2)]
+    found = same_version or sized
+    return found[0] if len(found) == 1 else None
+
+
+def _device_count(entities: Entities) -> int | None:
+    found = entities.get("devices")
+    return int(found) if isinstance(found, int) else None
+
+
+def _fill_compare(intent: Intent, entities: Entities, context: Context) -> None:
+    runs = list(dict.fromkeys(str(r) for r in entities.all("run")))
+    if len(runs) >= 2:
+        intent.words = runs[:2]
+        return
+    lowered = intent.text.lower()
+    if len(context.known.runs) > 2 and not re.search(r"\b(?:last|latest|newest|recent) two\b", lowered):
+        first, second = context.known.runs[:2]
+        intent.clarify = (
+            f"Compare {first} and {second}, the latest two? Or name the two runs, e.g. `compare {first} and {second}`."
+        )
+
+
+FILL = {
+    "results": _fill_run_tool,
+    "status": _fill_status,
+    "cancel": _fill_cancel,
+    "trials": _fill_trials,
+    "report": _fill_sweep_named,
+    "pr": _fill_sweep_named,
+    "docs": _fill_docs,
+    "bench": _fill_bench,
+    "read": _fill_read,
+    "sweep": _fill_sweep,
+    "run": _fill_launch,
+    "plan": _fill_plan,
+    "compare": _fill_compare,
+}
+
+
+def _close_call(intent: Intent, best: list[tuple[str, float]], entities: Entities) -> str | None:
+    """One question naming the best reading when a second action scores close to it."""
+    (first, top), (second, runner_up) = best[0], best[1]
+    if first not in ACTIONS or second not in ACTIONS or top - runner_up >= CLOSE or runner_up <= 0:
+        return None
+    reading = (
+        _launch_text(intent.args)
+        if first == "run"
+        else f"/{intent.command} " + " ".join(f"{k}={v}" for k, v in intent.args.items() if k != "set")
+    )
+    return f"Do you want me to {first} ({reading.strip()}) or to {second}? yes / edit"

@@ -1,0 +1,351 @@
+"""The entities of a sentence, each with its span in the normalised text: counts with their noun, hardware (GPU
+preset, devices per node, nodes, memory per device), the model preset (matched by family, size and version), settings
+with their negation, and the runs, sweeps, checkpoints and files of the repository it names.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from agent.understanding.known import Known
+from trainer.presets import MODELS
+
+# A count's noun: what the number counts.
+NOUNS = {
+    "devices": r"gpus?|cards?|devices?|accelerators?|h100s?|h200s?|a100s?|a10s?|l40s|4090s?",
+    "nproc": r"process(?:es)?|procs?|ranks?|workers?",
+    "nodes": r"nodes?|machines?|boxes|box|hosts?|servers?",
+    "steps": r"(?:optimi[sz]er |training )?steps?|iterations?|iters?",
+    "trials": r"trials?|configurations?|configs?",
+    "stages": r"(?:pipeline )?stages?",
+}
+COUNT = r"(\d+(?:\.\d+)?)(k?)"
+CORRECTION = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b|\brather\b"
+NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never|before i|before we)\s+(?:actually\s+)?"
+             r"(?:run|launch|start|train|kick)\w*\b(?:\s+(?:anything|it|a run|a job))?|\bjust plan\b|"
+             r"\bonly plan\b|\bno launch\w*\b|\bhypothetical\w*\b")  # fmt: skip
+# Boolean settings: their names, and the words that turn them off or on, before or after the name.
+SWITCHES = {
+    "data.packing": r"(?:sequence |document )?packing|packed (?:sequences|documents)|pack(?:ing)?",
+    "train.activation_checkpointing": r"(?:activation|gradient|act)[ _-]?(?:checkpointing|ckpt)|recomput\w*|\bac\b",
+    "train.compile": r"torch\.?compile|compil(?:e|ation)",
+}
+CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
+NEGATION_BEFORE = (
+    r"\b(?:without|no|not|disable|disabling|disabled|off|don'?t|do not|never|skip|w/o|turn off|switch off)\b"
+)
+NEGATION_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|=|:))*\s*(?:off|disabled|false|no|0|none)\b"
+OPTIMIZERS = r"sgd|adamw|adam|adafactor|lion|muon"
+SETTING = (
+    r"\b(?:learning rate|lr|micro[- _]?batch(?: size)?|seed|weight decay|warm-?up(?: steps)?|"
+    r"grad(?:ient)? clip(?:ping)?|seq(?:uence)?[ _-]?len(?:gth)?|[a-z]+\.[a-z_.]+)\s*(?:of|=|:|to)?\s*\d"
+)
+VAGUE_HARDWARE = (
+    r"\bmore (?:memory|vram|ram)\b|"
+    r"\b(?:more|fewer|less|bigger|larger|smaller|big|large|other|faster|better|some|cloud|remote|"
+    r"several|many|a few|few)\s+(?:\w+\s+)?(?:gpus?|devices?|nodes?|cards?|machines?|boxes)\b"
+)
+VAGUE_CHANGE = (
+    r"\b(?:other|different|another)\s+(?:layout|model|config|experiment|one|settings?)\b|"
+    r"\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b|\bthe \w+(?:est)? one\b"
+)
+FAMILIES = r"llama|mistral|mixtral|qwen|gemma|smollm"
+OWN_MODEL = r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model)\b"
+MEMORY_EACH = r"\b(\d+(?:\.\d+)?)\s*(gib|gb)\b\s*(?:of\s+(?:memory|vram|ram)\s*)?(?:each|per|apiece|a piece)"
+NOT_NAMES = {"run", "sweep", "latest", "last", "other", "long", "good", "best", "same", "next", "first", "whole"}
+NOT_FILES = {
+    "readme",
+    "training",
+    "docs",
+    "report",
+    "metrics",
+    "memory",
+    "steps",
+    "config",
+    "log",
+    "meshpilot",
+    "model",
+}
+SEQ_LEN = (
+    r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|at|is)?\s*\d|"
+    r"\b\d+\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b"
+)
+NAMES = ("run", "sweep", "checkpoint", "file", "experiment")
+
+
+@dataclass
+class Entity:
+    kind: str
+    value: object
+    span: tuple[int, int]
+
+
+@dataclass
+class Entities:
+    text: str  # the normalised sentence the spans index
+    found: list[Entity] = field(default_factory=list)
+
+    def add(self, kind: str, value: object, span: tuple[int, int]) -> None:
+        self.found.append(Entity(kind, value, span))
+
+    def get(self, kind: str) -> object | None:
+        """The last value of `kind` in the sentence: what a self-correction ("... no wait, four nodes") leaves."""
+        found = self.all(kind)
+        return found[-1] if found else None
+
+    def all(self, kind: str) -> list[object]:
+        """The values of `kind` in the sentence's order."""
+        return [e.value for e in sorted(self.found, key=lambda e: e.span) if e.kind == kind]
+
+    def has(self, *kinds: str) -> bool:
+        return any(e.kind in kinds for e in self.found)
+
+
+def extract(text: str, known: Known) -> Entities:
+    lowered = text.lower()
+    entities = Entities(text)
+    _counts(lowered, entities)
+    _hardware(lowered, entities)
+    _model(lowered, entities)
+    _switches(lowered, entities)
+    _optimizer(lowered, entities)
+    _names(text, entities, known)
+    _layouts(masked(lowered, entities), entities)
+    if found := re.search(SETTING, lowered):
+        entities.add("override", found.group(0), found.span())
+    if found := re.search(SEQ_LEN, lowered):
+        entities.add("seq_len", found.group(0), found.span())
+    if re.search(NO_LAUNCH, lowered):
+        entities.add("no_launch", True, (0, 0))
+    if found := re.search(OWN_MODEL, lowered):
+        entities.add("own_model", True, found.span())
+    return entities
+
+
+def masked(text: str, entities: Entities) -> str:
+    """`text` with the names of runs, sweeps and files blanked out: "baseline-ddp" names a run, not a layout."""
+    for entity in entities.found:
+        start, end = entity.span
+        if entity.kind in NAMES and end > start:
+            text = text[:start] + "_" * (end - start) + text[end:]
+    return text
+
+
+def _layouts(lowered: str, entities: Entities) -> None:
+    """Layout degrees ("dp_shard=2,tp=2", "pp=2") and words (FSDP, "tensor parallel", "2 replicas x 2 shards") and
+    GPU names: cues of a launch or a plan (the grammar reads their values)."""
+    from agent.understanding.grammar import _GPU_NAME, LAYOUT_WORDS
+
+    for pattern, _ in LAYOUT_WORDS:
+        if found := re.search(rf"\b(?:{pattern})\b", lowered):
+            entities.add("layout", found.group(0), found.span())
+    if found := re.search(r"\b(?:pp|dp_replicate|dp_shard|cp|tp)\s*=\s*\d+", lowered):
+        entities.add("layout", found.group(0), found.span())
+    if found := re.search(_GPU_NAME, lowered):
+        entities.add("gpu_named", found.group(0), found.span())
+
+
+def _counts(lowered: str, entities: Entities) -> None:
+    """Every number followed by what it counts ("12 steps", "20 trials", "2 procs", "4 nodes"), and counts after
+    their noun ("steps=40", "trials: 8")."""
+    for kind, noun in NOUNS.items():
+        for found in re.finditer(rf"\b{COUNT}\s*(?:x\s*)?(more\s+|fewer\s+|less\s+)?(?:{noun})\b", lowered):
+            number = _number(found.group(1), found.group(2), kind)
+            if found.group(3):  # "2 more steps": relative to the launch or plan before, not 2
+                entities.add("relative", f"{found.group(3).strip()} {number} {kind}", found.span())
+                continue
+            entities.add(kind, number, found.span())
+        for found in re.finditer(rf"\b(?:{noun})\s*(?:=|:)\s*{COUNT}\b", lowered):
+            entities.add(kind, _number(found.group(1), found.group(2), kind), found.span())
+
+
+def _number(digits: str, kilo: str, kind: str) -> int:
+    value = float(digits) * (1000 if kilo else 1)
+    return int(value)
+
+
+def _hardware(lowered: str, entities: Entities) -> None:
+    """Nodes and devices per node: "2 nodes of 8", "8 per node", "16 GPUs across 2 machines" (8 per node)."""
+    text = lowered
+    correction = list(re.finditer(CORRECTION, text))
+    start = correction[-1].end() if correction else 0
+    part = text[start:]  # a self-correction: what follows it stands
+    nodes = re.search(rf"\b{COUNT}\s+(?:{NOUNS['nodes']})\b", part)
+    per_node = re.search(
+        rf"\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|\b{COUNT}\s*(?:\w+\s+){{0,3}}?(?:per|each|a)\s+"
+        rf"(?:node|machine|box|host|server)\b",
+        part,
+    )
+    total = re.search(
+        rf"\b(\d+)(k?)(?![.\d])\s*(?:x\s*)?(?:[a-z][\w-]*\s+|\d+\s*gb\s+){{0,3}}?(?:{NOUNS['devices']})?\s*"
+        rf"(?:[a-z]\w*\s+)?(?:across|over|spread over|split over|on|in)\s+{COUNT}\s+(?:{NOUNS['nodes']})\b",
+        part,
+    )
+    if nodes:
+        entities.add("node_count", int(float(nodes.group(1))), (start + nodes.start(), start + nodes.end()))
+    if per_node:
+        value = per_node.group(1) or per_node.group(3)
+        entities.add("per_node", int(float(value)), (start + per_node.start(), start + per_node.end()))
+    elif total and nodes and float(total.group(3)) == float(nodes.group(1)):
+        devices, count = int(total.group(1)), int(float(total.group(3)))
+        if count and devices % count == 0 and devices > count:
+            entities.add("per_node", devices // count, (start + total.start(), start + total.end()))
+    if (found := re.search(MEMORY_EACH, text)) or (found := re.search(r"\bwith\s+(\d+(?:\.\d+)?)\s*(gib|gb)\b", text)):
+        entities.add("device_mem", f"{found.group(1)}GiB" if found.group(2) == "gib" else f"{found.group(1)}GB",
+                     found.span())  # fmt: skip
+    if re.search(VAGUE_HARDWARE, text):
+        entities.add("vague_hardware", True, (0, 0))
+
+
+SIZE_FIRST = rf"\b(\d+(?:\.\d+)?)\s*b(?:illion)?(?:[\s-]+param\w*)?\s+({FAMILIES})(?:[\s-]*(\d+(?:\.\d+)?))?"
+SIZE_ONLY = r"\b(\d+(?:\.\d+)?)\s*b(?:illion)?(?:[\s-]+param\w*)?\s+(?:model|llm|transformer|network)\b"
+_PRESET = re.compile(r"^([a-z]+)-?(?:(\d+(?:\.\d+)?)-)?(\d+(?:\.\d+)?)b$")
+
+
+def _model(lowered: str, entities: Entities) -> None:
+    """A model named loosely ("Llama 3 8B", "llama3.1 70b", "qwen2.5 72b", "a 7B llama"): the preset of that family
+    and size whose version starts with the one given; the entity says which preset it took."""
+    found = re.search(rf"\b({FAMILIES})[\s-]*(\d+(?:\.\d+)?)?[\s-]+(\d+(?:\.\d+)?)\s*b\b", lowered)
+    if found:
+        family, version, size = found.groups()
+    elif found := re.search(SIZE_FIRST, lowered):
+        size, family, version = found.groups()
+    elif found := re.search(SIZE_ONLY, lowered):
+        size, family, version = found.group(1), None, None
+    elif found := re.search(rf"\b({FAMILIES})(?:[\s-]*(\d+(?:\.\d+)?))?\b(?!\s*[-.]?\d)", lowered):
+        family, version = found.groups()
+        matches = [k for k in MODELS if _PRESET.match(k) and _PRESET.match(k).group(1) == family
+                   and (not version or (_PRESET.match(k).group(2) or "").startswith(version))]  # fmt: skip
+        if len(matches) == 1:
+            entities.add("model", matches[0], found.span())
+            entities.add("model_note", f"{found.group(0)!r} as the preset {matches[0]}", found.span())
+        elif matches:
+            entities.add("model_choice", matches, found.span())
+        return
+    else:
+        if bare := re.search(r"(?<![\w.])(\d+(?:\.\d+)?)\s*b\b", lowered):
+            entities.add("model_size", bare.group(1), bare.span())  # "and for 70b?": the family of the plan before
+        return
+    matches = []
+    for key in MODELS:
+        parsed = _PRESET.match(key)
+        if not parsed or family not in (None, parsed.group(1)) or float(parsed.group(3)) != float(size):
+            continue
+        if version and not (parsed.group(2) or "").startswith(version):
+            continue
+        matches.append(key)
+    said = found.group(0)
+    if len(matches) == 1:
+        entities.add("model", matches[0], found.span())
+        if matches[0] != said.replace(" ", "-"):
+            entities.add("model_note", f"{said!r} as the preset {matches[0]}", found.span())
+    elif len(matches) > 1:
+        entities.add("model_choice", matches, found.span())
+
+
+def _switches(lowered: str, entities: Entities) -> None:
+    """Boolean settings with their negation: "packing off", "no packing", "don't pack", "packing turned off",
+    "without activation checkpointing" are false; "turn on packing", "with AC", "packing: true" are true. Every
+    mention is read with the words around it, and a negation near any mention wins: it is never dropped."""
+    for key, name in SWITCHES.items():
+        mentions = list(re.finditer(rf"\b(?:{name})\b", lowered))
+        if not mentions:
+            continue
+        values = [_switch_value(lowered, m) for m in mentions]
+        if "false" in values:
+            value = "false"
+        elif "true" in values:
+            value = "true"
+        else:
+            continue
+        entities.add("switch", f"{key}={value}", mentions[values.index(value)].span())
+
+
+def _switch_value(lowered: str, mention: re.Match) -> str | None:
+    # Only the words of the mention's own clause: "without packing, with AC" does not negate AC.
+    before = re.split(CLAUSE, lowered[max(0, mention.start() - 60) : mention.start()])[-1]
+    if re.search(r"\b(?:or|nor)\s*$", before):  # "without activation checkpointing or packing": both off
+        return "false" if re.search(NEGATION_BEFORE, before) else None
+    after = re.split(CLAUSE, lowered[mention.end() : mention.end() + 30])[0]
+    before_words = " ".join(re.findall(r"[\w'/]+", before)[-3:])
+    after_words = " ".join(re.findall(r"[\w'/]+", after)[:3])
+    if re.search(NEGATION_BEFORE, before_words) or re.search(NEGATION_AFTER, after_words):
+        return "false"
+    if re.search(r"\b(?:with|enable|enabling|turn on|switch on|use|using|w/|on)\s*$", before_words + " ") or re.search(
+        r"^(?:\s*(?:turned|switched|set|is|being|to|=|:))*\s*(?:on|enabled|true|yes|1)\b", after_words
+    ):
+        return "true"
+    return None
+
+
+def _optimizer(lowered: str, entities: Entities) -> None:
+    found = re.search(rf"\b({OPTIMIZERS})\b(?:\s+optimi[sz]er)?|\boptimi[sz]er\s*(?:=|:|to|of)?\s*({OPTIMIZERS})\b",
+                      lowered)  # fmt: skip
+    if found:
+        entities.add("optimizer", found.group(1) or found.group(2), found.span())
+    elif re.search(r"\b(?:different|another|other|new)\s+optimi[sz]er\b", lowered):
+        entities.add("vague_setting", "optimizer", (0, 0))
+    if re.search(r"\b(?:change|set|different|another|other|new|tweak|adjust)\s+(?:the\s+)?(?:seq(?:uence)?[ _]?len"
+                 r"(?:gth)?|context length)\b(?!\s*(?:to|=|of)?\s*\d)", lowered):  # fmt: skip
+        entities.add("vague_setting", "seq_len", (0, 0))
+    if re.search(VAGUE_CHANGE, lowered):
+        entities.add("vague_setting", "other", (0, 0))
+
+
+def _names(text: str, entities: Entities, known: Known) -> None:
+    """Runs, sweeps, checkpoints and files the sentence names, checked against the repository."""
+    lowered = text.lower()
+    for found in re.finditer(r"(?<![\w/.-])((?:runs|sweeps)/[\w.-]+(?:/[\w.-]+)*)", text):
+        path = found.group(1).rstrip(".,;:)?!")
+        kind = "checkpoint" if "/checkpoint/" in path else "file" if re.search(r"\.\w+$", path) else path.split("/")[0]
+        entities.add({"runs": "run", "sweeps": "sweep"}.get(kind, kind), path, found.span())
+        if kind in ("checkpoint", "file"):
+            entities.add("run", "/".join(path.split("/")[:2]), found.span())
+    for found in re.finditer(r"(?<![\w/.-])([\w.-]+(?:/[\w.-]+)*\.(?:ya?ml|md|json|jsonl|txt|toml|py|csv|log))\b",
+                             text):  # fmt: skip
+        if found.group(1).startswith(("runs/", "sweeps/")):
+            continue
+        path = known.file(found.group(1)) or found.group(1)
+        entities.add("file", path, found.span())
+    tokens = list(re.finditer(r"(?<![\w/.=-])[a-z0-9][\w.]*(?:-[\w.]+)*(?![\w/=])", lowered))
+    for index in range(len(tokens)):
+        _name(tokens[index : index + 2], entities, known)
+    for found in re.finditer(r"\b(?:the|that|this|my)\s+([a-z][\w-]+)(?:\s+(sweep|run|model|one))?\b", lowered):
+        word, noun = found.groups()
+        if word in NOT_NAMES:
+            continue
+        for kind, label in (("runs", "run"), ("sweeps", "sweep")):
+            nouns = (
+                (None, "one", "model", label) if len(word) >= 4 else (label,)
+            )  # "the lr" is no sweep, "the lr sweep" is
+            if noun in nouns and (path := known.resolve(word, kind)):
+                entities.add(label, path, found.span())
+    for found in re.finditer(r"\b(?:the|my|our|your)\s+(\w+)(?:\s+file)?\b", lowered):
+        if found.group(1) not in NOT_FILES and (path := known.stem(found.group(1))):
+            entities.add("file", path, found.span())
+    if (found := re.search(r"\b(?:the|my|our)\s+experiment(?:\s+file|\s+config)?\b", lowered)) and known.file(
+        "meshpilot.yaml"
+    ):
+        entities.add("experiment", "meshpilot.yaml", found.span())
+    for found in re.finditer(r"\b(?:the\s+)?(\w+)\s+(?:config|experiment)(?:\s+file)?\b", lowered):
+        if path := known.config(found.group(1)):
+            entities.add("experiment", path, found.span())
+    latest = r"\b(?:latest|last|most recent|newest|previous|recent)\s+(?:\w+\s+)?"
+    if known.runs and re.search(latest + r"(?:run|one|training)\b", lowered):
+        entities.add("run", known.runs[0], (0, 0))
+    if known.sweeps and re.search(latest + r"sweep\b", lowered):
+        entities.add("sweep", known.sweeps[0], (0, 0))
+
+
+def _name(tokens: list[re.Match], entities: Entities, known: Known) -> None:
+    """A bare run or sweep name ("r1", "tp-try", "layots-nov") or two words of one ("lr scan", "baseline ddp")."""
+    readings = [(tokens[0].group(0), tokens[0].span())]
+    if len(tokens) == 2:
+        readings.insert(0, (f"{tokens[0].group(0)} {tokens[1].group(0)}", (tokens[0].start(), tokens[1].end())))
+    for candidate, span in readings:
+        for kind, label in (("runs", "run"), ("sweeps", "sweep")):
+            close = " " not in candidate  # two words name a run only exactly ("lr scan"), never by a near miss
+            if path := known.resolve(candidate, kind, prefix=False, close=close):
+                entities.add(label, path, span)
+                return

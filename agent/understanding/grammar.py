@@ -1,0 +1,435 @@
+"""The grammar of a request: slash commands, and the rules that read a plain sentence's facts and its first
+reading (agent.understanding combines them with the repository, the conversation and cue scores).
+
+A request is a slash command with key=value arguments, or a plain sentence (normalised first by
+agent.understanding.normalise). Of a plain sentence the grammar reads the facts it states (model preset, GPU and
+counts, sequence length, layout words and degrees, steps, learning rate and other keys, packing, activation
+checkpointing, which run) and a first reading of what it is:
+- a question (about results, why something won, where the report is): answered from files, never launching;
+- a what-if ("would FSDP be faster than DDP for a 7B llama on 8 H100s?"): a plan;
+- a command ("train it with FSDP on 2 processes for 5 steps"): the tool call with every stated parameter.
+Anything ambiguous or unknown sets `clarify`, the one question to ask instead of guessing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainer.config import ConfigError
+from trainer.presets import GPU_ALIASES, GPUS, MODELS, REFUSED, gpu_preset, model_override, model_preset, preset_key
+
+SLASH_COMMANDS = ("help", "plan", "why", "run", "status", "results", "cancel", "hardware", "runs", "read", "sweep",
+                  "bench", "report", "pr", "compare", "trials", "where", "docs")  # fmt: skip
+MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")  # trainer.layout's mesh order
+FAMILY_OF_DIM = {"dp_replicate": "DDP", "dp_shard": "FSDP", "tp": "TP", "pp": "PP", "cp": "CP"}
+# Layout words, longest phrases first so that "fully sharded data parallel" is not read as "data parallel".
+LAYOUT_WORDS: list[tuple[str, str]] = [
+    (r"fully[- ]sharded(?: data[- ]parallel)?|fsdp2?|zero[- ]?3|zero stage 3", "dp_shard"),
+    (r"hsdp|hybrid[- ]shard(?:ing|ed)?(?: data[- ]parallel)?", "hsdp"),
+    (r"ddp|distributed data[- ]parallel|data[- ]parallel(?:ism)?|replicated?", "dp_replicate"),
+    (r"tensor[- ]parallel(?:ism)?|tp", "tp"),
+    (r"pipeline[- ]parallel(?:ism)?|pipelined?|pp", "pp"),
+    (r"context[- ]parallel(?:ism)?|ring attention|cp", "cp"),
+]
+# Layouts people name that meshpilot does not have: asked about rather than guessed.
+UNKNOWN_LAYOUTS = r"zero[- ]?[12]\b|zero stage [12]|deepspeed|megatron|expert[- ]parallel\w*|sequence[- ]parallel\w*"
+TOPICS = {
+    "memory": r"memory|\bmem\b|\boom\b|gib|\bram\b|vram",
+    "optimizer": r"optimi[sz]er",
+    "gradients": r"gradients?\b(?! noise)",
+    "parameters": r"parameters|weights",
+    "activations": r"activations?",
+    "peak": r"\bpeak",
+    "predicted": r"predict|estimat|expect|forecast",
+    "throughput": r"throughput|tokens ?/ ?s|tokens per second|\bspeed|\bfast|\bslow",
+    "mfu": r"\bmfu\b|utili[sz]ation",
+    "loss": r"\bloss",
+    "gns": r"noise scale|\bgns\b|batch size|recommended batch|critical batch",
+    "status": r"\bstatus|did it (finish|fail)|\bfail|\bdone\b|\bfinish",
+}
+# Words the rules read: agent.understanding.normalise corrects a misspelling of one (one edit) first.
+_VOCABULARY = """train training launch start run runs status results result memory optimizer optimiser throughput
+loss layout layouts fastest processes process steps nodes sequence length faster slower compare comparison
+prediction predicted measured report documentation benchmark evaluate sweep cancel hardware checkpointing
+activation packing learning rate gradient gradients parameters activations pipeline tensor context parallel
+replicate sharded which where would should could winner latest previous recommended explain trial trials
+throughput utilization utilisation progress"""
+VOCABULARY = _VOCABULARY.split()
+_COMMON = """the and that this with what how much did take took does for from into then about
+than was were is it its an on of to in at by be can you me my our we will why when which please show tell give
+model models gpu gpus devices device node many more less fit fits per tokens time last one two first best batch
+same again also just need used use using size noise scale each lane rain main plain brain their there these
+those test tests state trial procs"""
+COMMON = set(VOCABULARY) | set(_COMMON.split())
+_NUMBER = r"(\d+(?:\.\d+)?(?:e-?\d+)?)"
+_COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
+_UNKNOWN_GPU = r"\b(mi\d{3}x?|v100|p100|t4|b200|gb200|gh200|l4|a6000|a40|rtx ?[2-5]0[6-9]0(?: ti)?)s?\b"
+_GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx ?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gb)?s?\b"
+
+
+@dataclass
+class Intent:
+    command: str
+    args: dict[str, Any] = field(default_factory=dict)
+    words: list[str] = field(default_factory=list)
+    text: str = ""
+    topics: list[str] = field(default_factory=list)  # what a question about results asks for (TOPICS' keys)
+    families: list[str] = field(default_factory=list)  # layout families named (DDP, FSDP...), for comparisons
+    clarify: str | None = None  # the question to ask instead of acting
+    notes: list[str] = field(default_factory=list)  # how a loose name was read ("'Llama 3 8B' read as llama-3.1-8b")
+
+
+def parse_slash(text: str) -> Intent:
+    """A slash command with key=value arguments ("/run nproc=2 set=train.lr=1e-3")."""
+    command, *rest = text.strip()[1:].split() or ["help"]
+    args, words = slash_arguments(rest)
+    command = command.lower()
+    if command not in SLASH_COMMANDS:
+        return Intent("help", {"unknown": f"/{command}"}, [], text)
+    return Intent(command, args, words, text)
+
+
+def slash_arguments(tokens: list[str]) -> tuple[dict[str, Any], list[str]]:
+    args: dict[str, Any] = {}
+    words = []
+    for token in tokens:
+        key, sep, value = token.partition("=")
+        if not sep:
+            words.append(token)
+        elif key == "set":
+            args.setdefault("set", []).append(value)
+        else:
+            args[key.replace("-", "_")] = value
+    return args, words
+
+
+def _one_swap(word: str, known: str) -> bool:
+    """Two neighbouring letters swapped ("trian" for "train"): difflib rates this common typo low."""
+    if len(word) != len(known) or word == known:
+        return False
+    wrong = [i for i, (a, b) in enumerate(zip(word, known, strict=True)) if a != b]
+    return (
+        len(wrong) == 2
+        and wrong[1] == wrong[0] + 1
+        and word[wrong[0]] == known[wrong[1]]
+        and word[wrong[1]] == known[wrong[0]]
+    )
+
+
+def first_reading(fixed: str) -> str:
+    """The command the grammar's rules read in a (typo-corrected) sentence; "wait" for a wait."""
+    lowered = fixed.lower()
+    return "wait" if re.search(_WAIT, lowered) else _classify(lowered)
+
+
+def read_facts(fixed: str, command: str, text: str | None = None) -> Intent:
+    """The facts of a sentence as `command` takes them ("8 GPUs" are a plan's devices, a launch's processes)."""
+    lowered = fixed.lower()
+    waiting = command == "wait"  # "wait for the sweep": a status, given once the job ended
+    intent = Intent("status" if waiting else command, {"wait": "yes"} if waiting else {}, text=text or fixed)
+    intent.topics = [name for name, rule in TOPICS.items() if re.search(rule, lowered)]
+    _hardware_facts(lowered, intent)
+    _model_fact(lowered, intent)
+    _run_facts(fixed, lowered, intent)
+    if intent.command == "run":
+        _launch_layout(lowered, intent)
+        _overrides(fixed, lowered, intent)
+    elif intent.command == "plan" and "nproc" in intent.args:
+        intent.args.setdefault("devices", intent.args.pop("nproc"))
+    if intent.command == "read" and (found := re.search(r"\b(?:show|read|open|cat)\b\s+(\S+\.\w+)", fixed, re.I)):
+        intent.words = [found.group(1)]
+    return intent
+
+
+# --- classifying ------------------------------------------------------------------------------------------------
+
+_POLITE = r"^(?:(?:ok(?:ay)?|now|then|so|and|great|cool|thanks)[,!.]?\s+)*(?:(?:can|could|would|will) you\s+)?"
+_POLITE += r"(?:please\s+)?(?:go ahead and\s+|let'?s\s+|i want (?:you )?to\s+|i'?d like (?:you )?to\s+)?"
+_LAUNCH_VERB = r"(?:train|retrain|launch|start|kick off|fire off|run|rerun|re-run|try)\b"
+_QUESTION = (r"^(?:what|how|which|why|where|when|is|are|was|were|did|does|do|would|could|should|can|will|whats|"
+             r"what's|tell me|explain|compare)\b")  # fmt: skip
+_WHAT_IF = (r"\b(?:would|could|what if|if i|if we|should i|should we|can i|can we|will it|will (?:a|an|the) \S+ "
+            r"fit|does it fit|do i need|how (?:should|would|do|can) (?:i|we) train|how fast (?:is|would)|how many "
+            r"(?:gpus|devices|nodes) do)\b")  # fmt: skip
+_PAST = r"\b(?:did|was|that run|the run|last run|last one|latest run|previous run|the winner|trials?)\b"
+_WAIT = _POLITE + r"wait\b"
+_SWEEP_STATE = r"\bsweep\b.*\b(?:done|finish(?:ed)?|over|running|going|status|progress)\b"
+
+
+def _classify(lowered: str) -> str:
+    if re.search(r"\b(?:show|read|open|cat)\b\s+\S+\.\w+", lowered) and not re.search(r"\bresults?\b", lowered):
+        return "read"
+    question = bool(re.search(_QUESTION, lowered)) or lowered.rstrip().endswith("?")
+    if found := re.search(_POLITE + _LAUNCH_VERB, lowered):
+        rest = lowered[found.end() :]
+        if re.search(r"^\W*(?:an?|the|another|new)?\s*(?:sweep|tuning)\b", rest):
+            return "sweep"
+        if re.search(r"^\W*(?:an?|the)?\s*(?:benchmark|eval)", rest):
+            return "bench"
+        return "run"
+    return _question(lowered) if question else _imperative(lowered)
+
+
+def _question(lowered: str) -> str:
+    """What a question asks: never a launch."""
+    if re.search(r"\bwhere\b.*\b(?:report|pull request|pr|docs)\b|\b(?:link|url) (?:to|of)\b", lowered):
+        return "where"
+    if re.search(r"\bwhy\b", lowered):
+        return "why"
+    hardware_named = re.search(_GPU_NAME + r"|\bnodes?\b|\b\d+ ?b\b|" + "|".join(map(re.escape, MODELS)), lowered)
+    if (re.search(_WHAT_IF, lowered) or hardware_named) and not re.search(_PAST, lowered):
+        return "plan"
+    if len(re.findall(r"\bruns/[\w.-]+", lowered)) >= 2:
+        return "compare"
+    if re.search(r"\bcompare|\bcomparison|\bversus\b|\bvs\.?\b|\bdiffer", lowered) and "trial" in lowered:
+        return "trials"
+    if re.search(r"\bcompare|\bcomparison|\bversus\b|\bvs\.?\b|\bdiffer", lowered) and re.search(
+        r"\bruns\b(?!/)|\btrials\b|\blast two\b|\bboth\b|runs/\S+.*runs/\S+|\bbetween\b", lowered
+    ):
+        return "compare"
+    if re.search(_SWEEP_STATE, lowered):  # "is the sweep done?": its job's state, not its trials
+        return "status"
+    if re.search(r"\bwinner|\btrials?\b|\bsweep\b", lowered):
+        return "trials"
+    if re.search(r"\b(?:what|which) (?:gpus|devices|hardware)\b|\bhow many (?:gpus|devices)\b|\bhardware\b", lowered):
+        return "hardware"
+    if re.search(r"\b(?:list|which|what) runs\b|\bruns are there\b", lowered):
+        return "runs"
+    if re.search(r"\bstatus\b|\bprogress\b|\bis (?:it|the run|that run) (?:done|finished|running|over)\b", lowered):
+        return "status"
+    if re.search(r"\b(?:fastest|best|optimal)\b.*\blayouts?\b|\blayouts?\b.*\b(?:fastest|best)\b", lowered):
+        return "plan"
+    if any(re.search(rule, lowered) for rule in TOPICS.values()) or re.search(r"\bresults?\b|\bmetrics\b", lowered):
+        return "results"
+    return "help"
+
+
+_RULES: list[tuple[str, str]] = [
+    ("docs", r"\b(?:update|refresh|rewrite|write|improve|regenerate)\b.*\b(?:docs|documentation|training\.md|readme)"),
+    ("why", r"\bwhy\b|\bexplain\b"),
+    ("plan", r"\b(?:fastest|best|which|optimal)\b.*\blayouts?\b|\blayouts?\b.*\b(?:fastest|best)\b|\bplan\b"),
+    ("hardware", r"\bhardware\b|\bwhat (?:gpus|devices)\b|\bhow many (?:gpus|devices)\b"),
+    ("cancel", r"\b(?:cancel|stop|abort|kill)\b"),
+    ("pr", r"\bpull request\b|\bpr\b"),
+    ("report", r"\breport\b"),
+    ("bench", r"\bbenchmark|\bevaluat|\beval\b"),
+    ("status", _SWEEP_STATE),  # "check the sweep's progress" asks about the sweep, not for another one
+    ("sweep", r"\bsweep\b|\btun(?:e|ing)\b"),
+    ("status", r"\bstatus\b|\bprogress\b"),
+    ("compare", r"\bcompare\b.*\b(?:runs|trials|last two)\b"),
+    ("runs", r"\b(?:list|which|what) runs\b|\blist (?:the |all )?runs\b"),
+    ("results", r"\bresults?\b|\bmetrics\b|\bloss\b|\bthroughput\b|\bmemory\b|\bmfu\b|\bnoise scale\b"),
+    ("run", r"\b(?:train|retrain|launch|start|run|rerun|kick off)\b"),
+    ("help", r"\bhelp\b"),
+]
+
+
+def _imperative(lowered: str) -> str:
+    return next((command for command, rule in _RULES if re.search(rule, lowered)), "help")
+
+
+# --- facts ------------------------------------------------------------------------------------------------------
+
+
+def _hardware_facts(lowered: str, intent: Intent) -> None:
+    """GPU preset, devices per node, nodes and sequence length ("2 nodes of 8 A100 40GB", "a 4090", "at 8k")."""
+    args = intent.args
+    if found := re.search(r"(\d+|an?|one|two|four|eight|sixteen)\s+nodes?\b", lowered):
+        args["nodes"] = _count(found.group(1))
+    if found := re.search(r"(?:(\d+|an?|one|two|four|eight|sixteen)\s*(?:x\s*)?)?(?:nvidia\s+)?" + _GPU_NAME, lowered):
+        count, name, variant, size = found.groups()
+        key = name.replace(" ", "-") + (f"-{variant}" if variant else "") + (f"-{size}gb" if size else "")
+        try:
+            args["gpu"] = _gpu_key(key)
+        except ConfigError as error:
+            intent.clarify = f"{error}. Which GPU do you mean?"
+        if count:
+            args["devices" if intent.command in ("plan", "why") else "nproc"] = _count(count)
+    if (found := re.search(_UNKNOWN_GPU, lowered)) and "gpu" not in args:
+        intent.clarify = (
+            f"I have no {found.group(1).upper()} preset (GPU presets: {', '.join(GPUS)}): which do you mean?"
+        )
+    if found := re.search(r"(\d+)\s*(?:x\s*)?(?:gpus?|devices?|cards?|process(?:es)?|procs?|ranks|workers)\b", lowered):
+        key = "devices" if intent.command in ("plan", "why") else "nproc"
+        args.setdefault(key, int(found.group(1)))
+    if found := re.search(r"\b(?:on|across|over|with)\s+(?:a|an|one)\s+(?:single\s+)?(?:gpu|device)\b", lowered):
+        args.setdefault("devices" if intent.command in ("plan", "why") else "nproc", 1)
+    if "gpu" not in args and (found := re.search(r"\b(\d+(?:\.\d+)?)\s*(gi?b)\b", lowered)):
+        args["device_mem"] = found.group(1) + ("GiB" if found.group(2) == "gib" else "GB")
+    if found := re.search(
+        r"(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|is|were|was|at|be)?\s*(\d+)\s*(k?)\b|"
+        r"\b(\d+)\s*(k?)(?:[ -]token)?\s+(?:context|sequences?|seq(?:uence)? len(?:gth)?)\b",
+        lowered,
+    ):
+        number, kilo = (found.group(1), found.group(2)) if found.group(1) else (found.group(3), found.group(4))
+        args["seq_len"] = int(number) * (1024 if kilo else 1)
+
+
+def _gpu_key(key: str) -> str:
+    key = {"rtx-4090": "rtx-4090", "4090": "rtx-4090"}.get(key, key)
+    found = GPU_ALIASES.get(key, key)
+    gpu_preset(found)  # a one-line error naming the closest presets
+    return found
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else _COUNT_WORDS[word]
+
+
+def _model_fact(lowered: str, intent: Intent) -> None:
+    """A model preset by its name ("llama-3.1-8b", "Llama 3.1 8B") or by family and size ("a 7B llama")."""
+    families = "llama|mistral|mixtral|qwen|gemma|smollm"
+    named = re.search(
+        rf"\b(?:[\w-]+/)?((?:{families})[\s-]?\d+(?:\.\d)?[\s-]+\d+(?:\.\d)?\s?b|mistral[\s-]7b|mixtral[\s-]8x7b)\b",
+        lowered,
+    )
+    if named:  # a name with its version: the preset, or a question naming the closest
+        try:
+            model_preset(named.group(1))
+            _set_model(preset_key(named.group(1)), intent)
+        except ConfigError as error:
+            intent.clarify = f"{error}." if preset_key(named.group(1)) in REFUSED else f"{error}: which do you mean?"
+        return
+    loose = re.search(rf"\b(\d+(?:\.\d)?)\s?b(?:illion)?(?:[\s-]+parameter)?\s+({families})", lowered) or re.search(
+        rf"\b({families})[\s-]?\d*(?:\.\d)?[\s-]+(\d+(?:\.\d)?)\s?b\b", lowered
+    )
+    if not loose:
+        return
+    size, family = loose.groups() if loose.group(1)[0].isdigit() else reversed(loose.groups())
+    matches = [k for k in [*MODELS, *REFUSED] if k.startswith(family) and k.endswith(f"-{size}b")]
+    if len(matches) == 1:
+        _set_model(matches[0], intent)
+    elif matches:
+        intent.clarify = f"Which {size}B {family} do you mean: {' or '.join(matches)}?"
+    else:
+        close = ", ".join(k for k in MODELS if k.startswith(family)) or ", ".join(MODELS)
+        intent.clarify = f"I have no {size}B {family} preset. Did you mean one of {close}?"
+
+
+def _set_model(key: str, intent: Intent) -> None:
+    if key in REFUSED:
+        intent.clarify = REFUSED[key] + "."
+    else:
+        intent.args["model"] = key
+
+
+def _run_facts(text: str, lowered: str, intent: Intent) -> None:
+    """Which run, steps, and explicit degrees (dp_shard=2,tp=2)."""
+    runs = re.findall(r"\b((?:runs|sweeps)/[\w.-]+(?:/trials/[\w.-]+)?)", text)
+    if runs:
+        intent.words = runs
+    if found := re.search(r"(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|\bsteps?\s*[=:]?\s*(\d+)\b", lowered):
+        intent.args["steps"] = int(found.group(1) or found.group(2))
+    if found := re.search(
+        r"\b((?:pp|dp_replicate|dp_shard|cp|tp)=\d+(?:,(?:pp|dp_replicate|dp_shard|cp|tp)=\d+)*)", lowered
+    ):
+        intent.args["layout"] = found.group(1)
+    named = []
+    rest = lowered
+    for pattern, dim in LAYOUT_WORDS:
+        if re.search(rf"\b(?:{pattern})\b", rest):
+            named.append("HSDP" if dim == "hsdp" else FAMILY_OF_DIM[dim])
+            rest = re.sub(rf"\b(?:{pattern})\b", " ", rest)
+    intent.families = named
+
+
+def _launch_layout(lowered: str, intent: Intent) -> None:
+    """The layout and process count of a launch, from every layout word and degree the request states."""
+    if unknown := re.search(UNKNOWN_LAYOUTS, lowered):
+        intent.clarify = (f"meshpilot has no {unknown.group(0)} layout. Did you mean FSDP (ZeRO-3: parameters, "
+                          "gradients and optimizer state sharded), DDP, HSDP, TP, PP or CP?")  # fmt: skip
+        return
+    degrees: dict[str, int | None] = {}
+    if "layout" in intent.args:
+        degrees = {k: int(v) for k, v in (part.split("=") for part in intent.args.pop("layout").split(","))}
+    if stages := re.search(r"\b(\d+)\s+(?:pipeline\s+)?stages\b", lowered):
+        degrees["pp"] = int(stages.group(1))
+    rest = lowered
+    for pattern, dim in LAYOUT_WORDS:
+        words = rf"(?:{pattern})"
+        for found in re.finditer(
+            rf"(?:(\d+)[- ]way\s+{words}|\b{words}\s*(?:=|:|of|degree|size|x)?\s*(\d+)\b(?!\s*(?:steps?|gpus?|"
+            rf"devices?|processes|procs?|nodes?))|\b{words}\b)",
+            rest,
+        ):
+            degree = found.group(1) or found.group(2)
+            if dim == "hsdp":
+                if hsdp := re.search(rf"\b{words}\s*\(?(\d+)\s*x\s*(\d+)\)?", rest):
+                    degrees["dp_replicate"], degrees["dp_shard"] = int(hsdp.group(1)), int(hsdp.group(2))
+                else:
+                    degrees.setdefault("dp_replicate", None)
+                    degrees.setdefault("dp_shard", None)
+            elif degrees.get(dim) is None:
+                degrees[dim] = int(degree) if degree else None
+        rest = re.sub(rf"\b{words}\b", " ", rest)
+    if not degrees:
+        return
+    nproc = intent.args.get("nproc")
+    known = math.prod(d for d in degrees.values() if d)
+    unknown = [dim for dim, d in degrees.items() if d is None]
+    if len(unknown) == 1 and nproc and nproc % known == 0 and nproc // known > 1:
+        degrees[unknown[0]] = nproc // known
+    elif unknown:
+        how = " and ".join(FAMILY_OF_DIM[d] for d in unknown)
+        where = f"{nproc} processes" if nproc else "how many processes"
+        intent.clarify = (f"How should {where} split over {how}? Give the degrees, e.g. "
+                          f"`train it with {_example(degrees, nproc)}`.")  # fmt: skip
+        return
+    product = math.prod(degrees.values())
+    if nproc and nproc != product:
+        layout = _layout_text(degrees)
+        intent.clarify = f"The layout {layout} needs {product} processes, not {nproc}: which do you want?"
+        return
+    intent.args["nproc"] = product
+    intent.args["layout"] = _layout_text(degrees)
+
+
+def _example(degrees: dict[str, int | None], nproc: int | None) -> str:
+    return ",".join(f"{dim}={d or 2}" for dim, d in degrees.items()) + (f" on {nproc} processes" if nproc else "")
+
+
+def _layout_text(degrees: dict[str, int | None]) -> str:
+    used = {dim: d for dim, d in degrees.items() if d and d > 1}
+    return ",".join(f"{dim}={used[dim]}" for dim in MESH_ORDER if dim in used) or "dp_replicate=1"
+
+
+# Plain-language settings of a launch, as experiment overrides.
+_SETTINGS: list[tuple[str, str]] = [
+    (rf"\b(?:learning rate|lr)\s*(?:of|=|:|to)?\s*{_NUMBER}|{_NUMBER}\s+(?:learning rate|lr)\b", "train.lr"),
+    (r"\bmicro[- _]?batch(?: size)?\s*(?:of|=|:|to)?\s*(\d+)", "train.micro_batch"),
+    (r"\bglobal batch(?: of| size)?\s*(?:=|:|to)?\s*(\d+)\s*tokens", "train.global_batch_tokens"),
+    (r"\bseed\s*(?:of|=|:|to)?\s*(\d+)", "train.seed"),
+    (rf"\bweight decay\s*(?:of|=|:|to)?\s*{_NUMBER}", "train.weight_decay"),
+    (r"\bwarm-?up(?: steps)?\s*(?:of|=|:|to)?\s*(\d+)", "train.warmup_steps"),
+    (rf"\b(?:grad(?:ient)? clip(?:ping)?|clip)\s*(?:of|=|:|at|to)?\s*{_NUMBER}", "train.grad_clip"),
+    (r"\b(?:in|with|using)\s+(bf16|fp32)\b", "train.precision"),
+    (r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?)\s*(?:of|=|:|to)?\s*(\d+)\b", "data.seq_len"),
+]
+_SWITCHES: list[tuple[str, str]] = [
+    (r"(?:activation|gradient) checkpointing|recomput\w*|\bac\b", "train.activation_checkpointing"),
+    (r"(?:sequence |document )?packing|packed (?:sequences|documents)", "data.packing"),
+    (r"torch\.?compile|compil(?:e|ation)", "train.compile"),
+]
+
+
+def _overrides(text: str, lowered: str, intent: Intent) -> None:
+    """Learning rate and other keys, packing, activation checkpointing and a model preset, as `--set` values."""
+    overrides = list(intent.args.pop("set", []))
+    overrides += re.findall(r"(?<![\w.])((?:train|data|model|hardware|search)\.[\w.]+=\S+)", text)
+    for pattern, key in _SETTINGS:
+        if (found := re.search(pattern, lowered)) and not any(o.startswith(key + "=") for o in overrides):
+            overrides.append(f"{key}={next(g for g in found.groups() if g)}")
+    if re.search(r"\b(?:learning rate|lr)\b", lowered) and not any(o.startswith("train.lr=") for o in overrides):
+        intent.clarify = "What learning rate? e.g. `train it with lr 1e-3`."
+    for pattern, key in _SWITCHES:
+        if found := re.search(rf"\b(without|no|disable|with|enable|using|turn on|turn off)\s+(?:the\s+)?{pattern}",
+                              lowered):  # fmt: skip
+            on = found.group(1) not in ("without", "no", "disable", "turn off")
+            overrides.append(f"{key}={'true' if on else 'false'}")
+    if "model" in intent.args:
+        overrides = model_override(intent.args.pop("model")) + overrides
+    if overrides:
+        intent.args["set"] = overrides

@@ -1,0 +1,221 @@
+"""Which tool a sentence asks for: every intent scored on its cues (words, question form, the entities found, the
+conversation's previous action), the grammar's first reading counted as one more cue.
+
+The scores are sums of weights; the best intent wins, and `close` says when a second one is near enough that the
+planner should ask instead of acting.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.understanding.entities import Entities
+
+QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|were|did|does|do|would|could|should|"
+            r"can|will|who|tell me|explain)\b")  # fmt: skip
+LAUNCH_VERB = r"\b(?:train|retrain|launch|relaunch|restart|start|kick off|fire off|fire up|run|rerun|re-run|try)\b"
+FOLLOW_UP = (r"^\W*(?:and|what about|how about|same|ok|okay|now|then|also|cool|great|instead|but|with)\b|\binstead\b|"
+             r"\bagain\b|\bsame\b|\btoo\b\W*$")  # fmt: skip
+ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs")
+
+# Cue words of each intent, with their weights.
+CUES: dict[str, list[tuple[str, float]]] = {
+    "hardware": [
+        (r"\bhardware\b", 4),
+        (
+            r"\bnvidia-smi\b|\bcpu cores?\b|\bhow much (?:ram|memory)\b.*\b(?:box|machine|host|computer|server|here)\b",
+            5,
+        ),
+        (
+            r"\b(?:how many|what|which) (?:gpus|cpus|cores|devices|accelerators)\b.*\b(?:i have|have i|this|here|got)",
+            5,
+        ),
+        (r"\bwhat (?:gpus|devices) (?:do|does|are)\b", 3),
+        (r"\b(?:this|the|my) (?:box|machine|host|computer|server|workstation)\b", 2),
+        (r"\bram\b", 1.5),
+        (r"\b(?:accelerators?|gpus?|devices?|cores?|cpus?)\b.*\b(?:available|installed|attached|in here)\b", 4),
+        (
+            r"\blscpu\b|\bhtop\b|\bfree -h\b|\bspecs\b|\bwhat (?:machine|box|hardware|computer|server)\b|"
+            r"\b(?:machine|box|server) am i on\b",
+            5,
+        ),
+        (
+            r"\bdo (?:i|we) have (?:any )?(?:gpus?|cuda|a gpu|accelerators?)\b|\bany gpus?\b|\bmy gpus\b|"
+            r"\b(?:is there|are there) (?:a |any )?(?:gpus?|cuda)\b",
+            5,
+        ),
+    ],
+    "runs": [
+        (
+            r"\blist (?:\w+ )?runs\b|\b(?:what|which) runs\b|\bruns (?:do i|have i|are there|exist|so far)\b|"
+            r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo|"
+            r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
+            r"\boverview of (?:all |the |my )?runs\b|\blist (?:every|each) run\b|\bbeen run\b",
+            8,
+        ),
+    ],
+    "read": [
+        (r"\b(?:cat|less|head|tail|print|dump)\b", 2),
+        (r"\bwhat'?s in\b|\bwhat is in\b|\bcontents? of\b|\bshow me\b|\bshow\b|\bopen\b|\bread\b|\bdisplay\b", 1.5),
+        (r"\blog(?: file)?\b|\bfile\b", 1.5),
+        (r"\b(?:metrics|memory|steps|config|log)(?:\.\w+)? file\b", 3),
+    ],
+    "results": [
+        (
+            r"\bresults?\b|\bmetrics\b|\bhow did\b.*\b(?:do|go|turn out|perform|went)\b|\bhow (?:well|fast) did\b|"
+            r"\bhow'?d\b",
+            2.5,
+        ),
+        (
+            r"\bloss\b|\btok(?:ens)?\s*/\s*s\b|\btokens per second\b|\bthroughput\b|\bmfu\b|\bmemory\b|"
+            r"\bnoise scale\b|\bgns\b|\bpeak\b|\bpredicted\b|\bmeasured\b|\bspeed\b|\butili[sz]ation\b",
+            2,
+        ),
+    ],
+    "status": [
+        (
+            r"\bstatus\b|\bstate of\b|\bstill (?:going|running)\b|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
+            r"\bhow'?s \S+ doing\b|\bprogress\b|\bis (?:\S+\s+){1,3}(?:done|finished|running|over|complete)\b|"
+            r"\bdid \S+ finish\b|\bcheck (?:on|in on|up on)\b|"
+            r"\bsuccessful\b|\bcrash(?:ed)?\b|\bdid it (?:finish|fail|crash)\b|\bis it (?:done|running|finished)\b|"
+            r"\bsucceed(?:ed)?\b|\bfail(?:ed)?\b|\bwhere is \S+ at\b|\bhow far\b|\bright now\b|"
+            r"\bhas \S+ (?:finished|ended|completed|stopped|crashed)\b|\byet\b|"
+            r"\b(?:running|dead|alive)\b\s*(?:\?|or\b)|\bor (?:dead|running|done|finished)\b",
+            4,
+        ),
+    ],
+    "wait": [
+        (
+            r"\bwait (?:for|until|till|on)\b|\bblock until\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
+            r"\bwait for it\b|\buntil it (?:ends|finishes)\b|\bnotify me when\b|\bhang on\b|"
+            r"\buntil\b.*\b(?:completes|finishes|ends|is done|is over)\b|\bawait\b",
+            6,
+        ),
+    ],
+    "cancel": [(r"\b(?:cancel|kill|abort|stop|terminate|halt)\b", 5)],
+    "trials": [
+        (r"\bwinner\b|\bwho won\b|\bwhich\b.*\b(?:won|win|best|came out)\b|\btrials\b|\bwhat won\b", 3),
+        (r"\bsweep\b", 1),
+    ],
+    "sweep": [
+        (
+            r"\b(?:kick off|start|launch|run|begin|do|fire off)\s+(?:a |an |another |new |the )?(?:[\w-]+ ){0,3}"
+            r"(?:sweep|tuning|search)\b",
+            6,
+        ),
+        (r"^\W*(?:(?:can|could|would) you |please |pls )*sweep\b", 6),
+        (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
+    ],
+    "bench": [
+        (r"\bbenchmark\b|\bevaluat\w*|\beval\b", 5),
+        (r"\b(?:run|start|launch|kick off|do)\s+(?:a |an |the )?(?:\w+ )?(?:benchmark|eval\w*)", 2),
+    ],
+    "report": [(r"\breport\b|\bwrite[- ]?up\b|\bwrite it up\b", 4)],
+    "pr": [(r"\bpull request\b|\bpr\b|\bmerge request\b", 6)],
+    "docs": [
+        (r"\b(?:docs|documentation|readme|training\.md)\b", 3),
+        (r"\b(?:update|refresh|regenerate|rewrite|sync)\b.*\b(?:docs|documentation|readme|training\.md)\b", 3),
+    ],
+    "plan": [
+        (r"\bplan\b", 3),
+        (r"\blayouts?\b|\blay (?:it )?out\b|\bshard\b|\bparalleli[sz]e\b|\bsplit\b|\bwhat fits\b|\bfit\b", 1.5),
+        (r"\bwhat if\b|\bif i had\b|\bwould\b", 1),
+    ],
+    "run": [
+        (r"\bsmoke test\b|\bgo\b\W*$|\bagain\b", 1.5),
+        (
+            r"\b(?:get|have|start|kick off|fire off|do|want|need|launch)\s+(?:a|an|another|new)\s+"
+            r"(?:[\w-]+\s+){0,2}run\b",
+            3,
+        ),
+    ],
+    "compare": [(r"\bcompare\b|\bversus\b|\bvs\.?\b|\bagainst\b|\bside by side\b|\bdiffer", 2)],
+    "why": [(r"\bwhy\b|\bexplain\b", 3)],
+    "where": [(r"\bwhere\b.*\b(?:report|pull request|pr|docs)\b", 3)],
+    "help": [(r"\bhelp\b|\bwhat can you do\b", 2)],
+}
+
+
+def score(text: str, entities: Entities, grammar: str, previous: str | None) -> dict[str, float]:
+    """The score of every intent for the normalised sentence `text`."""
+    lowered = text.lower()
+    scores = {intent: sum(w for rule, w in cues if re.search(rule, lowered)) for intent, cues in CUES.items()}
+    scores["run"] += 3 if launch_verb(lowered) else 0
+    if grammar != "help":  # the grammar's first reading: one cue among the others
+        scores[grammar] = scores.get(grammar, 0) + 2.5
+    _entity_cues(lowered, entities, scores)
+    question = bool(re.search(QUESTION, lowered)) or lowered.rstrip().endswith("?")
+    if question and not re.search(r"\b(?:can|could|would) you\b", lowered):
+        for action in ACTIONS:
+            scores[action] -= 2  # a question asks; it launches only when it asks to ("could you launch ...")
+    if entities.has("no_launch"):
+        for action in ("run", "sweep", "bench"):
+            scores[action] = -10.0
+        scores["plan"] += 2
+    if previous and re.search(FOLLOW_UP, lowered):
+        scores[previous] = scores.get(previous, 0) + 2.5
+        replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len")
+        if previous == "plan" and replanned and not entities.has("steps", "switch", "override", "layout", "nproc"):
+            scores["plan"] += 4  # "try that on A100s instead": the what-if again, not a launch
+        if previous == "run" and not entities.has("model", "gpu_named", "no_launch"):
+            scores["run"] += 3  # "and with 4 gpus?" after a launch: the launch again
+    return scores
+
+
+# Words after which "run", "start" or "train" is a noun ("the latest run", "a training run"), not a command.
+_NOUN_BEFORE = """the a an that this latest last recent previous my our your each every which what first new whole
+one same ddp fsdp baseline of training good best failed finished current its his her their other been was were
+be is"""
+NOUN_BEFORE = set(_NOUN_BEFORE.split())
+
+
+def launch_verb(lowered: str) -> bool:
+    """Whether the sentence uses a launch verb as a verb: "run it", "could you run", not "the latest run"."""
+    for found in re.finditer(LAUNCH_VERB, lowered):
+        before = re.findall(r"[\w']+", lowered[: found.start()])
+        if found.group(0) in ("run", "start", "train", "try") and before and before[-1] in NOUN_BEFORE:
+            continue
+        if found.group(0) == "run" and re.match(
+            r"\s*(?:'s|status|dir|directory|folder|results?)\b", lowered[found.end() :]
+        ):
+            continue
+        return True
+    return False
+
+
+def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> None:
+    planned = entities.has("model", "model_choice") + entities.has("gpu_named") + entities.has("node_count")
+    if planned:
+        scores["plan"] += 1.5 * planned
+    if entities.has("devices") and not entities.has("run", "sweep", "file"):
+        scores["plan"] += 1
+    launching = sum(entities.has(kind) for kind in ("steps", "nproc", "switch", "optimizer", "layout", "override"))
+    scores["run"] += 1.5 * launching
+    if scores["sweep"] >= 6 or scores["bench"] >= 5:
+        scores["run"] -= 3  # "kick off a layout sweep", "run the private benchmark": the verb's object decides
+    if entities.has("run"):
+        for intent in ("results", "status", "wait", "cancel", "bench"):
+            scores[intent] += 1
+        scores["plan"] -= 2
+        if not entities.has("sweep"):
+            scores["why"] -= 3  # "why did tp-try fail?": its results say
+            scores["results"] += 4 if re.search(r"\bwhy\b", lowered) else 1
+    if len(set(entities.all("run"))) >= 2 and scores["compare"] > 0:
+        scores["compare"] += 4  # "compare r1 and baseline-ddp"
+    if entities.has("sweep"):
+        for intent in ("trials", "report", "pr", "docs"):
+            scores[intent] += 1.5
+        scores["plan"] -= 2
+        if not entities.has("run"):  # "the results of the lr-scan sweep" are its trials
+            scores["trials"] += max(scores["results"], 0)
+            scores["results"] = 0
+    if entities.has("file"):
+        scores["read"] += 3
+    if entities.has("experiment") or entities.has("trials"):
+        scores["sweep"] += 1 if scores["sweep"] > 0 else 0
+    if entities.has("checkpoint"):
+        scores["bench"] += 1
+
+
+def ranked(scores: dict[str, float]) -> list[tuple[str, float]]:
+    return sorted(scores.items(), key=lambda item: -item[1])

@@ -1,0 +1,79 @@
+"""A sentence made plain before it is read: typos of the words the rules rely on, number words, hyphenated counts
+("a 30-step run"), thousands written with commas or "k", and memory units ("80 gig" is 80GiB).
+
+Names the repository holds (runs, sweeps, files) are never "corrected": they are passed in as known words.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.understanding.grammar import COMMON, VOCABULARY, _one_swap
+
+NUMBER_WORDS = {"a hundred": 100, "a thousand": 1000, "hundred": 100, "thousand": 1000, "two": 2, "three": 3,
+                "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11,
+                "twelve": 12, "fifteen": 15, "sixteen": 16, "twenty": 20, "thirty": 30, "thirty-two": 32, "forty": 40,
+                "fifty": 50, "sixty": 60, "sixty-four": 64, "eighty": 80}  # fmt: skip
+# Words the new rules read too (intents and entities): corrected like the grammar's own VOCABULARY.
+_MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
+finished parallelize hardware evaluate update refresh documentation llama mistral gemma smollm trials"""
+WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
+_KEEP = (
+    "gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note replica replicas shard shards"
+)
+KEEP = COMMON | set(_KEEP.split())  # words the typo fixer must leave alone ("repo" is no typo of "report")
+
+
+def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
+    """`text` with typos fixed and numbers written as digits; case and paths kept."""
+    text = _fix_typos(text, {k.lower() for k in known})
+    text = re.sub(r"(\d),(\d{3})\b", r"\1\2", text)  # 1,000 steps
+    text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
+    text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gigs?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
+    text = re.sub(r"\b(\d+)\s*x\b(?=\s*[a-z])", r"\1 x", text, flags=re.I)  # 4x RTX 4090, 8x h100
+    text = re.sub(r"\b(?:a|one) single\b", "1", text, flags=re.I)
+    text = re.sub(r"\bctx\b", "context", text, flags=re.I)
+    text = re.sub(r"\blearning[-_]rate\b", "learning rate", text, flags=re.I)
+    text = re.sub(r"\b(?:seq|sequence)\s+(?=\d)", "seq_len ", text, flags=re.I)
+    text = re.sub(r"\s@\s*(?=\d)", " at ", text)
+    text = re.sub(r"\b(\d+) of them\b", r"\1 gpus", text, flags=re.I)
+    text = re.sub(r"(?<=[a-z0-9])\s*\bx(\d+)\b", r" x \1 gpus", text, flags=re.I)  # "a100 80g x8"
+    # HSDP in words: "2 replicas x 2 shards", "2 replicas and 2 shards" are its degrees
+    text = re.sub(r"\b(\d+)\s+replicas?\s*(?:x|and|by|times|,|with)?\s*(\d+)\s+shards?\b",
+                  r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
+    return re.sub(r"\b(" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True)) + r")\b", _digits, text, flags=re.I)
+
+
+def _gig(found: re.Match) -> str:
+    return f"{found.group(1) or found.group(2)}GiB"
+
+
+def _digits(found: re.Match) -> str:
+    return str(NUMBER_WORDS[found.group(1).lower()])
+
+
+def _one_edit(word: str, known: str) -> bool:
+    """One letter changed, added or left out ("staus", "swep", "lama", "wich"); a common word that is more than one
+    edit from a known one ("chance" and "cancel") is left alone, as difflib's ratio would not."""
+    if abs(len(word) - len(known)) > 1 or word == known:
+        return False
+    if len(word) == len(known):
+        return sum(a != b for a, b in zip(word, known, strict=True)) == 1
+    short, long = sorted((word, known), key=len)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
+
+
+def _fix_typos(text: str, known: set[str]) -> str:
+    """Words close to one the rules read replaced by it ("trian" -> "train", "machien" -> "machine")."""
+
+    def fix(found: re.Match) -> str:
+        word = found.group(0)
+        lowered = word.lower()
+        if len(lowered) < 4 or lowered in KEEP or lowered in known or lowered in WORDS:
+            return word
+        if lowered + "s" in WORDS or lowered.removesuffix("s") in WORDS:  # "step" is no typo of "steps"
+            return word
+        close = [w for w in WORDS if _one_swap(lowered, w)] or [w for w in WORDS if _one_edit(lowered, w)]
+        return close[0] if len(set(close)) == 1 or (close and _one_swap(lowered, close[0])) else word
+
+    return re.sub(r"(?<![\w./=-])[A-Za-z]+(?![\w./=-])", fix, text)

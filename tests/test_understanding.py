@@ -1,0 +1,431 @@
+"""agent.understanding: the offline planner's reading of plain requests, and bench/agent_understanding's judge.
+
+The fixture repository is the one the benchmark builds (bench.agent_understanding.build_fixture: a real git
+repository with runs r1, baseline-ddp and tp-try, a checkpoint, sweeps layouts-nov and lr-scan, configs/long.yaml,
+notes.md), so names are resolved against real directories.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from agent.offline import OfflinePlanner
+from agent.understanding import Context, context_of, understand
+from agent.understanding.entities import extract
+from agent.understanding.known import Known
+from agent.understanding.normalise import normalise
+from bench.agent_understanding import build_fixture, judge, load_set, record, run_set, save, table
+
+DATA = Path(__file__).parent / "data"
+SETS = DATA / "understanding"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    return build_fixture(tmp_path_factory.mktemp("understanding") / "repo")
+
+
+@pytest.fixture(scope="module")
+def known(repo) -> Known:
+    return Known.read(repo)
+
+
+def read(text: str, known: Known, earlier: list | None = None):
+    """The Intent of `text` in the fixture repository, after the `earlier` messages of the conversation."""
+    context = context_of([*(earlier or []), HumanMessage(text)], str(known.root))
+    return understand(text, context)
+
+
+def planned(args: dict, text: str = "plan") -> list:
+    """An earlier turn that planned (the plan's arguments are what a follow-up carries)."""
+    call = {"name": "plan_layouts", "args": args, "id": "earlier"}
+    return [HumanMessage(text), AIMessage("", tool_calls=[call]), ToolMessage("{}", tool_call_id="earlier")]
+
+
+def launched_run(run: str) -> list:
+    """An earlier turn that read a run's status (what "it" then means)."""
+    call = {"name": "run_status", "args": {"run": run}, "id": "earlier"}
+    return [
+        HumanMessage(f"status of {run}"),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage("{}", tool_call_id="earlier"),
+    ]
+
+
+def launched(args: dict) -> list:
+    call = {"name": "launch_run", "args": args, "id": "earlier"}
+    answer = ToolMessage(json.dumps({"rejected": True, "reason": "not now"}), tool_call_id="earlier")
+    return [HumanMessage("train"), AIMessage("", tool_calls=[call]), answer]
+
+
+# --- the normaliser -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, plain",
+    [
+        ("trian the long config", "train the long config"),
+        ("how many cpu cores on this machien", "how many cpu cores on this machine"),
+        ("cancle tp-try", "cancel tp-try"),
+        ("open a pull reqest", "open a pull request"),
+        ("layout options on eight A10s", "layout options on 8 A10s"),
+        ("a 30-step run", "a 30 step run"),
+        ("4 gpus with 80 gig each", "4 gpus with 80GiB each"),
+        ("train for 1,000 steps", "train for 1000 steps"),
+        ("would it train on a single 4090", "would it train on 1 4090"),
+        ("ok, and for the repo's own model?", "ok, and for the repo's own model?"),  # "repo" is no typo of "report"
+        ("wich step is r1 at", "which step is r1 at"),  # "step" is no typo of "steps"
+    ],
+)
+def test_the_normaliser_fixes_typos_and_writes_numbers_as_digits(text, plain):
+    assert normalise(text) == plain
+
+
+def test_the_normaliser_leaves_the_repositorys_names_alone():
+    assert normalise("report on lr-scan and baseline", {"baseline"}) == "report on lr-scan and baseline"
+
+
+# --- entities -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, kind, value",
+    [
+        ("could you launch a 30-step run with dp_shard=2", "steps", 30),
+        ("start a tuning sweep with 8 trials", "trials", 8),
+        ("sweep layouts for the long config, 20 trials", "trials", 20),
+        ("pp=2, 2 gpus, 40 steps, go", "steps", 40),
+        ("ddp on 2 procs", "nproc", 2),
+        ("train for 1,000 steps", "steps", 1000),
+        ("train for 2k steps", "steps", 2000),
+        ("plan on 4 nodes of 8 h200 each", "per_node", 8),
+        ("16 A100 80GB across two machines", "per_node", 8),
+        ("plan llama 2 70b on 32 h100s, that's two nodes of 16... no wait, four nodes of eight", "node_count", 4),
+        ("what if I had 4 gpus with 80 gig each", "device_mem", "80GiB"),
+    ],
+)
+def test_counts_are_read_with_their_noun(text, kind, value, known):
+    assert extract(normalise(text), known).get(kind) == value
+
+
+NEGATED = [
+    "train 12 steps, packing off",
+    "without packing, train for 10 steps",
+    "don't pack, seq_len 512, 25 steps",
+    "trian the long config 5 steps on 2 gpus w/ dp_shard=2, packing disabled",
+    "fire off a 50 step training job with packing turned off",
+    "train with activation checkpointing and without packing",
+    "train with data.packing=false",
+    "launch a run, no packing please",
+    "train on 2 gpus; disable packing",
+    "train, do not use packing, with activation checkpointing",
+    "Train for 5 steps without activation checkpointing or packing",
+]
+
+
+@pytest.mark.parametrize("text", NEGATED)
+def test_a_negation_never_flips(text, known):
+    intent = read(text, known)
+    assert intent.command == "run"
+    assert "data.packing=false" in intent.args["set"]
+    assert "data.packing=true" not in intent.args["set"]
+
+
+@pytest.mark.parametrize(
+    "text, wanted",
+    [
+        (
+            "without packing, with activation checkpointing",
+            ["data.packing=false", "train.activation_checkpointing=true"],
+        ),
+        (
+            "train with packing, no activation checkpointing",
+            ["data.packing=true", "train.activation_checkpointing=false"],
+        ),
+        ("train, no compile and packing on", ["train.compile=false", "data.packing=true"]),
+    ],
+)
+def test_a_negation_stays_in_its_clause(text, wanted, known):
+    assert sorted(read("train " + text if not text.startswith("train") else text, known).args["set"]) == sorted(wanted)
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        (
+            "Llama 3 8B on 2 H200s, how would you parallelize it?",
+            {"model": "llama-3.1-8b", "gpu": "h200", "devices": 2},
+        ),
+        ("plan llama3.1 70b on 8 H100s", {"model": "llama-3.1-70b", "gpu": "h100-sxm", "devices": 8}),
+        ("qwen2.5 72b, 8x h100 nvl, plan", {"model": "qwen2.5-72b", "gpu": "h100-nvl", "devices": 8}),
+        (
+            "how would you lay out llama-2-13b on 4x RTX 4090?",
+            {"model": "llama-2-13b", "gpu": "rtx-4090", "devices": 4},
+        ),
+        ("I've got 16 A100 80GB across two machines, best layout for llama 3.1 70b?", {"devices": 8, "nodes": 2}),
+        ("would smollm2 1.7b train on a single 4090? which layout?", {"model": "smollm2-1.7b", "devices": 1}),
+        ("could a 70B llama 3.1 fit on 2 nodes of 8 H200?", {"model": "llama-3.1-70b", "devices": 8, "nodes": 2}),
+        ("plan a 13b model on 8 h100s", {"model": "llama-2-13b"}),
+        ("llama3.2 3b on 2 h100 pcie cards at 2k contex, wat layout", {"gpu": "h100-pcie", "seq_len": 2048}),
+    ],
+)
+def test_models_and_gpus_named_loosely(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.clarify is None
+    assert args.items() <= intent.args.items()
+
+
+def test_a_loose_model_name_says_which_preset_it_took(known):
+    assert read("Llama 3 8B on 2 H200s, plan it", known).notes == ["'llama 3 8b' as the preset llama-3.1-8b"]
+
+
+@pytest.mark.parametrize(
+    "text, key, value",
+    [
+        ("r1 tok/s?", "run", "runs/r1"),
+        ("final loss of baseline ddp run?", "run", "runs/baseline-ddp"),
+        ("what's the gradient noise scale in the latest run?", "run", "runs/r1"),
+        ("who won the layouts sweep?", "sweep", "sweeps/layouts-nov"),
+        ("layots-nov sweep winner + all 12 trials", "sweep", "sweeps/layouts-nov"),
+        ("Which learning rate came out best in the lr scan sweep?", "sweep", "sweeps/lr-scan"),
+        ("trian the long config 5 steps", "experiment", "configs/long.yaml"),
+        ("benchmark the checkpoint in r1", "model", "runs/r1/checkpoint/step_20"),
+        ("could you run the private benchmark on the baseline-ddp model?", "model", "runs/baseline-ddp"),
+        ("cat notes.md", "path", "notes.md"),
+    ],
+)
+def test_names_are_resolved_from_the_repository(text, key, value, known):
+    assert read(text, known).args[key] == value
+
+
+@pytest.mark.parametrize("text", ["kill r9", "status of runs/r9", "who won sweeps/old", "results of exp-3"])
+def test_a_name_the_repository_lacks_is_asked_about_never_replaced_by_the_latest(text, known):
+    clarify = read(text, known).clarify
+    assert clarify is not None and "I find no run or sweep named" in clarify and "runs/r1" in clarify
+    assert Known().resolve("r1", "runs") is None  # no repository: nothing to resolve against
+
+
+def test_a_runs_name_is_no_layout(known):
+    """ "baseline-ddp" names a run: a benchmark of it is not a DDP launch."""
+    intent = read("could you run the private benchmark on the baseline-ddp model?", known)
+    assert intent.command == "bench" and intent.clarify is None
+
+
+# --- follow-ups and intents -----------------------------------------------------------------------------------
+
+
+def test_a_follow_up_keeps_the_plan_before(known):
+    earlier = planned({"devices": 8, "gpu": "h100-sxm", "model": "llama-3.1-8b"})
+    intent = read("how much faster would it be with 16 GPUs over 2 nodes?", known, earlier)
+    assert intent.command == "plan"
+    assert intent.args == {"devices": 8, "nodes": 2, "gpu": "h100-sxm", "model": "llama-3.1-8b"}
+    own = read("ok, and for the repo's own model?", known, earlier)
+    assert own.args == {"devices": 8, "gpu": "h100-sxm"}
+
+
+def test_a_follow_up_launch_keeps_the_launch_before_and_adds_the_negation(known):
+    earlier = launched({"nproc": 2, "layout": "tp=2", "steps": 20})
+    intent = read("do it again without packing", known, earlier)
+    assert intent.command == "run"
+    assert intent.args == {"nproc": 2, "layout": "tp=2", "steps": 20, "set": ["data.packing=false"]}
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("how much RAM does this box have?", "hardware"),
+        ("nvidia-smi pls", "hardware"),
+        ("Before I launch anything, can you check what hardware this machine has?", "hardware"),
+        ("list my runs", "runs"),
+        ("what's in notes.md?", "read"),
+        ("benchmark the checkpoint in r1", "bench"),
+        ("turn lr-scan into a report", "report"),
+        ("push layouts-nov as a PR", "pr"),
+        ("refresh the docs from layouts-nov", "docs"),
+        ("compare tp=2 against dp_shard=2 for llama 3.1 8b on 8 h100s, don't run anything", "plan"),
+        ("tokens per second on r1, please", "results"),
+    ],
+)
+def test_every_tool_has_its_intent(text, command, known):
+    assert read(text, known).command == command
+
+
+# --- the clarifying question ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        ("train with a different optimizer", "optimizer"),
+        ("change the seq len and relaunch", "sequence length"),
+        ("compare the two runs", "runs/r1 and runs/baseline-ddp"),
+        ("benchmark the good one", "benchmark runs/r1"),
+        ("show me the json file from r1", "runs/r1/metrics.json"),
+        ("open that file", "show meshpilot.yaml"),
+        ("set the learning rate and start training", "learning rate"),
+        ("delete the bad runs", "Do you want me to"),
+    ],
+)
+def test_one_question_naming_the_best_reading(text, named, known):
+    clarify = read(text, known).clarify
+    assert clarify is not None and named in clarify and "?" in clarify
+
+
+@pytest.mark.parametrize(
+    "text", ["launch training with pp=2 and 4 micro batches, 2 GPUs", "train 20 steps for 3 hours", "plan 8 h100s x 7"]
+)
+def test_a_number_no_argument_holds_is_asked_about(text, known):
+    """A stated value is never dropped: a number the call would not use gets a question naming the call."""
+    clarify = read(text, known).clarify
+    assert clarify is not None and clarify.startswith("What is ") and "which does not use it" in clarify
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plan llama 2 70b on 32 h100s, that's 2 nodes of 16... no wait, 4 nodes of 8",
+        "16 A100 80GB across 2 machines, best layout for llama 3.1 70b?",
+        "benchmark runs/r1/checkpoint/step_20",
+        "train 12 steps with lr 3e-4 at seq len 2048 on 2 procs",
+    ],
+)
+def test_numbers_that_name_things_or_were_corrected_are_no_dropped_values(text, known):
+    assert read(text, known).clarify is None
+
+
+def test_a_cancel_takes_no_guess(known):
+    """Stopping a run needs the run named or the conversation's: never the latest by default."""
+    assert (
+        read("stop it", known).clarify
+        == "Cancel runs/r1, the latest run? Name the run to confirm, e.g. `cancel runs/r1`."
+    )
+    assert read("stop it", known, launched_run("runs/tp-try")).args == {"run": "runs/tp-try"}
+
+
+def test_a_follow_up_that_changes_the_processes_asks_about_the_layout(known):
+    clarify = read("and with 4 gpus?", known, launched({"nproc": 2, "layout": "tp=2", "steps": 20})).clarify
+    assert clarify is not None and clarify.startswith("The layout tp=2 needs 2 processes, not 4")
+
+
+def test_vague_hardware_in_a_follow_up_is_asked_about(known):
+    earlier = planned({"devices": 8, "nodes": 2, "gpu": "h100-sxm", "model": "llama-3.1-70b"})
+    clarify = read("what about with more GPUs?", known, earlier).clarify
+    assert clarify is not None and "the plan before: devices=8, nodes=2" in clarify
+
+
+# --- the benchmark and its judge ------------------------------------------------------------------------------
+
+
+def test_the_benchmark_runs_a_sample_through_the_agent(tmp_path):
+    items = load_set(SETS / "sample.jsonl")
+    judged = run_set(items, OfflinePlanner())
+    assert [j["outcome"] for j in judged] == ["right"] * len(items), [j for j in judged if j["outcome"] != "right"]
+    out = tmp_path / "results.json"
+    save([record("sample", "first", SETS / "sample.jsonl", judged, "offline")], out)
+    save([record("sample", "second", SETS / "sample.jsonl", judged[:3], "offline")], out)
+    records = json.loads(out.read_text())["records"]
+    assert [(r["phase"], r["items"]) for r in records] == [("first", 13), ("second", 3)]  # earlier records kept
+    assert "| sample | second | offline | 3 | 3 (100.0%) | 0 | 0 | 0 |" in table(records)
+
+
+LAUNCH = {"tool": "launch_run", "args": {"steps": 12, "overrides": ["data.packing=false"], "layout": "tp=2"}}
+R1 = {"tool": "read_results", "args": {"run": "runs/r1"}}
+LR = {"tool": "launch_run", "args": {"overrides": ["train.lr=0.0003"]}}
+
+
+def call(name: str, **args) -> dict:
+    return {"call": {"name": name, "args": args}}
+
+
+@pytest.mark.parametrize(
+    "expect, action, outcome",
+    [
+        (LAUNCH, call("launch_run", steps=12, layout="tp=2", overrides=["data.packing=true"]), "wrong"),  # flipped
+        (LAUNCH, call("launch_run", layout="tp=2", overrides=["data.packing=false"]), "wrong"),  # steps dropped
+        (LAUNCH, call("launch_run", steps=12, layout="tp=4", overrides=["data.packing=false"]), "wrong"),
+        (LAUNCH, call("plan_layouts"), "wrong"),
+        (LAUNCH, call("launch_run", steps="12", layout="tp=2", overrides=["data.packing=False"]), "right"),
+        (LAUNCH, {"reply": "Train 12 steps with data.packing=false? yes / edit"}, "asked"),
+        (LAUNCH, {"reply": "I am the offline planner. I understand: `why did FSDP win?`."}, "nothing"),
+        ({"ask": True}, call("launch_run"), "wrong"),
+        ({"ask": True}, {"reply": "Which optimizer?"}, "right"),
+        (R1, call("read_results", run="r1"), "right"),
+        (R1, call("read_results", run="runs/r2"), "wrong"),
+        (LR, call("launch_run", overrides=["train.lr=3e-4"]), "right"),
+        (LR, call("launch_run", overrides=["train.lr=3e-3"]), "wrong"),
+        ({"tool": "plan_layouts", "args": {"gpu": "h100"}}, call("plan_layouts", gpu="h100-sxm"), "right"),
+        ({"tool": "plan_layouts", "args": {"devices": 8}}, call("plan_layouts", devices=16), "wrong"),
+    ],
+)  # fmt: skip
+def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
+    assert judge(expect, action)[0] == outcome
+
+
+# --- never a wrong action on the evaluation set ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["fresh_a", "probe"])
+def test_no_stated_value_is_dropped_or_contradicted(name):
+    """Every request of the tuning set (fresh_a) and of the author's probes: never a wrong action (another tool, a
+    stated value missing or contradicted), and at least 90% right."""
+    items = load_set(SETS / f"{name}.jsonl")
+    judged = run_set(items, OfflinePlanner())
+    wrong = [(j["request"], j["why"]) for j in judged if j["outcome"] == "wrong"]
+    assert wrong == []
+    assert sum(j["outcome"] == "right" for j in judged) >= 0.9 * len(items)
+
+
+def test_every_action_of_the_phrasing_set_keeps_every_stated_value(tmp_path):
+    """The suite's own phrasings (tests/data/requests.yaml): each plan, launch or write has every argument it
+    states (test_agent_requests counts accuracy; here not one may miss)."""
+    from tests.test_agent_requests import _wrong_arguments, drive
+
+    cases = [c for c in yaml.safe_load((DATA / "requests.yaml").read_text()) if c["expect"].get("call")]
+    assert len(cases) >= 20
+    repo = tmp_path / "repo"
+    shutil.copytree(DATA / "agent_repo", repo)
+    (repo / "run-files").rename(repo / "runs")
+    wrong = {}
+    for case in cases:
+        action = drive(repo, case["text"], case.get("after")).action
+        if action is None or action["name"] != case["expect"]["call"]:
+            wrong[case["text"]] = action
+        elif why := _wrong_arguments(case["expect"].get("args", {}), action["args"]):
+            wrong[case["text"]] = why
+    assert wrong == {}
+
+
+def test_a_context_without_a_repository_reads_nothing_from_disk():
+    assert Context().known.runs == [] and context_of([HumanMessage("hi")]).known.root is None
+
+
+def test_a_what_if_against_the_plan_before_states_both_figures():
+    from agent.replies import compare_plans
+
+    def plan(devices: int, nodes: int, tokens: float, layout: str) -> dict:
+        top = [{"family": "FSDP", "layout": layout, "predicted_tokens_per_s": tokens}]
+        return {"top": top, "devices": devices, "nodes": nodes, "source": f"plans/{devices}x{nodes}.json"}
+
+    reply = compare_plans(plan(8, 1, 64359.0, "dp_shard=8"), plan(8, 2, 128717.0, "dp_shard=16"))
+    assert "128,717 tokens/s" in reply and "64,359 tokens/s" in reply and ": faster." in reply
+    assert "plans/8x2.json, plans/8x1.json" in reply
+    assert ": not faster." in compare_plans(plan(8, 2, 128717.0, "dp_shard=16"), plan(8, 1, 64359.0, "dp_shard=8"))
+
+
+@pytest.mark.parametrize("content", ['{"request": "hi"}\n', "not json\n"])
+def test_a_bad_set_fails_in_one_line_before_anything_runs(content, tmp_path, capsys):
+    from bench.agent_understanding import main
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(content)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--set", str(bad), "--out", str(tmp_path / "out.json")])
+    assert exit_.value.code == 2
+    assert f"--set {bad}" in capsys.readouterr().err.splitlines()[-1]
+    assert not (tmp_path / "out.json").exists()
