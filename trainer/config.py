@@ -57,6 +57,15 @@ _LATER_DATA_KEYS = ("format", "prompt_field", "response_field", "messages_field"
 
 
 # The values some train keys take (checked before launch by trainer.launch).
+# train.gns_every's default: the gradient noise scale is measured on every 10th step. A measured step reduces the
+# gradient of its first micro-batch round once more (one more all-reduce or reduce-scatter of the whole gradient) and
+# takes its norm, blocking on the result: at most one more gradient reduction, which on a GPU cluster is rarely more
+# than a third of a step (the step's own reduction mostly overlaps its backward; this one waits). Every 10th step
+# that is at most ~3% of the run's time, and 1-2% for the layouts the planner usually picks (trainer.throughput
+# prices it, amortised over the N steps: `noise_scale_bytes`). The estimate is a moving average over many steps
+# (trainer.noise_scale, beta 0.95: about 20 measurements), so measuring every 10th step still follows a run of a
+# few hundred steps; `gns_every: 1` measures every step, 0 never.
+GNS_EVERY = 10
 OPTIMIZERS = ("adamw", "galore_adamw")
 SCHEDULES = ("cosine", "linear", "constant")
 GALORE_PROJ_TYPES = ("std", "reverse_std", "right", "left", "full")
@@ -127,7 +136,7 @@ class TrainSpec:
     compile: bool = False
     attention: str = "auto"  # auto | dense | flex: how packed documents are kept apart (trainer.attention)
     activation_checkpointing: bool | str = False  # none | selective | full (true/false: full/none); see above
-    gns_every: int = 1  # steps between gradient noise scale measurements (0: off); each costs one extra reduction
+    gns_every: int = GNS_EVERY  # steps between gradient noise scale measurements (0: off; 1: every step), see above
     pp_schedule: str = "1f1b"  # pipeline schedule when layout.pp > 1: gpipe | 1f1b | interleaved_1f1b
     pp_stages_per_rank: int = 1  # pipeline stages each rank holds; 2 or more with interleaved_1f1b
     checkpoint_every: int = 0  # steps between checkpoints; 0: none during the run

@@ -36,7 +36,7 @@ from trainer.memory import MemoryTimeline, current_bytes, measured_peak, peak_by
 from trainer.memory_model import MemoryPlan, predict_memory
 from trainer.model import materialize as materialize_model
 from trainer.model import meta_model, model_config
-from trainer.noise_scale import recommended_batch_tokens
+from trainer.noise_scale import measured_on, recommended_batch_tokens
 from trainer.optim import build_optimizer, build_scheduler
 from trainer.parallelize import (
     clip_grad_norm,
@@ -331,7 +331,7 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
                 training.pipeline, training.model, model_batches, training.loss_group, training.autocast, measure_memory
             )
         else:
-            measure_noise = spec.gns_every > 0 and (training.state.step + 1) % spec.gns_every == 0
+            measure_noise = measured_on(training.state.step + 1, spec.gns_every)
             result = forward_backward(
                 training.model,
                 model_batches,
@@ -493,6 +493,8 @@ def _noise_scale_summary(training: Training) -> dict:
         note = "train.gns_every is 0"
     elif training.plan.grad_accum < 2:
         note = "needs two or more micro-batches per step (gradient accumulation) to compare batch sizes"
+    elif noise.updates == 0:
+        note = f"no step was measured: train.gns_every is {spec.gns_every}, the run ended at step {training.state.step}"
     elif noise.value is None:
         note = "the averaged |G|^2 estimate is not positive yet: too few steps"
     return {
