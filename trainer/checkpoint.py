@@ -37,7 +37,7 @@ from trainer.noise_scale import NoiseScale
 _STEP_DIR = re.compile(r"^step_(\d{8})$")
 log = logging.getLogger("meshpilot.trainer")
 # Saving or loading moves the whole model and optimizer through the file system: far longer than a training
-# collective may take (trainer.loop.COLLECTIVE_TIMEOUT), so checkpoints wait on their own process group.
+# collective may take (train.collective_timeout_s), so checkpoints wait on their own process group.
 CHECKPOINT_TIMEOUT = timedelta(minutes=30)
 
 

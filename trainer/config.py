@@ -144,6 +144,11 @@ class TrainSpec:
     keep_checkpoints: int = 2
     save_hf: bool = False  # after a successful run: its final checkpoint as an HF directory, RUN/hf
     timing_warmup_steps: int = 2  # steps left out of tokens/s (compilation, allocator warm-up)
+    # Seconds a rank may wait in one collective before the run fails (trainer.loop.collective_timeouts): longer
+    # through set-up and the untimed first steps (at least one), where compilation (each pipeline stage its own) and
+    # building a large model keep ranks apart for longer than a step's collectives ever take.
+    collective_timeout_s: int = 300
+    first_steps_timeout_s: int = 1800
     trackers: list[str] = field(default_factory=list)  # any of tensorboard, wandb, mlflow, trackio (trainer.trackers)
 
     def __post_init__(self) -> None:
@@ -214,8 +219,10 @@ class Experiment:
     def config_hash(self) -> str:
         """Hash of everything that determines the numbers a run produces."""
         config = self.to_dict()
-        # Where the numbers are also sent changes none of them (and leaves the hashes of earlier runs as they were).
-        del config["train"]["trackers"]
+        # Where the numbers are also sent, and how long a collective may wait, change none of them (and leave the
+        # hashes of earlier runs as they were).
+        for key in ("trackers", "collective_timeout_s", "first_steps_timeout_s"):
+            del config["train"][key]
         blob = json.dumps(config, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

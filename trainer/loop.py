@@ -59,9 +59,10 @@ class NonFiniteLoss(RuntimeError):
     """The step's loss is NaN or infinite: every later step would be wasted, so the run stops (status "nan")."""
 
 
-# A rank stuck this long in a collective fails instead of hanging the run. Checkpoints wait on a group of their own,
-# with a longer timeout (trainer.checkpoint.CHECKPOINT_TIMEOUT): writing a model takes longer than a step's collectives.
-COLLECTIVE_TIMEOUT = timedelta(minutes=5)
+# A rank stuck longer than train.collective_timeout_s in a collective fails instead of hanging the run; through
+# set-up and the first steps, train.first_steps_timeout_s (`collective_timeouts`). Checkpoints wait on a group of
+# their own, with a longer timeout (trainer.checkpoint.CHECKPOINT_TIMEOUT): writing a model takes longer than a
+# step's collectives.
 # Allocations the CUDA memory history keeps (a ring buffer): bounds the snapshot (roughly 1 KiB per entry with
 # Python stacks) whatever the length of the warm-up.
 SNAPSHOT_MAX_ENTRIES = 100_000
@@ -132,17 +133,36 @@ class Training:
         )
 
 
-def init_worker(device_type: str) -> Worker:
+def init_worker(device_type: str, spec: TrainSpec | None = None) -> Worker:
+    """This rank's process group, whose collectives wait up to train.first_steps_timeout_s until the first steps
+    are done (`collective_timeouts`); the groups of the layout's mesh inherit it."""
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    timeout = collective_timeouts(spec or TrainSpec())[0]
     if device_type == "cuda":
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
-        dist.init_process_group("nccl", device_id=device, timeout=COLLECTIVE_TIMEOUT)
+        dist.init_process_group("nccl", device_id=device, timeout=timeout)
     else:
         device = torch.device("cpu")
-        dist.init_process_group("gloo", timeout=COLLECTIVE_TIMEOUT)
+        dist.init_process_group("gloo", timeout=timeout)
     return Worker(rank, world_size, local_rank, device)
+
+
+def collective_timeouts(spec: TrainSpec) -> tuple[timedelta, timedelta]:
+    """(through set-up and the first steps, afterwards): how long a rank waits in one collective before failing.
+    The first compiled step of a deep pipeline, or set-up of a large model, can keep ranks apart for longer than
+    the 5 minutes a step's collectives are given."""
+    return timedelta(seconds=spec.first_steps_timeout_s), timedelta(seconds=spec.collective_timeout_s)
+
+
+def set_collective_timeout(timeout: timedelta, keep: tuple[dist.ProcessGroup, ...] = ()) -> None:
+    """Give every process group of this rank but `keep` (the checkpoint group, with its own) `timeout`."""
+    from torch.distributed.distributed_c10d import _set_pg_timeout, _world
+
+    for group in list(_world.pg_map):
+        if group not in keep:
+            _set_pg_timeout(timeout, group)
 
 
 def load_run(run: RunDir) -> tuple[Experiment, LaunchInfo]:
@@ -176,6 +196,7 @@ def _failure_status(error: BaseException) -> str:
 def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchInfo) -> Training:
     spec, layout, device_type = experiment.train, experiment.layout, worker.device.type
     mesh = layout.build_mesh(device_type)
+    set_collective_timeout(collective_timeouts(spec)[0])  # the mesh's new groups too, until the first steps are done
     dp_group, dp_rank = data_parallel_group(layout, mesh)
 
     config = model_config(experiment.model, Path(experiment.base_dir))
@@ -300,6 +321,8 @@ def _run_steps(training: Training) -> Measurements:
                 training.save_checkpoint()
             if state.step - first_step == untimed:  # the last untimed step: before any timed one
                 _save_memory_snapshot(training)
+            if state.step - first_step == max(untimed, 1):  # compiled and warmed up: steps' collectives are short
+                set_collective_timeout(collective_timeouts(spec)[1], keep=(training.checkpoint_group,))
     return measured
 
 
