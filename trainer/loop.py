@@ -455,9 +455,13 @@ def _finish(training: Training, launch: LaunchInfo, measured: Measurements) -> N
         experiment.data.packing,
         device_type,
     )
+    predicted = predict_memory(training.config, experiment.layout, memory_plan)
+    if device_type == "cpu":
+        for rank_predicted, rank_measured in zip(predicted, memory, strict=True):
+            rank_predicted["process_peak"] = predicted_process_peak(rank_measured["setup_start"], rank_predicted)
     memory_record = {
         "units": "bytes",
-        "predicted": predict_memory(training.config, experiment.layout, memory_plan),
+        "predicted": predicted,
         "measured": memory,
         "peak_source": _peak_source(device_type),
         "timeline": timeline,
@@ -550,6 +554,13 @@ def base_metrics(experiment: Experiment, launch: dict, world_size: int, device_t
         "seed": experiment.train.seed,
         "versions": versions(),
     }
+
+
+def predicted_process_peak(setup_start: int, predicted: dict[str, int]) -> int:
+    """A CPU rank's resident peak, predicted like for like with the measured one: what the process held before
+    set-up (interpreter, libraries: measured, as no model predicts them) plus the tensors the memory model
+    predicts at the peak."""
+    return setup_start + predicted["peak"]
 
 
 def _peak_source(device_type: str) -> str:
