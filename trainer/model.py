@@ -14,6 +14,7 @@ import difflib
 import functools
 import hashlib
 import json
+import types
 from pathlib import Path
 
 import torch
@@ -160,17 +161,36 @@ class _CheckpointTensors:
 
 def enable_activation_checkpointing(model: torch.nn.Module, mode: bool | str = "full") -> None:
     """Recompute each decoder layer in backward: all of it (full), or all but the outputs that
-    `selective_checkpoint_context` saves (selective); none leaves the model as it is. transformers 5 renamed
-    gradient_checkpointing_enable to activation_checkpointing_enable in a later release (the old name warns there):
-    use whichever this one has. Either passes its keywords to torch.utils.checkpoint.checkpoint."""
+    `selective_checkpoint_context` saves (selective); none leaves the model as it is.
+
+    Each layer's own forward is wrapped in torch.utils.checkpoint (`_checkpointed_forward`), set on the layer, so
+    that compiling the layer afterwards (trainer.parallelize.compile_layers) compiles the checkpoint with it:
+    dynamo traces the checkpoint and its selective policy into the layer's graph (and inductor fuses the
+    recomputation) instead of running a compiled layer under the policy's dispatch modes, where dynamo skips the
+    frame and the layer runs eagerly. (transformers' own gradient checkpointing wraps the layer's __call__ in some
+    releases, its forward in others.) FSDP2's hooks stay outside: they are module hooks, not part of forward.
+    Parameter names do not change."""
     mode = checkpointing_mode(mode)
     if mode == "none":
         return
-    options = {"use_reentrant": False}
-    if mode == "selective":
-        options["context_fn"] = selective_checkpoint_context
-    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
-    enable(options)
+    context_fn = selective_checkpoint_context if mode == "selective" else None
+    for layer in model.get_decoder().layers:
+        layer._checkpoint_context_fn = context_fn
+        # Bound to the layer (a deep copy rebinds it to the copy); the class's forward is looked up at each call.
+        layer.forward = types.MethodType(_checkpointed_forward, layer)
+
+
+def _checkpointed_forward(layer: torch.nn.Module, *args, **kwargs):
+    """The layer's class forward under non-reentrant torch.utils.checkpoint (plain where nothing needs a
+    backward: evaluation, no_grad)."""
+    from torch.utils.checkpoint import checkpoint
+
+    forward = functools.partial(type(layer).forward, layer)
+    if not (layer.training and torch.is_grad_enabled()):
+        return forward(*args, **kwargs)
+    if layer._checkpoint_context_fn is None:  # full: checkpoint's own default (dynamo takes no other for it)
+        return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+    return checkpoint(forward, *args, use_reentrant=False, context_fn=layer._checkpoint_context_fn, **kwargs)
 
 
 @functools.cache  # asked at every layer's forward
@@ -186,7 +206,15 @@ def _saved_ops() -> tuple[frozenset, frozenset]:
              "_scaled_dot_product_fused_attention_overrideable")  # fmt: skip
     others = {getattr(aten, name).default for name in names if hasattr(aten, name)}
     others.add(torch.ops._c10d_functional.reduce_scatter_tensor.default)
+    others.add(flex_attention_op())  # train.attention: flex (its output and log-sum-exp), as torchtitan saves it
     return matmuls, frozenset(others)
+
+
+def flex_attention_op():
+    """The higher-order operator flex_attention runs as (what the selective policy is asked about)."""
+    from torch._higher_order_ops.flex_attention import flex_attention
+
+    return flex_attention
 
 
 def selective_checkpoint_context():
