@@ -153,6 +153,23 @@ def test_grad_accum_quick_shows_naive_accumulation_is_off(tmp_path):
     assert abs(padded_rows[0]["naive"]["loss_diff"]) > 1e-3
 
 
+def test_setup_time_quick_times_every_rank_both_ways(tmp_path, capsys):
+    from bench import setup_time
+
+    out = tmp_path / "setup_time.json"
+    assert setup_time.main(["--quick", "--processes", "1", "2", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["benchmark"] == "setup_time" and result["machine"]["cores"] >= 1
+    assert [(r["processes"], r["way"]) for r in result["rows"]] == [
+        (n, way) for n in (1, 2) for way in ("before", "after", "after_one_thread")
+    ]  # fmt: skip
+    for row in result["rows"]:
+        assert len(row["rank_seconds"]) == row["processes"] and row["slowest_rank_s"] == max(row["rank_seconds"]) > 0
+    assert setup_time.main(["--quick", "--processes", "0", "--out", str(tmp_path / "never.json")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == ["setup_time: error: --processes 0: each must be at least 1"]
+    assert not (tmp_path / "never.json").exists()
+
+
 def test_bad_arguments_fail_in_one_line_before_any_work(tmp_path, capsys):
     out = tmp_path / "never.json"
     assert main(["--quick", "--steps", "1", "--out", str(out)]) == 2

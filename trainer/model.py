@@ -227,8 +227,9 @@ def _fill_local(target: torch.Tensor, rule: list, key: str) -> bool:
     height, width = (local_shape[0] if shape else 1), (local_shape[1] if len(shape) == 2 else columns)
     if local.numel() == 0:
         return True
-    block = _tiled_block(rule, key, (rows, columns), (top, left, height, width), local.device)
-    local.copy_(block.view(local.shape).to(local.dtype))
+    if not local.is_contiguous():
+        return False
+    _fill_tiles(rule, key, (rows, columns), (top, left), local.view(height, width))
     return True
 
 
@@ -237,31 +238,28 @@ def _tile_shape(rows: int, columns: int) -> tuple[int, int]:
     return max(1, _TILE_VALUES // tile_columns), tile_columns
 
 
-def _tiled_block(
-    rule: list, key: str, shape: tuple[int, int], block: tuple[int, int, int, int], device: torch.device
-) -> torch.Tensor:
-    """The values of rows [top, top + height) x columns [left, left + width) of a (rows, columns) tensor whose
-    tile (i, j) is `rule` replayed from a generator seeded by (key, i, j): fp32, on `device`."""
+def _fill_tiles(rule: list, key: str, shape: tuple[int, int], corner: tuple[int, int], out: torch.Tensor) -> None:
+    """Fill `out`, rows [top, top + height) x columns [left, left + width) of a (rows, columns) tensor whose tile
+    (i, j) is `rule` replayed on an fp32 tile from a generator seeded by (key, i, j). Each tile is drawn whole, in
+    its own buffer, whatever part of it `out` takes: the same values for every shard that overlaps it."""
     rows, columns = shape
-    top, left, height, width = block
-    out = torch.empty(height, width, dtype=torch.float32, device=device)
+    (top, left), (height, width) = corner, out.shape
     if not any(func in _RANDOM_INITS for func, _, _ in rule):  # the same value everywhere: no tiles needed
         _replay(rule, out, None)
-        return out
+        return
     tile_rows, tile_columns = _tile_shape(rows, columns)
-    generator = torch.Generator(device=device)
+    generator = torch.Generator(device=out.device)
     for i in range(top // tile_rows, -(-(top + height) // tile_rows)):
         r0, r1 = i * tile_rows, min((i + 1) * tile_rows, rows)
         for j in range(left // tile_columns, -(-(left + width) // tile_columns)):
             c0, c1 = j * tile_columns, min((j + 1) * tile_columns, columns)
             digest = hashlib.sha256(f"{key}:{i}:{j}".encode()).digest()
             generator.manual_seed(int.from_bytes(digest[:8], "little"))
-            tile = torch.empty(r1 - r0, c1 - c0, dtype=torch.float32, device=device)
+            tile = torch.empty(r1 - r0, c1 - c0, dtype=torch.float32, device=out.device)
             _replay(rule, tile, generator)
             a, b = max(r0, top), min(r1, top + height)
             c, d = max(c0, left), min(c1, left + width)
-            out[a - top : b - top, c - left : d - left] = tile[a - r0 : b - r0, c - c0 : d - c0]
-    return out
+            out[a - top : b - top, c - left : d - left].copy_(tile[a - r0 : b - r0, c - c0 : d - c0])
 
 
 def _replay(rule: list, tensor: torch.Tensor, generator: torch.Generator | None) -> None:
