@@ -8,6 +8,7 @@ and the launcher and the planner only read configs.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import contextlib
 import copy
 import dataclasses
@@ -86,14 +87,15 @@ def materialize(
     """Give a meta-device model (whole, or this rank's parallelised part) its memory on `device` and its values.
 
     Initialised (no `weights`), each tensor's values are a function of (seed, its name) alone, whatever the
-    layout: the tensor is cut into fixed tiles of its global shape (`_tile_shape`), and each tile is filled on
-    `device` by the model's own init rule from a generator seeded by (seed, name, tile). A rank fills only the
-    tiles its shard overlaps, so it draws about its share of the random values, on its own device, and every
-    layout starts from exactly the single-process weights. Tensors whose rule is not elementwise (rotary
-    frequencies, an embedding's zeroed padding row, shape-dependent rules) and `shard_local=False` (the way
-    before: bench/setup_time.py's baseline) make the module's full tensors on the CPU from a generator seeded by
-    (seed, module name), then copy this rank's shard into place. Read from a checkpoint, each tensor is read whole
-    and only this rank's shard kept. No rank ever holds more than its share plus one module.
+    layout and the device: the tensor is cut into fixed tiles of its global shape (`_tile_shape`), each drawn by
+    the model's own init rule from a CPU generator seeded by (seed, name, tile) and copied into the shard's memory
+    on `device`. A rank draws only the tiles its shard overlaps, about its share of the random values, with its
+    share of the cores (`_fill_tiles`), and every layout starts from exactly the single-process weights.
+    Tensors whose rule is not elementwise (rotary frequencies, an embedding's zeroed padding row, shape-dependent
+    rules), and all under `shard_local=False` (the way before: bench/setup_time.py's baseline), are made whole
+    per module on the CPU from a generator seeded by (seed, module name), then this rank's shard copied into place.
+    Read from a checkpoint, each tensor is read whole and only this rank's shard kept. No rank ever holds more than
+    its share plus one module.
     """
     with setup_threads():
         model.to_empty(device=device)
@@ -240,26 +242,45 @@ def _tile_shape(rows: int, columns: int) -> tuple[int, int]:
 
 def _fill_tiles(rule: list, key: str, shape: tuple[int, int], corner: tuple[int, int], out: torch.Tensor) -> None:
     """Fill `out`, rows [top, top + height) x columns [left, left + width) of a (rows, columns) tensor whose tile
-    (i, j) is `rule` replayed on an fp32 tile from a generator seeded by (key, i, j). Each tile is drawn whole, in
-    its own buffer, whatever part of it `out` takes: the same values for every shard that overlaps it."""
+    (i, j) is `rule` replayed on an fp32 CPU tile from a generator seeded by (key, i, j). Each tile is drawn whole,
+    whatever part of it `out` takes, so every shard that overlaps it gets the same values; on the CPU, so a CUDA
+    run starts from a CPU run's weights. Tiles are drawn by this rank's share of the cores (`setup_thread_count`
+    workers, each op on one thread: torch's CPU generator draws serially)."""
     rows, columns = shape
     (top, left), (height, width) = corner, out.shape
     if not any(func in _RANDOM_INITS for func, _, _ in rule):  # the same value everywhere: no tiles needed
         _replay(rule, out, None)
         return
     tile_rows, tile_columns = _tile_shape(rows, columns)
-    generator = torch.Generator(device=out.device)
-    for i in range(top // tile_rows, -(-(top + height) // tile_rows)):
+
+    @torch.no_grad()  # grad mode is per thread: the workers' too
+    def fill(i: int, j: int) -> None:
         r0, r1 = i * tile_rows, min((i + 1) * tile_rows, rows)
-        for j in range(left // tile_columns, -(-(left + width) // tile_columns)):
-            c0, c1 = j * tile_columns, min((j + 1) * tile_columns, columns)
-            digest = hashlib.sha256(f"{key}:{i}:{j}".encode()).digest()
-            generator.manual_seed(int.from_bytes(digest[:8], "little"))
-            tile = torch.empty(r1 - r0, c1 - c0, dtype=torch.float32, device=out.device)
-            _replay(rule, tile, generator)
-            a, b = max(r0, top), min(r1, top + height)
-            c, d = max(c0, left), min(c1, left + width)
-            out[a - top : b - top, c - left : d - left].copy_(tile[a - r0 : b - r0, c - c0 : d - c0])
+        c0, c1 = j * tile_columns, min((j + 1) * tile_columns, columns)
+        generator = torch.Generator().manual_seed(
+            int.from_bytes(hashlib.sha256(f"{key}:{i}:{j}".encode()).digest()[:8], "little")
+        )
+        tile = torch.empty(r1 - r0, c1 - c0, dtype=torch.float32)
+        _replay(rule, tile, generator)
+        a, b = max(r0, top), min(r1, top + height)
+        c, d = max(c0, left), min(c1, left + width)
+        out[a - top : b - top, c - left : d - left].copy_(tile[a - r0 : b - r0, c - c0 : d - c0])
+
+    tiles = [(i, j) for i in range(top // tile_rows, -(-(top + height) // tile_rows))
+             for j in range(left // tile_columns, -(-(left + width) // tile_columns))]  # fmt: skip
+    workers = min(setup_thread_count(), len(tiles))
+    if workers <= 1:
+        for i, j in tiles:
+            fill(i, j)
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the workers are the parallelism
+    try:
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            for done in [pool.submit(fill, i, j) for i, j in tiles]:
+                done.result()
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _replay(rule: list, tensor: torch.Tensor, generator: torch.Generator | None) -> None:
