@@ -4,6 +4,8 @@ so its set-up peak grows by about a quarter of what the single process's grows b
 from __future__ import annotations
 
 import json
+import os
+import threading
 
 import pytest
 from support import TINY_MODEL, train, write_experiment
@@ -50,12 +52,13 @@ def _counting_draws(monkeypatch_target) -> list[int]:
     """Count the random values trainer.model draws (tile by tile) from here on."""
     import trainer.model
 
-    drawn = [0]
+    drawn, lock = [0], threading.Lock()  # tiles are drawn by worker threads
     replay = trainer.model._replay
 
     def counted(rule, tensor, generator):
         if generator is not None:
-            drawn[0] += tensor.numel()
+            with lock:
+                drawn[0] += tensor.numel()
         return replay(rule, tensor, generator)
 
     monkeypatch_target.setattr(trainer.model, "_replay", counted)
@@ -74,6 +77,7 @@ def _build_worker(rank: int, world: int, store: str, layout_text: str) -> None:
     from trainer.model import build_model, materialize, meta_model
     from trainer.parallelize import parallelize, parallelize_pipeline
 
+    os.environ["LOCAL_WORLD_SIZE"] = str(world)  # as torchrun sets it: each rank's share of the cores
     dist.init_process_group("gloo", store=dist.FileStore(store, world), rank=rank, world_size=world)
     try:
         layout = Layout.parse(layout_text).resolve(world)
@@ -114,8 +118,6 @@ def test_each_rank_draws_only_its_shard_and_the_layout_builds_the_one_process_we
 
 
 def test_set_up_uses_this_ranks_share_of_the_cores(monkeypatch):
-    import os
-
     import torch
 
     from trainer.model import setup_thread_count, setup_threads
