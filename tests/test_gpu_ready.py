@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-from support import TINY_MODEL, write_experiment
+from support import TINY_MODEL, train, write_experiment
 from transformers import AutoConfig
 
 from evalsuite.models import eval_dtype
@@ -219,6 +219,20 @@ def test_collectives_wait_longer_through_set_up_and_the_first_steps(monkeypatch)
         assert _timeout(checkpoints) == checkpoint.CHECKPOINT_TIMEOUT
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_a_run_relaxes_the_collective_timeout_after_its_first_steps(tmp_path):
+    """Through the trainer: the long timeout through set-up and the untimed warm-up steps, the configured one from
+    the first timed step on (rank 0's log says when)."""
+    changes = {
+        "train": {"steps": 4, "timing_warmup_steps": 2, "first_steps_timeout_s": 900, "collective_timeout_s": 120}
+    }
+    run = train(write_experiment(tmp_path, changes), tmp_path / "run", "--nproc", "2")
+    log = run.log.read_text()
+    first = log.index("collectives time out after 900 s through set-up and the first steps")
+    later = log.index("collectives time out after 120 s from step 3 on")
+    assert first < log.index("step 1 loss") < log.index("step 2 loss") < later < log.index("step 3 loss")
 
 
 # --- evaluation -------------------------------------------------------------------------------------------------

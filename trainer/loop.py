@@ -197,6 +197,7 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchIn
     spec, layout, device_type = experiment.train, experiment.layout, worker.device.type
     mesh = layout.build_mesh(device_type)
     set_collective_timeout(collective_timeouts(spec)[0])  # the mesh's new groups too, until the first steps are done
+    log.info("collectives time out after %d s through set-up and the first steps", spec.first_steps_timeout_s)
     dp_group, dp_rank = data_parallel_group(layout, mesh)
 
     config = model_config(experiment.model, Path(experiment.base_dir))
@@ -323,6 +324,7 @@ def _run_steps(training: Training) -> Measurements:
                 _save_memory_snapshot(training)
             if state.step - first_step == max(untimed, 1):  # compiled and warmed up: steps' collectives are short
                 set_collective_timeout(collective_timeouts(spec)[1], keep=(training.checkpoint_group,))
+                log.info("collectives time out after %d s from step %d on", spec.collective_timeout_s, state.step + 1)
     return measured
 
 
