@@ -54,6 +54,18 @@ def test_compiled_layout_matches_eager(experiment, eager, layout):
     assert 0 < metrics["compile_s"] <= sum(s["step_s"] for s in warmup)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["dp_shard=2", "pp=2"])
+def test_selective_checkpointing_compiled_in_the_trainer_matches_eager(experiment, eager, layout):
+    """FSDP2 and a pipeline, each layer compiled with its selective checkpoint inside: the eager run's losses."""
+    out = experiment.parent / f"selective-compiled-{layout.replace('=', '')}"
+    run = train(experiment, out, "--nproc", "2", "--layout", layout, "--set", "train.compile=true",
+                "--set", "train.activation_checkpointing=selective")  # fmt: skip
+    for a, b in zip(eager, run.read_steps(), strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-4, abs=1e-6), layout
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4, abs=1e-6), layout
+
+
 @pytest.mark.parametrize("whole_step", [False, True], ids=["layers", "whole-step"])
 def test_selective_checkpointing_compiles_while_memory_is_measured(whole_step):
     """The step whose memory is measured wraps selective checkpointing's modes in counting ones
