@@ -202,3 +202,13 @@ def test_a_bad_mode_given_on_the_command_line_stops_before_launch(tmp_path):
                      "--set", "train.activation_checkpointing=partial")  # fmt: skip
     assert done.returncode != 0 and not (tmp_path / "run" / "steps.jsonl").exists()
     assert "train.activation_checkpointing: expected one of none, selective, full" in done.stderr
+
+
+def test_selective_checkpointing_saves_every_attention_kernel_flex_included():
+    """Attention is never recomputed: the SDPA kernels' and flex_attention's outputs are saved (torchtitan's list)."""
+    from trainer.model import _saved_ops, flex_attention_op
+
+    _, others = _saved_ops()
+    assert flex_attention_op() is torch.ops.higher_order.flex_attention and flex_attention_op() in others
+    assert torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default in others
+    assert torch.ops.aten._scaled_dot_product_efficient_attention.default in others

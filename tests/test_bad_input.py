@@ -163,6 +163,8 @@ def test_model_path_not_found(tmp_path):
         (["train.betas=[0.9, 1.5]"], "train.betas: expected two numbers in [0, 1), got [0.9, 1.5]"),
         (["train.eps=0"], "train.eps must be positive, got 0.0"),
         (["train.keep_checkpoints=0"], "train.keep_checkpoints must be positive, got 0"),
+        (["train.collective_timeout_s=0"], "train.collective_timeout_s must be positive, got 0"),
+        (["train.first_steps_timeout_s=-5"], "train.first_steps_timeout_s must be positive, got -5"),
         (["train.checkpoint_every=-2"], "train.checkpoint_every must not be negative, got -2"),
         (["train.warmup_steps=-1"], "train.warmup_steps must not be negative, got -1"),
         (["train.grad_clip=-1"], "train.grad_clip must not be negative, got -1.0"),

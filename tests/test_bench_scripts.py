@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -151,6 +152,26 @@ def test_grad_accum_quick_shows_naive_accumulation_is_off(tmp_path):
     padded_rows = result["results"]["padded"]["by_micro_batch"]
     assert padded_rows[0]["naive"]["grad_rel_l2_diff"] > 1e-2
     assert abs(padded_rows[0]["naive"]["loss_diff"]) > 1e-3
+
+
+def test_setup_time_quick_times_every_rank_both_ways(tmp_path, capsys):
+    from bench import setup_time
+
+    out = tmp_path / "setup_time.json"
+    assert setup_time.main(["--quick", "--processes", "1", "2", "--repeats", "1", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["benchmark"] == "setup_time" and result["machine"]["cores"] >= 1
+    cores = len(os.sched_getaffinity(0))
+    # A one-thread row only where a rank's share of the cores is more than one thread.
+    expected = [(n, way) for n in (1, 2) for way in ("before", "after", "after_one_thread")
+                if way != "after_one_thread" or cores // n > 1]  # fmt: skip
+    assert [(r["processes"], r["way"]) for r in result["rows"]] == expected
+    for row in result["rows"]:
+        assert row["threads_per_rank"] == (max(1, cores // row["processes"]) if row["way"] == "after" else 1)
+        assert len(row["rank_seconds"]) == row["processes"] and row["slowest_rank_s"] == max(row["rank_seconds"]) > 0
+    assert setup_time.main(["--quick", "--processes", "0", "--out", str(tmp_path / "never.json")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == ["setup_time: error: --processes 0: each must be at least 1"]
+    assert not (tmp_path / "never.json").exists()
 
 
 def test_bad_arguments_fail_in_one_line_before_any_work(tmp_path, capsys):

@@ -54,6 +54,18 @@ def test_compiled_layout_matches_eager(experiment, eager, layout):
     assert 0 < metrics["compile_s"] <= sum(s["step_s"] for s in warmup)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["dp_shard=2", "pp=2"])
+def test_selective_checkpointing_compiled_in_the_trainer_matches_eager(experiment, eager, layout):
+    """FSDP2 and a pipeline, each layer compiled with its selective checkpoint inside: the eager run's losses."""
+    out = experiment.parent / f"selective-compiled-{layout.replace('=', '')}"
+    run = train(experiment, out, "--nproc", "2", "--layout", layout, "--set", "train.compile=true",
+                "--set", "train.activation_checkpointing=selective")  # fmt: skip
+    for a, b in zip(eager, run.read_steps(), strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-4, abs=1e-6), layout
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4, abs=1e-6), layout
+
+
 @pytest.mark.parametrize("whole_step", [False, True], ids=["layers", "whole-step"])
 def test_selective_checkpointing_compiles_while_memory_is_measured(whole_step):
     """The step whose memory is measured wraps selective checkpointing's modes in counting ones
@@ -82,3 +94,85 @@ def test_selective_checkpointing_compiles_while_memory_is_measured(whole_step):
         gradients.append([p.grad for p in model.parameters()])
     for eager, compiled in zip(*gradients, strict=True):
         torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-6)
+
+
+def _tiny_llama():
+    return LlamaConfig(
+        vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["selective", "full"])
+def test_each_checkpointed_layer_compiles_whole_with_its_checkpoint(mode):
+    """The checkpoint wrapper is the layer's forward, so compiling the layer compiles the checkpoint (and the
+    selective policy) with it: dynamo captures one graph for both layers holding the checkpointed region, skips
+    no frame and breaks no graph, where a compiled layer run under the policy's dispatch modes would run eagerly.
+    Loss and gradients as eager's."""
+    from torch._dynamo.backends.registry import lookup_backend
+    from torch._dynamo.utils import counters
+
+    config = _tiny_llama()
+    ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(0))
+    batch = {"input_ids": ids, "labels": ids, "position_ids": torch.arange(16).expand(2, 16)}
+    batch["segment_ids"] = (torch.arange(16) >= 7).long().expand(2, 16).contiguous()  # two documents per row
+    graphs = []
+
+    def recording(graph, example_inputs):
+        graphs.append(graph)
+        return lookup_backend("inductor")(graph, example_inputs)
+
+    results = []
+    for compiled in (False, True):
+        model = build_model(config, None, seed=0)
+        model.train()
+        enable_activation_checkpointing(model, mode)
+        if compiled:
+            torch._dynamo.reset()
+            counters.clear()
+            compile_layers(model.get_decoder().layers, backend=recording)
+        loss = token_loss_sum(model, batch)
+        loss.backward()
+        results.append((loss.detach(), [p.grad for p in model.parameters()]))
+    assert len(graphs) == 1 and counters["frames"]["ok"] == counters["frames"]["total"] == 1
+    assert not counters["graph_break"]
+    targets = {str(node.target) for node in graphs[0].graph.nodes if node.op == "call_function"}
+    assert any("tag_activation_checkpoint" in target for target in targets), targets
+    (eager_loss, eager_grads), (compiled_loss, compiled_grads) = results
+    torch.testing.assert_close(compiled_loss, eager_loss, rtol=1e-5, atol=1e-6)
+    for eager, compiled in zip(eager_grads, compiled_grads, strict=True):
+        torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_flex_attention_compiles_inside_selective_checkpointing_on_cuda():
+    """On CUDA, flex attention in a selectively checkpointed, compiled layer: one graph, no frame skipped, and its
+    gradients as the eager run's (flex has no backward on CPU)."""
+    from torch._dynamo.utils import counters
+
+    from trainer.attention import document_block_mask, use_attention
+
+    config = LlamaConfig(
+        vocab_size=128, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2,
+    )  # fmt: skip
+    ids = torch.randint(0, 128, (2, 256), generator=torch.Generator().manual_seed(0)).cuda()
+    segments = (torch.arange(256, device="cuda") >= 100).long().expand(2, 256).contiguous()
+    batch = {"input_ids": ids, "labels": ids, "position_ids": torch.arange(256, device="cuda").expand(2, 256)}
+    batch["attention_mask"] = document_block_mask(segments)
+    gradients = []
+    for compiled in (False, True):
+        model = build_model(config, None, seed=0, device="cuda")
+        model.train()
+        use_attention(model, "flex")
+        enable_activation_checkpointing(model, "selective")
+        if compiled:
+            torch._dynamo.reset()
+            counters.clear()
+            compile_layers(model.get_decoder().layers)
+        token_loss_sum(model, batch).backward()
+        gradients.append([p.grad for p in model.parameters()])
+    assert counters["frames"]["ok"] == counters["frames"]["total"] >= 1 and not counters["graph_break"]
+    for eager, compiled in zip(*gradients, strict=True):
+        torch.testing.assert_close(compiled, eager, rtol=1e-3, atol=1e-4)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.flops import peak_bf16_flops
+from trainer.flops import gpu_links, peak_bf16_flops, peak_memory_bandwidth
 from trainer.worker import failure_status
 
 
@@ -19,11 +19,25 @@ from trainer.worker import failure_status
         ("NVIDIA H200 NVL", 835e12),
         ("NVIDIA GH200 480GB", 989e12),  # contains "H200": matched as GH200 first
         ("NVIDIA A100-SXM4-80GB", 312e12),
+        ("NVIDIA L4", 121e12),
+        ("NVIDIA L40", 181e12),  # contains "L4": the longest name that matches as a whole wins
+        ("NVIDIA L40S", 362e12),
+        ("NVIDIA A10", 125e12),
+        ("NVIDIA A10G", 70e12),
         ("Tesla T4", None),
     ],
 )
 def test_mfu_peak_by_the_name_torch_reports(name, peak):
     assert peak_bf16_flops(name) == peak
+
+
+def test_a_name_inside_a_longer_number_is_not_matched():
+    """Whatever order the tables list names in: an L40 has an L40's bandwidth and links, not an L4's."""
+    assert peak_memory_bandwidth("NVIDIA L40") == 864e9 and peak_memory_bandwidth("NVIDIA L4") == 300e9
+    assert gpu_links("NVIDIA L40") == (None, "pcie4")
+    assert peak_memory_bandwidth("NVIDIA A100-SXM4-40GB") == 1.555e12  # the longer key over "A100"
+    assert peak_bf16_flops("NVIDIA H100 SXM5 80GB") == 989e12
+    assert peak_bf16_flops("NVIDIA H1000") is None
 
 
 @pytest.mark.parametrize(

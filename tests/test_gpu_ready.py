@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-from support import TINY_MODEL, write_experiment
+from support import TINY_MODEL, train, write_experiment
 from transformers import AutoConfig
 
 from evalsuite.models import eval_dtype
@@ -24,7 +24,7 @@ from trainer.config import TrainSpec, load_experiment
 from trainer.data import BatchPlan, BatchPrefetcher, RowSource, TokenizedCorpus
 from trainer.environment import device_name, process_env
 from trainer.layout import Layout
-from trainer.loop import COLLECTIVE_TIMEOUT, untimed_steps
+from trainer.loop import collective_timeouts, init_worker, set_collective_timeout, untimed_steps
 from trainer.memory import cuda_peak, process_device_used
 from trainer.memory_model import CUDA_RUNTIME, MemoryPlan, nccl_communicators, predict_memory
 from trainer.planner import planned_hardware
@@ -46,7 +46,9 @@ def test_plan_default_device_memory_is_what_torch_reports_for_an_h100():
     # --device-mem first, then --gpu, then the experiment's hardware.device_mem.
     h200 = gpu_preset("h200")
     assert memory("40GiB", "h200", "1GiB") == 40 * GiB
-    assert memory(None, "h200", "1GiB") == h200.memory_bytes == 143771 * MiB
+    assert memory(None, "h200", "1GiB") == h200.memory_bytes == 143156 * MiB
+    # torch's total_memory on an H200 (SXM), as public reports give it: 150,110,011,392 bytes, in whole MiB.
+    assert h200.memory_bytes <= 150_110_011_392 < h200.memory_bytes + MiB
     assert memory(None, None, "1GiB") == GiB
     # A CPU plan is for this machine's own CPU, whose probe and calibration it then finds.
     assert planned_hardware("cpu", 2, 1)[0].device_name == device_name("cpu")
@@ -172,11 +174,12 @@ def test_checkpoints_wait_on_their_own_group_with_a_longer_timeout(tmp_path, mon
 
         monkeypatch.setattr(dcp, name, spy)
     store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=COLLECTIVE_TIMEOUT)
+    steps_timeout = collective_timeouts(TrainSpec())[1]
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=steps_timeout)
     try:
         group = checkpoint.checkpoint_group()
         timeout = group._get_backend(torch.device("cpu")).options._timeout
-        assert timeout == checkpoint.CHECKPOINT_TIMEOUT > COLLECTIVE_TIMEOUT
+        assert timeout == checkpoint.CHECKPOINT_TIMEOUT > steps_timeout
         assert timeout >= timedelta(minutes=30)
         spec = TrainSpec(precision="fp32")
         model = build_model(AutoConfig.for_model(**TINY_MODEL), None, seed=0)
@@ -188,6 +191,48 @@ def test_checkpoints_wait_on_their_own_group_with_a_longer_timeout(tmp_path, mon
     finally:
         dist.destroy_process_group()
     assert seen == [("save", group), ("load", group)]
+
+
+def _timeout(group) -> timedelta:
+    return group._get_backend(torch.device("cpu")).options._timeout
+
+
+def test_collectives_wait_longer_through_set_up_and_the_first_steps(monkeypatch):
+    """The process group starts with train.first_steps_timeout_s (a deep pipeline's first compiled step can take
+    longer than the 5 minutes a step's collectives get); after the first steps every group but the checkpoints'
+    gets train.collective_timeout_s."""
+    first, later = collective_timeouts(TrainSpec())
+    assert later == timedelta(minutes=5) and first >= timedelta(minutes=30)
+    spec = TrainSpec(first_steps_timeout_s=900, collective_timeout_s=120)
+    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "0"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    init_worker("cpu", spec)
+    try:
+        assert _timeout(dist.group.WORLD) == timedelta(seconds=900)
+        mesh_group = dist.new_group([0])  # as the layout's mesh makes them, with a default timeout of their own
+        set_collective_timeout(collective_timeouts(spec)[0])  # trainer.loop._setup, once the mesh is built
+        checkpoints = checkpoint.checkpoint_group()
+        assert _timeout(dist.group.WORLD) == _timeout(mesh_group) == timedelta(seconds=900)
+        set_collective_timeout(collective_timeouts(spec)[1], keep=(checkpoints,))
+        assert _timeout(dist.group.WORLD) == _timeout(mesh_group) == timedelta(seconds=120)
+        assert _timeout(checkpoints) == checkpoint.CHECKPOINT_TIMEOUT
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_a_run_relaxes_the_collective_timeout_after_its_first_steps(tmp_path):
+    """Through the trainer: the long timeout through set-up and the untimed warm-up steps, the configured one from
+    the first timed step on (rank 0's log says when)."""
+    changes = {
+        "train": {"steps": 4, "timing_warmup_steps": 2, "first_steps_timeout_s": 900, "collective_timeout_s": 120}
+    }
+    run = train(write_experiment(tmp_path, changes), tmp_path / "run", "--nproc", "2")
+    log = run.log.read_text()
+    first = log.index("collectives time out after 900 s through set-up and the first steps")
+    later = log.index("collectives time out after 120 s from step 3 on")
+    assert first < log.index("step 1 loss") < log.index("step 2 loss") < later < log.index("step 3 loss")
 
 
 # --- evaluation -------------------------------------------------------------------------------------------------

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 from support import train, write_experiment
 
-from trainer.noise_scale import NoiseScale, recommended_batch_tokens, two_batch_estimates
+from trainer.config import GNS_EVERY, TrainSpec
+from trainer.layout import Layout
+from trainer.noise_scale import NoiseScale, measured_on, recommended_batch_tokens, two_batch_estimates
 
 DIM = 40
 
@@ -63,7 +65,8 @@ def test_recommended_batch_is_whole_rows():
 
 @pytest.mark.slow
 def test_trainer_logs_the_noise_scale_the_same_for_replicated_and_sharded_data_parallel(tmp_path):
-    experiment = write_experiment(tmp_path, {"train": {"steps": 4, "micro_batch": 1}})  # 4 micro-batches per rank
+    # 4 micro-batches per rank; every step measured, as a user asks with gns_every: 1
+    experiment = write_experiment(tmp_path, {"train": {"steps": 4, "micro_batch": 1, "gns_every": 1}})
     runs = {
         layout: train(experiment, tmp_path / layout, "--nproc", "2", "--layout", layout)
         for layout in ("dp_replicate=2", "dp_shard=2")
@@ -86,3 +89,61 @@ def test_trainer_logs_the_noise_scale_the_same_for_replicated_and_sharded_data_p
         assert metrics["recommended_global_batch_tokens"] % 64 == 0
     else:
         assert metrics["gns_note"]
+
+
+def test_by_default_every_tenth_step_is_measured_and_every_step_where_asked():
+    assert TrainSpec().gns_every == GNS_EVERY == 10
+    assert [step for step in range(1, 31) if measured_on(step, GNS_EVERY)] == [10, 20, 30]
+    assert all(measured_on(step, 1) for step in range(1, 5))
+    assert not any(measured_on(step, 0) for step in range(1, 5))
+
+
+@pytest.mark.slow
+def test_only_the_measured_steps_log_the_noise_scale(tmp_path):
+    experiment = write_experiment(tmp_path, {"train": {"steps": 4, "micro_batch": 1, "gns_every": 2}})
+    steps = train(experiment, tmp_path / "run", "--nproc", "1").read_steps()
+    assert ["gns_small_grad_sq" in step for step in steps] == [False, True, False, True]
+    noise = NoiseScale()
+    for step in steps[1::2]:  # the estimate averages the measured steps only
+        expected = noise.update(
+            step["gns_small_grad_sq"], step["gns_small_tokens"], step["grad_norm"] ** 2, step["target_tokens"]
+        )
+        assert step["gns"] == pytest.approx(expected, rel=1e-9)
+
+
+def _llama_8b_on_64_h100s(gns_every: int):
+    """The step of `meshpilot plan`'s first choice for Llama-3.1-8B on 8 nodes of 8 H100s: HSDP across the nodes."""
+    from transformers import LlamaConfig
+
+    from trainer.model import count_parameters
+    from trainer.planner import planned_hardware
+    from trainer.presets import PRESET_SEQ_LEN, model_preset
+    from trainer.throughput import estimate_step, model_bytes
+
+    config = LlamaConfig(**{k: v for k, v in model_preset("llama-3.1-8b").items() if k != "model_type"})
+    counts = count_parameters(config)
+    hardware, _ = planned_hardware("cuda", 8, 8, "h100")
+    layout = Layout(dp_replicate=8, dp_shard=8)
+    return estimate_step(
+        config, layout, hardware, counts["matmul"], model_bytes(counts), 1, PRESET_SEQ_LEN, 4, precision="bf16",
+        gns_every=gns_every,
+    )  # fmt: skip
+
+
+def test_the_throughput_model_prices_the_extra_reduction_amortised_over_the_measured_steps():
+    from trainer.throughput import noise_scale_bytes
+
+    off, every, default = (_llama_8b_on_64_h100s(n) for n in (0, 1, GNS_EVERY))
+    # One more reduction of the gradient on a measured step: HSDP's reduce-scatter within the node and all-reduce
+    # of the shards across nodes, a tenth of it per step by default.
+    assert every.comm_bytes["dp_shard"] > off.comm_bytes["dp_shard"]
+    for dim in ("dp_shard", "dp_replicate"):
+        extra = every.comm_bytes[dim] - off.comm_bytes[dim]
+        assert default.comm_bytes[dim] - off.comm_bytes[dim] == pytest.approx(extra / GNS_EVERY)
+    assert off.step_s < default.step_s < every.step_s
+    # Measured every step it would cost this run several percent; the default keeps it to about one.
+    assert every.step_s / off.step_s - 1 > 0.05
+    assert default.step_s / off.step_s - 1 < 0.02
+    # Nothing is measured with one micro-batch per step, or under a pipeline.
+    assert noise_scale_bytes(None, Layout(dp_shard=8), 4e9, 1, 1) == {}
+    assert noise_scale_bytes(None, Layout(pp=2, dp_shard=4), 4e9, 4, 1) == {}

@@ -445,6 +445,7 @@ def test_the_planner_shares_work_without_changing_a_figure(tmp_path, monkeypatch
         assert candidate.estimate == estimate_step(
             config, candidate.layout, hardware, counts["matmul"], model_bytes(counts), candidate.micro_batch, 2048,
             candidate.grad_accum, candidate.activation_checkpointing, Calibration.load(hardware), precision, dense,
+            gns_every=spec.gns_every,
         )  # fmt: skip
         alone = by_candidate.get((dataclasses.replace(candidate.layout, cp=1), *key[1:]))
         if candidate.layout.cp > 1:  # the same candidate with cp = 1 (on fewer devices), predicted the long way too

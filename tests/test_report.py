@@ -586,3 +586,23 @@ def test_cli_dry_run_prints_the_diff_and_bad_input_exits_2(sweep, tmp_path, caps
     assert main(["report", "--sweep", str(tmp_path / "nowhere"), "--repo", str(tmp_path / "repo")]) == 2
     error = capsys.readouterr().err
     assert error.splitlines() == [f"meshpilot: error: sweep directory not found: {tmp_path / 'nowhere'}"]
+
+
+def test_the_guide_sets_the_process_peak_beside_a_predicted_process_peak(written, sweep):
+    """On CPU the measured peak is the process's resident set: docs/training.md predicts that, like for like (the
+    resident set measured before set-up plus the predicted tensors), not the tensors alone beside it."""
+    repo, _ = written
+    guide = committed(repo, "docs/training.md").decode()
+    winner = json.loads((sweep / "summary.json").read_text())["winner"]
+    memory = json.loads((sweep / "trials" / winner / "memory.json").read_text())
+    rank = max(range(len(memory["measured"])), key=lambda r: memory["measured"][r]["peak"])
+    measured, predicted = memory["measured"][rank], memory["predicted"][rank]
+    assert predicted["process_peak"] == measured["setup_start"] + predicted["peak"]
+    mib = EXPECTED_TEXT["mib"]
+    assert (
+        f"a measured peak of {mib(measured['peak'])} MiB per rank, the process's resident set (predicted "
+        f"{mib(predicted['process_peak'])} MiB: the {mib(measured['setup_start'])} MiB it held before set-up plus "
+        f"{mib(predicted['peak'])} MiB of tensors the memory model predicts)"
+    ) in guide
+    assert predicted["process_peak"] == pytest.approx(measured["peak"], rel=0.25)  # the tensors alone: a few %
+    assert predicted["peak"] < 0.25 * measured["peak"]

@@ -4,6 +4,8 @@ so its set-up peak grows by about a quarter of what the single process's grows b
 from __future__ import annotations
 
 import json
+import os
+import threading
 
 import pytest
 from support import TINY_MODEL, train, write_experiment
@@ -39,3 +41,98 @@ def test_fsdp_ranks_build_only_their_quarter(tmp_path):
     # with room for that, and still half of what a rank that built the whole model, as every rank used to, holds.
     assert len(sharded) == 4
     assert all(growth < 0.5 * parameter_bytes for growth in sharded), (sharded, single, parameter_bytes)
+
+
+# Wide enough that each weight spans several of shard-local initialisation's tiles (trainer.model._tile_shape).
+MEDIUM = {**TINY_MODEL, "hidden_size": 1024, "intermediate_size": 2048, "vocab_size": 4096, "num_attention_heads": 8,
+          "num_key_value_heads": 4}  # fmt: skip
+
+
+def _counting_draws(monkeypatch_target) -> list[int]:
+    """Count the random values trainer.model draws (tile by tile) from here on."""
+    import trainer.model
+
+    drawn, lock = [0], threading.Lock()  # tiles are drawn by worker threads
+    replay = trainer.model._replay
+
+    def counted(rule, tensor, generator):
+        if generator is not None:
+            with lock:
+                drawn[0] += tensor.numel()
+        return replay(rule, tensor, generator)
+
+    monkeypatch_target.setattr(trainer.model, "_replay", counted)
+    return drawn
+
+
+def _build_worker(rank: int, world: int, store: str, layout_text: str) -> None:
+    from functools import partial
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.tensor import DTensor
+
+    from trainer.config import TrainSpec
+    from trainer.layout import Layout
+    from trainer.model import build_model, materialize, meta_model
+    from trainer.parallelize import parallelize, parallelize_pipeline
+
+    os.environ["LOCAL_WORLD_SIZE"] = str(world)  # as torchrun sets it: each rank's share of the cores
+    dist.init_process_group("gloo", store=dist.FileStore(store, world), rank=rank, world_size=world)
+    try:
+        layout = Layout.parse(layout_text).resolve(world)
+        config = AutoConfig.for_model(**MEDIUM)
+        spec, cpu = TrainSpec(precision="fp32"), torch.device("cpu")
+        fill = partial(materialize, device=cpu, config=config, weights=None, seed=7)
+        with pytest.MonkeyPatch.context() as patch:
+            drawn = _counting_draws(patch)
+            if layout.pp > 1:
+                model, _ = parallelize_pipeline(
+                    meta_model(config), layout, layout.build_mesh("cpu"), spec, 2, cpu, fill
+                )
+            else:
+                model = parallelize(meta_model(config), layout, layout.build_mesh("cpu"), spec, "cpu", fill)
+            rank_drawn = drawn[0]
+            reference = build_model(config, None, seed=7)  # one process's build, in this process
+            whole_drawn = drawn[0] - rank_drawn
+        named = dict(reference.named_parameters())
+        for name, p in model.named_parameters():  # gathered: exactly the one-process values
+            full = p.full_tensor() if isinstance(p, DTensor) else p
+            assert torch.equal(full, named[name]), (layout_text, name)
+        # Each rank drew about its share of the random values (tiles at its shard's edges, and what its layout
+        # keeps whole: norms, and under tp the embedding and head), not the whole model's.
+        held = sum((p.to_local() if isinstance(p, DTensor) else p).numel() for p in model.parameters())
+        whole = sum(p.numel() for p in reference.parameters())
+        assert rank_drawn < 1.3 * held and held < 0.8 * whole and rank_drawn < 0.8 * whole_drawn, (
+            layout_text, rank_drawn, held, whole_drawn)  # fmt: skip
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("layout", "world"), [("dp_shard=2", 2), ("tp=2", 2), ("pp=2", 2), ("dp_shard=2,tp=2", 4)])
+def test_each_rank_draws_only_its_shard_and_the_layout_builds_the_one_process_weights(tmp_path, layout, world):
+    import torch.multiprocessing as mp
+
+    mp.spawn(_build_worker, args=(world, str(tmp_path / "store"), layout), nprocs=world, join=True)
+
+
+def test_set_up_uses_this_ranks_share_of_the_cores(monkeypatch):
+    import torch
+
+    from trainer.model import setup_thread_count, setup_threads
+
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    assert setup_thread_count() == cores
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(4 * cores))
+    assert setup_thread_count() == 1  # never none
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # as torchrun's OMP_NUM_THREADS=1 leaves a rank
+    try:
+        with setup_threads() as share:
+            assert share == cores and torch.get_num_threads() == cores
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

@@ -46,7 +46,7 @@ _MANIFEST_FORMAT = 1
 _CHUNK = 1 << 24
 log = logging.getLogger("meshpilot.trainer")
 # Saving or loading moves the whole model and optimizer through the file system: far longer than a training
-# collective may take (trainer.loop.COLLECTIVE_TIMEOUT), so checkpoints wait on their own process group.
+# collective may take (train.collective_timeout_s), so checkpoints wait on their own process group.
 CHECKPOINT_TIMEOUT = timedelta(minutes=30)
 # trainer_state.pt is read with weights_only=True, so a crafted checkpoint cannot run code: these are the only classes
 # beyond tensors and plain data that it holds.

@@ -57,6 +57,15 @@ _LATER_DATA_KEYS = ("format", "prompt_field", "response_field", "messages_field"
 
 
 # The values some train keys take (checked before launch by trainer.launch).
+# train.gns_every's default: the gradient noise scale is measured on every 10th step. A measured step reduces the
+# gradient of its first micro-batch round once more (one more all-reduce or reduce-scatter of the whole gradient) and
+# takes its norm, blocking on the result: at most one more gradient reduction, which on a GPU cluster is rarely more
+# than a third of a step (the step's own reduction mostly overlaps its backward; this one waits). Every 10th step
+# that is at most ~3% of the run's time, and 1-2% for the layouts the planner usually picks (trainer.throughput
+# prices it, amortised over the N steps: `noise_scale_bytes`). The estimate is a moving average over many steps
+# (trainer.noise_scale, beta 0.95: about 20 measurements), so measuring every 10th step still follows a run of a
+# few hundred steps; `gns_every: 1` measures every step, 0 never.
+GNS_EVERY = 10
 OPTIMIZERS = ("adamw", "galore_adamw")
 SCHEDULES = ("cosine", "linear", "constant")
 GALORE_PROJ_TYPES = ("std", "reverse_std", "right", "left", "full")
@@ -127,7 +136,7 @@ class TrainSpec:
     compile: bool = False
     attention: str = "auto"  # auto | dense | flex: how packed documents are kept apart (trainer.attention)
     activation_checkpointing: bool | str = False  # none | selective | full (true/false: full/none); see above
-    gns_every: int = 1  # steps between gradient noise scale measurements (0: off); each costs one extra reduction
+    gns_every: int = GNS_EVERY  # steps between gradient noise scale measurements (0: off; 1: every step), see above
     pp_schedule: str = "1f1b"  # pipeline schedule when layout.pp > 1: gpipe | 1f1b | interleaved_1f1b
     pp_stages_per_rank: int = 1  # pipeline stages each rank holds; 2 or more with interleaved_1f1b
     checkpoint_every: int = 0  # steps between checkpoints; 0: none during the run
@@ -135,6 +144,11 @@ class TrainSpec:
     keep_checkpoints: int = 2
     save_hf: bool = False  # after a successful run: its final checkpoint as an HF directory, RUN/hf
     timing_warmup_steps: int = 2  # steps left out of tokens/s (compilation, allocator warm-up)
+    # Seconds a rank may wait in one collective before the run fails (trainer.loop.collective_timeouts): longer
+    # through set-up and the untimed first steps (at least one), where compilation (each pipeline stage its own) and
+    # building a large model keep ranks apart for longer than a step's collectives ever take.
+    collective_timeout_s: int = 300
+    first_steps_timeout_s: int = 1800
     trackers: list[str] = field(default_factory=list)  # any of tensorboard, wandb, mlflow, trackio (trainer.trackers)
 
     def __post_init__(self) -> None:
@@ -205,8 +219,10 @@ class Experiment:
     def config_hash(self) -> str:
         """Hash of everything that determines the numbers a run produces."""
         config = self.to_dict()
-        # Where the numbers are also sent changes none of them (and leaves the hashes of earlier runs as they were).
-        del config["train"]["trackers"]
+        # Where the numbers are also sent, and how long a collective may wait, change none of them (and leave the
+        # hashes of earlier runs as they were).
+        for key in ("trackers", "collective_timeout_s", "first_steps_timeout_s"):
+            del config["train"][key]
         blob = json.dumps(config, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -6,13 +6,15 @@ not the padded or packed row length, so packing does not inflate MFU with work t
 
 from __future__ import annotations
 
+import re
+
 import torch
 from transformers import PretrainedConfig
 
 # Dense bf16 tensor-core peak per device, from the vendors' data sheets (no sparsity).
-# Matched by substring of torch.cuda.get_device_name(), more specific names first: "NVIDIA H100 80GB HBM3" (SXM),
-# "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200" (SXM), "NVIDIA H200 NVL", "NVIDIA GH200 480GB" (which
-# contains "H200", hence first).
+# Matched against torch.cuda.get_device_name() by `_by_name`: the longest key found in the name, never inside a
+# longer word or number, so "NVIDIA H100 80GB HBM3" (SXM) takes "H100 80GB HBM3" over "H100", "NVIDIA GH200 480GB"
+# is no "H200", and "NVIDIA L40" no "L4" (nor "NVIDIA A100" an "A10").
 PEAK_BF16_FLOPS = {
     "GH200": 989e12,
     "H200 NVL": 835e12,
@@ -28,6 +30,7 @@ PEAK_BF16_FLOPS = {
     "A10G": 70e12,
     "A10": 125e12,
     "L40S": 362e12,
+    "L40": 181e12,
     "L4": 121e12,
     "RTX 4090": 165e12,
 }
@@ -48,6 +51,7 @@ PEAK_MEMORY_BANDWIDTH = {
     "A10G": 600e9,
     "A10": 600e9,
     "L40S": 864e9,
+    "L40": 864e9,
     "L4": 300e9,
     "RTX 4090": 1008e9,
 }
@@ -69,6 +73,7 @@ GPU_LINKS = {
     "A10G": (None, "pcie4"),
     "A10": (None, "pcie4"),
     "L40S": (None, "pcie4"),
+    "L40": (None, "pcie4"),
     "L4": (None, "pcie4"),
     "RTX 4090": (None, "pcie4"),
 }
@@ -92,7 +97,15 @@ def peak_memory_bandwidth(device_name: str) -> float | None:
 
 
 def _by_name(table: dict, device_name: str):
-    return next((value for name, value in table.items() if name in device_name), None)  # specific names first
+    """The value of the longest key found in `device_name` starting a word and, where it ends in a digit, not
+    running on into a longer number ("L4" is not in "NVIDIA L40", "A10" not in "NVIDIA A100", "H200" not in
+    "NVIDIA GH200"; "H100 SXM" is in "H100 SXM5"); None where no key is."""
+    found = [name for name in table if re.search(_whole(name), device_name)]
+    return table[max(found, key=len)] if found else None
+
+
+def _whole(name: str) -> str:
+    return rf"(?<![A-Za-z0-9]){re.escape(name)}" + (r"(?![0-9])" if name[-1].isdigit() else "")
 
 
 def causal_attention_pairs(segment_ids: torch.Tensor) -> int:

@@ -452,6 +452,8 @@ def _check_train_values(experiment: Experiment) -> None:
     positive = {"train.steps": train.steps, "train.micro_batch": train.micro_batch, "data.seq_len": data.seq_len}
     positive |= {"train.global_batch_tokens": train.global_batch_tokens, "train.lr": train.lr, "train.eps": train.eps}
     positive |= {"train.keep_checkpoints": train.keep_checkpoints}
+    positive |= {"train.collective_timeout_s": train.collective_timeout_s,
+                 "train.first_steps_timeout_s": train.first_steps_timeout_s}  # fmt: skip
     for name, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{name} must be positive, got {value}")

@@ -36,7 +36,7 @@ from trainer.memory import MemoryTimeline, current_bytes, measured_peak, peak_by
 from trainer.memory_model import MemoryPlan, predict_memory
 from trainer.model import materialize as materialize_model
 from trainer.model import meta_model, model_config
-from trainer.noise_scale import recommended_batch_tokens
+from trainer.noise_scale import measured_on, recommended_batch_tokens
 from trainer.optim import build_optimizer, build_scheduler
 from trainer.parallelize import (
     clip_grad_norm,
@@ -59,9 +59,10 @@ class NonFiniteLoss(RuntimeError):
     """The step's loss is NaN or infinite: every later step would be wasted, so the run stops (status "nan")."""
 
 
-# A rank stuck this long in a collective fails instead of hanging the run. Checkpoints wait on a group of their own,
-# with a longer timeout (trainer.checkpoint.CHECKPOINT_TIMEOUT): writing a model takes longer than a step's collectives.
-COLLECTIVE_TIMEOUT = timedelta(minutes=5)
+# A rank stuck longer than train.collective_timeout_s in a collective fails instead of hanging the run; through
+# set-up and the first steps, train.first_steps_timeout_s (`collective_timeouts`). Checkpoints wait on a group of
+# their own, with a longer timeout (trainer.checkpoint.CHECKPOINT_TIMEOUT): writing a model takes longer than a
+# step's collectives.
 # Allocations the CUDA memory history keeps (a ring buffer): bounds the snapshot (roughly 1 KiB per entry with
 # Python stacks) whatever the length of the warm-up.
 SNAPSHOT_MAX_ENTRIES = 100_000
@@ -137,17 +138,36 @@ class Training:
         self.last_save_s = time.monotonic() - started
 
 
-def init_worker(device_type: str) -> Worker:
+def init_worker(device_type: str, spec: TrainSpec | None = None) -> Worker:
+    """This rank's process group, whose collectives wait up to train.first_steps_timeout_s until the first steps
+    are done (`collective_timeouts`); the groups of the layout's mesh inherit it."""
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    timeout = collective_timeouts(spec or TrainSpec())[0]
     if device_type == "cuda":
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
-        dist.init_process_group("nccl", device_id=device, timeout=COLLECTIVE_TIMEOUT)
+        dist.init_process_group("nccl", device_id=device, timeout=timeout)
     else:
         device = torch.device("cpu")
-        dist.init_process_group("gloo", timeout=COLLECTIVE_TIMEOUT)
+        dist.init_process_group("gloo", timeout=timeout)
     return Worker(rank, world_size, local_rank, device)
+
+
+def collective_timeouts(spec: TrainSpec) -> tuple[timedelta, timedelta]:
+    """(through set-up and the first steps, afterwards): how long a rank waits in one collective before failing.
+    The first compiled step of a deep pipeline, or set-up of a large model, can keep ranks apart for longer than
+    the 5 minutes a step's collectives are given."""
+    return timedelta(seconds=spec.first_steps_timeout_s), timedelta(seconds=spec.collective_timeout_s)
+
+
+def set_collective_timeout(timeout: timedelta, keep: tuple[dist.ProcessGroup, ...] = ()) -> None:
+    """Give every process group of this rank but `keep` (the checkpoint group, with its own) `timeout`."""
+    from torch.distributed.distributed_c10d import _set_pg_timeout, _world
+
+    for group in list(_world.pg_map):
+        if group not in keep:
+            _set_pg_timeout(timeout, group)
 
 
 def load_run(run: RunDir) -> tuple[Experiment, LaunchInfo]:
@@ -224,6 +244,8 @@ def _failure_status(error: BaseException) -> str:
 def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchInfo) -> Training:
     spec, layout, device_type = experiment.train, experiment.layout, worker.device.type
     mesh = layout.build_mesh(device_type)
+    set_collective_timeout(collective_timeouts(spec)[0])  # the mesh's new groups too, until the first steps are done
+    log.info("collectives time out after %d s through set-up and the first steps", spec.first_steps_timeout_s)
     dp_group, dp_rank = data_parallel_group(layout, mesh)
 
     config = model_config(experiment.model, Path(experiment.base_dir))
@@ -355,6 +377,9 @@ def _run_steps(training: Training) -> Measurements:
                 break
             if state.step - first_step == untimed:  # the last untimed step: before any timed one
                 _save_memory_snapshot(training)
+            if state.step - first_step == max(untimed, 1):  # compiled and warmed up: steps' collectives are short
+                set_collective_timeout(collective_timeouts(spec)[1], keep=(training.checkpoint_group,))
+                log.info("collectives time out after %d s from step %d on", spec.collective_timeout_s, state.step + 1)
     return measured
 
 
@@ -386,7 +411,7 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
                 training.pipeline, training.model, model_batches, training.loss_group, training.autocast, measure_memory
             )
         else:
-            measure_noise = spec.gns_every > 0 and (training.state.step + 1) % spec.gns_every == 0
+            measure_noise = measured_on(training.state.step + 1, spec.gns_every)
             result = forward_backward(
                 training.model,
                 model_batches,
@@ -487,9 +512,13 @@ def _finish(training: Training, launch: LaunchInfo, measured: Measurements) -> N
         experiment.data.packing,
         device_type,
     )
+    predicted = predict_memory(training.config, experiment.layout, memory_plan)
+    if device_type == "cpu":
+        for rank_predicted, rank_measured in zip(predicted, memory, strict=True):
+            rank_predicted["process_peak"] = predicted_process_peak(rank_measured["setup_start"], rank_predicted)
     memory_record = {
         "units": "bytes",
-        "predicted": predict_memory(training.config, experiment.layout, memory_plan),
+        "predicted": predicted,
         "measured": memory,
         "peak_source": _peak_source(device_type),
         "timeline": timeline,
@@ -548,6 +577,8 @@ def _noise_scale_summary(training: Training) -> dict:
         note = "train.gns_every is 0"
     elif training.plan.grad_accum < 2:
         note = "needs two or more micro-batches per step (gradient accumulation) to compare batch sizes"
+    elif noise.updates == 0:
+        note = f"no step was measured: train.gns_every is {spec.gns_every}, the run ended at step {training.state.step}"
     elif noise.value is None:
         note = "the averaged |G|^2 estimate is not positive yet: too few steps"
     return {
@@ -580,6 +611,13 @@ def base_metrics(experiment: Experiment, launch: dict, world_size: int, device_t
         "seed": experiment.train.seed,
         "versions": versions(),
     }
+
+
+def predicted_process_peak(setup_start: int, predicted: dict[str, int]) -> int:
+    """A CPU rank's resident peak, predicted like for like with the measured one: what the process held before
+    set-up (interpreter, libraries: measured, as no model predicts them) plus the tensors the memory model
+    predicts at the peak."""
+    return setup_start + predicted["peak"]
 
 
 def _peak_source(device_type: str) -> str:

@@ -8,12 +8,18 @@ and the launcher and the planner only read configs.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
+import contextlib
 import copy
 import dataclasses
 import difflib
 import functools
 import hashlib
 import json
+import math
+import os
+import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -71,18 +77,58 @@ def meta_model(config: PretrainedConfig) -> torch.nn.Module:
 
 @torch.no_grad()
 def materialize(
-    model: torch.nn.Module, device: torch.device, config: PretrainedConfig, weights: Path | None, seed: int
+    model: torch.nn.Module,
+    device: torch.device,
+    config: PretrainedConfig,
+    weights: Path | None,
+    seed: int,
+    shard_local: bool = True,
 ) -> None:
     """Give a meta-device model (whole, or this rank's parallelised part) its memory on `device` and its values.
 
-    Each module's full tensors are made on the CPU, one module at a time: initialised from a generator seeded by
-    (seed, module name), or read from the checkpoint; then only this rank's shard is copied into place. So every
-    layout, whatever it holds and in whatever order it was split, starts from exactly the single-process weights,
-    and no rank ever holds more than its share plus one module.
+    Initialised (no `weights`), each tensor's values are a function of (seed, its name) alone, whatever the
+    layout and the device: the tensor is cut into fixed tiles of its global shape (`_tile_shape`), each drawn by
+    the model's own init rule from a CPU generator seeded by (seed, name, tile) and copied into the shard's memory
+    on `device`. A rank draws only the tiles its shard overlaps, about its share of the random values, with its
+    share of the cores (`_fill_tiles`), and every layout starts from exactly the single-process weights.
+    Tensors whose rule is not elementwise (rotary frequencies, an embedding's zeroed padding row, shape-dependent
+    rules), and all under `shard_local=False` (the way before: bench/setup_time.py's baseline), are made whole
+    per module on the CPU from a generator seeded by (seed, module name), then this rank's shard copied into place.
+    Read from a checkpoint, each tensor is read whole and only this rank's shard kept. No rank ever holds more than
+    its share plus one module.
     """
     tied = _tied_names(model)
-    model.to_empty(device=device)
-    _tie(model, tied)
+    with setup_threads():
+        model.to_empty(device=device)
+        _tie(model, tied)
+        _fill(model, device, config, weights, seed, shard_local)
+
+
+@contextlib.contextmanager
+def setup_threads() -> Iterator[int]:
+    """Run with this rank's share of the cores it may use (`setup_thread_count`) as torch's intra-op threads,
+    then back to what it had: torchrun starts every rank with OMP_NUM_THREADS=1, right for training side by side
+    but leaving all but one core idle while the ranks fill their weights."""
+    before = torch.get_num_threads()
+    share = setup_thread_count()
+    torch.set_num_threads(max(before, share))
+    try:
+        yield share
+    finally:
+        torch.set_num_threads(before)
+
+
+def setup_thread_count() -> int:
+    """The cores this process may run on, over the ranks on this node (torchrun's LOCAL_WORLD_SIZE): at least 1."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+
+
+def _fill(
+    model: torch.nn.Module, device: torch.device, config: PretrainedConfig, weights: Path | None, seed: int,
+    shard_local: bool,
+) -> None:  # fmt: skip
+    """`materialize`'s values, once the memory exists."""
     whole = meta_model(config)  # names every module, and owns the init rule (a pipeline's RankModel has none)
     reference = dict(whole.named_modules())
     stored = _CheckpointTensors(weights) if weights is not None else None
@@ -92,14 +138,156 @@ def materialize(
         own = [(n, t) for n, t in own if id(t) not in done]
         if not own:
             continue
-        full = _initialised(reference[name], whole, seed, name)
+        rules = _init_rules(reference[name], whole) if stored is None and shard_local else {}
+        full = None  # the module's full tensors, made only where a tensor needs them
         for local_name, target in own:
             qualified = f"{name}.{local_name}" if name else local_name
+            done.add(id(target))
             source = stored.get(qualified) if stored is not None else None
             if source is None and stored is not None and isinstance(target, torch.nn.Parameter):
                 raise ConfigError(f"model.path: the checkpoint has no tensor {qualified!r}")
-            _copy_shard(target, source if source is not None else full[local_name])
-            done.add(id(target))
+            rule = rules.get(local_name) if source is None else None
+            if rule is not None and _fill_local(target, rule, f"{seed}:{qualified}"):
+                continue
+            if source is None:
+                full = full if full is not None else _initialised(reference[name], whole, seed, name)
+                source = full[local_name]
+            _copy_shard(target, source)
+
+
+# Tiles of a tensor's global shape (viewed as rows x the rest) that shard-local initialisation fills one generator
+# each: at most 512 columns and 2^18 values, so that a shard's edges waste little and a 70B model needs a few
+# hundred thousand tiles over all ranks.
+_TILE_VALUES, _TILE_COLUMNS = 2**18, 512
+# The init functions a rule may consist of to be replayed tile by tile: each sets every value of its tensor alone,
+# from scalars that do not depend on the tensor's shape. The random ones take the tile's generator.
+_RANDOM_INITS = {torch.nn.init.normal_, torch.nn.init.uniform_, torch.nn.init.trunc_normal_, torch.Tensor.normal_,
+                 torch.Tensor.uniform_}  # fmt: skip
+_FIXED_INITS = {torch.nn.init.zeros_, torch.nn.init.ones_, torch.nn.init.constant_, torch.Tensor.fill_,
+                torch.Tensor.zero_}  # fmt: skip
+
+
+class _RecordingInits(torch.overrides.TorchFunctionMode):
+    """Records the init calls made on `tensors` (by id) without running them; a tensor touched by anything else
+    (an indexed row, a copy, a shape-dependent rule) gets no rule (None)."""
+
+    def __init__(self, tensors: dict[int, str]):
+        super().__init__()
+        self.tensors, self.rules = tensors, {name: [] for name in tensors.values()}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        first = kwargs.get("tensor", args[0] if args else None)
+        name = self.tensors.get(id(first)) if isinstance(first, torch.Tensor) else None
+        if name is None or getattr(func, "__name__", "") == "__get__":  # not ours, or reading an attribute
+            return func(*args, **kwargs)
+        scalars = all(isinstance(a, int | float | bool) for a in args[1:])
+        if self.rules[name] is not None and func in _RANDOM_INITS | _FIXED_INITS and scalars:
+            kept = {k: v for k, v in kwargs.items() if k not in ("tensor", "generator")}
+            self.rules[name].append((func, tuple(args[1:]), kept))
+        else:
+            self.rules[name] = None
+        return first
+
+
+def _init_rules(template: torch.nn.Module, whole: torch.nn.Module) -> dict[str, list | None]:
+    """Each of a module's own tensors' init rule (the model's `_init_weights` for it, recorded on the meta device):
+    the init calls to replay on a tile, or None where it cannot be replayed tile by tile."""
+    module = copy.copy(template)
+    module._modules = {}
+    module._parameters = {
+        n: None if p is None else torch.nn.Parameter(torch.empty_like(p, device="meta"), p.requires_grad)
+        for n, p in template._parameters.items()
+    }
+    module._buffers = {
+        n: None if b is None else torch.empty_like(b, device="meta") for n, b in template._buffers.items()
+    }
+    tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+    recording = _RecordingInits({id(t): n for n, t in tensors.items()})
+    with recording:
+        whole._init_weights(module)
+    # A tensor the rule never touched keeps whatever empty memory holds: leave it to the whole-module path.
+    return {name: rule or None for name, rule in recording.rules.items()}
+
+
+def _fill_local(target: torch.Tensor, rule: list, key: str) -> bool:
+    """Fill this rank's part of `target` tile by tile (see `materialize`); False where its shard is not a block of
+    the tensor's rows x columns view that this can cut (then the caller makes the whole tensor)."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+    shape = tuple(target.shape)
+    local = target.to_local() if isinstance(target, DTensor) else target
+    if isinstance(target, DTensor):
+        local_shape, offset = compute_local_shape_and_global_offset(shape, target.device_mesh, target.placements)
+    else:
+        local_shape, offset = shape, (0,) * len(shape)
+    if tuple(local.shape) != tuple(local_shape):
+        return False
+    if len(shape) > 2 and (tuple(local_shape[1:]) != shape[1:]):  # cut along a dim the 2-D view merges
+        return False
+    rows, columns = (shape[0] if shape else 1), math.prod(shape[1:])
+    top, left = (offset[0] if shape else 0), (offset[1] if len(shape) == 2 else 0)
+    height, width = (local_shape[0] if shape else 1), (local_shape[1] if len(shape) == 2 else columns)
+    if local.numel() == 0:
+        return True
+    if not local.is_contiguous():
+        return False
+    _fill_tiles(rule, key, (rows, columns), (top, left), local.view(height, width))
+    return True
+
+
+def _tile_shape(rows: int, columns: int) -> tuple[int, int]:
+    tile_columns = min(columns, _TILE_COLUMNS)
+    return max(1, _TILE_VALUES // tile_columns), tile_columns
+
+
+def _fill_tiles(rule: list, key: str, shape: tuple[int, int], corner: tuple[int, int], out: torch.Tensor) -> None:
+    """Fill `out`, rows [top, top + height) x columns [left, left + width) of a (rows, columns) tensor whose tile
+    (i, j) is `rule` replayed on an fp32 CPU tile from a generator seeded by (key, i, j). Each tile is drawn whole,
+    whatever part of it `out` takes, so every shard that overlaps it gets the same values; on the CPU, so a CUDA
+    run starts from a CPU run's weights. Tiles are drawn by this rank's share of the cores (`setup_thread_count`
+    workers, each op on one thread: torch's CPU generator draws serially)."""
+    rows, columns = shape
+    (top, left), (height, width) = corner, out.shape
+    if not any(func in _RANDOM_INITS for func, _, _ in rule):  # the same value everywhere: no tiles needed
+        _replay(rule, out, None)
+        return
+    tile_rows, tile_columns = _tile_shape(rows, columns)
+
+    @torch.no_grad()  # grad mode is per thread: the workers' too
+    def fill(i: int, j: int) -> None:
+        r0, r1 = i * tile_rows, min((i + 1) * tile_rows, rows)
+        c0, c1 = j * tile_columns, min((j + 1) * tile_columns, columns)
+        generator = torch.Generator().manual_seed(
+            int.from_bytes(hashlib.sha256(f"{key}:{i}:{j}".encode()).digest()[:8], "little")
+        )
+        tile = torch.empty(r1 - r0, c1 - c0, dtype=torch.float32)
+        _replay(rule, tile, generator)
+        a, b = max(r0, top), min(r1, top + height)
+        c, d = max(c0, left), min(c1, left + width)
+        out[a - top : b - top, c - left : d - left].copy_(tile[a - r0 : b - r0, c - c0 : d - c0])
+
+    tiles = [(i, j) for i in range(top // tile_rows, -(-(top + height) // tile_rows))
+             for j in range(left // tile_columns, -(-(left + width) // tile_columns))]  # fmt: skip
+    workers = min(setup_thread_count(), len(tiles))
+    if workers <= 1:
+        for i, j in tiles:
+            fill(i, j)
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the workers are the parallelism
+    try:
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            for done in [pool.submit(fill, i, j) for i, j in tiles]:
+                done.result()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _replay(rule: list, tensor: torch.Tensor, generator: torch.Generator | None) -> None:
+    for func, args, kwargs in rule:
+        func(tensor, *args, **kwargs, **({"generator": generator} if func in _RANDOM_INITS else {}))
 
 
 def _tied_names(model: torch.nn.Module) -> list[list[str]]:
@@ -181,17 +369,36 @@ class _CheckpointTensors:
 
 def enable_activation_checkpointing(model: torch.nn.Module, mode: bool | str = "full") -> None:
     """Recompute each decoder layer in backward: all of it (full), or all but the outputs that
-    `selective_checkpoint_context` saves (selective); none leaves the model as it is. transformers 5 renamed
-    gradient_checkpointing_enable to activation_checkpointing_enable in a later release (the old name warns there):
-    use whichever this one has. Either passes its keywords to torch.utils.checkpoint.checkpoint."""
+    `selective_checkpoint_context` saves (selective); none leaves the model as it is.
+
+    Each layer's own forward is wrapped in torch.utils.checkpoint (`_checkpointed_forward`), set on the layer, so
+    that compiling the layer afterwards (trainer.parallelize.compile_layers) compiles the checkpoint with it:
+    dynamo traces the checkpoint and its selective policy into the layer's graph (and inductor fuses the
+    recomputation) instead of running a compiled layer under the policy's dispatch modes, where dynamo skips the
+    frame and the layer runs eagerly. (transformers' own gradient checkpointing wraps the layer's __call__ in some
+    releases, its forward in others.) FSDP2's hooks stay outside: they are module hooks, not part of forward.
+    Parameter names do not change."""
     mode = checkpointing_mode(mode)
     if mode == "none":
         return
-    options = {"use_reentrant": False}
-    if mode == "selective":
-        options["context_fn"] = selective_checkpoint_context
-    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
-    enable(options)
+    context_fn = selective_checkpoint_context if mode == "selective" else None
+    for layer in model.get_decoder().layers:
+        layer._checkpoint_context_fn = context_fn
+        # Bound to the layer (a deep copy rebinds it to the copy); the class's forward is looked up at each call.
+        layer.forward = types.MethodType(_checkpointed_forward, layer)
+
+
+def _checkpointed_forward(layer: torch.nn.Module, *args, **kwargs):
+    """The layer's class forward under non-reentrant torch.utils.checkpoint (plain where nothing needs a
+    backward: evaluation, no_grad)."""
+    from torch.utils.checkpoint import checkpoint
+
+    forward = functools.partial(type(layer).forward, layer)
+    if not (layer.training and torch.is_grad_enabled()):
+        return forward(*args, **kwargs)
+    if layer._checkpoint_context_fn is None:  # full: checkpoint's own default (dynamo takes no other for it)
+        return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+    return checkpoint(forward, *args, use_reentrant=False, context_fn=layer._checkpoint_context_fn, **kwargs)
 
 
 @functools.cache  # asked at every layer's forward
@@ -207,7 +414,15 @@ def _saved_ops() -> tuple[frozenset, frozenset]:
              "_scaled_dot_product_fused_attention_overrideable")  # fmt: skip
     others = {getattr(aten, name).default for name in names if hasattr(aten, name)}
     others.add(torch.ops._c10d_functional.reduce_scatter_tensor.default)
+    others.add(flex_attention_op())  # train.attention: flex (its output and log-sum-exp), as torchtitan saves it
     return matmuls, frozenset(others)
+
+
+def flex_attention_op():
+    """The higher-order operator flex_attention runs as (what the selective policy is asked about)."""
+    from torch._higher_order_ops.flex_attention import flex_attention
+
+    return flex_attention
 
 
 def selective_checkpoint_context():

@@ -62,6 +62,11 @@ def two_batch_estimates(small_sq: float, small_tokens: int, big_sq: float, big_t
     return grad_sq, trace
 
 
+def measured_on(step: int, every: int) -> bool:
+    """Whether optimizer step `step` (1, 2, ...) measures the noise scale under train.gns_every `every` (0: none)."""
+    return every > 0 and step % every == 0
+
+
 def recommended_batch_tokens(noise_scale: float | None, seq_len: int) -> int | None:
     """B_simple rounded to whole rows: a global batch near the noise scale trades steps for samples evenly."""
     if noise_scale is None or noise_scale <= 0:

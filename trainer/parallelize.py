@@ -120,12 +120,13 @@ def compiles_whole_step(layout: Layout) -> bool:
     return not (layout.fsdp or layout.tp > 1 or layout.pp > 1 or layout.cp > 1)
 
 
-def compile_layers(layers: torch.nn.ModuleList) -> None:
+def compile_layers(layers: torch.nn.ModuleList, backend: str | Callable = "inductor") -> None:
     """torch.compile each decoder layer on its own, in place, as torchtitan does: after tensor parallel and
-    activation checkpointing, before FSDP2 wraps the layer. Every layer has the same code and shapes, so one
-    compilation serves them all; parameter names stay as they were (checkpoints and exports are unchanged)."""
+    activation checkpointing (whose wrapper is the layer's forward, so compiled with it: trainer.model), before
+    FSDP2 wraps the layer. Every layer has the same code and shapes, so one compilation serves them all;
+    parameter names stay as they were (checkpoints and exports are unchanged)."""
     for layer in layers:
-        layer.compile()
+        layer.compile(backend=backend)
 
 
 def compile_seconds() -> float:

@@ -281,6 +281,7 @@ def _plan(
                     candidate.estimate = estimate_step(
                         reader, layout, hardware, matmul, total_bytes, micro_batch, seq_len,
                         grad_accum, checkpointing, calibration, precision, dense_mask(layout), figures, train.compile,
+                        train.gns_every,
                     )  # fmt: skip
                 candidates.append(candidate)
     feasible = sorted((c for c in candidates if c.dropped is None), key=_rank_key)

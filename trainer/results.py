@@ -108,6 +108,9 @@ class PredictedMemory(TypedDict):
     temporaries: Bytes
     cuda_runtime: NotRequired[Bytes]
     peak: Bytes
+    # CPU, where the measured peak is the process's resident set (interpreter and libraries included): that peak
+    # predicted like for like, the rank's measured resident set when set-up began (setup_start) plus `peak`.
+    process_peak: NotRequired[Bytes]
 
 
 class MeasuredMemory(TypedDict):

@@ -47,6 +47,9 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
   selective, recomputes the forward) and reduce-scatters their gradients in backward, every micro-batch
   (`context_parallel_bytes`).
 - pp: activations sent between stages, per micro-batch.
+- the gradient noise scale (train.gns_every): on a measured step the first micro-batch round's gradient is
+  reduced once more over the data-parallel ranks (`noise_scale_bytes`), and the step waits for its norm: priced
+  as communication on the critical path, amortised over the `gns_every` steps between measurements.
 cp's keys and values, pp's activations and tp's backward gradients move in `activation_width`: fp32 under autocast
 (the residual stream and rotary's keys stay fp32), bf16 where the parameters are.
 
@@ -389,6 +392,24 @@ def communication_bytes(
     return sent
 
 
+def noise_scale_bytes(
+    config: PretrainedConfig, layout: Layout, parameter_bytes: int, grad_accum: int, gns_every: int
+) -> dict[str, tuple[float, int]]:
+    """(bytes each rank sends, collectives) per mesh dimension for the gradient noise scale's extra reduction of
+    one measured step (trainer.step: the first micro-batch round's gradient, reduced as the step's last one is);
+    empty where nothing is measured (gns_every 0, one micro-batch, a pipeline) or nothing needs reducing."""
+    if gns_every <= 0 or grad_accum < 2 or layout.pp > 1:
+        return {}
+    ring = lambda n: (n - 1) / n  # noqa: E731
+    shard_share, shards, extra = parameter_bytes / layout.tp, layout.shard_degree, {}
+    if shards > 1:  # fp32, one reduce-scatter per layer and the root
+        extra["dp_shard"] = (ring(shards) * shard_share, config.num_hidden_layers + 1)
+    if layout.dp_replicate > 1:
+        volume = shard_share / shards
+        extra["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
+    return extra
+
+
 def predict_run(
     experiment: Experiment, config: PretrainedConfig, hardware: Hardware, grad_accum: int, calibration=None
 ) -> StepEstimate:
@@ -404,6 +425,7 @@ def predict_run(
         config, layout, hardware, counts["matmul"], model_bytes(counts),
         train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing, calibration,
         resolve_precision(train.precision, hardware.device_type), dense_mask, compiled=train.compile,
+        gns_every=train.gns_every,
     )  # fmt: skip
 
 
@@ -428,11 +450,13 @@ def estimate_step(
     dense_mask: bool = False,
     figures: Figures | None = None,
     compiled: bool = False,
+    gns_every: int = 0,
 ) -> StepEstimate:
     """One optimizer step of one rank (see the module docstring); `dense_mask` where attention reads a dense
     [seq, seq] mask (trainer.attention.takes_dense_mask), `compiled` where each decoder layer is compiled
-    (train.compile). `figures`: hardware_figures(hardware), where the caller already has them (a plan prices
-    thousands of candidates on the same hardware)."""
+    (train.compile), `gns_every` the steps between gradient noise scale measurements (train.gns_every; 0: none).
+    `figures`: hardware_figures(hardware), where the caller already has them (a plan prices thousands of
+    candidates on the same hardware)."""
     tokens_per_rank_step = micro_batch * grad_accum * seq_len  # before cp splits the sequence
     heads = config.num_attention_heads
     width = heads * (getattr(config, "head_dim", None) or config.hidden_size // heads)
@@ -470,6 +494,11 @@ def estimate_step(
     data_parallel = seconds["dp_shard"] + seconds["dp_replicate"]
     hidden = 2 / 3 * compute if hardware.device_type == "cuda" else 0.0
     comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + max(0.0, data_parallel - hidden)
+    # The noise scale's extra reduction: waited for (its norm is read at once), one step in gns_every.
+    noise = noise_scale_bytes(config, layout, parameter_bytes, grad_accum, gns_every)
+    for d, (noise_bytes, noise_collectives) in noise.items():
+        comm += figures.transfer_s(links[d], COLLECTIVE_OF[d], noise_bytes, noise_collectives) / gns_every
+        sent[d] = (sent[d][0] + noise_bytes / gns_every, sent[d][1])
     collectives = sum(sent[d][1] for d in ("dp_shard", "tp", "cp"))
     calibration = calibration or Calibration()
     step = calibration.predict(compute, comm, collectives, grad_accum, dispatch)

@@ -67,7 +67,7 @@ def main(run_path: str) -> None:
     _setup_logging(run, rank)
     try:
         experiment, launch = load_run(run)
-        worker = init_worker(experiment.hardware.device_type)
+        worker = init_worker(experiment.hardware.device_type, experiment.train)
         train(run, worker, experiment, launch)
     except BaseException as error:
         logging.getLogger("meshpilot").exception("rank %d failed", rank)

@@ -90,9 +90,8 @@ def _why_chosen(ctx: Context, page: Page) -> str:
 
     def facts(trial) -> str:
         return (
-            f"{page.show(ctx.metric(trial, 'tokens_per_s', unit='rounded'))} tokens/s measured, a measured peak of "
-            f"{page.show(ctx.memory(trial, 'measured', 'peak'))} MiB per rank (predicted "
-            f"{page.show(ctx.memory(trial, 'predicted', 'peak'))} MiB), and "
+            f"{page.show(ctx.metric(trial, 'tokens_per_s', unit='rounded'))} tokens/s measured, "
+            f"{_peak_memory(ctx, trial, page)}, and "
             f"{page.show(ctx.communication(trial, 'total_bytes'))} MiB sent per rank per step in "
             f"{page.show(ctx.communication(trial, 'total_collectives', unit='count'))} collectives (predicted)"
         )
@@ -108,6 +107,30 @@ def _why_chosen(ctx: Context, page: Page) -> str:
     return text
 
 
+def _peak_memory(ctx: Context, trial, page: Page) -> str:
+    """The measured peak beside its prediction, like for like. On CUDA both are the device's (the allocator's
+    reserved peak and what lives outside it). On CPU the measured peak is the process's resident set, interpreter
+    and libraries included: it stands beside the predicted process peak (trainer.loop.predicted_process_peak: the
+    resident set measured before set-up plus the predicted tensors), both of the rank with the largest peak."""
+    source = ctx.run_file(trial, "memory.json")
+    measured, predicted = ctx.sources.value(source, "measured"), ctx.sources.value(source, "predicted")
+    if not measured or not predicted or any("process_peak" not in rank for rank in predicted):
+        return (
+            f"a measured peak of {page.show(ctx.memory(trial, 'measured', 'peak'))} MiB per rank (predicted "
+            f"{page.show(ctx.memory(trial, 'predicted', 'peak'))} MiB)"
+        )
+    rank = max(range(len(measured)), key=lambda r: measured[r]["peak"])
+
+    def shown(side: str, category: str) -> str:
+        return page.show(ctx.sources.figure(source, side, rank, category, unit="mib"))
+
+    return (
+        f"a measured peak of {shown('measured', 'peak')} MiB per rank, the process's resident set (predicted "
+        f"{shown('predicted', 'process_peak')} MiB: the {shown('measured', 'setup_start')} MiB it held before "
+        f"set-up plus {shown('predicted', 'peak')} MiB of tensors the memory model predicts)"
+    )
+
+
 def _per_layout(ctx: Context, page: Page) -> str:
     header = ["trial", "layout", "status", "tokens/s measured", "tokens/s predicted", "peak MiB measured",
               "peak MiB predicted"]  # fmt: skip
@@ -119,7 +142,13 @@ def _per_layout(ctx: Context, page: Page) -> str:
          page.show(ctx.record(t, "predicted_peak_bytes", unit="mib", reduce="max"))]
         for t in ctx.sweep.trials
     ]  # fmt: skip
-    return table(header, rows) + "\n\nPeak memory is the largest rank's."
+    note = "\n\nPeak memory is the largest rank's."
+    if ctx.sources.value(ctx.summary, "device_type") == "cpu":
+        note += (
+            " On CPU the measured peak is the process's resident set (interpreter and libraries included) and the "
+            "predicted one the tensors alone; above, the winner's measured peak stands beside a predicted resident set."
+        )
+    return table(header, rows) + note
 
 
 def _report_links(existing: str | None) -> list[tuple[str, str]]:
