@@ -175,10 +175,16 @@ def parameter_groups(shapes: list[tuple[str, tuple[int, ...]]]) -> list[Paramete
 
 
 def local_groups(
-    config: PretrainedConfig, layout: Layout, rank: int, groups: list[ParameterGroup], stages_per_rank: int = 1
+    config: PretrainedConfig,
+    layout: Layout,
+    rank: int,
+    groups: list[ParameterGroup],
+    stages_per_rank: int = 1,
+    sharded: bool = True,
 ) -> list[tuple[ParameterGroup, tuple[int, ...], list[int]]]:
-    """Each group's shard shape on `rank` (split by the tensor-parallel plan, then chunked on dim 0 by FSDP2) and
-    which of its parameters the rank holds (positions in `names`: a pipeline stage holds some layers only)."""
+    """Each group's shard shape on `rank` (split by the tensor-parallel plan, then chunked on dim 0 by FSDP2
+    unless not `sharded`: what FSDP2 gathers) and which of its parameters the rank holds (positions in `names`:
+    a pipeline stage holds some layers only)."""
     plan = tensor_parallel_plan(config) if layout.tp > 1 else {}
     styles = tuple(plan.items())  # hashable, for _tp_style's cache
     at = rank_coordinates(rank, layout)
@@ -194,7 +200,7 @@ def local_groups(
         else:
             held = list(_held(group.layers, on_rank, first if "embed" in group.module else last))
         if held:
-            result.append((group, _shard_shape(group, styles, layout, at), held))
+            result.append((group, _shard_shape(group, styles, layout, at, sharded), held))
     return result
 
 
@@ -225,14 +231,18 @@ def local_shapes(
 
 
 def _shard_shape(
-    group: ParameterGroup, styles: tuple[tuple[str, str], ...], layout: Layout, at: dict[str, int]
+    group: ParameterGroup,
+    styles: tuple[tuple[str, str], ...],
+    layout: Layout,
+    at: dict[str, int],
+    sharded: bool = True,
 ) -> tuple[int, ...]:
     local = list(group.shape)
     split_dim = {"colwise": 0, "rowwise": 1 if len(local) == 2 else None}.get(_tp_style(group.module, styles))
     if split_dim is not None:
         local[split_dim] = _chunk_size(local[split_dim], layout.tp, at["tp"])
     shards = layout.shard_degree
-    if shards > 1 and local:  # FSDP2 over the flattened dp_shard x cp mesh, cp innermost
+    if sharded and shards > 1 and local:  # FSDP2 over the flattened dp_shard x cp mesh, cp innermost
         local[0] = _chunk_size(local[0], shards, at["dp_shard"] * layout.cp + at["cp"])
     return tuple(local)
 
@@ -246,12 +256,19 @@ class ShapeSums:
     matmul_weight_elements: int  # this rank's 2-D weights but the embedding: what autocast copies to bf16
     optimizer_bytes: int  # this rank's optimizer state (trainer.optim holds the exact rule for each optimizer)
     layer_elements: int  # one whole decoder layer, unsharded: what FSDP gathers at a time (before tp)
+    unsharded_elements: int  # this rank's tensor-parallel and pipeline share before FSDP2 chunks it
 
     @classmethod
-    def of(cls, local: list[tuple[ParameterGroup, tuple[int, ...], list[int]]], train: TrainSpec) -> ShapeSums:
-        """`local`: a rank's `local_groups`."""
+    def of(
+        cls,
+        local: list[tuple[ParameterGroup, tuple[int, ...], list[int]]],
+        train: TrainSpec,
+        unsharded: list[tuple[ParameterGroup, tuple[int, ...], list[int]]] | None = None,
+    ) -> ShapeSums:
+        """`local`: a rank's `local_groups`; `unsharded`: the same without FSDP2's chunking (default: `local`)."""
         from trainer.optim import optimizer_state_bytes
 
+        whole = sum(math.prod(shape) * len(held) for _, shape, held in (local if unsharded is None else unsharded))
         parameters = matmul = optimizer = layer = 0
         for group, shape, held in local:
             count = len(held)
@@ -260,7 +277,21 @@ class ShapeSums:
                 matmul += math.prod(shape) * count
             optimizer += optimizer_state_bytes([(group.names[0], shape)], train, FP32) * count
             layer += math.prod(group.shape) * group.layers.count(0)
-        return cls(parameters, matmul, optimizer, layer)
+        return cls(parameters, matmul, optimizer, layer, whole)
+
+    @classmethod
+    def of_rank(
+        cls,
+        config: PretrainedConfig,
+        layout: Layout,
+        rank: int,
+        groups: list[ParameterGroup],
+        train: TrainSpec,
+    ) -> ShapeSums:
+        """The sums of `rank`'s shards under `layout` (`groups`: parameter_groups of the model)."""
+        local = local_groups(config, layout, rank, groups, train.pp_stages_per_rank)
+        unsharded = local_groups(config, layout, rank, groups, train.pp_stages_per_rank, sharded=False)
+        return cls.of(local, train, unsharded if layout.shard_degree > 1 else None)
 
 
 def predict_rank(
@@ -276,11 +307,11 @@ def predict_rank(
     activation_bytes)."""
     if sums is None:
         groups = parameter_groups(shapes or parameter_shapes(config))
-        sums = ShapeSums.of(local_groups(config, layout, rank, groups, plan.train.pp_stages_per_rank), plan.train)
+        sums = ShapeSums.of_rank(config, layout, rank, groups, plan.train)
     parameter_bytes = sums.parameter_elements * FP32
     prediction = {
         "parameters": parameter_bytes,
-        "gradients": parameter_bytes,  # fp32 gradients of fp32 master weights, sharded like them
+        "gradients": gradient_bytes(layout, plan, sums),
         "optimizer": sums.optimizer_bytes,
         "activations_saved": activation_bytes(config, layout, plan, rank, memo),
         "weight_copies_saved": weight_copy_bytes(sums, layout, plan),
@@ -295,12 +326,31 @@ def predict_rank(
 
 def predict_memory(config: PretrainedConfig, layout: Layout, plan: MemoryPlan) -> list[dict[str, int]]:
     groups = parameter_groups(parameter_shapes(config))
-    stages_per_rank = plan.train.pp_stages_per_rank
-    sums = (
-        ShapeSums.of(local_groups(config, layout, r, groups, stages_per_rank), plan.train)
-        for r in range(layout.world_size)
-    )
+    sums = (ShapeSums.of_rank(config, layout, r, groups, plan.train) for r in range(layout.world_size))
     return [{"rank": r, **predict_rank(config, layout, plan, r, sums=s)} for r, s in enumerate(sums)]
+
+
+def accumulates_unsharded(layout: Layout, plan: MemoryPlan) -> bool:
+    """Whether FSDP2 holds an unsharded gradient between the micro-batches of a step: under
+    train.fsdp_grad_sync: step, and inside any pipeline schedule (torch's stages skip FSDP2's gradient sync on
+    every micro-batch's backward and reduce once at the end)."""
+    per_step = plan.train.fsdp_grad_sync == "step" or layout.pp > 1
+    return layout.shard_degree > 1 and plan.grad_accum > 1 and per_step
+
+
+def gradient_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) -> int:
+    """The most gradient bytes a rank holds: fp32 gradients of the fp32 master weights, sharded like them, or
+    where FSDP2 accumulates without reduce-scattering (`accumulates_unsharded`) a gradient of the rank's whole
+    share before FSDP2's chunking, in the reduce dtype (FSDP2 converts the bf16 gradient of its mixed precision to
+    it after each backward), until the last micro-batch reduce-scatters it. A step that measures the gradient
+    noise scale (train.gns_every; not in a pipeline) reduces its first micro-batch whole: that shard is held beside
+    the unsharded gradient the others accumulate."""
+    sharded = sums.parameter_elements * FP32
+    if not accumulates_unsharded(layout, plan):
+        return sharded
+    bf16_reduce = plan.precision == "bf16" and plan.train.fsdp_reduce_dtype == "bf16"
+    unsharded = sums.unsharded_elements * (2 if bf16_reduce else FP32)
+    return unsharded + (sharded if plan.train.gns_every > 0 and layout.pp == 1 else 0)
 
 
 def weight_copy_bytes(sums: ShapeSums, layout: Layout, plan: MemoryPlan) -> int:

@@ -58,9 +58,12 @@ def forward_backward(
     measure_small_batch: bool = False,
     packed: bool = True,
     compiled: bool = False,
+    reduce_scatter_each: bool = True,
 ) -> StepResult:
     """Accumulate the gradients of one optimizer step into model parameters' .grad; `compiled`: each micro-batch's
-    forward and loss as one compiled graph (compiled_token_loss_sum).
+    forward and loss as one compiled graph (compiled_token_loss_sum); `reduce_scatter_each`: FSDP2 reduce-scatters
+    every micro-batch's gradients (train.fsdp_grad_sync: micro_batch) rather than the last one's only
+    (trainer.parallelize.gradient_sync).
 
     With `measure_small_batch` (and two or more micro-batches) the first micro-batch's gradients are reduced
     over the data-parallel ranks too, and the norm of that smaller batch's mean gradient is kept for the
@@ -79,8 +82,8 @@ def forward_backward(
     for i, batch in enumerate(micro_batches):
         last = i == len(micro_batches) - 1
         small = measure_small_batch and i == 0
-        # Data parallelism reduces gradients on every backward unless told not to: only the last one needs it.
-        with gradient_sync(model, enabled=last or small):
+        # Only the last backward needs the whole reduction (and the first, where the noise scale reads it).
+        with gradient_sync(model, reduce_all=last or small, reduce_scatter=reduce_scatter_each):
             with autocast or contextlib.nullcontext():
                 if measure_activations and i == 0:
                     batch_loss, saved_bytes = saved_for_backward(model, partial(loss_sum_of, model, batch, packed))
