@@ -14,8 +14,9 @@ checkpointing. The counts are those of transformers' Llama-family decoder layer 
     + heads/tp (log-sum-exp) + 2 (the norms' rsqrt), all in the compute dtype, and with packed rows the dense
     block-causal mask that SDPA converts to a bias and saves in every layer (s entries); unpacked rows need no
     mask, and SDPA then takes k and v unrepeated (3q + 2kv instead of 5q);
-    per token once: the final norm (3h + 1), the log-softmax over the vocabulary (fp32), input ids (int64),
-    and rotary cos/sin (per position only, for unpacked rows).
+    per token once: the final norm (3h + 1), the chunked loss's log-sum-exp (fp32; trainer.loss: the logits
+    are recomputed in backward, not kept; a pipeline's last stage still keeps the log-softmax over the vocabulary,
+    in fp32), input ids (int64), and rotary cos/sin (per position only, for unpacked rows).
 Selective checkpointing (trainer.model.selective_checkpoint_context) keeps, per layer and token, the layer's input
 (h), the outputs of the q, v, gate and down projections (q/tp, kv/tp, i/tp, and h: down is row-parallel, so each
 tensor-parallel rank holds a whole partial sum) and the attention kernel's output and log-sum-exp (q/tp, and heads/tp
@@ -26,7 +27,8 @@ Context parallelism divides every token count by cp except the gathered keys and
 whole sequence's k and v (2q/tp per token of the sequence, i.e. 2q cp/tp per local token), and each local
 query's mask row still spans all s keys.
 
-Temporaries are the peaks that live only briefly: the logits and their gradient, a recomputed layer under
+Temporaries are the peaks that live only briefly: one chunk's logits and their gradient (`loss_temporary_bytes`;
+a pipeline's whole micro-batch's), a recomputed layer under
 activation checkpointing (a whole layer under full, what selective does not keep under selective), and FSDP's two
 gathered layers (the current one and the prefetched next), gathered in bf16 under mixed precision.
 
@@ -50,6 +52,7 @@ from typing import TYPE_CHECKING
 from trainer.attention import takes_dense_mask
 from trainer.config import TrainSpec, checkpointing_mode
 from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
+from trainer.loss import chunk_tokens
 from trainer.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
 
 if TYPE_CHECKING:
@@ -412,7 +415,9 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
     per_layer = layer_bytes_per_token(config, layout, plan)
     # Rotary cos and sin: per token from explicit position ids (packed rows, cp), shared by a batch's rows otherwise.
     mask_and_rotary = 2 * head_dim * width // (1 if plan.packing or layout.cp > 1 else plan.micro_batch)
-    head = (3 * h + 1) * width + vocab * FP32  # final norm, output head input, fp32 logits for the loss
+    # The final norm (its output is the head's input) and the chunked loss's log-sum-exp; a pipeline's last stage
+    # computes the plain loss, which keeps the fp32 log-softmax over the vocabulary.
+    head = (3 * h + 1) * width + (FP32 if layout.pp == 1 else vocab * FP32)
     if layout.pp == 1:
         return tokens * (layers * per_layer + head + 8 + mask_and_rotary) + FP32
     stages_per_rank = plan.train.pp_stages_per_rank
@@ -433,9 +438,9 @@ def temporary_bytes(
 ) -> int:
     """The logits and their gradient, a recomputed layer under activation checkpointing (under selective, only
     what it did not keep; `memo`: see activation_bytes) and FSDP's gathered layers."""
-    layers, vocab = config.num_hidden_layers, config.vocab_size
+    layers = config.num_hidden_layers
     tokens = plan.micro_batch * plan.seq_len // layout.cp
-    logits = 2 * tokens * vocab * FP32  # the logits and their gradient
+    logits = loss_temporary_bytes(config, layout, tokens)
     recompute = 0
     if plan.activation_checkpointing:
         # One whole layer's activations of this micro-batch, as a single rank of this tp and cp saves them.
@@ -456,6 +461,16 @@ def temporary_bytes(
         gathered_width = 2 if plan.precision == "bf16" else FP32  # FSDP2's MixedPrecisionPolicy gathers bf16
         gathered = 2 * layer_params * gathered_width * (shards - 1) // shards
     return logits + recompute + gathered
+
+
+def loss_temporary_bytes(config: PretrainedConfig, layout: Layout, tokens: int) -> int:
+    """The loss's peak beyond what it saves, for `tokens` local tokens: the chunked loss (trainer.loss) holds one
+    chunk's fp32 logits, their exponentials and their gradient at once; a pipeline's last stage the plain loss's
+    whole fp32 logits and their gradient."""
+    vocab = config.vocab_size
+    if layout.pp > 1:
+        return 2 * tokens * vocab * FP32
+    return 3 * min(tokens, chunk_tokens(vocab)) * vocab * FP32
 
 
 @functools.cache  # a plan asks for the same few stage sets thousands of times

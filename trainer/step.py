@@ -17,8 +17,8 @@ from functools import cache, partial
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
+from trainer.loss import head_computes_loss
 from trainer.memory import saved_for_backward
 from trainer.packing import IGNORE_INDEX, model_inputs
 from trainer.parallelize import grad_norm_squared, gradient_sync
@@ -35,11 +35,10 @@ class StepResult:
 
 
 def token_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor], packed: bool = True) -> torch.Tensor:
-    """Sum of cross-entropy over the batch's target tokens (fp32, whatever the compute dtype)."""
-    logits = model(**model_inputs(batch, packed)).logits
-    return F.cross_entropy(
-        logits.float().flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
-    )
+    """Sum of cross-entropy over the batch's target tokens (fp32, whatever the compute dtype), the output head
+    and the loss computed chunk by chunk (trainer.loss): the whole micro-batch's logits are never made."""
+    with head_computes_loss(model, batch["labels"]):
+        return model(**model_inputs(batch, packed)).logits
 
 
 @cache

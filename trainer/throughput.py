@@ -5,7 +5,8 @@ measured runs on the same machine.
 Compute per optimizer step and rank has three parts:
 - matmul: the step's FLOPs (6 per matmul parameter per token, and attention over full rows) over the matmul rate
   in the compute dtype, a third more under full activation checkpointing (the forward runs twice), and under
-  selective only the matmuls it recomputes (`selective_recompute_flops`: k, o and up, attention not at all);
+  selective only the matmuls it recomputes (`selective_recompute_flops`: k, o and up, attention not at all); the
+  chunked loss's second forward of the output head (trainer.loss) outside pipelines;
 - memory: the bytes that work bound by memory bandwidth moves (`memory_traffic`), over the memory bandwidth: the
   elementwise operations of every layer (RMSNorm in fp32, rotary, SwiGLU, residuals, casts; `LAYER_BYTES`) in
   forward, backward and any recomputation (full and selective both recompute all of them), the fp32 logits and
@@ -455,6 +456,8 @@ def estimate_step(
     mode = checkpointing_mode(activation_checkpointing)
     if mode == "selective":  # only the matmuls whose outputs it does not keep
         flops += selective_recompute_flops(config, tokens_per_rank_step)
+    if layout.pp == 1:  # the chunked loss (trainer.loss) recomputes the head's logits in backward
+        flops += 2 * tokens_per_rank_step * config.hidden_size * config.vocab_size
     matmul = flops / (layout.tp * layout.cp * layout.pp) / figures.compute_flops(hardware, precision)
     if mode == "full":  # the forward pass runs twice: 4 passes' worth instead of 3
         matmul *= 4 / 3
