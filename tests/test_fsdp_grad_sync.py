@@ -53,7 +53,9 @@ def test_held_gradients_are_predicted(runs, sync):
     memory = json.loads(runs[sync].memory.read_text())
     for predicted, timeline in zip(memory["predicted"], memory["timeline"], strict=True):
         assert predicted["rank"] == timeline["rank"]
-        assert accumulation_peak(timeline["points"]) == pytest.approx(predicted["gradients"], rel=0.01), sync
+        expected = predicted["gradients"] + predicted["unreduced_gradients"]
+        assert accumulation_peak(timeline["points"]) == pytest.approx(expected, rel=0.01), sync
+    assert (memory["predicted"][0]["unreduced_gradients"] > 0) == (sync == "step")
     # Every rank ends the step with its reduced shard, whatever the setting.
     assert [r["gradients"] for r in memory["measured"]] == [r["parameters"] for r in memory["predicted"]]
 

@@ -24,16 +24,17 @@ nothing apart: the gradient goes to the one weight.
 from __future__ import annotations
 
 import contextlib
+import types
 from collections.abc import Iterator
 
 import torch
 
 from trainer.packing import IGNORE_INDEX
 
-# The fp32 logits one chunk may hold: 256 MiB is 512 tokens at a 128k vocabulary, a matmul of
-# [512 x hidden] x [hidden x 128k] that still runs near the peak rate; a small vocabulary takes a micro-batch in
+# The fp32 logits one chunk may hold: 128 MiB is 261 tokens at a 128k vocabulary, a matmul of
+# [261 x hidden] x [hidden x 128k] that still fills a GPU (tens of GFLOP); a small vocabulary takes a micro-batch in
 # one chunk.
-CHUNK_LOGIT_BYTES = 256 * 2**20
+CHUNK_LOGIT_BYTES = 128 * 2**20
 FP32 = 4
 
 
@@ -72,11 +73,11 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
             stop = min(start + ctx.chunk, hidden.shape[0])
             logits = (hidden[start:stop] @ weight.T).float()
             target = labels[start:stop]
-            kept = (target != IGNORE_INDEX).unsqueeze(1)
-            # d(lse - logit[target]) / d logits = softmax - one_hot(target), for the tokens with a target
-            grad = torch.exp(logits - log_sum_exp[start:stop].unsqueeze(1))
+            # d(lse - logit[target]) / d logits = softmax - one_hot(target), for the tokens with a target; in
+            # place, so that one chunk-sized fp32 tensor lives at a time.
+            grad = logits.sub_(log_sum_exp[start:stop].unsqueeze(1)).exp_()
             grad.scatter_add_(1, target.clamp(min=0).unsqueeze(1), torch.full_like(log_sum_exp[start:stop, None], -1))
-            grad = (grad * kept * grad_total).to(hidden.dtype)
+            grad = grad.mul_(((target != IGNORE_INDEX) * grad_total).unsqueeze(1)).to(hidden.dtype)
             if grad_hidden is not None:
                 grad_hidden[start:stop] = grad @ weight
             grad_weight.addmm_(grad.T, hidden[start:stop])
@@ -102,19 +103,21 @@ def head_computes_loss(model: torch.nn.Module, labels: torch.Tensor, chunk: int 
     """Within, a forward of `model` (a causal LM, or DDP around one) returns as its logits the chunked loss sum over
     `labels` (chunked_cross_entropy_sum), computed where the output head runs; no logits are made.
 
-    The head's forward is replaced on the instance for the while (its class's is untouched): a hook could only
-    run the head's own matmul on no tokens, and under autocast even that would cast and keep a second copy of
-    the weight."""
+    The head's forward is replaced on the instance for the while (its class's is untouched), always by the same
+    function reading the labels from the head: a compiled model then sees the same code every micro-batch. A hook
+    could only run the head's own matmul on no tokens, and under autocast even that would cast and keep a second
+    copy of the weight."""
     head = _causal_lm(model).get_output_embeddings()
-
-    def loss_forward(hidden: torch.Tensor) -> torch.Tensor:
-        return chunked_cross_entropy_sum(hidden, head.weight, labels, chunk)
-
-    head.forward = loss_forward
+    head.loss_labels, head.loss_chunk = labels, chunk
+    head.forward = types.MethodType(_loss_forward, head)
     try:
         yield
     finally:
-        del head.forward
+        del head.forward, head.loss_labels, head.loss_chunk
+
+
+def _loss_forward(head: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    return chunked_cross_entropy_sum(hidden, head.weight, head.loss_labels, head.loss_chunk)
 
 
 def _causal_lm(model: torch.nn.Module) -> torch.nn.Module:

@@ -11,9 +11,10 @@ checkpointing. The counts are those of transformers' Llama-family decoder layer 
 
     per layer and token: 6h (two RMSNorms: input, normalised, scaled) + 5q/tp (q, k and v after rotary and
     GQA repeat, attention output and its projection input) + 4i/tp (SwiGLU: gate, up, activation, product)
-    + heads/tp (log-sum-exp) + 2 (the norms' rsqrt), all in the compute dtype, and with packed rows the dense
-    block-causal mask that SDPA converts to a bias and saves in every layer (s entries); unpacked rows need no
-    mask, and SDPA then takes k and v unrepeated (3q + 2kv instead of 5q);
+    + heads/tp (log-sum-exp) + 2 (the norms' rsqrt), all in the compute dtype; with packed rows on the dense
+    kernel, SDPA takes k and v repeated (5q), and every layer saves the same block-causal bias, made once per
+    micro-batch (s entries per token, once); unpacked rows need no mask, and neither flex's BlockMask: SDPA or
+    flex then take k and v unrepeated (3q + 2kv);
     per token once: the final norm (3h + 1), the chunked loss's log-sum-exp (fp32; trainer.loss: the logits
     are recomputed in backward, not kept; a pipeline's last stage still keeps the log-softmax over the vocabulary,
     in fp32), input ids (int64), and rotary cos/sin (per position only, for unpacked rows).
@@ -24,8 +25,9 @@ in fp32); no mask bias and no gathered keys and values (both are rebuilt in the 
 Under bf16 without FSDP2, autocast also saves a bf16 copy of every matmul weight (`weight_copies_saved`).
 
 Context parallelism divides every token count by cp except the gathered keys and values: each layer keeps the
-whole sequence's k and v (2q/tp per token of the sequence, i.e. 2q cp/tp per local token), and each local
-query's mask row still spans all s keys.
+whole sequence's k and v (2q/tp per token of the sequence, i.e. 2q cp/tp per local token; 2kv cp/tp where no
+dense mask makes SDPA repeat them), and on CPU each local query's mask row still spans all s keys; on CUDA the mask
+is a function of global positions and document ids (trainer.context_parallel), with no dense rows.
 
 Temporaries are the peaks that live only briefly: one chunk's logits and their gradient (`loss_temporary_bytes`;
 a pipeline's whole micro-batch's), a recomputed layer under
@@ -314,7 +316,8 @@ def predict_rank(
     parameter_bytes = sums.parameter_elements * FP32
     prediction = {
         "parameters": parameter_bytes,
-        "gradients": gradient_bytes(layout, plan, sums),
+        "gradients": parameter_bytes,  # fp32 gradients of fp32 master weights, sharded like them
+        "unreduced_gradients": unreduced_gradient_bytes(layout, plan, sums),
         "optimizer": sums.optimizer_bytes,
         "activations_saved": activation_bytes(config, layout, plan, rank, memo),
         "weight_copies_saved": weight_copy_bytes(sums, layout, plan),
@@ -341,19 +344,19 @@ def accumulates_unsharded(layout: Layout, plan: MemoryPlan) -> bool:
     return layout.shard_degree > 1 and plan.grad_accum > 1 and per_step
 
 
-def gradient_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) -> int:
-    """The most gradient bytes a rank holds: fp32 gradients of the fp32 master weights, sharded like them, or
-    where FSDP2 accumulates without reduce-scattering (`accumulates_unsharded`) a gradient of the rank's whole
-    share before FSDP2's chunking, in the reduce dtype (FSDP2 converts the bf16 gradient of its mixed precision to
-    it after each backward), until the last micro-batch reduce-scatters it. A step that measures the gradient
-    noise scale (train.gns_every; not in a pipeline) reduces its first micro-batch whole: that shard is held beside
-    the unsharded gradient the others accumulate."""
-    sharded = sums.parameter_elements * FP32
+def unreduced_gradient_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) -> int:
+    """Gradient bytes a rank holds at the peak of an accumulation beyond its sharded fp32 gradients: where FSDP2
+    accumulates without reduce-scattering (`accumulates_unsharded`), a gradient of the rank's whole share before
+    FSDP2's chunking, in the reduce dtype (FSDP2 converts the bf16 gradient of its mixed precision to it after each
+    backward), held instead of the shard until the last micro-batch reduce-scatters it; beside the shard where
+    the step measures the gradient noise scale (train.gns_every; not in a pipeline), which reduces its first
+    micro-batch whole. Nothing where FSDP2 reduce-scatters every micro-batch."""
     if not accumulates_unsharded(layout, plan):
-        return sharded
+        return 0
     bf16_reduce = plan.precision == "bf16" and plan.train.fsdp_reduce_dtype == "bf16"
     unsharded = sums.unsharded_elements * (2 if bf16_reduce else FP32)
-    return unsharded + (sharded if plan.train.gns_every > 0 and layout.pp == 1 else 0)
+    shard_held = plan.train.gns_every > 0 and layout.pp == 1
+    return unsharded - (0 if shard_held else sums.parameter_elements * FP32)
 
 
 def weight_copy_bytes(sums: ShapeSums, layout: Layout, plan: MemoryPlan) -> int:
@@ -398,13 +401,23 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
     if mode == "selective":  # the input, the q, v, gate and down outputs, attention's output and log-sum-exp
         return (2 * h + (2 * q + kv + i) // tp) * width + heads // tp * FP32
     # A dense mask (packed rows through SDPA, or context parallelism's local queries against gathered keys) makes
-    # SDPA take keys and values repeated to every query head, gathered from every cp rank, and each layer saves the
-    # mask as a bias in the compute dtype (a row per token, spanning every key); without one, and under flex's
-    # BlockMask (a few bytes per 128 x 128 block, left out), they go unrepeated (enable_gqa).
+    # SDPA take keys and values repeated to every query head, gathered from every cp rank (the mask itself is
+    # one bias per micro-batch that every layer shares: `mask_bytes_per_token`); without one, and under flex's
+    # BlockMask (a few bytes per 128 x 128 block, left out), they go unrepeated (enable_gqa), still gathered.
     masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, _head_dim(config), plan.packing)
-    attention = 3 * q + 2 * q * layout.cp if masked else 3 * q + 2 * kv
-    mask_bias = plan.seq_len * width if masked else 0
-    return (6 * h + (attention + 4 * i + heads) // tp + 2) * width + mask_bias
+    attention = 3 * q + 2 * (q if masked else kv) * layout.cp
+    return (6 * h + (attention + 4 * i + heads) // tp + 2) * width
+
+
+def mask_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, saved: bool = True) -> int:
+    """The dense mask's bias per local token, once per micro-batch (trainer.packing.mask_bias: every layer saves
+    the same one): a row spanning every key of the sequence, in the compute dtype; nothing without a dense mask.
+    Autograd saves it without activation checkpointing (`saved`); with it, the checkpoints hold it as an input of
+    every layer for the recomputation: a temporary of the whole step (not `saved`)."""
+    if saved != (checkpointing_mode(plan.activation_checkpointing) == "none"):
+        return 0
+    masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, _head_dim(config), plan.packing)
+    return plan.seq_len * (2 if plan.precision == "bf16" else FP32) if masked else 0
 
 
 def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int) -> int:
@@ -419,6 +432,7 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
     # computes the plain loss, which keeps the fp32 log-softmax over the vocabulary.
     head = (3 * h + 1) * width + (FP32 if layout.pp == 1 else vocab * FP32)
     if layout.pp == 1:
+        mask_and_rotary += mask_bytes_per_token(config, layout, plan)
         return tokens * (layers * per_layer + head + 8 + mask_and_rotary) + FP32
     stages_per_rank = plan.train.pp_stages_per_rank
     pp_rank = rank_coordinates(rank, layout)["pp"]
@@ -426,7 +440,7 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
     num_stages = layout.pp * stages_per_rank
     layers_here = _layers_in_stages(layers, num_stages, tuple(stage_ids))
     # Each stage rebuilds the mask and rotary embedding; its first layer's input arrives from the previous stage.
-    once = len(stage_ids) * (mask_and_rotary - h * width)
+    once = len(stage_ids) * (mask_and_rotary + mask_bytes_per_token(config, layout, plan) - h * width)
     once += 8 if 0 in stage_ids else 0  # token ids for the embedding's backward
     once += head if num_stages - 1 in stage_ids else 0
     in_flight = in_flight_micro_batches(plan.train.pp_schedule, layout.pp, stages_per_rank, plan.grad_accum, pp_rank)
@@ -440,7 +454,7 @@ def temporary_bytes(
     what it did not keep; `memo`: see activation_bytes) and FSDP's gathered layers."""
     layers = config.num_hidden_layers
     tokens = plan.micro_batch * plan.seq_len // layout.cp
-    logits = loss_temporary_bytes(config, layout, tokens)
+    logits = loss_temporary_bytes(config, layout, tokens, plan.precision)
     recompute = 0
     if plan.activation_checkpointing:
         # One whole layer's activations of this micro-batch, as a single rank of this tp and cp saves them.
@@ -460,17 +474,19 @@ def temporary_bytes(
         layer_params = sums.layer_elements // layout.tp
         gathered_width = 2 if plan.precision == "bf16" else FP32  # FSDP2's MixedPrecisionPolicy gathers bf16
         gathered = 2 * layer_params * gathered_width * (shards - 1) // shards
-    return logits + recompute + gathered
+    held_mask = tokens * mask_bytes_per_token(config, layout, plan, saved=False)
+    return logits + recompute + gathered + held_mask
 
 
-def loss_temporary_bytes(config: PretrainedConfig, layout: Layout, tokens: int) -> int:
+def loss_temporary_bytes(config: PretrainedConfig, layout: Layout, tokens: int, precision: str = "fp32") -> int:
     """The loss's peak beyond what it saves, for `tokens` local tokens: the chunked loss (trainer.loss) holds one
-    chunk's fp32 logits, their exponentials and their gradient at once; a pipeline's last stage the plain loss's
-    whole fp32 logits and their gradient."""
+    chunk's fp32 logits and log-sum-exp's exponentials of them at once (its backward works on the logits in place),
+    and under bf16 the matmul's bf16 logits before the upcast; a pipeline's last stage the plain loss's whole fp32
+    logits and their gradient."""
     vocab = config.vocab_size
     if layout.pp > 1:
         return 2 * tokens * vocab * FP32
-    return 3 * min(tokens, chunk_tokens(vocab)) * vocab * FP32
+    return min(tokens, chunk_tokens(vocab)) * vocab * (2 * FP32 + (2 if precision == "bf16" else 0))
 
 
 @functools.cache  # a plan asks for the same few stage sets thousands of times

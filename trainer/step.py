@@ -34,18 +34,30 @@ class StepResult:
     small_batch: tuple[float, int] | None = None  # (|mean gradient|^2, target tokens) of the first micro-batch round
 
 
-def token_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor], packed: bool = True) -> torch.Tensor:
+def token_loss_sum(
+    model: torch.nn.Module,
+    batch: dict[str, torch.Tensor],
+    packed: bool = True,
+    forward: Callable[..., torch.Tensor] | None = None,
+) -> torch.Tensor:
     """Sum of cross-entropy over the batch's target tokens (fp32, whatever the compute dtype), the output head
-    and the loss computed chunk by chunk (trainer.loss): the whole micro-batch's logits are never made."""
+    and the loss computed chunk by chunk (trainer.loss): the whole micro-batch's logits are never made.
+    `forward`: what runs the model (`model_loss`, or its compiled graph)."""
     with head_computes_loss(model, batch["labels"]):
-        return model(**model_inputs(batch, packed)).logits
+        return (forward or model_loss)(model, batch, packed)
+
+
+def model_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor], packed: bool) -> torch.Tensor:
+    """The model's forward, whose output head computes the loss (inside trainer.loss.head_computes_loss)."""
+    return model(**model_inputs(batch, packed)).logits
 
 
 @cache
 def compiled_token_loss_sum() -> Callable[..., torch.Tensor]:
-    """token_loss_sum compiled as one graph, model and loss together (train.compile where
-    trainer.parallelize.compiles_whole_step): made on first use, so eager runs never import the compiler."""
-    return torch.compile(token_loss_sum)
+    """token_loss_sum with the model and loss compiled as one graph (train.compile where
+    trainer.parallelize.compiles_whole_step); the head is switched to the loss outside the graph. Made on first
+    use, so eager runs never import the compiler."""
+    return partial(token_loss_sum, forward=torch.compile(model_loss))
 
 
 def forward_backward(

@@ -394,6 +394,12 @@ def communication_bytes(
     return sent
 
 
+def loss_recompute_flops(config: PretrainedConfig, tokens: int) -> float:
+    """The chunked loss's second forward of the output head (trainer.loss recomputes each chunk's logits in
+    backward): 2 FLOPs per head weight and token."""
+    return 2 * tokens * config.hidden_size * config.vocab_size
+
+
 def fsdp_reduce_scatters(layout: Layout, grad_accum: int, fsdp_grad_sync: str) -> int:
     """How often FSDP2 reduce-scatters the gradients in a step: every micro-batch (train.fsdp_grad_sync:
     micro_batch) or once (step; a pipeline schedule always reduces once, at the end)."""
@@ -456,8 +462,8 @@ def estimate_step(
     mode = checkpointing_mode(activation_checkpointing)
     if mode == "selective":  # only the matmuls whose outputs it does not keep
         flops += selective_recompute_flops(config, tokens_per_rank_step)
-    if layout.pp == 1:  # the chunked loss (trainer.loss) recomputes the head's logits in backward
-        flops += 2 * tokens_per_rank_step * config.hidden_size * config.vocab_size
+    if layout.pp == 1:
+        flops += loss_recompute_flops(config, tokens_per_rank_step)
     matmul = flops / (layout.tp * layout.cp * layout.pp) / figures.compute_flops(hardware, precision)
     if mode == "full":  # the forward pass runs twice: 4 passes' worth instead of 3
         matmul *= 4 / 3
