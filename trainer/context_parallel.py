@@ -182,8 +182,8 @@ class ContextParallel:
 
     def mask(self, segment_ids: torch.Tensor):
         """The local queries' mask against the gathered keys, from the full rows' segment ids: a BlockMask under
-        flex, else dense."""
-        if self.flex:
+        flex, else dense (also for a pipeline's shape inference, which runs on the meta device)."""
+        if self.flex and segment_ids.device.type == "cuda":
             return local_block_mask(segment_ids, self.size, self.rank)
         return local_mask(segment_ids, self.size, self.rank, segment_ids.shape[1])
 

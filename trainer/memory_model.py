@@ -30,9 +30,9 @@ dense mask makes SDPA repeat them), and on CPU each local query's mask row still
 is a function of global positions and document ids (trainer.context_parallel), with no dense rows.
 
 Temporaries are the peaks that live only briefly: one chunk's logits and their gradient (`loss_temporary_bytes`;
-a pipeline's whole micro-batch's), a recomputed layer under
-activation checkpointing (a whole layer under full, what selective does not keep under selective), and FSDP's two
-gathered layers (the current one and the prefetched next), gathered in bf16 under mixed precision.
+a pipeline's whole micro-batch's), the output head's whole weight gradient before it is accumulated, a recomputed
+layer under activation checkpointing (a whole layer under full, what selective does not keep under selective), and
+FSDP's two gathered layers (the current one and the prefetched next), gathered in bf16 under mixed precision.
 
 On CUDA a process holds more than its tensors (`cuda_runtime`): the CUDA context, NCCL's buffers for each
 communicator, cuBLAS workspaces and what the caching allocator reserves beyond what it hands out. None of it can be
@@ -475,7 +475,12 @@ def temporary_bytes(
         gathered_width = 2 if plan.precision == "bf16" else FP32  # FSDP2's MixedPrecisionPolicy gathers bf16
         gathered = 2 * layer_params * gathered_width * (shards - 1) // shards
     held_mask = tokens * mask_bytes_per_token(config, layout, plan, saved=False)
-    return logits + recompute + gathered + held_mask
+    # The output head's weight gradient, made whole by its backward before it is added into the accumulated one (or
+    # reduce-scattered): the largest single gradient (as large as the embedding's), in the compute dtype under
+    # FSDP2's mixed precision, else fp32.
+    gradient_width = 2 if plan.precision == "bf16" and layout.fsdp else FP32
+    head_gradient = config.vocab_size * config.hidden_size * gradient_width
+    return logits + recompute + gathered + held_mask + head_gradient
 
 
 def loss_temporary_bytes(config: PretrainedConfig, layout: Layout, tokens: int, precision: str = "fp32") -> int:

@@ -79,13 +79,14 @@ def mask_bias(mask: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Ten
 def model_inputs(batch: dict, packed: bool = True) -> dict:
     """Keyword arguments for a transformers causal LM's forward, with documents isolated.
 
-    A batch that brings its own mask keeps it, with its position ids: context parallelism's local queries against gathered keys, or
-    flex_attention's BlockMask (trainer.attention). Otherwise packed rows need the block-diagonal mask, as one
-    additive bias for all layers (`mask_bias`). Unpacked rows hold one document each, starting at position 0 with
-    padding only after it, so plain causal attention already gives every real token exactly its document: no mask is
-    built, and SDPA takes its causal path (FlashAttention on CUDA), saving nothing of size seq x seq. The position
-    ids are then left to the model (0, 1, 2, ...: the same for the real tokens), since ids that restart at the
-    padding would make transformers infer packed sequences and build a mask after all.
+    A batch that brings its own mask keeps it, with its position ids: context parallelism's local queries against
+    gathered keys (a boolean one as a bias, `mask_bias`), or flex_attention's BlockMask (trainer.attention).
+    Otherwise packed rows need the block-diagonal mask, as one additive bias for all layers (`mask_bias`). Unpacked
+    rows hold one document each, starting at position 0 with padding only after it, so plain causal attention
+    already gives every real token exactly its document: no mask is built, and SDPA takes its causal path
+    (FlashAttention on CUDA), saving nothing of size seq x seq. The position ids are then left to the model (0, 1,
+    2, ...: the same for the real tokens), since ids that restart at the padding would make transformers infer
+    packed sequences and build a mask after all.
     """
     if "attention_mask" in batch:
         mask = batch["attention_mask"]
