@@ -17,7 +17,7 @@ from test_layouts import assert_memory_model_matches
 from transformers import AutoConfig
 
 from trainer.config import TrainSpec
-from trainer.context_parallel import gathered_positions, local_mask, local_positions
+from trainer.context_parallel import document_causal_mask_mod, gathered_positions, local_mask, local_positions
 from trainer.layout import Layout
 from trainer.memory_model import MemoryPlan, activation_bytes, local_shapes
 from trainer.packing import block_causal_mask
@@ -144,6 +144,41 @@ def test_local_masks_are_rows_and_columns_of_the_full_mask():
         assert torch.equal(local_mask(None, 4, rank, 16), causal)
 
 
+@pytest.mark.parametrize("cp", [2, 4])
+def test_mask_function_over_global_positions_gives_the_dense_masks_pairs(cp):
+    """The mask_mod flex reads on CUDA (no [local queries x all keys] tensor) allows exactly the dense mask's
+    pairs, on packed rows with padding and on one-document rows; so does its BlockMask, built here uncompiled."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    segments = torch.tensor([[0] * 5 + [1] * 7 + [2] * 2 + [-1] * 2, [0] * 16, [3] * 9 + [4] * 7])
+    batch, queries, keys = torch.arange(3)[:, None, None], torch.arange(16 // cp)[None, :, None], torch.arange(16)
+    for rank in range(cp):
+        mask_mod = document_causal_mask_mod(segments, cp, rank)
+        expected = local_mask(segments, cp, rank, 16)[:, 0]
+        assert torch.equal(mask_mod(batch, 0, queries, keys[None, None, :]), expected)
+        block_mask = create_block_mask(mask_mod, 3, None, 16 // cp, 16, device="cpu", BLOCK_SIZE=4, _compile=False)
+        assert torch.equal(block_mask.to_dense()[:, 0].bool(), _blocks_with_any(expected, 4))
+
+
+def _blocks_with_any(mask: torch.Tensor, block: int) -> torch.Tensor:
+    """[batch, q / block, k / block]: whether any pair of each block is allowed."""
+    b, q, k = mask.shape
+    return mask.reshape(b, q // block, block, k // block, block).any(dim=4).any(dim=2)
+
+
+def test_context_parallel_takes_no_dense_mask_on_cuda():
+    """On CUDA the planner and the memory model price context parallelism without the dense mask (flex with the
+    mask function): keys and values gathered unrepeated, no bias per token; on CPU the dense mask stays."""
+    config = AutoConfig.for_model(**{**TINY_MODEL, "hidden_size": 128, "num_attention_heads": 4})  # heads of 32
+    layout = Layout(dp_replicate=1, cp=2)
+    plans = {device: MemoryPlan(1, 1024, "fp32", False, TrainSpec(), device_type=device) for device in ("cpu", "cuda")}
+    saved = {device: activation_bytes(config, layout, plan) for device, plan in plans.items()}
+    tokens, layers = 1024 // 2, TINY_MODEL["num_hidden_layers"]
+    q, kv = 128, 128 * 2 // 4
+    repeated = tokens * layers * 2 * (q - kv) * 2 * 4  # SDPA's keys and values repeated to every head, over cp
+    assert saved["cpu"] - saved["cuda"] == repeated + tokens * 1024 * 4  # and the fp32 bias, once
+
+
 def test_memory_model_divides_by_cp_except_gathered_keys_and_values():
     config = AutoConfig.for_model(**{**TINY_MODEL, "num_key_value_heads": 4})
     plan = MemoryPlan(1, 1024, "fp32", False, TrainSpec())
@@ -246,3 +281,30 @@ def test_planner_shows_which_layouts_fit_only_because_of_cp(tmp_path):
     assert any(c.layout.cp == 1 for c in candidates)  # considered, and dropped for memory
     assert all("GiB" in c.dropped for c in candidates if c.layout.cp == 1)
     assert "fits only because of cp (cp=1 needs" in format_table(candidates)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_flex_with_the_mask_function_equals_sdpa_with_the_dense_mask_on_cuda():
+    """One cp rank's attention, its local queries against the whole sequence's keys in gather order: flex with
+    the BlockMask (what CUDA runs) against SDPA with the dense mask (what CPU runs), output and gradients."""
+    import torch.nn.functional as F
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from trainer.context_parallel import local_block_mask
+
+    torch.manual_seed(0)
+    seq_len, cp, rank = 512, 2, 1
+    segments = torch.tensor([[0] * 200 + [1] * 250 + [-1] * 62], device="cuda")
+    query = torch.randn(1, 4, seq_len // cp, 32, device="cuda", requires_grad=True)
+    key, value = (torch.randn(1, 2, seq_len, 32, device="cuda", requires_grad=True) for _ in range(2))
+    dense = local_mask(segments, cp, rank, seq_len)
+    expected = F.scaled_dot_product_attention(query, key, value, attn_mask=dense, enable_gqa=True)
+    expected_grads = torch.autograd.grad(expected.square().sum(), (query, key, value))
+    got = torch.compile(flex_attention)(
+        query, key, value, block_mask=local_block_mask(segments, cp, rank), enable_gqa=True
+    )
+    grads = torch.autograd.grad(got.square().sum(), (query, key, value))
+    torch.testing.assert_close(got, expected, rtol=1e-3, atol=1e-3)
+    for a, b in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3)

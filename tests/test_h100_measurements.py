@@ -52,14 +52,25 @@ def prediction(model: dict, seq_len: int, micro_batch: int, rows: int, train: di
 
 
 @pytest.mark.parametrize("name", ONE_B)
-def test_the_1b_model_s_step_and_peak_are_predicted_within_the_goals(name):
-    """Uncalibrated, from the stated figures: the step within 15%, the peak (reserved plus outside the allocator)
-    within 10%. Compute-bound alone, the step was predicted at 0.51-0.60 of what ran."""
-    step, memory = prediction(*ONE_B[name])
-    run = measured(name)
-    assert step.step_s == pytest.approx(run["median_step_s"], rel=0.15)
-    assert memory["peak"] == pytest.approx(run["peak_mem_bytes"], rel=0.10)
+def test_the_1b_model_s_step_is_predicted_within_the_goal(name):
+    """Uncalibrated, from the stated figures: the step within 15%. Compute-bound alone, the step was predicted at
+    0.51-0.60 of what ran."""
+    step, _ = prediction(*ONE_B[name])
+    assert step.step_s == pytest.approx(measured(name)["median_step_s"], rel=0.15)
     assert step.memory_s > 0.3 * step.matmul_s  # the memory-bound work is a real part of the step
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured on the trainer before issue 36's chunked loss and shared mask: it held the whole micro-batch's "
+    "fp32 logits (and their log-softmax) and a mask bias per layer, which the trainer, and so the prediction, no "
+    "longer hold; to be measured again on a GPU",
+)
+@pytest.mark.parametrize("name", ONE_B)
+def test_the_1b_model_s_peak_is_predicted_within_10_percent(name):
+    """The peak (reserved plus outside the allocator) within 10%."""
+    _, memory = prediction(*ONE_B[name])
+    assert memory["peak"] == pytest.approx(measured(name)["peak_mem_bytes"], rel=0.10)
 
 
 @pytest.mark.parametrize("seq_len", [8192, 32768])

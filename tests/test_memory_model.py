@@ -51,8 +51,11 @@ def test_predicted_activations_within_15_percent(changes, micro_batch, seq_len, 
     assert predicted == pytest.approx(measured, rel=0.15)
 
 
-def test_dense_mask_is_saved_by_every_layer():
-    """What packing's mask costs grows with the layers (a bias per layer), and the model predicts it."""
+def test_dense_mask_is_saved_once_per_micro_batch():
+    """Packing's dense mask is one bias that every layer shares (trainer.packing.mask_bias): what it costs (with
+    SDPA's repeated keys and values, per layer) is predicted, and the mask's own share does not grow with the
+    layers. Handed the boolean mask, SDPA would make and save a bias in every layer: the 2 layers' cost would
+    about double at 4."""
     costs = {}
     for layers in (2, 4):
         config = AutoConfig.for_model(**{**TINY_MODEL, "num_hidden_layers": layers})
@@ -63,7 +66,9 @@ def test_dense_mask_is_saved_by_every_layer():
         ]
         costs[layers] = mask_cost[0] - mask_cost[1]
         assert predicted[0] - predicted[1] == pytest.approx(costs[layers], rel=0.1)
-    assert costs[4] > 1.8 * costs[2]
+    # Two more layers add their repeated keys and values (2 x 16 KiB here), not two more masks (2 x 32 KiB).
+    mask = 2 * 64 * 64 * 4  # one fp32 bias: 2 rows of 64 queries x 64 keys
+    assert costs[4] - costs[2] == 2 * 128 * (2 * 32 - 2 * 16) * 4 < 2 * mask
 
 
 def test_autocast_weight_copies_are_predicted_exactly():

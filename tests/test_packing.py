@@ -79,7 +79,9 @@ def trainer_path_deviation(model, documents, positions: str) -> tuple[float, flo
     if positions == "running":  # no restart at document starts: transformers cannot infer the boundaries
         batch["position_ids"] = torch.arange(batch["input_ids"].shape[1])[None]
     captured = []
-    hook = model.register_forward_hook(lambda _module, _args, output: captured.append(output.logits[0]))
+    # The trainer's head computes the loss in place of the logits (trainer.loss): its input gives them.
+    head = model.get_output_embeddings()
+    hook = head.register_forward_hook(lambda module, args, _loss: captured.append(F.linear(args[0], module.weight)[0]))
     with torch.no_grad():
         try:
             packed_loss = float(token_loss_sum(model, batch))

@@ -165,6 +165,7 @@ def test_selective_checkpointing_costs_less_than_a_forward_pass(device_type):
     # The matmul time it adds is exactly the recomputed projections' FLOPs at the rate the rest runs at.
     tokens, pairs = 2 * 4 * 256, 2 * 4 * 256 * 257 // 2  # micro-batch 2 x accumulation 4 rows of 256
     flops = step_flops(matmul, config.hidden_size, config.num_hidden_layers, tokens, pairs)
+    flops += 2 * tokens * config.hidden_size * config.vocab_size  # the chunked loss's second head forward
     recomputed = selective_recompute_flops(config, tokens)
     assert (selective.matmul_s - none.matmul_s) / none.matmul_s == pytest.approx(recomputed / flops)
     assert 0 < recomputed < flops / 3  # less than the forward pass full recomputes
@@ -210,16 +211,18 @@ def test_calibration_recovers_the_machine_factors(tmp_path, monkeypatch):
 
 def test_fsdp_gathers_half_the_bytes_under_bf16():
     """FSDP2's mixed precision all-gathers bf16 parameters (forward and backward, each micro-batch) and still
-    reduce-scatters fp32 gradients once."""
+    reduce-scatters fp32 gradients, after each of the 3 micro-batches or (train.fsdp_grad_sync: step) once."""
     from trainer.throughput import communication_bytes
 
     config = AutoConfig.for_model(**TINY_MODEL)
     layout = Layout(dp_replicate=1, dp_shard=4)
     fp32 = communication_bytes(config, layout, 4_000_000, 2, 64, 3)["dp_shard"]
     bf16 = communication_bytes(config, layout, 4_000_000, 2, 64, 3, precision="bf16")["dp_shard"]
-    ring = 3 / 4 * 4_000_000
-    assert fp32 == ((2 * 3 + 1) * ring, fp32[1])
-    assert bf16 == ((3 + 1) * ring, fp32[1])
+    per_step = communication_bytes(config, layout, 4_000_000, 2, 64, 3, fsdp_grad_sync="step")["dp_shard"]
+    ring, layers = 3 / 4 * 4_000_000, config.num_hidden_layers
+    assert fp32 == ((2 * 3 + 3) * ring, (2 * 3 + 3) * (layers + 1))
+    assert bf16 == ((3 + 3) * ring, fp32[1])
+    assert per_step == ((2 * 3 + 1) * ring, (2 * 3 + 1) * (layers + 1))
 
 
 @pytest.mark.parametrize(("device_type", "link"), [("cuda", "nvlink"), ("cuda", "pcie"), ("cpu", "cpu")])

@@ -48,12 +48,19 @@ def choose_attention(requested: str, device_type: str, layout: Layout, head_dim:
     return requested
 
 
+def context_parallel_flex(device_type: str, head_dim: int) -> bool:
+    """Whether context parallelism's attention runs flex_attention with a BlockMask over global positions and
+    document ids (trainer.context_parallel) rather than SDPA with a dense [local queries x all keys] mask: on CUDA,
+    for heads flex can take."""
+    return device_type == "cuda" and head_dim >= FLEX_MIN_HEAD_DIM
+
+
 def takes_dense_mask(requested: str, device_type: str, layout: Layout, head_dim: int, packing: bool) -> bool:
     """Whether each attention layer reads a dense [seq, seq] mask: packed rows on the dense kernel, or context
-    parallelism's local queries against the gathered keys. A choice the launcher would refuse never runs, and
-    counts as the dense mask."""
+    parallelism's local queries against the gathered keys off CUDA. A choice the launcher would refuse never runs,
+    and counts as the dense mask."""
     if layout.cp > 1:
-        return True
+        return not context_parallel_flex(device_type, head_dim)
     try:
         return packing and choose_attention(requested, device_type, layout, head_dim, packing) == "dense"
     except AttentionError:

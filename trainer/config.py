@@ -70,6 +70,11 @@ OPTIMIZERS = ("adamw", "galore_adamw")
 SCHEDULES = ("cosine", "linear", "constant")
 GALORE_PROJ_TYPES = ("std", "reverse_std", "right", "left", "full")
 FSDP_REDUCE_DTYPES = ("fp32", "bf16")  # train.fsdp_reduce_dtype
+# train.fsdp_grad_sync: when FSDP2 reduce-scatters the gradients of an accumulated step. micro_batch (torchtitan's
+# choice) after every micro-batch's backward, so a rank only ever holds its gradient shard; step after the last
+# only, one reduce-scatter per step instead of one per micro-batch, but until then every rank holds an unsharded
+# gradient of its whole model share (trainer.memory_model prices both, trainer.throughput their collectives).
+FSDP_GRAD_SYNCS = ("micro_batch", "step")
 # train.activation_checkpointing, from most memory to least: none keeps every activation; selective keeps the
 # matmul and attention outputs of each decoder layer and recomputes the cheap ops between them; full keeps only each
 # layer's input and recomputes the whole layer (trainer.model.enable_activation_checkpointing).
@@ -133,6 +138,7 @@ class TrainSpec:
     seed: int = 0
     precision: str = "auto"  # auto (resolve_precision) | fp32 | bf16
     fsdp_reduce_dtype: str = "fp32"  # under bf16 with FSDP2: the gradient reduce-scatter's dtype, fp32 | bf16
+    fsdp_grad_sync: str = "micro_batch"  # micro_batch | step: when FSDP2 reduce-scatters accumulated gradients
     compile: bool = False
     attention: str = "auto"  # auto | dense | flex: how packed documents are kept apart (trainer.attention)
     activation_checkpointing: bool | str = False  # none | selective | full (true/false: full/none); see above
@@ -153,6 +159,10 @@ class TrainSpec:
 
     def __post_init__(self) -> None:
         self.activation_checkpointing = normalize_checkpointing(self.activation_checkpointing)
+        if self.fsdp_grad_sync not in FSDP_GRAD_SYNCS:
+            raise ConfigError(
+                f"train.fsdp_grad_sync: {self.fsdp_grad_sync!r} is not one of {', '.join(FSDP_GRAD_SYNCS)}"
+            )
 
 
 @dataclass

@@ -10,7 +10,9 @@ This is Llama 3's all-gather context parallelism, built into meshpilot rather th
   gathered keys and values.
 - The mask is built for the local queries against the gathered keys, from their global positions and document
   (segment) ids, so causal and packed-document masks are both exact; position ids are the global ones, so rotary
-  (or learned) position embeddings see each token's real position.
+  (or learned) position embeddings see each token's real position. On CUDA it is a function of those
+  (`document_causal_mask_mod`) that flex_attention reads as a BlockMask: nothing of size [local queries x all
+  keys] is ever made. On CPU, where flex has no backward, it is a dense mask, one for all layers.
 - It plugs in through transformers' attention-function registry: any model whose attention layers call
   `ALL_ATTENTION_FUNCTIONS` works unchanged. Models that do not are refused before launch.
 
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
+from trainer.attention import context_parallel_flex, head_dim
 from trainer.layout import Layout, LayoutError
 
 if TYPE_CHECKING:
@@ -64,6 +67,34 @@ def local_mask(segment_ids: torch.Tensor | None, cp: int, rank: int, seq_len: in
     if segment_ids is not None:
         mask = mask & (segment_ids[:, queries, None] == segment_ids[:, None, keys])
     return mask[:, None]
+
+
+def document_causal_mask_mod(segment_ids: torch.Tensor, cp: int, rank: int):
+    """flex_attention's mask_mod for cp rank `rank`'s local queries against the gathered keys (in gather order):
+    a query sees a key at or before its global position in its own document, from the full rows' [batch, seq]
+    segment ids. The same pairs as local_mask, without any tensor of [local queries x all keys]."""
+    seq_len = segment_ids.shape[1]
+    queries = local_positions(seq_len, cp, rank).to(segment_ids.device)
+    keys = gathered_positions(seq_len, cp).to(segment_ids.device)
+    query_documents, key_documents = segment_ids[:, queries], segment_ids[:, keys]
+
+    def mask_mod(batch, head, query, key):
+        causal = keys[key] <= queries[query]
+        return causal & (query_documents[batch, query] == key_documents[batch, key])
+
+    return mask_mod
+
+
+def local_block_mask(segment_ids: torch.Tensor, cp: int, rank: int):
+    """The BlockMask of `document_causal_mask_mod`, built compiled (block by block) on CUDA."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    batch, seq_len = segment_ids.shape
+    mask_mod = document_causal_mask_mod(segment_ids, cp, rank)
+    compiled = segment_ids.device.type == "cuda"
+    return create_block_mask(
+        mask_mod, batch, None, seq_len // cp, seq_len, device=segment_ids.device, _compile=compiled
+    )
 
 
 class _GatherSequence(torch.autograd.Function):
@@ -111,10 +142,15 @@ def context_parallel_attention(
 ) -> tuple[torch.Tensor, None]:
     """transformers' attention-function signature: local queries against the cp group's keys and values.
 
-    `attention_mask` is the [batch, 1, local seq, seq] mask of `ContextParallel.shard`; without one (a model
-    or caller that passes none), the causal mask of the zigzag layout.
+    `attention_mask` is the [batch, 1, local seq, seq] mask of `ContextParallel.shard`, or on CUDA its BlockMask
+    (flex_attention runs); without one (a model or caller that passes none), the causal mask of the zigzag layout.
     """
     key, value = gather_keys_values(key, value, group)
+    if _is_block_mask(attention_mask):
+        from transformers.integrations.flex_attention import flex_attention_forward
+
+        kwargs.pop("is_causal", None)
+        return flex_attention_forward(module, query, key, value, attention_mask, **kwargs)
     if attention_mask is None:
         size, rank = dist.get_world_size(group), dist.get_rank(group)
         attention_mask = local_mask(None, size, rank, key.shape[2]).to(query.device)
@@ -124,6 +160,12 @@ def context_parallel_attention(
     return sdpa_attention_forward(module, query, key, value, attention_mask, is_causal=False, **kwargs)
 
 
+def _is_block_mask(mask) -> bool:
+    from torch.nn.attention.flex_attention import BlockMask
+
+    return isinstance(mask, BlockMask)
+
+
 @dataclass(frozen=True)
 class ContextParallel:
     """This rank's place in its cp group, and how it cuts a batch of full rows down to its share."""
@@ -131,14 +173,18 @@ class ContextParallel:
     group: dist.ProcessGroup
     size: int
     rank: int
+    flex: bool = False  # the mask as a BlockMask for flex_attention (CUDA), not a dense one
 
     def local(self, tensor: torch.Tensor) -> torch.Tensor:
         """This rank's tokens of [batch, seq_len, ...] full rows."""
         index = local_positions(tensor.shape[1], self.size, self.rank).to(tensor.device)
         return tensor.index_select(1, index)
 
-    def mask(self, segment_ids: torch.Tensor) -> torch.Tensor:
-        """The local queries' mask against the gathered keys, from the full rows' segment ids."""
+    def mask(self, segment_ids: torch.Tensor):
+        """The local queries' mask against the gathered keys, from the full rows' segment ids: a BlockMask under
+        flex, else dense (also for a pipeline's shape inference, which runs on the meta device)."""
+        if self.flex and segment_ids.device.type == "cuda":
+            return local_block_mask(segment_ids, self.size, self.rank)
         return local_mask(segment_ids, self.size, self.rank, segment_ids.shape[1])
 
     def shard(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -190,4 +236,5 @@ def install_context_parallel(model: torch.nn.Module, layout: Layout, mesh) -> Co
     group = cp_mesh.get_group()
     AttentionInterface.register(ATTENTION, partial(context_parallel_attention, group=group))
     model.set_attn_implementation(ATTENTION)
-    return ContextParallel(group, layout.cp, cp_mesh.get_local_rank())
+    flex = context_parallel_flex(mesh.device_type, head_dim(model.config))
+    return ContextParallel(group, layout.cp, cp_mesh.get_local_rank(), flex)

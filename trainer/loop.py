@@ -422,6 +422,7 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
                 training.experiment.data.packing,
                 # The step whose memory is measured runs eagerly: its hooks must run, not be traced into a graph.
                 spec.compile and compiles_whole_step(training.experiment.layout) and not measure_memory,
+                spec.fsdp_grad_sync == "micro_batch",
             )
     grad_norm = clip_grad_norm(list(training.model.parameters()), spec.grad_clip, device, training.experiment.layout.pp)
     noise = {}

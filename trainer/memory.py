@@ -52,6 +52,26 @@ def _state_bytes(params: list[torch.nn.Parameter], optimizer: torch.optim.Optimi
     }
 
 
+def held_gradient_bytes(model: torch.nn.Module) -> int:
+    """Bytes of gradient FSDP2 holds outside the parameters' .grad between the backward passes of one step: an
+    unsharded gradient per parameter accumulated without reduce-scattering (in the parameter's dtype, or the
+    reduce dtype once converted), and under HSDP the reduce-scattered sum that waits for the all-reduce across
+    replicas. Read from FSDP2's parameter groups: torch offers no public view of them."""
+    from torch.distributed.fsdp import FSDPModule
+
+    held = []
+    for module in model.modules():
+        if not isinstance(module, FSDPModule):
+            continue
+        for group in module._get_fsdp_state()._fsdp_param_groups:
+            held.append(group._partial_reduce_output)
+            for fsdp_param in group.fsdp_params:
+                held.append(fsdp_param.unsharded_accumulated_grad)
+                unsharded = getattr(fsdp_param, "_unsharded_param", None)
+                held.append(None if unsharded is None else unsharded.grad)
+    return tensor_bytes(t for t in held if t is not None)
+
+
 def saved_for_backward(model: torch.nn.Module, run: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, dict[str, int]]:
     """Run `run()` (forward passes, and with pipelining their backward passes too); return its result and the
     most bytes that autograd held saved for backward at any moment, by kind.
@@ -172,8 +192,9 @@ class MemoryTimeline:
     stage ("forward stage 2 mb1").
 
     Parameters, gradients and optimizer state are `state_bytes` of the moment, of the parameters the rank held
-    when the step began (under FSDP2 its shards; the gradients a micro-batch accumulates without synchronising
-    stay in FSDP's own unsharded buffers until the last backward reduces them: they are not counted until then).
+    when the step began (under FSDP2 its shards), the gradients with those FSDP2 holds outside them between
+    micro-batches (`held_gradient_bytes`: unsharded ones accumulated without a reduce-scatter, HSDP's sums waiting
+    for the all-reduce across replicas).
     Activations are the bytes saved for backward and not yet used by it (autocast's weight copies included),
     counted by the saved-tensor hooks of `saved_for_backward` (and what selective checkpointing's cache keeps).
     Temporaries, on CUDA only, are what the allocator holds beyond those (FSDP's gathered parameters, logits,
@@ -227,6 +248,7 @@ class MemoryTimeline:
     def mark(self, phase: str) -> None:
         """A point: the bytes of each category now."""
         state = _state_bytes(self.parameters, self.optimizer)
+        state["gradients"] += held_gradient_bytes(self.model)
         activations = sum(self._live.live.values())
         point: dict[str, int | str] = {"phase": phase, **state, "activations": activations}
         if self.device.type == "cuda":

@@ -11,11 +11,13 @@ checkpointing. The counts are those of transformers' Llama-family decoder layer 
 
     per layer and token: 6h (two RMSNorms: input, normalised, scaled) + 5q/tp (q, k and v after rotary and
     GQA repeat, attention output and its projection input) + 4i/tp (SwiGLU: gate, up, activation, product)
-    + heads/tp (log-sum-exp) + 2 (the norms' rsqrt), all in the compute dtype, and with packed rows the dense
-    block-causal mask that SDPA converts to a bias and saves in every layer (s entries); unpacked rows need no
-    mask, and SDPA then takes k and v unrepeated (3q + 2kv instead of 5q);
-    per token once: the final norm (3h + 1), the log-softmax over the vocabulary (fp32), input ids (int64),
-    and rotary cos/sin (per position only, for unpacked rows).
+    + heads/tp (log-sum-exp) + 2 (the norms' rsqrt), all in the compute dtype; with packed rows on the dense
+    kernel, SDPA takes k and v repeated (5q), and every layer saves the same block-causal bias, made once per
+    micro-batch (s entries per token, once); unpacked rows need no mask, and neither flex's BlockMask: SDPA or
+    flex then take k and v unrepeated (3q + 2kv);
+    per token once: the final norm (3h + 1), the chunked loss's log-sum-exp (fp32; trainer.loss: the logits
+    are recomputed in backward, not kept; a pipeline's last stage still keeps the log-softmax over the vocabulary,
+    in fp32), input ids (int64), and rotary cos/sin (per position only, for unpacked rows).
 Selective checkpointing (trainer.model.selective_checkpoint_context) keeps, per layer and token, the layer's input
 (h), the outputs of the q, v, gate and down projections (q/tp, kv/tp, i/tp, and h: down is row-parallel, so each
 tensor-parallel rank holds a whole partial sum) and the attention kernel's output and log-sum-exp (q/tp, and heads/tp
@@ -23,12 +25,14 @@ in fp32); no mask bias and no gathered keys and values (both are rebuilt in the 
 Under bf16 without FSDP2, autocast also saves a bf16 copy of every matmul weight (`weight_copies_saved`).
 
 Context parallelism divides every token count by cp except the gathered keys and values: each layer keeps the
-whole sequence's k and v (2q/tp per token of the sequence, i.e. 2q cp/tp per local token), and each local
-query's mask row still spans all s keys.
+whole sequence's k and v (2q/tp per token of the sequence, i.e. 2q cp/tp per local token; 2kv cp/tp where no
+dense mask makes SDPA repeat them), and on CPU each local query's mask row still spans all s keys; on CUDA the mask
+is a function of global positions and document ids (trainer.context_parallel), with no dense rows.
 
-Temporaries are the peaks that live only briefly: the logits and their gradient, a recomputed layer under
-activation checkpointing (a whole layer under full, what selective does not keep under selective), and FSDP's two
-gathered layers (the current one and the prefetched next), gathered in bf16 under mixed precision.
+Temporaries are the peaks that live only briefly: one chunk's logits and their gradient (`loss_temporary_bytes`;
+a pipeline's whole micro-batch's), the output head's whole weight gradient before it is accumulated, a recomputed
+layer under activation checkpointing (a whole layer under full, what selective does not keep under selective), and
+FSDP's two gathered layers (the current one and the prefetched next), gathered in bf16 under mixed precision.
 
 On CUDA a process holds more than its tensors (`cuda_runtime`): the CUDA context, NCCL's buffers for each
 communicator, cuBLAS workspaces and what the caching allocator reserves beyond what it hands out. None of it can be
@@ -50,6 +54,7 @@ from typing import TYPE_CHECKING
 from trainer.attention import takes_dense_mask
 from trainer.config import TrainSpec, checkpointing_mode
 from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
+from trainer.loss import chunk_tokens
 from trainer.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
 
 if TYPE_CHECKING:
@@ -175,10 +180,16 @@ def parameter_groups(shapes: list[tuple[str, tuple[int, ...]]]) -> list[Paramete
 
 
 def local_groups(
-    config: PretrainedConfig, layout: Layout, rank: int, groups: list[ParameterGroup], stages_per_rank: int = 1
+    config: PretrainedConfig,
+    layout: Layout,
+    rank: int,
+    groups: list[ParameterGroup],
+    stages_per_rank: int = 1,
+    sharded: bool = True,
 ) -> list[tuple[ParameterGroup, tuple[int, ...], list[int]]]:
-    """Each group's shard shape on `rank` (split by the tensor-parallel plan, then chunked on dim 0 by FSDP2) and
-    which of its parameters the rank holds (positions in `names`: a pipeline stage holds some layers only)."""
+    """Each group's shard shape on `rank` (split by the tensor-parallel plan, then chunked on dim 0 by FSDP2
+    unless not `sharded`: what FSDP2 gathers) and which of its parameters the rank holds (positions in `names`:
+    a pipeline stage holds some layers only)."""
     plan = tensor_parallel_plan(config) if layout.tp > 1 else {}
     styles = tuple(plan.items())  # hashable, for _tp_style's cache
     at = rank_coordinates(rank, layout)
@@ -194,7 +205,7 @@ def local_groups(
         else:
             held = list(_held(group.layers, on_rank, first if "embed" in group.module else last))
         if held:
-            result.append((group, _shard_shape(group, styles, layout, at), held))
+            result.append((group, _shard_shape(group, styles, layout, at, sharded), held))
     return result
 
 
@@ -225,14 +236,18 @@ def local_shapes(
 
 
 def _shard_shape(
-    group: ParameterGroup, styles: tuple[tuple[str, str], ...], layout: Layout, at: dict[str, int]
+    group: ParameterGroup,
+    styles: tuple[tuple[str, str], ...],
+    layout: Layout,
+    at: dict[str, int],
+    sharded: bool = True,
 ) -> tuple[int, ...]:
     local = list(group.shape)
     split_dim = {"colwise": 0, "rowwise": 1 if len(local) == 2 else None}.get(_tp_style(group.module, styles))
     if split_dim is not None:
         local[split_dim] = _chunk_size(local[split_dim], layout.tp, at["tp"])
     shards = layout.shard_degree
-    if shards > 1 and local:  # FSDP2 over the flattened dp_shard x cp mesh, cp innermost
+    if sharded and shards > 1 and local:  # FSDP2 over the flattened dp_shard x cp mesh, cp innermost
         local[0] = _chunk_size(local[0], shards, at["dp_shard"] * layout.cp + at["cp"])
     return tuple(local)
 
@@ -246,12 +261,19 @@ class ShapeSums:
     matmul_weight_elements: int  # this rank's 2-D weights but the embedding: what autocast copies to bf16
     optimizer_bytes: int  # this rank's optimizer state (trainer.optim holds the exact rule for each optimizer)
     layer_elements: int  # one whole decoder layer, unsharded: what FSDP gathers at a time (before tp)
+    unsharded_elements: int  # this rank's tensor-parallel and pipeline share before FSDP2 chunks it
 
     @classmethod
-    def of(cls, local: list[tuple[ParameterGroup, tuple[int, ...], list[int]]], train: TrainSpec) -> ShapeSums:
-        """`local`: a rank's `local_groups`."""
+    def of(
+        cls,
+        local: list[tuple[ParameterGroup, tuple[int, ...], list[int]]],
+        train: TrainSpec,
+        unsharded: list[tuple[ParameterGroup, tuple[int, ...], list[int]]] | None = None,
+    ) -> ShapeSums:
+        """`local`: a rank's `local_groups`; `unsharded`: the same without FSDP2's chunking (default: `local`)."""
         from trainer.optim import optimizer_state_bytes
 
+        whole = sum(math.prod(shape) * len(held) for _, shape, held in (local if unsharded is None else unsharded))
         parameters = matmul = optimizer = layer = 0
         for group, shape, held in local:
             count = len(held)
@@ -260,7 +282,21 @@ class ShapeSums:
                 matmul += math.prod(shape) * count
             optimizer += optimizer_state_bytes([(group.names[0], shape)], train, FP32) * count
             layer += math.prod(group.shape) * group.layers.count(0)
-        return cls(parameters, matmul, optimizer, layer)
+        return cls(parameters, matmul, optimizer, layer, whole)
+
+    @classmethod
+    def of_rank(
+        cls,
+        config: PretrainedConfig,
+        layout: Layout,
+        rank: int,
+        groups: list[ParameterGroup],
+        train: TrainSpec,
+    ) -> ShapeSums:
+        """The sums of `rank`'s shards under `layout` (`groups`: parameter_groups of the model)."""
+        local = local_groups(config, layout, rank, groups, train.pp_stages_per_rank)
+        unsharded = local_groups(config, layout, rank, groups, train.pp_stages_per_rank, sharded=False)
+        return cls.of(local, train, unsharded if layout.shard_degree > 1 else None)
 
 
 def predict_rank(
@@ -276,11 +312,12 @@ def predict_rank(
     activation_bytes)."""
     if sums is None:
         groups = parameter_groups(shapes or parameter_shapes(config))
-        sums = ShapeSums.of(local_groups(config, layout, rank, groups, plan.train.pp_stages_per_rank), plan.train)
+        sums = ShapeSums.of_rank(config, layout, rank, groups, plan.train)
     parameter_bytes = sums.parameter_elements * FP32
     prediction = {
         "parameters": parameter_bytes,
         "gradients": parameter_bytes,  # fp32 gradients of fp32 master weights, sharded like them
+        "unreduced_gradients": unreduced_gradient_bytes(layout, plan, sums),
         "optimizer": sums.optimizer_bytes,
         "activations_saved": activation_bytes(config, layout, plan, rank, memo),
         "weight_copies_saved": weight_copy_bytes(sums, layout, plan),
@@ -295,12 +332,31 @@ def predict_rank(
 
 def predict_memory(config: PretrainedConfig, layout: Layout, plan: MemoryPlan) -> list[dict[str, int]]:
     groups = parameter_groups(parameter_shapes(config))
-    stages_per_rank = plan.train.pp_stages_per_rank
-    sums = (
-        ShapeSums.of(local_groups(config, layout, r, groups, stages_per_rank), plan.train)
-        for r in range(layout.world_size)
-    )
+    sums = (ShapeSums.of_rank(config, layout, r, groups, plan.train) for r in range(layout.world_size))
     return [{"rank": r, **predict_rank(config, layout, plan, r, sums=s)} for r, s in enumerate(sums)]
+
+
+def accumulates_unsharded(layout: Layout, plan: MemoryPlan) -> bool:
+    """Whether FSDP2 holds an unsharded gradient between the micro-batches of a step: under
+    train.fsdp_grad_sync: step, and inside any pipeline schedule (torch's stages skip FSDP2's gradient sync on
+    every micro-batch's backward and reduce once at the end)."""
+    per_step = plan.train.fsdp_grad_sync == "step" or layout.pp > 1
+    return layout.shard_degree > 1 and plan.grad_accum > 1 and per_step
+
+
+def unreduced_gradient_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) -> int:
+    """Gradient bytes a rank holds at the peak of an accumulation beyond its sharded fp32 gradients: where FSDP2
+    accumulates without reduce-scattering (`accumulates_unsharded`), a gradient of the rank's whole share before
+    FSDP2's chunking, in the reduce dtype (FSDP2 converts the bf16 gradient of its mixed precision to it after each
+    backward), held instead of the shard until the last micro-batch reduce-scatters it; beside the shard where
+    the step measures the gradient noise scale (train.gns_every; not in a pipeline), which reduces its first
+    micro-batch whole. Nothing where FSDP2 reduce-scatters every micro-batch."""
+    if not accumulates_unsharded(layout, plan):
+        return 0
+    bf16_reduce = plan.precision == "bf16" and plan.train.fsdp_reduce_dtype == "bf16"
+    unsharded = sums.unsharded_elements * (2 if bf16_reduce else FP32)
+    shard_held = plan.train.gns_every > 0 and layout.pp == 1
+    return unsharded - (0 if shard_held else sums.parameter_elements * FP32)
 
 
 def weight_copy_bytes(sums: ShapeSums, layout: Layout, plan: MemoryPlan) -> int:
@@ -345,13 +401,23 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
     if mode == "selective":  # the input, the q, v, gate and down outputs, attention's output and log-sum-exp
         return (2 * h + (2 * q + kv + i) // tp) * width + heads // tp * FP32
     # A dense mask (packed rows through SDPA, or context parallelism's local queries against gathered keys) makes
-    # SDPA take keys and values repeated to every query head, gathered from every cp rank, and each layer saves the
-    # mask as a bias in the compute dtype (a row per token, spanning every key); without one, and under flex's
-    # BlockMask (a few bytes per 128 x 128 block, left out), they go unrepeated (enable_gqa).
+    # SDPA take keys and values repeated to every query head, gathered from every cp rank (the mask itself is
+    # one bias per micro-batch that every layer shares: `mask_bytes_per_token`); without one, and under flex's
+    # BlockMask (a few bytes per 128 x 128 block, left out), they go unrepeated (enable_gqa), still gathered.
     masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, _head_dim(config), plan.packing)
-    attention = 3 * q + 2 * q * layout.cp if masked else 3 * q + 2 * kv
-    mask_bias = plan.seq_len * width if masked else 0
-    return (6 * h + (attention + 4 * i + heads) // tp + 2) * width + mask_bias
+    attention = 3 * q + 2 * (q if masked else kv) * layout.cp
+    return (6 * h + (attention + 4 * i + heads) // tp + 2) * width
+
+
+def mask_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, saved: bool = True) -> int:
+    """The dense mask's bias per local token, once per micro-batch (trainer.packing.mask_bias: every layer saves
+    the same one): a row spanning every key of the sequence, in the compute dtype; nothing without a dense mask.
+    Autograd saves it without activation checkpointing (`saved`); with it, the checkpoints hold it as an input of
+    every layer for the recomputation: a temporary of the whole step (not `saved`)."""
+    if saved != (checkpointing_mode(plan.activation_checkpointing) == "none"):
+        return 0
+    masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, _head_dim(config), plan.packing)
+    return plan.seq_len * (2 if plan.precision == "bf16" else FP32) if masked else 0
 
 
 def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int) -> int:
@@ -362,8 +428,11 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
     per_layer = layer_bytes_per_token(config, layout, plan)
     # Rotary cos and sin: per token from explicit position ids (packed rows, cp), shared by a batch's rows otherwise.
     mask_and_rotary = 2 * head_dim * width // (1 if plan.packing or layout.cp > 1 else plan.micro_batch)
-    head = (3 * h + 1) * width + vocab * FP32  # final norm, output head input, fp32 logits for the loss
+    # The final norm (its output is the head's input) and the chunked loss's log-sum-exp; a pipeline's last stage
+    # computes the plain loss, which keeps the fp32 log-softmax over the vocabulary.
+    head = (3 * h + 1) * width + (FP32 if layout.pp == 1 else vocab * FP32)
     if layout.pp == 1:
+        mask_and_rotary += mask_bytes_per_token(config, layout, plan)
         return tokens * (layers * per_layer + head + 8 + mask_and_rotary) + FP32
     stages_per_rank = plan.train.pp_stages_per_rank
     pp_rank = rank_coordinates(rank, layout)["pp"]
@@ -371,7 +440,7 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
     num_stages = layout.pp * stages_per_rank
     layers_here = _layers_in_stages(layers, num_stages, tuple(stage_ids))
     # Each stage rebuilds the mask and rotary embedding; its first layer's input arrives from the previous stage.
-    once = len(stage_ids) * (mask_and_rotary - h * width)
+    once = len(stage_ids) * (mask_and_rotary + mask_bytes_per_token(config, layout, plan) - h * width)
     once += 8 if 0 in stage_ids else 0  # token ids for the embedding's backward
     once += head if num_stages - 1 in stage_ids else 0
     in_flight = in_flight_micro_batches(plan.train.pp_schedule, layout.pp, stages_per_rank, plan.grad_accum, pp_rank)
@@ -383,9 +452,9 @@ def temporary_bytes(
 ) -> int:
     """The logits and their gradient, a recomputed layer under activation checkpointing (under selective, only
     what it did not keep; `memo`: see activation_bytes) and FSDP's gathered layers."""
-    layers, vocab = config.num_hidden_layers, config.vocab_size
+    layers = config.num_hidden_layers
     tokens = plan.micro_batch * plan.seq_len // layout.cp
-    logits = 2 * tokens * vocab * FP32  # the logits and their gradient
+    logits = loss_temporary_bytes(config, layout, tokens, plan.precision)
     recompute = 0
     if plan.activation_checkpointing:
         # One whole layer's activations of this micro-batch, as a single rank of this tp and cp saves them.
@@ -405,7 +474,24 @@ def temporary_bytes(
         layer_params = sums.layer_elements // layout.tp
         gathered_width = 2 if plan.precision == "bf16" else FP32  # FSDP2's MixedPrecisionPolicy gathers bf16
         gathered = 2 * layer_params * gathered_width * (shards - 1) // shards
-    return logits + recompute + gathered
+    held_mask = tokens * mask_bytes_per_token(config, layout, plan, saved=False)
+    # The output head's weight gradient, made whole by its backward before it is added into the accumulated one (or
+    # reduce-scattered): the largest single gradient (as large as the embedding's), in the compute dtype under
+    # FSDP2's mixed precision, else fp32.
+    gradient_width = 2 if plan.precision == "bf16" and layout.fsdp else FP32
+    head_gradient = config.vocab_size * config.hidden_size * gradient_width
+    return logits + recompute + gathered + held_mask + head_gradient
+
+
+def loss_temporary_bytes(config: PretrainedConfig, layout: Layout, tokens: int, precision: str = "fp32") -> int:
+    """The loss's peak beyond what it saves, for `tokens` local tokens: the chunked loss (trainer.loss) holds one
+    chunk's fp32 logits and log-sum-exp's exponentials of them at once (its backward works on the logits in place),
+    and under bf16 the matmul's bf16 logits before the upcast; a pipeline's last stage the plain loss's whole fp32
+    logits and their gradient."""
+    vocab = config.vocab_size
+    if layout.pp > 1:
+        return 2 * tokens * vocab * FP32
+    return min(tokens, chunk_tokens(vocab)) * vocab * (2 * FP32 + (2 if precision == "bf16" else 0))
 
 
 @functools.cache  # a plan asks for the same few stage sets thousands of times

@@ -66,21 +66,34 @@ def block_causal_mask(segment_ids: torch.Tensor) -> torch.Tensor:
     return (same_segment & causal)[:, None]
 
 
+def mask_bias(mask: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A boolean mask as the additive bias SDPA makes of it (0 where allowed, -inf elsewhere), in `dtype` (default:
+    autocast's where it is on, else fp32), made once per micro-batch and shared by every layer. Handed the
+    boolean mask, SDPA converts it in every layer, and each layer's backward keeps its own copy."""
+    if dtype is None:
+        device_type = mask.device.type
+        dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else torch.float32
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+
+
 def model_inputs(batch: dict, packed: bool = True) -> dict:
     """Keyword arguments for a transformers causal LM's forward, with documents isolated.
 
-    A batch that brings its own mask keeps it, with its position ids: context parallelism's local queries
-    against gathered keys, or flex_attention's BlockMask (trainer.attention). Otherwise packed rows need the
-    block-diagonal mask. Unpacked rows hold one document each, starting at position 0 with padding only after
-    it, so plain causal attention already gives every real token exactly its document: no mask is built, and
-    SDPA takes its causal path (FlashAttention on CUDA), saving nothing of size seq x seq. The position ids are
-    then left to the model (0, 1, 2, ...: the same for the real tokens), since ids that restart at the padding
-    would make transformers infer packed sequences and build a mask after all.
+    A batch that brings its own mask keeps it, with its position ids: context parallelism's local queries against
+    gathered keys (a boolean one as a bias, `mask_bias`), or flex_attention's BlockMask (trainer.attention).
+    Otherwise packed rows need the block-diagonal mask, as one additive bias for all layers (`mask_bias`). Unpacked
+    rows hold one document each, starting at position 0 with padding only after it, so plain causal attention
+    already gives every real token exactly its document: no mask is built, and SDPA takes its causal path
+    (FlashAttention on CUDA), saving nothing of size seq x seq. The position ids are then left to the model (0, 1,
+    2, ...: the same for the real tokens), since ids that restart at the padding would make transformers infer
+    packed sequences and build a mask after all.
     """
     if "attention_mask" in batch:
         mask = batch["attention_mask"]
+        if isinstance(mask, torch.Tensor) and mask.dtype == torch.bool:  # context parallelism's, on CPU
+            mask = mask_bias(mask)
     elif packed:
-        mask = block_causal_mask(batch["segment_ids"])
+        mask = mask_bias(block_causal_mask(batch["segment_ids"]))
     else:
         return {"input_ids": batch["input_ids"], "use_cache": False}
     return {

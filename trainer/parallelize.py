@@ -172,19 +172,28 @@ def _fsdp_options(spec: TrainSpec) -> dict:
 
 
 @contextlib.contextmanager
-def gradient_sync(model: torch.nn.Module, enabled: bool) -> Iterator[None]:
-    """Skip the gradient all-reduce / reduce-scatter of micro-batches before the last of an accumulation."""
-    if enabled:
+def gradient_sync(model: torch.nn.Module, reduce_all: bool, reduce_scatter: bool = True) -> Iterator[None]:
+    """What a micro-batch's backward reduces: everything where `reduce_all` (the last of an accumulation, or one
+    whose reduced gradient is read at once); before that, as little as the setting allows.
+
+    DDP skips its all-reduce: its gradient is whole on every rank anyway. FSDP2 with `reduce_scatter`
+    (train.fsdp_grad_sync: micro_batch, torchtitan's choice) still reduce-scatters, so a rank never holds more
+    than its gradient shard, and under HSDP skips only the all-reduce across replicas, which the last micro-batch
+    does once for the whole step's sum. Without it (step) FSDP2 skips both and each rank accumulates an unsharded
+    gradient of its whole share of the model until the last backward: fewer collectives, more memory.
+    """
+    if reduce_all:
         yield
     elif isinstance(model, DistributedDataParallel):
         with model.no_sync():
             yield
     elif isinstance(model, FSDPModule):
-        model.set_requires_gradient_sync(False)
+        skip = model.set_requires_all_reduce if reduce_scatter else model.set_requires_gradient_sync
+        skip(False)
         try:
             yield
         finally:
-            model.set_requires_gradient_sync(True)
+            skip(True)
     else:
         yield
 

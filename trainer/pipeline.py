@@ -28,7 +28,7 @@ from torch import nn
 
 from trainer.context_parallel import ContextParallel
 from trainer.layout import LayoutError
-from trainer.packing import IGNORE_INDEX, block_causal_mask
+from trainer.packing import IGNORE_INDEX, block_causal_mask, mask_bias
 
 # torch.distributed.pipelining's schedule classes by name; the module is imported where a pipeline is built: it
 # pulls in torch._dynamo (half a second), which the launcher and the planner do not need.
@@ -151,6 +151,9 @@ class DecoderStage(nn.Module):
             position_ids, mask = self.context.local(position_ids), self.context.mask(segment_ids)
         else:
             mask = block_causal_mask(segment_ids) if self.packed else None
+        if isinstance(mask, torch.Tensor):  # one bias for the stage's layers, in the dtype they compute in
+            autocast = torch.is_autocast_enabled(hidden.device.type)
+            mask = mask_bias(mask, torch.get_autocast_dtype(hidden.device.type) if autocast else hidden.dtype)
         rotary = self.rotary_emb(hidden, position_ids)
         for layer in self.layers:
             hidden = layer(hidden, attention_mask=mask, position_ids=position_ids, position_embeddings=rotary)

@@ -47,7 +47,6 @@ from trainer.memory_model import (
     ConfigSnapshot,
     MemoryPlan,
     ShapeSums,
-    local_groups,
     parameter_groups,
     predict_rank,
     rank_coordinates,
@@ -281,7 +280,7 @@ def _plan(
                     candidate.estimate = estimate_step(
                         reader, layout, hardware, matmul, total_bytes, micro_batch, seq_len,
                         grad_accum, checkpointing, calibration, precision, dense_mask(layout), figures, train.compile,
-                        train.gns_every,
+                        train.gns_every, train.fsdp_grad_sync,
                     )  # fmt: skip
                 candidates.append(candidate)
     feasible = sorted((c for c in candidates if c.dropped is None), key=_rank_key)
@@ -305,7 +304,7 @@ def _largest_ranks(
         key = _shard_key(layout, rank)
         found = memo.get(key) if memo is not None else None
         if found is None:
-            found = ShapeSums.of(local_groups(config, layout, rank, groups, train.pp_stages_per_rank), train)
+            found = ShapeSums.of_rank(config, layout, rank, groups, train)
             if memo is not None:
                 memo[key] = found
         sums[rank] = found

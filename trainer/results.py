@@ -102,6 +102,7 @@ class PredictedMemory(TypedDict):
     rank: Count
     parameters: Bytes
     gradients: Bytes
+    unreduced_gradients: NotRequired[Bytes]  # FSDP2's unsharded ones while it accumulates (train.fsdp_grad_sync)
     optimizer: Bytes
     activations_saved: Bytes
     weight_copies_saved: Bytes
@@ -148,7 +149,7 @@ class TimelinePoint(TypedDict):
 # and the terminal UI's charts draw side by side.
 TIMELINE_CATEGORIES: dict[str, tuple[str, ...]] = {
     "parameters": ("parameters",),
-    "gradients": ("gradients",),
+    "gradients": ("gradients", "unreduced_gradients"),
     "optimizer": ("optimizer",),
     "activations": ("activations_saved", "weight_copies_saved"),
     "temporaries": ("temporaries",),

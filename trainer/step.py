@@ -17,8 +17,8 @@ from functools import cache, partial
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
+from trainer.loss import head_computes_loss
 from trainer.memory import saved_for_backward
 from trainer.packing import IGNORE_INDEX, model_inputs
 from trainer.parallelize import grad_norm_squared, gradient_sync
@@ -34,19 +34,30 @@ class StepResult:
     small_batch: tuple[float, int] | None = None  # (|mean gradient|^2, target tokens) of the first micro-batch round
 
 
-def token_loss_sum(model: torch.nn.Module, batch: dict[str, torch.Tensor], packed: bool = True) -> torch.Tensor:
-    """Sum of cross-entropy over the batch's target tokens (fp32, whatever the compute dtype)."""
-    logits = model(**model_inputs(batch, packed)).logits
-    return F.cross_entropy(
-        logits.float().flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
-    )
+def token_loss_sum(
+    model: torch.nn.Module,
+    batch: dict[str, torch.Tensor],
+    packed: bool = True,
+    forward: Callable[..., torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """Sum of cross-entropy over the batch's target tokens (fp32, whatever the compute dtype), the output head
+    and the loss computed chunk by chunk (trainer.loss): the whole micro-batch's logits are never made.
+    `forward`: what runs the model (`model_loss`, or its compiled graph)."""
+    with head_computes_loss(model, batch["labels"]):
+        return (forward or model_loss)(model, batch, packed)
+
+
+def model_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor], packed: bool) -> torch.Tensor:
+    """The model's forward, whose output head computes the loss (inside trainer.loss.head_computes_loss)."""
+    return model(**model_inputs(batch, packed)).logits
 
 
 @cache
 def compiled_token_loss_sum() -> Callable[..., torch.Tensor]:
-    """token_loss_sum compiled as one graph, model and loss together (train.compile where
-    trainer.parallelize.compiles_whole_step): made on first use, so eager runs never import the compiler."""
-    return torch.compile(token_loss_sum)
+    """token_loss_sum with the model and loss compiled as one graph (train.compile where
+    trainer.parallelize.compiles_whole_step); the head is switched to the loss outside the graph. Made on first
+    use, so eager runs never import the compiler."""
+    return partial(token_loss_sum, forward=torch.compile(model_loss))
 
 
 def forward_backward(
@@ -58,9 +69,12 @@ def forward_backward(
     measure_small_batch: bool = False,
     packed: bool = True,
     compiled: bool = False,
+    reduce_scatter_each: bool = True,
 ) -> StepResult:
     """Accumulate the gradients of one optimizer step into model parameters' .grad; `compiled`: each micro-batch's
-    forward and loss as one compiled graph (compiled_token_loss_sum).
+    forward and loss as one compiled graph (compiled_token_loss_sum); `reduce_scatter_each`: FSDP2 reduce-scatters
+    every micro-batch's gradients (train.fsdp_grad_sync: micro_batch) rather than the last one's only
+    (trainer.parallelize.gradient_sync).
 
     With `measure_small_batch` (and two or more micro-batches) the first micro-batch's gradients are reduced
     over the data-parallel ranks too, and the norm of that smaller batch's mean gradient is kept for the
@@ -79,8 +93,8 @@ def forward_backward(
     for i, batch in enumerate(micro_batches):
         last = i == len(micro_batches) - 1
         small = measure_small_batch and i == 0
-        # Data parallelism reduces gradients on every backward unless told not to: only the last one needs it.
-        with gradient_sync(model, enabled=last or small):
+        # Only the last backward needs the whole reduction (and the first, where the noise scale reads it).
+        with gradient_sync(model, reduce_all=last or small, reduce_scatter=reduce_scatter_each):
             with autocast or contextlib.nullcontext():
                 if measure_activations and i == 0:
                     batch_loss, saved_bytes = saved_for_backward(model, partial(loss_sum_of, model, batch, packed))

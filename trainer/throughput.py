@@ -5,7 +5,8 @@ measured runs on the same machine.
 Compute per optimizer step and rank has three parts:
 - matmul: the step's FLOPs (6 per matmul parameter per token, and attention over full rows) over the matmul rate
   in the compute dtype, a third more under full activation checkpointing (the forward runs twice), and under
-  selective only the matmuls it recomputes (`selective_recompute_flops`: k, o and up, attention not at all);
+  selective only the matmuls it recomputes (`selective_recompute_flops`: k, o and up, attention not at all); the
+  chunked loss's second forward of the output head (trainer.loss) outside pipelines;
 - memory: the bytes that work bound by memory bandwidth moves (`memory_traffic`), over the memory bandwidth: the
   elementwise operations of every layer (RMSNorm in fp32, rotary, SwiGLU, residuals, casts; `LAYER_BYTES`) in
   forward, backward and any recomputation (full and selective both recompute all of them), the fp32 logits and
@@ -37,7 +38,9 @@ Communication per optimizer step (ring collectives move 2(n-1)/n of the data for
 all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-parallel share of the parameters:
 - dp_replicate: gradients all-reduced once per step; under HSDP the sharded gradients, P / dp_shard.
 - dp_shard (FSDP2, over dp_shard x cp): parameters all-gathered in forward and again in backward for every
-  micro-batch (in bf16, half of P, under bf16: FSDP2's mixed precision), gradients reduce-scattered once (fp32).
+  micro-batch (in bf16, half of P, under bf16: FSDP2's mixed precision), gradients reduce-scattered (fp32) after
+  every micro-batch (train.fsdp_grad_sync: micro_batch), or once per step (step, and inside a pipeline schedule,
+  whose stages reduce once at the end).
 - tp: all-reduces of one activation each, every micro-batch (`TP_ALL_REDUCES_PER_LAYER`): per layer two in forward
   (the row-parallel outputs) in the compute dtype, and five in backward (the gradient of each column-parallel
   projection's input) in the parameters' dtype, so fp32 under autocast. Recomputation (full or selective) reruns
@@ -356,6 +359,7 @@ def communication_bytes(
     grad_accum: int,
     activation_checkpointing: bool | str = False,
     precision: str = "fp32",
+    fsdp_grad_sync: str = "micro_batch",
 ) -> dict[str, tuple[float, int]]:
     """(bytes each rank sends, number of collectives) per optimizer step, per mesh dimension.
 
@@ -368,9 +372,10 @@ def communication_bytes(
     sent = dict.fromkeys(MESH_DIMS, (0.0, 0))
     shards = layout.shard_degree  # FSDP2 shards over dp_shard x cp; counted under dp_shard, whose link it crosses
     if shards > 1:
-        gathers = (2 * grad_accum + 1) * (layers + 1)  # per layer and the root: gather, re-gather, reduce-scatter
+        reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync)
+        gathers = (2 * grad_accum + reductions) * (layers + 1)  # per layer and the root: gather, re-gather, reduce
         gathered = 0.5 if precision == "bf16" else 1.0  # bf16 gathers of fp32 parameters, fp32 reduce-scatter
-        sent["dp_shard"] = ((2 * grad_accum * gathered + 1) * ring(shards) * shard_share, gathers)
+        sent["dp_shard"] = ((2 * grad_accum * gathered + reductions) * ring(shards) * shard_share, gathers)
     if layout.dp_replicate > 1:
         volume = shard_share / shards
         sent["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
@@ -410,6 +415,18 @@ def noise_scale_bytes(
     return extra
 
 
+def loss_recompute_flops(config: PretrainedConfig, tokens: int) -> float:
+    """The chunked loss's second forward of the output head (trainer.loss recomputes each chunk's logits in
+    backward): 2 FLOPs per head weight and token."""
+    return 2 * tokens * config.hidden_size * config.vocab_size
+
+
+def fsdp_reduce_scatters(layout: Layout, grad_accum: int, fsdp_grad_sync: str) -> int:
+    """How often FSDP2 reduce-scatters the gradients in a step: every micro-batch (train.fsdp_grad_sync:
+    micro_batch) or once (step; a pipeline schedule always reduces once, at the end)."""
+    return 1 if fsdp_grad_sync == "step" or layout.pp > 1 else grad_accum
+
+
 def predict_run(
     experiment: Experiment, config: PretrainedConfig, hardware: Hardware, grad_accum: int, calibration=None
 ) -> StepEstimate:
@@ -426,6 +443,7 @@ def predict_run(
         train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing, calibration,
         resolve_precision(train.precision, hardware.device_type), dense_mask, compiled=train.compile,
         gns_every=train.gns_every,
+        fsdp_grad_sync=train.fsdp_grad_sync,
     )  # fmt: skip
 
 
@@ -451,12 +469,13 @@ def estimate_step(
     figures: Figures | None = None,
     compiled: bool = False,
     gns_every: int = 0,
+    fsdp_grad_sync: str = "micro_batch",
 ) -> StepEstimate:
     """One optimizer step of one rank (see the module docstring); `dense_mask` where attention reads a dense
     [seq, seq] mask (trainer.attention.takes_dense_mask), `compiled` where each decoder layer is compiled
-    (train.compile), `gns_every` the steps between gradient noise scale measurements (train.gns_every; 0: none).
-    `figures`: hardware_figures(hardware), where the caller already has them (a plan prices thousands of
-    candidates on the same hardware)."""
+    (train.compile), `gns_every` the steps between gradient noise scale measurements (train.gns_every; 0: none),
+    `fsdp_grad_sync` when FSDP2 reduce-scatters (train.fsdp_grad_sync). `figures`: hardware_figures(hardware),
+    where the caller already has them (a plan prices thousands of candidates on the same hardware)."""
     tokens_per_rank_step = micro_batch * grad_accum * seq_len  # before cp splits the sequence
     heads = config.num_attention_heads
     width = heads * (getattr(config, "head_dim", None) or config.hidden_size // heads)
@@ -466,12 +485,14 @@ def estimate_step(
     mode = checkpointing_mode(activation_checkpointing)
     if mode == "selective":  # only the matmuls whose outputs it does not keep
         flops += selective_recompute_flops(config, tokens_per_rank_step)
+    if layout.pp == 1:
+        flops += loss_recompute_flops(config, tokens_per_rank_step)
     matmul = flops / (layout.tp * layout.cp * layout.pp) / figures.compute_flops(hardware, precision)
     if mode == "full":  # the forward pass runs twice: 4 passes' worth instead of 3
         matmul *= 4 / 3
     traffic = memory_traffic(
         config, layout, matmul_params, parameter_bytes, micro_batch, seq_len, grad_accum, activation_checkpointing,
-        precision, dense_mask, compiled,
+        precision, dense_mask, compiled, fsdp_grad_sync,
     )  # fmt: skip
     memory = traffic / figures.memory_bandwidth(hardware)
     launches = grad_accum * operations_per_micro_batch(config, layout, activation_checkpointing, compiled)
@@ -485,8 +506,9 @@ def estimate_step(
         bubble = 1 + (layout.pp - 1) / grad_accum
         compute, dispatch = compute * bubble, dispatch * bubble
     sent = communication_bytes(
-        config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, activation_checkpointing, precision
-    )
+        config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, activation_checkpointing, precision,
+        fsdp_grad_sync,
+    )  # fmt: skip
     links = dimension_links(layout, hardware)
     seconds = {d: figures.transfer_s(links[d], COLLECTIVE_OF[d], *sent[d]) for d in MESH_DIMS}
     # On a GPU data-parallel traffic overlaps the backward pass (about two thirds of compute) and the rest shows;
@@ -520,6 +542,7 @@ def memory_traffic(
     precision: str,
     dense_mask: bool,
     compiled: bool = False,
+    fsdp_grad_sync: str = "micro_batch",
 ) -> float:
     """Bytes one rank's memory-bound work moves in one optimizer step (see the module docstring)."""
     heads, width = config.num_attention_heads, 2 if precision == "bf16" else FP32
@@ -541,7 +564,11 @@ def memory_traffic(
         per_micro_batch += matmul_params / layout.pp / tp * (FP32 + 2)
     if layout.shard_degree > 1:  # FSDP writes the gathered parameters, in forward and again in backward
         per_micro_batch += 2 * stage_elements * width
-    optimizer = local_elements * (ADAMW_BYTES + ACCUMULATE_BYTES * (grad_accum - 1))
+    # Accumulating adds each micro-batch's gradient to the shard, or to the unsharded one FSDP2 keeps without a
+    # reduce-scatter per micro-batch.
+    reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync) if layout.shard_degree > 1 else grad_accum
+    accumulated = local_elements if reductions == grad_accum else stage_elements
+    optimizer = local_elements * ADAMW_BYTES + accumulated * ACCUMULATE_BYTES * (grad_accum - 1)
     return grad_accum * per_micro_batch + optimizer
 
 

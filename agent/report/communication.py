@@ -48,6 +48,7 @@ def _predict_trial(metrics: Metrics, config: dict, launch: LaunchInfo | None) ->
         metrics["grad_accum"],
         activation_checkpointing=experiment.train.activation_checkpointing,
         precision=metrics["precision"],
+        fsdp_grad_sync=experiment.train.fsdp_grad_sync,
     )
     dimensions = {d: {"bytes": sent[d][0], "collectives": sent[d][1]} for d in MESH_DIMS if sent[d][1]}
     return {
