@@ -249,11 +249,12 @@ def probe(bench: Bench) -> dict:
 
 def cuda_tests(bench: Bench) -> dict:
     """The suite's GPU tests, collected from the files that hold them (the others need packages a GPU machine may
-    lack, such as the TUI's snapshot plugin)."""
+    lack, such as the TUI's snapshot plugin); stopped at the first failure, whose traceback a short budget would
+    otherwise lose (pytest prints failures at the end)."""
     files = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").glob("test_*.py") if "mark.gpu" in p.read_text())
     try:
         done = bench.process([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs",
-                              "--tb=short", "-n", "4", "--timeout", "300", *files], cap_s=600)  # fmt: skip
+                              "--tb=short", "-x", "-n", "4", "--timeout", "300", *files], cap_s=600)  # fmt: skip
     except subprocess.TimeoutExpired as timed_out:  # its output comes as bytes, whatever text= said
         output = timed_out.stdout or b""
         output = output.decode(errors="replace") if isinstance(output, bytes) else output
@@ -516,6 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "gpu.json")
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections, in the order given")
     parser.add_argument("--budget", type=float, help="seconds of GPU time: the tasks most worth it first")
+    parser.add_argument("--tasks", default="", help="comma-separated task names instead of whole sections")
     parser.add_argument("--quick", action="store_true", help="fewer steps, sequence lengths and variants")
     parser.add_argument("--seq-lens", default="", help="packed_attention's sequence lengths, comma-separated")
     parser.add_argument("--work", type=Path, default=None, help="where run directories go (default: a temp dir)")
@@ -538,9 +540,17 @@ def main(argv: list[str] | None = None) -> int:
         print("bench.gpu: no CUDA device (nvidia-smi -L failed)", file=sys.stderr)
         return 2
     seq_lens = tuple(int(n) for n in args.seq_lens.split(",") if n)
+    found = tasks(args.quick, seq_lens)
+    names = [n.strip() for n in args.tasks.split(",") if n.strip()]
+    if unknown := [n for n in names if n not in {t.name for t in found}]:
+        print(f"bench.gpu: unknown task(s) {', '.join(unknown)}", file=sys.stderr)
+        return 2
     work = args.work or Path(tempfile.mkdtemp(prefix="meshpilot-gpu-"))
     bench = Bench(args.out, work, args.quick, seq_lens, args.budget)
-    run_plan(bench, ordered(tasks(args.quick, seq_lens), chosen, args.budget is not None))
+    if names:  # in the order given
+        run_plan(bench, [next(t for t in found if t.name == n) for n in names])
+    else:
+        run_plan(bench, ordered(found, chosen, args.budget is not None))
     return 0
 
 
