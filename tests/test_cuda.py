@@ -75,6 +75,24 @@ def test_measured_peak_includes_reserved_memory_and_the_cuda_runtime(cuda_fp32):
     assert 0 < cuda_fp32.snapshot.stat().st_size < 200 * 2**20
 
 
+def test_compiled_bf16_steps_with_a_chunked_head_train_like_eager_ones(tmp_path):
+    """Found on an H200 (torch 2.11): with the chunked loss traced into train.compile's whole-step graph, every
+    compiled step's gradients were zero (grad_norm 0.000) and the loss drifted up. A 128k vocabulary and 512 tokens
+    per micro-batch make two chunks per micro-batch (trainer.loss.chunk_tokens), as real vocabularies do."""
+    runs = {}
+    for compiled in (False, True):
+        changes = {"model": {"config": {**TINY_MODEL, "vocab_size": 131072}}, "data": {"seq_len": 128}, **CUDA,
+                   "train": {"steps": STEPS, "precision": "bf16", "global_batch_tokens": 1024, "micro_batch": 4,
+                             "compile": compiled}}  # fmt: skip
+        directory = tmp_path / f"compiled_{compiled}"
+        directory.mkdir()
+        runs[compiled] = train(write_experiment(directory, changes), directory / "run", "--nproc", "1")
+    for eager, compiled in zip(runs[False].read_steps(), runs[True].read_steps(), strict=True):
+        assert compiled["grad_norm"] > 0
+        assert compiled["grad_norm"] == pytest.approx(eager["grad_norm"], rel=5e-2)
+        assert compiled["loss"] == pytest.approx(eager["loss"], rel=2e-2)
+
+
 def test_gpu_preset_memory_is_what_torch_reports():
     from trainer.presets import GPUS
 

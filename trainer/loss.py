@@ -116,6 +116,10 @@ def head_computes_loss(model: torch.nn.Module, labels: torch.Tensor, chunk: int 
         del head.forward, head.loss_labels, head.loss_chunk
 
 
+# Kept out of a compiled graph (train.compile's whole-step graph calls the head): traced into it on an H200 with
+# torch 2.11, its backward gave every parameter a zero gradient from the first compiled step on (grad_norm 0.000,
+# the loss drifting up), while eager steps and torch 2.13 on CPU were right. Run eagerly, it costs one graph break.
+@torch.compiler.disable
 def _loss_forward(head: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
     return chunked_cross_entropy_sum(hidden, head.weight, head.loss_labels, head.loss_chunk)
 

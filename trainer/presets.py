@@ -245,11 +245,9 @@ class GPU:
 # Sources of the dense bf16 peaks (half the "with sparsity" figure) that trainer.flops holds. Memory is what a
 # process can use: torch.cuda.get_device_properties().total_memory (cudaDeviceProp.totalGlobalMem) in whole MiB,
 # which is less than the total nvidia-smi prints. Measured on an H100 80GB HBM3 (driver 580, CUDA 13.0):
-# total_memory 85,017,493,504 bytes = 81079 MiB where nvidia-smi shows 81559 MiB. The H200's (SXM, 141 GB) is
-# torch's too, from two public reports on H200s (not measured here): torch printing
-# "_CudaDeviceProperties(name='NVIDIA H200', major=9, minor=0, total_memory=143156MB, ...)" in a vLLM example's
-# notes (skywork_r1v.py, run on Modal), and "total: 150110011392" bytes in an H200 cluster job's out-of-memory
-# notes: 150,110,011,392 bytes is 143156 whole MiB, where nvidia-smi shows 143771 MiB. The other sizes are
+# total_memory 85,017,493,504 bytes = 81079 MiB where nvidia-smi shows 81559 MiB. Measured on an H200 (SXM, 141 GB;
+# driver 580, torch 2.11, 2026-11-26): total_memory 150,109,880,320 bytes = 143155 whole MiB where nvidia-smi shows
+# 143771 MiB (public reports had 150,110,011,392 bytes: drivers differ by a few hundred KiB). The other sizes are
 # nvidia-smi's totals, not yet checked against torch on their cards (the H100 PCIe's assumed equal to the SXM's).
 GPUS: dict[str, GPU] = {
     "h100-sxm": GPU("NVIDIA H100 80GB HBM3", 81079, "NVIDIA H100 Tensor Core GPU datasheet (SXM)"),
@@ -260,7 +258,7 @@ GPUS: dict[str, GPU] = {
     # value" (its footnote 2), taken as their midpoint. The memory is the source's nominal 96 GB (96e9 bytes). The
     # name is the preset's own: what torch calls this part was not seen here (a plain "H100" gets the SXM's figures).
     "h100-hbm2e": GPU("NVIDIA H100 96GB HBM2e", 91552, "torchtitan's Llama 3.1 H100 benchmark, its hardware section"),
-    "h200": GPU("NVIDIA H200", 143156, "NVIDIA H200 Tensor Core GPU datasheet (SXM)"),
+    "h200": GPU("NVIDIA H200", 143155, "NVIDIA H200 Tensor Core GPU datasheet (SXM); torch's total_memory, measured"),
     "a100-40gb": GPU("NVIDIA A100-SXM4-40GB", 40960, "NVIDIA A100 Tensor Core GPU datasheet"),
     "a100-80gb": GPU("NVIDIA A100-SXM4-80GB", 81920, "NVIDIA A100 Tensor Core GPU datasheet"),
     "l40s": GPU("NVIDIA L40S", 46068, "NVIDIA L40S datasheet"),
