@@ -311,6 +311,9 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     if intent.clarify is None and degrees and "nproc" in intent.args and math.prod(degrees) != intent.args["nproc"]:
         intent.clarify = (f"The layout {intent.args['layout']} needs {math.prod(degrees)} processes, not "
                           f"{intent.args['nproc']}: which layout do you want? {_launch_text(intent.args)}")  # fmt: skip
+    if intent.clarify is None and (named := entities.get("run")):  # a launch cannot take a run: never drop the name
+        intent.clarify = (f"A launch cannot copy {named}'s settings: which layout, processes and steps should it use? "
+                          f"{_launch_text(intent.args)}")  # fmt: skip
     if intent.clarify is None and (relative := entities.get("relative")):
         intent.clarify = f"How many in all: {relative} than what? Give the number. {_launch_text(intent.args)}"
     if intent.clarify is None and entities.has("vague_hardware") and "nproc" not in intent.args:

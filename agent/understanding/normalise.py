@@ -24,6 +24,9 @@ _KEEP = (
 KEEP = COMMON | set(_KEEP.split())  # words the typo fixer must leave alone ("repo" is no typo of "report")
 
 
+BARE_COUNT = r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|$|\band\b|\bfor\b|\bwith\b))"
+
+
 def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     """`text` with typos fixed and numbers written as digits; case and paths kept."""
     text = _fix_typos(text, {k.lower() for k in known})
@@ -38,6 +41,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\s@\s*(?=\d)", " at ", text)
     text = re.sub(r"\b(\d+) of them\b", r"\1 gpus", text, flags=re.I)
     text = re.sub(r"(?<=[a-z0-9])\s*\bx(\d+)\b", r" x \1 gpus", text, flags=re.I)  # "a100 80g x8"
+    # "fsdp on 2, 30 steps": a bare count after on/over/across counts processes
+    text = re.sub(BARE_COUNT, r"\1 \2 processes", text, flags=re.I)
     # HSDP in words: "2 replicas x 2 shards", "2 replicas and 2 shards" are its degrees
     text = re.sub(r"\b(\d+)\s+replicas?\s*(?:x|and|by|times|,|with)?\s*(\d+)\s+shards?\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
