@@ -48,7 +48,9 @@ def _check_norm_and_step(model: torch.nn.Module, reference: torch.nn.Module, spe
     named = dict(reference.named_parameters())
     for name, p in model.named_parameters():
         full = p.full_tensor() if isinstance(p, DTensor) else p
-        torch.testing.assert_close(full, named[name], rtol=1e-5, atol=1e-6, msg=name)
+        # Adam's first step is about lr x sign(gradient): an element whose gradient is near zero (1e-7 here) moves
+        # by up to a few 1e-6 for fp32 rounding of that gradient; a wrong update would be off by the order of lr.
+        torch.testing.assert_close(full, named[name], rtol=1e-5, atol=1e-5, msg=name)
 
 
 def _worker(rank: int, world: int, store: str, layout_text: str) -> None:
