@@ -1,0 +1,159 @@
+"""bench.published_multinode: NVIDIA's published Llama 3.1 8B and 70B runs on 8 to 2048 DGX H100s parse verbatim,
+the bf16 ones map to meshpilot layouts of the published GPU count and come out beside the planner's own
+predictions; FP8 rows stay out of scope. What the comparison found is asserted here: the 8B rows are predicted to
+fit and the 70B rows are not (xfail, with the term that breaks them), and the median error is what
+bench/results/published_multinode.json records, outside issue 36's 15% (xfail, with the terms that cause it)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.published_multinode import (
+    GOAL,
+    NOTES,
+    RESULTS,
+    TABLES,
+    compare,
+    experiment_of,
+    hardware_of,
+    layout_of,
+    markdown_table,
+    parse_tables,
+    summary,
+)
+from trainer.layout import Layout
+
+ROWS = parse_tables()
+IN_SCOPE = [row for row in ROWS if row.out_of_scope is None]
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, dict]:
+    """Every row compared once (planner only, no training): a few seconds."""
+    return {row.label: compare(row) for row in ROWS}
+
+
+def _row(model: str, precision: str, gpus: int):
+    return next(r for r in ROWS if (r.model, r.precision, r.gpus) == (f"llama-3.1-{model}", precision, gpus))
+
+
+def test_every_published_column_parses_with_its_caption_settings():
+    assert len(ROWS) == 22 and len(IN_SCOPE) == 11
+    first = _row("8b", "bf16", 8)
+    assert (first.tp, first.pp, first.cp, first.vp, first.micro_batch, first.grad_accum) == (1, 1, 2, 1, 1, 32)
+    assert (first.global_batch, first.seq_len, first.step_s, first.tokens_per_s) == (128, 8192, 12.91, 81222)
+    assert first.dp == 4 and first.mfu == pytest.approx(0.5937)
+    largest = _row("70b", "bf16", 2048)
+    assert (largest.tp, largest.pp, largest.cp, largest.vp, largest.dp, largest.global_batch) == (4, 4, 2, 5, 64, 4096)
+    assert largest.tokens_per_s_per_gpu == pytest.approx(2248957 / 2048)
+    for row in ROWS:
+        # the caption's GA is the global batch over the data-parallel ranks' micro-batches, at every GPU count
+        assert row.global_batch == row.dp * row.micro_batch * row.grad_accum, row.label
+        # the published tokens/s is seq x GBS / step time; 70B bf16 at 2048 GPUs is 0.4% off it as published
+        assert row.tokens_per_s == pytest.approx(row.seq_len * row.global_batch / row.step_s, rel=0.005), row.label
+
+
+def test_a_caption_without_a_degree_or_the_sequence_length_is_refused_not_guessed():
+    with pytest.raises(ValueError, match="lacks a degree"):
+        parse_tables(TABLES.replace("CP=2, MBS=1, GA=32", "MBS=1, GA=32"))
+    with pytest.raises(ValueError, match="sequence length"):
+        parse_tables(notes=NOTES.replace("sequence length", "seq"))
+
+
+def test_fp8_rows_are_out_of_scope_and_not_predicted(results):
+    fp8 = [row for row in ROWS if row.precision == "fp8"]
+    assert len(fp8) == 11 and all("FP8" in row.out_of_scope for row in fp8)
+    assert all("predicted" not in results[row.label] for row in fp8)
+
+
+@pytest.mark.parametrize("row", IN_SCOPE, ids=lambda row: row.label)
+def test_bf16_rows_map_to_the_published_degrees_on_dgx_h100s(row):
+    experiment = experiment_of(row)
+    layout = experiment.layout.resolve(row.gpus)
+    hardware, device_mem = hardware_of(row)
+    assert layout == Layout(dp_replicate=1, dp_shard=row.dp, tp=row.tp, cp=row.cp, pp=row.pp) == layout_of(row)
+    assert (hardware.devices_per_node, hardware.nodes, hardware.network) == (8, row.gpus // 8, "ib400")
+    assert hardware.device_name == "NVIDIA H100 80GB HBM3" and device_mem == 81079 * 2**20
+    train = experiment.train
+    assert (train.micro_batch, train.global_batch_tokens, experiment.data.seq_len) == (1, row.global_batch * 8192, 8192)
+    assert (train.precision, train.activation_checkpointing, train.compile) == ("bf16", False, True)
+    assert (train.fsdp_grad_sync, train.gns_every, experiment.data.packing) == ("step", 0, False)
+    if row.pp > 1:  # Megatron's virtual pipeline stages are meshpilot's interleaved stages per rank
+        assert (train.pp_schedule, train.pp_stages_per_rank) == ("interleaved_1f1b", 5)
+    hsdp = layout_of(row, "hsdp").resolve(row.gpus)  # the sensitivity mapping: FSDP inside a node only
+    assert hsdp.world_size == row.gpus and hsdp.dp_shard * hsdp.tp * hsdp.cp <= 8
+
+
+def _fits(row) -> pytest.param:
+    if row.model == "llama-3.1-70b":
+        reason = (
+            "predicted 93-108 GiB: meshpilot's TP has no sequence parallelism, so each layer's norm and residual "
+            "activations (6h of its bytes per token) stay whole on all 4 TP ranks; activations_saved is 58 GiB"
+        )
+        return pytest.param(row, marks=pytest.mark.xfail(reason=reason, strict=True), id=row.label)
+    return pytest.param(row, id=row.label)
+
+
+@pytest.mark.parametrize("row", [_fits(row) for row in IN_SCOPE])
+def test_every_bf16_row_that_ran_is_predicted_to_fit(row, results):
+    predicted = results[row.label]["predicted"]
+    assert predicted["fits"], f"{row.label}: predicted {predicted['peak_gib']:.1f} GiB"
+
+
+def test_the_70b_rows_break_on_saved_activations_not_on_the_model_state(results):
+    for row in (r for r in IN_SCOPE if r.model == "llama-3.1-70b"):
+        memory = results[row.label]["predicted"]["memory_gib"]
+        terms = {k: v for k, v in memory.items() if k != "peak"}
+        assert max(terms, key=terms.get) == "activations_saved" and memory["activations_saved"] > 50, row.label
+        assert memory["parameters"] + memory["optimizer"] < 16, row.label
+
+
+def test_the_recorded_median_error_is_the_comparisons(results):
+    recorded = json.loads((RESULTS / "published_multinode.json").read_text())
+    computed = summary(list(results.values()))
+    assert recorded["summary"]["in_scope_rows"] == computed["in_scope_rows"] == 11
+    assert recorded["summary"]["predicted_to_fit"] == computed["predicted_to_fit"] == 5
+    for key in ("throughput", "hsdp_mapping"):
+        figure = computed[key]["median_abs_error"]
+        assert recorded["summary"][key]["median_abs_error"] == pytest.approx(figure, abs=1e-6)
+    assert computed["throughput"]["median_abs_error"] == pytest.approx(0.505, abs=0.005)  # as found, 2026-11-26
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="median |error| 50.5%: FSDP's per-micro-batch weight all-gathers across nodes (Megatron's ZeRO-1 has "
+    "none; the hsdp mapping removes them and leaves 28.8%) and compute priced at half the bf16 peak plus unfused "
+    "memory-bound time, where Megatron-Core with Transformer Engine ran at 54-59% MFU",
+)
+def test_the_median_throughput_error_is_within_the_goal(results):
+    assert summary(list(results.values()))["throughput"]["median_abs_error"] <= GOAL
+
+
+def test_where_the_throughput_error_comes_from(results):
+    """Compute: on one node (no traffic between nodes), meshpilot's matmul time alone is longer than the published
+    step. Communication: FSDP over nodes adds seconds the hsdp mapping does not."""
+    one_node = results[_row("8b", "bf16", 8).label]
+    assert one_node["predicted"]["compute_parts_s"]["matmul"] > one_node["published"]["step_s"]
+    assert one_node["predicted"]["comm_s"] < 0.05 * one_node["predicted"]["step_s"]
+    two_nodes = results[_row("8b", "bf16", 16).label]
+    assert two_nodes["predicted"]["comm_s"] > 5 * one_node["predicted"]["comm_s"]
+    hsdp = two_nodes["predicted_hsdp"]
+    assert hsdp["tokens_per_s_per_gpu"] == pytest.approx(one_node["predicted"]["tokens_per_s_per_gpu"], rel=0.01)
+
+
+def test_the_table_puts_published_and_predicted_figures_side_by_side(results):
+    row = _row("8b", "bf16", 8)
+    result = results[row.label]
+    predicted = result["predicted"]
+    assert result["error"]["tokens_per_s_per_gpu"] == pytest.approx(predicted["tokens_per_s_per_gpu"] / 10152.75 - 1)
+    assert any(m.startswith("data parallelism: Megatron's DP=4") for m in result["mismatches"])
+    seventy = results[_row("70b", "bf16", 64).label]
+    assert any(m.startswith("sequence parallelism") for m in seventy["mismatches"])
+    assert any(m.startswith("virtual pipeline: Megatron's VP=5") for m in seventy["mismatches"])
+    table = markdown_table([result, seventy, results[_row("8b", "fp8", 8).label]])
+    line = next(line for line in table.splitlines() if line.startswith("| 8b bf16 8 GPUs |"))
+    assert "| 10,153 |" in line and f"| {predicted['tokens_per_s_per_gpu']:,.0f} |" in line and "| yes |" in line
+    assert "| no |" in next(line for line in table.splitlines() if line.startswith("| 70b bf16 64 GPUs |"))
+    assert "Out of scope:" in table and "8b fp8 8 GPUs: FP8" in table
