@@ -157,3 +157,23 @@ def test_the_table_puts_published_and_predicted_figures_side_by_side(results):
     assert "| 10,153 |" in line and f"| {predicted['tokens_per_s_per_gpu']:,.0f} |" in line and "| yes |" in line
     assert "| no |" in next(line for line in table.splitlines() if line.startswith("| 70b bf16 64 GPUs |"))
     assert "Out of scope:" in table and "8b fp8 8 GPUs: FP8" in table
+
+
+@pytest.mark.parametrize("gpus,model", [(16, "8b"), (64, "70b")])
+def test_the_prediction_is_the_planners_own_for_that_candidate(gpus, model, results):
+    """The figures are those `meshpilot plan` gives the same layout, micro-batch and checkpointing: it ranks the
+    8B row by them and drops the 70B row for the same peak."""
+    from bench.published import preset_config
+    from trainer.planner import Pinned, plan
+
+    row = _row(model, "bf16", gpus)
+    predicted = results[row.label]["predicted"]
+    hardware, device_mem = hardware_of(row)
+    candidates = plan(experiment_of(row), preset_config(row.model), hardware, device_mem, row.seq_len, Pinned(1, False))
+    same = next(c for c in candidates if c.layout == layout_of(row))
+    assert same.memory["peak"] / 2**30 == pytest.approx(predicted["peak_gib"])
+    if predicted["fits"]:
+        assert same.dropped is None
+        assert same.estimate.tokens_per_s / row.gpus == pytest.approx(predicted["tokens_per_s_per_gpu"])
+    else:
+        assert "more than 79.18 GiB" in same.dropped
