@@ -266,9 +266,10 @@ def mismatches(row: Published) -> list[str]:
     ]
     if row.tp > 1:
         said.append(
-            f"sequence parallelism: NeMo's Llama 3.1 recipes turn on Megatron's sequence parallelism with TP "
-            f"(the norms' and residuals' activations split {row.tp} ways along the sequence, all-gather / "
-            "reduce-scatter in place of all-reduce); meshpilot has none, so it keeps those activations whole "
+            f"sequence parallelism: NeMo's Llama 3.1 pre-training configs run Megatron's sequence parallelism "
+            f"with TP (their default; the recipe's yaml was not read): the norms' and residuals' activations split "
+            f"{row.tp} ways along the sequence, all-gather / "
+            "reduce-scatter in place of all-reduce; meshpilot has none, so it keeps those activations whole "
             "on every TP rank (more activation memory than Megatron) and prices TP's all-reduces"
         )
     if row.vp > 1:
