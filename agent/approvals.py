@@ -1,6 +1,6 @@
 """Human in the loop: which tool calls need a person's approval, what a launch costs, and unattended policies.
 
-A launch costs device-hours: devices x steps x the step time trainer.throughput predicts for this model, layout
+A launch costs device-hours: devices x steps x the step time trainer.costs.throughput predicts for this model, layout
 and machine (calibrated by earlier runs here). Launches cheaper than `approve_below` go without asking; pushing
 or opening a pull request always asks. Unattended, nobody can be asked, so an explicit policy decides: approve
 while the conversation's launches stay within a budget of device-hours and trials, and pull requests only when
@@ -179,9 +179,9 @@ def launch_cost(
     import torch
 
     from trainer.config import load_experiment
-    from trainer.data import plan_batches
+    from trainer.data.rows import plan_batches
     from trainer.layout import Layout, LayoutError
-    from trainer.model import model_config
+    from trainer.model.build import model_config
 
     loaded = load_experiment(experiment, [*overrides, *([f"train.steps={steps}"] if steps is not None else [])])
     device_type = loaded.hardware.device_type
@@ -224,8 +224,8 @@ def sweep_cost(experiment: Path, trials: int | None = None) -> Cost:
 
 
 def _predicted_step_s(experiment, config, device_type: str, nproc: int, grad_accum: int) -> float:
-    """trainer.throughput's calibrated step time for this resolved launch on this machine kind."""
-    from trainer.throughput import Calibration, predict_run, this_machine
+    """trainer.costs.throughput's calibrated step time for this resolved launch on this machine kind."""
+    from trainer.costs.throughput import Calibration, predict_run, this_machine
 
     hardware = this_machine(device_type, nproc, experiment.hardware.nodes)
     return predict_run(experiment, config, hardware, grad_accum, Calibration.load(hardware)).step_s

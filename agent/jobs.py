@@ -9,7 +9,7 @@ the caller) that runs `python -m agent.cli train ... --out OUT` (or `sweep`) and
   A non-finite loss or an allocation failure needs no watching: the trainer stops and says so ("nan", "oom").
 
 The supervisor stays detached on purpose (a resumed conversation or sweep adopts it), but its run dies with it:
-the launcher is tied to the supervisor, torchrun to the launcher and the ranks to torchrun (trainer.lifeline),
+the launcher is tied to the supervisor, torchrun to the launcher and the ranks to torchrun (trainer.host.lifeline),
 so SIGKILL of the supervisor leaves nothing of its run behind. A process of a job may leave the job's process
 group (a session of its own, a reparented orphan), so killing the group alone could miss it: every process of a
 job also inherits an environment variable naming the job (MESHPILOT_JOB), and stopping a job kills every process
@@ -50,13 +50,13 @@ from filelock import FileLock
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from trainer import preemption
 from trainer.config import ConfigError, load_experiment
-from trainer.contracts import STRICT, Contract
+from trainer.host import preemption
+from trainer.host.lifeline import PARENT_ENV, tie_to_parent, tied_env
 from trainer.layout import Layout, LayoutError
-from trainer.lifeline import PARENT_ENV, tie_to_parent, tied_env
-from trainer.results import PREEMPTED, RUN_STATUSES, STEPS, Metrics, RunStatus
-from trainer.rundir import RunDir, StepsTail
+from trainer.results.contracts import STRICT, Contract
+from trainer.results.rundir import RunDir, StepsTail
+from trainer.results.schemas import PREEMPTED, RUN_STATUSES, STEPS, Metrics, RunStatus
 
 if TYPE_CHECKING:
     from agent.sweep.summary import Summary
@@ -73,7 +73,7 @@ KILLED = "killed"  # the supervisor died (SIGKILL, a lost machine) before the ru
 TERMINAL = RUN_STATUSES
 POLL_S = 0.5
 
-# A job's state: waiting for its supervisor, running, or how it ended (trainer.results.RunStatus).
+# A job's state: waiting for its supervisor, running, or how it ended (trainer.results.schemas.RunStatus).
 JobState = Literal["queued", "running", RunStatus]
 JOB_STATES: tuple[str, ...] = JobState.__args__
 Seconds = Annotated[float, Field(gt=0)]
@@ -387,7 +387,8 @@ def _watch(out: Path, job: JobRecord, launcher: subprocess.Popen, stopping: list
 
 def _preempted(job: JobRecord, launcher: subprocess.Popen) -> bool:
     """SIGTERM reached the supervisor (from a scheduler, alone or with the rest of the job): a run's launcher gets it
-    too and, given the time, saves a checkpoint and ends as "preempted" (trainer.preemption). Whether it ended so."""
+    too and, given the time, saves a checkpoint and ends as "preempted" (trainer.host.preemption). Whether it ended
+    so."""
     if _kind(job) != "run":
         return False
     _signal(launcher.pid, signal.SIGTERM)  # a second one, where the scheduler's reached it too, changes nothing

@@ -64,7 +64,7 @@ def read_text(path: Path) -> str:
 def private_directories() -> list[Path]:
     """meshpilot's data and cache directories: as configured now and at the platform's default places."""
     from evalsuite.store import default_root
-    from trainer.cache import cache_root
+    from trainer.host.cache import cache_root
 
     return [default_root(), Path(user_data_dir("meshpilot")), cache_root(), Path(user_cache_dir("meshpilot"))]
 

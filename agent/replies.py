@@ -13,7 +13,7 @@ from typing import Any
 from trainer.layout import ONE_PROCESS, layout_family, layout_name
 
 RUNNERS_UP = 3  # other families an explanation compares the winner with
-# What each parallel dimension costs in trainer.throughput's model, said once per family part (no digits: the
+# What each parallel dimension costs in trainer.costs.throughput's model, said once per family part (no digits: the
 # report prints these beside figures that its ledger traces, and fixed text there holds none).
 COSTS = {
     "FSDP": "FSDP gathers the parameters again for every micro-batch",
@@ -109,7 +109,7 @@ def behind_because(other: dict, winner: dict) -> str:
 
 
 def reasons_behind(other: dict, winner: dict) -> list[str]:
-    """The costs (in trainer.throughput's model) `other` has that `winner` has not."""
+    """The costs (in trainer.costs.throughput's model) `other` has that `winner` has not."""
     mine, theirs = set(other["family"].split("+")), set(winner["family"].split("+"))
     reasons = [COSTS[part] for part in sorted(mine - theirs) if part in COSTS]
     if other.get("comm_gib_per_step", 0) > winner.get("comm_gib_per_step", 0):

@@ -50,9 +50,9 @@ def inspect_hardware(repo: Repo) -> str:
     """
     import torch
 
-    from trainer.contracts import write_json
-    from trainer.environment import device_name
-    from trainer.throughput import detect_intra_node_link
+    from trainer.costs.throughput import detect_intra_node_link
+    from trainer.host.environment import device_name
+    from trainer.results.contracts import write_json
 
     device_type = "cuda" if torch.cuda.is_available() else "cpu"
     count = torch.cuda.device_count() if device_type == "cuda" else 1
@@ -106,9 +106,9 @@ def plan_layouts(
         seq_len: sequence length (default: the experiment's data.seq_len)
     """
     from trainer.config import load_experiment
-    from trainer.contracts import write_json
-    from trainer.planner import Pinned, pinned_by, plan, planned_hardware
-    from trainer.presets import planning_config, preset_experiment
+    from trainer.costs.planner import Pinned, pinned_by, plan, planned_hardware
+    from trainer.model.presets import planning_config, preset_experiment
+    from trainer.results.contracts import write_json
 
     if devices < 1 or nodes < 1 or top < 1:
         raise ToolError(f"devices, nodes and top must be at least 1 (got {devices}, {nodes}, {top})")
@@ -229,7 +229,7 @@ def read_results(repo: Repo, run: str) -> str:
     Args:
         run: the run directory, relative to the repository
     """
-    from trainer.rundir import RunDir
+    from trainer.results.rundir import RunDir
 
     directory = RunDir(_run_dir(repo, run))
     metrics = directory.read_metrics()
@@ -464,7 +464,7 @@ def _newest(directory: Path) -> list[Path]:
 
 def _status_of(run: Path) -> str | None:
     """The status a run directory's metrics.json records; None before it ended."""
-    from trainer.rundir import RunDir
+    from trainer.results.rundir import RunDir
 
     metrics = RunDir(run).read_metrics()
     return metrics["status"] if metrics is not None else None

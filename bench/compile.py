@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench.machine import RESULTS, describe_machine
 from bench.runs import train, write_experiment
-from trainer.contracts import write_json
+from trainer.results.contracts import write_json
 
 FULL = {"seq_len": 256, "global_rows": 16, "steps": 10, "repeats": 2}
 QUICK = {"seq_len": 128, "global_rows": 4, "steps": 5, "repeats": 1}

@@ -22,7 +22,7 @@ import yaml
 
 from bench.machine import RESULTS, describe_machine
 from bench.runs import SMALL_LLAMA, train
-from trainer.rundir import RunDir
+from trainer.results.rundir import RunDir
 
 FULL = {"seq_lens": [512, 1024, 2048, 4096], "cps": [1, 2, 4], "steps": 5}
 QUICK = {"seq_lens": [128, 256], "cps": [1, 2], "steps": 3}

@@ -26,7 +26,7 @@ from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
 from bench.machine import describe_machine
 from evalsuite.scoring import plan_batches
-from trainer.environment import device_name
+from trainer.host.environment import device_name
 
 MODEL = {
     "vocab_size": 4096,

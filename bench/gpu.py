@@ -168,7 +168,7 @@ class Bench:
 
 def read_run(directory: Path, done: subprocess.CompletedProcess) -> dict:
     """What a finished `meshpilot train` wrote: metrics, memory and step times, or its error."""
-    from trainer.rundir import RunDir
+    from trainer.results.rundir import RunDir
 
     run = RunDir(directory)
     if done.returncode != 0 or not run.metrics.exists():
@@ -239,8 +239,8 @@ def probe(bench: Bench) -> dict:
     done = bench.process([sys.executable, "-m", "agent.cli", "probe", "--device-type", "cuda"], 300)
     if done.returncode != 0:
         return {"error": (done.stderr or done.stdout)[-3000:]}
-    from trainer.probe import probe_path
-    from trainer.throughput import this_machine
+    from trainer.costs.probe import probe_path
+    from trainer.costs.throughput import this_machine
 
     path = probe_path(this_machine("cuda", 1, name=bench.device_name))
     found = json.loads(path.read_text()) if path.exists() else {}
@@ -313,8 +313,8 @@ def hf_trainer_worker(experiment: Path, out: Path) -> None:
     import torch
 
     from bench import trainer_vs_hf as hf
-    from trainer.flops import peak_bf16_flops
-    from trainer.model import count_parameters
+    from trainer.costs.flops import peak_bf16_flops
+    from trainer.model.build import count_parameters
 
     prepared = hf.prepare(experiment)
     spec = prepared.experiment.train
@@ -388,9 +388,9 @@ def planner(bench: Bench) -> dict:
     stated figures and from this machine's probe, against the measured median step. CPU work only: the device's
     name is the environment task's reading."""
     from trainer.config import experiment_from_dict
-    from trainer.model import model_config
-    from trainer.probe import read_probe
-    from trainer.throughput import predict_run, this_machine
+    from trainer.costs.probe import read_probe
+    from trainer.costs.throughput import predict_run, this_machine
+    from trainer.model.build import model_config
 
     if bench.device_name is None:
         return {"error": "the environment task did not run: no device name to predict for"}

@@ -4,7 +4,7 @@ A batch of rows is split into micro-batches of several sizes. Each way of accumu
 compared with the gradient of one forward and backward pass over the whole batch (the mean cross-entropy over
 all of its target tokens), for the same model weights:
 
-- meshpilot: trainer.step.forward_backward, every micro-batch backpropagating sum / the step's target count;
+- meshpilot: trainer.rank.step.forward_backward, every micro-batch backpropagating sum / the step's target count;
 - naive: each micro-batch's mean loss divided by the number of micro-batches, as most training loops do.
 
 Rows come from the built-in corpus (real documents, from one line to several pages) with packing on (rows
@@ -35,10 +35,10 @@ import yaml
 
 from bench.trainer_vs_hf import CORPUS, RESULTS, prepare, write_json
 from trainer.config import ConfigError
-from trainer.data import RowSource
-from trainer.model import build_model
-from trainer.packing import IGNORE_INDEX, model_inputs
-from trainer.step import forward_backward
+from trainer.data.packing import IGNORE_INDEX, model_inputs
+from trainer.data.rows import RowSource
+from trainer.model.build import build_model
+from trainer.rank.step import forward_backward
 
 
 @dataclass(frozen=True)

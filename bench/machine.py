@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from trainer.environment import versions
+from trainer.host.environment import versions
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

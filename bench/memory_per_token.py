@@ -1,10 +1,11 @@
 """Peak memory per token of one micro-batch's forward and backward at a 128k vocabulary, on CPU: before and after
-the chunked loss and the shared dense mask (trainer.loss, trainer.packing.mask_bias), against the memory model.
+the chunked loss and the shared dense mask (trainer.model.loss, trainer.data.packing.mask_bias), against the memory
+model.
 
 A small Llama (hidden 256, 4 layers, vocabulary 128,256, as Llama 3's) trains on packed rows of 1,024 and 2,048
 tokens (three documents each: the dense mask of CPU) in fp32. Each measurement is its own process: the model is
 built, then the process's resident set is read (the parameters and the batch), then a step of two accumulated
-micro-batches of one row runs through `trainer.step.token_loss_sum` of the code being measured (the first one's
+micro-batches of one row runs through `trainer.rank.step.token_loss_sum` of the code being measured (the first one's
 gradients are held through the second, as in any accumulated step); the step's peak is the process's peak
 resident set less that baseline (freed tensors of this size go back to the system, so the peak is what the step
 held): the gradients, the activations and the temporaries. The model's counterpart is its prediction of those
@@ -47,10 +48,10 @@ def measure(seq_len: int) -> dict:
     from transformers import AutoConfig
 
     from trainer.config import TrainSpec
+    from trainer.costs.memory_model import MemoryPlan, predict_memory
     from trainer.layout import Layout
-    from trainer.memory_model import MemoryPlan, predict_memory
-    from trainer.model import build_model
-    from trainer.step import token_loss_sum
+    from trainer.model.build import build_model
+    from trainer.rank.step import token_loss_sum
 
     torch.manual_seed(0)
     config = AutoConfig.for_model(**MODEL)

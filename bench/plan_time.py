@@ -97,9 +97,9 @@ def in_fresh_process(tree: Path, function: str, model: str, devices: int, nodes:
 
 def planner_only(model: str, devices: int, nodes: int) -> dict:
     """The planner's share, in this process: the parameters' shapes and every candidate, no start-up."""
-    from trainer.planner import plan
-    from trainer.presets import gpu_preset, preset_config, preset_experiment
-    from trainer.throughput import Hardware
+    from trainer.costs.planner import plan
+    from trainer.costs.throughput import Hardware
+    from trainer.model.presets import gpu_preset, preset_config, preset_experiment
 
     experiment = preset_experiment(model, devices * nodes, None, [])
     config = preset_config(experiment.model)
@@ -118,7 +118,7 @@ def phases(model: str, devices: int, nodes: int) -> dict[str, dict[str, float]]:
     """Where the command's time goes: wall and CPU seconds of each of its steps, in its order, in this process (a
     fresh one), with the cyclic collector paused as `meshpilot plan` pauses it. Python's start-up is what the whole
     command takes beyond their sum (its teardown is skipped)."""
-    from trainer.collector import collector_paused
+    from trainer.host.collector import collector_paused
 
     steps: dict[str, dict[str, float]] = {}
     last = [time.perf_counter(), time.process_time()]
@@ -136,17 +136,17 @@ def phases(model: str, devices: int, nodes: int) -> dict[str, dict[str, float]]:
 
         done("import transformers")
         from trainer.cli import _make_plan  # noqa: F401
-        from trainer.planner import format_table, plan, planned_hardware
-        from trainer.presets import preset_config, preset_experiment
+        from trainer.costs.planner import format_table, plan, planned_hardware
+        from trainer.model.presets import preset_config, preset_experiment
 
         done("import meshpilot's planner")
         experiment = preset_experiment(model, devices * nodes)
         config = preset_config(experiment.model)
         hardware, memory = planned_hardware("cuda", devices, nodes, "h100")
         done("the preset's experiment, config and hardware")
-        import trainer.optim  # noqa: F401
+        import trainer.rank.optim  # noqa: F401
 
-        done("import trainer.optim (torch.distributed.tensor), which the plan's optimizer sizes need")
+        done("import trainer.rank.optim (torch.distributed.tensor), which the plan's optimizer sizes need")
         candidates = plan(experiment, config, hardware, memory, experiment.data.seq_len)
         done("plan: the parameters' shapes, every candidate")
         format_table(candidates, 3)

@@ -29,12 +29,12 @@ from pathlib import Path
 from bench.machine import RESULTS, write_result
 from bench.runs import train, write_experiment
 from trainer.config import load_experiment, parse_bytes
-from trainer.contracts import write_json
-from trainer.environment import device_name
-from trainer.model import model_config
-from trainer.planner import plan
-from trainer.probe import probe_path, probe_settings, read_probe, run_probe
-from trainer.throughput import FEATURES, Calibration, Hardware, calibration_records, fit
+from trainer.costs.planner import plan
+from trainer.costs.probe import probe_path, probe_settings, read_probe, run_probe
+from trainer.costs.throughput import FEATURES, Calibration, Hardware, calibration_records, fit
+from trainer.host.environment import device_name
+from trainer.model.build import model_config
+from trainer.results.contracts import write_json
 
 DEVICES = 2
 HARDWARE = Hardware("cpu", device_name("cpu"), DEVICES, 1, "cpu")
@@ -148,7 +148,7 @@ def timed_plan(experiment: Path):
 
 
 # How a run's tokens/s is measured: over its median timed step, the step its calibration record keeps
-# (trainer.loop), which one stalled step on a shared machine does not move.
+# (trainer.rank.loop), which one stalled step on a shared machine does not move.
 MEASURED_AS = "tokens per step over the median timed step"
 
 
@@ -164,7 +164,7 @@ def measure(experiment: Path, out: Path, candidate) -> float:
 
 
 def median_step_tokens_per_s(timed_steps: list[dict]) -> float:
-    """Tokens over the median of the timed steps' times (the upper median, as trainer.loop's calibration)."""
+    """Tokens over the median of the timed steps' times (the upper median, as trainer.rank.loop's calibration)."""
     median = sorted(timed_steps, key=lambda step: step["step_s"])[len(timed_steps) // 2]
     return median["tokens"] / median["step_s"]
 

@@ -3,7 +3,7 @@
 Both train bench.trainer_vs_hf's model on the same packed rows, with the same optimizer, schedule and batch, in
 this one process and with the same torch threads, so that only the training machinery differs:
 
-- meshpilot: its worker's own code (trainer.loop's set-up, `_run_steps` and `_optimizer_step`) on a process group
+- meshpilot: its worker's own code (trainer.rank.loop's set-up, `_run_steps` and `_optimizer_step`) on a process group
   of one, without the launcher and torchrun's agent around it;
 - hf_flattened: bench.trainer_vs_hf's Trainer on DataCollatorWithFlattening, as that benchmark runs it.
 
@@ -50,9 +50,9 @@ import yaml
 from transformers import TrainerCallback
 from transformers.models.llama import modeling_llama
 
-import trainer.loop as loop
-import trainer.packing as packing
-import trainer.step as step
+import trainer.data.packing as packing
+import trainer.rank.loop as loop
+import trainer.rank.step as step
 from bench.trainer_vs_hf import (
     FULL,
     PRECISIONS,
@@ -70,8 +70,8 @@ from bench.trainer_vs_hf import (
     write_json,
 )
 from trainer.config import ConfigError
-from trainer.launch import TrainRequest
-from trainer.launch import prepare as prepare_run
+from trainer.launch.launcher import TrainRequest
+from trainer.launch.launcher import prepare as prepare_run
 
 PHASES = (
     "data",

@@ -4,7 +4,7 @@ The source is torchtitan's benchmarks/llama3_h100_202412_torchtitan.md (SOURCE):
 in TABLES and parsed into one `Published` row per line, so every figure here is the published text. A row is in
 scope when meshpilot models what it ran; Float8 rows (torchao's float8 linears) are not: meshpilot predicts bf16
 and fp32 only. Each in-scope row becomes the experiment `meshpilot plan --model` builds for the preset
-(trainer.presets.preset_experiment) with the row's degrees, local batch, sequence length, precision and activation
+(trainer.model.presets.preset_experiment) with the row's degrees, local batch, sequence length, precision and activation
 checkpointing mode (torchtitan's full and per-op selective are meshpilot's full and selective) and torch.compile
 (torchtitan compiles each transformer block, as `train.compile` does), on the hardware `planned_hardware` gives
 the source's H100s (the h100-hbm2e preset, nodes of 8 over the network), and is predicted by the planner's own
@@ -33,13 +33,13 @@ from transformers import PretrainedConfig
 
 from bench.machine import RESULTS, describe_machine
 from trainer.config import Experiment, checkpointing_mode
-from trainer.contracts import write_json
+from trainer.costs.memory_model import CUDA_RUNTIME, MemoryPlan, nccl_communicators, predict_memory
+from trainer.costs.planner import planned_hardware
+from trainer.costs.throughput import Calibration, Hardware, hardware_figures, predict_run
 from trainer.layout import Layout
-from trainer.memory_model import CUDA_RUNTIME, MemoryPlan, nccl_communicators, predict_memory
-from trainer.model import model_config
-from trainer.planner import planned_hardware
-from trainer.presets import preset_experiment
-from trainer.throughput import Calibration, Hardware, hardware_figures, predict_run
+from trainer.model.build import model_config
+from trainer.model.presets import preset_experiment
+from trainer.results.contracts import write_json
 
 GiB = 1024**3
 SOURCE = {

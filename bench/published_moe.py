@@ -1,6 +1,6 @@
 """Published mixture-of-experts training measurements, and which MoE presets transformers builds on the meta device.
 
-Data only, for issue 37: nothing here predicts (meshpilot's planner does not count MoE yet, trainer/presets.py
+Data only, for issue 37: nothing here predicts (meshpilot's planner does not count MoE yet, trainer/model/presets.py
 REFUSED) and nothing is wired into the planner. When it is, each H100 row below is what a prediction is held
 against, as bench/published.py does for torchtitan's Llama rows.
 
@@ -31,7 +31,7 @@ import torch
 import transformers
 
 from bench.machine import RESULTS, describe_machine
-from trainer.contracts import write_json
+from trainer.results.contracts import write_json
 
 H100_BF16_PEAK_TFLOPS = 989  # dense; the figure NeMo AutoModel's MFU is computed against
 SOURCES = {
@@ -474,8 +474,8 @@ PRESETS = {  # name: (Hugging Face repository, config)
 
 def meta_build(config: dict) -> dict:
     """Build the model on the meta device; its total and active parameters, expert layers and experts per layer,
-    or the one-line reason it cannot be built or sharded by trainer.expert_parallel."""
-    from trainer.expert_parallel import ExpertParallelError, expert_modules
+    or the one-line reason it cannot be built or sharded by trainer.parallel.expert_parallel."""
+    from trainer.parallel.expert_parallel import ExpertParallelError, expert_modules
 
     started = time.perf_counter()
     try:

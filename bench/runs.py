@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from trainer.rundir import RunDir
+from trainer.results.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 

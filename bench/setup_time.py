@@ -1,5 +1,5 @@
 """Set-up time per rank: building a Llama-3.2-1B-shaped model (random init) under FSDP2 on 1, 2 and 4 CPU processes,
-the way before against shard-local initialisation (trainer.model.materialize).
+the way before against shard-local initialisation (trainer.model.build.materialize).
 
 - before: every rank makes each module's full tensors on the CPU, one thread (torchrun's OMP_NUM_THREADS=1), and
   keeps its shard (`materialize(..., shard_local=False)`);
@@ -35,9 +35,9 @@ import torch.multiprocessing as mp
 from bench.machine import RESULTS, describe_machine
 from trainer.config import TrainSpec
 from trainer.layout import Layout
-from trainer.model import count_parameters, materialize, meta_model, setup_thread_count
-from trainer.parallelize import parallelize
-from trainer.presets import model_preset
+from trainer.model.build import count_parameters, materialize, meta_model, setup_thread_count
+from trainer.model.presets import model_preset
+from trainer.parallel.parallelize import parallelize
 
 MODEL = "llama-3.2-1b"
 QUICK = {"model_type": "llama", "vocab_size": 4096, "hidden_size": 512, "intermediate_size": 1024,

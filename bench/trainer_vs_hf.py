@@ -15,7 +15,7 @@ same number of rows of seq_len, on one process and on several (data parallel):
 
 Each run is a process of its own (the Trainer under torchrun, hence DDP, from two processes on), with the
 machine's torch threads shared out between its processes, the same for every variant. The model starts from the
-same random weights (trainer.model.build_model), and the Trainer gets meshpilot's own AdamW (weight decay on
+same random weights (trainer.model.build.build_model), and the Trainer gets meshpilot's own AdamW (weight decay on
 matrices only) and warm-up + cosine schedule, with the same gradient clipping and the same global batch (fewer
 accumulation steps per process as processes are added), so the optimizer is identical and only the training
 machinery differs. Both token-normalise the loss over gradient accumulation (transformers through
@@ -74,17 +74,17 @@ from transformers import (
 
 from bench.machine import describe_machine
 from trainer.config import ConfigError, Experiment, load_experiment, resolve_precision
-from trainer.corpus import builtin_documents
-from trainer.data import RowSource, TokenizedCorpus, prepare_corpus
-from trainer.export import find_checkpoint, load_model
-from trainer.launch import prepare_data
-from trainer.model import build_model, model_config
-from trainer.optim import build_optimizer, build_scheduler
-from trainer.packing import IGNORE_INDEX
-from trainer.parallelize import compile_seconds
-from trainer.rundir import RunDir
-from trainer.step import token_loss_sum
-from trainer.tokenizer import tokenizer_fingerprint
+from trainer.data.corpus import builtin_documents
+from trainer.data.packing import IGNORE_INDEX
+from trainer.data.rows import RowSource, TokenizedCorpus, prepare_corpus
+from trainer.data.tokenizer import tokenizer_fingerprint
+from trainer.export.hf import find_checkpoint, load_model
+from trainer.launch.launcher import prepare_data
+from trainer.model.build import build_model, model_config
+from trainer.parallel.parallelize import compile_seconds
+from trainer.rank.optim import build_optimizer, build_scheduler
+from trainer.rank.step import token_loss_sum
+from trainer.results.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
@@ -174,7 +174,7 @@ class Prepared:
     experiment: Experiment
     config: PretrainedConfig
     tokenizer: PreTrainedTokenizerBase
-    data_key: str  # identifies the training documents (trainer.data.sources_fingerprint)
+    data_key: str  # identifies the training documents (trainer.data.rows.sources_fingerprint)
     data_dir: Path
     corpus: TokenizedCorpus
 
@@ -383,7 +383,7 @@ def run_hf(
         "losses": losses,
         "compile_s": compile_seconds() if compiled else None,
         "precision": "bf16" if trainer.args.bf16 else "fp32",
-        "heldout": heldout_loss(trainer.model, heldout, prepared.experiment.data.seq_len) if heldout else None,
+        "heldout": heldout_loss(trainer.model.build, heldout, prepared.experiment.data.seq_len) if heldout else None,
     }
 
 

@@ -23,8 +23,8 @@ from evalsuite.scoring import supported_batching
 from evalsuite.store import Store
 from evalsuite.task import BUILTIN_SUITE, Item, Suite, Task, load_items, load_suite, render, suite_version, task_version
 from trainer.config import DataSpec
-from trainer.data import data_sources, read_documents
-from trainer.environment import versions
+from trainer.data.rows import data_sources, read_documents
+from trainer.host.environment import versions
 
 EVAL_VERSION = "1"  # bump by hand for changes in meaning; the hash below changes with any code change
 DEFAULT_BATCH_TOKENS = 4096
@@ -34,7 +34,7 @@ def eval_code_version() -> str:
     """The evaluation code's version: a hand-kept number and a hash of the code that computes scores."""
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
-    for path in [*sorted((root / "evalsuite").glob("*.py")), root / "trainer" / "export.py"]:
+    for path in [*sorted((root / "evalsuite").glob("*.py")), root / "trainer" / "export" / "hf.py"]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return f"{EVAL_VERSION}+{digest.hexdigest()[:12]}"
 

@@ -25,8 +25,8 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTra
 
 from evalsuite.errors import BenchError
 from trainer.config import ConfigError
-from trainer.device_map import load_device_mapped
-from trainer.export import (
+from trainer.export.device_map import load_device_mapped
+from trainer.export.hf import (
     RunCheckpoint,
     find_checkpoint,
     load_model,
@@ -34,8 +34,8 @@ from trainer.export import (
     quiet_progress,
     read_provenance,
 )
-from trainer.export import provenance as run_provenance
-from trainer.model import max_positions
+from trainer.export.hf import provenance as run_provenance
+from trainer.model.build import max_positions
 
 DEFAULT_MAX_LENGTH = 2048  # for models whose config names no position limit
 

@@ -11,7 +11,7 @@ from typing import Annotated, NotRequired
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from trainer.contracts import STRICT, Contract
+from trainer.results.contracts import STRICT, Contract
 
 Count = Annotated[int, Field(ge=0)]
 

@@ -39,8 +39,8 @@ from evalsuite.errors import BenchError
 from evalsuite.generators import GENERATORS, GENERATORS_VERSION, generate
 from evalsuite.metrics import METRICS, OUTPUT_TYPES
 from evalsuite.store import Store
-from trainer.cache import cached_dir, fingerprint
-from trainer.corpus import builtin_documents, builtin_fingerprint, builtin_names
+from trainer.data.corpus import builtin_documents, builtin_fingerprint, builtin_names
+from trainer.host.cache import cached_dir, fingerprint
 
 BUILTIN_SUITE = "builtin"
 BUILTIN_DIR = Path(__file__).parent / "tasks"

@@ -14,7 +14,7 @@ from pathlib import Path
 from support import REPO
 
 from agent.jobs import MARKER, job_processes
-from trainer.faults import ENV as FAULT
+from trainer.rank.faults import ENV as FAULT
 
 
 def start_train(experiment: Path, out: Path, *args: str, fault: str | None = None) -> tuple[subprocess.Popen, str]:

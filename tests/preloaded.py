@@ -12,7 +12,7 @@ preloading could change what it does:
 - another command than `train` (a sweep, a demo or the chat start processes of their own anyway);
 - an environment that differs from the preloaded process's in a variable read when those modules are imported
   (IMPORT_TIME_PREFIXES: Hugging Face, torch, thread pools, Python itself);
-- a launcher tied to a parent (trainer.lifeline): its parent would be this process, not the test.
+- a launcher tied to a parent (trainer.host.lifeline): its parent would be this process, not the test.
 Tests of the command line's processes (signals, process groups, lifelines) start it with subprocess themselves.
 MESHPILOT_TEST_PRELOAD=0 turns preloading off.
 """
@@ -35,7 +35,7 @@ IMPORT_TIME_PREFIXES = (
     "HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH", "PYTORCH_", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "CUDA_",
     "NCCL_", "GLOO_", "PYTHON", "LD_", "HOME", "XDG_", "TMP", "TEMP",  # the last four: default cache paths
 )  # fmt: skip
-PARENT_ENV = "MESHPILOT_PARENT_PID"  # trainer.lifeline's; not imported here, to keep this module light
+PARENT_ENV = "MESHPILOT_PARENT_PID"  # trainer.host.lifeline's; not imported here, to keep this module light
 
 
 def serves(args: tuple[str, ...], env: dict[str, str]) -> bool:
@@ -149,7 +149,7 @@ def _launch(args: list[str], env: dict[str, str], cwd: str, out: str, err: str) 
 
 
 if __name__ == "__main__":
-    from trainer.lifeline import tie_to_parent
+    from trainer.host.lifeline import tie_to_parent
 
     tie_to_parent()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

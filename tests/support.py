@@ -55,7 +55,7 @@ def _merge(into: dict, changes: dict) -> None:
 
 def train(experiment: Path, out: Path, *args: str, env: dict | None = None):
     """`meshpilot train EXPERIMENT --out OUT ARGS`, which must succeed; its run directory."""
-    from trainer.rundir import RunDir
+    from trainer.results.rundir import RunDir
 
     done = meshpilot("train", str(experiment), "--out", str(out), *args, env=env)
     run = RunDir(out)

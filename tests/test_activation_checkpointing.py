@@ -14,11 +14,11 @@ from torch.utils._pytree import tree_leaves
 from transformers import AutoConfig
 
 from trainer.config import ConfigError, TrainSpec, checkpointing_mode, load_experiment
+from trainer.costs.memory_model import MemoryPlan, activation_bytes, layer_bytes_per_token
 from trainer.layout import Layout
-from trainer.memory import MemoryTimeline, saved_for_backward
-from trainer.memory_model import MemoryPlan, activation_bytes, layer_bytes_per_token
-from trainer.model import build_model, enable_activation_checkpointing
-from trainer.step import token_loss_sum
+from trainer.model.build import build_model, enable_activation_checkpointing
+from trainer.rank.memory import MemoryTimeline, saved_for_backward
+from trainer.rank.step import token_loss_sum
 
 MODES = ("none", "selective", "full")
 
@@ -206,7 +206,7 @@ def test_a_bad_mode_given_on_the_command_line_stops_before_launch(tmp_path):
 
 def test_selective_checkpointing_saves_every_attention_kernel_flex_included():
     """Attention is never recomputed: the SDPA kernels' and flex_attention's outputs are saved (torchtitan's list)."""
-    from trainer.model import _saved_ops, flex_attention_op
+    from trainer.model.build import _saved_ops, flex_attention_op
 
     _, others = _saved_ops()
     assert flex_attention_op() is torch.ops.higher_order.flex_attention and flex_attention_op() in others

@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from agent.offline import respond
 from agent.tools import TOOLS
 from trainer.config import ConfigError
-from trainer.presets import GPUS, MODELS, gpu_preset, model_override, model_preset, preset_experiment
+from trainer.model.presets import GPUS, MODELS, gpu_preset, model_override, model_preset, preset_experiment
 
 DATA = Path(__file__).parent / "data"
 CASES = yaml.safe_load((DATA / "requests.yaml").read_text())
@@ -215,7 +215,7 @@ def larger_batch(repo: Path, tmp_path: Path) -> Path:
 
 def test_presets_are_the_published_sizes():
     """Parameter counts of the presets against the published ones (billions, to the digits published)."""
-    from trainer.model import count_parameters, model_config
+    from trainer.model.build import count_parameters, model_config
 
     published = {"llama-3.1-8b": 8.03, "llama-2-7b": 6.74, "mistral-7b": 7.24, "qwen2.5-7b": 7.62,
                  "llama-3.2-1b": 1.24, "smollm2-1.7b": 1.71, "gemma-2-9b": 9.24}  # fmt: skip
@@ -239,8 +239,8 @@ def test_preset_names_and_errors():
 
 
 def test_every_gpu_preset_has_its_datasheet_peak():
-    """Each preset's name finds its own peak in trainer.flops (not a neighbour's: "A10" is not "A100")."""
-    # h100-hbm2e: torchtitan's H100s, whose peak is between the NVL's and the SXM's (trainer.presets)
+    """Each preset's name finds its own peak in trainer.costs.flops (not a neighbour's: "A10" is not "A100")."""
+    # h100-hbm2e: torchtitan's H100s, whose peak is between the NVL's and the SXM's (trainer.model.presets)
     datasheet_tflops = {"h100-sxm": 989, "h100-pcie": 756, "h100-nvl": 835, "h200": 989, "a100-40gb": 312,
                         "a100-80gb": 312, "l40s": 362, "a10": 125, "rtx-4090": 165, "h100-hbm2e": 912}  # fmt: skip
     assert {key: round(gpu.peak_bf16_flops / 1e12) for key, gpu in GPUS.items()} == datasheet_tflops

@@ -19,7 +19,7 @@ from agent.approvals import Policy
 from agent.jobs import run_status
 from agent.session import Agent, ToolCall, ToolResult
 from tests.support import REPO, meshpilot, write_experiment
-from trainer.rundir import RunDir
+from trainer.results.rundir import RunDir
 
 pytestmark = pytest.mark.slow
 SMALL_TASK = """name: kv_small

@@ -12,11 +12,11 @@ from support import TINY_MODEL, meshpilot, train, write_experiment
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 from transformers import AutoConfig
 
-from trainer.attention import FLEX_IMPLEMENTATION, AttentionError, choose_attention, document_block_mask
 from trainer.config import TrainSpec
+from trainer.costs.memory_model import MemoryPlan, activation_bytes
+from trainer.data.packing import block_causal_mask
 from trainer.layout import Layout
-from trainer.memory_model import MemoryPlan, activation_bytes
-from trainer.packing import block_causal_mask
+from trainer.model.attention import FLEX_IMPLEMENTATION, AttentionError, choose_attention, document_block_mask
 
 # Two rows: three documents; one document then padding (segment -1).
 SEGMENTS = torch.tensor([[0] * 40 + [1] * 60 + [2] * 28, [0] * 90 + [-1] * 38])
@@ -131,8 +131,8 @@ def test_flex_survives_the_sharded_build(tmp_path):
     template model materialize builds rewrote the shared config)."""
     from transformers import AutoConfig
 
-    from trainer.attention import use_attention
-    from trainer.model import materialize, meta_model
+    from trainer.model.attention import use_attention
+    from trainer.model.build import materialize, meta_model
 
     config = AutoConfig.for_model(**{**TINY_MODEL, "hidden_size": 64, "intermediate_size": 128})
     model = meta_model(config)

@@ -16,9 +16,9 @@ import torch
 import yaml
 from support import TINY_MODEL
 
-import trainer.launch as launch_module
+import trainer.launch.launcher as launch_module
 from trainer.config import ConfigError
-from trainer.launch import TrainRequest, prepare
+from trainer.launch.launcher import TrainRequest, prepare
 
 # A real finished run's metrics.json (the TUI's recorded trial): what a finished run leaves.
 TUI_TRIAL = Path(__file__).parent / "fixtures" / "tui-sweep" / "sweep" / "trials" / "t000"
@@ -367,7 +367,7 @@ def test_cli_bad_key_exit_code_and_one_line(tmp_path):
 
 
 def fake_finished_checkpoint(run: Path, step: int) -> None:
-    from trainer.checkpoint import write_manifest
+    from trainer.rank.checkpoint import write_manifest
 
     (run / "checkpoint" / f"step_{step:08d}").mkdir(parents=True)
     (run / "checkpoint" / f"step_{step:08d}" / ".metadata").write_text("")
@@ -517,7 +517,7 @@ def test_node_rank_outside_the_node_count(tmp_path):
 
 
 def test_a_single_node_run_holds_its_directory_against_every_node_rank(tmp_path):
-    from trainer.rundir import RunDir, RunInUse, RunLock
+    from trainer.results.rundir import RunDir, RunInUse, RunLock
 
     run = RunDir(tmp_path / "run")
     held = RunLock(run, 0, whole_run=True)  # as the launcher of a one-node run takes it
@@ -615,7 +615,7 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path):
     script = (
         "import resource, signal, sys\n"
         "from pathlib import Path\n"
-        "from trainer.contracts import write_json\n"
+        "from trainer.results.contracts import write_json\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
         "try:\n"

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from support import REPO
 
-from trainer.memory import outside_source
-from trainer.results import MEMORY, METRICS, STEPS
+from trainer.rank.memory import outside_source
+from trainer.results.schemas import MEMORY, METRICS, STEPS
 
 if str(REPO) not in sys.path:  # bench/ is a directory of scripts, not an installed package
     sys.path.insert(0, str(REPO))

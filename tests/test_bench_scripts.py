@@ -19,9 +19,9 @@ import torch.nn.functional as F
 from support import REPO, TINY_MODEL
 from transformers import AutoConfig
 
-from trainer.data import TokenizedCorpus
-from trainer.model import build_model
-from trainer.packing import block_causal_mask
+from trainer.data.packing import block_causal_mask
+from trainer.data.rows import TokenizedCorpus
+from trainer.model.build import build_model
 
 if str(REPO) not in sys.path:  # bench/ is a directory of scripts, not an installed package
     sys.path.insert(0, str(REPO))
@@ -245,8 +245,8 @@ def test_planner_rescore_predicts_stored_runs_again_without_training(tmp_path, m
     stale ones in the file), the metrics from those predictions, and nothing is trained or probed."""
     from bench import planner
     from bench.runs import write_experiment
-    from trainer.contracts import write_json
-    from trainer.probe import probe_path
+    from trainer.costs.probe import probe_path
+    from trainer.results.contracts import write_json
 
     real = json.loads((REPO / "bench/results/planner.json").read_text())
     kept = [c for c in real["candidates"] if c["measured_tokens_per_s"] is not None][::7]  # 10 of the 66 runs

@@ -1,4 +1,4 @@
-"""The chunked output head + cross-entropy (trainer.loss) gives the plain loss and gradients: alone, through the
+"""The chunked output head + cross-entropy (trainer.model.loss) gives the plain loss and gradients: alone, through the
 trainer's own loss (tied and untied embeddings, fp32 and bf16 autocast), chunk sizes from one token to more than
 the micro-batch. Multi-process layouts (FSDP2, tensor parallel, DDP) run the same loss and are held against the
 one-process run in tests/test_layouts.py."""
@@ -11,10 +11,10 @@ import torch.nn.functional as F
 from support import TINY_MODEL
 from transformers import AutoConfig, AutoModelForCausalLM
 
-import trainer.loss
-from trainer.loss import chunk_tokens, chunked_cross_entropy_sum
-from trainer.packing import IGNORE_INDEX, model_inputs
-from trainer.step import token_loss_sum
+import trainer.model.loss
+from trainer.data.packing import IGNORE_INDEX, model_inputs
+from trainer.model.loss import chunk_tokens, chunked_cross_entropy_sum
+from trainer.rank.step import token_loss_sum
 
 
 def plain_loss(hidden, weight, labels):
@@ -51,7 +51,7 @@ def test_chunk_holds_a_bounded_number_of_logits():
 
 def model_step(config, batch, chunked: bool, bf16: bool = False):
     torch.manual_seed(0)
-    # transformers' own build: it ties the embeddings (trainer.model.build_model's materialisation unties them)
+    # transformers' own build: it ties the embeddings (trainer.model.build.build_model's materialisation unties them)
     model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
     model.train()
     tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
@@ -79,7 +79,7 @@ def test_trainer_loss_equals_the_plain_one(monkeypatch, tied, bf16):
     batch = {"input_ids": ids, "labels": labels_with_holes((2, seq_len), config.vocab_size, generator)}
     batch |= {"position_ids": torch.arange(seq_len).expand_as(ids), "segment_ids": segments}
     # 13 tokens per chunk: the 96 tokens of the micro-batch in 8 chunks, the last one short.
-    monkeypatch.setattr(trainer.loss, "CHUNK_LOGIT_BYTES", 13 * config.vocab_size * 4)
+    monkeypatch.setattr(trainer.model.loss, "CHUNK_LOGIT_BYTES", 13 * config.vocab_size * 4)
     expected_loss, expected = model_step(config, batch, chunked=False, bf16=bf16)
     loss, grads = model_step(config, batch, chunked=True, bf16=bf16)
     if not bf16:

@@ -1,5 +1,5 @@
 """What the throughput model's communication moves, checked on transformers' Llama: tensor parallelism's
-all-reduces counted with their dtypes on 2 gloo processes (trainer.throughput.TP_ALL_REDUCES_PER_LAYER); the
+all-reduces counted with their dtypes on 2 gloo processes (trainer.costs.throughput.TP_ALL_REDUCES_PER_LAYER); the
 dtype of context parallelism's gathered keys and values and of a pipeline stage's output; and the bytes the model
 prices from them."""
 
@@ -17,8 +17,8 @@ from support import TINY_MODEL
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoConfig
 
+from trainer.costs.throughput import FP32, TP_ALL_REDUCES_PER_LAYER, communication_bytes
 from trainer.layout import Layout
-from trainer.throughput import FP32, TP_ALL_REDUCES_PER_LAYER, communication_bytes
 
 LAYER = {"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
          "num_attention_heads": 4, "num_key_value_heads": 2}  # fmt: skip
@@ -45,8 +45,8 @@ def _all_reduces(layers: int, autocast: bool, bf16: bool, checkpointing: str) ->
     """The dtypes of one tensor-parallel forward's all-reduces and of its backward's."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    from trainer.model import build_model, enable_activation_checkpointing
-    from trainer.parallelize import apply_tensor_parallel
+    from trainer.model.build import build_model, enable_activation_checkpointing
+    from trainer.parallel.parallelize import apply_tensor_parallel
 
     model = build_model(AutoConfig.for_model(**LAYER, num_hidden_layers=layers), None, seed=0)
     model = model.to(torch.bfloat16) if bf16 else model
@@ -118,7 +118,7 @@ def test_the_model_prices_each_collective_in_the_dtype_it_moves():
         assert sent(dim, sharded, "bf16") == sent(dim, sharded, "fp32") / 2 > 0
 
 
-# Each precision regime (trainer.throughput.layer_regime) as a layout and `train.precision` give it, and how the
+# Each precision regime (trainer.costs.throughput.layer_regime) as a layout and `train.precision` give it, and how the
 # layer then runs: (layout, precision, autocast, bf16 parameters).
 REGIMES = {
     "fp32": (Layout(), "fp32", False, False),
@@ -137,9 +137,9 @@ def test_context_and_pipeline_parallelism_move_what_the_model_prices(regime, mon
 
     from transformers import AttentionInterface
 
-    from trainer.context_parallel import context_parallel_attention
-    from trainer.model import build_model
-    from trainer.throughput import activation_width
+    from trainer.costs.throughput import activation_width
+    from trainer.model.build import build_model
+    from trainer.parallel.context_parallel import context_parallel_attention
 
     layout, precision, autocast, bf16 = REGIMES[regime]
     moved = []

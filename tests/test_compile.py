@@ -11,10 +11,10 @@ import torch
 from support import train, write_experiment
 from transformers import LlamaConfig
 
-from trainer.memory import saved_for_backward
-from trainer.model import build_model, enable_activation_checkpointing
-from trainer.parallelize import compile_layers
-from trainer.step import compiled_token_loss_sum, token_loss_sum
+from trainer.model.build import build_model, enable_activation_checkpointing
+from trainer.parallel.parallelize import compile_layers
+from trainer.rank.memory import saved_for_backward
+from trainer.rank.step import compiled_token_loss_sum, token_loss_sum
 
 # layout: processes. One of each wrapping: DDP, FSDP2, HSDP with tensor parallel, a pipeline, context parallel.
 LAYOUTS = {
@@ -69,7 +69,7 @@ def test_selective_checkpointing_compiled_in_the_trainer_matches_eager(experimen
 @pytest.mark.parametrize("whole_step", [False, True], ids=["layers", "whole-step"])
 def test_selective_checkpointing_compiles_while_memory_is_measured(whole_step):
     """The step whose memory is measured wraps selective checkpointing's modes in counting ones
-    (trainer.model._Reporting); compiled, the region's graph id must still reach the mode that tags its operations
+    (trainer.model.build._Reporting); compiled, the region's graph id must still reach the mode that tags its operations
     (inductor refused the graph before). Gradients as eager's."""
     config = LlamaConfig(
         vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -151,7 +151,7 @@ def test_flex_attention_compiles_inside_selective_checkpointing_on_cuda():
     gradients as the eager run's (flex has no backward on CPU)."""
     from torch._dynamo.utils import counters
 
-    from trainer.attention import document_block_mask, use_attention
+    from trainer.model.attention import document_block_mask, use_attention
 
     config = LlamaConfig(
         vocab_size=128, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,

@@ -1,5 +1,5 @@
 """train.compile in the throughput model: a decoder layer's memory-bound work counted per eager operation, and per
-fused kernel where the layer is compiled (trainer.throughput.LAYER_BYTES); the compiled step predicted faster by
+fused kernel where the layer is compiled (trainer.costs.throughput.LAYER_BYTES); the compiled step predicted faster by
 what the counts say, the setting carried from the experiment and the planner's candidate to the prediction, and
 the saving held against what an H100 measured eager and compiled."""
 
@@ -18,16 +18,23 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRot
 
 from bench.gpu import LLAMA_1B
 from trainer.config import experiment_from_dict
+from trainer.costs.throughput import (
+    Hardware,
+    hardware_figures,
+    layer_bytes,
+    layer_regime,
+    loss_recompute_flops,
+    predict_run,
+)
 from trainer.layout import Layout
-from trainer.model import model_config
-from trainer.throughput import Hardware, hardware_figures, layer_bytes, layer_regime, loss_recompute_flops, predict_run
+from trainer.model.build import model_config
 
 H100 = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=8)
 MFU_RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results" / "gpu_h100_mfu.json"
 # Widths unlike each other (h, q = 4 x 24, kv = 2 x 24, i) so that a byte counted against the wrong one shows.
 LAYER = {"hidden_size": 64, "intermediate_size": 160, "num_attention_heads": 4, "num_key_value_heads": 2,
          "head_dim": 24, "num_hidden_layers": 1, "vocab_size": 128}  # fmt: skip
-# How each regime runs: FSDP2's bf16 on a sharded layout, autocast on one device (trainer.parallelize).
+# How each regime runs: FSDP2's bf16 on a sharded layout, autocast on one device (trainer.parallel.parallelize).
 REGIMES = {"fp32": ("fp32", Layout(1, 1)), "bf16": ("bf16", Layout(1, 2)), "autocast": ("bf16", Layout(1, 1))}
 MATMULS = {"mm", "addmm", "bmm", "baddbmm"}
 
@@ -201,7 +208,7 @@ def test_compiling_saves_the_counted_bytes_and_nothing_else(checkpointing):
 def test_the_planner_prices_the_experiments_compile_setting():
     """The planner's candidate for a compiled experiment is predict_run's for the same run, and differs from the
     eager experiment's."""
-    from trainer.planner import Pinned, plan
+    from trainer.costs.planner import Pinned, plan
 
     experiment = _experiment(True)
     config = model_config(experiment.model, Path("."))

@@ -17,11 +17,11 @@ from test_layouts import assert_memory_model_matches
 from transformers import AutoConfig
 
 from trainer.config import TrainSpec
-from trainer.context_parallel import document_causal_mask_mod, gathered_positions, local_mask, local_positions
+from trainer.costs.memory_model import MemoryPlan, activation_bytes, local_shapes
+from trainer.costs.throughput import communication_bytes, context_parallel_bytes
+from trainer.data.packing import block_causal_mask
 from trainer.layout import Layout
-from trainer.memory_model import MemoryPlan, activation_bytes, local_shapes
-from trainer.packing import block_causal_mask
-from trainer.throughput import communication_bytes, context_parallel_bytes
+from trainer.parallel.context_parallel import document_causal_mask_mod, gathered_positions, local_mask, local_positions
 
 VARIANTS = {  # data variant: (packed rows, key-value heads); TINY_MODEL has 4 query heads
     "packed_gqa": (True, 2),
@@ -226,7 +226,7 @@ def test_attention_function_equals_sdpa_with_a_group_of_one(device):
     import torch.distributed as dist
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from trainer.context_parallel import context_parallel_attention
+    from trainer.parallel.context_parallel import context_parallel_attention
 
     backend, device_id = ("nccl", torch.device("cuda", 0)) if device == "cuda" else ("gloo", None)
     dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, device_id=device_id)
@@ -265,9 +265,9 @@ LLAMA3_8B = {  # Llama 3 8B's shape (no preset ships with meshpilot)
 def test_planner_shows_which_layouts_fit_only_because_of_cp(tmp_path):
     """One 128k-token row of an 8B model on 8 GPUs of 80 GB: only context-parallel layouts fit."""
     from trainer.config import load_experiment
-    from trainer.model import model_config
-    from trainer.planner import format_table, plan
-    from trainer.throughput import Hardware
+    from trainer.costs.planner import format_table, plan
+    from trainer.costs.throughput import Hardware
+    from trainer.model.build import model_config
 
     seq_len = 131072
     changes = {"model": {"config": LLAMA3_8B}, "data": {"seq_len": seq_len}}
@@ -291,7 +291,7 @@ def test_flex_with_the_mask_function_equals_sdpa_with_the_dense_mask_on_cuda():
     import torch.nn.functional as F
     from torch.nn.attention.flex_attention import flex_attention
 
-    from trainer.context_parallel import local_block_mask
+    from trainer.parallel.context_parallel import local_block_mask
 
     torch.manual_seed(0)
     seq_len, cp, rank = 512, 2, 1

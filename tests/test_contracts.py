@@ -1,6 +1,6 @@
 """Result-file contracts (issue 14, item 1): one schema per file, one writer and one reader.
 
-For every contract, the run directory's (trainer.results) and the agent's (job.json, trial.json, sweep.json,
+For every contract, the run directory's (trainer.results.schemas) and the agent's (job.json, trial.json, sweep.json,
 summary.json): a file with an unknown field, a missing field or a wrongly typed one fails in one line naming the
 file and the field; a valid file round-trips; a writer refuses bad data before writing anything. The recorded
 sweep of the terminal UI's tests (tests/fixtures/tui-sweep) holds valid files of each. No training runs here.
@@ -19,8 +19,8 @@ from agent.jobs import JOB
 from agent.sweep import SWEEP
 from agent.sweep.runner import TRIAL
 from agent.sweep.summary import SUMMARY, summarize
-from trainer.contracts import Contract, ContractError
-from trainer.results import FAILURE, LAUNCH, MEMORY, METRICS, STEPS
+from trainer.results.contracts import Contract, ContractError
+from trainer.results.schemas import FAILURE, LAUNCH, MEMORY, METRICS, STEPS
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tui-sweep" / "sweep"
 TRIAL_DIR = FIXTURE / "trials" / "t000"
@@ -178,7 +178,7 @@ def test_steps_round_trip_and_a_line_being_written_is_not_read(tmp_path):
 
 def test_the_job_reads_its_last_step_from_the_last_complete_line(tmp_path):
     from agent.jobs import _last_step
-    from trainer.rundir import RunDir
+    from trainer.results.rundir import RunDir
 
     run = RunDir(tmp_path)
     assert _last_step(run) == 0

@@ -68,10 +68,10 @@ def test_measured_peak_includes_reserved_memory_and_the_cuda_runtime(cuda_fp32):
     measured, predicted = memory["measured"][0], memory["predicted"][0]
     assert measured["reserved_peak"] >= measured["allocated_peak"] > 0
     assert measured["peak"] == measured["reserved_peak"] + measured["outside_allocator"]
-    # The stated defaults (trainer.memory_model.CUDA_RUNTIME) against this GPU: the context, within a factor of 2.
+    # The stated defaults (trainer.costs.memory_model.CUDA_RUNTIME) against this GPU: the context, within a factor of 2.
     assert predicted["cuda_runtime"] / 2 <= measured["outside_allocator"] <= 2 * predicted["cuda_runtime"]
     assert "max_memory_reserved" in memory["peak_source"]
-    # Recorded over the untimed warm-up steps only, and bounded (trainer.loop.SNAPSHOT_MAX_ENTRIES).
+    # Recorded over the untimed warm-up steps only, and bounded (trainer.rank.loop.SNAPSHOT_MAX_ENTRIES).
     assert 0 < cuda_fp32.snapshot.stat().st_size < 200 * 2**20
 
 
@@ -94,7 +94,7 @@ def test_compiled_bf16_steps_with_a_chunked_head_train_like_eager_ones(tmp_path)
 
 
 def test_gpu_preset_memory_is_what_torch_reports():
-    from trainer.presets import GPUS
+    from trainer.model.presets import GPUS
 
     properties = torch.cuda.get_device_properties(0)
     preset = next((gpu for gpu in GPUS.values() if gpu.name == properties.name), None)
@@ -106,7 +106,7 @@ def test_gpu_preset_memory_is_what_torch_reports():
 def test_batches_bound_for_cuda_come_pinned():
     import numpy as np
 
-    from trainer.data import BatchPlan, BatchPrefetcher, RowSource, TokenizedCorpus
+    from trainer.data.rows import BatchPlan, BatchPrefetcher, RowSource, TokenizedCorpus
 
     corpus = TokenizedCorpus(np.arange(400, dtype=np.uint32) % 50, np.array([0, 200, 400]))
     prefetcher = BatchPrefetcher(RowSource(corpus, 16, True, 0), BatchPlan(2, 1, 1), 0, pin=True)
@@ -159,8 +159,8 @@ def test_attention_runs_a_fused_kernel_not_math(packed):
     With the math fallback disallowed, SDPA raises instead of quietly falling back to it."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from trainer.model import build_model
-    from trainer.step import token_loss_sum
+    from trainer.model.build import build_model
+    from trainer.rank.step import token_loss_sum
 
     config = AutoConfig.for_model(**{**TINY_MODEL, "hidden_size": 256, "num_attention_heads": 4})
     model = build_model(config, None, seed=0, device="cuda").train()

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainer import corpus as corpus_module
 from trainer.config import ConfigError, DataSpec
-from trainer.contracts import write_json
-from trainer.corpus import builtin_documents
-from trainer.data import BatchPlan, RowSource, TokenizedCorpus, data_sources, plan_batches, read_documents
-from trainer.packing import IGNORE_INDEX
+from trainer.data import corpus as corpus_module
+from trainer.data.corpus import builtin_documents
+from trainer.data.packing import IGNORE_INDEX
+from trainer.data.rows import BatchPlan, RowSource, TokenizedCorpus, data_sources, plan_batches, read_documents
+from trainer.results.contracts import write_json
 
 EOS = 1
 

@@ -1,6 +1,6 @@
 """Datasets as people keep them: `datasets` directories (save_to_disk, DatasetDict), parquet shards and globs.
 
-Every source feeds the same path (trainer.corpus.read_rows -> Documents / read_examples -> the tokenizer -> the
+Every source feeds the same path (trainer.data.corpus.read_rows -> Documents / read_examples -> the tokenizer -> the
 cache), so each one must give exactly the token stream of the same texts written as a .jsonl file. Reading and
 tokenizing stream: a batch of rows at a time, written to the cache as it goes. Bad input fails in one line.
 """
@@ -16,12 +16,11 @@ import numpy as np
 import pytest
 from support import write_experiment
 
-from trainer import corpus as corpus_module
-from trainer import data as data_module
-from trainer.cache import fingerprint
-from trainer.chat_data import SIMPLE_TEMPLATE, read_examples, rendered_examples
 from trainer.config import ConfigError, DataSpec
-from trainer.data import (
+from trainer.data import corpus as corpus_module
+from trainer.data import rows as data_module
+from trainer.data.chat import SIMPLE_TEMPLATE, read_examples, rendered_examples
+from trainer.data.rows import (
     TokenizedCorpus,
     data_sources,
     prepare_corpus,
@@ -29,8 +28,9 @@ from trainer.data import (
     read_documents,
     sources_fingerprint,
 )
-from trainer.launch import TrainRequest, prepare
-from trainer.tokenizer import load_tokenizer
+from trainer.data.tokenizer import load_tokenizer
+from trainer.host.cache import fingerprint
+from trainer.launch.launcher import TrainRequest, prepare
 
 # Blank and missing texts are left out by every reader; the rest are kept exactly (newlines, unicode, spaces).
 TEXTS = [
@@ -454,7 +454,7 @@ def test_a_run_from_a_saved_dataset_matches_the_same_data_as_jsonl(tmp_path):
     import torch
     from support import train
 
-    from trainer.checkpoint import latest
+    from trainer.rank.checkpoint import latest
 
     rows = [{"text": t} for t in prose(300)]
     runs = {}

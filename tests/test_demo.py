@@ -15,10 +15,10 @@ from support import meshpilot
 from transformers import LlamaConfig
 
 from agent.demo import CPU_LAYOUTS, DEMO_MODEL, MICRO_BATCH, ROWS_PER_DEVICE, SEQ_LEN, demo_layouts
-from trainer.data import plan_batches
+from trainer.data.rows import plan_batches
 from trainer.layout import Layout, check_layout_for_model
-from trainer.pipeline import check_pipeline
-from trainer.rundir import RunDir
+from trainer.parallel.pipeline import check_pipeline
+from trainer.results.rundir import RunDir
 
 TRIAL_STEPS, FINAL_STEPS = 2, 4
 

@@ -11,7 +11,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from trainer.config import ConfigError, parse_bytes
-from trainer.device_map import device_map_summary, load_device_mapped
+from trainer.export.device_map import device_map_summary, load_device_mapped
 
 TINY_GQA_LLAMA = {
     "vocab_size": 512,

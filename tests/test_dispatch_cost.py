@@ -1,5 +1,5 @@
 """Python dispatch in the throughput model: the operations that pay DTensor's dispatch under tensor parallelism and
-selective checkpointing's policy, counted again on the real layers (trainer.throughput's DTENSOR_OPS_PER_LAYER and
+selective checkpointing's policy, counted again on the real layers (trainer.costs.throughput's DTENSOR_OPS_PER_LAYER and
 SELECTIVE_OPS_PER_LAYER); the prediction charging them at the probe's figures; calibration scaling them apart."""
 
 from __future__ import annotations
@@ -17,10 +17,7 @@ from torch.utils.checkpoint import checkpoint
 from transformers import AutoConfig, LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
 
-from trainer.layout import Layout
-from trainer.model import build_model, selective_checkpoint_context
-from trainer.parallelize import apply_tensor_parallel
-from trainer.throughput import (
+from trainer.costs.throughput import (
     DTENSOR_OPS_PER_LAYER,
     FEATURES,
     SELECTIVE_OPS_PER_LAYER,
@@ -29,6 +26,9 @@ from trainer.throughput import (
     fit,
     hardware_figures,
 )
+from trainer.layout import Layout
+from trainer.model.build import build_model, selective_checkpoint_context
+from trainer.parallel.parallelize import apply_tensor_parallel
 
 CPU = Hardware("cpu", "test CPU", devices_per_node=2, intra_node_link="cpu")
 LAYER = {"hidden_size": 64, "intermediate_size": 160, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -58,7 +58,7 @@ def one_rank(tmp_path):
 
 
 def _dtensor_operations(mesh, layers: int) -> tuple[int, int]:
-    """DTensor operations of a tensor-parallel Llama's forward and backward (trainer.parallelize's plan)."""
+    """DTensor operations of a tensor-parallel Llama's forward and backward (trainer.parallel.parallelize's plan)."""
     model = build_model(LlamaConfig(**LAYER, num_hidden_layers=layers), None, seed=0)
     apply_tensor_parallel(model, mesh)
     ids = torch.randint(0, LAYER["vocab_size"], (2, 16))

@@ -18,10 +18,10 @@ from transformers import AutoConfig
 
 from trainer.config import TrainSpec
 from trainer.layout import Layout
-from trainer.model import build_model, materialize, meta_model
-from trainer.optim import build_optimizer
-from trainer.parallelize import grad_norm_squared, parallelize, parallelize_pipeline
-from trainer.step import token_loss_sum
+from trainer.model.build import build_model, materialize, meta_model
+from trainer.parallel.parallelize import grad_norm_squared, parallelize, parallelize_pipeline
+from trainer.rank.optim import build_optimizer
+from trainer.rank.step import token_loss_sum
 
 
 def _loss_and_grads(model: torch.nn.Module) -> None:

@@ -31,9 +31,9 @@ from evalsuite.runner import context_text, solved_text
 from evalsuite.scoring import generate_continuous, generate_static, generation_config
 from evalsuite.store import Store, git_work_tree
 from evalsuite.task import BUILTIN_DIR, load_items, load_suite
-from trainer.contracts import ContractError
-from trainer.corpus import builtin_documents
-from trainer.export import export_hf, find_checkpoint, load_model, load_run_tokenizer
+from trainer.data.corpus import builtin_documents
+from trainer.export.hf import export_hf, find_checkpoint, load_model, load_run_tokenizer
+from trainer.results.contracts import ContractError
 
 SIZES = {"addition": (6, 12), "kv_recall": (6, 12), "reversal": (6, 12), "stdlib_heldout": (8, 8)}
 SECRET_QA = {

@@ -1,5 +1,5 @@
-"""Expert parallelism (trainer/expert_parallel.py) on transformers' own MoE classes, in real gloo processes: tiny
-Qwen3-MoE, Mixtral and Qwen2-MoE (shared experts) trained for 3 AdamW steps on a global batch split over 2 or 4
+"""Expert parallelism (trainer/parallel/expert_parallel.py) on transformers' own MoE classes, in real gloo processes:
+tiny Qwen3-MoE, Mixtral and Qwen2-MoE (shared experts) trained for 3 AdamW steps on a global batch split over 2 or 4
 ranks with ep=2 or ep=4 give one process's per-step losses (language model plus the router's load-balancing loss
 with the config's coefficient) and first-step logits; so does a router biased so that one expert takes most tokens;
 a dispatch that sends one token to the wrong rank does not.
@@ -23,7 +23,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from trainer.expert_parallel import (
+from trainer.parallel.expert_parallel import (
     ExpertParallelError,
     apply_expert_parallel,
     average_gradients,

@@ -21,8 +21,8 @@ from killed_runs import start_train, survivors, wait_for
 from support import meshpilot, train, write_experiment
 
 from agent.jobs import job_processes
-from trainer.checkpoint import MANIFEST, checkpoint_step, latest, verify, write_manifest
-from trainer.rundir import RunDir
+from trainer.rank.checkpoint import MANIFEST, checkpoint_step, latest, verify, write_manifest
+from trainer.results.rundir import RunDir
 
 pytestmark = pytest.mark.slow  # real multi-process runs
 
@@ -50,7 +50,7 @@ def reference(experiment) -> list[dict]:
 
 
 def wait_for_the_fault(run: RunDir, rank: int, step: int) -> None:
-    """Until the rank waits in its `kind=preempt` fault (trainer.faults): the steps before are done, checkpoints
+    """Until the rank waits in its `kind=preempt` fault (trainer.rank.faults): the steps before are done, checkpoints
     and step boundaries included."""
     said = f"rank {rank} waits for a preemption signal at step {step}"
     log = run.rank_log(rank)
@@ -110,7 +110,7 @@ def test_preemption_saves_records_and_resumes_exactly(experiment, reference, tmp
 def test_a_job_stopped_by_sigterm_is_preempted_and_resumable(experiment, tmp_path):
     """SIGTERM to a job's supervisor (as a scheduler sends it): the run preempts, and the job says so."""
     from agent.jobs import read_job, start_run, wait_run
-    from trainer.faults import ENV as FAULT
+    from trainer.rank.faults import ENV as FAULT
 
     out = tmp_path / "job"
     start_run(experiment, out, nproc=2, layout="dp_replicate=2", env={FAULT: "rank=0,step=3,kind=preempt"})
@@ -123,7 +123,7 @@ def test_a_job_stopped_by_sigterm_is_preempted_and_resumable(experiment, tmp_pat
 
 def test_preempted_is_one_status_every_reader_knows():
     from agent.jobs import TERMINAL, _classify
-    from trainer.results import FAILED_STATUSES, RUN_STATUSES
+    from trainer.results.schemas import FAILED_STATUSES, RUN_STATUSES
 
     assert "preempted" in RUN_STATUSES and "preempted" in TERMINAL
     assert "preempted" not in FAILED_STATUSES  # resumable: not a failure

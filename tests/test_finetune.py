@@ -2,7 +2,7 @@
 
 The tokenizer here is a word-level one built by the test, so that every token of a rendered example is known
 in advance: the reference below builds each example's ids and response mask from the words themselves, not
-through trainer.chat_data, and computes the loss one example at a time with a plain forward. The examples have
+through trainer.data.chat, and computes the loss one example at a time with a plain forward. The examples have
 lengths that do not divide the row, so packing them whole leaves rows padded (and one row filled to its last,
 look-ahead token); the reference, which sees each example whole, must agree with the trainer exactly.
 """
@@ -19,11 +19,11 @@ import torch.nn.functional as F
 from helpers.step_gradients import _setup, step_gradients
 from support import write_experiment
 
-from trainer.chat_data import SIMPLE_TEMPLATE, read_examples, render_example
 from trainer.config import ConfigError, DataSpec, Experiment
-from trainer.launch import TrainRequest, prepare
-from trainer.packing import IGNORE_INDEX
-from trainer.step import forward_backward
+from trainer.data.chat import SIMPLE_TEMPLATE, read_examples, render_example
+from trainer.data.packing import IGNORE_INDEX
+from trainer.launch.launcher import TrainRequest, prepare
+from trainer.rank.step import forward_backward
 
 SEQ_LEN = 64
 GLOBAL_ROWS = 4
@@ -112,9 +112,9 @@ def _tokenizer(run_dir: Path):
 
 def _rows(run_dir: Path, seq_len: int, packing: bool):
     """The run's examples as rows of seq_len, in corpus order (not shuffled)."""
-    from trainer.data import RowSource, TokenizedCorpus
-    from trainer.loop import load_run
-    from trainer.rundir import RunDir
+    from trainer.data.rows import RowSource, TokenizedCorpus
+    from trainer.rank.loop import load_run
+    from trainer.results.rundir import RunDir
 
     corpus = TokenizedCorpus.load(Path(load_run(RunDir(run_dir))[1]["data_dir"]))
     return RowSource(corpus, seq_len, packing=packing, seed=0, shuffle=False)
@@ -280,13 +280,13 @@ def test_step_loss_equals_one_example_at_a_time(chat_run):
     trainer = forward_backward(model, batches, None, packed=True)
     reference = reference_loss(model, rows, plan, tokenizer)
     assert trainer.target_tokens == sum(counts)
-    assert trainer.loss == pytest.approx(reference, rel=1e-5)
+    assert trainer.model.loss == pytest.approx(reference, rel=1e-5)
     # (d) negative control: counting the prompt tokens too gives another loss.
     assert abs(reference_loss(model, rows, plan, tokenizer, count_all=True) - reference) / reference > 1e-3
 
 
 def test_the_tokenizer_template_is_the_default(tmp_path):
-    from trainer.chat_data import chat_template
+    from trainer.data.chat import chat_template
 
     tokenizer = load_words(word_tokenizer(tmp_path / "tokenizer"))
     with pytest.raises(ConfigError, match="tokenizer words has no chat template"):
@@ -343,14 +343,14 @@ def test_builtin_tokenizer_needs_a_named_template(tmp_path):
 
 
 def test_format_and_template_names_are_checked(tmp_path):
-    from trainer.data import data_sources
+    from trainer.data.rows import data_sources
 
     (tmp_path / "data.jsonl").write_text("{}\n")
     with pytest.raises(ConfigError, match=r"data.format: 'chatt' is not one of text, instruction, chat \(did you"):
         data_sources(DataSpec(train="data.jsonl", format="chatt"), tmp_path)
     with pytest.raises(ConfigError, match=r"reads .jsonl files"):
         data_sources(DataSpec(format="chat"), tmp_path)  # the built-in corpus is text
-    from trainer.chat_data import named_template
+    from trainer.data.chat import named_template
 
     with pytest.raises(ConfigError, match=r"'simpel' is neither .* nor a file \(did you mean 'simple'\?\)"):
         named_template(DataSpec(chat_template="simpel"), tmp_path)

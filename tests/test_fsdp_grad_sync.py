@@ -1,7 +1,7 @@
 """FSDP2 with gradient accumulation (train.fsdp_grad_sync): reduce-scattering every micro-batch keeps only each
 rank's gradient shard, reducing once per step keeps an unsharded gradient of the whole model on every rank until
 the last micro-batch. Two processes accumulate four micro-batches each; the gradient bytes they hold at their peak
-during the accumulation are what trainer.memory_model predicts for each setting, and both settings train as the
+during the accumulation are what trainer.costs.memory_model predicts for each setting, and both settings train as the
 one-process reference does."""
 
 from __future__ import annotations

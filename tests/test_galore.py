@@ -11,8 +11,8 @@ from torch.nn.parallel import DistributedDataParallel
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from trainer.config import GALORE_PROJ_TYPES, ConfigError, GaLoreSpec, TrainSpec, experiment_from_dict, load_experiment
-from trainer.memory import state_bytes, tensor_bytes
-from trainer.optim import (
+from trainer.rank.memory import state_bytes, tensor_bytes
+from trainer.rank.optim import (
     build_optimizer,
     galore_state_elements,
     optimizer_state_bytes,
@@ -57,7 +57,7 @@ def one_step(model: torch.nn.Module, spec: TrainSpec) -> torch.optim.Optimizer:
 
 
 def measured(optimizer: torch.optim.Optimizer) -> int:
-    """Optimizer-state bytes counted the way trainer.memory counts tensors, GaLore's projections included."""
+    """Optimizer-state bytes counted the way trainer.rank.memory counts tensors, GaLore's projections included."""
     return tensor_bytes(optimizer_state_tensors(optimizer))
 
 

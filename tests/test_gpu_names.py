@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.flops import gpu_links, peak_bf16_flops, peak_memory_bandwidth
-from trainer.worker import failure_status
+from trainer.costs.flops import gpu_links, peak_bf16_flops, peak_memory_bandwidth
+from trainer.rank.worker import failure_status
 
 
 @pytest.mark.parametrize(

@@ -19,16 +19,16 @@ from support import TINY_MODEL, train, write_experiment
 from transformers import AutoConfig
 
 from evalsuite.models import eval_dtype
-from trainer import checkpoint
 from trainer.config import TrainSpec, load_experiment
-from trainer.data import BatchPlan, BatchPrefetcher, RowSource, TokenizedCorpus
-from trainer.environment import device_name, process_env
+from trainer.costs.memory_model import CUDA_RUNTIME, MemoryPlan, nccl_communicators, predict_memory
+from trainer.costs.planner import planned_hardware
+from trainer.data.rows import BatchPlan, BatchPrefetcher, RowSource, TokenizedCorpus
+from trainer.host.environment import device_name, process_env
 from trainer.layout import Layout
-from trainer.loop import collective_timeouts, init_worker, set_collective_timeout, untimed_steps
-from trainer.memory import cuda_peak, process_device_used
-from trainer.memory_model import CUDA_RUNTIME, MemoryPlan, nccl_communicators, predict_memory
-from trainer.planner import planned_hardware
-from trainer.presets import GPUS, gpu_preset
+from trainer.model.presets import GPUS, gpu_preset
+from trainer.rank import checkpoint
+from trainer.rank.loop import collective_timeouts, init_worker, set_collective_timeout, untimed_steps
+from trainer.rank.memory import cuda_peak, process_device_used
 
 GiB, MiB = 1024**3, 1024**2
 
@@ -74,8 +74,8 @@ def test_the_cuda_prediction_adds_the_runtime_and_the_cpu_one_does_not():
 
 
 def test_plan_drops_a_layout_that_fits_only_without_the_runtime_reserve(tmp_path, monkeypatch):
-    from trainer.planner import plan
-    from trainer.throughput import Hardware
+    from trainer.costs.planner import plan
+    from trainer.costs.throughput import Hardware
 
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))  # no calibration records
     experiment = load_experiment(write_experiment(tmp_path, {"train": {"precision": "fp32"}}))
@@ -142,7 +142,8 @@ def test_the_device_memory_used_is_this_process_s_own_where_nvml_reports_it(monk
 
 
 def test_cpu_processes_see_no_gpu():
-    """A CPU run holds no CUDA context and its ranks can be forked (trainer.torchrun): its processes see no GPU."""
+    """A CPU run holds no CUDA context and its ranks can be forked (trainer.launch.torchrun): its processes see no
+    GPU."""
     assert process_env("cpu", 2)["CUDA_VISIBLE_DEVICES"] == ""
     assert process_env("cuda", 2).get("CUDA_VISIBLE_DEVICES") == os.environ.get("CUDA_VISIBLE_DEVICES")  # untouched
 
@@ -161,8 +162,8 @@ def test_the_snapshot_records_untimed_steps_only(steps, warmup, first, untimed):
 def test_checkpoints_wait_on_their_own_group_with_a_longer_timeout(tmp_path, monkeypatch):
     import torch.distributed.checkpoint as dcp
 
-    from trainer.model import build_model
-    from trainer.optim import build_optimizer, build_scheduler
+    from trainer.model.build import build_model
+    from trainer.rank.optim import build_optimizer, build_scheduler
 
     seen = []
     for name in ("save", "load"):
@@ -211,7 +212,7 @@ def test_collectives_wait_longer_through_set_up_and_the_first_steps(monkeypatch)
     try:
         assert _timeout(dist.group.WORLD) == timedelta(seconds=900)
         mesh_group = dist.new_group([0])  # as the layout's mesh makes them, with a default timeout of their own
-        set_collective_timeout(collective_timeouts(spec)[0])  # trainer.loop._setup, once the mesh is built
+        set_collective_timeout(collective_timeouts(spec)[0])  # trainer.rank.loop._setup, once the mesh is built
         checkpoints = checkpoint.checkpoint_group()
         assert _timeout(dist.group.WORLD) == _timeout(mesh_group) == timedelta(seconds=900)
         set_collective_timeout(collective_timeouts(spec)[1], keep=(checkpoints,))

@@ -18,7 +18,7 @@ import torch
 from helpers.step_gradients import naive_step_gradients, step_gradients
 from support import REPO, write_experiment
 
-from trainer.launch import TrainRequest, prepare
+from trainer.launch.launcher import TrainRequest, prepare
 
 GLOBAL_ROWS = 8
 SEQ_LEN = 64

@@ -10,10 +10,10 @@ import pytest
 
 from bench.gpu import LLAMA_1B, LLAMA_SMALL
 from trainer.config import experiment_from_dict
+from trainer.costs.memory_model import MemoryPlan, predict_memory
+from trainer.costs.throughput import Hardware, predict_run
 from trainer.layout import Layout
-from trainer.memory_model import MemoryPlan, predict_memory
-from trainer.model import model_config
-from trainer.throughput import Hardware, predict_run
+from trainer.model.build import model_config
 
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results" / "gpu_h100_validation.json"
 H100 = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=1)

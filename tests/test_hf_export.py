@@ -19,8 +19,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from agent.cli import main
 from evalsuite.models import open_model, resolve
 from trainer.config import ConfigError, load_experiment
-from trainer.export import find_checkpoint, load_model, read_provenance, save_hf_after_run
-from trainer.rundir import RunDir
+from trainer.export.hf import find_checkpoint, load_model, read_provenance, save_hf_after_run
+from trainer.results.rundir import RunDir
 
 STEPS = 3
 # name: (processes, layout, extra --set overrides); the DDP run keeps an earlier checkpoint for --step.

@@ -14,8 +14,8 @@ from support import write_experiment
 
 from agent.jobs import cancel_run, job_processes, read_job, run_status, start_run, wait_run
 from trainer.config import ConfigError
-from trainer.launch import IGNORE_MEMORY_ENV
-from trainer.rundir import RunDir
+from trainer.launch.launcher import IGNORE_MEMORY_ENV
+from trainer.results.rundir import RunDir
 
 CHANGES = {"train": {"steps": 3, "timing_warmup_steps": 1}}
 # One intermediate matrix of 2^43 x 32 floats: a petabyte, refused by the allocator at once on any machine
@@ -35,7 +35,7 @@ def experiment(tmp_path_factory):
 def runs(experiment):
     """A run that ends ok, and runs that fail in every way the watchdog tells apart, all started at once as an agent
     would start them; each test waits for its own. The first status of each is taken right after its start."""
-    from trainer.launch import TrainRequest, prepare
+    from trainer.launch.launcher import TrainRequest, prepare
 
     prepare(TrainRequest(experiment, out=experiment.parent / "warm-up"))  # tokenizer and data: built once, cached
     huge = write_experiment(experiment.parent, {**CHANGES, **HUGE_MLP}, name="huge.yaml")

@@ -12,11 +12,11 @@ from support import TINY_EXPERIMENT, TINY_MODEL, train, write_experiment
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from trainer.config import ConfigError
-from trainer.data import RowSource, TokenizedCorpus, plan_batches
-from trainer.launch import TrainRequest, prepare
-from trainer.loop import load_run
-from trainer.packing import IGNORE_INDEX
-from trainer.rundir import RunDir
+from trainer.data.packing import IGNORE_INDEX
+from trainer.data.rows import RowSource, TokenizedCorpus, plan_batches
+from trainer.launch.launcher import TrainRequest, prepare
+from trainer.rank.loop import load_run
+from trainer.results.rundir import RunDir
 
 STEPS = 5
 LAYOUTS = {

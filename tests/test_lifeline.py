@@ -18,15 +18,15 @@ from killed_runs import start_train, survivors, wait_for
 from support import REPO, meshpilot, train, write_experiment
 
 from agent.jobs import job_processes
-from trainer.checkpoint import latest
 from trainer.config import ConfigError
-from trainer.rundir import RunDir, RunInUse, RunLock
-from trainer.torchrun import AGENT_NAME, can_fork
+from trainer.launch.torchrun import AGENT_NAME, can_fork
+from trainer.rank.checkpoint import latest
+from trainer.results.rundir import RunDir, RunInUse, RunLock
 
 
 @pytest.mark.slow
 def test_a_live_run_holds_its_directory_and_dies_with_its_launcher(tmp_path):
-    from trainer.launch import TrainRequest, prepare
+    from trainer.launch.launcher import TrainRequest, prepare
 
     experiment = write_experiment(tmp_path, {"train": {"steps": 4, "checkpoint_every": 1}})
     out, run = tmp_path / "run", RunDir(tmp_path / "run")
@@ -58,7 +58,7 @@ def test_a_live_run_holds_its_directory_and_dies_with_its_launcher(tmp_path):
 
 def test_the_run_lock_is_exclusive_and_dies_with_its_holder(tmp_path):
     run = RunDir(tmp_path / "run")
-    hold = "import sys, time; from trainer.rundir import RunDir, RunLock; lock = RunLock(RunDir(sys.argv[1]))"
+    hold = "import sys, time; from trainer.results.rundir import RunDir, RunLock; lock = RunLock(RunDir(sys.argv[1]))"
     holder = subprocess.Popen(
         [sys.executable, "-c", hold + "; print('held', flush=True); time.sleep(3600)", str(run.path)],
         cwd=REPO,
@@ -86,7 +86,7 @@ def test_the_run_lock_is_exclusive_and_dies_with_its_holder(tmp_path):
 
 
 def test_the_agent_is_forked_only_from_a_launcher_with_one_thread():
-    one_thread = [sys.executable, "-c", "from trainer.torchrun import can_fork; print(can_fork())"]
+    one_thread = [sys.executable, "-c", "from trainer.launch.torchrun import can_fork; print(can_fork())"]
     done = subprocess.run(one_thread, cwd=REPO, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"}, capture_output=True)
     assert done.stdout.decode().strip() == "True", done.stderr.decode()[-2000:]
     stop = threading.Event()
@@ -104,7 +104,7 @@ def test_the_agent_is_forked_only_from_a_launcher_with_one_thread():
 FORKING_AGENT = """
 import os, sys, time
 import psutil
-from trainer.worker import wait_for_local_ranks
+from trainer.rank.worker import wait_for_local_ranks
 
 marks = sys.argv[1]
 os.environ["LOCAL_WORLD_SIZE"] = "2"
@@ -128,7 +128,7 @@ os.wait()
 
 def test_a_forked_rank_connects_only_once_every_rank_of_its_node_is_forked(tmp_path):
     """The agent forks ranks while its store servers' threads run; a rank forked while one of them held glibc's
-    resolver lock would wait on it forever (trainer.torchrun). So no rank may connect, and so make those threads
+    resolver lock would wait on it forever (trainer.launch.torchrun). So no rank may connect, and so make those threads
     work, before the agent has forked them all: the first rank stays in `wait_for_local_ranks` until the second
     exists."""
     import hung

@@ -8,11 +8,11 @@ from support import TINY_MODEL
 from transformers import AutoConfig
 
 from trainer.config import TrainSpec
+from trainer.costs.memory_model import MemoryPlan, activation_bytes, local_shapes, predict_memory, rank_coordinates
 from trainer.layout import Layout
-from trainer.memory import saved_for_backward
-from trainer.memory_model import MemoryPlan, activation_bytes, local_shapes, predict_memory, rank_coordinates
-from trainer.model import build_model, enable_activation_checkpointing
-from trainer.step import token_loss_sum
+from trainer.model.build import build_model, enable_activation_checkpointing
+from trainer.rank.memory import saved_for_backward
+from trainer.rank.step import token_loss_sum
 
 
 def measured_activations(config, micro_batch: int, seq_len: int, checkpointing: bool, packed: bool = True) -> int:
@@ -52,7 +52,7 @@ def test_predicted_activations_within_15_percent(changes, micro_batch, seq_len, 
 
 
 def test_dense_mask_is_saved_once_per_micro_batch():
-    """Packing's dense mask is one bias that every layer shares (trainer.packing.mask_bias): what it costs (with
+    """Packing's dense mask is one bias that every layer shares (trainer.data.packing.mask_bias): what it costs (with
     SDPA's repeated keys and values, per layer) is predicted, and the mask's own share does not grow with the
     layers. Handed the boolean mask, SDPA would make and save a bias in every layer: the 2 layers' cost would
     about double at 4."""

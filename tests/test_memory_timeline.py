@@ -1,4 +1,4 @@
-"""Memory through one training step (memory.json "timeline", trainer.memory.MemoryTimeline), the report's chart of
+"""Memory through one training step (memory.json "timeline", trainer.rank.memory.MemoryTimeline), the report's chart of
 it and the terminal UI's.
 
 The two-process runs are test_report's sweep (DDP and FSDP2 on two ranks, built once per session and shared): no
@@ -18,9 +18,9 @@ from test_model_options import tiny_batch
 from test_report import shared_sweep
 from test_report_wording import REPORT_DIR, build_report, readme
 
-from trainer.memory import MemoryTimeline, state_bytes
-from trainer.results import MEMORY, TIMELINE_CATEGORIES
-from trainer.step import forward_backward
+from trainer.rank.memory import MemoryTimeline, state_bytes
+from trainer.rank.step import forward_backward
+from trainer.results.schemas import MEMORY, TIMELINE_CATEGORIES
 from tui.runs import step_memory
 from tui.widgets.runs import phase_label, tick_labels
 

@@ -10,10 +10,16 @@ from support import TINY_MODEL, write_experiment
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from trainer.config import ModelSpec
-from trainer.flops import causal_attention_pairs, step_flops
-from trainer.launch import TrainRequest, prepare
-from trainer.model import build_model, checkpoint_dir, count_parameters, enable_activation_checkpointing, model_config
-from trainer.step import forward_backward
+from trainer.costs.flops import causal_attention_pairs, step_flops
+from trainer.launch.launcher import TrainRequest, prepare
+from trainer.model.build import (
+    build_model,
+    checkpoint_dir,
+    count_parameters,
+    enable_activation_checkpointing,
+    model_config,
+)
+from trainer.rank.step import forward_backward
 
 
 def tiny_batch(seed: int = 0) -> dict[str, torch.Tensor]:
@@ -88,7 +94,7 @@ def test_step_flops_formula():
 
 
 def test_mfu_uses_the_device_peak_and_is_null_for_unknown_devices():
-    from trainer.flops import mfu
+    from trainer.costs.flops import mfu
 
     config = AutoConfig.for_model(**TINY_MODEL)
     width = TINY_MODEL["hidden_size"]  # 4 heads of 8
@@ -99,8 +105,8 @@ def test_mfu_uses_the_device_peak_and_is_null_for_unknown_devices():
 
 
 def test_autocast_weight_copies_are_not_counted_as_activations():
-    from trainer.memory import saved_for_backward
-    from trainer.step import token_loss_sum
+    from trainer.rank.memory import saved_for_backward
+    from trainer.rank.step import token_loss_sum
 
     model = build_model(AutoConfig.for_model(**TINY_MODEL), None, seed=0)
     batch = tiny_batch()

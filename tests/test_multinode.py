@@ -11,7 +11,7 @@ import sys
 import pytest
 from support import REPO, train, write_experiment
 
-from trainer.rundir import RunDir
+from trainer.results.rundir import RunDir
 
 
 def free_port() -> int:

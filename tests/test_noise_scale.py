@@ -9,7 +9,7 @@ from support import train, write_experiment
 
 from trainer.config import GNS_EVERY, TrainSpec
 from trainer.layout import Layout
-from trainer.noise_scale import NoiseScale, measured_on, recommended_batch_tokens, two_batch_estimates
+from trainer.rank.noise_scale import NoiseScale, measured_on, recommended_batch_tokens, two_batch_estimates
 
 DIM = 40
 
@@ -115,10 +115,10 @@ def _llama_8b_on_64_h100s(gns_every: int):
     """The step of `meshpilot plan`'s first choice for Llama-3.1-8B on 8 nodes of 8 H100s: HSDP across the nodes."""
     from transformers import LlamaConfig
 
-    from trainer.model import count_parameters
-    from trainer.planner import planned_hardware
-    from trainer.presets import PRESET_SEQ_LEN, model_preset
-    from trainer.throughput import estimate_step, model_bytes
+    from trainer.costs.planner import planned_hardware
+    from trainer.costs.throughput import estimate_step, model_bytes
+    from trainer.model.build import count_parameters
+    from trainer.model.presets import PRESET_SEQ_LEN, model_preset
 
     config = LlamaConfig(**{k: v for k, v in model_preset("llama-3.1-8b").items() if k != "model_type"})
     counts = count_parameters(config)
@@ -131,7 +131,7 @@ def _llama_8b_on_64_h100s(gns_every: int):
 
 
 def test_the_throughput_model_prices_the_extra_reduction_amortised_over_the_measured_steps():
-    from trainer.throughput import noise_scale_bytes
+    from trainer.costs.throughput import noise_scale_bytes
 
     off, every, default = (_llama_8b_on_64_h100s(n) for n in (0, 1, GNS_EVERY))
     # One more reduction of the gradient on a measured step: HSDP's reduce-scatter within the node and all-reduce

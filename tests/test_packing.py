@@ -1,6 +1,6 @@
 """Packed documents never see each other: logits and loss equal those of each document run alone.
 
-The checks go through the trainer's own input path (`trainer.step.token_loss_sum`, which builds the model's
+The checks go through the trainer's own input path (`trainer.rank.step.token_loss_sum`, which builds the model's
 inputs with `model_inputs`), and negative controls break that path to show the checks can fail. Transformers
 infers document boundaries by itself from restarting position_ids when no mask is given and the KV cache is off
 (as in training), so a dropped mask would go unnoticed there: the controls also run with position ids that keep
@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, LlamaConfig
 
-import trainer.step
-from trainer.packing import IGNORE_INDEX, block_causal_mask, model_inputs, row_from_segments
-from trainer.step import token_loss_sum
+import trainer.rank.step
+from trainer.data.packing import IGNORE_INDEX, block_causal_mask, model_inputs, row_from_segments
+from trainer.rank.step import token_loss_sum
 
 DOC_LENGTHS = (7, 12, 4, 9)
 
@@ -79,7 +79,7 @@ def trainer_path_deviation(model, documents, positions: str) -> tuple[float, flo
     if positions == "running":  # no restart at document starts: transformers cannot infer the boundaries
         batch["position_ids"] = torch.arange(batch["input_ids"].shape[1])[None]
     captured = []
-    # The trainer's head computes the loss in place of the logits (trainer.loss): its input gives them.
+    # The trainer's head computes the loss in place of the logits (trainer.model.loss): its input gives them.
     head = model.get_output_embeddings()
     hook = head.register_forward_hook(lambda module, args, _loss: captured.append(F.linear(args[0], module.weight)[0]))
     with torch.no_grad():
@@ -119,7 +119,7 @@ def _causal_only_mask(batch, packed=True):
 def test_broken_mask_path_is_detected(model, documents, monkeypatch, broken):
     """Negative control: the same check fails when the trainer's input path drops the mask or builds a wrong one."""
     model.train()
-    monkeypatch.setattr(trainer.step, "model_inputs", broken)
+    monkeypatch.setattr(trainer.rank.step, "model_inputs", broken)
     logit_deviation, loss_deviation = trainer_path_deviation(model, documents, "running")
     assert logit_deviation > 1e-3
     assert loss_deviation > 1e-4

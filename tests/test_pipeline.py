@@ -11,9 +11,9 @@ from test_layouts import assert_memory_model_matches
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from trainer.config import ConfigError
-from trainer.launch import TrainRequest, prepare
-from trainer.packing import row_from_segments
-from trainer.pipeline import position_ids_from_segments, split_model
+from trainer.data.packing import row_from_segments
+from trainer.launch.launcher import TrainRequest, prepare
+from trainer.parallel.pipeline import position_ids_from_segments, split_model
 
 STEPS = 5
 RUNS = {  # name: (processes, layout, extra --set overrides)

@@ -12,10 +12,10 @@ import yaml
 from support import TINY_MODEL, meshpilot, write_experiment
 
 from trainer.config import load_experiment
+from trainer.costs.plan_export import ExportRefused, PlanContext, export, toml
+from trainer.costs.planner import Candidate
+from trainer.costs.throughput import Hardware
 from trainer.layout import Layout
-from trainer.plan_export import ExportRefused, PlanContext, export, toml
-from trainer.planner import Candidate
-from trainer.throughput import Hardware
 
 MODEL = {**TINY_MODEL, "num_hidden_layers": 4}
 

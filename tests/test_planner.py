@@ -13,8 +13,7 @@ import yaml
 from support import TINY_MODEL, meshpilot, write_experiment
 from transformers import AutoConfig
 
-from trainer.layout import Layout, LayoutError
-from trainer.throughput import (
+from trainer.costs.throughput import (
     Calibration,
     Hardware,
     dimension_links,
@@ -22,6 +21,7 @@ from trainer.throughput import (
     fit,
     intra_node_link_from_topology,
 )
+from trainer.layout import Layout, LayoutError
 
 BIG_MODEL = {
     "model_type": "llama",
@@ -100,9 +100,9 @@ def test_inner_dimensions_stay_inside_a_node():
      ("h100-pcie", "pcie5"), ("l40s", "pcie4"), ("a10", "pcie4"), ("4090", "pcie4")],
 )  # fmt: skip
 def test_each_gpu_preset_talks_over_its_own_generation_of_link(gpu, within, tmp_path, monkeypatch):
-    """A GPU without NVLink is planned over PCIe, each at its data sheet's bandwidth (trainer.flops.GPU_LINKS)."""
-    from trainer.planner import planned_hardware
-    from trainer.throughput import INTERCONNECTS, hardware_figures
+    """A GPU without NVLink is planned over PCIe, each at its data sheet's bandwidth (trainer.costs.flops.GPU_LINKS)."""
+    from trainer.costs.planner import planned_hardware
+    from trainer.costs.throughput import INTERCONNECTS, hardware_figures
 
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))  # no probe here: the data sheets
     hardware, _ = planned_hardware("cuda", 8, 1, gpu)
@@ -112,7 +112,7 @@ def test_each_gpu_preset_talks_over_its_own_generation_of_link(gpu, within, tmp_
 
 
 def test_nodes_joined_by_hdr_infiniband_train_slower_than_by_ndr(tmp_path, monkeypatch):
-    from trainer.planner import planned_hardware
+    from trainer.costs.planner import planned_hardware
 
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))  # no probe here: the data sheets
     config = AutoConfig.for_model(**BIG_MODEL)
@@ -148,9 +148,9 @@ def test_selective_checkpointing_costs_less_than_a_forward_pass(device_type):
     """Selective recomputes every elementwise op (as much memory traffic as full) but only the k, o and up
     matmuls, and attention not at all: predicted work none < selective < full. (Its policy's Python dispatch,
     tests/test_dispatch_cost.py, can make a model this small slower than full, as it is on this machine.)"""
-    from trainer.flops import step_flops
-    from trainer.model import count_parameters
-    from trainer.throughput import selective_recompute_flops
+    from trainer.costs.flops import step_flops
+    from trainer.costs.throughput import selective_recompute_flops
+    from trainer.model.build import count_parameters
 
     config = AutoConfig.for_model(**{**TINY_MODEL, "hidden_size": 256, "intermediate_size": 688})
     name = "NVIDIA H100 80GB HBM3" if device_type == "cuda" else "x86_64"
@@ -212,7 +212,7 @@ def test_calibration_recovers_the_machine_factors(tmp_path, monkeypatch):
 def test_fsdp_gathers_half_the_bytes_under_bf16():
     """FSDP2's mixed precision all-gathers bf16 parameters (forward and backward, each micro-batch) and still
     reduce-scatters fp32 gradients, after each of the 3 micro-batches or (train.fsdp_grad_sync: step) once."""
-    from trainer.throughput import communication_bytes
+    from trainer.costs.throughput import communication_bytes
 
     config = AutoConfig.for_model(**TINY_MODEL)
     layout = Layout(dp_replicate=1, dp_shard=4)
@@ -228,13 +228,13 @@ def test_fsdp_gathers_half_the_bytes_under_bf16():
 @pytest.mark.parametrize(("device_type", "link"), [("cuda", "nvlink"), ("cuda", "pcie"), ("cpu", "cpu")])
 def test_a_run_is_recorded_with_the_figures_the_planner_ranked_it_by(tmp_path, monkeypatch, device_type, link):
     """One prediction: for every layout the planner offers (pipelines included), the features a finished run's
-    calibration record keeps (trainer.throughput.predict_run, which approvals price with too) are the planner's.
+    calibration record keeps (trainer.costs.throughput.predict_run, which approvals price with too) are the planner's.
     On CPU every part of the step adds up, so a term one side leaves out (a dense mask's traffic) shows."""
     import dataclasses
 
     from trainer.config import load_experiment
-    from trainer.planner import plan
-    from trainer.throughput import FEATURES, predict_run
+    from trainer.costs.planner import plan
+    from trainer.costs.throughput import FEATURES, predict_run
 
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))  # no calibration: both sides uncalibrated
     path = write_experiment(tmp_path, {"model": {"config": {**TINY_MODEL, "num_hidden_layers": 4}}})
@@ -261,7 +261,7 @@ def tiny_plan(tmp_path, train: dict, devices: int, overrides: tuple[str, ...] = 
     """The planner's candidates for the tiny model (seq_len 64) on `devices` H100s, planned as `meshpilot plan`
     plans an experiment file: what the file or the overrides set is pinned."""
     from trainer.config import load_experiment
-    from trainer.planner import pinned_by, plan
+    from trainer.costs.planner import pinned_by, plan
 
     path = write_experiment(tmp_path, {"train": train})
     experiment = load_experiment(path, list(overrides))
@@ -273,7 +273,7 @@ def tiny_plan(tmp_path, train: dict, devices: int, overrides: tuple[str, ...] = 
 def test_every_micro_batch_that_divides_a_ranks_share_is_planned():
     """Not only powers of two: a rank holding 12 rows can run 3, 6 or 12 of them at a time too."""
     from trainer.config import experiment_from_dict
-    from trainer.planner import plan
+    from trainer.costs.planner import plan
 
     experiment = experiment_from_dict({"train": {"global_batch_tokens": 24 * 64}})  # 24 rows of 64 tokens
     hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=2)
@@ -287,7 +287,7 @@ def test_every_micro_batch_that_divides_a_ranks_share_is_planned():
 
 def test_a_micro_batch_the_experiment_fixes_is_the_only_one_planned(tmp_path):
     """12 rows on 4 devices: 12 per rank (tp, pp, cp), 6 (dp 2) or 3 (dp 4); a micro-batch of 6 fits the first two."""
-    from trainer.planner import format_table
+    from trainer.costs.planner import format_table
 
     candidates = tiny_plan(tmp_path, {"global_batch_tokens": 12 * 64, "micro_batch": 6}, devices=4)
     assert {c.micro_batch for c in candidates} == {6}
@@ -308,7 +308,7 @@ def test_activation_checkpointing_the_experiment_fixes_is_the_only_mode_planned(
     candidates = tiny_plan(tmp_path, {}, devices=2, overrides=("train.activation_checkpointing=selective",))
     assert {c.activation_checkpointing for c in candidates} == {"selective"}
     # Nothing fixed: all three modes, each a row of its own, named in the table's AC column.
-    from trainer.planner import format_table
+    from trainer.costs.planner import format_table
 
     candidates = tiny_plan(tmp_path, {}, devices=2)
     assert {c.activation_checkpointing for c in candidates} == {False, "selective", True}
@@ -319,7 +319,7 @@ def test_only_what_the_user_wrote_is_pinned(tmp_path):
     """The loaded experiment fills in defaults; the file's own keys and the overrides say what the user fixed,
     even a value equal to the default."""
     from trainer.config import TrainSpec, load_experiment
-    from trainer.planner import Pinned, pinned_by
+    from trainer.costs.planner import Pinned, pinned_by
 
     path = tmp_path / "meshpilot.yaml"
     path.write_text(yaml.safe_dump({"model": {"config": TINY_MODEL}, "train": {"steps": 3}}))
@@ -334,7 +334,7 @@ def test_a_preset_replaces_the_experiments_model_as_it_is(tmp_path):
     """`meshpilot plan EXPERIMENT --model PRESET` (and the agent's requests): the override reads back as the preset's
     config, its floats included (JSON's 1e-05 read back as a string, and every Llama preset was refused)."""
     from trainer.config import load_experiment
-    from trainer.presets import MODELS, model_override, model_preset
+    from trainer.model.presets import MODELS, model_override, model_preset
 
     path = write_experiment(tmp_path)
     for name in MODELS:
@@ -357,7 +357,7 @@ def test_meshpilot_plan_honours_what_the_experiment_fixes(tmp_path, capsys):
 def reference_peak(config, layout: Layout, memory_plan, shapes) -> dict:
     """The memory of a candidate the long way, as the planner predicted it before it shared work between
     candidates: each rank's shards from the parameter shapes afresh, the real config (no ConfigSnapshot), no memo."""
-    from trainer.memory_model import predict_rank
+    from trainer.costs.memory_model import predict_rank
 
     ranks = [0] if layout.pp == 1 else [0, layout.world_size - layout.world_size // layout.pp]
     return max((predict_rank(config, layout, memory_plan, r, shapes=shapes) for r in ranks), key=lambda m: m["peak"])
@@ -380,13 +380,13 @@ def test_the_planner_shares_work_without_changing_a_figure(tmp_path, monkeypatch
     drop, every estimate and so the ranking are what the long way gives. The device memory is set to the middle of
     the predicted peaks, so that about half the candidates drop and some fit only because of cp (rows of 2048
     tokens: activations outweigh the CUDA runtime's memory)."""
-    import trainer.planner
-    from trainer.attention import head_dim, takes_dense_mask
+    import trainer.costs.planner
     from trainer.config import load_experiment, resolve_precision
-    from trainer.model import describe_parameters
-    from trainer.pipeline import check_pipeline
-    from trainer.planner import GiB, _rank_key, micro_batch_choices, plan, valid_layouts
-    from trainer.throughput import model_bytes
+    from trainer.costs.planner import GiB, _rank_key, micro_batch_choices, plan, valid_layouts
+    from trainer.costs.throughput import model_bytes
+    from trainer.model.attention import head_dim, takes_dense_mask
+    from trainer.model.build import describe_parameters
+    from trainer.parallel.pipeline import check_pipeline
 
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))
     model = {**TINY_MODEL, "max_position_embeddings": 2048, **model}
@@ -401,14 +401,14 @@ def test_the_planner_shares_work_without_changing_a_figure(tmp_path, monkeypatch
     device_mem = peaks[len(peaks) // 2]
 
     predicted = []  # every (layout, memory plan, prediction) the planner made
-    real_peak_memory = trainer.planner._peak_memory
+    real_peak_memory = trainer.costs.planner._peak_memory
 
     def recording(config, layout, memory_plan, ranks, memo=None):
         prediction = real_peak_memory(config, layout, memory_plan, ranks, memo)
         predicted.append((layout, memory_plan, prediction))
         return prediction
 
-    monkeypatch.setattr(trainer.planner, "_peak_memory", recording)
+    monkeypatch.setattr(trainer.costs.planner, "_peak_memory", recording)
     assert gc.isenabled()
     candidates = plan(experiment, config, hardware, device_mem, 2048)
     assert gc.isenabled()  # the collector runs again after a plan
@@ -460,7 +460,7 @@ def test_the_planner_shares_work_without_changing_a_figure(tmp_path, monkeypatch
 
 def test_a_plan_leaves_a_paused_collector_paused():
     from trainer.config import experiment_from_dict
-    from trainer.planner import plan
+    from trainer.costs.planner import plan
 
     experiment = experiment_from_dict({"train": {"global_batch_tokens": 4 * 64}})
     hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=2)
@@ -475,7 +475,7 @@ def test_a_plan_leaves_a_paused_collector_paused():
 def test_a_config_snapshot_reads_what_the_config_says():
     """The planner's ConfigSnapshot: the config's own values (aliases resolved by the config), read-only, and an
     attribute the config lacks is missing from the snapshot too."""
-    from trainer.memory_model import ConfigSnapshot
+    from trainer.costs.memory_model import ConfigSnapshot
 
     config = AutoConfig.for_model("gpt2", n_embd=64, n_layer=3, n_head=4)
     snapshot = ConfigSnapshot(config)

@@ -1,4 +1,4 @@
-"""A preset's light config (trainer.presets.PresetConfig), which `meshpilot plan --model` plans from, says what
+"""A preset's light config (trainer.model.presets.PresetConfig), which `meshpilot plan --model` plans from, says what
 transformers' own config and meta-device model say: the same numbers, parameters, checks and plans."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from support import REPO, write_experiment
 
 from trainer.config import ModelSpec, load_experiment
 from trainer.layout import Layout, LayoutError, tensor_parallel_plan
-from trainer.presets import MODELS, PresetConfig, model_override, model_preset, preset_config, preset_experiment
+from trainer.model.presets import MODELS, PresetConfig, model_override, model_preset, preset_config, preset_experiment
 
 PRESETS = sorted(MODELS)
 
 
 def transformers_config(name: str):
-    from trainer.model import model_config
+    from trainer.model.build import model_config
 
     return model_config(ModelSpec(config=model_preset(name)), Path("."))
 
@@ -28,7 +28,7 @@ def transformers_config(name: str):
 @pytest.mark.parametrize("name", PRESETS)
 def test_a_presets_parameters_are_its_meta_models(name):
     """Every parameter's name and shape, in the model's order, and the counts: exactly the meta-device model's."""
-    from trainer.model import describe_parameters
+    from trainer.model.build import describe_parameters
 
     light = preset_config(ModelSpec(config=model_preset(name)))
     assert light.describe_parameters() == describe_parameters(transformers_config(name))
@@ -56,7 +56,7 @@ def test_a_presets_light_config_reads_as_its_transformers_config(name):
 def test_context_parallel_is_checked_alike_for_a_preset_and_its_transformers_config(name):
     """The light config says itself whether its attention takes context parallelism; transformers' config is
     answered by its model class: the refusals must be the same, word for word."""
-    from trainer.context_parallel import check_context_parallel
+    from trainer.parallel.context_parallel import check_context_parallel
 
     light, config = preset_config(ModelSpec(config=model_preset(name))), transformers_config(name)
 
@@ -77,7 +77,7 @@ def test_context_parallel_is_checked_alike_for_a_preset_and_its_transformers_con
 def test_a_presets_plan_is_the_one_its_transformers_config_gives(tmp_path, monkeypatch, name):
     """Every candidate, figure and reason to drop, in the same order, for 16 H100s (tensor, pipeline and context
     parallel layouts among them) and for the rows of 8192 tokens that context parallelism is for."""
-    from trainer.planner import plan, planned_hardware
+    from trainer.costs.planner import plan, planned_hardware
 
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))
     hardware, memory = planned_hardware("cuda", 8, 2, "h100")

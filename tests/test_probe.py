@@ -10,13 +10,13 @@ import torch
 from support import TINY_MODEL, meshpilot, write_experiment
 from transformers import AutoConfig
 
-import trainer.probe as probe_module
+import trainer.costs.probe as probe_module
 from agent.cli import main
-from trainer.contracts import write_json
-from trainer.environment import device_name
+from trainer.costs.probe import COLLECTIVES, ProbeError, ensure_probe, plans_this_machine, probe_path, read_probe
+from trainer.costs.throughput import STATED, Calibration, Hardware, estimate_step, hardware_figures, this_machine
+from trainer.host.environment import device_name
 from trainer.layout import Layout
-from trainer.probe import COLLECTIVES, ProbeError, ensure_probe, plans_this_machine, probe_path, read_probe
-from trainer.throughput import STATED, Calibration, Hardware, estimate_step, hardware_figures, this_machine
+from trainer.results.contracts import write_json
 
 CPU = Hardware("cpu", device_name("cpu"), devices_per_node=2, intra_node_link="cpu")
 

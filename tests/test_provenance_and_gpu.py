@@ -9,7 +9,7 @@ import pytest
 import torch
 from support import train, write_experiment
 
-from trainer.launch import TrainRequest, prepare
+from trainer.launch.launcher import TrainRequest, prepare
 
 
 def test_run_records_the_experiment_repository_commit(tmp_path):

@@ -18,10 +18,10 @@ from bench.published import (
     preset_config,
     summary,
 )
-from trainer.flops import peak_bf16_flops, peak_memory_bandwidth
+from trainer.costs.flops import peak_bf16_flops, peak_memory_bandwidth
+from trainer.costs.planner import Pinned, plan
 from trainer.layout import Layout
-from trainer.planner import Pinned, plan
-from trainer.presets import gpu_preset
+from trainer.model.presets import gpu_preset
 
 GiB = 1024**3
 ROWS = parse_tables()

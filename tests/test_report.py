@@ -315,8 +315,8 @@ def test_trials_table_agrees_with_each_trials_own_files(written, sweep):
 def test_winner_is_the_fastest_and_its_figures_sit_beside_the_runner_up(written, sweep):
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    from trainer.costs.throughput import communication_bytes
     from trainer.layout import Layout
-    from trainer.throughput import communication_bytes
 
     repo, _ = written
     report = committed(repo, f"{REPORT_DIR}/README.md").decode()

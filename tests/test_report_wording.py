@@ -52,7 +52,7 @@ def write_run(path: Path, degrees: dict, *, packing: bool, losses: list[float], 
 
 
 def steps_jsonl(losses: list[float]) -> str:
-    """steps.jsonl with these losses, one record a step (trainer.results.StepRecord)."""
+    """steps.jsonl with these losses, one record a step (trainer.results.schemas.StepRecord)."""
     step = {"lr": 1e-3, "tokens": 512, "target_tokens": 500, "step_s": 0.1, "data_wait_s": 0.0, "grad_norm": 1.0}
     return "".join(
         json.dumps({"step": i + 1, "loss": loss, **step, "gns": None}) + "\n" for i, loss in enumerate(losses)

@@ -16,10 +16,10 @@ import pytest
 from killed_runs import start_train, survivors
 from support import train, write_experiment
 
-from trainer.checkpoint import checkpoint_step, latest
 from trainer.config import ConfigError
 from trainer.layout import Layout
-from trainer.rundir import RunDir
+from trainer.rank.checkpoint import checkpoint_step, latest
+from trainer.results.rundir import RunDir
 
 pytestmark = pytest.mark.slow  # real multi-process runs
 
@@ -143,7 +143,7 @@ def test_resume_onto_another_layout_continues_within_1e5(resharded, target):
 
 
 def test_resume_refuses_other_changes_and_runs_with_nothing_left(experiments, killed, resharded, tmp_path):
-    from trainer.launch import TrainRequest, describe, prepare
+    from trainer.launch.launcher import TrainRequest, describe, prepare
 
     source, _ = killed("no-dropout", "fsdp2")
     finished, _ = resharded("one-process")

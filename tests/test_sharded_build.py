@@ -11,7 +11,7 @@ import pytest
 from support import TINY_MODEL, train, write_experiment
 from transformers import AutoConfig
 
-from trainer.model import count_parameters
+from trainer.model.build import count_parameters
 
 BIG = {"hidden_size": 1024, "intermediate_size": 4096, "num_attention_heads": 8, "num_key_value_heads": 8}
 CHANGES = {
@@ -43,17 +43,17 @@ def test_fsdp_ranks_build_only_their_quarter(tmp_path):
     assert all(growth < 0.5 * parameter_bytes for growth in sharded), (sharded, single, parameter_bytes)
 
 
-# Wide enough that each weight spans several of shard-local initialisation's tiles (trainer.model._tile_shape).
+# Wide enough that each weight spans several of shard-local initialisation's tiles (trainer.model.build._tile_shape).
 MEDIUM = {**TINY_MODEL, "hidden_size": 1024, "intermediate_size": 2048, "vocab_size": 4096, "num_attention_heads": 8,
           "num_key_value_heads": 4}  # fmt: skip
 
 
 def _counting_draws(monkeypatch_target) -> list[int]:
-    """Count the random values trainer.model draws (tile by tile) from here on."""
-    import trainer.model
+    """Count the random values trainer.model.build draws (tile by tile) from here on."""
+    import trainer.model.build
 
     drawn, lock = [0], threading.Lock()  # tiles are drawn by worker threads
-    replay = trainer.model._replay
+    replay = trainer.model.build._replay
 
     def counted(rule, tensor, generator):
         if generator is not None:
@@ -61,7 +61,7 @@ def _counting_draws(monkeypatch_target) -> list[int]:
                 drawn[0] += tensor.numel()
         return replay(rule, tensor, generator)
 
-    monkeypatch_target.setattr(trainer.model, "_replay", counted)
+    monkeypatch_target.setattr(trainer.model.build, "_replay", counted)
     return drawn
 
 
@@ -74,8 +74,8 @@ def _build_worker(rank: int, world: int, store: str, layout_text: str) -> None:
 
     from trainer.config import TrainSpec
     from trainer.layout import Layout
-    from trainer.model import build_model, materialize, meta_model
-    from trainer.parallelize import parallelize, parallelize_pipeline
+    from trainer.model.build import build_model, materialize, meta_model
+    from trainer.parallel.parallelize import parallelize, parallelize_pipeline
 
     os.environ["LOCAL_WORLD_SIZE"] = str(world)  # as torchrun sets it: each rank's share of the cores
     dist.init_process_group("gloo", store=dist.FileStore(store, world), rank=rank, world_size=world)
@@ -120,7 +120,7 @@ def test_each_rank_draws_only_its_shard_and_the_layout_builds_the_one_process_we
 def test_set_up_uses_this_ranks_share_of_the_cores(monkeypatch):
     import torch
 
-    from trainer.model import setup_thread_count, setup_threads
+    from trainer.model.build import setup_thread_count, setup_threads
 
     cores = len(os.sched_getaffinity(0))
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")

@@ -26,7 +26,7 @@ from support import REPO, meshpilot, write_experiment
 from agent import jobs
 from agent.sweep import executors, run_sweep
 from agent.sweep.executors import SubmititExecutor, slurm_state
-from trainer.rundir import RunDir
+from trainer.results.rundir import RunDir
 
 UP, DOWN = REPO / "scripts" / "slurm" / "up.sh", REPO / "scripts" / "slurm" / "down.sh"
 SLURM_DIR = Path(os.environ.get("MESHPILOT_SLURM_DIR", "/tmp/meshpilot-slurm"))
@@ -164,7 +164,7 @@ def test_a_run_preempted_with_scancel_signal_term_resumes_exactly(slurm, tmp_pat
     saves a checkpoint at the next step boundary, records status "preempted", and `--resume` continues it exactly."""
     from support import train
 
-    from trainer.faults import ENV as FAULT
+    from trainer.rank.faults import ENV as FAULT
 
     experiment = write_experiment(tmp_path, {"train": {"steps": 6, "checkpoint_every": 2}})
     reference = train(experiment, tmp_path / "reference", "--nproc", "2").read_steps()

@@ -26,7 +26,7 @@ from agent.sweep import run_sweep
 from agent.sweep.executors import slurm_parameters
 from agent.sweep.summary import summarize
 from trainer.config import ConfigError
-from trainer.rundir import RunDir
+from trainer.results.rundir import RunDir
 
 CHANGES = {
     "search": {"layouts": ["dp_replicate=1"], "objective": "final_loss", "trial_steps": 4},

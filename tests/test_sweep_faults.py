@@ -14,7 +14,7 @@ import pytest
 from support import write_experiment
 
 from agent.sweep import run_sweep
-from trainer.rundir import RunDir
+from trainer.results.rundir import RunDir
 
 pytestmark = pytest.mark.slow  # real trial runs
 

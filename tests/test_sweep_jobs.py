@@ -20,7 +20,7 @@ from agent.jobs import job_processes, read_job, run_status, start_sweep
 from agent.session import Agent, ToolCall, ToolResult
 from agent.tools import TOOLS
 from trainer.config import ConfigError
-from trainer.rundir import RunDir
+from trainer.results.rundir import RunDir
 
 pytestmark = pytest.mark.slow  # a real sweep job
 LIMIT_S = 300  # a bound on waiting for state, not a timing

@@ -17,7 +17,7 @@ from agent.sweep.progress import SweepReporter
 from agent.sweep.runner import Runner, Settings, SweepProgress, TrialProgress
 from agent.sweep.space import Point, Space
 from agent.sweep.study import open_study
-from trainer.rundir import RunDir
+from trainer.results.rundir import RunDir
 
 ONE = {"pp": 1, "dp_replicate": 1, "dp_shard": 1, "cp": 1, "tp": 1}  # every degree: the trial record holds them all
 LAYOUTS = {"p0": {**ONE, "dp_shard": 2}, "p1": {**ONE, "tp": 2}, "p2": ONE}

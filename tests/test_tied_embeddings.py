@@ -11,8 +11,8 @@ import torch.distributed.checkpoint as dcp
 from support import TINY_MODEL, train, write_experiment
 from transformers import AutoConfig
 
-from trainer.checkpoint import latest
-from trainer.model import build_model
+from trainer.model.build import build_model
+from trainer.rank.checkpoint import latest
 
 TIED = {"model": {"config": {**TINY_MODEL, "tie_word_embeddings": True}}, "train": {"steps": 3}}
 LAYOUTS = {"dp_shard=2": 2, "tp=2": 2}

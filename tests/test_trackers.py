@@ -13,11 +13,11 @@ import pytest
 import yaml
 from support import train, write_experiment
 
-import trainer.launch as launch_module
+import trainer.launch.launcher as launch_module
 from trainer.config import ConfigError
-from trainer.launch import TrainRequest, prepare
-from trainer.rundir import RunDir
-from trainer.trackers import PROJECT, RUN_GROUP_ENV, RUN_NAME_ENV, STATE_FILE, Trackers, start_trackers
+from trainer.launch.launcher import TrainRequest, prepare
+from trainer.rank.trackers import PROJECT, RUN_GROUP_ENV, RUN_NAME_ENV, STATE_FILE, Trackers, start_trackers
+from trainer.results.rundir import RunDir
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +79,10 @@ def no_training(monkeypatch):
     ],
 )
 def test_bad_trackers_are_refused_before_launch(tmp_path, monkeypatch, no_training, trackers, message):
-    import trainer.trackers
+    import trainer.rank.trackers
 
-    installed = trainer.trackers.find_spec
-    monkeypatch.setattr(trainer.trackers, "find_spec", lambda name: None if name == "wandb" else installed(name))
+    installed = trainer.rank.trackers.find_spec
+    monkeypatch.setattr(trainer.rank.trackers, "find_spec", lambda name: None if name == "wandb" else installed(name))
     experiment = write_experiment(tmp_path, {"train": {"trackers": trackers}})
     with pytest.raises(ConfigError) as refused:
         prepare(TrainRequest(experiment=experiment, nproc=1, out=tmp_path / "run"))

@@ -42,7 +42,7 @@ from agent.approvals import Policy
 from agent.cli import main
 from agent.session import Agent, Reply, Text, ToolCall, ToolResult
 from trainer.config import ConfigError
-from trainer.rundir import RunDir, StepsTail
+from trainer.results.rundir import RunDir, StepsTail
 from tui.app import MeshpilotApp
 from tui.commands import complete, slash_commands
 from tui.conversation import Request, saved_events
@@ -418,7 +418,7 @@ def test_steps_tail_reads_complete_lines_once_and_starts_over_on_a_rewrite(tmp_p
     tail = StepsTail(path)
     rest = {"lr": 1e-3, "tokens": 512, "target_tokens": 500, "step_s": 0.1, "data_wait_s": 0.0, "grad_norm": 1.0}
 
-    def line(step: int, loss: float) -> str:  # a whole steps.jsonl record (trainer.results.StepRecord)
+    def line(step: int, loss: float) -> str:  # a whole steps.jsonl record (trainer.results.schemas.StepRecord)
         return json.dumps({"step": step, "loss": loss, **rest}) + "\n"
 
     assert tail.read() == ([], False)

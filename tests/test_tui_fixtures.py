@@ -33,8 +33,8 @@ from textual.pilot import Pilot
 from agent.approvals import Policy
 from agent.jobs import start_time
 from agent.session import Agent
-from trainer.cache import cache_root
-from trainer.rundir import RunDir
+from trainer.host.cache import cache_root
+from trainer.results.rundir import RunDir
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tui-sweep"  # meshpilot.yaml and the sweep run with it, sweep/
 EXPERIMENT = {

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainer.config import ConfigError
-from trainer.plan_export import TARGETS, PlanContext
+from trainer.costs.plan_export import TARGETS, PlanContext
 
 if TYPE_CHECKING:
-    from trainer.planner import Candidate
+    from trainer.costs.planner import Candidate
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -50,13 +50,13 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from trainer.lifeline import tie_to_parent
+    from trainer.host.lifeline import tie_to_parent
 
     tie_to_parent()  # started by a job supervisor: die with it (imported first: the next import takes seconds)
     # numpy's OpenBLAS starts a thread pool when imported, and a launcher with more than one thread cannot fork
-    # torchrun's agent (trainer.torchrun.can_fork). Nothing of a run uses numpy's BLAS (torch has its own).
+    # torchrun's agent (trainer.launch.torchrun.can_fork). Nothing of a run uses numpy's BLAS (torch has its own).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from trainer.launch import TrainRequest, describe, launch, prepare
+    from trainer.launch.launcher import TrainRequest, describe, launch, prepare
 
     request = TrainRequest(
         experiment=args.experiment,
@@ -121,7 +121,7 @@ def _add_plan(commands: argparse._SubParsersAction) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from trainer.collector import collector_paused
+    from trainer.host.collector import collector_paused
 
     # Paused from the first import on: importing torch and transformers (and, for a model that is no preset's, the
     # modeling code its meta-device model is built from) is most of the command, and the collector would walk
@@ -134,9 +134,9 @@ def _make_plan(args: argparse.Namespace) -> int:
     import json
 
     from trainer.config import load_experiment
-    from trainer.planner import format_table, pinned_by, plan, planned_hardware
-    from trainer.presets import model_override, planning_config, preset_experiment, preset_key
-    from trainer.probe import ensure_probe, plans_this_machine
+    from trainer.costs.planner import format_table, pinned_by, plan, planned_hardware
+    from trainer.costs.probe import ensure_probe, plans_this_machine
+    from trainer.model.presets import model_override, planning_config, preset_experiment, preset_key
 
     if args.devices < 1 or args.nodes < 1:
         raise ConfigError("--devices and --nodes must be at least 1")
@@ -177,7 +177,7 @@ def _make_plan(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace, candidates: list[Candidate], context: PlanContext) -> int:
     """The picked row as the --export target's files and launch line; 1, with the reason, where it cannot."""
-    from trainer.plan_export import ExportRefused, export, pick
+    from trainer.costs.plan_export import ExportRefused, export, pick
 
     candidate = pick(candidates, args.pick)
     try:
@@ -204,11 +204,10 @@ def _add_probe(commands: argparse._SubParsersAction) -> None:
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from trainer.lifeline import tie_to_parent
+    from trainer.host.lifeline import tie_to_parent
 
     tie_to_parent()  # started by a job supervisor: die with it, and the probe's processes with this one
-    from trainer.environment import resolve_device_type
-    from trainer.probe import (
+    from trainer.costs.probe import (
         ProbeError,
         Rendezvous,
         default_nproc,
@@ -218,7 +217,8 @@ def _probe(args: argparse.Namespace) -> int:
         read_probe,
         run_probe,
     )
-    from trainer.throughput import this_machine
+    from trainer.costs.throughput import this_machine
+    from trainer.host.environment import resolve_device_type
 
     device_type = resolve_device_type(args.device_type, "--device-type")
     if args.show:
@@ -258,7 +258,7 @@ def _add_export_hf(commands: argparse._SubParsersAction) -> None:
 
 
 def _export_hf(args: argparse.Namespace) -> int:
-    from trainer.export import export_run, read_provenance
+    from trainer.export.hf import export_run, read_provenance
 
     out = export_run(args.run, args.step, args.out, trust=args.trust)
     print(f"exported {read_provenance(out)['checkpoint']} of {args.run} to {out}")

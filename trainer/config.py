@@ -1,7 +1,7 @@
 """The experiment file: typed sections, strict parsing, overrides and a stable hash.
 
 Every key is checked against the dataclasses below, so a typo fails before any process starts, with the
-closest valid key suggested. `model.config` is a transformers config and is checked by trainer.model.
+closest valid key suggested. `model.config` is a transformers config and is checked by trainer.model.build.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class DataSpec:
     text_field: str = "text"  # the column holding the text in jsonl/parquet files
     text_unit: str = "paragraph"  # how .txt files split into documents: paragraph | line | file
     shuffle: bool = True
-    # Fine-tuning (trainer.chat_data): text | instruction | chat. Instruction and chat read .jsonl files and count
+    # Fine-tuning (trainer.data.chat): text | instruction | chat. Instruction and chat read .jsonl files and count
     # the loss on response (assistant) tokens only.
     format: str = "text"
     prompt_field: str = "prompt"  # instruction: the field holding the prompt
@@ -56,14 +56,14 @@ class DataSpec:
 _LATER_DATA_KEYS = ("format", "prompt_field", "response_field", "messages_field", "chat_template")
 
 
-# The values some train keys take (checked before launch by trainer.launch).
+# The values some train keys take (checked before launch by trainer.launch.launcher).
 # train.gns_every's default: the gradient noise scale is measured on every 10th step. A measured step reduces the
 # gradient of its first micro-batch round once more (one more all-reduce or reduce-scatter of the whole gradient) and
 # takes its norm, blocking on the result: at most one more gradient reduction, which on a GPU cluster is rarely more
 # than a third of a step (the step's own reduction mostly overlaps its backward; this one waits). Every 10th step
-# that is at most ~3% of the run's time, and 1-2% for the layouts the planner usually picks (trainer.throughput
+# that is at most ~3% of the run's time, and 1-2% for the layouts the planner usually picks (trainer.costs.throughput
 # prices it, amortised over the N steps: `noise_scale_bytes`). The estimate is a moving average over many steps
-# (trainer.noise_scale, beta 0.95: about 20 measurements), so measuring every 10th step still follows a run of a
+# (trainer.rank.noise_scale, beta 0.95: about 20 measurements), so measuring every 10th step still follows a run of a
 # few hundred steps; `gns_every: 1` measures every step, 0 never.
 GNS_EVERY = 10
 OPTIMIZERS = ("adamw", "galore_adamw")
@@ -73,11 +73,12 @@ FSDP_REDUCE_DTYPES = ("fp32", "bf16")  # train.fsdp_reduce_dtype
 # train.fsdp_grad_sync: when FSDP2 reduce-scatters the gradients of an accumulated step. micro_batch (torchtitan's
 # choice) after every micro-batch's backward, so a rank only ever holds its gradient shard; step after the last
 # only, one reduce-scatter per step instead of one per micro-batch, but until then every rank holds an unsharded
-# gradient of its whole model share (trainer.memory_model prices both, trainer.throughput their collectives).
+# gradient of its whole model share (trainer.costs.memory_model prices both, trainer.costs.throughput their
+# collectives).
 FSDP_GRAD_SYNCS = ("micro_batch", "step")
 # train.activation_checkpointing, from most memory to least: none keeps every activation; selective keeps the
 # matmul and attention outputs of each decoder layer and recomputes the cheap ops between them; full keeps only each
-# layer's input and recomputes the whole layer (trainer.model.enable_activation_checkpointing).
+# layer's input and recomputes the whole layer (trainer.model.build.enable_activation_checkpointing).
 CHECKPOINTING_MODES = ("none", "selective", "full")
 # The modes the key took when it was a bool, stored as those bools: the files and config hashes of runs recorded
 # then stay as they were, and code that only asks "is anything recomputed?" may test the value's truth.
@@ -140,7 +141,7 @@ class TrainSpec:
     fsdp_reduce_dtype: str = "fp32"  # under bf16 with FSDP2: the gradient reduce-scatter's dtype, fp32 | bf16
     fsdp_grad_sync: str = "micro_batch"  # micro_batch | step: when FSDP2 reduce-scatters accumulated gradients
     compile: bool = False
-    attention: str = "auto"  # auto | dense | flex: how packed documents are kept apart (trainer.attention)
+    attention: str = "auto"  # auto | dense | flex: how packed documents are kept apart (trainer.model.attention)
     activation_checkpointing: bool | str = False  # none | selective | full (true/false: full/none); see above
     gns_every: int = GNS_EVERY  # steps between gradient noise scale measurements (0: off; 1: every step), see above
     pp_schedule: str = "1f1b"  # pipeline schedule when layout.pp > 1: gpipe | 1f1b | interleaved_1f1b
@@ -150,12 +151,13 @@ class TrainSpec:
     keep_checkpoints: int = 2
     save_hf: bool = False  # after a successful run: its final checkpoint as an HF directory, RUN/hf
     timing_warmup_steps: int = 2  # steps left out of tokens/s (compilation, allocator warm-up)
-    # Seconds a rank may wait in one collective before the run fails (trainer.loop.collective_timeouts): longer
+    # Seconds a rank may wait in one collective before the run fails (trainer.rank.loop.collective_timeouts): longer
     # through set-up and the untimed first steps (at least one), where compilation (each pipeline stage its own) and
     # building a large model keep ranks apart for longer than a step's collectives ever take.
     collective_timeout_s: int = 300
     first_steps_timeout_s: int = 1800
-    trackers: list[str] = field(default_factory=list)  # any of tensorboard, wandb, mlflow, trackio (trainer.trackers)
+    # any of tensorboard, wandb, mlflow, trackio (trainer.rank.trackers)
+    trackers: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.activation_checkpointing = normalize_checkpointing(self.activation_checkpointing)

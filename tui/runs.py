@@ -22,8 +22,8 @@ import yaml
 from agent import jobs
 from trainer.config import ConfigError
 from trainer.layout import layout_name
-from trainer.results import TIMELINE_CATEGORIES, MemoryReport, StepRecord
-from trainer.rundir import RunDir, StepsTail, tokens_per_s
+from trainer.results.rundir import RunDir, StepsTail, tokens_per_s
+from trainer.results.schemas import TIMELINE_CATEGORIES, MemoryReport, StepRecord
 
 RUNS_DIR = "runs"
 SWEEPS_DIR = "sweeps"
@@ -34,7 +34,7 @@ THROUGHPUT_WINDOW = 10  # steps the live tokens/s averages over
 @dataclass(frozen=True)
 class StepMemory:
     """The first rank's memory through the step the run measured (memory.json "timeline"), by category
-    (trainer.results.TIMELINE_CATEGORIES), beside the memory model's prediction for that rank."""
+    (trainer.results.schemas.TIMELINE_CATEGORIES), beside the memory model's prediction for that rank."""
 
     step: int
     phases: tuple[str, ...]
@@ -151,7 +151,7 @@ def _follow_steps(tracked: _Tracked) -> None:
         tracked.losses.clear()
         tracked.throughput.clear()
         tracked.timed.clear()
-    for record in records:  # checked by steps.jsonl's contract (trainer.results.StepRecord)
+    for record in records:  # checked by steps.jsonl's contract (trainer.results.schemas.StepRecord)
         tracked.losses.append((record["step"], record["loss"]))
         if record["tokens"] and record["step_s"]:
             tracked.throughput.append((record["step"], tokens_per_s([record])))

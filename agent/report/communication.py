@@ -1,7 +1,7 @@
 """Predicted communication per trial: the throughput model's bytes and collectives per mesh dimension.
 
 Runs do not measure their collectives, so the report's communication figures are predictions, made here once by
-trainer.throughput from each trial's resolved config and metrics and saved as a result file of their own
+trainer.costs.throughput from each trial's resolved config and metrics and saved as a result file of their own
 (results/predicted_communication.json) that the report's figures are then read from.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from agent.report.inputs import Trial
 from trainer.config import experiment_from_dict
 from trainer.layout import MESH_DIMS, Layout
-from trainer.results import LaunchInfo, Metrics
+from trainer.results.schemas import LaunchInfo, Metrics
 
 UNITS = "bytes each rank sends per optimizer step (fp32), and collectives per step; predicted, not measured"
 
@@ -28,12 +28,12 @@ def predict(trials: list[Trial]) -> dict[str, Any]:
                 predicted[trial.id] = _predict_trial(metrics, config, trial.launch)
             except (OSError, ValueError):  # ConfigError is a ValueError
                 continue  # a model this machine cannot describe (a local path gone): no prediction for it
-    return {"units": UNITS, "model": "trainer.throughput.communication_bytes", "trials": predicted}
+    return {"units": UNITS, "model": "trainer.costs.throughput.communication_bytes", "trials": predicted}
 
 
 def _predict_trial(metrics: Metrics, config: dict, launch: LaunchInfo | None) -> dict[str, Any]:
-    from trainer.model import count_parameters, model_config
-    from trainer.throughput import communication_bytes, model_bytes
+    from trainer.costs.throughput import communication_bytes, model_bytes
+    from trainer.model.build import count_parameters, model_config
 
     experiment = experiment_from_dict(config)
     base_dir = Path(launch["base_dir"]) if launch else Path(".")

@@ -110,7 +110,7 @@ def _why_chosen(ctx: Context, page: Page) -> str:
 def _peak_memory(ctx: Context, trial, page: Page) -> str:
     """The measured peak beside its prediction, like for like. On CUDA both are the device's (the allocator's
     reserved peak and what lives outside it). On CPU the measured peak is the process's resident set, interpreter
-    and libraries included: it stands beside the predicted process peak (trainer.loop.predicted_process_peak: the
+    and libraries included: it stands beside the predicted process peak (trainer.rank.loop.predicted_process_peak: the
     resident set measured before set-up plus the predicted tensors), both of the rank with the largest peak."""
     source = ctx.run_file(trial, "memory.json")
     measured, predicted = ctx.sources.value(source, "measured"), ctx.sources.value(source, "predicted")

@@ -8,7 +8,7 @@ A benchmark result (written by evalsuite) is read through `sanitize_bench`: of a
 its aggregate metrics and its contamination flag are kept, so nothing else of it can reach a report or a commit.
 
 The sweep's and the runs' files are read through their contracts (agent.sweep.SWEEP, agent.sweep.summary.SUMMARY,
-trainer.results), so a file that does not match its schema is refused in one line naming the file and the field.
+trainer.results.schemas), so a file that does not match its schema is refused in one line naming the file and the field.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import yaml
 from agent.sweep import SWEEP, SWEEP_FILE, SweepInputs
 from agent.sweep.summary import SUMMARY, SUMMARY_FILE, Summary, TrialSummary
 from trainer.config import OBJECTIVES, ConfigError
-from trainer.contracts import Contract, ContractError
-from trainer.results import MEMORY, METRICS, RUN_STATUSES, STEPS, LaunchInfo, MemoryReport, Metrics, StepRecord
-from trainer.rundir import RunDir
+from trainer.results.contracts import Contract, ContractError
+from trainer.results.rundir import RunDir
+from trainer.results.schemas import MEMORY, METRICS, RUN_STATUSES, STEPS, LaunchInfo, MemoryReport, Metrics, StepRecord
 
 STATUSES = RUN_STATUSES
 UNFINISHED = ("queued", "running")

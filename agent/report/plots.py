@@ -10,7 +10,7 @@ from io import BytesIO
 from typing import TYPE_CHECKING
 
 from agent.report.inputs import LongerRun, Trial
-from trainer.results import TIMELINE_CATEGORIES
+from trainer.results.schemas import TIMELINE_CATEGORIES
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

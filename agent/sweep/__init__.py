@@ -13,7 +13,7 @@ shows it on the terminal), and summary.py writes what the report reads:
 
 Each file has one schema, defined beside its writer and read through it: sweep.json here (SWEEP), trial.json in
 runner.py (TRIAL), summary.json in summary.py (SUMMARY), job.json in agent.jobs (JOB), a run's files in
-trainer.results.
+trainer.results.schemas.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from typing_extensions import TypedDict
 from agent.jobs import is_job_file
 from agent.sweep.executors import ExecutorKind
 from trainer.config import OBJECTIVES, ConfigError, load_experiment
-from trainer.contracts import STRICT, Contract, ContractError
-from trainer.results import Degrees
-from trainer.trackers import check_trackers
+from trainer.rank.trackers import check_trackers
+from trainer.results.contracts import STRICT, Contract, ContractError
+from trainer.results.schemas import Degrees
 
 if TYPE_CHECKING:  # the runner imports optuna: loaded when a sweep runs, not by every `meshpilot` command
     from agent.sweep.runner import ProgressCallback

@@ -60,7 +60,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from trainer.lifeline import tie_to_parent
+    from trainer.host.lifeline import tie_to_parent
 
     tie_to_parent()  # started by a job supervisor (agent.jobs.start_sweep): die with it, and the trials with this
     from agent.sweep import run_sweep

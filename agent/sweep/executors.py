@@ -27,7 +27,7 @@ import psutil
 
 from agent import jobs
 from trainer.config import ConfigError
-from trainer.lifeline import tied_env
+from trainer.host.lifeline import tied_env
 
 ExecutorKind = Literal["local", "slurm", "submitit-local"]  # sweep.json's "executor"
 EXECUTORS: tuple[str, ...] = ExecutorKind.__args__

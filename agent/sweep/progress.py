@@ -1,6 +1,6 @@
 """A running sweep on the terminal, for `meshpilot sweep` and `meshpilot demo`, fed by the runner's polling loop.
 
-On a terminal: one tqdm line redrawn at every poll, like a training run's bar (trainer.progress): trials done of
+On a terminal: one tqdm line redrawn at every poll, like a training run's bar (trainer.launch.progress): trials done of
 the total, the failed count, and each running trial's layout, step and tokens/s. Anywhere else (CI, a log file,
 the TUI's sweep log): one plain line per trial as it ends, since a redrawn line would fill a log with copies.
 """

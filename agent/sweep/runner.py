@@ -29,10 +29,10 @@ from typing_extensions import TypedDict
 
 from agent import jobs
 from agent.sweep.study import suggest, trial_id
-from trainer.contracts import STRICT, Contract
-from trainer.results import Degrees, StepRecord
-from trainer.rundir import RunDir, StepsTail, tokens_per_s
-from trainer.trackers import RUN_GROUP_ENV, RUN_NAME_ENV
+from trainer.rank.trackers import RUN_GROUP_ENV, RUN_NAME_ENV
+from trainer.results.contracts import STRICT, Contract
+from trainer.results.rundir import RunDir, StepsTail, tokens_per_s
+from trainer.results.schemas import Degrees, StepRecord
 
 if TYPE_CHECKING:  # the space imports torch (the planner's data): readers of trial.json need neither
     import optuna
@@ -127,7 +127,7 @@ class TrialProgress:
 
     id: str
     layout: dict[str, int]
-    state: str  # "running", or how it ended (trainer.rundir.RUN_STATUSES)
+    state: str  # "running", or how it ended (trainer.results.rundir.RUN_STATUSES)
     step: int  # the last step in its steps.jsonl; 0 before the first
     steps: int  # the steps every trial runs
     tokens_per_s: float | None  # the trainer's figure once it ended, else measured so far (None in the warm-up)

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from trainer.config import ConfigError, Experiment, checkpointing_rank, load_experiment
-from trainer.data import plan_batches
+from trainer.data.rows import plan_batches
 from trainer.layout import Layout, LayoutError
 
 PLANNER_KEYS = ("layout", "train.micro_batch", "train.activation_checkpointing")
@@ -239,8 +239,8 @@ def build_space(
 def _layouts(spec: str | list[str], experiment: Experiment, devices: int) -> list[Layout]:
     """The layouts to search, each resolved to its own process count."""
     if spec == "auto":
-        from trainer.model import model_config
-        from trainer.planner import valid_layouts
+        from trainer.costs.planner import valid_layouts
+        from trainer.model.build import model_config
 
         world = experiment.hardware.devices or devices
         if world > devices:
@@ -268,9 +268,9 @@ def _world_of(text: str) -> int:
 
 def _planned(experiment: Experiment, layouts: list[Layout], device_type: str, devices: int):
     """The planner's candidates for these layouts in the fixed order, and the dropped ones with their reasons."""
-    from trainer.model import model_config
-    from trainer.planner import plan
-    from trainer.throughput import this_machine
+    from trainer.costs.planner import plan
+    from trainer.costs.throughput import this_machine
+    from trainer.model.build import model_config
 
     config = model_config(experiment.model, Path(experiment.base_dir))
     device_mem = _device_memory(experiment, device_type, devices)

@@ -19,7 +19,7 @@ from agent import jobs
 from agent.sweep import SWEEP, SWEEP_FILE, Dropped, Objective, PointRecord
 from agent.sweep.runner import TRIAL, TRIAL_FILE, Params, TrialRecord
 from trainer.config import OBJECTIVES
-from trainer.contracts import STRICT, Contract
+from trainer.results.contracts import STRICT, Contract
 
 SUMMARY_FILE = "summary.json"
 Bytes = Annotated[int, Field(ge=0)]

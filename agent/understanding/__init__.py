@@ -394,7 +394,7 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
 def _same_family(model: object, size: object) -> str | None:
     """The preset of `model`'s family (its version first) with `size` billion parameters."""
     from agent.understanding.entities import _PRESET
-    from trainer.presets import MODELS
+    from trainer.model.presets import MODELS
 
     before = _PRESET.match(str(model)) if model else None
     if before is None:

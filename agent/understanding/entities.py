@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from agent.understanding.known import Known
-from trainer.presets import MODELS
+from trainer.model.presets import MODELS
 
 # A count's noun: what the number counts.
 NOUNS = {

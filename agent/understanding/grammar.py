@@ -19,7 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer.config import ConfigError
-from trainer.presets import GPU_ALIASES, GPUS, MODELS, REFUSED, gpu_preset, model_override, model_preset, preset_key
+from trainer.model.presets import (
+    GPU_ALIASES,
+    GPUS,
+    MODELS,
+    REFUSED,
+    gpu_preset,
+    model_override,
+    model_preset,
+    preset_key,
+)
 
 SLASH_COMMANDS = ("help", "plan", "why", "run", "status", "results", "cancel", "hardware", "runs", "read", "sweep",
                   "bench", "report", "pr", "compare", "trials", "where", "docs")  # fmt: skip

@@ -29,10 +29,10 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for support
 from support import TINY_MODEL
 
-from trainer.context_parallel import ATTENTION, install_context_parallel, local_mask, local_positions
+from trainer.data.packing import IGNORE_INDEX, block_causal_mask, model_inputs, row_from_segments
 from trainer.layout import Layout
-from trainer.model import build_model
-from trainer.packing import IGNORE_INDEX, block_causal_mask, model_inputs, row_from_segments
+from trainer.model.build import build_model
+from trainer.parallel.context_parallel import ATTENTION, install_context_parallel, local_mask, local_positions
 
 SEQ_LEN = 64
 

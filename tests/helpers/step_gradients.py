@@ -16,14 +16,14 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.distributed.tensor import DTensor
 
-from trainer.data import RowSource, TokenizedCorpus, plan_batches
+from trainer.data.packing import IGNORE_INDEX, model_inputs
+from trainer.data.rows import RowSource, TokenizedCorpus, plan_batches
 from trainer.layout import Layout, data_parallel_group
-from trainer.loop import load_run
-from trainer.model import build_model, materialize, meta_model, model_config
-from trainer.packing import IGNORE_INDEX, model_inputs
-from trainer.parallelize import parallelize
-from trainer.rundir import RunDir
-from trainer.step import forward_backward
+from trainer.model.build import build_model, materialize, meta_model, model_config
+from trainer.parallel.parallelize import parallelize
+from trainer.rank.loop import load_run
+from trainer.rank.step import forward_backward
+from trainer.results.rundir import RunDir
 
 
 def _setup(run_dir: Path, micro_batch: int, dp_degree: int):

@@ -11,7 +11,7 @@ from textual.content import Content
 from textual.widgets import Markdown, Static
 from textual.widgets.markdown import MarkdownStream
 
-from trainer.results import FAILED_STATUSES
+from trainer.results.schemas import FAILED_STATUSES
 
 ARGUMENT_WIDTH = 60  # characters of a tool call's arguments shown in its line
 

@@ -116,7 +116,7 @@ def _draw(plot: PlotextPlot, title: str, points: Sequence[tuple[int, float]]) ->
     plot.refresh()
 
 
-MEMORY_LABELS = ("params", "grads", "optim", "activ", "temp")  # trainer.results.TIMELINE_CATEGORIES, shortened
+MEMORY_LABELS = ("params", "grads", "optim", "activ", "temp")  # trainer.results.schemas.TIMELINE_CATEGORIES, shortened
 
 
 def _draw_memory(plot: PlotextPlot, name: str, memory: StepMemory | None) -> None:

@@ -1,0 +1,526 @@
+"""Predicted memory per rank, by category, from a model config and a layout: no weights, no devices.
+
+Parameters, gradients and optimizer state are exact: each parameter's local shape follows from the tensor-parallel
+plan (columns or rows split over tp) and FSDP2's dim-0 chunking over dp_shard, exactly as torch splits them.
+
+Activations follow Korthikanti et al. (2022, "Reducing Activation Recomputation in Large Transformer Models"): a
+per-layer count of what autograd keeps per token, with the attention and MLP terms divided by the tensor-parallel
+degree, the sequence divided by the context-parallel degree, and only each layer's input kept under full activation
+checkpointing. The counts are those of transformers' Llama-family decoder layer with SDPA's fused attention
+(no s x s scores are stored), measured tensor by tensor:
+
+    per layer and token: 6h (two RMSNorms: input, normalised, scaled) + 5q/tp (q, k and v after rotary and
+    GQA repeat, attention output and its projection input) + 4i/tp (SwiGLU: gate, up, activation, product)
+    + heads/tp (log-sum-exp) + 2 (the norms' rsqrt), all in the compute dtype; with packed rows on the dense
+    kernel, SDPA takes k and v repeated (5q), and every layer saves the same block-causal bias, made once per
+    micro-batch (s entries per token, once); unpacked rows need no mask, and neither flex's BlockMask: SDPA or
+    flex then take k and v unrepeated (3q + 2kv);
+    per token once: the final norm (3h + 1), the chunked loss's log-sum-exp (fp32; trainer.model.loss: the logits
+    are recomputed in backward, not kept; a pipeline's last stage still keeps the log-softmax over the vocabulary,
+    in fp32), input ids (int64), and rotary cos/sin (per position only, for unpacked rows).
+Selective checkpointing (trainer.model.build.selective_checkpoint_context) keeps, per layer and token, the layer's input
+(h), the outputs of the q, v, gate and down projections (q/tp, kv/tp, i/tp, and h: down is row-parallel, so each
+tensor-parallel rank holds a whole partial sum) and the attention kernel's output and log-sum-exp (q/tp, and heads/tp
+in fp32); no mask bias and no gathered keys and values (both are rebuilt in the recomputation).
+Under bf16 without FSDP2, autocast also saves a bf16 copy of every matmul weight (`weight_copies_saved`).
+
+Context parallelism divides every token count by cp except the gathered keys and values: each layer keeps the
+whole sequence's k and v (2q/tp per token of the sequence, i.e. 2q cp/tp per local token; 2kv cp/tp where no
+dense mask makes SDPA repeat them), and on CPU each local query's mask row still spans all s keys; on CUDA the mask
+is a function of global positions and document ids (trainer.parallel.context_parallel), with no dense rows.
+
+Temporaries are the peaks that live only briefly: one chunk's logits and their gradient (`loss_temporary_bytes`;
+a pipeline's whole micro-batch's), the output head's whole weight gradient before it is accumulated, a recomputed
+layer under activation checkpointing (a whole layer under full, what selective does not keep under selective), and
+FSDP's two gathered layers (the current one and the prefetched next), gathered in bf16 under mixed precision.
+
+On CUDA a process holds more than its tensors (`cuda_runtime`): the CUDA context, NCCL's buffers for each
+communicator, cuBLAS workspaces and what the caching allocator reserves beyond what it hands out. None of it can be
+measured without a GPU, so these are defaults (CUDA_RUNTIME below, with their sources: the context was measured on
+an H100, the rest is stated); trainer.rank.memory measures the same on a GPU (the reserved peak and the memory outside
+the allocator), to check them against.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import functools
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from trainer.config import TrainSpec, checkpointing_mode
+from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
+from trainer.model.attention import takes_dense_mask
+from trainer.model.loss import chunk_tokens
+from trainer.parallel.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+FP32 = 4
+MiB = 1024**2
+
+
+@dataclass(frozen=True)
+class CudaRuntime:
+    """What a CUDA training process holds besides its tensors: the context measured on one GPU, the rest stated."""
+
+    # The CUDA context with the kernels a training step loads (CUDA_MODULE_LOADING=LAZY, torch's default), which
+    # torch's allocator statistics never see: measured as the device memory outside the allocator of a one-GPU bf16
+    # run (1B Llama, SDPA, fused AdamW) on an H100 80GB HBM3, torch 2.11+cu130, driver 580: 1,944,518,656 bytes,
+    # the same in all four runs (bench/results/gpu_h100_validation.json, memory section).
+    context: int = 1854 * MiB
+    # NCCL's buffers per communicator: NCCL_BUFFSIZE (4 MiB, NCCL's documented default) per channel and peer for
+    # the Simple protocol, about as much again for LL128, over the 16 to 32 channels NCCL opens on NVLink.
+    nccl_per_communicator: int = 256 * MiB
+    # cuBLAS and cuBLASLt workspaces, per stream (torch allocates them from its caching allocator and keeps them):
+    # torch's defaults on Hopper are 32 MiB for cuBLAS (CUBLAS_WORKSPACE_CONFIG ":4096:8") and as much for cuBLASLt.
+    workspaces: int = 64 * MiB
+    # Reserved but unallocated: the caching allocator rounds blocks up and keeps freed segments; 5% of the tensor
+    # peak is a stated margin (measured runs record both peaks, allocated and reserved, in memory.json).
+    allocator_slack: float = 0.05
+
+    def bytes(self, layout: Layout, tensor_peak: int) -> int:
+        return (
+            self.context
+            + self.nccl_per_communicator * nccl_communicators(layout)
+            + self.workspaces
+            + int(self.allocator_slack * tensor_peak)
+        )
+
+
+CUDA_RUNTIME = CudaRuntime()
+
+
+@functools.lru_cache(maxsize=4096)  # a plan asks once per candidate, for a few hundred layouts
+def nccl_communicators(layout: Layout) -> int:
+    """Communicators a rank opens: the whole world's (loss, gradient norm, barriers) and one per mesh dimension
+    that has more than one rank (FSDP's dp_shard x cp flattened counts as its own). None for one process."""
+    if layout.world_size == 1:
+        return 0
+    split = sum(getattr(layout, name) > 1 for name in MESH_DIMS)
+    flattened = 1 if layout.shard_degree > 1 and layout.cp > 1 else 0
+    return 1 + split + flattened
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """What the prediction depends on besides the model config and the layout."""
+
+    micro_batch: int
+    seq_len: int
+    precision: str  # fp32 | bf16 (autocast over fp32 master weights)
+    activation_checkpointing: bool | str  # as train.activation_checkpointing stores it (trainer.config)
+    train: TrainSpec
+    grad_accum: int = 1  # bounds the micro-batches a pipeline stage holds at once
+    packing: bool = True  # packed rows need a dense block-causal mask; unpacked rows none (trainer.data.packing)
+    device_type: str = "cpu"  # cuda adds the CUDA runtime's memory (CUDA_RUNTIME) to the peak
+
+
+class ConfigSnapshot:
+    """A transformers config whose attributes are each read from it once, then kept: what a plan passes to the
+    memory and throughput models. Reading an attribute of a transformers 5 config goes through two
+    `__getattribute__` overrides (attribute_map aliases, per-layer attributes of heterogeneous configs), some
+    microseconds each, and a plan for 512 devices reads them over half a million times. The values are the
+    config's own (aliases resolved by the config), so every figure is the same; one it lacks is asked of it every
+    time (AttributeError, as the config raises it). Not for code that needs the config's class."""
+
+    def __init__(self, config: PretrainedConfig):
+        object.__setattr__(self, "_config", config)
+
+    def __getattr__(self, name: str):
+        if name == "_config" or name.startswith("__"):  # copy and pickle ask for these of an instance not set up
+            raise AttributeError(name)
+        value = getattr(self._config, name)
+        object.__setattr__(self, name, value)
+        return value
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"a ConfigSnapshot is read-only: set {name} on the config it was taken of")
+
+
+def parameter_shapes(config: PretrainedConfig) -> list[tuple[str, tuple[int, ...]]]:
+    """Names and shapes of the model's parameters (tied ones once), from a meta-device model."""
+    from trainer.model.build import describe_parameters
+
+    return describe_parameters(config)[0]
+
+
+def rank_coordinates(rank: int, layout: Layout) -> dict[str, int]:
+    """A global rank's index along each mesh dimension (row-major over MESH_DIMS, as init_device_mesh does)."""
+    coordinates = {}
+    for name in reversed(MESH_DIMS):
+        rank, coordinates[name] = divmod(rank, getattr(layout, name))
+    return coordinates
+
+
+@dataclass(frozen=True)
+class ParameterGroup:
+    """Parameters alike in all but their decoder layer: one module path (layer index as N), one shape. Every rank
+    splits them alike, so a plan works out a group's shard once rather than once per layer."""
+
+    module: str  # e.g. model.layers.N.self_attn.q_proj
+    shape: tuple[int, ...]
+    names: tuple[str, ...]
+    layers: tuple[int | None, ...]  # each parameter's decoder layer (None outside the layers)
+
+
+def parameter_groups(shapes: list[tuple[str, tuple[int, ...]]]) -> list[ParameterGroup]:
+    groups: dict[tuple[str, tuple[int, ...]], tuple[list[str], list[int | None]]] = {}
+    for name, shape in shapes:
+        match = _LAYER_INDEX.search(name)
+        module = _LAYER_INDEX.sub(".layers.N.", name.rsplit(".", 1)[0])
+        names, layers = groups.setdefault((module, shape), ([], []))
+        names.append(name)
+        layers.append(int(match.group(1)) if match else None)
+    return [ParameterGroup(m, s, tuple(n), tuple(layers)) for (m, s), (n, layers) in groups.items()]
+
+
+def local_groups(
+    config: PretrainedConfig,
+    layout: Layout,
+    rank: int,
+    groups: list[ParameterGroup],
+    stages_per_rank: int = 1,
+    sharded: bool = True,
+) -> list[tuple[ParameterGroup, tuple[int, ...], list[int]]]:
+    """Each group's shard shape on `rank` (split by the tensor-parallel plan, then chunked on dim 0 by FSDP2
+    unless not `sharded`: what FSDP2 gathers) and which of its parameters the rank holds (positions in `names`:
+    a pipeline stage holds some layers only)."""
+    plan = tensor_parallel_plan(config) if layout.tp > 1 else {}
+    styles = tuple(plan.items())  # hashable, for _tp_style's cache
+    at = rank_coordinates(rank, layout)
+    stages, layers = layout.pp * stages_per_rank, config.num_hidden_layers
+    # Pipeline stages take equal runs of layers; the first adds the embedding, the last the norm and head
+    # (trainer.parallel.pipeline's split).
+    on_rank = _pipeline_layers(layers, stages, layout.pp, at["pp"]) if layout.pp > 1 else None
+    first, last = at["pp"] == 0, at["pp"] == (stages - 1) % layout.pp
+    result = []
+    for group in groups:
+        if on_rank is None:
+            held = list(range(len(group.names)))
+        else:
+            held = list(_held(group.layers, on_rank, first if "embed" in group.module else last))
+        if held:
+            result.append((group, _shard_shape(group, styles, layout, at, sharded), held))
+    return result
+
+
+@functools.lru_cache(maxsize=1024)  # a plan asks for the same few pipeline splits for hundreds of layouts
+def _pipeline_layers(layers: int, stages: int, pp: int, pp_rank: int) -> frozenset[int]:
+    """The decoder layers pipeline rank `pp_rank` holds: those of its stages."""
+    return frozenset(layer for layer in range(layers) if stage_of_layer(layer, layers, stages) % pp == pp_rank)
+
+
+@functools.lru_cache(maxsize=4096)
+def _held(group_layers: tuple[int | None, ...], on_rank: frozenset[int], outside: bool) -> tuple[int, ...]:
+    """Positions of a group's parameters on a pipeline rank: those of its layers, and those outside the layers
+    (None) where the rank holds the embedding or the head (`outside`)."""
+    return tuple(i for i, layer in enumerate(group_layers) if (outside if layer is None else layer in on_rank))
+
+
+def local_shapes(
+    config: PretrainedConfig,
+    layout: Layout,
+    rank: int,
+    shapes: list[tuple[str, tuple[int, ...]]] | None = None,
+    stages_per_rank: int = 1,
+) -> list[tuple[str, tuple[int, ...]]]:
+    """Each parameter's shape on `rank`: split by the tensor-parallel plan, then chunked on dim 0 by FSDP2."""
+    groups = parameter_groups(shapes or parameter_shapes(config))
+    local = local_groups(config, layout, rank, groups, stages_per_rank)
+    return [(group.names[i], shape) for group, shape, held in local for i in held]
+
+
+def _shard_shape(
+    group: ParameterGroup,
+    styles: tuple[tuple[str, str], ...],
+    layout: Layout,
+    at: dict[str, int],
+    sharded: bool = True,
+) -> tuple[int, ...]:
+    local = list(group.shape)
+    split_dim = {"colwise": 0, "rowwise": 1 if len(local) == 2 else None}.get(_tp_style(group.module, styles))
+    if split_dim is not None:
+        local[split_dim] = _chunk_size(local[split_dim], layout.tp, at["tp"])
+    shards = layout.shard_degree
+    if sharded and shards > 1 and local:  # FSDP2 over the flattened dp_shard x cp mesh, cp innermost
+        local[0] = _chunk_size(local[0], shards, at["dp_shard"] * layout.cp + at["cp"])
+    return tuple(local)
+
+
+@dataclass(frozen=True)
+class ShapeSums:
+    """What the prediction needs of the parameter shapes, summed once per rank: a plan prices every micro-batch
+    and checkpointing mode of a layout against the same shards (thousands of candidates for a large model)."""
+
+    parameter_elements: int  # this rank's shards
+    matmul_weight_elements: int  # this rank's 2-D weights but the embedding: what autocast copies to bf16
+    optimizer_bytes: int  # this rank's optimizer state (trainer.rank.optim holds the exact rule for each optimizer)
+    layer_elements: int  # one whole decoder layer, unsharded: what FSDP gathers at a time (before tp)
+    unsharded_elements: int  # this rank's tensor-parallel and pipeline share before FSDP2 chunks it
+
+    @classmethod
+    def of(
+        cls,
+        local: list[tuple[ParameterGroup, tuple[int, ...], list[int]]],
+        train: TrainSpec,
+        unsharded: list[tuple[ParameterGroup, tuple[int, ...], list[int]]] | None = None,
+    ) -> ShapeSums:
+        """`local`: a rank's `local_groups`; `unsharded`: the same without FSDP2's chunking (default: `local`)."""
+        from trainer.rank.optim import optimizer_state_bytes
+
+        whole = sum(math.prod(shape) * len(held) for _, shape, held in (local if unsharded is None else unsharded))
+        parameters = matmul = optimizer = layer = 0
+        for group, shape, held in local:
+            count = len(held)
+            parameters += math.prod(shape) * count
+            if len(shape) == 2 and "embed" not in group.module:
+                matmul += math.prod(shape) * count
+            optimizer += optimizer_state_bytes([(group.names[0], shape)], train, FP32) * count
+            layer += math.prod(group.shape) * group.layers.count(0)
+        return cls(parameters, matmul, optimizer, layer, whole)
+
+    @classmethod
+    def of_rank(
+        cls,
+        config: PretrainedConfig,
+        layout: Layout,
+        rank: int,
+        groups: list[ParameterGroup],
+        train: TrainSpec,
+    ) -> ShapeSums:
+        """The sums of `rank`'s shards under `layout` (`groups`: parameter_groups of the model)."""
+        local = local_groups(config, layout, rank, groups, train.pp_stages_per_rank)
+        unsharded = local_groups(config, layout, rank, groups, train.pp_stages_per_rank, sharded=False)
+        return cls.of(local, train, unsharded if layout.shard_degree > 1 else None)
+
+
+def predict_rank(
+    config: PretrainedConfig,
+    layout: Layout,
+    plan: MemoryPlan,
+    rank: int,
+    shapes: list[tuple[str, tuple[int, ...]]] | None = None,
+    sums: ShapeSums | None = None,
+    memo: dict | None = None,
+) -> dict[str, int]:
+    """Predicted bytes by category for one rank (`sums`: of its shards, when already known; `memo`: see
+    activation_bytes)."""
+    if sums is None:
+        groups = parameter_groups(shapes or parameter_shapes(config))
+        sums = ShapeSums.of_rank(config, layout, rank, groups, plan.train)
+    parameter_bytes = sums.parameter_elements * FP32
+    prediction = {
+        "parameters": parameter_bytes,
+        "gradients": parameter_bytes,  # fp32 gradients of fp32 master weights, sharded like them
+        "unreduced_gradients": unreduced_gradient_bytes(layout, plan, sums),
+        "optimizer": sums.optimizer_bytes,
+        "activations_saved": activation_bytes(config, layout, plan, rank, memo),
+        "weight_copies_saved": weight_copy_bytes(sums, layout, plan),
+        "temporaries": temporary_bytes(config, layout, plan, sums, memo),
+    }
+    tensor_peak = sum(prediction.values())
+    if plan.device_type == "cuda":
+        prediction["cuda_runtime"] = CUDA_RUNTIME.bytes(layout, tensor_peak)
+    prediction["peak"] = sum(prediction.values())
+    return prediction
+
+
+def predict_memory(config: PretrainedConfig, layout: Layout, plan: MemoryPlan) -> list[dict[str, int]]:
+    groups = parameter_groups(parameter_shapes(config))
+    sums = (ShapeSums.of_rank(config, layout, r, groups, plan.train) for r in range(layout.world_size))
+    return [{"rank": r, **predict_rank(config, layout, plan, r, sums=s)} for r, s in enumerate(sums)]
+
+
+def accumulates_unsharded(layout: Layout, plan: MemoryPlan) -> bool:
+    """Whether FSDP2 holds an unsharded gradient between the micro-batches of a step: under
+    train.fsdp_grad_sync: step, and inside any pipeline schedule (torch's stages skip FSDP2's gradient sync on
+    every micro-batch's backward and reduce once at the end)."""
+    per_step = plan.train.fsdp_grad_sync == "step" or layout.pp > 1
+    return layout.shard_degree > 1 and plan.grad_accum > 1 and per_step
+
+
+def unreduced_gradient_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) -> int:
+    """Gradient bytes a rank holds at the peak of an accumulation beyond its sharded fp32 gradients: where FSDP2
+    accumulates without reduce-scattering (`accumulates_unsharded`), a gradient of the rank's whole share before
+    FSDP2's chunking, in the reduce dtype (FSDP2 converts the bf16 gradient of its mixed precision to it after each
+    backward), held instead of the shard until the last micro-batch reduce-scatters it; beside the shard where
+    the step measures the gradient noise scale (train.gns_every; not in a pipeline), which reduces its first
+    micro-batch whole. Nothing where FSDP2 reduce-scatters every micro-batch."""
+    if not accumulates_unsharded(layout, plan):
+        return 0
+    bf16_reduce = plan.precision == "bf16" and plan.train.fsdp_reduce_dtype == "bf16"
+    unsharded = sums.unsharded_elements * (2 if bf16_reduce else FP32)
+    shard_held = plan.train.gns_every > 0 and layout.pp == 1
+    return unsharded - (0 if shard_held else sums.parameter_elements * FP32)
+
+
+def weight_copy_bytes(sums: ShapeSums, layout: Layout, plan: MemoryPlan) -> int:
+    """Autocast's bf16 copies of the matmul weights (every 2-D weight but the embedding, this rank's shard),
+    saved for backward. FSDP2's mixed precision makes none: it computes with the bf16 weights it gathers."""
+    if plan.precision != "bf16" or layout.fsdp:
+        return 0
+    return sums.matmul_weight_elements * 2
+
+
+def activation_bytes(
+    config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int = 0, memo: dict | None = None
+) -> int:
+    """Bytes saved for backward on `rank` at the peak: one micro-batch, or under a pipeline schedule the
+    micro-batches its stages hold in flight (see the module docstring).
+
+    `memo`: a dict kept by a caller that asks for one config many times (a plan: every layout that splits the
+    data-parallel ranks differently saves the same activations), keyed by everything else this reads."""
+    if memo is None:
+        return _activation_bytes(config, layout, plan, rank)
+    pp_rank = rank_coordinates(rank, layout)["pp"] if layout.pp > 1 else 0
+    train = plan.train
+    key = ("activations", layout.tp, layout.cp, layout.pp, pp_rank, plan.micro_batch, plan.seq_len, plan.precision,
+           plan.activation_checkpointing, plan.grad_accum, plan.packing, plan.device_type, train.attention,
+           train.pp_schedule, train.pp_stages_per_rank)  # fmt: skip
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _activation_bytes(config, layout, plan, rank)
+    return found
+
+
+def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: MemoryPlan) -> int:
+    """Bytes one decoder layer keeps for backward per local token on a rank, under the plan's checkpointing mode
+    (see the module docstring)."""
+    h, i, heads, _, _ = _dims(config)
+    q = heads * _head_dim(config)
+    kv = (getattr(config, "num_key_value_heads", None) or heads) * _head_dim(config)
+    tp, width = layout.tp, 2 if plan.precision == "bf16" else FP32
+    mode = checkpointing_mode(plan.activation_checkpointing)
+    if mode == "full":  # only the layer's input stays; the rest is recomputed in backward
+        return h * width
+    if mode == "selective":  # the input, the q, v, gate and down outputs, attention's output and log-sum-exp
+        return (2 * h + (2 * q + kv + i) // tp) * width + heads // tp * FP32
+    # A dense mask (packed rows through SDPA, or context parallelism's local queries against gathered keys) makes
+    # SDPA take keys and values repeated to every query head, gathered from every cp rank (the mask itself is
+    # one bias per micro-batch that every layer shares: `mask_bytes_per_token`); without one, and under flex's
+    # BlockMask (a few bytes per 128 x 128 block, left out), they go unrepeated (enable_gqa), still gathered.
+    masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, _head_dim(config), plan.packing)
+    attention = 3 * q + 2 * (q if masked else kv) * layout.cp
+    return (6 * h + (attention + 4 * i + heads) // tp + 2) * width
+
+
+def mask_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, saved: bool = True) -> int:
+    """The dense mask's bias per local token, once per micro-batch (trainer.data.packing.mask_bias: every layer saves
+    the same one): a row spanning every key of the sequence, in the compute dtype; nothing without a dense mask.
+    Autograd saves it without activation checkpointing (`saved`); with it, the checkpoints hold it as an input of
+    every layer for the recomputation: a temporary of the whole step (not `saved`)."""
+    if saved != (checkpointing_mode(plan.activation_checkpointing) == "none"):
+        return 0
+    masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, _head_dim(config), plan.packing)
+    return plan.seq_len * (2 if plan.precision == "bf16" else FP32) if masked else 0
+
+
+def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int) -> int:
+    h, _, _, layers, vocab = _dims(config)
+    head_dim = _head_dim(config)
+    tokens = plan.micro_batch * plan.seq_len // layout.cp
+    width = 2 if plan.precision == "bf16" else FP32
+    per_layer = layer_bytes_per_token(config, layout, plan)
+    # Rotary cos and sin: per token from explicit position ids (packed rows, cp), shared by a batch's rows otherwise.
+    mask_and_rotary = 2 * head_dim * width // (1 if plan.packing or layout.cp > 1 else plan.micro_batch)
+    # The final norm (its output is the head's input) and the chunked loss's log-sum-exp; a pipeline's last stage
+    # computes the plain loss, which keeps the fp32 log-softmax over the vocabulary.
+    head = (3 * h + 1) * width + (FP32 if layout.pp == 1 else vocab * FP32)
+    if layout.pp == 1:
+        mask_and_rotary += mask_bytes_per_token(config, layout, plan)
+        return tokens * (layers * per_layer + head + 8 + mask_and_rotary) + FP32
+    stages_per_rank = plan.train.pp_stages_per_rank
+    pp_rank = rank_coordinates(rank, layout)["pp"]
+    stage_ids = local_stages(pp_rank, layout.pp, stages_per_rank)
+    num_stages = layout.pp * stages_per_rank
+    layers_here = _layers_in_stages(layers, num_stages, tuple(stage_ids))
+    # Each stage rebuilds the mask and rotary embedding; its first layer's input arrives from the previous stage.
+    once = len(stage_ids) * (mask_and_rotary + mask_bytes_per_token(config, layout, plan) - h * width)
+    once += 8 if 0 in stage_ids else 0  # token ids for the embedding's backward
+    once += head if num_stages - 1 in stage_ids else 0
+    in_flight = in_flight_micro_batches(plan.train.pp_schedule, layout.pp, stages_per_rank, plan.grad_accum, pp_rank)
+    return int(in_flight * tokens * (layers_here * per_layer + once))
+
+
+def temporary_bytes(
+    config: PretrainedConfig, layout: Layout, plan: MemoryPlan, sums: ShapeSums, memo: dict | None = None
+) -> int:
+    """The logits and their gradient, a recomputed layer under activation checkpointing (under selective, only
+    what it did not keep; `memo`: see activation_bytes) and FSDP's gathered layers."""
+    layers = config.num_hidden_layers
+    tokens = plan.micro_batch * plan.seq_len // layout.cp
+    logits = loss_temporary_bytes(config, layout, tokens, plan.precision)
+    recompute = 0
+    if plan.activation_checkpointing:
+        # One whole layer's activations of this micro-batch, as a single rank of this tp and cp saves them.
+        key = ("recompute", layout.tp, layout.cp, plan.micro_batch, plan.seq_len, plan.precision, plan.packing,
+               plan.device_type, plan.train.attention)  # fmt: skip
+        recompute = memo.get(key) if memo is not None else None
+        if recompute is None:
+            full = dataclasses.replace(plan, activation_checkpointing=False, grad_accum=1)
+            one_rank = Layout(dp_replicate=1, tp=layout.tp, cp=layout.cp)
+            recompute = _activation_bytes(config, one_rank, full, 0) // layers
+            if memo is not None:
+                memo[key] = recompute
+        if checkpointing_mode(plan.activation_checkpointing) == "selective":  # what it kept needs no recomputing
+            recompute = max(0, recompute - tokens * layer_bytes_per_token(config, layout, plan))
+    gathered, shards = 0, layout.shard_degree
+    if shards > 1:
+        layer_params = sums.layer_elements // layout.tp
+        gathered_width = 2 if plan.precision == "bf16" else FP32  # FSDP2's MixedPrecisionPolicy gathers bf16
+        gathered = 2 * layer_params * gathered_width * (shards - 1) // shards
+    held_mask = tokens * mask_bytes_per_token(config, layout, plan, saved=False)
+    # The output head's weight gradient, made whole by its backward before it is added into the accumulated one (or
+    # reduce-scattered): the largest single gradient (as large as the embedding's), in the compute dtype under
+    # FSDP2's mixed precision, else fp32.
+    gradient_width = 2 if plan.precision == "bf16" and layout.fsdp else FP32
+    head_gradient = config.vocab_size * config.hidden_size * gradient_width
+    return logits + recompute + gathered + held_mask + head_gradient
+
+
+def loss_temporary_bytes(config: PretrainedConfig, layout: Layout, tokens: int, precision: str = "fp32") -> int:
+    """The loss's peak beyond what it saves, for `tokens` local tokens: the chunked loss (trainer.model.loss) holds one
+    chunk's fp32 logits and log-sum-exp's exponentials of them at once (its backward works on the logits in place),
+    and under bf16 the matmul's bf16 logits before the upcast; a pipeline's last stage the plain loss's whole fp32
+    logits and their gradient."""
+    vocab = config.vocab_size
+    if layout.pp > 1:
+        return 2 * tokens * vocab * FP32
+    return min(tokens, chunk_tokens(vocab)) * vocab * (2 * FP32 + (2 if precision == "bf16" else 0))
+
+
+@functools.cache  # a plan asks for the same few stage sets thousands of times
+def _layers_in_stages(layers: int, num_stages: int, stage_ids: tuple[int, ...]) -> int:
+    return sum(1 for layer in range(layers) if stage_of_layer(layer, layers, num_stages) in stage_ids)
+
+
+def _dims(config: PretrainedConfig) -> tuple[int, int, int, int, int]:
+    intermediate = getattr(config, "intermediate_size", None) or 4 * config.hidden_size
+    return config.hidden_size, intermediate, config.num_attention_heads, config.num_hidden_layers, config.vocab_size
+
+
+def _head_dim(config: PretrainedConfig) -> int:
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+_LAYER_INDEX = re.compile(r"\.layers\.(\d+)\.")
+
+
+@functools.lru_cache(maxsize=1024)  # a plan asks for each module's style once per layout and rank
+def _tp_style(module: str, styles: tuple[tuple[str, str], ...]) -> str | None:
+    """The tensor-parallel style of `module` in the plan `styles` ((pattern, style) pairs, in the plan's order)."""
+    for pattern, style in styles:
+        if fnmatch.fnmatchcase(module, f"*{pattern}"):
+            return style
+    return None
+
+
+def _chunk_size(size: int, parts: int, index: int) -> int:
+    """torch.chunk's split: ceil-sized pieces, the last ones shorter or empty."""
+    piece = -(-size // parts)
+    return max(0, min(piece, size - piece * index))

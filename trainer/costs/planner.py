@@ -1,0 +1,390 @@
+"""`meshpilot plan`: every valid layout x micro-batch x activation checkpointing (none, selective, full), those
+that do not fit dropped with the reason, the rest ranked by predicted tokens/s. No GPU, no weights: the parameters'
+shapes come from a meta-device model, or for a preset from its config's numbers (trainer.model.presets.PresetConfig).
+
+The micro-batches are every divisor of a rank's share of the global batch (micro_batch_choices), unless the
+experiment fixes train.micro_batch; a fixed train.activation_checkpointing is likewise the only mode planned
+(Pinned, pinned_by).
+
+Context parallelism is what makes long sequences fit: it divides a rank's activations (and the logits) by cp.
+A feasible candidate with cp > 1 whose layout would not fit with cp = 1 (the same micro-batch and degrees
+otherwise, so each rank holds whole sequences) says so: it fits only because of cp.
+
+On CUDA the predicted peak includes the CUDA runtime's memory (context, NCCL buffers, workspaces, allocator slack:
+trainer.costs.memory_model.CUDA_RUNTIME), so a candidate keeps that headroom free: one whose tensors alone would fit but
+not with it is dropped, and its reason says how much of its need is that reserve.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from trainer.config import (
+    CHECKPOINTING_MODES,
+    ConfigError,
+    Experiment,
+    TrainSpec,
+    apply_override,
+    checkpointing_mode,
+    checkpointing_rank,
+    normalize_checkpointing,
+    resolve_precision,
+)
+from trainer.costs.flops import gpu_links
+from trainer.costs.memory_model import (
+    ConfigSnapshot,
+    MemoryPlan,
+    ShapeSums,
+    parameter_groups,
+    predict_rank,
+    rank_coordinates,
+)
+from trainer.costs.throughput import (
+    DEFAULT_NETWORK,
+    NETWORKS,
+    Calibration,
+    Hardware,
+    StepEstimate,
+    detect_intra_node_link,
+    estimate_step,
+    hardware_figures,
+    model_bytes,
+)
+from trainer.host.collector import collector_paused
+from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError
+from trainer.model.attention import head_dim, takes_dense_mask
+from trainer.model.presets import PresetConfig
+from trainer.parallel.context_parallel import check_context_parallel
+from trainer.parallel.pipeline import check_pipeline
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+GiB = 1024**3
+
+
+def planned_hardware(
+    device_type: str,
+    devices: int,
+    nodes: int,
+    gpu: str | None = None,
+    device_name: str | None = None,
+    device_mem: str | None = None,
+    configured_mem: str | None = None,
+    network: str | None = None,
+) -> tuple[Hardware, int]:
+    """The hardware a plan is for, and its bytes per device: the defaults of `meshpilot plan` and of the agent's
+    plan tool, decided here only. Memory: `device_mem`, else the `gpu` preset's, else the experiment's
+    hardware.device_mem (`configured_mem`), else the default GPU's as torch reports it (an H100 80GB has 79.18
+    GiB, not 80). The device is the `gpu` preset's, else an H100; a CPU plan is for this machine's CPU. Nodes are
+    joined by `network`, one of trainer.costs.throughput.NETWORKS (default DEFAULT_NETWORK)."""
+    from trainer.config import parse_bytes
+    from trainer.host.environment import device_name as local_device_name
+    from trainer.model.presets import DEFAULT_GPU, gpu_preset
+
+    network = network or DEFAULT_NETWORK
+    if network not in NETWORKS:
+        raise ConfigError(f"--network must be one of {', '.join(NETWORKS)}, not {network!r}")
+    preset = gpu_preset(gpu) if gpu else None
+    if device_type == "cpu":
+        name, link = device_name or local_device_name("cpu"), detect_intra_node_link(device_type)
+    else:  # the GPU's own link: NVLink where it has it (trainer.costs.flops.GPU_LINKS), else PCIe
+        name = device_name or (preset or gpu_preset(DEFAULT_GPU)).name
+        link = "pcie" if gpu_links(name)[0] is None else "nvlink"
+    given = device_mem or (str(preset.memory_bytes) if preset else configured_mem)
+    memory = parse_bytes(given) if given else gpu_preset(DEFAULT_GPU).memory_bytes
+    return Hardware(device_type, name, devices, nodes, link, network), memory
+
+
+@dataclass
+class Candidate:
+    layout: Layout
+    micro_batch: int
+    grad_accum: int
+    activation_checkpointing: bool | str  # as train.activation_checkpointing stores it: False, "selective", True
+    memory: dict[str, int]
+    estimate: StepEstimate | None = None
+    dropped: str | None = None  # why it cannot run, if it cannot
+    runnable: bool = True  # whether the built-in trainer runs this layout today
+    fits_only_with_cp: bool = False  # cp > 1, and the same candidate with cp = 1 would not fit
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "layout": self.layout.degrees(),
+            "micro_batch": self.micro_batch,
+            "grad_accum": self.grad_accum,
+            "activation_checkpointing": self.activation_checkpointing,
+            "predicted_peak_bytes": self.memory.get("peak"),  # None: not predicted (cannot run at all)
+            "memory": self.memory,
+            "predicted_step_s": self.estimate.step_s if self.estimate else None,
+            "predicted_tokens_per_s": self.estimate.tokens_per_s if self.estimate else None,
+            "comm_bytes_per_step": self.estimate.comm_bytes if self.estimate else None,
+            "dropped": self.dropped,
+            "runnable": self.runnable,
+            "fits_only_with_cp": self.fits_only_with_cp,
+            "notes": self.notes,
+        }
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """Planner choices the user fixed: planned as given instead of enumerated (None: enumerate)."""
+
+    micro_batch: int | None = None
+    activation_checkpointing: bool | str | None = None
+
+    def checkpointing_modes(self) -> tuple[bool | str, ...]:
+        """none, selective and full as train.activation_checkpointing stores them, or only the pinned one."""
+        if self.activation_checkpointing is not None:
+            return (self.activation_checkpointing,)
+        return tuple(normalize_checkpointing(mode) for mode in CHECKPOINTING_MODES)
+
+
+def pinned_by(experiment: Experiment, path: Path | None = None, overrides: Sequence[str] = ()) -> Pinned:
+    """The planner choices set in the experiment file at `path` or by an override, with the loaded experiment's
+    (checked) values. The loaded Experiment cannot tell: its defaults fill every field, so a file's
+    `micro_batch: 8` and the default 8 look the same; only the file's own mapping says what the user wrote."""
+    raw = yaml.safe_load(Path(path).read_text()) if path is not None else None
+    raw = raw if isinstance(raw, dict) else {}
+    for override in overrides:
+        apply_override(raw, override)
+    written = raw.get("train") if isinstance(raw.get("train"), dict) else {}
+    fields = (f.name for f in dataclasses.fields(Pinned))
+    return Pinned(**{name: getattr(experiment.train, name) for name in fields if name in written})
+
+
+def micro_batch_choices(rows: int) -> list[int]:
+    """Every micro-batch that splits a rank's `rows` into whole passes, ascending: all its divisors, not only
+    powers of two (people run 6, 10 or 14). Few enough to plan them all: at most 64 below 10,000 rows."""
+    small = [d for d in range(1, math.isqrt(rows) + 1) if rows % d == 0]
+    return small + [rows // d for d in reversed(small) if d * d != rows]
+
+
+def valid_layouts(world_size: int, config: PretrainedConfig, seq_len: int) -> list[Layout]:
+    """Every way to split the world over the mesh dimensions that this model and sequence allow."""
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    divisors = [d for d in range(1, world_size + 1) if world_size % d == 0]
+    layouts = []
+    for degrees in itertools.product(divisors, repeat=len(MESH_DIMS) - 1):
+        rest, remainder = divmod(world_size, math.prod(degrees))
+        if remainder:
+            continue
+        layout = Layout(**dict(zip(MESH_DIMS, (degrees[0], rest, *degrees[1:]), strict=True)))
+        if heads % layout.tp or kv_heads % layout.tp or layout.pp > config.num_hidden_layers:
+            continue
+        try:
+            check_context_parallel(layout, config, seq_len)
+        except LayoutError:
+            continue
+        layouts.append(layout)
+    return layouts
+
+
+def _describe_parameters(config: PretrainedConfig | PresetConfig) -> tuple[list, dict[str, int]]:
+    """The parameters' names, shapes and counts: a preset's from its numbers, any other model's from a meta-device
+    model (trainer.model.build.describe_parameters, which imports torch's and transformers' modeling code)."""
+    if isinstance(config, PresetConfig):
+        return config.describe_parameters()
+    from trainer.model.build import describe_parameters
+
+    return describe_parameters(config)
+
+
+def plan(
+    experiment: Experiment,
+    config: PretrainedConfig,
+    hardware: Hardware,
+    device_mem: int,
+    seq_len: int,
+    pinned: Pinned = Pinned(),
+) -> list[Candidate]:
+    """All candidates, the feasible ones first by predicted tokens/s, then the dropped ones. Only the `pinned`
+    micro-batch and checkpointing mode are planned where given; a layout whose rank share the pinned micro-batch
+    does not divide is dropped."""
+    # Tens of thousands of small objects, none in a cycle: the cyclic collector would only walk the million that
+    # torch and transformers hold, again and again (a fifth of a 512-device plan's time).
+    with collector_paused():
+        return _plan(experiment, config, hardware, device_mem, seq_len, pinned)
+
+
+def _plan(
+    experiment: Experiment,
+    config: PretrainedConfig,
+    hardware: Hardware,
+    device_mem: int,
+    seq_len: int,
+    pinned: Pinned,
+) -> list[Candidate]:
+    world_size = hardware.devices_per_node * hardware.nodes
+    rows = experiment.train.global_batch_tokens // seq_len
+    shapes, counts = _describe_parameters(config)
+    groups = parameter_groups(shapes)
+    matmul, total_bytes = counts["matmul"], model_bytes(counts)
+    precision = resolve_precision(experiment.train.precision, hardware.device_type)
+    calibration = Calibration.load(hardware)
+    modes = pinned.checkpointing_modes()
+    train, packing, width = experiment.train, experiment.data.packing, head_dim(config)
+
+    def dense_mask(layout: Layout) -> bool:  # the attention the launcher will give packed rows
+        return takes_dense_mask(train.attention, hardware.device_type, layout, width, packing)
+
+    candidates = []
+    reader = ConfigSnapshot(config)  # the config's attributes, each read once: every candidate reads them
+    figures = hardware_figures(hardware)  # the probe's or the stated rates, read once for every estimate
+    shards: dict[tuple, ShapeSums] = {}  # a rank's shard sums, by what they depend on (_shard_key)
+    memo: dict = {}  # activations by what they depend on (trainer.costs.memory_model.activation_bytes)
+    for layout in valid_layouts(world_size, config, seq_len):
+        if rows % layout.dp_degree:
+            continue  # this global batch does not split over the data-parallel ranks
+        per_rank_rows = rows // layout.dp_degree
+        if pinned.micro_batch is not None and per_rank_rows % pinned.micro_batch:
+            candidates += [_indivisible(layout, pinned.micro_batch, per_rank_rows, ac) for ac in modes]
+            continue
+        ranks = _largest_ranks(reader, layout, groups, experiment.train, shards)
+        without_cp = dataclasses.replace(layout, cp=1)
+        ranks_without_cp = _largest_ranks(reader, without_cp, groups, experiment.train, shards) if layout.cp > 1 else {}
+        micro_batches = [pinned.micro_batch] if pinned.micro_batch is not None else micro_batch_choices(per_rank_rows)
+        for micro_batch in micro_batches:
+            for checkpointing in modes:
+                grad_accum = per_rank_rows // micro_batch
+                memory_plan = MemoryPlan(
+                    micro_batch,
+                    seq_len,
+                    precision,
+                    checkpointing,
+                    experiment.train,
+                    grad_accum,
+                    experiment.data.packing,
+                    hardware.device_type,
+                )
+                memory = _peak_memory(reader, layout, memory_plan, ranks, memo)
+                candidate = Candidate(layout, micro_batch, grad_accum, checkpointing, memory)
+                _judge(candidate, device_mem)
+                _judge_pipeline(candidate, reader, experiment.train)
+                if layout.cp > 1 and candidate.dropped is None:
+                    alone = _peak_memory(reader, without_cp, memory_plan, ranks_without_cp, memo)["peak"]
+                    if alone > device_mem:
+                        candidate.fits_only_with_cp = True
+                        candidate.notes.append(f"fits only because of cp (cp=1 needs {alone / GiB:.1f} GiB)")
+                if candidate.dropped is None:
+                    candidate.estimate = estimate_step(
+                        reader, layout, hardware, matmul, total_bytes, micro_batch, seq_len,
+                        grad_accum, checkpointing, calibration, precision, dense_mask(layout), figures, train.compile,
+                        train.gns_every, train.fsdp_grad_sync,
+                    )  # fmt: skip
+                candidates.append(candidate)
+    feasible = sorted((c for c in candidates if c.dropped is None), key=_rank_key)
+    return feasible + [c for c in candidates if c.dropped is not None]
+
+
+def _indivisible(layout: Layout, micro_batch: int, rows: int, checkpointing: bool | str) -> Candidate:
+    """A layout the pinned micro-batch cannot run: no whole number of passes (grad_accum 0), nothing to predict."""
+    reason = f"train.micro_batch {micro_batch} does not divide the {rows} rows per data-parallel rank"
+    return Candidate(layout, micro_batch, 0, checkpointing, {}, dropped=reason)
+
+
+def _largest_ranks(
+    config: PretrainedConfig, layout: Layout, groups, train: TrainSpec, memo: dict | None = None
+) -> dict[int, ShapeSums]:
+    """Rank 0 holds the largest shards; under pp the last stage (output head, logits) may need more. `memo` keeps
+    the sums by _shard_key across layouts: many layouts cut the parameters alike."""
+    ranks = [0] if layout.pp == 1 else [0, layout.world_size - layout.world_size // layout.pp]
+    sums = {}
+    for rank in ranks:
+        key = _shard_key(layout, rank)
+        found = memo.get(key) if memo is not None else None
+        if found is None:
+            found = ShapeSums.of_rank(config, layout, rank, groups, train)
+            if memo is not None:
+                memo[key] = found
+        sums[rank] = found
+    return sums
+
+
+def _shard_key(layout: Layout, rank: int) -> tuple:
+    """Everything trainer.costs.memory_model.local_groups reads of the layout and the rank: the tensor-parallel degree
+    and index, FSDP2's chunks (how many, and which is this rank's), the pipeline degree and stage. Within one plan
+    (one config and train spec), two (layout, rank) pairs with the same key hold the same shards: dp_shard=4 and
+    dp_shard=2,cp=2 cut alike, and dp_replicate changes nothing."""
+    at = rank_coordinates(rank, layout)
+    chunk = at["dp_shard"] * layout.cp + at["cp"]
+    return layout.tp, at["tp"], layout.shard_degree, chunk, layout.pp, at["pp"]
+
+
+def _peak_memory(
+    config: PretrainedConfig, layout: Layout, plan: MemoryPlan, ranks: dict, memo: dict | None = None
+) -> dict[str, int]:
+    """The prediction of the rank that needs the most."""
+    predictions = (predict_rank(config, layout, plan, rank, sums=sums, memo=memo) for rank, sums in ranks.items())
+    return max(predictions, key=lambda m: m["peak"])
+
+
+def _rank_key(candidate: Candidate) -> tuple:
+    """Fastest first; within 1% of each other (below what the model can tell apart) prefer what the trainer runs,
+    less recomputation (none, then selective, then full), and fewer parallel dimensions."""
+    speed_bucket = -math.floor(math.log(candidate.estimate.tokens_per_s) / math.log(1.01))
+    dimensions = sum(d > 1 for d in candidate.layout.degrees().values())
+    recomputation = checkpointing_rank(candidate.activation_checkpointing)
+    return (speed_bucket, not candidate.runnable, recomputation, dimensions)
+
+
+def _judge(candidate: Candidate, device_mem: int) -> None:
+    if candidate.memory["peak"] > device_mem:
+        need, have = candidate.memory["peak"] / GiB, device_mem / GiB
+        runtime = candidate.memory.get("cuda_runtime", 0) / GiB
+        reserve = f" ({runtime:.2f} GiB of it the CUDA runtime's)" if runtime else ""
+        candidate.dropped = f"needs {need:.2f} GiB per device{reserve}, more than {have:.2f} GiB"
+    unsupported = [n for n, d in candidate.layout.degrees().items() if d > 1 and n not in SUPPORTED_DIMS]
+    if unsupported:
+        candidate.runnable = False
+        candidate.notes.append(f"{', '.join(unsupported)} not yet run by the built-in trainer")
+
+
+def _judge_pipeline(candidate: Candidate, config: PretrainedConfig, train: TrainSpec) -> None:
+    """Drop pipelines the schedule or the model cannot run (too few micro-batches, tied embeddings)."""
+    spec = train.pp_schedule, train.pp_stages_per_rank, candidate.grad_accum
+    try:
+        check_pipeline(candidate.layout.pp, config, *spec)
+    except LayoutError as error:
+        candidate.dropped = candidate.dropped or str(error)
+
+
+_AC_COLUMN = {"none": "off", "selective": "sel", "full": "on"}  # the table's AC column, three characters wide
+
+
+def format_table(candidates: list[Candidate], limit: int = 20) -> str:
+    feasible = [c for c in candidates if c.dropped is None]
+    dropped = [c for c in candidates if c.dropped is not None]
+    header = f"{'#':>3}  {'layout':<34} {'mb':>3} {'accum':>5} {'AC':>3} {'GiB/dev':>8} {'tokens/s':>12}  note"
+    lines = [header, "-" * len(header)]
+    for i, c in enumerate(feasible[:limit], 1):
+        checkpointing = _AC_COLUMN[checkpointing_mode(c.activation_checkpointing)]
+        lines.append(
+            f"{i:>3}  {c.layout.describe():<34} {c.micro_batch:>3} {c.grad_accum:>5} {checkpointing:>3} "
+            f"{c.memory['peak'] / GiB:>8.2f} {c.estimate.tokens_per_s:>12,.0f}  {'; '.join(c.notes)}"
+        )
+    lines.append(f"{len(feasible)} feasible (showing {min(limit, len(feasible))}), {len(dropped)} dropped")
+    for reason, group in _group_reasons(dropped).items():
+        first = group[0]
+        example = f"{first.layout.describe()}, micro-batch {first.micro_batch}"
+        if first.dropped != reason:  # the memory group: say by how much the example missed
+            example += f": {first.dropped}"
+        lines.append(f"  dropped {len(group)}: {reason} (e.g. {example})")
+    return "\n".join(lines)
+
+
+def _group_reasons(dropped: list[Candidate]) -> dict[str, list[Candidate]]:
+    groups: dict[str, list[Candidate]] = {}
+    for c in dropped:
+        groups.setdefault("does not fit in device memory" if "GiB" in c.dropped else c.dropped, []).append(c)
+    return groups

@@ -1,0 +1,748 @@
+"""Predicted step time and tokens/s of a layout: compute from FLOPs, memory traffic and the operations launched;
+communication from the bytes each mesh dimension moves and the bandwidth of the link it crosses; calibrated by
+measured runs on the same machine.
+
+Compute per optimizer step and rank has three parts:
+- matmul: the step's FLOPs (6 per matmul parameter per token, and attention over full rows) over the matmul rate
+  in the compute dtype, a third more under full activation checkpointing (the forward runs twice), and under
+  selective only the matmuls it recomputes (`selective_recompute_flops`: k, o and up, attention not at all); the
+  chunked loss's second forward of the output head (trainer.model.loss) outside pipelines;
+- memory: the bytes that work bound by memory bandwidth moves (`memory_traffic`), over the memory bandwidth: the
+  elementwise operations of every layer (RMSNorm in fp32, rotary, SwiGLU, residuals, casts; `LAYER_BYTES`) in
+  forward, backward and any recomputation (full and selective both recompute all of them), the fp32 logits and
+  their softmax, a dense attention mask read per head, autocast's bf16 weight copies, FSDP's gathered parameters,
+  gradient accumulation and the AdamW update;
+- launches: the fixed cost of each operation (`OPS_PER_LAYER` per layer and pass, counted on transformers' Llama).
+  A CPU runs operations one after another and pays it on top; a GPU queues them, so launching costs time only where
+  it outlasts the work: the step takes the longer of the two.
+
+Dispatch (`dispatch_s`): what Python adds on top of an operation's launch where a layer's operations go through a
+Python-level dispatcher. Under tensor parallelism every operation on a DTensor parameter or activation does
+(`DTENSOR_OPS_PER_LAYER`, on a CPU about twenty times a plain operation's cost); under selective checkpointing
+every operation of a layer passes through the checkpointing policy's dispatch modes, in the forward and again in
+the recomputation (`SELECTIVE_OPS_PER_LAYER`). Each is priced at what the probe measured per operation on a tiny
+layer (`dtensor_op_s`, `selective_op_s`). On a CPU it adds to compute; on a GPU it is host time like the launches,
+hidden behind queued work where that is longer. It is its own calibration feature: a real layer pays more than a
+tiny one (tensor parallelism's copies grow with the tokens), and calibration scales it apart from compute.
+
+`train.compile` changes the layers' memory-bound work and launches only: eager PyTorch runs every elementwise
+operation as its own kernel, each reading its inputs from memory and writing its output there, while inductor fuses
+a layer's elementwise operations into a few kernels that read each input once and write what the matmuls, attention
+and backward need (`LAYER_BYTES`, `COMPILED_OPS_PER_LAYER`). The matmuls and attention are the same kernels either
+way. Counted per layer, as trainer.parallel.parallelize.compile_layers compiles under FSDP2, tensor, pipeline and
+context parallelism: where the whole micro-batch step is one graph (trainer.parallel.parallelize.compiles_whole_step)
+inductor also fuses the embedding, loss and layer boundaries, which the model leaves eager (a few percent of a small
+model's step, bench/trainer_vs_hf.py); the optimizer stays eager either way.
+
+Communication per optimizer step (ring collectives move 2(n-1)/n of the data for all-reduce, (n-1)/n for
+all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-parallel share of the parameters:
+- dp_replicate: gradients all-reduced once per step; under HSDP the sharded gradients, P / dp_shard.
+- dp_shard (FSDP2, over dp_shard x cp): parameters all-gathered in forward and again in backward for every
+  micro-batch (in bf16, half of P, under bf16: FSDP2's mixed precision), gradients reduce-scattered (fp32) after
+  every micro-batch (train.fsdp_grad_sync: micro_batch), or once per step (step, and inside a pipeline schedule,
+  whose stages reduce once at the end).
+- tp: all-reduces of one activation each, every micro-batch (`TP_ALL_REDUCES_PER_LAYER`): per layer two in forward
+  (the row-parallel outputs) in the compute dtype, and five in backward (the gradient of each column-parallel
+  projection's input) in the parameters' dtype, so fp32 under autocast. Recomputation (full or selective) reruns
+  the first forward one: it stops at the last tensor backward needs, before the layer's output is reduced. These
+  sit on the critical path, while data-parallel traffic mostly overlaps the backward pass.
+- cp: every layer all-gathers the keys and values in forward (again when activation checkpointing, full or
+  selective, recomputes the forward) and reduce-scatters their gradients in backward, every micro-batch
+  (`context_parallel_bytes`).
+- pp: activations sent between stages, per micro-batch.
+- the gradient noise scale (train.gns_every): on a measured step the first micro-batch round's gradient is
+  reduced once more over the data-parallel ranks (`noise_scale_bytes`), and the step waits for its norm: priced
+  as communication on the critical path, amortised over the `gns_every` steps between measurements.
+cp's keys and values, pp's activations and tp's backward gradients move in `activation_width`: fp32 under autocast
+(the residual stream and rotary's keys stay fp32), bf16 where the parameters are.
+
+Links: a mesh dimension stays inside a node when it and the dimensions inside it (the mesh is ordered
+[pp, dp_replicate, dp_shard, cp, tp], tp innermost) fit in one node's devices; otherwise it crosses the network.
+Inside a node the link is NVLink or PCIe: from `nvidia-smi topo -m` on this machine's GPUs, or what a GPU preset has
+(trainer.costs.flops.GPU_LINKS), in the device's own generation; between nodes InfiniBand, NDR unless told HDR.
+
+Rates (`hardware_figures`): the compute rate, and each link's per-collective latency and bandwidth, are the
+machine's probe (`meshpilot probe`, trainer.costs.probe) where it has one, and otherwise the stated assumptions and data
+sheets below (`INTERCONNECTS` for the links).
+Calibration fits on top of them, by non-negative least squares on the runs measured on this machine (stored per
+machine), seconds per predicted second of compute, of communication and of dispatch, and the fixed seconds per
+collective and per micro-batch that the formulas leave out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import platform
+import re
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from filelock import FileLock
+from transformers import PretrainedConfig
+
+from trainer.config import Experiment, checkpointing_mode, resolve_precision
+from trainer.costs.flops import gpu_links, peak_bf16_flops, peak_memory_bandwidth, step_flops
+from trainer.costs.probe import read_probe
+from trainer.host.cache import calibration_dir
+from trainer.layout import MESH_DIMS, Layout
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    bandwidth: float  # bytes per second in one direction, per device
+    latency_s: float  # the fixed cost of one collective (which dominates for small models): stated, no data sheet
+    source: str  # of the bandwidth
+
+
+# Each link's data-sheet bandwidth, for predictions where no probe measured it: NVLink per GPU (half the
+# both-directions total the data sheets print), PCIe per x16 slot, InfiniBand per port (one per GPU).
+INTERCONNECTS = {
+    "nvlink3": Interconnect(300e9, 10e-6, "NVIDIA A100 datasheet: 3rd-generation NVLink, 600 GB/s per GPU"),
+    "nvlink4": Interconnect(450e9, 10e-6, "NVIDIA H100 datasheet: 4th-generation NVLink, 900 GB/s per GPU"),
+    "nvlink5": Interconnect(900e9, 10e-6, "NVIDIA HGX B200 datasheet: 5th-generation NVLink, 1.8 TB/s per GPU"),
+    "pcie4": Interconnect(31.5e9, 20e-6, "PCI Express 4.0 x16: 16 GT/s on 16 lanes, 128b/130b encoding"),
+    "pcie5": Interconnect(63e9, 20e-6, "PCI Express 5.0 x16: 32 GT/s on 16 lanes, 128b/130b encoding"),
+    "ib200": Interconnect(25e9, 30e-6, "InfiniBand HDR: 200 Gb/s per port"),
+    "ib400": Interconnect(50e9, 30e-6, "InfiniBand NDR: 400 Gb/s per port"),
+    "cpu": Interconnect(5e9, 100e-6, "stated: gloo between the processes of one machine"),
+}
+NETWORKS = ("ib200", "ib400")  # links between nodes (the others are inside one)
+DEFAULT_NETWORK = "ib400"
+# Stated assumptions for achieved compute before calibration: half the dense bf16 peak on GPUs (a typical
+# well-tuned MFU), 50 GFLOP/s for an fp32 CPU rank.
+GPU_EFFICIENCY = 0.5
+CPU_FLOPS = 50e9
+# Stated memory bandwidth and fixed cost per operation where no probe measured them: a large copy reaches about 85%
+# of a GPU's data-sheet bandwidth (2.8 of 3.35 TB/s, probed on an H100 80GB HBM3); 20 GB/s for a CPU process.
+# Eager PyTorch spends about 10 us launching a CUDA kernel (11.8 us probed on the H100) and a few on a CPU op.
+BANDWIDTH_EFFICIENCY = 0.85
+CPU_BANDWIDTH = 20e9
+OP_OVERHEAD_S = {"cuda": 10e-6, "cpu": 5e-6}
+# Operations per decoder layer in one forward pass of transformers' Llama (views left out), backward twice as many
+# (counted: 32 forward, 65 backward per layer; 19 and 20 for the embedding, final norm, head and loss).
+OPS_PER_LAYER = 32
+OPS_OUTSIDE_LAYERS = 40
+# Operations on DTensors in one tensor-parallel decoder layer (transformers' Llama under its base_model_tp_plan):
+# 28 in forward (the projections' transposes, views and matmuls), 63 in backward (their gradients and the
+# parameters' gradient accumulation); each pays DTensor's dispatch on top of its launch. Operations of one layer that
+# pass through selective checkpointing's dispatch modes, views included: 70 in the forward and 100 in the
+# recomputation (which runs with gradients on). Both counted by tests/test_dispatch_cost.py.
+DTENSOR_OPS_PER_LAYER = (28, 63)
+SELECTIVE_OPS_PER_LAYER = 170
+# Stated dispatch costs per operation where no probe measured them: what the probe measured on this project's
+# 2-core CPU machine (49-64 us and 11-16 us over five probes, against 2.5 us for a plain operation).
+DTENSOR_OP_S, SELECTIVE_OP_S = 55e-6, 12e-6
+# Compiled, a layer's forward launches its 7 matmuls, attention and 6 fused kernels (input norm; rotary of q; of k;
+# residual add with the second norm; SiLU times up; residual add), its backward 14 matmuls, attention's and 7 fused
+# kernels (counted on the kernels inductor generated for transformers' layer).
+COMPILED_OPS_PER_LAYER, COMPILED_BACKWARD_OPS_PER_LAYER = 14, 22
+# Selective checkpointing recomputes every operation of a layer's forward but the five whose outputs it keeps (the
+# q, v, gate and down matmuls and attention: trainer.model.build.selective_checkpoint_context).
+SELECTIVE_KEPT_OPS = 5
+# Bytes one decoder layer's memory-bound kernels read and write per token, forward and backward, as coefficients of
+# the widths they run over: (hidden h, query q, key-value kv, intermediate i, head_dim d, 1), q, kv and i on this
+# rank's tensor-parallel share; d is rotary's cos and sin, 1 the norms' per-token variance. By how the layer computes
+# (`layer_regime`): fp32; bf16 under FSDP2's mixed precision (parameters and activations bf16, RMSNorm upcasting to
+# fp32 inside); autocast (fp32 parameters and residual stream, every matmul casting its input to bf16 and writing
+# bf16, rotary promoted back to fp32 by the fp32 cos and sin and cast again for attention).
+# Eager: counted kernel by kernel (each aten operation reads its inputs and writes its output; views, matmuls and
+# attention left out) on transformers 5.23's LlamaDecoderLayer with SDPA; tests/test_compile_cost.py counts again.
+# In bf16, per element of h: an RMSNorm forward moves 36 bytes (upcast 6, square 8, mean 4, scale 8, downcast 6,
+# weight 4) and its backward 92 (13 operations, 9 in fp32); each residual add 6, each gradient sum where a tensor
+# fed several matmuls or the residual 6 (5 in backward); per element of q and kv, rotary 20 forward (mul, neg, cat,
+# mul, add) and 32 backward (its 7 operations and the copy of the transposed gradient); SwiGLU 10 forward (SiLU, mul)
+# and 18 backward, per element of i. Autocast adds the casts: 5 of the norms' outputs to bf16 (one per projection),
+# q and k to bf16 for attention, and the gradients back.
+# Compiled: inductor's fused kernels (`COMPILED_OPS_PER_LAYER`), each reading its inputs once and writing its
+# outputs once: inductor's own count of the buffers every kernel it generated for the same layer reads and writes
+# (torch 2.13, concatenation fused as inductor does on a GPU; the test compiles the bf16 layer again). In bf16,
+# forward per element of h: the input norm reads x and writes its output (4), the first residual add fused with the
+# second norm reads x and attention's projection and writes the norm's output (6), and the last residual add
+# recomputes the first and adds the MLP's (8); rotary reads q or k and writes it once (4, cos and sin read once a
+# token), SiLU times up reads gate and up and writes the product (6 per element of i). Backward, 38.5 per element of
+# h in four kernels (the two norms' gradients, each fused with the sum of the gradients reaching it: 12 and 14; 12
+# and 0.5 more), rotary 4, SwiGLU 10 (reads the product's gradient, gate and up, writes their gradients).
+LAYER_BYTES = {
+    ("fp32", False): ((80, 40, 40, 20, 16, 48), (244, 64, 64, 36, 16, 80)),
+    ("bf16", False): ((84, 20, 20, 10, 8, 48), (214, 32, 32, 18, 8, 80)),
+    ("autocast", False): ((106, 36, 36, 10, 16, 48), (286, 58, 58, 18, 16, 80)),
+    ("fp32", True): ((36, 8, 8, 12, 16, 8), (76.5, 8, 8, 20, 16, 16)),
+    ("bf16", True): ((18, 4, 4, 6, 8, 8), (38.5, 4, 4, 10, 8, 16)),
+    ("autocast", True): ((26, 4, 4, 6, 16, 8), (64.5, 4, 4, 10, 16, 16)),
+}
+# Bytes moved per element outside the layers: the fp32 logits about 30 (the upcast, log-softmax and its gradient);
+# AdamW reads parameter, gradient and both moments and writes three of them (28 in fp32); accumulating a
+# micro-batch's gradient reads two and writes one (12).
+LOGIT_BYTES, ADAMW_BYTES, ACCUMULATE_BYTES = 30, 28, 12
+DDP_BUCKET_BYTES = 25 * 1024**2
+# All-reduces per tensor-parallel decoder layer and micro-batch, (forward, backward), each of one activation: the
+# outputs of o and down in forward; in backward the gradients of the inputs of q, k, v, gate and up, each reduced on
+# its own. Recomputation reruns all but the last forward one. Counted, with their dtypes, on transformers' Llama by
+# tests/test_communication_dtypes.py.
+TP_ALL_REDUCES_PER_LAYER = (2, 5)
+# The collective that carries most of each dimension's traffic, whose probed latency and bandwidth it is priced at.
+COLLECTIVE_OF = {
+    "dp_replicate": "all_reduce", "dp_shard": "all_gather", "cp": "all_gather", "tp": "all_reduce", "pp": "send_recv",
+}  # fmt: skip
+STATED = "stated defaults"  # the figures' source without a probe (and of calibration records made before one)
+# What a calibration record keeps of a run, in the order Calibration.predict takes them.
+FEATURES = ("compute_s", "comm_s", "collectives", "micro_batches", "dispatch_s")
+FP32 = 4
+
+
+@dataclass(frozen=True)
+class Hardware:
+    device_type: str  # cuda | cpu
+    device_name: str
+    devices_per_node: int
+    nodes: int = 1
+    intra_node_link: str = "nvlink"  # nvlink | pcie | cpu (the generation is the device's: interconnect_within)
+    network: str = DEFAULT_NETWORK  # between nodes: one of NETWORKS
+
+    @property
+    def peak_flops(self) -> float:
+        if self.device_type == "cpu":
+            return CPU_FLOPS
+        return GPU_EFFICIENCY * (peak_bf16_flops(self.device_name) or 100e12)
+
+    @property
+    def memory_bandwidth(self) -> float:
+        if self.device_type == "cpu":
+            return CPU_BANDWIDTH
+        return BANDWIDTH_EFFICIENCY * (peak_memory_bandwidth(self.device_name) or 2e12)
+
+    @property
+    def key(self) -> str:
+        """Names this machine kind for calibration records."""
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{platform.node()}-{self.device_type}-{self.device_name}")
+
+
+def this_machine(device_type: str, devices_per_node: int, nodes: int = 1, name: str | None = None) -> Hardware:
+    """The machine this process runs on: its device's name (`name` where a rank already reported it: asking here
+    would start CUDA in this process) and the link between its devices."""
+    from trainer.host.environment import device_name
+
+    name = name or device_name(device_type)
+    return Hardware(device_type, name, devices_per_node, nodes, detect_intra_node_link(device_type))
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The rates predictions start from: the machine's probe where it has one, else the stated assumptions."""
+
+    source: str  # STATED, or which probe: runs calibrated under other figures do not apply to these
+    flops: dict[str, float]  # achieved matmul FLOP/s per precision (fp32, bf16, fp16)
+    links: dict[str, dict[str, tuple[float, float]]]  # intra_node | network -> collective -> (latency s, bytes/s)
+    bandwidth: float | None = None  # memory bytes/s; None: stated
+    op_overhead_s: float | None = None  # seconds per tiny operation; None: stated
+    dtensor_op_s: float | None = None  # seconds DTensor's dispatch adds to an operation; None: stated
+    selective_op_s: float | None = None  # seconds selective checkpointing's policy adds to an operation; None: stated
+
+    def compute_flops(self, hardware: Hardware, precision: str) -> float:
+        return self.flops.get(precision) or hardware.peak_flops
+
+    def memory_bandwidth(self, hardware: Hardware) -> float:
+        return self.bandwidth or hardware.memory_bandwidth
+
+    def op_overhead(self, hardware: Hardware) -> float:
+        return self.op_overhead_s or OP_OVERHEAD_S[hardware.device_type]
+
+    def dispatch_overheads(self) -> tuple[float, float]:
+        """Seconds per operation that DTensor's dispatch and selective checkpointing's policy add (a probe may
+        measure nothing added: 0 is a figure, not a missing one)."""
+        dtensor, selective = self.dtensor_op_s, self.selective_op_s
+        return DTENSOR_OP_S if dtensor is None else dtensor, SELECTIVE_OP_S if selective is None else selective
+
+    def transfer_s(self, link: str, collective: str, sent_bytes: float, count: int) -> float:
+        """Seconds for `count` collectives sending `sent_bytes` per rank in all over `link`."""
+        measured = self.links.get("network" if link in NETWORKS else "intra_node", {}).get(collective)
+        latency, bandwidth = measured or (INTERCONNECTS[link].latency_s, INTERCONNECTS[link].bandwidth)
+        return sent_bytes / bandwidth + count * latency
+
+
+def hardware_figures(hardware: Hardware) -> Figures:
+    """The one place that decides between probed and stated figures: this machine's probe (stored under the
+    same key as its calibration) where there is one; a rate it lacks (a link it could not measure) is stated."""
+    probe = read_probe(hardware)
+    if probe is None:
+        return Figures(STATED, {}, {})
+    found = probe["figures"]
+    links = {
+        link: {name: (c["latency_s"], c["bandwidth"]) for name, c in collectives.items()}
+        for link, collectives in found["links"].items()
+    }
+    # Probes stored before the memory figures were taken into predictions keep them in their compute section.
+    compute = probe.get("compute", {})
+    bandwidth = found.get("memory_bandwidth", compute.get("memory_bandwidth"))
+    overhead = found.get("op_overhead_s", compute.get("op_overhead_s"))
+    dispatch = found.get("dtensor_op_s"), found.get("selective_op_s")  # None in probes older than their measurement
+    return Figures(f"probe {probe['measured_at']}", found["flops"], links, bandwidth, overhead, *dispatch)
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """Uncalibrated seconds (what the formulas say) and the calibrated step time they give on this machine."""
+
+    compute_s: float  # matmul, memory traffic and launches (see the module docstring)
+    comm_s: float  # communication left on the critical path (tp, cp, pp, and dp beyond what backward hides)
+    comm_bytes: dict[str, float]  # per mesh dimension, per step, per rank
+    collectives: int  # per step and rank, each with a fixed cost: tp, cp and FSDP's (not DDP's buckets or PP's sends)
+    micro_batches: int  # forward-backward passes per step, each with a fixed cost of launching its operations
+    dispatch_s: float  # Python dispatch on top of launches (DTensor, selective checkpointing); 0 on a GPU: in compute
+    step_s: float
+    tokens_per_s: float
+    matmul_s: float = 0.0  # the parts of compute_s
+    memory_s: float = 0.0
+    launch_s: float = 0.0
+
+
+def intra_node_link_from_topology(text: str) -> str:
+    """Read `nvidia-smi topo -m`: NVLink between GPUs (NV#) or PCIe paths (PIX, PXB, PHB, NODE, SYS)."""
+    gpu_rows = [line.split() for line in text.splitlines() if re.match(r"^GPU\d+\s", line)]
+    cells = [cell for row in gpu_rows for cell in row[1 : len(gpu_rows) + 1] if cell != "X"]
+    if cells and all(re.fullmatch(r"NV\d+", cell) for cell in cells):
+        return "nvlink"
+    return "pcie"
+
+
+def detect_intra_node_link(device_type: str) -> str:
+    if device_type != "cuda" or shutil.which("nvidia-smi") is None:
+        return "cpu" if device_type == "cpu" else "nvlink"
+    try:
+        text = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "pcie"
+    return intra_node_link_from_topology(text)
+
+
+def dimension_links(layout: Layout, hardware: Hardware) -> dict[str, str]:
+    """The link (an INTERCONNECTS key) each mesh dimension's collectives cross."""
+    links, inner, within = {}, 1, interconnect_within(hardware)
+    for name in reversed(MESH_DIMS):
+        inner *= getattr(layout, name)
+        links[name] = within if inner <= hardware.devices_per_node else hardware.network
+    return links
+
+
+def interconnect_within(hardware: Hardware) -> str:
+    """The link between a node's devices: the device's own NVLink or PCIe generation (trainer.costs.flops.gpu_links),
+    or gloo between CPU processes. NVLink found (nvidia-smi) on a GPU listed without it is a bridge, priced as
+    NVLink 4."""
+    if hardware.intra_node_link == "cpu":
+        return "cpu"
+    nvlink, pcie = gpu_links(hardware.device_name)
+    return (nvlink or "nvlink4") if hardware.intra_node_link == "nvlink" else pcie
+
+
+def context_parallel_bytes(
+    config: PretrainedConfig, layout: Layout, micro_batch: int, seq_len: int, precision: str = "fp32"
+) -> float:
+    """Bytes each rank sends in one context-parallel collective: the all-gather of one layer's keys and values for
+    one micro-batch, or the reduce-scatter of their gradients. Either moves (cp - 1) times the rank's own share:
+    its tokens' keys and values over its tensor-parallel share of the key-value heads (`activation_width`)."""
+    tokens = micro_batch * seq_len // layout.cp
+    width = activation_width(precision, layout)
+    local = 2 * tokens * config.hidden_size * _kv_ratio(config) * width / layout.tp
+    return (layout.cp - 1) * local
+
+
+def communication_bytes(
+    config: PretrainedConfig,
+    layout: Layout,
+    parameter_bytes: int,
+    micro_batch: int,
+    seq_len: int,
+    grad_accum: int,
+    activation_checkpointing: bool | str = False,
+    precision: str = "fp32",
+    fsdp_grad_sync: str = "micro_batch",
+) -> dict[str, tuple[float, int]]:
+    """(bytes each rank sends, number of collectives) per optimizer step, per mesh dimension.
+
+    `parameter_bytes` is the whole model's (fp32): a pipeline stage holds its 1/pp share of it.
+    """
+    ring = lambda n: (n - 1) / n  # noqa: E731 - the share of the data a ring collective moves per rank
+    tokens = micro_batch * seq_len // layout.cp
+    layers = -(-config.num_hidden_layers // layout.pp)
+    shard_share = parameter_bytes / layout.pp / layout.tp  # this rank's stage and tensor-parallel share, before FSDP
+    sent = dict.fromkeys(MESH_DIMS, (0.0, 0))
+    shards = layout.shard_degree  # FSDP2 shards over dp_shard x cp; counted under dp_shard, whose link it crosses
+    if shards > 1:
+        reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync)
+        gathers = (2 * grad_accum + reductions) * (layers + 1)  # per layer and the root: gather, re-gather, reduce
+        gathered = 0.5 if precision == "bf16" else 1.0  # bf16 gathers of fp32 parameters, fp32 reduce-scatter
+        sent["dp_shard"] = ((2 * grad_accum * gathered + reductions) * ring(shards) * shard_share, gathers)
+    if layout.dp_replicate > 1:
+        volume = shard_share / shards
+        sent["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
+    if layout.tp > 1:
+        forward, backward = TP_ALL_REDUCES_PER_LAYER
+        forward += 0 if checkpointing_mode(activation_checkpointing) == "none" else forward - 1  # recomputed
+        forward_width = 2 if precision == "bf16" else FP32  # the row-parallel matmuls' outputs, in the compute dtype
+        backward_width = activation_width(precision, layout)
+        elements = 2 * ring(layout.tp) * tokens * config.hidden_size  # per all-reduce of one activation
+        per_micro_batch = layers * elements * (forward * forward_width + backward * backward_width)
+        sent["tp"] = (grad_accum * per_micro_batch, grad_accum * layers * (forward + backward))
+    if layout.cp > 1:  # per layer: all-gather (twice with recomputation, full or selective) and reduce-scatter
+        collectives = grad_accum * layers * (2 if checkpointing_mode(activation_checkpointing) == "none" else 3)
+        per_collective = context_parallel_bytes(config, layout, micro_batch, seq_len, precision)
+        sent["cp"] = (collectives * per_collective, collectives)
+    if layout.pp > 1:
+        stage_output = tokens * config.hidden_size * activation_width(precision, layout) / layout.tp
+        sent["pp"] = (grad_accum * 2 * stage_output, grad_accum * 2)  # forward, and its gradient back
+    return sent
+
+
+def noise_scale_bytes(
+    config: PretrainedConfig, layout: Layout, parameter_bytes: int, grad_accum: int, gns_every: int
+) -> dict[str, tuple[float, int]]:
+    """(bytes each rank sends, collectives) per mesh dimension for the gradient noise scale's extra reduction of
+    one measured step (trainer.rank.step: the first micro-batch round's gradient, reduced as the step's last one is);
+    empty where nothing is measured (gns_every 0, one micro-batch, a pipeline) or nothing needs reducing."""
+    if gns_every <= 0 or grad_accum < 2 or layout.pp > 1:
+        return {}
+    ring = lambda n: (n - 1) / n  # noqa: E731
+    shard_share, shards, extra = parameter_bytes / layout.tp, layout.shard_degree, {}
+    if shards > 1:  # fp32, one reduce-scatter per layer and the root
+        extra["dp_shard"] = (ring(shards) * shard_share, config.num_hidden_layers + 1)
+    if layout.dp_replicate > 1:
+        volume = shard_share / shards
+        extra["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
+    return extra
+
+
+def loss_recompute_flops(config: PretrainedConfig, tokens: int) -> float:
+    """The chunked loss's second forward of the output head (trainer.model.loss recomputes each chunk's logits in
+    backward): 2 FLOPs per head weight and token."""
+    return 2 * tokens * config.hidden_size * config.vocab_size
+
+
+def fsdp_reduce_scatters(layout: Layout, grad_accum: int, fsdp_grad_sync: str) -> int:
+    """How often FSDP2 reduce-scatters the gradients in a step: every micro-batch (train.fsdp_grad_sync:
+    micro_batch) or once (step; a pipeline schedule always reduces once, at the end)."""
+    return 1 if fsdp_grad_sync == "step" or layout.pp > 1 else grad_accum
+
+
+def predict_run(
+    experiment: Experiment, config: PretrainedConfig, hardware: Hardware, grad_accum: int, calibration=None
+) -> StepEstimate:
+    """The step of a resolved experiment (its layout, micro-batch, precision): what approvals price and what a
+    finished run's calibration record holds, the same figures the planner ranks the candidate by."""
+    from trainer.model.attention import head_dim, takes_dense_mask
+    from trainer.model.build import count_parameters
+
+    train, counts, layout = experiment.train, count_parameters(config), experiment.layout
+    packing = experiment.data.packing
+    dense_mask = takes_dense_mask(train.attention, hardware.device_type, layout, head_dim(config), packing)
+    return estimate_step(
+        config, layout, hardware, counts["matmul"], model_bytes(counts),
+        train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing, calibration,
+        resolve_precision(train.precision, hardware.device_type), dense_mask, compiled=train.compile,
+        gns_every=train.gns_every,
+        fsdp_grad_sync=train.fsdp_grad_sync,
+    )  # fmt: skip
+
+
+def model_bytes(counts: dict[str, int]) -> int:
+    """The whole model's parameters in fp32 (master weights), tied ones once; `counts` from
+    trainer.model.build.count_parameters (a meta-device build, done once by the caller)."""
+    return FP32 * counts["total"]
+
+
+def estimate_step(
+    config: PretrainedConfig,
+    layout: Layout,
+    hardware: Hardware,
+    matmul_params: int,
+    parameter_bytes: int,
+    micro_batch: int,
+    seq_len: int,
+    grad_accum: int,
+    activation_checkpointing: bool | str = False,
+    calibration: Calibration | None = None,
+    precision: str = "fp32",
+    dense_mask: bool = False,
+    figures: Figures | None = None,
+    compiled: bool = False,
+    gns_every: int = 0,
+    fsdp_grad_sync: str = "micro_batch",
+) -> StepEstimate:
+    """One optimizer step of one rank (see the module docstring); `dense_mask` where attention reads a dense
+    [seq, seq] mask (trainer.model.attention.takes_dense_mask), `compiled` where each decoder layer is compiled
+    (train.compile), `gns_every` the steps between gradient noise scale measurements (train.gns_every; 0: none),
+    `fsdp_grad_sync` when FSDP2 reduce-scatters (train.fsdp_grad_sync). `figures`: hardware_figures(hardware),
+    where the caller already has them (a plan prices thousands of candidates on the same hardware)."""
+    tokens_per_rank_step = micro_batch * grad_accum * seq_len  # before cp splits the sequence
+    heads = config.num_attention_heads
+    width = heads * (getattr(config, "head_dim", None) or config.hidden_size // heads)
+    pairs = micro_batch * grad_accum * seq_len * (seq_len + 1) // 2  # full rows; packing only lowers this
+    flops = step_flops(matmul_params, width, config.num_hidden_layers, tokens_per_rank_step, pairs)
+    figures = figures or hardware_figures(hardware)
+    mode = checkpointing_mode(activation_checkpointing)
+    if mode == "selective":  # only the matmuls whose outputs it does not keep
+        flops += selective_recompute_flops(config, tokens_per_rank_step)
+    if layout.pp == 1:
+        flops += loss_recompute_flops(config, tokens_per_rank_step)
+    matmul = flops / (layout.tp * layout.cp * layout.pp) / figures.compute_flops(hardware, precision)
+    if mode == "full":  # the forward pass runs twice: 4 passes' worth instead of 3
+        matmul *= 4 / 3
+    traffic = memory_traffic(
+        config, layout, matmul_params, parameter_bytes, micro_batch, seq_len, grad_accum, activation_checkpointing,
+        precision, dense_mask, compiled, fsdp_grad_sync,
+    )  # fmt: skip
+    memory = traffic / figures.memory_bandwidth(hardware)
+    launches = grad_accum * operations_per_micro_batch(config, layout, activation_checkpointing, compiled)
+    launch = launches * figures.op_overhead(hardware)
+    dispatch = grad_accum * dispatch_per_micro_batch(config, layout, activation_checkpointing, figures)
+    if hardware.device_type == "cpu":
+        compute = matmul + memory + launch
+    else:  # host time behind queued kernels, dispatch included
+        compute, dispatch = max(matmul + memory, launch + dispatch), 0.0
+    if layout.pp > 1:  # the pipeline bubble of 1F1B: (pp - 1) idle micro-batch slots
+        bubble = 1 + (layout.pp - 1) / grad_accum
+        compute, dispatch = compute * bubble, dispatch * bubble
+    sent = communication_bytes(
+        config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, activation_checkpointing, precision,
+        fsdp_grad_sync,
+    )  # fmt: skip
+    links = dimension_links(layout, hardware)
+    seconds = {d: figures.transfer_s(links[d], COLLECTIVE_OF[d], *sent[d]) for d in MESH_DIMS}
+    # On a GPU data-parallel traffic overlaps the backward pass (about two thirds of compute) and the rest shows;
+    # on a CPU the collectives run on the cores that compute, so nothing overlaps.
+    data_parallel = seconds["dp_shard"] + seconds["dp_replicate"]
+    hidden = 2 / 3 * compute if hardware.device_type == "cuda" else 0.0
+    comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + max(0.0, data_parallel - hidden)
+    # The noise scale's extra reduction: waited for (its norm is read at once), one step in gns_every.
+    noise = noise_scale_bytes(config, layout, parameter_bytes, grad_accum, gns_every)
+    for d, (noise_bytes, noise_collectives) in noise.items():
+        comm += figures.transfer_s(links[d], COLLECTIVE_OF[d], noise_bytes, noise_collectives) / gns_every
+        sent[d] = (sent[d][0] + noise_bytes / gns_every, sent[d][1])
+    collectives = sum(sent[d][1] for d in ("dp_shard", "tp", "cp"))
+    calibration = calibration or Calibration()
+    step = calibration.predict(compute, comm, collectives, grad_accum, dispatch)
+    global_tokens = tokens_per_rank_step * layout.dp_degree
+    sent_bytes = {d: v[0] for d, v in sent.items()}
+    return StepEstimate(compute, comm, sent_bytes, collectives, grad_accum, dispatch, step, global_tokens / step,
+                        matmul, memory, launch)  # fmt: skip
+
+
+def memory_traffic(
+    config: PretrainedConfig,
+    layout: Layout,
+    matmul_params: int,
+    parameter_bytes: int,
+    micro_batch: int,
+    seq_len: int,
+    grad_accum: int,
+    activation_checkpointing: bool | str,
+    precision: str,
+    dense_mask: bool,
+    compiled: bool = False,
+    fsdp_grad_sync: str = "micro_batch",
+) -> float:
+    """Bytes one rank's memory-bound work moves in one optimizer step (see the module docstring)."""
+    heads, width = config.num_attention_heads, 2 if precision == "bf16" else FP32
+    tp, layers = layout.tp, -(-config.num_hidden_layers // layout.pp)
+    tokens = micro_batch * seq_len // layout.cp  # per micro-batch on this rank
+    forward, backward = layer_bytes(config, layout, precision, compiled)
+    mode = checkpointing_mode(activation_checkpointing)
+    # Full and selective both rerun every elementwise operation of the forward (compiled: its fused kernels).
+    recomputed = 0 if mode == "none" else forward
+    per_micro_batch = tokens * layers * (forward + backward + recomputed)
+    per_micro_batch += tokens * config.vocab_size * LOGIT_BYTES
+    if dense_mask:  # built as a bias in every layer, then read once per head in forward and twice in backward
+        entries = tokens * seq_len  # each local query's row spans every key of its row
+        attention_passes = 3 + (1 if mode == "full" else 0)  # selective keeps attention's output: not rerun
+        per_micro_batch += layers * entries * ((1 + width) + heads / tp * width * attention_passes)
+    stage_elements = parameter_bytes / FP32 / layout.pp / tp
+    local_elements = stage_elements / layout.shard_degree
+    if precision == "bf16" and not layout.fsdp:  # autocast casts every matmul weight to bf16 in every micro-batch
+        per_micro_batch += matmul_params / layout.pp / tp * (FP32 + 2)
+    if layout.shard_degree > 1:  # FSDP writes the gathered parameters, in forward and again in backward
+        per_micro_batch += 2 * stage_elements * width
+    # Accumulating adds each micro-batch's gradient to the shard, or to the unsharded one FSDP2 keeps without a
+    # reduce-scatter per micro-batch.
+    reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync) if layout.shard_degree > 1 else grad_accum
+    accumulated = local_elements if reductions == grad_accum else stage_elements
+    optimizer = local_elements * ADAMW_BYTES + accumulated * ACCUMULATE_BYTES * (grad_accum - 1)
+    return grad_accum * per_micro_batch + optimizer
+
+
+def layer_regime(precision: str, layout: Layout) -> str:
+    """How a decoder layer computes (`LAYER_BYTES`): bf16 is FSDP2's mixed precision where FSDP2 reduces the
+    gradients and autocast elsewhere (trainer.parallel.parallelize.fsdp_mixed_precision)."""
+    if precision != "bf16":
+        return "fp32"
+    return "bf16" if layout.fsdp else "autocast"
+
+
+def activation_width(precision: str, layout: Layout) -> int:
+    """Bytes per element of the activations between layers and of their gradients: bf16 only where the parameters
+    are (FSDP2's mixed precision); under autocast the residual stream, rotary's keys and every input gradient stay
+    fp32. What pipeline stages send, context parallelism gathers and tensor parallelism reduces in backward
+    (tests/test_communication_dtypes.py)."""
+    return 2 if layer_regime(precision, layout) == "bf16" else FP32
+
+
+def layer_bytes(config: PretrainedConfig, layout: Layout, precision: str, compiled: bool) -> tuple[float, float]:
+    """Bytes one decoder layer's memory-bound kernels move per token on one rank: (forward, backward)."""
+    from trainer.model.attention import head_dim
+
+    d = head_dim(config)
+    q = config.num_attention_heads * d
+    widths = (config.hidden_size, q / layout.tp, q * _kv_ratio(config) / layout.tp,
+              config.intermediate_size / layout.tp, d, 1)  # fmt: skip
+    forward, backward = LAYER_BYTES[layer_regime(precision, layout), compiled]
+    return _dot(forward, widths), _dot(backward, widths)
+
+
+def operations_per_micro_batch(
+    config: PretrainedConfig, layout: Layout, activation_checkpointing: bool | str, compiled: bool = False
+) -> int:
+    """Operations one forward and backward pass launches on one rank (`OPS_PER_LAYER`, or
+    `COMPILED_OPS_PER_LAYER` where each layer is compiled)."""
+    layers = -(-config.num_hidden_layers // layout.pp)
+    if compiled:
+        forward, backward = COMPILED_OPS_PER_LAYER, COMPILED_BACKWARD_OPS_PER_LAYER
+    else:
+        forward, backward = OPS_PER_LAYER, 2 * OPS_PER_LAYER
+    recomputed = {"none": 0, "selective": forward - SELECTIVE_KEPT_OPS, "full": forward}
+    return layers * (forward + backward + recomputed[checkpointing_mode(activation_checkpointing)]) + OPS_OUTSIDE_LAYERS
+
+
+def dispatch_per_micro_batch(
+    config: PretrainedConfig, layout: Layout, activation_checkpointing: bool | str, figures: Figures
+) -> float:
+    """Seconds one forward and backward pass spends in Python dispatch on one rank (see the module docstring)."""
+    layers = -(-config.num_hidden_layers // layout.pp)
+    dtensor_op_s, selective_op_s = figures.dispatch_overheads()
+    mode = checkpointing_mode(activation_checkpointing)
+    seconds = 0.0
+    if layout.tp > 1:
+        forward, backward = DTENSOR_OPS_PER_LAYER
+        forward_passes = 1 if mode == "none" else 2  # recomputation dispatches the forward's operations again
+        seconds += layers * (forward * forward_passes + backward) * dtensor_op_s
+    if mode == "selective":
+        seconds += layers * SELECTIVE_OPS_PER_LAYER * selective_op_s
+    return seconds
+
+
+def selective_recompute_flops(config: PretrainedConfig, tokens: int) -> float:
+    """FLOPs selective checkpointing adds to a step of `tokens` tokens: the k, o and up projections it recomputes
+    (2 per weight per token); attention and the other matmuls keep their outputs."""
+    h, i = config.hidden_size, getattr(config, "intermediate_size", None) or 4 * config.hidden_size
+    q = config.num_attention_heads * (getattr(config, "head_dim", None) or h // config.num_attention_heads)
+    kv = q * _kv_ratio(config)
+    return 2.0 * tokens * config.num_hidden_layers * (h * kv + q * h + h * i)
+
+
+@dataclass
+class Calibration:
+    """What measured runs taught about one machine kind: seconds per predicted second of compute and of
+    communication, and the fixed seconds per collective and per micro-batch that the formulas leave out (gloo on
+    CPU spends milliseconds on a collective that the stated latency puts at 0.1 ms; every forward-backward pass
+    pays for launching its operations)."""
+
+    compute_scale: float = 1.0
+    comm_scale: float = 1.0
+    collective_s: float = 0.0
+    micro_batch_s: float = 0.0
+    dispatch_scale: float = 1.0
+    runs: int = 0
+
+    def predict(
+        self, compute_s: float, comm_s: float, collectives: int, micro_batches: int, dispatch_s: float = 0.0
+    ) -> float:
+        fixed = self.collective_s * collectives + self.micro_batch_s * micro_batches
+        return self.compute_scale * compute_s + self.comm_scale * comm_s + self.dispatch_scale * dispatch_s + fixed
+
+    @classmethod
+    def load(cls, hardware: Hardware) -> Calibration:
+        """The fit of the runs predicted from the figures predictions use now: a run predicted from other figures
+        (the stated defaults before a probe, an earlier probe) measured its step against other seconds."""
+        source = hardware_figures(hardware).source
+        return fit([r for r in calibration_records(hardware) if r.get("figures", STATED) == source])
+
+    @staticmethod
+    def record(hardware: Hardware, estimate: StepEstimate, measured_step_s: float) -> Calibration:
+        """Store a measured run and refit; later predictions on this machine use the new factors."""
+        from trainer.results.contracts import write_json  # here: `meshpilot plan` only reads (pydantic takes 0.1 s)
+
+        path = _calibration_path(hardware)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Parallel sweep trials finish together: the lock keeps each one's read-append-write whole, and the
+        # atomic write keeps a reader from ever seeing half a file.
+        with FileLock(path.with_suffix(".lock")):
+            records = calibration_records(hardware)
+            features = {f: getattr(estimate, f) for f in FEATURES}
+            records.append({**features, "measured_s": measured_step_s, "figures": hardware_figures(hardware).source})
+            write_json(path, {"hardware": asdict(hardware), "records": records[-200:]})
+        return Calibration.load(hardware)
+
+
+def fit(records: list[dict]) -> Calibration:
+    """Non-negative least squares for measured = a compute + b comm + c collectives + d micro-batches
+    + e dispatch, in relative error.
+
+    Exact for so few unknowns: every subset of the terms is solved, those with a factor <= 0 are dropped, and
+    the closest fit wins. Compute is always in, and communication and dispatch too once some run had any; a subset
+    needs more runs than terms. Otherwise one common factor scales compute, communication and dispatch alike (a
+    single run).
+    """
+    if not records:
+        return Calibration()
+    # Relative errors: a step of 10 ms predicted as 20 ms is as wrong for ranking as 1 s predicted as 2 s, so
+    # each run's equation is divided by its measured time and asks for 1.
+    measured = np.array([r["measured_s"] for r in records])
+    features = np.array([[r.get(f, 0) for f in FEATURES] for r in records], dtype=float) / measured[:, None]
+    ones = np.ones(len(records))
+    scaled_alike = [FEATURES.index(f) for f in ("compute_s", "comm_s", "dispatch_s")]
+    required = {0} | {i for i in scaled_alike[1:] if features[:, i].any()}
+    together = features[:, scaled_alike].sum(axis=1)
+    scale = float(together @ ones / max(together @ together, 1e-30))
+    best = Calibration(scale, scale, dispatch_scale=scale, runs=len(records))
+    best_residual = float(np.sum((together * scale - ones) ** 2))
+    for size in range(len(required), min(len(FEATURES), len(records) - 1) + 1):
+        for terms in itertools.combinations(range(len(FEATURES)), size):
+            columns = features[:, terms]
+            if not required <= set(terms) or not columns.any(axis=0).all():
+                continue
+            factors, *_ = np.linalg.lstsq(columns, ones, rcond=None)
+            residual = float(np.sum((columns @ factors - ones) ** 2))
+            if np.all(factors > 0) and residual < best_residual:
+                fitted = dict(zip((FEATURES[t] for t in terms), factors.tolist(), strict=True))
+                best, best_residual = _calibration(fitted, len(records)), residual
+    return best
+
+
+def _calibration(fitted: dict[str, float], runs: int) -> Calibration:
+    """Factors by feature name; without communication or dispatch in any run, it is assumed to scale like compute."""
+    compute = fitted["compute_s"]
+    comm, dispatch = fitted.get("comm_s", compute), fitted.get("dispatch_s", compute)
+    collective_s, micro_batch_s = fitted.get("collectives", 0.0), fitted.get("micro_batches", 0.0)
+    return Calibration(compute, comm, collective_s, micro_batch_s, dispatch, runs)
+
+
+def calibration_records(hardware: Hardware) -> list[dict]:
+    """The runs measured on this machine kind, oldest first: FEATURES and measured_s (the median step)."""
+    path = _calibration_path(hardware)
+    return json.loads(path.read_text())["records"] if path.is_file() else []
+
+
+def _calibration_path(hardware: Hardware) -> Path:
+    # v5: dispatch apart from compute (dispatch_s); v4 counted the layers' memory traffic kernel by kernel
+    # (LAYER_BYTES). Records of earlier estimates fit other seconds.
+    return calibration_dir() / f"{hardware.key}.v5.json"
+
+
+def _dot(coefficients: tuple, widths: tuple) -> float:
+    return sum(c * w for c, w in zip(coefficients, widths, strict=True))
+
+
+def _kv_ratio(config: PretrainedConfig) -> float:
+    kv = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    return kv / config.num_attention_heads

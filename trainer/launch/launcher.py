@@ -1,0 +1,567 @@
+"""`meshpilot train`: check everything, prepare data and tokenizer once, then start the ranks with torchrun.
+
+Every check that can fail on bad input runs here, in the launching process, before any rank starts; the
+workers only ever see a resolved, valid config.yaml.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import torch
+import yaml
+from transformers import PretrainedConfig, PreTrainedTokenizerBase
+
+from trainer.config import (
+    FSDP_REDUCE_DTYPES,
+    GALORE_PROJ_TYPES,
+    OPTIMIZERS,
+    SCHEDULES,
+    ConfigError,
+    Experiment,
+    load_experiment,
+    resolve_precision,
+)
+from trainer.data.chat import chat_template, check_template_available, example_texts, read_examples, rendered_examples
+from trainer.data.rows import (
+    RowSource,
+    TokenizedCorpus,
+    data_sources,
+    plan_batches,
+    prepare_corpus,
+    prepare_example_corpus,
+    read_documents,
+    sources_fingerprint,
+)
+from trainer.data.tokenizer import load_tokenizer, tokenizer_fingerprint
+from trainer.host import preemption
+from trainer.host.cache import fingerprint
+from trainer.host.environment import git_state, process_env, resolve_device_type
+from trainer.host.lifeline import tied_env
+from trainer.launch import torchrun
+from trainer.launch.progress import follow
+from trainer.layout import Layout, LayoutError, check_layout_for_model
+from trainer.model.attention import AttentionError, choose_attention, head_dim
+from trainer.model.build import check_positions, check_vocabulary, checkpoint_dir, model_config
+from trainer.parallel.context_parallel import check_context_parallel
+from trainer.parallel.pipeline import check_pipeline
+from trainer.rank.checkpoint import checkpoint_step, newest_verified
+from trainer.rank.trackers import check_trackers
+from trainer.results.contracts import write_text
+from trainer.results.rundir import RunDir, RunInUse, RunLock
+from trainer.results.schemas import LAUNCH, METRICS
+
+PRECISIONS = ("auto", "fp32", "bf16")
+# The memory check's override, besides --ignore-memory-check: for callers that pass an environment, not arguments
+# (agent.jobs, sweeps).
+IGNORE_MEMORY_ENV = "MESHPILOT_IGNORE_MEMORY_CHECK"
+# Errors a rank sees when a peer died first: not the cause of a failure, its echo.
+_PEER_LOST = re.compile(
+    r"Connection closed by peer|Connection reset|Read error|Broken pipe|NCCL communicator was aborted|"
+    r"ProcessGroupNCCL.*(?:abort|timeout)|Socket Timeout|Timed out waiting|connection refused",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class TrainRequest:
+    experiment: Path
+    nproc: int | None = None
+    layout: str | None = None
+    steps: int | None = None
+    out: Path | None = None
+    overrides: list[str] = field(default_factory=list)
+    resume: bool = False
+    nnodes: int | None = None  # default: hardware.nodes
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    ignore_memory_check: bool = False  # --ignore-memory-check: launch even where the memory model predicts no room
+
+
+@dataclass
+class PreparedRun:
+    run: RunDir
+    experiment: Experiment
+    nproc: int  # processes per node
+    nnodes: int
+    request: TrainRequest
+    lock: RunLock  # held from `prepare` to the end of `launch` (or of this process, however it ends)
+
+
+def prepare(request: TrainRequest) -> PreparedRun:
+    """Validate the request and write the run directory's config.yaml and launch.json; raises ConfigError.
+
+    Cheap checks come first, so a typo is reported in a second, before a tokenizer is trained.
+    """
+    if request.nnodes is not None:
+        _check_node_rank(request.node_rank, request.nnodes)  # before anything else: it decides which lock is taken
+    overrides = list(request.overrides)
+    if request.steps is not None:
+        overrides.append(f"train.steps={request.steps}")
+    experiment = load_experiment(request.experiment, overrides)
+    _check_node_rank(request.node_rank, _first_given(request.nnodes, experiment.hardware.nodes))
+    _check_train_values(experiment)
+    check_trackers(experiment.train.trackers)
+    base_dir = Path(experiment.base_dir)
+    nproc, nnodes = _resolve_hardware(request, experiment)
+    if experiment.train.optimizer == "galore_adamw":
+        _check_galore(experiment)
+    config = model_config(experiment.model, base_dir)
+    check_positions(config, experiment.data.seq_len)
+    _choose_attention(experiment, config)
+    try:
+        check_layout_for_model(experiment.layout, config)
+        check_context_parallel(experiment.layout, config, experiment.data.seq_len)
+        train = experiment.train
+        grad_accum = plan_batches(
+            train.global_batch_tokens, experiment.data.seq_len, train.micro_batch, experiment.layout.dp_degree
+        ).grad_accum
+        check_pipeline(experiment.layout.pp, config, train.pp_schedule, train.pp_stages_per_rank, grad_accum)
+    except LayoutError as e:
+        raise ConfigError(str(e)) from None
+    if not (request.ignore_memory_check or os.environ.get(IGNORE_MEMORY_ENV) == "1"):
+        _check_memory_fits(experiment, config, nproc, grad_accum)
+    run = RunDir(request.out or Path("runs") / f"{request.experiment.stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        lock = RunLock(run, request.node_rank, whole_run=nnodes == 1)
+    except RunInUse as e:
+        raise ConfigError(str(e)) from None
+    except OSError as e:
+        raise ConfigError(f"--out {run.path}: cannot make the run directory there: {_os_reason(e)}") from None
+    try:
+        resume_from = _check_run_dir(run, request.resume, experiment)
+        _write_run_files(run, request, experiment, config, resume_from)
+    except OSError as e:  # a full or read-only file system: said in one line, the directory left as it was
+        lock.release(discard=True)
+        raise ConfigError(f"{run.path}: cannot write the run's files: {_os_reason(e)}") from None
+    except BaseException:
+        lock.release(discard=True)
+        raise
+    return PreparedRun(run, experiment, nproc, nnodes, request, lock)
+
+
+def _os_reason(error: OSError) -> str:
+    return error.strerror or str(error).splitlines()[0]
+
+
+def _check_node_rank(node_rank: int, nnodes: int | None) -> None:
+    if nnodes is not None and nnodes >= 1 and not 0 <= node_rank < nnodes:
+        raise ConfigError(f"--node-rank {node_rank} is not a node of this {nnodes}-node run (0 to {nnodes - 1})")
+
+
+def _check_memory_fits(experiment: Experiment, config: PretrainedConfig, nproc: int, grad_accum: int) -> None:
+    """Refuse a run whose predicted peak per process (trainer.costs.memory_model) exceeds what each process has: on the
+    CPU, this machine's available memory shared by its `nproc` processes; on CUDA, a device's memory."""
+    from trainer.costs.memory_model import MemoryPlan, predict_memory  # imported here: only the launcher needs it
+
+    train, data, device_type = experiment.train, experiment.data, experiment.hardware.device_type
+    plan = MemoryPlan(
+        train.micro_batch, data.seq_len, train.precision, train.activation_checkpointing, train, grad_accum,
+        data.packing, device_type,
+    )  # fmt: skip
+    peak = max(rank["peak"] for rank in predict_memory(config, experiment.layout, plan))
+    if device_type == "cuda":
+        available = min(torch.cuda.get_device_properties(i).total_memory for i in range(nproc))
+        where = "device memory per process"
+    else:
+        available = psutil.virtual_memory().available // nproc
+        where = f"available host memory per process ({nproc} sharing this machine)"
+    if peak > available:
+        raise ConfigError(
+            f"the memory model predicts a peak of {_gib(peak)} per process, more than the {_gib(available)} of "
+            f"{where}; lower train.micro_batch, use more processes or another layout, or pass --ignore-memory-check"
+        )
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.2f} GiB"
+
+
+def _write_run_files(
+    run: RunDir, request: TrainRequest, experiment: Experiment, config: PretrainedConfig, resume_from: Path | None
+) -> None:
+    """Prepare data and tokenizer (the expensive part), then write config.yaml and launch.json for the ranks."""
+    base_dir = Path(experiment.base_dir)
+    data = prepare_data(experiment, config)
+    tokenizer, data_dir = data.tokenizer, data.data_dir
+    RowSource(TokenizedCorpus.load(data_dir), experiment.data.seq_len, experiment.data.packing, 0)  # big enough?
+
+    weights = checkpoint_dir(experiment.model, base_dir)
+    write_text(run.config, yaml.safe_dump(experiment.to_dict(), sort_keys=False))
+    launch = {
+        "experiment_file": str(request.experiment.resolve()),
+        "base_dir": str(base_dir),
+        "data_dir": str(data_dir),
+        "weights_dir": str(weights) if weights else None,
+        "resume": request.resume,
+        "resume_from": resume_from.name if resume_from else None,
+        "vocab_size": len(tokenizer),
+        **git_state(base_dir),
+    }
+    LAUNCH.write(run.launch, launch)
+
+
+def _resolve_hardware(request: TrainRequest, experiment: Experiment) -> tuple[int, int]:
+    """Fill device type, process and node counts, layout and precision into the experiment, checking each."""
+    device_type = resolve_device_type(experiment.hardware.device_type, "hardware.device_type")
+    nproc = _first_given(request.nproc, experiment.hardware.devices)
+    if nproc is None:
+        nproc = torch.cuda.device_count() if device_type == "cuda" else 1
+    nnodes = _first_given(request.nnodes, experiment.hardware.nodes)
+    if nproc < 1 or nnodes < 1:
+        raise ConfigError(f"the process count and node count must be at least 1 (got {nproc} and {nnodes})")
+    if device_type == "cuda" and nproc > torch.cuda.device_count():
+        raise ConfigError(f"--nproc {nproc} asks for more processes than the {torch.cuda.device_count()} CUDA devices")
+    if nnodes > 1 and not request.rdzv_endpoint:
+        raise ConfigError(f"--nnodes {nnodes} needs --rdzv-endpoint HOST:PORT, the same on every node")
+    try:
+        layout = Layout.parse(request.layout) if request.layout else experiment.layout
+        layout = layout.resolve(nproc * nnodes)
+        layout.check_supported()
+    except LayoutError as e:
+        raise ConfigError(str(e)) from None
+    train = experiment.train
+    plan_batches(train.global_batch_tokens, experiment.data.seq_len, train.micro_batch, layout.dp_degree)
+    train.precision = resolve_precision(train.precision, device_type)
+    experiment.layout = layout
+    experiment.hardware.device_type = device_type
+    experiment.hardware.devices = nproc
+    experiment.hardware.nodes = nnodes
+    return nproc, nnodes
+
+
+@dataclass
+class TrainingData:
+    tokenizer: PreTrainedTokenizerBase
+    data_key: str  # names the training documents (trainer.data.rows.sources_fingerprint)
+    data_dir: Path  # the tokenized corpus
+
+
+def prepare_data(experiment: Experiment, config: PretrainedConfig) -> TrainingData:
+    """The tokenizer (trained on first use) and the tokenized corpus (cached) a run trains on: the expensive part
+    of preparing a run, and what evaluation and benchmarks rebuild to read a run's data as it did."""
+    base_dir = Path(experiment.base_dir)
+    spec = experiment.data
+    sources = data_sources(spec, base_dir)
+    data_key = sources_fingerprint(spec, sources)
+    if spec.format != "text":
+        return _prepare_examples(experiment, config, sources, data_key)
+    documents = lambda: read_documents(spec, sources)  # noqa: E731 - read only when not cached
+    tokenizer = _load_tokenizer(experiment, config.vocab_size, documents, data_key)
+    check_vocabulary(config, len(tokenizer))  # before the corpus is tokenized with it
+    data_dir = prepare_corpus(tokenizer, f"{data_key}:{tokenizer_fingerprint(tokenizer)}", documents)
+    return TrainingData(tokenizer, data_key, data_dir)
+
+
+def _prepare_examples(
+    experiment: Experiment, config: PretrainedConfig, sources: list[str], data_key: str
+) -> TrainingData:
+    """prepare_data for instruction and chat data (trainer.data.chat): rendered with a chat template, masked."""
+    spec, base_dir = experiment.data, Path(experiment.base_dir)
+    check_template_available(spec, experiment.tokenizer, base_dir)  # before a tokenizer is trained
+    texts = lambda: example_texts(read_examples(spec, sources))  # noqa: E731 - read only when not cached
+    tokenizer = _load_tokenizer(experiment, config.vocab_size, texts, data_key)
+    template = chat_template(spec, tokenizer, experiment.tokenizer, base_dir)
+    check_vocabulary(config, len(tokenizer))
+    key = f"{data_key}:{tokenizer_fingerprint(tokenizer)}:{fingerprint(template)}"
+    data_dir = prepare_example_corpus(key, lambda: rendered_examples(spec, sources, tokenizer, template))
+    return TrainingData(tokenizer, data_key, data_dir)
+
+
+def _load_tokenizer(experiment: Experiment, vocab_size: int, documents, data_key: str):
+    try:
+        return load_tokenizer(experiment.tokenizer, vocab_size, documents, data_key, Path(experiment.base_dir))
+    except (OSError, ValueError) as e:
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"tokenizer {experiment.tokenizer}: {str(e).strip().splitlines()[0]}") from None
+
+
+def launch(prepared: PreparedRun) -> dict:
+    """Run the ranks to completion and return metrics.json; a failure is recorded there, not raised."""
+    try:
+        return _launch(prepared)
+    except OSError as e:  # the run's results could not be written (a full disk): one line, not a traceback
+        raise ConfigError(f"{prepared.run.path}: cannot write the run's results: {_os_reason(e)}") from None
+    finally:
+        prepared.lock.release()
+
+
+def _launch(prepared: PreparedRun) -> dict:
+    run, request = prepared.run, prepared.request
+    for stale in (run.metrics, *run.path.glob("failure.rank*.json")):
+        stale.unlink(missing_ok=True)
+    # torchrun's agent, which forks the ranks (trainer.launch.torchrun): it and its ranks die with this launcher.
+    command = [f"--nproc-per-node={prepared.nproc}"]
+    if prepared.nnodes == 1 and request.rdzv_endpoint is None:
+        command.append("--standalone")
+    else:
+        command += [f"--nnodes={prepared.nnodes}", f"--node-rank={request.node_rank}", "--rdzv-backend=c10d"]
+        command += [f"--rdzv-endpoint={request.rdzv_endpoint or '127.0.0.1:29500'}"]
+    command += ["--max-restarts=0", "--monitor-interval=0.1", str(run.path)]
+    with run.torchrun_log.open("w") as output, _passing_on_preemption() as signals:
+        process = torchrun.start(command, tied_env(_worker_env(prepared)), output, closed=prepared.lock.filenos())
+        signals.agent = process.pid
+        try:
+            returncode = follow(process, run, prepared.experiment.train.steps, on_poll=signals.pass_on)
+        except BaseException as error:  # never leave the ranks running without their launcher
+            _stop(process)
+            reason = "interrupted by the user" if isinstance(error, KeyboardInterrupt) else f"launcher failed: {error}"
+            METRICS.write(run.metrics, {**_failure_metrics(prepared, -2), "error": reason})
+            raise
+    metrics = run.read_metrics()
+    if metrics is None and returncode == 0 and prepared.nnodes > 1:
+        # The rendezvous, not --node-rank, decides which node hosts rank 0 and so writes the results.
+        return {"status": "ok", "error": None, "node_rank": request.node_rank, "results_on": "the node of rank 0"}
+    if metrics is None or returncode != 0:
+        metrics = _failure_metrics(prepared, returncode)
+        METRICS.write(run.metrics, metrics)
+    if metrics["status"] == "ok" and prepared.experiment.train.save_hf:
+        from trainer.export.hf import save_hf_after_run  # imported here: trainer.export.hf imports this module
+
+        metrics = save_hf_after_run(run)
+    return metrics
+
+
+def _stop(process: torchrun.Agent) -> None:
+    """SIGKILL torchrun's agent (it ignores SIGTERM, which preempts: trainer.host.preemption); the ranks die with it
+    (trainer.host.lifeline)."""
+    process.kill()
+    process.wait()
+
+
+class _Preemption:
+    """The launcher's part of a preemption (trainer.host.preemption): note SIGTERM or SIGUSR1 and pass it on to the
+    ranks, again at every poll until the run ends, since a rank that was still starting did not listen yet."""
+
+    def __init__(self):
+        self.received = 0
+        self.agent: int | None = None
+
+    def note(self, signum: int, _frame: object) -> None:
+        self.received = self.received or signum
+        self.pass_on()
+
+    def pass_on(self) -> None:
+        if not self.received or self.agent is None:
+            return
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.agent).children():
+                with contextlib.suppress(psutil.Error):
+                    if child.name().startswith("meshpilot:r"):  # a rank (named once it listens), not a helper
+                        child.send_signal(self.received)
+
+
+@contextlib.contextmanager
+def _passing_on_preemption():
+    signals = _Preemption()
+    previous = {signum: signal.signal(signum, signals.note) for signum in preemption.SIGNALS}
+    try:
+        yield signals
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _failure_metrics(prepared: PreparedRun, returncode: int) -> dict:
+    status, error = _failure_cause(prepared, returncode)
+    launch_info = prepared.run.read_launch() or {"git_commit": None, "git_dirty": None}
+    experiment = prepared.experiment
+    world_size = prepared.nproc * prepared.nnodes
+    from trainer.rank.loop import base_metrics  # imported here: the modeling code it imports takes a second per launch
+
+    metrics = base_metrics(experiment, launch_info, world_size, experiment.hardware.device_type)
+    return {**metrics, "status": status, "error": error, "tokens_per_s": None, "mfu": None, "final_loss": None}
+
+
+def _failure_cause(prepared: PreparedRun, returncode: int) -> tuple[str, str]:
+    """The root cause among what the ranks recorded.
+
+    When one rank dies, the others fail in their next collective with a lost-connection error: those are
+    echoes. A rank killed outright (signal, segfault, os._exit) records nothing, so when only echoes were
+    recorded, the cause is a local rank that recorded nothing.
+    """
+    failures = prepared.run.failures()
+    causes = [f for f in failures if not _PEER_LOST.search(f["error"])]
+    if causes:
+        return causes[0]["status"], f"rank {causes[0]['rank']}: {causes[0]['error']}"
+    silent = sorted(set(range(prepared.nproc)) - {f["rank"] for f in failures}) if prepared.nnodes == 1 else []
+    if silent:
+        codes = rank_exit_codes(prepared.run.torchrun_log)
+        # torchrun stops the other ranks with SIGTERM once one died: the one that died first is the cause.
+        first = min(silent, key=lambda rank: codes.get(rank) == -signal.SIGTERM)
+        how = _how_it_exited(codes, first)
+        return "failed", f"rank {first} {how} without a Python error (torchrun exit code {returncode})"
+    if failures:
+        return failures[0]["status"], f"rank {failures[0]['rank']}: {failures[0]['error']}"
+    return (
+        "failed",
+        f"a rank exited without a Python error (killed or crashed, maybe on another node; code {returncode})",
+    )
+
+
+def rank_exit_codes(torchrun_log: Path) -> dict[int, int]:
+    """Each failed rank's exit code (minus a signal's number) from the failure table torchrun prints last."""
+    text = torchrun_log.read_text(errors="replace") if torchrun_log.is_file() else ""
+    found = re.findall(r"rank\s*:\s*(\d+) \(local_rank.*\n\s*exitcode\s*:\s*(-?\d+)", text)
+    return {int(rank): int(code) for rank, code in found}
+
+
+def _how_it_exited(codes: dict[int, int], rank: int) -> str:
+    code = codes.get(rank)
+    if code is None:
+        return "exited"
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
+        # SIGKILL that nobody sent on purpose is most often the kernel's OOM killer.
+        return f"was killed by {name}" + (" (out of host memory?)" if name == "SIGKILL" else "")
+    return f"exited with code {code}"
+
+
+def _worker_env(prepared: PreparedRun) -> dict[str, str]:
+    env = process_env(prepared.experiment.hardware.device_type, prepared.nproc)
+    env.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"})
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return env
+
+
+def _first_given(*values: int | None) -> int | None:
+    return next((v for v in values if v is not None), None)
+
+
+def _choose_attention(experiment: Experiment, config: PretrainedConfig) -> None:
+    """Resolve train.attention (auto) for this device, layout and model, or refuse it."""
+    train, device_type = experiment.train, experiment.hardware.device_type
+    try:
+        train.attention = choose_attention(
+            train.attention, device_type, experiment.layout, head_dim(config), experiment.data.packing
+        )
+    except AttentionError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _check_train_values(experiment: Experiment) -> None:
+    train, data = experiment.train, experiment.data
+    positive = {"train.steps": train.steps, "train.micro_batch": train.micro_batch, "data.seq_len": data.seq_len}
+    positive |= {"train.global_batch_tokens": train.global_batch_tokens, "train.lr": train.lr, "train.eps": train.eps}
+    positive |= {"train.keep_checkpoints": train.keep_checkpoints}
+    positive |= {"train.collective_timeout_s": train.collective_timeout_s,
+                 "train.first_steps_timeout_s": train.first_steps_timeout_s}  # fmt: skip
+    for name, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"{name} must be positive, got {value}")
+    not_negative = {"train.warmup_steps": train.warmup_steps, "train.checkpoint_every": train.checkpoint_every}
+    not_negative |= {"train.grad_clip": train.grad_clip, "train.weight_decay": train.weight_decay}
+    not_negative |= {"train.timing_warmup_steps": train.timing_warmup_steps, "train.gns_every": train.gns_every}
+    for name, value in not_negative.items():
+        if value < 0:
+            raise ConfigError(f"{name} must not be negative, got {value}")
+    if not 0 <= train.min_lr_ratio <= 1:
+        raise ConfigError(f"train.min_lr_ratio must lie in [0, 1], got {train.min_lr_ratio}")
+    choices = {
+        "train.optimizer": (train.optimizer, OPTIMIZERS),
+        "train.lr_schedule": (train.lr_schedule, SCHEDULES),
+        "train.precision": (train.precision, PRECISIONS),
+        "train.fsdp_reduce_dtype": (train.fsdp_reduce_dtype, FSDP_REDUCE_DTYPES),
+    }
+    for name, (value, allowed) in choices.items():
+        if value not in allowed:
+            raise ConfigError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+    if len(train.betas) != 2 or not all(0 <= b < 1 for b in train.betas):
+        raise ConfigError(f"train.betas: expected two numbers in [0, 1), got {train.betas}")
+    final_saved = train.save_final_checkpoint or (train.checkpoint_every and train.steps % train.checkpoint_every == 0)
+    if train.save_hf and not final_saved:
+        raise ConfigError("train.save_hf exports the final step's checkpoint: set train.save_final_checkpoint: true")
+
+
+def _check_galore(experiment: Experiment) -> None:
+    galore = experiment.train.galore
+    for name in ("rank", "update_proj_gap", "scale"):
+        if getattr(galore, name) <= 0:
+            raise ConfigError(f"train.galore.{name} must be positive, got {getattr(galore, name)}")
+    if galore.proj_type not in GALORE_PROJ_TYPES:
+        raise ConfigError(f"train.galore.proj_type: {galore.proj_type!r} is not one of {', '.join(GALORE_PROJ_TYPES)}")
+    if not galore.target_modules or not all(galore.target_modules):
+        raise ConfigError("train.galore.target_modules: give one or more name substrings, e.g. [attn, mlp]")
+    layout = experiment.layout
+    if layout.fsdp or layout.tp > 1:  # FSDP2 (dp_shard, cp, or data parallel around stages) shards them
+        raise ConfigError(
+            f"train.optimizer galore_adamw runs with data-parallel replicate layouts only, not {layout.describe()}"
+        )
+
+
+# What a resume may change: how the same experiment is spread over processes (the checkpoint is resharded), and
+# whether the finished run is exported for Hugging Face or sent to trackers, which leaves the training alone.
+RESHARDABLE = ("layout.", "hardware.devices", "hardware.nodes", "train.pp_schedule", "train.pp_stages_per_rank")
+RESUME_MAY_CHANGE = (*RESHARDABLE, "train.save_hf", "train.trackers")
+
+
+def _check_run_dir(run: RunDir, resume: bool, experiment: Experiment) -> Path | None:
+    """Never overwrite results; resume only the same experiment (on any layout), and only if steps remain.
+    Returns the checkpoint a resume continues from: the newest verified one (each newer one skipped is said on
+    stderr, with why).
+
+    The launcher's own files (config.yaml, launch.json) may already be there: another node of the same run
+    writes them too.
+    """
+    if not resume:
+        results = [p for p in (run.steps, run.metrics, run.checkpoints) if p.exists()]
+        if results:
+            raise ConfigError(
+                f"run directory {run.path} holds results ({results[0].name}); pass --resume to continue it "
+                "or choose another --out"
+            )
+        return None
+    found, skipped = newest_verified(run.checkpoints)
+    for line in skipped:
+        print(f"meshpilot: {line}", file=sys.stderr)
+    if found is None:  # the ones skipped, and why, were said just above
+        raise ConfigError(f"--resume: no complete checkpoint in {run.checkpoints}")
+    if run.config.is_file():
+        old = yaml.safe_load(run.config.read_text())
+        changed = [d for d in _differences(old, experiment.to_dict()) if not d.startswith(RESUME_MAY_CHANGE)]
+        if changed:
+            raise ConfigError(
+                "--resume continues the same experiment (only the layout and process count may change), "
+                f"but it changed: {'; '.join(changed[:3])}"
+            )
+    steps = experiment.train.steps
+    if checkpoint_step(found) >= steps:
+        metrics = run.read_metrics()
+        if metrics is not None and metrics.get("status") == "ok":
+            raise ConfigError(f"--resume: {run.path} already finished its {steps} steps")
+        raise ConfigError(
+            f"--resume: the latest checkpoint of {run.path} ({found.name}) is its final step; nothing is left to train"
+        )
+    return found
+
+
+def _differences(old: dict, new: dict, prefix: str = "") -> list[str]:
+    found = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            found += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            found.append(f"{prefix}{key} {a!r} -> {b!r}")
+    return found
+
+
+def describe(metrics: dict, run: RunDir) -> str:
+    """One line for the terminal."""
+    if metrics["status"] != "ok":
+        return f"run {metrics['status']}: {metrics['error']} (logs: {run.log}, {run.torchrun_log})"
+    if metrics.get("results_on"):
+        return f"node {metrics['node_rank']} done; the results are written on {metrics['results_on']}"
+    loss, tps = metrics.get("final_loss"), metrics.get("tokens_per_s")
+    if loss is None or tps is None:  # nothing was left to train after the checkpoint it resumed from
+        return f"run ok: no step was left to train, results in {run.path}"
+    return f"run ok: loss {loss:.4f}, {tps:,.0f} tokens/s, results in {run.path}"

@@ -1,0 +1,165 @@
+"""One optimizer step's forward and backward passes, with the loss normalised the way a full batch would be.
+
+The loss of a step is the sum of every target token's cross-entropy over all micro-batches and all
+data-parallel ranks, divided by the number of those target tokens. Averaging per micro-batch (or letting DDP
+average per rank) weights a short sequence's tokens more than a long one's, so gradients would depend on how
+the batch happens to be split. Here each rank first all-reduces its target count, every micro-batch
+backpropagates sum / global_count, and the result is multiplied by the data-parallel degree to undo the
+mean that DDP's all-reduce and FSDP's reduce-scatter take.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache, partial
+
+import torch
+import torch.distributed as dist
+
+from trainer.data.packing import IGNORE_INDEX, model_inputs
+from trainer.model.loss import head_computes_loss
+from trainer.parallel.parallelize import grad_norm_squared, gradient_sync
+from trainer.parallel.pipeline import Pipeline
+from trainer.rank.memory import saved_for_backward
+
+
+@dataclass
+class StepResult:
+    loss: float  # mean cross-entropy per target token over the whole global batch
+    target_tokens: int  # tokens with a label, over all data-parallel ranks
+    input_tokens: int  # non-padding tokens fed to the model, over all data-parallel ranks
+    saved_bytes: dict[str, int] | None = None  # saved for backward by this rank's first micro-batch, when measured
+    small_batch: tuple[float, int] | None = None  # (|mean gradient|^2, target tokens) of the first micro-batch round
+
+
+def token_loss_sum(
+    model: torch.nn.Module,
+    batch: dict[str, torch.Tensor],
+    packed: bool = True,
+    forward: Callable[..., torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """Sum of cross-entropy over the batch's target tokens (fp32, whatever the compute dtype), the output head
+    and the loss computed chunk by chunk (trainer.model.loss): the whole micro-batch's logits are never made.
+    `forward`: what runs the model (`model_loss`, or its compiled graph)."""
+    with head_computes_loss(model, batch["labels"]):
+        return (forward or model_loss)(model, batch, packed)
+
+
+def model_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor], packed: bool) -> torch.Tensor:
+    """The model's forward, whose output head computes the loss (inside trainer.model.loss.head_computes_loss)."""
+    return model(**model_inputs(batch, packed)).logits
+
+
+@cache
+def compiled_token_loss_sum() -> Callable[..., torch.Tensor]:
+    """token_loss_sum with the model and loss compiled as one graph (train.compile where
+    trainer.parallel.parallelize.compiles_whole_step); the head is switched to the loss outside the graph. Made on first
+    use, so eager runs never import the compiler."""
+    return partial(token_loss_sum, forward=torch.compile(model_loss))
+
+
+def forward_backward(
+    model: torch.nn.Module,
+    micro_batches: list[dict[str, torch.Tensor]],
+    dp_group: dist.ProcessGroup | None,
+    autocast: contextlib.AbstractContextManager | None = None,
+    measure_activations: bool = False,
+    measure_small_batch: bool = False,
+    packed: bool = True,
+    compiled: bool = False,
+    reduce_scatter_each: bool = True,
+) -> StepResult:
+    """Accumulate the gradients of one optimizer step into model parameters' .grad; `compiled`: each micro-batch's
+    forward and loss as one compiled graph (compiled_token_loss_sum); `reduce_scatter_each`: FSDP2 reduce-scatters
+    every micro-batch's gradients (train.fsdp_grad_sync: micro_batch) rather than the last one's only
+    (trainer.parallel.parallelize.gradient_sync).
+
+    With `measure_small_batch` (and two or more micro-batches) the first micro-batch's gradients are reduced
+    over the data-parallel ranks too, and the norm of that smaller batch's mean gradient is kept for the
+    gradient noise scale (trainer.rank.noise_scale).
+    """
+    device = micro_batches[0]["labels"].device
+    loss_sum_of = compiled_token_loss_sum() if compiled else token_loss_sum
+    counts, dp_degree = _token_counts(micro_batches, dp_group)
+    target_tokens = max(int(counts[0].item()), 1)
+    scale = dp_degree / target_tokens
+    measure_small_batch = measure_small_batch and len(micro_batches) > 1
+    small_batch = None
+
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    saved_bytes = None
+    for i, batch in enumerate(micro_batches):
+        last = i == len(micro_batches) - 1
+        small = measure_small_batch and i == 0
+        # Only the last backward needs the whole reduction (and the first, where the noise scale reads it).
+        with gradient_sync(model, reduce_all=last or small, reduce_scatter=reduce_scatter_each):
+            with autocast or contextlib.nullcontext():
+                if measure_activations and i == 0:
+                    batch_loss, saved_bytes = saved_for_backward(model, partial(loss_sum_of, model, batch, packed))
+                else:
+                    batch_loss = loss_sum_of(model, batch, packed)
+            (batch_loss * scale).backward()
+        loss_sum += batch_loss.detach()
+        if small:
+            small_batch = _small_batch_gradient(model, micro_batches[0], dp_group, target_tokens)
+    if dp_group is not None:
+        dist.all_reduce(loss_sum, group=dp_group)
+    return StepResult(
+        float(loss_sum.item()) / target_tokens, target_tokens, int(counts[1].item()), saved_bytes, small_batch
+    )
+
+
+def _small_batch_gradient(
+    model: torch.nn.Module, batch: dict[str, torch.Tensor], dp_group: dist.ProcessGroup | None, target_tokens: int
+) -> tuple[float, int]:
+    """|mean gradient|^2 and target tokens of the first micro-batch round, read from the reduced gradients.
+
+    Those gradients are sum(token gradients) / target_tokens (the whole step's count): rescaled here to the
+    mean over the round's own tokens.
+    """
+    small_tokens = (batch["labels"] != IGNORE_INDEX).sum().double()
+    if dp_group is not None:
+        dist.all_reduce(small_tokens, group=dp_group)
+    small_tokens = max(int(small_tokens.item()), 1)
+    squared = grad_norm_squared(list(model.parameters()), batch["labels"].device)
+    return float(squared) * (target_tokens / small_tokens) ** 2, small_tokens
+
+
+def pipeline_forward_backward(
+    pipeline: Pipeline,
+    model: torch.nn.Module,
+    micro_batches: list[dict[str, torch.Tensor]],
+    dp_group: dist.ProcessGroup | None,
+    autocast: contextlib.AbstractContextManager | None = None,
+    measure_activations: bool = False,
+) -> StepResult:
+    """The same step through a pipeline schedule: every stage reads the step's rows (cheap: they are a function
+    of the row index) for the token counts, the first stage feeds the inputs, the last computes the loss."""
+    counts, dp_degree = _token_counts(micro_batches, dp_group)
+    target_tokens = max(int(counts[0].item()), 1)
+    run = partial(pipeline.run, micro_batches, dp_degree / target_tokens)
+    saved_bytes = None
+    with autocast or contextlib.nullcontext():
+        if measure_activations:
+            loss_sum, saved_bytes = saved_for_backward(model, run)
+        else:
+            loss_sum = run()
+    if dp_group is not None:
+        dist.all_reduce(loss_sum, group=dp_group)
+    return StepResult(float(loss_sum.item()) / target_tokens, target_tokens, int(counts[1].item()), saved_bytes)
+
+
+def _token_counts(
+    micro_batches: list[dict[str, torch.Tensor]], dp_group: dist.ProcessGroup | None
+) -> tuple[torch.Tensor, int]:
+    """[target tokens, input tokens] of the step over all data-parallel ranks, and the data-parallel degree."""
+    counts = torch.zeros(2, dtype=torch.float64, device=micro_batches[0]["labels"].device)
+    for batch in micro_batches:
+        counts[0] += (batch["labels"] != IGNORE_INDEX).sum()
+        counts[1] += (batch["segment_ids"] >= 0).sum()
+    if dp_group is None:
+        return counts, 1
+    dist.all_reduce(counts, group=dp_group)
+    return counts, dist.get_world_size(dp_group)
