@@ -171,7 +171,7 @@ def demo_layouts(gpus: int) -> tuple[int, list[str]]:
 def _train_winner(trial_dir: Path, out: Path, steps: int) -> Path:
     """The winning trial trained again for `steps` steps: its experiment, processes, layout and settings exactly as
     its record (trial.json) says it ran, but keeping its final checkpoint, to evaluate."""
-    from agent.sweep.runner import TRIAL, TRIAL_FILE
+    from agent.records import TRIAL, TRIAL_FILE
     from trainer.launch.launcher import TrainRequest, launch, prepare
 
     record = TRIAL.read(trial_dir / TRIAL_FILE)

@@ -50,16 +50,17 @@ from filelock import FileLock
 from pydantic import Field
 from typing_extensions import TypedDict
 
+from agent.records import JobState
 from trainer.config import ConfigError, load_experiment
 from trainer.host import preemption
 from trainer.host.lifeline import PARENT_ENV, tie_to_parent, tied_env
 from trainer.layout import Layout, LayoutError
 from trainer.results.contracts import STRICT, Contract
 from trainer.results.rundir import RunDir, StepsTail
-from trainer.results.schemas import PREEMPTED, RUN_STATUSES, STEPS, Metrics, RunStatus
+from trainer.results.schemas import PREEMPTED, RUN_STATUSES, STEPS, Metrics
 
 if TYPE_CHECKING:
-    from agent.sweep.summary import Summary
+    from agent.records import Summary
 
 REPO = Path(__file__).resolve().parents[1]
 MARKER = "MESHPILOT_JOB"  # inherited by every process of a job: how a job's processes are found
@@ -73,9 +74,6 @@ KILLED = "killed"  # the supervisor died (SIGKILL, a lost machine) before the ru
 TERMINAL = RUN_STATUSES
 POLL_S = 0.5
 
-# A job's state: waiting for its supervisor, running, or how it ended (trainer.results.schemas.RunStatus).
-JobState = Literal["queued", "running", RunStatus]
-JOB_STATES: tuple[str, ...] = JobState.__args__
 Seconds = Annotated[float, Field(gt=0)]
 # A process's start time (start_time): seconds since boot; an int is clock ticks, as records held before psutil.
 StartTime = int | float | None
@@ -426,7 +424,7 @@ def _kind(job: JobRecord | None) -> str:
 def _results(out: Path, kind: str) -> Metrics | Summary | None:
     """What the job wrote when it ended (a run's metrics.json, a sweep's summary.json), or None."""
     if kind == SWEEP:
-        from agent.sweep.summary import SUMMARY  # the sweep's package imports this module
+        from agent.records import SUMMARY
 
         return SUMMARY.read(Path(out) / RESULTS[SWEEP])
     return RunDir(out).read_metrics()

@@ -50,7 +50,7 @@ def inspect_hardware(repo: Repo) -> str:
     """
     import torch
 
-    from trainer.costs.throughput import detect_intra_node_link
+    from trainer.hardware import detect_intra_node_link
     from trainer.host.environment import device_name
     from trainer.results.contracts import write_json
 
@@ -106,7 +106,8 @@ def plan_layouts(
         seq_len: sequence length (default: the experiment's data.seq_len)
     """
     from trainer.config import load_experiment
-    from trainer.costs.planner import Pinned, pinned_by, plan, planned_hardware
+    from trainer.costs.planner import Pinned, pinned_by, plan
+    from trainer.hardware import planned_hardware
     from trainer.model.presets import planning_config, preset_experiment
     from trainer.results.contracts import write_json
 
@@ -263,7 +264,7 @@ def list_results(repo: Repo) -> str:
     """What the repository holds, newest first: runs (with status), sweeps (with winner), and the reports and pull
     requests meshpilot wrote (report files on meshpilot/* branches). Use it to find "the last run" or "the winner"."""
     root = Path(repo)
-    from agent.sweep.summary import SUMMARY, SUMMARY_FILE
+    from agent.records import SUMMARY, SUMMARY_FILE
 
     runs = [{"run": _relative(repo, d), "status": _status_of(d)} for d in _newest(root / "runs")]
     sweeps = []
@@ -283,7 +284,7 @@ def read_sweep(repo: Repo, sweep: str) -> str:
     Args:
         sweep: the sweep directory, relative to the repository
     """
-    from agent.sweep.summary import SUMMARY, SUMMARY_FILE
+    from agent.records import SUMMARY, SUMMARY_FILE
 
     directory = resolve_in_repo(Path(repo), sweep)
     summary = SUMMARY.read(directory / SUMMARY_FILE)

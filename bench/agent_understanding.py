@@ -237,7 +237,7 @@ def _value(key: str, value: Any) -> Any:
             text = f"sweeps/{text}"
         return text
     if key == "gpu":
-        from trainer.model.presets import GPU_ALIASES
+        from trainer.hardware import GPU_ALIASES
 
         return GPU_ALIASES.get(str(value).lower(), str(value).lower())
     if key == "device_mem":

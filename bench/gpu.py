@@ -48,6 +48,10 @@ from pathlib import Path
 
 import yaml
 
+from bench.machine import describe_machine
+from trainer.model.parameters import count_parameters
+from trainer.results.rundir import RunDir
+
 REPO = Path(__file__).resolve().parents[1]
 SECTIONS = ("environment", "probe", "cuda_tests", "mfu", "memory", "packed_attention", "generation", "demo", "planner")
 
@@ -168,7 +172,6 @@ class Bench:
 
 def read_run(directory: Path, done: subprocess.CompletedProcess) -> dict:
     """What a finished `meshpilot train` wrote: metrics, memory and step times, or its error."""
-    from trainer.results.rundir import RunDir
 
     run = RunDir(directory)
     if done.returncode != 0 or not run.metrics.exists():
@@ -208,8 +211,6 @@ def environment(bench: Bench) -> dict:
 def environment_worker(out: Path) -> None:
     import torch
 
-    from bench.machine import describe_machine
-
     free, total = torch.cuda.mem_get_info()
     props = torch.cuda.get_device_properties(0)
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
@@ -240,7 +241,7 @@ def probe(bench: Bench) -> dict:
     if done.returncode != 0:
         return {"error": (done.stderr or done.stdout)[-3000:]}
     from trainer.costs.probe import probe_path
-    from trainer.costs.throughput import this_machine
+    from trainer.hardware import this_machine
 
     path = probe_path(this_machine("cuda", 1, name=bench.device_name))
     found = json.loads(path.read_text()) if path.exists() else {}
@@ -313,8 +314,7 @@ def hf_trainer_worker(experiment: Path, out: Path) -> None:
     import torch
 
     from bench import trainer_vs_hf as hf
-    from trainer.costs.flops import peak_bf16_flops
-    from trainer.model.build import count_parameters
+    from trainer.hardware import peak_bf16_flops
 
     prepared = hf.prepare(experiment)
     spec = prepared.experiment.train
@@ -389,7 +389,8 @@ def planner(bench: Bench) -> dict:
     name is the environment task's reading."""
     from trainer.config import experiment_from_dict
     from trainer.costs.probe import read_probe
-    from trainer.costs.throughput import predict_run, this_machine
+    from trainer.costs.throughput import predict_run
+    from trainer.hardware import this_machine
     from trainer.model.build import model_config
 
     if bench.device_name is None:

@@ -98,8 +98,8 @@ def in_fresh_process(tree: Path, function: str, model: str, devices: int, nodes:
 def planner_only(model: str, devices: int, nodes: int) -> dict:
     """The planner's share, in this process: the parameters' shapes and every candidate, no start-up."""
     from trainer.costs.planner import plan
-    from trainer.costs.throughput import Hardware
-    from trainer.model.presets import gpu_preset, preset_config, preset_experiment
+    from trainer.hardware import Hardware, gpu_preset
+    from trainer.model.presets import preset_config, preset_experiment
 
     experiment = preset_experiment(model, devices * nodes, None, [])
     config = preset_config(experiment.model)
@@ -136,7 +136,8 @@ def phases(model: str, devices: int, nodes: int) -> dict[str, dict[str, float]]:
 
         done("import transformers")
         from trainer.cli import _make_plan  # noqa: F401
-        from trainer.costs.planner import format_table, plan, planned_hardware
+        from trainer.costs.planner import format_table, plan
+        from trainer.hardware import planned_hardware
         from trainer.model.presets import preset_config, preset_experiment
 
         done("import meshpilot's planner")
@@ -144,9 +145,6 @@ def phases(model: str, devices: int, nodes: int) -> dict[str, dict[str, float]]:
         config = preset_config(experiment.model)
         hardware, memory = planned_hardware("cuda", devices, nodes, "h100")
         done("the preset's experiment, config and hardware")
-        import trainer.rank.optim  # noqa: F401
-
-        done("import trainer.rank.optim (torch.distributed.tensor), which the plan's optimizer sizes need")
         candidates = plan(experiment, config, hardware, memory, experiment.data.seq_len)
         done("plan: the parameters' shapes, every candidate")
         format_table(candidates, 3)

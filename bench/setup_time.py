@@ -35,7 +35,8 @@ import torch.multiprocessing as mp
 from bench.machine import RESULTS, describe_machine
 from trainer.config import TrainSpec
 from trainer.layout import Layout
-from trainer.model.build import count_parameters, materialize, meta_model, setup_thread_count
+from trainer.model.build import materialize, meta_model, setup_thread_count
+from trainer.model.parameters import count_parameters
 from trainer.model.presets import model_preset
 from trainer.parallel.parallelize import parallelize
 

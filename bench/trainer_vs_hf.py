@@ -76,10 +76,10 @@ from bench.machine import describe_machine
 from trainer.config import ConfigError, Experiment, load_experiment, resolve_precision
 from trainer.data.corpus import builtin_documents
 from trainer.data.packing import IGNORE_INDEX
+from trainer.data.prepare import prepare_data
 from trainer.data.rows import RowSource, TokenizedCorpus, prepare_corpus
 from trainer.data.tokenizer import tokenizer_fingerprint
 from trainer.export.hf import find_checkpoint, load_model
-from trainer.launch.launcher import prepare_data
 from trainer.model.build import build_model, model_config
 from trainer.parallel.parallelize import compile_seconds
 from trainer.rank.optim import build_optimizer, build_scheduler

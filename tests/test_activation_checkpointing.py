@@ -16,7 +16,8 @@ from transformers import AutoConfig
 from trainer.config import ConfigError, TrainSpec, checkpointing_mode, load_experiment
 from trainer.costs.memory_model import MemoryPlan, activation_bytes, layer_bytes_per_token
 from trainer.layout import Layout
-from trainer.model.build import build_model, enable_activation_checkpointing
+from trainer.model.build import build_model
+from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
 from trainer.rank.memory import MemoryTimeline, saved_for_backward
 from trainer.rank.step import token_loss_sum
 

@@ -21,7 +21,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from agent.offline import respond
 from agent.tools import TOOLS
 from trainer.config import ConfigError
-from trainer.model.presets import GPUS, MODELS, gpu_preset, model_override, model_preset, preset_experiment
+from trainer.hardware import GPUS, gpu_preset
+from trainer.model.presets import MODELS, model_override, model_preset, preset_experiment
 
 DATA = Path(__file__).parent / "data"
 CASES = yaml.safe_load((DATA / "requests.yaml").read_text())
@@ -215,7 +216,8 @@ def larger_batch(repo: Path, tmp_path: Path) -> Path:
 
 def test_presets_are_the_published_sizes():
     """Parameter counts of the presets against the published ones (billions, to the digits published)."""
-    from trainer.model.build import count_parameters, model_config
+    from trainer.model.build import model_config
+    from trainer.model.parameters import count_parameters
 
     published = {"llama-3.1-8b": 8.03, "llama-2-7b": 6.74, "mistral-7b": 7.24, "qwen2.5-7b": 7.62,
                  "llama-3.2-1b": 1.24, "smollm2-1.7b": 1.71, "gemma-2-9b": 9.24}  # fmt: skip

@@ -45,7 +45,8 @@ def _all_reduces(layers: int, autocast: bool, bf16: bool, checkpointing: str) ->
     """The dtypes of one tensor-parallel forward's all-reduces and of its backward's."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    from trainer.model.build import build_model, enable_activation_checkpointing
+    from trainer.model.build import build_model
+    from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
     from trainer.parallel.parallelize import apply_tensor_parallel
 
     model = build_model(AutoConfig.for_model(**LAYER, num_hidden_layers=layers), None, seed=0)

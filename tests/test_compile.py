@@ -11,7 +11,8 @@ import torch
 from support import train, write_experiment
 from transformers import LlamaConfig
 
-from trainer.model.build import build_model, enable_activation_checkpointing
+from trainer.model.build import build_model
+from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
 from trainer.parallel.parallelize import compile_layers
 from trainer.rank.memory import saved_for_backward
 from trainer.rank.step import compiled_token_loss_sum, token_loss_sum
@@ -69,8 +70,8 @@ def test_selective_checkpointing_compiled_in_the_trainer_matches_eager(experimen
 @pytest.mark.parametrize("whole_step", [False, True], ids=["layers", "whole-step"])
 def test_selective_checkpointing_compiles_while_memory_is_measured(whole_step):
     """The step whose memory is measured wraps selective checkpointing's modes in counting ones
-    (trainer.model.build._Reporting); compiled, the region's graph id must still reach the mode that tags its operations
-    (inductor refused the graph before). Gradients as eager's."""
+    (trainer.parallel.activation_checkpointing._Reporting); compiled, the region's graph id must still reach the
+    mode that tags its operations (inductor refused the graph before). Gradients as eager's."""
     config = LlamaConfig(
         vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2,

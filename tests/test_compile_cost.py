@@ -18,14 +18,8 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRot
 
 from bench.gpu import LLAMA_1B
 from trainer.config import experiment_from_dict
-from trainer.costs.throughput import (
-    Hardware,
-    hardware_figures,
-    layer_bytes,
-    layer_regime,
-    loss_recompute_flops,
-    predict_run,
-)
+from trainer.costs.throughput import hardware_figures, layer_bytes, layer_regime, loss_recompute_flops, predict_run
+from trainer.hardware import Hardware
 from trainer.layout import Layout
 from trainer.model.build import model_config
 

@@ -266,7 +266,7 @@ def test_planner_shows_which_layouts_fit_only_because_of_cp(tmp_path):
     """One 128k-token row of an 8B model on 8 GPUs of 80 GB: only context-parallel layouts fit."""
     from trainer.config import load_experiment
     from trainer.costs.planner import format_table, plan
-    from trainer.costs.throughput import Hardware
+    from trainer.hardware import Hardware
     from trainer.model.build import model_config
 
     seq_len = 131072

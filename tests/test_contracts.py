@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from agent.jobs import JOB
-from agent.sweep import SWEEP
-from agent.sweep.runner import TRIAL
-from agent.sweep.summary import SUMMARY, summarize
+from agent.records import SUMMARY, SWEEP, TRIAL
+from agent.sweep.summary import summarize
 from trainer.results.contracts import Contract, ContractError
 from trainer.results.schemas import FAILURE, LAUNCH, MEMORY, METRICS, STEPS
 

@@ -94,7 +94,7 @@ def test_compiled_bf16_steps_with_a_chunked_head_train_like_eager_ones(tmp_path)
 
 
 def test_gpu_preset_memory_is_what_torch_reports():
-    from trainer.model.presets import GPUS
+    from trainer.hardware import GPUS
 
     properties = torch.cuda.get_device_properties(0)
     preset = next((gpu for gpu in GPUS.values() if gpu.name == properties.name), None)

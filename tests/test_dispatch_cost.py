@@ -21,13 +21,14 @@ from trainer.costs.throughput import (
     DTENSOR_OPS_PER_LAYER,
     FEATURES,
     SELECTIVE_OPS_PER_LAYER,
-    Hardware,
     estimate_step,
     fit,
     hardware_figures,
 )
+from trainer.hardware import Hardware
 from trainer.layout import Layout
-from trainer.model.build import build_model, selective_checkpoint_context
+from trainer.model.build import build_model
+from trainer.parallel.activation_checkpointing import selective_checkpoint_context
 from trainer.parallel.parallelize import apply_tensor_parallel
 
 CPU = Hardware("cpu", "test CPU", devices_per_node=2, intra_node_link="cpu")

@@ -11,13 +11,9 @@ from torch.nn.parallel import DistributedDataParallel
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from trainer.config import GALORE_PROJ_TYPES, ConfigError, GaLoreSpec, TrainSpec, experiment_from_dict, load_experiment
+from trainer.costs.optimizer_state import galore_state_elements, optimizer_state_bytes
 from trainer.rank.memory import state_bytes, tensor_bytes
-from trainer.rank.optim import (
-    build_optimizer,
-    galore_state_elements,
-    optimizer_state_bytes,
-    optimizer_state_tensors,
-)
+from trainer.rank.optim import build_optimizer, optimizer_state_tensors
 
 TINY_LLAMA = {
     "model_type": "llama",

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.costs.flops import gpu_links, peak_bf16_flops, peak_memory_bandwidth
-from trainer.rank.worker import failure_status
+from trainer.hardware import gpu_links, peak_bf16_flops, peak_memory_bandwidth
+from trainer.rank.failures import failure_status
 
 
 @pytest.mark.parametrize(

@@ -21,11 +21,10 @@ from transformers import AutoConfig
 from evalsuite.models import eval_dtype
 from trainer.config import TrainSpec, load_experiment
 from trainer.costs.memory_model import CUDA_RUNTIME, MemoryPlan, nccl_communicators, predict_memory
-from trainer.costs.planner import planned_hardware
 from trainer.data.rows import BatchPlan, BatchPrefetcher, RowSource, TokenizedCorpus
+from trainer.hardware import GPUS, gpu_preset, planned_hardware
 from trainer.host.environment import device_name, process_env
 from trainer.layout import Layout
-from trainer.model.presets import GPUS, gpu_preset
 from trainer.rank import checkpoint
 from trainer.rank.loop import collective_timeouts, init_worker, set_collective_timeout, untimed_steps
 from trainer.rank.memory import cuda_peak, process_device_used
@@ -75,7 +74,7 @@ def test_the_cuda_prediction_adds_the_runtime_and_the_cpu_one_does_not():
 
 def test_plan_drops_a_layout_that_fits_only_without_the_runtime_reserve(tmp_path, monkeypatch):
     from trainer.costs.planner import plan
-    from trainer.costs.throughput import Hardware
+    from trainer.hardware import Hardware
 
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))  # no calibration records
     experiment = load_experiment(write_experiment(tmp_path, {"train": {"precision": "fp32"}}))

@@ -11,7 +11,8 @@ import pytest
 from bench.gpu import LLAMA_1B, LLAMA_SMALL
 from trainer.config import experiment_from_dict
 from trainer.costs.memory_model import MemoryPlan, predict_memory
-from trainer.costs.throughput import Hardware, predict_run
+from trainer.costs.throughput import predict_run
+from trainer.hardware import Hardware
 from trainer.layout import Layout
 from trainer.model.build import model_config
 

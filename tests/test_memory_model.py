@@ -10,7 +10,8 @@ from transformers import AutoConfig
 from trainer.config import TrainSpec
 from trainer.costs.memory_model import MemoryPlan, activation_bytes, local_shapes, predict_memory, rank_coordinates
 from trainer.layout import Layout
-from trainer.model.build import build_model, enable_activation_checkpointing
+from trainer.model.build import build_model
+from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
 from trainer.rank.memory import saved_for_backward
 from trainer.rank.step import token_loss_sum
 

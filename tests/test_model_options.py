@@ -12,13 +12,9 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from trainer.config import ModelSpec
 from trainer.costs.flops import causal_attention_pairs, step_flops
 from trainer.launch.launcher import TrainRequest, prepare
-from trainer.model.build import (
-    build_model,
-    checkpoint_dir,
-    count_parameters,
-    enable_activation_checkpointing,
-    model_config,
-)
+from trainer.model.build import build_model, checkpoint_dir, model_config
+from trainer.model.parameters import count_parameters
+from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
 from trainer.rank.step import forward_backward
 
 

@@ -115,9 +115,9 @@ def _llama_8b_on_64_h100s(gns_every: int):
     """The step of `meshpilot plan`'s first choice for Llama-3.1-8B on 8 nodes of 8 H100s: HSDP across the nodes."""
     from transformers import LlamaConfig
 
-    from trainer.costs.planner import planned_hardware
     from trainer.costs.throughput import estimate_step, model_bytes
-    from trainer.model.build import count_parameters
+    from trainer.hardware import planned_hardware
+    from trainer.model.parameters import count_parameters
     from trainer.model.presets import PRESET_SEQ_LEN, model_preset
 
     config = LlamaConfig(**{k: v for k, v in model_preset("llama-3.1-8b").items() if k != "model_type"})

@@ -14,7 +14,7 @@ from support import TINY_MODEL, meshpilot, write_experiment
 from trainer.config import load_experiment
 from trainer.costs.plan_export import ExportRefused, PlanContext, export, toml
 from trainer.costs.planner import Candidate
-from trainer.costs.throughput import Hardware
+from trainer.hardware import Hardware
 from trainer.layout import Layout
 
 MODEL = {**TINY_MODEL, "num_hidden_layers": 4}

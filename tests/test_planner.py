@@ -13,14 +13,8 @@ import yaml
 from support import TINY_MODEL, meshpilot, write_experiment
 from transformers import AutoConfig
 
-from trainer.costs.throughput import (
-    Calibration,
-    Hardware,
-    dimension_links,
-    estimate_step,
-    fit,
-    intra_node_link_from_topology,
-)
+from trainer.costs.throughput import Calibration, dimension_links, estimate_step, fit
+from trainer.hardware import Hardware, intra_node_link_from_topology
 from trainer.layout import Layout, LayoutError
 
 BIG_MODEL = {
@@ -100,9 +94,9 @@ def test_inner_dimensions_stay_inside_a_node():
      ("h100-pcie", "pcie5"), ("l40s", "pcie4"), ("a10", "pcie4"), ("4090", "pcie4")],
 )  # fmt: skip
 def test_each_gpu_preset_talks_over_its_own_generation_of_link(gpu, within, tmp_path, monkeypatch):
-    """A GPU without NVLink is planned over PCIe, each at its data sheet's bandwidth (trainer.costs.flops.GPU_LINKS)."""
-    from trainer.costs.planner import planned_hardware
-    from trainer.costs.throughput import INTERCONNECTS, hardware_figures
+    """A GPU without NVLink is planned over PCIe, each at its data sheet's bandwidth (trainer.hardware.GPU_LINKS)."""
+    from trainer.costs.throughput import hardware_figures
+    from trainer.hardware import INTERCONNECTS, planned_hardware
 
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))  # no probe here: the data sheets
     hardware, _ = planned_hardware("cuda", 8, 1, gpu)
@@ -112,7 +106,7 @@ def test_each_gpu_preset_talks_over_its_own_generation_of_link(gpu, within, tmp_
 
 
 def test_nodes_joined_by_hdr_infiniband_train_slower_than_by_ndr(tmp_path, monkeypatch):
-    from trainer.costs.planner import planned_hardware
+    from trainer.hardware import planned_hardware
 
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))  # no probe here: the data sheets
     config = AutoConfig.for_model(**BIG_MODEL)
@@ -150,7 +144,7 @@ def test_selective_checkpointing_costs_less_than_a_forward_pass(device_type):
     tests/test_dispatch_cost.py, can make a model this small slower than full, as it is on this machine.)"""
     from trainer.costs.flops import step_flops
     from trainer.costs.throughput import selective_recompute_flops
-    from trainer.model.build import count_parameters
+    from trainer.model.parameters import count_parameters
 
     config = AutoConfig.for_model(**{**TINY_MODEL, "hidden_size": 256, "intermediate_size": 688})
     name = "NVIDIA H100 80GB HBM3" if device_type == "cuda" else "x86_64"
@@ -385,7 +379,7 @@ def test_the_planner_shares_work_without_changing_a_figure(tmp_path, monkeypatch
     from trainer.costs.planner import GiB, _rank_key, micro_batch_choices, plan, valid_layouts
     from trainer.costs.throughput import model_bytes
     from trainer.model.attention import head_dim, takes_dense_mask
-    from trainer.model.build import describe_parameters
+    from trainer.model.parameters import describe_parameters
     from trainer.parallel.pipeline import check_pipeline
 
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))

@@ -14,7 +14,8 @@ import pytest
 import responses
 from test_report import BENCH, BRANCH, DATE, REPORT_DIR, SLUG, make_repo, shared_sweep
 
-from agent.repo.providers import PullRequest, make_provider, parse_remote_url
+from agent.repo.providers import make_provider, parse_remote_url
+from agent.repo.providers.base import PullRequest
 from agent.repo.providers.gitea import GiteaProvider
 from agent.repo.providers.github import GitHubProvider
 from agent.repo.providers.gitlab import GitLabProvider

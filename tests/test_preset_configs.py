@@ -28,7 +28,7 @@ def transformers_config(name: str):
 @pytest.mark.parametrize("name", PRESETS)
 def test_a_presets_parameters_are_its_meta_models(name):
     """Every parameter's name and shape, in the model's order, and the counts: exactly the meta-device model's."""
-    from trainer.model.build import describe_parameters
+    from trainer.model.parameters import describe_parameters
 
     light = preset_config(ModelSpec(config=model_preset(name)))
     assert light.describe_parameters() == describe_parameters(transformers_config(name))
@@ -77,7 +77,8 @@ def test_context_parallel_is_checked_alike_for_a_preset_and_its_transformers_con
 def test_a_presets_plan_is_the_one_its_transformers_config_gives(tmp_path, monkeypatch, name):
     """Every candidate, figure and reason to drop, in the same order, for 16 H100s (tensor, pipeline and context
     parallel layouts among them) and for the rows of 8192 tokens that context parallelism is for."""
-    from trainer.costs.planner import plan, planned_hardware
+    from trainer.costs.planner import plan
+    from trainer.hardware import planned_hardware
 
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))
     hardware, memory = planned_hardware("cuda", 8, 2, "h100")

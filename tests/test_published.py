@@ -18,10 +18,9 @@ from bench.published import (
     preset_config,
     summary,
 )
-from trainer.costs.flops import peak_bf16_flops, peak_memory_bandwidth
 from trainer.costs.planner import Pinned, plan
+from trainer.hardware import gpu_preset, peak_bf16_flops, peak_memory_bandwidth
 from trainer.layout import Layout
-from trainer.model.presets import gpu_preset
 
 GiB = 1024**3
 ROWS = parse_tables()

@@ -11,7 +11,7 @@ import pytest
 from support import TINY_MODEL, train, write_experiment
 from transformers import AutoConfig
 
-from trainer.model.build import count_parameters
+from trainer.model.parameters import count_parameters
 
 BIG = {"hidden_size": 1024, "intermediate_size": 4096, "num_attention_heads": 8, "num_key_value_heads": 8}
 CHANGES = {

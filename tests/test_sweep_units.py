@@ -10,7 +10,8 @@ import optuna
 import pytest
 from support import meshpilot, write_experiment
 
-from agent.sweep import SWEEP, SWEEP_FILE, _new_sweep, run_sweep
+from agent.records import SWEEP, SWEEP_FILE
+from agent.sweep import _new_sweep, run_sweep
 from agent.sweep.runner import DevicePool
 from agent.sweep.space import Range, build_space, check_space, parse_space_args
 from agent.sweep.study import (

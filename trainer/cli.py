@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainer.config import ConfigError
+from trainer.config import ConfigError, load_experiment
 from trainer.costs.plan_export import TARGETS, PlanContext
 
 if TYPE_CHECKING:
@@ -50,12 +50,14 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    # Imported here: each subcommand imports only what it runs (every parser is registered for help).
     from trainer.host.lifeline import tie_to_parent
 
     tie_to_parent()  # started by a job supervisor: die with it (imported first: the next import takes seconds)
     # numpy's OpenBLAS starts a thread pool when imported, and a launcher with more than one thread cannot fork
     # torchrun's agent (trainer.launch.torchrun.can_fork). Nothing of a run uses numpy's BLAS (torch has its own).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # Imported here: each subcommand imports only what it runs (every parser is registered for help).
     from trainer.launch.launcher import TrainRequest, describe, launch, prepare
 
     request = TrainRequest(
@@ -121,6 +123,7 @@ def _add_plan(commands: argparse._SubParsersAction) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    # Imported here: each subcommand imports only what it runs (every parser is registered for help).
     from trainer.host.collector import collector_paused
 
     # Paused from the first import on: importing torch and transformers (and, for a model that is no preset's, the
@@ -133,9 +136,10 @@ def _plan(args: argparse.Namespace) -> int:
 def _make_plan(args: argparse.Namespace) -> int:
     import json
 
-    from trainer.config import load_experiment
-    from trainer.costs.planner import format_table, pinned_by, plan, planned_hardware
+    # Imported here: each subcommand imports only what it runs (every parser is registered for help).
+    from trainer.costs.planner import format_table, pinned_by, plan
     from trainer.costs.probe import ensure_probe, plans_this_machine
+    from trainer.hardware import planned_hardware
     from trainer.model.presets import model_override, planning_config, preset_experiment, preset_key
 
     if args.devices < 1 or args.nodes < 1:
@@ -177,6 +181,7 @@ def _make_plan(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace, candidates: list[Candidate], context: PlanContext) -> int:
     """The picked row as the --export target's files and launch line; 1, with the reason, where it cannot."""
+    # Imported here: each subcommand imports only what it runs (every parser is registered for help).
     from trainer.costs.plan_export import ExportRefused, export, pick
 
     candidate = pick(candidates, args.pick)
@@ -204,6 +209,7 @@ def _add_probe(commands: argparse._SubParsersAction) -> None:
 
 
 def _probe(args: argparse.Namespace) -> int:
+    # Imported here: each subcommand imports only what it runs (every parser is registered for help).
     from trainer.host.lifeline import tie_to_parent
 
     tie_to_parent()  # started by a job supervisor: die with it, and the probe's processes with this one
@@ -217,7 +223,9 @@ def _probe(args: argparse.Namespace) -> int:
         read_probe,
         run_probe,
     )
-    from trainer.costs.throughput import this_machine
+
+    # Imported here: each subcommand imports only what it runs (every parser is registered for help).
+    from trainer.hardware import this_machine
     from trainer.host.environment import resolve_device_type
 
     device_type = resolve_device_type(args.device_type, "--device-type")
@@ -258,6 +266,7 @@ def _add_export_hf(commands: argparse._SubParsersAction) -> None:
 
 
 def _export_hf(args: argparse.Namespace) -> int:
+    # Imported here: each subcommand imports only what it runs (every parser is registered for help).
     from trainer.export.hf import export_run, read_provenance
 
     out = export_run(args.run, args.step, args.out, trust=args.trust)

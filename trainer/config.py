@@ -78,7 +78,8 @@ FSDP_REDUCE_DTYPES = ("fp32", "bf16")  # train.fsdp_reduce_dtype
 FSDP_GRAD_SYNCS = ("micro_batch", "step")
 # train.activation_checkpointing, from most memory to least: none keeps every activation; selective keeps the
 # matmul and attention outputs of each decoder layer and recomputes the cheap ops between them; full keeps only each
-# layer's input and recomputes the whole layer (trainer.model.build.enable_activation_checkpointing).
+# layer's input and recomputes the whole layer
+# (trainer.parallel.activation_checkpointing.enable_activation_checkpointing).
 CHECKPOINTING_MODES = ("none", "selective", "full")
 # The modes the key took when it was a bool, stored as those bools: the files and config hashes of runs recorded
 # then stay as they were, and code that only asks "is anything recomputed?" may test the value's truth.
@@ -391,3 +392,9 @@ def parse_bytes(text: int | str) -> int:
         raise ConfigError(f"memory size {text!r}: give bytes or a number with a unit such as 80GiB, 80GB, 512MiB")
     # Decimal, not float: "1.1TB" must be exactly 1_100_000_000_000 bytes.
     return int(Decimal(match.group(1)) * _UNITS[unit])
+
+
+def closest_presets(key: str, names: list[str]) -> str:
+    """The end of a "no preset" error: the closest of `names` to `key`, or all of them."""
+    close = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
+    return f" (closest: {', '.join(close)})" if close else f" (presets: {', '.join(names)})"

@@ -137,7 +137,7 @@ def _status(directory: Path) -> dict[str, Any]:
     try:
         return jobs.run_status(directory)
     except ConfigError:  # neither job.json nor metrics.json: a trial waiting for devices, or a run being prepared
-        from agent.sweep.runner import TRIAL_FILE  # with optuna: only for a directory whose job has not started
+        from agent.records import TRIAL_FILE
 
         state = "queued" if (directory / TRIAL_FILE).is_file() else "starting"
         return {"state": state, "cause": None, "steps": None, "metrics": None}
@@ -193,7 +193,7 @@ def _layout(directory: Path, metrics: dict[str, Any]) -> str | None:
         with contextlib.suppress(OSError, yaml.YAMLError, AttributeError):
             degrees = yaml.safe_load((directory / "config.yaml").read_text()).get("layout")
     if degrees is None:
-        from agent.sweep.runner import TRIAL, TRIAL_FILE  # optuna: only for a trial that has not started
+        from agent.records import TRIAL, TRIAL_FILE
 
         with contextlib.suppress(OSError, ValueError):  # a record being written, or from another version
             record = TRIAL.read(directory / TRIAL_FILE)

@@ -122,7 +122,7 @@ def _sweep(repo: Path, out: Path, job: jobs.JobRecord) -> BackgroundSweep:
 
 def sweep_outcome(repo: Path, sweep: BackgroundSweep) -> str:
     """One line on a sweep process that ended: its winner, or the error its log ends with."""
-    from agent.sweep.summary import SUMMARY, SUMMARY_FILE
+    from agent.records import SUMMARY, SUMMARY_FILE
 
     try:
         summary = SUMMARY.read(repo / sweep.out / SUMMARY_FILE)

@@ -2,7 +2,8 @@
 pull request (or merge request) through a provider: local (any git remote), GitHub, GitLab, Gitea/Forgejo."""
 
 from agent.repo.git_writer import Target, commit, diff, ensure_clean, open_repository, prepare_branch, push, undo
-from agent.repo.providers import PROVIDERS, PullRequest, make_provider
+from agent.repo.providers import PROVIDERS, make_provider
+from agent.repo.providers.base import PullRequest
 from agent.repo.secrets import RepoError, redact
 
 __all__ = [

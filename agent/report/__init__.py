@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.repo import git_writer
-from agent.repo.providers import PullRequest, make_provider
+from agent.repo.providers import make_provider
+from agent.repo.providers.base import PullRequest
 from agent.repo.secrets import RepoError, install_log_redaction
 from agent.report.build import build, finish, pull_request_body
 from agent.report.docs import MODEL_CARD, TRAINING_GUIDE, docs_file

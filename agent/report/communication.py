@@ -33,7 +33,8 @@ def predict(trials: list[Trial]) -> dict[str, Any]:
 
 def _predict_trial(metrics: Metrics, config: dict, launch: LaunchInfo | None) -> dict[str, Any]:
     from trainer.costs.throughput import communication_bytes, model_bytes
-    from trainer.model.build import count_parameters, model_config
+    from trainer.model.build import model_config
+    from trainer.model.parameters import count_parameters
 
     experiment = experiment_from_dict(config)
     base_dir = Path(launch["base_dir"]) if launch else Path(".")

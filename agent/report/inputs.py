@@ -23,8 +23,7 @@ from typing import Any
 
 import yaml
 
-from agent.sweep import SWEEP, SWEEP_FILE, SweepInputs
-from agent.sweep.summary import SUMMARY, SUMMARY_FILE, Summary, TrialSummary
+from agent.records import SUMMARY, SUMMARY_FILE, SWEEP, SWEEP_FILE, Summary, SweepInputs, TrialSummary
 from trainer.config import OBJECTIVES, ConfigError
 from trainer.results.contracts import Contract, ContractError
 from trainer.results.rundir import RunDir

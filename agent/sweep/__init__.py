@@ -20,97 +20,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
-
-from pydantic import Field
-from typing_extensions import TypedDict
+from typing import TYPE_CHECKING, Any
 
 from agent.jobs import is_job_file
-from agent.sweep.executors import ExecutorKind
+from agent.records import SWEEP, SWEEP_FILE, SweepInputs
 from trainer.config import OBJECTIVES, ConfigError, load_experiment
 from trainer.rank.trackers import check_trackers
-from trainer.results.contracts import STRICT, Contract, ContractError
-from trainer.results.schemas import Degrees
+from trainer.results.contracts import ContractError
 
 if TYPE_CHECKING:  # the runner imports optuna: loaded when a sweep runs, not by every `meshpilot` command
     from agent.sweep.runner import ProgressCallback
-
-Objective = Literal["tokens_per_s", "final_loss"]  # trainer.config.OBJECTIVES
-assert set(Objective.__args__) == set(OBJECTIVES), "Objective must name trainer.config.OBJECTIVES"
-Positive = Annotated[float, Field(gt=0)]
-AtLeastOne = Annotated[int, Field(ge=1)]
-Bytes = Annotated[int, Field(ge=0)]
-
-
-class PointRecord(TypedDict):
-    """A point of the space (agent.sweep.space.Point): one combination of the discrete choices, predicted."""
-
-    __pydantic_config__ = STRICT
-    id: str
-    layout: Degrees
-    micro_batch: AtLeastOne
-    grad_accum: AtLeastOne
-    activation_checkpointing: bool | Literal["selective"]  # train.activation_checkpointing as stored
-    packing: bool
-    extra: dict[str, Any]  # other experiment keys (section.key) -> value
-    predicted_peak_bytes: Bytes | None
-    predicted_tokens_per_s: float | None
-
-
-class RangeRecord(TypedDict):
-    """A continuous dimension (agent.sweep.space.Range)."""
-
-    __pydantic_config__ = STRICT
-    low: float
-    high: float
-    log: bool
-
-
-class Dropped(TypedDict):
-    """A candidate the planner ruled out before any trial ran, and why."""
-
-    __pydantic_config__ = STRICT
-    layout: Degrees
-    micro_batch: AtLeastOne
-    activation_checkpointing: bool | Literal["selective"]  # train.activation_checkpointing as stored
-    reason: str
-
-
-class SpaceRecord(TypedDict):
-    """agent.sweep.space.Space.to_dict."""
-
-    __pydantic_config__ = STRICT
-    points: Annotated[list[PointRecord], Field(min_length=1)]
-    ranges: dict[str, RangeRecord]
-    dropped: list[Dropped]
-
-
-class SweepInputs(TypedDict):
-    """sweep.json: what the sweep was asked and what it resolved, fixed when it starts (a resume checks them)."""
-
-    __pydantic_config__ = STRICT
-    experiment: str  # absolute
-    config_hash: str
-    objective: Objective
-    direction: Literal["maximize", "minimize"]
-    sampler: Literal["grid", "tpe"]
-    prune: bool
-    executor: ExecutorKind
-    device_type: Literal["cpu", "cuda"]
-    device_ids: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
-    trials: AtLeastOne  # as asked
-    budget: AtLeastOne  # distinct trials that run
-    trial_steps: AtLeastOne
-    timing_warmup_steps: Annotated[int, Field(ge=0)]
-    timeout_s: Positive | None
-    hang_s: Positive | None
-    requested_space: dict[str, Any]  # --space as given
-    space: SpaceRecord
-    trackers: list[str] | None  # every trial's, instead of the experiment's train.trackers; None: the experiment's
-
-
-SWEEP_FILE = "sweep.json"
-SWEEP = Contract(SWEEP_FILE, SweepInputs)
 
 
 def run_sweep(
@@ -143,7 +62,8 @@ def run_sweep(
     with a runner.SweepProgress at every poll of the trials (agent.sweep.progress shows it on a terminal).
     `trackers` replaces the experiment's train.trackers in every trial (each trial is a tracker run of its own).
     """
-    from agent.sweep.executors import EXECUTORS, make_executor
+    from agent.records import EXECUTORS
+    from agent.sweep.executors import make_executor
     from agent.sweep.runner import Runner, settings_from
     from agent.sweep.space import Space
     from agent.sweep.study import open_study, start_with_planner_pick

@@ -21,16 +21,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import psutil
 
 from agent import jobs
+from agent.records import EXECUTORS
 from trainer.config import ConfigError
 from trainer.host.lifeline import tied_env
 
-ExecutorKind = Literal["local", "slurm", "submitit-local"]  # sweep.json's "executor"
-EXECUTORS: tuple[str, ...] = ExecutorKind.__args__
 # SLURM states in which a job will never run the supervisor (or stopped it from outside).
 _SLURM_ENDED = ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE")
 SLURM_GONE = "GONE"  # slurm_state: the controller no longer knows the job (it ended over MinJobAge ago)

@@ -21,18 +21,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from optuna.trial import Trial, TrialState
-from pydantic import ConfigDict, Field
-from typing_extensions import TypedDict
+from pydantic import Field
 
 from agent import jobs
+from agent.records import TRIAL, TRIAL_FILE, Params, TrialRequest
 from agent.sweep.study import suggest, trial_id
 from trainer.rank.trackers import RUN_GROUP_ENV, RUN_NAME_ENV
-from trainer.results.contracts import STRICT, Contract
 from trainer.results.rundir import RunDir, StepsTail, tokens_per_s
-from trainer.results.schemas import Degrees, StepRecord
+from trainer.results.schemas import StepRecord
 
 if TYPE_CHECKING:  # the space imports torch (the planner's data): readers of trial.json need neither
     import optuna
@@ -42,54 +41,8 @@ if TYPE_CHECKING:  # the space imports torch (the planner's data): readers of tr
     from agent.sweep.space import Space
 
 POLL_S = 0.5
-TRIAL_FILE = "trial.json"  # the sweep's record of a trial: TrialRecord
 
 AtLeastOne = Annotated[int, Field(ge=1)]
-
-
-class Params(TypedDict):
-    """A trial's parameters as the summary shows them (agent.sweep.space.Point.params): the layout, batch split and
-    checkpointing, then every other varied key, a train key by its name alone ("lr"), any other as section.key.
-    For display: what the trial ran with, exactly, is its record's `settings`."""
-
-    __pydantic_config__ = ConfigDict(extra="allow")  # the varied keys, whichever the space names
-    layout: Degrees
-    micro_batch: AtLeastOne
-    grad_accum: AtLeastOne
-    activation_checkpointing: bool | Literal["selective"]  # train.activation_checkpointing as stored
-    packing: bool
-
-
-class TrialRequest(TypedDict):
-    """What the trial's job was started with (agent.jobs.start_run's arguments); the environment by names only."""
-
-    __pydantic_config__ = STRICT
-    experiment: str
-    nproc: AtLeastOne
-    layout: str  # the --layout argument, every degree spelled out
-    steps: AtLeastOne
-    overrides: list[str]  # every --set, in order: the trial's settings, then what the sweep sets for every trial
-    timeout_s: Annotated[float, Field(gt=0)] | None
-    hang_s: Annotated[float, Field(gt=0)] | None
-    env_keys: list[str]  # values may be secrets
-
-
-class TrialRecord(TypedDict):
-    """trial.json: the sweep's record of one trial, written when it gets its devices, before its job starts."""
-
-    __pydantic_config__ = STRICT
-    id: str  # its point's id, and a hash of its range values when there are any (agent.sweep.study.trial_id)
-    number: Annotated[int, Field(ge=0)]  # optuna's trial number
-    point: str  # the id of its point in sweep.json's space
-    params: Params
-    # The `--set` overrides that make this trial (its choices and range values), `section.key=JSON` as the
-    # experiment file names each key: `meshpilot train ... --set S` for each trains what it trained.
-    settings: list[str]
-    request: TrialRequest
-    devices: list[Annotated[int, Field(ge=0)]]  # the sweep's device indices it ran on (none: the scheduler's)
-
-
-TRIAL = Contract(TRIAL_FILE, TrialRecord)
 
 
 @dataclass

@@ -269,7 +269,7 @@ def _world_of(text: str) -> int:
 def _planned(experiment: Experiment, layouts: list[Layout], device_type: str, devices: int):
     """The planner's candidates for these layouts in the fixed order, and the dropped ones with their reasons."""
     from trainer.costs.planner import plan
-    from trainer.costs.throughput import this_machine
+    from trainer.hardware import this_machine
     from trainer.model.build import model_config
 
     config = model_config(experiment.model, Path(experiment.base_dir))

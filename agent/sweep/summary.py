@@ -10,67 +10,26 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field
-from typing_extensions import TypedDict
 
 from agent import jobs
-from agent.sweep import SWEEP, SWEEP_FILE, Dropped, Objective, PointRecord
-from agent.sweep.runner import TRIAL, TRIAL_FILE, Params, TrialRecord
+from agent.records import (
+    SUMMARY,
+    SUMMARY_FILE,
+    SWEEP,
+    SWEEP_FILE,
+    TRIAL,
+    TRIAL_FILE,
+    Dropped,
+    PointRecord,
+    Summary,
+    TrialRecord,
+)
 from trainer.config import OBJECTIVES
-from trainer.results.contracts import STRICT, Contract
 
-SUMMARY_FILE = "summary.json"
 Bytes = Annotated[int, Field(ge=0)]
-
-
-class TrialSummary(TypedDict):
-    """One trial: its parameters and settings (from its trial.json), how it ended and its figures."""
-
-    __pydantic_config__ = STRICT
-    id: str
-    params: Params
-    settings: list[str]  # exactly the `--set` overrides that make it (TrialRecord.settings)
-    status: jobs.JobState  # how its job ended ("queued": it never started)
-    cause: str | None
-    run_dir: str | None  # relative to the sweep directory
-    nproc: Annotated[int, Field(ge=1)]
-    tokens_per_s: float | None
-    mfu: float | None
-    peak_mem_bytes: Bytes | None  # the largest rank's
-    predicted_peak_bytes: Bytes | None
-    predicted_tokens_per_s: float | None
-    final_loss: float | None  # None when not finite
-
-
-class PlannerVerdict(TypedDict):
-    """The planner's pick among the trials that ran against the measured best."""
-
-    __pydantic_config__ = STRICT
-    top_pick: str | None
-    top_pick_params: Params | None
-    measured_best: str | None
-    quality_ratio: Annotated[float, Field(ge=0)] | None  # the pick's measured tokens/s over the best's
-    dropped: list[Dropped]  # candidates the planner ruled out before any trial ran, with the reason
-
-
-class Summary(TypedDict):
-    """summary.json: the winner, every trial with its status and figures, the planner against the measurements."""
-
-    __pydantic_config__ = STRICT
-    experiment: str
-    config_hash: str
-    objective: Objective
-    device_type: Literal["cpu", "cuda"]
-    devices: Annotated[int, Field(ge=1)]
-    sampler: Literal["grid", "tpe"]
-    winner: str | None  # the best ok trial by the objective
-    trials: list[TrialSummary]  # by id
-    planner: PlannerVerdict
-
-
-SUMMARY = Contract(SUMMARY_FILE, Summary)
 
 
 def summarize(directory: Path) -> Summary:

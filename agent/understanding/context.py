@@ -12,6 +12,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from agent.prompt import SYSTEM_PROMPT
 from agent.understanding.known import Known
 
 # The command a tool call answers: what a follow-up ("and baseline-ddp?") asks again.
@@ -104,9 +105,7 @@ def context_of(messages: list[BaseMessage], repo: str | None = None) -> Context:
 
 
 def repo_of(messages: list[BaseMessage]) -> str | None:
-    """The repository the graph's system prompt names (agent.graph.SYSTEM_PROMPT): the planner's only view of it."""
-    from agent.graph import SYSTEM_PROMPT
-
+    """The repository the graph's system prompt names (agent.prompt.SYSTEM_PROMPT): the planner's only view of it."""
     before, _, after = SYSTEM_PROMPT.partition("{repo}")
     pattern = re.escape(before[-40:]) + r"(.+?)" + re.escape(after[:12])
     for message in messages:

@@ -19,16 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer.config import ConfigError
-from trainer.model.presets import (
-    GPU_ALIASES,
-    GPUS,
-    MODELS,
-    REFUSED,
-    gpu_preset,
-    model_override,
-    model_preset,
-    preset_key,
-)
+from trainer.hardware import GPU_ALIASES, GPUS, gpu_preset
+from trainer.model.presets import MODELS, REFUSED, model_override, model_preset, preset_key
 
 SLASH_COMMANDS = ("help", "plan", "why", "run", "status", "results", "cancel", "hardware", "runs", "read", "sweep",
                   "bench", "report", "pr", "compare", "trials", "where", "docs")  # fmt: skip

@@ -18,10 +18,10 @@ checkpointing. The counts are those of transformers' Llama-family decoder layer 
     per token once: the final norm (3h + 1), the chunked loss's log-sum-exp (fp32; trainer.model.loss: the logits
     are recomputed in backward, not kept; a pipeline's last stage still keeps the log-softmax over the vocabulary,
     in fp32), input ids (int64), and rotary cos/sin (per position only, for unpacked rows).
-Selective checkpointing (trainer.model.build.selective_checkpoint_context) keeps, per layer and token, the layer's input
-(h), the outputs of the q, v, gate and down projections (q/tp, kv/tp, i/tp, and h: down is row-parallel, so each
-tensor-parallel rank holds a whole partial sum) and the attention kernel's output and log-sum-exp (q/tp, and heads/tp
-in fp32); no mask bias and no gathered keys and values (both are rebuilt in the recomputation).
+Selective checkpointing (trainer.parallel.activation_checkpointing.selective_checkpoint_context) keeps, per layer and
+token, the layer's input (h), the outputs of the q, v, gate and down projections (q/tp, kv/tp, i/tp, and h: down is
+row-parallel, so each tensor-parallel rank holds a whole partial sum) and the attention kernel's output and log-sum-exp
+(q/tp, and heads/tp in fp32); no mask bias and no gathered keys and values (both are rebuilt in the recomputation).
 Under bf16 without FSDP2, autocast also saves a bf16 copy of every matmul weight (`weight_copies_saved`).
 
 Context parallelism divides every token count by cp except the gathered keys and values: each layer keeps the
@@ -52,9 +52,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from trainer.config import TrainSpec, checkpointing_mode
+from trainer.costs.optimizer_state import optimizer_state_bytes
 from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
 from trainer.model.attention import takes_dense_mask
 from trainer.model.loss import chunk_tokens
+from trainer.model.parameters import describe_parameters
 from trainer.parallel.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
 
 if TYPE_CHECKING:
@@ -144,7 +146,6 @@ class ConfigSnapshot:
 
 def parameter_shapes(config: PretrainedConfig) -> list[tuple[str, tuple[int, ...]]]:
     """Names and shapes of the model's parameters (tied ones once), from a meta-device model."""
-    from trainer.model.build import describe_parameters
 
     return describe_parameters(config)[0]
 
@@ -259,7 +260,7 @@ class ShapeSums:
 
     parameter_elements: int  # this rank's shards
     matmul_weight_elements: int  # this rank's 2-D weights but the embedding: what autocast copies to bf16
-    optimizer_bytes: int  # this rank's optimizer state (trainer.rank.optim holds the exact rule for each optimizer)
+    optimizer_bytes: int  # this rank's optimizer state (trainer.costs.optimizer_state holds the exact rule)
     layer_elements: int  # one whole decoder layer, unsharded: what FSDP gathers at a time (before tp)
     unsharded_elements: int  # this rank's tensor-parallel and pipeline share before FSDP2 chunks it
 
@@ -271,7 +272,6 @@ class ShapeSums:
         unsharded: list[tuple[ParameterGroup, tuple[int, ...], list[int]]] | None = None,
     ) -> ShapeSums:
         """`local`: a rank's `local_groups`; `unsharded`: the same without FSDP2's chunking (default: `local`)."""
-        from trainer.rank.optim import optimizer_state_bytes
 
         whole = sum(math.prod(shape) * len(held) for _, shape, held in (local if unsharded is None else unsharded))
         parameters = matmul = optimizer = layer = 0

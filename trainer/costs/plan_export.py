@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from accelerate.commands.config.config_args import ClusterConfig
 
     from trainer.costs.planner import Candidate
-    from trainer.costs.throughput import Hardware
+    from trainer.hardware import Hardware
 
 TARGETS = ("accelerate", "torchtitan", "torchrun")
 ACCELERATE_FILE = "accelerate_config.yaml"

@@ -29,7 +29,6 @@ import yaml
 
 from trainer.config import (
     CHECKPOINTING_MODES,
-    ConfigError,
     Experiment,
     TrainSpec,
     apply_override,
@@ -38,7 +37,6 @@ from trainer.config import (
     normalize_checkpointing,
     resolve_precision,
 )
-from trainer.costs.flops import gpu_links
 from trainer.costs.memory_model import (
     ConfigSnapshot,
     MemoryPlan,
@@ -47,20 +45,12 @@ from trainer.costs.memory_model import (
     predict_rank,
     rank_coordinates,
 )
-from trainer.costs.throughput import (
-    DEFAULT_NETWORK,
-    NETWORKS,
-    Calibration,
-    Hardware,
-    StepEstimate,
-    detect_intra_node_link,
-    estimate_step,
-    hardware_figures,
-    model_bytes,
-)
+from trainer.costs.throughput import Calibration, StepEstimate, estimate_step, hardware_figures, model_bytes
+from trainer.hardware import Hardware
 from trainer.host.collector import collector_paused
 from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError
 from trainer.model.attention import head_dim, takes_dense_mask
+from trainer.model.parameters import describe_parameters
 from trainer.model.presets import PresetConfig
 from trainer.parallel.context_parallel import check_context_parallel
 from trainer.parallel.pipeline import check_pipeline
@@ -69,39 +59,6 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 GiB = 1024**3
-
-
-def planned_hardware(
-    device_type: str,
-    devices: int,
-    nodes: int,
-    gpu: str | None = None,
-    device_name: str | None = None,
-    device_mem: str | None = None,
-    configured_mem: str | None = None,
-    network: str | None = None,
-) -> tuple[Hardware, int]:
-    """The hardware a plan is for, and its bytes per device: the defaults of `meshpilot plan` and of the agent's
-    plan tool, decided here only. Memory: `device_mem`, else the `gpu` preset's, else the experiment's
-    hardware.device_mem (`configured_mem`), else the default GPU's as torch reports it (an H100 80GB has 79.18
-    GiB, not 80). The device is the `gpu` preset's, else an H100; a CPU plan is for this machine's CPU. Nodes are
-    joined by `network`, one of trainer.costs.throughput.NETWORKS (default DEFAULT_NETWORK)."""
-    from trainer.config import parse_bytes
-    from trainer.host.environment import device_name as local_device_name
-    from trainer.model.presets import DEFAULT_GPU, gpu_preset
-
-    network = network or DEFAULT_NETWORK
-    if network not in NETWORKS:
-        raise ConfigError(f"--network must be one of {', '.join(NETWORKS)}, not {network!r}")
-    preset = gpu_preset(gpu) if gpu else None
-    if device_type == "cpu":
-        name, link = device_name or local_device_name("cpu"), detect_intra_node_link(device_type)
-    else:  # the GPU's own link: NVLink where it has it (trainer.costs.flops.GPU_LINKS), else PCIe
-        name = device_name or (preset or gpu_preset(DEFAULT_GPU)).name
-        link = "pcie" if gpu_links(name)[0] is None else "nvlink"
-    given = device_mem or (str(preset.memory_bytes) if preset else configured_mem)
-    memory = parse_bytes(given) if given else gpu_preset(DEFAULT_GPU).memory_bytes
-    return Hardware(device_type, name, devices, nodes, link, network), memory
 
 
 @dataclass
@@ -192,10 +149,9 @@ def valid_layouts(world_size: int, config: PretrainedConfig, seq_len: int) -> li
 
 def _describe_parameters(config: PretrainedConfig | PresetConfig) -> tuple[list, dict[str, int]]:
     """The parameters' names, shapes and counts: a preset's from its numbers, any other model's from a meta-device
-    model (trainer.model.build.describe_parameters, which imports torch's and transformers' modeling code)."""
+    model (trainer.model.parameters.describe_parameters, which imports torch's and transformers' modeling code)."""
     if isinstance(config, PresetConfig):
         return config.describe_parameters()
-    from trainer.model.build import describe_parameters
 
     return describe_parameters(config)
 

@@ -27,18 +27,15 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from filelock import FileLock
 from tqdm import tqdm
 
 from trainer.config import ConfigError
+from trainer.hardware import Hardware, this_machine
 from trainer.host.cache import calibration_dir
-from trainer.host.environment import process_env
+from trainer.host.environment import device_name, process_env, versions
 from trainer.host.lifeline import tied_env
-
-if TYPE_CHECKING:
-    from trainer.costs.throughput import Hardware
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "send_recv")
@@ -162,8 +159,6 @@ def _read(path: str, inode: int, mtime_ns: int, size: int) -> dict | None:
 
 def run_probe(settings: ProbeSettings, rendezvous: Rendezvous = Rendezvous()) -> tuple[Path, dict]:
     """Measure this machine and store the result (replacing any earlier one): its path and contents."""
-    from trainer.costs.throughput import this_machine
-    from trainer.host.environment import versions
     from trainer.results.contracts import write_json  # here: `meshpilot plan` only reads probes (pydantic takes 0.1 s)
 
     hardware = this_machine(settings.device_type, settings.nproc, settings.nnodes)
@@ -213,8 +208,6 @@ def plans_this_machine(hardware: Hardware) -> bool:
     """Whether `hardware` is this machine's own devices (its probe applies), not hardware named by flags or presets
     that this machine does not have."""
     import torch
-
-    from trainer.host.environment import device_name
 
     if hardware.device_type == "cuda" and not torch.cuda.is_available():
         return False

@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from trainer.costs.probe import COLLECTIVES, PROGRESS, ProbeSettings, bytes_sent
+from trainer.costs.throughput import DTENSOR_OPS_PER_LAYER, SELECTIVE_OPS_PER_LAYER
 from trainer.host.lifeline import tie_to_parent, tied_env
 from trainer.results.contracts import write_json
 
@@ -136,9 +137,11 @@ def _tiny_step(model: torch.nn.Module, device: torch.device) -> Callable[[], Non
 
 
 def _tiny_llama(device: torch.device, checkpointing: str = "none") -> torch.nn.Module:
+    # Imported here: torchrun's agent runs this module too, and only the ranks build a model (seconds of imports).
     from transformers import AutoConfig
 
-    from trainer.model.build import build_model, enable_activation_checkpointing
+    from trainer.model.build import build_model  # (the same reason)
+    from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
 
     model = build_model(AutoConfig.for_model(**TINY_LAYER), None, seed=0, device=device.type)
     enable_activation_checkpointing(model, checkpointing)
@@ -151,7 +154,7 @@ def _dtensor_op_s(device: torch.device, sync, settings: ProbeSettings) -> float:
     communicates), forward and backward, against the plain layer. Collective: every rank creates every group."""
     from torch.distributed.device_mesh import DeviceMesh
 
-    from trainer.costs.throughput import DTENSOR_OPS_PER_LAYER
+    # Imported here: as in _tiny_llama, the modeling code for the ranks alone.
     from trainer.parallel.parallelize import apply_tensor_parallel
 
     alone = [dist.new_group([rank]) for rank in range(dist.get_world_size())][dist.get_rank()]
@@ -166,8 +169,6 @@ def _selective_op_s(device: torch.device, sync, settings: ProbeSettings) -> floa
     """Seconds selective checkpointing's policy adds to each operation that passes through its dispatch modes
     (trainer.costs.throughput's SELECTIVE_OPS_PER_LAYER): the tiny layer checkpointed selectively, forward and backward,
     against full checkpointing, which recomputes as much (and the few operations selective keeps)."""
-    from trainer.costs.throughput import SELECTIVE_OPS_PER_LAYER
-
     full_s = median_seconds(_tiny_step(_tiny_llama(device, "full"), device), sync, settings.repeats, COMPUTE_BUDGET_S)
     selective = _tiny_step(_tiny_llama(device, "selective"), device)
     selective_s = median_seconds(selective, sync, settings.repeats, COMPUTE_BUDGET_S)

@@ -59,7 +59,7 @@ cp's keys and values, pp's activations and tp's backward gradients move in `acti
 Links: a mesh dimension stays inside a node when it and the dimensions inside it (the mesh is ordered
 [pp, dp_replicate, dp_shard, cp, tp], tp innermost) fit in one node's devices; otherwise it crosses the network.
 Inside a node the link is NVLink or PCIe: from `nvidia-smi topo -m` on this machine's GPUs, or what a GPU preset has
-(trainer.costs.flops.GPU_LINKS), in the device's own generation; between nodes InfiniBand, NDR unless told HDR.
+(trainer.hardware.GPU_LINKS), in the device's own generation; between nodes InfiniBand, NDR unless told HDR.
 
 Rates (`hardware_figures`): the compute rate, and each link's per-collective latency and bandwidth, are the
 machine's probe (`meshpilot probe`, trainer.costs.probe) where it has one, and otherwise the stated assumptions and data
@@ -73,10 +73,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import platform
-import re
-import shutil
-import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -85,42 +81,14 @@ from filelock import FileLock
 from transformers import PretrainedConfig
 
 from trainer.config import Experiment, checkpointing_mode, resolve_precision
-from trainer.costs.flops import gpu_links, peak_bf16_flops, peak_memory_bandwidth, step_flops
+from trainer.costs.flops import step_flops
 from trainer.costs.probe import read_probe
+from trainer.hardware import INTERCONNECTS, NETWORKS, Hardware, interconnect_within
 from trainer.host.cache import calibration_dir
 from trainer.layout import MESH_DIMS, Layout
+from trainer.model.attention import head_dim, takes_dense_mask
+from trainer.model.parameters import count_parameters
 
-
-@dataclass(frozen=True)
-class Interconnect:
-    bandwidth: float  # bytes per second in one direction, per device
-    latency_s: float  # the fixed cost of one collective (which dominates for small models): stated, no data sheet
-    source: str  # of the bandwidth
-
-
-# Each link's data-sheet bandwidth, for predictions where no probe measured it: NVLink per GPU (half the
-# both-directions total the data sheets print), PCIe per x16 slot, InfiniBand per port (one per GPU).
-INTERCONNECTS = {
-    "nvlink3": Interconnect(300e9, 10e-6, "NVIDIA A100 datasheet: 3rd-generation NVLink, 600 GB/s per GPU"),
-    "nvlink4": Interconnect(450e9, 10e-6, "NVIDIA H100 datasheet: 4th-generation NVLink, 900 GB/s per GPU"),
-    "nvlink5": Interconnect(900e9, 10e-6, "NVIDIA HGX B200 datasheet: 5th-generation NVLink, 1.8 TB/s per GPU"),
-    "pcie4": Interconnect(31.5e9, 20e-6, "PCI Express 4.0 x16: 16 GT/s on 16 lanes, 128b/130b encoding"),
-    "pcie5": Interconnect(63e9, 20e-6, "PCI Express 5.0 x16: 32 GT/s on 16 lanes, 128b/130b encoding"),
-    "ib200": Interconnect(25e9, 30e-6, "InfiniBand HDR: 200 Gb/s per port"),
-    "ib400": Interconnect(50e9, 30e-6, "InfiniBand NDR: 400 Gb/s per port"),
-    "cpu": Interconnect(5e9, 100e-6, "stated: gloo between the processes of one machine"),
-}
-NETWORKS = ("ib200", "ib400")  # links between nodes (the others are inside one)
-DEFAULT_NETWORK = "ib400"
-# Stated assumptions for achieved compute before calibration: half the dense bf16 peak on GPUs (a typical
-# well-tuned MFU), 50 GFLOP/s for an fp32 CPU rank.
-GPU_EFFICIENCY = 0.5
-CPU_FLOPS = 50e9
-# Stated memory bandwidth and fixed cost per operation where no probe measured them: a large copy reaches about 85%
-# of a GPU's data-sheet bandwidth (2.8 of 3.35 TB/s, probed on an H100 80GB HBM3); 20 GB/s for a CPU process.
-# Eager PyTorch spends about 10 us launching a CUDA kernel (11.8 us probed on the H100) and a few on a CPU op.
-BANDWIDTH_EFFICIENCY = 0.85
-CPU_BANDWIDTH = 20e9
 OP_OVERHEAD_S = {"cuda": 10e-6, "cpu": 5e-6}
 # Operations per decoder layer in one forward pass of transformers' Llama (views left out), backward twice as many
 # (counted: 32 forward, 65 backward per layer; 19 and 20 for the embedding, final norm, head and loss).
@@ -141,7 +109,7 @@ DTENSOR_OP_S, SELECTIVE_OP_S = 55e-6, 12e-6
 # kernels (counted on the kernels inductor generated for transformers' layer).
 COMPILED_OPS_PER_LAYER, COMPILED_BACKWARD_OPS_PER_LAYER = 14, 22
 # Selective checkpointing recomputes every operation of a layer's forward but the five whose outputs it keeps (the
-# q, v, gate and down matmuls and attention: trainer.model.build.selective_checkpoint_context).
+# q, v, gate and down matmuls and attention: trainer.parallel.activation_checkpointing.selective_checkpoint_context).
 SELECTIVE_KEPT_OPS = 5
 # Bytes one decoder layer's memory-bound kernels read and write per token, forward and backward, as coefficients of
 # the widths they run over: (hidden h, query q, key-value kv, intermediate i, head_dim d, 1), q, kv and i on this
@@ -192,42 +160,6 @@ STATED = "stated defaults"  # the figures' source without a probe (and of calibr
 # What a calibration record keeps of a run, in the order Calibration.predict takes them.
 FEATURES = ("compute_s", "comm_s", "collectives", "micro_batches", "dispatch_s")
 FP32 = 4
-
-
-@dataclass(frozen=True)
-class Hardware:
-    device_type: str  # cuda | cpu
-    device_name: str
-    devices_per_node: int
-    nodes: int = 1
-    intra_node_link: str = "nvlink"  # nvlink | pcie | cpu (the generation is the device's: interconnect_within)
-    network: str = DEFAULT_NETWORK  # between nodes: one of NETWORKS
-
-    @property
-    def peak_flops(self) -> float:
-        if self.device_type == "cpu":
-            return CPU_FLOPS
-        return GPU_EFFICIENCY * (peak_bf16_flops(self.device_name) or 100e12)
-
-    @property
-    def memory_bandwidth(self) -> float:
-        if self.device_type == "cpu":
-            return CPU_BANDWIDTH
-        return BANDWIDTH_EFFICIENCY * (peak_memory_bandwidth(self.device_name) or 2e12)
-
-    @property
-    def key(self) -> str:
-        """Names this machine kind for calibration records."""
-        return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{platform.node()}-{self.device_type}-{self.device_name}")
-
-
-def this_machine(device_type: str, devices_per_node: int, nodes: int = 1, name: str | None = None) -> Hardware:
-    """The machine this process runs on: its device's name (`name` where a rank already reported it: asking here
-    would start CUDA in this process) and the link between its devices."""
-    from trainer.host.environment import device_name
-
-    name = name or device_name(device_type)
-    return Hardware(device_type, name, devices_per_node, nodes, detect_intra_node_link(device_type))
 
 
 @dataclass(frozen=True)
@@ -300,25 +232,6 @@ class StepEstimate:
     launch_s: float = 0.0
 
 
-def intra_node_link_from_topology(text: str) -> str:
-    """Read `nvidia-smi topo -m`: NVLink between GPUs (NV#) or PCIe paths (PIX, PXB, PHB, NODE, SYS)."""
-    gpu_rows = [line.split() for line in text.splitlines() if re.match(r"^GPU\d+\s", line)]
-    cells = [cell for row in gpu_rows for cell in row[1 : len(gpu_rows) + 1] if cell != "X"]
-    if cells and all(re.fullmatch(r"NV\d+", cell) for cell in cells):
-        return "nvlink"
-    return "pcie"
-
-
-def detect_intra_node_link(device_type: str) -> str:
-    if device_type != "cuda" or shutil.which("nvidia-smi") is None:
-        return "cpu" if device_type == "cpu" else "nvlink"
-    try:
-        text = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return "pcie"
-    return intra_node_link_from_topology(text)
-
-
 def dimension_links(layout: Layout, hardware: Hardware) -> dict[str, str]:
     """The link (an INTERCONNECTS key) each mesh dimension's collectives cross."""
     links, inner, within = {}, 1, interconnect_within(hardware)
@@ -326,16 +239,6 @@ def dimension_links(layout: Layout, hardware: Hardware) -> dict[str, str]:
         inner *= getattr(layout, name)
         links[name] = within if inner <= hardware.devices_per_node else hardware.network
     return links
-
-
-def interconnect_within(hardware: Hardware) -> str:
-    """The link between a node's devices: the device's own NVLink or PCIe generation (trainer.costs.flops.gpu_links),
-    or gloo between CPU processes. NVLink found (nvidia-smi) on a GPU listed without it is a bridge, priced as
-    NVLink 4."""
-    if hardware.intra_node_link == "cpu":
-        return "cpu"
-    nvlink, pcie = gpu_links(hardware.device_name)
-    return (nvlink or "nvlink4") if hardware.intra_node_link == "nvlink" else pcie
 
 
 def context_parallel_bytes(
@@ -432,8 +335,6 @@ def predict_run(
 ) -> StepEstimate:
     """The step of a resolved experiment (its layout, micro-batch, precision): what approvals price and what a
     finished run's calibration record holds, the same figures the planner ranks the candidate by."""
-    from trainer.model.attention import head_dim, takes_dense_mask
-    from trainer.model.build import count_parameters
 
     train, counts, layout = experiment.train, count_parameters(config), experiment.layout
     packing = experiment.data.packing
@@ -449,7 +350,7 @@ def predict_run(
 
 def model_bytes(counts: dict[str, int]) -> int:
     """The whole model's parameters in fp32 (master weights), tied ones once; `counts` from
-    trainer.model.build.count_parameters (a meta-device build, done once by the caller)."""
+    trainer.model.parameters.count_parameters (a meta-device build, done once by the caller)."""
     return FP32 * counts["total"]
 
 
@@ -590,8 +491,6 @@ def activation_width(precision: str, layout: Layout) -> int:
 
 def layer_bytes(config: PretrainedConfig, layout: Layout, precision: str, compiled: bool) -> tuple[float, float]:
     """Bytes one decoder layer's memory-bound kernels move per token on one rank: (forward, backward)."""
-    from trainer.model.attention import head_dim
-
     d = head_dim(config)
     q = config.num_attention_heads * d
     widths = (config.hidden_size, q / layout.tp, q * _kv_ratio(config) / layout.tp,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-IGNORE_INDEX = -100  # label of positions that predict nothing (padding, last token of a document)
+from trainer.model.loss import IGNORE_INDEX
 
 
 def row_from_segments(

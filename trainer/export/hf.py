@@ -29,7 +29,7 @@ from transformers.utils import logging as hf_logging
 from typing_extensions import TypedDict
 
 from trainer.config import ConfigError, Experiment
-from trainer.launch.launcher import prepare_data
+from trainer.data.prepare import prepare_data
 from trainer.model.build import model_config
 from trainer.rank.checkpoint import checkpoint_step, newest_verified, step_dirs, verify
 from trainer.rank.loop import load_run

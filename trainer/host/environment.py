@@ -9,6 +9,8 @@ from pathlib import Path
 
 import torch
 
+from trainer.config import ConfigError
+
 _PACKAGES = ("meshpilot", "torch", "transformers", "accelerate", "datasets", "tokenizers")
 
 
@@ -41,7 +43,6 @@ def git_state(path: Path) -> dict[str, str | bool | None]:
 
 def resolve_device_type(requested: str, key: str) -> str:
     """Device type "auto" as cuda where a CUDA device is available, else cpu; `key` names the setting in errors."""
-    from trainer.config import ConfigError
 
     if requested == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import torch
 import yaml
-from transformers import PretrainedConfig, PreTrainedTokenizerBase
+from transformers import PretrainedConfig
 
 from trainer.config import (
     FSDP_REDUCE_DTYPES,
@@ -30,27 +30,20 @@ from trainer.config import (
     load_experiment,
     resolve_precision,
 )
-from trainer.data.chat import chat_template, check_template_available, example_texts, read_examples, rendered_examples
+from trainer.data.prepare import prepare_data
 from trainer.data.rows import (
     RowSource,
     TokenizedCorpus,
-    data_sources,
     plan_batches,
-    prepare_corpus,
-    prepare_example_corpus,
-    read_documents,
-    sources_fingerprint,
 )
-from trainer.data.tokenizer import load_tokenizer, tokenizer_fingerprint
 from trainer.host import preemption
-from trainer.host.cache import fingerprint
 from trainer.host.environment import git_state, process_env, resolve_device_type
 from trainer.host.lifeline import tied_env
 from trainer.launch import torchrun
 from trainer.launch.progress import follow
 from trainer.layout import Layout, LayoutError, check_layout_for_model
 from trainer.model.attention import AttentionError, choose_attention, head_dim
-from trainer.model.build import check_positions, check_vocabulary, checkpoint_dir, model_config
+from trainer.model.build import check_positions, checkpoint_dir, model_config
 from trainer.parallel.context_parallel import check_context_parallel
 from trainer.parallel.pipeline import check_pipeline
 from trainer.rank.checkpoint import checkpoint_step, newest_verified
@@ -238,53 +231,6 @@ def _resolve_hardware(request: TrainRequest, experiment: Experiment) -> tuple[in
     return nproc, nnodes
 
 
-@dataclass
-class TrainingData:
-    tokenizer: PreTrainedTokenizerBase
-    data_key: str  # names the training documents (trainer.data.rows.sources_fingerprint)
-    data_dir: Path  # the tokenized corpus
-
-
-def prepare_data(experiment: Experiment, config: PretrainedConfig) -> TrainingData:
-    """The tokenizer (trained on first use) and the tokenized corpus (cached) a run trains on: the expensive part
-    of preparing a run, and what evaluation and benchmarks rebuild to read a run's data as it did."""
-    base_dir = Path(experiment.base_dir)
-    spec = experiment.data
-    sources = data_sources(spec, base_dir)
-    data_key = sources_fingerprint(spec, sources)
-    if spec.format != "text":
-        return _prepare_examples(experiment, config, sources, data_key)
-    documents = lambda: read_documents(spec, sources)  # noqa: E731 - read only when not cached
-    tokenizer = _load_tokenizer(experiment, config.vocab_size, documents, data_key)
-    check_vocabulary(config, len(tokenizer))  # before the corpus is tokenized with it
-    data_dir = prepare_corpus(tokenizer, f"{data_key}:{tokenizer_fingerprint(tokenizer)}", documents)
-    return TrainingData(tokenizer, data_key, data_dir)
-
-
-def _prepare_examples(
-    experiment: Experiment, config: PretrainedConfig, sources: list[str], data_key: str
-) -> TrainingData:
-    """prepare_data for instruction and chat data (trainer.data.chat): rendered with a chat template, masked."""
-    spec, base_dir = experiment.data, Path(experiment.base_dir)
-    check_template_available(spec, experiment.tokenizer, base_dir)  # before a tokenizer is trained
-    texts = lambda: example_texts(read_examples(spec, sources))  # noqa: E731 - read only when not cached
-    tokenizer = _load_tokenizer(experiment, config.vocab_size, texts, data_key)
-    template = chat_template(spec, tokenizer, experiment.tokenizer, base_dir)
-    check_vocabulary(config, len(tokenizer))
-    key = f"{data_key}:{tokenizer_fingerprint(tokenizer)}:{fingerprint(template)}"
-    data_dir = prepare_example_corpus(key, lambda: rendered_examples(spec, sources, tokenizer, template))
-    return TrainingData(tokenizer, data_key, data_dir)
-
-
-def _load_tokenizer(experiment: Experiment, vocab_size: int, documents, data_key: str):
-    try:
-        return load_tokenizer(experiment.tokenizer, vocab_size, documents, data_key, Path(experiment.base_dir))
-    except (OSError, ValueError) as e:
-        if isinstance(e, ConfigError):
-            raise
-        raise ConfigError(f"tokenizer {experiment.tokenizer}: {str(e).strip().splitlines()[0]}") from None
-
-
 def launch(prepared: PreparedRun) -> dict:
     """Run the ranks to completion and return metrics.json; a failure is recorded there, not raised."""
     try:
@@ -325,7 +271,8 @@ def _launch(prepared: PreparedRun) -> dict:
         metrics = _failure_metrics(prepared, returncode)
         METRICS.write(run.metrics, metrics)
     if metrics["status"] == "ok" and prepared.experiment.train.save_hf:
-        from trainer.export.hf import save_hf_after_run  # imported here: trainer.export.hf imports this module
+        # Imported here: trainer.export.hf imports the modeling code (trainer.rank.loop), a second per launch.
+        from trainer.export.hf import save_hf_after_run
 
         metrics = save_hf_after_run(run)
     return metrics

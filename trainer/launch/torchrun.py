@@ -131,12 +131,14 @@ def run(argv: list[str], forked: bool = False) -> None:
 
 def main(argv: list[str]) -> None:
     """Run torchrun's agent with `argv` (its command line, the run directory last); raise if a rank failed."""
+    # Imported here: the launcher imports this module to start the agent; only the agent needs torch and the ranks'
+    # code (seconds of imports, which the launcher then does without).
     import torch
     from torch.distributed.elastic.multiprocessing.errors import record
     from torch.distributed.launcher.api import elastic_launch
     from torch.distributed.run import config_from_args, parse_args
 
-    from trainer.rank import worker
+    from trainer.rank import worker  # (the same reason)
     from trainer.rank.loop import load_run
     from trainer.results.rundir import RunDir
 

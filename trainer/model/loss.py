@@ -29,7 +29,9 @@ from collections.abc import Iterator
 
 import torch
 
-from trainer.data.packing import IGNORE_INDEX
+# The label of positions that predict nothing (padding, the last token of a document): the loss skips them.
+IGNORE_INDEX = -100
+
 
 # The fp32 logits one chunk may hold: 128 MiB is 261 tokens at a 128k vocabulary, a matmul of
 # [261 x hidden] x [hidden x 128k] that still fills a GPU (tens of GFLOP); a small vocabulary takes a micro-batch in

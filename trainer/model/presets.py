@@ -12,7 +12,6 @@ planner keeps free.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import math
 import re
@@ -23,7 +22,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 
-from trainer.config import ConfigError, Experiment, ModelSpec, apply_override, experiment_from_dict
+from trainer.config import ConfigError, Experiment, ModelSpec, apply_override, closest_presets, experiment_from_dict
+from trainer.model.parameters import parameter_counts
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -174,8 +174,8 @@ class PresetConfig:
         return dict(_TP_PLAN)
 
     def describe_parameters(self) -> tuple[list[tuple[str, tuple[int, ...]]], dict[str, int]]:
-        """What trainer.model.build.describe_parameters says of transformers' model: each parameter's name and shape
-        (tied ones once, in the model's order) and the counts, from the config's numbers alone."""
+        """What trainer.model.parameters.describe_parameters says of transformers' model: each parameter's name and
+        shape (tied ones once, in the model's order) and the counts, from the config's numbers alone."""
         h, i, vocab = self.hidden_size, self.intermediate_size, self.vocab_size
         q, kv = self.num_attention_heads * self.head_dim, self.num_key_value_heads * self.head_dim
         architecture = _ARCHITECTURES[self.model_type]
@@ -196,13 +196,6 @@ class PresetConfig:
         return shapes, parameter_counts(shapes, vocab * h, self.tie_word_embeddings)
 
 
-def parameter_counts(shapes: list[tuple[str, tuple[int, ...]]], embedding: int, tied: bool) -> dict[str, int]:
-    """Total, input-embedding and matmul parameters, from every parameter's shape (tied ones once)."""
-    total = sum(math.prod(shape) for _, shape in shapes)
-    # The output projection is a real matmul even when tied to the input embedding, whose lookup costs nothing.
-    return {"total": total, "embedding": embedding, "matmul": total - embedding + (embedding if tied else 0)}
-
-
 def preset_config(spec: ModelSpec) -> PresetConfig | None:
     """The light config of the experiment's model where it is exactly a preset's (`--model`, model_override);
     None for any other, which transformers must build and check (a preset changed by an override included)."""
@@ -220,58 +213,9 @@ def planning_config(spec: ModelSpec, base_dir: Path) -> PresetConfig | Pretraine
     light = preset_config(spec)
     if light is not None:
         return light
-    from trainer.model.build import model_config
+    from trainer.model.build import model_config  # imported here: transformers' config classes, seconds
 
     return model_config(spec, base_dir)
-
-
-@dataclass(frozen=True)
-class GPU:
-    name: str  # what trainer.costs.flops.peak_bf16_flops looks the peak up by (torch.cuda.get_device_name())
-    memory_mib: int  # total_memory as torch reports it, in whole MiB (see GPUS)
-    source: str  # of the dense bf16 peak, which trainer.costs.flops.PEAK_BF16_FLOPS holds (one table of peaks)
-
-    @property
-    def memory_bytes(self) -> int:
-        return self.memory_mib * MiB
-
-    @property
-    def peak_bf16_flops(self) -> float | None:
-        from trainer.costs.flops import peak_bf16_flops
-
-        return peak_bf16_flops(self.name)
-
-
-# Sources of the dense bf16 peaks (half the "with sparsity" figure) that trainer.costs.flops holds. Memory is what a
-# process can use: torch.cuda.get_device_properties().total_memory (cudaDeviceProp.totalGlobalMem) in whole MiB,
-# which is less than the total nvidia-smi prints. Measured on an H100 80GB HBM3 (driver 580, CUDA 13.0):
-# total_memory 85,017,493,504 bytes = 81079 MiB where nvidia-smi shows 81559 MiB. Measured on an H200 (SXM, 141 GB;
-# driver 580, torch 2.11, 2026-11-26): total_memory 150,109,880,320 bytes = 143155 whole MiB where nvidia-smi shows
-# 143771 MiB (public reports had 150,110,011,392 bytes: drivers differ by a few hundred KiB). The other sizes are
-# nvidia-smi's totals, not yet checked against torch on their cards (the H100 PCIe's assumed equal to the SXM's).
-GPUS: dict[str, GPU] = {
-    "h100-sxm": GPU("NVIDIA H100 80GB HBM3", 81079, "NVIDIA H100 Tensor Core GPU datasheet (SXM)"),
-    "h100-pcie": GPU("NVIDIA H100 PCIe", 81079, "NVIDIA H100 Tensor Core GPU datasheet (PCIe)"),
-    "h100-nvl": GPU("NVIDIA H100 NVL", 95830, "NVIDIA H100 NVL datasheet"),
-    # The H100 of torchtitan's published Llama 3.1 runs (benchmarks/llama3_h100_202412_torchtitan.md): 96GB HBM2e at
-    # 2.4 TB/s, SXM at a 500 W power limit; its dense bf16 peak "is between SXM and NVL, and we don't know its exact
-    # value" (its footnote 2), taken as their midpoint. The memory is the source's nominal 96 GB (96e9 bytes). The
-    # name is the preset's own: what torch calls this part was not seen here (a plain "H100" gets the SXM's figures).
-    "h100-hbm2e": GPU("NVIDIA H100 96GB HBM2e", 91552, "torchtitan's Llama 3.1 H100 benchmark, its hardware section"),
-    "h200": GPU("NVIDIA H200", 143155, "NVIDIA H200 Tensor Core GPU datasheet (SXM); torch's total_memory, measured"),
-    "a100-40gb": GPU("NVIDIA A100-SXM4-40GB", 40960, "NVIDIA A100 Tensor Core GPU datasheet"),
-    "a100-80gb": GPU("NVIDIA A100-SXM4-80GB", 81920, "NVIDIA A100 Tensor Core GPU datasheet"),
-    "l40s": GPU("NVIDIA L40S", 46068, "NVIDIA L40S datasheet"),
-    "a10": GPU("NVIDIA A10", 23028, "NVIDIA A10 Tensor Core GPU datasheet"),
-    "rtx-4090": GPU(
-        "NVIDIA GeForce RTX 4090", 24564, "NVIDIA Ada Lovelace architecture whitepaper (BF16, FP32 accumulate)"
-    ),
-}
-# What `meshpilot plan` assumes without --gpu or hardware.device_mem: one H100 SXM.
-DEFAULT_GPU = "h100-sxm"
-GPU_ALIASES = {"h100": "h100-sxm", "h100-80gb": "h100-sxm", "a100": "a100-80gb", "a100-40g": "a100-40gb",
-               "a100-80g": "a100-80gb", "4090": "rtx-4090", "rtx4090": "rtx-4090", "h200-141gb": "h200",
-               "h100-96gb": "h100-hbm2e"}  # fmt: skip
 
 
 def preset_key(name: str) -> str:
@@ -289,17 +233,8 @@ def model_preset(name: str) -> dict[str, Any]:
     if key in REFUSED:
         raise ConfigError(REFUSED[key])
     if key not in MODELS:
-        raise ConfigError(f"no model preset {name!r}{_closest(key, [*MODELS, *REFUSED])}")
+        raise ConfigError(f"no model preset {name!r}{closest_presets(key, [*MODELS, *REFUSED])}")
     return json.loads(json.dumps(MODELS[key][1]))
-
-
-def gpu_preset(name: str) -> GPU:
-    """A GPU by name: `h100`, `H100 SXM`, `a100 40gb`, `4090`..."""
-    key = re.sub(r"[\s_]+", "-", name.strip().lower()).removeprefix("nvidia-").removeprefix("geforce-")
-    key = GPU_ALIASES.get(key, key)
-    if key not in GPUS:
-        raise ConfigError(f"no GPU preset {name!r}{_closest(key, [*GPUS, *GPU_ALIASES])}")
-    return GPUS[key]
 
 
 def model_override(name: str) -> list[str]:
@@ -307,11 +242,6 @@ def model_override(name: str) -> list[str]:
     as YAML, which apply_override reads: JSON's `1e-05` would read back as a string (YAML 1.1 floats have a dot)."""
     config = yaml.safe_dump(model_preset(name), default_flow_style=True, width=math.inf, sort_keys=False).strip()
     return [f"model.config={config}", "model.path=null"]
-
-
-def _closest(key: str, names: list[str]) -> str:
-    close = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
-    return f" (closest: {', '.join(close)})" if close else f" (presets: {', '.join(names)})"
 
 
 # What a plan for a preset assumes when there is no experiment file: a usual pre-training set-up.

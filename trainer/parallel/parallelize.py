@@ -24,7 +24,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from trainer.config import FSDP_REDUCE_DTYPES, TrainSpec
 from trainer.layout import TP_STYLES, Layout, fsdp_mesh, tensor_parallel_plan
-from trainer.model.build import enable_activation_checkpointing
+from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
 from trainer.parallel.context_parallel import ContextParallel
 from trainer.parallel.pipeline import Pipeline, build_pipeline, split_model
 

@@ -19,6 +19,8 @@ import time
 
 import psutil
 
+from trainer.host import preemption
+
 ENV = "MESHPILOT_FAULT"
 _TOO_MANY_BYTES = 2**62  # beyond any address space: fails at once, whatever the machine's overcommit policy
 
@@ -50,8 +52,6 @@ def maybe_inject(rank: int, step: int, run: str = "") -> None:
 def _wait_for_preemption(rank: int, step: int) -> None:
     """Log that the rank waits (rank 0's log.txt: what a test waits for before it sends the signal), then wait."""
     import logging
-
-    from trainer.host import preemption
 
     logging.getLogger("meshpilot.faults").info("rank %d waits for a preemption signal at step %d", rank, step)
     while not preemption.requested():

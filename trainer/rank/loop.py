@@ -25,7 +25,9 @@ from transformers import PretrainedConfig
 from trainer.config import Experiment, TrainSpec, experiment_from_dict
 from trainer.costs.flops import causal_attention_pairs, mfu
 from trainer.costs.memory_model import MemoryPlan, predict_memory
+from trainer.costs.throughput import Calibration, predict_run
 from trainer.data.rows import BatchPlan, BatchPrefetcher, RowSource, TokenizedCorpus, plan_batches
+from trainer.hardware import this_machine
 from trainer.host import preemption
 from trainer.host.environment import device_name, versions
 from trainer.layout import data_parallel_group, loss_group
@@ -43,6 +45,7 @@ from trainer.parallel.parallelize import (
 )
 from trainer.parallel.pipeline import Pipeline
 from trainer.rank import checkpoint
+from trainer.rank.failures import NonFiniteLoss, failure_status
 from trainer.rank.faults import maybe_inject
 from trainer.rank.memory import MemoryTimeline, current_bytes, measured_peak, peak_bytes, state_bytes
 from trainer.rank.noise_scale import measured_on, recommended_batch_tokens
@@ -54,10 +57,6 @@ from trainer.results.rundir import RunDir
 from trainer.results.schemas import MEMORY, METRICS, PREEMPTED, STEPS, LaunchInfo
 
 log = logging.getLogger("meshpilot.trainer")
-
-
-class NonFiniteLoss(RuntimeError):
-    """The step's loss is NaN or infinite: every later step would be wasted, so the run stops (status "nan")."""
 
 
 # A rank stuck longer than train.collective_timeout_s in a collective fails instead of hanging the run; through
@@ -182,7 +181,7 @@ def train(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchInf
     training = _setup(run, worker, experiment, launch)
     if worker.rank == 0:
         training.trackers = start_trackers(run.path, experiment.to_dict(), training.state.step)
-    with training.trackers.ended_on_failure(_failure_status):
+    with training.trackers.ended_on_failure(failure_status):
         try:
             measured = _run_steps(training)
         finally:
@@ -234,12 +233,6 @@ def _end_preempted(training: Training, launch: LaunchInfo, measured: Measurement
     METRICS.write(run.metrics, metrics)
     log.info("preempted by %s after step %d; checkpoint: %s", signal_name, state.step, resume_from)
     training.trackers.finish(metrics)
-
-
-def _failure_status(error: BaseException) -> str:
-    from trainer.rank.worker import failure_status  # imported here: trainer.rank.worker imports this module
-
-    return failure_status(error)
 
 
 def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchInfo) -> Training:
@@ -553,7 +546,6 @@ def _calibrate(training: Training, measured: Measurements, device_name: str) -> 
     Rank 0 does it, holding the config, the step times and the device's name: the launcher would have to import
     the modeling code (seconds of every launch) and ask CUDA for the name.
     """
-    from trainer.costs.throughput import Calibration, predict_run, this_machine
 
     if not measured.timed_step_s:
         return

@@ -1,11 +1,11 @@
 """Measured memory per rank, by category.
 
 Parameters, gradients and optimizer state are counted exactly from the tensors each rank holds (its local
-shards once layouts shard them). Activations are the bytes autograd saves for backward, seen through
-saved-tensor hooks, and the outputs selective checkpointing's cache keeps for the recomputation (reported by
-trainer.model.build; their peak while micro-batches are in flight), counting each storage once, leaving
-out parameters and counting autocast's low-precision weight copies apart. MemoryTimeline follows these categories
-through one step, phase by phase.
+shards once layouts shard them). Activations are the bytes autograd saves for backward, seen through saved-tensor hooks,
+and the outputs selective checkpointing's cache keeps for the recomputation (reported by
+trainer.parallel.activation_checkpointing; their peak while micro-batches are in flight), counting each storage once,
+leaving out parameters and counting autocast's low-precision weight copies apart. MemoryTimeline follows these
+categories through one step, phase by phase.
 Peak on CUDA is what the device had to hold: the caching allocator's reserved peak (allocated tensors plus the
 blocks it keeps) plus the memory outside the allocator (the CUDA context, NCCL's buffers), measured as this
 process's used memory on the device (NVML's per-process figure, where nvidia-ml-py is installed; else the whole
@@ -24,6 +24,8 @@ from functools import partial
 from pathlib import Path
 
 import torch
+
+from trainer.parallel.activation_checkpointing import countings
 
 # The MemoryTimeline recording the current step, if one is: saved_for_backward's hooks tell it what they see.
 _recording: MemoryTimeline | None = None
@@ -92,10 +94,6 @@ def saved_for_backward(model: torch.nn.Module, run: Callable[[], torch.Tensor]) 
     return result, live.peak
 
 
-# The countings installed by `_counting_saved_tensors`, innermost last.
-_countings: list[_Counting] = []
-
-
 @contextlib.contextmanager
 def _counting_saved_tensors(model: torch.nn.Module, counters: list):
     """Saved-tensor hooks that tell each counter (`add(ptr, nbytes, kind)` when the forward saves a storage,
@@ -114,19 +112,12 @@ def _counting_saved_tensors(model: torch.nn.Module, counters: list):
         counting.release(ptr)
         return tensor
 
-    _countings.append(counting)
+    countings.append(counting)
     try:
         with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             yield
     finally:
-        _countings.pop()
-
-
-def kept_counting() -> _Counting | None:
-    """The counting of the innermost `_counting_saved_tensors` running now, if any: where memory kept for backward
-    outside autograd's saved tensors (selective checkpointing's cache, trainer.model.build) is reported, as the hooks
-    report what autograd saves (only the innermost hooks run)."""
-    return _countings[-1] if _countings else None
+        countings.pop()
 
 
 class _Counting:

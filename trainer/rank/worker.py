@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 import traceback
 from pathlib import Path
 
 import psutil
-import torch
 import torch.distributed as dist
 
 from trainer.config import Experiment
 from trainer.host import preemption
 from trainer.host.lifeline import name_process, tie_to_parent
 from trainer.model.build import meta_model, model_config
-from trainer.rank.loop import NonFiniteLoss, init_worker, load_run, train
+from trainer.rank.failures import failure_status
+from trainer.rank.loop import init_worker, load_run, train
 from trainer.results.rundir import RunDir
 from trainer.results.schemas import FAILURE
 
@@ -78,23 +77,6 @@ def main(run_path: str) -> None:
             dist.destroy_process_group()
     if rank != 0:
         run.rank_log(rank).unlink(missing_ok=True)  # rank logs are kept only when something went wrong
-
-
-# Allocation failures that arrive as plain RuntimeErrors: the CPU allocator's words, and those of CUDA libraries
-# that allocate outside torch's caching allocator (cuBLAS/cuDNN handles and workspaces, NCCL buffers), whose
-# failures are not torch.OutOfMemoryError.
-_CPU_OOM = re.compile(
-    r"can't allocate memory|Cannot allocate memory|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED"
-    r"|CUDA error: out of memory|NCCL.*(out of memory|Failed to CUDA calloc|cudaMalloc)",
-    re.IGNORECASE | re.DOTALL,
-)
-
-
-def failure_status(error: BaseException) -> str:
-    """metrics.json's status for a rank's error: "oom", "nan" or "failed"."""
-    if isinstance(error, torch.OutOfMemoryError | MemoryError) or _CPU_OOM.search(str(error)):
-        return "oom"
-    return "nan" if isinstance(error, NonFiniteLoss) else "failed"
 
 
 def _record_failure(run: RunDir, rank: int, error: BaseException) -> None:

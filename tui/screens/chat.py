@@ -33,13 +33,13 @@ from tui.widgets.prompt import CommandHints, PromptArea
 from tui.widgets.runs import RunsTable
 
 if TYPE_CHECKING:
-    from tui.app import MeshpilotApp
+    from tui.host import Host
 
 IDLE = "Enter sends · ctrl+j new line · / for commands"
 
 
 class ChatScreen(Screen):
-    app: MeshpilotApp
+    app: Host
     BINDINGS: ClassVar[list[BindingType]] = [Binding("ctrl+g", "decide", "Decide", priority=True)]
 
     busy: reactive[bool] = reactive(False)

@@ -14,7 +14,7 @@ from agent.approvals import DEFAULT_APPROVE_BELOW
 from tui.commands import slash_commands
 
 if TYPE_CHECKING:
-    from tui.app import MeshpilotApp
+    from tui.host import Host
 
 KEYS = [
     ("Enter", "send the request"),
@@ -36,7 +36,7 @@ KEYS = [
 
 
 class HelpScreen(Screen):
-    app: MeshpilotApp
+    app: Host
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back")]
 
     def compose(self) -> ComposeResult:

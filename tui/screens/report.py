@@ -15,7 +15,7 @@ from textual.widgets.option_list import Option
 from tui.reports import Report, find_reports, read_report
 
 if TYPE_CHECKING:
-    from tui.app import MeshpilotApp
+    from tui.host import Host
 
 NONE_YET = """# No report yet
 
@@ -24,7 +24,7 @@ A report is written from a sweep. Start one with ctrl+s (or ask: `/sweep trials=
 
 
 class ReportScreen(Screen):
-    app: MeshpilotApp
+    app: Host
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back")]
 
     def __init__(self) -> None:

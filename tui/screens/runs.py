@@ -13,11 +13,11 @@ from tui.runs import RunInfo
 from tui.widgets.runs import RunCharts, RunsTable
 
 if TYPE_CHECKING:
-    from tui.app import MeshpilotApp
+    from tui.host import Host
 
 
 class RunsScreen(Screen):
-    app: MeshpilotApp
+    app: Host
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back")]
 
     def compose(self) -> ComposeResult:

@@ -21,13 +21,13 @@ from trainer.config import ConfigError
 from tui.sweeps import BackgroundSweep, check_experiment, check_request, default_name, parse_trials, start_sweep
 
 if TYPE_CHECKING:
-    from tui.app import MeshpilotApp
+    from tui.host import Host
 
 EXPERIMENT = "meshpilot.yaml"
 
 
 class SweepScreen(ModalScreen[BackgroundSweep | None]):
-    app: MeshpilotApp
+    app: Host
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss(None)", "Cancel")]
 
     def compose(self) -> ComposeResult:

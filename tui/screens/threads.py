@@ -15,7 +15,7 @@ from tui.conversation import requests
 from tui.widgets.table import Table
 
 if TYPE_CHECKING:
-    from tui.app import MeshpilotApp
+    from tui.host import Host
 
 FIRST_REQUEST_WIDTH = 60
 
@@ -23,7 +23,7 @@ FIRST_REQUEST_WIDTH = 60
 class ThreadsScreen(Screen[str | None]):
     """Dismisses with the conversation to open, "" for a new one, or None."""
 
-    app: MeshpilotApp
+    app: Host
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss(None)", "Back"),
         Binding("n", "dismiss('')", "New conversation"),

@@ -8,36 +8,16 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
-from typing import Protocol
 
 import git
 
 from agent.repo.git_writer import check_remote
+from agent.repo.providers.base import Provider
 from agent.repo.secrets import RepoError, token_from_env
 
 PROVIDERS = ("local", "github", "gitlab", "gitea")
 # Where each provider's API is when neither the caller nor the environment says.
 _API_VARIABLES = {"github": "GITHUB_API_URL", "gitlab": "GITLAB_URL", "gitea": "GITEA_URL"}
-
-
-@dataclass(frozen=True)
-class PullRequest:
-    branch: str  # the head: meshpilot's branch
-    base: str  # the branch it asks to merge into
-    title: str
-    body: str
-    draft: bool = True
-
-
-class Provider(Protocol):
-    name: str
-
-    def check(self) -> None:
-        """Fail now, before any commit or push, when the token, the project or the remote is unusable."""
-
-    def publish(self, request: PullRequest) -> dict:
-        """Open the pull request, or update the open one for the same branch: {provider, url, number, action}."""
 
 
 def make_provider(

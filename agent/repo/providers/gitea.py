@@ -9,7 +9,7 @@ from typing import Any
 
 import requests
 
-from agent.repo.providers import PullRequest
+from agent.repo.providers.base import PullRequest
 from agent.repo.secrets import RepoError
 
 _PAGE = 50

@@ -13,7 +13,7 @@ from typing import Any
 import requests
 from github import Auth, Github, GithubException, RateLimitExceededException
 
-from agent.repo.providers import PullRequest
+from agent.repo.providers.base import PullRequest
 from agent.repo.secrets import RepoError
 
 

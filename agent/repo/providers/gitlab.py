@@ -11,7 +11,7 @@ from typing import Any
 import gitlab
 import requests
 
-from agent.repo.providers import PullRequest
+from agent.repo.providers.base import PullRequest
 from agent.repo.secrets import RepoError
 
 _NO_WAIT = {"obey_rate_limit": False}

@@ -12,7 +12,7 @@ from pathlib import Path
 import git
 
 from agent.repo.git_writer import check_remote
-from agent.repo.providers import PullRequest
+from agent.repo.providers.base import PullRequest
 from agent.repo.secrets import RepoError, redact
 
 

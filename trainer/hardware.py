@@ -1,0 +1,319 @@
+"""The devices meshpilot plans for and runs on, in one place: each GPU's name, memory, dense bf16 peak, memory
+bandwidth and links (the data sheets' figures), each link's bandwidth, and the machine a plan or a run is for
+(`Hardware`: this one, `this_machine`, or one named by presets).
+
+A GPU is matched by substring of torch.cuda.get_device_name() in the tables below (more specific names first); a
+GPU preset (`gpu_preset`: `--gpu h100`) names one of them with the memory torch reports for it.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from trainer.config import ConfigError, closest_presets, parse_bytes
+
+MiB = 1024**2
+
+
+# Dense bf16 tensor-core peak per device, from the vendors' data sheets (no sparsity).
+# Matched against torch.cuda.get_device_name() by `_by_name`: the longest key found in the name, never inside a
+# longer word or number, so "NVIDIA H100 80GB HBM3" (SXM) takes "H100 80GB HBM3" over "H100", "NVIDIA GH200 480GB"
+# is no "H200", and "NVIDIA L40" no "L4" (nor "NVIDIA A100" an "A10").
+PEAK_BF16_FLOPS = {
+    "GH200": 989e12,
+    "H200 NVL": 835e12,
+    "H200": 989e12,
+    "H100 NVL": 835e12,
+    "H100 96GB HBM2e": 912e12,  # torchtitan's: "between SXM and NVL", their midpoint (GPUS)
+    "H100 PCIe": 756e12,
+    "H100 SXM": 989e12,
+    "H100 80GB HBM3": 989e12,
+    "H100": 989e12,
+    "B200": 2250e12,
+    "A100": 312e12,
+    "A10G": 70e12,
+    "A10": 125e12,
+    "L40S": 362e12,
+    "L40": 181e12,
+    "L4": 121e12,
+    "RTX 4090": 165e12,
+}
+
+
+# Memory bandwidth per device from the same data sheets (HBM or GDDR, bytes per second), matched the same way.
+PEAK_MEMORY_BANDWIDTH = {
+    "GH200": 4.0e12,
+    "H200": 4.8e12,
+    "H100 NVL": 3.9e12,
+    "H100 96GB HBM2e": 2.4e12,
+    "H100 PCIe": 2.0e12,
+    "H100": 3.35e12,
+    "B200": 8.0e12,
+    "A100-SXM4-40GB": 1.555e12,
+    "A100-PCIE-40GB": 1.555e12,
+    "A100": 2.039e12,
+    "A10G": 600e9,
+    "A10": 600e9,
+    "L40S": 864e9,
+    "L40": 864e9,
+    "L4": 300e9,
+    "RTX 4090": 1008e9,
+}
+
+
+# Each GPU's links from the same data sheets: its NVLink generation to the other GPUs of its node (None where it has
+# none, or only an optional bridge between two or four cards: the PCIe and NVL parts), and its host PCIe generation.
+# Matched the same way (INTERCONNECTS holds each link's bandwidth).
+GPU_LINKS = {
+    "GH200": ("nvlink4", "pcie5"),
+    "H200 NVL": (None, "pcie5"),
+    "H200": ("nvlink4", "pcie5"),
+    "H100 NVL": (None, "pcie5"),
+    "H100 PCIe": (None, "pcie5"),
+    "H100": ("nvlink4", "pcie5"),
+    "B200": ("nvlink5", "pcie5"),  # its host PCIe is Gen6 by some accounts; planned over NVLink, which it has
+    "A100-PCIE": (None, "pcie4"),
+    "A100": ("nvlink3", "pcie4"),
+    "A10G": (None, "pcie4"),
+    "A10": (None, "pcie4"),
+    "L40S": (None, "pcie4"),
+    "L40": (None, "pcie4"),
+    "L4": (None, "pcie4"),
+    "RTX 4090": (None, "pcie4"),
+}
+
+
+# What a GPU not in GPU_LINKS is taken to have: an H100's NVLink, the older PCIe.
+UNLISTED_GPU_LINKS = ("nvlink4", "pcie4")
+
+
+def gpu_links(device_name: str) -> tuple[str | None, str]:
+    """(NVLink generation or None, PCIe generation) of a GPU by name (UNLISTED_GPU_LINKS for one not listed)."""
+    return _by_name(GPU_LINKS, device_name) or UNLISTED_GPU_LINKS
+
+
+def peak_bf16_flops(device_name: str) -> float | None:
+    return _by_name(PEAK_BF16_FLOPS, device_name)
+
+
+def peak_memory_bandwidth(device_name: str) -> float | None:
+    return _by_name(PEAK_MEMORY_BANDWIDTH, device_name)
+
+
+def _by_name(table: dict, device_name: str):
+    """The value of the longest key found in `device_name` starting a word and, where it ends in a digit, not
+    running on into a longer number ("L4" is not in "NVIDIA L40", "A10" not in "NVIDIA A100", "H200" not in
+    "NVIDIA GH200"; "H100 SXM" is in "H100 SXM5"); None where no key is."""
+    found = [name for name in table if re.search(_whole(name), device_name)]
+    return table[max(found, key=len)] if found else None
+
+
+def _whole(name: str) -> str:
+    return rf"(?<![A-Za-z0-9]){re.escape(name)}" + (r"(?![0-9])" if name[-1].isdigit() else "")
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str  # what trainer.hardware.peak_bf16_flops looks the peak up by (torch.cuda.get_device_name())
+    memory_mib: int  # total_memory as torch reports it, in whole MiB (see GPUS)
+    source: str  # of the dense bf16 peak, which trainer.hardware.PEAK_BF16_FLOPS holds (one table of peaks)
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_mib * MiB
+
+    @property
+    def peak_bf16_flops(self) -> float | None:
+        return peak_bf16_flops(self.name)
+
+
+# Sources of the dense bf16 peaks (half the "with sparsity" figure) that this module holds. Memory is what a
+# process can use: torch.cuda.get_device_properties().total_memory (cudaDeviceProp.totalGlobalMem) in whole MiB,
+# which is less than the total nvidia-smi prints. Measured on an H100 80GB HBM3 (driver 580, CUDA 13.0):
+# total_memory 85,017,493,504 bytes = 81079 MiB where nvidia-smi shows 81559 MiB. Measured on an H200 (SXM, 141 GB;
+# driver 580, torch 2.11, 2026-11-26): total_memory 150,109,880,320 bytes = 143155 whole MiB where nvidia-smi shows
+# 143771 MiB (public reports had 150,110,011,392 bytes: drivers differ by a few hundred KiB). The other sizes are
+# nvidia-smi's totals, not yet checked against torch on their cards (the H100 PCIe's assumed equal to the SXM's).
+GPUS: dict[str, GPU] = {
+    "h100-sxm": GPU("NVIDIA H100 80GB HBM3", 81079, "NVIDIA H100 Tensor Core GPU datasheet (SXM)"),
+    "h100-pcie": GPU("NVIDIA H100 PCIe", 81079, "NVIDIA H100 Tensor Core GPU datasheet (PCIe)"),
+    "h100-nvl": GPU("NVIDIA H100 NVL", 95830, "NVIDIA H100 NVL datasheet"),
+    # The H100 of torchtitan's published Llama 3.1 runs (benchmarks/llama3_h100_202412_torchtitan.md): 96GB HBM2e at
+    # 2.4 TB/s, SXM at a 500 W power limit; its dense bf16 peak "is between SXM and NVL, and we don't know its exact
+    # value" (its footnote 2), taken as their midpoint. The memory is the source's nominal 96 GB (96e9 bytes). The
+    # name is the preset's own: what torch calls this part was not seen here (a plain "H100" gets the SXM's figures).
+    "h100-hbm2e": GPU("NVIDIA H100 96GB HBM2e", 91552, "torchtitan's Llama 3.1 H100 benchmark, its hardware section"),
+    "h200": GPU("NVIDIA H200", 143155, "NVIDIA H200 Tensor Core GPU datasheet (SXM)"),
+    "a100-40gb": GPU("NVIDIA A100-SXM4-40GB", 40960, "NVIDIA A100 Tensor Core GPU datasheet"),
+    "a100-80gb": GPU("NVIDIA A100-SXM4-80GB", 81920, "NVIDIA A100 Tensor Core GPU datasheet"),
+    "l40s": GPU("NVIDIA L40S", 46068, "NVIDIA L40S datasheet"),
+    "a10": GPU("NVIDIA A10", 23028, "NVIDIA A10 Tensor Core GPU datasheet"),
+    "rtx-4090": GPU(
+        "NVIDIA GeForce RTX 4090", 24564, "NVIDIA Ada Lovelace architecture whitepaper (BF16, FP32 accumulate)"
+    ),
+}
+
+
+# What `meshpilot plan` assumes without --gpu or hardware.device_mem: one H100 SXM.
+DEFAULT_GPU = "h100-sxm"
+
+
+GPU_ALIASES = {"h100": "h100-sxm", "h100-80gb": "h100-sxm", "a100": "a100-80gb", "a100-40g": "a100-40gb",
+               "a100-80g": "a100-80gb", "4090": "rtx-4090", "rtx4090": "rtx-4090", "h200-141gb": "h200",
+               "h100-96gb": "h100-hbm2e"}  # fmt: skip
+
+
+def gpu_preset(name: str) -> GPU:
+    """A GPU by name: `h100`, `H100 SXM`, `a100 40gb`, `4090`..."""
+    key = re.sub(r"[\s_]+", "-", name.strip().lower()).removeprefix("nvidia-").removeprefix("geforce-")
+    key = GPU_ALIASES.get(key, key)
+    if key not in GPUS:
+        raise ConfigError(f"no GPU preset {name!r}{closest_presets(key, [*GPUS, *GPU_ALIASES])}")
+    return GPUS[key]
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    bandwidth: float  # bytes per second in one direction, per device
+    latency_s: float  # the fixed cost of one collective (which dominates for small models): stated, no data sheet
+    source: str  # of the bandwidth
+
+
+# Each link's data-sheet bandwidth, for predictions where no probe measured it: NVLink per GPU (half the
+# both-directions total the data sheets print), PCIe per x16 slot, InfiniBand per port (one per GPU).
+INTERCONNECTS = {
+    "nvlink3": Interconnect(300e9, 10e-6, "NVIDIA A100 datasheet: 3rd-generation NVLink, 600 GB/s per GPU"),
+    "nvlink4": Interconnect(450e9, 10e-6, "NVIDIA H100 datasheet: 4th-generation NVLink, 900 GB/s per GPU"),
+    "nvlink5": Interconnect(900e9, 10e-6, "NVIDIA HGX B200 datasheet: 5th-generation NVLink, 1.8 TB/s per GPU"),
+    "pcie4": Interconnect(31.5e9, 20e-6, "PCI Express 4.0 x16: 16 GT/s on 16 lanes, 128b/130b encoding"),
+    "pcie5": Interconnect(63e9, 20e-6, "PCI Express 5.0 x16: 32 GT/s on 16 lanes, 128b/130b encoding"),
+    "ib200": Interconnect(25e9, 30e-6, "InfiniBand HDR: 200 Gb/s per port"),
+    "ib400": Interconnect(50e9, 30e-6, "InfiniBand NDR: 400 Gb/s per port"),
+    "cpu": Interconnect(5e9, 100e-6, "stated: gloo between the processes of one machine"),
+}
+
+
+NETWORKS = ("ib200", "ib400")  # links between nodes (the others are inside one)
+
+
+DEFAULT_NETWORK = "ib400"
+
+
+# Stated assumptions for achieved compute before calibration: half the dense bf16 peak on GPUs (a typical
+# well-tuned MFU), 50 GFLOP/s for an fp32 CPU rank.
+GPU_EFFICIENCY = 0.5
+
+
+CPU_FLOPS = 50e9
+
+
+# Stated memory bandwidth and fixed cost per operation where no probe measured them: a large copy reaches about 85%
+# of a GPU's data-sheet bandwidth (2.8 of 3.35 TB/s, probed on an H100 80GB HBM3); 20 GB/s for a CPU process.
+# Eager PyTorch spends about 10 us launching a CUDA kernel (11.8 us probed on the H100) and a few on a CPU op.
+BANDWIDTH_EFFICIENCY = 0.85
+
+
+CPU_BANDWIDTH = 20e9
+
+
+@dataclass(frozen=True)
+class Hardware:
+    device_type: str  # cuda | cpu
+    device_name: str
+    devices_per_node: int
+    nodes: int = 1
+    intra_node_link: str = "nvlink"  # nvlink | pcie | cpu (the generation is the device's: interconnect_within)
+    network: str = DEFAULT_NETWORK  # between nodes: one of NETWORKS
+
+    @property
+    def peak_flops(self) -> float:
+        if self.device_type == "cpu":
+            return CPU_FLOPS
+        return GPU_EFFICIENCY * (peak_bf16_flops(self.device_name) or 100e12)
+
+    @property
+    def memory_bandwidth(self) -> float:
+        if self.device_type == "cpu":
+            return CPU_BANDWIDTH
+        return BANDWIDTH_EFFICIENCY * (peak_memory_bandwidth(self.device_name) or 2e12)
+
+    @property
+    def key(self) -> str:
+        """Names this machine kind for calibration records."""
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{platform.node()}-{self.device_type}-{self.device_name}")
+
+
+def this_machine(device_type: str, devices_per_node: int, nodes: int = 1, name: str | None = None) -> Hardware:
+    """The machine this process runs on: its device's name (`name` where a rank already reported it: asking here
+    would start CUDA in this process) and the link between its devices."""
+    # Imported here: trainer.host.environment imports torch, which the GPU presets' readers (the agent's request
+    # parser, `meshpilot plan --gpu`) do without.
+    from trainer.host.environment import device_name
+
+    name = name or device_name(device_type)
+    return Hardware(device_type, name, devices_per_node, nodes, detect_intra_node_link(device_type))
+
+
+def intra_node_link_from_topology(text: str) -> str:
+    """Read `nvidia-smi topo -m`: NVLink between GPUs (NV#) or PCIe paths (PIX, PXB, PHB, NODE, SYS)."""
+    gpu_rows = [line.split() for line in text.splitlines() if re.match(r"^GPU\d+\s", line)]
+    cells = [cell for row in gpu_rows for cell in row[1 : len(gpu_rows) + 1] if cell != "X"]
+    if cells and all(re.fullmatch(r"NV\d+", cell) for cell in cells):
+        return "nvlink"
+    return "pcie"
+
+
+def detect_intra_node_link(device_type: str) -> str:
+    if device_type != "cuda" or shutil.which("nvidia-smi") is None:
+        return "cpu" if device_type == "cpu" else "nvlink"
+    try:
+        text = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "pcie"
+    return intra_node_link_from_topology(text)
+
+
+def interconnect_within(hardware: Hardware) -> str:
+    """The link between a node's devices: the device's own NVLink or PCIe generation (trainer.hardware.gpu_links),
+    or gloo between CPU processes. NVLink found (nvidia-smi) on a GPU listed without it is a bridge, priced as
+    NVLink 4."""
+    if hardware.intra_node_link == "cpu":
+        return "cpu"
+    nvlink, pcie = gpu_links(hardware.device_name)
+    return (nvlink or "nvlink4") if hardware.intra_node_link == "nvlink" else pcie
+
+
+def planned_hardware(
+    device_type: str,
+    devices: int,
+    nodes: int,
+    gpu: str | None = None,
+    device_name: str | None = None,
+    device_mem: str | None = None,
+    configured_mem: str | None = None,
+    network: str | None = None,
+) -> tuple[Hardware, int]:
+    """The hardware a plan is for, and its bytes per device: the defaults of `meshpilot plan` and of the agent's
+    plan tool, decided here only. Memory: `device_mem`, else the `gpu` preset's, else the experiment's
+    hardware.device_mem (`configured_mem`), else the default GPU's as torch reports it (an H100 80GB has 79.18
+    GiB, not 80). The device is the `gpu` preset's, else an H100; a CPU plan is for this machine's CPU. Nodes are
+    joined by `network`, one of NETWORKS (default DEFAULT_NETWORK)."""
+    # Imported here: trainer.host.environment imports torch (see this_machine).
+    from trainer.host.environment import device_name as local_device_name
+
+    network = network or DEFAULT_NETWORK
+    if network not in NETWORKS:
+        raise ConfigError(f"--network must be one of {', '.join(NETWORKS)}, not {network!r}")
+    preset = gpu_preset(gpu) if gpu else None
+    if device_type == "cpu":
+        name, link = device_name or local_device_name("cpu"), detect_intra_node_link(device_type)
+    else:  # the GPU's own link: NVLink where it has it (trainer.hardware.GPU_LINKS), else PCIe
+        name = device_name or (preset or gpu_preset(DEFAULT_GPU)).name
+        link = "pcie" if gpu_links(name)[0] is None else "nvlink"
+    given = device_mem or (str(preset.memory_bytes) if preset else configured_mem)
+    memory = parse_bytes(given) if given else gpu_preset(DEFAULT_GPU).memory_bytes
+    return Hardware(device_type, name, devices, nodes, link, network), memory
