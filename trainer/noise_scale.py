@@ -1,0 +1,2 @@
+# Checkpoints written before trainer/ moved into subpackages pickle this class by this module's path: kept loadable.
+from trainer.rank.noise_scale import NoiseScale  # noqa: F401
