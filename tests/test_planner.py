@@ -378,8 +378,8 @@ def test_the_planner_shares_work_without_changing_a_figure(tmp_path, monkeypatch
     from trainer.config import load_experiment, resolve_precision
     from trainer.costs.planner import GiB, _rank_key, micro_batch_choices, plan, valid_layouts
     from trainer.costs.throughput import model_bytes
-    from trainer.model.attention import head_dim, takes_dense_mask
-    from trainer.model.parameters import describe_parameters
+    from trainer.model.attention import takes_dense_mask
+    from trainer.model.parameters import describe_parameters, head_dim
     from trainer.parallel.pipeline import check_pipeline
 
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))

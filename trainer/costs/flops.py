@@ -10,7 +10,7 @@ import torch
 from transformers import PretrainedConfig
 
 from trainer.hardware import peak_bf16_flops
-from trainer.model.parameters import count_parameters
+from trainer.model.parameters import count_parameters, head_dim
 
 
 def causal_attention_pairs(segment_ids: torch.Tensor) -> int:
@@ -40,7 +40,6 @@ def mfu(
     peak = peak_bf16_flops(device_name)
     if peak is None:
         return None
-    heads = config.num_attention_heads
-    width = heads * (getattr(config, "head_dim", None) or config.hidden_size // heads)
+    width = config.num_attention_heads * head_dim(config)
     flops = step_flops(count_parameters(config)["matmul"], width, config.num_hidden_layers, tokens, attention_pairs)
     return flops / seconds / (peak * devices)

@@ -56,7 +56,7 @@ from trainer.costs.optimizer_state import optimizer_state_bytes
 from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
 from trainer.model.attention import takes_dense_mask
 from trainer.model.loss import chunk_tokens
-from trainer.model.parameters import describe_parameters
+from trainer.model.parameters import describe_parameters, head_dim
 from trainer.parallel.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
 
 if TYPE_CHECKING:
@@ -392,8 +392,8 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
     """Bytes one decoder layer keeps for backward per local token on a rank, under the plan's checkpointing mode
     (see the module docstring)."""
     h, i, heads, _, _ = _dims(config)
-    q = heads * _head_dim(config)
-    kv = (getattr(config, "num_key_value_heads", None) or heads) * _head_dim(config)
+    q = heads * head_dim(config)
+    kv = (getattr(config, "num_key_value_heads", None) or heads) * head_dim(config)
     tp, width = layout.tp, 2 if plan.precision == "bf16" else FP32
     mode = checkpointing_mode(plan.activation_checkpointing)
     if mode == "full":  # only the layer's input stays; the rest is recomputed in backward
@@ -404,7 +404,7 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
     # SDPA take keys and values repeated to every query head, gathered from every cp rank (the mask itself is
     # one bias per micro-batch that every layer shares: `mask_bytes_per_token`); without one, and under flex's
     # BlockMask (a few bytes per 128 x 128 block, left out), they go unrepeated (enable_gqa), still gathered.
-    masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, _head_dim(config), plan.packing)
+    masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, head_dim(config), plan.packing)
     attention = 3 * q + 2 * (q if masked else kv) * layout.cp
     return (6 * h + (attention + 4 * i + heads) // tp + 2) * width
 
@@ -416,18 +416,17 @@ def mask_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: MemoryP
     every layer for the recomputation: a temporary of the whole step (not `saved`)."""
     if saved != (checkpointing_mode(plan.activation_checkpointing) == "none"):
         return 0
-    masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, _head_dim(config), plan.packing)
+    masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, head_dim(config), plan.packing)
     return plan.seq_len * (2 if plan.precision == "bf16" else FP32) if masked else 0
 
 
 def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int) -> int:
     h, _, _, layers, vocab = _dims(config)
-    head_dim = _head_dim(config)
     tokens = plan.micro_batch * plan.seq_len // layout.cp
     width = 2 if plan.precision == "bf16" else FP32
     per_layer = layer_bytes_per_token(config, layout, plan)
     # Rotary cos and sin: per token from explicit position ids (packed rows, cp), shared by a batch's rows otherwise.
-    mask_and_rotary = 2 * head_dim * width // (1 if plan.packing or layout.cp > 1 else plan.micro_batch)
+    mask_and_rotary = 2 * head_dim(config) * width // (1 if plan.packing or layout.cp > 1 else plan.micro_batch)
     # The final norm (its output is the head's input) and the chunked loss's log-sum-exp; a pipeline's last stage
     # computes the plain loss, which keeps the fp32 log-softmax over the vocabulary.
     head = (3 * h + 1) * width + (FP32 if layout.pp == 1 else vocab * FP32)
@@ -502,10 +501,6 @@ def _layers_in_stages(layers: int, num_stages: int, stage_ids: tuple[int, ...]) 
 def _dims(config: PretrainedConfig) -> tuple[int, int, int, int, int]:
     intermediate = getattr(config, "intermediate_size", None) or 4 * config.hidden_size
     return config.hidden_size, intermediate, config.num_attention_heads, config.num_hidden_layers, config.vocab_size
-
-
-def _head_dim(config: PretrainedConfig) -> int:
-    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
 _LAYER_INDEX = re.compile(r"\.layers\.(\d+)\.")

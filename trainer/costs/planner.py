@@ -49,8 +49,8 @@ from trainer.costs.throughput import Calibration, StepEstimate, estimate_step, h
 from trainer.hardware import Hardware
 from trainer.host.collector import collector_paused
 from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError
-from trainer.model.attention import head_dim, takes_dense_mask
-from trainer.model.parameters import describe_parameters
+from trainer.model.attention import takes_dense_mask
+from trainer.model.parameters import describe_parameters, head_dim
 from trainer.model.presets import PresetConfig
 from trainer.parallel.context_parallel import check_context_parallel
 from trainer.parallel.pipeline import check_pipeline

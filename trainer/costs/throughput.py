@@ -86,8 +86,8 @@ from trainer.costs.probe import read_probe
 from trainer.hardware import INTERCONNECTS, NETWORKS, Hardware, interconnect_within
 from trainer.host.cache import calibration_dir
 from trainer.layout import MESH_DIMS, Layout
-from trainer.model.attention import head_dim, takes_dense_mask
-from trainer.model.parameters import count_parameters
+from trainer.model.attention import takes_dense_mask
+from trainer.model.parameters import count_parameters, head_dim
 
 OP_OVERHEAD_S = {"cuda": 10e-6, "cpu": 5e-6}
 # Operations per decoder layer in one forward pass of transformers' Llama (views left out), backward twice as many
@@ -378,8 +378,7 @@ def estimate_step(
     `fsdp_grad_sync` when FSDP2 reduce-scatters (train.fsdp_grad_sync). `figures`: hardware_figures(hardware),
     where the caller already has them (a plan prices thousands of candidates on the same hardware)."""
     tokens_per_rank_step = micro_batch * grad_accum * seq_len  # before cp splits the sequence
-    heads = config.num_attention_heads
-    width = heads * (getattr(config, "head_dim", None) or config.hidden_size // heads)
+    width = config.num_attention_heads * head_dim(config)
     pairs = micro_batch * grad_accum * seq_len * (seq_len + 1) // 2  # full rows; packing only lowers this
     flops = step_flops(matmul_params, width, config.num_hidden_layers, tokens_per_rank_step, pairs)
     figures = figures or hardware_figures(hardware)
@@ -534,7 +533,7 @@ def selective_recompute_flops(config: PretrainedConfig, tokens: int) -> float:
     """FLOPs selective checkpointing adds to a step of `tokens` tokens: the k, o and up projections it recomputes
     (2 per weight per token); attention and the other matmuls keep their outputs."""
     h, i = config.hidden_size, getattr(config, "intermediate_size", None) or 4 * config.hidden_size
-    q = config.num_attention_heads * (getattr(config, "head_dim", None) or h // config.num_attention_heads)
+    q = config.num_attention_heads * head_dim(config)
     kv = q * _kv_ratio(config)
     return 2.0 * tokens * config.num_hidden_layers * (h * kv + q * h + h * i)
 

@@ -42,8 +42,9 @@ from trainer.host.lifeline import tied_env
 from trainer.launch import torchrun
 from trainer.launch.progress import follow
 from trainer.layout import Layout, LayoutError, check_layout_for_model
-from trainer.model.attention import AttentionError, choose_attention, head_dim
+from trainer.model.attention import AttentionError, choose_attention
 from trainer.model.build import check_positions, checkpoint_dir, model_config
+from trainer.model.parameters import head_dim
 from trainer.parallel.context_parallel import check_context_parallel
 from trainer.parallel.pipeline import check_pipeline
 from trainer.rank.checkpoint import checkpoint_step, newest_verified

@@ -18,7 +18,6 @@ its own attention function and masks (trainer.parallel.context_parallel).
 from __future__ import annotations
 
 import torch
-from transformers import PretrainedConfig
 
 from trainer.layout import Layout
 
@@ -77,10 +76,6 @@ def _why_flex_cannot_run(device_type: str, layout: Layout, head_dim: int) -> str
     if head_dim < FLEX_MIN_HEAD_DIM:
         return f"flex_attention needs heads of at least {FLEX_MIN_HEAD_DIM} dimensions, this model's have {head_dim}"
     return None
-
-
-def head_dim(config: PretrainedConfig) -> int:
-    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
 def use_attention(model: torch.nn.Module, kind: str) -> None:

@@ -39,3 +39,9 @@ def describe_parameters(config: PretrainedConfig) -> tuple[list[tuple[str, tuple
     embedding = model.get_input_embeddings().weight
     tied = model.get_output_embeddings().weight is embedding
     return shapes, parameter_counts(shapes, embedding.numel(), tied)
+
+
+def head_dim(config: PretrainedConfig) -> int:
+    """Each attention head's width: the config's head_dim where it sets one, else hidden_size over the heads (as
+    transformers' models read it). The one rule for every prediction and check."""
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads

@@ -18,12 +18,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 
 from trainer.config import ConfigError, Experiment, ModelSpec, apply_override, closest_presets, experiment_from_dict
-from trainer.model.parameters import parameter_counts
+from trainer.model.parameters import head_dim, parameter_counts
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -203,7 +204,7 @@ def preset_config(spec: ModelSpec) -> PresetConfig | None:
     if spec.path is not None or values is None or not any(values == preset for _, preset in MODELS.values()):
         return None
     named = {field.name: values.get(field.name) for field in dataclasses.fields(PresetConfig)}
-    named["head_dim"] = named["head_dim"] or values["hidden_size"] // values["num_attention_heads"]
+    named["head_dim"] = head_dim(SimpleNamespace(**values))
     return PresetConfig(**named)
 
 

@@ -30,7 +30,8 @@ import torch
 import torch.distributed as dist
 
 from trainer.layout import Layout, LayoutError
-from trainer.model.attention import context_parallel_flex, head_dim
+from trainer.model.attention import context_parallel_flex
+from trainer.model.parameters import head_dim
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
