@@ -16,6 +16,7 @@ import torch
 import yaml
 from support import TINY_MODEL
 
+import trainer.data.prepare as prepare_module
 import trainer.launch.launcher as launch_module
 from trainer.config import ConfigError
 from trainer.launch.launcher import TrainRequest, prepare
@@ -42,7 +43,7 @@ def no_data_preparation(monkeypatch):
     def reached(*args, **kwargs):
         raise Reached
 
-    monkeypatch.setattr(launch_module, "prepare_corpus", reached)
+    monkeypatch.setattr(prepare_module, "prepare_corpus", reached)
 
 
 def merge(base: dict, changes: dict) -> dict:

@@ -26,8 +26,9 @@ from trainer.hardware import GPUS, gpu_preset, planned_hardware
 from trainer.host.environment import device_name, process_env
 from trainer.layout import Layout
 from trainer.rank import checkpoint
-from trainer.rank.loop import collective_timeouts, init_worker, set_collective_timeout, untimed_steps
+from trainer.rank.loop import collective_timeouts, init_worker, set_collective_timeout
 from trainer.rank.memory import cuda_peak, process_device_used
+from trainer.results.rundir import untimed_steps
 
 GiB, MiB = 1024**3, 1024**2
 
@@ -152,7 +153,7 @@ def test_cpu_processes_see_no_gpu():
 def test_the_snapshot_records_untimed_steps_only(steps, warmup, first, untimed):
     """The history is recorded for the untimed steps and dumped after the last of them; a run whose every step is
     timed records none (untimed 0), rather than slowing a timed step."""
-    assert untimed_steps(TrainSpec(steps=steps, timing_warmup_steps=warmup), first) == untimed
+    assert untimed_steps(steps, warmup, first) == untimed
 
 
 # --- checkpoints -----------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from support import train, write_experiment
 
-import trainer.launch.launcher as launch_module
+import trainer.data.prepare as prepare_module
 from trainer.config import ConfigError
 from trainer.launch.launcher import TrainRequest, prepare
 from trainer.rank.trackers import PROJECT, RUN_GROUP_ENV, RUN_NAME_ENV, STATE_FILE, Trackers, start_trackers
@@ -66,7 +66,7 @@ def no_training(monkeypatch):
     def reached(*args, **kwargs):
         raise AssertionError("every check passed: data preparation began")
 
-    monkeypatch.setattr(launch_module, "prepare_corpus", reached)
+    monkeypatch.setattr(prepare_module, "prepare_corpus", reached)
 
 
 @pytest.mark.parametrize(

@@ -76,6 +76,7 @@ FSDP_REDUCE_DTYPES = ("fp32", "bf16")  # train.fsdp_reduce_dtype
 # gradient of its whole model share (trainer.costs.memory_model prices both, trainer.costs.throughput their
 # collectives).
 FSDP_GRAD_SYNCS = ("micro_batch", "step")
+PRECISIONS = ("auto", "fp32", "bf16")  # train.precision (auto: resolve_precision)
 # train.activation_checkpointing, from most memory to least: none keeps every activation; selective keeps the
 # matmul and attention outputs of each decoder layer and recomputes the cheap ops between them; full keeps only each
 # layer's input and recomputes the whole layer
@@ -398,3 +399,55 @@ def closest_presets(key: str, names: list[str]) -> str:
     """The end of a "no preset" error: the closest of `names` to `key`, or all of them."""
     close = difflib.get_close_matches(key, names, n=3, cutoff=0.5)
     return f" (closest: {', '.join(close)})" if close else f" (presets: {', '.join(names)})"
+
+
+def check_train_values(experiment: Experiment) -> None:
+    """Every train and data value against what it may be (the allowed values declared above): a one-line error."""
+    train, data = experiment.train, experiment.data
+    positive = {"train.steps": train.steps, "train.micro_batch": train.micro_batch, "data.seq_len": data.seq_len}
+    positive |= {"train.global_batch_tokens": train.global_batch_tokens, "train.lr": train.lr, "train.eps": train.eps}
+    positive |= {"train.keep_checkpoints": train.keep_checkpoints}
+    positive |= {"train.collective_timeout_s": train.collective_timeout_s,
+                 "train.first_steps_timeout_s": train.first_steps_timeout_s}  # fmt: skip
+    for name, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"{name} must be positive, got {value}")
+    not_negative = {"train.warmup_steps": train.warmup_steps, "train.checkpoint_every": train.checkpoint_every}
+    not_negative |= {"train.grad_clip": train.grad_clip, "train.weight_decay": train.weight_decay}
+    not_negative |= {"train.timing_warmup_steps": train.timing_warmup_steps, "train.gns_every": train.gns_every}
+    for name, value in not_negative.items():
+        if value < 0:
+            raise ConfigError(f"{name} must not be negative, got {value}")
+    if not 0 <= train.min_lr_ratio <= 1:
+        raise ConfigError(f"train.min_lr_ratio must lie in [0, 1], got {train.min_lr_ratio}")
+    choices = {
+        "train.optimizer": (train.optimizer, OPTIMIZERS),
+        "train.lr_schedule": (train.lr_schedule, SCHEDULES),
+        "train.precision": (train.precision, PRECISIONS),
+        "train.fsdp_reduce_dtype": (train.fsdp_reduce_dtype, FSDP_REDUCE_DTYPES),
+    }
+    for name, (value, allowed) in choices.items():
+        if value not in allowed:
+            raise ConfigError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+    if len(train.betas) != 2 or not all(0 <= b < 1 for b in train.betas):
+        raise ConfigError(f"train.betas: expected two numbers in [0, 1), got {train.betas}")
+    final_saved = train.save_final_checkpoint or (train.checkpoint_every and train.steps % train.checkpoint_every == 0)
+    if train.save_hf and not final_saved:
+        raise ConfigError("train.save_hf exports the final step's checkpoint: set train.save_final_checkpoint: true")
+
+
+def check_galore(experiment: Experiment) -> None:
+    """train.galore's values, and a layout GaLore runs with (data-parallel replication only)."""
+    galore = experiment.train.galore
+    for name in ("rank", "update_proj_gap", "scale"):
+        if getattr(galore, name) <= 0:
+            raise ConfigError(f"train.galore.{name} must be positive, got {getattr(galore, name)}")
+    if galore.proj_type not in GALORE_PROJ_TYPES:
+        raise ConfigError(f"train.galore.proj_type: {galore.proj_type!r} is not one of {', '.join(GALORE_PROJ_TYPES)}")
+    if not galore.target_modules or not all(galore.target_modules):
+        raise ConfigError("train.galore.target_modules: give one or more name substrings, e.g. [attn, mlp]")
+    layout = experiment.layout
+    if layout.fsdp or layout.tp > 1:  # FSDP2 (dp_shard, cp, or data parallel around stages) shards them
+        raise ConfigError(
+            f"train.optimizer galore_adamw runs with data-parallel replicate layouts only, not {layout.describe()}"
+        )

@@ -74,6 +74,11 @@ class Layout:
         return self.pp * self.dp_replicate * self.dp_shard * self.cp * self.tp
 
     @property
+    def named_world_size(self) -> int:
+        """The processes the degrees given need, before `resolve`: an unnamed dp_replicate (-1) counts as one."""
+        return self.pp * max(1, self.dp_replicate) * self.dp_shard * self.cp * self.tp
+
+    @property
     def dp_degree(self) -> int:
         """Ranks that see different data: the ranks over which the loss's token count is summed."""
         return self.dp_replicate * self.dp_shard
@@ -181,12 +186,16 @@ def layout_name(degrees: dict[str, int]) -> str:
     return _degrees_text(degrees) or ONE_PROCESS
 
 
+# The usual name of the technique behind each mesh dimension (both data-parallel ones together: HSDP).
+FAMILY_OF_DIM = {"dp_replicate": "DDP", "dp_shard": "FSDP", "tp": "TP", "pp": "PP", "cp": "CP"}
+
+
 def layout_family(degrees: dict[str, int]) -> str:
     """The usual name of a layout: DDP, FSDP, HSDP, with +TP, +PP, +CP for the model-parallel dimensions."""
     used = {name for name, degree in degrees.items() if degree > 1}
-    data = {"dp_replicate": "DDP", "dp_shard": "FSDP"}
-    names = ["HSDP"] if {"dp_replicate", "dp_shard"} <= used else [data[d] for d in data if d in used]
-    names += [d.upper() for d in ("tp", "pp", "cp") if d in used]
+    data = ("dp_replicate", "dp_shard")
+    names = ["HSDP"] if set(data) <= used else [FAMILY_OF_DIM[d] for d in data if d in used]
+    names += [FAMILY_OF_DIM[d] for d in ("tp", "pp", "cp") if d in used]
     return "+".join(names) or ONE_PROCESS
 
 

@@ -189,9 +189,9 @@ def _live_tokens_per_s(timed: list[StepRecord]) -> float | None:
 def _layout(directory: Path, metrics: dict[str, Any]) -> str | None:
     """The mesh degrees: metrics.json's, else the resolved config.yaml's, else the trial's parameters."""
     degrees = metrics.get("layout")
-    if degrees is None and (directory / "config.yaml").is_file():
+    if degrees is None:
         with contextlib.suppress(OSError, yaml.YAMLError, AttributeError):
-            degrees = yaml.safe_load((directory / "config.yaml").read_text()).get("layout")
+            degrees = (RunDir(directory).read_config() or {}).get("layout")
     if degrees is None:
         from agent.records import TRIAL, TRIAL_FILE
 

@@ -26,7 +26,7 @@ import yaml
 from agent.records import SUMMARY, SUMMARY_FILE, SWEEP, SWEEP_FILE, Summary, SweepInputs, TrialSummary
 from trainer.config import OBJECTIVES, ConfigError
 from trainer.results.contracts import Contract, ContractError
-from trainer.results.rundir import RunDir
+from trainer.results.rundir import RunDir, parse_config
 from trainer.results.schemas import MEMORY, METRICS, RUN_STATUSES, STEPS, LaunchInfo, MemoryReport, Metrics, StepRecord
 
 STATUSES = RUN_STATUSES
@@ -68,7 +68,7 @@ class _RunFiles:
         return STEPS.parse_lines(self.files.get("steps.jsonl", b"").decode(), self.where / "steps.jsonl")
 
     def config(self) -> dict[str, Any] | None:
-        return yaml.safe_load(self.files["config.yaml"]) if "config.yaml" in self.files else None
+        return parse_config(self.files["config.yaml"]) if "config.yaml" in self.files else None
 
     def check(self) -> None:
         """Every result file read once through its contract: a bad one fails here, in one line, before any use."""

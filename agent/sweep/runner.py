@@ -30,7 +30,7 @@ from agent import jobs
 from agent.records import TRIAL, TRIAL_FILE, Params, TrialRequest
 from agent.sweep.study import suggest, trial_id
 from trainer.rank.trackers import RUN_GROUP_ENV, RUN_NAME_ENV
-from trainer.results.rundir import RunDir, StepsTail, tokens_per_s
+from trainer.results.rundir import RunDir, StepsTail, tokens_per_s, untimed_steps
 from trainer.results.schemas import StepRecord
 
 if TYPE_CHECKING:  # the space imports torch (the planner's data): readers of trial.json need neither
@@ -65,7 +65,7 @@ class Settings:
     @property
     def timed_after(self) -> int:
         """The warm-up steps tokens/s leaves out, as the trainer times it: none when a trial is no longer."""
-        return self.timing_warmup_steps if self.trial_steps > self.timing_warmup_steps else 0
+        return untimed_steps(self.trial_steps, self.timing_warmup_steps)
 
 
 def tokens_per_s_so_far(steps: list[StepRecord], warmup: int) -> float | None:

@@ -252,18 +252,14 @@ def _layouts(spec: str | list[str], experiment: Experiment, devices: int) -> lis
     layouts = []
     for text in spec:
         try:
-            layout = Layout.parse(str(text)).resolve(_world_of(str(text)))
+            named = Layout.parse(str(text))
+            layout = named.resolve(named.named_world_size)
         except LayoutError as e:
             raise ConfigError(f"search.layouts: {e}") from None
         if layout.world_size > devices:
             raise ConfigError(f"layout {text} needs {layout.world_size} devices; the sweep has {devices}")
         layouts.append(layout)
     return layouts
-
-
-def _world_of(text: str) -> int:
-    layout = Layout.parse(text)
-    return math.prod(max(1, getattr(layout, name)) for name in ("pp", "dp_replicate", "dp_shard", "cp", "tp"))
 
 
 def _planned(experiment: Experiment, layouts: list[Layout], device_type: str, devices: int):

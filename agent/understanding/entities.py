@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from agent.understanding.known import Known
+from trainer.layout import MESH_DIMS
 from trainer.model.presets import MODELS
 
 # A count's noun: what the number counts.
@@ -140,7 +141,7 @@ def _layouts(lowered: str, entities: Entities) -> None:
     for pattern, _ in LAYOUT_WORDS:
         if found := re.search(rf"\b(?:{pattern})\b", lowered):
             entities.add("layout", found.group(0), found.span())
-    if found := re.search(r"\b(?:pp|dp_replicate|dp_shard|cp|tp)\s*=\s*\d+", lowered):
+    if found := re.search(rf"\b(?:{'|'.join(MESH_DIMS)})\s*=\s*\d+", lowered):
         entities.add("layout", found.group(0), found.span())
     if found := re.search(_GPU_NAME, lowered):
         entities.add("gpu_named", found.group(0), found.span())

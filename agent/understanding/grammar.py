@@ -20,12 +20,11 @@ from typing import Any
 
 from trainer.config import ConfigError
 from trainer.hardware import GPU_ALIASES, GPUS, gpu_preset
+from trainer.layout import FAMILY_OF_DIM, MESH_DIMS, Layout
 from trainer.model.presets import MODELS, REFUSED, model_override, model_preset, preset_key
 
 SLASH_COMMANDS = ("help", "plan", "why", "run", "status", "results", "cancel", "hardware", "runs", "read", "sweep",
                   "bench", "report", "pr", "compare", "trials", "where", "docs")  # fmt: skip
-MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")  # trainer.layout's mesh order
-FAMILY_OF_DIM = {"dp_replicate": "DDP", "dp_shard": "FSDP", "tp": "TP", "pp": "PP", "cp": "CP"}
 # Layout words, longest phrases first so that "fully sharded data parallel" is not read as "data parallel".
 LAYOUT_WORDS: list[tuple[str, str]] = [
     (r"fully[- ]sharded(?: data[- ]parallel)?|fsdp2?|zero[- ]?3|zero stage 3", "dp_shard"),
@@ -324,9 +323,8 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
         intent.words = runs
     if found := re.search(r"(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|\bsteps?\s*[=:]?\s*(\d+)\b", lowered):
         intent.args["steps"] = int(found.group(1) or found.group(2))
-    if found := re.search(
-        r"\b((?:pp|dp_replicate|dp_shard|cp|tp)=\d+(?:,(?:pp|dp_replicate|dp_shard|cp|tp)=\d+)*)", lowered
-    ):
+    dims = "|".join(MESH_DIMS)
+    if found := re.search(rf"\b((?:{dims})=\d+(?:,(?:{dims})=\d+)*)", lowered):
         intent.args["layout"] = found.group(1)
     named = []
     rest = lowered
@@ -393,8 +391,7 @@ def _example(degrees: dict[str, int | None], nproc: int | None) -> str:
 
 
 def _layout_text(degrees: dict[str, int | None]) -> str:
-    used = {dim: d for dim, d in degrees.items() if d and d > 1}
-    return ",".join(f"{dim}={used[dim]}" for dim in MESH_ORDER if dim in used) or "dp_replicate=1"
+    return Layout(**{"dp_replicate": 1, **{dim: d for dim, d in degrees.items() if d and d > 1}}).argument()
 
 
 # Plain-language settings of a launch, as experiment overrides.

@@ -21,12 +21,10 @@ import yaml
 from transformers import PretrainedConfig
 
 from trainer.config import (
-    FSDP_REDUCE_DTYPES,
-    GALORE_PROJ_TYPES,
-    OPTIMIZERS,
-    SCHEDULES,
     ConfigError,
     Experiment,
+    check_galore,
+    check_train_values,
     load_experiment,
     resolve_precision,
 )
@@ -53,7 +51,6 @@ from trainer.results.contracts import write_text
 from trainer.results.rundir import RunDir, RunInUse, RunLock
 from trainer.results.schemas import LAUNCH, METRICS
 
-PRECISIONS = ("auto", "fp32", "bf16")
 # The memory check's override, besides --ignore-memory-check: for callers that pass an environment, not arguments
 # (agent.jobs, sweeps).
 IGNORE_MEMORY_ENV = "MESHPILOT_IGNORE_MEMORY_CHECK"
@@ -102,12 +99,12 @@ def prepare(request: TrainRequest) -> PreparedRun:
         overrides.append(f"train.steps={request.steps}")
     experiment = load_experiment(request.experiment, overrides)
     _check_node_rank(request.node_rank, _first_given(request.nnodes, experiment.hardware.nodes))
-    _check_train_values(experiment)
+    check_train_values(experiment)
     check_trackers(experiment.train.trackers)
     base_dir = Path(experiment.base_dir)
     nproc, nnodes = _resolve_hardware(request, experiment)
     if experiment.train.optimizer == "galore_adamw":
-        _check_galore(experiment)
+        check_galore(experiment)
     config = model_config(experiment.model, base_dir)
     check_positions(config, experiment.data.seq_len)
     _choose_attention(experiment, config)
@@ -396,56 +393,6 @@ def _choose_attention(experiment: Experiment, config: PretrainedConfig) -> None:
         raise ConfigError(str(e)) from None
 
 
-def _check_train_values(experiment: Experiment) -> None:
-    train, data = experiment.train, experiment.data
-    positive = {"train.steps": train.steps, "train.micro_batch": train.micro_batch, "data.seq_len": data.seq_len}
-    positive |= {"train.global_batch_tokens": train.global_batch_tokens, "train.lr": train.lr, "train.eps": train.eps}
-    positive |= {"train.keep_checkpoints": train.keep_checkpoints}
-    positive |= {"train.collective_timeout_s": train.collective_timeout_s,
-                 "train.first_steps_timeout_s": train.first_steps_timeout_s}  # fmt: skip
-    for name, value in positive.items():
-        if value <= 0:
-            raise ConfigError(f"{name} must be positive, got {value}")
-    not_negative = {"train.warmup_steps": train.warmup_steps, "train.checkpoint_every": train.checkpoint_every}
-    not_negative |= {"train.grad_clip": train.grad_clip, "train.weight_decay": train.weight_decay}
-    not_negative |= {"train.timing_warmup_steps": train.timing_warmup_steps, "train.gns_every": train.gns_every}
-    for name, value in not_negative.items():
-        if value < 0:
-            raise ConfigError(f"{name} must not be negative, got {value}")
-    if not 0 <= train.min_lr_ratio <= 1:
-        raise ConfigError(f"train.min_lr_ratio must lie in [0, 1], got {train.min_lr_ratio}")
-    choices = {
-        "train.optimizer": (train.optimizer, OPTIMIZERS),
-        "train.lr_schedule": (train.lr_schedule, SCHEDULES),
-        "train.precision": (train.precision, PRECISIONS),
-        "train.fsdp_reduce_dtype": (train.fsdp_reduce_dtype, FSDP_REDUCE_DTYPES),
-    }
-    for name, (value, allowed) in choices.items():
-        if value not in allowed:
-            raise ConfigError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
-    if len(train.betas) != 2 or not all(0 <= b < 1 for b in train.betas):
-        raise ConfigError(f"train.betas: expected two numbers in [0, 1), got {train.betas}")
-    final_saved = train.save_final_checkpoint or (train.checkpoint_every and train.steps % train.checkpoint_every == 0)
-    if train.save_hf and not final_saved:
-        raise ConfigError("train.save_hf exports the final step's checkpoint: set train.save_final_checkpoint: true")
-
-
-def _check_galore(experiment: Experiment) -> None:
-    galore = experiment.train.galore
-    for name in ("rank", "update_proj_gap", "scale"):
-        if getattr(galore, name) <= 0:
-            raise ConfigError(f"train.galore.{name} must be positive, got {getattr(galore, name)}")
-    if galore.proj_type not in GALORE_PROJ_TYPES:
-        raise ConfigError(f"train.galore.proj_type: {galore.proj_type!r} is not one of {', '.join(GALORE_PROJ_TYPES)}")
-    if not galore.target_modules or not all(galore.target_modules):
-        raise ConfigError("train.galore.target_modules: give one or more name substrings, e.g. [attn, mlp]")
-    layout = experiment.layout
-    if layout.fsdp or layout.tp > 1:  # FSDP2 (dp_shard, cp, or data parallel around stages) shards them
-        raise ConfigError(
-            f"train.optimizer galore_adamw runs with data-parallel replicate layouts only, not {layout.describe()}"
-        )
-
-
 # What a resume may change: how the same experiment is spread over processes (the checkpoint is resharded), and
 # whether the finished run is exported for Hugging Face or sent to trackers, which leaves the training alone.
 RESHARDABLE = ("layout.", "hardware.devices", "hardware.nodes", "train.pp_schedule", "train.pp_stages_per_rank")
@@ -473,8 +420,8 @@ def _check_run_dir(run: RunDir, resume: bool, experiment: Experiment) -> Path | 
         print(f"meshpilot: {line}", file=sys.stderr)
     if found is None:  # the ones skipped, and why, were said just above
         raise ConfigError(f"--resume: no complete checkpoint in {run.checkpoints}")
-    if run.config.is_file():
-        old = yaml.safe_load(run.config.read_text())
+    old = run.read_config()
+    if old is not None:
         changed = [d for d in _differences(old, experiment.to_dict()) if not d.startswith(RESUME_MAY_CHANGE)]
         if changed:
             raise ConfigError(

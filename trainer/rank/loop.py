@@ -19,7 +19,6 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import yaml
 from transformers import PretrainedConfig
 
 from trainer.config import Experiment, TrainSpec, experiment_from_dict
@@ -53,7 +52,7 @@ from trainer.rank.optim import build_optimizer, build_scheduler
 from trainer.rank.step import StepResult, forward_backward, pipeline_forward_backward
 from trainer.rank.trackers import Trackers, start_trackers
 from trainer.results.contracts import write_text
-from trainer.results.rundir import RunDir
+from trainer.results.rundir import RunDir, untimed_steps
 from trainer.results.schemas import MEMORY, METRICS, PREEMPTED, STEPS, LaunchInfo
 
 log = logging.getLogger("meshpilot.trainer")
@@ -172,7 +171,7 @@ def set_collective_timeout(timeout: timedelta, keep: tuple[dist.ProcessGroup, ..
 
 def load_run(run: RunDir) -> tuple[Experiment, LaunchInfo]:
     launch = run.read_launch()
-    experiment = experiment_from_dict(yaml.safe_load(run.config.read_text()))
+    experiment = experiment_from_dict(run.read_config())
     experiment.base_dir = launch["base_dir"]
     return experiment, launch
 
@@ -292,17 +291,10 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchIn
     if device_type == "cuda":
         torch.cuda.reset_peak_memory_stats()
         # Recorded for the untimed warm-up steps only, as it slows every allocation; a run with none has no snapshot.
-        if worker.rank == 0 and untimed_steps(spec, training.state.step) > 0:
+        if worker.rank == 0 and untimed_steps(spec.steps, spec.timing_warmup_steps, training.state.step) > 0:
             # Python stacks only: C++ stacks cost far more per allocation and to symbolise when dumped.
             torch.cuda.memory._record_memory_history(max_entries=SNAPSHOT_MAX_ENTRIES, stacks="python")
     return training
-
-
-def untimed_steps(spec: TrainSpec, first_step: int) -> int:
-    """Steps after `first_step` left out of the timing (allocator, compilation): train.timing_warmup_steps, or none
-    when the run has no more steps than that (there would be nothing else to time)."""
-    warmup = spec.timing_warmup_steps
-    return warmup if spec.steps - first_step > warmup else 0
 
 
 def _autocast(experiment: Experiment, device_type: str) -> contextlib.AbstractContextManager | None:
@@ -337,7 +329,7 @@ def _run_steps(training: Training) -> Measurements:
     # A pipeline's first step also runs a shape-inference forward whose saved tensors are never used: measure the
     # second step's, when there is one.
     measure_step = first_step + (1 if training.pipeline is not None and spec.steps - first_step > 1 else 0)
-    untimed = untimed_steps(spec, first_step)
+    untimed = untimed_steps(spec.steps, spec.timing_warmup_steps, first_step)
     with training.run.steps.open("a") if rank == 0 else contextlib.nullcontext() as steps_file:
         while state.step < spec.steps:
             maybe_inject(rank, state.step + 1, training.run.path.name)

@@ -8,7 +8,9 @@ import fcntl
 import os
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+
+import yaml
 
 from trainer.results.schemas import (
     FAILURE,
@@ -48,6 +50,10 @@ class RunDir:
         """Failures the ranks recorded, earliest first: the first is usually the cause, the rest its echo."""
         found = [FAILURE.read(p) for p in self.path.glob("failure.rank*.json")]
         return sorted((f for f in found if f is not None), key=lambda f: f["time"])
+
+    def read_config(self) -> dict[str, Any] | None:
+        """config.yaml: the resolved experiment that ran, as the mapping the launcher wrote (None before it did)."""
+        return parse_config(self.config.read_text()) if self.config.is_file() else None
 
     def read_steps(self) -> list[StepRecord]:
         return STEPS.read_lines(self.steps)
@@ -171,6 +177,19 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # another user's process: alive all the same
         return True
     return True
+
+
+def parse_config(text: str | bytes) -> dict[str, Any]:
+    """A run's config.yaml as the mapping the launcher wrote (trainer.config.experiment_from_dict reads it back
+    into an Experiment): the one reader of that file."""
+    return yaml.safe_load(text)
+
+
+def untimed_steps(steps: int, warmup: int, first_step: int = 0) -> int:
+    """Steps after `first_step` that tokens/s leaves out (allocator, compilation): train.timing_warmup_steps, or
+    none when the run has no more steps than that (there would be nothing else to time). The trainer's metrics.json
+    times so, and so does every reader of a live run."""
+    return warmup if steps - first_step > warmup else 0
 
 
 def tokens_per_s(steps: list[StepRecord]) -> float | None:
