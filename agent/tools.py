@@ -105,10 +105,7 @@ def plan_layouts(
         gpu: a GPU preset (e.g. h100, a100-40gb, rtx-4090) giving the device name and memory
         seq_len: sequence length (default: the experiment's data.seq_len)
     """
-    from trainer.config import load_experiment
-    from trainer.costs.planner import Pinned, pinned_by, plan
-    from trainer.hardware import planned_hardware
-    from trainer.model.presets import planning_config, preset_experiment
+    from trainer.costs.plan_request import PlanRequest, plan_request
     from trainer.results.contracts import write_json
 
     if devices < 1 or nodes < 1 or top < 1:
@@ -116,16 +113,13 @@ def plan_layouts(
     if device_type not in ("cuda", "cpu"):
         raise ToolError(f"device_type is cuda or cpu, not {device_type!r}")
     path = resolve_in_repo(Path(repo), experiment)
-    loaded = preset_experiment(model, devices * nodes, seq_len) if model else load_experiment(path)
-    pinned = Pinned() if model else pinned_by(loaded, path)  # a preset fixes no micro-batch or checkpointing
-    seq_len = seq_len or loaded.data.seq_len
-    if seq_len < 1 or loaded.train.global_batch_tokens % seq_len:
-        raise ToolError(f"the global batch of {loaded.train.global_batch_tokens} tokens is no multiple of {seq_len}")
-    hardware, memory = planned_hardware(
-        device_type, devices, nodes, gpu, device_name, device_mem, loaded.hardware.device_mem
-    )
-    config = planning_config(loaded.model, Path(loaded.base_dir))
-    candidates = [c.as_dict() for c in plan(loaded, config, hardware, memory, seq_len, pinned)]
+    request = PlanRequest(
+        devices=devices, experiment=None if model else path, model=model, nodes=nodes, device_type=device_type,
+        gpu=gpu, device_name=device_name, device_mem=device_mem, seq_len=seq_len, probe=False,
+    )  # fmt: skip
+    planned = plan_request(request)
+    hardware, memory, seq_len = planned.hardware, planned.device_mem, planned.seq_len
+    candidates = [c.as_dict() for c in planned.candidates]
     if not candidates:
         raise ToolError(f"no layout divides {devices * nodes} devices for this model and batch")
     stem = f"{model}-seq{seq_len}" if model else path.stem
@@ -135,7 +129,7 @@ def plan_layouts(
     dropped: dict[str, int] = {}
     for c in candidates:
         if c["dropped"] is not None:
-            reason = "does not fit in device memory" if "GiB" in c["dropped"] else c["dropped"]
+            reason = c["dropped_group"]
             dropped[reason] = dropped.get(reason, 0) + 1
     best_by_family: dict[str, dict] = {}
     for c in feasible:

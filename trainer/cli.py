@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainer.config import ConfigError, load_experiment
 from trainer.costs.plan_export import TARGETS, PlanContext
 
 if TYPE_CHECKING:
@@ -137,44 +136,26 @@ def _make_plan(args: argparse.Namespace) -> int:
     import json
 
     # Imported here: each subcommand imports only what it runs (every parser is registered for help).
-    from trainer.costs.planner import format_table, pinned_by, plan
-    from trainer.costs.probe import ensure_probe, plans_this_machine
-    from trainer.hardware import planned_hardware
-    from trainer.model.presets import model_override, planning_config, preset_experiment, preset_key
+    from trainer.costs.plan_request import PlanRequest, plan_request
+    from trainer.costs.planner import format_table
+    from trainer.model.presets import preset_key
 
-    if args.devices < 1 or args.nodes < 1:
-        raise ConfigError("--devices and --nodes must be at least 1")
-    if args.experiment is not None:
-        overrides = [*(model_override(args.model) if args.model else []), *args.overrides]
-        experiment = load_experiment(args.experiment, overrides)
-        pinned = pinned_by(experiment, args.experiment, overrides)
-    elif args.model:  # no experiment file: the preset with the usual pre-training defaults
-        overrides = []  # applied to the preset's experiment already
-        experiment = preset_experiment(args.model, args.devices * args.nodes, args.seq_len, args.overrides)
-        pinned = pinned_by(experiment, overrides=args.overrides)
-    else:
-        raise ConfigError("plan needs an experiment file or --model (a preset such as llama-3.1-8b)")
-    seq_len = args.seq_len or experiment.data.seq_len
-    if seq_len < 1 or experiment.train.global_batch_tokens % seq_len:
-        raise ConfigError(
-            f"train.global_batch_tokens {experiment.train.global_batch_tokens} is not a multiple of "
-            f"the sequence length {seq_len}"
-        )
-    hardware, device_mem = planned_hardware(
-        args.device_type, args.devices, args.nodes, args.gpu, args.device_name, args.device_mem,
-        experiment.hardware.device_mem, args.network,
+    request = PlanRequest(
+        devices=args.devices, experiment=args.experiment, model=args.model, nodes=args.nodes,
+        device_type=args.device_type, gpu=args.gpu, device_name=args.device_name, device_mem=args.device_mem,
+        network=args.network, seq_len=args.seq_len, overrides=tuple(args.overrides),
     )  # fmt: skip
-    config = planning_config(experiment.model, Path(experiment.base_dir))
-    if plans_this_machine(hardware):  # predictions for this machine's own devices start from its probe
-        ensure_probe(hardware)
-    candidates = plan(experiment, config, hardware, device_mem, seq_len, pinned)
+    planned = plan_request(request)
+    candidates = planned.candidates
     if args.json:
         print(json.dumps([c.as_dict() for c in candidates], indent=1))
     else:
         print(format_table(candidates, args.top))
     if args.export:
         preset = preset_key(args.model) if args.model else None
-        context = PlanContext(experiment, hardware, seq_len, args.experiment, overrides, preset)
+        context = PlanContext(
+            planned.experiment, planned.hardware, planned.seq_len, args.experiment, planned.overrides, preset
+        )
         return _export(args, candidates, context)
     return 0 if any(c.dropped is None for c in candidates) else 1
 

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 GiB = 1024**3
+OUT_OF_MEMORY = "does not fit in device memory"  # the group of every candidate dropped for its predicted memory
 
 
 @dataclass
@@ -70,6 +71,8 @@ class Candidate:
     memory: dict[str, int]
     estimate: StepEstimate | None = None
     dropped: str | None = None  # why it cannot run, if it cannot
+    # What it was dropped for, as a group of drops is named: OUT_OF_MEMORY, else the reason itself (drop_group).
+    dropped_group: str | None = None
     runnable: bool = True  # whether the built-in trainer runs this layout today
     fits_only_with_cp: bool = False  # cp > 1, and the same candidate with cp = 1 would not fit
     notes: list[str] = field(default_factory=list)
@@ -86,6 +89,7 @@ class Candidate:
             "predicted_tokens_per_s": self.estimate.tokens_per_s if self.estimate else None,
             "comm_bytes_per_step": self.estimate.comm_bytes if self.estimate else None,
             "dropped": self.dropped,
+            "dropped_group": self.dropped_group,
             "runnable": self.runnable,
             "fits_only_with_cp": self.fits_only_with_cp,
             "notes": self.notes,
@@ -246,7 +250,7 @@ def _plan(
 def _indivisible(layout: Layout, micro_batch: int, rows: int, checkpointing: bool | str) -> Candidate:
     """A layout the pinned micro-batch cannot run: no whole number of passes (grad_accum 0), nothing to predict."""
     reason = f"train.micro_batch {micro_batch} does not divide the {rows} rows per data-parallel rank"
-    return Candidate(layout, micro_batch, 0, checkpointing, {}, dropped=reason)
+    return Candidate(layout, micro_batch, 0, checkpointing, {}, dropped=reason, dropped_group=reason)
 
 
 def _largest_ranks(
@@ -300,6 +304,7 @@ def _judge(candidate: Candidate, device_mem: int) -> None:
         runtime = candidate.memory.get("cuda_runtime", 0) / GiB
         reserve = f" ({runtime:.2f} GiB of it the CUDA runtime's)" if runtime else ""
         candidate.dropped = f"needs {need:.2f} GiB per device{reserve}, more than {have:.2f} GiB"
+        candidate.dropped_group = OUT_OF_MEMORY
     unsupported = [n for n, d in candidate.layout.degrees().items() if d > 1 and n not in SUPPORTED_DIMS]
     if unsupported:
         candidate.runnable = False
@@ -312,7 +317,8 @@ def _judge_pipeline(candidate: Candidate, config: PretrainedConfig, train: Train
     try:
         check_pipeline(candidate.layout.pp, config, *spec)
     except LayoutError as error:
-        candidate.dropped = candidate.dropped or str(error)
+        if candidate.dropped is None:
+            candidate.dropped = candidate.dropped_group = str(error)
 
 
 _AC_COLUMN = {"none": "off", "selective": "sel", "full": "on"}  # the table's AC column, three characters wide
@@ -342,5 +348,5 @@ def format_table(candidates: list[Candidate], limit: int = 20) -> str:
 def _group_reasons(dropped: list[Candidate]) -> dict[str, list[Candidate]]:
     groups: dict[str, list[Candidate]] = {}
     for c in dropped:
-        groups.setdefault("does not fit in device memory" if "GiB" in c.dropped else c.dropped, []).append(c)
+        groups.setdefault(c.dropped_group, []).append(c)
     return groups
