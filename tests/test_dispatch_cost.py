@@ -21,6 +21,7 @@ from trainer.costs.throughput import (
     DTENSOR_OPS_PER_LAYER,
     FEATURES,
     SELECTIVE_OPS_PER_LAYER,
+    StepShape,
     estimate_step,
     fit,
     hardware_figures,
@@ -100,7 +101,8 @@ def _step(tmp_path, monkeypatch, layout: Layout, checkpointing: bool | str = Fal
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path / "cache"))
     given = dataclasses.replace(hardware_figures(CPU), **(figures or {}))
     config = AutoConfig.for_model(**TINY_MODEL)
-    return estimate_step(config, layout, CPU, 10_000, 40_000, 2, 64, 4, checkpointing, figures=given)
+    shape = StepShape(2, 64, 4, checkpointing)
+    return estimate_step(config, layout, CPU, shape, matmul_params=10_000, parameter_bytes=40_000, figures=given)
 
 
 def test_dispatch_is_charged_where_it_happens_at_the_probed_cost(tmp_path, monkeypatch):
@@ -128,7 +130,9 @@ def test_a_gpu_hides_dispatch_behind_queued_work_like_launches(tmp_path, monkeyp
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path / "cache"))
     gpu = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=8)
     config = AutoConfig.for_model(**TINY_MODEL)
-    estimate = estimate_step(config, Layout(tp=2), gpu, 10_000, 40_000, 2, 64, 4)
+    estimate = estimate_step(
+        config, Layout(tp=2), gpu, StepShape(2, 64, 4), matmul_params=10_000, parameter_bytes=40_000
+    )
     assert estimate.dispatch_s == 0.0
     assert estimate.compute_s == pytest.approx(max(estimate.matmul_s + estimate.memory_s, estimate.compute_s))
 

@@ -115,7 +115,7 @@ def _llama_8b_on_64_h100s(gns_every: int):
     """The step of `meshpilot plan`'s first choice for Llama-3.1-8B on 8 nodes of 8 H100s: HSDP across the nodes."""
     from transformers import LlamaConfig
 
-    from trainer.costs.throughput import estimate_step, model_bytes
+    from trainer.costs.throughput import StepShape, estimate_step, model_bytes
     from trainer.hardware import planned_hardware
     from trainer.model.parameters import count_parameters
     from trainer.model.presets import PRESET_SEQ_LEN, model_preset
@@ -124,10 +124,10 @@ def _llama_8b_on_64_h100s(gns_every: int):
     counts = count_parameters(config)
     hardware, _ = planned_hardware("cuda", 8, 8, "h100")
     layout = Layout(dp_replicate=8, dp_shard=8)
+    shape = StepShape(1, PRESET_SEQ_LEN, 4, precision="bf16", gns_every=gns_every)
     return estimate_step(
-        config, layout, hardware, counts["matmul"], model_bytes(counts), 1, PRESET_SEQ_LEN, 4, precision="bf16",
-        gns_every=gns_every,
-    )  # fmt: skip
+        config, layout, hardware, shape, matmul_params=counts["matmul"], parameter_bytes=model_bytes(counts)
+    )
 
 
 def test_the_throughput_model_prices_the_extra_reduction_amortised_over_the_measured_steps():

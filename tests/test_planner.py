@@ -13,7 +13,7 @@ import yaml
 from support import TINY_MODEL, meshpilot, write_experiment
 from transformers import AutoConfig
 
-from trainer.costs.throughput import Calibration, dimension_links, estimate_step, fit
+from trainer.costs.throughput import Calibration, StepShape, dimension_links, estimate_step, fit
 from trainer.hardware import Hardware, intra_node_link_from_topology
 from trainer.layout import Layout, LayoutError
 
@@ -115,7 +115,8 @@ def test_nodes_joined_by_hdr_infiniband_train_slower_than_by_ndr(tmp_path, monke
     for network in ("ib400", "ib200"):
         hardware, _ = planned_hardware("cuda", 8, 2, "h100", network=network)
         # Short rows: too little compute to hide the gradients' all-reduce between the replicas.
-        steps[network] = estimate_step(config, layout, hardware, 6_000_000_000, 24_000_000_000, 1, 256, 1)
+        sizes = {"matmul_params": 6_000_000_000, "parameter_bytes": 24_000_000_000}
+        steps[network] = estimate_step(config, layout, hardware, StepShape(1, 256, 1), **sizes)
     sent = steps["ib400"].comm_bytes["dp_replicate"]
     assert sent > 0 and steps["ib200"].comm_bytes["dp_replicate"] == sent
     assert steps["ib200"].comm_s - steps["ib400"].comm_s == pytest.approx(sent / 25e9 - sent / 50e9)
@@ -131,8 +132,9 @@ def test_an_unknown_network_is_refused_in_one_line():
 def test_activation_checkpointing_costs_a_forward_pass():
     config = AutoConfig.for_model(**TINY_MODEL)
     hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=1)
-    args = (config, Layout(dp_replicate=1), hardware, 10_000, 40_000, 2, 64, 4)
-    plain, recomputing = estimate_step(*args), estimate_step(*args, activation_checkpointing=True)
+    args, sizes = (config, Layout(dp_replicate=1), hardware), {"matmul_params": 10_000, "parameter_bytes": 40_000}
+    plain = estimate_step(*args, StepShape(2, 64, 4), **sizes)
+    recomputing = estimate_step(*args, StepShape(2, 64, 4, checkpointing=True), **sizes)
     assert recomputing.matmul_s == pytest.approx(plain.matmul_s * 4 / 3)
     assert recomputing.memory_s > plain.memory_s and recomputing.launch_s > plain.launch_s
 
@@ -150,8 +152,9 @@ def test_selective_checkpointing_costs_less_than_a_forward_pass(device_type):
     name = "NVIDIA H100 80GB HBM3" if device_type == "cuda" else "x86_64"
     hardware = Hardware(device_type, name, devices_per_node=1)
     matmul = count_parameters(config)["matmul"]
-    args = (config, Layout(dp_replicate=1), hardware, matmul, 4 * count_parameters(config)["total"], 2, 256, 4)
-    steps = {mode: estimate_step(*args, activation_checkpointing=mode) for mode in ("none", "selective", "full")}
+    args, sizes = (config, Layout(dp_replicate=1), hardware), {"matmul_params": matmul}
+    sizes["parameter_bytes"] = 4 * count_parameters(config)["total"]
+    steps = {mode: estimate_step(*args, StepShape(2, 256, 4, mode), **sizes) for mode in ("none", "selective", "full")}
     assert steps["none"].matmul_s < steps["selective"].matmul_s < steps["full"].matmul_s
     none, selective = steps["none"], steps["selective"]
     assert selective.memory_s == steps["full"].memory_s > none.memory_s  # no dense mask: the same elementwise work
@@ -195,11 +198,12 @@ def test_calibration_recovers_the_machine_factors(tmp_path, monkeypatch):
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))
     config = AutoConfig.for_model(**TINY_MODEL)
     hardware = Hardware("cpu", "x86_64", devices_per_node=2, intra_node_link="cpu")
-    args = (config, Layout(dp_replicate=2), hardware, 10_000, 40_000, 2, 64, 4)
-    before = estimate_step(*args, calibration=Calibration.load(hardware))
+    args = (config, Layout(dp_replicate=2), hardware, StepShape(2, 64, 4))
+    sizes = {"matmul_params": 10_000, "parameter_bytes": 40_000}
+    before = estimate_step(*args, **sizes, calibration=Calibration.load(hardware))
     measured = before.step_s * 7  # this machine is 7x slower than the stated assumptions
     Calibration.record(hardware, before, measured)
-    after = estimate_step(*args, calibration=Calibration.load(hardware))
+    after = estimate_step(*args, **sizes, calibration=Calibration.load(hardware))
     assert after.step_s == pytest.approx(measured)
 
 
@@ -439,10 +443,11 @@ def test_the_planner_shares_work_without_changing_a_figure(tmp_path, monkeypatch
             assert candidate.estimate is None and not candidate.fits_only_with_cp
             continue
         dense = takes_dense_mask(spec.attention, hardware.device_type, candidate.layout, head_dim(config), packing)
+        shape = StepShape(candidate.micro_batch, 2048, candidate.grad_accum, candidate.activation_checkpointing,
+                          precision, dense, gns_every=spec.gns_every)  # fmt: skip
         assert candidate.estimate == estimate_step(
-            config, candidate.layout, hardware, counts["matmul"], model_bytes(counts), candidate.micro_batch, 2048,
-            candidate.grad_accum, candidate.activation_checkpointing, Calibration.load(hardware), precision, dense,
-            gns_every=spec.gns_every,
+            config, candidate.layout, hardware, shape, matmul_params=counts["matmul"],
+            parameter_bytes=model_bytes(counts), calibration=Calibration.load(hardware),
         )  # fmt: skip
         alone = by_candidate.get((dataclasses.replace(candidate.layout, cp=1), *key[1:]))
         if candidate.layout.cp > 1:  # the same candidate with cp = 1 (on fewer devices), predicted the long way too

@@ -12,16 +12,8 @@ from transformers import AutoConfig
 
 import trainer.costs.probe as probe_module
 from agent.cli import main
-from trainer.costs.probe import (
-    COLLECTIVES,
-    STATED,
-    ProbeError,
-    ensure_probe,
-    plans_this_machine,
-    probe_path,
-    read_probe,
-)
-from trainer.costs.throughput import Calibration, estimate_step, hardware_figures
+from trainer.costs.probe import COLLECTIVES, ProbeError, ensure_probe, plans_this_machine, probe_path, read_probe
+from trainer.costs.throughput import STATED, Calibration, StepShape, estimate_step, hardware_figures
 from trainer.hardware import Hardware, this_machine
 from trainer.host.environment import device_name
 from trainer.layout import Layout
@@ -98,25 +90,28 @@ def test_the_probe_measures_this_machine_with_two_gloo_processes(cache):
     assert shown.returncode == 0 and "all_gather" in shown.stdout and f"stored in {probe_path(CPU)}" in shown.stdout
 
 
+SIZES = {"matmul_params": 10_000, "parameter_bytes": 40_000}  # a small model's
+
+
 def test_a_prediction_for_an_uncalibrated_machine_starts_from_its_probe(cache):
     """Without a probe the stated defaults; with one, its collective latency and compute rate, exactly."""
     config = AutoConfig.for_model(**TINY_MODEL)
-    args = (config, Layout(dp_replicate=1, tp=2), CPU, 10_000, 40_000, 2, 64, 4)  # tp: on the critical path
-    stated = estimate_step(*args)
+    args = (config, Layout(dp_replicate=1, tp=2), CPU, StepShape(2, 64, 4))  # tp: on the critical path
+    stated = estimate_step(*args, **SIZES)
     assert hardware_figures(CPU).source == STATED
 
     written_probe(CPU, latency_s=4e-3)
-    slow_link = estimate_step(*args)
+    slow_link = estimate_step(*args, **SIZES)
     written_probe(CPU, latency_s=8e-3)
-    slower_link = estimate_step(*args)
+    slower_link = estimate_step(*args, **SIZES)
     assert slower_link.comm_s - slow_link.comm_s == pytest.approx(slow_link.collectives * 4e-3)
     assert slow_link.step_s != stated.step_s and slower_link.step_s > slow_link.step_s
 
     written_probe(CPU, latency_s=8e-3, fp32_flops=40e9)
-    faster = estimate_step(*args)
+    faster = estimate_step(*args, **SIZES)
     assert faster.matmul_s == pytest.approx(slower_link.matmul_s / 2)
     written_probe(CPU, latency_s=8e-3, fp32_flops=40e9, bandwidth=5e9, op_overhead_s=10e-6)
-    slower_memory = estimate_step(*args)
+    slower_memory = estimate_step(*args, **SIZES)
     assert slower_memory.memory_s == pytest.approx(faster.memory_s * 2) and faster.memory_s > 0
     assert slower_memory.launch_s == pytest.approx(faster.launch_s * 2) and faster.launch_s > 0
     # A CPU runs its operations one after another: the three parts add up.
@@ -128,12 +123,12 @@ def test_runs_calibrated_under_other_figures_do_not_calibrate_the_probed_machine
     """A calibration record measured a step against the seconds of the figures of its time: once a probe changes
     them, the old factors would scale the wrong seconds. Runs predicted from the probe calibrate it."""
     config = AutoConfig.for_model(**TINY_MODEL)
-    args = (config, Layout(dp_replicate=2), CPU, 10_000, 40_000, 2, 64, 4)
-    Calibration.record(CPU, estimate_step(*args), 1.0)
+    args = (config, Layout(dp_replicate=2), CPU, StepShape(2, 64, 4))
+    Calibration.record(CPU, estimate_step(*args, **SIZES), 1.0)
     assert Calibration.load(CPU).runs == 1
     written_probe(CPU)
     assert Calibration.load(CPU).runs == 0
-    Calibration.record(CPU, estimate_step(*args), 1.0)
+    Calibration.record(CPU, estimate_step(*args, **SIZES), 1.0)
     assert Calibration.load(CPU).runs == 1
 
 

@@ -45,7 +45,7 @@ from trainer.costs.memory_model import (
     predict_rank,
     rank_coordinates,
 )
-from trainer.costs.throughput import Calibration, StepEstimate, estimate_step, hardware_figures, model_bytes
+from trainer.costs.throughput import Calibration, StepEstimate, StepShape, estimate_step, hardware_figures, model_bytes
 from trainer.hardware import Hardware
 from trainer.host.collector import collector_paused
 from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError
@@ -237,11 +237,19 @@ def _plan(
                         candidate.fits_only_with_cp = True
                         candidate.notes.append(f"fits only because of cp (cp=1 needs {alone / GiB:.1f} GiB)")
                 if candidate.dropped is None:
+                    shape = StepShape(micro_batch, seq_len, grad_accum, checkpointing, precision,
+                                      dense_mask(layout), train.compile, train.gns_every,
+                                      train.fsdp_grad_sync)  # fmt: skip
                     candidate.estimate = estimate_step(
-                        reader, layout, hardware, matmul, total_bytes, micro_batch, seq_len,
-                        grad_accum, checkpointing, calibration, precision, dense_mask(layout), figures, train.compile,
-                        train.gns_every, train.fsdp_grad_sync,
-                    )  # fmt: skip
+                        reader,
+                        layout,
+                        hardware,
+                        shape,
+                        matmul_params=matmul,
+                        parameter_bytes=total_bytes,
+                        calibration=calibration,
+                        figures=figures,
+                    )
                 candidates.append(candidate)
     feasible = sorted((c for c in candidates if c.dropped is None), key=_rank_key)
     return feasible + [c for c in candidates if c.dropped is not None]

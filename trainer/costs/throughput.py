@@ -339,13 +339,20 @@ def predict_run(
     train, counts, layout = experiment.train, count_parameters(config), experiment.layout
     packing = experiment.data.packing
     dense_mask = takes_dense_mask(train.attention, hardware.device_type, layout, head_dim(config), packing)
-    return estimate_step(
-        config, layout, hardware, counts["matmul"], model_bytes(counts),
-        train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing, calibration,
-        resolve_precision(train.precision, hardware.device_type), dense_mask, compiled=train.compile,
-        gns_every=train.gns_every,
-        fsdp_grad_sync=train.fsdp_grad_sync,
+    shape = StepShape(
+        train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing,
+        resolve_precision(train.precision, hardware.device_type), dense_mask, train.compile, train.gns_every,
+        train.fsdp_grad_sync,
     )  # fmt: skip
+    return estimate_step(
+        config,
+        layout,
+        hardware,
+        shape,
+        matmul_params=counts["matmul"],
+        parameter_bytes=model_bytes(counts),
+        calibration=calibration,
+    )
 
 
 def model_bytes(counts: dict[str, int]) -> int:
@@ -354,35 +361,47 @@ def model_bytes(counts: dict[str, int]) -> int:
     return FP32 * counts["total"]
 
 
+@dataclass(frozen=True)
+class StepShape:
+    """One rank's optimizer step as the cost models take it: the batch's split and the experiment's settings,
+    resolved once at the door (activation checkpointing as its mode, precision without "auto", the attention's
+    mask) rather than by every model that reads them."""
+
+    micro_batch: int
+    seq_len: int
+    grad_accum: int
+    checkpointing: str = "none"  # one of trainer.config.CHECKPOINTING_MODES (train.activation_checkpointing given)
+    precision: str = "fp32"  # fp32 | bf16 (resolve_precision's)
+    dense_mask: bool = False  # attention reads a dense [seq, seq] mask (trainer.model.attention.takes_dense_mask)
+    compiled: bool = False  # each decoder layer compiled (train.compile)
+    gns_every: int = 0  # steps between gradient noise scale measurements (train.gns_every; 0: none)
+    fsdp_grad_sync: str = "micro_batch"  # when FSDP2 reduce-scatters (train.fsdp_grad_sync)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "checkpointing", checkpointing_mode(self.checkpointing))
+
+
 def estimate_step(
     config: PretrainedConfig,
     layout: Layout,
     hardware: Hardware,
+    shape: StepShape,
+    *,
     matmul_params: int,
     parameter_bytes: int,
-    micro_batch: int,
-    seq_len: int,
-    grad_accum: int,
-    activation_checkpointing: bool | str = False,
     calibration: Calibration | None = None,
-    precision: str = "fp32",
-    dense_mask: bool = False,
     figures: Figures | None = None,
-    compiled: bool = False,
-    gns_every: int = 0,
-    fsdp_grad_sync: str = "micro_batch",
 ) -> StepEstimate:
-    """One optimizer step of one rank (see the module docstring); `dense_mask` where attention reads a dense
-    [seq, seq] mask (trainer.model.attention.takes_dense_mask), `compiled` where each decoder layer is compiled
-    (train.compile), `gns_every` the steps between gradient noise scale measurements (train.gns_every; 0: none),
-    `fsdp_grad_sync` when FSDP2 reduce-scatters (train.fsdp_grad_sync). `figures`: hardware_figures(hardware),
-    where the caller already has them (a plan prices thousands of candidates on the same hardware)."""
+    """One optimizer step of one rank (see the module docstring). `figures`: hardware_figures(hardware), where the
+    caller already has them (a plan prices thousands of candidates on the same hardware)."""
+    micro_batch, seq_len, grad_accum = shape.micro_batch, shape.seq_len, shape.grad_accum
+    mode, precision, dense_mask, compiled = shape.checkpointing, shape.precision, shape.dense_mask, shape.compiled
+    gns_every, fsdp_grad_sync = shape.gns_every, shape.fsdp_grad_sync
     tokens_per_rank_step = micro_batch * grad_accum * seq_len  # before cp splits the sequence
     width = config.num_attention_heads * head_dim(config)
     pairs = micro_batch * grad_accum * seq_len * (seq_len + 1) // 2  # full rows; packing only lowers this
     flops = step_flops(matmul_params, width, config.num_hidden_layers, tokens_per_rank_step, pairs)
     figures = figures or hardware_figures(hardware)
-    mode = checkpointing_mode(activation_checkpointing)
     if mode == "selective":  # only the matmuls whose outputs it does not keep
         flops += selective_recompute_flops(config, tokens_per_rank_step)
     if layout.pp == 1:
@@ -391,13 +410,13 @@ def estimate_step(
     if mode == "full":  # the forward pass runs twice: 4 passes' worth instead of 3
         matmul *= 4 / 3
     traffic = memory_traffic(
-        config, layout, matmul_params, parameter_bytes, micro_batch, seq_len, grad_accum, activation_checkpointing,
-        precision, dense_mask, compiled, fsdp_grad_sync,
+        config, layout, matmul_params, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision,
+        dense_mask, compiled, fsdp_grad_sync,
     )  # fmt: skip
     memory = traffic / figures.memory_bandwidth(hardware)
-    launches = grad_accum * operations_per_micro_batch(config, layout, activation_checkpointing, compiled)
+    launches = grad_accum * operations_per_micro_batch(config, layout, mode, compiled)
     launch = launches * figures.op_overhead(hardware)
-    dispatch = grad_accum * dispatch_per_micro_batch(config, layout, activation_checkpointing, figures)
+    dispatch = grad_accum * dispatch_per_micro_batch(config, layout, mode, figures)
     if hardware.device_type == "cpu":
         compute = matmul + memory + launch
     else:  # host time behind queued kernels, dispatch included
@@ -406,9 +425,8 @@ def estimate_step(
         bubble = 1 + (layout.pp - 1) / grad_accum
         compute, dispatch = compute * bubble, dispatch * bubble
     sent = communication_bytes(
-        config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, activation_checkpointing, precision,
-        fsdp_grad_sync,
-    )  # fmt: skip
+        config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision, fsdp_grad_sync
+    )
     links = dimension_links(layout, hardware)
     seconds = {d: figures.transfer_s(links[d], COLLECTIVE_OF[d], *sent[d]) for d in MESH_DIMS}
     # On a GPU data-parallel traffic overlaps the backward pass (about two thirds of compute) and the rest shows;
