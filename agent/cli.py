@@ -9,7 +9,7 @@ import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from trainer.config import ConfigError
+from trainer.config import ConfigError, print_error
 
 DESCRIPTION = """meshpilot chooses how to spread a transformer's training over your devices (data parallel, FSDP2,
 HSDP, tensor, pipeline and context parallel), runs it with the built-in trainer, benchmarks the result and writes
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except ConfigError as error:
-        print(f"meshpilot: error: {error}", file=sys.stderr)
+        print_error(error)
         return 2
     except KeyboardInterrupt:
         print("meshpilot: interrupted", file=sys.stderr)

@@ -51,7 +51,7 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from agent.records import JobState
-from trainer.config import ConfigError, load_experiment
+from trainer.config import ConfigError, load_experiment, printed_error
 from trainer.host import preemption
 from trainer.host.lifeline import PARENT_ENV, tie_to_parent, tied_env
 from trainer.layout import Layout, LayoutError
@@ -411,7 +411,7 @@ def _outcome(out: Path, job: JobRecord, returncode: int) -> tuple[str, str | Non
     if results is not None:
         return _verdict(kind, results)
     log = (out / LOG_FILE).read_text(errors="replace").splitlines() if (out / LOG_FILE).is_file() else []
-    errors = [line.removeprefix("meshpilot: error: ") for line in log if line.startswith("meshpilot: error: ")]
+    errors = [error for line in log if (error := printed_error(line)) is not None]
     if errors:
         return "failed", errors[-1]
     return "failed", f"the launcher exited with code {returncode} and wrote no results (see {LOG_FILE})"

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainer.config import print_error
 from trainer.costs.plan_export import TARGETS, PlanContext
 
 if TYPE_CHECKING:
@@ -224,7 +225,7 @@ def _probe(args: argparse.Namespace) -> int:
     try:
         path, probe = run_probe(settings, rendezvous)
     except ProbeError as error:
-        print(f"meshpilot: error: {error}", file=sys.stderr)
+        print_error(error)
         return 1
     print(f"{format_probe(probe)}\n\nsaved to {path}; predictions for this machine start from it")
     return 0

@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import re
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -26,6 +27,20 @@ from trainer.layout import Layout
 
 class ConfigError(ValueError):
     """A problem with the experiment file or the command line, phrased for the user in one line."""
+
+
+# How a one-line error reaches the user (`meshpilot` exits with code 2 after it), and how a job's supervisor finds
+# it again in the launcher's log.
+ERROR_PREFIX = "meshpilot: error: "
+
+
+def print_error(error: BaseException | str) -> None:
+    print(f"{ERROR_PREFIX}{error}", file=sys.stderr)
+
+
+def printed_error(line: str) -> str | None:
+    """The error a line of meshpilot's output reports, or None for any other line."""
+    return line.removeprefix(ERROR_PREFIX) if line.startswith(ERROR_PREFIX) else None
 
 
 @dataclass
