@@ -81,7 +81,7 @@ from trainer.data.rows import RowSource, TokenizedCorpus, prepare_corpus
 from trainer.data.tokenizer import tokenizer_fingerprint
 from trainer.export.hf import find_checkpoint, load_model
 from trainer.model.build import build_model, model_config
-from trainer.parallel.parallelize import compile_seconds
+from trainer.parallel.compile import compile_seconds
 from trainer.rank.optim import build_optimizer, build_scheduler
 from trainer.rank.step import token_loss_sum
 from trainer.results.rundir import RunDir

@@ -47,7 +47,7 @@ def _all_reduces(layers: int, autocast: bool, bf16: bool, checkpointing: str) ->
 
     from trainer.model.build import build_model
     from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
-    from trainer.parallel.parallelize import apply_tensor_parallel
+    from trainer.parallel.tensor_parallel import apply_tensor_parallel
 
     model = build_model(AutoConfig.for_model(**LAYER, num_hidden_layers=layers), None, seed=0)
     model = model.to(torch.bfloat16) if bf16 else model

@@ -13,7 +13,7 @@ from transformers import LlamaConfig
 
 from trainer.model.build import build_model
 from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
-from trainer.parallel.parallelize import compile_layers
+from trainer.parallel.compile import compile_layers
 from trainer.rank.memory import saved_for_backward
 from trainer.rank.step import compiled_token_loss_sum, token_loss_sum
 

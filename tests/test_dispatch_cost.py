@@ -30,7 +30,7 @@ from trainer.hardware import Hardware
 from trainer.layout import Layout
 from trainer.model.build import build_model
 from trainer.parallel.activation_checkpointing import selective_checkpoint_context
-from trainer.parallel.parallelize import apply_tensor_parallel
+from trainer.parallel.tensor_parallel import apply_tensor_parallel
 
 CPU = Hardware("cpu", "test CPU", devices_per_node=2, intra_node_link="cpu")
 LAYER = {"hidden_size": 64, "intermediate_size": 160, "num_attention_heads": 4, "num_key_value_heads": 2,

@@ -19,7 +19,8 @@ from transformers import AutoConfig
 from trainer.config import TrainSpec
 from trainer.layout import Layout
 from trainer.model.build import build_model, materialize, meta_model
-from trainer.parallel.parallelize import grad_norm_squared, parallelize, parallelize_pipeline
+from trainer.parallel.grad_norm import grad_norm_squared
+from trainer.parallel.parallelize import parallelize, parallelize_pipeline
 from trainer.rank.optim import build_optimizer
 from trainer.rank.step import token_loss_sum
 

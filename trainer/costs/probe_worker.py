@@ -155,7 +155,7 @@ def _dtensor_op_s(device: torch.device, sync, settings: ProbeSettings) -> float:
     from torch.distributed.device_mesh import DeviceMesh
 
     # Imported here: as in _tiny_llama, the modeling code for the ranks alone.
-    from trainer.parallel.parallelize import apply_tensor_parallel
+    from trainer.parallel.tensor_parallel import apply_tensor_parallel
 
     alone = [dist.new_group([rank]) for rank in range(dist.get_world_size())][dist.get_rank()]
     parallel = _tiny_llama(device)

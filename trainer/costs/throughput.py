@@ -29,8 +29,8 @@ tiny one (tensor parallelism's copies grow with the tokens), and calibration sca
 operation as its own kernel, each reading its inputs from memory and writing its output there, while inductor fuses
 a layer's elementwise operations into a few kernels that read each input once and write what the matmuls, attention
 and backward need (`LAYER_BYTES`, `COMPILED_OPS_PER_LAYER`). The matmuls and attention are the same kernels either
-way. Counted per layer, as trainer.parallel.parallelize.compile_layers compiles under FSDP2, tensor, pipeline and
-context parallelism: where the whole micro-batch step is one graph (trainer.parallel.parallelize.compiles_whole_step)
+way. Counted per layer, as trainer.parallel.compile.compile_layers compiles under FSDP2, tensor, pipeline and
+context parallelism: where the whole micro-batch step is one graph (trainer.parallel.compile.compiles_whole_step)
 inductor also fuses the embedding, loss and layer boundaries, which the model leaves eager (a few percent of a small
 model's step, bench/trainer_vs_hf.py); the optimizer stays eager either way.
 
@@ -492,7 +492,7 @@ def memory_traffic(
 
 def layer_regime(precision: str, layout: Layout) -> str:
     """How a decoder layer computes (`LAYER_BYTES`): bf16 is FSDP2's mixed precision where FSDP2 reduces the
-    gradients and autocast elsewhere (trainer.parallel.parallelize.fsdp_mixed_precision)."""
+    gradients and autocast elsewhere (trainer.parallel.data_parallel.fsdp_mixed_precision)."""
     if precision != "bf16":
         return "fp32"
     return "bf16" if layout.fsdp else "autocast"

@@ -33,15 +33,11 @@ from trainer.layout import data_parallel_group, loss_group
 from trainer.model.attention import document_block_mask, use_attention
 from trainer.model.build import materialize as materialize_model
 from trainer.model.build import meta_model, model_config
+from trainer.parallel.compile import compile_seconds, compiles_whole_step
 from trainer.parallel.context_parallel import ContextParallel, install_context_parallel
-from trainer.parallel.parallelize import (
-    clip_grad_norm,
-    compile_seconds,
-    compiles_whole_step,
-    fsdp_mixed_precision,
-    parallelize,
-    parallelize_pipeline,
-)
+from trainer.parallel.data_parallel import fsdp_mixed_precision
+from trainer.parallel.grad_norm import clip_grad_norm
+from trainer.parallel.parallelize import parallelize, parallelize_pipeline
 from trainer.parallel.pipeline import Pipeline
 from trainer.rank import checkpoint
 from trainer.rank.failures import NonFiniteLoss, failure_status

@@ -20,7 +20,8 @@ import torch.distributed as dist
 
 from trainer.data.packing import IGNORE_INDEX, model_inputs
 from trainer.model.loss import head_computes_loss
-from trainer.parallel.parallelize import grad_norm_squared, gradient_sync
+from trainer.parallel.data_parallel import gradient_sync
+from trainer.parallel.grad_norm import grad_norm_squared
 from trainer.parallel.pipeline import Pipeline
 from trainer.rank.memory import saved_for_backward
 
@@ -55,7 +56,7 @@ def model_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor], packed: b
 @cache
 def compiled_token_loss_sum() -> Callable[..., torch.Tensor]:
     """token_loss_sum with the model and loss compiled as one graph (train.compile where
-    trainer.parallel.parallelize.compiles_whole_step); the head is switched to the loss outside the graph. Made on first
+    trainer.parallel.compile.compiles_whole_step); the head is switched to the loss outside the graph. Made on first
     use, so eager runs never import the compiler."""
     return partial(token_loss_sum, forward=torch.compile(model_loss))
 

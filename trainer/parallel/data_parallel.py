@@ -1,0 +1,67 @@
+"""Data parallelism: FSDP2 (each decoder layer sharded as its own unit, torchtitan's mixed-precision policy under
+bf16) or DDP's replication, and the gradient synchronisation that accumulation skips until its last micro-batch."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.nn.parallel import DistributedDataParallel
+
+from trainer.config import FSDP_REDUCE_DTYPES, TrainSpec
+from trainer.layout import Layout
+
+# train.fsdp_reduce_dtype: the dtype FSDP2 reduce-scatters gradients in under bf16 (fp32 as torchtitan: exact sums).
+REDUCE_DTYPES = dict(zip(FSDP_REDUCE_DTYPES, (torch.float32, torch.bfloat16), strict=True))
+
+
+def fsdp_mixed_precision(layout: Layout, spec: TrainSpec) -> bool:
+    """bf16 under FSDP2 is its MixedPrecisionPolicy (bf16 gathers, no autocast): autocast elsewhere."""
+    return spec.precision == "bf16" and layout.fsdp
+
+
+def apply_fsdp(model: torch.nn.Module, dp_mesh: DeviceMesh, spec: TrainSpec) -> None:
+    """Shard each decoder layer as its own unit (all-gathered just before use), then the rest at the root."""
+    for layer in model.get_decoder().layers:
+        fully_shard(layer, mesh=dp_mesh, **fsdp_options(spec))
+    fully_shard(model, mesh=dp_mesh, **fsdp_options(spec))
+
+
+def fsdp_options(spec: TrainSpec) -> dict:
+    """Under bf16, torchtitan's policy: parameters all-gathered and computed in bf16 (half the bytes of an fp32
+    gather, and the gathered copy is the only one: nothing like autocast's per-layer weight cache), gradients
+    reduced in train.fsdp_reduce_dtype, fp32 master weights and optimizer state kept sharded."""
+    if spec.precision != "bf16":
+        return {}
+    reduce_dtype = REDUCE_DTYPES[spec.fsdp_reduce_dtype]
+    return {"mp_policy": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce_dtype)}
+
+
+@contextlib.contextmanager
+def gradient_sync(model: torch.nn.Module, reduce_all: bool, reduce_scatter: bool = True) -> Iterator[None]:
+    """What a micro-batch's backward reduces: everything where `reduce_all` (the last of an accumulation, or one
+    whose reduced gradient is read at once); before that, as little as the setting allows.
+
+    DDP skips its all-reduce: its gradient is whole on every rank anyway. FSDP2 with `reduce_scatter`
+    (train.fsdp_grad_sync: micro_batch, torchtitan's choice) still reduce-scatters, so a rank never holds more
+    than its gradient shard, and under HSDP skips only the all-reduce across replicas, which the last micro-batch
+    does once for the whole step's sum. Without it (step) FSDP2 skips both and each rank accumulates an unsharded
+    gradient of its whole share of the model until the last backward: fewer collectives, more memory.
+    """
+    if reduce_all:
+        yield
+    elif isinstance(model, DistributedDataParallel):
+        with model.no_sync():
+            yield
+    elif isinstance(model, FSDPModule):
+        skip = model.set_requires_all_reduce if reduce_scatter else model.set_requires_gradient_sync
+        skip(False)
+        try:
+            yield
+        finally:
+            skip(True)
+    else:
+        yield
