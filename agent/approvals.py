@@ -225,7 +225,8 @@ def sweep_cost(experiment: Path, trials: int | None = None) -> Cost:
 
 def _predicted_step_s(experiment, config, device_type: str, nproc: int, grad_accum: int) -> float:
     """trainer.costs.throughput's calibrated step time for this resolved launch on this machine kind."""
-    from trainer.costs.throughput import Calibration, predict_run
+    from trainer.costs.calibration import Calibration
+    from trainer.costs.throughput import predict_run
     from trainer.hardware import this_machine
 
     hardware = this_machine(device_type, nproc, experiment.hardware.nodes)

@@ -29,9 +29,9 @@ from pathlib import Path
 from bench.machine import RESULTS, write_result
 from bench.runs import train, write_experiment
 from trainer.config import load_experiment, parse_bytes
+from trainer.costs.calibration import FEATURES, Calibration, calibration_records, fit
 from trainer.costs.planner import plan
 from trainer.costs.probe import probe_path, probe_settings, read_probe, run_probe
-from trainer.costs.throughput import FEATURES, Calibration, calibration_records, fit
 from trainer.hardware import Hardware
 from trainer.host.environment import device_name
 from trainer.model.build import model_config

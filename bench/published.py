@@ -33,8 +33,9 @@ from transformers import PretrainedConfig
 
 from bench.machine import RESULTS, describe_machine
 from trainer.config import Experiment, checkpointing_mode
+from trainer.costs.calibration import Calibration
 from trainer.costs.memory_model import CUDA_RUNTIME, MemoryPlan, nccl_communicators, predict_memory
-from trainer.costs.throughput import Calibration, hardware_figures, predict_run
+from trainer.costs.throughput import hardware_figures, predict_run
 from trainer.hardware import Hardware, planned_hardware
 from trainer.layout import Layout
 from trainer.model.build import model_config

@@ -383,7 +383,7 @@ def run_hf(
         "losses": losses,
         "compile_s": compile_seconds() if compiled else None,
         "precision": "bf16" if trainer.args.bf16 else "fp32",
-        "heldout": heldout_loss(trainer.model.build, heldout, prepared.experiment.data.seq_len) if heldout else None,
+        "heldout": heldout_loss(trainer.model, heldout, prepared.experiment.data.seq_len) if heldout else None,
     }
 
 

@@ -17,13 +17,12 @@ from torch.utils.checkpoint import checkpoint
 from transformers import AutoConfig, LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
 
+from trainer.costs.calibration import FEATURES, fit
 from trainer.costs.throughput import (
     DTENSOR_OPS_PER_LAYER,
-    FEATURES,
     SELECTIVE_OPS_PER_LAYER,
     StepShape,
     estimate_step,
-    fit,
     hardware_figures,
 )
 from trainer.hardware import Hardware

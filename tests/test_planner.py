@@ -13,7 +13,8 @@ import yaml
 from support import TINY_MODEL, meshpilot, write_experiment
 from transformers import AutoConfig
 
-from trainer.costs.throughput import Calibration, StepShape, dimension_links, estimate_step, fit
+from trainer.costs.calibration import Calibration, fit
+from trainer.costs.throughput import StepShape, dimension_links, estimate_step
 from trainer.hardware import Hardware, intra_node_link_from_topology
 from trainer.layout import Layout, LayoutError
 
@@ -231,8 +232,9 @@ def test_a_run_is_recorded_with_the_figures_the_planner_ranked_it_by(tmp_path, m
     import dataclasses
 
     from trainer.config import load_experiment
+    from trainer.costs.calibration import FEATURES
     from trainer.costs.planner import plan
-    from trainer.costs.throughput import FEATURES, predict_run
+    from trainer.costs.throughput import predict_run
 
     monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path))  # no calibration: both sides uncalibrated
     path = write_experiment(tmp_path, {"model": {"config": {**TINY_MODEL, "num_hidden_layers": 4}}})

@@ -12,9 +12,17 @@ from transformers import AutoConfig
 
 import trainer.costs.probe as probe_module
 from agent.cli import main
-from trainer.costs.probe import COLLECTIVES, ProbeError, ensure_probe, plans_this_machine, probe_path, read_probe
-from trainer.costs.throughput import Calibration, StepShape, estimate_step, hardware_figures
-from trainer.costs.probe import STATED
+from trainer.costs.calibration import Calibration
+from trainer.costs.probe import (
+    COLLECTIVES,
+    STATED,
+    ProbeError,
+    ensure_probe,
+    plans_this_machine,
+    probe_path,
+    read_probe,
+)
+from trainer.costs.throughput import StepShape, estimate_step, hardware_figures
 from trainer.hardware import Hardware, this_machine
 from trainer.host.environment import device_name
 from trainer.layout import Layout

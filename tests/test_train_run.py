@@ -87,7 +87,8 @@ def test_a_run_teaches_the_throughput_model_what_the_planner_predicted_for_it(ru
     """The calibration record of a run holds the prediction for its resolved config and its median timed step.
     Records are kept per machine, oldest first: the 2-process run was the second."""
     from trainer.config import experiment_from_dict
-    from trainer.costs.throughput import FEATURES, calibration_records, predict_run
+    from trainer.costs.calibration import FEATURES, calibration_records
+    from trainer.costs.throughput import predict_run
     from trainer.hardware import this_machine
     from trainer.model.build import model_config
 

@@ -37,6 +37,7 @@ from trainer.config import (
     normalize_checkpointing,
     resolve_precision,
 )
+from trainer.costs.calibration import Calibration
 from trainer.costs.memory_model import (
     ConfigSnapshot,
     MemoryPlan,
@@ -45,7 +46,7 @@ from trainer.costs.memory_model import (
     predict_rank,
     rank_coordinates,
 )
-from trainer.costs.throughput import Calibration, StepEstimate, StepShape, estimate_step, hardware_figures, model_bytes
+from trainer.costs.throughput import StepEstimate, StepShape, estimate_step, hardware_figures, model_bytes
 from trainer.hardware import Hardware
 from trainer.host.collector import collector_paused
 from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError

@@ -39,6 +39,7 @@ from trainer.host.lifeline import tied_env
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "send_recv")
+STATED = "stated defaults"  # the figures' source without a probe (and of calibration records made before one)
 PROGRESS = "probe-progress"  # how a rank's progress line on stdout starts
 TIME_LIMIT_S = 180  # a probe that takes longer is stuck (a rendezvous that never completes): it is stopped
 CPU_PROCESSES = 2  # on CPU: enough for a link; more would only share the same cores
@@ -137,6 +138,13 @@ def probe_settings(
 def probe_path(hardware: Hardware) -> Path:
     """This machine's probe, beside its calibration: one per machine, named by the same key."""
     return calibration_dir() / f"{hardware.key}.probe.v1.json"
+
+
+def figures_source(hardware: Hardware) -> str:
+    """Which figures predictions for `hardware` start from: its probe (by when it was measured), else STATED.
+    Calibration records keep it: a run predicted from other figures measured its step against other seconds."""
+    probe = read_probe(hardware)
+    return STATED if probe is None else f"probe {probe['measured_at']}"
 
 
 def read_probe(hardware: Hardware) -> dict | None:

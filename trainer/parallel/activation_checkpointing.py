@@ -30,7 +30,7 @@ def enable_activation_checkpointing(model: torch.nn.Module, mode: bool | str = "
     `selective_checkpoint_context` saves (selective); none leaves the model as it is.
 
     Each layer's own forward is wrapped in torch.utils.checkpoint (`_checkpointed_forward`), set on the layer, so
-    that compiling the layer afterwards (trainer.parallel.parallelize.compile_layers) compiles the checkpoint with it:
+    that compiling the layer afterwards (trainer.parallel.compile.compile_layers) compiles the checkpoint with it:
     dynamo traces the checkpoint and its selective policy into the layer's graph (and inductor fuses the
     recomputation) instead of running a compiled layer under the policy's dispatch modes, where dynamo skips the
     frame and the layer runs eagerly. (transformers' own gradient checkpointing wraps the layer's __call__ in some

@@ -22,9 +22,10 @@ import torch.distributed as dist
 from transformers import PretrainedConfig
 
 from trainer.config import Experiment, TrainSpec, experiment_from_dict
+from trainer.costs.calibration import Calibration
 from trainer.costs.flops import causal_attention_pairs, mfu
 from trainer.costs.memory_model import MemoryPlan, predict_memory
-from trainer.costs.throughput import Calibration, predict_run
+from trainer.costs.throughput import predict_run
 from trainer.data.rows import BatchPlan, BatchPrefetcher, RowSource, TokenizedCorpus, plan_batches
 from trainer.hardware import this_machine
 from trainer.host import preemption

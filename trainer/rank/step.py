@@ -75,7 +75,7 @@ def forward_backward(
     """Accumulate the gradients of one optimizer step into model parameters' .grad; `compiled`: each micro-batch's
     forward and loss as one compiled graph (compiled_token_loss_sum); `reduce_scatter_each`: FSDP2 reduce-scatters
     every micro-batch's gradients (train.fsdp_grad_sync: micro_batch) rather than the last one's only
-    (trainer.parallel.parallelize.gradient_sync).
+    (trainer.parallel.data_parallel.gradient_sync).
 
     With `measure_small_batch` (and two or more micro-batches) the first micro-batch's gradients are reduced
     over the data-parallel ranks too, and the norm of that smaller batch's mean gradient is kept for the
