@@ -95,7 +95,7 @@ def test_inner_dimensions_stay_inside_a_node():
      ("h100-pcie", "pcie5"), ("l40s", "pcie4"), ("a10", "pcie4"), ("4090", "pcie4")],
 )  # fmt: skip
 def test_each_gpu_preset_talks_over_its_own_generation_of_link(gpu, within, tmp_path, monkeypatch):
-    """A GPU without NVLink is planned over PCIe, each at its data sheet's bandwidth (trainer.hardware.GPU_LINKS)."""
+    """A GPU without NVLink is planned over PCIe, each at its data sheet's bandwidth (trainer.hardware.DEVICES)."""
     from trainer.costs.throughput import hardware_figures
     from trainer.hardware import INTERCONNECTS, planned_hardware
 

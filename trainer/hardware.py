@@ -19,97 +19,76 @@ from trainer.config import ConfigError, closest_presets, parse_bytes
 MiB = 1024**2
 
 
-# Dense bf16 tensor-core peak per device, from the vendors' data sheets (no sparsity).
-# Matched against torch.cuda.get_device_name() by `_by_name`: the longest key found in the name, never inside a
-# longer word or number, so "NVIDIA H100 80GB HBM3" (SXM) takes "H100 80GB HBM3" over "H100", "NVIDIA GH200 480GB"
-# is no "H200", and "NVIDIA L40" no "L4" (nor "NVIDIA A100" an "A10").
-PEAK_BF16_FLOPS = {
-    "GH200": 989e12,
-    "H200 NVL": 835e12,
-    "H200": 989e12,
-    "H100 NVL": 835e12,
-    "H100 96GB HBM2e": 912e12,  # torchtitan's: "between SXM and NVL", their midpoint (GPUS)
-    "H100 PCIe": 756e12,
-    "H100 SXM": 989e12,
-    "H100 80GB HBM3": 989e12,
-    "H100": 989e12,
-    "B200": 2250e12,
-    "A100": 312e12,
-    "A10G": 70e12,
-    "A10": 125e12,
-    "L40S": 362e12,
-    "L40": 181e12,
-    "L4": 121e12,
-    "RTX 4090": 165e12,
+@dataclass(frozen=True)
+class Device:
+    """What the data sheets say of one GPU (a field left None is a shorter matching name's: a name more specific for
+    one figure than for another, like "A100-PCIE-40GB", gives only the figures that differ)."""
+
+    bf16_flops: float | None = None  # dense bf16 tensor-core peak (no sparsity)
+    memory_bandwidth: float | None = None  # HBM or GDDR, bytes per second
+    # Its NVLink generation to the other GPUs of its node (None where it has none, or only an optional bridge
+    # between two or four cards: the PCIe and NVL parts), and its host PCIe generation: INTERCONNECTS keys.
+    links: tuple[str | None, str] | None = None
+
+
+# Every GPU by name, from the vendors' data sheets. Matched against torch.cuda.get_device_name() by `_by_name`: for
+# each figure, the longest name that gives it found in the device's name, never inside a longer word or number, so
+# "NVIDIA H100 80GB HBM3" (SXM) takes "H100 80GB HBM3" over "H100", "NVIDIA GH200 480GB" is no "H200", and
+# "NVIDIA L40" no "L4" (nor "NVIDIA A100" an "A10").
+DEVICES: dict[str, Device] = {
+    "GH200": Device(989e12, 4.0e12, ("nvlink4", "pcie5")),
+    "H200 NVL": Device(835e12, None, (None, "pcie5")),
+    "H200": Device(989e12, 4.8e12, ("nvlink4", "pcie5")),
+    "H100 NVL": Device(835e12, 3.9e12, (None, "pcie5")),
+    # torchtitan's: "between SXM and NVL", their midpoint (GPUS["h100-hbm2e"])
+    "H100 96GB HBM2e": Device(912e12, 2.4e12),
+    "H100 PCIe": Device(756e12, 2.0e12, (None, "pcie5")),
+    "H100 SXM": Device(989e12),
+    "H100 80GB HBM3": Device(989e12),
+    "H100": Device(989e12, 3.35e12, ("nvlink4", "pcie5")),
+    "B200": Device(
+        2250e12, 8.0e12, ("nvlink5", "pcie5")
+    ),  # its host PCIe is Gen6 by some accounts; planned over NVLink
+    "A100-SXM4-40GB": Device(None, 1.555e12),
+    "A100-PCIE-40GB": Device(None, 1.555e12),
+    "A100-PCIE": Device(None, None, (None, "pcie4")),
+    "A100": Device(312e12, 2.039e12, ("nvlink3", "pcie4")),
+    "A10G": Device(70e12, 600e9, (None, "pcie4")),
+    "A10": Device(125e12, 600e9, (None, "pcie4")),
+    "L40S": Device(362e12, 864e9, (None, "pcie4")),
+    "L40": Device(181e12, 864e9, (None, "pcie4")),
+    "L4": Device(121e12, 300e9, (None, "pcie4")),
+    "RTX 4090": Device(165e12, 1008e9, (None, "pcie4")),
 }
 
 
-# Memory bandwidth per device from the same data sheets (HBM or GDDR, bytes per second), matched the same way.
-PEAK_MEMORY_BANDWIDTH = {
-    "GH200": 4.0e12,
-    "H200": 4.8e12,
-    "H100 NVL": 3.9e12,
-    "H100 96GB HBM2e": 2.4e12,
-    "H100 PCIe": 2.0e12,
-    "H100": 3.35e12,
-    "B200": 8.0e12,
-    "A100-SXM4-40GB": 1.555e12,
-    "A100-PCIE-40GB": 1.555e12,
-    "A100": 2.039e12,
-    "A10G": 600e9,
-    "A10": 600e9,
-    "L40S": 864e9,
-    "L40": 864e9,
-    "L4": 300e9,
-    "RTX 4090": 1008e9,
-}
-
-
-# Each GPU's links from the same data sheets: its NVLink generation to the other GPUs of its node (None where it has
-# none, or only an optional bridge between two or four cards: the PCIe and NVL parts), and its host PCIe generation.
-# Matched the same way (INTERCONNECTS holds each link's bandwidth).
-GPU_LINKS = {
-    "GH200": ("nvlink4", "pcie5"),
-    "H200 NVL": (None, "pcie5"),
-    "H200": ("nvlink4", "pcie5"),
-    "H100 NVL": (None, "pcie5"),
-    "H100 PCIe": (None, "pcie5"),
-    "H100": ("nvlink4", "pcie5"),
-    "B200": ("nvlink5", "pcie5"),  # its host PCIe is Gen6 by some accounts; planned over NVLink, which it has
-    "A100-PCIE": (None, "pcie4"),
-    "A100": ("nvlink3", "pcie4"),
-    "A10G": (None, "pcie4"),
-    "A10": (None, "pcie4"),
-    "L40S": (None, "pcie4"),
-    "L40": (None, "pcie4"),
-    "L4": (None, "pcie4"),
-    "RTX 4090": (None, "pcie4"),
-}
-
-
-# What a GPU not in GPU_LINKS is taken to have: an H100's NVLink, the older PCIe.
+# What a GPU not in DEVICES is taken to have: an H100's NVLink, the older PCIe.
 UNLISTED_GPU_LINKS = ("nvlink4", "pcie4")
 
 
 def gpu_links(device_name: str) -> tuple[str | None, str]:
     """(NVLink generation or None, PCIe generation) of a GPU by name (UNLISTED_GPU_LINKS for one not listed)."""
-    return _by_name(GPU_LINKS, device_name) or UNLISTED_GPU_LINKS
+    return _by_name("links", device_name) or UNLISTED_GPU_LINKS
 
 
 def peak_bf16_flops(device_name: str) -> float | None:
-    return _by_name(PEAK_BF16_FLOPS, device_name)
+    return _by_name("bf16_flops", device_name)
 
 
 def peak_memory_bandwidth(device_name: str) -> float | None:
-    return _by_name(PEAK_MEMORY_BANDWIDTH, device_name)
+    return _by_name("memory_bandwidth", device_name)
 
 
-def _by_name(table: dict, device_name: str):
-    """The value of the longest key found in `device_name` starting a word and, where it ends in a digit, not
-    running on into a longer number ("L4" is not in "NVIDIA L40", "A10" not in "NVIDIA A100", "H200" not in
-    "NVIDIA GH200"; "H100 SXM" is in "H100 SXM5"); None where no key is."""
-    found = [name for name in table if re.search(_whole(name), device_name)]
-    return table[max(found, key=len)] if found else None
+def _by_name(figure: str, device_name: str):
+    """`figure` of the longest name in DEVICES that gives it and is found in `device_name` starting a word and, where
+    it ends in a digit, not running on into a longer number ("L4" is not in "NVIDIA L40", "A10" not in "NVIDIA
+    A100", "H200" not in "NVIDIA GH200"; "H100 SXM" is in "H100 SXM5"); None where no name is."""
+    found = [
+        name
+        for name, device in DEVICES.items()
+        if getattr(device, figure) is not None and re.search(_whole(name), device_name)
+    ]
+    return getattr(DEVICES[max(found, key=len)], figure) if found else None
 
 
 def _whole(name: str) -> str:
@@ -120,7 +99,7 @@ def _whole(name: str) -> str:
 class GPU:
     name: str  # what trainer.hardware.peak_bf16_flops looks the peak up by (torch.cuda.get_device_name())
     memory_mib: int  # total_memory as torch reports it, in whole MiB (see GPUS)
-    source: str  # of the dense bf16 peak, which trainer.hardware.PEAK_BF16_FLOPS holds (one table of peaks)
+    source: str  # of the dense bf16 peak, which DEVICES holds (one table of devices)
 
     @property
     def memory_bytes(self) -> int:
@@ -311,7 +290,7 @@ def planned_hardware(
     preset = gpu_preset(gpu) if gpu else None
     if device_type == "cpu":
         name, link = device_name or local_device_name("cpu"), detect_intra_node_link(device_type)
-    else:  # the GPU's own link: NVLink where it has it (trainer.hardware.GPU_LINKS), else PCIe
+    else:  # the GPU's own link: NVLink where it has it (DEVICES), else PCIe
         name = device_name or (preset or gpu_preset(DEFAULT_GPU)).name
         link = "pcie" if gpu_links(name)[0] is None else "nvlink"
     given = device_mem or (str(preset.memory_bytes) if preset else configured_mem)

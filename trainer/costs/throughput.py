@@ -59,7 +59,7 @@ cp's keys and values, pp's activations and tp's backward gradients move in `acti
 Links: a mesh dimension stays inside a node when it and the dimensions inside it (the mesh is ordered
 [pp, dp_replicate, dp_shard, cp, tp], tp innermost) fit in one node's devices; otherwise it crosses the network.
 Inside a node the link is NVLink or PCIe: from `nvidia-smi topo -m` on this machine's GPUs, or what a GPU preset has
-(trainer.hardware.GPU_LINKS), in the device's own generation; between nodes InfiniBand, NDR unless told HDR.
+(trainer.hardware.DEVICES), in the device's own generation; between nodes InfiniBand, NDR unless told HDR.
 
 Rates (`hardware_figures`): the compute rate, and each link's per-collective latency and bandwidth, are the
 machine's probe (`meshpilot probe`, trainer.costs.probe) where it has one, and otherwise the stated assumptions and data
