@@ -111,11 +111,16 @@ def cycles(edges: set[tuple[str, str]]) -> list[list[str]]:
 
 
 def read_layers(architecture: str) -> list[list[str]]:
-    """The rooms of docs/ARCHITECTURE.md's "## Layers" block, top line first; rooms on one line are side by side."""
+    """The rooms of docs/ARCHITECTURE.md's "## Layers" block as module names, top line first; rooms on one line are
+    side by side. The block names files and folders (trainer/config.py, trainer/rank/)."""
     section = architecture.split("## Layers", 1)[1]
     block = section.split("```", 2)[1]
-    rooms = [line.split("#", 1)[0].split() for line in block.splitlines()]
+    rooms = [[_module(room) for room in line.split("#", 1)[0].split()] for line in block.splitlines()]
     return [line for line in rooms if line]
+
+
+def _module(room: str) -> str:
+    return room.removesuffix("/").removesuffix(".py").replace("/", ".")
 
 
 def room_of(module: str, layers: list[list[str]]) -> tuple[int, str] | None:
