@@ -22,7 +22,7 @@ import yaml
 from agent import jobs
 from trainer.config import ConfigError
 from trainer.layout import layout_name
-from trainer.results.rundir import RunDir, StepsTail, tokens_per_s
+from trainer.results.rundir import RunDir, StepsTail, tokens_per_s, untimed_steps
 from trainer.results.schemas import TIMELINE_CATEGORIES, MemoryReport, StepRecord
 
 RUNS_DIR = "runs"
@@ -81,6 +81,7 @@ class _Tracked:
     throughput: list[tuple[int, float]] = field(default_factory=list)
     timed: list[StepRecord] = field(default_factory=list)  # the steps.jsonl records with tokens and a time
     layout: str | None = None
+    untimed: int | None = None  # the steps tokens/s leaves out, once the run's config.yaml says (untimed_steps)
     ended: RunInfo | None = None  # a run that ended never changes again
 
 
@@ -109,6 +110,8 @@ class RunMonitor:
             unreadable = f"unreadable: {e}"
         if tracked.layout is None:
             tracked.layout = _layout(directory, metrics)
+        if tracked.untimed is None:
+            tracked.untimed = _untimed(directory)
         peaks = metrics.get("peak_mem_bytes") or []
         last_loss = tracked.losses[-1][1] if tracked.losses else None
         run = RunInfo(
@@ -120,7 +123,7 @@ class RunMonitor:
             cause=status.get("cause") or unreadable,
             step=tracked.losses[-1][0] if tracked.losses else 0,
             steps=status.get("steps"),
-            tokens_per_s=metrics.get("tokens_per_s") or _live_tokens_per_s(tracked.timed),
+            tokens_per_s=metrics.get("tokens_per_s") or _live_tokens_per_s(tracked.timed, tracked.untimed),
             peak_mem_bytes=max(peaks) if peaks else None,
             loss=final_loss if (final_loss := _finite(metrics.get("final_loss"))) is not None else last_loss,
             losses=tuple(tracked.losses),
@@ -181,9 +184,21 @@ def step_memory(memory: MemoryReport) -> StepMemory | None:
     )
 
 
-def _live_tokens_per_s(timed: list[StepRecord]) -> float | None:
-    """Tokens/s over the latest steps, leaving out the first step (it includes warm-up)."""
-    return tokens_per_s(timed[1:][-THROUGHPUT_WINDOW:])
+def _live_tokens_per_s(timed: list[StepRecord], untimed: int | None) -> float | None:
+    """Tokens/s over the latest steps, leaving out the warm-up steps as the trainer times them (None until the
+    run's config.yaml says how many)."""
+    if untimed is None:
+        return None
+    return tokens_per_s([s for s in timed if s["step"] > untimed][-THROUGHPUT_WINDOW:])
+
+
+def _untimed(directory: Path) -> int | None:
+    """The warm-up steps the trainer leaves out of the run's tokens/s (trainer.results.rundir.untimed_steps), from
+    its config.yaml; None while there is none to read."""
+    with contextlib.suppress(OSError, yaml.YAMLError, AttributeError, KeyError, TypeError):
+        train = (RunDir(directory).read_config() or {})["train"]
+        return untimed_steps(train["steps"], train["timing_warmup_steps"])
+    return None
 
 
 def _layout(directory: Path, metrics: dict[str, Any]) -> str | None:
