@@ -19,6 +19,13 @@ REASONED = ("trainer",)
 
 
 @dataclass(frozen=True)
+class Missing:
+    source: str
+    target: str  # a module path of the project that no file of this tree holds
+    line: int
+
+
+@dataclass(frozen=True)
 class Import:
     source: str  # the importing module
     target: str  # the imported module of the project
@@ -37,8 +44,10 @@ def find_modules(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
     return found
 
 
-def read_imports(name: str, path: Path, known: dict[str, Path]) -> list[Import]:
-    """The project modules that `name` imports, wherever in the file it imports them."""
+def read_imports(name: str, path: Path, known: dict[str, Path], missing: list[Missing] | None = None) -> list[Import]:
+    """The project modules that `name` imports, wherever in the file it imports them; an import of a project path
+    that no file of this tree holds (an old module path, which another checkout's editable install would quietly
+    serve) goes to `missing`."""
     text = path.read_text()
     lines = text.splitlines()
     tree = ast.parse(text)
@@ -49,14 +58,20 @@ def read_imports(name: str, path: Path, known: dict[str, Path]) -> list[Import]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
+            wanted = targets
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
             targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+            wanted = [base] + [f"{base}.{a.name}" for a in node.names if _is_package(known.get(base)) and
+                               a.name not in _defined(known[base])]  # fmt: skip
         else:
             continue
+        if missing is not None:
+            top = {module.split(".")[0] for module in known}
+            missing += [Missing(name, w, node.lineno) for w in wanted if w.split(".")[0] in top and w not in known]
         for target in dict.fromkeys(targets):
             while target and target not in known:  # `import a.b.c` of a name inside a module: the module
                 target = target.rpartition(".")[0]
@@ -64,6 +79,24 @@ def read_imports(name: str, path: Path, known: dict[str, Path]) -> list[Import]:
                 inside = id(node) in in_function
                 found.append(Import(name, target, node.lineno, inside, inside and _has_reason(lines, node)))
     return found
+
+
+def _is_package(path: Path | None) -> bool:
+    return path is not None and path.name == "__init__.py"
+
+
+def _defined(path: Path) -> set[str]:
+    """The names a package's __init__.py binds at module level."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
 
 
 def _has_reason(lines: list[str], node: ast.stmt) -> bool:
@@ -151,8 +184,10 @@ def check(root: Path, packages: tuple[str, ...], layers: list[list[str]], reason
     """Every problem of the tree under `root`: circles, imports against the layers, in-function imports without a
     reason."""
     known = find_modules(root, packages)
-    imports = [found for name, path in known.items() for found in read_imports(name, path, known)]
-    problems = [f"circle: {' <-> '.join(circle)}" for circle in cycles({(i.source, i.target) for i in imports})]
+    missing: list[Missing] = []
+    imports = [found for name, path in known.items() for found in read_imports(name, path, known, missing)]
+    problems = [f"{m.source}:{m.line} imports {m.target}, which no file of this tree holds" for m in missing]
+    problems += [f"circle: {' <-> '.join(circle)}" for circle in cycles({(i.source, i.target) for i in imports})]
     problems += against_order(imports, layers)
     problems += [
         f"{i.source}:{i.line} imports {i.target} inside a function without a comment saying why"
@@ -208,6 +243,18 @@ def test_a_planted_import_against_the_order_fails(tmp_path, text, problem):
     _plant(tmp_path, {"__init__.py": "", "top.py": "", "low/__init__.py": "", "low/a.py": text, "side/c.py": ""})
     layers = [["planted.top"], ["planted.low", "planted.side"]]
     assert problem in check(tmp_path, ("planted",), layers)
+
+
+def test_a_planted_import_of_a_path_no_file_holds_fails(tmp_path):
+    """An old module path (moved since) fails here, rather than load from another checkout's editable install."""
+    _plant(tmp_path, {
+        "__init__.py": "", "top.py": "from planted import gone\n", "low/__init__.py": "X = 1\n",
+        "low/a.py": "from planted.low import X\n\n\ndef f():\n    # why\n    import planted.old\n",
+    })  # fmt: skip
+    assert check(tmp_path, ("planted",), PLANTED_LAYERS) == [
+        "planted.low.a:6 imports planted.old, which no file of this tree holds",
+        "planted.top:1 imports planted.gone, which no file of this tree holds",
+    ]
 
 
 def test_an_import_inside_a_function_needs_its_reason(tmp_path):
