@@ -1,10 +1,12 @@
-"""A checkpoint written before trainer/ moved into subpackages still resumes: tests/data/checkpoint_0ca2e76 is a run
-of tests/data/checkpoint_0ca2e76.yaml by commit 0ca2e76 (two processes, dp_replicate=2, a crash injected at step 3
-after its step-2 checkpoint). Its trainer_state.pt pickles the noise scale's class by its old module path, which
-an alias module keeps importable; resumed, the run's step 3 is the one the old code trained uninterrupted."""
+"""A checkpoint written before trainer/ moved into subpackages still resumes: tests/data/checkpoint_pre_move is a run
+of tests/data/checkpoint_pre_move.yaml by the commit that checkpoint_pre_move.json names (two processes,
+dp_replicate=2, a crash injected at step 3 after its step-2 checkpoint), beside that commit's step 3 of the same run
+uninterrupted. Its trainer_state.pt pickles the noise scale's class by its old module path, which an alias module
+keeps importable; resumed, the run's step 3 is the one the old code trained."""
 
 from __future__ import annotations
 
+import json
 import pickletools
 import shutil
 import zipfile
@@ -17,9 +19,9 @@ from support import train
 from trainer.rank.checkpoint import checkpoint_step, latest
 from trainer.rank.noise_scale import NoiseScale
 
-OLD = Path(__file__).parent / "data" / "checkpoint_0ca2e76"
-# Step 3 of the same experiment, run by commit 0ca2e76 without the crash.
-OLD_STEP_3 = {"loss": 6.226144421241972, "grad_norm": 0.4361612502494809, "gns": 2173.642996480009}
+DATA = Path(__file__).parent / "data"
+OLD = DATA / "checkpoint_pre_move"
+OLD_STEP_3 = json.loads((DATA / "checkpoint_pre_move.json").read_text())["step_3"]
 
 
 def test_its_trainer_state_unpickles_through_the_old_class_path():
@@ -36,7 +38,7 @@ def test_its_trainer_state_unpickles_through_the_old_class_path():
 @pytest.mark.slow  # a real two-process run
 def test_it_resumes_and_trains_step_3_as_the_old_code_did(tmp_path):
     shutil.copytree(OLD, tmp_path / "run")
-    experiment = shutil.copy(OLD.parent / "checkpoint_0ca2e76.yaml", tmp_path / "experiment.yaml")
+    experiment = shutil.copy(DATA / "checkpoint_pre_move.yaml", tmp_path / "experiment.yaml")
     run = train(Path(experiment), tmp_path / "run", "--nproc", "2", "--layout", "dp_replicate=2", "--resume")
     assert "resumed from step_00000002" in run.log.read_text()
     steps = run.read_steps()

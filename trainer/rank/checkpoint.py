@@ -49,8 +49,9 @@ log = logging.getLogger("meshpilot.trainer")
 # collective may take (train.collective_timeout_s), so checkpoints wait on their own process group.
 CHECKPOINT_TIMEOUT = timedelta(minutes=30)
 # trainer_state.pt is read with weights_only=True, so a crafted checkpoint cannot run code: these are the only classes
-# beyond tensors and plain data that it holds.
-torch.serialization.add_safe_globals([NoiseScale])
+# beyond tensors and plain data that it holds, also under the path that checkpoints written before trainer/ moved into
+# subpackages pickled it by.
+torch.serialization.add_safe_globals([NoiseScale, (NoiseScale, "trainer.noise_scale.NoiseScale")])  # pre-move path
 
 
 def checkpoint_group(timeout: timedelta = CHECKPOINT_TIMEOUT) -> dist.ProcessGroup:
