@@ -280,7 +280,7 @@ def test_step_loss_equals_one_example_at_a_time(chat_run):
     trainer = forward_backward(model, batches, None, packed=True)
     reference = reference_loss(model, rows, plan, tokenizer)
     assert trainer.target_tokens == sum(counts)
-    assert trainer.model.loss == pytest.approx(reference, rel=1e-5)
+    assert trainer.loss == pytest.approx(reference, rel=1e-5)
     # (d) negative control: counting the prompt tokens too gives another loss.
     assert abs(reference_loss(model, rows, plan, tokenizer, count_all=True) - reference) / reference > 1e-3
 
