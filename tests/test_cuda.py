@@ -78,7 +78,7 @@ def test_measured_peak_includes_reserved_memory_and_the_cuda_runtime(cuda_fp32):
 def test_compiled_bf16_steps_with_a_chunked_head_train_like_eager_ones(tmp_path):
     """Found on an H200 (torch 2.11): with the chunked loss traced into train.compile's whole-step graph, every
     compiled step's gradients were zero (grad_norm 0.000) and the loss drifted up. A 128k vocabulary and 512 tokens
-    per micro-batch make two chunks per micro-batch (trainer.loss.chunk_tokens), as real vocabularies do."""
+    per micro-batch make two chunks per micro-batch (trainer.model.loss.chunk_tokens), as real vocabularies do."""
     runs = {}
     for compiled in (False, True):
         changes = {"model": {"config": {**TINY_MODEL, "vocab_size": 131072}}, "data": {"seq_len": 128}, **CUDA,
