@@ -8,7 +8,7 @@ published text. A row is in scope when meshpilot models what it ran: the FP8 tab
 matmuls) are not, meshpilot predicting bf16 and fp32 only.
 
 Each bf16 row becomes the experiment `meshpilot plan --model` builds for the preset
-(trainer.presets.preset_experiment) with the row's degrees, micro-batch, global batch and sequence length, on the
+(trainer.model.presets.preset_experiment) with the row's degrees, micro-batch, global batch and sequence length, on the
 hardware `planned_hardware` gives DGX H100s (the h100-sxm preset, nodes of 8 over ib400: each DGX H100 has eight
 400 Gb/s ConnectX-7 ports), and is predicted by the planner's own functions: `predict_run` uncalibrated (no probe
 or measured run of NVIDIA's machine is here) and `predict_memory` for every rank, the largest taken. Where
@@ -30,12 +30,13 @@ from pathlib import Path
 from bench.machine import RESULTS, describe_machine
 from bench.published import preset_config
 from trainer.config import Experiment, checkpointing_mode
-from trainer.contracts import write_json
+from trainer.costs.calibration import Calibration
+from trainer.costs.memory_model import MemoryPlan, predict_memory
+from trainer.costs.throughput import hardware_figures, predict_run
+from trainer.hardware import Hardware, planned_hardware
 from trainer.layout import Layout
-from trainer.memory_model import MemoryPlan, predict_memory
-from trainer.planner import planned_hardware
-from trainer.presets import preset_experiment
-from trainer.throughput import Calibration, Hardware, hardware_figures, predict_run
+from trainer.model.presets import preset_experiment
+from trainer.results.contracts import write_json
 
 GiB = 1024**3
 SOURCE = {

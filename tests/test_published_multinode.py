@@ -164,7 +164,7 @@ def test_the_prediction_is_the_planners_own_for_that_candidate(gpus, model, resu
     """The figures are those `meshpilot plan` gives the same layout, micro-batch and checkpointing: it ranks the
     8B row by them and drops the 70B row for the same peak."""
     from bench.published import preset_config
-    from trainer.planner import Pinned, plan
+    from trainer.costs.planner import Pinned, plan
 
     row = _row(model, "bf16", gpus)
     predicted = results[row.label]["predicted"]
