@@ -436,7 +436,9 @@ def test_read_missing_column(tmp_path, hf_cache):
     spec = DataSpec(train="a.jsonl")
     with pytest.raises(ConfigError) as excinfo:
         read_documents(spec, data_sources(spec, tmp_path))
-    assert str(excinfo.value) == "data.text_field: a.jsonl has no column 'text' (['body', 'id'])"
+    assert str(excinfo.value) == (
+        "data.train: cannot read a.jsonl: line 1: no 'text' field (data.text_field; the row has ['body', 'id'])"
+    )
 
 
 def test_read_files_without_text(tmp_path, hf_cache):

@@ -97,7 +97,8 @@ def write_source(kind: str, directory: Path, rows: list[dict]) -> str:
     """`rows` in the form `kind`; returns the data.train entry naming it (relative to `directory`)."""
     import datasets
 
-    if kind == "jsonl":
+    if kind == "jsonl":  # a jsonl row's text must be text (trainer.data.rows.check_jsonl_text): null is refused
+        rows = [{k: "" if v is None else v for k, v in row.items()} for row in rows]
         return write_jsonl(directory / "data.jsonl", rows).name
     if kind == "parquet":
         return write_parquet(directory / "data.parquet", rows).name

@@ -171,7 +171,7 @@ def check_jsonl_text(path: Path, field: str) -> None:
             if not isinstance(row, dict):
                 raise ConfigError(f"{where}: not a JSON object")
             if field not in row:
-                raise ConfigError(f"{where}: no {field!r} field (data.text_field)")
+                raise ConfigError(f"{where}: no {field!r} field (data.text_field; the row has {sorted(row)})")
             if not isinstance(row[field], str):
                 raise ConfigError(f"{where}: {field!r} is {json.dumps(row[field])[:40]}, not text")
             rows += 1
