@@ -24,8 +24,9 @@ nothing apart: the gradient goes to the one weight.
 from __future__ import annotations
 
 import contextlib
+import functools
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -111,19 +112,24 @@ def head_computes_loss(model: torch.nn.Module, labels: torch.Tensor, chunk: int 
     copy of the weight."""
     head = _causal_lm(model).get_output_embeddings()
     head.loss_labels, head.loss_chunk = labels, chunk
-    head.forward = types.MethodType(_loss_forward, head)
+    head.forward = types.MethodType(_eager_loss_forward(), head)
     try:
         yield
     finally:
         del head.forward, head.loss_labels, head.loss_chunk
 
 
-# Kept out of a compiled graph (train.compile's whole-step graph calls the head): traced into it on an H200 with
-# torch 2.11, its backward gave every parameter a zero gradient from the first compiled step on (grad_norm 0.000,
-# the loss drifting up), while eager steps and torch 2.13 on CPU were right. Run eagerly, it costs one graph break.
-@torch.compiler.disable
 def _loss_forward(head: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
     return chunked_cross_entropy_sum(hidden, head.weight, head.loss_labels, head.loss_chunk)
+
+
+@functools.cache
+def _eager_loss_forward() -> Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]:
+    """_loss_forward kept out of a compiled graph (train.compile's whole-step graph calls the head): traced into it
+    on an H200 with torch 2.11, its backward gave every parameter a zero gradient from the first compiled step on
+    (grad_norm 0.000, the loss drifting up), while eager steps and torch 2.13 on CPU were right. Run eagerly, it
+    costs one graph break. Made on first use: torch.compiler.disable imports the compiler, which planning needs not."""
+    return torch.compiler.disable(_loss_forward)
 
 
 def _causal_lm(model: torch.nn.Module) -> torch.nn.Module:
