@@ -53,7 +53,8 @@ def build_sweep(directory: Path) -> Path:
     if (sweep / "summary.json").is_file():
         return sweep
     directory.mkdir(parents=True, exist_ok=True)
-    experiment = write_experiment(directory, {"train": {"steps": 3, "timing_warmup_steps": 1}})
+    # The noise scale every step (the default measures every 10th): the report draws its figure.
+    experiment = write_experiment(directory, {"train": {"steps": 3, "timing_warmup_steps": 1, "gns_every": 1}})
     records = []
     for trial_id, layout, env, status in TRIALS:
         out = sweep / "trials" / trial_id

@@ -92,13 +92,14 @@ def test_hard_kill_then_resume_repeats_the_run_bit_for_bit(experiments, killed, 
 
 
 def test_dropout_is_on_so_the_rng_state_matters(killed):
-    """The control: with dropout the same layout gives other losses at every step, so an exact resume of the
-    dropout runs above needs every rank's RNG state back."""
+    """The control: with dropout the same layout gives other losses at every step a resume repeats, so an exact
+    resume of the dropout runs above needs every rank's RNG state back."""
     _, with_dropout = killed("dropout", "fsdp2")
     _, without = killed("no-dropout", "fsdp2")
-    # Dropout's effect on this tiny model's loss is small (8e-5 at the first step, about 6e-4 later) but far above
-    # the zero difference of the bit-for-bit comparisons it guards.
-    assert all(abs(a["loss"] - b["loss"]) > 1e-5 for a, b in zip(with_dropout, without, strict=True))
+    # Dropout's effect on this tiny model's loss is small (under 1e-6 at the first step, whose attention is nearly
+    # uniform, about 5e-4 later) but far above the zero difference of the bit-for-bit comparisons it guards.
+    repeated = zip(with_dropout[CHECKPOINT_EVERY:], without[CHECKPOINT_EVERY:], strict=True)
+    assert all(abs(a["loss"] - b["loss"]) > 1e-5 for a, b in repeated)
 
 
 # A sharded (FSDP2) checkpoint resumed unsharded on one process, resharded onto FSDP2 x TP on four, and split into
