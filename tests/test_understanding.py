@@ -195,7 +195,8 @@ def test_a_loose_model_name_says_which_preset_it_took(known):
         ("layots-nov sweep winner + all 12 trials", "sweep", "sweeps/layouts-nov"),
         ("Which learning rate came out best in the lr scan sweep?", "sweep", "sweeps/lr-scan"),
         ("trian the long config 5 steps", "experiment", "configs/long.yaml"),
-        ("benchmark the checkpoint in r1", "model", "runs/r1/checkpoint/step_20"),
+        ("benchmark the checkpoint in r1", "model", "runs/r1"),  # its latest: run_benchmark resolves the run
+        ("benchmark r1's step 20 checkpoint", "model", "runs/r1/checkpoint/step_20"),
         ("could you run the private benchmark on the baseline-ddp model?", "model", "runs/baseline-ddp"),
         ("cat notes.md", "path", "notes.md"),
     ],

@@ -50,7 +50,13 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\blist (?:\w+ )?runs\b|\b(?:what|which) runs\b|\bruns (?:do i|have i|are there|exist|so far)\b|"
             r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo|"
             r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
-            r"\boverview of (?:all |the |my )?runs\b|\blist (?:every|each) run\b|\bbeen run\b",
+            r"\boverview of (?:all |the |my )?runs\b|\blist (?:every|each) run\b|\bbeen run\b|^\W*ls\s+(?:-\w+\s+)?runs\b",
+            8,
+        ),
+        # "which experiments did I run here?", "what jobs have we trained", "give me the list"
+        (
+            r"\b(?:which|what) (?:experiments|jobs|trainings|runs)\b.*\b(?:ran|run|launched|trained|did|done)\b|"
+            r"\b(?:list|overview) of (?:the |my |all )?(?:runs|experiments|jobs)\b|\bgive me the list\b",
             8,
         ),
     ],
@@ -74,7 +80,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "status": [
         (
-            r"\bstatus\b|\bstate of\b|\bstill (?:going|running)\b|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
+            r"\bstatus\b|\bstate of\b|\bwhat step is\b|\bstep is \S+ (?:on|at)\b|\bstill (?:going|running)\b|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
             r"\bhow'?s \S+ doing\b|\bprogress\b|\bis (?:\S+\s+){1,3}(?:done|finished|running|over|complete)\b|"
             r"\bdid \S+ finish\b|\bcheck (?:on|in on|up on)\b|"
             r"\bsuccessful\b|\bcrash(?:ed)?\b|\bdid it (?:finish|fail|crash)\b|\bis it (?:done|running|finished)\b|"
@@ -88,7 +94,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (
             r"\bwait (?:for|until|till|on)\b|\bblock until\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
             r"\bwait for it\b|\buntil it (?:ends|finishes)\b|\bnotify me when\b|\bhang on\b|"
-            r"\buntil\b.*\b(?:completes|finishes|ends|is done|is over)\b|\bawait\b",
+            r"\buntil\b.*\b(?:completes|finishes|ends|exits|is done|is over|is finished)\b|\bawait\b|\bhold on\b",
             6,
         ),
     ],
@@ -99,7 +105,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "sweep": [
         (
-            r"\b(?:kick off|start|launch|run|begin|do|fire off)\s+(?:a |an |another |new |the )?(?:[\w-]+ ){0,3}"
+            r"\b(?:kick off|start|launch|run|begin|do|fire off|make|set up|create)\s+(?:a |an |another |new |the )?"
+            r"(?:[\w-]+ ){0,3}"
             r"(?:sweep|tuning|search)\b",
             6,
         ),
@@ -115,6 +122,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "docs": [
         (r"\b(?:docs|documentation|readme|training\.md)\b", 3),
         (r"\b(?:update|refresh|regenerate|rewrite|sync)\b.*\b(?:docs|documentation|readme|training\.md)\b", 3),
+        # "the docs must show sweeps/x, can you update them?": the verb after its object
+        (r"\b(?:docs|documentation|readme|training\.md)\b.*\b(?:update|refresh|regenerate|rewrite|sync)\b", 3),
     ],
     "plan": [
         (r"\bplan\b", 3),
@@ -213,6 +222,8 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         scores["read"] += 3
     if entities.has("experiment") or entities.has("trials"):
         scores["sweep"] += 1 if scores["sweep"] > 0 else 0
+    if entities.has("trials") and not entities.has("sweep"):
+        scores["sweep"] += 3  # a number of trials is what a new sweep takes; reading one takes its name
     if entities.has("checkpoint"):
         scores["bench"] += 1
 
