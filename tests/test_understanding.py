@@ -365,13 +365,16 @@ def test_a_total_and_a_count_per_node_give_the_nodes(known):
 
 def test_memory_in_gb_keeps_the_users_unit(known):
     """GB is decimal (trainer.config.parse_bytes): the smaller reading of a card's size, never read up into GiB."""
-    assert read("plan for 2 cards with 24GB each", known).args["device_mem"] == "24GB"
+    intent = read("plan for 2 cards with 24GB each", known)
+    assert intent.args["device_mem"] == "24GB" and "24e9 bytes (say 24GiB" in intent.notes[0]  # the reply says so
 
 
 def test_a_launch_like_a_named_run_takes_its_layout_and_processes(known):
     intent = read("kick off training like baseline-ddp, but for 30 steps", known)
     assert (intent.command, intent.clarify) == ("run", None)
     assert intent.args == {"nproc": 2, "layout": "dp_replicate=2", "steps": 30}
+    again = read("same as baseline-ddp again, 5 steps", known, launched({"nproc": 2, "layout": "tp=2", "steps": 20}))
+    assert again.args == {"nproc": 2, "layout": "dp_replicate=2", "steps": 5}  # the run named, not the launch before
     bare = read("launch with the same settings as baseline-ddp", known)
     assert bare.clarify is not None and "dp_replicate=2" in bare.clarify  # nothing changed: confirm, naming it
 
@@ -411,7 +414,7 @@ def test_listing_waiting_and_progress_in_everyday_words(text, command, run, know
 
 def test_a_multiplier_applies_to_the_count_it_names(known):
     assert read("train 3x longer than 10 steps", known).args["steps"] == 30
-    assert read("train 2x longer", known).clarify.startswith("How many steps in all")
+    assert read("train 2x longer", known).clarify.startswith("How many in all: 2 x what?")
     earlier = planned({"devices": 4, "gpu": "h100-sxm", "model": "gemma-2-9b"})
     assert read("and with twice as many cards?", known, earlier).args["devices"] == 8
     assert read("what about 3 of those nodes?", known, earlier).args == {
@@ -420,6 +423,26 @@ def test_a_multiplier_applies_to_the_count_it_names(known):
         "gpu": "h100-sxm",
         "model": "gemma-2-9b",
     }
+
+
+@pytest.mark.parametrize("text", ["what did we train last week", "so we launched a sweep yesterday?"])
+def test_a_question_is_never_answered_with_an_action(text, known):
+    intent = read(text, known)
+    assert intent.command not in ("run", "sweep") or intent.clarify is not None
+
+
+def test_a_past_tense_run_is_no_launch_verb(known):
+    assert read("could u list what i've run", known).command == "runs"
+    assert read("do it again without packing", known, launched({"nproc": 1})).clarify is None  # "do it": no question
+
+
+def test_the_count_per_node_is_the_one_next_to_per(known):
+    intent = read("plan for 48 h100s with 8 per node, llama-3.1-70b", known)
+    assert (intent.args["devices"], intent.args["nodes"]) == (8, 6)
+
+
+def test_n_times_as_long_as_a_stated_count(known):
+    assert read("train 3 times as long as 10 steps", known).args["steps"] == 30
 
 
 # --- the benchmark and its judge ------------------------------------------------------------------------------

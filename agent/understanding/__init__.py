@@ -58,6 +58,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = _close_call(intent, best, entities)
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _unplaced_number(plain, entities, intent)
+    if intent.clarify is None and intent.command in ACTIONS and _asks_only(plain):
+        intent.clarify = f"Do you want me to {intent.command} ({_call_text(intent)})? yes / edit"
     if intent.command in NAMED_TOOLS and (unknown := _unknown_name(plain, entities, context, intent)):
         intent.clarify = unknown  # the name the user gave first: never another run in its place
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
@@ -88,6 +90,25 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
             return (f"What is {found.group(0)} for ({what}...)? I would call {_call_text(intent)}, which does not "
                     "use it.")  # fmt: skip
     return None
+
+
+# A question that also asks for something to be done: "can you launch ...", "could you update them?", "please ...".
+REQUEST = r"\b(?:can|could|would|will) (?:you|we|i)\b|\bplease\b|\blet'?s\b|\bwanna\b|\bi (?:want|need|'?d like)\b"
+
+
+# The opening of a question: a wh-word, or an auxiliary before its subject ("did we", "is it"; "do it again" is no
+# question).
+ASKING = (r"^(?:so,?\s+|and\s+|ok,?\s+)?(?:what|what'?s|whats|which|why|where|when|who|how)\b|"
+          r"^(?:is|are|was|were|has|have|had)\s+(?:you|we|i|they|it|the|my|our|that|this|there)\b|"
+          r"^(?:do|does|did)\s+(?:you|we|i|they)\b")  # fmt: skip
+
+
+def _asks_only(plain: str) -> bool:
+    """A question without a request in it ("what did we train last week?", "so we ran the sweep?"): it asks about
+    something, so an action that would launch, cancel or write is confirmed first, never taken."""
+    lowered = plain.lower().strip()
+    question = bool(re.search(ASKING, lowered)) or lowered.endswith("?")
+    return question and not re.search(REQUEST, lowered)
 
 
 def _as_number(text: str) -> float | int:
@@ -306,7 +327,9 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     """A launch: every stated value, negations kept; "again" and "the same but" start from the launch before."""
     lowered = intent.text.lower()
     again = re.search(AGAIN, lowered) or (context.previous == "run" and re.search(FOLLOW_UP, lowered))
-    if again and context.launch:
+    named = entities.get("run")
+    copying = named is not None and re.search(COPY, lowered) and context.known.launch_of(str(named))
+    if again and context.launch and not copying:  # "like r1 again": r1's, not the launch before
         for key in LAUNCH_CARRIED:
             if key in context.launch and key not in intent.args:
                 intent.args[key] = context.launch[key]
@@ -314,22 +337,26 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["set"] = _merge(carried, intent.args.get("set", []))
     if experiment := entities.get("experiment") or _experiment_file(entities):
         intent.args["experiment"] = experiment
-    if (named := entities.get("run")) and re.search(COPY, lowered) and (before := context.known.launch_of(str(named))):
+    if copying:
+        before = context.known.launch_of(str(named))
         for key, value in before.items():  # "same like r1 but 50 steps": r1's layout and processes, from its metrics
             intent.args.setdefault(key, value)
         copied = True
         if not entities.has("steps", "switch", "optimizer", "override", "times", "nproc", "layout"):
             # "the same settings as r1" and nothing else: its metrics do not hold every setting, so confirm
-            intent.clarify = (f"Train with {named}'s layout and processes ({_launch_text(before)[24:-1]}), the "
-                              "experiment's other settings as they are now? yes / edit")  # fmt: skip
+            copy = ", ".join(f"{k}={v}" for k, v in before.items())
+            intent.clarify = (f"Train with {named}'s layout and processes ({copy}), the experiment's other settings "
+                              "as they are now? yes / edit")  # fmt: skip
     else:
         copied = False
     if steps := entities.get("steps"):
         intent.args["steps"] = steps
-    if (times := entities.get("times")) and steps and re.search(r"\bthan\b", lowered):
+    if (times := entities.get("times")) and steps and re.search(r"\bthan\b|\bas (?:long|many|much) as\b", lowered):
         intent.args["steps"] = int(float(times) * int(steps))  # "2x longer than the default 20 steps": 40
     elif times and intent.clarify is None:
-        intent.clarify = f"How many steps in all: {_as_number(float(times))} x what? {_launch_text(intent.args)}"
+        intent.clarify = (
+            f"How many in all: {_as_number(float(times))} x what? Give the number. {_launch_text(intent.args)}"
+        )
     # The switches as entities read them (a negation anywhere near wins), in the sentence's order, not the grammar's.
     switches = [str(e.value) for e in sorted(entities.found, key=lambda e: e.span) if e.kind == "switch"]
     keys = {s.split("=", 1)[0] + "=" for s in switches}
@@ -408,6 +435,9 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         args["devices"] = devices if re.search(r"\b(?:each|per)\b", intent.text.lower()) else devices // nodes
     if (device_mem := entities.get("device_mem")) and "gpu" not in args:
         args["device_mem"] = device_mem
+        if str(device_mem).endswith("GB"):  # decimal, as written: say so, the card's binary size is one word away
+            intent.notes.append(f"{device_mem} per device as {device_mem[:-2]}e9 bytes (say {device_mem[:-2]}GiB for "
+                                "the binary size)")  # fmt: skip
     if entities.has("own_model"):
         args.pop("model", None)
     times, scaled = entities.get("times"), None

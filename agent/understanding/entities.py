@@ -175,7 +175,7 @@ def _hardware(lowered: str, entities: Entities) -> None:
     part = text[start:]  # a self-correction: what follows it stands
     nodes = re.search(rf"\b{COUNT}\s+(?:{NOUNS['nodes']})\b", part)
     per_node = re.search(
-        rf"\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|\b{COUNT}\s*(?:\w+\s+){{0,3}}?(?:per|each|a)\s+"
+        rf"\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|\b{COUNT}\s*(?:[a-z]\w*\s+){{0,3}}?(?:per|each|a)\s+"
         rf"(?:node|machine|box|host|server)\b",
         part,
     )

@@ -57,7 +57,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         # "which experiments did I run here?", "what jobs have we trained", "give me the list"
         (
             r"\b(?:which|what) (?:experiments|jobs|trainings|runs)\b.*\b(?:ran|run|launched|trained|did|done)\b|"
-            r"\b(?:list|overview) of (?:the |my |all )?(?:runs|experiments|jobs)\b|\bgive me the list\b",
+            r"\b(?:list|overview) of (?:the |my |all )?(?:runs|experiments|jobs)\b|\bgive me the list\b|"
+            r"\bwhat (?:i'?ve|i have|we'?ve|we have|i|we) (?:already |ever )?(?:run|ran|launched|trained)\b",
             8,
         ),
     ],
@@ -96,7 +97,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (
             r"\bwait (?:for|until|till|on)\b|\bblock until\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
             r"\bwait for it\b|\buntil it (?:ends|finishes)\b|\bnotify me when\b|\bhang on\b|"
-            r"\buntil\b.*\b(?:completes|finishes|ends|exits|is done|is over|is finished)\b|\bawait\b|\bhold on\b",
+            r"\buntil\b.*\b(?:completes|finishes|finished|ends|exits|is done|is over)\b|\bawait\b|"
+            r"\bhold on\b|\bhang tight\b",
             6,
         ),
     ],
@@ -176,7 +178,7 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
 # Words after which "run", "start" or "train" is a noun ("the latest run", "a training run"), not a command.
 _NOUN_BEFORE = """the a an that this latest last recent previous my our your each every which what first new whole
 one same ddp fsdp baseline of training good best failed finished current its his her their other been was were
-be is"""
+be is i've we've you've have has had already ever did"""
 NOUN_BEFORE = set(_NOUN_BEFORE.split())
 
 

@@ -16,7 +16,8 @@ NUMBER_WORDS = {"a hundred": 100, "a thousand": 1000, "hundred": 100, "thousand"
                 "fifty": 50, "sixty": 60, "sixty-four": 64, "eighty": 80}  # fmt: skip
 # Words the new rules read too (intents and entities): corrected like the grammar's own VOCABULARY.
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
-finished parallelize hardware evaluate update refresh documentation llama mistral gemma smollm trials"""
+finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
+trials"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 _KEEP = (
     "gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note replica replicas shard shards"
@@ -35,6 +36,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     """`text` with typos fixed and numbers written as digits; case and paths kept."""
     text = _fix_typos(text, {k.lower() for k in known})
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
+    text = re.sub(r"\b(\d+(?:\.\d+)?)\s+times\s+(?=as\b|longer\b|more\b|the\b)", r"\1 x ", text, flags=re.I)
     # "2 of those nodes", "4 of these cards": the count of that noun
     text = re.sub(r"\b(\d+)\s+of\s+(?:those|these|the|them|our|my)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
     text = re.sub(r"(\d),(\d{3})\b", r"\1\2", text)  # 1,000 steps
