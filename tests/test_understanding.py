@@ -445,6 +445,25 @@ def test_n_times_as_long_as_a_stated_count(known):
     assert read("train 3 times as long as 10 steps", known).args["steps"] == 30
 
 
+def test_a_repeat_with_nothing_to_repeat_asks_and_a_named_run_is_copied(known):
+    assert read("launch the job from before once more", known).clarify.startswith("Repeat which launch?")
+    intent = read("do the same as tp-try with 6 steps", known)  # "do the same": a command, not a question
+    assert (intent.command, intent.args, intent.clarify) == ("run", {"nproc": 2, "layout": "tp=2", "steps": 6}, None)
+
+
+@pytest.mark.parametrize(
+    "text, command, key, value",
+    [
+        ("bench the ckpt of baseline-ddp", "bench", "model", "runs/baseline-ddp"),
+        ("2 procs, dp_shard=2, 3 steps, act ckpt off", "run", "set", ["train.activation_checkpointing=false"]),
+        ("what experiments are there", "runs", None, None),
+    ],
+)
+def test_short_forms_of_words_the_rules_read(text, command, key, value, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.args.get(key) == value and intent.clarify is None
+
+
 # --- the benchmark and its judge ------------------------------------------------------------------------------
 
 

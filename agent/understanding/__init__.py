@@ -337,6 +337,13 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["set"] = _merge(carried, intent.args.get("set", []))
     if experiment := entities.get("experiment") or _experiment_file(entities):
         intent.args["experiment"] = experiment
+    repeat = re.search(r"\bagain\b|\bsame\b|\bre-?run\b|\bonce more\b|\bfrom before\b", lowered)
+    if repeat and not context.launch and not copying and not intent.args and not entities.has("switch", "optimizer"):
+        # "do the thing from before again": nothing in the conversation to repeat, so ask, never launch the defaults
+        latest = context.known.runs[0] if context.known.runs else "runs/NAME"
+        intent.clarify = (
+            f"Repeat which launch? This conversation has none: name a run to copy, e.g. `same as {latest}`."
+        )
     if copying:
         before = context.known.launch_of(str(named))
         for key, value in before.items():  # "same like r1 but 50 steps": r1's layout and processes, from its metrics

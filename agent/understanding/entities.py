@@ -29,8 +29,8 @@ NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never|before i|before we)\s
 SWITCHES = {
     "data.packing": r"(?:sequence |document )?packing|packed (?:sequences|documents)|pack(?:ing)?",
     # bare "checkpointing" is activation checkpointing: saving checkpoints is "checkpoints" or "checkpoint_every"
-    "train.activation_checkpointing": r"(?:activation|gradient|act)[ _-]?(?:checkpointing|ckpt)|recomput\w*|\bac\b|"
-    r"checkpointing",
+    "train.activation_checkpointing": r"(?:activation|gradient|act)[ _-]?(?:checkpointing|checkpoint|ckpt)|"
+    r"recomput\w*|\bac\b|checkpointing",
     "train.compile": r"torch\.?compile|compil(?:e|ation)",
 }
 CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"

@@ -11,8 +11,9 @@ import re
 
 from agent.understanding.entities import Entities
 
-QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|were|did|does|do|would|could|should|"
-            r"can|will|who|tell me|explain)\b")  # fmt: skip
+# "do" opens a question only before its subject: "do we have ...?", not "do the same as r1 with 50 steps".
+QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|were|did|does|would|could|should|"
+            r"can|will|who|tell me|explain|do (?:you|we|i|they))\b")  # fmt: skip
 LAUNCH_VERB = r"\b(?:train|retrain|launch|relaunch|restart|start|kick off|fire off|fire up|run|rerun|re-run|try)\b"
 FOLLOW_UP = (r"^\W*(?:and|what about|how about|same|ok|okay|now|then|also|cool|great|instead|but|with)\b|\binstead\b|"
              r"\bagain\b|\bsame\b|\btoo\b\W*$")  # fmt: skip
@@ -57,6 +58,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         # "which experiments did I run here?", "what jobs have we trained", "give me the list"
         (
             r"\b(?:which|what) (?:experiments|jobs|trainings|runs)\b.*\b(?:ran|run|launched|trained|did|done)\b|"
+            r"\b(?:which|what) (?:experiments|jobs|trainings) (?:are there|exist|do (?:i|we) have)\b|"
             r"\b(?:list|overview) of (?:the |my |all )?(?:runs|experiments|jobs)\b|\bgive me the list\b|"
             r"\bwhat (?:i'?ve|i have|we'?ve|we have|i|we) (?:already |ever )?(?:run|ran|launched|trained)\b",
             8,
@@ -118,7 +120,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
     ],
     "bench": [
-        (r"\bbenchmark\b|\bevaluat\w*|\beval\b", 5),
+        (r"\bbenchmark\b|\bevaluat\w*|\beval\b|\bbench\b", 5),
         (r"\b(?:run|start|launch|kick off|do)\s+(?:a |an |the )?(?:\w+ )?(?:benchmark|eval\w*)", 2),
     ],
     "report": [(r"\breport\b|\bwrite[- ]?up\b|\bwrite it up\b", 4)],
@@ -213,6 +215,12 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         if not entities.has("sweep"):
             scores["why"] -= 3  # "why did tp-try fail?": its results say
             scores["results"] += 4 if re.search(r"\bwhy\b", lowered) else 1
+    if (
+        entities.has("run")
+        and re.search(r"\b(?:same|like)\b", lowered)
+        and entities.has("steps", "relative", "times", "switch", "nproc", "layout", "optimizer")
+    ):
+        scores["run"] += 4  # "the same as r1 with 50 steps": a launch copying that run, not a read of it
     if len(set(entities.all("run"))) >= 2 and scores["compare"] > 0:
         scores["compare"] += 4  # "compare r1 and baseline-ddp"
     if entities.has("sweep"):
