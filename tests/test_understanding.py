@@ -351,7 +351,7 @@ def test_a_count_of_trials_starts_a_sweep_never_reads_one(text, known):
     assert intent.command == "sweep" and intent.args["trials"] in (3, 4)
 
 
-@pytest.mark.parametrize("text", ["did it crash?", "what was its loss"])
+@pytest.mark.parametrize("text", ["did it crash?", "what was its loss", "hey, did the thing finish?"])
 def test_it_with_no_run_in_the_conversation_is_asked_about(text, known):
     intent = read(text, known)
     assert "run" not in intent.args and intent.clarify is not None and "runs/r1, the latest?" in intent.clarify

@@ -196,7 +196,7 @@ def _sweep_of(intent: Intent, entities: Entities, context: Context, latest: bool
 
 
 # A pronoun or a bare "how did it go": it points back at something the conversation must have named.
-POINTING = r"\b(?:it|that|this|its|it'?s|they|them)\b"
+POINTING = r"\b(?:it|that|this|its|it'?s|they|them|the thing|the job)\b"
 LATEST_WORDS = r"\b(?:latest|last|newest|recent|most recent|previous|current)\b"
 
 

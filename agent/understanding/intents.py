@@ -87,7 +87,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bwhat step is\b|\bstep is \S+ (?:on|at)\b|"
             r"\bstatus\b|\bstate of\b|\bstill (?:going|running)\b|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
             r"\bhow'?s \S+ doing\b|\bprogress\b|\bis (?:\S+\s+){1,3}(?:done|finished|running|over|complete)\b|"
-            r"\bdid \S+ finish\b|\bcheck (?:on|in on|up on)\b|"
+            r"\bdid (?:\S+\s+){1,3}(?:finish|complete|end|crash|fail)\b|\bcheck (?:on|in on|up on)\b|"
             r"\bsuccessful\b|\bcrash(?:ed)?\b|\bdid it (?:finish|fail|crash)\b|\bis it (?:done|running|finished)\b|"
             r"\bsucceed(?:ed)?\b|\bfail(?:ed)?\b|\bwhere is \S+ at\b|\bhow far\b|\bright now\b|"
             r"\bhas \S+ (?:finished|ended|completed|stopped|crashed)\b|\byet\b|"
