@@ -195,7 +195,8 @@ def test_a_loose_model_name_says_which_preset_it_took(known):
         ("layots-nov sweep winner + all 12 trials", "sweep", "sweeps/layouts-nov"),
         ("Which learning rate came out best in the lr scan sweep?", "sweep", "sweeps/lr-scan"),
         ("trian the long config 5 steps", "experiment", "configs/long.yaml"),
-        ("benchmark the checkpoint in r1", "model", "runs/r1/checkpoint/step_20"),
+        ("benchmark the checkpoint in r1", "model", "runs/r1"),  # its latest: run_benchmark resolves the run
+        ("benchmark r1's step 20 checkpoint", "model", "runs/r1/checkpoint/step_20"),
         ("could you run the private benchmark on the baseline-ddp model?", "model", "runs/baseline-ddp"),
         ("cat notes.md", "path", "notes.md"),
     ],
@@ -317,6 +318,150 @@ def test_vague_hardware_in_a_follow_up_is_asked_about(known):
     earlier = planned({"devices": 8, "nodes": 2, "gpu": "h100-sxm", "model": "llama-3.1-70b"})
     clarify = read("what about with more GPUs?", known, earlier).clarify
     assert clarify is not None and "the plan before: devices=8, nodes=2" in clarify
+
+
+# --- the failure kinds of fresh_b (each with phrasings of our own, not the set's sentences) ---------------------
+
+
+def asked_back(text: str) -> list:
+    """An earlier turn the planner answered with a question: no tool call, only what the user said."""
+    return [HumanMessage(text), AIMessage("Which run do you mean?")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "launch 10 steps without checkpointing, dp_shard=2 on 2 gpus",
+        "train 10 steps, checkpointing off, 2 gpus dp_shard=2",
+    ],
+)
+def test_bare_checkpointing_is_activation_checkpointing_and_its_negation_stays(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and "train.activation_checkpointing=false" in intent.args["set"]
+
+
+def test_the_docs_verb_may_come_after_its_object(known):
+    intent = read("the readme ought to reflect sweeps/lr-scan - could you refresh it?", known)
+    assert (intent.command, intent.args, intent.clarify) == ("docs", {"sweep": "sweeps/lr-scan"}, None)
+
+
+@pytest.mark.parametrize("text", ["set up a layout search on the long config with 3 trials", "do a search, 4 trials"])
+def test_a_count_of_trials_starts_a_sweep_never_reads_one(text, known):
+    intent = read(text, known)
+    assert intent.command == "sweep" and intent.args["trials"] in (3, 4)
+
+
+@pytest.mark.parametrize("text", ["did it crash?", "what was its loss", "hey, did the thing finish?"])
+def test_it_with_no_run_in_the_conversation_is_asked_about(text, known):
+    intent = read(text, known)
+    assert "run" not in intent.args and intent.clarify is not None and "runs/r1, the latest?" in intent.clarify
+    assert read(text, known, launched_run("runs/tp-try")).args == {"run": "runs/tp-try"}
+
+
+def test_a_total_and_a_count_per_node_give_the_nodes(known):
+    intent = read("how would you lay out llama-3.1-8b on 32 a100s, 4 per machine?", known)
+    assert (intent.args["devices"], intent.args["nodes"]) == (4, 8)
+
+
+def test_memory_in_gb_keeps_the_users_unit(known):
+    """GB is decimal (trainer.config.parse_bytes): the smaller reading of a card's size, never read up into GiB."""
+    intent = read("plan for 2 cards with 24GB each", known)
+    assert intent.args["device_mem"] == "24GB" and "24e9 bytes (say 24GiB" in intent.notes[0]  # the reply says so
+
+
+def test_a_launch_like_a_named_run_takes_its_layout_and_processes(known):
+    intent = read("kick off training like baseline-ddp, but for 30 steps", known)
+    assert (intent.command, intent.clarify) == ("run", None)
+    assert intent.args == {"nproc": 2, "layout": "dp_replicate=2", "steps": 30}
+    again = read("same as baseline-ddp again, 5 steps", known, launched({"nproc": 2, "layout": "tp=2", "steps": 20}))
+    assert again.args == {"nproc": 2, "layout": "dp_replicate=2", "steps": 5}  # the run named, not the launch before
+    bare = read("launch with the same settings as baseline-ddp", known)
+    assert bare.clarify is not None and "dp_replicate=2" in bare.clarify  # nothing changed: confirm, naming it
+
+
+@pytest.mark.parametrize(
+    "text, model",
+    [
+        ("evaluate r1's checkpoint on the builtin suite", "runs/r1"),
+        ("benchmark step_20 of r1", "runs/r1/checkpoint/step_20"),
+    ],
+)
+def test_a_runs_checkpoint_is_its_directory_unless_a_step_is_named(text, model, known):
+    assert read(text, known).args["model"] == model
+
+
+def test_it_means_the_run_the_turn_before_named_even_when_that_turn_asked(known):
+    assert read("cancel it", known, asked_back("is tp-try any good?")).args == {"run": "runs/tp-try"}
+    unknown = read("ok then wait on it", known, asked_back("has r7 finished yet?"))
+    assert unknown.clarify is not None and "runs/r7" in unknown.clarify  # never the latest in its place
+
+
+@pytest.mark.parametrize(
+    "text, command, run",
+    [
+        ("ls -l runs", "runs", None),
+        ("what jobs have I trained so far?", "runs", None),
+        ("gimme a list of my experiments", "runs", None),
+        ("hold on until tp-try exits", "status", "runs/tp-try"),
+        ("wat step is baseline-ddp at", "status", "runs/baseline-ddp"),
+    ],
+)
+def test_listing_waiting_and_progress_in_everyday_words(text, command, run, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("run"), intent.clarify) == (command, run, None)
+    assert intent.args.get("wait") == ("yes" if "hold on" in text else None)  # waiting is status with wait=yes
+
+
+def test_a_multiplier_applies_to_the_count_it_names(known):
+    assert read("train 3x longer than 10 steps", known).args["steps"] == 30
+    assert read("train 2x longer", known).clarify.startswith("How many in all: 2 x what?")
+    earlier = planned({"devices": 4, "gpu": "h100-sxm", "model": "gemma-2-9b"})
+    assert read("and with twice as many cards?", known, earlier).args["devices"] == 8
+    assert read("what about 3 of those nodes?", known, earlier).args == {
+        "devices": 4,
+        "nodes": 3,
+        "gpu": "h100-sxm",
+        "model": "gemma-2-9b",
+    }
+
+
+@pytest.mark.parametrize("text", ["what did we train last week", "so we launched a sweep yesterday?"])
+def test_a_question_is_never_answered_with_an_action(text, known):
+    intent = read(text, known)
+    assert intent.command not in ("run", "sweep") or intent.clarify is not None
+
+
+def test_a_past_tense_run_is_no_launch_verb(known):
+    assert read("could u list what i've run", known).command == "runs"
+    assert read("do it again without packing", known, launched({"nproc": 1})).clarify is None  # "do it": no question
+
+
+def test_the_count_per_node_is_the_one_next_to_per(known):
+    intent = read("plan for 48 h100s with 8 per node, llama-3.1-70b", known)
+    assert (intent.args["devices"], intent.args["nodes"]) == (8, 6)
+
+
+def test_n_times_as_long_as_a_stated_count(known):
+    assert read("train 3 times as long as 10 steps", known).args["steps"] == 30
+
+
+def test_a_repeat_with_nothing_to_repeat_asks_and_a_named_run_is_copied(known):
+    assert read("launch the job from before once more", known).clarify.startswith("Repeat which launch?")
+    intent = read("do the same as tp-try with 6 steps", known)  # "do the same": a command, not a question
+    assert (intent.command, intent.args, intent.clarify) == ("run", {"nproc": 2, "layout": "tp=2", "steps": 6}, None)
+
+
+@pytest.mark.parametrize(
+    "text, command, key, value",
+    [
+        ("bench the ckpt of baseline-ddp", "bench", "model", "runs/baseline-ddp"),
+        ("2 procs, dp_shard=2, 3 steps, act ckpt off", "run", "set", ["train.activation_checkpointing=false"]),
+        ("what experiments are there", "runs", None, None),
+    ],
+)
+def test_short_forms_of_words_the_rules_read(text, command, key, value, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.args.get(key) == value and intent.clarify is None
 
 
 # --- the benchmark and its judge ------------------------------------------------------------------------------

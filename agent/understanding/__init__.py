@@ -58,7 +58,9 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = _close_call(intent, best, entities)
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _unplaced_number(plain, entities, intent)
-    if intent.command in NAMED_TOOLS and (unknown := _unknown_name(plain, entities, context)):
+    if intent.clarify is None and intent.command in ACTIONS and _asks_only(plain):
+        intent.clarify = f"Do you want me to {intent.command} ({_call_text(intent)})? yes / edit"
+    if intent.command in NAMED_TOOLS and (unknown := _unknown_name(plain, entities, context, intent)):
         intent.clarify = unknown  # the name the user gave first: never another run in its place
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
@@ -90,6 +92,25 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
     return None
 
 
+# A question that also asks for something to be done: "can you launch ...", "could you update them?", "please ...".
+REQUEST = r"\b(?:can|could|would|will) (?:you|we|i)\b|\bplease\b|\blet'?s\b|\bwanna\b|\bi (?:want|need|'?d like)\b"
+
+
+# The opening of a question: a wh-word, or an auxiliary before its subject ("did we", "is it"; "do it again" is no
+# question).
+ASKING = (r"^(?:so,?\s+|and\s+|ok,?\s+)?(?:what|what'?s|whats|which|why|where|when|who|how)\b|"
+          r"^(?:is|are|was|were|has|have|had)\s+(?:you|we|i|they|it|the|my|our|that|this|there)\b|"
+          r"^(?:do|does|did)\s+(?:you|we|i|they)\b")  # fmt: skip
+
+
+def _asks_only(plain: str) -> bool:
+    """A question without a request in it ("what did we train last week?", "so we ran the sweep?"): it asks about
+    something, so an action that would launch, cancel or write is confirmed first, never taken."""
+    lowered = plain.lower().strip()
+    question = bool(re.search(ASKING, lowered)) or lowered.endswith("?")
+    return question and not re.search(REQUEST, lowered)
+
+
 def _as_number(text: str) -> float | int:
     value = float(text)
     return int(value) if value.is_integer() else value
@@ -109,8 +130,9 @@ NOT_A_NAME = (
 )
 
 
-def _unknown_name(plain: str, entities: Entities, context: Context) -> str | None:
-    """A question when the sentence names a run or sweep the repository does not have: never the latest instead."""
+def _unknown_name(plain: str, entities: Entities, context: Context, intent: Intent) -> str | None:
+    """A question when the sentence (or the turn before, for "it") names a run or sweep the repository does not
+    have: never the latest instead."""
     if context.known.root is None:
         return None
     lowered = masked(plain.lower(), entities)
@@ -119,6 +141,8 @@ def _unknown_name(plain: str, entities: Entities, context: Context) -> str | Non
     unknown = [n for n in named if not re.match(NOT_A_NAME, n.split("/")[-1]) and n not in KNOWN_WORDS]
     known = {*context.known.runs, *context.known.sweeps}
     unknown += [str(v) for v in [*entities.all("run"), *entities.all("sweep")] if str(v) not in known]
+    taken = [str(intent.args[k]) for k in ("run", "sweep") if isinstance(intent.args.get(k), str)]
+    unknown += [t for t in taken if t not in known and t.startswith(("runs/", "sweeps/"))]
     if not unknown:
         return None
     runs = ", ".join(context.known.runs) or "none"
@@ -171,7 +195,22 @@ def _sweep_of(intent: Intent, entities: Entities, context: Context, latest: bool
     return context.known.sweeps[0] if latest and context.known.sweeps else None
 
 
+# A pronoun or a bare "how did it go": it points back at something the conversation must have named.
+POINTING = r"\b(?:it|that|this|its|it'?s|they|them|the thing|the job)\b"
+LATEST_WORDS = r"\b(?:latest|last|newest|recent|most recent|previous|current)\b"
+
+
 def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None:
+    if (
+        not entities.has("run")
+        and context.run is None
+        and context.known.runs
+        and re.search(POINTING, intent.text.lower())
+        and not re.search(LATEST_WORDS, intent.text.lower())
+    ):  # "so, how did it go?" with no run in the conversation: "it" is a guess, the latest one a question
+        latest = context.known.runs[0]
+        intent.clarify = f"Which run do you mean by that: {latest}, the latest? e.g. `{intent.command} {latest}`."
+        return
     if (run := _run_of(intent, entities, context)) is not None:
         intent.args["run"] = run
         intent.words = [run]
@@ -222,7 +261,9 @@ def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
     elif entities.has("run"):
         run = str(entities.all("run")[-1])
         checkpoints = context.known.checkpoints(run)
-        intent.args["model"] = checkpoints[0] if checkpoints and re.search(r"\bcheckpoint\b", lowered) else run
+        # The run's directory is its latest checkpoint (run_benchmark resolves it); a step named picks that one.
+        stepped = [c for c in checkpoints if re.search(rf"\b(?:step[ _]?){c.rsplit('_', 1)[-1]}\b", lowered)]
+        intent.args["model"] = stepped[0] if stepped else run
     elif context.run and re.search(r"\b(?:it|that|this|its|again)\b", lowered):
         intent.args["model"] = context.run
     else:
@@ -286,7 +327,9 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     """A launch: every stated value, negations kept; "again" and "the same but" start from the launch before."""
     lowered = intent.text.lower()
     again = re.search(AGAIN, lowered) or (context.previous == "run" and re.search(FOLLOW_UP, lowered))
-    if again and context.launch:
+    named = entities.get("run")
+    copying = named is not None and re.search(COPY, lowered) and context.known.launch_of(str(named))
+    if again and context.launch and not copying:  # "like r1 again": r1's, not the launch before
         for key in LAUNCH_CARRIED:
             if key in context.launch and key not in intent.args:
                 intent.args[key] = context.launch[key]
@@ -294,8 +337,33 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["set"] = _merge(carried, intent.args.get("set", []))
     if experiment := entities.get("experiment") or _experiment_file(entities):
         intent.args["experiment"] = experiment
+    repeat = re.search(r"\bagain\b|\bsame\b|\bre-?run\b|\bonce more\b|\bfrom before\b", lowered)
+    if repeat and not context.launch and not copying and not intent.args and not entities.has("switch", "optimizer"):
+        # "do the thing from before again": nothing in the conversation to repeat, so ask, never launch the defaults
+        latest = context.known.runs[0] if context.known.runs else "runs/NAME"
+        intent.clarify = (
+            f"Repeat which launch? This conversation has none: name a run to copy, e.g. `same as {latest}`."
+        )
+    if copying:
+        before = context.known.launch_of(str(named))
+        for key, value in before.items():  # "same like r1 but 50 steps": r1's layout and processes, from its metrics
+            intent.args.setdefault(key, value)
+        copied = True
+        if not entities.has("steps", "switch", "optimizer", "override", "times", "nproc", "layout"):
+            # "the same settings as r1" and nothing else: its metrics do not hold every setting, so confirm
+            copy = ", ".join(f"{k}={v}" for k, v in before.items())
+            intent.clarify = (f"Train with {named}'s layout and processes ({copy}), the experiment's other settings "
+                              "as they are now? yes / edit")  # fmt: skip
+    else:
+        copied = False
     if steps := entities.get("steps"):
         intent.args["steps"] = steps
+    if (times := entities.get("times")) and steps and re.search(r"\bthan\b|\bas (?:long|many|much) as\b", lowered):
+        intent.args["steps"] = int(float(times) * int(steps))  # "2x longer than the default 20 steps": 40
+    elif times and intent.clarify is None:
+        intent.clarify = (
+            f"How many in all: {_as_number(float(times))} x what? Give the number. {_launch_text(intent.args)}"
+        )
     # The switches as entities read them (a negation anywhere near wins), in the sentence's order, not the grammar's.
     switches = [str(e.value) for e in sorted(entities.found, key=lambda e: e.span) if e.kind == "switch"]
     keys = {s.split("=", 1)[0] + "=" for s in switches}
@@ -311,13 +379,16 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     if intent.clarify is None and degrees and "nproc" in intent.args and math.prod(degrees) != intent.args["nproc"]:
         intent.clarify = (f"The layout {intent.args['layout']} needs {math.prod(degrees)} processes, not "
                           f"{intent.args['nproc']}: which layout do you want? {_launch_text(intent.args)}")  # fmt: skip
-    if intent.clarify is None and (named := entities.get("run")):  # a launch cannot take a run: never drop the name
+    if intent.clarify is None and not copied and (named := entities.get("run")):  # never drop the name
         intent.clarify = (f"A launch cannot copy {named}'s settings: which layout, processes and steps should it use? "
                           f"{_launch_text(intent.args)}")  # fmt: skip
     if intent.clarify is None and (relative := entities.get("relative")):
         intent.clarify = f"How many in all: {relative} than what? Give the number. {_launch_text(intent.args)}"
     if intent.clarify is None and entities.has("vague_hardware") and "nproc" not in intent.args:
         intent.clarify = f"On how many GPUs (processes), and with which layout? {_launch_text(intent.args)}"
+
+
+COPY = r"\b(?:same|like|as in|as for|copy|repeat|again|rerun|re-run)\b"
 
 
 def _merge(before: list[str], after: list[str]) -> list[str]:
@@ -371,8 +442,17 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         args["devices"] = devices if re.search(r"\b(?:each|per)\b", intent.text.lower()) else devices // nodes
     if (device_mem := entities.get("device_mem")) and "gpu" not in args:
         args["device_mem"] = device_mem
+        if str(device_mem).endswith("GB"):  # decimal, as written: say so, the card's binary size is one word away
+            intent.notes.append(f"{device_mem} per device as {device_mem[:-2]}e9 bytes (say {device_mem[:-2]}GiB for "
+                                "the binary size)")  # fmt: skip
     if entities.has("own_model"):
         args.pop("model", None)
+    times, scaled = entities.get("times"), None
+    if times and "devices" not in args and context.plan and isinstance(context.plan.get("devices"), int):
+        scaled = int(float(times) * context.plan["devices"])  # "twice as many gpus": of the plan before
+        intent.notes.append(f"{scaled} devices: {_as_number(float(times))} x the {context.plan['devices']} "
+                            "of the plan before")  # fmt: skip
+        args["devices"] = scaled
     follow_up = context.plan is not None and (re.search(FOLLOW_UP, intent.text.lower()) or context.previous == "plan")
     if follow_up and context.plan:
         for key in PLAN_CARRIED:
@@ -385,7 +465,9 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
             if key == "device_mem" and "gpu" in args:
                 continue
             args[key] = context.plan[key]
-    if entities.has("vague_hardware"):
+    if scaled:
+        args["devices"] = scaled
+    elif entities.has("vague_hardware") or times:
         before = ", ".join(f"{k}={v}" for k, v in (context.plan or {}).items() if k in PLAN_CARRIED)
         intent.clarify = ("How many GPUs (and nodes) should I plan for? e.g. `on 16 GPUs over 2 nodes`"
                           + (f" (the plan before: {before})." if before else "."))  # fmt: skip

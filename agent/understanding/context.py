@@ -43,7 +43,10 @@ class Context:
 
     @property
     def run(self) -> str | None:
-        """The run this conversation last launched, read or benchmarked."""
+        """The run this conversation last launched, read or benchmarked; when the previous turn called no tool (it
+        asked back), the run that turn named: "is r2 still going?" then "wait for it" means r2, known or not."""
+        if self.previous is None and self.previous_text and (named := self.named_before()):
+            return named
         for call in reversed(self.calls):
             result = call.result if isinstance(call.result, dict) else {}
             if call.name == "launch_run" and isinstance(result.get("run"), str) and not result.get("not_run"):
@@ -53,6 +56,18 @@ class Context:
             if call.name == "run_benchmark" and str(call.args.get("model", "")).startswith("runs/"):
                 return "/".join(call.args["model"].split("/")[:2])
         return None
+
+    def named_before(self) -> str | None:
+        """The run the previous sentence named: a runs/ path, a run of the repository, or a name shaped like one
+        ("r2"), which the planner then asks about when the repository lacks it."""
+        text = self.previous_text.lower()
+        if found := re.search(r"(?<![\w/.-])(runs/[\w.-]*\w)", text):
+            return found.group(1)
+        for word in re.findall(r"(?<![\w/.-])[a-z][\w.-]*\w", text):
+            if path := self.known.resolve(word, "runs", prefix=False, close=False):
+                return path
+        found = re.search(r"(?<![\w/.=-])(r\d+)(?![\w/=-])", text)
+        return f"runs/{found.group(1)}" if found else None
 
     @property
     def sweep(self) -> str | None:

@@ -29,7 +29,9 @@ NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never|before i|before we)\s
 # Boolean settings: their names, and the words that turn them off or on, before or after the name.
 SWITCHES = {
     "data.packing": r"(?:sequence |document )?packing|packed (?:sequences|documents)|pack(?:ing)?",
-    "train.activation_checkpointing": r"(?:activation|gradient|act)[ _-]?(?:checkpointing|ckpt)|recomput\w*|\bac\b",
+    # bare "checkpointing" is activation checkpointing: saving checkpoints is "checkpoints" or "checkpoint_every"
+    "train.activation_checkpointing": r"(?:activation|gradient|act)[ _-]?(?:checkpointing|checkpoint|ckpt)|"
+    r"recomput\w*|\bac\b|checkpointing",
     "train.compile": r"torch\.?compile|compil(?:e|ation)",
 }
 CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
@@ -174,7 +176,7 @@ def _hardware(lowered: str, entities: Entities) -> None:
     part = text[start:]  # a self-correction: what follows it stands
     nodes = re.search(rf"\b{COUNT}\s+(?:{NOUNS['nodes']})\b", part)
     per_node = re.search(
-        rf"\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|\b{COUNT}\s*(?:\w+\s+){{0,3}}?(?:per|each|a)\s+"
+        rf"\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|\b{COUNT}\s*(?:[a-z]\w*\s+){{0,3}}?(?:per|each|a)\s+"
         rf"(?:node|machine|box|host|server)\b",
         part,
     )
@@ -193,10 +195,31 @@ def _hardware(lowered: str, entities: Entities) -> None:
         if count and devices % count == 0 and devices > count:
             entities.add("per_node", devices // count, (start + total.start(), start + total.end()))
     if (found := re.search(MEMORY_EACH, text)) or (found := re.search(r"\bwith\s+(\d+(?:\.\d+)?)\s*(gib|gb)\b", text)):
+        # The unit as the user wrote it: GB is decimal (trainer.config.parse_bytes), the smaller reading of a card's
+        # size, so a plan for "24GB" fits a 24 GiB card too; never read up into GiB (tests/data/requests.yaml)
         entities.add("device_mem", f"{found.group(1)}GiB" if found.group(2) == "gib" else f"{found.group(1)}GB",
                      found.span())  # fmt: skip
+    if per_node and not nodes and (devices := _total_devices(part)) and devices % per_node_count(per_node) == 0:
+        count = devices // per_node_count(per_node)  # "64 H100s, 8 per box": 8 boxes
+        if count > 1:
+            entities.add("node_count", count, (start + per_node.start(), start + per_node.end()))
+    if found := re.search(TIMES, text):
+        entities.add("times", float(found.group(1) or 2), found.span())
     if re.search(VAGUE_HARDWARE, text):
         entities.add("vague_hardware", True, (0, 0))
+
+
+# A multiplier of a count: "2 x longer than 20 steps", "2 x as many gpus" (normalised from "twice"), "double the".
+TIMES = r"\b(\d+(?:\.\d+)?)\s*x\s+(?:longer|more|as (?:many|long|much)|the)\b|\b(?:double|doubling)\s+(?:the\s+)?"
+
+
+def per_node_count(found: re.Match) -> int:
+    return int(float(found.group(1) or found.group(3)))
+
+
+def _total_devices(part: str) -> int | None:
+    found = re.search(rf"\b(\d+)\s*(?:x\s*)?(?:{NOUNS['devices']})\b", part)
+    return int(found.group(1)) if found else None
 
 
 SIZE_FIRST = rf"\b(\d+(?:\.\d+)?)\s*b(?:illion)?(?:[\s-]+param\w*)?\s+({FAMILIES})(?:[\s-]*(\d+(?:\.\d+)?))?"

@@ -11,8 +11,9 @@ import re
 
 from agent.understanding.entities import Entities
 
-QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|were|did|does|do|would|could|should|"
-            r"can|will|who|tell me|explain)\b")  # fmt: skip
+# "do" opens a question only before its subject: "do we have ...?", not "do the same as r1 with 50 steps".
+QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|were|did|does|would|could|should|"
+            r"can|will|who|tell me|explain|do (?:you|we|i|they))\b")  # fmt: skip
 LAUNCH_VERB = r"\b(?:train|retrain|launch|relaunch|restart|start|kick off|fire off|fire up|run|rerun|re-run|try)\b"
 FOLLOW_UP = (r"^\W*(?:and|what about|how about|same|ok|okay|now|then|also|cool|great|instead|but|with)\b|\binstead\b|"
              r"\bagain\b|\bsame\b|\btoo\b\W*$")  # fmt: skip
@@ -50,7 +51,16 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\blist (?:\w+ )?runs\b|\b(?:what|which) runs\b|\bruns (?:do i|have i|are there|exist|so far)\b|"
             r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo|"
             r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
-            r"\boverview of (?:all |the |my )?runs\b|\blist (?:every|each) run\b|\bbeen run\b",
+            r"\boverview of (?:all |the |my )?runs\b|\blist (?:every|each) run\b|\bbeen run\b|"
+            r"^\W*ls\s+(?:-\w+\s+)?runs\b",
+            8,
+        ),
+        # "which experiments did I run here?", "what jobs have we trained", "give me the list"
+        (
+            r"\b(?:which|what) (?:experiments|jobs|trainings|runs)\b.*\b(?:ran|run|launched|trained|did|done)\b|"
+            r"\b(?:which|what) (?:experiments|jobs|trainings) (?:are there|exist|do (?:i|we) have)\b|"
+            r"\b(?:list|overview) of (?:the |my |all )?(?:runs|experiments|jobs)\b|\bgive me the list\b|"
+            r"\bwhat (?:i'?ve|i have|we'?ve|we have|i|we) (?:already |ever )?(?:run|ran|launched|trained)\b",
             8,
         ),
     ],
@@ -74,9 +84,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "status": [
         (
+            r"\bwhat step is\b|\bstep is \S+ (?:on|at)\b|"
             r"\bstatus\b|\bstate of\b|\bstill (?:going|running)\b|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
             r"\bhow'?s \S+ doing\b|\bprogress\b|\bis (?:\S+\s+){1,3}(?:done|finished|running|over|complete)\b|"
-            r"\bdid \S+ finish\b|\bcheck (?:on|in on|up on)\b|"
+            r"\bdid (?:\S+\s+){1,3}(?:finish|complete|end|crash|fail)\b|\bcheck (?:on|in on|up on)\b|"
             r"\bsuccessful\b|\bcrash(?:ed)?\b|\bdid it (?:finish|fail|crash)\b|\bis it (?:done|running|finished)\b|"
             r"\bsucceed(?:ed)?\b|\bfail(?:ed)?\b|\bwhere is \S+ at\b|\bhow far\b|\bright now\b|"
             r"\bhas \S+ (?:finished|ended|completed|stopped|crashed)\b|\byet\b|"
@@ -88,7 +99,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (
             r"\bwait (?:for|until|till|on)\b|\bblock until\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
             r"\bwait for it\b|\buntil it (?:ends|finishes)\b|\bnotify me when\b|\bhang on\b|"
-            r"\buntil\b.*\b(?:completes|finishes|ends|is done|is over)\b|\bawait\b",
+            r"\buntil\b.*\b(?:completes|finishes|finished|ends|exits|is done|is over)\b|\bawait\b|"
+            r"\bhold on\b|\bhang tight\b",
             6,
         ),
     ],
@@ -99,7 +111,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "sweep": [
         (
-            r"\b(?:kick off|start|launch|run|begin|do|fire off)\s+(?:a |an |another |new |the )?(?:[\w-]+ ){0,3}"
+            r"\b(?:kick off|start|launch|run|begin|do|fire off|make|set up|create)\s+(?:a |an |another |new |the )?"
+            r"(?:[\w-]+ ){0,3}"
             r"(?:sweep|tuning|search)\b",
             6,
         ),
@@ -107,7 +120,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
     ],
     "bench": [
-        (r"\bbenchmark\b|\bevaluat\w*|\beval\b", 5),
+        (r"\bbenchmark\b|\bevaluat\w*|\beval\b|\bbench\b", 5),
         (r"\b(?:run|start|launch|kick off|do)\s+(?:a |an |the )?(?:\w+ )?(?:benchmark|eval\w*)", 2),
     ],
     "report": [(r"\breport\b|\bwrite[- ]?up\b|\bwrite it up\b", 4)],
@@ -115,6 +128,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "docs": [
         (r"\b(?:docs|documentation|readme|training\.md)\b", 3),
         (r"\b(?:update|refresh|regenerate|rewrite|sync)\b.*\b(?:docs|documentation|readme|training\.md)\b", 3),
+        # "the docs must show sweeps/x, can you update them?": the verb after its object
+        (r"\b(?:docs|documentation|readme|training\.md)\b.*\b(?:update|refresh|regenerate|rewrite|sync)\b", 3),
     ],
     "plan": [
         (r"\bplan\b", 3),
@@ -165,7 +180,7 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
 # Words after which "run", "start" or "train" is a noun ("the latest run", "a training run"), not a command.
 _NOUN_BEFORE = """the a an that this latest last recent previous my our your each every which what first new whole
 one same ddp fsdp baseline of training good best failed finished current its his her their other been was were
-be is"""
+be is i've we've you've have has had already ever did"""
 NOUN_BEFORE = set(_NOUN_BEFORE.split())
 
 
@@ -200,6 +215,12 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         if not entities.has("sweep"):
             scores["why"] -= 3  # "why did tp-try fail?": its results say
             scores["results"] += 4 if re.search(r"\bwhy\b", lowered) else 1
+    if (
+        entities.has("run")
+        and re.search(r"\b(?:same|like)\b", lowered)
+        and entities.has("steps", "relative", "times", "switch", "nproc", "layout", "optimizer")
+    ):
+        scores["run"] += 4  # "the same as r1 with 50 steps": a launch copying that run, not a read of it
     if len(set(entities.all("run"))) >= 2 and scores["compare"] > 0:
         scores["compare"] += 4  # "compare r1 and baseline-ddp"
     if entities.has("sweep"):
@@ -213,6 +234,8 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         scores["read"] += 3
     if entities.has("experiment") or entities.has("trials"):
         scores["sweep"] += 1 if scores["sweep"] > 0 else 0
+    if entities.has("trials") and not entities.has("sweep"):
+        scores["sweep"] += 3  # a number of trials is what a new sweep takes; reading one takes its name
     if entities.has("checkpoint"):
         scores["bench"] += 1
 

@@ -6,6 +6,7 @@ long config") are resolved against it, never guessed.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,22 @@ class Known:
             return None
         prefixed = [n for n in names if n.split("-")[0] == word or n.startswith(word + "-")]
         return names[prefixed[0]] if len(prefixed) == 1 and len(word) >= 2 else None
+
+    def launch_of(self, run: str) -> dict[str, object]:
+        """The layout and processes a run ran with, from its metrics.json: what "the same as r1" repeats."""
+        if self.root is None:
+            return {}
+        try:
+            metrics = json.loads((self.root / run / "metrics.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        layout = ",".join(f"{k}={v}" for k, v in (metrics.get("layout") or {}).items() if int(v) > 1)
+        found: dict[str, object] = {}
+        if isinstance(metrics.get("world_size"), int):
+            found["nproc"] = metrics["world_size"]
+        if layout:
+            found["layout"] = layout
+        return found
 
     def file(self, path: str) -> str | None:
         """A file of the repository by its path, or by its name when only one file has it."""

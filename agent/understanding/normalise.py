@@ -16,7 +16,8 @@ NUMBER_WORDS = {"a hundred": 100, "a thousand": 1000, "hundred": 100, "thousand"
                 "fifty": 50, "sixty": 60, "sixty-four": 64, "eighty": 80}  # fmt: skip
 # Words the new rules read too (intents and entities): corrected like the grammar's own VOCABULARY.
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
-finished parallelize hardware evaluate update refresh documentation llama mistral gemma smollm trials"""
+finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
+trials"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 _KEEP = (
     "gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note replica replicas shard shards"
@@ -24,18 +25,27 @@ _KEEP = (
 KEEP = COMMON | set(_KEEP.split())  # words the typo fixer must leave alone ("repo" is no typo of "report")
 
 
+# Chat shorthand read as the word it stands for ("wat step", "stop n relaunch", "w 4 gpus", "hold on till it ends").
+SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", "ur": "your", "pls": "please",
+             "plz": "please", "till": "until", "til": "until", "'til": "until", "twice": "2 x",
+             "thrice": "3 x"}  # fmt: skip
 BARE_COUNT = r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|$|\band\b|\bfor\b|\bwith\b))"
 
 
 def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     """`text` with typos fixed and numbers written as digits; case and paths kept."""
     text = _fix_typos(text, {k.lower() for k in known})
+    text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
+    text = re.sub(r"\b(\d+(?:\.\d+)?)\s+times\s+(?=as\b|longer\b|more\b|the\b)", r"\1 x ", text, flags=re.I)
+    # "2 of those nodes", "4 of these cards": the count of that noun
+    text = re.sub(r"\b(\d+)\s+of\s+(?:those|these|the|them|our|my)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
     text = re.sub(r"(\d),(\d{3})\b", r"\1\2", text)  # 1,000 steps
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gigs?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
     text = re.sub(r"\b(\d+)\s*x\b(?=\s*[a-z])", r"\1 x", text, flags=re.I)  # 4x RTX 4090, 8x h100
     text = re.sub(r"\b(?:a|one) single\b", "1", text, flags=re.I)
     text = re.sub(r"\bctx\b", "context", text, flags=re.I)
+    text = re.sub(r"\bckpts?\b", "checkpoint", text, flags=re.I)
     text = re.sub(r"\blearning[-_]rate\b", "learning rate", text, flags=re.I)
     text = re.sub(r"\b(?:seq|sequence)\s+(?=\d)", "seq_len ", text, flags=re.I)
     text = re.sub(r"\s@\s*(?=\d)", " at ", text)
@@ -47,6 +57,10 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)\s+replicas?\s*(?:x|and|by|times|,|with)?\s*(\d+)\s+shards?\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
     return re.sub(r"\b(" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True)) + r")\b", _digits, text, flags=re.I)
+
+
+def _shorthand(found: re.Match) -> str:
+    return SHORTHAND[found.group(1).lower()]
 
 
 def _gig(found: re.Match) -> str:
