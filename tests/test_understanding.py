@@ -574,3 +574,34 @@ def test_a_bad_set_fails_in_one_line_before_anything_runs(content, tmp_path, cap
     assert exit_.value.code == 2
     assert f"--set {bad}" in capsys.readouterr().err.splitlines()[-1]
     assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize(
+    "text, plain",
+    [
+        ("how much memory is there in here", "how much memory is there in here"),
+        ("were the runs done before then?", "were the runs done before then?"),
+    ],
+)
+def test_everyday_words_are_no_typos(text, plain):
+    """A word one edit from a word the rules read is left alone when it is itself a word ("here" is no "where")."""
+    assert normalise(text) == plain
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["llama 3.1 8b, 4 nodes x 8 a100 80gb, seq 2048: rank layouts, no run", "mistral 7b auf 8 h100, nur planen"],
+)
+def test_no_run_and_only_plan_in_any_form_never_launch(text, known):
+    assert read(text, known).command == "plan"
+
+
+@pytest.mark.parametrize("text", ["cores and ram on this box, here?", "how many gpus and how much ram do we have here"])
+def test_a_hardware_question_about_here_reads_the_hardware(text, known):
+    assert read(text, known).command == "hardware"
+
+
+def test_a_reading_verb_and_a_named_file_read_the_file(known):
+    intent = read("dump runs/r1/metrics.json for me", known)
+    assert (intent.command, intent.args) == ("read", {"path": "runs/r1/metrics.json"})
+    assert read("run configs/long.yaml for 5 steps", known).command == "run"  # no reading verb: a launch

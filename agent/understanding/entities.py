@@ -25,7 +25,9 @@ COUNT = r"(\d+(?:\.\d+)?)(k?)"
 CORRECTION = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b|\brather\b"
 NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never|before i|before we)\s+(?:actually\s+)?"
              r"(?:run|launch|start|train|kick)\w*\b(?:\s+(?:anything|it|a run|a job))?|\bjust plan\b|"
-             r"\bonly plan\b|\bno launch\w*\b|\bhypothetical\w*\b")  # fmt: skip
+             r"\bonly plan\b|\bplan only\b|\bno launch\w*\b|\bhypothetical\w*\b|"
+             # "no run" (but not "no run named r9"), and "only plan" in German, as users mix it in
+             r"\bno (?:runs?|training)\b(?!\s+(?:named|called|like|in)\b)|\bnur planen\b")  # fmt: skip
 # Boolean settings: their names, and the words that turn them off or on, before or after the name.
 SWITCHES = {
     "data.packing": r"(?:sequence |document )?packing|packed (?:sequences|documents)|pack(?:ing)?",

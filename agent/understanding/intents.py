@@ -69,6 +69,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bwhat'?s in\b|\bwhat is in\b|\bcontents? of\b|\bshow me\b|\bshow\b|\bopen\b|\bread\b|\bdisplay\b", 1.5),
         (r"\blog(?: file)?\b|\bfile\b", 1.5),
         (r"\b(?:metrics|memory|steps|config|log)(?:\.\w+)? file\b", 3),
+        # a reading verb and a file named by its extension: the file itself, not what its figures mean
+        (r"\b(?:cat|less|head|tail|print|dump|show|open|display|read)\b.*\.(?:jsonl?|ya?ml|txt|md|log|csv|toml)\b", 4),
     ],
     "results": [
         (

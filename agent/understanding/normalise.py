@@ -22,7 +22,15 @@ WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 _KEEP = (
     "gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note replica replicas shard shards"
 )
-KEEP = COMMON | set(_KEEP.split())  # words the typo fixer must leave alone ("repo" is no typo of "report")
+# Everyday English words one edit away from a word the rules read ("here" from "where", "were" from "where",
+# "than" from "then"): correct words are never typos.
+_ENGLISH = """here there were than then them they their these those this that what when whom whose with have
+make made take give like same some more most much many also each from into onto over only just very well good
+best fine done does been being will would could should shall must might time times last next first other
+again still ever even once both such into your yours ours mine away back about after before while since until
+part parts rest test tests case cases type types plan plans step stop start starts state status store"""
+KEEP = COMMON | set(_KEEP.split()) | set(_ENGLISH.split())  # words the typo fixer must leave alone ("repo" is no
+# typo of "report")
 
 
 # Chat shorthand read as the word it stands for ("wat step", "stop n relaunch", "w 4 gpus", "hold on till it ends").
