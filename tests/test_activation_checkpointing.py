@@ -207,7 +207,7 @@ def test_a_bad_mode_given_on_the_command_line_stops_before_launch(tmp_path):
 
 def test_selective_checkpointing_saves_every_attention_kernel_flex_included():
     """Attention is never recomputed: the SDPA kernels' and flex_attention's outputs are saved (torchtitan's list)."""
-    from trainer.model.build import _saved_ops, flex_attention_op
+    from trainer.parallel.activation_checkpointing import _saved_ops, flex_attention_op
 
     _, others = _saved_ops()
     assert flex_attention_op() is torch.ops.higher_order.flex_attention and flex_attention_op() in others
