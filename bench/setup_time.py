@@ -82,6 +82,9 @@ def _rank(rank: int, world: int, store: str, quick: bool, way: str, results) -> 
             results.put(gathered)
     finally:
         dist.destroy_process_group()
+    # Without the interpreter's teardown, as trainer.launch.torchrun ends: torch's threads at teardown aborted a rank
+    # now and then once its work was done ("terminate called without an active exception", SIGABRT).
+    os._exit(0)
 
 
 def measure(processes: int, way: str, quick: bool, repeats: int) -> dict:

@@ -7,6 +7,7 @@ RUN_DIR MICRO_BATCH OUT LAYOUT`), where the model is wrapped for LAYOUT by the t
 
 from __future__ import annotations
 
+import os
 import sys
 from functools import partial
 from pathlib import Path
@@ -87,3 +88,7 @@ if __name__ == "__main__":
     if dist.get_rank() == 0:
         torch.save({"loss": loss, "grads": grads}, sys.argv[3])
     dist.destroy_process_group()
+    # Without the interpreter's teardown, as trainer.launch.torchrun ends: torch's threads at teardown aborted this
+    # process now and then once its work was done ("terminate called without an active exception", SIGABRT).
+    sys.stdout.flush()
+    os._exit(0)
