@@ -43,14 +43,14 @@ import uuid
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
 import psutil
 from filelock import FileLock
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from agent.records import JobState
+from agent.records import SUMMARY, JobState, Summary
 from trainer.config import ConfigError, load_experiment, printed_error
 from trainer.host import preemption
 from trainer.host.lifeline import PARENT_ENV, tie_to_parent, tied_env
@@ -58,9 +58,6 @@ from trainer.layout import Layout, LayoutError
 from trainer.results.contracts import STRICT, Contract
 from trainer.results.rundir import RunDir, StepsTail
 from trainer.results.schemas import PREEMPTED, RUN_STATUSES, STEPS, Metrics
-
-if TYPE_CHECKING:
-    from agent.records import Summary
 
 REPO = Path(__file__).resolve().parents[1]
 MARKER = "MESHPILOT_JOB"  # inherited by every process of a job: how a job's processes are found
@@ -424,8 +421,6 @@ def _kind(job: JobRecord | None) -> str:
 def _results(out: Path, kind: str) -> Metrics | Summary | None:
     """What the job wrote when it ended (a run's metrics.json, a sweep's summary.json), or None."""
     if kind == SWEEP:
-        from agent.records import SUMMARY
-
         return SUMMARY.read(Path(out) / RESULTS[SWEEP])
     return RunDir(out).read_metrics()
 

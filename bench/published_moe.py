@@ -31,6 +31,7 @@ import torch
 import transformers
 
 from bench.machine import RESULTS, describe_machine
+from trainer.parallel.expert_parallel import ExpertParallelError, expert_modules
 from trainer.results.contracts import write_json
 
 H100_BF16_PEAK_TFLOPS = 989  # dense; the figure NeMo AutoModel's MFU is computed against
@@ -475,8 +476,6 @@ PRESETS = {  # name: (Hugging Face repository, config)
 def meta_build(config: dict) -> dict:
     """Build the model on the meta device; its total and active parameters, expert layers and experts per layer,
     or the one-line reason it cannot be built or sharded by trainer.parallel.expert_parallel."""
-    from trainer.parallel.expert_parallel import ExpertParallelError, expert_modules
-
     started = time.perf_counter()
     try:
         with torch.device("meta"):
