@@ -27,7 +27,7 @@ Bytes = Annotated[int, Field(ge=0)]
 
 
 class Degrees(TypedDict):
-    """A layout's degree per mesh dimension (trainer.layout.MESH_DIMS)."""
+    """A layout's degree per mesh dimension (trainer.layout.MESH_DIMS), and ep where experts are sharded."""
 
     __pydantic_config__ = STRICT
     pp: Annotated[int, Field(ge=1)]
@@ -35,6 +35,7 @@ class Degrees(TypedDict):
     dp_shard: Annotated[int, Field(ge=1)]
     cp: Annotated[int, Field(ge=1)]
     tp: Annotated[int, Field(ge=1)]
+    ep: NotRequired[Annotated[int, Field(ge=1)]]  # borrowed from dp_shard x cp; absent for dense layouts
 
 
 class StepRecord(TypedDict):
