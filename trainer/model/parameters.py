@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from trainer.layout import expert_count
+
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
@@ -35,8 +37,6 @@ def parameter_counts(
 # Where transformers 5's MoE classes keep their routed experts (Mixtral, Qwen2/3-MoE, DeepSeek-V3, gpt-oss); shared
 # experts (`shared_expert`, `shared_experts`) are dense MLPs that every token runs through.
 _ROUTED_EXPERTS = ".mlp.experts."
-# The config fields that name the routed experts per MoE layer, by family (the first present is read).
-_EXPERT_COUNT_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
 def is_routed_expert(name: str) -> bool:
@@ -56,6 +56,7 @@ class MoeDims:
     shared_intermediate: int
     moe_layers: int
     dense_intermediate: int  # the MLP width of the layers that are not MoE (DeepSeek-V3's first three)
+    shared_first: bool = False  # the shared expert runs before the router (Qwen2-MoE's block), not after the experts
 
     @property
     def routed_fraction(self) -> float:
@@ -65,7 +66,7 @@ class MoeDims:
 def moe_dims(config: PretrainedConfig) -> MoeDims | None:
     """The config's mixture-of-experts dimensions as transformers builds its layers; None for a dense model."""
     top_k = getattr(config, "num_experts_per_tok", None)
-    experts = next((getattr(config, f, None) for f in _EXPERT_COUNT_FIELDS if getattr(config, f, None)), None)
+    experts = expert_count(config)
     if not top_k or not experts:
         return None
     expert_intermediate = getattr(config, "moe_intermediate_size", None) or config.intermediate_size
@@ -74,7 +75,8 @@ def moe_dims(config: PretrainedConfig) -> MoeDims | None:
     layers = config.num_hidden_layers
     moe_layers = sum(_is_moe_layer(config, index) for index in range(layers))
     dense = getattr(config, "intermediate_size", None) or 0
-    return MoeDims(experts, top_k, expert_intermediate, shared, moe_layers, dense)
+    shared_first = bool(getattr(config, "shared_expert_intermediate_size", None))  # Qwen2-MoE's block order
+    return MoeDims(experts, top_k, expert_intermediate, shared, moe_layers, dense, shared_first)
 
 
 def _is_moe_layer(config: PretrainedConfig, index: int) -> bool:

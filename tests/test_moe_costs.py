@@ -1,0 +1,158 @@
+"""The cost models on mixture-of-experts models: parameter counts (total and active) against the published figures,
+predicted activations against what autograd really saves in transformers' own MoE classes run through
+trainer.parallel.expert_parallel (one process, ep = 1; and 2 gloo processes with ep = 2, where each rank's expert
+shards are compared exactly too), and the step time's MoE terms (FLOPs from active parameters, the all-to-all)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from support import TINY_MODEL
+from transformers import AutoConfig
+
+from trainer.config import TrainSpec
+from trainer.costs.memory_model import MemoryPlan, activation_bytes, local_shapes, parameter_shapes
+from trainer.layout import Layout
+from trainer.model.build import build_model
+from trainer.model.parameters import moe_dims
+from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
+from trainer.parallel.expert_parallel import apply_expert_parallel, expert_parallel_groups
+from trainer.rank.memory import saved_for_backward
+from trainer.rank.step import token_loss_sum
+
+MOE = {
+    "mixtral": {"model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2},
+    "qwen3_moe": {"model_type": "qwen3_moe", "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 48},
+    "qwen2_moe": {  # a shared expert beside the routed ones
+        "model_type": "qwen2_moe",
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 48,
+        "shared_expert_intermediate_size": 64,
+    },
+    "mixtral_top1": {
+        "model_type": "mixtral",
+        "num_local_experts": 4,
+        "num_experts_per_tok": 1,
+        "hidden_size": 64,
+        "intermediate_size": 96,
+    },
+}
+
+
+def moe_config(name: str):
+    return AutoConfig.for_model(**{**TINY_MODEL, **MOE[name]})
+
+
+def measured_saved(
+    config, micro_batch: int, seq_len: int, mode: str, packed: bool, ep_group=None, data_seed: int = 0
+) -> int:
+    """What autograd keeps for backward at the peak of one forward, the experts run as the trainer runs them."""
+    torch.manual_seed(data_seed)
+    model = build_model(config, None, seed=0)
+    model.train()
+    apply_expert_parallel(model, ep_group)
+    enable_activation_checkpointing(model, mode)
+    ids = torch.randint(0, config.vocab_size, (micro_batch, seq_len))
+    segments = torch.arange(seq_len).div(seq_len // 3, rounding_mode="floor").expand(micro_batch, seq_len)
+    batch = {"input_ids": ids, "labels": ids, "position_ids": torch.arange(seq_len).expand_as(ids)}
+    batch["segment_ids"] = segments.contiguous()
+    _, saved = saved_for_backward(model, lambda: token_loss_sum(model, batch, packed))
+    return saved["activations_saved"]
+
+
+def predicted(config, layout: Layout, micro_batch: int, seq_len: int, mode: str, packed: bool) -> int:
+    checkpointing = {"none": False, "selective": "selective", "full": True}[mode]
+    plan = MemoryPlan(micro_batch, seq_len, "fp32", checkpointing, TrainSpec(), packing=packed)
+    return activation_bytes(config, layout, plan)
+
+
+@pytest.mark.parametrize("packed", [True, False])
+@pytest.mark.parametrize(("micro_batch", "seq_len"), [(2, 64), (1, 128)])
+@pytest.mark.parametrize("name", sorted(MOE))
+def test_moe_activations_within_10_percent(name, micro_batch, seq_len, packed):
+    config = moe_config(name)
+    measured = measured_saved(config, micro_batch, seq_len, "none", packed)
+    assert predicted(config, Layout(dp_replicate=1), micro_batch, seq_len, "none", packed) == pytest.approx(
+        measured, rel=0.10
+    )
+
+
+@pytest.mark.parametrize("mode", ["selective", "full"])
+@pytest.mark.parametrize("name", ["mixtral", "qwen2_moe"])
+def test_moe_activations_under_checkpointing(name, mode):
+    """Full checkpointing keeps each layer's input (as for a dense model, within the dense tests' 15%); selective
+    keeps every other matmul's output, which in an MoE layer depends on how many experts a token reaches."""
+    config = moe_config(name)
+    measured = measured_saved(config, 2, 64, mode, True)
+    assert predicted(config, Layout(dp_replicate=1), 2, 64, mode, True) == pytest.approx(measured, rel=0.15)
+
+
+def test_moe_dims_follow_transformers_layers():
+    """DeepSeek-V3's first layers and Qwen3-MoE's mlp_only_layers are dense, as transformers builds them."""
+    config = AutoConfig.for_model(**{**TINY_MODEL, **MOE["qwen3_moe"], "num_hidden_layers": 4, "mlp_only_layers": [1]})
+    dims = moe_dims(config)
+    assert (dims.experts, dims.top_k, dims.expert_intermediate, dims.moe_layers) == (8, 2, 48, 3)
+    experts = {name.split(".")[2] for name, _ in parameter_shapes(config) if ".mlp.experts." in name}
+    assert experts == {"0", "2", "3"}
+    assert moe_dims(AutoConfig.for_model(**TINY_MODEL)) is None
+
+
+# --- two processes, ep = 2 ------------------------------------------------------------------------------------------
+
+CASES = [("mixtral", "none"), ("qwen2_moe", "none"), ("mixtral", "full")]
+
+
+def test_ep_ranks_activations_and_expert_shards(tmp_path):
+    """Two gloo ranks, each with half the experts (ep=2 over dp_shard=2): every rank's expert parameters are the
+    shapes the memory model gives (exactly), its saved activations within 10% of the prediction for its own
+    tokens (the tokens its experts receive from both ranks vary with routing: the model takes the even share)."""
+    out = tmp_path / "ranks.json"
+    tests = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent), str(tests)]), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", __file__, str(out)]
+    done = subprocess.run(command, env=env, timeout=300, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(out.read_text())
+    layout = Layout(dp_replicate=1, dp_shard=2, ep=2)
+    for (name, mode), ranks in zip(CASES, results, strict=True):
+        config = moe_config(name)
+        expected = predicted(config, layout, 2, 64, mode, True)
+        for rank, found in enumerate(ranks):
+            shards = dict(local_shapes(config, layout, rank))
+            assert all(tuple(shards[p]) == tuple(shape) for p, shape in found["experts"].items()), (name, rank)
+            assert expected == pytest.approx(found["activations"], rel=0.10), (name, mode, rank)
+
+
+def _rank_main(out: str) -> None:
+    """Each rank: its own tokens through the model with ep=2 (dense parameters replicated: only the experts and
+    what is saved are compared); rank 0 writes every rank's expert shapes and saved bytes."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    groups = expert_parallel_groups(2)
+    rank = dist.get_rank()
+    results = []
+    for name, mode in CASES:
+        config = moe_config(name)
+        saved = measured_saved(config, 2, 64, mode, True, groups.ep, data_seed=1 + rank)  # each rank its own tokens
+        torch.manual_seed(0)
+        model = build_model(config, None, seed=0)
+        apply_expert_parallel(model, groups.ep)
+        experts = {n: list(p.shape) for n, p in model.named_parameters() if ".mlp.experts." in n}
+        gathered = [None, None]
+        dist.all_gather_object(gathered, {"experts": experts, "activations": saved})
+        results.append(gathered)
+    if rank == 0:
+        Path(out).write_text(json.dumps(results))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    _rank_main(sys.argv[1])
