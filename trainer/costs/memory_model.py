@@ -38,11 +38,12 @@ their order); shared experts as a dense MLP (4 I_shared). Counted storage by sto
 (tests/test_moe_costs.py checks it against what autograd saves). Selective checkpointing keeps every other
 matmul's output (trainer.parallel.activation_checkpointing), so what an MoE layer keeps follows the order of its
 matmuls: the router's logits (E) and each pair's down projection (h), or where the shared expert runs first (Qwen2-MoE)
-its gate and down and each pair's gate-up output (2I). Expert parameters are split over ep on the expert dimension (each rank
-keeps E/ep consecutive experts), then FSDP2 chunks them over the dp_shard x cp ranks left (expert_shard_degree: on
-the expert dimension, or on the next where fewer experts than ranks are left, as torchtitan does); every other
-parameter is chunked over all of dp_shard x cp, as in a dense model. The load is taken as even: the tokens a rank's
-experts receive are top_k x its own tokens (uneven routing costs time: trainer.costs.throughput).
+its gate and down and each pair's gate-up output (2I). Expert parameters are split over ep on the expert dimension
+(each rank keeps E/ep consecutive experts), then FSDP2 chunks them over the dp_shard x cp ranks left
+(expert_shard_degree: on the expert dimension, or on the next where fewer experts than ranks are left, as
+torchtitan does); every other parameter is chunked over all of dp_shard x cp, as in a dense model. The load is
+taken as even: the rows a rank's experts receive are top_k x its own tokens (uneven routing costs time:
+trainer.costs.throughput).
 
 Temporaries are the peaks that live only briefly: one chunk's logits and their gradient (`loss_temporary_bytes`;
 a pipeline's whole micro-batch's), the output head's whole weight gradient before it is accumulated, a recomputed
