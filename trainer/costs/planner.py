@@ -355,6 +355,13 @@ def format_table(candidates: list[Candidate], limit: int = 20) -> str:
         if first.dropped != reason:  # the memory group: say by how much the example missed
             example += f": {first.dropped}"
         lines.append(f"  dropped {len(group)}: {reason} (e.g. {example})")
+        if reason == OUT_OF_MEMORY and not feasible:  # nothing fits: the closest miss says by how much
+            closest = min(group, key=lambda c: c.memory["peak"])
+            checkpointing = checkpointing_mode(closest.activation_checkpointing)
+            lines.append(
+                f"  closest: {closest.layout.describe()}, micro-batch {closest.micro_batch}, activation "
+                f"checkpointing {checkpointing}: {closest.dropped}"
+            )
     return "\n".join(lines)
 
 

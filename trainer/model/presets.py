@@ -355,6 +355,7 @@ def preset_key(name: str) -> str:
     key = name.strip().lower().split("/")[-1]
     key = re.sub(r"[\s_]+", "-", key)
     key = re.sub(r"^(llama|qwen|gemma|smollm)-?(\d)", r"\1-\2", key)  # llama3.1 -> llama-3.1
+    key = re.sub(r"^qwen-3-", "qwen3-", key)  # the Qwen3 MoE presets keep the family's own spelling
     key = re.sub(r"(\d)-?(b|gb)$", r"\1\2", key).removesuffix("-hf").removesuffix("-v0.1")
     return {"qwen-2.5-7b": "qwen2.5-7b", "qwen-2.5-72b": "qwen2.5-72b", "smollm-2-1.7b": "smollm2-1.7b"}.get(key, key)
 
