@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.report.inputs import Trial
-from trainer.config import experiment_from_dict
+from trainer.config import checkpointing_mode, experiment_from_dict
 from trainer.layout import LAYOUT_DIMS, Layout
 from trainer.results.schemas import LaunchInfo, Metrics
 
@@ -47,7 +47,7 @@ def _predict_trial(metrics: Metrics, config: dict, launch: LaunchInfo | None) ->
         metrics["micro_batch"],
         metrics["seq_len"],
         metrics["grad_accum"],
-        activation_checkpointing=experiment.train.activation_checkpointing,
+        checkpointing=checkpointing_mode(experiment.train.activation_checkpointing),
         precision=metrics["precision"],
         fsdp_grad_sync=experiment.train.fsdp_grad_sync,
     )

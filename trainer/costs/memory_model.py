@@ -70,7 +70,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from trainer.config import TrainSpec, checkpointing_mode
+from trainer.config import Checkpointing, TrainSpec, checkpointing_mode
 from trainer.costs.optimizer_state import optimizer_state_bytes
 from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
 from trainer.model.attention import takes_dense_mask
@@ -136,11 +136,14 @@ class MemoryPlan:
     micro_batch: int
     seq_len: int
     precision: str  # fp32 | bf16 (autocast over fp32 master weights)
-    activation_checkpointing: bool | str  # as train.activation_checkpointing stores it (trainer.config)
+    checkpointing: Checkpointing  # given as train.activation_checkpointing stores it (False, True, "selective") too
     train: TrainSpec
     grad_accum: int = 1  # bounds the micro-batches a pipeline stage holds at once
     packing: bool = True  # packed rows need a dense block-causal mask; unpacked rows none (trainer.data.packing)
     device_type: str = "cpu"  # cuda adds the CUDA runtime's memory (CUDA_RUNTIME) to the peak
+
+    def __post_init__(self) -> None:  # the door: a stored value becomes its mode once, for every model below
+        object.__setattr__(self, "checkpointing", checkpointing_mode(self.checkpointing))
 
 
 class ConfigSnapshot:
@@ -423,7 +426,7 @@ def activation_bytes(
     pp_rank = rank_coordinates(rank, layout)["pp"] if layout.pp > 1 else 0
     train = plan.train
     key = ("activations", layout.tp, layout.cp, layout.pp, pp_rank, plan.micro_batch, plan.seq_len, plan.precision,
-           plan.activation_checkpointing, plan.grad_accum, plan.packing, plan.device_type, train.attention,
+           plan.checkpointing, plan.grad_accum, plan.packing, plan.device_type, train.attention,
            train.pp_schedule, train.pp_stages_per_rank)  # fmt: skip
     found = memo.get(key)
     if found is None:
@@ -438,7 +441,7 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
     q = heads * head_dim(config)
     kv = (getattr(config, "num_key_value_heads", None) or heads) * head_dim(config)
     tp, width = layout.tp, 2 if plan.precision == "bf16" else FP32
-    mode = checkpointing_mode(plan.activation_checkpointing)
+    mode = plan.checkpointing
     if mode == "full":  # only the layer's input stays; the rest is recomputed in backward
         return h * width
     moe = moe_dims(config)
@@ -497,7 +500,7 @@ def mask_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: MemoryP
     the same one): a row spanning every key of the sequence, in the compute dtype; nothing without a dense mask.
     Autograd saves it without activation checkpointing (`saved`); with it, the checkpoints hold it as an input of
     every layer for the recomputation: a temporary of the whole step (not `saved`)."""
-    if saved != (checkpointing_mode(plan.activation_checkpointing) == "none"):
+    if saved != (plan.checkpointing == "none"):
         return 0
     masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, head_dim(config), plan.packing)
     return plan.seq_len * (2 if plan.precision == "bf16" else FP32) if masked else 0
@@ -538,18 +541,18 @@ def temporary_bytes(
     tokens = plan.micro_batch * plan.seq_len // layout.cp
     logits = loss_temporary_bytes(config, layout, tokens, plan.precision)
     recompute = 0
-    if plan.activation_checkpointing:
+    if plan.checkpointing != "none":
         # One whole layer's activations of this micro-batch, as a single rank of this tp and cp saves them.
         key = ("recompute", layout.tp, layout.cp, plan.micro_batch, plan.seq_len, plan.precision, plan.packing,
                plan.device_type, plan.train.attention)  # fmt: skip
         recompute = memo.get(key) if memo is not None else None
         if recompute is None:
-            full = dataclasses.replace(plan, activation_checkpointing=False, grad_accum=1)
+            full = dataclasses.replace(plan, checkpointing="none", grad_accum=1)
             one_rank = Layout(dp_replicate=1, tp=layout.tp, cp=layout.cp)
             recompute = _activation_bytes(config, one_rank, full, 0) // layers
             if memo is not None:
                 memo[key] = recompute
-        if checkpointing_mode(plan.activation_checkpointing) == "selective":  # what it kept needs no recomputing
+        if plan.checkpointing == "selective":  # what it kept needs no recomputing
             recompute = max(0, recompute - tokens * layer_bytes_per_token(config, layout, plan))
     gathered, shards = 0, layout.shard_degree
     if shards > 1:

@@ -86,7 +86,7 @@ from dataclasses import dataclass
 
 from transformers import PretrainedConfig
 
-from trainer.config import Experiment, checkpointing_mode, resolve_precision
+from trainer.config import Checkpointing, Experiment, checkpointing_mode, resolve_precision
 from trainer.costs.calibration import Calibration
 from trainer.costs.flops import step_flops
 from trainer.costs.probe import figures_source, read_probe
@@ -271,7 +271,7 @@ def communication_bytes(
     micro_batch: int,
     seq_len: int,
     grad_accum: int,
-    activation_checkpointing: bool | str = False,
+    checkpointing: Checkpointing = "none",
     precision: str = "fp32",
     fsdp_grad_sync: str = "micro_batch",
     expert_imbalance: float = EXPERT_IMBALANCE,
@@ -297,21 +297,21 @@ def communication_bytes(
         sent["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
     if layout.tp > 1:
         forward, backward = TP_ALL_REDUCES_PER_LAYER
-        forward += 0 if checkpointing_mode(activation_checkpointing) == "none" else forward - 1  # recomputed
+        forward += 0 if checkpointing == "none" else forward - 1  # recomputed
         forward_width = 2 if precision == "bf16" else FP32  # the row-parallel matmuls' outputs, in the compute dtype
         backward_width = activation_width(precision, layout)
         elements = 2 * ring(layout.tp) * tokens * config.hidden_size  # per all-reduce of one activation
         per_micro_batch = layers * elements * (forward * forward_width + backward * backward_width)
         sent["tp"] = (grad_accum * per_micro_batch, grad_accum * layers * (forward + backward))
     if layout.cp > 1:  # per layer: all-gather (twice with recomputation, full or selective) and reduce-scatter
-        collectives = grad_accum * layers * (2 if checkpointing_mode(activation_checkpointing) == "none" else 3)
+        collectives = grad_accum * layers * (2 if checkpointing == "none" else 3)
         per_collective = context_parallel_bytes(config, layout, micro_batch, seq_len, precision)
         sent["cp"] = (collectives * per_collective, collectives)
     if layout.pp > 1:
         stage_output = tokens * config.hidden_size * activation_width(precision, layout) / layout.tp
         sent["pp"] = (grad_accum * 2 * stage_output, grad_accum * 2)  # forward, and its gradient back
     sent["ep"] = expert_parallel_bytes(
-        config, layout, micro_batch, seq_len, grad_accum, activation_checkpointing, precision, expert_imbalance
+        config, layout, micro_batch, seq_len, grad_accum, checkpointing, precision, expert_imbalance
     )
     return sent
 
@@ -322,7 +322,7 @@ def expert_parallel_bytes(
     micro_batch: int,
     seq_len: int,
     grad_accum: int,
-    activation_checkpointing: bool | str = False,
+    checkpointing: Checkpointing = "none",
     precision: str = "fp32",
     expert_imbalance: float = EXPERT_IMBALANCE,
 ) -> tuple[float, int]:
@@ -335,7 +335,7 @@ def expert_parallel_bytes(
         return 0.0, 0
     tokens = micro_batch * seq_len // layout.cp
     layers = -(-moe.moe_layers // layout.pp)
-    recomputed = checkpointing_mode(activation_checkpointing) != "none"
+    recomputed = checkpointing != "none"
     passes = 4 + (2 if recomputed else 0)
     counts = 1 + (1 if recomputed else 0)
     rows = moe.top_k * tokens * config.hidden_size * activation_width(precision, layout)
@@ -428,7 +428,7 @@ class StepShape:
     micro_batch: int
     seq_len: int
     grad_accum: int
-    checkpointing: str = "none"  # one of trainer.config.CHECKPOINTING_MODES (train.activation_checkpointing given)
+    checkpointing: Checkpointing = "none"  # given as train.activation_checkpointing stores it (False, True) too
     precision: str = "fp32"  # fp32 | bf16 (resolve_precision's)
     dense_mask: bool = False  # attention reads a dense [seq, seq] mask (trainer.model.attention.takes_dense_mask)
     compiled: bool = False  # each decoder layer compiled (train.compile)
@@ -525,7 +525,7 @@ def memory_traffic(
     micro_batch: int,
     seq_len: int,
     grad_accum: int,
-    activation_checkpointing: bool | str,
+    checkpointing: Checkpointing,
     precision: str,
     dense_mask: bool,
     compiled: bool = False,
@@ -536,14 +536,13 @@ def memory_traffic(
     tp, layers = layout.tp, -(-config.num_hidden_layers // layout.pp)
     tokens = micro_batch * seq_len // layout.cp  # per micro-batch on this rank
     forward, backward = layer_bytes(config, layout, precision, compiled)
-    mode = checkpointing_mode(activation_checkpointing)
     # Full and selective both rerun every elementwise operation of the forward (compiled: its fused kernels).
-    recomputed = 0 if mode == "none" else forward
+    recomputed = 0 if checkpointing == "none" else forward
     per_micro_batch = tokens * layers * (forward + backward + recomputed)
     per_micro_batch += tokens * config.vocab_size * LOGIT_BYTES
     if dense_mask:  # built as a bias in every layer, then read once per head in forward and twice in backward
         entries = tokens * seq_len  # each local query's row spans every key of its row
-        attention_passes = 3 + (1 if mode == "full" else 0)  # selective keeps attention's output: not rerun
+        attention_passes = 3 + (1 if checkpointing == "full" else 0)  # selective keeps attention's output: not rerun
         per_micro_batch += layers * entries * ((1 + width) + heads / tp * width * attention_passes)
     stage_elements = parameter_bytes / FP32 / layout.pp / tp
     local_elements = stage_elements / layout.shard_degree
@@ -600,7 +599,7 @@ def _mean_mlp(moe: MoeDims, config: PretrainedConfig, sparse: float, tp: int) ->
 
 
 def operations_per_micro_batch(
-    config: PretrainedConfig, layout: Layout, activation_checkpointing: bool | str, compiled: bool = False
+    config: PretrainedConfig, layout: Layout, checkpointing: Checkpointing, compiled: bool = False
 ) -> int:
     """Operations one forward and backward pass launches on one rank (`OPS_PER_LAYER`, or
     `COMPILED_OPS_PER_LAYER` where each layer is compiled)."""
@@ -610,22 +609,21 @@ def operations_per_micro_batch(
     else:
         forward, backward = OPS_PER_LAYER, 2 * OPS_PER_LAYER
     recomputed = {"none": 0, "selective": forward - SELECTIVE_KEPT_OPS, "full": forward}
-    return layers * (forward + backward + recomputed[checkpointing_mode(activation_checkpointing)]) + OPS_OUTSIDE_LAYERS
+    return layers * (forward + backward + recomputed[checkpointing]) + OPS_OUTSIDE_LAYERS
 
 
 def dispatch_per_micro_batch(
-    config: PretrainedConfig, layout: Layout, activation_checkpointing: bool | str, figures: Figures
+    config: PretrainedConfig, layout: Layout, checkpointing: Checkpointing, figures: Figures
 ) -> float:
     """Seconds one forward and backward pass spends in Python dispatch on one rank (see the module docstring)."""
     layers = -(-config.num_hidden_layers // layout.pp)
     dtensor_op_s, selective_op_s = figures.dispatch_overheads()
-    mode = checkpointing_mode(activation_checkpointing)
     seconds = 0.0
     if layout.tp > 1:
         forward, backward = DTENSOR_OPS_PER_LAYER
-        forward_passes = 1 if mode == "none" else 2  # recomputation dispatches the forward's operations again
+        forward_passes = 1 if checkpointing == "none" else 2  # recomputation dispatches the forward's operations again
         seconds += layers * (forward * forward_passes + backward) * dtensor_op_s
-    if mode == "selective":
+    if checkpointing == "selective":
         seconds += layers * SELECTIVE_OPS_PER_LAYER * selective_op_s
     return seconds
 
