@@ -17,10 +17,14 @@ from support import TINY_MODEL
 from transformers import AutoConfig
 
 from trainer.config import TrainSpec
+from trainer.costs.flops import mfu
 from trainer.costs.memory_model import MemoryPlan, activation_bytes, local_shapes, parameter_shapes
+from trainer.costs.probe import STATED
+from trainer.costs.throughput import Figures, StepShape, dimension_links, estimate_step, parameter_figures
+from trainer.hardware import Hardware, interconnect_within, peak_bf16_flops
 from trainer.layout import Layout
 from trainer.model.build import build_model
-from trainer.model.parameters import moe_dims
+from trainer.model.parameters import count_parameters, moe_dims
 from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
 from trainer.parallel.expert_parallel import apply_expert_parallel, expert_parallel_groups
 from trainer.rank.memory import saved_for_backward
@@ -156,3 +160,68 @@ def _rank_main(out: str) -> None:
 
 if __name__ == "__main__":
     _rank_main(sys.argv[1])
+
+
+# --- step time and the planner ------------------------------------------------------------------------------------
+
+H100_NODE = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=8)
+
+
+def mixtral():
+    from trainer.model.presets import MODELS
+
+    return AutoConfig.for_model(**MODELS["mixtral-8x7b"][1])
+
+
+def estimate(config, layout: Layout, hardware: Hardware = H100_NODE, imbalance: float = 1.0, seq_len: int = 4096):
+    counts = count_parameters(config)
+    shape = StepShape(1, seq_len, 4, "full", "bf16", expert_imbalance=imbalance)
+    return estimate_step(config, layout, hardware, shape, **parameter_figures(counts), figures=Figures(STATED, {}, {}))
+
+
+def test_moe_flops_count_active_parameters():
+    """Mixtral-8x7B: 46.7B parameters, 12.9B of them active (published: 46.7B and 12.9B); MFU's FLOPs per token
+    are 6 per active matmul parameter, not per parameter."""
+    config = mixtral()
+    counts = count_parameters(config)
+    assert round(counts["total"] / 1e9, 1) == 46.7
+    assert round((counts["active_matmul"] + counts["embedding"]) / 1e9, 1) == 12.9
+    tokens = 4096
+    assert mfu(config, tokens, 0, 1.0, "NVIDIA H100 80GB HBM3", 1) == pytest.approx(
+        6 * counts["active_matmul"] * tokens / peak_bf16_flops("NVIDIA H100 80GB HBM3")
+    )
+
+
+def test_all_to_all_prices_ep_by_its_link_and_the_imbalance():
+    """ep's all-to-alls grow with (ep - 1)/ep and the load imbalance, cross the network once ep spans nodes, and
+    nothing is sent without ep; the busiest rank's expert matmuls grow with the imbalance too."""
+    config = mixtral()
+    two_nodes = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=4, nodes=2)
+    inside = estimate(config, Layout(dp_replicate=1, dp_shard=8, ep=4), two_nodes)
+    across = estimate(config, Layout(dp_replicate=1, dp_shard=8, ep=8), two_nodes)
+    assert estimate(config, Layout(dp_replicate=1, dp_shard=8)).comm_bytes["ep"] == 0
+    assert across.comm_bytes["ep"] == pytest.approx(inside.comm_bytes["ep"] * (7 / 8) / (3 / 4))
+    assert dimension_links(Layout(dp_replicate=1, dp_shard=8, ep=4), two_nodes)["ep"] == interconnect_within(two_nodes)
+    assert dimension_links(Layout(dp_replicate=1, dp_shard=8, ep=8), two_nodes)["ep"] == two_nodes.network
+    even = estimate(config, Layout(dp_replicate=1, dp_shard=8, ep=8), imbalance=1.0)
+    uneven = estimate(config, Layout(dp_replicate=1, dp_shard=8, ep=8), imbalance=1.5)
+    assert uneven.comm_bytes["ep"] == pytest.approx(1.5 * even.comm_bytes["ep"])
+    assert uneven.matmul_s > even.matmul_s and uneven.step_s > even.step_s
+
+
+def test_ep_shards_the_experts_and_the_planner_ranks_it():
+    """On 16 H100s Mixtral-8x7B fits only with its experts sharded over ep or FSDP, and ep layouts lead; each ep
+    rank holds 1/ep of the experts, whatever dp_shard chunks them over."""
+    from trainer.costs.planner import plan
+    from trainer.model.presets import preset_experiment
+
+    config = mixtral()
+    experiment = preset_experiment("mixtral-8x7b", 16)
+    hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=8, nodes=2)
+    candidates = plan(experiment, config, hardware, 79 * 1024**3, 4096)
+    feasible = [c for c in candidates if c.dropped is None]
+    assert feasible and feasible[0].layout.ep > 1
+    assert {c.layout.ep for c in feasible} >= {2, 4, 8}
+    layout = Layout(dp_replicate=1, dp_shard=16, ep=8)
+    experts = {n: s for n, s in local_shapes(config, layout, 0) if ".mlp.experts." in n}
+    assert experts["model.layers.0.mlp.experts.gate_up_proj"] == (1, 28672 // 2, 4096)  # 1 expert, FSDP on dim 1
