@@ -489,8 +489,8 @@ def dispatch_buffer_bytes(config: PretrainedConfig, layout: Layout, tokens: int,
     """Expert parallelism's buffers of one MoE layer at once: the rows a rank sends and those it receives, top_k
     per local token each, in the compute dtype (autograd saves neither: the all-to-all's Function keeps nothing);
     nothing without ep."""
-    moe = moe_dims(config)
-    if moe is None or layout.ep == 1:
+    moe = moe_dims(config) if layout.ep > 1 else None
+    if moe is None:
         return 0
     return 2 * moe.top_k * tokens * config.hidden_size * (2 if precision == "bf16" else FP32)
 

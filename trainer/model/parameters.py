@@ -66,8 +66,8 @@ class MoeDims:
 def moe_dims(config: PretrainedConfig) -> MoeDims | None:
     """The config's mixture-of-experts dimensions as transformers builds its layers; None for a dense model."""
     top_k = getattr(config, "num_experts_per_tok", None)
-    experts = expert_count(config)
-    if not top_k or not experts:
+    experts = expert_count(config) if top_k else None  # a dense config stops at the first read: plans ask often
+    if not experts:
         return None
     expert_intermediate = getattr(config, "moe_intermediate_size", None) or config.intermediate_size
     shared = getattr(config, "shared_expert_intermediate_size", None) or 0
