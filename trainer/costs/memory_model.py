@@ -151,16 +151,24 @@ class ConfigSnapshot:
     memory and throughput models. Reading an attribute of a transformers 5 config goes through two
     `__getattribute__` overrides (attribute_map aliases, per-layer attributes of heterogeneous configs), some
     microseconds each, and a plan for 512 devices reads them over half a million times. The values are the
-    config's own (aliases resolved by the config), so every figure is the same; one it lacks is asked of it every
-    time (AttributeError, as the config raises it). Not for code that needs the config's class."""
+    config's own (aliases resolved by the config), so every figure is the same; one it lacks raises AttributeError,
+    as the config does, remembered too (the MoE reads ask a dense config for fields it lacks, on every candidate).
+    Not for code that needs the config's class."""
 
     def __init__(self, config: PretrainedConfig):
         object.__setattr__(self, "_config", config)
+        object.__setattr__(self, "_lacks", set())
 
     def __getattr__(self, name: str):
-        if name == "_config" or name.startswith("__"):  # copy and pickle ask for these of an instance not set up
+        if name in ("_config", "_lacks") or name.startswith("__"):  # copy and pickle ask of an instance not set up
             raise AttributeError(name)
-        value = getattr(self._config, name)
+        if name in self._lacks:
+            raise AttributeError(name)
+        try:
+            value = getattr(self._config, name)
+        except AttributeError:
+            self._lacks.add(name)
+            raise
         object.__setattr__(self, name, value)
         return value
 

@@ -72,22 +72,20 @@ def moe_dims(config: PretrainedConfig) -> MoeDims | None:
     expert_intermediate = getattr(config, "moe_intermediate_size", None) or config.intermediate_size
     shared = getattr(config, "shared_expert_intermediate_size", None) or 0
     shared = shared or (getattr(config, "n_shared_experts", None) or 0) * expert_intermediate
-    layers = config.num_hidden_layers
-    moe_layers = sum(_is_moe_layer(config, index) for index in range(layers))
+    moe_layers = _moe_layer_count(config)
     dense = getattr(config, "intermediate_size", None) or 0
     shared_first = bool(getattr(config, "shared_expert_intermediate_size", None))  # Qwen2-MoE's block order
     return MoeDims(experts, top_k, expert_intermediate, shared, moe_layers, dense, shared_first)
 
 
-def _is_moe_layer(config: PretrainedConfig, index: int) -> bool:
+def _moe_layer_count(config: PretrainedConfig) -> int:
     """transformers' rule for which decoder layers get the sparse block: DeepSeek-V3 after first_k_dense_replace,
-    Qwen2/3-MoE outside mlp_only_layers and on every decoder_sparse_step-th layer, every layer otherwise."""
-    if index < (getattr(config, "first_k_dense_replace", None) or 0):
-        return False
-    if index in (getattr(config, "mlp_only_layers", None) or ()):
-        return False
+    Qwen2/3-MoE outside mlp_only_layers and on every decoder_sparse_step-th layer, every layer otherwise (each field
+    read once: a plan asks for thousands of layouts)."""
+    first = getattr(config, "first_k_dense_replace", None) or 0
+    dense = set(getattr(config, "mlp_only_layers", None) or ())
     step = getattr(config, "decoder_sparse_step", None) or 1
-    return (index + 1) % step == 0
+    return sum(1 for i in range(first, config.num_hidden_layers) if i not in dense and (i + 1) % step == 0)
 
 
 def count_parameters(config: PretrainedConfig) -> dict[str, int]:
