@@ -42,6 +42,7 @@ from trainer.launch.progress import follow
 from trainer.layout import Layout, LayoutError, check_layout_for_model
 from trainer.model.attention import AttentionError, choose_attention
 from trainer.model.build import check_positions, checkpoint_dir, model_config
+from trainer.model.moe import check_moe
 from trainer.model.parameters import head_dim
 from trainer.parallel.context_parallel import check_context_parallel
 from trainer.parallel.pipeline import check_pipeline
@@ -110,6 +111,7 @@ def prepare(request: TrainRequest) -> PreparedRun:
     _choose_attention(experiment, config)
     try:
         check_layout_for_model(experiment.layout, config)
+        check_moe(config, experiment.layout, experiment.train)
         check_context_parallel(experiment.layout, config, experiment.data.seq_len)
         train = experiment.train
         grad_accum = plan_batches(
