@@ -42,6 +42,7 @@ from trainer.parallel.expert_parallel import ExpertParallelPlan, expert_load, ex
 from trainer.parallel.grad_norm import clip_grad_norm
 from trainer.parallel.parallelize import parallelize, parallelize_pipeline
 from trainer.parallel.pipeline import Pipeline
+from trainer.parallel.tensor_parallel import sum_partial_gradients
 from trainer.rank import checkpoint
 from trainer.rank.failures import NonFiniteLoss, failure_status
 from trainer.rank.faults import maybe_inject
@@ -414,6 +415,7 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
                 spec.fsdp_grad_sync == "micro_batch",
                 training.router,
             )
+    sum_partial_gradients(training.model)  # Qwen3's q_norm and k_norm under tensor parallelism
     grad_norm = clip_grad_norm(list(training.model.parameters()), spec.grad_clip, device, training.experiment.layout.pp)
     noise = {}
     if result.small_batch is not None:
