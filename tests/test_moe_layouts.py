@@ -11,7 +11,10 @@ tests/test_expert_parallel.py."""
 from __future__ import annotations
 
 import pytest
+import torch
 from support import TINY_EXPERIMENT, meshpilot, train, write_experiment
+
+from trainer.rank.loop import load_run
 
 STEPS = 3
 ROWS = TINY_EXPERIMENT["train"]["global_batch_tokens"] // TINY_EXPERIMENT["data"]["seq_len"]  # 8 rows a step
@@ -92,6 +95,22 @@ def test_reference_records_the_router(qwen3):
         assert len(step["expert_tokens"]) == MODELS["qwen3_moe"]["num_experts"]
         assert step["expert_load_max_over_mean"] >= 1.0
         assert 1.0 < step["aux_loss"] < 4.0
+    assert load_run(qwen3[1])[0].train.experts == "loop"  # chosen before launch and recorded, as the attention
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_grouped_gemm_experts_on_cuda(tmp_path_factory):
+    """bf16 on CUDA picks torch's grouped GEMM for the experts, records it, and trains near the loop's losses (the
+    sizes here are 16-byte aligned in bf16)."""
+    experiment = experiment_for(tmp_path_factory, "qwen3_moe")
+    cuda = ["--set", "hardware.device_type=cuda", "--set", "train.precision=bf16"]
+    grouped = train(experiment, experiment.parent / "grouped", "--nproc", "1", *cuda)
+    looped = train(experiment, experiment.parent / "looped", "--nproc", "1", *cuda, "--set", "train.experts=loop")
+    assert load_run(grouped)[0].train.experts == "grouped_mm"
+    for a, b in zip(looped.read_steps(), grouped.read_steps(), strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=2e-2)
+        assert b["expert_tokens"] == a["expert_tokens"] or b["step"] > 1  # bf16 may route later steps otherwise
 
 
 @pytest.mark.slow
@@ -137,6 +156,7 @@ def test_unpacked_expert_parallel_matches_single_process(tmp_path_factory):
          "layout ep=4 must divide the model's expert count (6)"),
         ({}, ["--nproc", "2", "--layout", "pp=2"], "layout pp=2 with the mixture-of-experts qwen3_moe: not supported"),
         ({"train": {"compile": True}}, ["--nproc", "1"], "train.compile with the mixture-of-experts qwen3_moe"),
+        ({"train": {"experts": "grouped_mm"}}, ["--nproc", "1"], "train.experts grouped_mm cannot run here"),
         ({"model": {"config": {"model_type": "olmoe", "num_experts": 4, "intermediate_size": 16}}}, ["--nproc", "1"],
          "olmoe is a mixture-of-experts model meshpilot cannot train yet"),
     ],

@@ -120,7 +120,7 @@ def choose_expert_kernel(requested: str, device: torch.device, dtype: torch.dtyp
     dtype and shape (CUDA, compute capability 8.0+, bf16/fp16, 16-byte-aligned rows); the plain loop otherwise.
     On CPU torch 2.13's _grouped_mm runs forward but its backward fails, so CPU always loops."""
     if requested not in ("auto", *EXPERT_KERNELS):
-        raise ExpertParallelError(f"unknown experts kernel {requested!r}: choose auto, {', '.join(EXPERT_KERNELS)}")
+        raise ExpertParallelError(f"train.experts must be one of auto, {', '.join(EXPERT_KERNELS)}, not {requested!r}")
     grouped_ok = (
         device.type == "cuda"
         and _grouped_mm_function() is not None
@@ -130,10 +130,22 @@ def choose_expert_kernel(requested: str, device: torch.device, dtype: torch.dtyp
         and all(d * dtype.itemsize % 16 == 0 for d in dims)
     )
     if requested == "grouped_mm" and not grouped_ok:
-        raise ExpertParallelError(f"grouped_mm experts need CUDA (sm80+), bf16/fp16 and aligned sizes; got {device}")
+        raise ExpertParallelError(
+            f"train.experts grouped_mm cannot run here: it needs CUDA (sm80+), bf16/fp16 and sizes whose rows are "
+            f"16-byte aligned; got {device.type}, {str(dtype).removeprefix('torch.')}, sizes {dims}"
+        )
     if requested == "auto":
         return "grouped_mm" if grouped_ok else "loop"
     return requested
+
+
+def expert_kernel_for_run(requested: str, config: PretrainedConfig, device_type: str, precision: str) -> str:
+    """train.experts resolved before launch for a run's device and precision (the launcher records it in the
+    run's config.yaml, as it does train.attention): grouped_mm or loop."""
+    hidden = config.hidden_size
+    inner = getattr(config, "moe_intermediate_size", None) or config.intermediate_size
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    return choose_expert_kernel(requested, torch.device(device_type), dtype, (2 * inner, hidden, hidden, inner))
 
 
 def apply_expert_parallel(
@@ -157,7 +169,9 @@ def apply_expert_parallel(
         if num_experts % ep:
             raise ExpertParallelError(f"ep={ep} does not divide the {num_experts} experts of {name}")
         dims = (*experts.gate_up_proj.shape[1:], *experts.down_proj.shape[1:])
-        chosen = choose_expert_kernel(kernel, experts.gate_up_proj.device, experts.gate_up_proj.dtype, dims)
+        on_meta = experts.gate_up_proj.is_meta  # a resolved kernel (the launcher's) is checked there, not here
+        chosen = kernel if on_meta and kernel in EXPERT_KERNELS else None
+        chosen = chosen or choose_expert_kernel(kernel, experts.gate_up_proj.device, experts.gate_up_proj.dtype, dims)
         routed = torch.zeros(num_experts, dtype=torch.int64, device=experts.gate_up_proj.device)
         shard = ExpertShard(ep_group, ep, ep_rank, num_experts, chosen, routed, mesh=ep_mesh)
         _keep_local_experts(experts, shard)

@@ -35,7 +35,7 @@ def parallelize(
     """Split a meta-device model for the layout, `materialize` this rank's part, then wrap it for replication."""
     if layout.tp > 1:
         apply_tensor_parallel(model, mesh["tp"])
-    experts_fsdp = apply_experts(model, layout, device_type)
+    experts_fsdp = apply_experts(model, layout, device_type, spec.experts)
     enable_activation_checkpointing(model, spec.activation_checkpointing)  # none, selective or full
     if spec.compile and not compiles_whole_step(layout):
         compile_layers(model.get_decoder().layers)
@@ -51,20 +51,20 @@ def parallelize(
     return model
 
 
-def apply_experts(model: torch.nn.Module, layout: Layout, device_type: str) -> DeviceMesh | None:
+def apply_experts(model: torch.nn.Module, layout: Layout, device_type: str, kernel: str) -> DeviceMesh | None:
     """A mixture-of-experts model's experts run through trainer.parallel.expert_parallel's dispatch (under ep=1
     too: one code path, and it counts each expert's tokens); under ep > 1 each rank keeps 1/ep of them, a DTensor
     over the expert mesh's "ep" dimension. Experts stay whole across tensor-parallel ranks (the model's
     tensor-parallel plan splits attention and dense MLPs; its expert entries are styles this trainer does not
     apply), which then compute the same tokens. Returns the mesh FSDP2 shards the experts over (None: they are
-    sharded with their layer, as any parameter)."""
+    sharded with their layer, as any parameter). `kernel`: train.experts as the launcher resolved it."""
     if not is_moe(model.config):
         return None
     if layout.ep == 1:
-        apply_expert_parallel(model, None, "loop")
+        apply_expert_parallel(model, None, kernel)
         return None
     experts = expert_mesh(layout, device_type)
-    apply_expert_parallel(model, None, "loop", ep_mesh=experts["ep"])
+    apply_expert_parallel(model, None, kernel, ep_mesh=experts["ep"])
     return experts[expert_fsdp_dims(layout)]
 
 
