@@ -220,6 +220,27 @@ def fsdp_mesh(layout: Layout, mesh):
     return mesh["dp_replicate", shard] if layout.dp_replicate > 1 else mesh[shard]
 
 
+# The expert mesh's dimensions: the world mesh with dp_shard x cp cut into the ranks that hold the same experts
+# (dp_shard_mod_ep, torchtitan's name) and ep, innermost. Same ranks in the same order: dp_shard x cp flattened
+# row-major is dp_shard_mod_ep x ep.
+EXPERT_MESH_DIMS = ("pp", "dp_replicate", "dp_shard_mod_ep", "ep", "tp")
+
+
+def expert_mesh(layout: Layout, device_type: str):
+    """The DeviceMesh the experts live on (EXPERT_MESH_DIMS): experts sharded over "ep", and FSDP2 over
+    `expert_fsdp_dims`. A mesh of its own beside the world mesh (DTensors and FSDP2 each need their dimensions
+    in one mesh)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    sizes = (layout.pp, layout.dp_replicate, layout.dp_shard * layout.cp // layout.ep, layout.ep, layout.tp)
+    return init_device_mesh(device_type, sizes, mesh_dim_names=EXPERT_MESH_DIMS)
+
+
+def expert_fsdp_dims(layout: Layout) -> tuple[str, ...]:
+    """The expert mesh's dimensions FSDP2 shards (and replicates, under HSDP) the experts over."""
+    return ("dp_replicate", "dp_shard_mod_ep") if layout.dp_replicate > 1 else ("dp_shard_mod_ep",)
+
+
 def loss_group(layout: Layout, mesh) -> object | None:
     """The process group of the ranks whose tokens together make one step's batch: data parallel x context
     parallel (None when there is one rank). Token counts and losses are summed over it, and the gradient

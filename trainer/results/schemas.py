@@ -54,6 +54,13 @@ class StepRecord(TypedDict):
     gns: NotRequired[float | None]
     gns_small_grad_sq: NotRequired[float]
     gns_small_tokens: NotRequired[Count]
+    # A mixture-of-experts model's routers (trainer.rank.loop._moe_figures): the load-balancing loss as the model
+    # defines it, before its coefficient (mean over the step's micro-batches); the router z-loss where the config
+    # has one; (token, expert) pairs per expert over all ranks and MoE layers; the worst layer's max/mean load.
+    aux_loss: NotRequired[float]
+    z_loss: NotRequired[float]
+    expert_tokens: NotRequired[list[Count]]
+    expert_load_max_over_mean: NotRequired[float]
 
 
 class Metrics(TypedDict):
