@@ -162,6 +162,8 @@ class TrainSpec:
     fsdp_grad_sync: str = "micro_batch"  # micro_batch | step: when FSDP2 reduce-scatters accumulated gradients
     compile: bool = False
     attention: str = "auto"  # auto | dense | flex: how packed documents are kept apart (trainer.model.attention)
+    # auto | loop | grouped_mm: how a mixture-of-experts model's experts compute (trainer.parallel.expert_parallel)
+    experts: str = "auto"
     activation_checkpointing: bool | str = False  # none | selective | full (true/false: full/none); see above
     gns_every: int = GNS_EVERY  # steps between gradient noise scale measurements (0: off; 1: every step), see above
     pp_schedule: str = "1f1b"  # pipeline schedule when layout.pp > 1: gpipe | 1f1b | interleaved_1f1b
