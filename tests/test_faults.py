@@ -344,3 +344,16 @@ def test_every_load_reads_shard_entries_as_data_only(killed, tmp_path):
     assert not marker.exists()
     read_state(wanted, checkpoint, no_dist=True, trust=True)
     assert marker.is_dir()  # the crafted entry is real: unrestricted, it runs
+
+
+def test_each_rank_sums_the_files_it_wrote(killed):
+    """The manifest's checksums come from the ranks that wrote the files, each summing its own at once (rank 0 alone
+    would read the whole checkpoint while every rank waits): together they cover every file DCP and the trainer
+    wrote, so rank 0 sums none of another rank's."""
+    from trainer.rank.checkpoint import _own_files
+
+    for checkpoint in killed.checkpoints.iterdir():
+        owned = [p.name for rank in (0, 1) for p in _own_files(checkpoint, rank)]
+        assert sorted(owned) == sorted(p.name for p in checkpoint.iterdir() if p.name != MANIFEST)
+        assert len(owned) == len(set(owned))
+        assert verify(checkpoint) is None

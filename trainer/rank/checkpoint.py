@@ -1,14 +1,15 @@
 """Checkpoints with torch.distributed.checkpoint, written atomically, restoring everything a step depends on.
 
-Every rank writes into `step_NNNNNNNN.partial/`; only when all ranks are done does rank 0 write its manifest
-(every file with its size and CRC-32) and rename it to `step_NNNNNNNN/`. A crash mid-write leaves a `.partial`
-directory that `latest()` never picks up, and a checkpoint counts only once every file its manifest lists is there
-with that size and checksum (`verify`): a shard lost, cut short or damaged later makes resume and export fall back
-to the previous checkpoint, saying which they skipped and why. The manifest is also what says meshpilot wrote the
-directory, but anyone can write one: so DCP's pickles are read as data only. `.metadata` goes through an unpickler
-that knows DCP's metadata classes and nothing else (`verify` reads it so, and so does every load), and the small
-non-tensor entries in the shards (optimizer settings) through `torch.load(weights_only=True)`, where DCP would
-unpickle both without limits (`read_state`). Only `meshpilot export --trust` reads a checkpoint as DCP does.
+Every rank writes into `step_NNNNNNNN.partial/` and sums the files it wrote; only when all ranks are done does rank
+0 write its manifest (every file with its size and CRC-32) and rename it to `step_NNNNNNNN/`. A crash mid-write
+leaves a `.partial` directory that `latest()` never picks up, and a checkpoint counts only once every file its
+manifest lists is there with that size and checksum (`verify`): a shard lost, cut short or damaged later makes
+resume and export fall back to the previous checkpoint, saying which they skipped and why. The manifest is also what
+says meshpilot wrote the directory, but anyone can write one: so DCP's pickles are read as data only. `.metadata`
+goes through an unpickler that knows DCP's metadata classes and nothing else (`verify` reads it so, and so does
+every load), and the small non-tensor entries in the shards (optimizer settings) through
+`torch.load(weights_only=True)`, where DCP would unpickle both without limits (`read_state`). Only `meshpilot export
+--trust` reads a checkpoint as DCP does.
 Besides model and optimizer (sharded by DCP), a checkpoint holds the scheduler, the data position and every
 rank's RNG states (dropout, any sampling), so a resumed run repeats an uninterrupted one exactly.
 
@@ -32,6 +33,7 @@ import random
 import re
 import shutil
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -99,10 +101,29 @@ def _crc32(path: Path) -> int:
     return crc
 
 
-def write_manifest(checkpoint: Path) -> None:
-    """Every file of the finished `checkpoint` with its size and CRC-32: what `verify` holds it to."""
+def _entries(paths: list[Path]) -> dict[str, dict[str, int]]:
+    """Each file's size and CRC-32, several files at once (zlib lets go of the GIL while it sums)."""
+    with ThreadPoolExecutor(max_workers=min(8, len(paths) or 1)) as pool:
+        sums = list(pool.map(_crc32, paths))
+    return {p.name: {"size": p.stat().st_size, "crc32": crc} for p, crc in zip(paths, sums, strict=True)}
+
+
+def _own_files(checkpoint: Path, rank: int) -> list[Path]:
+    """The files of a checkpoint that `rank` wrote: its DCP shards (`__<rank>_<n>.distcp`) and RNG states, and on
+    rank 0 DCP's .metadata and trainer_state.pt."""
+    own = [*checkpoint.glob(f"__{rank}_*.distcp"), checkpoint / f"rng_rank{rank}.pt"]
+    if rank == 0:
+        own += [checkpoint / ".metadata", checkpoint / "trainer_state.pt"]
+    return sorted(p for p in own if p.is_file())
+
+
+def write_manifest(checkpoint: Path, summed: dict[str, dict[str, int]] | None = None) -> None:
+    """Every file of the finished `checkpoint` with its size and CRC-32: what `verify` holds it to. `summed`: the
+    entries the ranks already made of the files they wrote; any other file is summed here."""
+    summed = summed or {}
     files = sorted(p for p in checkpoint.iterdir() if p.is_file() and p.name != MANIFEST)
-    listed = {p.name: {"size": p.stat().st_size, "crc32": _crc32(p)} for p in files}
+    listed = {**_entries([p for p in files if p.name not in summed]), **summed}
+    listed = {p.name: listed[p.name] for p in files}
     text = json.dumps({"format": _MANIFEST_FORMAT, "files": listed}, indent=1)
     with (checkpoint / MANIFEST).open("w") as f:
         f.write(text)
@@ -134,13 +155,15 @@ def _verify_files(checkpoint: Path, manifest: Path) -> str | None:
         expected = {name: (int(entry["size"]), int(entry["crc32"])) for name, entry in listed.items()}
     except (ValueError, KeyError, TypeError, AttributeError):
         return "its manifest.json is unreadable"
-    for name, (size, crc) in expected.items():
+    for name, (size, _) in expected.items():  # sizes first: a lost or cut-short file is found without reading
         path = checkpoint / name
         if "/" in name or not path.is_file():
             return f"{name} is missing"
         if path.stat().st_size != size:
             return f"{name} is {path.stat().st_size} bytes, the manifest says {size}"
-        if _crc32(path) != crc:
+    summed = _entries([checkpoint / name for name in expected])
+    for name, (_, crc) in expected.items():
+        if summed[name]["crc32"] != crc:
             return f"{name} is damaged (its checksum differs from the manifest's)"
     return None
 
@@ -313,9 +336,13 @@ def save(
     if rank == 0:
         extra = {"trainer": vars(state), "scheduler": scheduler.state_dict(), "layout": layout}
         torch.save(extra, partial / "trainer_state.pt")
-    dist.barrier(group=group)
+    # Each rank sums the files it wrote, all at once: rank 0 alone would read the whole checkpoint while every rank
+    # waits (a 70B model's ~1 TB of weights and Adam states: minutes, near CHECKPOINT_TIMEOUT). The gather is also
+    # the barrier after every rank's files.
+    summed = [None] * dist.get_world_size(group)
+    dist.all_gather_object(summed, _entries(_own_files(partial, rank)), group=group)
     if rank == 0:
-        write_manifest(partial)  # after every rank's files: a checkpoint without one is not complete
+        write_manifest(partial, {name: entry for entries in summed for name, entry in entries.items()})
         _replace_dir(partial, final)
         _fsync_dir(directory)
         _prune(directory, keep)
