@@ -53,6 +53,8 @@ SLOW_LAYOUTS = {
     "dp_shard=2,tp=2,ep=2": (4, 2),
     "dp_shard=2,cp=2,ep=4": (4, 2),  # ep drawn from dp_shard x cp
     "cp=2": (2, 1),
+    "dp_shard=2": (2, 2),  # ep=1 under FSDP2: experts sharded with their layer
+    "dp_replicate=2,dp_shard=2": (4, 4),  # ep=1 under HSDP
 }
 
 
@@ -61,9 +63,9 @@ def experiment_for(tmp_path_factory, model: str, packing: bool = True):
     return write_experiment(tmp_path_factory.mktemp(f"moe-{model}-{packing}"), changes)
 
 
-def run_layout(experiment, layout: str | None, nproc: int, dp: int):
-    name = (layout or "single").replace(",", "_").replace("=", "")
-    args = ["--nproc", str(nproc), "--set", f"train.micro_batch={ROWS // dp}"]
+def run_layout(experiment, layout: str | None, nproc: int, dp: int, *more: str):
+    name = (layout or "single").replace(",", "_").replace("=", "") + "".join(more).replace("=", "")[-12:]
+    args = ["--nproc", str(nproc), "--set", f"train.micro_batch={ROWS // dp}", *more]
     return train(experiment, experiment.parent / name, *args, *(["--layout", layout] if layout else []))
 
 
@@ -125,9 +127,18 @@ def test_moe_layout_matches_single_process(qwen3, layout):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("layout", SLOW_LAYOUTS)
-def test_moe_layout_matches_single_process_four_ranks(qwen3, layout):
+def test_more_moe_layouts_match_single_process(qwen3, layout):
     experiment, reference = qwen3
     assert_same_steps(reference, run_layout(experiment, layout, *SLOW_LAYOUTS[layout]), layout)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["full", "selective"])
+def test_activation_checkpointing_under_expert_parallel(qwen3, mode):
+    """The recomputed forward inside the backward routes again: its logits and counts must not count twice."""
+    experiment, reference = qwen3
+    more = ("--set", f"train.activation_checkpointing={mode}")
+    assert_same_steps(reference, run_layout(experiment, "dp_shard=2,ep=2", 2, 2, *more), mode)
 
 
 @pytest.mark.slow
