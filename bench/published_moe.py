@@ -48,6 +48,7 @@ from trainer.layout import Layout
 from trainer.model.build import model_config
 from trainer.model.parameters import count_parameters
 from trainer.model.presets import MODELS, MOE_PRESETS
+from trainer.parallel.expert_parallel import ExpertParallelError, expert_modules
 from trainer.results.contracts import write_json
 
 H100_BF16_PEAK_TFLOPS = 989  # dense; the figure NeMo AutoModel's MFU is computed against
@@ -567,8 +568,6 @@ def markdown_table(results: list[dict]) -> str:
 def meta_build(config: dict) -> dict:
     """Build the model on the meta device; its total and active parameters, expert layers and experts per layer,
     or the one-line reason it cannot be built or sharded by trainer.parallel.expert_parallel."""
-    from trainer.parallel.expert_parallel import ExpertParallelError, expert_modules
-
     started = time.perf_counter()
     try:
         with torch.device("meta"):

@@ -13,6 +13,7 @@ from typing import Any
 from agent.report.inputs import Trial
 from trainer.config import checkpointing_mode, experiment_from_dict
 from trainer.layout import LAYOUT_DIMS, Layout
+from trainer.model.parameters import count_parameters
 from trainer.results.schemas import LaunchInfo, Metrics
 
 UNITS = "bytes each rank sends per optimizer step (fp32), and collectives per step; predicted, not measured"
@@ -32,9 +33,9 @@ def predict(trials: list[Trial]) -> dict[str, Any]:
 
 
 def _predict_trial(metrics: Metrics, config: dict, launch: LaunchInfo | None) -> dict[str, Any]:
+    # imported here: they load torch and transformers (seconds), which `meshpilot --help` must not wait for
     from trainer.costs.throughput import communication_bytes, model_bytes
     from trainer.model.build import model_config
-    from trainer.model.parameters import count_parameters
 
     experiment = experiment_from_dict(config)
     base_dir = Path(launch["base_dir"]) if launch else Path(".")

@@ -33,9 +33,12 @@ from typing import Any
 
 import yaml
 
-from trainer.config import ConfigError, Experiment, checkpointing_rank, load_experiment
+from trainer.config import ConfigError, Experiment, checkpointing_rank, load_experiment, parse_bytes
+from trainer.costs.planner import plan, valid_layouts
 from trainer.data.rows import plan_batches
+from trainer.hardware import this_machine
 from trainer.layout import Layout, LayoutError
+from trainer.model.build import model_config
 
 PLANNER_KEYS = ("layout", "train.micro_batch", "train.activation_checkpointing")
 # A trial trains for its measurements only: no checkpoints to write and delete.
@@ -241,9 +244,6 @@ def build_space(
 def _layouts(spec: str | list[str], experiment: Experiment, devices: int) -> list[Layout]:
     """The layouts to search, each resolved to its own process count."""
     if spec == "auto":
-        from trainer.costs.planner import valid_layouts
-        from trainer.model.build import model_config
-
         world = experiment.hardware.devices or devices
         if world > devices:
             raise ConfigError(f"hardware.devices is {world}, but the sweep has {devices} devices")
@@ -266,10 +266,6 @@ def _layouts(spec: str | list[str], experiment: Experiment, devices: int) -> lis
 
 def _planned(experiment: Experiment, layouts: list[Layout], device_type: str, devices: int):
     """The planner's candidates for these layouts in the fixed order, and the dropped ones with their reasons."""
-    from trainer.costs.planner import plan
-    from trainer.hardware import this_machine
-    from trainer.model.build import model_config
-
     config = model_config(experiment.model, Path(experiment.base_dir))
     device_mem = _device_memory(experiment, device_type, devices)
     kept, dropped = [], []
@@ -304,8 +300,6 @@ def _planned(experiment: Experiment, layouts: list[Layout], device_type: str, de
 def _device_memory(experiment: Experiment, device_type: str, devices: int) -> int:
     """Memory per device: the experiment's hardware.device_mem, the GPU's, or on CPU this machine's RAM shared
     by its cores (parallel trials share it)."""
-    from trainer.config import parse_bytes
-
     if experiment.hardware.device_mem:
         return parse_bytes(experiment.hardware.device_mem)
     if device_type == "cuda":

@@ -21,10 +21,11 @@ import re
 from typing import Any
 
 from agent.understanding.context import Context, context_of
-from agent.understanding.entities import Entities, extract, masked
+from agent.understanding.entities import _PRESET, Entities, extract, masked
 from agent.understanding.grammar import Intent, first_reading, parse_slash, read_facts
 from agent.understanding.intents import ACTIONS, FOLLOW_UP, ranked, score
 from agent.understanding.normalise import normalise
+from trainer.model.presets import MODELS
 
 __all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
 
@@ -476,9 +477,6 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
 
 def _same_family(model: object, size: object) -> str | None:
     """The preset of `model`'s family (its version first) with `size` billion parameters."""
-    from agent.understanding.entities import _PRESET
-    from trainer.model.presets import MODELS
-
     before = _PRESET.match(str(model)) if model else None
     if before is None:
         return None
