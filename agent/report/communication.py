@@ -1,4 +1,4 @@
-"""Predicted communication per trial: the throughput model's bytes and collectives per mesh dimension.
+"""Predicted communication per trial: the throughput model's bytes and collectives per mesh dimension and ep.
 
 Runs do not measure their collectives, so the report's communication figures are predictions, made here once by
 trainer.costs.throughput from each trial's resolved config and metrics and saved as a result file of their own
@@ -12,7 +12,7 @@ from typing import Any
 
 from agent.report.inputs import Trial
 from trainer.config import checkpointing_mode, experiment_from_dict
-from trainer.layout import MESH_DIMS, Layout
+from trainer.layout import LAYOUT_DIMS, Layout
 from trainer.model.parameters import count_parameters
 from trainer.results.schemas import LaunchInfo, Metrics
 
@@ -52,7 +52,7 @@ def _predict_trial(metrics: Metrics, config: dict, launch: LaunchInfo | None) ->
         precision=metrics["precision"],
         fsdp_grad_sync=experiment.train.fsdp_grad_sync,
     )
-    dimensions = {d: {"bytes": sent[d][0], "collectives": sent[d][1]} for d in MESH_DIMS if sent[d][1]}
+    dimensions = {d: {"bytes": sent[d][0], "collectives": sent[d][1]} for d in LAYOUT_DIMS if sent[d][1]}
     return {
         "layout": metrics["layout"],
         "dimensions": dimensions,

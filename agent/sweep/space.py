@@ -2,7 +2,9 @@
 other experiment keys the user asks to vary.
 
 The space is a mapping of experiment keys to values, read as YAML like `--set`: a list of choices, or a range
-{low, high, log} (sampled by TPE, never by the grid). Three keys filter what the planner enumerates instead of
+{low, high, log} (sampled by TPE, never by the grid). For a mixture-of-experts model the planner's layouts include
+every expert-parallel degree (ep) its dp_shard x cp ranks and experts allow, so `auto` searches ep too. Three keys
+filter what the planner enumerates instead of
 adding to it: `layout` (layout strings; default `search.layouts`), `train.micro_batch` and
 `train.activation_checkpointing` (default: every value the planner finds feasible). `data.packing` defaults to
 the experiment's value; every other key (`train.lr`, `train.weight_decay`, ...) is varied only when asked.
@@ -68,7 +70,7 @@ class Point:
 
     @property
     def nproc(self) -> int:
-        return math.prod(self.layout.values())
+        return Layout(**self.layout).world_size  # ep borrows dp_shard x cp's ranks: it multiplies no processes
 
     @property
     def layout_arg(self) -> str:

@@ -376,7 +376,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["set"] = _merge(kept, stated)
     if intent.clarify is None and (vague := entities.get("vague_setting")):
         intent.clarify = _which_setting(str(vague), intent)
-    degrees = [int(d) for d in re.findall(r"=(\d+)", str(intent.args.get("layout", "")))]
+    # ep borrows dp_shard x cp's ranks (trainer.layout): it multiplies no processes.
+    degrees = [int(d) for d in re.findall(r"(?:^|,)(?!ep=)\w+=(\d+)", str(intent.args.get("layout", "")))]
     if intent.clarify is None and degrees and "nproc" in intent.args and math.prod(degrees) != intent.args["nproc"]:
         intent.clarify = (f"The layout {intent.args['layout']} needs {math.prod(degrees)} processes, not "
                           f"{intent.args['nproc']}: which layout do you want? {_launch_text(intent.args)}")  # fmt: skip
