@@ -23,7 +23,8 @@ the sweep resumed adopts them.
 
 OUT/job.json is the job's record: the command, the supervisor's pid, pgid and host, and once the run ended its
 state ("ok", "failed", "oom", "timeout", "nan", "cancelled", "pruned" for a sweep trial stopped early,
-"preempted" for a run that SIGTERM stopped after saving a checkpoint, which `--resume` continues, or "killed"
+"preempted" for a run that SIGTERM stopped after saving a checkpoint, which `--resume` continues (a sweep: its
+running trials preempted so, which `meshpilot sweep --resume` continues), or "killed"
 when the supervisor died before the run ended) and cause. Several processes update it (the supervisor,
 `cancel_run`, the first reader to find the supervisor dead), always under a file lock. A sweep's record says
 "kind": "sweep" and its result is summary.json, a run's metrics.json (a run's record has no kind, so that those
@@ -390,13 +391,13 @@ def _watch(out: Path, job: JobRecord, launcher: subprocess.Popen, stopping: list
 
 def _preempted(job: JobRecord, launcher: subprocess.Popen) -> bool:
     """SIGTERM reached the supervisor (from a scheduler, alone or with the rest of the job): a run's launcher gets it
-    too and, given the time, saves a checkpoint and ends as "preempted" (trainer.host.preemption). Whether it ended
-    so."""
-    if _kind(job) != "run":
-        return False
+    too and, given the time, saves a checkpoint and ends as "preempted" (trainer.host.preemption); a sweep preempts
+    its running trials so and waits for them (agent.sweep.runner). Whether it ended so."""
     _signal(launcher.pid, signal.SIGTERM)  # a second one, where the scheduler's reached it too, changes nothing
+    # A run's save, then the ranks' and the launcher's exits; a sweep's trials', and the sweep's own margin for them.
+    wait_s = preemption.grace_s() + (90 if _kind(job) == SWEEP else 10)
     try:
-        launcher.wait(timeout=preemption.grace_s() + 10)  # its save, then the ranks' and the launcher's exits
+        launcher.wait(timeout=wait_s)
     except subprocess.TimeoutExpired:
         return False
     return True
@@ -415,6 +416,9 @@ def _outcome(out: Path, job: JobRecord, returncode: int) -> tuple[str, str | Non
     results = _results(out, kind)
     if results is not None:
         return _verdict(kind, results)
+    if kind == SWEEP and returncode in [128 + signum for signum in preemption.SIGNALS]:
+        signal_name = preemption.name(returncode - 128)
+        return PREEMPTED, f"preempted by {signal_name} with its running trials; its --resume continues them"
     log = (out / LOG_FILE).read_text(errors="replace").splitlines() if (out / LOG_FILE).is_file() else []
     errors = [error for line in log if (error := printed_error(line)) is not None]
     if errors:
