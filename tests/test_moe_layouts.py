@@ -141,6 +141,15 @@ def test_activation_checkpointing_under_expert_parallel(qwen3, mode):
     assert_same_steps(reference, run_layout(experiment, "dp_shard=2,ep=2", 2, 2, *more), mode)
 
 
+@pytest.mark.slow
+def test_accumulated_micro_batches_under_expert_parallel(tmp_path_factory):
+    """Two micro-batch rounds a step, each with its own auxiliary loss, averaged: cp=2,ep=2 splits sequences, not
+    rows, so its rounds hold the one-process run's rows and must give its losses."""
+    experiment = experiment_for(tmp_path_factory, "qwen3_moe")
+    reference = run_layout(experiment, None, 1, 2)  # micro_batch 4: two rounds
+    assert_same_steps(reference, run_layout(experiment, "cp=2,ep=2", 2, 2), "accumulated")
+
+
 @pytest.fixture(scope="module")
 def other_models(tmp_path_factory):
     """model -> (experiment, one-process reference), each trained once."""
