@@ -393,20 +393,28 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
     (see the module docstring)."""
     h, i, heads, _, _ = _dims(config)
     q = heads * head_dim(config)
-    kv = (getattr(config, "num_key_value_heads", None) or heads) * head_dim(config)
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    kv = kv_heads * head_dim(config)
     tp, width = layout.tp, 2 if plan.precision == "bf16" else FP32
     mode = checkpointing_mode(plan.activation_checkpointing)
-    if mode == "full":  # only the layer's input stays; the rest is recomputed in backward
-        return h * width
+    if mode == "full":  # only the layer's input stays (split by sequence under tp); the rest is recomputed
+        return h // tp * width
     if mode == "selective":  # the input, the q, v, gate and down outputs, attention's output and log-sum-exp
-        return (2 * h + (2 * q + kv + i) // tp) * width + heads // tp * FP32
+        # and, under tp, the two reduce-scatters' outputs (the saved-ops policy keeps them: no communication in
+        # the recomputation); down's output is a whole partial sum on every tp rank.
+        split = 3 * h if tp > 1 else h
+        return ((split + 2 * q + kv + i) // tp + h) * width + heads // tp * FP32
     # A dense mask (packed rows through SDPA, or context parallelism's local queries against gathered keys) makes
     # SDPA take keys and values repeated to every query head, gathered from every cp rank (the mask itself is
     # one bias per micro-batch that every layer shares: `mask_bytes_per_token`); without one, and under flex's
-    # BlockMask (a few bytes per 128 x 128 block, left out), they go unrepeated (enable_gqa), still gathered.
+    # BlockMask (a few bytes per 128 x 128 block, left out), they go unrepeated (enable_gqa), still gathered. One
+    # key-value head per tp rank is repeated as a view: nothing more is saved.
     masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, head_dim(config), plan.packing)
-    attention = 3 * q + 2 * (q if masked else kv) * layout.cp
-    return (6 * h + (attention + 4 * i + heads) // tp + 2) * width
+    repeated = masked and (layout.cp > 1 or kv_heads // tp > 1)
+    attention = 2 * q + 2 * (q if repeated else kv) * layout.cp
+    # Sequence parallelism splits the norms' inputs, their normalised values and rsqrt (2h + 1 each) over tp; the
+    # all-gathered norm output that the column-parallel projections save stays whole (h each).
+    return ((2 * (2 * h + 1) + attention + 4 * i + heads) // tp + 2 * h) * width
 
 
 def mask_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, saved: bool = True) -> int:
@@ -425,11 +433,14 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
     tokens = plan.micro_batch * plan.seq_len // layout.cp
     width = 2 if plan.precision == "bf16" else FP32
     per_layer = layer_bytes_per_token(config, layout, plan)
-    # Rotary cos and sin: per token from explicit position ids (packed rows, cp), shared by a batch's rows otherwise.
+    # Rotary cos and sin: per token from explicit position ids (packed rows, cp), shared by a batch's rows otherwise;
+    # under activation checkpointing they are the checkpointed layers' inputs, not saved by any of them.
     mask_and_rotary = 2 * head_dim(config) * width // (1 if plan.packing or layout.cp > 1 else plan.micro_batch)
-    # The final norm (its output is the head's input) and the chunked loss's log-sum-exp; a pipeline's last stage
-    # computes the plain loss, which keeps the fp32 log-softmax over the vocabulary.
-    head = (3 * h + 1) * width + (FP32 if layout.pp == 1 else vocab * FP32)
+    mask_and_rotary *= checkpointing_mode(plan.activation_checkpointing) == "none"
+    # The final norm (its input, normalised value and rsqrt split by sequence under tp; its output gathered whole for
+    # the head) and the chunked loss's log-sum-exp; a pipeline's last stage computes the plain loss, which keeps the
+    # fp32 log-softmax over the vocabulary.
+    head = ((2 * h + 1) // layout.tp + h) * width + (FP32 if layout.pp == 1 else vocab * FP32)
     if layout.pp == 1:
         mask_and_rotary += mask_bytes_per_token(config, layout, plan)
         return tokens * (layers * per_layer + head + 8 + mask_and_rotary) + FP32
@@ -438,8 +449,9 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
     stage_ids = local_stages(pp_rank, layout.pp, stages_per_rank)
     num_stages = layout.pp * stages_per_rank
     layers_here = _layers_in_stages(layers, num_stages, tuple(stage_ids))
-    # Each stage rebuilds the mask and rotary embedding; its first layer's input arrives from the previous stage.
-    once = len(stage_ids) * (mask_and_rotary + mask_bytes_per_token(config, layout, plan) - h * width)
+    # Each stage rebuilds the mask and rotary embedding; its first layer's input (split by sequence under tp)
+    # arrives from the previous stage.
+    once = len(stage_ids) * (mask_and_rotary + mask_bytes_per_token(config, layout, plan) - h // layout.tp * width)
     once += 8 if 0 in stage_ids else 0  # token ids for the embedding's backward
     once += head if num_stages - 1 in stage_ids else 0
     in_flight = in_flight_micro_batches(plan.train.pp_schedule, layout.pp, stages_per_rank, plan.grad_accum, pp_rank)

@@ -45,6 +45,7 @@ from trainer.model.build import check_positions, checkpoint_dir, model_config
 from trainer.model.parameters import head_dim
 from trainer.parallel.context_parallel import check_context_parallel
 from trainer.parallel.pipeline import check_pipeline
+from trainer.parallel.tensor_parallel import check_sequence_parallel
 from trainer.rank.checkpoint import checkpoint_step, newest_verified
 from trainer.rank.trackers import check_trackers
 from trainer.results.contracts import write_text
@@ -111,6 +112,7 @@ def prepare(request: TrainRequest) -> PreparedRun:
     try:
         check_layout_for_model(experiment.layout, config)
         check_context_parallel(experiment.layout, config, experiment.data.seq_len)
+        check_sequence_parallel(experiment.layout.tp, experiment.layout.cp, experiment.data.seq_len)
         train = experiment.train
         grad_accum = plan_batches(
             train.global_batch_tokens, experiment.data.seq_len, train.micro_batch, experiment.layout.dp_degree

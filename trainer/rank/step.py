@@ -23,6 +23,7 @@ from trainer.model.loss import head_computes_loss
 from trainer.parallel.data_parallel import gradient_sync
 from trainer.parallel.grad_norm import grad_norm_squared
 from trainer.parallel.pipeline import Pipeline
+from trainer.parallel.tensor_parallel import reduce_partial_gradients
 from trainer.rank.memory import saved_for_backward
 
 
@@ -105,6 +106,7 @@ def forward_backward(
         loss_sum += batch_loss.detach()
         if small:
             small_batch = _small_batch_gradient(model, micro_batches[0], dp_group, target_tokens)
+    reduce_partial_gradients(list(model.parameters()))  # sequence parallelism's norm weights, without FSDP2
     if dp_group is not None:
         dist.all_reduce(loss_sum, group=dp_group)
     return StepResult(
