@@ -362,7 +362,7 @@ def predict_run(
     shape = StepShape(
         train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing,
         resolve_precision(train.precision, hardware.device_type), dense_mask, train.compile, train.gns_every,
-        train.fsdp_grad_sync,
+        train.fsdp_grad_sync, train.pp_stages_per_rank,
     )  # fmt: skip
     return estimate_step(
         config,
@@ -396,6 +396,7 @@ class StepShape:
     compiled: bool = False  # each decoder layer compiled (train.compile)
     gns_every: int = 0  # steps between gradient noise scale measurements (train.gns_every; 0: none)
     fsdp_grad_sync: str = "micro_batch"  # when FSDP2 reduce-scatters (train.fsdp_grad_sync)
+    pp_stages_per_rank: int = 1  # pipeline stages per rank (train.pp_stages_per_rank; > 1: interleaved 1F1B)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checkpointing", checkpointing_mode(self.checkpointing))
@@ -441,8 +442,11 @@ def estimate_step(
         compute = matmul + memory + launch
     else:  # host time behind queued kernels, dispatch included
         compute, dispatch = max(matmul + memory, launch + dispatch), 0.0
-    if layout.pp > 1:  # the pipeline bubble of 1F1B: (pp - 1) idle micro-batch slots
-        bubble = 1 + (layout.pp - 1) / grad_accum
+    if layout.pp > 1:  # the pipeline bubble: (pp - 1) idle slots of one stage's micro-batch
+        # 1F1B's slots are a whole micro-batch on a rank's layers; interleaved 1F1B's are one of its v stages, so its
+        # bubble is v times smaller, (pp - 1) / (v x micro-batches) (Narayanan et al. 2021, "Efficient
+        # Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", section 2.2.2).
+        bubble = 1 + (layout.pp - 1) / (grad_accum * shape.pp_stages_per_rank)
         compute, dispatch = compute * bubble, dispatch * bubble
     sent = communication_bytes(
         config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision, fsdp_grad_sync
