@@ -18,6 +18,7 @@ from support import TINY_MODEL
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoConfig
 
+from trainer.config import Checkpointing
 from trainer.costs.throughput import FP32, TP_COLLECTIVES_PER_LAYER, communication_bytes
 from trainer.layout import Layout
 
@@ -118,7 +119,7 @@ def test_the_model_prices_each_collective_in_the_dtype_it_moves():
     layout, tokens, layers = Layout(tp=2), 2 * 64, config.num_hidden_layers
     per_element = (2 - 1) / 2 * tokens * config.hidden_size * layers * 3  # ring gather or scatter, 3 micro-batches
 
-    def tp(precision: str, checkpointing: bool | str = False, shard: bool = False) -> tuple[float, int]:
+    def tp(precision: str, checkpointing: Checkpointing = "none", shard: bool = False) -> tuple[float, int]:
         sharded = Layout(dp_shard=2, tp=2) if shard else layout
         return communication_bytes(config, sharded, 10**6, 2, 64, 3, checkpointing, precision)["tp"]
 
@@ -127,12 +128,12 @@ def test_the_model_prices_each_collective_in_the_dtype_it_moves():
     # Autocast: forward gathers and backward scatters fp32, the others bf16 (2 + 2 of each per layer).
     assert tp("bf16")[0] == pytest.approx(per_element * (FP32 + 2) * (gathers + scatters) / 2)
     assert tp("bf16", shard=True)[0] == pytest.approx(per_element * 2 * (gathers + scatters))  # FSDP2's bf16
-    for recomputing, again in (("selective", 2), (True, 3)):  # full reruns a reduce-scatter too
+    for recomputing, again in (("selective", 2), ("full", 3)):  # full reruns a reduce-scatter too
         collectives = gathers + scatters + again
         assert tp("fp32", recomputing) == (pytest.approx(per_element * FP32 * collectives), 3 * layers * collectives)
 
     def sent(dim: str, layout: Layout, precision: str) -> float:
-        return communication_bytes(config, layout, 10**6, 2, 64, 3, False, precision)[dim][0]
+        return communication_bytes(config, layout, 10**6, 2, 64, 3, "none", precision)[dim][0]
 
     # Autocast keeps the residual stream fp32; FSDP2's mixed precision (which cp always runs under: it shards over
     # dp_shard x cp) computes in bf16.

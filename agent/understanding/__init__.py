@@ -21,10 +21,11 @@ import re
 from typing import Any
 
 from agent.understanding.context import Context, context_of
-from agent.understanding.entities import Entities, extract, masked
+from agent.understanding.entities import _PRESET, Entities, extract, masked
 from agent.understanding.grammar import Intent, first_reading, parse_slash, read_facts
 from agent.understanding.intents import ACTIONS, FOLLOW_UP, ranked, score
 from agent.understanding.normalise import normalise
+from trainer.model.presets import MODELS
 
 __all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
 
@@ -375,7 +376,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["set"] = _merge(kept, stated)
     if intent.clarify is None and (vague := entities.get("vague_setting")):
         intent.clarify = _which_setting(str(vague), intent)
-    degrees = [int(d) for d in re.findall(r"=(\d+)", str(intent.args.get("layout", "")))]
+    # ep borrows dp_shard x cp's ranks (trainer.layout): it multiplies no processes.
+    degrees = [int(d) for d in re.findall(r"(?:^|,)(?!ep=)\w+=(\d+)", str(intent.args.get("layout", "")))]
     if intent.clarify is None and degrees and "nproc" in intent.args and math.prod(degrees) != intent.args["nproc"]:
         intent.clarify = (f"The layout {intent.args['layout']} needs {math.prod(degrees)} processes, not "
                           f"{intent.args['nproc']}: which layout do you want? {_launch_text(intent.args)}")  # fmt: skip
@@ -475,9 +477,6 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
 
 def _same_family(model: object, size: object) -> str | None:
     """The preset of `model`'s family (its version first) with `size` billion parameters."""
-    from agent.understanding.entities import _PRESET
-    from trainer.model.presets import MODELS
-
     before = _PRESET.match(str(model)) if model else None
     if before is None:
         return None

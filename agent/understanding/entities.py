@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from agent.understanding.grammar import _GPU_NAME, LAYOUT_WORDS
 from agent.understanding.known import Known
 from trainer.layout import MESH_DIMS
 from trainer.model.presets import MODELS
@@ -140,8 +141,6 @@ def masked(text: str, entities: Entities) -> str:
 def _layouts(lowered: str, entities: Entities) -> None:
     """Layout degrees ("dp_shard=2,tp=2", "pp=2") and words (FSDP, "tensor parallel", "2 replicas x 2 shards") and
     GPU names: cues of a launch or a plan (the grammar reads their values)."""
-    from agent.understanding.grammar import _GPU_NAME, LAYOUT_WORDS
-
     for pattern, _ in LAYOUT_WORDS:
         if found := re.search(rf"\b(?:{pattern})\b", lowered):
             entities.add("layout", found.group(0), found.span())

@@ -21,6 +21,9 @@ Per decoder layer:
   projections' input gradients stay partial sums, added up before one reduce-scatter in backward; the row-parallel
   projections reduce-scatter their partial sums back to the sequence split (RowwiseParallel with Shard(1) outputs,
   as local tensors: the residual additions stay plain tensors);
+- modules inside attention that the plan keeps whole although they see only a rank's heads (Qwen3's q_norm and
+  k_norm, GRAD_ALLREDUCE) get their gradients summed over tp after the step's last backward
+  (`sum_partial_gradients`);
 - any other child with parameters runs on the whole sequence (gathered in, split out), so no plain parameter ever
   sees only part of the sequence (its gradient would then differ between tp ranks).
 Around the layers: decoder layer 0 splits its input (the embedding's output, whole on every rank: a local slice),
@@ -51,6 +54,9 @@ from torch.distributed.tensor.placement_types import Placement
 from trainer.layout import LayoutError, tensor_parallel_plan
 
 SEQUENCE_DIM = 1  # [batch, seq, hidden]
+# Modules the plan keeps whole on every rank although they see only that rank's heads (Qwen3's q_norm and k_norm):
+# each rank's gradient is then its heads' share, and the shares must be summed over the tensor-parallel ranks.
+GRAD_ALLREDUCE = "replicated_with_grad_allreduce"
 
 
 def apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh) -> None:
@@ -71,6 +77,12 @@ def apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh) -> None:
         if str(index) == "0":  # the first layer of the model (a pipeline's stage 0): split the whole sequence
             parallelize_module(layer, tp_mesh, _Resequence(Replicate(), Shard(SEQUENCE_DIM), local_output=True))
     parallelize_module(base, tp_mesh, split)
+    summed = [
+        p for p, style in (getattr(model.config, "base_model_tp_plan", None) or {}).items() if style == GRAD_ALLREDUCE
+    ]
+    for name, module in base.named_modules():
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in summed):
+            module.tp_grad_sum_group = tp_mesh.get_group()
     if getattr(base, "norm", None) is not None:
         parallelize_module(base.norm, tp_mesh, SequenceParallel(sequence_dim=SEQUENCE_DIM, use_local_output=True))
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else model.lm_head
@@ -150,3 +162,15 @@ def reduce_partial_gradients(parameters: list[torch.nn.Parameter]) -> None:
         dist.all_reduce(flat, group=mesh.get_group())
         for p, piece in zip(params, flat.split([g.numel() for g in locals_]), strict=True):
             p.grad = DTensor.from_local(piece.view_as(p.grad.to_local()), mesh, (Replicate(),), run_check=False)
+
+
+def sum_partial_gradients(model: torch.nn.Module) -> None:
+    """Sum over the tensor-parallel ranks the gradients of the modules the plan marks GRAD_ALLREDUCE (after the
+    step's last backward, before they are read; FSDP2's shards of them sit at the same offsets on every
+    tensor-parallel rank, so their local parts add up)."""
+    for module in model.modules():
+        group = getattr(module, "tp_grad_sum_group", None)
+        for parameter in module.parameters(recurse=False) if group is not None else ():
+            if parameter.grad is not None:
+                grad = parameter.grad
+                torch.distributed.all_reduce(grad.to_local() if hasattr(grad, "to_local") else grad, group=group)
