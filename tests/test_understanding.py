@@ -363,10 +363,23 @@ def test_a_total_and_a_count_per_node_give_the_nodes(known):
     assert (intent.args["devices"], intent.args["nodes"]) == (4, 8)
 
 
-def test_memory_in_gb_keeps_the_users_unit(known):
-    """GB is decimal (trainer.config.parse_bytes): the smaller reading of a card's size, never read up into GiB."""
-    intent = read("plan for 2 cards with 24GB each", known)
-    assert intent.args["device_mem"] == "24GB" and "24e9 bytes (say 24GiB" in intent.notes[0]  # the reply says so
+@pytest.mark.parametrize(
+    "text, memory",
+    [
+        ("plan for 2 cards with 24GB each", "24GiB"),
+        ("three gpus, 48 GB apiece: how would you split my model?", "48GiB"),
+        ("best layout on 4 nodes of 8 gpus with 40gb", "40GiB"),
+        ("what if I had 2 cards with 16GiB each", "16GiB"),
+        ("if we had 8 cards with 32 gig each", "32GiB"),
+    ],
+)
+def test_a_devices_memory_has_one_form_gib(text, memory, known):
+    """One rule: a device's memory is GiB. A user's "24GB" card is the size it is sold as, which is its binary size
+    (a 24GB card has 24 GiB), so GB is read as GiB, and the reply says how it was read."""
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.args["device_mem"] == memory
+    if "gb" in text.lower().replace("gib", ""):
+        assert any(f"as {memory}" in note for note in intent.notes)  # said, never silent
 
 
 def test_a_launch_like_a_named_run_takes_its_layout_and_processes(known):
@@ -605,3 +618,154 @@ def test_a_reading_verb_and_a_named_file_read_the_file(known):
     intent = read("dump runs/r1/metrics.json for me", known)
     assert (intent.command, intent.args) == ("read", {"path": "runs/r1/metrics.json"})
     assert read("run configs/long.yaml for 5 steps", known).command == "run"  # no reading verb: a launch
+
+
+# --- phenomena behind fresh_c's misses, each with sentences of its own ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, wanted",
+    [
+        ("turn off packing and compile, 15 steps, dp_shard=2 on 2 gpus", ["data.packing=false", "train.compile=false"]),
+        ("enable act ckpt and packing for a 12 step run", ["train.activation_checkpointing=true", "data.packing=true"]),
+        ("trainiere 10 Schritte ohne packing auf 2 gpus mit dp_shard=2", ["data.packing=false"]),
+        ("train 6 steps sans packing", ["data.packing=false"]),
+    ],
+)  # fmt: skip
+def test_a_negation_reaches_every_setting_it_governs_in_any_language(text, wanted, known):
+    """A verb before a list of settings ("turn off X and Y") governs each; "ohne", "sans" are "without"."""
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None and sorted(intent.args["set"]) == sorted(wanted)
+
+
+@pytest.mark.parametrize(
+    "text, asked",
+    [
+        ("train 10 steps with packing but also packing disabled", "packing be on or off"),  # said both ways
+        ("launch 10 steps on 2 gpus, packing", "packing be on or off"),  # named with neither
+        ("kick off 25 steps without gradient clipping", "'without gradient clipping' turn off"),  # nothing it names
+        ("train 20 steps, no warmup, dp_shard=2 on 2 gpus", "'no warmup"),
+    ],
+)
+def test_a_launch_asks_when_a_setting_is_not_read_for_sure(text, asked, known):
+    """The confidence rule: a setting said both on and off, named with no value, or a negation that turns off
+    nothing the parser knows is asked about, and the question names what would run so far (never a guess)."""
+    intent = read(text, known)
+    assert intent.command == "run" and asked in (intent.clarify or "") and "So far I would train" in intent.clarify
+    assert not any(o.startswith("data.packing=") for o in intent.args.get("set", []))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "quick run: 5 steps on 1 gpu, nothing else changed",
+        "kick off 10 steps with packing off",
+        "train 10 steps with packing on... no wait, packing off",
+        "no need for a long run, 4 steps with dp_shard=2 on 2 gpus",
+    ],
+)
+def test_negations_that_turn_nothing_off_do_not_block_a_launch(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, key, value",
+    [
+        ("what loss did the fsdp run reach", "run", "runs/r1"),
+        ("tokens per second of the replicated baseline?", "run", "runs/baseline-ddp"),
+        ("what was the peak memory of the run that ran out of memory", "run", "runs/tp-try"),
+        ("which trial won the sweep over learning rates?", "sweep", "sweeps/lr-scan"),
+        ("summarise the lr sweep's trials for me", "sweep", "sweeps/lr-scan"),
+        ("best trial in the layouts sweep?", "sweep", "sweeps/layouts-nov"),
+        ("how far along is the tp try run", "run", "runs/tp-try"),
+    ],
+)
+def test_runs_and_sweeps_described_are_resolved_against_the_repository(text, key, value, known):
+    """A run by its layout ("the fsdp run"), its outcome ("the run that ran out of memory"), parts of its name in
+    any order; a sweep by what its trials vary ("over learning rates", "the layouts sweep")."""
+    intent = read(text, known)
+    assert intent.clarify is None and intent.args.get(key) == value
+
+
+def test_a_description_that_fits_several_runs_asks_which(known):
+    intent = read("how did the finished run do?", known)
+    assert intent.command == "results" and "runs/r1 or runs/baseline-ddp" in intent.clarify
+
+
+@pytest.mark.parametrize(
+    "text, suite",
+    [
+        ("how well does r1's checkpoint score on the benchmark?", None),
+        ("evaluate runs/r1 with the default suite", "builtin"),
+        ("bench r1 on the built-in eval suite", "builtin"),
+    ],
+)
+def test_a_benchmark_question_runs_the_benchmark_and_the_suite_is_a_suite(text, suite, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("model"), intent.clarify) == ("bench", "runs/r1", None)
+    assert intent.args.get("suite") == suite
+
+
+def test_a_suite_the_repository_lacks_is_asked_about_never_taken_from_a_word(known):
+    intent = read("benchmark r1 on the trivia suite", known)
+    assert intent.command == "bench" and "suite" not in intent.args and "'trivia'" in intent.clarify
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("uh, and on a100 80gb cards?", {"gpu": "a100-80gb", "seq_len": 4096, "devices": 8}),
+        ("hmm, what about 16k context?", {"seq_len": 16384, "model": "qwen2.5-7b", "devices": 8}),
+        ("and with 4 such boxes?", {"nodes": 4, "devices": 8, "seq_len": 4096}),
+    ],
+)
+def test_a_follow_up_plan_keeps_the_sequence_length_and_hardware_before(text, args, known):
+    before = planned({"model": "qwen2.5-7b", "devices": 8, "gpu": "h100", "seq_len": 4096})
+    intent = read(text, known, before)
+    assert intent.command == "plan" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("how would llama-2-13b split over 3 Knoten mit je 8 A100 40GB?", {"nodes": 3, "devices": 8}),
+        ("best layout for llama 3.1 seventy b on a pair of h200s", {"model": "llama-3.1-70b", "devices": 2}),
+        ("plan llama three point two one b on sixteen l40s", {"model": "llama-3.2-1b", "devices": 16}),
+    ],
+)
+def test_counts_in_words_and_other_languages(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and {k: intent.args.get(k) for k in args} == args
+
+
+def test_a_learning_rate_said_in_words_and_key_values_with_commas(known):
+    said = read("launch 10 steps with a learning rate of three e minus four", known)
+    typed = read("launch: steps=10, train.seed=3, train.lr=1e-3, data.packing=true", known)
+    assert "train.lr=3e-4" in said.args["set"]
+    assert {"train.seed=3", "train.lr=1e-3", "data.packing=true"} <= set(typed.args["set"])
+
+
+def test_a_launch_after_a_plan_splits_the_planned_gpus(known):
+    """'go with TP then' right after a what-if on 4 GPUs: TP over those 4."""
+    intent = read("alright, go with tp then, 10 steps", known, planned({"devices": 4}))
+    assert (intent.command, intent.args.get("nproc"), intent.args.get("layout")) == ("run", 4, "tp=4")
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("how many training runs are in here?", "runs"),
+        ("message me when tp-try has finished", "status"),
+        ("what did the layouts sweep pick in the end", "trials"),
+    ],
+)
+def test_everyday_wordings_of_listing_waiting_and_reading_a_sweep(text, command, known):
+    assert read(text, known).command == command
+
+
+@pytest.mark.parametrize("text", ["could we do better with a larger cluster?", "what if we had some more hardware"])
+def test_vague_hardware_in_a_what_if_is_asked_about(text, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.clarify is not None and "How many GPUs" in intent.clarify

@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 from agent.understanding.context import Context, context_of
+from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
 from agent.understanding.entities import Entities, extract, masked
 from agent.understanding.grammar import Intent, first_reading, parse_slash, read_facts
 from agent.understanding.intents import ACTIONS, FOLLOW_UP, ranked, score
@@ -51,20 +52,28 @@ def understand(text: str, context: Context | None = None) -> Intent:
     scores = score(plain, entities, first_reading(plain), context.previous)
     best = ranked(scores)
     command = best[0][0] if best[0][1] > 0 else "help"
-    intent = read_facts(masked(plain, entities), command, text)
+    intent = read_facts(masked(plain, entities), command, text, _planned_devices(context))
     intent.text = text
     FILL.get(intent.command, lambda *a: None)(intent, entities, context)
     if intent.clarify is None:
         intent.clarify = _close_call(intent, best, entities)
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _unplaced_number(plain, entities, intent)
-    if intent.clarify is None and intent.command in ACTIONS and _asks_only(plain):
+    if intent.clarify is None and intent.command in ACTIONS and _asks_only(plain) and not _measured_by(intent, plain):
         intent.clarify = f"Do you want me to {intent.command} ({_call_text(intent)})? yes / edit"
     if intent.command in NAMED_TOOLS and (unknown := _unknown_name(plain, entities, context, intent)):
         intent.clarify = unknown  # the name the user gave first: never another run in its place
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     return intent
+
+
+def _planned_devices(context: Context) -> int | None:
+    """The GPUs of one machine that the turn before planned for: what "go with fsdp then" launches on."""
+    plan = context.plan if context.previous == "plan" else None
+    if not plan or int(plan.get("nodes") or 1) != 1 or not isinstance(plan.get("devices"), int):
+        return None
+    return plan["devices"]
 
 
 NUMBER = re.compile(r"(?<![\w.=/-])(\d+(?:\.\d+)?(?:e-?\d+)?)(k?)(?![\w.=/-]|\.\d)", re.I)
@@ -109,6 +118,15 @@ def _asks_only(plain: str) -> bool:
     lowered = plain.lower().strip()
     question = bool(re.search(ASKING, lowered)) or lowered.endswith("?")
     return question and not re.search(REQUEST, lowered)
+
+
+# A question only a benchmark answers: "how good is r1's checkpoint on our benchmarks?", "what does r1 score on eval?"
+BENCH_QUESTION = r"\bhow (?:good|well|accurate)\b|\bwhat (?:score|accuracy)\b|\bscores?\b|\bhow does \S+ (?:do|score)\b"
+
+
+def _measured_by(intent: Intent, plain: str) -> bool:
+    """A question whose answer is the action's measurement (a benchmark's scores): asking it asks for the action."""
+    return intent.command == "bench" and "model" in intent.args and bool(re.search(BENCH_QUESTION, plain.lower()))
 
 
 def _as_number(text: str) -> float | int:
@@ -211,6 +229,9 @@ def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None
         latest = context.known.runs[0]
         intent.clarify = f"Which run do you mean by that: {latest}, the latest? e.g. `{intent.command} {latest}`."
         return
+    if not entities.has("run") and (choice := entities.get("run_choice")):
+        intent.clarify = f"Which run do you mean: {' or '.join(map(str, choice))}?"
+        return
     if (run := _run_of(intent, entities, context)) is not None:
         intent.args["run"] = run
         intent.words = [run]
@@ -237,6 +258,9 @@ def _fill_status(intent: Intent, entities: Entities, context: Context) -> None:
 
 
 def _fill_trials(intent: Intent, entities: Entities, context: Context) -> None:
+    if not entities.has("sweep") and (choice := entities.get("sweep_choice")):
+        intent.clarify = f"Which sweep do you mean: {' or '.join(map(str, choice))}?"
+        return
     if (sweep := _sweep_of(intent, entities, context)) is not None:
         intent.args["sweep"] = sweep
 
@@ -269,8 +293,35 @@ def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
     else:
         example = context.known.runs[0] if context.known.runs else "runs/NAME"
         intent.clarify = f"Which run or checkpoint should I benchmark? e.g. `benchmark {example}`."
-    if found := re.search(r"\b(?:on|with) the (\w+) (?:suite|benchmark)\b|\bsuite[= ](\w+)", lowered):
-        intent.args["suite"] = found.group(1) or found.group(2)
+    suite, question = _suite(lowered, context)
+    if suite:
+        intent.args["suite"] = suite
+    intent.clarify = intent.clarify or question
+
+
+# The suite a benchmark request names: "the builtin eval suite", "suite=tasks/qa.yaml", "on the default benchmark".
+SUITE = (r"\bsuite\s*[=:]\s*(\S+)|\b([\w./-]+)\s+(?:eval(?:uation)?\s+|benchmark\s+|test\s+)?suite\b|"
+         r"\b(?:on|with|using) the ([\w./-]+) (?:benchmark|eval)\b")  # fmt: skip
+BUILTIN = {"builtin", "built-in", "built", "default", "standard", "private", "usual", "normal", "own", "our"}
+NOT_A_SUITE = {"the", "a", "an", "eval", "evaluation", "benchmark", "whole", "full", "entire", "my", "on", "test"}
+
+
+def _suite(lowered: str, context: Context) -> tuple[str | None, str | None]:
+    """The suite "builtin" for the one meshpilot ships (by any of its everyday names), a task file or directory of the
+    repository by its path, else a question: a suite is never a word of the sentence taken as its name."""
+    lowered = re.sub(r"\bbuilt[- ]in\b", "builtin", lowered)
+    for found in re.finditer(SUITE, lowered):
+        name = next(g for g in found.groups() if g).strip(".,;:?!'\"")
+        if name in BUILTIN:
+            return "builtin", None
+        if name in NOT_A_SUITE:
+            continue
+        path = context.known.file(name) or (name if context.known.root and (context.known.root / name).exists()
+                                            else None)  # fmt: skip
+        if path:
+            return path, None
+        return None, f"Which suite: the builtin one, or a task file or directory of the repository? I know no {name!r}."
+    return None, None
 
 
 def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
@@ -366,15 +417,19 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         )
     # The switches as entities read them (a negation anywhere near wins), in the sentence's order, not the grammar's.
     switches = [str(e.value) for e in sorted(entities.found, key=lambda e: e.span) if e.kind == "switch"]
-    keys = {s.split("=", 1)[0] + "=" for s in switches}
+    keys = {s.split("=", 1)[0] + "=" for s in switches} | {f"{k}=" for k, _ in entities.all("switch_doubt")}
     kept = [o for o in intent.args.get("set", []) if not any(o.startswith(k) for k in keys)]
     stated = switches
     if optimizer := entities.get("optimizer"):
         stated.append(f"train.optimizer={optimizer}")
-    if stated:
+    if stated or kept != intent.args.get("set", []):
         intent.args["set"] = _merge(kept, stated)
+    if not intent.args.get("set"):
+        intent.args.pop("set", None)
     if intent.clarify is None and (vague := entities.get("vague_setting")):
         intent.clarify = _which_setting(str(vague), intent)
+    if intent.clarify is None:
+        intent.clarify = _setting_doubt(plain_of(intent, context), entities, intent)
     degrees = [int(d) for d in re.findall(r"=(\d+)", str(intent.args.get("layout", "")))]
     if intent.clarify is None and degrees and "nproc" in intent.args and math.prod(degrees) != intent.args["nproc"]:
         intent.clarify = (f"The layout {intent.args['layout']} needs {math.prod(degrees)} processes, not "
@@ -389,6 +444,52 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
 
 
 COPY = r"\b(?:same|like|as in|as for|copy|repeat|again|rerun|re-run)\b"
+
+# --- the confidence rule: a setting of a launch is taken only when it is read for sure ----------------------------
+
+SWITCH_NAMES = {"data.packing": "packing", "train.activation_checkpointing": "activation checkpointing",
+                "train.compile": "torch.compile"}  # fmt: skip
+# A negation: what it turns off must be a setting the sentence names, else the launch asks what it means.
+NEGATION = (r"\b(?:without|w/o|no|not|disable[sd]?|disabling|turn(?:ed)? off|switch(?:ed)? off|off|don'?t|"
+            r"do not|never|skip(?:ping)?|exclude|excluding)\b")  # fmt: skip
+# Negations that turn no setting off: "no wait", "nothing else changed", "no need to", "kick off", "don't wait".
+NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no later|no rush|no hurry|"
+                 r"never ?mind|not (?:too|more|less|yet)|don'?t (?:change|touch|forget|wait|bother|worry)|"
+                 r"do not (?:change|touch|forget|wait)|no (?:other|further) change)")  # fmt: skip
+LAUNCH_OFF = r"\b(?:kick|fire|set|head|start|show|sign|log)\s*$"  # "kick off" is a launch, not a negation
+
+
+def plain_of(intent: Intent, context: Context) -> str:
+    """The sentence as the entities read it (normalised)."""
+    return normalise(intent.text, context.known.names)
+
+
+def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None:
+    """One question when a launch's setting is not read for sure: a setting said both on and off, or named with
+    neither; a negation ("without", "no", "disable", "off") that turns off nothing the sentence names. What runs is
+    never a guess at what the user switched off."""
+    if doubt := entities.get("switch_doubt"):
+        key, why = doubt
+        return (f"Should {SWITCH_NAMES.get(key, key)} be on or off? I read {why}. Say e.g. `{key}=false`. "
+                f"{_launch_text(intent.args)}")  # fmt: skip
+    lowered = masked(plain.lower(), entities)
+    mentions = [e.span for e in entities.found if e.kind == "switch_mention"]
+    for found in re.finditer(NEGATION, lowered):
+        after, before = lowered[found.start() :], lowered[: found.start()]
+        if re.match(NOT_A_SETTING, after) or (found.group(0) == "off" and re.search(LAUNCH_OFF, before)):
+            continue
+        if re.search(NO_LAUNCH_WORDS, lowered[max(0, found.start() - 20) : found.end() + 40]):
+            continue
+        ahead = [s for s in mentions if s[0] >= found.end() and len(lowered[found.end() : s[0]].split()) <= 3]
+        behind = [s for s in mentions if s[1] <= found.start() and len(lowered[s[1] : found.start()].split()) <= 3]
+        if ahead or behind:
+            continue
+        words = " ".join(lowered[found.start() :].split()[:4])
+        return (
+            f"What should {words!r} turn off? I can switch off packing (`data.packing=false`), activation "
+            f"checkpointing or torch.compile, or set any key, e.g. `train.lr=1e-4`. {_launch_text(intent.args)}"
+        )
+    return None
 
 
 def _merge(before: list[str], after: list[str]) -> list[str]:
@@ -442,9 +543,7 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         args["devices"] = devices if re.search(r"\b(?:each|per)\b", intent.text.lower()) else devices // nodes
     if (device_mem := entities.get("device_mem")) and "gpu" not in args:
         args["device_mem"] = device_mem
-        if str(device_mem).endswith("GB"):  # decimal, as written: say so, the card's binary size is one word away
-            intent.notes.append(f"{device_mem} per device as {device_mem[:-2]}e9 bytes (say {device_mem[:-2]}GiB for "
-                                "the binary size)")  # fmt: skip
+        intent.notes += [str(n) for n in entities.all("device_mem_note")]  # "24GB read as 24GiB": said in the reply
     if entities.has("own_model"):
         args.pop("model", None)
     times, scaled = entities.get("times"), None

@@ -49,7 +49,8 @@ SETTING = (
 VAGUE_HARDWARE = (
     r"\bmore (?:memory|vram|ram)\b|"
     r"\b(?:more|fewer|less|bigger|larger|smaller|big|large|other|faster|better|some|cloud|remote|"
-    r"several|many|a few|few)\s+(?:\w+\s+)?(?:gpus?|devices?|nodes?|cards?|machines?|boxes)\b"
+    r"several|many|a few|few)\s+(?:\w+\s+)?(?:gpus?|devices?|nodes?|cards?|machines?|boxes|clusters?|servers?|"
+    r"hardware|setup)\b"
 )
 VAGUE_CHANGE = (
     r"\b(?:other|different|another)\s+(?:layout|model|config|experiment|one|settings?)\b|"
@@ -76,7 +77,7 @@ SEQ_LEN = (
     r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|at|is)?\s*\d|"
     r"\b\d+\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b"
 )
-NAMES = ("run", "sweep", "checkpoint", "file", "experiment")
+NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice")
 
 
 @dataclass
@@ -197,10 +198,9 @@ def _hardware(lowered: str, entities: Entities) -> None:
         if count and devices % count == 0 and devices > count:
             entities.add("per_node", devices // count, (start + total.start(), start + total.end()))
     if (found := re.search(MEMORY_EACH, text)) or (found := re.search(r"\bwith\s+(\d+(?:\.\d+)?)\s*(gib|gb)\b", text)):
-        # The unit as the user wrote it: GB is decimal (trainer.config.parse_bytes), the smaller reading of a card's
-        # size, so a plan for "24GB" fits a 24 GiB card too; never read up into GiB (tests/data/requests.yaml)
-        entities.add("device_mem", f"{found.group(1)}GiB" if found.group(2) == "gib" else f"{found.group(1)}GB",
-                     found.span())  # fmt: skip
+        entities.add("device_mem", device_memory(found.group(1)), found.span())
+        if found.group(2) == "gb":
+            entities.add("device_mem_note", DEVICE_GB_NOTE.format(found.group(1)), found.span())
     if per_node and not nodes and (devices := _total_devices(part)) and devices % per_node_count(per_node) == 0:
         count = devices // per_node_count(per_node)  # "64 H100s, 8 per box": 8 boxes
         if count > 1:
@@ -209,6 +209,15 @@ def _hardware(lowered: str, entities: Entities) -> None:
         entities.add("times", float(found.group(1) or 2), found.span())
     if re.search(VAGUE_HARDWARE, text):
         entities.add("vague_hardware", True, (0, 0))
+
+
+def device_memory(number: str) -> str:
+    """The one form of a device's memory: GiB. A card sold as "24GB" or "80GB" has 24 or 80 GiB (the sizes in
+    trainer.hardware's presets), so a user's GB for a device is read as GiB; the reply says so (DEVICE_GB_NOTE)."""
+    return f"{number}GiB"
+
+
+DEVICE_GB_NOTE = "{0}GB per device as {0}GiB, a card's size as sold (say device_mem={0}e9 for decimal bytes)"
 
 
 # A multiplier of a count: "2 x longer than 20 steps", "2 x as many gpus" (normalised from "twice"), "double the".
@@ -273,19 +282,38 @@ def _model(lowered: str, entities: Entities) -> None:
 def _switches(lowered: str, entities: Entities) -> None:
     """Boolean settings with their negation: "packing off", "no packing", "don't pack", "packing turned off",
     "without activation checkpointing" are false; "turn on packing", "with AC", "packing: true" are true. Every
-    mention is read with the words around it, and a negation near any mention wins: it is never dropped."""
-    for key, name in SWITCHES.items():
-        mentions = list(re.finditer(rf"\b(?:{name})\b", lowered))
-        if not mentions:
-            continue
-        values = [_switch_value(lowered, m) for m in mentions]
-        if "false" in values:
-            value = "false"
-        elif "true" in values:
-            value = "true"
-        else:
-            continue
-        entities.add("switch", f"{key}={value}", mentions[values.index(value)].span())
+    mention is read with the words around it; a bare name joined to the one before ("disable act ckpt and packing",
+    "without AC or packing") takes that one's value. A setting whose mentions disagree (and no self-correction
+    settles it) or that no mention gives a value is a doubt ("switch_doubt"): a launch asks about it, never guesses."""
+    mentions = sorted(
+        ((m, key) for key, name in SWITCHES.items() for m in re.finditer(rf"\b(?:{name})\b", lowered)),
+        key=lambda found: found[0].start(),
+    )
+    values: list[str | None] = []
+    for index, (mention, key) in enumerate(mentions):
+        value = _switch_value(lowered, mention)
+        between = lowered[mentions[index - 1][0].end() : mention.start()] if index else ""
+        if value is None and index and re.fullmatch(COORDINATED, between):
+            value = values[-1]
+        values.append(value)
+        entities.add("switch_mention", (key, value), mention.span())
+    corrected = [m.end() for m in re.finditer(CORRECTION, lowered)]
+    for key in SWITCHES:
+        said = [(m, v) for (m, k), v in zip(mentions, values, strict=True) if k == key]
+        if corrected and any(m.start() >= corrected[-1] for m, _ in said):  # "packing on... no wait, off": the last
+            said = [(m, v) for m, v in said if m.start() >= corrected[-1]]
+        stated = {v for _, v in said if v is not None}
+        if len(stated) == 1:
+            value = stated.pop()
+            mention = next(m for m, v in said if v == value)
+            entities.add("switch", f"{key}={value}", mention.span())
+        elif said:
+            why = "both on and off" if stated else "neither on nor off"
+            entities.add("switch_doubt", (key, why), said[0][0].span())
+
+
+# Only a conjunction between two settings' names: the second shares the first one's verb ("disable X and Y").
+COORDINATED = r"\s*(?:,\s*)?(?:and|or|nor|&|plus|as well as|,)\s*(?:the\s+|also\s+)?"
 
 
 def _switch_value(lowered: str, mention: re.Match) -> str | None:
@@ -347,6 +375,7 @@ def _names(text: str, entities: Entities, known: Known) -> None:
             )  # "the lr" is no sweep, "the lr sweep" is
             if noun in nouns and (path := known.resolve(word, kind)):
                 entities.add(label, path, found.span())
+    _described(lowered, entities, known)
     for found in re.finditer(r"\b(?:the|my|our|your)\s+(\w+)(?:\s+file)?\b", lowered):
         if found.group(1) not in NOT_FILES and (path := known.stem(found.group(1))):
             entities.add("file", path, found.span())
@@ -362,6 +391,50 @@ def _names(text: str, entities: Entities, known: Known) -> None:
         entities.add("run", known.runs[0], (0, 0))
     if known.sweeps and re.search(latest + r"sweep\b", lowered):
         entities.add("sweep", known.sweeps[0], (0, 0))
+
+
+# A run or sweep described, not named: "the ddp baseline", "the learning rate sweep", "the FSDP run", "the layout one".
+DESCRIBED = (r"\b(?:the|that|this|my|our|your)\s+((?:[a-z0-9][\w'.-]*\s+){1,4}?)"
+             r"(run|sweep|one|job|experiment|baseline|training)\b(?!\s*(?:=|\.\w))")  # fmt: skip
+# Or after its noun: "the run that crashed", "the one which ran out of memory".
+DESCRIBED_AFTER = (r"\bthe\s+(run|one)\s+(?:that|which)\s+((?:crashed|failed|died|broke|blew up|completed|finished|"
+                   r"succeeded|worked|oom'?(?:ed|'d|d)|ran out of memory|went oom))\b")  # fmt: skip
+# A sweep by what it varies: "the sweep over learning rates", "the sweep across layouts".
+SWEPT_OVER = r"\bthe\s+sweep\s+(?:over|of|on|across|for)\s+(?:the\s+)?((?:learning rates?|lrs?|layouts?|\w+))\b"
+# Descriptions in other words than the facts' own (agent.understanding.known.Known.facts).
+DESCRIPTOR_WORDS = [(r"\blearning rates?\b", "lr"), (r"\btensor[- ]parallel\w*\b", "tp"),
+                    (r"\bpipeline[- ]parallel\w*\b", "pp"), (r"\bfully[- ]sharded(?: data[- ]parallel)?\b", "fsdp"),
+                    (r"\bdistributed data[- ]parallel\b|\bdata[- ]parallel\b", "ddp"),
+                    (r"\b(?:ran |run |went )?out of memory\b|\b(?:went )?oom'?(?:ed|'d|d)?\b", "oom")]  # fmt: skip
+
+
+def _described(lowered: str, entities: Entities, known: Known) -> None:
+    """Runs and sweeps described by their layout, outcome, name parts or what a sweep varies (Known.describe): the
+    one that fits, or the choice when several do (the planner then asks which)."""
+    taken = [e.span for e in entities.found if e.kind in ("run", "sweep") and e.span[1] > e.span[0]]
+    phrases = [(f, f.group(1), f.group(2)) for f in re.finditer(DESCRIBED, lowered)]
+    phrases += [(f, f.group(2), f.group(1)) for f in re.finditer(DESCRIBED_AFTER, lowered)]
+    phrases += [(f, f.group(1), "sweep") for f in re.finditer(SWEPT_OVER, lowered)]
+    for found, words, head in phrases:
+        if any(start < found.end() and found.start() < end for start, end in taken):
+            continue
+        words = re.sub(r"\b(?:crashed|died|broke|blew up)\b", "failed", words)
+        words = re.sub(r"\b(?:completed|succeeded|worked)\b", "finished", words)
+        for pattern, word in DESCRIPTOR_WORDS:
+            words = re.sub(pattern, word, words)
+        words = [w for w in re.findall(r"[a-z0-9]+", words) if w not in ("s", "very", "one")]
+        if head in ("sweep", "sweeps") or (head == "one" and re.search(r"\bsweeps?\b", lowered)):
+            kinds = ["sweeps"]
+        elif head == "baseline":
+            kinds, words = ["runs", "sweeps"], [*words, head]
+        else:
+            kinds = ["runs"] if head != "one" else ["runs", "sweeps"]
+        matches = [(kind, path) for kind in kinds for path in known.describe(words, kind)]
+        label = {"runs": "run", "sweeps": "sweep"}
+        if len(matches) == 1:
+            entities.add(label[matches[0][0]], matches[0][1], found.span())
+        elif len({kind for kind, _ in matches}) == 1:
+            entities.add(label[matches[0][0]] + "_choice", [path for _, path in matches], found.span())
 
 
 def _name(tokens: list[re.Match], entities: Entities, known: Known) -> None:

@@ -27,7 +27,11 @@ SLASH_COMMANDS = ("help", "plan", "why", "run", "status", "results", "cancel", "
                   "bench", "report", "pr", "compare", "trials", "where", "docs")  # fmt: skip
 # Layout words, longest phrases first so that "fully sharded data parallel" is not read as "data parallel".
 LAYOUT_WORDS: list[tuple[str, str]] = [
-    (r"fully[- ]sharded(?: data[- ]parallel)?|fsdp2?|zero[- ]?3|zero stage 3", "dp_shard"),
+    (
+        r"fully[- ]sharded(?: data[- ]parallel)?|fsdp2?|zero[- ]?3|zero stage 3|(?:data|dp)[- ]shard(?:ing|ed)?|"
+        r"shard(?:ed|ing)? data(?:[- ]parallel\w*)?",
+        "dp_shard",
+    ),
     (r"hsdp|hybrid[- ]shard(?:ing|ed)?(?: data[- ]parallel)?", "hsdp"),
     (r"ddp|distributed data[- ]parallel|data[- ]parallel(?:ism)?|replicated?", "dp_replicate"),
     (r"tensor[- ]parallel(?:ism)?|tp", "tp"),
@@ -125,8 +129,10 @@ def first_reading(fixed: str) -> str:
     return "wait" if re.search(_WAIT, lowered) else _classify(lowered)
 
 
-def read_facts(fixed: str, command: str, text: str | None = None) -> Intent:
-    """The facts of a sentence as `command` takes them ("8 GPUs" are a plan's devices, a launch's processes)."""
+def read_facts(fixed: str, command: str, text: str | None = None, devices: int | None = None) -> Intent:
+    """The facts of a sentence as `command` takes them ("8 GPUs" are a plan's devices, a launch's processes).
+    `devices`: the GPUs the conversation just planned for, which a launch's layout word without a degree splits
+    ("ok go with fsdp then" after a plan on 2 GPUs is dp_shard=2)."""
     lowered = fixed.lower()
     waiting = command == "wait"  # "wait for the sweep": a status, given once the job ended
     intent = Intent("status" if waiting else command, {"wait": "yes"} if waiting else {}, text=text or fixed)
@@ -135,7 +141,7 @@ def read_facts(fixed: str, command: str, text: str | None = None) -> Intent:
     _model_fact(lowered, intent)
     _run_facts(fixed, lowered, intent)
     if intent.command == "run":
-        _launch_layout(lowered, intent)
+        _launch_layout(lowered, intent, devices)
         _overrides(fixed, lowered, intent)
     elif intent.command == "plan" and "nproc" in intent.args:
         intent.args.setdefault("devices", intent.args.pop("nproc"))
@@ -258,7 +264,7 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
     if found := re.search(r"\b(?:on|across|over|with)\s+(?:a|an|one)\s+(?:single\s+)?(?:gpu|device)\b", lowered):
         args.setdefault("devices" if intent.command in ("plan", "why") else "nproc", 1)
     if "gpu" not in args and (found := re.search(r"\b(\d+(?:\.\d+)?)\s*(gi?b)\b", lowered)):
-        args["device_mem"] = found.group(1) + ("GiB" if found.group(2) == "gib" else "GB")
+        args["device_mem"] = f"{found.group(1)}GiB"  # a device's GB is its GiB (entities.device_memory)
     if found := re.search(
         r"(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|is|were|was|at|be)?\s*(\d+)\s*(k?)\b|"
         r"\b(\d+)\s*(k?)(?:[ -]token)?\s+(?:context|sequences?|seq(?:uence)? len(?:gth)?)\b",
@@ -335,7 +341,7 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
     intent.families = named
 
 
-def _launch_layout(lowered: str, intent: Intent) -> None:
+def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> None:
     """The layout and process count of a launch, from every layout word and degree the request states."""
     if unknown := re.search(UNKNOWN_LAYOUTS, lowered):
         intent.clarify = (f"meshpilot has no {unknown.group(0)} layout. Did you mean FSDP (ZeRO-3: parameters, "
@@ -366,7 +372,7 @@ def _launch_layout(lowered: str, intent: Intent) -> None:
         rest = re.sub(rf"\b{words}\b", " ", rest)
     if not degrees:
         return
-    nproc = intent.args.get("nproc")
+    nproc = intent.args.get("nproc") or devices
     known = math.prod(d for d in degrees.values() if d)
     unknown = [dim for dim, d in degrees.items() if d is None]
     if len(unknown) == 1 and nproc and nproc % known == 0 and nproc // known > 1:
@@ -416,7 +422,9 @@ _SWITCHES: list[tuple[str, str]] = [
 def _overrides(text: str, lowered: str, intent: Intent) -> None:
     """Learning rate and other keys, packing, activation checkpointing and a model preset, as `--set` values."""
     overrides = list(intent.args.pop("set", []))
-    overrides += re.findall(r"(?<![\w.])((?:train|data|model|hardware|search)\.[\w.]+=\S+)", text)
+    # "train.lr=2e-4, data.packing=false": the comma ends the value
+    overrides += [o.rstrip(",;") for o in re.findall(r"(?<![\w.])((?:train|data|model|hardware|search)\.[\w.]+=\S+)",
+                                                      text)]  # fmt: skip
     for pattern, key in _SETTINGS:
         if (found := re.search(pattern, lowered)) and not any(o.startswith(key + "=") for o in overrides):
             overrides.append(f"{key}={next(g for g in found.groups() if g)}")
