@@ -80,13 +80,21 @@ NUMBER = re.compile(r"(?<![\w.=/-])(\d+(?:\.\d+)?(?:e-?\d+)?)(k?)(?![\w.=/-]|\.\
 CORRECTED = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b"
 
 
+# The arguments each action's tool call takes (agent.offline): a number held in any other key is dropped.
+TAKEN = {
+    "run": ("experiment", "nproc", "layout", "steps", "set"),
+    "sweep": ("experiment", "trials"),
+    "plan": ("devices", "nodes", "device_mem", "device_type", "experiment", "model", "gpu", "seq_len"),
+}
+
+
 def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | None:
     """A question when the sentence states a number that no argument holds: a stated value is never dropped.
     Numbers that name something (a model's size, a GPU, a run) or that a self-correction replaced do not count."""
     lowered = plain.lower()
     corrected = [m.end() for m in re.finditer(CORRECTED, lowered)]
     spans = [e.span for e in entities.found if e.span[1] > e.span[0]]
-    held = json.dumps(intent.args)
+    held = json.dumps({k: v for k, v in intent.args.items() if k in TAKEN.get(intent.command, intent.args)})
     for found in NUMBER.finditer(lowered):
         if any(start <= found.start() < end for start, end in spans) or (corrected and found.start() < corrected[-1]):
             continue
@@ -326,7 +334,7 @@ def _suite(lowered: str, context: Context) -> tuple[str | None, str | None]:
 
 def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
     lowered = intent.text.lower()
-    if not entities.has("file", "experiment") and not re.search(r"\b(?:log|file|json|yaml|txt)\b", lowered):
+    if not entities.has("file", "experiment") and not re.search(r"\b(?:log|file|json|yaml|txt|config)\b", lowered):
         if entities.has("sweep") and not entities.has("run"):  # "show sweeps/layouts-nov": its trials
             intent.command = "trials"
             return _fill_trials(intent, entities, context)
@@ -377,6 +385,10 @@ def _experiment_file(entities: Entities) -> str | None:
 def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     """A launch: every stated value, negations kept; "again" and "the same but" start from the launch before."""
     lowered = intent.text.lower()
+    if (seq_len := intent.args.pop("seq_len", None)) and not any(
+        o.startswith("data.seq_len=") for o in intent.args.get("set", [])
+    ):  # "context 512" in a launch: the experiment's sequence length (launch_run takes no seq_len of its own)
+        intent.args["set"] = [*intent.args.get("set", []), f"data.seq_len={seq_len}"]
     again = re.search(AGAIN, lowered) or (context.previous == "run" and re.search(FOLLOW_UP, lowered))
     named = entities.get("run")
     copying = named is not None and re.search(COPY, lowered) and context.known.launch_of(str(named))

@@ -5,6 +5,7 @@ with their negation, and the runs, sweeps, checkpoints and files of the reposito
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 
@@ -290,19 +291,35 @@ def _switches(lowered: str, entities: Entities) -> None:
         key=lambda found: found[0].start(),
     )
     values: list[str | None] = []
-    for index, (mention, key) in enumerate(mentions):
+    joined = [False] + [
+        bool(re.fullmatch(COORDINATED, lowered[before[0].end() : after[0].start()]))
+        for before, after in itertools.pairwise(mentions)
+    ]
+    for index, (mention, _) in enumerate(mentions):
         value = _switch_value(lowered, mention)
-        between = lowered[mentions[index - 1][0].end() : mention.start()] if index else ""
-        if value is None and index and re.fullmatch(COORDINATED, between):
+        if value is None and joined[index]:
             value = values[-1]
         values.append(value)
+    doubted: set[str] = set()
+    for first, last in _chains(joined):  # "packing and compile both disabled": the state after a list is each one's
+        if not (state := re.match(CHAIN_STATE, lowered[mentions[last][0].end() :])):
+            continue
+        value = "false" if state.group(2) in ("off", "disabled", "false") else "true"
+        for index in range(first, last + 1):
+            if state.group(1) or values[index] in (None, value):  # "both", "all": the list's state wins
+                values[index] = value
+            elif re.search(r"\bno\s+$", lowered[: mentions[index][0].start()]):  # "no compile and packing on": its own
+                continue
+            else:  # "with packing and compile off": compile on (with) or off? asked, never guessed
+                doubted.add(mentions[index][1])
+    for (mention, key), value in zip(mentions, values, strict=True):
         entities.add("switch_mention", (key, value), mention.span())
     corrected = [m.end() for m in re.finditer(CORRECTION, lowered)]
     for key in SWITCHES:
         said = [(m, v) for (m, k), v in zip(mentions, values, strict=True) if k == key]
         if corrected and any(m.start() >= corrected[-1] for m, _ in said):  # "packing on... no wait, off": the last
             said = [(m, v) for m, v in said if m.start() >= corrected[-1]]
-        stated = {v for _, v in said if v is not None}
+        stated = {v for _, v in said if v is not None} | ({"true", "false"} if key in doubted else set())
         if len(stated) == 1:
             value = stated.pop()
             mention = next(m for m, v in said if v == value)
@@ -310,6 +327,22 @@ def _switches(lowered: str, entities: Entities) -> None:
         elif said:
             why = "both on and off" if stated else "neither on nor off"
             entities.add("switch_doubt", (key, why), said[0][0].span())
+
+
+# The state stated once after a list of settings: "packing and compile both disabled", "AC and packing: on".
+CHAIN_STATE = (r"^\s*(?:(?:are|turned|switched|set|being|to|=|:)\s*)*((?:both|all|each|all of them|both of them)\s+)?"
+               r"(?:(?:are|turned|switched|set|being|to|=|:)\s*)*(off|disabled|false|on|enabled|true)\b")  # fmt: skip
+
+
+def _chains(joined: list[bool]) -> list[tuple[int, int]]:
+    """(first, last) index of each run of two or more settings joined by conjunctions."""
+    chains, start = [], 0
+    for index in range(1, len(joined) + 1):
+        if index == len(joined) or not joined[index]:
+            if index - 1 > start:
+                chains.append((start, index - 1))
+            start = index
+    return chains
 
 
 # Only a conjunction between two settings' names: the second shares the first one's verb ("disable X and Y").
@@ -394,11 +427,12 @@ def _names(text: str, entities: Entities, known: Known) -> None:
 
 
 # A run or sweep described, not named: "the ddp baseline", "the learning rate sweep", "the FSDP run", "the layout one".
-DESCRIBED = (r"\b(?:the|that|this|my|our|your)\s+((?:[a-z0-9][\w'.-]*\s+){1,4}?)"
-             r"(run|sweep|one|job|experiment|baseline|training)\b(?!\s*(?:=|\.\w))")  # fmt: skip
+DESCRIBED = (r"\b(?:the|that|this|my|our|your)\s+((?:(?!(?:the|an?|of|in|on|at|for|with|to|and|or|that|this|my|our|"
+             r"what|which|is|was)\b)[a-z0-9][\w'.-]*\s+){1,4}?)"
+             r"(run|sweep|one|job|experiment|baseline|training|attempt|try)\b(?!\s*(?:=|\.\w))")  # fmt: skip
 # Or after its noun: "the run that crashed", "the one which ran out of memory".
-DESCRIBED_AFTER = (r"\bthe\s+(run|one)\s+(?:that|which)\s+((?:crashed|failed|died|broke|blew up|completed|finished|"
-                   r"succeeded|worked|oom'?(?:ed|'d|d)|ran out of memory|went oom))\b")  # fmt: skip
+DESCRIBED_AFTER = (r"\bthe\s+(run|one|attempt)\s+(?:that|which)\s+((?:crashed|failed|died|broke|blew up|completed|"
+                   r"finished|succeeded|worked|oom'?(?:ed|'d|d)|ran out of memory|went oom))\b")  # fmt: skip
 # A sweep by what it varies: "the sweep over learning rates", "the sweep across layouts".
 SWEPT_OVER = r"\bthe\s+sweep\s+(?:over|of|on|across|for)\s+(?:the\s+)?((?:learning rates?|lrs?|layouts?|\w+))\b"
 # Descriptions in other words than the facts' own (agent.understanding.known.Known.facts).
@@ -418,7 +452,7 @@ def _described(lowered: str, entities: Entities, known: Known) -> None:
     for found, words, head in phrases:
         if any(start < found.end() and found.start() < end for start, end in taken):
             continue
-        words = re.sub(r"\b(?:crashed|died|broke|blew up)\b", "failed", words)
+        words = re.sub(r"\b(?:crashed|died|broke|blew up|blown up|dead|busted)\b", "failed", words)
         words = re.sub(r"\b(?:completed|succeeded|worked)\b", "finished", words)
         for pattern, word in DESCRIPTOR_WORDS:
             words = re.sub(pattern, word, words)

@@ -267,7 +267,7 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
         args["device_mem"] = f"{found.group(1)}GiB"  # a device's GB is its GiB (entities.device_memory)
     if found := re.search(
         r"(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|is|were|was|at|be)?\s*(\d+)\s*(k?)\b|"
-        r"\b(\d+)\s*(k?)(?:[ -]token)?\s+(?:context|sequences?|seq(?:uence)? len(?:gth)?)\b",
+        r"\b(\d+)\s*(k?)(?:[ -]tokens?)?\s+(?:context|sequences?|seq(?:uence)?(?:[ _]len(?:gth)?)?)\b",
         lowered,
     ):
         number, kilo = (found.group(1), found.group(2)) if found.group(1) else (found.group(3), found.group(4))

@@ -60,7 +60,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (
             r"\b(?:which|what) (?:experiments|jobs|trainings|runs)\b.*\b(?:ran|run|launched|trained|did|done)\b|"
             r"\b(?:which|what) (?:experiments|jobs|trainings) (?:are there|exist|do (?:i|we) have)\b|"
-            r"\b(?:list|overview) of (?:the |my |all )?(?:runs|experiments|jobs)\b|\bgive me the list\b|"
+            r"\b(?:list|overview|rundown|summary) of (?:the |my |all |every |each )?(?:\w+ )?"
+            r"(?:runs?|experiments?|jobs?)\b|"
+            r"\bgive me the list\b|"
             r"\bwhat (?:i'?ve|i have|we'?ve|we have|i|we) (?:already |ever )?(?:run|ran|launched|trained)\b",
             8,
         ),
@@ -68,7 +70,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "read": [
         (r"\b(?:cat|less|head|tail|print|dump)\b", 2),
         (r"\bwhat'?s in\b|\bwhat is in\b|\bcontents? of\b|\bshow me\b|\bshow\b|\bopen\b|\bread\b|\bdisplay\b", 1.5),
-        (r"\blog(?: file)?\b|\bfile\b", 1.5),
+        (r"\blog(?: file)?\b|\bfile\b|\bconfig(?:uration)?\b(?! (?:won|wins|was best))", 1.5),
         (r"\b(?:metrics|memory|steps|config|log)(?:\.\w+)? file\b", 3),
         # a reading verb and a file named by its extension: the file itself, not what its figures mean
         (r"\b(?:cat|less|head|tail|print|dump|show|open|display|read)\b.*\.(?:jsonl?|ya?ml|txt|md|log|csv|toml)\b", 4),

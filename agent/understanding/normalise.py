@@ -51,9 +51,9 @@ KEEP = COMMON | set(_KEEP.split()) | set(_ENGLISH.split())  # words the typo fix
 
 # Chat shorthand read as the word it stands for ("wat step", "stop n relaunch", "w 4 gpus", "hold on till it ends").
 SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", "ur": "your", "pls": "please",
-             "plz": "please", "till": "until", "til": "until", "'til": "until", "twice": "2 x",
-             "thrice": "3 x"}  # fmt: skip
-BARE_COUNT = r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|$|\band\b|\bfor\b|\bwith\b))"
+             "plz": "please", "gimme": "give me", "lemme": "let me", "till": "until", "til": "until", "'til": "until",
+             "twice": "2 x", "thrice": "3 x"}  # fmt: skip
+BARE_COUNT = r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|[?!]|$|\band\b|\bfor\b|\bwith\b|\binstead\b))"
 
 
 def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
@@ -160,6 +160,8 @@ def _fix_typos(text: str, known: set[str]) -> str:
         if len(lowered) < 4 or lowered in KEEP or lowered in known or lowered in WORDS:
             return word
         if lowered + "s" in WORDS or lowered.removesuffix("s") in WORDS:  # "step" is no typo of "steps"
+            return word
+        if lowered.removesuffix("s") in KEEP or lowered.removesuffix("es") in KEEP:  # "states" is no "status"
             return word
         close = [w for w in WORDS if _one_swap(lowered, w)] or [w for w in WORDS if _one_edit(lowered, w)]
         return close[0] if len(set(close)) == 1 or (close and _one_swap(lowered, close[0])) else word
