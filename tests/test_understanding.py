@@ -530,7 +530,7 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 
 @pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (90 requests the
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (125 requests the
     parser's engineer wrote for fresh_c's miss kinds, in-sample: no outside author's): never a wrong action
     (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")
@@ -824,3 +824,60 @@ def test_a_short_follow_up_plan_takes_its_one_new_fact(text, args, known):
     intent = read(text, known, planned({"model": "llama-3.2-3b", "devices": 4, "gpu": "l40s"}))
     assert intent.command == "plan" and intent.clarify is None and intent.args["model"] == "llama-3.2-3b"
     assert {k: intent.args[k] for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["what was the loss of the tinyllama run", "benchmark the gpt run", "cancel the llama run"],
+)
+def test_a_description_that_fits_nothing_is_asked_about_never_the_latest(text, known):
+    intent = read(text, known)
+    assert "I find none it describes" in (intent.clarify or "")
+
+
+def test_a_short_form_in_a_name_matches_the_long_word(known):
+    assert read("summarise the november layout sweep's trials", known).args.get("sweep") == "sweeps/layouts-nov"
+
+
+@pytest.mark.parametrize(
+    "text", ["plan mixtral on 16 h100s", "would falcon 40b fit 2 nodes of 8 a100 80gb?", "train phi-3 for 5 steps"]
+)
+def test_a_model_family_without_a_preset_is_asked_about_never_another_model(text, known):
+    """ "mixtral" is one letter from "mistral": never corrected into it, never planned as another preset."""
+    intent = read(text, known)
+    assert "no preset for" in (intent.clarify or "") and "model" not in intent.args
+    assert not any(o.startswith("model.") for o in intent.args.get("set", []))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["train 6 steps with compile, scratch that, without it", "launch 5 steps with packing... no wait, turn it off"],
+)
+def test_a_setting_turned_off_by_a_pronoun_after_a_correction(text, known):
+    intent = read(text, known)
+    assert intent.clarify is None and any(o.endswith("=false") for o in intent.args["set"])
+    assert not any(o.endswith("=true") for o in intent.args["set"])
+
+
+def test_a_negation_next_to_a_setting_turned_on_claims_nothing(known):
+    """ "with packing, no, ..." must not count "no" as packing's: the negation is asked about."""
+    intent = read("train 4 steps with packing not the usual", known)
+    assert intent.clarify is not None
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [("did any of the runs run out of memory?", "runs"), ("which of my runs failed", "runs")],
+)
+def test_a_question_about_every_run_lists_them(text, command, known):
+    assert read(text, known).command == command
+
+
+def test_a_figure_over_every_run_is_asked_about_never_the_latest_runs(known):
+    intent = read("which run reached the lowest loss?", known)
+    assert "Which runs should I compare" in (intent.clarify or "")
+
+
+def test_both_gpus_are_two(known):
+    intent = read("train 8 steps on both cards with fsdp", known)
+    assert (intent.args.get("nproc"), intent.args.get("layout")) == (2, "dp_shard=2")

@@ -26,6 +26,7 @@ from agent.understanding.entities import Entities, extract, masked
 from agent.understanding.grammar import Intent, first_reading, parse_slash, read_facts
 from agent.understanding.intents import ACTIONS, FOLLOW_UP, ranked, score
 from agent.understanding.normalise import normalise
+from trainer.model.presets import MODELS
 
 __all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
 
@@ -54,6 +55,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
     command = best[0][0] if best[0][1] > 0 else "help"
     intent = read_facts(masked(plain, entities), command, text, _planned_devices(context))
     intent.text = text
+    if intent.command == "results" and not entities.has("run", "run_choice") and re.search(ACROSS_RUNS, plain.lower()):
+        _across_runs(intent, plain.lower(), context)
     FILL.get(intent.command, lambda *a: None)(intent, entities, context)
     if intent.clarify is None:
         intent.clarify = _close_call(intent, best, entities)
@@ -63,9 +66,32 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = f"Do you want me to {intent.command} ({_call_text(intent)})? yes / edit"
     if intent.command in NAMED_TOOLS and (unknown := _unknown_name(plain, entities, context, intent)):
         intent.clarify = unknown  # the name the user gave first: never another run in its place
+    described = entities.get("unknown_description")
+    if described and intent.command in (*NAMED_TOOLS, "run") and not entities.has("run", "sweep"):
+        runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
+        intent.clarify = (
+            f"Which do you mean by {described!r}? I find none it describes (runs: {runs}; sweeps: {sweeps})."
+        )
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     return intent
+
+
+# A question about every run, not one: "which run had the best throughput?", "any OOM in the runs?"
+ACROSS_RUNS = (r"\bwhich (?:of the |of my )?runs?\b|\b(?:any|all|every|each) (?:of (?:the|my) )?runs?\b|"
+               r"\b(?:in|across|among|over) (?:the|my|all|all the|these) runs\b|"
+               r"\bruns? (?:so far|overall)\b")  # fmt: skip
+RUN_STATES = r"\boom\b|out of memory|\bfail|\bcrash|\bfinish|\bstatus\b|\bdone\b|\bsucceed|\berror|\bdied\b|\bok\b"
+
+
+def _across_runs(intent: Intent, lowered: str, context: Context) -> None:
+    """Every run's state is the list of runs; a figure compared over every run is asked about (the tools read one
+    run at a time), never answered with the latest run's."""
+    if re.search(RUN_STATES, lowered):
+        intent.command = "runs"
+        return
+    first, second = [*context.known.runs, "runs/NAME", "runs/OTHER"][:2]
+    intent.clarify = f"Which runs should I compare? I read one run at a time, e.g. `compare {first} and {second}`."
 
 
 def _planned_devices(context: Context) -> int | None:
@@ -440,6 +466,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args.pop("set", None)
     if intent.clarify is None and (vague := entities.get("vague_setting")):
         intent.clarify = _which_setting(str(vague), intent)
+    if intent.clarify is None and (unknown := entities.get("model_unknown")):
+        intent.clarify = f"I have no preset for {unknown!r}: which model should it train? {_launch_text(intent.args)}"
     if intent.clarify is None:
         intent.clarify = _setting_doubt(plain_of(intent, context), entities, intent)
     degrees = [int(d) for d in re.findall(r"=(\d+)", str(intent.args.get("layout", "")))]
@@ -485,7 +513,8 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
         return (f"Should {SWITCH_NAMES.get(key, key)} be on or off? I read {why}. Say e.g. `{key}=false`. "
                 f"{_launch_text(intent.args)}")  # fmt: skip
     lowered = masked(plain.lower(), entities)
-    mentions = [e.span for e in entities.found if e.kind == "switch_mention"]
+    # a negation is about a setting named next to it that it turns off: "without packing", "packing off"
+    mentions = [e.span for e in entities.found if e.kind == "switch_mention" and e.value[1] != "true"]
     for found in re.finditer(NEGATION, lowered):
         after, before = lowered[found.start() :], lowered[: found.start()]
         if re.match(NOT_A_SETTING, after) or (found.group(0) == "off" and re.search(LAUNCH_OFF, before)):
@@ -494,7 +523,8 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             continue
         ahead = [s for s in mentions if s[0] >= found.end() and len(lowered[found.end() : s[0]].split()) <= 3]
         behind = [s for s in mentions if s[1] <= found.start() and len(lowered[s[1] : found.start()].split()) <= 3]
-        if ahead or behind:
+        inside = [s for s in mentions if s[0] <= found.start() < s[1]]  # "without it": the pronoun's setting
+        if ahead or behind or inside:
             continue
         words = " ".join(lowered[found.start() :].split()[:4])
         return (
@@ -542,6 +572,8 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         intent.notes += [str(n) for n in entities.all("model_note")]
         if intent.clarify and "GPU" not in intent.clarify:  # the grammar's question about the model: answered
             intent.clarify = None
+    elif unknown := entities.get("model_unknown"):
+        intent.clarify = f"I have no preset for {unknown!r}. Which model: {', '.join(MODELS)}, or the experiment's own?"
     elif choice := entities.get("model_choice"):
         intent.clarify = f"Which model do you mean: {' or '.join(map(str, choice))}?"
     elif (size := entities.get("model_size")) and (sized := _same_family((context.plan or {}).get("model"), size)):

@@ -239,9 +239,20 @@ SIZE_ONLY = r"\b(\d+(?:\.\d+)?)\s*b(?:illion)?(?:[\s-]+param\w*)?\s+(?:model|llm
 _PRESET = re.compile(r"^([a-z]+)-?(?:(\d+(?:\.\d+)?)-)?(\d+(?:\.\d+)?)b$")
 
 
+# Model families people name that have no preset here: a plan for them is asked about, never another model's.
+OTHER_FAMILIES = (r"\b(mixtral|phi[- ]?\d*|falcon|deepseek\w*|gpt[- ]?\w+|bloom\w*|opt-\d+\w*|pythia|olmo\w*|"
+                  r"starcoder\w*|codellama|vicuna|mpt|yi|internlm\w*|baichuan\w*|command[- ]r\w*|grok|claude|"
+                  r"t5|bert|gemini)\b(?:[\s-]*\d+(?:\.\d+)?\s*x?\s*\d*\s*b\b)?")  # fmt: skip
+
+
 def _model(lowered: str, entities: Entities) -> None:
     """A model named loosely ("Llama 3 8B", "llama3.1 70b", "qwen2.5 72b", "a 7B llama"): the preset of that family
-    and size whose version starts with the one given; the entity says which preset it took."""
+    and size whose version starts with the one given; the entity says which preset it took. A family without a
+    preset ("mixtral", "falcon 40b") is a model_unknown: asked about."""
+    found = re.search(OTHER_FAMILIES, lowered)
+    if found and not any(k.startswith(re.sub(r"[\s-]", "", found.group(1))) for k in MODELS):
+        entities.add("model_unknown", found.group(0), found.span())
+        return
     found = re.search(rf"\b({FAMILIES})[\s-]*(\d+(?:\.\d+)?)?[\s-]+(\d+(?:\.\d+)?)\s*b\b", lowered)
     if found:
         family, version, size = found.groups()
@@ -312,6 +323,11 @@ def _switches(lowered: str, entities: Entities) -> None:
                 continue
             else:  # "with packing and compile off": compile on (with) or off? asked, never guessed
                 doubted.add(mentions[index][1])
+    for found in re.finditer(PRONOUN_OFF, lowered):  # "with packing... actually no, without it": it is packing
+        before = [(m, k) for m, k in mentions if m.end() <= found.start()]
+        if before:
+            mentions.append((found, before[-1][1]))
+            values.append("false")
     for (mention, key), value in zip(mentions, values, strict=True):
         entities.add("switch_mention", (key, value), mention.span())
     corrected = [m.end() for m in re.finditer(CORRECTION, lowered)]
@@ -343,6 +359,11 @@ def _chains(joined: list[bool]) -> list[tuple[int, int]]:
                 chains.append((start, index - 1))
             start = index
     return chains
+
+
+# A negation of a setting named before by a pronoun: "without it", "turn that off", "disable it".
+PRONOUN_OFF = (r"\b(?:without|w/o|disable|no more|turn off|switch off|drop)\s+(?:it|that|this)\b|"
+               r"\b(?:turn|switch)\s+(?:it|that|this)\s+off\b")  # fmt: skip
 
 
 # Only a conjunction between two settings' names: the second shares the first one's verb ("disable X and Y").
@@ -429,10 +450,15 @@ def _names(text: str, entities: Entities, known: Known) -> None:
 # A run or sweep described, not named: "the ddp baseline", "the learning rate sweep", "the FSDP run", "the layout one".
 DESCRIBED = (r"\b(?:the|that|this|my|our|your)\s+((?:(?!(?:the|an?|of|in|on|at|for|with|to|and|or|that|this|my|our|"
              r"what|which|is|was)\b)[a-z0-9][\w'.-]*\s+){1,4}?)"
-             r"(run|sweep|one|job|experiment|baseline|training|attempt|try)\b(?!\s*(?:=|\.\w))")  # fmt: skip
+             r"(run|sweep|one|job|baseline|training|attempt|try)\b(?!\s*(?:=|\.\w))")  # fmt: skip
 # Or after its noun: "the run that crashed", "the one which ran out of memory".
 DESCRIBED_AFTER = (r"\bthe\s+(run|one|attempt)\s+(?:that|which)\s+((?:crashed|failed|died|broke|blew up|completed|"
                    r"finished|succeeded|worked|oom'?(?:ed|'d|d)|ran out of memory|went oom))\b")  # fmt: skip
+# Words of a description that do not describe one run ("the latest run", "the same one", "my first training").
+GENERIC = NOT_NAMES | {"previous", "recent", "newest", "current", "most", "new", "entire", "main", "final", "actual",
+                       "training", "real", "full", "big", "small", "short", "quick", "one", "two", "earlier", "older",
+                       "old", "second", "third", "it", "its", "whole", "sweep", "runs", "sweeps", "default",
+                       "usual"}  # fmt: skip
 # A sweep by what it varies: "the sweep over learning rates", "the sweep across layouts".
 SWEPT_OVER = r"\bthe\s+sweep\s+(?:over|of|on|across|for)\s+(?:the\s+)?((?:learning rates?|lrs?|layouts?|\w+))\b"
 # Descriptions in other words than the facts' own (agent.understanding.known.Known.facts).
@@ -465,6 +491,9 @@ def _described(lowered: str, entities: Entities, known: Known) -> None:
             kinds = ["runs"] if head != "one" else ["runs", "sweeps"]
         matches = [(kind, path) for kind in kinds for path in known.describe(words, kind)]
         label = {"runs": "run", "sweeps": "sweep"}
+        if not matches and known.root and not (set(words) & GENERIC) and not any(known.config(w) for w in words):
+            # "the llama run": a description that fits nothing here is asked about, never the latest in its place
+            entities.add("unknown_description", found.group(0), found.span())
         if len(matches) == 1:
             entities.add(label[matches[0][0]], matches[0][1], found.span())
         elif len({kind for kind, _ in matches}) == 1:

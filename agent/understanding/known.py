@@ -69,7 +69,7 @@ class Known:
         vary ("lr", "layout"). "the ddp baseline" is baseline-ddp, "the learning rate sweep" is lr-scan."""
         candidates = self.runs if kind == "runs" else self.sweeps
         wanted = [_stem(w) for w in words]
-        return [c for c in candidates if wanted and all(w in self.facts(c) for w in wanted)]
+        return [c for c in candidates if wanted and all(_fits(w, self.facts(c)) for w in wanted)]
 
     def facts(self, path: str) -> set[str]:
         """The words that describe a run or a sweep (see describe)."""
@@ -155,6 +155,11 @@ def _layout_words(layout: dict) -> set[str]:
     if {"dp_shard", "dp_replicate"} <= used:
         return {"hsdp", "hybrid"} | {w for d in used - {"dp_shard", "dp_replicate"} for w in _LAYOUT_NAMES[d]}
     return {w for dim in used for w in _LAYOUT_NAMES.get(dim, set())}
+
+
+def _fits(word: str, facts: set[str]) -> bool:
+    """A word of a description is a fact, or the fact's short form is the word's start ("november" for "nov")."""
+    return word in facts or any(len(f) >= 3 and word.startswith(f) for f in facts)
 
 
 def _stem(word: str) -> str:

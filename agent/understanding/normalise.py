@@ -35,9 +35,9 @@ _MORE_WORDS = """which machine context request pull benchmark cancel sweep layou
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
 trials"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
-_KEEP = (
-    "gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note replica replicas shard shards"
-)
+# mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
+_KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
+replica replicas shard shards"""
 # Everyday English words one edit away from a word the rules read ("here" from "where", "were" from "where",
 # "than" from "then"): correct words are never typos.
 _ENGLISH = """here there were than then them they their these those this that what when whom whose with have
@@ -75,6 +75,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(?:a|one) single\b|\bsingle\b(?=\s+(?:process|proc|gpu|card|device|node|machine|rank))", "1",
                   text, flags=re.I)  # fmt: skip
     text = re.sub(r"\b(?:a\s+)?(?:pair|couple)\s+of\b", "2", text, flags=re.I)  # "a pair of 4090s"
+    text = re.sub(r"\bboth\s+(?=(?:gpus|cards|devices|nodes|machines|boxes)\b)", "2 ", text, flags=re.I)
     text = re.sub(r"\b(\d+)\s+(?:such|identical|similar|more such)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
     text = re.sub(r"\bctx\b", "context", text, flags=re.I)
     text = re.sub(r"\bckpts?\b", "checkpoint", text, flags=re.I)
