@@ -21,10 +21,11 @@ import re
 from typing import Any
 
 from agent.understanding.context import Context, context_of
+from agent.understanding.entities import DESCRIPTOR_WORDS, GENERIC, Entities, extract, masked
 from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
-from agent.understanding.entities import Entities, extract, masked
 from agent.understanding.grammar import Intent, first_reading, parse_slash, read_facts
 from agent.understanding.intents import ACTIONS, FOLLOW_UP, ranked, score
+from agent.understanding.known import singular
 from agent.understanding.normalise import normalise
 from trainer.model.presets import MODELS
 
@@ -242,9 +243,24 @@ def _sweep_of(intent: Intent, entities: Entities, context: Context, latest: bool
     named = entities.all("sweep")
     if named:
         return str(named[-1])
+    if described := _sweep_in_words(intent.text, context):
+        return described
     if context.sweep:
         return context.sweep
     return context.known.sweeps[0] if latest and context.known.sweeps else None
+
+
+def _sweep_in_words(text: str, context: Context) -> str | None:
+    """The one sweep a word of the sentence describes, outside a "the X sweep" phrase: "the layout findings", "the
+    learning rate results" (Known.facts: what its trials vary, parts of its name)."""
+    lowered = normalise(text, context.known.names).lower()
+    for pattern, word in DESCRIPTOR_WORDS:
+        lowered = re.sub(pattern, word, lowered)
+    words = set(re.findall(r"[a-z0-9]+", lowered)) - GENERIC
+    facts = {sweep: context.known.facts(sweep) for sweep in context.known.sweeps}
+    shared = set.intersection(*facts.values()) if facts else set()
+    found = [s for s, f in facts.items() if any(singular(w) in f - shared for w in words if len(w) >= 2)]
+    return found[0] if len(found) == 1 else None
 
 
 # A pronoun or a bare "how did it go": it points back at something the conversation must have named.
@@ -308,6 +324,8 @@ def _fill_docs(intent: Intent, entities: Entities, context: Context) -> None:
     named = entities.all("sweep")
     if named:
         intent.args["sweep"] = str(named[-1])
+    elif described := _sweep_in_words(intent.text, context):  # "get the layout findings into the docs"
+        intent.args["sweep"] = described
     elif context.sweep and re.search(r"\b(?:it|that|this|them)\b", intent.text.lower()):
         intent.args["sweep"] = context.sweep
 
@@ -432,6 +450,15 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         latest = context.known.runs[0] if context.known.runs else "runs/NAME"
         intent.clarify = (
             f"Repeat which launch? This conversation has none: name a run to copy, e.g. `same as {latest}`."
+        )
+    pointing = re.search(r"\b(?:launch|run|train|start|do|kick off|go with|execute) (?:it|that|this|the plan|"
+                         r"th(?:at|is) plan|th(?:at|is) one)\b", lowered)  # fmt: skip
+    if pointing and not repeat and not context.launch and not intent.args and not entities.has("switch", "optimizer"):
+        # "ok launch that" after a plan: the plan is for other hardware and model; what runs here is asked, not guessed
+        intent.clarify = (
+            "Launch what, exactly? Give the layout, processes and steps, e.g. `train 20 steps with dp_shard=2 on 2 "
+            "GPUs`"
+            + (" (a plan ranks layouts for its own hardware; it launches nothing here)." if context.plan else ".")
         )
     if copying:
         before = context.known.launch_of(str(named))

@@ -50,7 +50,8 @@ SETTING = (
 VAGUE_HARDWARE = (
     r"\bmore (?:memory|vram|ram)\b|"
     r"\b(?:more|fewer|less|bigger|larger|smaller|big|large|other|faster|better|some|cloud|remote|"
-    r"several|many|a few|few)\s+(?:\w+\s+)?(?:gpus?|devices?|nodes?|cards?|machines?|boxes|clusters?|servers?|"
+    r"several|many|a few|few|a lot of|lots of|tons of|plenty of|a bunch of|a ton of|loads of|a couple more)\s+"
+    r"(?:\w+\s+)?(?:gpus?|devices?|nodes?|cards?|machines?|boxes|clusters?|servers?|"
     r"hardware|setup)\b"
 )
 VAGUE_CHANGE = (

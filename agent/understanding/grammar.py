@@ -71,7 +71,7 @@ COMMON = set(VOCABULARY) | set(_COMMON.split())
 _NUMBER = r"(\d+(?:\.\d+)?(?:e-?\d+)?)"
 _COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
 _UNKNOWN_GPU = r"\b(mi\d{3}x?|v100|p100|t4|b200|gb200|gh200|l4|a6000|a40|rtx ?[2-5]0[6-9]0(?: ti)?)s?\b"
-_GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx ?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gb)?s?\b"
+_GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx ?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gi?b)?s?\b"
 
 
 @dataclass

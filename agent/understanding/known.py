@@ -68,13 +68,13 @@ class Known:
         layout ("ddp", "fsdp", "tp"), its outcome ("failed", "oom", "finished"), or for a sweep what its trials
         vary ("lr", "layout"). "the ddp baseline" is baseline-ddp, "the learning rate sweep" is lr-scan."""
         candidates = self.runs if kind == "runs" else self.sweeps
-        wanted = [_stem(w) for w in words]
+        wanted = [singular(w) for w in words]
         return [c for c in candidates if wanted and all(_fits(w, self.facts(c)) for w in wanted)]
 
     def facts(self, path: str) -> set[str]:
         """The words that describe a run or a sweep (see describe)."""
         name = path.split("/", 1)[-1].lower()
-        found = {_stem(part) for part in re.split(r"[-_.]", name) if part}
+        found = {singular(part) for part in re.split(r"[-_.]", name) if part}
         if self.root is None:
             return found
         if path.startswith("runs/"):
@@ -96,7 +96,7 @@ class Known:
                 settings.setdefault(key, set()).add(value)
         for key, values in settings.items():
             if len(values) > 1:
-                found.add(_stem(key.rsplit(".", 1)[-1]))
+                found.add(singular(key.rsplit(".", 1)[-1]))
         return found
 
     def launch_of(self, run: str) -> dict[str, object]:
@@ -162,7 +162,7 @@ def _fits(word: str, facts: set[str]) -> bool:
     return word in facts or any(len(f) >= 3 and word.startswith(f) for f in facts)
 
 
-def _stem(word: str) -> str:
+def singular(word: str) -> str:
     """A word without its plural "s" ("layouts" is "layout"), lowered."""
     word = word.lower()
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word

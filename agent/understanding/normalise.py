@@ -44,7 +44,9 @@ _ENGLISH = """here there were than then them they their these those this that wh
 make made take give like same some more most much many also each from into onto over only just very well good
 best fine done does been being will would could should shall must might time times last next first other
 again still ever even once both such into your yours ours mine away back about after before while since until
-part parts rest test tests case cases type types plan plans step stop start starts state status store"""
+part parts rest test tests case cases type types plan plans step stop start starts state status store
+boss cold date dinner exist full hate late lose lost lots race rates seep sleep star stat states stats steep sweet
+toss world"""
 KEEP = COMMON | set(_KEEP.split()) | set(_ENGLISH.split())  # words the typo fixer must leave alone ("repo" is no
 # typo of "report")
 
@@ -62,6 +64,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
     text = _fix_typos(text, known)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
+    # dictated GPU names before numbers are composed: "a one hundred forty gig" is an A100 of 40 GiB, not 140
+    text = re.sub(r"\b([ah])\s+one\s+hundred(s?)\b", r"\g<1>100\2", text, flags=re.I)
+    text = re.sub(r"\bh\s+two\s+hundred(s?)\b", r"h200\1", text, flags=re.I)
     text = NUMBER_RUN.sub(_digits, text)
     # "1 e minus 3", "1e minus 3" (said or typed loosely): the number 1e-3
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*e\s*minus\s*(\d+)\b", r"\1e-\2", text, flags=re.I)
@@ -75,6 +80,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(?:a|one) single\b|\bsingle\b(?=\s+(?:process|proc|gpu|card|device|node|machine|rank))", "1",
                   text, flags=re.I)  # fmt: skip
     text = re.sub(r"\b(?:a\s+)?(?:pair|couple)\s+of\b", "2", text, flags=re.I)  # "a pair of 4090s"
+    # dictated GPU names: "h 100" is h100, "4 a 100" is 4 a100 (a count before "a" makes it no article)
+    text = re.sub(r"\bh\s+(100|200)\b", r"h\1", text, flags=re.I)
+    text = re.sub(r"\b(\d+\s+)a\s+(100|10)\b", r"\1a\2", text, flags=re.I)
     text = re.sub(r"\bboth\s+(?=(?:gpus|cards|devices|nodes|machines|boxes)\b)", "2 ", text, flags=re.I)
     text = re.sub(r"\b(\d+)\s+(?:such|identical|similar|more such)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
     text = re.sub(r"\bctx\b", "context", text, flags=re.I)
