@@ -530,7 +530,7 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 
 @pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (160 requests the
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (190 requests the
     parser's engineer wrote for fresh_c's miss kinds, in-sample: no outside author's): never a wrong action
     (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")
@@ -925,3 +925,52 @@ def test_a_lot_of_gpus_is_vague(known):
 def test_english_words_one_letter_from_a_rule_word_are_no_typos(word):
     """ "stats" is no typo of "status", "lots" none of "loss": correcting them changed what a request asked for."""
     assert normalise(f"the {word} of it") == f"the {word} of it"
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [("train with fsdp and tp on 4 gpus, 5 steps", {"nproc": 4, "layout": "dp_shard=2,tp=2"})],
+)
+def test_two_layout_words_on_a_count_with_one_split(text, args, known):
+    """4 processes over FSDP and TP split only as 2 x 2; 8 could be 2 x 4 or 4 x 2, so that is asked."""
+    assert {k: read(text, known).args.get(k) for k in args} == args
+    assert "How should 8 processes split" in (read("train with fsdp and tp on 8 gpus", known).clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sweep 6 trials with activation checkpointing on",
+        "start a layout sweep at lr 3e-4",
+        "sweep for 50 steps a trial",
+    ],
+)
+def test_a_sweep_asks_about_settings_it_cannot_take(text, known):
+    intent = read(text, known)
+    assert intent.command == "sweep" and "cannot take" in (intent.clarify or "")
+
+
+def test_a_sweep_again_with_no_sweep_before_asks(known):
+    assert "started none" in (read("do the sweep once more", known).clarify or "")
+
+
+@pytest.mark.parametrize("text", ["stop r1 and tp-try", "wait for baseline-ddp and r1"])
+def test_a_one_run_tool_with_two_runs_named_asks_which_first(text, known):
+    assert "One run at a time" in (read(text, known).clarify or "")
+
+
+def test_two_runs_in_a_results_question_compare_them(known):
+    intent = read("peak memory, baseline-ddp vs r1", known)
+    assert (intent.command, intent.words) == ("compare", ["runs/baseline-ddp", "runs/r1"])
+
+
+def test_a_setting_turned_back_on(known):
+    intent = read(
+        "again, but switch compile back on", known, launched({"steps": 4, "overrides": ["train.compile=false"]})
+    )
+    assert intent.clarify is None and intent.args["set"] == ["train.compile=true"]
+
+
+@pytest.mark.parametrize("text", ["how much vram does this box have", "tp-try metrics.json"])
+def test_hardware_memory_and_a_runs_file_by_name(text, known):
+    assert read(text, known).command == ("hardware" if "vram" in text else "read")

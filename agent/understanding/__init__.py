@@ -169,6 +169,10 @@ def _as_number(text: str) -> float | int:
     return int(value) if value.is_integer() else value
 
 
+def _args_text(intent: Intent) -> str:
+    return " ".join(f"{k}={v}" for k, v in intent.args.items())
+
+
 def _call_text(intent: Intent) -> str:
     args = ", ".join(f"{k}={v}" for k, v in intent.args.items())
     return f"/{intent.command} {args}".strip()
@@ -269,6 +273,13 @@ LATEST_WORDS = r"\b(?:latest|last|newest|recent|most recent|previous|current)\b"
 
 
 def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None:
+    named = list(dict.fromkeys(str(r) for r in entities.all("run")))
+    if len(named) >= 2 and intent.command == "results":  # "r1 vs baseline-ddp loss": both, side by side
+        intent.command, intent.words = "compare", named[:2]
+        return
+    if len(named) >= 2:  # "cancel tp-try and baseline-ddp": the tool takes one run; never only one of those named
+        intent.clarify = f"One run at a time: which first, {' or '.join(named)}?"
+        return
     if (
         not entities.has("run")
         and context.run is None
@@ -289,6 +300,9 @@ def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None
 
 def _fill_cancel(intent: Intent, entities: Entities, context: Context) -> None:
     """Stopping a run takes the run named or the conversation's, never a guess: else one question naming the latest."""
+    if len(named := set(map(str, entities.all("run")))) >= 2:
+        intent.clarify = f"One run at a time: which first, {' or '.join(sorted(named))}?"
+        return
     run = _run_of(intent, entities, context, latest=False)
     if run is not None:
         intent.args["run"] = run
@@ -415,10 +429,22 @@ def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
 
 
 def _fill_sweep(intent: Intent, entities: Entities, context: Context) -> None:
+    """A sweep takes its experiment and trial count only: a setting, step count or layout the sentence states would
+    be dropped, so it is asked about; "again" with no sweep in the conversation too."""
     if experiment := entities.get("experiment") or _experiment_file(entities):
         intent.args["experiment"] = experiment
     if trials := entities.get("trials"):
         intent.args["trials"] = trials
+    stated = [
+        e for e in entities.found if e.kind in ("switch", "switch_doubt", "override", "optimizer", "steps", "nproc")
+    ]
+    if stated and intent.clarify is None:
+        said = plain_of(intent, context)[stated[0].span[0] : stated[0].span[1]] or str(stated[0].value)
+        intent.clarify = (f"A sweep varies layouts over the experiment as it is: it cannot take {said!r}. Change the "
+                          f"experiment file first, or sweep without it (/sweep {_args_text(intent)})?")  # fmt: skip
+    again = re.search(r"\bagain\b|\bre-?run\b|\bonce more\b|\bsame\b", intent.text.lower())
+    if again and not context.last("run_sweep") and not intent.args and intent.clarify is None:
+        intent.clarify = "Start a new sweep of meshpilot.yaml with the default trials? This conversation started none."
 
 
 def _experiment_file(entities: Entities) -> str | None:

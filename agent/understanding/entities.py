@@ -41,7 +41,7 @@ CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
 NEGATION_BEFORE = (
     r"\b(?:without|no|not|disable|disabling|disabled|off|don'?t|do not|never|skip|w/o|turn off|switch off)\b"
 )
-NEGATION_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|=|:))*\s*(?:off|disabled|false|no|0|none)\b"
+NEGATION_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?:off|disabled|false|no|0|none)\b"
 OPTIMIZERS = r"sgd|adamw|adam|adafactor|lion|muon"
 SETTING = (
     r"\b(?:learning rate|lr|micro[- _]?batch(?: size)?|seed|weight decay|warm-?up(?: steps)?|"
@@ -382,7 +382,7 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
     if re.search(NEGATION_BEFORE, before_words) or re.search(NEGATION_AFTER, after_words):
         return "false"
     if re.search(r"\b(?:with|enable|enabling|turn on|switch on|use|using|w/|on)\s*$", before_words + " ") or re.search(
-        r"^(?:\s*(?:turned|switched|set|is|being|to|=|:))*\s*(?:on|enabled|true|yes|1)\b", after_words
+        r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?:on|enabled|true|yes|1)\b", after_words
     ):
         return "true"
     return None

@@ -377,6 +377,8 @@ def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> 
     unknown = [dim for dim, d in degrees.items() if d is None]
     if len(unknown) == 1 and nproc and nproc % known == 0 and nproc // known > 1:
         degrees[unknown[0]] = nproc // known
+    elif unknown and nproc and nproc % known == 0 and len(splits := _splits(nproc // known, len(unknown))) == 1:
+        degrees.update(zip(unknown, splits[0], strict=True))  # "fsdp and tp on 4 gpus": 2 x 2 is the only split
     elif unknown:
         how = " and ".join(FAMILY_OF_DIM[d] for d in unknown)
         where = f"{nproc} processes" if nproc else "how many processes"
@@ -390,6 +392,13 @@ def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> 
         return
     intent.args["nproc"] = product
     intent.args["layout"] = _layout_text(degrees)
+
+
+def _splits(total: int, parts: int) -> list[tuple[int, ...]]:
+    """Every way to write `total` as an ordered product of `parts` degrees of at least 2."""
+    if parts == 1:
+        return [(total,)] if total >= 2 else []
+    return [(d, *rest) for d in range(2, total + 1) if total % d == 0 for rest in _splits(total // d, parts - 1)]
 
 
 def _example(degrees: dict[str, int | None], nproc: int | None) -> str:

@@ -25,7 +25,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "hardware": [
         (r"\bhardware\b", 4),
         (
-            r"\bnvidia-smi\b|\bcpu cores?\b|\bhow much (?:ram|memory)\b.*\b(?:box|machine|host|computer|server|here)\b",
+            r"\bnvidia-smi\b|\bcpu cores?\b|"
+            r"\bhow much (?:v?ram|memory|gpu memory)\b.*\b(?:box|machine|host|computer|server|here|node)\b",
             5,
         ),
         (
@@ -165,6 +166,8 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
     """The score of every intent for the normalised sentence `text`."""
     lowered = text.lower()
     scores = {intent: sum(w for rule, w in cues if re.search(rule, lowered)) for intent, cues in CUES.items()}
+    # a file's name is no topic: "memory.json" names a file, it does not ask about memory
+    scores["results"] = sum(w for rule, w in CUES["results"] if re.search(rule, masked(lowered, entities)))
     scores["run"] += 3 if launch_verb(masked(lowered, entities)) else 0  # "tp-try" names a run: no "try" in it
     if grammar != "help":  # the grammar's first reading: one cue among the others
         scores[grammar] = scores.get(grammar, 0) + 2.5
@@ -244,6 +247,9 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
             scores["results"] = 0
     if entities.has("file"):
         scores["read"] += 3
+        named = re.search(r"\.(?:jsonl?|ya?ml|txt|md|log|csv|toml)\b", lowered)
+        if named and not launch_verb(masked(lowered, entities)):  # "tp-try memory.json": that file, not its topic
+            scores["read"] += 2
     if entities.has("vague_hardware") and re.search(
         r"\bwhat if\b|\bif (?:i|we) (?:had|got|get)\b|\b(?:would|could)\b", lowered
     ):
