@@ -43,14 +43,14 @@ import uuid
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
 import psutil
 from filelock import FileLock
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from agent.records import JobState
+from agent.records import SUMMARY, JobState, Summary
 from trainer.config import ConfigError, load_experiment, printed_error
 from trainer.host import preemption
 from trainer.host.lifeline import PARENT_ENV, tie_to_parent, tied_env
@@ -58,9 +58,6 @@ from trainer.layout import Layout, LayoutError
 from trainer.results.contracts import STRICT, Contract
 from trainer.results.rundir import RunDir, StepsTail
 from trainer.results.schemas import PREEMPTED, RUN_STATUSES, STEPS, Metrics
-
-if TYPE_CHECKING:
-    from agent.records import Summary
 
 REPO = Path(__file__).resolve().parents[1]
 MARKER = "MESHPILOT_JOB"  # inherited by every process of a job: how a job's processes are found
@@ -140,7 +137,8 @@ def start_run(experiment: Path, out: Path, **options: Any) -> str:
     CUDA_VISIBLE_DEVICES: how a sweep gives parallel trials disjoint devices.
     """
     out = Path(out).absolute()
-    return _start(out, "run", partial(prepare_job, experiment, out, **options), options.get("env"))
+    resuming = options.get("resume", False)
+    return _start(out, "run", partial(prepare_job, experiment, out, **options), options.get("env"), resuming)
 
 
 def start_sweep(
@@ -156,13 +154,13 @@ def start_sweep(
     return _start(out, SWEEP, partial(_prepare_sweep, experiment, out, trials, timeout_s, env), env)
 
 
-def _start(out: Path, kind: str, prepare: Callable[[], dict], env: dict | None) -> str:
+def _start(out: Path, kind: str, prepare: Callable[[], dict], env: dict | None, resuming: bool = False) -> str:
     """Prepare and spawn the job in `out`, unless one is there: a job that is going or ended ok is adopted (its id
-    returned), one that ended otherwise is refused."""
+    returned), one that ended otherwise is refused, except a preempted run that `resuming` continues."""
     existing = _existing_state(out)
     if existing in ("ok", "queued", "running"):
         return out.name
-    if existing is not None:
+    if existing is not None and not (resuming and existing == PREEMPTED):
         raise ConfigError(f"{out} holds a {kind} that ended {existing}; choose another {kind} directory")
     prepare()
     _spawn_supervisor(out, env or {})
@@ -182,8 +180,10 @@ def prepare_job(
     hang_s: float | None = None,
     cpus: list[int] | None = None,
     visible_devices: list[int | str] | None = None,
+    resume: bool = False,
 ) -> JobRecord:
-    """Check the request cheaply and write job.json (state "queued"); `supervise` then runs it.
+    """Check the request cheaply and write job.json (state "queued"); `supervise` then runs it. `resume`: continue
+    the run in `out` from its newest checkpoint (`meshpilot train --resume`), as a preempted sweep trial is.
 
     Used by `start_run`, and by executors that run the supervisor elsewhere (a SLURM job through submitit).
     """
@@ -191,9 +191,11 @@ def prepare_job(
     overrides = [*overrides, *([f"train.steps={steps}"] if steps is not None else [])]
     loaded = load_experiment(experiment, overrides)  # unknown keys, bad values: one line, before anything starts
     _check_request(nproc, layout, timeout_s, hang_s, cpus, env)
-    if RunDir(out).steps.exists() or RunDir(out).metrics.exists():
+    if not resume and (RunDir(out).steps.exists() or RunDir(out).metrics.exists()):
         raise ConfigError(f"run directory {out} holds results of another run; choose another run directory")
     command = [sys.executable, "-m", "agent.cli", "train", str(experiment), "--out", str(out)]
+    if resume:
+        command.append("--resume")
     if nproc is not None:
         command.append(f"--nproc={nproc}")
     if layout is not None:
@@ -424,8 +426,6 @@ def _kind(job: JobRecord | None) -> str:
 def _results(out: Path, kind: str) -> Metrics | Summary | None:
     """What the job wrote when it ended (a run's metrics.json, a sweep's summary.json), or None."""
     if kind == SWEEP:
-        from agent.records import SUMMARY
-
         return SUMMARY.read(Path(out) / RESULTS[SWEEP])
     return RunDir(out).read_metrics()
 

@@ -17,6 +17,7 @@ from support import TINY_MODEL
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoConfig
 
+from trainer.config import Checkpointing
 from trainer.costs.throughput import FP32, TP_ALL_REDUCES_PER_LAYER, communication_bytes
 from trainer.layout import Layout
 
@@ -98,7 +99,7 @@ def test_the_model_prices_each_collective_in_the_dtype_it_moves():
     forward, backward = TP_ALL_REDUCES_PER_LAYER
     per_element = 2 * (2 - 1) / 2 * tokens * config.hidden_size * layers * 3  # ring all-reduce, 3 micro-batches
 
-    def tp(precision: str, checkpointing: bool | str = False, shard: bool = False) -> tuple[float, int]:
+    def tp(precision: str, checkpointing: Checkpointing = "none", shard: bool = False) -> tuple[float, int]:
         sharded = Layout(dp_shard=2, tp=2) if shard else layout
         return communication_bytes(config, sharded, 10**6, 2, 64, 3, checkpointing, precision)["tp"]
 
@@ -106,11 +107,11 @@ def test_the_model_prices_each_collective_in_the_dtype_it_moves():
     assert tp("bf16")[0] == pytest.approx(per_element * (2 * forward + FP32 * backward))  # autocast
     assert tp("bf16", shard=True)[0] == pytest.approx(per_element * 2 * (forward + backward))  # FSDP2's bf16
     all_reduces = 2 * forward - 1 + backward  # the recomputation reruns all but the layer's last
-    for recomputing in ("selective", True):
+    for recomputing in ("selective", "full"):
         assert tp("fp32", recomputing) == (pytest.approx(per_element * FP32 * all_reduces), 3 * layers * all_reduces)
 
     def sent(dim: str, layout: Layout, precision: str) -> float:
-        return communication_bytes(config, layout, 10**6, 2, 64, 3, False, precision)[dim][0]
+        return communication_bytes(config, layout, 10**6, 2, 64, 3, "none", precision)[dim][0]
 
     # Autocast keeps the residual stream fp32; FSDP2's mixed precision (which cp always runs under: it shards over
     # dp_shard x cp) computes in bf16.

@@ -203,7 +203,7 @@ def test_throughput_model_counts_the_gathers_and_reduce_scatters():
     assert per == 3 * 2 * 64 * 64 * (2 / 8) * 4 / 2
     sent = communication_bytes(config, layout, 10**6, 2, 128, grad_accum=3)["cp"]
     assert sent == (3 * 2 * 2 * per, 3 * 2 * 2)  # micro-batches x layers x (gather, reduce-scatter)
-    recomputed = communication_bytes(config, layout, 10**6, 2, 128, 3, activation_checkpointing=True)["cp"]
+    recomputed = communication_bytes(config, layout, 10**6, 2, 128, 3, checkpointing="full")["cp"]
     assert recomputed == (3 * 2 * 3 * per, 3 * 2 * 3)
 
 

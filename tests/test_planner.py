@@ -381,7 +381,7 @@ def test_the_planner_shares_work_without_changing_a_figure(tmp_path, monkeypatch
     the predicted peaks, so that about half the candidates drop and some fit only because of cp (rows of 2048
     tokens: activations outweigh the CUDA runtime's memory)."""
     import trainer.costs.planner
-    from trainer.config import load_experiment, resolve_precision
+    from trainer.config import checkpointing_mode, load_experiment, resolve_precision
     from trainer.costs.planner import GiB, _rank_key, micro_batch_choices, plan, valid_layouts
     from trainer.costs.throughput import model_bytes
     from trainer.model.attention import takes_dense_mask
@@ -429,10 +429,10 @@ def test_the_planner_shares_work_without_changing_a_figure(tmp_path, monkeypatch
     shapes, counts = describe_parameters(config)
     for layout, memory_plan, prediction in predicted:
         assert prediction == reference_peak(config, layout, memory_plan, shapes), (layout, memory_plan)
-    by_candidate = {(layout, p.micro_batch, p.activation_checkpointing): m for layout, p, m in predicted}
+    by_candidate = {(layout, p.micro_batch, p.checkpointing): m for layout, p, m in predicted}
     precision = resolve_precision(spec.precision, hardware.device_type)
     for candidate in candidates:
-        key = (candidate.layout, candidate.micro_batch, candidate.activation_checkpointing)
+        key = (candidate.layout, candidate.micro_batch, checkpointing_mode(candidate.activation_checkpointing))
         assert candidate.memory is by_candidate[key]
         fits = candidate.memory["peak"] <= device_mem
         try:

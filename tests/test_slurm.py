@@ -1,6 +1,7 @@
 """Sweeps on a real SLURM cluster: trials as SLURM jobs (a 2-process trial inside its allocation) that give the local
-executor's losses, a trial cancelled with scancel recorded as cancelled with its cause, a sweep killed with SIGKILL
-and resumed that runs no trial twice, and job states read without accounting (no sacct).
+executor's losses, a trial cancelled with scancel recorded as cancelled with its cause, a trial preempted (SIGTERM
+while SLURM keeps its job) continued from its checkpoint, a sweep killed with SIGKILL and resumed that runs no trial
+twice, and job states read without accounting (no sacct).
 
 The cluster is one that already answers `sinfo`, or, with MESHPILOT_SLURM=1 only, the one-node cluster that
 scripts/slurm/up.sh starts on this machine (Debian's slurm-wlm and munge, installed with apt if missing; a few
@@ -189,6 +190,65 @@ def test_a_run_preempted_with_scancel_signal_term_resumes_exactly(slurm, tmp_pat
     train(experiment, out, "--nproc", "2", "--resume")
     steps = [(s["step"], s["loss"], s["grad_norm"]) for s in run.read_steps()]
     assert steps == [(s["step"], s["loss"], s["grad_norm"]) for s in reference]
+
+
+@pytest.mark.slow
+def test_a_trial_preempted_under_slurm_is_continued_from_its_checkpoint(slurm, tmp_path):
+    """`scancel --signal=TERM --full` of a trial's job (SIGTERM while SLURM keeps the job running, as preemption's
+    grace time sends it): the trial reads preempted, not cancelled, and the sweep continues it in a new SLURM job with
+    the trainer's --resume; its steps equal the uninterrupted trial's."""
+    from trainer.rank.faults import ENV as FAULT
+
+    changes = {
+        **CHANGES,
+        "search": {**CHANGES["search"], "layouts": ["dp_replicate=1"], "trial_steps": 6},
+        "model": {"config": {"attention_dropout": 0.1}},
+    }
+    experiment = write_experiment(tmp_path, changes)
+    reference = run_sweep(experiment, tmp_path / "local", executor="local", space=SPACE)
+    assert [t["status"] for t in reference["trials"]] == ["ok"]
+    out, trial = tmp_path / "sweep", tmp_path / "sweep" / "trials" / "t000"
+    # Rank 0 waits at the start of step 3 for the signal (sbatch passes the sweep's environment to the job); the
+    # resumed run starts at step 4 and runs through.
+    os.environ[FAULT] = "run=t000,rank=0,step=3,kind=preempt"
+    try:
+        sweep = _start_sweep(experiment, out)
+    finally:
+        del os.environ[FAULT]
+    said = "rank 0 waits for a preemption signal at step 3"
+    _wait(lambda: RunDir(trial).log.is_file() and said in RunDir(trial).log.read_text(), sweep, "rank 0 at its fault")
+    first = jobs.read_job(trial)
+    subprocess.run(["scancel", "--signal=TERM", "--full", first["executor"]["job_id"]], check=True, timeout=30)
+    assert sweep.wait(timeout=300) == 0, sweep.stderr.read()[-3000:]
+    [summary] = json.loads((out / "summary.json").read_text())["trials"]
+    assert summary["status"] == "ok", summary["cause"]
+    assert "resumed from step_00000003" in RunDir(trial).log.read_text()
+    steps = [(s["step"], s["loss"], s["grad_norm"]) for s in RunDir(trial).read_steps()]
+    local = RunDir(tmp_path / "local" / "trials" / "t000").read_steps()
+    assert steps == [(s["step"], s["loss"], s["grad_norm"]) for s in local]
+    again = jobs.read_job(trial)
+    assert again["executor"]["job_id"] != first["executor"]["job_id"]  # continued in a job of its own
+    assert _squeue(first["executor"]["job_id"], "%T") == "COMPLETED"  # the preempted job ended cleanly
+    _no_sacct(slurm)
+
+
+@pytest.mark.parametrize(
+    ("line", "verdict"),
+    [
+        ("RUNNING|1:05|10:00", None),  # SIGTERM while SLURM keeps the job: preemption's grace time, scancel --signal
+        ("PREEMPTED|1:05|10:00", None),
+        (
+            "COMPLETING|1:05|10:00",
+            ("cancelled", "SLURM job 42 was cancelled (scancel, or preemption) while the trial ran"),
+        ),
+        ("COMPLETING|10:00|10:00", ("timeout", "SLURM job 42 reached its time limit (10:00)")),
+    ],
+    ids=["running", "preempted", "scancel", "time-limit"],
+)
+def test_a_slurm_stop_is_preempted_cancelled_or_timed_out_by_squeue(line, verdict):
+    """What a trial's SLURM job records when SIGTERM reaches it: nothing for a preemption (the run ends itself
+    "preempted", resumable), "cancelled" for scancel, "timeout" at its time limit."""
+    assert executors._slurm_stop_verdict("42", line) == verdict
 
 
 @pytest.mark.slow

@@ -254,4 +254,6 @@ def test_the_slurm_job_script_of_a_trial(tmp_path, monkeypatch):
     script = executor._executor._make_submission_file_text("python -u -m submitit.core._submit DIR", "UID")
     for line in ("--nodes=1", "--ntasks-per-node=1", "--gpus-per-node=4", "--partition=gpu", "--time=70"):
         assert f"#SBATCH {line}\n" in script
+    # A preemption's SIGTERM reaches the run, which saves and ends "preempted": neither the shell nor srun ends it.
+    assert "\ntrap '' TERM\n" in script and "srun" not in script
     assert slurm_parameters(2, "cpu", None, {})["gpus_per_node"] == 0

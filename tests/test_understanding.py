@@ -840,10 +840,10 @@ def test_a_short_form_in_a_name_matches_the_long_word(known):
 
 
 @pytest.mark.parametrize(
-    "text", ["plan mixtral on 16 h100s", "would falcon 40b fit 2 nodes of 8 a100 80gb?", "train phi-3 for 5 steps"]
+    "text", ["plan yi 34b on 16 h100s", "would falcon 40b fit 2 nodes of 8 a100 80gb?", "train phi-3 for 5 steps"]
 )
 def test_a_model_family_without_a_preset_is_asked_about_never_another_model(text, known):
-    """ "mixtral" is one letter from "mistral": never corrected into it, never planned as another preset."""
+    """A family with no preset is never planned or trained as another preset."""
     intent = read(text, known)
     assert "no preset for" in (intent.clarify or "") and "model" not in intent.args
     assert not any(o.startswith("model.") for o in intent.args.get("set", []))
@@ -974,3 +974,9 @@ def test_a_setting_turned_back_on(known):
 @pytest.mark.parametrize("text", ["how much vram does this box have", "tp-try metrics.json"])
 def test_hardware_memory_and_a_runs_file_by_name(text, known):
     assert read(text, known).command == ("hardware" if "vram" in text else "read")
+
+
+def test_a_family_named_alone_is_its_preset_or_a_choice(known):
+    """ "mixtral" has two presets (8x7b, 8x22b): asked which, never dropped (and never corrected into "mistral")."""
+    intent = read("plan mixtral on 16 h100s", known)
+    assert "mixtral-8x7b or mixtral-8x22b" in (intent.clarify or "")

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from agent import jobs
+from agent.records import TRIAL, TRIAL_FILE
 from trainer.config import ConfigError
 from trainer.layout import layout_name
 from trainer.results.rundir import RunDir, StepsTail, tokens_per_s, untimed_steps
@@ -208,8 +209,6 @@ def _layout(directory: Path, metrics: dict[str, Any]) -> str | None:
         with contextlib.suppress(OSError, yaml.YAMLError, AttributeError):
             degrees = (RunDir(directory).read_config() or {}).get("layout")
     if degrees is None:
-        from agent.records import TRIAL, TRIAL_FILE
-
         with contextlib.suppress(OSError, ValueError):  # a record being written, or from another version
             record = TRIAL.read(directory / TRIAL_FILE)
             degrees = record["params"]["layout"] if record is not None else None

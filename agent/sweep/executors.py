@@ -7,6 +7,13 @@ and how a job that has not started (or runs on another node) is stopped.
 A SLURM job's state comes from the controller (squeue), never from accounting (sacct, submitit's way, which
 fails on clusters without slurmdbd), and a job SLURM stops (scancel, preemption, its time limit) records what
 SLURM did (run_trial_job). tests/test_slurm.py runs both on a real one-node cluster (scripts/slurm/up.sh).
+
+Cancelled or preempted, under SLURM: a trial whose job the user ends with `scancel` is "cancelled", a decision the
+sweep respects (optuna hears a failure, the trial is not run again). A trial whose job receives SIGTERM while SLURM
+keeps it RUNNING (preemption's GraceTime, `scancel --signal=TERM`) or that SLURM says it PREEMPTED is preempted: its
+run saves a checkpoint and ends "preempted", and the sweep continues it from there (agent.sweep.runner). A job SLURM
+is already killing reads COMPLETING whether scancel or a preemption without grace time did it: it counts as
+cancelled.
 """
 
 from __future__ import annotations
@@ -171,6 +178,7 @@ def _slurm_ended(job_id: str, state: str, started: bool) -> tuple[str, str] | No
         "CANCELLED": ("cancelled", "was cancelled (scancel)"),
         "TIMEOUT": ("timeout", "reached its time limit"),
         "OUT_OF_MEMORY": ("oom", "ran out of memory"),
+        "PREEMPTED": ("preempted", "was preempted"),  # the sweep runs it again (from a checkpoint, if one was saved)
         SLURM_GONE: ("failed", "ended unseen (SLURM forgets a job MinJobAge after it ended)"),
     }.get(word, ("failed", f"ended {word}"))
     after = "and the trial's supervisor recorded no end" if started else "before the trial's supervisor started"
@@ -182,10 +190,11 @@ def run_trial_job(trial_dir: Path, env: dict[str, str], token: str) -> str:
     (`python -m agent.jobs`, which runs `meshpilot train`) as a child, and SLURM's verdict when SLURM stops the job.
 
     SLURM stops a job (scancel, preemption, its time limit) with SIGTERM to every process of it at once: the run's
-    launcher dies as the supervisor is told to stop, and the supervisor, which looks at its launcher between sleeps,
-    may find it dead first and record a failure. This process, idle until then, records SLURM's verdict first: it
-    holds the supervisor (SIGSTOP) while it asks SLURM what happened and records it, then lets it go on to stop
-    what is left of the run. Returns the trial's state.
+    launcher ends as the supervisor is told to stop, and the supervisor, which looks at its launcher between sleeps,
+    may find it ended first and record what the run says. This process, idle until then, records SLURM's verdict
+    first: it holds the supervisor (SIGSTOP) while it asks SLURM what happened and records it, then lets it go on to
+    stop what is left of the run. A preemption it leaves to the run: the supervisor records "preempted" once the run
+    saved its checkpoint. Returns the trial's state.
     """
     out = Path(trial_dir)
     job_id = os.environ.get("SLURM_JOB_ID", "?")
@@ -210,32 +219,37 @@ def run_trial_job(trial_dir: Path, env: dict[str, str], token: str) -> str:
 
 
 def _record_slurm_stop(out: Path, job_id: str, supervisor: subprocess.Popen | None) -> None:
-    """SIGTERM reached the trial's SLURM job: record why (squeue's state of the job), ahead of the supervisor."""
+    """SIGTERM reached the trial's SLURM job: record why (squeue's state of the job), ahead of the supervisor,
+    unless SLURM preempts it (then the run records it)."""
     held = supervisor is not None and supervisor.returncode is None and _hold(supervisor.pid)
+    writer = None
     try:
-        verdict = _slurm_stop_verdict(job_id)
-        writer = threading.Thread(target=jobs.record_state, args=(out, *verdict), daemon=True)
-        writer.start()
-        writer.join(1.0)  # the supervisor may be held inside the job's lock: it must run again to let go of it
+        line = _squeue(job_id, "%T|%M|%l", timeout_s=5.0)  # briefly: SIGKILL follows after KillWait, 30 s by default
+        verdict = _slurm_stop_verdict(job_id, line or "")
+        if verdict is not None:
+            writer = threading.Thread(target=jobs.record_state, args=(out, *verdict), daemon=True)
+            writer.start()
+            writer.join(1.0)  # the supervisor may be held inside the job's lock: it must run again to let go of it
     finally:
         if held:
             os.kill(supervisor.pid, signal.SIGCONT)
-    writer.join(30.0)  # once the supervisor let go of the lock
+    if writer is not None:
+        writer.join(30.0)  # once the supervisor let go of the lock
     if supervisor is not None and supervisor.poll() is None:
         supervisor.send_signal(signal.SIGTERM)  # a SIGTERM that reached this process alone stops the run too
 
 
-def _slurm_stop_verdict(job_id: str) -> tuple[str, str]:
-    """(state, cause) of a trial whose SLURM job received SIGTERM, from squeue (asked briefly: SIGKILL follows after
-    KillWait, 30 s by default). While SLURM kills a job it says COMPLETING, not CANCELLED or TIMEOUT, so the time
-    the job ran is held against its limit to tell a time limit from scancel."""
-    line = _squeue(job_id, "%T|%M|%l", timeout_s=5.0)
-    state, used, limit = (*(line or "").split("|"), "", "")[:3]
+def _slurm_stop_verdict(job_id: str, line: str) -> tuple[str, str] | None:
+    """(state, cause) of a trial whose SLURM job received SIGTERM, from squeue's `line` (%T|%M|%l) about it; None
+    for a preemption, which the run itself ends as "preempted" (see the module's docstring). While SLURM kills a job
+    it says COMPLETING, not CANCELLED or TIMEOUT, so the time the job ran is held against its limit to tell a time
+    limit from scancel."""
+    state, used, limit = (*line.split("|"), "", "")[:3]
     ran, allowed = _slurm_seconds(used), _slurm_seconds(limit)
     if state == "TIMEOUT" or (ran is not None and allowed is not None and ran >= allowed):
         return "timeout", f"SLURM job {job_id} reached its time limit ({limit})"
-    if state == "PREEMPTED":
-        return "cancelled", f"SLURM preempted job {job_id}"
+    if state in ("PREEMPTED", "RUNNING"):  # preempted, or signalled while SLURM keeps it running: a preemption
+        return None
     if state in ("CANCELLED", "COMPLETING"):
         return "cancelled", f"SLURM job {job_id} was cancelled (scancel, or preemption) while the trial ran"
     return "cancelled", f"the trial's SLURM job {job_id} received SIGTERM (SLURM says {state or 'nothing'})"
@@ -269,11 +283,17 @@ def _hold(pid: int) -> bool:
 def slurm_parameters(nproc: int, device_type: str, timeout_s: float | None, extra: dict[str, Any]) -> dict[str, Any]:
     """submitit's parameters for one trial: one task on one node holding the trial's GPUs, or on CPU a core per
     rank (torchrun inside it starts the ranks), its time limit, and what `--slurm KEY=VALUE` added (e.g.
-    slurm_partition=gpu)."""
+    slurm_partition=gpu).
+
+    A preemption must reach the run as a signal it survives (see the module's docstring): SLURM sends SIGTERM to
+    every process of the job, and both the batch script's shell and srun would end the job at once on it (srun
+    "forcing job termination"). So the batch script ignores SIGTERM and runs the task without srun, as the one
+    task of its one node; run_trial_job sets its own handler."""
     gpus = nproc if device_type == "cuda" else 0
     cores = {} if device_type == "cuda" else {"cpus_per_task": nproc}
     limit = _minutes(timeout_s)
-    return {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": gpus, **cores, "timeout_min": limit, **extra}
+    graceful = {"slurm_use_srun": False, "slurm_setup": ["trap '' TERM"]}
+    return {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": gpus, **cores, "timeout_min": limit, **graceful, **extra}
 
 
 def make_executor(kind: str, folder: Path, slurm: dict[str, Any] | None = None) -> Executor:

@@ -4,7 +4,9 @@ The trial directories are the truth; the study is the sampler's memory. A sweep 
 optuna trials in state RUNNING. Resuming, each is finished from its directory if its job ended meanwhile
 (jobs outlive the sweep), watched again if its job still runs, and otherwise started again from an empty
 directory under the same trial number, so it gets the same parameters. A trial with a result is never run
-twice.
+twice. A preempted trial (its run stopped by SIGTERM or SIGUSR1, trainer.host.preemption) has no result yet: it is
+neither failed nor told to optuna, and runs on from the checkpoint its preemption saved (the trainer's --resume),
+whether the sweep saw it preempted or finds it so when resumed.
 
 Each trial's directory holds the sweep's record of it, trial.json (TrialRecord, through TRIAL): its point, its
 parameters as the summary shows them, and exactly what its job was started with, `--set` overrides included, so
@@ -31,7 +33,7 @@ from agent.records import TRIAL, TRIAL_FILE, Params, TrialRequest
 from agent.sweep.study import suggest, trial_id
 from trainer.rank.trackers import RUN_GROUP_ENV, RUN_NAME_ENV
 from trainer.results.rundir import RunDir, StepsTail, tokens_per_s, untimed_steps
-from trainer.results.schemas import StepRecord
+from trainer.results.schemas import PREEMPTED, StepRecord
 
 if TYPE_CHECKING:  # the space imports torch (the planner's data): readers of trial.json need neither
     import optuna
@@ -131,6 +133,7 @@ class Active:
     devices: list[int] | None = None  # None: waiting for devices
     reported: set[int] = field(default_factory=set)
     steps: list[StepRecord] = field(default_factory=list)  # its steps.jsonl so far, read by `tail`
+    resume: bool = False  # its next start continues its run from the run's checkpoint (a preempted trial)
     tail: StepsTail = field(init=False)
 
     def __post_init__(self) -> None:
@@ -308,7 +311,8 @@ class Runner:
             }
             active.directory.mkdir(parents=True, exist_ok=True)
             TRIAL.write(active.directory / TRIAL_FILE, record)
-            self.executor.start(active.directory, active.request, devices, self.settings.device_type)
+            request = {**active.request, "resume": True} if active.resume else active.request
+            self.executor.start(active.directory, request, devices, self.settings.device_type)
 
     def _params(self, active: Active) -> Params:
         continuous = {k: v for k, v in active.trial.params.items() if k != "point"}
@@ -353,6 +357,9 @@ class Runner:
 
     def _tell(self, active: Active, status: dict) -> None:
         state, metrics = status["state"], status["metrics"] or {}
+        if state == PREEMPTED:
+            self._continue(active, metrics)
+            return
         value = metrics.get(self.settings.objective) if state == "ok" else None
         if state == "ok" and value is not None and math.isfinite(value):
             self.study.tell(active.trial, value)
@@ -367,6 +374,22 @@ class Runner:
         if self.progress is not None:
             active.follow()  # the steps written since the last poll
             self.ended.append(self._trial_progress(active, state, metrics.get("tokens_per_s"), status["cause"]))
+
+    def _continue(self, active: Active, metrics: dict) -> None:
+        """Start a preempted trial again: from the checkpoint its preemption saved, or afresh where it saved none
+        (preempted in its first step, or with no time left to save). Optuna hears nothing until it ends."""
+        if active.devices:
+            self.devices.give(active.devices)
+        active.devices = None  # waits for devices like a new trial, in its place in the queue
+        active.resume = bool(metrics.get("resume_from"))
+        if active.resume:
+            # The resumed run writes its own metrics.json; one that fails before it does must not read as preempted
+            # again (and be started again), but as the failure its job records.
+            RunDir(active.directory).metrics.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(active.directory, ignore_errors=True)
+        if active not in self.active:
+            self.active.append(active)
 
     # -- progress
 

@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from agent.understanding.context import Context, context_of
-from agent.understanding.entities import DESCRIPTOR_WORDS, GENERIC, Entities, extract, masked
+from agent.understanding.entities import _PRESET, DESCRIPTOR_WORDS, GENERIC, Entities, extract, masked
 from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
 from agent.understanding.grammar import Intent, first_reading, parse_slash, read_facts
 from agent.understanding.intents import ACTIONS, FOLLOW_UP, ranked, score
@@ -523,7 +523,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.clarify = f"I have no preset for {unknown!r}: which model should it train? {_launch_text(intent.args)}"
     if intent.clarify is None:
         intent.clarify = _setting_doubt(plain_of(intent, context), entities, intent)
-    degrees = [int(d) for d in re.findall(r"=(\d+)", str(intent.args.get("layout", "")))]
+    # ep borrows dp_shard x cp's ranks (trainer.layout): it multiplies no processes.
+    degrees = [int(d) for d in re.findall(r"(?:^|,)(?!ep=)\w+=(\d+)", str(intent.args.get("layout", "")))]
     if intent.clarify is None and degrees and "nproc" in intent.args and math.prod(degrees) != intent.args["nproc"]:
         intent.clarify = (f"The layout {intent.args['layout']} needs {math.prod(degrees)} processes, not "
                           f"{intent.args['nproc']}: which layout do you want? {_launch_text(intent.args)}")  # fmt: skip
@@ -671,9 +672,6 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
 
 def _same_family(model: object, size: object) -> str | None:
     """The preset of `model`'s family (its version first) with `size` billion parameters."""
-    from agent.understanding.entities import _PRESET
-    from trainer.model.presets import MODELS
-
     before = _PRESET.match(str(model)) if model else None
     if before is None:
         return None

@@ -9,6 +9,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
+from agent.understanding.grammar import _GPU_NAME, LAYOUT_WORDS
 from agent.understanding.known import Known
 from trainer.layout import MESH_DIMS
 from trainer.model.presets import MODELS
@@ -58,7 +59,8 @@ VAGUE_CHANGE = (
     r"\b(?:other|different|another)\s+(?:layout|model|config|experiment|one|settings?)\b|"
     r"\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b|\bthe \w+(?:est)? one\b"
 )
-FAMILIES = r"llama|mistral|mixtral|qwen|gemma|smollm"
+# Every preset's family (the letters its name starts with: llama, qwen, mixtral, deepseek...), longest first.
+FAMILIES = "|".join(sorted({re.match(r"[a-z]+", key).group(0) for key in MODELS}, key=len, reverse=True))
 OWN_MODEL = r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model)\b"
 MEMORY_EACH = r"\b(\d+(?:\.\d+)?)\s*(gib|gb)\b\s*(?:of\s+(?:memory|vram|ram)\s*)?(?:each|per|apiece|a piece)"
 NOT_NAMES = {"run", "sweep", "latest", "last", "other", "long", "good", "best", "same", "next", "first", "whole"}
@@ -143,8 +145,6 @@ def masked(text: str, entities: Entities) -> str:
 def _layouts(lowered: str, entities: Entities) -> None:
     """Layout degrees ("dp_shard=2,tp=2", "pp=2") and words (FSDP, "tensor parallel", "2 replicas x 2 shards") and
     GPU names: cues of a launch or a plan (the grammar reads their values)."""
-    from agent.understanding.grammar import _GPU_NAME, LAYOUT_WORDS
-
     for pattern, _ in LAYOUT_WORDS:
         if found := re.search(rf"\b(?:{pattern})\b", lowered):
             entities.add("layout", found.group(0), found.span())
@@ -251,7 +251,7 @@ def _model(lowered: str, entities: Entities) -> None:
     and size whose version starts with the one given; the entity says which preset it took. A family without a
     preset ("mixtral", "falcon 40b") is a model_unknown: asked about."""
     found = re.search(OTHER_FAMILIES, lowered)
-    if found and not any(k.startswith(re.sub(r"[\s-]", "", found.group(1))) for k in MODELS):
+    if found and not any(k.replace("-", "").startswith(re.sub(r"[\s-]", "", found.group(1))) for k in MODELS):
         entities.add("model_unknown", found.group(0), found.span())
         return
     found = re.search(rf"\b({FAMILIES})[\s-]*(\d+(?:\.\d+)?)?[\s-]+(\d+(?:\.\d+)?)\s*b\b", lowered)
@@ -265,6 +265,8 @@ def _model(lowered: str, entities: Entities) -> None:
         family, version = found.groups()
         matches = [k for k in MODELS if _PRESET.match(k) and _PRESET.match(k).group(1) == family
                    and (not version or (_PRESET.match(k).group(2) or "").startswith(version))]  # fmt: skip
+        if not version:  # presets not named by family and size ("mixtral-8x7b", "deepseek-v3"): by family alone
+            matches = matches or [k for k in MODELS if k.split("-")[0] == family]
         if len(matches) == 1:
             entities.add("model", matches[0], found.span())
             entities.add("model_note", f"{found.group(0)!r} as the preset {matches[0]}", found.span())

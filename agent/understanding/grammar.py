@@ -20,7 +20,7 @@ from typing import Any
 
 from trainer.config import ConfigError
 from trainer.hardware import GPU_ALIASES, GPUS, gpu_preset
-from trainer.layout import FAMILY_OF_DIM, MESH_DIMS, Layout
+from trainer.layout import FAMILY_OF_DIM, LAYOUT_DIMS, Layout
 from trainer.model.presets import MODELS, REFUSED, model_override, model_preset, preset_key
 
 SLASH_COMMANDS = ("help", "plan", "why", "run", "status", "results", "cancel", "hardware", "runs", "read", "sweep",
@@ -37,9 +37,10 @@ LAYOUT_WORDS: list[tuple[str, str]] = [
     (r"tensor[- ]parallel(?:ism)?|tp", "tp"),
     (r"pipeline[- ]parallel(?:ism)?|pipelined?|pp", "pp"),
     (r"context[- ]parallel(?:ism)?|ring attention|cp", "cp"),
+    (r"expert[- ]parallel(?:ism)?|ep", "ep"),  # borrows dp_shard x cp's ranks: multiplies no processes
 ]
 # Layouts people name that meshpilot does not have: asked about rather than guessed.
-UNKNOWN_LAYOUTS = r"zero[- ]?[12]\b|zero stage [12]|deepspeed|megatron|expert[- ]parallel\w*|sequence[- ]parallel\w*"
+UNKNOWN_LAYOUTS = r"zero[- ]?[12]\b|zero stage [12]|deepspeed|megatron|sequence[- ]parallel\w*"
 TOPICS = {
     "memory": r"memory|\bmem\b|\boom\b|gib|\bram\b|vram",
     "optimizer": r"optimi[sz]er",
@@ -285,11 +286,15 @@ def _count(word: str) -> int:
     return int(word) if word.isdigit() else _COUNT_WORDS[word]
 
 
+# The mixture-of-experts presets by name (tried first: "qwen3-30b-a3b" is not "qwen3-30b").
+_MOE_NAMES = r"qwen3[\s-]\d+b[\s-]a\d+b|gpt[\s-]oss[\s-]\d+b|deepseek[\s-]v3|mixtral[\s-]8x\d+b"
+
+
 def _model_fact(lowered: str, intent: Intent) -> None:
     """A model preset by its name ("llama-3.1-8b", "Llama 3.1 8B") or by family and size ("a 7B llama")."""
     families = "llama|mistral|mixtral|qwen|gemma|smollm"
     named = re.search(
-        rf"\b(?:[\w-]+/)?((?:{families})[\s-]?\d+(?:\.\d)?[\s-]+\d+(?:\.\d)?\s?b|mistral[\s-]7b|mixtral[\s-]8x7b)\b",
+        rf"\b(?:[\w-]+/)?({_MOE_NAMES}|(?:{families})[\s-]?\d+(?:\.\d)?[\s-]+\d+(?:\.\d)?\s?b|mistral[\s-]7b)\b",
         lowered,
     )
     if named:  # a name with its version: the preset, or a question naming the closest
@@ -329,7 +334,7 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
         intent.words = runs
     if found := re.search(r"(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|\bsteps?\s*[=:]?\s*(\d+)\b", lowered):
         intent.args["steps"] = int(found.group(1) or found.group(2))
-    dims = "|".join(MESH_DIMS)
+    dims = "|".join(LAYOUT_DIMS)
     if found := re.search(rf"\b((?:{dims})=\d+(?:,(?:{dims})=\d+)*)", lowered):
         intent.args["layout"] = found.group(1)
     named = []
@@ -372,6 +377,8 @@ def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> 
         rest = re.sub(rf"\b{words}\b", " ", rest)
     if not degrees:
         return
+    if "ep" in degrees and not _expert_degree(degrees, intent):
+        return
     nproc = intent.args.get("nproc") or devices
     known = math.prod(d for d in degrees.values() if d)
     unknown = [dim for dim, d in degrees.items() if d is None]
@@ -391,7 +398,22 @@ def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> 
         intent.clarify = f"The layout {layout} needs {product} processes, not {nproc}: which do you want?"
         return
     intent.args["nproc"] = product
-    intent.args["layout"] = _layout_text(degrees)
+    intent.args["layout"] = _layout_text({**degrees, **intent.args.pop("ep", {})})
+
+
+def _expert_degree(degrees: dict[str, int | None], intent: Intent) -> bool:
+    """ep borrows dp_shard x cp's ranks (trainer.layout): set it aside from the degrees that multiply to the
+    processes, with dp_shard to borrow from where none is named. False (and a question) where no degree is given."""
+    ep = degrees.pop("ep")
+    if ep is None:
+        intent.clarify = (
+            "Which expert-parallel degree? It must divide the experts, e.g. `train it with dp_shard=4,ep=4`."
+        )
+        return False
+    if "dp_shard" not in degrees and "cp" not in degrees:
+        degrees["dp_shard"] = None
+    intent.args["ep"] = {"ep": ep}
+    return True
 
 
 def _splits(total: int, parts: int) -> list[tuple[int, ...]]:

@@ -132,7 +132,7 @@ class Known:
 
 def _newest(root: Path, kind: str) -> list[str]:
     """The directories under root/kind, newest first: the order of the tools' list_results (agent.tools)."""
-    from agent.tools import _newest as newest_first
+    from agent.tools import _newest as newest_first  # imported here: agent.tools loads langgraph (a second)
 
     return [f"{kind}/{d.name}" for d in newest_first(root / kind)]
 

@@ -46,12 +46,12 @@ from trainer.costs.memory_model import (
     predict_rank,
     rank_coordinates,
 )
-from trainer.costs.throughput import StepEstimate, StepShape, estimate_step, hardware_figures, model_bytes
+from trainer.costs.throughput import StepEstimate, StepShape, estimate_step, hardware_figures, parameter_figures
 from trainer.hardware import Hardware
 from trainer.host.collector import collector_paused
-from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError
+from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError, expert_count
 from trainer.model.attention import takes_dense_mask
-from trainer.model.parameters import describe_parameters, head_dim
+from trainer.model.parameters import describe_parameters, head_dim, moe_dims
 from trainer.model.presets import PresetConfig
 from trainer.parallel.context_parallel import check_context_parallel
 from trainer.parallel.pipeline import check_pipeline
@@ -132,7 +132,9 @@ def micro_batch_choices(rows: int) -> list[int]:
 
 
 def valid_layouts(world_size: int, config: PretrainedConfig, seq_len: int) -> list[Layout]:
-    """Every way to split the world over the mesh dimensions that this model and sequence allow."""
+    """Every way to split the world over the mesh dimensions that this model and sequence allow; for a mixture of
+    experts, each with every expert-parallel degree that divides both its dp_shard x cp ranks and the experts."""
+    experts = expert_count(config) if moe_dims(config) is not None else None
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     divisors = [d for d in range(1, world_size + 1) if world_size % d == 0]
@@ -149,6 +151,9 @@ def valid_layouts(world_size: int, config: PretrainedConfig, seq_len: int) -> li
         except LayoutError:
             continue
         layouts.append(layout)
+        if experts and layout.fsdp:  # ep borrows dp_shard x cp's ranks (trainer.layout): no new world split
+            borrowed = math.gcd(layout.dp_shard * layout.cp, experts)
+            layouts += [dataclasses.replace(layout, ep=ep) for ep in range(2, borrowed + 1) if borrowed % ep == 0]
     return layouts
 
 
@@ -190,7 +195,7 @@ def _plan(
     rows = experiment.train.global_batch_tokens // seq_len
     shapes, counts = _describe_parameters(config)
     groups = parameter_groups(shapes)
-    matmul, total_bytes = counts["matmul"], model_bytes(counts)
+    parameters = parameter_figures(counts)  # active matmul parameters (FLOPs), all of them, the experts' apart
     precision = resolve_precision(experiment.train.precision, hardware.device_type)
     calibration = Calibration.load(hardware)
     modes = pinned.checkpointing_modes()
@@ -246,8 +251,7 @@ def _plan(
                         layout,
                         hardware,
                         shape,
-                        matmul_params=matmul,
-                        parameter_bytes=total_bytes,
+                        **parameters,
                         calibration=calibration,
                         figures=figures,
                     )
@@ -282,12 +286,12 @@ def _largest_ranks(
 
 def _shard_key(layout: Layout, rank: int) -> tuple:
     """Everything trainer.costs.memory_model.local_groups reads of the layout and the rank: the tensor-parallel degree
-    and index, FSDP2's chunks (how many, and which is this rank's), the pipeline degree and stage. Within one plan
+    and index, FSDP2's chunks (how many, and which is this rank's), the pipeline degree and stage, ep. Within one plan
     (one config and train spec), two (layout, rank) pairs with the same key hold the same shards: dp_shard=4 and
     dp_shard=2,cp=2 cut alike, and dp_replicate changes nothing."""
     at = rank_coordinates(rank, layout)
     chunk = at["dp_shard"] * layout.cp + at["cp"]
-    return layout.tp, at["tp"], layout.shard_degree, chunk, layout.pp, at["pp"]
+    return layout.tp, at["tp"], layout.shard_degree, chunk, layout.pp, at["pp"], layout.ep
 
 
 def _peak_memory(
@@ -351,6 +355,13 @@ def format_table(candidates: list[Candidate], limit: int = 20) -> str:
         if first.dropped != reason:  # the memory group: say by how much the example missed
             example += f": {first.dropped}"
         lines.append(f"  dropped {len(group)}: {reason} (e.g. {example})")
+        if reason == OUT_OF_MEMORY and not feasible:  # nothing fits: the closest miss says by how much
+            closest = min(group, key=lambda c: c.memory["peak"])
+            checkpointing = checkpointing_mode(closest.activation_checkpointing)
+            lines.append(
+                f"  closest: {closest.layout.describe()}, micro-batch {closest.micro_batch}, activation "
+                f"checkpointing {checkpointing}: {closest.dropped}"
+            )
     return "\n".join(lines)
 
 

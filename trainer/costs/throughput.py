@@ -53,8 +53,19 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
 - the gradient noise scale (train.gns_every): on a measured step the first micro-batch round's gradient is
   reduced once more over the data-parallel ranks (`noise_scale_bytes`), and the step waits for its norm: priced
   as communication on the critical path, amortised over the `gns_every` steps between measurements.
-cp's keys and values, pp's activations and tp's backward gradients move in `activation_width`: fp32 under autocast
-(the residual stream and rotary's keys stay fp32), bf16 where the parameters are.
+- ep (mixture of experts): every MoE layer sends each local token's top_k rows to their experts' ranks and brings
+  them back (two all-to-alls, each moving (ep - 1)/ep of top_k x tokens x hidden per rank), and again for their
+  gradients in backward, and once more in forward where activation checkpointing recomputes the layer; each with a
+  small all-to-all of the per-expert counts first (`expert_parallel_bytes`). On the critical path, and scaled by the
+  load imbalance: the rank whose experts receive the most rows sets the pace.
+cp's keys and values, pp's activations, tp's backward gradients and ep's rows move in `activation_width`: fp32
+under autocast (the residual stream and rotary's keys stay fp32), bf16 where the parameters are.
+
+Mixture-of-experts models: FLOPs per token count the active parameters (the routed experts at top_k / E,
+trainer.model.parameters); a rank holds, gathers, updates and reduces the dense parameters and its E/ep experts.
+Uneven routing (`StepShape.expert_imbalance`, the most loaded ep rank's rows over the mean: a stated 1.2 by default,
+`EXPERT_IMBALANCE`; trainer.parallel.expert_parallel.expert_load measures it per step) lengthens the experts' matmuls
+and the all-to-alls by that factor.
 
 Links: a mesh dimension stays inside a node when it and the dimensions inside it (the mesh is ordered
 [pp, dp_replicate, dp_shard, cp, tp], tp innermost) fit in one node's devices; otherwise it crosses the network.
@@ -75,14 +86,14 @@ from dataclasses import dataclass
 
 from transformers import PretrainedConfig
 
-from trainer.config import Experiment, checkpointing_mode, resolve_precision
+from trainer.config import Checkpointing, Experiment, checkpointing_mode, resolve_precision
 from trainer.costs.calibration import Calibration
 from trainer.costs.flops import step_flops
 from trainer.costs.probe import figures_source, read_probe
 from trainer.hardware import INTERCONNECTS, NETWORKS, Hardware, interconnect_within
-from trainer.layout import MESH_DIMS, Layout
+from trainer.layout import LAYOUT_DIMS, MESH_DIMS, Layout
 from trainer.model.attention import takes_dense_mask
-from trainer.model.parameters import count_parameters, head_dim
+from trainer.model.parameters import MoeDims, count_parameters, head_dim, moe_dims
 
 OP_OVERHEAD_S = {"cuda": 10e-6, "cpu": 5e-6}
 # Operations per decoder layer in one forward pass of transformers' Llama (views left out), backward twice as many
@@ -150,7 +161,13 @@ TP_ALL_REDUCES_PER_LAYER = (2, 5)
 # The collective that carries most of each dimension's traffic, whose probed latency and bandwidth it is priced at.
 COLLECTIVE_OF = {
     "dp_replicate": "all_reduce", "dp_shard": "all_gather", "cp": "all_gather", "tp": "all_reduce", "pp": "send_recv",
+    "ep": "all_to_all",
 }  # fmt: skip
+# What communicates: the mesh dimensions and expert parallelism, which borrows dp_shard x cp's ranks.
+COMM_DIMS = LAYOUT_DIMS
+# The most loaded ep rank's (token, expert) rows over the mean, where a run has not measured it: a stated assumption
+# for routing trained with a load-balancing loss (published MoE benchmarks force-balance the router: 1.0).
+EXPERT_IMBALANCE = 1.2
 FP32 = 4
 
 
@@ -230,6 +247,8 @@ def dimension_links(layout: Layout, hardware: Hardware) -> dict[str, str]:
     for name in reversed(MESH_DIMS):
         inner *= getattr(layout, name)
         links[name] = within if inner <= hardware.devices_per_node else hardware.network
+    # ep's ranks are neighbours in dp_shard x cp (innermost there), tp's ranks between them.
+    links["ep"] = within if layout.ep * layout.tp <= hardware.devices_per_node else hardware.network
     return links
 
 
@@ -252,19 +271,21 @@ def communication_bytes(
     micro_batch: int,
     seq_len: int,
     grad_accum: int,
-    activation_checkpointing: bool | str = False,
+    checkpointing: Checkpointing = "none",
     precision: str = "fp32",
     fsdp_grad_sync: str = "micro_batch",
+    expert_imbalance: float = EXPERT_IMBALANCE,
 ) -> dict[str, tuple[float, int]]:
-    """(bytes each rank sends, number of collectives) per optimizer step, per mesh dimension.
+    """(bytes each rank sends, number of collectives) per optimizer step, per mesh dimension and ep.
 
-    `parameter_bytes` is the whole model's (fp32): a pipeline stage holds its 1/pp share of it.
+    `parameter_bytes` is the whole model's (fp32), or of an MoE model what an ep rank holds (its E/ep experts): a
+    pipeline stage holds its 1/pp share of it.
     """
     ring = lambda n: (n - 1) / n  # noqa: E731 - the share of the data a ring collective moves per rank
     tokens = micro_batch * seq_len // layout.cp
     layers = -(-config.num_hidden_layers // layout.pp)
     shard_share = parameter_bytes / layout.pp / layout.tp  # this rank's stage and tensor-parallel share, before FSDP
-    sent = dict.fromkeys(MESH_DIMS, (0.0, 0))
+    sent = dict.fromkeys(COMM_DIMS, (0.0, 0))
     shards = layout.shard_degree  # FSDP2 shards over dp_shard x cp; counted under dp_shard, whose link it crosses
     if shards > 1:
         reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync)
@@ -276,20 +297,50 @@ def communication_bytes(
         sent["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
     if layout.tp > 1:
         forward, backward = TP_ALL_REDUCES_PER_LAYER
-        forward += 0 if checkpointing_mode(activation_checkpointing) == "none" else forward - 1  # recomputed
+        forward += 0 if checkpointing == "none" else forward - 1  # recomputed
         forward_width = 2 if precision == "bf16" else FP32  # the row-parallel matmuls' outputs, in the compute dtype
         backward_width = activation_width(precision, layout)
         elements = 2 * ring(layout.tp) * tokens * config.hidden_size  # per all-reduce of one activation
         per_micro_batch = layers * elements * (forward * forward_width + backward * backward_width)
         sent["tp"] = (grad_accum * per_micro_batch, grad_accum * layers * (forward + backward))
     if layout.cp > 1:  # per layer: all-gather (twice with recomputation, full or selective) and reduce-scatter
-        collectives = grad_accum * layers * (2 if checkpointing_mode(activation_checkpointing) == "none" else 3)
+        collectives = grad_accum * layers * (2 if checkpointing == "none" else 3)
         per_collective = context_parallel_bytes(config, layout, micro_batch, seq_len, precision)
         sent["cp"] = (collectives * per_collective, collectives)
     if layout.pp > 1:
         stage_output = tokens * config.hidden_size * activation_width(precision, layout) / layout.tp
         sent["pp"] = (grad_accum * 2 * stage_output, grad_accum * 2)  # forward, and its gradient back
+    sent["ep"] = expert_parallel_bytes(
+        config, layout, micro_batch, seq_len, grad_accum, checkpointing, precision, expert_imbalance
+    )
     return sent
+
+
+def expert_parallel_bytes(
+    config: PretrainedConfig,
+    layout: Layout,
+    micro_batch: int,
+    seq_len: int,
+    grad_accum: int,
+    checkpointing: Checkpointing = "none",
+    precision: str = "fp32",
+    expert_imbalance: float = EXPERT_IMBALANCE,
+) -> tuple[float, int]:
+    """(bytes the busiest rank moves, collectives) per optimizer step for expert parallelism's all-to-alls: per
+    MoE layer on this pipeline stage and micro-batch, dispatch and combine in forward, their gradients in backward,
+    and the forward's again where checkpointing recomputes the layer, each (ep - 1)/ep of the rank's top_k x tokens
+    rows of hidden size (times the imbalance), after an all-to-all of the per-expert counts (latency only)."""
+    moe = moe_dims(config)
+    if moe is None or layout.ep == 1:
+        return 0.0, 0
+    tokens = micro_batch * seq_len // layout.cp
+    layers = -(-moe.moe_layers // layout.pp)
+    recomputed = checkpointing != "none"
+    passes = 4 + (2 if recomputed else 0)
+    counts = 1 + (1 if recomputed else 0)
+    rows = moe.top_k * tokens * config.hidden_size * activation_width(precision, layout)
+    per_all_to_all = (layout.ep - 1) / layout.ep * rows * expert_imbalance
+    return grad_accum * layers * passes * per_all_to_all, grad_accum * layers * (passes + counts)
 
 
 def noise_scale_bytes(
@@ -308,6 +359,18 @@ def noise_scale_bytes(
         volume = shard_share / shards
         extra["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
     return extra
+
+
+def imbalance_flops(
+    config: PretrainedConfig, layout: Layout, expert_bytes: int, tokens: int, expert_imbalance: float
+) -> float:
+    """The experts' FLOPs the busiest ep rank computes beyond an even share: (imbalance - 1) times the routed
+    experts' active share of a step (6 per active expert parameter per token); nothing without ep (every rank then
+    runs every expert on its own tokens)."""
+    moe = moe_dims(config)
+    if moe is None or layout.ep == 1 or not expert_bytes:
+        return 0.0
+    return (expert_imbalance - 1.0) * 6.0 * expert_bytes / FP32 * moe.routed_fraction * tokens
 
 
 def loss_recompute_flops(config: PretrainedConfig, tokens: int) -> float:
@@ -336,15 +399,18 @@ def predict_run(
         resolve_precision(train.precision, hardware.device_type), dense_mask, train.compile, train.gns_every,
         train.fsdp_grad_sync,
     )  # fmt: skip
-    return estimate_step(
-        config,
-        layout,
-        hardware,
-        shape,
-        matmul_params=counts["matmul"],
-        parameter_bytes=model_bytes(counts),
-        calibration=calibration,
-    )
+    return estimate_step(config, layout, hardware, shape, **parameter_figures(counts), calibration=calibration)
+
+
+def parameter_figures(counts: dict[str, int]) -> dict[str, int]:
+    """estimate_step's parameter arguments from trainer.model.parameters' counts: FLOPs from the active matmul
+    parameters, memory and communication from all of them, the routed experts' bytes apart (ep splits them)."""
+    return {
+        "matmul_params": counts.get("active_matmul", counts["matmul"]),
+        "parameter_bytes": model_bytes(counts),
+        "expert_bytes": FP32 * counts.get("routed_experts", 0),
+        "cast_params": counts["matmul"],
+    }
 
 
 def model_bytes(counts: dict[str, int]) -> int:
@@ -362,12 +428,13 @@ class StepShape:
     micro_batch: int
     seq_len: int
     grad_accum: int
-    checkpointing: str = "none"  # one of trainer.config.CHECKPOINTING_MODES (train.activation_checkpointing given)
+    checkpointing: Checkpointing = "none"  # given as train.activation_checkpointing stores it (False, True) too
     precision: str = "fp32"  # fp32 | bf16 (resolve_precision's)
     dense_mask: bool = False  # attention reads a dense [seq, seq] mask (trainer.model.attention.takes_dense_mask)
     compiled: bool = False  # each decoder layer compiled (train.compile)
     gns_every: int = 0  # steps between gradient noise scale measurements (train.gns_every; 0: none)
     fsdp_grad_sync: str = "micro_batch"  # when FSDP2 reduce-scatters (train.fsdp_grad_sync)
+    expert_imbalance: float = EXPERT_IMBALANCE  # the busiest ep rank's expert rows over the mean (MoE, ep > 1)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checkpointing", checkpointing_mode(self.checkpointing))
@@ -383,10 +450,18 @@ def estimate_step(
     parameter_bytes: int,
     calibration: Calibration | None = None,
     figures: Figures | None = None,
+    expert_bytes: int = 0,
+    cast_params: int | None = None,
 ) -> StepEstimate:
     """One optimizer step of one rank (see the module docstring). `figures`: hardware_figures(hardware), where the
-    caller already has them (a plan prices thousands of candidates on the same hardware)."""
+    caller already has them (a plan prices thousands of candidates on the same hardware). `matmul_params`: those a
+    token runs through (an MoE model's active ones); `expert_bytes`: the routed experts' share of `parameter_bytes`,
+    which ep splits; `cast_params`: the matmul weights autocast copies (all of them; default `matmul_params`)."""
     micro_batch, seq_len, grad_accum = shape.micro_batch, shape.seq_len, shape.grad_accum
+    # What this rank holds before FSDP2 chunks it: the dense parameters and its E/ep experts.
+    elsewhere = expert_bytes - expert_bytes // layout.ep
+    parameter_bytes -= elsewhere
+    cast_params = (matmul_params if cast_params is None else cast_params) - elsewhere // FP32
     mode, precision, dense_mask, compiled = shape.checkpointing, shape.precision, shape.dense_mask, shape.compiled
     gns_every, fsdp_grad_sync = shape.gns_every, shape.fsdp_grad_sync
     tokens_per_rank_step = micro_batch * grad_accum * seq_len  # before cp splits the sequence
@@ -398,11 +473,12 @@ def estimate_step(
         flops += selective_recompute_flops(config, tokens_per_rank_step)
     if layout.pp == 1:
         flops += loss_recompute_flops(config, tokens_per_rank_step)
+    flops += imbalance_flops(config, layout, expert_bytes, tokens_per_rank_step, shape.expert_imbalance)
     matmul = flops / (layout.tp * layout.cp * layout.pp) / figures.compute_flops(hardware, precision)
     if mode == "full":  # the forward pass runs twice: 4 passes' worth instead of 3
         matmul *= 4 / 3
     traffic = memory_traffic(
-        config, layout, matmul_params, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision,
+        config, layout, cast_params, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision,
         dense_mask, compiled, fsdp_grad_sync,
     )  # fmt: skip
     memory = traffic / figures.memory_bandwidth(hardware)
@@ -417,21 +493,22 @@ def estimate_step(
         bubble = 1 + (layout.pp - 1) / grad_accum
         compute, dispatch = compute * bubble, dispatch * bubble
     sent = communication_bytes(
-        config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision, fsdp_grad_sync
-    )
+        config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision, fsdp_grad_sync,
+        shape.expert_imbalance,
+    )  # fmt: skip
     links = dimension_links(layout, hardware)
-    seconds = {d: figures.transfer_s(links[d], COLLECTIVE_OF[d], *sent[d]) for d in MESH_DIMS}
+    seconds = {d: figures.transfer_s(links[d], COLLECTIVE_OF[d], *sent[d]) for d in COMM_DIMS}
     # On a GPU data-parallel traffic overlaps the backward pass (about two thirds of compute) and the rest shows;
     # on a CPU the collectives run on the cores that compute, so nothing overlaps.
     data_parallel = seconds["dp_shard"] + seconds["dp_replicate"]
     hidden = 2 / 3 * compute if hardware.device_type == "cuda" else 0.0
-    comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + max(0.0, data_parallel - hidden)
+    comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + seconds["ep"] + max(0.0, data_parallel - hidden)
     # The noise scale's extra reduction: waited for (its norm is read at once), one step in gns_every.
     noise = noise_scale_bytes(config, layout, parameter_bytes, grad_accum, gns_every)
     for d, (noise_bytes, noise_collectives) in noise.items():
         comm += figures.transfer_s(links[d], COLLECTIVE_OF[d], noise_bytes, noise_collectives) / gns_every
         sent[d] = (sent[d][0] + noise_bytes / gns_every, sent[d][1])
-    collectives = sum(sent[d][1] for d in ("dp_shard", "tp", "cp"))
+    collectives = sum(sent[d][1] for d in ("dp_shard", "tp", "cp", "ep"))
     calibration = calibration or Calibration()
     step = calibration.predict(compute, comm, collectives, grad_accum, dispatch)
     global_tokens = tokens_per_rank_step * layout.dp_degree
@@ -448,7 +525,7 @@ def memory_traffic(
     micro_batch: int,
     seq_len: int,
     grad_accum: int,
-    activation_checkpointing: bool | str,
+    checkpointing: Checkpointing,
     precision: str,
     dense_mask: bool,
     compiled: bool = False,
@@ -459,14 +536,13 @@ def memory_traffic(
     tp, layers = layout.tp, -(-config.num_hidden_layers // layout.pp)
     tokens = micro_batch * seq_len // layout.cp  # per micro-batch on this rank
     forward, backward = layer_bytes(config, layout, precision, compiled)
-    mode = checkpointing_mode(activation_checkpointing)
     # Full and selective both rerun every elementwise operation of the forward (compiled: its fused kernels).
-    recomputed = 0 if mode == "none" else forward
+    recomputed = 0 if checkpointing == "none" else forward
     per_micro_batch = tokens * layers * (forward + backward + recomputed)
     per_micro_batch += tokens * config.vocab_size * LOGIT_BYTES
     if dense_mask:  # built as a bias in every layer, then read once per head in forward and twice in backward
         entries = tokens * seq_len  # each local query's row spans every key of its row
-        attention_passes = 3 + (1 if mode == "full" else 0)  # selective keeps attention's output: not rerun
+        attention_passes = 3 + (1 if checkpointing == "full" else 0)  # selective keeps attention's output: not rerun
         per_micro_batch += layers * entries * ((1 + width) + heads / tp * width * attention_passes)
     stage_elements = parameter_bytes / FP32 / layout.pp / tp
     local_elements = stage_elements / layout.shard_degree
@@ -503,13 +579,27 @@ def layer_bytes(config: PretrainedConfig, layout: Layout, precision: str, compil
     d = head_dim(config)
     q = config.num_attention_heads * d
     widths = (config.hidden_size, q / layout.tp, q * _kv_ratio(config) / layout.tp,
-              config.intermediate_size / layout.tp, d, 1)  # fmt: skip
+              mlp_width(config, layout.tp), d, 1)  # fmt: skip
     forward, backward = LAYER_BYTES[layer_regime(precision, layout), compiled]
     return _dot(forward, widths), _dot(backward, widths)
 
 
+def mlp_width(config: PretrainedConfig, tp: int) -> float:
+    """The intermediate width one token's MLP runs over on a rank, per layer: the dense MLP's over tp; in an MoE
+    layer its top_k experts' and any shared expert's (experts are not split by tp), averaged over the layers."""
+    moe = moe_dims(config)
+    if moe is None:
+        return config.intermediate_size / tp
+    return _mean_mlp(moe, config, moe.top_k * moe.expert_intermediate + moe.shared_intermediate, tp)
+
+
+def _mean_mlp(moe: MoeDims, config: PretrainedConfig, sparse: float, tp: int) -> float:
+    layers = config.num_hidden_layers
+    return (moe.moe_layers * sparse + (layers - moe.moe_layers) * moe.dense_intermediate / tp) / layers
+
+
 def operations_per_micro_batch(
-    config: PretrainedConfig, layout: Layout, activation_checkpointing: bool | str, compiled: bool = False
+    config: PretrainedConfig, layout: Layout, checkpointing: Checkpointing, compiled: bool = False
 ) -> int:
     """Operations one forward and backward pass launches on one rank (`OPS_PER_LAYER`, or
     `COMPILED_OPS_PER_LAYER` where each layer is compiled)."""
@@ -519,22 +609,21 @@ def operations_per_micro_batch(
     else:
         forward, backward = OPS_PER_LAYER, 2 * OPS_PER_LAYER
     recomputed = {"none": 0, "selective": forward - SELECTIVE_KEPT_OPS, "full": forward}
-    return layers * (forward + backward + recomputed[checkpointing_mode(activation_checkpointing)]) + OPS_OUTSIDE_LAYERS
+    return layers * (forward + backward + recomputed[checkpointing]) + OPS_OUTSIDE_LAYERS
 
 
 def dispatch_per_micro_batch(
-    config: PretrainedConfig, layout: Layout, activation_checkpointing: bool | str, figures: Figures
+    config: PretrainedConfig, layout: Layout, checkpointing: Checkpointing, figures: Figures
 ) -> float:
     """Seconds one forward and backward pass spends in Python dispatch on one rank (see the module docstring)."""
     layers = -(-config.num_hidden_layers // layout.pp)
     dtensor_op_s, selective_op_s = figures.dispatch_overheads()
-    mode = checkpointing_mode(activation_checkpointing)
     seconds = 0.0
     if layout.tp > 1:
         forward, backward = DTENSOR_OPS_PER_LAYER
-        forward_passes = 1 if mode == "none" else 2  # recomputation dispatches the forward's operations again
+        forward_passes = 1 if checkpointing == "none" else 2  # recomputation dispatches the forward's operations again
         seconds += layers * (forward * forward_passes + backward) * dtensor_op_s
-    if mode == "selective":
+    if checkpointing == "selective":
         seconds += layers * SELECTIVE_OPS_PER_LAYER * selective_op_s
     return seconds
 
@@ -543,6 +632,9 @@ def selective_recompute_flops(config: PretrainedConfig, tokens: int) -> float:
     """FLOPs selective checkpointing adds to a step of `tokens` tokens: the k, o and up projections it recomputes
     (2 per weight per token); attention and the other matmuls keep their outputs."""
     h, i = config.hidden_size, getattr(config, "intermediate_size", None) or 4 * config.hidden_size
+    moe = moe_dims(config)
+    if moe is not None:  # up: each token's top_k experts' (one matmul each in the loop) and any shared expert's
+        i = _mean_mlp(moe, config, moe.top_k * moe.expert_intermediate + moe.shared_intermediate, 1)
     q = config.num_attention_heads * head_dim(config)
     kv = q * _kv_ratio(config)
     return 2.0 * tokens * config.num_hidden_layers * (h * kv + q * h + h * i)

@@ -14,6 +14,9 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 from trainer.layout import TP_STYLES, tensor_parallel_plan
 
 _TP_STYLES = dict(zip(TP_STYLES, (ColwiseParallel, RowwiseParallel), strict=True))
+# Modules the plan keeps whole on every rank although they see only that rank's heads (Qwen3's q_norm and k_norm):
+# each rank's gradient is then its heads' share, and the shares must be summed over the tensor-parallel ranks.
+GRAD_ALLREDUCE = "replicated_with_grad_allreduce"
 
 
 def apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh) -> None:
@@ -29,3 +32,21 @@ def apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh) -> None:
     if not styles:
         raise ValueError(f"{model.config.model_type} declares no tensor-parallel plan")
     parallelize_module(base, tp_mesh, styles)
+    summed = [
+        p for p, style in (getattr(model.config, "base_model_tp_plan", None) or {}).items() if style == GRAD_ALLREDUCE
+    ]
+    for name, module in base.named_modules():
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in summed):
+            module.tp_grad_sum_group = tp_mesh.get_group()
+
+
+def sum_partial_gradients(model: torch.nn.Module) -> None:
+    """Sum over the tensor-parallel ranks the gradients of the modules the plan marks GRAD_ALLREDUCE (after the
+    step's last backward, before they are read; FSDP2's shards of them sit at the same offsets on every
+    tensor-parallel rank, so their local parts add up)."""
+    for module in model.modules():
+        group = getattr(module, "tp_grad_sum_group", None)
+        for parameter in module.parameters(recurse=False) if group is not None else ():
+            if parameter.grad is not None:
+                grad = parameter.grad
+                torch.distributed.all_reduce(grad.to_local() if hasattr(grad, "to_local") else grad, group=group)
