@@ -530,7 +530,7 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 
 @pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (190 requests the
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (215 requests the
     parser's engineer wrote for fresh_c's miss kinds, in-sample: no outside author's): never a wrong action
     (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")
@@ -980,3 +980,17 @@ def test_a_family_named_alone_is_its_preset_or_a_choice(known):
     """ "mixtral" has two presets (8x7b, 8x22b): asked which, never dropped (and never corrected into "mistral")."""
     intent = read("plan mixtral on 16 h100s", known)
     assert "mixtral-8x7b or mixtral-8x22b" in (intent.clarify or "")
+
+
+def test_why_a_named_sweep_won_reads_that_sweep(repo):
+    """ "why" about lr-scan explains lr-scan, not the conversation's or the repository's latest sweep."""
+    item = {"id": "why", "request": "i wanna see what the lr-scan winner was and why",
+            "expect": {"tool": "read_sweep", "args": {"sweep": "sweeps/lr-scan"}}}  # fmt: skip
+    assert [j["outcome"] for j in run_set([item], OfflinePlanner())] == ["right"]  # the agent's real graph
+    intent = read("why did the learning rate sweep pick that one?", Known.read(repo))
+    assert (intent.command, intent.args) == ("why", {"sweep": "sweeps/lr-scan"})
+
+
+def test_a_multiplier_alone_after_a_plan_is_that_plan_changed(known):
+    intent = read("double the gpus", known, planned({"model": "llama-3.1-8b", "devices": 8, "gpu": "h100"}))
+    assert (intent.command, intent.args.get("devices"), intent.args.get("model")) == ("plan", 16, "llama-3.1-8b")

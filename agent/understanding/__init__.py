@@ -703,7 +703,14 @@ def _fill_compare(intent: Intent, entities: Entities, context: Context) -> None:
         )
 
 
+def _fill_why(intent: Intent, entities: Entities, context: Context) -> None:
+    """Why a sweep's winner won: the sweep named or described, else the conversation's (agent.offline)."""
+    if named := entities.get("sweep") or _sweep_in_words(intent.text, context):
+        intent.args["sweep"] = str(named)
+
+
 FILL = {
+    "why": _fill_why,
     "results": _fill_run_tool,
     "status": _fill_status,
     "cancel": _fill_cancel,

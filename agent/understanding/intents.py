@@ -180,6 +180,10 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         for action in ("run", "sweep", "bench"):
             scores[action] = -10.0
         scores["plan"] += 2
+    if previous in ("plan", "run") and entities.has(
+        "times", "relative"
+    ):  # "double the gpus": the action before, changed
+        scores[previous] += 3
     if previous and re.search(FOLLOW_UP, lowered):
         scores[previous] = scores.get(previous, 0) + 2.5
         replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len")
