@@ -994,3 +994,21 @@ def test_why_a_named_sweep_won_reads_that_sweep(repo):
 def test_a_multiplier_alone_after_a_plan_is_that_plan_changed(known):
     intent = read("double the gpus", known, planned({"model": "llama-3.1-8b", "devices": 8, "gpu": "h100"}))
     assert (intent.command, intent.args.get("devices"), intent.args.get("model")) == ("plan", 16, "llama-3.1-8b")
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        (
+            "entrena 12 pasos con ddp en 2 gpus, sin compile",
+            "run",
+            {"nproc": 2, "steps": 12, "layout": "dp_replicate=2"},
+        ),
+        ("lance 8 étapes avec fsdp sur 2 gpus", "run", {"nproc": 2, "steps": 8, "layout": "dp_shard=2"}),
+        ("zeig mir die Ergebnisse von baseline-ddp", "results", {"run": "runs/baseline-ddp"}),
+        ("espera a que termine tp-try", "status", {"wait": "yes", "run": "runs/tp-try"}),
+    ],
+)
+def test_requests_in_spanish_french_and_german_words(text, command, args, known):
+    intent = read(text, known)
+    assert intent.command == command and {k: intent.args.get(k) for k in args} == args

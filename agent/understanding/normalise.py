@@ -29,7 +29,17 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
            "kein": "no", "keine": "no", "nicht": "not", "aus": "off", "und": "and", "nur": "only", "planen": "plan",
            "karten": "cards", "grafikkarten": "gpus", "prozesse": "processes", "starte": "start", "starten": "start",
            "trainiere": "train", "trainieren": "train", "sans": "without", "sin": "without", "auf": "on",
-           "je": "each"}  # fmt: skip
+           "je": "each", "warte": "wait", "zeig": "show", "zeige": "show", "ergebnisse": "results",
+           "abbrechen": "cancel", "stoppe": "stop",
+           # Spanish
+           "con": "with", "pasos": "steps", "nodos": "nodes", "tarjetas": "cards", "lanza": "launch",
+           "lanzar": "launch", "entrena": "train", "entrenar": "train", "espera": "wait", "esperar": "wait",
+           "cancela": "cancel", "cancelar": "cancel", "muestra": "show", "resultados": "results",
+           "procesos": "processes", "cada": "each",
+           # French
+           "avec": "with", "étapes": "steps", "noeuds": "nodes", "nœuds": "nodes", "lance": "launch",
+           "lancer": "launch", "entraîne": "train", "attends": "wait", "annule": "cancel",
+           "résultats": "results"}  # fmt: skip
 # Words the new rules read too (intents and entities): corrected like the grammar's own VOCABULARY.
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
