@@ -530,7 +530,7 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 
 @pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (215 requests the
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (238 requests the
     parser's engineer wrote for fresh_c's miss kinds, in-sample: no outside author's): never a wrong action
     (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")
@@ -1012,3 +1012,25 @@ def test_a_multiplier_alone_after_a_plan_is_that_plan_changed(known):
 def test_requests_in_spanish_french_and_german_words(text, command, args, known):
     intent = read(text, known)
     assert intent.command == command and {k: intent.args.get(k) for k in args} == args
+
+
+def test_why_a_run_failed_after_reading_it_reads_its_results(known):
+    intent = read("so why did it die?", known, launched_run("runs/tp-try"))
+    assert (intent.command, intent.args) == ("results", {"run": "runs/tp-try"})
+
+
+def test_rerun_it_after_reading_a_run_copies_that_runs_layout(known):
+    """ "rerun it with AC" after reading tp-try: tp-try's layout and processes, AC on; never the defaults."""
+    intent = read("rerun it, this time with act ckpt", known, launched_run("runs/tp-try"))
+    assert intent.clarify is None
+    assert (intent.args["nproc"], intent.args["layout"]) == (2, "tp=2")
+    assert intent.args["set"] == ["train.activation_checkpointing=true"]
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [("the crashed one, what happened?", "results"), ("sweeps?", "trials"), ("system info please", "hardware")],
+)
+def test_terse_requests_and_descriptions_are_no_cues(text, command, known):
+    """ "the crashed one" names a run: its words are no status cue."""
+    assert read(text, known).command == command

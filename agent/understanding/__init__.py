@@ -461,6 +461,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["set"] = [*intent.args.get("set", []), f"data.seq_len={seq_len}"]
     again = re.search(AGAIN, lowered) or (context.previous == "run" and re.search(FOLLOW_UP, lowered))
     named = entities.get("run")
+    if named is None and not context.launch and context.run and re.search(r"\b(?:it|that|this)\b", lowered):
+        named = context.run  # "rerun it with AC" after reading tp-try: tp-try's layout and processes, AC on
     copying = named is not None and re.search(COPY, lowered) and context.known.launch_of(str(named))
     if again and context.launch and not copying:  # "like r1 again": r1's, not the launch before
         for key in LAUNCH_CARRIED:
@@ -704,9 +706,13 @@ def _fill_compare(intent: Intent, entities: Entities, context: Context) -> None:
 
 
 def _fill_why(intent: Intent, entities: Entities, context: Context) -> None:
-    """Why a sweep's winner won: the sweep named or described, else the conversation's (agent.offline)."""
+    """Why a sweep's winner won: the sweep named or described, else the conversation's (agent.offline). Why a run
+    failed ("why did it crash?" after reading tp-try): that run's results."""
     if named := entities.get("sweep") or _sweep_in_words(intent.text, context):
         intent.args["sweep"] = str(named)
+    elif context.run and re.search(POINTING, intent.text.lower()) and not context.last("read_sweep", "plan_layouts"):
+        intent.command = "results"
+        _fill_run_tool(intent, entities, context)
 
 
 FILL = {

@@ -38,7 +38,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bram\b", 1.5),
         (r"\b(?:accelerators?|gpus?|devices?|cores?|cpus?)\b.*\b(?:available|installed|attached|in here)\b", 4),
         (
-            r"\blscpu\b|\bhtop\b|\bfree -h\b|\bspecs\b|\bwhat (?:machine|box|hardware|computer|server)\b|"
+            r"\blscpu\b|\bhtop\b|\bfree -h\b|\bspecs\b|"
+            r"\b(?:gpu|system|hardware|machine|cpu) info\b|\bwhat (?:machine|box|hardware|computer|server)\b|"
             r"\b(?:machine|box|server) am i on\b",
             5,
         ),
@@ -85,6 +86,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (
             r"\bloss\b|\btok(?:ens)?\s*/\s*s\b|\btokens per second\b|\bthroughput\b|\bmfu\b|\bmemory\b|"
             r"\bnoise scale\b|\bgns\b|\bpeak\b|\bpredicted\b|\bmeasured\b|\bspeed\b|\butili[sz]ation\b|"
+            r"\bwhat happened\b|\bwhat went wrong\b|"
             r"\bstats\b|\bstatistics\b|\b(?:headline |key |final )?(?:numbers|figures)\b|\bkpis?\b",
             2,
         ),
@@ -117,6 +119,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bwinner\b|\bwho won\b|\bwhich\b.*\b(?:won|win|best|came out)\b|\btrials\b|\bwhat won\b", 3),
         (r"\bwhat did (?:\S+ ){1,4}(?:pick|choose|find|select|conclude|recommend)\b", 2),
         (r"\bsweep\b", 1),
+        (r"^\W*sweeps?\W*$", 3),
     ],
     "sweep": [
         (
@@ -166,8 +169,9 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
     """The score of every intent for the normalised sentence `text`."""
     lowered = text.lower()
     scores = {intent: sum(w for rule, w in cues if re.search(rule, lowered)) for intent, cues in CUES.items()}
-    # a file's name is no topic: "memory.json" names a file, it does not ask about memory
-    scores["results"] = sum(w for rule, w in CUES["results"] if re.search(rule, masked(lowered, entities)))
+    # a name is no cue: "memory.json" names a file, it does not ask about memory; "the failed one" names a run
+    for intent in ("results", "status"):
+        scores[intent] = sum(w for rule, w in CUES[intent] if re.search(rule, masked(lowered, entities)))
     scores["run"] += 3 if launch_verb(masked(lowered, entities)) else 0  # "tp-try" names a run: no "try" in it
     if grammar != "help":  # the grammar's first reading: one cue among the others
         scores[grammar] = scores.get(grammar, 0) + 2.5
