@@ -1034,3 +1034,14 @@ def test_rerun_it_after_reading_a_run_copies_that_runs_layout(known):
 def test_terse_requests_and_descriptions_are_no_cues(text, command, known):
     """ "the crashed one" names a run: its words are no status cue."""
     assert read(text, known).command == command
+
+
+@pytest.mark.parametrize("text", ["train the 13b for 10 steps", "launch qwen on 2 gpus, 5 steps"])
+def test_a_launch_naming_a_model_only_loosely_asks_which(text, known):
+    assert "Which model should it train" in (read(text, known).clarify or "")
+
+
+@pytest.mark.parametrize("text", ["train on 2 gpus without tp", "launch 5 steps on 2 gpus, no fsdp"])
+def test_a_negated_layout_never_launches_that_layout(text, known):
+    """ "without tp" on 2 GPUs is no tp=2: the negation turns off no setting the parser knows, so it asks."""
+    assert read(text, known).clarify is not None

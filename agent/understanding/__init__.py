@@ -523,6 +523,11 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.clarify = _which_setting(str(vague), intent)
     if intent.clarify is None and (unknown := entities.get("model_unknown")):
         intent.clarify = f"I have no preset for {unknown!r}: which model should it train? {_launch_text(intent.args)}"
+    if intent.clarify is None and not entities.has("model") and entities.has("model_size", "model_choice"):
+        # "train the 7b": a model named by size alone is never dropped for the experiment's own
+        choice = entities.get("model_choice")
+        which = " or ".join(map(str, choice)) if choice else f"the {entities.get('model_size')}B of which family"
+        intent.clarify = f"Which model should it train: {which}? {_launch_text(intent.args)}"
     if intent.clarify is None:
         intent.clarify = _setting_doubt(plain_of(intent, context), entities, intent)
     # ep borrows dp_shard x cp's ranks (trainer.layout): it multiplies no processes.
