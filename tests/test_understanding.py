@@ -530,7 +530,7 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 
 @pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (238 requests the
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (258 requests the
     parser's engineer wrote for fresh_c's miss kinds, in-sample: no outside author's): never a wrong action
     (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")
@@ -1045,3 +1045,22 @@ def test_a_launch_naming_a_model_only_loosely_asks_which(text, known):
 def test_a_negated_layout_never_launches_that_layout(text, known):
     """ "without tp" on 2 GPUs is no tp=2: the negation turns off no setting the parser knows, so it asks."""
     assert read(text, known).clarify is not None
+
+
+@pytest.mark.parametrize(
+    "text, layout",
+    [
+        ("train 6 steps on 2 gpus with tp, actually make that fsdp", "dp_shard=2"),
+        ("launch on 2 gpus with dp_replicate=2... no wait, tp=2", "tp=2"),
+    ],
+)
+def test_a_self_correction_replaces_the_layout_before_it(text, layout, known):
+    intent = read(text, known)
+    assert intent.clarify is None and intent.args["layout"] == layout
+
+
+def test_at_nk_in_a_what_if_is_the_context_and_a_k_count_is_never_its_digits(known):
+    """ "fit on 8 h100 at 8k?" plans 8192 tokens; "8k" never counts as the 8 of "8 h100" (a dropped value)."""
+    intent = read("would llama 3.1 8b fit on 8 h100 at 16k?", known)
+    assert intent.args["seq_len"] == 16384
+    assert "8k" in (read("plan llama-3.1-8b on 8 h100s, 8k please", known).clarify or "")

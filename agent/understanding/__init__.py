@@ -127,8 +127,8 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
             continue
         number, kilo = found.group(1), found.group(2)
         readings = {number, str(_as_number(number))}
-        if kilo:
-            readings |= {str(int(float(number) * 1024)), str(int(float(number) * 1000))}
+        if kilo:  # "8k" is 8192 or 8000, never the 8 of "8 GPUs"
+            readings = {str(int(float(number) * 1024)), str(int(float(number) * 1000))}
         if not any(re.search(rf"(?<![\d.]){re.escape(r)}(?![\d])", held) for r in readings):
             what = "sequence length, steps, processes" if intent.command == "run" else "devices, nodes, memory"
             return (f"What is {found.group(0)} for ({what}...)? I would call {_call_text(intent)}, which does not "

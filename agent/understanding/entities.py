@@ -9,7 +9,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from agent.understanding.grammar import _GPU_NAME, LAYOUT_WORDS
+from agent.understanding.grammar import _GPU_NAME, CORRECTION, LAYOUT_WORDS
 from agent.understanding.known import Known
 from trainer.layout import MESH_DIMS
 from trainer.model.presets import MODELS
@@ -24,7 +24,6 @@ NOUNS = {
     "stages": r"(?:pipeline )?stages?",
 }
 COUNT = r"(\d+(?:\.\d+)?)(k?)"
-CORRECTION = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b|\brather\b"
 NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never|before i|before we)\s+(?:actually\s+)?"
              r"(?:run|launch|start|train|kick)\w*\b(?:\s+(?:anything|it|a run|a job))?|\bjust plan\b|"
              r"\bonly plan\b|\bplan only\b|\bno launch\w*\b|\bhypothetical\w*\b|"

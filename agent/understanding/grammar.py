@@ -268,10 +268,11 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
         args["device_mem"] = f"{found.group(1)}GiB"  # a device's GB is its GiB (entities.device_memory)
     if found := re.search(
         r"(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|is|were|was|at|be)?\s*(\d+)\s*(k?)\b|"
-        r"\b(\d+)\s*(k?)(?:[ -]tokens?)?\s+(?:context|sequences?|seq(?:uence)?(?:[ _]len(?:gth)?)?)\b",
+        r"\b(\d+)\s*(k?)(?:[ -]tokens?)?\s+(?:context|sequences?|seq(?:uence)?(?:[ _]len(?:gth)?)?)\b|"
+        r"\bat\s+(\d+)\s*(k)\b(?!\s*(?:steps?|iter\w*|trials?|tok\w*/|tokens? per))",  # "fit ... at 8k?": context
         lowered,
     ):
-        number, kilo = (found.group(1), found.group(2)) if found.group(1) else (found.group(3), found.group(4))
+        number, kilo = next((found.group(i), found.group(i + 1)) for i in (1, 3, 5) if found.group(i))
         args["seq_len"] = int(number) * (1024 if kilo else 1)
 
 
@@ -346,8 +347,20 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
     intent.families = named
 
 
+# A self-correction: what follows it replaces what came before ("fsdp, actually make it ddp").
+CORRECTION = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b|\brather\b"
+
+
 def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> None:
-    """The layout and process count of a launch, from every layout word and degree the request states."""
+    """The layout and process count of a launch, from every layout word and degree the request states (those after
+    a self-correction, where it names a layout: "with fsdp, actually make it ddp" is DDP)."""
+    corrected = [m.end() for m in re.finditer(CORRECTION, lowered)]
+    layouts = "|".join(p for p, _ in LAYOUT_WORDS) + "|" + "|".join(LAYOUT_DIMS)
+    if corrected and re.search(rf"\b(?:{layouts})\b", lowered[corrected[-1] :]):
+        lowered = lowered[corrected[-1] :]
+        intent.args.pop("layout", None)
+        if found := re.search(rf"\b((?:{'|'.join(LAYOUT_DIMS)})=\d+(?:,(?:{'|'.join(LAYOUT_DIMS)})=\d+)*)", lowered):
+            intent.args["layout"] = found.group(1)
     if unknown := re.search(UNKNOWN_LAYOUTS, lowered):
         intent.clarify = (f"meshpilot has no {unknown.group(0)} layout. Did you mean FSDP (ZeRO-3: parameters, "
                           "gradients and optimizer state sharded), DDP, HSDP, TP, PP or CP?")  # fmt: skip
