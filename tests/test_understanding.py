@@ -1064,3 +1064,9 @@ def test_at_nk_in_a_what_if_is_the_context_and_a_k_count_is_never_its_digits(kno
     intent = read("would llama 3.1 8b fit on 8 h100 at 16k?", known)
     assert intent.args["seq_len"] == 16384
     assert "8k" in (read("plan llama-3.1-8b on 8 h100s, 8k please", known).clarify or "")
+
+
+def test_a_number_inside_a_model_presets_config_is_no_placed_value(known):
+    """32 layers of llama-3.1-8b's config do not hold the user's "32": the dropped value is asked about, in one line."""
+    intent = read("train llama 3.1 8b on 2 gpus with grad accumulation 32", known)
+    assert "What is 32 for" in (intent.clarify or "") and "model.config=..." in intent.clarify

@@ -121,7 +121,10 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
     lowered = plain.lower()
     corrected = [m.end() for m in re.finditer(CORRECTED, lowered)]
     spans = [e.span for e in entities.found if e.span[1] > e.span[0]]
-    held = json.dumps({k: v for k, v in intent.args.items() if k in TAKEN.get(intent.command, intent.args)})
+    taken = {k: v for k, v in intent.args.items() if k in TAKEN.get(intent.command, intent.args)}
+    if "set" in taken:  # a model preset's config is full of numbers (4096, 32...): none of them is a stated value
+        taken["set"] = [o for o in taken["set"] if not str(o).startswith("model.")]
+    held = json.dumps(taken)
     for found in NUMBER.finditer(lowered):
         if any(start <= found.start() < end for start, end in spans) or (corrected and found.start() < corrected[-1]):
             continue
@@ -169,12 +172,19 @@ def _as_number(text: str) -> float | int:
     return int(value) if value.is_integer() else value
 
 
+def _short(value: Any) -> Any:
+    """A model preset's config override as its key only: the question stays one line."""
+    if isinstance(value, list):
+        return [f"{str(v).split('=', 1)[0]}=..." if len(str(v)) > 60 else v for v in value]
+    return value
+
+
 def _args_text(intent: Intent) -> str:
     return " ".join(f"{k}={v}" for k, v in intent.args.items())
 
 
 def _call_text(intent: Intent) -> str:
-    args = ", ".join(f"{k}={v}" for k, v in intent.args.items())
+    args = ", ".join(f"{k}={_short(v)}" for k, v in intent.args.items())
     return f"/{intent.command} {args}".strip()
 
 
