@@ -530,7 +530,7 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 
 @pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (258 requests the
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (273 requests the
     parser's engineer wrote for fresh_c's miss kinds, in-sample: no outside author's): never a wrong action
     (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")
@@ -1070,3 +1070,30 @@ def test_a_number_inside_a_model_presets_config_is_no_placed_value(known):
     """32 layers of llama-3.1-8b's config do not hold the user's "32": the dropped value is asked about, in one line."""
     intent = read("train llama 3.1 8b on 2 gpus with grad accumulation 32", known)
     assert "What is 32 for" in (intent.clarify or "") and "model.config=..." in intent.clarify
+
+
+@pytest.mark.parametrize(
+    "text, wanted",
+    [
+        ("train 10 steps, don't touch packing", []),
+        ("train 5 steps with compile on and leave activation checkpointing as it is", ["train.compile=true"]),
+        ("launch 5 steps; keep packing off", ["data.packing=false"]),
+    ],
+)
+def test_a_setting_left_as_it_is_is_neither_set_nor_negated(text, wanted, known):
+    """ "don't touch packing" is no "packing off": a wrong action the negation words would have made."""
+    intent = read(text, known)
+    assert intent.clarify is None and intent.args.get("set", []) == wanted
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("So what I'd like is a run on 2 gpus with ddp for 5 steps", "run"),
+        ("would you mind stopping baseline-ddp? it hangs", "cancel"),
+        ("could we run 6 trials of the layouts sweep again on the long config?", "sweep"),
+    ],
+)
+def test_polite_and_indirect_requests(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None

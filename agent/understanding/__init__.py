@@ -140,7 +140,8 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
 
 
 # A question that also asks for something to be done: "can you launch ...", "could you update them?", "please ...".
-REQUEST = r"\b(?:can|could|would|will) (?:you|we|i)\b|\bplease\b|\blet'?s\b|\bwanna\b|\bi (?:want|need|'?d like)\b"
+REQUEST = (r"\b(?:can|could|would|will) (?:you|we|i)\b|\bplease\b|\blet'?s\b|\bwanna\b|"
+           r"\bi(?: want| need|'d like| would like|'d like)\b|\bwhat i(?:'d| would) like\b")  # fmt: skip
 
 
 # The opening of a question: a wh-word, or an auxiliary before its subject ("did we", "is it"; "do it again" is no

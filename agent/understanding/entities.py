@@ -337,7 +337,9 @@ def _switches(lowered: str, entities: Entities) -> None:
         said = [(m, v) for (m, k), v in zip(mentions, values, strict=True) if k == key]
         if corrected and any(m.start() >= corrected[-1] for m, _ in said):  # "packing on... no wait, off": the last
             said = [(m, v) for m, v in said if m.start() >= corrected[-1]]
-        stated = {v for _, v in said if v is not None} | ({"true", "false"} if key in doubted else set())
+        stated = {v for _, v in said if v not in (None, "keep")} | ({"true", "false"} if key in doubted else set())
+        if not stated and any(v == "keep" for _, v in said):
+            continue  # "leave packing as is": nothing to set, nothing to ask
         if len(stated) == 1:
             value = stated.pop()
             mention = next(m for m, v in said if v == value)
@@ -380,13 +382,26 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
     after = re.split(CLAUSE, lowered[mention.end() : mention.end() + 30])[0]
     before_words = " ".join(re.findall(r"[\w'/]+", before)[-3:])
     after_words = " ".join(re.findall(r"[\w'/]+", after)[:3])
+    if re.search(KEEP_BEFORE, before_words) and not re.search(STATE_AFTER, after_words):
+        return "keep"  # "don't touch packing", "leave AC as it is": no change, and no negation
     if re.search(NEGATION_BEFORE, before_words) or re.search(NEGATION_AFTER, after_words):
         return "false"
     if re.search(r"\b(?:with|enable|enabling|turn on|switch on|use|using|w/|on)\s*$", before_words + " ") or re.search(
         r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?:on|enabled|true|yes|1)\b", after_words
     ):
         return "true"
+    if re.search(KEEP_AFTER, after):
+        return "keep"
     return None
+
+
+# A setting named to be left as it is: neither on nor off, and no doubt either.
+KEEP_BEFORE = r"\b(?:(?:don'?t|do not|never)\s+(?:touch|change|modify|alter|mess with)|leave|keep)(?:\s+the)?\s*$"
+KEEP_AFTER = (
+    r"^\s*(?:(?:is\s+|are\s+)?(?:left|kept|stays?|remains?)\s+)?(?:as (?:it )?is|unchanged|as before|untouched|alone|"
+    r"at (?:its |the )?default)\b"
+)
+STATE_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?:on|off|enabled|disabled|true|false)\b"
 
 
 def _optimizer(lowered: str, entities: Entities) -> None:

@@ -114,7 +114,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
             6,
         ),
     ],
-    "cancel": [(r"\b(?:cancel|kill|abort|stop|terminate|halt)\b", 5)],
+    "cancel": [
+        (r"\b(?:cancel(?:l?ing)?|kill(?:ing)?|abort(?:ing)?|stop(?:ping)?|terminat(?:e|ing)|halt(?:ing)?)\b", 5)
+    ],
     "trials": [
         (r"\bwinner\b|\bwho won\b|\bwhich\b.*\b(?:won|win|best|came out)\b|\btrials\b|\bwhat won\b", 3),
         (r"\bwhat did (?:\S+ ){1,4}(?:pick|choose|find|select|conclude|recommend)\b", 2),
@@ -129,6 +131,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             6,
         ),
         (r"^\W*(?:(?:can|could|would) you |please |pls )*sweep\b", 6),
+        # "can we run 16 trials of the layout sweep": trials to run are a new sweep, whatever sweep they are like
+        (r"\b(?:run|start|launch|kick off|do|try)\s+(?:another\s+|\w+\s+)?\d+\s+(?:more\s+)?trials\b", 10),
         (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
     ],
     "bench": [
