@@ -140,6 +140,14 @@ def test_activation_checkpointing_under_expert_parallel(qwen3, mode):
 
 
 @pytest.mark.slow
+def test_compiled_layers_with_experts_whole(qwen3):
+    """train.compile under FSDP2 with ep=1: each decoder layer compiled, the experts' dispatch inside it."""
+    experiment, reference = qwen3
+    run = run_layout(experiment, "dp_shard=2", 2, 2, "--set", "train.compile=true")
+    assert_same_steps(reference, run, "compiled")
+
+
+@pytest.mark.slow
 def test_accumulated_micro_batches_under_expert_parallel(tmp_path_factory):
     """Two micro-batch rounds a step, each with its own auxiliary loss, averaged: cp=2,ep=2 splits sequences, not
     rows, so its rounds hold the one-process run's rows and must give its losses."""
@@ -200,7 +208,7 @@ def test_expert_parallel_over_nccl(qwen3):
         ({}, ["--nproc", "4", "--layout", "dp_shard=4,ep=4", "--set", "model.config.num_experts=6"],
          "layout ep=4 must divide the model's expert count (6)"),
         ({}, ["--nproc", "2", "--layout", "pp=2"], "layout pp=2 with the mixture-of-experts qwen3_moe: not supported"),
-        ({"train": {"compile": True}}, ["--nproc", "1"], "train.compile with the mixture-of-experts qwen3_moe"),
+        ({"train": {"compile": True}}, ["--nproc", "2", "--layout", "dp_shard=2,ep=2"], "train.compile with ep=2"),
         ({"train": {"experts": "grouped_mm"}}, ["--nproc", "1"], "train.experts grouped_mm cannot run here"),
         ({"model": {"config": {"model_type": "olmoe", "num_experts": 4, "intermediate_size": 16}}}, ["--nproc", "1"],
          "olmoe is a mixture-of-experts model meshpilot cannot train yet"),
