@@ -40,8 +40,8 @@ matmul's output (trainer.parallel.activation_checkpointing), so what an MoE laye
 matmuls: the router's logits (E) and each pair's down projection (h), or where the shared expert runs first (Qwen2-MoE)
 its gate and down and each pair's gate-up output (2I). Expert parameters are split over ep on the expert dimension
 (each rank keeps E/ep consecutive experts), then FSDP2 chunks them over the dp_shard x cp ranks left
-(expert_shard_degree: on the expert dimension, or on the next where fewer experts than ranks are left, as
-torchtitan does); every other parameter is chunked over all of dp_shard x cp, as in a dense model. The load is
+(expert_shard_degree, on the expert dimension, as trainer.parallel.data_parallel shards them); every other
+parameter is chunked over all of dp_shard x cp, as in a dense model. The load is
 taken as even: the rows a rank's experts receive are top_k x its own tokens (uneven routing costs time:
 trainer.costs.throughput).
 
@@ -290,13 +290,12 @@ def _shard_shape(
 def _expert_shard_shape(local: list[int], layout: Layout, chunk: int, sharded: bool) -> tuple[int, ...]:
     """A routed-expert parameter (leading dimension E) on the rank at `chunk` of dp_shard x cp: ep is innermost
     there (trainer.layout), so its ep rank is chunk % ep and its expert-FSDP rank chunk // ep. FSDP2 chunks the
-    rank's E/ep experts on the expert dimension, or on the next where fewer experts than ranks are left
-    (torchtitan's rule)."""
+    rank's E/ep experts on the expert dimension, as trainer.parallel.data_parallel shards them (fully_shard's
+    default: with fewer experts than ranks left, some hold none; torchtitan shards the next dimension then)."""
     local[0] = _chunk_size(local[0], layout.ep, chunk % layout.ep)
     shards = layout.expert_shard_degree
     if sharded and shards > 1:
-        dim = 0 if local[0] >= shards or len(local) == 1 else 1
-        local[dim] = _chunk_size(local[dim], shards, chunk // layout.ep)
+        local[0] = _chunk_size(local[0], shards, chunk // layout.ep)
     return tuple(local)
 
 
