@@ -1,25 +1,31 @@
 """Sequence parallelism under tensor parallelism (trainer.parallel.tensor_parallel), on 2 gloo processes: every norm
 sees 1/tp of the sequence while the split projections see all of it, and the loss and every parameter's gradient
 equal one process's, for a dense Llama and for a mixture-of-experts model whose experts the plan does not split
-(they run on the whole sequence, gathered in and split out)."""
+(they run on the whole sequence, gathered in and split out); what a layer saves for backward is what the memory model
+prices for it, byte for byte, under each checkpointing mode."""
 
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from support import TINY_MODEL
 from transformers import AutoConfig
 
-from trainer.config import ConfigError
+from trainer.config import ConfigError, TrainSpec
+from trainer.costs.memory_model import MemoryPlan, layer_bytes_per_token
 from trainer.launch.launcher import TrainRequest, prepare
+from trainer.layout import Layout
 
 SEQ, TP = 16, 2
 SMALL = {"vocab_size": 64, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
          "num_attention_heads": 4, "num_key_value_heads": 2}  # fmt: skip
+MODES = ("none", "selective", "full")
 MODELS = {
     "llama": {"model_type": "llama", **SMALL},
     "mixtral": {"model_type": "mixtral", **SMALL, "num_local_experts": 4, "num_experts_per_tok": 2},
@@ -59,12 +65,34 @@ def _run(config, tp_mesh=None) -> tuple[float, dict[str, torch.Tensor], dict[str
     return float(loss), grads, seen
 
 
+def _saved_per_layer(tp_mesh, mode: str) -> float:
+    """Bytes a tensor-parallel layer saves for backward per token (2 layers' minus 1 layer's), as measured by
+    trainer.rank.memory on a packed micro-batch of 2 rows of 64 tokens."""
+    from trainer.model.build import build_model
+    from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
+    from trainer.parallel.tensor_parallel import apply_tensor_parallel
+    from trainer.rank.memory import saved_for_backward
+    from trainer.rank.step import token_loss_sum
+
+    saved = []
+    for layers in (1, 2):
+        model = build_model(AutoConfig.for_model(**{**TINY_MODEL, "num_hidden_layers": layers}), None, seed=0)
+        apply_tensor_parallel(model, tp_mesh)
+        enable_activation_checkpointing(model, mode)
+        ids = torch.randint(0, 512, (2, 64), generator=torch.Generator().manual_seed(2))
+        segments = torch.arange(64).div(21, rounding_mode="floor").expand(2, 64).contiguous()
+        batch = {"input_ids": ids, "labels": ids, "position_ids": torch.arange(64).expand(2, 64)}
+        batch["segment_ids"] = segments
+        saved.append(saved_for_backward(model, partial(token_loss_sum, model, batch))[1]["activations_saved"])
+    return (saved[1] - saved[0]) / (2 * 64)
+
+
 def _worker(rank: int, store: str, out: str) -> None:
     from torch.distributed.device_mesh import init_device_mesh
 
     dist.init_process_group("gloo", store=dist.FileStore(store, TP), rank=rank, world_size=TP)
     try:
-        found = {}
+        found = {"saved_per_layer": {m: _saved_per_layer(init_device_mesh("cpu", (TP,)), m) for m in MODES}}
         for kind, fields in MODELS.items():
             config = AutoConfig.for_model(**fields)
             loss, grads, _ = _run(config)
@@ -106,6 +134,17 @@ def test_loss_and_every_gradient_equal_one_process(found, kind):
     errors = found[kind]["max_grad_error"]
     assert any("norm" in name for name in errors) and any("experts" in name for name in errors) == (kind == "mixtral")
     assert max(errors.values()) < 1e-5, {n: e for n, e in errors.items() if e >= 1e-5}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+def test_a_layer_saves_what_the_memory_model_prices(found, mode):
+    """Sequence parallelism splits the norms' inputs, normalised values and rsqrt (and the layer's input under
+    checkpointing) by tp, while the gathered norm outputs stay whole: the measured bytes per layer and token equal
+    the model's exactly (without the split, the model's old count was 30% above these)."""
+    config = AutoConfig.for_model(**TINY_MODEL)
+    plan = MemoryPlan(2, 64, "fp32", mode, TrainSpec(), packing=True)
+    assert found["saved_per_layer"][mode] == layer_bytes_per_token(config, Layout(dp_replicate=1, tp=TP), plan)
 
 
 def test_sequence_not_divisible_by_tp_is_refused_before_anything_runs(tmp_path):
