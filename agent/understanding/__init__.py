@@ -67,6 +67,9 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = f"Do you want me to {intent.command} ({_call_text(intent)})? yes / edit"
     if intent.command in NAMED_TOOLS and (unknown := _unknown_name(plain, entities, context, intent)):
         intent.clarify = unknown  # the name the user gave first: never another run in its place
+    if entities.has("vague_reference") and intent.command in NAMED_TOOLS and not entities.has("run", "sweep"):
+        runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
+        intent.clarify = f"Which one do you mean by 'the other'? (runs: {runs}; sweeps: {sweeps})"
     described = entities.get("unknown_description")
     if described and intent.command in (*NAMED_TOOLS, "run") and not entities.has("run", "sweep"):
         runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
@@ -291,11 +294,12 @@ def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None
     if len(named) >= 2:  # "cancel tp-try and baseline-ddp": the tool takes one run; never only one of those named
         intent.clarify = f"One run at a time: which first, {' or '.join(named)}?"
         return
+    bare_wait = intent.args.get("wait") == "yes" and len(re.findall(r"\w+", intent.text)) <= 2  # "wait", "pls wait"
     if (
         not entities.has("run")
         and context.run is None
         and context.known.runs
-        and re.search(POINTING, intent.text.lower())
+        and (re.search(POINTING, intent.text.lower()) or bare_wait)
         and not re.search(LATEST_WORDS, intent.text.lower())
     ):  # "so, how did it go?" with no run in the conversation: "it" is a guess, the latest one a question
         latest = context.known.runs[0]
@@ -367,6 +371,8 @@ def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["model"] = stepped[0] if stepped else run
     elif context.run and re.search(r"\b(?:it|that|this|its|again)\b", lowered):
         intent.args["model"] = context.run
+    elif re.search(LATEST_WORDS, lowered) and context.known.runs:  # "benchmark the latest"
+        intent.args["model"] = context.known.runs[0]
     else:
         example = context.known.runs[0] if context.known.runs else "runs/NAME"
         intent.clarify = f"Which run or checkpoint should I benchmark? e.g. `benchmark {example}`."
