@@ -9,6 +9,13 @@
     intent.clarify                     one question, naming the best reading, when a required argument is missing
                                        or two readings score close
 
+A wrong action is worse than a question. Beside a missing argument, the planner asks when it is not sure of a value
+that changes what runs: a setting said both on and off, named with no value, or a negation that turns off nothing
+it knows ("without warmup"); a number no argument of the call holds; a run, sweep, model or suite described or named
+that the repository or the presets lack (never the latest or the experiment's own in its place); a sweep given
+settings it cannot take. Runs and sweeps may be described instead of named ("the ddp baseline", "the learning rate
+sweep"): agent.understanding.known reads what describes each from its files.
+
 agent.offline turns the Intent into tool calls and replies (agent.replies). A user with a real LLM never needs this
 package.
 """
