@@ -530,7 +530,7 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 
 @pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (288 requests the
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (298 requests the
     parser's engineer wrote for fresh_c's miss kinds, in-sample: no outside author's): never a wrong action
     (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")
@@ -1122,3 +1122,8 @@ def test_a_length_with_its_number_is_no_vague_change(text, known):
 
 def test_benchmark_the_latest_is_the_latest_run(known):
     assert read("benchmark the latest", known).args == {"model": "runs/r1"}
+
+
+def test_at_n_tokens_in_a_what_if_is_the_context_never_a_throughput(known):
+    assert read("best layout for smollm2 1.7b on 4 l40s at 2048 tokens?", known).args["seq_len"] == 2048
+    assert "seq_len" not in read("did baseline-ddp run at 900 tokens/s?", known).args
