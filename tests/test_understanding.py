@@ -1127,3 +1127,17 @@ def test_benchmark_the_latest_is_the_latest_run(known):
 def test_at_n_tokens_in_a_what_if_is_the_context_never_a_throughput(known):
     assert read("best layout for smollm2 1.7b on 4 l40s at 2048 tokens?", known).args["seq_len"] == 2048
     assert "seq_len" not in read("did baseline-ddp run at 900 tokens/s?", known).args
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "train 10 steps based off the long config",
+        "launch 5 steps without waiting",
+        "train 6 steps, no worries if it fails",
+        "train 4 steps with dp_shard=2 on 2 gpus whether or not it fits",
+    ],
+)
+def test_everyday_negations_that_switch_nothing_off_do_not_block_a_launch(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None

@@ -578,10 +578,13 @@ SWITCH_NAMES = {"data.packing": "packing", "train.activation_checkpointing": "ac
 NEGATION = (r"\b(?:without|w/o|no|not|disable[sd]?|disabling|turn(?:ed)? off|switch(?:ed)? off|off|don'?t|"
             r"do not|never|skip(?:ping)?|exclude|excluding)\b")  # fmt: skip
 # Negations that turn no setting off: "no wait", "nothing else changed", "no need to", "kick off", "don't wait".
-NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no later|no rush|no hurry|"
-                 r"never ?mind|not (?:too|more|less|yet)|don'?t (?:change|touch|forget|wait|bother|worry)|"
-                 r"do not (?:change|touch|forget|wait)|no (?:other|further) change)")  # fmt: skip
-LAUNCH_OFF = r"\b(?:kick|fire|set|head|start|show|sign|log)\s*$"  # "kick off" is a launch, not a negation
+NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no later|no rush|no hurry|no idea|"
+                 r"no problem|no worries|no matter|never ?mind|not (?:too|more|less|yet|now|a big deal)|"
+                 r"don'?t (?:change|touch|forget|wait|bother|worry|ask|need)|do not (?:change|touch|forget|wait|ask)|"
+                 r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"
+                 r"off (?:the|of|from|_)|not\b.{0,12}\?$)")  # fmt: skip
+# "kick off" is a launch, "based off" a source, not a negation; "or not", "if not" ask nothing off
+LAUNCH_OFF = r"\b(?:kick|fire|set|head|start|show|sign|log|based|spin|going|or|if|whether)\s*$"
 
 
 def plain_of(intent: Intent, context: Context) -> str:
@@ -602,7 +605,7 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
     mentions = [e.span for e in entities.found if e.kind == "switch_mention" and e.value[1] != "true"]
     for found in re.finditer(NEGATION, lowered):
         after, before = lowered[found.start() :], lowered[: found.start()]
-        if re.match(NOT_A_SETTING, after) or (found.group(0) == "off" and re.search(LAUNCH_OFF, before)):
+        if re.match(NOT_A_SETTING, after) or (found.group(0) in ("off", "not") and re.search(LAUNCH_OFF, before)):
             continue
         if re.search(NO_LAUNCH_WORDS, lowered[max(0, found.start() - 20) : found.end() + 40]):
             continue
@@ -611,7 +614,7 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
         inside = [s for s in mentions if s[0] <= found.start() < s[1]]  # "without it": the pronoun's setting
         if ahead or behind or inside:
             continue
-        words = " ".join(lowered[found.start() :].split()[:4])
+        words = " ".join(plain.lower()[found.start() :].split()[:4])  # as said, names unmasked
         return (
             f"What should {words!r} turn off? I can switch off packing (`data.packing=false`), activation "
             f"checkpointing or torch.compile, or set any key, e.g. `train.lr=1e-4`. {_launch_text(intent.args)}"
