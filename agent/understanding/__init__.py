@@ -9,6 +9,13 @@
     intent.clarify                     one question, naming the best reading, when a required argument is missing
                                        or two readings score close
 
+A wrong action is worse than a question. Beside a missing argument, the planner asks when it is not sure of a value
+that changes what runs: a setting said both on and off, named with no value, or a negation that turns off nothing
+it knows ("without warmup"); a number no argument of the call holds; a run, sweep, model or suite described or named
+that the repository or the presets lack (never the latest or the experiment's own in its place); a sweep given
+settings it cannot take. Runs and sweeps may be described instead of named ("the ddp baseline", "the learning rate
+sweep"): agent.understanding.known reads what describes each from its files.
+
 agent.offline turns the Intent into tool calls and replies (agent.replies). A user with a real LLM never needs this
 package.
 """
@@ -67,6 +74,9 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = f"Do you want me to {intent.command} ({_call_text(intent)})? yes / edit"
     if intent.command in NAMED_TOOLS and (unknown := _unknown_name(plain, entities, context, intent)):
         intent.clarify = unknown  # the name the user gave first: never another run in its place
+    if entities.has("vague_reference") and intent.command in NAMED_TOOLS and not entities.has("run", "sweep"):
+        runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
+        intent.clarify = f"Which one do you mean by 'the other'? (runs: {runs}; sweeps: {sweeps})"
     described = entities.get("unknown_description")
     if described and intent.command in (*NAMED_TOOLS, "run") and not entities.has("run", "sweep"):
         runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
@@ -291,11 +301,12 @@ def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None
     if len(named) >= 2:  # "cancel tp-try and baseline-ddp": the tool takes one run; never only one of those named
         intent.clarify = f"One run at a time: which first, {' or '.join(named)}?"
         return
+    bare_wait = intent.args.get("wait") == "yes" and len(re.findall(r"\w+", intent.text)) <= 2  # "wait", "pls wait"
     if (
         not entities.has("run")
         and context.run is None
         and context.known.runs
-        and re.search(POINTING, intent.text.lower())
+        and (re.search(POINTING, intent.text.lower()) or bare_wait)
         and not re.search(LATEST_WORDS, intent.text.lower())
     ):  # "so, how did it go?" with no run in the conversation: "it" is a guess, the latest one a question
         latest = context.known.runs[0]
@@ -367,6 +378,8 @@ def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["model"] = stepped[0] if stepped else run
     elif context.run and re.search(r"\b(?:it|that|this|its|again)\b", lowered):
         intent.args["model"] = context.run
+    elif re.search(LATEST_WORDS, lowered) and context.known.runs:  # "benchmark the latest"
+        intent.args["model"] = context.known.runs[0]
     else:
         example = context.known.runs[0] if context.known.runs else "runs/NAME"
         intent.clarify = f"Which run or checkpoint should I benchmark? e.g. `benchmark {example}`."
@@ -565,10 +578,13 @@ SWITCH_NAMES = {"data.packing": "packing", "train.activation_checkpointing": "ac
 NEGATION = (r"\b(?:without|w/o|no|not|disable[sd]?|disabling|turn(?:ed)? off|switch(?:ed)? off|off|don'?t|"
             r"do not|never|skip(?:ping)?|exclude|excluding)\b")  # fmt: skip
 # Negations that turn no setting off: "no wait", "nothing else changed", "no need to", "kick off", "don't wait".
-NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no later|no rush|no hurry|"
-                 r"never ?mind|not (?:too|more|less|yet)|don'?t (?:change|touch|forget|wait|bother|worry)|"
-                 r"do not (?:change|touch|forget|wait)|no (?:other|further) change)")  # fmt: skip
-LAUNCH_OFF = r"\b(?:kick|fire|set|head|start|show|sign|log)\s*$"  # "kick off" is a launch, not a negation
+NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no later|no rush|no hurry|no idea|"
+                 r"no problem|no worries|no matter|never ?mind|not (?:too|more|less|yet|now|a big deal)|"
+                 r"don'?t (?:change|touch|forget|wait|bother|worry|ask|need)|do not (?:change|touch|forget|wait|ask)|"
+                 r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"
+                 r"off (?:the|of|from|_)|not\b.{0,12}\?$)")  # fmt: skip
+# "kick off" is a launch, "based off" a source, not a negation; "or not", "if not" ask nothing off
+LAUNCH_OFF = r"\b(?:kick|fire|set|head|start|show|sign|log|based|spin|going|or|if|whether)\s*$"
 
 
 def plain_of(intent: Intent, context: Context) -> str:
@@ -589,7 +605,7 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
     mentions = [e.span for e in entities.found if e.kind == "switch_mention" and e.value[1] != "true"]
     for found in re.finditer(NEGATION, lowered):
         after, before = lowered[found.start() :], lowered[: found.start()]
-        if re.match(NOT_A_SETTING, after) or (found.group(0) == "off" and re.search(LAUNCH_OFF, before)):
+        if re.match(NOT_A_SETTING, after) or (found.group(0) in ("off", "not") and re.search(LAUNCH_OFF, before)):
             continue
         if re.search(NO_LAUNCH_WORDS, lowered[max(0, found.start() - 20) : found.end() + 40]):
             continue
@@ -598,7 +614,7 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
         inside = [s for s in mentions if s[0] <= found.start() < s[1]]  # "without it": the pronoun's setting
         if ahead or behind or inside:
             continue
-        words = " ".join(lowered[found.start() :].split()[:4])
+        words = " ".join(plain.lower()[found.start() :].split()[:4])  # as said, names unmasked
         return (
             f"What should {words!r} turn off? I can switch off packing (`data.packing=false`), activation "
             f"checkpointing or torch.compile, or set any key, e.g. `train.lr=1e-4`. {_launch_text(intent.args)}"

@@ -56,8 +56,15 @@ VAGUE_HARDWARE = (
 )
 VAGUE_CHANGE = (
     r"\b(?:other|different|another)\s+(?:layout|model|config|experiment|one|settings?)\b|"
-    r"\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b|\bthe \w+(?:est)? one\b"
+    r"\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b|\bthe \w+(?:est)? one\b|"
+    r"(?<!\d x )(?<!\dx )\b(?:longer|shorter)\b(?! than (?:the )?(?:default )?\d)|"
+    # a setting named with no value: "set the micro batch and train", "tweak the warmup"
+    r"\b(?:set|change|adjust|tweak|increase|decrease|raise|lower|bump)\s+(?:up\s+|down\s+)?(?:the\s+|a\s+)?"
+    r"(?:micro[ _-]?batch(?: size)?|batch size|seed|weight decay|warm-?up|grad(?:ient)? clip(?:ping)?|steps)\b"
+    r"(?!\s*(?:=|:|to|of|by)?\s*\d)"
 )
+# A run or sweep pointed at only as "the other one": which is asked.
+VAGUE_REFERENCE = r"\b(?:the|that)\s+other\s+(?:run|sweep|one|checkpoint)\b"
 # Every preset's family (the letters its name starts with: llama, qwen, mixtral, deepseek...), longest first.
 FAMILIES = "|".join(sorted({re.match(r"[a-z]+", key).group(0) for key in MODELS}, key=len, reverse=True))
 OWN_MODEL = r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model)\b"
@@ -416,6 +423,8 @@ def _optimizer(lowered: str, entities: Entities) -> None:
         entities.add("vague_setting", "seq_len", (0, 0))
     if re.search(VAGUE_CHANGE, lowered):
         entities.add("vague_setting", "other", (0, 0))
+    if re.search(VAGUE_REFERENCE, lowered):
+        entities.add("vague_reference", True, (0, 0))
 
 
 def _names(text: str, entities: Entities, known: Known) -> None:

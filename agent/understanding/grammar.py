@@ -269,10 +269,11 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
     if found := re.search(
         r"(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|is|were|was|at|be)?\s*(\d+)\s*(k?)\b|"
         r"\b(\d+)\s*(k?)(?:[ -]tokens?)?\s+(?:context|sequences?|seq(?:uence)?(?:[ _]len(?:gth)?)?)\b|"
-        r"\bat\s+(\d+)\s*(k)\b(?!\s*(?:steps?|iter\w*|trials?|tok\w*/|tokens? per))",  # "fit ... at 8k?": context
+        r"\bat\s+(\d+)\s*(k)\b(?!\s*(?:steps?|iter\w*|trials?|tok\w*/|tokens? per))|"  # "fit ... at 8k?": context
+        r"\bat\s+(\d+)\s*(k?)\s*tokens?\b(?!\s*(?:/|per\b|a second))",  # "at 4096 tokens", not "at 900 tokens/s"
         lowered,
     ):
-        number, kilo = next((found.group(i), found.group(i + 1)) for i in (1, 3, 5) if found.group(i))
+        number, kilo = next((found.group(i), found.group(i + 1)) for i in (1, 3, 5, 7) if found.group(i))
         args["seq_len"] = int(number) * (1024 if kilo else 1)
 
 
