@@ -289,3 +289,16 @@ def test_a_complete_moe_copy_loads(mixtral, tmp_path):
     # The control for the two tests above.
     copy = _weights_only_dir(mixtral[0], tmp_path / "copy")
     assert torch.equal(_logits(load_device_mapped(copy, {"cpu": "1GiB"})), _logits(mixtral[1]))
+
+
+@pytest.mark.slow  # a real two-process expert-parallel run
+def test_an_expert_parallel_runs_export_device_maps_with_its_logits(tmp_path):
+    from support import train, write_experiment
+    from test_tui_fixtures import TINY_MIXTRAL
+
+    experiment = write_experiment(tmp_path, {"model": {"config": TINY_MIXTRAL}, "train": {"steps": 2, "save_hf": True}})
+    exported = train(experiment, tmp_path / "run", "--nproc", "2", "--layout", "dp_shard=2,ep=2").path / "hf"
+    whole = AutoModelForCausalLM.from_pretrained(exported, dtype=torch.float32, attn_implementation="sdpa").eval()
+    mapped = load_device_mapped(exported, {"cpu": _total_bytes(whole) // 2}, offload_dir=tmp_path / "offload")
+    assert "disk" in mapped.hf_device_map.values()
+    assert torch.equal(_logits(mapped), _logits(whole))
