@@ -1,6 +1,6 @@
 """An expert-parallel checkpoint (Qwen3-MoE, dp_shard=2,ep=2: each rank's experts a DTensor slice) resumes exactly on
-its own layout, resumes resharded onto layouts without expert parallelism (FSDP2 holding whole experts, DDP) and
-onto ep=4 drawn from dp_shard x cp, and
+its own layout, resumes resharded onto FSDP2 without expert parallelism (whole experts, sharded with their layer)
+and onto ep=4 drawn from dp_shard x cp, and
 exports to a Hugging Face directory that transformers loads with the logits of the resharded run's export.
 
 As in tests/test_resume.py, the reference is the killed run itself: the steps it recorded after its checkpoint
@@ -28,7 +28,6 @@ SOURCE = "dp_shard=2,ep=2"
 TARGETS = {  # name: (processes, layout)
     "same": ("2", SOURCE),
     "fsdp2": ("2", "dp_shard=2"),  # experts whole, sharded by FSDP2 with their layer
-    "ddp": ("2", "dp_replicate=2"),
     "cp-ep4": ("4", "dp_shard=2,cp=2,ep=4"),  # one expert per rank, ep drawn from dp_shard x cp
 }
 

@@ -1,6 +1,7 @@
 """job.json, the job's record: the command, the supervisor's pid, pgid and host, and once the run ended its state
 ("ok", "failed", "oom", "timeout", "nan", "cancelled", "pruned" for a sweep trial stopped early, "preempted" for a run
-that SIGTERM stopped after saving a checkpoint, which `--resume` continues, or "killed" when the supervisor died
+that SIGTERM stopped after saving a checkpoint, which `--resume` continues (a sweep: its running trials preempted
+so, which `meshpilot sweep --resume` continues), or "killed" when the supervisor died
 before the run ended) and cause. Several processes update it (the supervisor, `cancel_run`, the first reader to find
 the supervisor dead), always under a file lock. A sweep's record says "kind": "sweep" and its result is summary.json,
 a run's metrics.json (a run's record has no kind, so that those written before sweeps were jobs read the same). Its

@@ -27,6 +27,7 @@ from trainer.config import ConfigError, load_experiment
 from trainer.host.lifeline import PARENT_ENV, tied_env
 from trainer.layout import Layout, LayoutError
 from trainer.results.rundir import RunDir
+from trainer.results.schemas import PREEMPTED
 
 
 def start_run(experiment: Path, out: Path, **options: Any) -> str:
@@ -38,7 +39,8 @@ def start_run(experiment: Path, out: Path, **options: Any) -> str:
     CUDA_VISIBLE_DEVICES: how a sweep gives parallel trials disjoint devices.
     """
     out = Path(out).absolute()
-    return _start(out, "run", partial(prepare_job, experiment, out, **options), options.get("env"))
+    resuming = options.get("resume", False)
+    return _start(out, "run", partial(prepare_job, experiment, out, **options), options.get("env"), resuming)
 
 
 def start_sweep(
@@ -54,13 +56,13 @@ def start_sweep(
     return _start(out, SWEEP, partial(_prepare_sweep, experiment, out, trials, timeout_s, env), env)
 
 
-def _start(out: Path, kind: str, prepare: Callable[[], dict], env: dict | None) -> str:
+def _start(out: Path, kind: str, prepare: Callable[[], dict], env: dict | None, resuming: bool = False) -> str:
     """Prepare and spawn the job in `out`, unless one is there: a job that is going or ended ok is adopted (its id
-    returned), one that ended otherwise is refused."""
+    returned), one that ended otherwise is refused, except a preempted run that `resuming` continues."""
     existing = _existing_state(out)
     if existing in ("ok", "queued", "running"):
         return out.name
-    if existing is not None:
+    if existing is not None and not (resuming and existing == PREEMPTED):
         raise ConfigError(f"{out} holds a {kind} that ended {existing}; choose another {kind} directory")
     prepare()
     _spawn_supervisor(out, env or {})
@@ -80,8 +82,10 @@ def prepare_job(
     hang_s: float | None = None,
     cpus: list[int] | None = None,
     visible_devices: list[int | str] | None = None,
+    resume: bool = False,
 ) -> JobRecord:
-    """Check the request cheaply and write job.json (state "queued"); `supervise` then runs it.
+    """Check the request cheaply and write job.json (state "queued"); `supervise` then runs it. `resume`: continue
+    the run in `out` from its newest checkpoint (`meshpilot train --resume`), as a preempted sweep trial is.
 
     Used by `start_run`, and by executors that run the supervisor elsewhere (a SLURM job through submitit).
     """
@@ -89,9 +93,11 @@ def prepare_job(
     overrides = [*overrides, *([f"train.steps={steps}"] if steps is not None else [])]
     loaded = load_experiment(experiment, overrides)  # unknown keys, bad values: one line, before anything starts
     _check_request(nproc, layout, timeout_s, hang_s, cpus, env)
-    if RunDir(out).steps.exists() or RunDir(out).metrics.exists():
+    if not resume and (RunDir(out).steps.exists() or RunDir(out).metrics.exists()):
         raise ConfigError(f"run directory {out} holds results of another run; choose another run directory")
     command = [sys.executable, "-m", "agent.cli", "train", str(experiment), "--out", str(out)]
+    if resume:
+        command.append("--resume")
     if nproc is not None:
         command.append(f"--nproc={nproc}")
     if layout is not None:

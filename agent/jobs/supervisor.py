@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from agent.jobs.processes import MARKER, identity, kill_job_processes, send_signal
-from agent.jobs.record import JOB, JOB_FILE, LOG_FILE, JobRecord, locked, read_job, record_state, update_job
+from agent.jobs.record import JOB, JOB_FILE, LOG_FILE, SWEEP, JobRecord, locked, read_job, record_state, update_job
 from agent.jobs.status import POLL_S, end_owned, job_kind, job_results, last_step, verdict_of
 from trainer.config import printed_error
 from trainer.host import preemption
@@ -94,13 +94,13 @@ def _watch(out: Path, job: JobRecord, launcher: subprocess.Popen, stopping: list
 
 def _preempted(job: JobRecord, launcher: subprocess.Popen) -> bool:
     """SIGTERM reached the supervisor (from a scheduler, alone or with the rest of the job): a run's launcher gets it
-    too and, given the time, saves a checkpoint and ends as "preempted" (trainer.host.preemption). Whether it ended
-    so."""
-    if job_kind(job) != "run":
-        return False
+    too and, given the time, saves a checkpoint and ends as "preempted" (trainer.host.preemption); a sweep preempts
+    its running trials so and waits for them (agent.sweep.runner). Whether it ended so."""
     send_signal(launcher.pid, signal.SIGTERM)  # a second one, where the scheduler's reached it too, changes nothing
+    # A run's save, then the ranks' and the launcher's exits; a sweep's trials', and the sweep's own margin for them.
+    wait_s = preemption.grace_s() + (90 if job_kind(job) == SWEEP else 10)
     try:
-        launcher.wait(timeout=preemption.grace_s() + 10)  # its save, then the ranks' and the launcher's exits
+        launcher.wait(timeout=wait_s)
     except subprocess.TimeoutExpired:
         return False
     return True
@@ -119,6 +119,9 @@ def _outcome(out: Path, job: JobRecord, returncode: int) -> tuple[str, str | Non
     results = job_results(out, kind)
     if results is not None:
         return verdict_of(kind, results)
+    if kind == SWEEP and returncode in [128 + signum for signum in preemption.SIGNALS]:
+        signal_name = preemption.name(returncode - 128)
+        return PREEMPTED, f"preempted by {signal_name} with its running trials; its --resume continues them"
     log = (out / LOG_FILE).read_text(errors="replace").splitlines() if (out / LOG_FILE).is_file() else []
     errors = [error for line in log if (error := printed_error(line)) is not None]
     if errors:

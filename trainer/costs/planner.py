@@ -250,7 +250,8 @@ def _plan(
                 if candidate.dropped is None:
                     shape = StepShape(micro_batch, seq_len, grad_accum, checkpointing, precision,
                                       dense_mask(layout), train.compile, train.gns_every,
-                                      train.fsdp_grad_sync)  # fmt: skip
+                                      train.fsdp_grad_sync,
+                                      pp_stages_per_rank=train.pp_stages_per_rank)  # fmt: skip
                     candidate.estimate = estimate_step(
                         reader,
                         layout,
