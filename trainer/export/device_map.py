@@ -80,6 +80,17 @@ def device_map_summary(model: torch.nn.Module) -> dict[Device, int]:
     return summary
 
 
+def offloaded_weight(model: torch.nn.Module, name: str) -> torch.Tensor | None:
+    """The value of a parameter that a device map offloaded (it sits on the meta device), read the way the model reads
+    it before computing: from the weights its module's accelerate hook loads. None for one that is not offloaded."""
+    module_name, _, local = name.rpartition(".")
+    weights = getattr(getattr(model.get_submodule(module_name), "_hf_hook", None), "weights_map", None)
+    try:
+        return None if weights is None else weights[local]
+    except KeyError:
+        return None
+
+
 def _checkpoint_file(model_dir: Path) -> Path:
     if not model_dir.is_dir():
         raise ConfigError(f"model directory not found: {model_dir}")
