@@ -10,7 +10,9 @@ whose weights exceed the GPUs' memory, at the cost of speed that the offloaded l
 Mixtures of experts map the same way: a decoder layer, its router and all of its experts (transformers 5 keeps them
 as one module of 3-D tensors) stay whole on one device, and the budget counts every expert, not only the ones a token
 uses, since any token may need any of them. Their checkpoints keep the original one-tensor-per-expert names, which
-transformers fuses while it loads, so those load through transformers (with the same device map) instead.
+transformers fuses while it loads, so those load through transformers (with the same device map) instead. An
+architecture whose layers cannot compute this way is refused in one line while its empty skeleton is built, before
+any weight is read (gpt-oss: its attention has no sdpa implementation).
 """
 
 from __future__ import annotations
@@ -174,7 +176,7 @@ def _model_keys(model: torch.nn.Module, stored: set[str]) -> tuple[set[str], set
         if pattern is not None and is_routed_expert(target) and target in meta_state:
             # transformers stacks one stored tensor per expert and source pattern (w1 and w3 into gate_up_proj)
             # without checking that every expert is there; a missing one would load as a silently wrong layer.
-            patterns = next(len(c.source_patterns) for c in converters if pattern in c.source_patterns)
+            patterns = next((len(c.source_patterns) for c in converters if pattern in c.source_patterns), 1)
             expected[target] = meta_state[target].shape[0] * patterns
     return set(sources), {target for target, count in expected.items() if sources[target] < count}
 
