@@ -23,6 +23,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from trainer.model.moe import RouterLogits
 from trainer.parallel.expert_parallel import (
     ExpertParallelError,
     apply_expert_parallel,
@@ -32,6 +33,7 @@ from trainer.parallel.expert_parallel import (
     expert_parallel_groups,
     router_losses,
 )
+from trainer.rank.step import _router_loss
 
 COMMON = {
     "vocab_size": 128,
@@ -349,3 +351,33 @@ def test_grouped_gemm_experts_equal_the_loop_on_cuda():
 
 if __name__ == "__main__":
     main(*sys.argv[1:])
+
+
+def test_router_logits_refuse_a_forward_outside_the_step():
+    """One forward between two takes gives one tensor per router; a second (an evaluation between steps) is
+    refused rather than folded into the next step's auxiliary loss."""
+    model = build("qwen3_moe")
+    router = RouterLogits(model)
+    ids = token_batch()[:, :-1]
+    model(input_ids=ids)
+    assert len(router.take()) == COMMON["num_hidden_layers"]
+    model(input_ids=ids)
+    model(input_ids=ids)
+    with pytest.raises(RuntimeError, match=r"^4 router logits recorded since the last step's take, not one per router"):
+        router.take()
+
+
+def test_router_loss_refuses_a_padding_mask_of_other_tokens():
+    """The auxiliary loss leaves padding out by the micro-batch's segment ids: routers that saw other tokens are
+    refused, not silently given no mask."""
+    model = build("qwen3_moe")
+    router = RouterLogits(model)
+    ids = token_batch()[:, :-1]
+    model(input_ids=ids)
+    batch = {"segment_ids": torch.zeros(ROWS, SEQ // 2, dtype=torch.long)}  # half of each row
+    with pytest.raises(RuntimeError, match=r"^the routers saw 64 tokens but the micro-batch holds 32"):
+        _router_loss(router, model, batch, None, {})
+    model(input_ids=ids)
+    sums = {}
+    _router_loss(router, model, {"segment_ids": torch.zeros(ROWS, SEQ, dtype=torch.long)}, None, sums)
+    assert sums["aux_loss"] > 0
