@@ -188,11 +188,22 @@ def check_layout_for_model(layout: Layout, config: PretrainedConfig) -> None:
     sizes = {
         "num_attention_heads": config.num_attention_heads,
         "num_key_value_heads": getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
-        "intermediate_size": getattr(config, "intermediate_size", None),
+        "intermediate_size": getattr(config, "intermediate_size", None) if _has_dense_mlp(config) else None,
     }
     for name, size in sizes.items():
         if size is not None and size % layout.tp:
             raise LayoutError(f"layout tp={layout.tp} must divide the model's {name} ({size})")
+
+
+def _has_dense_mlp(config: PretrainedConfig) -> bool:
+    """Whether a decoder layer has a dense MLP, the only MLP tp splits (by intermediate_size): every layer of a dense
+    model; an MoE model's layers without experts (Qwen2/3-MoE's mlp_only_layers and decoder_sparse_step,
+    DeepSeek-V3's first_k_dense_replace). An MoE layer's experts and shared expert run whole on every tp rank."""
+    if expert_count(config) is None:
+        return True
+    sparse_step = getattr(config, "decoder_sparse_step", None) or 1
+    dense_first = getattr(config, "first_k_dense_replace", None) or 0
+    return bool(getattr(config, "mlp_only_layers", None)) or sparse_step > 1 or dense_first > 0
 
 
 def data_parallel_group(layout: Layout, mesh) -> tuple[object | None, int]:
