@@ -81,3 +81,15 @@ def meshpilot(*args: str, env: dict | None = None, timeout: float = 300) -> subp
             process.kill()
             raise hung.Hung(command, timeout, *process.communicate(), where) from None
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def expert_groups(ep: int) -> tuple:
+    """(the ep group, the group of ranks holding the same experts) of this process group's ranks, from the trainer's
+    own expert mesh (trainer.layout.expert_mesh) with data parallelism over every rank: ep innermost."""
+    import torch.distributed as dist  # most tests that import support never start torch
+
+    from trainer.layout import Layout, expert_mesh
+
+    world = dist.get_world_size()
+    mesh = expert_mesh(Layout.parse(f"dp_shard={world},ep={ep}").resolve(world), "cpu")
+    return mesh.get_group("ep"), mesh.get_group("dp_shard_mod_ep")
