@@ -17,7 +17,9 @@ from typing import Any
 
 from agent.private import check_readable
 from agent.state import Spent
-from trainer.config import ConfigError
+from trainer.config import ConfigError, load_experiment
+from trainer.hardware import this_machine
+from trainer.layout import Layout, LayoutError
 
 # Stated assumption where the throughput model cannot predict a step (a model family it does not know):
 # generous, so that such a launch is shown to a person rather than waved through.
@@ -178,9 +180,9 @@ def launch_cost(
     """Device-hours of one run; checks the request as the launcher would (ConfigError) without starting anything."""
     import torch
 
-    from trainer.config import load_experiment
+    # imported here, as torch is: they load transformers (seconds), which the TUI and `meshpilot ask`, importing this
+    # module at start, wait for only once a cost is asked for
     from trainer.data.rows import plan_batches
-    from trainer.layout import Layout, LayoutError
     from trainer.model.build import model_config
 
     loaded = load_experiment(experiment, [*overrides, *([f"train.steps={steps}"] if steps is not None else [])])
@@ -213,8 +215,6 @@ def launch_cost(
 
 def sweep_cost(experiment: Path, trials: int | None = None) -> Cost:
     """A sweep runs `trials` runs of `search.trial_steps` steps each."""
-    from trainer.config import load_experiment
-
     search = load_experiment(experiment).search
     trials = search.trials if trials is None else trials
     if trials < 1:
@@ -225,9 +225,9 @@ def sweep_cost(experiment: Path, trials: int | None = None) -> Cost:
 
 def _predicted_step_s(experiment, config, device_type: str, nproc: int, grad_accum: int) -> float:
     """trainer.costs.throughput's calibrated step time for this resolved launch on this machine kind."""
+    # imported here: they load torch and transformers (see launch_cost)
     from trainer.costs.calibration import Calibration
     from trainer.costs.throughput import predict_run
-    from trainer.hardware import this_machine
 
     hardware = this_machine(device_type, nproc, experiment.hardware.nodes)
     return predict_run(experiment, config, hardware, grad_accum, Calibration.load(hardware)).step_s

@@ -62,6 +62,7 @@ def add_agent_arguments(parser: argparse.ArgumentParser, thread_help: str) -> No
 
 def check_agent_arguments(args: argparse.Namespace) -> float:
     """Refuse a bad shared argument in one line; return the approval threshold in device-hours."""
+    # imported here: `meshpilot --help` registers this command; the agent (langgraph, langchain: a second) loads for it
     from agent.approvals import threshold_from_env
 
     if not args.repo.is_dir():
@@ -72,6 +73,7 @@ def check_agent_arguments(args: argparse.Namespace) -> float:
 
 
 def _ask(args: argparse.Namespace) -> int:
+    # imported here: `meshpilot --help` registers this command; the agent (langgraph, langchain: a second) loads for it
     from agent.approvals import Policy
     from agent.llm import llm_settings, make_llm
     from agent.session import Agent
@@ -97,7 +99,7 @@ def _ask(args: argparse.Namespace) -> int:
 
 
 def _converse(agent, thread: str, args: argparse.Namespace, decision: dict[str, Any] | None) -> int:
-    from agent.session import AgentError
+    from agent.session import AgentError  # imported here: see _ask
 
     state = agent.state(thread)
     if decision is not None:

@@ -15,10 +15,16 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from agent.records import TRIAL, TRIAL_FILE
+from agent.report import write_report
+from agent.sweep import run_sweep
+from trainer.config import ConfigError
+from trainer.layout import layout_name
+
 if TYPE_CHECKING:
     from agent.sweep.runner import ProgressCallback
 
-# Imports of torch and git wait for the command itself: every `meshpilot` invocation loads this module.
+# Imports of torch, transformers and git wait for the command itself: `meshpilot --help` loads this module.
 # Small enough for a 2-core machine to sweep in minutes; the head is not tied to the embedding so that the
 # layers can be split into pipeline stages.
 DEMO_MODEL = {
@@ -47,7 +53,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from agent.sweep.progress import SweepReporter
+    from agent.sweep.progress import SweepReporter  # imported here: it loads numpy, which `--help` must not wait for
 
     # Flushed: each phase shows as it starts, also when stdout is a pipe (block-buffered) beside the sweep's stderr.
     say = functools.partial(print, flush=True)
@@ -71,10 +77,7 @@ def run_demo(
     """The demo in `directory` (new or empty); `say` gets a line as each phase starts, `progress` the sweep's."""
     import torch
 
-    from agent.report import write_report
-    from agent.sweep import run_sweep
-    from evalsuite.api import run_bench
-    from trainer.config import ConfigError
+    from evalsuite.api import run_bench  # imported here, as torch is: it loads transformers
 
     directory = directory.resolve()
     if directory.exists() and any(directory.iterdir()):
@@ -171,8 +174,7 @@ def demo_layouts(gpus: int) -> tuple[int, list[str]]:
 def _train_winner(trial_dir: Path, out: Path, steps: int) -> Path:
     """The winning trial trained again for `steps` steps: its experiment, processes, layout and settings exactly as
     its record (trial.json) says it ran, but keeping its final checkpoint, to evaluate."""
-    from agent.records import TRIAL, TRIAL_FILE
-    from trainer.launch.launcher import TrainRequest, launch, prepare
+    from trainer.launch.launcher import TrainRequest, launch, prepare  # imported here: it loads torch, transformers
 
     record = TRIAL.read(trial_dir / TRIAL_FILE)
     if record is None:
@@ -190,6 +192,4 @@ def _train_winner(trial_dir: Path, out: Path, steps: int) -> Path:
 
 
 def _describe(params: dict) -> str:
-    from trainer.layout import layout_name
-
     return f"{layout_name(params['layout'])}, packing {'on' if params['packing'] else 'off'}"

@@ -176,6 +176,9 @@ def _why(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMess
     if turn and (turn[-1].error or turn[-1].rejected):
         return _failed(turn[-1])
     asked = intent.families[0] if intent.families else None
+    if named := intent.args.get("sweep"):  # "why did lr-scan's winner win?": that sweep, not the conversation's
+        read = _done(turn, "read_sweep")
+        return _call("read_sweep", sweep=named) if read is None else AIMessage(explain_sweep(read.result, asked))
     found = [s for s in _steps([*earlier]) + turn if s.name in ("plan_layouts", "read_sweep") or _swept(s)]
     found = [s for s in found if s.result and not s.rejected]
     if found:

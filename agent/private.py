@@ -23,7 +23,9 @@ from pathlib import Path
 
 from platformdirs import user_cache_dir, user_data_dir
 
+from evalsuite.store import default_root, is_store
 from trainer.config import ConfigError
+from trainer.host.cache import cache_root
 
 CREDENTIAL_DIRS = {".ssh", ".aws", ".gnupg", ".docker", ".kube", ".azure", ".password-store"}
 CREDENTIAL_CONFIG_DIRS = {"gh", "gcloud", "hub"}  # under .config/
@@ -63,9 +65,6 @@ def read_text(path: Path) -> str:
 
 def private_directories() -> list[Path]:
     """meshpilot's data and cache directories: as configured now and at the platform's default places."""
-    from evalsuite.store import default_root
-    from trainer.host.cache import cache_root
-
     return [default_root(), Path(user_data_dir("meshpilot")), cache_root(), Path(user_cache_dir("meshpilot"))]
 
 
@@ -81,8 +80,6 @@ def _why_private(real: Path) -> str | None:
 
 
 def _in_private_directory(real: Path) -> str | None:
-    from evalsuite.store import is_store
-
     protected = {_identity(d) for d in private_directories()} - {None}
     for directory in (real, *real.parents):
         if _identity(directory) in protected or is_store(directory):

@@ -24,8 +24,13 @@ from langgraph.prebuilt import InjectedState
 
 from agent.approvals import resolve_in_repo
 from agent.private import read_text
-from trainer.config import ConfigError
+from agent.records import SUMMARY, SUMMARY_FILE
+from agent.repo.providers.local import LocalProvider
+from trainer.config import ConfigError, load_experiment
+from trainer.hardware import detect_intra_node_link
 from trainer.layout import layout_family, layout_name
+from trainer.results.contracts import write_json
+from trainer.results.rundir import RunDir
 
 Repo = Annotated[str, InjectedState("repo")]
 CallId = Annotated[str, InjectedToolCallId]
@@ -50,9 +55,7 @@ def inspect_hardware(repo: Repo) -> str:
     """
     import torch
 
-    from trainer.hardware import detect_intra_node_link
-    from trainer.host.environment import device_name
-    from trainer.results.contracts import write_json
+    from trainer.host.environment import device_name  # imported here, as torch is: it loads torch
 
     device_type = "cuda" if torch.cuda.is_available() else "cpu"
     count = torch.cuda.device_count() if device_type == "cuda" else 1
@@ -105,8 +108,7 @@ def plan_layouts(
         gpu: a GPU preset (e.g. h100, a100-40gb, rtx-4090) giving the device name and memory
         seq_len: sequence length (default: the experiment's data.seq_len)
     """
-    from trainer.costs.plan_request import PlanRequest, plan_request
-    from trainer.results.contracts import write_json
+    from trainer.costs.plan_request import PlanRequest, plan_request  # imported here: it loads torch, transformers
 
     if devices < 1 or nodes < 1 or top < 1:
         raise ToolError(f"devices, nodes and top must be at least 1 (got {devices}, {nodes}, {top})")
@@ -224,8 +226,6 @@ def read_results(repo: Repo, run: str) -> str:
     Args:
         run: the run directory, relative to the repository
     """
-    from trainer.results.rundir import RunDir
-
     directory = RunDir(_run_dir(repo, run))
     metrics = directory.read_metrics()
     if metrics is None:
@@ -258,8 +258,6 @@ def list_results(repo: Repo) -> str:
     """What the repository holds, newest first: runs (with status), sweeps (with winner), and the reports and pull
     requests meshpilot wrote (report files on meshpilot/* branches). Use it to find "the last run" or "the winner"."""
     root = Path(repo)
-    from agent.records import SUMMARY, SUMMARY_FILE
-
     runs = [{"run": _relative(repo, d), "status": _status_of(d)} for d in _newest(root / "runs")]
     sweeps = []
     for directory in _newest(root / "sweeps"):
@@ -278,8 +276,6 @@ def read_sweep(repo: Repo, sweep: str) -> str:
     Args:
         sweep: the sweep directory, relative to the repository
     """
-    from agent.records import SUMMARY, SUMMARY_FILE
-
     directory = resolve_in_repo(Path(repo), sweep)
     summary = SUMMARY.read(directory / SUMMARY_FILE)
     if summary is None:
@@ -439,8 +435,6 @@ TOOLS = [
 
 
 def _report(repo: str, sweep: str, bench: list[str] | None, slug: str | None, pr: bool) -> str:
-    from trainer.config import load_experiment
-
     write = _provided("agent.report", "write_report")
     experiment = Path(repo) / "meshpilot.yaml"
     provider = load_experiment(experiment).report.pr.provider if experiment.is_file() else "local"
@@ -459,8 +453,6 @@ def _newest(directory: Path) -> list[Path]:
 
 def _status_of(run: Path) -> str | None:
     """The status a run directory's metrics.json records; None before it ended."""
-    from trainer.results.rundir import RunDir
-
     metrics = RunDir(run).read_metrics()
     return metrics["status"] if metrics is not None else None
 
@@ -468,8 +460,6 @@ def _status_of(run: Path) -> str | None:
 def _reports(root: Path) -> dict[str, list[dict]]:
     """The report files on meshpilot's branches, and the pull requests the local provider recorded."""
     import git
-
-    from agent.repo.providers.local import LocalProvider
 
     try:
         repository = git.Repo(root)

@@ -36,6 +36,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from trainer.config import ConfigError
+from trainer.hardware import GPU_ALIASES
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "agent_repo"
 RESULTS = ROOT / "bench" / "results" / "agent_understanding.json"
@@ -152,7 +155,7 @@ class Conversation:
 
         from langchain_core.messages import HumanMessage
 
-        from agent.approvals import Policy
+        from agent.approvals import Policy  # imported here: a bad set is a one-line error before the agent loads
 
         update = {"messages": [HumanMessage(text)], "repo": str(self.repo), "policy": asdict(Policy())}
         self._run(update)
@@ -237,8 +240,6 @@ def _value(key: str, value: Any) -> Any:
             text = f"sweeps/{text}"
         return text
     if key == "gpu":
-        from trainer.hardware import GPU_ALIASES
-
         return GPU_ALIASES.get(str(value).lower(), str(value).lower())
     if key == "device_mem":
         return _bytes(str(value))
@@ -276,7 +277,7 @@ def _override(text: str) -> str:
 def run_set(items: list[dict], llm: Any) -> list[dict]:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from agent.graph import build_graph
+    from agent.graph import build_graph  # imported here: a bad set is a one-line error before the agent loads
 
     graph = build_graph(llm, InMemorySaver())
     judged = []
@@ -375,9 +376,9 @@ def main(argv: list[str] | None = None) -> int:
         sets = [load_set(path) for path in args.sets]
     except SetError as error:
         parser.error(str(error))
+    # imported here, once the sets are read: a bad set is a one-line error before the agent loads (a second or two)
     from agent.llm import llm_settings, make_llm
     from agent.offline import OfflinePlanner
-    from trainer.config import ConfigError
 
     try:
         settings = llm_settings(args.llm_base_url, args.llm_model)

@@ -49,6 +49,11 @@ from pathlib import Path
 import yaml
 
 from bench.machine import describe_machine
+from trainer.config import experiment_from_dict
+from trainer.costs.probe import probe_path, read_probe
+from trainer.costs.throughput import predict_run
+from trainer.hardware import peak_bf16_flops, this_machine
+from trainer.model.build import model_config
 from trainer.model.parameters import count_parameters
 from trainer.results.rundir import RunDir
 
@@ -240,9 +245,6 @@ def probe(bench: Bench) -> dict:
     done = bench.process([sys.executable, "-m", "agent.cli", "probe", "--device-type", "cuda"], 300)
     if done.returncode != 0:
         return {"error": (done.stderr or done.stdout)[-3000:]}
-    from trainer.costs.probe import probe_path
-    from trainer.hardware import this_machine
-
     path = probe_path(this_machine("cuda", 1, name=bench.device_name))
     found = json.loads(path.read_text()) if path.exists() else {}
     return {"table": done.stdout[-4000:], **{k: found.get(k) for k in ("seconds", "compute", "links", "figures")}}
@@ -303,7 +305,7 @@ def hf_trainer(seq_len: int) -> Callable[[Bench], dict]:
 
 
 def hf_experiment(seq_len: int, micro_batch: int, rows_per_step: int, steps: int) -> dict:
-    from bench import trainer_vs_hf as hf
+    from bench import trainer_vs_hf as hf  # imported here: it loads datasets and pandas, which only this task needs
 
     setup = hf.Setup(LLAMA_1B, seq_len, rows_per_step, micro_batch, steps, lr=3e-4, warmup_steps=2,
                      timing_warmup_steps=3, precision="bf16")  # fmt: skip
@@ -313,8 +315,7 @@ def hf_experiment(seq_len: int, micro_batch: int, rows_per_step: int, steps: int
 def hf_trainer_worker(experiment: Path, out: Path) -> None:
     import torch
 
-    from bench import trainer_vs_hf as hf
-    from trainer.hardware import peak_bf16_flops
+    from bench import trainer_vs_hf as hf  # imported here: it loads datasets and pandas, which only this task needs
 
     prepared = hf.prepare(experiment)
     spec = prepared.experiment.train
@@ -387,12 +388,6 @@ def planner(bench: Bench) -> dict:
     """The throughput model's step time for each run above (the one prediction path, `predict_run`), from the
     stated figures and from this machine's probe, against the measured median step. CPU work only: the device's
     name is the environment task's reading."""
-    from trainer.config import experiment_from_dict
-    from trainer.costs.probe import read_probe
-    from trainer.costs.throughput import predict_run
-    from trainer.hardware import this_machine
-    from trainer.model.build import model_config
-
     if bench.device_name is None:
         return {"error": "the environment task did not run: no device name to predict for"}
     hardware = this_machine("cuda", 1, name=bench.device_name)

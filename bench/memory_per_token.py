@@ -47,6 +47,7 @@ def measure(seq_len: int) -> dict:
     import torch
     from transformers import AutoConfig
 
+    # imported here: only the child measures, with the trainer tree its PYTHONPATH names (--before's or this one)
     from trainer.config import TrainSpec
     from trainer.costs.memory_model import MemoryPlan, predict_memory
     from trainer.layout import Layout
@@ -100,7 +101,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(measure(args.child)))
         return
-    from bench.machine import write_result
+    from bench.machine import write_result  # imported here: the child runs with no bench package on its path
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from trainer.host.collector import collector_paused
+
 REPO = Path(__file__).resolve().parent.parent
 POINTS = [  # (model preset, devices per node, nodes)
     ("llama-3.1-8b", 8, 1),
@@ -97,6 +99,7 @@ def in_fresh_process(tree: Path, function: str, model: str, devices: int, nodes:
 
 def planner_only(model: str, devices: int, nodes: int) -> dict:
     """The planner's share, in this process: the parameters' shapes and every candidate, no start-up."""
+    # imported here: phases() times these imports in a fresh process that imports this module first
     from trainer.costs.planner import plan
     from trainer.hardware import Hardware, gpu_preset
     from trainer.model.presets import preset_config, preset_experiment
@@ -118,8 +121,6 @@ def phases(model: str, devices: int, nodes: int) -> dict[str, dict[str, float]]:
     """Where the command's time goes: wall and CPU seconds of each of its steps, in its order, in this process (a
     fresh one), with the cyclic collector paused as `meshpilot plan` pauses it. Python's start-up is what the whole
     command takes beyond their sum (its teardown is skipped)."""
-    from trainer.host.collector import collector_paused
-
     steps: dict[str, dict[str, float]] = {}
     last = [time.perf_counter(), time.process_time()]
 

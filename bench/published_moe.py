@@ -1,8 +1,15 @@
-"""Published mixture-of-experts training measurements, and which MoE presets transformers builds on the meta device.
+"""Published mixture-of-experts training measurements against meshpilot's predictions, and which MoE presets
+transformers builds on the meta device.
 
-Data only, for issue 37: nothing here predicts (meshpilot's planner does not count MoE yet, trainer/model/presets.py
-REFUSED) and nothing is wired into the planner. When it is, each H100 row below is what a prediction is held
-against, as bench/published.py does for torchtitan's Llama rows.
+Each H100 row with a preset, a batch and a layout meshpilot can state is predicted (`predict`): the row's layout as
+meshpilot's nearest (`AS_MESHPILOT`: Megatron's data parallelism with its distributed optimizer becomes FSDP2 over
+dp_shard, its expert parallelism borrows dp_shard as meshpilot's does, so an ep that Megatron also draws from tp is
+capped at dp_shard; "recompute norm, act" becomes selective checkpointing), its micro-batch and global batch, bf16, a
+force-balanced router (expert_imbalance 1.0, as every source measured), meshpilot's stated H100 figures (no probe or
+calibration of those machines): tokens/s per GPU from trainer.costs.throughput, the largest rank's memory from
+trainer.costs.memory_model. Every mismatch of configuration is said beside the row (`mismatches`); nothing here
+tunes a constant to a row. No H100 row publishes memory; the B200 rows that do (torchtitan) give neither sequence
+length nor batch, so they are not predicted.
 
 ROWS are the tables' figures as published, each with its SOURCE (URL at the commit read). A figure the source does
 not give is None; `derived` says which figures were computed here from the row's own figures (tokens/s per GPU from
@@ -23,6 +30,7 @@ out 0.6B above OpenAI's 3.6B and 5.1B active, which leave the embedding out). Al
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,6 +39,16 @@ import torch
 import transformers
 
 from bench.machine import RESULTS, describe_machine
+from trainer.config import ModelSpec, TrainSpec, checkpointing_mode
+from trainer.costs.calibration import Calibration
+from trainer.costs.memory_model import MemoryPlan, predict_rank
+from trainer.costs.throughput import StepShape, estimate_step, hardware_figures, parameter_figures
+from trainer.hardware import planned_hardware
+from trainer.layout import Layout
+from trainer.model.build import model_config
+from trainer.model.parameters import count_parameters
+from trainer.model.presets import MODELS, MOE_PRESETS
+from trainer.parallel.expert_parallel import ExpertParallelError, expert_modules
 from trainer.results.contracts import write_json
 
 H100_BF16_PEAK_TFLOPS = 989  # dense; the figure NeMo AutoModel's MFU is computed against
@@ -348,135 +366,208 @@ ROWS = [
 ]
 
 
-def _rope_yarn(factor: float, original: int, theta: float, **extra: float) -> dict:
-    return {
-        "rope_type": "yarn",
-        "factor": factor,
-        "original_max_position_embeddings": original,
-        "rope_theta": theta,
-        **extra,
-    }
+# The seven MoE presets, from trainer.model.presets (their one source): what the rows are predicted for.
+PRESETS = {name: MODELS[name] for name in MOE_PRESETS}
 
 
-def _qwen3_moe(hidden: int, intermediate: int, moe_intermediate: int, layers: int, heads: int) -> dict:
-    return {
-        "model_type": "qwen3_moe",
-        "vocab_size": 151936,
-        "hidden_size": hidden,
-        "intermediate_size": intermediate,
-        "moe_intermediate_size": moe_intermediate,
-        "num_hidden_layers": layers,
-        "num_attention_heads": heads,
-        "num_key_value_heads": 4,
-        "head_dim": 128,
-        "num_experts": 128,
-        "num_experts_per_tok": 8,
-        "norm_topk_prob": True,
-        "decoder_sparse_step": 1,
-        "mlp_only_layers": [],
-        "max_position_embeddings": 40960,
-        "rms_norm_eps": 1e-6,
-        "rope_theta": 1000000.0,
-        "router_aux_loss_coef": 0.001,
-        "tie_word_embeddings": False,
-    }
+GiB = 1024**3
+NODE = 8  # GPUs per node in every source (DGX/HGX H100)
 
 
-def _gpt_oss(layers: int, experts: int) -> dict:
-    return {
-        "model_type": "gpt_oss",
-        "vocab_size": 201088,
-        "hidden_size": 2880,
-        "intermediate_size": 2880,
-        "num_hidden_layers": layers,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 8,
-        "head_dim": 64,
-        "num_local_experts": experts,
-        "num_experts_per_tok": 4,
-        "sliding_window": 128,
-        "layer_types": ["sliding_attention", "full_attention"] * (layers // 2),
-        "max_position_embeddings": 131072,
-        "rms_norm_eps": 1e-5,
-        "rope_scaling": _rope_yarn(32.0, 4096, 150000.0, beta_fast=32.0, beta_slow=1.0),
-        "rope_theta": 150000.0,
-        "swiglu_limit": 7.0,
-        "router_aux_loss_coef": 0.9,
-        "tie_word_embeddings": False,
-    }
+@dataclass(frozen=True)
+class AsMeshpilot:
+    """A published row as meshpilot's nearest run: its layout, activation checkpointing, and what differs."""
+
+    layout: str
+    checkpointing: str  # none | selective | full
+    mismatches: tuple[str, ...] = ()
 
 
-def _mixtral(hidden: int, intermediate: int, layers: int, heads: int, vocab: int, positions: int, aux: float) -> dict:
-    return {
-        "model_type": "mixtral",
-        "vocab_size": vocab,
-        "hidden_size": hidden,
-        "intermediate_size": intermediate,
-        "num_hidden_layers": layers,
-        "num_attention_heads": heads,
-        "num_key_value_heads": 8,
-        "num_local_experts": 8,
-        "num_experts_per_tok": 2,
-        "max_position_embeddings": positions,
-        "rms_norm_eps": 1e-5,
-        "rope_theta": 1000000.0,
-        "router_aux_loss_coef": aux,
-        "sliding_window": None,
-        "tie_word_embeddings": False,
-    }
-
-
-PRESETS = {  # name: (Hugging Face repository, config)
-    "mixtral-8x7b": ("mistralai/Mixtral-8x7B-v0.1", _mixtral(4096, 14336, 32, 32, 32000, 32768, 0.02)),
-    "mixtral-8x22b": ("mistralai/Mixtral-8x22B-v0.1", _mixtral(6144, 16384, 56, 48, 32768, 65536, 0.001)),
-    "qwen3-30b-a3b": ("Qwen/Qwen3-30B-A3B", _qwen3_moe(2048, 6144, 768, 48, 32)),
-    "qwen3-235b-a22b": ("Qwen/Qwen3-235B-A22B", _qwen3_moe(4096, 12288, 1536, 94, 64)),
-    "gpt-oss-20b": ("openai/gpt-oss-20b", _gpt_oss(24, 32)),
-    "gpt-oss-120b": ("openai/gpt-oss-120b", _gpt_oss(36, 128)),
-    "deepseek-v3": (
-        "deepseek-ai/DeepSeek-V3",
-        {
-            # The hub's config also has an fp8 quantization_config (its weights' storage) and one multi-token
-            # prediction layer (num_nextn_predict_layers: 1) that transformers' DeepseekV3 does not build; both
-            # are left out: this is the bf16 model transformers trains.
-            "model_type": "deepseek_v3",
-            "vocab_size": 129280,
-            "hidden_size": 7168,
-            "intermediate_size": 18432,
-            "moe_intermediate_size": 2048,
-            "num_hidden_layers": 61,
-            "first_k_dense_replace": 3,
-            "num_attention_heads": 128,
-            "num_key_value_heads": 128,
-            "n_routed_experts": 256,
-            "n_shared_experts": 1,
-            "num_experts_per_tok": 8,
-            "n_group": 8,
-            "topk_group": 4,
-            "routed_scaling_factor": 2.5,
-            "norm_topk_prob": True,
-            "q_lora_rank": 1536,
-            "kv_lora_rank": 512,
-            "qk_nope_head_dim": 128,
-            "qk_rope_head_dim": 64,
-            "v_head_dim": 128,
-            "max_position_embeddings": 163840,
-            "rms_norm_eps": 1e-6,
-            "rope_scaling": _rope_yarn(
-                40.0, 4096, 10000.0, beta_fast=32.0, beta_slow=1.0, mscale=1.0, mscale_all_dim=1.0
-            ),
-            "rope_theta": 10000.0,
-            "tie_word_embeddings": False,
-        },
+_DISTRIBUTED_OPTIMIZER = (
+    "Megatron's data parallelism (distributed optimizer: optimizer state sharded, bf16 parameters and gradients "
+    "replicated) predicted as FSDP2 over dp_shard (everything sharded, gathered per layer)"
+)
+_VIRTUAL_STAGES = "virtual pipeline stages (interleaved 1F1B) predicted as plain 1F1B, one stage per rank"
+_SELECTIVE = "Megatron's recompute of norms and activations predicted as meshpilot's selective checkpointing (per op)"
+_EP_FROM_TP = (
+    "Megatron draws ep={ep} from dp x tp (etp 1); meshpilot draws ep from dp_shard only: predicted at ep={mine}"
+)
+_DEEPEP = "DeepEP's fused dispatch priced as plain all-to-alls"
+_EP_DASH = (
+    'ep published as "-": predicted with the experts sharded over the whole FSDP group (ep = fsdp), as NeMo '
+    "AutoModel's MoE recipes do; without ep every rank would gather every expert each micro-batch"
+)
+_TE = "Transformer Engine's fused kernels priced as meshpilot's eager PyTorch layers"
+# Keyed by (source, model, gpus, TFLOPS/GPU as published): unique among the rows.
+AS_MESHPILOT = {
+    ("megatron_bridge", "gpt-oss-120b", 64, 153): AsMeshpilot(
+        "pp=4,dp_shard=16,ep=8", "none", (_DISTRIBUTED_OPTIMIZER, _TE, "recompute not stated: none")
+    ),
+    ("nemo_automodel", "deepseek-v3", 1024, 216): AsMeshpilot(
+        "pp=4,dp_shard=256,ep=64", "none", (_VIRTUAL_STAGES, _DEEPEP, _TE, "recompute not stated: none")
+    ),
+    ("nemo_automodel", "deepseek-v3", 256, 250): AsMeshpilot(
+        "pp=4,dp_shard=64,ep=64", "none", (_VIRTUAL_STAGES, _DEEPEP, _TE, "recompute not stated: none")
+    ),
+    ("nemo_automodel", "qwen3-30b-a3b", 8, 277): AsMeshpilot(
+        "dp_shard=8,ep=8", "none", (_DEEPEP, _TE, "recompute not stated: none")
+    ),
+    ("nemo_automodel", "gpt-oss-20b", 8, 279): AsMeshpilot(
+        "dp_shard=8,ep=8", "none", (_EP_DASH, _DEEPEP, _TE, "FlexAttention (sinks, sliding window) priced as SDPA")
+    ),
+    ("nemo_automodel", "gpt-oss-120b", 64, 231): AsMeshpilot(
+        "dp_shard=64,ep=64", "none", (_EP_DASH, _DEEPEP, _TE, "FlexAttention (sinks, sliding window) priced as SDPA")
+    ),
+    ("megatron_moe_model_zoo", "qwen3-235b-a22b", 256, 245): AsMeshpilot(
+        "pp=8,dp_shard=16,tp=2,ep=16",
+        "selective",
+        (_EP_FROM_TP.format(ep=32, mine=16), _VIRTUAL_STAGES, _DISTRIBUTED_OPTIMIZER, _SELECTIVE, _DEEPEP, _TE),
+    ),
+    ("megatron_moe_model_zoo", "qwen3-235b-a22b", 256, 276): AsMeshpilot(  # the first of the two 276 rows
+        "pp=8,dp_shard=16,tp=2,ep=16",
+        "selective",
+        (
+            _EP_FROM_TP.format(ep=32, mine=16),
+            _VIRTUAL_STAGES,
+            _DISTRIBUTED_OPTIMIZER,
+            _SELECTIVE,
+            _DEEPEP,
+            _TE,
+            "the all-to-all overlapped with 1F1B's compute: meshpilot prices it on the critical path",
+        ),
+    ),
+    ("megatron_moe_model_zoo", "qwen3-235b-a22b", 256, 200): AsMeshpilot(
+        "pp=32,dp_shard=4,tp=2,ep=4",
+        "selective",
+        (_EP_FROM_TP.format(ep=8, mine=4), _VIRTUAL_STAGES, _DISTRIBUTED_OPTIMIZER, _SELECTIVE, _TE),
+    ),
+    ("megatron_moe_model_zoo", "qwen3-235b-a22b", 256, 167): AsMeshpilot(
+        "pp=8,dp_shard=8,tp=4,ep=8",
+        "none",
+        (
+            "Megatron's ep=8 with edp=4 (expert data parallel 4 of dp 8) predicted as meshpilot's ep=8 over dp_shard=8 "
+            "(experts FSDP-sharded by 1)",
+            _VIRTUAL_STAGES,
+            _DISTRIBUTED_OPTIMIZER,
+            _DEEPEP,
+            _TE,
+        ),
     ),
 }
+# The intra-node-ep, full-recompute 276 TFLOPS row (tp2 ep8 edp32, FSDP): FSDP over dp=128 with ep=8.
+AS_MESHPILOT_FSDP_ROW = AsMeshpilot(
+    "dp_shard=128,tp=2,ep=8", "full", ("Megatron-FSDP predicted as FSDP2", _DEEPEP, _TE)
+)
+
+
+def as_meshpilot(row: PublishedRow) -> AsMeshpilot | None:
+    """The row as meshpilot's nearest run, or None where it cannot be predicted (not an H100 row in bf16 with a
+    preset, a batch and a layout)."""
+    if row.layout.get("fsdp") == "on":
+        return AS_MESHPILOT_FSDP_ROW
+    return AS_MESHPILOT.get((row.source, row.model, row.gpus, row.tflops_per_gpu))
+
+
+def not_predicted(row: PublishedRow) -> str | None:
+    """Why a row is left unpredicted, in words (None: it is predicted)."""
+    if row.hardware != "H100":
+        return f"{row.hardware}, and the source gives no sequence length or batch"
+    if row.precision != "bf16":
+        return f"{row.precision}: meshpilot predicts bf16 and fp32 only"
+    if not row.global_batch or not row.layout:
+        return "no layout or global batch published"
+    return None if as_meshpilot(row) else "no meshpilot layout mapped"
+
+
+@functools.cache  # one meta-device build per preset, not per row
+def preset_model(name: str):
+    return model_config(ModelSpec(config=MODELS[name][1]), Path("."))
+
+
+def predict(row: PublishedRow, mapped: AsMeshpilot) -> dict:
+    """meshpilot's tokens/s per GPU and largest rank's memory for the row run as `mapped`."""
+    config = preset_model(row.preset)
+    layout = Layout.parse(mapped.layout).resolve(row.gpus)
+    hardware, device_mem = planned_hardware("cuda", min(row.gpus, NODE), max(1, row.gpus // NODE), "h100")
+    grad_accum = row.global_batch // layout.dp_degree // row.micro_batch
+    shape = StepShape(row.micro_batch, row.seq_len, grad_accum, mapped.checkpointing, "bf16", expert_imbalance=1.0)
+    estimate = estimate_step(
+        config, layout, hardware, shape, **parameter_figures(count_parameters(config)), calibration=Calibration()
+    )
+    plan = MemoryPlan(row.micro_batch, row.seq_len, "bf16", mapped.checkpointing, TrainSpec(), grad_accum, True,
+                      "cuda")  # fmt: skip
+    ranks = [0] if layout.pp == 1 else [0, layout.world_size - layout.world_size // layout.pp]
+    largest = max((predict_rank(config, layout, plan, rank) for rank in ranks), key=lambda m: m["peak"])
+    tokens = estimate.tokens_per_s / layout.world_size
+    return {
+        "layout": layout.describe(),
+        "activation_checkpointing": checkpointing_mode(mapped.checkpointing),
+        "grad_accum": grad_accum,
+        "tokens_per_s_per_gpu": round(tokens),
+        "error": round(tokens / row.tokens_per_s_per_gpu - 1, 3) if row.tokens_per_s_per_gpu else None,
+        "step_s": estimate.step_s,
+        "compute_s": estimate.compute_s,
+        "comm_s": estimate.comm_s,
+        "comm_bytes": estimate.comm_bytes,
+        "peak_gib": round(largest["peak"] / GiB, 2),
+        "fits": largest["peak"] <= device_mem,
+        "memory_gib": {k: round(v / GiB, 2) for k, v in largest.items()},
+        "figures": hardware_figures(hardware).source,
+        "mismatches": [*mapped.mismatches, *_layout_mismatches(layout, largest["peak"], device_mem)],
+    }
+
+
+def _layout_mismatches(layout: Layout, peak: int, device_mem: int) -> list[str]:
+    """What meshpilot's own layout does differently from the source's, read off the layout and the prediction."""
+    said = []
+    if layout.ep * layout.tp > NODE:
+        said.append(
+            f"meshpilot's ep group spans ep x tp = {layout.ep * layout.tp} ranks, more than a node: its all-to-alls "
+            "cross the network, where the source's ep stays inside a node"
+        )
+    if layout.pp > 1 and layout.shard_degree > 1:
+        said.append("FSDP2 inside a pipeline gathers each stage's parameters again for every micro-batch")
+    if peak > device_mem:
+        said.append(
+            "predicted memory exceeds 80 GB: meshpilot's MoE layer (transformers' experts through its own dispatch) "
+            "keeps more per token than fused MoE kernels (TE, DeepEP) do; the source publishes no memory to hold it to"
+        )
+    return said
+
+
+def compare_rows() -> list[dict]:
+    """Every row with meshpilot's prediction where one can be made, else the reason none is."""
+    results = []
+    for row in ROWS:
+        reason = not_predicted(row)
+        result = {"model": row.model, "source": row.source, "gpus": row.gpus, "layout": row.layout}
+        result["published"] = {"tokens_per_s_per_gpu": row.tokens_per_s_per_gpu, "memory_gib": row.memory_gib}
+        results.append(
+            result | ({"not_predicted": reason} if reason else {"predicted": predict(row, as_meshpilot(row))})
+        )
+    return results
+
+
+def markdown_table(results: list[dict]) -> str:
+    lines = ["| model | source | H100s | published layout | meshpilot layout | published tok/s/GPU | predicted | "
+             "error | predicted GiB/GPU (fits 80GB) |", "|---|---|---:|---|---|---:|---:|---:|---|"]  # fmt: skip
+    for result in results:
+        predicted = result.get("predicted")
+        if not predicted:
+            continue
+        layout = " ".join(f"{k}{v}" for k, v in result["layout"].items() if v not in (0, 1, "-"))
+        fits = "yes" if predicted["fits"] else "no"
+        lines.append(
+            f"| {result['model']} | {result['source']} | {result['gpus']} | {layout} | {predicted['layout']}, "
+            f"AC {predicted['activation_checkpointing']} | {result['published']['tokens_per_s_per_gpu']:,} | "
+            f"{predicted['tokens_per_s_per_gpu']:,} | {predicted['error']:+.0%} | {predicted['peak_gib']} ({fits}) |"
+        )
+    return "\n".join(lines)
 
 
 def meta_build(config: dict) -> dict:
     """Build the model on the meta device; its total and active parameters, expert layers and experts per layer,
     or the one-line reason it cannot be built or sharded by trainer.parallel.expert_parallel."""
-    from trainer.parallel.expert_parallel import ExpertParallelError, expert_modules
-
     started = time.perf_counter()
     try:
         with torch.device("meta"):
@@ -520,8 +611,13 @@ def main(argv: list[str] | None = None) -> dict:
         "rows": [asdict(row) for row in ROWS],
         "presets": {name: {"repository": repo, "config": config} for name, (repo, config) in PRESETS.items()},
         "meta_builds": meta_builds(),
+        "comparison": compare_rows(),
     }
+    errors = [abs(r["predicted"]["error"]) for r in result["comparison"] if "predicted" in r]
+    result["summary"] = {"predicted_rows": len(errors), "median_abs_error": sorted(errors)[len(errors) // 2]}
     write_json(args.out, result)
+    print(markdown_table(result["comparison"]))
+    print(f"median |error| over {len(errors)} rows: {result['summary']['median_abs_error']:.0%}")
     for name, built in result["meta_builds"].items():
         if built["builds"]:
             print(f"{name}: {built['total_params'] / 1e9:.1f}B total, {built['active_params'] / 1e9:.1f}B active")

@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 from evalsuite.errors import BenchError
-from evalsuite.task import BUILTIN_SUITE
+from evalsuite.store import Store
+from evalsuite.task import BUILTIN_SUITE, check_item, load_task, read_jsonl
+from trainer.config import load_experiment
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -55,6 +57,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _tasks(args: argparse.Namespace) -> int:
+    # imported here: evalsuite.api loads torch and transformers (seconds), which `meshpilot --help` must not wait for
     from evalsuite.api import list_tasks
 
     suites = [list_tasks(suite) for suite in _suites(args)]
@@ -78,13 +81,12 @@ def _suites(args: argparse.Namespace) -> list[str]:
         return args.suite
     if not args.experiment.is_file():
         return [BUILTIN_SUITE]
-    from trainer.config import load_experiment
-
     experiment = load_experiment(args.experiment)
     return [s if s == BUILTIN_SUITE else str(experiment.resolve_path(s)) for s in experiment.bench.suites]
 
 
 def _run(args: argparse.Namespace) -> int:
+    # imported here: evalsuite.api loads torch and transformers (seconds), which `meshpilot --help` must not wait for
     from evalsuite.api import run_bench
 
     result = run_bench(
@@ -102,6 +104,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
+    # imported here: evalsuite.api loads torch and transformers (seconds), which `meshpilot --help` must not wait for
     from evalsuite.api import leaderboard
 
     rows = leaderboard(args.suite, args.private)
@@ -110,9 +113,6 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
 
 def _seal(args: argparse.Namespace) -> int:
-    from evalsuite.store import Store
-    from evalsuite.task import check_item, load_task, read_jsonl
-
     task = load_task(args.task)
     spec = task.splits.get(args.split)
     if spec is None or not spec.private:

@@ -132,7 +132,8 @@ def test_a_job_stopped_by_sigterm_is_preempted_and_resumable(experiment, tmp_pat
 
 
 def test_preempted_is_one_status_every_reader_knows():
-    from agent.jobs import TERMINAL, _classify
+    from agent.jobs import TERMINAL
+    from agent.jobs.status import _classify
     from trainer.results.schemas import FAILED_STATUSES, RUN_STATUSES
 
     assert "preempted" in RUN_STATUSES and "preempted" in TERMINAL

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.layout import MESH_DIMS, Layout, LayoutError
+from trainer.layout import MESH_DIMS, Layout, LayoutError, check_layout_for_model, layout_family
 
-NAMES = "pp, dp_replicate, dp_shard, cp, tp"
+NAMES = "pp, dp_replicate, dp_shard, cp, tp, ep"
 
 
 # --- parse ----------------------------------------------------------------------------------------------------------
@@ -22,6 +22,7 @@ NAMES = "pp, dp_replicate, dp_shard, cp, tp"
         ("pp=3", Layout(dp_replicate=1, pp=3)),
         ("dp_replicate=-1,tp=2", Layout(dp_replicate=-1, tp=2)),
         ("", Layout(dp_replicate=-1)),
+        ("dp_shard=4,ep=2", Layout(dp_replicate=1, dp_shard=4, ep=2)),
     ],
 )
 def test_parse(text, expected):
@@ -34,7 +35,7 @@ def test_parse_tp_alone_means_no_data_parallel():
     assert layout.degrees() == {"pp": 1, "dp_replicate": 1, "dp_shard": 1, "cp": 1, "tp": 2}
 
 
-@pytest.mark.parametrize("part", ["ep=2", "dp=2", "tp", "TP=2"])
+@pytest.mark.parametrize("part", ["ep2=2", "dp=2", "tp", "TP=2"])
 def test_parse_unknown_names(part):
     with pytest.raises(LayoutError) as excinfo:
         Layout.parse(f"dp_replicate=1,{part}")
@@ -150,3 +151,48 @@ def test_check_supported_accepts_data_parallel_sharding_and_tensor_parallel():
 def test_check_supported_accepts_context_parallel():
     Layout(dp_replicate=1, cp=2).check_supported()
     Layout.parse("pp=2,dp_shard=2,cp=2,tp=2").resolve(16).check_supported()
+
+
+# --- expert parallelism: borrowed from dp_shard x cp -----------------------------------------------------------------
+
+
+def test_ep_borrows_ranks_instead_of_multiplying_the_world():
+    layout = Layout.parse("dp_shard=4,ep=2").resolve(4)
+    assert layout.world_size == 4
+    assert layout.argument() == layout.describe() == "dp_shard=4,ep=2"
+    assert Layout.parse(layout.argument()) == layout
+    assert layout.degrees() == {"pp": 1, "dp_replicate": 1, "dp_shard": 4, "cp": 1, "tp": 1, "ep": 2}
+    assert (layout.shard_degree, layout.expert_shard_degree) == (4, 2)
+    assert layout_family(layout.degrees()) == "FSDP+EP"
+    assert Layout.parse("dp_shard=2,cp=2,ep=4").resolve(4).expert_shard_degree == 1
+
+
+def test_dense_degrees_name_no_ep():
+    """Records written before ep existed (metrics.json's layout) read back to the same degrees."""
+    assert "ep" not in Layout.parse("dp_shard=2").resolve(2).degrees()
+
+
+@pytest.mark.parametrize(
+    ("text", "world", "message"),
+    [
+        ("dp_shard=4,ep=3", 4, "layout ep=3 must divide dp_shard*cp=4"),
+        ("dp_replicate=2,ep=2", 2, "layout ep=2 must divide dp_shard*cp=1"),
+        ("dp_shard=2,ep=0", 2, "layout ep=0: degrees must be positive integers"),
+    ],
+)
+def test_ep_that_does_not_divide_its_ranks_is_refused(text, world, message):
+    with pytest.raises(LayoutError) as excinfo:
+        Layout.parse(text).resolve(world)
+    assert str(excinfo.value).startswith(message)
+    assert "\n" not in str(excinfo.value)
+
+
+def test_ep_against_the_model():
+    from transformers import LlamaConfig, Qwen3MoeConfig
+
+    moe = Qwen3MoeConfig(num_experts=6)
+    check_layout_for_model(Layout.parse("dp_shard=3,ep=3").resolve(3), moe)
+    with pytest.raises(LayoutError, match=r"^layout ep=4 must divide the model's expert count \(6\)$"):
+        check_layout_for_model(Layout.parse("dp_shard=4,ep=4").resolve(4), moe)
+    with pytest.raises(LayoutError, match=r"^layout ep=2: llama has no experts to shard \(a dense model\)$"):
+        check_layout_for_model(Layout.parse("dp_shard=2,ep=2").resolve(2), LlamaConfig())

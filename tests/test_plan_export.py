@@ -87,6 +87,7 @@ def test_accelerate_runs_ddp_cp_and_tp_alone(tmp_path, layout, distributed_type,
     [
         ("pp=2,dp_shard=4", "pp=2, and accelerate has no pipeline parallelism"),
         ("dp_replicate=4,cp=2", "cannot be used with pure data parallelism"),  # accelerate's own check says so
+        ("dp_shard=8,ep=4", "ep=4, and accelerate has no expert parallelism"),
     ],
 )
 def test_accelerate_refuses_what_it_cannot_run_in_one_line_and_writes_nothing(tmp_path, layout, why):
@@ -118,6 +119,20 @@ def test_torchtitan_job_config(tmp_path):
         "mixed_precision_param": "bfloat16",
     }
     assert shlex.split(done.launch)[-2:] == ["--job.config_file", str(done.files[0])]
+
+
+def test_torchtitan_names_expert_parallelism(tmp_path):
+    """ep as torchtitan's expert_parallel_degree (borrowed from dp_shard x cp there too); with tp its experts are
+    split over tp (etp = tp), which meshpilot does not do: said in a note. An ep that is no multiple of cp, which
+    torchtitan cannot run, is refused in one line."""
+    done = export("torchtitan", candidate("dp_shard=4,ep=4,tp=2"), context(tmp_path), tmp_path / "out")
+    parallelism = tomllib.loads(done.files[0].read_text())["parallelism"]
+    assert (parallelism["expert_parallel_degree"], parallelism["expert_tensor_parallel_degree"]) == (4, 2)
+    assert any("expert_tensor_parallel_degree=2" in note for note in done.notes)
+    plain = export("torchtitan", candidate("dp_shard=8"), context(tmp_path), tmp_path / "dense")
+    assert "expert_parallel_degree" not in tomllib.loads(plain.files[0].read_text())["parallelism"]
+    with pytest.raises(ExportRefused, match=r"^torchtitan cannot run this layout: ep=2 with cp=4: .*multiple of cp$"):
+        export("torchtitan", candidate("dp_shard=2,cp=4,ep=2"), context(tmp_path), tmp_path / "cp")
 
 
 def test_torchtitan_pipeline_splits_the_local_batch_into_micro_batches(tmp_path):
@@ -152,7 +167,7 @@ def test_torchrun_line_parses_back_with_meshpilot_train(tmp_path, nodes):
     from trainer.cli import register
 
     ctx = context(tmp_path, nodes, seq_len=32)  # planned at --seq-len 32, the file says 64
-    chosen = candidate("dp_shard=4,tp=2", 2, 4, True)
+    chosen = candidate("dp_shard=4,tp=2,ep=2", 2, 4, True)  # ep borrows dp_shard's ranks: still 8 processes
     done = export("torchrun", chosen, ctx, tmp_path / "out")
     assert done.files == []  # the experiment file exists: nothing to write
     parser = argparse.ArgumentParser()

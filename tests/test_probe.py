@@ -69,6 +69,7 @@ def test_the_probe_measures_this_machine_with_two_gloo_processes(cache):
         "selective ckpt.",
         "all_reduce",
         "send_recv",
+        "all_to_all",
     )
     for shown in shown_rows:
         assert shown in done.stdout

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from support import meshpilot, write_experiment
+from support import TINY_MODEL, meshpilot, write_experiment
 
 from agent.records import SWEEP, SWEEP_FILE
 from agent.sweep import _new_sweep, run_sweep
@@ -79,6 +79,19 @@ def test_points_follow_the_planner_in_a_fixed_order(experiment):
     assert [k[3] for k in first[:2]] == [1e-3, 2e-3]
     # Context parallelism runs on CPU processes too: the space holds it.
     assert any(p.layout["cp"] == 2 for p in points)
+
+
+def test_a_mixture_of_experts_space_searches_ep(tmp_path):
+    """A tiny Mixtral's space holds expert-parallel points beside the dense ones, each on its own processes (ep
+    borrows dp_shard's ranks), and its `--layout` reads back."""
+    moe = {"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 64}
+    path = write_experiment(tmp_path, {"model": {"config": {**TINY_MODEL, **moe}}, "search": {"layouts": "auto"}})
+    space = build_space(path, load_experiment(path), {}, devices=4, device_type="cpu")
+    expert = [p for p in space.points if p.layout.get("ep", 1) > 1]
+    assert {p.layout["ep"] for p in expert} == {2, 4}
+    for p in expert:
+        assert p.nproc == 4 and Layout.parse(p.layout_arg).resolve(4) == Layout(**p.layout)
+        assert p.layout["ep"] <= p.layout["dp_shard"] * p.layout["cp"]
 
 
 def test_a_space_nothing_fits_in_fails_with_the_planners_reason(tmp_path):

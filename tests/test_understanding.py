@@ -363,10 +363,23 @@ def test_a_total_and_a_count_per_node_give_the_nodes(known):
     assert (intent.args["devices"], intent.args["nodes"]) == (4, 8)
 
 
-def test_memory_in_gb_keeps_the_users_unit(known):
-    """GB is decimal (trainer.config.parse_bytes): the smaller reading of a card's size, never read up into GiB."""
-    intent = read("plan for 2 cards with 24GB each", known)
-    assert intent.args["device_mem"] == "24GB" and "24e9 bytes (say 24GiB" in intent.notes[0]  # the reply says so
+@pytest.mark.parametrize(
+    "text, memory",
+    [
+        ("plan for 2 cards with 24GB each", "24GiB"),
+        ("three gpus, 48 GB apiece: how would you split my model?", "48GiB"),
+        ("best layout on 4 nodes of 8 gpus with 40gb", "40GiB"),
+        ("what if I had 2 cards with 16GiB each", "16GiB"),
+        ("if we had 8 cards with 32 gig each", "32GiB"),
+    ],
+)
+def test_a_devices_memory_has_one_form_gib(text, memory, known):
+    """One rule: a device's memory is GiB. A user's "24GB" card is the size it is sold as, which is its binary size
+    (a 24GB card has 24 GiB), so GB is read as GiB, and the reply says how it was read."""
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.args["device_mem"] == memory
+    if "gb" in text.lower().replace("gib", ""):
+        assert any(f"as {memory}" in note for note in intent.notes)  # said, never silent
 
 
 def test_a_launch_like_a_named_run_takes_its_layout_and_processes(known):
@@ -515,10 +528,11 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 # --- never a wrong action on the evaluation set ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["fresh_a", "probe"])
+@pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a) and of the author's probes: never a wrong action (another tool, a
-    stated value missing or contradicted), and at least 90% right."""
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (298 requests the
+    parser's engineer wrote for fresh_c's miss kinds, in-sample: no outside author's): never a wrong action
+    (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")
     judged = run_set(items, OfflinePlanner())
     wrong = [(j["request"], j["why"]) for j in judged if j["outcome"] == "wrong"]
@@ -605,3 +619,525 @@ def test_a_reading_verb_and_a_named_file_read_the_file(known):
     intent = read("dump runs/r1/metrics.json for me", known)
     assert (intent.command, intent.args) == ("read", {"path": "runs/r1/metrics.json"})
     assert read("run configs/long.yaml for 5 steps", known).command == "run"  # no reading verb: a launch
+
+
+# --- phenomena behind fresh_c's misses, each with sentences of its own ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, wanted",
+    [
+        ("turn off packing and compile, 15 steps, dp_shard=2 on 2 gpus", ["data.packing=false", "train.compile=false"]),
+        ("enable act ckpt and packing for a 12 step run", ["train.activation_checkpointing=true", "data.packing=true"]),
+        ("trainiere 10 Schritte ohne packing auf 2 gpus mit dp_shard=2", ["data.packing=false"]),
+        ("train 6 steps sans packing", ["data.packing=false"]),
+    ],
+)  # fmt: skip
+def test_a_negation_reaches_every_setting_it_governs_in_any_language(text, wanted, known):
+    """A verb before a list of settings ("turn off X and Y") governs each; "ohne", "sans" are "without"."""
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None and sorted(intent.args["set"]) == sorted(wanted)
+
+
+@pytest.mark.parametrize(
+    "text, asked",
+    [
+        ("train 10 steps with packing but also packing disabled", "packing be on or off"),  # said both ways
+        ("launch 10 steps on 2 gpus, packing", "packing be on or off"),  # named with neither
+        ("kick off 25 steps without gradient clipping", "'without gradient clipping' turn off"),  # nothing it names
+        ("train 20 steps, no warmup, dp_shard=2 on 2 gpus", "'no warmup"),
+    ],
+)
+def test_a_launch_asks_when_a_setting_is_not_read_for_sure(text, asked, known):
+    """The confidence rule: a setting said both on and off, named with no value, or a negation that turns off
+    nothing the parser knows is asked about, and the question names what would run so far (never a guess)."""
+    intent = read(text, known)
+    assert intent.command == "run" and asked in (intent.clarify or "") and "So far I would train" in intent.clarify
+    assert not any(o.startswith("data.packing=") for o in intent.args.get("set", []))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "quick run: 5 steps on 1 gpu, nothing else changed",
+        "kick off 10 steps with packing off",
+        "train 10 steps with packing on... no wait, packing off",
+        "no need for a long run, 4 steps with dp_shard=2 on 2 gpus",
+    ],
+)
+def test_negations_that_turn_nothing_off_do_not_block_a_launch(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, key, value",
+    [
+        ("what loss did the fsdp run reach", "run", "runs/r1"),
+        ("tokens per second of the replicated baseline?", "run", "runs/baseline-ddp"),
+        ("what was the peak memory of the run that ran out of memory", "run", "runs/tp-try"),
+        ("which trial won the sweep over learning rates?", "sweep", "sweeps/lr-scan"),
+        ("summarise the lr sweep's trials for me", "sweep", "sweeps/lr-scan"),
+        ("best trial in the layouts sweep?", "sweep", "sweeps/layouts-nov"),
+        ("how far along is the tp try run", "run", "runs/tp-try"),
+    ],
+)
+def test_runs_and_sweeps_described_are_resolved_against_the_repository(text, key, value, known):
+    """A run by its layout ("the fsdp run"), its outcome ("the run that ran out of memory"), parts of its name in
+    any order; a sweep by what its trials vary ("over learning rates", "the layouts sweep")."""
+    intent = read(text, known)
+    assert intent.clarify is None and intent.args.get(key) == value
+
+
+def test_a_description_that_fits_several_runs_asks_which(known):
+    intent = read("how did the finished run do?", known)
+    assert intent.command == "results" and "runs/r1 or runs/baseline-ddp" in intent.clarify
+
+
+@pytest.mark.parametrize(
+    "text, suite",
+    [
+        ("how well does r1's checkpoint score on the benchmark?", None),
+        ("evaluate runs/r1 with the default suite", "builtin"),
+        ("bench r1 on the built-in eval suite", "builtin"),
+    ],
+)
+def test_a_benchmark_question_runs_the_benchmark_and_the_suite_is_a_suite(text, suite, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("model"), intent.clarify) == ("bench", "runs/r1", None)
+    assert intent.args.get("suite") == suite
+
+
+def test_a_suite_the_repository_lacks_is_asked_about_never_taken_from_a_word(known):
+    intent = read("benchmark r1 on the trivia suite", known)
+    assert intent.command == "bench" and "suite" not in intent.args and "'trivia'" in intent.clarify
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("uh, and on a100 80gb cards?", {"gpu": "a100-80gb", "seq_len": 4096, "devices": 8}),
+        ("hmm, what about 16k context?", {"seq_len": 16384, "model": "qwen2.5-7b", "devices": 8}),
+        ("and with 4 such boxes?", {"nodes": 4, "devices": 8, "seq_len": 4096}),
+    ],
+)
+def test_a_follow_up_plan_keeps_the_sequence_length_and_hardware_before(text, args, known):
+    before = planned({"model": "qwen2.5-7b", "devices": 8, "gpu": "h100", "seq_len": 4096})
+    intent = read(text, known, before)
+    assert intent.command == "plan" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("how would llama-2-13b split over 3 Knoten mit je 8 A100 40GB?", {"nodes": 3, "devices": 8}),
+        ("best layout for llama 3.1 seventy b on a pair of h200s", {"model": "llama-3.1-70b", "devices": 2}),
+        ("plan llama three point two one b on sixteen l40s", {"model": "llama-3.2-1b", "devices": 16}),
+    ],
+)
+def test_counts_in_words_and_other_languages(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and {k: intent.args.get(k) for k in args} == args
+
+
+def test_a_learning_rate_said_in_words_and_key_values_with_commas(known):
+    said = read("launch 10 steps with a learning rate of three e minus four", known)
+    typed = read("launch: steps=10, train.seed=3, train.lr=1e-3, data.packing=true", known)
+    assert "train.lr=3e-4" in said.args["set"]
+    assert {"train.seed=3", "train.lr=1e-3", "data.packing=true"} <= set(typed.args["set"])
+
+
+def test_a_launch_after_a_plan_splits_the_planned_gpus(known):
+    """'go with TP then' right after a what-if on 4 GPUs: TP over those 4."""
+    intent = read("alright, go with tp then, 10 steps", known, planned({"devices": 4}))
+    assert (intent.command, intent.args.get("nproc"), intent.args.get("layout")) == ("run", 4, "tp=4")
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("how many training runs are in here?", "runs"),
+        ("message me when tp-try has finished", "status"),
+        ("what did the layouts sweep pick in the end", "trials"),
+    ],
+)
+def test_everyday_wordings_of_listing_waiting_and_reading_a_sweep(text, command, known):
+    assert read(text, known).command == command
+
+
+@pytest.mark.parametrize("text", ["could we do better with a larger cluster?", "what if we had some more hardware"])
+def test_vague_hardware_in_a_what_if_is_asked_about(text, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.clarify is not None and "How many GPUs" in intent.clarify
+
+
+@pytest.mark.parametrize(
+    "text, wanted",
+    [
+        ("start 7 steps with compile and packing both switched off", ["train.compile=false", "data.packing=false"]),
+        ("train 9 steps; compile and AC: on", ["train.compile=true", "train.activation_checkpointing=true"]),
+        ("train 3 steps, no packing and compile on", ["data.packing=false", "train.compile=true"]),
+    ],
+)
+def test_a_state_said_once_after_a_list_of_settings_is_each_ones(text, wanted, known):
+    intent = read(text, known)
+    assert intent.clarify is None and sorted(intent.args["set"]) == sorted(wanted)
+
+
+def test_a_list_whose_state_disagrees_with_its_preposition_is_asked_about(known):
+    """ "with compile and packing off": compile on (with) and packing off, or both off? Asked, never guessed."""
+    intent = read("launch 6 steps with compile and packing off", known)
+    assert "be on or off" in (intent.clarify or "")
+
+
+def test_a_value_held_in_an_argument_the_call_does_not_take_is_no_placed_value(known):
+    """A launch takes no seq_len of its own: "context 1024" becomes data.seq_len, never held and dropped."""
+    intent = read("train 12 steps at context 1024 without compile", known)
+    assert intent.clarify is None and {"data.seq_len=1024", "train.compile=false"} <= set(intent.args["set"])
+    assert "seq_len" not in intent.args
+
+
+@pytest.mark.parametrize(
+    "text, key, value",
+    [
+        ("what tokens/s did the oom run reach before dying", "run", "runs/tp-try"),
+        ("why did the tp attempt fall over", "run", "runs/tp-try"),
+        ("loss of the busted run please", "run", "runs/tp-try"),
+    ],
+)
+def test_a_description_after_other_words_of_the_sentence(text, key, value, known):
+    assert read(text, known).args.get(key) == value
+
+
+def test_plurals_of_everyday_words_are_no_typos(known):
+    assert normalise("how big were the optimizer states") == "how big were the optimizer states"
+
+
+def test_the_config_a_run_used_is_its_file(known):
+    intent = read("cat the config baseline-ddp ran with", known)
+    assert (intent.command, intent.args) == ("read", {"path": "runs/baseline-ddp/config.yaml"})
+
+
+@pytest.mark.parametrize("text, args", [("and on 16?", {"devices": 16}), ("what about 4k seq?", {"seq_len": 4096})])
+def test_a_short_follow_up_plan_takes_its_one_new_fact(text, args, known):
+    intent = read(text, known, planned({"model": "llama-3.2-3b", "devices": 4, "gpu": "l40s"}))
+    assert intent.command == "plan" and intent.clarify is None and intent.args["model"] == "llama-3.2-3b"
+    assert {k: intent.args[k] for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["what was the loss of the tinyllama run", "benchmark the gpt run", "cancel the llama run"],
+)
+def test_a_description_that_fits_nothing_is_asked_about_never_the_latest(text, known):
+    intent = read(text, known)
+    assert "I find none it describes" in (intent.clarify or "")
+
+
+def test_a_short_form_in_a_name_matches_the_long_word(known):
+    assert read("summarise the november layout sweep's trials", known).args.get("sweep") == "sweeps/layouts-nov"
+
+
+@pytest.mark.parametrize(
+    "text", ["plan yi 34b on 16 h100s", "would falcon 40b fit 2 nodes of 8 a100 80gb?", "train phi-3 for 5 steps"]
+)
+def test_a_model_family_without_a_preset_is_asked_about_never_another_model(text, known):
+    """A family with no preset is never planned or trained as another preset."""
+    intent = read(text, known)
+    assert "no preset for" in (intent.clarify or "") and "model" not in intent.args
+    assert not any(o.startswith("model.") for o in intent.args.get("set", []))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["train 6 steps with compile, scratch that, without it", "launch 5 steps with packing... no wait, turn it off"],
+)
+def test_a_setting_turned_off_by_a_pronoun_after_a_correction(text, known):
+    intent = read(text, known)
+    assert intent.clarify is None and any(o.endswith("=false") for o in intent.args["set"])
+    assert not any(o.endswith("=true") for o in intent.args["set"])
+
+
+def test_a_negation_next_to_a_setting_turned_on_claims_nothing(known):
+    """ "with packing, no, ..." must not count "no" as packing's: the negation is asked about."""
+    intent = read("train 4 steps with packing not the usual", known)
+    assert intent.clarify is not None
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [("did any of the runs run out of memory?", "runs"), ("which of my runs failed", "runs")],
+)
+def test_a_question_about_every_run_lists_them(text, command, known):
+    assert read(text, known).command == command
+
+
+def test_a_figure_over_every_run_is_asked_about_never_the_latest_runs(known):
+    intent = read("which run reached the lowest loss?", known)
+    assert "Which runs should I compare" in (intent.clarify or "")
+
+
+def test_both_gpus_are_two(known):
+    intent = read("train 8 steps on both cards with fsdp", known)
+    assert (intent.args.get("nproc"), intent.args.get("layout")) == (2, "dp_shard=2")
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("best layout for gemma two nine b on eight a one hundred eighty gig", {"gpu": "a100-80gb", "devices": 8}),
+        ("plan qwen two point five seven b on four h one hundreds", {"gpu": "h100-sxm", "devices": 4}),
+        ("would llama 3.1 8b fit on 2 a100 40GiB", {"gpu": "a100-40gb", "devices": 2}),
+    ],
+)
+def test_dictated_gpu_names_and_sizes_in_gib(text, args, known):
+    """ "a one hundred forty gig" is an A100 with 40 GiB, never a 140 GiB device; a size in GiB picks the preset."""
+    intent = read(text, known)
+    assert intent.command == "plan" and {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, sweep",
+    [
+        ("put what we learned about layouts into the docs", "sweeps/layouts-nov"),
+        ("a pull request with the learning rate findings, please", "sweeps/lr-scan"),
+        ("report on the lr results", "sweeps/lr-scan"),
+    ],
+)
+def test_a_sweep_described_by_a_word_anywhere_in_the_sentence(text, sweep, known):
+    intent = read(text, known)
+    assert intent.command in ("docs", "pr", "report") and intent.args.get("sweep") == sweep
+
+
+@pytest.mark.parametrize("text", ["ok go ahead and run that", "launch this plan", "fine, start it"])
+def test_a_launch_pointing_back_at_a_plan_is_asked_about(text, known):
+    """A plan ranks layouts for its own hardware and model: "run that" launches nothing until the user says what."""
+    intent = read(text, known, planned({"model": "llama-3.1-8b", "devices": 8, "gpu": "h100"}))
+    assert intent.command == "run" and "Launch what" in (intent.clarify or "")
+
+
+def test_a_lot_of_gpus_is_vague(known):
+    assert "How many GPUs" in (read("plan our model for lots of gpus", known).clarify or "")
+
+
+@pytest.mark.parametrize("word", ["stats", "lots", "lost", "world", "late", "star", "exist"])
+def test_english_words_one_letter_from_a_rule_word_are_no_typos(word):
+    """ "stats" is no typo of "status", "lots" none of "loss": correcting them changed what a request asked for."""
+    assert normalise(f"the {word} of it") == f"the {word} of it"
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [("train with fsdp and tp on 4 gpus, 5 steps", {"nproc": 4, "layout": "dp_shard=2,tp=2"})],
+)
+def test_two_layout_words_on_a_count_with_one_split(text, args, known):
+    """4 processes over FSDP and TP split only as 2 x 2; 8 could be 2 x 4 or 4 x 2, so that is asked."""
+    assert {k: read(text, known).args.get(k) for k in args} == args
+    assert "How should 8 processes split" in (read("train with fsdp and tp on 8 gpus", known).clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sweep 6 trials with activation checkpointing on",
+        "start a layout sweep at lr 3e-4",
+        "sweep for 50 steps a trial",
+    ],
+)
+def test_a_sweep_asks_about_settings_it_cannot_take(text, known):
+    intent = read(text, known)
+    assert intent.command == "sweep" and "cannot take" in (intent.clarify or "")
+
+
+def test_a_sweep_again_with_no_sweep_before_asks(known):
+    assert "started none" in (read("do the sweep once more", known).clarify or "")
+
+
+@pytest.mark.parametrize("text", ["stop r1 and tp-try", "wait for baseline-ddp and r1"])
+def test_a_one_run_tool_with_two_runs_named_asks_which_first(text, known):
+    assert "One run at a time" in (read(text, known).clarify or "")
+
+
+def test_two_runs_in_a_results_question_compare_them(known):
+    intent = read("peak memory, baseline-ddp vs r1", known)
+    assert (intent.command, intent.words) == ("compare", ["runs/baseline-ddp", "runs/r1"])
+
+
+def test_a_setting_turned_back_on(known):
+    intent = read(
+        "again, but switch compile back on", known, launched({"steps": 4, "overrides": ["train.compile=false"]})
+    )
+    assert intent.clarify is None and intent.args["set"] == ["train.compile=true"]
+
+
+@pytest.mark.parametrize("text", ["how much vram does this box have", "tp-try metrics.json"])
+def test_hardware_memory_and_a_runs_file_by_name(text, known):
+    assert read(text, known).command == ("hardware" if "vram" in text else "read")
+
+
+def test_a_family_named_alone_is_its_preset_or_a_choice(known):
+    """ "mixtral" has two presets (8x7b, 8x22b): asked which, never dropped (and never corrected into "mistral")."""
+    intent = read("plan mixtral on 16 h100s", known)
+    assert "mixtral-8x7b or mixtral-8x22b" in (intent.clarify or "")
+
+
+def test_why_a_named_sweep_won_reads_that_sweep(repo):
+    """ "why" about lr-scan explains lr-scan, not the conversation's or the repository's latest sweep."""
+    item = {"id": "why", "request": "i wanna see what the lr-scan winner was and why",
+            "expect": {"tool": "read_sweep", "args": {"sweep": "sweeps/lr-scan"}}}  # fmt: skip
+    assert [j["outcome"] for j in run_set([item], OfflinePlanner())] == ["right"]  # the agent's real graph
+    intent = read("why did the learning rate sweep pick that one?", Known.read(repo))
+    assert (intent.command, intent.args) == ("why", {"sweep": "sweeps/lr-scan"})
+
+
+def test_a_multiplier_alone_after_a_plan_is_that_plan_changed(known):
+    intent = read("double the gpus", known, planned({"model": "llama-3.1-8b", "devices": 8, "gpu": "h100"}))
+    assert (intent.command, intent.args.get("devices"), intent.args.get("model")) == ("plan", 16, "llama-3.1-8b")
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        (
+            "entrena 12 pasos con ddp en 2 gpus, sin compile",
+            "run",
+            {"nproc": 2, "steps": 12, "layout": "dp_replicate=2"},
+        ),
+        ("lance 8 étapes avec fsdp sur 2 gpus", "run", {"nproc": 2, "steps": 8, "layout": "dp_shard=2"}),
+        ("zeig mir die Ergebnisse von baseline-ddp", "results", {"run": "runs/baseline-ddp"}),
+        ("espera a que termine tp-try", "status", {"wait": "yes", "run": "runs/tp-try"}),
+    ],
+)
+def test_requests_in_spanish_french_and_german_words(text, command, args, known):
+    intent = read(text, known)
+    assert intent.command == command and {k: intent.args.get(k) for k in args} == args
+
+
+def test_why_a_run_failed_after_reading_it_reads_its_results(known):
+    intent = read("so why did it die?", known, launched_run("runs/tp-try"))
+    assert (intent.command, intent.args) == ("results", {"run": "runs/tp-try"})
+
+
+def test_rerun_it_after_reading_a_run_copies_that_runs_layout(known):
+    """ "rerun it with AC" after reading tp-try: tp-try's layout and processes, AC on; never the defaults."""
+    intent = read("rerun it, this time with act ckpt", known, launched_run("runs/tp-try"))
+    assert intent.clarify is None
+    assert (intent.args["nproc"], intent.args["layout"]) == (2, "tp=2")
+    assert intent.args["set"] == ["train.activation_checkpointing=true"]
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [("the crashed one, what happened?", "results"), ("sweeps?", "trials"), ("system info please", "hardware")],
+)
+def test_terse_requests_and_descriptions_are_no_cues(text, command, known):
+    """ "the crashed one" names a run: its words are no status cue."""
+    assert read(text, known).command == command
+
+
+@pytest.mark.parametrize("text", ["train the 13b for 10 steps", "launch qwen on 2 gpus, 5 steps"])
+def test_a_launch_naming_a_model_only_loosely_asks_which(text, known):
+    assert "Which model should it train" in (read(text, known).clarify or "")
+
+
+@pytest.mark.parametrize("text", ["train on 2 gpus without tp", "launch 5 steps on 2 gpus, no fsdp"])
+def test_a_negated_layout_never_launches_that_layout(text, known):
+    """ "without tp" on 2 GPUs is no tp=2: the negation turns off no setting the parser knows, so it asks."""
+    assert read(text, known).clarify is not None
+
+
+@pytest.mark.parametrize(
+    "text, layout",
+    [
+        ("train 6 steps on 2 gpus with tp, actually make that fsdp", "dp_shard=2"),
+        ("launch on 2 gpus with dp_replicate=2... no wait, tp=2", "tp=2"),
+    ],
+)
+def test_a_self_correction_replaces_the_layout_before_it(text, layout, known):
+    intent = read(text, known)
+    assert intent.clarify is None and intent.args["layout"] == layout
+
+
+def test_at_nk_in_a_what_if_is_the_context_and_a_k_count_is_never_its_digits(known):
+    """ "fit on 8 h100 at 8k?" plans 8192 tokens; "8k" never counts as the 8 of "8 h100" (a dropped value)."""
+    intent = read("would llama 3.1 8b fit on 8 h100 at 16k?", known)
+    assert intent.args["seq_len"] == 16384
+    assert "8k" in (read("plan llama-3.1-8b on 8 h100s, 8k please", known).clarify or "")
+
+
+def test_a_number_inside_a_model_presets_config_is_no_placed_value(known):
+    """32 layers of llama-3.1-8b's config do not hold the user's "32": the dropped value is asked about, in one line."""
+    intent = read("train llama 3.1 8b on 2 gpus with grad accumulation 32", known)
+    assert "What is 32 for" in (intent.clarify or "") and "model.config=..." in intent.clarify
+
+
+@pytest.mark.parametrize(
+    "text, wanted",
+    [
+        ("train 10 steps, don't touch packing", []),
+        ("train 5 steps with compile on and leave activation checkpointing as it is", ["train.compile=true"]),
+        ("launch 5 steps; keep packing off", ["data.packing=false"]),
+    ],
+)
+def test_a_setting_left_as_it_is_is_neither_set_nor_negated(text, wanted, known):
+    """ "don't touch packing" is no "packing off": a wrong action the negation words would have made."""
+    intent = read(text, known)
+    assert intent.clarify is None and intent.args.get("set", []) == wanted
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("So what I'd like is a run on 2 gpus with ddp for 5 steps", "run"),
+        ("would you mind stopping baseline-ddp? it hangs", "cancel"),
+        ("could we run 6 trials of the layouts sweep again on the long config?", "sweep"),
+    ],
+)
+def test_polite_and_indirect_requests(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "write up the other sweep",
+        "tweak the warmup and launch",
+        "train a little longer this time",
+        "bump up the micro batch and rerun",
+        "wait",
+    ],
+)
+def test_vague_references_and_settings_without_values_are_asked_about(text, known):
+    intent = read(text, known)
+    assert intent.clarify is not None
+
+
+@pytest.mark.parametrize("text", ["train 2 x longer than the default 20 steps", "train longer than 20 steps: 30"])
+def test_a_length_with_its_number_is_no_vague_change(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and "What should change" not in (intent.clarify or "")
+
+
+def test_benchmark_the_latest_is_the_latest_run(known):
+    assert read("benchmark the latest", known).args == {"model": "runs/r1"}
+
+
+def test_at_n_tokens_in_a_what_if_is_the_context_never_a_throughput(known):
+    assert read("best layout for smollm2 1.7b on 4 l40s at 2048 tokens?", known).args["seq_len"] == 2048
+    assert "seq_len" not in read("did baseline-ddp run at 900 tokens/s?", known).args
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "train 10 steps based off the long config",
+        "launch 5 steps without waiting",
+        "train 6 steps, no worries if it fails",
+        "train 4 steps with dp_shard=2 on 2 gpus whether or not it fits",
+    ],
+)
+def test_everyday_negations_that_switch_nothing_off_do_not_block_a_launch(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None

@@ -18,7 +18,7 @@ import typing
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -69,6 +69,8 @@ class DataSpec:
 # Data keys added after runs were recorded: left out of config.yaml and the hash while at their defaults, so the
 # files and hashes of earlier runs stay as they were.
 _LATER_DATA_KEYS = ("format", "prompt_field", "response_field", "messages_field", "chat_template")
+# The same for the other sections (mixture-of-experts training: the experts' kernel, expert parallelism).
+_LATER_KEYS = {"data": _LATER_DATA_KEYS, "train": ("experts",), "layout": ("ep",)}
 
 
 # The values some train keys take (checked before launch by trainer.launch.launcher).
@@ -97,6 +99,9 @@ PRECISIONS = ("auto", "fp32", "bf16")  # train.precision (auto: resolve_precisio
 # layer's input and recomputes the whole layer
 # (trainer.parallel.activation_checkpointing.enable_activation_checkpointing).
 CHECKPOINTING_MODES = ("none", "selective", "full")
+# One of CHECKPOINTING_MODES: train.activation_checkpointing resolved once at the door (checkpointing_mode), the value
+# the cost models take.
+Checkpointing = Literal["none", "selective", "full"]
 # The modes the key took when it was a bool, stored as those bools: the files and config hashes of runs recorded
 # then stay as they were, and code that only asks "is anything recomputed?" may test the value's truth.
 _CHECKPOINTING_STORED = {"none": False, "full": True, "selective": "selective"}
@@ -115,7 +120,7 @@ def normalize_checkpointing(value: bool | str) -> bool | str:
     )
 
 
-def checkpointing_mode(value: bool | str) -> str:
+def checkpointing_mode(value: bool | str) -> Checkpointing:
     """The name of a train.activation_checkpointing value: none, selective or full."""
     value = normalize_checkpointing(value)
     return value if isinstance(value, str) else ("full" if value else "none")
@@ -159,6 +164,8 @@ class TrainSpec:
     fsdp_grad_sync: str = "micro_batch"  # micro_batch | step: when FSDP2 reduce-scatters accumulated gradients
     compile: bool = False
     attention: str = "auto"  # auto | dense | flex: how packed documents are kept apart (trainer.model.attention)
+    # auto | loop | grouped_mm: how a mixture-of-experts model's experts compute (trainer.parallel.expert_parallel)
+    experts: str = "auto"
     activation_checkpointing: bool | str = False  # none | selective | full (true/false: full/none); see above
     gns_every: int = GNS_EVERY  # steps between gradient noise scale measurements (0: off; 1: every step), see above
     pp_schedule: str = "1f1b"  # pipeline schedule when layout.pp > 1: gpipe | 1f1b | interleaved_1f1b
@@ -239,10 +246,11 @@ class Experiment:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d.pop("base_dir")
-        defaults = DataSpec()
-        for key in _LATER_DATA_KEYS:
-            if d["data"][key] == getattr(defaults, key):
-                del d["data"][key]
+        defaults = dataclasses.asdict(Experiment())
+        for section, keys in _LATER_KEYS.items():
+            for key in keys:
+                if d[section][key] == defaults[section][key]:
+                    del d[section][key]
         return d
 
     def config_hash(self) -> str:

@@ -13,9 +13,20 @@ if TYPE_CHECKING:
 # (neighbouring ranks, the fastest links).
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 
+# Expert parallelism borrows its ranks instead of adding a mesh dimension (torchtitan's design): ep ranks are drawn
+# from dp_shard x cp, the ranks that hold the same parameters and see different tokens. Each of those ranks keeps
+# 1/ep of every MoE layer's experts and sends its tokens to the experts' ranks by all-to-all; everything else (and,
+# inside each ep group, nothing of the experts) is sharded by FSDP2 over dp_shard x cp as before. So ep multiplies
+# nothing: `dp_shard=4,ep=2` runs on 4 processes, as 2 expert groups of 2 ranks each. ep must divide dp_shard x cp
+# and the model's expert count; within dp_shard x cp, ep is innermost (neighbouring ranks, the fastest links).
+BORROWED_DIMS = ("ep",)
+
+# Every degree a layout names, in the order it is written: the mesh dimensions, then the borrowed ones.
+LAYOUT_DIMS = MESH_DIMS + BORROWED_DIMS
+
 # Degrees the trainer can run today (every one, since context parallelism landed); kept so that a dimension added
 # later can be validated before the trainer runs it.
-SUPPORTED_DIMS = MESH_DIMS
+SUPPORTED_DIMS = LAYOUT_DIMS
 
 # The names of layouts, wherever one is shown (tables, replies, reports, the TUI): the degrees that split something
 # (`dp_shard=2,tp=2`), or this for a run on one process.
@@ -28,13 +39,17 @@ class LayoutError(ValueError):
 
 @dataclass(frozen=True)
 class Layout:
-    """Degrees of each mesh dimension. dp_replicate = -1 means: whatever the other degrees leave of the world."""
+    """Degrees of each mesh dimension. dp_replicate = -1 means: whatever the other degrees leave of the world.
+
+    ep (expert parallelism) is no mesh dimension: it splits the dp_shard x cp ranks (BORROWED_DIMS above).
+    """
 
     dp_replicate: int = -1
     dp_shard: int = 1
     tp: int = 1
     cp: int = 1
     pp: int = 1
+    ep: int = 1
 
     @classmethod
     def parse(cls, text: str) -> Layout:
@@ -42,8 +57,8 @@ class Layout:
         values = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
             name, sep, value = part.partition("=")
-            if not sep or name not in MESH_DIMS:
-                raise LayoutError(f"--layout expects name=degree with names {', '.join(MESH_DIMS)}; got {part!r}")
+            if not sep or name not in LAYOUT_DIMS:
+                raise LayoutError(f"--layout expects name=degree with names {', '.join(LAYOUT_DIMS)}; got {part!r}")
             try:
                 values[name] = int(value)
             except ValueError:
@@ -52,8 +67,8 @@ class Layout:
         return cls(**values)
 
     def resolve(self, world_size: int) -> Layout:
-        """Fill dp_replicate = -1 and check that the degrees multiply to the world size."""
-        for name in MESH_DIMS:
+        """Fill dp_replicate = -1 and check that the degrees multiply to the world size (ep borrows from them)."""
+        for name in LAYOUT_DIMS:
             degree = getattr(self, name)
             if degree < 1 and not (name == "dp_replicate" and degree == -1):
                 raise LayoutError(f"layout {name}={degree}: degrees must be positive integers")
@@ -67,7 +82,18 @@ class Layout:
             raise LayoutError(
                 f"layout {layout.argument()} multiplies to {layout.world_size}, but {world_size} processes run"
             )
+        layout.check_expert_degree()
         return layout
+
+    def check_expert_degree(self) -> None:
+        """ep must divide the dp_shard x cp ranks it is drawn from (the expert count is checked against the model)."""
+        if self.ep < 1:
+            raise LayoutError(f"layout ep={self.ep}: degrees must be positive integers")
+        if (self.dp_shard * self.cp) % self.ep:
+            raise LayoutError(
+                f"layout ep={self.ep} must divide dp_shard*cp={self.dp_shard * self.cp}, the ranks expert parallelism "
+                "is drawn from (ep multiplies no processes: e.g. dp_shard=4,ep=2 runs on 4)"
+            )
 
     @property
     def world_size(self) -> int:
@@ -98,8 +124,17 @@ class Layout:
         hold the same parameters and see different tokens; 1 without FSDP2."""
         return self.dp_shard * self.cp if self.fsdp else 1
 
+    @property
+    def expert_shard_degree(self) -> int:
+        """How many ways FSDP2 cuts each expert parameter: the dp_shard x cp ranks left once ep has taken its share
+        (torchtitan's dp_shard_mod_ep x cp); 1 without FSDP2."""
+        return self.shard_degree // self.ep if self.fsdp else 1
+
     def degrees(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in MESH_DIMS}
+        """Each mesh dimension's degree, plus ep where experts are sharded (ep > 1): a dense layout's degrees, and
+        so every record written before ep existed, stay as they were."""
+        degrees = {name: getattr(self, name) for name in MESH_DIMS}
+        return degrees | ({"ep": self.ep} if self.ep > 1 else {})
 
     def describe(self) -> str:
         return layout_name(self.degrees())
@@ -130,8 +165,22 @@ def tensor_parallel_plan(config: PretrainedConfig) -> dict[str, str]:
     return {pattern: style for pattern, style in plan.items() if style in TP_STYLES}
 
 
+def expert_count(config: PretrainedConfig) -> int | None:
+    """The routed experts per MoE layer a transformers config declares (None for a dense model)."""
+    for name in ("num_experts", "num_local_experts", "n_routed_experts"):
+        if getattr(config, name, None):
+            return int(getattr(config, name))
+    return None
+
+
 def check_layout_for_model(layout: Layout, config: PretrainedConfig) -> None:
-    """Refuse a tensor-parallel degree the model cannot be split by, naming the constraint."""
+    """Refuse a tensor-parallel or expert-parallel degree the model cannot be split by, naming the constraint."""
+    if layout.ep > 1:
+        experts = expert_count(config)
+        if experts is None:
+            raise LayoutError(f"layout ep={layout.ep}: {config.model_type} has no experts to shard (a dense model)")
+        if experts % layout.ep:
+            raise LayoutError(f"layout ep={layout.ep} must divide the model's expert count ({experts})")
     if layout.tp == 1:
         return
     if not tensor_parallel_plan(config):
@@ -171,6 +220,27 @@ def fsdp_mesh(layout: Layout, mesh):
     return mesh["dp_replicate", shard] if layout.dp_replicate > 1 else mesh[shard]
 
 
+# The expert mesh's dimensions: the world mesh with dp_shard x cp cut into the ranks that hold the same experts
+# (dp_shard_mod_ep, torchtitan's name) and ep, innermost. Same ranks in the same order: dp_shard x cp flattened
+# row-major is dp_shard_mod_ep x ep.
+EXPERT_MESH_DIMS = ("pp", "dp_replicate", "dp_shard_mod_ep", "ep", "tp")
+
+
+def expert_mesh(layout: Layout, device_type: str):
+    """The DeviceMesh the experts live on (EXPERT_MESH_DIMS): experts sharded over "ep", and FSDP2 over
+    `expert_fsdp_dims`. A mesh of its own beside the world mesh (DTensors and FSDP2 each need their dimensions
+    in one mesh)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    sizes = (layout.pp, layout.dp_replicate, layout.dp_shard * layout.cp // layout.ep, layout.ep, layout.tp)
+    return init_device_mesh(device_type, sizes, mesh_dim_names=EXPERT_MESH_DIMS)
+
+
+def expert_fsdp_dims(layout: Layout) -> tuple[str, ...]:
+    """The expert mesh's dimensions FSDP2 shards (and replicates, under HSDP) the experts over."""
+    return ("dp_replicate", "dp_shard_mod_ep") if layout.dp_replicate > 1 else ("dp_shard_mod_ep",)
+
+
 def loss_group(layout: Layout, mesh) -> object | None:
     """The process group of the ranks whose tokens together make one step's batch: data parallel x context
     parallel (None when there is one rank). Token counts and losses are summed over it, and the gradient
@@ -187,15 +257,15 @@ def layout_name(degrees: dict[str, int]) -> str:
 
 
 # The usual name of the technique behind each mesh dimension (both data-parallel ones together: HSDP).
-FAMILY_OF_DIM = {"dp_replicate": "DDP", "dp_shard": "FSDP", "tp": "TP", "pp": "PP", "cp": "CP"}
+FAMILY_OF_DIM = {"dp_replicate": "DDP", "dp_shard": "FSDP", "tp": "TP", "pp": "PP", "cp": "CP", "ep": "EP"}
 
 
 def layout_family(degrees: dict[str, int]) -> str:
-    """The usual name of a layout: DDP, FSDP, HSDP, with +TP, +PP, +CP for the model-parallel dimensions."""
+    """The usual name of a layout: DDP, FSDP, HSDP, with +TP, +PP, +CP, +EP for the model-parallel dimensions."""
     used = {name for name, degree in degrees.items() if degree > 1}
     data = ("dp_replicate", "dp_shard")
     names = ["HSDP"] if set(data) <= used else [FAMILY_OF_DIM[d] for d in data if d in used]
-    names += [FAMILY_OF_DIM[d] for d in ("tp", "pp", "cp") if d in used]
+    names += [FAMILY_OF_DIM[d] for d in ("tp", "pp", "cp", "ep") if d in used]
     return "+".join(names) or ONE_PROCESS
 
 

@@ -17,6 +17,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _chat(args: argparse.Namespace) -> int:
+    # imported here: `meshpilot --help` and every other command register this one without loading the agent
+    # (requests, httpx, rich: a second)
     from agent.approvals import Policy
     from agent.llm import llm_settings, make_llm
     from agent.session import Agent
@@ -27,7 +29,7 @@ def _chat(args: argparse.Namespace) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise ConfigError("meshpilot chat needs a terminal; use `meshpilot ask` in scripts")
 
-    from tui.app import MeshpilotApp
+    from tui.app import MeshpilotApp  # imported here: textual loads only for a command line found good
 
     agent = Agent(args.repo, llm, policy=policy)
     app = MeshpilotApp(agent, args.thread, llm_description=settings.describe())

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from agent import jobs
 from agent.approvals import resolve_in_repo
+from agent.records import SUMMARY, SUMMARY_FILE
 from trainer.config import ConfigError, load_experiment
 from tui.runs import SWEEPS_DIR, RunInfo
 
@@ -122,8 +123,6 @@ def _sweep(repo: Path, out: Path, job: jobs.JobRecord) -> BackgroundSweep:
 
 def sweep_outcome(repo: Path, sweep: BackgroundSweep) -> str:
     """One line on a sweep process that ended: its winner, or the error its log ends with."""
-    from agent.records import SUMMARY, SUMMARY_FILE
-
     try:
         summary = SUMMARY.read(repo / sweep.out / SUMMARY_FILE)
     except ValueError as e:  # its contract's one line: the file and the field

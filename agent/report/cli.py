@@ -7,6 +7,7 @@ from pathlib import Path
 
 from agent.repo.providers import PROVIDERS
 from agent.repo.secrets import redact
+from agent.report import write_report
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -30,8 +31,6 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from agent.report import write_report
-
     result = write_report(
         args.sweep, args.repo, bench_results=args.bench, slug=args.slug, date=args.date, pr=args.pr,
         provider=args.provider, dry_run=args.dry_run, remote=args.remote, project=args.project,

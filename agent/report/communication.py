@@ -1,4 +1,4 @@
-"""Predicted communication per trial: the throughput model's bytes and collectives per mesh dimension.
+"""Predicted communication per trial: the throughput model's bytes and collectives per mesh dimension and ep.
 
 Runs do not measure their collectives, so the report's communication figures are predictions, made here once by
 trainer.costs.throughput from each trial's resolved config and metrics and saved as a result file of their own
@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.report.inputs import Trial
-from trainer.config import experiment_from_dict
-from trainer.layout import MESH_DIMS, Layout
+from trainer.config import checkpointing_mode, experiment_from_dict
+from trainer.layout import LAYOUT_DIMS, Layout
+from trainer.model.parameters import count_parameters
 from trainer.results.schemas import LaunchInfo, Metrics
 
 UNITS = "bytes each rank sends per optimizer step (fp32), and collectives per step; predicted, not measured"
@@ -32,9 +33,9 @@ def predict(trials: list[Trial]) -> dict[str, Any]:
 
 
 def _predict_trial(metrics: Metrics, config: dict, launch: LaunchInfo | None) -> dict[str, Any]:
+    # imported here: they load torch and transformers (seconds), which `meshpilot --help` must not wait for
     from trainer.costs.throughput import communication_bytes, model_bytes
     from trainer.model.build import model_config
-    from trainer.model.parameters import count_parameters
 
     experiment = experiment_from_dict(config)
     base_dir = Path(launch["base_dir"]) if launch else Path(".")
@@ -47,11 +48,11 @@ def _predict_trial(metrics: Metrics, config: dict, launch: LaunchInfo | None) ->
         metrics["micro_batch"],
         metrics["seq_len"],
         metrics["grad_accum"],
-        activation_checkpointing=experiment.train.activation_checkpointing,
+        checkpointing=checkpointing_mode(experiment.train.activation_checkpointing),
         precision=metrics["precision"],
         fsdp_grad_sync=experiment.train.fsdp_grad_sync,
     )
-    dimensions = {d: {"bytes": sent[d][0], "collectives": sent[d][1]} for d in MESH_DIMS if sent[d][1]}
+    dimensions = {d: {"bytes": sent[d][0], "collectives": sent[d][1]} for d in LAYOUT_DIMS if sent[d][1]}
     return {
         "layout": metrics["layout"],
         "dimensions": dimensions,

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.jobs import is_job_file
-from agent.records import SWEEP, SWEEP_FILE, SweepInputs
+from agent.records import EXECUTORS, SWEEP, SWEEP_FILE, SweepInputs
+from agent.sweep.summary import summarize
 from trainer.config import OBJECTIVES, ConfigError, load_experiment
 from trainer.rank.trackers import check_trackers
 from trainer.results.contracts import ContractError
@@ -62,12 +63,12 @@ def run_sweep(
     with a runner.SweepProgress at every poll of the trials (agent.sweep.progress shows it on a terminal).
     `trackers` replaces the experiment's train.trackers in every trial (each trial is a tracker run of its own).
     """
-    from agent.records import EXECUTORS
+    # imported here: runner, space and study load numpy, optuna, torch and transformers, which `meshpilot --help`
+    # (it imports this package) must not wait for; make_executor is looked up per sweep (tests/test_trackers.py)
     from agent.sweep.executors import make_executor
     from agent.sweep.runner import Runner, settings_from
     from agent.sweep.space import Space
     from agent.sweep.study import open_study, start_with_planner_pick
-    from agent.sweep.summary import summarize
 
     experiment, out = Path(experiment).absolute(), Path(out).absolute()
     _check_options(executor, EXECUTORS, max_parallel, trials, devices, trial_timeout_s, hang_s)
@@ -127,7 +128,7 @@ def _check_trial_trackers(trackers: list[str] | None, started: SweepInputs | Non
 
 
 def _new_sweep(experiment: Path, loaded, space, sampler, trials, devices, executor, prune, timeout_s, hang_s) -> dict:
-    from agent.sweep.space import build_space, check_space
+    from agent.sweep.space import build_space, check_space  # imported here: see run_sweep
     from agent.sweep.study import resolve_sampler
 
     check_space(space, experiment)  # typos first, in a moment; the planner below builds models

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from trainer.host.lifeline import tie_to_parent
+
 
 def register(commands: argparse._SubParsersAction) -> None:
     sweep = commands.add_parser("sweep", help="tune layouts and settings with unattended trial runs")
@@ -60,8 +62,6 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from trainer.host.lifeline import tie_to_parent
-
     tie_to_parent()  # started by a job supervisor (agent.jobs.start_sweep): die with it, and the trials with this
     from agent.sweep import run_sweep
     from agent.sweep.progress import SweepReporter

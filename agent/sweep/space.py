@@ -2,7 +2,9 @@
 other experiment keys the user asks to vary.
 
 The space is a mapping of experiment keys to values, read as YAML like `--set`: a list of choices, or a range
-{low, high, log} (sampled by TPE, never by the grid). Three keys filter what the planner enumerates instead of
+{low, high, log} (sampled by TPE, never by the grid). For a mixture-of-experts model the planner's layouts include
+every expert-parallel degree (ep) its dp_shard x cp ranks and experts allow, so `auto` searches ep too. Three keys
+filter what the planner enumerates instead of
 adding to it: `layout` (layout strings; default `search.layouts`), `train.micro_batch` and
 `train.activation_checkpointing` (default: every value the planner finds feasible). `data.packing` defaults to
 the experiment's value; every other key (`train.lr`, `train.weight_decay`, ...) is varied only when asked.
@@ -31,9 +33,12 @@ from typing import Any
 
 import yaml
 
-from trainer.config import ConfigError, Experiment, checkpointing_rank, load_experiment
+from trainer.config import ConfigError, Experiment, checkpointing_rank, load_experiment, parse_bytes
+from trainer.costs.planner import plan, valid_layouts
 from trainer.data.rows import plan_batches
+from trainer.hardware import this_machine
 from trainer.layout import Layout, LayoutError
+from trainer.model.build import model_config
 
 PLANNER_KEYS = ("layout", "train.micro_batch", "train.activation_checkpointing")
 # A trial trains for its measurements only: no checkpoints to write and delete.
@@ -65,7 +70,7 @@ class Point:
 
     @property
     def nproc(self) -> int:
-        return math.prod(self.layout.values())
+        return Layout(**self.layout).world_size  # ep borrows dp_shard x cp's ranks: it multiplies no processes
 
     @property
     def layout_arg(self) -> str:
@@ -239,9 +244,6 @@ def build_space(
 def _layouts(spec: str | list[str], experiment: Experiment, devices: int) -> list[Layout]:
     """The layouts to search, each resolved to its own process count."""
     if spec == "auto":
-        from trainer.costs.planner import valid_layouts
-        from trainer.model.build import model_config
-
         world = experiment.hardware.devices or devices
         if world > devices:
             raise ConfigError(f"hardware.devices is {world}, but the sweep has {devices} devices")
@@ -264,10 +266,6 @@ def _layouts(spec: str | list[str], experiment: Experiment, devices: int) -> lis
 
 def _planned(experiment: Experiment, layouts: list[Layout], device_type: str, devices: int):
     """The planner's candidates for these layouts in the fixed order, and the dropped ones with their reasons."""
-    from trainer.costs.planner import plan
-    from trainer.hardware import this_machine
-    from trainer.model.build import model_config
-
     config = model_config(experiment.model, Path(experiment.base_dir))
     device_mem = _device_memory(experiment, device_type, devices)
     kept, dropped = [], []
@@ -302,8 +300,6 @@ def _planned(experiment: Experiment, layouts: list[Layout], device_type: str, de
 def _device_memory(experiment: Experiment, device_type: str, devices: int) -> int:
     """Memory per device: the experiment's hardware.device_mem, the GPU's, or on CPU this machine's RAM shared
     by its cores (parallel trials share it)."""
-    from trainer.config import parse_bytes
-
     if experiment.hardware.device_mem:
         return parse_bytes(experiment.hardware.device_mem)
     if device_type == "cuda":

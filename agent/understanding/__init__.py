@@ -9,6 +9,13 @@
     intent.clarify                     one question, naming the best reading, when a required argument is missing
                                        or two readings score close
 
+A wrong action is worse than a question. Beside a missing argument, the planner asks when it is not sure of a value
+that changes what runs: a setting said both on and off, named with no value, or a negation that turns off nothing
+it knows ("without warmup"); a number no argument of the call holds; a run, sweep, model or suite described or named
+that the repository or the presets lack (never the latest or the experiment's own in its place); a sweep given
+settings it cannot take. Runs and sweeps may be described instead of named ("the ddp baseline", "the learning rate
+sweep"): agent.understanding.known reads what describes each from its files.
+
 agent.offline turns the Intent into tool calls and replies (agent.replies). A user with a real LLM never needs this
 package.
 """
@@ -21,10 +28,13 @@ import re
 from typing import Any
 
 from agent.understanding.context import Context, context_of
-from agent.understanding.entities import Entities, extract, masked
+from agent.understanding.entities import _PRESET, DESCRIPTOR_WORDS, GENERIC, Entities, extract, masked
+from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
 from agent.understanding.grammar import Intent, first_reading, parse_slash, read_facts
 from agent.understanding.intents import ACTIONS, FOLLOW_UP, ranked, score
+from agent.understanding.known import singular
 from agent.understanding.normalise import normalise
+from trainer.model.presets import MODELS
 
 __all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
 
@@ -51,24 +61,68 @@ def understand(text: str, context: Context | None = None) -> Intent:
     scores = score(plain, entities, first_reading(plain), context.previous)
     best = ranked(scores)
     command = best[0][0] if best[0][1] > 0 else "help"
-    intent = read_facts(masked(plain, entities), command, text)
+    intent = read_facts(masked(plain, entities), command, text, _planned_devices(context))
     intent.text = text
+    if intent.command == "results" and not entities.has("run", "run_choice") and re.search(ACROSS_RUNS, plain.lower()):
+        _across_runs(intent, plain.lower(), context)
     FILL.get(intent.command, lambda *a: None)(intent, entities, context)
     if intent.clarify is None:
         intent.clarify = _close_call(intent, best, entities)
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _unplaced_number(plain, entities, intent)
-    if intent.clarify is None and intent.command in ACTIONS and _asks_only(plain):
+    if intent.clarify is None and intent.command in ACTIONS and _asks_only(plain) and not _measured_by(intent, plain):
         intent.clarify = f"Do you want me to {intent.command} ({_call_text(intent)})? yes / edit"
     if intent.command in NAMED_TOOLS and (unknown := _unknown_name(plain, entities, context, intent)):
         intent.clarify = unknown  # the name the user gave first: never another run in its place
+    if entities.has("vague_reference") and intent.command in NAMED_TOOLS and not entities.has("run", "sweep"):
+        runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
+        intent.clarify = f"Which one do you mean by 'the other'? (runs: {runs}; sweeps: {sweeps})"
+    described = entities.get("unknown_description")
+    if described and intent.command in (*NAMED_TOOLS, "run") and not entities.has("run", "sweep"):
+        runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
+        intent.clarify = (
+            f"Which do you mean by {described!r}? I find none it describes (runs: {runs}; sweeps: {sweeps})."
+        )
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     return intent
 
 
+# A question about every run, not one: "which run had the best throughput?", "any OOM in the runs?"
+ACROSS_RUNS = (r"\bwhich (?:of the |of my )?runs?\b|\b(?:any|all|every|each) (?:of (?:the|my) )?runs?\b|"
+               r"\b(?:in|across|among|over) (?:the|my|all|all the|these) runs\b|"
+               r"\bruns? (?:so far|overall)\b")  # fmt: skip
+RUN_STATES = r"\boom\b|out of memory|\bfail|\bcrash|\bfinish|\bstatus\b|\bdone\b|\bsucceed|\berror|\bdied\b|\bok\b"
+
+
+def _across_runs(intent: Intent, lowered: str, context: Context) -> None:
+    """Every run's state is the list of runs; a figure compared over every run is asked about (the tools read one
+    run at a time), never answered with the latest run's."""
+    if re.search(RUN_STATES, lowered):
+        intent.command = "runs"
+        return
+    first, second = [*context.known.runs, "runs/NAME", "runs/OTHER"][:2]
+    intent.clarify = f"Which runs should I compare? I read one run at a time, e.g. `compare {first} and {second}`."
+
+
+def _planned_devices(context: Context) -> int | None:
+    """The GPUs of one machine that the turn before planned for: what "go with fsdp then" launches on."""
+    plan = context.plan if context.previous == "plan" else None
+    if not plan or int(plan.get("nodes") or 1) != 1 or not isinstance(plan.get("devices"), int):
+        return None
+    return plan["devices"]
+
+
 NUMBER = re.compile(r"(?<![\w.=/-])(\d+(?:\.\d+)?(?:e-?\d+)?)(k?)(?![\w.=/-]|\.\d)", re.I)
 CORRECTED = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b"
+
+
+# The arguments each action's tool call takes (agent.offline): a number held in any other key is dropped.
+TAKEN = {
+    "run": ("experiment", "nproc", "layout", "steps", "set"),
+    "sweep": ("experiment", "trials"),
+    "plan": ("devices", "nodes", "device_mem", "device_type", "experiment", "model", "gpu", "seq_len"),
+}
 
 
 def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | None:
@@ -77,14 +131,17 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
     lowered = plain.lower()
     corrected = [m.end() for m in re.finditer(CORRECTED, lowered)]
     spans = [e.span for e in entities.found if e.span[1] > e.span[0]]
-    held = json.dumps(intent.args)
+    taken = {k: v for k, v in intent.args.items() if k in TAKEN.get(intent.command, intent.args)}
+    if "set" in taken:  # a model preset's config is full of numbers (4096, 32...): none of them is a stated value
+        taken["set"] = [o for o in taken["set"] if not str(o).startswith("model.")]
+    held = json.dumps(taken)
     for found in NUMBER.finditer(lowered):
         if any(start <= found.start() < end for start, end in spans) or (corrected and found.start() < corrected[-1]):
             continue
         number, kilo = found.group(1), found.group(2)
         readings = {number, str(_as_number(number))}
-        if kilo:
-            readings |= {str(int(float(number) * 1024)), str(int(float(number) * 1000))}
+        if kilo:  # "8k" is 8192 or 8000, never the 8 of "8 GPUs"
+            readings = {str(int(float(number) * 1024)), str(int(float(number) * 1000))}
         if not any(re.search(rf"(?<![\d.]){re.escape(r)}(?![\d])", held) for r in readings):
             what = "sequence length, steps, processes" if intent.command == "run" else "devices, nodes, memory"
             return (f"What is {found.group(0)} for ({what}...)? I would call {_call_text(intent)}, which does not "
@@ -93,7 +150,8 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
 
 
 # A question that also asks for something to be done: "can you launch ...", "could you update them?", "please ...".
-REQUEST = r"\b(?:can|could|would|will) (?:you|we|i)\b|\bplease\b|\blet'?s\b|\bwanna\b|\bi (?:want|need|'?d like)\b"
+REQUEST = (r"\b(?:can|could|would|will) (?:you|we|i)\b|\bplease\b|\blet'?s\b|\bwanna\b|"
+           r"\bi(?: want| need|'d like| would like|'d like)\b|\bwhat i(?:'d| would) like\b")  # fmt: skip
 
 
 # The opening of a question: a wh-word, or an auxiliary before its subject ("did we", "is it"; "do it again" is no
@@ -111,13 +169,33 @@ def _asks_only(plain: str) -> bool:
     return question and not re.search(REQUEST, lowered)
 
 
+# A question only a benchmark answers: "how good is r1's checkpoint on our benchmarks?", "what does r1 score on eval?"
+BENCH_QUESTION = r"\bhow (?:good|well|accurate)\b|\bwhat (?:score|accuracy)\b|\bscores?\b|\bhow does \S+ (?:do|score)\b"
+
+
+def _measured_by(intent: Intent, plain: str) -> bool:
+    """A question whose answer is the action's measurement (a benchmark's scores): asking it asks for the action."""
+    return intent.command == "bench" and "model" in intent.args and bool(re.search(BENCH_QUESTION, plain.lower()))
+
+
 def _as_number(text: str) -> float | int:
     value = float(text)
     return int(value) if value.is_integer() else value
 
 
+def _short(value: Any) -> Any:
+    """A model preset's config override as its key only: the question stays one line."""
+    if isinstance(value, list):
+        return [f"{str(v).split('=', 1)[0]}=..." if len(str(v)) > 60 else v for v in value]
+    return value
+
+
+def _args_text(intent: Intent) -> str:
+    return " ".join(f"{k}={v}" for k, v in intent.args.items())
+
+
 def _call_text(intent: Intent) -> str:
-    args = ", ".join(f"{k}={v}" for k, v in intent.args.items())
+    args = ", ".join(f"{k}={_short(v)}" for k, v in intent.args.items())
     return f"/{intent.command} {args}".strip()
 
 
@@ -190,9 +268,24 @@ def _sweep_of(intent: Intent, entities: Entities, context: Context, latest: bool
     named = entities.all("sweep")
     if named:
         return str(named[-1])
+    if described := _sweep_in_words(intent.text, context):
+        return described
     if context.sweep:
         return context.sweep
     return context.known.sweeps[0] if latest and context.known.sweeps else None
+
+
+def _sweep_in_words(text: str, context: Context) -> str | None:
+    """The one sweep a word of the sentence describes, outside a "the X sweep" phrase: "the layout findings", "the
+    learning rate results" (Known.facts: what its trials vary, parts of its name)."""
+    lowered = normalise(text, context.known.names).lower()
+    for pattern, word in DESCRIPTOR_WORDS:
+        lowered = re.sub(pattern, word, lowered)
+    words = set(re.findall(r"[a-z0-9]+", lowered)) - GENERIC
+    facts = {sweep: context.known.facts(sweep) for sweep in context.known.sweeps}
+    shared = set.intersection(*facts.values()) if facts else set()
+    found = [s for s, f in facts.items() if any(singular(w) in f - shared for w in words if len(w) >= 2)]
+    return found[0] if len(found) == 1 else None
 
 
 # A pronoun or a bare "how did it go": it points back at something the conversation must have named.
@@ -201,15 +294,26 @@ LATEST_WORDS = r"\b(?:latest|last|newest|recent|most recent|previous|current)\b"
 
 
 def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None:
+    named = list(dict.fromkeys(str(r) for r in entities.all("run")))
+    if len(named) >= 2 and intent.command == "results":  # "r1 vs baseline-ddp loss": both, side by side
+        intent.command, intent.words = "compare", named[:2]
+        return
+    if len(named) >= 2:  # "cancel tp-try and baseline-ddp": the tool takes one run; never only one of those named
+        intent.clarify = f"One run at a time: which first, {' or '.join(named)}?"
+        return
+    bare_wait = intent.args.get("wait") == "yes" and len(re.findall(r"\w+", intent.text)) <= 2  # "wait", "pls wait"
     if (
         not entities.has("run")
         and context.run is None
         and context.known.runs
-        and re.search(POINTING, intent.text.lower())
+        and (re.search(POINTING, intent.text.lower()) or bare_wait)
         and not re.search(LATEST_WORDS, intent.text.lower())
     ):  # "so, how did it go?" with no run in the conversation: "it" is a guess, the latest one a question
         latest = context.known.runs[0]
         intent.clarify = f"Which run do you mean by that: {latest}, the latest? e.g. `{intent.command} {latest}`."
+        return
+    if not entities.has("run") and (choice := entities.get("run_choice")):
+        intent.clarify = f"Which run do you mean: {' or '.join(map(str, choice))}?"
         return
     if (run := _run_of(intent, entities, context)) is not None:
         intent.args["run"] = run
@@ -218,6 +322,9 @@ def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None
 
 def _fill_cancel(intent: Intent, entities: Entities, context: Context) -> None:
     """Stopping a run takes the run named or the conversation's, never a guess: else one question naming the latest."""
+    if len(named := set(map(str, entities.all("run")))) >= 2:
+        intent.clarify = f"One run at a time: which first, {' or '.join(sorted(named))}?"
+        return
     run = _run_of(intent, entities, context, latest=False)
     if run is not None:
         intent.args["run"] = run
@@ -237,6 +344,9 @@ def _fill_status(intent: Intent, entities: Entities, context: Context) -> None:
 
 
 def _fill_trials(intent: Intent, entities: Entities, context: Context) -> None:
+    if not entities.has("sweep") and (choice := entities.get("sweep_choice")):
+        intent.clarify = f"Which sweep do you mean: {' or '.join(map(str, choice))}?"
+        return
     if (sweep := _sweep_of(intent, entities, context)) is not None:
         intent.args["sweep"] = sweep
 
@@ -250,6 +360,8 @@ def _fill_docs(intent: Intent, entities: Entities, context: Context) -> None:
     named = entities.all("sweep")
     if named:
         intent.args["sweep"] = str(named[-1])
+    elif described := _sweep_in_words(intent.text, context):  # "get the layout findings into the docs"
+        intent.args["sweep"] = described
     elif context.sweep and re.search(r"\b(?:it|that|this|them)\b", intent.text.lower()):
         intent.args["sweep"] = context.sweep
 
@@ -266,16 +378,45 @@ def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["model"] = stepped[0] if stepped else run
     elif context.run and re.search(r"\b(?:it|that|this|its|again)\b", lowered):
         intent.args["model"] = context.run
+    elif re.search(LATEST_WORDS, lowered) and context.known.runs:  # "benchmark the latest"
+        intent.args["model"] = context.known.runs[0]
     else:
         example = context.known.runs[0] if context.known.runs else "runs/NAME"
         intent.clarify = f"Which run or checkpoint should I benchmark? e.g. `benchmark {example}`."
-    if found := re.search(r"\b(?:on|with) the (\w+) (?:suite|benchmark)\b|\bsuite[= ](\w+)", lowered):
-        intent.args["suite"] = found.group(1) or found.group(2)
+    suite, question = _suite(lowered, context)
+    if suite:
+        intent.args["suite"] = suite
+    intent.clarify = intent.clarify or question
+
+
+# The suite a benchmark request names: "the builtin eval suite", "suite=tasks/qa.yaml", "on the default benchmark".
+SUITE = (r"\bsuite\s*[=:]\s*(\S+)|\b([\w./-]+)\s+(?:eval(?:uation)?\s+|benchmark\s+|test\s+)?suite\b|"
+         r"\b(?:on|with|using) the ([\w./-]+) (?:benchmark|eval)\b")  # fmt: skip
+BUILTIN = {"builtin", "built-in", "built", "default", "standard", "private", "usual", "normal", "own", "our"}
+NOT_A_SUITE = {"the", "a", "an", "eval", "evaluation", "benchmark", "whole", "full", "entire", "my", "on", "test"}
+
+
+def _suite(lowered: str, context: Context) -> tuple[str | None, str | None]:
+    """The suite "builtin" for the one meshpilot ships (by any of its everyday names), a task file or directory of the
+    repository by its path, else a question: a suite is never a word of the sentence taken as its name."""
+    lowered = re.sub(r"\bbuilt[- ]in\b", "builtin", lowered)
+    for found in re.finditer(SUITE, lowered):
+        name = next(g for g in found.groups() if g).strip(".,;:?!'\"")
+        if name in BUILTIN:
+            return "builtin", None
+        if name in NOT_A_SUITE:
+            continue
+        path = context.known.file(name) or (name if context.known.root and (context.known.root / name).exists()
+                                            else None)  # fmt: skip
+        if path:
+            return path, None
+        return None, f"Which suite: the builtin one, or a task file or directory of the repository? I know no {name!r}."
+    return None, None
 
 
 def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
     lowered = intent.text.lower()
-    if not entities.has("file", "experiment") and not re.search(r"\b(?:log|file|json|yaml|txt)\b", lowered):
+    if not entities.has("file", "experiment") and not re.search(r"\b(?:log|file|json|yaml|txt|config)\b", lowered):
         if entities.has("sweep") and not entities.has("run"):  # "show sweeps/layouts-nov": its trials
             intent.command = "trials"
             return _fill_trials(intent, entities, context)
@@ -312,10 +453,22 @@ def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
 
 
 def _fill_sweep(intent: Intent, entities: Entities, context: Context) -> None:
+    """A sweep takes its experiment and trial count only: a setting, step count or layout the sentence states would
+    be dropped, so it is asked about; "again" with no sweep in the conversation too."""
     if experiment := entities.get("experiment") or _experiment_file(entities):
         intent.args["experiment"] = experiment
     if trials := entities.get("trials"):
         intent.args["trials"] = trials
+    stated = [
+        e for e in entities.found if e.kind in ("switch", "switch_doubt", "override", "optimizer", "steps", "nproc")
+    ]
+    if stated and intent.clarify is None:
+        said = plain_of(intent, context)[stated[0].span[0] : stated[0].span[1]] or str(stated[0].value)
+        intent.clarify = (f"A sweep varies layouts over the experiment as it is: it cannot take {said!r}. Change the "
+                          f"experiment file first, or sweep without it (/sweep {_args_text(intent)})?")  # fmt: skip
+    again = re.search(r"\bagain\b|\bre-?run\b|\bonce more\b|\bsame\b", intent.text.lower())
+    if again and not context.last("run_sweep") and not intent.args and intent.clarify is None:
+        intent.clarify = "Start a new sweep of meshpilot.yaml with the default trials? This conversation started none."
 
 
 def _experiment_file(entities: Entities) -> str | None:
@@ -326,8 +479,14 @@ def _experiment_file(entities: Entities) -> str | None:
 def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     """A launch: every stated value, negations kept; "again" and "the same but" start from the launch before."""
     lowered = intent.text.lower()
+    if (seq_len := intent.args.pop("seq_len", None)) and not any(
+        o.startswith("data.seq_len=") for o in intent.args.get("set", [])
+    ):  # "context 512" in a launch: the experiment's sequence length (launch_run takes no seq_len of its own)
+        intent.args["set"] = [*intent.args.get("set", []), f"data.seq_len={seq_len}"]
     again = re.search(AGAIN, lowered) or (context.previous == "run" and re.search(FOLLOW_UP, lowered))
     named = entities.get("run")
+    if named is None and not context.launch and context.run and re.search(r"\b(?:it|that|this)\b", lowered):
+        named = context.run  # "rerun it with AC" after reading tp-try: tp-try's layout and processes, AC on
     copying = named is not None and re.search(COPY, lowered) and context.known.launch_of(str(named))
     if again and context.launch and not copying:  # "like r1 again": r1's, not the launch before
         for key in LAUNCH_CARRIED:
@@ -343,6 +502,15 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         latest = context.known.runs[0] if context.known.runs else "runs/NAME"
         intent.clarify = (
             f"Repeat which launch? This conversation has none: name a run to copy, e.g. `same as {latest}`."
+        )
+    pointing = re.search(r"\b(?:launch|run|train|start|do|kick off|go with|execute) (?:it|that|this|the plan|"
+                         r"th(?:at|is) plan|th(?:at|is) one)\b", lowered)  # fmt: skip
+    if pointing and not repeat and not context.launch and not intent.args and not entities.has("switch", "optimizer"):
+        # "ok launch that" after a plan: the plan is for other hardware and model; what runs here is asked, not guessed
+        intent.clarify = (
+            "Launch what, exactly? Give the layout, processes and steps, e.g. `train 20 steps with dp_shard=2 on 2 "
+            "GPUs`"
+            + (" (a plan ranks layouts for its own hardware; it launches nothing here)." if context.plan else ".")
         )
     if copying:
         before = context.known.launch_of(str(named))
@@ -366,16 +534,28 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         )
     # The switches as entities read them (a negation anywhere near wins), in the sentence's order, not the grammar's.
     switches = [str(e.value) for e in sorted(entities.found, key=lambda e: e.span) if e.kind == "switch"]
-    keys = {s.split("=", 1)[0] + "=" for s in switches}
+    keys = {s.split("=", 1)[0] + "=" for s in switches} | {f"{k}=" for k, _ in entities.all("switch_doubt")}
     kept = [o for o in intent.args.get("set", []) if not any(o.startswith(k) for k in keys)]
     stated = switches
     if optimizer := entities.get("optimizer"):
         stated.append(f"train.optimizer={optimizer}")
-    if stated:
+    if stated or kept != intent.args.get("set", []):
         intent.args["set"] = _merge(kept, stated)
+    if not intent.args.get("set"):
+        intent.args.pop("set", None)
     if intent.clarify is None and (vague := entities.get("vague_setting")):
         intent.clarify = _which_setting(str(vague), intent)
-    degrees = [int(d) for d in re.findall(r"=(\d+)", str(intent.args.get("layout", "")))]
+    if intent.clarify is None and (unknown := entities.get("model_unknown")):
+        intent.clarify = f"I have no preset for {unknown!r}: which model should it train? {_launch_text(intent.args)}"
+    if intent.clarify is None and not entities.has("model") and entities.has("model_size", "model_choice"):
+        # "train the 7b": a model named by size alone is never dropped for the experiment's own
+        choice = entities.get("model_choice")
+        which = " or ".join(map(str, choice)) if choice else f"the {entities.get('model_size')}B of which family"
+        intent.clarify = f"Which model should it train: {which}? {_launch_text(intent.args)}"
+    if intent.clarify is None:
+        intent.clarify = _setting_doubt(plain_of(intent, context), entities, intent)
+    # ep borrows dp_shard x cp's ranks (trainer.layout): it multiplies no processes.
+    degrees = [int(d) for d in re.findall(r"(?:^|,)(?!ep=)\w+=(\d+)", str(intent.args.get("layout", "")))]
     if intent.clarify is None and degrees and "nproc" in intent.args and math.prod(degrees) != intent.args["nproc"]:
         intent.clarify = (f"The layout {intent.args['layout']} needs {math.prod(degrees)} processes, not "
                           f"{intent.args['nproc']}: which layout do you want? {_launch_text(intent.args)}")  # fmt: skip
@@ -389,6 +569,57 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
 
 
 COPY = r"\b(?:same|like|as in|as for|copy|repeat|again|rerun|re-run)\b"
+
+# --- the confidence rule: a setting of a launch is taken only when it is read for sure ----------------------------
+
+SWITCH_NAMES = {"data.packing": "packing", "train.activation_checkpointing": "activation checkpointing",
+                "train.compile": "torch.compile"}  # fmt: skip
+# A negation: what it turns off must be a setting the sentence names, else the launch asks what it means.
+NEGATION = (r"\b(?:without|w/o|no|not|disable[sd]?|disabling|turn(?:ed)? off|switch(?:ed)? off|off|don'?t|"
+            r"do not|never|skip(?:ping)?|exclude|excluding)\b")  # fmt: skip
+# Negations that turn no setting off: "no wait", "nothing else changed", "no need to", "kick off", "don't wait".
+NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no later|no rush|no hurry|no idea|"
+                 r"no problem|no worries|no matter|never ?mind|not (?:too|more|less|yet|now|a big deal)|"
+                 r"don'?t (?:change|touch|forget|wait|bother|worry|ask|need)|do not (?:change|touch|forget|wait|ask)|"
+                 r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"
+                 r"off (?:the|of|from|_)|not\b.{0,12}\?$)")  # fmt: skip
+# "kick off" is a launch, "based off" a source, not a negation; "or not", "if not" ask nothing off
+LAUNCH_OFF = r"\b(?:kick|fire|set|head|start|show|sign|log|based|spin|going|or|if|whether)\s*$"
+
+
+def plain_of(intent: Intent, context: Context) -> str:
+    """The sentence as the entities read it (normalised)."""
+    return normalise(intent.text, context.known.names)
+
+
+def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None:
+    """One question when a launch's setting is not read for sure: a setting said both on and off, or named with
+    neither; a negation ("without", "no", "disable", "off") that turns off nothing the sentence names. What runs is
+    never a guess at what the user switched off."""
+    if doubt := entities.get("switch_doubt"):
+        key, why = doubt
+        return (f"Should {SWITCH_NAMES.get(key, key)} be on or off? I read {why}. Say e.g. `{key}=false`. "
+                f"{_launch_text(intent.args)}")  # fmt: skip
+    lowered = masked(plain.lower(), entities)
+    # a negation is about a setting named next to it that it turns off: "without packing", "packing off"
+    mentions = [e.span for e in entities.found if e.kind == "switch_mention" and e.value[1] != "true"]
+    for found in re.finditer(NEGATION, lowered):
+        after, before = lowered[found.start() :], lowered[: found.start()]
+        if re.match(NOT_A_SETTING, after) or (found.group(0) in ("off", "not") and re.search(LAUNCH_OFF, before)):
+            continue
+        if re.search(NO_LAUNCH_WORDS, lowered[max(0, found.start() - 20) : found.end() + 40]):
+            continue
+        ahead = [s for s in mentions if s[0] >= found.end() and len(lowered[found.end() : s[0]].split()) <= 3]
+        behind = [s for s in mentions if s[1] <= found.start() and len(lowered[s[1] : found.start()].split()) <= 3]
+        inside = [s for s in mentions if s[0] <= found.start() < s[1]]  # "without it": the pronoun's setting
+        if ahead or behind or inside:
+            continue
+        words = " ".join(plain.lower()[found.start() :].split()[:4])  # as said, names unmasked
+        return (
+            f"What should {words!r} turn off? I can switch off packing (`data.packing=false`), activation "
+            f"checkpointing or torch.compile, or set any key, e.g. `train.lr=1e-4`. {_launch_text(intent.args)}"
+        )
+    return None
 
 
 def _merge(before: list[str], after: list[str]) -> list[str]:
@@ -429,6 +660,8 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         intent.notes += [str(n) for n in entities.all("model_note")]
         if intent.clarify and "GPU" not in intent.clarify:  # the grammar's question about the model: answered
             intent.clarify = None
+    elif unknown := entities.get("model_unknown"):
+        intent.clarify = f"I have no preset for {unknown!r}. Which model: {', '.join(MODELS)}, or the experiment's own?"
     elif choice := entities.get("model_choice"):
         intent.clarify = f"Which model do you mean: {' or '.join(map(str, choice))}?"
     elif (size := entities.get("model_size")) and (sized := _same_family((context.plan or {}).get("model"), size)):
@@ -442,9 +675,7 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         args["devices"] = devices if re.search(r"\b(?:each|per)\b", intent.text.lower()) else devices // nodes
     if (device_mem := entities.get("device_mem")) and "gpu" not in args:
         args["device_mem"] = device_mem
-        if str(device_mem).endswith("GB"):  # decimal, as written: say so, the card's binary size is one word away
-            intent.notes.append(f"{device_mem} per device as {device_mem[:-2]}e9 bytes (say {device_mem[:-2]}GiB for "
-                                "the binary size)")  # fmt: skip
+        intent.notes += [str(n) for n in entities.all("device_mem_note")]  # "24GB read as 24GiB": said in the reply
     if entities.has("own_model"):
         args.pop("model", None)
     times, scaled = entities.get("times"), None
@@ -475,9 +706,6 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
 
 def _same_family(model: object, size: object) -> str | None:
     """The preset of `model`'s family (its version first) with `size` billion parameters."""
-    from agent.understanding.entities import _PRESET
-    from trainer.model.presets import MODELS
-
     before = _PRESET.match(str(model)) if model else None
     if before is None:
         return None
@@ -509,7 +737,18 @@ def _fill_compare(intent: Intent, entities: Entities, context: Context) -> None:
         )
 
 
+def _fill_why(intent: Intent, entities: Entities, context: Context) -> None:
+    """Why a sweep's winner won: the sweep named or described, else the conversation's (agent.offline). Why a run
+    failed ("why did it crash?" after reading tp-try): that run's results."""
+    if named := entities.get("sweep") or _sweep_in_words(intent.text, context):
+        intent.args["sweep"] = str(named)
+    elif context.run and re.search(POINTING, intent.text.lower()) and not context.last("read_sweep", "plan_layouts"):
+        intent.command = "results"
+        _fill_run_tool(intent, entities, context)
+
+
 FILL = {
+    "why": _fill_why,
     "results": _fill_run_tool,
     "status": _fill_status,
     "cancel": _fill_cancel,

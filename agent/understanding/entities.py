@@ -5,9 +5,11 @@ with their negation, and the runs, sweeps, checkpoints and files of the reposito
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 
+from agent.understanding.grammar import _GPU_NAME, CORRECTION, LAYOUT_WORDS
 from agent.understanding.known import Known
 from trainer.layout import MESH_DIMS
 from trainer.model.presets import MODELS
@@ -22,7 +24,6 @@ NOUNS = {
     "stages": r"(?:pipeline )?stages?",
 }
 COUNT = r"(\d+(?:\.\d+)?)(k?)"
-CORRECTION = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b|\brather\b"
 NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never|before i|before we)\s+(?:actually\s+)?"
              r"(?:run|launch|start|train|kick)\w*\b(?:\s+(?:anything|it|a run|a job))?|\bjust plan\b|"
              r"\bonly plan\b|\bplan only\b|\bno launch\w*\b|\bhypothetical\w*\b|"
@@ -40,7 +41,7 @@ CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
 NEGATION_BEFORE = (
     r"\b(?:without|no|not|disable|disabling|disabled|off|don'?t|do not|never|skip|w/o|turn off|switch off)\b"
 )
-NEGATION_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|=|:))*\s*(?:off|disabled|false|no|0|none)\b"
+NEGATION_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?:off|disabled|false|no|0|none)\b"
 OPTIMIZERS = r"sgd|adamw|adam|adafactor|lion|muon"
 SETTING = (
     r"\b(?:learning rate|lr|micro[- _]?batch(?: size)?|seed|weight decay|warm-?up(?: steps)?|"
@@ -49,13 +50,23 @@ SETTING = (
 VAGUE_HARDWARE = (
     r"\bmore (?:memory|vram|ram)\b|"
     r"\b(?:more|fewer|less|bigger|larger|smaller|big|large|other|faster|better|some|cloud|remote|"
-    r"several|many|a few|few)\s+(?:\w+\s+)?(?:gpus?|devices?|nodes?|cards?|machines?|boxes)\b"
+    r"several|many|a few|few|a lot of|lots of|tons of|plenty of|a bunch of|a ton of|loads of|a couple more)\s+"
+    r"(?:\w+\s+)?(?:gpus?|devices?|nodes?|cards?|machines?|boxes|clusters?|servers?|"
+    r"hardware|setup)\b"
 )
 VAGUE_CHANGE = (
     r"\b(?:other|different|another)\s+(?:layout|model|config|experiment|one|settings?)\b|"
-    r"\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b|\bthe \w+(?:est)? one\b"
+    r"\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b|\bthe \w+(?:est)? one\b|"
+    r"(?<!\d x )(?<!\dx )\b(?:longer|shorter)\b(?! than (?:the )?(?:default )?\d)|"
+    # a setting named with no value: "set the micro batch and train", "tweak the warmup"
+    r"\b(?:set|change|adjust|tweak|increase|decrease|raise|lower|bump)\s+(?:up\s+|down\s+)?(?:the\s+|a\s+)?"
+    r"(?:micro[ _-]?batch(?: size)?|batch size|seed|weight decay|warm-?up|grad(?:ient)? clip(?:ping)?|steps)\b"
+    r"(?!\s*(?:=|:|to|of|by)?\s*\d)"
 )
-FAMILIES = r"llama|mistral|mixtral|qwen|gemma|smollm"
+# A run or sweep pointed at only as "the other one": which is asked.
+VAGUE_REFERENCE = r"\b(?:the|that)\s+other\s+(?:run|sweep|one|checkpoint)\b"
+# Every preset's family (the letters its name starts with: llama, qwen, mixtral, deepseek...), longest first.
+FAMILIES = "|".join(sorted({re.match(r"[a-z]+", key).group(0) for key in MODELS}, key=len, reverse=True))
 OWN_MODEL = r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model)\b"
 MEMORY_EACH = r"\b(\d+(?:\.\d+)?)\s*(gib|gb)\b\s*(?:of\s+(?:memory|vram|ram)\s*)?(?:each|per|apiece|a piece)"
 NOT_NAMES = {"run", "sweep", "latest", "last", "other", "long", "good", "best", "same", "next", "first", "whole"}
@@ -76,7 +87,7 @@ SEQ_LEN = (
     r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|at|is)?\s*\d|"
     r"\b\d+\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b"
 )
-NAMES = ("run", "sweep", "checkpoint", "file", "experiment")
+NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice")
 
 
 @dataclass
@@ -140,8 +151,6 @@ def masked(text: str, entities: Entities) -> str:
 def _layouts(lowered: str, entities: Entities) -> None:
     """Layout degrees ("dp_shard=2,tp=2", "pp=2") and words (FSDP, "tensor parallel", "2 replicas x 2 shards") and
     GPU names: cues of a launch or a plan (the grammar reads their values)."""
-    from agent.understanding.grammar import _GPU_NAME, LAYOUT_WORDS
-
     for pattern, _ in LAYOUT_WORDS:
         if found := re.search(rf"\b(?:{pattern})\b", lowered):
             entities.add("layout", found.group(0), found.span())
@@ -197,10 +206,9 @@ def _hardware(lowered: str, entities: Entities) -> None:
         if count and devices % count == 0 and devices > count:
             entities.add("per_node", devices // count, (start + total.start(), start + total.end()))
     if (found := re.search(MEMORY_EACH, text)) or (found := re.search(r"\bwith\s+(\d+(?:\.\d+)?)\s*(gib|gb)\b", text)):
-        # The unit as the user wrote it: GB is decimal (trainer.config.parse_bytes), the smaller reading of a card's
-        # size, so a plan for "24GB" fits a 24 GiB card too; never read up into GiB (tests/data/requests.yaml)
-        entities.add("device_mem", f"{found.group(1)}GiB" if found.group(2) == "gib" else f"{found.group(1)}GB",
-                     found.span())  # fmt: skip
+        entities.add("device_mem", device_memory(found.group(1)), found.span())
+        if found.group(2) == "gb":
+            entities.add("device_mem_note", DEVICE_GB_NOTE.format(found.group(1)), found.span())
     if per_node and not nodes and (devices := _total_devices(part)) and devices % per_node_count(per_node) == 0:
         count = devices // per_node_count(per_node)  # "64 H100s, 8 per box": 8 boxes
         if count > 1:
@@ -209,6 +217,15 @@ def _hardware(lowered: str, entities: Entities) -> None:
         entities.add("times", float(found.group(1) or 2), found.span())
     if re.search(VAGUE_HARDWARE, text):
         entities.add("vague_hardware", True, (0, 0))
+
+
+def device_memory(number: str) -> str:
+    """The one form of a device's memory: GiB. A card sold as "24GB" or "80GB" has 24 or 80 GiB (the sizes in
+    trainer.hardware's presets), so a user's GB for a device is read as GiB; the reply says so (DEVICE_GB_NOTE)."""
+    return f"{number}GiB"
+
+
+DEVICE_GB_NOTE = "{0}GB per device as {0}GiB, a card's size as sold (say device_mem={0}e9 for decimal bytes)"
 
 
 # A multiplier of a count: "2 x longer than 20 steps", "2 x as many gpus" (normalised from "twice"), "double the".
@@ -229,9 +246,20 @@ SIZE_ONLY = r"\b(\d+(?:\.\d+)?)\s*b(?:illion)?(?:[\s-]+param\w*)?\s+(?:model|llm
 _PRESET = re.compile(r"^([a-z]+)-?(?:(\d+(?:\.\d+)?)-)?(\d+(?:\.\d+)?)b$")
 
 
+# Model families people name that have no preset here: a plan for them is asked about, never another model's.
+OTHER_FAMILIES = (r"\b(mixtral|phi[- ]?\d*|falcon|deepseek\w*|gpt[- ]?\w+|bloom\w*|opt-\d+\w*|pythia|olmo\w*|"
+                  r"starcoder\w*|codellama|vicuna|mpt|yi|internlm\w*|baichuan\w*|command[- ]r\w*|grok|claude|"
+                  r"t5|bert|gemini)\b(?:[\s-]*\d+(?:\.\d+)?\s*x?\s*\d*\s*b\b)?")  # fmt: skip
+
+
 def _model(lowered: str, entities: Entities) -> None:
     """A model named loosely ("Llama 3 8B", "llama3.1 70b", "qwen2.5 72b", "a 7B llama"): the preset of that family
-    and size whose version starts with the one given; the entity says which preset it took."""
+    and size whose version starts with the one given; the entity says which preset it took. A family without a
+    preset ("mixtral", "falcon 40b") is a model_unknown: asked about."""
+    found = re.search(OTHER_FAMILIES, lowered)
+    if found and not any(k.replace("-", "").startswith(re.sub(r"[\s-]", "", found.group(1))) for k in MODELS):
+        entities.add("model_unknown", found.group(0), found.span())
+        return
     found = re.search(rf"\b({FAMILIES})[\s-]*(\d+(?:\.\d+)?)?[\s-]+(\d+(?:\.\d+)?)\s*b\b", lowered)
     if found:
         family, version, size = found.groups()
@@ -243,6 +271,8 @@ def _model(lowered: str, entities: Entities) -> None:
         family, version = found.groups()
         matches = [k for k in MODELS if _PRESET.match(k) and _PRESET.match(k).group(1) == family
                    and (not version or (_PRESET.match(k).group(2) or "").startswith(version))]  # fmt: skip
+        if not version:  # presets not named by family and size ("mixtral-8x7b", "deepseek-v3"): by family alone
+            matches = matches or [k for k in MODELS if k.split("-")[0] == family]
         if len(matches) == 1:
             entities.add("model", matches[0], found.span())
             entities.add("model_note", f"{found.group(0)!r} as the preset {matches[0]}", found.span())
@@ -273,19 +303,82 @@ def _model(lowered: str, entities: Entities) -> None:
 def _switches(lowered: str, entities: Entities) -> None:
     """Boolean settings with their negation: "packing off", "no packing", "don't pack", "packing turned off",
     "without activation checkpointing" are false; "turn on packing", "with AC", "packing: true" are true. Every
-    mention is read with the words around it, and a negation near any mention wins: it is never dropped."""
-    for key, name in SWITCHES.items():
-        mentions = list(re.finditer(rf"\b(?:{name})\b", lowered))
-        if not mentions:
+    mention is read with the words around it; a bare name joined to the one before ("disable act ckpt and packing",
+    "without AC or packing") takes that one's value. A setting whose mentions disagree (and no self-correction
+    settles it) or that no mention gives a value is a doubt ("switch_doubt"): a launch asks about it, never guesses."""
+    mentions = sorted(
+        ((m, key) for key, name in SWITCHES.items() for m in re.finditer(rf"\b(?:{name})\b", lowered)),
+        key=lambda found: found[0].start(),
+    )
+    values: list[str | None] = []
+    joined = [False] + [
+        bool(re.fullmatch(COORDINATED, lowered[before[0].end() : after[0].start()]))
+        for before, after in itertools.pairwise(mentions)
+    ]
+    for index, (mention, _) in enumerate(mentions):
+        value = _switch_value(lowered, mention)
+        if value is None and joined[index]:
+            value = values[-1]
+        values.append(value)
+    doubted: set[str] = set()
+    for first, last in _chains(joined):  # "packing and compile both disabled": the state after a list is each one's
+        if not (state := re.match(CHAIN_STATE, lowered[mentions[last][0].end() :])):
             continue
-        values = [_switch_value(lowered, m) for m in mentions]
-        if "false" in values:
-            value = "false"
-        elif "true" in values:
-            value = "true"
-        else:
-            continue
-        entities.add("switch", f"{key}={value}", mentions[values.index(value)].span())
+        value = "false" if state.group(2) in ("off", "disabled", "false") else "true"
+        for index in range(first, last + 1):
+            if state.group(1) or values[index] in (None, value):  # "both", "all": the list's state wins
+                values[index] = value
+            elif re.search(r"\bno\s+$", lowered[: mentions[index][0].start()]):  # "no compile and packing on": its own
+                continue
+            else:  # "with packing and compile off": compile on (with) or off? asked, never guessed
+                doubted.add(mentions[index][1])
+    for found in re.finditer(PRONOUN_OFF, lowered):  # "with packing... actually no, without it": it is packing
+        before = [(m, k) for m, k in mentions if m.end() <= found.start()]
+        if before:
+            mentions.append((found, before[-1][1]))
+            values.append("false")
+    for (mention, key), value in zip(mentions, values, strict=True):
+        entities.add("switch_mention", (key, value), mention.span())
+    corrected = [m.end() for m in re.finditer(CORRECTION, lowered)]
+    for key in SWITCHES:
+        said = [(m, v) for (m, k), v in zip(mentions, values, strict=True) if k == key]
+        if corrected and any(m.start() >= corrected[-1] for m, _ in said):  # "packing on... no wait, off": the last
+            said = [(m, v) for m, v in said if m.start() >= corrected[-1]]
+        stated = {v for _, v in said if v not in (None, "keep")} | ({"true", "false"} if key in doubted else set())
+        if not stated and any(v == "keep" for _, v in said):
+            continue  # "leave packing as is": nothing to set, nothing to ask
+        if len(stated) == 1:
+            value = stated.pop()
+            mention = next(m for m, v in said if v == value)
+            entities.add("switch", f"{key}={value}", mention.span())
+        elif said:
+            why = "both on and off" if stated else "neither on nor off"
+            entities.add("switch_doubt", (key, why), said[0][0].span())
+
+
+# The state stated once after a list of settings: "packing and compile both disabled", "AC and packing: on".
+CHAIN_STATE = (r"^\s*(?:(?:are|turned|switched|set|being|to|=|:)\s*)*((?:both|all|each|all of them|both of them)\s+)?"
+               r"(?:(?:are|turned|switched|set|being|to|=|:)\s*)*(off|disabled|false|on|enabled|true)\b")  # fmt: skip
+
+
+def _chains(joined: list[bool]) -> list[tuple[int, int]]:
+    """(first, last) index of each run of two or more settings joined by conjunctions."""
+    chains, start = [], 0
+    for index in range(1, len(joined) + 1):
+        if index == len(joined) or not joined[index]:
+            if index - 1 > start:
+                chains.append((start, index - 1))
+            start = index
+    return chains
+
+
+# A negation of a setting named before by a pronoun: "without it", "turn that off", "disable it".
+PRONOUN_OFF = (r"\b(?:without|w/o|disable|no more|turn off|switch off|drop)\s+(?:it|that|this)\b|"
+               r"\b(?:turn|switch)\s+(?:it|that|this)\s+off\b")  # fmt: skip
+
+
+# Only a conjunction between two settings' names: the second shares the first one's verb ("disable X and Y").
+COORDINATED = r"\s*(?:,\s*)?(?:and|or|nor|&|plus|as well as|,)\s*(?:the\s+|also\s+)?"
 
 
 def _switch_value(lowered: str, mention: re.Match) -> str | None:
@@ -296,13 +389,26 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
     after = re.split(CLAUSE, lowered[mention.end() : mention.end() + 30])[0]
     before_words = " ".join(re.findall(r"[\w'/]+", before)[-3:])
     after_words = " ".join(re.findall(r"[\w'/]+", after)[:3])
+    if re.search(KEEP_BEFORE, before_words) and not re.search(STATE_AFTER, after_words):
+        return "keep"  # "don't touch packing", "leave AC as it is": no change, and no negation
     if re.search(NEGATION_BEFORE, before_words) or re.search(NEGATION_AFTER, after_words):
         return "false"
     if re.search(r"\b(?:with|enable|enabling|turn on|switch on|use|using|w/|on)\s*$", before_words + " ") or re.search(
-        r"^(?:\s*(?:turned|switched|set|is|being|to|=|:))*\s*(?:on|enabled|true|yes|1)\b", after_words
+        r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?:on|enabled|true|yes|1)\b", after_words
     ):
         return "true"
+    if re.search(KEEP_AFTER, after):
+        return "keep"
     return None
+
+
+# A setting named to be left as it is: neither on nor off, and no doubt either.
+KEEP_BEFORE = r"\b(?:(?:don'?t|do not|never)\s+(?:touch|change|modify|alter|mess with)|leave|keep)(?:\s+the)?\s*$"
+KEEP_AFTER = (
+    r"^\s*(?:(?:is\s+|are\s+)?(?:left|kept|stays?|remains?)\s+)?(?:as (?:it )?is|unchanged|as before|untouched|alone|"
+    r"at (?:its |the )?default)\b"
+)
+STATE_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?:on|off|enabled|disabled|true|false)\b"
 
 
 def _optimizer(lowered: str, entities: Entities) -> None:
@@ -317,6 +423,8 @@ def _optimizer(lowered: str, entities: Entities) -> None:
         entities.add("vague_setting", "seq_len", (0, 0))
     if re.search(VAGUE_CHANGE, lowered):
         entities.add("vague_setting", "other", (0, 0))
+    if re.search(VAGUE_REFERENCE, lowered):
+        entities.add("vague_reference", True, (0, 0))
 
 
 def _names(text: str, entities: Entities, known: Known) -> None:
@@ -347,6 +455,7 @@ def _names(text: str, entities: Entities, known: Known) -> None:
             )  # "the lr" is no sweep, "the lr sweep" is
             if noun in nouns and (path := known.resolve(word, kind)):
                 entities.add(label, path, found.span())
+    _described(lowered, entities, known)
     for found in re.finditer(r"\b(?:the|my|our|your)\s+(\w+)(?:\s+file)?\b", lowered):
         if found.group(1) not in NOT_FILES and (path := known.stem(found.group(1))):
             entities.add("file", path, found.span())
@@ -362,6 +471,59 @@ def _names(text: str, entities: Entities, known: Known) -> None:
         entities.add("run", known.runs[0], (0, 0))
     if known.sweeps and re.search(latest + r"sweep\b", lowered):
         entities.add("sweep", known.sweeps[0], (0, 0))
+
+
+# A run or sweep described, not named: "the ddp baseline", "the learning rate sweep", "the FSDP run", "the layout one".
+DESCRIBED = (r"\b(?:the|that|this|my|our|your)\s+((?:(?!(?:the|an?|of|in|on|at|for|with|to|and|or|that|this|my|our|"
+             r"what|which|is|was)\b)[a-z0-9][\w'.-]*\s+){1,4}?)"
+             r"(run|sweep|one|job|baseline|training|attempt|try)\b(?!\s*(?:=|\.\w))")  # fmt: skip
+# Or after its noun: "the run that crashed", "the one which ran out of memory".
+DESCRIBED_AFTER = (r"\bthe\s+(run|one|attempt)\s+(?:that|which)\s+((?:crashed|failed|died|broke|blew up|completed|"
+                   r"finished|succeeded|worked|oom'?(?:ed|'d|d)|ran out of memory|went oom))\b")  # fmt: skip
+# Words of a description that do not describe one run ("the latest run", "the same one", "my first training").
+GENERIC = NOT_NAMES | {"previous", "recent", "newest", "current", "most", "new", "entire", "main", "final", "actual",
+                       "training", "real", "full", "big", "small", "short", "quick", "one", "two", "earlier", "older",
+                       "old", "second", "third", "it", "its", "whole", "sweep", "runs", "sweeps", "default",
+                       "usual"}  # fmt: skip
+# A sweep by what it varies: "the sweep over learning rates", "the sweep across layouts".
+SWEPT_OVER = r"\bthe\s+sweep\s+(?:over|of|on|across|for)\s+(?:the\s+)?((?:learning rates?|lrs?|layouts?|\w+))\b"
+# Descriptions in other words than the facts' own (agent.understanding.known.Known.facts).
+DESCRIPTOR_WORDS = [(r"\blearning rates?\b", "lr"), (r"\btensor[- ]parallel\w*\b", "tp"),
+                    (r"\bpipeline[- ]parallel\w*\b", "pp"), (r"\bfully[- ]sharded(?: data[- ]parallel)?\b", "fsdp"),
+                    (r"\bdistributed data[- ]parallel\b|\bdata[- ]parallel\b", "ddp"),
+                    (r"\b(?:ran |run |went )?out of memory\b|\b(?:went )?oom'?(?:ed|'d|d)?\b", "oom")]  # fmt: skip
+
+
+def _described(lowered: str, entities: Entities, known: Known) -> None:
+    """Runs and sweeps described by their layout, outcome, name parts or what a sweep varies (Known.describe): the
+    one that fits, or the choice when several do (the planner then asks which)."""
+    taken = [e.span for e in entities.found if e.kind in ("run", "sweep") and e.span[1] > e.span[0]]
+    phrases = [(f, f.group(1), f.group(2)) for f in re.finditer(DESCRIBED, lowered)]
+    phrases += [(f, f.group(2), f.group(1)) for f in re.finditer(DESCRIBED_AFTER, lowered)]
+    phrases += [(f, f.group(1), "sweep") for f in re.finditer(SWEPT_OVER, lowered)]
+    for found, words, head in phrases:
+        if any(start < found.end() and found.start() < end for start, end in taken):
+            continue
+        words = re.sub(r"\b(?:crashed|died|broke|blew up|blown up|dead|busted)\b", "failed", words)
+        words = re.sub(r"\b(?:completed|succeeded|worked)\b", "finished", words)
+        for pattern, word in DESCRIPTOR_WORDS:
+            words = re.sub(pattern, word, words)
+        words = [w for w in re.findall(r"[a-z0-9]+", words) if w not in ("s", "very", "one")]
+        if head in ("sweep", "sweeps") or (head == "one" and re.search(r"\bsweeps?\b", lowered)):
+            kinds = ["sweeps"]
+        elif head == "baseline":
+            kinds, words = ["runs", "sweeps"], [*words, head]
+        else:
+            kinds = ["runs"] if head != "one" else ["runs", "sweeps"]
+        matches = [(kind, path) for kind in kinds for path in known.describe(words, kind)]
+        label = {"runs": "run", "sweeps": "sweep"}
+        if not matches and known.root and not (set(words) & GENERIC) and not any(known.config(w) for w in words):
+            # "the llama run": a description that fits nothing here is asked about, never the latest in its place
+            entities.add("unknown_description", found.group(0), found.span())
+        if len(matches) == 1:
+            entities.add(label[matches[0][0]], matches[0][1], found.span())
+        elif len({kind for kind, _ in matches}) == 1:
+            entities.add(label[matches[0][0]] + "_choice", [path for _, path in matches], found.span())
 
 
 def _name(tokens: list[re.Match], entities: Entities, known: Known) -> None:

@@ -20,22 +20,27 @@ from typing import Any
 
 from trainer.config import ConfigError
 from trainer.hardware import GPU_ALIASES, GPUS, gpu_preset
-from trainer.layout import FAMILY_OF_DIM, MESH_DIMS, Layout
+from trainer.layout import FAMILY_OF_DIM, LAYOUT_DIMS, Layout
 from trainer.model.presets import MODELS, REFUSED, model_override, model_preset, preset_key
 
 SLASH_COMMANDS = ("help", "plan", "why", "run", "status", "results", "cancel", "hardware", "runs", "read", "sweep",
                   "bench", "report", "pr", "compare", "trials", "where", "docs")  # fmt: skip
 # Layout words, longest phrases first so that "fully sharded data parallel" is not read as "data parallel".
 LAYOUT_WORDS: list[tuple[str, str]] = [
-    (r"fully[- ]sharded(?: data[- ]parallel)?|fsdp2?|zero[- ]?3|zero stage 3", "dp_shard"),
+    (
+        r"fully[- ]sharded(?: data[- ]parallel)?|fsdp2?|zero[- ]?3|zero stage 3|(?:data|dp)[- ]shard(?:ing|ed)?|"
+        r"shard(?:ed|ing)? data(?:[- ]parallel\w*)?",
+        "dp_shard",
+    ),
     (r"hsdp|hybrid[- ]shard(?:ing|ed)?(?: data[- ]parallel)?", "hsdp"),
     (r"ddp|distributed data[- ]parallel|data[- ]parallel(?:ism)?|replicated?", "dp_replicate"),
     (r"tensor[- ]parallel(?:ism)?|tp", "tp"),
     (r"pipeline[- ]parallel(?:ism)?|pipelined?|pp", "pp"),
     (r"context[- ]parallel(?:ism)?|ring attention|cp", "cp"),
+    (r"expert[- ]parallel(?:ism)?|ep", "ep"),  # borrows dp_shard x cp's ranks: multiplies no processes
 ]
 # Layouts people name that meshpilot does not have: asked about rather than guessed.
-UNKNOWN_LAYOUTS = r"zero[- ]?[12]\b|zero stage [12]|deepspeed|megatron|expert[- ]parallel\w*|sequence[- ]parallel\w*"
+UNKNOWN_LAYOUTS = r"zero[- ]?[12]\b|zero stage [12]|deepspeed|megatron|sequence[- ]parallel\w*"
 TOPICS = {
     "memory": r"memory|\bmem\b|\boom\b|gib|\bram\b|vram",
     "optimizer": r"optimi[sz]er",
@@ -67,7 +72,7 @@ COMMON = set(VOCABULARY) | set(_COMMON.split())
 _NUMBER = r"(\d+(?:\.\d+)?(?:e-?\d+)?)"
 _COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
 _UNKNOWN_GPU = r"\b(mi\d{3}x?|v100|p100|t4|b200|gb200|gh200|l4|a6000|a40|rtx ?[2-5]0[6-9]0(?: ti)?)s?\b"
-_GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx ?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gb)?s?\b"
+_GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx ?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gi?b)?s?\b"
 
 
 @dataclass
@@ -125,8 +130,10 @@ def first_reading(fixed: str) -> str:
     return "wait" if re.search(_WAIT, lowered) else _classify(lowered)
 
 
-def read_facts(fixed: str, command: str, text: str | None = None) -> Intent:
-    """The facts of a sentence as `command` takes them ("8 GPUs" are a plan's devices, a launch's processes)."""
+def read_facts(fixed: str, command: str, text: str | None = None, devices: int | None = None) -> Intent:
+    """The facts of a sentence as `command` takes them ("8 GPUs" are a plan's devices, a launch's processes).
+    `devices`: the GPUs the conversation just planned for, which a launch's layout word without a degree splits
+    ("ok go with fsdp then" after a plan on 2 GPUs is dp_shard=2)."""
     lowered = fixed.lower()
     waiting = command == "wait"  # "wait for the sweep": a status, given once the job ended
     intent = Intent("status" if waiting else command, {"wait": "yes"} if waiting else {}, text=text or fixed)
@@ -135,7 +142,7 @@ def read_facts(fixed: str, command: str, text: str | None = None) -> Intent:
     _model_fact(lowered, intent)
     _run_facts(fixed, lowered, intent)
     if intent.command == "run":
-        _launch_layout(lowered, intent)
+        _launch_layout(lowered, intent, devices)
         _overrides(fixed, lowered, intent)
     elif intent.command == "plan" and "nproc" in intent.args:
         intent.args.setdefault("devices", intent.args.pop("nproc"))
@@ -258,13 +265,15 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
     if found := re.search(r"\b(?:on|across|over|with)\s+(?:a|an|one)\s+(?:single\s+)?(?:gpu|device)\b", lowered):
         args.setdefault("devices" if intent.command in ("plan", "why") else "nproc", 1)
     if "gpu" not in args and (found := re.search(r"\b(\d+(?:\.\d+)?)\s*(gi?b)\b", lowered)):
-        args["device_mem"] = found.group(1) + ("GiB" if found.group(2) == "gib" else "GB")
+        args["device_mem"] = f"{found.group(1)}GiB"  # a device's GB is its GiB (entities.device_memory)
     if found := re.search(
         r"(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|is|were|was|at|be)?\s*(\d+)\s*(k?)\b|"
-        r"\b(\d+)\s*(k?)(?:[ -]token)?\s+(?:context|sequences?|seq(?:uence)? len(?:gth)?)\b",
+        r"\b(\d+)\s*(k?)(?:[ -]tokens?)?\s+(?:context|sequences?|seq(?:uence)?(?:[ _]len(?:gth)?)?)\b|"
+        r"\bat\s+(\d+)\s*(k)\b(?!\s*(?:steps?|iter\w*|trials?|tok\w*/|tokens? per))|"  # "fit ... at 8k?": context
+        r"\bat\s+(\d+)\s*(k?)\s*tokens?\b(?!\s*(?:/|per\b|a second))",  # "at 4096 tokens", not "at 900 tokens/s"
         lowered,
     ):
-        number, kilo = (found.group(1), found.group(2)) if found.group(1) else (found.group(3), found.group(4))
+        number, kilo = next((found.group(i), found.group(i + 1)) for i in (1, 3, 5, 7) if found.group(i))
         args["seq_len"] = int(number) * (1024 if kilo else 1)
 
 
@@ -279,11 +288,15 @@ def _count(word: str) -> int:
     return int(word) if word.isdigit() else _COUNT_WORDS[word]
 
 
+# The mixture-of-experts presets by name (tried first: "qwen3-30b-a3b" is not "qwen3-30b").
+_MOE_NAMES = r"qwen3[\s-]\d+b[\s-]a\d+b|gpt[\s-]oss[\s-]\d+b|deepseek[\s-]v3|mixtral[\s-]8x\d+b"
+
+
 def _model_fact(lowered: str, intent: Intent) -> None:
     """A model preset by its name ("llama-3.1-8b", "Llama 3.1 8B") or by family and size ("a 7B llama")."""
     families = "llama|mistral|mixtral|qwen|gemma|smollm"
     named = re.search(
-        rf"\b(?:[\w-]+/)?((?:{families})[\s-]?\d+(?:\.\d)?[\s-]+\d+(?:\.\d)?\s?b|mistral[\s-]7b|mixtral[\s-]8x7b)\b",
+        rf"\b(?:[\w-]+/)?({_MOE_NAMES}|(?:{families})[\s-]?\d+(?:\.\d)?[\s-]+\d+(?:\.\d)?\s?b|mistral[\s-]7b)\b",
         lowered,
     )
     if named:  # a name with its version: the preset, or a question naming the closest
@@ -323,7 +336,7 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
         intent.words = runs
     if found := re.search(r"(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|\bsteps?\s*[=:]?\s*(\d+)\b", lowered):
         intent.args["steps"] = int(found.group(1) or found.group(2))
-    dims = "|".join(MESH_DIMS)
+    dims = "|".join(LAYOUT_DIMS)
     if found := re.search(rf"\b((?:{dims})=\d+(?:,(?:{dims})=\d+)*)", lowered):
         intent.args["layout"] = found.group(1)
     named = []
@@ -335,8 +348,20 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
     intent.families = named
 
 
-def _launch_layout(lowered: str, intent: Intent) -> None:
-    """The layout and process count of a launch, from every layout word and degree the request states."""
+# A self-correction: what follows it replaces what came before ("fsdp, actually make it ddp").
+CORRECTION = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b|\brather\b"
+
+
+def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> None:
+    """The layout and process count of a launch, from every layout word and degree the request states (those after
+    a self-correction, where it names a layout: "with fsdp, actually make it ddp" is DDP)."""
+    corrected = [m.end() for m in re.finditer(CORRECTION, lowered)]
+    layouts = "|".join(p for p, _ in LAYOUT_WORDS) + "|" + "|".join(LAYOUT_DIMS)
+    if corrected and re.search(rf"\b(?:{layouts})\b", lowered[corrected[-1] :]):
+        lowered = lowered[corrected[-1] :]
+        intent.args.pop("layout", None)
+        if found := re.search(rf"\b((?:{'|'.join(LAYOUT_DIMS)})=\d+(?:,(?:{'|'.join(LAYOUT_DIMS)})=\d+)*)", lowered):
+            intent.args["layout"] = found.group(1)
     if unknown := re.search(UNKNOWN_LAYOUTS, lowered):
         intent.clarify = (f"meshpilot has no {unknown.group(0)} layout. Did you mean FSDP (ZeRO-3: parameters, "
                           "gradients and optimizer state sharded), DDP, HSDP, TP, PP or CP?")  # fmt: skip
@@ -366,11 +391,15 @@ def _launch_layout(lowered: str, intent: Intent) -> None:
         rest = re.sub(rf"\b{words}\b", " ", rest)
     if not degrees:
         return
-    nproc = intent.args.get("nproc")
+    if "ep" in degrees and not _expert_degree(degrees, intent):
+        return
+    nproc = intent.args.get("nproc") or devices
     known = math.prod(d for d in degrees.values() if d)
     unknown = [dim for dim, d in degrees.items() if d is None]
     if len(unknown) == 1 and nproc and nproc % known == 0 and nproc // known > 1:
         degrees[unknown[0]] = nproc // known
+    elif unknown and nproc and nproc % known == 0 and len(splits := _splits(nproc // known, len(unknown))) == 1:
+        degrees.update(zip(unknown, splits[0], strict=True))  # "fsdp and tp on 4 gpus": 2 x 2 is the only split
     elif unknown:
         how = " and ".join(FAMILY_OF_DIM[d] for d in unknown)
         where = f"{nproc} processes" if nproc else "how many processes"
@@ -383,7 +412,29 @@ def _launch_layout(lowered: str, intent: Intent) -> None:
         intent.clarify = f"The layout {layout} needs {product} processes, not {nproc}: which do you want?"
         return
     intent.args["nproc"] = product
-    intent.args["layout"] = _layout_text(degrees)
+    intent.args["layout"] = _layout_text({**degrees, **intent.args.pop("ep", {})})
+
+
+def _expert_degree(degrees: dict[str, int | None], intent: Intent) -> bool:
+    """ep borrows dp_shard x cp's ranks (trainer.layout): set it aside from the degrees that multiply to the
+    processes, with dp_shard to borrow from where none is named. False (and a question) where no degree is given."""
+    ep = degrees.pop("ep")
+    if ep is None:
+        intent.clarify = (
+            "Which expert-parallel degree? It must divide the experts, e.g. `train it with dp_shard=4,ep=4`."
+        )
+        return False
+    if "dp_shard" not in degrees and "cp" not in degrees:
+        degrees["dp_shard"] = None
+    intent.args["ep"] = {"ep": ep}
+    return True
+
+
+def _splits(total: int, parts: int) -> list[tuple[int, ...]]:
+    """Every way to write `total` as an ordered product of `parts` degrees of at least 2."""
+    if parts == 1:
+        return [(total,)] if total >= 2 else []
+    return [(d, *rest) for d in range(2, total + 1) if total % d == 0 for rest in _splits(total // d, parts - 1)]
 
 
 def _example(degrees: dict[str, int | None], nproc: int | None) -> str:
@@ -416,7 +467,9 @@ _SWITCHES: list[tuple[str, str]] = [
 def _overrides(text: str, lowered: str, intent: Intent) -> None:
     """Learning rate and other keys, packing, activation checkpointing and a model preset, as `--set` values."""
     overrides = list(intent.args.pop("set", []))
-    overrides += re.findall(r"(?<![\w.])((?:train|data|model|hardware|search)\.[\w.]+=\S+)", text)
+    # "train.lr=2e-4, data.packing=false": the comma ends the value
+    overrides += [o.rstrip(",;") for o in re.findall(r"(?<![\w.])((?:train|data|model|hardware|search)\.[\w.]+=\S+)",
+                                                      text)]  # fmt: skip
     for pattern, key in _SETTINGS:
         if (found := re.search(pattern, lowered)) and not any(o.startswith(key + "=") for o in overrides):
             overrides.append(f"{key}={next(g for g in found.groups() if g)}")

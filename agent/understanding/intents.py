@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 
-from agent.understanding.entities import Entities
+from agent.understanding.entities import Entities, masked
 
 # "do" opens a question only before its subject: "do we have ...?", not "do the same as r1 with 50 steps".
 QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|were|did|does|would|could|should|"
             r"can|will|who|tell me|explain|do (?:you|we|i|they))\b")  # fmt: skip
 LAUNCH_VERB = r"\b(?:train|retrain|launch|relaunch|restart|start|kick off|fire off|fire up|run|rerun|re-run|try)\b"
-FOLLOW_UP = (r"^\W*(?:and|what about|how about|same|ok|okay|now|then|also|cool|great|instead|but|with)\b|\binstead\b|"
+FOLLOW_UP = (r"^\W*(?:(?:hmm+|hm+|um+|uh+|well|oh|ah|right|alright|so)\W+)*"  # "hmm, what about 8k?"
+             r"(?:and|what about|how about|same|ok|okay|now|then|also|cool|great|instead|but|with)\b|\binstead\b|"
              r"\bagain\b|\bsame\b|\btoo\b\W*$")  # fmt: skip
 ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs")
 
@@ -24,7 +25,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "hardware": [
         (r"\bhardware\b", 4),
         (
-            r"\bnvidia-smi\b|\bcpu cores?\b|\bhow much (?:ram|memory)\b.*\b(?:box|machine|host|computer|server|here)\b",
+            r"\bnvidia-smi\b|\bcpu cores?\b|"
+            r"\bhow much (?:v?ram|memory|gpu memory)\b.*\b(?:box|machine|host|computer|server|here|node)\b",
             5,
         ),
         (
@@ -36,7 +38,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bram\b", 1.5),
         (r"\b(?:accelerators?|gpus?|devices?|cores?|cpus?)\b.*\b(?:available|installed|attached|in here)\b", 4),
         (
-            r"\blscpu\b|\bhtop\b|\bfree -h\b|\bspecs\b|\bwhat (?:machine|box|hardware|computer|server)\b|"
+            r"\blscpu\b|\bhtop\b|\bfree -h\b|\bspecs\b|"
+            r"\b(?:gpu|system|hardware|machine|cpu) info\b|\bwhat (?:machine|box|hardware|computer|server)\b|"
             r"\b(?:machine|box|server) am i on\b",
             5,
         ),
@@ -52,14 +55,16 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo|"
             r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
             r"\boverview of (?:all |the |my )?runs\b|\blist (?:every|each) run\b|\bbeen run\b|"
-            r"^\W*ls\s+(?:-\w+\s+)?runs\b",
+            r"^\W*ls\s+(?:-\w+\s+)?runs\b|\bhow many (?:experiments|runs|jobs|trainings|training runs)\b",
             8,
         ),
         # "which experiments did I run here?", "what jobs have we trained", "give me the list"
         (
             r"\b(?:which|what) (?:experiments|jobs|trainings|runs)\b.*\b(?:ran|run|launched|trained|did|done)\b|"
             r"\b(?:which|what) (?:experiments|jobs|trainings) (?:are there|exist|do (?:i|we) have)\b|"
-            r"\b(?:list|overview) of (?:the |my |all )?(?:runs|experiments|jobs)\b|\bgive me the list\b|"
+            r"\b(?:list|overview|rundown|summary) of (?:the |my |all |every |each )?(?:\w+ )?"
+            r"(?:runs?|experiments?|jobs?)\b|"
+            r"\bgive me the list\b|"
             r"\bwhat (?:i'?ve|i have|we'?ve|we have|i|we) (?:already |ever )?(?:run|ran|launched|trained)\b",
             8,
         ),
@@ -67,7 +72,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "read": [
         (r"\b(?:cat|less|head|tail|print|dump)\b", 2),
         (r"\bwhat'?s in\b|\bwhat is in\b|\bcontents? of\b|\bshow me\b|\bshow\b|\bopen\b|\bread\b|\bdisplay\b", 1.5),
-        (r"\blog(?: file)?\b|\bfile\b", 1.5),
+        (r"\blog(?: file)?\b|\bfile\b|\bconfig(?:uration)?\b(?! (?:won|wins|was best))", 1.5),
         (r"\b(?:metrics|memory|steps|config|log)(?:\.\w+)? file\b", 3),
         # a reading verb and a file named by its extension: the file itself, not what its figures mean
         (r"\b(?:cat|less|head|tail|print|dump|show|open|display|read)\b.*\.(?:jsonl?|ya?ml|txt|md|log|csv|toml)\b", 4),
@@ -80,7 +85,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
         (
             r"\bloss\b|\btok(?:ens)?\s*/\s*s\b|\btokens per second\b|\bthroughput\b|\bmfu\b|\bmemory\b|"
-            r"\bnoise scale\b|\bgns\b|\bpeak\b|\bpredicted\b|\bmeasured\b|\bspeed\b|\butili[sz]ation\b",
+            r"\bnoise scale\b|\bgns\b|\bpeak\b|\bpredicted\b|\bmeasured\b|\bspeed\b|\butili[sz]ation\b|"
+            r"\bwhat happened\b|\bwhat went wrong\b|"
+            r"\bstats\b|\bstatistics\b|\b(?:headline |key |final )?(?:numbers|figures)\b|\bkpis?\b",
             2,
         ),
     ],
@@ -102,14 +109,19 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bwait (?:for|until|till|on)\b|\bblock until\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
             r"\bwait for it\b|\buntil it (?:ends|finishes)\b|\bnotify me when\b|\bhang on\b|"
             r"\buntil\b.*\b(?:completes|finishes|finished|ends|exits|is done|is over)\b|\bawait\b|"
-            r"\bhold on\b|\bhang tight\b",
+            r"\bhold on\b|\bhang tight\b|\b(?:ping|tell|notify|alert|message) me (?:once|when|as soon as|after)\b|"
+            r"\bonce (?:\S+ ){1,3}(?:is|has) (?:over|done|finished|ended|complete)\b",
             6,
         ),
     ],
-    "cancel": [(r"\b(?:cancel|kill|abort|stop|terminate|halt)\b", 5)],
+    "cancel": [
+        (r"\b(?:cancel(?:l?ing)?|kill(?:ing)?|abort(?:ing)?|stop(?:ping)?|terminat(?:e|ing)|halt(?:ing)?)\b", 5)
+    ],
     "trials": [
         (r"\bwinner\b|\bwho won\b|\bwhich\b.*\b(?:won|win|best|came out)\b|\btrials\b|\bwhat won\b", 3),
+        (r"\bwhat did (?:\S+ ){1,4}(?:pick|choose|find|select|conclude|recommend)\b", 2),
         (r"\bsweep\b", 1),
+        (r"^\W*sweeps?\W*$", 3),
     ],
     "sweep": [
         (
@@ -119,10 +131,14 @@ CUES: dict[str, list[tuple[str, float]]] = {
             6,
         ),
         (r"^\W*(?:(?:can|could|would) you |please |pls )*sweep\b", 6),
+        # "can we run 16 trials of the layout sweep": trials to run are a new sweep, whatever sweep they are like
+        (r"\b(?:run|start|launch|kick off|do|try)\s+(?:another\s+|\w+\s+)?\d+\s+(?:more\s+)?trials\b", 10),
         (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
     ],
     "bench": [
-        (r"\bbenchmark\b|\bevaluat\w*|\beval\b|\bbench\b", 5),
+        (r"\bbenchmarks?\b|\bevaluat\w*|\bevals?\b|\bbench\b", 5),
+        # "how good is r1's checkpoint on our benchmarks?": a question answered by running the benchmark
+        (r"\b(?:on|in|at|against) (?:our|the|my|its|a|your) (?:\w+ )?(?:benchmarks?|evals?|eval suite)\b", 2),
         (r"\b(?:run|start|launch|kick off|do)\s+(?:a |an |the )?(?:\w+ )?(?:benchmark|eval\w*)", 2),
     ],
     "report": [(r"\breport\b|\bwrite[- ]?up\b|\bwrite it up\b", 4)],
@@ -157,7 +173,10 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
     """The score of every intent for the normalised sentence `text`."""
     lowered = text.lower()
     scores = {intent: sum(w for rule, w in cues if re.search(rule, lowered)) for intent, cues in CUES.items()}
-    scores["run"] += 3 if launch_verb(lowered) else 0
+    # a name is no cue: "memory.json" names a file, it does not ask about memory; "the failed one" names a run
+    for intent in ("results", "status"):
+        scores[intent] = sum(w for rule, w in CUES[intent] if re.search(rule, masked(lowered, entities)))
+    scores["run"] += 3 if launch_verb(masked(lowered, entities)) else 0  # "tp-try" names a run: no "try" in it
     if grammar != "help":  # the grammar's first reading: one cue among the others
         scores[grammar] = scores.get(grammar, 0) + 2.5
     _entity_cues(lowered, entities, scores)
@@ -169,6 +188,10 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         for action in ("run", "sweep", "bench"):
             scores[action] = -10.0
         scores["plan"] += 2
+    if previous in ("plan", "run") and entities.has(
+        "times", "relative"
+    ):  # "double the gpus": the action before, changed
+        scores[previous] += 3
     if previous and re.search(FOLLOW_UP, lowered):
         scores[previous] = scores.get(previous, 0) + 2.5
         replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len")
@@ -191,6 +214,8 @@ def launch_verb(lowered: str) -> bool:
     for found in re.finditer(LAUNCH_VERB, lowered):
         before = re.findall(r"[\w']+", lowered[: found.start()])
         if found.group(0) in ("run", "start", "train", "try") and before and before[-1] in NOUN_BEFORE:
+            continue
+        if found.group(0) == "run" and before and set(before[-1]) == {"_"}:  # "the tp try run": a name, masked
             continue
         if found.group(0) == "run" and re.match(
             r"\s*(?:'s|status|dir|directory|folder|results?)\b", lowered[found.end() :]
@@ -234,6 +259,14 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
             scores["results"] = 0
     if entities.has("file"):
         scores["read"] += 3
+        named = re.search(r"\.(?:jsonl?|ya?ml|txt|md|log|csv|toml)\b", lowered)
+        if named and not launch_verb(masked(lowered, entities)):  # "tp-try memory.json": that file, not its topic
+            scores["read"] += 2
+    if entities.has("vague_hardware") and re.search(
+        r"\bwhat if\b|\bif (?:i|we) (?:had|got|get)\b|\b(?:would|could)\b", lowered
+    ):
+        scores["plan"] += 3  # "what if we had more hardware?": hardware that is not this machine's
+        scores["hardware"] -= 3
     if entities.has("experiment") or entities.has("trials"):
         scores["sweep"] += 1 if scores["sweep"] > 0 else 0
     if entities.has("trials") and not entities.has("sweep"):

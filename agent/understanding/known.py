@@ -63,6 +63,42 @@ class Known:
         prefixed = [n for n in names if n.split("-")[0] == word or n.startswith(word + "-")]
         return names[prefixed[0]] if len(prefixed) == 1 and len(word) >= 2 else None
 
+    def describe(self, words: list[str], kind: str) -> list[str]:
+        """The runs or sweeps (`kind`) that every one of `words` describes: a part of its name ("baseline"), its
+        layout ("ddp", "fsdp", "tp"), its outcome ("failed", "oom", "finished"), or for a sweep what its trials
+        vary ("lr", "layout"). "the ddp baseline" is baseline-ddp, "the learning rate sweep" is lr-scan."""
+        candidates = self.runs if kind == "runs" else self.sweeps
+        wanted = [singular(w) for w in words]
+        return [c for c in candidates if wanted and all(_fits(w, self.facts(c)) for w in wanted)]
+
+    def facts(self, path: str) -> set[str]:
+        """The words that describe a run or a sweep (see describe)."""
+        name = path.split("/", 1)[-1].lower()
+        found = {singular(part) for part in re.split(r"[-_.]", name) if part}
+        if self.root is None:
+            return found
+        if path.startswith("runs/"):
+            metrics = _json(self.root / path / "metrics.json")
+            found |= _layout_words(metrics.get("layout") or {})
+            status = str(metrics.get("status", "")).lower()
+            if status:
+                found |= {"finished", "successful", "ok", "good", "completed", "done"} if status == "ok" else {
+                    "failed", "crashed", "broken", "bad", status}  # fmt: skip
+            return found
+        trials = _json(self.root / path / "summary.json").get("trials") or []
+        layouts = {json.dumps((t.get("params") or {}).get("layout"), sort_keys=True) for t in trials}
+        if len(layouts) > 1:
+            found |= {"layout", "parallelism", "mesh"}
+        settings: dict[str, set[str]] = {}
+        for trial in trials:
+            for setting in trial.get("settings") or []:
+                key, _, value = str(setting).partition("=")
+                settings.setdefault(key, set()).add(value)
+        for key, values in settings.items():
+            if len(values) > 1:
+                found.add(singular(key.rsplit(".", 1)[-1]))
+        return found
+
     def launch_of(self, run: str) -> dict[str, object]:
         """The layout and processes a run ran with, from its metrics.json: what "the same as r1" repeats."""
         if self.root is None:
@@ -96,7 +132,7 @@ class Known:
 
 def _newest(root: Path, kind: str) -> list[str]:
     """The directories under root/kind, newest first: the order of the tools' list_results (agent.tools)."""
-    from agent.tools import _newest as newest_first
+    from agent.tools import _newest as newest_first  # imported here: agent.tools loads langgraph (a second)
 
     return [f"{kind}/{d.name}" for d in newest_first(root / kind)]
 
@@ -107,3 +143,34 @@ def _files(root: Path) -> list[str]:
     found += [p for p in root.glob("*/*") if p.is_file() and not p.parts[-2].startswith(".")]
     found += [p for p in root.glob("runs/*/*") if p.is_file()]
     return sorted(str(p.relative_to(root)) for p in found if p.suffix in FILE_SUFFIXES)
+
+
+# Words for a layout's parallelism, as people name a run by it ("the ddp baseline", "the FSDP run").
+_LAYOUT_NAMES = {"dp_shard": {"fsdp", "sharded", "zero3"}, "dp_replicate": {"ddp", "replicated", "replicate"},
+                 "tp": {"tp", "tensor"}, "pp": {"pp", "pipeline"}, "cp": {"cp", "context"}}  # fmt: skip
+
+
+def _layout_words(layout: dict) -> set[str]:
+    used = {dim for dim, degree in layout.items() if isinstance(degree, int) and degree > 1}
+    if {"dp_shard", "dp_replicate"} <= used:
+        return {"hsdp", "hybrid"} | {w for d in used - {"dp_shard", "dp_replicate"} for w in _LAYOUT_NAMES[d]}
+    return {w for dim in used for w in _LAYOUT_NAMES.get(dim, set())}
+
+
+def _fits(word: str, facts: set[str]) -> bool:
+    """A word of a description is a fact, or the fact's short form is the word's start ("november" for "nov")."""
+    return word in facts or any(len(f) >= 3 and word.startswith(f) for f in facts)
+
+
+def singular(word: str) -> str:
+    """A word without its plural "s" ("layouts" is "layout"), lowered."""
+    word = word.lower()
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _json(path: Path) -> dict:
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}

@@ -10,40 +10,76 @@ import re
 
 from agent.understanding.grammar import COMMON, VOCABULARY, _one_swap
 
-NUMBER_WORDS = {"a hundred": 100, "a thousand": 1000, "hundred": 100, "thousand": 1000, "two": 2, "three": 3,
-                "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11,
-                "twelve": 12, "fifteen": 15, "sixteen": 16, "twenty": 20, "thirty": 30, "thirty-two": 32, "forty": 40,
-                "fifty": 50, "sixty": 60, "sixty-four": 64, "eighty": 80}  # fmt: skip
+# Number words, composed as people say them ("seventy", "thirty-two", "two hundred", "three point two"): a run of
+# them is one number; "one" alone is a number only before what it counts ("the layout one" is no count).
+# "zero" is no count here: ZeRO-2 and ZeRO-3 are names of layouts.
+_UNIT_WORDS = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen"
+UNITS = {w: n for n, w in enumerate([*_UNIT_WORDS.split(), "seventeen", "eighteen", "nineteen"], 1)}
+_TEN_WORDS = "twenty thirty forty fifty sixty seventy eighty ninety"
+TENS = {w: 10 * n for n, w in enumerate(_TEN_WORDS.split(), 2)}
+SCALES = {"hundred": 100, "thousand": 1000}
+_WORD = "|".join(sorted([*UNITS, *TENS, *SCALES], key=len, reverse=True))
+NUMBER_RUN = re.compile(
+    rf"\b(?:an?\s+(?=hundred|thousand))?(?:{_WORD})(?:(?:\s+|-)(?:and\s+)?(?:{_WORD}|point))*\b", re.I
+)
+# What a lone "one" counts when it is a count ("one gpu", "one e minus three"), not a pronoun ("the fast one").
+ONE_COUNTS = r"\s*(?:gpus?|cards?|devices?|nodes?|machines?|box|hosts?|process|proc|rank|worker|step|trial|e\s+minus\b)"
+# Other languages users mix in (German mostly): the English word the rules read.
+FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne": "without", "mit": "with",
+           "kein": "no", "keine": "no", "nicht": "not", "aus": "off", "und": "and", "nur": "only", "planen": "plan",
+           "karten": "cards", "grafikkarten": "gpus", "prozesse": "processes", "starte": "start", "starten": "start",
+           "trainiere": "train", "trainieren": "train", "sans": "without", "sin": "without", "auf": "on",
+           "je": "each", "warte": "wait", "zeig": "show", "zeige": "show", "ergebnisse": "results",
+           "abbrechen": "cancel", "stoppe": "stop",
+           # Spanish
+           "con": "with", "pasos": "steps", "nodos": "nodes", "tarjetas": "cards", "lanza": "launch",
+           "lanzar": "launch", "entrena": "train", "entrenar": "train", "espera": "wait", "esperar": "wait",
+           "cancela": "cancel", "cancelar": "cancel", "muestra": "show", "resultados": "results",
+           "procesos": "processes", "cada": "each",
+           # French
+           "avec": "with", "étapes": "steps", "noeuds": "nodes", "nœuds": "nodes", "lance": "launch",
+           "lancer": "launch", "entraîne": "train", "attends": "wait", "annule": "cancel",
+           "résultats": "results"}  # fmt: skip
 # Words the new rules read too (intents and entities): corrected like the grammar's own VOCABULARY.
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
 trials"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
-_KEEP = (
-    "gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note replica replicas shard shards"
-)
+# mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
+_KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
+replica replicas shard shards"""
 # Everyday English words one edit away from a word the rules read ("here" from "where", "were" from "where",
 # "than" from "then"): correct words are never typos.
 _ENGLISH = """here there were than then them they their these those this that what when whom whose with have
 make made take give like same some more most much many also each from into onto over only just very well good
 best fine done does been being will would could should shall must might time times last next first other
 again still ever even once both such into your yours ours mine away back about after before while since until
-part parts rest test tests case cases type types plan plans step stop start starts state status store"""
+part parts rest test tests case cases type types plan plans step stop start starts state status store
+boss cold date dinner exist full hate late lose lost lots race rates seep sleep star stat states stats steep sweet
+toss world"""
 KEEP = COMMON | set(_KEEP.split()) | set(_ENGLISH.split())  # words the typo fixer must leave alone ("repo" is no
 # typo of "report")
 
 
 # Chat shorthand read as the word it stands for ("wat step", "stop n relaunch", "w 4 gpus", "hold on till it ends").
 SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", "ur": "your", "pls": "please",
-             "plz": "please", "till": "until", "til": "until", "'til": "until", "twice": "2 x",
-             "thrice": "3 x"}  # fmt: skip
-BARE_COUNT = r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|$|\band\b|\bfor\b|\bwith\b))"
+             "plz": "please", "gimme": "give me", "lemme": "let me", "till": "until", "til": "until", "'til": "until",
+             "twice": "2 x", "thrice": "3 x"}  # fmt: skip
+BARE_COUNT = r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|[?!]|$|\band\b|\bfor\b|\bwith\b|\binstead\b))"
 
 
 def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     """`text` with typos fixed and numbers written as digits; case and paths kept."""
-    text = _fix_typos(text, {k.lower() for k in known})
+    known = {k.lower() for k in known}
+    text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
+    text = _fix_typos(text, known)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
+    # dictated GPU names before numbers are composed: "a one hundred forty gig" is an A100 of 40 GiB, not 140
+    text = re.sub(r"\b([ah])\s+one\s+hundred(s?)\b", r"\g<1>100\2", text, flags=re.I)
+    text = re.sub(r"\bh\s+two\s+hundred(s?)\b", r"h200\1", text, flags=re.I)
+    text = NUMBER_RUN.sub(_digits, text)
+    # "1 e minus 3", "1e minus 3" (said or typed loosely): the number 1e-3
+    text = re.sub(r"\b(\d+(?:\.\d+)?)\s*e\s*minus\s*(\d+)\b", r"\1e-\2", text, flags=re.I)
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s+times\s+(?=as\b|longer\b|more\b|the\b)", r"\1 x ", text, flags=re.I)
     # "2 of those nodes", "4 of these cards": the count of that noun
     text = re.sub(r"\b(\d+)\s+of\s+(?:those|these|the|them|our|my)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
@@ -51,7 +87,14 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gigs?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
     text = re.sub(r"\b(\d+)\s*x\b(?=\s*[a-z])", r"\1 x", text, flags=re.I)  # 4x RTX 4090, 8x h100
-    text = re.sub(r"\b(?:a|one) single\b", "1", text, flags=re.I)
+    text = re.sub(r"\b(?:a|one) single\b|\bsingle\b(?=\s+(?:process|proc|gpu|card|device|node|machine|rank))", "1",
+                  text, flags=re.I)  # fmt: skip
+    text = re.sub(r"\b(?:a\s+)?(?:pair|couple)\s+of\b", "2", text, flags=re.I)  # "a pair of 4090s"
+    # dictated GPU names: "h 100" is h100, "4 a 100" is 4 a100 (a count before "a" makes it no article)
+    text = re.sub(r"\bh\s+(100|200)\b", r"h\1", text, flags=re.I)
+    text = re.sub(r"\b(\d+\s+)a\s+(100|10)\b", r"\1a\2", text, flags=re.I)
+    text = re.sub(r"\bboth\s+(?=(?:gpus|cards|devices|nodes|machines|boxes)\b)", "2 ", text, flags=re.I)
+    text = re.sub(r"\b(\d+)\s+(?:such|identical|similar|more such)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
     text = re.sub(r"\bctx\b", "context", text, flags=re.I)
     text = re.sub(r"\bckpts?\b", "checkpoint", text, flags=re.I)
     text = re.sub(r"\blearning[-_]rate\b", "learning rate", text, flags=re.I)
@@ -64,7 +107,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # HSDP in words: "2 replicas x 2 shards", "2 replicas and 2 shards" are its degrees
     text = re.sub(r"\b(\d+)\s+replicas?\s*(?:x|and|by|times|,|with)?\s*(\d+)\s+shards?\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
-    return re.sub(r"\b(" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True)) + r")\b", _digits, text, flags=re.I)
+    return text
 
 
 def _shorthand(found: re.Match) -> str:
@@ -75,8 +118,45 @@ def _gig(found: re.Match) -> str:
     return f"{found.group(1) or found.group(2)}GiB"
 
 
+def _foreign(found: re.Match) -> str:
+    return FOREIGN[found.group(1).lower()]
+
+
 def _digits(found: re.Match) -> str:
-    return str(NUMBER_WORDS[found.group(1).lower()])
+    """A run of number words as digits; words that do not continue a number start the next one ("two three" is
+    "2 3", "three point two" is 3.2: one digit after "point", as in a version; "and" joins only after a hundred)."""
+    text = found.group(0)
+    words = re.findall(r"[a-z]+", text.lower())
+    if words == ["one"] and not re.match(ONE_COUNTS, found.string[found.end() :], re.I):
+        return text
+    out: list[str] = []
+    total = current = 0
+    last, joined, point = "", False, False
+    for word in words:
+        if word in ("a", "an"):
+            continue
+        if word in ("and", "point"):
+            joined, point = word == "and", word == "point"
+            continue
+        if point and last and UNITS.get(word, 10) < 10:
+            out.append(f"{total + current}.{UNITS[word]}")
+            total = current = 0
+            last, point = "", False
+            continue
+        continues = (word in SCALES and last not in SCALES) or (UNITS.get(word, 10) < 10 and last in TENS)
+        continues = continues or (last in SCALES and word not in SCALES)
+        if (last and not continues) or (joined and last not in SCALES):
+            out.append(str(total + current) + (" and" if joined else ""))
+            total = current = 0
+        if word in SCALES:
+            value = max(current, 1) * SCALES[word]
+            total, current = (total + value, 0) if word == "thousand" else (total, value)
+        else:
+            current += UNITS.get(word, TENS.get(word, 0))
+        last, joined = word, False
+    if last:
+        out.append(str(total + current))
+    return " ".join(out) + (" point" if point else "")
 
 
 def _one_edit(word: str, known: str) -> bool:
@@ -99,6 +179,8 @@ def _fix_typos(text: str, known: set[str]) -> str:
         if len(lowered) < 4 or lowered in KEEP or lowered in known or lowered in WORDS:
             return word
         if lowered + "s" in WORDS or lowered.removesuffix("s") in WORDS:  # "step" is no typo of "steps"
+            return word
+        if lowered.removesuffix("s") in KEEP or lowered.removesuffix("es") in KEEP:  # "states" is no "status"
             return word
         close = [w for w in WORDS if _one_swap(lowered, w)] or [w for w in WORDS if _one_edit(lowered, w)]
         return close[0] if len(set(close)) == 1 or (close and _one_swap(lowered, close[0])) else word

@@ -1,4 +1,5 @@
-"""Model FLOPs for honest MFU: 6 per matmul parameter per token, plus causal attention over real documents.
+"""Model FLOPs for honest MFU: 6 per matmul parameter per token (of a mixture of experts, per active parameter: the
+routed experts at top_k / experts), plus causal attention over real documents.
 
 Attention is counted over each document's own causal context (a token at position c attends to c + 1 keys),
 not the padded or packed row length, so packing does not inflate MFU with work that a mask throws away.
@@ -41,5 +42,6 @@ def mfu(
     if peak is None:
         return None
     width = config.num_attention_heads * head_dim(config)
-    flops = step_flops(count_parameters(config)["matmul"], width, config.num_hidden_layers, tokens, attention_pairs)
+    counts = count_parameters(config)  # an MoE model's FLOPs are its active parameters' (top_k of the routed experts)
+    flops = step_flops(counts["active_matmul"], width, config.num_hidden_layers, tokens, attention_pairs)
     return flops / seconds / (peak * devices)

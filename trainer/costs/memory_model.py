@@ -29,10 +29,29 @@ whole sequence's k and v (2q/tp per token of the sequence, i.e. 2q cp/tp per loc
 dense mask makes SDPA repeat them), and on CPU each local query's mask row still spans all s keys; on CUDA the mask
 is a function of global positions and document ids (trainer.parallel.context_parallel), with no dense rows.
 
+Mixture-of-experts layers (trainer.parallel.expert_parallel's forward, which the trainer runs for ep = 1 too) keep,
+per token and MoE layer, in place of the dense MLP's 4i: for each of its top_k (token, expert) pairs the row sent to
+the expert, the expert's output and the weighted output (3h), the expert's gate-up output, activation and product
+(4I, I the expert's intermediate width), in the compute dtype; the router's fp32 probabilities over the E experts,
+its top-k values and their sum, a weight per pair (fp32), and three int64 indices per pair (top-k, the pairs' tokens,
+their order); shared experts as a dense MLP (4 I_shared). Counted storage by storage on transformers' Mixtral
+(tests/test_moe_costs.py checks it against what autograd saves). Selective checkpointing keeps every other
+matmul's output (trainer.parallel.activation_checkpointing), so what an MoE layer keeps follows the order of its
+matmuls: the router's logits (E) and each pair's down projection (h), or where the shared expert runs first (Qwen2-MoE)
+its gate and down and each pair's gate-up output (2I). Expert parameters are split over ep on the expert dimension
+(each rank keeps E/ep consecutive experts), then FSDP2 chunks them over the dp_shard x cp ranks left
+(expert_shard_degree, on the expert dimension, as trainer.parallel.data_parallel shards them); every other
+parameter is chunked over all of dp_shard x cp, as in a dense model. The load is
+taken as even: the rows a rank's experts receive are top_k x its own tokens (uneven routing costs time:
+trainer.costs.throughput).
+
 Temporaries are the peaks that live only briefly: one chunk's logits and their gradient (`loss_temporary_bytes`;
 a pipeline's whole micro-batch's), the output head's whole weight gradient before it is accumulated, a recomputed
 layer under activation checkpointing (a whole layer under full, what selective does not keep under selective), and
-FSDP's two gathered layers (the current one and the prefetched next), gathered in bf16 under mixed precision.
+FSDP's two gathered layers (the current one and the prefetched next; the largest layer, which in an MoE model is
+an MoE layer with this ep rank's experts), gathered in bf16 under mixed precision; under expert parallelism the
+dispatch buffers of one MoE layer (the rows sent and the rows received, top_k x tokens x hidden each, the
+autograd Function that carries them saves neither).
 
 On CUDA a process holds more than its tensors (`cuda_runtime`): the CUDA context, NCCL's buffers for each
 communicator, cuBLAS workspaces and what the caching allocator reserves beyond what it hands out. None of it can be
@@ -51,12 +70,12 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from trainer.config import TrainSpec, checkpointing_mode
+from trainer.config import Checkpointing, TrainSpec, checkpointing_mode
 from trainer.costs.optimizer_state import optimizer_state_bytes
 from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
 from trainer.model.attention import takes_dense_mask
 from trainer.model.loss import chunk_tokens
-from trainer.model.parameters import describe_parameters, head_dim
+from trainer.model.parameters import MoeDims, describe_parameters, head_dim, is_routed_expert, moe_dims
 from trainer.parallel.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
 
 if TYPE_CHECKING:
@@ -105,7 +124,9 @@ def nccl_communicators(layout: Layout) -> int:
         return 0
     split = sum(getattr(layout, name) > 1 for name in MESH_DIMS)
     flattened = 1 if layout.shard_degree > 1 and layout.cp > 1 else 0
-    return 1 + split + flattened
+    # Expert parallelism: the ep group's all-to-all, and FSDP2's over the ranks that hold the same experts.
+    experts = (1 + (layout.expert_shard_degree > 1)) if layout.ep > 1 else 0
+    return 1 + split + flattened + experts
 
 
 @dataclass(frozen=True)
@@ -115,11 +136,14 @@ class MemoryPlan:
     micro_batch: int
     seq_len: int
     precision: str  # fp32 | bf16 (autocast over fp32 master weights)
-    activation_checkpointing: bool | str  # as train.activation_checkpointing stores it (trainer.config)
+    checkpointing: Checkpointing  # given as train.activation_checkpointing stores it (False, True, "selective") too
     train: TrainSpec
     grad_accum: int = 1  # bounds the micro-batches a pipeline stage holds at once
     packing: bool = True  # packed rows need a dense block-causal mask; unpacked rows none (trainer.data.packing)
     device_type: str = "cpu"  # cuda adds the CUDA runtime's memory (CUDA_RUNTIME) to the peak
+
+    def __post_init__(self) -> None:  # the door: a stored value becomes its mode once, for every model below
+        object.__setattr__(self, "checkpointing", checkpointing_mode(self.checkpointing))
 
 
 class ConfigSnapshot:
@@ -127,16 +151,24 @@ class ConfigSnapshot:
     memory and throughput models. Reading an attribute of a transformers 5 config goes through two
     `__getattribute__` overrides (attribute_map aliases, per-layer attributes of heterogeneous configs), some
     microseconds each, and a plan for 512 devices reads them over half a million times. The values are the
-    config's own (aliases resolved by the config), so every figure is the same; one it lacks is asked of it every
-    time (AttributeError, as the config raises it). Not for code that needs the config's class."""
+    config's own (aliases resolved by the config), so every figure is the same; one it lacks raises AttributeError,
+    as the config does, remembered too (the MoE reads ask a dense config for fields it lacks, on every candidate).
+    Not for code that needs the config's class."""
 
     def __init__(self, config: PretrainedConfig):
         object.__setattr__(self, "_config", config)
+        object.__setattr__(self, "_lacks", set())
 
     def __getattr__(self, name: str):
-        if name == "_config" or name.startswith("__"):  # copy and pickle ask for these of an instance not set up
+        if name in ("_config", "_lacks") or name.startswith("__"):  # copy and pickle ask of an instance not set up
             raise AttributeError(name)
-        value = getattr(self._config, name)
+        if name in self._lacks:
+            raise AttributeError(name)
+        try:
+            value = getattr(self._config, name)
+        except AttributeError:
+            self._lacks.add(name)
+            raise
         object.__setattr__(self, name, value)
         return value
 
@@ -247,9 +279,23 @@ def _shard_shape(
     split_dim = {"colwise": 0, "rowwise": 1 if len(local) == 2 else None}.get(_tp_style(group.module, styles))
     if split_dim is not None:
         local[split_dim] = _chunk_size(local[split_dim], layout.tp, at["tp"])
-    shards = layout.shard_degree
+    shards, chunk = layout.shard_degree, at["dp_shard"] * layout.cp + at["cp"]
+    if layout.ep > 1 and is_routed_expert(group.module):  # E/ep experts, then FSDP2 over the rest
+        return _expert_shard_shape(local, layout, chunk, sharded)
     if sharded and shards > 1 and local:  # FSDP2 over the flattened dp_shard x cp mesh, cp innermost
-        local[0] = _chunk_size(local[0], shards, at["dp_shard"] * layout.cp + at["cp"])
+        local[0] = _chunk_size(local[0], shards, chunk)
+    return tuple(local)
+
+
+def _expert_shard_shape(local: list[int], layout: Layout, chunk: int, sharded: bool) -> tuple[int, ...]:
+    """A routed-expert parameter (leading dimension E) on the rank at `chunk` of dp_shard x cp: ep is innermost
+    there (trainer.layout), so its ep rank is chunk % ep and its expert-FSDP rank chunk // ep. FSDP2 chunks the
+    rank's E/ep experts on the expert dimension, as trainer.parallel.data_parallel shards them (fully_shard's
+    default: with fewer experts than ranks left, some hold none; torchtitan shards the next dimension then)."""
+    local[0] = _chunk_size(local[0], layout.ep, chunk % layout.ep)
+    shards = layout.expert_shard_degree
+    if sharded and shards > 1:
+        local[0] = _chunk_size(local[0], shards, chunk // layout.ep)
     return tuple(local)
 
 
@@ -261,7 +307,9 @@ class ShapeSums:
     parameter_elements: int  # this rank's shards
     matmul_weight_elements: int  # this rank's 2-D weights but the embedding: what autocast copies to bf16
     optimizer_bytes: int  # this rank's optimizer state (trainer.costs.optimizer_state holds the exact rule)
-    layer_elements: int  # one whole decoder layer, unsharded: what FSDP gathers at a time (before tp)
+    layer_elements: (
+        int  # the largest decoder layer, unsharded: what FSDP gathers at a time (before tp; its E/ep experts)
+    )
     unsharded_elements: int  # this rank's tensor-parallel and pipeline share before FSDP2 chunks it
 
     @classmethod
@@ -274,14 +322,19 @@ class ShapeSums:
         """`local`: a rank's `local_groups`; `unsharded`: the same without FSDP2's chunking (default: `local`)."""
 
         whole = sum(math.prod(shape) * len(held) for _, shape, held in (local if unsharded is None else unsharded))
-        parameters = matmul = optimizer = layer = 0
+        parameters = matmul = optimizer = 0
+        by_layer: dict[int | None, int] = {}
+        for group, shape, _ in unsharded or local:  # the rank's experts (E/ep) of each layer, whole otherwise
+            gathered = math.prod(shape) if is_routed_expert(group.module) else math.prod(group.shape)
+            for index in group.layers:
+                by_layer[index] = by_layer.get(index, 0) + gathered
+        layer = max((size for index, size in by_layer.items() if index is not None), default=0)
         for group, shape, held in local:
             count = len(held)
             parameters += math.prod(shape) * count
             if len(shape) == 2 and "embed" not in group.module:
                 matmul += math.prod(shape) * count
             optimizer += optimizer_state_bytes([(group.names[0], shape)], train, FP32) * count
-            layer += math.prod(group.shape) * group.layers.count(0)
         return cls(parameters, matmul, optimizer, layer, whole)
 
     @classmethod
@@ -380,7 +433,7 @@ def activation_bytes(
     pp_rank = rank_coordinates(rank, layout)["pp"] if layout.pp > 1 else 0
     train = plan.train
     key = ("activations", layout.tp, layout.cp, layout.pp, pp_rank, plan.micro_batch, plan.seq_len, plan.precision,
-           plan.activation_checkpointing, plan.grad_accum, plan.packing, plan.device_type, train.attention,
+           plan.checkpointing, plan.grad_accum, plan.packing, plan.device_type, train.attention,
            train.pp_schedule, train.pp_stages_per_rank)  # fmt: skip
     found = memo.get(key)
     if found is None:
@@ -393,20 +446,70 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
     (see the module docstring)."""
     h, i, heads, _, _ = _dims(config)
     q = heads * head_dim(config)
-    kv = (getattr(config, "num_key_value_heads", None) or heads) * head_dim(config)
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    kv = kv_heads * head_dim(config)
     tp, width = layout.tp, 2 if plan.precision == "bf16" else FP32
-    mode = checkpointing_mode(plan.activation_checkpointing)
-    if mode == "full":  # only the layer's input stays; the rest is recomputed in backward
-        return h * width
+    mode = plan.checkpointing
+    if mode == "full":  # only the layer's input stays (split by sequence under tp); the rest is recomputed
+        return h // tp * width
+    moe = moe_dims(config)
     if mode == "selective":  # the input, the q, v, gate and down outputs, attention's output and log-sum-exp
-        return (2 * h + (2 * q + kv + i) // tp) * width + heads // tp * FP32
+        # and, under tp, the reduce-scatters' outputs (the saved-ops policy keeps them: no communication in the
+        # recomputation): split by sequence like the input; down's output is a whole partial sum on every tp rank.
+        if moe is not None:  # an MoE block runs on the whole sequence (trainer.parallel.tensor_parallel): no scatter
+            mlp = _mean_over_layers(moe, config, i // tp * width, moe_bytes_per_token(moe, h, width, mode))
+            split = 2 * h if tp > 1 else h
+            return ((split + 2 * q + kv) // tp + h) * width + heads // tp * FP32 + mlp
+        split = 3 * h if tp > 1 else h
+        return ((split + 2 * q + kv + i) // tp + h) * width + heads // tp * FP32
     # A dense mask (packed rows through SDPA, or context parallelism's local queries against gathered keys) makes
     # SDPA take keys and values repeated to every query head, gathered from every cp rank (the mask itself is
     # one bias per micro-batch that every layer shares: `mask_bytes_per_token`); without one, and under flex's
-    # BlockMask (a few bytes per 128 x 128 block, left out), they go unrepeated (enable_gqa), still gathered.
+    # BlockMask (a few bytes per 128 x 128 block, left out), they go unrepeated (enable_gqa), still gathered. One
+    # key-value head per tp rank is repeated as a view: nothing more is saved.
     masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, head_dim(config), plan.packing)
-    attention = 3 * q + 2 * (q if masked else kv) * layout.cp
-    return (6 * h + (attention + 4 * i + heads) // tp + 2) * width
+    repeated = masked and (layout.cp > 1 or kv_heads // tp > 1)
+    attention = 2 * q + 2 * (q if repeated else kv) * layout.cp
+    # Sequence parallelism splits the norms' inputs, their normalised values and rsqrt (2h + 1 each) over tp; the
+    # all-gathered norm output that the column-parallel projections (or an MoE block) save stays whole (h each).
+    norms = 2 * (2 * h + 1)
+    if moe is not None:
+        mlp = _mean_over_layers(moe, config, 4 * i // tp * width, moe_bytes_per_token(moe, h, width, mode))
+        return ((norms + attention + heads) // tp + 2 * h) * width + mlp
+    return ((norms + attention + 4 * i + heads) // tp + 2 * h) * width
+
+
+def moe_bytes_per_token(moe: MoeDims, hidden: int, width: int, mode: str) -> int:
+    """What one MoE layer keeps for backward per local token in place of a dense MLP (see the module docstring):
+    `width` the compute dtype's bytes; the router's probabilities, top-k values and pair weights are fp32, indices
+    int64. Under selective checkpointing each pair keeps its expert's two matmul outputs."""
+    k, expert = moe.top_k, moe.expert_intermediate
+    if mode == "selective":  # every other matmul's output, counted on from attention's four (q and v kept)
+        if moe.shared_first:  # shared gate (kept), up, down (kept), router, then each expert's gate-up (kept), down
+            return (moe.shared_intermediate + 2 * k * expert + 1) * width
+        # router (kept), each expert's gate-up and down (kept), then a shared expert's gate, up (kept) and down; the
+        # dense layer's terms already hold one down output (h)
+        return ((k - 1) * hidden + moe.experts + moe.shared_intermediate) * width
+    pairs = k * (3 * hidden + 4 * expert) * width
+    router = (moe.experts + 2 * k + 1) * FP32 + 3 * k * 8
+    return pairs + router + 4 * moe.shared_intermediate * width
+
+
+def _mean_over_layers(moe: MoeDims, config: PretrainedConfig, dense: int, sparse: int) -> int:
+    """Per layer, averaged over the model's layers: MoE layers keep `sparse`, the others (DeepSeek-V3's first
+    three) their dense MLP's `dense`."""
+    layers = config.num_hidden_layers
+    return (moe.moe_layers * sparse + (layers - moe.moe_layers) * dense) // layers
+
+
+def dispatch_buffer_bytes(config: PretrainedConfig, layout: Layout, tokens: int, precision: str) -> int:
+    """Expert parallelism's buffers of one MoE layer at once: the rows a rank sends and those it receives, top_k
+    per local token each, in the compute dtype (autograd saves neither: the all-to-all's Function keeps nothing);
+    nothing without ep."""
+    moe = moe_dims(config) if layout.ep > 1 else None
+    if moe is None:
+        return 0
+    return 2 * moe.top_k * tokens * config.hidden_size * (2 if precision == "bf16" else FP32)
 
 
 def mask_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, saved: bool = True) -> int:
@@ -414,7 +517,7 @@ def mask_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: MemoryP
     the same one): a row spanning every key of the sequence, in the compute dtype; nothing without a dense mask.
     Autograd saves it without activation checkpointing (`saved`); with it, the checkpoints hold it as an input of
     every layer for the recomputation: a temporary of the whole step (not `saved`)."""
-    if saved != (checkpointing_mode(plan.activation_checkpointing) == "none"):
+    if saved != (plan.checkpointing == "none"):
         return 0
     masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, head_dim(config), plan.packing)
     return plan.seq_len * (2 if plan.precision == "bf16" else FP32) if masked else 0
@@ -425,11 +528,14 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
     tokens = plan.micro_batch * plan.seq_len // layout.cp
     width = 2 if plan.precision == "bf16" else FP32
     per_layer = layer_bytes_per_token(config, layout, plan)
-    # Rotary cos and sin: per token from explicit position ids (packed rows, cp), shared by a batch's rows otherwise.
+    # Rotary cos and sin: per token from explicit position ids (packed rows, cp), shared by a batch's rows otherwise;
+    # under activation checkpointing they are the checkpointed layers' inputs, not saved by any of them.
     mask_and_rotary = 2 * head_dim(config) * width // (1 if plan.packing or layout.cp > 1 else plan.micro_batch)
-    # The final norm (its output is the head's input) and the chunked loss's log-sum-exp; a pipeline's last stage
-    # computes the plain loss, which keeps the fp32 log-softmax over the vocabulary.
-    head = (3 * h + 1) * width + (FP32 if layout.pp == 1 else vocab * FP32)
+    mask_and_rotary *= plan.checkpointing == "none"
+    # The final norm (its input, normalised value and rsqrt split by sequence under tp; its output gathered whole for
+    # the head) and the chunked loss's log-sum-exp; a pipeline's last stage computes the plain loss, which keeps the
+    # fp32 log-softmax over the vocabulary.
+    head = ((2 * h + 1) // layout.tp + h) * width + (FP32 if layout.pp == 1 else vocab * FP32)
     if layout.pp == 1:
         mask_and_rotary += mask_bytes_per_token(config, layout, plan)
         return tokens * (layers * per_layer + head + 8 + mask_and_rotary) + FP32
@@ -438,8 +544,9 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
     stage_ids = local_stages(pp_rank, layout.pp, stages_per_rank)
     num_stages = layout.pp * stages_per_rank
     layers_here = _layers_in_stages(layers, num_stages, tuple(stage_ids))
-    # Each stage rebuilds the mask and rotary embedding; its first layer's input arrives from the previous stage.
-    once = len(stage_ids) * (mask_and_rotary + mask_bytes_per_token(config, layout, plan) - h * width)
+    # Each stage rebuilds the mask and rotary embedding; its first layer's input (split by sequence under tp)
+    # arrives from the previous stage.
+    once = len(stage_ids) * (mask_and_rotary + mask_bytes_per_token(config, layout, plan) - h // layout.tp * width)
     once += 8 if 0 in stage_ids else 0  # token ids for the embedding's backward
     once += head if num_stages - 1 in stage_ids else 0
     in_flight = in_flight_micro_batches(plan.train.pp_schedule, layout.pp, stages_per_rank, plan.grad_accum, pp_rank)
@@ -455,18 +562,18 @@ def temporary_bytes(
     tokens = plan.micro_batch * plan.seq_len // layout.cp
     logits = loss_temporary_bytes(config, layout, tokens, plan.precision)
     recompute = 0
-    if plan.activation_checkpointing:
+    if plan.checkpointing != "none":
         # One whole layer's activations of this micro-batch, as a single rank of this tp and cp saves them.
         key = ("recompute", layout.tp, layout.cp, plan.micro_batch, plan.seq_len, plan.precision, plan.packing,
                plan.device_type, plan.train.attention)  # fmt: skip
         recompute = memo.get(key) if memo is not None else None
         if recompute is None:
-            full = dataclasses.replace(plan, activation_checkpointing=False, grad_accum=1)
+            full = dataclasses.replace(plan, checkpointing="none", grad_accum=1)
             one_rank = Layout(dp_replicate=1, tp=layout.tp, cp=layout.cp)
             recompute = _activation_bytes(config, one_rank, full, 0) // layers
             if memo is not None:
                 memo[key] = recompute
-        if checkpointing_mode(plan.activation_checkpointing) == "selective":  # what it kept needs no recomputing
+        if plan.checkpointing == "selective":  # what it kept needs no recomputing
             recompute = max(0, recompute - tokens * layer_bytes_per_token(config, layout, plan))
     gathered, shards = 0, layout.shard_degree
     if shards > 1:
@@ -479,7 +586,8 @@ def temporary_bytes(
     # FSDP2's mixed precision, else fp32.
     gradient_width = 2 if plan.precision == "bf16" and layout.fsdp else FP32
     head_gradient = config.vocab_size * config.hidden_size * gradient_width
-    return logits + recompute + gathered + held_mask + head_gradient
+    dispatch = dispatch_buffer_bytes(config, layout, tokens, plan.precision)
+    return logits + recompute + gathered + held_mask + head_gradient + dispatch
 
 
 def loss_temporary_bytes(config: PretrainedConfig, layout: Layout, tokens: int, precision: str = "fp32") -> int:

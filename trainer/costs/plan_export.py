@@ -1,8 +1,10 @@
 """`meshpilot plan --export`: one planned candidate as something another trainer runs.
 
 - accelerate: an accelerate config file (written with accelerate's own ClusterConfig) and its `accelerate launch`
-  line for the user's own script; refused, in one line, for a layout accelerate has no field for (pipelines).
-- torchtitan: a job config TOML (parallel degrees, activation checkpointing, batch sizes, mixed precision).
+  line for the user's own script; refused, in one line, for a layout accelerate has no field for (pipelines, expert
+  parallelism: its ParallelismConfig holds dp_replicate, dp_shard, tp and cp only).
+- torchtitan: a job config TOML (parallel degrees, expert parallelism as expert_parallel_degree and
+  expert_tensor_parallel_degree, activation checkpointing, batch sizes, mixed precision).
 - torchrun: the `meshpilot train` line (it starts torchrun itself); nothing is written unless the plan was for a
   preset, which has no experiment file: then the experiment is written for the line to name.
 """
@@ -141,6 +143,11 @@ def accelerate_config(candidate: Candidate, context: PlanContext) -> ClusterConf
 
 def _accelerate_parallelism(layout: Layout, cpu: bool) -> dict:
     """accelerate's parallelism_config keys, after accelerate's own ParallelismConfig has checked the degrees."""
+    if layout.ep > 1:
+        raise ExportRefused(
+            f"accelerate cannot run this layout: ep={layout.ep}, and accelerate has no expert parallelism "
+            "(its parallelism config holds dp_replicate, dp_shard, tp and cp)"
+        )
     if layout.pp > 1:
         raise ExportRefused(
             f"accelerate cannot run this layout: pp={layout.pp}, and accelerate has no pipeline parallelism "
@@ -271,6 +278,8 @@ def torchtitan_tables(candidate: Candidate, context: PlanContext) -> dict[str, d
         "context_parallel_degree": layout.cp,
         "pipeline_parallel_degree": layout.pp,
     }
+    if layout.ep > 1:
+        parallelism.update(_torchtitan_experts(layout))
     if layout.pp > 1:
         parallelism["pipeline_parallel_schedule"] = TORCHTITAN_SCHEDULES[train.pp_schedule]
         parallelism["pipeline_parallel_microbatch_size"] = candidate.micro_batch
@@ -284,8 +293,26 @@ def torchtitan_tables(candidate: Candidate, context: PlanContext) -> dict[str, d
     return tables
 
 
+def _torchtitan_experts(layout: Layout) -> dict[str, int]:
+    """ep as torchtitan's degrees: its expert parallelism borrows dp_shard x cp as meshpilot's does, but must hold
+    whole cp groups (ep % cp == 0); with tp it either splits the experts over tp too (etp = tp) or borrows tp's
+    ranks as well (etp = 1): meshpilot does neither (each tp rank runs its ep rank's whole experts), so tp exports
+    as etp = tp, the nearer of the two, said in a note."""
+    if layout.ep % layout.cp:
+        raise ExportRefused(
+            f"torchtitan cannot run this layout: ep={layout.ep} with cp={layout.cp}: its expert parallelism must "
+            "be a multiple of cp"
+        )
+    return {"expert_parallel_degree": layout.ep, "expert_tensor_parallel_degree": layout.tp}
+
+
 def _torchtitan_notes(candidate: Candidate, context: PlanContext) -> list[str]:
     notes = []
+    if candidate.layout.ep > 1 and candidate.layout.tp > 1:
+        notes.append(
+            f"expert_tensor_parallel_degree={candidate.layout.tp}: torchtitan splits the experts over tp, where "
+            "meshpilot keeps each ep rank's experts whole on every tp rank (less expert memory, more tp traffic)"
+        )
     if context.preset not in TORCHTITAN_MODELS:
         notes.append("set [model] name and flavor to torchtitan's model of this architecture")
     if candidate.layout.pp > 1 and context.experiment.train.pp_schedule == "interleaved_1f1b":

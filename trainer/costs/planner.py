@@ -46,12 +46,13 @@ from trainer.costs.memory_model import (
     predict_rank,
     rank_coordinates,
 )
-from trainer.costs.throughput import StepEstimate, StepShape, estimate_step, hardware_figures, model_bytes
+from trainer.costs.throughput import StepEstimate, StepShape, estimate_step, hardware_figures, parameter_figures
 from trainer.hardware import Hardware
 from trainer.host.collector import collector_paused
-from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError
+from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError, expert_count
 from trainer.model.attention import takes_dense_mask
-from trainer.model.parameters import describe_parameters, head_dim
+from trainer.model.moe import check_moe
+from trainer.model.parameters import describe_parameters, head_dim, moe_dims
 from trainer.model.presets import PresetConfig
 from trainer.parallel.context_parallel import check_context_parallel
 from trainer.parallel.pipeline import check_pipeline
@@ -132,7 +133,9 @@ def micro_batch_choices(rows: int) -> list[int]:
 
 
 def valid_layouts(world_size: int, config: PretrainedConfig, seq_len: int) -> list[Layout]:
-    """Every way to split the world over the mesh dimensions that this model and sequence allow."""
+    """Every way to split the world over the mesh dimensions that this model and sequence allow; for a mixture of
+    experts, each with every expert-parallel degree that divides both its dp_shard x cp ranks and the experts."""
+    experts = expert_count(config) if moe_dims(config) is not None else None
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     divisors = [d for d in range(1, world_size + 1) if world_size % d == 0]
@@ -149,6 +152,9 @@ def valid_layouts(world_size: int, config: PretrainedConfig, seq_len: int) -> li
         except LayoutError:
             continue
         layouts.append(layout)
+        if experts and layout.fsdp:  # ep borrows dp_shard x cp's ranks (trainer.layout): no new world split
+            borrowed = math.gcd(layout.dp_shard * layout.cp, experts)
+            layouts += [dataclasses.replace(layout, ep=ep) for ep in range(2, borrowed + 1) if borrowed % ep == 0]
     return layouts
 
 
@@ -190,7 +196,7 @@ def _plan(
     rows = experiment.train.global_batch_tokens // seq_len
     shapes, counts = _describe_parameters(config)
     groups = parameter_groups(shapes)
-    matmul, total_bytes = counts["matmul"], model_bytes(counts)
+    parameters = parameter_figures(counts)  # active matmul parameters (FLOPs), all of them, the experts' apart
     precision = resolve_precision(experiment.train.precision, hardware.device_type)
     calibration = Calibration.load(hardware)
     modes = pinned.checkpointing_modes()
@@ -212,6 +218,7 @@ def _plan(
             candidates += [_indivisible(layout, pinned.micro_batch, per_rank_rows, ac) for ac in modes]
             continue
         ranks = _largest_ranks(reader, layout, groups, experiment.train, shards)
+        trainer_refuses = _moe_refusal(reader, layout, experiment.train)
         without_cp = dataclasses.replace(layout, cp=1)
         ranks_without_cp = _largest_ranks(reader, without_cp, groups, experiment.train, shards) if layout.cp > 1 else {}
         micro_batches = [pinned.micro_batch] if pinned.micro_batch is not None else micro_batch_choices(per_rank_rows)
@@ -232,6 +239,9 @@ def _plan(
                 candidate = Candidate(layout, micro_batch, grad_accum, checkpointing, memory)
                 _judge(candidate, device_mem)
                 _judge_pipeline(candidate, reader, experiment.train)
+                if trainer_refuses:
+                    candidate.runnable = False
+                    candidate.notes.append(trainer_refuses)
                 if layout.cp > 1 and candidate.dropped is None:
                     alone = _peak_memory(reader, without_cp, memory_plan, ranks_without_cp, memo)["peak"]
                     if alone > device_mem:
@@ -240,14 +250,14 @@ def _plan(
                 if candidate.dropped is None:
                     shape = StepShape(micro_batch, seq_len, grad_accum, checkpointing, precision,
                                       dense_mask(layout), train.compile, train.gns_every,
-                                      train.fsdp_grad_sync)  # fmt: skip
+                                      train.fsdp_grad_sync,
+                                      pp_stages_per_rank=train.pp_stages_per_rank)  # fmt: skip
                     candidate.estimate = estimate_step(
                         reader,
                         layout,
                         hardware,
                         shape,
-                        matmul_params=matmul,
-                        parameter_bytes=total_bytes,
+                        **parameters,
                         calibration=calibration,
                         figures=figures,
                     )
@@ -282,12 +292,12 @@ def _largest_ranks(
 
 def _shard_key(layout: Layout, rank: int) -> tuple:
     """Everything trainer.costs.memory_model.local_groups reads of the layout and the rank: the tensor-parallel degree
-    and index, FSDP2's chunks (how many, and which is this rank's), the pipeline degree and stage. Within one plan
+    and index, FSDP2's chunks (how many, and which is this rank's), the pipeline degree and stage, ep. Within one plan
     (one config and train spec), two (layout, rank) pairs with the same key hold the same shards: dp_shard=4 and
     dp_shard=2,cp=2 cut alike, and dp_replicate changes nothing."""
     at = rank_coordinates(rank, layout)
     chunk = at["dp_shard"] * layout.cp + at["cp"]
-    return layout.tp, at["tp"], layout.shard_degree, chunk, layout.pp, at["pp"]
+    return layout.tp, at["tp"], layout.shard_degree, chunk, layout.pp, at["pp"], layout.ep
 
 
 def _peak_memory(
@@ -318,6 +328,16 @@ def _judge(candidate: Candidate, device_mem: int) -> None:
     if unsupported:
         candidate.runnable = False
         candidate.notes.append(f"{', '.join(unsupported)} not yet run by the built-in trainer")
+
+
+def _moe_refusal(config: PretrainedConfig, layout: Layout, train: TrainSpec) -> str | None:
+    """Why the built-in trainer would refuse this mixture-of-experts model or layout (trainer.model.moe: pp, an
+    architecture it does not train yet), as a note: the plan still ranks the layout, for other trainers (--export)."""
+    try:
+        check_moe(config, layout, train)
+    except LayoutError as error:
+        return f"not run by the built-in trainer: {str(error).split(' (')[0]}"
+    return None
 
 
 def _judge_pipeline(candidate: Candidate, config: PretrainedConfig, train: TrainSpec) -> None:
@@ -351,6 +371,13 @@ def format_table(candidates: list[Candidate], limit: int = 20) -> str:
         if first.dropped != reason:  # the memory group: say by how much the example missed
             example += f": {first.dropped}"
         lines.append(f"  dropped {len(group)}: {reason} (e.g. {example})")
+        if reason == OUT_OF_MEMORY and not feasible:  # nothing fits: the closest miss says by how much
+            closest = min(group, key=lambda c: c.memory["peak"])
+            checkpointing = checkpointing_mode(closest.activation_checkpointing)
+            lines.append(
+                f"  closest: {closest.layout.describe()}, micro-batch {closest.micro_batch}, activation "
+                f"checkpointing {checkpointing}: {closest.dropped}"
+            )
     return "\n".join(lines)
 
 

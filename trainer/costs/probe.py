@@ -38,7 +38,8 @@ from trainer.host.environment import device_name, process_env, versions
 from trainer.host.lifeline import tied_env
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "send_recv")
+# all_to_all: expert parallelism's dispatch and combine (trainer.costs.throughput prices ep's traffic at it).
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "send_recv", "all_to_all")
 STATED = "stated defaults"  # the figures' source without a probe (and of calibration records made before one)
 PROGRESS = "probe-progress"  # how a rank's progress line on stdout starts
 TIME_LIMIT_S = 180  # a probe that takes longer is stuck (a rendezvous that never completes): it is stopped
@@ -102,9 +103,11 @@ class Rendezvous:
 
 def bytes_sent(collective: str, message: int, size: int) -> float:
     """Bytes each of `size` ranks sends in one ring collective on `message` bytes (all-reduced, gathered output,
-    reduce-scattered input, or sent to the next rank): what the throughput model counts per rank."""
+    reduce-scattered input, sent to the next rank, or split evenly over every rank by an all-to-all, which keeps
+    its own share): what the throughput model counts per rank."""
     ring = (size - 1) / size
-    return {"all_reduce": 2 * ring, "all_gather": ring, "reduce_scatter": ring, "send_recv": 1.0}[collective] * message
+    shares = {"all_reduce": 2 * ring, "all_gather": ring, "reduce_scatter": ring, "send_recv": 1.0, "all_to_all": ring}
+    return shares[collective] * message
 
 
 def default_nproc(device_type: str) -> int:

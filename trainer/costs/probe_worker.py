@@ -208,7 +208,8 @@ def measure_link(group, settings: ProbeSettings, device: torch.device, sync, rep
 
 def _collective(name: str, group, size: int, message: int, device: torch.device) -> Callable[[], object]:
     """One call of collective `name` on `message` bytes (fp32): the all-reduced tensor, the gathered output, the
-    reduce-scattered input, the tensor each rank sends to the next (and receives from the one before)."""
+    reduce-scattered input, the tensor split over the ranks by an all-to-all, the tensor each rank sends to the next
+    (and receives from the one before)."""
     elements = max(size, message // 4 // size * size)  # divisible by the group's size
     whole, part = torch.ones(elements, device=device), torch.ones(elements // size, device=device)
     if name == "all_reduce":
@@ -217,6 +218,9 @@ def _collective(name: str, group, size: int, message: int, device: torch.device)
         return lambda: dist.all_gather_into_tensor(whole, part, group=group)
     if name == "reduce_scatter":
         return lambda: dist.reduce_scatter_tensor(part, whole, group=group)
+    if name == "all_to_all":  # even splits: each rank sends 1/size of its tensor to every rank
+        received = torch.empty_like(whole)
+        return lambda: dist.all_to_all_single(received, whole, group=group)
     me = dist.get_rank(group)
     after, before = (dist.get_global_rank(group, (me + k) % size) if group else (me + k) % size for k in (1, -1))
     received = torch.empty_like(whole)

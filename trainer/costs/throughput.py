@@ -41,11 +41,16 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
   micro-batch (in bf16, half of P, under bf16: FSDP2's mixed precision), gradients reduce-scattered (fp32) after
   every micro-batch (train.fsdp_grad_sync: micro_batch), or once per step (step, and inside a pipeline schedule,
   whose stages reduce once at the end).
-- tp: all-reduces of one activation each, every micro-batch (`TP_ALL_REDUCES_PER_LAYER`): per layer two in forward
-  (the row-parallel outputs) in the compute dtype, and five in backward (the gradient of each column-parallel
-  projection's input) in the parameters' dtype, so fp32 under autocast. Recomputation (full or selective) reruns
-  the first forward one: it stops at the last tensor backward needs, before the layer's output is reduced. These
-  sit on the critical path, while data-parallel traffic mostly overlaps the backward pass.
+- tp, with sequence parallelism (trainer.parallel.tensor_parallel): all-gathers and reduce-scatters of one
+  activation each, every micro-batch (`TP_COLLECTIVES_PER_LAYER`): per layer in forward, attention's and the MLP's
+  inputs all-gathered (the norms' outputs: `activation_width`) and their row-parallel outputs reduce-scattered (the
+  compute dtype); in backward the reverse: the outputs' gradients all-gathered (the compute dtype) and the summed
+  input gradients reduce-scattered (`activation_width`, so fp32 under autocast). Each moves (tp-1)/tp of the
+  activation per rank, half an all-reduce: forward moves what the two all-reduces of plain tensor parallelism moved,
+  backward two all-reduces' worth rather than five (the column-parallel projections' input gradients are summed
+  before one reduction). Recomputation reruns the forward's gathers, and under full checkpointing its first
+  reduce-scatter too (selective keeps the reduce-scatters' outputs). Priced at the all-gather's rate. These sit on
+  the critical path, while data-parallel traffic mostly overlaps the backward pass.
 - cp: every layer all-gathers the keys and values in forward (again when activation checkpointing, full or
   selective, recomputes the forward) and reduce-scatters their gradients in backward, every micro-batch
   (`context_parallel_bytes`).
@@ -53,8 +58,19 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
 - the gradient noise scale (train.gns_every): on a measured step the first micro-batch round's gradient is
   reduced once more over the data-parallel ranks (`noise_scale_bytes`), and the step waits for its norm: priced
   as communication on the critical path, amortised over the `gns_every` steps between measurements.
-cp's keys and values, pp's activations and tp's backward gradients move in `activation_width`: fp32 under autocast
-(the residual stream and rotary's keys stay fp32), bf16 where the parameters are.
+- ep (mixture of experts): every MoE layer sends each local token's top_k rows to their experts' ranks and brings
+  them back (two all-to-alls, each moving (ep - 1)/ep of top_k x tokens x hidden per rank), and again for their
+  gradients in backward, and once more in forward where activation checkpointing recomputes the layer; each with a
+  small all-to-all of the per-expert counts first (`expert_parallel_bytes`). On the critical path, and scaled by the
+  load imbalance: the rank whose experts receive the most rows sets the pace.
+cp's keys and values, pp's activations, tp's backward gradients and ep's rows move in `activation_width`: fp32
+under autocast (the residual stream and rotary's keys stay fp32), bf16 where the parameters are.
+
+Mixture-of-experts models: FLOPs per token count the active parameters (the routed experts at top_k / E,
+trainer.model.parameters); a rank holds, gathers, updates and reduces the dense parameters and its E/ep experts.
+Uneven routing (`StepShape.expert_imbalance`, the most loaded ep rank's rows over the mean: a stated 1.2 by default,
+`EXPERT_IMBALANCE`; trainer.parallel.expert_parallel.expert_load measures it per step) lengthens the experts' matmuls
+and the all-to-alls by that factor.
 
 Links: a mesh dimension stays inside a node when it and the dimensions inside it (the mesh is ordered
 [pp, dp_replicate, dp_shard, cp, tp], tp innermost) fit in one node's devices; otherwise it crosses the network.
@@ -75,26 +91,28 @@ from dataclasses import dataclass
 
 from transformers import PretrainedConfig
 
-from trainer.config import Experiment, checkpointing_mode, resolve_precision
+from trainer.config import Checkpointing, Experiment, checkpointing_mode, resolve_precision
 from trainer.costs.calibration import Calibration
 from trainer.costs.flops import step_flops
 from trainer.costs.probe import figures_source, read_probe
 from trainer.hardware import INTERCONNECTS, NETWORKS, Hardware, interconnect_within
-from trainer.layout import MESH_DIMS, Layout
+from trainer.layout import LAYOUT_DIMS, MESH_DIMS, Layout
 from trainer.model.attention import takes_dense_mask
-from trainer.model.parameters import count_parameters, head_dim
+from trainer.model.parameters import MoeDims, count_parameters, head_dim, moe_dims
 
 OP_OVERHEAD_S = {"cuda": 10e-6, "cpu": 5e-6}
 # Operations per decoder layer in one forward pass of transformers' Llama (views left out), backward twice as many
 # (counted: 32 forward, 65 backward per layer; 19 and 20 for the embedding, final norm, head and loss).
 OPS_PER_LAYER = 32
 OPS_OUTSIDE_LAYERS = 40
-# Operations on DTensors in one tensor-parallel decoder layer (transformers' Llama under its base_model_tp_plan):
-# 28 in forward (the projections' transposes, views and matmuls), 63 in backward (their gradients and the
-# parameters' gradient accumulation); each pays DTensor's dispatch on top of its launch. Operations of one layer that
+# Operations on DTensors in one tensor-parallel decoder layer (transformers' Llama under its base_model_tp_plan, with
+# sequence parallelism: trainer.parallel.tensor_parallel): 42 in forward (the norms, the redistributions, the
+# projections' transposes, views and matmuls), 102 in backward (their gradients and the parameters' gradient
+# accumulation); outside the layers 7 and 18 (the final norm, the head's gather, the first layer's split). Each pays
+# DTensor's dispatch on top of its launch. Operations of one layer that
 # pass through selective checkpointing's dispatch modes, views included: 70 in the forward and 100 in the
 # recomputation (which runs with gradients on). Both counted by tests/test_dispatch_cost.py.
-DTENSOR_OPS_PER_LAYER = (28, 63)
+DTENSOR_OPS_PER_LAYER, DTENSOR_OPS_OUTSIDE_LAYERS = (42, 102), (7, 18)
 SELECTIVE_OPS_PER_LAYER = 170
 # Stated dispatch costs per operation where no probe measured them: what the probe measured on this project's
 # 2-core CPU machine (49-64 us and 11-16 us over five probes, against 2.5 us for a plain operation).
@@ -142,15 +160,22 @@ LAYER_BYTES = {
 # micro-batch's gradient reads two and writes one (12).
 LOGIT_BYTES, ADAMW_BYTES, ACCUMULATE_BYTES = 30, 28, 12
 DDP_BUCKET_BYTES = 25 * 1024**2
-# All-reduces per tensor-parallel decoder layer and micro-batch, (forward, backward), each of one activation: the
-# outputs of o and down in forward; in backward the gradients of the inputs of q, k, v, gate and up, each reduced on
-# its own. Recomputation reruns all but the last forward one. Counted, with their dtypes, on transformers' Llama by
+# Collectives per tensor-parallel (sequence-parallel) decoder layer and micro-batch, each of one activation, by kind:
+# (forward, backward, rerun by full recomputation, rerun by selective). All-gathers: attention's and the MLP's inputs
+# in forward, the gradients of their row-parallel outputs in backward. Reduce-scatters: those outputs in forward,
+# the summed gradients of their inputs in backward. Counted, with their dtypes, on transformers' Llama by
 # tests/test_communication_dtypes.py.
-TP_ALL_REDUCES_PER_LAYER = (2, 5)
+TP_COLLECTIVES_PER_LAYER = {"all_gather": (2, 2, 2, 2), "reduce_scatter": (2, 2, 1, 0)}
 # The collective that carries most of each dimension's traffic, whose probed latency and bandwidth it is priced at.
 COLLECTIVE_OF = {
-    "dp_replicate": "all_reduce", "dp_shard": "all_gather", "cp": "all_gather", "tp": "all_reduce", "pp": "send_recv",
+    "dp_replicate": "all_reduce", "dp_shard": "all_gather", "cp": "all_gather", "tp": "all_gather", "pp": "send_recv",
+    "ep": "all_to_all",
 }  # fmt: skip
+# What communicates: the mesh dimensions and expert parallelism, which borrows dp_shard x cp's ranks.
+COMM_DIMS = LAYOUT_DIMS
+# The most loaded ep rank's (token, expert) rows over the mean, where a run has not measured it: a stated assumption
+# for routing trained with a load-balancing loss (published MoE benchmarks force-balance the router: 1.0).
+EXPERT_IMBALANCE = 1.2
 FP32 = 4
 
 
@@ -230,6 +255,8 @@ def dimension_links(layout: Layout, hardware: Hardware) -> dict[str, str]:
     for name in reversed(MESH_DIMS):
         inner *= getattr(layout, name)
         links[name] = within if inner <= hardware.devices_per_node else hardware.network
+    # ep's ranks are neighbours in dp_shard x cp (innermost there), tp's ranks between them.
+    links["ep"] = within if layout.ep * layout.tp <= hardware.devices_per_node else hardware.network
     return links
 
 
@@ -252,19 +279,21 @@ def communication_bytes(
     micro_batch: int,
     seq_len: int,
     grad_accum: int,
-    activation_checkpointing: bool | str = False,
+    checkpointing: Checkpointing = "none",
     precision: str = "fp32",
     fsdp_grad_sync: str = "micro_batch",
+    expert_imbalance: float = EXPERT_IMBALANCE,
 ) -> dict[str, tuple[float, int]]:
-    """(bytes each rank sends, number of collectives) per optimizer step, per mesh dimension.
+    """(bytes each rank sends, number of collectives) per optimizer step, per mesh dimension and ep.
 
-    `parameter_bytes` is the whole model's (fp32): a pipeline stage holds its 1/pp share of it.
+    `parameter_bytes` is the whole model's (fp32), or of an MoE model what an ep rank holds (its E/ep experts): a
+    pipeline stage holds its 1/pp share of it.
     """
     ring = lambda n: (n - 1) / n  # noqa: E731 - the share of the data a ring collective moves per rank
     tokens = micro_batch * seq_len // layout.cp
     layers = -(-config.num_hidden_layers // layout.pp)
     shard_share = parameter_bytes / layout.pp / layout.tp  # this rank's stage and tensor-parallel share, before FSDP
-    sent = dict.fromkeys(MESH_DIMS, (0.0, 0))
+    sent = dict.fromkeys(COMM_DIMS, (0.0, 0))
     shards = layout.shard_degree  # FSDP2 shards over dp_shard x cp; counted under dp_shard, whose link it crosses
     if shards > 1:
         reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync)
@@ -275,21 +304,71 @@ def communication_bytes(
         volume = shard_share / shards
         sent["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
     if layout.tp > 1:
-        forward, backward = TP_ALL_REDUCES_PER_LAYER
-        forward += 0 if checkpointing_mode(activation_checkpointing) == "none" else forward - 1  # recomputed
-        forward_width = 2 if precision == "bf16" else FP32  # the row-parallel matmuls' outputs, in the compute dtype
-        backward_width = activation_width(precision, layout)
-        elements = 2 * ring(layout.tp) * tokens * config.hidden_size  # per all-reduce of one activation
-        per_micro_batch = layers * elements * (forward * forward_width + backward * backward_width)
-        sent["tp"] = (grad_accum * per_micro_batch, grad_accum * layers * (forward + backward))
+        sent["tp"] = tensor_parallel_sent(config, layout, tokens, grad_accum, checkpointing, precision)
     if layout.cp > 1:  # per layer: all-gather (twice with recomputation, full or selective) and reduce-scatter
-        collectives = grad_accum * layers * (2 if checkpointing_mode(activation_checkpointing) == "none" else 3)
+        collectives = grad_accum * layers * (2 if checkpointing == "none" else 3)
         per_collective = context_parallel_bytes(config, layout, micro_batch, seq_len, precision)
         sent["cp"] = (collectives * per_collective, collectives)
     if layout.pp > 1:
         stage_output = tokens * config.hidden_size * activation_width(precision, layout) / layout.tp
         sent["pp"] = (grad_accum * 2 * stage_output, grad_accum * 2)  # forward, and its gradient back
+    sent["ep"] = expert_parallel_bytes(
+        config, layout, micro_batch, seq_len, grad_accum, checkpointing, precision, expert_imbalance
+    )
     return sent
+
+
+def tensor_parallel_sent(
+    config: PretrainedConfig,
+    layout: Layout,
+    tokens: int,
+    grad_accum: int,
+    checkpointing: Checkpointing = "none",
+    precision: str = "fp32",
+) -> tuple[float, int]:
+    """(bytes each rank sends, collectives) per step for sequence-parallel tensor parallelism: per layer and
+    micro-batch of `tokens` local tokens, `TP_COLLECTIVES_PER_LAYER`, each moving (tp-1)/tp of one activation; the
+    norms' outputs and the input gradients in `activation_width`, the row-parallel outputs and their gradients in the
+    compute dtype (see the module docstring)."""
+    layers = -(-config.num_hidden_layers // layout.pp)
+    mode = checkpointing_mode(checkpointing)
+    residual, computed = activation_width(precision, layout), 2 if precision == "bf16" else FP32
+    gathers, scatters = TP_COLLECTIVES_PER_LAYER["all_gather"], TP_COLLECTIVES_PER_LAYER["reduce_scatter"]
+    rerun = {"none": None, "full": 2, "selective": 3}[mode]  # the recomputation's column in the counts
+    gathers_again = 0 if rerun is None else gathers[rerun]
+    scatters_again = 0 if rerun is None else scatters[rerun]
+    widths = (gathers[0] + gathers_again) * residual + gathers[1] * computed
+    widths += (scatters[0] + scatters_again) * computed + scatters[1] * residual
+    activation = (layout.tp - 1) / layout.tp * tokens * config.hidden_size
+    count = gathers[0] + gathers[1] + gathers_again + scatters[0] + scatters[1] + scatters_again
+    return grad_accum * layers * activation * widths, grad_accum * layers * count
+
+
+def expert_parallel_bytes(
+    config: PretrainedConfig,
+    layout: Layout,
+    micro_batch: int,
+    seq_len: int,
+    grad_accum: int,
+    checkpointing: Checkpointing = "none",
+    precision: str = "fp32",
+    expert_imbalance: float = EXPERT_IMBALANCE,
+) -> tuple[float, int]:
+    """(bytes the busiest rank moves, collectives) per optimizer step for expert parallelism's all-to-alls: per
+    MoE layer on this pipeline stage and micro-batch, dispatch and combine in forward, their gradients in backward,
+    and the forward's again where checkpointing recomputes the layer, each (ep - 1)/ep of the rank's top_k x tokens
+    rows of hidden size (times the imbalance), after an all-to-all of the per-expert counts (latency only)."""
+    moe = moe_dims(config)
+    if moe is None or layout.ep == 1:
+        return 0.0, 0
+    tokens = micro_batch * seq_len // layout.cp
+    layers = -(-moe.moe_layers // layout.pp)
+    recomputed = checkpointing != "none"
+    passes = 4 + (2 if recomputed else 0)
+    counts = 1 + (1 if recomputed else 0)
+    rows = moe.top_k * tokens * config.hidden_size * activation_width(precision, layout)
+    per_all_to_all = (layout.ep - 1) / layout.ep * rows * expert_imbalance
+    return grad_accum * layers * passes * per_all_to_all, grad_accum * layers * (passes + counts)
 
 
 def noise_scale_bytes(
@@ -308,6 +387,18 @@ def noise_scale_bytes(
         volume = shard_share / shards
         extra["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
     return extra
+
+
+def imbalance_flops(
+    config: PretrainedConfig, layout: Layout, expert_bytes: int, tokens: int, expert_imbalance: float
+) -> float:
+    """The experts' FLOPs the busiest ep rank computes beyond an even share: (imbalance - 1) times the routed
+    experts' active share of a step (6 per active expert parameter per token); nothing without ep (every rank then
+    runs every expert on its own tokens)."""
+    moe = moe_dims(config)
+    if moe is None or layout.ep == 1 or not expert_bytes:
+        return 0.0
+    return (expert_imbalance - 1.0) * 6.0 * expert_bytes / FP32 * moe.routed_fraction * tokens
 
 
 def loss_recompute_flops(config: PretrainedConfig, tokens: int) -> float:
@@ -334,17 +425,20 @@ def predict_run(
     shape = StepShape(
         train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing,
         resolve_precision(train.precision, hardware.device_type), dense_mask, train.compile, train.gns_every,
-        train.fsdp_grad_sync,
+        train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank,
     )  # fmt: skip
-    return estimate_step(
-        config,
-        layout,
-        hardware,
-        shape,
-        matmul_params=counts["matmul"],
-        parameter_bytes=model_bytes(counts),
-        calibration=calibration,
-    )
+    return estimate_step(config, layout, hardware, shape, **parameter_figures(counts), calibration=calibration)
+
+
+def parameter_figures(counts: dict[str, int]) -> dict[str, int]:
+    """estimate_step's parameter arguments from trainer.model.parameters' counts: FLOPs from the active matmul
+    parameters, memory and communication from all of them, the routed experts' bytes apart (ep splits them)."""
+    return {
+        "matmul_params": counts.get("active_matmul", counts["matmul"]),
+        "parameter_bytes": model_bytes(counts),
+        "expert_bytes": FP32 * counts.get("routed_experts", 0),
+        "cast_params": counts["matmul"],
+    }
 
 
 def model_bytes(counts: dict[str, int]) -> int:
@@ -362,12 +456,14 @@ class StepShape:
     micro_batch: int
     seq_len: int
     grad_accum: int
-    checkpointing: str = "none"  # one of trainer.config.CHECKPOINTING_MODES (train.activation_checkpointing given)
+    checkpointing: Checkpointing = "none"  # given as train.activation_checkpointing stores it (False, True) too
     precision: str = "fp32"  # fp32 | bf16 (resolve_precision's)
     dense_mask: bool = False  # attention reads a dense [seq, seq] mask (trainer.model.attention.takes_dense_mask)
     compiled: bool = False  # each decoder layer compiled (train.compile)
     gns_every: int = 0  # steps between gradient noise scale measurements (train.gns_every; 0: none)
     fsdp_grad_sync: str = "micro_batch"  # when FSDP2 reduce-scatters (train.fsdp_grad_sync)
+    expert_imbalance: float = EXPERT_IMBALANCE  # the busiest ep rank's expert rows over the mean (MoE, ep > 1)
+    pp_stages_per_rank: int = 1  # pipeline stages per rank (train.pp_stages_per_rank; > 1: interleaved 1F1B)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checkpointing", checkpointing_mode(self.checkpointing))
@@ -383,10 +479,18 @@ def estimate_step(
     parameter_bytes: int,
     calibration: Calibration | None = None,
     figures: Figures | None = None,
+    expert_bytes: int = 0,
+    cast_params: int | None = None,
 ) -> StepEstimate:
     """One optimizer step of one rank (see the module docstring). `figures`: hardware_figures(hardware), where the
-    caller already has them (a plan prices thousands of candidates on the same hardware)."""
+    caller already has them (a plan prices thousands of candidates on the same hardware). `matmul_params`: those a
+    token runs through (an MoE model's active ones); `expert_bytes`: the routed experts' share of `parameter_bytes`,
+    which ep splits; `cast_params`: the matmul weights autocast copies (all of them; default `matmul_params`)."""
     micro_batch, seq_len, grad_accum = shape.micro_batch, shape.seq_len, shape.grad_accum
+    # What this rank holds before FSDP2 chunks it: the dense parameters and its E/ep experts.
+    elsewhere = expert_bytes - expert_bytes // layout.ep
+    parameter_bytes -= elsewhere
+    cast_params = (matmul_params if cast_params is None else cast_params) - elsewhere // FP32
     mode, precision, dense_mask, compiled = shape.checkpointing, shape.precision, shape.dense_mask, shape.compiled
     gns_every, fsdp_grad_sync = shape.gns_every, shape.fsdp_grad_sync
     tokens_per_rank_step = micro_batch * grad_accum * seq_len  # before cp splits the sequence
@@ -398,11 +502,12 @@ def estimate_step(
         flops += selective_recompute_flops(config, tokens_per_rank_step)
     if layout.pp == 1:
         flops += loss_recompute_flops(config, tokens_per_rank_step)
+    flops += imbalance_flops(config, layout, expert_bytes, tokens_per_rank_step, shape.expert_imbalance)
     matmul = flops / (layout.tp * layout.cp * layout.pp) / figures.compute_flops(hardware, precision)
     if mode == "full":  # the forward pass runs twice: 4 passes' worth instead of 3
         matmul *= 4 / 3
     traffic = memory_traffic(
-        config, layout, matmul_params, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision,
+        config, layout, cast_params, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision,
         dense_mask, compiled, fsdp_grad_sync,
     )  # fmt: skip
     memory = traffic / figures.memory_bandwidth(hardware)
@@ -413,25 +518,29 @@ def estimate_step(
         compute = matmul + memory + launch
     else:  # host time behind queued kernels, dispatch included
         compute, dispatch = max(matmul + memory, launch + dispatch), 0.0
-    if layout.pp > 1:  # the pipeline bubble of 1F1B: (pp - 1) idle micro-batch slots
-        bubble = 1 + (layout.pp - 1) / grad_accum
+    if layout.pp > 1:  # the pipeline bubble: (pp - 1) idle slots of one stage's micro-batch
+        # 1F1B's slots are a whole micro-batch on a rank's layers; interleaved 1F1B's are one of its v stages, so its
+        # bubble is v times smaller, (pp - 1) / (v x micro-batches) (Narayanan et al. 2021, "Efficient
+        # Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", section 2.2.2).
+        bubble = 1 + (layout.pp - 1) / (grad_accum * shape.pp_stages_per_rank)
         compute, dispatch = compute * bubble, dispatch * bubble
     sent = communication_bytes(
-        config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision, fsdp_grad_sync
-    )
+        config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision, fsdp_grad_sync,
+        shape.expert_imbalance,
+    )  # fmt: skip
     links = dimension_links(layout, hardware)
-    seconds = {d: figures.transfer_s(links[d], COLLECTIVE_OF[d], *sent[d]) for d in MESH_DIMS}
+    seconds = {d: figures.transfer_s(links[d], COLLECTIVE_OF[d], *sent[d]) for d in COMM_DIMS}
     # On a GPU data-parallel traffic overlaps the backward pass (about two thirds of compute) and the rest shows;
     # on a CPU the collectives run on the cores that compute, so nothing overlaps.
     data_parallel = seconds["dp_shard"] + seconds["dp_replicate"]
     hidden = 2 / 3 * compute if hardware.device_type == "cuda" else 0.0
-    comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + max(0.0, data_parallel - hidden)
+    comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + seconds["ep"] + max(0.0, data_parallel - hidden)
     # The noise scale's extra reduction: waited for (its norm is read at once), one step in gns_every.
     noise = noise_scale_bytes(config, layout, parameter_bytes, grad_accum, gns_every)
     for d, (noise_bytes, noise_collectives) in noise.items():
         comm += figures.transfer_s(links[d], COLLECTIVE_OF[d], noise_bytes, noise_collectives) / gns_every
         sent[d] = (sent[d][0] + noise_bytes / gns_every, sent[d][1])
-    collectives = sum(sent[d][1] for d in ("dp_shard", "tp", "cp"))
+    collectives = sum(sent[d][1] for d in ("dp_shard", "tp", "cp", "ep"))
     calibration = calibration or Calibration()
     step = calibration.predict(compute, comm, collectives, grad_accum, dispatch)
     global_tokens = tokens_per_rank_step * layout.dp_degree
@@ -448,7 +557,7 @@ def memory_traffic(
     micro_batch: int,
     seq_len: int,
     grad_accum: int,
-    activation_checkpointing: bool | str,
+    checkpointing: Checkpointing,
     precision: str,
     dense_mask: bool,
     compiled: bool = False,
@@ -459,14 +568,13 @@ def memory_traffic(
     tp, layers = layout.tp, -(-config.num_hidden_layers // layout.pp)
     tokens = micro_batch * seq_len // layout.cp  # per micro-batch on this rank
     forward, backward = layer_bytes(config, layout, precision, compiled)
-    mode = checkpointing_mode(activation_checkpointing)
     # Full and selective both rerun every elementwise operation of the forward (compiled: its fused kernels).
-    recomputed = 0 if mode == "none" else forward
+    recomputed = 0 if checkpointing == "none" else forward
     per_micro_batch = tokens * layers * (forward + backward + recomputed)
     per_micro_batch += tokens * config.vocab_size * LOGIT_BYTES
     if dense_mask:  # built as a bias in every layer, then read once per head in forward and twice in backward
         entries = tokens * seq_len  # each local query's row spans every key of its row
-        attention_passes = 3 + (1 if mode == "full" else 0)  # selective keeps attention's output: not rerun
+        attention_passes = 3 + (1 if checkpointing == "full" else 0)  # selective keeps attention's output: not rerun
         per_micro_batch += layers * entries * ((1 + width) + heads / tp * width * attention_passes)
     stage_elements = parameter_bytes / FP32 / layout.pp / tp
     local_elements = stage_elements / layout.shard_degree
@@ -503,13 +611,27 @@ def layer_bytes(config: PretrainedConfig, layout: Layout, precision: str, compil
     d = head_dim(config)
     q = config.num_attention_heads * d
     widths = (config.hidden_size, q / layout.tp, q * _kv_ratio(config) / layout.tp,
-              config.intermediate_size / layout.tp, d, 1)  # fmt: skip
+              mlp_width(config, layout.tp), d, 1)  # fmt: skip
     forward, backward = LAYER_BYTES[layer_regime(precision, layout), compiled]
     return _dot(forward, widths), _dot(backward, widths)
 
 
+def mlp_width(config: PretrainedConfig, tp: int) -> float:
+    """The intermediate width one token's MLP runs over on a rank, per layer: the dense MLP's over tp; in an MoE
+    layer its top_k experts' and any shared expert's (experts are not split by tp), averaged over the layers."""
+    moe = moe_dims(config)
+    if moe is None:
+        return config.intermediate_size / tp
+    return _mean_mlp(moe, config, moe.top_k * moe.expert_intermediate + moe.shared_intermediate, tp)
+
+
+def _mean_mlp(moe: MoeDims, config: PretrainedConfig, sparse: float, tp: int) -> float:
+    layers = config.num_hidden_layers
+    return (moe.moe_layers * sparse + (layers - moe.moe_layers) * moe.dense_intermediate / tp) / layers
+
+
 def operations_per_micro_batch(
-    config: PretrainedConfig, layout: Layout, activation_checkpointing: bool | str, compiled: bool = False
+    config: PretrainedConfig, layout: Layout, checkpointing: Checkpointing, compiled: bool = False
 ) -> int:
     """Operations one forward and backward pass launches on one rank (`OPS_PER_LAYER`, or
     `COMPILED_OPS_PER_LAYER` where each layer is compiled)."""
@@ -519,22 +641,21 @@ def operations_per_micro_batch(
     else:
         forward, backward = OPS_PER_LAYER, 2 * OPS_PER_LAYER
     recomputed = {"none": 0, "selective": forward - SELECTIVE_KEPT_OPS, "full": forward}
-    return layers * (forward + backward + recomputed[checkpointing_mode(activation_checkpointing)]) + OPS_OUTSIDE_LAYERS
+    return layers * (forward + backward + recomputed[checkpointing]) + OPS_OUTSIDE_LAYERS
 
 
 def dispatch_per_micro_batch(
-    config: PretrainedConfig, layout: Layout, activation_checkpointing: bool | str, figures: Figures
+    config: PretrainedConfig, layout: Layout, checkpointing: Checkpointing, figures: Figures
 ) -> float:
     """Seconds one forward and backward pass spends in Python dispatch on one rank (see the module docstring)."""
     layers = -(-config.num_hidden_layers // layout.pp)
     dtensor_op_s, selective_op_s = figures.dispatch_overheads()
-    mode = checkpointing_mode(activation_checkpointing)
     seconds = 0.0
     if layout.tp > 1:
         forward, backward = DTENSOR_OPS_PER_LAYER
-        forward_passes = 1 if mode == "none" else 2  # recomputation dispatches the forward's operations again
-        seconds += layers * (forward * forward_passes + backward) * dtensor_op_s
-    if mode == "selective":
+        forward_passes = 1 if checkpointing == "none" else 2  # recomputation dispatches the forward's operations again
+        seconds += (layers * (forward * forward_passes + backward) + sum(DTENSOR_OPS_OUTSIDE_LAYERS)) * dtensor_op_s
+    if checkpointing == "selective":
         seconds += layers * SELECTIVE_OPS_PER_LAYER * selective_op_s
     return seconds
 
@@ -543,6 +664,9 @@ def selective_recompute_flops(config: PretrainedConfig, tokens: int) -> float:
     """FLOPs selective checkpointing adds to a step of `tokens` tokens: the k, o and up projections it recomputes
     (2 per weight per token); attention and the other matmuls keep their outputs."""
     h, i = config.hidden_size, getattr(config, "intermediate_size", None) or 4 * config.hidden_size
+    moe = moe_dims(config)
+    if moe is not None:  # up: each token's top_k experts' (one matmul each in the loop) and any shared expert's
+        i = _mean_mlp(moe, config, moe.top_k * moe.expert_intermediate + moe.shared_intermediate, 1)
     q = config.num_attention_heads * head_dim(config)
     kv = q * _kv_ratio(config)
     return 2.0 * tokens * config.num_hidden_layers * (h * kv + q * h + h * i)

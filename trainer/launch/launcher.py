@@ -42,9 +42,12 @@ from trainer.launch.progress import follow
 from trainer.layout import Layout, LayoutError, check_layout_for_model
 from trainer.model.attention import AttentionError, choose_attention
 from trainer.model.build import check_positions, checkpoint_dir, model_config
+from trainer.model.moe import check_moe, is_moe
 from trainer.model.parameters import head_dim
 from trainer.parallel.context_parallel import check_context_parallel
+from trainer.parallel.expert_parallel import ExpertParallelError, expert_kernel_for_run
 from trainer.parallel.pipeline import check_pipeline
+from trainer.parallel.tensor_parallel import check_sequence_parallel
 from trainer.rank.checkpoint import checkpoint_step, newest_verified
 from trainer.rank.trackers import check_trackers
 from trainer.results.contracts import write_text
@@ -108,9 +111,12 @@ def prepare(request: TrainRequest) -> PreparedRun:
     config = model_config(experiment.model, base_dir)
     check_positions(config, experiment.data.seq_len)
     _choose_attention(experiment, config)
+    _choose_experts(experiment, config)
     try:
         check_layout_for_model(experiment.layout, config)
+        check_moe(config, experiment.layout, experiment.train)
         check_context_parallel(experiment.layout, config, experiment.data.seq_len)
+        check_sequence_parallel(experiment.layout.tp, experiment.layout.cp, experiment.data.seq_len)
         train = experiment.train
         grad_accum = plan_batches(
             train.global_batch_tokens, experiment.data.seq_len, train.micro_batch, experiment.layout.dp_degree
@@ -415,6 +421,18 @@ def _choose_attention(experiment: Experiment, config: PretrainedConfig) -> None:
             train.attention, device_type, experiment.layout, head_dim(config), experiment.data.packing
         )
     except AttentionError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _choose_experts(experiment: Experiment, config: PretrainedConfig) -> None:
+    """Resolve train.experts (auto) for an MoE model on this device and precision, or refuse it; dense models
+    keep what was written (nothing reads it)."""
+    train = experiment.train
+    if not is_moe(config):
+        return
+    try:
+        train.experts = expert_kernel_for_run(train.experts, config, experiment.hardware.device_type, train.precision)
+    except ExpertParallelError as e:
         raise ConfigError(str(e)) from None
 
 

@@ -393,6 +393,9 @@ def _inline_config(values: dict) -> PretrainedConfig:
     config_class = type(AutoConfig.for_model(model_type))
     known = {f.name for f in dataclasses.fields(config_class)} if dataclasses.is_dataclass(config_class) else set()
     known |= set(config_class().to_dict())
+    # Read by modeling code whose config class does not declare it (Qwen3-MoE's attention: getattr(config,
+    # "head_dim", hidden_size // heads); Qwen3-30B-A3B's config.json sets 128, not 2048 / 32).
+    known.add("head_dim")
     for key in values:
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)

@@ -1,22 +1,91 @@
 """Parameter counts: every parameter's name and shape, and the total, embedding and matmul counts that memory,
 FLOPs and throughput predictions start from. From a meta-device model of any transformers config
 (`describe_parameters`), or from a preset's numbers alone (trainer.model.presets.PresetConfig, by the same rule:
-`parameter_counts`)."""
+`parameter_counts`).
+
+Mixture-of-experts models (transformers 5 keeps each MoE layer's routed experts as 3-D tensors under
+`mlp.experts`, leading dimension the expert) count twice: `total` (what memory holds) and `active_matmul` (what a
+token computes: the routed experts' parameters at top_k / experts, the router, shared experts and everything else
+in full), from which FLOPs per token follow (`moe_dims`, `is_routed_expert`)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from trainer.layout import expert_count
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 
-def parameter_counts(shapes: list[tuple[str, tuple[int, ...]]], embedding: int, tied: bool) -> dict[str, int]:
-    """Total, input-embedding and matmul parameters, from every parameter's shape (tied ones once)."""
+def parameter_counts(
+    shapes: list[tuple[str, tuple[int, ...]]], embedding: int, tied: bool, routed_fraction: float = 1.0
+) -> dict[str, int]:
+    """Total, input-embedding and matmul parameters, from every parameter's shape (tied ones once); the routed
+    experts' parameters, and the matmul parameters one token runs through (`routed_fraction`: top_k / experts of
+    an MoE model, whose routed experts each token sees only that share of)."""
     total = sum(math.prod(shape) for _, shape in shapes)
+    routed = sum(math.prod(shape) for name, shape in shapes if is_routed_expert(name))
     # The output projection is a real matmul even when tied to the input embedding, whose lookup costs nothing.
-    return {"total": total, "embedding": embedding, "matmul": total - embedding + (embedding if tied else 0)}
+    matmul = total - embedding + (embedding if tied else 0)
+    active = matmul - routed + round(routed * routed_fraction)
+    return {"total": total, "embedding": embedding, "matmul": matmul, "routed_experts": routed, "active_matmul": active}
+
+
+# Where transformers 5's MoE classes keep their routed experts (Mixtral, Qwen2/3-MoE, DeepSeek-V3, gpt-oss); shared
+# experts (`shared_expert`, `shared_experts`) are dense MLPs that every token runs through.
+_ROUTED_EXPERTS = ".mlp.experts."
+
+
+def is_routed_expert(name: str) -> bool:
+    """Whether a parameter (or a module path) belongs to a layer's routed experts (sharded over ep)."""
+    return _ROUTED_EXPERTS in name or name.endswith(".mlp.experts")
+
+
+@dataclass(frozen=True)
+class MoeDims:
+    """What the cost models need of a mixture-of-experts config: the routed experts per MoE layer and how many each
+    token takes, their intermediate width, the shared experts' (0: none), and which decoder layers are MoE (the
+    others have a dense MLP of config.intermediate_size)."""
+
+    experts: int
+    top_k: int
+    expert_intermediate: int
+    shared_intermediate: int
+    moe_layers: int
+    dense_intermediate: int  # the MLP width of the layers that are not MoE (DeepSeek-V3's first three)
+    shared_first: bool = False  # the shared expert runs before the router (Qwen2-MoE's block), not after the experts
+
+    @property
+    def routed_fraction(self) -> float:
+        return self.top_k / self.experts
+
+
+def moe_dims(config: PretrainedConfig) -> MoeDims | None:
+    """The config's mixture-of-experts dimensions as transformers builds its layers; None for a dense model."""
+    top_k = getattr(config, "num_experts_per_tok", None)
+    experts = expert_count(config) if top_k else None  # a dense config stops at the first read: plans ask often
+    if not experts:
+        return None
+    expert_intermediate = getattr(config, "moe_intermediate_size", None) or config.intermediate_size
+    shared = getattr(config, "shared_expert_intermediate_size", None) or 0
+    shared = shared or (getattr(config, "n_shared_experts", None) or 0) * expert_intermediate
+    moe_layers = _moe_layer_count(config)
+    dense = getattr(config, "intermediate_size", None) or 0
+    shared_first = bool(getattr(config, "shared_expert_intermediate_size", None))  # Qwen2-MoE's block order
+    return MoeDims(experts, top_k, expert_intermediate, shared, moe_layers, dense, shared_first)
+
+
+def _moe_layer_count(config: PretrainedConfig) -> int:
+    """transformers' rule for which decoder layers get the sparse block: DeepSeek-V3 after first_k_dense_replace,
+    Qwen2/3-MoE outside mlp_only_layers and on every decoder_sparse_step-th layer, every layer otherwise (each field
+    read once: a plan asks for thousands of layouts)."""
+    first = getattr(config, "first_k_dense_replace", None) or 0
+    dense = set(getattr(config, "mlp_only_layers", None) or ())
+    step = getattr(config, "decoder_sparse_step", None) or 1
+    return sum(1 for i in range(first, config.num_hidden_layers) if i not in dense and (i + 1) % step == 0)
 
 
 def count_parameters(config: PretrainedConfig) -> dict[str, int]:
@@ -38,7 +107,8 @@ def describe_parameters(config: PretrainedConfig) -> tuple[list[tuple[str, tuple
     shapes = [(name, tuple(p.shape)) for name, p in model.named_parameters()]
     embedding = model.get_input_embeddings().weight
     tied = model.get_output_embeddings().weight is embedding
-    return shapes, parameter_counts(shapes, embedding.numel(), tied)
+    moe = moe_dims(config)
+    return shapes, parameter_counts(shapes, embedding.numel(), tied, moe.routed_fraction if moe else 1.0)
 
 
 def head_dim(config: PretrainedConfig) -> int:

@@ -117,11 +117,140 @@ MODELS: dict[str, tuple[str, dict[str, Any]]] = {
         _llama(2048, 8192, 24, 32, 32, 49152, 8192, tie_word_embeddings=True, rope_parameters=_rope(130000.0)),
     ),
 }
-# Presets meshpilot knows of but cannot plan for, with the reason (said in one line when asked for).
-REFUSED = {
-    "mixtral-8x7b": "Mixtral-8x7B is a mixture-of-experts model: meshpilot's memory and throughput models count "
-    "dense layers only (every parameter used by every token), so it cannot plan for it",
+
+
+# Mixture-of-experts models: config.json of each on the Hugging Face hub, checked against the hub's configs (as
+# mirrored on huggingface.co and in Megatron/slime model scripts: mistralai/Mixtral-8x7B-v0.1 and 8x22B, Qwen3-30B-A3B
+# and 235B-A22B, openai/gpt-oss-20b and 120b, deepseek-ai/DeepSeek-V3). Planned from a meta-device model (no light
+# PresetConfig: their layers are not Llama's).
+def _rope_yarn(factor: float, original: int, theta: float, **extra: float) -> dict[str, Any]:
+    return {
+        "rope_type": "yarn",
+        "factor": factor,
+        "original_max_position_embeddings": original,
+        "rope_theta": theta,
+        **extra,
+    }
+
+
+def _qwen3_moe(hidden: int, intermediate: int, moe_intermediate: int, layers: int, heads: int) -> dict[str, Any]:
+    return {
+        "model_type": "qwen3_moe",
+        "vocab_size": 151936,
+        "hidden_size": hidden,
+        "intermediate_size": intermediate,
+        "moe_intermediate_size": moe_intermediate,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": 4,
+        "head_dim": 128,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "norm_topk_prob": True,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "max_position_embeddings": 40960,
+        "rms_norm_eps": 1e-6,
+        "rope_parameters": _rope(1000000.0),
+        "router_aux_loss_coef": 0.001,
+        "tie_word_embeddings": False,
+    }
+
+
+def _gpt_oss(layers: int, experts: int) -> dict[str, Any]:
+    return {
+        "model_type": "gpt_oss",
+        "vocab_size": 201088,
+        "hidden_size": 2880,
+        "intermediate_size": 2880,
+        "num_hidden_layers": layers,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "num_local_experts": experts,
+        "num_experts_per_tok": 4,
+        "sliding_window": 128,
+        "layer_types": ["sliding_attention", "full_attention"] * (layers // 2),
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "rope_parameters": _rope_yarn(32.0, 4096, 150000.0, beta_fast=32.0, beta_slow=1.0),
+        "swiglu_limit": 7.0,
+        "router_aux_loss_coef": 0.9,
+        "tie_word_embeddings": False,
+    }
+
+
+def _mixtral(
+    hidden: int, intermediate: int, layers: int, heads: int, vocab: int, positions: int, aux: float
+) -> dict[str, Any]:
+    return {
+        "model_type": "mixtral",
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "intermediate_size": intermediate,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": 8,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "max_position_embeddings": positions,
+        "rms_norm_eps": 1e-5,
+        "rope_parameters": _rope(1000000.0),
+        "router_aux_loss_coef": aux,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+    }
+
+
+_MOE_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
+    "mixtral-8x7b": ("mistralai/Mixtral-8x7B-v0.1", _mixtral(4096, 14336, 32, 32, 32000, 32768, 0.02)),
+    "mixtral-8x22b": ("mistralai/Mixtral-8x22B-v0.1", _mixtral(6144, 16384, 56, 48, 32768, 65536, 0.001)),
+    "qwen3-30b-a3b": ("Qwen/Qwen3-30B-A3B", _qwen3_moe(2048, 6144, 768, 48, 32)),
+    "qwen3-235b-a22b": ("Qwen/Qwen3-235B-A22B", _qwen3_moe(4096, 12288, 1536, 94, 64)),
+    "gpt-oss-20b": ("openai/gpt-oss-20b", _gpt_oss(24, 32)),
+    "gpt-oss-120b": ("openai/gpt-oss-120b", _gpt_oss(36, 128)),
+    "deepseek-v3": (
+        "deepseek-ai/DeepSeek-V3",
+        {
+            # The hub's config also has an fp8 quantization_config (its weights' storage) and one multi-token
+            # prediction layer (num_nextn_predict_layers: 1) that transformers' DeepseekV3 does not build; both
+            # are left out: this is the bf16 model transformers trains.
+            "model_type": "deepseek_v3",
+            "vocab_size": 129280,
+            "hidden_size": 7168,
+            "intermediate_size": 18432,
+            "moe_intermediate_size": 2048,
+            "num_hidden_layers": 61,
+            "first_k_dense_replace": 3,
+            "num_attention_heads": 128,
+            "num_key_value_heads": 128,
+            "n_routed_experts": 256,
+            "n_shared_experts": 1,
+            "num_experts_per_tok": 8,
+            "n_group": 8,
+            "topk_group": 4,
+            "routed_scaling_factor": 2.5,
+            "norm_topk_prob": True,
+            "q_lora_rank": 1536,
+            "kv_lora_rank": 512,
+            "qk_nope_head_dim": 128,
+            "qk_rope_head_dim": 64,
+            "v_head_dim": 128,
+            "max_position_embeddings": 163840,
+            "rms_norm_eps": 1e-6,
+            "rope_parameters": _rope_yarn(
+                40.0, 4096, 10000.0, beta_fast=32.0, beta_slow=1.0, mscale=1.0, mscale_all_dim=1.0
+            ),
+            "tie_word_embeddings": False,
+        },
+    ),
 }
+
+MODELS.update(_MOE_MODELS)
+MOE_PRESETS = tuple(_MOE_MODELS)
+
+# Presets meshpilot knows of but cannot plan for, with the reason (said in one line when asked for).
+REFUSED: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -203,6 +332,8 @@ def preset_config(spec: ModelSpec) -> PresetConfig | None:
     values = spec.config
     if spec.path is not None or values is None or not any(values == preset for _, preset in MODELS.values()):
         return None
+    if values.get("model_type") not in _ARCHITECTURES:  # a mixture of experts: transformers counts its layers
+        return None
     named = {field.name: values.get(field.name) for field in dataclasses.fields(PresetConfig)}
     named["head_dim"] = head_dim(SimpleNamespace(**values))
     return PresetConfig(**named)
@@ -224,6 +355,7 @@ def preset_key(name: str) -> str:
     key = name.strip().lower().split("/")[-1]
     key = re.sub(r"[\s_]+", "-", key)
     key = re.sub(r"^(llama|qwen|gemma|smollm)-?(\d)", r"\1-\2", key)  # llama3.1 -> llama-3.1
+    key = re.sub(r"^qwen-3-", "qwen3-", key)  # the Qwen3 MoE presets keep the family's own spelling
     key = re.sub(r"(\d)-?(b|gb)$", r"\1\2", key).removesuffix("-hf").removesuffix("-v0.1")
     return {"qwen-2.5-7b": "qwen2.5-7b", "qwen-2.5-72b": "qwen2.5-72b", "smollm-2-1.7b": "smollm2-1.7b"}.get(key, key)
 

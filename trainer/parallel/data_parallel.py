@@ -23,11 +23,32 @@ def fsdp_mixed_precision(layout: Layout, spec: TrainSpec) -> bool:
     return spec.precision == "bf16" and layout.fsdp
 
 
-def apply_fsdp(model: torch.nn.Module, dp_mesh: DeviceMesh, spec: TrainSpec) -> None:
-    """Shard each decoder layer as its own unit (all-gathered just before use), then the rest at the root."""
+def apply_fsdp(
+    model: torch.nn.Module,
+    dp_mesh: DeviceMesh,
+    spec: TrainSpec,
+    experts_mesh: DeviceMesh | None = None,
+    loss_ranks: int = 1,
+) -> None:
+    """Shard each decoder layer as its own unit (all-gathered just before use), then the rest at the root.
+
+    Expert-parallel experts (`experts_mesh`: the ranks holding the same experts) are a unit of their own inside
+    their layer, sharded over those ranks only. Their gradient already sums the tokens of the whole ep group (the
+    all-to-all's backward brought them), so it must be divided by all `loss_ranks` (data parallel x cp), as the
+    dense parameters' are by their FSDP2 mesh, not by the experts' smaller mesh: the experts' forward scales it by
+    mesh / loss_ranks (= 1/ep). (FSDP2's set_gradient_divide_factor would reduce with PREMUL_SUM, which gloo lacks.)
+    """
     for layer in model.get_decoder().layers:
+        if experts_mesh is not None and (experts := _expert_module(layer)) is not None:
+            fully_shard(experts, mesh=experts_mesh, **fsdp_options(spec))
+            experts.expert_shard.grad_scale = experts_mesh.size() / loss_ranks
         fully_shard(layer, mesh=dp_mesh, **fsdp_options(spec))
     fully_shard(model, mesh=dp_mesh, **fsdp_options(spec))
+
+
+def _expert_module(layer: torch.nn.Module) -> torch.nn.Module | None:
+    """The layer's expert-parallel experts module (trainer.parallel.expert_parallel), if it has one."""
+    return next((m for m in layer.modules() if hasattr(m, "expert_shard")), None)
 
 
 def fsdp_options(spec: TrainSpec) -> dict:

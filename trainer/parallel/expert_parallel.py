@@ -14,7 +14,9 @@ experts' owners and return to the tokens' ranks.
 Also here: where the groups come from (`expert_parallel_groups`), the gradient reduction a data-parallel loop needs
 for dense and expert parameters (`average_gradients`), per-step expert load (`expert_load`) and the router's
 auxiliary losses with the config's coefficients, computed over the whole data-parallel batch (`router_losses`).
-Nothing in the trainer calls this yet (issue 37).
+The trainer applies it through trainer.parallel.parallelize.apply_experts: there the ep group comes from a
+DeviceMesh (trainer.layout.expert_mesh) and each rank's slice is a DTensor sharded on dim 0 over it, so FSDP2 can
+shard it further, checkpoints reshard it and the initialisation draws each expert's own values.
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ class ExpertShard:
     kernel: str
     routed: torch.Tensor  # (num_experts,) pairs this rank's tokens sent to each expert, accumulated over forwards
     counts_hook: CountsHook | None = field(default=None, repr=False)  # tests only: corrupts a dispatch on purpose
+    mesh: object | None = field(default=None, repr=False)  # the ep DeviceMesh: slices are DTensors over it
+    # What the experts' gradients are multiplied by as they leave the forward: under FSDP2 over the ranks holding
+    # the same experts, 1/ep (trainer.parallel.data_parallel.apply_fsdp says why).
+    grad_scale: float = 1.0
 
     @property
     def local_experts(self) -> int:
@@ -114,7 +120,7 @@ def choose_expert_kernel(requested: str, device: torch.device, dtype: torch.dtyp
     dtype and shape (CUDA, compute capability 8.0+, bf16/fp16, 16-byte-aligned rows); the plain loop otherwise.
     On CPU torch 2.13's _grouped_mm runs forward but its backward fails, so CPU always loops."""
     if requested not in ("auto", *EXPERT_KERNELS):
-        raise ExpertParallelError(f"unknown experts kernel {requested!r}: choose auto, {', '.join(EXPERT_KERNELS)}")
+        raise ExpertParallelError(f"train.experts must be one of auto, {', '.join(EXPERT_KERNELS)}, not {requested!r}")
     grouped_ok = (
         device.type == "cuda"
         and _grouped_mm_function() is not None
@@ -124,17 +130,33 @@ def choose_expert_kernel(requested: str, device: torch.device, dtype: torch.dtyp
         and all(d * dtype.itemsize % 16 == 0 for d in dims)
     )
     if requested == "grouped_mm" and not grouped_ok:
-        raise ExpertParallelError(f"grouped_mm experts need CUDA (sm80+), bf16/fp16 and aligned sizes; got {device}")
+        raise ExpertParallelError(
+            f"train.experts grouped_mm cannot run here: it needs CUDA (sm80+), bf16/fp16 and sizes whose rows are "
+            f"16-byte aligned; got {device.type}, {str(dtype).removeprefix('torch.')}, sizes {dims}"
+        )
     if requested == "auto":
         return "grouped_mm" if grouped_ok else "loop"
     return requested
 
 
+def expert_kernel_for_run(requested: str, config: PretrainedConfig, device_type: str, precision: str) -> str:
+    """train.experts resolved before launch for a run's device and precision (the launcher records it in the
+    run's config.yaml, as it does train.attention): grouped_mm or loop."""
+    hidden = config.hidden_size
+    inner = getattr(config, "moe_intermediate_size", None) or config.intermediate_size
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    return choose_expert_kernel(requested, torch.device(device_type), dtype, (2 * inner, hidden, hidden, inner))
+
+
 def apply_expert_parallel(
-    model: nn.Module, ep_group: dist.ProcessGroup | None, kernel: str = "auto"
+    model: nn.Module, ep_group: dist.ProcessGroup | None, kernel: str = "auto", ep_mesh=None
 ) -> ExpertParallelPlan:
     """Keep this rank's E/ep experts of every MoE layer and route tokens to their experts' ranks by all-to-all.
-    ep_group None means ep=1 (all experts local, same code path, no collectives). Returns the plan."""
+    ep_group None means ep=1 (all experts local, same code path, no collectives). With `ep_mesh` (a 1-D
+    DeviceMesh, whose group is then the ep group) each slice is a DTensor sharded over it; the model may be on
+    the meta device. Returns the plan."""
+    if ep_mesh is not None:
+        ep_group = ep_mesh.get_group()
     ep = dist.get_world_size(ep_group) if ep_group is not None else 1
     ep_rank = dist.get_rank(ep_group) if ep_group is not None else 0
     modules = expert_modules(model)
@@ -147,9 +169,11 @@ def apply_expert_parallel(
         if num_experts % ep:
             raise ExpertParallelError(f"ep={ep} does not divide the {num_experts} experts of {name}")
         dims = (*experts.gate_up_proj.shape[1:], *experts.down_proj.shape[1:])
-        chosen = choose_expert_kernel(kernel, experts.gate_up_proj.device, experts.gate_up_proj.dtype, dims)
+        on_meta = experts.gate_up_proj.is_meta  # a resolved kernel (the launcher's) is checked there, not here
+        chosen = kernel if on_meta and kernel in EXPERT_KERNELS else None
+        chosen = chosen or choose_expert_kernel(kernel, experts.gate_up_proj.device, experts.gate_up_proj.dtype, dims)
         routed = torch.zeros(num_experts, dtype=torch.int64, device=experts.gate_up_proj.device)
-        shard = ExpertShard(ep_group, ep, ep_rank, num_experts, chosen, routed)
+        shard = ExpertShard(ep_group, ep, ep_rank, num_experts, chosen, routed, mesh=ep_mesh)
         _keep_local_experts(experts, shard)
         experts.expert_shard = shard
         experts.forward = types.MethodType(_expert_parallel_forward, experts)
@@ -163,8 +187,19 @@ def _keep_local_experts(experts: nn.Module, shard: ExpertShard) -> None:
     for name, parameter in list(experts.named_parameters(recurse=False)):
         if parameter.shape[0] != shard.num_experts:
             raise ExpertParallelError(f"{type(experts).__name__}.{name} is not per-expert: cannot shard it over ep")
-        local = nn.Parameter(parameter.detach()[lo:hi].clone(), requires_grad=parameter.requires_grad)
-        setattr(experts, name, local)
+        local = parameter.detach()[lo:hi].clone()
+        if shard.mesh is not None:
+            from torch.distributed.tensor import DTensor, Shard
+
+            local = DTensor.from_local(local, shard.mesh, [Shard(0)], run_check=False, shape=parameter.shape,
+                                       stride=parameter.stride())  # fmt: skip
+        setattr(experts, name, nn.Parameter(local, requires_grad=parameter.requires_grad))
+
+
+def expert_shards(model: nn.Module) -> ExpertParallelPlan | None:
+    """The plan `apply_expert_parallel` left on the model's experts modules (None for a model it did not touch)."""
+    shards = {name: m.expert_shard for name, m in model.named_modules() if hasattr(m, "expert_shard")}
+    return ExpertParallelPlan(shards, next(iter(shards.values())).kernel) if shards else None
 
 
 class _AllToAll(torch.autograd.Function):
@@ -198,6 +233,8 @@ def _expert_parallel_forward(
     token_of_pair = order // top_k
     counts = torch.bincount(expert_ids, minlength=shard.num_experts)
     if torch._C._current_graph_task_id() == -1:  # not activation checkpointing's recomputation inside backward
+        if shard.routed.device != counts.device:  # made with a meta-device model, before it had memory
+            shard.routed = torch.zeros_like(counts)
         shard.routed += counts.detach()
     send = counts.view(shard.ep, shard.local_experts)
     if shard.counts_hook is not None:
@@ -230,48 +267,72 @@ def _local_expert_order(receive: torch.Tensor) -> torch.Tensor:
 def _run_local_experts(
     experts: nn.Module, shard: ExpertShard, rows: torch.Tensor, counts: torch.Tensor
 ) -> torch.Tensor:
+    tensors = _local_tensors(experts, shard)
     if shard.kernel == "grouped_mm":
-        return _grouped_experts(experts, rows, counts)
+        return _grouped_experts(experts, tensors, rows, counts)
     # Every local expert runs, on zero rows if none came: its gradient is then zero rather than None (the
     # optimizer updates it as it would the unsharded tensor's rows) and the graph, hence the backward's
     # collectives, is the same on every rank.
     outputs, start = [], 0
     for expert, count in enumerate(counts.tolist()):
-        outputs.append(_one_expert(experts, expert, rows[start : start + count]))
+        outputs.append(_one_expert(experts, tensors, expert, rows[start : start + count]))
         start += count
     return torch.cat(outputs)
 
 
-def _linear(experts: nn.Module, x: torch.Tensor, name: str, expert: int) -> torch.Tensor:
-    weight = getattr(experts, name)[expert]
+def _local_tensors(experts: nn.Module, shard: ExpertShard) -> dict[str, torch.Tensor]:
+    """This rank's experts' tensors by name (a DTensor over the ep mesh keeps them as its local part), their
+    gradients scaled by `shard.grad_scale`."""
+    tensors = {}
+    for name, parameter in experts.named_parameters(recurse=False):
+        local = parameter.to_local() if hasattr(parameter, "to_local") else parameter
+        tensors[name] = _ScaleGradient.apply(local, shard.grad_scale) if shard.grad_scale != 1 else local
+    return tensors
+
+
+class _ScaleGradient(torch.autograd.Function):
+    """The identity, whose backward multiplies the gradient by a constant."""
+
+    @staticmethod
+    def forward(ctx, tensor, scale: float):
+        ctx.scale = scale
+        return tensor.view_as(tensor)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.scale, None
+
+
+def _linear(experts: nn.Module, tensors: dict, x: torch.Tensor, name: str, expert: int) -> torch.Tensor:
+    weight = tensors[name][expert]
     out = x @ weight if experts.is_transposed else F.linear(x, weight)
     if experts.has_bias:
-        out = out + getattr(experts, f"{name}_bias")[expert]
+        out = out + tensors[f"{name}_bias"][expert]
     return out
 
 
-def _one_expert(experts: nn.Module, expert: int, x: torch.Tensor) -> torch.Tensor:
+def _one_expert(experts: nn.Module, tensors: dict, expert: int, x: torch.Tensor) -> torch.Tensor:
     """One expert as transformers' eager experts forward computes it (its own gate function included)."""
-    gated = experts._apply_gate(_linear(experts, x, "gate_up_proj", expert))
-    return _linear(experts, gated, "down_proj", expert)
+    gated = experts._apply_gate(_linear(experts, tensors, x, "gate_up_proj", expert))
+    return _linear(experts, tensors, gated, "down_proj", expert)
 
 
 def _grouped_mm_function() -> Callable | None:
     return getattr(F, "grouped_mm", None) or getattr(torch, "_grouped_mm", None)
 
 
-def _grouped_experts(experts: nn.Module, rows: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+def _grouped_experts(experts: nn.Module, tensors: dict, rows: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     """All local experts in two grouped GEMMs over rows sorted by expert (CUDA)."""
     grouped_mm = _grouped_mm_function()
     offsets = torch.cumsum(counts, dim=0, dtype=torch.int32)
     expert_of_row = torch.repeat_interleave(torch.arange(len(counts), device=rows.device), counts)
 
     def linear(x: torch.Tensor, name: str) -> torch.Tensor:
-        weight = getattr(experts, name)
+        weight = tensors[name]
         out = grouped_mm(
             x.to(weight.dtype), weight if experts.is_transposed else weight.transpose(-2, -1), offs=offsets
         )
-        return out + getattr(experts, f"{name}_bias")[expert_of_row] if experts.has_bias else out
+        return out + tensors[f"{name}_bias"][expert_of_row] if experts.has_bias else out
 
     return linear(experts._apply_gate(linear(rows, "gate_up_proj")), "down_proj")
 
@@ -395,8 +456,8 @@ def average_gradients(model: nn.Module, plan: ExpertParallelPlan, groups: Expert
     """Average the gradients over the data-parallel ranks, as DDP/FSDP do for a loss scaled by the data-parallel
     degree: dense parameters are summed over every rank, expert parameters over the ranks holding the same
     experts (their tokens' gradients already arrived through the all-to-all), both divided by the world size.
-    A stand-in for what the trainer's FSDP wrapping will do (FSDP over the world for dense parameters, over
-    `groups.replicate` for expert ones); the tests use it to compare with one process."""
+    The tests' plain-data-parallel form of what the trainer does with FSDP2 (dense parameters over dp_shard x cp,
+    experts over the ranks holding the same ones: trainer.parallel.data_parallel.apply_fsdp)."""
     if groups.ep is None:
         return
     world = dist.get_world_size()

@@ -1,6 +1,7 @@
-"""Apply a layout to a model, in torchtitan's order: tensor parallel, activation checkpointing, compile, then
-data parallel (FSDP2 when anything is sharded, DDP for pure replication). Each technique is a module of its own
-beside this one (tensor_parallel, activation_checkpointing, compile, data_parallel, pipeline, context_parallel)."""
+"""Apply a layout to a model, in torchtitan's order: tensor parallel, expert parallel, activation checkpointing,
+compile, then data parallel (FSDP2 when anything is sharded, DDP for pure replication). Each technique is a module
+of its own beside this one (tensor_parallel, expert_parallel, activation_checkpointing, compile, data_parallel,
+pipeline, context_parallel)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer.config import TrainSpec
-from trainer.layout import Layout, fsdp_mesh
+from trainer.layout import Layout, expert_fsdp_dims, expert_mesh, fsdp_mesh
+from trainer.model.moe import is_moe
 from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
 from trainer.parallel.compile import compile_layers, compiles_whole_step
 from trainer.parallel.context_parallel import ContextParallel
 from trainer.parallel.data_parallel import apply_fsdp, fsdp_options
+from trainer.parallel.expert_parallel import apply_expert_parallel
 from trainer.parallel.pipeline import Pipeline, build_pipeline, split_model
 from trainer.parallel.tensor_parallel import apply_tensor_parallel
 
@@ -32,12 +35,13 @@ def parallelize(
     """Split a meta-device model for the layout, `materialize` this rank's part, then wrap it for replication."""
     if layout.tp > 1:
         apply_tensor_parallel(model, mesh["tp"])
+    experts_fsdp = apply_experts(model, layout, device_type, spec.experts)
     enable_activation_checkpointing(model, spec.activation_checkpointing)  # none, selective or full
     if spec.compile and not compiles_whole_step(layout):
         compile_layers(model.get_decoder().layers)
     if layout.fsdp:
         # HSDP when dp_replicate > 1: shard within dp_shard x cp, replicate across dp_replicate.
-        apply_fsdp(model, fsdp_mesh(layout, mesh), spec)
+        apply_fsdp(model, fsdp_mesh(layout, mesh), spec, experts_fsdp, layout.dp_degree * layout.cp)
     materialize(model)  # DDP broadcasts rank 0's values: they must exist first
     if layout.dp_replicate > 1 and not layout.fsdp:
         device_ids = [torch.cuda.current_device()] if device_type == "cuda" else None
@@ -45,6 +49,23 @@ def parallelize(
             model, device_ids=device_ids, process_group=mesh["dp_replicate"].get_group(), gradient_as_bucket_view=True
         )
     return model
+
+
+def apply_experts(model: torch.nn.Module, layout: Layout, device_type: str, kernel: str) -> DeviceMesh | None:
+    """A mixture-of-experts model's experts run through trainer.parallel.expert_parallel's dispatch (under ep=1
+    too: one code path, and it counts each expert's tokens); under ep > 1 each rank keeps 1/ep of them, a DTensor
+    over the expert mesh's "ep" dimension. Experts stay whole across tensor-parallel ranks (the model's
+    tensor-parallel plan splits attention and dense MLPs; its expert entries are styles this trainer does not
+    apply), which then compute the same tokens. Returns the mesh FSDP2 shards the experts over (None: they are
+    sharded with their layer, as any parameter). `kernel`: train.experts as the launcher resolved it."""
+    if not is_moe(model.config):
+        return None
+    if layout.ep == 1:
+        apply_expert_parallel(model, None, kernel)
+        return None
+    experts = expert_mesh(layout, device_type)
+    apply_expert_parallel(model, None, kernel, ep_mesh=experts["ep"])
+    return experts[expert_fsdp_dims(layout)]
 
 
 def parallelize_pipeline(
@@ -67,7 +88,10 @@ def parallelize_pipeline(
     """
     enable_activation_checkpointing(model, spec.activation_checkpointing)  # set on the layers, which stages keep
     pp_rank = mesh.get_local_rank("pp")
-    rank_model, stages, stage_ids = split_model(model, pp_rank, layout.pp, spec.pp_stages_per_rank, packed, context)
+    flex = spec.attention == "flex"  # resolved by the launcher (trainer.model.attention.choose_attention)
+    rank_model, stages, stage_ids = split_model(
+        model, pp_rank, layout.pp, spec.pp_stages_per_rank, packed, context, flex
+    )
     if layout.tp > 1:
         apply_tensor_parallel(rank_model, mesh["tp"])
     if spec.compile:

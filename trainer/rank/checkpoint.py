@@ -380,7 +380,7 @@ def load(
         model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=_by_name()
     )
     extra = torch.load(path / "trainer_state.pt", weights_only=True)  # tensors, plain data and NoiseScale only
-    scheduler.load_state_dict(extra["scheduler"])
+    scheduler.load_state_dict(_per_group(extra["scheduler"], len(optimizer.param_groups)))
     # The scheduler saved one base rate per parameter group of the old layout; another layout groups parameters by
     # other meshes and placements (trainer.rank.optim). Every group starts from the same train.lr: take this layout's.
     scheduler.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
@@ -391,6 +391,17 @@ def load(
         log.info("%s was written under layout %s: resharded, RNG streams reseeded", path.name, extra["layout"])
         _reseed(trainer_state.step)
     return trainer_state
+
+
+def _per_group(scheduler_state: dict, groups: int) -> dict:
+    """The scheduler's per-group lists as long as this layout's parameter groups (an expert-parallel layout has
+    more: its experts live on a mesh of their own). Every group follows the same schedule, so the first group's
+    entries stand for all."""
+    state = dict(scheduler_state)
+    for key in ("lr_lambdas", "_last_lr"):
+        if isinstance(state.get(key), list) and state[key]:
+            state[key] = [state[key][0]] * groups
+    return state
 
 
 def _by_name():

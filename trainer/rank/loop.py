@@ -34,12 +34,15 @@ from trainer.layout import data_parallel_group, loss_group
 from trainer.model.attention import document_block_mask, use_attention
 from trainer.model.build import materialize as materialize_model
 from trainer.model.build import meta_model, model_config
+from trainer.model.moe import RouterLogits, is_moe
 from trainer.parallel.compile import compile_seconds, compiles_whole_step
 from trainer.parallel.context_parallel import ContextParallel, install_context_parallel
 from trainer.parallel.data_parallel import fsdp_mixed_precision
+from trainer.parallel.expert_parallel import ExpertParallelPlan, expert_load, expert_shards
 from trainer.parallel.grad_norm import clip_grad_norm
 from trainer.parallel.parallelize import parallelize, parallelize_pipeline
 from trainer.parallel.pipeline import Pipeline
+from trainer.parallel.tensor_parallel import sum_partial_gradients
 from trainer.rank import checkpoint
 from trainer.rank.failures import NonFiniteLoss, failure_status
 from trainer.rank.faults import maybe_inject
@@ -111,6 +114,8 @@ class Training:
     loss_group: dist.ProcessGroup | None  # the ranks whose tokens make the batch: dp_group's, times cp
     context: ContextParallel | None  # this rank's share of each row, when layout.cp > 1
     pipeline: Pipeline | None  # this rank's pipeline stages and schedule, when layout.pp > 1
+    router: RouterLogits | None  # a mixture-of-experts model's router logits, for its auxiliary loss
+    experts: ExpertParallelPlan | None  # its experts as trainer.parallel.expert_parallel dispatches them
     autocast: contextlib.AbstractContextManager | None
     setup_memory: dict[str, int]  # bytes in use when set-up began, and the peak by its end (model built, split)
     checkpoint_group: dist.ProcessGroup  # what checkpoint saves and loads wait on, with their longer timeout
@@ -280,6 +285,8 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchIn
         loss_group=loss_group(layout, mesh),
         context=context,
         pipeline=pipeline,
+        router=RouterLogits(model) if is_moe(config) else None,
+        experts=expert_shards(model),
         autocast=_autocast(experiment, device_type),
         setup_memory=setup,
         checkpoint_group=checkpoint.checkpoint_group(),
@@ -406,7 +413,9 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
                 # The step whose memory is measured runs eagerly: its hooks must run, not be traced into a graph.
                 spec.compile and compiles_whole_step(training.experiment.layout) and not measure_memory,
                 spec.fsdp_grad_sync == "micro_batch",
+                training.router,
             )
+    sum_partial_gradients(training.model)  # Qwen3's q_norm and k_norm under tensor parallelism
     grad_norm = clip_grad_norm(list(training.model.parameters()), spec.grad_clip, device, training.experiment.layout.pp)
     noise = {}
     if result.small_batch is not None:
@@ -435,9 +444,20 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
         "data_wait_s": data_wait,
         "grad_norm": grad_norm,
         **noise,
+        **_moe_figures(training, result),
         **extra,
     }
     return result, micro_batches, record
+
+
+def _moe_figures(training: Training, result: StepResult) -> dict:
+    """An MoE model's step figures for steps.jsonl: its router losses, the (token, expert) pairs each expert
+    computed over all ranks and every MoE layer, and the worst layer's most loaded expert against the mean."""
+    if training.experts is None:
+        return {}
+    load = expert_load(training.experts, training.loss_group)
+    per_expert = [sum(counts) for counts in zip(*load.tokens_per_expert.values(), strict=True)]
+    return {**(result.router or {}), "expert_tokens": per_expert, "expert_load_max_over_mean": load.max_over_mean}
 
 
 def _memory_timeline(training: Training) -> MemoryTimeline:

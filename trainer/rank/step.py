@@ -6,6 +6,13 @@ average per rank) weights a short sequence's tokens more than a long one's, so g
 the batch happens to be split. Here each rank first all-reduces its target count, every micro-batch
 backpropagates sum / global_count, and the result is multiplied by the data-parallel degree to undo the
 mean that DDP's all-reduce and FSDP's reduce-scatter take.
+
+A mixture-of-experts model adds its routers' auxiliary losses (trainer.model.moe, trainer.parallel.expert_parallel
+.router_losses) as the model defines them for one forward pass, over the tokens of that micro-batch on every
+data-parallel (and cp) rank together, with the config's coefficient, averaged over the accumulation window: one
+process taking the whole batch in one forward gets the same loss as any layout that takes it in one micro-batch
+round. (Accumulated micro-batches cannot share one loss: its expert fractions multiply, which needs every
+micro-batch's routing before any backward.)
 """
 
 from __future__ import annotations
@@ -20,9 +27,12 @@ import torch.distributed as dist
 
 from trainer.data.packing import IGNORE_INDEX, model_inputs
 from trainer.model.loss import head_computes_loss
+from trainer.model.moe import RouterLogits
 from trainer.parallel.data_parallel import gradient_sync
+from trainer.parallel.expert_parallel import router_losses
 from trainer.parallel.grad_norm import grad_norm_squared
 from trainer.parallel.pipeline import Pipeline
+from trainer.parallel.tensor_parallel import reduce_partial_gradients
 from trainer.rank.memory import saved_for_backward
 
 
@@ -33,6 +43,7 @@ class StepResult:
     input_tokens: int  # non-padding tokens fed to the model, over all data-parallel ranks
     saved_bytes: dict[str, int] | None = None  # saved for backward by this rank's first micro-batch, when measured
     small_batch: tuple[float, int] | None = None  # (|mean gradient|^2, target tokens) of the first micro-batch round
+    router: dict[str, float] | None = None  # an MoE model's aux_loss (and z_loss), means over the micro-batches
 
 
 def token_loss_sum(
@@ -71,6 +82,7 @@ def forward_backward(
     packed: bool = True,
     compiled: bool = False,
     reduce_scatter_each: bool = True,
+    router: RouterLogits | None = None,
 ) -> StepResult:
     """Accumulate the gradients of one optimizer step into model parameters' .grad; `compiled`: each micro-batch's
     forward and loss as one compiled graph (compiled_token_loss_sum); `reduce_scatter_each`: FSDP2 reduce-scatters
@@ -80,6 +92,9 @@ def forward_backward(
     With `measure_small_batch` (and two or more micro-batches) the first micro-batch's gradients are reduced
     over the data-parallel ranks too, and the norm of that smaller batch's mean gradient is kept for the
     gradient noise scale (trainer.rank.noise_scale).
+
+    `router`: an MoE model's router logits, recorded during each forward: their auxiliary losses join that
+    micro-batch's backward (see the module docstring).
     """
     device = micro_batches[0]["labels"].device
     loss_sum_of = compiled_token_loss_sum() if compiled else token_loss_sum
@@ -90,6 +105,7 @@ def forward_backward(
     small_batch = None
 
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    router_sums: dict[str, float] = {}
     saved_bytes = None
     for i, batch in enumerate(micro_batches):
         last = i == len(micro_batches) - 1
@@ -101,15 +117,43 @@ def forward_backward(
                     batch_loss, saved_bytes = saved_for_backward(model, partial(loss_sum_of, model, batch, packed))
                 else:
                     batch_loss = loss_sum_of(model, batch, packed)
-            (batch_loss * scale).backward()
+            total = batch_loss * scale
+            if router is not None:
+                total = total + _router_loss(router, model, batch, dp_group, router_sums) / len(micro_batches)
+            total.backward()
         loss_sum += batch_loss.detach()
         if small:
             small_batch = _small_batch_gradient(model, micro_batches[0], dp_group, target_tokens)
+    reduce_partial_gradients(list(model.parameters()))  # sequence parallelism's norm weights, without FSDP2
     if dp_group is not None:
         dist.all_reduce(loss_sum, group=dp_group)
+    routed = {name: value / len(micro_batches) for name, value in router_sums.items()} if router else None
     return StepResult(
-        float(loss_sum.item()) / target_tokens, target_tokens, int(counts[1].item()), saved_bytes, small_batch
+        float(loss_sum.item()) / target_tokens, target_tokens, int(counts[1].item()), saved_bytes, small_batch, routed
     )
+
+
+def _router_loss(
+    router: RouterLogits,
+    model: torch.nn.Module,
+    batch: dict[str, torch.Tensor],
+    dp_group: dist.ProcessGroup | None,
+    sums: dict[str, float],
+) -> torch.Tensor:
+    """The micro-batch's router losses with their coefficients, over every rank's tokens (padding left out, as
+    the model's attention_mask would); their values added to `sums`."""
+    logits = router.take()
+    config = _causal_lm(model).config
+    real = batch["segment_ids"] >= 0
+    losses = router_losses(config, logits, real if real.numel() == len(logits[0]) else None, dp_group)
+    sums["aux_loss"] = sums.get("aux_loss", 0.0) + float(losses.aux_loss.detach())
+    if losses.z_loss is not None:
+        sums["z_loss"] = sums.get("z_loss", 0.0) + float(losses.z_loss.detach())
+    return losses.total
+
+
+def _causal_lm(model: torch.nn.Module) -> torch.nn.Module:
+    return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
 
 
 def _small_batch_gradient(

@@ -27,7 +27,7 @@ Bytes = Annotated[int, Field(ge=0)]
 
 
 class Degrees(TypedDict):
-    """A layout's degree per mesh dimension (trainer.layout.MESH_DIMS)."""
+    """A layout's degree per mesh dimension (trainer.layout.MESH_DIMS), and ep where experts are sharded."""
 
     __pydantic_config__ = STRICT
     pp: Annotated[int, Field(ge=1)]
@@ -35,6 +35,7 @@ class Degrees(TypedDict):
     dp_shard: Annotated[int, Field(ge=1)]
     cp: Annotated[int, Field(ge=1)]
     tp: Annotated[int, Field(ge=1)]
+    ep: NotRequired[Annotated[int, Field(ge=1)]]  # borrowed from dp_shard x cp; absent for dense layouts
 
 
 class StepRecord(TypedDict):
@@ -53,6 +54,13 @@ class StepRecord(TypedDict):
     gns: NotRequired[float | None]
     gns_small_grad_sq: NotRequired[float]
     gns_small_tokens: NotRequired[Count]
+    # A mixture-of-experts model's routers (trainer.rank.loop._moe_figures): the load-balancing loss as the model
+    # defines it, before its coefficient (mean over the step's micro-batches); the router z-loss where the config
+    # has one; (token, expert) pairs per expert over all ranks and MoE layers; the worst layer's max/mean load.
+    aux_loss: NotRequired[float]
+    z_loss: NotRequired[float]
+    expert_tokens: NotRequired[list[Count]]
+    expert_load_max_over_mean: NotRequired[float]
 
 
 class Metrics(TypedDict):

@@ -46,6 +46,8 @@ class LeaderboardScreen(Screen):
 
     @work(thread=True, exclusive=True)
     def load(self, private: bool) -> None:
+        # imported here, in the worker thread: evalsuite.api loads torch and transformers (seconds), which opening
+        # the UI must not wait for
         from evalsuite.api import leaderboard
         from evalsuite.errors import BenchError
 

@@ -17,7 +17,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Input, Label, Static
 
-from trainer.config import ConfigError
+from agent.approvals import sweep_cost
+from trainer.config import ConfigError, load_experiment
 from tui.sweeps import BackgroundSweep, check_experiment, check_request, default_name, parse_trials, start_sweep
 
 if TYPE_CHECKING:
@@ -57,8 +58,6 @@ class SweepScreen(ModalScreen[BackgroundSweep | None]):
     @work(thread=True, exclusive=True, group="trials")
     def _fill_trials(self, experiment: str) -> None:
         """The experiment's search.trials as the default."""
-        from trainer.config import load_experiment
-
         try:
             trials = load_experiment(self.app.repo / experiment).search.trials
         except (ConfigError, OSError):
@@ -80,8 +79,6 @@ class SweepScreen(ModalScreen[BackgroundSweep | None]):
 
     @work(thread=True, exclusive=True, group="cost")
     def _predict(self, experiment: str, trials: str) -> None:
-        from agent.approvals import sweep_cost
-
         try:
             cost = sweep_cost(check_experiment(self.app.repo, experiment), parse_trials(trials))
             text = f"Predicted cost: {cost.describe()}"

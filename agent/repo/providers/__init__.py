@@ -13,6 +13,7 @@ import git
 
 from agent.repo.git_writer import check_remote
 from agent.repo.providers.base import Provider
+from agent.repo.providers.local import LocalProvider
 from agent.repo.secrets import RepoError, token_from_env
 
 PROVIDERS = ("local", "github", "gitlab", "gitea")
@@ -28,8 +29,6 @@ def make_provider(
         raise RepoError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}")
     url = check_remote(repo, remote)
     if name == "local":
-        from agent.repo.providers.local import LocalProvider
-
         return LocalProvider(repo, remote)
     token = token_from_env(name)
     host, path = parse_remote_url(url)
@@ -38,14 +37,16 @@ def make_provider(
         raise RepoError(f"{name}: cannot tell the project from the remote URL; pass it as owner/name")
     api_url = api_url or os.environ.get(_API_VARIABLES[name]) or _default_api(name, host)
     if name == "github":
+        # imported here: each provider's client (PyGithub, python-gitlab, requests) loads only once it is chosen,
+        # and `meshpilot --help` imports this package
         from agent.repo.providers.github import GitHubProvider
 
         return GitHubProvider(project, token, api_url)
     if name == "gitlab":
-        from agent.repo.providers.gitlab import GitLabProvider
+        from agent.repo.providers.gitlab import GitLabProvider  # imported here: as GitHub's, above
 
         return GitLabProvider(project, token, api_url)
-    from agent.repo.providers.gitea import GiteaProvider
+    from agent.repo.providers.gitea import GiteaProvider  # imported here: as GitHub's, above
 
     return GiteaProvider(project, token, api_url)
 
