@@ -288,7 +288,10 @@ def _after_backward(callback: Callable[[], None]) -> None:
     engine.queue_callback(lambda: engine.queue_callback(callback))
 
 
-_VIEWS = {"TBackward0", "ViewBackward0", "TransposeBackward0", "PermuteBackward0", "ExpandBackward0", "AliasBackward0"}
+# Views a parameter is seen through when saved; SelectBackward0: one expert's weight picked from an MoE layer's stacked
+# experts (under FSDP2 the gathered weights' storage is none of the sharded parameters', so only this walk knows them).
+_VIEWS = {"TBackward0", "ViewBackward0", "TransposeBackward0", "PermuteBackward0", "ExpandBackward0", "AliasBackward0",
+          "SelectBackward0", "SliceBackward0"}  # fmt: skip
 
 
 def _weight_origin(tensor: torch.Tensor) -> str | None:
