@@ -35,6 +35,18 @@ TINY_EXPERIMENT = {
     "hardware": {"device_type": "cpu"},
 }
 
+# Llama 3.1 8B's shape, for the memory model and the planner (no weights are read; no preset ships with meshpilot).
+LLAMA_8B = {
+    "model_type": "llama",
+    "vocab_size": 128256,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 131072,
+}
+
 
 def write_experiment(directory: Path, changes: dict | None = None, name: str = "meshpilot.yaml") -> Path:
     """Write the tiny experiment with `changes` merged in (nested dicts merge, other values replace)."""
