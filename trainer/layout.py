@@ -150,6 +150,7 @@ class Layout:
 
     def build_mesh(self, device_type: str):
         """A DeviceMesh with every dimension named (size-1 ones too), so code can always ask for mesh[name]."""
+        # torch: the planner and the CLI read layouts without it
         from torch.distributed.device_mesh import init_device_mesh
 
         return init_device_mesh(device_type, tuple(getattr(self, n) for n in MESH_DIMS), mesh_dim_names=MESH_DIMS)
@@ -241,6 +242,7 @@ def expert_mesh(layout: Layout, device_type: str):
     """The DeviceMesh the experts live on (EXPERT_MESH_DIMS): experts sharded over "ep", and FSDP2 over
     `expert_fsdp_dims`. A mesh of its own beside the world mesh (DTensors and FSDP2 each need their dimensions
     in one mesh)."""
+    # torch: the planner and the CLI read layouts without it
     from torch.distributed.device_mesh import init_device_mesh
 
     sizes = (layout.pp, layout.dp_replicate, layout.dp_shard * layout.cp // layout.ep, layout.ep, layout.tp)

@@ -163,6 +163,7 @@ def _keep_local_experts(experts: nn.Module, shard: ExpertShard) -> None:
             raise ExpertParallelError(f"{type(experts).__name__}.{name} is not per-expert: cannot shard it over ep")
         local = parameter.detach()[lo:hi].clone()
         if shard.mesh is not None:
+            # DTensor only for slices on an ep mesh
             from torch.distributed.tensor import DTensor, Shard
 
             local = DTensor.from_local(local, shard.mesh, [Shard(0)], run_check=False, shape=parameter.shape,
