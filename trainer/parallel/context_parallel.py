@@ -225,7 +225,7 @@ def _takes_attention_interface(config: PretrainedConfig) -> bool:
     said = getattr(config, "attention_interface", None)
     if said is not None:
         return said
-    # transformers' and flex's attention pieces only in a cp run (the launcher checks cp without them)
+    # the model classes' mapping (heavy) only for a config that does not say it itself
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
     model_class = MODEL_FOR_CAUSAL_LM_MAPPING.get(type(config), None)
