@@ -178,6 +178,7 @@ def launch_cost(
     overrides: tuple[str, ...] | list[str] = (),
 ) -> Cost:
     """Device-hours of one run; checks the request as the launcher would (ConfigError) without starting anything."""
+    # torch (seconds to import) only to price a run
     import torch
 
     # imported here, as torch is: they load transformers (seconds), which the TUI and `meshpilot ask`, importing this

@@ -53,6 +53,7 @@ def inspect_hardware(repo: Repo) -> str:
 
     Call this before planning when the user does not say which hardware to plan for.
     """
+    # torch (seconds to import) only when this tool is called
     import torch
 
     from trainer.host.environment import device_name  # imported here, as torch is: it loads torch
@@ -459,6 +460,7 @@ def _status_of(run: Path) -> str | None:
 
 def _reports(root: Path) -> dict[str, list[dict]]:
     """The report files on meshpilot's branches, and the pull requests the local provider recorded."""
+    # GitPython (a slow import) only when this tool is called
     import git
 
     try:

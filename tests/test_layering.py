@@ -16,8 +16,7 @@ PACKAGES = ("trainer", "evalsuite", "agent", "tui", "bench")
 # Where an import inside a function must say why it waits: everywhere.
 REASONED = PACKAGES
 # Where an import of another library (torch, transformers, the standard library) inside a function must say so too.
-# agent, tui, bench and evalsuite still hold such imports without a comment (about 25): they join once commented.
-REASONED_LIBRARIES = ("trainer",)
+REASONED_LIBRARIES = PACKAGES
 
 
 @dataclass(frozen=True)
