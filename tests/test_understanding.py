@@ -530,7 +530,7 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 
 @pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (298 requests the
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (310 requests the
     parser's engineer wrote for fresh_c's miss kinds, in-sample: no outside author's): never a wrong action
     (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")
@@ -1141,3 +1141,11 @@ def test_at_n_tokens_in_a_what_if_is_the_context_never_a_throughput(known):
 def test_everyday_negations_that_switch_nothing_off_do_not_block_a_launch(text, known):
     intent = read(text, known)
     assert intent.command == "run" and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, plain",
+    [("fsdp on 4 gpsu wihtout compile", "fsdp on 4 gpus without compile"), ("packing disbaled", "packing disabled")],
+)
+def test_typos_of_the_words_a_negation_and_a_count_rely_on(text, plain):
+    assert normalise(text) == plain

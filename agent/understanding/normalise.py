@@ -43,7 +43,7 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
 # Words the new rules read too (intents and entities): corrected like the grammar's own VOCABULARY.
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
-trials"""
+trials without gpus disabled enabled disable enable"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
