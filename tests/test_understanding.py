@@ -530,7 +530,7 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 
 @pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (310 requests the
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (322 requests the
     parser's engineer wrote for fresh_c's miss kinds, in-sample: no outside author's): never a wrong action
     (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")
@@ -1149,3 +1149,19 @@ def test_everyday_negations_that_switch_nothing_off_do_not_block_a_launch(text, 
 )
 def test_typos_of_the_words_a_negation_and_a_count_rely_on(text, plain):
     assert normalise(text) == plain
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("and at 32k?", {"nodes": 4, "devices": 8, "seq_len": 32768}),
+        ("same but a100 80gb", {"nodes": 4, "devices": 8, "gpu": "a100-80gb"}),
+        ("how about llama 2 70b instead", {"nodes": 4, "devices": 8, "model": "llama-2-70b"}),
+    ],
+)
+def test_a_follow_up_keeps_the_nodes_of_a_multi_node_plan(text, args, known):
+    """The devices carried from the plan before are no devices stated now: the nodes stay (they were dropped, so a
+    4-node plan became a 1-node one)."""
+    before = planned({"model": "llama-3.1-70b", "devices": 8, "nodes": 4, "gpu": "h100", "seq_len": 8192})
+    intent = read(text, known, before)
+    assert intent.command == "plan" and {k: intent.args.get(k) for k in args} == args
