@@ -530,7 +530,7 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 
 @pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (322 requests the
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (328 requests the
     parser's engineer wrote for fresh_c's miss kinds, in-sample: no outside author's): never a wrong action
     (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")
@@ -1165,3 +1165,18 @@ def test_a_follow_up_keeps_the_nodes_of_a_multi_node_plan(text, args, known):
     before = planned({"model": "llama-3.1-70b", "devices": 8, "nodes": 4, "gpu": "h100", "seq_len": 8192})
     intent = read(text, known, before)
     assert intent.command == "plan" and {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("and with 4 per node?", {"devices": 4, "nodes": 2}),
+        ("at 32k context please", {"seq_len": 32768, "nodes": 2}),
+        ("and on a single one?", {"devices": 1}),
+    ],
+)
+def test_a_follow_up_plan_changes_one_fact_of_the_plan_before(text, args, known):
+    before = planned({"model": "llama-3.1-70b", "devices": 8, "nodes": 2, "gpu": "h100"})
+    intent = read(text, known, before)
+    assert intent.command == "plan" and intent.args["model"] == "llama-3.1-70b"
+    assert {k: intent.args.get(k) for k in args} == args

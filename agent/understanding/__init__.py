@@ -687,7 +687,8 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         args["devices"] = scaled
     follow_up = context.plan is not None and (re.search(FOLLOW_UP, intent.text.lower()) or context.previous == "plan")
     if follow_up and context.plan:
-        stated_devices = "devices" in args  # this sentence's, not the plan before's carried just now
+        # devices this sentence states in all (not per node, not the plan before's carried just now) replace nodes
+        stated_devices = "devices" in args and not entities.has("per_node")
         for key in PLAN_CARRIED:
             if key in args or key not in context.plan:
                 continue

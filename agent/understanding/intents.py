@@ -192,6 +192,9 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         "times", "relative"
     ):  # "double the gpus": the action before, changed
         scores[previous] += 3
+    replans = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "per_node")
+    if previous == "plan" and replans and not entities.has("steps", "switch", "override", "nproc", "run", "sweep"):
+        scores["plan"] += 2  # "at 16k context please" right after a plan: that plan, changed
     if previous and re.search(FOLLOW_UP, lowered):
         scores[previous] = scores.get(previous, 0) + 2.5
         replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len")
