@@ -61,7 +61,8 @@ def test_a_causal_block_mask_that_ignores_documents_is_caught():
     [
         ("auto", "cuda", 1, True, "flex"),  # measured on an H100: faster and smaller than the dense mask
         ("auto", "cuda", 1, False, "dense"),  # unpacked rows need no mask: SDPA's flash kernel
-        ("auto", "cuda", 2, True, "dense"),  # pipeline stages pass tensors only
+        ("auto", "cuda", 2, True, "flex"),  # each pipeline stage builds the BlockMask from the segment ids
+        ("flex", "cuda", 2, True, "flex"),
         ("auto", "cpu", 1, True, "dense"),  # no flex backward on CPU
         ("dense", "cuda", 1, True, "dense"),
         ("flex", "cuda", 1, True, "flex"),
@@ -106,7 +107,6 @@ def test_narrow_heads_keep_the_dense_mask():
     ("requested", "device", "pp", "message"),
     [
         ("flex", "cpu", 1, "train.attention flex cannot run here: flex_attention has no backward on CPU"),
-        ("flex", "cuda", 2, "train.attention flex cannot run here: pipeline stages split their inputs as tensors only"),
         ("flash", "cuda", 1, "train.attention must be one of auto, dense, flex, not 'flash'"),
     ],
 )  # fmt: skip

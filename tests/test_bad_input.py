@@ -627,3 +627,50 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path):
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=REPO, capture_output=True, text=True)
     assert done.stdout.strip() == str(errno.EFBIG), done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+LLAMA_8B = {  # Llama 3.1 8B's shape (no weights are read: the memory model prices the configuration)
+    "model_type": "llama",
+    "vocab_size": 128256,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 8192,
+}
+
+
+def priced_on_h100s(tmp_path: Path, layout: str, nproc: int) -> tuple[int, str | None]:
+    """The launcher's memory decision for Llama 3.1 8B on `nproc` H100s (trainer.hardware.GPUS), without a GPU: the
+    experiment resolved as the launcher resolves it for CUDA, priced, and held against the H100's memory."""
+    from trainer.config import load_experiment, resolve_precision
+    from trainer.data.rows import plan_batches
+    from trainer.hardware import GPUS
+    from trainer.launch.launcher import memory_per_process, memory_refusal, predicted_peak
+    from trainer.layout import Layout
+    from trainer.model.build import model_config
+
+    changes = {"model": {"config": LLAMA_8B}, "data": {"seq_len": 2048}, "hardware": {"device_type": "cuda"}}
+    changes["train"] = {"micro_batch": 1, "global_batch_tokens": 2048 * nproc}
+    loaded = load_experiment(experiment(tmp_path, changes))
+    loaded.train.precision = resolve_precision(loaded.train.precision, "cuda")
+    loaded.layout = Layout.parse(layout).resolve(nproc)
+    grad_accum = plan_batches(loaded.train.global_batch_tokens, 2048, 1, loaded.layout.dp_degree).grad_accum
+    peak = predicted_peak(loaded, model_config(loaded.model, Path(loaded.base_dir)), grad_accum)
+    h100 = GPUS["h100-sxm"].memory_bytes
+    return peak, memory_refusal(peak, *memory_per_process("cuda", nproc, device_memory=[h100] * nproc))
+
+
+def test_the_memory_check_on_cuda_is_decided_without_a_gpu(tmp_path):
+    """On CUDA a process has its device's memory: 8B parameters with fp32 master weights, gradients and Adam states
+    (16 bytes each, 119 GiB) do not fit one H100's 79.18 GiB; sharded over 8 (FSDP) they do."""
+    peak, refusal = priced_on_h100s(tmp_path, "dp_replicate=1", 1)
+    assert peak > 8e9 * 16
+    assert refusal == (
+        f"the memory model predicts a peak of {peak / 2**30:.2f} GiB per process, more than the 79.18 GiB of device "
+        "memory per process; lower train.micro_batch, use more processes or another layout, or pass "
+        "--ignore-memory-check"
+    )
+    peak, refusal = priced_on_h100s(tmp_path, "dp_shard=8", 8)
+    assert refusal is None and 8e9 * 16 / 8 < peak < 79.18 * 2**30

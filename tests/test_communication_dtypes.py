@@ -1,5 +1,6 @@
 """What the throughput model's communication moves, checked on transformers' Llama: tensor parallelism's
-all-reduces counted with their dtypes on 2 gloo processes (trainer.costs.throughput.TP_ALL_REDUCES_PER_LAYER); the
+all-gathers and reduce-scatters (sequence parallelism) counted with their dtypes on 2 gloo processes
+(trainer.costs.throughput.TP_COLLECTIVES_PER_LAYER); the
 dtype of context parallelism's gathered keys and values and of a pipeline stage's output; and the bytes the model
 prices from them."""
 
@@ -18,7 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoConfig
 
 from trainer.config import Checkpointing
-from trainer.costs.throughput import FP32, TP_ALL_REDUCES_PER_LAYER, communication_bytes
+from trainer.costs.throughput import FP32, TP_COLLECTIVES_PER_LAYER, communication_bytes
 from trainer.layout import Layout
 
 LAYER = {"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
@@ -29,21 +30,25 @@ CASES = [("fp32", False, "none"), ("autocast", False, "none"), ("bf16", True, "n
          ("fp32", False, "full"), ("fp32", False, "selective")]  # fmt: skip
 
 
-class AllReduces(TorchDispatchMode):
-    """The dtypes of the all-reduces dispatched (DTensor's redistributions call the functional collectives)."""
+KINDS = {"all_gather_into_tensor": "all_gather", "reduce_scatter_tensor": "reduce_scatter", "all_reduce": "all_reduce"}
+
+
+class Collectives(TorchDispatchMode):
+    """The kind and dtype of the collectives dispatched (DTensor's redistributions call the functional ones)."""
 
     def __init__(self):
         super().__init__()
-        self.dtypes: list[str] = []
+        self.seen: list[str] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.overloadpacket is torch.ops._c10d_functional.all_reduce:
-            self.dtypes.append(str(args[0].dtype).removeprefix("torch."))
+        kind = KINDS.get(func.overloadpacket.__name__) if func.namespace == "_c10d_functional" else None
+        if kind is not None:
+            self.seen.append(f"{kind} {str(args[0].dtype).removeprefix('torch.')}")
         return func(*args, **(kwargs or {}))
 
 
-def _all_reduces(layers: int, autocast: bool, bf16: bool, checkpointing: str) -> tuple[list[str], list[str]]:
-    """The dtypes of one tensor-parallel forward's all-reduces and of its backward's."""
+def _collectives(layers: int, autocast: bool, bf16: bool, checkpointing: str) -> tuple[list[str], list[str]]:
+    """The kinds and dtypes of one tensor-parallel forward's collectives and of its backward's."""
     from torch.distributed.device_mesh import init_device_mesh
 
     from trainer.model.build import build_model
@@ -54,12 +59,12 @@ def _all_reduces(layers: int, autocast: bool, bf16: bool, checkpointing: str) ->
     model = model.to(torch.bfloat16) if bf16 else model
     apply_tensor_parallel(model, init_device_mesh("cpu", (2,)))
     enable_activation_checkpointing(model, checkpointing)
-    forward, backward = AllReduces(), AllReduces()
+    forward, backward = Collectives(), Collectives()
     with forward, torch.autocast("cpu", torch.bfloat16, enabled=autocast):
         loss = model(input_ids=torch.arange(16).view(2, 8), use_cache=False).logits.float().sum()
     with backward:
         loss.backward()
-    return forward.dtypes, backward.dtypes
+    return forward.seen, backward.seen
 
 
 def _worker(rank: int, store: str, out: str) -> None:
@@ -67,10 +72,10 @@ def _worker(rank: int, store: str, out: str) -> None:
     try:
         found = {}
         for precision, bf16, checkpointing in CASES:
-            one, two = (_all_reduces(n, precision == "autocast", bf16, checkpointing) for n in (1, 2))
+            one, two = (_collectives(n, precision == "autocast", bf16, checkpointing) for n in (1, 2))
             per_layer = [collections.Counter(b) - collections.Counter(a) for a, b in zip(one, two, strict=True)]
             found[f"{precision} {checkpointing}"] = [dict(c) for c in per_layer]
-            outside = [len(a) - c.total() for a, c in zip(one, per_layer, strict=True)]
+            outside = [dict(collections.Counter(a) - c) for a, c in zip(one, per_layer, strict=True)]
             found[f"{precision} {checkpointing} outside the layers"] = outside
         if rank == 0:
             Path(out).write_text(json.dumps(found))
@@ -79,36 +84,53 @@ def _worker(rank: int, store: str, out: str) -> None:
 
 
 @pytest.mark.slow
-def test_a_tensor_parallel_layer_all_reduces_as_the_model_counts(tmp_path):
+def test_a_sequence_parallel_layer_gathers_and_scatters_as_the_model_counts(tmp_path):
     out = tmp_path / "found.json"
     mp.spawn(_worker, args=(str(tmp_path / "store"), str(out)), nprocs=2, join=True)
     found = json.loads(out.read_text())
-    forward, backward = TP_ALL_REDUCES_PER_LAYER
-    assert found["fp32 none"] == [{"float32": forward}, {"float32": backward}]
-    # Autocast: the row-parallel matmuls' bf16 outputs, then the fp32 gradients of the fp32 inputs.
-    assert found["autocast none"] == [{"bfloat16": forward}, {"float32": backward}]
-    assert found["bf16 none"] == [{"bfloat16": forward}, {"bfloat16": backward}]
-    for recomputing in ("full", "selective"):  # the recomputation reruns all but the layer's last all-reduce
-        assert found[f"fp32 {recomputing}"] == [{"float32": forward}, {"float32": forward - 1 + backward}]
-    assert all(outside == [0, 0] for key, outside in found.items() if key.endswith("outside the layers"))
+    (gather, gather_back, *gather_again), (scatter, scatter_back, *scatter_again) = TP_COLLECTIVES_PER_LAYER.values()
+    assert found["fp32 none"] == [
+        {"all_gather float32": gather, "reduce_scatter float32": scatter},
+        {"all_gather float32": gather_back, "reduce_scatter float32": scatter_back},
+    ]
+    # Autocast: the norms' fp32 outputs gathered, the row-parallel matmuls' bf16 outputs scattered; backward their
+    # bf16 gradients gathered, the fp32 gradients of the fp32 inputs scattered.
+    assert found["autocast none"] == [
+        {"all_gather float32": gather, "reduce_scatter bfloat16": scatter},
+        {"all_gather bfloat16": gather_back, "reduce_scatter float32": scatter_back},
+    ]
+    assert found["bf16 none"] == [
+        {"all_gather bfloat16": gather, "reduce_scatter bfloat16": scatter},
+        {"all_gather bfloat16": gather_back, "reduce_scatter bfloat16": scatter_back},
+    ]
+    for recomputing, column in (("full", 0), ("selective", 1)):  # the recomputation reruns the forward's gathers
+        backward = {"all_gather float32": gather_back + gather_again[column]}
+        backward["reduce_scatter float32"] = scatter_back + scatter_again[column]
+        assert found[f"fp32 {recomputing}"] == [found["fp32 none"][0], backward]
+    # Outside the layers, no all-reduce: the head gathers its input, and the embedding's gradient comes back whole.
+    for key, outside in found.items():
+        if key.endswith("outside the layers"):
+            width = "float32" if key.startswith(("fp32", "autocast")) else "bfloat16"
+            assert outside == [{f"all_gather {width}": 1}, {f"all_gather {width}": 1}], key
 
 
 def test_the_model_prices_each_collective_in_the_dtype_it_moves():
     config = AutoConfig.for_model(**TINY_MODEL)
     layout, tokens, layers = Layout(tp=2), 2 * 64, config.num_hidden_layers
-    forward, backward = TP_ALL_REDUCES_PER_LAYER
-    per_element = 2 * (2 - 1) / 2 * tokens * config.hidden_size * layers * 3  # ring all-reduce, 3 micro-batches
+    per_element = (2 - 1) / 2 * tokens * config.hidden_size * layers * 3  # ring gather or scatter, 3 micro-batches
 
     def tp(precision: str, checkpointing: Checkpointing = "none", shard: bool = False) -> tuple[float, int]:
         sharded = Layout(dp_shard=2, tp=2) if shard else layout
         return communication_bytes(config, sharded, 10**6, 2, 64, 3, checkpointing, precision)["tp"]
 
-    assert tp("fp32") == (pytest.approx(per_element * FP32 * (forward + backward)), 3 * layers * (forward + backward))
-    assert tp("bf16")[0] == pytest.approx(per_element * (2 * forward + FP32 * backward))  # autocast
-    assert tp("bf16", shard=True)[0] == pytest.approx(per_element * 2 * (forward + backward))  # FSDP2's bf16
-    all_reduces = 2 * forward - 1 + backward  # the recomputation reruns all but the layer's last
-    for recomputing in ("selective", "full"):
-        assert tp("fp32", recomputing) == (pytest.approx(per_element * FP32 * all_reduces), 3 * layers * all_reduces)
+    gathers, scatters = (sum(counts[:2]) for counts in TP_COLLECTIVES_PER_LAYER.values())
+    assert tp("fp32") == (pytest.approx(per_element * FP32 * (gathers + scatters)), 3 * layers * (gathers + scatters))
+    # Autocast: forward gathers and backward scatters fp32, the others bf16 (2 + 2 of each per layer).
+    assert tp("bf16")[0] == pytest.approx(per_element * (FP32 + 2) * (gathers + scatters) / 2)
+    assert tp("bf16", shard=True)[0] == pytest.approx(per_element * 2 * (gathers + scatters))  # FSDP2's bf16
+    for recomputing, again in (("selective", 2), ("full", 3)):  # full reruns a reduce-scatter too
+        collectives = gathers + scatters + again
+        assert tp("fp32", recomputing) == (pytest.approx(per_element * FP32 * collectives), 3 * layers * collectives)
 
     def sent(dim: str, layout: Layout, precision: str) -> float:
         return communication_bytes(config, layout, 10**6, 2, 64, 3, "none", precision)[dim][0]

@@ -263,7 +263,8 @@ LLAMA3_8B = {  # Llama 3 8B's shape (no preset ships with meshpilot)
 
 
 def test_planner_shows_which_layouts_fit_only_because_of_cp(tmp_path):
-    """One 128k-token row of an 8B model on 8 GPUs of 80 GB: only context-parallel layouts fit."""
+    """One 128k-token row of an 8B model on 8 GPUs of 80 GB: without cp only tp=8 fits (its sequence parallelism
+    splits the saved activations by 8 too); the layouts with less tp fit only because of cp."""
     from trainer.config import load_experiment
     from trainer.costs.planner import format_table, plan
     from trainer.hardware import Hardware
@@ -277,9 +278,10 @@ def test_planner_shows_which_layouts_fit_only_because_of_cp(tmp_path):
     hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=8)
     candidates = plan(experiment, config, hardware, 80 * 1024**3, seq_len)
     feasible = [c for c in candidates if c.dropped is None]
-    assert feasible and all(c.layout.cp > 1 and c.fits_only_with_cp for c in feasible)
-    assert any(c.layout.cp == 1 for c in candidates)  # considered, and dropped for memory
-    assert all("GiB" in c.dropped for c in candidates if c.layout.cp == 1)
+    assert {c.layout.tp for c in feasible if c.layout.cp == 1} == {8}
+    assert all(c.fits_only_with_cp == (c.layout.tp * c.layout.cp == 8 and c.layout.tp < 4) for c in feasible)
+    assert any(c.fits_only_with_cp for c in feasible)
+    assert all("GiB" in c.dropped for c in candidates if c.layout.cp == 1 and c.layout.tp < 8)  # dropped for memory
     assert "fits only because of cp (cp=1 needs" in format_table(candidates)
 
 

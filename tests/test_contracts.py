@@ -176,16 +176,16 @@ def test_steps_round_trip_and_a_line_being_written_is_not_read(tmp_path):
 
 
 def test_the_job_reads_its_last_step_from_the_last_complete_line(tmp_path):
-    from agent.jobs import _last_step
+    from agent.jobs.status import last_step
     from trainer.results.rundir import RunDir
 
     run = RunDir(tmp_path)
-    assert _last_step(run) == 0
+    assert last_step(run) == 0
     run.steps.write_text("".join(STEPS.line(_step(step=s)) for s in (1, 2)) + '{"step": 3, "lo')
-    assert _last_step(run) == 2
+    assert last_step(run) == 2
     run.steps.write_text(STEPS.line(_step(step=1)) + json.dumps({"step": 2}) + "\n")
     with pytest.raises(ContractError, match=r"steps.jsonl: loss: missing"):
-        _last_step(run)
+        last_step(run)
 
 
 # The recorded fixture, and what the trial record holds

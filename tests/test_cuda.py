@@ -1,7 +1,8 @@
 """The CUDA paths, on a machine with a GPU (skipped cleanly elsewhere): fp32 losses equal the CPU's, bf16 stays
 close to fp32, a checkpoint resumes bit for bit, evaluation scores like the CPU's (in bf16), SDPA runs a fused
 kernel rather than the math fallback, activation checkpointing and compile leave the losses unchanged, the
-measured peak includes reserved memory and the CUDA runtime, device sizes are torch's, and batches come pinned."""
+measured peak includes reserved memory and the CUDA runtime, device sizes are torch's, batches come pinned, and a
+run predicted not to fit its device is refused before launch."""
 
 from __future__ import annotations
 
@@ -214,3 +215,20 @@ def test_fsdp_mixed_precision_on_two_gpus_stays_close_to_one(tmp_path):
     assert losses(sharded) == pytest.approx(losses(single), rel=2e-2)
     measured = json.loads(sharded.memory.read_text())["measured"]
     assert all(rank["weight_copies_saved"] == 0 for rank in measured)
+
+
+def test_a_run_predicted_not_to_fit_its_device_is_refused_before_launch(tmp_path):
+    """The launcher's memory check on CUDA (tests/test_bad_input.py decides it without a GPU): a process has its
+    device's memory as torch reports it; a run predicted to need more is refused in one line, before anything runs."""
+    huge = {**CUDA, "model": {"config": {"intermediate_size": 2**34}}}  # about 1.5 TiB of MLP weights alone
+    experiment = write_experiment(tmp_path, huge)
+    done = meshpilot("train", str(experiment), "--out", str(tmp_path / "run"), "--nproc", "1")
+    assert done.returncode == 2, done.stderr[-3000:]
+    device = torch.cuda.get_device_properties(0).total_memory
+    [line] = done.stderr.splitlines()
+    assert line.startswith("meshpilot: error: the memory model predicts a peak of "), line
+    assert line.endswith(
+        f" GiB per process, more than the {device / 2**30:.2f} GiB of device memory per process; lower "
+        "train.micro_batch, use more processes or another layout, or pass --ignore-memory-check"
+    ), line
+    assert not (tmp_path / "run").exists()

@@ -21,12 +21,14 @@ from trainer.layout import Layout
 from trainer.model.build import build_model, materialize, meta_model
 from trainer.parallel.grad_norm import grad_norm_squared
 from trainer.parallel.parallelize import parallelize, parallelize_pipeline
+from trainer.parallel.tensor_parallel import reduce_partial_gradients
 from trainer.rank.optim import build_optimizer
 from trainer.rank.step import token_loss_sum
 
 
 def _loss_and_grads(model: torch.nn.Module) -> None:
     token_loss_sum(model, tiny_batch()).backward()
+    reduce_partial_gradients(list(model.parameters()))  # as the step ends (trainer.rank.step.forward_backward)
 
 
 def _check_norm_and_step(model: torch.nn.Module, reference: torch.nn.Module, spec: TrainSpec, pp: int) -> None:

@@ -308,8 +308,10 @@ def test_bad_settings_are_refused_in_one_line():
         expert_parallel_groups(3)
     with pytest.raises(ExpertParallelError, match="no mixture-of-experts layers"):
         apply_expert_parallel(torch.nn.Linear(2, 2), None)
-    with pytest.raises(ExpertParallelError, match="grouped_mm experts need CUDA"):
+    with pytest.raises(ExpertParallelError, match=r"train\.experts grouped_mm cannot run here: it needs CUDA"):
         choose_expert_kernel("grouped_mm", torch.device("cpu"), torch.bfloat16, (64, 32))
+    with pytest.raises(ExpertParallelError, match=r"^train\.experts must be one of auto, loop, grouped_mm, not 'x'$"):
+        choose_expert_kernel("x", torch.device("cpu"), torch.bfloat16, (64, 32))
     assert choose_expert_kernel("auto", torch.device("cpu"), torch.bfloat16, (64, 32)) == "loop"
 
 

@@ -8,6 +8,7 @@ every rank's RNG state back.
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import shutil
@@ -19,9 +20,18 @@ import pytest
 import torch
 from killed_runs import start_train, survivors, wait_for
 from support import meshpilot, train, write_experiment
+from torch.distributed.checkpoint.api import CheckpointException
 
 from agent.jobs import job_processes
-from trainer.rank.checkpoint import MANIFEST, checkpoint_step, latest, verify, write_manifest
+from trainer.rank.checkpoint import (
+    MANIFEST,
+    checkpoint_step,
+    latest,
+    read_metadata,
+    read_state,
+    verify,
+    write_manifest,
+)
 from trainer.results.rundir import RunDir
 
 pytestmark = pytest.mark.slow  # real multi-process runs
@@ -122,7 +132,8 @@ def test_a_job_stopped_by_sigterm_is_preempted_and_resumable(experiment, tmp_pat
 
 
 def test_preempted_is_one_status_every_reader_knows():
-    from agent.jobs import TERMINAL, _classify
+    from agent.jobs import TERMINAL
+    from agent.jobs.status import _classify
     from trainer.results.schemas import FAILED_STATUSES, RUN_STATUSES
 
     assert "preempted" in RUN_STATUSES and "preempted" in TERMINAL
@@ -260,3 +271,90 @@ def test_a_foreign_checkpoint_is_not_unpickled_without_trust(killed, tmp_path):
     assert trusted.returncode == 0, trusted.stderr[-3000:]
     assert trusted.stdout.startswith("exported step_00000002 ")
     assert not marker.exists()
+
+
+def forge_metadata(checkpoint: Path, marker: Path) -> str:
+    """A crafted .metadata whose pickle would make a directory, under a manifest that lists it as it is (anyone can
+    write one): the checkpoint verifies by size and checksum. What the resume or export must say about it."""
+    (checkpoint / ".metadata").write_bytes(pickle.dumps(MakesADirectory(marker)))
+    (checkpoint / MANIFEST).unlink()
+    write_manifest(checkpoint)
+    return (
+        ".metadata is not DCP's metadata: it asks for posix.mkdir, which DCP's metadata never holds "
+        "(refused unread: it could run code)"
+    )
+
+
+def forge_entry(checkpoint: Path, marker: Path) -> tuple[str, str]:
+    """A shard's non-tensor entry (an optimizer setting, which DCP unpickles with weights_only=False) replaced by a
+    pickle that would make a directory; .metadata and the manifest rewritten to match. (what the resume must say,
+    the entry's key)."""
+    metadata = read_metadata(checkpoint / ".metadata")
+    index, stored = next((i, s) for i, s in metadata.storage_data.items() if i.fqn.endswith(".lr"))
+    crafted = io.BytesIO()
+    torch.save(MakesADirectory(marker), crafted)
+    shard = checkpoint / stored.relative_path
+    stored.offset, stored.length = shard.stat().st_size, len(crafted.getvalue())
+    with shard.open("ab") as f:
+        f.write(crafted.getvalue())
+    (checkpoint / ".metadata").write_bytes(pickle.dumps(metadata))
+    (checkpoint / MANIFEST).unlink()
+    write_manifest(checkpoint)
+    return f"{stored.relative_path}: {index.fqn} is not plain data (refused unread: it could run code)", index.fqn
+
+
+@pytest.mark.parametrize("forged", ["metadata", "shard entry"])
+def test_a_forged_checkpoint_is_skipped_unread_on_resume(experiment, reference, killed, tmp_path, forged):
+    run = RunDir(shutil.copytree(killed.path, tmp_path / "run"))
+    marker = tmp_path / "code-ran"
+    newest = run.checkpoints / "step_00000004"
+    said = forge_metadata(newest, marker) if forged == "metadata" else forge_entry(newest, marker)[0]
+    done = meshpilot("train", str(experiment), "--out", str(run.path), *DDP, "--resume")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"meshpilot: skipped checkpoint step_00000004: {said}" in done.stderr.splitlines()
+    assert not marker.exists()
+    assert "resumed from step_00000002" in run.log.read_text()
+    assert numbers(run.read_steps()) == numbers(reference)
+
+
+def test_export_refuses_a_forged_checkpoint_in_one_line(killed, tmp_path):
+    run = RunDir(shutil.copytree(killed.path, tmp_path / "run"))
+    marker = tmp_path / "code-ran"
+    newest = run.checkpoints / "step_00000004"
+    said = forge_metadata(newest, marker)
+    refused = meshpilot("export", str(run.path), "--step", "4", "--out", str(tmp_path / "hf4"))
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == [f"meshpilot: error: {newest}: not a complete checkpoint: {said}"]
+    done = meshpilot("export", str(run.path), "--out", str(tmp_path / "hf"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"meshpilot: skipped checkpoint step_00000004: {said}" in done.stderr.splitlines()
+    assert done.stdout.startswith("exported step_00000002 ")
+    assert not marker.exists() and not (tmp_path / "hf4").exists()
+
+
+def test_every_load_reads_shard_entries_as_data_only(killed, tmp_path):
+    """Past `verify` too (a checkpoint changed after it was checked): the ranks' load refuses the crafted entry
+    unread; as DCP reads it (`trust`, what `export --trust` asks for) it would run."""
+    checkpoint = shutil.copytree(killed.checkpoints / "step_00000004", tmp_path / "step_00000004")
+    marker = tmp_path / "code-ran"
+    _, key = forge_entry(checkpoint, marker)
+    wanted = {"optimizer": {key.removeprefix("optimizer."): 0.0}}
+    with pytest.raises(CheckpointException) as refused:  # DCP's error for a failed load: a BaseException
+        read_state(wanted, checkpoint, no_dist=True)
+    assert "unsupported GLOBAL posix.mkdir" in str(refused.value)
+    assert not marker.exists()
+    read_state(wanted, checkpoint, no_dist=True, trust=True)
+    assert marker.is_dir()  # the crafted entry is real: unrestricted, it runs
+
+
+def test_each_rank_sums_the_files_it_wrote(killed):
+    """The manifest's checksums come from the ranks that wrote the files, each summing its own at once (rank 0 alone
+    would read the whole checkpoint while every rank waits): together they cover every file DCP and the trainer
+    wrote, so rank 0 sums none of another rank's."""
+    from trainer.rank.checkpoint import _own_files
+
+    for checkpoint in killed.checkpoints.iterdir():
+        owned = [p.name for rank in (0, 1) for p in _own_files(checkpoint, rank)]
+        assert sorted(owned) == sorted(p.name for p in checkpoint.iterdir() if p.name != MANIFEST)
+        assert len(owned) == len(set(owned))
+        assert verify(checkpoint) is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
+from support import meshpilot, train, write_experiment
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
@@ -12,8 +13,10 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 from trainer.config import GALORE_PROJ_TYPES, ConfigError, GaLoreSpec, TrainSpec, experiment_from_dict, load_experiment
 from trainer.costs.optimizer_state import galore_state_elements, optimizer_state_bytes
+from trainer.rank import checkpoint
+from trainer.rank.faults import ENV as FAULT
 from trainer.rank.memory import state_bytes, tensor_bytes
-from trainer.rank.optim import build_optimizer, optimizer_state_tensors
+from trainer.rank.optim import build_optimizer, build_scheduler, optimizer_state_tensors
 
 TINY_LLAMA = {
     "model_type": "llama",
@@ -198,6 +201,76 @@ def test_galore_refuses_sharded_parameters(process_group):
 def test_unknown_projection_type_is_refused():
     with pytest.raises(ValueError, match="proj_type 'sideways'"):
         build_optimizer(tiny_model(), galore_spec(rank=8, proj_type="sideways"), "cpu")
+
+
+# --- checkpoints --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("proj_type", ["std", "full"])  # full keeps two matrices per projector
+def test_a_galore_checkpoint_resumes_as_the_uninterrupted_run(process_group, tmp_path, proj_type):
+    """Saved through trainer.rank.checkpoint (DCP, whose flattened optimizer state holds tensors and numbers only),
+    a projector comes back as one with the same matrices, and the resumed steps, across a projection refresh, are
+    the uninterrupted run's."""
+    spec = TrainSpec(
+        optimizer="galore_adamw", lr=1e-2, galore=GaLoreSpec(rank=8, update_proj_gap=2, proj_type=proj_type)
+    )
+
+    def start() -> tuple[torch.nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+        model = tiny_model()
+        optimizer = build_optimizer(model, spec, "cpu")
+        return model, optimizer, build_scheduler(optimizer, spec)
+
+    def steps(model, optimizer, scheduler, n: int) -> list[float]:
+        losses = []
+        for _ in range(n):
+            loss = model(input_ids=fixed_batch(), labels=fixed_batch()).loss
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+        return losses
+
+    model, optimizer, scheduler = start()
+    steps(model, optimizer, scheduler, 3)
+    path = checkpoint.save(tmp_path, checkpoint.TrainerState(3, 0), model, optimizer, scheduler, 1, {"dp_replicate": 1})
+    saved = projections(optimizer)
+    uninterrupted = steps(model, optimizer, scheduler, 3)
+
+    resumed = start()
+    assert checkpoint.load(path, *resumed, {"dp_replicate": 1}).step == 3
+    assert len(saved) == PROJECTED_PER_LAYER * TINY_LLAMA["num_hidden_layers"] * (2 if proj_type == "full" else 1)
+    assert all(torch.equal(a, b) for a, b in zip(projections(resumed[1]), saved, strict=True))
+    assert steps(*resumed, 3) == uninterrupted
+
+
+@pytest.mark.slow  # real two-process runs
+def test_a_galore_run_crashed_after_its_checkpoint_resumes_as_the_uninterrupted_run(tmp_path):
+    changes = {"optimizer": "galore_adamw", "galore": {"rank": 8, "update_proj_gap": 2}, "steps": 4,
+               "checkpoint_every": 2}  # fmt: skip
+    experiment = write_experiment(tmp_path, {"train": changes})
+    ddp = ("--nproc", "2", "--layout", "dp_replicate=2")
+    uninterrupted = train(experiment, tmp_path / "uninterrupted", *ddp).read_steps()
+    crashed = meshpilot("train", str(experiment), "--out", str(tmp_path / "run"), *ddp, env={FAULT: "step=3"})
+    assert crashed.returncode != 0 and "injected fault on rank 0 at step 3" in crashed.stderr + crashed.stdout
+    resumed = train(experiment, tmp_path / "run", *ddp, "--resume")
+    assert "resumed from step_00000002" in resumed.log.read_text()
+    figures = [
+        [(s["step"], s["loss"], s["grad_norm"]) for s in steps] for steps in (uninterrupted, resumed.read_steps())
+    ]
+    assert figures[1] == figures[0] and len(figures[0]) == 4
+
+
+def projections(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """Every projector's matrices, in parameter order (copies: the run goes on)."""
+    found = []
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            projector = optimizer.state[p].get("projector")
+            if projector is not None:
+                matrix = projector.ortho_matrix
+                found += [m.clone() for m in (matrix if isinstance(matrix, list) else [matrix])]
+    return found
 
 
 # --- config -------------------------------------------------------------------------------------------------------

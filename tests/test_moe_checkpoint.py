@@ -1,5 +1,6 @@
 """An expert-parallel checkpoint (Qwen3-MoE, dp_shard=2,ep=2: each rank's experts a DTensor slice) resumes exactly on
-its own layout, resumes resharded onto layouts without expert parallelism (FSDP2 holding whole experts, DDP), and
+its own layout, resumes resharded onto FSDP2 without expert parallelism (whole experts, sharded with their layer)
+and onto ep=4 drawn from dp_shard x cp, and
 exports to a Hugging Face directory that transformers loads with the logits of the resharded run's export.
 
 As in tests/test_resume.py, the reference is the killed run itself: the steps it recorded after its checkpoint
@@ -24,7 +25,11 @@ pytestmark = pytest.mark.slow  # real multi-process runs
 STEPS, CHECKPOINT_EVERY, KILL_AT = 4, 2, 4
 SOURCE = "dp_shard=2,ep=2"
 # Every layout takes the step's 8 rows in one round of 4-row micro-batches (the auxiliary loss is per round).
-TARGETS = {"same": SOURCE, "fsdp2": "dp_shard=2", "ddp": "dp_replicate=2"}
+TARGETS = {  # name: (processes, layout)
+    "same": ("2", SOURCE),
+    "fsdp2": ("2", "dp_shard=2"),  # experts whole, sharded by FSDP2 with their layer
+    "cp-ep4": ("4", "dp_shard=2,cp=2,ep=4"),  # one expert per rank, ep drawn from dp_shard x cp
+}
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +61,8 @@ def resumed(killed):
         if target not in done:
             out = source.path.with_name(f"resumed-{target}")
             shutil.copytree(source.path, out)
-            done[target] = train(experiment, out, "--nproc", "2", "--layout", TARGETS[target], "--resume")
+            nproc, layout = TARGETS[target]
+            done[target] = train(experiment, out, "--nproc", nproc, "--layout", layout, "--resume")
         return done[target]
 
     return resume

@@ -224,7 +224,8 @@ def test_ep_shards_the_experts_and_the_planner_ranks_it():
     assert {c.layout.ep for c in feasible} >= {2, 4, 8}
     layout = Layout(dp_replicate=1, dp_shard=16, ep=8)
     experts = {n: s for n, s in local_shapes(config, layout, 0) if ".mlp.experts." in n}
-    assert experts["model.layers.0.mlp.experts.gate_up_proj"] == (1, 28672 // 2, 4096)  # 1 expert, FSDP on dim 1
+    assert experts["model.layers.0.mlp.experts.gate_up_proj"] == (1, 28672, 4096)  # 1 expert, on 1 of 2 ranks
+    assert dict(local_shapes(config, layout, 8))["model.layers.0.mlp.experts.gate_up_proj"] == (0, 28672, 4096)
 
 
 def test_published_moe_rows_are_predicted_with_their_mismatches():
@@ -241,3 +242,30 @@ def test_published_moe_rows_are_predicted_with_their_mismatches():
             if row.source == "nemo_automodel" and row.gpus == 8:
                 closest.append(predicted["error"])
     assert len(closest) == 2 and all(abs(error) < 0.20 for error in closest), closest
+
+
+# --- the trainer's own runs -----------------------------------------------------------------------------------------
+
+RUN_MODEL = {**TINY_MODEL, **MOE["mixtral"], "num_local_experts": 4, "initializer_range": 0.1}
+RUN_LAYOUTS = {None: 1, "dp_shard=2": 2, "dp_shard=2,ep=2": 2}  # layout: processes
+
+
+@pytest.mark.parametrize("layout", list(RUN_LAYOUTS))
+def test_moe_run_memory_within_10_percent(tmp_path, layout):
+    """A tiny Mixtral trained by the trainer on CPU processes (one; FSDP2 with ep=1; FSDP2 with ep=2): on every
+    rank the predicted parameter, gradient and optimizer bytes are the measured ones exactly, the activations
+    saved for backward within 10%, and so is their sum with them (memory.json, written by the run itself)."""
+    from support import train, write_experiment
+
+    experiment = write_experiment(tmp_path, {"model": {"config": RUN_MODEL}, "train": {"steps": 2}})
+    args = ["--nproc", str(RUN_LAYOUTS[layout]), *(["--layout", layout] if layout else [])]
+    run = train(experiment, tmp_path / "run", *args)
+    memory = json.loads(run.memory.read_text())
+    assert len(memory["predicted"]) == len(memory["measured"]) == RUN_LAYOUTS[layout]
+    categories = ("parameters", "gradients", "optimizer", "activations_saved")
+    for predicted, measured in zip(memory["predicted"], memory["measured"], strict=True):
+        for category in ("parameters", "gradients", "optimizer"):
+            assert predicted[category] == measured[category], (layout, category, predicted["rank"])
+        assert predicted["activations_saved"] == pytest.approx(measured["activations_saved"], rel=0.10), layout
+        total = [sum(side[c] for c in categories) for side in (predicted, measured)]
+        assert total[0] == pytest.approx(total[1], rel=0.10), layout

@@ -48,12 +48,12 @@ LAYOUTS = {
 }
 SLOW_LAYOUTS = {
     "dp_shard=4,ep=2": (4, 4),  # experts also FSDP-sharded over the two ranks holding the same ones
-    "dp_shard=4,ep=4": (4, 4),  # one expert per rank
     "dp_replicate=2,dp_shard=2,ep=2": (4, 4),  # HSDP
     "dp_shard=2,tp=2,ep=2": (4, 2),
     "dp_shard=2,cp=2,ep=4": (4, 2),  # ep drawn from dp_shard x cp
     "cp=2": (2, 1),
 }
+# ep=1 under FSDP2 (experts sharded with their layer): tests/test_moe_checkpoint.py resumes onto dp_shard=2.
 
 
 def experiment_for(tmp_path_factory, model: str, packing: bool = True):
@@ -61,20 +61,20 @@ def experiment_for(tmp_path_factory, model: str, packing: bool = True):
     return write_experiment(tmp_path_factory.mktemp(f"moe-{model}-{packing}"), changes)
 
 
-def run_layout(experiment, layout: str | None, nproc: int, dp: int):
-    name = (layout or "single").replace(",", "_").replace("=", "")
-    args = ["--nproc", str(nproc), "--set", f"train.micro_batch={ROWS // dp}"]
+def run_layout(experiment, layout: str | None, nproc: int, dp: int, *more: str):
+    name = (layout or "single").replace(",", "_").replace("=", "") + "".join(more).replace("=", "")[-12:]
+    args = ["--nproc", str(nproc), "--set", f"train.micro_batch={ROWS // dp}", *more]
     return train(experiment, experiment.parent / name, *args, *(["--layout", layout] if layout else []))
 
 
-def assert_same_steps(reference, run, label: str) -> None:
+def assert_same_steps(reference, run, label: str, rel: float = 1e-5) -> None:
     expected, got = reference.read_steps(), run.read_steps()
     assert len(got) == len(expected) == STEPS
     for a, b in zip(expected, got, strict=True):
         assert (b["tokens"], b["target_tokens"]) == (a["tokens"], a["target_tokens"]), label
-        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5), label
-        assert b["aux_loss"] == pytest.approx(a["aux_loss"], rel=1e-5), label
-        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4), label
+        assert b["loss"] == pytest.approx(a["loss"], rel=rel), label
+        assert b["aux_loss"] == pytest.approx(a["aux_loss"], rel=rel), label
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=10 * rel), label
         assert b["expert_tokens"] == a["expert_tokens"], label
         assert b["expert_load_max_over_mean"] == a["expert_load_max_over_mean"], label
 
@@ -125,17 +125,61 @@ def test_moe_layout_matches_single_process(qwen3, layout):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("layout", SLOW_LAYOUTS)
-def test_moe_layout_matches_single_process_four_ranks(qwen3, layout):
+def test_more_moe_layouts_match_single_process(qwen3, layout):
     experiment, reference = qwen3
     assert_same_steps(reference, run_layout(experiment, layout, *SLOW_LAYOUTS[layout]), layout)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model", ["mixtral", "qwen2_moe"])
-def test_other_moe_models_under_expert_parallel(tmp_path_factory, model):
-    experiment = experiment_for(tmp_path_factory, model)
-    reference = run_layout(experiment, None, 1, 1)
-    assert_same_steps(reference, run_layout(experiment, "dp_shard=2,ep=2", 2, 2), model)
+@pytest.mark.parametrize("mode", ["full"])
+def test_activation_checkpointing_under_expert_parallel(qwen3, mode):
+    """The recomputed forward inside the backward routes again: its logits and counts must not count twice."""
+    experiment, reference = qwen3
+    more = ("--set", f"train.activation_checkpointing={mode}")
+    assert_same_steps(reference, run_layout(experiment, "dp_shard=2,ep=2", 2, 2, *more), mode)
+
+
+@pytest.mark.slow
+def test_compiled_layers_with_experts_whole(qwen3):
+    """train.compile under FSDP2 with ep=1: each decoder layer compiled, the experts' dispatch inside it."""
+    experiment, reference = qwen3
+    run = run_layout(experiment, "dp_shard=2", 2, 2, "--set", "train.compile=true")
+    assert_same_steps(reference, run, "compiled")
+
+
+@pytest.mark.slow
+def test_accumulated_micro_batches_under_expert_parallel(tmp_path_factory):
+    """Two micro-batch rounds a step, each with its own auxiliary loss, averaged: cp=2,ep=2 splits sequences, not
+    rows, so its rounds hold the one-process run's rows and must give its losses."""
+    experiment = experiment_for(tmp_path_factory, "qwen3_moe")
+    reference = run_layout(experiment, None, 1, 2)  # micro_batch 4: two rounds
+    assert_same_steps(reference, run_layout(experiment, "cp=2,ep=2", 2, 2), "accumulated")
+
+
+@pytest.fixture(scope="module")
+def other_models(tmp_path_factory):
+    """model -> (experiment, one-process reference), each trained once."""
+    made = {}
+
+    def made_for(model: str):
+        if model not in made:
+            experiment = experiment_for(tmp_path_factory, model)
+            made[model] = experiment, run_layout(experiment, None, 1, 1)
+        return made[model]
+
+    return made_for
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("model", "layout"),
+    [("mixtral", ("dp_shard=2,ep=2", 2, 2)), ("qwen2_moe", ("dp_shard=2,ep=2", 2, 2)), ("qwen2_moe", ("tp=2", 2, 1))],
+    ids=["mixtral-ep", "qwen2_moe-ep", "qwen2_moe-tp"],
+)
+def test_other_moe_models(other_models, model, layout):
+    """Mixtral; Qwen2-MoE, whose shared expert the model's plan splits under tp like a dense MLP."""
+    experiment, reference = other_models(model)
+    assert_same_steps(reference, run_layout(experiment, *layout), f"{model} {layout[0]}")
 
 
 @pytest.mark.slow
@@ -148,6 +192,15 @@ def test_unpacked_expert_parallel_matches_single_process(tmp_path_factory):
     assert_same_steps(reference, run_layout(experiment, "dp_shard=2,ep=2", 2, 2), "unpacked")
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_expert_parallel_over_nccl(qwen3):
+    """The all-to-all dispatch over NCCL (fp32): the CPU reference's losses and expert loads."""
+    experiment, reference = qwen3
+    cuda = ("--set", "hardware.device_type=cuda")
+    assert_same_steps(reference, run_layout(experiment, "dp_shard=2,ep=2", 2, 2, *cuda), "nccl", rel=1e-4)
+
+
 @pytest.mark.parametrize(
     ("changes", "args", "message"),
     [
@@ -155,7 +208,7 @@ def test_unpacked_expert_parallel_matches_single_process(tmp_path_factory):
         ({}, ["--nproc", "4", "--layout", "dp_shard=4,ep=4", "--set", "model.config.num_experts=6"],
          "layout ep=4 must divide the model's expert count (6)"),
         ({}, ["--nproc", "2", "--layout", "pp=2"], "layout pp=2 with the mixture-of-experts qwen3_moe: not supported"),
-        ({"train": {"compile": True}}, ["--nproc", "1"], "train.compile with the mixture-of-experts qwen3_moe"),
+        ({"train": {"compile": True}}, ["--nproc", "2", "--layout", "dp_shard=2,ep=2"], "train.compile with ep=2"),
         ({"train": {"experts": "grouped_mm"}}, ["--nproc", "1"], "train.experts grouped_mm cannot run here"),
         ({"model": {"config": {"model_type": "olmoe", "num_experts": 4, "intermediate_size": 16}}}, ["--nproc", "1"],
          "olmoe is a mixture-of-experts model meshpilot cannot train yet"),

@@ -66,6 +66,45 @@ def test_stages_keep_the_models_parameter_names():
     assert {n for n in held[0] if ".layers." in n} == {n for n in names if ".layers.0." in n or ".layers.2." in n}
 
 
+class _Stop(Exception):
+    """Raised by a hook once the first layer's inputs are seen: the mask choice is what is tested."""
+
+
+@pytest.mark.parametrize(("flex", "packed"), [(True, True), (False, True), (True, False)])
+def test_each_stage_builds_the_mask_its_attention_takes(flex, packed):
+    """Under train.attention flex (CUDA) every stage hands its layers flex_attention's BlockMask made from the segment
+    ids it received, no dense mask; otherwise the dense block-diagonal bias; unpacked rows none. The BlockMask allows
+    exactly the dense mask's pairs."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    from trainer.data.packing import block_causal_mask
+
+    config = AutoConfig.for_model(**TINY_MODEL)
+    _, stages, _ = split_model(AutoModelForCausalLM.from_config(config), 1, 2, 1, packed, flex=flex)
+    seen = {}
+
+    def first_layer(module, args, kwargs):
+        seen["mask"] = kwargs["attention_mask"]
+        raise _Stop
+
+    stages[0].layers[0].register_forward_pre_hook(first_layer, with_kwargs=True)
+    segments = torch.tensor([[0] * 20 + [1] * 30 + [2] * 14])
+    with pytest.raises(_Stop):
+        stages[0](torch.zeros(1, 64, config.hidden_size), segments)
+    mask = seen["mask"]
+    if not packed:
+        assert mask is None
+    elif flex:
+        assert isinstance(mask, BlockMask)
+        dense = mask.to_dense()  # [batch, heads, query blocks, key blocks]: no block mixes two documents here
+        expected = block_causal_mask(segments)
+        assert not isinstance(mask, torch.Tensor) and expected.any() and dense.shape[:2] == (1, 1)
+        pairs = mask.mask_mod(torch.tensor(0), torch.tensor(0), torch.arange(64)[:, None], torch.arange(64)[None])
+        assert torch.equal(pairs, expected[0, 0])
+    else:
+        assert isinstance(mask, torch.Tensor) and mask.dtype == torch.float32 and mask.shape == (1, 1, 64, 64)
+
+
 def test_position_ids_restart_at_each_document():
     tokens = np.arange(9)
     segments = np.array([0, 0, 0, 1, 1, 2, 2, 2, -1])

@@ -140,6 +140,16 @@ def test_activation_checkpointing_costs_a_forward_pass():
     assert recomputing.memory_s > plain.memory_s and recomputing.launch_s > plain.launch_s
 
 
+def test_interleaving_divides_the_pipeline_bubble_by_the_stages_per_rank():
+    """1F1B idles (pp - 1) micro-batch slots; interleaved 1F1B's slots are one of a rank's v stages each, so its bubble
+    is (pp - 1) / (v x micro-batches) (Narayanan et al. 2021, section 2.2.2)."""
+    config = AutoConfig.for_model(**{**TINY_MODEL, "num_hidden_layers": 8})
+    hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=4)
+    args, sizes = (config, Layout(dp_replicate=1, pp=4), hardware), {"matmul_params": 10_000, "parameter_bytes": 40_000}
+    one, two = (estimate_step(*args, StepShape(2, 64, 8, pp_stages_per_rank=v), **sizes) for v in (1, 2))
+    assert one.compute_s / (1 + 3 / 8) == pytest.approx(two.compute_s / (1 + 3 / 16))  # the same work, 8 micro-batches
+
+
 @pytest.mark.parametrize("device_type", ["cuda", "cpu"])
 def test_selective_checkpointing_costs_less_than_a_forward_pass(device_type):
     """Selective recomputes every elementwise op (as much memory traffic as full) but only the k, o and up
@@ -446,7 +456,8 @@ def test_the_planner_shares_work_without_changing_a_figure(tmp_path, monkeypatch
             continue
         dense = takes_dense_mask(spec.attention, hardware.device_type, candidate.layout, head_dim(config), packing)
         shape = StepShape(candidate.micro_batch, 2048, candidate.grad_accum, candidate.activation_checkpointing,
-                          precision, dense, gns_every=spec.gns_every)  # fmt: skip
+                          precision, dense, gns_every=spec.gns_every,
+                          pp_stages_per_rank=spec.pp_stages_per_rank)  # fmt: skip
         assert candidate.estimate == estimate_step(
             config, candidate.layout, hardware, shape, matmul_params=counts["matmul"],
             parameter_bytes=model_bytes(counts), calibration=Calibration.load(hardware),

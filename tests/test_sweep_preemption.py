@@ -104,19 +104,49 @@ def test_a_trial_preempted_while_the_sweep_runs_is_continued_from_its_checkpoint
     assert_resumed_exactly(out, reference)
 
 
-def test_a_preempted_sweep_resumed_continues_its_preempted_trial(experiment, reference, tmp_path):
-    """The whole sweep preempted (SIGTERM to the sweep and to its trial, as a scheduler stops every process of an
-    allocation): the trial reads preempted; `--resume` of the sweep continues it from its checkpoint."""
+def test_a_preempted_sweep_preempts_its_trial_and_resumed_continues_it(experiment, reference, tmp_path):
+    """SIGTERM to the sweep (as a scheduler sends it): it preempts its running trial, which saves a checkpoint,
+    waits for it and exits as `meshpilot train` does (128 + the signal); `--resume` continues the trial from there."""
     out, trial = tmp_path / "sweep", tmp_path / "sweep" / "trials" / "t000"
     sweep = start_sweep(experiment, out)
     wait_at_the_fault(sweep, trial)
-    sweep.send_signal(signal.SIGTERM)  # first, and gone: it cannot see its trial end
-    sweep.communicate(timeout=60)
-    preempt(trial)
-    status = jobs.wait_run(trial, timeout_s=300)
+    sweep.send_signal(signal.SIGTERM)
+    _, stderr = sweep.communicate(timeout=300)
+    assert sweep.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1] == (
+        "meshpilot: sweep preempted by SIGTERM; its trials preempted with it (t000) saved checkpoints: --resume "
+        "continues the sweep and them"
+    )
+    status = jobs.run_status(trial)
     assert status["state"] == "preempted", status
     assert status["cause"] == f"preempted by SIGTERM after step {PREEMPT_AT}; --resume continues from step_00000003"
+    assert not (out / "summary.json").exists()
 
     summary = run_sweep(experiment, out, resume=True)  # this process has no MESHPILOT_FAULT: the trial runs through
     assert summary["winner"] == "t000"
     assert_resumed_exactly(out, reference)
+
+
+def test_a_sweep_job_stopped_by_sigterm_is_preempted_with_its_trial(experiment, tmp_path):
+    """The agent's way (agent.jobs.start_sweep): SIGTERM to the sweep job's supervisor preempts the sweep and its
+    trial instead of killing them; both read preempted, and `--resume` continues the trial from its checkpoint."""
+    reference = run_sweep(experiment, tmp_path / "reference", trials=1)
+    [first] = reference["trials"]  # the planner's pick: the sweep job runs the same one
+    out, trial = tmp_path / "sweep", tmp_path / "sweep" / "trials" / first["id"]
+    fault = f"run={first['id']},rank=0,step={PREEMPT_AT},kind=preempt"
+    jobs.start_sweep(experiment, out, trials=1, env={FAULT: fault})
+    said = f"rank 0 waits for a preemption signal at step {PREEMPT_AT}"
+    wait_for(lambda: RunDir(trial).rank_log(0).is_file() and said in RunDir(trial).rank_log(0).read_text(), said)
+    os.kill(jobs.read_job(out)["pid"], signal.SIGTERM)
+    status = jobs.wait_run(out, timeout_s=300)
+    assert (status["state"], status["cause"]) == (
+        "preempted",
+        "preempted by SIGTERM with its running trials; its --resume continues them",
+    )
+    assert jobs.run_status(trial)["state"] == "preempted"
+
+    summary = run_sweep(experiment, out, resume=True)
+    assert [(t["id"], t["status"]) for t in summary["trials"]] == [(first["id"], "ok")]
+    assert f"resumed from step_{PREEMPT_AT:08d}" in RunDir(trial).log.read_text()
+    expected = RunDir(tmp_path / "reference" / first["run_dir"]).read_steps()
+    assert numbers(RunDir(trial).read_steps()) == numbers(expected)

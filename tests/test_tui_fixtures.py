@@ -41,6 +41,22 @@ EXPERIMENT = {
     "train": {"steps": 3, "timing_warmup_steps": 1},
     "search": {"trials": 1, "trial_steps": 3},
 }
+# The same, on a tiny Mixtral: its steps carry the router's figures (aux loss, expert load) that the run view and
+# the report show; not part of the demo repository, so every other screen stays as it was.
+MOE_FIXTURE = FIXTURE.with_name("tui-moe-sweep")
+TINY_MIXTRAL = {
+    "model_type": "mixtral",
+    "vocab_size": 512,
+    "hidden_size": 32,
+    "intermediate_size": 16,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 128,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+}
+MOE_EXPERIMENT = {**EXPERIMENT, "model": {"config": TINY_MIXTRAL}}
 RECORDED = ("sweep.json", "trials/*/trial.json", "trials/*/job.json", "trials/*/launch.json", "trials/*/config.yaml")
 RECORDED += ("trials/*/metrics.json", "trials/*/memory.json", "trials/*/steps.jsonl")
 FROZEN_STEP_S = 0.5
@@ -62,12 +78,12 @@ def git_repo(path: Path) -> Path:
     return path
 
 
-def copy_sweep(repo: Path, name: str = "tiny") -> Path:
+def copy_sweep(repo: Path, name: str = "tiny", fixture: Path = FIXTURE) -> Path:
     """The recorded sweep in repo/sweeps/NAME, its experiment the repository's own; its summary is rebuilt."""
     from agent.sweep.summary import summarize
 
     out = repo / "sweeps" / name
-    _copy_recorded(FIXTURE / "sweep", out, {"@SWEEP@": str(out), "@REPO@": str(repo), "@CACHE@": str(cache_root())})
+    _copy_recorded(fixture / "sweep", out, {"@SWEEP@": str(out), "@REPO@": str(repo), "@CACHE@": str(cache_root())})
     summarize(out)
     return out
 
@@ -84,13 +100,13 @@ def _copy_recorded(source: Path, target: Path, places: dict[str, str]) -> None:
             copy.write_text(text)
 
 
-def record(fixture: Path = FIXTURE) -> None:
+def record(fixture: Path = FIXTURE, changes: dict = EXPERIMENT) -> None:
     """Record the fixture again from a real sweep of one single-process trial, frozen."""
     from agent.sweep import run_sweep
 
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        experiment = write_experiment(root, EXPERIMENT)
+        experiment = write_experiment(root, changes)
         sweep = root / "sweep"
         space = {"train.micro_batch": [2], "train.activation_checkpointing": [False]}
         summary = run_sweep(experiment, sweep, trials=1, devices=1, space=space)
@@ -328,4 +344,6 @@ async def settled(pilot: Pilot, waiting: tuple[str, ...] = ()) -> None:
 
 if __name__ == "__main__":
     record()
-    print(f"recorded {FIXTURE}; now run tests/test_tui*.py (and --snapshot-update if figures moved: look first)")
+    record(MOE_FIXTURE, MOE_EXPERIMENT)
+    print(f"recorded {FIXTURE} and {MOE_FIXTURE}; now run tests/test_tui*.py")
+    print("(and --snapshot-update if figures moved: look first)")

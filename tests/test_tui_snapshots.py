@@ -14,14 +14,16 @@ import difflib
 import html
 import pickle
 import re
+import shutil
 
 import pytest
 from pytest_textual_snapshot import node_to_report_path
-from test_tui_fixtures import data_dir, demo_repo, on_top, settled, until
+from test_tui_fixtures import MOE_FIXTURE, copy_sweep, data_dir, demo_repo, git_repo, on_top, settled, until
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Markdown, OptionList, Static
 
 from agent.session import Agent
+from trainer.results.rundir import RunDir
 from tui.app import MeshpilotApp
 from tui.screens.approval import ApprovalScreen
 from tui.screens.quit import QuitScreen
@@ -143,9 +145,43 @@ def test_runs_memory(snap_compare, make_app):
         await pilot.press("down")
         charts = pilot.app.screen.query_one(RunCharts)
         await until(pilot, lambda: charts.run is not None and charts.run.name == "tiny-ok", "the finished run's charts")
+        assert not charts.query_one("#router-chart").display  # a dense run: no router figures
         await settled(pilot)
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
+
+
+@pytest.fixture(scope="module")
+def moe_repo(base):
+    """A repository with one finished mixture-of-experts run: the recorded tiny Mixtral trial."""
+    repo = git_repo(base / "moe-repo")
+    trial = next((copy_sweep(repo, fixture=MOE_FIXTURE) / "trials").iterdir())
+    shutil.copytree(trial, repo / "runs" / "tiny-moe", ignore=shutil.ignore_patterns("trial.json"))
+    shutil.rmtree(repo / "sweeps")
+    return repo
+
+
+def test_runs_router(snap_compare, moe_repo, base, monkeypatch):
+    """A mixture-of-experts run under the cursor: its routers' aux loss and expert load by step beside the charts."""
+    monkeypatch.setenv("MESHPILOT_DATA", str(data_dir(base)))
+    monkeypatch.setenv("MESHPILOT_CACHE", str(base / "tui-empty-cache"))
+
+    async def run_before(pilot: Pilot) -> None:
+        await until(pilot, lambda: len(pilot.app.runs) == 1, "the run")
+        await pilot.press("ctrl+r")
+        charts = pilot.app.screen.query_one(RunCharts)
+        await until(pilot, lambda: charts.run is not None and charts.run.aux_losses, "the run's router figures")
+        steps = RunDir(moe_repo / "runs" / "tiny-moe").read_steps()
+        assert charts.run.aux_losses == tuple((s["step"], s["aux_loss"]) for s in steps)
+        assert charts.run.expert_load == tuple((s["step"], s["expert_load_max_over_mean"]) for s in steps)
+        assert charts.query_one("#router-chart").display
+        await settled(pilot)
+
+    agent = Agent(moe_repo)
+    try:
+        assert snap_compare(MeshpilotApp(agent, "demo", poll_s=None), terminal_size=SIZE, run_before=run_before)
+    finally:
+        agent.close()
 
 
 def test_report(snap_compare, make_app):

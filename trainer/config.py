@@ -69,6 +69,8 @@ class DataSpec:
 # Data keys added after runs were recorded: left out of config.yaml and the hash while at their defaults, so the
 # files and hashes of earlier runs stay as they were.
 _LATER_DATA_KEYS = ("format", "prompt_field", "response_field", "messages_field", "chat_template")
+# The same for the other sections (mixture-of-experts training: the experts' kernel, expert parallelism).
+_LATER_KEYS = {"data": _LATER_DATA_KEYS, "train": ("experts",), "layout": ("ep",)}
 
 
 # The values some train keys take (checked before launch by trainer.launch.launcher).
@@ -244,10 +246,11 @@ class Experiment:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d.pop("base_dir")
-        defaults = DataSpec()
-        for key in _LATER_DATA_KEYS:
-            if d["data"][key] == getattr(defaults, key):
-                del d["data"][key]
+        defaults = dataclasses.asdict(Experiment())
+        for section, keys in _LATER_KEYS.items():
+            for key in keys:
+                if d[section][key] == defaults[section][key]:
+                    del d[section][key]
         return d
 
     def config_hash(self) -> str:

@@ -61,6 +61,9 @@ class RunInfo:
     losses: tuple[tuple[int, float], ...] = ()
     throughput: tuple[tuple[int, float], ...] = ()  # tokens/s of each step
     memory: StepMemory | None = None  # once the run ended, when it wrote memory.json
+    # A mixture-of-experts model's routers by step (steps.jsonl's aux_loss, expert_load_max_over_mean); dense: none.
+    aux_losses: tuple[tuple[int, float], ...] = ()
+    expert_load: tuple[tuple[int, float], ...] = ()
 
     @property
     def active(self) -> bool:
@@ -81,6 +84,8 @@ class _Tracked:
     losses: list[tuple[int, float]] = field(default_factory=list)
     throughput: list[tuple[int, float]] = field(default_factory=list)
     timed: list[StepRecord] = field(default_factory=list)  # the steps.jsonl records with tokens and a time
+    aux_losses: list[tuple[int, float]] = field(default_factory=list)
+    expert_load: list[tuple[int, float]] = field(default_factory=list)
     layout: str | None = None
     untimed: int | None = None  # the steps tokens/s leaves out, once the run's config.yaml says (untimed_steps)
     ended: RunInfo | None = None  # a run that ended never changes again
@@ -129,6 +134,8 @@ class RunMonitor:
             loss=final_loss if (final_loss := _finite(metrics.get("final_loss"))) is not None else last_loss,
             losses=tuple(tracked.losses),
             throughput=tuple(tracked.throughput),
+            aux_losses=tuple(tracked.aux_losses),
+            expert_load=tuple(tracked.expert_load),
             memory=None if status["state"] in (*ACTIVE, "starting") else _step_memory(directory),
         )
         if not run.active and status["state"] != "starting":
@@ -155,8 +162,14 @@ def _follow_steps(tracked: _Tracked) -> None:
         tracked.losses.clear()
         tracked.throughput.clear()
         tracked.timed.clear()
+        tracked.aux_losses.clear()
+        tracked.expert_load.clear()
     for record in records:  # checked by steps.jsonl's contract (trainer.results.schemas.StepRecord)
         tracked.losses.append((record["step"], record["loss"]))
+        if "aux_loss" in record:
+            tracked.aux_losses.append((record["step"], record["aux_loss"]))
+        if "expert_load_max_over_mean" in record:
+            tracked.expert_load.append((record["step"], record["expert_load_max_over_mean"]))
         if record["tokens"] and record["step_s"]:
             tracked.throughput.append((record["step"], tokens_per_s([record])))
             tracked.timed.append(record)

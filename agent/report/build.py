@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.repo.secrets import redact
-from agent.report import communication, loss, plots
+from agent.report import communication, loss, plots, router
 from agent.report.context import Context
 from agent.report.docs import MODEL_CARD, TRAINING_GUIDE, model_card, training_guide, training_section
 from agent.report.document import report_markdown
@@ -24,7 +24,8 @@ def results(
     sweep: Sweep, benches: list[tuple[str, dict[str, Any]]], longer_run: LongerRun | None = None
 ) -> dict[str, bytes]:
     """The raw files copied beside the report, by name under results/ (text redacted, benchmarks sanitized), and
-    the figures computed from them once: predicted communication and whether the loss curves agree."""
+    the figures computed from them once: predicted communication, whether the loss curves agree and, for
+    mixtures of experts, the routers' figures."""
     copied = {"summary.json": (sweep.path / "summary.json").read_bytes()}
     if sweep.inputs is not None:
         copied["sweep.json"] = (sweep.path / "sweep.json").read_bytes()
@@ -35,6 +36,8 @@ def results(
         copied |= {f"longer-run/{name}": data for name, data in longer_run.files.items()}
     copied["predicted_communication.json"] = _json(communication.predict(sweep.trials))
     copied[loss.RESULT] = _json(loss.agreement(sweep.trials, sweep.winner))
+    if (routers := router.figures(sweep.trials)) is not None:  # mixture-of-experts trials only
+        copied[router.RESULT] = _json(routers)
     return {name: redact(data.decode()).encode() for name, data in copied.items()}
 
 

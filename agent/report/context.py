@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from agent.report import loss
+from agent.report import loss, router
 from agent.report.figures import Figure, Ledger, Sources
 from agent.report.inputs import LongerRun, Sweep, Trial
 from agent.report.prose import Part, Value
@@ -55,6 +55,10 @@ class Context:
         """The largest of any rank's `category` bytes, `side` predicted or measured."""
         source = self.run_file(trial, "memory.json")
         return self.sources.figure(source, side, "*", category, unit="mib", reduce="max")
+
+    def router(self, trial: Trial, key: str, unit: str) -> Figure | None:
+        """A figure of the trial's routers (results/router.json: mixture-of-experts trials only)."""
+        return self.sources.figure(self.result(router.RESULT), "trials", trial.id, key, unit=unit)
 
     def communication(self, trial: Trial, *key: str, unit: str = "mib") -> Figure | None:
         return self.sources.figure(self.result("predicted_communication.json"), "trials", trial.id, *key, unit=unit)

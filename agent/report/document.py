@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent.report import loss
+from agent.report import loss, router
 from agent.report.context import Context
 from agent.report.figures import Figure, Page
 from agent.report.inputs import Trial
@@ -135,6 +135,15 @@ def _planner(ctx: Context, page: Page) -> str:
 
 
 Row = tuple[str, Callable[[Trial], Figure | None] | None]
+# The winner's table's router rows: (name, results/router.json key, unit).
+ROUTER_ROWS = (
+    ("aux loss, last step", "aux_loss_last", "loss"),
+    ("aux loss, mean over steps", "aux_loss_mean", "loss"),
+    ("router z-loss, last step", "z_loss_last", "loss"),
+    ("router z-loss, mean over steps", "z_loss_mean", "loss"),
+    ("expert load max/mean, last step", "expert_load_max_over_mean_last", "ratio"),
+    ("expert load max/mean, worst step", "expert_load_max_over_mean_worst", "ratio"),
+)
 
 
 def _side_by_side(ctx: Context, page: Page, trials: list[Trial]) -> str:
@@ -161,6 +170,9 @@ def _side_by_side(ctx: Context, page: Page, trials: list[Trial]) -> str:
     ]
     for dim in MESH_DIMS:
         rows.append((f"sent over {dim}, MiB", lambda t, dim=dim: ctx.communication(t, "dimensions", dim, "bytes")))
+    if ctx.sources.value(ctx.result(router.RESULT)) is not None:  # a mixture of experts: its routers
+        rows += [("**router (mixture of experts)**", None)]
+        rows += [(name, lambda t, key=key, unit=unit: ctx.router(t, key, unit)) for name, key, unit in ROUTER_ROWS]
     # A row no trial has a figure for (MFU on CPU, a mesh dimension neither uses) says nothing: left out.
     rows = [(name, get) for name, get in rows if get is None or any(get(t) is not None for t in trials)]
     header = ["", *(render(ctx.label(t), page) for t in trials)]

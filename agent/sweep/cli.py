@@ -65,6 +65,7 @@ def _sweep(args: argparse.Namespace) -> int:
     tie_to_parent()  # started by a job supervisor (agent.jobs.start_sweep): die with it, and the trials with this
     from agent.sweep import run_sweep
     from agent.sweep.progress import SweepReporter
+    from agent.sweep.runner import SweepPreempted
     from agent.sweep.space import parse_space_args
     from trainer.config import ConfigError
 
@@ -75,23 +76,27 @@ def _sweep(args: argparse.Namespace) -> int:
             raise ConfigError(f"--slurm expects KEY=VALUE, got {item!r}")
         slurm[key] = value
     with SweepReporter(sys.stderr) as reporter:
-        summary = run_sweep(
-            args.experiment,
-            args.out,
-            resume=args.resume,
-            executor=args.executor,
-            max_parallel=args.max_parallel,
-            trials=args.trials,
-            devices=args.devices,
-            space=parse_space_args(args.space) or None,
-            sampler=args.sampler,
-            trial_timeout_s=args.trial_timeout,
-            hang_s=args.hang_timeout,
-            prune=not args.no_prune,
-            slurm=slurm,
-            progress=reporter.update,
-            trackers=_trackers(args.trackers),
-        )
+        try:
+            summary = run_sweep(
+                args.experiment,
+                args.out,
+                resume=args.resume,
+                executor=args.executor,
+                max_parallel=args.max_parallel,
+                trials=args.trials,
+                devices=args.devices,
+                space=parse_space_args(args.space) or None,
+                sampler=args.sampler,
+                trial_timeout_s=args.trial_timeout,
+                hang_s=args.hang_timeout,
+                prune=not args.no_prune,
+                slurm=slurm,
+                progress=reporter.update,
+                trackers=_trackers(args.trackers),
+            )
+        except SweepPreempted as e:  # its running trials saved checkpoints: --resume continues them
+            print(f"meshpilot: {e}", file=sys.stderr)
+            return 128 + e.signum  # as a shell reports a command a signal ended, like `meshpilot train`
     print(describe(summary, args.out), file=sys.stdout if summary["winner"] else sys.stderr)
     return 0 if summary["winner"] else 1
 

@@ -52,6 +52,8 @@ class Executor(Protocol):
 
     def cancel(self, trial_dir: Path, state: str, cause: str) -> None: ...
 
+    def preempt(self, trial_dir: Path) -> None: ...
+
 
 class LocalExecutor:
     """Each trial a background job (agent.jobs.start_run) pinned to its own devices."""
@@ -66,6 +68,9 @@ class LocalExecutor:
 
     def cancel(self, trial_dir: Path, state: str, cause: str) -> None:
         jobs.cancel_run(trial_dir, state=state, cause=cause)
+
+    def preempt(self, trial_dir: Path) -> None:
+        _preempt_here(jobs.read_job(trial_dir))
 
 
 class SubmititExecutor:
@@ -125,6 +130,15 @@ class SubmititExecutor:
         if elsewhere and self.cluster == "slurm":  # after the verdict, which the job's SIGTERM handler then keeps
             scancel(job["executor"]["job_id"])
 
+    def preempt(self, trial_dir: Path) -> None:
+        """SIGTERM to the trial's supervisor, here or, through SLURM, on its node (which SLURM then keeps running:
+        a preemption, see the module's docstring); a job still queued is left to the sweep's --resume."""
+        job = jobs.read_job(trial_dir)
+        if _here(job) or job["executor"] is None:
+            _preempt_here(job)
+        elif self.cluster == "slurm" and job["pid"] is not None:
+            scancel(job["executor"]["job_id"], "--signal=TERM", "--full")
+
     def _scheduler_ended(self, trial_dir: Path, job: jobs.JobRecord) -> tuple[str, str] | None:
         """(state, cause) of a job the scheduler ended before its supervisor recorded a verdict, or None if it did
         not (or, for SLURM, was asked about too recently)."""
@@ -162,10 +176,21 @@ def _squeue(job_id: str, fields: str, timeout_s: float = 30.0) -> str | None:
     return lines[0] if lines else None
 
 
-def scancel(job_id: str) -> None:
-    """Cancel a SLURM job (SIGTERM to its processes, SIGKILL after KillWait); one that ended is left alone."""
+def scancel(job_id: str, *options: str) -> None:
+    """Cancel a SLURM job (SIGTERM to its processes, SIGKILL after KillWait), or with `options` (--signal=...)
+    signal it; one that ended is left alone."""
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-        subprocess.run(["scancel", job_id], capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+        subprocess.run(["scancel", *options, job_id], capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+
+
+def _preempt_here(job: jobs.JobRecord | None) -> None:
+    """SIGTERM to a job's supervisor on this machine, as a scheduler sends it: its run saves and ends "preempted"."""
+    if job is None or job["state"] in jobs.TERMINAL or not _here(job):
+        return
+    if not jobs.process_alive(job["pid"], job.get("pid_start")):  # ended meanwhile: the pid may be another's now
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(job["pid"], signal.SIGTERM)
 
 
 def _slurm_ended(job_id: str, state: str, started: bool) -> tuple[str, str] | None:

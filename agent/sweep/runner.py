@@ -6,7 +6,9 @@ optuna trials in state RUNNING. Resuming, each is finished from its directory if
 directory under the same trial number, so it gets the same parameters. A trial with a result is never run
 twice. A preempted trial (its run stopped by SIGTERM or SIGUSR1, trainer.host.preemption) has no result yet: it is
 neither failed nor told to optuna, and runs on from the checkpoint its preemption saved (the trainer's --resume),
-whether the sweep saw it preempted or finds it so when resumed.
+whether the sweep saw it preempted or finds it so when resumed. The sweep itself preempted (SIGTERM or SIGUSR1, as a
+scheduler sends it) preempts its running trials, waits for them to save, and raises SweepPreempted: `--resume`
+continues it, and them.
 
 Each trial's directory holds the sweep's record of it, trial.json (TrialRecord, through TRIAL): its point, its
 parameters as the summary shows them, and exactly what its job was started with, `--set` overrides included, so
@@ -15,10 +17,13 @@ nothing downstream rebuilds them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +36,7 @@ from pydantic import Field
 from agent import jobs
 from agent.records import TRIAL, TRIAL_FILE, Params, TrialRequest
 from agent.sweep.study import suggest, trial_id
+from trainer.host import preemption
 from trainer.rank.trackers import RUN_GROUP_ENV, RUN_NAME_ENV
 from trainer.results.rundir import RunDir, StepsTail, tokens_per_s, untimed_steps
 from trainer.results.schemas import PREEMPTED, StepRecord
@@ -43,6 +49,21 @@ if TYPE_CHECKING:  # the space imports torch (the planner's data): readers of tr
     from agent.sweep.space import Space
 
 POLL_S = 0.5
+# How long a preempted sweep waits for its trials beyond their runs' grace period (their saves): their exits.
+PREEMPT_MARGIN_S = 60.0
+
+
+class SweepPreempted(Exception):
+    """The sweep stopped on a preemption signal; its running trials were preempted (`trials`, by id)."""
+
+    def __init__(self, signum: int, trials: list[str]):
+        self.signum, self.trials = signum, trials
+        listed = ", ".join(trials) or "none was running"
+        super().__init__(
+            f"sweep preempted by {preemption.name(signum)}; its trials preempted with it ({listed}) saved "
+            "checkpoints: --resume continues the sweep and them"
+        )
+
 
 AtLeastOne = Annotated[int, Field(ge=1)]
 
@@ -172,17 +193,34 @@ class Runner:
         self.active: list[Active] = []
         self.progress = progress
         self.ended: list[TrialProgress] = []  # since the last progress call
+        self.preempted: list[int] = []  # the preemption signal, once one came
 
     def run(self) -> None:
-        self._reattach()
-        while True:
-            self._poll()
-            self._start_waiting()
-            self._ask()
-            self._show_progress()
-            if not self.active:
-                return
+        with _noting_preemption(self.preempted):
+            self._reattach()
+            while True:
+                if self.preempted:
+                    self._preempt_trials()
+                self._poll()
+                self._start_waiting()
+                self._ask()
+                self._show_progress()
+                if not self.active:
+                    return
+                time.sleep(POLL_S)
+
+    def _preempt_trials(self) -> None:
+        """Preempt every trial that was started (each saves a checkpoint and ends "preempted", unless it ends
+        otherwise first), wait for them, and raise SweepPreempted. Optuna hears nothing: they are not over."""
+        started = [a for a in self.active if a.devices is not None]
+        for active in started:
+            self.executor.preempt(active.directory)
+        deadline = time.monotonic() + preemption.grace_s() + PREEMPT_MARGIN_S
+        waiting = started
+        while waiting and time.monotonic() < deadline:
+            waiting = [a for a in waiting if self.executor.status(a.directory)["state"] not in jobs.TERMINAL]
             time.sleep(POLL_S)
+        raise SweepPreempted(self.preempted[0], [a.id for a in started])
 
     # -- trials from a previous run of this sweep
 
@@ -293,6 +331,8 @@ class Runner:
     # -- running trials
 
     def _start_waiting(self) -> None:
+        if self.preempted:  # a trial that ended preempted meanwhile waits for the sweep's --resume
+            return
         for active in self.active:
             if active.devices is not None:
                 continue
@@ -422,6 +462,22 @@ class Runner:
             tokens_per_s=speed,
             cause=cause,
         )
+
+
+@contextlib.contextmanager
+def _noting_preemption(noted: list[int]):
+    """While the sweep runs, SIGTERM and SIGUSR1 (trainer.host.preemption.SIGNALS) are noted in `noted` instead of
+    ending it at once. Only in the main thread, where Python runs signal handlers (a sweep in another thread is
+    stopped by whoever runs it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, lambda number, _: noted.append(number)) for signum in preemption.SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _recorded(request: dict[str, Any]) -> TrialRequest:

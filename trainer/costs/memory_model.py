@@ -40,8 +40,8 @@ matmul's output (trainer.parallel.activation_checkpointing), so what an MoE laye
 matmuls: the router's logits (E) and each pair's down projection (h), or where the shared expert runs first (Qwen2-MoE)
 its gate and down and each pair's gate-up output (2I). Expert parameters are split over ep on the expert dimension
 (each rank keeps E/ep consecutive experts), then FSDP2 chunks them over the dp_shard x cp ranks left
-(expert_shard_degree: on the expert dimension, or on the next where fewer experts than ranks are left, as
-torchtitan does); every other parameter is chunked over all of dp_shard x cp, as in a dense model. The load is
+(expert_shard_degree, on the expert dimension, as trainer.parallel.data_parallel shards them); every other
+parameter is chunked over all of dp_shard x cp, as in a dense model. The load is
 taken as even: the rows a rank's experts receive are top_k x its own tokens (uneven routing costs time:
 trainer.costs.throughput).
 
@@ -290,13 +290,12 @@ def _shard_shape(
 def _expert_shard_shape(local: list[int], layout: Layout, chunk: int, sharded: bool) -> tuple[int, ...]:
     """A routed-expert parameter (leading dimension E) on the rank at `chunk` of dp_shard x cp: ep is innermost
     there (trainer.layout), so its ep rank is chunk % ep and its expert-FSDP rank chunk // ep. FSDP2 chunks the
-    rank's E/ep experts on the expert dimension, or on the next where fewer experts than ranks are left
-    (torchtitan's rule)."""
+    rank's E/ep experts on the expert dimension, as trainer.parallel.data_parallel shards them (fully_shard's
+    default: with fewer experts than ranks left, some hold none; torchtitan shards the next dimension then)."""
     local[0] = _chunk_size(local[0], layout.ep, chunk % layout.ep)
     shards = layout.expert_shard_degree
     if sharded and shards > 1:
-        dim = 0 if local[0] >= shards or len(local) == 1 else 1
-        local[dim] = _chunk_size(local[dim], shards, chunk // layout.ep)
+        local[0] = _chunk_size(local[0], shards, chunk // layout.ep)
     return tuple(local)
 
 
@@ -447,27 +446,37 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
     (see the module docstring)."""
     h, i, heads, _, _ = _dims(config)
     q = heads * head_dim(config)
-    kv = (getattr(config, "num_key_value_heads", None) or heads) * head_dim(config)
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    kv = kv_heads * head_dim(config)
     tp, width = layout.tp, 2 if plan.precision == "bf16" else FP32
     mode = plan.checkpointing
-    if mode == "full":  # only the layer's input stays; the rest is recomputed in backward
-        return h * width
+    if mode == "full":  # only the layer's input stays (split by sequence under tp); the rest is recomputed
+        return h // tp * width
     moe = moe_dims(config)
     if mode == "selective":  # the input, the q, v, gate and down outputs, attention's output and log-sum-exp
-        if moe is not None:
+        # and, under tp, the reduce-scatters' outputs (the saved-ops policy keeps them: no communication in the
+        # recomputation): split by sequence like the input; down's output is a whole partial sum on every tp rank.
+        if moe is not None:  # an MoE block runs on the whole sequence (trainer.parallel.tensor_parallel): no scatter
             mlp = _mean_over_layers(moe, config, i // tp * width, moe_bytes_per_token(moe, h, width, mode))
-            return (2 * h + (2 * q + kv) // tp) * width + heads // tp * FP32 + mlp
-        return (2 * h + (2 * q + kv + i) // tp) * width + heads // tp * FP32
+            split = 2 * h if tp > 1 else h
+            return ((split + 2 * q + kv) // tp + h) * width + heads // tp * FP32 + mlp
+        split = 3 * h if tp > 1 else h
+        return ((split + 2 * q + kv + i) // tp + h) * width + heads // tp * FP32
     # A dense mask (packed rows through SDPA, or context parallelism's local queries against gathered keys) makes
     # SDPA take keys and values repeated to every query head, gathered from every cp rank (the mask itself is
     # one bias per micro-batch that every layer shares: `mask_bytes_per_token`); without one, and under flex's
-    # BlockMask (a few bytes per 128 x 128 block, left out), they go unrepeated (enable_gqa), still gathered.
+    # BlockMask (a few bytes per 128 x 128 block, left out), they go unrepeated (enable_gqa), still gathered. One
+    # key-value head per tp rank is repeated as a view: nothing more is saved.
     masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, head_dim(config), plan.packing)
-    attention = 3 * q + 2 * (q if masked else kv) * layout.cp
+    repeated = masked and (layout.cp > 1 or kv_heads // tp > 1)
+    attention = 2 * q + 2 * (q if repeated else kv) * layout.cp
+    # Sequence parallelism splits the norms' inputs, their normalised values and rsqrt (2h + 1 each) over tp; the
+    # all-gathered norm output that the column-parallel projections (or an MoE block) save stays whole (h each).
+    norms = 2 * (2 * h + 1)
     if moe is not None:
         mlp = _mean_over_layers(moe, config, 4 * i // tp * width, moe_bytes_per_token(moe, h, width, mode))
-        return (6 * h + (attention + heads) // tp + 2) * width + mlp
-    return (6 * h + (attention + 4 * i + heads) // tp + 2) * width
+        return ((norms + attention + heads) // tp + 2 * h) * width + mlp
+    return ((norms + attention + 4 * i + heads) // tp + 2 * h) * width
 
 
 def moe_bytes_per_token(moe: MoeDims, hidden: int, width: int, mode: str) -> int:
@@ -519,11 +528,14 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
     tokens = plan.micro_batch * plan.seq_len // layout.cp
     width = 2 if plan.precision == "bf16" else FP32
     per_layer = layer_bytes_per_token(config, layout, plan)
-    # Rotary cos and sin: per token from explicit position ids (packed rows, cp), shared by a batch's rows otherwise.
+    # Rotary cos and sin: per token from explicit position ids (packed rows, cp), shared by a batch's rows otherwise;
+    # under activation checkpointing they are the checkpointed layers' inputs, not saved by any of them.
     mask_and_rotary = 2 * head_dim(config) * width // (1 if plan.packing or layout.cp > 1 else plan.micro_batch)
-    # The final norm (its output is the head's input) and the chunked loss's log-sum-exp; a pipeline's last stage
-    # computes the plain loss, which keeps the fp32 log-softmax over the vocabulary.
-    head = (3 * h + 1) * width + (FP32 if layout.pp == 1 else vocab * FP32)
+    mask_and_rotary *= plan.checkpointing == "none"
+    # The final norm (its input, normalised value and rsqrt split by sequence under tp; its output gathered whole for
+    # the head) and the chunked loss's log-sum-exp; a pipeline's last stage computes the plain loss, which keeps the
+    # fp32 log-softmax over the vocabulary.
+    head = ((2 * h + 1) // layout.tp + h) * width + (FP32 if layout.pp == 1 else vocab * FP32)
     if layout.pp == 1:
         mask_and_rotary += mask_bytes_per_token(config, layout, plan)
         return tokens * (layers * per_layer + head + 8 + mask_and_rotary) + FP32
@@ -532,8 +544,9 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
     stage_ids = local_stages(pp_rank, layout.pp, stages_per_rank)
     num_stages = layout.pp * stages_per_rank
     layers_here = _layers_in_stages(layers, num_stages, tuple(stage_ids))
-    # Each stage rebuilds the mask and rotary embedding; its first layer's input arrives from the previous stage.
-    once = len(stage_ids) * (mask_and_rotary + mask_bytes_per_token(config, layout, plan) - h * width)
+    # Each stage rebuilds the mask and rotary embedding; its first layer's input (split by sequence under tp)
+    # arrives from the previous stage.
+    once = len(stage_ids) * (mask_and_rotary + mask_bytes_per_token(config, layout, plan) - h // layout.tp * width)
     once += 8 if 0 in stage_ids else 0  # token ids for the embedding's backward
     once += head if num_stages - 1 in stage_ids else 0
     in_flight = in_flight_micro_batches(plan.train.pp_schedule, layout.pp, stages_per_rank, plan.grad_accum, pp_rank)

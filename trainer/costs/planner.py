@@ -51,6 +51,7 @@ from trainer.hardware import Hardware
 from trainer.host.collector import collector_paused
 from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError, expert_count
 from trainer.model.attention import takes_dense_mask
+from trainer.model.moe import check_moe
 from trainer.model.parameters import describe_parameters, head_dim, moe_dims
 from trainer.model.presets import PresetConfig
 from trainer.parallel.context_parallel import check_context_parallel
@@ -217,6 +218,7 @@ def _plan(
             candidates += [_indivisible(layout, pinned.micro_batch, per_rank_rows, ac) for ac in modes]
             continue
         ranks = _largest_ranks(reader, layout, groups, experiment.train, shards)
+        trainer_refuses = _moe_refusal(reader, layout, experiment.train)
         without_cp = dataclasses.replace(layout, cp=1)
         ranks_without_cp = _largest_ranks(reader, without_cp, groups, experiment.train, shards) if layout.cp > 1 else {}
         micro_batches = [pinned.micro_batch] if pinned.micro_batch is not None else micro_batch_choices(per_rank_rows)
@@ -237,6 +239,9 @@ def _plan(
                 candidate = Candidate(layout, micro_batch, grad_accum, checkpointing, memory)
                 _judge(candidate, device_mem)
                 _judge_pipeline(candidate, reader, experiment.train)
+                if trainer_refuses:
+                    candidate.runnable = False
+                    candidate.notes.append(trainer_refuses)
                 if layout.cp > 1 and candidate.dropped is None:
                     alone = _peak_memory(reader, without_cp, memory_plan, ranks_without_cp, memo)["peak"]
                     if alone > device_mem:
@@ -245,7 +250,8 @@ def _plan(
                 if candidate.dropped is None:
                     shape = StepShape(micro_batch, seq_len, grad_accum, checkpointing, precision,
                                       dense_mask(layout), train.compile, train.gns_every,
-                                      train.fsdp_grad_sync)  # fmt: skip
+                                      train.fsdp_grad_sync,
+                                      pp_stages_per_rank=train.pp_stages_per_rank)  # fmt: skip
                     candidate.estimate = estimate_step(
                         reader,
                         layout,
@@ -322,6 +328,16 @@ def _judge(candidate: Candidate, device_mem: int) -> None:
     if unsupported:
         candidate.runnable = False
         candidate.notes.append(f"{', '.join(unsupported)} not yet run by the built-in trainer")
+
+
+def _moe_refusal(config: PretrainedConfig, layout: Layout, train: TrainSpec) -> str | None:
+    """Why the built-in trainer would refuse this mixture-of-experts model or layout (trainer.model.moe: pp, an
+    architecture it does not train yet), as a note: the plan still ranks the layout, for other trainers (--export)."""
+    try:
+        check_moe(config, layout, train)
+    except LayoutError as error:
+        return f"not run by the built-in trainer: {str(error).split(' (')[0]}"
+    return None
 
 
 def _judge_pipeline(candidate: Candidate, config: PretrainedConfig, train: TrainSpec) -> None:

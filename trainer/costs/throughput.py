@@ -41,11 +41,16 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
   micro-batch (in bf16, half of P, under bf16: FSDP2's mixed precision), gradients reduce-scattered (fp32) after
   every micro-batch (train.fsdp_grad_sync: micro_batch), or once per step (step, and inside a pipeline schedule,
   whose stages reduce once at the end).
-- tp: all-reduces of one activation each, every micro-batch (`TP_ALL_REDUCES_PER_LAYER`): per layer two in forward
-  (the row-parallel outputs) in the compute dtype, and five in backward (the gradient of each column-parallel
-  projection's input) in the parameters' dtype, so fp32 under autocast. Recomputation (full or selective) reruns
-  the first forward one: it stops at the last tensor backward needs, before the layer's output is reduced. These
-  sit on the critical path, while data-parallel traffic mostly overlaps the backward pass.
+- tp, with sequence parallelism (trainer.parallel.tensor_parallel): all-gathers and reduce-scatters of one
+  activation each, every micro-batch (`TP_COLLECTIVES_PER_LAYER`): per layer in forward, attention's and the MLP's
+  inputs all-gathered (the norms' outputs: `activation_width`) and their row-parallel outputs reduce-scattered (the
+  compute dtype); in backward the reverse: the outputs' gradients all-gathered (the compute dtype) and the summed
+  input gradients reduce-scattered (`activation_width`, so fp32 under autocast). Each moves (tp-1)/tp of the
+  activation per rank, half an all-reduce: forward moves what the two all-reduces of plain tensor parallelism moved,
+  backward two all-reduces' worth rather than five (the column-parallel projections' input gradients are summed
+  before one reduction). Recomputation reruns the forward's gathers, and under full checkpointing its first
+  reduce-scatter too (selective keeps the reduce-scatters' outputs). Priced at the all-gather's rate. These sit on
+  the critical path, while data-parallel traffic mostly overlaps the backward pass.
 - cp: every layer all-gathers the keys and values in forward (again when activation checkpointing, full or
   selective, recomputes the forward) and reduce-scatters their gradients in backward, every micro-batch
   (`context_parallel_bytes`).
@@ -100,12 +105,14 @@ OP_OVERHEAD_S = {"cuda": 10e-6, "cpu": 5e-6}
 # (counted: 32 forward, 65 backward per layer; 19 and 20 for the embedding, final norm, head and loss).
 OPS_PER_LAYER = 32
 OPS_OUTSIDE_LAYERS = 40
-# Operations on DTensors in one tensor-parallel decoder layer (transformers' Llama under its base_model_tp_plan):
-# 28 in forward (the projections' transposes, views and matmuls), 63 in backward (their gradients and the
-# parameters' gradient accumulation); each pays DTensor's dispatch on top of its launch. Operations of one layer that
+# Operations on DTensors in one tensor-parallel decoder layer (transformers' Llama under its base_model_tp_plan, with
+# sequence parallelism: trainer.parallel.tensor_parallel): 42 in forward (the norms, the redistributions, the
+# projections' transposes, views and matmuls), 102 in backward (their gradients and the parameters' gradient
+# accumulation); outside the layers 7 and 18 (the final norm, the head's gather, the first layer's split). Each pays
+# DTensor's dispatch on top of its launch. Operations of one layer that
 # pass through selective checkpointing's dispatch modes, views included: 70 in the forward and 100 in the
 # recomputation (which runs with gradients on). Both counted by tests/test_dispatch_cost.py.
-DTENSOR_OPS_PER_LAYER = (28, 63)
+DTENSOR_OPS_PER_LAYER, DTENSOR_OPS_OUTSIDE_LAYERS = (42, 102), (7, 18)
 SELECTIVE_OPS_PER_LAYER = 170
 # Stated dispatch costs per operation where no probe measured them: what the probe measured on this project's
 # 2-core CPU machine (49-64 us and 11-16 us over five probes, against 2.5 us for a plain operation).
@@ -153,14 +160,15 @@ LAYER_BYTES = {
 # micro-batch's gradient reads two and writes one (12).
 LOGIT_BYTES, ADAMW_BYTES, ACCUMULATE_BYTES = 30, 28, 12
 DDP_BUCKET_BYTES = 25 * 1024**2
-# All-reduces per tensor-parallel decoder layer and micro-batch, (forward, backward), each of one activation: the
-# outputs of o and down in forward; in backward the gradients of the inputs of q, k, v, gate and up, each reduced on
-# its own. Recomputation reruns all but the last forward one. Counted, with their dtypes, on transformers' Llama by
+# Collectives per tensor-parallel (sequence-parallel) decoder layer and micro-batch, each of one activation, by kind:
+# (forward, backward, rerun by full recomputation, rerun by selective). All-gathers: attention's and the MLP's inputs
+# in forward, the gradients of their row-parallel outputs in backward. Reduce-scatters: those outputs in forward,
+# the summed gradients of their inputs in backward. Counted, with their dtypes, on transformers' Llama by
 # tests/test_communication_dtypes.py.
-TP_ALL_REDUCES_PER_LAYER = (2, 5)
+TP_COLLECTIVES_PER_LAYER = {"all_gather": (2, 2, 2, 2), "reduce_scatter": (2, 2, 1, 0)}
 # The collective that carries most of each dimension's traffic, whose probed latency and bandwidth it is priced at.
 COLLECTIVE_OF = {
-    "dp_replicate": "all_reduce", "dp_shard": "all_gather", "cp": "all_gather", "tp": "all_reduce", "pp": "send_recv",
+    "dp_replicate": "all_reduce", "dp_shard": "all_gather", "cp": "all_gather", "tp": "all_gather", "pp": "send_recv",
     "ep": "all_to_all",
 }  # fmt: skip
 # What communicates: the mesh dimensions and expert parallelism, which borrows dp_shard x cp's ranks.
@@ -296,13 +304,7 @@ def communication_bytes(
         volume = shard_share / shards
         sent["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
     if layout.tp > 1:
-        forward, backward = TP_ALL_REDUCES_PER_LAYER
-        forward += 0 if checkpointing == "none" else forward - 1  # recomputed
-        forward_width = 2 if precision == "bf16" else FP32  # the row-parallel matmuls' outputs, in the compute dtype
-        backward_width = activation_width(precision, layout)
-        elements = 2 * ring(layout.tp) * tokens * config.hidden_size  # per all-reduce of one activation
-        per_micro_batch = layers * elements * (forward * forward_width + backward * backward_width)
-        sent["tp"] = (grad_accum * per_micro_batch, grad_accum * layers * (forward + backward))
+        sent["tp"] = tensor_parallel_sent(config, layout, tokens, grad_accum, checkpointing, precision)
     if layout.cp > 1:  # per layer: all-gather (twice with recomputation, full or selective) and reduce-scatter
         collectives = grad_accum * layers * (2 if checkpointing == "none" else 3)
         per_collective = context_parallel_bytes(config, layout, micro_batch, seq_len, precision)
@@ -314,6 +316,32 @@ def communication_bytes(
         config, layout, micro_batch, seq_len, grad_accum, checkpointing, precision, expert_imbalance
     )
     return sent
+
+
+def tensor_parallel_sent(
+    config: PretrainedConfig,
+    layout: Layout,
+    tokens: int,
+    grad_accum: int,
+    checkpointing: Checkpointing = "none",
+    precision: str = "fp32",
+) -> tuple[float, int]:
+    """(bytes each rank sends, collectives) per step for sequence-parallel tensor parallelism: per layer and
+    micro-batch of `tokens` local tokens, `TP_COLLECTIVES_PER_LAYER`, each moving (tp-1)/tp of one activation; the
+    norms' outputs and the input gradients in `activation_width`, the row-parallel outputs and their gradients in the
+    compute dtype (see the module docstring)."""
+    layers = -(-config.num_hidden_layers // layout.pp)
+    mode = checkpointing_mode(checkpointing)
+    residual, computed = activation_width(precision, layout), 2 if precision == "bf16" else FP32
+    gathers, scatters = TP_COLLECTIVES_PER_LAYER["all_gather"], TP_COLLECTIVES_PER_LAYER["reduce_scatter"]
+    rerun = {"none": None, "full": 2, "selective": 3}[mode]  # the recomputation's column in the counts
+    gathers_again = 0 if rerun is None else gathers[rerun]
+    scatters_again = 0 if rerun is None else scatters[rerun]
+    widths = (gathers[0] + gathers_again) * residual + gathers[1] * computed
+    widths += (scatters[0] + scatters_again) * computed + scatters[1] * residual
+    activation = (layout.tp - 1) / layout.tp * tokens * config.hidden_size
+    count = gathers[0] + gathers[1] + gathers_again + scatters[0] + scatters[1] + scatters_again
+    return grad_accum * layers * activation * widths, grad_accum * layers * count
 
 
 def expert_parallel_bytes(
@@ -397,7 +425,7 @@ def predict_run(
     shape = StepShape(
         train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing,
         resolve_precision(train.precision, hardware.device_type), dense_mask, train.compile, train.gns_every,
-        train.fsdp_grad_sync,
+        train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank,
     )  # fmt: skip
     return estimate_step(config, layout, hardware, shape, **parameter_figures(counts), calibration=calibration)
 
@@ -435,6 +463,7 @@ class StepShape:
     gns_every: int = 0  # steps between gradient noise scale measurements (train.gns_every; 0: none)
     fsdp_grad_sync: str = "micro_batch"  # when FSDP2 reduce-scatters (train.fsdp_grad_sync)
     expert_imbalance: float = EXPERT_IMBALANCE  # the busiest ep rank's expert rows over the mean (MoE, ep > 1)
+    pp_stages_per_rank: int = 1  # pipeline stages per rank (train.pp_stages_per_rank; > 1: interleaved 1F1B)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checkpointing", checkpointing_mode(self.checkpointing))
@@ -489,8 +518,11 @@ def estimate_step(
         compute = matmul + memory + launch
     else:  # host time behind queued kernels, dispatch included
         compute, dispatch = max(matmul + memory, launch + dispatch), 0.0
-    if layout.pp > 1:  # the pipeline bubble of 1F1B: (pp - 1) idle micro-batch slots
-        bubble = 1 + (layout.pp - 1) / grad_accum
+    if layout.pp > 1:  # the pipeline bubble: (pp - 1) idle slots of one stage's micro-batch
+        # 1F1B's slots are a whole micro-batch on a rank's layers; interleaved 1F1B's are one of its v stages, so its
+        # bubble is v times smaller, (pp - 1) / (v x micro-batches) (Narayanan et al. 2021, "Efficient
+        # Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", section 2.2.2).
+        bubble = 1 + (layout.pp - 1) / (grad_accum * shape.pp_stages_per_rank)
         compute, dispatch = compute * bubble, dispatch * bubble
     sent = communication_bytes(
         config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision, fsdp_grad_sync,
@@ -622,7 +654,7 @@ def dispatch_per_micro_batch(
     if layout.tp > 1:
         forward, backward = DTENSOR_OPS_PER_LAYER
         forward_passes = 1 if checkpointing == "none" else 2  # recomputation dispatches the forward's operations again
-        seconds += layers * (forward * forward_passes + backward) * dtensor_op_s
+        seconds += (layers * (forward * forward_passes + backward) + sum(DTENSOR_OPS_OUTSIDE_LAYERS)) * dtensor_op_s
     if checkpointing == "selective":
         seconds += layers * SELECTIVE_OPS_PER_LAYER * selective_op_s
     return seconds

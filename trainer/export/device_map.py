@@ -6,11 +6,19 @@ a time, so the whole model only has to fit on all devices together. A device map
 GPUs first, then CPU memory, then files on disk, and moves each offloaded layer to the compute device just before
 it runs. That serves one process without a process group, on any number of GPUs (including none), with models
 whose weights exceed the GPUs' memory, at the cost of speed that the offloaded layers lose to copying.
+
+Mixtures of experts map the same way: a decoder layer, its router and all of its experts (transformers 5 keeps them
+as one module of 3-D tensors) stay whole on one device, and the budget counts every expert, not only the ones a token
+uses, since any token may need any of them. Their checkpoints keep the original one-tensor-per-expert names, which
+transformers fuses while it loads, so those load through transformers (with the same device map) instead. An
+architecture whose layers cannot compute this way is refused in one line while its empty skeleton is built, before
+any weight is read (gpt-oss: its attention has no sdpa implementation).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -18,8 +26,11 @@ from accelerate import infer_auto_device_map, init_empty_weights, load_checkpoin
 from accelerate.utils import find_tied_parameters
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForCausalLM
+from transformers.conversion_mapping import get_model_conversion_mapping
+from transformers.core_model_loading import WeightConverter, rename_source_key
 
 from trainer.config import ConfigError, parse_bytes
+from trainer.model.parameters import is_routed_expert
 
 Device = int | str
 _SINGLE_FILE = "model.safetensors"
@@ -41,9 +52,11 @@ def load_device_mapped(
     checkpoint = _checkpoint_file(model_dir)
     budget = _parse_max_memory(max_memory, offload_dir)
     model = _empty_model(model_dir, dtype)
-    _check_checkpoint_keys(model, model_dir, checkpoint)
+    converted = _check_checkpoint_keys(model, model_dir, checkpoint)
     device_map = _device_map(model, budget, dtype)
     _check_offload(model, device_map, budget, offload_dir)
+    if converted:
+        return _load_converting(model_dir, device_map, offload_dir, dtype)
     model = load_checkpoint_and_dispatch(
         model,
         str(checkpoint),
@@ -67,6 +80,17 @@ def device_map_summary(model: torch.nn.Module) -> dict[Device, int]:
         device = _mapped_device(device_map, name)
         summary[device] = summary.get(device, 0) + parameter.numel() * parameter.element_size()
     return summary
+
+
+def offloaded_weight(model: torch.nn.Module, name: str) -> torch.Tensor | None:
+    """The value of a parameter that a device map offloaded (it sits on the meta device), read the way the model reads
+    it before computing: from the weights its module's accelerate hook loads. None for one that is not offloaded."""
+    module_name, _, local = name.rpartition(".")
+    weights = getattr(getattr(model.get_submodule(module_name), "_hf_hook", None), "weights_map", None)
+    try:
+        return None if weights is None else weights[local]
+    except KeyError:
+        return None
 
 
 def _checkpoint_file(model_dir: Path) -> Path:
@@ -118,19 +142,59 @@ def _empty_model(model_dir: Path, dtype: torch.dtype) -> torch.nn.Module:
     return model
 
 
-def _check_checkpoint_keys(model: torch.nn.Module, model_dir: Path, checkpoint: Path) -> None:
+def _check_checkpoint_keys(model: torch.nn.Module, model_dir: Path, checkpoint: Path) -> bool:
+    """Refuse a checkpoint that lacks weights; True when its names are transformers' original ones (MoE experts
+    stored one tensor per expert), which only transformers' loader converts."""
     # accelerate leaves a weight the checkpoint lacks on the meta device without a word; refuse before loading.
-    stored = _stored_keys(checkpoint)
+    stored_as_saved = _stored_keys(checkpoint)
+    stored, incomplete = _model_keys(model, stored_as_saved)
     needed = set(model.state_dict())
     for group in find_tied_parameters(model):
         if stored & set(group):
             needed -= set(group)  # one stored copy serves every weight tied to it
-    missing = sorted(needed - stored)
+    missing = sorted((needed - stored) | incomplete)
     if missing:
         raise ConfigError(
             f"{model_dir}: the checkpoint lacks {len(missing)} weights of {type(model).__name__} "
             f"(first: {missing[0]}); was it saved with a different model class or transformers version?"
         )
+    return stored != stored_as_saved
+
+
+def _model_keys(model: torch.nn.Module, stored: set[str]) -> tuple[set[str], set[str]]:
+    """The model's names for the checkpoint's weights, by transformers' own conversion rules for this model, and the
+    fused expert tensors that some of their per-expert tensors are missing from."""
+    transforms = get_model_conversion_mapping(model)
+    renamings = [t for t in transforms if not isinstance(t, WeightConverter)]
+    converters = [t for t in transforms if isinstance(t, WeightConverter)]
+    meta_state = model.state_dict()
+    sources: Counter[str] = Counter()
+    expected: dict[str, int] = {}
+    for key in stored:
+        target, pattern = rename_source_key(key, renamings, converters, model.base_model_prefix, meta_state)
+        sources[target] += 1
+        if pattern is not None and is_routed_expert(target) and target in meta_state:
+            # transformers stacks one stored tensor per expert and source pattern (w1 and w3 into gate_up_proj)
+            # without checking that every expert is there; a missing one would load as a silently wrong layer.
+            patterns = next((len(c.source_patterns) for c in converters if pattern in c.source_patterns), 1)
+            expected[target] = meta_state[target].shape[0] * patterns
+    return set(sources), {target for target, count in expected.items() if sources[target] < count}
+
+
+def _load_converting(
+    model_dir: Path, device_map: dict[str, Device], offload_dir: Path | None, dtype: torch.dtype
+) -> torch.nn.Module:
+    # transformers fuses the per-expert tensors into the experts' 3-D ones as it reads them, then places each
+    # module where the map says (disk ones as safetensors files in offload_dir), as load_checkpoint_and_dispatch does.
+    model = AutoModelForCausalLM.from_pretrained(
+        str(model_dir),
+        device_map=device_map,
+        offload_folder=None if offload_dir is None else str(offload_dir),
+        dtype=dtype,
+        attn_implementation="sdpa",
+        local_files_only=True,
+    )
+    return model.eval()
 
 
 def _stored_keys(checkpoint: Path) -> set[str]:

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.distributed.checkpoint as dcp
 from accelerate import init_empty_weights
+from torch.distributed.checkpoint.api import CheckpointException
 from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 from typing_extensions import TypedDict
@@ -31,7 +31,7 @@ from typing_extensions import TypedDict
 from trainer.config import ConfigError, Experiment
 from trainer.data.prepare import prepare_data
 from trainer.model.build import model_config
-from trainer.rank.checkpoint import checkpoint_step, newest_verified, step_dirs, verify
+from trainer.rank.checkpoint import checkpoint_step, load_failure, newest_verified, read_state, step_dirs, verify
 from trainer.rank.loop import load_run
 from trainer.results.contracts import STRICT, Contract
 from trainer.results.rundir import RunDir
@@ -48,6 +48,7 @@ class RunCheckpoint:
     step_dir: Path
     experiment: Experiment
     launch: LaunchInfo
+    trust: bool = False  # --trust: its pickles are read as DCP reads them, which can run code
 
 
 # What a checkpoint without meshpilot's manifest needs: its DCP .metadata is a pickle, and unpickling runs code.
@@ -84,7 +85,7 @@ def find_checkpoint(path: Path, trust: bool = False) -> RunCheckpoint:
     if not run.config.is_file() or not run.launch.is_file():
         raise ConfigError(f"{run.path}: not a meshpilot run directory (no config.yaml and launch.json)")
     experiment, launch = load_run(run)
-    return RunCheckpoint(run, step_dir, experiment, launch)
+    return RunCheckpoint(run, step_dir, experiment, launch, trust)
 
 
 def load_model(found: RunCheckpoint) -> PreTrainedModel:
@@ -97,9 +98,9 @@ def load_model(found: RunCheckpoint) -> PreTrainedModel:
     try:
         with warnings.catch_warnings():  # DCP warns that it loads in one process, which is the point here
             warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-            dcp.load({"model": state}, checkpoint_id=str(found.step_dir), no_dist=True)
-    except Exception as e:  # DCP reports missing keys and shape mismatches with its own error types
-        raise ConfigError(f"{found.step_dir}: cannot load the model: {str(e).strip().splitlines()[0]}") from None
+            read_state({"model": state}, found.step_dir, no_dist=True, trust=found.trust)
+    except (Exception, CheckpointException) as e:  # missing keys, shape mismatches, a shard changed since verified
+        raise ConfigError(f"{found.step_dir}: cannot load the model: {load_failure(e)}") from None
     model.load_state_dict(state, assign=True, strict=True)
     model.tie_weights()  # the state holds tied weights twice; assign=True replaced the shared tensor by two copies
     return model.eval()
@@ -182,7 +183,7 @@ def export_run(run_dir: Path, step: int | None = None, out: Path | None = None, 
     out = Path(out) if out is not None else run.path / (HF_EXPORT_DIR if step is None else f"hf-step-{step}")
     check_out_dir(out)
     experiment, launch = load_run(run)
-    return _write_hf(RunCheckpoint(run, step_dir, experiment, launch), out)
+    return _write_hf(RunCheckpoint(run, step_dir, experiment, launch, trust), out)
 
 
 def save_hf_after_run(run: RunDir) -> dict:

@@ -47,6 +47,7 @@ from trainer.model.parameters import head_dim
 from trainer.parallel.context_parallel import check_context_parallel
 from trainer.parallel.expert_parallel import ExpertParallelError, expert_kernel_for_run
 from trainer.parallel.pipeline import check_pipeline
+from trainer.parallel.tensor_parallel import check_sequence_parallel
 from trainer.rank.checkpoint import checkpoint_step, newest_verified
 from trainer.rank.trackers import check_trackers
 from trainer.results.contracts import write_text
@@ -115,6 +116,7 @@ def prepare(request: TrainRequest) -> PreparedRun:
         check_layout_for_model(experiment.layout, config)
         check_moe(config, experiment.layout, experiment.train)
         check_context_parallel(experiment.layout, config, experiment.data.seq_len)
+        check_sequence_parallel(experiment.layout.tp, experiment.layout.cp, experiment.data.seq_len)
         train = experiment.train
         grad_accum = plan_batches(
             train.global_batch_tokens, experiment.data.seq_len, train.micro_batch, experiment.layout.dp_degree
@@ -153,27 +155,52 @@ def _check_node_rank(node_rank: int, nnodes: int | None) -> None:
 
 
 def _check_memory_fits(experiment: Experiment, config: PretrainedConfig, nproc: int, grad_accum: int) -> None:
-    """Refuse a run whose predicted peak per process (trainer.costs.memory_model) exceeds what each process has: on the
-    CPU, this machine's available memory shared by its `nproc` processes; on CUDA, a device's memory."""
+    """Refuse a run whose predicted peak per process (trainer.costs.memory_model) exceeds what each process has on
+    this machine (`memory_per_process`)."""
+    device_type = experiment.hardware.device_type
+    if device_type == "cuda":
+        devices = [torch.cuda.get_device_properties(i).total_memory for i in range(nproc)]
+        available = memory_per_process(device_type, nproc, device_memory=devices)
+    else:
+        available = memory_per_process(device_type, nproc, host_available=psutil.virtual_memory().available)
+    refusal = memory_refusal(predicted_peak(experiment, config, grad_accum), *available)
+    if refusal is not None:
+        raise ConfigError(refusal)
+
+
+def predicted_peak(experiment: Experiment, config: PretrainedConfig, grad_accum: int) -> int:
+    """The memory model's peak bytes of the busiest process, for the experiment as the launcher resolved it (its
+    layout, precision and device type): a device needs no GPU to be priced."""
     from trainer.costs.memory_model import MemoryPlan, predict_memory  # imported here: only the launcher needs it
 
-    train, data, device_type = experiment.train, experiment.data, experiment.hardware.device_type
+    train, data = experiment.train, experiment.data
     plan = MemoryPlan(
         train.micro_batch, data.seq_len, train.precision, train.activation_checkpointing, train, grad_accum,
-        data.packing, device_type,
+        data.packing, experiment.hardware.device_type,
     )  # fmt: skip
-    peak = max(rank["peak"] for rank in predict_memory(config, experiment.layout, plan))
+    return max(rank["peak"] for rank in predict_memory(config, experiment.layout, plan))
+
+
+def memory_per_process(
+    device_type: str, nproc: int, device_memory: list[int] | None = None, host_available: int | None = None
+) -> tuple[int, str]:
+    """(bytes, what they are) each of `nproc` processes has: on CUDA the smallest of their devices' memory
+    (`device_memory`, total_memory as torch reports it, or trainer.hardware.GPUS' memory_bytes); on the CPU the
+    machine's available memory (`host_available`) shared by them."""
     if device_type == "cuda":
-        available = min(torch.cuda.get_device_properties(i).total_memory for i in range(nproc))
-        where = "device memory per process"
-    else:
-        available = psutil.virtual_memory().available // nproc
-        where = f"available host memory per process ({nproc} sharing this machine)"
-    if peak > available:
-        raise ConfigError(
-            f"the memory model predicts a peak of {_gib(peak)} per process, more than the {_gib(available)} of "
-            f"{where}; lower train.micro_batch, use more processes or another layout, or pass --ignore-memory-check"
-        )
+        return min(device_memory[:nproc]), "device memory per process"
+    return host_available // nproc, f"available host memory per process ({nproc} sharing this machine)"
+
+
+def memory_refusal(peak: int, available: int, where: str) -> str | None:
+    """The one line refusing a run predicted to need `peak` bytes per process where each has `available` (`where`
+    says of what), or None when it fits."""
+    if peak <= available:
+        return None
+    return (
+        f"the memory model predicts a peak of {_gib(peak)} per process, more than the {_gib(available)} of {where}; "
+        "lower train.micro_batch, use more processes or another layout, or pass --ignore-memory-check"
+    )
 
 
 def _gib(size: int) -> str:

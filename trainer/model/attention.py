@@ -10,9 +10,10 @@
 `train.attention: auto` takes flex for packed rows wherever it can run, and dense elsewhere (unpacked rows need no
 mask at all, so SDPA's flash kernel runs). Measured on an H100 (bench/results/gpu_h100_validation.json, a 1024-wide
 Llama, packed rows): flex trained at 1.46x the dense mask's tokens/s at 8k tokens per row and 4.2x at 32k, with a
-third less peak memory at 32k, and the same losses to the fourth decimal. Pipeline stages receive their inputs
-through torch.distributed.pipelining, which splits tensors only: they keep the dense mask. Context parallelism has
-its own attention function and masks (trainer.parallel.context_parallel).
+third less peak memory at 32k, and the same losses to the fourth decimal. Pipeline stages, whose inputs
+torch.distributed.pipelining splits as tensors only, each build the BlockMask from the segment ids they receive
+(trainer.parallel.pipeline). Context parallelism has its own attention function and masks
+(trainer.parallel.context_parallel).
 """
 
 from __future__ import annotations
@@ -69,8 +70,6 @@ def takes_dense_mask(requested: str, device_type: str, layout: Layout, head_dim:
 def _why_flex_cannot_run(device_type: str, layout: Layout, head_dim: int) -> str | None:
     if device_type != "cuda":
         return "flex_attention has no backward on CPU"
-    if layout.pp > 1:
-        return "pipeline stages split their inputs as tensors only"
     if layout.cp > 1:
         return "context parallelism brings its own attention function (trainer.parallel.context_parallel)"
     if head_dim < FLEX_MIN_HEAD_DIM:

@@ -456,8 +456,8 @@ def average_gradients(model: nn.Module, plan: ExpertParallelPlan, groups: Expert
     """Average the gradients over the data-parallel ranks, as DDP/FSDP do for a loss scaled by the data-parallel
     degree: dense parameters are summed over every rank, expert parameters over the ranks holding the same
     experts (their tokens' gradients already arrived through the all-to-all), both divided by the world size.
-    A stand-in for what the trainer's FSDP wrapping will do (FSDP over the world for dense parameters, over
-    `groups.replicate` for expert ones); the tests use it to compare with one process."""
+    The tests' plain-data-parallel form of what the trainer does with FSDP2 (dense parameters over dp_shard x cp,
+    experts over the ranks holding the same ones: trainer.parallel.data_parallel.apply_fsdp)."""
     if groups.ep is None:
         return
     world = dist.get_world_size()

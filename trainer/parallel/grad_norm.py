@@ -21,7 +21,7 @@ def grad_norm_squared(parameters: list[torch.nn.Parameter], device: torch.device
     for grad in (p.grad for p in parameters if p.grad is not None):
         weight = 1
         if isinstance(grad, DTensor):
-            if any(placement.is_partial() for placement in grad.placements):  # not produced by these layouts
+            if any(placement.is_partial() for placement in grad.placements):  # read mid-step (the noise scale)
                 grad = grad.redistribute(placements=[Replicate() if p.is_partial() else p for p in grad.placements])
             mesh = grad.device_mesh
             # Sharded dims are those not replicated (FSDP2 x TP's _StridedShard is no Shard subclass).

@@ -88,7 +88,10 @@ def parallelize_pipeline(
     """
     enable_activation_checkpointing(model, spec.activation_checkpointing)  # set on the layers, which stages keep
     pp_rank = mesh.get_local_rank("pp")
-    rank_model, stages, stage_ids = split_model(model, pp_rank, layout.pp, spec.pp_stages_per_rank, packed, context)
+    flex = spec.attention == "flex"  # resolved by the launcher (trainer.model.attention.choose_attention)
+    rank_model, stages, stage_ids = split_model(
+        model, pp_rank, layout.pp, spec.pp_stages_per_rank, packed, context, flex
+    )
     if layout.tp > 1:
         apply_tensor_parallel(rank_model, mesh["tp"])
     if spec.compile:

@@ -11,10 +11,11 @@ ordinary model checkpoints and the optimizer sees one module. `DecoderStage` mod
 that the schedule runs.
 
 Between stages travel the hidden states and the segment ids of the packed rows; every stage rebuilds the
-position ids and the block-diagonal causal mask from the segment ids, so packed documents stay isolated on
-every stage without sending a seq x seq mask. Under context parallelism the hidden states hold this cp rank's
-tokens and the segment ids are the full rows' (cheap), from which each stage takes its local position ids and
-its mask against the gathered keys (trainer.parallel.context_parallel).
+position ids and the document mask from the segment ids, so packed documents stay isolated on every stage without
+sending a seq x seq mask: flex_attention's BlockMask where train.attention is flex (CUDA: no dense mask, as in
+every other layout), else the dense block-diagonal causal bias. Under context parallelism the hidden states hold
+this cp rank's tokens and the segment ids are the full rows' (cheap), from which each stage takes its local
+position ids and its mask against the gathered keys (trainer.parallel.context_parallel).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from torch import nn
 
 from trainer.data.packing import IGNORE_INDEX, block_causal_mask, mask_bias
 from trainer.layout import LayoutError
+from trainer.model.attention import document_block_mask
 from trainer.parallel.context_parallel import ContextParallel
 
 # torch.distributed.pipelining's schedule classes by name; the module is imported where a pipeline is built: it
@@ -133,9 +135,11 @@ class DecoderStage(nn.Module):
         is_last: bool,
         packed: bool,
         context: ContextParallel | None = None,
+        flex: bool = False,
     ):
         super().__init__()
         self.packed = packed  # unpacked rows need no mask: causal attention alone (trainer.data.packing.model_inputs)
+        self.flex = flex  # packed rows' mask as flex_attention's BlockMask (train.attention: flex)
         self.context = context
         decoder = rank_model.model
         self.embed_tokens = decoder.embed_tokens if is_first else None
@@ -144,13 +148,20 @@ class DecoderStage(nn.Module):
         self.norm = decoder.norm if is_last else None
         self.lm_head = rank_model.lm_head if is_last else None
 
+    def document_mask(self, segment_ids: torch.Tensor):
+        """The packed rows' mask for this stage's layers: a BlockMask under flex, else the dense boolean mask (made a
+        bias below); None for unpacked rows."""
+        if not self.packed:
+            return None
+        return document_block_mask(segment_ids) if self.flex else block_causal_mask(segment_ids)
+
     def forward(self, inputs: torch.Tensor, segment_ids: torch.Tensor):
         hidden = self.embed_tokens(inputs) if self.embed_tokens is not None else inputs
         position_ids = position_ids_from_segments(segment_ids)
         if self.context is not None:
             position_ids, mask = self.context.local(position_ids), self.context.mask(segment_ids)
         else:
-            mask = block_causal_mask(segment_ids) if self.packed else None
+            mask = self.document_mask(segment_ids)
         if isinstance(mask, torch.Tensor):  # one bias for the stage's layers, in the dtype they compute in
             autocast = torch.is_autocast_enabled(hidden.device.type)
             mask = mask_bias(mask, torch.get_autocast_dtype(hidden.device.type) if autocast else hidden.dtype)
@@ -169,8 +180,10 @@ def split_model(
     stages_per_rank: int,
     packed: bool = True,
     context: ContextParallel | None = None,
+    flex: bool = False,
 ) -> tuple[RankModel, list[DecoderStage], list[int]]:
-    """This rank's RankModel, its stage modules and their global stage indices."""
+    """This rank's RankModel, its stage modules and their global stage indices (`flex`: packed rows' masks as
+    flex_attention's BlockMask)."""
     num_stages = pp * stages_per_rank
     num_layers = model.config.num_hidden_layers
     stage_ids = local_stages(pp_rank, pp, stages_per_rank)
@@ -181,7 +194,9 @@ def split_model(
         has_embedding=0 in stage_ids,
         has_head=num_stages - 1 in stage_ids,
     )
-    stages = [DecoderStage(rank_model, layers[s], s == 0, s == num_stages - 1, packed, context) for s in stage_ids]
+    stages = [
+        DecoderStage(rank_model, layers[s], s == 0, s == num_stages - 1, packed, context, flex) for s in stage_ids
+    ]
     return rank_model, stages, stage_ids
 
 

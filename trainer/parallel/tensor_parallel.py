@@ -1,43 +1,167 @@
-"""Tensor parallelism: the decoder's layers split over the tp ranks as the model's own `base_model_tp_plan` from
-transformers says (which layers split by columns, which by rows), so every architecture that declares one works.
-Embeddings, norms and the output head stay replicated across tensor-parallel ranks: the row-parallel all-reduce
-hands every rank the full activations, so their gradients agree without further communication."""
+"""Tensor parallelism with sequence parallelism: the decoder's layers split over the tp ranks as the model's own
+`base_model_tp_plan` from transformers says (which layers split by columns, which by rows), so every architecture
+that declares one works; between the split modules, the residual stream is split by sequence (Korthikanti et al.
+2022, "Reducing Activation Recomputation in Large Transformer Models"; torchtitan's apply_tp does the same).
+
+Sequence parallelism is always on with tp > 1, as in torchtitan and Megatron: it computes the same numbers, moves the
+same bytes in forward (a row-parallel output's all-reduce becomes a reduce-scatter, the next split module's input an
+all-gather) and fewer in backward (the gradients of a module's column-parallel inputs are summed before one
+reduce-scatter rather than all-reduced one by one), and every rank keeps only its 1/tp of the sequence for
+everything outside the split modules: the norms' inputs and outputs, the residual stream, what a pipeline stage
+sends. Its one constraint is a sequence (per context-parallel rank) divisible by tp (`check_sequence_parallel`).
+
+Per decoder layer:
+- each direct child of the layer that is a norm (input_layernorm, post_attention_layernorm, gemma2's extra ones):
+  torch's SequenceParallel, its input and output [batch, seq/tp, hidden]; its weight is a replicated DTensor whose
+  gradient is a partial sum on each rank (DTensor's Partial): FSDP2 sums it over tp before its reduce-scatter, and
+  without FSDP2 the step sums all of them at its end in one all-reduce (`reduce_partial_gradients`, as Megatron
+  does once per step), so that the gradient norm and the optimizer see whole gradients;
+- each direct child holding split modules (self_attn, mlp): its input all-gathered to the whole sequence
+  (Shard(1) -> Replicate, as torchtitan's PrepareModuleInput), handed on as a DTensor, so that the column-parallel
+  projections' input gradients stay partial sums, added up before one reduce-scatter in backward; the row-parallel
+  projections reduce-scatter their partial sums back to the sequence split (RowwiseParallel with Shard(1) outputs,
+  as local tensors: the residual additions stay plain tensors);
+- modules inside attention that the plan keeps whole although they see only a rank's heads (Qwen3's q_norm and
+  k_norm, GRAD_ALLREDUCE) get their gradients summed over tp after the step's last backward
+  (`sum_partial_gradients`);
+- any other child with parameters runs on the whole sequence (gathered in, split out), so no plain parameter ever
+  sees only part of the sequence (its gradient would then differ between tp ranks).
+Around the layers: decoder layer 0 splits its input (the embedding's output, whole on every rank: a local slice),
+so transformers builds the mask and rotary embedding from the whole sequence as before; the final norm is sequence
+parallel; the output head gathers its input back to the whole sequence and stays replicated, so trainer.model.loss's
+chunked loss runs as it does without tp (torchtitan's loss_parallel, the head split by vocabulary, does not apply:
+the chunked loss never holds the whole logits anyway). Under a pipeline, stage 0 holds layer 0 and the last stage
+the norm and head; the stages between take and send the sequence split as it is.
+"""
 
 from __future__ import annotations
 
 import fnmatch
 
 import torch
+import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    ParallelStyle,
+    RowwiseParallel,
+    SequenceParallel,
+    parallelize_module,
+)
+from torch.distributed.tensor.placement_types import Placement
 
-from trainer.layout import TP_STYLES, tensor_parallel_plan
+from trainer.layout import LayoutError, tensor_parallel_plan
 
-_TP_STYLES = dict(zip(TP_STYLES, (ColwiseParallel, RowwiseParallel), strict=True))
+SEQUENCE_DIM = 1  # [batch, seq, hidden]
 # Modules the plan keeps whole on every rank although they see only that rank's heads (Qwen3's q_norm and k_norm):
 # each rank's gradient is then its heads' share, and the shares must be summed over the tensor-parallel ranks.
 GRAD_ALLREDUCE = "replicated_with_grad_allreduce"
 
 
 def apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh) -> None:
-    """Split the decoder's layers over `tp_mesh` as the model's own tensor-parallel plan says (see the module
-    docstring); the embedding, final norm and head stay whole."""
+    """Split the decoder's layers over `tp_mesh` as the model's own tensor-parallel plan says, with the residual
+    stream split by sequence between them (see the module docstring); the embedding and head stay whole."""
     plan = tensor_parallel_plan(model.config)
     base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
-    styles = {}
+    split = {}
     for name, _ in base.named_modules():
         style = next((s for pattern, s in plan.items() if fnmatch.fnmatchcase(name, pattern)), None)
         if style is not None:
-            styles[name] = _TP_STYLES[style]()
-    if not styles:
+            split[name] = ColwiseParallel() if style == "colwise" else RowwiseParallel(output_layouts=Shard(1))
+    if not split:
         raise ValueError(f"{model.config.model_type} declares no tensor-parallel plan")
-    parallelize_module(base, tp_mesh, styles)
+    layers = base.layers.items() if isinstance(base.layers, torch.nn.ModuleDict) else enumerate(base.layers)
+    for index, layer in layers:
+        parallelize_module(layer, tp_mesh, _sequence_plan(layer, f"layers.{index}.", split))
+        if str(index) == "0":  # the first layer of the model (a pipeline's stage 0): split the whole sequence
+            parallelize_module(layer, tp_mesh, _Resequence(Replicate(), Shard(SEQUENCE_DIM), local_output=True))
+    parallelize_module(base, tp_mesh, split)
     summed = [
         p for p, style in (getattr(model.config, "base_model_tp_plan", None) or {}).items() if style == GRAD_ALLREDUCE
     ]
     for name, module in base.named_modules():
         if any(fnmatch.fnmatchcase(name, pattern) for pattern in summed):
             module.tp_grad_sum_group = tp_mesh.get_group()
+    if getattr(base, "norm", None) is not None:
+        parallelize_module(base.norm, tp_mesh, SequenceParallel(sequence_dim=SEQUENCE_DIM, use_local_output=True))
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else model.lm_head
+    if head is not None:  # whole on every rank, as its loss: the gradient of its input is the same everywhere
+        parallelize_module(head, tp_mesh, _Resequence(Shard(SEQUENCE_DIM), Replicate(), local_output=True))
+
+
+def _sequence_plan(layer: torch.nn.Module, prefix: str, split: dict) -> dict:
+    """The sequence-parallel styles of one decoder layer's direct children (see the module docstring)."""
+    styles = {}
+    for name, child in layer.named_children():
+        if "norm" in name.lower() or "norm" in type(child).__name__.lower():
+            styles[name] = SequenceParallel(sequence_dim=SEQUENCE_DIM, use_local_output=True)
+        elif any(path.startswith(f"{prefix}{name}.") for path in split):
+            styles[name] = _Resequence(Shard(SEQUENCE_DIM), Replicate(), local_output=False)
+        elif any(True for _ in child.parameters()):
+            styles[name] = _Resequence(Shard(SEQUENCE_DIM), Replicate(), local_output=True, split_output=True)
+    return styles
+
+
+class _Resequence(ParallelStyle):
+    """Redistribute a module's hidden states (its first positional argument, or the `hidden_states` keyword, as
+    transformers' attention takes them) from one placement over the sequence to another, before it runs; with
+    `split_output`, its whole-sequence output back to the sequence split after."""
+
+    def __init__(self, given: Placement, wanted: Placement, local_output: bool, split_output: bool = False):
+        super().__init__()
+        self.given, self.wanted, self.local_output, self.split_output = given, wanted, local_output, split_output
+
+    def _apply(self, module: torch.nn.Module, device_mesh: DeviceMesh) -> torch.nn.Module:
+        def before(_, args: tuple, kwargs: dict):
+            if args:
+                args = (self._redistribute(args[0], device_mesh), *args[1:])
+            elif "hidden_states" in kwargs:
+                kwargs = {**kwargs, "hidden_states": self._redistribute(kwargs["hidden_states"], device_mesh)}
+            return args, kwargs
+
+        def after(_, args: tuple, output: torch.Tensor) -> torch.Tensor:
+            whole = DTensor.from_local(output, device_mesh, (Replicate(),), run_check=False)
+            return whole.redistribute(device_mesh, (Shard(SEQUENCE_DIM),)).to_local()
+
+        module.register_forward_pre_hook(before, with_kwargs=True)
+        if self.split_output:
+            module.register_forward_hook(after)
+        return module
+
+    def _redistribute(self, tensor: torch.Tensor, device_mesh: DeviceMesh) -> torch.Tensor:
+        if not isinstance(tensor, DTensor):
+            tensor = DTensor.from_local(tensor, device_mesh, (self.given,), run_check=False)
+        tensor = tensor.redistribute(device_mesh, (self.wanted,))
+        return tensor.to_local() if self.local_output else tensor
+
+
+def check_sequence_parallel(tp: int, cp: int, seq_len: int) -> None:
+    """Refuse a sequence that tp ranks cannot split evenly (per context-parallel rank), in one line."""
+    if tp > 1 and (seq_len // cp) % tp:
+        raise LayoutError(
+            f"layout tp={tp}: data.seq_len {seq_len}{f' / cp={cp}' if cp > 1 else ''} must be divisible by tp "
+            "(sequence parallelism splits each sequence over the tp ranks)"
+        )
+
+
+def reduce_partial_gradients(parameters: list[torch.nn.Parameter]) -> None:
+    """Sum the gradients left as partial sums over the tensor-parallel ranks (the norms' weights under sequence
+    parallelism without FSDP2) in one all-reduce per mesh, and make them replicated: what a step does once its
+    micro-batches' backward passes are done. Nothing where no gradient is partial."""
+    by_mesh: dict = {}
+    for p in parameters:
+        grad = p.grad
+        if isinstance(grad, DTensor) and any(placement.is_partial() for placement in grad.placements):
+            by_mesh.setdefault(grad.device_mesh, []).append(p)
+    for mesh, params in by_mesh.items():
+        if mesh.ndim != 1:
+            raise ValueError(f"partial gradients on a {mesh.ndim}-D mesh: only a tensor-parallel mesh leaves them")
+        locals_ = [p.grad.to_local() for p in params]
+        flat = torch.cat([g.reshape(-1) for g in locals_])
+        dist.all_reduce(flat, group=mesh.get_group())
+        for p, piece in zip(params, flat.split([g.numel() for g in locals_]), strict=True):
+            p.grad = DTensor.from_local(piece.view_as(p.grad.to_local()), mesh, (Replicate(),), run_check=False)
 
 
 def sum_partial_gradients(model: torch.nn.Module) -> None:

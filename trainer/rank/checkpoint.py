@@ -1,11 +1,15 @@
 """Checkpoints with torch.distributed.checkpoint, written atomically, restoring everything a step depends on.
 
-Every rank writes into `step_NNNNNNNN.partial/`; only when all ranks are done does rank 0 write its manifest
-(every file with its size and CRC-32) and rename it to `step_NNNNNNNN/`. A crash mid-write leaves a `.partial`
-directory that `latest()` never picks up, and a checkpoint counts only once every file its manifest lists is there
-with that size and checksum (`verify`): a shard lost, cut short or damaged later makes resume and export fall back
-to the previous checkpoint, saying which they skipped and why. The manifest is also what says meshpilot wrote the
-directory: DCP's `.metadata` is a pickle, unpickled only from checkpoints that have one (see `verify`).
+Every rank writes into `step_NNNNNNNN.partial/` and sums the files it wrote; only when all ranks are done does rank
+0 write its manifest (every file with its size and CRC-32) and rename it to `step_NNNNNNNN/`. A crash mid-write
+leaves a `.partial` directory that `latest()` never picks up, and a checkpoint counts only once every file its
+manifest lists is there with that size and checksum (`verify`): a shard lost, cut short or damaged later makes
+resume and export fall back to the previous checkpoint, saying which they skipped and why. The manifest is also what
+says meshpilot wrote the directory, but anyone can write one: so DCP's pickles are read as data only. `.metadata`
+goes through an unpickler that knows DCP's metadata classes and nothing else (`verify` reads it so, and so does
+every load), and the small non-tensor entries in the shards (optimizer settings) through
+`torch.load(weights_only=True)`, where DCP would unpickle both without limits (`read_state`). Only `meshpilot export
+--trust` reads a checkpoint as DCP does.
 Besides model and optimizer (sharded by DCP), a checkpoint holds the scheduler, the data position and every
 rank's RNG states (dropout, any sampling), so a resumed run repeats an uninterrupted one exactly.
 
@@ -20,13 +24,16 @@ reseeds from its own seed and the step, so dropout masks differ from the uninter
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
+import pickle
 import random
 import re
 import shutil
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -94,10 +101,29 @@ def _crc32(path: Path) -> int:
     return crc
 
 
-def write_manifest(checkpoint: Path) -> None:
-    """Every file of the finished `checkpoint` with its size and CRC-32: what `verify` holds it to."""
+def _entries(paths: list[Path]) -> dict[str, dict[str, int]]:
+    """Each file's size and CRC-32, several files at once (zlib lets go of the GIL while it sums)."""
+    with ThreadPoolExecutor(max_workers=min(8, len(paths) or 1)) as pool:
+        sums = list(pool.map(_crc32, paths))
+    return {p.name: {"size": p.stat().st_size, "crc32": crc} for p, crc in zip(paths, sums, strict=True)}
+
+
+def _own_files(checkpoint: Path, rank: int) -> list[Path]:
+    """The files of a checkpoint that `rank` wrote: its DCP shards (`__<rank>_<n>.distcp`) and RNG states, and on
+    rank 0 DCP's .metadata and trainer_state.pt."""
+    own = [*checkpoint.glob(f"__{rank}_*.distcp"), checkpoint / f"rng_rank{rank}.pt"]
+    if rank == 0:
+        own += [checkpoint / ".metadata", checkpoint / "trainer_state.pt"]
+    return sorted(p for p in own if p.is_file())
+
+
+def write_manifest(checkpoint: Path, summed: dict[str, dict[str, int]] | None = None) -> None:
+    """Every file of the finished `checkpoint` with its size and CRC-32: what `verify` holds it to. `summed`: the
+    entries the ranks already made of the files they wrote; any other file is summed here."""
+    summed = summed or {}
     files = sorted(p for p in checkpoint.iterdir() if p.is_file() and p.name != MANIFEST)
-    listed = {p.name: {"size": p.stat().st_size, "crc32": _crc32(p)} for p in files}
+    listed = {**_entries([p for p in files if p.name not in summed]), **summed}
+    listed = {p.name: listed[p.name] for p in files}
     text = json.dumps({"format": _MANIFEST_FORMAT, "files": listed}, indent=1)
     with (checkpoint / MANIFEST).open("w") as f:
         f.write(text)
@@ -107,27 +133,164 @@ def write_manifest(checkpoint: Path) -> None:
 
 def verify(checkpoint: Path, trust_unlisted: bool = False) -> str | None:
     """None if `checkpoint` is complete: its manifest lists files that are all there with their recorded size and
-    checksum. Otherwise why not, in a few words. `trust_unlisted`: a checkpoint without a manifest (another tool's,
-    or an older meshpilot's) counts when DCP's .metadata is there; its pickle is then trusted."""
+    checksum, and its pickles are data and nothing else (.metadata DCP's metadata, `read_metadata`; the shards'
+    non-tensor entries what torch.load(weights_only=True) reads). Otherwise why not, in a few words.
+    `trust_unlisted`: a checkpoint without a manifest (another tool's, or an older meshpilot's) counts when DCP's
+    .metadata is there; its pickles are then trusted."""
     manifest = checkpoint / MANIFEST
     if not manifest.is_file():
         if trust_unlisted and (checkpoint / ".metadata").is_file():
             return None
         return "no manifest.json (not written, or not finished, by meshpilot)"
+    problem = _verify_files(checkpoint, manifest)
+    if problem is None and not trust_unlisted:
+        problem = _pickles_problem(checkpoint)
+    return problem
+
+
+def _verify_files(checkpoint: Path, manifest: Path) -> str | None:
+    """Why the files the manifest lists do not match it, or None."""
     try:
         listed = json.loads(manifest.read_text())["files"]
         expected = {name: (int(entry["size"]), int(entry["crc32"])) for name, entry in listed.items()}
     except (ValueError, KeyError, TypeError, AttributeError):
         return "its manifest.json is unreadable"
-    for name, (size, crc) in expected.items():
+    for name, (size, _) in expected.items():  # sizes first: a lost or cut-short file is found without reading
         path = checkpoint / name
         if "/" in name or not path.is_file():
             return f"{name} is missing"
         if path.stat().st_size != size:
             return f"{name} is {path.stat().st_size} bytes, the manifest says {size}"
-        if _crc32(path) != crc:
+    summed = _entries([checkpoint / name for name in expected])
+    for name, (_, crc) in expected.items():
+        if summed[name]["crc32"] != crc:
             return f"{name} is damaged (its checksum differs from the manifest's)"
     return None
+
+
+# What DCP's .metadata pickles (torch.distributed.checkpoint.metadata and its file system storage's index), and the
+# plain values inside it: a pickle asking for anything else is no metadata DCP wrote, and may run code.
+_DCP = "torch.distributed.checkpoint."
+_METADATA_GLOBALS = {
+    *((_DCP + "metadata", name) for name in (
+        "Metadata", "StorageMeta", "MetadataIndex", "ChunkStorageMetadata", "TensorStorageMetadata",
+        "BytesStorageMetadata", "TensorProperties", "_MEM_FORMAT_ENCODING",
+    )),
+    (_DCP + "filesystem", "_StorageInfo"),
+    ("torch", "Size"),
+    ("torch.serialization", "_get_layout"),  # how a torch.layout pickles
+    ("collections", "OrderedDict"),
+    *((module, name) for module in ("pathlib", "pathlib._local") for name in ("PosixPath", "PurePosixPath")),
+}  # fmt: skip
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """Unpickles DCP's metadata and refuses every other global, before it is called."""
+
+    def find_class(self, module: str, name: str):
+        if (module, name) in _METADATA_GLOBALS or (
+            module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)
+        ):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"it asks for {module}.{name}, which DCP's metadata never holds")
+
+
+def read_metadata(path: Path):
+    """A checkpoint's DCP .metadata, unpickled as data only (pickle.UnpicklingError for anything else)."""
+    with path.open("rb") as f:
+        return _MetadataUnpickler(f).load()
+
+
+def _pickles_problem(checkpoint: Path) -> str | None:
+    """Why the checkpoint's pickles are more than data, in a few words, or None: .metadata asking for more than DCP's
+    metadata classes, or a non-tensor entry of a shard for more than torch.load(weights_only=True) reads. Nothing
+    is called on the way: what they ask for is refused unread."""
+    from torch.distributed.checkpoint.metadata import Metadata
+
+    try:
+        metadata = read_metadata(checkpoint / ".metadata")
+    except FileNotFoundError:
+        return ".metadata is missing"
+    except pickle.UnpicklingError as e:
+        return f".metadata is not DCP's metadata: {str(e).splitlines()[0]} (refused unread: it could run code)"
+    except Exception as e:  # a damaged pickle fails in many ways
+        return f".metadata is unreadable ({type(e).__name__})"
+    if not isinstance(metadata, Metadata):
+        return ".metadata is not DCP's metadata"
+    try:
+        return _entries_problem(checkpoint, metadata)
+    except Exception as e:  # metadata of DCP's classes, filled with what DCP never writes
+        return f".metadata does not describe its shards ({type(e).__name__})"
+
+
+def _entries_problem(checkpoint: Path, metadata) -> str | None:
+    """Why one of the shards' non-tensor entries (pickled by torch.save: optimizer settings) is more than data."""
+    from torch.distributed.checkpoint.metadata import BytesStorageMetadata
+
+    entries = {fqn for fqn, kind in metadata.state_dict_metadata.items() if isinstance(kind, BytesStorageMetadata)}
+    for index, stored in metadata.storage_data.items():
+        if index.fqn not in entries or stored.transform_descriptors:  # compressed: checked as DCP loads it
+            continue
+        if "/" in stored.relative_path or stored.relative_path.startswith("."):
+            return f".metadata names a shard outside the checkpoint ({stored.relative_path})"
+        with (checkpoint / stored.relative_path).open("rb") as f:
+            f.seek(stored.offset)
+            data = f.read(stored.length)
+        try:
+            torch.load(io.BytesIO(data), weights_only=True)
+        except pickle.UnpicklingError:
+            return f"{stored.relative_path}: {index.fqn} is not plain data (refused unread: it could run code)"
+    return None
+
+
+def read_state(
+    state: dict, path: Path, group: dist.ProcessGroup | None = None, *, no_dist: bool = False, trust: bool = False
+) -> None:
+    """dcp.load of `state` from the checkpoint in `path`, its pickles read as data only (see the module's
+    docstring); `trust`: as DCP reads them, running whatever they ask for. `group` and `no_dist`: dcp.load's
+    process_group and no_dist (one process without torch.distributed, as an export loads)."""
+    import torch.distributed.checkpoint as dcp
+
+    reader, planner = (None, None) if trust else _data_only_reader(path)
+    where = {"no_dist": True} if no_dist else {"process_group": group}
+    dcp.load(state, checkpoint_id=str(path), storage_reader=reader, planner=planner, **where)
+
+
+def load_failure(error: BaseException) -> str:
+    """What went wrong in a load, in one line: DCP's CheckpointException (a BaseException) says only which ranks
+    failed on its first line; the first rank's own error is what to show."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    if isinstance(error, CheckpointException) and error.failures:
+        error = next(iter(error.failures.values()))[0]
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+def _data_only_reader(path: Path):
+    """DCP's file system reader and default planner, with their two unpickling steps restricted to data."""
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+    from torch.distributed.checkpoint.metadata import StorageMeta
+
+    class DataOnlyReader(FileSystemReader):
+        def read_metadata(self, *args, **kwargs):  # FileSystemReader's, with the restricted unpickler
+            metadata = read_metadata(Path(self._get_metadata_path(kwargs.get("rank"))))
+            if getattr(metadata, "storage_meta", None) is None:
+                metadata.storage_meta = StorageMeta()
+            metadata.storage_meta.load_id = self.load_id
+            return metadata
+
+    class DataOnlyPlanner(DefaultLoadPlanner):
+        def load_bytes(self, read_item, value: io.BytesIO) -> None:
+            # Non-tensor entries (optimizer settings): DCP's torch.load(weights_only=False) only ever sees them
+            # re-saved from what weights_only=True read.
+            checked = io.BytesIO()
+            torch.save(torch.load(value, weights_only=True), checked)
+            checked.seek(0)
+            super().load_bytes(read_item, checked)
+
+    return DataOnlyReader(path), DataOnlyPlanner()
 
 
 def newest_verified(directory: Path, trust_unlisted: bool = False) -> tuple[Path | None, list[str]]:
@@ -173,9 +336,13 @@ def save(
     if rank == 0:
         extra = {"trainer": vars(state), "scheduler": scheduler.state_dict(), "layout": layout}
         torch.save(extra, partial / "trainer_state.pt")
-    dist.barrier(group=group)
+    # Each rank sums the files it wrote, all at once: rank 0 alone would read the whole checkpoint while every rank
+    # waits (a 70B model's ~1 TB of weights and Adam states: minutes, near CHECKPOINT_TIMEOUT). The gather is also
+    # the barrier after every rank's files.
+    summed = [None] * dist.get_world_size(group)
+    dist.all_gather_object(summed, _entries(_own_files(partial, rank)), group=group)
     if rank == 0:
-        write_manifest(partial)  # after every rank's files: a checkpoint without one is not complete
+        write_manifest(partial, {name: entry for entries in summed for name, entry in entries.items()})
         _replace_dir(partial, final)
         _fsync_dir(directory)
         _prune(directory, keep)
@@ -204,12 +371,11 @@ def load(
 ) -> TrainerState:
     """Restore everything `save` wrote, resharded onto this run's `layout` (its degrees) where that differs.
     `group`: as for `save`."""
-    import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import set_state_dict
 
     model_state, optimizer_state = _state_dicts(model, optimizer)
     state = {"model": model_state, "optimizer": optimizer_state}
-    dcp.load(state, checkpoint_id=str(path), process_group=group)
+    read_state(state, path, group)  # its pickles as data only: a crafted checkpoint runs no code
     set_state_dict(
         model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=_by_name()
     )

@@ -80,6 +80,10 @@ def _galore_adamw(named: list[tuple[str, torch.Tensor]], spec: TrainSpec) -> tor
         no_deprecation_warning=True,  # its warning is about transformers' AdamW, which it copied
     )
     optimizer.register_step_pre_hook(_install_projectors)
+    # A checkpoint's optimizer state is flattened into tensors and numbers (trainer.rank.checkpoint: DCP refuses any
+    # other object): each projector leaves state_dict() as its matrices and comes back as a projector.
+    optimizer.register_state_dict_post_hook(_projectors_as_matrices)
+    optimizer.register_load_state_dict_post_hook(_projectors_from_matrices)
     return optimizer
 
 
@@ -114,8 +118,8 @@ class CompactGaLoreProjector:
 
     The original returns a slice of the SVD's U or Vh, a view that keeps the whole factor alive: min(m, n)
     columns or rows instead of `rank`, for every projected matrix and for the whole run. Copying the slice
-    frees the factor before the next parameter's SVD. Defined here (not created on the fly) so checkpoints can
-    pickle it.
+    frees the factor before the next parameter's SVD. A checkpoint holds its matrices, not the object
+    (`_projectors_as_matrices`).
     """
 
     def __init__(self, rank: int, update_proj_gap: int, scale: float, proj_type: str):
@@ -133,6 +137,44 @@ class CompactGaLoreProjector:
     def get_orthogonal_matrix(self, weights: torch.Tensor, rank: int, type: str) -> torch.Tensor | list[torch.Tensor]:
         matrix = _galore_projector().get_orthogonal_matrix(self, weights, rank, type)
         return [_compact(m) for m in matrix] if isinstance(matrix, list) else _compact(matrix)
+
+
+def _projectors_as_matrices(optimizer: torch.optim.Optimizer, state_dict: dict) -> dict:
+    """state_dict() with each projector as a dict of its matrices (`_saved_matrices`); its settings are its
+    parameter group's."""
+    state = {}
+    for key, values in state_dict["state"].items():
+        projector = values.get("projector")
+        if isinstance(projector, CompactGaLoreProjector):
+            # A new dict: the optimizer's own state keeps its projector.
+            values = {**values, "projector": _saved_matrices(projector.ortho_matrix)}
+        state[key] = values
+    return {**state_dict, "state": state}
+
+
+def _saved_matrices(matrix: torch.Tensor | list[torch.Tensor] | None) -> dict[str, torch.Tensor]:
+    """{"matrix": M}, {"left": A, "right": B} for proj_type full, or {} before the projector's first step."""
+    if matrix is None:
+        return {}
+    if isinstance(matrix, list):
+        left, right = matrix
+        return {"left": left, "right": right}
+    return {"matrix": matrix}
+
+
+def _projectors_from_matrices(optimizer: torch.optim.Optimizer) -> None:
+    """After load_state_dict: each projector saved as its matrices (`_projectors_as_matrices`) a projector again."""
+    for group in optimizer.param_groups:
+        if "rank" not in group:
+            continue
+        for p in group["params"]:
+            saved = optimizer.state.get(p, {}).get("projector")
+            if isinstance(saved, dict):
+                projector = CompactGaLoreProjector(
+                    group["rank"], group["update_proj_gap"], group["scale"], group["proj_type"]
+                )
+                projector.ortho_matrix = [saved["left"], saved["right"]] if "left" in saved else saved.get("matrix")
+                optimizer.state[p]["projector"] = projector
 
 
 def _galore_projector() -> type:

@@ -32,6 +32,7 @@ from trainer.parallel.data_parallel import gradient_sync
 from trainer.parallel.expert_parallel import router_losses
 from trainer.parallel.grad_norm import grad_norm_squared
 from trainer.parallel.pipeline import Pipeline
+from trainer.parallel.tensor_parallel import reduce_partial_gradients
 from trainer.rank.memory import saved_for_backward
 
 
@@ -123,6 +124,7 @@ def forward_backward(
         loss_sum += batch_loss.detach()
         if small:
             small_batch = _small_batch_gradient(model, micro_batches[0], dp_group, target_tokens)
+    reduce_partial_gradients(list(model.parameters()))  # sequence parallelism's norm weights, without FSDP2
     if dp_group is not None:
         dist.all_reduce(loss_sum, group=dp_group)
     routed = {name: value / len(micro_batches) for name, value in router_sums.items()} if router else None

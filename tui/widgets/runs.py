@@ -81,7 +81,8 @@ def format_bytes(value: int | None) -> str:
 
 
 class RunCharts(Horizontal):
-    """Loss and tokens/s by step of one run, and its memory through the step it measured."""
+    """Loss and tokens/s by step of one run, its memory through the step it measured, and for a mixture of experts
+    its routers by step (shown only for such a run: a dense run's view keeps its three charts)."""
 
     run: RunInfo | None = None  # the run drawn
 
@@ -89,6 +90,7 @@ class RunCharts(Horizontal):
         yield PlotextPlot(id="loss-chart")
         yield PlotextPlot(id="throughput-chart")
         yield PlotextPlot(id="memory-chart")
+        yield PlotextPlot(id="router-chart")
 
     def on_mount(self) -> None:
         self.show(None)
@@ -100,6 +102,10 @@ class RunCharts(Horizontal):
         _draw(loss, f"loss · {name}", run.losses if run else ())
         _draw(throughput, f"tokens/s · {name}", run.throughput if run else ())
         _draw_memory(self.query_one("#memory-chart", PlotextPlot), name, run.memory if run else None)
+        router = self.query_one("#router-chart", PlotextPlot)
+        router.display = bool(run and (run.aux_losses or run.expert_load))
+        if router.display:
+            _draw_router(router, name, run)
 
 
 def _draw(plot: PlotextPlot, title: str, points: Sequence[tuple[int, float]]) -> None:
@@ -113,6 +119,25 @@ def _draw(plot: PlotextPlot, title: str, points: Sequence[tuple[int, float]]) ->
         plt.plot(list(steps), list(values), marker="braille")
         if len(steps) <= 10:  # a few steps: label each one, not fractions of a step
             plt.xticks(sorted(set(steps)))
+    plot.refresh()
+
+
+def _draw_router(plot: PlotextPlot, name: str, run: RunInfo) -> None:
+    """The load-balancing loss (before its coefficient) and the worst layer's most loaded expert against the mean,
+    by step. Evenly spread tokens make the loss the router's top-k and the ratio 1, so one axis serves both."""
+    plt = plot.plt
+    plt.clear_data()
+    plt.clear_figure()
+    plt.title(f"router · {name}")
+    plt.xlabel("step")
+    steps = set()
+    for label, points in (("aux loss", run.aux_losses), ("load max/mean", run.expert_load)):
+        if points:
+            x, y = zip(*points, strict=True)
+            plt.plot(list(x), list(y), marker="braille", label=label)
+            steps.update(x)
+    if len(steps) <= 10:  # a few steps: label each one, as the loss chart does
+        plt.xticks(sorted(steps))
     plot.refresh()
 
 

@@ -1,0 +1,217 @@
+"""Starting a job: `start_run` and `start_sweep` check the request cheaply, write job.json (state "queued") and spawn
+its supervisor, then return at once; a job that is going or ended ok is adopted instead (its id returned).
+
+A job started from inside another job (a sweep's trial) belongs to it: its supervisor is tied to the process that
+started it (SIGKILL of the sweep's supervisor takes the sweep, every trial supervisor and every trial's run with
+it), and its processes also carry the outer job's token (MESHPILOT_OWNERS), so stopping the sweep finds them. A
+sweep started by hand (`meshpilot sweep`) is in no job: its trials outlive it, and the sweep resumed adopts them."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from agent.jobs.processes import OWNERS, enclosing_jobs, identity, start_time
+from agent.jobs.record import JOB, JOB_FILE, LOG_FILE, SWEEP, JobRecord, locked, read_job, update_job
+from agent.jobs.status import run_status
+from agent.jobs.supervisor import REPO, job_env
+from trainer.config import ConfigError, load_experiment
+from trainer.host.lifeline import PARENT_ENV, tied_env
+from trainer.layout import Layout, LayoutError
+from trainer.results.rundir import RunDir
+from trainer.results.schemas import PREEMPTED
+
+
+def start_run(experiment: Path, out: Path, **options: Any) -> str:
+    """Start `meshpilot train` in the background and return the run id (the name of `out`) at once.
+
+    `options` are prepare_job's (nproc, layout, steps, overrides, timeout_s, env, hang_s, cpus, visible_devices).
+    A run that finished ok or is still going is not started again: its id is returned. A directory holding a run
+    that failed is refused (choose another `out`). `cpus` pins the job to those CPU cores; `visible_devices` sets
+    CUDA_VISIBLE_DEVICES: how a sweep gives parallel trials disjoint devices.
+    """
+    out = Path(out).absolute()
+    resuming = options.get("resume", False)
+    return _start(out, "run", partial(prepare_job, experiment, out, **options), options.get("env"), resuming)
+
+
+def start_sweep(
+    experiment: Path, out: Path, *, trials: int | None = None, timeout_s: float | None = None, env: dict | None = None
+) -> str:
+    """Start `meshpilot sweep EXPERIMENT --out OUT` in the background and return its id (the name of `out`) at once.
+
+    The sweep is a job like a run (job.json beside its files in `out`, the same status, wait and cancel), started
+    and adopted the same way; its trials are jobs it owns (see the module docstring). `trials` defaults to
+    search.trials. A mistake only the sweep finds (a space nothing fits in) ends the job "failed" with its line.
+    """
+    out = Path(out).absolute()
+    return _start(out, SWEEP, partial(_prepare_sweep, experiment, out, trials, timeout_s, env), env)
+
+
+def _start(out: Path, kind: str, prepare: Callable[[], dict], env: dict | None, resuming: bool = False) -> str:
+    """Prepare and spawn the job in `out`, unless one is there: a job that is going or ended ok is adopted (its id
+    returned), one that ended otherwise is refused, except a preempted run that `resuming` continues."""
+    existing = _existing_state(out)
+    if existing in ("ok", "queued", "running"):
+        return out.name
+    if existing is not None and not (resuming and existing == PREEMPTED):
+        raise ConfigError(f"{out} holds a {kind} that ended {existing}; choose another {kind} directory")
+    prepare()
+    _spawn_supervisor(out, env or {})
+    return out.name
+
+
+def prepare_job(
+    experiment: Path,
+    out: Path,
+    *,
+    nproc: int | None = None,
+    layout: str | None = None,
+    steps: int | None = None,
+    overrides: list[str] = (),
+    timeout_s: float | None = None,
+    env: dict | None = None,
+    hang_s: float | None = None,
+    cpus: list[int] | None = None,
+    visible_devices: list[int | str] | None = None,
+    resume: bool = False,
+) -> JobRecord:
+    """Check the request cheaply and write job.json (state "queued"); `supervise` then runs it. `resume`: continue
+    the run in `out` from its newest checkpoint (`meshpilot train --resume`), as a preempted sweep trial is.
+
+    Used by `start_run`, and by executors that run the supervisor elsewhere (a SLURM job through submitit).
+    """
+    experiment, out = Path(experiment).absolute(), Path(out).absolute()
+    overrides = [*overrides, *([f"train.steps={steps}"] if steps is not None else [])]
+    loaded = load_experiment(experiment, overrides)  # unknown keys, bad values: one line, before anything starts
+    _check_request(nproc, layout, timeout_s, hang_s, cpus, env)
+    if not resume and (RunDir(out).steps.exists() or RunDir(out).metrics.exists()):
+        raise ConfigError(f"run directory {out} holds results of another run; choose another run directory")
+    command = [sys.executable, "-m", "agent.cli", "train", str(experiment), "--out", str(out)]
+    if resume:
+        command.append("--resume")
+    if nproc is not None:
+        command.append(f"--nproc={nproc}")
+    if layout is not None:
+        command.append(f"--layout={layout}")
+    command += [f"--set={o}" for o in overrides]
+    return _write_job(
+        out,
+        command,
+        steps=loaded.train.steps,
+        timeout_s=timeout_s,
+        hang_s=hang_s,
+        cpus=cpus,
+        visible_devices=visible_devices,
+        threads=_threads_per_process(cpus, nproc),
+        env_keys=sorted(env or {}),  # names only: values may be secrets
+    )
+
+
+def _prepare_sweep(
+    experiment: Path, out: Path, trials: int | None, timeout_s: float | None, env: dict | None
+) -> JobRecord:
+    """The sweep's quick checks (the experiment loads, the trial count) and its job.json; the sweep checks the rest."""
+    experiment = Path(experiment).absolute()
+    trials = load_experiment(experiment).search.trials if trials is None else trials
+    if trials < 1:
+        raise ConfigError(f"a sweep needs at least one trial, got {trials}")
+    _check_request(None, None, timeout_s, None, None, env)
+    if (out / "sweep.json").exists():
+        raise ConfigError(f"{out} holds another sweep; choose another sweep directory")
+    command = [sys.executable, "-m", "agent.cli", "sweep", str(experiment), "--out", str(out), f"--trials={trials}"]
+    fields = {"kind": SWEEP, "experiment": str(experiment), "trials": trials, "timeout_s": timeout_s}
+    return _write_job(out, command, **fields, env_keys=sorted(env or {}))
+
+
+def _write_job(out: Path, command: list[str], **fields: Any) -> JobRecord:
+    """Write job.json for `command` (state "queued"); `fields` fill in or add to the record's defaults."""
+    job = {
+        "run_id": out.name,
+        "token": uuid.uuid4().hex,
+        "command": command,
+        "started": time.time(),  # informational: the watchdog measures time with a monotonic clock
+        "steps": None,
+        "timeout_s": None,
+        "hang_s": None,
+        "cpus": None,
+        "visible_devices": None,
+        "threads": None,
+        "env_keys": [],
+        **fields,
+        "state": "queued",
+        "cause": None,
+        "creator": identity(),  # the process that wrote this record and is about to start its supervisor
+        "executor": None,
+        "pid": None,
+        "pgid": None,
+        "host": None,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    with locked(out):
+        return JOB.write(out / JOB_FILE, job)
+
+
+def _existing_state(out: Path) -> str | None:
+    if read_job(out) is None and RunDir(out).read_metrics() is None:
+        return None
+    return run_status(out)["state"]
+
+
+def _check_request(nproc, layout, timeout_s, hang_s, cpus, env) -> None:
+    if nproc is not None and nproc < 1:
+        raise ConfigError(f"nproc must be at least 1, got {nproc}")
+    if layout is not None:
+        try:
+            Layout.parse(layout)
+        except LayoutError as e:
+            raise ConfigError(str(e)) from None
+    for name, value in (("timeout_s", timeout_s), ("hang_s", hang_s)):
+        if value is not None and value <= 0:
+            raise ConfigError(f"{name} must be positive, got {value}")
+    if cpus is not None and (not cpus or not set(cpus) <= os.sched_getaffinity(0)):
+        raise ConfigError(f"cpus {cpus} are not among this process's cores {sorted(os.sched_getaffinity(0))}")
+    if env is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise ConfigError("env: names and values must be strings")
+
+
+def _threads_per_process(cpus: list[int] | None, nproc: int | None) -> int | None:
+    """Ranks pinned to a few cores must not each start a thread per core of the machine."""
+    return max(1, len(cpus) // (nproc or 1)) if cpus else None
+
+
+# Supervisors outlive the call that spawns them; keeping their Popen objects lets this process reap the ones that
+# ended (no zombies in a long chat session) instead of dropping running children.
+_SUPERVISORS: list[subprocess.Popen] = []
+
+
+def _spawn_supervisor(out: Path, env: dict) -> None:
+    _SUPERVISORS[:] = [p for p in _SUPERVISORS if p.poll() is None]
+    job = read_job(out)
+    child_env = job_env(job, env)
+    owners = enclosing_jobs()
+    if owners:  # started by a job (a sweep its trial): the job owns this one, which dies with the caller
+        child_env = tied_env({**child_env, OWNERS: ",".join(owners)})
+    else:  # detached: a variable left over from elsewhere must not tie it to anything
+        child_env.pop(PARENT_ENV, None)
+    with (out / LOG_FILE).open("a") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "agent.jobs", str(out), job["token"]],
+            cwd=REPO,
+            env=child_env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # survives the caller; a terminal's Ctrl-C does not reach it
+        )
+    _SUPERVISORS.append(process)
+    # The supervisor records the same itself; written here too so that a reader never sees a job with no pid.
+    update_job(out, pid=process.pid, pgid=process.pid, host=socket.gethostname(), pid_start=start_time(process.pid))
