@@ -530,7 +530,7 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 
 @pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (328 requests the
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (338 requests the
     parser's engineer wrote for fresh_c's miss kinds, in-sample: no outside author's): never a wrong action
     (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")
@@ -1180,3 +1180,11 @@ def test_a_follow_up_plan_changes_one_fact_of_the_plan_before(text, args, known)
     intent = read(text, known, before)
     assert intent.command == "plan" and intent.args["model"] == "llama-3.1-70b"
     assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [("is tp-try still alive", "status"), ("r1: alive or dead?", "status"), ("what's in runs/", "runs")],
+)
+def test_alive_and_what_is_under_runs(text, command, known):
+    assert read(text, known).command == command
