@@ -106,7 +106,8 @@ def _across_runs(intent: Intent, lowered: str, context: Context) -> None:
 
 
 def _planned_devices(context: Context) -> int | None:
-    """The GPUs of one machine that the turn before planned for: what "go with fsdp then" launches on."""
+    """The GPUs of one machine that the turn before planned for: what "go with fsdp then" launches on. (A launch
+    before is no such hint: "do it on tp instead" after dp_shard=2 is asked, tests/data/understanding/probe.jsonl.)"""
     plan = context.plan if context.previous == "plan" else None
     if not plan or int(plan.get("nodes") or 1) != 1 or not isinstance(plan.get("devices"), int):
         return None
@@ -686,12 +687,14 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         args["devices"] = scaled
     follow_up = context.plan is not None and (re.search(FOLLOW_UP, intent.text.lower()) or context.previous == "plan")
     if follow_up and context.plan:
+        # devices this sentence states in all (not per node, not the plan before's carried just now) replace nodes
+        stated_devices = "devices" in args and not entities.has("per_node")
         for key in PLAN_CARRIED:
             if key in args or key not in context.plan:
                 continue
             if key == "model" and entities.has("own_model"):
                 continue
-            if key == "nodes" and "devices" in args:
+            if key == "nodes" and stated_devices:
                 continue
             if key == "device_mem" and "gpu" in args:
                 continue

@@ -55,7 +55,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo|"
             r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
             r"\boverview of (?:all |the |my )?runs\b|\blist (?:every|each) run\b|\bbeen run\b|"
-            r"^\W*ls\s+(?:-\w+\s+)?runs\b|\bhow many (?:experiments|runs|jobs|trainings|training runs)\b",
+            r"^\W*ls\s+(?:-\w+\s+)?runs\b|\b(?:under|in|inside) runs/?(?=\W*$)|"
+            r"\bhow many (?:experiments|runs|jobs|trainings|training runs)\b",
             8,
         ),
         # "which experiments did I run here?", "what jobs have we trained", "give me the list"
@@ -94,7 +95,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "status": [
         (
             r"\bwhat step is\b|\bstep is \S+ (?:on|at)\b|"
-            r"\bstatus\b|\bstate of\b|\bstill (?:going|running)\b|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
+            r"\bstatus\b|\bstate of\b|\bstill (?:going|running|alive|active|up|training|at it)\b|"
+            r"\b(?:alive|dead)\W*$|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
             r"\bhow'?s \S+ doing\b|\bprogress\b|\bis (?:\S+\s+){1,3}(?:done|finished|running|over|complete)\b|"
             r"\bdid (?:\S+\s+){1,3}(?:finish|complete|end|crash|fail)\b|\bcheck (?:on|in on|up on)\b|"
             r"\bsuccessful\b|\bcrash(?:ed)?\b|\bdid it (?:finish|fail|crash)\b|\bis it (?:done|running|finished)\b|"
@@ -192,6 +194,9 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         "times", "relative"
     ):  # "double the gpus": the action before, changed
         scores[previous] += 3
+    replans = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "per_node")
+    if previous == "plan" and replans and not entities.has("steps", "switch", "override", "nproc", "run", "sweep"):
+        scores["plan"] += 2  # "at 16k context please" right after a plan: that plan, changed
     if previous and re.search(FOLLOW_UP, lowered):
         scores[previous] = scores.get(previous, 0) + 2.5
         replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len")
