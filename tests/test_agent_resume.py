@@ -181,3 +181,40 @@ def test_a_chat_model_resumes_a_preempted_run_with_resume_job(reference, tmp_pat
                                                             "run": "runs/r1", "resumed": True}  # fmt: skip
     assert tool_results(events, "wait_for_job")[0].result["state"] == "ok"
     assert_resumed_exactly(out, reference)
+
+
+SWEEP_CHANGES = {
+    "search": {"layouts": ["dp_replicate=1"], "objective": "final_loss", "trial_steps": STEPS, "trials": 1},
+    "train": {"timing_warmup_steps": 1},
+    "model": {"config": {"attention_dropout": 0.1}},
+}
+
+
+@pytest.mark.slow
+def test_the_offline_planner_picks_a_preempted_sweep_back_up(tmp_path):
+    """A one-trial sweep job preempted by SIGTERM to its supervisor (its trial saves step 3): "pick the sweep back
+    up" resumes it (`meshpilot sweep --resume` through its recorded command), and its trial goes on from step 3."""
+    repo = tmp_path / "repo"
+    experiment = write_experiment(repo.mkdir() or repo, SWEEP_CHANGES)
+    out = repo / "sweeps" / "s1"
+    # The one trial is the planner's pick, named by it: the fault names no run, and only the trial trains.
+    jobs.start_sweep(experiment, out, trials=1, env={FAULT: f"rank=0,step={PREEMPT_AT},kind=preempt"})
+    said = f"rank 0 waits for a preemption signal at step {PREEMPT_AT}"
+    logs = lambda: list(out.glob("trials/*/log.txt"))  # noqa: E731
+    wait_for(lambda: logs() and said in logs()[0].read_text(), said)
+    trial = RunDir(logs()[0].parent)
+    os.kill(jobs.read_job(out)["pid"], signal.SIGTERM)
+    assert jobs.wait_run(out)["state"] == "preempted"
+
+    agent = Agent(repo)
+    events = list(agent.send("t", "/status sweeps/s1"))
+    assert 'preempted by SIGTERM with its running trials; its --resume continues them. It is resumable: say "resume' \
+        ' sweeps/s1"' in events[-1].text  # fmt: skip
+    events = list(agent.send("t", "pick the sweep back up"))  # tiny: below the approval threshold
+    assert [e.name for e in events if isinstance(e, ToolCall)] == ["list_results", "resume_job", "wait_for_job"]
+    assert tool_results(events, "resume_job")[0].result["sweep"] == "sweeps/s1"
+    waited = tool_results(events, "wait_for_job")[0].result
+    assert waited["state"] == "ok" and [(t["id"], t["status"]) for t in waited["trials"]] == [(trial.path.name, "ok")]
+    assert f"resumed from step_{PREEMPT_AT:08d}" in trial.log.read_text()  # not started again from step 0
+    assert [s["step"] for s in trial.read_steps()] == list(range(1, STEPS + 1))
+    assert "--resume" in jobs.read_job(out)["command"]
