@@ -200,7 +200,7 @@ def _call_text(intent: Intent) -> str:
     return f"/{intent.command} {args}".strip()
 
 
-NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr", "docs", "compare")
+NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr", "docs", "compare", "resume")
 # Words shaped like a run's or sweep's name ("r9", "exp-3", "runs/old") that are something else.
 NOT_A_NAME = (
     r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step_\d+|"
@@ -333,6 +333,16 @@ def _fill_cancel(intent: Intent, entities: Entities, context: Context) -> None:
     elif context.known.runs:
         latest = context.known.runs[0]
         intent.clarify = f"Cancel {latest}, the latest run? Name the run to confirm, e.g. `cancel {latest}`."
+
+
+def _fill_resume(intent: Intent, entities: Entities, context: Context) -> None:
+    """The run or sweep named (or the sweep the sentence says); agent.offline finds the preempted one otherwise."""
+    if entities.has("sweep") or re.search(r"\bsweep\b", intent.text.lower()):
+        intent.args["kind"] = "sweep"
+        if named := entities.get("sweep"):
+            intent.args["sweep"] = str(named)
+    elif named := entities.get("run") or context.run:  # "resume it": the conversation's run
+        intent.args["run"] = str(named)
 
 
 def _fill_status(intent: Intent, entities: Entities, context: Context) -> None:
@@ -755,6 +765,7 @@ FILL = {
     "results": _fill_run_tool,
     "status": _fill_status,
     "cancel": _fill_cancel,
+    "resume": _fill_resume,
     "trials": _fill_trials,
     "report": _fill_sweep_named,
     "pr": _fill_sweep_named,

@@ -18,7 +18,9 @@ LAUNCH_VERB = r"\b(?:train|retrain|launch|relaunch|restart|start|kick off|fire o
 FOLLOW_UP = (r"^\W*(?:(?:hmm+|hm+|um+|uh+|well|oh|ah|right|alright|so)\W+)*"  # "hmm, what about 8k?"
              r"(?:and|what about|how about|same|ok|okay|now|then|also|cool|great|instead|but|with)\b|\binstead\b|"
              r"\bagain\b|\bsame\b|\btoo\b\W*$")  # fmt: skip
-ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs")
+RESUME = (r"\b(?:resume|resuming|unpause)\b|\bcontinue\b.*\b(?:preempted|interrupted)\b|"
+          r"\bpick\b.*\bback up\b|\bcarry on with\b")  # fmt: skip
+ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs", "resume")
 
 # Cue words of each intent, with their weights.
 CUES: dict[str, list[tuple[str, float]]] = {
@@ -119,6 +121,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "cancel": [
         (r"\b(?:cancel(?:l?ing)?|kill(?:ing)?|abort(?:ing)?|stop(?:ping)?|terminat(?:e|ing)|halt(?:ing)?)\b", 5)
     ],
+    # "resume r1", "continue the preempted run", "pick the sweep back up": a preempted job, in its own directory
+    "resume": [(RESUME, 9)],
     "trials": [
         (r"\bwinner\b|\bwho won\b|\bwhich\b.*\b(?:won|win|best|came out)\b|\btrials\b|\bwhat won\b", 3),
         (r"\bwhat did (?:\S+ ){1,4}(?:pick|choose|find|select|conclude|recommend)\b", 2),
