@@ -244,6 +244,25 @@ def test_published_moe_rows_are_predicted_with_their_mismatches():
     assert len(closest) == 2 and all(abs(error) < 0.20 for error in closest), closest
 
 
+def test_gathered_expert_weights_are_not_counted_as_activations():
+    """FSDP2 runs each layer with gathered weights: leaf parameters the model does not list, told apart from
+    activations only by where a saved tensor comes from. One expert's weight selected from the fused tensor (and
+    scaled for its gradient under ep) is such a weight, saved by the matmul: a parameter, not an activation."""
+    from trainer.parallel.expert_parallel import _ScaleGradient
+
+    model = torch.nn.Linear(4, 4)  # the listed (sharded) parameters
+    gathered = torch.nn.Parameter(torch.randn(3, 8, 4))  # the fused experts as FSDP2 gathers them
+    x = torch.randn(5, 4, requires_grad=True)
+
+    def run() -> torch.Tensor:
+        weight = _ScaleGradient.apply(gathered, 0.5)[1]
+        return torch.nn.functional.linear(x, weight).sum()
+
+    loss, saved = saved_for_backward(model, run)
+    loss.backward()
+    assert saved["activations_saved"] == x.numel() * x.element_size(), saved  # x alone: the weight is left out
+
+
 # --- the trainer's own runs -----------------------------------------------------------------------------------------
 
 RUN_MODEL = {**TINY_MODEL, **MOE["mixtral"], "num_local_experts": 4, "initializer_range": 0.1}

@@ -288,7 +288,21 @@ def _after_backward(callback: Callable[[], None]) -> None:
     engine.queue_callback(lambda: engine.queue_callback(callback))
 
 
-_VIEWS = {"TBackward0", "ViewBackward0", "TransposeBackward0", "PermuteBackward0", "ExpandBackward0", "AliasBackward0"}
+# Operations whose output shares its input's storage: a weight reached through them is still the weight. Besides
+# the plain views: one expert's weight selected from the fused experts tensor, a DTensor's local part (to_local),
+# and expert parallelism's gradient scaling (an identity view: trainer.parallel.expert_parallel._ScaleGradient).
+# Under FSDP2 the gathered weights are parameters the model does not list, so only this walk tells them apart.
+_VIEWS = {
+    "TBackward0",
+    "ViewBackward0",
+    "TransposeBackward0",
+    "PermuteBackward0",
+    "ExpandBackward0",
+    "AliasBackward0",
+    "SelectBackward0",
+    "_ToTorchTensorBackward",
+    "_ScaleGradientBackward",
+}
 
 
 def _weight_origin(tensor: torch.Tensor) -> str | None:
