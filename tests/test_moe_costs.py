@@ -20,7 +20,17 @@ from trainer.config import TrainSpec
 from trainer.costs.flops import mfu
 from trainer.costs.memory_model import MemoryPlan, activation_bytes, local_shapes, parameter_shapes
 from trainer.costs.probe import STATED
-from trainer.costs.throughput import Figures, StepShape, dimension_links, estimate_step, parameter_figures
+from trainer.costs.throughput import (
+    Figures,
+    StepShape,
+    communication_bytes,
+    dimension_links,
+    estimate_step,
+    expert_flops,
+    memory_traffic,
+    noise_scale_bytes,
+    parameter_figures,
+)
 from trainer.hardware import Hardware, interconnect_within, peak_bf16_flops
 from trainer.layout import Layout
 from trainer.model.build import build_model
@@ -226,6 +236,51 @@ def test_ep_shards_the_experts_and_the_planner_ranks_it():
     experts = {n: s for n, s in local_shapes(config, layout, 0) if ".mlp.experts." in n}
     assert experts["model.layers.0.mlp.experts.gate_up_proj"] == (1, 28672, 4096)  # 1 expert, on 1 of 2 ranks
     assert dict(local_shapes(config, layout, 8))["model.layers.0.mlp.experts.gate_up_proj"] == (0, 28672, 4096)
+
+
+def test_experts_stay_whole_across_tp_ranks_in_the_step_model():
+    """The trainer keeps every expert whole on every tp rank, which all compute them on the whole sequence: at tp=2
+    the dense FLOPs, FSDP bytes and memory traffic halve, the experts' stay what they are at tp=1."""
+    config, counts = mixtral(), count_parameters(mixtral())
+    figures = parameter_figures(counts)
+    dense_bytes, expert_bytes = figures["parameter_bytes"] - figures["expert_bytes"], figures["expert_bytes"]
+    alone, split = Layout(dp_replicate=1, dp_shard=4), Layout(dp_replicate=1, dp_shard=4, tp=2)
+    one, two = estimate(config, alone), estimate(config, split)
+    rate = Figures(STATED, {}, {}).compute_flops(H100_NODE, "bf16")
+    experts_s = expert_flops(config, expert_bytes, 4 * 4096) * 4 / 3 / rate  # full checkpointing: 4 passes
+    assert two.matmul_s == pytest.approx((one.matmul_s - experts_s) / 2 + experts_s)
+    dense_sent = communication_bytes(config, alone, dense_bytes, 1, 4096, 4, "full", "bf16")["dp_shard"][0]
+    assert two.comm_bytes["dp_shard"] == pytest.approx(one.comm_bytes["dp_shard"] - dense_sent / 2)
+
+    def experts_traffic(layout: Layout) -> float:  # what the experts add to a rank's memory traffic
+        args = (config, layout, counts["matmul"])
+        with_experts = memory_traffic(*args, 10**9 + 10**8, 1, 4096, 4, "none", "fp32", False, expert_bytes=10**8)
+        return with_experts - memory_traffic(*args, 10**9, 1, 4096, 4, "none", "fp32", False)
+
+    assert experts_traffic(split) == pytest.approx(experts_traffic(alone))
+
+
+def test_experts_are_fsdp_sharded_over_the_ranks_ep_leaves():
+    """FSDP2 chunks the experts over dp_shard / ep ranks (Layout.expert_shard_degree): with dp_shard=8 and ep=8
+    each rank holds its expert whole, so FSDP sends only the dense parameters' bytes (in the step and in the
+    noise scale's extra reduction); with ep=4 the experts are chunked over 2 ranks."""
+    config, counts = mixtral(), count_parameters(mixtral())
+    figures = parameter_figures(counts)
+    dense_bytes, expert_bytes = figures["parameter_bytes"] - figures["expert_bytes"], figures["expert_bytes"]
+    layout = Layout(dp_replicate=1, dp_shard=8, ep=8)
+
+    def sent(layout: Layout, parameter_bytes: float, experts: float = 0) -> float:
+        args = (config, layout, parameter_bytes, 1, 4096, 4, "full", "bf16")
+        return communication_bytes(*args, expert_bytes=experts)["dp_shard"][0]
+
+    dense_sent = sent(layout, dense_bytes)
+    assert estimate(config, layout).comm_bytes["dp_shard"] == pytest.approx(dense_sent)
+    local = expert_bytes // 8
+    noise = noise_scale_bytes(config, layout, dense_bytes + local, 4, 1, local)["dp_shard"][0]
+    assert noise == pytest.approx(noise_scale_bytes(config, layout, dense_bytes, 4, 1)["dp_shard"][0])
+    halves = Layout(dp_replicate=1, dp_shard=8, ep=4)  # each rank's 2 experts chunked over 2 ranks
+    expected = dense_sent + sent(Layout(dp_replicate=1, dp_shard=2), expert_bytes // 4, expert_bytes // 4)
+    assert estimate(config, halves).comm_bytes["dp_shard"] == pytest.approx(expected)
 
 
 def test_published_moe_rows_are_predicted_with_their_mismatches():
