@@ -5,6 +5,7 @@ shards are compared exactly too), and the step time's MoE terms (FLOPs from acti
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -281,6 +282,29 @@ def test_experts_are_fsdp_sharded_over_the_ranks_ep_leaves():
     halves = Layout(dp_replicate=1, dp_shard=8, ep=4)  # each rank's 2 experts chunked over 2 ranks
     expected = dense_sent + sent(Layout(dp_replicate=1, dp_shard=2), expert_bytes // 4, expert_bytes // 4)
     assert estimate(config, halves).comm_bytes["dp_shard"] == pytest.approx(expected)
+
+
+def test_gathered_moe_layer_keeps_experts_whole_and_chunks_them_over_what_ep_leaves():
+    """FSDP's two gathered layers (temporaries) of Mixtral-8x7B in bf16: tp splits the layer's dense part, not the
+    rank's experts; those are chunked over the ranks ep leaves, none at dp_shard=8, ep=8 (each holds its expert)."""
+    from trainer.costs.memory_model import ShapeSums, parameter_groups, temporary_bytes
+
+    config = mixtral()
+    groups = parameter_groups(parameter_shapes(config))
+    plan = MemoryPlan(1, 4096, "bf16", True, TrainSpec())
+    one_expert = 3 * 4096 * 14336  # gate, up and down of one expert
+
+    def gathered(layout: Layout) -> tuple[int, int]:  # (the gathered term, the layer's dense elements)
+        sums = ShapeSums.of_rank(config, layout, 0, groups, plan.train)
+        assert sums.layer_expert_elements == 8 // layout.ep * one_expert
+        without = dataclasses.replace(sums, layer_elements=0, layer_expert_elements=0)
+        dense = sums.layer_elements - sums.layer_expert_elements
+        return temporary_bytes(config, layout, plan, sums) - temporary_bytes(config, layout, plan, without), dense
+
+    found, dense = gathered(Layout(dp_replicate=1, dp_shard=8, ep=8))
+    assert found == 2 * 2 * dense * 7 // 8  # the dense part only
+    found, dense = gathered(Layout(dp_replicate=1, dp_shard=8, tp=2, ep=4))  # 2 experts over 2 ranks
+    assert found == 2 * 2 * (dense // 2) * 7 // 8 + 2 * 2 * (2 * one_expert) // 2
 
 
 def test_published_moe_rows_are_predicted_with_their_mismatches():
