@@ -289,10 +289,22 @@ def _after_backward(callback: Callable[[], None]) -> None:
     engine.queue_callback(lambda: engine.queue_callback(callback))
 
 
-# Views a parameter is seen through when saved; SelectBackward0: one expert's weight picked from an MoE layer's stacked
-# experts (under FSDP2 the gathered weights' storage is none of the sharded parameters', so only this walk knows them).
-_VIEWS = {"TBackward0", "ViewBackward0", "TransposeBackward0", "PermuteBackward0", "ExpandBackward0", "AliasBackward0",
-          "SelectBackward0", "SliceBackward0"}  # fmt: skip
+# Operations whose output shares its input's storage: a weight reached through them is still the weight. Besides
+# the plain views: one expert's weight selected (or sliced) from the fused experts tensor, a DTensor's local part
+# (to_local), and expert parallelism's gradient scaling (an identity: trainer.parallel.expert_parallel._ScaleGradient).
+# Under FSDP2 the gathered weights are parameters the model does not list, so only this walk tells them apart.
+_VIEWS = {
+    "TBackward0",
+    "ViewBackward0",
+    "TransposeBackward0",
+    "PermuteBackward0",
+    "ExpandBackward0",
+    "AliasBackward0",
+    "SelectBackward0",
+    "SliceBackward0",
+    "_ToTorchTensorBackward",
+    "_ScaleGradientBackward",
+}
 
 
 def _weight_origin(tensor: torch.Tensor) -> str | None:
