@@ -147,13 +147,37 @@ def test_compiled_layers_with_experts_whole(qwen3):
     assert_same_steps(reference, run, "compiled")
 
 
+@pytest.fixture(scope="module")
+def qwen3_two_rounds(tmp_path_factory):
+    """One process taking each step's rows in two micro-batches of 4 (two rounds, two auxiliary losses)."""
+    experiment = experiment_for(tmp_path_factory, "qwen3_moe")
+    return experiment, run_layout(experiment, None, 1, 2)
+
+
 @pytest.mark.slow
-def test_accumulated_micro_batches_under_expert_parallel(tmp_path_factory):
+def test_accumulated_micro_batches_under_expert_parallel(qwen3_two_rounds):
     """Two micro-batch rounds a step, each with its own auxiliary loss, averaged: cp=2,ep=2 splits sequences, not
     rows, so its rounds hold the one-process run's rows and must give its losses."""
-    experiment = experiment_for(tmp_path_factory, "qwen3_moe")
-    reference = run_layout(experiment, None, 1, 2)  # micro_batch 4: two rounds
+    experiment, reference = qwen3_two_rounds
     assert_same_steps(reference, run_layout(experiment, "cp=2,ep=2", 2, 2), "accumulated")
+
+
+@pytest.mark.slow
+def test_pipeline_matches_single_process(qwen3_two_rounds):
+    """pp=2 under 1F1B, two micro-batches in flight: each stage sees one of the two MoE layers, yet the
+    load-balancing loss is the whole model's (the stages pass their router sums on to the last,
+    trainer.parallel.pipeline), with one process's losses, gradient norms and expert loads."""
+    experiment, reference = qwen3_two_rounds
+    assert_same_steps(reference, run_layout(experiment, "pp=2", 2, 2), "pp=2")
+
+
+@pytest.mark.slow
+def test_pipeline_with_expert_parallel_matches_single_process(qwen3):
+    """pp=2 with FSDP2 and ep=2 inside each stage (GPipe, one micro-batch per data-parallel rank, so that its
+    round holds the one-process run's rows): the router sums cross stages and data-parallel ranks."""
+    experiment, reference = qwen3
+    run = run_layout(experiment, "pp=2,dp_shard=2,ep=2", 4, 2, "--set", "train.pp_schedule=gpipe")
+    assert_same_steps(reference, run, "pp=2,dp_shard=2,ep=2")
 
 
 @pytest.fixture(scope="module")
@@ -207,7 +231,6 @@ def test_expert_parallel_over_nccl(qwen3):
         ({}, ["--nproc", "2", "--layout", "dp_shard=2,ep=3"], "layout ep=3 must divide dp_shard*cp=2"),
         ({}, ["--nproc", "4", "--layout", "dp_shard=4,ep=4", "--set", "model.config.num_experts=6"],
          "layout ep=4 must divide the model's expert count (6)"),
-        ({}, ["--nproc", "2", "--layout", "pp=2"], "layout pp=2 with the mixture-of-experts qwen3_moe: not supported"),
         ({"train": {"compile": True}}, ["--nproc", "2", "--layout", "dp_shard=2,ep=2"], "train.compile with ep=2"),
         ({"train": {"experts": "grouped_mm"}}, ["--nproc", "1"], "train.experts grouped_mm cannot run here"),
         ({"model": {"config": {"model_type": "olmoe", "num_experts": 4, "intermediate_size": 16}}}, ["--nproc", "1"],

@@ -45,11 +45,6 @@ def check_moe(config: PretrainedConfig, layout: Layout, spec: TrainSpec) -> None
             f"{kind} is a mixture-of-experts model meshpilot cannot train yet: {why} (it trains "
             f"{', '.join(TRAINED_MOE)})"
         )
-    if layout.pp > 1:
-        raise LayoutError(
-            f"layout pp={layout.pp} with the mixture-of-experts {kind}: not supported yet (the load-balancing loss "
-            "needs every layer's router logits, which one pipeline stage does not see)"
-        )
     if spec.compile and layout.ep > 1:
         raise LayoutError(f"train.compile with ep={layout.ep}: not supported yet (the compiled expert dispatch fails "
                           "to trace its uneven all-to-all; ep=1 compiles, or set train.compile: false)")  # fmt: skip

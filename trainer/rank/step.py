@@ -181,19 +181,21 @@ def pipeline_forward_backward(
     measure_activations: bool = False,
 ) -> StepResult:
     """The same step through a pipeline schedule: every stage reads the step's rows (cheap: they are a function
-    of the row index) for the token counts, the first stage feeds the inputs, the last computes the loss."""
+    of the row index) for the token counts, the first stage feeds the inputs, the last computes the loss (an MoE
+    model's router losses too, from the sums every stage adds: trainer.parallel.pipeline)."""
     counts, dp_degree = _token_counts(micro_batches, dp_group)
     target_tokens = max(int(counts[0].item()), 1)
-    run = partial(pipeline.run, micro_batches, dp_degree / target_tokens)
+    run = partial(pipeline.run, micro_batches, dp_degree / target_tokens, dp_group)
     saved_bytes = None
     with autocast or contextlib.nullcontext():
         if measure_activations:
-            loss_sum, saved_bytes = saved_for_backward(model, run)
+            (loss_sum, routed), saved_bytes = saved_for_backward(model, run)
         else:
-            loss_sum = run()
+            loss_sum, routed = run()
     if dp_group is not None:
         dist.all_reduce(loss_sum, group=dp_group)
-    return StepResult(float(loss_sum.item()) / target_tokens, target_tokens, int(counts[1].item()), saved_bytes)
+    loss = float(loss_sum.item()) / target_tokens
+    return StepResult(loss, target_tokens, int(counts[1].item()), saved_bytes, router=routed)
 
 
 def _token_counts(
