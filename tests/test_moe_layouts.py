@@ -1,9 +1,10 @@
 """Mixture-of-experts models (transformers' own Qwen3-MoE, Mixtral and Qwen2-MoE classes) trained by the trainer
 give one process's per-step losses, router auxiliary losses, gradient norms and expert loads under expert
-parallelism (ep, borrowed from dp_shard x cp) alone and with FSDP2, HSDP, TP and CP, and under the dense layouts
-with ep=1; packed and unpacked. Each layout takes the step's rows in one micro-batch round (micro_batch = rows /
-data-parallel degree): the load-balancing loss is the model's per forward pass, over every rank's tokens of that
-round (trainer.rank.step). What the trainer cannot run is refused before launch, in one line.
+parallelism (ep, borrowed from dp_shard x cp) alone and with FSDP2, HSDP, TP, PP and CP, and under the dense
+layouts with ep=1; packed and unpacked. Each layout takes the step's rows in one micro-batch round (micro_batch =
+rows / data-parallel degree) or in the one-process run's rounds: the load-balancing loss is the model's per forward
+pass, over every rank's tokens of that round (trainer.rank.step). What the trainer cannot run is refused before
+launch, in one line.
 
 The negative control for the dispatch itself (one token sent to the wrong rank fails equality) is in
 tests/test_expert_parallel.py."""
@@ -223,6 +224,22 @@ def test_expert_parallel_over_nccl(qwen3):
     experiment, reference = qwen3
     cuda = ("--set", "hardware.device_type=cuda")
     assert_same_steps(reference, run_layout(experiment, "dp_shard=2,ep=2", 2, 2, *cuda), "nccl", rel=1e-4)
+
+
+def test_planner_runs_moe_pipelines_as_the_launcher_does():
+    """The planner asks the launcher's own check (trainer.model.moe.check_moe): Mixtral-8x7B's pipelines, ep inside
+    them too, are layouts the built-in trainer runs."""
+    from transformers import AutoConfig
+
+    from trainer.costs.planner import plan
+    from trainer.hardware import Hardware
+    from trainer.model.presets import MODELS, preset_experiment
+
+    config = AutoConfig.for_model(**MODELS["mixtral-8x7b"][1])
+    hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=8, nodes=2)
+    candidates = plan(preset_experiment("mixtral-8x7b", 16), config, hardware, 79 * 1024**3, 4096)
+    piped = [c for c in candidates if c.layout.pp > 1 and c.layout.ep > 1]
+    assert piped and all(c.runnable and not any("built-in trainer" in n for n in c.notes) for c in piped)
 
 
 @pytest.mark.parametrize(
