@@ -173,6 +173,18 @@ def test_pipeline_matches_single_process(qwen3_two_rounds):
 
 
 @pytest.mark.slow
+def test_interleaved_pipeline_matches_single_process(tmp_path_factory):
+    """Interleaved 1F1B, two stages on each of two ranks (4 layers): router sums also pass between a rank's own
+    stages."""
+    model = {**MODELS["qwen3_moe"], "num_hidden_layers": 4}
+    changes = {"model": {"config": model}, "train": {"steps": STEPS}}
+    experiment = write_experiment(tmp_path_factory.mktemp("moe-interleaved"), changes)
+    reference = run_layout(experiment, None, 1, 2)  # two rounds of 4 rows, as the pipeline's micro-batches
+    schedule = ("--set", "train.pp_schedule=interleaved_1f1b", "--set", "train.pp_stages_per_rank=2")
+    assert_same_steps(reference, run_layout(experiment, "pp=2", 2, 2, *schedule), "interleaved")
+
+
+@pytest.mark.slow
 def test_pipeline_with_expert_parallel_matches_single_process(qwen3):
     """pp=2 with FSDP2 and ep=2 inside each stage (GPipe, one micro-batch per data-parallel rank, so that its
     round holds the one-process run's rows): the router sums cross stages and data-parallel ranks."""
