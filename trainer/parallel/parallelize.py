@@ -5,6 +5,7 @@ pipeline, context_parallel)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import torch
@@ -100,10 +101,15 @@ def parallelize_pipeline(
             compile_layers(stage.layers)
     if layout.fsdp:
         dp_mesh = fsdp_mesh(layout, mesh)
+        stage_options = fsdp_options(spec)
+        if "mp_policy" in stage_options:  # an MoE model's router sums cross stages in fp32, not cast to bf16 (the
+            # hidden states arrive in bf16 already, from the stage before; each layer casts its own inputs)
+            policy = stage_options["mp_policy"]
+            stage_options["mp_policy"] = dataclasses.replace(policy, cast_forward_inputs=False)
         for stage in stages:
             for layer in stage.layers:
                 shard_layer(layer, dp_mesh, spec, experts_fsdp, layout.dp_degree * layout.cp)
-            fully_shard(stage, mesh=dp_mesh, **fsdp_options(spec))
+            fully_shard(stage, mesh=dp_mesh, **stage_options)
     materialize(rank_model)
     pp_group = mesh["pp"].get_group()
     schedule = spec.pp_stages_per_rank, spec.pp_schedule, grad_accum
