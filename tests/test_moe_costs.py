@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from support import TINY_MODEL
+from support import TINY_MODEL, expert_groups
 from transformers import AutoConfig
 
 from trainer.config import TrainSpec
@@ -26,7 +26,7 @@ from trainer.layout import Layout
 from trainer.model.build import build_model
 from trainer.model.parameters import count_parameters, moe_dims
 from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
-from trainer.parallel.expert_parallel import apply_expert_parallel, expert_parallel_groups
+from trainer.parallel.expert_parallel import apply_expert_parallel
 from trainer.rank.memory import saved_for_backward
 from trainer.rank.step import token_loss_sum
 
@@ -140,15 +140,15 @@ def _rank_main(out: str) -> None:
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
-    groups = expert_parallel_groups(2)
+    ep_group, _ = expert_groups(2)
     rank = dist.get_rank()
     results = []
     for name, mode in CASES:
         config = moe_config(name)
-        saved = measured_saved(config, 2, 64, mode, True, groups.ep, data_seed=1 + rank)  # each rank its own tokens
+        saved = measured_saved(config, 2, 64, mode, True, ep_group, data_seed=1 + rank)  # each rank its own tokens
         torch.manual_seed(0)
         model = build_model(config, None, seed=0)
-        apply_expert_parallel(model, groups.ep)
+        apply_expert_parallel(model, ep_group)
         experts = {n: list(p.shape) for n, p in model.named_parameters() if ".mlp.experts." in n}
         gathered = [None, None]
         dist.all_gather_object(gathered, {"experts": experts, "activations": saved})

@@ -322,6 +322,7 @@ def build_pipeline(
     num_stages = pp * stages_per_rank
     loss_fn = StepLoss(grad_accum, moe_config)
 
+    # pipelining only under pp > 1 (the planner imports this module)
     from torch.distributed import pipelining
 
     stage_class = _stage_without_inference_counts(pipelining.PipelineStage, loss_fn)

@@ -59,6 +59,7 @@ def held_gradient_bytes(model: torch.nn.Module) -> int:
     unsharded gradient per parameter accumulated without reduce-scattering (in the parameter's dtype, or the
     reduce dtype once converted), and under HSDP the reduce-scattered sum that waits for the all-reduce across
     replicas. Read from FSDP2's parameter groups: torch offers no public view of them."""
+    # FSDPModule only under FSDP2
     from torch.distributed.fsdp import FSDPModule
 
     held = []
@@ -358,6 +359,7 @@ def process_device_used(uuid: str, pid: int) -> int | None:
     installed or does not report it (a GPU shared with other jobs, or tests run side by side, would otherwise
     count their memory as this process's)."""
     try:
+        # pynvml only on CUDA
         import pynvml
     except ImportError:
         return None
