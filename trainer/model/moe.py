@@ -79,5 +79,17 @@ class RouterLogits:
         return taken
 
 
+def routed_token_mask(real: torch.Tensor, logits: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """`real` (the micro-batch's non-padding tokens), checked to be the tokens the routers saw: without the mask
+    padding would silently count in the auxiliary loss, so a layout that routes other tokens than the batch's (a
+    sequence split the batch does not share) must say so."""
+    if real.numel() != len(logits[0]):
+        raise RuntimeError(
+            f"the routers saw {len(logits[0])} tokens but the micro-batch holds {real.numel()}: the auxiliary "
+            "loss cannot leave padding out"
+        )
+    return real
+
+
 def _is_router(module: torch.nn.Module) -> bool:
     return type(module).__name__.endswith("TopKRouter")

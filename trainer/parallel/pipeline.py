@@ -36,7 +36,7 @@ from torch import nn
 from trainer.data.packing import IGNORE_INDEX, block_causal_mask, mask_bias
 from trainer.layout import LayoutError
 from trainer.model.attention import document_block_mask
-from trainer.model.moe import RouterLogits, is_moe
+from trainer.model.moe import RouterLogits, is_moe, routed_token_mask
 from trainer.parallel.context_parallel import ContextParallel
 from trainer.parallel.expert_parallel import RouterSums, losses_from_sums, router_sums
 
@@ -194,12 +194,12 @@ class DecoderStage(nn.Module):
         self, segment_ids: torch.Tensor, counts: torch.Tensor | None, sums: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The router sums of the stages before (none on the first) plus this stage's layers' (padding left out,
-        as trainer.rank.step does where the logits are the rows' tokens)."""
+        as trainer.rank.step does)."""
         logits = self.router.take()
         real = segment_ids >= 0
         if self.context is not None:
             real = self.context.local(real)
-        summed = router_sums(logits, self.top_k, real if real.numel() == len(logits[0]) else None)
+        summed = router_sums(logits, self.top_k, routed_token_mask(real, logits))
         if counts is not None:
             summed = RouterSums(counts, sums) + summed
         return summed.counts, summed.sums
@@ -343,7 +343,8 @@ def build_pipeline(
 def _stage_without_inference_counts(base: type, loss: StepLoss) -> type:
     """torch's PipelineStage, minus what the schedule's metadata inference left counted: on the first step it runs
     each stage once on a micro-batch (empty tensors beyond the first stage) and the loss on the last one's output,
-    which the experts' token counts, the routers' recorded logits and the step's loss values must not keep."""
+    which the experts' token counts and the step's loss values must not keep (the stage took its routers' logits
+    itself)."""
 
     class Stage(base):
         def _post_metadata_inference_cleanup(self) -> None:
@@ -351,8 +352,6 @@ def _stage_without_inference_counts(base: type, loss: StepLoss) -> type:
             for module in self.submod.modules():
                 if hasattr(module, "expert_shard"):  # trainer.parallel.expert_parallel
                     module.expert_shard.routed.zero_()
-            if getattr(self.submod, "router", None) is not None:
-                self.submod.router.take()
             if self.is_last:
                 loss.forget()
 

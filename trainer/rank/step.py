@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 from trainer.data.packing import IGNORE_INDEX, model_inputs
 from trainer.model.loss import causal_lm, head_computes_loss
-from trainer.model.moe import RouterLogits
+from trainer.model.moe import RouterLogits, routed_token_mask
 from trainer.parallel.data_parallel import gradient_sync
 from trainer.parallel.expert_parallel import router_losses
 from trainer.parallel.grad_norm import grad_norm_squared
@@ -144,14 +144,7 @@ def _router_loss(
     the model's attention_mask would); their values added to `sums`."""
     logits = router.take()
     config = causal_lm(model).config
-    real = batch["segment_ids"] >= 0
-    if real.numel() != len(logits[0]):
-        # Without the mask padding would silently count in the loss: a layout that routes other tokens than the
-        # batch's (a sequence split the batch does not share) must say so.
-        raise RuntimeError(
-            f"the routers saw {len(logits[0])} tokens but the micro-batch holds {real.numel()}: the auxiliary "
-            "loss cannot leave padding out"
-        )
+    real = routed_token_mask(batch["segment_ids"] >= 0, logits)
     losses = router_losses(config, logits, real, dp_group)
     sums["aux_loss"] = sums.get("aux_loss", 0.0) + float(losses.aux_loss.detach())
     if losses.z_loss is not None:
