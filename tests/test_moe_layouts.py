@@ -1,9 +1,10 @@
 """Mixture-of-experts models (transformers' own Qwen3-MoE, Mixtral and Qwen2-MoE classes) trained by the trainer
 give one process's per-step losses, router auxiliary losses, gradient norms and expert loads under expert
-parallelism (ep, borrowed from dp_shard x cp) alone and with FSDP2, HSDP, TP and CP, and under the dense layouts
-with ep=1; packed and unpacked. Each layout takes the step's rows in one micro-batch round (micro_batch = rows /
-data-parallel degree): the load-balancing loss is the model's per forward pass, over every rank's tokens of that
-round (trainer.rank.step). What the trainer cannot run is refused before launch, in one line.
+parallelism (ep, borrowed from dp_shard x cp) alone and with FSDP2, HSDP, TP, PP and CP, and under the dense
+layouts with ep=1; packed and unpacked. Each layout takes the step's rows in one micro-batch round (micro_batch =
+rows / data-parallel degree) or in the one-process run's rounds: the load-balancing loss is the model's per forward
+pass, over every rank's tokens of that round (trainer.rank.step). What the trainer cannot run is refused before
+launch, in one line.
 
 The negative control for the dispatch itself (one token sent to the wrong rank fails equality) is in
 tests/test_expert_parallel.py."""
@@ -67,7 +68,10 @@ def run_layout(experiment, layout: str | None, nproc: int, dp: int, *more: str):
     return train(experiment, experiment.parent / name, *args, *(["--layout", layout] if layout else []))
 
 
-def assert_same_steps(reference, run, label: str, rel: float = 1e-5) -> None:
+def assert_same_steps(reference, run, label: str, rel: float = 1e-5, padding_routed_alike: bool = True) -> None:
+    """`padding_routed_alike` False: padding tokens (routed and counted, never in a loss) may reach other experts,
+    their hidden states being whatever the layout's attention made of them; the loss, auxiliary loss and gradient
+    norm must still be equal, and every (token, expert) pair counted."""
     expected, got = reference.read_steps(), run.read_steps()
     assert len(got) == len(expected) == STEPS
     for a, b in zip(expected, got, strict=True):
@@ -75,6 +79,9 @@ def assert_same_steps(reference, run, label: str, rel: float = 1e-5) -> None:
         assert b["loss"] == pytest.approx(a["loss"], rel=rel), label
         assert b["aux_loss"] == pytest.approx(a["aux_loss"], rel=rel), label
         assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=10 * rel), label
+        if not padding_routed_alike:
+            assert sum(b["expert_tokens"]) == sum(a["expert_tokens"]), label
+            continue
         assert b["expert_tokens"] == a["expert_tokens"], label
         assert b["expert_load_max_over_mean"] == a["expert_load_max_over_mean"], label
 
@@ -147,13 +154,51 @@ def test_compiled_layers_with_experts_whole(qwen3):
     assert_same_steps(reference, run, "compiled")
 
 
+@pytest.fixture(scope="module")
+def qwen3_two_rounds(tmp_path_factory):
+    """One process taking each step's rows in two micro-batches of 4 (two rounds, two auxiliary losses)."""
+    experiment = experiment_for(tmp_path_factory, "qwen3_moe")
+    return experiment, run_layout(experiment, None, 1, 2)
+
+
 @pytest.mark.slow
-def test_accumulated_micro_batches_under_expert_parallel(tmp_path_factory):
+def test_accumulated_micro_batches_under_expert_parallel(qwen3_two_rounds):
     """Two micro-batch rounds a step, each with its own auxiliary loss, averaged: cp=2,ep=2 splits sequences, not
     rows, so its rounds hold the one-process run's rows and must give its losses."""
-    experiment = experiment_for(tmp_path_factory, "qwen3_moe")
-    reference = run_layout(experiment, None, 1, 2)  # micro_batch 4: two rounds
+    experiment, reference = qwen3_two_rounds
     assert_same_steps(reference, run_layout(experiment, "cp=2,ep=2", 2, 2), "accumulated")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("layout", "nproc"), [("pp=2", 2), ("pp=2,cp=2,ep=2", 4), ("pp=2,tp=2", 4)])
+def test_pipeline_matches_single_process(qwen3_two_rounds, layout, nproc):
+    """pp=2 under 1F1B, two micro-batches in flight: each stage sees one of the two MoE layers, yet the
+    load-balancing loss is the whole model's (the stages pass their router sums on to the last,
+    trainer.parallel.pipeline), with one process's losses, gradient norms and expert loads; with cp, each stage
+    sums its share of the rows' tokens (ep drawn from cp) and the last adds the cp ranks' sums."""
+    experiment, reference = qwen3_two_rounds
+    assert_same_steps(reference, run_layout(experiment, layout, nproc, 2), layout)
+
+
+@pytest.mark.slow
+def test_interleaved_pipeline_matches_single_process(tmp_path_factory):
+    """Interleaved 1F1B, two stages on each of two ranks (4 layers): router sums also pass between a rank's own
+    stages."""
+    model = {**MODELS["qwen3_moe"], "num_hidden_layers": 4}
+    changes = {"model": {"config": model}, "train": {"steps": STEPS}}
+    experiment = write_experiment(tmp_path_factory.mktemp("moe-interleaved"), changes)
+    reference = run_layout(experiment, None, 1, 2)  # two rounds of 4 rows, as the pipeline's micro-batches
+    schedule = ("--set", "train.pp_schedule=interleaved_1f1b", "--set", "train.pp_stages_per_rank=2")
+    assert_same_steps(reference, run_layout(experiment, "pp=2", 2, 2, *schedule), "interleaved")
+
+
+@pytest.mark.slow
+def test_pipeline_with_expert_parallel_matches_single_process(qwen3):
+    """pp=2 with FSDP2 and ep=2 inside each stage (GPipe, one micro-batch per data-parallel rank, so that its
+    round holds the one-process run's rows): the router sums cross stages and data-parallel ranks."""
+    experiment, reference = qwen3
+    run = run_layout(experiment, "pp=2,dp_shard=2,ep=2", 4, 2, "--set", "train.pp_schedule=gpipe")
+    assert_same_steps(reference, run, "pp=2,dp_shard=2,ep=2")
 
 
 @pytest.fixture(scope="module")
@@ -194,6 +239,25 @@ def test_unpacked_expert_parallel_matches_single_process(tmp_path_factory):
     assert_same_steps(reference, run_layout(experiment, "dp_shard=2,ep=2", 2, 2), "unpacked")
 
 
+@pytest.fixture(scope="module")
+def unpacked_two_rounds(tmp_path_factory):
+    experiment = experiment_for(tmp_path_factory, "qwen3_moe", packing=False)
+    return experiment, run_layout(experiment, None, 1, 2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("layout", "nproc"), [("pp=2", 2), ("pp=2,cp=2", 4)])
+def test_unpacked_pipeline_matches_single_process(unpacked_two_rounds, layout, nproc):
+    """Padded rows through pipelines: each stage leaves padding out of its router sums (over its cp share under
+    cp). The padding itself is routed by hidden states no loss reads, which differ from one process's: the stages
+    number the padding's positions from where it starts (from the segment ids), one process continues the row's,
+    and cp masks it its own way (cp=2 alone routes padding differently too), so only the total of the expert
+    counts is compared."""
+    experiment, reference = unpacked_two_rounds
+    run = run_layout(experiment, layout, nproc, 2)
+    assert_same_steps(reference, run, f"unpacked {layout}", padding_routed_alike=False)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
 def test_expert_parallel_over_nccl(qwen3):
@@ -203,13 +267,28 @@ def test_expert_parallel_over_nccl(qwen3):
     assert_same_steps(reference, run_layout(experiment, "dp_shard=2,ep=2", 2, 2, *cuda), "nccl", rel=1e-4)
 
 
+def test_planner_runs_moe_pipelines_as_the_launcher_does():
+    """The planner asks the launcher's own check (trainer.model.moe.check_moe): Mixtral-8x7B's pipelines, ep inside
+    them too, are layouts the built-in trainer runs."""
+    from transformers import AutoConfig
+
+    from trainer.costs.planner import plan
+    from trainer.hardware import Hardware
+    from trainer.model.presets import MODELS, preset_experiment
+
+    config = AutoConfig.for_model(**MODELS["mixtral-8x7b"][1])
+    hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=8, nodes=2)
+    candidates = plan(preset_experiment("mixtral-8x7b", 16), config, hardware, 79 * 1024**3, 4096)
+    piped = [c for c in candidates if c.layout.pp > 1 and c.layout.ep > 1]
+    assert piped and all(c.runnable and not any("built-in trainer" in n for n in c.notes) for c in piped)
+
+
 @pytest.mark.parametrize(
     ("changes", "args", "message"),
     [
         ({}, ["--nproc", "2", "--layout", "dp_shard=2,ep=3"], "layout ep=3 must divide dp_shard*cp=2"),
         ({}, ["--nproc", "4", "--layout", "dp_shard=4,ep=4", "--set", "model.config.num_experts=6"],
          "layout ep=4 must divide the model's expert count (6)"),
-        ({}, ["--nproc", "2", "--layout", "pp=2"], "layout pp=2 with the mixture-of-experts qwen3_moe: not supported"),
         ({"train": {"compile": True}}, ["--nproc", "2", "--layout", "dp_shard=2,ep=2"], "train.compile with ep=2"),
         ({"train": {"experts": "grouped_mm"}}, ["--nproc", "1"], "train.experts grouped_mm cannot run here"),
         ({"model": {"config": {"model_type": "olmoe", "num_experts": 4, "intermediate_size": 16}}}, ["--nproc", "1"],

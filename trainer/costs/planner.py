@@ -332,8 +332,9 @@ def _judge(candidate: Candidate, device_mem: int) -> None:
 
 
 def _moe_refusal(config: PretrainedConfig, layout: Layout, train: TrainSpec) -> str | None:
-    """Why the built-in trainer would refuse this mixture-of-experts model or layout (trainer.model.moe: pp, an
-    architecture it does not train yet), as a note: the plan still ranks the layout, for other trainers (--export)."""
+    """Why the built-in trainer would refuse this mixture-of-experts model or layout (trainer.model.moe's check, the
+    launcher's: an architecture it does not train yet, compile with ep), as a note: the plan still ranks the layout,
+    for other trainers (--export)."""
     try:
         check_moe(config, layout, train)
     except LayoutError as error:

@@ -45,11 +45,6 @@ def check_moe(config: PretrainedConfig, layout: Layout, spec: TrainSpec) -> None
             f"{kind} is a mixture-of-experts model meshpilot cannot train yet: {why} (it trains "
             f"{', '.join(TRAINED_MOE)})"
         )
-    if layout.pp > 1:
-        raise LayoutError(
-            f"layout pp={layout.pp} with the mixture-of-experts {kind}: not supported yet (the load-balancing loss "
-            "needs every layer's router logits, which one pipeline stage does not see)"
-        )
     if spec.compile and layout.ep > 1:
         raise LayoutError(f"train.compile with ep={layout.ep}: not supported yet (the compiled expert dispatch fails "
                           "to trace its uneven all-to-all; ep=1 compiles, or set train.compile: false)")  # fmt: skip
@@ -82,6 +77,18 @@ class RouterLogits:
                 f"({len(self.routers)}): a forward ran outside the step, or a router did not run"
             )
         return taken
+
+
+def routed_token_mask(real: torch.Tensor, logits: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """`real` (the micro-batch's non-padding tokens), checked to be the tokens the routers saw: without the mask
+    padding would silently count in the auxiliary loss, so a layout that routes other tokens than the batch's (a
+    sequence split the batch does not share) must say so."""
+    if real.numel() != len(logits[0]):
+        raise RuntimeError(
+            f"the routers saw {len(logits[0])} tokens but the micro-batch holds {real.numel()}: the auxiliary "
+            "loss cannot leave padding out"
+        )
+    return real
 
 
 def _is_router(module: torch.nn.Module) -> bool:

@@ -39,11 +39,18 @@ def apply_fsdp(
     mesh / loss_ranks (= 1/ep). (FSDP2's set_gradient_divide_factor would reduce with PREMUL_SUM, which gloo lacks.)
     """
     for layer in model.get_decoder().layers:
-        if experts_mesh is not None and (experts := _expert_module(layer)) is not None:
-            fully_shard(experts, mesh=experts_mesh, **fsdp_options(spec))
-            experts.expert_shard.grad_scale = experts_mesh.size() / loss_ranks
-        fully_shard(layer, mesh=dp_mesh, **fsdp_options(spec))
+        shard_layer(layer, dp_mesh, spec, experts_mesh, loss_ranks)
     fully_shard(model, mesh=dp_mesh, **fsdp_options(spec))
+
+
+def shard_layer(
+    layer: torch.nn.Module, dp_mesh: DeviceMesh, spec: TrainSpec, experts_mesh: DeviceMesh | None, loss_ranks: int
+) -> None:
+    """One decoder layer as an FSDP2 unit, its expert-parallel experts a unit of their own (see apply_fsdp)."""
+    if experts_mesh is not None and (experts := _expert_module(layer)) is not None:
+        fully_shard(experts, mesh=experts_mesh, **fsdp_options(spec))
+        experts.expert_shard.grad_scale = experts_mesh.size() / loss_ranks
+    fully_shard(layer, mesh=dp_mesh, **fsdp_options(spec))
 
 
 def _expert_module(layer: torch.nn.Module) -> torch.nn.Module | None:

@@ -362,35 +362,61 @@ def router_losses(
     product, which makes it equal to one process's loss on the whole batch. `router_logits` is the model output's
     (output_router_logits=True), one (tokens, experts) tensor per MoE layer; token_mask (batch, seq) leaves
     padding out, as the model's attention_mask does."""
+    return losses_from_sums(config, router_sums(router_logits, config.num_experts_per_tok, token_mask), group)
+
+
+@dataclass(frozen=True)
+class RouterSums:
+    """What the router losses are made of, as sums over tokens and layers, so that layers seen apart (pipeline
+    stages) add up to the whole model's: counts [token rows x layers, layers, times each expert was chosen]
+    (int64, exact) and sums [router probability per expert, logsumexp(logits)^2] (fp32, differentiable)."""
+
+    counts: torch.Tensor
+    sums: torch.Tensor
+
+    def __add__(self, other: RouterSums) -> RouterSums:
+        return RouterSums(self.counts + other.counts, self.sums + other.sums)
+
+
+def router_sums(
+    router_logits: tuple[torch.Tensor, ...], top_k: int, token_mask: torch.Tensor | None = None
+) -> RouterSums:
+    """The sums of `router_losses` over these layers' logits (tensor operations only: a pipeline's shape
+    inference runs them on empty tensors)."""
     num_experts = router_logits[0].shape[-1]
-    top_k = config.num_experts_per_tok
     device = router_logits[0].device
-    mask = None if token_mask is None else token_mask.reshape(-1).to(device=device, dtype=torch.float32)
-    chosen = torch.zeros(num_experts, dtype=torch.float32, device=device)
-    probability = torch.zeros(num_experts, dtype=torch.float32, device=device)
-    z_sum = torch.zeros((), dtype=torch.float32, device=device)
+    mask = None if token_mask is None else token_mask.reshape(-1).to(device=device)
+    counts = torch.zeros(num_experts + 2, dtype=torch.int64, device=device)
+    sums = torch.zeros(num_experts + 1, dtype=torch.float32, device=device)
     for logits in router_logits:
         probs = torch.softmax(logits, dim=-1)
         _, selected = torch.topk(probs, top_k, dim=-1)
-        weight = torch.ones(len(logits), device=device) if mask is None else mask
-        chosen = chosen.scatter_add(0, selected.reshape(-1), weight.repeat_interleave(top_k))
-        probability = probability + (probs.float() * weight[:, None]).sum(0)
-        z_sum = z_sum + (torch.logsumexp(logits.float(), dim=-1) ** 2 * weight).sum()
-    rows = torch.tensor(
-        float(len(router_logits[0]) if mask is None else mask.sum()) * len(router_logits), device=device
-    )
-    counts = torch.stack([rows, *chosen.detach()])
+        real = torch.ones(len(logits), dtype=torch.int64, device=device) if mask is None else mask.long()
+        chosen = torch.zeros(num_experts, dtype=torch.int64, device=device)
+        chosen = chosen.scatter_add(0, selected.reshape(-1), real.repeat_interleave(top_k))
+        counts = counts + torch.cat([real.sum()[None], torch.ones(1, dtype=torch.int64, device=device), chosen])
+        weight = real.float()
+        probability = (probs.float() * weight[:, None]).sum(0)
+        z_sum = (torch.logsumexp(logits.float(), dim=-1) ** 2 * weight).sum()
+        sums = sums + torch.cat([probability, z_sum[None]])
+    return RouterSums(counts, sums)
+
+
+def losses_from_sums(config: PretrainedConfig, summed: RouterSums, group: dist.ProcessGroup | None) -> RouterLosses:
+    """The router losses of every layer's sums, over the tokens of every rank in `group` (see router_losses)."""
+    counts, sums = summed.counts.detach(), summed.sums
     if _distributed(group):
+        counts = counts.clone()
         dist.all_reduce(counts, group=group)
         # Autograd-aware: each rank's gradient is then the sum over ranks, and averaging over them gives the
         # whole batch's gradient of this one shared loss.
-        probability = _AllReduceSum.apply(probability, group)
-        z_sum = _AllReduceSum.apply(z_sum, group)
-    rows, chosen = counts[0], counts[1:]
-    aux = torch.sum((chosen / rows) * (probability / rows)) * num_experts
+        sums = _AllReduceSum.apply(sums, group)
+    rows, layers, chosen = counts[0].float(), counts[1].float(), counts[2:].float()
+    probability, z_sum = sums[:-1], sums[-1]
+    aux = torch.sum((chosen / rows) * (probability / rows)) * len(chosen)
     z_coef = getattr(config, "router_z_loss_coef", None)
     # z-loss: the mean over tokens of logsumexp(logits)^2, summed over layers (ST-MoE).
-    z_loss = z_sum / (rows / len(router_logits)) if z_coef is not None else None
+    z_loss = z_sum / (rows / layers) if z_coef is not None else None
     # A model without router_aux_loss_coef (DeepSeek-V3: bias-based balancing) adds no auxiliary loss.
     aux_coef = float(getattr(config, "router_aux_loss_coef", None) or 0.0)
     return RouterLosses(aux, aux_coef, z_loss, float(z_coef or 0.0))

@@ -5,6 +5,7 @@ pipeline, context_parallel)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import torch
@@ -18,7 +19,7 @@ from trainer.model.moe import is_moe
 from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
 from trainer.parallel.compile import compile_layers, compiles_whole_step
 from trainer.parallel.context_parallel import ContextParallel
-from trainer.parallel.data_parallel import apply_fsdp, fsdp_options
+from trainer.parallel.data_parallel import apply_fsdp, fsdp_options, shard_layer
 from trainer.parallel.expert_parallel import apply_expert_parallel
 from trainer.parallel.pipeline import Pipeline, build_pipeline, split_model
 from trainer.parallel.tensor_parallel import apply_tensor_parallel
@@ -94,18 +95,24 @@ def parallelize_pipeline(
     )
     if layout.tp > 1:
         apply_tensor_parallel(rank_model, mesh["tp"])
+    experts_fsdp = apply_experts(rank_model, layout, device.type, spec.experts)
     if spec.compile:
         for stage in stages:
             compile_layers(stage.layers)
     if layout.fsdp:
         dp_mesh = fsdp_mesh(layout, mesh)
+        stage_options = fsdp_options(spec)
+        if "mp_policy" in stage_options:  # an MoE model's router sums cross stages in fp32, not cast to bf16 (the
+            # hidden states arrive in bf16 already, from the stage before; each layer casts its own inputs)
+            policy = stage_options["mp_policy"]
+            stage_options["mp_policy"] = dataclasses.replace(policy, cast_forward_inputs=False)
         for stage in stages:
             for layer in stage.layers:
-                fully_shard(layer, mesh=dp_mesh, **fsdp_options(spec))
-            fully_shard(stage, mesh=dp_mesh, **fsdp_options(spec))
+                shard_layer(layer, dp_mesh, spec, experts_fsdp, layout.dp_degree * layout.cp)
+            fully_shard(stage, mesh=dp_mesh, **stage_options)
     materialize(rank_model)
     pp_group = mesh["pp"].get_group()
-    pipeline = build_pipeline(
-        stages, stage_ids, layout.pp, spec.pp_stages_per_rank, spec.pp_schedule, grad_accum, pp_group, device
-    )
+    schedule = spec.pp_stages_per_rank, spec.pp_schedule, grad_accum
+    moe_config = model.config if is_moe(model.config) else None  # its last stage adds the router losses
+    pipeline = build_pipeline(stages, stage_ids, layout.pp, *schedule, pp_group, device, moe_config)
     return rank_model, pipeline

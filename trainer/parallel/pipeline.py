@@ -16,11 +16,17 @@ sending a seq x seq mask: flex_attention's BlockMask where train.attention is fl
 every other layout), else the dense block-diagonal causal bias. Under context parallelism the hidden states hold
 this cp rank's tokens and the segment ids are the full rows' (cheap), from which each stage takes its local
 position ids and its mask against the gathered keys (trainer.parallel.context_parallel).
+
+A mixture-of-experts model's load-balancing loss multiplies the fraction of tokens each expert got by its mean
+router probability, both over every layer at once, which no stage sees alone. Both are sums over layers and
+tokens, so each stage adds its layers' to a running pair that travels with the hidden states
+(trainer.parallel.expert_parallel.RouterSums: exact integer counts, differentiable probability sums), and the last
+stage makes the model's loss of the whole sum: its gradient flows back through the sums to every stage's routers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -30,7 +36,9 @@ from torch import nn
 from trainer.data.packing import IGNORE_INDEX, block_causal_mask, mask_bias
 from trainer.layout import LayoutError
 from trainer.model.attention import document_block_mask
+from trainer.model.moe import RouterLogits, is_moe, routed_token_mask
 from trainer.parallel.context_parallel import ContextParallel
+from trainer.parallel.expert_parallel import RouterSums, losses_from_sums, router_sums
 
 # torch.distributed.pipelining's schedule classes by name; the module is imported where a pipeline is built: it
 # pulls in torch._dynamo (half a second), which the launcher and the planner do not need.
@@ -125,7 +133,7 @@ class RankModel(nn.Module):
 
 class DecoderStage(nn.Module):
     """One pipeline stage: (input ids or hidden states, segment ids) -> (hidden states, segment ids), or logits
-    on the last stage."""
+    on the last stage; an MoE model's stages also pass on (and the last returns) the router sums so far."""
 
     def __init__(
         self,
@@ -147,6 +155,8 @@ class DecoderStage(nn.Module):
         self.rotary_emb = decoder.rotary_emb
         self.norm = decoder.norm if is_last else None
         self.lm_head = rank_model.lm_head if is_last else None
+        self.router = RouterLogits(self) if is_moe(rank_model.config) else None
+        self.top_k = getattr(rank_model.config, "num_experts_per_tok", None)
 
     def document_mask(self, segment_ids: torch.Tensor):
         """The packed rows' mask for this stage's layers: a BlockMask under flex, else the dense boolean mask (made a
@@ -155,7 +165,13 @@ class DecoderStage(nn.Module):
             return None
         return document_block_mask(segment_ids) if self.flex else block_causal_mask(segment_ids)
 
-    def forward(self, inputs: torch.Tensor, segment_ids: torch.Tensor):
+    def forward(
+        self,
+        inputs: torch.Tensor,
+        segment_ids: torch.Tensor,
+        router_counts: torch.Tensor | None = None,
+        router_sums: torch.Tensor | None = None,
+    ):
         hidden = self.embed_tokens(inputs) if self.embed_tokens is not None else inputs
         position_ids = position_ids_from_segments(segment_ids)
         if self.context is not None:
@@ -168,9 +184,25 @@ class DecoderStage(nn.Module):
         rotary = self.rotary_emb(hidden, position_ids)
         for layer in self.layers:
             hidden = layer(hidden, attention_mask=mask, position_ids=position_ids, position_embeddings=rotary)
+        routed = () if self.router is None else self.routed(segment_ids, router_counts, router_sums)
         if self.lm_head is None:
-            return hidden, segment_ids
-        return self.lm_head(self.norm(hidden))
+            return hidden, segment_ids, *routed
+        logits = self.lm_head(self.norm(hidden))
+        return (logits, *routed) if routed else logits
+
+    def routed(
+        self, segment_ids: torch.Tensor, counts: torch.Tensor | None, sums: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The router sums of the stages before (none on the first) plus this stage's layers' (padding left out,
+        as trainer.rank.step does)."""
+        logits = self.router.take()
+        real = segment_ids >= 0
+        if self.context is not None:
+            real = self.context.local(real)
+        summed = router_sums(logits, self.top_k, routed_token_mask(real, logits))
+        if counts is not None:
+            summed = RouterSums(counts, sums) + summed
+        return summed.counts, summed.sums
 
 
 def split_model(
@@ -208,26 +240,71 @@ class Pipeline:
     has_first: bool
     has_last: bool
     group: dist.ProcessGroup
-    loss_scale: list[float]  # [scale]: the loss function reads the current step's normalisation here
+    loss: StepLoss  # what the loss function reads for the current step
     stages: dict[int, nn.Module]  # this rank's stage modules by global stage index (what the schedule calls)
 
-    def run(self, micro_batches: list[dict[str, torch.Tensor]], scale: float) -> torch.Tensor:
+    def run(
+        self, micro_batches: list[dict[str, torch.Tensor]], scale: float, loss_group: dist.ProcessGroup | None = None
+    ) -> tuple[torch.Tensor, dict[str, float] | None]:
         """Forward and backward of the step's micro-batches; the sum of target cross-entropy on the last stage
-        (0 elsewhere), summed over the pipeline group so every stage knows it."""
-        self.loss_scale[0] = scale
+        (0 elsewhere), summed over the pipeline group so every stage knows it, and an MoE model's router losses
+        (means over the micro-batches; over `loss_group`'s tokens, as trainer.rank.step takes them)."""
+        self.loss.scale, self.loss.group = scale, loss_group
+        self.loss.forget()
         # Under context parallelism the stages need the full rows' segment ids (see the module docstring).
         segments = "row_segment_ids" if "row_segment_ids" in micro_batches[0] else "segment_ids"
         joined = {k: torch.cat([b[k] for b in micro_batches]) for k in ("input_ids", segments, "labels")}
         args = (joined["input_ids"], joined[segments]) if self.has_first else ()
-        losses: list[torch.Tensor] = []
-        kwargs = {"target": joined["labels"], "losses": losses} if self.has_last else {}
+        kwargs = {"target": joined["labels"]} if self.has_last else {}
         self.schedule.step(*args, **kwargs)
         device = joined["labels"].device
         loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         if self.has_last:
-            loss_sum += sum(loss.detach().double() for loss in losses) / scale
+            loss_sum += self.loss.summed.get("token_loss", 0.0)
         dist.all_reduce(loss_sum, group=self.group)
-        return loss_sum
+        return loss_sum, self._router_means(len(micro_batches), device)
+
+    def _router_means(self, micro_batches: int, device: torch.device) -> dict[str, float] | None:
+        """The last stage's router loss values, known to every stage."""
+        if self.loss.config is None:
+            return None
+        names = ("aux_loss", "z_loss")
+        values = torch.tensor([self.loss.summed.get(n, 0.0) for n in names], dtype=torch.float64, device=device)
+        dist.all_reduce(values, group=self.group)
+        kept = names if getattr(self.loss.config, "router_z_loss_coef", None) is not None else names[:1]
+        return {name: float(value) / micro_batches for name, value in zip(names, values, strict=True) if name in kept}
+
+
+@dataclass
+class StepLoss:
+    """The last stage's loss of one micro-batch: target cross-entropy times the step's normalisation, plus an MoE
+    model's router losses of the whole model's sums over `group`'s ranks, averaged over the micro-batches (as
+    trainer.rank.step adds them). `summed`: the step's cross-entropy sum (token_loss) and router loss values."""
+
+    micro_batches: int
+    config: object | None  # an MoE model's config, else None
+    scale: float = 1.0
+    group: dist.ProcessGroup | None = None
+    summed: dict[str, float] = field(default_factory=dict)
+
+    def __call__(self, output, labels: torch.Tensor) -> torch.Tensor:
+        logits, *routed = output if isinstance(output, tuple) else (output,)
+        flat_logits, flat_labels = logits.float().flatten(0, 1), labels.flatten()
+        token_loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE_INDEX, reduction="sum")
+        self._add("token_loss", token_loss)
+        if not routed:
+            return token_loss * self.scale
+        losses = losses_from_sums(self.config, RouterSums(*routed), self.group)
+        self._add("aux_loss", losses.aux_loss)
+        if losses.z_loss is not None:
+            self._add("z_loss", losses.z_loss)
+        return token_loss * self.scale + losses.total / self.micro_batches
+
+    def _add(self, name: str, value: torch.Tensor) -> None:
+        self.summed[name] = self.summed.get(name, 0.0) + float(value.detach().double())
+
+    def forget(self) -> None:
+        self.summed = {}
 
 
 def build_pipeline(
@@ -239,19 +316,18 @@ def build_pipeline(
     grad_accum: int,
     group: dist.ProcessGroup,
     device: torch.device,
+    moe_config=None,
 ) -> Pipeline:
+    """`moe_config`: an MoE model's config, whose router losses the last stage adds (None: a dense model)."""
     num_stages = pp * stages_per_rank
-    loss_scale = [1.0]
-
-    def loss_fn(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        flat_logits, flat_labels = logits.float().flatten(0, 1), labels.flatten()
-        return F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE_INDEX, reduction="sum") * loss_scale[0]
+    loss_fn = StepLoss(grad_accum, moe_config)
 
     # pipelining only under pp > 1 (the planner imports this module)
     from torch.distributed import pipelining
 
+    stage_class = _stage_without_inference_counts(pipelining.PipelineStage, loss_fn)
     pipeline_stages = [
-        pipelining.PipelineStage(module, index, num_stages, device, group=group)
+        stage_class(module, index, num_stages, device, group=group)
         for module, index in zip(stages, stage_ids, strict=True)
     ]
     schedule_class = getattr(pipelining, SCHEDULES[schedule_name])
@@ -261,4 +337,22 @@ def build_pipeline(
     else:
         schedule = schedule_class(pipeline_stages[0], grad_accum, loss_fn=loss_fn, scale_grads=False)
     has_first, has_last = 0 in stage_ids, num_stages - 1 in stage_ids
-    return Pipeline(schedule, has_first, has_last, group, loss_scale, dict(zip(stage_ids, stages, strict=True)))
+    return Pipeline(schedule, has_first, has_last, group, loss_fn, dict(zip(stage_ids, stages, strict=True)))
+
+
+def _stage_without_inference_counts(base: type, loss: StepLoss) -> type:
+    """torch's PipelineStage, minus what the schedule's metadata inference left counted: on the first step it runs
+    each stage once on a micro-batch (empty tensors beyond the first stage) and the loss on the last one's output,
+    which the experts' token counts and the step's loss values must not keep (the stage took its routers' logits
+    itself)."""
+
+    class Stage(base):
+        def _post_metadata_inference_cleanup(self) -> None:
+            super()._post_metadata_inference_cleanup()
+            for module in self.submod.modules():
+                if hasattr(module, "expert_shard"):  # trainer.parallel.expert_parallel
+                    module.expert_shard.routed.zero_()
+            if self.is_last:
+                loss.forget()
+
+    return Stage

@@ -286,7 +286,8 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchIn
         loss_group=loss_group(layout, mesh),
         context=context,
         pipeline=pipeline,
-        router=RouterLogits(model) if is_moe(config) else None,
+        # A pipeline's stages collect their own routers' logits (trainer.parallel.pipeline).
+        router=RouterLogits(model) if is_moe(config) and pipeline is None else None,
         experts=expert_shards(model),
         autocast=_autocast(experiment, device_type),
         setup_memory=setup,
@@ -457,8 +458,13 @@ def _moe_figures(training: Training, result: StepResult) -> dict:
     if training.experts is None:
         return {}
     load = expert_load(training.experts, training.loss_group)
-    per_expert = [sum(counts) for counts in zip(*load.tokens_per_expert.values(), strict=True)]
-    return {**(result.router or {}), "expert_tokens": per_expert, "expert_load_max_over_mean": load.max_over_mean}
+    per_layer, worst = load.tokens_per_expert, load.max_over_mean
+    if training.pipeline is not None:  # each stage counted its own layers
+        stages: list = [None] * dist.get_world_size(training.pipeline.group)
+        dist.all_gather_object(stages, (per_layer, worst), group=training.pipeline.group)
+        per_layer, worst = {k: v for layers, _ in stages for k, v in layers.items()}, max(w for _, w in stages)
+    per_expert = [sum(counts) for counts in zip(*per_layer.values(), strict=True)]
+    return {**(result.router or {}), "expert_tokens": per_expert, "expert_load_max_over_mean": worst}
 
 
 def _memory_timeline(training: Training) -> MemoryTimeline:

@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 from trainer.data.packing import IGNORE_INDEX, model_inputs
 from trainer.model.loss import causal_lm, head_computes_loss
-from trainer.model.moe import RouterLogits
+from trainer.model.moe import RouterLogits, routed_token_mask
 from trainer.parallel.data_parallel import gradient_sync
 from trainer.parallel.expert_parallel import router_losses
 from trainer.parallel.grad_norm import grad_norm_squared
@@ -144,14 +144,7 @@ def _router_loss(
     the model's attention_mask would); their values added to `sums`."""
     logits = router.take()
     config = causal_lm(model).config
-    real = batch["segment_ids"] >= 0
-    if real.numel() != len(logits[0]):
-        # Without the mask padding would silently count in the loss: a layout that routes other tokens than the
-        # batch's (a sequence split the batch does not share) must say so.
-        raise RuntimeError(
-            f"the routers saw {len(logits[0])} tokens but the micro-batch holds {real.numel()}: the auxiliary "
-            "loss cannot leave padding out"
-        )
+    real = routed_token_mask(batch["segment_ids"] >= 0, logits)
     losses = router_losses(config, logits, real, dp_group)
     sums["aux_loss"] = sums.get("aux_loss", 0.0) + float(losses.aux_loss.detach())
     if losses.z_loss is not None:
@@ -184,19 +177,21 @@ def pipeline_forward_backward(
     measure_activations: bool = False,
 ) -> StepResult:
     """The same step through a pipeline schedule: every stage reads the step's rows (cheap: they are a function
-    of the row index) for the token counts, the first stage feeds the inputs, the last computes the loss."""
+    of the row index) for the token counts, the first stage feeds the inputs, the last computes the loss (an MoE
+    model's router losses too, from the sums every stage adds: trainer.parallel.pipeline)."""
     counts, dp_degree = _token_counts(micro_batches, dp_group)
     target_tokens = max(int(counts[0].item()), 1)
-    run = partial(pipeline.run, micro_batches, dp_degree / target_tokens)
+    run = partial(pipeline.run, micro_batches, dp_degree / target_tokens, dp_group)
     saved_bytes = None
     with autocast or contextlib.nullcontext():
         if measure_activations:
-            loss_sum, saved_bytes = saved_for_backward(model, run)
+            (loss_sum, routed), saved_bytes = saved_for_backward(model, run)
         else:
-            loss_sum = run()
+            loss_sum, routed = run()
     if dp_group is not None:
         dist.all_reduce(loss_sum, group=dp_group)
-    return StepResult(float(loss_sum.item()) / target_tokens, target_tokens, int(counts[1].item()), saved_bytes)
+    loss = float(loss_sum.item()) / target_tokens
+    return StepResult(loss, target_tokens, int(counts[1].item()), saved_bytes, router=routed)
 
 
 def _token_counts(
