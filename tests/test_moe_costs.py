@@ -224,8 +224,9 @@ def test_ep_shards_the_experts_and_the_planner_ranks_it():
     assert {c.layout.ep for c in feasible} >= {2, 4, 8}
     layout = Layout(dp_replicate=1, dp_shard=16, ep=8)
     experts = {n: s for n, s in local_shapes(config, layout, 0) if ".mlp.experts." in n}
-    assert experts["model.layers.0.mlp.experts.gate_up_proj"] == (1, 28672, 4096)  # 1 expert, on 1 of 2 ranks
-    assert dict(local_shapes(config, layout, 8))["model.layers.0.mlp.experts.gate_up_proj"] == (0, 28672, 4096)
+    # 1 expert per ep rank over 2 FSDP ranks: each holds half of it (its next dimension), not one the whole, one none
+    assert experts["model.layers.0.mlp.experts.gate_up_proj"] == (1, 14336, 4096)
+    assert dict(local_shapes(config, layout, 8))["model.layers.0.mlp.experts.gate_up_proj"] == (1, 14336, 4096)
 
 
 def test_published_moe_rows_are_predicted_with_their_mismatches():
@@ -253,6 +254,8 @@ def test_published_moe_rows_are_predicted_with_their_mismatches():
 
 RUN_MODEL = {**TINY_MODEL, **MOE["mixtral"], "num_local_experts": 4, "initializer_range": 0.1}
 RUN_LAYOUTS = {None: 1, "dp_shard=2": 2, "dp_shard=2,ep=2": 2}  # layout: processes
+# Fewer experts per ep rank (1) than ranks that FSDP2 shards them over (2): chunked on their next dimension.
+FEW_EXPERTS_MODEL = {**RUN_MODEL, "num_local_experts": 2}
 
 
 @pytest.mark.parametrize("layout", list(RUN_LAYOUTS))
@@ -274,3 +277,21 @@ def test_moe_run_memory_within_10_percent(tmp_path, layout):
         assert predicted["activations_saved"] == pytest.approx(measured["activations_saved"], rel=0.10), layout
         total = [sum(side[c] for c in categories) for side in (predicted, measured)]
         assert total[0] == pytest.approx(total[1], rel=0.10), layout
+
+
+def test_experts_fewer_than_their_fsdp_ranks_are_split_evenly(tmp_path):
+    """Four gloo ranks, ep=2 over dp_shard=4, two experts: each ep rank keeps one expert, which FSDP2 splits over two
+    ranks on its next dimension (as torchtitan does), so every rank holds the same parameter, gradient and optimizer
+    bytes but for the dense parameters' uneven chunks (on the expert dimension one rank of each pair would hold the
+    whole expert, the other none: 2.3 times as much), exactly as predicted, and the activations within 10%."""
+    from support import train, write_experiment
+
+    experiment = write_experiment(tmp_path, {"model": {"config": FEW_EXPERTS_MODEL}, "train": {"steps": 2}})
+    run = train(experiment, tmp_path / "run", "--nproc", "4", "--layout", "dp_shard=4,ep=2")
+    memory = json.loads(run.memory.read_text())
+    for predicted, measured in zip(memory["predicted"], memory["measured"], strict=True):
+        for category in ("parameters", "gradients", "optimizer"):
+            assert predicted[category] == measured[category], (category, predicted["rank"])
+        assert predicted["activations_saved"] == pytest.approx(measured["activations_saved"], rel=0.10)
+    held = [measured["parameters"] for measured in memory["measured"]]
+    assert max(held) < 1.01 * min(held), held

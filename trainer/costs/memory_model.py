@@ -40,7 +40,8 @@ matmul's output (trainer.parallel.activation_checkpointing), so what an MoE laye
 matmuls: the router's logits (E) and each pair's down projection (h), or where the shared expert runs first (Qwen2-MoE)
 its gate and down and each pair's gate-up output (2I). Expert parameters are split over ep on the expert dimension
 (each rank keeps E/ep consecutive experts), then FSDP2 chunks them over the dp_shard x cp ranks left
-(expert_shard_degree, on the expert dimension, as trainer.parallel.data_parallel shards them); every other
+(expert_shard_degree, on the expert dimension, or on the next where fewer experts than those ranks are left, as
+trainer.parallel.data_parallel shards them); every other
 parameter is chunked over all of dp_shard x cp, as in a dense model. The load is
 taken as even: the rows a rank's experts receive are top_k x its own tokens (uneven routing costs time:
 trainer.costs.throughput).
@@ -76,6 +77,7 @@ from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
 from trainer.model.attention import takes_dense_mask
 from trainer.model.loss import chunk_tokens
 from trainer.model.parameters import MoeDims, describe_parameters, head_dim, is_routed_expert, moe_dims
+from trainer.parallel.data_parallel import expert_shard_dim
 from trainer.parallel.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
 
 if TYPE_CHECKING:
@@ -290,12 +292,13 @@ def _shard_shape(
 def _expert_shard_shape(local: list[int], layout: Layout, chunk: int, sharded: bool) -> tuple[int, ...]:
     """A routed-expert parameter (leading dimension E) on the rank at `chunk` of dp_shard x cp: ep is innermost
     there (trainer.layout), so its ep rank is chunk % ep and its expert-FSDP rank chunk // ep. FSDP2 chunks the
-    rank's E/ep experts on the expert dimension, as trainer.parallel.data_parallel shards them (fully_shard's
-    default: with fewer experts than ranks left, some hold none; torchtitan shards the next dimension then)."""
+    rank's E/ep experts on the dimension trainer.parallel.data_parallel shards them on (`expert_shard_dim`: the
+    expert dimension, or the next where fewer experts than ranks are left)."""
     local[0] = _chunk_size(local[0], layout.ep, chunk % layout.ep)
     shards = layout.expert_shard_degree
     if sharded and shards > 1:
-        local[0] = _chunk_size(local[0], shards, chunk // layout.ep)
+        dim = expert_shard_dim(local[0], shards)
+        local[dim] = _chunk_size(local[dim], shards, chunk // layout.ep)
     return tuple(local)
 
 
