@@ -549,8 +549,10 @@ def _layout_mismatches(layout: Layout, peak: int, device_mem: int) -> list[str]:
         said.append("FSDP2 inside a pipeline gathers each stage's parameters again for every micro-batch")
     if peak > device_mem:
         said.append(
-            "predicted memory exceeds 80 GB: meshpilot's MoE layer (transformers' experts through its own dispatch) "
-            "keeps more per token than fused MoE kernels (TE, DeepEP) do; the source publishes no memory to hold it to"
+            "predicted memory exceeds 80 GB: meshpilot keeps fp32 master weights, gradients and moments, and its "
+            "routed path keeps top_k x (3 hidden + 4 expert intermediate) per token (the rows sent, the experts' and "
+            "weighted outputs, gate-up, activation, product), more than fused MoE kernels (TE, DeepEP) keep; the "
+            "source publishes no memory to hold it to"
         )
     return said
 
