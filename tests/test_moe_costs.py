@@ -88,6 +88,15 @@ def test_moe_activations_within_10_percent(name, micro_batch, seq_len, packed):
     )
 
 
+@pytest.mark.parametrize("packed", [True, False])
+def test_qwen3_query_and_key_norms_are_counted(packed):
+    """Qwen3's per-head q_norm and k_norm keep their input, normalised value and rsqrt, as the layer's norms do:
+    left out, the prediction was 9.4% below what autograd saves on this model (inside the 10% above, not near it)."""
+    config = moe_config("qwen3_moe")
+    measured = measured_saved(config, 2, 64, "none", packed)
+    assert predicted(config, Layout(dp_replicate=1), 2, 64, "none", packed) == pytest.approx(measured, rel=0.02)
+
+
 @pytest.mark.parametrize("mode", ["selective", "full"])
 @pytest.mark.parametrize("name", ["mixtral", "qwen2_moe"])
 def test_moe_activations_under_checkpointing(name, mode):

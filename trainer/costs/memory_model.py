@@ -11,8 +11,9 @@ checkpointing. The counts are those of transformers' Llama-family decoder layer 
 
     per layer and token: 6h (two RMSNorms: input, normalised, scaled) + 5q/tp (q, k and v after rotary and
     GQA repeat, attention output and its projection input) + 4i/tp (SwiGLU: gate, up, activation, product)
-    + heads/tp (log-sum-exp) + 2 (the norms' rsqrt), all in the compute dtype; with packed rows on the dense
-    kernel, SDPA takes k and v repeated (5q), and every layer saves the same block-causal bias, made once per
+    + heads/tp (log-sum-exp) + 2 (the norms' rsqrt), all in the compute dtype (Qwen3's per-head query and key
+    norms add their own input, normalised value and rsqrt: (2q + 2kv + heads + kv heads)/tp); with packed rows on
+    the dense kernel, SDPA takes k and v repeated (5q), and every layer saves the same block-causal bias, made once per
     micro-batch (s entries per token, once); unpacked rows need no mask, and neither flex's BlockMask: SDPA or
     flex then take k and v unrepeated (3q + 2kv);
     per token once: the final norm (3h + 1), the chunked loss's log-sum-exp (fp32; trainer.model.loss: the logits
@@ -475,11 +476,25 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
     attention = 2 * q + 2 * (q if repeated else kv) * layout.cp
     # Sequence parallelism splits the norms' inputs, their normalised values and rsqrt (2h + 1 each) over tp; the
     # all-gathered norm output that the column-parallel projections (or an MoE block) save stays whole (h each).
-    norms = 2 * (2 * h + 1)
+    norms = 2 * (2 * h + 1) + qk_norm_elements(config, q, kv)
     if moe is not None:
         mlp = _mean_over_layers(moe, config, 4 * i // tp * width, moe_bytes_per_token(moe, h, width, mode))
         return ((norms + attention + heads) // tp + 2 * h) * width + mlp
     return ((norms + attention + 4 * i + heads) // tp + 2 * h) * width
+
+
+# Models whose attention normalises each head's query and key (RMSNorm over head_dim) before rotary: transformers'
+# Qwen3 and Qwen3-MoE (q_norm, k_norm).
+QK_NORM_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe"})
+
+
+def qk_norm_elements(config: PretrainedConfig, q: int, kv: int) -> int:
+    """Per token and layer, what per-head query and key norms keep for backward (each its input, normalised value
+    and one rsqrt per head, as the layer's RMSNorms keep theirs); 0 for models without them."""
+    if getattr(config, "model_type", None) not in QK_NORM_MODEL_TYPES:
+        return 0
+    heads, kv_heads = q // head_dim(config), kv // head_dim(config)
+    return 2 * (q + kv) + heads + kv_heads
 
 
 def moe_bytes_per_token(moe: MoeDims, hidden: int, width: int, mode: str) -> int:
