@@ -32,10 +32,10 @@ is a function of global positions and document ids (trainer.parallel.context_par
 
 Mixture-of-experts layers (trainer.parallel.expert_parallel's forward, which the trainer runs for ep = 1 too) keep,
 per token and MoE layer, in place of the dense MLP's 4i: for each of its top_k (token, expert) pairs the row sent to
-the expert, the expert's output and the weighted output (3h), the expert's gate-up output, activation and product
-(4I, I the expert's intermediate width), in the compute dtype; the router's fp32 probabilities over the E experts,
-its top-k values and their sum, a weight per pair (fp32), and three int64 indices per pair (top-k, the pairs' tokens,
-their order); shared experts as a dense MLP (4 I_shared). Counted storage by storage on transformers' Mixtral
+the expert and the expert's output (2h; the weighted outputs are summed per token, not kept), the expert's gate-up
+output, activation and product (4I, I the expert's intermediate width), in the compute dtype; the router's fp32
+probabilities over the E experts, its top-k values and their sum, a weight per pair (fp32), and three int64 indices
+per pair (top-k, the pairs' order and its inverse); shared experts as a dense MLP (4 I_shared). Counted storage by storage on transformers' Mixtral
 (tests/test_moe_costs.py checks it against what autograd saves). Selective checkpointing keeps every other
 matmul's output (trainer.parallel.activation_checkpointing), so what an MoE layer keeps follows the order of its
 matmuls: the router's logits (E) and each pair's down projection (h), or where the shared expert runs first (Qwen2-MoE)
@@ -508,7 +508,7 @@ def moe_bytes_per_token(moe: MoeDims, hidden: int, width: int, mode: str) -> int
         # router (kept), each expert's gate-up and down (kept), then a shared expert's gate, up (kept) and down; the
         # dense layer's terms already hold one down output (h)
         return ((k - 1) * hidden + moe.experts + moe.shared_intermediate) * width
-    pairs = k * (3 * hidden + 4 * expert) * width
+    pairs = k * (2 * hidden + 4 * expert) * width
     router = (moe.experts + 2 * k + 1) * FP32 + 3 * k * 8
     return pairs + router + 4 * moe.shared_intermediate * width
 
