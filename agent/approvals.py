@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from agent import jobs
 from agent.private import check_readable
 from agent.state import Spent
 from trainer.config import ConfigError, load_experiment
@@ -25,7 +26,7 @@ from trainer.layout import Layout, LayoutError
 # generous, so that such a launch is shown to a person rather than waved through.
 FALLBACK_STEP_S = 10.0
 DEFAULT_APPROVE_BELOW = 1.0  # device-hours
-LAUNCH_TOOLS = ("launch_run", "run_sweep")
+LAUNCH_TOOLS = ("launch_run", "run_sweep", "resume_job")
 PULL_REQUEST_TOOLS = ("open_pull_request", "update_docs")
 ACTIONS = ("approve", "reject", "edit")
 
@@ -133,6 +134,9 @@ def request_for(call: dict[str, Any], repo: Path) -> Request | None:
         return Request(call["id"], name, args, "pull_request", f"push a branch and open a pull request ({args})")
     if name not in LAUNCH_TOOLS:
         return None
+    if name == "resume_job":
+        what, cost = resume_cost(repo, args.get("job_id") or "")
+        return Request(call["id"], name, args, "launch", f"{what}: {cost.describe()}", cost)
     cost = call_cost(name, args, repo)
     what = "start a sweep" if name == "run_sweep" else "launch a run"
     return Request(
@@ -143,6 +147,28 @@ def request_for(call: dict[str, Any], repo: Path) -> Request | None:
         f"{what} of {args.get('experiment') or 'meshpilot.yaml'}: {cost.describe()}",
         cost,
     )
+
+
+def resume_cost(repo: Path, job_id: str) -> tuple[str, Cost]:
+    """What resuming the preempted job `job_id` will do, and what it costs: a run's steps left after its checkpoint,
+    a sweep's trials not yet ended. ConfigError for a job that cannot be resumed (agent.jobs.resumable_job)."""
+    out = resolve_in_repo(repo, job_id)
+    job = jobs.resumable_job(out)
+    launch = jobs.recorded_launch(job)
+    if job.get("kind") == jobs.SWEEP:
+        left = max(1, job["trials"] - jobs.run_status(out)["trials_ended"])
+        cost = sweep_cost(launch["experiment"], left)
+        return f"resume the preempted sweep {job_id} of {launch['experiment'].name} ({left} trials to go)", cost
+    checkpoint = jobs.resume_checkpoint(out)
+    done = int(checkpoint.name.removeprefix("step_"))
+    left = max(1, job["steps"] - done)
+    cost = launch_cost(
+        launch["experiment"], nproc=launch["nproc"], layout=launch["layout"], overrides=launch["overrides"], steps=left
+    )
+    what = (
+        f"resume the preempted run {job_id} from its checkpoint {checkpoint.name} ({left} of {job['steps']} steps left)"
+    )
+    return what, cost
 
 
 def call_cost(name: str, args: dict[str, Any], repo: Path) -> Cost:
@@ -178,6 +204,7 @@ def launch_cost(
     overrides: tuple[str, ...] | list[str] = (),
 ) -> Cost:
     """Device-hours of one run; checks the request as the launcher would (ConfigError) without starting anything."""
+    # torch (seconds to import) only to price a run
     import torch
 
     # imported here, as torch is: they load transformers (seconds), which the TUI and `meshpilot ask`, importing this

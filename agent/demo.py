@@ -75,6 +75,7 @@ def run_demo(
     progress: ProgressCallback | None = None,
 ) -> dict:
     """The demo in `directory` (new or empty); `say` gets a line as each phase starts, `progress` the sweep's."""
+    # torch (seconds to import) only when the demo runs
     import torch
 
     from evalsuite.api import run_bench  # imported here, as torch is: it loads transformers
@@ -123,6 +124,7 @@ def run_demo(
 
 def _make_repository(directory: Path, trial_steps: int, devices: int) -> Path:
     """An experiment repository on branch main with one commit, pushed to a bare `origin` beside it."""
+    # GitPython (a slow import) only when the demo makes its repository
     import git
 
     git.Repo.init(directory / "remote.git", bare=True, initial_branch="main")

@@ -63,6 +63,7 @@ def make_llm(settings: LLMSettings, env: Mapping[str, str] | None = None) -> Bas
     """The chat model these settings name."""
     if settings.offline:
         return OfflinePlanner()
+    # the OpenAI client only for an online model
     from langchain_openai import ChatOpenAI
 
     env = os.environ if env is None else env
@@ -93,6 +94,7 @@ def llm_failure(error: Exception) -> LLMError | None:
     Raised in place of the client's own exception inside the graph: LangGraph saves a failed node's exception
     in the checkpointer, and a server's error message may quote the key.
     """
+    # the OpenAI client only for an online model
     import openai
 
     if not isinstance(error, openai.OpenAIError):

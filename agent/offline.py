@@ -10,7 +10,7 @@ clarifying question.
     /plan [devices=N] [nodes=M] [device_mem=80GiB] [device_type=cuda|cpu] [model=PRESET] [gpu=h100] [seq_len=N]
     /run [nproc=N] [layout=dp_shard=2] [steps=N] [set=train.lr=1e-3]... [experiment=FILE] [wait=no]
     /status [RUN]   /results [RUN]   /cancel [RUN]   /compare RUN RUN   /runs   /hardware   /read PATH
-    /trials [sweep=DIR]   /where   /docs
+    /trials [sweep=DIR]   /where   /docs   /resume [RUN|sweep=DIR] [wait=no]
     /sweep [trials=N] [experiment=FILE] [wait=no]   /bench model=DIR [suite=NAME]   /report [sweep=DIR]
     /pr [sweep=DIR]   /help
     "would FSDP be faster than DDP for a 7B llama on 8 H100s?", "how much memory did the optimizer state take in
@@ -45,6 +45,7 @@ from agent.replies import (
     describe_job,
     describe_plan,
     describe_report,
+    describe_resumed,
     describe_run,
     describe_runs,
     describe_where,
@@ -62,6 +63,7 @@ HELP = """I am meshpilot's offline planner: no network, no model weights. I unde
 - `/status [RUN]`, `/results [RUN]`, `/cancel [RUN]`, `/compare RUN RUN`: runs (default: the latest)
 - `/trials [sweep=DIR]`, `/where`: the latest sweep's trials; where the reports and pull requests are
 - `/sweep [trials=N]`, `/bench model=DIR [suite=NAME]`, `/report [sweep=DIR]`, `/pr [sweep=DIR]`, `/docs`
+- `/resume [RUN|sweep=DIR] [wait=no]`: continue a preempted run or sweep (default: the newest preempted one)
 - `/runs`, `/hardware`, `/read PATH`, `/help`
 
 Plain requests work too, e.g. `would FSDP be faster than DDP for a 7B llama on 8 H100s?`,
@@ -220,6 +222,32 @@ def _sweep(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMe
             return AIMessage(f"Started sweep {started['sweep']} (job id {started['job_id']}); ask whether it is done.")
         return _call("wait_for_job", job_id=last.result["job_id"])
     return AIMessage(describe_job(last.result))
+
+
+def _resume(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMessage:
+    """Continue a preempted run or sweep (resume_job): the one named, else the repository's newest preempted one;
+    then wait for it unless told not to, and describe how it ended."""
+    if turn and turn[-1].name == "resume_job":
+        last = turn[-1]
+        if last.error or last.rejected or intent.args.get("wait", "yes") == "no":
+            return _finish(last, describe_resumed)
+        return _call("wait_for_job", job_id=last.result["job_id"])
+    if turn and turn[-1].name == "wait_for_job":
+        return _finish(turn[-1], describe_job)
+    named = intent.args.get("run") or intent.args.get("sweep") or (intent.words[0] if intent.words else None)
+    if named:
+        return _call("resume_job", job_id=named)
+    kind = "sweeps" if intent.args.get("kind") == "sweep" else "runs"
+    return _from_listing(turn, lambda listing: _newest_preempted(listing, kind))
+
+
+def _newest_preempted(listing: dict, kind: str) -> AIMessage:
+    """resume_job of the newest preempted run (or sweep) that list_results found; a reply when there is none."""
+    key, state = ("sweep", "state") if kind == "sweeps" else ("run", "status")
+    preempted = [entry[key] for entry in listing[kind] if entry.get(state) == "preempted"]
+    if not preempted:
+        return AIMessage(f"There is no preempted {key} to resume here (only a preempted {key} can be resumed).")
+    return _call("resume_job", job_id=preempted[0])
 
 
 def _status(intent: Intent, turn: list[Step], earlier: list[BaseMessage]) -> AIMessage:
@@ -459,6 +487,7 @@ HANDLERS: dict[str, Callable[[Intent, list[Step], list[BaseMessage]], AIMessage]
     "status": _status,
     "results": _run_tool("read_results", lambda intent, result: answer_results(result, intent.topics)),
     "cancel": _run_tool("cancel_run", lambda intent, result: describe_fields(result)),
+    "resume": _resume,
     "compare": _compare,
     "trials": _trials,
     "where": _where,

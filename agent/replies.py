@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainer.layout import ONE_PROCESS, layout_family, layout_name
+from trainer.results.schemas import PREEMPTED
 
 RUNNERS_UP = 3  # other families an explanation compares the winner with
 # What each parallel dimension costs in trainer.costs.throughput's model, said once per family part (no digits: the
@@ -135,7 +136,7 @@ def describe_run(result: dict) -> str:
     if state != "ok":
         cause = result.get("cause") or metrics.get("error") or "no cause recorded"
         step = f" at step {result['step']} of {result['steps']}" if result.get("step") is not None else ""
-        return f"Run {result['run']} is {state}{step}: {cause} {where}"
+        return f"Run {result['run']} is {state}{step}: {cause}{resumable(state, result['run'])} {where}"
     parts = [f"Run {result['run']} finished ok"]
     if metrics.get("final_loss") is not None:
         parts.append(f"final loss {metrics['final_loss']:.4f}")
@@ -157,7 +158,20 @@ def describe_job(result: dict) -> str:
     where = f"(source: {result['source']})"
     if result["state"] in ("queued", "running"):
         return f"Sweep {result['sweep']} is {result['state']}: {result['trials_ended']} trial(s) ended so far. {where}"
-    return f"Sweep {result['sweep']} is {result['state']}: {result['cause'] or 'no cause recorded'} {where}"
+    cause = result["cause"] or "no cause recorded"
+    return f"Sweep {result['sweep']} is {result['state']}: {cause}{resumable(result['state'], result['sweep'])} {where}"
+
+
+def resumable(state: str | None, job: str) -> str:
+    """What a preempted job's reply adds: it is not lost, it can be continued (the resume_job tool)."""
+    return f'. It is resumable: say "resume {job}" to continue it from its checkpoint.' if state == PREEMPTED else ""
+
+
+def describe_resumed(result: dict) -> str:
+    """What resume_job started."""
+    kind = "sweep" if "sweep" in result else "run"
+    started = f"Resumed the preempted {kind} {result['job_id']} in its own directory"
+    return f"{started}; ask whether it is done. (source: {result['source']})"
 
 
 def describe_results(result: dict) -> str:
@@ -301,7 +315,11 @@ def describe_fields(result: dict) -> str:
 def describe_runs(result: dict) -> str:
     if not result["runs"]:
         return "No runs yet under runs/."
-    return "\n".join(f"{r['run']}: {r['status'] or 'no results yet'}" for r in result["runs"])
+    return "\n".join(f"{r['run']}: {_listed_status(r['status'])}" for r in result["runs"])
+
+
+def _listed_status(status: str | None) -> str:
+    return "no results yet" if status is None else f"{status} (resumable)" if status == PREEMPTED else status
 
 
 def _closest_family(asked: str, families: dict[str, dict]) -> str:

@@ -53,6 +53,7 @@ def inspect_hardware(repo: Repo) -> str:
 
     Call this before planning when the user does not say which hardware to plan for.
     """
+    # torch (seconds to import) only when this tool is called
     import torch
 
     from trainer.host.environment import device_name  # imported here, as torch is: it loads torch
@@ -183,8 +184,26 @@ def launch_run(
 
 
 @tool(parse_docstring=True)
+def resume_job(repo: Repo, job_id: str) -> str:
+    """Continue a preempted run or sweep in its own directory, in the background; returns at once. A run continues
+    from its newest checkpoint with its own experiment and options (`meshpilot train --resume`), a sweep with its
+    trials (`meshpilot sweep --resume`). Only a preempted job resumes: one still running, ended ok or failed, or
+    a run preempted before its first checkpoint, is refused. Waits for the user's approval as a launch does.
+    Follow with wait_for_job.
+
+    Args:
+        job_id: the run or sweep directory, relative to the repository (as launch_run or run_sweep returned it)
+    """
+    out = _run_dir(repo, job_id, "job")
+    _provided("agent.jobs", "resume_job")(out)
+    kind = _provided("agent.jobs", "read_job")(out).get("kind", "run")
+    return _result(repo, out / "job.json", {"job_id": job_id, kind: job_id, "resumed": True})
+
+
+@tool(parse_docstring=True)
 def run_status(repo: Repo, run: str) -> str:
-    """The state of a run (queued, running, ok, failed, oom, timeout, nan, cancelled), its step and metrics.
+    """The state of a run (queued, running, ok, failed, oom, timeout, nan, cancelled, or preempted: stopped by a
+    scheduler's SIGTERM after saving a checkpoint, which resume_job continues), its step and metrics.
 
     Args:
         run: the run directory, relative to the repository (as launch_run returned it)
@@ -255,15 +274,20 @@ def list_runs(repo: Repo) -> str:
 
 @tool
 def list_results(repo: Repo) -> str:
-    """What the repository holds, newest first: runs (with status), sweeps (with winner), and the reports and pull
-    requests meshpilot wrote (report files on meshpilot/* branches). Use it to find "the last run" or "the winner"."""
+    """What the repository holds, newest first: runs (with status), sweeps (with winner and job state; a preempted
+    run or sweep is resumable with resume_job), and the reports and pull requests meshpilot wrote (report files on
+    meshpilot/* branches). Use it to find "the last run" or "the winner"."""
     root = Path(repo)
     runs = [{"run": _relative(repo, d), "status": _status_of(d)} for d in _newest(root / "runs")]
     sweeps = []
     for directory in _newest(root / "sweeps"):
         summary = SUMMARY.read(directory / SUMMARY_FILE)
         winner = summary["winner"] if summary is not None else None
-        sweeps.append({"sweep": _relative(repo, directory), "winner": winner, "finished": summary is not None})
+        job = _provided("agent.jobs", "read_job")(directory) or {}  # its state: "preempted" is resumable
+        finished = summary is not None
+        sweeps.append(
+            {"sweep": _relative(repo, directory), "winner": winner, "finished": finished, "state": job.get("state")}
+        )
     found = {"runs": runs, "sweeps": sweeps, **_reports(root)}
     return _result(repo, root, found)
 
@@ -425,6 +449,7 @@ TOOLS = [
     list_results,
     read_sweep,
     run_sweep,
+    resume_job,
     wait_for_job,
     run_benchmark,
     write_report,
@@ -459,6 +484,7 @@ def _status_of(run: Path) -> str | None:
 
 def _reports(root: Path) -> dict[str, list[dict]]:
     """The report files on meshpilot's branches, and the pull requests the local provider recorded."""
+    # GitPython (a slow import) only when this tool is called
     import git
 
     try:

@@ -33,6 +33,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ NOTES = """# notes
 
 def build_fixture(root: Path) -> Path:
     """The repository of the sets' catalogue, as a real git repository under `root`."""
+    # PyYAML only when the fixture is built
     import yaml
 
     root.mkdir(parents=True, exist_ok=True)
@@ -151,9 +153,7 @@ class Conversation:
 
     def turn(self, text: str, judged: bool) -> dict[str, Any]:
         """Send `text`; return {"call": the first call that stops it} or {"reply": text}."""
-        from dataclasses import asdict
-
-        from langchain_core.messages import HumanMessage
+        from langchain_core.messages import HumanMessage  # LangChain only for a set that runs the agent
 
         from agent.approvals import Policy  # imported here: a bad set is a one-line error before the agent loads
 
@@ -177,6 +177,7 @@ class Conversation:
 
     def _stub(self, calls: list[dict]) -> None:
         """Answer calls that would launch, cancel, wait or write without running them (history turns only)."""
+        # LangChain only for a set that runs the agent
         from langchain_core.messages import ToolMessage
 
         answers = [ToolMessage(json.dumps(_stub_result(c)), tool_call_id=c["id"], name=c["name"]) for c in calls]
@@ -275,6 +276,7 @@ def _override(text: str) -> str:
 
 
 def run_set(items: list[dict], llm: Any) -> list[dict]:
+    # LangGraph only for a set that runs the agent
     from langgraph.checkpoint.memory import InMemorySaver
 
     from agent.graph import build_graph  # imported here: a bad set is a one-line error before the agent loads

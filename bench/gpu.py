@@ -214,6 +214,7 @@ def environment(bench: Bench) -> dict:
 
 
 def environment_worker(out: Path) -> None:
+    # torch only in the worker process, which this benchmark starts
     import torch
 
     free, total = torch.cuda.mem_get_info()
@@ -313,6 +314,7 @@ def hf_experiment(seq_len: int, micro_batch: int, rows_per_step: int, steps: int
 
 
 def hf_trainer_worker(experiment: Path, out: Path) -> None:
+    # torch only in the worker process, which this benchmark starts
     import torch
 
     from bench import trainer_vs_hf as hf  # imported here: it loads datasets and pandas, which only this task needs

@@ -44,6 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def measure(seq_len: int) -> dict:
     """In this process: one forward and backward of one packed row, with the code on sys.path."""
+    # torch and transformers only in the measuring process
     import torch
     from transformers import AutoConfig
 

@@ -50,6 +50,7 @@ WAYS = {"before": (False, False), "after": (True, True), "after_one_thread": (Tr
 
 
 def _config(quick: bool):
+    # transformers only when a config is made
     from transformers import AutoConfig
 
     values = dict(QUICK if quick else model_preset(MODEL))

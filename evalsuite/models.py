@@ -25,7 +25,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTra
 
 from evalsuite.errors import BenchError
 from trainer.config import ConfigError
-from trainer.export.device_map import load_device_mapped
+from trainer.export.device_map import load_device_mapped, offloaded_weight
 from trainer.export.hf import (
     RunCheckpoint,
     find_checkpoint,
@@ -183,7 +183,7 @@ def weights_hash(model: torch.nn.Module, directory: Path | None = None) -> str:
     digest = hashlib.sha256()
     stored = _safetensors_index(directory) if directory is not None else {}
     for name, parameter in sorted(model.named_parameters()):
-        tensor = parameter if parameter.device.type != "meta" else _read_tensor(stored, name)
+        tensor = parameter if parameter.device.type != "meta" else _read_tensor(model, stored, name)
         tensor = tensor.detach().to("cpu").contiguous()
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}:".encode())
         digest.update(np.ascontiguousarray(tensor.view(torch.uint8).numpy()).data)
@@ -198,8 +198,13 @@ def _safetensors_index(directory: Path) -> dict[str, Path]:
     return index
 
 
-def _read_tensor(stored: dict[str, Path], name: str) -> torch.Tensor:
+def _read_tensor(model: torch.nn.Module, stored: dict[str, Path], name: str) -> torch.Tensor:
     if name not in stored:
-        raise BenchError(f"cannot hash {name}: it is offloaded and not in the model's safetensors files")
+        # A tensor transformers builds while loading (an MoE's experts fused from per-expert ones) is in no file
+        # under its name; the device map's offloaded copy is what the model computes with.
+        offloaded = offloaded_weight(model, name)
+        if offloaded is None:
+            raise BenchError(f"cannot hash {name}: it is offloaded and not in the model's safetensors files")
+        return offloaded
     with safe_open(str(stored[name]), "pt") as f:
         return f.get_tensor(name)

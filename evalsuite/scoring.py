@@ -94,6 +94,7 @@ def generate_static(
 @torch.no_grad()
 def generate_continuous(model: torch.nn.Module, prompts: list[list[int]], config: GenerationConfig) -> list[list[int]]:
     """Greedy continuations with transformers' continuous batching; raises if any request failed."""
+    # continuous batching's config only for a batched evaluation
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
     # Sized for these requests: the default sizes the KV cache from free device memory, which on CPU takes seconds.

@@ -35,6 +35,18 @@ TINY_EXPERIMENT = {
     "hardware": {"device_type": "cpu"},
 }
 
+# Llama 3.1 8B's shape, for the memory model and the planner (no weights are read; no preset ships with meshpilot).
+LLAMA_8B = {
+    "model_type": "llama",
+    "vocab_size": 128256,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 131072,
+}
+
 
 def write_experiment(directory: Path, changes: dict | None = None, name: str = "meshpilot.yaml") -> Path:
     """Write the tiny experiment with `changes` merged in (nested dicts merge, other values replace)."""
@@ -81,3 +93,15 @@ def meshpilot(*args: str, env: dict | None = None, timeout: float = 300) -> subp
             process.kill()
             raise hung.Hung(command, timeout, *process.communicate(), where) from None
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def expert_groups(ep: int) -> tuple:
+    """(the ep group, the group of ranks holding the same experts) of this process group's ranks, from the trainer's
+    own expert mesh (trainer.layout.expert_mesh) with data parallelism over every rank: ep innermost."""
+    import torch.distributed as dist  # most tests that import support never start torch
+
+    from trainer.layout import Layout, expert_mesh
+
+    world = dist.get_world_size()
+    mesh = expert_mesh(Layout.parse(f"dp_shard={world},ep={ep}").resolve(world), "cpu")
+    return mesh.get_group("ep"), mesh.get_group("dp_shard_mod_ep")

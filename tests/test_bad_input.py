@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from support import TINY_MODEL
+from support import LLAMA_8B, TINY_MODEL
 
 import trainer.data.prepare as prepare_module
 import trainer.launch.launcher as launch_module
@@ -627,18 +627,6 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path):
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=REPO, capture_output=True, text=True)
     assert done.stdout.strip() == str(errno.EFBIG), done.stderr
     assert list(tmp_path.iterdir()) == []
-
-
-LLAMA_8B = {  # Llama 3.1 8B's shape (no weights are read: the memory model prices the configuration)
-    "model_type": "llama",
-    "vocab_size": 128256,
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "max_position_embeddings": 8192,
-}
 
 
 def priced_on_h100s(tmp_path: Path, layout: str, nproc: int) -> tuple[int, str | None]:

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import torch
-from support import REPO, TINY_MODEL, train, write_experiment
+from support import LLAMA_8B, REPO, TINY_MODEL, train, write_experiment
 from test_layouts import assert_memory_model_matches
 from transformers import AutoConfig
 
@@ -250,18 +250,6 @@ def test_attention_function_equals_sdpa_with_a_group_of_one(device):
         dist.destroy_process_group()
 
 
-LLAMA3_8B = {  # Llama 3 8B's shape (no preset ships with meshpilot)
-    "model_type": "llama",
-    "vocab_size": 128256,
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "max_position_embeddings": 131072,
-}
-
-
 def test_planner_shows_which_layouts_fit_only_because_of_cp(tmp_path):
     """One 128k-token row of an 8B model on 8 GPUs of 80 GB: without cp only tp=8 fits (its sequence parallelism
     splits the saved activations by 8 too); the layouts with less tp fit only because of cp."""
@@ -271,7 +259,7 @@ def test_planner_shows_which_layouts_fit_only_because_of_cp(tmp_path):
     from trainer.model.build import model_config
 
     seq_len = 131072
-    changes = {"model": {"config": LLAMA3_8B}, "data": {"seq_len": seq_len}}
+    changes = {"model": {"config": LLAMA_8B}, "data": {"seq_len": seq_len}}
     changes["train"] = {"global_batch_tokens": seq_len, "micro_batch": 1, "precision": "bf16"}
     experiment = load_experiment(write_experiment(tmp_path, changes))
     config = model_config(experiment.model, tmp_path)

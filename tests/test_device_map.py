@@ -302,3 +302,7 @@ def test_an_expert_parallel_runs_export_device_maps_with_its_logits(tmp_path):
     mapped = load_device_mapped(exported, {"cpu": _total_bytes(whole) // 2}, offload_dir=tmp_path / "offload")
     assert "disk" in mapped.hf_device_map.values()
     assert torch.equal(_logits(mapped), _logits(whole))
+    # The benchmark names a device-mapped model by the hash of its weights, offloaded fused experts included.
+    from evalsuite.models import weights_hash
+
+    assert weights_hash(mapped, exported) == weights_hash(whole)

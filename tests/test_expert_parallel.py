@@ -21,17 +21,18 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from support import expert_groups
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from trainer.model.moe import RouterLogits
 from trainer.parallel.expert_parallel import (
     ExpertParallelError,
     apply_expert_parallel,
-    average_gradients,
     choose_expert_kernel,
     expert_load,
-    expert_parallel_groups,
     router_losses,
 )
+from trainer.rank.step import _router_loss
 
 COMMON = {
     "vocab_size": 128,
@@ -111,17 +112,37 @@ def bias_router(model: torch.nn.Module, bias: dict[str, float]) -> None:
             module.register_forward_hook(biased)
 
 
-def misroute_one_token(send: torch.Tensor) -> torch.Tensor:
-    """Negative control: the last row bound for ep rank 0 goes to rank 1's first expert instead."""
-    send = send.clone()
-    nonzero = send[0].nonzero()
-    if len(nonzero):
-        send[0, nonzero[-1, 0]] -= 1
-        send[1, 0] += 1
-    return send
+def misroute_one_token(experts: torch.nn.Module, local_experts: int) -> None:
+    """Negative control: the first (token, expert) pair bound for an expert of ep rank 0 goes to rank 1's first
+    expert instead (its routing weight kept), on every forward."""
+
+    def misrouted(module, args):
+        hidden_states, top_k_index, top_k_weights = args
+        top_k_index = top_k_index.clone()
+        flat = top_k_index.view(-1)
+        to_rank_0 = (flat < local_experts).nonzero()
+        if len(to_rank_0):
+            flat[to_rank_0[0, 0]] = local_experts
+        return hidden_states, top_k_index, top_k_weights
+
+    experts.register_forward_pre_hook(misrouted)
 
 
-def train(model, tokens: torch.Tensor, plan=None, groups=None, data_group=None) -> dict:
+def average_gradients(model: torch.nn.Module, plan, replicate: dist.ProcessGroup) -> None:
+    """Average the gradients over the data-parallel ranks, as DDP/FSDP do for a loss scaled by the data-parallel
+    degree: dense parameters are summed over every rank, expert parameters over the ranks holding the same
+    experts (their tokens' gradients already arrived through the all-to-all), both divided by the world size.
+    The plain-data-parallel form of what the trainer does with FSDP2 (trainer.parallel.data_parallel.apply_fsdp)."""
+    world = dist.get_world_size()
+    expert_ids = {id(p) for name in plan.shards for p in model.get_submodule(name).parameters()}
+    for parameter in model.parameters():
+        if parameter.grad is None:
+            continue
+        dist.all_reduce(parameter.grad, group=replicate if id(parameter) in expert_ids else None)
+        parameter.grad /= world
+
+
+def train(model, tokens: torch.Tensor, plan=None, replicate=None, data_group=None) -> dict:
     """STEPS AdamW steps on `tokens` (this rank's rows): the language-model loss summed over tokens and scaled
     by world / all tokens as the trainer scales it, plus the router losses; per-step whole-batch losses and the
     first forward's logits."""
@@ -136,7 +157,7 @@ def train(model, tokens: torch.Tensor, plan=None, groups=None, data_group=None) 
         router = router_losses(model.config, out.router_logits, group=data_group)
         (token_loss * world / all_tokens + router.total).backward()
         if plan is not None:
-            average_gradients(model, plan, groups)
+            average_gradients(model, plan, replicate)
         optimizer.step()
         optimizer.zero_grad()
         summed = token_loss.detach().clone()
@@ -157,13 +178,14 @@ def run_case(case: dict) -> dict:
         bias_router(reference_model, case["bias"])
         bias_router(model, case["bias"])
     reference = train(reference_model, tokens)
-    groups = expert_parallel_groups(case["ep"])
-    plan = apply_expert_parallel(model, groups.ep)
+    ep_group, replicate = expert_groups(case["ep"])
+    plan = apply_expert_parallel(model, ep_group)
     if case.get("misroute") and rank == 0:
-        next(iter(plan.shards.values())).counts_hook = misroute_one_token
+        name, shard = next(iter(plan.shards.items()))
+        misroute_one_token(model.get_submodule(name), shard.local_experts)
     rows = ROWS // world
     mine = slice(rank * rows, (rank + 1) * rows)
-    got = train(model, tokens[mine], plan, groups, dist.group.WORLD)
+    got = train(model, tokens[mine], plan, replicate, dist.group.WORLD)
     logits_diff = ((got["logits"] - reference["logits"][mine]).abs().max() / reference["logits"].abs().max()).view(1)
     dist.all_reduce(logits_diff, op=dist.ReduceOp.MAX)
     load = expert_load(plan, dist.group.WORLD)
@@ -184,7 +206,7 @@ def refused_ep() -> str:
     """ep=2 on a model of 3 experts: the one-line refusal."""
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**{**MODELS["qwen3_moe"], "num_experts": 3}))
     try:
-        apply_expert_parallel(model, expert_parallel_groups(2).ep)
+        apply_expert_parallel(model, expert_groups(2)[0])
     except ExpertParallelError as error:
         return str(error)
     return "not refused"
@@ -304,8 +326,6 @@ def test_load_counts_each_forward_once_under_activation_checkpointing():
 
 
 def test_bad_settings_are_refused_in_one_line():
-    with pytest.raises(ExpertParallelError, match=r"^ep=3 does not divide the 1 ranks$"):
-        expert_parallel_groups(3)
     with pytest.raises(ExpertParallelError, match="no mixture-of-experts layers"):
         apply_expert_parallel(torch.nn.Linear(2, 2), None)
     with pytest.raises(ExpertParallelError, match=r"train\.experts grouped_mm cannot run here: it needs CUDA"):
@@ -349,3 +369,33 @@ def test_grouped_gemm_experts_equal_the_loop_on_cuda():
 
 if __name__ == "__main__":
     main(*sys.argv[1:])
+
+
+def test_router_logits_refuse_a_forward_outside_the_step():
+    """One forward between two takes gives one tensor per router; a second (an evaluation between steps) is
+    refused rather than folded into the next step's auxiliary loss."""
+    model = build("qwen3_moe")
+    router = RouterLogits(model)
+    ids = token_batch()[:, :-1]
+    model(input_ids=ids)
+    assert len(router.take()) == COMMON["num_hidden_layers"]
+    model(input_ids=ids)
+    model(input_ids=ids)
+    with pytest.raises(RuntimeError, match=r"^4 router logits recorded since the last step's take, not one per router"):
+        router.take()
+
+
+def test_router_loss_refuses_a_padding_mask_of_other_tokens():
+    """The auxiliary loss leaves padding out by the micro-batch's segment ids: routers that saw other tokens are
+    refused, not silently given no mask."""
+    model = build("qwen3_moe")
+    router = RouterLogits(model)
+    ids = token_batch()[:, :-1]
+    model(input_ids=ids)
+    batch = {"segment_ids": torch.zeros(ROWS, SEQ // 2, dtype=torch.long)}  # half of each row
+    with pytest.raises(RuntimeError, match=r"^the routers saw 64 tokens but the micro-batch holds 32"):
+        _router_loss(router, model, batch, None, {})
+    model(input_ids=ids)
+    sums = {}
+    _router_loss(router, model, {"segment_ids": torch.zeros(ROWS, SEQ, dtype=torch.long)}, None, sums)
+    assert sums["aux_loss"] > 0

@@ -332,6 +332,7 @@ def test_export_refuses_a_forged_checkpoint_in_one_line(killed, tmp_path):
     assert not marker.exists() and not (tmp_path / "hf4").exists()
 
 
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # DCP, loading in one process on purpose
 def test_every_load_reads_shard_entries_as_data_only(killed, tmp_path):
     """Past `verify` too (a checkpoint changed after it was checked): the ranks' load refuses the crafted entry
     unread; as DCP reads it (`trust`, what `export --trust` asks for) it would run."""

@@ -15,6 +15,8 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("trainer", "evalsuite", "agent", "tui", "bench")
 # Where an import inside a function must say why it waits: everywhere.
 REASONED = PACKAGES
+# Where an import of another library (torch, transformers, the standard library) inside a function must say so too.
+REASONED_LIBRARIES = PACKAGES
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,26 @@ def read_imports(name: str, path: Path, known: dict[str, Path], missing: list[Mi
                 inside = id(node) in in_function
                 found.append(Import(name, target, node.lineno, inside, inside and _has_reason(lines, node)))
     return found
+
+
+def library_imports_in_functions(path: Path, known: dict[str, Path]) -> list[tuple[int, str, bool]]:
+    """(line, module, whether a comment says why) of each import inside a function of a module outside the
+    project (absolute: a relative import is the project's)."""
+    text = path.read_text()
+    lines = text.splitlines()
+    tree = ast.parse(text)
+    top = {module.split(".")[0] for module in known}
+    found = []
+    for function in [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)]:
+        for node in ast.walk(function):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                modules = [node.module or ""]
+            else:
+                continue
+            found += [(node.lineno, m, _has_reason(lines, node)) for m in modules if m.split(".")[0] not in top]
+    return sorted(set(found))
 
 
 def _is_package(path: Path | None) -> bool:
@@ -179,9 +201,15 @@ def against_order(imports: list[Import], layers: list[list[str]]) -> list[str]:
     return wrong
 
 
-def check(root: Path, packages: tuple[str, ...], layers: list[list[str]], reasoned: tuple[str, ...] = ()) -> list[str]:
+def check(
+    root: Path,
+    packages: tuple[str, ...],
+    layers: list[list[str]],
+    reasoned: tuple[str, ...] = (),
+    libraries: tuple[str, ...] = (),
+) -> list[str]:
     """Every problem of the tree under `root`: circles, imports against the layers, in-function imports without a
-    reason."""
+    reason (of the project's modules in the `reasoned` packages, of other libraries in the `libraries` ones)."""
     known = find_modules(root, packages)
     missing: list[Missing] = []
     imports = [found for name, path in known.items() for found in read_imports(name, path, known, missing)]
@@ -193,12 +221,19 @@ def check(root: Path, packages: tuple[str, ...], layers: list[list[str]], reason
         for i in imports
         if i.in_function and not i.reason and i.source.split(".")[0] in reasoned
     ]
+    problems += [
+        f"{name}:{line} imports {module} inside a function without a comment saying why"
+        for name, path in known.items()
+        if name.split(".")[0] in libraries
+        for line, module, reason in library_imports_in_functions(path, known)
+        if not reason
+    ]
     return problems
 
 
 def test_meshpilot_imports_point_one_way():
     layers = read_layers((REPO / "docs" / "ARCHITECTURE.md").read_text())
-    assert check(REPO, PACKAGES, layers, REASONED) == []
+    assert check(REPO, PACKAGES, layers, REASONED, REASONED_LIBRARIES) == []
 
 
 def test_every_trainer_module_has_a_room():
@@ -264,4 +299,15 @@ def test_an_import_inside_a_function_needs_its_reason(tmp_path):
     })  # fmt: skip
     assert check(tmp_path, ("planted",), PLANTED_LAYERS, ("planted",)) == [
         "planted.top:2 imports planted.low inside a function without a comment saying why"
+    ]
+
+
+def test_an_import_of_another_library_inside_a_function_needs_its_reason(tmp_path):
+    _plant(tmp_path, {
+        "__init__.py": "",
+        "low.py": "import json\n\n\ndef f():\n    import torch.nn\n\n\ndef g():\n    # why\n    from os import path\n",
+        "top.py": "def f():\n    from . import low\n",  # the project's own, relative: the other check's
+    })  # fmt: skip
+    assert check(tmp_path, ("planted",), PLANTED_LAYERS, (), ("planted",)) == [
+        "planted.low:5 imports torch.nn inside a function without a comment saying why"
     ]

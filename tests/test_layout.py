@@ -196,3 +196,17 @@ def test_ep_against_the_model():
         check_layout_for_model(Layout.parse("dp_shard=4,ep=4").resolve(4), moe)
     with pytest.raises(LayoutError, match=r"^layout ep=2: llama has no experts to shard \(a dense model\)$"):
         check_layout_for_model(Layout.parse("dp_shard=2,ep=2").resolve(2), LlamaConfig())
+
+
+def test_tp_checks_only_the_sizes_it_splits():
+    """tp splits the attention heads and dense MLPs: an MoE layer's experts and shared expert stay whole, so their
+    sizes need not divide; an MoE model's dense layers (mlp_only_layers) are split by intermediate_size."""
+    from transformers import MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig
+
+    tp2 = Layout.parse("tp=2").resolve(2)
+    heads = {"num_attention_heads": 4, "num_key_value_heads": 2}
+    check_layout_for_model(tp2, Qwen3MoeConfig(**heads, intermediate_size=15, moe_intermediate_size=15))
+    check_layout_for_model(tp2, MixtralConfig(**heads, intermediate_size=15))
+    check_layout_for_model(tp2, Qwen2MoeConfig(**heads, intermediate_size=15, shared_expert_intermediate_size=15))
+    with pytest.raises(LayoutError, match=r"^layout tp=2 must divide the model's intermediate_size \(15\)$"):
+        check_layout_for_model(tp2, Qwen3MoeConfig(**heads, intermediate_size=15, mlp_only_layers=[0]))

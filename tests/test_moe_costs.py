@@ -5,6 +5,7 @@ shards are compared exactly too), and the step time's MoE terms (FLOPs from acti
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -13,20 +14,30 @@ from pathlib import Path
 
 import pytest
 import torch
-from support import TINY_MODEL
+from support import TINY_MODEL, expert_groups
 from transformers import AutoConfig
 
 from trainer.config import TrainSpec
 from trainer.costs.flops import mfu
 from trainer.costs.memory_model import MemoryPlan, activation_bytes, local_shapes, parameter_shapes
 from trainer.costs.probe import STATED
-from trainer.costs.throughput import Figures, StepShape, dimension_links, estimate_step, parameter_figures
+from trainer.costs.throughput import (
+    Figures,
+    StepShape,
+    communication_bytes,
+    dimension_links,
+    estimate_step,
+    expert_flops,
+    memory_traffic,
+    noise_scale_bytes,
+    parameter_figures,
+)
 from trainer.hardware import Hardware, interconnect_within, peak_bf16_flops
 from trainer.layout import Layout
 from trainer.model.build import build_model
 from trainer.model.parameters import count_parameters, moe_dims
 from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
-from trainer.parallel.expert_parallel import apply_expert_parallel, expert_parallel_groups
+from trainer.parallel.expert_parallel import apply_expert_parallel
 from trainer.rank.memory import saved_for_backward
 from trainer.rank.step import token_loss_sum
 
@@ -149,15 +160,15 @@ def _rank_main(out: str) -> None:
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
-    groups = expert_parallel_groups(2)
+    ep_group, _ = expert_groups(2)
     rank = dist.get_rank()
     results = []
     for name, mode in CASES:
         config = moe_config(name)
-        saved = measured_saved(config, 2, 64, mode, True, groups.ep, data_seed=1 + rank)  # each rank its own tokens
+        saved = measured_saved(config, 2, 64, mode, True, ep_group, data_seed=1 + rank)  # each rank its own tokens
         torch.manual_seed(0)
         model = build_model(config, None, seed=0)
-        apply_expert_parallel(model, groups.ep)
+        apply_expert_parallel(model, ep_group)
         experts = {n: list(p.shape) for n, p in model.named_parameters() if ".mlp.experts." in n}
         gathered = [None, None]
         dist.all_gather_object(gathered, {"experts": experts, "activations": saved})
@@ -238,6 +249,74 @@ def test_ep_shards_the_experts_and_the_planner_ranks_it():
     assert dict(local_shapes(config, layout, 8))["model.layers.0.mlp.experts.gate_up_proj"] == (1, 14336, 4096)
 
 
+def test_experts_stay_whole_across_tp_ranks_in_the_step_model():
+    """The trainer keeps every expert whole on every tp rank, which all compute them on the whole sequence: at tp=2
+    the dense FLOPs, FSDP bytes and memory traffic halve, the experts' stay what they are at tp=1."""
+    config, counts = mixtral(), count_parameters(mixtral())
+    figures = parameter_figures(counts)
+    dense_bytes, expert_bytes = figures["parameter_bytes"] - figures["expert_bytes"], figures["expert_bytes"]
+    alone, split = Layout(dp_replicate=1, dp_shard=4), Layout(dp_replicate=1, dp_shard=4, tp=2)
+    one, two = estimate(config, alone), estimate(config, split)
+    rate = Figures(STATED, {}, {}).compute_flops(H100_NODE, "bf16")
+    experts_s = expert_flops(config, expert_bytes, 4 * 4096) * 4 / 3 / rate  # full checkpointing: 4 passes
+    assert two.matmul_s == pytest.approx((one.matmul_s - experts_s) / 2 + experts_s)
+    dense_sent = communication_bytes(config, alone, dense_bytes, 1, 4096, 4, "full", "bf16")["dp_shard"][0]
+    assert two.comm_bytes["dp_shard"] == pytest.approx(one.comm_bytes["dp_shard"] - dense_sent / 2)
+
+    def experts_traffic(layout: Layout) -> float:  # what the experts add to a rank's memory traffic
+        args = (config, layout, counts["matmul"])
+        with_experts = memory_traffic(*args, 10**9 + 10**8, 1, 4096, 4, "none", "fp32", False, expert_bytes=10**8)
+        return with_experts - memory_traffic(*args, 10**9, 1, 4096, 4, "none", "fp32", False)
+
+    assert experts_traffic(split) == pytest.approx(experts_traffic(alone))
+
+
+def test_experts_are_fsdp_sharded_over_the_ranks_ep_leaves():
+    """FSDP2 chunks the experts over dp_shard / ep ranks (Layout.expert_shard_degree): with dp_shard=8 and ep=8
+    each rank holds its expert whole, so FSDP sends only the dense parameters' bytes (in the step and in the
+    noise scale's extra reduction); with ep=4 the experts are chunked over 2 ranks."""
+    config, counts = mixtral(), count_parameters(mixtral())
+    figures = parameter_figures(counts)
+    dense_bytes, expert_bytes = figures["parameter_bytes"] - figures["expert_bytes"], figures["expert_bytes"]
+    layout = Layout(dp_replicate=1, dp_shard=8, ep=8)
+
+    def sent(layout: Layout, parameter_bytes: float, experts: float = 0) -> float:
+        args = (config, layout, parameter_bytes, 1, 4096, 4, "full", "bf16")
+        return communication_bytes(*args, expert_bytes=experts)["dp_shard"][0]
+
+    dense_sent = sent(layout, dense_bytes)
+    assert estimate(config, layout).comm_bytes["dp_shard"] == pytest.approx(dense_sent)
+    local = expert_bytes // 8
+    noise = noise_scale_bytes(config, layout, dense_bytes + local, 4, 1, local)["dp_shard"][0]
+    assert noise == pytest.approx(noise_scale_bytes(config, layout, dense_bytes, 4, 1)["dp_shard"][0])
+    halves = Layout(dp_replicate=1, dp_shard=8, ep=4)  # each rank's 2 experts chunked over 2 ranks
+    expected = dense_sent + sent(Layout(dp_replicate=1, dp_shard=2), expert_bytes // 4, expert_bytes // 4)
+    assert estimate(config, halves).comm_bytes["dp_shard"] == pytest.approx(expected)
+
+
+def test_gathered_moe_layer_keeps_experts_whole_and_chunks_them_over_what_ep_leaves():
+    """FSDP's two gathered layers (temporaries) of Mixtral-8x7B in bf16: tp splits the layer's dense part, not the
+    rank's experts; those are chunked over the ranks ep leaves, none at dp_shard=8, ep=8 (each holds its expert)."""
+    from trainer.costs.memory_model import ShapeSums, parameter_groups, temporary_bytes
+
+    config = mixtral()
+    groups = parameter_groups(parameter_shapes(config))
+    plan = MemoryPlan(1, 4096, "bf16", True, TrainSpec())
+    one_expert = 3 * 4096 * 14336  # gate, up and down of one expert
+
+    def gathered(layout: Layout) -> tuple[int, int]:  # (the gathered term, the layer's dense elements)
+        sums = ShapeSums.of_rank(config, layout, 0, groups, plan.train)
+        assert sums.layer_expert_elements == 8 // layout.ep * one_expert
+        without = dataclasses.replace(sums, layer_elements=0, layer_expert_elements=0)
+        dense = sums.layer_elements - sums.layer_expert_elements
+        return temporary_bytes(config, layout, plan, sums) - temporary_bytes(config, layout, plan, without), dense
+
+    found, dense = gathered(Layout(dp_replicate=1, dp_shard=8, ep=8))
+    assert found == 2 * 2 * dense * 7 // 8  # the dense part only
+    found, dense = gathered(Layout(dp_replicate=1, dp_shard=8, tp=2, ep=4))  # 2 experts over 2 ranks
+    assert found == 2 * 2 * (dense // 2) * 7 // 8 + 2 * 2 * (2 * one_expert) // 2
+
+
 def test_published_moe_rows_are_predicted_with_their_mismatches():
     """bench.published_moe: every H100 bf16 row with a batch and a layout gets meshpilot's prediction, each with the
     mismatches of configuration said; the rows meshpilot maps most closely (one node, FSDP with ep over the node,
@@ -257,6 +336,25 @@ def test_published_moe_rows_are_predicted_with_their_mismatches():
                 checkpointed.append((row.model, row.gpus, predicted["peak_gib"], predicted["fits"]))
     assert len(closest) == 2 and all(abs(error) < 0.25 for error in closest), closest
     assert len(checkpointed) == 3 and all(fits for *_, fits in checkpointed), checkpointed
+
+
+def test_gathered_expert_weights_are_not_counted_as_activations():
+    """FSDP2 runs each layer with gathered weights: leaf parameters the model does not list, told apart from
+    activations only by where a saved tensor comes from. One expert's weight selected from the fused tensor (and
+    scaled for its gradient under ep) is such a weight, saved by the matmul: a parameter, not an activation."""
+    from trainer.parallel.expert_parallel import _ScaleGradient
+
+    model = torch.nn.Linear(4, 4)  # the listed (sharded) parameters
+    gathered = torch.nn.Parameter(torch.randn(3, 8, 4))  # the fused experts as FSDP2 gathers them
+    x = torch.randn(5, 4, requires_grad=True)
+
+    def run() -> torch.Tensor:
+        weight = _ScaleGradient.apply(gathered, 0.5)[1]
+        return torch.nn.functional.linear(x, weight).sum()
+
+    loss, saved = saved_for_backward(model, run)
+    loss.backward()
+    assert saved["activations_saved"] == x.numel() * x.element_size(), saved  # x alone: the weight is left out
 
 
 # --- the trainer's own runs -----------------------------------------------------------------------------------------

@@ -228,7 +228,7 @@ def test_a_trial_preempted_under_slurm_is_continued_from_its_checkpoint(slurm, t
     assert steps == [(s["step"], s["loss"], s["grad_norm"]) for s in local]
     again = jobs.read_job(trial)
     assert again["executor"]["job_id"] != first["executor"]["job_id"]  # continued in a job of its own
-    assert _squeue(first["executor"]["job_id"], "%T") == "COMPLETED"  # the preempted job ended cleanly
+    _wait_completed(first["executor"]["job_id"])  # the preempted job ended cleanly
     _no_sacct(slurm)
 
 
@@ -279,7 +279,8 @@ def test_a_sweep_killed_and_resumed_runs_no_trial_twice(slurm, tmp_path):
         assert [s["step"] for s in RunDir(out / "trials" / trial_id).read_steps()] == list(range(1, 13))
     submitted = sorted(p.name.split("_")[0] for p in (out / "submitit").glob("*_submitted.pkl"))
     assert submitted == sorted(job["executor"]["job_id"] for job in before.values())  # 3 sbatch calls in all
-    assert all(_squeue(job_id, "%T") == "COMPLETED" for job_id in submitted)
+    for job_id in submitted:
+        _wait_completed(job_id)
     _no_sacct(slurm)
 
 
@@ -399,6 +400,18 @@ def _script(path: Path, body: str) -> None:
 def _squeue(job_id: str, fields: str) -> str:
     command = ["squeue", "--noheader", "--states=all", f"--jobs={job_id}", f"--format={fields}"]
     return subprocess.run(command, capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+
+
+def _wait_completed(job_id: str) -> None:
+    """The job ended cleanly: SLURM shows it COMPLETING for a while after its batch script exits (its epilog),
+    then COMPLETED, and squeue forgets it MinJobAge after (an empty answer). Any other state fails at once."""
+
+    def ended() -> bool:
+        state = _squeue(job_id, "%T")
+        assert state in ("PENDING", "RUNNING", "COMPLETING", "COMPLETED", ""), f"job {job_id} ended {state}"
+        return state in ("COMPLETED", "")
+
+    _wait(ended, None, f"job {job_id} COMPLETED", timeout=60)
 
 
 def _start_sweep(experiment: Path, out: Path, *args: str) -> subprocess.Popen:

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import optuna
 import pytest
@@ -22,7 +23,8 @@ from killed_runs import wait_for
 from support import REPO, write_experiment
 
 from agent import jobs
-from agent.sweep import run_sweep
+from agent.sweep import run_sweep, runner
+from trainer.host import preemption
 from trainer.rank.faults import ENV as FAULT
 from trainer.results.rundir import RunDir
 
@@ -56,22 +58,28 @@ def reference(experiment) -> list[dict]:
     return RunDir(out / "trials" / "t000").read_steps()
 
 
-def start_sweep(experiment, out) -> subprocess.Popen:
+WAIT_FOR_PREEMPTION = f"run=t000,rank=0,step={PREEMPT_AT},kind=preempt"
+
+
+def start_sweep(experiment, out, fault: str = WAIT_FOR_PREEMPTION, **env: str) -> subprocess.Popen:
     """`meshpilot sweep` by hand, its one trial told to wait at the start of step 3 for a preemption signal."""
-    env = {**os.environ, FAULT: f"run=t000,rank=0,step={PREEMPT_AT},kind=preempt"}
+    env = {**os.environ, FAULT: fault, **env}
     command = [sys.executable, "-m", "agent.cli", "sweep", str(experiment), "--out", str(out), "--no-prune"]
     return subprocess.Popen(
         [*command, *SPACE_ARGS], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
 
 
-def wait_at_the_fault(sweep: subprocess.Popen, trial) -> None:
+def wait_at_the_fault(sweep: subprocess.Popen | threading.Thread, trial) -> None:
     """Until the trial's rank 0 waits at its fault: steps 1 and 2 are done, the sweep still runs."""
     said = f"rank 0 waits for a preemption signal at step {PREEMPT_AT}"
     log = RunDir(trial).rank_log(0)
 
     def waiting() -> bool:
-        assert sweep.poll() is None, f"the sweep ended (code {sweep.returncode}): {sweep.stderr.read()[-3000:]}"
+        if isinstance(sweep, threading.Thread):
+            assert sweep.is_alive(), "the sweep ended"
+        else:
+            assert sweep.poll() is None, f"the sweep ended (code {sweep.returncode}): {sweep.stderr.read()[-3000:]}"
         return log.is_file() and said in log.read_text()
 
     wait_for(waiting, said)
@@ -150,3 +158,42 @@ def test_a_sweep_job_stopped_by_sigterm_is_preempted_with_its_trial(experiment, 
     assert f"resumed from step_{PREEMPT_AT:08d}" in RunDir(trial).log.read_text()
     expected = RunDir(tmp_path / "reference" / first["run_dir"]).read_steps()
     assert numbers(RunDir(trial).read_steps()) == numbers(expected)
+
+
+def test_a_preempted_sweep_names_a_trial_that_did_not_save(experiment, tmp_path):
+    """The sweep preempted, its trial's rank hangs instead of saving (a second fault at step 3, once the signal
+    came): its job kills it after the grace period (1 s here) and it ends failed, which the sweep's last line says
+    rather than claim a checkpoint."""
+    out, trial = tmp_path / "sweep", tmp_path / "sweep" / "trials" / "t000"
+    hang = f"{WAIT_FOR_PREEMPTION};run=t000,rank=0,step={PREEMPT_AT},kind=hang"
+    sweep = start_sweep(experiment, out, hang, **{preemption.GRACE_ENV: "1"})
+    wait_at_the_fault(sweep, trial)
+    sweep.send_signal(signal.SIGTERM)
+    _, stderr = sweep.communicate(timeout=300)
+    assert sweep.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    status = jobs.run_status(trial)
+    assert status["state"] not in ("preempted", "running"), status
+    assert stderr.strip().splitlines()[-1] == (
+        "meshpilot: sweep preempted by SIGTERM; of its trials preempted with it, saved checkpoints: none; did not: "
+        f"t000 (ended {status['state']}: {status['cause']}). --resume continues the sweep"
+    )
+
+
+def test_a_trial_preempted_more_than_the_restart_cap_fails(experiment, tmp_path, monkeypatch):
+    """With no restart left (MAX_TRIAL_RESTARTS 0 here), a preempted trial is not started again: it fails, in
+    optuna and in the summary, with the cap as its cause; the sweep ends."""
+    monkeypatch.setattr(runner, "MAX_TRIAL_RESTARTS", 0)
+    monkeypatch.setenv(FAULT, f"run=t000,rank=0,step={PREEMPT_AT},kind=preempt")
+    out, trial = tmp_path / "sweep", tmp_path / "sweep" / "trials" / "t000"
+    ended = {}
+    sweep = threading.Thread(target=lambda: ended.update(run_sweep(experiment, out, space=SPACE, prune=False)))
+    sweep.start()
+    wait_at_the_fault(sweep, trial)
+    preempt(trial)
+    sweep.join(timeout=300)
+    assert not sweep.is_alive()
+    [summary] = ended["trials"]
+    assert summary["cause"] == "preempted again with its 0 restarts used (MAX_TRIAL_RESTARTS): not started again"
+    study = optuna.load_study(study_name="meshpilot-sweep", storage=f"sqlite:///{out / 'study.db'}")
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL]
+    assert "resumed from" not in RunDir(trial).log.read_text()

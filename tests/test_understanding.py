@@ -530,7 +530,7 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 
 @pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (298 requests the
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (338 requests the
     parser's engineer wrote for fresh_c's miss kinds, in-sample: no outside author's): never a wrong action
     (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")
@@ -1141,3 +1141,50 @@ def test_at_n_tokens_in_a_what_if_is_the_context_never_a_throughput(known):
 def test_everyday_negations_that_switch_nothing_off_do_not_block_a_launch(text, known):
     intent = read(text, known)
     assert intent.command == "run" and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, plain",
+    [("fsdp on 4 gpsu wihtout compile", "fsdp on 4 gpus without compile"), ("packing disbaled", "packing disabled")],
+)
+def test_typos_of_the_words_a_negation_and_a_count_rely_on(text, plain):
+    assert normalise(text) == plain
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("and at 32k?", {"nodes": 4, "devices": 8, "seq_len": 32768}),
+        ("same but a100 80gb", {"nodes": 4, "devices": 8, "gpu": "a100-80gb"}),
+        ("how about llama 2 70b instead", {"nodes": 4, "devices": 8, "model": "llama-2-70b"}),
+    ],
+)
+def test_a_follow_up_keeps_the_nodes_of_a_multi_node_plan(text, args, known):
+    """The devices carried from the plan before are no devices stated now: the nodes stay (they were dropped, so a
+    4-node plan became a 1-node one)."""
+    before = planned({"model": "llama-3.1-70b", "devices": 8, "nodes": 4, "gpu": "h100", "seq_len": 8192})
+    intent = read(text, known, before)
+    assert intent.command == "plan" and {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("and with 4 per node?", {"devices": 4, "nodes": 2}),
+        ("at 32k context please", {"seq_len": 32768, "nodes": 2}),
+        ("and on a single one?", {"devices": 1}),
+    ],
+)
+def test_a_follow_up_plan_changes_one_fact_of_the_plan_before(text, args, known):
+    before = planned({"model": "llama-3.1-70b", "devices": 8, "nodes": 2, "gpu": "h100"})
+    intent = read(text, known, before)
+    assert intent.command == "plan" and intent.args["model"] == "llama-3.1-70b"
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [("is tp-try still alive", "status"), ("r1: alive or dead?", "status"), ("what's in runs/", "runs")],
+)
+def test_alive_and_what_is_under_runs(text, command, known):
+    assert read(text, known).command == command

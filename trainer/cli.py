@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -82,8 +84,6 @@ def _train(args: argparse.Namespace) -> int:
 def exit_code(metrics: dict) -> int:
     """0 for a run that ended ok; 128 + the signal's number for a preempted one, as a shell reports a command the
     signal ended (SIGTERM: 143), though this one saved its state first; 1 for a failure."""
-    import signal
-
     if metrics["status"] == "ok":
         return 0
     if metrics["status"] == "preempted" and metrics.get("signal"):
@@ -134,8 +134,6 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _make_plan(args: argparse.Namespace) -> int:
-    import json
-
     # Imported here: each subcommand imports only what it runs (every parser is registered for help).
     from trainer.costs.plan_request import PlanRequest, plan_request
     from trainer.costs.planner import format_table

@@ -150,6 +150,7 @@ class Layout:
 
     def build_mesh(self, device_type: str):
         """A DeviceMesh with every dimension named (size-1 ones too), so code can always ask for mesh[name]."""
+        # torch: the planner and the CLI read layouts without it
         from torch.distributed.device_mesh import init_device_mesh
 
         return init_device_mesh(device_type, tuple(getattr(self, n) for n in MESH_DIMS), mesh_dim_names=MESH_DIMS)
@@ -188,11 +189,22 @@ def check_layout_for_model(layout: Layout, config: PretrainedConfig) -> None:
     sizes = {
         "num_attention_heads": config.num_attention_heads,
         "num_key_value_heads": getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
-        "intermediate_size": getattr(config, "intermediate_size", None),
+        "intermediate_size": getattr(config, "intermediate_size", None) if _has_dense_mlp(config) else None,
     }
     for name, size in sizes.items():
         if size is not None and size % layout.tp:
             raise LayoutError(f"layout tp={layout.tp} must divide the model's {name} ({size})")
+
+
+def _has_dense_mlp(config: PretrainedConfig) -> bool:
+    """Whether a decoder layer has a dense MLP, the only MLP tp splits (by intermediate_size): every layer of a dense
+    model; an MoE model's layers without experts (Qwen2/3-MoE's mlp_only_layers and decoder_sparse_step,
+    DeepSeek-V3's first_k_dense_replace). An MoE layer's experts and shared expert run whole on every tp rank."""
+    if expert_count(config) is None:
+        return True
+    sparse_step = getattr(config, "decoder_sparse_step", None) or 1
+    dense_first = getattr(config, "first_k_dense_replace", None) or 0
+    return bool(getattr(config, "mlp_only_layers", None)) or sparse_step > 1 or dense_first > 0
 
 
 def data_parallel_group(layout: Layout, mesh) -> tuple[object | None, int]:
@@ -230,6 +242,7 @@ def expert_mesh(layout: Layout, device_type: str):
     """The DeviceMesh the experts live on (EXPERT_MESH_DIMS): experts sharded over "ep", and FSDP2 over
     `expert_fsdp_dims`. A mesh of its own beside the world mesh (DTensors and FSDP2 each need their dimensions
     in one mesh)."""
+    # torch: the planner and the CLI read layouts without it
     from torch.distributed.device_mesh import init_device_mesh
 
     sizes = (layout.pp, layout.dp_replicate, layout.dp_shard * layout.cp // layout.ep, layout.ep, layout.tp)

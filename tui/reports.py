@@ -56,6 +56,7 @@ def find_reports(repo: Path) -> list[Report]:
 def read_report(repo: Path, report: Report) -> str:
     if report.branch is None:
         return (repo / report.path).read_text(errors="replace")
+    # GitPython (a slow import) only for reports on a branch
     import git
 
     blob = git.Repo(repo).heads[report.branch].commit.tree / report.path
@@ -64,6 +65,7 @@ def read_report(repo: Path, report: Report) -> str:
 
 def _report_branches(repo: Path):
     """(branch name, tip tree) of meshpilot's report branches; none when the repository is no git repository."""
+    # GitPython (a slow import) only for reports on a branch
     import git
 
     try:

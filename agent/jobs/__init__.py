@@ -26,7 +26,15 @@ from agent.jobs.record import (
     record_state,
     update_job,
 )
-from agent.jobs.start import prepare_job, start_run, start_sweep
+from agent.jobs.start import (
+    prepare_job,
+    recorded_launch,
+    resumable_job,
+    resume_checkpoint,
+    resume_job,
+    start_run,
+    start_sweep,
+)
 from agent.jobs.status import cancel_run, run_status, wait_run
 from agent.jobs.supervisor import REPO, supervise
 
@@ -49,6 +57,10 @@ __all__ = [
     "process_alive",
     "read_job",
     "record_state",
+    "recorded_launch",
+    "resumable_job",
+    "resume_checkpoint",
+    "resume_job",
     "run_status",
     "start_run",
     "start_sweep",

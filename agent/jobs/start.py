@@ -56,6 +56,63 @@ def start_sweep(
     return _start(out, SWEEP, partial(_prepare_sweep, experiment, out, trials, timeout_s, env), env)
 
 
+# What a resumed job keeps of its record besides the command: its limits, pinning and kind.
+# Not env_keys: the values of the variables a job was started with are not kept (they may be secrets).
+_KEPT_ON_RESUME = ("steps", "timeout_s", "hang_s", "cpus", "visible_devices", "threads", "kind", "experiment", "trials")
+
+
+def resume_job(out: Path) -> str:
+    """Continue the preempted run or sweep in `out` in its own directory, in the background; returns its id.
+
+    The job's recorded command runs again with `--resume` (`meshpilot train --resume` from the run's newest verified
+    checkpoint, `meshpilot sweep --resume` continuing the sweep's trials): what it trains is what it was started to
+    train. Refused in one line: a job that is going, ended ok or ended otherwise (only a preemption is resumable),
+    and a preempted run with no complete checkpoint to continue from."""
+    out = Path(out).absolute()
+    job = resumable_job(out)
+    command = job["command"] if "--resume" in job["command"] else [*job["command"], "--resume"]
+    _write_job(out, command, **{key: job[key] for key in _KEPT_ON_RESUME if key in job})
+    _spawn_supervisor(out, {})
+    return out.name
+
+
+def resumable_job(out: Path) -> JobRecord:
+    """The record of the preempted job in `out`; ConfigError in one line when there is nothing to resume."""
+    job = read_job(out)
+    if job is None:
+        raise ConfigError(f"{out} holds no job that meshpilot started (no {JOB_FILE}): nothing to resume")
+    kind, state = job.get("kind", "run"), run_status(out)["state"]
+    if state in ("queued", "running"):
+        raise ConfigError(f"{out.name}: the {kind} is still {state}; only a preempted {kind} can be resumed")
+    if state != PREEMPTED:
+        raise ConfigError(f"{out.name}: the {kind} ended {state}, not preempted; only a preempted {kind} resumes")
+    if kind == "run" and resume_checkpoint(out) is None:
+        raise ConfigError(f"{out.name}: the run was preempted before it saved a complete checkpoint: nothing to resume")
+    return job
+
+
+def resume_checkpoint(out: Path) -> Path | None:
+    """The checkpoint `meshpilot train --resume` continues a run from: its newest verified one."""
+    from trainer.rank.checkpoint import newest_verified  # imported here: it loads torch
+
+    return newest_verified(RunDir(out).checkpoints)[0]
+
+
+def recorded_launch(job: JobRecord) -> dict[str, Any]:
+    """The experiment and options of a job's recorded command (as prepare_job and _prepare_sweep write it)."""
+    command = job["command"]
+    found: dict[str, Any] = {"experiment": Path(command[4]), "nproc": None, "layout": None, "overrides": []}
+    for argument in command[5:]:
+        name, _, value = argument.partition("=")
+        if name == "--nproc":
+            found["nproc"] = int(value)
+        elif name == "--layout":
+            found["layout"] = value
+        elif name == "--set":
+            found["overrides"].append(value)
+    return found
+
+
 def _start(out: Path, kind: str, prepare: Callable[[], dict], env: dict | None, resuming: bool = False) -> str:
     """Prepare and spawn the job in `out`, unless one is there: a job that is going or ended ok is adopted (its id
     returned), one that ended otherwise is refused, except a preempted run that `resuming` continues."""

@@ -168,6 +168,7 @@ def _new_sweep(experiment: Path, loaded, space, sampler, trials, devices, execut
 
 def _device_pool(requested: str, devices: int | None) -> tuple[str, list[int]]:
     """The device kind and the ids trials are placed on: GPUs, or the CPU cores this process may run on."""
+    # torch (seconds to import) only to find the sweep's devices
     import torch
 
     if requested not in ("auto", "cpu", "cuda"):

@@ -94,7 +94,7 @@ def _sweep(args: argparse.Namespace) -> int:
                 progress=reporter.update,
                 trackers=_trackers(args.trackers),
             )
-        except SweepPreempted as e:  # its running trials saved checkpoints: --resume continues them
+        except SweepPreempted as e:  # its running trials preempted (the message names any that saved nothing)
             print(f"meshpilot: {e}", file=sys.stderr)
             return 128 + e.signum  # as a shell reports a command a signal ended, like `meshpilot train`
     print(describe(summary, args.out), file=sys.stdout if summary["winner"] else sys.stderr)

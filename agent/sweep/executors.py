@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -83,9 +84,7 @@ class SubmititExecutor:
     """
 
     def __init__(self, folder: Path, cluster: str, parameters: dict[str, Any] | None = None):
-        import shutil
-
-        import submitit
+        import submitit  # submitit only for a cluster executor
 
         if cluster == "slurm" and shutil.which("sbatch") is None:
             raise ConfigError("executor slurm needs sbatch, which is not on PATH (no SLURM here)")

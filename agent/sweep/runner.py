@@ -51,17 +51,30 @@ if TYPE_CHECKING:  # the space imports torch (the planner's data): readers of tr
 POLL_S = 0.5
 # How long a preempted sweep waits for its trials beyond their runs' grace period (their saves): their exits.
 PREEMPT_MARGIN_S = 60.0
+# How many times one sweep starts a preempted trial again: past it, the trial fails rather than loop for ever on a
+# node that preempts it every time (each start costs its warm-up and a checkpoint load).
+MAX_TRIAL_RESTARTS = 3
 
 
 class SweepPreempted(Exception):
-    """The sweep stopped on a preemption signal; its running trials were preempted (`trials`, by id)."""
+    """The sweep stopped on a preemption signal; its running trials were preempted (`trials`, by id); `unsaved`:
+    those that did not end preempted with a checkpoint, and how they ended instead."""
 
-    def __init__(self, signum: int, trials: list[str]):
-        self.signum, self.trials = signum, trials
-        listed = ", ".join(trials) or "none was running"
+    def __init__(self, signum: int, trials: list[str], unsaved: dict[str, str] | None = None):
+        self.signum, self.trials, self.unsaved = signum, trials, unsaved or {}
+        name = preemption.name(signum)
+        if not self.unsaved:
+            listed = ", ".join(trials) or "none was running"
+            super().__init__(
+                f"sweep preempted by {name}; its trials preempted with it ({listed}) saved checkpoints: --resume "
+                "continues the sweep and them"
+            )
+            return
+        saved = ", ".join(t for t in trials if t not in self.unsaved) or "none"
+        others = "; ".join(f"{trial} {how}" for trial, how in self.unsaved.items())
         super().__init__(
-            f"sweep preempted by {preemption.name(signum)}; its trials preempted with it ({listed}) saved "
-            "checkpoints: --resume continues the sweep and them"
+            f"sweep preempted by {name}; of its trials preempted with it, saved checkpoints: {saved}; did not: "
+            f"{others}. --resume continues the sweep"
         )
 
 
@@ -155,6 +168,7 @@ class Active:
     reported: set[int] = field(default_factory=set)
     steps: list[StepRecord] = field(default_factory=list)  # its steps.jsonl so far, read by `tail`
     resume: bool = False  # its next start continues its run from the run's checkpoint (a preempted trial)
+    restarts: int = 0  # times this sweep started it again after a preemption
     tail: StepsTail = field(init=False)
 
     def __post_init__(self) -> None:
@@ -215,12 +229,18 @@ class Runner:
         started = [a for a in self.active if a.devices is not None]
         for active in started:
             self.executor.preempt(active.directory)
-        deadline = time.monotonic() + preemption.grace_s() + PREEMPT_MARGIN_S
+        wait_s = preemption.grace_s() + PREEMPT_MARGIN_S
+        deadline = time.monotonic() + wait_s
         waiting = started
         while waiting and time.monotonic() < deadline:
             waiting = [a for a in waiting if self.executor.status(a.directory)["state"] not in jobs.TERMINAL]
             time.sleep(POLL_S)
-        raise SweepPreempted(self.preempted[0], [a.id for a in started])
+        unsaved = {}
+        for active in started:
+            how = _unsaved(self.executor.status(active.directory), wait_s)
+            if how is not None:
+                unsaved[active.id] = how
+        raise SweepPreempted(self.preempted[0], [a.id for a in started], unsaved)
 
     # -- trials from a previous run of this sweep
 
@@ -397,9 +417,15 @@ class Runner:
 
     def _tell(self, active: Active, status: dict) -> None:
         state, metrics = status["state"], status["metrics"] or {}
-        if state == PREEMPTED:
+        if state == PREEMPTED and active.restarts < MAX_TRIAL_RESTARTS:
+            active.restarts += 1
             self._continue(active, metrics)
             return
+        if state == PREEMPTED:
+            cause = f"preempted again with its {active.restarts} restarts used (MAX_TRIAL_RESTARTS): not started again"
+            status = {**status, "state": "failed", "cause": cause}
+            jobs.update_job(active.directory, cause=status["cause"])
+            state = "failed"
         value = metrics.get(self.settings.objective) if state == "ok" else None
         if state == "ok" and value is not None and math.isfinite(value):
             self.study.tell(active.trial, value)
@@ -462,6 +488,17 @@ class Runner:
             tokens_per_s=speed,
             cause=cause,
         )
+
+
+def _unsaved(status: dict, waited_s: float) -> str | None:
+    """How a trial the sweep preempted ended, where not preempted with a checkpoint (None where it did)."""
+    if status["state"] not in jobs.TERMINAL:
+        return f"(still {status['state']} after {waited_s:g} s)"
+    if status["state"] != PREEMPTED:
+        return f"(ended {status['state']}: {status['cause']})"
+    if not (status["metrics"] or {}).get("resume_from"):
+        return "(preempted before its first checkpoint: it starts again from step 0)"
+    return None
 
 
 @contextlib.contextmanager

@@ -303,6 +303,7 @@ def _device_memory(experiment: Experiment, device_type: str, devices: int) -> in
     if experiment.hardware.device_mem:
         return parse_bytes(experiment.hardware.device_mem)
     if device_type == "cuda":
+        # torch only to read a CUDA device's memory
         import torch
 
         return torch.cuda.get_device_properties(0).total_memory

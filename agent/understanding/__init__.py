@@ -106,7 +106,8 @@ def _across_runs(intent: Intent, lowered: str, context: Context) -> None:
 
 
 def _planned_devices(context: Context) -> int | None:
-    """The GPUs of one machine that the turn before planned for: what "go with fsdp then" launches on."""
+    """The GPUs of one machine that the turn before planned for: what "go with fsdp then" launches on. (A launch
+    before is no such hint: "do it on tp instead" after dp_shard=2 is asked, tests/data/understanding/probe.jsonl.)"""
     plan = context.plan if context.previous == "plan" else None
     if not plan or int(plan.get("nodes") or 1) != 1 or not isinstance(plan.get("devices"), int):
         return None
@@ -199,7 +200,7 @@ def _call_text(intent: Intent) -> str:
     return f"/{intent.command} {args}".strip()
 
 
-NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr", "docs", "compare")
+NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr", "docs", "compare", "resume")
 # Words shaped like a run's or sweep's name ("r9", "exp-3", "runs/old") that are something else.
 NOT_A_NAME = (
     r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step_\d+|"
@@ -332,6 +333,16 @@ def _fill_cancel(intent: Intent, entities: Entities, context: Context) -> None:
     elif context.known.runs:
         latest = context.known.runs[0]
         intent.clarify = f"Cancel {latest}, the latest run? Name the run to confirm, e.g. `cancel {latest}`."
+
+
+def _fill_resume(intent: Intent, entities: Entities, context: Context) -> None:
+    """The run or sweep named (or the sweep the sentence says); agent.offline finds the preempted one otherwise."""
+    if entities.has("sweep") or re.search(r"\bsweep\b", intent.text.lower()):
+        intent.args["kind"] = "sweep"
+        if named := entities.get("sweep"):
+            intent.args["sweep"] = str(named)
+    elif named := entities.get("run") or context.run:  # "resume it": the conversation's run
+        intent.args["run"] = str(named)
 
 
 def _fill_status(intent: Intent, entities: Entities, context: Context) -> None:
@@ -686,12 +697,14 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         args["devices"] = scaled
     follow_up = context.plan is not None and (re.search(FOLLOW_UP, intent.text.lower()) or context.previous == "plan")
     if follow_up and context.plan:
+        # devices this sentence states in all (not per node, not the plan before's carried just now) replace nodes
+        stated_devices = "devices" in args and not entities.has("per_node")
         for key in PLAN_CARRIED:
             if key in args or key not in context.plan:
                 continue
             if key == "model" and entities.has("own_model"):
                 continue
-            if key == "nodes" and "devices" in args:
+            if key == "nodes" and stated_devices:
                 continue
             if key == "device_mem" and "gpu" in args:
                 continue
@@ -752,6 +765,7 @@ FILL = {
     "results": _fill_run_tool,
     "status": _fill_status,
     "cancel": _fill_cancel,
+    "resume": _fill_resume,
     "trials": _fill_trials,
     "report": _fill_sweep_named,
     "pr": _fill_sweep_named,

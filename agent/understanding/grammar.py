@@ -24,7 +24,7 @@ from trainer.layout import FAMILY_OF_DIM, LAYOUT_DIMS, Layout
 from trainer.model.presets import MODELS, REFUSED, model_override, model_preset, preset_key
 
 SLASH_COMMANDS = ("help", "plan", "why", "run", "status", "results", "cancel", "hardware", "runs", "read", "sweep",
-                  "bench", "report", "pr", "compare", "trials", "where", "docs")  # fmt: skip
+                  "bench", "report", "pr", "compare", "trials", "where", "docs", "resume")  # fmt: skip
 # Layout words, longest phrases first so that "fully sharded data parallel" is not read as "data parallel".
 LAYOUT_WORDS: list[tuple[str, str]] = [
     (
@@ -220,6 +220,7 @@ _RULES: list[tuple[str, str]] = [
     ("plan", r"\b(?:fastest|best|which|optimal)\b.*\blayouts?\b|\blayouts?\b.*\b(?:fastest|best)\b|\bplan\b"),
     ("hardware", r"\bhardware\b|\bwhat (?:gpus|devices)\b|\bhow many (?:gpus|devices)\b"),
     ("cancel", r"\b(?:cancel|stop|abort|kill)\b"),
+    ("resume", r"\bresume\b|\bcontinue\b.*\bpreempted\b|\bpick\b.*\bback up\b"),
     ("pr", r"\bpull request\b|\bpr\b"),
     ("report", r"\breport\b"),
     ("bench", r"\bbenchmark|\bevaluat|\beval\b"),

@@ -18,7 +18,9 @@ LAUNCH_VERB = r"\b(?:train|retrain|launch|relaunch|restart|start|kick off|fire o
 FOLLOW_UP = (r"^\W*(?:(?:hmm+|hm+|um+|uh+|well|oh|ah|right|alright|so)\W+)*"  # "hmm, what about 8k?"
              r"(?:and|what about|how about|same|ok|okay|now|then|also|cool|great|instead|but|with)\b|\binstead\b|"
              r"\bagain\b|\bsame\b|\btoo\b\W*$")  # fmt: skip
-ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs")
+RESUME = (r"\b(?:resume|resuming|unpause)\b|\bcontinue\b.*\b(?:preempted|interrupted)\b|"
+          r"\bpick\b.*\bback up\b|\bcarry on with\b")  # fmt: skip
+ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs", "resume")
 
 # Cue words of each intent, with their weights.
 CUES: dict[str, list[tuple[str, float]]] = {
@@ -55,7 +57,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo|"
             r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
             r"\boverview of (?:all |the |my )?runs\b|\blist (?:every|each) run\b|\bbeen run\b|"
-            r"^\W*ls\s+(?:-\w+\s+)?runs\b|\bhow many (?:experiments|runs|jobs|trainings|training runs)\b",
+            r"^\W*ls\s+(?:-\w+\s+)?runs\b|\b(?:under|in|inside) runs/?(?=\W*$)|"
+            r"\bhow many (?:experiments|runs|jobs|trainings|training runs)\b",
             8,
         ),
         # "which experiments did I run here?", "what jobs have we trained", "give me the list"
@@ -94,7 +97,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "status": [
         (
             r"\bwhat step is\b|\bstep is \S+ (?:on|at)\b|"
-            r"\bstatus\b|\bstate of\b|\bstill (?:going|running)\b|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
+            r"\bstatus\b|\bstate of\b|\bstill (?:going|running|alive|active|up|training|at it)\b|"
+            r"\b(?:alive|dead)\W*$|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
             r"\bhow'?s \S+ doing\b|\bprogress\b|\bis (?:\S+\s+){1,3}(?:done|finished|running|over|complete)\b|"
             r"\bdid (?:\S+\s+){1,3}(?:finish|complete|end|crash|fail)\b|\bcheck (?:on|in on|up on)\b|"
             r"\bsuccessful\b|\bcrash(?:ed)?\b|\bdid it (?:finish|fail|crash)\b|\bis it (?:done|running|finished)\b|"
@@ -117,6 +121,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "cancel": [
         (r"\b(?:cancel(?:l?ing)?|kill(?:ing)?|abort(?:ing)?|stop(?:ping)?|terminat(?:e|ing)|halt(?:ing)?)\b", 5)
     ],
+    # "resume r1", "continue the preempted run", "pick the sweep back up": a preempted job, in its own directory
+    "resume": [(RESUME, 9)],
     "trials": [
         (r"\bwinner\b|\bwho won\b|\bwhich\b.*\b(?:won|win|best|came out)\b|\btrials\b|\bwhat won\b", 3),
         (r"\bwhat did (?:\S+ ){1,4}(?:pick|choose|find|select|conclude|recommend)\b", 2),
@@ -192,6 +198,9 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         "times", "relative"
     ):  # "double the gpus": the action before, changed
         scores[previous] += 3
+    replans = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "per_node")
+    if previous == "plan" and replans and not entities.has("steps", "switch", "override", "nproc", "run", "sweep"):
+        scores["plan"] += 2  # "at 16k context please" right after a plan: that plan, changed
     if previous and re.search(FOLLOW_UP, lowered):
         scores[previous] = scores.get(previous, 0) + 2.5
         replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len")

@@ -43,7 +43,7 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
 # Words the new rules read too (intents and entities): corrected like the grammar's own VOCABULARY.
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
-trials"""
+trials without gpus disabled enabled disable enable"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
@@ -87,8 +87,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gigs?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
     text = re.sub(r"\b(\d+)\s*x\b(?=\s*[a-z])", r"\1 x", text, flags=re.I)  # 4x RTX 4090, 8x h100
-    text = re.sub(r"\b(?:a|one) single\b|\bsingle\b(?=\s+(?:process|proc|gpu|card|device|node|machine|rank))", "1",
-                  text, flags=re.I)  # fmt: skip
+    text = re.sub(r"\b(?:a|one) single(?: one)?\b|\bsingle\b(?=\s+(?:process|proc|gpu|card|device|node|machine|rank))",
+                  "1", text, flags=re.I)  # fmt: skip
     text = re.sub(r"\b(?:a\s+)?(?:pair|couple)\s+of\b", "2", text, flags=re.I)  # "a pair of 4090s"
     # dictated GPU names: "h 100" is h100, "4 a 100" is 4 a100 (a count before "a" makes it no article)
     text = re.sub(r"\bh\s+(100|200)\b", r"h\1", text, flags=re.I)

@@ -315,6 +315,7 @@ class ShapeSums:
         int  # the largest decoder layer, unsharded: what FSDP gathers at a time (before tp; its E/ep experts)
     )
     unsharded_elements: int  # this rank's tensor-parallel and pipeline share before FSDP2 chunks it
+    layer_expert_elements: int = 0  # the routed experts' part of layer_elements: whole on every tp rank
 
     @classmethod
     def of(
@@ -327,19 +328,21 @@ class ShapeSums:
 
         whole = sum(math.prod(shape) * len(held) for _, shape, held in (local if unsharded is None else unsharded))
         parameters = matmul = optimizer = 0
-        by_layer: dict[int | None, int] = {}
+        by_layer: dict[int | None, tuple[int, int]] = {}  # layer -> (elements, of which routed experts)
         for group, shape, _ in unsharded or local:  # the rank's experts (E/ep) of each layer, whole otherwise
-            gathered = math.prod(shape) if is_routed_expert(group.module) else math.prod(group.shape)
+            expert = is_routed_expert(group.module)
+            gathered = math.prod(shape) if expert else math.prod(group.shape)
             for index in group.layers:
-                by_layer[index] = by_layer.get(index, 0) + gathered
-        layer = max((size for index, size in by_layer.items() if index is not None), default=0)
+                size, experts = by_layer.get(index, (0, 0))
+                by_layer[index] = (size + gathered, experts + gathered * expert)
+        layer, layer_experts = max((v for index, v in by_layer.items() if index is not None), default=(0, 0))
         for group, shape, held in local:
             count = len(held)
             parameters += math.prod(shape) * count
             if len(shape) == 2 and "embed" not in group.module:
                 matmul += math.prod(shape) * count
             optimizer += optimizer_state_bytes([(group.names[0], shape)], train, FP32) * count
-        return cls(parameters, matmul, optimizer, layer, whole)
+        return cls(parameters, matmul, optimizer, layer, whole, layer_experts)
 
     @classmethod
     def of_rank(
@@ -593,11 +596,13 @@ def temporary_bytes(
                 memo[key] = recompute
         if plan.checkpointing == "selective":  # what it kept needs no recomputing
             recompute = max(0, recompute - tokens * layer_bytes_per_token(config, layout, plan))
-    gathered, shards = 0, layout.shard_degree
-    if shards > 1:
-        layer_params = sums.layer_elements // layout.tp
-        gathered_width = 2 if plan.precision == "bf16" else FP32  # FSDP2's MixedPrecisionPolicy gathers bf16
-        gathered = 2 * layer_params * gathered_width * (shards - 1) // shards
+    # FSDP's two gathered layers: tp splits their dense part; their experts stay whole on every tp rank, chunked over
+    # the ranks ep leaves (expert_shard_degree).
+    shards, expert_shards = layout.shard_degree, layout.expert_shard_degree
+    per_element = 2 * (2 if plan.precision == "bf16" else FP32)  # FSDP2's MixedPrecisionPolicy gathers bf16
+    dense = (sums.layer_elements - sums.layer_expert_elements) // layout.tp
+    gathered = dense * per_element * (shards - 1) // shards
+    gathered += sums.layer_expert_elements * per_element * (expert_shards - 1) // expert_shards
     held_mask = tokens * mask_bytes_per_token(config, layout, plan, saved=False)
     # The output head's weight gradient, made whole by its backward before it is added into the accumulated one (or
     # reduce-scattered): the largest single gradient (as large as the embedding's), in the compute dtype under

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import yaml
+
 from trainer.config import ConfigError, Experiment, checkpointing_mode, resolve_precision
 from trainer.layout import Layout
 
@@ -123,6 +125,7 @@ def export_accelerate(candidate: Candidate, context: PlanContext, directory: Pat
 def accelerate_config(candidate: Candidate, context: PlanContext) -> ClusterConfig:
     """The candidate as accelerate's ClusterConfig: DDP as MULTI_GPU; sharding, tp and cp as FSDP2 with
     accelerate's parallelism config (dp_replicate x dp_shard is HSDP there as here)."""
+    # accelerate (a slow import) only for the accelerate config this export writes
     from accelerate.commands.config.config_args import ClusterConfig
     from accelerate.utils import ComputeEnvironment
 
@@ -159,6 +162,7 @@ def _accelerate_parallelism(layout: Layout, cpu: bool) -> dict:
         raise ExportRefused(
             f"accelerate cannot run this layout: {layout.describe()} needs FSDP2, which it runs on GPUs"
         )
+    # accelerate (a slow import) only for the accelerate config this export writes
     from accelerate.parallelism_config import ParallelismConfig
 
     sizes = {"dp_replicate": layout.dp_replicate, "dp_shard": layout.dp_shard, "tp": layout.tp, "cp": layout.cp}
@@ -174,6 +178,7 @@ def _accelerate_parallelism(layout: Layout, cpu: bool) -> dict:
 
 
 def _accelerate_distributed_type(layout: Layout, cpu: bool):
+    # accelerate (a slow import) only for the accelerate config this export writes
     from accelerate.utils import DistributedType
 
     if layout.world_size == 1:
@@ -223,8 +228,6 @@ def _accelerate_notes(candidate: Candidate, context: PlanContext) -> list[str]:
 
 
 def _yaml(data: dict) -> str:
-    import yaml
-
     return yaml.safe_dump(data)
 
 

@@ -219,7 +219,8 @@ def _plan(
             continue
         ranks = _largest_ranks(reader, layout, groups, experiment.train, shards)
         trainer_refuses = _moe_refusal(reader, layout, experiment.train)
-        without_cp = dataclasses.replace(layout, cp=1)
+        # Without cp, ep can draw only on dp_shard's ranks (trainer.layout): the experts it cannot spread stay here.
+        without_cp = dataclasses.replace(layout, cp=1, ep=math.gcd(layout.ep, layout.dp_shard))
         ranks_without_cp = _largest_ranks(reader, without_cp, groups, experiment.train, shards) if layout.cp > 1 else {}
         micro_batches = [pinned.micro_batch] if pinned.micro_batch is not None else micro_batch_choices(per_rank_rows)
         for micro_batch in micro_batches:

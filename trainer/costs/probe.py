@@ -112,6 +112,7 @@ def bytes_sent(collective: str, message: int, size: int) -> float:
 
 def default_nproc(device_type: str) -> int:
     """What the machine's runs use: every GPU, or two processes on CPU."""
+    # torch: planning runs without it; only probing this machine needs it
     import torch
 
     return torch.cuda.device_count() if device_type == "cuda" else CPU_PROCESSES
@@ -121,6 +122,7 @@ def probe_settings(
     device_type: str, nproc: int, rendezvous: Rendezvous = Rendezvous(), quick: bool = False
 ) -> ProbeSettings:
     """What a probe measures on this machine; raises ConfigError for process counts it cannot run."""
+    # torch: planning runs without it; only probing this machine needs it
     import torch
 
     if nproc < 1 or rendezvous.nnodes < 1:
@@ -218,6 +220,7 @@ def ensure_probe(hardware: Hardware) -> Path | None:
 def plans_this_machine(hardware: Hardware) -> bool:
     """Whether `hardware` is this machine's own devices (its probe applies), not hardware named by flags or presets
     that this machine does not have."""
+    # torch: planning runs without it; only probing this machine needs it
     import torch
 
     if hardware.device_type == "cuda" and not torch.cuda.is_available():

@@ -152,6 +152,7 @@ def _dtensor_op_s(device: torch.device, sync, settings: ProbeSettings) -> float:
     """Seconds tensor parallelism adds to each of its DTensor operations (trainer.costs.throughput's
     DTENSOR_OPS_PER_LAYER): the tiny layer tensor-parallel over a mesh of this rank alone (so that nothing
     communicates), forward and backward, against the plain layer. Collective: every rank creates every group."""
+    # a device mesh only for the DTensor measurement
     from torch.distributed.device_mesh import DeviceMesh
 
     # Imported here: as in _tiny_llama, the modeling code for the ranks alone.

@@ -68,6 +68,9 @@ under autocast (the residual stream and rotary's keys stay fp32), bf16 where the
 
 Mixture-of-experts models: FLOPs per token count the active parameters (the routed experts at top_k / E,
 trainer.model.parameters); a rank holds, gathers, updates and reduces the dense parameters and its E/ep experts.
+The experts stay whole on every tp rank, which all compute them on the whole sequence (their FLOPs, bytes and
+traffic are not divided by tp), and FSDP2 chunks them over `Layout.expert_shard_degree` (dp_shard x cp / ep), not
+over the dense parameters' shard degree (`fsdp_shares`).
 Uneven routing (`StepShape.expert_imbalance`, the most loaded ep rank's rows over the mean: a stated 1.2 by default,
 `EXPERT_IMBALANCE`; trainer.parallel.expert_parallel.expert_load measures it per step) lengthens the experts' matmuls
 and the all-to-alls by that factor.
@@ -283,25 +286,27 @@ def communication_bytes(
     precision: str = "fp32",
     fsdp_grad_sync: str = "micro_batch",
     expert_imbalance: float = EXPERT_IMBALANCE,
+    expert_bytes: int = 0,
 ) -> dict[str, tuple[float, int]]:
     """(bytes each rank sends, number of collectives) per optimizer step, per mesh dimension and ep.
 
-    `parameter_bytes` is the whole model's (fp32), or of an MoE model what an ep rank holds (its E/ep experts): a
-    pipeline stage holds its 1/pp share of it.
+    `parameter_bytes` is the whole model's (fp32), or of an MoE model what an ep rank holds (its E/ep experts, whose
+    bytes `expert_bytes` are): a pipeline stage holds its 1/pp share of it.
     """
     ring = lambda n: (n - 1) / n  # noqa: E731 - the share of the data a ring collective moves per rank
     tokens = micro_batch * seq_len // layout.cp
     layers = -(-config.num_hidden_layers // layout.pp)
-    shard_share = parameter_bytes / layout.pp / layout.tp  # this rank's stage and tensor-parallel share, before FSDP
+    dense, experts = fsdp_shares(layout, parameter_bytes, expert_bytes)
     sent = dict.fromkeys(COMM_DIMS, (0.0, 0))
     shards = layout.shard_degree  # FSDP2 shards over dp_shard x cp; counted under dp_shard, whose link it crosses
     if shards > 1:
         reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync)
         gathers = (2 * grad_accum + reductions) * (layers + 1)  # per layer and the root: gather, re-gather, reduce
         gathered = 0.5 if precision == "bf16" else 1.0  # bf16 gathers of fp32 parameters, fp32 reduce-scatter
-        sent["dp_shard"] = ((2 * grad_accum * gathered + reductions) * ring(shards) * shard_share, gathers)
+        moved = ring(shards) * dense + ring(layout.expert_shard_degree) * experts
+        sent["dp_shard"] = ((2 * grad_accum * gathered + reductions) * moved, gathers)
     if layout.dp_replicate > 1:
-        volume = shard_share / shards
+        volume = dense / shards + experts / layout.expert_shard_degree
         sent["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
     if layout.tp > 1:
         sent["tp"] = tensor_parallel_sent(config, layout, tokens, grad_accum, checkpointing, precision)
@@ -316,6 +321,13 @@ def communication_bytes(
         config, layout, micro_batch, seq_len, grad_accum, checkpointing, precision, expert_imbalance
     )
     return sent
+
+
+def fsdp_shares(layout: Layout, parameter_bytes: float, expert_bytes: float = 0) -> tuple[float, float]:
+    """This rank's pipeline-stage share of its parameters before FSDP2 chunks them, as (dense, experts): tensor
+    parallelism splits the dense part; the experts (`expert_bytes` of `parameter_bytes`) stay whole on every tp rank
+    (trainer.parallel.parallelize.apply_experts) and FSDP2 chunks them over `Layout.expert_shard_degree`."""
+    return (parameter_bytes - expert_bytes) / layout.pp / layout.tp, expert_bytes / layout.pp
 
 
 def tensor_parallel_sent(
@@ -372,7 +384,12 @@ def expert_parallel_bytes(
 
 
 def noise_scale_bytes(
-    config: PretrainedConfig, layout: Layout, parameter_bytes: int, grad_accum: int, gns_every: int
+    config: PretrainedConfig,
+    layout: Layout,
+    parameter_bytes: int,
+    grad_accum: int,
+    gns_every: int,
+    expert_bytes: int = 0,
 ) -> dict[str, tuple[float, int]]:
     """(bytes each rank sends, collectives) per mesh dimension for the gradient noise scale's extra reduction of
     one measured step (trainer.rank.step: the first micro-batch round's gradient, reduced as the step's last one is);
@@ -380,13 +397,23 @@ def noise_scale_bytes(
     if gns_every <= 0 or grad_accum < 2 or layout.pp > 1:
         return {}
     ring = lambda n: (n - 1) / n  # noqa: E731
-    shard_share, shards, extra = parameter_bytes / layout.tp, layout.shard_degree, {}
+    (dense, experts), shards, extra = fsdp_shares(layout, parameter_bytes, expert_bytes), layout.shard_degree, {}
     if shards > 1:  # fp32, one reduce-scatter per layer and the root
-        extra["dp_shard"] = (ring(shards) * shard_share, config.num_hidden_layers + 1)
+        moved = ring(shards) * dense + ring(layout.expert_shard_degree) * experts
+        extra["dp_shard"] = (moved, config.num_hidden_layers + 1)
     if layout.dp_replicate > 1:
-        volume = shard_share / shards
+        volume = dense / shards + experts / layout.expert_shard_degree
         extra["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
     return extra
+
+
+def expert_flops(config: PretrainedConfig, expert_bytes: int, tokens: int) -> float:
+    """The routed experts' share of a step's matmul FLOPs (6 per active expert parameter per token: top_k of the
+    E experts' `expert_bytes`); nothing for a dense model."""
+    moe = moe_dims(config)
+    if moe is None or not expert_bytes:
+        return 0.0
+    return 6.0 * expert_bytes / FP32 * moe.routed_fraction * tokens
 
 
 def imbalance_flops(
@@ -396,9 +423,9 @@ def imbalance_flops(
     experts' active share of a step (6 per active expert parameter per token); nothing without ep (every rank then
     runs every expert on its own tokens)."""
     moe = moe_dims(config)
-    if moe is None or layout.ep == 1 or not expert_bytes:
+    if moe is None or layout.ep == 1:
         return 0.0
-    return (expert_imbalance - 1.0) * 6.0 * expert_bytes / FP32 * moe.routed_fraction * tokens
+    return (expert_imbalance - 1.0) * expert_flops(config, expert_bytes, tokens)
 
 
 def loss_recompute_flops(config: PretrainedConfig, tokens: int) -> float:
@@ -488,7 +515,8 @@ def estimate_step(
     which ep splits; `cast_params`: the matmul weights autocast copies (all of them; default `matmul_params`)."""
     micro_batch, seq_len, grad_accum = shape.micro_batch, shape.seq_len, shape.grad_accum
     # What this rank holds before FSDP2 chunks it: the dense parameters and its E/ep experts.
-    elsewhere = expert_bytes - expert_bytes // layout.ep
+    local_experts = expert_bytes // layout.ep
+    elsewhere = expert_bytes - local_experts
     parameter_bytes -= elsewhere
     cast_params = (matmul_params if cast_params is None else cast_params) - elsewhere // FP32
     mode, precision, dense_mask, compiled = shape.checkpointing, shape.precision, shape.dense_mask, shape.compiled
@@ -502,13 +530,17 @@ def estimate_step(
         flops += selective_recompute_flops(config, tokens_per_rank_step)
     if layout.pp == 1:
         flops += loss_recompute_flops(config, tokens_per_rank_step)
-    flops += imbalance_flops(config, layout, expert_bytes, tokens_per_rank_step, shape.expert_imbalance)
-    matmul = flops / (layout.tp * layout.cp * layout.pp) / figures.compute_flops(hardware, precision)
+    # Every tp rank runs its experts whole on the whole sequence (trainer.parallel.parallelize.apply_experts): their
+    # FLOPs, and the busiest ep rank's extra ones, split over cp and pp only.
+    experts = expert_flops(config, expert_bytes, tokens_per_rank_step)
+    whole = experts + imbalance_flops(config, layout, expert_bytes, tokens_per_rank_step, shape.expert_imbalance)
+    flops = (flops - experts) / layout.tp + whole
+    matmul = flops / (layout.cp * layout.pp) / figures.compute_flops(hardware, precision)
     if mode == "full":  # the forward pass runs twice: 4 passes' worth instead of 3
         matmul *= 4 / 3
     traffic = memory_traffic(
         config, layout, cast_params, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision,
-        dense_mask, compiled, fsdp_grad_sync,
+        dense_mask, compiled, fsdp_grad_sync, local_experts,
     )  # fmt: skip
     memory = traffic / figures.memory_bandwidth(hardware)
     launches = grad_accum * operations_per_micro_batch(config, layout, mode, compiled)
@@ -526,7 +558,7 @@ def estimate_step(
         compute, dispatch = compute * bubble, dispatch * bubble
     sent = communication_bytes(
         config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision, fsdp_grad_sync,
-        shape.expert_imbalance,
+        shape.expert_imbalance, local_experts,
     )  # fmt: skip
     links = dimension_links(layout, hardware)
     seconds = {d: figures.transfer_s(links[d], COLLECTIVE_OF[d], *sent[d]) for d in COMM_DIMS}
@@ -536,7 +568,7 @@ def estimate_step(
     hidden = 2 / 3 * compute if hardware.device_type == "cuda" else 0.0
     comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + seconds["ep"] + max(0.0, data_parallel - hidden)
     # The noise scale's extra reduction: waited for (its norm is read at once), one step in gns_every.
-    noise = noise_scale_bytes(config, layout, parameter_bytes, grad_accum, gns_every)
+    noise = noise_scale_bytes(config, layout, parameter_bytes, grad_accum, gns_every, local_experts)
     for d, (noise_bytes, noise_collectives) in noise.items():
         comm += figures.transfer_s(links[d], COLLECTIVE_OF[d], noise_bytes, noise_collectives) / gns_every
         sent[d] = (sent[d][0] + noise_bytes / gns_every, sent[d][1])
@@ -562,8 +594,10 @@ def memory_traffic(
     dense_mask: bool,
     compiled: bool = False,
     fsdp_grad_sync: str = "micro_batch",
+    expert_bytes: int = 0,
 ) -> float:
-    """Bytes one rank's memory-bound work moves in one optimizer step (see the module docstring)."""
+    """Bytes one rank's memory-bound work moves in one optimizer step (see the module docstring). `expert_bytes`:
+    this rank's experts' share of `parameter_bytes` (and, as elements, of `matmul_params`), whole on every tp rank."""
     heads, width = config.num_attention_heads, 2 if precision == "bf16" else FP32
     tp, layers = layout.tp, -(-config.num_hidden_layers // layout.pp)
     tokens = micro_batch * seq_len // layout.cp  # per micro-batch on this rank
@@ -576,12 +610,14 @@ def memory_traffic(
         entries = tokens * seq_len  # each local query's row spans every key of its row
         attention_passes = 3 + (1 if checkpointing == "full" else 0)  # selective keeps attention's output: not rerun
         per_micro_batch += layers * entries * ((1 + width) + heads / tp * width * attention_passes)
-    stage_elements = parameter_bytes / FP32 / layout.pp / tp
-    local_elements = stage_elements / layout.shard_degree
+    dense, experts = (share / FP32 for share in fsdp_shares(layout, parameter_bytes, expert_bytes))
+    stage_elements = dense + experts
+    local_elements = dense / layout.shard_degree + experts / layout.expert_shard_degree
     if precision == "bf16" and not layout.fsdp:  # autocast casts every matmul weight to bf16 in every micro-batch
-        per_micro_batch += matmul_params / layout.pp / tp * (FP32 + 2)
-    if layout.shard_degree > 1:  # FSDP writes the gathered parameters, in forward and again in backward
-        per_micro_batch += 2 * stage_elements * width
+        cast = (matmul_params - expert_bytes / FP32) / layout.pp / tp + expert_bytes / FP32 / layout.pp
+        per_micro_batch += cast * (FP32 + 2)
+    # FSDP writes the gathered parameters, in forward and again in backward
+    per_micro_batch += 2 * width * (dense * (layout.shard_degree > 1) + experts * (layout.expert_shard_degree > 1))
     # Accumulating adds each micro-batch's gradient to the shard, or to the unsharded one FSDP2 keeps without a
     # reduce-scatter per micro-batch.
     reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync) if layout.shard_degree > 1 else grad_accum

@@ -185,6 +185,7 @@ def table_columns(source: str) -> list[str] | None:
     kind = source_kind(source)
     if kind not in ("parquet", "dataset"):
         return None
+    # pyarrow only for Parquet corpora
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -215,12 +216,14 @@ def read_rows(source: str, columns: list[str], text_unit: str = "paragraph") -> 
     """
     kind = source_kind(source)
     if kind == "parquet":
+        # pyarrow only for Parquet corpora
         import pyarrow.parquet as pq
 
         with pq.ParquetFile(source) as shards:
             for batch in shards.iter_batches(batch_size=READ_ROWS, columns=columns):
                 yield batch.to_pydict()
     elif kind == "dataset":
+        # pyarrow only for Parquet corpora
         import pyarrow as pa
 
         for path in _arrow_files(source):
@@ -241,6 +244,7 @@ def _arrow_files(source: str) -> list[Path]:
 
 def _load(source: str, text_unit: str):
     """A .jsonl/.json/.txt file as a `datasets` Dataset: written once into the `datasets` cache, memory-mapped."""
+    # datasets (seconds to import) only for a Hub corpus
     from datasets import load_dataset
 
     builder = FILE_FORMATS[Path(source).suffix]

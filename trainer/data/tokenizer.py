@@ -44,6 +44,7 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
 
 
 def _train_bpe(texts: Iterable[str], vocab_size: int, out: Path) -> None:
+    # tokenizers only where a tokenizer is trained
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     bpe = Tokenizer(models.BPE())

@@ -10,7 +10,9 @@ whose weights exceed the GPUs' memory, at the cost of speed that the offloaded l
 Mixtures of experts map the same way: a decoder layer, its router and all of its experts (transformers 5 keeps them
 as one module of 3-D tensors) stay whole on one device, and the budget counts every expert, not only the ones a token
 uses, since any token may need any of them. Their checkpoints keep the original one-tensor-per-expert names, which
-transformers fuses while it loads, so those load through transformers (with the same device map) instead.
+transformers fuses while it loads, so those load through transformers (with the same device map) instead. An
+architecture whose layers cannot compute this way is refused in one line while its empty skeleton is built, before
+any weight is read (gpt-oss: its attention has no sdpa implementation).
 """
 
 from __future__ import annotations
@@ -78,6 +80,17 @@ def device_map_summary(model: torch.nn.Module) -> dict[Device, int]:
         device = _mapped_device(device_map, name)
         summary[device] = summary.get(device, 0) + parameter.numel() * parameter.element_size()
     return summary
+
+
+def offloaded_weight(model: torch.nn.Module, name: str) -> torch.Tensor | None:
+    """The value of a parameter that a device map offloaded (it sits on the meta device), read the way the model reads
+    it before computing: from the weights its module's accelerate hook loads. None for one that is not offloaded."""
+    module_name, _, local = name.rpartition(".")
+    weights = getattr(getattr(model.get_submodule(module_name), "_hf_hook", None), "weights_map", None)
+    try:
+        return None if weights is None else weights[local]
+    except KeyError:
+        return None
 
 
 def _checkpoint_file(model_dir: Path) -> Path:
@@ -163,7 +176,7 @@ def _model_keys(model: torch.nn.Module, stored: set[str]) -> tuple[set[str], set
         if pattern is not None and is_routed_expert(target) and target in meta_state:
             # transformers stacks one stored tensor per expert and source pattern (w1 and w3 into gate_up_proj)
             # without checking that every expert is there; a missing one would load as a silently wrong layer.
-            patterns = next(len(c.source_patterns) for c in converters if pattern in c.source_patterns)
+            patterns = next((len(c.source_patterns) for c in converters if pattern in c.source_patterns), 1)
             expected[target] = meta_state[target].shape[0] * patterns
     return set(sources), {target for target, count in expected.items() if sources[target] < count}
 

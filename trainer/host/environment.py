@@ -33,6 +33,7 @@ def device_name(device_type: str) -> str:
 def git_state(path: Path) -> dict[str, str | bool | None]:
     """Commit and dirtiness of the git repository holding `path`, or nulls outside one."""
     try:
+        # GitPython (a slow import) only for the run's provenance
         import git
 
         repo = git.Repo(path, search_parent_directories=True)

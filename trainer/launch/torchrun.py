@@ -63,6 +63,7 @@ def start(argv: list[str], env: dict[str, str], log: IO, closed: tuple[int, ...]
 def can_fork() -> bool:
     """A torch built without CUDA (after cuInit a forked child cannot use CUDA, and a CUDA build's launcher may have
     asked about the devices), on Linux (where threads can be counted), from a process with one thread."""
+    # torch: the launcher imports it only to ask this
     import torch
 
     return not torch.backends.cuda.is_built() and sys.platform == "linux" and len(os.listdir("/proc/self/task")) == 1

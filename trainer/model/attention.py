@@ -86,6 +86,7 @@ def use_attention(model: torch.nn.Module, kind: str) -> None:
 def document_block_mask(segment_ids: torch.Tensor):
     """A flex_attention BlockMask: a query sees keys of its own segment at or before it (padding, segment -1,
     sees only padding, so no row is empty). The same pairs as trainer.data.packing.block_causal_mask."""
+    # flex_attention only where a BlockMask is built (CUDA)
     from torch.nn.attention.flex_attention import create_block_mask
 
     def same_document_causal(batch, head, query, key):

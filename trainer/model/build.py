@@ -208,6 +208,7 @@ def _init_rules(template: torch.nn.Module, whole: torch.nn.Module) -> dict[str, 
 def _fill_local(target: torch.Tensor, rule: list, key: str) -> bool:
     """Fill this rank's part of `target` tile by tile (see `materialize`); False where its shard is not a block of
     the tensor's rows x columns view that this can cut (then the caller makes the whole tensor)."""
+    # DTensor only for a sharded build
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
@@ -327,6 +328,7 @@ def _initialised(template: torch.nn.Module, whole: torch.nn.Module, seed: int, n
 
 def _copy_shard(target: torch.Tensor, full: torch.Tensor) -> None:
     """Copy this rank's part of `full` into `target` (a DTensor's local shard, or a whole tensor)."""
+    # DTensor only for a sharded build
     from torch.distributed.tensor import DTensor, distribute_tensor
 
     full = full.to(target.dtype)

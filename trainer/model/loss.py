@@ -110,7 +110,7 @@ def head_computes_loss(model: torch.nn.Module, labels: torch.Tensor, chunk: int 
     function reading the labels from the head: a compiled model then sees the same code every micro-batch. A hook
     could only run the head's own matmul on no tokens, and under autocast even that would cast and keep a second
     copy of the weight."""
-    head = _causal_lm(model).get_output_embeddings()
+    head = causal_lm(model).get_output_embeddings()
     head.loss_labels, head.loss_chunk = labels, chunk
     head.forward = types.MethodType(_eager_loss_forward(), head)
     try:
@@ -132,5 +132,6 @@ def _eager_loss_forward() -> Callable[[torch.nn.Module, torch.Tensor], torch.Ten
     return torch.compiler.disable(_loss_forward)
 
 
-def _causal_lm(model: torch.nn.Module) -> torch.nn.Module:
+def causal_lm(model: torch.nn.Module) -> torch.nn.Module:
+    """The model itself, out of its DistributedDataParallel wrapper where it has one."""
     return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model

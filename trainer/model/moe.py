@@ -66,15 +66,21 @@ class RouterLogits:
         self.handles = [router.register_forward_hook(self._record) for router in self.routers]
 
     def _record(self, module: torch.nn.Module, args: tuple, output: tuple) -> None:
-        import torch
+        import torch  # check_moe is imported by the planner, which runs without torch
 
         # Activation checkpointing runs the layer again inside the backward: those logits are the same ones.
         if torch._C._current_graph_task_id() == -1:
             self.logits.append(output[0])
 
     def take(self) -> tuple[torch.Tensor, ...]:
-        """The logits recorded since the last take, in layer order, and forget them."""
+        """The logits recorded since the last take, in layer order, and forget them: one forward's, one tensor per
+        router (a forward outside the step between two takes would otherwise count in the next step's loss)."""
         taken, self.logits = tuple(self.logits), []
+        if len(taken) != len(self.routers):
+            raise RuntimeError(
+                f"{len(taken)} router logits recorded since the last step's take, not one per router "
+                f"({len(self.routers)}): a forward ran outside the step, or a router did not run"
+            )
         return taken
 
 

@@ -49,6 +49,7 @@ def enable_activation_checkpointing(model: torch.nn.Module, mode: bool | str = "
 def _checkpointed_forward(layer: torch.nn.Module, *args, **kwargs):
     """The layer's class forward under non-reentrant torch.utils.checkpoint (plain where nothing needs a
     backward: evaluation, no_grad)."""
+    # torch's checkpointing (and flex) only for a checkpointed model
     from torch.utils.checkpoint import checkpoint
 
     forward = functools.partial(type(layer).forward, layer)
@@ -78,6 +79,7 @@ def _saved_ops() -> tuple[frozenset, frozenset]:
 
 def flex_attention_op():
     """The higher-order operator flex_attention runs as (what the selective policy is asked about)."""
+    # torch's checkpointing (and flex) only for a checkpointed model
     from torch._higher_order_ops.flex_attention import flex_attention
 
     return flex_attention
@@ -90,6 +92,7 @@ def selective_checkpoint_context():
     rotary, activation functions, residual adds, which are cheap in FLOPs). Counting restarts for every layer
     call; torch 2.13 asks the policy in the forward only and replays its answers, earlier releases ask again in
     the recomputation, so that one counts on its own and picks the same matmuls."""
+    # torch's checkpointing (and flex) only for a checkpointed model
     from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
     matmuls, others = _saved_ops()
@@ -115,6 +118,7 @@ def _counted_selective_contexts(policy, counting) -> tuple[TorchDispatchMode, To
     never see it): after a forward op whose outputs the policy saved, it adds their storages; after the
     recomputation's matching call of that op (the n-th call of the op in either pass, as torch pairs them), which
     the cache answered and emptied, it releases them; what no recomputed call asked for, as the recomputation ends."""
+    # torch's checkpointing (and flex) only for a checkpointed model
     from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
     answers = []  # the policy's answer for the forward op running now (torch asks once per op, ignored ops never)

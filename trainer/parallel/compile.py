@@ -36,6 +36,7 @@ def compile_layers(layers: torch.nn.ModuleList, backend: str | Callable = "induc
 def compile_seconds() -> float:
     """Seconds this process spent compiling, by torch's own account: dynamo's frames (with their forward graphs)
     and the backward graphs inductor compiles when they first run."""
+    # torch._dynamo only in a compiled run (importing it loads the compiler)
     from torch._dynamo.utils import compilation_time_metrics
 
     return sum(

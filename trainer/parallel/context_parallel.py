@@ -88,6 +88,7 @@ def document_causal_mask_mod(segment_ids: torch.Tensor, cp: int, rank: int):
 
 def local_block_mask(segment_ids: torch.Tensor, cp: int, rank: int):
     """The BlockMask of `document_causal_mask_mod`, built compiled (block by block) on CUDA."""
+    # transformers' and flex's attention pieces only in a cp run (the launcher checks cp without them)
     from torch.nn.attention.flex_attention import create_block_mask
 
     batch, seq_len = segment_ids.shape
@@ -148,6 +149,7 @@ def context_parallel_attention(
     """
     key, value = gather_keys_values(key, value, group)
     if _is_block_mask(attention_mask):
+        # transformers' and flex's attention pieces only in a cp run (the launcher checks cp without them)
         from transformers.integrations.flex_attention import flex_attention_forward
 
         kwargs.pop("is_causal", None)
@@ -155,6 +157,7 @@ def context_parallel_attention(
     if attention_mask is None:
         size, rank = dist.get_world_size(group), dist.get_rank(group)
         attention_mask = local_mask(None, size, rank, key.shape[2]).to(query.device)
+    # transformers' and flex's attention pieces only in a cp run (the launcher checks cp without them)
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     kwargs.pop("is_causal", None)  # the mask says it all: local queries are not the first keys
@@ -162,6 +165,7 @@ def context_parallel_attention(
 
 
 def _is_block_mask(mask) -> bool:
+    # transformers' and flex's attention pieces only in a cp run (the launcher checks cp without them)
     from torch.nn.attention.flex_attention import BlockMask
 
     return isinstance(mask, BlockMask)
@@ -221,6 +225,7 @@ def _takes_attention_interface(config: PretrainedConfig) -> bool:
     said = getattr(config, "attention_interface", None)
     if said is not None:
         return said
+    # the model classes' mapping (heavy) only for a config that does not say it itself
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
     model_class = MODEL_FOR_CAUSAL_LM_MAPPING.get(type(config), None)
@@ -231,6 +236,7 @@ def install_context_parallel(model: torch.nn.Module, layout: Layout, mesh) -> Co
     """Register the attention function for this rank's cp group and switch the model to it (None when cp = 1)."""
     if layout.cp == 1:
         return None
+    # transformers' and flex's attention pieces only in a cp run (the launcher checks cp without them)
     from transformers import AttentionInterface
 
     cp_mesh = mesh["cp"]

@@ -11,9 +11,8 @@ all-to-all brings the rows back, and they are combined with the routing weights.
 Both all-to-alls are an autograd.Function whose backward is the reverse all-to-all, so gradients reach the
 experts' owners and return to the tokens' ranks.
 
-Also here: where the groups come from (`expert_parallel_groups`), the gradient reduction a data-parallel loop needs
-for dense and expert parameters (`average_gradients`), per-step expert load (`expert_load`) and the router's
-auxiliary losses with the config's coefficients, computed over the whole data-parallel batch (`router_losses`).
+Also here: per-step expert load (`expert_load`) and the router's auxiliary losses with the config's coefficients,
+computed over the whole data-parallel batch (`router_losses`).
 The trainer applies it through trainer.parallel.parallelize.apply_experts: there the ep group comes from a
 DeviceMesh (trainer.layout.expert_mesh) and each rank's slice is a DTensor sharded on dim 0 over it, so FSDP2 can
 shard it further, checkpoints reshard it and the initialisation draws each expert's own values.
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 EXPERT_KERNELS = ("loop", "grouped_mm")
-CountsHook = Callable[[torch.Tensor], torch.Tensor]  # (ep, local experts) send counts -> the counts actually sent
 
 
 class ExpertParallelError(ValueError):
@@ -52,7 +50,6 @@ class ExpertShard:
     num_experts: int
     kernel: str
     routed: torch.Tensor  # (num_experts,) pairs this rank's tokens sent to each expert, accumulated over forwards
-    counts_hook: CountsHook | None = field(default=None, repr=False)  # tests only: corrupts a dispatch on purpose
     mesh: object | None = field(default=None, repr=False)  # the ep DeviceMesh: slices are DTensors over it
     # What the experts' gradients are multiplied by as they leave the forward: under FSDP2 over the ranks holding
     # the same experts, 1/ep (trainer.parallel.data_parallel.apply_fsdp says why).
@@ -73,29 +70,6 @@ class ExpertParallelPlan:
 
     shards: dict[str, ExpertShard]
     kernel: str
-
-
-@dataclass(frozen=True)
-class ExpertGroups:
-    """ep: the ranks that exchange tokens (consecutive ranks, so the all-to-all stays inside a node where it can).
-    replicate: the ranks that hold the same experts and see different data (their expert gradients are summed)."""
-
-    ep: dist.ProcessGroup | None
-    replicate: dist.ProcessGroup | None
-    ep_size: int
-
-
-def expert_parallel_groups(ep: int, device_type: str = "cpu") -> ExpertGroups:
-    """Split the world into world/ep groups of ep consecutive ranks (the inner mesh dimension)."""
-    world = dist.get_world_size() if dist.is_initialized() else 1
-    if ep < 1 or world % ep:
-        raise ExpertParallelError(f"ep={ep} does not divide the {world} ranks")
-    if world == 1:
-        return ExpertGroups(None, None, 1)
-    from torch.distributed.device_mesh import init_device_mesh
-
-    mesh = init_device_mesh(device_type, (world // ep, ep), mesh_dim_names=("ep_replicate", "ep"))
-    return ExpertGroups(mesh.get_group("ep"), mesh.get_group("ep_replicate"), ep)
 
 
 def expert_modules(model: nn.Module) -> dict[str, nn.Module]:
@@ -189,6 +163,7 @@ def _keep_local_experts(experts: nn.Module, shard: ExpertShard) -> None:
             raise ExpertParallelError(f"{type(experts).__name__}.{name} is not per-expert: cannot shard it over ep")
         local = parameter.detach()[lo:hi].clone()
         if shard.mesh is not None:
+            # DTensor only for slices on an ep mesh
             from torch.distributed.tensor import DTensor, Shard
 
             local = DTensor.from_local(local, shard.mesh, [Shard(0)], run_check=False, shape=parameter.shape,
@@ -237,8 +212,6 @@ def _expert_parallel_forward(
             shard.routed = torch.zeros_like(counts)
         shard.routed += counts.detach()
     send = counts.view(shard.ep, shard.local_experts)
-    if shard.counts_hook is not None:
-        send = shard.counts_hook(send)
     rows = hidden_states[token_of_pair]
     if shard.ep > 1:
         receive = torch.empty_like(send)
@@ -346,13 +319,6 @@ class ExpertLoad:
     tokens_per_expert: dict[str, list[int]]
     max_over_mean: float  # the most loaded expert against the mean, worst layer: 1.0 is perfectly even
 
-    def tokens_per_rank(self, ep: int) -> dict[str, list[int]]:
-        """Rows each ep rank's experts computed (the slowest rank sets the step's expert time)."""
-        return {
-            name: [sum(counts[r * len(counts) // ep : (r + 1) * len(counts) // ep]) for r in range(ep)]
-            for name, counts in self.tokens_per_expert.items()
-        }
-
 
 def expert_load(plan: ExpertParallelPlan, group: dist.ProcessGroup | None = None, reset: bool = True) -> ExpertLoad:
     """Tokens per expert summed over `group`'s ranks (the data-parallel ranks: all of a step's tokens; None: this
@@ -452,20 +418,3 @@ class _AllReduceSum(torch.autograd.Function):
 def _distributed(group: dist.ProcessGroup | None) -> bool:
     """None: this rank alone (a one-process run, or a reference computed inside a distributed one)."""
     return group is not None and dist.get_world_size(group) > 1
-
-
-def average_gradients(model: nn.Module, plan: ExpertParallelPlan, groups: ExpertGroups) -> None:
-    """Average the gradients over the data-parallel ranks, as DDP/FSDP do for a loss scaled by the data-parallel
-    degree: dense parameters are summed over every rank, expert parameters over the ranks holding the same
-    experts (their tokens' gradients already arrived through the all-to-all), both divided by the world size.
-    The tests' plain-data-parallel form of what the trainer does with FSDP2 (dense parameters over dp_shard x cp,
-    experts over the ranks holding the same ones: trainer.parallel.data_parallel.apply_fsdp)."""
-    if groups.ep is None:
-        return
-    world = dist.get_world_size()
-    expert_ids = {id(p) for name in plan.shards for p in model.get_submodule(name).parameters()}
-    for parameter in model.parameters():
-        if parameter.grad is None:
-            continue
-        dist.all_reduce(parameter.grad, group=groups.replicate if id(parameter) in expert_ids else None)
-        parameter.grad /= world

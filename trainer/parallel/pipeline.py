@@ -247,6 +247,7 @@ def build_pipeline(
         flat_logits, flat_labels = logits.float().flatten(0, 1), labels.flatten()
         return F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE_INDEX, reduction="sum") * loss_scale[0]
 
+    # pipelining only under pp > 1 (the planner imports this module)
     from torch.distributed import pipelining
 
     pipeline_stages = [

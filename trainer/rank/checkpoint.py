@@ -205,6 +205,7 @@ def _pickles_problem(checkpoint: Path) -> str | None:
     """Why the checkpoint's pickles are more than data, in a few words, or None: .metadata asking for more than DCP's
     metadata classes, or a non-tensor entry of a shard for more than torch.load(weights_only=True) reads. Nothing
     is called on the way: what they ask for is refused unread."""
+    # torch.distributed.checkpoint takes about a second to import: only saving and loading need it
     from torch.distributed.checkpoint.metadata import Metadata
 
     try:
@@ -225,6 +226,7 @@ def _pickles_problem(checkpoint: Path) -> str | None:
 
 def _entries_problem(checkpoint: Path, metadata) -> str | None:
     """Why one of the shards' non-tensor entries (pickled by torch.save: optimizer settings) is more than data."""
+    # torch.distributed.checkpoint takes about a second to import: only saving and loading need it
     from torch.distributed.checkpoint.metadata import BytesStorageMetadata
 
     entries = {fqn for fqn, kind in metadata.state_dict_metadata.items() if isinstance(kind, BytesStorageMetadata)}
@@ -249,6 +251,7 @@ def read_state(
     """dcp.load of `state` from the checkpoint in `path`, its pickles read as data only (see the module's
     docstring); `trust`: as DCP reads them, running whatever they ask for. `group` and `no_dist`: dcp.load's
     process_group and no_dist (one process without torch.distributed, as an export loads)."""
+    # torch.distributed.checkpoint takes about a second to import: only saving and loading need it
     import torch.distributed.checkpoint as dcp
 
     reader, planner = (None, None) if trust else _data_only_reader(path)
@@ -259,6 +262,7 @@ def read_state(
 def load_failure(error: BaseException) -> str:
     """What went wrong in a load, in one line: DCP's CheckpointException (a BaseException) says only which ranks
     failed on its first line; the first rank's own error is what to show."""
+    # torch.distributed.checkpoint takes about a second to import: only saving and loading need it
     from torch.distributed.checkpoint.api import CheckpointException
 
     if isinstance(error, CheckpointException) and error.failures:
@@ -269,6 +273,7 @@ def load_failure(error: BaseException) -> str:
 
 def _data_only_reader(path: Path):
     """DCP's file system reader and default planner, with their two unpickling steps restricted to data."""
+    # torch.distributed.checkpoint takes about a second to import: only saving and loading need it
     from torch.distributed.checkpoint import FileSystemReader
     from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
     from torch.distributed.checkpoint.metadata import StorageMeta
@@ -328,6 +333,7 @@ def save(
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
     dist.barrier(group=group)
+    # torch.distributed.checkpoint takes about a second to import: only saving and loading need it
     import torch.distributed.checkpoint as dcp
 
     model_state, optimizer_state = _state_dicts(model, optimizer)
@@ -371,6 +377,7 @@ def load(
 ) -> TrainerState:
     """Restore everything `save` wrote, resharded onto this run's `layout` (its degrees) where that differs.
     `group`: as for `save`."""
+    # torch.distributed.checkpoint takes about a second to import: only saving and loading need it
     from torch.distributed.checkpoint.state_dict import set_state_dict
 
     model_state, optimizer_state = _state_dicts(model, optimizer)
@@ -405,6 +412,7 @@ def _per_group(scheduler_state: dict, groups: int) -> dict:
 
 
 def _by_name():
+    # torch.distributed.checkpoint takes about a second to import: only saving and loading need it
     from torch.distributed.checkpoint.state_dict import StateDictOptions
 
     return StateDictOptions(flatten_optimizer_state_dict=True)
@@ -412,6 +420,7 @@ def _by_name():
 
 def _state_dicts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
     """Model and optimizer state keyed by parameter name (see the module's docstring)."""
+    # torch.distributed.checkpoint takes about a second to import: only saving and loading need it
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     return get_state_dict(model, optimizer, options=_by_name())

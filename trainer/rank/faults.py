@@ -13,6 +13,7 @@ Read only from the environment, so no experiment file can turn it on by accident
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -40,6 +41,7 @@ def maybe_inject(rank: int, step: int, run: str = "") -> None:
         if kind == "hang":
             time.sleep(3600)
         if kind == "oom":
+            # torch only for the oom fault (the launcher reads faults without it)
             import torch
 
             torch.empty(_TOO_MANY_BYTES, dtype=torch.uint8)
@@ -51,8 +53,6 @@ def maybe_inject(rank: int, step: int, run: str = "") -> None:
 
 def _wait_for_preemption(rank: int, step: int) -> None:
     """Log that the rank waits (rank 0's log.txt: what a test waits for before it sends the signal), then wait."""
-    import logging
-
     logging.getLogger("meshpilot.faults").info("rank %d waits for a preemption signal at step %d", rank, step)
     while not preemption.requested():
         time.sleep(0.01)

@@ -164,6 +164,7 @@ def collective_timeouts(spec: TrainSpec) -> tuple[timedelta, timedelta]:
 
 def set_collective_timeout(timeout: timedelta, keep: tuple[dist.ProcessGroup, ...] = ()) -> None:
     """Give every process group of this rank but `keep` (the checkpoint group, with its own) `timeout`."""
+    # c10d's private names only where a collective timeout is set
     from torch.distributed.distributed_c10d import _set_pg_timeout, _world
 
     for group in list(_world.pg_map):

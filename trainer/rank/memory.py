@@ -59,6 +59,7 @@ def held_gradient_bytes(model: torch.nn.Module) -> int:
     unsharded gradient per parameter accumulated without reduce-scattering (in the parameter's dtype, or the
     reduce dtype once converted), and under HSDP the reduce-scattered sum that waits for the all-reduce across
     replicas. Read from FSDP2's parameter groups: torch offers no public view of them."""
+    # FSDPModule only under FSDP2
     from torch.distributed.fsdp import FSDPModule
 
     held = []
@@ -288,7 +289,22 @@ def _after_backward(callback: Callable[[], None]) -> None:
     engine.queue_callback(lambda: engine.queue_callback(callback))
 
 
-_VIEWS = {"TBackward0", "ViewBackward0", "TransposeBackward0", "PermuteBackward0", "ExpandBackward0", "AliasBackward0"}
+# Operations whose output shares its input's storage: a weight reached through them is still the weight. Besides
+# the plain views: one expert's weight selected (or sliced) from the fused experts tensor, a DTensor's local part
+# (to_local), and expert parallelism's gradient scaling (an identity: trainer.parallel.expert_parallel._ScaleGradient).
+# Under FSDP2 the gathered weights are parameters the model does not list, so only this walk tells them apart.
+_VIEWS = {
+    "TBackward0",
+    "ViewBackward0",
+    "TransposeBackward0",
+    "PermuteBackward0",
+    "ExpandBackward0",
+    "AliasBackward0",
+    "SelectBackward0",
+    "SliceBackward0",
+    "_ToTorchTensorBackward",
+    "_ScaleGradientBackward",
+}
 
 
 def _weight_origin(tensor: torch.Tensor) -> str | None:
@@ -355,6 +371,7 @@ def process_device_used(uuid: str, pid: int) -> int | None:
     installed or does not report it (a GPU shared with other jobs, or tests run side by side, would otherwise
     count their memory as this process's)."""
     try:
+        # pynvml only on CUDA
         import pynvml
     except ImportError:
         return None

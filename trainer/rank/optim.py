@@ -94,6 +94,7 @@ def _import_galore_adamw() -> type[torch.optim.Optimizer]:
     # bitsandbytes warns on import about its optional 4-bit CPU kernels, which GaLoreAdamW never uses.
     bnb_logger.setLevel(logging.ERROR)
     try:
+        # galore_torch only for the GaLore optimizer
         from galore_torch import GaLoreAdamW
     finally:
         bnb_logger.setLevel(level)
@@ -178,6 +179,7 @@ def _projectors_from_matrices(optimizer: torch.optim.Optimizer) -> None:
 
 
 def _galore_projector() -> type:
+    # galore_torch only for the GaLore optimizer
     from galore_torch.galore_projector import GaLoreProjector
 
     return GaLoreProjector

@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from trainer.data.packing import IGNORE_INDEX, model_inputs
-from trainer.model.loss import head_computes_loss
+from trainer.model.loss import causal_lm, head_computes_loss
 from trainer.model.moe import RouterLogits
 from trainer.parallel.data_parallel import gradient_sync
 from trainer.parallel.expert_parallel import router_losses
@@ -143,17 +143,20 @@ def _router_loss(
     """The micro-batch's router losses with their coefficients, over every rank's tokens (padding left out, as
     the model's attention_mask would); their values added to `sums`."""
     logits = router.take()
-    config = _causal_lm(model).config
+    config = causal_lm(model).config
     real = batch["segment_ids"] >= 0
-    losses = router_losses(config, logits, real if real.numel() == len(logits[0]) else None, dp_group)
+    if real.numel() != len(logits[0]):
+        # Without the mask padding would silently count in the loss: a layout that routes other tokens than the
+        # batch's (a sequence split the batch does not share) must say so.
+        raise RuntimeError(
+            f"the routers saw {len(logits[0])} tokens but the micro-batch holds {real.numel()}: the auxiliary "
+            "loss cannot leave padding out"
+        )
+    losses = router_losses(config, logits, real, dp_group)
     sums["aux_loss"] = sums.get("aux_loss", 0.0) + float(losses.aux_loss.detach())
     if losses.z_loss is not None:
         sums["z_loss"] = sums.get("z_loss", 0.0) + float(losses.z_loss.detach())
     return losses.total
-
-
-def _causal_lm(model: torch.nn.Module) -> torch.nn.Module:
-    return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
 
 
 def _small_batch_gradient(

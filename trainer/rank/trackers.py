@@ -63,6 +63,7 @@ class Tracker(Protocol):
 
 class TensorBoard:
     def start(self, run_dir, experiment, name, *, group, first_step, run_id):
+        # each tracker's library only where that tracker is chosen
         from torch.utils.tensorboard import SummaryWriter
 
         # A resumed run trains the steps after its checkpoint again: TensorBoard drops what an earlier session
@@ -92,6 +93,7 @@ class TensorBoard:
 
 class WandB:
     def start(self, run_dir, experiment, name, *, group, first_step, run_id):
+        # each tracker's library only where that tracker is chosen
         import wandb
 
         self.run = wandb.init(
@@ -118,6 +120,7 @@ class WandB:
 
 class MLflow:
     def start(self, run_dir, experiment, name, *, group, first_step, run_id):
+        # each tracker's library only where that tracker is chosen
         from mlflow import MlflowClient
         from mlflow.entities import Param
 
@@ -136,6 +139,7 @@ class MLflow:
         return self.run_id
 
     def _experiment_id(self, run_dir: Path) -> str:
+        # each tracker's library only where that tracker is chosen
         from mlflow.exceptions import MlflowException
 
         name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or PROJECT
@@ -160,6 +164,7 @@ class MLflow:
         self.client.set_terminated(self.run_id, "FINISHED" if status == "ok" else "FAILED")
 
     def _metrics(self, step: int, scalars: dict[str, float]) -> None:
+        # each tracker's library only where that tracker is chosen
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
@@ -170,6 +175,7 @@ class MLflow:
 
 class Trackio:
     def start(self, run_dir, experiment, name, *, group, first_step, run_id):
+        # each tracker's library only where that tracker is chosen
         import trackio
 
         resume = "allow" if first_step else "never"  # trackio continues a run by its name
@@ -183,6 +189,7 @@ class Trackio:
         self.run.log(scalars, step=step)
 
     def finish(self, step, scalars, status):
+        # each tracker's library only where that tracker is chosen
         from trackio import AlertLevel
 
         if scalars:  # none when the run failed

@@ -32,6 +32,7 @@ def preload(experiment: Experiment) -> None:
     """Import what a rank of this run would import on its way (the model's code, checkpointing, DTensor), so that
     ranks forked afterwards start with it: once per run instead of once per rank."""
     global _forked
+    # preload's purpose: these imports, before the ranks fork
     import torch.distributed.checkpoint.state_dict
     import torch.distributed.tensor
 
