@@ -30,22 +30,21 @@ whole sequence's k and v (2q/tp per token of the sequence, i.e. 2q cp/tp per loc
 dense mask makes SDPA repeat them), and on CPU each local query's mask row still spans all s keys; on CUDA the mask
 is a function of global positions and document ids (trainer.parallel.context_parallel), with no dense rows.
 
-Mixture-of-experts layers (trainer.parallel.expert_parallel's forward, which the trainer runs for ep = 1 too) keep,
-per token and MoE layer, in place of the dense MLP's 4i: for each of its top_k (token, expert) pairs the row sent to
-the expert and the expert's output (2h; the weighted outputs are summed per token, not kept), the expert's gate-up
-output, activation and product (4I, I the expert's intermediate width), in the compute dtype; the router's fp32
-probabilities over the E experts, its top-k values and their sum, a weight per pair (fp32), and three int64 indices
-per pair (top-k, the pairs' order and its inverse); shared experts as a dense MLP (4 I_shared). Counted storage by storage on transformers' Mixtral
-(tests/test_moe_costs.py checks it against what autograd saves). Selective checkpointing keeps every other
-matmul's output (trainer.parallel.activation_checkpointing), so what an MoE layer keeps follows the order of its
-matmuls: the router's logits (E) and each pair's down projection (h), or where the shared expert runs first (Qwen2-MoE)
-its gate and down and each pair's gate-up output (2I). Expert parameters are split over ep on the expert dimension
-(each rank keeps E/ep consecutive experts), then FSDP2 chunks them over the dp_shard x cp ranks left
+Mixture-of-experts layers (trainer.parallel.expert_parallel's forward, which the trainer runs for ep = 1 too) keep, per
+token and MoE layer, in place of the dense MLP's 4i: for each of its top_k (token, expert) pairs the row sent to the
+expert and the expert's output (2h; the weighted outputs are summed per token, not kept), the expert's gate-up output,
+activation and product (4I, I the expert's intermediate width), in the compute dtype; the router's fp32 probabilities
+over the E experts, its top-k values and their sum, a weight per pair (fp32), and three int64 indices per pair (top-k,
+the pairs' order and its inverse); shared experts as a dense MLP (4 I_shared). Counted storage by storage on
+transformers' Mixtral (tests/test_moe_costs.py checks it against what autograd saves). Selective checkpointing keeps
+every other matmul's output (trainer.parallel.activation_checkpointing), so what an MoE layer keeps follows the order of
+its matmuls: the router's logits (E) and each pair's down projection (h), or where the shared expert runs first
+(Qwen2-MoE) its gate and down and each pair's gate-up output (2I). Expert parameters are split over ep on the expert
+dimension (each rank keeps E/ep consecutive experts), then FSDP2 chunks them over the dp_shard x cp ranks left
 (expert_shard_degree, on the expert dimension, or on the next where fewer experts than those ranks are left, as
-trainer.parallel.data_parallel shards them); every other
-parameter is chunked over all of dp_shard x cp, as in a dense model. The load is
-taken as even: the rows a rank's experts receive are top_k x its own tokens (uneven routing costs time:
-trainer.costs.throughput).
+trainer.parallel.data_parallel shards them); every other parameter is chunked over all of dp_shard x cp, as in a dense
+model. The load is taken as even: the rows a rank's experts receive are top_k x its own tokens (uneven routing costs
+time: trainer.costs.throughput).
 
 Temporaries are the peaks that live only briefly: one chunk's logits and their gradient (`loss_temporary_bytes`;
 a pipeline's whole micro-batch's), the output head's whole weight gradient before it is accumulated, a recomputed
