@@ -65,6 +65,20 @@ SOURCES = {
         "what": "NeMo AutoModel (PyTorch backend) pre-training on DGX-H100, BF16, mock data, 'fake balanced gate', "
         "last updated 2025-10-02; MFU against 989 TFLOPS",
     },
+    "megatron_bridge_configs": {
+        "url": "https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/00b7660be0254ac6f95f44164ddd0c3e9cc798ed/"
+        "scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py",
+        "what": "the H100 gpt-oss-120b performance config at the summary's commit: pp 4, ep 8, micro_batch_size 1, "
+        "recompute_modules layernorm and moe_act",
+    },
+    "nemo_automodel_configs": {
+        "url": "https://github.com/NVIDIA-NeMo/Automodel/tree/01926a5c443b7979463c73341bf64adf79de638e/"
+        "examples/benchmark/configs",
+        "what": "the benchmark configs of the NeMo AutoModel rows at the summary's commit (qwen3_moe_30b_te_deepep, "
+        "gptoss_20b_te_deepep, gptoss_120b_te_deepep, deepseek_v3_te_deepep[_1024].yaml): ep_size, "
+        "parallelizer.activation_checkpointing, torch.optim.Adam; the models are cast to bf16 "
+        "(nemo_automodel/components/models/*/model.py, initialize_weights)",
+    },
     "megatron_moe_model_zoo": {
         "url": "https://github.com/yanring/Megatron-MoE-ModelZoo/blob/c1ad0b5c89f425d60febddc38e7f741a16f08bd1/"
         "best_practice/Qwen3/readme.md",
@@ -394,29 +408,50 @@ _EP_FROM_TP = (
 )
 _DEEPEP = "DeepEP's fused dispatch priced as plain all-to-alls"
 _EP_DASH = (
-    'ep published as "-": predicted with the experts sharded over the whole FSDP group (ep = fsdp), as NeMo '
-    "AutoModel's MoE recipes do; without ep every rank would gather every expert each micro-batch"
+    'ep published as "-": predicted with the experts sharded over the whole FSDP group (ep = fsdp), the ep_size '
+    "of the benchmark config the row ran"
 )
 _TE = "Transformer Engine's fused kernels priced as meshpilot's eager PyTorch layers"
+# NeMo AutoModel's benchmark configs at the performance summary's commit (SOURCES["nemo_automodel_configs"]).
+_NEMO_FULL_AC = "activation_checkpointing: true in the benchmark config (each decoder block checkpointed whole)"
+_NEMO_NO_AC = "activation_checkpointing: false in the benchmark config"
+_BF16_STATES = (
+    "the published run keeps bf16 parameters, gradients and Adam moments (its model is cast to the config's "
+    "torch_dtype, bf16, and torch.optim.Adam keeps its state in the parameters' dtype): 8 bytes per parameter; "
+    "meshpilot keeps fp32 master weights, gradients and moments (16 bytes) and has no bf16-states setting"
+)
 # Keyed by (source, model, gpus, TFLOPS/GPU as published): unique among the rows.
 AS_MESHPILOT = {
     ("megatron_bridge", "gpt-oss-120b", 64, 153): AsMeshpilot(
-        "pp=4,dp_shard=16,ep=8", "none", (_DISTRIBUTED_OPTIMIZER, _TE, "recompute not stated: none")
+        "pp=4,dp_shard=16,ep=8",
+        "selective",
+        (
+            _DISTRIBUTED_OPTIMIZER,
+            _TE,
+            "recompute_modules layernorm, moe_act (the performance script's H100 config at the table's commit) "
+            "predicted as meshpilot's selective checkpointing",
+            "that config sets micro_batch_size 1 where the table says MBS 4 (and GA 2, which fits neither: "
+            "512 / dp 16 / 4 = 8): predicted at the table's 4",
+        ),
     ),
     ("nemo_automodel", "deepseek-v3", 1024, 216): AsMeshpilot(
-        "pp=4,dp_shard=256,ep=64", "none", (_VIRTUAL_STAGES, _DEEPEP, _TE, "recompute not stated: none")
+        "pp=4,dp_shard=256,ep=64", "full", (_NEMO_FULL_AC, _BF16_STATES, _VIRTUAL_STAGES, _DEEPEP, _TE)
     ),
     ("nemo_automodel", "deepseek-v3", 256, 250): AsMeshpilot(
-        "pp=4,dp_shard=64,ep=64", "none", (_VIRTUAL_STAGES, _DEEPEP, _TE, "recompute not stated: none")
+        "pp=4,dp_shard=64,ep=64", "full", (_NEMO_FULL_AC, _BF16_STATES, _VIRTUAL_STAGES, _DEEPEP, _TE)
     ),
     ("nemo_automodel", "qwen3-30b-a3b", 8, 277): AsMeshpilot(
-        "dp_shard=8,ep=8", "none", (_DEEPEP, _TE, "recompute not stated: none")
+        "dp_shard=8,ep=8", "full", (_NEMO_FULL_AC, _BF16_STATES, _DEEPEP, _TE)
     ),
     ("nemo_automodel", "gpt-oss-20b", 8, 279): AsMeshpilot(
-        "dp_shard=8,ep=8", "none", (_EP_DASH, _DEEPEP, _TE, "FlexAttention (sinks, sliding window) priced as SDPA")
+        "dp_shard=8,ep=8",
+        "none",
+        (_EP_DASH, _NEMO_NO_AC, _BF16_STATES, _DEEPEP, _TE, "FlexAttention (sinks, sliding window) priced as SDPA"),
     ),
     ("nemo_automodel", "gpt-oss-120b", 64, 231): AsMeshpilot(
-        "dp_shard=64,ep=64", "none", (_EP_DASH, _DEEPEP, _TE, "FlexAttention (sinks, sliding window) priced as SDPA")
+        "dp_shard=64,ep=64",
+        "none",
+        (_EP_DASH, _NEMO_NO_AC, _BF16_STATES, _DEEPEP, _TE, "FlexAttention (sinks, sliding window) priced as SDPA"),
     ),
     ("megatron_moe_model_zoo", "qwen3-235b-a22b", 256, 245): AsMeshpilot(
         "pp=8,dp_shard=16,tp=2,ep=16",
@@ -529,8 +564,10 @@ def _layout_mismatches(layout: Layout, peak: int, device_mem: int) -> list[str]:
         said.append("FSDP2 inside a pipeline gathers each stage's parameters again for every micro-batch")
     if peak > device_mem:
         said.append(
-            "predicted memory exceeds 80 GB: meshpilot's MoE layer (transformers' experts through its own dispatch) "
-            "keeps more per token than fused MoE kernels (TE, DeepEP) do; the source publishes no memory to hold it to"
+            "predicted memory exceeds 80 GB: meshpilot keeps fp32 master weights, gradients and moments, and its "
+            "routed path keeps top_k x (3 hidden + 4 expert intermediate) per token (the rows sent, the experts' and "
+            "weighted outputs, gate-up, activation, product), more than fused MoE kernels (TE, DeepEP) keep; the "
+            "source publishes no memory to hold it to"
         )
     return said
 

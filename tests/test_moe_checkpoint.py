@@ -101,3 +101,26 @@ def test_expert_parallel_export_loads_in_transformers(resumed):
         got, expected = (exported[t](input_ids=batch).logits for t in ("same", "fsdp2"))
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
     assert not torch.equal(experts.gate_up_proj[0], experts.gate_up_proj[2])  # not one rank's experts twice
+
+
+def test_experts_split_on_their_next_dimension_export_whole(tmp_path):
+    """Two experts at ep=2 over dp_shard=4 (FSDP2 splits each rank's one expert on its next dimension): the final
+    checkpoint exports the experts whole, and transformers' model loaded from it gives the logits of the
+    one-process run's export."""
+    config = {**MODELS["qwen3_moe"], "num_experts": 2}
+    changes = {"model": {"config": config}, "train": {"steps": 2, "checkpoint_every": 2, "micro_batch": ROWS // 4}}
+    experiment = write_experiment(tmp_path, changes)
+    runs = {
+        "single": train(experiment, tmp_path / "single", "--nproc", "1", "--set", f"train.micro_batch={ROWS}"),
+        "split": train(experiment, tmp_path / "split", "--nproc", "4", "--layout", "dp_shard=4,ep=2"),
+    }
+    logits = {}
+    batch = torch.randint(0, config["vocab_size"], (2, 24), generator=torch.Generator().manual_seed(0))
+    for name, run in runs.items():
+        done = meshpilot("export", str(run.path))
+        assert done.returncode == 0, done.stderr[-3000:]
+        model = AutoModelForCausalLM.from_pretrained(str(run.path / "hf"), local_files_only=True).eval()
+        assert model.model.layers[0].mlp.experts.gate_up_proj.shape[0] == 2
+        with torch.no_grad():
+            logits[name] = model(input_ids=batch).logits
+    torch.testing.assert_close(logits["split"], logits["single"], atol=1e-5, rtol=0)

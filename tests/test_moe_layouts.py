@@ -131,6 +131,16 @@ def test_moe_layout_matches_single_process(qwen3, layout):
 
 
 @pytest.mark.slow
+def test_fewer_experts_than_their_fsdp_ranks_match_single_process(tmp_path_factory):
+    """Two experts, ep=2 over dp_shard=4: each ep rank's one expert is split by FSDP2 on its next dimension over the
+    two ranks that hold it (trainer.parallel.data_parallel.expert_shard_dim), not left whole on one of them."""
+    changes = {"model": {"config": {**MODELS["qwen3_moe"], "num_experts": 2}}, "train": {"steps": STEPS}}
+    experiment = write_experiment(tmp_path_factory.mktemp("moe-two-experts"), changes)
+    reference = run_layout(experiment, None, 1, 1)
+    assert_same_steps(reference, run_layout(experiment, "dp_shard=4,ep=2", 4, 4), "experts split on dim 1")
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", SLOW_LAYOUTS)
 def test_more_moe_layouts_match_single_process(qwen3, layout):
     experiment, reference = qwen3

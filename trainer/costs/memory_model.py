@@ -11,8 +11,9 @@ checkpointing. The counts are those of transformers' Llama-family decoder layer 
 
     per layer and token: 6h (two RMSNorms: input, normalised, scaled) + 5q/tp (q, k and v after rotary and
     GQA repeat, attention output and its projection input) + 4i/tp (SwiGLU: gate, up, activation, product)
-    + heads/tp (log-sum-exp) + 2 (the norms' rsqrt), all in the compute dtype; with packed rows on the dense
-    kernel, SDPA takes k and v repeated (5q), and every layer saves the same block-causal bias, made once per
+    + heads/tp (log-sum-exp) + 2 (the norms' rsqrt), all in the compute dtype (Qwen3's per-head query and key
+    norms add their own input, normalised value and rsqrt: (2q + 2kv + heads + kv heads)/tp); with packed rows on
+    the dense kernel, SDPA takes k and v repeated (5q), and every layer saves the same block-causal bias, made once per
     micro-batch (s entries per token, once); unpacked rows need no mask, and neither flex's BlockMask: SDPA or
     flex then take k and v unrepeated (3q + 2kv);
     per token once: the final norm (3h + 1), the chunked loss's log-sum-exp (fp32; trainer.model.loss: the logits
@@ -29,21 +30,21 @@ whole sequence's k and v (2q/tp per token of the sequence, i.e. 2q cp/tp per loc
 dense mask makes SDPA repeat them), and on CPU each local query's mask row still spans all s keys; on CUDA the mask
 is a function of global positions and document ids (trainer.parallel.context_parallel), with no dense rows.
 
-Mixture-of-experts layers (trainer.parallel.expert_parallel's forward, which the trainer runs for ep = 1 too) keep,
-per token and MoE layer, in place of the dense MLP's 4i: for each of its top_k (token, expert) pairs the row sent to
-the expert, the expert's output and the weighted output (3h), the expert's gate-up output, activation and product
-(4I, I the expert's intermediate width), in the compute dtype; the router's fp32 probabilities over the E experts,
-its top-k values and their sum, a weight per pair (fp32), and three int64 indices per pair (top-k, the pairs' tokens,
-their order); shared experts as a dense MLP (4 I_shared). Counted storage by storage on transformers' Mixtral
-(tests/test_moe_costs.py checks it against what autograd saves). Selective checkpointing keeps every other
-matmul's output (trainer.parallel.activation_checkpointing), so what an MoE layer keeps follows the order of its
-matmuls: the router's logits (E) and each pair's down projection (h), or where the shared expert runs first (Qwen2-MoE)
-its gate and down and each pair's gate-up output (2I). Expert parameters are split over ep on the expert dimension
-(each rank keeps E/ep consecutive experts), then FSDP2 chunks them over the dp_shard x cp ranks left
-(expert_shard_degree, on the expert dimension, as trainer.parallel.data_parallel shards them); every other
-parameter is chunked over all of dp_shard x cp, as in a dense model. The load is
-taken as even: the rows a rank's experts receive are top_k x its own tokens (uneven routing costs time:
-trainer.costs.throughput).
+Mixture-of-experts layers (trainer.parallel.expert_parallel's forward, which the trainer runs for ep = 1 too) keep, per
+token and MoE layer, in place of the dense MLP's 4i: for each of its top_k (token, expert) pairs the row sent to the
+expert and the expert's output (2h; the weighted outputs are summed per token, not kept), the expert's gate-up output,
+activation and product (4I, I the expert's intermediate width), in the compute dtype; the router's fp32 probabilities
+over the E experts, its top-k values and their sum, a weight per pair (fp32), and three int64 indices per pair (top-k,
+the pairs' order and its inverse); shared experts as a dense MLP (4 I_shared). Counted storage by storage on
+transformers' Mixtral (tests/test_moe_costs.py checks it against what autograd saves). Selective checkpointing keeps
+every other matmul's output (trainer.parallel.activation_checkpointing), so what an MoE layer keeps follows the order of
+its matmuls: the router's logits (E) and each pair's down projection (h), or where the shared expert runs first
+(Qwen2-MoE) its gate and down and each pair's gate-up output (2I). Expert parameters are split over ep on the expert
+dimension (each rank keeps E/ep consecutive experts), then FSDP2 chunks them over the dp_shard x cp ranks left
+(expert_shard_degree, on the expert dimension, or on the next where fewer experts than those ranks are left, as
+trainer.parallel.data_parallel shards them); every other parameter is chunked over all of dp_shard x cp, as in a dense
+model. The load is taken as even: the rows a rank's experts receive are top_k x its own tokens (uneven routing costs
+time: trainer.costs.throughput).
 
 Temporaries are the peaks that live only briefly: one chunk's logits and their gradient (`loss_temporary_bytes`;
 a pipeline's whole micro-batch's), the output head's whole weight gradient before it is accumulated, a recomputed
@@ -76,6 +77,7 @@ from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
 from trainer.model.attention import takes_dense_mask
 from trainer.model.loss import chunk_tokens
 from trainer.model.parameters import MoeDims, describe_parameters, head_dim, is_routed_expert, moe_dims
+from trainer.parallel.data_parallel import expert_shard_dim
 from trainer.parallel.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
 
 if TYPE_CHECKING:
@@ -290,12 +292,13 @@ def _shard_shape(
 def _expert_shard_shape(local: list[int], layout: Layout, chunk: int, sharded: bool) -> tuple[int, ...]:
     """A routed-expert parameter (leading dimension E) on the rank at `chunk` of dp_shard x cp: ep is innermost
     there (trainer.layout), so its ep rank is chunk % ep and its expert-FSDP rank chunk // ep. FSDP2 chunks the
-    rank's E/ep experts on the expert dimension, as trainer.parallel.data_parallel shards them (fully_shard's
-    default: with fewer experts than ranks left, some hold none; torchtitan shards the next dimension then)."""
+    rank's E/ep experts on the dimension trainer.parallel.data_parallel shards them on (`expert_shard_dim`: the
+    expert dimension, or the next where fewer experts than ranks are left)."""
     local[0] = _chunk_size(local[0], layout.ep, chunk % layout.ep)
     shards = layout.expert_shard_degree
     if sharded and shards > 1:
-        local[0] = _chunk_size(local[0], shards, chunk // layout.ep)
+        dim = expert_shard_dim(local[0], shards)
+        local[dim] = _chunk_size(local[dim], shards, chunk // layout.ep)
     return tuple(local)
 
 
@@ -475,11 +478,25 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
     attention = 2 * q + 2 * (q if repeated else kv) * layout.cp
     # Sequence parallelism splits the norms' inputs, their normalised values and rsqrt (2h + 1 each) over tp; the
     # all-gathered norm output that the column-parallel projections (or an MoE block) save stays whole (h each).
-    norms = 2 * (2 * h + 1)
+    norms = 2 * (2 * h + 1) + qk_norm_elements(config, q, kv)
     if moe is not None:
         mlp = _mean_over_layers(moe, config, 4 * i // tp * width, moe_bytes_per_token(moe, h, width, mode))
         return ((norms + attention + heads) // tp + 2 * h) * width + mlp
     return ((norms + attention + 4 * i + heads) // tp + 2 * h) * width
+
+
+# Models whose attention normalises each head's query and key (RMSNorm over head_dim) before rotary: transformers'
+# Qwen3 and Qwen3-MoE (q_norm, k_norm).
+QK_NORM_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe"})
+
+
+def qk_norm_elements(config: PretrainedConfig, q: int, kv: int) -> int:
+    """Per token and layer, what per-head query and key norms keep for backward (each its input, normalised value
+    and one rsqrt per head, as the layer's RMSNorms keep theirs); 0 for models without them."""
+    if getattr(config, "model_type", None) not in QK_NORM_MODEL_TYPES:
+        return 0
+    heads, kv_heads = q // head_dim(config), kv // head_dim(config)
+    return 2 * (q + kv) + heads + kv_heads
 
 
 def moe_bytes_per_token(moe: MoeDims, hidden: int, width: int, mode: str) -> int:
@@ -493,7 +510,7 @@ def moe_bytes_per_token(moe: MoeDims, hidden: int, width: int, mode: str) -> int
         # router (kept), each expert's gate-up and down (kept), then a shared expert's gate, up (kept) and down; the
         # dense layer's terms already hold one down output (h)
         return ((k - 1) * hidden + moe.experts + moe.shared_intermediate) * width
-    pairs = k * (3 * hidden + 4 * expert) * width
+    pairs = k * (2 * hidden + 4 * expert) * width
     router = (moe.experts + 2 * k + 1) * FP32 + 3 * k * 8
     return pairs + router + 4 * moe.shared_intermediate * width
 

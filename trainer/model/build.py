@@ -220,11 +220,13 @@ def _fill_local(target: torch.Tensor, rule: list, key: str) -> bool:
         local_shape, offset = shape, (0,) * len(shape)
     if tuple(local.shape) != tuple(local_shape):
         return False
-    if len(shape) > 2 and (tuple(local_shape[1:]) != shape[1:]):  # cut along a dim the 2-D view merges
+    if len(shape) > 2 and (tuple(local_shape[2:]) != shape[2:]):  # cut along a dim the 2-D view merges
         return False
+    # A cut along dim 1 (FSDP2's split of experts fewer than its ranks) is a block of columns of the 2-D view too.
+    inner = math.prod(shape[2:])
     rows, columns = (shape[0] if shape else 1), math.prod(shape[1:])
-    top, left = (offset[0] if shape else 0), (offset[1] if len(shape) == 2 else 0)
-    height, width = (local_shape[0] if shape else 1), (local_shape[1] if len(shape) == 2 else columns)
+    top, left = (offset[0] if shape else 0), (offset[1] * inner if len(shape) >= 2 else 0)
+    height, width = (local_shape[0] if shape else 1), (local_shape[1] * inner if len(shape) >= 2 else columns)
     if local.numel() == 0:
         return True
     if not local.is_contiguous():

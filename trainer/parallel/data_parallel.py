@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import torch
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import Shard
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer.config import FSDP_REDUCE_DTYPES, TrainSpec
@@ -48,9 +49,17 @@ def shard_layer(
 ) -> None:
     """One decoder layer as an FSDP2 unit, its expert-parallel experts a unit of their own (see apply_fsdp)."""
     if experts_mesh is not None and (experts := _expert_module(layer)) is not None:
-        fully_shard(experts, mesh=experts_mesh, **fsdp_options(spec))
+        dim = expert_shard_dim(experts.expert_shard.local_experts, experts_mesh.size())
+        fully_shard(experts, mesh=experts_mesh, shard_placement_fn=lambda _, d=dim: Shard(d), **fsdp_options(spec))
         experts.expert_shard.grad_scale = experts_mesh.size() / loss_ranks
     fully_shard(layer, mesh=dp_mesh, **fsdp_options(spec))
+
+
+def expert_shard_dim(local_experts: int, shards: int) -> int:
+    """The dimension FSDP2 chunks a rank's experts on: the expert dimension where each of the `shards` ranks gets
+    one, else the next (torchtitan's choice): chunks of fewer experts than ranks would leave some ranks none and
+    the others whole experts, so the largest rank would hold `shards` / `local_experts` times its share."""
+    return 0 if local_experts >= shards else 1
 
 
 def _expert_module(layer: torch.nn.Module) -> torch.nn.Module | None:

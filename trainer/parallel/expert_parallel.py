@@ -225,8 +225,10 @@ def _expert_parallel_forward(
     else:
         out = _run_local_experts(self, shard, rows, counts)
     weights = top_k_weights.reshape(-1)[order]
-    combined = torch.zeros_like(hidden_states)
-    return combined.index_add_(0, token_of_pair, (out * weights[:, None]).to(hidden_states.dtype))
+    weighted = (out * weights[:, None]).to(hidden_states.dtype)
+    # Back in (token, slot) order and summed over the slots: neither saves the weighted rows for backward, where
+    # index_add_ (transformers' combine) would keep a copy of them (top_k x hidden per token).
+    return weighted[torch.argsort(order)].view(*hidden_states.shape[:-1], top_k, -1).sum(-2)
 
 
 def _local_expert_order(receive: torch.Tensor) -> torch.Tensor:
