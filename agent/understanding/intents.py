@@ -64,8 +64,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:which|what) (?:experiments|jobs|trainings|runs)\b.*\b(?:ran|run|launched|trained|did|done)\b|"
             r"\b(?:which|what) (?:experiments|jobs|trainings) (?:are there|exist|do (?:i|we) have)\b|"
             r"\b(?:list|overview|rundown|summary) of (?:the |my |all |every |each )?(?:\w+ )?"
-            r"(?:runs?|experiments?|jobs?)\b|"
+            r"(?:runs?|experiments?|jobs?)\b(?!/)|"
             r"\bgive me the list\b|"
+            r"\b(?:show|list|see|give)\b.*\ball (?:the |my |of the |of our )?"
+            r"(?:experiments|jobs|trainings|training runs)\b|"
             r"\bwhat (?:i'?ve|i have|we'?ve|we have|i|we) (?:already |ever )?(?:run|ran|launched|trained)\b",
             8,
         ),
@@ -134,8 +136,19 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
         (r"^\W*(?:(?:can|could|would) you |please |pls )*sweep\b", 6),
         # "can we run 16 trials of the layout sweep": trials to run are a new sweep, whatever sweep they are like
-        (r"\b(?:run|start|launch|kick off|do|try)\s+(?:another\s+|\w+\s+)?\d+\s+(?:more\s+)?trials\b", 10),
+        (
+            r"\b(?:run|start|launch|kick off|do|try)\s+(?:another\s+|\w+\s+)?\d+\s+(?:more\s+)?"
+            r"(?:different\s+|distinct\s+)?(?:trials|setups|configurations|configs)\b",
+            10,
+        ),
         (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
+        # the best layout found by measuring, not predicting: "by actually trying them", "try 16 setups"
+        (
+            r"\b(?:by |after )?(?:actually )?(?:trying|testing|measuring|benchmarking|running) (?:them|each|all|every|"
+            r"the layouts|the options|out)\b|\b(?:try|test|measure) (?:them|each|all|every one|the layouts)(?: out)?\b|"
+            r"\b(?:instead of|rather than|not just|without) predict\w*|\bfor real\b",
+            4,
+        ),
     ],
     "bench": [
         (r"\bbenchmarks?\b|\bevaluat\w*|\bevals?\b|\bbench\b", 5),
@@ -143,7 +156,15 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\b(?:on|in|at|against) (?:our|the|my|its|a|your) (?:\w+ )?(?:benchmarks?|evals?|eval suite)\b", 2),
         (r"\b(?:run|start|launch|kick off|do)\s+(?:a |an |the )?(?:\w+ )?(?:benchmark|eval\w*)", 2),
     ],
-    "report": [(r"\breport\b|\bwrite[- ]?up\b|\bwrite it up\b", 4)],
+    "report": [
+        (r"\breport\b|\bwrite[- ]?up\b|\bwrite it up\b|\bmarkdown\b", 4),
+        # a summary made to be passed on is a document, a report: "a summary of the lr sweep to share with the team"
+        (
+            r"\b(?:summary|summari[sz]e|recap)\b.*\b(?:to|and|for me to|so (?:i|we) can|i can) "
+            r"(?:share|send|post|circulate|hand out|forward)\b",
+            4,
+        ),
+    ],
     "pr": [(r"\bpull request\b|\bpr\b|\bmerge request\b", 6)],
     "docs": [
         (r"\b(?:docs|documentation|readme|training\.md)\b", 3),
@@ -154,7 +175,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "plan": [
         (r"\bplan\b", 3),
         (r"\blayouts?\b|\blay (?:it )?out\b|\bshard\b|\bparalleli[sz]e\b|\bsplit\b|\bwhat fits\b|\bfit\b", 1.5),
-        (r"\bwhat if\b|\bif i had\b|\bwould\b", 1),
+        (r"\bwhat[- ]if\b|\bif i had\b|\bwould\b", 1),
+        # a what-if about hardware not bought yet: "could 4 cards handle training X? just an estimate"
+        (r"\bestimate\b|\b(?:could|would|can|will)\b.*\b(?:handle|cope with|manage)\b", 2),
+        (r"\b(?:buy|buying|purchase|purchasing|order|ordering|rent|renting)\b", 2),
     ],
     "run": [
         (r"\bsmoke test\b|\bgo\b\W*$|\bagain\b", 1.5),
@@ -194,12 +218,13 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         "times", "relative"
     ):  # "double the gpus": the action before, changed
         scores[previous] += 3
-    replans = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "per_node")
+    replans = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "per_node",
+                           "device_mem")  # fmt: skip
     if previous == "plan" and replans and not entities.has("steps", "switch", "override", "nproc", "run", "sweep"):
         scores["plan"] += 2  # "at 16k context please" right after a plan: that plan, changed
     if previous and re.search(FOLLOW_UP, lowered):
         scores[previous] = scores.get(previous, 0) + 2.5
-        replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len")
+        replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "device_mem")
         if previous == "plan" and replanned and not entities.has("steps", "switch", "override", "layout", "nproc"):
             scores["plan"] += 4  # "try that on A100s instead": the what-if again, not a launch
         if previous == "run" and not entities.has("model", "gpu_named", "no_launch"):
@@ -232,6 +257,7 @@ def launch_verb(lowered: str) -> bool:
 
 def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> None:
     planned = entities.has("model", "model_choice") + entities.has("gpu_named") + entities.has("node_count")
+    planned += entities.has("device_mem") + entities.has("own_model")  # "on 8 cards with 40 gigs each", "our model"
     if planned:
         scores["plan"] += 1.5 * planned
     if entities.has("devices") and not entities.has("run", "sweep", "file"):
@@ -272,12 +298,18 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
     ):
         scores["plan"] += 3  # "what if we had more hardware?": hardware that is not this machine's
         scores["hardware"] -= 3
+    if re.search(BUYING, lowered):
+        scores["hardware"] -= 5  # "before we buy hardware": hardware to have, not this machine's
     if entities.has("experiment") or entities.has("trials"):
         scores["sweep"] += 1 if scores["sweep"] > 0 else 0
     if entities.has("trials") and not entities.has("sweep"):
         scores["sweep"] += 3  # a number of trials is what a new sweep takes; reading one takes its name
     if entities.has("checkpoint"):
         scores["bench"] += 1
+
+
+# Hardware to be bought or rented: a what-if, never this machine.
+BUYING = r"\b(?:buy|buying|purchase|purchasing|order|ordering|rent|renting)\b"
 
 
 def ranked(scores: dict[str, float]) -> list[tuple[str, float]]:
