@@ -20,6 +20,9 @@ FOLLOW_UP = (r"^\W*(?:(?:hmm+|hm+|um+|uh+|well|oh|ah|right|alright|so)\W+)*"  # 
              r"\bagain\b|\bsame\b|\btoo\b\W*$")  # fmt: skip
 ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs")
 
+# Hardware to be bought or rented: a what-if, never this machine ("in order to" orders nothing).
+BUYING = r"\b(?:buy|buying|purchase|purchasing|(?<!in )order|ordering|rent|renting)\b"
+
 # Cue words of each intent, with their weights.
 CUES: dict[str, list[tuple[str, float]]] = {
     "hardware": [
@@ -158,6 +161,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "report": [
         (r"\breport\b|\bwrite[- ]?up\b|\bwrite it up\b|\bmarkdown\b", 4),
+        (r"\bwrite (?:\S+ ){1,4}up\b|\b(?:as|in) (?:a )?markdown\b", 3),  # "write the lr-scan results up"
         # a summary made to be passed on is a document, a report: "a summary of the lr sweep to share with the team"
         (
             r"\b(?:summary|summari[sz]e|recap)\b.*\b(?:to|and|for me to|so (?:i|we) can|i can) "
@@ -178,7 +182,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bwhat[- ]if\b|\bif i had\b|\bwould\b", 1),
         # a what-if about hardware not bought yet: "could 4 cards handle training X? just an estimate"
         (r"\bestimate\b|\b(?:could|would|can|will)\b.*\b(?:handle|cope with|manage)\b", 2),
-        (r"\b(?:buy|buying|purchase|purchasing|order|ordering|rent|renting)\b", 2),
+        (BUYING, 2),
     ],
     "run": [
         (r"\bsmoke test\b|\bgo\b\W*$|\bagain\b", 1.5),
@@ -306,10 +310,6 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         scores["sweep"] += 3  # a number of trials is what a new sweep takes; reading one takes its name
     if entities.has("checkpoint"):
         scores["bench"] += 1
-
-
-# Hardware to be bought or rented: a what-if, never this machine.
-BUYING = r"\b(?:buy|buying|purchase|purchasing|order|ordering|rent|renting)\b"
 
 
 def ranked(scores: dict[str, float]) -> list[tuple[str, float]]:

@@ -156,8 +156,9 @@ LAYOUT_DESCRIPTIONS = [
         "pipeline parallel",
     ),
     (
-        rf"\b(?:with\s+)?(?:each|every)\s+{_CARD}\s+(?:keeping|keeps|having|has|holding|holds|getting|gets|with)\s+"
-        r"(?:its|their|a)\s+own\s+(?:full\s+|whole\s+|complete\s+)?(?:copy|replica)(?:\s+of\s+the\s+model)?\b|"
+        rf"\b(?:with\s+|give\s+|giving\s+)?(?:each|every)\s+{_CARD}\s+(?:(?:keeping|keeps|having|has|holding|holds|"
+        r"getting|gets|with)\s+)?(?:its|their|a)\s+(?:own\s+(?:full\s+|whole\s+|complete\s+)?|full\s+|whole\s+|"
+        r"complete\s+)(?:copy|replica)(?:\s+of\s+the\s+model)?\b|"
         rf"\b(?:a\s+)?(?:full|whole|complete)\s+copy\s+of\s+the\s+model\s+on\s+(?:each|every)\s+{_CARD}\b",
         "with ddp",
     ),
