@@ -530,7 +530,7 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 
 @pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (395 requests the
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (401 requests the
     parser's engineers wrote for fresh_c's, fresh_d's and fresh_e's miss kinds, in-sample: no outside author's): never
     a wrong action (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")

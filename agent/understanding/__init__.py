@@ -589,7 +589,7 @@ NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no
                  r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"
                  r"off (?:the|of|from|_)|not\b.{0,12}\?$)")  # fmt: skip
 # "kick off" is a launch, "based off" a source, not a negation; "or not", "if not" ask nothing off
-LAUNCH_OFF = r"\b(?:kick|fire|set|head|start|show|sign|log|based|spin|going|or|if|whether)\s*$"
+LAUNCH_OFF = r"\b(?:kick(?:ing|ed)?|fir(?:e|ing|ed)|set|head|start|show|sign|log|based|spin|going|or|if|whether)\s*$"
 
 
 def plain_of(intent: Intent, context: Context) -> str:

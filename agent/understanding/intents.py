@@ -14,7 +14,8 @@ from agent.understanding.entities import Entities, masked
 # "do" opens a question only before its subject: "do we have ...?", not "do the same as r1 with 50 steps".
 QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|were|did|does|would|could|should|"
             r"can|will|who|tell me|explain|do (?:you|we|i|they))\b")  # fmt: skip
-LAUNCH_VERB = r"\b(?:train|retrain|launch|relaunch|restart|start|kick off|fire off|fire up|run|rerun|re-run|try)\b"
+LAUNCH_VERB = (r"\b(?:train|retrain|launch|relaunch|restart|start|kick(?:ing)? off|fir(?:e|ing) (?:off|up)|run|rerun|"
+               r"re-run|try)\b")  # fmt: skip
 FOLLOW_UP = (r"^\W*(?:(?:hmm+|hm+|um+|uh+|well|oh|ah|right|alright|so)\W+)*"  # "hmm, what about 8k?"
              r"(?:and|what about|how about|same|ok|okay|now|then|also|cool|great|instead|but|with)\b|\binstead\b|"
              r"\bagain\b|\bsame\b|\btoo\b\W*$")  # fmt: skip

@@ -152,7 +152,8 @@ LAYOUT_DESCRIPTIONS = [
     ),
     (
         rf"\b(?:put|place|spread)\s+(?:the\s+|different\s+)?(?:groups\s+of\s+)?layers\s+on\s+(?:different|separate|"
-        rf"each)\s+{_CARD}\b|\bsplit(?:ting)?\s+the\s+layers\s+(?:between|across|over|among)\b",
+        rf"each)\s+{_CARD}\b|\bsplit(?:ting)?\s+the\s+layers\s+(?:between|across|over|among)\b|"
+        r"\b(?:the\s+)?layers\s+(?:split|spread|divided)\s+(?:between|across|over|among)\b",
         "pipeline parallel",
     ),
     (
