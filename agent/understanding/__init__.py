@@ -61,7 +61,7 @@ def understand(text: str, context: Context | None = None) -> Intent:
     scores = score(plain, entities, first_reading(plain), context.previous)
     best = ranked(scores)
     command = best[0][0] if best[0][1] > 0 else "help"
-    intent = read_facts(masked(plain, entities), command, text, _planned_devices(context))
+    intent = read_facts(masked(plain, entities), command, text, _planned_devices(context, plain))
     intent.text = text
     if intent.command == "results" and not entities.has("run", "run_choice") and re.search(ACROSS_RUNS, plain.lower()):
         _across_runs(intent, plain.lower(), context)
@@ -105,9 +105,13 @@ def _across_runs(intent: Intent, lowered: str, context: Context) -> None:
     intent.clarify = f"Which runs should I compare? I read one run at a time, e.g. `compare {first} and {second}`."
 
 
-def _planned_devices(context: Context) -> int | None:
-    """The GPUs of one machine that the turn before planned for: what "go with fsdp then" launches on. (A launch
-    before is no such hint: "do it on tp instead" after dp_shard=2 is asked, tests/data/understanding/probe.jsonl.)"""
+def _planned_devices(context: Context, plain: str = "") -> int | None:
+    """The GPUs of one machine that the turn before planned for: what "go with fsdp then" launches on. A launch
+    before is such a hint only where the sentence says it is the same ("same thing but with FSDP instead"): "do it on
+    tp instead" after dp_shard=2 is asked (tests/data/understanding/probe.jsonl)."""
+    launch = context.launch if context.previous == "run" else None
+    if launch and re.search(r"\bsame\b", plain.lower()) and isinstance(launch.get("nproc"), int):
+        return launch["nproc"]
     plan = context.plan if context.previous == "plan" else None
     if not plan or int(plan.get("nodes") or 1) != 1 or not isinstance(plan.get("devices"), int):
         return None
@@ -595,7 +599,7 @@ NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no
                  r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"
                  r"off (?:the|of|from|_)|not\b.{0,12}\?$)")  # fmt: skip
 # "kick off" is a launch, "based off" a source, not a negation; "or not", "if not" ask nothing off
-LAUNCH_OFF = r"\b(?:kick|fire|set|head|start|show|sign|log|based|spin|going|or|if|whether)\s*$"
+LAUNCH_OFF = r"\b(?:kick(?:ing|ed)?|fir(?:e|ing|ed)|set|head|start|show|sign|log|based|spin|going|or|if|whether)\s*$"
 
 
 def plain_of(intent: Intent, context: Context) -> str:
@@ -678,12 +682,19 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
     elif (size := entities.get("model_size")) and (sized := _same_family((context.plan or {}).get("model"), size)):
         args["model"] = sized
         intent.notes.append(f"{size}B as the preset {sized} (the family of the plan before)")
+    elif (size := entities.get("model_size")) and (sized := _only_preset_of_size(size)):
+        args["model"] = sized  # "405b on 16 nodes": the one preset of that size
+        intent.notes.append(f"{size}B as the preset {sized}, the only one of that size")
+    elif size := entities.get("model_size"):  # "a 7b on 4 l40s": several presets, never the experiment's instead
+        sized = [k for k in MODELS if (m := _PRESET.match(k)) and float(m.group(3)) == float(str(size))]
+        intent.clarify = f"Which {size}B model: {' or '.join(sized) or 'no preset has that size'}?"
     if nodes := entities.get("node_count"):
         args["nodes"] = nodes
     if per_node := entities.get("per_node"):
         args["devices"] = per_node
     elif nodes and (devices := _device_count(entities)) and devices % nodes == 0 and devices > nodes:
         args["devices"] = devices if re.search(r"\b(?:each|per)\b", intent.text.lower()) else devices // nodes
+    _gpu_size(intent, entities, context)
     if (device_mem := entities.get("device_mem")) and "gpu" not in args:
         args["device_mem"] = device_mem
         intent.notes += [str(n) for n in entities.all("device_mem_note")]  # "24GB read as 24GiB": said in the reply
@@ -709,6 +720,9 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
             if key == "device_mem" and "gpu" in args:
                 continue
             args[key] = context.plan[key]
+    if "nodes" in args and "devices" not in args and intent.clarify is None:
+        # "what if we had 4 nodes?": nodes of what? This machine's GPUs are no answer about other machines
+        intent.clarify = f"How many GPUs per node, and which GPU? e.g. `{args['nodes']} nodes of 8 H100s`"
     if scaled:
         args["devices"] = scaled
     elif entities.has("vague_hardware") or times:
@@ -730,6 +744,69 @@ def _same_family(model: object, size: object) -> str | None:
     same_version = [k for k in sized if _PRESET.match(k).group(2) == before.group(2)]
     found = same_version or sized
     return found[0] if len(found) == 1 else None
+
+
+# GPUs sold in two memory sizes under one name: a plan on an unsized one asks which, since the memory decides which
+# layouts fit (a wrong action is worse than a question).
+SIZED_FAMILIES = {"a100": ("a100-40gb", "a100-80gb")}
+# "the 40 gig version": the GPU of the plan before, in that memory size.
+OTHER_SIZE = r"\b(\d+)\s*gi?b\s+(?:version|variant|ones?|model|edition|cards?|gpus?)\b"
+
+
+def _gpu_size(intent: Intent, entities: Entities, context: Context) -> None:
+    """The memory size of a GPU sold in several: said with its name ("A100 40GB"), per device ("8 A100s with 40GB
+    each"), or as "the 40 gig version" of the plan before's GPU; else one question."""
+    args, lowered = intent.args, plain_of(intent, context).lower()
+    named = re.sub(r"[\s-]", "", str(entities.get("gpu_named") or "")).removesuffix("s")
+    before = str((context.plan or {}).get("gpu") or "")
+    family = named if named in SIZED_FAMILIES else None
+    size = re.search(OTHER_SIZE, lowered)
+    if family is None and size and not entities.has("gpu_named"):
+        family = next((f for f, presets in SIZED_FAMILIES.items() if before in presets), None)
+    if family is None:
+        return
+    beside = re.search(rf"\b(\d+)\s*gi?b\s+(?:nvidia\s+)?{family}|{family}s?\s+(\d+)\s*gi?b\b", lowered)
+    memory = size.group(1) if size else re.sub(r"gib$", "", str(entities.get("device_mem") or "").lower())
+    memory = next((g for g in beside.groups() if g), memory) if beside else memory  # "80GB A100s"
+    presets = SIZED_FAMILIES[family]
+    sized = [p for p in presets if memory and p.endswith(f"-{memory}gb")]
+    if sized:
+        args["gpu"] = sized[0]
+        args.pop("device_mem", None)
+        return
+    if not _sizes_matter(args, context):
+        return  # the grammar's reading of the bare name (trainer.hardware.GPU_ALIASES) gives the same answer
+    args.pop("gpu", None)
+    sizes = " or ".join(f"{family.upper()} {p.rsplit('-', 1)[-1].upper()}" for p in presets)
+    intent.clarify = intent.clarify or f"Which {family.upper()}: {sizes}? The memory decides which layouts fit."
+
+
+# Bytes a parameter's training state takes (bf16 weights and gradients, fp32 master and Adam's two moments): the
+# weights, gradients and optimizer state a plan must place, sharded at best over every GPU.
+STATE_BYTES = 16
+SMALLER_CARD_GIB = 40
+
+
+def _sizes_matter(args: dict[str, Any], context: Context) -> bool:
+    """Whether a GPU's two memory sizes give different plans: where the model's training state, sharded over every
+    GPU planned, fills more than half of the smaller card (activations then decide what fits). The experiment's own
+    small model, or a 7B on 8 cards, plans the same on both; a 70B on 8 does not."""
+    before = context.plan or {}
+    model = args.get("model") or before.get("model")
+    size = re.search(r"(\d+(?:\.\d+)?)b\b", str(model or ""))
+    if not size:
+        return False
+    devices = int(args.get("devices") or before.get("devices") or 1) * int(
+        args.get("nodes") or before.get("nodes") or 1
+    )
+    per_device = float(size.group(1)) * 1e9 * STATE_BYTES / devices
+    return per_device > SMALLER_CARD_GIB * 2**30 / 2
+
+
+def _only_preset_of_size(size: object) -> str | None:
+    """The one preset with `size` billion parameters ("405b" is llama-3.1-405b); None where several have it."""
+    sized = [k for k in MODELS if (m := _PRESET.match(k)) and float(m.group(3)) == float(str(size))]
+    return sized[0] if len(sized) == 1 else None
 
 
 def _device_count(entities: Entities) -> int | None:

@@ -20,7 +20,7 @@ NOUNS = {
     "nproc": r"process(?:es)?|procs?|ranks?|workers?",
     "nodes": r"nodes?|machines?|boxes|box|hosts?|servers?",
     "steps": r"(?:optimi[sz]er |training )?steps?|iterations?|iters?",
-    "trials": r"trials?|configurations?|configs?",
+    "trials": r"(?:different |distinct |possible )?(?:trials?|configurations?|configs?|setups?)",
     "stages": r"(?:pipeline )?stages?",
 }
 COUNT = r"(\d+(?:\.\d+)?)(k?)"
@@ -28,7 +28,8 @@ NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never|before i|before we)\s
              r"(?:run|launch|start|train|kick)\w*\b(?:\s+(?:anything|it|a run|a job))?|\bjust plan\b|"
              r"\bonly plan\b|\bplan only\b|\bno launch\w*\b|\bhypothetical\w*\b|"
              # "no run" (but not "no run named r9"), and "only plan" in German, as users mix it in
-             r"\bno (?:runs?|training)\b(?!\s+(?:named|called|like|in)\b)|\bnur planen\b")  # fmt: skip
+             r"\bno (?:runs?|training)\b(?!\s+(?:named|called|like|in)\b)|\bnur planen\b|"
+             r"\bnothing (?:running|launched|started)\b|\bjust an? (?:estimate|guess)\b")  # fmt: skip
 # Boolean settings: their names, and the words that turn them off or on, before or after the name.
 SWITCHES = {
     "data.packing": r"(?:sequence |document )?packing|packed (?:sequences|documents)|pack(?:ing)?",
@@ -45,7 +46,7 @@ NEGATION_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s
 OPTIMIZERS = r"sgd|adamw|adam|adafactor|lion|muon"
 SETTING = (
     r"\b(?:learning rate|lr|micro[- _]?batch(?: size)?|seed|weight decay|warm-?up(?: steps)?|"
-    r"grad(?:ient)? clip(?:ping)?|seq(?:uence)?[ _-]?len(?:gth)?|[a-z]+\.[a-z_.]+)\s*(?:of|=|:|to)?\s*\d"
+    r"grad(?:ient)? clip(?:ping)?|seq(?:uence)?[ _-]?len(?:gth)?|[a-z]+\.[a-z_.]+)\s*(?:of|=|:|to|is|at)?\s*\d"
 )
 VAGUE_HARDWARE = (
     r"\bmore (?:memory|vram|ram)\b|"
@@ -196,8 +197,11 @@ def _hardware(lowered: str, entities: Entities) -> None:
         rf"(?:[a-z]\w*\s+)?(?:across|over|spread over|split over|on|in)\s+{COUNT}\s+(?:{NOUNS['nodes']})\b",
         part,
     )
+    single = re.search(rf"\b1\s+(?:[a-z][\w-]*\s+){{1,2}}(?:{NOUNS['nodes']})\b", part)
     if nodes:
         entities.add("node_count", int(float(nodes.group(1))), (start + nodes.start(), start + nodes.end()))
+    elif single:  # "a single DGX H100 box": one node, the "1" a count of it
+        entities.add("node_count", 1, (start + single.start(), start + single.end()))
     if per_node:
         value = per_node.group(1) or per_node.group(3)
         entities.add("per_node", int(float(value)), (start + per_node.start(), start + per_node.end()))
@@ -205,7 +209,11 @@ def _hardware(lowered: str, entities: Entities) -> None:
         devices, count = int(total.group(1)), int(float(total.group(3)))
         if count and devices % count == 0 and devices > count:
             entities.add("per_node", devices // count, (start + total.start(), start + total.end()))
-    if (found := re.search(MEMORY_EACH, text)) or (found := re.search(r"\bwith\s+(\d+(?:\.\d+)?)\s*(gib|gb)\b", text)):
+    if (
+        (found := re.search(MEMORY_EACH, text))
+        or (found := re.search(r"\bwith\s+(\d+(?:\.\d+)?)\s*(gib|gb)\b", text))
+        or (found := re.search(MEMORY_VERSION, text))
+    ):
         entities.add("device_mem", device_memory(found.group(1)), found.span())
         if found.group(2) == "gb":
             entities.add("device_mem_note", DEVICE_GB_NOTE.format(found.group(1)), found.span())
@@ -217,6 +225,10 @@ def _hardware(lowered: str, entities: Entities) -> None:
         entities.add("times", float(found.group(1) or 2), found.span())
     if re.search(VAGUE_HARDWARE, text):
         entities.add("vague_hardware", True, (0, 0))
+
+
+# A GPU's memory size as its version: "the 40 gig version", "the 80GB ones", "the 40GB cards".
+MEMORY_VERSION = r"\b(\d+(?:\.\d+)?)\s*(gib|gb)\s+(?:version|variant|ones?|model|edition|cards?|gpus?)\b"
 
 
 def device_memory(number: str) -> str:

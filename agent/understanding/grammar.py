@@ -376,7 +376,7 @@ def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> 
     for pattern, dim in LAYOUT_WORDS:
         words = rf"(?:{pattern})"
         for found in re.finditer(
-            rf"(?:(\d+)[- ]way\s+{words}|\b{words}\s*(?:=|:|of|degree|size|x)?\s*(\d+)\b(?!\s*(?:steps?|gpus?|"
+            rf"(?:(\d+)\s*(?:[- ]way|x)\s+{words}|\b{words}\s*(?:=|:|of|degree|size|x)?\s*(\d+)\b(?!\s*(?:steps?|gpus?|"
             rf"devices?|processes|procs?|nodes?))|\b{words}\b)",
             rest,
         ):
@@ -448,15 +448,15 @@ def _layout_text(degrees: dict[str, int | None]) -> str:
 
 # Plain-language settings of a launch, as experiment overrides.
 _SETTINGS: list[tuple[str, str]] = [
-    (rf"\b(?:learning rate|lr)\s*(?:of|=|:|to)?\s*{_NUMBER}|{_NUMBER}\s+(?:learning rate|lr)\b", "train.lr"),
-    (r"\bmicro[- _]?batch(?: size)?\s*(?:of|=|:|to)?\s*(\d+)", "train.micro_batch"),
+    (rf"\b(?:learning rate|lr)\s*(?:of|=|:|to|is|at)?\s*{_NUMBER}|{_NUMBER}\s+(?:learning rate|lr)\b", "train.lr"),
+    (r"\bmicro[- _]?batch(?: size)?\s*(?:of|=|:|to|is|at)?\s*(\d+)", "train.micro_batch"),
     (r"\bglobal batch(?: of| size)?\s*(?:=|:|to)?\s*(\d+)\s*tokens", "train.global_batch_tokens"),
-    (r"\bseed\s*(?:of|=|:|to)?\s*(\d+)", "train.seed"),
-    (rf"\bweight decay\s*(?:of|=|:|to)?\s*{_NUMBER}", "train.weight_decay"),
-    (r"\bwarm-?up(?: steps)?\s*(?:of|=|:|to)?\s*(\d+)", "train.warmup_steps"),
+    (r"\bseed\s*(?:of|=|:|to|is|at)?\s*(\d+)", "train.seed"),
+    (rf"\bweight decay\s*(?:of|=|:|to|is|at)?\s*{_NUMBER}", "train.weight_decay"),
+    (r"\bwarm-?up(?: steps)?\s*(?:of|=|:|to|is|at)?\s*(\d+)", "train.warmup_steps"),
     (rf"\b(?:grad(?:ient)? clip(?:ping)?|clip)\s*(?:of|=|:|at|to)?\s*{_NUMBER}", "train.grad_clip"),
     (r"\b(?:in|with|using)\s+(bf16|fp32)\b", "train.precision"),
-    (r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?)\s*(?:of|=|:|to)?\s*(\d+)\b", "data.seq_len"),
+    (r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?)\s*(?:of|=|:|to|is|at)?\s*(\d+)\b", "data.seq_len"),
 ]
 _SWITCHES: list[tuple[str, str]] = [
     (r"(?:activation|gradient) checkpointing|recomput\w*|\bac\b", "train.activation_checkpointing"),

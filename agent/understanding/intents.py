@@ -14,13 +14,17 @@ from agent.understanding.entities import Entities, masked
 # "do" opens a question only before its subject: "do we have ...?", not "do the same as r1 with 50 steps".
 QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|were|did|does|would|could|should|"
             r"can|will|who|tell me|explain|do (?:you|we|i|they))\b")  # fmt: skip
-LAUNCH_VERB = r"\b(?:train|retrain|launch|relaunch|restart|start|kick off|fire off|fire up|run|rerun|re-run|try)\b"
+LAUNCH_VERB = (r"\b(?:train|retrain|launch|relaunch|restart|start|kick(?:ing)? off|fir(?:e|ing) (?:off|up)|run|rerun|"
+               r"re-run|try)\b")  # fmt: skip
 FOLLOW_UP = (r"^\W*(?:(?:hmm+|hm+|um+|uh+|well|oh|ah|right|alright|so)\W+)*"  # "hmm, what about 8k?"
              r"(?:and|what about|how about|same|ok|okay|now|then|also|cool|great|instead|but|with)\b|\binstead\b|"
              r"\bagain\b|\bsame\b|\btoo\b\W*$")  # fmt: skip
 RESUME = (r"\b(?:resume|resuming|unpause)\b|\bcontinue\b.*\b(?:preempted|interrupted)\b|"
           r"\bpick\b.*\bback up\b|\bcarry on with\b")  # fmt: skip
 ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs", "resume")
+
+# Hardware to be bought or rented: a what-if, never this machine ("in order to" orders nothing).
+BUYING = r"\b(?:buy|buying|purchase|purchasing|(?<!in )order|ordering|rent|renting)\b"
 
 # Cue words of each intent, with their weights.
 CUES: dict[str, list[tuple[str, float]]] = {
@@ -66,8 +70,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:which|what) (?:experiments|jobs|trainings|runs)\b.*\b(?:ran|run|launched|trained|did|done)\b|"
             r"\b(?:which|what) (?:experiments|jobs|trainings) (?:are there|exist|do (?:i|we) have)\b|"
             r"\b(?:list|overview|rundown|summary) of (?:the |my |all |every |each )?(?:\w+ )?"
-            r"(?:runs?|experiments?|jobs?)\b|"
+            r"(?:runs?|experiments?|jobs?)\b(?!/)|"
             r"\bgive me the list\b|"
+            r"\b(?:show|list|see|give)\b.*\ball (?:the |my |of the |of our )?"
+            r"(?:experiments|jobs|trainings|training runs)\b|"
             r"\bwhat (?:i'?ve|i have|we'?ve|we have|i|we) (?:already |ever )?(?:run|ran|launched|trained)\b",
             8,
         ),
@@ -138,8 +144,19 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
         (r"^\W*(?:(?:can|could|would) you |please |pls )*sweep\b", 6),
         # "can we run 16 trials of the layout sweep": trials to run are a new sweep, whatever sweep they are like
-        (r"\b(?:run|start|launch|kick off|do|try)\s+(?:another\s+|\w+\s+)?\d+\s+(?:more\s+)?trials\b", 10),
+        (
+            r"\b(?:run|start|launch|kick off|do|try)\s+(?:another\s+|\w+\s+)?\d+\s+(?:more\s+)?"
+            r"(?:different\s+|distinct\s+)?(?:trials|setups|configurations|configs)\b",
+            10,
+        ),
         (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
+        # the best layout found by measuring, not predicting: "by actually trying them", "try 16 setups"
+        (
+            r"\b(?:by |after )?(?:actually )?(?:trying|testing|measuring|benchmarking|running) (?:them|each|all|every|"
+            r"the layouts|the options|out)\b|\b(?:try|test|measure) (?:them|each|all|every one|the layouts)(?: out)?\b|"
+            r"\b(?:instead of|rather than|not just|without) predict\w*|\bfor real\b",
+            4,
+        ),
     ],
     "bench": [
         (r"\bbenchmarks?\b|\bevaluat\w*|\bevals?\b|\bbench\b", 5),
@@ -147,7 +164,16 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\b(?:on|in|at|against) (?:our|the|my|its|a|your) (?:\w+ )?(?:benchmarks?|evals?|eval suite)\b", 2),
         (r"\b(?:run|start|launch|kick off|do)\s+(?:a |an |the )?(?:\w+ )?(?:benchmark|eval\w*)", 2),
     ],
-    "report": [(r"\breport\b|\bwrite[- ]?up\b|\bwrite it up\b", 4)],
+    "report": [
+        (r"\breport\b|\bwrite[- ]?up\b|\bwrite it up\b|\bmarkdown\b", 4),
+        (r"\bwrite (?:\S+ ){1,4}up\b|\b(?:as|in) (?:a )?markdown\b", 3),  # "write the lr-scan results up"
+        # a summary made to be passed on is a document, a report: "a summary of the lr sweep to share with the team"
+        (
+            r"\b(?:summary|summari[sz]e|recap)\b.*\b(?:to|and|for me to|so (?:i|we) can|i can) "
+            r"(?:share|send|post|circulate|hand out|forward)\b",
+            4,
+        ),
+    ],
     "pr": [(r"\bpull request\b|\bpr\b|\bmerge request\b", 6)],
     "docs": [
         (r"\b(?:docs|documentation|readme|training\.md)\b", 3),
@@ -158,7 +184,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "plan": [
         (r"\bplan\b", 3),
         (r"\blayouts?\b|\blay (?:it )?out\b|\bshard\b|\bparalleli[sz]e\b|\bsplit\b|\bwhat fits\b|\bfit\b", 1.5),
-        (r"\bwhat if\b|\bif i had\b|\bwould\b", 1),
+        (r"\bwhat[- ]if\b|\bif i had\b|\bwould\b", 1),
+        # a what-if about hardware not bought yet: "could 4 cards handle training X? just an estimate"
+        (r"\bestimate\b|\b(?:could|would|can|will)\b.*\b(?:handle|cope with|manage)\b", 2),
+        (BUYING, 2),
     ],
     "run": [
         (r"\bsmoke test\b|\bgo\b\W*$|\bagain\b", 1.5),
@@ -198,12 +227,13 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         "times", "relative"
     ):  # "double the gpus": the action before, changed
         scores[previous] += 3
-    replans = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "per_node")
+    replans = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "per_node",
+                           "device_mem")  # fmt: skip
     if previous == "plan" and replans and not entities.has("steps", "switch", "override", "nproc", "run", "sweep"):
         scores["plan"] += 2  # "at 16k context please" right after a plan: that plan, changed
     if previous and re.search(FOLLOW_UP, lowered):
         scores[previous] = scores.get(previous, 0) + 2.5
-        replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len")
+        replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "device_mem")
         if previous == "plan" and replanned and not entities.has("steps", "switch", "override", "layout", "nproc"):
             scores["plan"] += 4  # "try that on A100s instead": the what-if again, not a launch
         if previous == "run" and not entities.has("model", "gpu_named", "no_launch"):
@@ -236,6 +266,7 @@ def launch_verb(lowered: str) -> bool:
 
 def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> None:
     planned = entities.has("model", "model_choice") + entities.has("gpu_named") + entities.has("node_count")
+    planned += entities.has("device_mem") + entities.has("own_model")  # "on 8 cards with 40 gigs each", "our model"
     if planned:
         scores["plan"] += 1.5 * planned
     if entities.has("devices") and not entities.has("run", "sweep", "file"):
@@ -276,6 +307,8 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
     ):
         scores["plan"] += 3  # "what if we had more hardware?": hardware that is not this machine's
         scores["hardware"] -= 3
+    if re.search(BUYING, lowered):
+        scores["hardware"] -= 5  # "before we buy hardware": hardware to have, not this machine's
     if entities.has("experiment") or entities.has("trials"):
         scores["sweep"] += 1 if scores["sweep"] > 0 else 0
     if entities.has("trials") and not entities.has("sweep"):

@@ -43,7 +43,7 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
 # Words the new rules read too (intents and entities): corrected like the grammar's own VOCABULARY.
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
-trials without gpus disabled enabled disable enable"""
+trials without gpus disabled enabled disable enable list"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
@@ -65,7 +65,8 @@ KEEP = COMMON | set(_KEEP.split()) | set(_ENGLISH.split())  # words the typo fix
 SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", "ur": "your", "pls": "please",
              "plz": "please", "gimme": "give me", "lemme": "let me", "till": "until", "til": "until", "'til": "until",
              "twice": "2 x", "thrice": "3 x"}  # fmt: skip
-BARE_COUNT = r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|[?!]|$|\band\b|\bfor\b|\bwith\b|\binstead\b))"
+BARE_COUNT = r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|[?!)]|$|\band\b|\bfor\b|\bwith\b|\binstead\b))"
+DIMS = "dp_shard|dp_replicate|tp|pp|cp|ep"
 
 
 def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
@@ -77,7 +78,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # dictated GPU names before numbers are composed: "a one hundred forty gig" is an A100 of 40 GiB, not 140
     text = re.sub(r"\b([ah])\s+one\s+hundred(s?)\b", r"\g<1>100\2", text, flags=re.I)
     text = re.sub(r"\bh\s+two\s+hundred(s?)\b", r"h200\1", text, flags=re.I)
+    text = re.sub(r"\b(?:half\s+a|a\s+half)\s+dozen\b", "6", text, flags=re.I)  # "half a dozen trials"
+    text = re.sub(r"\b(?:a|one)\s+dozen\b", "12", text, flags=re.I)
+    text = re.sub(SPOKEN_DIGITS, _spoken_digits, text, flags=re.I)
     text = NUMBER_RUN.sub(_digits, text)
+    text = re.sub(r"\b(\d+)\s+dozen\b", lambda m: str(12 * int(m.group(1))), text, flags=re.I)
     # "1 e minus 3", "1e minus 3" (said or typed loosely): the number 1e-3
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*e\s*minus\s*(\d+)\b", r"\1e-\2", text, flags=re.I)
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s+times\s+(?=as\b|longer\b|more\b|the\b)", r"\1 x ", text, flags=re.I)
@@ -96,6 +101,15 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\bboth\s+(?=(?:gpus|cards|devices|nodes|machines|boxes)\b)", "2 ", text, flags=re.I)
     text = re.sub(r"\b(\d+)\s+(?:such|identical|similar|more such)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
     text = re.sub(r"\bctx\b", "context", text, flags=re.I)
+    text = _dictated(text)
+    # "8 40GB A100s": the count, the GPU, then its memory, as the GPU's name reads it ("8 A100 40GBs")
+    text = re.sub(r"\b(\d+)\s+(\d+)\s*(gi?b)\s+((?:nvidia\s+)?(?:a100|h100|h200|l40s|a10|rtx ?4090|4090))(s?)\b",
+                  r"\1 \4 \2\3\5", text, flags=re.I)  # fmt: skip
+    text = re.sub(r"\b(?:graphics|video|gpu)\s+cards?\b", lambda m: "gpus" if m.group(0)[-1] == "s" else "gpu", text,
+                  flags=re.I)  # fmt: skip
+    text = re.sub(rf"\b({MODEL_FAMILIES})(\d+(?:\.\d+)?b)\b", r"\1 \2", text, flags=re.I)  # "mistral7b"
+    for pattern, words in LAYOUT_DESCRIPTIONS:
+        text = re.sub(pattern, words, text, flags=re.I)
     text = re.sub(r"\bckpts?\b", "checkpoint", text, flags=re.I)
     text = re.sub(r"\blearning[-_]rate\b", "learning rate", text, flags=re.I)
     text = re.sub(r"\b(?:seq|sequence)\s+(?=\d)", "seq_len ", text, flags=re.I)
@@ -103,11 +117,77 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+) of them\b", r"\1 gpus", text, flags=re.I)
     text = re.sub(r"(?<=[a-z0-9])\s*\bx(\d+)\b", r" x \1 gpus", text, flags=re.I)  # "a100 80g x8"
     # "fsdp on 2, 30 steps": a bare count after on/over/across counts processes
+    # "tp=2 x dp_shard=4", "tp=2 + dp_shard=2": one layout of both degrees
+    text = re.sub(rf"\b((?:{DIMS})=\d+)\s*(?:x|\*|×|\+|&|and|with)\s*(?=(?:{DIMS})=\d)", r"\1,", text, flags=re.I)
     text = re.sub(BARE_COUNT, r"\1 \2 processes", text, flags=re.I)
     # HSDP in words: "2 replicas x 2 shards", "2 replicas and 2 shards" are its degrees
     text = re.sub(r"\b(\d+)\s+replicas?\s*(?:x|and|by|times|,|with)?\s*(\d+)\s+shards?\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
     return text
+
+
+# Model families written glued to their size ("mistral7b", "llama70b"): the size is read apart.
+MODEL_FAMILIES = "llama|mistral|mixtral|qwen|gemma|smollm"
+# Layouts described in plain words by someone who does not know their names: the name they describe. Splitting every
+# layer (each card doing part of every layer's math) is tensor parallelism; halves or groups of the layers on
+# different cards is pipeline parallelism (its degree the halves'); a full copy on each card is DDP; each card
+# holding a slice of the weights is FSDP.
+_CARD = r"(?:gpus?|cards?|devices?)"
+LAYOUT_DESCRIPTIONS = [
+    (
+        r"\bsplit(?:ting)?\s+(?:every|each|all|all the|the)\s+(?:layers?|weight matri(?:x|ces)|matri(?:x|ces)|matmuls?)"
+        r"(?:\s+of\s+the\s+model)?(?=\s+(?:across|over|between|on|among)\b)",
+        "tensor parallel",
+    ),
+    (
+        rf"\beach\s+{_CARD}\s+(?:does|doing|computes|computing|handles|handling|gets|getting)\s+(?:half|a\s+(?:part|"
+        r"slice|piece|share)|part)\s+of\s+(?:the|every|each)\s+(?:math|matmuls?|layers?|computation|compute)\b",
+        "with tensor parallel",
+    ),
+    (
+        rf"\b(?:the\s+)?first\s+half\s+of\s+the\s+(?:layers|model)(?:\s+on\s+(?:1|one|a|the first)\s+{_CARD})?\s*,?"
+        rf"\s+and\s+(?:the\s+)?second\s+half(?:\s+of\s+the\s+(?:layers|model))?\s+on\s+(?:the\s+other|another|the"
+        rf"\s+second)(?:\s+(?:one|{_CARD}))?\b",
+        "pp=2 on 2 gpus",
+    ),
+    (
+        rf"\b(?:put|place|spread)\s+(?:the\s+|different\s+)?(?:groups\s+of\s+)?layers\s+on\s+(?:different|separate|"
+        rf"each)\s+{_CARD}\b|\bsplit(?:ting)?\s+the\s+layers\s+(?:between|across|over|among)\b|"
+        r"\b(?:the\s+)?layers\s+(?:split|spread|divided)\s+(?:between|across|over|among)\b",
+        "pipeline parallel",
+    ),
+    (
+        rf"\b(?:with\s+|give\s+|giving\s+)?(?:each|every)\s+{_CARD}\s+(?:(?:keeping|keeps|having|has|holding|holds|"
+        r"getting|gets|with)\s+)?(?:its|their|a)\s+(?:own\s+(?:full\s+|whole\s+|complete\s+)?|full\s+|whole\s+|"
+        r"complete\s+)(?:copy|replica)(?:\s+of\s+the\s+model)?\b|"
+        rf"\b(?:a\s+)?(?:full|whole|complete)\s+copy\s+of\s+the\s+model\s+on\s+(?:each|every)\s+{_CARD}\b",
+        "with ddp",
+    ),
+    (
+        rf"\b(?:with\s+)?(?:each|every)\s+{_CARD}\s+(?:keeping|keeps|holding|holds|storing|stores)\s+(?:only\s+)?"
+        r"(?:a\s+)?(?:slice|shard|part|piece|share)\s+of\s+the\s+(?:weights|parameters|params|model)\b",
+        "with fsdp",
+    ),
+]
+
+
+# A number said digit by digit with "oh" for zero ("four oh five b", "one oh two four"); the digit after "point" is a
+# version's ("three point one four oh five" is 3.1 and 405).
+_DIGIT = "one|two|three|four|five|six|seven|eight|nine"
+SPOKEN_DIGITS = rf"(?<!point\s)\b(?:{_DIGIT})(?:\s+(?:oh|{_DIGIT}))*\s+oh(?:\s+(?:oh|{_DIGIT}))*\b"
+
+
+def _spoken_digits(found: re.Match) -> str:
+    return "".join("0" if w == "oh" else str(UNITS[w]) for w in found.group(0).lower().split())
+
+
+def _dictated(text: str) -> str:
+    """Paths and names said aloud: "configs slash long dot yaml" is configs/long.yaml, "the t p try run" is tp-try
+    (letters spelled one by one are one word)."""
+    text = re.sub(r"(?<=\w)\s+slash\s+(?=\w)", "/", text, flags=re.I)
+    text = re.sub(r"(?<=\w)\s+dot\s+(ya?ml|json|jsonl|md|txt|toml|py|csv|log)\b", r".\1", text, flags=re.I)
+    return re.sub(r"\b(?:[bcdefghjklmopqrstvyz]\s){1,3}[bcdefghjklmopqrstvyz]\b",
+                  lambda m: m.group(0).replace(" ", ""), text, flags=re.I)  # fmt: skip
 
 
 def _shorthand(found: re.Match) -> str:
@@ -178,7 +258,8 @@ def _fix_typos(text: str, known: set[str]) -> str:
         lowered = word.lower()
         if len(lowered) < 4 or lowered in KEEP or lowered in known or lowered in WORDS:
             return word
-        if lowered + "s" in WORDS or lowered.removesuffix("s") in WORDS:  # "step" is no typo of "steps"
+        if any(lowered + end in WORDS for end in ("s", "d", "ed")) or lowered.removesuffix("s") in WORDS:
+            # "step" is no typo of "steps", nor "measure" of "measured"
             return word
         if lowered.removesuffix("s") in KEEP or lowered.removesuffix("es") in KEEP:  # "states" is no "status"
             return word
