@@ -193,9 +193,16 @@ def mixtral():
     return AutoConfig.for_model(**MODELS["mixtral-8x7b"][1])
 
 
-def estimate(config, layout: Layout, hardware: Hardware = H100_NODE, imbalance: float = 1.0, seq_len: int = 4096):
+def estimate(
+    config,
+    layout: Layout,
+    hardware: Hardware = H100_NODE,
+    imbalance: float = 1.0,
+    seq_len: int = 4096,
+    checkpointing: str = "full",
+):
     counts = count_parameters(config)
-    shape = StepShape(1, seq_len, 4, "full", "bf16", expert_imbalance=imbalance)
+    shape = StepShape(1, seq_len, 4, checkpointing, "bf16", expert_imbalance=imbalance)
     return estimate_step(config, layout, hardware, shape, **parameter_figures(counts), figures=Figures(STATED, {}, {}))
 
 
@@ -269,6 +276,22 @@ def test_experts_stay_whole_across_tp_ranks_in_the_step_model():
         return with_experts - memory_traffic(*args, 10**9, 1, 4096, 4, "none", "fp32", False)
 
     assert experts_traffic(split) == pytest.approx(experts_traffic(alone))
+
+
+def test_selective_recomputation_of_the_experts_is_not_split_by_tp():
+    """Selective checkpointing reruns each token's top_k experts' up projections (2 FLOPs per weight and token) on
+    every tp rank whole, as the experts' other FLOPs: at tp=2 only the rest of what it adds (k and o) halves."""
+    config = mixtral()
+    alone, split = Layout(dp_replicate=1, dp_shard=4), Layout(dp_replicate=1, dp_shard=4, tp=2)
+
+    def added_s(layout: Layout) -> float:  # the matmul time selective recomputation adds to a step
+        selective, none = (estimate(config, layout, checkpointing=mode) for mode in ("selective", "none"))
+        return selective.matmul_s - none.matmul_s
+
+    rate = Figures(STATED, {}, {}).compute_flops(H100_NODE, "bf16")
+    up = config.hidden_size * config.intermediate_size * config.num_experts_per_tok  # Mixtral: every layer is MoE
+    experts_s = 2 * 4 * 4096 * config.num_hidden_layers * up / rate  # 4 micro-batches of 4096 tokens
+    assert added_s(split) == pytest.approx((added_s(alone) - experts_s) / 2 + experts_s)
 
 
 def test_experts_are_fsdp_sharded_over_the_ranks_ep_leaves():

@@ -526,13 +526,14 @@ def estimate_step(
     pairs = micro_batch * grad_accum * seq_len * (seq_len + 1) // 2  # full rows; packing only lowers this
     flops = step_flops(matmul_params, width, config.num_hidden_layers, tokens_per_rank_step, pairs)
     figures = figures or hardware_figures(hardware)
-    if mode == "selective":  # only the matmuls whose outputs it does not keep
-        flops += selective_recompute_flops(config, tokens_per_rank_step)
     if layout.pp == 1:
         flops += loss_recompute_flops(config, tokens_per_rank_step)
     # Every tp rank runs its experts whole on the whole sequence (trainer.parallel.parallelize.apply_experts): their
-    # FLOPs, and the busiest ep rank's extra ones, split over cp and pp only.
+    # FLOPs, selective checkpointing's rerun of them and the busiest ep rank's extra ones split over cp and pp only.
     experts = expert_flops(config, expert_bytes, tokens_per_rank_step)
+    if mode == "selective":  # only the matmuls whose outputs it does not keep
+        rerun, experts_rerun = selective_recompute_flops(config, tokens_per_rank_step)
+        flops, experts = flops + rerun + experts_rerun, experts + experts_rerun
     whole = experts + imbalance_flops(config, layout, expert_bytes, tokens_per_rank_step, shape.expert_imbalance)
     flops = (flops - experts) / layout.tp + whole
     matmul = flops / (layout.cp * layout.pp) / figures.compute_flops(hardware, precision)
@@ -696,16 +697,18 @@ def dispatch_per_micro_batch(
     return seconds
 
 
-def selective_recompute_flops(config: PretrainedConfig, tokens: int) -> float:
+def selective_recompute_flops(config: PretrainedConfig, tokens: int) -> tuple[float, float]:
     """FLOPs selective checkpointing adds to a step of `tokens` tokens: the k, o and up projections it recomputes
-    (2 per weight per token); attention and the other matmuls keep their outputs."""
+    (2 per weight per token); attention and the other matmuls keep their outputs. Returned as (the rest, the routed
+    experts' up projections): tp splits the first, not the second (experts stay whole on every tp rank)."""
     h, i = config.hidden_size, getattr(config, "intermediate_size", None) or 4 * config.hidden_size
-    moe = moe_dims(config)
+    moe, routed = moe_dims(config), 0.0
     if moe is not None:  # up: each token's top_k experts' (one matmul each in the loop) and any shared expert's
-        i = _mean_mlp(moe, config, moe.top_k * moe.expert_intermediate + moe.shared_intermediate, 1)
+        i = _mean_mlp(moe, config, moe.shared_intermediate, 1)
+        routed = 2.0 * tokens * moe.moe_layers * h * moe.top_k * moe.expert_intermediate
     q = config.num_attention_heads * head_dim(config)
     kv = q * _kv_ratio(config)
-    return 2.0 * tokens * config.num_hidden_layers * (h * kv + q * h + h * i)
+    return 2.0 * tokens * config.num_hidden_layers * (h * kv + q * h + h * i), routed
 
 
 def _dot(coefficients: tuple, widths: tuple) -> float:
