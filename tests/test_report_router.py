@@ -9,7 +9,8 @@ import math
 
 import git
 import pytest
-from test_tui_fixtures import FIXTURE, MOE_FIXTURE, copy_sweep, git_repo
+from test_tui_fixtures import FIXTURE, MOE_FIXTURE, TINY_MIXTRAL, copy_sweep, git_repo
+from transformers import AutoConfig
 
 from agent.report import write_report
 from agent.report.document import ROUTER_ROWS
@@ -77,3 +78,25 @@ def test_a_dense_sweeps_report_has_no_router(tmp_path):
     assert report("results/loss_agreement.json") is not None  # the control: results are read
     readme = report("README.md")
     assert "router" not in readme and "aux loss" not in readme
+
+
+def test_an_moe_runs_predicted_fsdp_bytes_leave_out_the_experts_ep_keeps_apart(tmp_path):
+    """The recorded Mixtral run, its layout edited to dp_shard=2 with ep=2 (as such a run records it): each rank
+    holds 2 of the 4 experts whole (dp_shard x cp / ep = 1 FSDP rank for them), so FSDP moves only the dense
+    parameters, half of them per rank each time: fp32 gathers in forward and backward and a reduce-scatter per
+    micro-batch, (2 + 1) x 4 micro-batches x dense / 2."""
+    from agent.report import communication
+    from agent.report.inputs import load_sweep
+    from trainer.model.parameters import count_parameters
+
+    sweep = copy_sweep(git_repo(tmp_path / "repo"), fixture=MOE_FIXTURE)
+    trial = next((sweep / "trials").iterdir())
+    metrics = json.loads((trial / "metrics.json").read_text())
+    assert (metrics["precision"], metrics["grad_accum"]) == ("fp32", 4)
+    metrics["layout"] |= {"dp_shard": 2, "ep": 2}
+    (trial / "metrics.json").write_text(json.dumps(metrics))
+
+    predicted = communication.predict(load_sweep(sweep).trials)["trials"][trial.name]["dimensions"]
+    counts = count_parameters(AutoConfig.for_model(**TINY_MIXTRAL))
+    dense_bytes = 4 * (counts["total"] - counts["routed_experts"])
+    assert predicted["dp_shard"]["bytes"] == pytest.approx(3 * 4 * dense_bytes / 2)

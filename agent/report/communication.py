@@ -34,23 +34,27 @@ def predict(trials: list[Trial]) -> dict[str, Any]:
 
 def _predict_trial(metrics: Metrics, config: dict, launch: LaunchInfo | None) -> dict[str, Any]:
     # imported here: they load torch and transformers (seconds), which `meshpilot --help` must not wait for
-    from trainer.costs.throughput import communication_bytes, model_bytes
+    from trainer.costs.throughput import communication_bytes, ep_rank_bytes, parameter_figures
     from trainer.model.build import model_config
 
     experiment = experiment_from_dict(config)
     base_dir = Path(launch["base_dir"]) if launch else Path(".")
     model = model_config(experiment.model, base_dir)
     layout = Layout(**metrics["layout"])
+    # As the step model prices it: an ep rank's dense parameters and its E/ep experts, which FSDP2 chunks apart.
+    figures = parameter_figures(count_parameters(model))
+    held, experts = ep_rank_bytes(layout, figures["parameter_bytes"], figures["expert_bytes"])
     sent = communication_bytes(
         model,
         layout,
-        model_bytes(count_parameters(model)),
+        held,
         metrics["micro_batch"],
         metrics["seq_len"],
         metrics["grad_accum"],
         checkpointing=checkpointing_mode(experiment.train.activation_checkpointing),
         precision=metrics["precision"],
         fsdp_grad_sync=experiment.train.fsdp_grad_sync,
+        expert_bytes=experts,
     )
     dimensions = {d: {"bytes": sent[d][0], "collectives": sent[d][1]} for d in LAYOUT_DIMS if sent[d][1]}
     return {

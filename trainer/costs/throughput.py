@@ -474,6 +474,13 @@ def model_bytes(counts: dict[str, int]) -> int:
     return FP32 * counts["total"]
 
 
+def ep_rank_bytes(layout: Layout, parameter_bytes: int, expert_bytes: int) -> tuple[int, int]:
+    """What one rank holds before FSDP2 chunks it, as (its parameters' bytes, its experts' share of them): the dense
+    parameters and its E/ep of the routed experts (`expert_bytes` of the model's `parameter_bytes`)."""
+    local_experts = expert_bytes // layout.ep
+    return parameter_bytes - (expert_bytes - local_experts), local_experts
+
+
 @dataclass(frozen=True)
 class StepShape:
     """One rank's optimizer step as the cost models take it: the batch's split and the experiment's settings,
@@ -514,11 +521,9 @@ def estimate_step(
     token runs through (an MoE model's active ones); `expert_bytes`: the routed experts' share of `parameter_bytes`,
     which ep splits; `cast_params`: the matmul weights autocast copies (all of them; default `matmul_params`)."""
     micro_batch, seq_len, grad_accum = shape.micro_batch, shape.seq_len, shape.grad_accum
-    # What this rank holds before FSDP2 chunks it: the dense parameters and its E/ep experts.
-    local_experts = expert_bytes // layout.ep
-    elsewhere = expert_bytes - local_experts
-    parameter_bytes -= elsewhere
-    cast_params = (matmul_params if cast_params is None else cast_params) - elsewhere // FP32
+    held, local_experts = ep_rank_bytes(layout, parameter_bytes, expert_bytes)
+    cast_params = (matmul_params if cast_params is None else cast_params) - (parameter_bytes - held) // FP32
+    parameter_bytes = held
     mode, precision, dense_mask, compiled = shape.checkpointing, shape.precision, shape.dense_mask, shape.compiled
     gns_every, fsdp_grad_sync = shape.gns_every, shape.fsdp_grad_sync
     tokens_per_rank_step = micro_batch * grad_accum * seq_len  # before cp splits the sequence
