@@ -32,7 +32,7 @@ from trainer.parallel.expert_parallel import (
     expert_load,
     router_losses,
 )
-from trainer.rank.step import _router_loss
+from trainer.rank.step import _router_loss, forward_backward, token_loss_sum
 
 COMMON = {
     "vocab_size": 128,
@@ -365,6 +365,37 @@ def test_grouped_gemm_experts_equal_the_loop_on_cuda():
         output.square().mean().backward()
     for a, b in zip(grouped.parameters(), loop.parameters(), strict=True):
         torch.testing.assert_close(a.grad.float(), b.grad.float(), rtol=5e-2, atol=5e-3)
+
+
+def test_noise_scales_small_batch_gradient_is_the_whole_objectives_on_its_round():
+    """The first micro-batch's gradient, as the noise scale measures it, is the gradient of the step's objective (mean
+    cross-entropy and the router losses at their coefficient) on that micro-batch alone: the same objective the step's
+    gradient (the big batch) is of, so the two-batch estimator compares like with like. Leaving the router losses
+    out would compare an LM-only gradient with one that has them: checked to differ here."""
+    micro_batches = []
+    for seed in (0, 1):  # no padding: each micro-batch holds half the step's target tokens
+        ids = token_batch(seed)
+        position_ids = torch.arange(SEQ).expand(ROWS, SEQ)
+        segment_ids = torch.zeros(ROWS, SEQ, dtype=torch.long)
+        micro_batches.append({"input_ids": ids[:, :-1], "labels": ids[:, 1:], "position_ids": position_ids,
+                              "segment_ids": segment_ids})  # fmt: skip
+    model = build("mixtral")
+    apply_expert_parallel(model, None)
+    measured = forward_backward(model, micro_batches, None, measure_small_batch=True, router=RouterLogits(model))
+    small_sq, small_tokens = measured.small_batch
+    assert small_tokens == ROWS * SEQ
+
+    def round_gradient_sq(with_router: bool) -> float:
+        model = build("mixtral")
+        apply_expert_parallel(model, None)
+        router = RouterLogits(model)
+        loss = token_loss_sum(model, micro_batches[0]) / small_tokens
+        router_loss = _router_loss(router, model, micro_batches[0], None, {})
+        (loss + router_loss if with_router else loss).backward()
+        return float(sum(p.grad.double().square().sum() for p in model.parameters() if p.grad is not None))
+
+    assert small_sq == pytest.approx(round_gradient_sq(with_router=True), rel=1e-5)
+    assert small_sq != pytest.approx(round_gradient_sq(with_router=False), rel=1e-3)
 
 
 if __name__ == "__main__":

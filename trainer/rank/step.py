@@ -159,6 +159,16 @@ def _small_batch_gradient(
 
     Those gradients are sum(token gradients) / target_tokens (the whole step's count): rescaled here to the
     mean over the round's own tokens.
+
+    An MoE model's router losses stay in on purpose: the step's gradient (the big batch) is of the mean
+    cross-entropy plus the router losses at their coefficient, so the small batch must be of the same objective on
+    its round alone, which is what the rescaling gives (the round backpropagates its router loss / micro-batches,
+    times target_tokens / small_tokens, = the micro-batch count where the rounds hold equal target tokens). Leaving
+    them out would compare an LM-only gradient with one that has them, biasing both estimates by the router
+    gradient's norm. What remains: where the rounds' target tokens differ (padding, packing), the router term is
+    scaled by (target_tokens / small_tokens) / micro-batches rather than 1, a relative error of that token share's
+    deviation on a term the router's coefficient keeps small (tests/test_expert_parallel.py
+    test_noise_scales_small_batch_gradient_is_the_whole_objectives_on_its_round).
     """
     small_tokens = (batch["labels"] != IGNORE_INDEX).sum().double()
     if dp_group is not None:
