@@ -6,6 +6,7 @@ import copy
 import errno
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 import torch
 import yaml
 from support import LLAMA_8B, TINY_MODEL
+from torch.distributed.checkpoint.metadata import Metadata
 
 import trainer.data.prepare as prepare_module
 import trainer.launch.launcher as launch_module
@@ -371,7 +373,9 @@ def fake_finished_checkpoint(run: Path, step: int) -> None:
     from trainer.rank.checkpoint import write_manifest
 
     (run / "checkpoint" / f"step_{step:08d}").mkdir(parents=True)
-    (run / "checkpoint" / f"step_{step:08d}" / ".metadata").write_text("")
+    # An empty but well-formed DCP index: a checkpoint's .metadata is read (as data only) when it is verified.
+    index = Metadata(state_dict_metadata={}, storage_data={})
+    (run / "checkpoint" / f"step_{step:08d}" / ".metadata").write_bytes(pickle.dumps(index))
     write_manifest(run / "checkpoint" / f"step_{step:08d}")  # as a finished save ends
 
 
