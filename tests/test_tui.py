@@ -491,7 +491,7 @@ def test_slash_commands_are_the_planners_and_complete_by_prefix():
 
     assert {c.name for c in slash_commands()} == set(HANDLERS)
     assert all(c.usage.startswith(f"/{c.name}") and c.help for c in slash_commands())
-    assert [c.name for c in complete("/re")] == ["read", "report", "results"]
+    assert [c.name for c in complete("/re")] == ["read", "report", "results", "resume"]
     assert complete("/run steps=2") == [] and complete("run") == [] and len(complete("/")) == len(HANDLERS)
 
 

@@ -109,7 +109,7 @@ def test_chat_command_completion(snap_compare, make_app):
         await until(pilot, lambda: chat_ready(pilot.app, 2), "the conversation")
         await pilot.press("/", "r")
         prompt = pilot.app.chat.query_one(PromptArea)
-        offered = ["read", "report", "results", "run", "runs"]
+        offered = ["read", "report", "results", "resume", "run", "runs"]
         await until(pilot, lambda: prompt.text == "/r" and hints(pilot.app) == offered, "the hints for /r")
         await settled(pilot)
 

@@ -25,6 +25,7 @@ DESCRIPTIONS = {
     "read": "read a file of the repository",
     "report": "write a sweep's report on a branch",
     "results": "a finished run's metrics and losses",
+    "resume": "continue a preempted run or sweep from its checkpoint",
     "run": "train with the built-in trainer",
     "runs": "list the runs",
     "status": "a run's state and step",
