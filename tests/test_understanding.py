@@ -1275,3 +1275,25 @@ def test_the_same_launch_with_another_layout_word_keeps_the_processes(known):
     intent = read("same thing but with fsdp instead", known, launched({"nproc": 4, "layout": "dp_replicate=4"}))
     assert intent.args["layout"] == "dp_shard=4" and intent.args["nproc"] == 4
     assert read("give it a go on tp instead", known, launched({"nproc": 2, "layout": "dp_shard=2"})).clarify
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "rodar configs/long.yaml com 4 GPUs e sem compile, por favor",
+        "annuleer de run r1 nu, het is fout",
+        "schrijf een rapport van de lr sweep voor mij",
+        "meshpilot.yaml de sweep wo hajimete kudasai, trials 4 de onegaishimasu",
+        "mujhe ek naya run chala do 4 GPUs pe, dp_shard=4 ke saath",
+        "mostra il file meshpilot.yaml per favore",
+    ],
+)
+def test_a_sentence_mostly_in_an_unread_language_never_acts(text, known):
+    intent = read(text, known)
+    assert intent.clarify is not None and intent.clarify.startswith("Most of that is in a language I do not read")
+
+
+def test_an_unread_language_may_still_wait_on_a_named_run_and_english_with_de_is_english(known):
+    intent = read("aspettare che runs/r1 finisca, poi dimmi quando", known)
+    assert (intent.command, intent.args, intent.clarify) == ("status", {"wait": "yes", "run": "runs/r1"}, None)
+    assert read("train 20 steps with dp_shard=2 on 2 GPUs, de-duplicated data", known).clarify is None

@@ -33,7 +33,7 @@ from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
 from agent.understanding.grammar import Intent, first_reading, parse_slash, read_facts
 from agent.understanding.intents import ACTIONS, FOLLOW_UP, ranked, score
 from agent.understanding.known import singular
-from agent.understanding.normalise import normalise
+from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE, normalise
 from trainer.model.presets import MODELS
 
 __all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
@@ -85,7 +85,32 @@ def understand(text: str, context: Context | None = None) -> Intent:
         )
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
+    if _other_language(plain) and not _safe_unread(intent, entities, context):
+        intent.clarify = (
+            f"Most of that is in a language I do not read; I understood {_call_text(intent)}. "
+            "What should I do? Please say it in English, e.g. `train 20 steps with dp_shard=2 on 2 GPUs`."
+        )
     return intent
+
+
+# Tools that change nothing: acted on even when much of the sentence is in a language the rules do not read, those
+# that read a run or sweep only when the sentence names it (never the latest in its place). Reading a file is not
+# one: a file named in such a sentence is as often what to launch ("roda o meshpilot.yaml com ...") as what to show.
+READ_ONLY = ("plan", "runs", "hardware", "help")
+READ_NAMED = ("why", "results", "status", "trials", "compare")  # a wait is a status
+
+
+def _safe_unread(intent: Intent, entities: Entities, context: Context) -> bool:
+    named = entities.has("run", "sweep") or _sweep_in_words(intent.text, context) is not None
+    return intent.command in READ_ONLY or (intent.command in READ_NAMED and named)
+
+
+def _other_language(plain: str) -> bool:
+    """Whether the sentence is mostly in a language the rules do not read: at least two of its function words, and
+    more of them than English ones (the command words of those languages that are certain are already English)."""
+    words = re.findall(r"(?<![\w'./=-])[^\W\d_]+(?![\w'./=-])", plain.lower())
+    other = sum(word in OTHER_LANGUAGE for word in words)
+    return other >= 2 and other > sum(word in ENGLISH_FUNCTION for word in words)
 
 
 # A question about every run, not one: "which run had the best throughput?", "any OOM in the runs?"

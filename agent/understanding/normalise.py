@@ -39,7 +39,20 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
            # French
            "avec": "with", "étapes": "steps", "noeuds": "nodes", "nœuds": "nodes", "lance": "launch",
            "lancer": "launch", "entraîne": "train", "attends": "wait", "annule": "cancel",
-           "résultats": "results"}  # fmt: skip
+           "résultats": "results",
+           # Portuguese, Italian, Dutch, Japanese romaji and Hindi-English: command words whose reading is certain
+           "roda": "run", "rodar": "run", "sem": "without", "com": "with", "aspetta": "wait", "aspettare": "wait",
+           "finisca": "finishes", "schrijf": "write", "rapport": "report", "stappen": "steps",
+           "hajimete": "start", "onegaishimasu": "please", "chala": "run", "wale": ""}  # fmt: skip
+# Function words of languages the rules do not read (Portuguese, Italian, Dutch, Japanese romaji, Hindi-English),
+# none of them an English word: a sentence made mostly of them is one the parser only partly understood.
+_OTHER_LANGUAGE = """os um uma em da dos das por favor nao não para mostra abre che il dei su mi fai un piano
+niente solo poi dimmi ci sono nel quali girare een het van voor zitten er deze laat zien wo ga kudasai misete kekka
+dore ichiban yokatta mai pe ek ka ki ke hai hain kya mein liye batao yaar bhai kaunse karo kuch mat de e o"""
+OTHER_LANGUAGE = set(_OTHER_LANGUAGE.split())
+_ENGLISH_FUNCTION = """the a an to of in on for with without is are be it that this and or my our please what
+which how can do does should would i we you me us"""
+ENGLISH_FUNCTION = set(_ENGLISH_FUNCTION.split())
 # Words the new rules read too (intents and entities): corrected like the grammar's own VOCABULARY.
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
