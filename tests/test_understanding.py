@@ -1297,3 +1297,19 @@ def test_an_unread_language_may_still_wait_on_a_named_run_and_english_with_de_is
     intent = read("aspettare che runs/r1 finisca, poi dimmi quando", known)
     assert (intent.command, intent.args, intent.clarify) == ("status", {"wait": "yes", "run": "runs/r1"}, None)
     assert read("train 20 steps with dp_shard=2 on 2 GPUs, de-duplicated data", known).clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, layout",
+    [
+        ("train 30 steps on 4 GPUs, each GPU should keep a whole copy of the model", "dp_replicate=4"),
+        ("go: 2 gpus, I'd like every card to have a full copy of the model, 10 steps", "dp_replicate=2"),
+        ("start 40 steps splitting the tokens across 4 cards", "cp=4"),
+        ("launch 20 steps on 2 gpus and split each sequence across them", "cp=2"),
+        ("train with pee pee equal to four on 4 gpus, 20 steps", "pp=4"),
+        ("run tee pee equals 2 on 2 gpus for 10 steps", "tp=2"),
+    ],
+)
+def test_layouts_said_in_plain_or_dictated_words(text, layout, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("layout"), intent.clarify) == ("run", layout, None)

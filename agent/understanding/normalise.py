@@ -115,6 +115,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)\s+(?:such|identical|similar|more such)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
     text = re.sub(r"\bctx\b", "context", text, flags=re.I)
     text = _dictated(text)
+    text = re.sub(r"\b(tee|pee|see|ee)\s+pee\b", lambda m: SPOKEN_DIMS[m.group(0).lower()], text, flags=re.I)
+    text = re.sub(rf"\b({DIMS})\s+(?:equals?|equal\s+to)\s+(?=\d)", r"\1=", text, flags=re.I)  # "tp equals 2"
     # "8 40GB A100s": the count, the GPU, then its memory, as the GPU's name reads it ("8 A100 40GBs")
     text = re.sub(r"\b(\d+)\s+(\d+)\s*(gi?b)\s+((?:nvidia\s+)?(?:a100|h100|h200|l40s|a10|rtx ?4090|4090))(s?)\b",
                   r"\1 \4 \2\3\5", text, flags=re.I)  # fmt: skip
@@ -170,9 +172,9 @@ LAYOUT_DESCRIPTIONS = [
         "pipeline parallel",
     ),
     (
-        rf"\b(?:with\s+|give\s+|giving\s+)?(?:each|every)\s+{_CARD}\s+(?:(?:keeping|keeps|having|has|holding|holds|"
-        r"getting|gets|with)\s+)?(?:its|their|a)\s+(?:own\s+(?:full\s+|whole\s+|complete\s+)?|full\s+|whole\s+|"
-        r"complete\s+)(?:copy|replica)(?:\s+of\s+the\s+model)?\b|"
+        rf"\b(?:with\s+|give\s+|giving\s+)?(?:each|every)\s+{_CARD}\s+(?:(?:to|should|must|will|would|can)\s+)?"
+        r"(?:(?:keeping|keeps|keep|having|has|have|holding|holds|hold|getting|gets|get|with)\s+)?(?:its|their|a)\s+"
+        r"(?:own\s+(?:full\s+|whole\s+|complete\s+)?|full\s+|whole\s+|complete\s+)(?:copy|replica)(?:\s+of\s+the\s+model)?\b|"
         rf"\b(?:a\s+)?(?:full|whole|complete)\s+copy\s+of\s+the\s+model\s+on\s+(?:each|every)\s+{_CARD}\b",
         "with ddp",
     ),
@@ -181,7 +183,14 @@ LAYOUT_DESCRIPTIONS = [
         r"(?:a\s+)?(?:slice|shard|part|piece|share)\s+of\s+the\s+(?:weights|parameters|params|model)\b",
         "with fsdp",
     ),
+    (  # the sequence, not the model, cut into pieces: context parallelism
+        r"\bsplit(?:ting)?\s+(?:the\s+|each\s+|every\s+)?(?:sequences?|tokens?|context)(?:\s+themselves|\s+itself)?"
+        r"(?=\s+(?:across|over|between|among)\b)",
+        "context parallel",
+    ),
 ]
+# Layout names dictated letter by letter ("tee pee equals two" is tp=2).
+SPOKEN_DIMS = {"tee pee": "tp", "pee pee": "pp", "see pee": "cp", "ee pee": "ep"}
 
 
 # A number said digit by digit with "oh" for zero ("four oh five b", "one oh two four"); the digit after "point" is a
