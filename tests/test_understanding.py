@@ -1313,3 +1313,10 @@ def test_an_unread_language_may_still_wait_on_a_named_run_and_english_with_de_is
 def test_layouts_said_in_plain_or_dictated_words(text, layout, known):
     intent = read(text, known)
     assert (intent.command, intent.args.get("layout"), intent.clarify) == ("run", layout, None)
+
+
+def test_a_follow_up_of_a_plan_that_tries_a_sequence_length_plans_again(known):
+    earlier = planned({"devices": 8, "gpu": "a100-80gb", "model": "llama-3.1-8b"})
+    intent = read("ok try seq_len 4096 then", known, earlier)
+    assert (intent.command, intent.args.get("seq_len"), intent.args.get("devices")) == ("plan", 4096, 8)
+    assert read("now launch it with seq_len 4096", known, earlier).command == "run"
