@@ -1320,3 +1320,22 @@ def test_a_follow_up_of_a_plan_that_tries_a_sequence_length_plans_again(known):
     intent = read("ok try seq_len 4096 then", known, earlier)
     assert (intent.command, intent.args.get("seq_len"), intent.args.get("devices")) == ("plan", 4096, 8)
     assert read("now launch it with seq_len 4096", known, earlier).command == "run"
+
+
+def read_a_sweep(sweep: str) -> list:
+    """An earlier turn that read a sweep's trials (what "that winner" then means)."""
+    call = {"name": "read_sweep", "args": {"sweep": sweep}, "id": "earlier"}
+    return [
+        HumanMessage(f"trials of {sweep}"),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage("{}", tool_call_id="earlier"),
+    ]
+
+
+def test_launching_the_winner_after_reading_a_sweep_takes_its_layout(known):
+    winner = json.loads((known.root / "sweeps/layouts-nov/summary.json").read_text())["trials"][0]
+    degrees = ",".join(f"{k}={v}" for k, v in winner["params"]["layout"].items() if v > 1)
+    intent = read("good, train that winner on 2 GPUs for 40 steps", known, read_a_sweep("sweeps/layouts-nov"))
+    assert (intent.command, intent.args.get("layout"), intent.args.get("steps"), intent.clarify) == (
+        "run", degrees, 40, None)  # fmt: skip
+    assert read("start the winner on 8 gpus", known, read_a_sweep("sweeps/layouts-nov")).clarify is not None

@@ -78,7 +78,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
         intent.clarify = f"Which one do you mean by 'the other'? (runs: {runs}; sweeps: {sweeps})"
     described = entities.get("unknown_description")
-    if described and intent.command in (*NAMED_TOOLS, "run") and not entities.has("run", "sweep"):
+    winner = intent.command == "run" and re.search(r"\bwinn", str(described)) and context.sweep  # the sweep's
+    if described and intent.command in (*NAMED_TOOLS, "run") and not entities.has("run", "sweep") and not winner:
         runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
         intent.clarify = (
             f"Which do you mean by {described!r}? I find none it describes (runs: {runs}; sweeps: {sweeps})."
@@ -564,6 +565,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
                               "as they are now? yes / edit")  # fmt: skip
     else:
         copied = False
+    if re.search(r"\b(?:winner|winning|won)\b", lowered) and "layout" not in intent.args:
+        _launch_winner(intent, entities, context)
     if steps := entities.get("steps"):
         intent.args["steps"] = steps
     if (times := entities.get("times")) and steps and re.search(r"\bthan\b|\bas (?:long|many|much) as\b", lowered):
@@ -625,6 +628,23 @@ NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no
                  r"off (?:the|of|from|_)|not\b.{0,12}\?$)")  # fmt: skip
 # "kick off" is a launch, "based off" a source, not a negation; "or not", "if not" ask nothing off
 LAUNCH_OFF = r"\b(?:kick(?:ing|ed)?|fir(?:e|ing|ed)|set|head|start|show|sign|log|based|spin|going|or|if|whether)\s*$"
+
+
+def _launch_winner(intent: Intent, entities: Entities, context: Context) -> None:
+    """ "launch that winner on 2 gpus" after reading a sweep: its winning trial's layout, on the processes said (asked
+    about when they differ from the trial's, whose degrees fit its own count only)."""
+    sweep = entities.get("sweep") or context.sweep
+    winner = context.known.winner_of(str(sweep)) if sweep else {}
+    if "layout" not in winner:
+        intent.clarify = intent.clarify or "Which sweep's winner? Name the sweep, e.g. `launch the winner of NAME`."
+        return
+    if "nproc" in winner and intent.args.setdefault("nproc", winner["nproc"]) != winner["nproc"]:
+        intent.clarify = intent.clarify or (
+            f"{sweep}'s winner ran {winner['layout']} on {winner.get('nproc')} processes, not {intent.args['nproc']}:"
+            " which layout should it use?"
+        )
+        return
+    intent.args["layout"] = winner["layout"]
 
 
 def plain_of(intent: Intent, context: Context) -> str:
