@@ -1339,3 +1339,18 @@ def test_launching_the_winner_after_reading_a_sweep_takes_its_layout(known):
     assert (intent.command, intent.args.get("layout"), intent.args.get("steps"), intent.clarify) == (
         "run", degrees, 40, None)  # fmt: skip
     assert read("start the winner on 8 gpus", known, read_a_sweep("sweeps/layouts-nov")).clarify is not None
+
+
+def test_an_unsized_a100_for_the_experiments_own_model_is_asked_about_where_its_size_changes_the_plan(tmp_path):
+    big = {"model_type": "llama", "hidden_size": 8192, "num_hidden_layers": 80, "intermediate_size": 28672,
+           "vocab_size": 128256, "num_attention_heads": 64, "num_key_value_heads": 8}  # fmt: skip
+    (tmp_path / "meshpilot.yaml").write_text(yaml.safe_dump({"model": {"config": big}}))
+    (tmp_path / "weights").mkdir()
+    (tmp_path / "weights" / "config.json").write_text(json.dumps(big))
+    known = Known.read(tmp_path)
+    assert "A100 40GB or A100 80GB" in read("plan our model on 8 A100s", known).clarify
+    (tmp_path / "meshpilot.yaml").write_text(yaml.safe_dump({"model": {"config": {**big, "hidden_size": 512}}}))
+    small = read("plan our model on 8 a100s", known)  # about 4B: 8 GiB of training state a GPU
+    assert (small.args.get("gpu"), small.clarify) == ("a100-80gb", None)  # the same plan on both sizes
+    (tmp_path / "meshpilot.yaml").write_text(yaml.safe_dump({"model": {"path": "weights/config.json"}}))
+    assert read("plan our model on 8 a100s", known).clarify is not None

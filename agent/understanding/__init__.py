@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 from agent.understanding.context import Context, context_of
@@ -839,13 +840,42 @@ def _sizes_matter(args: dict[str, Any], context: Context) -> bool:
     before = context.plan or {}
     model = args.get("model") or before.get("model")
     size = re.search(r"(\d+(?:\.\d+)?)b\b", str(model or ""))
-    if not size:
+    billions = float(size.group(1)) if size else None
+    if model is None:  # the experiment's own model: its size from its config (unreadable: asked, never guessed)
+        billions = _own_model_billions(str(args.get("experiment") or before.get("experiment") or "meshpilot.yaml"),
+                                       context)  # fmt: skip
+        if billions is None:
+            return True
+    if billions is None:
         return False
     devices = int(args.get("devices") or before.get("devices") or 1) * int(
         args.get("nodes") or before.get("nodes") or 1
     )
-    per_device = float(size.group(1)) * 1e9 * STATE_BYTES / devices
+    per_device = billions * 1e9 * STATE_BYTES / devices
     return per_device > SMALLER_CARD_GIB * 2**30 / 2
+
+
+def _own_model_billions(experiment: str, context: Context) -> float | None:
+    """The experiment's own model's parameters in billions, from its inline config or config.json: the weight
+    matrices of its layers (attention 4 h^2, the gated MLP 3 h i) and its embedding and output (2 V h), an upper
+    bound (grouped-query attention has smaller k and v). None where the experiment or its config cannot be read."""
+    # PyYAML only when a plan for the experiment's own model names a GPU sold in two sizes
+    import yaml
+
+    if context.known.root is None:
+        return None
+    try:
+        model = (yaml.safe_load((context.known.root / experiment).read_text()) or {}).get("model") or {}
+        config = model.get("config") or _config_json(context.known.root / str(model["path"]))
+        hidden, layers = int(config["hidden_size"]), int(config["num_hidden_layers"])
+        inner, vocab = int(config["intermediate_size"]), int(config["vocab_size"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError):
+        return None
+    return (layers * (4 * hidden * hidden + 3 * hidden * inner) + 2 * vocab * hidden) / 1e9
+
+
+def _config_json(path: Path) -> dict:
+    return json.loads((path if path.suffix == ".json" else path / "config.json").read_text())
 
 
 def _only_preset_of_size(size: object) -> str | None:
