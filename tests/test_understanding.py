@@ -1354,3 +1354,12 @@ def test_an_unsized_a100_for_the_experiments_own_model_is_asked_about_where_its_
     assert (small.args.get("gpu"), small.clarify) == ("a100-80gb", None)  # the same plan on both sizes
     (tmp_path / "meshpilot.yaml").write_text(yaml.safe_dump({"model": {"path": "weights/config.json"}}))
     assert read("plan our model on 8 a100s", known).clarify is not None
+
+
+def test_the_same_launch_on_another_experiment_file_is_a_launch_not_a_read(known):
+    earlier = launched({"nproc": 2, "layout": "tp=2", "steps": 30})
+    intent = read("repeat that again but for configs/long.yaml", known, earlier)
+    assert (intent.command, intent.args.get("experiment"), intent.args.get("layout")) == (
+        "run", "configs/long.yaml", "tp=2")  # fmt: skip
+    assert read("show configs/long.yaml", known, earlier).command == "read"
+    assert read("is the same thing in configs/long.yaml?", known).command != "run"  # no launch before

@@ -62,6 +62,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
     scores = score(plain, entities, first_reading(plain), context.previous)
     best = ranked(scores)
     command = best[0][0] if best[0][1] > 0 else "help"
+    if command == "read" and context.launch and re.search(REPEAT_WITH, plain.lower()):
+        command = "run"  # "do the same thing with configs/long.yaml" after a launch: that launch, on this experiment
     intent = read_facts(masked(plain, entities), command, text, _planned_devices(context, plain))
     intent.text = text
     if intent.command == "results" and not entities.has("run", "run_choice") and re.search(ACROSS_RUNS, plain.lower()):
@@ -115,6 +117,10 @@ def _other_language(plain: str) -> bool:
     return other >= 2 and other > sum(word in ENGLISH_FUNCTION for word in words)
 
 
+# A repeat of the launch before, on another experiment file: "the same thing with configs/long.yaml", "do that again
+# for long.yaml".
+REPEAT_WITH = (r"\b(?:same|again|repeat)\b.*\b(?:with|for|on|using)\s+(?:the\s+)?\S+\.ya?ml\b|"
+               r"\b(?:with|for|on|using)\s+(?:the\s+)?\S+\.ya?ml\b.*\b(?:same|again)\b")  # fmt: skip
 # A question about every run, not one: "which run had the best throughput?", "any OOM in the runs?"
 ACROSS_RUNS = (r"\bwhich (?:of the |of my )?runs?\b|\b(?:any|all|every|each) (?:of (?:the|my) )?runs?\b|"
                r"\b(?:in|across|among|over) (?:the|my|all|all the|these) runs\b|"
