@@ -1275,3 +1275,91 @@ def test_the_same_launch_with_another_layout_word_keeps_the_processes(known):
     intent = read("same thing but with fsdp instead", known, launched({"nproc": 4, "layout": "dp_replicate=4"}))
     assert intent.args["layout"] == "dp_shard=4" and intent.args["nproc"] == 4
     assert read("give it a go on tp instead", known, launched({"nproc": 2, "layout": "dp_shard=2"})).clarify
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "rodar configs/long.yaml com 4 GPUs e sem compile, por favor",
+        "annuleer de run r1 nu, het is fout",
+        "schrijf een rapport van de lr sweep voor mij",
+        "meshpilot.yaml de sweep wo hajimete kudasai, trials 4 de onegaishimasu",
+        "mujhe ek naya run chala do 4 GPUs pe, dp_shard=4 ke saath",
+        "mostra il file meshpilot.yaml per favore",
+    ],
+)
+def test_a_sentence_mostly_in_an_unread_language_never_acts(text, known):
+    intent = read(text, known)
+    assert intent.clarify is not None and intent.clarify.startswith("Most of that is in a language I do not read")
+
+
+def test_an_unread_language_may_still_wait_on_a_named_run_and_english_with_de_is_english(known):
+    intent = read("aspettare che runs/r1 finisca, poi dimmi quando", known)
+    assert (intent.command, intent.args, intent.clarify) == ("status", {"wait": "yes", "run": "runs/r1"}, None)
+    assert read("train 20 steps with dp_shard=2 on 2 GPUs, de-duplicated data", known).clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, layout",
+    [
+        ("train 30 steps on 4 GPUs, each GPU should keep a whole copy of the model", "dp_replicate=4"),
+        ("go: 2 gpus, I'd like every card to have a full copy of the model, 10 steps", "dp_replicate=2"),
+        ("start 40 steps splitting the tokens across 4 cards", "cp=4"),
+        ("launch 20 steps on 2 gpus and split each sequence across them", "cp=2"),
+        ("train with pee pee equal to four on 4 gpus, 20 steps", "pp=4"),
+        ("run tee pee equals 2 on 2 gpus for 10 steps", "tp=2"),
+    ],
+)
+def test_layouts_said_in_plain_or_dictated_words(text, layout, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("layout"), intent.clarify) == ("run", layout, None)
+
+
+def test_a_follow_up_of_a_plan_that_tries_a_sequence_length_plans_again(known):
+    earlier = planned({"devices": 8, "gpu": "a100-80gb", "model": "llama-3.1-8b"})
+    intent = read("ok try seq_len 4096 then", known, earlier)
+    assert (intent.command, intent.args.get("seq_len"), intent.args.get("devices")) == ("plan", 4096, 8)
+    assert read("now launch it with seq_len 4096", known, earlier).command == "run"
+
+
+def read_a_sweep(sweep: str) -> list:
+    """An earlier turn that read a sweep's trials (what "that winner" then means)."""
+    call = {"name": "read_sweep", "args": {"sweep": sweep}, "id": "earlier"}
+    return [
+        HumanMessage(f"trials of {sweep}"),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage("{}", tool_call_id="earlier"),
+    ]
+
+
+def test_launching_the_winner_after_reading_a_sweep_takes_its_layout(known):
+    winner = json.loads((known.root / "sweeps/layouts-nov/summary.json").read_text())["trials"][0]
+    degrees = ",".join(f"{k}={v}" for k, v in winner["params"]["layout"].items() if v > 1)
+    intent = read("good, train that winner on 2 GPUs for 40 steps", known, read_a_sweep("sweeps/layouts-nov"))
+    assert (intent.command, intent.args.get("layout"), intent.args.get("steps"), intent.clarify) == (
+        "run", degrees, 40, None)  # fmt: skip
+    assert read("start the winner on 8 gpus", known, read_a_sweep("sweeps/layouts-nov")).clarify is not None
+
+
+def test_an_unsized_a100_for_the_experiments_own_model_is_asked_about_where_its_size_changes_the_plan(tmp_path):
+    big = {"model_type": "llama", "hidden_size": 8192, "num_hidden_layers": 80, "intermediate_size": 28672,
+           "vocab_size": 128256, "num_attention_heads": 64, "num_key_value_heads": 8}  # fmt: skip
+    (tmp_path / "meshpilot.yaml").write_text(yaml.safe_dump({"model": {"config": big}}))
+    (tmp_path / "weights").mkdir()
+    (tmp_path / "weights" / "config.json").write_text(json.dumps(big))
+    known = Known.read(tmp_path)
+    assert "A100 40GB or A100 80GB" in read("plan our model on 8 A100s", known).clarify
+    (tmp_path / "meshpilot.yaml").write_text(yaml.safe_dump({"model": {"config": {**big, "hidden_size": 512}}}))
+    small = read("plan our model on 8 a100s", known)  # about 4B: 8 GiB of training state a GPU
+    assert (small.args.get("gpu"), small.clarify) == ("a100-80gb", None)  # the same plan on both sizes
+    (tmp_path / "meshpilot.yaml").write_text(yaml.safe_dump({"model": {"path": "weights/config.json"}}))
+    assert read("plan our model on 8 a100s", known).clarify is not None
+
+
+def test_the_same_launch_on_another_experiment_file_is_a_launch_not_a_read(known):
+    earlier = launched({"nproc": 2, "layout": "tp=2", "steps": 30})
+    intent = read("repeat that again but for configs/long.yaml", known, earlier)
+    assert (intent.command, intent.args.get("experiment"), intent.args.get("layout")) == (
+        "run", "configs/long.yaml", "tp=2")  # fmt: skip
+    assert read("show configs/long.yaml", known, earlier).command == "read"
+    assert read("is the same thing in configs/long.yaml?", known).command != "run"  # no launch before

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 from agent.understanding.context import Context, context_of
@@ -33,7 +34,7 @@ from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
 from agent.understanding.grammar import Intent, first_reading, parse_slash, read_facts
 from agent.understanding.intents import ACTIONS, FOLLOW_UP, ranked, score
 from agent.understanding.known import singular
-from agent.understanding.normalise import normalise
+from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE, normalise
 from trainer.model.presets import MODELS
 
 __all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
@@ -61,6 +62,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
     scores = score(plain, entities, first_reading(plain), context.previous)
     best = ranked(scores)
     command = best[0][0] if best[0][1] > 0 else "help"
+    if command == "read" and context.launch and re.search(REPEAT_WITH, plain.lower()):
+        command = "run"  # "do the same thing with configs/long.yaml" after a launch: that launch, on this experiment
     intent = read_facts(masked(plain, entities), command, text, _planned_devices(context, plain))
     intent.text = text
     if intent.command == "results" and not entities.has("run", "run_choice") and re.search(ACROSS_RUNS, plain.lower()):
@@ -78,16 +81,46 @@ def understand(text: str, context: Context | None = None) -> Intent:
         runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
         intent.clarify = f"Which one do you mean by 'the other'? (runs: {runs}; sweeps: {sweeps})"
     described = entities.get("unknown_description")
-    if described and intent.command in (*NAMED_TOOLS, "run") and not entities.has("run", "sweep"):
+    winner = intent.command == "run" and re.search(r"\bwinn", str(described)) and context.sweep  # the sweep's
+    if described and intent.command in (*NAMED_TOOLS, "run") and not entities.has("run", "sweep") and not winner:
         runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
         intent.clarify = (
             f"Which do you mean by {described!r}? I find none it describes (runs: {runs}; sweeps: {sweeps})."
         )
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
+    if _other_language(plain) and not _safe_unread(intent, entities, context):
+        intent.clarify = (
+            f"Most of that is in a language I do not read; I understood {_call_text(intent)}. "
+            "What should I do? Please say it in English, e.g. `train 20 steps with dp_shard=2 on 2 GPUs`."
+        )
     return intent
 
 
+# Tools that change nothing: acted on even when much of the sentence is in a language the rules do not read, those
+# that read a run or sweep only when the sentence names it (never the latest in its place). Reading a file is not
+# one: a file named in such a sentence is as often what to launch ("roda o meshpilot.yaml com ...") as what to show.
+READ_ONLY = ("plan", "runs", "hardware", "help")
+READ_NAMED = ("why", "results", "status", "trials", "compare")  # a wait is a status
+
+
+def _safe_unread(intent: Intent, entities: Entities, context: Context) -> bool:
+    named = entities.has("run", "sweep") or _sweep_in_words(intent.text, context) is not None
+    return intent.command in READ_ONLY or (intent.command in READ_NAMED and named)
+
+
+def _other_language(plain: str) -> bool:
+    """Whether the sentence is mostly in a language the rules do not read: at least two of its function words, and
+    more of them than English ones (the command words of those languages that are certain are already English)."""
+    words = re.findall(r"(?<![\w'./=-])[^\W\d_]+(?![\w'./=-])", plain.lower())
+    other = sum(word in OTHER_LANGUAGE for word in words)
+    return other >= 2 and other > sum(word in ENGLISH_FUNCTION for word in words)
+
+
+# A repeat of the launch before, on another experiment file: "the same thing with configs/long.yaml", "do that again
+# for long.yaml".
+REPEAT_WITH = (r"\b(?:same|again|repeat)\b.*\b(?:with|for|on|using)\s+(?:the\s+)?\S+\.ya?ml\b|"
+               r"\b(?:with|for|on|using)\s+(?:the\s+)?\S+\.ya?ml\b.*\b(?:same|again)\b")  # fmt: skip
 # A question about every run, not one: "which run had the best throughput?", "any OOM in the runs?"
 ACROSS_RUNS = (r"\bwhich (?:of the |of my )?runs?\b|\b(?:any|all|every|each) (?:of (?:the|my) )?runs?\b|"
                r"\b(?:in|across|among|over) (?:the|my|all|all the|these) runs\b|"
@@ -539,6 +572,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
                               "as they are now? yes / edit")  # fmt: skip
     else:
         copied = False
+    if re.search(r"\b(?:winner|winning|won)\b", lowered) and "layout" not in intent.args:
+        _launch_winner(intent, entities, context)
     if steps := entities.get("steps"):
         intent.args["steps"] = steps
     if (times := entities.get("times")) and steps and re.search(r"\bthan\b|\bas (?:long|many|much) as\b", lowered):
@@ -600,6 +635,23 @@ NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no
                  r"off (?:the|of|from|_)|not\b.{0,12}\?$)")  # fmt: skip
 # "kick off" is a launch, "based off" a source, not a negation; "or not", "if not" ask nothing off
 LAUNCH_OFF = r"\b(?:kick(?:ing|ed)?|fir(?:e|ing|ed)|set|head|start|show|sign|log|based|spin|going|or|if|whether)\s*$"
+
+
+def _launch_winner(intent: Intent, entities: Entities, context: Context) -> None:
+    """ "launch that winner on 2 gpus" after reading a sweep: its winning trial's layout, on the processes said (asked
+    about when they differ from the trial's, whose degrees fit its own count only)."""
+    sweep = entities.get("sweep") or context.sweep
+    winner = context.known.winner_of(str(sweep)) if sweep else {}
+    if "layout" not in winner:
+        intent.clarify = intent.clarify or "Which sweep's winner? Name the sweep, e.g. `launch the winner of NAME`."
+        return
+    if "nproc" in winner and intent.args.setdefault("nproc", winner["nproc"]) != winner["nproc"]:
+        intent.clarify = intent.clarify or (
+            f"{sweep}'s winner ran {winner['layout']} on {winner.get('nproc')} processes, not {intent.args['nproc']}:"
+            " which layout should it use?"
+        )
+        return
+    intent.args["layout"] = winner["layout"]
 
 
 def plain_of(intent: Intent, context: Context) -> str:
@@ -794,13 +846,42 @@ def _sizes_matter(args: dict[str, Any], context: Context) -> bool:
     before = context.plan or {}
     model = args.get("model") or before.get("model")
     size = re.search(r"(\d+(?:\.\d+)?)b\b", str(model or ""))
-    if not size:
+    billions = float(size.group(1)) if size else None
+    if model is None:  # the experiment's own model: its size from its config (unreadable: asked, never guessed)
+        billions = _own_model_billions(str(args.get("experiment") or before.get("experiment") or "meshpilot.yaml"),
+                                       context)  # fmt: skip
+        if billions is None:
+            return True
+    if billions is None:
         return False
     devices = int(args.get("devices") or before.get("devices") or 1) * int(
         args.get("nodes") or before.get("nodes") or 1
     )
-    per_device = float(size.group(1)) * 1e9 * STATE_BYTES / devices
+    per_device = billions * 1e9 * STATE_BYTES / devices
     return per_device > SMALLER_CARD_GIB * 2**30 / 2
+
+
+def _own_model_billions(experiment: str, context: Context) -> float | None:
+    """The experiment's own model's parameters in billions, from its inline config or config.json: the weight
+    matrices of its layers (attention 4 h^2, the gated MLP 3 h i) and its embedding and output (2 V h), an upper
+    bound (grouped-query attention has smaller k and v). None where the experiment or its config cannot be read."""
+    # PyYAML only when a plan for the experiment's own model names a GPU sold in two sizes
+    import yaml
+
+    if context.known.root is None:
+        return None
+    try:
+        model = (yaml.safe_load((context.known.root / experiment).read_text()) or {}).get("model") or {}
+        config = model.get("config") or _config_json(context.known.root / str(model["path"]))
+        hidden, layers = int(config["hidden_size"]), int(config["num_hidden_layers"])
+        inner, vocab = int(config["intermediate_size"]), int(config["vocab_size"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError):
+        return None
+    return (layers * (4 * hidden * hidden + 3 * hidden * inner) + 2 * vocab * hidden) / 1e9
+
+
+def _config_json(path: Path) -> dict:
+    return json.loads((path if path.suffix == ".json" else path / "config.json").read_text())
 
 
 def _only_preset_of_size(size: object) -> str | None:

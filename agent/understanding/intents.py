@@ -236,9 +236,19 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "device_mem")
         if previous == "plan" and replanned and not entities.has("steps", "switch", "override", "layout", "nproc"):
             scores["plan"] += 4  # "try that on A100s instead": the what-if again, not a launch
+        elif previous == "plan" and replanned and _what_if_again(lowered, entities):
+            scores["plan"] += 6  # "now try seq_len 2048": "try" tries the what-if; only a launch verb launches
         if previous == "run" and not entities.has("model", "gpu_named", "no_launch"):
             scores["run"] += 3  # "and with 4 gpus?" after a launch: the launch again
     return scores
+
+
+def _what_if_again(lowered: str, entities: Entities) -> bool:
+    """A follow-up that changes only what a plan takes (its one override the sequence length a plan reads too),
+    with no launch verb but "try"."""
+    only_plan = all("seq" in str(value) for value in entities.all("override"))
+    untried = re.sub(r"\btry\b", "", masked(lowered, entities))
+    return only_plan and not entities.has("steps", "switch", "layout", "nproc") and not launch_verb(untried)
 
 
 # Words after which "run", "start" or "train" is a noun ("the latest run", "a training run"), not a command.

@@ -115,6 +115,20 @@ class Known:
             found["layout"] = layout
         return found
 
+    def winner_of(self, sweep: str) -> dict[str, object]:
+        """The layout and processes of a sweep's winning trial, from its summary.json: what "launch that winner"
+        runs."""
+        if self.root is None:
+            return {}
+        summary = _json(self.root / sweep / "summary.json")
+        trial = next((t for t in summary.get("trials") or [] if t.get("id") == summary.get("winner")), None)
+        layout = ((trial or {}).get("params") or {}).get("layout") or {}
+        degrees = ",".join(f"{k}={v}" for k, v in layout.items() if isinstance(v, int) and v > 1)
+        found: dict[str, object] = {"layout": degrees} if degrees else {}
+        if trial and isinstance(trial.get("nproc"), int):
+            found["nproc"] = trial["nproc"]
+        return found
+
     def file(self, path: str) -> str | None:
         """A file of the repository by its path, or by its name when only one file has it."""
         path = path.strip().removeprefix("./")

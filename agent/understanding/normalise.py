@@ -39,7 +39,20 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
            # French
            "avec": "with", "étapes": "steps", "noeuds": "nodes", "nœuds": "nodes", "lance": "launch",
            "lancer": "launch", "entraîne": "train", "attends": "wait", "annule": "cancel",
-           "résultats": "results"}  # fmt: skip
+           "résultats": "results",
+           # Portuguese, Italian, Dutch, Japanese romaji and Hindi-English: command words whose reading is certain
+           "roda": "run", "rodar": "run", "sem": "without", "com": "with", "aspetta": "wait", "aspettare": "wait",
+           "finisca": "finishes", "schrijf": "write", "rapport": "report", "stappen": "steps",
+           "hajimete": "start", "onegaishimasu": "please", "chala": "run", "wale": ""}  # fmt: skip
+# Function words of languages the rules do not read (Portuguese, Italian, Dutch, Japanese romaji, Hindi-English),
+# none of them an English word: a sentence made mostly of them is one the parser only partly understood.
+_OTHER_LANGUAGE = """os um uma em da dos das por favor nao não para mostra abre che il dei su mi fai un piano
+niente solo poi dimmi ci sono nel quali girare een het van voor zitten er deze laat zien wo ga kudasai misete kekka
+dore ichiban yokatta mai pe ek ka ki ke hai hain kya mein liye batao yaar bhai kaunse karo kuch mat de e o"""
+OTHER_LANGUAGE = set(_OTHER_LANGUAGE.split())
+_ENGLISH_FUNCTION = """the a an to of in on for with without is are be it that this and or my our please what
+which how can do does should would i we you me us"""
+ENGLISH_FUNCTION = set(_ENGLISH_FUNCTION.split())
 # Words the new rules read too (intents and entities): corrected like the grammar's own VOCABULARY.
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
@@ -102,6 +115,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)\s+(?:such|identical|similar|more such)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
     text = re.sub(r"\bctx\b", "context", text, flags=re.I)
     text = _dictated(text)
+    text = re.sub(r"\b(tee|pee|see|ee)\s+pee\b", lambda m: SPOKEN_DIMS[m.group(0).lower()], text, flags=re.I)
+    text = re.sub(rf"\b({DIMS})\s+(?:equals?|equal\s+to)\s+(?=\d)", r"\1=", text, flags=re.I)  # "tp equals 2"
     # "8 40GB A100s": the count, the GPU, then its memory, as the GPU's name reads it ("8 A100 40GBs")
     text = re.sub(r"\b(\d+)\s+(\d+)\s*(gi?b)\s+((?:nvidia\s+)?(?:a100|h100|h200|l40s|a10|rtx ?4090|4090))(s?)\b",
                   r"\1 \4 \2\3\5", text, flags=re.I)  # fmt: skip
@@ -157,9 +172,9 @@ LAYOUT_DESCRIPTIONS = [
         "pipeline parallel",
     ),
     (
-        rf"\b(?:with\s+|give\s+|giving\s+)?(?:each|every)\s+{_CARD}\s+(?:(?:keeping|keeps|having|has|holding|holds|"
-        r"getting|gets|with)\s+)?(?:its|their|a)\s+(?:own\s+(?:full\s+|whole\s+|complete\s+)?|full\s+|whole\s+|"
-        r"complete\s+)(?:copy|replica)(?:\s+of\s+the\s+model)?\b|"
+        rf"\b(?:with\s+|give\s+|giving\s+)?(?:each|every)\s+{_CARD}\s+(?:(?:to|should|must|will|would|can)\s+)?"
+        r"(?:(?:keeping|keeps|keep|having|has|have|holding|holds|hold|getting|gets|get|with)\s+)?(?:its|their|a)\s+"
+        r"(?:own\s+(?:full\s+|whole\s+|complete\s+)?|full\s+|whole\s+|complete\s+)(?:copy|replica)(?:\s+of\s+the\s+model)?\b|"
         rf"\b(?:a\s+)?(?:full|whole|complete)\s+copy\s+of\s+the\s+model\s+on\s+(?:each|every)\s+{_CARD}\b",
         "with ddp",
     ),
@@ -168,7 +183,14 @@ LAYOUT_DESCRIPTIONS = [
         r"(?:a\s+)?(?:slice|shard|part|piece|share)\s+of\s+the\s+(?:weights|parameters|params|model)\b",
         "with fsdp",
     ),
+    (  # the sequence, not the model, cut into pieces: context parallelism
+        r"\bsplit(?:ting)?\s+(?:the\s+|each\s+|every\s+)?(?:sequences?|tokens?|context)(?:\s+themselves|\s+itself)?"
+        r"(?=\s+(?:across|over|between|among)\b)",
+        "context parallel",
+    ),
 ]
+# Layout names dictated letter by letter ("tee pee equals two" is tp=2).
+SPOKEN_DIMS = {"tee pee": "tp", "pee pee": "pp", "see pee": "cp", "ee pee": "ep"}
 
 
 # A number said digit by digit with "oh" for zero ("four oh five b", "one oh two four"); the digit after "point" is a
