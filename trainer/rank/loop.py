@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 from transformers import PretrainedConfig
 
-from trainer.config import Experiment, TrainSpec, experiment_from_dict
+from trainer.config import Experiment, TrainSpec, experiment_from_dict, reduces_once_per_step
 from trainer.costs.calibration import Calibration
 from trainer.costs.flops import causal_attention_pairs, mfu
 from trainer.costs.memory_model import MemoryPlan, predict_memory
@@ -414,8 +414,9 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
                 training.experiment.data.packing,
                 # The step whose memory is measured runs eagerly: its hooks must run, not be traced into a graph.
                 spec.compile and compiles_whole_step(training.experiment.layout) and not measure_memory,
-                spec.fsdp_grad_sync == "micro_batch",
+                not reduces_once_per_step(spec.fsdp_grad_sync, spec.zero_stage),
                 training.router,
+                spec.zero_stage == 1,
             )
     sum_partial_gradients(training.model)  # Qwen3's q_norm and k_norm under tensor parallelism
     grad_norm = clip_grad_norm(list(training.model.parameters()), spec.grad_clip, device, training.experiment.layout.pp)

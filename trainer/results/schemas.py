@@ -112,6 +112,7 @@ class PredictedMemory(TypedDict):
     parameters: Bytes
     gradients: Bytes
     unreduced_gradients: NotRequired[Bytes]  # FSDP2's unsharded ones while it accumulates (train.fsdp_grad_sync)
+    gathered_parameters: NotRequired[Bytes]  # FSDP2's, held across a micro-batch or step (train.zero_stage < 3)
     optimizer: Bytes
     activations_saved: Bytes
     weight_copies_saved: Bytes
@@ -162,7 +163,7 @@ TIMELINE_CATEGORIES: dict[str, tuple[str, ...]] = {
     "gradients": ("gradients", "unreduced_gradients"),
     "optimizer": ("optimizer",),
     "activations": ("activations_saved", "weight_copies_saved"),
-    "temporaries": ("temporaries",),
+    "temporaries": ("temporaries", "gathered_parameters"),  # CUDA's measured temporaries hold FSDP2's gathers
 }
 
 
