@@ -13,11 +13,14 @@ import subprocess
 import sys
 
 import pytest
-from support import REPO, meshpilot, train, write_experiment
+from support import REPO, TINY_MODEL, meshpilot, train, write_experiment
 from test_fsdp_grad_sync import accumulation_peak
+from transformers import AutoConfig
 
-from trainer.config import ConfigError
-from trainer.costs.throughput import fsdp_collectives
+from trainer.config import ConfigError, TrainSpec
+from trainer.costs.memory_model import MemoryPlan, predict_memory
+from trainer.costs.throughput import StepShape, communication_bytes, estimate_step, fsdp_collectives
+from trainer.hardware import planned_hardware
 from trainer.launch.launcher import TrainRequest, prepare
 from trainer.layout import Layout
 
@@ -141,3 +144,77 @@ def test_refused_by_the_command_line_with_exit_code_2(tmp_path):
     done = meshpilot("train", str(exp), "--out", str(tmp_path / "run"), "--set", "train.zero_stage=2")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("meshpilot: error: train.zero_stage 2 chooses")
+
+
+# --- pricing, against figures worked out by hand for the tiny Llama ----------------------------------------------
+
+# The tiny Llama's parameters: embedding and untied head 512 x 32 each, per layer q and o 32 x 32, k and v 32 x 16,
+# gate, up and down 32 x 64, two norms of 32; the final norm 32.
+TINY_LAYER = 2 * 32 * 32 + 2 * 32 * 16 + 3 * 32 * 64 + 2 * 32
+TINY_PARAMETERS = 2 * 512 * 32 + 2 * TINY_LAYER + 32
+
+
+def predicted(stage: int, precision: str = "fp32", grad_accum: int = 4, layout: Layout | None = None) -> dict:
+    config = AutoConfig.for_model(**TINY_MODEL)
+    train = TrainSpec(zero_stage=stage, gns_every=0)
+    plan = MemoryPlan(1, SEQ_LEN, precision, "none", train, grad_accum)
+    return predict_memory(config, layout or Layout(dp_replicate=1, dp_shard=2), plan)[0]
+
+
+def test_memory_of_each_stage():
+    """Stage 3 gathers two layers at a time (temporaries: the current and the prefetched one, less the rank's half
+    of each); stages 2 and 1 hold every parameter gathered (fp32 here, bf16 under mixed precision) instead; stage 1
+    also the whole fp32 gradient between micro-batches, beside nothing more (its shard is part of it)."""
+    assert TINY_PARAMETERS == 51_360
+    zero3, zero2, zero1 = predicted(3), predicted(2), predicted(1)
+    assert "gathered_parameters" not in zero3 and zero3["unreduced_gradients"] == 0
+    two_layers = 2 * TINY_LAYER * 4 // 2
+    assert zero3["temporaries"] - zero2["temporaries"] == two_layers == zero3["temporaries"] - zero1["temporaries"]
+    assert zero2["gathered_parameters"] == zero1["gathered_parameters"] == 4 * TINY_PARAMETERS
+    assert predicted(1, "bf16")["gathered_parameters"] == 2 * TINY_PARAMETERS
+    assert zero2["unreduced_gradients"] == 0
+    assert zero1["gradients"] + zero1["unreduced_gradients"] == 4 * TINY_PARAMETERS
+    assert (zero1["parameters"], zero1["optimizer"]) == (zero3["parameters"], zero3["optimizer"])  # still sharded
+    assert zero1["peak"] - zero3["peak"] == 4 * TINY_PARAMETERS * 2 - zero1["gradients"] - two_layers
+
+
+def test_communication_of_each_stage():
+    """One rank of dp_shard=4 with 4 MB of fp32 parameters, 3 micro-batches, bf16 gathers (half the bytes) and fp32
+    reduce-scatters, each moving 3/4 of the data: stage 3 gathers twice per micro-batch and reduces once per
+    micro-batch, stage 2 gathers once per micro-batch, stage 1 once per step and reduces once per step; a
+    collective per unit (2 layers and the root) each time. Inside a pipeline stage 2 gathers once per step too."""
+    config, layout, ring = AutoConfig.for_model(**TINY_MODEL), Layout(dp_replicate=1, dp_shard=4), 3 / 4 * 4_000_000
+    sent = {
+        stage: communication_bytes(config, layout, 4_000_000, 2, 64, 3, precision="bf16", zero_stage=stage)["dp_shard"]
+        for stage in (3, 2, 1)
+    }
+    assert sent[3] == ((2 * 3 * 0.5 + 3) * ring, (2 * 3 + 3) * 3)
+    assert sent[2] == ((3 * 0.5 + 3) * ring, (3 + 3) * 3)
+    assert sent[1] == ((0.5 + 1) * ring, (1 + 1) * 3)
+    piped = Layout(dp_replicate=1, dp_shard=2, pp=2)
+    assert fsdp_collectives(piped, 3, 2, "micro_batch", layers=1) == (2, 2)
+
+
+def test_stage_one_hides_its_traffic_behind_one_micro_batch_only():
+    """On a GPU FSDP2's traffic overlaps compute (two thirds of it): under stages 3 and 2 that of every micro-batch,
+    under stage 1 (one gather in the first forward, one reduction in the last backward) only one micro-batch's.
+    Without accumulation stages 1 and 2 are the same step. A 1B model over 2 nodes, its traffic crossing the
+    network."""
+    config = AutoConfig.for_model(**TINY_MODEL)
+    hardware = planned_hardware("cuda", 8, 2, "h100-sxm", network="ib400")[0]
+    layout = Layout(dp_replicate=1, dp_shard=16)
+    sizes = {"matmul_params": 1_000_000_000, "parameter_bytes": 4_000_000_000}
+    estimates = {
+        (stage, accum): estimate_step(
+            config, layout, hardware, StepShape(1, 4096, accum, precision="bf16", zero_stage=stage), **sizes
+        )
+        for stage in (3, 2, 1)
+        for accum in (1, 8)
+    }
+    assert estimates[1, 1] == estimates[2, 1]
+    one, alone = estimates[1, 8], estimates[1, 1]
+    assert one.comm_bytes == alone.comm_bytes  # once per step, however many micro-batches
+    assert one.comm_bytes["dp_shard"] < estimates[2, 8].comm_bytes["dp_shard"] < estimates[3, 8].comm_bytes["dp_shard"]
+    traffic_s = alone.comm_s + 2 / 3 * alone.compute_s  # the step's data-parallel seconds, all of it on the network
+    assert alone.comm_s > 0
+    assert one.comm_s == pytest.approx(traffic_s - 2 / 3 * one.compute_s / 8)

@@ -597,7 +597,7 @@ def estimate_step(
     data_parallel = seconds["dp_shard"] + seconds["dp_replicate"]
     hidden = 2 / 3 * compute if hardware.device_type == "cuda" else 0.0
     if shape.zero_stage == 1 and layout.shard_degree > 1:  # the first forward's gathers, the last backward's reduction
-        hidden = compute / grad_accum if hardware.device_type == "cuda" else 0.0
+        hidden /= grad_accum
     comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + seconds["ep"] + max(0.0, data_parallel - hidden)
     # The noise scale's extra reduction: waited for (its norm is read at once), one step in gns_every.
     noise = noise_scale_bytes(config, layout, parameter_bytes, grad_accum, gns_every, local_experts)
