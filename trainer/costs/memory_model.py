@@ -53,8 +53,8 @@ FSDP's two gathered layers (the current one and the prefetched next; the largest
 an MoE layer with this ep rank's experts), gathered in bf16 under mixed precision; under expert parallelism the
 dispatch buffers of one MoE layer (the rows sent and the rows received, top_k x tokens x hidden each, the
 autograd Function that carries them saves neither). Below ZeRO stage 3 (train.zero_stage) FSDP2 keeps every unit's
-gathered parameters at once instead of two layers' (`gathered_parameters`), and stage 1 the whole unsharded gradient
-between micro-batches (`unreduced_gradients`).
+gathered parameters at once instead of two layers' (`gathered_parameter_bytes`), and stage 1 the whole unsharded
+gradient between micro-batches (`unreduced_gradient_bytes`).
 
 On CUDA a process holds more than its tensors (`cuda_runtime`): the CUDA context, NCCL's buffers for each
 communicator, cuBLAS workspaces and what the caching allocator reserves beyond what it hands out. None of it can be
@@ -379,7 +379,7 @@ def predict_rank(
         "parameters": parameter_bytes,
         "gradients": parameter_bytes,  # fp32 gradients of fp32 master weights, sharded like them
         "unreduced_gradients": unreduced_gradient_bytes(layout, plan, sums),
-        **gathered_parameters(layout, plan, sums),
+        "gathered_parameters": gathered_parameter_bytes(layout, plan, sums),
         "optimizer": sums.optimizer_bytes,
         "activations_saved": activation_bytes(config, layout, plan, rank, memo),
         "weight_copies_saved": weight_copy_bytes(sums, layout, plan),
@@ -421,16 +421,16 @@ def unreduced_gradient_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) 
     return unsharded - (0 if shard_held else sums.parameter_elements * FP32)
 
 
-def gathered_parameters(layout: Layout, plan: MemoryPlan, sums: ShapeSums) -> dict[str, int]:
+def gathered_parameter_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) -> int:
     """Below ZeRO stage 3 (train.zero_stage) FSDP2 keeps what it gathered: every unit's parameters at once at the
     end of a forward (stage 2, until each unit's backward; stage 1, until the step's last backward), the rank's whole
     share before FSDP2's chunking, whole (FSDP2's all-gather output, beside the sharded parameters), in the
-    gathered dtype (bf16 under mixed precision). They replace the two gathered layers of `temporary_bytes`. Absent
-    at stage 3."""
+    gathered dtype (bf16 under mixed precision). They replace the two gathered layers of `temporary_bytes`. None at
+    stage 3."""
     if plan.train.zero_stage == 3 or layout.shard_degree == 1:
-        return {}
+        return 0
     width = 2 if plan.precision == "bf16" else FP32
-    return {"gathered_parameters": sums.unsharded_elements * width}
+    return sums.unsharded_elements * width
 
 
 def weight_copy_bytes(sums: ShapeSums, layout: Layout, plan: MemoryPlan) -> int:
