@@ -17,6 +17,9 @@ Sections and their tasks:
 - mfu: a Llama-3.2-1B-shaped model (random weights), bf16, packed rows, sequence 2048 (and 4096), one GPU:
   tokens/s and MFU from `meshpilot train`, eager and compiled, against transformers.Trainer in bf16 on the same
   GPU, data, optimizer and batch (DataCollatorWithFlattening-style packed rows, SDPA), in a process of its own;
+- fp8: the small Llama 300 steps in bf16 and in fp8 (train.precision fp8, torchao float8) from one seed, their
+  losses compared (the mfu section times the 1B model in fp8, tensorwise and rowwise);
+- moe: a small Qwen3-MoE with its experts as one grouped GEMM against a loop of matmuls: tokens/s and memory;
 - memory: the memory model's predicted peak against the measured one (reserved plus outside the allocator, as
   memory.json records it, with the source of the outside figure), with selective and full checkpointing;
 - packed_attention: packed rows isolated by flex_attention's BlockMask and by the dense mask (and against padded
@@ -27,7 +30,8 @@ Sections and their tasks:
 - planner: the throughput model's predicted step time against the measured one for every run above, from the
   stated figures and from the probe's.
 
-Every `meshpilot train` here is the real command line in its own process, as a user runs it.
+Every `meshpilot train` here is the real command line in its own process, as a user runs it, with its warm-up's
+last step profiled (train.profile_steps: where the step's time goes, by kernel category, in the result).
 """
 
 from __future__ import annotations
@@ -151,6 +155,7 @@ class Bench:
                 "lr": 3e-4,
                 "warmup_steps": 2,
                 "timing_warmup_steps": 3,
+                "profile_steps": 1,  # the warm-up's last step: where a step's time goes, never timed
                 "save_final_checkpoint": False,
                 "gns_every": 0,
                 **train_keys,
@@ -184,7 +189,7 @@ def read_run(directory: Path, done: subprocess.CompletedProcess) -> dict:
     run = RunDir(directory)
     if done.returncode != 0 or not run.metrics.exists():
         return {"error": (done.stderr or done.stdout)[-3000:]}
-    metrics, memory, steps = run.read_metrics(), run.read_memory(), run.read_steps()
+    metrics, memory, steps, profile = run.read_metrics(), run.read_memory(), run.read_steps(), run.read_profile()
     timed = [s["step_s"] for s in steps[-metrics["timed_steps"] :]] if metrics.get("timed_steps") else []
     return {
         "status": metrics["status"],
@@ -198,6 +203,7 @@ def read_run(directory: Path, done: subprocess.CompletedProcess) -> dict:
         "memory_predicted": memory["predicted"][0],
         "memory_measured": memory["measured"][0],
         "memory_source": memory["measured"][0].get("outside_source"),
+        "profile": profile and {**profile, "top": profile["top"][:10]},
     }
 
 
@@ -405,7 +411,7 @@ def memory_run(seq_len: int, micro_batch: int, checkpointing: bool | str, compil
         mode = {False: "none", True: "full"}.get(checkpointing, checkpointing)
         name = f"mem_s{seq_len}_{mode}{'_compiled' if compiled else ''}"
         found = bench.train(name, LLAMA_1B, seq_len, micro_batch, micro_batch, 4, timing_warmup_steps=1,
-                            activation_checkpointing=checkpointing, compile=compiled)  # fmt: skip
+                            profile_steps=0, activation_checkpointing=checkpointing, compile=compiled)  # fmt: skip
         if "error" in found:
             return {"error": found["error"]}
         predicted, measured = found["memory_predicted"], found["memory_measured"]
@@ -494,7 +500,7 @@ def _stated_figures():
 
 def brief(run: dict) -> dict:
     keep = ("status", "error", "tokens_per_s", "mfu", "attention", "median_step_s", "peak_mem_bytes",
-            "memory_source", "losses", "step_s", "wall_s")  # fmt: skip
+            "memory_source", "losses", "step_s", "wall_s", "profile")  # fmt: skip
     return {k: v for k, v in run.items() if k in keep}
 
 
