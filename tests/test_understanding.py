@@ -513,6 +513,8 @@ def call(name: str, **args) -> dict:
         (LAUNCH, {"reply": "I am the offline planner. I understand: `why did FSDP win?`."}, "nothing"),
         ({"ask": True}, call("launch_run"), "wrong"),
         ({"ask": True}, {"reply": "Which optimizer?"}, "right"),
+        ({"refuse": True}, call("cancel_run", run="r1"), "wrong"),  # deleting a run: no tool may act on it
+        ({"refuse": True}, {"reply": "I cannot delete runs; remove the directory yourself."}, "right"),
         (R1, call("read_results", run="r1"), "right"),
         (R1, call("read_results", run="runs/r2"), "wrong"),
         (LR, call("launch_run", overrides=["train.lr=3e-4"]), "right"),

@@ -183,6 +183,9 @@ class TrainSpec:
     keep_checkpoints: int = 2
     save_hf: bool = False  # after a successful run: its final checkpoint as an HF directory, RUN/hf
     timing_warmup_steps: int = 2  # steps left out of tokens/s (compilation, allocator warm-up)
+    # The last this many warm-up steps profiled on rank 0 (torch.profiler) into profile.json: fewer than
+    # timing_warmup_steps, so that the profiler's cost never reaches tokens/s (trainer.rank.profiling).
+    profile_steps: int = 0
     # Seconds a rank may wait in one collective before the run fails (trainer.rank.loop.collective_timeouts): longer
     # through set-up and the untimed first steps (at least one), where compilation (each pipeline stage its own) and
     # building a large model keep ranks apart for longer than a step's collectives ever take.
@@ -446,9 +449,15 @@ def check_train_values(experiment: Experiment) -> None:
     not_negative = {"train.warmup_steps": train.warmup_steps, "train.checkpoint_every": train.checkpoint_every}
     not_negative |= {"train.grad_clip": train.grad_clip, "train.weight_decay": train.weight_decay}
     not_negative |= {"train.timing_warmup_steps": train.timing_warmup_steps, "train.gns_every": train.gns_every}
+    not_negative |= {"train.profile_steps": train.profile_steps}
     for name, value in not_negative.items():
         if value < 0:
             raise ConfigError(f"{name} must not be negative, got {value}")
+    if train.profile_steps and train.profile_steps >= train.timing_warmup_steps:
+        raise ConfigError(
+            f"train.profile_steps ({train.profile_steps}) must be fewer than train.timing_warmup_steps "
+            f"({train.timing_warmup_steps}): the profiled steps are the warm-up's last, never timed"
+        )
     if not 0 <= train.min_lr_ratio <= 1:
         raise ConfigError(f"train.min_lr_ratio must lie in [0, 1], got {train.min_lr_ratio}")
     choices = {
