@@ -110,6 +110,18 @@ def test_collectives_per_step(collectives):
             assert (step["_allgather_base_"], step["_reduce_scatter_base_"]) == (gathers, reduce_scatters), stage
 
 
+def test_gathered_parameters_are_predicted(collectives, runs):
+    """At the end of a forward, stages 2 and 1 hold every parameter gathered, the bytes the memory model predicts
+    (the whole tiny model in fp32, on each rank); stage 3 only the root's (embedding, head and final norm), which
+    FSDP2 does not reshard after forward."""
+    predicted = json.loads(runs["zero1"].memory.read_text())["predicted"][0]["gathered_parameters"]
+    assert predicted == 4 * TINY_PARAMETERS
+    for stage in (2, 1):
+        assert [step["gathered_bytes"] for step in collectives[stage]] == [predicted] * 2, stage
+    root = 4 * (2 * 512 * 32 + 32)
+    assert [step["gathered_bytes"] for step in collectives[3]] == [root] * 2
+
+
 @pytest.mark.parametrize("stage", [2, 1])
 def test_collectives_are_priced(collectives, stage):
     """trainer.costs.throughput counts the same FSDP2 collectives per step (the root priced like a layer)."""

@@ -5,8 +5,10 @@ on a copy of a run directory the launcher prepared (set-up rewrites its steps.js
 training with the trainer's own set-up (trainer.rank.loop: model split and wrapped for the layout, optimizer, data)
 for each STAGE in turn, takes two optimizer steps with the trainer's own step function, and counts the collectives
 each step dispatches (every c10d operation passes through a dispatch mode: `CountedCollectives`; torch's
-CommDebugMode does the same, but its module tracker fails on FSDP2's hooks in torch 2.13). Rank 0 writes
-{stage: [{collective: count} per step]} to OUT.
+CommDebugMode does the same, but its module tracker fails on FSDP2's hooks in torch 2.13), and the bytes of the
+parameters FSDP2 holds gathered at the end of each forward (it registers the gathered ones on the modules in place of
+the shards while they are gathered). Rank 0 writes {stage: [{collective: count, ..., "gathered_bytes": n} per step]}
+to OUT.
 """
 
 from __future__ import annotations
@@ -45,14 +47,24 @@ def counted_steps(run: RunDir, worker: Worker, stage: int) -> list[dict[str, int
     experiment.train.zero_stage = stage
     experiment.train.steps = STEPS
     training = _setup(run, worker, experiment, launch)
+    shards = {id(p) for p in training.model.parameters()}  # between steps every unit holds only its shards
+    gathered = []
+    hook = training.model.register_forward_hook(lambda model, *_: gathered.append(held_gathered(model, shards)))
     steps = []
     for _ in range(STEPS):
+        gathered.clear()
         with CountedCollectives() as comms:
             _optimizer_step(training, measure_memory=False)
         training.state.step += 1
         training.state.next_row += training.plan.rows_per_step
-        steps.append(dict(comms.counts))
+        steps.append({**comms.counts, "gathered_bytes": max(gathered)})
+    hook.remove()
     return steps
+
+
+def held_gathered(model, shards: set[int]) -> int:
+    """Bytes of the parameters registered on the model now that are not its shards: those FSDP2 holds gathered."""
+    return sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in shards)
 
 
 if __name__ == "__main__":
