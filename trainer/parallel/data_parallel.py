@@ -12,7 +12,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import Shard
 from torch.nn.parallel import DistributedDataParallel
 
-from trainer.config import FSDP_REDUCE_DTYPES, TrainSpec
+from trainer.config import FSDP_REDUCE_DTYPES, TrainSpec, half_precision
 from trainer.layout import Layout
 
 # train.fsdp_reduce_dtype: the dtype FSDP2 reduce-scatters gradients in under bf16 (fp32 as torchtitan: exact sums).
@@ -21,7 +21,7 @@ REDUCE_DTYPES = dict(zip(FSDP_REDUCE_DTYPES, (torch.float32, torch.bfloat16), st
 
 def fsdp_mixed_precision(layout: Layout, spec: TrainSpec) -> bool:
     """bf16 under FSDP2 is its MixedPrecisionPolicy (bf16 gathers, no autocast): autocast elsewhere."""
-    return spec.precision == "bf16" and layout.fsdp
+    return half_precision(spec.precision) and layout.fsdp
 
 
 def apply_fsdp(
@@ -71,7 +71,7 @@ def fsdp_options(spec: TrainSpec) -> dict:
     """Under bf16, torchtitan's policy: parameters all-gathered and computed in bf16 (half the bytes of an fp32
     gather, and the gathered copy is the only one: nothing like autocast's per-layer weight cache), gradients
     reduced in train.fsdp_reduce_dtype, fp32 master weights and optimizer state kept sharded."""
-    if spec.precision != "bf16":
+    if not half_precision(spec.precision):
         return {}
     reduce_dtype = REDUCE_DTYPES[spec.fsdp_reduce_dtype]
     return {"mp_policy": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce_dtype)}
