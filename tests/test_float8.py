@@ -167,10 +167,12 @@ def test_fp8_trains_within_tolerance_of_bf16(tmp_path, recipe):
 
 
 @pytest.mark.slow
-def test_fp8_under_fsdp2_matches_one_process(tmp_path):
-    """Converted before fully_shard: two gloo processes with FSDP2's bf16 parameters train as one process does
-    (its autocast), to FSDP2 mixed precision's tolerance (tests/test_fsdp_mixed_precision.py)."""
+def test_fp8_layouts_match_one_process(tmp_path):
+    """Converted on the meta-device model before anything wraps it: FSDP2 (bf16 parameters, no autocast), DDP,
+    pipeline stages (cut after the conversion) and context parallelism, each on two gloo processes, train as one
+    process does, to FSDP2 mixed precision's tolerance (tests/test_fsdp_mixed_precision.py)."""
     experiment = write_experiment(tmp_path, {"train": {"steps": STEPS, "precision": "fp8"}})
-    single = train(experiment, tmp_path / "single", "--nproc", "1", env=ON_CPU)
-    sharded = train(experiment, tmp_path / "fsdp", "--nproc", "2", "--layout", "dp_shard=2", env=ON_CPU)
-    assert _losses(sharded) == pytest.approx(_losses(single), rel=FP8_LOSS_TOLERANCE)
+    single = _losses(train(experiment, tmp_path / "single", "--nproc", "1", env=ON_CPU))
+    for layout in ("dp_shard=2", "dp_replicate=2", "pp=2", "cp=2"):
+        run = train(experiment, tmp_path / layout, "--nproc", "2", "--layout", layout, env=ON_CPU)
+        assert _losses(run) == pytest.approx(single, rel=FP8_LOSS_TOLERANCE), layout
