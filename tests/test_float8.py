@@ -16,6 +16,7 @@ from trainer.hardware import GPUS, compute_capability, peak_fp8_flops
 from trainer.layout import Layout
 from trainer.model.build import materialize, meta_model, model_config
 from trainer.model.moe import is_router
+from trainer.model.parameters import count_parameters
 from trainer.parallel.compile import compile_layers
 from trainer.parallel.float8 import FLOAT8_ON_CPU_ENV, convert_to_float8, float8_refusal, import_float8
 
@@ -70,6 +71,16 @@ def test_a_linear_whose_dimensions_are_not_multiples_of_16_is_kept():
     assert not any(isinstance(m, float8_linear) for m in (mlp.gate_proj, mlp.up_proj, mlp.down_proj))
     assert isinstance(model.get_decoder().layers[0].self_attn.q_proj, float8_linear)
     assert not any(".mlp." in name for name in converted)
+
+
+@pytest.mark.parametrize(
+    "config", [TINY_MODEL, TINY_MIXTRAL, {**TINY_MODEL, "intermediate_size": 72}], ids=["llama", "mixtral", "odd"]
+)
+def test_the_cost_models_count_the_weights_the_conversion_converts(config):
+    model, built = _model(config)
+    converted = convert_to_float8(model, "tensorwise", compiled=False)
+    modules = dict(model.named_modules())
+    assert count_parameters(built)["float8_linear"] == sum(modules[name].weight.numel() for name in converted)
 
 
 def test_the_converted_model_keeps_its_parameter_names_and_initial_values():

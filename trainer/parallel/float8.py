@@ -2,12 +2,13 @@
 torchao.float8 (its Float8Linear: dynamic scaling, tensorwise or rowwise, train.float8_recipe), as torchtitan's float8
 converter applies it.
 
-What is converted is what torchtitan converts: every nn.Linear inside the decoder layers whose two dimensions are
-multiples of 16 (the float8 tensor cores' `_scaled_mm` needs them), except MoE routers, whose logits pick the
-experts and are kept exact; the output head (lm_head) and the embedding stay bf16, and a mixture-of-experts
-model's experts (3-D tensors in transformers 5, no nn.Linear) run as before. The conversion swaps module classes on
-the meta-device model before anything wraps it (tensor parallel, compile, FSDP2's fully_shard), so parameter names,
-checkpoints, initialisation and exports are unchanged.
+What is converted is what torchtitan converts (trainer.model.parameters.float8_eligible, the rule the cost models
+count by too): every nn.Linear inside the decoder layers whose two dimensions are multiples of 16 (the float8
+tensor cores' `_scaled_mm` needs them), except MoE routers, whose logits pick the experts and are kept exact; the
+output head (lm_head) and the embedding stay bf16, and a mixture-of-experts model's experts (3-D tensors in
+transformers 5, no nn.Linear) run as before. The conversion swaps module classes on the meta-device model before
+anything wraps it (tensor parallel, compile, FSDP2's fully_shard), so parameter names, checkpoints,
+initialisation and exports are unchanged.
 
 torchao is imported only here, only in an fp8 run (`import_float8`): `meshpilot --help` and every other run never
 load it.
@@ -23,18 +24,14 @@ import torch
 
 from trainer.layout import Layout
 from trainer.model.moe import is_router
+from trainer.model.parameters import float8_eligible
 
 # Float8 tensor cores start with compute capability 8.9 (Ada: L4, L40S, RTX 4090; Hopper 9.0; Blackwell 10.0):
 # torch._scaled_mm refuses older GPUs (an A100 is 8.0), as torchtitan's converter does.
 FLOAT8_MIN_CAPABILITY = (8, 9)
-# torch._scaled_mm's alignment: both dimensions of a converted weight (torchtitan's module_filter_fn).
-FLOAT8_DIM_MULTIPLE = 16
 # Float8 matmuls on the CPU (torchao emulates _scaled_mm there, far slower than fp32): for the tests, which run the
 # trainer's real fp8 path on CPU processes; a user asking for fp8 on a CPU is refused.
 FLOAT8_ON_CPU_ENV = "MESHPILOT_FP8_ON_CPU"
-# Module names kept in bf16 even where they are nn.Linear: routers and gates choose the experts (torchtitan's MoE
-# configs filter "router.gate"); the last part of the name must match exactly (gate_proj is an MLP projection).
-_KEPT_NAMES = ("router", "gate")
 
 
 def float8_refusal(
@@ -66,24 +63,16 @@ def float8_refusal(
     return None
 
 
-def converts_to_float8(name: str, module: torch.nn.Module) -> bool:
-    """Whether a module of a decoder layer (`name` relative to the model) runs its matmul in float8: an nn.Linear
-    with both dimensions multiples of FLOAT8_DIM_MULTIPLE that is no router or gate."""
-    if not isinstance(module, torch.nn.Linear) or is_router(module):
-        return False
-    if name.rsplit(".", 1)[-1] in _KEPT_NAMES:
-        return False
-    return all(size % FLOAT8_DIM_MULTIPLE == 0 for size in module.weight.shape)
-
-
 def float8_linear_names(model: torch.nn.Module) -> list[str]:
-    """The names of the modules `convert_to_float8` converts: nn.Linear layers of the decoder layers only (the
-    output head, embedding and anything outside the layers stay as they are)."""
-    prefix = next(name for name, module in model.named_modules() if module is model.get_decoder().layers)
+    """The names of the modules `convert_to_float8` converts: the nn.Linear layers that
+    trainer.model.parameters.float8_eligible picks (inside the decoder layers, no router or gate, dimensions
+    multiples of 16)."""
     return [
-        f"{prefix}.{name}"
-        for name, module in model.get_decoder().layers.named_modules()
-        if converts_to_float8(name, module)
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear)
+        and not is_router(module)
+        and float8_eligible(name, tuple(module.weight.shape))
     ]
 
 
