@@ -70,7 +70,7 @@ class DataSpec:
 # files and hashes of earlier runs stay as they were.
 _LATER_DATA_KEYS = ("format", "prompt_field", "response_field", "messages_field", "chat_template")
 # The same for the other sections (mixture-of-experts training: the experts' kernel, expert parallelism).
-_LATER_KEYS = {"data": _LATER_DATA_KEYS, "train": ("experts", "zero_stage"), "layout": ("ep",)}
+_LATER_KEYS = {"data": _LATER_DATA_KEYS, "train": ("experts", "zero_stage", "float8_recipe"), "layout": ("ep",)}
 
 
 # The values some train keys take (checked before launch by trainer.launch.launcher).
@@ -100,7 +100,13 @@ FSDP_GRAD_SYNCS = ("micro_batch", "step")
 # once per optimizer step and kept across its micro-batches, the gradient accumulated whole and reduce-scattered once
 # per step (whatever train.fsdp_grad_sync says); only the fp32 master weights and the optimizer state stay sharded.
 ZERO_STAGES = (3, 2, 1)
-PRECISIONS = ("auto", "fp32", "bf16")  # train.precision (auto: resolve_precision)
+# train.precision (auto: resolve_precision, which never picks fp8). fp8 is bf16 mixed precision (everything bf16
+# does: FSDP2's bf16 parameters, autocast) plus float8 matmuls in the decoder layers' linear layers through
+# torchao.float8 (trainer.parallel.float8), in train.float8_recipe's scaling; CUDA GPUs of compute capability 8.9+.
+PRECISIONS = ("auto", "fp32", "bf16", "fp8")
+# train.float8_recipe: torchao's scaling recipes. tensorwise: one scale per tensor (the fastest); rowwise: one per
+# row, more accurate for outliers, a little slower (torchao's float8 README).
+FLOAT8_RECIPES = ("tensorwise", "rowwise")
 # train.activation_checkpointing, from most memory to least: none keeps every activation; selective keeps the
 # matmul and attention outputs of each decoder layer and recomputes the cheap ops between them; full keeps only each
 # layer's input and recomputes the whole layer
@@ -166,7 +172,8 @@ class TrainSpec:
     galore: GaLoreSpec = field(default_factory=GaLoreSpec)  # read only by optimizer galore_adamw
     grad_clip: float = 1.0  # max global grad norm; 0 turns clipping off
     seed: int = 0
-    precision: str = "auto"  # auto (resolve_precision) | fp32 | bf16
+    precision: str = "auto"  # auto (resolve_precision) | fp32 | bf16 | fp8 (bf16 plus float8 matmuls, sm89+ GPUs)
+    float8_recipe: str = "tensorwise"  # under fp8: tensorwise | rowwise scaling of the float8 casts (torchao)
     fsdp_reduce_dtype: str = "fp32"  # under bf16 with FSDP2: the gradient reduce-scatter's dtype, fp32 | bf16
     fsdp_grad_sync: str = "micro_batch"  # micro_batch | step: when FSDP2 reduce-scatters accumulated gradients
     zero_stage: int = 3  # 3 | 2 | 1: what FSDP2 keeps sharded between uses (ZERO_STAGES above)
@@ -385,8 +392,15 @@ def _coerce(hint: Any, value: Any, name: str) -> Any:
 OBJECTIVES = {"tokens_per_s": "maximize", "final_loss": "minimize"}
 
 
+def half_precision(precision: str) -> bool:
+    """Whether a resolved train.precision computes in bf16 mixed precision (bf16, and fp8, which is bf16 with
+    float8 matmuls on top): the one test of it, for the trainer and the cost models alike."""
+    return precision in ("bf16", "fp8")
+
+
 def resolve_precision(precision: str, device_type: str) -> str:
-    """`auto` is bf16 mixed precision on CUDA and fp32 on CPU.
+    """`auto` is bf16 mixed precision on CUDA and fp32 on CPU; never fp8, which changes the numerics and is asked
+    for by name (`meshpilot plan` shows what it would gain).
 
     fp32 on CPU whatever the CPU: a CPU run is mostly a check of a set-up, where every layout matches the
     one-process reference to fp32 rounding, and the same file trains alike on any CPU. bf16 is not slower on
@@ -465,6 +479,7 @@ def check_train_values(experiment: Experiment) -> None:
         "train.lr_schedule": (train.lr_schedule, SCHEDULES),
         "train.precision": (train.precision, PRECISIONS),
         "train.fsdp_reduce_dtype": (train.fsdp_reduce_dtype, FSDP_REDUCE_DTYPES),
+        "train.float8_recipe": (train.float8_recipe, FLOAT8_RECIPES),
     }
     for name, (value, allowed) in choices.items():
         if value not in allowed:

@@ -73,7 +73,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from trainer.config import Checkpointing, TrainSpec, checkpointing_mode, reduces_once_per_step
+from trainer.config import Checkpointing, TrainSpec, checkpointing_mode, half_precision, reduces_once_per_step
 from trainer.costs.optimizer_state import optimizer_state_bytes
 from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
 from trainer.model.attention import takes_dense_mask
@@ -415,7 +415,7 @@ def unreduced_gradient_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) 
     micro-batch whole. Nothing where FSDP2 reduce-scatters every micro-batch."""
     if not accumulates_unsharded(layout, plan):
         return 0
-    bf16_reduce = plan.precision == "bf16" and plan.train.fsdp_reduce_dtype == "bf16"
+    bf16_reduce = half_precision(plan.precision) and plan.train.fsdp_reduce_dtype == "bf16"
     unsharded = sums.unsharded_elements * (2 if bf16_reduce else FP32)
     shard_held = plan.train.gns_every > 0 and layout.pp == 1
     return unsharded - (0 if shard_held else sums.parameter_elements * FP32)
@@ -429,14 +429,14 @@ def gathered_parameter_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) 
     stage 3."""
     if plan.train.zero_stage == 3 or layout.shard_degree == 1:
         return 0
-    width = 2 if plan.precision == "bf16" else FP32
+    width = 2 if half_precision(plan.precision) else FP32
     return sums.unsharded_elements * width
 
 
 def weight_copy_bytes(sums: ShapeSums, layout: Layout, plan: MemoryPlan) -> int:
     """Autocast's bf16 copies of the matmul weights (every 2-D weight but the embedding, this rank's shard),
     saved for backward. FSDP2's mixed precision makes none: it computes with the bf16 weights it gathers."""
-    if plan.precision != "bf16" or layout.fsdp:
+    if not half_precision(plan.precision) or layout.fsdp:
         return 0
     return sums.matmul_weight_elements * 2
 
@@ -469,7 +469,7 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
     q = heads * head_dim(config)
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     kv = kv_heads * head_dim(config)
-    tp, width = layout.tp, 2 if plan.precision == "bf16" else FP32
+    tp, width = layout.tp, 2 if half_precision(plan.precision) else FP32
     mode = plan.checkpointing
     if mode == "full":  # only the layer's input stays (split by sequence under tp); the rest is recomputed
         return h // tp * width
@@ -544,7 +544,7 @@ def dispatch_buffer_bytes(config: PretrainedConfig, layout: Layout, tokens: int,
     moe = moe_dims(config) if layout.ep > 1 else None
     if moe is None:
         return 0
-    return 2 * moe.top_k * tokens * config.hidden_size * (2 if precision == "bf16" else FP32)
+    return 2 * moe.top_k * tokens * config.hidden_size * (2 if half_precision(precision) else FP32)
 
 
 def mask_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, saved: bool = True) -> int:
@@ -555,13 +555,13 @@ def mask_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: MemoryP
     if saved != (plan.checkpointing == "none"):
         return 0
     masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, head_dim(config), plan.packing)
-    return plan.seq_len * (2 if plan.precision == "bf16" else FP32) if masked else 0
+    return plan.seq_len * (2 if half_precision(plan.precision) else FP32) if masked else 0
 
 
 def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int) -> int:
     h, _, _, layers, vocab = _dims(config)
     tokens = plan.micro_batch * plan.seq_len // layout.cp
-    width = 2 if plan.precision == "bf16" else FP32
+    width = 2 if half_precision(plan.precision) else FP32
     per_layer = layer_bytes_per_token(config, layout, plan)
     # Rotary cos and sin: per token from explicit position ids (packed rows, cp), shared by a batch's rows otherwise;
     # under activation checkpointing they are the checkpointed layers' inputs, not saved by any of them.
@@ -613,7 +613,7 @@ def temporary_bytes(
     # FSDP's two gathered layers: tp splits their dense part; their experts stay whole on every tp rank, chunked over
     # the ranks ep leaves (expert_shard_degree).
     shards, expert_shards = layout.shard_degree, layout.expert_shard_degree
-    per_element = 2 * (2 if plan.precision == "bf16" else FP32)  # FSDP2's MixedPrecisionPolicy gathers bf16
+    per_element = 2 * (2 if half_precision(plan.precision) else FP32)  # FSDP2's MixedPrecisionPolicy gathers bf16
     dense = (sums.layer_elements - sums.layer_expert_elements) // layout.tp
     gathered = dense * per_element * (shards - 1) // shards
     gathered += sums.layer_expert_elements * per_element * (expert_shards - 1) // expert_shards
@@ -623,7 +623,7 @@ def temporary_bytes(
     # The output head's weight gradient, made whole by its backward before it is added into the accumulated one (or
     # reduce-scattered): the largest single gradient (as large as the embedding's), in the compute dtype under
     # FSDP2's mixed precision, else fp32.
-    gradient_width = 2 if plan.precision == "bf16" and layout.fsdp else FP32
+    gradient_width = 2 if half_precision(plan.precision) and layout.fsdp else FP32
     head_gradient = config.vocab_size * config.hidden_size * gradient_width
     dispatch = dispatch_buffer_bytes(config, layout, tokens, plan.precision)
     return logits + recompute + gathered + held_mask + head_gradient + dispatch
@@ -637,7 +637,7 @@ def loss_temporary_bytes(config: PretrainedConfig, layout: Layout, tokens: int, 
     vocab = config.vocab_size
     if layout.pp > 1:
         return 2 * tokens * vocab * FP32
-    return min(tokens, chunk_tokens(vocab)) * vocab * (2 * FP32 + (2 if precision == "bf16" else 0))
+    return min(tokens, chunk_tokens(vocab)) * vocab * (2 * FP32 + (2 if half_precision(precision) else 0))
 
 
 @functools.cache  # a plan asks for the same few stage sets thousands of times

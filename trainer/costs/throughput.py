@@ -96,7 +96,14 @@ from dataclasses import dataclass
 
 from transformers import PretrainedConfig
 
-from trainer.config import Checkpointing, Experiment, checkpointing_mode, reduces_once_per_step, resolve_precision
+from trainer.config import (
+    Checkpointing,
+    Experiment,
+    checkpointing_mode,
+    half_precision,
+    reduces_once_per_step,
+    resolve_precision,
+)
 from trainer.costs.calibration import Calibration
 from trainer.costs.flops import step_flops
 from trainer.costs.probe import figures_source, read_probe
@@ -306,7 +313,7 @@ def communication_bytes(
         reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync, zero_stage)
         gathers = fsdp_gathers(layout, grad_accum, zero_stage)
         collectives = (gathers + reductions) * (layers + 1)  # per layer and the root: gathers, reductions
-        gathered = 0.5 if precision == "bf16" else 1.0  # bf16 gathers of fp32 parameters, fp32 reduce-scatter
+        gathered = 0.5 if half_precision(precision) else 1.0  # bf16 gathers of fp32 parameters, fp32 reduce-scatter
         moved = ring(shards) * dense + ring(layout.expert_shard_degree) * experts
         sent["dp_shard"] = ((gathers * gathered + reductions) * moved, collectives)
     if layout.dp_replicate > 1:
@@ -348,7 +355,7 @@ def tensor_parallel_sent(
     compute dtype (see the module docstring)."""
     layers = -(-config.num_hidden_layers // layout.pp)
     mode = checkpointing_mode(checkpointing)
-    residual, computed = activation_width(precision, layout), 2 if precision == "bf16" else FP32
+    residual, computed = activation_width(precision, layout), 2 if half_precision(precision) else FP32
     gathers, scatters = TP_COLLECTIVES_PER_LAYER["all_gather"], TP_COLLECTIVES_PER_LAYER["reduce_scatter"]
     rerun = {"none": None, "full": 2, "selective": 3}[mode]  # the recomputation's column in the counts
     gathers_again = 0 if rerun is None else gathers[rerun]
@@ -631,7 +638,7 @@ def memory_traffic(
 ) -> float:
     """Bytes one rank's memory-bound work moves in one optimizer step (see the module docstring). `expert_bytes`:
     this rank's experts' share of `parameter_bytes` (and, as elements, of `matmul_params`), whole on every tp rank."""
-    heads, width = config.num_attention_heads, 2 if precision == "bf16" else FP32
+    heads, width = config.num_attention_heads, 2 if half_precision(precision) else FP32
     tp, layers = layout.tp, -(-config.num_hidden_layers // layout.pp)
     tokens = micro_batch * seq_len // layout.cp  # per micro-batch on this rank
     forward, backward = layer_bytes(config, layout, precision, compiled)
@@ -646,7 +653,7 @@ def memory_traffic(
     dense, experts = (share / FP32 for share in fsdp_shares(layout, parameter_bytes, expert_bytes))
     stage_elements = dense + experts
     local_elements = dense / layout.shard_degree + experts / layout.expert_shard_degree
-    if precision == "bf16" and not layout.fsdp:  # autocast casts every matmul weight to bf16 in every micro-batch
+    if half_precision(precision) and not layout.fsdp:  # autocast casts every matmul weight to bf16 in every micro-batch
         cast = (matmul_params - expert_bytes / FP32) / layout.pp / tp + expert_bytes / FP32 / layout.pp
         per_micro_batch += cast * (FP32 + 2)
     # FSDP writes the gathered parameters, in forward and again in backward (fewer below ZeRO stage 3)
@@ -665,7 +672,7 @@ def memory_traffic(
 def layer_regime(precision: str, layout: Layout) -> str:
     """How a decoder layer computes (`LAYER_BYTES`): bf16 is FSDP2's mixed precision where FSDP2 reduces the
     gradients and autocast elsewhere (trainer.parallel.data_parallel.fsdp_mixed_precision)."""
-    if precision != "bf16":
+    if not half_precision(precision):
         return "fp32"
     return "bf16" if layout.fsdp else "autocast"
 

@@ -12,7 +12,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import Shard
 from torch.nn.parallel import DistributedDataParallel
 
-from trainer.config import FSDP_REDUCE_DTYPES, TrainSpec
+from trainer.config import FSDP_REDUCE_DTYPES, TrainSpec, half_precision
 from trainer.layout import Layout
 
 # train.fsdp_reduce_dtype: the dtype FSDP2 reduce-scatters gradients in under bf16 (fp32 as torchtitan: exact sums).
@@ -21,7 +21,7 @@ REDUCE_DTYPES = dict(zip(FSDP_REDUCE_DTYPES, (torch.float32, torch.bfloat16), st
 
 def fsdp_mixed_precision(layout: Layout, spec: TrainSpec) -> bool:
     """bf16 under FSDP2 is its MixedPrecisionPolicy (bf16 gathers, no autocast): autocast elsewhere."""
-    return spec.precision == "bf16" and layout.fsdp
+    return half_precision(spec.precision) and layout.fsdp
 
 
 def apply_fsdp(
@@ -75,7 +75,7 @@ def fsdp_options(spec: TrainSpec) -> dict:
     Below ZeRO stage 3 (train.zero_stage) a unit's gathered parameters stay from its forward to its backward. Stage
     3 passes nothing: FSDP2's own default, which also keeps the root's (it would gather them again at once)."""
     options = {} if spec.zero_stage == 3 else {"reshard_after_forward": False}
-    if spec.precision != "bf16":
+    if not half_precision(spec.precision):
         return options
     reduce_dtype = REDUCE_DTYPES[spec.fsdp_reduce_dtype]
     return options | {"mp_policy": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce_dtype)}

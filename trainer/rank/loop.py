@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from transformers import PretrainedConfig
 
-from trainer.config import Experiment, TrainSpec, experiment_from_dict, reduces_once_per_step
+from trainer.config import Experiment, TrainSpec, experiment_from_dict, half_precision, reduces_once_per_step
 from trainer.costs.calibration import Calibration
 from trainer.costs.flops import causal_attention_pairs, mfu
 from trainer.costs.memory_model import MemoryPlan, predict_memory
@@ -40,6 +40,7 @@ from trainer.parallel.compile import compile_seconds, compiles_whole_step
 from trainer.parallel.context_parallel import ContextParallel, install_context_parallel
 from trainer.parallel.data_parallel import fsdp_mixed_precision
 from trainer.parallel.expert_parallel import ExpertParallelPlan, expert_load, expert_shards
+from trainer.parallel.float8 import convert_to_float8
 from trainer.parallel.grad_norm import clip_grad_norm
 from trainer.parallel.parallelize import parallelize, parallelize_pipeline
 from trainer.parallel.pipeline import Pipeline
@@ -252,6 +253,9 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchIn
     # Built on the meta device and split first: each rank then makes and fills only its own share.
     model = meta_model(config)
     use_attention(model, spec.attention)
+    if spec.precision == "fp8":  # before anything wraps the model, as torchtitan converts (trainer.parallel.float8)
+        converted = convert_to_float8(model, spec.float8_recipe, spec.compile)
+        log.info("fp8: %d linear layers compute in float8 (%s scaling)", len(converted), spec.float8_recipe)
     model.train()  # dropout on, and activation checkpointing takes effect
     context = install_context_parallel(model, layout, mesh)
     materialize = partial(materialize_model, device=worker.device, config=config, weights=weights, seed=spec.seed)
@@ -307,7 +311,7 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchIn
 
 def _autocast(experiment: Experiment, device_type: str) -> contextlib.AbstractContextManager | None:
     """bf16 autocast, except where FSDP2's mixed-precision policy already computes in bf16."""
-    if experiment.train.precision != "bf16" or fsdp_mixed_precision(experiment.layout, experiment.train):
+    if not half_precision(experiment.train.precision) or fsdp_mixed_precision(experiment.layout, experiment.train):
         return None
     return torch.autocast(device_type, dtype=torch.bfloat16)
 
@@ -554,7 +558,7 @@ def _finish(training: Training, launch: LaunchInfo, measured: Measurements) -> N
     tokens_per_s = measured.timed_tokens / measured.timed_seconds if measured.timed_seconds else None
     name = device_name(device_type)
     utilisation = None
-    if device_type == "cuda" and experiment.train.precision == "bf16" and measured.timed_seconds:
+    if device_type == "cuda" and half_precision(experiment.train.precision) and measured.timed_seconds:
         utilisation = mfu(
             training.config, measured.timed_tokens, int(pairs.item()), measured.timed_seconds, name, worker.world_size
         )

@@ -1,0 +1,189 @@
+"""train.precision fp8: torchao's float8 training (trainer.parallel.float8) on CPU processes, where torchao emulates
+float8 matmuls, so the conversion and the trainer's fp8 path run for real here; and its refusals, which a GPU
+without float8 tensor cores, the CPU, or an unsupported layout get in one line before any process starts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from support import TINY_MODEL, meshpilot, train, write_experiment
+
+from trainer.config import ModelSpec, half_precision, resolve_precision
+from trainer.hardware import GPUS, compute_capability, peak_fp8_flops
+from trainer.layout import Layout
+from trainer.model.build import materialize, meta_model, model_config
+from trainer.model.moe import is_router
+from trainer.model.parameters import count_parameters
+from trainer.parallel.compile import compile_layers
+from trainer.parallel.float8 import FLOAT8_ON_CPU_ENV, convert_to_float8, float8_refusal, import_float8
+
+TINY_MIXTRAL = {**TINY_MODEL, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2}
+# fp8 against bf16 on the tiny model over STEPS steps: each step's loss within this relative tolerance (measured
+# on this machine: at most 5e-5 apart, tensorwise and rowwise alike; the float8 casts' rounding is the difference).
+FP8_LOSS_TOLERANCE = 1e-3
+STEPS = 6
+ON_CPU = {FLOAT8_ON_CPU_ENV: "1"}
+
+
+def _model(config: dict) -> tuple[torch.nn.Module, object]:
+    built = model_config(ModelSpec(config=config), Path("."))
+    model = meta_model(built)
+    return model, built
+
+
+def _float8_linear() -> type:
+    return import_float8().float8_linear.Float8Linear
+
+
+@pytest.mark.parametrize("config", [TINY_MODEL, TINY_MIXTRAL], ids=["llama", "mixtral"])
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
+def test_blocks_compute_in_float8_and_the_head_and_routers_do_not(config, recipe):
+    model, _ = _model(config)
+    converted = convert_to_float8(model, recipe, compiled=False)
+    float8_linear = _float8_linear()
+    modules = dict(model.named_modules())
+    assert converted and all(isinstance(modules[name], float8_linear) for name in converted)
+    layers = model.get_decoder().layers
+    for layer in layers:
+        for name, module in layer.named_modules():
+            if isinstance(module, torch.nn.Linear):
+                assert isinstance(module, float8_linear), name  # every dim of the tiny models is a multiple of 16
+            if is_router(module) or name.endswith("gate"):
+                assert not isinstance(module, float8_linear), name
+    assert not isinstance(model.lm_head, float8_linear)
+    assert type(model.lm_head) is torch.nn.Linear
+    assert all(name.startswith("model.layers.") for name in converted)
+    if config is TINY_MIXTRAL:
+        assert any(is_router(m) for m in layers.modules())  # the routers were there and were kept
+    assert model.get_decoder().layers[0].self_attn.q_proj.config.cast_config_input.scaling_granularity.value == (
+        "axiswise" if recipe == "rowwise" else "tensorwise"
+    )
+
+
+def test_a_linear_whose_dimensions_are_not_multiples_of_16_is_kept():
+    model, _ = _model({**TINY_MODEL, "intermediate_size": 72})  # the MLP's projections: 72 x 32
+    converted = convert_to_float8(model, "tensorwise", compiled=False)
+    float8_linear = _float8_linear()
+    mlp = model.get_decoder().layers[0].mlp
+    assert not any(isinstance(m, float8_linear) for m in (mlp.gate_proj, mlp.up_proj, mlp.down_proj))
+    assert isinstance(model.get_decoder().layers[0].self_attn.q_proj, float8_linear)
+    assert not any(".mlp." in name for name in converted)
+
+
+@pytest.mark.parametrize(
+    "config", [TINY_MODEL, TINY_MIXTRAL, {**TINY_MODEL, "intermediate_size": 72}], ids=["llama", "mixtral", "odd"]
+)
+def test_the_cost_models_count_the_weights_the_conversion_converts(config):
+    model, built = _model(config)
+    converted = convert_to_float8(model, "tensorwise", compiled=False)
+    modules = dict(model.named_modules())
+    assert count_parameters(built)["float8_linear"] == sum(modules[name].weight.numel() for name in converted)
+
+
+def test_the_converted_model_keeps_its_parameter_names_and_initial_values():
+    model, config = _model(TINY_MODEL)
+    plain, _ = _model(TINY_MODEL)
+    convert_to_float8(model, "tensorwise", compiled=False)
+    for m in (model, plain):
+        materialize(m, torch.device("cpu"), config, None, seed=3)
+    theirs = dict(plain.named_parameters())
+    assert list(dict(model.named_parameters())) == list(theirs)
+    assert all(torch.equal(p, theirs[name]) for name, p in model.named_parameters())
+
+
+def test_compiled_float8_layers_trace_and_match_eager():
+    """Dynamo traces torchao's Float8Linear inside a compiled decoder layer (the trainer's per-layer compile);
+    aot_eager, not inductor, keeps the test quick: the same graphs, without generating kernels."""
+    eager, config = _model(TINY_MODEL)
+    compiled, _ = _model(TINY_MODEL)
+    for m in (eager, compiled):
+        convert_to_float8(m, "tensorwise", compiled=m is compiled)
+        materialize(m, torch.device("cpu"), config, None, seed=0)
+    compile_layers(compiled.get_decoder().layers, backend="aot_eager")
+    tokens = torch.randint(0, TINY_MODEL["vocab_size"], (2, 32), generator=torch.Generator().manual_seed(0))
+    losses = []
+    for m in (eager, compiled):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = m(input_ids=tokens, labels=tokens, use_cache=False).loss
+        loss.backward()
+        losses.append(loss.item())
+    assert losses[1] == pytest.approx(losses[0], rel=1e-3)
+    q_grads = [m.get_decoder().layers[0].self_attn.q_proj.weight.grad for m in (eager, compiled)]
+    assert torch.allclose(q_grads[0], q_grads[1], rtol=1e-2, atol=1e-4)
+
+
+def test_half_precision_is_bf16_and_fp8_and_auto_never_picks_fp8():
+    assert half_precision("bf16") and half_precision("fp8")
+    assert not half_precision("fp32")
+    assert resolve_precision("auto", "cuda") == "bf16"
+    assert resolve_precision("auto", "cpu") == "fp32"
+
+
+@pytest.mark.parametrize("preset", sorted(GPUS))
+def test_fp8_runs_on_exactly_the_gpus_with_a_float8_peak(preset):
+    """The GPU table's two facts agree: a GPU with a dense fp8 peak (priced by the planner) has compute
+    capability 8.9+ (accepted by the launcher), and one without is refused, naming it."""
+    gpu = GPUS[preset]
+    refusal = float8_refusal("cuda", compute_capability(gpu.name), gpu.name, Layout())
+    if peak_fp8_flops(gpu.name) is None:
+        assert refusal is not None and gpu.name in refusal and "8.9" in refusal
+    else:
+        assert refusal is None
+
+
+def test_fp8_refusals_name_the_reason(monkeypatch):
+    monkeypatch.delenv(FLOAT8_ON_CPU_ENV, raising=False)
+    assert "CPU" in float8_refusal("cpu", None, "x86_64", Layout())
+    assert "sm80" in float8_refusal("cuda", (8, 0), "NVIDIA A100-SXM4-80GB", Layout())
+    assert "tensor parallel" in float8_refusal("cuda", (9, 0), "NVIDIA H100 80GB HBM3", Layout(tp=2))
+    for layout in (Layout(dp_shard=8), Layout(dp_replicate=2, dp_shard=4), Layout(dp_replicate=8)):
+        assert float8_refusal("cuda", (9, 0), "NVIDIA H100 80GB HBM3", layout) is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"train": {"precision": "fp8"}}, "needs a CUDA GPU with float8 tensor cores"),
+        ({"train": {"precision": "fp8", "float8_recipe": "blockwise"}}, "train.float8_recipe: 'blockwise'"),
+    ],
+)
+def test_train_refuses_fp8_in_one_line_before_any_process(tmp_path, changes, expected):
+    experiment = write_experiment(tmp_path, changes)
+    done = meshpilot("train", str(experiment), "--out", str(tmp_path / "run"))
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and expected in done.stderr
+    assert not (tmp_path / "run" / "torchrun.log").exists()
+
+
+def _losses(run) -> list[float]:
+    return [step["loss"] for step in run.read_steps()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
+def test_fp8_trains_within_tolerance_of_bf16(tmp_path, recipe):
+    experiment = write_experiment(tmp_path, {"train": {"steps": STEPS, "precision": "bf16"}})
+    bf16 = train(experiment, tmp_path / "bf16", "--nproc", "1")
+    fp8 = train(
+        experiment, tmp_path / "fp8", "--nproc", "1", "--set", "train.precision=fp8",
+        "--set", f"train.float8_recipe={recipe}", env=ON_CPU,
+    )  # fmt: skip
+    assert "linear layers compute in float8" in fp8.log.read_text()
+    assert _losses(fp8) != _losses(bf16)  # the float8 casts ran
+    assert _losses(fp8) == pytest.approx(_losses(bf16), rel=FP8_LOSS_TOLERANCE)
+    assert json.loads(fp8.metrics.read_text())["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_fp8_layouts_match_one_process(tmp_path):
+    """Converted on the meta-device model before anything wraps it: FSDP2 (bf16 parameters, no autocast), DDP,
+    pipeline stages (cut after the conversion) and context parallelism, each on two gloo processes, train as one
+    process does, to FSDP2 mixed precision's tolerance (tests/test_fsdp_mixed_precision.py)."""
+    experiment = write_experiment(tmp_path, {"train": {"steps": STEPS, "precision": "fp8"}})
+    single = _losses(train(experiment, tmp_path / "single", "--nproc", "1", env=ON_CPU))
+    for layout in ("dp_shard=2", "dp_replicate=2", "pp=2", "cp=2"):
+        run = train(experiment, tmp_path / layout, "--nproc", "2", "--layout", layout, env=ON_CPU)
+        assert _losses(run) == pytest.approx(single, rel=FP8_LOSS_TOLERANCE), layout
