@@ -1479,6 +1479,7 @@ def test_trials_and_steps_of_what_exists_are_read_never_run_or_asked(text, comma
         ("please get rid of all the old runs", "delete"),
         ("wipe the baseline-ddp run, we don't need it", "delete"),
         ("erase the logs of r1", "delete"),
+        ("cancel r1 and then delete it", "delete"),
         ("force-push the report branch", "push"),
         ("push the report straight to master, skip the review", "push"),
         ("print my HF token", "print"),
@@ -1510,9 +1511,18 @@ def test_settings_removed_figures_of_tokens_and_pull_requests_are_no_refusals(te
     assert (intent.refusal, intent.command) == (None, command)
 
 
-def test_remove_turns_a_setting_off():
-    intent = understand("remove packing and train 20 steps on 2 gpus with ddp")
-    assert "data.packing=false" in intent.args["set"] and intent.clarify is None
+@pytest.mark.parametrize(
+    "text",
+    ["remove packing and train 20 steps on 2 gpus with ddp", "train 20 steps on 2 gpus with ddp and packing, "
+     "actually remove it"],
+)  # fmt: skip
+def test_remove_turns_a_setting_off(text, known):
+    intent = read(text, known)
+    assert "data.packing=false" in intent.args["set"] and (intent.clarify, intent.refusal) == (None, None)
+
+
+def test_a_secret_to_something_is_no_secret(known):
+    assert read("what's the secret to faster training?", known).refusal is None
 
 
 def test_a_refusal_calls_no_tool():

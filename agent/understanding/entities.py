@@ -399,7 +399,7 @@ def _chains(joined: list[bool]) -> list[tuple[int, int]]:
 
 
 # A negation of a setting named before by a pronoun: "without it", "turn that off", "disable it".
-PRONOUN_OFF = (r"\b(?:without|w/o|disable|no more|turn off|switch off|drop)\s+(?:it|that|this)\b|"
+PRONOUN_OFF = (r"\b(?:without|w/o|disable|no more|turn off|switch off|drop|remove)\s+(?:it|that|this)\b|"
                r"\b(?:turn|switch)\s+(?:it|that|this)\s+off\b")  # fmt: skip
 
 

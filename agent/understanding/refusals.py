@@ -32,7 +32,8 @@ AS_PR = r"\b(?:as|in|via|through|open|opening|create|with)\s+(?:a\s+|the\s+)?(?:
 REVEAL = (r"\b(?:print|show|display|reveal|tell|give|echo|dump|cat|read|list|output|paste|send|post|leak|expose|"
           r"export|share|copy|what(?:'s| is| are)|whats|where(?:'s| is))\b")  # fmt: skip
 SECRET = (r"\b(?:api[ _-]?keys?|access[ _-]?tokens?|auth(?:entication)?[ _-]?tokens?|(?:hf|hugging ?face|github|gh|"
-          r"openai|wandb|bearer|slack|aws)[ _-]?(?:tokens?|keys?|secrets?)|secret(?:s|[ _-]keys?)?|passwords?|passwd|"
+          r"openai|wandb|bearer|slack|aws)[ _-]?(?:tokens?|keys?|secrets?)|"
+          r"secret(?:s|[ _-]keys?)?(?!\s+(?:to|of|behind|sauce|recipe))|passwords?|passwd|"  # not "the secret to speed"
           r"credentials?|creds|env(?:ironment)?[ _-]?var(?:iable)?s?|\.env|ssh[ _-]?keys?|private[ _-]?keys?|"
           r"[a-z]+_(?:token|key|secret|password)|(?:my|the|your|our)\s+(?:[a-z]+\s+)?token"
           r"(?!\s*(?:/|per\b|counts?\b|budgets?\b|rates?\b|throughput\b|limits?\b|length\b|ids?\b|usage\b)))"
@@ -80,4 +81,10 @@ def _deletion(lowered: str, entities: Entities) -> str | None:
             return str(min(named, key=lambda e: e.span).value)
         if found := re.match(DELETED_THINGS, lowered[verb.end() :]):
             return found.group(0).strip()
+        names = [e for e in entities.found if e.kind in NAMED]
+        if names and not entities.has("switch_mention") and re.match(PRONOUN, lowered[verb.end() :]):
+            return str(names[-1].value)  # "cancel r1 and then delete it": r1, never a setting ("remove it")
     return None
+
+
+PRONOUN = r"\s+(?:it|them|that|those|both|this)\b"
