@@ -6,13 +6,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import torch
-from support import TINY_MODEL, meshpilot, train, write_experiment
+from support import LLAMA_8B, TINY_MODEL, meshpilot, train, write_experiment
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
-from trainer.config import ModelSpec, half_precision, resolve_precision
-from trainer.hardware import GPUS, compute_capability, peak_fp8_flops
+from trainer.config import ModelSpec, TrainSpec, half_precision, resolve_precision
+from trainer.costs.calibration import Calibration
+from trainer.costs.memory_model import MemoryPlan, predict_rank
+from trainer.costs.throughput import (
+    FLOAT8_CAST_BYTES,
+    FLOAT8_CAST_OPS,
+    FLOAT8_CASTS_PER_OPERAND,
+    StepShape,
+    estimate_step,
+    parameter_figures,
+)
+from trainer.hardware import GPUS, compute_capability, float8_speedup, peak_fp8_flops, planned_hardware
 from trainer.layout import Layout
 from trainer.model.build import materialize, meta_model, model_config
 from trainer.model.moe import is_router
@@ -187,3 +200,126 @@ def test_fp8_layouts_match_one_process(tmp_path):
     for layout in ("dp_shard=2", "dp_replicate=2", "pp=2", "cp=2"):
         run = train(experiment, tmp_path / layout, "--nproc", "2", "--layout", layout, env=ON_CPU)
         assert _losses(run) == pytest.approx(single, rel=FP8_LOSS_TOLERANCE), layout
+
+
+# --- Pricing: trainer.costs.throughput and trainer.costs.memory_model under fp8 --------------------------------------
+
+LLAMA_8B_SHAPES = ModelSpec(config=LLAMA_8B)
+
+
+class _Traffic(TorchDispatchMode):
+    """Bytes read and written, and operations run, by everything but views and matmuls (the casts' kernels)."""
+
+    SKIPPED: ClassVar = {"view", "t", "transpose", "reshape", "_unsafe_view", "as_strided", "expand", "detach", "alias",
+               "mm", "addmm", "_scaled_mm"}  # fmt: skip
+
+    def __init__(self):
+        super().__init__()
+        self.bytes, self.ops = 0, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func.overloadpacket.__name__ not in self.SKIPPED:
+            tensors = tree_leaves((args, kwargs or {})) + tree_leaves(out)
+            self.bytes += sum(
+                t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor) and t.numel() > 1
+            )
+            self.ops += 1
+        return out
+
+
+def _linear_traffic(recipe: str | None, m: int, k: int, n: int) -> tuple[int, int]:
+    """(bytes, operations) of one bf16 linear layer's forward and backward outside its matmuls."""
+    layer = torch.nn.Sequential(torch.nn.Linear(k, n, bias=False)).to(torch.bfloat16)
+    if recipe is not None:
+        float8 = import_float8()
+        float8.convert_to_float8_training(layer, config=float8.Float8LinearConfig.from_recipe_name(recipe))
+    x = torch.randn(m, k, dtype=torch.bfloat16, requires_grad=True)
+    with _Traffic() as counted:
+        layer(x).backward(torch.ones(m, n, dtype=torch.bfloat16))
+    return counted.bytes, counted.ops
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
+def test_eager_float8_casts_move_and_launch_what_the_throughput_model_counts(recipe):
+    """FLOAT8_CAST_BYTES and FLOAT8_CAST_OPS (eager) against torchao's own Float8Linear: every operand cast twice."""
+    m, k, n = 256, 128, 384
+    plain_bytes, plain_ops = _linear_traffic(None, m, k, n)
+    fp8_bytes, fp8_ops = _linear_traffic(recipe, m, k, n)
+    cast_elements = FLOAT8_CASTS_PER_OPERAND * (m * k + n * k + m * n)
+    assert fp8_bytes - plain_bytes == pytest.approx(cast_elements * FLOAT8_CAST_BYTES[False], rel=0.02)
+    assert fp8_ops - plain_ops == 3 * FLOAT8_CASTS_PER_OPERAND * FLOAT8_CAST_OPS[recipe, False]
+
+
+def _step(gpu: str, precision: str, compiled: bool, recipe: str = "tensorwise", layout: str = "dp_shard=8"):
+    config = model_config(LLAMA_8B_SHAPES, Path("."))
+    hardware, _ = planned_hardware("cuda", 8, 1, gpu)
+    shape = StepShape(1, 8192, 1, "selective", precision, False, compiled, 0, float8_recipe=recipe)
+    resolved = Layout.parse(layout).resolve(8)
+    figures = parameter_figures(count_parameters(config))
+    return estimate_step(config, resolved, hardware, shape, **figures, calibration=Calibration())
+
+
+def test_fp8_is_priced_faster_compiled_and_slower_eager_on_an_h100():
+    """torchao's advice, as the throughput model prices it: float8 pays under torch.compile, whose fused casts
+    cost less than the matmul time float8 saves; eager, a dozen unfused kernels per cast cost more."""
+    bf16 = _step("h100", "bf16", compiled=True)
+    tensorwise, rowwise = (_step("h100", "fp8", compiled=True, recipe=r) for r in ("tensorwise", "rowwise"))
+    assert 1.2 < tensorwise.tokens_per_s / bf16.tokens_per_s < 1.6
+    assert bf16.tokens_per_s < rowwise.tokens_per_s < tensorwise.tokens_per_s
+    assert tensorwise.matmul_s < bf16.matmul_s and tensorwise.memory_s > bf16.memory_s  # the casts' traffic
+    assert _step("h100", "fp8", compiled=False).tokens_per_s < _step("h100", "bf16", compiled=False).tokens_per_s
+
+
+def test_float8_matmuls_run_at_the_data_sheets_ratio_and_not_faster_without_float8_cores():
+    assert float8_speedup("NVIDIA H100 80GB HBM3") == pytest.approx(1979 / 989)
+    assert float8_speedup("NVIDIA L40S") == pytest.approx(733 / 362)
+    assert float8_speedup("NVIDIA A100-SXM4-80GB") == 1.0
+    a100_fp8, a100_bf16 = _step("a100", "fp8", compiled=True), _step("a100", "bf16", compiled=True)
+    assert a100_fp8.matmul_s == pytest.approx(a100_bf16.matmul_s) and a100_fp8.step_s > a100_bf16.step_s
+
+
+def _memory(precision: str, layout: str) -> dict:
+    config = model_config(ModelSpec(config=TINY_MODEL), Path("."))
+    resolved = Layout.parse(layout).resolve(Layout.parse(layout).world_size if "=" in layout else 1)
+    plan = MemoryPlan(2, 64, precision, "none", TrainSpec(precision=precision), 1, True, "cuda")
+    return predict_rank(config, resolved, plan, 0)
+
+
+def test_fp8_memory_drops_autocasts_weight_copies_and_adds_the_float8_copies():
+    """One process (autocast): Float8Linear saves the fp32 weight itself, no bf16 copy of the float8 layers'
+    weights (only the output head's is left); FSDP2: the largest float8 layer's float8 copies in backward."""
+    config = model_config(ModelSpec(config=TINY_MODEL), Path("."))
+    counts = count_parameters(config)
+    bf16, fp8 = _memory("bf16", "dp_replicate=1"), _memory("fp8", "dp_replicate=1")
+    assert bf16["weight_copies_saved"] - fp8["weight_copies_saved"] == 2 * counts["float8_linear"]
+    assert fp8["weight_copies_saved"] == 2 * TINY_MODEL["vocab_size"] * TINY_MODEL["hidden_size"]  # the head's
+    sharded_bf16, sharded_fp8 = _memory("bf16", "dp_shard=2"), _memory("fp8", "dp_shard=2")
+    tokens, h, i = 2 * 64, TINY_MODEL["hidden_size"], TINY_MODEL["intermediate_size"]
+    largest = max(2 * tokens * out + tokens * into + out * into for out, into in ((i, h), (h, i), (h, h)))
+    assert sharded_fp8["temporaries"] - sharded_bf16["temporaries"] == largest
+    assert sharded_fp8["activations_saved"] == sharded_bf16["activations_saved"]  # the same bf16 tensors saved
+
+
+def test_an_auto_plan_on_h100s_shows_fp8_beside_bf16_and_a_pinned_fp8_is_planned(tmp_path):
+    from test_planner import tiny_plan
+
+    from trainer.costs.planner import format_fp8_alternative
+
+    auto = tiny_plan(tmp_path, {"compile": True}, devices=2)
+    feasible = [c for c in auto if c.dropped is None]
+    priced = [c for c in feasible if c.fp8_tokens_per_s]
+    assert priced and all(c.layout.tp == 1 for c in priced)
+    assert all(c.fp8_tokens_per_s is None for c in feasible if c.layout.tp > 1)
+    assert "not chosen by auto" in format_fp8_alternative(auto)
+    pinned = tiny_plan(tmp_path, {"compile": True, "precision": "fp8"}, devices=2)
+    assert all(c.fp8_tokens_per_s is None for c in pinned)  # asked for: priced as the plan itself
+    assert all(not c.runnable for c in pinned if c.layout.tp > 1)
+    assert all(c.step_shape.precision == "fp8" for c in pinned if c.dropped is None)
+
+
+def test_plan_refuses_fp8_on_a_gpu_without_float8_cores_in_one_line():
+    done = meshpilot("plan", "--model", "llama-3.1-8b", "--gpu", "a100", "--devices", "8",
+                     "--set", "train.precision=fp8")  # fmt: skip
+    assert done.returncode == 2 and "no float8 tensor cores" in done.stderr
+    assert done.stderr.strip().count("\n") == 0
