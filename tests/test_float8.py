@@ -323,3 +323,47 @@ def test_plan_refuses_fp8_on_a_gpu_without_float8_cores_in_one_line():
                      "--set", "train.precision=fp8")  # fmt: skip
     assert done.returncode == 2 and "no float8 tensor cores" in done.stderr
     assert done.stderr.strip().count("\n") == 0
+
+
+# --- Published float8 runs (bench/published_float8.py): the predicted speed-up against torchao's and torchtitan's ---
+
+
+def _published_rows() -> dict[tuple[str, str], dict]:
+    from bench.published_float8 import compare
+
+    return {(r["source"], r["recipe"]): r for r in compare()}
+
+
+def test_the_published_float8_tables_parse_as_published():
+    from bench.published_float8 import parse_tables
+
+    rows = {(r.source, r.label): r for r in parse_tables()}
+    assert rows["torchao", "none (bfloat16)"].tokens_per_s_per_gpu == 6150
+    assert rows["torchao", "tensorwise with float8 all-gather"].tokens_per_s_per_gpu == 7689.5
+    assert rows["torchao", "rowwise with bfloat16 all-gather"].recipe == "rowwise"
+    assert rows["torchao", "none (bfloat16)"].memory_gib == pytest.approx(47.65e9 / 2**30)
+    assert rows["torchtitan", "FSDP + torch.compile + Float8"].tokens_per_s_per_gpu == 8532
+    assert rows["torchtitan", "FSDP + torch.compile"].memory_gib == 77.0
+
+
+@pytest.mark.parametrize(
+    ("source", "recipe"),
+    [
+        ("torchao", "tensorwise"),
+        ("torchtitan", "tensorwise"),
+        pytest.param(
+            "torchao", "rowwise",
+            marks=pytest.mark.xfail(strict=True, reason="predicted 1.27x against the published 1.10x (+15.2%): "
+                                    "rowwise's slower CUTLASS matmul (0.9 of tensorwise, stated from "
+                                    "pytorch#147971) and its backward rescales are all the model prices of it"),
+        ),
+    ],
+)  # fmt: skip
+def test_the_predicted_float8_speedup_is_within_tolerance_of_the_published(source, recipe):
+    """The ratio of the same run's float8 and bf16 tokens/s: meshpilot's (uncalibrated, stated H100 figures)
+    within RATIO_TOLERANCE of the source's. Not fitted to them (bench/published_float8.py says what was)."""
+    from bench.published_float8 import RATIO_TOLERANCE
+
+    row = _published_rows()[source, recipe]
+    assert row["published"]["speedup"] > 1 and row["predicted"]["speedup"] > 1
+    assert abs(row["ratio_error"]) <= RATIO_TOLERANCE, row
