@@ -11,6 +11,7 @@ from typing import ClassVar
 import pytest
 import torch
 from support import LLAMA_8B, TINY_MODEL, meshpilot, train, write_experiment
+from test_layouts import assert_memory_model_matches
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
@@ -196,12 +197,23 @@ def test_fp8_trains_within_tolerance_of_bf16(tmp_path):
 def test_fp8_layouts_match_one_process(tmp_path):
     """Converted on the meta-device model before anything wraps it: FSDP2 (bf16 parameters, no autocast), DDP,
     pipeline stages (cut after the conversion) and context parallelism, each on two gloo processes, train as one
-    process does, to FSDP2 mixed precision's tolerance (tests/test_fsdp_mixed_precision.py)."""
+    process does, to FSDP2 mixed precision's tolerance (tests/test_fsdp_mixed_precision.py); selective activation
+    checkpointing too. The memory model's figures hold for the FSDP2 ranks and for autocast's weight copies."""
     experiment = write_experiment(tmp_path, {"train": {"steps": STEPS, "precision": "fp8"}})
-    single = _losses(train(experiment, tmp_path / "single", "--nproc", "1", env=ON_CPU))
+    one_process = train(experiment, tmp_path / "single", "--nproc", "1", env=ON_CPU)
+    single = _losses(one_process)
     for layout in ("dp_shard=2", "dp_replicate=2", "pp=2", "cp=2"):
         run = train(experiment, tmp_path / layout, "--nproc", "2", "--layout", layout, env=ON_CPU)
         assert _losses(run) == pytest.approx(single, rel=FP8_LOSS_TOLERANCE), layout
+        if layout == "dp_shard=2":  # bf16 parameters, no autocast: on the CPU as on a GPU
+            assert_memory_model_matches(run)
+    # Under autocast only the output head's weight gets a bf16 copy: the float8 layers keep their fp32 weight.
+    memory = json.loads(one_process.memory.read_text())
+    head = 2 * TINY_MODEL["vocab_size"] * TINY_MODEL["hidden_size"]
+    assert memory["measured"][0]["weight_copies_saved"] == memory["predicted"][0]["weight_copies_saved"] == head
+    selective = train(experiment, tmp_path / "selective", "--nproc", "1", "--set",
+                      "train.activation_checkpointing=selective", env=ON_CPU)  # fmt: skip
+    assert _losses(selective) == pytest.approx(single, rel=1e-6)  # recomputation changes no number
 
 
 # --- Pricing: trainer.costs.throughput and trainer.costs.memory_model under fp8 --------------------------------------
