@@ -5,12 +5,14 @@ without float8 tensor cores, the CPU, or an unsupported layout get in one line b
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
 import torch
-from support import LLAMA_8B, TINY_MODEL, meshpilot, train, write_experiment
+from support import LLAMA_8B, REPO, TINY_MODEL, meshpilot, train, write_experiment
 from test_layouts import assert_memory_model_matches
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
@@ -381,3 +383,17 @@ def test_the_predicted_float8_speedup_is_within_tolerance_of_the_published(sourc
     row = _published_rows()[source, recipe]
     assert row["published"]["speedup"] > 1 and row["predicted"]["speedup"] > 1
     assert abs(row["ratio_error"]) <= RATIO_TOLERANCE, row
+
+
+def test_the_command_line_does_not_load_torchao():
+    """torchao is imported in an fp8 run only (trainer.parallel.float8): `meshpilot --help` and the launcher's
+    modules never load it (transformers does where a model is built, outside meshpilot's control)."""
+    script = (
+        "import sys, atexit\n"
+        "atexit.register(lambda: print('TORCHAO', 'torchao' in sys.modules))\n"
+        "import trainer.launch.launcher, trainer.parallel.float8, trainer.costs.planner\n"
+        "from agent.cli import main\n"
+        "main(['--help'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert "TORCHAO False" in done.stdout, done.stdout[-500:] + done.stderr[-2000:]
