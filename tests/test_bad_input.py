@@ -161,7 +161,7 @@ def test_model_path_not_found(tmp_path):
         (["train.steps=0"], "train.steps must be positive, got 0"),
         (["train.lr=-1e-3"], "train.lr must be positive, got -0.001"),
         (["train.optimizer=sgdd"], "train.optimizer: 'sgdd' is not one of adamw, galore_adamw"),
-        (["train.precision=fp16"], "train.precision: 'fp16' is not one of auto, fp32, bf16"),
+        (["train.precision=fp16"], "train.precision: 'fp16' is not one of auto, fp32, bf16, fp8"),
         (["train.betas=[0.9]"], "train.betas: expected two numbers in [0, 1), got [0.9]"),
         (["train.betas=[0.9, 1.5]"], "train.betas: expected two numbers in [0, 1), got [0.9, 1.5]"),
         (["train.eps=0"], "train.eps must be positive, got 0.0"),
