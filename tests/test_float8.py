@@ -35,6 +35,7 @@ from trainer.model.moe import is_router
 from trainer.model.parameters import count_parameters
 from trainer.parallel.compile import compile_layers
 from trainer.parallel.float8 import FLOAT8_ON_CPU_ENV, convert_to_float8, float8_refusal, import_float8
+from trainer.rank.step import model_loss, token_loss_sum
 
 TINY_MIXTRAL = {**TINY_MODEL, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2}
 # fp8 against bf16 on the tiny model over STEPS steps: each step's loss within this relative tolerance (measured
@@ -129,6 +130,19 @@ def test_compiled_float8_layers_trace_and_match_eager():
     assert losses[1] == pytest.approx(losses[0], rel=1e-3)
     q_grads = [m.get_decoder().layers[0].self_attn.q_proj.weight.grad for m in (eager, compiled)]
     assert torch.allclose(q_grads[0], q_grads[1], rtol=1e-2, atol=1e-4)
+
+
+def test_the_whole_step_graph_traces_float8_layers_and_matches_eager():
+    """train.compile on one process compiles each micro-batch's model and loss as one graph
+    (trainer.rank.step.compiled_token_loss_sum): dynamo traces the float8 layers there too (aot_eager, as above)."""
+    model, config = _model(TINY_MODEL)
+    convert_to_float8(model, "rowwise", compiled=True)
+    materialize(model, torch.device("cpu"), config, None, seed=0)
+    tokens = torch.randint(0, TINY_MODEL["vocab_size"], (2, 32), generator=torch.Generator().manual_seed(1))
+    batch = {"input_ids": tokens, "labels": tokens}
+    compiled = torch.compile(model_loss, backend="aot_eager")
+    losses = [token_loss_sum(model, batch, packed=False, forward=f).item() for f in (None, compiled)]
+    assert losses[1] == pytest.approx(losses[0], rel=1e-3)
 
 
 def test_half_precision_is_bf16_and_fp8_and_auto_never_picks_fp8():
