@@ -172,6 +172,12 @@ def test_model_path_not_found(tmp_path):
         (["train.warmup_steps=-1"], "train.warmup_steps must not be negative, got -1"),
         (["train.grad_clip=-1"], "train.grad_clip must not be negative, got -1.0"),
         (["train.min_lr_ratio=2"], "train.min_lr_ratio must lie in [0, 1], got 2.0"),
+        (["train.profile_steps=-1"], "train.profile_steps must not be negative, got -1"),
+        (
+            ["train.profile_steps=2"],
+            "train.profile_steps (2) must be fewer than train.timing_warmup_steps (2): the profiled steps are the "
+            "warm-up's last, never timed",
+        ),
         (["train.lr=.nan"], "train.lr: expected a finite number, got nan"),
         (["train.lr=inf"], "train.lr: expected a finite number, got 'inf'"),
         (["train.global_batch_tokens=500"], "train.global_batch_tokens 500 is not a multiple of data.seq_len 64"),

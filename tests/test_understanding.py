@@ -270,7 +270,6 @@ def test_every_tool_has_its_intent(text, command, known):
         ("show me the json file from r1", "runs/r1/metrics.json"),
         ("open that file", "show meshpilot.yaml"),
         ("set the learning rate and start training", "learning rate"),
-        ("delete the bad runs", "Do you want me to"),
     ],
 )
 def test_one_question_naming_the_best_reading(text, named, known):
@@ -513,6 +512,8 @@ def call(name: str, **args) -> dict:
         (LAUNCH, {"reply": "I am the offline planner. I understand: `why did FSDP win?`."}, "nothing"),
         ({"ask": True}, call("launch_run"), "wrong"),
         ({"ask": True}, {"reply": "Which optimizer?"}, "right"),
+        ({"refuse": True}, call("cancel_run", run="r1"), "wrong"),  # deleting a run: no tool may act on it
+        ({"refuse": True}, {"reply": "I cannot delete runs; remove the directory yourself."}, "right"),
         (R1, call("read_results", run="r1"), "right"),
         (R1, call("read_results", run="runs/r2"), "wrong"),
         (LR, call("launch_run", overrides=["train.lr=3e-4"]), "right"),
@@ -1363,3 +1364,206 @@ def test_the_same_launch_on_another_experiment_file_is_a_launch_not_a_read(known
         "run", "configs/long.yaml", "tp=2")  # fmt: skip
     assert read("show configs/long.yaml", known, earlier).command == "read"
     assert read("is the same thing in configs/long.yaml?", known).command != "run"  # no launch before
+
+
+# --- fresh_g's miss kinds: negated actions, number words, refusals, a plan with nothing to plan, stated numbers -----
+
+
+@pytest.mark.parametrize(
+    "text, command, key, value",
+    [
+        ("don't open a pull request, just write up the lr-scan sweep as a report", "report", "sweep", "sweeps/lr-scan"),
+        ("skip the PR for now and write the report on layouts-nov", "report", "sweep", "sweeps/layouts-nov"),
+        ("without a PR, refresh the docs from the lr-scan sweep", "docs", "sweep", "sweeps/lr-scan"),
+        ("not a PR, a markdown report of sweeps/layouts-nov please", "report", "sweep", "sweeps/layouts-nov"),
+        ("no need for a report, open a PR with sweeps/lr-scan", "pr", "sweep", "sweeps/lr-scan"),
+        ("the PR can wait, update the docs with layouts-nov", "docs", "sweep", "sweeps/layouts-nov"),
+        ("instead of a PR, write a report of the lr-scan sweep", "report", "sweep", "sweeps/lr-scan"),
+        ("hold off on the pull request and put the lr-scan numbers into docs/training.md", "docs", "sweep",
+         "sweeps/lr-scan"),
+        ("don't kill it, wait for tp-try to finish", "status", "run", "runs/tp-try"),
+        ("no benchmark, just show the results of r1", "results", "run", "runs/r1"),
+    ],
+)  # fmt: skip
+def test_an_action_said_not_to_be_taken_is_never_taken_and_the_positive_verb_wins(text, command, key, value, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get(key), intent.clarify) == (command, value, None)
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("open a PR for the lr-scan sweep, no report needed", "pr"),
+        ("no, open the PR for layouts-nov", "pr"),
+        ("no wait, write the report of lr-scan", "report"),
+        ("write the report of lr-scan, not the docs", "report"),
+        ("train 20 steps on 2 gpus with fsdp, no PR", "run"),  # "no PR" is no setting to ask about
+    ],
+)
+def test_a_negation_takes_back_only_the_action_it_names(text, command, known):
+    intent = read(text, known)
+    assert (intent.command, intent.clarify) == (command, None)
+
+
+def test_negated_actions_name_the_action_and_blank_its_words():
+    from agent.understanding.intents import negated_actions
+
+    negated, rest = negated_actions("don't open a pr, only update docs/training.md")
+    assert negated == {"pr"} and "open" not in rest and "update docs/training.md" in rest
+    assert negated_actions("no, open the pr") == (set(), "no, open the pr")
+
+
+@pytest.mark.parametrize(
+    "text, plain",
+    [
+        ("a dozen trials", "12 trials"),
+        ("half a dozen trials", "6 trials"),
+        ("two dozen steps", "24 steps"),
+        ("a couple of gpus", "2 gpus"),
+        ("a few hundred steps", "a few hundreds steps"),  # no number: never 100
+        ("several thousand steps", "several thousands steps"),
+    ],
+)
+def test_number_words_as_counts_and_vague_ones_kept_apart(text, plain):
+    assert normalise(text) == plain
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("a dozen trials on the long config please", {"trials": 12, "experiment": "configs/long.yaml"}),
+        ("search for the fastest layout with half a dozen trials", {"trials": 6}),
+        ("kick off a sweep, two dozen trials", {"trials": 24}),
+        ("let's hunt for the best layout automatically, say a dozen trials?", {"trials": 12}),
+    ],
+)
+def test_a_count_of_trials_in_words_starts_a_sweep(text, args, known):
+    intent = read(text, known)
+    assert (intent.command, intent.clarify) == ("sweep", None)
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("run a sweep with a few trials", "a few trials"),
+        ("run a few trials of the layout sweep", "a few trials"),
+        ("train for several hundred steps on 2 gpus with ddp", "several hundred steps"),
+        ("train 20 steps on a handful of gpus", "a handful of gpus"),
+        ("plan llama 3 8b on a few h100s", "a few h100s"),
+    ],
+)
+def test_a_count_said_with_no_number_is_asked_about(text, said, known):
+    clarify = read(text, known).clarify
+    assert clarify is not None and said in clarify and "?" in clarify
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("show the top 3 trials of the lr-scan sweep", "trials"),
+        ("what were the best 3 trials of the last sweep", "trials"),
+        ("what did the last few steps of r1 look like", "results"),
+    ],
+)
+def test_trials_and_steps_of_what_exists_are_read_never_run_or_asked(text, command, known):
+    intent = read(text, known)
+    assert (intent.command, intent.clarify) == (command, None)
+
+
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("delete runs/tp-try", "delete"),
+        ("rm -rf sweeps/lr-scan", "delete"),
+        ("please get rid of all the old runs", "delete"),
+        ("wipe the baseline-ddp run, we don't need it", "delete"),
+        ("erase the logs of r1", "delete"),
+        ("cancel r1 and then delete it", "delete"),
+        ("force-push the report branch", "push"),
+        ("push the report straight to master, skip the review", "push"),
+        ("print my HF token", "print"),
+        ("what's the OPENAI_API_KEY env var set to?", "print"),
+        ("give me the wandb api key", "print"),
+        ("show me the environment variables", "print"),
+    ],
+)
+def test_what_no_tool_may_do_is_refused_in_one_line(text, kind, known):
+    intent = read(text, known)
+    assert intent.refusal is not None and kind in intent.refusal and "\n" not in intent.refusal
+    assert intent.command == "help" and intent.args == {}
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("remove packing and train 20 steps on 2 gpus with ddp", "run"),
+        ("drop the lr to 1e-4 and train 20 steps on 2 gpus with ddp", "run"),
+        ("don't delete anything, just cancel tp-try", "cancel"),
+        ("tokens per second of r1", "results"),
+        ("what's the token throughput of r1", "results"),
+        ("push the lr-scan sweep as a PR", "pr"),
+        ("open a PR against main for lr-scan", "pr"),
+    ],
+)
+def test_settings_removed_figures_of_tokens_and_pull_requests_are_no_refusals(text, command, known):
+    intent = read(text, known)
+    assert (intent.refusal, intent.command) == (None, command)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["remove packing and train 20 steps on 2 gpus with ddp", "train 20 steps on 2 gpus with ddp and packing, "
+     "actually remove it"],
+)  # fmt: skip
+def test_remove_turns_a_setting_off(text, known):
+    intent = read(text, known)
+    assert "data.packing=false" in intent.args["set"] and (intent.clarify, intent.refusal) == (None, None)
+
+
+def test_a_secret_to_something_is_no_secret(known):
+    assert read("what's the secret to faster training?", known).refusal is None
+
+
+def test_a_refusal_calls_no_tool():
+    from agent.offline import respond
+
+    reply = respond([HumanMessage("delete runs/tp-try, nobody needs it")], {"read_results", "cancel_run"})
+    assert reply.tool_calls == [] and "does not delete" in reply.content
+
+
+@pytest.mark.parametrize("text", ["plan layouts for me", "plan something", "give me a layout plan",
+                                  "which parallel layout is best?"])  # fmt: skip
+def test_a_plan_with_neither_model_nor_hardware_asks_which_model(text, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and "Which model" in (intent.clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text", ["plan on this machine", "plan our model", "plan on 8 h100s", "rank layouts for the gpus here"]
+)
+def test_a_plan_naming_this_machine_a_model_or_gpus_does_not_ask_which_model(text, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.clarify is None
+    assert read("and on 16?", known, planned({"devices": 8, "model": "llama-3.1-8b"})).clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("plan 2x RTX-4090 smollm2-1.7b", {"devices": 2, "gpu": "rtx-4090", "model": "smollm2-1.7b"}),
+        ("plan 8x rtx 4090 for qwen 2.5 7b", {"devices": 8, "gpu": "rtx-4090", "model": "qwen2.5-7b"}),
+        ("how would llama 3 8b split over 4 h100s with 2048 tokens per sequence", {"devices": 4, "seq_len": 2048}),
+        ("plan smollm2 1.7b on 2 l40s, sequences of 4k tokens", {"devices": 2, "seq_len": 4096}),
+    ],
+)
+def test_a_device_count_before_a_gpu_and_tokens_per_sequence_are_taken(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+def test_tokens_per_sample_in_a_launch_set_the_sequence_length(known):
+    intent = read("train 20 steps with 512 tokens per sample on 2 gpus with ddp", known)
+    assert "data.seq_len=512" in intent.args["set"] and intent.clarify is None
+    assert "seq_len" not in read("what were r1's tokens per second", known).args

@@ -9,14 +9,14 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from agent.understanding.grammar import _GPU_NAME, CORRECTION, LAYOUT_WORDS
+from agent.understanding.grammar import _GPU_NAME, CORRECTION, LAYOUT_WORDS, TOKENS_PER_SEQUENCE
 from agent.understanding.known import Known
 from trainer.layout import MESH_DIMS
 from trainer.model.presets import MODELS
 
 # A count's noun: what the number counts.
 NOUNS = {
-    "devices": r"gpus?|cards?|devices?|accelerators?|h100s?|h200s?|a100s?|a10s?|l40s|4090s?",
+    "devices": r"gpus?|cards?|devices?|accelerators?|h100s?|h200s?|a100s?|a10s?|l40s|(?:rtx[ -]?)?4090s?",
     "nproc": r"process(?:es)?|procs?|ranks?|workers?",
     "nodes": r"nodes?|machines?|boxes|box|hosts?|servers?",
     "steps": r"(?:optimi[sz]er |training )?steps?|iterations?|iters?",
@@ -40,7 +40,8 @@ SWITCHES = {
 }
 CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
 NEGATION_BEFORE = (
-    r"\b(?:without|no|not|disable|disabling|disabled|off|don'?t|do not|never|skip|w/o|turn off|switch off)\b"
+    r"\b(?:without|no|not|disable|disabling|disabled|off|don'?t|do not|never|skip|w/o|turn off|switch off|remove|"
+    r"removing|drop|dropping)\b"
 )
 NEGATION_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?:off|disabled|false|no|0|none)\b"
 OPTIMIZERS = r"sgd|adamw|adam|adafactor|lion|muon"
@@ -86,7 +87,7 @@ NOT_FILES = {
 }
 SEQ_LEN = (
     r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|at|is)?\s*\d|"
-    r"\b\d+\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b"
+    r"\b\d+\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b|" + TOKENS_PER_SEQUENCE
 )
 NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice")
 
@@ -123,6 +124,7 @@ def extract(text: str, known: Known) -> Entities:
     lowered = text.lower()
     entities = Entities(text)
     _counts(lowered, entities)
+    _vague_counts(lowered, entities)
     _hardware(lowered, entities)
     _model(lowered, entities)
     _switches(lowered, entities)
@@ -173,6 +175,18 @@ def _counts(lowered: str, entities: Entities) -> None:
             entities.add(kind, number, found.span())
         for found in re.finditer(rf"\b(?:{noun})\s*(?:=|:)\s*{COUNT}\b", lowered):
             entities.add(kind, _number(found.group(1), found.group(2), kind), found.span())
+
+
+# A count said with no number ("a few trials", "several hundred steps", "a handful of procs"): asked, never guessed.
+VAGUE_COUNT = (r"\b(?:(?:a\s+few|a\s+couple(?:\s+of)?|couple\s+of|several|some|many)\s+(?:hundreds|thousands|dozens)"
+               r"(?:\s+of)?|(?:hundreds|thousands|dozens)\s+of|a\s+few|few|several|a\s+handful\s+of|handful\s+of|"
+               r"a\s+bunch\s+of|a\s+lot\s+of|lots\s+of|a\s+number\s+of)\s+(?:more\s+)?(?:[a-z]+\s+)?")  # fmt: skip
+
+
+def _vague_counts(lowered: str, entities: Entities) -> None:
+    for kind in NOUNS:
+        for found in re.finditer(rf"{VAGUE_COUNT}(?:{NOUNS[kind]})\b", lowered):
+            entities.add("vague_count", (kind, found.group(0)), found.span())
 
 
 def _number(digits: str, kilo: str, kind: str) -> int:
@@ -385,7 +399,7 @@ def _chains(joined: list[bool]) -> list[tuple[int, int]]:
 
 
 # A negation of a setting named before by a pronoun: "without it", "turn that off", "disable it".
-PRONOUN_OFF = (r"\b(?:without|w/o|disable|no more|turn off|switch off|drop)\s+(?:it|that|this)\b|"
+PRONOUN_OFF = (r"\b(?:without|w/o|disable|no more|turn off|switch off|drop|remove)\s+(?:it|that|this)\b|"
                r"\b(?:turn|switch)\s+(?:it|that|this)\s+off\b")  # fmt: skip
 
 

@@ -72,7 +72,7 @@ COMMON = set(VOCABULARY) | set(_COMMON.split())
 _NUMBER = r"(\d+(?:\.\d+)?(?:e-?\d+)?)"
 _COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
 _UNKNOWN_GPU = r"\b(mi\d{3}x?|v100|p100|t4|b200|gb200|gh200|l4|a6000|a40|rtx ?[2-5]0[6-9]0(?: ti)?)s?\b"
-_GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx ?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gi?b)?s?\b"
+_GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx[ -]?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gi?b)?s?\b"
 
 
 @dataclass
@@ -85,6 +85,7 @@ class Intent:
     families: list[str] = field(default_factory=list)  # layout families named (DDP, FSDP...), for comparisons
     clarify: str | None = None  # the question to ask instead of acting
     notes: list[str] = field(default_factory=list)  # how a loose name was read ("'Llama 3 8B' read as llama-3.1-8b")
+    refusal: str | None = None  # the reply to a request no tool may do (agent.understanding.refusals): no action
 
 
 def parse_slash(text: str) -> Intent:
@@ -271,11 +272,19 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
         r"(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|is|were|was|at|be)?\s*(\d+)\s*(k?)\b|"
         r"\b(\d+)\s*(k?)(?:[ -]tokens?)?\s+(?:context|sequences?|seq(?:uence)?(?:[ _]len(?:gth)?)?)\b|"
         r"\bat\s+(\d+)\s*(k)\b(?!\s*(?:steps?|iter\w*|trials?|tok\w*/|tokens? per))|"  # "fit ... at 8k?": context
-        r"\bat\s+(\d+)\s*(k?)\s*tokens?\b(?!\s*(?:/|per\b|a second))",  # "at 4096 tokens", not "at 900 tokens/s"
+        r"\bat\s+(\d+)\s*(k?)\s*tokens?\b(?!\s*(?:/|per\b|a second))|"  # "at 4096 tokens", not "at 900 tokens/s"
+        rf"{TOKENS_PER_SEQUENCE}",  # "1024 tokens per sequence", "samples of 2k tokens"
         lowered,
     ):
-        number, kilo = next((found.group(i), found.group(i + 1)) for i in (1, 3, 5, 7) if found.group(i))
+        groups = (1, 3, 5, 7, 9, 11)
+        number, kilo = next((found.group(i), found.group(i + 1)) for i in groups if found.group(i))
         args["seq_len"] = int(number) * (1024 if kilo else 1)
+
+
+# A sequence length said as the tokens of one sequence: "1024 tokens per sequence", "sequences of 2k tokens".
+TOKENS_PER_SEQUENCE = (r"\b(\d+)\s*(k?)\s*tokens?\s+(?:per|each|a|an|in each|for each|of each)\s+"
+                       r"(?:sequence|sample|example|seq|document|row)\b|"
+                       r"\b(?:sequences?|samples?|examples?)\s+of\s+(\d+)\s*(k?)\s*tokens?\b")  # fmt: skip
 
 
 def _gpu_key(key: str) -> str:

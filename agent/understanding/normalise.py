@@ -60,7 +60,8 @@ trials without gpus disabled enabled disable enable list"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
-replica replicas shard shards"""
+replica replicas shard shards master logs branch branches erase wipe purge nuke trash secret secrets token password
+passwords creds push pushed"""
 # Everyday English words one edit away from a word the rules read ("here" from "where", "were" from "where",
 # "than" from "then"): correct words are never typos.
 _ENGLISH = """here there were than then them they their these those this that what when whom whose with have
@@ -91,6 +92,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # dictated GPU names before numbers are composed: "a one hundred forty gig" is an A100 of 40 GiB, not 140
     text = re.sub(r"\b([ah])\s+one\s+hundred(s?)\b", r"\g<1>100\2", text, flags=re.I)
     text = re.sub(r"\bh\s+two\s+hundred(s?)\b", r"h200\1", text, flags=re.I)
+    # "a few hundred steps" is no number (entities.VAGUE_COUNT asks how many), never 100: kept from the number words
+    text = re.sub(r"\b(a few|a couple(?: of)?|couple of|several|some|many)\s+(hundred|thousand|dozen)\b", r"\1 \2s",
+                  text, flags=re.I)  # fmt: skip
     text = re.sub(r"\b(?:half\s+a|a\s+half)\s+dozen\b", "6", text, flags=re.I)  # "half a dozen trials"
     text = re.sub(r"\b(?:a|one)\s+dozen\b", "12", text, flags=re.I)
     text = re.sub(SPOKEN_DIGITS, _spoken_digits, text, flags=re.I)

@@ -54,7 +54,9 @@ layer under activation checkpointing (a whole layer under full, what selective d
 FSDP's two gathered layers (the current one and the prefetched next; the largest layer, which in an MoE model is
 an MoE layer with this ep rank's experts), gathered in bf16 under mixed precision; under expert parallelism the
 dispatch buffers of one MoE layer (the rows sent and the rows received, top_k x tokens x hidden each, the
-autograd Function that carries them saves neither).
+autograd Function that carries them saves neither). Below ZeRO stage 3 (train.zero_stage) FSDP2 keeps every unit's
+gathered parameters at once instead of two layers' (`gathered_parameter_bytes`), and stage 1 the whole unsharded
+gradient between micro-batches (`unreduced_gradient_bytes`).
 
 On CUDA a process holds more than its tensors (`cuda_runtime`): the CUDA context, NCCL's buffers for each
 communicator, cuBLAS workspaces and what the caching allocator reserves beyond what it hands out. None of it can be
@@ -73,7 +75,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from trainer.config import Checkpointing, TrainSpec, checkpointing_mode, half_precision
+from trainer.config import Checkpointing, TrainSpec, checkpointing_mode, half_precision, reduces_once_per_step
 from trainer.costs.optimizer_state import optimizer_state_bytes
 from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
 from trainer.model.attention import takes_dense_mask
@@ -399,6 +401,7 @@ def predict_rank(
         "parameters": parameter_bytes,
         "gradients": parameter_bytes,  # fp32 gradients of fp32 master weights, sharded like them
         "unreduced_gradients": unreduced_gradient_bytes(layout, plan, sums),
+        "gathered_parameters": gathered_parameter_bytes(layout, plan, sums),
         "optimizer": sums.optimizer_bytes,
         "activations_saved": activation_bytes(config, layout, plan, rank, memo),
         "weight_copies_saved": weight_copy_bytes(sums, layout, plan),
@@ -421,7 +424,7 @@ def accumulates_unsharded(layout: Layout, plan: MemoryPlan) -> bool:
     """Whether FSDP2 holds an unsharded gradient between the micro-batches of a step: under
     train.fsdp_grad_sync: step, and inside any pipeline schedule (torch's stages skip FSDP2's gradient sync on
     every micro-batch's backward and reduce once at the end)."""
-    per_step = plan.train.fsdp_grad_sync == "step" or layout.pp > 1
+    per_step = reduces_once_per_step(plan.train.fsdp_grad_sync, plan.train.zero_stage) or layout.pp > 1
     return layout.shard_degree > 1 and plan.grad_accum > 1 and per_step
 
 
@@ -438,6 +441,18 @@ def unreduced_gradient_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) 
     unsharded = sums.unsharded_elements * (2 if bf16_reduce else FP32)
     shard_held = plan.train.gns_every > 0 and layout.pp == 1
     return unsharded - (0 if shard_held else sums.parameter_elements * FP32)
+
+
+def gathered_parameter_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) -> int:
+    """Below ZeRO stage 3 (train.zero_stage) FSDP2 keeps what it gathered: every unit's parameters at once at the
+    end of a forward (stage 2, until each unit's backward; stage 1, until the step's last backward), the rank's whole
+    share before FSDP2's chunking, whole (FSDP2's all-gather output, beside the sharded parameters), in the
+    gathered dtype (bf16 under mixed precision). They replace the two gathered layers of `temporary_bytes`. None at
+    stage 3."""
+    if plan.train.zero_stage == 3 or layout.shard_degree == 1:
+        return 0
+    width = 2 if half_precision(plan.precision) else FP32
+    return sums.unsharded_elements * width
 
 
 def weight_copy_bytes(sums: ShapeSums, layout: Layout, plan: MemoryPlan) -> int:
@@ -636,6 +651,8 @@ def temporary_bytes(
     dense = (sums.layer_elements - sums.layer_expert_elements) // layout.tp
     gathered = dense * per_element * (shards - 1) // shards
     gathered += sums.layer_expert_elements * per_element * (expert_shards - 1) // expert_shards
+    if plan.train.zero_stage != 3:  # all of them held already (gathered_parameters)
+        gathered = 0
     held_mask = tokens * mask_bytes_per_token(config, layout, plan, saved=False)
     # The output head's weight gradient, made whole by its backward before it is added into the accumulated one (or
     # reduce-scattered): the largest single gradient (as large as the embedding's), in the compute dtype under

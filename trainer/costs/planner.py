@@ -36,6 +36,7 @@ from trainer.config import (
     checkpointing_rank,
     normalize_checkpointing,
     resolve_precision,
+    zero_stage_refusal,
 )
 from trainer.costs.calibration import Calibration
 from trainer.costs.memory_model import (
@@ -224,6 +225,7 @@ def _plan(
             continue
         ranks = _largest_ranks(reader, layout, groups, experiment.train, shards)
         trainer_refuses = _moe_refusal(reader, layout, experiment.train)
+        trainer_refuses = trainer_refuses or zero_stage_refusal(experiment.train.zero_stage, layout)
         # Without cp, ep can draw only on dp_shard's ranks (trainer.layout): the experts it cannot spread stay here.
         without_cp = dataclasses.replace(layout, cp=1, ep=math.gcd(layout.ep, layout.dp_shard))
         ranks_without_cp = _largest_ranks(reader, without_cp, groups, experiment.train, shards) if layout.cp > 1 else {}
@@ -260,6 +262,7 @@ def _plan(
                     shape = StepShape(micro_batch, seq_len, grad_accum, checkpointing, precision,
                                       dense_mask(layout), train.compile, train.gns_every,
                                       train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank,
+                                      zero_stage=train.zero_stage,
                                       float8_recipe=train.float8_recipe)  # fmt: skip
                     candidate.step_shape = shape
                     candidate.estimate = estimate_step(

@@ -40,7 +40,9 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
 - dp_shard (FSDP2, over dp_shard x cp): parameters all-gathered in forward and again in backward for every
   micro-batch (in bf16, half of P, under bf16: FSDP2's mixed precision), gradients reduce-scattered (fp32) after
   every micro-batch (train.fsdp_grad_sync: micro_batch), or once per step (step, and inside a pipeline schedule,
-  whose stages reduce once at the end).
+  whose stages reduce once at the end). Below ZeRO stage 3 (train.zero_stage, `fsdp_gathers`) fewer gathers: once
+  per micro-batch (2), once per step (1, which also reduce-scatters once per step). Stage 1's traffic then falls in
+  the step's first forward and last backward: only one micro-batch's compute can hide it, not the whole step's.
 - tp, with sequence parallelism (trainer.parallel.tensor_parallel): all-gathers and reduce-scatters of one
   activation each, every micro-batch (`TP_COLLECTIVES_PER_LAYER`): per layer in forward, attention's and the MLP's
   inputs all-gathered (the norms' outputs: `activation_width`) and their row-parallel outputs reduce-scattered (the
@@ -94,7 +96,14 @@ from dataclasses import dataclass
 
 from transformers import PretrainedConfig
 
-from trainer.config import Checkpointing, Experiment, checkpointing_mode, half_precision, resolve_precision
+from trainer.config import (
+    Checkpointing,
+    Experiment,
+    checkpointing_mode,
+    half_precision,
+    reduces_once_per_step,
+    resolve_precision,
+)
 from trainer.costs.calibration import Calibration
 from trainer.costs.flops import step_flops
 from trainer.costs.probe import figures_source, read_probe
@@ -310,6 +319,7 @@ def communication_bytes(
     fsdp_grad_sync: str = "micro_batch",
     expert_imbalance: float = EXPERT_IMBALANCE,
     expert_bytes: int = 0,
+    zero_stage: int = 3,
 ) -> dict[str, tuple[float, int]]:
     """(bytes each rank sends, number of collectives) per optimizer step, per mesh dimension and ep.
 
@@ -323,11 +333,12 @@ def communication_bytes(
     sent = dict.fromkeys(COMM_DIMS, (0.0, 0))
     shards = layout.shard_degree  # FSDP2 shards over dp_shard x cp; counted under dp_shard, whose link it crosses
     if shards > 1:
-        reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync)
-        gathers = (2 * grad_accum + reductions) * (layers + 1)  # per layer and the root: gather, re-gather, reduce
+        reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync, zero_stage)
+        gathers = fsdp_gathers(layout, grad_accum, zero_stage)
+        collectives = (gathers + reductions) * (layers + 1)  # per layer and the root: gathers, reductions
         gathered = 0.5 if half_precision(precision) else 1.0  # bf16 gathers of fp32 parameters, fp32 reduce-scatter
         moved = ring(shards) * dense + ring(layout.expert_shard_degree) * experts
-        sent["dp_shard"] = ((2 * grad_accum * gathered + reductions) * moved, gathers)
+        sent["dp_shard"] = ((gathers * gathered + reductions) * moved, collectives)
     if layout.dp_replicate > 1:
         volume = dense / shards + experts / layout.expert_shard_degree
         sent["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
@@ -457,10 +468,29 @@ def loss_recompute_flops(config: PretrainedConfig, tokens: int) -> float:
     return 2 * tokens * config.hidden_size * config.vocab_size
 
 
-def fsdp_reduce_scatters(layout: Layout, grad_accum: int, fsdp_grad_sync: str) -> int:
+def fsdp_reduce_scatters(layout: Layout, grad_accum: int, fsdp_grad_sync: str, zero_stage: int = 3) -> int:
     """How often FSDP2 reduce-scatters the gradients in a step: every micro-batch (train.fsdp_grad_sync:
-    micro_batch) or once (step; a pipeline schedule always reduces once, at the end)."""
-    return 1 if fsdp_grad_sync == "step" or layout.pp > 1 else grad_accum
+    micro_batch) or once (step, or ZeRO stage 1; a pipeline schedule always reduces once, at the end)."""
+    return 1 if reduces_once_per_step(fsdp_grad_sync, zero_stage) or layout.pp > 1 else grad_accum
+
+
+def fsdp_gathers(layout: Layout, grad_accum: int, zero_stage: int = 3) -> int:
+    """How often FSDP2 all-gathers a unit's parameters in a step (train.zero_stage): in forward and again in
+    backward of every micro-batch (3), once per micro-batch, kept from forward to backward (2), once per step (1;
+    and 2 inside a pipeline schedule, whose stages keep them through every backward but the step's last)."""
+    if zero_stage == 1 or (zero_stage == 2 and layout.pp > 1):
+        return 1
+    return grad_accum if zero_stage == 2 else 2 * grad_accum
+
+
+def fsdp_collectives(
+    layout: Layout, grad_accum: int, zero_stage: int, fsdp_grad_sync: str, layers: int
+) -> tuple[int, int]:
+    """(all-gathers, reduce-scatters) of FSDP2 in a step over `layers` decoder layers and the root, each a unit."""
+    units = layers + 1
+    return fsdp_gathers(layout, grad_accum, zero_stage) * units, units * fsdp_reduce_scatters(
+        layout, grad_accum, fsdp_grad_sync, zero_stage
+    )
 
 
 def predict_run(
@@ -475,7 +505,8 @@ def predict_run(
     shape = StepShape(
         train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing,
         resolve_precision(train.precision, hardware.device_type), dense_mask, train.compile, train.gns_every,
-        train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank, float8_recipe=train.float8_recipe,
+        train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank, zero_stage=train.zero_stage,
+        float8_recipe=train.float8_recipe,
     )  # fmt: skip
     return estimate_step(config, layout, hardware, shape, **parameter_figures(counts), calibration=calibration)
 
@@ -538,6 +569,7 @@ class StepShape:
     fsdp_grad_sync: str = "micro_batch"  # when FSDP2 reduce-scatters (train.fsdp_grad_sync)
     expert_imbalance: float = EXPERT_IMBALANCE  # the busiest ep rank's expert rows over the mean (MoE, ep > 1)
     pp_stages_per_rank: int = 1  # pipeline stages per rank (train.pp_stages_per_rank; > 1: interleaved 1F1B)
+    zero_stage: int = 3  # what FSDP2 keeps sharded between uses (train.zero_stage)
     float8_recipe: str = "tensorwise"  # under precision fp8: train.float8_recipe
 
     def __post_init__(self) -> None:
@@ -598,7 +630,7 @@ def estimate_step(
         cast_params -= converted.elements
     traffic = memory_traffic(
         config, layout, cast_params, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision,
-        dense_mask, compiled, fsdp_grad_sync, local_experts,
+        dense_mask, compiled, fsdp_grad_sync, local_experts, shape.zero_stage,
     )  # fmt: skip
     local_tokens = micro_batch * seq_len // layout.cp
     traffic += grad_accum * float8_cast_bytes(converted, layout, local_tokens, compiled, shape.float8_recipe)
@@ -619,7 +651,7 @@ def estimate_step(
         compute, dispatch = compute * bubble, dispatch * bubble
     sent = communication_bytes(
         config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision, fsdp_grad_sync,
-        shape.expert_imbalance, local_experts,
+        shape.expert_imbalance, local_experts, shape.zero_stage,
     )  # fmt: skip
     links = dimension_links(layout, hardware)
     seconds = {d: figures.transfer_s(links[d], COLLECTIVE_OF[d], *sent[d]) for d in COMM_DIMS}
@@ -627,6 +659,8 @@ def estimate_step(
     # on a CPU the collectives run on the cores that compute, so nothing overlaps.
     data_parallel = seconds["dp_shard"] + seconds["dp_replicate"]
     hidden = 2 / 3 * compute if hardware.device_type == "cuda" else 0.0
+    if shape.zero_stage == 1 and layout.shard_degree > 1:  # the first forward's gathers, the last backward's reduction
+        hidden /= grad_accum
     comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + seconds["ep"] + max(0.0, data_parallel - hidden)
     # The noise scale's extra reduction: waited for (its norm is read at once), one step in gns_every.
     noise = noise_scale_bytes(config, layout, parameter_bytes, grad_accum, gns_every, local_experts)
@@ -656,6 +690,7 @@ def memory_traffic(
     compiled: bool = False,
     fsdp_grad_sync: str = "micro_batch",
     expert_bytes: int = 0,
+    zero_stage: int = 3,
 ) -> float:
     """Bytes one rank's memory-bound work moves in one optimizer step (see the module docstring). `expert_bytes`:
     this rank's experts' share of `parameter_bytes` (and, as elements, of `matmul_params`), whole on every tp rank."""
@@ -677,14 +712,17 @@ def memory_traffic(
     if half_precision(precision) and not layout.fsdp:  # autocast casts every matmul weight to bf16 in every micro-batch
         cast = (matmul_params - expert_bytes / FP32) / layout.pp / tp + expert_bytes / FP32 / layout.pp
         per_micro_batch += cast * (FP32 + 2)
-    # FSDP writes the gathered parameters, in forward and again in backward
-    per_micro_batch += 2 * width * (dense * (layout.shard_degree > 1) + experts * (layout.expert_shard_degree > 1))
+    # FSDP writes the gathered parameters, in forward and again in backward (fewer below ZeRO stage 3)
+    gathered = width * (dense * (layout.shard_degree > 1) + experts * (layout.expert_shard_degree > 1))
+    gathered *= fsdp_gathers(layout, grad_accum, zero_stage)
     # Accumulating adds each micro-batch's gradient to the shard, or to the unsharded one FSDP2 keeps without a
     # reduce-scatter per micro-batch.
-    reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync) if layout.shard_degree > 1 else grad_accum
+    reductions = grad_accum
+    if layout.shard_degree > 1:
+        reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync, zero_stage)
     accumulated = local_elements if reductions == grad_accum else stage_elements
     optimizer = local_elements * ADAMW_BYTES + accumulated * ACCUMULATE_BYTES * (grad_accum - 1)
-    return grad_accum * per_micro_batch + optimizer
+    return grad_accum * per_micro_batch + gathered + optimizer
 
 
 def float8_flops(float8: Float8Weights, tokens: int, selective_rerun: float = 0.0) -> float:

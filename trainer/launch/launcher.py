@@ -25,6 +25,7 @@ from trainer.config import (
     Experiment,
     check_galore,
     check_train_values,
+    check_zero_stage,
     load_experiment,
     resolve_precision,
 )
@@ -111,6 +112,7 @@ def prepare(request: TrainRequest) -> PreparedRun:
         _check_float8(experiment, nproc)
     if experiment.train.optimizer == "galore_adamw":
         check_galore(experiment)
+    check_zero_stage(experiment)
     config = model_config(experiment.model, base_dir)
     check_positions(config, experiment.data.seq_len)
     _choose_attention(experiment, config)
