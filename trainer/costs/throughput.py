@@ -34,6 +34,12 @@ context parallelism: where the whole micro-batch step is one graph (trainer.para
 inductor also fuses the embedding, loss and layer boundaries, which the model leaves eager (a few percent of a small
 model's step, bench/trainer_vs_hf.py); the optimizer stays eager either way.
 
+`train.precision: fp8` (torchao's float8 linears, trainer.parallel.float8) is bf16 but for the float8 layers: their
+matmuls at the float8 rate (the bf16 rate times the data sheets' float8/bf16 peak ratio, a share of it for rowwise:
+`FLOAT8_MATMUL_SHARE`), their casts' memory traffic and launches (`float8_cast_bytes`, `float8_cast_operations`:
+every input, weight and output gradient cast twice per micro-batch, a dozen kernels each eager, two fused ones
+compiled), and no autocast copies of their weights. The rest (attention, the output head, experts) stays bf16.
+
 Communication per optimizer step (ring collectives move 2(n-1)/n of the data for all-reduce, (n-1)/n for
 all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-parallel share of the parameters:
 - dp_replicate: gradients all-reduced once per step; under HSDP the sharded gradients, P / dp_shard.
@@ -511,7 +517,7 @@ def predict_run(
     return estimate_step(config, layout, hardware, shape, **parameter_figures(counts), calibration=calibration)
 
 
-def parameter_figures(counts: dict[str, int]) -> dict[str, int]:
+def parameter_figures(counts: dict[str, int]) -> dict[str, int | Float8Weights]:
     """estimate_step's parameter arguments from trainer.model.parameters' counts: FLOPs from the active matmul
     parameters, memory and communication from all of them, the routed experts' bytes apart (ep splits them)."""
     return {
