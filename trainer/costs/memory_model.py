@@ -24,6 +24,8 @@ token, the layer's input (h), the outputs of the q, v, gate and down projections
 row-parallel, so each tensor-parallel rank holds a whole partial sum) and the attention kernel's output and log-sum-exp
 (q/tp, and heads/tp in fp32); no mask bias and no gathered keys and values (both are rebuilt in the recomputation).
 Under bf16 without FSDP2, autocast also saves a bf16 copy of every matmul weight (`weight_copies_saved`).
+Under fp8 a float8 layer (torchao's Float8Linear) saves what a bf16 one saves, its bf16 input and its weight (under
+autocast the fp32 weight itself, no copy), and casts them to float8 again in backward (`float8_temporary_bytes`).
 
 Context parallelism divides every token count by cp except the gathered keys and values: each layer keeps the
 whole sequence's k and v (2q/tp per token of the sequence, i.e. 2q cp/tp per local token; 2kv cp/tp where no
@@ -78,7 +80,14 @@ from trainer.costs.optimizer_state import optimizer_state_bytes
 from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
 from trainer.model.attention import takes_dense_mask
 from trainer.model.loss import chunk_tokens
-from trainer.model.parameters import MoeDims, describe_parameters, head_dim, is_routed_expert, moe_dims
+from trainer.model.parameters import (
+    MoeDims,
+    describe_parameters,
+    float8_eligible,
+    head_dim,
+    is_routed_expert,
+    moe_dims,
+)
 from trainer.parallel.data_parallel import expert_shard_dim
 from trainer.parallel.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
 
@@ -139,7 +148,7 @@ class MemoryPlan:
 
     micro_batch: int
     seq_len: int
-    precision: str  # fp32 | bf16 (autocast over fp32 master weights)
+    precision: str  # fp32 | bf16 (autocast over fp32 master weights) | fp8 (bf16 with float8 layers)
     checkpointing: Checkpointing  # given as train.activation_checkpointing stores it (False, True, "selective") too
     train: TrainSpec
     grad_accum: int = 1  # bounds the micro-batches a pipeline stage holds at once
@@ -317,6 +326,10 @@ class ShapeSums:
     )
     unsharded_elements: int  # this rank's tensor-parallel and pipeline share before FSDP2 chunks it
     layer_expert_elements: int = 0  # the routed experts' part of layer_elements: whole on every tp rank
+    # Under fp8: this rank's shards of the float8 weights (trainer.model.parameters.float8_eligible), and the
+    # distinct (out, in) shapes of the float8 layers it computes, after tensor parallelism (unsharded by FSDP2).
+    float8_weight_elements: int = 0
+    float8_shapes: tuple[tuple[int, int], ...] = ()
 
     @classmethod
     def of(
@@ -337,13 +350,16 @@ class ShapeSums:
                 size, experts = by_layer.get(index, (0, 0))
                 by_layer[index] = (size + gathered, experts + gathered * expert)
         layer, layer_experts = max((v for index, v in by_layer.items() if index is not None), default=(0, 0))
+        float8 = 0
         for group, shape, held in local:
             count = len(held)
             parameters += math.prod(shape) * count
             if len(shape) == 2 and "embed" not in group.module:
                 matmul += math.prod(shape) * count
+            float8 += math.prod(shape) * count if _float8(group) else 0
             optimizer += optimizer_state_bytes([(group.names[0], shape)], train, FP32) * count
-        return cls(parameters, matmul, optimizer, layer, whole, layer_experts)
+        float8_shapes = {tuple(shape) for group, shape, _ in unsharded or local if _float8(group)}
+        return cls(parameters, matmul, optimizer, layer, whole, layer_experts, float8, tuple(sorted(float8_shapes)))
 
     @classmethod
     def of_rank(
@@ -358,6 +374,12 @@ class ShapeSums:
         local = local_groups(config, layout, rank, groups, train.pp_stages_per_rank)
         unsharded = local_groups(config, layout, rank, groups, train.pp_stages_per_rank, sharded=False)
         return cls.of(local, train, unsharded if layout.shard_degree > 1 else None)
+
+
+def _float8(group: ParameterGroup) -> bool:
+    """Whether a group's parameters are float8 weights under fp8 (by a parameter's own name: the group's module
+    path writes its layer as N)."""
+    return float8_eligible(group.names[0].rsplit(".", 1)[0], group.shape)
 
 
 def predict_rank(
@@ -435,10 +457,22 @@ def gathered_parameter_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) 
 
 def weight_copy_bytes(sums: ShapeSums, layout: Layout, plan: MemoryPlan) -> int:
     """Autocast's bf16 copies of the matmul weights (every 2-D weight but the embedding, this rank's shard),
-    saved for backward. FSDP2's mixed precision makes none: it computes with the bf16 weights it gathers."""
+    saved for backward. FSDP2's mixed precision makes none: it computes with the bf16 weights it gathers; nor do
+    fp8's float8 layers, which save their fp32 weight itself (torchao's Float8Linear keeps the high-precision
+    weight for backward and casts it to float8 again there, and bypasses autocast's cast)."""
     if not half_precision(plan.precision) or layout.fsdp:
         return 0
-    return sums.matmul_weight_elements * 2
+    return (sums.matmul_weight_elements - (sums.float8_weight_elements if plan.precision == "fp8" else 0)) * 2
+
+
+def float8_temporary_bytes(sums: ShapeSums, plan: MemoryPlan, tokens: int) -> int:
+    """Under fp8, the float8 copies one layer's backward holds at once (torchao's Float8Linear saves the bf16
+    input and weight, not their float8 copies): of its output's gradient in two layouts (for the input's gradient
+    and the weight's), of its input and of its weight, one byte per element, for the largest float8 layer of
+    `tokens` local tokens; the forward's copies (input and weight) are fewer. Their scales are a few bytes."""
+    if plan.precision != "fp8":
+        return 0
+    return max((2 * tokens * out + tokens * into + out * into for out, into in sums.float8_shapes), default=0)
 
 
 def activation_bytes(
@@ -626,7 +660,8 @@ def temporary_bytes(
     gradient_width = 2 if half_precision(plan.precision) and layout.fsdp else FP32
     head_gradient = config.vocab_size * config.hidden_size * gradient_width
     dispatch = dispatch_buffer_bytes(config, layout, tokens, plan.precision)
-    return logits + recompute + gathered + held_mask + head_gradient + dispatch
+    float8 = float8_temporary_bytes(sums, plan, tokens)
+    return logits + recompute + gathered + held_mask + head_gradient + dispatch + float8
 
 
 def loss_temporary_bytes(config: PretrainedConfig, layout: Layout, tokens: int, precision: str = "fp32") -> int:

@@ -34,6 +34,12 @@ context parallelism: where the whole micro-batch step is one graph (trainer.para
 inductor also fuses the embedding, loss and layer boundaries, which the model leaves eager (a few percent of a small
 model's step, bench/trainer_vs_hf.py); the optimizer stays eager either way.
 
+`train.precision: fp8` (torchao's float8 linears, trainer.parallel.float8) is bf16 but for the float8 layers: their
+matmuls at the float8 rate (the bf16 rate times the data sheets' float8/bf16 peak ratio, a share of it for rowwise:
+`FLOAT8_MATMUL_SHARE`), their casts' memory traffic and launches (`float8_cast_bytes`, `float8_cast_operations`:
+every input, weight and output gradient cast twice per micro-batch, a dozen kernels each eager, two fused ones
+compiled), and no autocast copies of their weights. The rest (attention, the output head, experts) stays bf16.
+
 Communication per optimizer step (ring collectives move 2(n-1)/n of the data for all-reduce, (n-1)/n for
 all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-parallel share of the parameters:
 - dp_replicate: gradients all-reduced once per step; under HSDP the sharded gradients, P / dp_shard.
@@ -107,7 +113,7 @@ from trainer.config import (
 from trainer.costs.calibration import Calibration
 from trainer.costs.flops import step_flops
 from trainer.costs.probe import figures_source, read_probe
-from trainer.hardware import INTERCONNECTS, NETWORKS, Hardware, interconnect_within
+from trainer.hardware import INTERCONNECTS, NETWORKS, Hardware, float8_speedup, interconnect_within
 from trainer.layout import LAYOUT_DIMS, MESH_DIMS, Layout
 from trainer.model.attention import takes_dense_mask
 from trainer.model.parameters import MoeDims, count_parameters, head_dim, moe_dims
@@ -171,6 +177,25 @@ LAYER_BYTES = {
 # AdamW reads parameter, gradient and both moments and writes three of them (28 in fp32); accumulating a
 # micro-batch's gradient reads two and writes one (12).
 LOGIT_BYTES, ADAMW_BYTES, ACCUMULATE_BYTES = 30, 28, 12
+# train.precision fp8 (torchao's Float8Linear, trainer.parallel.float8): each float8 linear layer casts its input
+# and weight to float8 in forward, and in backward its output's gradient twice (for the input's gradient and the
+# weight's) and its saved bf16 input and weight again (torchao saves the high-precision tensors, not their float8
+# copies): every operand twice per micro-batch. Eager, a cast is a dozen kernels (abs, amax, the scale, multiply,
+# clamp, convert) moving 33 bytes per bf16 element, tensorwise and rowwise alike, and launching 11 (tensorwise) or 14
+# (rowwise: the scale rounded to a power of two) operations: counted on torchao 0.18's Float8Linear by
+# tests/test_float8.py. Compiled, inductor fuses a cast into an amax reduction and a scale-and-convert kernel that
+# read the bf16 tensor twice and write float8 once: 5 bytes per element (stated), 2 kernels.
+FLOAT8_CAST_BYTES = {False: 33, True: 5}
+FLOAT8_CAST_OPS = {("tensorwise", False): 11, ("rowwise", False): 14, ("tensorwise", True): 2, ("rowwise", True): 2}
+FLOAT8_CASTS_PER_OPERAND = 2
+# Float8 matmul speed by recipe, as a share of the tensorwise rate (the data sheets' float8 peak at bf16's share of
+# its peak: Figures.compute_flops). Rowwise scaling runs a CUTLASS kernel where tensorwise runs cuBLAS: "most shapes
+# are within 90-100% of tensor-wise efficiency, but there's a long tail going down to 50%" (pytorch/pytorch#147971,
+# H100, fast accumulation); its two backward matmuls run without fast accumulation, as cuBLAS's tensorwise kernel
+# plus a kernel rescaling the output (torchao float8_ops.py; pytorch/ao#1325, #2184), which reads and writes each
+# output once more: FLOAT8_RESCALE_BYTES per element of the input's and the weight's gradients. Stated, not fitted.
+FLOAT8_MATMUL_SHARE = {"tensorwise": 1.0, "rowwise": 0.9}
+FLOAT8_RESCALE_BYTES = 4
 DDP_BUCKET_BYTES = 25 * 1024**2
 # Collectives per tensor-parallel (sequence-parallel) decoder layer and micro-batch, each of one activation, by kind:
 # (forward, backward, rerun by full recomputation, rerun by selective). All-gathers: attention's and the MLP's inputs
@@ -204,6 +229,10 @@ class Figures:
     selective_op_s: float | None = None  # seconds selective checkpointing's policy adds to an operation; None: stated
 
     def compute_flops(self, hardware: Hardware, precision: str) -> float:
+        """Achieved matmul FLOP/s in `precision`; fp8's are the bf16 rate times the GPU's float8 speedup (its
+        data sheets' ratio, trainer.hardware.float8_speedup): no probe measures float8 matmuls."""
+        if precision == "fp8":
+            return self.compute_flops(hardware, "bf16") * float8_speedup(hardware.device_name)
         return self.flops.get(precision) or hardware.peak_flops
 
     def memory_bandwidth(self, hardware: Hardware) -> float:
@@ -483,11 +512,12 @@ def predict_run(
         train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing,
         resolve_precision(train.precision, hardware.device_type), dense_mask, train.compile, train.gns_every,
         train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank, zero_stage=train.zero_stage,
+        float8_recipe=train.float8_recipe,
     )  # fmt: skip
     return estimate_step(config, layout, hardware, shape, **parameter_figures(counts), calibration=calibration)
 
 
-def parameter_figures(counts: dict[str, int]) -> dict[str, int]:
+def parameter_figures(counts: dict[str, int]) -> dict[str, int | Float8Weights]:
     """estimate_step's parameter arguments from trainer.model.parameters' counts: FLOPs from the active matmul
     parameters, memory and communication from all of them, the routed experts' bytes apart (ep splits them)."""
     return {
@@ -495,7 +525,24 @@ def parameter_figures(counts: dict[str, int]) -> dict[str, int]:
         "parameter_bytes": model_bytes(counts),
         "expert_bytes": FP32 * counts.get("routed_experts", 0),
         "cast_params": counts["matmul"],
+        "float8": Float8Weights.of(counts),
     }
+
+
+@dataclass(frozen=True)
+class Float8Weights:
+    """The weights train.precision fp8 computes in float8 (trainer.model.parameters.float8_eligible), the whole
+    model's: their elements, how many layers hold them, and the sums of their input and output widths."""
+
+    elements: int = 0
+    linears: int = 0
+    inputs: int = 0
+    outputs: int = 0
+
+    @classmethod
+    def of(cls, counts: dict[str, int]) -> Float8Weights:
+        keys = ("float8_linear", "float8_linears", "float8_inputs", "float8_outputs")
+        return cls(*(counts.get(key, 0) for key in keys))
 
 
 def model_bytes(counts: dict[str, int]) -> int:
@@ -521,7 +568,7 @@ class StepShape:
     seq_len: int
     grad_accum: int
     checkpointing: Checkpointing = "none"  # given as train.activation_checkpointing stores it (False, True) too
-    precision: str = "fp32"  # fp32 | bf16 (resolve_precision's)
+    precision: str = "fp32"  # fp32 | bf16 | fp8 (resolve_precision's)
     dense_mask: bool = False  # attention reads a dense [seq, seq] mask (trainer.model.attention.takes_dense_mask)
     compiled: bool = False  # each decoder layer compiled (train.compile)
     gns_every: int = 0  # steps between gradient noise scale measurements (train.gns_every; 0: none)
@@ -529,6 +576,7 @@ class StepShape:
     expert_imbalance: float = EXPERT_IMBALANCE  # the busiest ep rank's expert rows over the mean (MoE, ep > 1)
     pp_stages_per_rank: int = 1  # pipeline stages per rank (train.pp_stages_per_rank; > 1: interleaved 1F1B)
     zero_stage: int = 3  # what FSDP2 keeps sharded between uses (train.zero_stage)
+    float8_recipe: str = "tensorwise"  # under precision fp8: train.float8_recipe
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checkpointing", checkpointing_mode(self.checkpointing))
@@ -546,11 +594,13 @@ def estimate_step(
     figures: Figures | None = None,
     expert_bytes: int = 0,
     cast_params: int | None = None,
+    float8: Float8Weights = Float8Weights(),
 ) -> StepEstimate:
     """One optimizer step of one rank (see the module docstring). `figures`: hardware_figures(hardware), where the
     caller already has them (a plan prices thousands of candidates on the same hardware). `matmul_params`: those a
     token runs through (an MoE model's active ones); `expert_bytes`: the routed experts' share of `parameter_bytes`,
-    which ep splits; `cast_params`: the matmul weights autocast copies (all of them; default `matmul_params`)."""
+    which ep splits; `cast_params`: the matmul weights autocast copies (all of them; default `matmul_params`);
+    `float8`: the weights that compute in float8 under precision fp8 (ignored otherwise)."""
     micro_batch, seq_len, grad_accum = shape.micro_batch, shape.seq_len, shape.grad_accum
     held, local_experts = ep_rank_bytes(layout, parameter_bytes, expert_bytes)
     cast_params = (matmul_params if cast_params is None else cast_params) - (parameter_bytes - held) // FP32
@@ -567,20 +617,32 @@ def estimate_step(
     # Every tp rank runs its experts whole on the whole sequence (trainer.parallel.parallelize.apply_experts): their
     # FLOPs, selective checkpointing's rerun of them and the busiest ep rank's extra ones split over cp and pp only.
     experts = expert_flops(config, expert_bytes, tokens_per_rank_step)
+    rerun = 0.0
     if mode == "selective":  # only the matmuls whose outputs it does not keep
         rerun, experts_rerun = selective_recompute_flops(config, tokens_per_rank_step)
         flops, experts = flops + rerun + experts_rerun, experts + experts_rerun
     whole = experts + imbalance_flops(config, layout, expert_bytes, tokens_per_rank_step, shape.expert_imbalance)
     flops = (flops - experts) / layout.tp + whole
-    matmul = flops / (layout.cp * layout.pp) / figures.compute_flops(hardware, precision)
+    # Under fp8 the float8 layers' matmuls (selective's reruns are among them) run at the float8 rate, the rest
+    # (attention, the output head, experts) at bf16's.
+    fast = float8_flops(float8, tokens_per_rank_step, rerun) / layout.tp if precision == "fp8" else 0.0
+    rate = figures.compute_flops(hardware, "bf16" if precision == "fp8" else precision)
+    fast_rate = figures.compute_flops(hardware, "fp8") * FLOAT8_MATMUL_SHARE[shape.float8_recipe]
+    matmul = ((flops - fast) / rate + (fast / fast_rate if fast else 0.0)) / (layout.cp * layout.pp)
     if mode == "full":  # the forward pass runs twice: 4 passes' worth instead of 3
         matmul *= 4 / 3
+    converted = float8 if precision == "fp8" else Float8Weights()
+    if not layout.fsdp:  # autocast's bf16 copies are not made of float8 weights: torchao casts fp32 to float8
+        cast_params -= converted.elements
     traffic = memory_traffic(
         config, layout, cast_params, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision,
         dense_mask, compiled, fsdp_grad_sync, local_experts, shape.zero_stage,
     )  # fmt: skip
+    local_tokens = micro_batch * seq_len // layout.cp
+    traffic += grad_accum * float8_cast_bytes(converted, layout, local_tokens, compiled, shape.float8_recipe)
     memory = traffic / figures.memory_bandwidth(hardware)
     launches = grad_accum * operations_per_micro_batch(config, layout, mode, compiled)
+    launches += grad_accum * float8_cast_operations(converted, layout, shape.float8_recipe, compiled)
     launch = launches * figures.op_overhead(hardware)
     dispatch = grad_accum * dispatch_per_micro_batch(config, layout, mode, figures)
     if hardware.device_type == "cpu":
@@ -667,6 +729,34 @@ def memory_traffic(
     accumulated = local_elements if reductions == grad_accum else stage_elements
     optimizer = local_elements * ADAMW_BYTES + accumulated * ACCUMULATE_BYTES * (grad_accum - 1)
     return grad_accum * per_micro_batch + gathered + optimizer
+
+
+def float8_flops(float8: Float8Weights, tokens: int, selective_rerun: float = 0.0) -> float:
+    """The matmul FLOPs of a step of `tokens` tokens that run in float8 under fp8: 6 per float8 weight and token,
+    and selective checkpointing's reruns of the k, o and up projections (`selective_rerun`, float8 layers
+    wherever the model has any)."""
+    if not float8.elements:
+        return 0.0
+    return 6.0 * float8.elements * tokens + selective_rerun
+
+
+def float8_cast_bytes(
+    float8: Float8Weights, layout: Layout, tokens: int, compiled: bool, recipe: str = "tensorwise"
+) -> float:
+    """Bytes the float8 casts of one micro-batch of `tokens` local tokens move on one rank: every input, weight
+    and output gradient of a float8 layer cast twice (`FLOAT8_CAST_BYTES` per element; 0 without float8 layers);
+    under rowwise also the rescaling of the backward matmuls' outputs (`FLOAT8_RESCALE_BYTES`)."""
+    elements = tokens * (float8.inputs + float8.outputs) + float8.elements
+    moved = FLOAT8_CASTS_PER_OPERAND * elements * FLOAT8_CAST_BYTES[compiled]
+    if recipe == "rowwise":
+        moved += (tokens * float8.inputs + float8.elements) * FLOAT8_RESCALE_BYTES
+    return moved / (layout.tp * layout.pp)
+
+
+def float8_cast_operations(float8: Float8Weights, layout: Layout, recipe: str, compiled: bool) -> int:
+    """Operations the float8 casts of one micro-batch launch on one rank: 3 operands cast twice per float8 layer."""
+    casts = 3 * FLOAT8_CASTS_PER_OPERAND * -(-float8.linears // layout.pp)
+    return casts * FLOAT8_CAST_OPS[recipe, compiled]
 
 
 def layer_regime(precision: str, layout: Layout) -> str:

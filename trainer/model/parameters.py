@@ -33,11 +33,14 @@ def parameter_counts(
     # The output projection is a real matmul even when tied to the input embedding, whose lookup costs nothing.
     matmul = total - embedding + (embedding if tied else 0)
     active = matmul - routed + round(routed * routed_fraction)
-    float8 = sum(
-        math.prod(shape) for name, shape in shapes if name.endswith(".weight") and float8_eligible(name[:-7], shape)
-    )
-    return {"total": total, "embedding": embedding, "matmul": matmul, "routed_experts": routed, "active_matmul": active,
-            "float8_linear": float8}  # fmt: skip
+    float8 = [shape for name, shape in shapes if name.endswith(".weight") and float8_eligible(name[:-7], shape)]
+    counts = {"total": total, "embedding": embedding, "matmul": matmul, "routed_experts": routed}
+    counts["active_matmul"] = active
+    # Under fp8: the float8 weights' elements, how many there are, and the sums of their input and output widths (a
+    # token's elements each casts to float8 on the way in, and its gradient on the way back).
+    counts |= {"float8_linear": sum(n * k for n, k in float8), "float8_linears": len(float8),
+               "float8_inputs": sum(k for _, k in float8), "float8_outputs": sum(n for n, _ in float8)}  # fmt: skip
+    return counts
 
 
 # train.precision fp8 (trainer.parallel.float8): torch._scaled_mm needs both dimensions of a float8 weight to be
