@@ -296,7 +296,8 @@ def test_fp8_is_priced_faster_compiled_and_slower_eager_on_an_h100():
     cost less than the matmul time float8 saves; eager, a dozen unfused kernels per cast cost more."""
     bf16 = _step("h100", "bf16", compiled=True)
     tensorwise, rowwise = (_step("h100", "fp8", compiled=True, recipe=r) for r in ("tensorwise", "rowwise"))
-    assert 1.2 < tensorwise.tokens_per_s / bf16.tokens_per_s < 1.6
+    # float8 matmuls at 1.46x the bf16 rate (FLOAT8_GAIN, measured on an H200): +10-30% on an 8B step
+    assert 1.1 < tensorwise.tokens_per_s / bf16.tokens_per_s < 1.3
     assert bf16.tokens_per_s < rowwise.tokens_per_s < tensorwise.tokens_per_s
     assert tensorwise.matmul_s < bf16.matmul_s and tensorwise.memory_s > bf16.memory_s  # the casts' traffic
     assert _step("h100", "fp8", compiled=False).tokens_per_s < _step("h100", "bf16", compiled=False).tokens_per_s
@@ -382,12 +383,7 @@ def test_the_published_float8_tables_parse_as_published():
     [
         ("torchao", "tensorwise"),
         ("torchtitan", "tensorwise"),
-        pytest.param(
-            "torchao", "rowwise",
-            marks=pytest.mark.xfail(strict=True, reason="predicted 1.27x against the published 1.10x (+15.2%): "
-                                    "rowwise's slower CUTLASS matmul (0.9 of tensorwise, stated from "
-                                    "pytorch#147971) and its backward rescales are all the model prices of it"),
-        ),
+        ("torchao", "rowwise"),
     ],
 )  # fmt: skip
 def test_the_predicted_float8_speedup_is_within_tolerance_of_the_published(source, recipe):
