@@ -17,7 +17,8 @@ Each row becomes the experiment `meshpilot plan --model llama-3.1-8b` builds wit
 `predict_memory` (the largest rank; reserved bytes as bench.published compares torchtitan's memory).
 
 Nothing in trainer.costs was fitted to these figures: the float8 constants are counted (eager casts,
-tests/test_float8.py), stated (compiled casts, the data sheets' float8/bf16 peak ratio) or taken from other
+tests/test_float8.py), stated (compiled casts), measured elsewhere (the float8 matmuls' gain over bf16,
+FLOAT8_GAIN: one H200, a compiled 1B step, bench/results/gpu_h200_issue38_call1.json) or taken from other
 sources (rowwise's kernel speed, pytorch/pytorch#147971). torchtitan's bf16 rows were used to tune meshpilot's bf16
 constants (bench/published.py), so the torchtitan ratio's denominator is not independent; torchao's table was used
 for nothing. Mismatches are said beside each row (`MISMATCHES`): meshpilot all-gathers bf16 parameters (no float8
