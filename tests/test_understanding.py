@@ -531,7 +531,7 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 
 @pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (474 requests the
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (478 requests the
     parser's engineers wrote for the miss kinds of fresh_c to fresh_h, in-sample: no outside author's): never
     a wrong action (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")
@@ -1671,6 +1671,8 @@ def test_a_memory_before_cards_is_no_count_of_them(known):
         ("shard it over 2 gpus, 30 steps", "dp_shard=2", 2),
         ("train 30 steps with sharded parameters on 2 gpus", "dp_shard=2", 2),
         ("train on 2 gpus and shard everything over them for 10 steps", "dp_shard=2", 2),
+        ("shard the model 4 ways, 20 steps", "dp_shard=4", 4),
+        ("train with 2-way sharding for 10 steps", "dp_shard=2", 2),
     ],
 )
 def test_sharding_the_model_in_plain_words_is_fsdp(text, layout, nproc, known):
@@ -1686,6 +1688,7 @@ def test_sharding_the_model_in_plain_words_is_fsdp(text, layout, nproc, known):
         ("how should I shard the model across 8 h100s?", "plan"),
         ("how would you shard our experiment model over 2 cards with 48 gigs apiece", "plan"),
         ("shard the dataset across 4 workers and train 10 steps", "run"),
+        ("benchmark the 4-way sharded checkpoint of r1", "bench"),
     ],
 )
 def test_shards_of_checkpoints_data_or_a_question_how_to_shard_are_no_fsdp(text, command, known):
@@ -1704,6 +1707,10 @@ def test_shards_of_checkpoints_data_or_a_question_how_to_shard_are_no_fsdp(text,
         ("what's r1 up to", "status"),
         ("where's baseline-ddp at?", "status"),
         ("r1 done?", "status"),
+        ("tp-try — how's it looking?", "status"),
+        ("any news on r1?", "status"),
+        ("what is baseline-ddp doing", "status"),
+        ("how's the loss looking on r1?", "results"),
         ("how did r1 do", "results"),
         ("final loss of r1", "results"),
         ("r1 final loss?", "results"),

@@ -130,6 +130,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(rf"\b({MODEL_FAMILIES})(\d+(?:\.\d+)?b)\b", r"\1 \2", text, flags=re.I)  # "mistral7b"
     for pattern, words in LAYOUT_DESCRIPTIONS:
         text = re.sub(pattern, words, text, flags=re.I)
+    text = re.sub(SHARD_WAYS, _sharding, text, flags=re.I)
     text = re.sub(SHARD_THE_MODEL, _sharding, text, flags=re.I)
     text = re.sub(r"\bckpts?\b", "checkpoint", text, flags=re.I)
     text = re.sub(r"\blearning[-_]rate\b", "learning rate", text, flags=re.I)
@@ -212,6 +213,11 @@ SHARD_THE_MODEL = (
     r"(?=(?:across|over|between|among|onto)\s)|"
     rf"\bsharded\s+{_STATE}\b"
 )
+# Its degree said as ways: "4-way sharding", "shard the model 4 ways" (4 way fsdp: dp_shard=4).
+SHARD_WAYS = (
+    r"\b(\d+)[- ]ways?\s+(?:model\s+)?shard(?:ing|ed)\b(?!\s*(?:checkpoint|ckpt|dataset|data)\b)|"
+    r"\bshard(?:ing)?\s+(?:(?:the|its)\s+)?(?:model|it|everything|weights|params|parameters)\s+(\d+)\s+ways\b"
+)
 # A question how to shard asks for a plan ("how would you shard the model over 8 GPUs?"), not for FSDP.
 HOW_TO = r"\b(?:how|which way|best way|what way|where)\b[^.?!;]*$"
 
@@ -219,7 +225,8 @@ HOW_TO = r"\b(?:how|which way|best way|what way|where)\b[^.?!;]*$"
 def _sharding(found: re.Match) -> str:
     if re.search(HOW_TO, found.string[: found.start()], re.I):
         return found.group(0)
-    return "fsdp" + (" " if found.group(0).endswith(" ") else "")
+    ways = next((g for g in found.groups() if g), None)
+    return (f"{ways} way " if ways else "") + "fsdp" + (" " if found.group(0).endswith(" ") else "")
 
 
 # Layout names dictated letter by letter ("tee pee equals two" is tp=2).
