@@ -357,7 +357,7 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
     runs = re.findall(r"\b((?:runs|sweeps)/[\w.-]+(?:/trials/[\w.-]+)?)", text)
     if runs:
         intent.words = runs
-    if found := re.search(r"(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|\bsteps?\s*[=:]?\s*(\d+)\b", lowered):
+    if found := re.search(r"(?<![\w.])(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|\bsteps?\s*[=:]?\s*(\d+)\b", lowered):
         intent.args["steps"] = int(found.group(1) or found.group(2))
     dims = "|".join(LAYOUT_DIMS)
     if found := re.search(rf"\b((?:{dims})=\d+(?:,(?:{dims})=\d+)*)", lowered):
