@@ -267,7 +267,7 @@ NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr",
 NOT_A_NAME = (
     r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step_\d+|"
     r"fp\d+|bf16|e-\d+|x\d+|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|up-to-date|"
-    r"follow-up|write-up|what-if|so-called|e\.g|i\.e)$"
+    r"follow-up|write-up|what-if|so-called|\w+-wise|e\.g|i\.e)$"
 )
 
 
@@ -797,9 +797,14 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
             if key == "device_mem" and "gpu" in args:
                 continue
             args[key] = context.plan[key]
+    if (said := entities.get("nodes_unsaid")) and "nodes" not in args and intent.clarify is None:
+        intent.clarify = f"How many nodes? {str(said)!r} says each node's GPUs, e.g. `2 {said}`."
     if "nodes" in args and "devices" not in args and intent.clarify is None:
         # "what if we had 4 nodes?": nodes of what? This machine's GPUs are no answer about other machines
-        intent.clarify = f"How many GPUs per node, and which GPU? e.g. `{args['nodes']} nodes of 8 H100s`"
+        gpu = args.get("gpu")
+        nodes = f"{args['nodes']} node{'s' if args['nodes'] != 1 else ''}"
+        intent.clarify = (f"How many {str(gpu).upper()}s per node? e.g. `{nodes} of 8 {str(gpu).upper()}s`" if gpu
+                          else f"How many GPUs per node, and which GPU? e.g. `{nodes} of 8 H100s`")  # fmt: skip
     if intent.clarify is None and not context.plan and _nothing_to_plan(intent, entities):
         intent.clarify = (
             "Which model should I plan for, and on which GPUs? e.g. `plan llama-3.1-8b on 8 H100s`, or `plan our "

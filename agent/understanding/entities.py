@@ -9,7 +9,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from agent.understanding.grammar import _GPU_NAME, CORRECTION, LAYOUT_WORDS, TOKENS_PER_SEQUENCE
+from agent.understanding.grammar import _GPU_NAME, CORRECTION, GPU_OF_NODE, LAYOUT_WORDS, NODE_GPU, TOKENS_PER_SEQUENCE
 from agent.understanding.known import Known
 from trainer.layout import MESH_DIMS
 from trainer.model.presets import MODELS
@@ -167,7 +167,12 @@ def _counts(lowered: str, entities: Entities) -> None:
     """Every number followed by what it counts ("12 steps", "20 trials", "2 procs", "4 nodes"), and counts after
     their noun ("steps=40", "trials: 8")."""
     for kind, noun in NOUNS.items():
-        for found in re.finditer(rf"\b{COUNT}\s*(?:x\s*)?(more\s+|fewer\s+|less\s+)?(?:{noun})\b", lowered):
+        # "2 H200 nodes" and "8 gpu nodes" count nodes, not GPUs ("8x H100 nodes" are 8 H100s in each node: RIG)
+        before = GPU_OF_NODE if kind == "nodes" else ""
+        after = rf"(?!\s+(?:{NOUNS['nodes']})\b)" if kind == "devices" else ""
+        times = "" if kind == "nodes" else r"(?:x\s*)?"
+        for found in re.finditer(rf"\b{COUNT}\s*{times}(more\s+|fewer\s+|less\s+)?{before}(?:{noun})\b{after}",
+                                 lowered):  # fmt: skip
             number = _number(found.group(1), found.group(2), kind)
             if found.group(3):  # "2 more steps": relative to the launch or plan before, not 2
                 entities.add("relative", f"{found.group(3).strip()} {number} {kind}", found.span())
@@ -200,18 +205,27 @@ def _hardware(lowered: str, entities: Entities) -> None:
     correction = list(re.finditer(CORRECTION, text))
     start = correction[-1].end() if correction else 0
     part = text[start:]  # a self-correction: what follows it stands
-    nodes = re.search(rf"\b{COUNT}\s+(?:{NOUNS['nodes']})\b", part)
+    nodes = re.search(rf"\b{COUNT}\s+{GPU_OF_NODE}(?:{NOUNS['nodes']})\b", part)
     per_node = re.search(
         rf"\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|\b{COUNT}\s*(?:[a-z]\w*\s+){{0,3}}?(?:per|each|a)\s+"
         rf"(?:node|machine|box|host|server)\b",
         part,
     )
-    total = re.search(
-        rf"\b(\d+)(k?)(?![.\d])\s*(?:x\s*)?(?:[a-z][\w-]*\s+|\d+\s*gb\s+){{0,3}}?(?:{NOUNS['devices']})?\s*"
-        rf"(?:[a-z]\w*\s+)?(?:across|over|spread over|split over|on|in)\s+{COUNT}\s+(?:{NOUNS['nodes']})\b",
+    total = re.search(  # "16 GPUs across 2 machines"; a model's size ("qwen2.5-72b on 2 nodes") is no total
+        rf"\b(\d+)(k?)(?![.\d]|\s*b(?:illion)?\b)\s*(?:x\s*)?(?:[a-z][\w-]*\s+|\d+\s*gb\s+){{0,3}}?"
+        rf"(?:{NOUNS['devices']})?\s*(?:[a-z]\w*\s+)?(?:across|over|spread over|split over|on|in)\s+{COUNT}\s+"
+        rf"{GPU_OF_NODE}(?:{NOUNS['nodes']})\b",
         part,
     )
     single = re.search(rf"\b1\s+(?:[a-z][\w-]*\s+){{1,2}}(?:{NOUNS['nodes']})\b", part)
+    if rig := re.search(RIG, part):  # "an 8x H100 node", "2 8xA100 boxes": the count with "x" is per node
+        span = (start + rig.start(), start + rig.end())
+        entities.add("per_node", int(rig.group(2)), span)
+        if rig.group(1) or rig.group(3) in ("node", "machine", "box", "host", "server"):
+            entities.add("node_count", int(rig.group(1) or 1), span)
+        else:  # "on 8x H100 nodes": how many nodes is unsaid
+            entities.add("nodes_unsaid", rig.group(0), span)
+        nodes = single = per_node = total = None
     if nodes:
         entities.add("node_count", int(float(nodes.group(1))), (start + nodes.start(), start + nodes.end()))
     elif single:  # "a single DGX H100 box": one node, the "1" a count of it
@@ -239,6 +253,11 @@ def _hardware(lowered: str, entities: Entities) -> None:
         entities.add("times", float(found.group(1) or 2), found.span())
     if re.search(VAGUE_HARDWARE, text):
         entities.add("vague_hardware", True, (0, 0))
+
+
+# A node by the GPUs in it: "an 8x H100 node", "2 8xA100 boxes" (the first count the nodes', the one with "x" each
+# node's GPUs).
+RIG = rf"\b(?:(\d+)\s+|(?:an?|one)\s+)?(\d+)\s*x\s*{NODE_GPU}({NOUNS['nodes']})\b"
 
 
 # A GPU's memory size as its version: "the 40 gig version", "the 80GB ones", "the 40GB cards".

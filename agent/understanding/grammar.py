@@ -73,6 +73,12 @@ _NUMBER = r"(\d+(?:\.\d+)?(?:e-?\d+)?)"
 _COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
 _UNKNOWN_GPU = r"\b(mi\d{3}x?|v100|p100|t4|b200|gb200|gh200|l4|a6000|a40|rtx ?[2-5]0[6-9]0(?: ti)?)s?\b"
 _GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx[ -]?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gi?b)?s?\b"
+# Nodes named by the GPUs in them ("2 H200 nodes", "a couple of DGX H100 boxes", "8 gpu nodes"): the count before
+# the GPU's name is of the nodes, and the digits of a GPU's name (H200, A100, 4090) are never a count.
+NODE_NOUN = r"nodes?|machines?|boxes|box|hosts?|servers?"
+NODE_GPU = (r"(?:(?:nvidia|dgx|hgx)\s+)*(?:h100|h200|a100|l40s|a10|rtx[ -]?4090|4090|b200|gb200|gh200|v100|a6000|a40|"
+            r"l4|t4|mi\d{3}x?|gpu)(?:[ -]?(?:sxm|pcie|nvl))?(?:[ -]?\d+ ?gi?b)?\s+")  # fmt: skip
+GPU_OF_NODE = rf"(?:(?:nvidia|dgx|hgx)\s+)*(?:{NODE_GPU})?"
 
 
 @dataclass
@@ -246,22 +252,29 @@ def _imperative(lowered: str) -> str:
 def _hardware_facts(lowered: str, intent: Intent) -> None:
     """GPU preset, devices per node, nodes and sequence length ("2 nodes of 8 A100 40GB", "a 4090", "at 8k")."""
     args = intent.args
-    if found := re.search(r"(\d+|an?|one|two|four|eight|sixteen)\s+nodes?\b", lowered):
+    if found := re.search(rf"(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s+{GPU_OF_NODE}nodes?\b", lowered):
         args["nodes"] = _count(found.group(1))
-    if found := re.search(r"(?:(\d+|an?|one|two|four|eight|sixteen)\s*(?:x\s*)?)?(?:nvidia\s+)?" + _GPU_NAME, lowered):
+    gpu = r"(?:(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s*(?:x\s*)?)?(?:(?:nvidia|dgx|hgx)\s+)*" + _GPU_NAME
+    if found := re.search(gpu, lowered):
         count, name, variant, size = found.groups()
         key = name.replace(" ", "-") + (f"-{variant}" if variant else "") + (f"-{size}gb" if size else "")
         try:
             args["gpu"] = _gpu_key(key)
         except ConfigError as error:
             intent.clarify = f"{error}. Which GPU do you mean?"
-        if count:
+        of_node = re.match(rf"\s*(?:{NODE_NOUN})\b", lowered[found.end() :])
+        if count and of_node and not re.match(r"\d+\s*x", found.group(0)):
+            args.setdefault("nodes", _count(count))  # "2 H200 nodes": 2 nodes, their GPUs per node unsaid
+        elif count:  # "8 H100s", "an 8x H100 node" (8 in it)
             args["devices" if intent.command in ("plan", "why") else "nproc"] = _count(count)
     if (found := re.search(_UNKNOWN_GPU, lowered)) and "gpu" not in args:
         intent.clarify = (
             f"I have no {found.group(1).upper()} preset (GPU presets: {', '.join(GPUS)}): which do you mean?"
         )
-    if found := re.search(r"(\d+)\s*(?:x\s*)?(?:gpus?|devices?|cards?|process(?:es)?|procs?|ranks|workers)\b", lowered):
+    # "8 accelerators", "8x 80GB GPUs": devices with their memory said between
+    if found := re.search(rf"(?<![\w.])(\d+)(?![\d.])\s*(?:x\s*)?(?:\d+(?:\.\d+)?\s*gi?b\s+)?(?:gpus?|devices?|cards?|"
+                          rf"accelerators?|process(?:es)?|procs?|ranks|workers)\b(?!\s+(?:{NODE_NOUN})\b)",
+                          lowered):  # fmt: skip
         key = "devices" if intent.command in ("plan", "why") else "nproc"
         args.setdefault(key, int(found.group(1)))
     if found := re.search(r"\b(?:on|across|over|with)\s+(?:a|an|one)\s+(?:single\s+)?(?:gpu|device)\b", lowered):
@@ -344,7 +357,7 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
     runs = re.findall(r"\b((?:runs|sweeps)/[\w.-]+(?:/trials/[\w.-]+)?)", text)
     if runs:
         intent.words = runs
-    if found := re.search(r"(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|\bsteps?\s*[=:]?\s*(\d+)\b", lowered):
+    if found := re.search(r"(?<![\w.])(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|\bsteps?\s*[=:]?\s*(\d+)\b", lowered):
         intent.args["steps"] = int(found.group(1) or found.group(2))
     dims = "|".join(LAYOUT_DIMS)
     if found := re.search(rf"\b((?:{dims})=\d+(?:,(?:{dims})=\d+)*)", lowered):
