@@ -477,7 +477,7 @@ _SETTINGS: list[tuple[str, str]] = [
     (rf"\bweight decay\s*(?:of|=|:|to|is|at)?\s*{_NUMBER}", "train.weight_decay"),
     (r"\bwarm-?up(?: steps)?\s*(?:of|=|:|to|is|at)?\s*(\d+)", "train.warmup_steps"),
     (rf"\b(?:grad(?:ient)? clip(?:ping)?|clip)\s*(?:of|=|:|at|to)?\s*{_NUMBER}", "train.grad_clip"),
-    (r"\b(?:in|with|using)\s+(bf16|fp32)\b", "train.precision"),
+    (r"\b(?:in|with|using)\s+(bf16|fp32|fp8)\b", "train.precision"),
     (r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?)\s*(?:of|=|:|to|is|at)?\s*(\d+)\b", "data.seq_len"),
 ]
 _SWITCHES: list[tuple[str, str]] = [
