@@ -119,6 +119,8 @@ def respond(messages: list[BaseMessage], available: set[str]) -> AIMessage:
         return AIMessage(HELP)
     intent = parse_request(messages[last_human].text, context_of(messages))
     earlier, turn = messages[:last_human], _steps(messages[last_human + 1 :])
+    if intent.refusal:  # what no tool may do (delete a run, push to main, print a secret): said, never attempted
+        return AIMessage(intent.refusal)
     if intent.clarify and not turn:
         return AIMessage(intent.clarify)
     message = HANDLERS[intent.command](intent, turn, earlier)

@@ -17,6 +17,9 @@ Sections and their tasks:
 - mfu: a Llama-3.2-1B-shaped model (random weights), bf16, packed rows, sequence 2048 (and 4096), one GPU:
   tokens/s and MFU from `meshpilot train`, eager and compiled, against transformers.Trainer in bf16 on the same
   GPU, data, optimizer and batch (DataCollatorWithFlattening-style packed rows, SDPA), in a process of its own;
+- fp8: the small Llama 300 steps in bf16 and in fp8 (train.precision fp8, torchao float8) from one seed, their
+  losses compared (the mfu section times the 1B model in fp8, tensorwise and rowwise);
+- moe: a small Qwen3-MoE with its experts as one grouped GEMM against a loop of matmuls: tokens/s and memory;
 - memory: the memory model's predicted peak against the measured one (reserved plus outside the allocator, as
   memory.json records it, with the source of the outside figure), with selective and full checkpointing;
 - packed_attention: packed rows isolated by flex_attention's BlockMask and by the dense mask (and against padded
@@ -27,7 +30,8 @@ Sections and their tasks:
 - planner: the throughput model's predicted step time against the measured one for every run above, from the
   stated figures and from the probe's.
 
-Every `meshpilot train` here is the real command line in its own process, as a user runs it.
+Every `meshpilot train` here is the real command line in its own process, as a user runs it, with its warm-up's
+last step profiled (train.profile_steps: where the step's time goes, by kernel category, in the result).
 """
 
 from __future__ import annotations
@@ -58,7 +62,8 @@ from trainer.model.parameters import count_parameters
 from trainer.results.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = ("environment", "probe", "cuda_tests", "mfu", "memory", "packed_attention", "generation", "demo", "planner")
+SECTIONS = ("environment", "probe", "cuda_tests", "mfu", "fp8", "moe", "memory", "packed_attention", "generation",
+            "demo", "planner")  # fmt: skip
 
 # Llama-3.2-1B's published shape (meta-llama/Llama-3.2-1B config.json), random weights; its llama3 rotary scaling
 # is left out (it changes no cost).
@@ -129,7 +134,9 @@ class Bench:
     def process(self, args: list[str], cap_s: float, env: dict | None = None) -> subprocess.CompletedProcess:
         """A measured process, given at most `cap_s` and never more than the budget's time left."""
         left = self.time_left()
-        timeout = cap_s if left is None else max(1.0, min(cap_s, left))
+        if left is not None and left <= 0:  # a task of several processes whose budget ran out between them
+            raise subprocess.TimeoutExpired(args, 0)
+        timeout = cap_s if left is None else min(cap_s, left)
         return self.runner(args, cwd=REPO, capture_output=True, text=True, timeout=timeout,
                            env={**os.environ, "TOKENIZERS_PARALLELISM": "false", **(env or {})})  # fmt: skip
 
@@ -148,6 +155,7 @@ class Bench:
                 "lr": 3e-4,
                 "warmup_steps": 2,
                 "timing_warmup_steps": 3,
+                "profile_steps": 1,  # the warm-up's last step: where a step's time goes, never timed
                 "save_final_checkpoint": False,
                 "gns_every": 0,
                 **train_keys,
@@ -181,7 +189,7 @@ def read_run(directory: Path, done: subprocess.CompletedProcess) -> dict:
     run = RunDir(directory)
     if done.returncode != 0 or not run.metrics.exists():
         return {"error": (done.stderr or done.stdout)[-3000:]}
-    metrics, memory, steps = run.read_metrics(), run.read_memory(), run.read_steps()
+    metrics, memory, steps, profile = run.read_metrics(), run.read_memory(), run.read_steps(), run.read_profile()
     timed = [s["step_s"] for s in steps[-metrics["timed_steps"] :]] if metrics.get("timed_steps") else []
     return {
         "status": metrics["status"],
@@ -195,6 +203,7 @@ def read_run(directory: Path, done: subprocess.CompletedProcess) -> dict:
         "memory_predicted": memory["predicted"][0],
         "memory_measured": memory["measured"][0],
         "memory_source": memory["measured"][0].get("outside_source"),
+        "profile": profile and {**profile, "top": profile["top"][:10]},
     }
 
 
@@ -253,27 +262,28 @@ def probe(bench: Bench) -> dict:
 
 def cuda_tests(bench: Bench) -> dict:
     """The suite's GPU tests, collected from the files that hold them (the others need packages a GPU machine may
-    lack, such as the TUI's snapshot plugin); stopped at the first failure, whose traceback a short budget would
-    otherwise lose (pytest prints failures at the end)."""
+    lack, such as the TUI's snapshot plugin); every test runs (one failure must not hide the others' outcomes),
+    each named with its outcome as it ends (-v: a budget's timeout still leaves those lines), none given more than
+    240 s."""
     files = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").glob("test_*.py") if "mark.gpu" in p.read_text())
     try:
-        done = bench.process([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rs",
-                              "--tb=short", "-x", "-n", "4", "--timeout", "300", *files], cap_s=600)  # fmt: skip
+        done = bench.process([sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-p", "no:cacheprovider", "-rfEs",
+                              "--tb=short", "-n", "4", "--timeout", "240", *files], cap_s=600)  # fmt: skip
     except subprocess.TimeoutExpired as timed_out:  # its output comes as bytes, whatever text= said
         output = timed_out.stdout or b""
         output = output.decode(errors="replace") if isinstance(output, bytes) else output
-        return {"error": "timed out", "output_tail": output[-6000:]}
+        return {"error": "timed out", "output_tail": output[-12000:]}
     lines = done.stdout.strip().splitlines()
     return {"returncode": done.returncode, "summary": lines[-1] if lines else "", "output_tail": done.stdout[-12000:]}
 
 
-def mfu_run(seq_len: int, compiled: bool, **keys) -> Callable[[Bench], dict]:
+def mfu_run(seq_len: int, compiled: bool, tag: str = "", **keys) -> Callable[[Bench], dict]:
     """The 1B model at `seq_len`, 8192 tokens per micro-batch (activations and logits take about half an 80 GB
-    GPU), eager or compiled."""
+    GPU), eager or compiled; `keys` are further train keys (train.precision=fp8, say), `tag` names them."""
 
     def run(bench: Bench) -> dict:
         step_tokens, steps = (16384, 6) if bench.quick else (65536, 10)
-        name = f"mfu_s{seq_len}_{'compiled' if compiled else 'eager'}"
+        name = f"mfu_s{seq_len}_{'compiled' if compiled else 'eager'}{tag}"
         found = bench.train(name, LLAMA_1B, seq_len, 8192 // seq_len, step_tokens // seq_len, steps,
                             compile=compiled, **keys)  # fmt: skip
         return brief(found)
@@ -281,19 +291,74 @@ def mfu_run(seq_len: int, compiled: bool, **keys) -> Callable[[Bench], dict]:
     return run
 
 
-def hf_trainer(seq_len: int) -> Callable[[Bench], dict]:
+def fp8_losses(recipe: str) -> Callable[[Bench], dict]:
+    """The small Llama for 300 steps (eager: the numerics, not the speed) in bf16 and in fp8 with `recipe`, from
+    the same seed and data: fp8's losses against bf16's, per step and over the last 100 steps."""
+
+    def run(bench: Bench) -> dict:
+        steps = 60 if bench.quick else 300
+        runs = {}
+        for precision, extra in (("bf16", {}), ("fp8", {"float8_recipe": recipe})):
+            name = "loss_small_bf16" if precision == "bf16" else f"loss_small_fp8_{recipe}"
+            runs[precision] = bench.runs.get(name) or bench.train(
+                name, LLAMA_SMALL, 2048, 4, 4, steps, timing_warmup_steps=3, precision=precision, **extra
+            )
+        if any("error" in r for r in runs.values()):
+            return {p: brief(r) for p, r in runs.items()}
+        bf16, fp8 = runs["bf16"]["losses"], runs["fp8"]["losses"]
+        tail = slice(-min(100, len(bf16)), None)
+        mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+        return {
+            "steps": steps,
+            "max_abs_difference": max(abs(a - b) for a, b in zip(bf16, fp8, strict=True)),
+            "last100_mean_bf16": mean(bf16[tail]),
+            "last100_mean_fp8": mean(fp8[tail]),
+            "last100_relative_difference": mean(fp8[tail]) / mean(bf16[tail]) - 1,
+            "bf16": brief(runs["bf16"]),
+            "fp8": brief(runs["fp8"]),
+        }
+
+    return run
+
+
+# A small Qwen3-MoE (random weights) for the experts' kernels: 32 experts, 4 per token, on one GPU.
+QWEN3_MOE_SMALL = {
+    "model_type": "qwen3_moe", "vocab_size": 32768, "hidden_size": 1024, "intermediate_size": 2816,
+    "moe_intermediate_size": 512, "num_experts": 32, "num_experts_per_tok": 4, "num_hidden_layers": 8,
+    "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64, "max_position_embeddings": 8192,
+    "decoder_sparse_step": 1, "norm_topk_prob": True, "tie_word_embeddings": False, "rms_norm_eps": 1e-6,
+}  # fmt: skip
+
+
+def moe_run(kernel: str) -> Callable[[Bench], dict]:
+    """The small MoE model in bf16 with its experts as one grouped GEMM (torch._grouped_mm) or a loop of one matmul
+    per expert: tokens/s, predicted and measured peak memory."""
+
+    def run(bench: Bench) -> dict:
+        steps = 6 if bench.quick else 10
+        found = bench.train(f"moe_{kernel}", QWEN3_MOE_SMALL, 2048, 4, 8, steps, experts=kernel)
+        if "error" in found:
+            return brief(found)
+        return {**brief(found), "predicted_peak": found["memory_predicted"]["peak"],
+                "measured_peak": found["memory_measured"]["peak"]}  # fmt: skip
+
+    return run
+
+
+def hf_trainer(seq_len: int, compiled: bool = False) -> Callable[[Bench], dict]:
     """transformers.Trainer in bf16 on the same tokens, model init, optimizer and schedule as mfu_run, in a worker
-    process of its own."""
+    process of its own; `compiled` with the Trainer's own torch_compile."""
 
     def run(bench: Bench) -> dict:
         step_tokens, steps = (16384, 6) if bench.quick else (65536, 10)
-        directory = bench.work / f"hf_s{seq_len}"
+        directory = bench.work / f"hf_s{seq_len}{'_compiled' if compiled else ''}"
         directory.mkdir(parents=True, exist_ok=True)
         experiment = hf_experiment(seq_len, 8192 // seq_len, step_tokens // seq_len, steps)
         path = directory / "experiment.yaml"
         path.write_text(yaml.safe_dump(experiment))
         out = directory / "result.json"
         worker = [sys.executable, "-m", "bench.gpu", "--worker", "hf_trainer", "--experiment", str(path)]
+        worker += ["--compiled"] if compiled else []
         try:
             done = bench.process([*worker, "--out", str(out)], cap_s=900)
         except subprocess.TimeoutExpired:
@@ -313,7 +378,7 @@ def hf_experiment(seq_len: int, micro_batch: int, rows_per_step: int, steps: int
     return {**hf.experiment_dict(setup), "hardware": {"device_type": "cuda", "devices": 1}}
 
 
-def hf_trainer_worker(experiment: Path, out: Path) -> None:
+def hf_trainer_worker(experiment: Path, out: Path, compiled: bool = False) -> None:
     # torch only in the worker process, which this benchmark starts
     import torch
 
@@ -322,13 +387,15 @@ def hf_trainer_worker(experiment: Path, out: Path) -> None:
     prepared = hf.prepare(experiment)
     spec = prepared.experiment.train
     examples = hf.packed_examples(prepared.corpus, prepared.experiment.data.seq_len, spec.seed)
-    run = hf.run_hf(prepared, examples, hf.RowFlattening(), out.parent / "trainer", None, device="cuda")
+    run = hf.run_hf(prepared, examples, hf.RowFlattening(), out.parent / "trainer", None, device="cuda",
+                    compiled=compiled)  # fmt: skip
     # The Trainer does not report the documents' attention pairs that meshpilot's MFU counts: 6N per token only,
     # a lower bound on the work done, so a lower bound on its MFU.
     peak = peak_bf16_flops(torch.cuda.get_device_name())
     matmul = count_parameters(prepared.config)["matmul"]
     out.write_text(json.dumps({
         "precision": run["precision"],
+        "compiled": compiled,
         "tokens_per_s": run["tokens_per_s"],
         "mfu_6n_only": 6 * matmul * run["timed_tokens"] / run["timed_seconds"] / peak if peak else None,
         "median_step_s": statistics.median(run["step_seconds"][spec.timing_warmup_steps :]),
@@ -344,7 +411,7 @@ def memory_run(seq_len: int, micro_batch: int, checkpointing: bool | str, compil
         mode = {False: "none", True: "full"}.get(checkpointing, checkpointing)
         name = f"mem_s{seq_len}_{mode}{'_compiled' if compiled else ''}"
         found = bench.train(name, LLAMA_1B, seq_len, micro_batch, micro_batch, 4, timing_warmup_steps=1,
-                            activation_checkpointing=checkpointing, compile=compiled)  # fmt: skip
+                            profile_steps=0, activation_checkpointing=checkpointing, compile=compiled)  # fmt: skip
         if "error" in found:
             return {"error": found["error"]}
         predicted, measured = found["memory_predicted"], found["memory_measured"]
@@ -433,7 +500,7 @@ def _stated_figures():
 
 def brief(run: dict) -> dict:
     keep = ("status", "error", "tokens_per_s", "mfu", "attention", "median_step_s", "peak_mem_bytes",
-            "memory_source", "losses", "step_s", "wall_s")  # fmt: skip
+            "memory_source", "losses", "step_s", "wall_s", "profile")  # fmt: skip
     return {k: v for k, v in run.items() if k in keep}
 
 
@@ -451,7 +518,18 @@ def tasks(quick: bool, seq_lens: tuple[int, ...] = ()) -> list[Task]:
         Task("cuda_tests", "cuda_tests", cuda_tests, 120),
         Task("mfu_s2048_eager", "mfu", mfu_run(2048, False), 60),
         Task("mfu_s2048_compiled", "mfu", mfu_run(2048, True), 120),
+        Task("mfu_s2048_compiled_fp8", "mfu", mfu_run(2048, True, "_fp8", precision="fp8"), 150),
+        Task(
+            "mfu_s2048_compiled_fp8_rowwise",
+            "mfu",
+            mfu_run(2048, True, "_fp8_rowwise", precision="fp8", float8_recipe="rowwise"),
+            150,
+        ),
         Task("hf_trainer_s2048", "mfu", hf_trainer(2048), 60),
+        Task("hf_trainer_s2048_compiled", "mfu", hf_trainer(2048, compiled=True), 120),
+        Task("fp8_losses_tensorwise", "fp8", fp8_losses("tensorwise"), 200),
+        Task("moe_grouped_mm", "moe", moe_run("grouped_mm"), 90),
+        Task("moe_loop", "moe", moe_run("loop"), 90),
         Task("mfu_s4096_eager", "mfu", mfu_run(4096, False), 60),
         Task("hf_trainer_s4096", "mfu", hf_trainer(4096), 60),
         Task("mem_s2048_none", "memory", memory_run(2048, 4, False), 45),
@@ -467,17 +545,25 @@ def tasks(quick: bool, seq_lens: tuple[int, ...] = ()) -> list[Task]:
     return found
 
 
-# The order a budget spends GPU time in: what only a GPU shows and what the open issues need first.
+# The order a budget spends GPU time in: what only a GPU shows and what the open issues need first (issue 38: the
+# compiled 1B model's MFU against the compiled Trainer, fp8's gain, the never-run CUDA tests, the experts' kernels,
+# fp8's losses).
 BUDGET_ORDER = (
     "environment",
-    "probe",
-    "mfu_s2048_eager",
     "mfu_s2048_compiled",
+    "mfu_s2048_compiled_fp8",
+    "hf_trainer_s2048_compiled",
+    "cuda_tests",
+    "moe_grouped_mm",
+    "moe_loop",
+    "fp8_losses_tensorwise",
+    "mfu_s2048_compiled_fp8_rowwise",
     "mem_s2048_selective_compiled",
+    "hf_trainer_s2048",
+    "mfu_s2048_eager",
+    "probe",
     "attn_s32768_packed_flex",
     "attn_s32768_packed_dense",
-    "hf_trainer_s2048",
-    "cuda_tests",
     "planner",
 )
 
@@ -522,12 +608,13 @@ def main(argv: list[str] | None = None) -> int:
     # A measurement in a process of its own, as the tasks start them (not for users).
     parser.add_argument("--worker", choices=("environment", "hf_trainer"), help=argparse.SUPPRESS)
     parser.add_argument("--experiment", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--compiled", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker == "environment":
         environment_worker(args.out)
         return 0
     if args.worker == "hf_trainer":
-        hf_trainer_worker(args.experiment, args.out)
+        hf_trainer_worker(args.experiment, args.out, args.compiled)
         return 0
     chosen = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in SECTIONS]

@@ -13,7 +13,10 @@ preloading could change what it does:
   export, which loads a checkpoint into a transformers model in its own process, is mostly those imports);
 - an environment that differs from the preloaded process's in a variable read when those modules are imported
   (IMPORT_TIME_PREFIXES: Hugging Face, torch, thread pools, Python itself);
-- a launcher tied to a parent (trainer.host.lifeline): its parent would be this process, not the test.
+- a launcher tied to a parent (trainer.host.lifeline): its parent would be this process, not the test;
+- any request, where the preloaded imports initialised CUDA (torchao, which transformers imports where it is
+  installed, asks the GPU's compute capability at import): a forked child cannot use CUDA then ("Cannot
+  re-initialize CUDA in forked subprocess"), so every launch runs in a fresh interpreter instead.
 Tests of the command line's processes (signals, process groups, lifelines) start it with subprocess themselves.
 MESHPILOT_TEST_PRELOAD=0 turns preloading off.
 """
@@ -43,6 +46,8 @@ COMMANDS = ("train", "export")  # the commands served (see the module docstring)
 def serves(args: tuple[str, ...], env: dict[str, str]) -> bool:
     """Whether a preloaded launcher runs `meshpilot ARGS` in `env` exactly as a fresh interpreter would."""
     if os.environ.get("MESHPILOT_TEST_PRELOAD") == "0" or args[:1] not in [(c,) for c in COMMANDS] or PARENT_ENV in env:
+        return False
+    if not _launcher().forks_cuda:
         return False
     # `meshpilot train` sets this itself before importing numpy (trainer.cli), as the preloaded process did; an export
     # does no numpy linear algebra, the only thing this count changes.
@@ -75,6 +80,16 @@ class _Preloaded:
         theirs.close()
         self._connection = Connection(ours.detach())
         self._lock = threading.Lock()
+        self._forks_cuda: bool | None = None
+
+    @property
+    def forks_cuda(self) -> bool:
+        """Whether a child forked from the preloaded process can still use CUDA: its first message, once its
+        imports are done (`_serve`)."""
+        if self._forks_cuda is None:
+            with self._lock:
+                self._forks_cuda = bool(self._connection.recv())
+        return self._forks_cuda
 
     def run(self, args: tuple[str, ...], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
         with self._lock, tempfile.TemporaryDirectory(prefix="meshpilot-preloaded-") as scratch:
@@ -105,8 +120,12 @@ def _launcher() -> _Preloaded:
 
 
 def _serve(fd: int) -> None:
-    """The preloaded process: fork a launcher per request, answer its pid, then its exit code."""
+    """The preloaded process: say whether its children can use CUDA, then fork a launcher per request, answer its
+    pid, then its exit code."""
+    import torch  # preloaded already
+
     connection = Connection(fd)
+    connection.send(not torch.cuda.is_initialized())
     while True:
         try:
             args, env, cwd, out, err = connection.recv()

@@ -161,7 +161,7 @@ def test_model_path_not_found(tmp_path):
         (["train.steps=0"], "train.steps must be positive, got 0"),
         (["train.lr=-1e-3"], "train.lr must be positive, got -0.001"),
         (["train.optimizer=sgdd"], "train.optimizer: 'sgdd' is not one of adamw, galore_adamw"),
-        (["train.precision=fp16"], "train.precision: 'fp16' is not one of auto, fp32, bf16"),
+        (["train.precision=fp16"], "train.precision: 'fp16' is not one of auto, fp32, bf16, fp8"),
         (["train.betas=[0.9]"], "train.betas: expected two numbers in [0, 1), got [0.9]"),
         (["train.betas=[0.9, 1.5]"], "train.betas: expected two numbers in [0, 1), got [0.9, 1.5]"),
         (["train.eps=0"], "train.eps must be positive, got 0.0"),
@@ -172,6 +172,12 @@ def test_model_path_not_found(tmp_path):
         (["train.warmup_steps=-1"], "train.warmup_steps must not be negative, got -1"),
         (["train.grad_clip=-1"], "train.grad_clip must not be negative, got -1.0"),
         (["train.min_lr_ratio=2"], "train.min_lr_ratio must lie in [0, 1], got 2.0"),
+        (["train.profile_steps=-1"], "train.profile_steps must not be negative, got -1"),
+        (
+            ["train.profile_steps=2"],
+            "train.profile_steps (2) must be fewer than train.timing_warmup_steps (2): the profiled steps are the "
+            "warm-up's last, never timed",
+        ),
         (["train.lr=.nan"], "train.lr: expected a finite number, got nan"),
         (["train.lr=inf"], "train.lr: expected a finite number, got 'inf'"),
         (["train.global_batch_tokens=500"], "train.global_batch_tokens 500 is not a multiple of data.seq_len 64"),

@@ -96,21 +96,27 @@ def planned(tmp_path, monkeypatch):
 def test_a_budget_runs_what_is_most_worth_a_gpu_first_and_skips_what_cannot_finish(planned):
     stand_in, result = planned
     ran = result["budget"]["ran"]
-    # Eight processes fit in 800 s; the planner is CPU work in this process and still runs at the end.
-    assert ran[:8] == list(gpu.BUDGET_ORDER[:8]) and ran[-1] == "planner"
-    assert "cuda_tests" in result["budget"]["skipped"] and "demo" in result["budget"]["skipped"]
+    # Seven processes fit in 800 s; the eighth task (two processes, at least 200 s) is skipped with 100 s left, and a
+    # later one that fits in them runs; the planner is CPU work in this process and still runs at the end.
+    assert ran[:7] == list(gpu.BUDGET_ORDER[:7]) and ran[-1] == "planner"
+    assert "fp8_losses_tensorwise" in result["budget"]["skipped"] and "demo" in result["budget"]["skipped"]
+    assert "mem_s2048_selective_compiled" in ran
     assert "needs" in result["budget"]["skipped"]["demo"]
     assert all(call["timeout"] <= 800 - SECONDS_PER_PROCESS * i for i, call in enumerate(stand_in.calls))
 
 
 def test_each_result_is_written_as_its_task_ends(planned):
     stand_in, result = planned
-    assert [call["written_before"] for call in stand_in.calls[:3]] == [[], ["environment"], ["environment", "probe"]]
+    assert [call["written_before"] for call in stand_in.calls[:3]] == [
+        [],
+        ["environment"],
+        ["environment", "mfu_s2048_compiled"],
+    ]
     assert result["machine"]["gpus"] == ["NVIDIA H100 80GB HBM3"]  # from the worker, not asked of CUDA here
-    run = result["sections"]["mfu"]["mfu_s2048_eager"]
+    run = result["sections"]["mfu"]["mfu_s2048_compiled"]
     assert run["tokens_per_s"] == 65536.0 and run["memory_source"] == "nvml: this process"
-    memory = result["sections"]["memory"]["mem_s2048_selective_compiled"]
-    assert memory["ratio"] == pytest.approx(38 / 40)
+    experts = result["sections"]["moe"]["moe_grouped_mm"]
+    assert (experts["predicted_peak"], experts["measured_peak"]) == (38 * GiB, 40 * GiB)
 
 
 def test_every_measurement_is_a_process_of_its_own_and_the_trainer_baseline_is_bf16(planned):
@@ -118,10 +124,30 @@ def test_every_measurement_is_a_process_of_its_own_and_the_trainer_baseline_is_b
     assert all(call["args"][0] == sys.executable for call in stand_in.calls)
     workers = [call["args"] for call in stand_in.calls if "--worker" in call["args"]]
     assert [w[w.index("--worker") + 1] for w in workers] == ["environment", "hf_trainer"]
-    assert result["sections"]["mfu"]["hf_trainer_s2048"]["precision"] == "bf16"
+    assert "--compiled" in workers[1]  # the Trainer compiled, against meshpilot compiled
+    assert result["sections"]["mfu"]["hf_trainer_s2048_compiled"]["precision"] == "bf16"
+    fp8 = next(c["args"] for c in stand_in.calls if "mfu_s2048_compiled_fp8" in " ".join(c["args"]))
+    experiment = yaml.safe_load(Path(fp8[fp8.index("train") + 1]).read_text())
+    assert (experiment["train"]["precision"], experiment["train"]["compile"]) == ("fp8", True)
     assert "torch" not in {name.split(".")[0] for name in vars(gpu) if not name.startswith("_")}
     rows = result["sections"]["planner"]["planner"]["runs"]
-    assert set(rows) >= {"mfu_s2048_eager", "mfu_s2048_compiled"} and rows["mfu_s2048_eager"]["measured_step_s"] == 1.0
+    assert set(rows) >= {"mfu_s2048_compiled", "moe_loop"} and rows["mfu_s2048_compiled"]["measured_step_s"] == 1.0
+
+
+def test_fp8_losses_compare_the_two_runs_from_one_seed(tmp_path):
+    """The fp8 numerics task trains bf16 and fp8 on the same model, seed and data and compares their losses."""
+    out = tmp_path / "gpu.json"
+    stand_in = StandIn(out)
+    bench = gpu.Bench(out, tmp_path / "work", runner=stand_in)
+    gpu.run_plan(bench, [t for t in gpu.tasks(quick=False) if t.name == "fp8_losses_tensorwise"])
+    found = json.loads(out.read_text())["sections"]["fp8"]["fp8_losses_tensorwise"]
+    experiments = [yaml.safe_load(Path(c["args"][c["args"].index("train") + 1]).read_text()) for c in stand_in.calls]
+    assert [e["train"]["precision"] for e in experiments] == ["bf16", "fp8"]
+    assert (
+        experiments[0]["model"] == experiments[1]["model"] and experiments[1]["train"]["float8_recipe"] == "tensorwise"
+    )
+    assert {e["train"].get("seed") for e in experiments} == {None}  # both the default seed
+    assert found["max_abs_difference"] == 0 and found["last100_relative_difference"] == 0
 
 
 def test_without_a_budget_the_chosen_sections_run_in_the_order_given(tmp_path, monkeypatch):

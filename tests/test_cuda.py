@@ -15,6 +15,7 @@ import sys
 import pytest
 import torch
 from support import REPO, TINY_MODEL, meshpilot, train, write_experiment
+from test_float8 import FP8_LOSS_TOLERANCE
 from transformers import AutoConfig
 
 pytestmark = [
@@ -62,6 +63,22 @@ def test_bf16_stays_close_to_fp32(tmp_path, cuda_fp32):
     memory = json.loads(run.memory.read_text())
     measured, predicted = memory["measured"][0], memory["predicted"][0]
     assert measured["weight_copies_saved"] == predicted["weight_copies_saved"] > 0  # autocast's bf16 weights
+
+
+FLOAT8_CORES = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 9)
+
+
+@pytest.mark.skipif(not FLOAT8_CORES, reason="needs float8 tensor cores (compute capability 8.9+)")
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
+def test_fp8_on_cuda_stays_close_to_bf16(tmp_path, recipe):
+    """train.precision fp8 on real float8 tensor cores (torch._scaled_mm): the decoder's linear layers converted,
+    losses within test_float8's tolerance of bf16's from the same seed and rows."""
+    bf16 = run_on(tmp_path, "bf16", "cuda", "bf16")
+    fp8 = run_on(tmp_path, "fp8", "cuda", "fp8", {"float8_recipe": recipe})
+    assert "linear layers compute in float8" in fp8.log.read_text()
+    assert fp8.read_metrics()["precision"] == "fp8"
+    assert losses(fp8) != losses(bf16)  # the float8 casts ran
+    assert losses(fp8) == pytest.approx(losses(bf16), rel=FP8_LOSS_TOLERANCE)
 
 
 def test_measured_peak_includes_reserved_memory_and_the_cuda_runtime(cuda_fp32):

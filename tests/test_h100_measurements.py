@@ -81,3 +81,27 @@ def test_flex_attention_is_predicted_faster_and_smaller_than_the_dense_mask_as_m
     flex, dense = measured(f"attn_s{seq_len}_packed_flex"), measured(f"attn_s{seq_len}_packed_dense")
     assert dense["median_step_s"] > flex["median_step_s"] and dense_step.step_s > flex_step.step_s
     assert dense["peak_mem_bytes"] > flex["peak_mem_bytes"] and dense_memory["peak"] > flex_memory["peak"]
+
+
+H200_RUNS = Path(__file__).resolve().parents[1] / "bench" / "results" / "gpu_h200_issue38_call1.json"
+H200 = Hardware("cuda", "NVIDIA H200", devices_per_node=1)
+
+
+@pytest.mark.parametrize(
+    ("name", "precision", "within"), [("mfu_s2048_compiled", "bf16", 0.15), ("mfu_s2048_compiled_fp8", "fp8", 0.05)]
+)
+def test_the_compiled_1b_step_on_an_h200_is_predicted_within_the_goal(name, precision, within):
+    """bench/gpu.py's compiled 1B runs on one H200 (8 micro-batches of 4 x 2048 packed tokens, flex attention),
+    uncalibrated: the bf16 step within 15% of what ran (out of sample: measured after the stated figures were set);
+    the fp8 step within 5%, with trainer.costs.throughput.FLOAT8_GAIN, which this very run set (in sample: this
+    guards the constant, it does not test it; bench/published_float8.py checks it against published runs; the
+    data sheets' full 2x predicted 12% too fast)."""
+    ran = json.loads(H200_RUNS.read_text())["sections"]["mfu"][name]
+    experiment = experiment_from_dict({
+        "model": {"config": LLAMA_1B}, "tokenizer": "builtin",
+        "data": {"train": "builtin:stdlib-docs", "seq_len": 2048, "packing": True},
+        "train": {"global_batch_tokens": 65536, "micro_batch": 4, "precision": precision, "compile": True},
+        "hardware": {"device_type": "cuda", "devices": 1},
+    })  # fmt: skip
+    step = predict_run(experiment, model_config(experiment.model, Path(".")), H200, 8)
+    assert step.step_s == pytest.approx(ran["median_step_s"], rel=within)

@@ -1,9 +1,9 @@
 """bench.published_multinode: NVIDIA's published Llama 3.1 8B and 70B runs on 8 to 2048 DGX H100s parse verbatim,
 the bf16 ones map to meshpilot layouts of the published GPU count and come out beside the planner's own
-predictions; FP8 rows stay out of scope. What the comparison found is asserted here: the 8B rows and the 70B rows
-from 256 GPUs on are predicted to fit, the 70B rows on 64 and 128 GPUs not (xfail, with the terms that break them),
-and the median error is what bench/results/published_multinode.json records, outside issue 36's 15% (xfail, with
-the terms that cause it)."""
+predictions; FP8 rows stay out of scope. What the comparison found is asserted here: mapped to ZeRO stage 1 (what
+Megatron's distributed optimizer holds), the 8B rows from 32 GPUs on are predicted to fit, the 8B rows on 8 and 16
+GPUs and every 70B row not (xfail, with the terms that break them), and the median error is what
+bench/results/published_multinode.json records, outside issue 36's 15% (xfail, with the terms that cause it)."""
 
 from __future__ import annotations
 
@@ -81,6 +81,7 @@ def test_bf16_rows_map_to_the_published_degrees_on_dgx_h100s(row):
     assert (train.micro_batch, train.global_batch_tokens, experiment.data.seq_len) == (1, row.global_batch * 8192, 8192)
     assert (train.precision, train.activation_checkpointing, train.compile) == ("bf16", False, True)
     assert (train.fsdp_grad_sync, train.gns_every, experiment.data.packing) == ("step", 0, False)
+    assert train.zero_stage == 1  # Megatron's distributed optimizer: weights gathered, gradient reduced once per step
     if row.pp > 1:  # Megatron's virtual pipeline stages are meshpilot's interleaved stages per rank
         assert (train.pp_schedule, train.pp_stages_per_rank) == ("interleaved_1f1b", 5)
     hsdp = layout_of(row, "hsdp").resolve(row.gpus)  # the sensitivity mapping: FSDP inside a node only
@@ -88,13 +89,22 @@ def test_bf16_rows_map_to_the_published_degrees_on_dgx_h100s(row):
 
 
 def _fits(row) -> pytest.param:
-    if row.model == "llama-3.1-70b" and row.gpus <= 128:
+    reason = None
+    if row.model == "llama-3.1-70b":
         reason = (
-            "predicted 89.3 and 81.6 GiB: 40.7 GiB of saved activations (DTensor's column-parallel projections keep "
+            "predicted 84.0-99.1 GiB: 40.7 GiB of saved activations (DTensor's column-parallel projections keep "
             "the gathered norm outputs, 11 GiB of it, where Megatron keeps them split and gathers again in backward) "
-            "beside the stage's whole fp32 gradient of train.fsdp_grad_sync=step (15-17 GiB) and optimizer state "
-            "that dp_shard=2 or 4 shards little"
+            "beside ZeRO-1's whole fp32 gradient of the rank's stages (15-20 GiB) and their bf16 weights (9.9 GiB, "
+            "the embedding whole on every tp rank)"
         )
+    elif row.gpus <= 16:
+        reason = (
+            "predicted 87.4 and 81.5 GiB: ZeRO-1's whole fp32 gradient (29.9 GiB) and bf16 weights (15.0 GiB), as "
+            "Megatron's distributed optimizer holds them, beside 23.1 GiB of saved activations (transformers' layer "
+            "under SDPA; more than Megatron's fused layer keeps) and optimizer state that DP x CP = 8 or 16 shards "
+            "little"
+        )
+    if reason:
         return pytest.param(row, marks=pytest.mark.xfail(reason=reason, strict=True), id=row.label)
     return pytest.param(row, id=row.label)
 
@@ -107,32 +117,34 @@ def test_every_bf16_row_that_ran_is_predicted_to_fit(row, results):
 
 def test_the_70b_rows_keep_sequence_parallel_activations_their_largest_term(results):
     """Sequence parallelism splits the norms' and residuals' activations over TP=4: 40.7 GiB saved where they were
-    58 GiB whole on every TP rank; the rows that still do not fit are those whose few dp_shard ranks shard little."""
+    58 GiB whole on every TP rank; ZeRO-1's whole weights and gradient of the rank's stages keep every row above
+    the H100's memory all the same."""
     for row in (r for r in IN_SCOPE if r.model == "llama-3.1-70b"):
         memory = results[row.label]["predicted"]["memory_gib"]
         terms = {k: v for k, v in memory.items() if k != "peak"}
         assert max(terms, key=terms.get) == "activations_saved" and 40 < memory["activations_saved"] < 42, row.label
         assert memory["parameters"] + memory["optimizer"] < 16, row.label
-        assert results[row.label]["predicted"]["fits"] == (row.gpus >= 256), row.label
+        assert 9.8 < memory["gathered_parameters"] < 10 and 14 < memory["unreduced_gradients"] < 20, row.label
 
 
 def test_the_recorded_median_error_is_the_comparisons(results):
     recorded = json.loads((RESULTS / "published_multinode.json").read_text())
     computed = summary(list(results.values()))
     assert recorded["summary"]["in_scope_rows"] == computed["in_scope_rows"] == 11
-    assert recorded["summary"]["predicted_to_fit"] == computed["predicted_to_fit"] == 9
+    assert recorded["summary"]["predicted_to_fit"] == computed["predicted_to_fit"] == 3
     for key in ("throughput", "hsdp_mapping"):
         figure = computed[key]["median_abs_error"]
         assert recorded["summary"][key]["median_abs_error"] == pytest.approx(figure, abs=1e-6)
-    # as found, 2026-11-26, after sequence parallelism and the interleaved pipeline's bubble (50.5% before)
-    assert computed["throughput"]["median_abs_error"] == pytest.approx(0.498, abs=0.005)
+    # as found, 2026-11-26, mapped to ZeRO stage 1 (49.8% mapped to FSDP2's stage 3 with one reduction per step; 50.5%
+    # before sequence parallelism and the interleaved pipeline's bubble)
+    assert computed["throughput"]["median_abs_error"] == pytest.approx(0.229, abs=0.005)
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="median |error| 49.8%: FSDP's per-micro-batch weight all-gathers across nodes (Megatron's ZeRO-1 has "
-    "none; the hsdp mapping removes them and leaves 23.3%) and compute priced at half the bf16 peak plus unfused "
-    "memory-bound time, where Megatron-Core with Transformer Engine ran at 54-59% MFU",
+    reason="median |error| 22.9% at ZeRO stage 1 (49.8% at FSDP2's stage 3, whose weight all-gathers per micro-batch "
+    "crossed the nodes): compute priced at half the bf16 peak plus unfused memory-bound time, where Megatron-Core "
+    "with Transformer Engine ran at 54-59% MFU (on one node, without traffic, the matmuls alone outlast the step)",
 )
 def test_the_median_throughput_error_is_within_the_goal(results):
     assert summary(list(results.values()))["throughput"]["median_abs_error"] <= GOAL
@@ -161,7 +173,8 @@ def test_the_table_puts_published_and_predicted_figures_side_by_side(results):
     assert any(m.startswith("virtual pipeline: Megatron's VP=5") for m in seventy["mismatches"])
     table = markdown_table([result, seventy, results[_row("8b", "fp8", 8).label]])
     line = next(line for line in table.splitlines() if line.startswith("| 8b bf16 8 GPUs |"))
-    assert "| 10,153 |" in line and f"| {predicted['tokens_per_s_per_gpu']:,.0f} |" in line and "| yes |" in line
+    assert "| 10,153 |" in line and f"| {predicted['tokens_per_s_per_gpu']:,.0f} |" in line
+    assert ("| yes |" if predicted["fits"] else "| no |") in line
     assert "| no |" in next(line for line in table.splitlines() if line.startswith("| 70b bf16 64 GPUs |"))
     assert "Out of scope:" in table and "8b fp8 8 GPUs: FP8" in table
 

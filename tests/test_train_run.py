@@ -8,8 +8,12 @@ import pytest
 import yaml
 from support import TINY_MODEL, cache_sharing_prepared_data, train, write_experiment
 
+from trainer.rank.profiling import category
+
 STEPS = 4
-CHANGES = {"train": {"steps": STEPS, "global_batch_tokens": 512, "micro_batch": 2, "timing_warmup_steps": 1}}
+# Two warm-up steps, the second profiled (train.profile_steps): the profiler's cost never reaches the timed steps.
+CHANGES = {"train": {"steps": STEPS, "global_batch_tokens": 512, "micro_batch": 2, "timing_warmup_steps": 2,
+                     "profile_steps": 1}}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +48,9 @@ def test_metrics_follow_the_contract(runs):
     assert metrics["mfu"] is None  # no peak rate is claimed for a CPU
     assert metrics["tokens_per_s"] > 0
     assert metrics["tokens_per_s_per_device"] == pytest.approx(metrics["tokens_per_s"] / 2)
-    assert metrics["timed_steps"] == STEPS - 1
+    assert metrics["timed_steps"] == STEPS - 2
     steps = runs[2].read_steps()
-    timed = steps[1:]
+    timed = steps[2:]
     assert metrics["tokens_per_s"] == pytest.approx(sum(s["tokens"] for s in timed) / sum(s["step_s"] for s in timed))
     assert len(metrics["peak_mem_bytes"]) == 2 and min(metrics["peak_mem_bytes"]) > 0
     assert metrics["final_loss"] == steps[-1]["loss"]
@@ -114,3 +118,37 @@ def test_a_calibration_that_cannot_be_written_leaves_the_run_ok(tmp_path):
     run = train(experiment, tmp_path / "run", "--nproc", "1", env={"MESHPILOT_CACHE": str(cache)})
     assert run.read_metrics()["status"] == "ok"
     assert "calibration not recorded" in run.log.read_text()
+
+
+def test_the_profiled_warm_up_step_says_where_its_time_went(runs):
+    """train.profile_steps=1: rank 0's second step (the warm-up's last, untimed) in profile.json, by category and by
+    operator: the matmuls, and under DDP the gradients' all-reduce."""
+    profile = runs[2].read_profile()
+    steps = runs[2].read_steps()
+    assert (profile["device_type"], profile["steps"]) == ("cpu", [2])
+    assert profile["wall_s"] == pytest.approx(steps[1]["step_s"])
+    assert profile["categories"]["matmul"] > 0 and profile["categories"]["communication"] > 0
+    assert profile["busy_s"] == pytest.approx(sum(profile["categories"].values()))
+    seconds = [k["seconds"] for k in profile["top"]]
+    assert seconds == sorted(seconds, reverse=True) and len(seconds) == 20
+    assert {"aten::mm", "c10d::allreduce_"} <= {k["name"] for k in profile["top"]}
+    assert runs[1].read_profile()["categories"]["communication"] == 0  # one process: nothing to reduce
+
+
+@pytest.mark.parametrize(
+    "name, label",
+    [
+        ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "communication"),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1", "matmul"),
+        ("nvjet_hsh_256x128_64x4_2x1_v_bz_coopA_NNT", "matmul"),
+        ("triton_tem_fused_flex_attention_0", "attention"),
+        ("triton_tem_fused_mm_7", "matmul"),
+        ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4>>", "attention"),
+        ("Memcpy DtoD (Device -> Device)", "memory"),
+        ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>", "optimizer"),
+        ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_3", "other"),  # a fused RMSNorm
+        ("aten::addmm_", "matmul"),
+    ],
+)
+def test_kernels_and_operators_fall_in_their_category(name, label):
+    assert category(name) == label

@@ -270,7 +270,6 @@ def test_every_tool_has_its_intent(text, command, known):
         ("show me the json file from r1", "runs/r1/metrics.json"),
         ("open that file", "show meshpilot.yaml"),
         ("set the learning rate and start training", "learning rate"),
-        ("delete the bad runs", "Do you want me to"),
     ],
 )
 def test_one_question_naming_the_best_reading(text, named, known):
@@ -513,6 +512,8 @@ def call(name: str, **args) -> dict:
         (LAUNCH, {"reply": "I am the offline planner. I understand: `why did FSDP win?`."}, "nothing"),
         ({"ask": True}, call("launch_run"), "wrong"),
         ({"ask": True}, {"reply": "Which optimizer?"}, "right"),
+        ({"refuse": True}, call("cancel_run", run="r1"), "wrong"),  # deleting a run: no tool may act on it
+        ({"refuse": True}, {"reply": "I cannot delete runs; remove the directory yourself."}, "right"),
         (R1, call("read_results", run="r1"), "right"),
         (R1, call("read_results", run="runs/r2"), "wrong"),
         (LR, call("launch_run", overrides=["train.lr=3e-4"]), "right"),
@@ -530,8 +531,8 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 
 @pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (401 requests the
-    parser's engineers wrote for fresh_c's, fresh_d's and fresh_e's miss kinds, in-sample: no outside author's): never
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (478 requests the
+    parser's engineers wrote for the miss kinds of fresh_c to fresh_h, in-sample: no outside author's): never
     a wrong action (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")
     judged = run_set(items, OfflinePlanner())
@@ -1363,3 +1364,361 @@ def test_the_same_launch_on_another_experiment_file_is_a_launch_not_a_read(known
         "run", "configs/long.yaml", "tp=2")  # fmt: skip
     assert read("show configs/long.yaml", known, earlier).command == "read"
     assert read("is the same thing in configs/long.yaml?", known).command != "run"  # no launch before
+
+
+# --- fresh_g's miss kinds: negated actions, number words, refusals, a plan with nothing to plan, stated numbers -----
+
+
+@pytest.mark.parametrize(
+    "text, command, key, value",
+    [
+        ("don't open a pull request, just write up the lr-scan sweep as a report", "report", "sweep", "sweeps/lr-scan"),
+        ("skip the PR for now and write the report on layouts-nov", "report", "sweep", "sweeps/layouts-nov"),
+        ("without a PR, refresh the docs from the lr-scan sweep", "docs", "sweep", "sweeps/lr-scan"),
+        ("not a PR, a markdown report of sweeps/layouts-nov please", "report", "sweep", "sweeps/layouts-nov"),
+        ("no need for a report, open a PR with sweeps/lr-scan", "pr", "sweep", "sweeps/lr-scan"),
+        ("the PR can wait, update the docs with layouts-nov", "docs", "sweep", "sweeps/layouts-nov"),
+        ("instead of a PR, write a report of the lr-scan sweep", "report", "sweep", "sweeps/lr-scan"),
+        ("hold off on the pull request and put the lr-scan numbers into docs/training.md", "docs", "sweep",
+         "sweeps/lr-scan"),
+        ("don't kill it, wait for tp-try to finish", "status", "run", "runs/tp-try"),
+        ("no benchmark, just show the results of r1", "results", "run", "runs/r1"),
+    ],
+)  # fmt: skip
+def test_an_action_said_not_to_be_taken_is_never_taken_and_the_positive_verb_wins(text, command, key, value, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get(key), intent.clarify) == (command, value, None)
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("open a PR for the lr-scan sweep, no report needed", "pr"),
+        ("no, open the PR for layouts-nov", "pr"),
+        ("no wait, write the report of lr-scan", "report"),
+        ("write the report of lr-scan, not the docs", "report"),
+        ("train 20 steps on 2 gpus with fsdp, no PR", "run"),  # "no PR" is no setting to ask about
+    ],
+)
+def test_a_negation_takes_back_only_the_action_it_names(text, command, known):
+    intent = read(text, known)
+    assert (intent.command, intent.clarify) == (command, None)
+
+
+def test_negated_actions_name_the_action_and_blank_its_words():
+    from agent.understanding.intents import negated_actions
+
+    negated, rest = negated_actions("don't open a pr, only update docs/training.md")
+    assert negated == {"pr"} and "open" not in rest and "update docs/training.md" in rest
+    assert negated_actions("no, open the pr") == (set(), "no, open the pr")
+
+
+@pytest.mark.parametrize(
+    "text, plain",
+    [
+        ("a dozen trials", "12 trials"),
+        ("half a dozen trials", "6 trials"),
+        ("two dozen steps", "24 steps"),
+        ("a couple of gpus", "2 gpus"),
+        ("a few hundred steps", "a few hundreds steps"),  # no number: never 100
+        ("several thousand steps", "several thousands steps"),
+    ],
+)
+def test_number_words_as_counts_and_vague_ones_kept_apart(text, plain):
+    assert normalise(text) == plain
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("a dozen trials on the long config please", {"trials": 12, "experiment": "configs/long.yaml"}),
+        ("search for the fastest layout with half a dozen trials", {"trials": 6}),
+        ("kick off a sweep, two dozen trials", {"trials": 24}),
+        ("let's hunt for the best layout automatically, say a dozen trials?", {"trials": 12}),
+    ],
+)
+def test_a_count_of_trials_in_words_starts_a_sweep(text, args, known):
+    intent = read(text, known)
+    assert (intent.command, intent.clarify) == ("sweep", None)
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("run a sweep with a few trials", "a few trials"),
+        ("run a few trials of the layout sweep", "a few trials"),
+        ("train for several hundred steps on 2 gpus with ddp", "several hundred steps"),
+        ("train 20 steps on a handful of gpus", "a handful of gpus"),
+        ("plan llama 3 8b on a few h100s", "a few h100s"),
+    ],
+)
+def test_a_count_said_with_no_number_is_asked_about(text, said, known):
+    clarify = read(text, known).clarify
+    assert clarify is not None and said in clarify and "?" in clarify
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("show the top 3 trials of the lr-scan sweep", "trials"),
+        ("what were the best 3 trials of the last sweep", "trials"),
+        ("what did the last few steps of r1 look like", "results"),
+    ],
+)
+def test_trials_and_steps_of_what_exists_are_read_never_run_or_asked(text, command, known):
+    intent = read(text, known)
+    assert (intent.command, intent.clarify) == (command, None)
+
+
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("delete runs/tp-try", "delete"),
+        ("rm -rf sweeps/lr-scan", "delete"),
+        ("please get rid of all the old runs", "delete"),
+        ("wipe the baseline-ddp run, we don't need it", "delete"),
+        ("erase the logs of r1", "delete"),
+        ("cancel r1 and then delete it", "delete"),
+        ("force-push the report branch", "push"),
+        ("push the report straight to master, skip the review", "push"),
+        ("print my HF token", "print"),
+        ("what's the OPENAI_API_KEY env var set to?", "print"),
+        ("give me the wandb api key", "print"),
+        ("show me the environment variables", "print"),
+    ],
+)
+def test_what_no_tool_may_do_is_refused_in_one_line(text, kind, known):
+    intent = read(text, known)
+    assert intent.refusal is not None and kind in intent.refusal and "\n" not in intent.refusal
+    assert intent.command == "help" and intent.args == {}
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("remove packing and train 20 steps on 2 gpus with ddp", "run"),
+        ("drop the lr to 1e-4 and train 20 steps on 2 gpus with ddp", "run"),
+        ("don't delete anything, just cancel tp-try", "cancel"),
+        ("tokens per second of r1", "results"),
+        ("what's the token throughput of r1", "results"),
+        ("push the lr-scan sweep as a PR", "pr"),
+        ("open a PR against main for lr-scan", "pr"),
+    ],
+)
+def test_settings_removed_figures_of_tokens_and_pull_requests_are_no_refusals(text, command, known):
+    intent = read(text, known)
+    assert (intent.refusal, intent.command) == (None, command)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["remove packing and train 20 steps on 2 gpus with ddp", "train 20 steps on 2 gpus with ddp and packing, "
+     "actually remove it"],
+)  # fmt: skip
+def test_remove_turns_a_setting_off(text, known):
+    intent = read(text, known)
+    assert "data.packing=false" in intent.args["set"] and (intent.clarify, intent.refusal) == (None, None)
+
+
+def test_a_secret_to_something_is_no_secret(known):
+    assert read("what's the secret to faster training?", known).refusal is None
+
+
+def test_a_refusal_calls_no_tool():
+    from agent.offline import respond
+
+    reply = respond([HumanMessage("delete runs/tp-try, nobody needs it")], {"read_results", "cancel_run"})
+    assert reply.tool_calls == [] and "does not delete" in reply.content
+
+
+@pytest.mark.parametrize("text", ["plan layouts for me", "plan something", "give me a layout plan",
+                                  "which parallel layout is best?"])  # fmt: skip
+def test_a_plan_with_neither_model_nor_hardware_asks_which_model(text, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and "Which model" in (intent.clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text", ["plan on this machine", "plan our model", "plan on 8 h100s", "rank layouts for the gpus here"]
+)
+def test_a_plan_naming_this_machine_a_model_or_gpus_does_not_ask_which_model(text, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.clarify is None
+    assert read("and on 16?", known, planned({"devices": 8, "model": "llama-3.1-8b"})).clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("plan 2x RTX-4090 smollm2-1.7b", {"devices": 2, "gpu": "rtx-4090", "model": "smollm2-1.7b"}),
+        ("plan 8x rtx 4090 for qwen 2.5 7b", {"devices": 8, "gpu": "rtx-4090", "model": "qwen2.5-7b"}),
+        ("how would llama 3 8b split over 4 h100s with 2048 tokens per sequence", {"devices": 4, "seq_len": 2048}),
+        ("plan smollm2 1.7b on 2 l40s, sequences of 4k tokens", {"devices": 2, "seq_len": 4096}),
+    ],
+)
+def test_a_device_count_before_a_gpu_and_tokens_per_sequence_are_taken(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+def test_tokens_per_sample_in_a_launch_set_the_sequence_length(known):
+    intent = read("train 20 steps with 512 tokens per sample on 2 gpus with ddp", known)
+    assert "data.seq_len=512" in intent.args["set"] and intent.clarify is None
+    assert "seq_len" not in read("what were r1's tokens per second", known).args
+
+
+# --- phenomena behind fresh_h's misses, each with sentences of its own ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("plan llama-3.1-70b on 2 h200 nodes with 8 gpus each", {"nodes": 2, "devices": 8, "gpu": "h200"}),
+        ("llama-3.1-405b on 4 H100 nodes of 8, how to split?", {"nodes": 4, "devices": 8, "gpu": "h100-sxm"}),
+        ("plan llama-3.1-8b on 16 H100s across 2 H100 nodes", {"nodes": 2, "devices": 8, "gpu": "h100-sxm"}),
+        ("plan qwen2.5-72b on 2 8xH200 boxes", {"nodes": 2, "devices": 8, "gpu": "h200"}),
+        ("plan llama-3.1-8b on an 8x h100 node", {"nodes": 1, "devices": 8, "gpu": "h100-sxm"}),
+        ("plan llama-3.1-8b on 4 A100-80GB", {"nodes": None, "devices": 4, "gpu": "a100-80gb"}),
+        ("plan llama-3.1-8b on two 4090 cards", {"nodes": None, "devices": 2, "gpu": "rtx-4090"}),
+        ("plan qwen2.5-72b on 2 nodes of 8 h-100s", {"nodes": 2, "devices": 8, "gpu": "h100-sxm"}),
+    ],
+)
+def test_the_digits_of_a_gpus_name_are_never_a_count(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, nodes",
+    [
+        ("how would qwen2.5-72b do on a couple of H200 nodes?", 2),
+        ("plan llama-3.1-70b on two H 200 nodes", 2),
+        ("plan llama-3.1-70b on 4 l40s machines", 4),
+        ("plan gemma-2-9b on 3 gpu nodes", 3),
+        ("what would mistral 7b look like on 3 A100-80GB servers?", 3),
+        ("plan llama-3.1-70b on 2 dgx h100 boxes", 2),
+    ],
+)
+def test_nodes_named_by_their_gpus_ask_how_many_gpus_per_node(text, nodes, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.args.get("nodes") == nodes and "devices" not in intent.args
+    assert "per node" in str(intent.clarify)
+
+
+def test_gpus_in_each_node_with_no_count_of_nodes_ask_how_many_nodes(known):
+    intent = read("what if llama-3.1-70b ran on 8x H100 nodes?", known)
+    assert intent.args.get("nodes") is None and intent.clarify.startswith("How many nodes?")
+    # a GPU's name with no count: no number at all, never its digits
+    assert "devices" not in read("plan llama-3.1-8b on h100 cards", known).args
+    assert "nproc" not in read("train 20 steps on a100 gpus", known).args
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("a100 40 gig x 8, llama-2-13b, what's the best split", {"devices": 8, "gpu": "a100-40gb"}),
+        ("h100x8, plan llama-3.1-8b", {"devices": 8, "gpu": "h100-sxm"}),
+        ("rank layouts for mistral 7b on l40s x4", {"devices": 4, "gpu": "l40s"}),
+        ("a100 80gb * 4 - best layout for llama-2-13b?", {"devices": 4, "gpu": "a100-80gb"}),
+        ("4090 X 2, smollm2 1.7b, which split?", {"devices": 2, "gpu": "rtx-4090"}),
+    ],
+)
+def test_a_count_after_a_gpus_name_counts_that_gpu(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+def test_a_count_after_a_gpus_name_is_read_as_one_before_it_and_no_other_number_moves():
+    assert normalise("a100 40 gig x 8") == "8 x a100 40GiB"
+    assert normalise("h100 x 8 gpus") == "8 x h100 gpus"
+    assert normalise("h100 x 2.5") == "h100 x 2.5"  # no count
+    assert normalise("tp=2 x dp_shard=4") == "tp=2,dp_shard=4"
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        (
+            "I've got 8 accelerators with 80 GB each (not one of the presets), rank layouts for llama-3.1-70b",
+            {"devices": 8, "device_mem": "80GiB", "model": "llama-3.1-70b"},
+        ),
+        ("plan llama-3.1-8b on 8x 80GB accelerators", {"devices": 8, "device_mem": "80GiB"}),
+        ("I have four accelerators of 48GB each, plan llama-3.1-8b", {"devices": 4, "device_mem": "48GiB"}),
+        ("plan llama-3.1-8b on 8 80GB cards", {"devices": 8, "device_mem": "80GiB"}),
+    ],
+)
+def test_accelerators_with_a_memory_each_are_gpus_of_that_memory(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+def test_a_memory_before_cards_is_no_count_of_them(known):
+    intent = read("what about the 40GB cards?", known, planned({"devices": 8, "gpu": "a100-80gb"}))
+    assert intent.args["devices"] == 8 and intent.args["gpu"] == "a100-40gb"
+
+
+@pytest.mark.parametrize(
+    "text, layout, nproc",
+    [
+        ("fully shard over 8 GPUs, turn on activation checkpointing, micro batch 4", "dp_shard=8", 8),
+        ("shard the model across 4 GPUs and train for 3k steps", "dp_shard=4", 4),
+        ("train 20 steps on 4 gpus, shard the weights and optimizer state", "dp_shard=4", 4),
+        ("shard it over 2 gpus, 30 steps", "dp_shard=2", 2),
+        ("train 30 steps with sharded parameters on 2 gpus", "dp_shard=2", 2),
+        ("train on 2 gpus and shard everything over them for 10 steps", "dp_shard=2", 2),
+        ("shard the model 4 ways, 20 steps", "dp_shard=4", 4),
+        ("train with 2-way sharding for 10 steps", "dp_shard=2", 2),
+    ],
+)
+def test_sharding_the_model_in_plain_words_is_fsdp(text, layout, nproc, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert intent.args["layout"] == layout and intent.args["nproc"] == nproc
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("benchmark the sharded checkpoint of r1", "bench"),
+        ("how should I shard the model across 8 h100s?", "plan"),
+        ("how would you shard our experiment model over 2 cards with 48 gigs apiece", "plan"),
+        ("shard the dataset across 4 workers and train 10 steps", "run"),
+        ("benchmark the 4-way sharded checkpoint of r1", "bench"),
+    ],
+)
+def test_shards_of_checkpoints_data_or_a_question_how_to_shard_are_no_fsdp(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and "dp_shard" not in str(intent.args.get("layout"))
+    assert "fsdp" not in normalise(text, known.names)
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("latest run — state?", "status"),
+        ("r1 state?", "status"),
+        ("what state is tp-try in?", "status"),
+        ("how is the latest run doing?", "status"),
+        ("what's r1 up to", "status"),
+        ("where's baseline-ddp at?", "status"),
+        ("r1 done?", "status"),
+        ("tp-try — how's it looking?", "status"),
+        ("any news on r1?", "status"),
+        ("what is baseline-ddp doing", "status"),
+        ("how's the loss looking on r1?", "results"),
+        ("how did r1 do", "results"),
+        ("final loss of r1", "results"),
+        ("r1 final loss?", "results"),
+        ("how's the loss of r1 doing?", "results"),
+        ("what was the loss when r1 finished?", "results"),
+        ("r1's optimizer state memory?", "results"),
+        ("how big is the optimizer state for llama-3.1-8b on 8 h100s?", "plan"),
+    ],
+)
+def test_a_runs_state_in_a_few_words_is_its_status_and_its_figures_its_results(text, command, known):
+    assert read(text, known).command == command

@@ -136,7 +136,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _make_plan(args: argparse.Namespace) -> int:
     # Imported here: each subcommand imports only what it runs (every parser is registered for help).
     from trainer.costs.plan_request import PlanRequest, plan_request
-    from trainer.costs.planner import format_table
+    from trainer.costs.planner import format_fp8_alternative, format_table
     from trainer.model.presets import preset_key
 
     request = PlanRequest(
@@ -150,6 +150,8 @@ def _make_plan(args: argparse.Namespace) -> int:
         print(json.dumps([c.as_dict() for c in candidates], indent=1))
     else:
         print(format_table(candidates, args.top))
+        if (fp8 := format_fp8_alternative(candidates, args.top)) is not None:
+            print(fp8)
     if args.export:
         preset = preset_key(args.model) if args.model else None
         context = PlanContext(

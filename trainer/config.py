@@ -70,7 +70,7 @@ class DataSpec:
 # files and hashes of earlier runs stay as they were.
 _LATER_DATA_KEYS = ("format", "prompt_field", "response_field", "messages_field", "chat_template")
 # The same for the other sections (mixture-of-experts training: the experts' kernel, expert parallelism).
-_LATER_KEYS = {"data": _LATER_DATA_KEYS, "train": ("experts",), "layout": ("ep",)}
+_LATER_KEYS = {"data": _LATER_DATA_KEYS, "train": ("experts", "zero_stage", "float8_recipe"), "layout": ("ep",)}
 
 
 # The values some train keys take (checked before launch by trainer.launch.launcher).
@@ -93,7 +93,20 @@ FSDP_REDUCE_DTYPES = ("fp32", "bf16")  # train.fsdp_reduce_dtype
 # gradient of its whole model share (trainer.costs.memory_model prices both, trainer.costs.throughput their
 # collectives).
 FSDP_GRAD_SYNCS = ("micro_batch", "step")
-PRECISIONS = ("auto", "fp32", "bf16")  # train.precision (auto: resolve_precision)
+# train.zero_stage: what FSDP2 (dp_shard > 1) keeps sharded between uses, as DeepSpeed's ZeRO stages name it. 3
+# (FSDP2's default): parameters, gradients and optimizer state, each layer's parameters all-gathered in forward and
+# again in backward for every micro-batch. 2 (FSDP1's SHARD_GRAD_OP): a layer's parameters gathered once per
+# micro-batch and kept from its forward to its backward. 1 (Megatron's distributed optimizer): parameters gathered
+# once per optimizer step and kept across its micro-batches, the gradient accumulated whole and reduce-scattered once
+# per step (whatever train.fsdp_grad_sync says); only the fp32 master weights and the optimizer state stay sharded.
+ZERO_STAGES = (3, 2, 1)
+# train.precision (auto: resolve_precision, which never picks fp8). fp8 is bf16 mixed precision (everything bf16
+# does: FSDP2's bf16 parameters, autocast) plus float8 matmuls in the decoder layers' linear layers through
+# torchao.float8 (trainer.parallel.float8), in train.float8_recipe's scaling; CUDA GPUs of compute capability 8.9+.
+PRECISIONS = ("auto", "fp32", "bf16", "fp8")
+# train.float8_recipe: torchao's scaling recipes. tensorwise: one scale per tensor (the fastest); rowwise: one per
+# row, more accurate for outliers, a little slower (torchao's float8 README).
+FLOAT8_RECIPES = ("tensorwise", "rowwise")
 # train.activation_checkpointing, from most memory to least: none keeps every activation; selective keeps the
 # matmul and attention outputs of each decoder layer and recomputes the cheap ops between them; full keeps only each
 # layer's input and recomputes the whole layer
@@ -159,9 +172,11 @@ class TrainSpec:
     galore: GaLoreSpec = field(default_factory=GaLoreSpec)  # read only by optimizer galore_adamw
     grad_clip: float = 1.0  # max global grad norm; 0 turns clipping off
     seed: int = 0
-    precision: str = "auto"  # auto (resolve_precision) | fp32 | bf16
+    precision: str = "auto"  # auto (resolve_precision) | fp32 | bf16 | fp8 (bf16 plus float8 matmuls, sm89+ GPUs)
+    float8_recipe: str = "tensorwise"  # under fp8: tensorwise | rowwise scaling of the float8 casts (torchao)
     fsdp_reduce_dtype: str = "fp32"  # under bf16 with FSDP2: the gradient reduce-scatter's dtype, fp32 | bf16
     fsdp_grad_sync: str = "micro_batch"  # micro_batch | step: when FSDP2 reduce-scatters accumulated gradients
+    zero_stage: int = 3  # 3 | 2 | 1: what FSDP2 keeps sharded between uses (ZERO_STAGES above)
     compile: bool = False
     attention: str = "auto"  # auto | dense | flex: how packed documents are kept apart (trainer.model.attention)
     # auto | loop | grouped_mm: how a mixture-of-experts model's experts compute (trainer.parallel.expert_parallel)
@@ -175,6 +190,9 @@ class TrainSpec:
     keep_checkpoints: int = 2
     save_hf: bool = False  # after a successful run: its final checkpoint as an HF directory, RUN/hf
     timing_warmup_steps: int = 2  # steps left out of tokens/s (compilation, allocator warm-up)
+    # The last this many warm-up steps profiled on rank 0 (torch.profiler) into profile.json: fewer than
+    # timing_warmup_steps, so that the profiler's cost never reaches tokens/s (trainer.rank.profiling).
+    profile_steps: int = 0
     # Seconds a rank may wait in one collective before the run fails (trainer.rank.loop.collective_timeouts): longer
     # through set-up and the untimed first steps (at least one), where compilation (each pipeline stage its own) and
     # building a large model keep ranks apart for longer than a step's collectives ever take.
@@ -374,8 +392,15 @@ def _coerce(hint: Any, value: Any, name: str) -> Any:
 OBJECTIVES = {"tokens_per_s": "maximize", "final_loss": "minimize"}
 
 
+def half_precision(precision: str) -> bool:
+    """Whether a resolved train.precision computes in bf16 mixed precision (bf16, and fp8, which is bf16 with
+    float8 matmuls on top): the one test of it, for the trainer and the cost models alike."""
+    return precision in ("bf16", "fp8")
+
+
 def resolve_precision(precision: str, device_type: str) -> str:
-    """`auto` is bf16 mixed precision on CUDA and fp32 on CPU.
+    """`auto` is bf16 mixed precision on CUDA and fp32 on CPU; never fp8, which changes the numerics and is asked
+    for by name (`meshpilot plan` shows what it would gain).
 
     fp32 on CPU whatever the CPU: a CPU run is mostly a check of a set-up, where every layout matches the
     one-process reference to fp32 rounding, and the same file trains alike on any CPU. bf16 is not slower on
@@ -438,9 +463,15 @@ def check_train_values(experiment: Experiment) -> None:
     not_negative = {"train.warmup_steps": train.warmup_steps, "train.checkpoint_every": train.checkpoint_every}
     not_negative |= {"train.grad_clip": train.grad_clip, "train.weight_decay": train.weight_decay}
     not_negative |= {"train.timing_warmup_steps": train.timing_warmup_steps, "train.gns_every": train.gns_every}
+    not_negative |= {"train.profile_steps": train.profile_steps}
     for name, value in not_negative.items():
         if value < 0:
             raise ConfigError(f"{name} must not be negative, got {value}")
+    if train.profile_steps and train.profile_steps >= train.timing_warmup_steps:
+        raise ConfigError(
+            f"train.profile_steps ({train.profile_steps}) must be fewer than train.timing_warmup_steps "
+            f"({train.timing_warmup_steps}): the profiled steps are the warm-up's last, never timed"
+        )
     if not 0 <= train.min_lr_ratio <= 1:
         raise ConfigError(f"train.min_lr_ratio must lie in [0, 1], got {train.min_lr_ratio}")
     choices = {
@@ -448,6 +479,7 @@ def check_train_values(experiment: Experiment) -> None:
         "train.lr_schedule": (train.lr_schedule, SCHEDULES),
         "train.precision": (train.precision, PRECISIONS),
         "train.fsdp_reduce_dtype": (train.fsdp_reduce_dtype, FSDP_REDUCE_DTYPES),
+        "train.float8_recipe": (train.float8_recipe, FLOAT8_RECIPES),
     }
     for name, (value, allowed) in choices.items():
         if value not in allowed:
@@ -457,6 +489,32 @@ def check_train_values(experiment: Experiment) -> None:
     final_saved = train.save_final_checkpoint or (train.checkpoint_every and train.steps % train.checkpoint_every == 0)
     if train.save_hf and not final_saved:
         raise ConfigError("train.save_hf exports the final step's checkpoint: set train.save_final_checkpoint: true")
+
+
+def reduces_once_per_step(fsdp_grad_sync: str, zero_stage: int) -> bool:
+    """Whether FSDP2 reduce-scatters an accumulated step's gradient once, after its last micro-batch, rather than
+    after every micro-batch: train.fsdp_grad_sync: step, or ZeRO stage 1, which holds the whole gradient anyway."""
+    return fsdp_grad_sync == "step" or zero_stage == 1
+
+
+def check_zero_stage(experiment: Experiment) -> None:
+    """train.zero_stage: one of ZERO_STAGES, and below 3 only where FSDP2 shards something (dp_shard x cp > 1)."""
+    stage = experiment.train.zero_stage
+    if stage not in ZERO_STAGES:
+        raise ConfigError(f"train.zero_stage: {stage!r} is not one of {', '.join(map(str, ZERO_STAGES))}")
+    if refused := zero_stage_refusal(stage, experiment.layout):
+        raise ConfigError(refused)
+
+
+def zero_stage_refusal(stage: int, layout: Layout) -> str | None:
+    """Why the trainer refuses train.zero_stage `stage` under `layout`, or None: a stage below 3 needs something
+    sharded (the planner marks such layouts as not runnable with the same words)."""
+    if stage != 3 and layout.shard_degree == 1:
+        return (
+            f"train.zero_stage {stage} chooses what FSDP2 keeps sharded, and {layout.describe()} shards nothing "
+            "(it needs dp_shard > 1, or cp > 1): leave it at 3"
+        )
+    return None
 
 
 def check_galore(experiment: Experiment) -> None:

@@ -29,36 +29,47 @@ class Device:
     # Its NVLink generation to the other GPUs of its node (None where it has none, or only an optional bridge
     # between two or four cards: the PCIe and NVL parts), and its host PCIe generation: INTERCONNECTS keys.
     links: tuple[str | None, str] | None = None
+    # Dense float8 tensor-core peak (e4m3/e5m2 with fp32 accumulation, as torch._scaled_mm computes; no sparsity);
+    # None on GPUs without float8 tensor cores (compute capability below 8.9: A100, A10, V100) and on CPUs.
+    fp8_flops: float | None = None
+    capability: tuple[int, int] | None = None  # CUDA compute capability (torch.cuda.get_device_capability)
 
 
-# Every GPU by name, from the vendors' data sheets. Matched against torch.cuda.get_device_name() by `_by_name`: for
+# Every GPU by name, from the vendors' data sheets (dense figures: half the "with sparsity" ones they print). The fp8
+# peaks: NVIDIA H100 datasheet (SXM 1,979, PCIe 1,513, NVL 1,671 TFLOPS dense of 3,958 / 3,026 / 3,341 sparse), H200
+# datasheet (SXM 1,979, NVL 1,671), GH200 datasheet (1,979), HGX B200 datasheet (4.5 PFLOPS dense per GPU of 72 for
+# eight with sparsity), L40S datasheet (733 of 1,466), L40 datasheet (362 of 724), L4 datasheet (242 of 485), and the
+# Ada Lovelace architecture whitepaper's RTX 4090 (FP8 with FP32 accumulate 330.3 dense; 660.6 with FP16
+# accumulate, which torch._scaled_mm does not use). Compute capabilities: CUDA's table (developer.nvidia.com/cuda-gpus).
+# Matched against torch.cuda.get_device_name() by `_by_name`: for
 # each figure, the longest name that gives it found in the device's name, never inside a longer word or number, so
 # "NVIDIA H100 80GB HBM3" (SXM) takes "H100 80GB HBM3" over "H100", "NVIDIA GH200 480GB" is no "H200", and
 # "NVIDIA L40" no "L4" (nor "NVIDIA A100" an "A10").
 DEVICES: dict[str, Device] = {
-    "GH200": Device(989e12, 4.0e12, ("nvlink4", "pcie5")),
-    "H200 NVL": Device(835e12, None, (None, "pcie5")),
-    "H200": Device(989e12, 4.8e12, ("nvlink4", "pcie5")),
-    "H100 NVL": Device(835e12, 3.9e12, (None, "pcie5")),
-    # torchtitan's: "between SXM and NVL", their midpoint (GPUS["h100-hbm2e"])
-    "H100 96GB HBM2e": Device(912e12, 2.4e12),
-    "H100 PCIe": Device(756e12, 2.0e12, (None, "pcie5")),
-    "H100 SXM": Device(989e12),
-    "H100 80GB HBM3": Device(989e12),
-    "H100": Device(989e12, 3.35e12, ("nvlink4", "pcie5")),
+    "GH200": Device(989e12, 4.0e12, ("nvlink4", "pcie5"), fp8_flops=1979e12, capability=(9, 0)),
+    "H200 NVL": Device(835e12, None, (None, "pcie5"), fp8_flops=1671e12),
+    "H200": Device(989e12, 4.8e12, ("nvlink4", "pcie5"), fp8_flops=1979e12, capability=(9, 0)),
+    "H100 NVL": Device(835e12, 3.9e12, (None, "pcie5"), fp8_flops=1671e12),
+    # torchtitan's: "between SXM and NVL", their midpoint (GPUS["h100-hbm2e"]), for fp8 as for bf16
+    "H100 96GB HBM2e": Device(912e12, 2.4e12, fp8_flops=1825e12),
+    "H100 PCIe": Device(756e12, 2.0e12, (None, "pcie5"), fp8_flops=1513e12),
+    "H100 SXM": Device(989e12, fp8_flops=1979e12),
+    "H100 80GB HBM3": Device(989e12, fp8_flops=1979e12),
+    "H100": Device(989e12, 3.35e12, ("nvlink4", "pcie5"), fp8_flops=1979e12, capability=(9, 0)),
     "B200": Device(
-        2250e12, 8.0e12, ("nvlink5", "pcie5")
+        2250e12, 8.0e12, ("nvlink5", "pcie5"), fp8_flops=4500e12, capability=(10, 0)
     ),  # its host PCIe is Gen6 by some accounts; planned over NVLink
     "A100-SXM4-40GB": Device(None, 1.555e12),
     "A100-PCIE-40GB": Device(None, 1.555e12),
     "A100-PCIE": Device(None, None, (None, "pcie4")),
-    "A100": Device(312e12, 2.039e12, ("nvlink3", "pcie4")),
-    "A10G": Device(70e12, 600e9, (None, "pcie4")),
-    "A10": Device(125e12, 600e9, (None, "pcie4")),
-    "L40S": Device(362e12, 864e9, (None, "pcie4")),
-    "L40": Device(181e12, 864e9, (None, "pcie4")),
-    "L4": Device(121e12, 300e9, (None, "pcie4")),
-    "RTX 4090": Device(165e12, 1008e9, (None, "pcie4")),
+    "A100": Device(312e12, 2.039e12, ("nvlink3", "pcie4"), capability=(8, 0)),
+    "A10G": Device(70e12, 600e9, (None, "pcie4"), capability=(8, 6)),
+    "A10": Device(125e12, 600e9, (None, "pcie4"), capability=(8, 6)),
+    "L40S": Device(362e12, 864e9, (None, "pcie4"), fp8_flops=733e12, capability=(8, 9)),
+    "L40": Device(181e12, 864e9, (None, "pcie4"), fp8_flops=362e12, capability=(8, 9)),
+    "L4": Device(121e12, 300e9, (None, "pcie4"), fp8_flops=242e12, capability=(8, 9)),
+    # GeForce: fp32 accumulation at half the fp16-accumulate rate, for bf16 and fp8 alike (Ada whitepaper)
+    "RTX 4090": Device(165e12, 1008e9, (None, "pcie4"), fp8_flops=330e12, capability=(8, 9)),
 }
 
 
@@ -73,6 +84,23 @@ def gpu_links(device_name: str) -> tuple[str | None, str]:
 
 def peak_bf16_flops(device_name: str) -> float | None:
     return _by_name("bf16_flops", device_name)
+
+
+def peak_fp8_flops(device_name: str) -> float | None:
+    """The dense float8 tensor-core peak of a GPU by name, None where it has none (or is not listed)."""
+    return _by_name("fp8_flops", device_name)
+
+
+def float8_speedup(device_name: str) -> float:
+    """How much faster a GPU's float8 matmuls run than its bf16 ones: the ratio of the data sheets' dense peaks,
+    taking both to reach the same share of their peak (stated: NVIDIA's and torchao's published H100 GEMM
+    benchmarks put large fp8 and bf16 GEMMs alike at 65-75% of peak). 1.0 where a GPU has no float8 peak."""
+    fp8, bf16 = peak_fp8_flops(device_name), peak_bf16_flops(device_name)
+    return fp8 / bf16 if fp8 and bf16 else 1.0
+
+
+def compute_capability(device_name: str) -> tuple[int, int] | None:
+    return _by_name("capability", device_name)
 
 
 def peak_memory_bandwidth(device_name: str) -> float | None:

@@ -32,9 +32,10 @@ from agent.understanding.context import Context, context_of
 from agent.understanding.entities import _PRESET, DESCRIPTOR_WORDS, GENERIC, Entities, extract, masked
 from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
 from agent.understanding.grammar import Intent, first_reading, parse_slash, read_facts
-from agent.understanding.intents import ACTIONS, FOLLOW_UP, ranked, score
+from agent.understanding.intents import ACTIONS, FOLLOW_UP, negated_actions, ranked, score
 from agent.understanding.known import singular
 from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE, normalise
+from agent.understanding.refusals import refusal
 from trainer.model.presets import MODELS
 
 __all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
@@ -59,7 +60,9 @@ def understand(text: str, context: Context | None = None) -> Intent:
     context = context or Context()
     plain = normalise(text, context.known.names)
     entities = extract(plain, context.known)
-    scores = score(plain, entities, first_reading(plain), context.previous)
+    if refused := refusal(plain, entities):  # "delete runs/tp-try": no tool may, and no nearby tool in its place
+        return Intent("help", text=text, refusal=refused)
+    scores = score(plain, entities, first_reading(negated_actions(plain.lower())[1]), context.previous)
     best = ranked(scores)
     command = best[0][0] if best[0][1] > 0 else "help"
     if command == "read" and context.launch and re.search(REPEAT_WITH, plain.lower()):
@@ -73,6 +76,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = _close_call(intent, best, entities)
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _unplaced_number(plain, entities, intent)
+    if intent.clarify is None:
+        intent.clarify = _vague_count(entities, intent)
     if intent.clarify is None and intent.command in ACTIONS and _asks_only(plain) and not _measured_by(intent, plain):
         intent.clarify = f"Do you want me to {intent.command} ({_call_text(intent)})? yes / edit"
     if intent.command in NAMED_TOOLS and (unknown := _unknown_name(plain, entities, context, intent)):
@@ -153,6 +158,26 @@ def _planned_devices(context: Context, plain: str = "") -> int | None:
 
 NUMBER = re.compile(r"(?<![\w.=/-])(\d+(?:\.\d+)?(?:e-?\d+)?)(k?)(?![\w.=/-]|\.\d)", re.I)
 CORRECTED = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b"
+
+
+# The counts each action takes, and an example of each: "a few trials" for a sweep is asked about, never guessed.
+VAGUE_TAKEN = {
+    "run": ("steps", "nproc", "devices", "nodes", "stages"),
+    "sweep": ("trials",),
+    "plan": ("devices", "nodes"),
+}
+COUNT_EXAMPLES = {"steps": "30 steps", "trials": "8 trials", "nproc": "on 2 processes", "devices": "on 8 GPUs",
+                  "nodes": "on 2 nodes", "stages": "pp=2"}  # fmt: skip
+
+
+def _vague_count(entities: Entities, intent: Intent) -> str | None:
+    """One question when a count the action takes is said with no number ("a few trials", "several hundred steps")."""
+    for kind, said in entities.all("vague_count"):
+        if kind in VAGUE_TAKEN.get(intent.command, ()) and not entities.has(kind):
+            reading = _launch_text(intent.args) if intent.command == "run" else f"I would call {_call_text(intent)}."
+            said = re.sub(r"\b(hundred|thousand|dozen)s\b(?!\s+of)", r"\1", said.strip())  # as normalise kept it
+            return f"How many, exactly? {said!r} is no number: say e.g. `{COUNT_EXAMPLES[kind]}`. {reading}"
+    return None
 
 
 # The arguments each action's tool call takes (agent.offline): a number held in any other key is dropped.
@@ -242,7 +267,7 @@ NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr",
 NOT_A_NAME = (
     r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step_\d+|"
     r"fp\d+|bf16|e-\d+|x\d+|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|up-to-date|"
-    r"follow-up|write-up|what-if|so-called|e\.g|i\.e)$"
+    r"follow-up|write-up|what-if|so-called|\w+-wise|e\.g|i\.e)$"
 )
 
 
@@ -670,7 +695,7 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
     lowered = masked(plain.lower(), entities)
     # a negation is about a setting named next to it that it turns off: "without packing", "packing off"
     mentions = [e.span for e in entities.found if e.kind == "switch_mention" and e.value[1] != "true"]
-    for found in re.finditer(NEGATION, lowered):
+    for found in re.finditer(NEGATION, negated_actions(lowered)[1]):  # "no PR" negates an action, not a setting
         after, before = lowered[found.start() :], lowered[: found.start()]
         if re.match(NOT_A_SETTING, after) or (found.group(0) in ("off", "not") and re.search(LAUNCH_OFF, before)):
             continue
@@ -772,15 +797,43 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
             if key == "device_mem" and "gpu" in args:
                 continue
             args[key] = context.plan[key]
+    if (said := entities.get("nodes_unsaid")) and "nodes" not in args and intent.clarify is None:
+        intent.clarify = f"How many nodes? {str(said)!r} says each node's GPUs, e.g. `2 {said}`."
     if "nodes" in args and "devices" not in args and intent.clarify is None:
         # "what if we had 4 nodes?": nodes of what? This machine's GPUs are no answer about other machines
-        intent.clarify = f"How many GPUs per node, and which GPU? e.g. `{args['nodes']} nodes of 8 H100s`"
+        gpu = args.get("gpu")
+        nodes = f"{args['nodes']} node{'s' if args['nodes'] != 1 else ''}"
+        intent.clarify = (f"How many {str(gpu).upper()}s per node? e.g. `{nodes} of 8 {str(gpu).upper()}s`" if gpu
+                          else f"How many GPUs per node, and which GPU? e.g. `{nodes} of 8 H100s`")  # fmt: skip
+    if intent.clarify is None and not context.plan and _nothing_to_plan(intent, entities):
+        intent.clarify = (
+            "Which model should I plan for, and on which GPUs? e.g. `plan llama-3.1-8b on 8 H100s`, or `plan our "
+            "model on this machine` (the experiment's own model on the GPUs here)."
+        )
     if scaled:
         args["devices"] = scaled
     elif entities.has("vague_hardware") or times:
         before = ", ".join(f"{k}={v}" for k, v in (context.plan or {}).items() if k in PLAN_CARRIED)
         intent.clarify = ("How many GPUs (and nodes) should I plan for? e.g. `on 16 GPUs over 2 nodes`"
                           + (f" (the plan before: {before})." if before else "."))  # fmt: skip
+
+
+# This machine named as the hardware: "on this box", "here", "the GPUs I have".
+THIS_MACHINE = (r"\b(?:this|the|my|our)\s+(?:own\s+)?(?:machine|box|host|node|computer|server|workstation|hardware|"
+                r"setup|rig)\b|\bhere\b|\blocal(?:ly)?\b|\b(?:what|the gpus?|the cards?) (?:i|we) have\b|"
+                r"\b(?:my|our) (?:gpus?|cards?)\b")  # fmt: skip
+MODEL_NAMED = ("model", "model_choice", "model_unknown", "model_size", "own_model", "experiment")
+HARDWARE_NAMED = ("gpu_named", "devices", "node_count", "per_node", "device_mem", "vague_hardware", "vague_count")
+
+
+def _nothing_to_plan(intent: Intent, entities: Entities) -> bool:
+    """A plan that names neither a model nor hardware ("plan layouts for me"): what to plan is asked, never this
+    machine's GPUs for the experiment's model taken as meant. Naming this machine ("plan on this box") says both: the
+    GPUs here, and the model of the experiment here."""
+    stated = ("model", "gpu", "devices", "nodes", "device_mem", "experiment")
+    if any(key in intent.args for key in stated) or entities.has(*MODEL_NAMED, *HARDWARE_NAMED):
+        return False
+    return not re.search(THIS_MACHINE, intent.text.lower())
 
 
 def _same_family(model: object, size: object) -> str | None:

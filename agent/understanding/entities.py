@@ -9,14 +9,14 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from agent.understanding.grammar import _GPU_NAME, CORRECTION, LAYOUT_WORDS
+from agent.understanding.grammar import _GPU_NAME, CORRECTION, GPU_OF_NODE, LAYOUT_WORDS, NODE_GPU, TOKENS_PER_SEQUENCE
 from agent.understanding.known import Known
 from trainer.layout import MESH_DIMS
 from trainer.model.presets import MODELS
 
 # A count's noun: what the number counts.
 NOUNS = {
-    "devices": r"gpus?|cards?|devices?|accelerators?|h100s?|h200s?|a100s?|a10s?|l40s|4090s?",
+    "devices": r"gpus?|cards?|devices?|accelerators?|h100s?|h200s?|a100s?|a10s?|l40s|(?:rtx[ -]?)?4090s?",
     "nproc": r"process(?:es)?|procs?|ranks?|workers?",
     "nodes": r"nodes?|machines?|boxes|box|hosts?|servers?",
     "steps": r"(?:optimi[sz]er |training )?steps?|iterations?|iters?",
@@ -40,7 +40,8 @@ SWITCHES = {
 }
 CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
 NEGATION_BEFORE = (
-    r"\b(?:without|no|not|disable|disabling|disabled|off|don'?t|do not|never|skip|w/o|turn off|switch off)\b"
+    r"\b(?:without|no|not|disable|disabling|disabled|off|don'?t|do not|never|skip|w/o|turn off|switch off|remove|"
+    r"removing|drop|dropping)\b"
 )
 NEGATION_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?:off|disabled|false|no|0|none)\b"
 OPTIMIZERS = r"sgd|adamw|adam|adafactor|lion|muon"
@@ -86,7 +87,7 @@ NOT_FILES = {
 }
 SEQ_LEN = (
     r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|at|is)?\s*\d|"
-    r"\b\d+\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b"
+    r"\b\d+\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b|" + TOKENS_PER_SEQUENCE
 )
 NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice")
 
@@ -123,6 +124,7 @@ def extract(text: str, known: Known) -> Entities:
     lowered = text.lower()
     entities = Entities(text)
     _counts(lowered, entities)
+    _vague_counts(lowered, entities)
     _hardware(lowered, entities)
     _model(lowered, entities)
     _switches(lowered, entities)
@@ -165,7 +167,12 @@ def _counts(lowered: str, entities: Entities) -> None:
     """Every number followed by what it counts ("12 steps", "20 trials", "2 procs", "4 nodes"), and counts after
     their noun ("steps=40", "trials: 8")."""
     for kind, noun in NOUNS.items():
-        for found in re.finditer(rf"\b{COUNT}\s*(?:x\s*)?(more\s+|fewer\s+|less\s+)?(?:{noun})\b", lowered):
+        # "2 H200 nodes" and "8 gpu nodes" count nodes, not GPUs ("8x H100 nodes" are 8 H100s in each node: RIG)
+        before = GPU_OF_NODE if kind == "nodes" else ""
+        after = rf"(?!\s+(?:{NOUNS['nodes']})\b)" if kind == "devices" else ""
+        times = "" if kind == "nodes" else r"(?:x\s*)?"
+        for found in re.finditer(rf"\b{COUNT}\s*{times}(more\s+|fewer\s+|less\s+)?{before}(?:{noun})\b{after}",
+                                 lowered):  # fmt: skip
             number = _number(found.group(1), found.group(2), kind)
             if found.group(3):  # "2 more steps": relative to the launch or plan before, not 2
                 entities.add("relative", f"{found.group(3).strip()} {number} {kind}", found.span())
@@ -173,6 +180,18 @@ def _counts(lowered: str, entities: Entities) -> None:
             entities.add(kind, number, found.span())
         for found in re.finditer(rf"\b(?:{noun})\s*(?:=|:)\s*{COUNT}\b", lowered):
             entities.add(kind, _number(found.group(1), found.group(2), kind), found.span())
+
+
+# A count said with no number ("a few trials", "several hundred steps", "a handful of procs"): asked, never guessed.
+VAGUE_COUNT = (r"\b(?:(?:a\s+few|a\s+couple(?:\s+of)?|couple\s+of|several|some|many)\s+(?:hundreds|thousands|dozens)"
+               r"(?:\s+of)?|(?:hundreds|thousands|dozens)\s+of|a\s+few|few|several|a\s+handful\s+of|handful\s+of|"
+               r"a\s+bunch\s+of|a\s+lot\s+of|lots\s+of|a\s+number\s+of)\s+(?:more\s+)?(?:[a-z]+\s+)?")  # fmt: skip
+
+
+def _vague_counts(lowered: str, entities: Entities) -> None:
+    for kind in NOUNS:
+        for found in re.finditer(rf"{VAGUE_COUNT}(?:{NOUNS[kind]})\b", lowered):
+            entities.add("vague_count", (kind, found.group(0)), found.span())
 
 
 def _number(digits: str, kilo: str, kind: str) -> int:
@@ -186,18 +205,27 @@ def _hardware(lowered: str, entities: Entities) -> None:
     correction = list(re.finditer(CORRECTION, text))
     start = correction[-1].end() if correction else 0
     part = text[start:]  # a self-correction: what follows it stands
-    nodes = re.search(rf"\b{COUNT}\s+(?:{NOUNS['nodes']})\b", part)
+    nodes = re.search(rf"\b{COUNT}\s+{GPU_OF_NODE}(?:{NOUNS['nodes']})\b", part)
     per_node = re.search(
         rf"\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|\b{COUNT}\s*(?:[a-z]\w*\s+){{0,3}}?(?:per|each|a)\s+"
         rf"(?:node|machine|box|host|server)\b",
         part,
     )
-    total = re.search(
-        rf"\b(\d+)(k?)(?![.\d])\s*(?:x\s*)?(?:[a-z][\w-]*\s+|\d+\s*gb\s+){{0,3}}?(?:{NOUNS['devices']})?\s*"
-        rf"(?:[a-z]\w*\s+)?(?:across|over|spread over|split over|on|in)\s+{COUNT}\s+(?:{NOUNS['nodes']})\b",
+    total = re.search(  # "16 GPUs across 2 machines"; a model's size ("qwen2.5-72b on 2 nodes") is no total
+        rf"\b(\d+)(k?)(?![.\d]|\s*b(?:illion)?\b)\s*(?:x\s*)?(?:[a-z][\w-]*\s+|\d+\s*gb\s+){{0,3}}?"
+        rf"(?:{NOUNS['devices']})?\s*(?:[a-z]\w*\s+)?(?:across|over|spread over|split over|on|in)\s+{COUNT}\s+"
+        rf"{GPU_OF_NODE}(?:{NOUNS['nodes']})\b",
         part,
     )
     single = re.search(rf"\b1\s+(?:[a-z][\w-]*\s+){{1,2}}(?:{NOUNS['nodes']})\b", part)
+    if rig := re.search(RIG, part):  # "an 8x H100 node", "2 8xA100 boxes": the count with "x" is per node
+        span = (start + rig.start(), start + rig.end())
+        entities.add("per_node", int(rig.group(2)), span)
+        if rig.group(1) or rig.group(3) in ("node", "machine", "box", "host", "server"):
+            entities.add("node_count", int(rig.group(1) or 1), span)
+        else:  # "on 8x H100 nodes": how many nodes is unsaid
+            entities.add("nodes_unsaid", rig.group(0), span)
+        nodes = single = per_node = total = None
     if nodes:
         entities.add("node_count", int(float(nodes.group(1))), (start + nodes.start(), start + nodes.end()))
     elif single:  # "a single DGX H100 box": one node, the "1" a count of it
@@ -225,6 +253,11 @@ def _hardware(lowered: str, entities: Entities) -> None:
         entities.add("times", float(found.group(1) or 2), found.span())
     if re.search(VAGUE_HARDWARE, text):
         entities.add("vague_hardware", True, (0, 0))
+
+
+# A node by the GPUs in it: "an 8x H100 node", "2 8xA100 boxes" (the first count the nodes', the one with "x" each
+# node's GPUs).
+RIG = rf"\b(?:(\d+)\s+|(?:an?|one)\s+)?(\d+)\s*x\s*{NODE_GPU}({NOUNS['nodes']})\b"
 
 
 # A GPU's memory size as its version: "the 40 gig version", "the 80GB ones", "the 40GB cards".
@@ -385,7 +418,7 @@ def _chains(joined: list[bool]) -> list[tuple[int, int]]:
 
 
 # A negation of a setting named before by a pronoun: "without it", "turn that off", "disable it".
-PRONOUN_OFF = (r"\b(?:without|w/o|disable|no more|turn off|switch off|drop)\s+(?:it|that|this)\b|"
+PRONOUN_OFF = (r"\b(?:without|w/o|disable|no more|turn off|switch off|drop|remove)\s+(?:it|that|this)\b|"
                r"\b(?:turn|switch)\s+(?:it|that|this)\s+off\b")  # fmt: skip
 
 

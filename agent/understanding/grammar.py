@@ -72,7 +72,13 @@ COMMON = set(VOCABULARY) | set(_COMMON.split())
 _NUMBER = r"(\d+(?:\.\d+)?(?:e-?\d+)?)"
 _COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
 _UNKNOWN_GPU = r"\b(mi\d{3}x?|v100|p100|t4|b200|gb200|gh200|l4|a6000|a40|rtx ?[2-5]0[6-9]0(?: ti)?)s?\b"
-_GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx ?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gi?b)?s?\b"
+_GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx[ -]?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gi?b)?s?\b"
+# Nodes named by the GPUs in them ("2 H200 nodes", "a couple of DGX H100 boxes", "8 gpu nodes"): the count before
+# the GPU's name is of the nodes, and the digits of a GPU's name (H200, A100, 4090) are never a count.
+NODE_NOUN = r"nodes?|machines?|boxes|box|hosts?|servers?"
+NODE_GPU = (r"(?:(?:nvidia|dgx|hgx)\s+)*(?:h100|h200|a100|l40s|a10|rtx[ -]?4090|4090|b200|gb200|gh200|v100|a6000|a40|"
+            r"l4|t4|mi\d{3}x?|gpu)(?:[ -]?(?:sxm|pcie|nvl))?(?:[ -]?\d+ ?gi?b)?\s+")  # fmt: skip
+GPU_OF_NODE = rf"(?:(?:nvidia|dgx|hgx)\s+)*(?:{NODE_GPU})?"
 
 
 @dataclass
@@ -85,6 +91,7 @@ class Intent:
     families: list[str] = field(default_factory=list)  # layout families named (DDP, FSDP...), for comparisons
     clarify: str | None = None  # the question to ask instead of acting
     notes: list[str] = field(default_factory=list)  # how a loose name was read ("'Llama 3 8B' read as llama-3.1-8b")
+    refusal: str | None = None  # the reply to a request no tool may do (agent.understanding.refusals): no action
 
 
 def parse_slash(text: str) -> Intent:
@@ -245,22 +252,29 @@ def _imperative(lowered: str) -> str:
 def _hardware_facts(lowered: str, intent: Intent) -> None:
     """GPU preset, devices per node, nodes and sequence length ("2 nodes of 8 A100 40GB", "a 4090", "at 8k")."""
     args = intent.args
-    if found := re.search(r"(\d+|an?|one|two|four|eight|sixteen)\s+nodes?\b", lowered):
+    if found := re.search(rf"(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s+{GPU_OF_NODE}nodes?\b", lowered):
         args["nodes"] = _count(found.group(1))
-    if found := re.search(r"(?:(\d+|an?|one|two|four|eight|sixteen)\s*(?:x\s*)?)?(?:nvidia\s+)?" + _GPU_NAME, lowered):
+    gpu = r"(?:(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s*(?:x\s*)?)?(?:(?:nvidia|dgx|hgx)\s+)*" + _GPU_NAME
+    if found := re.search(gpu, lowered):
         count, name, variant, size = found.groups()
         key = name.replace(" ", "-") + (f"-{variant}" if variant else "") + (f"-{size}gb" if size else "")
         try:
             args["gpu"] = _gpu_key(key)
         except ConfigError as error:
             intent.clarify = f"{error}. Which GPU do you mean?"
-        if count:
+        of_node = re.match(rf"\s*(?:{NODE_NOUN})\b", lowered[found.end() :])
+        if count and of_node and not re.match(r"\d+\s*x", found.group(0)):
+            args.setdefault("nodes", _count(count))  # "2 H200 nodes": 2 nodes, their GPUs per node unsaid
+        elif count:  # "8 H100s", "an 8x H100 node" (8 in it)
             args["devices" if intent.command in ("plan", "why") else "nproc"] = _count(count)
     if (found := re.search(_UNKNOWN_GPU, lowered)) and "gpu" not in args:
         intent.clarify = (
             f"I have no {found.group(1).upper()} preset (GPU presets: {', '.join(GPUS)}): which do you mean?"
         )
-    if found := re.search(r"(\d+)\s*(?:x\s*)?(?:gpus?|devices?|cards?|process(?:es)?|procs?|ranks|workers)\b", lowered):
+    # "8 accelerators", "8x 80GB GPUs": devices with their memory said between
+    if found := re.search(rf"(?<![\w.])(\d+)(?![\d.])\s*(?:x\s*)?(?:\d+(?:\.\d+)?\s*gi?b\s+)?(?:gpus?|devices?|cards?|"
+                          rf"accelerators?|process(?:es)?|procs?|ranks|workers)\b(?!\s+(?:{NODE_NOUN})\b)",
+                          lowered):  # fmt: skip
         key = "devices" if intent.command in ("plan", "why") else "nproc"
         args.setdefault(key, int(found.group(1)))
     if found := re.search(r"\b(?:on|across|over|with)\s+(?:a|an|one)\s+(?:single\s+)?(?:gpu|device)\b", lowered):
@@ -271,11 +285,19 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
         r"(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|is|were|was|at|be)?\s*(\d+)\s*(k?)\b|"
         r"\b(\d+)\s*(k?)(?:[ -]tokens?)?\s+(?:context|sequences?|seq(?:uence)?(?:[ _]len(?:gth)?)?)\b|"
         r"\bat\s+(\d+)\s*(k)\b(?!\s*(?:steps?|iter\w*|trials?|tok\w*/|tokens? per))|"  # "fit ... at 8k?": context
-        r"\bat\s+(\d+)\s*(k?)\s*tokens?\b(?!\s*(?:/|per\b|a second))",  # "at 4096 tokens", not "at 900 tokens/s"
+        r"\bat\s+(\d+)\s*(k?)\s*tokens?\b(?!\s*(?:/|per\b|a second))|"  # "at 4096 tokens", not "at 900 tokens/s"
+        rf"{TOKENS_PER_SEQUENCE}",  # "1024 tokens per sequence", "samples of 2k tokens"
         lowered,
     ):
-        number, kilo = next((found.group(i), found.group(i + 1)) for i in (1, 3, 5, 7) if found.group(i))
+        groups = (1, 3, 5, 7, 9, 11)
+        number, kilo = next((found.group(i), found.group(i + 1)) for i in groups if found.group(i))
         args["seq_len"] = int(number) * (1024 if kilo else 1)
+
+
+# A sequence length said as the tokens of one sequence: "1024 tokens per sequence", "sequences of 2k tokens".
+TOKENS_PER_SEQUENCE = (r"\b(\d+)\s*(k?)\s*tokens?\s+(?:per|each|a|an|in each|for each|of each)\s+"
+                       r"(?:sequence|sample|example|seq|document|row)\b|"
+                       r"\b(?:sequences?|samples?|examples?)\s+of\s+(\d+)\s*(k?)\s*tokens?\b")  # fmt: skip
 
 
 def _gpu_key(key: str) -> str:
@@ -335,7 +357,7 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
     runs = re.findall(r"\b((?:runs|sweeps)/[\w.-]+(?:/trials/[\w.-]+)?)", text)
     if runs:
         intent.words = runs
-    if found := re.search(r"(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|\bsteps?\s*[=:]?\s*(\d+)\b", lowered):
+    if found := re.search(r"(?<![\w.])(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|\bsteps?\s*[=:]?\s*(\d+)\b", lowered):
         intent.args["steps"] = int(found.group(1) or found.group(2))
     dims = "|".join(LAYOUT_DIMS)
     if found := re.search(rf"\b((?:{dims})=\d+(?:,(?:{dims})=\d+)*)", lowered):
@@ -455,7 +477,7 @@ _SETTINGS: list[tuple[str, str]] = [
     (rf"\bweight decay\s*(?:of|=|:|to|is|at)?\s*{_NUMBER}", "train.weight_decay"),
     (r"\bwarm-?up(?: steps)?\s*(?:of|=|:|to|is|at)?\s*(\d+)", "train.warmup_steps"),
     (rf"\b(?:grad(?:ient)? clip(?:ping)?|clip)\s*(?:of|=|:|at|to)?\s*{_NUMBER}", "train.grad_clip"),
-    (r"\b(?:in|with|using)\s+(bf16|fp32)\b", "train.precision"),
+    (r"\b(?:in|with|using)\s+(bf16|fp32|fp8)\b", "train.precision"),
     (r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?)\s*(?:of|=|:|to|is|at)?\s*(\d+)\b", "data.seq_len"),
 ]
 _SWITCHES: list[tuple[str, str]] = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from agent.understanding.entities import Entities, masked
+from agent.understanding.entities import NOUNS, Entities, masked
 
 # "do" opens a question only before its subject: "do we have ...?", not "do the same as r1 with 50 steps".
 QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|were|did|does|would|could|should|"
@@ -110,7 +110,13 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bsuccessful\b|\bcrash(?:ed)?\b|\bdid it (?:finish|fail|crash)\b|\bis it (?:done|running|finished)\b|"
             r"\bsucceed(?:ed)?\b|\bfail(?:ed)?\b|\bwhere is \S+ at\b|\bhow far\b|\bright now\b|"
             r"\bhas \S+ (?:finished|ended|completed|stopped|crashed)\b|\byet\b|"
-            r"\b(?:running|dead|alive)\b\s*(?:\?|or\b)|\bor (?:dead|running|done|finished)\b",
+            r"\b(?:running|dead|alive)\b\s*(?:\?|or\b)|\bor (?:dead|running|done|finished)\b|"
+            # "latest run — state?", "what state is r1 in?", "how's the run doing?", "what's r1 up to?", "r1 done?"
+            r"(?<!optimizer )(?<!optimiser )(?<!training )(?<!model )\bstate\b(?!\s*(?:dict|of the art|space)\b)|"
+            r"\bhow(?:'s|s| is)\s+(?:\S+\s+){0,3}?(?:doing|going|looking|coming along|getting on|progressing)\b|"
+            r"\bwhat(?:'s|s| is)\s+(?:\S+\s+){1,3}?(?:up to|doing)\b|\bwhere(?:'s|s| is)\s+(?:\S+\s+){1,3}?at\b|"
+            r"\bany (?:news|updates?)\b|"
+            r"^\W*(?:\S+\s+){0,3}?(?:done|finished|over|complete|completed)\s*\?\s*$",
             4,
         ),
     ],
@@ -145,11 +151,18 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"^\W*(?:(?:can|could|would) you |please |pls )*sweep\b", 6),
         # "can we run 16 trials of the layout sweep": trials to run are a new sweep, whatever sweep they are like
         (
-            r"\b(?:run|start|launch|kick off|do|try)\s+(?:another\s+|\w+\s+)?\d+\s+(?:more\s+)?"
+            r"\b(?:run|start|launch|kick off|do|try)\s+(?:another\s+|\w+\s+)?"
+            r"(?:\d+|a few|several|a couple of|a handful of|a bunch of)\s+(?:more\s+)?"
             r"(?:different\s+|distinct\s+)?(?:trials|setups|configurations|configs)\b",
             10,
         ),
         (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
+        # "search for the best mesh automatically": found by trying layouts, not predicted
+        (
+            r"\b(?:search|hunt|look)\s+(?:for|over)\s+(?:the\s+)?(?:best|fastest|optimal|right)\s+(?:\w+\s+)?"
+            r"(?:mesh|layout|setup|config\w*|parallel\w*)|\bauto[- ]?tun\w*",
+            4,
+        ),
         # the best layout found by measuring, not predicting: "by actually trying them", "try 16 setups"
         (
             r"\b(?:by |after )?(?:actually )?(?:trying|testing|measuring|benchmarking|running) (?:them|each|all|every|"
@@ -180,6 +193,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\b(?:update|refresh|regenerate|rewrite|sync)\b.*\b(?:docs|documentation|readme|training\.md)\b", 3),
         # "the docs must show sweeps/x, can you update them?": the verb after its object
         (r"\b(?:docs|documentation|readme|training\.md)\b.*\b(?:update|refresh|regenerate|rewrite|sync)\b", 3),
+        # "put the lr-scan numbers into docs/training.md": figures written into the docs are an update of them
+        (
+            r"\b(?:put|add|get|write|bring|record|copy|paste)\b.*\b(?:in|into|to|onto)\s+(?:the\s+)?"
+            r"(?:docs|documentation|readme|\S*training\.md)\b",
+            3,
+        ),
     ],
     "plan": [
         (r"\bplan\b", 3),
@@ -204,9 +223,55 @@ CUES: dict[str, list[tuple[str, float]]] = {
 }
 
 
+# An action the sentence says not to take: "no PR yet", "don't open a PR", "without a report", "skip the benchmark",
+# "instead of a sweep", "the PR can wait". Its intent never wins, and its words are no cue of any other: the positive
+# verb beside it decides ("no PR yet, just draft the writeup" is a report). A launch not to make is NO_LAUNCH.
+NEGATOR = (r"\b(?:no need (?:for|to)|no|not|without|don'?t|do not|never|skip(?:ping)?|hold off(?: on)?|"
+           r"forget(?: about)?|instead of|rather than|nor)\s+")  # fmt: skip
+_DOING = (r"(?:(?:open|create|make|file|raise|push|send|submit|write|draft|do|run|start|launch|kick off|update|touch|"
+          r"change|edit|generate|produce|need|want|bother with|put up|publish|regenerate|refresh|rewrite)\w*\s+)?"
+          r"(?:(?:up\s+)?(?:a|an|the|any|that|this|my|our|another|new)\s+)?(?:[\w.-]+\s+)?")  # fmt: skip
+DONT_DO = {
+    "pr": r"pull[- ]requests?|prs?|merge[- ]requests?",
+    "report": r"reports?|write-?ups?|markdown",
+    "docs": r"docs|documentation|readme|training\.md",
+    "sweep": r"sweeps?|searche?s?|tuning",
+    "bench": r"benchmarks?|bench|evals?|evaluations?",
+}
+# The verbs that are the action themselves: "don't kill it", "no need to benchmark", "don't sweep".
+DONT_VERB = {
+    "cancel": r"cancel\w*|kill\w*|abort\w*|stop\w*|terminat\w*|halt\w*",
+    "bench": r"benchmark\w*|evaluat\w*",
+    "sweep": r"sweep\w*",
+    "docs": r"document\w*",
+}
+# The object first, its refusal after: "a PR isn't needed", "the report can wait", "PR later".
+AFTER_OBJECT = (
+    r"\s+(?:(?:is|are)\s+)?(?:not needed|isn'?t needed|not necessary|unnecessary|can wait|later|not yet|not now)\b"
+)
+
+
+def negated_actions(lowered: str) -> tuple[set[str], str]:
+    """The actions the sentence says not to take, and the sentence with those phrases blanked out."""
+    negated: set[str] = set()
+    spans: list[tuple[int, int]] = []
+    for intent, objects in DONT_DO.items():
+        for found in re.finditer(rf"{NEGATOR}{_DOING}(?:{objects})\b(?:\s+(?:yet|for now|just yet|at all|now))?|"
+                                 rf"\b(?:{objects}){AFTER_OBJECT}", lowered):  # fmt: skip
+            negated.add(intent)
+            spans.append(found.span())
+    for intent, verbs in DONT_VERB.items():
+        for found in re.finditer(rf"{NEGATOR}(?:{verbs})\b", lowered):
+            negated.add(intent)
+            spans.append(found.span())
+    for start, end in spans:
+        lowered = lowered[:start] + " " * (end - start) + lowered[end:]
+    return negated, lowered
+
+
 def score(text: str, entities: Entities, grammar: str, previous: str | None) -> dict[str, float]:
     """The score of every intent for the normalised sentence `text`."""
-    lowered = text.lower()
+    negated, lowered = negated_actions(text.lower())
     scores = {intent: sum(w for rule, w in cues if re.search(rule, lowered)) for intent, cues in CUES.items()}
     # a name is no cue: "memory.json" names a file, it does not ask about memory; "the failed one" names a run
     for intent in ("results", "status"):
@@ -214,15 +279,24 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
     scores["run"] += 3 if launch_verb(masked(lowered, entities)) else 0  # "tp-try" names a run: no "try" in it
     if grammar != "help":  # the grammar's first reading: one cue among the others
         scores[grammar] = scores.get(grammar, 0) + 2.5
+    if (
+        entities.has("trials")
+        and not entities.has("sweep", "sweep_choice")
+        and not re.search(rf"{TRIALS_OF_A_SWEEP}\s+(?:\d+\s+)?(?:{NOUNS['trials']})\b", lowered)
+    ):  # "maybe a dozen trials?": trials to run, not the word "trials" of a sweep's results (nor the grammar's reading)
+        scores["trials"] -= 3 + (2.5 if grammar == "trials" else 0)
     _entity_cues(lowered, entities, scores)
-    question = bool(re.search(QUESTION, lowered)) or lowered.rstrip().endswith("?")
-    if question and not re.search(r"\b(?:can|could|would) you\b", lowered):
+    said = text.lower()
+    question = bool(re.search(QUESTION, said)) or said.rstrip().endswith("?")
+    if question and not re.search(r"\b(?:can|could|would) you\b|\blet'?s\b|^\W*how about\b", said):
         for action in ACTIONS:
             scores[action] -= 2  # a question asks; it launches only when it asks to ("could you launch ...")
     if entities.has("no_launch"):
         for action in ("run", "sweep", "bench"):
             scores[action] = -10.0
         scores["plan"] += 2
+    for action in negated:  # "don't open a PR": never that action, whatever else cues it
+        scores[action] = -10.0
     if previous in ("plan", "run") and entities.has(
         "times", "relative"
     ):  # "double the gpus": the action before, changed
@@ -325,6 +399,10 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         scores["sweep"] += 3  # a number of trials is what a new sweep takes; reading one takes its name
     if entities.has("checkpoint"):
         scores["bench"] += 1
+
+
+# Words before a count of trials that point at a sweep's trials ("the top 3 trials", "its 12 trials"): read, not run.
+TRIALS_OF_A_SWEEP = r"\b(?:the|top|best|worst|first|last|all|its|those|these|each|every|fastest|slowest)"
 
 
 def ranked(scores: dict[str, float]) -> list[tuple[str, float]]:

@@ -60,7 +60,8 @@ trials without gpus disabled enabled disable enable list"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
-replica replicas shard shards"""
+replica replicas shard shards master logs branch branches erase wipe purge nuke trash secret secrets token password
+passwords creds push pushed"""
 # Everyday English words one edit away from a word the rules read ("here" from "where", "were" from "where",
 # "than" from "then"): correct words are never typos.
 _ENGLISH = """here there were than then them they their these those this that what when whom whose with have
@@ -91,6 +92,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # dictated GPU names before numbers are composed: "a one hundred forty gig" is an A100 of 40 GiB, not 140
     text = re.sub(r"\b([ah])\s+one\s+hundred(s?)\b", r"\g<1>100\2", text, flags=re.I)
     text = re.sub(r"\bh\s+two\s+hundred(s?)\b", r"h200\1", text, flags=re.I)
+    # "a few hundred steps" is no number (entities.VAGUE_COUNT asks how many), never 100: kept from the number words
+    text = re.sub(r"\b(a few|a couple(?: of)?|couple of|several|some|many)\s+(hundred|thousand|dozen)\b", r"\1 \2s",
+                  text, flags=re.I)  # fmt: skip
     text = re.sub(r"\b(?:half\s+a|a\s+half)\s+dozen\b", "6", text, flags=re.I)  # "half a dozen trials"
     text = re.sub(r"\b(?:a|one)\s+dozen\b", "12", text, flags=re.I)
     text = re.sub(SPOKEN_DIGITS, _spoken_digits, text, flags=re.I)
@@ -109,7 +113,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
                   "1", text, flags=re.I)  # fmt: skip
     text = re.sub(r"\b(?:a\s+)?(?:pair|couple)\s+of\b", "2", text, flags=re.I)  # "a pair of 4090s"
     # dictated GPU names: "h 100" is h100, "4 a 100" is 4 a100 (a count before "a" makes it no article)
-    text = re.sub(r"\bh\s+(100|200)\b", r"h\1", text, flags=re.I)
+    text = re.sub(r"\bh[\s-]+(100|200)(s?)\b", r"h\1\2", text, flags=re.I)  # "h-100s" too
+    text = re.sub(r"\ba-(100|10)(s?)\b", r"a\1\2", text, flags=re.I)
     text = re.sub(r"\b(\d+\s+)a\s+(100|10)\b", r"\1a\2", text, flags=re.I)
     text = re.sub(r"\bboth\s+(?=(?:gpus|cards|devices|nodes|machines|boxes)\b)", "2 ", text, flags=re.I)
     text = re.sub(r"\b(\d+)\s+(?:such|identical|similar|more such)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
@@ -125,11 +130,15 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(rf"\b({MODEL_FAMILIES})(\d+(?:\.\d+)?b)\b", r"\1 \2", text, flags=re.I)  # "mistral7b"
     for pattern, words in LAYOUT_DESCRIPTIONS:
         text = re.sub(pattern, words, text, flags=re.I)
+    text = re.sub(SHARD_WAYS, _sharding, text, flags=re.I)
+    text = re.sub(SHARD_THE_MODEL, _sharding, text, flags=re.I)
     text = re.sub(r"\bckpts?\b", "checkpoint", text, flags=re.I)
     text = re.sub(r"\blearning[-_]rate\b", "learning rate", text, flags=re.I)
     text = re.sub(r"\b(?:seq|sequence)\s+(?=\d)", "seq_len ", text, flags=re.I)
     text = re.sub(r"\s@\s*(?=\d)", " at ", text)
     text = re.sub(r"\b(\d+) of them\b", r"\1 gpus", text, flags=re.I)
+    # "a100 40GiB x 8", "h100x8", "h200 * 4": the count after a GPU's name, as it reads before it ("8 x h100")
+    text = re.sub(rf"\b({GPU_WORD})\s*(?:x|\*|×)\s*(\d+)\b(?!\.\d|\s*(?:k|b|steps?)\b)", r"\2 x \1", text, flags=re.I)
     text = re.sub(r"(?<=[a-z0-9])\s*\bx(\d+)\b", r" x \1 gpus", text, flags=re.I)  # "a100 80g x8"
     # "fsdp on 2, 30 steps": a bare count after on/over/across counts processes
     # "tp=2 x dp_shard=4", "tp=2 + dp_shard=2": one layout of both degrees
@@ -141,6 +150,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     return text
 
 
+# A GPU by its name, its variant and memory size ("A100 40GiB", "h100 sxm"): what a count after it counts.
+GPU_WORD = (r"(?:nvidia\s+)?(?:h100|h200|a100|l40s|a10|rtx[ -]?4090|4090|b200|v100|mi\d{3}x?)s?"
+            r"(?:[ -]?(?:sxm|pcie|nvl))?(?:[ -]?\d+(?:\.\d+)?\s*gi?b)?")  # fmt: skip
 # Model families written glued to their size ("mistral7b", "llama70b"): the size is read apart.
 MODEL_FAMILIES = "llama|mistral|mixtral|qwen|gemma|smollm"
 # Layouts described in plain words by someone who does not know their names: the name they describe. Splitting every
@@ -189,6 +201,34 @@ LAYOUT_DESCRIPTIONS = [
         "context parallel",
     ),
 ]
+# Sharding the model in plain words ("fully shard over 8 GPUs", "shard the model across 4 GPUs", "shard the weights
+# and optimizer state"): each card holds a slice of the training state, FSDP. What is sharded must be the model's
+# state: a checkpoint's shards, "sharded checkpoints" or the dataset's are no layout.
+_STATE = r"(?:model'?s?\s+)?(?:weights|params|parameters|optimi[sz]er(?:\s+states?)?|gradients|grads|training state)"
+SHARD_THE_MODEL = (
+    r"\bfully[- ]shard(?:ing)?\b(?!\s*(?:checkpoint|ckpt|dataset|data)\b)|"
+    rf"\bshard(?:ing)?\s+(?:(?:the|its|all|all the|all of the|my|our|this)\s+)?{_STATE}"
+    rf"(?:\s*(?:,|and|&|\+)\s*(?:the\s+)?{_STATE})*\b|"
+    r"\bshard(?:ing)?\s+(?:(?:the|its|this|my|our|whole|entire)\s+)*(?:model|it|everything)?\s*"
+    r"(?=(?:across|over|between|among|onto)\s)|"
+    rf"\bsharded\s+{_STATE}\b"
+)
+# Its degree said as ways: "4-way sharding", "shard the model 4 ways" (4 way fsdp: dp_shard=4).
+SHARD_WAYS = (
+    r"\b(\d+)[- ]ways?\s+(?:model\s+)?shard(?:ing|ed)\b(?!\s*(?:checkpoint|ckpt|dataset|data)\b)|"
+    r"\bshard(?:ing)?\s+(?:(?:the|its)\s+)?(?:model|it|everything|weights|params|parameters)\s+(\d+)\s+ways\b"
+)
+# A question how to shard asks for a plan ("how would you shard the model over 8 GPUs?"), not for FSDP.
+HOW_TO = r"\b(?:how|which way|best way|what way|where)\b[^.?!;]*$"
+
+
+def _sharding(found: re.Match) -> str:
+    if re.search(HOW_TO, found.string[: found.start()], re.I):
+        return found.group(0)
+    ways = next((g for g in found.groups() if g), None)
+    return (f"{ways} way " if ways else "") + "fsdp" + (" " if found.group(0).endswith(" ") else "")
+
+
 # Layout names dictated letter by letter ("tee pee equals two" is tp=2).
 SPOKEN_DIMS = {"tee pee": "tp", "pee pee": "pp", "see pee": "cp", "ee pee": "ep"}
 

@@ -24,6 +24,8 @@ token, the layer's input (h), the outputs of the q, v, gate and down projections
 row-parallel, so each tensor-parallel rank holds a whole partial sum) and the attention kernel's output and log-sum-exp
 (q/tp, and heads/tp in fp32); no mask bias and no gathered keys and values (both are rebuilt in the recomputation).
 Under bf16 without FSDP2, autocast also saves a bf16 copy of every matmul weight (`weight_copies_saved`).
+Under fp8 a float8 layer (torchao's Float8Linear) saves what a bf16 one saves, its bf16 input and its weight (under
+autocast the fp32 weight itself, no copy), and casts them to float8 again in backward (`float8_temporary_bytes`).
 
 Context parallelism divides every token count by cp except the gathered keys and values: each layer keeps the
 whole sequence's k and v (2q/tp per token of the sequence, i.e. 2q cp/tp per local token; 2kv cp/tp where no
@@ -52,7 +54,9 @@ layer under activation checkpointing (a whole layer under full, what selective d
 FSDP's two gathered layers (the current one and the prefetched next; the largest layer, which in an MoE model is
 an MoE layer with this ep rank's experts), gathered in bf16 under mixed precision; under expert parallelism the
 dispatch buffers of one MoE layer (the rows sent and the rows received, top_k x tokens x hidden each, the
-autograd Function that carries them saves neither).
+autograd Function that carries them saves neither). Below ZeRO stage 3 (train.zero_stage) FSDP2 keeps every unit's
+gathered parameters at once instead of two layers' (`gathered_parameter_bytes`), and stage 1 the whole unsharded
+gradient between micro-batches (`unreduced_gradient_bytes`).
 
 On CUDA a process holds more than its tensors (`cuda_runtime`): the CUDA context, NCCL's buffers for each
 communicator, cuBLAS workspaces and what the caching allocator reserves beyond what it hands out. None of it can be
@@ -71,12 +75,19 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from trainer.config import Checkpointing, TrainSpec, checkpointing_mode
+from trainer.config import Checkpointing, TrainSpec, checkpointing_mode, half_precision, reduces_once_per_step
 from trainer.costs.optimizer_state import optimizer_state_bytes
 from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
 from trainer.model.attention import takes_dense_mask
 from trainer.model.loss import chunk_tokens
-from trainer.model.parameters import MoeDims, describe_parameters, head_dim, is_routed_expert, moe_dims
+from trainer.model.parameters import (
+    MoeDims,
+    describe_parameters,
+    float8_eligible,
+    head_dim,
+    is_routed_expert,
+    moe_dims,
+)
 from trainer.parallel.data_parallel import expert_shard_dim
 from trainer.parallel.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
 
@@ -137,7 +148,7 @@ class MemoryPlan:
 
     micro_batch: int
     seq_len: int
-    precision: str  # fp32 | bf16 (autocast over fp32 master weights)
+    precision: str  # fp32 | bf16 (autocast over fp32 master weights) | fp8 (bf16 with float8 layers)
     checkpointing: Checkpointing  # given as train.activation_checkpointing stores it (False, True, "selective") too
     train: TrainSpec
     grad_accum: int = 1  # bounds the micro-batches a pipeline stage holds at once
@@ -315,6 +326,10 @@ class ShapeSums:
     )
     unsharded_elements: int  # this rank's tensor-parallel and pipeline share before FSDP2 chunks it
     layer_expert_elements: int = 0  # the routed experts' part of layer_elements: whole on every tp rank
+    # Under fp8: this rank's shards of the float8 weights (trainer.model.parameters.float8_eligible), and the
+    # distinct (out, in) shapes of the float8 layers it computes, after tensor parallelism (unsharded by FSDP2).
+    float8_weight_elements: int = 0
+    float8_shapes: tuple[tuple[int, int], ...] = ()
 
     @classmethod
     def of(
@@ -335,13 +350,16 @@ class ShapeSums:
                 size, experts = by_layer.get(index, (0, 0))
                 by_layer[index] = (size + gathered, experts + gathered * expert)
         layer, layer_experts = max((v for index, v in by_layer.items() if index is not None), default=(0, 0))
+        float8 = 0
         for group, shape, held in local:
             count = len(held)
             parameters += math.prod(shape) * count
             if len(shape) == 2 and "embed" not in group.module:
                 matmul += math.prod(shape) * count
+            float8 += math.prod(shape) * count if _float8(group) else 0
             optimizer += optimizer_state_bytes([(group.names[0], shape)], train, FP32) * count
-        return cls(parameters, matmul, optimizer, layer, whole, layer_experts)
+        float8_shapes = {tuple(shape) for group, shape, _ in unsharded or local if _float8(group)}
+        return cls(parameters, matmul, optimizer, layer, whole, layer_experts, float8, tuple(sorted(float8_shapes)))
 
     @classmethod
     def of_rank(
@@ -356,6 +374,12 @@ class ShapeSums:
         local = local_groups(config, layout, rank, groups, train.pp_stages_per_rank)
         unsharded = local_groups(config, layout, rank, groups, train.pp_stages_per_rank, sharded=False)
         return cls.of(local, train, unsharded if layout.shard_degree > 1 else None)
+
+
+def _float8(group: ParameterGroup) -> bool:
+    """Whether a group's parameters are float8 weights under fp8 (by a parameter's own name: the group's module
+    path writes its layer as N)."""
+    return float8_eligible(group.names[0].rsplit(".", 1)[0], group.shape)
 
 
 def predict_rank(
@@ -377,6 +401,7 @@ def predict_rank(
         "parameters": parameter_bytes,
         "gradients": parameter_bytes,  # fp32 gradients of fp32 master weights, sharded like them
         "unreduced_gradients": unreduced_gradient_bytes(layout, plan, sums),
+        "gathered_parameters": gathered_parameter_bytes(layout, plan, sums),
         "optimizer": sums.optimizer_bytes,
         "activations_saved": activation_bytes(config, layout, plan, rank, memo),
         "weight_copies_saved": weight_copy_bytes(sums, layout, plan),
@@ -399,7 +424,7 @@ def accumulates_unsharded(layout: Layout, plan: MemoryPlan) -> bool:
     """Whether FSDP2 holds an unsharded gradient between the micro-batches of a step: under
     train.fsdp_grad_sync: step, and inside any pipeline schedule (torch's stages skip FSDP2's gradient sync on
     every micro-batch's backward and reduce once at the end)."""
-    per_step = plan.train.fsdp_grad_sync == "step" or layout.pp > 1
+    per_step = reduces_once_per_step(plan.train.fsdp_grad_sync, plan.train.zero_stage) or layout.pp > 1
     return layout.shard_degree > 1 and plan.grad_accum > 1 and per_step
 
 
@@ -412,18 +437,42 @@ def unreduced_gradient_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) 
     micro-batch whole. Nothing where FSDP2 reduce-scatters every micro-batch."""
     if not accumulates_unsharded(layout, plan):
         return 0
-    bf16_reduce = plan.precision == "bf16" and plan.train.fsdp_reduce_dtype == "bf16"
+    bf16_reduce = half_precision(plan.precision) and plan.train.fsdp_reduce_dtype == "bf16"
     unsharded = sums.unsharded_elements * (2 if bf16_reduce else FP32)
     shard_held = plan.train.gns_every > 0 and layout.pp == 1
     return unsharded - (0 if shard_held else sums.parameter_elements * FP32)
 
 
+def gathered_parameter_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) -> int:
+    """Below ZeRO stage 3 (train.zero_stage) FSDP2 keeps what it gathered: every unit's parameters at once at the
+    end of a forward (stage 2, until each unit's backward; stage 1, until the step's last backward), the rank's whole
+    share before FSDP2's chunking, whole (FSDP2's all-gather output, beside the sharded parameters), in the
+    gathered dtype (bf16 under mixed precision). They replace the two gathered layers of `temporary_bytes`. None at
+    stage 3."""
+    if plan.train.zero_stage == 3 or layout.shard_degree == 1:
+        return 0
+    width = 2 if half_precision(plan.precision) else FP32
+    return sums.unsharded_elements * width
+
+
 def weight_copy_bytes(sums: ShapeSums, layout: Layout, plan: MemoryPlan) -> int:
     """Autocast's bf16 copies of the matmul weights (every 2-D weight but the embedding, this rank's shard),
-    saved for backward. FSDP2's mixed precision makes none: it computes with the bf16 weights it gathers."""
-    if plan.precision != "bf16" or layout.fsdp:
+    saved for backward. FSDP2's mixed precision makes none: it computes with the bf16 weights it gathers; nor do
+    fp8's float8 layers, which save their fp32 weight itself (torchao's Float8Linear keeps the high-precision
+    weight for backward and casts it to float8 again there, and bypasses autocast's cast)."""
+    if not half_precision(plan.precision) or layout.fsdp:
         return 0
-    return sums.matmul_weight_elements * 2
+    return (sums.matmul_weight_elements - (sums.float8_weight_elements if plan.precision == "fp8" else 0)) * 2
+
+
+def float8_temporary_bytes(sums: ShapeSums, plan: MemoryPlan, tokens: int) -> int:
+    """Under fp8, the float8 copies one layer's backward holds at once (torchao's Float8Linear saves the bf16
+    input and weight, not their float8 copies): of its output's gradient in two layouts (for the input's gradient
+    and the weight's), of its input and of its weight, one byte per element, for the largest float8 layer of
+    `tokens` local tokens; the forward's copies (input and weight) are fewer. Their scales are a few bytes."""
+    if plan.precision != "fp8":
+        return 0
+    return max((2 * tokens * out + tokens * into + out * into for out, into in sums.float8_shapes), default=0)
 
 
 def activation_bytes(
@@ -454,7 +503,7 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
     q = heads * head_dim(config)
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     kv = kv_heads * head_dim(config)
-    tp, width = layout.tp, 2 if plan.precision == "bf16" else FP32
+    tp, width = layout.tp, 2 if half_precision(plan.precision) else FP32
     mode = plan.checkpointing
     if mode == "full":  # only the layer's input stays (split by sequence under tp); the rest is recomputed
         return h // tp * width
@@ -529,7 +578,7 @@ def dispatch_buffer_bytes(config: PretrainedConfig, layout: Layout, tokens: int,
     moe = moe_dims(config) if layout.ep > 1 else None
     if moe is None:
         return 0
-    return 2 * moe.top_k * tokens * config.hidden_size * (2 if precision == "bf16" else FP32)
+    return 2 * moe.top_k * tokens * config.hidden_size * (2 if half_precision(precision) else FP32)
 
 
 def mask_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, saved: bool = True) -> int:
@@ -540,13 +589,13 @@ def mask_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: MemoryP
     if saved != (plan.checkpointing == "none"):
         return 0
     masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, head_dim(config), plan.packing)
-    return plan.seq_len * (2 if plan.precision == "bf16" else FP32) if masked else 0
+    return plan.seq_len * (2 if half_precision(plan.precision) else FP32) if masked else 0
 
 
 def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int) -> int:
     h, _, _, layers, vocab = _dims(config)
     tokens = plan.micro_batch * plan.seq_len // layout.cp
-    width = 2 if plan.precision == "bf16" else FP32
+    width = 2 if half_precision(plan.precision) else FP32
     per_layer = layer_bytes_per_token(config, layout, plan)
     # Rotary cos and sin: per token from explicit position ids (packed rows, cp), shared by a batch's rows otherwise;
     # under activation checkpointing they are the checkpointed layers' inputs, not saved by any of them.
@@ -598,18 +647,21 @@ def temporary_bytes(
     # FSDP's two gathered layers: tp splits their dense part; their experts stay whole on every tp rank, chunked over
     # the ranks ep leaves (expert_shard_degree).
     shards, expert_shards = layout.shard_degree, layout.expert_shard_degree
-    per_element = 2 * (2 if plan.precision == "bf16" else FP32)  # FSDP2's MixedPrecisionPolicy gathers bf16
+    per_element = 2 * (2 if half_precision(plan.precision) else FP32)  # FSDP2's MixedPrecisionPolicy gathers bf16
     dense = (sums.layer_elements - sums.layer_expert_elements) // layout.tp
     gathered = dense * per_element * (shards - 1) // shards
     gathered += sums.layer_expert_elements * per_element * (expert_shards - 1) // expert_shards
+    if plan.train.zero_stage != 3:  # all of them held already (gathered_parameters)
+        gathered = 0
     held_mask = tokens * mask_bytes_per_token(config, layout, plan, saved=False)
     # The output head's weight gradient, made whole by its backward before it is added into the accumulated one (or
     # reduce-scattered): the largest single gradient (as large as the embedding's), in the compute dtype under
     # FSDP2's mixed precision, else fp32.
-    gradient_width = 2 if plan.precision == "bf16" and layout.fsdp else FP32
+    gradient_width = 2 if half_precision(plan.precision) and layout.fsdp else FP32
     head_gradient = config.vocab_size * config.hidden_size * gradient_width
     dispatch = dispatch_buffer_bytes(config, layout, tokens, plan.precision)
-    return logits + recompute + gathered + held_mask + head_gradient + dispatch
+    float8 = float8_temporary_bytes(sums, plan, tokens)
+    return logits + recompute + gathered + held_mask + head_gradient + dispatch + float8
 
 
 def loss_temporary_bytes(config: PretrainedConfig, layout: Layout, tokens: int, precision: str = "fp32") -> int:
@@ -620,7 +672,7 @@ def loss_temporary_bytes(config: PretrainedConfig, layout: Layout, tokens: int, 
     vocab = config.vocab_size
     if layout.pp > 1:
         return 2 * tokens * vocab * FP32
-    return min(tokens, chunk_tokens(vocab)) * vocab * (2 * FP32 + (2 if precision == "bf16" else 0))
+    return min(tokens, chunk_tokens(vocab)) * vocab * (2 * FP32 + (2 if half_precision(precision) else 0))
 
 
 @functools.cache  # a plan asks for the same few stage sets thousands of times

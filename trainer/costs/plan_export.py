@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from trainer.config import ConfigError, Experiment, checkpointing_mode, resolve_precision
+from trainer.config import ConfigError, Experiment, checkpointing_mode, half_precision, resolve_precision
 from trainer.layout import Layout
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ def accelerate_config(candidate: Candidate, context: PlanContext) -> ClusterConf
     return ClusterConfig(
         compute_environment=ComputeEnvironment.LOCAL_MACHINE,
         distributed_type=_accelerate_distributed_type(layout, cpu),
-        mixed_precision="bf16" if context.precision == "bf16" else "no",
+        mixed_precision="bf16" if half_precision(context.precision) else "no",
         use_cpu=cpu,
         debug=False,
         num_processes=layout.world_size,  # accelerate's count is over every machine
@@ -272,7 +272,7 @@ def torchtitan_tables(candidate: Candidate, context: PlanContext) -> dict[str, d
         "local_batch_size": local_batch,
         "global_batch_size": candidate.micro_batch * candidate.grad_accum * layout.dp_degree,
         "seq_len": context.seq_len,
-        "mixed_precision_param": "bfloat16" if context.precision == "bf16" else "float32",
+        "mixed_precision_param": "bfloat16" if half_precision(context.precision) else "float32",
     }
     parallelism = {
         "data_parallel_replicate_degree": layout.dp_replicate,

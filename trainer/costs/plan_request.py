@@ -9,7 +9,7 @@ from pathlib import Path
 from trainer.config import ConfigError, Experiment, load_experiment
 from trainer.costs.planner import Candidate, pinned_by, plan
 from trainer.costs.probe import ensure_probe, plans_this_machine
-from trainer.hardware import Hardware, planned_hardware
+from trainer.hardware import Hardware, peak_fp8_flops, planned_hardware
 from trainer.model.presets import model_override, planning_config, preset_experiment
 
 
@@ -66,8 +66,21 @@ def plan_request(request: PlanRequest) -> Planned:
         request.device_type, request.devices, request.nodes, request.gpu, request.device_name, request.device_mem,
         experiment.hardware.device_mem, request.network,
     )  # fmt: skip
+    _check_float8_hardware(experiment, hardware)
     config = planning_config(experiment.model, Path(experiment.base_dir))
     if request.probe and plans_this_machine(hardware):  # predictions for this machine's devices start from its probe
         ensure_probe(hardware)
     candidates = plan(experiment, config, hardware, device_mem, seq_len, pinned)
     return Planned(experiment, hardware, device_mem, seq_len, overrides, candidates)
+
+
+def _check_float8_hardware(experiment: Experiment, hardware: Hardware) -> None:
+    """train.precision fp8 is planned only for GPUs with a float8 peak (trainer.hardware.DEVICES): the ones the
+    launcher runs it on (compute capability 8.9+)."""
+    if experiment.train.precision != "fp8":
+        return
+    if hardware.device_type != "cuda" or peak_fp8_flops(hardware.device_name) is None:
+        raise ConfigError(
+            f"train.precision fp8: the {hardware.device_name} has no float8 tensor cores that meshpilot knows of "
+            "(L4, L40S, RTX 4090, H100, H200, B200: --gpu); plan it in bf16"
+        )

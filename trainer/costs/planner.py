@@ -36,6 +36,7 @@ from trainer.config import (
     checkpointing_rank,
     normalize_checkpointing,
     resolve_precision,
+    zero_stage_refusal,
 )
 from trainer.costs.calibration import Calibration
 from trainer.costs.memory_model import (
@@ -47,7 +48,7 @@ from trainer.costs.memory_model import (
     rank_coordinates,
 )
 from trainer.costs.throughput import StepEstimate, StepShape, estimate_step, hardware_figures, parameter_figures
-from trainer.hardware import Hardware
+from trainer.hardware import Hardware, float8_speedup
 from trainer.host.collector import collector_paused
 from trainer.layout import MESH_DIMS, SUPPORTED_DIMS, Layout, LayoutError, expert_count
 from trainer.model.attention import takes_dense_mask
@@ -78,6 +79,10 @@ class Candidate:
     runnable: bool = True  # whether the built-in trainer runs this layout today
     fits_only_with_cp: bool = False  # cp > 1, and the same candidate with cp = 1 would not fit
     notes: list[str] = field(default_factory=list)
+    # Where precision was left to auto on a GPU with float8 tensor cores: the same candidate's predicted tokens/s
+    # under train.precision fp8, shown beside it rather than chosen (fp8 changes the numerics).
+    fp8_tokens_per_s: float | None = None
+    step_shape: StepShape | None = field(default=None, repr=False)  # what `estimate` priced
 
     def as_dict(self) -> dict:
         return {
@@ -95,6 +100,7 @@ class Candidate:
             "runnable": self.runnable,
             "fits_only_with_cp": self.fits_only_with_cp,
             "notes": self.notes,
+            "fp8_tokens_per_s": self.fp8_tokens_per_s,
         }
 
 
@@ -219,6 +225,7 @@ def _plan(
             continue
         ranks = _largest_ranks(reader, layout, groups, experiment.train, shards)
         trainer_refuses = _moe_refusal(reader, layout, experiment.train)
+        trainer_refuses = trainer_refuses or zero_stage_refusal(experiment.train.zero_stage, layout)
         # Without cp, ep can draw only on dp_shard's ranks (trainer.layout): the experts it cannot spread stay here.
         without_cp = dataclasses.replace(layout, cp=1, ep=math.gcd(layout.ep, layout.dp_shard))
         ranks_without_cp = _largest_ranks(reader, without_cp, groups, experiment.train, shards) if layout.cp > 1 else {}
@@ -243,6 +250,9 @@ def _plan(
                 if trainer_refuses:
                     candidate.runnable = False
                     candidate.notes.append(trainer_refuses)
+                if precision == "fp8" and layout.tp > 1:  # trainer.parallel.float8.float8_refusal
+                    candidate.runnable = False
+                    candidate.notes.append("fp8 with tp not run by the built-in trainer yet")
                 if layout.cp > 1 and candidate.dropped is None:
                     alone = _peak_memory(reader, without_cp, memory_plan, ranks_without_cp, memo)["peak"]
                     if alone > device_mem:
@@ -251,8 +261,10 @@ def _plan(
                 if candidate.dropped is None:
                     shape = StepShape(micro_batch, seq_len, grad_accum, checkpointing, precision,
                                       dense_mask(layout), train.compile, train.gns_every,
-                                      train.fsdp_grad_sync,
-                                      pp_stages_per_rank=train.pp_stages_per_rank)  # fmt: skip
+                                      train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank,
+                                      zero_stage=train.zero_stage,
+                                      float8_recipe=train.float8_recipe)  # fmt: skip
+                    candidate.step_shape = shape
                     candidate.estimate = estimate_step(
                         reader,
                         layout,
@@ -264,7 +276,28 @@ def _plan(
                     )
                 candidates.append(candidate)
     feasible = sorted((c for c in candidates if c.dropped is None), key=_rank_key)
+    if train.precision == "auto" and precision == "bf16" and float8_speedup(hardware.device_name) > 1:
+        for candidate in feasible[:FP8_ALTERNATIVES]:
+            _price_fp8(candidate, reader, hardware, dataclasses.replace(candidate.step_shape, precision="fp8"),
+                       parameters, calibration, figures)  # fmt: skip
     return feasible + [c for c in candidates if c.dropped is not None]
+
+
+# How many of the fastest candidates an auto-precision plan on float8 hardware also prices under fp8.
+FP8_ALTERNATIVES = 20
+
+
+def _price_fp8(
+    candidate: Candidate, config, hardware: Hardware, shape: StepShape, parameters: dict, calibration, figures
+) -> None:
+    """The candidate's tokens/s under train.precision fp8 (`fp8_tokens_per_s`, and a line under the table), beside
+    its bf16 figure: the planner never switches the numerics by itself (resolve_precision's auto is bf16). Not for
+    tp > 1, which fp8 does not run."""
+    if candidate.layout.tp > 1:
+        return
+    estimate = estimate_step(config, candidate.layout, hardware, shape, **parameters, calibration=calibration,
+                             figures=figures)  # fmt: skip
+    candidate.fp8_tokens_per_s = estimate.tokens_per_s
 
 
 def _indivisible(layout: Layout, micro_batch: int, rows: int, checkpointing: bool | str) -> Candidate:
@@ -388,3 +421,19 @@ def _group_reasons(dropped: list[Candidate]) -> dict[str, list[Candidate]]:
     for c in dropped:
         groups.setdefault(c.dropped_group, []).append(c)
     return groups
+
+
+def format_fp8_alternative(candidates: list[Candidate], limit: int = 20) -> str | None:
+    """The line under the table, where precision was left to auto on float8 hardware (`_price_fp8`): what the first
+    row the trainer runs under fp8 would give; None where no candidate was priced so."""
+    feasible = [c for c in candidates if c.dropped is None][:limit]
+    found = next(((i, c) for i, c in enumerate(feasible, 1) if c.fp8_tokens_per_s), None)
+    if found is None:
+        return None
+    row, candidate = found
+    gain = candidate.fp8_tokens_per_s / candidate.estimate.tokens_per_s
+    compiled = "" if candidate.step_shape.compiled else "; uncompiled, its float8 casts run unfused: set train.compile"
+    return (
+        f"fp8 (train.precision=fp8, torchao float8 matmuls; not chosen by auto, as it changes the numerics): "
+        f"row {row} predicted {gain:.2f}x, {candidate.fp8_tokens_per_s:,.0f} tokens/s{compiled}"
+    )

@@ -34,13 +34,21 @@ context parallelism: where the whole micro-batch step is one graph (trainer.para
 inductor also fuses the embedding, loss and layer boundaries, which the model leaves eager (a few percent of a small
 model's step, bench/trainer_vs_hf.py); the optimizer stays eager either way.
 
+`train.precision: fp8` (torchao's float8 linears, trainer.parallel.float8) is bf16 but for the float8 layers: their
+matmuls at the float8 rate (the bf16 rate times the data sheets' float8/bf16 peak ratio, a share of it for rowwise:
+`FLOAT8_MATMUL_SHARE`), their casts' memory traffic and launches (`float8_cast_bytes`, `float8_cast_operations`:
+every input, weight and output gradient cast twice per micro-batch, a dozen kernels each eager, two fused ones
+compiled), and no autocast copies of their weights. The rest (attention, the output head, experts) stays bf16.
+
 Communication per optimizer step (ring collectives move 2(n-1)/n of the data for all-reduce, (n-1)/n for
 all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-parallel share of the parameters:
 - dp_replicate: gradients all-reduced once per step; under HSDP the sharded gradients, P / dp_shard.
 - dp_shard (FSDP2, over dp_shard x cp): parameters all-gathered in forward and again in backward for every
   micro-batch (in bf16, half of P, under bf16: FSDP2's mixed precision), gradients reduce-scattered (fp32) after
   every micro-batch (train.fsdp_grad_sync: micro_batch), or once per step (step, and inside a pipeline schedule,
-  whose stages reduce once at the end).
+  whose stages reduce once at the end). Below ZeRO stage 3 (train.zero_stage, `fsdp_gathers`) fewer gathers: once
+  per micro-batch (2), once per step (1, which also reduce-scatters once per step). Stage 1's traffic then falls in
+  the step's first forward and last backward: only one micro-batch's compute can hide it, not the whole step's.
 - tp, with sequence parallelism (trainer.parallel.tensor_parallel): all-gathers and reduce-scatters of one
   activation each, every micro-batch (`TP_COLLECTIVES_PER_LAYER`): per layer in forward, attention's and the MLP's
   inputs all-gathered (the norms' outputs: `activation_width`) and their row-parallel outputs reduce-scattered (the
@@ -94,11 +102,18 @@ from dataclasses import dataclass
 
 from transformers import PretrainedConfig
 
-from trainer.config import Checkpointing, Experiment, checkpointing_mode, resolve_precision
+from trainer.config import (
+    Checkpointing,
+    Experiment,
+    checkpointing_mode,
+    half_precision,
+    reduces_once_per_step,
+    resolve_precision,
+)
 from trainer.costs.calibration import Calibration
 from trainer.costs.flops import step_flops
 from trainer.costs.probe import figures_source, read_probe
-from trainer.hardware import INTERCONNECTS, NETWORKS, Hardware, interconnect_within
+from trainer.hardware import INTERCONNECTS, NETWORKS, Hardware, float8_speedup, interconnect_within
 from trainer.layout import LAYOUT_DIMS, MESH_DIMS, Layout
 from trainer.model.attention import takes_dense_mask
 from trainer.model.parameters import MoeDims, count_parameters, head_dim, moe_dims
@@ -162,6 +177,32 @@ LAYER_BYTES = {
 # AdamW reads parameter, gradient and both moments and writes three of them (28 in fp32); accumulating a
 # micro-batch's gradient reads two and writes one (12).
 LOGIT_BYTES, ADAMW_BYTES, ACCUMULATE_BYTES = 30, 28, 12
+# train.precision fp8 (torchao's Float8Linear, trainer.parallel.float8): each float8 linear layer casts its input
+# and weight to float8 in forward, and in backward its output's gradient twice (for the input's gradient and the
+# weight's) and its saved bf16 input and weight again (torchao saves the high-precision tensors, not their float8
+# copies): every operand twice per micro-batch. Eager, a cast is a dozen kernels (abs, amax, the scale, multiply,
+# clamp, convert) moving 33 bytes per bf16 element, tensorwise and rowwise alike, and launching 11 (tensorwise) or 14
+# (rowwise: the scale rounded to a power of two) operations: counted on torchao 0.18's Float8Linear by
+# tests/test_float8.py. Compiled, inductor fuses a cast into an amax reduction and a scale-and-convert kernel that
+# read the bf16 tensor twice and write float8 once: 5 bytes per element (stated), 2 kernels.
+FLOAT8_CAST_BYTES = {False: 33, True: 5}
+FLOAT8_CAST_OPS = {("tensorwise", False): 11, ("rowwise", False): 14, ("tensorwise", True): 2, ("rowwise", True): 2}
+FLOAT8_CASTS_PER_OPERAND = 2
+# Float8 matmul speed by recipe, as a share of the tensorwise rate (the data sheets' float8 peak at bf16's share of
+# its peak: Figures.compute_flops). Rowwise scaling runs a CUTLASS kernel where tensorwise runs cuBLAS: "most shapes
+# are within 90-100% of tensor-wise efficiency, but there's a long tail going down to 50%" (pytorch/pytorch#147971,
+# H100, fast accumulation); its two backward matmuls run without fast accumulation, as cuBLAS's tensorwise kernel
+# plus a kernel rescaling the output (torchao float8_ops.py; pytorch/ao#1325, #2184), which reads and writes each
+# output once more: FLOAT8_RESCALE_BYTES per element of the input's and the weight's gradients. Stated, not fitted.
+FLOAT8_MATMUL_SHARE = {"tensorwise": 1.0, "rowwise": 0.9}
+# Measured: float8 matmuls gain less over bf16 ones than the data sheets' peaks say. On one H200 (2026-11-26,
+# bench/results/gpu_h200_issue38_call1.json) a compiled Llama-3.2-1B-shaped step took 1.313 s in bf16 (predicted
+# 1.303 s) and 1.181 s in fp8 tensorwise, which the model gives with the float8 matmuls' rate at bf16's times
+# 1 + FLOAT8_GAIN x (the data sheets' ratio - 1), i.e. 1.46x on Hopper (1.04 s at the full 2x). Checked afterwards,
+# not fitted, against the published 8B rows (bench/published_float8.py): errors +10.4/+15.2/+5.6% with the full
+# ratio, -7.2/-3.4/-10.7% with this gain (tensorwise and rowwise from torchao's README, torchtitan's float8 row).
+FLOAT8_GAIN = 0.46
+FLOAT8_RESCALE_BYTES = 4
 DDP_BUCKET_BYTES = 25 * 1024**2
 # Collectives per tensor-parallel (sequence-parallel) decoder layer and micro-batch, each of one activation, by kind:
 # (forward, backward, rerun by full recomputation, rerun by selective). All-gathers: attention's and the MLP's inputs
@@ -195,6 +236,12 @@ class Figures:
     selective_op_s: float | None = None  # seconds selective checkpointing's policy adds to an operation; None: stated
 
     def compute_flops(self, hardware: Hardware, precision: str) -> float:
+        """Achieved matmul FLOP/s in `precision`; fp8's are the bf16 rate times the share FLOAT8_GAIN of the GPU's
+        float8 speedup (its data sheets' ratio, trainer.hardware.float8_speedup) measured on an H200: no probe
+        measures float8 matmuls."""
+        if precision == "fp8":
+            gain = 1 + FLOAT8_GAIN * (float8_speedup(hardware.device_name) - 1)
+            return self.compute_flops(hardware, "bf16") * gain
         return self.flops.get(precision) or hardware.peak_flops
 
     def memory_bandwidth(self, hardware: Hardware) -> float:
@@ -287,6 +334,7 @@ def communication_bytes(
     fsdp_grad_sync: str = "micro_batch",
     expert_imbalance: float = EXPERT_IMBALANCE,
     expert_bytes: int = 0,
+    zero_stage: int = 3,
 ) -> dict[str, tuple[float, int]]:
     """(bytes each rank sends, number of collectives) per optimizer step, per mesh dimension and ep.
 
@@ -300,11 +348,12 @@ def communication_bytes(
     sent = dict.fromkeys(COMM_DIMS, (0.0, 0))
     shards = layout.shard_degree  # FSDP2 shards over dp_shard x cp; counted under dp_shard, whose link it crosses
     if shards > 1:
-        reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync)
-        gathers = (2 * grad_accum + reductions) * (layers + 1)  # per layer and the root: gather, re-gather, reduce
-        gathered = 0.5 if precision == "bf16" else 1.0  # bf16 gathers of fp32 parameters, fp32 reduce-scatter
+        reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync, zero_stage)
+        gathers = fsdp_gathers(layout, grad_accum, zero_stage)
+        collectives = (gathers + reductions) * (layers + 1)  # per layer and the root: gathers, reductions
+        gathered = 0.5 if half_precision(precision) else 1.0  # bf16 gathers of fp32 parameters, fp32 reduce-scatter
         moved = ring(shards) * dense + ring(layout.expert_shard_degree) * experts
-        sent["dp_shard"] = ((2 * grad_accum * gathered + reductions) * moved, gathers)
+        sent["dp_shard"] = ((gathers * gathered + reductions) * moved, collectives)
     if layout.dp_replicate > 1:
         volume = dense / shards + experts / layout.expert_shard_degree
         sent["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
@@ -344,7 +393,7 @@ def tensor_parallel_sent(
     compute dtype (see the module docstring)."""
     layers = -(-config.num_hidden_layers // layout.pp)
     mode = checkpointing_mode(checkpointing)
-    residual, computed = activation_width(precision, layout), 2 if precision == "bf16" else FP32
+    residual, computed = activation_width(precision, layout), 2 if half_precision(precision) else FP32
     gathers, scatters = TP_COLLECTIVES_PER_LAYER["all_gather"], TP_COLLECTIVES_PER_LAYER["reduce_scatter"]
     rerun = {"none": None, "full": 2, "selective": 3}[mode]  # the recomputation's column in the counts
     gathers_again = 0 if rerun is None else gathers[rerun]
@@ -434,10 +483,29 @@ def loss_recompute_flops(config: PretrainedConfig, tokens: int) -> float:
     return 2 * tokens * config.hidden_size * config.vocab_size
 
 
-def fsdp_reduce_scatters(layout: Layout, grad_accum: int, fsdp_grad_sync: str) -> int:
+def fsdp_reduce_scatters(layout: Layout, grad_accum: int, fsdp_grad_sync: str, zero_stage: int = 3) -> int:
     """How often FSDP2 reduce-scatters the gradients in a step: every micro-batch (train.fsdp_grad_sync:
-    micro_batch) or once (step; a pipeline schedule always reduces once, at the end)."""
-    return 1 if fsdp_grad_sync == "step" or layout.pp > 1 else grad_accum
+    micro_batch) or once (step, or ZeRO stage 1; a pipeline schedule always reduces once, at the end)."""
+    return 1 if reduces_once_per_step(fsdp_grad_sync, zero_stage) or layout.pp > 1 else grad_accum
+
+
+def fsdp_gathers(layout: Layout, grad_accum: int, zero_stage: int = 3) -> int:
+    """How often FSDP2 all-gathers a unit's parameters in a step (train.zero_stage): in forward and again in
+    backward of every micro-batch (3), once per micro-batch, kept from forward to backward (2), once per step (1;
+    and 2 inside a pipeline schedule, whose stages keep them through every backward but the step's last)."""
+    if zero_stage == 1 or (zero_stage == 2 and layout.pp > 1):
+        return 1
+    return grad_accum if zero_stage == 2 else 2 * grad_accum
+
+
+def fsdp_collectives(
+    layout: Layout, grad_accum: int, zero_stage: int, fsdp_grad_sync: str, layers: int
+) -> tuple[int, int]:
+    """(all-gathers, reduce-scatters) of FSDP2 in a step over `layers` decoder layers and the root, each a unit."""
+    units = layers + 1
+    return fsdp_gathers(layout, grad_accum, zero_stage) * units, units * fsdp_reduce_scatters(
+        layout, grad_accum, fsdp_grad_sync, zero_stage
+    )
 
 
 def predict_run(
@@ -452,12 +520,13 @@ def predict_run(
     shape = StepShape(
         train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing,
         resolve_precision(train.precision, hardware.device_type), dense_mask, train.compile, train.gns_every,
-        train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank,
+        train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank, zero_stage=train.zero_stage,
+        float8_recipe=train.float8_recipe,
     )  # fmt: skip
     return estimate_step(config, layout, hardware, shape, **parameter_figures(counts), calibration=calibration)
 
 
-def parameter_figures(counts: dict[str, int]) -> dict[str, int]:
+def parameter_figures(counts: dict[str, int]) -> dict[str, int | Float8Weights]:
     """estimate_step's parameter arguments from trainer.model.parameters' counts: FLOPs from the active matmul
     parameters, memory and communication from all of them, the routed experts' bytes apart (ep splits them)."""
     return {
@@ -465,7 +534,24 @@ def parameter_figures(counts: dict[str, int]) -> dict[str, int]:
         "parameter_bytes": model_bytes(counts),
         "expert_bytes": FP32 * counts.get("routed_experts", 0),
         "cast_params": counts["matmul"],
+        "float8": Float8Weights.of(counts),
     }
+
+
+@dataclass(frozen=True)
+class Float8Weights:
+    """The weights train.precision fp8 computes in float8 (trainer.model.parameters.float8_eligible), the whole
+    model's: their elements, how many layers hold them, and the sums of their input and output widths."""
+
+    elements: int = 0
+    linears: int = 0
+    inputs: int = 0
+    outputs: int = 0
+
+    @classmethod
+    def of(cls, counts: dict[str, int]) -> Float8Weights:
+        keys = ("float8_linear", "float8_linears", "float8_inputs", "float8_outputs")
+        return cls(*(counts.get(key, 0) for key in keys))
 
 
 def model_bytes(counts: dict[str, int]) -> int:
@@ -491,13 +577,15 @@ class StepShape:
     seq_len: int
     grad_accum: int
     checkpointing: Checkpointing = "none"  # given as train.activation_checkpointing stores it (False, True) too
-    precision: str = "fp32"  # fp32 | bf16 (resolve_precision's)
+    precision: str = "fp32"  # fp32 | bf16 | fp8 (resolve_precision's)
     dense_mask: bool = False  # attention reads a dense [seq, seq] mask (trainer.model.attention.takes_dense_mask)
     compiled: bool = False  # each decoder layer compiled (train.compile)
     gns_every: int = 0  # steps between gradient noise scale measurements (train.gns_every; 0: none)
     fsdp_grad_sync: str = "micro_batch"  # when FSDP2 reduce-scatters (train.fsdp_grad_sync)
     expert_imbalance: float = EXPERT_IMBALANCE  # the busiest ep rank's expert rows over the mean (MoE, ep > 1)
     pp_stages_per_rank: int = 1  # pipeline stages per rank (train.pp_stages_per_rank; > 1: interleaved 1F1B)
+    zero_stage: int = 3  # what FSDP2 keeps sharded between uses (train.zero_stage)
+    float8_recipe: str = "tensorwise"  # under precision fp8: train.float8_recipe
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checkpointing", checkpointing_mode(self.checkpointing))
@@ -515,11 +603,13 @@ def estimate_step(
     figures: Figures | None = None,
     expert_bytes: int = 0,
     cast_params: int | None = None,
+    float8: Float8Weights = Float8Weights(),
 ) -> StepEstimate:
     """One optimizer step of one rank (see the module docstring). `figures`: hardware_figures(hardware), where the
     caller already has them (a plan prices thousands of candidates on the same hardware). `matmul_params`: those a
     token runs through (an MoE model's active ones); `expert_bytes`: the routed experts' share of `parameter_bytes`,
-    which ep splits; `cast_params`: the matmul weights autocast copies (all of them; default `matmul_params`)."""
+    which ep splits; `cast_params`: the matmul weights autocast copies (all of them; default `matmul_params`);
+    `float8`: the weights that compute in float8 under precision fp8 (ignored otherwise)."""
     micro_batch, seq_len, grad_accum = shape.micro_batch, shape.seq_len, shape.grad_accum
     held, local_experts = ep_rank_bytes(layout, parameter_bytes, expert_bytes)
     cast_params = (matmul_params if cast_params is None else cast_params) - (parameter_bytes - held) // FP32
@@ -536,20 +626,32 @@ def estimate_step(
     # Every tp rank runs its experts whole on the whole sequence (trainer.parallel.parallelize.apply_experts): their
     # FLOPs, selective checkpointing's rerun of them and the busiest ep rank's extra ones split over cp and pp only.
     experts = expert_flops(config, expert_bytes, tokens_per_rank_step)
+    rerun = 0.0
     if mode == "selective":  # only the matmuls whose outputs it does not keep
         rerun, experts_rerun = selective_recompute_flops(config, tokens_per_rank_step)
         flops, experts = flops + rerun + experts_rerun, experts + experts_rerun
     whole = experts + imbalance_flops(config, layout, expert_bytes, tokens_per_rank_step, shape.expert_imbalance)
     flops = (flops - experts) / layout.tp + whole
-    matmul = flops / (layout.cp * layout.pp) / figures.compute_flops(hardware, precision)
+    # Under fp8 the float8 layers' matmuls (selective's reruns are among them) run at the float8 rate, the rest
+    # (attention, the output head, experts) at bf16's.
+    fast = float8_flops(float8, tokens_per_rank_step, rerun) / layout.tp if precision == "fp8" else 0.0
+    rate = figures.compute_flops(hardware, "bf16" if precision == "fp8" else precision)
+    fast_rate = figures.compute_flops(hardware, "fp8") * FLOAT8_MATMUL_SHARE[shape.float8_recipe]
+    matmul = ((flops - fast) / rate + (fast / fast_rate if fast else 0.0)) / (layout.cp * layout.pp)
     if mode == "full":  # the forward pass runs twice: 4 passes' worth instead of 3
         matmul *= 4 / 3
+    converted = float8 if precision == "fp8" else Float8Weights()
+    if not layout.fsdp:  # autocast's bf16 copies are not made of float8 weights: torchao casts fp32 to float8
+        cast_params -= converted.elements
     traffic = memory_traffic(
         config, layout, cast_params, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision,
-        dense_mask, compiled, fsdp_grad_sync, local_experts,
+        dense_mask, compiled, fsdp_grad_sync, local_experts, shape.zero_stage,
     )  # fmt: skip
+    local_tokens = micro_batch * seq_len // layout.cp
+    traffic += grad_accum * float8_cast_bytes(converted, layout, local_tokens, compiled, shape.float8_recipe)
     memory = traffic / figures.memory_bandwidth(hardware)
     launches = grad_accum * operations_per_micro_batch(config, layout, mode, compiled)
+    launches += grad_accum * float8_cast_operations(converted, layout, shape.float8_recipe, compiled)
     launch = launches * figures.op_overhead(hardware)
     dispatch = grad_accum * dispatch_per_micro_batch(config, layout, mode, figures)
     if hardware.device_type == "cpu":
@@ -564,7 +666,7 @@ def estimate_step(
         compute, dispatch = compute * bubble, dispatch * bubble
     sent = communication_bytes(
         config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision, fsdp_grad_sync,
-        shape.expert_imbalance, local_experts,
+        shape.expert_imbalance, local_experts, shape.zero_stage,
     )  # fmt: skip
     links = dimension_links(layout, hardware)
     seconds = {d: figures.transfer_s(links[d], COLLECTIVE_OF[d], *sent[d]) for d in COMM_DIMS}
@@ -572,6 +674,8 @@ def estimate_step(
     # on a CPU the collectives run on the cores that compute, so nothing overlaps.
     data_parallel = seconds["dp_shard"] + seconds["dp_replicate"]
     hidden = 2 / 3 * compute if hardware.device_type == "cuda" else 0.0
+    if shape.zero_stage == 1 and layout.shard_degree > 1:  # the first forward's gathers, the last backward's reduction
+        hidden /= grad_accum
     comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + seconds["ep"] + max(0.0, data_parallel - hidden)
     # The noise scale's extra reduction: waited for (its norm is read at once), one step in gns_every.
     noise = noise_scale_bytes(config, layout, parameter_bytes, grad_accum, gns_every, local_experts)
@@ -601,10 +705,11 @@ def memory_traffic(
     compiled: bool = False,
     fsdp_grad_sync: str = "micro_batch",
     expert_bytes: int = 0,
+    zero_stage: int = 3,
 ) -> float:
     """Bytes one rank's memory-bound work moves in one optimizer step (see the module docstring). `expert_bytes`:
     this rank's experts' share of `parameter_bytes` (and, as elements, of `matmul_params`), whole on every tp rank."""
-    heads, width = config.num_attention_heads, 2 if precision == "bf16" else FP32
+    heads, width = config.num_attention_heads, 2 if half_precision(precision) else FP32
     tp, layers = layout.tp, -(-config.num_hidden_layers // layout.pp)
     tokens = micro_batch * seq_len // layout.cp  # per micro-batch on this rank
     forward, backward = layer_bytes(config, layout, precision, compiled)
@@ -619,23 +724,54 @@ def memory_traffic(
     dense, experts = (share / FP32 for share in fsdp_shares(layout, parameter_bytes, expert_bytes))
     stage_elements = dense + experts
     local_elements = dense / layout.shard_degree + experts / layout.expert_shard_degree
-    if precision == "bf16" and not layout.fsdp:  # autocast casts every matmul weight to bf16 in every micro-batch
+    if half_precision(precision) and not layout.fsdp:  # autocast casts every matmul weight to bf16 in every micro-batch
         cast = (matmul_params - expert_bytes / FP32) / layout.pp / tp + expert_bytes / FP32 / layout.pp
         per_micro_batch += cast * (FP32 + 2)
-    # FSDP writes the gathered parameters, in forward and again in backward
-    per_micro_batch += 2 * width * (dense * (layout.shard_degree > 1) + experts * (layout.expert_shard_degree > 1))
+    # FSDP writes the gathered parameters, in forward and again in backward (fewer below ZeRO stage 3)
+    gathered = width * (dense * (layout.shard_degree > 1) + experts * (layout.expert_shard_degree > 1))
+    gathered *= fsdp_gathers(layout, grad_accum, zero_stage)
     # Accumulating adds each micro-batch's gradient to the shard, or to the unsharded one FSDP2 keeps without a
     # reduce-scatter per micro-batch.
-    reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync) if layout.shard_degree > 1 else grad_accum
+    reductions = grad_accum
+    if layout.shard_degree > 1:
+        reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync, zero_stage)
     accumulated = local_elements if reductions == grad_accum else stage_elements
     optimizer = local_elements * ADAMW_BYTES + accumulated * ACCUMULATE_BYTES * (grad_accum - 1)
-    return grad_accum * per_micro_batch + optimizer
+    return grad_accum * per_micro_batch + gathered + optimizer
+
+
+def float8_flops(float8: Float8Weights, tokens: int, selective_rerun: float = 0.0) -> float:
+    """The matmul FLOPs of a step of `tokens` tokens that run in float8 under fp8: 6 per float8 weight and token,
+    and selective checkpointing's reruns of the k, o and up projections (`selective_rerun`, float8 layers
+    wherever the model has any)."""
+    if not float8.elements:
+        return 0.0
+    return 6.0 * float8.elements * tokens + selective_rerun
+
+
+def float8_cast_bytes(
+    float8: Float8Weights, layout: Layout, tokens: int, compiled: bool, recipe: str = "tensorwise"
+) -> float:
+    """Bytes the float8 casts of one micro-batch of `tokens` local tokens move on one rank: every input, weight
+    and output gradient of a float8 layer cast twice (`FLOAT8_CAST_BYTES` per element; 0 without float8 layers);
+    under rowwise also the rescaling of the backward matmuls' outputs (`FLOAT8_RESCALE_BYTES`)."""
+    elements = tokens * (float8.inputs + float8.outputs) + float8.elements
+    moved = FLOAT8_CASTS_PER_OPERAND * elements * FLOAT8_CAST_BYTES[compiled]
+    if recipe == "rowwise":
+        moved += (tokens * float8.inputs + float8.elements) * FLOAT8_RESCALE_BYTES
+    return moved / (layout.tp * layout.pp)
+
+
+def float8_cast_operations(float8: Float8Weights, layout: Layout, recipe: str, compiled: bool) -> int:
+    """Operations the float8 casts of one micro-batch launch on one rank: 3 operands cast twice per float8 layer."""
+    casts = 3 * FLOAT8_CASTS_PER_OPERAND * -(-float8.linears // layout.pp)
+    return casts * FLOAT8_CAST_OPS[recipe, compiled]
 
 
 def layer_regime(precision: str, layout: Layout) -> str:
     """How a decoder layer computes (`LAYER_BYTES`): bf16 is FSDP2's mixed precision where FSDP2 reduces the
     gradients and autocast elsewhere (trainer.parallel.data_parallel.fsdp_mixed_precision)."""
-    if precision != "bf16":
+    if not half_precision(precision):
         return "fp32"
     return "bf16" if layout.fsdp else "autocast"
 

@@ -25,6 +25,7 @@ from trainer.config import (
     Experiment,
     check_galore,
     check_train_values,
+    check_zero_stage,
     load_experiment,
     resolve_precision,
 )
@@ -46,6 +47,7 @@ from trainer.model.moe import check_moe, is_moe
 from trainer.model.parameters import head_dim
 from trainer.parallel.context_parallel import check_context_parallel
 from trainer.parallel.expert_parallel import ExpertParallelError, expert_kernel_for_run
+from trainer.parallel.float8 import float8_refusal
 from trainer.parallel.pipeline import check_pipeline
 from trainer.parallel.tensor_parallel import check_sequence_parallel
 from trainer.rank.checkpoint import checkpoint_step, newest_verified
@@ -106,8 +108,11 @@ def prepare(request: TrainRequest) -> PreparedRun:
     check_trackers(experiment.train.trackers)
     base_dir = Path(experiment.base_dir)
     nproc, nnodes = _resolve_hardware(request, experiment)
+    if experiment.train.precision == "fp8":
+        _check_float8(experiment, nproc)
     if experiment.train.optimizer == "galore_adamw":
         check_galore(experiment)
+    check_zero_stage(experiment)
     config = model_config(experiment.model, base_dir)
     check_positions(config, experiment.data.seq_len)
     _choose_attention(experiment, config)
@@ -407,6 +412,18 @@ def _worker_env(prepared: PreparedRun) -> dict[str, str]:
     env.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"})
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     return env
+
+
+def _check_float8(experiment: Experiment, nproc: int) -> None:
+    """Refuse train.precision fp8 where it cannot run (trainer.parallel.float8.float8_refusal): on the CPU, on GPUs
+    without float8 tensor cores (the run's least capable), without torchao, with layouts it does not support."""
+    device_type, name, capability = experiment.hardware.device_type, "CPU", None
+    if device_type == "cuda":
+        capability = min(torch.cuda.get_device_capability(i) for i in range(nproc))
+        name = torch.cuda.get_device_name(0)
+    refusal = float8_refusal(device_type, capability, name, experiment.layout)
+    if refusal is not None:
+        raise ConfigError(refusal)
 
 
 def _first_given(*values: int | None) -> int | None:

@@ -57,7 +57,7 @@ class RouterLogits:
 
     def __init__(self, model: torch.nn.Module):
         self.logits: list[torch.Tensor] = []
-        self.routers = [m for m in model.modules() if _is_router(m)]
+        self.routers = [m for m in model.modules() if is_router(m)]
         self.handles = [router.register_forward_hook(self._record) for router in self.routers]
 
     def _record(self, module: torch.nn.Module, args: tuple, output: tuple) -> None:
@@ -91,5 +91,5 @@ def routed_token_mask(real: torch.Tensor, logits: tuple[torch.Tensor, ...]) -> t
     return real
 
 
-def _is_router(module: torch.nn.Module) -> bool:
+def is_router(module: torch.nn.Module) -> bool:
     return type(module).__name__.endswith("TopKRouter")

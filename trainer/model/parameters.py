@@ -6,11 +6,13 @@ FLOPs and throughput predictions start from. From a meta-device model of any tra
 Mixture-of-experts models (transformers 5 keeps each MoE layer's routed experts as 3-D tensors under
 `mlp.experts`, leading dimension the expert) count twice: `total` (what memory holds) and `active_matmul` (what a
 token computes: the routed experts' parameters at top_k / experts, the router, shared experts and everything else
-in full), from which FLOPs per token follow (`moe_dims`, `is_routed_expert`)."""
+in full), from which FLOPs per token follow (`moe_dims`, `is_routed_expert`). `float8_linear`: the weights
+train.precision fp8 computes in float8 (`float8_eligible`)."""
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -31,7 +33,35 @@ def parameter_counts(
     # The output projection is a real matmul even when tied to the input embedding, whose lookup costs nothing.
     matmul = total - embedding + (embedding if tied else 0)
     active = matmul - routed + round(routed * routed_fraction)
-    return {"total": total, "embedding": embedding, "matmul": matmul, "routed_experts": routed, "active_matmul": active}
+    float8 = [shape for name, shape in shapes if name.endswith(".weight") and float8_eligible(name[:-7], shape)]
+    counts = {"total": total, "embedding": embedding, "matmul": matmul, "routed_experts": routed}
+    counts["active_matmul"] = active
+    # Under fp8: the float8 weights' elements, how many there are, and the sums of their input and output widths (a
+    # token's elements each casts to float8 on the way in, and its gradient on the way back).
+    counts |= {"float8_linear": sum(n * k for n, k in float8), "float8_linears": len(float8),
+               "float8_inputs": sum(k for _, k in float8), "float8_outputs": sum(n for n, _ in float8)}  # fmt: skip
+    return counts
+
+
+# train.precision fp8 (trainer.parallel.float8): torch._scaled_mm needs both dimensions of a float8 weight to be
+# multiples of 16 (torchtitan's module_filter_fn); routers and gates choose the experts and stay bf16 (torchtitan's
+# MoE configs filter "router.gate"; the name's last part must match exactly: gate_proj is an MLP projection).
+FLOAT8_DIM_MULTIPLE = 16
+_FLOAT8_KEPT = ("router", "gate")
+_IN_DECODER_LAYER = re.compile(r"(^|\.)layers\.\d+\.")
+
+
+def float8_eligible(module: str, weight_shape: tuple[int, ...]) -> bool:
+    """Whether the linear layer at `module` (its path in the model) with this weight computes in float8 under
+    train.precision fp8: inside a decoder layer (the output head and embedding stay bf16), not a routed expert
+    (3-D, not an nn.Linear), router or gate, both dimensions multiples of FLOAT8_DIM_MULTIPLE. The one rule for
+    the conversion (trainer.parallel.float8, which also checks the module is an nn.Linear) and the cost models
+    (the "float8_linear" count)."""
+    if len(weight_shape) != 2 or not _IN_DECODER_LAYER.search(module) or is_routed_expert(module):
+        return False
+    if module.rsplit(".", 1)[-1] in _FLOAT8_KEPT:
+        return False
+    return all(size % FLOAT8_DIM_MULTIPLE == 0 for size in weight_shape)
 
 
 # Where transformers 5's MoE classes keep their routed experts (Mixtral, Qwen2/3-MoE, DeepSeek-V3, gpt-oss); shared

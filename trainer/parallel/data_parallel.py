@@ -12,7 +12,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import Shard
 from torch.nn.parallel import DistributedDataParallel
 
-from trainer.config import FSDP_REDUCE_DTYPES, TrainSpec
+from trainer.config import FSDP_REDUCE_DTYPES, TrainSpec, half_precision
 from trainer.layout import Layout
 
 # train.fsdp_reduce_dtype: the dtype FSDP2 reduce-scatters gradients in under bf16 (fp32 as torchtitan: exact sums).
@@ -21,7 +21,7 @@ REDUCE_DTYPES = dict(zip(FSDP_REDUCE_DTYPES, (torch.float32, torch.bfloat16), st
 
 def fsdp_mixed_precision(layout: Layout, spec: TrainSpec) -> bool:
     """bf16 under FSDP2 is its MixedPrecisionPolicy (bf16 gathers, no autocast): autocast elsewhere."""
-    return spec.precision == "bf16" and layout.fsdp
+    return half_precision(spec.precision) and layout.fsdp
 
 
 def apply_fsdp(
@@ -70,15 +70,21 @@ def _expert_module(layer: torch.nn.Module) -> torch.nn.Module | None:
 def fsdp_options(spec: TrainSpec) -> dict:
     """Under bf16, torchtitan's policy: parameters all-gathered and computed in bf16 (half the bytes of an fp32
     gather, and the gathered copy is the only one: nothing like autocast's per-layer weight cache), gradients
-    reduced in train.fsdp_reduce_dtype, fp32 master weights and optimizer state kept sharded."""
-    if spec.precision != "bf16":
-        return {}
+    reduced in train.fsdp_reduce_dtype, fp32 master weights and optimizer state kept sharded.
+
+    Below ZeRO stage 3 (train.zero_stage) a unit's gathered parameters stay from its forward to its backward. Stage
+    3 passes nothing: FSDP2's own default, which also keeps the root's (it would gather them again at once)."""
+    options = {} if spec.zero_stage == 3 else {"reshard_after_forward": False}
+    if not half_precision(spec.precision):
+        return options
     reduce_dtype = REDUCE_DTYPES[spec.fsdp_reduce_dtype]
-    return {"mp_policy": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce_dtype)}
+    return options | {"mp_policy": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=reduce_dtype)}
 
 
 @contextlib.contextmanager
-def gradient_sync(model: torch.nn.Module, reduce_all: bool, reduce_scatter: bool = True) -> Iterator[None]:
+def gradient_sync(
+    model: torch.nn.Module, reduce_all: bool, reduce_scatter: bool = True, keep_gathered: bool = False
+) -> Iterator[None]:
     """What a micro-batch's backward reduces: everything where `reduce_all` (the last of an accumulation, or one
     whose reduced gradient is read at once); before that, as little as the setting allows.
 
@@ -87,6 +93,10 @@ def gradient_sync(model: torch.nn.Module, reduce_all: bool, reduce_scatter: bool
     than its gradient shard, and under HSDP skips only the all-reduce across replicas, which the last micro-batch
     does once for the whole step's sum. Without it (step) FSDP2 skips both and each rank accumulates an unsharded
     gradient of its whole share of the model until the last backward: fewer collectives, more memory.
+
+    `keep_gathered` (ZeRO stage 1, which reduces once per step): FSDP2 also keeps the parameters it gathered
+    through the backward, so the step's later micro-batches gather nothing; the last backward reshards them, before
+    the optimizer updates the shards.
     """
     if reduce_all:
         yield
@@ -96,9 +106,13 @@ def gradient_sync(model: torch.nn.Module, reduce_all: bool, reduce_scatter: bool
     elif isinstance(model, FSDPModule):
         skip = model.set_requires_all_reduce if reduce_scatter else model.set_requires_gradient_sync
         skip(False)
+        if keep_gathered:
+            model.set_reshard_after_backward(False)
         try:
             yield
         finally:
             skip(True)
+            if keep_gathered:
+                model.set_reshard_after_backward(True)
     else:
         yield

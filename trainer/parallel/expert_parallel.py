@@ -30,6 +30,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from trainer.config import half_precision
+
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
@@ -118,7 +120,7 @@ def expert_kernel_for_run(requested: str, config: PretrainedConfig, device_type:
     run's config.yaml, as it does train.attention): grouped_mm or loop."""
     hidden = config.hidden_size
     inner = getattr(config, "moe_intermediate_size", None) or config.intermediate_size
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    dtype = torch.bfloat16 if half_precision(precision) else torch.float32
     return choose_expert_kernel(requested, torch.device(device_type), dtype, (2 * inner, hidden, hidden, inner))
 
 

@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
@@ -21,7 +22,7 @@ import torch
 import torch.distributed as dist
 from transformers import PretrainedConfig
 
-from trainer.config import Experiment, TrainSpec, experiment_from_dict
+from trainer.config import Experiment, TrainSpec, experiment_from_dict, half_precision, reduces_once_per_step
 from trainer.costs.calibration import Calibration
 from trainer.costs.flops import causal_attention_pairs, mfu
 from trainer.costs.memory_model import MemoryPlan, predict_memory
@@ -39,6 +40,7 @@ from trainer.parallel.compile import compile_seconds, compiles_whole_step
 from trainer.parallel.context_parallel import ContextParallel, install_context_parallel
 from trainer.parallel.data_parallel import fsdp_mixed_precision
 from trainer.parallel.expert_parallel import ExpertParallelPlan, expert_load, expert_shards
+from trainer.parallel.float8 import convert_to_float8
 from trainer.parallel.grad_norm import clip_grad_norm
 from trainer.parallel.parallelize import parallelize, parallelize_pipeline
 from trainer.parallel.pipeline import Pipeline
@@ -49,11 +51,12 @@ from trainer.rank.faults import maybe_inject
 from trainer.rank.memory import MemoryTimeline, current_bytes, measured_peak, peak_bytes, state_bytes
 from trainer.rank.noise_scale import measured_on, recommended_batch_tokens
 from trainer.rank.optim import build_optimizer, build_scheduler
+from trainer.rank.profiling import StepProfiler
 from trainer.rank.step import StepResult, forward_backward, pipeline_forward_backward
 from trainer.rank.trackers import Trackers, start_trackers
 from trainer.results.contracts import write_text
 from trainer.results.rundir import RunDir, untimed_steps
-from trainer.results.schemas import MEMORY, METRICS, PREEMPTED, STEPS, LaunchInfo
+from trainer.results.schemas import MEMORY, METRICS, PREEMPTED, PROFILE, STEPS, LaunchInfo
 
 log = logging.getLogger("meshpilot.trainer")
 
@@ -250,6 +253,9 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchIn
     # Built on the meta device and split first: each rank then makes and fills only its own share.
     model = meta_model(config)
     use_attention(model, spec.attention)
+    if spec.precision == "fp8":  # before anything wraps the model, as torchtitan converts (trainer.parallel.float8)
+        converted = convert_to_float8(model, spec.float8_recipe, spec.compile)
+        log.info("fp8: %d linear layers compute in float8 (%s scaling)", len(converted), spec.float8_recipe)
     model.train()  # dropout on, and activation checkpointing takes effect
     context = install_context_parallel(model, layout, mesh)
     materialize = partial(materialize_model, device=worker.device, config=config, weights=weights, seed=spec.seed)
@@ -305,7 +311,7 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchIn
 
 def _autocast(experiment: Experiment, device_type: str) -> contextlib.AbstractContextManager | None:
     """bf16 autocast, except where FSDP2's mixed-precision policy already computes in bf16."""
-    if experiment.train.precision != "bf16" or fsdp_mixed_precision(experiment.layout, experiment.train):
+    if not half_precision(experiment.train.precision) or fsdp_mixed_precision(experiment.layout, experiment.train):
         return None
     return torch.autocast(device_type, dtype=torch.bfloat16)
 
@@ -336,9 +342,11 @@ def _run_steps(training: Training) -> Measurements:
     # second step's, when there is one.
     measure_step = first_step + (1 if training.pipeline is not None and spec.steps - first_step > 1 else 0)
     untimed = untimed_steps(spec.steps, spec.timing_warmup_steps, first_step)
+    profiled = Profiled(training, first_step, untimed)
     with training.run.steps.open("a") if rank == 0 else contextlib.nullcontext() as steps_file:
         while state.step < spec.steps:
             maybe_inject(rank, state.step + 1, training.run.path.name)
+            profiled.before(state.step)
             result, micro_batches, record = _optimizer_step(training, measure_memory=state.step == measure_step)
             if state.step == measure_step:
                 measured.saved = result.saved_bytes
@@ -346,6 +354,7 @@ def _run_steps(training: Training) -> Measurements:
                 measured.memory_step, measured.memory_timeline = state.step + 1, record.pop("memory_timeline")
             state.step += 1
             state.next_row += training.plan.rows_per_step
+            profiled.after(state.step, record["step_s"])
             measured.last_loss = result.loss
             if state.step - first_step > untimed:
                 measured.timed_steps += 1
@@ -373,6 +382,46 @@ def _run_steps(training: Training) -> Measurements:
                 set_collective_timeout(collective_timeouts(spec)[1], keep=(training.checkpoint_group,))
                 log.info("collectives time out after %d s from step %d on", spec.collective_timeout_s, state.step + 1)
     return measured
+
+
+class Profiled:
+    """train.profile_steps on rank 0: the last of the `untimed` warm-up steps after step `first_step` profiled, their
+    report written to profile.json once the last of them ends (trainer.rank.profiling)."""
+
+    def __init__(self, training: Training, first_step: int, untimed: int):
+        wanted = training.experiment.train.profile_steps if training.worker.rank == 0 else 0
+        if wanted and not untimed:
+            log.warning("train.profile_steps: no profile, this run has no more steps than its timing warm-up")
+        self.training, self.start, self.end = training, first_step + untimed - wanted, first_step + untimed
+        self.on = bool(wanted and untimed)
+        self.profiler: StepProfiler | None = None
+        self.step_s: dict[int, float] = {}
+
+    def before(self, done: int) -> None:
+        if self.on and done == self.start:
+            self.profiler = StepProfiler(self.training.worker.device.type)
+            self._guarded(self.profiler.__enter__)
+
+    def after(self, done: int, step_s: float) -> None:
+        if self.profiler is None:
+            return
+        self.step_s[done] = step_s
+        if done == self.end:
+            self._guarded(self._write)
+            self.profiler = None
+
+    def _write(self) -> None:
+        self.profiler.__exit__(None, None, None)
+        PROFILE.write(self.training.run.profile, self.profiler.report(sorted(self.step_s), sum(self.step_s.values())))
+        log.info("profiled steps %d-%d: %s", self.start + 1, self.end, self.training.run.profile)
+
+    def _guarded(self, action: Callable[[], object]) -> None:
+        """A profiler that cannot start or report (no CUPTI, say) costs the run its profile, never the run."""
+        try:
+            action()
+        except Exception as e:
+            log.warning("train.profile_steps: no profile (%s: %s)", type(e).__name__, e)
+            self.profiler = None
 
 
 def _save_memory_snapshot(training: Training) -> None:
@@ -414,8 +463,9 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
                 training.experiment.data.packing,
                 # The step whose memory is measured runs eagerly: its hooks must run, not be traced into a graph.
                 spec.compile and compiles_whole_step(training.experiment.layout) and not measure_memory,
-                spec.fsdp_grad_sync == "micro_batch",
+                not reduces_once_per_step(spec.fsdp_grad_sync, spec.zero_stage),
                 training.router,
+                spec.zero_stage == 1,
             )
     sum_partial_gradients(training.model)  # Qwen3's q_norm and k_norm under tensor parallelism
     grad_norm = clip_grad_norm(list(training.model.parameters()), spec.grad_clip, device, training.experiment.layout.pp)
@@ -508,7 +558,7 @@ def _finish(training: Training, launch: LaunchInfo, measured: Measurements) -> N
     tokens_per_s = measured.timed_tokens / measured.timed_seconds if measured.timed_seconds else None
     name = device_name(device_type)
     utilisation = None
-    if device_type == "cuda" and experiment.train.precision == "bf16" and measured.timed_seconds:
+    if device_type == "cuda" and half_precision(experiment.train.precision) and measured.timed_seconds:
         utilisation = mfu(
             training.config, measured.timed_tokens, int(pairs.item()), measured.timed_seconds, name, worker.world_size
         )

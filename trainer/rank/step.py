@@ -83,11 +83,13 @@ def forward_backward(
     compiled: bool = False,
     reduce_scatter_each: bool = True,
     router: RouterLogits | None = None,
+    keep_gathered: bool = False,
 ) -> StepResult:
     """Accumulate the gradients of one optimizer step into model parameters' .grad; `compiled`: each micro-batch's
     forward and loss as one compiled graph (compiled_token_loss_sum); `reduce_scatter_each`: FSDP2 reduce-scatters
     every micro-batch's gradients (train.fsdp_grad_sync: micro_batch) rather than the last one's only
-    (trainer.parallel.data_parallel.gradient_sync).
+    (trainer.parallel.data_parallel.gradient_sync); `keep_gathered`: FSDP2 keeps the parameters it gathered until
+    the last micro-batch's backward (train.zero_stage 1).
 
     With `measure_small_batch` (and two or more micro-batches) the first micro-batch's gradients are reduced
     over the data-parallel ranks too, and the norm of that smaller batch's mean gradient is kept for the
@@ -111,7 +113,7 @@ def forward_backward(
         last = i == len(micro_batches) - 1
         small = measure_small_batch and i == 0
         # Only the last backward needs the whole reduction (and the first, where the noise scale reads it).
-        with gradient_sync(model, reduce_all=last or small, reduce_scatter=reduce_scatter_each):
+        with gradient_sync(model, last or small, reduce_scatter_each, keep_gathered):
             with autocast or contextlib.nullcontext():
                 if measure_activations and i == 0:
                     batch_loss, saved_bytes = saved_for_backward(model, partial(loss_sum_of, model, batch, packed))

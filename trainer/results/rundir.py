@@ -17,10 +17,12 @@ from trainer.results.schemas import (
     LAUNCH,
     MEMORY,
     METRICS,
+    PROFILE,
     STEPS,
     LaunchInfo,
     MemoryReport,
     Metrics,
+    ProfileReport,
     RankFailure,
     StepRecord,
 )
@@ -36,6 +38,7 @@ class RunDir:
     metrics = property(lambda self: self.path / "metrics.json")
     memory = property(lambda self: self.path / "memory.json")
     snapshot = property(lambda self: self.path / "snapshot.pickle")
+    profile = property(lambda self: self.path / "profile.json")  # train.profile_steps > 0
     checkpoints = property(lambda self: self.path / "checkpoint")
     log = property(lambda self: self.path / "log.txt")
     torchrun_log = property(lambda self: self.path / "torchrun.log")  # everything the ranks and torchrun printed
@@ -63,6 +66,9 @@ class RunDir:
 
     def read_memory(self) -> MemoryReport | None:
         return MEMORY.read(self.memory)
+
+    def read_profile(self) -> ProfileReport | None:
+        return PROFILE.read(self.profile)
 
     def read_launch(self) -> LaunchInfo | None:
         return LAUNCH.read(self.launch)

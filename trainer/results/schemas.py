@@ -112,6 +112,7 @@ class PredictedMemory(TypedDict):
     parameters: Bytes
     gradients: Bytes
     unreduced_gradients: NotRequired[Bytes]  # FSDP2's unsharded ones while it accumulates (train.fsdp_grad_sync)
+    gathered_parameters: NotRequired[Bytes]  # FSDP2's, held across a micro-batch or step (train.zero_stage < 3)
     optimizer: Bytes
     activations_saved: Bytes
     weight_copies_saved: Bytes
@@ -162,7 +163,7 @@ TIMELINE_CATEGORIES: dict[str, tuple[str, ...]] = {
     "gradients": ("gradients", "unreduced_gradients"),
     "optimizer": ("optimizer",),
     "activations": ("activations_saved", "weight_copies_saved"),
-    "temporaries": ("temporaries",),
+    "temporaries": ("temporaries", "gathered_parameters"),  # CUDA's measured temporaries hold FSDP2's gathers
 }
 
 
@@ -213,8 +214,32 @@ class LaunchInfo(TypedDict):
     git_dirty: bool | None
 
 
+class ProfiledKernel(TypedDict):
+    """One operator (CPU) or kernel (CUDA) of a profile, its time summed over the profiled steps."""
+
+    __pydantic_config__ = STRICT
+    name: str
+    category: str  # one of trainer.rank.profiling.CATEGORIES
+    seconds: Annotated[float, Field(ge=0)]
+    calls: Count
+
+
+class ProfileReport(TypedDict):
+    """profile.json: where rank 0's profiled steps spent their time (train.profile_steps, the last untimed steps),
+    by category and by operator: on CUDA the kernels' device time, on CPU the operators' own time."""
+
+    __pydantic_config__ = STRICT
+    device_type: str
+    steps: list[Annotated[int, Field(ge=1)]]  # the profiled steps, by number
+    wall_s: Annotated[float, Field(ge=0)]  # their step times, summed
+    busy_s: Annotated[float, Field(ge=0)]  # the device's (or the CPU operators') time in them, summed
+    categories: dict[str, Annotated[float, Field(ge=0)]]  # seconds per category
+    top: list[ProfiledKernel]  # the longest operators or kernels, longest first
+
+
 STEPS = Contract("steps.jsonl", StepRecord)
 METRICS = Contract("metrics.json", Metrics)
 MEMORY = Contract("memory.json", MemoryReport)
+PROFILE = Contract("profile.json", ProfileReport)
 FAILURE = Contract("failure.rank*.json", RankFailure)
 LAUNCH = Contract("launch.json", LaunchInfo)

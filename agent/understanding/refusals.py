@@ -1,0 +1,90 @@
+"""Requests no tool may do, refused in one line instead of mapped to a nearby tool: deleting runs, sweeps,
+checkpoints or files; pushing to main or force-pushing past the pull request; printing a token, password, API key or
+environment variable. meshpilot's tools read, plan, launch, cancel, wait and open pull requests; none deletes, none
+pushes to main, none reveals a secret. The reply says what the user can do instead.
+
+Kept precise: "remove packing" and "drop the lr" are settings, "tokens per second" a figure; a deletion negated
+("don't delete anything, just cancel r1") is no deletion.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.understanding.entities import Entities
+
+DELETE = (r"\b(?:delete|deleting|remove|removing|rm(?:\s+-\w+)*|erase|erasing|wipe|wiping|purge|purging|nuke|nuking|"
+          r"trash|trashing|destroy|destroying|get rid of|getting rid of|clean(?:ing)? up|clear(?:ing)? out|drop|"
+          r"dropping|throw away|throw out)\b")  # fmt: skip
+# What a deletion deletes, when no name of the repository is said: "all the old runs", "those checkpoints".
+DELETED_THINGS = (r"\s+(?:(?:the|all|of|my|our|old|every|those|these|that|this|its|their|failed|stale|unused|"
+                  r"previous|other|remaining)\s+){0,3}(?:[\w-]+\s+)?(?:runs?|sweeps?|checkpoints?|trials?|results|"
+                  r"outputs?|logs?|directories|directory|dirs?|folders?|files?|branch(?:es)?|reports?|history|"
+                  r"experiments?|everything|it all)\b")  # fmt: skip
+NAMED = ("run", "sweep", "checkpoint", "file", "experiment")
+PUSH = (r"\bforce[- ]?push\w*|\bpush\w*\s+(?:-f|--force)\b|\bpush\w*\s+(?:\S+\s+){0,4}?(?:straight|directly|right)?\s*"
+        r"(?:to|into|onto)\s+(?:origin\s+)?(?:main|master)\b|\b(?:commit|merge)\w*\s+(?:\S+\s+){0,4}?"
+        r"(?:straight|directly)\s+(?:to|into|onto)\s+(?:main|master)\b|\b(?:skip(?:ping)?|without|bypass\w*)\s+"
+        r"(?:the\s+|a\s+)?(?:pr|pull request|review)\b.*\b(?:main|master)\b|"
+        r"\brewrite\s+(?:the\s+)?(?:git\s+)?history\b|\breset\s+--hard\b")  # fmt: skip
+# A pull request asked for in the same sentence: "push the results to main as a PR" is the pull request it asks.
+AS_PR = r"\b(?:as|in|via|through|open|opening|create|with)\s+(?:a\s+|the\s+)?(?:pr|pull request)\b"
+REVEAL = (r"\b(?:print|show|display|reveal|tell|give|echo|dump|cat|read|list|output|paste|send|post|leak|expose|"
+          r"export|share|copy|what(?:'s| is| are)|whats|where(?:'s| is))\b")  # fmt: skip
+SECRET = (r"\b(?:api[ _-]?keys?|access[ _-]?tokens?|auth(?:entication)?[ _-]?tokens?|(?:hf|hugging ?face|github|gh|"
+          r"openai|wandb|bearer|slack|aws)[ _-]?(?:tokens?|keys?|secrets?)|"
+          r"secret(?:s|[ _-]keys?)?(?!\s+(?:to|of|behind|sauce|recipe))|passwords?|passwd|"  # not "the secret to speed"
+          r"credentials?|creds|env(?:ironment)?[ _-]?var(?:iable)?s?|\.env|ssh[ _-]?keys?|private[ _-]?keys?|"
+          r"[a-z]+_(?:token|key|secret|password)|(?:my|the|your|our)\s+(?:[a-z]+\s+)?token"
+          r"(?!\s*(?:/|per\b|counts?\b|budgets?\b|rates?\b|throughput\b|limits?\b|length\b|ids?\b|usage\b)))"
+          r"\b")  # fmt: skip
+# The only words between a deleting verb and the name it deletes: "remove the old run tp-try", not "remove packing
+# from configs/long.yaml" (a setting of that file).
+GLUE = {"the", "all", "of", "my", "our", "old", "those", "these", "that", "this", "run", "sweep", "checkpoint", "dir",
+        "directory", "folder", "named", "called", "file", "both", "whole", "entire", "-r", "-rf", "-fr"}  # fmt: skip
+NEGATED = r"\b(?:don'?t|do not|never|not|no need to|without|instead of|rather than)\s+(?:\w+\s+)?$"
+
+
+def refusal(plain: str, entities: Entities) -> str | None:
+    """The one-line reply to a request no tool may do, or None."""
+    lowered = plain.lower()
+    if deleted := _deletion(lowered, entities):
+        where = f" (e.g. `rm -r {deleted}`)" if deleted.startswith(("runs/", "sweeps/")) else ""
+        cancel = (
+            f" I can cancel a run that is still going (`/cancel {deleted}`)." if deleted.startswith("runs/") else ""
+        )
+        return (f"meshpilot does not delete runs, sweeps, checkpoints or files: remove them yourself if you are sure"
+                f"{where}.{cancel}")  # fmt: skip
+    if _said(PUSH, lowered) and not re.search(AS_PR, lowered):
+        return ("meshpilot never pushes to main or force-pushes: it opens a pull request (`/pr`) on a branch of its "
+                "own, for you to review and merge.")  # fmt: skip
+    if _said(SECRET, lowered) and re.search(REVEAL, lowered):
+        return ("meshpilot never prints tokens, passwords, API keys or environment variables: read them in your own "
+                "shell (e.g. `echo $HF_TOKEN`) if you need them.")  # fmt: skip
+    return None
+
+
+def _said(pattern: str, lowered: str) -> re.Match | None:
+    """The first match of `pattern` that no negation before it takes back ("don't push to main")."""
+    return next((m for m in re.finditer(pattern, lowered) if not re.search(NEGATED, lowered[: m.start()])), None)
+
+
+def _deletion(lowered: str, entities: Entities) -> str | None:
+    """What the sentence asks to delete (the name it gives, else its words), or None: the verb's object must be a
+    run, sweep, checkpoint or file, named or in words, within three words of it."""
+    for verb in re.finditer(DELETE, lowered):
+        if re.search(NEGATED, lowered[: verb.start()]):
+            continue
+        named = [e for e in entities.found if e.kind in NAMED and e.span[0] >= verb.end()
+                 and set(lowered[verb.end() : e.span[0]].split()) <= GLUE]  # fmt: skip
+        if named:
+            return str(min(named, key=lambda e: e.span).value)
+        if found := re.match(DELETED_THINGS, lowered[verb.end() :]):
+            return found.group(0).strip()
+        names = [e for e in entities.found if e.kind in NAMED]
+        if names and not entities.has("switch_mention") and re.match(PRONOUN, lowered[verb.end() :]):
+            return str(names[-1].value)  # "cancel r1 and then delete it": r1, never a setting ("remove it")
+    return None
+
+
+PRONOUN = r"\s+(?:it|them|that|those|both|this)\b"
