@@ -30,7 +30,7 @@ example: $(BIN)/meshpilot
 
 test: $(BIN)/meshpilot
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

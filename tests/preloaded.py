@@ -1,4 +1,4 @@
-"""A `meshpilot train` for the tests that starts with torch and transformers already imported.
+"""A `meshpilot train` (or `export`) for the tests that starts with torch and transformers already imported.
 
 Most of a tiny test run's cost is its launcher importing torch, transformers and Llama's modelling code: about
 3.5 s of CPU, paid by some 150 launches a session on two cores. Each xdist worker therefore keeps one process that
@@ -9,7 +9,8 @@ environment and working directory, its output into files read back as a Complete
 Only the third-party modules are preloaded: meshpilot's own are imported by each launcher, so whatever they read
 from the environment at import time comes from the request. A request goes to a fresh interpreter instead where
 preloading could change what it does:
-- another command than `train` (a sweep, a demo or the chat start processes of their own anyway);
+- another command than `train` or `export` (a sweep, a demo or the chat start processes of their own anyway; an
+  export, which loads a checkpoint into a transformers model in its own process, is mostly those imports);
 - an environment that differs from the preloaded process's in a variable read when those modules are imported
   (IMPORT_TIME_PREFIXES: Hugging Face, torch, thread pools, Python itself);
 - a launcher tied to a parent (trainer.host.lifeline): its parent would be this process, not the test;
@@ -39,15 +40,17 @@ IMPORT_TIME_PREFIXES = (
     "NCCL_", "GLOO_", "PYTHON", "LD_", "HOME", "XDG_", "TMP", "TEMP",  # the last four: default cache paths
 )  # fmt: skip
 PARENT_ENV = "MESHPILOT_PARENT_PID"  # trainer.host.lifeline's; not imported here, to keep this module light
+COMMANDS = ("train", "export")  # the commands served (see the module docstring)
 
 
 def serves(args: tuple[str, ...], env: dict[str, str]) -> bool:
     """Whether a preloaded launcher runs `meshpilot ARGS` in `env` exactly as a fresh interpreter would."""
-    if os.environ.get("MESHPILOT_TEST_PRELOAD") == "0" or args[:1] != ("train",) or PARENT_ENV in env:
+    if os.environ.get("MESHPILOT_TEST_PRELOAD") == "0" or args[:1] not in [(c,) for c in COMMANDS] or PARENT_ENV in env:
         return False
     if not _launcher().forks_cuda:
         return False
-    # `meshpilot train` sets this itself before importing numpy (trainer.cli), as the preloaded process did.
+    # `meshpilot train` sets this itself before importing numpy (trainer.cli), as the preloaded process did; an export
+    # does no numpy linear algebra, the only thing this count changes.
     env = {"OPENBLAS_NUM_THREADS": "1", **env}
     return _import_time(env) == _import_time(_launcher().env)
 

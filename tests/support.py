@@ -65,6 +65,22 @@ def _merge(into: dict, changes: dict) -> None:
             into[key] = value
 
 
+# What the session's cache (tests/conftest.py) holds that any run may share: built-in tokenizers and tokenized data,
+# the same files whatever else the cache holds. Not calibration: records are per cache, and some tests count theirs.
+PREPARED_DATA = ("tokenizers", "tokenized")
+
+
+def cache_sharing_prepared_data(path: Path) -> Path:
+    """A new cache directory `path` of its own (calibration and all), whose tokenizers and tokenized data are the
+    session cache's: a run with it prepares no data the session already has (seconds of CPU each time)."""
+    path.mkdir(parents=True, exist_ok=True)
+    session = Path(os.environ["MESHPILOT_CACHE"])
+    for kind in PREPARED_DATA:
+        (session / kind).mkdir(parents=True, exist_ok=True)
+        (path / kind).symlink_to(session / kind, target_is_directory=True)
+    return path
+
+
 def train(experiment: Path, out: Path, *args: str, env: dict | None = None):
     """`meshpilot train EXPERIMENT --out OUT ARGS`, which must succeed; its run directory."""
     from trainer.results.rundir import RunDir

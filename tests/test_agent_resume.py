@@ -193,7 +193,9 @@ SWEEP_CHANGES = {
 @pytest.mark.slow
 def test_the_offline_planner_picks_a_preempted_sweep_back_up(tmp_path):
     """A one-trial sweep job preempted by SIGTERM to its supervisor (its trial saves step 3): "pick the sweep back
-    up" resumes it (`meshpilot sweep --resume` through its recorded command), and its trial goes on from step 3."""
+    up" resumes it (`meshpilot sweep --resume` through its recorded command), and its trial goes on from step 3.
+    The sweep job's SIGTERM is checked here for tests/test_sweep_preemption.py too (the sweep and its trial both
+    read preempted, with the sweep's cause); that file checks the continued trial's steps exactly."""
     repo = tmp_path / "repo"
     experiment = write_experiment(repo.mkdir() or repo, SWEEP_CHANGES)
     out = repo / "sweeps" / "s1"
@@ -204,7 +206,12 @@ def test_the_offline_planner_picks_a_preempted_sweep_back_up(tmp_path):
     wait_for(lambda: logs() and said in logs()[0].read_text(), said)
     trial = RunDir(logs()[0].parent)
     os.kill(jobs.read_job(out)["pid"], signal.SIGTERM)
-    assert jobs.wait_run(out)["state"] == "preempted"
+    status = jobs.wait_run(out)
+    assert (status["state"], status["cause"]) == (
+        "preempted",
+        "preempted by SIGTERM with its running trials; its --resume continues them",
+    )
+    assert jobs.run_status(trial.path)["state"] == "preempted"  # the trial with it, not killed
 
     agent = Agent(repo)
     events = list(agent.send("t", "/status sweeps/s1"))

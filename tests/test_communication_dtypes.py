@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from helpers import forked_ranks
 from support import TINY_MODEL
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoConfig
@@ -86,7 +86,7 @@ def _worker(rank: int, store: str, out: str) -> None:
 @pytest.mark.slow
 def test_a_sequence_parallel_layer_gathers_and_scatters_as_the_model_counts(tmp_path):
     out = tmp_path / "found.json"
-    mp.spawn(_worker, args=(str(tmp_path / "store"), str(out)), nprocs=2, join=True)
+    forked_ranks.run(_worker, 2, str(tmp_path / "store"), str(out))
     found = json.loads(out.read_text())
     (gather, gather_back, *gather_again), (scatter, scatter_back, *scatter_again) = TP_COLLECTIVES_PER_LAYER.values()
     assert found["fp32 none"] == [

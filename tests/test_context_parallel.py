@@ -12,6 +12,7 @@ import sys
 
 import pytest
 import torch
+from helpers import forked_ranks
 from support import LLAMA_8B, REPO, TINY_MODEL, train, write_experiment
 from test_layouts import assert_memory_model_matches
 from transformers import AutoConfig
@@ -94,11 +95,14 @@ def test_layout_matches_single_process(experiments, references, layout, variant)
 
 def run_attention_helper(tmp_path, processes: int, device: str) -> dict:
     out = tmp_path / "attention.json"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
-    command += [str(HELPER), str(out), device, json.dumps(VARIANTS)]
+    args = [str(out), device, json.dumps(VARIANTS)]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    if device == "cpu":  # as torchrun runs it, the ranks forked from one interpreter (tests/helpers/forked_ranks.py)
+        forked_ranks.run_script(HELPER, processes, *args, env=env)
+    else:  # CUDA: fresh ranks
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
+        done = subprocess.run([*command, str(HELPER), *args], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(out.read_text())
     assert set(results) == set(VARIANTS)
     return results

@@ -9,7 +9,7 @@ from functools import partial
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from helpers import forked_ranks
 from support import TINY_MODEL
 from test_model_options import tiny_batch
 from torch.distributed.tensor import DTensor
@@ -82,7 +82,7 @@ def _worker(rank: int, world: int, store: str, layout_text: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(("layout", "world"), [("tp=2", 2), ("dp_shard=2,tp=2", 4)])
 def test_fused_adamw_and_one_reduction_norm_match_the_whole_model(tmp_path, layout, world):
-    mp.spawn(_worker, args=(world, str(tmp_path / "store"), layout), nprocs=world, join=True)
+    forked_ranks.run(_worker, world, world, str(tmp_path / "store"), layout)
 
 
 def _pipeline_worker(rank: int, world: int, store: str) -> None:
@@ -106,4 +106,4 @@ def _pipeline_worker(rank: int, world: int, store: str) -> None:
 
 @pytest.mark.slow
 def test_fused_adamw_and_one_reduction_norm_under_pipeline_and_tensor_parallel(tmp_path):
-    mp.spawn(_pipeline_worker, args=(4, str(tmp_path / "store")), nprocs=4, join=True)
+    forked_ranks.run(_pipeline_worker, 4, 4, str(tmp_path / "store"))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from helpers import forked_ranks
 from support import expert_groups
 from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -242,11 +242,10 @@ FOUR_RANKS = [
 
 def launch(tmp_path: Path, processes: int, cases: list[dict]) -> dict:
     out = tmp_path / f"ep_{processes}.json"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
-    command += [__file__, str(out), json.dumps(cases)]
+    # As `torchrun --standalone --nproc-per-node PROCESSES this file ...` runs it, the ranks forked from one
+    # interpreter that has imported what they need (tests/helpers/forked_ranks.py).
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    forked_ranks.run_script(Path(__file__), processes, str(out), json.dumps(cases), env=env)
     return json.loads(out.read_text())
 
 

@@ -10,11 +10,10 @@ tests/test_layouts.py::test_unpacked_layout_matches_single_process.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
+from helpers import forked_ranks
 from helpers.step_gradients import naive_step_gradients, step_gradients
 from support import REPO, write_experiment
 
@@ -60,11 +59,10 @@ def test_accumulation_equals_full_batch(run_dir):
 @pytest.mark.parametrize("layout", ["dp_shard=2", "tp=2"])  # FSDP2: 2 ranks x (2 x 2); TP: 2 ranks x (2 x 4)
 def test_two_ranks_with_accumulation_equal_full_batch(run_dir, tmp_path, layout):
     out = tmp_path / "grads.pt"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-    command += [str(REPO / "tests" / "helpers" / "step_gradients.py"), str(run_dir), "2", str(out), layout]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{REPO}:{REPO / 'tests'}"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    # As `torchrun --standalone --nproc-per-node 2 step_gradients.py ...` runs it, the ranks forked
+    # (tests/helpers/forked_ranks.py).
+    helper, env = REPO / "tests" / "helpers" / "step_gradients.py", {**os.environ, "OMP_NUM_THREADS": "1"}
+    forked_ranks.run_script(helper, 2, str(run_dir), "2", str(out), layout, env=env)
     saved = torch.load(out)
     full = step_gradients(run_dir, micro_batch=8)
     assert_same_step(full, (saved["loss"], saved["grads"]))

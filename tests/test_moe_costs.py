@@ -8,12 +8,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import forked_ranks
 from support import TINY_MODEL, expert_groups
 from transformers import AutoConfig
 
@@ -140,9 +140,8 @@ def test_ep_ranks_activations_and_expert_shards(tmp_path):
     out = tmp_path / "ranks.json"
     tests = Path(__file__).parent
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent), str(tests)]), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", __file__, str(out)]
-    done = subprocess.run(command, env=env, timeout=300, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
+    # As `torchrun --standalone --nproc-per-node 2 this file OUT` runs it, its ranks forked (helpers/forked_ranks.py).
+    forked_ranks.run_script(Path(__file__), 2, str(out), env=env)
     results = json.loads(out.read_text())
     layout = Layout(dp_replicate=1, dp_shard=2, ep=2)
     for (name, mode), ranks in zip(CASES, results, strict=True):

@@ -35,6 +35,17 @@ def test_a_preloaded_launch_trains_what_a_fresh_one_does(tmp_path):
     assert forked.returncode == fresh.returncode == 0, forked.stderr + fresh.stderr
     assert "run ok" in forked.stdout
     assert _losses(tmp_path / "forked") == _losses(tmp_path / "fresh")
+    # Its export too (the other command served): the same files, byte for byte.
+    export = ("export", str(tmp_path / "forked"), "--out")
+    assert preloaded.serves(export, env)
+    forked = preloaded.run((*export, str(tmp_path / "hf-forked")), env, timeout=300)
+    fresh = _fresh(*export, str(tmp_path / "hf-fresh"))
+    assert forked.returncode == fresh.returncode == 0, forked.stderr + fresh.stderr
+    assert _files(tmp_path / "hf-forked") == _files(tmp_path / "hf-fresh")
+
+
+def _files(directory) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
 def test_errors_come_back_as_a_fresh_interpreter_gives_them(tmp_path):
@@ -47,7 +58,8 @@ def test_errors_come_back_as_a_fresh_interpreter_gives_them(tmp_path):
 def test_requests_that_preloading_could_change_go_to_a_fresh_interpreter():
     env = dict(os.environ)
     assert preloaded.serves(("train", "x.yaml"), env)
-    assert not preloaded.serves(("sweep", "x.yaml"), env)  # only train
+    assert preloaded.serves(("export", "run"), env)
+    assert not preloaded.serves(("sweep", "x.yaml"), env)  # only train and export
     assert not preloaded.serves(("train", "x.yaml"), {**env, "HF_HOME": "/elsewhere"})  # read at import
     assert not preloaded.serves(("train", "x.yaml"), {**env, "OMP_NUM_THREADS": "7"})
     assert not preloaded.serves(("train", "x.yaml"), {**env, "MESHPILOT_PARENT_PID": "1"})  # a lifeline to the test

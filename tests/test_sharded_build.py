@@ -8,6 +8,7 @@ import os
 import threading
 
 import pytest
+from helpers import forked_ranks
 from support import TINY_MODEL, train, write_experiment
 from transformers import AutoConfig
 
@@ -112,9 +113,7 @@ def _build_worker(rank: int, world: int, store: str, layout_text: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(("layout", "world"), [("dp_shard=2", 2), ("tp=2", 2), ("pp=2", 2), ("dp_shard=2,tp=2", 4)])
 def test_each_rank_draws_only_its_shard_and_the_layout_builds_the_one_process_weights(tmp_path, layout, world):
-    import torch.multiprocessing as mp
-
-    mp.spawn(_build_worker, args=(world, str(tmp_path / "store"), layout), nprocs=world, join=True)
+    forked_ranks.run(_build_worker, world, world, str(tmp_path / "store"), layout)
 
 
 def test_set_up_uses_this_ranks_share_of_the_cores(monkeypatch):

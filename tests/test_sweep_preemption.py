@@ -6,6 +6,11 @@ uninterrupted trial's, and optuna is told its result once, never a failure.
 Every run is real: a one-trial sweep of the tiny model on the CPU, with dropout on, so that an exact continuation
 also needs the RNG state back. The trial's rank 0 waits at the start of step 3 until the signal reaches it
 (MESHPILOT_FAULT kind=preempt), so the preemption saves the checkpoint of step 3, always.
+
+The agent's way of stopping a sweep (SIGTERM to its job's supervisor, agent.jobs.start_sweep) preempts the sweep and
+its trial the same way; tests/test_agent_resume.py (test_the_offline_planner_picks_a_preempted_sweep_back_up) starts
+that job, checks both read preempted, and resumes it. What the trial does once preempted is the same however the
+signal came, and its exact continuation is checked here.
 """
 
 from __future__ import annotations
@@ -133,31 +138,6 @@ def test_a_preempted_sweep_preempts_its_trial_and_resumed_continues_it(experimen
     summary = run_sweep(experiment, out, resume=True)  # this process has no MESHPILOT_FAULT: the trial runs through
     assert summary["winner"] == "t000"
     assert_resumed_exactly(out, reference)
-
-
-def test_a_sweep_job_stopped_by_sigterm_is_preempted_with_its_trial(experiment, tmp_path):
-    """The agent's way (agent.jobs.start_sweep): SIGTERM to the sweep job's supervisor preempts the sweep and its
-    trial instead of killing them; both read preempted, and `--resume` continues the trial from its checkpoint."""
-    reference = run_sweep(experiment, tmp_path / "reference", trials=1)
-    [first] = reference["trials"]  # the planner's pick: the sweep job runs the same one
-    out, trial = tmp_path / "sweep", tmp_path / "sweep" / "trials" / first["id"]
-    fault = f"run={first['id']},rank=0,step={PREEMPT_AT},kind=preempt"
-    jobs.start_sweep(experiment, out, trials=1, env={FAULT: fault})
-    said = f"rank 0 waits for a preemption signal at step {PREEMPT_AT}"
-    wait_for(lambda: RunDir(trial).rank_log(0).is_file() and said in RunDir(trial).rank_log(0).read_text(), said)
-    os.kill(jobs.read_job(out)["pid"], signal.SIGTERM)
-    status = jobs.wait_run(out, timeout_s=300)
-    assert (status["state"], status["cause"]) == (
-        "preempted",
-        "preempted by SIGTERM with its running trials; its --resume continues them",
-    )
-    assert jobs.run_status(trial)["state"] == "preempted"
-
-    summary = run_sweep(experiment, out, resume=True)
-    assert [(t["id"], t["status"]) for t in summary["trials"]] == [(first["id"], "ok")]
-    assert f"resumed from step_{PREEMPT_AT:08d}" in RunDir(trial).log.read_text()
-    expected = RunDir(tmp_path / "reference" / first["run_dir"]).read_steps()
-    assert numbers(RunDir(trial).read_steps()) == numbers(expected)
 
 
 def test_a_preempted_sweep_names_a_trial_that_did_not_save(experiment, tmp_path):

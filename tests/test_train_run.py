@@ -6,7 +6,7 @@ import json
 
 import pytest
 import yaml
-from support import TINY_MODEL, train, write_experiment
+from support import TINY_MODEL, cache_sharing_prepared_data, train, write_experiment
 
 from trainer.rank.profiling import category
 
@@ -22,7 +22,8 @@ def runs(tmp_path_factory):
     directory = tmp_path_factory.mktemp("train-run")
     experiment = write_experiment(directory, CHANGES)
     results = {}
-    cache = {"MESHPILOT_CACHE": str(directory / "cache")}  # these runs' calibration records only
+    # These runs' calibration records only; the session's tokenizer and tokenized data.
+    cache = {"MESHPILOT_CACHE": str(cache_sharing_prepared_data(directory / "cache"))}
     for nproc in (1, 2):
         results[nproc] = train(experiment, directory / f"nproc{nproc}", "--nproc", str(nproc), env=cache)
     return results
@@ -111,8 +112,7 @@ def test_a_run_teaches_the_throughput_model_what_the_planner_predicted_for_it(ru
 
 def test_a_calibration_that_cannot_be_written_leaves_the_run_ok(tmp_path):
     """The calibration cache is the run's last write: when it fails, the results stand and the log says why."""
-    cache = tmp_path / "cache"
-    cache.mkdir()
+    cache = cache_sharing_prepared_data(tmp_path / "cache")
     (cache / "calibration").write_text("not a directory")
     experiment = write_experiment(tmp_path, {"train": {"steps": 2, "timing_warmup_steps": 1}})
     run = train(experiment, tmp_path / "run", "--nproc", "1", env={"MESHPILOT_CACHE": str(cache)})
