@@ -47,6 +47,8 @@ LONGEST_FIRST = (
     "test_bench_scripts.py",  # 100
     "test_moe_layouts.py",  # 90
     "test_faults.py",  # 70
+    "test_zero_stages.py",  # 70
+    "test_float8.py",  # 60
     "test_compile_cost.py",  # 60
     "test_sweep_preemption.py",  # 60
     "test_sweep_faults.py",  # 45
