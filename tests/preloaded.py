@@ -47,7 +47,7 @@ def serves(args: tuple[str, ...], env: dict[str, str]) -> bool:
     """Whether a preloaded launcher runs `meshpilot ARGS` in `env` exactly as a fresh interpreter would."""
     if os.environ.get("MESHPILOT_TEST_PRELOAD") == "0" or args[:1] not in [(c,) for c in COMMANDS] or PARENT_ENV in env:
         return False
-    if not _launcher().forks_cuda:
+    if not _launcher().children_can_use_cuda:
         return False
     # `meshpilot train` sets this itself before importing numpy (trainer.cli), as the preloaded process did; an export
     # does no numpy linear algebra, the only thing this count changes.
@@ -80,16 +80,16 @@ class _Preloaded:
         theirs.close()
         self._connection = Connection(ours.detach())
         self._lock = threading.Lock()
-        self._forks_cuda: bool | None = None
+        self._children_can_use_cuda: bool | None = None
 
     @property
-    def forks_cuda(self) -> bool:
+    def children_can_use_cuda(self) -> bool:
         """Whether a child forked from the preloaded process can still use CUDA: its first message, once its
         imports are done (`_serve`)."""
-        if self._forks_cuda is None:
+        if self._children_can_use_cuda is None:
             with self._lock:
-                self._forks_cuda = bool(self._connection.recv())
-        return self._forks_cuda
+                self._children_can_use_cuda = bool(self._connection.recv())
+        return self._children_can_use_cuda
 
     def run(self, args: tuple[str, ...], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
         with self._lock, tempfile.TemporaryDirectory(prefix="meshpilot-preloaded-") as scratch:

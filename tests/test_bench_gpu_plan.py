@@ -25,6 +25,7 @@ from bench import gpu
 
 GiB = 1024**3
 SECONDS_PER_PROCESS = 100.0  # the stand-in's clock: every process "takes" this long
+FP8_LOSS_OFFSET = 0.25  # the stand-in's fp8 runs lose this much more than its bf16 runs, at every step
 
 
 class StandIn:
@@ -55,17 +56,22 @@ class StandIn:
                 experiment = yaml.safe_load(Path(args[args.index("--experiment") + 1]).read_text())
                 out.write_text(json.dumps({"precision": experiment["train"]["precision"], "tokens_per_s": 1000.0}))
         elif args[1:4] == ["-m", "agent.cli", "train"]:
-            write_run(Path(args[args.index("--out") + 1]))
+            experiment = yaml.safe_load(Path(args[4]).read_text())
+            write_run(
+                Path(args[args.index("--out") + 1]),
+                FP8_LOSS_OFFSET if experiment["train"].get("precision") == "fp8" else 0.0,
+            )
         elif "pytest" in args:
             return "15 passed, 2 skipped\n"
         return ""
 
 
-def write_run(directory: Path) -> None:
-    """A finished one-GPU run's result files, through their contracts (the real formats)."""
+def write_run(directory: Path, loss_offset: float = 0.0) -> None:
+    """A finished one-GPU run's result files, through their contracts (the real formats); `loss_offset` added to
+    every step's loss."""
     directory.mkdir(parents=True)
-    steps = [{"step": s, "loss": 10.0 - s, "lr": 3e-4, "tokens": 65536, "target_tokens": 65000, "step_s": 1.0,
-              "data_wait_s": 0.0, "grad_norm": 1.0} for s in range(1, 5)]  # fmt: skip
+    steps = [{"step": s, "loss": 10.0 - s + loss_offset, "lr": 3e-4, "tokens": 65536, "target_tokens": 65000,
+              "step_s": 1.0, "data_wait_s": 0.0, "grad_norm": 1.0} for s in range(1, 5)]  # fmt: skip
     (directory / "steps.jsonl").write_text("".join(STEPS.line(s) for s in steps))
     METRICS.write(directory / "metrics.json", {
         "layout": {"dp_replicate": 1, "dp_shard": 1, "tp": 1, "cp": 1, "pp": 1}, "world_size": 1,
@@ -147,7 +153,9 @@ def test_fp8_losses_compare_the_two_runs_from_one_seed(tmp_path):
         experiments[0]["model"] == experiments[1]["model"] and experiments[1]["train"]["float8_recipe"] == "tensorwise"
     )
     assert {e["train"].get("seed") for e in experiments} == {None}  # both the default seed
-    assert found["max_abs_difference"] == 0 and found["last100_relative_difference"] == 0
+    assert found["max_abs_difference"] == pytest.approx(FP8_LOSS_OFFSET)
+    assert found["last100_mean_fp8"] - found["last100_mean_bf16"] == pytest.approx(FP8_LOSS_OFFSET)
+    assert found["last100_relative_difference"] == pytest.approx(FP8_LOSS_OFFSET / found["last100_mean_bf16"])
 
 
 def test_without_a_budget_the_chosen_sections_run_in_the_order_given(tmp_path, monkeypatch):

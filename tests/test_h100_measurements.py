@@ -87,15 +87,9 @@ H200_RUNS = Path(__file__).resolve().parents[1] / "bench" / "results" / "gpu_h20
 H200 = Hardware("cuda", "NVIDIA H200", devices_per_node=1)
 
 
-@pytest.mark.parametrize(
-    ("name", "precision", "within"), [("mfu_s2048_compiled", "bf16", 0.15), ("mfu_s2048_compiled_fp8", "fp8", 0.05)]
-)
-def test_the_compiled_1b_step_on_an_h200_is_predicted_within_the_goal(name, precision, within):
-    """bench/gpu.py's compiled 1B runs on one H200 (8 micro-batches of 4 x 2048 packed tokens, flex attention),
-    uncalibrated: the bf16 step within 15% of what ran (out of sample: measured after the stated figures were set);
-    the fp8 step within 5%, with trainer.costs.throughput.FLOAT8_GAIN, which this very run set (in sample: this
-    guards the constant, it does not test it; bench/published_float8.py checks it against published runs; the
-    data sheets' full 2x predicted 12% too fast)."""
+def h200_step(name: str, precision: str) -> tuple[float, float]:
+    """(predicted, measured) step seconds of bench/gpu.py's compiled 1B run `name` on one H200 (8 micro-batches of
+    4 x 2048 packed tokens, flex attention), predicted uncalibrated, from the stated figures."""
     ran = json.loads(H200_RUNS.read_text())["sections"]["mfu"][name]
     experiment = experiment_from_dict({
         "model": {"config": LLAMA_1B}, "tokenizer": "builtin",
@@ -103,5 +97,17 @@ def test_the_compiled_1b_step_on_an_h200_is_predicted_within_the_goal(name, prec
         "train": {"global_batch_tokens": 65536, "micro_batch": 4, "precision": precision, "compile": True},
         "hardware": {"device_type": "cuda", "devices": 1},
     })  # fmt: skip
-    step = predict_run(experiment, model_config(experiment.model, Path(".")), H200, 8)
-    assert step.step_s == pytest.approx(ran["median_step_s"], rel=within)
+    return predict_run(experiment, model_config(experiment.model, Path(".")), H200, 8).step_s, ran["median_step_s"]
+
+
+def test_the_compiled_1b_bf16_step_on_an_h200_is_predicted_within_the_goal():
+    """Out of sample: measured after the stated figures were set (predicted 1.303 s against 1.313 s)."""
+    predicted, measured = h200_step("mfu_s2048_compiled", "bf16")
+    assert predicted == pytest.approx(measured, rel=0.15)
+
+
+def test_float8_gain_reproduces_the_h200_fp8_step_it_was_measured_on():
+    """In sample, a guard of trainer.costs.throughput.FLOAT8_GAIN, which this very run set (the data sheets' full 2x
+    predicted the step 12% too fast); bench/published_float8.py checks the constant against published runs."""
+    predicted, measured = h200_step("mfu_s2048_compiled_fp8", "fp8")
+    assert predicted == pytest.approx(measured, rel=0.02)

@@ -63,3 +63,14 @@ def test_requests_that_preloading_could_change_go_to_a_fresh_interpreter():
     assert not preloaded.serves(("train", "x.yaml"), {**env, "HF_HOME": "/elsewhere"})  # read at import
     assert not preloaded.serves(("train", "x.yaml"), {**env, "OMP_NUM_THREADS": "7"})
     assert not preloaded.serves(("train", "x.yaml"), {**env, "MESHPILOT_PARENT_PID": "1"})  # a lifeline to the test
+
+
+def test_no_launch_is_forked_where_the_preloaded_imports_initialised_cuda(monkeypatch):
+    """On a GPU machine with torchao installed, transformers' import of it initialises CUDA in the preloaded process
+    and a forked launcher could not use the GPU: every launch then goes to a fresh interpreter. Here its answer is
+    faked, as no CPU machine can initialise CUDA."""
+    args, env = ("train", "experiment.yaml"), dict(os.environ)
+    monkeypatch.setattr(preloaded._launcher(), "_children_can_use_cuda", True)
+    assert preloaded.serves(args, env)
+    monkeypatch.setattr(preloaded._launcher(), "_children_can_use_cuda", False)
+    assert not preloaded.serves(args, env)

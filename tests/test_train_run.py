@@ -8,7 +8,7 @@ import pytest
 import yaml
 from support import TINY_MODEL, cache_sharing_prepared_data, train, write_experiment
 
-from trainer.rank.profiling import category
+from trainer.rank.profiling import category, profiled_steps
 
 STEPS = 4
 # Two warm-up steps, the second profiled (train.profile_steps): the profiler's cost never reaches the timed steps.
@@ -152,3 +152,22 @@ def test_the_profiled_warm_up_step_says_where_its_time_went(runs):
 )
 def test_kernels_and_operators_fall_in_their_category(name, label):
     assert category(name) == label
+
+
+@pytest.mark.parametrize(
+    "first_step, untimed, wanted, earliest, window",
+    [
+        (0, 2, 1, 1, (1, 2)),  # the warm-up's second step: after the memory-measured first
+        (0, 2, 1, 2, None),  # compiled: the second step compiles, nothing is left to profile
+        (0, 3, 1, 2, (2, 3)),  # compiled with three warm-up steps: the third
+        (0, 3, 2, 2, None),  # two wanted, one left after the compiling step
+        (0, 4, 1, 3, (3, 4)),  # a compiled pipeline: its memory is measured on the second step
+        (5, 3, 1, 7, (7, 8)),  # resumed at step 5
+        (0, 3, 0, 1, None),  # not asked
+        (0, 0, 1, 1, None),  # a run no longer than its warm-up: nothing is untimed
+    ],
+)
+def test_the_profiled_steps_are_the_warm_ups_last_after_the_measured_and_compiling_ones(
+    first_step, untimed, wanted, earliest, window
+):
+    assert profiled_steps(first_step, untimed, wanted, earliest) == window

@@ -70,7 +70,11 @@ class DataSpec:
 # files and hashes of earlier runs stay as they were.
 _LATER_DATA_KEYS = ("format", "prompt_field", "response_field", "messages_field", "chat_template")
 # The same for the other sections (mixture-of-experts training: the experts' kernel, expert parallelism).
-_LATER_KEYS = {"data": _LATER_DATA_KEYS, "train": ("experts", "zero_stage", "float8_recipe"), "layout": ("ep",)}
+_LATER_KEYS = {
+    "data": _LATER_DATA_KEYS,
+    "train": ("experts", "zero_stage", "float8_recipe", "profile_steps"),
+    "layout": ("ep",),
+}
 
 
 # The values some train keys take (checked before launch by trainer.launch.launcher).
@@ -274,10 +278,10 @@ class Experiment:
     def config_hash(self) -> str:
         """Hash of everything that determines the numbers a run produces."""
         config = self.to_dict()
-        # Where the numbers are also sent, and how long a collective may wait, change none of them (and leave the
-        # hashes of earlier runs as they were).
-        for key in ("trackers", "collective_timeout_s", "first_steps_timeout_s"):
-            del config["train"][key]
+        # Where the numbers are also sent, how long a collective may wait and which warm-up steps are profiled
+        # change none of them (and leave the hashes of earlier runs as they were).
+        for key in ("trackers", "collective_timeout_s", "first_steps_timeout_s", "profile_steps"):
+            config["train"].pop(key, None)
         blob = json.dumps(config, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

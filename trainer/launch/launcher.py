@@ -454,9 +454,10 @@ def _choose_experts(experiment: Experiment, config: PretrainedConfig) -> None:
 
 
 # What a resume may change: how the same experiment is spread over processes (the checkpoint is resharded), and
-# whether the finished run is exported for Hugging Face or sent to trackers, which leaves the training alone.
+# whether the finished run is exported for Hugging Face, sent to trackers or its warm-up profiled, which leaves the
+# training alone.
 RESHARDABLE = ("layout.", "hardware.devices", "hardware.nodes", "train.pp_schedule", "train.pp_stages_per_rank")
-RESUME_MAY_CHANGE = (*RESHARDABLE, "train.save_hf", "train.trackers")
+RESUME_MAY_CHANGE = (*RESHARDABLE, "train.save_hf", "train.trackers", "train.profile_steps")
 
 
 def _check_run_dir(run: RunDir, resume: bool, experiment: Experiment) -> Path | None:

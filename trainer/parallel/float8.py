@@ -17,7 +17,6 @@ load it.
 from __future__ import annotations
 
 import importlib.util
-import logging
 import os
 
 import torch
@@ -95,17 +94,9 @@ def convert_to_float8(model: torch.nn.Module, recipe: str, compiled: bool) -> li
 
 
 def import_float8():
-    """torchao.float8, imported quietly: torchao's import reports, as warnings in the log, its C++ kernels that
-    cannot load on this machine (CUDA-only builds on a CPU, a different torch) and its registrations with torch's
-    pytree; neither concerns float8 training, which is pure PyTorch."""
-    loggers = [logging.getLogger(name) for name in ("torchao", "torch.utils._pytree")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.ERROR)
-    try:
-        # torchao only in an fp8 run: a heavy import that other runs and the CLI never need
-        import torchao.float8
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
+    """torchao.float8, imported only in an fp8 run (trainer/__init__ already quiets torchao's import-time warnings
+    about C++ kernels it cannot load here, which concern no part of float8 training)."""
+    # torchao only in an fp8 run: a heavy import that other runs and the CLI never need
+    import torchao.float8
+
     return torchao.float8

@@ -51,7 +51,7 @@ from trainer.rank.faults import maybe_inject
 from trainer.rank.memory import MemoryTimeline, current_bytes, measured_peak, peak_bytes, state_bytes
 from trainer.rank.noise_scale import measured_on, recommended_batch_tokens
 from trainer.rank.optim import build_optimizer, build_scheduler
-from trainer.rank.profiling import StepProfiler
+from trainer.rank.profiling import StepProfiler, profiled_steps
 from trainer.rank.step import StepResult, forward_backward, pipeline_forward_backward
 from trainer.rank.trackers import Trackers, start_trackers
 from trainer.results.contracts import write_text
@@ -124,6 +124,7 @@ class Training:
     checkpoint_group: dist.ProcessGroup  # what checkpoint saves and loads wait on, with their longer timeout
     trackers: Trackers = field(default_factory=Trackers)  # rank 0's experiment trackers; none on the other ranks
     last_checkpoint: Path | None = None  # the newest checkpoint of this run: loaded by the resume, or saved since
+    recording_memory: bool = False  # CUDA, rank 0: the allocator's history is being recorded for snapshot.pickle
     last_save_s: float = 0.0  # how long the last save took: whether a preempted run still has time for one
 
     def save_checkpoint(self) -> None:
@@ -306,6 +307,7 @@ def _setup(run: RunDir, worker: Worker, experiment: Experiment, launch: LaunchIn
         if worker.rank == 0 and untimed_steps(spec.steps, spec.timing_warmup_steps, training.state.step) > 0:
             # Python stacks only: C++ stacks cost far more per allocation and to symbolise when dumped.
             torch.cuda.memory._record_memory_history(max_entries=SNAPSHOT_MAX_ENTRIES, stacks="python")
+            training.recording_memory = True
     return training
 
 
@@ -342,7 +344,9 @@ def _run_steps(training: Training) -> Measurements:
     # second step's, when there is one.
     measure_step = first_step + (1 if training.pipeline is not None and spec.steps - first_step > 1 else 0)
     untimed = untimed_steps(spec.steps, spec.timing_warmup_steps, first_step)
-    profiled = Profiled(training, first_step, untimed)
+    # Neither the memory-measured step nor, compiled, the one after it (which compiles) is profiled.
+    profiled = Profiled(training, profiled_steps(first_step, untimed, spec.profile_steps if rank == 0 else 0,
+                                                 measure_step + 1 + int(spec.compile)))  # fmt: skip
     with training.run.steps.open("a") if rank == 0 else contextlib.nullcontext() as steps_file:
         while state.step < spec.steps:
             maybe_inject(rank, state.step + 1, training.run.path.name)
@@ -385,20 +389,21 @@ def _run_steps(training: Training) -> Measurements:
 
 
 class Profiled:
-    """train.profile_steps on rank 0: the last of the `untimed` warm-up steps after step `first_step` profiled, their
-    report written to profile.json once the last of them ends (trainer.rank.profiling)."""
+    """train.profile_steps on rank 0: the steps after step `window[0]` up to step `window[1]` profiled
+    (trainer.rank.profiling.profiled_steps), their report written to profile.json once the last of them ends."""
 
-    def __init__(self, training: Training, first_step: int, untimed: int):
-        wanted = training.experiment.train.profile_steps if training.worker.rank == 0 else 0
-        if wanted and not untimed:
-            log.warning("train.profile_steps: no profile, this run has no more steps than its timing warm-up")
-        self.training, self.start, self.end = training, first_step + untimed - wanted, first_step + untimed
-        self.on = bool(wanted and untimed)
+    def __init__(self, training: Training, window: tuple[int, int] | None):
+        if training.worker.rank == 0 and training.experiment.train.profile_steps and window is None:
+            log.warning("train.profile_steps: no profile, the timing warm-up has no steps left after the memory-"
+                        "measured and compiling ones (raise train.timing_warmup_steps)")  # fmt: skip
+        self.training, self.on = training, window is not None
+        self.start, self.end = window or (-1, -1)
         self.profiler: StepProfiler | None = None
         self.step_s: dict[int, float] = {}
 
     def before(self, done: int) -> None:
         if self.on and done == self.start:
+            _save_memory_snapshot(self.training)  # the allocator's history slows every allocation: not in a profile
             self.profiler = StepProfiler(self.training.worker.device.type)
             self._guarded(self.profiler.__enter__)
 
@@ -425,10 +430,12 @@ class Profiled:
 
 
 def _save_memory_snapshot(training: Training) -> None:
-    """CUDA only, rank 0: the allocator's history of the untimed first steps, for pytorch.org/memory_viz."""
-    if training.worker.device.type == "cuda" and training.worker.rank == 0:
+    """CUDA only, rank 0: the allocator's history of the untimed first steps (up to the profiled ones, if any), for
+    pytorch.org/memory_viz; once."""
+    if training.recording_memory:
         torch.cuda.memory._dump_snapshot(str(training.run.snapshot))
         torch.cuda.memory._record_memory_history(enabled=None)
+        training.recording_memory = False
 
 
 def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResult, list[dict], dict]:

@@ -1,12 +1,15 @@
 """Where a step's time goes (train.profile_steps): torch.profiler over rank 0's last untimed steps, summed by
 category and by operator into profile.json.
 
-The profiled steps are the last ones of the timing warm-up (train.timing_warmup_steps), after compilation and the
-allocator's first step: the profiler's own cost then never reaches tokens/s, MFU or the calibration, which time only
-the steps after the warm-up. On CUDA the figures are the kernels' device time (what the GPU did, including NCCL's
-kernels); on CPU, the operators' own time (self time: an operator's children are counted once, under themselves).
-The gap between the steps' wall time and the busy time is time the device waited: on the host (Python, launches),
-on data or on other ranks.
+The profiled steps are the last ones of the timing warm-up (train.timing_warmup_steps), never the step whose memory
+is measured (the first, a pipeline's second) nor, under train.compile, the one that compiles (`profiled_steps`): the
+profiler's own cost then never reaches tokens/s, MFU or the calibration, which time only the steps after the
+warm-up. On CUDA the allocator's history for the memory snapshot stops before them (it slows every allocation).
+
+On CUDA the figures are the kernels' device time (what the GPU did, including NCCL's kernels); on CPU, the
+operators' own time (self time: an operator's children are counted once, under themselves). The gap between the
+steps' wall time and the busy time is time the device waited: on the host (Python, launches), on data or on other
+ranks, and the profiler's own cost.
 """
 
 from __future__ import annotations
@@ -31,6 +34,15 @@ CATEGORIES: tuple[tuple[str, str], ...] = (
 )  # fmt: skip
 OTHER = "other"  # elementwise, norms, reductions, the loss: fused Triton kernels under compile
 TOP = 20
+
+
+def profiled_steps(first_step: int, untimed: int, wanted: int, earliest: int) -> tuple[int, int] | None:
+    """(start, end): the steps after step `start` up to step `end` are profiled, the last `wanted` of the `untimed`
+    warm-up steps after `first_step`, none before step `earliest` ends; None where the warm-up has not that many
+    steps left after `earliest`."""
+    end = first_step + untimed
+    start = end - wanted
+    return (start, end) if wanted and untimed and start >= earliest else None
 
 
 def category(name: str) -> str:
