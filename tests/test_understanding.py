@@ -531,7 +531,7 @@ def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
 
 @pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
-    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (493 requests the
+    """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (495 requests the
     parser's engineers wrote for the miss kinds of fresh_c to fresh_i, in-sample: no outside author's): never
     a wrong action (another tool, a stated value missing or contradicted), and at least 90% right."""
     items = load_set(SETS / f"{name}.jsonl")
@@ -1858,3 +1858,21 @@ def test_not_inside_a_status_question_is_no_refused_launch(known):
 )
 def test_compute_available_here_is_the_hardware(text, command, known):
     assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("don't resume r1, just tell me its status", "status"),
+        ("no need to resume tp-try, how did it do?", "results"),
+        ("without resuming it, what's r1's loss", "results"),
+        ("don't pick r1 back up, what was its loss", "results"),
+        ("no resuming, status of r1", "status"),
+        ("don't rerun r1, just its status", "status"),
+        ("resume r1", "resume"),
+        ("pick r1 back up", "resume"),
+    ],
+)
+def test_a_resume_said_not_to_make_is_never_made(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.args.get("run") in ("runs/r1", "runs/tp-try")

@@ -257,6 +257,8 @@ DONT_VERB = {
     "bench": r"benchmark\w*|evaluat\w*",
     "sweep": r"sweep\w*",
     "docs": r"document\w*",
+    # "don't resume r1", "no need to continue the preempted run", "don't pick it back up", "no resuming"
+    "resume": r"resum\w*|unpaus\w*|continu\w*|carry(?:ing)? on|pick(?:ing)?\s+(?:\S+\s+){0,3}?back up",
 }
 # A wait not to make: "don't wait on it", "no need to wait", "without waiting", "not wait". Not NEGATOR's bare "no":
 # "no wait, four nodes" corrects the sentence, it refuses nothing.
