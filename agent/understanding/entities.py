@@ -9,7 +9,15 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from agent.understanding.grammar import _GPU_NAME, CORRECTION, GPU_OF_NODE, LAYOUT_WORDS, NODE_GPU, TOKENS_PER_SEQUENCE
+from agent.understanding.grammar import (
+    _GPU_NAME,
+    CORRECTION,
+    GPU_OF_NODE,
+    LAYOUT_WORDS,
+    NODE_GPU,
+    SET_TO,
+    TOKENS_PER_SEQUENCE,
+)
 from agent.understanding.known import Known
 from trainer.layout import MESH_DIMS
 from trainer.model.presets import MODELS
@@ -29,7 +37,11 @@ NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never|before i|before we)\s
              r"\bonly plan\b|\bplan only\b|\bno launch\w*\b|\bhypothetical\w*\b|"
              # "no run" (but not "no run named r9"), and "only plan" in German, as users mix it in
              r"\bno (?:runs?|training)\b(?!\s+(?:named|called|like|in)\b)|\bnur planen\b|"
-             r"\bnothing (?:running|launched|started)\b|\bjust an? (?:estimate|guess)\b")  # fmt: skip
+             r"\bnothing (?:running|launched|started)\b|\bjust an? (?:estimate|guess)\b|"
+             # a clause of its own that says "not": "how to parallel it? Not start training." ("is r1 not started?"
+             # asks a status: "not" there opens no clause)
+             r"(?:^|[.,;!?]\s*)(?:but\s+|and\s+)?(?:please\s+)?not\s+(?:to\s+)?(?:actually\s+)?"
+             r"(?:run|launch|start|train|kick)\w*\b")  # fmt: skip
 # Boolean settings: their names, and the words that turn them off or on, before or after the name.
 SWITCHES = {
     "data.packing": r"(?:sequence |document )?packing|packed (?:sequences|documents)|pack(?:ing)?",
@@ -47,7 +59,7 @@ NEGATION_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s
 OPTIMIZERS = r"sgd|adamw|adam|adafactor|lion|muon"
 SETTING = (
     r"\b(?:learning rate|lr|micro[- _]?batch(?: size)?|seed|weight decay|warm-?up(?: steps)?|"
-    r"grad(?:ient)? clip(?:ping)?|seq(?:uence)?[ _-]?len(?:gth)?|[a-z]+\.[a-z_.]+)\s*(?:of|=|:|to|is|at)?\s*\d"
+    r"grad(?:ient)? clip(?:ping)?|seq(?:uence)?[ _-]?len(?:gth)?|[a-z]+\.[a-z_.]+)" + SET_TO + r"\d"
 )
 VAGUE_HARDWARE = (
     r"\bmore (?:memory|vram|ram)\b|"
@@ -86,7 +98,7 @@ NOT_FILES = {
     "model",
 }
 SEQ_LEN = (
-    r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|at|is)?\s*\d|"
+    r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)" + SET_TO + r"\d|"
     r"\b\d+\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b|" + TOKENS_PER_SEQUENCE
 )
 NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice")
@@ -487,7 +499,8 @@ def _names(text: str, entities: Entities, known: Known) -> None:
             continue
         path = known.file(found.group(1)) or found.group(1)
         entities.add("file", path, found.span())
-    tokens = list(re.finditer(r"(?<![\w/.=-])[a-z0-9][\w.]*(?:-[\w.]+)*(?![\w/=])", lowered))
+    # a name ends on a letter or digit: "wait for run r1." names r1, its full stop ends the sentence
+    tokens = list(re.finditer(r"(?<![\w/.=-])[a-z0-9](?:[\w.]*\w)?(?:-[\w.]*\w)*(?![\w/=])", lowered))
     for index in range(len(tokens)):
         _name(tokens[index : index + 2], entities, known)
     for found in re.finditer(r"\b(?:the|that|this|my)\s+([a-z][\w-]+)(?:\s+(sweep|run|model|one))?\b", lowered):

@@ -282,7 +282,8 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
     if "gpu" not in args and (found := re.search(r"\b(\d+(?:\.\d+)?)\s*(gi?b)\b", lowered)):
         args["device_mem"] = f"{found.group(1)}GiB"  # a device's GB is its GiB (entities.device_memory)
     if found := re.search(
-        r"(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s*(?:of|=|:|to|is|were|was|at|be)?\s*(\d+)\s*(k?)\b|"
+        rf"(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?){CHANGED}"
+        r"\s*(?:of|=|:|to|is|were|was|at|be)?\s*(\d+)\s*(k?)\b|"
         r"\b(\d+)\s*(k?)(?:[ -]tokens?)?\s+(?:context|sequences?|seq(?:uence)?(?:[ _]len(?:gth)?)?)\b|"
         r"\bat\s+(\d+)\s*(k)\b(?!\s*(?:steps?|iter\w*|trials?|tok\w*/|tokens? per))|"  # "fit ... at 8k?": context
         r"\bat\s+(\d+)\s*(k?)\s*tokens?\b(?!\s*(?:/|per\b|a second))|"  # "at 4096 tokens", not "at 900 tokens/s"
@@ -294,6 +295,10 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
         args["seq_len"] = int(number) * (1024 if kilo else 1)
 
 
+# A setting changed to its value: "sequence length bumped to 2048", "micro batch set to 4", "lr raised to 1e-3".
+CHANGED = (r"(?:\s+(?:bumped|raised|set|increased|changed|reduced|lowered|dropped|cut|upped|pushed|moved|turned|"
+           r"doubled|halved|going)(?:\s+(?:up|down|back))?)?")  # fmt: skip
+SET_TO = CHANGED + r"\s*(?:of|=|:|to|is|at)?\s*"
 # A sequence length said as the tokens of one sequence: "1024 tokens per sequence", "sequences of 2k tokens".
 TOKENS_PER_SEQUENCE = (r"\b(\d+)\s*(k?)\s*tokens?\s+(?:per|each|a|an|in each|for each|of each)\s+"
                        r"(?:sequence|sample|example|seq|document|row)\b|"
@@ -470,15 +475,15 @@ def _layout_text(degrees: dict[str, int | None]) -> str:
 
 # Plain-language settings of a launch, as experiment overrides.
 _SETTINGS: list[tuple[str, str]] = [
-    (rf"\b(?:learning rate|lr)\s*(?:of|=|:|to|is|at)?\s*{_NUMBER}|{_NUMBER}\s+(?:learning rate|lr)\b", "train.lr"),
-    (r"\bmicro[- _]?batch(?: size)?\s*(?:of|=|:|to|is|at)?\s*(\d+)", "train.micro_batch"),
+    (rf"\b(?:learning rate|lr){SET_TO}{_NUMBER}|{_NUMBER}\s+(?:learning rate|lr)\b", "train.lr"),
+    (rf"\bmicro[- _]?batch(?: size)?{SET_TO}(\d+)", "train.micro_batch"),
     (r"\bglobal batch(?: of| size)?\s*(?:=|:|to)?\s*(\d+)\s*tokens", "train.global_batch_tokens"),
-    (r"\bseed\s*(?:of|=|:|to|is|at)?\s*(\d+)", "train.seed"),
-    (rf"\bweight decay\s*(?:of|=|:|to|is|at)?\s*{_NUMBER}", "train.weight_decay"),
-    (r"\bwarm-?up(?: steps)?\s*(?:of|=|:|to|is|at)?\s*(\d+)", "train.warmup_steps"),
+    (rf"\bseed{SET_TO}(\d+)", "train.seed"),
+    (rf"\bweight decay{SET_TO}{_NUMBER}", "train.weight_decay"),
+    (rf"\bwarm-?up(?: steps)?{SET_TO}(\d+)", "train.warmup_steps"),
     (rf"\b(?:grad(?:ient)? clip(?:ping)?|clip)\s*(?:of|=|:|at|to)?\s*{_NUMBER}", "train.grad_clip"),
     (r"\b(?:in|with|using)\s+(bf16|fp32|fp8)\b", "train.precision"),
-    (r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?)\s*(?:of|=|:|to|is|at)?\s*(\d+)\b", "data.seq_len"),
+    (rf"\b(?:seq(?:uence)?[ _-]?len(?:gth)?){SET_TO}(\d+)\b", "data.seq_len"),
 ]
 _SWITCHES: list[tuple[str, str]] = [
     (r"(?:activation|gradient) checkpointing|recomput\w*|\bac\b", "train.activation_checkpointing"),

@@ -40,9 +40,13 @@ CUES: dict[str, list[tuple[str, float]]] = {
             5,
         ),
         (r"\bwhat (?:gpus|devices) (?:do|does|are)\b", 3),
-        (r"\b(?:this|the|my) (?:box|machine|host|computer|server|workstation)\b", 2),
+        (r"\b(?:this|the|my|current|local) (?:box|machine|host|computer|server|workstation)\b", 2),
         (r"\bram\b", 1.5),
-        (r"\b(?:accelerators?|gpus?|devices?|cores?|cpus?)\b.*\b(?:available|installed|attached|in here)\b", 4),
+        (
+            r"\b(?:accelerators?|gpus?|devices?|cores?|cpus?|compute|resources)\b.*"
+            r"\b(?:available|installed|attached|in here)\b",
+            4,
+        ),
         (
             r"\blscpu\b|\bhtop\b|\bfree -h\b|\bspecs\b|"
             r"\b(?:gpu|system|hardware|machine|cpu) info\b|\bwhat (?:machine|box|hardware|computer|server)\b|"
@@ -109,7 +113,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bdid (?:\S+\s+){1,3}(?:finish|complete|end|crash|fail)\b|\bcheck (?:on|in on|up on)\b|"
             r"\bsuccessful\b|\bcrash(?:ed)?\b|\bdid it (?:finish|fail|crash)\b|\bis it (?:done|running|finished)\b|"
             r"\bsucceed(?:ed)?\b|\bfail(?:ed)?\b|\bwhere is \S+ at\b|\bhow far\b|\bright now\b|"
-            r"\bhas \S+ (?:finished|ended|completed|stopped|crashed)\b|\byet\b|"
+            r"\bhas (?:\S+\s+){1,4}?(?:finished|ended|completed|stopped|crashed)\b|\byet\b|"
+            # "where does r1 stand?", "completed, or still going?": how far it got, not its figures
+            r"\bwhere (?:does|do|did) (?:\S+\s+){1,3}?stand\b|\bstanding\b|"
+            r"\b(?:completed|finished|done|complete)\W*\s*or\b|"
             r"\b(?:running|dead|alive)\b\s*(?:\?|or\b)|\bor (?:dead|running|done|finished)\b|"
             # "latest run — state?", "what state is r1 in?", "how's the run doing?", "what's r1 up to?", "r1 done?"
             r"(?<!optimizer )(?<!optimiser )(?<!training )(?<!model )\bstate\b(?!\s*(?:dict|of the art|space)\b)|"
@@ -204,6 +211,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bplan\b", 3),
         (r"\blayouts?\b|\blay (?:it )?out\b|\bshard\b|\bparalleli[sz]e\b|\bsplit\b|\bwhat fits\b|\bfit\b", 1.5),
         (r"\bwhat[- ]if\b|\bif i had\b|\bwould\b", 1),
+        # "how to parallel it?", "how do I split llama across 4 cards": a layout asked for, in any wording
+        (
+            r"\bhow (?:to|do (?:i|we)|should (?:i|we)|can (?:i|we)|would you|best to) "
+            r"(?:parallel\w*|split|shard|distribute|spread|lay (?:it )?out|partition)\b",
+            3,
+        ),
         # a what-if about hardware not bought yet: "could 4 cards handle training X? just an estimate"
         (r"\bestimate\b|\b(?:could|would|can|will)\b.*\b(?:handle|cope with|manage)\b", 2),
         (BUYING, 2),
@@ -244,7 +257,14 @@ DONT_VERB = {
     "bench": r"benchmark\w*|evaluat\w*",
     "sweep": r"sweep\w*",
     "docs": r"document\w*",
+    # "don't resume r1", "no need to continue the preempted run", "don't pick it back up", "no resuming"
+    "resume": r"resum\w*|unpaus\w*|continu\w*|carry(?:ing)? on|pick(?:ing)?\s+(?:\S+\s+){0,3}?back up",
 }
+# A wait not to make: "don't wait on it", "no need to wait", "without waiting", "not wait". Not NEGATOR's bare "no":
+# "no wait, four nodes" corrects the sentence, it refuses nothing.
+DONT_WAIT = (r"\b(?:no need (?:for|to)|not|without|don'?t|do not|never|skip(?:ping)?|no point (?:in )?|"
+             r"(?:don'?t|do not|no need to) bother(?: with)?)\s+(?:(?:to|for|on)\s+)?(?:wait(?:ing)?|await\w*)\b|"
+             r"\bno waiting\b")  # fmt: skip
 # The object first, its refusal after: "a PR isn't needed", "the report can wait", "PR later".
 AFTER_OBJECT = (
     r"\s+(?:(?:is|are)\s+)?(?:not needed|isn'?t needed|not necessary|unnecessary|can wait|later|not yet|not now)\b"
@@ -264,6 +284,9 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
         for found in re.finditer(rf"{NEGATOR}(?:{verbs})\b", lowered):
             negated.add(intent)
             spans.append(found.span())
+    for found in re.finditer(DONT_WAIT, lowered):
+        negated.add("wait")
+        spans.append(found.span())
     for start, end in spans:
         lowered = lowered[:start] + " " * (end - start) + lowered[end:]
     return negated, lowered

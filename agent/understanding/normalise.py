@@ -56,7 +56,8 @@ ENGLISH_FUNCTION = set(_ENGLISH_FUNCTION.split())
 # Words the new rules read too (intents and entities): corrected like the grammar's own VOCABULARY.
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
-trials without gpus disabled enabled disable enable list"""
+trials without gpus disabled enabled disable enable list
+completed finish"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
@@ -78,7 +79,11 @@ KEEP = COMMON | set(_KEEP.split()) | set(_ENGLISH.split())  # words the typo fix
 # Chat shorthand read as the word it stands for ("wat step", "stop n relaunch", "w 4 gpus", "hold on till it ends").
 SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", "ur": "your", "pls": "please",
              "plz": "please", "gimme": "give me", "lemme": "let me", "till": "until", "til": "until", "'til": "until",
-             "twice": "2 x", "thrice": "3 x"}  # fmt: skip
+             "twice": "2 x", "thrice": "3 x",
+             # typos of a run's state, listed: "running" and "still" have too many everyday neighbours one edit away
+             # ("tunning" is tuning, "skill" is no "still") to be corrected by closeness
+             "runing": "running", "runnning": "running", "runnig": "running", "runnin": "running", "rnning": "running",
+             "stil": "still", "stll": "still", "sitll": "still", "stilll": "still"}  # fmt: skip
 BARE_COUNT = r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|[?!)]|$|\band\b|\bfor\b|\bwith\b|\binstead\b))"
 DIMS = "dp_shard|dp_replicate|tp|pp|cp|ep"
 
