@@ -1876,3 +1876,28 @@ def test_compute_available_here_is_the_hardware(text, command, known):
 def test_a_resume_said_not_to_make_is_never_made(text, command, known):
     intent = read(text, known)
     assert intent.command == command and intent.args.get("run") in ("runs/r1", "runs/tp-try")
+
+
+@pytest.mark.parametrize(
+    "text, wanted",
+    [
+        ("train 20 steps in fp8 on 2 GPUs with dp_shard=2", ["train.precision=fp8"]),
+        ("train 20 steps on 2 gpus with dp_shard=2, not in fp8", []),
+        ("train 20 steps on 2 gpus, never with bf16", []),
+        ("train the tiny model 10 steps with zero stage 1 on 2 gpus", ["train.zero_stage=1"]),
+        ("train with zero-2 on 4 gpus for 50 steps", ["train.zero_stage=2"]),
+        ("train with ZeRO-3 on 4 gpus for 50 steps", []),  # FSDP2's default: the layout alone
+    ],
+)
+def test_a_precision_or_zero_stage_is_set_unless_a_negation_takes_it_back(text, wanted, known):
+    """ZeRO's stages are FSDP2's sharding (train.zero_stage), not an unknown layout; "not in fp8" sets no fp8 (and
+    may ask what it turns off, as any negation it cannot place)."""
+    intent = read(text, known)
+    assert intent.command == "run" and (intent.clarify is None or not wanted)
+    assert [o for o in intent.args.get("set", []) if o.startswith(("train.precision", "train.zero_stage"))] == wanted
+    assert intent.args["layout"].startswith("dp_shard") if "zero" in text.lower() else True
+
+
+def test_push_to_main_is_refused_even_when_a_pr_is_named_only_to_be_declined(known):
+    assert "never pushes to main" in read("push the report to main, don't open a PR", known).refusal
+    assert read("push the layouts-nov report as a PR", known).refusal is None

@@ -28,8 +28,8 @@ SLASH_COMMANDS = ("help", "plan", "why", "run", "status", "results", "cancel", "
 # Layout words, longest phrases first so that "fully sharded data parallel" is not read as "data parallel".
 LAYOUT_WORDS: list[tuple[str, str]] = [
     (
-        r"fully[- ]sharded(?: data[- ]parallel)?|fsdp2?|zero[- ]?3|zero stage 3|(?:data|dp)[- ]shard(?:ing|ed)?|"
-        r"shard(?:ed|ing)? data(?:[- ]parallel\w*)?",
+        r"fully[- ]sharded(?: data[- ]parallel)?|fsdp2?|zero[- ]?[123]|zero stage [123]|"
+        r"(?:data|dp)[- ]shard(?:ing|ed)?|shard(?:ed|ing)? data(?:[- ]parallel\w*)?",
         "dp_shard",
     ),
     (r"hsdp|hybrid[- ]shard(?:ing|ed)?(?: data[- ]parallel)?", "hsdp"),
@@ -39,8 +39,11 @@ LAYOUT_WORDS: list[tuple[str, str]] = [
     (r"context[- ]parallel(?:ism)?|ring attention|cp", "cp"),
     (r"expert[- ]parallel(?:ism)?|ep", "ep"),  # borrows dp_shard x cp's ranks: multiplies no processes
 ]
-# Layouts people name that meshpilot does not have: asked about rather than guessed.
-UNKNOWN_LAYOUTS = r"zero[- ]?[12]\b|zero stage [12]|deepspeed|megatron|sequence[- ]parallel\w*"
+# Layouts people name that meshpilot does not have: asked about rather than guessed. (ZeRO's stages are FSDP2's
+# sharding, train.zero_stage: a layout word above and a setting below.)
+UNKNOWN_LAYOUTS = r"deepspeed|megatron|sequence[- ]parallel\w*"
+# What a negation just before a setting takes back ("not in fp8"): the setting is not made.
+NEGATED_SETTING = r"\b(?:not|no|never|without|don'?t (?:\w+ )?)\s*$"
 TOPICS = {
     "memory": r"memory|\bmem\b|\boom\b|gib|\bram\b|vram",
     "optimizer": r"optimi[sz]er",
@@ -392,7 +395,8 @@ def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> 
             intent.args["layout"] = found.group(1)
     if unknown := re.search(UNKNOWN_LAYOUTS, lowered):
         intent.clarify = (f"meshpilot has no {unknown.group(0)} layout. Did you mean FSDP (ZeRO-3: parameters, "
-                          "gradients and optimizer state sharded), DDP, HSDP, TP, PP or CP?")  # fmt: skip
+                          "gradients and optimizer state sharded; ZeRO-1 or 2 with train.zero_stage), DDP, HSDP, TP, "
+                          "PP or CP?")  # fmt: skip
         return
     degrees: dict[str, int | None] = {}
     if "layout" in intent.args:
@@ -483,6 +487,7 @@ _SETTINGS: list[tuple[str, str]] = [
     (rf"\bwarm-?up(?: steps)?{SET_TO}(\d+)", "train.warmup_steps"),
     (rf"\b(?:grad(?:ient)? clip(?:ping)?|clip)\s*(?:of|=|:|at|to)?\s*{_NUMBER}", "train.grad_clip"),
     (r"\b(?:in|with|using)\s+(bf16|fp32|fp8)\b", "train.precision"),
+    (r"\bzero(?:[- ]?stage)?[- ]?([12])\b", "train.zero_stage"),  # ZeRO-3 is FSDP2's default
     (rf"\b(?:seq(?:uence)?[ _-]?len(?:gth)?){SET_TO}(\d+)\b", "data.seq_len"),
 ]
 _SWITCHES: list[tuple[str, str]] = [
@@ -499,7 +504,9 @@ def _overrides(text: str, lowered: str, intent: Intent) -> None:
     overrides += [o.rstrip(",;") for o in re.findall(r"(?<![\w.])((?:train|data|model|hardware|search)\.[\w.]+=\S+)",
                                                       text)]  # fmt: skip
     for pattern, key in _SETTINGS:
-        if (found := re.search(pattern, lowered)) and not any(o.startswith(key + "=") for o in overrides):
+        found = next((m for m in re.finditer(pattern, lowered) if not re.search(NEGATED_SETTING, lowered[: m.start()])),
+                     None)  # fmt: skip
+        if found and not any(o.startswith(key + "=") for o in overrides):
             overrides.append(f"{key}={next(g for g in found.groups() if g)}")
     if re.search(r"\b(?:learning rate|lr)\b", lowered) and not any(o.startswith("train.lr=") for o in overrides):
         intent.clarify = "What learning rate? e.g. `train it with lr 1e-3`."

@@ -55,7 +55,7 @@ def refusal(plain: str, entities: Entities) -> str | None:
         )
         return (f"meshpilot does not delete runs, sweeps, checkpoints or files: remove them yourself if you are sure"
                 f"{where}.{cancel}")  # fmt: skip
-    if _said(PUSH, lowered) and not re.search(AS_PR, lowered):
+    if _said(PUSH, lowered) and not _said(AS_PR, lowered):  # "push to main, don't open a PR" is no PR
         return ("meshpilot never pushes to main or force-pushes: it opens a pull request (`/pr`) on a branch of its "
                 "own, for you to review and merge.")  # fmt: skip
     if _said(SECRET, lowered) and re.search(REVEAL, lowered):
