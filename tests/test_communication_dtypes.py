@@ -53,11 +53,11 @@ def _collectives(layers: int, autocast: bool, bf16: bool, checkpointing: str) ->
 
     from trainer.model.build import build_model
     from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
-    from trainer.parallel.tensor_parallel import apply_tensor_parallel
+    from trainer.parallel.tensor_parallel import apply_tensor_parallel, saves_split_inputs
 
     model = build_model(AutoConfig.for_model(**LAYER, num_hidden_layers=layers), None, seed=0)
     model = model.to(torch.bfloat16) if bf16 else model
-    apply_tensor_parallel(model, init_device_mesh("cpu", (2,)))
+    apply_tensor_parallel(model, init_device_mesh("cpu", (2,)), saves_split_inputs(checkpointing))
     enable_activation_checkpointing(model, checkpointing)
     forward, backward = Collectives(), Collectives()
     with forward, torch.autocast("cpu", torch.bfloat16, enabled=autocast):
@@ -89,24 +89,28 @@ def test_a_sequence_parallel_layer_gathers_and_scatters_as_the_model_counts(tmp_
     forked_ranks.run(_worker, 2, str(tmp_path / "store"), str(out))
     found = json.loads(out.read_text())
     (gather, gather_back, *gather_again), (scatter, scatter_back, *scatter_again) = TP_COLLECTIVES_PER_LAYER.values()
+    # Without recomputation backward gathers attention's and the MLP's split inputs again (in the width the forward
+    # gathered them), beside their outputs' gradients, where these are fp32 or bf16 alike.
     assert found["fp32 none"] == [
         {"all_gather float32": gather, "reduce_scatter float32": scatter},
-        {"all_gather float32": gather_back, "reduce_scatter float32": scatter_back},
+        {"all_gather float32": gather_back + gather_again[2], "reduce_scatter float32": scatter_back},
     ]
     # Autocast: the norms' fp32 outputs gathered, the row-parallel matmuls' bf16 outputs scattered; backward their
-    # bf16 gradients gathered, the fp32 gradients of the fp32 inputs scattered.
+    # bf16 gradients gathered, the fp32 gradients of the fp32 inputs scattered; no input gathered again (the
+    # projections saved bf16 copies of it).
     assert found["autocast none"] == [
         {"all_gather float32": gather, "reduce_scatter bfloat16": scatter},
         {"all_gather bfloat16": gather_back, "reduce_scatter float32": scatter_back},
     ]
     assert found["bf16 none"] == [
         {"all_gather bfloat16": gather, "reduce_scatter bfloat16": scatter},
-        {"all_gather bfloat16": gather_back, "reduce_scatter bfloat16": scatter_back},
+        {"all_gather bfloat16": gather_back + gather_again[2], "reduce_scatter bfloat16": scatter_back},
     ]
     for recomputing, column in (("full", 0), ("selective", 1)):  # the recomputation reruns the forward's gathers
         backward = {"all_gather float32": gather_back + gather_again[column]}
         backward["reduce_scatter float32"] = scatter_back + scatter_again[column]
         assert found[f"fp32 {recomputing}"] == [found["fp32 none"][0], backward]
+    assert scatter_again[2] == 0
     # Outside the layers, no all-reduce: the head gathers its input, and the embedding's gradient comes back whole.
     for key, outside in found.items():
         if key.endswith("outside the layers"):
@@ -124,10 +128,13 @@ def test_the_model_prices_each_collective_in_the_dtype_it_moves():
         return communication_bytes(config, sharded, 10**6, 2, 64, 3, checkpointing, precision)["tp"]
 
     gathers, scatters = (sum(counts[:2]) for counts in TP_COLLECTIVES_PER_LAYER.values())
-    assert tp("fp32") == (pytest.approx(per_element * FP32 * (gathers + scatters)), 3 * layers * (gathers + scatters))
+    # Without recomputation, the split inputs gathered again in backward (2 per layer); not under autocast.
+    regathers = TP_COLLECTIVES_PER_LAYER["all_gather"][4]
+    collectives = gathers + scatters + regathers
+    assert tp("fp32") == (pytest.approx(per_element * FP32 * collectives), 3 * layers * collectives)
     # Autocast: forward gathers and backward scatters fp32, the others bf16 (2 + 2 of each per layer).
     assert tp("bf16")[0] == pytest.approx(per_element * (FP32 + 2) * (gathers + scatters) / 2)
-    assert tp("bf16", shard=True)[0] == pytest.approx(per_element * 2 * (gathers + scatters))  # FSDP2's bf16
+    assert tp("bf16", shard=True)[0] == pytest.approx(per_element * 2 * collectives)  # FSDP2's bf16
     for recomputing, again in (("selective", 2), ("full", 3)):  # full reruns a reduce-scatter too
         collectives = gathers + scatters + again
         assert tp("fp32", recomputing) == (pytest.approx(per_element * FP32 * collectives), 3 * layers * collectives)

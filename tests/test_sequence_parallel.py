@@ -72,14 +72,14 @@ def _saved_per_layer(tp_mesh, mode: str) -> float:
     trainer.rank.memory on a packed micro-batch of 2 rows of 64 tokens."""
     from trainer.model.build import build_model
     from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
-    from trainer.parallel.tensor_parallel import apply_tensor_parallel
+    from trainer.parallel.tensor_parallel import apply_tensor_parallel, saves_split_inputs
     from trainer.rank.memory import saved_for_backward
     from trainer.rank.step import token_loss_sum
 
     saved = []
     for layers in (1, 2):
         model = build_model(AutoConfig.for_model(**{**TINY_MODEL, "num_hidden_layers": layers}), None, seed=0)
-        apply_tensor_parallel(model, tp_mesh)
+        apply_tensor_parallel(model, tp_mesh, saves_split_inputs(mode))  # as the trainer does
         enable_activation_checkpointing(model, mode)
         ids = torch.randint(0, 512, (2, 64), generator=torch.Generator().manual_seed(2))
         segments = torch.arange(64).div(21, rounding_mode="floor").expand(2, 64).contiguous()
@@ -146,8 +146,9 @@ def test_loss_and_every_gradient_equal_one_process(found, kind):
 @pytest.mark.parametrize("mode", MODES)
 def test_a_layer_saves_what_the_memory_model_prices(found, mode):
     """Sequence parallelism splits the norms' inputs, normalised values and rsqrt (and the layer's input under
-    checkpointing) by tp, while the gathered norm outputs stay whole: the measured bytes per layer and token equal
-    the model's exactly (without the split, the model's old count was 30% above these)."""
+    checkpointing) by tp, and without recomputation the norm outputs attention and the MLP save are split too
+    (gathered again in backward): the measured bytes per layer and token equal the model's exactly (without the
+    split, the model's old count was 30% above these)."""
     config = AutoConfig.for_model(**TINY_MODEL)
     plan = MemoryPlan(2, 64, "fp32", mode, TrainSpec(), packing=True)
     assert found["saved_per_layer"][mode] == layer_bytes_per_token(config, Layout(dp_replicate=1, tp=TP), plan)

@@ -19,6 +19,8 @@ checkpointing. The counts are those of transformers' Llama-family decoder layer 
     per token once: the final norm (3h + 1), the chunked loss's log-sum-exp (fp32; trainer.model.loss: the logits
     are recomputed in backward, not kept; a pipeline's last stage still keeps the log-softmax over the vocabulary,
     in fp32), input ids (int64), and rotary cos/sin (per position only, for unpacked rows).
+Under tensor parallelism (always sequence parallel) all of the 6h + 2 is split by tp too: the scaled norm outputs,
+which the projections save, kept as each rank's split and gathered again in backward (`layer_bytes_per_token`).
 Selective checkpointing (trainer.parallel.activation_checkpointing.selective_checkpoint_context) keeps, per layer and
 token, the layer's input (h), the outputs of the q, v, gate and down projections (q/tp, kv/tp, i/tp, and h: down is
 row-parallel, so each tensor-parallel rank holds a whole partial sum) and the attention kernel's output and log-sum-exp
@@ -90,6 +92,7 @@ from trainer.model.parameters import (
 )
 from trainer.parallel.data_parallel import expert_shard_dim
 from trainer.parallel.pipeline import in_flight_micro_batches, local_stages, stage_of_layer
+from trainer.parallel.tensor_parallel import saves_split_inputs
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -154,6 +157,7 @@ class MemoryPlan:
     grad_accum: int = 1  # bounds the micro-batches a pipeline stage holds at once
     packing: bool = True  # packed rows need a dense block-causal mask; unpacked rows none (trainer.data.packing)
     device_type: str = "cpu"  # cuda adds the CUDA runtime's memory (CUDA_RUNTIME) to the peak
+    recomputing: bool = False  # a layer as checkpointing's recomputation runs it (its gathered inputs kept whole)
 
     def __post_init__(self) -> None:  # the door: a stored value becomes its mode once, for every model below
         object.__setattr__(self, "checkpointing", checkpointing_mode(self.checkpointing))
@@ -489,7 +493,7 @@ def activation_bytes(
     train = plan.train
     key = ("activations", layout.tp, layout.cp, layout.pp, pp_rank, plan.micro_batch, plan.seq_len, plan.precision,
            plan.checkpointing, plan.grad_accum, plan.packing, plan.device_type, train.attention,
-           train.pp_schedule, train.pp_stages_per_rank)  # fmt: skip
+           train.pp_schedule, train.pp_stages_per_rank, plan.recomputing, layout.fsdp)  # fmt: skip
     found = memo.get(key)
     if found is None:
         found = memo[key] = _activation_bytes(config, layout, plan, rank)
@@ -526,12 +530,18 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
     repeated = masked and (layout.cp > 1 or kv_heads // tp > 1)
     attention = 2 * q + 2 * (q if repeated else kv) * layout.cp
     # Sequence parallelism splits the norms' inputs, their normalised values and rsqrt (2h + 1 each) over tp; the
-    # all-gathered norm output that the column-parallel projections (or an MoE block) save stays whole (h each).
+    # all-gathered norm output that the column-parallel projections (or an MoE block) save stays whole (h each),
+    # except where attention and a dense MLP keep it split and gather it again in backward (saves_split_inputs;
+    # not in checkpointing's recomputation, which runs without, nor under autocast, whose projections save bf16
+    # copies of it instead: no bf16 parameters without FSDP2). Compiled layers save less than this count (their
+    # partitioner's choice; the gathered input's part drops by twice what it says here, measured on CPU).
     norms = 2 * (2 * h + 1) + qk_norm_elements(config, q, kv)
+    autocast = half_precision(plan.precision) and not layout.fsdp
+    split = saves_split_inputs(mode) and not (plan.recomputing or autocast)
     if moe is not None:
         mlp = _mean_over_layers(moe, config, 4 * i // tp * width, moe_bytes_per_token(moe, h, width, mode))
-        return ((norms + attention + heads) // tp + 2 * h) * width + mlp
-    return ((norms + attention + 4 * i + heads) // tp + 2 * h) * width
+        return ((norms + attention + heads + h * split) // tp + h * (2 - split)) * width + mlp
+    return ((norms + attention + 4 * i + heads + 2 * h * split) // tp + 2 * h * (1 - split)) * width
 
 
 # Models whose attention normalises each head's query and key (RMSNorm over head_dim) before rotary: transformers'
@@ -637,7 +647,7 @@ def temporary_bytes(
                plan.device_type, plan.train.attention)  # fmt: skip
         recompute = memo.get(key) if memo is not None else None
         if recompute is None:
-            full = dataclasses.replace(plan, checkpointing="none", grad_accum=1)
+            full = dataclasses.replace(plan, checkpointing="none", grad_accum=1, recomputing=True)
             one_rank = Layout(dp_replicate=1, tp=layout.tp, cp=layout.cp)
             recompute = _activation_bytes(config, one_rank, full, 0) // layers
             if memo is not None:

@@ -57,8 +57,10 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
   activation per rank, half an all-reduce: forward moves what the two all-reduces of plain tensor parallelism moved,
   backward two all-reduces' worth rather than five (the column-parallel projections' input gradients are summed
   before one reduction). Recomputation reruns the forward's gathers, and under full checkpointing its first
-  reduce-scatter too (selective keeps the reduce-scatters' outputs). Priced at the all-gather's rate. These sit on
-  the critical path, while data-parallel traffic mostly overlaps the backward pass.
+  reduce-scatter too (selective keeps the reduce-scatters' outputs); without recomputation, outside autocast,
+  backward gathers attention's and the MLP's inputs again (they keep only the split input, as Megatron-LM's).
+  Priced at the all-gather's rate. These sit on the critical path, while data-parallel traffic mostly overlaps the
+  backward pass.
 - cp: every layer all-gathers the keys and values in forward (again when activation checkpointing, full or
   selective, recomputes the forward) and reduce-scatters their gradients in backward, every micro-batch
   (`context_parallel_bytes`).
@@ -117,6 +119,7 @@ from trainer.hardware import INTERCONNECTS, NETWORKS, Hardware, float8_speedup, 
 from trainer.layout import LAYOUT_DIMS, MESH_DIMS, Layout
 from trainer.model.attention import takes_dense_mask
 from trainer.model.parameters import MoeDims, count_parameters, head_dim, moe_dims
+from trainer.parallel.tensor_parallel import saves_split_inputs
 
 OP_OVERHEAD_S = {"cuda": 10e-6, "cpu": 5e-6}
 # Operations per decoder layer in one forward pass of transformers' Llama (views left out), backward twice as many
@@ -205,11 +208,12 @@ FLOAT8_GAIN = 0.46
 FLOAT8_RESCALE_BYTES = 4
 DDP_BUCKET_BYTES = 25 * 1024**2
 # Collectives per tensor-parallel (sequence-parallel) decoder layer and micro-batch, each of one activation, by kind:
-# (forward, backward, rerun by full recomputation, rerun by selective). All-gathers: attention's and the MLP's inputs
-# in forward, the gradients of their row-parallel outputs in backward. Reduce-scatters: those outputs in forward,
-# the summed gradients of their inputs in backward. Counted, with their dtypes, on transformers' Llama by
-# tests/test_communication_dtypes.py.
-TP_COLLECTIVES_PER_LAYER = {"all_gather": (2, 2, 2, 2), "reduce_scatter": (2, 2, 1, 0)}
+# (forward, backward, rerun by full recomputation, rerun by selective, gathered again in backward where nothing
+# recomputes: trainer.parallel.tensor_parallel.saves_split_inputs). All-gathers: attention's and the MLP's inputs in
+# forward (and again in backward, as Megatron-LM does, where they keep only the split input), the gradients of their
+# row-parallel outputs in backward. Reduce-scatters: those outputs in forward, the summed gradients of their inputs in
+# backward. Counted, with their dtypes, on transformers' Llama by tests/test_communication_dtypes.py.
+TP_COLLECTIVES_PER_LAYER = {"all_gather": (2, 2, 2, 2, 2), "reduce_scatter": (2, 2, 1, 0, 0)}
 # The collective that carries most of each dimension's traffic, whose probed latency and bandwidth it is priced at.
 COLLECTIVE_OF = {
     "dp_replicate": "all_reduce", "dp_shard": "all_gather", "cp": "all_gather", "tp": "all_gather", "pp": "send_recv",
@@ -396,7 +400,9 @@ def tensor_parallel_sent(
     residual, computed = activation_width(precision, layout), 2 if half_precision(precision) else FP32
     gathers, scatters = TP_COLLECTIVES_PER_LAYER["all_gather"], TP_COLLECTIVES_PER_LAYER["reduce_scatter"]
     rerun = {"none": None, "full": 2, "selective": 3}[mode]  # the recomputation's column in the counts
-    gathers_again = 0 if rerun is None else gathers[rerun]
+    if saves_split_inputs(mode) and layer_regime(precision, layout) != "autocast":
+        rerun = 4  # backward gathers the split inputs again (an MoE block's is kept whole: attention's only)
+    gathers_again = 0 if rerun is None else gathers[rerun] - (rerun == 4 and moe_dims(config) is not None)
     scatters_again = 0 if rerun is None else scatters[rerun]
     widths = (gathers[0] + gathers_again) * residual + gathers[1] * computed
     widths += (scatters[0] + scatters_again) * computed + scatters[1] * residual

@@ -22,7 +22,7 @@ from trainer.parallel.context_parallel import ContextParallel
 from trainer.parallel.data_parallel import apply_fsdp, fsdp_options, shard_layer
 from trainer.parallel.expert_parallel import apply_expert_parallel
 from trainer.parallel.pipeline import Pipeline, build_pipeline, split_model
-from trainer.parallel.tensor_parallel import apply_tensor_parallel
+from trainer.parallel.tensor_parallel import apply_tensor_parallel, saves_split_inputs
 
 
 def parallelize(
@@ -35,7 +35,7 @@ def parallelize(
 ) -> torch.nn.Module:
     """Split a meta-device model for the layout, `materialize` this rank's part, then wrap it for replication."""
     if layout.tp > 1:
-        apply_tensor_parallel(model, mesh["tp"])
+        apply_tensor_parallel(model, mesh["tp"], saves_split_inputs(spec.activation_checkpointing))
     experts_fsdp = apply_experts(model, layout, device_type, spec.experts)
     enable_activation_checkpointing(model, spec.activation_checkpointing)  # none, selective or full
     if spec.compile and not compiles_whole_step(layout):
@@ -94,7 +94,7 @@ def parallelize_pipeline(
         model, pp_rank, layout.pp, spec.pp_stages_per_rank, packed, context, flex
     )
     if layout.tp > 1:
-        apply_tensor_parallel(rank_model, mesh["tp"])
+        apply_tensor_parallel(rank_model, mesh["tp"], saves_split_inputs(spec.activation_checkpointing))
     experts_fsdp = apply_experts(rank_model, layout, device.type, spec.experts)
     if spec.compile:
         for stage in stages:

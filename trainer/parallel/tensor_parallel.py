@@ -20,7 +20,10 @@ Per decoder layer:
   (Shard(1) -> Replicate, as torchtitan's PrepareModuleInput), handed on as a DTensor, so that the column-parallel
   projections' input gradients stay partial sums, added up before one reduce-scatter in backward; the row-parallel
   projections reduce-scatter their partial sums back to the sequence split (RowwiseParallel with Shard(1) outputs,
-  as local tensors: the residual additions stay plain tensors);
+  as local tensors: the residual additions stay plain tensors); where nothing recomputes the layer
+  (`saves_split_inputs`), the column-parallel projections keep the rank's split input for their weight gradients,
+  not the gathered one, and backward all-gathers it again, once per child (as Megatron-LM does, Korthikanti et al.
+  2022 section 4.2.2): `_SplitSaved`;
 - modules inside attention that the plan keeps whole although they see only a rank's heads (Qwen3's q_norm and
   k_norm, GRAD_ALLREDUCE) get their gradients summed over tp after the step's last backward
   (`sum_partial_gradients`);
@@ -37,6 +40,7 @@ the norm and head; the stages between take and send the sequence split as it is.
 from __future__ import annotations
 
 import fnmatch
+import functools
 
 import torch
 import torch.distributed as dist
@@ -51,7 +55,9 @@ from torch.distributed.tensor.parallel import (
 )
 from torch.distributed.tensor.placement_types import Placement
 
+from trainer.config import checkpointing_mode
 from trainer.layout import LayoutError, tensor_parallel_plan
+from trainer.model.moe import is_router
 
 SEQUENCE_DIM = 1  # [batch, seq, hidden]
 # Modules the plan keeps whole on every rank although they see only that rank's heads (Qwen3's q_norm and k_norm):
@@ -59,9 +65,19 @@ SEQUENCE_DIM = 1  # [batch, seq, hidden]
 GRAD_ALLREDUCE = "replicated_with_grad_allreduce"
 
 
-def apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh) -> None:
+def saves_split_inputs(checkpointing: bool | str) -> bool:
+    """Whether the split children keep their split input for backward and all-gather it again there rather than
+    keep the gathered one: where nothing recomputes the layer (under full and selective checkpointing the
+    recomputation gathers again already). Eager through saved-tensor hooks (`_SplitSaved`), compiled through a
+    checkpoint around the gather that the partitioner honours (`_recomputed_in_backward`). Under autocast (bf16
+    without FSDP2) the projections save bf16 copies of the gathered input, not it: nothing changes there."""
+    return checkpointing_mode(checkpointing) == "none"
+
+
+def apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh, save_split_inputs: bool = False) -> None:
     """Split the decoder's layers over `tp_mesh` as the model's own tensor-parallel plan says, with the residual
-    stream split by sequence between them (see the module docstring); the embedding and head stay whole."""
+    stream split by sequence between them (see the module docstring); the embedding and head stay whole.
+    `save_split_inputs`: see `saves_split_inputs`, which says where the trainer asks for it."""
     plan = tensor_parallel_plan(model.config)
     base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
     split = {}
@@ -73,7 +89,7 @@ def apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh) -> None:
         raise ValueError(f"{model.config.model_type} declares no tensor-parallel plan")
     layers = base.layers.items() if isinstance(base.layers, torch.nn.ModuleDict) else enumerate(base.layers)
     for index, layer in layers:
-        parallelize_module(layer, tp_mesh, _sequence_plan(layer, f"layers.{index}.", split))
+        parallelize_module(layer, tp_mesh, _sequence_plan(layer, f"layers.{index}.", split, save_split_inputs))
         if str(index) == "0":  # the first layer of the model (a pipeline's stage 0): split the whole sequence
             parallelize_module(layer, tp_mesh, _Resequence(Replicate(), Shard(SEQUENCE_DIM), local_output=True))
     parallelize_module(base, tp_mesh, split)
@@ -90,14 +106,16 @@ def apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh) -> None:
         parallelize_module(head, tp_mesh, _Resequence(Shard(SEQUENCE_DIM), Replicate(), local_output=True))
 
 
-def _sequence_plan(layer: torch.nn.Module, prefix: str, split: dict) -> dict:
+def _sequence_plan(layer: torch.nn.Module, prefix: str, split: dict, save_split_inputs: bool) -> dict:
     """The sequence-parallel styles of one decoder layer's direct children (see the module docstring)."""
     styles = {}
     for name, child in layer.named_children():
         if "norm" in name.lower() or "norm" in type(child).__name__.lower():
             styles[name] = SequenceParallel(sequence_dim=SEQUENCE_DIM, use_local_output=True)
         elif any(path.startswith(f"{prefix}{name}.") for path in split):
-            styles[name] = _Resequence(Shard(SEQUENCE_DIM), Replicate(), local_output=False)
+            # Not an MoE block (whose router and expert dispatch save copies of their own): attention, a dense MLP.
+            save_split = save_split_inputs and not any(is_router(module) for module in child.modules())
+            styles[name] = _Resequence(Shard(SEQUENCE_DIM), Replicate(), False, save_split=save_split)
         elif any(True for _ in child.parameters()):
             styles[name] = _Resequence(Shard(SEQUENCE_DIM), Replicate(), local_output=True, split_output=True)
     return styles
@@ -106,25 +124,47 @@ def _sequence_plan(layer: torch.nn.Module, prefix: str, split: dict) -> dict:
 class _Resequence(ParallelStyle):
     """Redistribute a module's hidden states (its first positional argument, or the `hidden_states` keyword, as
     transformers' attention takes them) from one placement over the sequence to another, before it runs; with
-    `split_output`, its whole-sequence output back to the sequence split after."""
+    `split_output`, its whole-sequence output back to the sequence split after; with `save_split`, what the module
+    saves of its gathered input is saved as the split input while it runs (`_SplitSaved`)."""
 
-    def __init__(self, given: Placement, wanted: Placement, local_output: bool, split_output: bool = False):
+    def __init__(
+        self, given: Placement, wanted: Placement, local_output: bool, split_output: bool = False, save_split=False
+    ):
         super().__init__()
         self.given, self.wanted, self.local_output, self.split_output = given, wanted, local_output, split_output
+        self.save_split = save_split
 
     def _apply(self, module: torch.nn.Module, device_mesh: DeviceMesh) -> torch.nn.Module:
+        running: list[torch.autograd.graph.saved_tensors_hooks] = []  # the hooks of the call running now
+
         def before(_, args: tuple, kwargs: dict):
+            given = args[0] if args else kwargs.get("hidden_states")
+            redistribute = self._redistribute
+            if self.save_split and torch.is_grad_enabled() and torch.compiler.is_compiling():
+                redistribute = _recomputed_in_backward(self._redistribute)
             if args:
-                args = (self._redistribute(args[0], device_mesh), *args[1:])
+                args = (redistribute(args[0], device_mesh), *args[1:])
             elif "hidden_states" in kwargs:
-                kwargs = {**kwargs, "hidden_states": self._redistribute(kwargs["hidden_states"], device_mesh)}
+                kwargs = {**kwargs, "hidden_states": redistribute(kwargs["hidden_states"], device_mesh)}
+            gathered = args[0] if args else kwargs.get("hidden_states")
+            # Not under autocast: its projections save bf16 copies of the gathered input, not the input itself.
+            saving = self.save_split and torch.is_grad_enabled() and isinstance(gathered, DTensor)
+            if saving and not torch.compiler.is_compiling() and not torch.is_autocast_enabled(gathered.device.type):
+                running.append(_SplitSaved(given, gathered).hooks())
+                running[-1].__enter__()
             return args, kwargs
+
+        def done(*_) -> None:
+            if running:
+                running.pop().__exit__(None, None, None)
 
         def after(_, args: tuple, output: torch.Tensor) -> torch.Tensor:
             whole = DTensor.from_local(output, device_mesh, (Replicate(),), run_check=False)
             return whole.redistribute(device_mesh, (Shard(SEQUENCE_DIM),)).to_local()
 
         module.register_forward_pre_hook(before, with_kwargs=True)
+        if self.save_split:
+            module.register_forward_hook(done, always_call=True)
         if self.split_output:
             module.register_forward_hook(after)
         return module
@@ -134,6 +174,78 @@ class _Resequence(ParallelStyle):
             tensor = DTensor.from_local(tensor, device_mesh, (self.given,), run_check=False)
         tensor = tensor.redistribute(device_mesh, (self.wanted,))
         return tensor.to_local() if self.local_output else tensor
+
+
+def _recomputed_in_backward(gather):
+    """`gather` under a checkpoint whose policy recomputes every operation in it: in a compiled graph the
+    partitioner then saves its split input and reruns the all-gather in backward for whatever needs the gathered
+    tensor, instead of saving it (as SimpleFSDP, torchtitan's compiler-driven FSDP, does for parameters). Eager it
+    changes nothing (its operations save nothing that backward needs): `_SplitSaved` is the eager path."""
+    # torch's checkpointing only where a compiled layer asks for it
+    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
+    def recompute_all(ctx, func, *args, **kwargs) -> CheckpointPolicy:
+        return CheckpointPolicy.MUST_RECOMPUTE
+
+    def gathered(tensor: torch.Tensor, mesh: DeviceMesh) -> torch.Tensor:
+        context = functools.partial(create_selective_checkpoint_contexts, recompute_all)
+        return checkpoint(gather, tensor, mesh, use_reentrant=False, context_fn=context)
+
+    return gathered
+
+
+class _SplitSaved:
+    """Saved-tensor hooks for one call of a split child (self_attn, mlp): a tensor saved for backward that is the
+    gathered input or a view of it (what the column-parallel projections save for their weight gradients) is saved
+    as the rank's split input instead, 1/tp of it, and all-gathered again when backward first unpacks it, once for
+    all the projections that saved it, freed after the last. Everything else goes to the hooks that were active
+    around the call (trainer.rank.memory's counting), or is kept as it is; the split input goes to them too, so
+    the bytes they count are what this saves."""
+
+    def __init__(self, split: torch.Tensor, gathered: DTensor) -> None:
+        self.split = split.to_local() if isinstance(split, DTensor) else split
+        self.mesh = gathered.device_mesh
+        self.storage = gathered._local_tensor.untyped_storage().data_ptr()
+        # The hooks active around the call (trainer.rank.memory's counting), which these hand everything on to:
+        # torch runs only the innermost saved-tensor hooks.
+        outer = torch._C._autograd._top_saved_tensors_default_hooks(False)
+        self.outer_pack, self.outer_unpack = outer if outer is not None else (lambda t: t, lambda t: t)
+        self.unpacked = 0  # views of the gathered input that backward has not unpacked yet
+        self.whole: torch.Tensor | None = None  # the gathered input again, while backward still needs it
+
+    def hooks(self) -> torch.autograd.graph.saved_tensors_hooks:
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+
+    def pack(self, tensor: torch.Tensor) -> tuple:
+        local = tensor._local_tensor if isinstance(tensor, DTensor) else tensor
+        try:
+            foreign = local.untyped_storage().data_ptr() != self.storage
+        except (RuntimeError, NotImplementedError):  # a storage freed (FSDP2's resharded weights) or none
+            foreign = True
+        if foreign:
+            return False, self.outer_pack(tensor)
+        self.unpacked += 1
+        view = (local.size(), local.stride(), local.storage_offset())
+        dtensor = (tensor.placements, tensor.shape, tensor.stride()) if isinstance(tensor, DTensor) else None
+        return True, (self.outer_pack(self.split), view, dtensor)
+
+    def unpack(self, packed: tuple) -> torch.Tensor:
+        is_view, saved = packed
+        if not is_view:
+            return self.outer_unpack(saved)
+        split, (size, stride, offset), dtensor = saved
+        split = self.outer_unpack(split)
+        if self.whole is None:
+            sequence = DTensor.from_local(split, self.mesh, (Shard(SEQUENCE_DIM),), run_check=False)
+            self.whole = sequence.redistribute(self.mesh, (Replicate(),)).to_local()
+        local = self.whole.as_strided(size, stride, offset)
+        self.unpacked -= 1
+        if not self.unpacked:
+            self.whole = None
+        if dtensor is None:
+            return local
+        placements, shape, dstride = dtensor
+        return DTensor.from_local(local, self.mesh, placements, run_check=False, shape=shape, stride=dstride)
 
 
 def check_sequence_parallel(tp: int, cp: int, seq_len: int) -> None:
