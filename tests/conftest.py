@@ -44,6 +44,7 @@ def private_store(tmp_path_factory):
 LONGEST_FIRST = (
     "test_compile.py",  # 150
     "test_demo.py",  # 120
+    "test_sp_saves_split.py",  # 120
     "test_bench_scripts.py",  # 100
     "test_moe_layouts.py",  # 90
     "test_faults.py",  # 70
