@@ -8,10 +8,11 @@ PYTHON ?= python3
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 # Test processes side by side, each taking whole test files (module fixtures are built once): most of a test's
-# time is single-threaded (imports, a launcher waiting on its ranks), so two share two cores well. Three finished a
-# fresh clone's suite a minute sooner (13.5 against 14.6 minutes) but under their load a sweep test's trial once
-# ended before the test could kill it: a race since closed, but others like it would show first under load.
-TEST_WORKERS ?= 2
+# time is single-threaded (imports, a launcher waiting on its ranks, waits on state), so three keep two cores
+# busier than two do (a fresh clone's suite a minute sooner). Three also load the machine more than two: the
+# tests wait on state, never on time, so they must pass under it (a sweep test's race that once showed under
+# three was closed).
+TEST_WORKERS ?= 3
 
 .PHONY: demo example test lint clean
 

@@ -1,7 +1,7 @@
 """Under tensor parallelism without recomputation, attention and the MLP keep their rank's split input for the
 weight gradients and all-gather it again in backward, as Megatron-LM does (trainer.parallel.tensor_parallel:
 saved-tensor hooks eager, a checkpoint around the gather compiled): the trainer's per-step losses and gradient norms
-still equal one process's (tp=2 and FSDP2 x tp, activation checkpointing none and selective, eager and compiled);
+still equal one process's (tp=2, eager and compiled; FSDP2 x tp in tests/test_layouts.py);
 the bytes saved for backward, measured per layer on 2 gloo processes, drop by what the memory model says (compiled:
 at least that), with bitwise equal gradients; the throughput model counts the extra all-gathers."""
 
@@ -27,10 +27,11 @@ from trainer.costs.throughput import FP32, tensor_parallel_sent
 from trainer.layout import Layout
 
 TP, ROWS, SEQ = 2, 2, 64
+# tp=2 eager and compiled, each checked against the memory model too. Under selective checkpointing nothing
+# changes (its policy never saved the gathered input), and FSDP2 x tp's losses with the split inputs saved are
+# tests/test_layouts.py's dp_shard=2,tp=2 (checkpointing none by default).
 RUNS = {  # layout, processes, --set settings
     "tp=2 none": ("tp=2", 2, ["train.activation_checkpointing=none"]),
-    "tp=2 selective": ("tp=2", 2, ["train.activation_checkpointing=selective"]),
-    "dp_shard=2,tp=2 none": ("dp_shard=2,tp=2", 4, ["train.activation_checkpointing=none"]),
     "tp=2 none compiled": ("tp=2", 2, ["train.activation_checkpointing=none", "train.compile=true"]),
 }
 
