@@ -8,11 +8,10 @@ PYTHON ?= python3
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 # Test processes side by side, each taking whole test files (module fixtures are built once): most of a test's
-# time is single-threaded (imports, a launcher waiting on its ranks, waits on state), so three keep two cores
-# busier than two do (a fresh clone's suite a minute sooner). Three also load the machine more than two: the
-# tests wait on state, never on time, so they must pass under it (a sweep test's race that once showed under
-# three was closed).
-TEST_WORKERS ?= 3
+# time is single-threaded (imports, a launcher waiting on its ranks), so two share two cores well. Three were a
+# minute faster once (13.5 against 14.6 minutes) but a fresh clone's suite of 2026-11-26 took 14.8 minutes in
+# pytest with three against 14.1 with two: the tests have since become CPU-bound (ranks forked, not waited on).
+TEST_WORKERS ?= 2
 
 .PHONY: demo example test lint clean
 
