@@ -92,6 +92,7 @@ class _Preloaded:
         return self._children_can_use_cuda
 
     def run(self, args: tuple[str, ...], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+        _ = self.children_can_use_cuda  # the preloaded process's first message, before any request's answers
         with self._lock, tempfile.TemporaryDirectory(prefix="meshpilot-preloaded-") as scratch:
             out, err = Path(scratch, "stdout"), Path(scratch, "stderr")
             self._connection.send((list(args), env, str(REPO), str(out), str(err)))
