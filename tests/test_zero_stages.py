@@ -138,7 +138,7 @@ def test_collectives_are_priced(collectives, stage):
     [
         ("dp_replicate=2", 1, "train.zero_stage 1 chooses what FSDP2 keeps sharded, and dp_replicate=2 shards nothing "
          "(it needs dp_shard > 1, or cp > 1): leave it at 3"),
-        ("dp_shard=2", 0, "train.zero_stage: 0 is not one of 3, 2, 1"),
+        ("dp_shard=2", 0, "train.zero_stage: 0 is not one of auto, 3, 2, 1"),
     ],
 )  # fmt: skip
 def test_refused_in_one_line(tmp_path, layout, stage, message):

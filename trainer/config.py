@@ -75,6 +75,9 @@ _LATER_KEYS = {
     "train": ("experts", "zero_stage", "float8_recipe", "profile_steps"),
     "layout": ("ep",),
 }
+# Values of a later key also written as nothing: train.zero_stage 3 is what auto runs where no plan chose and what
+# every run recorded before auto ran, so their config.yaml and hash stay as they were (a resume compares alike).
+_UNWRITTEN = {("train", "zero_stage"): (3,)}
 
 
 # The values some train keys take (checked before launch by trainer.launch.launcher).
@@ -103,7 +106,12 @@ FSDP_GRAD_SYNCS = ("micro_batch", "step")
 # micro-batch and kept from its forward to its backward. 1 (Megatron's distributed optimizer): parameters gathered
 # once per optimizer step and kept across its micro-batches, the gradient accumulated whole and reduce-scattered once
 # per step (whatever train.fsdp_grad_sync says); only the fp32 master weights and the optimizer state stay sharded.
+# auto (the default): `meshpilot plan` chooses, for each layout that shards, the fastest stage (and
+# train.fsdp_grad_sync, where that is not set) that its memory fits (trainer.costs.planner), and its exports and a
+# sweep's trials run with the choice written out; a run started with auto, where no plan chose, is stage 3
+# (resolve_zero_stage, the one place auto becomes a stage: nothing past it sees auto).
 ZERO_STAGES = (3, 2, 1)
+ZERO_STAGE_SETTINGS = ("auto", *ZERO_STAGES)
 # train.precision (auto: resolve_precision, which never picks fp8). fp8 is bf16 mixed precision (everything bf16
 # does: FSDP2's bf16 parameters, autocast) plus float8 matmuls in the decoder layers' linear layers through
 # torchao.float8 (trainer.parallel.float8), in train.float8_recipe's scaling; CUDA GPUs of compute capability 8.9+.
@@ -180,7 +188,7 @@ class TrainSpec:
     float8_recipe: str = "tensorwise"  # under fp8: tensorwise | rowwise scaling of the float8 casts (torchao)
     fsdp_reduce_dtype: str = "fp32"  # under bf16 with FSDP2: the gradient reduce-scatter's dtype, fp32 | bf16
     fsdp_grad_sync: str = "micro_batch"  # micro_batch | step: when FSDP2 reduce-scatters accumulated gradients
-    zero_stage: int = 3  # 3 | 2 | 1: what FSDP2 keeps sharded between uses (ZERO_STAGES above)
+    zero_stage: int | str = "auto"  # auto | 3 | 2 | 1: what FSDP2 keeps sharded between uses (ZERO_STAGES above)
     compile: bool = False
     attention: str = "auto"  # auto | dense | flex: how packed documents are kept apart (trainer.model.attention)
     # auto | loop | grouped_mm: how a mixture-of-experts model's experts compute (trainer.parallel.expert_parallel)
@@ -210,6 +218,10 @@ class TrainSpec:
         if self.fsdp_grad_sync not in FSDP_GRAD_SYNCS:
             raise ConfigError(
                 f"train.fsdp_grad_sync: {self.fsdp_grad_sync!r} is not one of {', '.join(FSDP_GRAD_SYNCS)}"
+            )
+        if self.zero_stage not in ZERO_STAGE_SETTINGS or isinstance(self.zero_stage, bool):
+            raise ConfigError(
+                f"train.zero_stage: {self.zero_stage!r} is not one of {', '.join(map(str, ZERO_STAGE_SETTINGS))}"
             )
 
 
@@ -271,7 +283,7 @@ class Experiment:
         defaults = dataclasses.asdict(Experiment())
         for section, keys in _LATER_KEYS.items():
             for key in keys:
-                if d[section][key] == defaults[section][key]:
+                if d[section][key] == defaults[section][key] or d[section][key] in _UNWRITTEN.get((section, key), ()):
                     del d[section][key]
         return d
 
@@ -501,12 +513,18 @@ def reduces_once_per_step(fsdp_grad_sync: str, zero_stage: int) -> bool:
     return fsdp_grad_sync == "step" or zero_stage == 1
 
 
+def resolve_zero_stage(setting: int | str) -> int:
+    """The ZeRO stage a train.zero_stage setting runs: auto is 3 where no plan chose (FSDP2's default, and what
+    every version before auto ran); 1, 2 and 3 as given."""
+    return 3 if setting == "auto" else setting
+
+
 def check_zero_stage(experiment: Experiment) -> None:
-    """train.zero_stage: one of ZERO_STAGES, and below 3 only where FSDP2 shards something (dp_shard x cp > 1)."""
-    stage = experiment.train.zero_stage
-    if stage not in ZERO_STAGES:
-        raise ConfigError(f"train.zero_stage: {stage!r} is not one of {', '.join(map(str, ZERO_STAGES))}")
-    if refused := zero_stage_refusal(stage, experiment.layout):
+    """train.zero_stage resolved (auto: 3), and below 3 only where FSDP2 shards something (dp_shard x cp > 1). The
+    experiment keeps the resolved stage: the ranks, the memory check and config.yaml see a stage, never auto."""
+    train = experiment.train
+    train.zero_stage = resolve_zero_stage(train.zero_stage)
+    if refused := zero_stage_refusal(train.zero_stage, experiment.layout):
         raise ConfigError(refused)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.report.inputs import Trial
-from trainer.config import checkpointing_mode, experiment_from_dict
+from trainer.config import checkpointing_mode, experiment_from_dict, resolve_zero_stage
 from trainer.layout import LAYOUT_DIMS, Layout
 from trainer.model.parameters import count_parameters
 from trainer.results.schemas import LaunchInfo, Metrics
@@ -55,7 +55,7 @@ def _predict_trial(metrics: Metrics, config: dict, launch: LaunchInfo | None) ->
         precision=metrics["precision"],
         fsdp_grad_sync=experiment.train.fsdp_grad_sync,
         expert_bytes=experts,
-        zero_stage=experiment.train.zero_stage,
+        zero_stage=resolve_zero_stage(experiment.train.zero_stage),  # config.yaml writes 3 as nothing: auto
     )
     dimensions = {d: {"bytes": sent[d][0], "collectives": sent[d][1]} for d in LAYOUT_DIMS if sent[d][1]}
     return {

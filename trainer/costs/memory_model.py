@@ -77,7 +77,14 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from trainer.config import Checkpointing, TrainSpec, checkpointing_mode, half_precision, reduces_once_per_step
+from trainer.config import (
+    Checkpointing,
+    TrainSpec,
+    checkpointing_mode,
+    half_precision,
+    reduces_once_per_step,
+    resolve_zero_stage,
+)
 from trainer.costs.optimizer_state import optimizer_state_bytes
 from trainer.layout import MESH_DIMS, Layout, tensor_parallel_plan
 from trainer.model.attention import takes_dense_mask
@@ -453,7 +460,7 @@ def gathered_parameter_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) 
     share before FSDP2's chunking, whole (FSDP2's all-gather output, beside the sharded parameters), in the
     gathered dtype (bf16 under mixed precision). They replace the two gathered layers of `temporary_bytes`. None at
     stage 3."""
-    if plan.train.zero_stage == 3 or layout.shard_degree == 1:
+    if resolve_zero_stage(plan.train.zero_stage) == 3 or layout.shard_degree == 1:
         return 0
     width = 2 if half_precision(plan.precision) else FP32
     return sums.unsharded_elements * width
@@ -661,7 +668,7 @@ def temporary_bytes(
     dense = (sums.layer_elements - sums.layer_expert_elements) // layout.tp
     gathered = dense * per_element * (shards - 1) // shards
     gathered += sums.layer_expert_elements * per_element * (expert_shards - 1) // expert_shards
-    if plan.train.zero_stage != 3:  # all of them held already (gathered_parameters)
+    if resolve_zero_stage(plan.train.zero_stage) != 3:  # all of them held already (gathered_parameters)
         gathered = 0
     held_mask = tokens * mask_bytes_per_token(config, layout, plan, saved=False)
     # The output head's weight gradient, made whole by its backward before it is added into the accumulated one (or

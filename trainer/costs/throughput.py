@@ -111,6 +111,7 @@ from trainer.config import (
     half_precision,
     reduces_once_per_step,
     resolve_precision,
+    resolve_zero_stage,
 )
 from trainer.costs.calibration import Calibration
 from trainer.costs.flops import step_flops
@@ -526,8 +527,8 @@ def predict_run(
     shape = StepShape(
         train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing,
         resolve_precision(train.precision, hardware.device_type), dense_mask, train.compile, train.gns_every,
-        train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank, zero_stage=train.zero_stage,
-        float8_recipe=train.float8_recipe,
+        train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank,
+        zero_stage=resolve_zero_stage(train.zero_stage), float8_recipe=train.float8_recipe,
     )  # fmt: skip
     return estimate_step(config, layout, hardware, shape, **parameter_figures(counts), calibration=calibration)
 

@@ -12,7 +12,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import Shard
 from torch.nn.parallel import DistributedDataParallel
 
-from trainer.config import FSDP_REDUCE_DTYPES, TrainSpec, half_precision
+from trainer.config import FSDP_REDUCE_DTYPES, TrainSpec, half_precision, resolve_zero_stage
 from trainer.layout import Layout
 
 # train.fsdp_reduce_dtype: the dtype FSDP2 reduce-scatters gradients in under bf16 (fp32 as torchtitan: exact sums).
@@ -74,7 +74,7 @@ def fsdp_options(spec: TrainSpec) -> dict:
 
     Below ZeRO stage 3 (train.zero_stage) a unit's gathered parameters stay from its forward to its backward. Stage
     3 passes nothing: FSDP2's own default, which also keeps the root's (it would gather them again at once)."""
-    options = {} if spec.zero_stage == 3 else {"reshard_after_forward": False}
+    options = {} if resolve_zero_stage(spec.zero_stage) == 3 else {"reshard_after_forward": False}
     if not half_precision(spec.precision):
         return options
     reduce_dtype = REDUCE_DTYPES[spec.fsdp_reduce_dtype]

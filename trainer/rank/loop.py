@@ -22,7 +22,14 @@ import torch
 import torch.distributed as dist
 from transformers import PretrainedConfig
 
-from trainer.config import Experiment, TrainSpec, experiment_from_dict, half_precision, reduces_once_per_step
+from trainer.config import (
+    Experiment,
+    TrainSpec,
+    experiment_from_dict,
+    half_precision,
+    reduces_once_per_step,
+    resolve_zero_stage,
+)
 from trainer.costs.calibration import Calibration
 from trainer.costs.flops import causal_attention_pairs, mfu
 from trainer.costs.memory_model import MemoryPlan, predict_memory
@@ -180,6 +187,8 @@ def load_run(run: RunDir) -> tuple[Experiment, LaunchInfo]:
     launch = run.read_launch()
     experiment = experiment_from_dict(run.read_config())
     experiment.base_dir = launch["base_dir"]
+    # config.yaml writes stage 3 as nothing (trainer.config._UNWRITTEN), which reads back as auto
+    experiment.train.zero_stage = resolve_zero_stage(experiment.train.zero_stage)
     return experiment, launch
 
 
