@@ -259,6 +259,8 @@ def test_a_run_is_recorded_with_the_figures_the_planner_ranked_it_by(tmp_path, m
             experiment.train,
             micro_batch=candidate.micro_batch,
             activation_checkpointing=candidate.activation_checkpointing,
+            zero_stage=candidate.zero_stage,  # the sharding the planner chose (train.zero_stage auto), as exported
+            fsdp_grad_sync=candidate.fsdp_grad_sync,
         )
         launched = dataclasses.replace(experiment, layout=candidate.layout, train=train)
         recorded = predict_run(launched, config, hardware, candidate.grad_accum)
@@ -439,11 +441,13 @@ def test_the_planner_shares_work_without_changing_a_figure(tmp_path, monkeypatch
     shapes, counts = describe_parameters(config)
     for layout, memory_plan, prediction in predicted:
         assert prediction == reference_peak(config, layout, memory_plan, shapes), (layout, memory_plan)
-    by_candidate = {(layout, p.micro_batch, p.checkpointing): m for layout, p, m in predicted}
+    # Under train.zero_stage auto a candidate that shards is priced at each sharding too: it keeps the one it chose.
+    by_candidate = {(layout, p.micro_batch, p.checkpointing, p.train.zero_stage, p.train.fsdp_grad_sync): m
+                    for layout, p, m in predicted}  # fmt: skip
     precision = resolve_precision(spec.precision, hardware.device_type)
     for candidate in candidates:
         key = (candidate.layout, candidate.micro_batch, checkpointing_mode(candidate.activation_checkpointing))
-        assert candidate.memory is by_candidate[key]
+        assert candidate.memory is by_candidate[(*key, candidate.zero_stage, candidate.fsdp_grad_sync)]
         fits = candidate.memory["peak"] <= device_mem
         try:
             check_pipeline(candidate.layout.pp, config, spec.pp_schedule, spec.pp_stages_per_rank,
@@ -456,13 +460,13 @@ def test_the_planner_shares_work_without_changing_a_figure(tmp_path, monkeypatch
             continue
         dense = takes_dense_mask(spec.attention, hardware.device_type, candidate.layout, head_dim(config), packing)
         shape = StepShape(candidate.micro_batch, 2048, candidate.grad_accum, candidate.activation_checkpointing,
-                          precision, dense, gns_every=spec.gns_every,
-                          pp_stages_per_rank=spec.pp_stages_per_rank)  # fmt: skip
+                          precision, dense, gns_every=spec.gns_every, fsdp_grad_sync=candidate.fsdp_grad_sync,
+                          pp_stages_per_rank=spec.pp_stages_per_rank, zero_stage=candidate.zero_stage)  # fmt: skip
         assert candidate.estimate == estimate_step(
             config, candidate.layout, hardware, shape, matmul_params=counts["matmul"],
             parameter_bytes=model_bytes(counts), calibration=Calibration.load(hardware),
         )  # fmt: skip
-        alone = by_candidate.get((dataclasses.replace(candidate.layout, cp=1), *key[1:]))
+        alone = by_candidate.get((dataclasses.replace(candidate.layout, cp=1), *key[1:], 3, spec.fsdp_grad_sync))
         if candidate.layout.cp > 1:  # the same candidate with cp = 1 (on fewer devices), predicted the long way too
             note = f"fits only because of cp (cp=1 needs {alone['peak'] / GiB:.1f} GiB)"
             assert candidate.fits_only_with_cp == (alone["peak"] > device_mem)

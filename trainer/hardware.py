@@ -8,6 +8,7 @@ GPU preset (`gpu_preset`: `--gpu h100`) names one of them with the memory torch 
 
 from __future__ import annotations
 
+import functools
 import platform
 import re
 import shutil
@@ -107,6 +108,7 @@ def peak_memory_bandwidth(device_name: str) -> float | None:
     return _by_name("memory_bandwidth", device_name)
 
 
+@functools.cache  # DEVICES is constant, and a plan asks the same few names thousands of times (each a regex scan)
 def _by_name(figure: str, device_name: str):
     """`figure` of the longest name in DEVICES that gives it and is found in `device_name` starting a word and, where
     it ends in a digit, not running on into a longer number ("L4" is not in "NVIDIA L40", "A10" not in "NVIDIA

@@ -6,6 +6,13 @@ The micro-batches are every divisor of a rank's share of the global batch (micro
 experiment fixes train.micro_batch; a fixed train.activation_checkpointing is likewise the only mode planned
 (Pinned, pinned_by).
 
+FSDP2's sharding (train.zero_stage) is the planner's to choose where the experiment leaves it at auto: for each
+candidate whose layout shards (dp_shard x cp > 1) and whose stage 3 fits, it also prices stage 3 with one gradient
+reduce-scatter per step (train.fsdp_grad_sync step, unless the experiment sets that key), stage 2 and stage 1
+(`sharding_variants`), and keeps the fastest that fits; each holds more than stage 3, so where stage 3 does not fit
+nothing else is priced. The candidate carries its choice (zero_stage, fsdp_grad_sync), which the table's note, the
+exports and a sweep's trials run with. A stage set to 1, 2 or 3 is planned as given.
+
 Context parallelism is what makes long sequences fit: it divides a rank's activations (and the logits) by cp.
 A feasible candidate with cp > 1 whose layout would not fit with cp = 1 (the same micro-batch and degrees
 otherwise, so each rank holds whole sequences) says so: it fits only because of cp.
@@ -36,6 +43,7 @@ from trainer.config import (
     checkpointing_rank,
     normalize_checkpointing,
     resolve_precision,
+    resolve_zero_stage,
     zero_stage_refusal,
 )
 from trainer.costs.calibration import Calibration
@@ -78,6 +86,10 @@ class Candidate:
     dropped_group: str | None = None
     runnable: bool = True  # whether the built-in trainer runs this layout today
     fits_only_with_cp: bool = False  # cp > 1, and the same candidate with cp = 1 would not fit
+    # FSDP2's sharding it runs with, chosen by the planner under train.zero_stage auto (sharding_variants), else
+    # the experiment's: what `memory` and `estimate` priced.
+    zero_stage: int = 3
+    fsdp_grad_sync: str = "micro_batch"
     notes: list[str] = field(default_factory=list)
     # Where precision was left to auto on a GPU with float8 tensor cores: the same candidate's predicted tokens/s
     # under train.precision fp8, shown beside it rather than chosen (fp8 changes the numerics).
@@ -99,6 +111,8 @@ class Candidate:
             "dropped_group": self.dropped_group,
             "runnable": self.runnable,
             "fits_only_with_cp": self.fits_only_with_cp,
+            "zero_stage": self.zero_stage,
+            "fsdp_grad_sync": self.fsdp_grad_sync,
             "notes": self.notes,
             "fp8_tokens_per_s": self.fp8_tokens_per_s,
         }
@@ -110,6 +124,7 @@ class Pinned:
 
     micro_batch: int | None = None
     activation_checkpointing: bool | str | None = None
+    fsdp_grad_sync: str | None = None  # set: train.zero_stage auto chooses the stage only, never this
 
     def checkpointing_modes(self) -> tuple[bool | str, ...]:
         """none, selective and full as train.activation_checkpointing stores them, or only the pinned one."""
@@ -206,10 +221,43 @@ def _plan(
     precision = resolve_precision(experiment.train.precision, hardware.device_type)
     calibration = Calibration.load(hardware)
     modes = pinned.checkpointing_modes()
-    train, packing, width = experiment.train, experiment.data.packing, head_dim(config)
+    packing, width = experiment.data.packing, head_dim(config)
+    # The stage every candidate is first priced at (auto: 3); under auto, a sharding layout's others are priced too.
+    chooses_sharding = experiment.train.zero_stage == "auto"
+    train = dataclasses.replace(experiment.train, zero_stage=resolve_zero_stage(experiment.train.zero_stage))
+    variants = {accumulates: sharding_variants(train, pinned, accumulates) for accumulates in (False, True)}
 
     def dense_mask(layout: Layout) -> bool:  # the attention the launcher will give packed rows
         return takes_dense_mask(train.attention, hardware.device_type, layout, width, packing)
+
+    def memory_plan(micro_batch: int, checkpointing: bool | str, grad_accum: int, spec: TrainSpec) -> MemoryPlan:
+        return MemoryPlan(micro_batch, seq_len, precision, checkpointing, spec, grad_accum, packing,
+                          hardware.device_type)  # fmt: skip
+
+    def priced(layout: Layout, plan: MemoryPlan) -> tuple[StepShape, StepEstimate]:
+        """The step of a candidate whose memory `plan` describes, and its estimate."""
+        spec = plan.train
+        shape = StepShape(plan.micro_batch, seq_len, plan.grad_accum, plan.checkpointing, precision,
+                          dense_mask(layout), spec.compile, spec.gns_every, spec.fsdp_grad_sync,
+                          pp_stages_per_rank=spec.pp_stages_per_rank, zero_stage=spec.zero_stage,
+                          float8_recipe=spec.float8_recipe)  # fmt: skip
+        estimate = estimate_step(reader, layout, hardware, shape, **parameters, calibration=calibration,
+                                 figures=figures)  # fmt: skip
+        return shape, estimate
+
+    def choose_sharding(candidate: Candidate, planned: MemoryPlan, ranks: dict[int, ShapeSums]) -> None:
+        """Under train.zero_stage auto, the candidate (priced at stage 3, which fits: `planned`) takes the fastest
+        of the other shardings (sharding_variants, leanest first) that fits, with its memory and estimate, where
+        that is predicted faster by more than SHARDING_MARGIN than the leaner one it replaces."""
+        for spec in variants[candidate.grad_accum > 1]:
+            plan = dataclasses.replace(planned, train=spec)
+            memory = _peak_memory(reader, candidate.layout, plan, ranks, memo)
+            if memory["peak"] > device_mem:  # the fit criterion of _judge
+                continue
+            shape, estimate = priced(candidate.layout, plan)
+            if estimate.tokens_per_s > candidate.estimate.tokens_per_s * SHARDING_MARGIN:
+                candidate.memory, candidate.step_shape, candidate.estimate = memory, shape, estimate
+                candidate.zero_stage, candidate.fsdp_grad_sync = spec.zero_stage, spec.fsdp_grad_sync
 
     candidates = []
     reader = ConfigSnapshot(config)  # the config's attributes, each read once: every candidate reads them
@@ -223,30 +271,22 @@ def _plan(
         if pinned.micro_batch is not None and per_rank_rows % pinned.micro_batch:
             candidates += [_indivisible(layout, pinned.micro_batch, per_rank_rows, ac) for ac in modes]
             continue
-        ranks = _largest_ranks(reader, layout, groups, experiment.train, shards)
-        trainer_refuses = _moe_refusal(reader, layout, experiment.train)
-        trainer_refuses = trainer_refuses or zero_stage_refusal(experiment.train.zero_stage, layout)
+        ranks = _largest_ranks(reader, layout, groups, train, shards)
+        trainer_refuses = _moe_refusal(reader, layout, train)
+        trainer_refuses = trainer_refuses or zero_stage_refusal(train.zero_stage, layout)
         # Without cp, ep can draw only on dp_shard's ranks (trainer.layout): the experts it cannot spread stay here.
         without_cp = dataclasses.replace(layout, cp=1, ep=math.gcd(layout.ep, layout.dp_shard))
-        ranks_without_cp = _largest_ranks(reader, without_cp, groups, experiment.train, shards) if layout.cp > 1 else {}
+        ranks_without_cp = _largest_ranks(reader, without_cp, groups, train, shards) if layout.cp > 1 else {}
         micro_batches = [pinned.micro_batch] if pinned.micro_batch is not None else micro_batch_choices(per_rank_rows)
         for micro_batch in micro_batches:
             for checkpointing in modes:
                 grad_accum = per_rank_rows // micro_batch
-                memory_plan = MemoryPlan(
-                    micro_batch,
-                    seq_len,
-                    precision,
-                    checkpointing,
-                    experiment.train,
-                    grad_accum,
-                    experiment.data.packing,
-                    hardware.device_type,
-                )
-                memory = _peak_memory(reader, layout, memory_plan, ranks, memo)
-                candidate = Candidate(layout, micro_batch, grad_accum, checkpointing, memory)
+                planned = memory_plan(micro_batch, checkpointing, grad_accum, train)
+                memory = _peak_memory(reader, layout, planned, ranks, memo)
+                candidate = Candidate(layout, micro_batch, grad_accum, checkpointing, memory,
+                                      zero_stage=train.zero_stage, fsdp_grad_sync=train.fsdp_grad_sync)  # fmt: skip
                 _judge(candidate, device_mem)
-                _judge_pipeline(candidate, reader, experiment.train)
+                _judge_pipeline(candidate, reader, train)
                 if trainer_refuses:
                     candidate.runnable = False
                     candidate.notes.append(trainer_refuses)
@@ -254,26 +294,14 @@ def _plan(
                     candidate.runnable = False
                     candidate.notes.append("fp8 with tp not run by the built-in trainer yet")
                 if layout.cp > 1 and candidate.dropped is None:
-                    alone = _peak_memory(reader, without_cp, memory_plan, ranks_without_cp, memo)["peak"]
+                    alone = _peak_memory(reader, without_cp, planned, ranks_without_cp, memo)["peak"]
                     if alone > device_mem:
                         candidate.fits_only_with_cp = True
                         candidate.notes.append(f"fits only because of cp (cp=1 needs {alone / GiB:.1f} GiB)")
                 if candidate.dropped is None:
-                    shape = StepShape(micro_batch, seq_len, grad_accum, checkpointing, precision,
-                                      dense_mask(layout), train.compile, train.gns_every,
-                                      train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank,
-                                      zero_stage=train.zero_stage,
-                                      float8_recipe=train.float8_recipe)  # fmt: skip
-                    candidate.step_shape = shape
-                    candidate.estimate = estimate_step(
-                        reader,
-                        layout,
-                        hardware,
-                        shape,
-                        **parameters,
-                        calibration=calibration,
-                        figures=figures,
-                    )
+                    candidate.step_shape, candidate.estimate = priced(layout, planned)
+                    if chooses_sharding and layout.shard_degree > 1:
+                        choose_sharding(candidate, planned, ranks)
                 candidates.append(candidate)
     feasible = sorted((c for c in candidates if c.dropped is None), key=_rank_key)
     if train.precision == "auto" and precision == "bf16" and float8_speedup(hardware.device_name) > 1:
@@ -285,6 +313,19 @@ def _plan(
 
 # How many of the fastest candidates an auto-precision plan on float8 hardware also prices under fp8.
 FP8_ALTERNATIVES = 20
+# How much faster another sharding must be predicted than the leaner one held so far to be chosen over it: below
+# what the throughput model can tell apart (_rank_key's 1%), the one that holds less memory is kept.
+SHARDING_MARGIN = 1.01
+
+
+def sharding_variants(train: TrainSpec, pinned: Pinned, accumulates: bool) -> list[TrainSpec]:
+    """The shardings train.zero_stage auto also prices for a layout that shards, beside stage 3 with the
+    experiment's train.fsdp_grad_sync (`train`), leanest first: stage 3 with one reduce-scatter per step (unless
+    the experiment sets train.fsdp_grad_sync, or a step of one micro-batch makes it the same), stage 2 and 1."""
+    variants = []
+    if train.fsdp_grad_sync != "step" and pinned.fsdp_grad_sync is None and accumulates:
+        variants.append(dataclasses.replace(train, fsdp_grad_sync="step"))
+    return variants + [dataclasses.replace(train, zero_stage=stage) for stage in (2, 1)]
 
 
 def _price_fp8(
@@ -344,11 +385,11 @@ def _peak_memory(
 
 def _rank_key(candidate: Candidate) -> tuple:
     """Fastest first; within 1% of each other (below what the model can tell apart) prefer what the trainer runs,
-    less recomputation (none, then selective, then full), and fewer parallel dimensions."""
+    less recomputation (none, then selective, then full), fewer parallel dimensions, and the leaner sharding."""
     speed_bucket = -math.floor(math.log(candidate.estimate.tokens_per_s) / math.log(1.01))
     dimensions = sum(d > 1 for d in candidate.layout.degrees().values())
     recomputation = checkpointing_rank(candidate.activation_checkpointing)
-    return (speed_bucket, not candidate.runnable, recomputation, dimensions)
+    return (speed_bucket, not candidate.runnable, recomputation, dimensions, -candidate.zero_stage)
 
 
 def _judge(candidate: Candidate, device_mem: int) -> None:
@@ -395,9 +436,10 @@ def format_table(candidates: list[Candidate], limit: int = 20) -> str:
     lines = [header, "-" * len(header)]
     for i, c in enumerate(feasible[:limit], 1):
         checkpointing = _AC_COLUMN[checkpointing_mode(c.activation_checkpointing)]
+        notes = [note] if (note := sharding_note(c)) else []
         lines.append(
             f"{i:>3}  {c.layout.describe():<34} {c.micro_batch:>3} {c.grad_accum:>5} {checkpointing:>3} "
-            f"{c.memory['peak'] / GiB:>8.2f} {c.estimate.tokens_per_s:>12,.0f}  {'; '.join(c.notes)}"
+            f"{c.memory['peak'] / GiB:>8.2f} {c.estimate.tokens_per_s:>12,.0f}  {'; '.join(notes + c.notes)}"
         )
     lines.append(f"{len(feasible)} feasible (showing {min(limit, len(feasible))}), {len(dropped)} dropped")
     for reason, group in _group_reasons(dropped).items():
@@ -414,6 +456,15 @@ def format_table(candidates: list[Candidate], limit: int = 20) -> str:
                 f"checkpointing {checkpointing}: {closest.dropped}"
             )
     return "\n".join(lines)
+
+
+def sharding_note(candidate: Candidate) -> str | None:
+    """The table's word for a sharding other than FSDP2's default (stage 3, a reduce-scatter every micro-batch),
+    as the keys that set it; None for the default. Stage 1 reduces once per step whatever fsdp_grad_sync says."""
+    settings = [] if candidate.zero_stage == 3 else [f"zero_stage={candidate.zero_stage}"]
+    if candidate.fsdp_grad_sync == "step" and candidate.zero_stage != 1:
+        settings.append("fsdp_grad_sync=step")
+    return " ".join(settings) or None
 
 
 def _group_reasons(dropped: list[Candidate]) -> dict[str, list[Candidate]]:
