@@ -7,6 +7,14 @@
   expert_tensor_parallel_degree, activation checkpointing, batch sizes, mixed precision).
 - torchrun: the `meshpilot train` line (it starts torchrun itself); nothing is written unless the plan was for a
   preset, which has no experiment file: then the experiment is written for the line to name.
+
+FSDP2's sharding as the candidate carries it (train.zero_stage, chosen by the planner under auto, and
+train.fsdp_grad_sync): the torchrun line sets both. torchtitan and accelerate run stages 3 and 2 (reshard after
+forward, or not: `fsdp_reshard_after_forward`) but have no ZeRO-1, whose parameters are gathered once per step:
+stage 1 exports as stage 2, said in a note. Stage 2 holds no more than stage 1 (the same gathered parameters; its
+gradient no larger), so it fits wherever the planner found stage 1 to fit, and gathers once per micro-batch instead
+of once per step. accelerate reduce-scatters once per step by default (its accumulation skips FSDP2's gradient sync
+until the last micro-batch); torchtitan after every micro-batch, with no setting for once per step.
 """
 
 from __future__ import annotations
@@ -20,7 +28,14 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from trainer.config import ConfigError, Experiment, checkpointing_mode, half_precision, resolve_precision
+from trainer.config import (
+    ConfigError,
+    Experiment,
+    checkpointing_mode,
+    half_precision,
+    reduces_once_per_step,
+    resolve_precision,
+)
 from trainer.layout import Layout
 
 if TYPE_CHECKING:
@@ -97,11 +112,31 @@ _CHECKPOINTING_WORDS = {"none": "off", "full": "on", "selective": "selective"}
 
 
 def _summary(candidate: Candidate) -> str:
+    from trainer.costs.planner import sharding_note  # the planner's own words for the sharding it chose
+
     checkpointing = _CHECKPOINTING_WORDS[checkpointing_mode(candidate.activation_checkpointing)]
+    sharding = f", {note}" if (note := sharding_note(candidate)) else ""
     return (
         f"{candidate.layout.describe()}, micro-batch {candidate.micro_batch}, "
-        f"grad accum {candidate.grad_accum}, activation checkpointing {checkpointing}"
+        f"grad accum {candidate.grad_accum}, activation checkpointing {checkpointing}{sharding}"
     )
+
+
+def _reshards_after_forward(candidate: Candidate) -> bool:
+    """Stage 3 reshards each unit's parameters after its forward; stages 2 and 1 keep them (stage 1 as stage 2 where
+    the target has no ZeRO-1)."""
+    return candidate.zero_stage == 3
+
+
+def _no_zero_one(target: str, candidate: Candidate, per_step: str) -> list[str]:
+    """The note of a target without ZeRO-1, for a stage-1 candidate."""
+    if candidate.zero_stage != 1:
+        return []
+    return [
+        f"{target} has no ZeRO-1 (parameters gathered once per step): this exports stage 2, parameters kept from "
+        f"each micro-batch's forward to its backward and gathered once per micro-batch, {per_step}; it holds no more "
+        "memory than stage 1"
+    ]
 
 
 # --- accelerate ------------------------------------------------------------------------------------------------
@@ -196,11 +231,11 @@ def _accelerate_distributed_type(layout: Layout, cpu: bool):
 
 def _accelerate_fsdp(candidate: Candidate) -> dict:
     """FSDP2 as meshpilot runs it: one unit per decoder layer (the model's _no_split_modules), resharded after
-    the forward pass (fully_shard's default)."""
+    the forward pass (fully_shard's default) at stage 3, kept to the backward below it."""
     return {
         "fsdp_version": 2,
         "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
-        "fsdp_reshard_after_forward": True,
+        "fsdp_reshard_after_forward": _reshards_after_forward(candidate),
         "fsdp_offload_params": False,
         "fsdp_state_dict_type": "SHARDED_STATE_DICT",
         # accelerate checkpoints whole layers or nothing: selective becomes full (see _accelerate_notes)
@@ -217,10 +252,9 @@ def _accelerate_nodes(context: PlanContext) -> list[str]:
 
 def _accelerate_notes(candidate: Candidate, context: PlanContext) -> list[str]:
     """What the config file has no field for, so train.py must do it."""
-    notes = [
-        f"in train.py: a per-process batch of {candidate.micro_batch} x {context.seq_len} tokens, "
-        f"Accelerator(gradient_accumulation_steps={candidate.grad_accum})"
-    ]
+    notes = [f"in train.py: a per-process batch of {candidate.micro_batch} x {context.seq_len} tokens, "
+             f"{_accelerate_accumulation(candidate)}"]  # fmt: skip
+    notes += _no_zero_one("accelerate", candidate, "its gradient reduce-scattered once per step as planned")
     mode = checkpointing_mode(candidate.activation_checkpointing)
     if mode == "selective":
         notes.append("accelerate has no selective activation checkpointing: this exports full (whole layers)")
@@ -238,6 +272,21 @@ def _accelerate_notes(candidate: Candidate, context: PlanContext) -> list[str]:
     if context.hardware.nodes > 1:
         notes.append(f"every node runs the launch line with its own --machine_rank; {RDZV_ENDPOINT}: the first node")
     return notes
+
+
+def _accelerate_accumulation(candidate: Candidate) -> str:
+    """accelerate's gradient accumulation as the candidate syncs FSDP2's gradients: its default skips the sync until
+    a step's last micro-batch (no_sync: one reduce-scatter per step, an unsharded gradient held until then), so a
+    reduce-scatter every micro-batch (train.fsdp_grad_sync micro_batch, stages 2 and 3) needs sync_each_batch."""
+    steps = candidate.grad_accum
+    per_step = reduces_once_per_step(candidate.fsdp_grad_sync, candidate.zero_stage)
+    if not candidate.layout.fsdp or steps == 1 or per_step:
+        return f"Accelerator(gradient_accumulation_steps={steps})"
+    plugin = f"GradientAccumulationPlugin(num_steps={steps}, sync_each_batch=True)"
+    return (
+        f"Accelerator(gradient_accumulation_plugin={plugin}): a reduce-scatter after every micro-batch, as planned "
+        f"(gradient_accumulation_steps={steps} alone holds an unsharded gradient until the last)"
+    )
 
 
 def _yaml(data: dict) -> str:
@@ -296,6 +345,8 @@ def torchtitan_tables(candidate: Candidate, context: PlanContext) -> dict[str, d
     }
     if layout.ep > 1:
         parallelism.update(_torchtitan_experts(layout))
+    if layout.shard_degree > 1 and not _reshards_after_forward(candidate):  # stages 2 and 1 (as 2: _torchtitan_notes)
+        parallelism["fsdp_reshard_after_forward"] = "never"
     if layout.pp > 1:
         parallelism["pipeline_parallel_schedule"] = TORCHTITAN_SCHEDULES[train.pp_schedule]
         parallelism["pipeline_parallel_microbatch_size"] = candidate.micro_batch
@@ -333,7 +384,12 @@ def _torchtitan_experts(layout: Layout) -> dict[str, int]:
 
 
 def _torchtitan_notes(candidate: Candidate, context: PlanContext) -> list[str]:
-    notes = []
+    notes = _no_zero_one("torchtitan", candidate, "its gradient reduce-scattered after every micro-batch")
+    if candidate.fsdp_grad_sync == "step" and candidate.zero_stage != 1 and candidate.grad_accum > 1:
+        notes.append(
+            "torchtitan reduce-scatters the gradient after every micro-batch (it has no train.fsdp_grad_sync step): "
+            f"{candidate.grad_accum} reduce-scatters per step where the plan priced one, and less memory"
+        )
     if candidate.layout.ep > 1 and candidate.layout.tp > 1:
         notes.append(
             f"expert_tensor_parallel_degree={candidate.layout.tp}: torchtitan splits the experts over tp, where "
@@ -397,6 +453,11 @@ def train_command(candidate: Candidate, context: PlanContext, experiment_file: P
         f"train.micro_batch={candidate.micro_batch}",
         f"train.activation_checkpointing={str(candidate.activation_checkpointing).lower()}",
     ]
+    train = context.experiment.train
+    if train.zero_stage == "auto" and layout.shard_degree > 1:  # the planner's choice, or the run resolves auto to 3
+        settings.append(f"train.zero_stage={candidate.zero_stage}")
+    if candidate.fsdp_grad_sync != train.fsdp_grad_sync:
+        settings.append(f"train.fsdp_grad_sync={candidate.fsdp_grad_sync}")
     if context.seq_len != context.experiment.data.seq_len:  # planned at --seq-len
         settings.append(f"data.seq_len={context.seq_len}")
     for setting in settings:
