@@ -9,6 +9,9 @@ adding to it: `layout` (layout strings; default `search.layouts`), `train.micro_
 `train.activation_checkpointing` (default: every value the planner finds feasible). `data.packing` defaults to
 the experiment's value; every other key (`train.lr`, `train.weight_decay`, ...) is varied only when asked.
 
+FSDP2's sharding is the planner's, not a dimension: where train.zero_stage is auto, each point of a layout that
+shards carries the stage (and train.fsdp_grad_sync) the planner chose for its candidate, and its trial runs with it.
+
 Gradient accumulation is not a free dimension: the global batch (train.global_batch_tokens) stays fixed so that
 every trial solves the same optimization problem, and accumulation follows from the micro-batch and the
 data-parallel degree, accumulation = rows / (micro_batch x dp). Vary train.global_batch_tokens explicitly to
@@ -34,7 +37,7 @@ from typing import Any
 import yaml
 
 from trainer.config import ConfigError, Experiment, checkpointing_rank, load_experiment, parse_bytes
-from trainer.costs.planner import plan, valid_layouts
+from trainer.costs.planner import Candidate, Pinned, pinned_by, plan, valid_layouts
 from trainer.data.rows import plan_batches
 from trainer.hardware import this_machine
 from trainer.layout import Layout, LayoutError
@@ -67,6 +70,9 @@ class Point:
     extra: dict[str, Any] = field(default_factory=dict)  # other experiment keys -> value
     predicted_peak_bytes: int | None = None
     predicted_tokens_per_s: float | None = None
+    # The sharding the planner chose under train.zero_stage auto (None: the experiment's own, nothing to set).
+    zero_stage: int | None = None
+    fsdp_grad_sync: str | None = None
 
     @property
     def nproc(self) -> int:
@@ -86,8 +92,14 @@ class Point:
             "grad_accum": self.grad_accum,
             "activation_checkpointing": self.activation_checkpointing,
             "packing": self.packing,
+            **{key.removeprefix("train."): value for key, value in self.sharding().items()},
             **{key.removeprefix("train."): value for key, value in varied.items()},
         }
+
+    def sharding(self) -> dict[str, Any]:
+        """The planner's choice of FSDP2's sharding, as the experiment keys that set it."""
+        chosen = {"train.zero_stage": self.zero_stage, "train.fsdp_grad_sync": self.fsdp_grad_sync}
+        return {key: value for key, value in chosen.items() if value is not None}
 
     def settings(self, continuous: dict[str, float] | None = None) -> list[str]:
         """The `--set` overrides that make this point (with these range values): `section.key=JSON` each, the key
@@ -96,6 +108,7 @@ class Point:
             "train.micro_batch": self.micro_batch,
             "train.activation_checkpointing": self.activation_checkpointing,
             "data.packing": self.packing,
+            **self.sharding(),
             **self.extra,
             **(continuous or {}),
         }
@@ -213,7 +226,10 @@ def build_space(
     micro_batches = choices.pop("train.micro_batch", None)
     checkpointing = choices.pop("train.activation_checkpointing", None)
     packing = choices.pop("data.packing", [experiment.data.packing])
-    candidates, dropped = _planned(experiment, layouts, device_type, devices)
+    # The sweep enumerates micro-batches and checkpointing whatever the file says (the space filters them), but a
+    # train.fsdp_grad_sync the file sets is kept: under train.zero_stage auto the planner chooses the stage only.
+    pinned = Pinned(fsdp_grad_sync=pinned_by(experiment, experiment_path).fsdp_grad_sync)
+    candidates, dropped = _planned(experiment, layouts, device_type, devices, pinned)
     kept = [
         c
         for c in candidates
@@ -233,12 +249,24 @@ def build_space(
                 extra=dict(zip(choices, extra, strict=True)),
                 predicted_peak_bytes=candidate.memory["peak"],
                 predicted_tokens_per_s=candidate.estimate.tokens_per_s,
+                **_chosen_sharding(candidate, experiment),
             )
         )
     if not points:
         reasons = "; ".join(sorted({d["reason"] for d in dropped})[:3]) or "no candidate matches the space"
         raise ConfigError(f"nothing to search: the planner ruled out every candidate ({reasons})")
     return Space(points, ranges, dropped)
+
+
+def _chosen_sharding(candidate: Candidate, experiment: Experiment) -> dict[str, Any]:
+    """Point's zero_stage and fsdp_grad_sync: what the planner chose for the candidate where it differs from what a
+    run of the experiment would resolve to (train.zero_stage auto is 3 where no plan chose)."""
+    chosen = {}
+    if experiment.train.zero_stage == "auto" and candidate.layout.shard_degree > 1:
+        chosen["zero_stage"] = candidate.zero_stage
+    if candidate.fsdp_grad_sync != experiment.train.fsdp_grad_sync:
+        chosen["fsdp_grad_sync"] = candidate.fsdp_grad_sync
+    return chosen
 
 
 def _layouts(spec: str | list[str], experiment: Experiment, devices: int) -> list[Layout]:
@@ -264,14 +292,14 @@ def _layouts(spec: str | list[str], experiment: Experiment, devices: int) -> lis
     return layouts
 
 
-def _planned(experiment: Experiment, layouts: list[Layout], device_type: str, devices: int):
+def _planned(experiment: Experiment, layouts: list[Layout], device_type: str, devices: int, pinned: Pinned):
     """The planner's candidates for these layouts in the fixed order, and the dropped ones with their reasons."""
     config = model_config(experiment.model, Path(experiment.base_dir))
     device_mem = _device_memory(experiment, device_type, devices)
     kept, dropped = [], []
     for world in sorted({layout.world_size for layout in layouts}):
         hardware = this_machine(device_type, world)
-        for candidate in plan(experiment, config, hardware, device_mem, experiment.data.seq_len):
+        for candidate in plan(experiment, config, hardware, device_mem, experiment.data.seq_len, pinned):
             if candidate.layout not in layouts:
                 continue
             reason = candidate.dropped or (None if candidate.runnable else "; ".join(candidate.notes))
