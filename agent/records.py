@@ -5,7 +5,7 @@ sweep's files imports neither the sweep's loop (optuna) nor the jobs' supervisor
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import ConfigDict, Field
 from typing_extensions import TypedDict
@@ -53,6 +53,9 @@ class PointRecord(TypedDict):
     extra: dict[str, Any]  # other experiment keys (section.key) -> value
     predicted_peak_bytes: Bytes | None
     predicted_tokens_per_s: float | None
+    # The planner's sharding under train.zero_stage auto (None: the experiment's); absent from earlier sweeps' files.
+    zero_stage: NotRequired[Literal[1, 2, 3] | None]
+    fsdp_grad_sync: NotRequired[Literal["micro_batch", "step"] | None]
 
 
 class RangeRecord(TypedDict):
