@@ -252,8 +252,10 @@ def _accelerate_nodes(context: PlanContext) -> list[str]:
 
 def _accelerate_notes(candidate: Candidate, context: PlanContext) -> list[str]:
     """What the config file has no field for, so train.py must do it."""
-    notes = [f"in train.py: a per-process batch of {candidate.micro_batch} x {context.seq_len} tokens, "
-             f"{_accelerate_accumulation(candidate)}"]  # fmt: skip
+    notes = [
+        f"in train.py: a per-process batch of {candidate.micro_batch} x {context.seq_len} tokens, "
+        f"{_accelerate_accumulation(candidate)}"
+    ]
     notes += _no_zero_one("accelerate", candidate, "its gradient reduce-scattered once per step as planned")
     mode = checkpointing_mode(candidate.activation_checkpointing)
     if mode == "selective":
