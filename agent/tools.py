@@ -550,6 +550,8 @@ def _candidate(c: dict[str, Any]) -> dict[str, Any]:
         "micro_batch": c["micro_batch"],
         "grad_accum": c["grad_accum"],
         "activation_checkpointing": c["activation_checkpointing"],
+        "zero_stage": c["zero_stage"],  # FSDP2's sharding, the planner's choice under train.zero_stage auto
+        "fsdp_grad_sync": c["fsdp_grad_sync"],
         "predicted_tokens_per_s": c["predicted_tokens_per_s"],
         "predicted_step_s": c["predicted_step_s"],
         "predicted_peak_gib": _gib(c["predicted_peak_bytes"]),
