@@ -66,6 +66,24 @@ def test_stages_keep_the_models_parameter_names():
     assert {n for n in held[0] if ".layers." in n} == {n for n in names if ".layers.0." in n or ".layers.2." in n}
 
 
+@pytest.mark.parametrize(("layers", "pp", "stages_per_rank"), [(20, 4, 5), (10, 4, 2), (7, 2, 3), (5, 2, 1)])
+def test_each_rank_holds_the_parameters_the_memory_model_counts(layers, pp, stages_per_rank):
+    """The memory model's split of layers over (virtual) stages, the embedding on the first stage's rank and the
+    final norm and head on the last's, is the trainer's own: every pipeline rank's parameter names and shapes, for
+    70B's 4 x 5 interleaved split scaled down and uneven ones."""
+    from trainer.costs.memory_model import local_shapes
+    from trainer.layout import Layout
+
+    config = AutoConfig.for_model(**{**TINY_MODEL, "num_hidden_layers": layers})
+    layout = Layout(dp_replicate=1, pp=pp)
+    for pp_rank in range(pp):
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+        rank_model, _, _ = split_model(model, pp_rank, pp, stages_per_rank)
+        held = {name: tuple(p.shape) for name, p in rank_model.named_parameters()}
+        assert held == dict(local_shapes(config, layout, pp_rank, stages_per_rank=stages_per_rank)), pp_rank
+
+
 class _Stop(Exception):
     """Raised by a hook once the first layer's inputs are seen: the mask choice is what is tested."""
 
