@@ -84,6 +84,28 @@ def test_each_rank_holds_the_parameters_the_memory_model_counts(layers, pp, stag
         assert held == dict(local_shapes(config, layout, pp_rank, stages_per_rank=stages_per_rank)), pp_rank
 
 
+@pytest.mark.parametrize(("pp", "stages_per_rank", "micro_batches"), [(4, 5, 64), (4, 5, 6), (2, 2, 4), (4, 2, 3)])
+def test_interleaved_in_flight_micro_batches_are_torchs_schedule(pp, stages_per_rank, micro_batches):
+    """The stage-forwards each rank holds at most under interleaved 1F1B (70B's pp=4 x 5 with 64 micro-batches,
+    and uneven rounds) are what torch's ScheduleInterleaved1F1B's own order of actions for that rank holds: its
+    forwards not yet matched by their backward. The order is torch's, computed without running any stage."""
+    from torch.distributed.pipelining.schedules import ScheduleInterleaved1F1B, _ComputationType
+
+    from trainer.parallel.pipeline import in_flight_micro_batches
+
+    schedule = object.__new__(ScheduleInterleaved1F1B)  # its __init__ needs live stages; the order does not
+    schedule.pp_group_size, schedule.n_local_stages, schedule._n_microbatches = pp, stages_per_rank, micro_batches
+    schedule.number_of_rounds = max(1, micro_batches // pp)
+    schedule.microbatches_per_round = micro_batches // schedule.number_of_rounds
+    for rank in range(pp):
+        held = most = 0
+        for action in filter(None, schedule._calculate_single_rank_operations(rank)):
+            held += {_ComputationType.FORWARD: 1, _ComputationType.FULL_BACKWARD: -1}.get(action.computation_type, 0)
+            most = max(most, held)
+        predicted = in_flight_micro_batches("interleaved_1f1b", pp, stages_per_rank, micro_batches, rank)
+        assert predicted * stages_per_rank == most, rank
+
+
 class _Stop(Exception):
     """Raised by a hook once the first layer's inputs are seen: the mask choice is what is tested."""
 
