@@ -113,18 +113,20 @@ def test_collectives_per_step(collectives):
 def test_gathered_parameters_are_predicted(collectives, runs):
     """At the end of a forward, stages 2 and 1 hold every parameter gathered, the bytes the memory model predicts
     (the whole tiny model in fp32, on each rank); stage 3 only the root's (embedding, head and final norm), which
-    FSDP2 does not reshard after forward."""
-    predicted = json.loads(runs["zero1"].memory.read_text())["predicted"][0]["gathered_parameters"]
-    assert predicted == 4 * TINY_PARAMETERS
+    FSDP2 does not reshard after forward, predicted too."""
+    held = json.loads(runs["zero1"].memory.read_text())["predicted"][0]["gathered_parameters"]
+    assert held == 4 * TINY_PARAMETERS
     for stage in (2, 1):
-        assert [step["gathered_bytes"] for step in collectives[stage]] == [predicted] * 2, stage
+        assert [step["gathered_bytes"] for step in collectives[stage]] == [held] * 2, stage
     root = 4 * (2 * 512 * 32 + 32)
     assert [step["gathered_bytes"] for step in collectives[3]] == [root] * 2
+    assert predicted(3)["gathered_parameters"] == root
 
 
-@pytest.mark.parametrize("stage", [2, 1])
+@pytest.mark.parametrize("stage", [3, 2, 1])
 def test_collectives_are_priced(collectives, stage):
-    """trainer.costs.throughput counts the same FSDP2 collectives per step (the root priced like a layer)."""
+    """trainer.costs.throughput counts the same FSDP2 collectives per step (at stage 3 the root gathered once per
+    micro-batch)."""
     step = collectives[stage][0]
     layout = Layout(dp_replicate=1, dp_shard=2)
     assert fsdp_collectives(layout, 4, stage, "micro_batch", layers=2) == (
@@ -179,7 +181,8 @@ def test_memory_of_each_stage():
     also the whole fp32 gradient between micro-batches, beside nothing more (its shard is part of it)."""
     assert TINY_PARAMETERS == 51_360
     zero3, zero2, zero1 = predicted(3), predicted(2), predicted(1)
-    assert zero3["gathered_parameters"] == zero3["unreduced_gradients"] == 0
+    root = 4 * (2 * 512 * 32 + 32)  # the root unit (embedding, head, final norm), which FSDP2 keeps gathered
+    assert (zero3["gathered_parameters"], zero3["unreduced_gradients"]) == (root, 0)
     two_layers = 2 * TINY_LAYER * 4 // 2
     assert zero3["temporaries"] - zero2["temporaries"] == two_layers == zero3["temporaries"] - zero1["temporaries"]
     assert zero2["gathered_parameters"] == zero1["gathered_parameters"] == 4 * TINY_PARAMETERS
@@ -187,20 +190,22 @@ def test_memory_of_each_stage():
     assert zero2["unreduced_gradients"] == 0
     assert zero1["gradients"] + zero1["unreduced_gradients"] == 4 * TINY_PARAMETERS
     assert (zero1["parameters"], zero1["optimizer"]) == (zero3["parameters"], zero3["optimizer"])  # still sharded
-    assert zero1["peak"] - zero3["peak"] == 4 * TINY_PARAMETERS * 2 - zero1["gradients"] - two_layers
+    assert zero1["peak"] - zero3["peak"] == 4 * TINY_PARAMETERS * 2 - zero1["gradients"] - two_layers - root
 
 
 def test_communication_of_each_stage():
     """One rank of dp_shard=4 with 4 MB of fp32 parameters, 3 micro-batches, bf16 gathers (half the bytes) and fp32
-    reduce-scatters, each moving 3/4 of the data: stage 3 gathers twice per micro-batch and reduces once per
-    micro-batch, stage 2 gathers once per micro-batch, stage 1 once per step and reduces once per step; a
-    collective per unit (2 layers and the root) each time. Inside a pipeline stage 2 gathers once per step too."""
+    reduce-scatters, each moving 3/4 of the data: stage 3 gathers twice per micro-batch (the root once: FSDP2 keeps
+    it from forward to backward) and reduces once per micro-batch, stage 2 gathers once per micro-batch, stage 1 once
+    per step and reduces once per step; a collective per unit (2 layers and the root) each time. Inside a pipeline
+    stage 2 gathers once per step too."""
     config, layout, ring = AutoConfig.for_model(**TINY_MODEL), Layout(dp_replicate=1, dp_shard=4), 3 / 4 * 4_000_000
     sent = {
         stage: communication_bytes(config, layout, 4_000_000, 2, 64, 3, precision="bf16", zero_stage=stage)["dp_shard"]
         for stage in (3, 2, 1)
     }
-    assert sent[3] == ((2 * 3 * 0.5 + 3) * ring, (2 * 3 + 3) * 3)
+    root = 3 / 4 * 4 * (2 * 512 * 32 + 32)  # the root's fp32 bytes a gather moves, gathered in bf16
+    assert sent[3] == pytest.approx(((2 * 3 * 0.5 + 3) * ring - 3 * 0.5 * root, (2 * 3 + 3) * 3 - 3))
     assert sent[2] == ((3 * 0.5 + 3) * ring, (3 + 3) * 3)
     assert sent[1] == ((0.5 + 1) * ring, (1 + 1) * 3)
     piped = Layout(dp_replicate=1, dp_shard=2, pp=2)

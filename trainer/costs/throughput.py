@@ -44,7 +44,8 @@ Communication per optimizer step (ring collectives move 2(n-1)/n of the data for
 all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-parallel share of the parameters:
 - dp_replicate: gradients all-reduced once per step; under HSDP the sharded gradients, P / dp_shard.
 - dp_shard (FSDP2, over dp_shard x cp): parameters all-gathered in forward and again in backward for every
-  micro-batch (in bf16, half of P, under bf16: FSDP2's mixed precision), gradients reduce-scattered (fp32) after
+  micro-batch (the root unit once: FSDP2 keeps it from forward to backward, `root_regathers`; in bf16, half of P,
+  under bf16: FSDP2's mixed precision), gradients reduce-scattered (fp32) after
   every micro-batch (train.fsdp_grad_sync: micro_batch), or once per step (step, and inside a pipeline schedule,
   whose stages reduce once at the end). Below ZeRO stage 3 (train.zero_stage, `fsdp_gathers`) fewer gathers: once
   per micro-batch (2), once per step (1, which also reduce-scatters once per step). Stage 1's traffic then falls in
@@ -354,10 +355,13 @@ def communication_bytes(
     if shards > 1:
         reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync, zero_stage)
         gathers = fsdp_gathers(layout, grad_accum, zero_stage)
-        collectives = (gathers + reductions) * (layers + 1)  # per layer and the root: gathers, reductions
+        collectives = sum(fsdp_collectives(layout, grad_accum, zero_stage, fsdp_grad_sync, layers))
         gathered = 0.5 if half_precision(precision) else 1.0  # bf16 gathers of fp32 parameters, fp32 reduce-scatter
         moved = ring(shards) * dense + ring(layout.expert_shard_degree) * experts
-        sent["dp_shard"] = ((gathers * gathered + reductions) * moved, collectives)
+        # the root's gathers that FSDP2 does not make (it keeps the root from forward to backward), its share
+        # counted as `fsdp_shares` counts every parameter: split by tp
+        root = root_regathers(layout, grad_accum, zero_stage) * ring(shards) * root_parameter_bytes(config) / layout.tp
+        sent["dp_shard"] = ((gathers * gathered + reductions) * moved - root * gathered, collectives)
     if layout.dp_replicate > 1:
         volume = dense / shards + experts / layout.expert_shard_degree
         sent["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
@@ -509,9 +513,22 @@ def fsdp_collectives(
 ) -> tuple[int, int]:
     """(all-gathers, reduce-scatters) of FSDP2 in a step over `layers` decoder layers and the root, each a unit."""
     units = layers + 1
-    return fsdp_gathers(layout, grad_accum, zero_stage) * units, units * fsdp_reduce_scatters(
-        layout, grad_accum, fsdp_grad_sync, zero_stage
-    )
+    gathers = fsdp_gathers(layout, grad_accum, zero_stage) * units - root_regathers(layout, grad_accum, zero_stage)
+    return gathers, units * fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync, zero_stage)
+
+
+def root_regathers(layout: Layout, grad_accum: int, zero_stage: int) -> int:
+    """The gathers of the root unit (embedding, final norm, head) that `fsdp_gathers` counts at ZeRO stage 3 and
+    FSDP2 does not make: it keeps the root gathered from its forward to its backward (it would gather it again at
+    once), so the root gathers once per micro-batch. Counted without a pipeline only (each stage is a root there,
+    and torch's stages keep every unit gathered through the backward of all micro-batches but the last)."""
+    return grad_accum if zero_stage == 3 and layout.pp == 1 and layout.shard_degree > 1 else 0
+
+
+def root_parameter_bytes(config: PretrainedConfig) -> int:
+    """fp32 bytes of FSDP2's root unit: the embedding, the final norm and an untied head."""
+    tied = getattr(config, "tie_word_embeddings", False)
+    return FP32 * (config.vocab_size * config.hidden_size * (1 if tied else 2) + config.hidden_size)
 
 
 def predict_run(
@@ -736,6 +753,7 @@ def memory_traffic(
     # FSDP writes the gathered parameters, in forward and again in backward (fewer below ZeRO stage 3)
     gathered = width * (dense * (layout.shard_degree > 1) + experts * (layout.expert_shard_degree > 1))
     gathered *= fsdp_gathers(layout, grad_accum, zero_stage)
+    gathered -= width * root_regathers(layout, grad_accum, zero_stage) * root_parameter_bytes(config) / FP32 / tp
     # Accumulating adds each micro-batch's gradient to the shard, or to the unsharded one FSDP2 keeps without a
     # reduce-scatter per micro-batch.
     reductions = grad_accum
