@@ -131,15 +131,16 @@ def test_the_recorded_median_error_is_the_comparisons(results):
     for key in ("throughput", "hsdp_mapping"):
         figure = computed[key]["median_abs_error"]
         assert recorded["summary"][key]["median_abs_error"] == pytest.approx(figure, abs=1e-6)
-    # as found, 2026-11-26, mapped to ZeRO stage 1 (22.9% before the projections kept their split input and priced
-    # the all-gathers again in backward; 49.8% mapped to FSDP2's stage 3 with one reduction per step; 50.5% before
-    # sequence parallelism and the interleaved pipeline's bubble)
-    assert computed["throughput"]["median_abs_error"] == pytest.approx(0.242, abs=0.005)
+    # as found, 2026-11-26, mapped to ZeRO stage 1 with bf16 gradient reductions (24.2% with fp32 ones; 22.9%
+    # before the projections kept their split input and priced the all-gathers again in backward; 49.8% mapped to
+    # FSDP2's stage 3 with one reduction per step; 50.5% before sequence parallelism and the interleaved pipeline's
+    # bubble)
+    assert computed["throughput"]["median_abs_error"] == pytest.approx(0.235, abs=0.005)
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="median |error| 24.2% at ZeRO stage 1 (49.8% at FSDP2's stage 3, whose weight all-gathers per micro-batch "
+    reason="median |error| 23.5% at ZeRO stage 1 (49.8% at FSDP2's stage 3, whose weight all-gathers per micro-batch "
     "crossed the nodes): compute priced at half the bf16 peak plus unfused memory-bound time, where Megatron-Core "
     "with Transformer Engine ran at 54-59% MFU (on one node, without traffic, the matmuls alone outlast the step)",
 )
@@ -154,7 +155,7 @@ def test_where_the_throughput_error_comes_from(results):
     assert one_node["predicted"]["compute_parts_s"]["matmul"] > one_node["published"]["step_s"]
     assert one_node["predicted"]["comm_s"] < 0.05 * one_node["predicted"]["step_s"]
     two_nodes = results[_row("8b", "bf16", 16).label]
-    assert two_nodes["predicted"]["comm_s"] > 5 * one_node["predicted"]["comm_s"]
+    assert two_nodes["predicted"]["comm_s"] > 3 * one_node["predicted"]["comm_s"]  # bf16 reductions: 3.8x
     hsdp = two_nodes["predicted_hsdp"]
     assert hsdp["tokens_per_s_per_gpu"] == pytest.approx(one_node["predicted"]["tokens_per_s_per_gpu"], rel=0.01)
 

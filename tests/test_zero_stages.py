@@ -88,11 +88,13 @@ def collectives(runs, tmp_path_factory):
     shutil.copytree(runs["zero1"].path, copy)
     out = copy.parent / "counts.json"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-    command += [str(REPO / "tests" / "helpers" / "fsdp_collectives.py"), str(copy), str(out), "3", "2", "1"]
+    specs = ["3", "2", "1", *(f"1,precision=bf16,fsdp_reduce_dtype={dtype}" for dtype in ("fp32", "bf16"))]
+    command += [str(REPO / "tests" / "helpers" / "fsdp_collectives.py"), str(copy), str(out), *specs]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{REPO}:{REPO / 'tests'}"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    return {int(stage): steps for stage, steps in json.loads(out.read_text()).items()}
+    counted = json.loads(out.read_text())
+    return {(int(spec) if spec.isdigit() else spec): steps for spec, steps in counted.items()}
 
 
 def test_collectives_per_step(collectives):
@@ -133,6 +135,27 @@ def test_collectives_are_priced(collectives, stage):
         step["_allgather_base_"],
         step["_reduce_scatter_base_"],
     )
+
+
+def test_the_reduce_dtype_is_what_is_reduced_and_priced(collectives):
+    """Under bf16 FSDP2 reduce-scatters the gradient in train.fsdp_reduce_dtype: at stage 1 each rank's one
+    reduction per step takes in the whole tiny model's gradient, in fp32 or in bf16 (half the bytes), and the
+    throughput model's data-parallel bytes differ by that half of the reductions' share."""
+    reduced = {
+        dtype: [step["reduced_bytes"] for step in collectives[f"1,precision=bf16,fsdp_reduce_dtype={dtype}"]]
+        for dtype in ("fp32", "bf16")
+    }
+    assert reduced == {"fp32": [4 * TINY_PARAMETERS] * 2, "bf16": [2 * TINY_PARAMETERS] * 2}
+    config, layout = AutoConfig.for_model(**TINY_MODEL), Layout(dp_replicate=1, dp_shard=2)
+    sent = {
+        dtype: communication_bytes(
+            config, layout, 4 * TINY_PARAMETERS, 1, SEQ_LEN, 4, precision="bf16", zero_stage=1, fsdp_reduce_dtype=dtype
+        )["dp_shard"]
+        for dtype in ("fp32", "bf16")
+    }
+    ring = 1 / 2  # of the data, for 2 ranks
+    assert sent["fp32"][0] - sent["bf16"][0] == pytest.approx(ring * 4 * TINY_PARAMETERS / 2)
+    assert sent["fp32"][1] == sent["bf16"][1]
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,7 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
 - dp_replicate: gradients all-reduced once per step; under HSDP the sharded gradients, P / dp_shard.
 - dp_shard (FSDP2, over dp_shard x cp): parameters all-gathered in forward and again in backward for every
   micro-batch (the root unit once: FSDP2 keeps it from forward to backward, `root_regathers`; in bf16, half of P,
-  under bf16: FSDP2's mixed precision), gradients reduce-scattered (fp32) after
+  under bf16: FSDP2's mixed precision), gradients reduce-scattered (fp32, or train.fsdp_reduce_dtype) after
   every micro-batch (train.fsdp_grad_sync: micro_batch), or once per step (step, and inside a pipeline schedule,
   whose stages reduce once at the end). Below ZeRO stage 3 (train.zero_stage, `fsdp_gathers`) fewer gathers: once
   per micro-batch (2), once per step (1, which also reduce-scatters once per step). Stage 1's traffic then falls in
@@ -340,6 +340,7 @@ def communication_bytes(
     expert_imbalance: float = EXPERT_IMBALANCE,
     expert_bytes: int = 0,
     zero_stage: int = 3,
+    fsdp_reduce_dtype: str = "fp32",
 ) -> dict[str, tuple[float, int]]:
     """(bytes each rank sends, number of collectives) per optimizer step, per mesh dimension and ep.
 
@@ -352,18 +353,21 @@ def communication_bytes(
     dense, experts = fsdp_shares(layout, parameter_bytes, expert_bytes)
     sent = dict.fromkeys(COMM_DIMS, (0.0, 0))
     shards = layout.shard_degree  # FSDP2 shards over dp_shard x cp; counted under dp_shard, whose link it crosses
+    # FSDP2 reduces the gradients in train.fsdp_reduce_dtype under bf16 (half the fp32 bytes in bf16), fp32 otherwise
+    reduced = 0.5 if half_precision(precision) and fsdp_reduce_dtype == "bf16" else 1.0
     if shards > 1:
         reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync, zero_stage)
         gathers = fsdp_gathers(layout, grad_accum, zero_stage)
         collectives = sum(fsdp_collectives(layout, grad_accum, zero_stage, fsdp_grad_sync, layers))
-        gathered = 0.5 if half_precision(precision) else 1.0  # bf16 gathers of fp32 parameters, fp32 reduce-scatter
+        gathered = 0.5 if half_precision(precision) else 1.0  # bf16 gathers of fp32 parameters
         moved = ring(shards) * dense + ring(layout.expert_shard_degree) * experts
         # the root's gathers that FSDP2 does not make (it keeps the root from forward to backward), its share
         # counted as `fsdp_shares` counts every parameter: split by tp
         root = root_regathers(layout, grad_accum, zero_stage) * ring(shards) * root_parameter_bytes(config) / layout.tp
-        sent["dp_shard"] = ((gathers * gathered + reductions) * moved - root * gathered, collectives)
-    if layout.dp_replicate > 1:
+        sent["dp_shard"] = ((gathers * gathered + reductions * reduced) * moved - root * gathered, collectives)
+    if layout.dp_replicate > 1:  # HSDP's all-reduce of the reduce-scattered shard in FSDP2's reduce dtype too
         volume = dense / shards + experts / layout.expert_shard_degree
+        volume *= reduced if layout.fsdp else 1.0
         sent["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
     if layout.tp > 1:
         sent["tp"] = tensor_parallel_sent(config, layout, tokens, grad_accum, checkpointing, precision)
@@ -544,7 +548,7 @@ def predict_run(
         train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing,
         resolve_precision(train.precision, hardware.device_type), dense_mask, train.compile, train.gns_every,
         train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank, zero_stage=train.zero_stage,
-        float8_recipe=train.float8_recipe,
+        float8_recipe=train.float8_recipe, fsdp_reduce_dtype=train.fsdp_reduce_dtype,
     )  # fmt: skip
     return estimate_step(config, layout, hardware, shape, **parameter_figures(counts), calibration=calibration)
 
@@ -609,6 +613,7 @@ class StepShape:
     pp_stages_per_rank: int = 1  # pipeline stages per rank (train.pp_stages_per_rank; > 1: interleaved 1F1B)
     zero_stage: int = 3  # what FSDP2 keeps sharded between uses (train.zero_stage)
     float8_recipe: str = "tensorwise"  # under precision fp8: train.float8_recipe
+    fsdp_reduce_dtype: str = "fp32"  # what FSDP2 reduces gradients in under bf16 (train.fsdp_reduce_dtype)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checkpointing", checkpointing_mode(self.checkpointing))
@@ -689,7 +694,7 @@ def estimate_step(
         compute, dispatch = compute * bubble, dispatch * bubble
     sent = communication_bytes(
         config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision, fsdp_grad_sync,
-        shape.expert_imbalance, local_experts, shape.zero_stage,
+        shape.expert_imbalance, local_experts, shape.zero_stage, shape.fsdp_reduce_dtype,
     )  # fmt: skip
     links = dimension_links(layout, hardware)
     seconds = {d: figures.transfer_s(links[d], COLLECTIVE_OF[d], *sent[d]) for d in COMM_DIMS}
