@@ -19,7 +19,14 @@ from transformers import AutoConfig
 
 from trainer.config import ConfigError, TrainSpec
 from trainer.costs.memory_model import MemoryPlan, predict_memory
-from trainer.costs.throughput import StepShape, communication_bytes, estimate_step, fsdp_collectives
+from trainer.costs.throughput import (
+    StepShape,
+    communication_bytes,
+    dimension_links,
+    estimate_step,
+    fsdp_collectives,
+    hardware_figures,
+)
 from trainer.hardware import planned_hardware
 from trainer.launch.launcher import TrainRequest, prepare
 from trainer.layout import Layout
@@ -258,3 +265,23 @@ def test_stage_one_hides_its_traffic_behind_one_micro_batch_only():
     traffic_s = alone.comm_s + 2 / 3 * alone.compute_s  # the step's data-parallel seconds, all of it on the network
     assert alone.comm_s > 0
     assert one.comm_s == pytest.approx(traffic_s - 2 / 3 * one.compute_s / 8)
+
+
+def test_a_reduction_once_per_step_hides_behind_the_last_micro_batch_only():
+    """Reducing once per step (train.fsdp_grad_sync: step) at stage 2: each micro-batch's gathers hide behind its
+    own compute (two thirds of it), the one reduction only behind the last micro-batch's, as stage 1's traffic does:
+    the step waits for more than if it could hide behind the whole step's compute. Worked out from the bytes: the
+    1B model's 4 GB of fp32 parameters over 16 ranks on 2 nodes, bf16 gathers, an fp32 reduction, one collective per
+    unit (2 layers and the root), 8 micro-batches of 2 rows: each hides its gathers, not the reduction too."""
+    config = AutoConfig.for_model(**TINY_MODEL)
+    hardware = planned_hardware("cuda", 8, 2, "h100-sxm", network="ib400")[0]
+    layout, ring, units = Layout(dp_replicate=1, dp_shard=16), 15 / 16, 3
+    shape = StepShape(2, 4096, 8, precision="bf16", zero_stage=2, fsdp_grad_sync="step")
+    step = estimate_step(config, layout, hardware, shape, matmul_params=1_000_000_000, parameter_bytes=4_000_000_000)
+    figures, link = hardware_figures(hardware), dimension_links(layout, hardware)["dp_shard"]
+    gathers_s = figures.transfer_s(link, "all_gather", ring * 4e9 / 2, units)  # one micro-batch's
+    reduction_s = figures.transfer_s(link, "all_gather", ring * 4e9, units)
+    hidden = 2 / 3 * step.compute_s / 8  # per micro-batch
+    expected = 7 * max(0.0, gathers_s - hidden) + max(0.0, gathers_s + reduction_s - hidden)
+    assert step.comm_s == pytest.approx(expected)
+    assert step.comm_s > max(0.0, 8 * gathers_s + reduction_s - 2 / 3 * step.compute_s) + 0.01  # the whole step's

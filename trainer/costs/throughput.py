@@ -48,8 +48,10 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
   under bf16: FSDP2's mixed precision), gradients reduce-scattered (fp32, or train.fsdp_reduce_dtype) after
   every micro-batch (train.fsdp_grad_sync: micro_batch), or once per step (step, and inside a pipeline schedule,
   whose stages reduce once at the end). Below ZeRO stage 3 (train.zero_stage, `fsdp_gathers`) fewer gathers: once
-  per micro-batch (2), once per step (1, which also reduce-scatters once per step). Stage 1's traffic then falls in
-  the step's first forward and last backward: only one micro-batch's compute can hide it, not the whole step's.
+  per micro-batch (2), once per step (1, which also reduce-scatters once per step). What is sent once per step (a
+  reduction once per step, at any stage, stage 1's gathers, the all-reduce across replicas, which accumulation
+  skips until the last micro-batch) falls in one micro-batch: only its compute can hide it, not the whole step's
+  (`exposed_data_parallel_s`).
 - tp, with sequence parallelism (trainer.parallel.tensor_parallel): all-gathers and reduce-scatters of one
   activation each, every micro-batch (`TP_COLLECTIVES_PER_LAYER`): per layer in forward, attention's and the MLP's
   inputs all-gathered (the norms' outputs: `activation_width`) and their row-parallel outputs reduce-scattered (the
@@ -700,11 +702,19 @@ def estimate_step(
     seconds = {d: figures.transfer_s(links[d], COLLECTIVE_OF[d], *sent[d]) for d in COMM_DIMS}
     # On a GPU data-parallel traffic overlaps the backward pass (about two thirds of compute) and the rest shows;
     # on a CPU the collectives run on the cores that compute, so nothing overlaps.
-    data_parallel = seconds["dp_shard"] + seconds["dp_replicate"]
     hidden = 2 / 3 * compute if hardware.device_type == "cuda" else 0.0
-    if shape.zero_stage == 1 and layout.shard_degree > 1:  # the first forward's gathers, the last backward's reduction
-        hidden /= grad_accum
-    comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + seconds["ep"] + max(0.0, data_parallel - hidden)
+    # What is sent once per step (a reduction after the last micro-batch, stage 1's gathers before the first, the
+    # all-reduce across replicas) can hide only behind that one micro-batch's compute
+    bytes_share, count_share = fsdp_once_per_step_shares(layout, shape)
+    once = seconds["dp_replicate"] + figures.transfer_s(
+        links["dp_shard"],
+        COLLECTIVE_OF["dp_shard"],
+        sent["dp_shard"][0] * bytes_share,
+        sent["dp_shard"][1] * count_share,
+    )
+    every = seconds["dp_shard"] + seconds["dp_replicate"] - once
+    data_parallel = exposed_data_parallel_s(every, once, hidden, grad_accum)
+    comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + seconds["ep"] + data_parallel
     # The noise scale's extra reduction: waited for (its norm is read at once), one step in gns_every.
     noise = noise_scale_bytes(config, layout, parameter_bytes, grad_accum, gns_every, local_experts)
     for d, (noise_bytes, noise_collectives) in noise.items():
@@ -717,6 +727,30 @@ def estimate_step(
     sent_bytes = {d: v[0] for d, v in sent.items()}
     return StepEstimate(compute, comm, sent_bytes, collectives, grad_accum, dispatch, step, global_tokens / step,
                         matmul, memory, launch)  # fmt: skip
+
+
+def fsdp_once_per_step_shares(layout: Layout, shape: StepShape) -> tuple[float, float]:
+    """The shares of FSDP2's traffic in a step (of its bytes, of its collectives) sent once per step rather than
+    every micro-batch: its reductions where it reduces once per step (`fsdp_reduce_scatters`), its gathers where it
+    gathers once (`fsdp_gathers`). By the bytes of each kind per unit (bf16 gathers under bf16, reductions in the
+    reduce dtype); the root's regathers left out, a few collectives at stage 3."""
+    if layout.shard_degree == 1:
+        return 0.0, 0.0
+    gathers = fsdp_gathers(layout, shape.grad_accum, shape.zero_stage)
+    reductions = fsdp_reduce_scatters(layout, shape.grad_accum, shape.fsdp_grad_sync, shape.zero_stage)
+    half = half_precision(shape.precision)
+    gathered, reduced = (0.5 if half else 1.0), (0.5 if half and shape.fsdp_reduce_dtype == "bf16" else 1.0)
+    once_bytes = gathered * (gathers == 1) + reduced * (reductions == 1)
+    once_count = (gathers == 1) + (reductions == 1)
+    return once_bytes / (gathers * gathered + reductions * reduced), once_count / (gathers + reductions)
+
+
+def exposed_data_parallel_s(every_s: float, once_s: float, hidden_s: float, grad_accum: int) -> float:
+    """Seconds of data-parallel traffic the step waits for: each micro-batch hides its share of what is sent every
+    micro-batch (`every_s` in all) behind its share of `hidden_s`; the last one also what is sent once (`once_s`)."""
+    per_micro_batch, hidden = every_s / grad_accum, hidden_s / grad_accum
+    earlier = (grad_accum - 1) * max(0.0, per_micro_batch - hidden)
+    return earlier + max(0.0, per_micro_batch + once_s - hidden)
 
 
 def memory_traffic(
