@@ -87,21 +87,52 @@ def test_stage_one_holds_the_whole_gradient_it_predicts(runs):
     assert [r["gradients"] for r in memory["measured"]] == [r["parameters"] for r in memory["predicted"]]
 
 
-@pytest.fixture(scope="module")
-def collectives(runs, tmp_path_factory):
-    """{stage: [collectives by name, per step]} of the trainer's own set-up and step on 2 ranks (dp_shard=2, 4
-    micro-batches), from tests/helpers/fsdp_collectives.py on a copy of the stage-1 run."""
-    copy = tmp_path_factory.mktemp("collectives") / "run"
-    shutil.copytree(runs["zero1"].path, copy)
-    out = copy.parent / "counts.json"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-    specs = ["3", "2", "1", *(f"1,precision=bf16,fsdp_reduce_dtype={dtype}" for dtype in ("fp32", "bf16"))]
+def counted_collectives(run, processes: int, specs: list[str], directory) -> dict:
+    """{spec: [collectives by name, per step]} of the trainer's own set-up and step, from
+    tests/helpers/fsdp_collectives.py on a copy of `run` (rank 0's)."""
+    copy = directory / "run"
+    shutil.copytree(run.path, copy)
+    out = directory / "counts.json"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
     command += [str(REPO / "tests" / "helpers" / "fsdp_collectives.py"), str(copy), str(out), *specs]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{REPO}:{REPO / 'tests'}"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     counted = json.loads(out.read_text())
     return {(int(spec) if spec.isdigit() else spec): steps for spec, steps in counted.items()}
+
+
+@pytest.fixture(scope="module")
+def collectives(runs, tmp_path_factory):
+    """On 2 ranks (dp_shard=2, 4 micro-batches), a copy of the stage-1 run: each stage, and stage 1 in bf16 with
+    either reduce dtype."""
+    specs = ["3", "2", "1", *(f"1,precision=bf16,fsdp_reduce_dtype={dtype}" for dtype in ("fp32", "bf16"))]
+    return counted_collectives(runs["zero1"], 2, specs, tmp_path_factory.mktemp("collectives"))
+
+
+@pytest.fixture(scope="module")
+def pipeline_collectives(runs, tmp_path_factory):
+    """On 4 ranks (pp=2, dp_shard=2, 4 micro-batches under 1F1B; rank 0 holds the embedding and layer 0), a copy
+    of the stage-1 pipeline run: each stage."""
+    return counted_collectives(runs["zero1_pp"], 4, ["3", "2", "1"], tmp_path_factory.mktemp("pp-collectives"))
+
+
+@pytest.mark.parametrize("stage", [3, 2, 1])
+def test_a_pipeline_stage_gathers_and_holds_what_is_priced(pipeline_collectives, stage):
+    """torch's pipeline stages never reshard after backward: at every ZeRO stage a stage's layers are held gathered
+    from a backward to the next forward (the memory model's gathered_parameters: rank 0's whole share, in fp32), and
+    at stage 3 a layer gathers 5 times in 4 micro-batches (every backward after a forward, and each forward not
+    after a backward), the stage's root once; the throughput model counts the same. The step after the first (whose
+    shape inference runs a forward and backward of its own)."""
+    step = pipeline_collectives[stage][-1]
+    layout = Layout(dp_replicate=1, dp_shard=2, pp=2)
+    assert fsdp_collectives(layout, 4, stage, "micro_batch", layers=1) == (
+        step["_allgather_base_"],
+        step["_reduce_scatter_base_"],
+    )
+    held = predicted(stage, layout=layout)["gathered_parameters"]
+    assert held == 4 * (512 * 32 + TINY_LAYER)
+    assert step["gathered_bytes"] == held
 
 
 def test_collectives_per_step(collectives):

@@ -7,9 +7,9 @@ for each SPEC in turn (a ZeRO stage, then optionally train settings: "1,precisio
 takes two optimizer steps with the trainer's own step function, and counts the collectives each step dispatches
 (every c10d operation passes through a dispatch mode: `CountedCollectives`; torch's CommDebugMode does the same, but
 its module tracker fails on FSDP2's hooks in torch 2.13), the bytes its reduce-scatters take in, and the bytes of
-the parameters FSDP2 holds gathered at the end of each forward (it registers the gathered ones on the modules in
-place of the shards while they are gathered). Rank 0 writes {spec: [{collective: count, ..., "reduced_bytes": n,
-"gathered_bytes": n} per step]} to OUT.
+the parameters FSDP2 holds gathered at the end of each forward, or in a pipeline as each stage's forward begins
+(it registers the gathered ones on the modules in place of the shards while they are gathered). Rank 0 writes
+{spec: [{collective: count, ..., "reduced_bytes": n, "gathered_bytes": n} per step]} to OUT.
 """
 
 from __future__ import annotations
@@ -58,7 +58,10 @@ def counted_steps(run: RunDir, worker: Worker, spec: str) -> list[dict[str, int]
     training = _setup(run, worker, experiment, launch)
     shards = {id(p) for p in training.model.parameters()}  # between steps every unit holds only its shards
     gathered = []
-    hook = training.model.register_forward_hook(lambda model, *_: gathered.append(held_gathered(model, shards)))
+    hooks = [training.model.register_forward_hook(lambda model, *_: gathered.append(held_gathered(model, shards)))]
+    # A pipeline's stages run their own forwards: what is gathered as each begins (held since the last backward)
+    for stage in training.pipeline.stages.values() if training.pipeline is not None else ():
+        hooks.append(stage.register_forward_pre_hook(lambda *_: gathered.append(held_gathered(training.model, shards))))
     steps = []
     for _ in range(STEPS):
         gathered.clear()
@@ -66,8 +69,9 @@ def counted_steps(run: RunDir, worker: Worker, spec: str) -> list[dict[str, int]
             _optimizer_step(training, measure_memory=False)
         training.state.step += 1
         training.state.next_row += training.plan.rows_per_step
-        steps.append({**comms.counts, "reduced_bytes": comms.reduced_bytes, "gathered_bytes": max(gathered)})
-    hook.remove()
+        steps.append({**comms.counts, "reduced_bytes": comms.reduced_bytes, "gathered_bytes": max(gathered, default=0)})
+    for hook in hooks:
+        hook.remove()
     return steps
 
 

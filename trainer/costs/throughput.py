@@ -364,8 +364,9 @@ def communication_bytes(
         gathered = 0.5 if half_precision(precision) else 1.0  # bf16 gathers of fp32 parameters
         moved = ring(shards) * dense + ring(layout.expert_shard_degree) * experts
         # the root's gathers that FSDP2 does not make (it keeps the root from forward to backward), its share
-        # counted as `fsdp_shares` counts every parameter: split by tp
-        root = root_regathers(layout, grad_accum, zero_stage) * ring(shards) * root_parameter_bytes(config) / layout.tp
+        # counted as `fsdp_shares` counts every parameter: split by tp and pp
+        root_share = root_parameter_bytes(config) / layout.tp / layout.pp
+        root = root_regathers(layout, grad_accum, zero_stage) * ring(shards) * root_share
         sent["dp_shard"] = ((gathers * gathered + reductions * reduced) * moved - root * gathered, collectives)
     if layout.dp_replicate > 1:  # HSDP's all-reduce of the reduce-scattered shard in FSDP2's reduce dtype too
         volume = dense / shards + experts / layout.expert_shard_degree
@@ -508,9 +509,14 @@ def fsdp_reduce_scatters(layout: Layout, grad_accum: int, fsdp_grad_sync: str, z
 def fsdp_gathers(layout: Layout, grad_accum: int, zero_stage: int = 3) -> int:
     """How often FSDP2 all-gathers a unit's parameters in a step (train.zero_stage): in forward and again in
     backward of every micro-batch (3), once per micro-batch, kept from forward to backward (2), once per step (1;
-    and 2 inside a pipeline schedule, whose stages keep them through every backward but the step's last)."""
+    and 2 inside a pipeline schedule, whose stages keep them through every backward). At stage 3 inside a pipeline,
+    a forward reshards what the backward before it kept: every backward that follows a forward gathers, and so
+    does every forward that does not follow a backward, grad_accum + 1 in all under 1F1B and GPipe (counted on the
+    trainer: tests/test_zero_stages.py; interleaved schedules taken alike)."""
     if zero_stage == 1 or (zero_stage == 2 and layout.pp > 1):
         return 1
+    if zero_stage == 3 and layout.pp > 1:
+        return grad_accum + 1
     return grad_accum if zero_stage == 2 else 2 * grad_accum
 
 
@@ -524,11 +530,11 @@ def fsdp_collectives(
 
 
 def root_regathers(layout: Layout, grad_accum: int, zero_stage: int) -> int:
-    """The gathers of the root unit (embedding, final norm, head) that `fsdp_gathers` counts at ZeRO stage 3 and
-    FSDP2 does not make: it keeps the root gathered from its forward to its backward (it would gather it again at
-    once), so the root gathers once per micro-batch. Counted without a pipeline only (each stage is a root there,
-    and torch's stages keep every unit gathered through the backward of all micro-batches but the last)."""
-    return grad_accum if zero_stage == 3 and layout.pp == 1 and layout.shard_degree > 1 else 0
+    """The gathers of the root unit (embedding, final norm, head; in a pipeline each stage's own) that
+    `fsdp_gathers` counts at ZeRO stage 3 and FSDP2 does not make: it keeps the root gathered from its forward to its
+    backward (it would gather it again at once), so the root gathers once per micro-batch, and inside a pipeline,
+    whose stages never reshard after backward, once per step."""
+    return grad_accum if zero_stage == 3 and layout.shard_degree > 1 else 0
 
 
 def root_parameter_bytes(config: PretrainedConfig) -> int:
@@ -792,7 +798,8 @@ def memory_traffic(
     # FSDP writes the gathered parameters, in forward and again in backward (fewer below ZeRO stage 3)
     gathered = width * (dense * (layout.shard_degree > 1) + experts * (layout.expert_shard_degree > 1))
     gathered *= fsdp_gathers(layout, grad_accum, zero_stage)
-    gathered -= width * root_regathers(layout, grad_accum, zero_stage) * root_parameter_bytes(config) / FP32 / tp
+    root_share = root_parameter_bytes(config) / FP32 / tp / layout.pp  # as fsdp_shares counts every parameter
+    gathered -= width * root_regathers(layout, grad_accum, zero_stage) * root_share
     # Accumulating adds each micro-batch's gradient to the shard, or to the unsharded one FSDP2 keeps without a
     # reduce-scatter per micro-batch.
     reductions = grad_accum
