@@ -188,10 +188,11 @@ def _find(pattern: str, text: str) -> str:
     return match[1]
 
 
-# How Megatron's data parallelism (with its distributed optimizer, ZeRO-1) is mapped: fsdp (the mapping the
-# comparison is scored on, chosen before any prediction was seen): all of DP as FSDP2's dp_shard, the only layout
-# whose optimizer state is sharded over every data-parallel rank as Megatron's is, at train.zero_stage 1 (since
-# meshpilot has it: parameters gathered and gradients reduce-scattered once per step, as Megatron's are); hsdp
+# How the runs' data parallelism (the recipe's distributed_fused_adam, ZeRO over DP x CP: RECIPE) is mapped: fsdp
+# (the mapping the comparison is scored on, chosen before any prediction was seen): all of DP as FSDP2's dp_shard,
+# the only layout whose optimizer state is sharded over every data-parallel rank as the recipe's is, at
+# train.zero_stage 1 (since meshpilot has it: parameters gathered and gradients reduce-scattered once per step, as
+# the recipe's are); hsdp
 # (shown beside it, to locate the error): FSDP2 inside a node and plain replicas across nodes, whose traffic
 # between nodes is, like Megatron's, one gradient reduction per step.
 MAPPINGS = ("fsdp", "hsdp")
@@ -210,10 +211,10 @@ def experiment_of(row: Published, mapping: str = "fsdp") -> Experiment:
         *(f"layout.{name}={degree}" for name, degree in layout.degrees().items()),
         f"train.micro_batch={row.micro_batch}",
         f"train.global_batch_tokens={row.global_batch * row.seq_len}",
-        "train.activation_checkpointing=none",  # NeMo's recipe recomputes nothing that the source states
+        "train.activation_checkpointing=none",  # the recipe's activations_checkpoint_* are null (RECIPE)
         "train.precision=bf16",
         "train.compile=true",  # Transformer Engine's fused kernels: the nearest is inductor's fused layers
-        # Megatron's distributed optimizer reduce-scatters the accumulated gradient once per step and keeps the
+        # The recipe's distributed optimizer reduce-scatters the accumulated gradient once per step and keeps the
         # whole gradient buffer on every rank until then, and gathers the bf16 parameters once per step and keeps
         # them: FSDP2's ZeRO stage 1 holds and sends the same (its per-step sync stated too, as before stage 1)
         "train.fsdp_grad_sync=step",
@@ -223,7 +224,10 @@ def experiment_of(row: Published, mapping: str = "fsdp") -> Experiment:
         # the unsharded gradient in and reduces it in
         "train.fsdp_reduce_dtype=bf16",
         "train.gns_every=0",  # Megatron measures no gradient noise scale
-        # Megatron's GPT dataset concatenates documents into rows attended causally across documents
+        # Megatron's GPT dataset concatenates documents into rows attended causally across documents: the recipe's
+        # reset_attention_mask true builds no mask where NeMo takes the causal mask from the fused attention
+        # (megatron_gpt_model: create_attention_mask = not get_attention_mask_from_fusion, True by default; the
+        # versions read, not pinned to 24.09)
         "data.packing=false",
     ]
     if row.pp > 1:
