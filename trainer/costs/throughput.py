@@ -355,8 +355,7 @@ def communication_bytes(
     dense, experts = fsdp_shares(layout, parameter_bytes, expert_bytes)
     sent = dict.fromkeys(COMM_DIMS, (0.0, 0))
     shards = layout.shard_degree  # FSDP2 shards over dp_shard x cp; counted under dp_shard, whose link it crosses
-    # FSDP2 reduces the gradients in train.fsdp_reduce_dtype under bf16 (half the fp32 bytes in bf16), fp32 otherwise
-    reduced = 0.5 if half_precision(precision) and fsdp_reduce_dtype == "bf16" else 1.0
+    reduced = reduced_share(precision, fsdp_reduce_dtype)
     if shards > 1:
         reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync, zero_stage)
         gathers = fsdp_gathers(layout, grad_accum, zero_stage)
@@ -449,6 +448,12 @@ def expert_parallel_bytes(
     return grad_accum * layers * passes * per_all_to_all, grad_accum * layers * (passes + counts)
 
 
+def reduced_share(precision: str, fsdp_reduce_dtype: str) -> float:
+    """FSDP2's gradient reductions' bytes as a share of fp32's: under bf16 it reduces in train.fsdp_reduce_dtype
+    (half in bf16; measured on the trainer's reduce-scatters, tests/test_zero_stages.py), fp32 otherwise."""
+    return 0.5 if half_precision(precision) and fsdp_reduce_dtype == "bf16" else 1.0
+
+
 def noise_scale_bytes(
     config: PretrainedConfig,
     layout: Layout,
@@ -456,19 +461,22 @@ def noise_scale_bytes(
     grad_accum: int,
     gns_every: int,
     expert_bytes: int = 0,
+    reduced: float = 1.0,
 ) -> dict[str, tuple[float, int]]:
     """(bytes each rank sends, collectives) per mesh dimension for the gradient noise scale's extra reduction of
     one measured step (trainer.rank.step: the first micro-batch round's gradient, reduced as the step's last one is);
-    empty where nothing is measured (gns_every 0, one micro-batch, a pipeline) or nothing needs reducing."""
+    empty where nothing is measured (gns_every 0, one micro-batch, a pipeline) or nothing needs reducing. `reduced`:
+    FSDP2's reductions' share of fp32's bytes (`reduced_share`)."""
     if gns_every <= 0 or grad_accum < 2 or layout.pp > 1:
         return {}
     ring = lambda n: (n - 1) / n  # noqa: E731
     (dense, experts), shards, extra = fsdp_shares(layout, parameter_bytes, expert_bytes), layout.shard_degree, {}
-    if shards > 1:  # fp32, one reduce-scatter per layer and the root
+    if shards > 1:  # one reduce-scatter per layer and the root
         moved = ring(shards) * dense + ring(layout.expert_shard_degree) * experts
-        extra["dp_shard"] = (moved, config.num_hidden_layers + 1)
+        extra["dp_shard"] = (moved * reduced, config.num_hidden_layers + 1)
     if layout.dp_replicate > 1:
         volume = dense / shards + experts / layout.expert_shard_degree
+        volume *= reduced if layout.fsdp else 1.0
         extra["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
     return extra
 
@@ -722,7 +730,8 @@ def estimate_step(
     data_parallel = exposed_data_parallel_s(every, once, hidden, grad_accum)
     comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + seconds["ep"] + data_parallel
     # The noise scale's extra reduction: waited for (its norm is read at once), one step in gns_every.
-    noise = noise_scale_bytes(config, layout, parameter_bytes, grad_accum, gns_every, local_experts)
+    reduced = reduced_share(precision, shape.fsdp_reduce_dtype)
+    noise = noise_scale_bytes(config, layout, parameter_bytes, grad_accum, gns_every, local_experts, reduced)
     for d, (noise_bytes, noise_collectives) in noise.items():
         comm += figures.transfer_s(links[d], COLLECTIVE_OF[d], noise_bytes, noise_collectives) / gns_every
         sent[d] = (sent[d][0] + noise_bytes / gns_every, sent[d][1])
@@ -745,7 +754,7 @@ def fsdp_once_per_step_shares(layout: Layout, shape: StepShape) -> tuple[float, 
     gathers = fsdp_gathers(layout, shape.grad_accum, shape.zero_stage)
     reductions = fsdp_reduce_scatters(layout, shape.grad_accum, shape.fsdp_grad_sync, shape.zero_stage)
     half = half_precision(shape.precision)
-    gathered, reduced = (0.5 if half else 1.0), (0.5 if half and shape.fsdp_reduce_dtype == "bf16" else 1.0)
+    gathered, reduced = (0.5 if half else 1.0), reduced_share(shape.precision, shape.fsdp_reduce_dtype)
     once_bytes = gathered * (gathers == 1) + reduced * (reductions == 1)
     once_count = (gathers == 1) + (reductions == 1)
     return once_bytes / (gathers * gathered + reductions * reduced), once_count / (gathers + reductions)
