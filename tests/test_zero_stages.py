@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
+from helpers import forked_ranks
 from support import REPO, TINY_MODEL, meshpilot, train, write_experiment
 from test_fsdp_grad_sync import accumulation_peak
 from transformers import AutoConfig
@@ -87,11 +86,10 @@ def collectives(runs, tmp_path_factory):
     copy = tmp_path_factory.mktemp("collectives") / "run"
     shutil.copytree(runs["zero1"].path, copy)
     out = copy.parent / "counts.json"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
-    command += [str(REPO / "tests" / "helpers" / "fsdp_collectives.py"), str(copy), str(out), "3", "2", "1"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{REPO}:{REPO / 'tests'}"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    # As `torchrun --standalone --nproc-per-node 2 fsdp_collectives.py ...` runs it, the ranks forked
+    # (tests/helpers/forked_ranks.py: one interpreter's imports instead of torchrun's agent's and each rank's).
+    helper, env = REPO / "tests" / "helpers" / "fsdp_collectives.py", {**os.environ, "OMP_NUM_THREADS": "1"}
+    forked_ranks.run_script(helper, 2, str(copy), str(out), "3", "2", "1", env=env)
     return {int(stage): steps for stage, steps in json.loads(out.read_text()).items()}
 
 
