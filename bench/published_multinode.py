@@ -51,7 +51,19 @@ SOURCE = {
     "throughput": "the last training step's train_step_timing; tokens/s = sequence length x global batch / step "
     "time (the README's formula), for all GPUs together: per GPU here = the row's tokens/s / #GPUs",
     "memory": "not published",
+    # What the runs configured, read for the mapping (never for a constant): the recipe's own NeMo configs at the same
+    # commit, which setup.sh copies to $STAGE_PATH/cfg and launch.sh runs (--config-name=llama3.1_<size>.yaml)
+    "recipe": ["llama3.1/llama3.1_8b.yaml", "llama3.1/llama3.1_70b.yaml", "llama3.1/configure.sh"],
 }
+# The settings of the recipe's yaml (SOURCE["recipe"], commit_read) that the mapping follows, as written there; the
+# same in NeMo-Framework-Launcher's launcher_scripts/conf/training/llama/llama3_1_{8b,70b}.yaml (no recomputation,
+# sequence_parallel true at 70B) and its examples/training/llama/h100/llama3_{8b,70b}_bf16.sh
+# (+training.model.optim.grad_sync_dtype=bf16).
+RECIPE = (
+    "model.optim: name distributed_fused_adam, grad_sync_dtype bf16, contiguous_grad_buffer true, overlap_grad_sync "
+    "true, overlap_param_sync true; megatron_amp_O2 true; activations_checkpoint_granularity, _method, _num_layers "
+    "null"
+)
 # The "Expected Performance" tables as published (verbatim), 8B then 70B, and the line of the READMEs' Notes that
 # gives the sequence length the throughput formula uses.
 TABLES = """
@@ -206,6 +218,10 @@ def experiment_of(row: Published, mapping: str = "fsdp") -> Experiment:
         # them: FSDP2's ZeRO stage 1 holds and sends the same (its per-step sync stated too, as before stage 1)
         "train.fsdp_grad_sync=step",
         "train.zero_stage=1",
+        # The recipe's grad_sync_dtype bf16 (RECIPE): Apex's DistributedFusedAdam allocates its contiguous gradient
+        # buffer in grad_sync_dtype and reduce-scatters it so; FSDP2's reduce dtype is what meshpilot accumulates
+        # the unsharded gradient in and reduces it in
+        "train.fsdp_reduce_dtype=bf16",
         "train.gns_every=0",  # Megatron measures no gradient noise scale
         # Megatron's GPT dataset concatenates documents into rows attended causally across documents
         "data.packing=false",
@@ -256,25 +272,35 @@ def mismatches(row: Published) -> list[str]:
         "framework: Megatron-Core with Transformer Engine (fused RMSNorm, cuDNN fused attention, fused "
         "SwiGLU/RoPE kernels); predicted as meshpilot's compiled layers (train.compile), transformers' Llama layer "
         "with inductor-fused elementwise work and SDPA attention",
-        f"data parallelism: Megatron's DP={row.dp} with the distributed optimizer (ZeRO-1: bf16 weights and the "
-        "fp32 gradient buffer whole on every rank, fp32 master weights and Adam moments sharded over DP x CP) is "
-        f"predicted as FSDP2 dp_shard={row.dp} at train.zero_stage=1 (bf16 weights gathered once per step and held, "
-        "one gradient reduce-scatter per step, the whole fp32 gradient held until then, as Megatron's buffer is; "
-        "FSDP2 all-gathers and reduce-scatters per unit, where Megatron buckets them)",
-        "activation recomputation: not stated by the source (the recipe's yaml ships in the container, not read "
-        "here); predicted with none",
+        f"data parallelism: the recipe's optimizer (RECIPE) is NeMo's distributed_fused_adam, Apex's "
+        f"DistributedFusedAdam (ZeRO over DP={row.dp} x CP={row.cp}), not Megatron-Core's distributed optimizer: "
+        "bf16 weights whole on every rank (megatron_amp_O2) and all-gathered once per step overlapped with the "
+        "forward, the gradient accumulated whole in its contiguous buffer in grad_sync_dtype bf16 (Apex's "
+        "_init_grad_buffer allocates it in that dtype) and reduce-scattered in bf16 once per step overlapped with "
+        f"the last backward. Predicted as FSDP2 dp_shard={row.dp} at train.zero_stage=1 with "
+        "train.fsdp_reduce_dtype=bf16 (bf16 weights gathered once per step and held, the whole gradient accumulated "
+        "in bf16 and reduce-scattered once per step). What still differs: meshpilot keeps fp32 master weights and "
+        "an fp32 gradient shard beside Adam's moments, where NeMo's megatron_base_model (the versions read here, "
+        "not pinned to 24.09) passes store_param_remainders (the fp32 master weight as the bf16 weight plus a "
+        "16-bit remainder), so meshpilot's sharded state is larger; FSDP2 gathers and reduces per unit (layer), "
+        "Apex per 75 MB bucket (bucket_cap_mb)",
+        "activation recomputation: none, as the recipe's yaml sets it (activations_checkpoint_granularity and "
+        "_method null); predicted with none",
         "memory: not published, so only meshpilot's own criterion is checked (predicted peak, CUDA runtime "
         "included, within the planner's 79.18 GiB of an H100 80GB)",
         "uncalibrated: the planner's stated efficiencies, no probe or measured run of NVIDIA's cluster",
     ]
     if row.tp > 1:
         said.append(
-            "sequence parallelism: both run it with TP (NeMo's Llama 3.1 pre-training configs by default, meshpilot "
-            "always: trainer.parallel.tensor_parallel): norms and residuals split along the sequence, all-gather / "
-            "reduce-scatter in place of all-reduce. Megatron's column-parallel linears save their sequence-split input "
-            "and all-gather it again in backward; meshpilot's (DTensor) save the gathered one, 2h bytes per token and "
-            "layer more (about a quarter of a 70B layer's saved activations at TP=4). Megatron-Core can also overlap "
-            "TP's collectives with the matmuls; meshpilot prices them on the critical path"
+            "sequence parallelism: the recipe's 70B yaml sets sequence_parallel true, as meshpilot always runs it "
+            "with TP (trainer.parallel.tensor_parallel): norms and residuals split along the sequence, all-gather / "
+            "reduce-scatter in place of all-reduce, the column-parallel linears keeping their sequence-split input "
+            "and gathering it again in backward in both. Megatron's embedding and output layer are vocab-parallel "
+            f"(split over TP={row.tp}); meshpilot's tensor-parallel plan keeps both whole on every TP rank, so its "
+            "first and last pipeline ranks hold 0.79e9 parameters more at TP=4 (5.33e9 where Megatron's hold "
+            "4.54e9), and their weights, gradients and optimizer state. The recipe also overlaps TP's collectives "
+            "with the matmuls (ub_tp_comm_overlap true) and the pipeline's sends (overlap_p2p_comm true); meshpilot "
+            "prices them on the critical path"
         )
     if row.vp > 1:
         said.append(
