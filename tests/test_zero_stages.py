@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
+from helpers import forked_ranks
 from support import REPO, TINY_MODEL, meshpilot, train, write_experiment
 from test_fsdp_grad_sync import accumulation_peak
 from transformers import AutoConfig
@@ -93,11 +92,10 @@ def counted_collectives(run, processes: int, specs: list[str], directory) -> dic
     copy = directory / "run"
     shutil.copytree(run.path, copy)
     out = directory / "counts.json"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
-    command += [str(REPO / "tests" / "helpers" / "fsdp_collectives.py"), str(copy), str(out), *specs]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{REPO}:{REPO / 'tests'}"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    # As `torchrun --standalone --nproc-per-node N fsdp_collectives.py ...` runs it, the ranks forked
+    # (tests/helpers/forked_ranks.py: one interpreter's imports instead of torchrun's agent's and each rank's).
+    helper, env = REPO / "tests" / "helpers" / "fsdp_collectives.py", {**os.environ, "OMP_NUM_THREADS": "1"}
+    forked_ranks.run_script(helper, processes, str(copy), str(out), *specs, env=env)
     counted = json.loads(out.read_text())
     return {(int(spec) if spec.isdigit() else spec): steps for spec, steps in counted.items()}
 
