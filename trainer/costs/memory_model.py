@@ -457,7 +457,8 @@ def holds_every_unit_gathered(layout: Layout, train: TrainSpec) -> bool:
     """Whether FSDP2 holds every unit's gathered parameters at once at some point of a step: below ZeRO stage 3
     (train.zero_stage), and inside a pipeline at any stage: torch's pipeline stages run every backward without
     resharding (set_reshard_after_backward(False)), so a stage's layers stay gathered from one micro-batch's backward
-    to the next forward (measured: tests/test_zero_stages.py)."""
+    to the next forward (measured under 1F1B: tests/test_zero_stages.py; interleaved schedules taken alike, which
+    may overstate them where one stage's forward reshards before another's backward gathers)."""
     return train.zero_stage != 3 or layout.pp > 1
 
 

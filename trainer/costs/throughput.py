@@ -520,7 +520,7 @@ def fsdp_gathers(layout: Layout, grad_accum: int, zero_stage: int = 3) -> int:
     and 2 inside a pipeline schedule, whose stages keep them through every backward). At stage 3 inside a pipeline,
     a forward reshards what the backward before it kept: every backward that follows a forward gathers, and so
     does every forward that does not follow a backward, grad_accum + 1 in all under 1F1B and GPipe (counted on the
-    trainer: tests/test_zero_stages.py; interleaved schedules taken alike)."""
+    trainer: tests/test_zero_stages.py; so under interleaved 1F1B too, counted once on pp=2 x 2 stages per rank)."""
     if zero_stage == 1 or (zero_stage == 2 and layout.pp > 1):
         return 1
     if zero_stage == 3 and layout.pp > 1:
