@@ -4,10 +4,12 @@ The source is NVIDIA's DGX Cloud benchmarking recipes (SOURCE): the "Expected Pe
 llama3.1/README_8b.md and README_70b.md, NeMo 24.09 (Megatron-Core) on 8 to 2048 H100 SXM GPUs, nodes of 8 over
 InfiniBand. Nothing here was used to tune any meshpilot constant (torchtitan's rows, bench/published.py, were).
 The tables are kept verbatim in TABLES and parsed into one `Published` row per GPU count, so every figure is the
-published text. A row is in scope when meshpilot models what it ran: the FP8 tables (Transformer Engine's FP8
-matmuls) are not, meshpilot predicting bf16 and fp32 only.
+published text. A row is in scope when meshpilot can run what it ran: the FP8 rows at TP=1 (the 8B) are predicted
+as meshpilot's own fp8 (torchao float8), the FP8 rows at TP=4 (the 70B) are not, meshpilot's fp8 not running with
+tensor parallelism yet. The bf16 rows' figures are the headline, tracked since the first comparison; the FP8 rows'
+are reported beside them.
 
-Each bf16 row becomes the experiment `meshpilot plan --model` builds for the preset
+Each row becomes the experiment `meshpilot plan --model` builds for the preset
 (trainer.model.presets.preset_experiment) with the row's degrees, micro-batch, global batch and sequence length, on the
 hardware `planned_hardware` gives DGX H100s (the h100-sxm preset, nodes of 8 over ib400: each DGX H100 has eight
 400 Gb/s ConnectX-7 ports), and is predicted by the planner's own functions: `predict_run` uncalibrated (no probe
@@ -64,6 +66,9 @@ RECIPE = (
     "true, overlap_param_sync true; megatron_amp_O2 true; activations_checkpoint_granularity, _method, _num_layers "
     "null"
 )
+# The FP8 rows' settings, from the recipe's launch (SOURCE["recipe"]: configure.sh's CONFIG_OVERRIDES, which
+# launch.sh sets from DTYPE=fp8) and the yaml's fp8_* keys.
+RECIPE_FP8 = "model.fp8 true, model.fp8_hybrid true, +model.fp8_params true; fp8_amax_history_len 1024, max"
 # The "Expected Performance" tables as published (verbatim), 8B then 70B, and the line of the READMEs' Notes that
 # gives the sequence length the throughput formula uses.
 TABLES = """
@@ -137,8 +142,9 @@ class Published:
     @property
     def out_of_scope(self) -> str | None:
         """Why meshpilot cannot predict this row, or None."""
-        if self.precision != "bf16":
-            return f"{self.precision.upper()} (Transformer Engine's FP8 matmuls): meshpilot knows bf16 and fp32 only"
+        if self.precision == "fp8" and self.tp > 1:  # trainer.parallel.float8.float8_refusal
+            return (f"FP8 with TP={self.tp}: meshpilot's fp8 (torchao float8) does not run with tensor parallelism "
+                    "yet, and its planner marks such layouts not runnable")  # fmt: skip
         return None
 
 
@@ -212,7 +218,9 @@ def experiment_of(row: Published, mapping: str = "fsdp") -> Experiment:
         f"train.micro_batch={row.micro_batch}",
         f"train.global_batch_tokens={row.global_batch * row.seq_len}",
         "train.activation_checkpointing=none",  # the recipe's activations_checkpoint_* are null (RECIPE)
-        "train.precision=bf16",
+        f"train.precision={row.precision}",
+        # the recipe's FP8 (RECIPE_FP8) scales per tensor: torchao's tensorwise recipe is the nearest meshpilot has
+        *(["train.float8_recipe=tensorwise"] if row.precision == "fp8" else []),
         "train.compile=true",  # Transformer Engine's fused kernels: the nearest is inductor's fused layers
         # The recipe's distributed optimizer reduce-scatters the accumulated gradient once per step and keeps the
         # whole gradient buffer on every rank until then, and gathers the bf16 parameters once per step and keeps
@@ -294,6 +302,16 @@ def mismatches(row: Published) -> list[str]:
         "included, within the planner's 79.18 GiB of an H100 80GB)",
         "uncalibrated: the planner's stated efficiencies, no probe or measured run of NVIDIA's cluster",
     ]
+    if row.precision == "fp8":
+        said.append(
+            "FP8: the recipe's launch (RECIPE_FP8) sets model.fp8, fp8_hybrid (E4M3 forward, E5M2 gradients) and "
+            "fp8_params through Transformer Engine, with delayed scaling (the yaml's amax history of 1024 steps); "
+            "predicted as meshpilot's train.precision fp8: torchao's float8 matmuls in the decoder layers' linear "
+            "layers with dynamic tensorwise scaling, over bf16 weights (priced by trainer.costs.throughput's "
+            "FLOAT8_GAIN, measured on meshpilot's own H200 run). What differs: fp8_params keeps the weights and "
+            "their all-gather in FP8 where meshpilot gathers and holds bf16 weights (more memory and traffic "
+            "predicted), and Transformer Engine also runs its fused kernels in FP8"
+        )
     if row.tp > 1:
         said.append(
             "sequence parallelism: the recipe's 70B yaml sets sequence_parallel true, as meshpilot always runs it "
@@ -338,7 +356,13 @@ def _settings(row: Published) -> dict:
 
 
 def summary(results: list[dict]) -> dict:
-    """Median absolute error over the in-scope rows, how many are predicted to fit, and whether the goal is met."""
+    """Median absolute error over the in-scope bf16 rows (the figure tracked since the first comparison), how many
+    are predicted to fit, and whether the goal is met; the FP8 rows' own figures beside them."""
+    fp8 = [r for r in results if not r["out_of_scope"] and r["precision"] == "fp8"]
+    return _scores([r for r in results if r["precision"] == "bf16"]) | {"fp8": _scores(fp8) if fp8 else None}
+
+
+def _scores(results: list[dict]) -> dict:
     scored = [r for r in results if not r["out_of_scope"]]
     median = statistics.median(abs(r["error"]["tokens_per_s_per_gpu"]) for r in scored)
     hsdp = statistics.median(abs(r["predicted_hsdp"]["error"]["tokens_per_s_per_gpu"]) for r in scored)
@@ -391,6 +415,11 @@ def main() -> None:
         f"{s['predicted_to_fit']} of {s['in_scope_rows']} in-scope rows predicted to fit; hsdp mapping: median "
         f"|error| {s['hsdp_mapping']['median_abs_error']:.1%}, {s['hsdp_mapping']['predicted_to_fit']} fit"
     )
+    if fp8 := s["fp8"]:
+        print(
+            f"FP8 rows: median |error| {fp8['throughput']['median_abs_error']:.1%}; {fp8['predicted_to_fit']} of "
+            f"{fp8['in_scope_rows']} predicted to fit"
+        )
     print(f"\nwrote {args.out} in {result['seconds']:.1f} s")
 
 

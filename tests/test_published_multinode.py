@@ -1,9 +1,10 @@
 """bench.published_multinode: NVIDIA's published Llama 3.1 8B and 70B runs on 8 to 2048 DGX H100s parse verbatim,
-the bf16 ones map to meshpilot layouts of the published GPU count and come out beside the planner's own
-predictions; FP8 rows stay out of scope. What the comparison found is asserted here: mapped to ZeRO stage 1 with bf16
-gradients (what the recipe's distributed optimizer holds), every row but the 70B one on 64 GPUs is predicted to fit
-(xfail, with the terms that break it), and the median error is what
-bench/results/published_multinode.json records, outside issue 36's 15% (xfail, with the terms that cause it)."""
+the bf16 ones and the FP8 ones at TP=1 map to meshpilot layouts of the published GPU count and come out beside the
+planner's own predictions; the FP8 rows at TP=4 stay out of scope (meshpilot's fp8 does not run with tp). What the
+comparison found is asserted here: mapped to ZeRO stage 1 with bf16 gradients (what the recipe's distributed
+optimizer holds), every row but the 70B one on 64 GPUs is predicted to fit (xfail, with the terms that break it),
+and the median error is what bench/results/published_multinode.json records, outside issue 36's 15% (xfail, with
+the terms that cause it)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def _row(model: str, precision: str, gpus: int):
 
 
 def test_every_published_column_parses_with_its_caption_settings():
-    assert len(ROWS) == 22 and len(IN_SCOPE) == 11
+    assert len(ROWS) == 22 and len(IN_SCOPE) == 16
     first = _row("8b", "bf16", 8)
     assert (first.tp, first.pp, first.cp, first.vp, first.micro_batch, first.grad_accum) == (1, 1, 2, 1, 1, 32)
     assert (first.global_batch, first.seq_len, first.step_s, first.tokens_per_s) == (128, 8192, 12.91, 81222)
@@ -63,14 +64,21 @@ def test_a_caption_without_a_degree_or_the_sequence_length_is_refused_not_guesse
         parse_tables(notes=NOTES.replace("sequence length", "seq"))
 
 
-def test_fp8_rows_are_out_of_scope_and_not_predicted(results):
+def test_fp8_rows_are_meshpilots_fp8_where_it_runs_and_out_of_scope_with_tp(results):
     fp8 = [row for row in ROWS if row.precision == "fp8"]
-    assert len(fp8) == 11 and all("FP8" in row.out_of_scope for row in fp8)
-    assert all("predicted" not in results[row.label] for row in fp8)
+    with_tp = [row for row in fp8 if row.tp > 1]
+    assert len(fp8) == 11 and len(with_tp) == 6 and all("TP=4" in row.out_of_scope for row in with_tp)
+    assert all("predicted" not in results[row.label] for row in with_tp)
+    for row in (row for row in fp8 if row.tp == 1):
+        train = experiment_of(row).train
+        assert (train.precision, train.float8_recipe, train.zero_stage) == ("fp8", "tensorwise", 1), row.label
+        assert any(m.startswith("FP8: ") and "fp8_params" in m for m in results[row.label]["mismatches"])
+        bf16 = results[row.label.replace("fp8", "bf16")]["predicted"]["tokens_per_s_per_gpu"]
+        assert results[row.label]["predicted"]["tokens_per_s_per_gpu"] > bf16  # float8 matmuls priced faster
 
 
 @pytest.mark.parametrize("row", IN_SCOPE, ids=lambda row: row.label)
-def test_bf16_rows_map_to_the_published_degrees_on_dgx_h100s(row):
+def test_in_scope_rows_map_to_the_published_degrees_on_dgx_h100s(row):
     experiment = experiment_of(row)
     layout = experiment.layout.resolve(row.gpus)
     hardware, device_mem = hardware_of(row)
@@ -79,7 +87,7 @@ def test_bf16_rows_map_to_the_published_degrees_on_dgx_h100s(row):
     assert hardware.device_name == "NVIDIA H100 80GB HBM3" and device_mem == 81079 * 2**20
     train = experiment.train
     assert (train.micro_batch, train.global_batch_tokens, experiment.data.seq_len) == (1, row.global_batch * 8192, 8192)
-    assert (train.precision, train.activation_checkpointing, train.compile) == ("bf16", False, True)
+    assert (train.precision, train.activation_checkpointing, train.compile) == (row.precision, False, True)
     assert (train.fsdp_grad_sync, train.gns_every, experiment.data.packing) == ("step", 0, False)
     assert train.zero_stage == 1  # the distributed optimizer: weights gathered, gradient reduced once per step
     assert train.fsdp_reduce_dtype == "bf16"  # the recipe's grad_sync_dtype: the gradient accumulated and reduced so
@@ -104,7 +112,7 @@ def _fits(row) -> pytest.param:
 
 
 @pytest.mark.parametrize("row", [_fits(row) for row in IN_SCOPE])
-def test_every_bf16_row_that_ran_is_predicted_to_fit(row, results):
+def test_every_row_that_ran_is_predicted_to_fit(row, results):
     predicted = results[row.label]["predicted"]
     assert predicted["fits"], f"{row.label}: predicted {predicted['peak_gib']:.1f} GiB"
 
@@ -136,6 +144,14 @@ def test_the_recorded_median_error_is_the_comparisons(results):
     # FSDP2's stage 3 with one reduction per step; 50.5% before sequence parallelism and the interleaved pipeline's
     # bubble)
     assert computed["throughput"]["median_abs_error"] == pytest.approx(0.235, abs=0.005)
+    # the 8B FP8 rows, as meshpilot's torchao float8 (tensorwise): all fit, predicted 34% slow (Transformer Engine's
+    # FP8 gains +33% over its bf16 in the table, FLOAT8_GAIN prices +10% here: measured on a 1B model's matmuls)
+    fp8 = computed["fp8"]
+    assert recorded["summary"]["fp8"]["throughput"]["median_abs_error"] == pytest.approx(
+        fp8["throughput"]["median_abs_error"], abs=1e-6
+    )
+    assert (fp8["in_scope_rows"], fp8["predicted_to_fit"]) == (5, 5)
+    assert fp8["throughput"]["median_abs_error"] == pytest.approx(0.339, abs=0.005)
 
 
 @pytest.mark.xfail(
@@ -171,12 +187,12 @@ def test_the_table_puts_published_and_predicted_figures_side_by_side(results):
     seventy = results[_row("70b", "bf16", 64).label]
     assert any(m.startswith("sequence parallelism") for m in seventy["mismatches"])
     assert any(m.startswith("virtual pipeline: Megatron's VP=5") for m in seventy["mismatches"])
-    table = markdown_table([result, seventy, results[_row("8b", "fp8", 8).label]])
+    table = markdown_table([result, seventy, results[_row("70b", "fp8", 64).label]])
     line = next(line for line in table.splitlines() if line.startswith("| 8b bf16 8 GPUs |"))
     assert "| 10,153 |" in line and f"| {predicted['tokens_per_s_per_gpu']:,.0f} |" in line
     assert ("| yes |" if predicted["fits"] else "| no |") in line
     assert "| no |" in next(line for line in table.splitlines() if line.startswith("| 70b bf16 64 GPUs |"))
-    assert "Out of scope:" in table and "8b fp8 8 GPUs: FP8" in table
+    assert "Out of scope:" in table and "70b fp8 64 GPUs: FP8 with TP=4" in table
 
 
 @pytest.mark.parametrize("gpus,model", [(16, "8b"), (64, "70b")])
