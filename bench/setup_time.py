@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -47,6 +48,11 @@ QUICK = {"model_type": "llama", "vocab_size": 4096, "hidden_size": 512, "interme
 # way now on one thread, which tells the two changes apart (on a machine shared with other work, more threads than
 # free cores can cost more than they give).
 WAYS = {"before": (False, False), "after": (True, True), "after_one_thread": (True, False)}
+# Each rank is forked from a forkserver that imported these once (not this module itself: run as a script, each rank
+# runs it again as __mp_main__), where a spawned rank spent seconds of CPU importing them, every row and repeat. Only
+# the set-up after the barrier is timed, so where a rank starts from changes no figure; the server has run no torch
+# operation (no OpenMP thread pool to inherit).
+RANK_IMPORTS = ("torch.distributed", "transformers", "trainer.model.build", "trainer.parallel.parallelize")
 
 
 def _config(quick: bool):
@@ -91,11 +97,14 @@ def _rank(rank: int, world: int, store: str, quick: bool, way: str, results) -> 
 def measure(processes: int, way: str, quick: bool, repeats: int) -> dict:
     """Every rank's set-up seconds for one way on `processes` processes, in the repeat whose slowest rank was
     fastest (the machine is shared: the least disturbed run), with the threads each rank drew its tiles with."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(RANK_IMPORTS))
     runs = []
     for _ in range(repeats):
-        results = mp.get_context("spawn").SimpleQueue()
+        results = context.SimpleQueue()
         with tempfile.TemporaryDirectory() as directory:
-            mp.spawn(_rank, args=(processes, str(Path(directory) / "store"), quick, way, results), nprocs=processes)
+            args = (processes, str(Path(directory) / "store"), quick, way, results)
+            mp.start_processes(_rank, args=args, nprocs=processes, start_method="forkserver")
         runs.append(results.get())
     slowest = [max(seconds for seconds, _ in run) for run in runs]
     best = runs[slowest.index(min(slowest))]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from helpers import forked_ranks
 from support import TINY_MODEL, train, write_experiment
 from transformers import AutoConfig
 
@@ -123,7 +123,7 @@ def _worker(rank: int, store: str, out: str) -> None:
 @pytest.fixture(scope="module")
 def found(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("split")
-    mp.spawn(_worker, args=(str(tmp / "store"), str(tmp / "found.json")), nprocs=TP, join=True)
+    forked_ranks.run(_worker, TP, str(tmp / "store"), str(tmp / "found.json"))
     return json.loads((tmp / "found.json").read_text())
 
 

@@ -23,7 +23,7 @@ FAULT_STEP = 2
 # Trials are numbered in the order of the grid: t000 .. t004 take these learning rates.
 LEARNING_RATES = [1e-3, 1.1e-3, 1.2e-3, 1e30, 1.3e-3]
 FAULTS = {"t000": "crash", "t001": "hang", "t002": "oom"}
-HANG_S = 30.0  # a healthy tiny step takes well under a second; only the injected hang comes near this
+HANG_S = 15.0  # a healthy tiny step takes well under a second; only the injected hang comes near this
 EXPECTED = {  # trial id: (status, a part of the recorded cause)
     "t000": ("failed", f"RuntimeError: injected fault on rank 0 at step {FAULT_STEP}"),
     "t001": ("timeout", f"hang: no new step for {HANG_S:g}s after step {FAULT_STEP - 1}"),

@@ -240,7 +240,7 @@ def _plan(
         shape = StepShape(plan.micro_batch, seq_len, plan.grad_accum, plan.checkpointing, precision,
                           dense_mask(layout), spec.compile, spec.gns_every, spec.fsdp_grad_sync,
                           pp_stages_per_rank=spec.pp_stages_per_rank, zero_stage=spec.zero_stage,
-                          float8_recipe=spec.float8_recipe)  # fmt: skip
+                          float8_recipe=spec.float8_recipe, fsdp_reduce_dtype=spec.fsdp_reduce_dtype)  # fmt: skip
         estimate = estimate_step(reader, layout, hardware, shape, **parameters, calibration=calibration,
                                  figures=figures)  # fmt: skip
         return shape, estimate
