@@ -83,8 +83,9 @@ def test_a_dense_sweeps_report_has_no_router(tmp_path):
 def test_an_moe_runs_predicted_fsdp_bytes_leave_out_the_experts_ep_keeps_apart(tmp_path):
     """The recorded Mixtral run, its layout edited to dp_shard=2 with ep=2 (as such a run records it): each rank
     holds 2 of the 4 experts whole (dp_shard x cp / ep = 1 FSDP rank for them), so FSDP moves only the dense
-    parameters, half of them per rank each time: fp32 gathers in forward and backward and a reduce-scatter per
-    micro-batch, (2 + 1) x 4 micro-batches x dense / 2."""
+    parameters, half of them per rank each time: per micro-batch the layers' fp32 gathers in forward and backward
+    and a reduce-scatter, the root unit's (embedding, final norm, head) one gather, held from forward to backward,
+    and a reduce-scatter: ((2 + 1) x layers + (1 + 1) x root) x 4 micro-batches / 2."""
     from agent.report import communication
     from agent.report.inputs import load_sweep
     from trainer.model.parameters import count_parameters
@@ -98,5 +99,7 @@ def test_an_moe_runs_predicted_fsdp_bytes_leave_out_the_experts_ep_keeps_apart(t
 
     predicted = communication.predict(load_sweep(sweep).trials)["trials"][trial.name]["dimensions"]
     counts = count_parameters(AutoConfig.for_model(**TINY_MIXTRAL))
-    dense_bytes = 4 * (counts["total"] - counts["routed_experts"])
-    assert predicted["dp_shard"]["bytes"] == pytest.approx(3 * 4 * dense_bytes / 2)
+    config = AutoConfig.for_model(**TINY_MIXTRAL)
+    root = config.vocab_size * config.hidden_size * (1 if config.tie_word_embeddings else 2) + config.hidden_size
+    layers = counts["total"] - counts["routed_experts"] - root
+    assert predicted["dp_shard"]["bytes"] == pytest.approx(4 * (3 * layers + 2 * root) * 4 / 2)
