@@ -4,10 +4,12 @@ The source is NVIDIA's DGX Cloud benchmarking recipes (SOURCE): the "Expected Pe
 llama3.1/README_8b.md and README_70b.md, NeMo 24.09 (Megatron-Core) on 8 to 2048 H100 SXM GPUs, nodes of 8 over
 InfiniBand. Nothing here was used to tune any meshpilot constant (torchtitan's rows, bench/published.py, were).
 The tables are kept verbatim in TABLES and parsed into one `Published` row per GPU count, so every figure is the
-published text. A row is in scope when meshpilot models what it ran: the FP8 tables (Transformer Engine's FP8
-matmuls) are not, meshpilot predicting bf16 and fp32 only.
+published text. A row is in scope when meshpilot can run what it ran: the FP8 rows at TP=1 (the 8B) are predicted
+as meshpilot's own fp8 (torchao float8), the FP8 rows at TP=4 (the 70B) are not, meshpilot's fp8 not running with
+tensor parallelism yet. The bf16 rows' figures are the headline, tracked since the first comparison; the FP8 rows'
+are reported beside them.
 
-Each bf16 row becomes the experiment `meshpilot plan --model` builds for the preset
+Each row becomes the experiment `meshpilot plan --model` builds for the preset
 (trainer.model.presets.preset_experiment) with the row's degrees, micro-batch, global batch and sequence length, on the
 hardware `planned_hardware` gives DGX H100s (the h100-sxm preset, nodes of 8 over ib400: each DGX H100 has eight
 400 Gb/s ConnectX-7 ports), and is predicted by the planner's own functions: `predict_run` uncalibrated (no probe
@@ -51,7 +53,22 @@ SOURCE = {
     "throughput": "the last training step's train_step_timing; tokens/s = sequence length x global batch / step "
     "time (the README's formula), for all GPUs together: per GPU here = the row's tokens/s / #GPUs",
     "memory": "not published",
+    # What the runs configured, read for the mapping (never for a constant): the recipe's own NeMo configs at the same
+    # commit, which setup.sh copies to $STAGE_PATH/cfg and launch.sh runs (--config-name=llama3.1_<size>.yaml)
+    "recipe": ["llama3.1/llama3.1_8b.yaml", "llama3.1/llama3.1_70b.yaml", "llama3.1/configure.sh"],
 }
+# The settings of the recipe's yaml (SOURCE["recipe"], commit_read) that the mapping follows, as written there; the
+# same in NeMo-Framework-Launcher's launcher_scripts/conf/training/llama/llama3_1_{8b,70b}.yaml (no recomputation,
+# sequence_parallel true at 70B) and its examples/training/llama/h100/llama3_{8b,70b}_bf16.sh
+# (+training.model.optim.grad_sync_dtype=bf16).
+RECIPE = (
+    "model.optim: name distributed_fused_adam, grad_sync_dtype bf16, contiguous_grad_buffer true, overlap_grad_sync "
+    "true, overlap_param_sync true; megatron_amp_O2 true; activations_checkpoint_granularity, _method, _num_layers "
+    "null"
+)
+# The FP8 rows' settings, from the recipe's launch (SOURCE["recipe"]: configure.sh's CONFIG_OVERRIDES, which
+# launch.sh sets from DTYPE=fp8) and the yaml's fp8_* keys.
+RECIPE_FP8 = "model.fp8 true, model.fp8_hybrid true, +model.fp8_params true; fp8_amax_history_len 1024, max"
 # The "Expected Performance" tables as published (verbatim), 8B then 70B, and the line of the READMEs' Notes that
 # gives the sequence length the throughput formula uses.
 TABLES = """
@@ -125,8 +142,9 @@ class Published:
     @property
     def out_of_scope(self) -> str | None:
         """Why meshpilot cannot predict this row, or None."""
-        if self.precision != "bf16":
-            return f"{self.precision.upper()} (Transformer Engine's FP8 matmuls): meshpilot knows bf16 and fp32 only"
+        if self.precision == "fp8" and self.tp > 1:  # trainer.parallel.float8.float8_refusal
+            return (f"FP8 with TP={self.tp}: meshpilot's fp8 (torchao float8) does not run with tensor parallelism "
+                    "yet, and its planner marks such layouts not runnable")  # fmt: skip
         return None
 
 
@@ -176,10 +194,11 @@ def _find(pattern: str, text: str) -> str:
     return match[1]
 
 
-# How Megatron's data parallelism (with its distributed optimizer, ZeRO-1) is mapped: fsdp (the mapping the
-# comparison is scored on, chosen before any prediction was seen): all of DP as FSDP2's dp_shard, the only layout
-# whose optimizer state is sharded over every data-parallel rank as Megatron's is, at train.zero_stage 1 (since
-# meshpilot has it: parameters gathered and gradients reduce-scattered once per step, as Megatron's are); hsdp
+# How the runs' data parallelism (the recipe's distributed_fused_adam, ZeRO over DP x CP: RECIPE) is mapped: fsdp
+# (the mapping the comparison is scored on, chosen before any prediction was seen): all of DP as FSDP2's dp_shard,
+# the only layout whose optimizer state is sharded over every data-parallel rank as the recipe's is, at
+# train.zero_stage 1 (since meshpilot has it: parameters gathered and gradients reduce-scattered once per step, as
+# the recipe's are); hsdp
 # (shown beside it, to locate the error): FSDP2 inside a node and plain replicas across nodes, whose traffic
 # between nodes is, like Megatron's, one gradient reduction per step.
 MAPPINGS = ("fsdp", "hsdp")
@@ -198,16 +217,25 @@ def experiment_of(row: Published, mapping: str = "fsdp") -> Experiment:
         *(f"layout.{name}={degree}" for name, degree in layout.degrees().items()),
         f"train.micro_batch={row.micro_batch}",
         f"train.global_batch_tokens={row.global_batch * row.seq_len}",
-        "train.activation_checkpointing=none",  # NeMo's recipe recomputes nothing that the source states
-        "train.precision=bf16",
+        "train.activation_checkpointing=none",  # the recipe's activations_checkpoint_* are null (RECIPE)
+        f"train.precision={row.precision}",
+        # the recipe's FP8 (RECIPE_FP8) scales per tensor: torchao's tensorwise recipe is the nearest meshpilot has
+        *(["train.float8_recipe=tensorwise"] if row.precision == "fp8" else []),
         "train.compile=true",  # Transformer Engine's fused kernels: the nearest is inductor's fused layers
-        # Megatron's distributed optimizer reduce-scatters the accumulated gradient once per step and keeps the
+        # The recipe's distributed optimizer reduce-scatters the accumulated gradient once per step and keeps the
         # whole gradient buffer on every rank until then, and gathers the bf16 parameters once per step and keeps
         # them: FSDP2's ZeRO stage 1 holds and sends the same (its per-step sync stated too, as before stage 1)
         "train.fsdp_grad_sync=step",
         "train.zero_stage=1",
+        # The recipe's grad_sync_dtype bf16 (RECIPE): Apex's DistributedFusedAdam allocates its contiguous gradient
+        # buffer in grad_sync_dtype and reduce-scatters it so; FSDP2's reduce dtype is what meshpilot accumulates
+        # the unsharded gradient in and reduces it in
+        "train.fsdp_reduce_dtype=bf16",
         "train.gns_every=0",  # Megatron measures no gradient noise scale
-        # Megatron's GPT dataset concatenates documents into rows attended causally across documents
+        # Megatron's GPT dataset concatenates documents into rows attended causally across documents: the recipe's
+        # reset_attention_mask true builds no mask where NeMo takes the causal mask from the fused attention
+        # (megatron_gpt_model: create_attention_mask = not get_attention_mask_from_fusion, True by default; the
+        # versions read, not pinned to 24.09)
         "data.packing=false",
     ]
     if row.pp > 1:
@@ -256,25 +284,45 @@ def mismatches(row: Published) -> list[str]:
         "framework: Megatron-Core with Transformer Engine (fused RMSNorm, cuDNN fused attention, fused "
         "SwiGLU/RoPE kernels); predicted as meshpilot's compiled layers (train.compile), transformers' Llama layer "
         "with inductor-fused elementwise work and SDPA attention",
-        f"data parallelism: Megatron's DP={row.dp} with the distributed optimizer (ZeRO-1: bf16 weights and the "
-        "fp32 gradient buffer whole on every rank, fp32 master weights and Adam moments sharded over DP x CP) is "
-        f"predicted as FSDP2 dp_shard={row.dp} at train.zero_stage=1 (bf16 weights gathered once per step and held, "
-        "one gradient reduce-scatter per step, the whole fp32 gradient held until then, as Megatron's buffer is; "
-        "FSDP2 all-gathers and reduce-scatters per unit, where Megatron buckets them)",
-        "activation recomputation: not stated by the source (the recipe's yaml ships in the container, not read "
-        "here); predicted with none",
+        f"data parallelism: the recipe's optimizer (RECIPE) is NeMo's distributed_fused_adam, Apex's "
+        f"DistributedFusedAdam (ZeRO over DP={row.dp} x CP={row.cp}), not Megatron-Core's distributed optimizer: "
+        "bf16 weights whole on every rank (megatron_amp_O2) and all-gathered once per step overlapped with the "
+        "forward, the gradient accumulated whole in its contiguous buffer in grad_sync_dtype bf16 (Apex's "
+        "_init_grad_buffer allocates it in that dtype) and reduce-scattered in bf16 once per step overlapped with "
+        f"the last backward. Predicted as FSDP2 dp_shard={row.dp} at train.zero_stage=1 with "
+        "train.fsdp_reduce_dtype=bf16 (bf16 weights gathered once per step and held, the whole gradient accumulated "
+        "in bf16 and reduce-scattered once per step). What still differs: meshpilot keeps fp32 master weights and "
+        "an fp32 gradient shard beside Adam's moments, where NeMo's megatron_base_model (the versions read here, "
+        "not pinned to 24.09) passes store_param_remainders (the fp32 master weight as the bf16 weight plus a "
+        "16-bit remainder), so meshpilot's sharded state is larger; FSDP2 gathers and reduces per unit (layer), "
+        "Apex per 75 MB bucket (bucket_cap_mb)",
+        "activation recomputation: none, as the recipe's yaml sets it (activations_checkpoint_granularity and "
+        "_method null); predicted with none",
         "memory: not published, so only meshpilot's own criterion is checked (predicted peak, CUDA runtime "
         "included, within the planner's 79.18 GiB of an H100 80GB)",
         "uncalibrated: the planner's stated efficiencies, no probe or measured run of NVIDIA's cluster",
     ]
+    if row.precision == "fp8":
+        said.append(
+            "FP8: the recipe's launch (RECIPE_FP8) sets model.fp8, fp8_hybrid (E4M3 forward, E5M2 gradients) and "
+            "fp8_params through Transformer Engine, with delayed scaling (the yaml's amax history of 1024 steps); "
+            "predicted as meshpilot's train.precision fp8: torchao's float8 matmuls in the decoder layers' linear "
+            "layers with dynamic tensorwise scaling, over bf16 weights (priced by trainer.costs.throughput's "
+            "FLOAT8_GAIN, measured on meshpilot's own H200 run). What differs: fp8_params keeps the weights and "
+            "their all-gather in FP8 where meshpilot gathers and holds bf16 weights (more memory and traffic "
+            "predicted), and Transformer Engine also runs its fused kernels in FP8"
+        )
     if row.tp > 1:
         said.append(
-            "sequence parallelism: both run it with TP (NeMo's Llama 3.1 pre-training configs by default, meshpilot "
-            "always: trainer.parallel.tensor_parallel): norms and residuals split along the sequence, all-gather / "
-            "reduce-scatter in place of all-reduce. Megatron's column-parallel linears save their sequence-split input "
-            "and all-gather it again in backward; meshpilot's (DTensor) save the gathered one, 2h bytes per token and "
-            "layer more (about a quarter of a 70B layer's saved activations at TP=4). Megatron-Core can also overlap "
-            "TP's collectives with the matmuls; meshpilot prices them on the critical path"
+            "sequence parallelism: the recipe's 70B yaml sets sequence_parallel true, as meshpilot always runs it "
+            "with TP (trainer.parallel.tensor_parallel): norms and residuals split along the sequence, all-gather / "
+            "reduce-scatter in place of all-reduce, the column-parallel linears keeping their sequence-split input "
+            "and gathering it again in backward in both. Megatron's embedding and output layer are vocab-parallel "
+            f"(split over TP={row.tp}); meshpilot's tensor-parallel plan keeps both whole on every TP rank, so its "
+            "first and last pipeline ranks hold 0.79e9 parameters more at TP=4 (5.33e9 where Megatron's hold "
+            "4.54e9), and their weights, gradients and optimizer state. The recipe also overlaps TP's collectives "
+            "with the matmuls (ub_tp_comm_overlap true) and the pipeline's sends (overlap_p2p_comm true); meshpilot "
+            "prices them on the critical path"
         )
     if row.vp > 1:
         said.append(
@@ -308,7 +356,13 @@ def _settings(row: Published) -> dict:
 
 
 def summary(results: list[dict]) -> dict:
-    """Median absolute error over the in-scope rows, how many are predicted to fit, and whether the goal is met."""
+    """Median absolute error over the in-scope bf16 rows (the figure tracked since the first comparison), how many
+    are predicted to fit, and whether the goal is met; the FP8 rows' own figures beside them."""
+    fp8 = [r for r in results if not r["out_of_scope"] and r["precision"] == "fp8"]
+    return _scores([r for r in results if r["precision"] == "bf16"]) | {"fp8": _scores(fp8) if fp8 else None}
+
+
+def _scores(results: list[dict]) -> dict:
     scored = [r for r in results if not r["out_of_scope"]]
     median = statistics.median(abs(r["error"]["tokens_per_s_per_gpu"]) for r in scored)
     hsdp = statistics.median(abs(r["predicted_hsdp"]["error"]["tokens_per_s_per_gpu"]) for r in scored)
@@ -361,6 +415,11 @@ def main() -> None:
         f"{s['predicted_to_fit']} of {s['in_scope_rows']} in-scope rows predicted to fit; hsdp mapping: median "
         f"|error| {s['hsdp_mapping']['median_abs_error']:.1%}, {s['hsdp_mapping']['predicted_to_fit']} fit"
     )
+    if fp8 := s["fp8"]:
+        print(
+            f"FP8 rows: median |error| {fp8['throughput']['median_abs_error']:.1%}; {fp8['predicted_to_fit']} of "
+            f"{fp8['in_scope_rows']} predicted to fit"
+        )
     print(f"\nwrote {args.out} in {result['seconds']:.1f} s")
 
 

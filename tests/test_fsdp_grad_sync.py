@@ -72,6 +72,26 @@ def test_per_step_sync_holds_the_whole_model_gradient(runs):
     assert peaks["micro_batch"] < 0.6 * whole
 
 
+@pytest.fixture(scope="module")
+def bf16_step(experiment):
+    """Once per step under bf16 with train.fsdp_reduce_dtype=bf16 (FSDP2's gradient in its compute dtype)."""
+    sets = ("train.fsdp_grad_sync=step", "train.precision=bf16", "train.fsdp_reduce_dtype=bf16")
+    options = ("--nproc", "2", "--layout", "dp_shard=2", *(arg for s in sets for arg in ("--set", s)))
+    return train(experiment, experiment.parent / "step_bf16", *options)
+
+
+def test_bf16_reduce_accumulates_a_bf16_gradient(bf16_step):
+    """With a bf16 reduce dtype FSDP2 accumulates the unsharded gradient in bf16, as predicted: half the fp32
+    reduce's whole-model gradient, beside the fp32 shard (the noise scale's first micro-batch reduced it)."""
+    memory = json.loads(bf16_step.memory.read_text())
+    for predicted, timeline in zip(memory["predicted"], memory["timeline"], strict=True):
+        expected = predicted["gradients"] + predicted["unreduced_gradients"]
+        assert accumulation_peak(timeline["points"]) == pytest.approx(expected, rel=0.01)
+    whole = sum(r["parameters"] for r in memory["predicted"])
+    peak = max(accumulation_peak(t["points"]) for t in memory["timeline"])
+    assert peak == pytest.approx(whole / 2 + whole / 2, rel=0.01)  # bf16 whole (half of fp32's) + the fp32 half
+
+
 @pytest.mark.parametrize("sync", ["micro_batch", "step"])
 def test_both_settings_train_as_one_process(runs, reference, sync):
     expected, got = reference.read_steps(), runs[sync].read_steps()

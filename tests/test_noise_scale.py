@@ -111,7 +111,7 @@ def test_only_the_measured_steps_log_the_noise_scale(tmp_path):
         assert step["gns"] == pytest.approx(expected, rel=1e-9)
 
 
-def _llama_8b_on_64_h100s(gns_every: int):
+def _llama_8b_on_64_h100s(gns_every: int, fsdp_reduce_dtype: str = "fp32"):
     """The step of `meshpilot plan`'s first choice for Llama-3.1-8B on 8 nodes of 8 H100s: HSDP across the nodes."""
     from transformers import LlamaConfig
 
@@ -124,7 +124,7 @@ def _llama_8b_on_64_h100s(gns_every: int):
     counts = count_parameters(config)
     hardware, _ = planned_hardware("cuda", 8, 8, "h100")
     layout = Layout(dp_replicate=8, dp_shard=8)
-    shape = StepShape(1, PRESET_SEQ_LEN, 4, precision="bf16", gns_every=gns_every)
+    shape = StepShape(1, PRESET_SEQ_LEN, 4, precision="bf16", gns_every=gns_every, fsdp_reduce_dtype=fsdp_reduce_dtype)
     return estimate_step(
         config, layout, hardware, shape, matmul_params=counts["matmul"], parameter_bytes=model_bytes(counts)
     )
@@ -144,6 +144,11 @@ def test_the_throughput_model_prices_the_extra_reduction_amortised_over_the_meas
     # Measured every step it would cost this run several percent; the default keeps it to about one.
     assert every.step_s / off.step_s - 1 > 0.05
     assert default.step_s / off.step_s - 1 < 0.02
+    # The extra reduction is FSDP2's, in train.fsdp_reduce_dtype: half the bytes in bf16, at both levels of HSDP.
+    off_bf16, every_bf16 = (_llama_8b_on_64_h100s(n, "bf16") for n in (0, 1))
+    for dim in ("dp_shard", "dp_replicate"):
+        extra = every.comm_bytes[dim] - off.comm_bytes[dim]
+        assert every_bf16.comm_bytes[dim] - off_bf16.comm_bytes[dim] == pytest.approx(extra / 2)
     # Nothing is measured with one micro-batch per step, or under a pipeline.
     assert noise_scale_bytes(None, Layout(dp_shard=8), 4e9, 1, 1) == {}
     assert noise_scale_bytes(None, Layout(pp=2, dp_shard=4), 4e9, 4, 1) == {}

@@ -66,6 +66,46 @@ def test_stages_keep_the_models_parameter_names():
     assert {n for n in held[0] if ".layers." in n} == {n for n in names if ".layers.0." in n or ".layers.2." in n}
 
 
+@pytest.mark.parametrize(("layers", "pp", "stages_per_rank"), [(20, 4, 5), (10, 4, 2), (7, 2, 3), (5, 2, 1)])
+def test_each_rank_holds_the_parameters_the_memory_model_counts(layers, pp, stages_per_rank):
+    """The memory model's split of layers over (virtual) stages, the embedding on the first stage's rank and the
+    final norm and head on the last's, is the trainer's own: every pipeline rank's parameter names and shapes, for
+    70B's 4 x 5 interleaved split scaled down and uneven ones."""
+    from trainer.costs.memory_model import local_shapes
+    from trainer.layout import Layout
+
+    config = AutoConfig.for_model(**{**TINY_MODEL, "num_hidden_layers": layers})
+    layout = Layout(dp_replicate=1, pp=pp)
+    for pp_rank in range(pp):
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+        rank_model, _, _ = split_model(model, pp_rank, pp, stages_per_rank)
+        held = {name: tuple(p.shape) for name, p in rank_model.named_parameters()}
+        assert held == dict(local_shapes(config, layout, pp_rank, stages_per_rank=stages_per_rank)), pp_rank
+
+
+@pytest.mark.parametrize(("pp", "stages_per_rank", "micro_batches"), [(4, 5, 64), (4, 5, 6), (2, 2, 4), (4, 2, 3)])
+def test_interleaved_in_flight_micro_batches_are_torchs_schedule(pp, stages_per_rank, micro_batches):
+    """The stage-forwards each rank holds at most under interleaved 1F1B (70B's pp=4 x 5 with 64 micro-batches,
+    and uneven rounds) are what torch's ScheduleInterleaved1F1B's own order of actions for that rank holds: its
+    forwards not yet matched by their backward. The order is torch's, computed without running any stage."""
+    from torch.distributed.pipelining.schedules import ScheduleInterleaved1F1B, _ComputationType
+
+    from trainer.parallel.pipeline import in_flight_micro_batches
+
+    schedule = object.__new__(ScheduleInterleaved1F1B)  # its __init__ needs live stages; the order does not
+    schedule.pp_group_size, schedule.n_local_stages, schedule._n_microbatches = pp, stages_per_rank, micro_batches
+    schedule.number_of_rounds = max(1, micro_batches // pp)
+    schedule.microbatches_per_round = micro_batches // schedule.number_of_rounds
+    for rank in range(pp):
+        held = most = 0
+        for action in filter(None, schedule._calculate_single_rank_operations(rank)):
+            held += {_ComputationType.FORWARD: 1, _ComputationType.FULL_BACKWARD: -1}.get(action.computation_type, 0)
+            most = max(most, held)
+        predicted = in_flight_micro_batches("interleaved_1f1b", pp, stages_per_rank, micro_batches, rank)
+        assert predicted * stages_per_rank == most, rank
+
+
 class _Stop(Exception):
     """Raised by a hook once the first layer's inputs are seen: the mask choice is what is tested."""
 

@@ -20,8 +20,8 @@ from trainer.layout import Layout
 MODEL = {**TINY_MODEL, "num_hidden_layers": 4}
 
 
-def context(tmp_path, nodes: int = 1, seq_len: int = 64) -> PlanContext:
-    path = write_experiment(tmp_path, {"model": {"config": MODEL}})
+def context(tmp_path, nodes: int = 1, seq_len: int = 64, train: dict | None = None) -> PlanContext:
+    path = write_experiment(tmp_path, {"model": {"config": MODEL}, "train": train or {}})
     hardware = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=8 // nodes, nodes=nodes)
     return PlanContext(load_experiment(path), hardware, seq_len, path, ["train.lr=0.002"])
 
@@ -158,8 +158,31 @@ def test_selective_checkpointing_is_torchtitans_per_op_mode_and_full_where_a_tar
 
 
 def test_toml_writer_round_trips_through_tomllib():
-    tables = {"a": {"text": 'quote " back \\ slash\nline', "n": 3, "x": 0.5, "yes": True, "no": False}}
+    tables = {"a": {"text": 'quote " back \\ slash\nline', "n": 3, "x": 0.5, "yes": True, "no": False, "l": ["x", 1]}}
     assert tomllib.loads(toml(tables, ["a comment"])) == tables
+    assert tomllib.loads(toml({"a.b": {"n": 1}})) == {"a": {"b": {"n": 1}}}
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
+def test_fp8_exports_as_each_targets_float8_with_the_same_recipe(tmp_path, recipe):
+    """train.precision fp8 is torchtitan's float8 converter (v0.2.0's keys) and accelerate's AO backend (torchao,
+    as meshpilot), never a bf16 run in their place; what a target's file cannot say is a note."""
+    ctx = context(tmp_path, train={"precision": "fp8", "float8_recipe": recipe})
+    chosen = candidate("dp_shard=8")
+    job = tomllib.loads(export("torchtitan", chosen, ctx, tmp_path / "tt").files[0].read_text())
+    assert job["model"]["converters"] == ["quantize.linear.float8"]
+    assert job["quantize"]["linear"]["float8"] == {"recipe_name": recipe, "filter_fqns": ["output", "router.gate"]}
+    assert job["training"]["mixed_precision_param"] == "bfloat16"  # float8 matmuls over bf16 parameters
+    done = export("accelerate", chosen, ctx, tmp_path / "acc")
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    config = ClusterConfig.from_yaml_file(str(done.files[0]))
+    assert (config.mixed_precision, config.fp8_config) == ("fp8", {"backend": "AO"})
+    assert accelerate_launch_env(done.launch)["ACCELERATE_MIXED_PRECISION"] == "fp8"
+    assert any(f"from_recipe_name('{recipe}')" in note for note in done.notes)
+    (tmp_path / "bf16").mkdir()
+    bf16 = tomllib.loads(export("torchtitan", chosen, context(tmp_path / "bf16"), tmp_path / "b").files[0].read_text())
+    assert "quantize" not in bf16 and "converters" not in bf16.get("model", {})
 
 
 @pytest.mark.parametrize("nodes", [1, 2])

@@ -1,10 +1,10 @@
 """bench.published_multinode: NVIDIA's published Llama 3.1 8B and 70B runs on 8 to 2048 DGX H100s parse verbatim,
-the bf16 ones map to meshpilot layouts of the published GPU count and come out beside the planner's own
-predictions; FP8 rows stay out of scope. What the comparison found is asserted here: mapped to ZeRO stage 1 (what
-Megatron's distributed optimizer holds), the 8B rows from 32 GPUs on and the 70B rows from 256 GPUs on are predicted
-to fit, the 8B rows on 8 and 16 GPUs and the 70B rows on 64 and 128 not (xfail, with the terms that break them), and
-the median error is what
-bench/results/published_multinode.json records, outside issue 36's 15% (xfail, with the terms that cause it)."""
+the bf16 ones and the FP8 ones at TP=1 map to meshpilot layouts of the published GPU count and come out beside the
+planner's own predictions; the FP8 rows at TP=4 stay out of scope (meshpilot's fp8 does not run with tp). What the
+comparison found is asserted here: mapped to ZeRO stage 1 with bf16 gradients (what the recipe's distributed
+optimizer holds), every row but the 70B one on 64 GPUs is predicted to fit (xfail, with the terms that break it),
+and the median error is what bench/results/published_multinode.json records, outside issue 36's 15% (xfail, with
+the terms that cause it)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _row(model: str, precision: str, gpus: int):
 
 
 def test_every_published_column_parses_with_its_caption_settings():
-    assert len(ROWS) == 22 and len(IN_SCOPE) == 11
+    assert len(ROWS) == 22 and len(IN_SCOPE) == 16
     first = _row("8b", "bf16", 8)
     assert (first.tp, first.pp, first.cp, first.vp, first.micro_batch, first.grad_accum) == (1, 1, 2, 1, 1, 32)
     assert (first.global_batch, first.seq_len, first.step_s, first.tokens_per_s) == (128, 8192, 12.91, 81222)
@@ -64,14 +64,21 @@ def test_a_caption_without_a_degree_or_the_sequence_length_is_refused_not_guesse
         parse_tables(notes=NOTES.replace("sequence length", "seq"))
 
 
-def test_fp8_rows_are_out_of_scope_and_not_predicted(results):
+def test_fp8_rows_are_meshpilots_fp8_where_it_runs_and_out_of_scope_with_tp(results):
     fp8 = [row for row in ROWS if row.precision == "fp8"]
-    assert len(fp8) == 11 and all("FP8" in row.out_of_scope for row in fp8)
-    assert all("predicted" not in results[row.label] for row in fp8)
+    with_tp = [row for row in fp8 if row.tp > 1]
+    assert len(fp8) == 11 and len(with_tp) == 6 and all("TP=4" in row.out_of_scope for row in with_tp)
+    assert all("predicted" not in results[row.label] for row in with_tp)
+    for row in (row for row in fp8 if row.tp == 1):
+        train = experiment_of(row).train
+        assert (train.precision, train.float8_recipe, train.zero_stage) == ("fp8", "tensorwise", 1), row.label
+        assert any(m.startswith("FP8: ") and "fp8_params" in m for m in results[row.label]["mismatches"])
+        bf16 = results[row.label.replace("fp8", "bf16")]["predicted"]["tokens_per_s_per_gpu"]
+        assert results[row.label]["predicted"]["tokens_per_s_per_gpu"] > bf16  # float8 matmuls priced faster
 
 
 @pytest.mark.parametrize("row", IN_SCOPE, ids=lambda row: row.label)
-def test_bf16_rows_map_to_the_published_degrees_on_dgx_h100s(row):
+def test_in_scope_rows_map_to_the_published_degrees_on_dgx_h100s(row):
     experiment = experiment_of(row)
     layout = experiment.layout.resolve(row.gpus)
     hardware, device_mem = hardware_of(row)
@@ -80,9 +87,10 @@ def test_bf16_rows_map_to_the_published_degrees_on_dgx_h100s(row):
     assert hardware.device_name == "NVIDIA H100 80GB HBM3" and device_mem == 81079 * 2**20
     train = experiment.train
     assert (train.micro_batch, train.global_batch_tokens, experiment.data.seq_len) == (1, row.global_batch * 8192, 8192)
-    assert (train.precision, train.activation_checkpointing, train.compile) == ("bf16", False, True)
+    assert (train.precision, train.activation_checkpointing, train.compile) == (row.precision, False, True)
     assert (train.fsdp_grad_sync, train.gns_every, experiment.data.packing) == ("step", 0, False)
-    assert train.zero_stage == 1  # Megatron's distributed optimizer: weights gathered, gradient reduced once per step
+    assert train.zero_stage == 1  # the distributed optimizer: weights gathered, gradient reduced once per step
+    assert train.fsdp_reduce_dtype == "bf16"  # the recipe's grad_sync_dtype: the gradient accumulated and reduced so
     if row.pp > 1:  # Megatron's virtual pipeline stages are meshpilot's interleaved stages per rank
         assert (train.pp_schedule, train.pp_stages_per_rank) == ("interleaved_1f1b", 5)
     hsdp = layout_of(row, "hsdp").resolve(row.gpus)  # the sensitivity mapping: FSDP inside a node only
@@ -91,18 +99,12 @@ def test_bf16_rows_map_to_the_published_degrees_on_dgx_h100s(row):
 
 def _fits(row) -> pytest.param:
     reason = None
-    if row.model == "llama-3.1-70b" and row.gpus <= 128:
+    if row.model == "llama-3.1-70b" and row.gpus <= 64:
         reason = (
-            "predicted 90.1 and 82.3 GiB: 32.0 GiB of saved activations beside ZeRO-1's whole fp32 gradient of the "
-            "rank's stages (14.9 and 17.4 GiB), their bf16 weights (9.9 GiB, the embedding whole on every tp rank) "
-            "and optimizer state that DP x CP = 4 or 8 shards little"
-        )
-    elif row.gpus <= 16:
-        reason = (
-            "predicted 87.4 and 81.5 GiB: ZeRO-1's whole fp32 gradient (29.9 GiB) and bf16 weights (15.0 GiB), as "
-            "Megatron's distributed optimizer holds them, beside 23.1 GiB of saved activations (transformers' layer "
-            "under SDPA; more than Megatron's fused layer keeps) and optimizer state that DP x CP = 8 or 16 shards "
-            "little"
+            "predicted 79.7 GiB, 0.5 over the planner's 79.18: meshpilot's tensor-parallel plan keeps the embedding "
+            "and the output head whole on every TP rank where Megatron's are vocab-parallel (0.79e9 parameters more "
+            "on the first and last pipeline ranks: their bf16 weights and gradient, their sharded fp32 state), "
+            "beside 32.0 GiB of saved activations and optimizer state that DP x CP = 4 shards little"
         )
     if reason:
         return pytest.param(row, marks=pytest.mark.xfail(reason=reason, strict=True), id=row.label)
@@ -110,7 +112,7 @@ def _fits(row) -> pytest.param:
 
 
 @pytest.mark.parametrize("row", [_fits(row) for row in IN_SCOPE])
-def test_every_bf16_row_that_ran_is_predicted_to_fit(row, results):
+def test_every_row_that_ran_is_predicted_to_fit(row, results):
     predicted = results[row.label]["predicted"]
     assert predicted["fits"], f"{row.label}: predicted {predicted['peak_gib']:.1f} GiB"
 
@@ -124,26 +126,37 @@ def test_the_70b_rows_keep_sequence_parallel_activations_their_largest_term(resu
         terms = {k: v for k, v in memory.items() if k != "peak"}
         assert max(terms, key=terms.get) == "activations_saved" and 31 < memory["activations_saved"] < 33, row.label
         assert memory["parameters"] + memory["optimizer"] < 16, row.label
-        assert 9.8 < memory["gathered_parameters"] < 10 and 14 < memory["unreduced_gradients"] < 20, row.label
+        # the rank's stages' bf16 weights gathered, and their whole gradient in bf16 (the recipe's grad_sync_dtype)
+        # less the fp32 shard it replaces
+        assert 9.8 < memory["gathered_parameters"] < 10 and 4.9 < memory["unreduced_gradients"] < 9.8, row.label
 
 
 def test_the_recorded_median_error_is_the_comparisons(results):
     recorded = json.loads((RESULTS / "published_multinode.json").read_text())
     computed = summary(list(results.values()))
     assert recorded["summary"]["in_scope_rows"] == computed["in_scope_rows"] == 11
-    assert recorded["summary"]["predicted_to_fit"] == computed["predicted_to_fit"] == 7
+    assert recorded["summary"]["predicted_to_fit"] == computed["predicted_to_fit"] == 10
     for key in ("throughput", "hsdp_mapping"):
         figure = computed[key]["median_abs_error"]
         assert recorded["summary"][key]["median_abs_error"] == pytest.approx(figure, abs=1e-6)
-    # as found, 2026-11-26, mapped to ZeRO stage 1 (22.9% before the projections kept their split input and priced
-    # the all-gathers again in backward; 49.8% mapped to FSDP2's stage 3 with one reduction per step; 50.5% before
-    # sequence parallelism and the interleaved pipeline's bubble)
-    assert computed["throughput"]["median_abs_error"] == pytest.approx(0.242, abs=0.005)
+    # as found, 2026-11-26, mapped to ZeRO stage 1 with bf16 gradient reductions (24.2% with fp32 ones; 22.9%
+    # before the projections kept their split input and priced the all-gathers again in backward; 49.8% mapped to
+    # FSDP2's stage 3 with one reduction per step; 50.5% before sequence parallelism and the interleaved pipeline's
+    # bubble)
+    assert computed["throughput"]["median_abs_error"] == pytest.approx(0.235, abs=0.005)
+    # the 8B FP8 rows, as meshpilot's torchao float8 (tensorwise): all fit, predicted 34% slow (Transformer Engine's
+    # FP8 gains +33% over its bf16 in the table, FLOAT8_GAIN prices +10% here: measured on a 1B model's matmuls)
+    fp8 = computed["fp8"]
+    assert recorded["summary"]["fp8"]["throughput"]["median_abs_error"] == pytest.approx(
+        fp8["throughput"]["median_abs_error"], abs=1e-6
+    )
+    assert (fp8["in_scope_rows"], fp8["predicted_to_fit"]) == (5, 5)
+    assert fp8["throughput"]["median_abs_error"] == pytest.approx(0.339, abs=0.005)
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="median |error| 24.2% at ZeRO stage 1 (49.8% at FSDP2's stage 3, whose weight all-gathers per micro-batch "
+    reason="median |error| 23.5% at ZeRO stage 1 (49.8% at FSDP2's stage 3, whose weight all-gathers per micro-batch "
     "crossed the nodes): compute priced at half the bf16 peak plus unfused memory-bound time, where Megatron-Core "
     "with Transformer Engine ran at 54-59% MFU (on one node, without traffic, the matmuls alone outlast the step)",
 )
@@ -158,7 +171,7 @@ def test_where_the_throughput_error_comes_from(results):
     assert one_node["predicted"]["compute_parts_s"]["matmul"] > one_node["published"]["step_s"]
     assert one_node["predicted"]["comm_s"] < 0.05 * one_node["predicted"]["step_s"]
     two_nodes = results[_row("8b", "bf16", 16).label]
-    assert two_nodes["predicted"]["comm_s"] > 5 * one_node["predicted"]["comm_s"]
+    assert two_nodes["predicted"]["comm_s"] > 3 * one_node["predicted"]["comm_s"]  # bf16 reductions: 3.8x
     hsdp = two_nodes["predicted_hsdp"]
     assert hsdp["tokens_per_s_per_gpu"] == pytest.approx(one_node["predicted"]["tokens_per_s_per_gpu"], rel=0.01)
 
@@ -168,16 +181,18 @@ def test_the_table_puts_published_and_predicted_figures_side_by_side(results):
     result = results[row.label]
     predicted = result["predicted"]
     assert result["error"]["tokens_per_s_per_gpu"] == pytest.approx(predicted["tokens_per_s_per_gpu"] / 10152.75 - 1)
-    assert any(m.startswith("data parallelism: Megatron's DP=4") for m in result["mismatches"])
+    assert any(
+        m.startswith("data parallelism: the recipe's optimizer") and "DP=4 x CP=2" in m for m in result["mismatches"]
+    )
     seventy = results[_row("70b", "bf16", 64).label]
     assert any(m.startswith("sequence parallelism") for m in seventy["mismatches"])
     assert any(m.startswith("virtual pipeline: Megatron's VP=5") for m in seventy["mismatches"])
-    table = markdown_table([result, seventy, results[_row("8b", "fp8", 8).label]])
+    table = markdown_table([result, seventy, results[_row("70b", "fp8", 64).label]])
     line = next(line for line in table.splitlines() if line.startswith("| 8b bf16 8 GPUs |"))
     assert "| 10,153 |" in line and f"| {predicted['tokens_per_s_per_gpu']:,.0f} |" in line
     assert ("| yes |" if predicted["fits"] else "| no |") in line
     assert "| no |" in next(line for line in table.splitlines() if line.startswith("| 70b bf16 64 GPUs |"))
-    assert "Out of scope:" in table and "8b fp8 8 GPUs: FP8" in table
+    assert "Out of scope:" in table and "70b fp8 64 GPUs: FP8 with TP=4" in table
 
 
 @pytest.mark.parametrize("gpus,model", [(16, "8b"), (64, "70b")])

@@ -1042,10 +1042,22 @@ def test_a_launch_naming_a_model_only_loosely_asks_which(text, known):
     assert "Which model should it train" in (read(text, known).clarify or "")
 
 
-@pytest.mark.parametrize("text", ["train on 2 gpus without tp", "launch 5 steps on 2 gpus, no fsdp"])
-def test_a_negated_layout_never_launches_that_layout(text, known):
-    """ "without tp" on 2 GPUs is no tp=2: the negation turns off no setting the parser knows, so it asks."""
-    assert read(text, known).clarify is not None
+@pytest.mark.parametrize(
+    "text, dim, args",
+    [
+        ("train on 2 gpus without tp", "tp", {"nproc": 2}),
+        ("launch 5 steps on 2 gpus, no fsdp", "dp_shard", {"nproc": 2, "steps": 5}),
+        ("train 10 steps, not pipelined", "pp", {"steps": 10}),
+        ("fsdp on 2 procs, not ddp, 15 steps", "dp_replicate", {"nproc": 2, "steps": 15, "layout": "dp_shard=2"}),
+        ("train with tp=2 on 2 processes, no pipeline parallelism", "pp", {"nproc": 2, "layout": "tp=2"}),
+        ("don't use tp, train 4 steps on 2 gpus", "tp", {"nproc": 2, "steps": 4}),
+    ],
+)
+def test_a_negated_layout_is_left_out_and_asks_nothing(text, dim, args, known):
+    """ "without tp" on 2 GPUs is no tp=2 and no setting to doubt: the launch keeps what was stated, without it."""
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert dim + "=" not in intent.args.get("layout", "") and args.items() <= intent.args.items()
 
 
 @pytest.mark.parametrize(
@@ -1523,6 +1535,21 @@ def test_remove_turns_a_setting_off(text, known):
 
 def test_a_secret_to_something_is_no_secret(known):
     assert read("what's the secret to faster training?", known).refusal is None
+
+
+@pytest.mark.parametrize(
+    "text, refused",
+    [
+        ("what's the pad_token in the tokenizer config?", False),  # a vocabulary's special tokens are no secrets
+        ("what's the eos_token id?", False),
+        ("compare r1 but drop the failed trials", False),  # "drop" from what is shown, not from the disk
+        ("show me the HF_TOKEN", True),
+        ("drop runs/tp-try", True),
+        ("drop all the old checkpoints", True),
+    ],
+)
+def test_special_tokens_and_dropped_trials_are_no_refusals(text, refused, known):
+    assert (read(text, known).refusal is not None) == refused
 
 
 def test_a_refusal_calls_no_tool():

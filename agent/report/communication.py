@@ -56,6 +56,7 @@ def _predict_trial(metrics: Metrics, config: dict, launch: LaunchInfo | None) ->
         fsdp_grad_sync=experiment.train.fsdp_grad_sync,
         expert_bytes=experts,
         zero_stage=experiment.train.zero_stage,
+        fsdp_reduce_dtype=experiment.train.fsdp_reduce_dtype,
     )
     dimensions = {d: {"bytes": sent[d][0], "collectives": sent[d][1]} for d in LAYOUT_DIMS if sent[d][1]}
     return {

@@ -31,7 +31,7 @@ from typing import Any
 from agent.understanding.context import Context, context_of
 from agent.understanding.entities import _PRESET, DESCRIPTOR_WORDS, GENERIC, Entities, extract, masked
 from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
-from agent.understanding.grammar import Intent, first_reading, parse_slash, read_facts
+from agent.understanding.grammar import LAYOUT_WORDS, Intent, first_reading, parse_slash, read_facts
 from agent.understanding.intents import ACTIONS, FOLLOW_UP, negated_actions, ranked, score
 from agent.understanding.known import singular
 from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE, normalise
@@ -658,6 +658,8 @@ NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no
                  r"don'?t (?:change|touch|forget|wait|bother|worry|ask|need)|do not (?:change|touch|forget|wait|ask)|"
                  r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"
                  r"off (?:the|of|from|_)|not\b.{0,12}\?$)")  # fmt: skip
+# A layout taken back ("not pipelined", "no tp"): the grammar leaves it out of the layout, no setting is meant.
+NEGATED_LAYOUT = rf"^\S+\s+(?:(?:on|with|using|use|do|want|any)\s+){{0,2}}(?:{'|'.join(p for p, _ in LAYOUT_WORDS)})\b"
 # "kick off" is a launch, "based off" a source, not a negation; "or not", "if not" ask nothing off
 LAUNCH_OFF = r"\b(?:kick(?:ing|ed)?|fir(?:e|ing|ed)|set|head|start|show|sign|log|based|spin|going|or|if|whether)\s*$"
 
@@ -697,7 +699,8 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
     mentions = [e.span for e in entities.found if e.kind == "switch_mention" and e.value[1] != "true"]
     for found in re.finditer(NEGATION, negated_actions(lowered)[1]):  # "no PR" negates an action, not a setting
         after, before = lowered[found.start() :], lowered[: found.start()]
-        if re.match(NOT_A_SETTING, after) or (found.group(0) in ("off", "not") and re.search(LAUNCH_OFF, before)):
+        if (re.match(NOT_A_SETTING, after) or re.match(NEGATED_LAYOUT, after)
+                or (found.group(0) in ("off", "not") and re.search(LAUNCH_OFF, before))):  # fmt: skip
             continue
         if re.search(NO_LAUNCH_WORDS, lowered[max(0, found.start() - 20) : found.end() + 40]):
             continue

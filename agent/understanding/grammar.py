@@ -44,6 +44,8 @@ LAYOUT_WORDS: list[tuple[str, str]] = [
 UNKNOWN_LAYOUTS = r"deepspeed|megatron|sequence[- ]parallel\w*"
 # What a negation just before a setting takes back ("not in fp8"): the setting is not made.
 NEGATED_SETTING = r"\b(?:not|no|never|without|don'?t (?:\w+ )?)\s*$"
+# What a negation just before a layout word takes back ("not pipelined", "no tp, just fsdp", "not on tp").
+NEGATED_LAYOUT = r"\b(?:not|no|never|without|avoid|skip|don'?t (?:use|do|want)(?: any)?)\s+(?:on |with |using |any )?$"
 TOPICS = {
     "memory": r"memory|\bmem\b|\boom\b|gib|\bram\b|vram",
     "optimizer": r"optimi[sz]er",
@@ -411,6 +413,8 @@ def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> 
             rf"devices?|processes|procs?|nodes?))|\b{words}\b)",
             rest,
         ):
+            if re.search(NEGATED_LAYOUT, rest[: found.start()]):
+                continue
             degree = found.group(1) or found.group(2)
             if dim == "hsdp":
                 if hsdp := re.search(rf"\b{words}\s*\(?(\d+)\s*x\s*(\d+)\)?", rest):

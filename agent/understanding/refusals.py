@@ -16,6 +16,10 @@ from agent.understanding.entities import Entities
 DELETE = (r"\b(?:delete|deleting|remove|removing|rm(?:\s+-\w+)*|erase|erasing|wipe|wiping|purge|purging|nuke|nuking|"
           r"trash|trashing|destroy|destroying|get rid of|getting rid of|clean(?:ing)? up|clear(?:ing)? out|drop|"
           r"dropping|throw away|throw out)\b")  # fmt: skip
+# Verbs that also mean "leave out of what you show me" ("compare r1 but drop the failed trials"): a deletion only
+# with a name of the repository or a thing on disk as their object, never trials or results.
+SOFT_DELETE = r"drop|dropping|throw out|clear(?:ing)? out"
+SHOWN_THINGS = r"\s+(?:\w+\s+){0,3}?(?:trials?|results|rows?|outliers?|numbers?|figures?)\b"
 # What a deletion deletes, when no name of the repository is said: "all the old runs", "those checkpoints".
 DELETED_THINGS = (r"\s+(?:(?:the|all|of|my|our|old|every|those|these|that|this|its|their|failed|stale|unused|"
                   r"previous|other|remaining)\s+){0,3}(?:[\w-]+\s+)?(?:runs?|sweeps?|checkpoints?|trials?|results|"
@@ -35,6 +39,7 @@ SECRET = (r"\b(?:api[ _-]?keys?|access[ _-]?tokens?|auth(?:entication)?[ _-]?tok
           r"openai|wandb|bearer|slack|aws)[ _-]?(?:tokens?|keys?|secrets?)|"
           r"secret(?:s|[ _-]keys?)?(?!\s+(?:to|of|behind|sauce|recipe))|passwords?|passwd|"  # not "the secret to speed"
           r"credentials?|creds|env(?:ironment)?[ _-]?var(?:iable)?s?|\.env|ssh[ _-]?keys?|private[ _-]?keys?|"
+          r"(?!(?:pad|bos|eos|unk|sep|cls|mask|special|start|end|max|min|num|new|sort|cache)_)"  # a vocabulary's
           r"[a-z]+_(?:token|key|secret|password)|(?:my|the|your|our)\s+(?:[a-z]+\s+)?token"
           r"(?!\s*(?:/|per\b|counts?\b|budgets?\b|rates?\b|throughput\b|limits?\b|length\b|ids?\b|usage\b)))"
           r"\b")  # fmt: skip
@@ -79,6 +84,8 @@ def _deletion(lowered: str, entities: Entities) -> str | None:
                  and set(lowered[verb.end() : e.span[0]].split()) <= GLUE]  # fmt: skip
         if named:
             return str(min(named, key=lambda e: e.span).value)
+        if re.fullmatch(SOFT_DELETE, verb.group(0)) and re.match(SHOWN_THINGS, lowered[verb.end() :]):
+            continue
         if found := re.match(DELETED_THINGS, lowered[verb.end() :]):
             return found.group(0).strip()
         names = [e for e in entities.found if e.kind in NAMED]

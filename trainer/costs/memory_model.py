@@ -57,7 +57,8 @@ FSDP's two gathered layers (the current one and the prefetched next; the largest
 an MoE layer with this ep rank's experts), gathered in bf16 under mixed precision; under expert parallelism the
 dispatch buffers of one MoE layer (the rows sent and the rows received, top_k x tokens x hidden each, the
 autograd Function that carries them saves neither). Below ZeRO stage 3 (train.zero_stage) FSDP2 keeps every unit's
-gathered parameters at once instead of two layers' (`gathered_parameter_bytes`), and stage 1 the whole unsharded
+gathered parameters at once instead of two layers' (`gathered_parameter_bytes`; so does a pipeline at stage 3; at
+stage 3 without one the root unit's, which FSDP2 keeps from forward to backward), and stage 1 the whole unsharded
 gradient between micro-batches (`unreduced_gradient_bytes`).
 
 On CUDA a process holds more than its tensors (`cuda_runtime`): the CUDA context, NCCL's buffers for each
@@ -334,6 +335,9 @@ class ShapeSums:
     # distinct (out, in) shapes of the float8 layers it computes, after tensor parallelism (unsharded by FSDP2).
     float8_weight_elements: int = 0
     float8_shapes: tuple[tuple[int, int], ...] = ()
+    # This rank's parameters outside the decoder layers (embedding, final norm, head) before FSDP2 chunks them: FSDP2's
+    # root unit (a pipeline stage's own, on the ranks that hold them)
+    root_elements: int = 0
 
     @classmethod
     def of(
@@ -363,7 +367,9 @@ class ShapeSums:
             float8 += math.prod(shape) * count if _float8(group) else 0
             optimizer += optimizer_state_bytes([(group.names[0], shape)], train, FP32) * count
         float8_shapes = {tuple(shape) for group, shape, _ in unsharded or local if _float8(group)}
-        return cls(parameters, matmul, optimizer, layer, whole, layer_experts, float8, tuple(sorted(float8_shapes)))
+        root = sum(math.prod(shape) * len(held) for group, shape, held in unsharded or local if group.layers[0] is None)
+        shapes = tuple(sorted(float8_shapes))
+        return cls(parameters, matmul, optimizer, layer, whole, layer_experts, float8, shapes, root_elements=root)
 
     @classmethod
     def of_rank(
@@ -447,16 +453,28 @@ def unreduced_gradient_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) 
     return unsharded - (0 if shard_held else sums.parameter_elements * FP32)
 
 
+def holds_every_unit_gathered(layout: Layout, train: TrainSpec) -> bool:
+    """Whether FSDP2 holds every unit's gathered parameters at once at some point of a step: below ZeRO stage 3
+    (train.zero_stage), and inside a pipeline at any stage: torch's pipeline stages run every backward without
+    resharding (set_reshard_after_backward(False)), so a stage's layers stay gathered from one micro-batch's backward
+    to the next forward (measured under 1F1B: tests/test_zero_stages.py; interleaved schedules taken alike, which
+    may overstate them where one stage's forward reshards before another's backward gathers)."""
+    return train.zero_stage != 3 or layout.pp > 1
+
+
 def gathered_parameter_bytes(layout: Layout, plan: MemoryPlan, sums: ShapeSums) -> int:
-    """Below ZeRO stage 3 (train.zero_stage) FSDP2 keeps what it gathered: every unit's parameters at once at the
-    end of a forward (stage 2, until each unit's backward; stage 1, until the step's last backward), the rank's whole
-    share before FSDP2's chunking, whole (FSDP2's all-gather output, beside the sharded parameters), in the
-    gathered dtype (bf16 under mixed precision). They replace the two gathered layers of `temporary_bytes`. None at
-    stage 3."""
-    if plan.train.zero_stage == 3 or layout.shard_degree == 1:
+    """Where FSDP2 keeps what it gathered (`holds_every_unit_gathered`): every unit's parameters at once (stage 2,
+    from a forward until each unit's backward; stage 1, until the step's last backward; a pipeline, from a backward
+    to the next forward), the rank's whole share before FSDP2's chunking, whole (FSDP2's all-gather output, beside
+    the sharded parameters), in the gathered dtype (bf16 under mixed precision). They replace the two gathered
+    layers of `temporary_bytes`. Otherwise (stage 3) the root unit's only (embedding, final norm, head): FSDP2 does
+    not reshard the root after its forward, whose backward would gather it again at once, so it stays gathered
+    through each micro-batch's backward."""
+    if layout.shard_degree == 1:
         return 0
     width = 2 if half_precision(plan.precision) else FP32
-    return sums.unsharded_elements * width
+    every_unit = holds_every_unit_gathered(layout, plan.train)
+    return (sums.unsharded_elements if every_unit else sums.root_elements) * width
 
 
 def weight_copy_bytes(sums: ShapeSums, layout: Layout, plan: MemoryPlan) -> int:
@@ -661,7 +679,7 @@ def temporary_bytes(
     dense = (sums.layer_elements - sums.layer_expert_elements) // layout.tp
     gathered = dense * per_element * (shards - 1) // shards
     gathered += sums.layer_expert_elements * per_element * (expert_shards - 1) // expert_shards
-    if plan.train.zero_stage != 3:  # all of them held already (gathered_parameters)
+    if holds_every_unit_gathered(layout, plan.train):  # all of them held already (gathered_parameters)
         gathered = 0
     held_mask = tokens * mask_bytes_per_token(config, layout, plan, saved=False)
     # The output head's weight gradient, made whole by its backward before it is added into the accumulated one (or

@@ -134,7 +134,9 @@ def accelerate_config(candidate: Candidate, context: PlanContext) -> ClusterConf
     return ClusterConfig(
         compute_environment=ComputeEnvironment.LOCAL_MACHINE,
         distributed_type=_accelerate_distributed_type(layout, cpu),
-        mixed_precision="bf16" if half_precision(context.precision) else "no",
+        mixed_precision=_accelerate_precision(context.precision),
+        # accelerate's AO backend is torchao's float8, the library meshpilot's fp8 runs
+        fp8_config={"backend": "AO"} if context.precision == "fp8" else {},
         use_cpu=cpu,
         debug=False,
         num_processes=layout.world_size,  # accelerate's count is over every machine
@@ -142,6 +144,10 @@ def accelerate_config(candidate: Candidate, context: PlanContext) -> ClusterConf
         fsdp_config=_accelerate_fsdp(candidate) if layout.fsdp else {},
         parallelism_config=parallelism,
     )
+
+
+def _accelerate_precision(precision: str) -> str:
+    return {"fp8": "fp8", "bf16": "bf16"}.get(precision, "no")
 
 
 def _accelerate_parallelism(layout: Layout, cpu: bool) -> dict:
@@ -222,6 +228,13 @@ def _accelerate_notes(candidate: Candidate, context: PlanContext) -> list[str]:
         notes.append("in train.py: model.gradient_checkpointing_enable() (the config has it only under FSDP)")
     if candidate.layout.tp > 1:
         notes.append("in train.py: load the model with from_pretrained(..., tp_plan='auto') for tp")
+    if context.precision == "fp8":
+        recipe = context.experiment.train.float8_recipe
+        notes.append(
+            "in train.py: Accelerator(kwargs_handlers=[AORecipeKwargs(config=Float8LinearConfig.from_recipe_name("
+            f"'{recipe}'), module_filter_func=...)]): accelerate's AO backend keeps the first and last linear layers "
+            "in bf16 by default, where meshpilot converts every decoder layer's linear layers and keeps the head"
+        )
     if context.hardware.nodes > 1:
         notes.append(f"every node runs the launch line with its own --machine_rank; {RDZV_ENDPOINT}: the first node")
     return notes
@@ -287,6 +300,8 @@ def torchtitan_tables(candidate: Candidate, context: PlanContext) -> dict[str, d
         parallelism["pipeline_parallel_schedule"] = TORCHTITAN_SCHEDULES[train.pp_schedule]
         parallelism["pipeline_parallel_microbatch_size"] = candidate.micro_batch
     tables["parallelism"] = parallelism
+    if context.precision == "fp8":
+        tables.update(_torchtitan_float8(tables, train.float8_recipe))
     # meshpilot's full checkpoints whole decoder layers (their inputs kept), torchtitan's "full"; its selective is
     # torchtitan's per-op policy (every other matmul and attention kept), selective_ac_option "op".
     mode = checkpointing_mode(candidate.activation_checkpointing)
@@ -294,6 +309,14 @@ def torchtitan_tables(candidate: Candidate, context: PlanContext) -> dict[str, d
     if mode == "selective":
         tables["activation_checkpoint"]["selective_ac_option"] = "op"
     return tables
+
+
+def _torchtitan_float8(tables: dict[str, dict[str, object]], recipe: str) -> dict[str, dict[str, object]]:
+    """train.precision fp8 as torchtitan's float8 converter (v0.2.0's quantize.linear.float8): the same torchao
+    recipe, without float8 all-gathers (meshpilot gathers bf16), the output head and MoE routers kept bf16 as
+    meshpilot keeps them (trainer.parallel.float8)."""
+    model = {**tables.get("model", {}), "converters": ["quantize.linear.float8"]}
+    return {"model": model, "quantize.linear.float8": {"recipe_name": recipe, "filter_fqns": ["output", "router.gate"]}}
 
 
 def _torchtitan_experts(layout: Layout) -> dict[str, int]:
@@ -325,7 +348,8 @@ def _torchtitan_notes(candidate: Candidate, context: PlanContext) -> list[str]:
 
 
 def toml(tables: dict[str, dict[str, object]], header: Sequence[str] = ()) -> str:
-    """Flat TOML tables of strings, numbers and booleans (the standard library reads TOML but cannot write it)."""
+    """Flat TOML tables of strings, numbers, booleans and lists of them (the standard library reads TOML but cannot
+    write it); a dotted name ("quantize.linear.float8") is a nested table."""
     lines = [f"# {line}" for line in header]
     for name, table in tables.items():
         lines += ["", f"[{name}]", *(f"{key} = {_toml_value(value)}" for key, value in table.items())]
@@ -333,6 +357,8 @@ def toml(tables: dict[str, dict[str, object]], header: Sequence[str] = ()) -> st
 
 
 def _toml_value(value: object) -> str:
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):

@@ -262,8 +262,8 @@ def _plan(
                     shape = StepShape(micro_batch, seq_len, grad_accum, checkpointing, precision,
                                       dense_mask(layout), train.compile, train.gns_every,
                                       train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank,
-                                      zero_stage=train.zero_stage,
-                                      float8_recipe=train.float8_recipe)  # fmt: skip
+                                      zero_stage=train.zero_stage, float8_recipe=train.float8_recipe,
+                                      fsdp_reduce_dtype=train.fsdp_reduce_dtype)  # fmt: skip
                     candidate.step_shape = shape
                     candidate.estimate = estimate_step(
                         reader,

@@ -44,11 +44,14 @@ Communication per optimizer step (ring collectives move 2(n-1)/n of the data for
 all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-parallel share of the parameters:
 - dp_replicate: gradients all-reduced once per step; under HSDP the sharded gradients, P / dp_shard.
 - dp_shard (FSDP2, over dp_shard x cp): parameters all-gathered in forward and again in backward for every
-  micro-batch (in bf16, half of P, under bf16: FSDP2's mixed precision), gradients reduce-scattered (fp32) after
+  micro-batch (the root unit once: FSDP2 keeps it from forward to backward, `root_regathers`; in bf16, half of P,
+  under bf16: FSDP2's mixed precision), gradients reduce-scattered (fp32, or train.fsdp_reduce_dtype) after
   every micro-batch (train.fsdp_grad_sync: micro_batch), or once per step (step, and inside a pipeline schedule,
   whose stages reduce once at the end). Below ZeRO stage 3 (train.zero_stage, `fsdp_gathers`) fewer gathers: once
-  per micro-batch (2), once per step (1, which also reduce-scatters once per step). Stage 1's traffic then falls in
-  the step's first forward and last backward: only one micro-batch's compute can hide it, not the whole step's.
+  per micro-batch (2), once per step (1, which also reduce-scatters once per step). What is sent once per step (a
+  reduction once per step, at any stage, stage 1's gathers, the all-reduce across replicas, which accumulation
+  skips until the last micro-batch) falls in one micro-batch: only its compute can hide it, not the whole step's
+  (`exposed_data_parallel_s`).
 - tp, with sequence parallelism (trainer.parallel.tensor_parallel): all-gathers and reduce-scatters of one
   activation each, every micro-batch (`TP_COLLECTIVES_PER_LAYER`): per layer in forward, attention's and the MLP's
   inputs all-gathered (the norms' outputs: `activation_width`) and their row-parallel outputs reduce-scattered (the
@@ -339,6 +342,7 @@ def communication_bytes(
     expert_imbalance: float = EXPERT_IMBALANCE,
     expert_bytes: int = 0,
     zero_stage: int = 3,
+    fsdp_reduce_dtype: str = "fp32",
 ) -> dict[str, tuple[float, int]]:
     """(bytes each rank sends, number of collectives) per optimizer step, per mesh dimension and ep.
 
@@ -351,15 +355,21 @@ def communication_bytes(
     dense, experts = fsdp_shares(layout, parameter_bytes, expert_bytes)
     sent = dict.fromkeys(COMM_DIMS, (0.0, 0))
     shards = layout.shard_degree  # FSDP2 shards over dp_shard x cp; counted under dp_shard, whose link it crosses
+    reduced = reduced_share(precision, fsdp_reduce_dtype)
     if shards > 1:
         reductions = fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync, zero_stage)
         gathers = fsdp_gathers(layout, grad_accum, zero_stage)
-        collectives = (gathers + reductions) * (layers + 1)  # per layer and the root: gathers, reductions
-        gathered = 0.5 if half_precision(precision) else 1.0  # bf16 gathers of fp32 parameters, fp32 reduce-scatter
+        collectives = sum(fsdp_collectives(layout, grad_accum, zero_stage, fsdp_grad_sync, layers))
+        gathered = 0.5 if half_precision(precision) else 1.0  # bf16 gathers of fp32 parameters
         moved = ring(shards) * dense + ring(layout.expert_shard_degree) * experts
-        sent["dp_shard"] = ((gathers * gathered + reductions) * moved, collectives)
-    if layout.dp_replicate > 1:
+        # the root's gathers that FSDP2 does not make (it keeps the root from forward to backward), its share
+        # counted as `fsdp_shares` counts every parameter: split by tp and pp
+        root_share = root_parameter_bytes(config) / layout.tp / layout.pp
+        root = root_regathers(layout, grad_accum, zero_stage) * ring(shards) * root_share
+        sent["dp_shard"] = ((gathers * gathered + reductions * reduced) * moved - root * gathered, collectives)
+    if layout.dp_replicate > 1:  # HSDP's all-reduce of the reduce-scattered shard in FSDP2's reduce dtype too
         volume = dense / shards + experts / layout.expert_shard_degree
+        volume *= reduced if layout.fsdp else 1.0
         sent["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
     if layout.tp > 1:
         sent["tp"] = tensor_parallel_sent(config, layout, tokens, grad_accum, checkpointing, precision)
@@ -438,6 +448,12 @@ def expert_parallel_bytes(
     return grad_accum * layers * passes * per_all_to_all, grad_accum * layers * (passes + counts)
 
 
+def reduced_share(precision: str, fsdp_reduce_dtype: str) -> float:
+    """FSDP2's gradient reductions' bytes as a share of fp32's: under bf16 it reduces in train.fsdp_reduce_dtype
+    (half in bf16; measured on the trainer's reduce-scatters, tests/test_zero_stages.py), fp32 otherwise."""
+    return 0.5 if half_precision(precision) and fsdp_reduce_dtype == "bf16" else 1.0
+
+
 def noise_scale_bytes(
     config: PretrainedConfig,
     layout: Layout,
@@ -445,19 +461,22 @@ def noise_scale_bytes(
     grad_accum: int,
     gns_every: int,
     expert_bytes: int = 0,
+    reduced: float = 1.0,
 ) -> dict[str, tuple[float, int]]:
     """(bytes each rank sends, collectives) per mesh dimension for the gradient noise scale's extra reduction of
     one measured step (trainer.rank.step: the first micro-batch round's gradient, reduced as the step's last one is);
-    empty where nothing is measured (gns_every 0, one micro-batch, a pipeline) or nothing needs reducing."""
+    empty where nothing is measured (gns_every 0, one micro-batch, a pipeline) or nothing needs reducing. `reduced`:
+    FSDP2's reductions' share of fp32's bytes (`reduced_share`)."""
     if gns_every <= 0 or grad_accum < 2 or layout.pp > 1:
         return {}
     ring = lambda n: (n - 1) / n  # noqa: E731
     (dense, experts), shards, extra = fsdp_shares(layout, parameter_bytes, expert_bytes), layout.shard_degree, {}
-    if shards > 1:  # fp32, one reduce-scatter per layer and the root
+    if shards > 1:  # one reduce-scatter per layer and the root
         moved = ring(shards) * dense + ring(layout.expert_shard_degree) * experts
-        extra["dp_shard"] = (moved, config.num_hidden_layers + 1)
+        extra["dp_shard"] = (moved * reduced, config.num_hidden_layers + 1)
     if layout.dp_replicate > 1:
         volume = dense / shards + experts / layout.expert_shard_degree
+        volume *= reduced if layout.fsdp else 1.0
         extra["dp_replicate"] = (2 * ring(layout.dp_replicate) * volume, max(1, -(-int(volume) // DDP_BUCKET_BYTES)))
     return extra
 
@@ -498,9 +517,14 @@ def fsdp_reduce_scatters(layout: Layout, grad_accum: int, fsdp_grad_sync: str, z
 def fsdp_gathers(layout: Layout, grad_accum: int, zero_stage: int = 3) -> int:
     """How often FSDP2 all-gathers a unit's parameters in a step (train.zero_stage): in forward and again in
     backward of every micro-batch (3), once per micro-batch, kept from forward to backward (2), once per step (1;
-    and 2 inside a pipeline schedule, whose stages keep them through every backward but the step's last)."""
+    and 2 inside a pipeline schedule, whose stages keep them through every backward). At stage 3 inside a pipeline,
+    a forward reshards what the backward before it kept: every backward that follows a forward gathers, and so
+    does every forward that does not follow a backward, grad_accum + 1 in all under 1F1B and GPipe (counted on the
+    trainer: tests/test_zero_stages.py; so under interleaved 1F1B too, counted once on pp=2 x 2 stages per rank)."""
     if zero_stage == 1 or (zero_stage == 2 and layout.pp > 1):
         return 1
+    if zero_stage == 3 and layout.pp > 1:
+        return grad_accum + 1
     return grad_accum if zero_stage == 2 else 2 * grad_accum
 
 
@@ -509,9 +533,22 @@ def fsdp_collectives(
 ) -> tuple[int, int]:
     """(all-gathers, reduce-scatters) of FSDP2 in a step over `layers` decoder layers and the root, each a unit."""
     units = layers + 1
-    return fsdp_gathers(layout, grad_accum, zero_stage) * units, units * fsdp_reduce_scatters(
-        layout, grad_accum, fsdp_grad_sync, zero_stage
-    )
+    gathers = fsdp_gathers(layout, grad_accum, zero_stage) * units - root_regathers(layout, grad_accum, zero_stage)
+    return gathers, units * fsdp_reduce_scatters(layout, grad_accum, fsdp_grad_sync, zero_stage)
+
+
+def root_regathers(layout: Layout, grad_accum: int, zero_stage: int) -> int:
+    """The gathers of the root unit (embedding, final norm, head; in a pipeline each stage's own) that
+    `fsdp_gathers` counts at ZeRO stage 3 and FSDP2 does not make: it keeps the root gathered from its forward to its
+    backward (it would gather it again at once), so the root gathers once per micro-batch, and inside a pipeline,
+    whose stages never reshard after backward, once per step."""
+    return grad_accum if zero_stage == 3 and layout.shard_degree > 1 else 0
+
+
+def root_parameter_bytes(config: PretrainedConfig) -> int:
+    """fp32 bytes of FSDP2's root unit: the embedding, the final norm and an untied head."""
+    tied = getattr(config, "tie_word_embeddings", False)
+    return FP32 * (config.vocab_size * config.hidden_size * (1 if tied else 2) + config.hidden_size)
 
 
 def predict_run(
@@ -527,7 +564,7 @@ def predict_run(
         train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing,
         resolve_precision(train.precision, hardware.device_type), dense_mask, train.compile, train.gns_every,
         train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank, zero_stage=train.zero_stage,
-        float8_recipe=train.float8_recipe,
+        float8_recipe=train.float8_recipe, fsdp_reduce_dtype=train.fsdp_reduce_dtype,
     )  # fmt: skip
     return estimate_step(config, layout, hardware, shape, **parameter_figures(counts), calibration=calibration)
 
@@ -592,6 +629,7 @@ class StepShape:
     pp_stages_per_rank: int = 1  # pipeline stages per rank (train.pp_stages_per_rank; > 1: interleaved 1F1B)
     zero_stage: int = 3  # what FSDP2 keeps sharded between uses (train.zero_stage)
     float8_recipe: str = "tensorwise"  # under precision fp8: train.float8_recipe
+    fsdp_reduce_dtype: str = "fp32"  # what FSDP2 reduces gradients in under bf16 (train.fsdp_reduce_dtype)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checkpointing", checkpointing_mode(self.checkpointing))
@@ -672,19 +710,28 @@ def estimate_step(
         compute, dispatch = compute * bubble, dispatch * bubble
     sent = communication_bytes(
         config, layout, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision, fsdp_grad_sync,
-        shape.expert_imbalance, local_experts, shape.zero_stage,
+        shape.expert_imbalance, local_experts, shape.zero_stage, shape.fsdp_reduce_dtype,
     )  # fmt: skip
     links = dimension_links(layout, hardware)
     seconds = {d: figures.transfer_s(links[d], COLLECTIVE_OF[d], *sent[d]) for d in COMM_DIMS}
     # On a GPU data-parallel traffic overlaps the backward pass (about two thirds of compute) and the rest shows;
     # on a CPU the collectives run on the cores that compute, so nothing overlaps.
-    data_parallel = seconds["dp_shard"] + seconds["dp_replicate"]
     hidden = 2 / 3 * compute if hardware.device_type == "cuda" else 0.0
-    if shape.zero_stage == 1 and layout.shard_degree > 1:  # the first forward's gathers, the last backward's reduction
-        hidden /= grad_accum
-    comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + seconds["ep"] + max(0.0, data_parallel - hidden)
+    # What is sent once per step (a reduction after the last micro-batch, stage 1's gathers before the first, the
+    # all-reduce across replicas) can hide only behind that one micro-batch's compute
+    bytes_share, count_share = fsdp_once_per_step_shares(layout, shape)
+    once = seconds["dp_replicate"] + figures.transfer_s(
+        links["dp_shard"],
+        COLLECTIVE_OF["dp_shard"],
+        sent["dp_shard"][0] * bytes_share,
+        sent["dp_shard"][1] * count_share,
+    )
+    every = seconds["dp_shard"] + seconds["dp_replicate"] - once
+    data_parallel = exposed_data_parallel_s(every, once, hidden, grad_accum)
+    comm = seconds["tp"] + seconds["cp"] + seconds["pp"] + seconds["ep"] + data_parallel
     # The noise scale's extra reduction: waited for (its norm is read at once), one step in gns_every.
-    noise = noise_scale_bytes(config, layout, parameter_bytes, grad_accum, gns_every, local_experts)
+    reduced = reduced_share(precision, shape.fsdp_reduce_dtype)
+    noise = noise_scale_bytes(config, layout, parameter_bytes, grad_accum, gns_every, local_experts, reduced)
     for d, (noise_bytes, noise_collectives) in noise.items():
         comm += figures.transfer_s(links[d], COLLECTIVE_OF[d], noise_bytes, noise_collectives) / gns_every
         sent[d] = (sent[d][0] + noise_bytes / gns_every, sent[d][1])
@@ -695,6 +742,30 @@ def estimate_step(
     sent_bytes = {d: v[0] for d, v in sent.items()}
     return StepEstimate(compute, comm, sent_bytes, collectives, grad_accum, dispatch, step, global_tokens / step,
                         matmul, memory, launch)  # fmt: skip
+
+
+def fsdp_once_per_step_shares(layout: Layout, shape: StepShape) -> tuple[float, float]:
+    """The shares of FSDP2's traffic in a step (of its bytes, of its collectives) sent once per step rather than
+    every micro-batch: its reductions where it reduces once per step (`fsdp_reduce_scatters`), its gathers where it
+    gathers once (`fsdp_gathers`). By the bytes of each kind per unit (bf16 gathers under bf16, reductions in the
+    reduce dtype); the root's regathers left out, a few collectives at stage 3."""
+    if layout.shard_degree == 1:
+        return 0.0, 0.0
+    gathers = fsdp_gathers(layout, shape.grad_accum, shape.zero_stage)
+    reductions = fsdp_reduce_scatters(layout, shape.grad_accum, shape.fsdp_grad_sync, shape.zero_stage)
+    half = half_precision(shape.precision)
+    gathered, reduced = (0.5 if half else 1.0), reduced_share(shape.precision, shape.fsdp_reduce_dtype)
+    once_bytes = gathered * (gathers == 1) + reduced * (reductions == 1)
+    once_count = (gathers == 1) + (reductions == 1)
+    return once_bytes / (gathers * gathered + reductions * reduced), once_count / (gathers + reductions)
+
+
+def exposed_data_parallel_s(every_s: float, once_s: float, hidden_s: float, grad_accum: int) -> float:
+    """Seconds of data-parallel traffic the step waits for: each micro-batch hides its share of what is sent every
+    micro-batch (`every_s` in all) behind its share of `hidden_s`; the last one also what is sent once (`once_s`)."""
+    per_micro_batch, hidden = every_s / grad_accum, hidden_s / grad_accum
+    earlier = (grad_accum - 1) * max(0.0, per_micro_batch - hidden)
+    return earlier + max(0.0, per_micro_batch + once_s - hidden)
 
 
 def memory_traffic(
@@ -736,6 +807,8 @@ def memory_traffic(
     # FSDP writes the gathered parameters, in forward and again in backward (fewer below ZeRO stage 3)
     gathered = width * (dense * (layout.shard_degree > 1) + experts * (layout.expert_shard_degree > 1))
     gathered *= fsdp_gathers(layout, grad_accum, zero_stage)
+    root_share = root_parameter_bytes(config) / FP32 / tp / layout.pp  # as fsdp_shares counts every parameter
+    gathered -= width * root_regathers(layout, grad_accum, zero_stage) * root_share
     # Accumulating adds each micro-batch's gradient to the shard, or to the unsharded one FSDP2 keeps without a
     # reduce-scatter per micro-batch.
     reductions = grad_accum
