@@ -1,4 +1,4 @@
-"""A `meshpilot train` (or `export`) for the tests that starts with torch and transformers already imported.
+"""A `meshpilot train` (or `export`, or `plan`) for the tests that starts with torch and transformers already imported.
 
 Most of a tiny test run's cost is its launcher importing torch, transformers and Llama's modelling code: about
 3.5 s of CPU, paid by some 150 launches a session on two cores. Each xdist worker therefore keeps one process that
@@ -9,8 +9,9 @@ environment and working directory, its output into files read back as a Complete
 Only the third-party modules are preloaded: meshpilot's own are imported by each launcher, so whatever they read
 from the environment at import time comes from the request. A request goes to a fresh interpreter instead where
 preloading could change what it does:
-- another command than `train` or `export` (a sweep, a demo or the chat start processes of their own anyway; an
-  export, which loads a checkpoint into a transformers model in its own process, is mostly those imports);
+- another command than `train`, `export` or `plan` (a sweep, a demo or the chat start processes of their own anyway;
+  an export, which loads a checkpoint into a transformers model in its own process, and a plan, which prices layouts
+  in its own, are mostly those imports);
 - an environment that differs from the preloaded process's in a variable read when those modules are imported
   (IMPORT_TIME_PREFIXES: Hugging Face, torch, thread pools, Python itself);
 - a launcher tied to a parent (trainer.host.lifeline): its parent would be this process, not the test;
@@ -40,7 +41,12 @@ IMPORT_TIME_PREFIXES = (
     "NCCL_", "GLOO_", "PYTHON", "LD_", "HOME", "XDG_", "TMP", "TEMP",  # the last four: default cache paths
 )  # fmt: skip
 PARENT_ENV = "MESHPILOT_PARENT_PID"  # trainer.host.lifeline's; not imported here, to keep this module light
-COMMANDS = ("train", "export")  # the commands served (see the module docstring)
+COMMANDS = ("train", "export", "plan")  # the commands served (see the module docstring)
+# numpy's BLAS thread count (OPENBLAS_NUM_THREADS, read when numpy is imported) changes only numpy's linear algebra.
+# These commands set the preloaded process's count themselves (`meshpilot train`, in trainer.cli, before importing
+# numpy) or do none (an export); a plan fits its calibration by least squares, so it is forked only where its request
+# names the preloaded count (support.meshpilot's plans do, forked or fresh).
+BLAS_FREE = ("train", "export")
 
 
 def serves(args: tuple[str, ...], env: dict[str, str]) -> bool:
@@ -49,9 +55,8 @@ def serves(args: tuple[str, ...], env: dict[str, str]) -> bool:
         return False
     if not _launcher().children_can_use_cuda:
         return False
-    # `meshpilot train` sets this itself before importing numpy (trainer.cli), as the preloaded process did; an export
-    # does no numpy linear algebra, the only thing this count changes.
-    env = {"OPENBLAS_NUM_THREADS": "1", **env}
+    if args[0] in BLAS_FREE:
+        env = {"OPENBLAS_NUM_THREADS": "1", **env}
     return _import_time(env) == _import_time(_launcher().env)
 
 

@@ -98,6 +98,8 @@ def meshpilot(*args: str, env: dict | None = None, timeout: float = 300) -> subp
     """Run the `meshpilot` command line in a process of its own: forked from a preloaded one where that runs it
     exactly as a fresh interpreter would (tests/preloaded.py), else a fresh interpreter."""
     full_env = {**os.environ, **(env or {})}
+    if args[:1] == ("plan",):  # numpy's BLAS on one thread, as the preloaded process has it: forked or fresh alike
+        full_env.setdefault("OPENBLAS_NUM_THREADS", "1")
     if preloaded.serves(args, full_env):
         return preloaded.run(args, full_env, timeout)
     command = [sys.executable, "-m", "agent.cli", *args]

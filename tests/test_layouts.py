@@ -53,6 +53,10 @@ def test_layout_matches_single_process(experiment, reference, layout):
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-5), layout
         assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4), layout
     assert_memory_model_matches(run)
+    if layout == "tp=2":  # no recomputation: each layer keeps its split inputs, priced within 1% (test_sp_saves_split)
+        memory = json.loads(run.memory.read_text())
+        for predicted, measured in zip(memory["predicted"], memory["measured"], strict=True):
+            assert predicted["activations_saved"] == pytest.approx(measured["activations_saved"], rel=0.01)
     metrics = run.read_metrics()
     assert metrics["world_size"] == LAYOUTS[layout]
     assert {k: v for k, v in metrics["layout"].items() if v != 1} == {

@@ -44,6 +44,19 @@ def test_a_preloaded_launch_trains_what_a_fresh_one_does(tmp_path):
     assert _files(tmp_path / "hf-forked") == _files(tmp_path / "hf-fresh")
 
 
+def test_a_preloaded_plan_prints_what_a_fresh_one_does(tmp_path):
+    """Every figure of the plan (priced from this session's calibration records, where it has any)."""
+    args = ("plan", str(write_experiment(tmp_path)), "--devices", "4", "--json")
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}  # as support.meshpilot's plans have it
+    assert preloaded.serves(args, env)
+    forked = preloaded.run(args, env, timeout=300)
+    fresh = subprocess.run(
+        [sys.executable, "-m", "agent.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert forked.returncode == 0 and json.loads(forked.stdout)
+
+
 def _files(directory) -> dict[str, bytes]:
     return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
@@ -59,7 +72,9 @@ def test_requests_that_preloading_could_change_go_to_a_fresh_interpreter():
     env = dict(os.environ)
     assert preloaded.serves(("train", "x.yaml"), env)
     assert preloaded.serves(("export", "run"), env)
-    assert not preloaded.serves(("sweep", "x.yaml"), env)  # only train and export
+    assert not preloaded.serves(("sweep", "x.yaml"), env)  # only train, export and plan
+    assert preloaded.serves(("plan", "x.yaml"), {**env, "OPENBLAS_NUM_THREADS": "1"})
+    assert not preloaded.serves(("plan", "x.yaml"), {**env, "OPENBLAS_NUM_THREADS": "2"})  # its least squares
     assert not preloaded.serves(("train", "x.yaml"), {**env, "HF_HOME": "/elsewhere"})  # read at import
     assert not preloaded.serves(("train", "x.yaml"), {**env, "OMP_NUM_THREADS": "7"})
     assert not preloaded.serves(("train", "x.yaml"), {**env, "MESHPILOT_PARENT_PID": "1"})  # a lifeline to the test
