@@ -1928,3 +1928,35 @@ def test_a_precision_or_zero_stage_is_set_unless_a_negation_takes_it_back(text, 
 def test_push_to_main_is_refused_even_when_a_pr_is_named_only_to_be_declined(known):
     assert "never pushes to main" in read("push the report to main, don't open a PR", known).refusal
     assert read("push the layouts-nov report as a PR", known).refusal is None
+
+
+# --- fresh_k's miss kinds, in sentences of our own --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        ("hlat tp-try now", "cancel", {"run": "runs/tp-try"}),
+        ("stpo baseline-ddp please", "cancel", {"run": "runs/baseline-ddp"}),
+        ("pls wiat on baseline-ddp", "status", {"run": "runs/baseline-ddp", "wait": "yes"}),
+        ("resmue r1", "resume", {"run": "runs/r1"}),
+        ("train the lnog config for 10 steps on 2 gpus with ddp", "run", {"experiment": "configs/long.yaml"}),
+        ("20 steps on 2 gpus with fsdp, micro bacth 2", "run", {"set": ["train.micro_batch=2"]}),
+    ],
+)
+def test_typos_of_action_words_and_of_the_repositorys_names_are_read_as_them(text, command, args, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I want to watch the match, then shop for a song",  # want/wait, match/batch, shop/stop, song/long
+        "a lone step, then a halo",  # lone/long, step/stop, halo/halt
+        "the wail and the macro",  # one letter changed in a short word: never a typo of wait or micro
+    ],
+)
+def test_everyday_words_one_letter_from_a_short_action_word_are_no_typos(text, known):
+    assert normalise(text, known.names) == text
