@@ -1960,3 +1960,43 @@ def test_typos_of_action_words_and_of_the_repositorys_names_are_read_as_them(tex
 )
 def test_everyday_words_one_letter_from_a_short_action_word_are_no_typos(text, known):
     assert normalise(text, known.names) == text
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("write up lr-scan, then later a PR", "report"),
+        ("report on layouts-nov; maybe later we can open a pull request", "report"),
+        ("make a report of lr-scan, the PR can come afterwards", "report"),
+        ("write the lr-scan report, we will decide on the pull request tomorrow", "report"),
+        ("we'll think about a benchmark afterwards, first stop tp-try", "cancel"),
+        ("cancel tp-try; we can see about a sweep later", "cancel"),
+        ("open a pull request for lr-scan, and after that update the docs", "pr"),
+        # not put off: the action itself
+        ("open a PR for layouts-nov", "pr"),
+        ("stop r1 and I'll check it later", "cancel"),
+    ],
+)
+def test_an_action_put_off_to_later_is_not_the_action_asked_for_now(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None
+
+
+def test_an_action_that_is_all_put_off_is_never_taken(known):
+    assert read("open a PR for lr-scan later", known).command not in ("pr", "report", "docs")
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        ("start another pass of layout tuning on the long config", "sweep", {"experiment": "configs/long.yaml"}),
+        ("kick off a fresh round of tuning", "sweep", {}),
+        # a report of a sweep named by "<name> sweep" starts none; a new run is a launch
+        ("do the report of lr-scan sweep", "report", {"sweep": "sweeps/lr-scan"}),
+        ("launch a new run on 2 gpus with fsdp for 10 steps", "run", {"layout": "dp_shard=2"}),
+    ],
+)
+def test_a_round_of_layout_tuning_is_a_sweep(text, command, args, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args

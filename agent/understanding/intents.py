@@ -150,9 +150,11 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "sweep": [
         (
-            r"\b(?:kick off|start|launch|run|begin|do|fire off|make|set up|create)\s+(?:a |an |another |new |the )?"
-            r"(?:[\w-]+ ){0,3}"
-            r"(?:sweep|tuning|search)\b",
+            # "kick off a new round of layout tuning"; "do the report of layouts-nov sweep" names a sweep to report
+            r"\b(?:kick off|start|launch|run|begin|do|fire off|make|set up|create)\s+"
+            r"(?:(?:a|an|another|new|the|fresh|quick|second)\s+)*(?:(?:round|pass|batch|bit|set|cycle)\s+of\s+)?"
+            r"(?:(?!(?:reports?|write-?ups?|summary|docs|documentation|prs?|pull|benchmarks?|results?|numbers|trials|"
+            r"winner|of|from)\b)[\w-]+\s+){0,3}(?:sweep|tuning|search)\b",
             6,
         ),
         (r"^\W*(?:(?:can|could|would) you |please |pls )*sweep\b", 6),
@@ -265,9 +267,22 @@ DONT_VERB = {
 DONT_WAIT = (r"\b(?:no need (?:for|to)|not|without|don'?t|do not|never|skip(?:ping)?|no point (?:in )?|"
              r"(?:don'?t|do not|no need to) bother(?: with)?)\s+(?:(?:to|for|on)\s+)?(?:wait(?:ing)?|await\w*)\b|"
              r"\bno waiting\b")  # fmt: skip
-# The object first, its refusal after: "a PR isn't needed", "the report can wait", "PR later".
+# The object first, its refusal after: "a PR isn't needed", "the report can wait", "PR later", "the PR can come
+# afterwards", "a benchmark maybe down the line".
+LATER = (r"(?:later(?: on)?|afterwards?|after that|down the line|eventually|at some point|for later|another time|"
+         r"some other time|next week|tomorrow)")  # fmt: skip
 AFTER_OBJECT = (
-    r"\s+(?:(?:is|are)\s+)?(?:not needed|isn'?t needed|not necessary|unnecessary|can wait|later|not yet|not now)\b"
+    r"(?:\s+(?:(?:is|are)\s+)?(?:not needed|isn'?t needed|not necessary|unnecessary|can wait|later|not yet|not now)\b|"
+    rf"\s+(?:(?:can|could|will|should|may|might)\s+(?:come|be done|happen|follow|wait)\s+|comes\s+|"
+    rf"(?:maybe|perhaps|possibly|probably)\s+)?{LATER}\b)"
+)
+# An action put off to later is not the action asked for now (the one before it is): "and after we will see for the
+# pull request", "then later a PR", "maybe later we can benchmark it", "we'll think about a report afterwards".
+DEFERRED = (
+    r"(?:\b(?:we|i|you)?(?:'ll|'d)?\s*(?:(?:will|can|could|shall|may|might|should)\s+)?(?:see|think|talk|decide|"
+    r"worry)\s+(?:later\s+)?(?:about|for|on|regarding|of|into)\s+|"
+    rf"\b(?:(?:and|then|maybe|perhaps|possibly|probably)\s+)*{LATER}\s*,?\s+(?:(?:maybe|perhaps|possibly|"
+    r"probably)\s+)?(?:(?:we|i|you)(?:'ll|'d)?\s+)?(?:(?:can|could|might|may|will|should|shall)\s+)?)"
 )
 
 
@@ -276,12 +291,14 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
     negated: set[str] = set()
     spans: list[tuple[int, int]] = []
     for intent, objects in DONT_DO.items():
-        for found in re.finditer(rf"{NEGATOR}{_DOING}(?:{objects})\b(?:\s+(?:yet|for now|just yet|at all|now))?|"
-                                 rf"\b(?:{objects}){AFTER_OBJECT}", lowered):  # fmt: skip
+        for found in re.finditer(rf"(?:{NEGATOR}|{DEFERRED}){_DOING}(?:{objects})\b(?:\s+(?:yet|for now|just yet|"
+                                 rf"at all|now))?|\b(?:{objects})(?:\s+(?:for|of|on|from)\s+[\w./-]+)?{AFTER_OBJECT}",
+                                 lowered):  # fmt: skip
             negated.add(intent)
             spans.append(found.span())
     for intent, verbs in DONT_VERB.items():
-        for found in re.finditer(rf"{NEGATOR}(?:{verbs})\b", lowered):
+        for found in re.finditer(rf"{NEGATOR}(?:{verbs})\b|{DEFERRED}(?:{verbs})\b|"
+                                 rf"\b(?:{verbs})\s+(?:(?:it|that|this|them)\s+)?{LATER}\b", lowered):  # fmt: skip
             negated.add(intent)
             spans.append(found.span())
     for found in re.finditer(DONT_WAIT, lowered):
