@@ -2000,3 +2000,32 @@ def test_a_round_of_layout_tuning_is_a_sweep(text, command, args, known):
     intent = read(text, known)
     assert intent.command == command and intent.clarify is None
     assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        ("refresh the docs with layouts-nov rather than the lr one", "docs", {"sweep": "sweeps/layouts-nov"}),
+        ("report on the layouts sweep rather than lr-scan", "report", {"sweep": "sweeps/layouts-nov"}),
+        ("status of r1, not tp-try", "status", {"run": "runs/r1"}),
+        ("benchmark the checkpoint of r1, not baseline-ddp", "bench", {"model": "runs/r1"}),
+        ("results of baseline-ddp, not the fsdp one", "results", {"run": "runs/baseline-ddp"}),
+    ],
+)
+def test_a_run_or_sweep_after_a_negation_is_the_one_not_meant(text, command, args, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, excluded",
+    [
+        ("update the docs, not from layouts-nov", "sweeps/layouts-nov"),  # the latest is the one ruled out
+        ("write the report, but not for the lr sweep", "sweeps/lr-scan"),
+        ("cancel it, not r1", "runs/r1"),
+    ],
+)
+def test_a_sentence_that_only_rules_a_name_out_asks_which_it_means(text, excluded, known):
+    intent = read(text, known)
+    assert intent.clarify and f"if not {excluded}" in intent.clarify

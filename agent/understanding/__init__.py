@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.understanding.context import Context, context_of
-from agent.understanding.entities import _PRESET, DESCRIPTOR_WORDS, GENERIC, Entities, extract, masked
+from agent.understanding.entities import _PRESET, DESCRIPTOR_WORDS, EXCLUDER, GENERIC, Entities, extract, masked
 from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
 from agent.understanding.grammar import LAYOUT_WORDS, Intent, first_reading, parse_slash, read_facts
 from agent.understanding.intents import ACTIONS, FOLLOW_UP, negated_actions, ranked, score
@@ -82,6 +82,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = f"Do you want me to {intent.command} ({_call_text(intent)})? yes / edit"
     if intent.command in NAMED_TOOLS and (unknown := _unknown_name(plain, entities, context, intent)):
         intent.clarify = unknown  # the name the user gave first: never another run in its place
+    if intent.command in (*NAMED_TOOLS, "run") and (excluded := _excluded_taken(intent, entities, context)):
+        intent.clarify = excluded
     if entities.has("vague_reference") and intent.command in NAMED_TOOLS and not entities.has("run", "sweep"):
         runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
         intent.clarify = f"Which one do you mean by 'the other'? (runs: {runs}; sweeps: {sweeps})"
@@ -291,6 +293,22 @@ def _unknown_name(plain: str, entities: Entities, context: Context, intent: Inte
     return f"I find no run or sweep named {unknown[0]!r} here (runs: {runs}; sweeps: {sweeps}). Which do you mean?"
 
 
+def _excluded_taken(intent: Intent, entities: Entities, context: Context) -> str | None:
+    """A question when the sentence says which run or sweep it does not mean and the call would take that one, or,
+    naming no other, the latest in its place (which may be the one excluded): never the one the user ruled out."""
+    for kind in ("run", "sweep"):
+        choices = [path for choice in entities.all(f"not_{kind}_choice") for path in choice]
+        excluded = [str(v) for v in [*entities.all(f"not_{kind}"), *choices]]
+        if not excluded:
+            continue
+        taken = intent.args.get(kind) or (intent.args.get("model") if kind == "run" else None)
+        named = entities.has(kind, f"{kind}_choice")
+        if str(taken).split("/checkpoint")[0] in excluded or (not named and intent.command in NAMED_TOOLS):
+            others = [p for p in (context.known.runs if kind == "run" else context.known.sweeps) if p not in excluded]
+            return f"Which {kind} do you mean, if not {' or '.join(excluded)}? ({', '.join(others) or 'none'})"
+    return None
+
+
 KNOWN_WORDS = {"tok/s", "step20"}
 GREETING = r"^\W*(?:hi|hello|hey|help|thanks|thank you)\W*$|\bhelp\b|\bwhat can you do\b|\bcommands\b"
 EXAMPLES = {
@@ -342,6 +360,8 @@ def _sweep_in_words(text: str, context: Context) -> str | None:
     """The one sweep a word of the sentence describes, outside a "the X sweep" phrase: "the layout findings", "the
     learning rate results" (Known.facts: what its trials vary, parts of its name)."""
     lowered = normalise(text, context.known.names).lower()
+    # "not the layouts one": a word of what is ruled out describes no sweep meant
+    lowered = re.sub(rf"{EXCLUDER}[\w./-]+(?:\s+(?:one|sweep|scan|run|results?))?", " ", lowered)
     for pattern, word in DESCRIPTOR_WORDS:
         lowered = re.sub(pattern, word, lowered)
     words = set(re.findall(r"[a-z0-9]+", lowered)) - GENERIC

@@ -101,7 +101,11 @@ SEQ_LEN = (
     r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)" + SET_TO + r"\d|"
     r"\b\d+\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b|" + TOKENS_PER_SEQUENCE
 )
-NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice")
+NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice", "not_run", "not_sweep",
+         "not_run_choice", "not_sweep_choice")  # fmt: skip
+# What excludes the run or sweep named right after it: "from the lr scan, not the layouts one", "rather than r1".
+EXCLUDER = (r"\b(?:not|rather than|instead of|but not|except(?: for)?|other than|apart from|excluding)\s+"
+            r"(?:(?:the|that|this|from|on|of|with|for)\s+)*")  # fmt: skip
 
 
 @dataclass
@@ -142,6 +146,7 @@ def extract(text: str, known: Known) -> Entities:
     _switches(lowered, entities)
     _optimizer(lowered, entities)
     _names(text, entities, known)
+    _excluded(lowered, entities)
     _layouts(masked(lowered, entities), entities)
     if found := re.search(SETTING, lowered):
         entities.add("override", found.group(0), found.span())
@@ -152,6 +157,15 @@ def extract(text: str, known: Known) -> Entities:
     if found := re.search(OWN_MODEL, lowered):
         entities.add("own_model", True, found.span())
     return entities
+
+
+def _excluded(lowered: str, entities: Entities) -> None:
+    """A run or sweep named or described right after a negation is the one not meant ("update the docs from the lr
+    scan, not the layouts one"): kept apart as not_run / not_sweep, never taken as the one to use."""
+    for entity in entities.found:
+        start, end = entity.span
+        if entity.kind.startswith(("run", "sweep")) and end > start and re.search(rf"{EXCLUDER}$", lowered[:start]):
+            entity.kind = "not_" + entity.kind
 
 
 def masked(text: str, entities: Entities) -> str:
