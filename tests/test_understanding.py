@@ -2029,3 +2029,46 @@ def test_a_run_or_sweep_after_a_negation_is_the_one_not_meant(text, command, arg
 def test_a_sentence_that_only_rules_a_name_out_asks_which_it_means(text, excluded, known):
     intent = read(text, known)
     assert intent.clarify and f"if not {excluded}" in intent.clarify
+
+
+@pytest.mark.parametrize(
+    "text, command, run",
+    [
+        ("don't wait, just tell me where tp-try is at", "status", "runs/tp-try"),
+        ("where tp-try's at?", "status", "runs/tp-try"),
+        ("can you check where baseline-ddp is up to", "status", "runs/baseline-ddp"),
+        ("where the loss of r1 is at", "results", "runs/r1"),  # a figure's value: its results
+    ],
+)
+def test_where_a_run_is_at_is_its_status(text, command, run, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.args.get("run") == run and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("are any jobs still going?", "runs"),
+        ("what's running right now?", "runs"),
+        ("I forgot everything I launched, remind me", "runs"),
+        ("is something still training in this repo?", "runs"),
+        ("is r1 still running?", "status"),  # one run named: its state
+    ],
+)
+def test_a_question_about_every_runs_state_lists_the_runs(text, command, known):
+    assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("Can we circulate the lr-scan learnings? A written summary for the execs", "report"),
+        ("I need a one-pager on layouts-nov for my boss", "report"),
+        ("put the layouts-nov findings in a memo", "report"),
+        ("summary of lr-scan", "trials"),  # a summary to read, not a document
+        ("I'd like a recap of how layouts-nov went, for my team update", "trials"),
+    ],
+)
+def test_a_written_summary_is_a_report_and_a_summary_to_read_is_the_sweep(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None and intent.args.get("sweep")

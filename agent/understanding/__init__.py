@@ -269,7 +269,7 @@ NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr",
 NOT_A_NAME = (
     r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step_\d+|"
     r"fp\d+|bf16|e-\d+|x\d+|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|up-to-date|"
-    r"follow-up|write-up|what-if|so-called|\w+-wise|e\.g|i\.e)$"
+    r"follow-up|write-up|one-pager|what-if|so-called|\w+-wise|e\.g|i\.e)$"
 )
 
 

@@ -81,6 +81,17 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bwhat (?:i'?ve|i have|we'?ve|we have|i|we) (?:already |ever )?(?:run|ran|launched|trained)\b",
             8,
         ),
+        # a question about every run's state, no run named: "is anything still running?", "what's running right now?",
+        # "I lost track of what I started"
+        (
+            r"\b(?:is|are)\s+(?:there\s+)?(?:anything|something|any\s+(?:runs?|jobs?|trainings?|experiments?))\s+"
+            r"(?:still\s+)?(?:running|going|active|alive|in progress|in flight|training)\b|"
+            r"\bwhat(?:'s|s| is| are)?\s+(?:still\s+)?(?:running|active|in flight|in progress)\b|"
+            r"\b(?:what|everything) (?:i'?ve|i have|we'?ve|we have|i|we) (?:already )?"
+            r"(?:started|launched|kicked off)\b|"
+            r"\blost track of\b",
+            8,
+        ),
     ],
     "read": [
         (r"\b(?:cat|less|head|tail|print|dump)\b", 2),
@@ -122,6 +133,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"(?<!optimizer )(?<!optimiser )(?<!training )(?<!model )\bstate\b(?!\s*(?:dict|of the art|space)\b)|"
             r"\bhow(?:'s|s| is)\s+(?:\S+\s+){0,3}?(?:doing|going|looking|coming along|getting on|progressing)\b|"
             r"\bwhat(?:'s|s| is)\s+(?:\S+\s+){1,3}?(?:up to|doing)\b|\bwhere(?:'s|s| is)\s+(?:\S+\s+){1,3}?at\b|"
+            # "tell me where r1 is at", "where the job's at", "where it stands now"
+            r"\bwhere\s+(?:\S+\s+){1,3}?(?:is|are|'s|was)\s+(?:at|up to)\b|\bwhere\s+(?:\S+\s+){0,3}?\S+'s\s+at\b|"
             r"\bany (?:news|updates?)\b|"
             r"^\W*(?:\S+\s+){0,3}?(?:done|finished|over|complete|completed)\s*\?\s*$",
             4,
@@ -188,6 +201,14 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "report": [
         (r"\breport\b|\bwrite[- ]?up\b|\bwrite it up\b|\bmarkdown\b", 4),
+        # a summary in writing, or one passed around: "a written summary for leadership", "a one-pager", "a memo",
+        # "socialize the learnings" (a summary "for the team update" is read to the user: they write the update)
+        (
+            r"\bwritten\s+(?:summary|overview|recap|account|document|doc)\b|\bone[- ]pager\b|"
+            r"\bmemo\b|\b(?:summary|recap|overview)\s+(?:doc(?:ument)?|page|note|document)\b|"
+            r"\b(?:sociali[sz]e|circulate|write down)\b",
+            5,
+        ),
         (r"\bwrite (?:\S+ ){1,4}up\b|\b(?:as|in) (?:a )?markdown\b", 3),  # "write the lr-scan results up"
         # a summary made to be passed on is a document, a report: "a summary of the lr sweep to share with the team"
         (
