@@ -2072,3 +2072,72 @@ def test_a_question_about_every_runs_state_lists_the_runs(text, command, known):
 def test_a_written_summary_is_a_report_and_a_summary_to_read_is_the_sweep(text, command, known):
     intent = read(text, known)
     assert intent.command == command and intent.clarify is None and intent.args.get("sweep")
+
+
+@pytest.mark.parametrize(
+    "text, wanted",
+    [
+        ("ddp on 2 gpus, fp32, 10 steps", ["train.precision=fp32"]),
+        ("fsdp on 2 procs, bf16, seed 3, 12 steps", ["train.precision=bf16", "train.seed=3"]),
+        ("train 10 steps with ddp on 2 gpus, precision fp8", ["train.precision=fp8"]),
+        ("train 20 steps on 2 gpus with dp_shard=2, not fp8, bf16", ["train.precision=bf16"]),
+        ("launch 10 steps with fsdp on 2 gpus using sgd instead of adamw", ["train.optimizer=sgd"]),
+        ("skip adam for once, fsdp on 2 gpus for 10 steps, lion", ["train.optimizer=lion"]),
+        (
+            "ddp on 2 gpus, 10 steps, seed 7, weight decay 0.1, warmup 5, grad clip 1.0",
+            ["train.seed=7", "train.weight_decay=0.1", "train.warmup_steps=5", "train.grad_clip=1.0"],
+        ),
+    ],
+)
+def test_a_precision_or_optimizer_named_alone_in_a_launch_is_set(text, wanted, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert sorted(o for o in intent.args["set"] if not o.startswith("model.")) == sorted(wanted)
+
+
+@pytest.mark.parametrize(
+    "text, question",
+    [
+        ("train 10 steps on 2 gpus with ddp, no adam", "Which optimizer"),  # taken back, nothing instead
+        ("train 10 steps with ddp on 2 gpus in fp16", "not fp16"),  # no such precision: never dropped
+        ("launch 10 steps on 2 gpus, packing", "packing be on or off"),  # last in the list: asked
+        ("train 10 steps with packing off and compile", "torch.compile be on or off"),
+    ],
+)
+def test_a_value_taken_back_with_none_instead_or_one_the_trainer_lacks_is_asked(text, question, known):
+    intent = read(text, known)
+    assert intent.command == "run" and question in str(intent.clarify)
+
+
+@pytest.mark.parametrize(
+    "text, wanted",
+    [
+        (
+            "ddp on 4 gpus, 10 steps, activation checkpointing, lr 1e-3",
+            ["train.activation_checkpointing=true", "train.lr=1e-3"],
+        ),
+        ("fsdp on 2, packing, 30 steps", ["data.packing=true"]),
+        (
+            "fsdp on 2, 30 steps, packing off, compile, seed 1",
+            ["data.packing=false", "train.compile=true", "train.seed=1"],
+        ),
+    ],
+)
+def test_a_switch_named_alone_inside_a_launchs_list_is_on(text, wanted, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert sorted(intent.args["set"]) == sorted(wanted)
+
+
+@pytest.mark.parametrize(
+    "text, question",
+    [
+        ("fp32 with ddp on 2 gpus, let's see whether it gets any slower", None),  # what it is for, not a change
+        ("ddp on 2 gpus for 10 steps, check if bigger batches help", None),
+        ("train 10 steps with ddp on 2 gpus, make it faster", "What should change"),
+    ],
+)
+def test_what_a_launch_is_for_is_no_change_to_ask_about(text, question, known):
+    intent = read(text, known)
+    assert intent.command == "run"
+    assert (intent.clarify is None) if question is None else question in str(intent.clarify)

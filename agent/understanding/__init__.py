@@ -29,7 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from agent.understanding.context import Context, context_of
-from agent.understanding.entities import _PRESET, DESCRIPTOR_WORDS, EXCLUDER, GENERIC, Entities, extract, masked
+from agent.understanding.entities import (
+    _PRESET,
+    DESCRIPTOR_WORDS,
+    EXCLUDER,
+    GENERIC,
+    OPTIMIZERS,
+    Entities,
+    extract,
+    masked,
+)
 from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
 from agent.understanding.grammar import LAYOUT_WORDS, Intent, first_reading, parse_slash, read_facts
 from agent.understanding.intents import ACTIONS, FOLLOW_UP, negated_actions, ranked, score
@@ -642,6 +651,9 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.clarify = _which_setting(str(vague), intent)
     if intent.clarify is None and (unknown := entities.get("model_unknown")):
         intent.clarify = f"I have no preset for {unknown!r}: which model should it train? {_launch_text(intent.args)}"
+    if intent.clarify is None and (half := re.search(NO_SUCH_PRECISION, lowered)):
+        intent.clarify = (f"meshpilot trains in fp32, bf16 or fp8 (train.precision), not {half.group(0)}: which do "
+                          f"you want? {_launch_text(intent.args)}")  # fmt: skip
     if intent.clarify is None and not entities.has("model") and entities.has("model_size", "model_choice"):
         # "train the 7b": a model named by size alone is never dropped for the experiment's own
         choice = entities.get("model_choice")
@@ -664,6 +676,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
 
 
 COPY = r"\b(?:same|like|as in|as for|copy|repeat|again|rerun|re-run)\b"
+# Precisions people name that the trainer lacks (trainer.config: auto, fp32, bf16, fp8): asked about, never dropped.
+NO_SUCH_PRECISION = r"(?<!not )(?<!no )(?<!without )\b(?:fp16|float16|half[- ]precision)\b"
 
 # --- the confidence rule: a setting of a launch is taken only when it is read for sure ----------------------------
 
@@ -724,6 +738,8 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             continue
         if re.search(NO_LAUNCH_WORDS, lowered[max(0, found.start() - 20) : found.end() + 40]):
             continue
+        if _replaced(lowered[found.end() :], intent):  # "not adam this time, plain sgd", "not fp8, bf16"
+            continue
         ahead = [s for s in mentions if s[0] >= found.end() and len(lowered[found.end() : s[0]].split()) <= 3]
         behind = [s for s in mentions if s[1] <= found.start() and len(lowered[s[1] : found.start()].split()) <= 3]
         inside = [s for s in mentions if s[0] <= found.start() < s[1]]  # "without it": the pronoun's setting
@@ -735,6 +751,21 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             f"checkpointing or torch.compile, or set any key, e.g. `train.lr=1e-4`. {_launch_text(intent.args)}"
         )
     return None
+
+
+# Settings whose values are named alone ("fp8", "adam"): a negation before one takes that value back.
+VALUES = {"train.precision": r"bf16|fp32|fp8|fp16", "train.optimizer": OPTIMIZERS}
+
+
+def _replaced(after: str, intent: Intent) -> bool:
+    """Whether a negation takes back a setting's value that the launch sets to another one ("not adam ..., sgd")."""
+    for key, values in VALUES.items():
+        taken_back = re.match(rf"\s*(?:(?:in|with|using|the|plain|any)\s+)?({values})\b", after)
+        if taken_back and any(
+            o.startswith(f"{key}=") and o != f"{key}={taken_back.group(1)}" for o in intent.args.get("set", [])
+        ):
+            return True
+    return False
 
 
 def _merge(before: list[str], after: list[str]) -> list[str]:

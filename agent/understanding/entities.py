@@ -14,6 +14,7 @@ from agent.understanding.grammar import (
     CORRECTION,
     GPU_OF_NODE,
     LAYOUT_WORDS,
+    NEGATED_SETTING,
     NODE_GPU,
     SET_TO,
     TOKENS_PER_SEQUENCE,
@@ -77,6 +78,8 @@ VAGUE_CHANGE = (
     r"(?:micro[ _-]?batch(?: size)?|batch size|seed|weight decay|warm-?up|grad(?:ient)? clip(?:ping)?|steps)\b"
     r"(?!\s*(?:=|:|to|of|by)?\s*\d)"
 )
+# What a launch is for, not what it changes: "see if it actually goes faster", "to check whether it's better".
+PURPOSE = r"\b(?:see|check|find out|test|know|learn|measure|tell)\s+(?:if|whether|how much|how)\b[^.;!?]*"
 # A run or sweep pointed at only as "the other one": which is asked.
 VAGUE_REFERENCE = r"\b(?:the|that)\s+other\s+(?:run|sweep|one|checkpoint)\b"
 # Every preset's family (the letters its name starts with: llama, qwen, mixtral, deepseek...), longest first.
@@ -390,6 +393,8 @@ def _switches(lowered: str, entities: Entities) -> None:
         value = _switch_value(lowered, mention)
         if value is None and joined[index]:
             value = values[-1]
+        if value is None and _listed(lowered, mention):
+            value = "true"
         values.append(value)
     doubted: set[str] = set()
     for first, last in _chains(joined):  # "packing and compile both disabled": the state after a list is each one's
@@ -425,6 +430,16 @@ def _switches(lowered: str, entities: Entities) -> None:
         elif said:
             why = "both on and off" if stated else "neither on nor off"
             entities.add("switch_doubt", (key, why), said[0][0].span())
+
+
+def _listed(lowered: str, mention: re.Match) -> bool:
+    """A setting named alone inside a list of what to use ("hsdp on 8 gpus, bf16, activation checkpointing,
+    lr 2e-4"): on, as "with" it. Only between two commas: last in a sentence it may be a question or an afterthought
+    ("launch 10 steps on 2 gpus, packing" is asked), and after "and" it may share a state said before it ("packing
+    off and compile" is asked)."""
+    return bool(re.search(r"[,;]\s*\Z", lowered[: mention.start()])) and bool(
+        re.match(r"\s*[,;]\s*\S", lowered[mention.end() :])
+    )
 
 
 # The state stated once after a list of settings: "packing and compile both disabled", "AC and packing: on".
@@ -483,16 +498,20 @@ STATE_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?
 
 
 def _optimizer(lowered: str, entities: Entities) -> None:
-    found = re.search(rf"\b({OPTIMIZERS})\b(?:\s+optimi[sz]er)?|\boptimi[sz]er\s*(?:=|:|to|of)?\s*({OPTIMIZERS})\b",
-                      lowered)  # fmt: skip
+    """The optimizer the sentence sets: the first one not taken back ("not adam this time, plain sgd" is sgd); one
+    only taken back ("no adam") asks which instead."""
+    said = re.finditer(rf"\b({OPTIMIZERS})\b(?:\s+optimi[sz]er)?|\boptimi[sz]er\s*(?:=|:|to|of)?\s*({OPTIMIZERS})\b",
+                       lowered)  # fmt: skip
+    said = list(said)
+    found = next((m for m in said if not re.search(NEGATED_SETTING, lowered[: m.start()])), None)
     if found:
         entities.add("optimizer", found.group(1) or found.group(2), found.span())
-    elif re.search(r"\b(?:different|another|other|new)\s+optimi[sz]er\b", lowered):
+    elif said or re.search(r"\b(?:different|another|other|new)\s+optimi[sz]er\b", lowered):
         entities.add("vague_setting", "optimizer", (0, 0))
     if re.search(r"\b(?:change|set|different|another|other|new|tweak|adjust)\s+(?:the\s+)?(?:seq(?:uence)?[ _]?len"
                  r"(?:gth)?|context length)\b(?!\s*(?:to|=|of)?\s*\d)", lowered):  # fmt: skip
         entities.add("vague_setting", "seq_len", (0, 0))
-    if re.search(VAGUE_CHANGE, lowered):
+    if re.search(VAGUE_CHANGE, re.sub(PURPOSE, " ", lowered)):
         entities.add("vague_setting", "other", (0, 0))
     if re.search(VAGUE_REFERENCE, lowered):
         entities.add("vague_reference", True, (0, 0))

@@ -43,7 +43,7 @@ LAYOUT_WORDS: list[tuple[str, str]] = [
 # sharding, train.zero_stage: a layout word above and a setting below.)
 UNKNOWN_LAYOUTS = r"deepspeed|megatron|sequence[- ]parallel\w*"
 # What a negation just before a setting takes back ("not in fp8"): the setting is not made.
-NEGATED_SETTING = r"\b(?:not|no|never|without|don'?t (?:\w+ )?)\s*$"
+NEGATED_SETTING = r"\b(?:not|no|never|without|skip|avoid|ditch|instead of|rather than|other than|don'?t (?:\w+ )?)\s*$"
 # What a negation just before a layout word takes back ("not pipelined", "no tp, just fsdp", "not on tp").
 NEGATED_LAYOUT = r"\b(?:not|no|never|without|avoid|skip|don'?t (?:use|do|want)(?: any)?)\s+(?:on |with |using |any )?$"
 TOPICS = {
@@ -490,7 +490,9 @@ _SETTINGS: list[tuple[str, str]] = [
     (rf"\bweight decay{SET_TO}{_NUMBER}", "train.weight_decay"),
     (rf"\bwarm-?up(?: steps)?{SET_TO}(\d+)", "train.warmup_steps"),
     (rf"\b(?:grad(?:ient)? clip(?:ping)?|clip)\s*(?:of|=|:|at|to)?\s*{_NUMBER}", "train.grad_clip"),
-    (r"\b(?:in|with|using)\s+(bf16|fp32|fp8)\b", "train.precision"),
+    # "in bf16", "precision=fp8", or bare in a launch's list ("..., bf16, lr 3e-4"); "in" kept in the match, so that
+    # "not in fp8" is read as negated
+    (r"\b(?:(?:in|with|using|at)\s+|precision\s*(?:=|:|to|of)?\s*)?(bf16|fp32|fp8)\b", "train.precision"),
     (r"\bzero(?:[- ]?stage)?[- ]?([12])\b", "train.zero_stage"),  # ZeRO-3 is FSDP2's default
     (rf"\b(?:seq(?:uence)?[ _-]?len(?:gth)?){SET_TO}(\d+)\b", "data.seq_len"),
 ]
