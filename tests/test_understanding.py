@@ -2141,3 +2141,69 @@ def test_what_a_launch_is_for_is_no_change_to_ask_about(text, question, known):
     intent = read(text, known)
     assert intent.command == "run"
     assert (intent.clarify is None) if question is None else question in str(intent.clarify)
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [("cores?", "hardware"), ("how much ram?", "hardware"), ("cuda?", "hardware"), ("runs?", "runs")],
+)
+def test_a_bare_word_about_this_machine_asks_its_hardware(text, command, known):
+    assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text, model",
+    [
+        ("benchmark r1 on the in-house eval suite", "runs/r1"),
+        ("how does baseline-ddp's checkpoint do on our proprietary benchmark suite", "runs/baseline-ddp"),
+        ("evaluate r1 against the internal suite", "runs/r1"),
+    ],
+)
+def test_an_internal_or_in_house_suite_is_the_builtin_one(text, model, known):
+    intent = read(text, known)
+    assert intent.command == "bench" and intent.clarify is None
+    assert intent.args == {"model": model, "suite": "builtin"}
+
+
+def test_a_suite_the_repository_lacks_is_still_asked_about(known):
+    assert "'nightly'" in str(read("benchmark r1 on the nightly suite", known).clarify)
+
+
+@pytest.mark.parametrize(
+    "text, command, asks",
+    [
+        ("care to open the PR for lr-scan?", "pr", False),
+        ("any chance you could write up layouts-nov?", "report", False),
+        ("layouts-nov is done, would you mind drafting the report?", "report", False),
+        ("did we write the layouts-nov report?", "report", True),  # a question about it: confirmed first
+    ],
+)
+def test_a_polite_request_asked_as_a_question_is_a_request(text, command, asks, known):
+    intent = read(text, known)
+    assert intent.command == command and (intent.clarify is not None) == asks
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("give it a whirl on 2 gpus with fsdp", {"nproc": 2, "layout": "dp_shard=2"}),
+        ("give the long config a go, 10 steps", {"experiment": "configs/long.yaml", "steps": 10}),
+        ("take meshpilot.yaml for a spin, stock settings", {"experiment": "meshpilot.yaml"}),
+    ],
+)
+def test_giving_an_experiment_a_spin_launches_it(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None and intent.args == args
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("without relaunching anything, what's the loss of tp-try", "results"),
+        ("don't retrain, just status of r1", "status"),
+        ("no need to restart it, tokens/s of baseline-ddp please", "results"),
+        ("rerun r1 with 30 steps", "run"),
+    ],
+)
+def test_a_relaunch_said_not_to_make_is_never_made(text, command, known):
+    assert read(text, known).command == command

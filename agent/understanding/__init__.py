@@ -225,7 +225,10 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
 
 # A question that also asks for something to be done: "can you launch ...", "could you update them?", "please ...".
 REQUEST = (r"\b(?:can|could|would|will) (?:you|we|i)\b|\bplease\b|\blet'?s\b|\bwanna\b|"
-           r"\bi(?: want| need|'d like| would like|'d like)\b|\bwhat i(?:'d| would) like\b")  # fmt: skip
+           r"\bi(?: want| need|'d like| would like|'d like)\b|\bwhat i(?:'d| would) like\b|"
+           # polite requests asked as questions: "mind turning it into a write-up?", "care to open the PR?"
+           r"^(?:\S+\s+){0,12}?(?:(?:would|do) you\s+)?mind\s+\w+ing\b|\bcare to\b|\bany chance (?:you|we)\b|"
+           r"\bhow about (?:you|we)\b")  # fmt: skip
 
 
 # The opening of a question: a wh-word, or an auxiliary before its subject ("did we", "is it"; "do it again" is no
@@ -244,7 +247,8 @@ def _asks_only(plain: str) -> bool:
 
 
 # A question only a benchmark answers: "how good is r1's checkpoint on our benchmarks?", "what does r1 score on eval?"
-BENCH_QUESTION = r"\bhow (?:good|well|accurate)\b|\bwhat (?:score|accuracy)\b|\bscores?\b|\bhow does \S+ (?:do|score)\b"
+BENCH_QUESTION = (r"\bhow (?:good|well|accurate)\b|\bwhat (?:score|accuracy)\b|\bscores?\b|\bhow (?:(?:does|do|did|"
+                  r"would|will) )?(?:\S+\s+){1,3}?(?:do|does|score\w*|perform\w*|fare\w*)\b")  # fmt: skip
 
 
 def _measured_by(intent: Intent, plain: str) -> bool:
@@ -277,7 +281,7 @@ NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr",
 # Words shaped like a run's or sweep's name ("r9", "exp-3", "runs/old") that are something else.
 NOT_A_NAME = (
     r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step_\d+|"
-    r"fp\d+|bf16|e-\d+|x\d+|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|up-to-date|"
+    r"fp\d+|bf16|e-\d+|x\d+|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|in-house|up-to-date|"
     r"follow-up|write-up|one-pager|what-if|so-called|\w+-wise|e\.g|i\.e)$"
 )
 
@@ -494,7 +498,8 @@ def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
 # The suite a benchmark request names: "the builtin eval suite", "suite=tasks/qa.yaml", "on the default benchmark".
 SUITE = (r"\bsuite\s*[=:]\s*(\S+)|\b([\w./-]+)\s+(?:eval(?:uation)?\s+|benchmark\s+|test\s+)?suite\b|"
          r"\b(?:on|with|using) the ([\w./-]+) (?:benchmark|eval)\b")  # fmt: skip
-BUILTIN = {"builtin", "built-in", "built", "default", "standard", "private", "usual", "normal", "own", "our"}
+BUILTIN = {"builtin", "built-in", "built", "default", "standard", "private", "usual", "normal", "own", "our",
+           "internal", "in-house", "inhouse", "proprietary", "company"}  # fmt: skip
 NOT_A_SUITE = {"the", "a", "an", "eval", "evaluation", "benchmark", "whole", "full", "entire", "my", "on", "test"}
 
 

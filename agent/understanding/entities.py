@@ -34,7 +34,7 @@ NOUNS = {
 }
 COUNT = r"(\d+(?:\.\d+)?)(k?)"
 NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never|before i|before we)\s+(?:actually\s+)?"
-             r"(?:run|launch|start|train|kick)\w*\b(?:\s+(?:anything|it|a run|a job))?|\bjust plan\b|"
+             r"(?:re-?)?(?:run|launch|start|train|kick)\w*\b(?:\s+(?:anything|it|a run|a job))?|\bjust plan\b|"
              r"\bonly plan\b|\bplan only\b|\bno launch\w*\b|\bhypothetical\w*\b|"
              # "no run" (but not "no run named r9"), and "only plan" in German, as users mix it in
              r"\bno (?:runs?|training)\b(?!\s+(?:named|called|like|in)\b)|\bnur planen\b|"
@@ -42,7 +42,7 @@ NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never|before i|before we)\s
              # a clause of its own that says "not": "how to parallel it? Not start training." ("is r1 not started?"
              # asks a status: "not" there opens no clause)
              r"(?:^|[.,;!?]\s*)(?:but\s+|and\s+)?(?:please\s+)?not\s+(?:to\s+)?(?:actually\s+)?"
-             r"(?:run|launch|start|train|kick)\w*\b")  # fmt: skip
+             r"(?:re-?)?(?:run|launch|start|train|kick)\w*\b")  # fmt: skip
 # Boolean settings: their names, and the words that turn them off or on, before or after the name.
 SWITCHES = {
     "data.packing": r"(?:sequence |document )?packing|packed (?:sequences|documents)|pack(?:ing)?",

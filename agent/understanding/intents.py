@@ -53,6 +53,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:machine|box|server) am i on\b",
             5,
         ),
+        # a bare word asked: "gpus?", "cores?", "how much ram?"
+        (
+            r"^\W*(?:any\s+|which\s+|what\s+|how many\s+|how much\s+)?(?:gpus?|cpus?|cores|cuda|devices|"
+            r"accelerators|v?ram|gpu count|gpu memory)\W*$",
+            5,
+        ),
         (
             r"\bdo (?:i|we) have (?:any )?(?:gpus?|cuda|a gpu|accelerators?)\b|\bany gpus?\b|\bmy gpus\b|"
             r"\b(?:is there|are there) (?:a |any )?(?:gpus?|cuda)\b",
@@ -246,6 +252,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "run": [
         (r"\bsmoke test\b|\bgo\b\W*$|\bagain\b", 1.5),
+        # "give the default experiment a spin", "take the long config for a spin", "give it a whirl"
+        (
+            r"\bgive\s+(?:it|that|this|(?:the|our|my|this)\s+(?:[\w.-]+\s+){0,2}?(?:experiment|config\w*|model|setup|"
+            r"[\w-]+\.ya?ml))\s+a\s+(?:spin|go|whirl|try|shot)\b|\btake\s+(?:\S+\s+){1,3}?for a spin\b",
+            6,
+        ),
         (
             r"\b(?:get|have|start|kick off|fire off|do|want|need|launch)\s+(?:a|an|another|new)\s+"
             r"(?:[\w-]+\s+){0,2}run\b",
