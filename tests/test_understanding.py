@@ -1940,6 +1940,7 @@ def test_push_to_main_is_refused_even_when_a_pr_is_named_only_to_be_declined(kno
         ("stpo baseline-ddp please", "cancel", {"run": "runs/baseline-ddp"}),
         ("pls wiat on baseline-ddp", "status", {"run": "runs/baseline-ddp", "wait": "yes"}),
         ("resmue r1", "resume", {"run": "runs/r1"}),
+        ("kil tp-try", "cancel", {"run": "runs/tp-try"}),
         ("train the lnog config for 10 steps on 2 gpus with ddp", "run", {"experiment": "configs/long.yaml"}),
         ("20 steps on 2 gpus with fsdp, micro bacth 2", "run", {"set": ["train.micro_batch=2"]}),
     ],
@@ -1972,6 +1973,8 @@ def test_everyday_words_one_letter_from_a_short_action_word_are_no_typos(text, k
         ("we'll think about a benchmark afterwards, first stop tp-try", "cancel"),
         ("cancel tp-try; we can see about a sweep later", "cancel"),
         ("open a pull request for lr-scan, and after that update the docs", "pr"),
+        ("first the benchmark of r1, a report we can do afterwards", "bench"),
+        ("the report I'll write later, first benchmark r1", "bench"),  # "later, first X": X is first
         # not put off: the action itself
         ("open a PR for layouts-nov", "pr"),
         ("stop r1 and I'll check it later", "cancel"),
@@ -2052,6 +2055,8 @@ def test_where_a_run_is_at_is_its_status(text, command, run, known):
         ("what's running right now?", "runs"),
         ("I forgot everything I launched, remind me", "runs"),
         ("is something still training in this repo?", "runs"),
+        ("anything running?", "runs"),
+        ("which jobs are active", "runs"),
         ("is r1 still running?", "status"),  # one run named: its state
     ],
 )
@@ -2083,6 +2088,7 @@ def test_a_written_summary_is_a_report_and_a_summary_to_read_is_the_sweep(text, 
         ("train 20 steps on 2 gpus with dp_shard=2, not fp8, bf16", ["train.precision=bf16"]),
         ("launch 10 steps with fsdp on 2 gpus using sgd instead of adamw", ["train.optimizer=sgd"]),
         ("skip adam for once, fsdp on 2 gpus for 10 steps, lion", ["train.optimizer=lion"]),
+        ("dont use adam, use adamw on 2 gpus ddp 10 steps", ["train.optimizer=adamw"]),
         (
             "ddp on 2 gpus, 10 steps, seed 7, weight decay 0.1, warmup 5, grad clip 1.0",
             ["train.seed=7", "train.weight_decay=0.1", "train.warmup_steps=5", "train.grad_clip=1.0"],

@@ -765,7 +765,7 @@ VALUES = {"train.precision": r"bf16|fp32|fp8|fp16", "train.optimizer": OPTIMIZER
 def _replaced(after: str, intent: Intent) -> bool:
     """Whether a negation takes back a setting's value that the launch sets to another one ("not adam ..., sgd")."""
     for key, values in VALUES.items():
-        taken_back = re.match(rf"\s*(?:(?:in|with|using|the|plain|any)\s+)?({values})\b", after)
+        taken_back = re.match(rf"\s*(?:(?:in|with|using|use|the|plain|any)\s+)*({values})\b", after)
         if taken_back and any(
             o.startswith(f"{key}=") and o != f"{key}={taken_back.group(1)}" for o in intent.args.get("set", [])
         ):

@@ -90,8 +90,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
         # a question about every run's state, no run named: "is anything still running?", "what's running right now?",
         # "I lost track of what I started"
         (
-            r"\b(?:is|are)\s+(?:there\s+)?(?:anything|something|any\s+(?:runs?|jobs?|trainings?|experiments?))\s+"
+            r"\b(?:(?:is|are)\s+(?:there\s+)?)?(?:anything|something|any\s+(?:runs?|jobs?|trainings?|experiments?))\s+"
             r"(?:still\s+)?(?:running|going|active|alive|in progress|in flight|training)\b|"
+            r"\b(?:which|what) (?:jobs|runs|trainings|experiments) (?:are|is) (?:still )?(?:running|active|going|alive|"
+            r"in progress)\b|"
             r"\bwhat(?:'s|s| is| are)?\s+(?:still\s+)?(?:running|active|in flight|in progress)\b|"
             r"\b(?:what|everything) (?:i'?ve|i have|we'?ve|we have|i|we) (?:already )?"
             r"(?:started|launched|kicked off)\b|"
@@ -307,14 +309,17 @@ LATER = (r"(?:later(?: on)?|afterwards?|after that|down the line|eventually|at s
 AFTER_OBJECT = (
     r"(?:\s+(?:(?:is|are)\s+)?(?:not needed|isn'?t needed|not necessary|unnecessary|can wait|later|not yet|not now)\b|"
     rf"\s+(?:(?:can|could|will|should|may|might)\s+(?:come|be done|happen|follow|wait)\s+|comes\s+|"
-    rf"(?:maybe|perhaps|possibly|probably)\s+)?{LATER}\b)"
+    r"(?:we|i|you)(?:'ll|'d)?\s+(?:(?:can|could|will|may|might|should|shall)\s+)?(?:do|write|open|make|handle|run|"
+    rf"sort out|tackle|see about)\s+(?:(?:it|that|one)\s+)?|(?:maybe|perhaps|possibly|probably)\s+)?{LATER}\b)"
 )
 # An action put off to later is not the action asked for now (the one before it is): "and after we will see for the
 # pull request", "then later a PR", "maybe later we can benchmark it", "we'll think about a report afterwards".
 DEFERRED = (
     r"(?:\b(?:we|i|you)?(?:'ll|'d)?\s*(?:(?:will|can|could|shall|may|might|should)\s+)?(?:see|think|talk|decide|"
     r"worry)\s+(?:later\s+)?(?:about|for|on|regarding|of|into)\s+|"
-    rf"\b(?:(?:and|then|maybe|perhaps|possibly|probably)\s+)*{LATER}\s*,?\s+(?:(?:maybe|perhaps|possibly|"
+    # "later, we can open a PR" puts the PR off; "later, first bench r1" orders the benchmark first
+    rf"\b(?:(?:and|then|maybe|perhaps|possibly|probably)\s+)*{LATER}(?:\s+|\s*,\s*(?!(?:first|now|but|then|and|"
+    r"right now|immediately|today)\b))(?:(?:maybe|perhaps|possibly|"
     r"probably)\s+)?(?:(?:we|i|you)(?:'ll|'d)?\s+)?(?:(?:can|could|might|may|will|should|shall)\s+)?)"
 )
 

@@ -83,7 +83,9 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
              # typos of a run's state, listed: "running" and "still" have too many everyday neighbours one edit away
              # ("tunning" is tuning, "skill" is no "still") to be corrected by closeness
              "runing": "running", "runnning": "running", "runnig": "running", "runnin": "running", "rnning": "running",
-             "stil": "still", "stll": "still", "sitll": "still", "stilll": "still"}  # fmt: skip
+             "stil": "still", "stll": "still", "sitll": "still", "stilll": "still",
+             # a short action word with a letter left out, too short (three letters) to be corrected by closeness
+             "kil": "kill"}  # fmt: skip
 BARE_COUNT = r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|[?!)]|$|\band\b|\bfor\b|\bwith\b|\binstead\b))"
 DIMS = "dp_shard|dp_replicate|tp|pp|cp|ep"
 
