@@ -2213,3 +2213,39 @@ def test_giving_an_experiment_a_spin_launches_it(text, args, known):
 )
 def test_a_relaunch_said_not_to_make_is_never_made(text, command, known):
     assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text, steps, wanted",
+    [
+        ("ddp on 2 gpus, 10 steps, save a checkpoint every 5 steps", 10, ["train.checkpoint_every=5"]),
+        ("fsdp on 2 gpus for 30 steps, checkpoint_every 10", 30, ["train.checkpoint_every=10"]),
+        ("fsdp on 2 gpus, 10 steps, cosine schedule", 10, ["train.lr_schedule=cosine"]),
+        ("ddp on 2 gpus 12 steps, constant lr", 12, ["train.lr_schedule=constant"]),
+        ("ddp on 2 gpus, 10 steps, log to wandb and tensorboard", 10, ["train.trackers=[wandb,tensorboard]"]),
+        (
+            "train 10 steps with ddp on 2 gpus, lr schedule linear, lr 1e-3",
+            10,
+            ["train.lr_schedule=linear", "train.lr=1e-3"],
+        ),
+    ],
+)
+def test_an_interval_a_schedule_or_a_tracker_of_a_launch_is_kept_and_no_interval_is_its_step_count(
+    text, steps, wanted, known
+):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None and intent.args["steps"] == steps
+    assert sorted(intent.args["set"]) == sorted(wanted)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "fsdp on 2 gpus, 10 steps, lr 1e-3 with warmup of 10%",  # a share is no warmup step count
+        "fsdp on 2 gpus, 10 steps, batch size 16",  # micro batch or global? asked
+        "launch tp=2 on 2 procs with grad accumulation 4",
+    ],
+)
+def test_a_launch_value_no_setting_takes_as_said_is_asked(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify

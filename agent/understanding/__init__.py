@@ -656,6 +656,9 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.clarify = _which_setting(str(vague), intent)
     if intent.clarify is None and (unknown := entities.get("model_unknown")):
         intent.clarify = f"I have no preset for {unknown!r}: which model should it train? {_launch_text(intent.args)}"
+    if intent.clarify is None and (share := re.search(PERCENT, lowered)):
+        intent.clarify = (f"{share.group(0)} of what? Give the number itself (warmup in steps, e.g. `warmup 5`). "
+                          f"{_launch_text(intent.args)}")  # fmt: skip
     if intent.clarify is None and (half := re.search(NO_SUCH_PRECISION, lowered)):
         intent.clarify = (f"meshpilot trains in fp32, bf16 or fp8 (train.precision), not {half.group(0)}: which do "
                           f"you want? {_launch_text(intent.args)}")  # fmt: skip
@@ -681,6 +684,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
 
 
 COPY = r"\b(?:same|like|as in|as for|copy|repeat|again|rerun|re-run)\b"
+# A share said as a percentage ("warmup of 10%"): no setting of a launch takes one, and it is no count.
+PERCENT = r"\b\d+(?:\.\d+)?\s*(?:%|percent\b|per cent\b)"
 # Precisions people name that the trainer lacks (trainer.config: auto, fp32, bf16, fp8): asked about, never dropped.
 NO_SUCH_PRECISION = r"(?<!not )(?<!no )(?<!without )\b(?:fp16|float16|half[- ]precision)\b"
 

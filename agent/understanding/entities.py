@@ -16,6 +16,7 @@ from agent.understanding.grammar import (
     LAYOUT_WORDS,
     NEGATED_SETTING,
     NODE_GPU,
+    NOT_INTERVAL,
     SET_TO,
     TOKENS_PER_SEQUENCE,
 )
@@ -200,8 +201,9 @@ def _counts(lowered: str, entities: Entities) -> None:
         before = GPU_OF_NODE if kind == "nodes" else ""
         after = rf"(?!\s+(?:{NOUNS['nodes']})\b)" if kind == "devices" else ""
         times = "" if kind == "nodes" else r"(?:x\s*)?"
-        for found in re.finditer(rf"\b{COUNT}\s*{times}(more\s+|fewer\s+|less\s+)?{before}(?:{noun})\b{after}",
-                                 lowered):  # fmt: skip
+        interval = NOT_INTERVAL if kind == "steps" else ""  # "a checkpoint every 5 steps" counts no steps
+        counted = rf"{interval}\b{COUNT}\s*{times}(more\s+|fewer\s+|less\s+)?{before}(?:{noun})\b{after}"
+        for found in re.finditer(counted, lowered):
             number = _number(found.group(1), found.group(2), kind)
             if found.group(3):  # "2 more steps": relative to the launch or plan before, not 2
                 entities.add("relative", f"{found.group(3).strip()} {number} {kind}", found.span())

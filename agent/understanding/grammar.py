@@ -367,7 +367,9 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
     runs = re.findall(r"\b((?:runs|sweeps)/[\w.-]+(?:/trials/[\w.-]+)?)", text)
     if runs:
         intent.words = runs
-    if found := re.search(r"(?<![\w.])(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|\bsteps?\s*[=:]?\s*(\d+)\b", lowered):
+    # "every 5 steps" is an interval (checkpoint_every), never the run's step count
+    if found := re.search(rf"{NOT_INTERVAL}(?<![\w.])(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|\bsteps?\s*[=:]?\s*(\d+)\b",
+                          lowered):  # fmt: skip
         intent.args["steps"] = int(found.group(1) or found.group(2))
     dims = "|".join(LAYOUT_DIMS)
     if found := re.search(rf"\b((?:{dims})=\d+(?:,(?:{dims})=\d+)*)", lowered):
@@ -379,6 +381,10 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
             named.append("HSDP" if dim == "hsdp" else FAMILY_OF_DIM[dim])
             rest = re.sub(rf"\b(?:{pattern})\b", " ", rest)
     intent.families = named
+
+
+# A count after "every" or "each" is how often, not how many ("a checkpoint every 5 steps").
+NOT_INTERVAL = r"(?<!every )(?<!each )(?<!per )"
 
 
 # A self-correction: what follows it replaces what came before ("fsdp, actually make it ddp").
@@ -495,7 +501,22 @@ _SETTINGS: list[tuple[str, str]] = [
     (r"\b(?:(?:in|with|using|at)\s+|precision\s*(?:=|:|to|of)?\s*)?(bf16|fp32|fp8)\b", "train.precision"),
     (r"\bzero(?:[- ]?stage)?[- ]?([12])\b", "train.zero_stage"),  # ZeRO-3 is FSDP2's default
     (rf"\b(?:seq(?:uence)?[ _-]?len(?:gth)?){SET_TO}(\d+)\b", "data.seq_len"),
+    # "a cosine schedule", "lr schedule: linear", "constant learning rate"
+    (
+        r"\b(cosine|linear|constant)\s+(?:lr\s+|learning rate\s+)?(?:schedule|scheduler|decay|annealing)\b|"
+        r"\b(?:lr\s+|learning rate\s+)?schedule(?:r)?\s*(?:=|:|to|of)?\s*(cosine|linear|constant)\b|"
+        r"\bconstant\s+(?:lr|learning rate)\b()",
+        "train.lr_schedule",
+    ),
+    # "save a checkpoint every 5 steps", "checkpoint_every 10"
+    (
+        r"\bcheckpoints?\s+every\s+(\d+)\s*(?:steps?)?|\bcheckpoint(?:ing)?[_ ]every\s*[=:]?\s*(\d+)",
+        "train.checkpoint_every",
+    ),
 ]
+# Experiment trackers a launch may log to (train.trackers): "log to wandb", "with tensorboard".
+TRACKERS = {"wandb": r"wandb|w&b|weights (?:and|&) biases", "tensorboard": r"tensorboard", "mlflow": r"mlflow",
+            "trackio": r"trackio"}  # fmt: skip
 _SWITCHES: list[tuple[str, str]] = [
     (r"(?:activation|gradient) checkpointing|recomput\w*|\bac\b", "train.activation_checkpointing"),
     (r"(?:sequence |document )?packing|packed (?:sequences|documents)", "data.packing"),
@@ -513,8 +534,16 @@ def _overrides(text: str, lowered: str, intent: Intent) -> None:
         found = next((m for m in re.finditer(pattern, lowered) if not re.search(NEGATED_SETTING, lowered[: m.start()])),
                      None)  # fmt: skip
         if found and not any(o.startswith(key + "=") for o in overrides):
-            overrides.append(f"{key}={next(g for g in found.groups() if g)}")
-    if re.search(r"\b(?:learning rate|lr)\b", lowered) and not any(o.startswith("train.lr=") for o in overrides):
+            value = next((g for g in found.groups() if g), "constant")  # "constant lr" names no group's value
+            overrides.append(f"{key}={value}")
+    trackers = [name for name, said in TRACKERS.items()
+                if (found := re.search(rf"\b(?:{said})(?!\w)", lowered))
+                and not re.search(NEGATED_SETTING, lowered[: found.start()])]  # fmt: skip
+    if trackers and not any(o.startswith("train.trackers=") for o in overrides):
+        overrides.append(f"train.trackers=[{','.join(trackers)}]")
+    # "lr 3e-4" with no value read asks; "a constant lr", "the lr schedule" name the schedule, not a value
+    named_lr = re.sub(r"\bconstant\s+(?:lr|learning rate)\b|\b(?:lr|learning rate)[ _]?schedul\w*", " ", lowered)
+    if re.search(r"\b(?:learning rate|lr)\b", named_lr) and not any(o.startswith("train.lr=") for o in overrides):
         intent.clarify = "What learning rate? e.g. `train it with lr 1e-3`."
     for pattern, key in _SWITCHES:
         if found := re.search(rf"\b(without|no|disable|with|enable|using|turn on|turn off)\s+(?:the\s+)?{pattern}",
