@@ -1975,6 +1975,10 @@ def test_everyday_words_one_letter_from_a_short_action_word_are_no_typos(text, k
         ("open a pull request for lr-scan, and after that update the docs", "pr"),
         ("first the benchmark of r1, a report we can do afterwards", "bench"),
         ("the report I'll write later, first benchmark r1", "bench"),  # "later, first X": X is first
+        ("do the report of lr-scan, and the pull request after", "report"),
+        ("report for layouts-nov now, PR in a second moment", "report"),
+        ("first report of lr-scan, the pr we decide later", "report"),
+        ("open the pr after the report of lr-scan", "report"),  # the PR comes after the report
         # not put off: the action itself
         ("open a PR for layouts-nov", "pr"),
         ("stop r1 and I'll check it later", "cancel"),
@@ -2249,3 +2253,25 @@ def test_an_interval_a_schedule_or_a_tracker_of_a_launch_is_kept_and_no_interval
 def test_a_launch_value_no_setting_takes_as_said_is_asked(text, known):
     intent = read(text, known)
     assert intent.command == "run" and intent.clarify
+
+
+def test_what_is_left_once_the_action_put_off_is_gone_starts_nothing_else(known):
+    """'the sweep' is a noun here: with the report put off, nothing asks for a new sweep."""
+    intent = read("write the report after the sweep finishes", known)
+    assert intent.command not in ("sweep", "run", "bench", "pr", "docs", "cancel")
+
+
+@pytest.mark.parametrize(
+    "text, asks",
+    [
+        ("stop r1 after it reaches step 10", True),  # cancel_run stops it now: asked, never early
+        ("kill tp-try once the loss is below 3", True),
+        ("cancel baseline-ddp at step 50", True),
+        ("abort tp-try if it's still hogging the gpus", False),  # a condition on now
+        ("cancel r1 when you can", False),
+        ("kill tp-try, after that show me the loss", False),
+    ],
+)
+def test_a_stop_said_for_later_is_asked_and_a_stop_now_is_made(text, asks, known):
+    intent = read(text, known)
+    assert intent.command == "cancel" and intent.args.get("run") and (intent.clarify is not None) == asks

@@ -53,6 +53,7 @@ __all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
 AGAIN = (r"\bagain\b|\bsame\b|\brerun\b|\bre-run\b|\brelaunch\b|\bonce more\b|\bdo (?:it|that)\b|\bthis time\b|"
          r"\b(?:run|train) it\b")  # fmt: skip
 CLOSE = 1.0  # two actions scoring within this of each other: ask which is meant
+WEAK = 2.5  # an action cued by no more than the grammar's first reading alone
 PLAN_CARRIED = ("model", "gpu", "devices", "nodes", "seq_len", "device_mem")
 LAUNCH_CARRIED = ("experiment", "nproc", "layout", "steps")
 
@@ -74,6 +75,9 @@ def understand(text: str, context: Context | None = None) -> Intent:
     scores = score(plain, entities, first_reading(negated_actions(plain.lower())[1]), context.previous)
     best = ranked(scores)
     command = best[0][0] if best[0][1] > 0 else "help"
+    if command in ACTIONS and best[0][1] <= WEAK and negated_actions(plain.lower())[0]:
+        command = "help"  # "write the report after the sweep finishes": what is left once the action put off is gone
+        # is no request for another action (the grammar's reading of a noun is no verb)
     if command == "read" and context.launch and re.search(REPEAT_WITH, plain.lower()):
         command = "run"  # "do the same thing with configs/long.yaml" after a launch: that launch, on this experiment
     intent = read_facts(masked(plain, entities), command, text, _planned_devices(context, plain))
@@ -425,9 +429,17 @@ def _fill_cancel(intent: Intent, entities: Entities, context: Context) -> None:
     if run is not None:
         intent.args["run"] = run
         intent.words = [run]
+        if re.search(LATER_STOP, intent.text.lower()):  # cancel_run stops it now, never at a step or time to come
+            intent.clarify = f"Cancel {run} now? I can only stop it now, not at a later step or time. yes / edit"
     elif context.known.runs:
         latest = context.known.runs[0]
         intent.clarify = f"Cancel {latest}, the latest run? Name the run to confirm, e.g. `cancel {latest}`."
+
+
+# A stop said for later: "stop r1 after it reaches step 10", "kill it once the loss is below 3", "at step 50" ("if it is
+# still running" is now).
+LATER_STOP = (r"\b(?:after|once|when|as soon as|whenever)\b\s+(?!(?:that|this|you|possible|convenient)\b)\S+|"
+              r"\bat step\b|\bin \d+ (?:steps?|minutes?|hours?|mins?)\b")  # fmt: skip
 
 
 def _fill_resume(intent: Intent, entities: Entities, context: Context) -> None:

@@ -237,7 +237,8 @@ _RULES: list[tuple[str, str]] = [
     ("report", r"\breport\b"),
     ("bench", r"\bbenchmark|\bevaluat|\beval\b"),
     ("status", _SWEEP_STATE),  # "check the sweep's progress" asks about the sweep, not for another one
-    ("sweep", r"\bsweep\b|\btun(?:e|ing)\b"),
+    # "sweep the layouts" asks for one; "the sweep" names one ("the report after the sweep finishes")
+    ("sweep", r"(?<!\bthe )(?<!\bthat )(?<!\bthis )(?<!\bour )(?<!\bmy )(?<!\bits )\bsweep\b|\btun(?:e|ing)\b"),
     ("status", r"\bstatus\b|\bprogress\b"),
     ("compare", r"\bcompare\b.*\b(?:runs|trials|last two)\b"),
     ("runs", r"\b(?:list|which|what) runs\b|\blist (?:the |all )?runs\b"),

@@ -305,12 +305,16 @@ DONT_WAIT = (r"\b(?:no need (?:for|to)|not|without|don'?t|do not|never|skip(?:pi
 # The object first, its refusal after: "a PR isn't needed", "the report can wait", "PR later", "the PR can come
 # afterwards", "a benchmark maybe down the line".
 LATER = (r"(?:later(?: on)?|afterwards?|after that|down the line|eventually|at some point|for later|another time|"
-         r"some other time|next week|tomorrow)")  # fmt: skip
+         r"some other time|next week|tomorrow|next time|at a later (?:point|stage|time|date)|"
+         r"in a (?:second|next|later) (?:moment|time|step|phase|stage|round)|after(?=\s*(?:[.,;!?]|$)))")  # fmt: skip
 AFTER_OBJECT = (
     r"(?:\s+(?:(?:is|are)\s+)?(?:not needed|isn'?t needed|not necessary|unnecessary|can wait|later|not yet|not now)\b|"
     rf"\s+(?:(?:can|could|will|should|may|might)\s+(?:come|be done|happen|follow|wait)\s+|comes\s+|"
     r"(?:we|i|you)(?:'ll|'d)?\s+(?:(?:can|could|will|may|might|should|shall)\s+)?(?:do|write|open|make|handle|run|"
-    rf"sort out|tackle|see about)\s+(?:(?:it|that|one)\s+)?|(?:maybe|perhaps|possibly|probably)\s+)?{LATER}\b)"
+    r"sort out|tackle|see about|see|decide|discuss|think about|talk about|figure out|look at)\s+(?:(?:it|that|one|"
+    rf"on it|about it)\s+)?|(?:maybe|perhaps|possibly|probably)\s+)?{LATER}\b|"
+    # "open the PR after the report": what comes after something else is not the first action
+    r"\s+(?:only\s+)?after\s+(?:the|a|an|we|i|you|it|that|this|writing|doing|making)\b)"
 )
 # An action put off to later is not the action asked for now (the one before it is): "and after we will see for the
 # pull request", "then later a PR", "maybe later we can benchmark it", "we'll think about a report afterwards".
