@@ -1957,6 +1957,7 @@ def test_typos_of_action_words_and_of_the_repositorys_names_are_read_as_them(tex
         "I want to watch the match, then shop for a song",  # want/wait, match/batch, shop/stop, song/long
         "a lone step, then a halo",  # lone/long, step/stop, halo/halt
         "the wail and the macro",  # one letter changed in a short word: never a typo of wait or micro
+        "I presume a micron",  # a letter more than resume or micro: everyday words
     ],
 )
 def test_everyday_words_one_letter_from_a_short_action_word_are_no_typos(text, known):
@@ -2275,3 +2276,16 @@ def test_what_is_left_once_the_action_put_off_is_gone_starts_nothing_else(known)
 def test_a_stop_said_for_later_is_asked_and_a_stop_now_is_made(text, asks, known):
     intent = read(text, known)
     assert intent.command == "cancel" and intent.args.get("run") and (intent.clarify is not None) == asks
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        ("give r1 another go with 30 steps", "run", {"steps": 30, "nproc": 2, "layout": "dp_shard=2"}),
+        ("have we got any runs that crashed?", "runs", {}),
+        ("did any of my runs fail", "runs", {}),
+    ],
+)
+def test_another_go_of_a_run_repeats_it_and_any_run_crashed_lists_them(text, command, args, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None and intent.args == args

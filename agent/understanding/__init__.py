@@ -695,7 +695,10 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.clarify = f"On how many GPUs (processes), and with which layout? {_launch_text(intent.args)}"
 
 
-COPY = r"\b(?:same|like|as in|as for|copy|repeat|again|rerun|re-run)\b"
+COPY = (
+    r"\b(?:same|like|as in|as for|copy|repeat|again|rerun|re-run)\b|"
+    r"\b(?:another|one more|a second)\s+(?:go|spin|try|shot|whirl)\b"
+)  # "give r1 another go": r1 again
 # A share said as a percentage ("warmup of 10%"): no setting of a launch takes one, and it is no count.
 PERCENT = r"\b\d+(?:\.\d+)?\s*(?:%|percent\b|per cent\b)"
 # Precisions people name that the trainer lacks (trainer.config: auto, fp32, bf16, fp8): asked about, never dropped.

@@ -97,7 +97,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bwhat(?:'s|s| is| are)?\s+(?:still\s+)?(?:running|active|in flight|in progress)\b|"
             r"\b(?:what|everything) (?:i'?ve|i have|we'?ve|we have|i|we) (?:already )?"
             r"(?:started|launched|kicked off)\b|"
-            r"\blost track of\b",
+            r"\blost track of\b|"
+            # "any runs that crashed?", "did any job fail?": every run's state
+            r"\bany (?:of (?:the|my|our) )?(?:runs?|jobs?|trainings?|experiments?) (?:that |which )?(?:have |has )?"
+            r"(?:crash|fail|die|died|broke|oom|error|finish|succeed|complete)\w*\b",
             8,
         ),
     ],
@@ -257,7 +260,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
         # "give the default experiment a spin", "take the long config for a spin", "give it a whirl"
         (
             r"\bgive\s+(?:it|that|this|(?:the|our|my|this)\s+(?:[\w.-]+\s+){0,2}?(?:experiment|config\w*|model|setup|"
-            r"[\w-]+\.ya?ml))\s+a\s+(?:spin|go|whirl|try|shot)\b|\btake\s+(?:\S+\s+){1,3}?for a spin\b",
+            r"[\w-]+\.ya?ml))\s+a\s+(?:spin|go|whirl|try|shot)\b|\btake\s+(?:\S+\s+){1,3}?for a spin\b|"
+            # "give r1 another go with 30 steps": that run again
+            r"\bgive\s+(?:\S+\s+){1,3}?(?:another|one more|a second|a new)\s+(?:spin|go|whirl|try|shot)\b",
             6,
         ),
         (

@@ -71,7 +71,7 @@ best fine done does been being will would could should shall must might time tim
 again still ever even once both such into your yours ours mine away back about after before while since until
 part parts rest test tests case cases type types plan plans step stop start starts state status store
 boss cold date dinner exist full hate late lose lost lots race rates seep sleep star stat states stats steep sweet
-toss world"""
+toss world presume micron"""
 KEEP = COMMON | set(_KEEP.split()) | set(_ENGLISH.split())  # words the typo fixer must leave alone ("repo" is no
 # typo of "report")
 
