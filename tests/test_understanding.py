@@ -2289,3 +2289,30 @@ def test_a_stop_said_for_later_is_asked_and_a_stop_now_is_made(text, asks, known
 def test_another_go_of_a_run_repeats_it_and_any_run_crashed_lists_them(text, command, args, known):
     intent = read(text, known)
     assert intent.command == command and intent.clarify is None and intent.args == args
+
+
+def test_trying_an_experiment_out_with_launch_facts_is_a_launch_and_a_what_if_stays_a_plan(known):
+    intent = read("could you kick the tires on the long config? 5 steps, 2 gpus, ddp", known)
+    assert intent.command == "run" and intent.clarify is None
+    assert intent.args == {"experiment": "configs/long.yaml", "nproc": 2, "layout": "dp_replicate=2", "steps": 5}
+    assert read("would 2 gpus with ddp for 5 steps be enough for llama-3.1-8b?", known).command == "plan"
+
+
+@pytest.mark.parametrize(
+    "text, command, args, asks",
+    [
+        ("pls benchmark the newest checkpoint, not the ddp one", "bench", {"model": "runs/r1"}, False),
+        ("report on the latest sweep, not lr-scan", "report", {"sweep": "sweeps/layouts-nov"}, False),
+        ("report on the latest sweep, not layouts-nov", "report", {}, True),  # the latest is the one ruled out
+    ],
+)
+def test_the_latest_beside_a_name_ruled_out_is_taken_unless_it_is_that_one(text, command, args, asks, known):
+    intent = read(text, known)
+    assert intent.command == command and (intent.clarify is not None) == asks
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+def test_a_sequence_length_after_a_plan_is_the_plans_and_asks_nothing(known):
+    earlier = planned({"gpu": "l40s", "devices": 4}, "plan on 4 l40s")
+    intent = read("now try seq_len 2048", known, earlier)
+    assert intent.command == "plan" and intent.clarify is None and intent.args["seq_len"] == 2048

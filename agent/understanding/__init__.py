@@ -87,6 +87,9 @@ def understand(text: str, context: Context | None = None) -> Intent:
     FILL.get(intent.command, lambda *a: None)(intent, entities, context)
     if intent.clarify is None:
         intent.clarify = _close_call(intent, best, entities)
+    if intent.clarify is None and intent.command == "plan" and _launch_close(scores, entities):
+        intent.clarify = (f"Do you want me to train with what you said ({', '.join(_launch_facts(entities))}) or to "
+                          f"plan layouts ({_call_text(intent)})? A plan takes no steps or settings.")  # fmt: skip
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _unplaced_number(plain, entities, intent)
     if intent.clarify is None:
@@ -319,7 +322,7 @@ def _excluded_taken(intent: Intent, entities: Entities, context: Context) -> str
         if not excluded:
             continue
         taken = intent.args.get(kind) or (intent.args.get("model") if kind == "run" else None)
-        named = entities.has(kind, f"{kind}_choice")
+        named = entities.has(kind, f"{kind}_choice") or re.search(LATEST_WORDS, intent.text.lower())  # "the newest"
         if str(taken).split("/checkpoint")[0] in excluded or (not named and intent.command in NAMED_TOOLS):
             others = [p for p in (context.known.runs if kind == "run" else context.known.sweeps) if p not in excluded]
             return f"Which {kind} do you mean, if not {' or '.join(excluded)}? ({', '.join(others) or 'none'})"
@@ -1067,6 +1070,21 @@ FILL = {
     "plan": _fill_plan,
     "compare": _fill_compare,
 }
+
+
+LAUNCH_ONLY = ("steps", "switch", "optimizer", "override")  # facts only a launch takes
+
+
+def _launch_close(scores: dict[str, float], entities: Entities) -> bool:
+    """A plan read where a launch scores close and the sentence states what only a launch takes ("could you kick the
+    tires on the long config? 5 steps, 2 gpus, ddp"): a plan would drop them, so which is meant is asked."""
+    return bool(_launch_facts(entities)) and scores.get("run", 0) > 0 and scores["plan"] - scores["run"] < 2 * CLOSE
+
+
+def _launch_facts(entities: Entities) -> list[str]:
+    """What the sentence states that only a launch takes (a sequence length is a plan's too)."""
+    found = [e for e in sorted(entities.found, key=lambda e: e.span) if e.kind in LAUNCH_ONLY]
+    return [f"{e.kind}={e.value}" for e in found if not re.search(r"seq|context", str(e.value))]
 
 
 def _close_call(intent: Intent, best: list[tuple[str, float]], entities: Entities) -> str | None:

@@ -261,6 +261,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (
             r"\bgive\s+(?:it|that|this|(?:the|our|my|this)\s+(?:[\w.-]+\s+){0,2}?(?:experiment|config\w*|model|setup|"
             r"[\w-]+\.ya?ml))\s+a\s+(?:spin|go|whirl|try|shot)\b|\btake\s+(?:\S+\s+){1,3}?for a spin\b|"
+            # "kick the tires on the long config", "test-drive meshpilot.yaml": try it by running it
+            r"\bkick(?:ing)? the tires\b|\btest[- ]?driv\w*\b|"
             # "give r1 another go with 30 steps": that run again
             r"\bgive\s+(?:\S+\s+){1,3}?(?:another|one more|a second|a new)\s+(?:spin|go|whirl|try|shot)\b",
             6,
