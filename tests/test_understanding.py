@@ -2316,3 +2316,32 @@ def test_a_sequence_length_after_a_plan_is_the_plans_and_asks_nothing(known):
     earlier = planned({"gpu": "l40s", "devices": 4}, "plan on 4 l40s")
     intent = read("now try seq_len 2048", known, earlier)
     assert intent.command == "plan" and intent.clarify is None and intent.args["seq_len"] == 2048
+
+
+@pytest.mark.parametrize(
+    "text, command, wait",
+    [
+        ("stop waiting, just tell me r1's loss", "results", None),  # the wait is stopped, not r1
+        ("quit waiting on tp-try and show its status", "status", None),
+        ("hold on, what is the loss of r1", "results", None),  # an interjection, no wait
+        ("hang on, is baseline-ddp done?", "status", None),
+        ("dont stop r1, just wait", "status", "yes"),
+        ("hold on until tp-try exits", "status", "yes"),
+    ],
+)
+def test_stopping_a_wait_cancels_nothing_and_hold_on_waits_only_for_something(text, command, wait, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.args.get("wait") == wait and intent.args.get("run")
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("nvm the pr, write up layouts-nov", "report"),
+        ("scrap the benchmark, just the status of r1", "status"),
+        ("PR for lr-scan? nah, just a report", "report"),
+        ("Can we run 16 trials of the layout sweep on configs/long.yaml? no rush", "sweep"),  # no rush refuses nothing
+    ],
+)
+def test_an_action_waved_off_is_not_taken(text, command, known):
+    assert read(text, known).command == command

@@ -154,9 +154,11 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "wait": [
         (
             r"\bwait (?:for|until|till|on)\b|\bblock until\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
-            r"\bwait for it\b|\buntil it (?:ends|finishes)\b|\bnotify me when\b|\bhang on\b|"
+            r"\bwait for it\b|\buntil it (?:ends|finishes)\b|\bnotify me when\b|"
             r"\buntil\b.*\b(?:completes|finishes|finished|ends|exits|is done|is over)\b|\bawait\b|"
-            r"\bhold on\b|\bhang tight\b|\b(?:ping|tell|notify|alert|message) me (?:once|when|as soon as|after)\b|"
+            # "hold on until r1 is done" waits; "hold on, what is the loss of r1?" is an interjection
+            r"\b(?:hold|hang) on\b(?=\s+(?:until|for|while)\b|\W*$)|\bhang tight\b|\bjust wait\b|"
+            r"\b(?:ping|tell|notify|alert|message) me (?:once|when|as soon as|after)\b|"
             r"\bonce (?:\S+ ){1,3}(?:is|has) (?:over|done|finished|ended|complete)\b",
             6,
         ),
@@ -284,7 +286,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
 # "instead of a sweep", "the PR can wait". Its intent never wins, and its words are no cue of any other: the positive
 # verb beside it decides ("no PR yet, just draft the writeup" is a report). A launch not to make is NO_LAUNCH.
 NEGATOR = (r"\b(?:no need (?:for|to)|no|not|without|don'?t|do not|never|skip(?:ping)?|hold off(?: on)?|"
-           r"forget(?: about)?|instead of|rather than|nor)\s+")  # fmt: skip
+           r"forget(?: about)?|instead of|rather than|nor|nvm|never ?mind|scrap|ditch)\s+")  # fmt: skip
 _DOING = (r"(?:(?:open|create|make|file|raise|push|send|submit|write|draft|do|run|start|launch|kick off|update|touch|"
           r"change|edit|generate|produce|need|want|bother with|put up|publish|regenerate|refresh|rewrite)\w*\s+)?"
           r"(?:(?:up\s+)?(?:a|an|the|any|that|this|my|our|another|new)\s+)?(?:[\w.-]+\s+)?")  # fmt: skip
@@ -308,7 +310,8 @@ DONT_VERB = {
 # "no wait, four nodes" corrects the sentence, it refuses nothing.
 DONT_WAIT = (r"\b(?:no need (?:for|to)|not|without|don'?t|do not|never|skip(?:ping)?|no point (?:in )?|"
              r"(?:don'?t|do not|no need to) bother(?: with)?)\s+(?:(?:to|for|on)\s+)?(?:wait(?:ing)?|await\w*)\b|"
-             r"\bno waiting\b")  # fmt: skip
+             # "stop waiting, just tell me r1's loss": the wait is stopped, no run is
+             r"\bno waiting\b|\b(?:stop|quit|cancel|no more)\s+(?:the\s+)?(?:waiting|wait)\b")  # fmt: skip
 # The object first, its refusal after: "a PR isn't needed", "the report can wait", "PR later", "the PR can come
 # afterwards", "a benchmark maybe down the line".
 LATER = (r"(?:later(?: on)?|afterwards?|after that|down the line|eventually|at some point|for later|another time|"
@@ -316,6 +319,7 @@ LATER = (r"(?:later(?: on)?|afterwards?|after that|down the line|eventually|at s
          r"in a (?:second|next|later) (?:moment|time|step|phase|stage|round)|after(?=\s*(?:[.,;!?]|$)))")  # fmt: skip
 AFTER_OBJECT = (
     r"(?:\s+(?:(?:is|are)\s+)?(?:not needed|isn'?t needed|not necessary|unnecessary|can wait|later|not yet|not now)\b|"
+    r"\s*\?\s*(?:nah|nope|no(?=\s*[,.;!]|\s*$))\b|"  # "PR for lr-scan? nah, just a report" ("? no rush" asks on)
     rf"\s+(?:(?:can|could|will|should|may|might)\s+(?:come|be done|happen|follow|wait)\s+|comes\s+|"
     r"(?:we|i|you)(?:'ll|'d)?\s+(?:(?:can|could|will|may|might|should|shall)\s+)?(?:do|write|open|make|handle|run|"
     r"sort out|tackle|see about|see|decide|discuss|think about|talk about|figure out|look at)\s+(?:(?:it|that|one|"
