@@ -2156,7 +2156,13 @@ def test_what_a_launch_is_for_is_no_change_to_ask_about(text, question, known):
 
 @pytest.mark.parametrize(
     "text, command",
-    [("cores?", "hardware"), ("how much ram?", "hardware"), ("cuda?", "hardware"), ("runs?", "runs")],
+    [
+        ("cores?", "hardware"),
+        ("how much ram?", "hardware"),
+        ("cuda?", "hardware"),
+        ("hw?", "hardware"),
+        ("runs?", "runs"),
+    ],
 )
 def test_a_bare_word_about_this_machine_asks_its_hardware(text, command, known):
     assert read(text, known).command == command
@@ -2345,3 +2351,16 @@ def test_stopping_a_wait_cancels_nothing_and_hold_on_waits_only_for_something(te
 )
 def test_an_action_waved_off_is_not_taken(text, command, known):
     assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text", ["train 10 steps on 2 gpus with ddp, not the long config", "not on the long config: ddp on 2 gpus, 5 steps"]
+)
+def test_an_experiment_ruled_out_is_not_launched_and_asks_nothing(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None and "experiment" not in intent.args
+
+
+def test_a_hyphenated_word_is_no_run_name(known):
+    intent = read("Team wants a deck-ready summary of layouts-nov", known)
+    assert intent.clarify is None and intent.args.get("sweep") == "sweeps/layouts-nov"

@@ -289,7 +289,8 @@ NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr",
 NOT_A_NAME = (
     r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step_\d+|"
     r"fp\d+|bf16|e-\d+|x\d+|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|in-house|up-to-date|"
-    r"follow-up|write-up|one-pager|what-if|so-called|\w+-wise|e\.g|i\.e)$"
+    r"follow-up|write-up|one-pager|what-if|so-called|\w+-wise|e\.g|i\.e|"
+    r"\w+-(?:ready|based|like|level|style|friendly|only|free|heavy|bound|aware|sized|related|specific))$"
 )
 
 
@@ -768,6 +769,8 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             continue
         if _replaced(lowered[found.end() :], intent):  # "not adam this time, plain sgd", "not fp8, bf16"
             continue
+        if re.match(r"\s*(?:(?:the|that|this|from|on)\s+)*_+", lowered[found.end() :]):  # "not the long config": a name
+            continue  # ruled out (masked), no setting
         ahead = [s for s in mentions if s[0] >= found.end() and len(lowered[found.end() : s[0]].split()) <= 3]
         behind = [s for s in mentions if s[1] <= found.start() and len(lowered[s[1] : found.start()].split()) <= 3]
         inside = [s for s in mentions if s[0] <= found.start() < s[1]]  # "without it": the pronoun's setting

@@ -106,7 +106,7 @@ SEQ_LEN = (
     r"\b\d+\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b|" + TOKENS_PER_SEQUENCE
 )
 NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice", "not_run", "not_sweep",
-         "not_run_choice", "not_sweep_choice")  # fmt: skip
+         "not_run_choice", "not_sweep_choice", "not_experiment")  # fmt: skip
 # What excludes the run or sweep named right after it: "from the lr scan, not the layouts one", "rather than r1".
 EXCLUDER = (r"\b(?:not|rather than|instead of|but not|except(?: for)?|other than|apart from|excluding)\s+"
             r"(?:(?:the|that|this|from|on|of|with|for)\s+)*")  # fmt: skip
@@ -168,7 +168,11 @@ def _excluded(lowered: str, entities: Entities) -> None:
     scan, not the layouts one"): kept apart as not_run / not_sweep, never taken as the one to use."""
     for entity in entities.found:
         start, end = entity.span
-        if entity.kind.startswith(("run", "sweep")) and end > start and re.search(rf"{EXCLUDER}$", lowered[:start]):
+        if (
+            entity.kind.startswith(("run", "sweep", "experiment"))
+            and end > start
+            and re.search(rf"{EXCLUDER}$", lowered[:start])
+        ):  # "not the long config": not that experiment either
             entity.kind = "not_" + entity.kind
 
 

@@ -56,7 +56,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         # a bare word asked: "gpus?", "cores?", "how much ram?"
         (
             r"^\W*(?:any\s+|which\s+|what\s+|how many\s+|how much\s+)?(?:gpus?|cpus?|cores|cuda|devices|"
-            r"accelerators|v?ram|gpu count|gpu memory)\W*$",
+            r"accelerators|v?ram|gpu count|gpu memory|hw|specs|hardware)\W*$",
             5,
         ),
         (
