@@ -1980,6 +1980,8 @@ def test_everyday_words_one_letter_from_a_short_action_word_are_no_typos(text, k
         ("report for layouts-nov now, PR in a second moment", "report"),
         ("first report of lr-scan, the pr we decide later", "report"),
         ("open the pr after the report of lr-scan", "report"),  # the PR comes after the report
+        ("do a report after the layouts-nov sweep", "report"),  # after a sweep: from it, and no new sweep
+        ("update the docs after the lr-scan sweep", "docs"),
         # not put off: the action itself
         ("open a PR for layouts-nov", "pr"),
         ("stop r1 and I'll check it later", "cancel"),

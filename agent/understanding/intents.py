@@ -324,8 +324,10 @@ AFTER_OBJECT = (
     r"(?:we|i|you)(?:'ll|'d)?\s+(?:(?:can|could|will|may|might|should|shall)\s+)?(?:do|write|open|make|handle|run|"
     r"sort out|tackle|see about|see|decide|discuss|think about|talk about|figure out|look at)\s+(?:(?:it|that|one|"
     rf"on it|about it)\s+)?|(?:maybe|perhaps|possibly|probably)\s+)?{LATER}\b|"
-    # "open the PR after the report": what comes after something else is not the first action
-    r"\s+(?:only\s+)?after\s+(?:the|a|an|we|i|you|it|that|this|writing|doing|making)\b)"
+    # "open the PR after the report", "the PR after we write it up": what comes after another output is not the first
+    # action ("the docs after the lr-scan sweep" are the docs from it); only the object is blanked, not what it follows
+    r"(?=\s+(?:only\s+)?after\s+(?:(?:we|i|you)\b|(?:(?:the|a|an|writing|doing|making)\s+)?(?:[\w.-]+\s+)?"
+    r"(?:reports?|write-?ups?|docs|documentation|benchmarks?|evals?|prs?|pull requests?)\b)))"
 )
 # An action put off to later is not the action asked for now (the one before it is): "and after we will see for the
 # pull request", "then later a PR", "maybe later we can benchmark it", "we'll think about a report afterwards".
