@@ -2348,6 +2348,8 @@ def test_stopping_a_wait_cancels_nothing_and_hold_on_waits_only_for_something(te
         ("nvm the pr, write up layouts-nov", "report"),
         ("scrap the benchmark, just the status of r1", "status"),
         ("PR for lr-scan? nah, just a report", "report"),
+        ("stop r1? no, just check its loss", "results"),  # a stop asked about and answered no
+        ("kill tp-try? nope. status please", "status"),
         ("Can we run 16 trials of the layout sweep on configs/long.yaml? no rush", "sweep"),  # no rush refuses nothing
     ],
 )

@@ -312,6 +312,8 @@ DONT_WAIT = (r"\b(?:no need (?:for|to)|not|without|don'?t|do not|never|skip(?:pi
              r"(?:don'?t|do not|no need to) bother(?: with)?)\s+(?:(?:to|for|on)\s+)?(?:wait(?:ing)?|await\w*)\b|"
              # "stop waiting, just tell me r1's loss": the wait is stopped, no run is
              r"\bno waiting\b|\b(?:stop|quit|cancel|no more)\s+(?:the\s+)?(?:waiting|wait)\b")  # fmt: skip
+# An action asked about and answered "no" in the same breath: "stop r1? no, just check its loss", "PR? nah".
+WAVED_OFF = r"\s*\?\s*(?:nah|nope|no(?=\s*[,.;:!\-\u2013\u2014]|\s*$))\b"
 # The object first, its refusal after: "a PR isn't needed", "the report can wait", "PR later", "the PR can come
 # afterwards", "a benchmark maybe down the line".
 LATER = (r"(?:later(?: on)?|afterwards?|after that|down the line|eventually|at some point|for later|another time|"
@@ -319,7 +321,7 @@ LATER = (r"(?:later(?: on)?|afterwards?|after that|down the line|eventually|at s
          r"in a (?:second|next|later) (?:moment|time|step|phase|stage|round)|after(?=\s*(?:[.,;!?]|$)))")  # fmt: skip
 AFTER_OBJECT = (
     r"(?:\s+(?:(?:is|are)\s+)?(?:not needed|isn'?t needed|not necessary|unnecessary|can wait|later|not yet|not now)\b|"
-    r"\s*\?\s*(?:nah|nope|no(?=\s*[,.;!]|\s*$))\b|"  # "PR for lr-scan? nah, just a report" ("? no rush" asks on)
+    rf"{WAVED_OFF}|"  # "PR for lr-scan? nah, just a report" ("? no rush" asks on)
     rf"\s+(?:(?:can|could|will|should|may|might)\s+(?:come|be done|happen|follow|wait)\s+|comes\s+|"
     r"(?:we|i|you)(?:'ll|'d)?\s+(?:(?:can|could|will|may|might|should|shall)\s+)?(?:do|write|open|make|handle|run|"
     r"sort out|tackle|see about|see|decide|discuss|think about|talk about|figure out|look at)\s+(?:(?:it|that|one|"
@@ -353,7 +355,8 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
             spans.append(found.span())
     for intent, verbs in DONT_VERB.items():
         for found in re.finditer(rf"{NEGATOR}(?:{verbs})\b|{DEFERRED}(?:{verbs})\b|"
-                                 rf"\b(?:{verbs})\s+(?:(?:it|that|this|them)\s+)?{LATER}\b", lowered):  # fmt: skip
+                                 rf"\b(?:{verbs})\s+(?:(?:it|that|this|them)\s+)?{LATER}\b|"
+                                 rf"\b(?:{verbs})\b[^?.!;]{{0,40}}{WAVED_OFF}", lowered):  # fmt: skip
             negated.add(intent)
             spans.append(found.span())
     for found in re.finditer(DONT_WAIT, lowered):
