@@ -1928,3 +1928,443 @@ def test_a_precision_or_zero_stage_is_set_unless_a_negation_takes_it_back(text, 
 def test_push_to_main_is_refused_even_when_a_pr_is_named_only_to_be_declined(known):
     assert "never pushes to main" in read("push the report to main, don't open a PR", known).refusal
     assert read("push the layouts-nov report as a PR", known).refusal is None
+
+
+# --- fresh_k's miss kinds, in sentences of our own --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        ("hlat tp-try now", "cancel", {"run": "runs/tp-try"}),
+        ("stpo baseline-ddp please", "cancel", {"run": "runs/baseline-ddp"}),
+        ("pls wiat on baseline-ddp", "status", {"run": "runs/baseline-ddp", "wait": "yes"}),
+        ("resmue r1", "resume", {"run": "runs/r1"}),
+        ("kil tp-try", "cancel", {"run": "runs/tp-try"}),
+        ("train the lnog config for 10 steps on 2 gpus with ddp", "run", {"experiment": "configs/long.yaml"}),
+        ("20 steps on 2 gpus with fsdp, micro bacth 2", "run", {"set": ["train.micro_batch=2"]}),
+    ],
+)
+def test_typos_of_action_words_and_of_the_repositorys_names_are_read_as_them(text, command, args, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I want to watch the match, then shop for a song",  # want/wait, match/batch, shop/stop, song/long
+        "a lone step, then a halo",  # lone/long, step/stop, halo/halt
+        "the wail and the macro",  # one letter changed in a short word: never a typo of wait or micro
+        "I presume a micron",  # a letter more than resume or micro: everyday words
+    ],
+)
+def test_everyday_words_one_letter_from_a_short_action_word_are_no_typos(text, known):
+    assert normalise(text, known.names) == text
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("write up lr-scan, then later a PR", "report"),
+        ("report on layouts-nov; maybe later we can open a pull request", "report"),
+        ("make a report of lr-scan, the PR can come afterwards", "report"),
+        ("write the lr-scan report, we will decide on the pull request tomorrow", "report"),
+        ("we'll think about a benchmark afterwards, first stop tp-try", "cancel"),
+        ("cancel tp-try; we can see about a sweep later", "cancel"),
+        ("open a pull request for lr-scan, and after that update the docs", "pr"),
+        ("first the benchmark of r1, a report we can do afterwards", "bench"),
+        ("the report I'll write later, first benchmark r1", "bench"),  # "later, first X": X is first
+        ("do the report of lr-scan, and the pull request after", "report"),
+        ("report for layouts-nov now, PR in a second moment", "report"),
+        ("first report of lr-scan, the pr we decide later", "report"),
+        ("open the pr after the report of lr-scan", "report"),  # the PR comes after the report
+        ("do a report after the layouts-nov sweep", "report"),  # after a sweep: from it, and no new sweep
+        ("update the docs after the lr-scan sweep", "docs"),
+        # not put off: the action itself
+        ("open a PR for layouts-nov", "pr"),
+        ("stop r1 and I'll check it later", "cancel"),
+    ],
+)
+def test_an_action_put_off_to_later_is_not_the_action_asked_for_now(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None
+
+
+def test_an_action_that_is_all_put_off_is_never_taken(known):
+    assert read("open a PR for lr-scan later", known).command not in ("pr", "report", "docs")
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        ("start another pass of layout tuning on the long config", "sweep", {"experiment": "configs/long.yaml"}),
+        ("kick off a fresh round of tuning", "sweep", {}),
+        # a report of a sweep named by "<name> sweep" starts none; a new run is a launch
+        ("do the report of lr-scan sweep", "report", {"sweep": "sweeps/lr-scan"}),
+        ("launch a new run on 2 gpus with fsdp for 10 steps", "run", {"layout": "dp_shard=2"}),
+    ],
+)
+def test_a_round_of_layout_tuning_is_a_sweep(text, command, args, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        ("refresh the docs with layouts-nov rather than the lr one", "docs", {"sweep": "sweeps/layouts-nov"}),
+        ("report on the layouts sweep rather than lr-scan", "report", {"sweep": "sweeps/layouts-nov"}),
+        ("status of r1, not tp-try", "status", {"run": "runs/r1"}),
+        ("benchmark the checkpoint of r1, not baseline-ddp", "bench", {"model": "runs/r1"}),
+        ("results of baseline-ddp, not the fsdp one", "results", {"run": "runs/baseline-ddp"}),
+    ],
+)
+def test_a_run_or_sweep_after_a_negation_is_the_one_not_meant(text, command, args, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, excluded",
+    [
+        ("update the docs, not from layouts-nov", "sweeps/layouts-nov"),  # the latest is the one ruled out
+        ("write the report, but not for the lr sweep", "sweeps/lr-scan"),
+        ("cancel it, not r1", "runs/r1"),
+    ],
+)
+def test_a_sentence_that_only_rules_a_name_out_asks_which_it_means(text, excluded, known):
+    intent = read(text, known)
+    assert intent.clarify and f"if not {excluded}" in intent.clarify
+
+
+@pytest.mark.parametrize(
+    "text, command, run",
+    [
+        ("don't wait, just tell me where tp-try is at", "status", "runs/tp-try"),
+        ("where tp-try's at?", "status", "runs/tp-try"),
+        ("can you check where baseline-ddp is up to", "status", "runs/baseline-ddp"),
+        ("where the loss of r1 is at", "results", "runs/r1"),  # a figure's value: its results
+    ],
+)
+def test_where_a_run_is_at_is_its_status(text, command, run, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.args.get("run") == run and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("are any jobs still going?", "runs"),
+        ("what's running right now?", "runs"),
+        ("I forgot everything I launched, remind me", "runs"),
+        ("is something still training in this repo?", "runs"),
+        ("anything running?", "runs"),
+        ("which jobs are active", "runs"),
+        ("is r1 still running?", "status"),  # one run named: its state
+    ],
+)
+def test_a_question_about_every_runs_state_lists_the_runs(text, command, known):
+    assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("Can we circulate the lr-scan learnings? A written summary for the execs", "report"),
+        ("I need a one-pager on layouts-nov for my boss", "report"),
+        ("put the layouts-nov findings in a memo", "report"),
+        ("summary of lr-scan", "trials"),  # a summary to read, not a document
+        ("I'd like a recap of how layouts-nov went, for my team update", "trials"),
+    ],
+)
+def test_a_written_summary_is_a_report_and_a_summary_to_read_is_the_sweep(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None and intent.args.get("sweep")
+
+
+@pytest.mark.parametrize(
+    "text, wanted",
+    [
+        ("ddp on 2 gpus, fp32, 10 steps", ["train.precision=fp32"]),
+        ("fsdp on 2 procs, bf16, seed 3, 12 steps", ["train.precision=bf16", "train.seed=3"]),
+        ("train 10 steps with ddp on 2 gpus, precision fp8", ["train.precision=fp8"]),
+        ("train 20 steps on 2 gpus with dp_shard=2, not fp8, bf16", ["train.precision=bf16"]),
+        ("launch 10 steps with fsdp on 2 gpus using sgd instead of adamw", ["train.optimizer=sgd"]),
+        ("skip adam for once, fsdp on 2 gpus for 10 steps, lion", ["train.optimizer=lion"]),
+        ("dont use adam, use adamw on 2 gpus ddp 10 steps", ["train.optimizer=adamw"]),
+        (
+            "ddp on 2 gpus, 10 steps, seed 7, weight decay 0.1, warmup 5, grad clip 1.0",
+            ["train.seed=7", "train.weight_decay=0.1", "train.warmup_steps=5", "train.grad_clip=1.0"],
+        ),
+    ],
+)
+def test_a_precision_or_optimizer_named_alone_in_a_launch_is_set(text, wanted, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert sorted(o for o in intent.args["set"] if not o.startswith("model.")) == sorted(wanted)
+
+
+@pytest.mark.parametrize(
+    "text, question",
+    [
+        ("train 10 steps on 2 gpus with ddp, no adam", "Which optimizer"),  # taken back, nothing instead
+        ("train 10 steps with ddp on 2 gpus in fp16", "not fp16"),  # no such precision: never dropped
+        ("launch 10 steps on 2 gpus, packing", "packing be on or off"),  # last in the list: asked
+        ("train 10 steps with packing off and compile", "torch.compile be on or off"),
+    ],
+)
+def test_a_value_taken_back_with_none_instead_or_one_the_trainer_lacks_is_asked(text, question, known):
+    intent = read(text, known)
+    assert intent.command == "run" and question in str(intent.clarify)
+
+
+@pytest.mark.parametrize(
+    "text, wanted",
+    [
+        (
+            "ddp on 4 gpus, 10 steps, activation checkpointing, lr 1e-3",
+            ["train.activation_checkpointing=true", "train.lr=1e-3"],
+        ),
+        ("fsdp on 2, packing, 30 steps", ["data.packing=true"]),
+        (
+            "fsdp on 2, 30 steps, packing off, compile, seed 1",
+            ["data.packing=false", "train.compile=true", "train.seed=1"],
+        ),
+    ],
+)
+def test_a_switch_named_alone_inside_a_launchs_list_is_on(text, wanted, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert sorted(intent.args["set"]) == sorted(wanted)
+
+
+@pytest.mark.parametrize(
+    "text, question",
+    [
+        ("fp32 with ddp on 2 gpus, let's see whether it gets any slower", None),  # what it is for, not a change
+        ("ddp on 2 gpus for 10 steps, check if bigger batches help", None),
+        ("train 10 steps with ddp on 2 gpus, make it faster", "What should change"),
+    ],
+)
+def test_what_a_launch_is_for_is_no_change_to_ask_about(text, question, known):
+    intent = read(text, known)
+    assert intent.command == "run"
+    assert (intent.clarify is None) if question is None else question in str(intent.clarify)
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("cores?", "hardware"),
+        ("how much ram?", "hardware"),
+        ("cuda?", "hardware"),
+        ("hw?", "hardware"),
+        ("runs?", "runs"),
+    ],
+)
+def test_a_bare_word_about_this_machine_asks_its_hardware(text, command, known):
+    assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text, model",
+    [
+        ("benchmark r1 on the in-house eval suite", "runs/r1"),
+        ("how does baseline-ddp's checkpoint do on our proprietary benchmark suite", "runs/baseline-ddp"),
+        ("evaluate r1 against the internal suite", "runs/r1"),
+    ],
+)
+def test_an_internal_or_in_house_suite_is_the_builtin_one(text, model, known):
+    intent = read(text, known)
+    assert intent.command == "bench" and intent.clarify is None
+    assert intent.args == {"model": model, "suite": "builtin"}
+
+
+def test_a_suite_the_repository_lacks_is_still_asked_about(known):
+    assert "'nightly'" in str(read("benchmark r1 on the nightly suite", known).clarify)
+
+
+@pytest.mark.parametrize(
+    "text, command, asks",
+    [
+        ("care to open the PR for lr-scan?", "pr", False),
+        ("any chance you could write up layouts-nov?", "report", False),
+        ("layouts-nov is done, would you mind drafting the report?", "report", False),
+        ("did we write the layouts-nov report?", "report", True),  # a question about it: confirmed first
+    ],
+)
+def test_a_polite_request_asked_as_a_question_is_a_request(text, command, asks, known):
+    intent = read(text, known)
+    assert intent.command == command and (intent.clarify is not None) == asks
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("give it a whirl on 2 gpus with fsdp", {"nproc": 2, "layout": "dp_shard=2"}),
+        ("give the long config a go, 10 steps", {"experiment": "configs/long.yaml", "steps": 10}),
+        ("take meshpilot.yaml for a spin, stock settings", {"experiment": "meshpilot.yaml"}),
+    ],
+)
+def test_giving_an_experiment_a_spin_launches_it(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None and intent.args == args
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("without relaunching anything, what's the loss of tp-try", "results"),
+        ("don't retrain, just status of r1", "status"),
+        ("no need to restart it, tokens/s of baseline-ddp please", "results"),
+        ("rerun r1 with 30 steps", "run"),
+    ],
+)
+def test_a_relaunch_said_not_to_make_is_never_made(text, command, known):
+    assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text, steps, wanted",
+    [
+        ("ddp on 2 gpus, 10 steps, save a checkpoint every 5 steps", 10, ["train.checkpoint_every=5"]),
+        ("fsdp on 2 gpus for 30 steps, checkpoint_every 10", 30, ["train.checkpoint_every=10"]),
+        ("fsdp on 2 gpus, 10 steps, cosine schedule", 10, ["train.lr_schedule=cosine"]),
+        ("ddp on 2 gpus 12 steps, constant lr", 12, ["train.lr_schedule=constant"]),
+        ("ddp on 2 gpus, 10 steps, log to wandb and tensorboard", 10, ["train.trackers=[wandb,tensorboard]"]),
+        (
+            "train 10 steps with ddp on 2 gpus, lr schedule linear, lr 1e-3",
+            10,
+            ["train.lr_schedule=linear", "train.lr=1e-3"],
+        ),
+    ],
+)
+def test_an_interval_a_schedule_or_a_tracker_of_a_launch_is_kept_and_no_interval_is_its_step_count(
+    text, steps, wanted, known
+):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None and intent.args["steps"] == steps
+    assert sorted(intent.args["set"]) == sorted(wanted)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "fsdp on 2 gpus, 10 steps, lr 1e-3 with warmup of 10%",  # a share is no warmup step count
+        "fsdp on 2 gpus, 10 steps, batch size 16",  # micro batch or global? asked
+        "launch tp=2 on 2 procs with grad accumulation 4",
+    ],
+)
+def test_a_launch_value_no_setting_takes_as_said_is_asked(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify
+
+
+def test_what_is_left_once_the_action_put_off_is_gone_starts_nothing_else(known):
+    """'the sweep' is a noun here: with the report put off, nothing asks for a new sweep."""
+    intent = read("write the report after the sweep finishes", known)
+    assert intent.command not in ("sweep", "run", "bench", "pr", "docs", "cancel")
+
+
+@pytest.mark.parametrize(
+    "text, asks",
+    [
+        ("stop r1 after it reaches step 10", True),  # cancel_run stops it now: asked, never early
+        ("kill tp-try once the loss is below 3", True),
+        ("cancel baseline-ddp at step 50", True),
+        ("abort tp-try if it's still hogging the gpus", False),  # a condition on now
+        ("cancel r1 when you can", False),
+        ("kill tp-try, after that show me the loss", False),
+    ],
+)
+def test_a_stop_said_for_later_is_asked_and_a_stop_now_is_made(text, asks, known):
+    intent = read(text, known)
+    assert intent.command == "cancel" and intent.args.get("run") and (intent.clarify is not None) == asks
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        ("give r1 another go with 30 steps", "run", {"steps": 30, "nproc": 2, "layout": "dp_shard=2"}),
+        ("have we got any runs that crashed?", "runs", {}),
+        ("did any of my runs fail", "runs", {}),
+    ],
+)
+def test_another_go_of_a_run_repeats_it_and_any_run_crashed_lists_them(text, command, args, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None and intent.args == args
+
+
+def test_trying_an_experiment_out_with_launch_facts_is_a_launch_and_a_what_if_stays_a_plan(known):
+    intent = read("could you kick the tires on the long config? 5 steps, 2 gpus, ddp", known)
+    assert intent.command == "run" and intent.clarify is None
+    assert intent.args == {"experiment": "configs/long.yaml", "nproc": 2, "layout": "dp_replicate=2", "steps": 5}
+    assert read("would 2 gpus with ddp for 5 steps be enough for llama-3.1-8b?", known).command == "plan"
+
+
+@pytest.mark.parametrize(
+    "text, command, args, asks",
+    [
+        ("pls benchmark the newest checkpoint, not the ddp one", "bench", {"model": "runs/r1"}, False),
+        ("report on the latest sweep, not lr-scan", "report", {"sweep": "sweeps/layouts-nov"}, False),
+        ("report on the latest sweep, not layouts-nov", "report", {}, True),  # the latest is the one ruled out
+    ],
+)
+def test_the_latest_beside_a_name_ruled_out_is_taken_unless_it_is_that_one(text, command, args, asks, known):
+    intent = read(text, known)
+    assert intent.command == command and (intent.clarify is not None) == asks
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+def test_a_sequence_length_after_a_plan_is_the_plans_and_asks_nothing(known):
+    earlier = planned({"gpu": "l40s", "devices": 4}, "plan on 4 l40s")
+    intent = read("now try seq_len 2048", known, earlier)
+    assert intent.command == "plan" and intent.clarify is None and intent.args["seq_len"] == 2048
+
+
+@pytest.mark.parametrize(
+    "text, command, wait",
+    [
+        ("stop waiting, just tell me r1's loss", "results", None),  # the wait is stopped, not r1
+        ("quit waiting on tp-try and show its status", "status", None),
+        ("hold on, what is the loss of r1", "results", None),  # an interjection, no wait
+        ("hang on, is baseline-ddp done?", "status", None),
+        ("dont stop r1, just wait", "status", "yes"),
+        ("hold on until tp-try exits", "status", "yes"),
+    ],
+)
+def test_stopping_a_wait_cancels_nothing_and_hold_on_waits_only_for_something(text, command, wait, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.args.get("wait") == wait and intent.args.get("run")
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("nvm the pr, write up layouts-nov", "report"),
+        ("scrap the benchmark, just the status of r1", "status"),
+        ("PR for lr-scan? nah, just a report", "report"),
+        ("stop r1? no, just check its loss", "results"),  # a stop asked about and answered no
+        ("kill tp-try? nope. status please", "status"),
+        ("Can we run 16 trials of the layout sweep on configs/long.yaml? no rush", "sweep"),  # no rush refuses nothing
+    ],
+)
+def test_an_action_waved_off_is_not_taken(text, command, known):
+    assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text", ["train 10 steps on 2 gpus with ddp, not the long config", "not on the long config: ddp on 2 gpus, 5 steps"]
+)
+def test_an_experiment_ruled_out_is_not_launched_and_asks_nothing(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None and "experiment" not in intent.args
+
+
+def test_a_hyphenated_word_is_no_run_name(known):
+    intent = read("Team wants a deck-ready summary of layouts-nov", known)
+    assert intent.clarify is None and intent.args.get("sweep") == "sweeps/layouts-nov"

@@ -29,7 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from agent.understanding.context import Context, context_of
-from agent.understanding.entities import _PRESET, DESCRIPTOR_WORDS, GENERIC, Entities, extract, masked
+from agent.understanding.entities import (
+    _PRESET,
+    DESCRIPTOR_WORDS,
+    EXCLUDER,
+    GENERIC,
+    OPTIMIZERS,
+    Entities,
+    extract,
+    masked,
+)
 from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
 from agent.understanding.grammar import LAYOUT_WORDS, Intent, first_reading, parse_slash, read_facts
 from agent.understanding.intents import ACTIONS, FOLLOW_UP, negated_actions, ranked, score
@@ -44,6 +53,7 @@ __all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
 AGAIN = (r"\bagain\b|\bsame\b|\brerun\b|\bre-run\b|\brelaunch\b|\bonce more\b|\bdo (?:it|that)\b|\bthis time\b|"
          r"\b(?:run|train) it\b")  # fmt: skip
 CLOSE = 1.0  # two actions scoring within this of each other: ask which is meant
+WEAK = 2.5  # an action cued by no more than the grammar's first reading alone
 PLAN_CARRIED = ("model", "gpu", "devices", "nodes", "seq_len", "device_mem")
 LAUNCH_CARRIED = ("experiment", "nproc", "layout", "steps")
 
@@ -65,6 +75,9 @@ def understand(text: str, context: Context | None = None) -> Intent:
     scores = score(plain, entities, first_reading(negated_actions(plain.lower())[1]), context.previous)
     best = ranked(scores)
     command = best[0][0] if best[0][1] > 0 else "help"
+    if command in ACTIONS and best[0][1] <= WEAK and negated_actions(plain.lower())[0]:
+        command = "help"  # "write the report after the sweep finishes": what is left once the action put off is gone
+        # is no request for another action (the grammar's reading of a noun is no verb)
     if command == "read" and context.launch and re.search(REPEAT_WITH, plain.lower()):
         command = "run"  # "do the same thing with configs/long.yaml" after a launch: that launch, on this experiment
     intent = read_facts(masked(plain, entities), command, text, _planned_devices(context, plain))
@@ -74,6 +87,9 @@ def understand(text: str, context: Context | None = None) -> Intent:
     FILL.get(intent.command, lambda *a: None)(intent, entities, context)
     if intent.clarify is None:
         intent.clarify = _close_call(intent, best, entities)
+    if intent.clarify is None and intent.command == "plan" and _launch_close(scores, entities):
+        intent.clarify = (f"Do you want me to train with what you said ({', '.join(_launch_facts(entities))}) or to "
+                          f"plan layouts ({_call_text(intent)})? A plan takes no steps or settings.")  # fmt: skip
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _unplaced_number(plain, entities, intent)
     if intent.clarify is None:
@@ -82,6 +98,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = f"Do you want me to {intent.command} ({_call_text(intent)})? yes / edit"
     if intent.command in NAMED_TOOLS and (unknown := _unknown_name(plain, entities, context, intent)):
         intent.clarify = unknown  # the name the user gave first: never another run in its place
+    if intent.command in (*NAMED_TOOLS, "run") and (excluded := _excluded_taken(intent, entities, context)):
+        intent.clarify = excluded
     if entities.has("vague_reference") and intent.command in NAMED_TOOLS and not entities.has("run", "sweep"):
         runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
         intent.clarify = f"Which one do you mean by 'the other'? (runs: {runs}; sweeps: {sweeps})"
@@ -214,7 +232,10 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
 
 # A question that also asks for something to be done: "can you launch ...", "could you update them?", "please ...".
 REQUEST = (r"\b(?:can|could|would|will) (?:you|we|i)\b|\bplease\b|\blet'?s\b|\bwanna\b|"
-           r"\bi(?: want| need|'d like| would like|'d like)\b|\bwhat i(?:'d| would) like\b")  # fmt: skip
+           r"\bi(?: want| need|'d like| would like|'d like)\b|\bwhat i(?:'d| would) like\b|"
+           # polite requests asked as questions: "mind turning it into a write-up?", "care to open the PR?"
+           r"^(?:\S+\s+){0,12}?(?:(?:would|do) you\s+)?mind\s+\w+ing\b|\bcare to\b|\bany chance (?:you|we)\b|"
+           r"\bhow about (?:you|we)\b")  # fmt: skip
 
 
 # The opening of a question: a wh-word, or an auxiliary before its subject ("did we", "is it"; "do it again" is no
@@ -233,7 +254,8 @@ def _asks_only(plain: str) -> bool:
 
 
 # A question only a benchmark answers: "how good is r1's checkpoint on our benchmarks?", "what does r1 score on eval?"
-BENCH_QUESTION = r"\bhow (?:good|well|accurate)\b|\bwhat (?:score|accuracy)\b|\bscores?\b|\bhow does \S+ (?:do|score)\b"
+BENCH_QUESTION = (r"\bhow (?:good|well|accurate)\b|\bwhat (?:score|accuracy)\b|\bscores?\b|\bhow (?:(?:does|do|did|"
+                  r"would|will) )?(?:\S+\s+){1,3}?(?:do|does|score\w*|perform\w*|fare\w*)\b")  # fmt: skip
 
 
 def _measured_by(intent: Intent, plain: str) -> bool:
@@ -266,8 +288,9 @@ NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr",
 # Words shaped like a run's or sweep's name ("r9", "exp-3", "runs/old") that are something else.
 NOT_A_NAME = (
     r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step_\d+|"
-    r"fp\d+|bf16|e-\d+|x\d+|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|up-to-date|"
-    r"follow-up|write-up|what-if|so-called|\w+-wise|e\.g|i\.e)$"
+    r"fp\d+|bf16|e-\d+|x\d+|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|in-house|up-to-date|"
+    r"follow-up|write-up|one-pager|what-if|so-called|\w+-wise|e\.g|i\.e|"
+    r"\w+-(?:ready|based|like|level|style|friendly|only|free|heavy|bound|aware|sized|related|specific))$"
 )
 
 
@@ -289,6 +312,22 @@ def _unknown_name(plain: str, entities: Entities, context: Context, intent: Inte
     runs = ", ".join(context.known.runs) or "none"
     sweeps = ", ".join(context.known.sweeps) or "none"
     return f"I find no run or sweep named {unknown[0]!r} here (runs: {runs}; sweeps: {sweeps}). Which do you mean?"
+
+
+def _excluded_taken(intent: Intent, entities: Entities, context: Context) -> str | None:
+    """A question when the sentence says which run or sweep it does not mean and the call would take that one, or,
+    naming no other, the latest in its place (which may be the one excluded): never the one the user ruled out."""
+    for kind in ("run", "sweep"):
+        choices = [path for choice in entities.all(f"not_{kind}_choice") for path in choice]
+        excluded = [str(v) for v in [*entities.all(f"not_{kind}"), *choices]]
+        if not excluded:
+            continue
+        taken = intent.args.get(kind) or (intent.args.get("model") if kind == "run" else None)
+        named = entities.has(kind, f"{kind}_choice") or re.search(LATEST_WORDS, intent.text.lower())  # "the newest"
+        if str(taken).split("/checkpoint")[0] in excluded or (not named and intent.command in NAMED_TOOLS):
+            others = [p for p in (context.known.runs if kind == "run" else context.known.sweeps) if p not in excluded]
+            return f"Which {kind} do you mean, if not {' or '.join(excluded)}? ({', '.join(others) or 'none'})"
+    return None
 
 
 KNOWN_WORDS = {"tok/s", "step20"}
@@ -342,6 +381,8 @@ def _sweep_in_words(text: str, context: Context) -> str | None:
     """The one sweep a word of the sentence describes, outside a "the X sweep" phrase: "the layout findings", "the
     learning rate results" (Known.facts: what its trials vary, parts of its name)."""
     lowered = normalise(text, context.known.names).lower()
+    # "not the layouts one": a word of what is ruled out describes no sweep meant
+    lowered = re.sub(rf"{EXCLUDER}[\w./-]+(?:\s+(?:one|sweep|scan|run|results?))?", " ", lowered)
     for pattern, word in DESCRIPTOR_WORDS:
         lowered = re.sub(pattern, word, lowered)
     words = set(re.findall(r"[a-z0-9]+", lowered)) - GENERIC
@@ -392,9 +433,17 @@ def _fill_cancel(intent: Intent, entities: Entities, context: Context) -> None:
     if run is not None:
         intent.args["run"] = run
         intent.words = [run]
+        if re.search(LATER_STOP, intent.text.lower()):  # cancel_run stops it now, never at a step or time to come
+            intent.clarify = f"Cancel {run} now? I can only stop it now, not at a later step or time. yes / edit"
     elif context.known.runs:
         latest = context.known.runs[0]
         intent.clarify = f"Cancel {latest}, the latest run? Name the run to confirm, e.g. `cancel {latest}`."
+
+
+# A stop said for later: "stop r1 after it reaches step 10", "kill it once the loss is below 3", "at step 50" ("if it is
+# still running" is now).
+LATER_STOP = (r"\b(?:after|once|when|as soon as|whenever)\b\s+(?!(?:that|this|you|possible|convenient)\b)\S+|"
+              r"\bat step\b|\bin \d+ (?:steps?|minutes?|hours?|mins?)\b")  # fmt: skip
 
 
 def _fill_resume(intent: Intent, entities: Entities, context: Context) -> None:
@@ -465,7 +514,8 @@ def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
 # The suite a benchmark request names: "the builtin eval suite", "suite=tasks/qa.yaml", "on the default benchmark".
 SUITE = (r"\bsuite\s*[=:]\s*(\S+)|\b([\w./-]+)\s+(?:eval(?:uation)?\s+|benchmark\s+|test\s+)?suite\b|"
          r"\b(?:on|with|using) the ([\w./-]+) (?:benchmark|eval)\b")  # fmt: skip
-BUILTIN = {"builtin", "built-in", "built", "default", "standard", "private", "usual", "normal", "own", "our"}
+BUILTIN = {"builtin", "built-in", "built", "default", "standard", "private", "usual", "normal", "own", "our",
+           "internal", "in-house", "inhouse", "proprietary", "company"}  # fmt: skip
 NOT_A_SUITE = {"the", "a", "an", "eval", "evaluation", "benchmark", "whole", "full", "entire", "my", "on", "test"}
 
 
@@ -622,6 +672,12 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.clarify = _which_setting(str(vague), intent)
     if intent.clarify is None and (unknown := entities.get("model_unknown")):
         intent.clarify = f"I have no preset for {unknown!r}: which model should it train? {_launch_text(intent.args)}"
+    if intent.clarify is None and (share := re.search(PERCENT, lowered)):
+        intent.clarify = (f"{share.group(0)} of what? Give the number itself (warmup in steps, e.g. `warmup 5`). "
+                          f"{_launch_text(intent.args)}")  # fmt: skip
+    if intent.clarify is None and (half := re.search(NO_SUCH_PRECISION, lowered)):
+        intent.clarify = (f"meshpilot trains in fp32, bf16 or fp8 (train.precision), not {half.group(0)}: which do "
+                          f"you want? {_launch_text(intent.args)}")  # fmt: skip
     if intent.clarify is None and not entities.has("model") and entities.has("model_size", "model_choice"):
         # "train the 7b": a model named by size alone is never dropped for the experiment's own
         choice = entities.get("model_choice")
@@ -643,7 +699,14 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.clarify = f"On how many GPUs (processes), and with which layout? {_launch_text(intent.args)}"
 
 
-COPY = r"\b(?:same|like|as in|as for|copy|repeat|again|rerun|re-run)\b"
+COPY = (
+    r"\b(?:same|like|as in|as for|copy|repeat|again|rerun|re-run)\b|"
+    r"\b(?:another|one more|a second)\s+(?:go|spin|try|shot|whirl)\b"
+)  # "give r1 another go": r1 again
+# A share said as a percentage ("warmup of 10%"): no setting of a launch takes one, and it is no count.
+PERCENT = r"\b\d+(?:\.\d+)?\s*(?:%|percent\b|per cent\b)"
+# Precisions people name that the trainer lacks (trainer.config: auto, fp32, bf16, fp8): asked about, never dropped.
+NO_SUCH_PRECISION = r"(?<!not )(?<!no )(?<!without )\b(?:fp16|float16|half[- ]precision)\b"
 
 # --- the confidence rule: a setting of a launch is taken only when it is read for sure ----------------------------
 
@@ -704,6 +767,10 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             continue
         if re.search(NO_LAUNCH_WORDS, lowered[max(0, found.start() - 20) : found.end() + 40]):
             continue
+        if _replaced(lowered[found.end() :], intent):  # "not adam this time, plain sgd", "not fp8, bf16"
+            continue
+        if re.match(r"\s*(?:(?:the|that|this|from|on)\s+)*_+", lowered[found.end() :]):  # "not the long config": a name
+            continue  # ruled out (masked), no setting
         ahead = [s for s in mentions if s[0] >= found.end() and len(lowered[found.end() : s[0]].split()) <= 3]
         behind = [s for s in mentions if s[1] <= found.start() and len(lowered[s[1] : found.start()].split()) <= 3]
         inside = [s for s in mentions if s[0] <= found.start() < s[1]]  # "without it": the pronoun's setting
@@ -715,6 +782,21 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             f"checkpointing or torch.compile, or set any key, e.g. `train.lr=1e-4`. {_launch_text(intent.args)}"
         )
     return None
+
+
+# Settings whose values are named alone ("fp8", "adam"): a negation before one takes that value back.
+VALUES = {"train.precision": r"bf16|fp32|fp8|fp16", "train.optimizer": OPTIMIZERS}
+
+
+def _replaced(after: str, intent: Intent) -> bool:
+    """Whether a negation takes back a setting's value that the launch sets to another one ("not adam ..., sgd")."""
+    for key, values in VALUES.items():
+        taken_back = re.match(rf"\s*(?:(?:in|with|using|use|the|plain|any)\s+)*({values})\b", after)
+        if taken_back and any(
+            o.startswith(f"{key}=") and o != f"{key}={taken_back.group(1)}" for o in intent.args.get("set", [])
+        ):
+            return True
+    return False
 
 
 def _merge(before: list[str], after: list[str]) -> list[str]:
@@ -991,6 +1073,21 @@ FILL = {
     "plan": _fill_plan,
     "compare": _fill_compare,
 }
+
+
+LAUNCH_ONLY = ("steps", "switch", "optimizer", "override")  # facts only a launch takes
+
+
+def _launch_close(scores: dict[str, float], entities: Entities) -> bool:
+    """A plan read where a launch scores close and the sentence states what only a launch takes ("could you kick the
+    tires on the long config? 5 steps, 2 gpus, ddp"): a plan would drop them, so which is meant is asked."""
+    return bool(_launch_facts(entities)) and scores.get("run", 0) > 0 and scores["plan"] - scores["run"] < 2 * CLOSE
+
+
+def _launch_facts(entities: Entities) -> list[str]:
+    """What the sentence states that only a launch takes (a sequence length is a plan's too)."""
+    found = [e for e in sorted(entities.found, key=lambda e: e.span) if e.kind in LAUNCH_ONLY]
+    return [f"{e.kind}={e.value}" for e in found if not re.search(r"seq|context", str(e.value))]
 
 
 def _close_call(intent: Intent, best: list[tuple[str, float]], entities: Entities) -> str | None:

@@ -14,7 +14,9 @@ from agent.understanding.grammar import (
     CORRECTION,
     GPU_OF_NODE,
     LAYOUT_WORDS,
+    NEGATED_SETTING,
     NODE_GPU,
+    NOT_INTERVAL,
     SET_TO,
     TOKENS_PER_SEQUENCE,
 )
@@ -33,7 +35,7 @@ NOUNS = {
 }
 COUNT = r"(\d+(?:\.\d+)?)(k?)"
 NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never|before i|before we)\s+(?:actually\s+)?"
-             r"(?:run|launch|start|train|kick)\w*\b(?:\s+(?:anything|it|a run|a job))?|\bjust plan\b|"
+             r"(?:re-?)?(?:run|launch|start|train|kick)\w*\b(?:\s+(?:anything|it|a run|a job))?|\bjust plan\b|"
              r"\bonly plan\b|\bplan only\b|\bno launch\w*\b|\bhypothetical\w*\b|"
              # "no run" (but not "no run named r9"), and "only plan" in German, as users mix it in
              r"\bno (?:runs?|training)\b(?!\s+(?:named|called|like|in)\b)|\bnur planen\b|"
@@ -41,7 +43,7 @@ NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never|before i|before we)\s
              # a clause of its own that says "not": "how to parallel it? Not start training." ("is r1 not started?"
              # asks a status: "not" there opens no clause)
              r"(?:^|[.,;!?]\s*)(?:but\s+|and\s+)?(?:please\s+)?not\s+(?:to\s+)?(?:actually\s+)?"
-             r"(?:run|launch|start|train|kick)\w*\b")  # fmt: skip
+             r"(?:re-?)?(?:run|launch|start|train|kick)\w*\b")  # fmt: skip
 # Boolean settings: their names, and the words that turn them off or on, before or after the name.
 SWITCHES = {
     "data.packing": r"(?:sequence |document )?packing|packed (?:sequences|documents)|pack(?:ing)?",
@@ -77,6 +79,8 @@ VAGUE_CHANGE = (
     r"(?:micro[ _-]?batch(?: size)?|batch size|seed|weight decay|warm-?up|grad(?:ient)? clip(?:ping)?|steps)\b"
     r"(?!\s*(?:=|:|to|of|by)?\s*\d)"
 )
+# What a launch is for, not what it changes: "see if it actually goes faster", "to check whether it's better".
+PURPOSE = r"\b(?:see|check|find out|test|know|learn|measure|tell)\s+(?:if|whether|how much|how)\b[^.;!?]*"
 # A run or sweep pointed at only as "the other one": which is asked.
 VAGUE_REFERENCE = r"\b(?:the|that)\s+other\s+(?:run|sweep|one|checkpoint)\b"
 # Every preset's family (the letters its name starts with: llama, qwen, mixtral, deepseek...), longest first.
@@ -101,7 +105,11 @@ SEQ_LEN = (
     r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)" + SET_TO + r"\d|"
     r"\b\d+\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b|" + TOKENS_PER_SEQUENCE
 )
-NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice")
+NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice", "not_run", "not_sweep",
+         "not_run_choice", "not_sweep_choice", "not_experiment")  # fmt: skip
+# What excludes the run or sweep named right after it: "from the lr scan, not the layouts one", "rather than r1".
+EXCLUDER = (r"\b(?:not|rather than|instead of|but not|except(?: for)?|other than|apart from|excluding)\s+"
+            r"(?:(?:the|that|this|from|on|of|with|for)\s+)*")  # fmt: skip
 
 
 @dataclass
@@ -142,6 +150,7 @@ def extract(text: str, known: Known) -> Entities:
     _switches(lowered, entities)
     _optimizer(lowered, entities)
     _names(text, entities, known)
+    _excluded(lowered, entities)
     _layouts(masked(lowered, entities), entities)
     if found := re.search(SETTING, lowered):
         entities.add("override", found.group(0), found.span())
@@ -152,6 +161,19 @@ def extract(text: str, known: Known) -> Entities:
     if found := re.search(OWN_MODEL, lowered):
         entities.add("own_model", True, found.span())
     return entities
+
+
+def _excluded(lowered: str, entities: Entities) -> None:
+    """A run or sweep named or described right after a negation is the one not meant ("update the docs from the lr
+    scan, not the layouts one"): kept apart as not_run / not_sweep, never taken as the one to use."""
+    for entity in entities.found:
+        start, end = entity.span
+        if (
+            entity.kind.startswith(("run", "sweep", "experiment"))
+            and end > start
+            and re.search(rf"{EXCLUDER}$", lowered[:start])
+        ):  # "not the long config": not that experiment either
+            entity.kind = "not_" + entity.kind
 
 
 def masked(text: str, entities: Entities) -> str:
@@ -183,8 +205,9 @@ def _counts(lowered: str, entities: Entities) -> None:
         before = GPU_OF_NODE if kind == "nodes" else ""
         after = rf"(?!\s+(?:{NOUNS['nodes']})\b)" if kind == "devices" else ""
         times = "" if kind == "nodes" else r"(?:x\s*)?"
-        for found in re.finditer(rf"\b{COUNT}\s*{times}(more\s+|fewer\s+|less\s+)?{before}(?:{noun})\b{after}",
-                                 lowered):  # fmt: skip
+        interval = NOT_INTERVAL if kind == "steps" else ""  # "a checkpoint every 5 steps" counts no steps
+        counted = rf"{interval}\b{COUNT}\s*{times}(more\s+|fewer\s+|less\s+)?{before}(?:{noun})\b{after}"
+        for found in re.finditer(counted, lowered):
             number = _number(found.group(1), found.group(2), kind)
             if found.group(3):  # "2 more steps": relative to the launch or plan before, not 2
                 entities.add("relative", f"{found.group(3).strip()} {number} {kind}", found.span())
@@ -376,6 +399,8 @@ def _switches(lowered: str, entities: Entities) -> None:
         value = _switch_value(lowered, mention)
         if value is None and joined[index]:
             value = values[-1]
+        if value is None and _listed(lowered, mention):
+            value = "true"
         values.append(value)
     doubted: set[str] = set()
     for first, last in _chains(joined):  # "packing and compile both disabled": the state after a list is each one's
@@ -411,6 +436,16 @@ def _switches(lowered: str, entities: Entities) -> None:
         elif said:
             why = "both on and off" if stated else "neither on nor off"
             entities.add("switch_doubt", (key, why), said[0][0].span())
+
+
+def _listed(lowered: str, mention: re.Match) -> bool:
+    """A setting named alone inside a list of what to use ("hsdp on 8 gpus, bf16, activation checkpointing,
+    lr 2e-4"): on, as "with" it. Only between two commas: last in a sentence it may be a question or an afterthought
+    ("launch 10 steps on 2 gpus, packing" is asked), and after "and" it may share a state said before it ("packing
+    off and compile" is asked)."""
+    return bool(re.search(r"[,;]\s*\Z", lowered[: mention.start()])) and bool(
+        re.match(r"\s*[,;]\s*\S", lowered[mention.end() :])
+    )
 
 
 # The state stated once after a list of settings: "packing and compile both disabled", "AC and packing: on".
@@ -469,16 +504,20 @@ STATE_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?
 
 
 def _optimizer(lowered: str, entities: Entities) -> None:
-    found = re.search(rf"\b({OPTIMIZERS})\b(?:\s+optimi[sz]er)?|\boptimi[sz]er\s*(?:=|:|to|of)?\s*({OPTIMIZERS})\b",
-                      lowered)  # fmt: skip
+    """The optimizer the sentence sets: the first one not taken back ("not adam this time, plain sgd" is sgd); one
+    only taken back ("no adam") asks which instead."""
+    said = re.finditer(rf"\b({OPTIMIZERS})\b(?:\s+optimi[sz]er)?|\boptimi[sz]er\s*(?:=|:|to|of)?\s*({OPTIMIZERS})\b",
+                       lowered)  # fmt: skip
+    said = list(said)
+    found = next((m for m in said if not re.search(NEGATED_SETTING, lowered[: m.start()])), None)
     if found:
         entities.add("optimizer", found.group(1) or found.group(2), found.span())
-    elif re.search(r"\b(?:different|another|other|new)\s+optimi[sz]er\b", lowered):
+    elif said or re.search(r"\b(?:different|another|other|new)\s+optimi[sz]er\b", lowered):
         entities.add("vague_setting", "optimizer", (0, 0))
     if re.search(r"\b(?:change|set|different|another|other|new|tweak|adjust)\s+(?:the\s+)?(?:seq(?:uence)?[ _]?len"
                  r"(?:gth)?|context length)\b(?!\s*(?:to|=|of)?\s*\d)", lowered):  # fmt: skip
         entities.add("vague_setting", "seq_len", (0, 0))
-    if re.search(VAGUE_CHANGE, lowered):
+    if re.search(VAGUE_CHANGE, re.sub(PURPOSE, " ", lowered)):
         entities.add("vague_setting", "other", (0, 0))
     if re.search(VAGUE_REFERENCE, lowered):
         entities.add("vague_reference", True, (0, 0))

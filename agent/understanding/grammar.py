@@ -43,7 +43,7 @@ LAYOUT_WORDS: list[tuple[str, str]] = [
 # sharding, train.zero_stage: a layout word above and a setting below.)
 UNKNOWN_LAYOUTS = r"deepspeed|megatron|sequence[- ]parallel\w*"
 # What a negation just before a setting takes back ("not in fp8"): the setting is not made.
-NEGATED_SETTING = r"\b(?:not|no|never|without|don'?t (?:\w+ )?)\s*$"
+NEGATED_SETTING = r"\b(?:not|no|never|without|skip|avoid|ditch|instead of|rather than|other than|don'?t (?:\w+ )?)\s*$"
 # What a negation just before a layout word takes back ("not pipelined", "no tp, just fsdp", "not on tp").
 NEGATED_LAYOUT = r"\b(?:not|no|never|without|avoid|skip|don'?t (?:use|do|want)(?: any)?)\s+(?:on |with |using |any )?$"
 TOPICS = {
@@ -237,7 +237,8 @@ _RULES: list[tuple[str, str]] = [
     ("report", r"\breport\b"),
     ("bench", r"\bbenchmark|\bevaluat|\beval\b"),
     ("status", _SWEEP_STATE),  # "check the sweep's progress" asks about the sweep, not for another one
-    ("sweep", r"\bsweep\b|\btun(?:e|ing)\b"),
+    # "sweep the layouts" asks for one; "the sweep" names one ("the report after the sweep finishes")
+    ("sweep", r"(?<!\bthe )(?<!\bthat )(?<!\bthis )(?<!\bour )(?<!\bmy )(?<!\bits )\bsweep\b|\btun(?:e|ing)\b"),
     ("status", r"\bstatus\b|\bprogress\b"),
     ("compare", r"\bcompare\b.*\b(?:runs|trials|last two)\b"),
     ("runs", r"\b(?:list|which|what) runs\b|\blist (?:the |all )?runs\b"),
@@ -367,7 +368,9 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
     runs = re.findall(r"\b((?:runs|sweeps)/[\w.-]+(?:/trials/[\w.-]+)?)", text)
     if runs:
         intent.words = runs
-    if found := re.search(r"(?<![\w.])(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|\bsteps?\s*[=:]?\s*(\d+)\b", lowered):
+    # "every 5 steps" is an interval (checkpoint_every), never the run's step count
+    if found := re.search(rf"{NOT_INTERVAL}(?<![\w.])(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|\bsteps?\s*[=:]?\s*(\d+)\b",
+                          lowered):  # fmt: skip
         intent.args["steps"] = int(found.group(1) or found.group(2))
     dims = "|".join(LAYOUT_DIMS)
     if found := re.search(rf"\b((?:{dims})=\d+(?:,(?:{dims})=\d+)*)", lowered):
@@ -379,6 +382,10 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
             named.append("HSDP" if dim == "hsdp" else FAMILY_OF_DIM[dim])
             rest = re.sub(rf"\b(?:{pattern})\b", " ", rest)
     intent.families = named
+
+
+# A count after "every" or "each" is how often, not how many ("a checkpoint every 5 steps").
+NOT_INTERVAL = r"(?<!every )(?<!each )(?<!per )"
 
 
 # A self-correction: what follows it replaces what came before ("fsdp, actually make it ddp").
@@ -490,10 +497,27 @@ _SETTINGS: list[tuple[str, str]] = [
     (rf"\bweight decay{SET_TO}{_NUMBER}", "train.weight_decay"),
     (rf"\bwarm-?up(?: steps)?{SET_TO}(\d+)", "train.warmup_steps"),
     (rf"\b(?:grad(?:ient)? clip(?:ping)?|clip)\s*(?:of|=|:|at|to)?\s*{_NUMBER}", "train.grad_clip"),
-    (r"\b(?:in|with|using)\s+(bf16|fp32|fp8)\b", "train.precision"),
+    # "in bf16", "precision=fp8", or bare in a launch's list ("..., bf16, lr 3e-4"); "in" kept in the match, so that
+    # "not in fp8" is read as negated
+    (r"\b(?:(?:in|with|using|at)\s+|precision\s*(?:=|:|to|of)?\s*)?(bf16|fp32|fp8)\b", "train.precision"),
     (r"\bzero(?:[- ]?stage)?[- ]?([12])\b", "train.zero_stage"),  # ZeRO-3 is FSDP2's default
     (rf"\b(?:seq(?:uence)?[ _-]?len(?:gth)?){SET_TO}(\d+)\b", "data.seq_len"),
+    # "a cosine schedule", "lr schedule: linear", "constant learning rate"
+    (
+        r"\b(cosine|linear|constant)\s+(?:lr\s+|learning rate\s+)?(?:schedule|scheduler|decay|annealing)\b|"
+        r"\b(?:lr\s+|learning rate\s+)?schedule(?:r)?\s*(?:=|:|to|of)?\s*(cosine|linear|constant)\b|"
+        r"\bconstant\s+(?:lr|learning rate)\b()",
+        "train.lr_schedule",
+    ),
+    # "save a checkpoint every 5 steps", "checkpoint_every 10"
+    (
+        r"\bcheckpoints?\s+every\s+(\d+)\s*(?:steps?)?|\bcheckpoint(?:ing)?[_ ]every\s*[=:]?\s*(\d+)",
+        "train.checkpoint_every",
+    ),
 ]
+# Experiment trackers a launch may log to (train.trackers): "log to wandb", "with tensorboard".
+TRACKERS = {"wandb": r"wandb|w&b|weights (?:and|&) biases", "tensorboard": r"tensorboard", "mlflow": r"mlflow",
+            "trackio": r"trackio"}  # fmt: skip
 _SWITCHES: list[tuple[str, str]] = [
     (r"(?:activation|gradient) checkpointing|recomput\w*|\bac\b", "train.activation_checkpointing"),
     (r"(?:sequence |document )?packing|packed (?:sequences|documents)", "data.packing"),
@@ -511,8 +535,16 @@ def _overrides(text: str, lowered: str, intent: Intent) -> None:
         found = next((m for m in re.finditer(pattern, lowered) if not re.search(NEGATED_SETTING, lowered[: m.start()])),
                      None)  # fmt: skip
         if found and not any(o.startswith(key + "=") for o in overrides):
-            overrides.append(f"{key}={next(g for g in found.groups() if g)}")
-    if re.search(r"\b(?:learning rate|lr)\b", lowered) and not any(o.startswith("train.lr=") for o in overrides):
+            value = next((g for g in found.groups() if g), "constant")  # "constant lr" names no group's value
+            overrides.append(f"{key}={value}")
+    trackers = [name for name, said in TRACKERS.items()
+                if (found := re.search(rf"\b(?:{said})(?!\w)", lowered))
+                and not re.search(NEGATED_SETTING, lowered[: found.start()])]  # fmt: skip
+    if trackers and not any(o.startswith("train.trackers=") for o in overrides):
+        overrides.append(f"train.trackers=[{','.join(trackers)}]")
+    # "lr 3e-4" with no value read asks; "a constant lr", "the lr schedule" name the schedule, not a value
+    named_lr = re.sub(r"\bconstant\s+(?:lr|learning rate)\b|\b(?:lr|learning rate)[ _]?schedul\w*", " ", lowered)
+    if re.search(r"\b(?:learning rate|lr)\b", named_lr) and not any(o.startswith("train.lr=") for o in overrides):
         intent.clarify = "What learning rate? e.g. `train it with lr 1e-3`."
     for pattern, key in _SWITCHES:
         if found := re.search(rf"\b(without|no|disable|with|enable|using|turn on|turn off)\s+(?:the\s+)?{pattern}",

@@ -53,6 +53,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:machine|box|server) am i on\b",
             5,
         ),
+        # a bare word asked: "gpus?", "cores?", "how much ram?"
+        (
+            r"^\W*(?:any\s+|which\s+|what\s+|how many\s+|how much\s+)?(?:gpus?|cpus?|cores|cuda|devices|"
+            r"accelerators|v?ram|gpu count|gpu memory|hw|specs|hardware)\W*$",
+            5,
+        ),
         (
             r"\bdo (?:i|we) have (?:any )?(?:gpus?|cuda|a gpu|accelerators?)\b|\bany gpus?\b|\bmy gpus\b|"
             r"\b(?:is there|are there) (?:a |any )?(?:gpus?|cuda)\b",
@@ -79,6 +85,22 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:show|list|see|give)\b.*\ball (?:the |my |of the |of our )?"
             r"(?:experiments|jobs|trainings|training runs)\b|"
             r"\bwhat (?:i'?ve|i have|we'?ve|we have|i|we) (?:already |ever )?(?:run|ran|launched|trained)\b",
+            8,
+        ),
+        # a question about every run's state, no run named: "is anything still running?", "what's running right now?",
+        # "I lost track of what I started"
+        (
+            r"\b(?:(?:is|are)\s+(?:there\s+)?)?(?:anything|something|any\s+(?:runs?|jobs?|trainings?|experiments?))\s+"
+            r"(?:still\s+)?(?:running|going|active|alive|in progress|in flight|training)\b|"
+            r"\b(?:which|what) (?:jobs|runs|trainings|experiments) (?:are|is) (?:still )?(?:running|active|going|alive|"
+            r"in progress)\b|"
+            r"\bwhat(?:'s|s| is| are)?\s+(?:still\s+)?(?:running|active|in flight|in progress)\b|"
+            r"\b(?:what|everything) (?:i'?ve|i have|we'?ve|we have|i|we) (?:already )?"
+            r"(?:started|launched|kicked off)\b|"
+            r"\blost track of\b|"
+            # "any runs that crashed?", "did any job fail?": every run's state
+            r"\bany (?:of (?:the|my|our) )?(?:runs?|jobs?|trainings?|experiments?) (?:that |which )?(?:have |has )?"
+            r"(?:crash|fail|die|died|broke|oom|error|finish|succeed|complete)\w*\b",
             8,
         ),
     ],
@@ -122,6 +144,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"(?<!optimizer )(?<!optimiser )(?<!training )(?<!model )\bstate\b(?!\s*(?:dict|of the art|space)\b)|"
             r"\bhow(?:'s|s| is)\s+(?:\S+\s+){0,3}?(?:doing|going|looking|coming along|getting on|progressing)\b|"
             r"\bwhat(?:'s|s| is)\s+(?:\S+\s+){1,3}?(?:up to|doing)\b|\bwhere(?:'s|s| is)\s+(?:\S+\s+){1,3}?at\b|"
+            # "tell me where r1 is at", "where the job's at", "where it stands now"
+            r"\bwhere\s+(?:\S+\s+){1,3}?(?:is|are|'s|was)\s+(?:at|up to)\b|\bwhere\s+(?:\S+\s+){0,3}?\S+'s\s+at\b|"
             r"\bany (?:news|updates?)\b|"
             r"^\W*(?:\S+\s+){0,3}?(?:done|finished|over|complete|completed)\s*\?\s*$",
             4,
@@ -130,9 +154,11 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "wait": [
         (
             r"\bwait (?:for|until|till|on)\b|\bblock until\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
-            r"\bwait for it\b|\buntil it (?:ends|finishes)\b|\bnotify me when\b|\bhang on\b|"
+            r"\bwait for it\b|\buntil it (?:ends|finishes)\b|\bnotify me when\b|"
             r"\buntil\b.*\b(?:completes|finishes|finished|ends|exits|is done|is over)\b|\bawait\b|"
-            r"\bhold on\b|\bhang tight\b|\b(?:ping|tell|notify|alert|message) me (?:once|when|as soon as|after)\b|"
+            # "hold on until r1 is done" waits; "hold on, what is the loss of r1?" is an interjection
+            r"\b(?:hold|hang) on\b(?=\s+(?:until|for|while)\b|\W*$)|\bhang tight\b|\bjust wait\b|"
+            r"\b(?:ping|tell|notify|alert|message) me (?:once|when|as soon as|after)\b|"
             r"\bonce (?:\S+ ){1,3}(?:is|has) (?:over|done|finished|ended|complete)\b",
             6,
         ),
@@ -150,9 +176,11 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "sweep": [
         (
-            r"\b(?:kick off|start|launch|run|begin|do|fire off|make|set up|create)\s+(?:a |an |another |new |the )?"
-            r"(?:[\w-]+ ){0,3}"
-            r"(?:sweep|tuning|search)\b",
+            # "kick off a new round of layout tuning"; "do the report of layouts-nov sweep" names a sweep to report
+            r"\b(?:kick off|start|launch|run|begin|do|fire off|make|set up|create)\s+"
+            r"(?:(?:a|an|another|new|the|fresh|quick|second)\s+)*(?:(?:round|pass|batch|bit|set|cycle)\s+of\s+)?"
+            r"(?:(?!(?:reports?|write-?ups?|summary|docs|documentation|prs?|pull|benchmarks?|results?|numbers|trials|"
+            r"winner|of|from)\b)[\w-]+\s+){0,3}(?:sweep|tuning|search)\b",
             6,
         ),
         (r"^\W*(?:(?:can|could|would) you |please |pls )*sweep\b", 6),
@@ -186,6 +214,14 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "report": [
         (r"\breport\b|\bwrite[- ]?up\b|\bwrite it up\b|\bmarkdown\b", 4),
+        # a summary in writing, or one passed around: "a written summary for leadership", "a one-pager", "a memo",
+        # "socialize the learnings" (a summary "for the team update" is read to the user: they write the update)
+        (
+            r"\bwritten\s+(?:summary|overview|recap|account|document|doc)\b|\bone[- ]pager\b|"
+            r"\bmemo\b|\b(?:summary|recap|overview)\s+(?:doc(?:ument)?|page|note|document)\b|"
+            r"\b(?:sociali[sz]e|circulate|write down)\b",
+            5,
+        ),
         (r"\bwrite (?:\S+ ){1,4}up\b|\b(?:as|in) (?:a )?markdown\b", 3),  # "write the lr-scan results up"
         # a summary made to be passed on is a document, a report: "a summary of the lr sweep to share with the team"
         (
@@ -223,6 +259,16 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "run": [
         (r"\bsmoke test\b|\bgo\b\W*$|\bagain\b", 1.5),
+        # "give the default experiment a spin", "take the long config for a spin", "give it a whirl"
+        (
+            r"\bgive\s+(?:it|that|this|(?:the|our|my|this)\s+(?:[\w.-]+\s+){0,2}?(?:experiment|config\w*|model|setup|"
+            r"[\w-]+\.ya?ml))\s+a\s+(?:spin|go|whirl|try|shot)\b|\btake\s+(?:\S+\s+){1,3}?for a spin\b|"
+            # "kick the tires on the long config", "test-drive meshpilot.yaml": try it by running it
+            r"\bkick(?:ing)? the tires\b|\btest[- ]?driv\w*\b|"
+            # "give r1 another go with 30 steps": that run again
+            r"\bgive\s+(?:\S+\s+){1,3}?(?:another|one more|a second|a new)\s+(?:spin|go|whirl|try|shot)\b",
+            6,
+        ),
         (
             r"\b(?:get|have|start|kick off|fire off|do|want|need|launch)\s+(?:a|an|another|new)\s+"
             r"(?:[\w-]+\s+){0,2}run\b",
@@ -240,7 +286,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
 # "instead of a sweep", "the PR can wait". Its intent never wins, and its words are no cue of any other: the positive
 # verb beside it decides ("no PR yet, just draft the writeup" is a report). A launch not to make is NO_LAUNCH.
 NEGATOR = (r"\b(?:no need (?:for|to)|no|not|without|don'?t|do not|never|skip(?:ping)?|hold off(?: on)?|"
-           r"forget(?: about)?|instead of|rather than|nor)\s+")  # fmt: skip
+           r"forget(?: about)?|instead of|rather than|nor|nvm|never ?mind|scrap|ditch)\s+")  # fmt: skip
 _DOING = (r"(?:(?:open|create|make|file|raise|push|send|submit|write|draft|do|run|start|launch|kick off|update|touch|"
           r"change|edit|generate|produce|need|want|bother with|put up|publish|regenerate|refresh|rewrite)\w*\s+)?"
           r"(?:(?:up\s+)?(?:a|an|the|any|that|this|my|our|another|new)\s+)?(?:[\w.-]+\s+)?")  # fmt: skip
@@ -264,10 +310,36 @@ DONT_VERB = {
 # "no wait, four nodes" corrects the sentence, it refuses nothing.
 DONT_WAIT = (r"\b(?:no need (?:for|to)|not|without|don'?t|do not|never|skip(?:ping)?|no point (?:in )?|"
              r"(?:don'?t|do not|no need to) bother(?: with)?)\s+(?:(?:to|for|on)\s+)?(?:wait(?:ing)?|await\w*)\b|"
-             r"\bno waiting\b")  # fmt: skip
-# The object first, its refusal after: "a PR isn't needed", "the report can wait", "PR later".
+             # "stop waiting, just tell me r1's loss": the wait is stopped, no run is
+             r"\bno waiting\b|\b(?:stop|quit|cancel|no more)\s+(?:the\s+)?(?:waiting|wait)\b")  # fmt: skip
+# An action asked about and answered "no" in the same breath: "stop r1? no, just check its loss", "PR? nah".
+WAVED_OFF = r"\s*\?\s*(?:nah|nope|no(?=\s*[,.;:!\-\u2013\u2014]|\s*$))\b"
+# The object first, its refusal after: "a PR isn't needed", "the report can wait", "PR later", "the PR can come
+# afterwards", "a benchmark maybe down the line".
+LATER = (r"(?:later(?: on)?|afterwards?|after that|down the line|eventually|at some point|for later|another time|"
+         r"some other time|next week|tomorrow|next time|at a later (?:point|stage|time|date)|"
+         r"in a (?:second|next|later) (?:moment|time|step|phase|stage|round)|after(?=\s*(?:[.,;!?]|$)))")  # fmt: skip
 AFTER_OBJECT = (
-    r"\s+(?:(?:is|are)\s+)?(?:not needed|isn'?t needed|not necessary|unnecessary|can wait|later|not yet|not now)\b"
+    r"(?:\s+(?:(?:is|are)\s+)?(?:not needed|isn'?t needed|not necessary|unnecessary|can wait|later|not yet|not now)\b|"
+    rf"{WAVED_OFF}|"  # "PR for lr-scan? nah, just a report" ("? no rush" asks on)
+    rf"\s+(?:(?:can|could|will|should|may|might)\s+(?:come|be done|happen|follow|wait)\s+|comes\s+|"
+    r"(?:we|i|you)(?:'ll|'d)?\s+(?:(?:can|could|will|may|might|should|shall)\s+)?(?:do|write|open|make|handle|run|"
+    r"sort out|tackle|see about|see|decide|discuss|think about|talk about|figure out|look at)\s+(?:(?:it|that|one|"
+    rf"on it|about it)\s+)?|(?:maybe|perhaps|possibly|probably)\s+)?{LATER}\b|"
+    # "open the PR after the report", "the PR after we write it up": what comes after another output is not the first
+    # action ("the docs after the lr-scan sweep" are the docs from it); only the object is blanked, not what it follows
+    r"(?=\s+(?:only\s+)?after\s+(?:(?:we|i|you)\b|(?:(?:the|a|an|writing|doing|making)\s+)?(?:[\w.-]+\s+)?"
+    r"(?:reports?|write-?ups?|docs|documentation|benchmarks?|evals?|prs?|pull requests?)\b)))"
+)
+# An action put off to later is not the action asked for now (the one before it is): "and after we will see for the
+# pull request", "then later a PR", "maybe later we can benchmark it", "we'll think about a report afterwards".
+DEFERRED = (
+    r"(?:\b(?:we|i|you)?(?:'ll|'d)?\s*(?:(?:will|can|could|shall|may|might|should)\s+)?(?:see|think|talk|decide|"
+    r"worry)\s+(?:later\s+)?(?:about|for|on|regarding|of|into)\s+|"
+    # "later, we can open a PR" puts the PR off; "later, first bench r1" orders the benchmark first
+    rf"\b(?:(?:and|then|maybe|perhaps|possibly|probably)\s+)*{LATER}(?:\s+|\s*,\s*(?!(?:first|now|but|then|and|"
+    r"right now|immediately|today)\b))(?:(?:maybe|perhaps|possibly|"
+    r"probably)\s+)?(?:(?:we|i|you)(?:'ll|'d)?\s+)?(?:(?:can|could|might|may|will|should|shall)\s+)?)"
 )
 
 
@@ -276,12 +348,15 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
     negated: set[str] = set()
     spans: list[tuple[int, int]] = []
     for intent, objects in DONT_DO.items():
-        for found in re.finditer(rf"{NEGATOR}{_DOING}(?:{objects})\b(?:\s+(?:yet|for now|just yet|at all|now))?|"
-                                 rf"\b(?:{objects}){AFTER_OBJECT}", lowered):  # fmt: skip
+        for found in re.finditer(rf"(?:{NEGATOR}|{DEFERRED}){_DOING}(?:{objects})\b(?:\s+(?:yet|for now|just yet|"
+                                 rf"at all|now))?|\b(?:{objects})(?:\s+(?:for|of|on|from)\s+[\w./-]+)?{AFTER_OBJECT}",
+                                 lowered):  # fmt: skip
             negated.add(intent)
             spans.append(found.span())
     for intent, verbs in DONT_VERB.items():
-        for found in re.finditer(rf"{NEGATOR}(?:{verbs})\b", lowered):
+        for found in re.finditer(rf"{NEGATOR}(?:{verbs})\b|{DEFERRED}(?:{verbs})\b|"
+                                 rf"\b(?:{verbs})\s+(?:(?:it|that|this|them)\s+)?{LATER}\b|"
+                                 rf"\b(?:{verbs})\b[^?.!;]{{0,40}}{WAVED_OFF}", lowered):  # fmt: skip
             negated.add(intent)
             spans.append(found.span())
     for found in re.finditer(DONT_WAIT, lowered):

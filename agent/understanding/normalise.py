@@ -57,7 +57,7 @@ ENGLISH_FUNCTION = set(_ENGLISH_FUNCTION.split())
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
 trials without gpus disabled enabled disable enable list
-completed finish"""
+completed finish stop wait kill abort halt resume batch micro precision"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
@@ -71,7 +71,7 @@ best fine done does been being will would could should shall must might time tim
 again still ever even once both such into your yours ours mine away back about after before while since until
 part parts rest test tests case cases type types plan plans step stop start starts state status store
 boss cold date dinner exist full hate late lose lost lots race rates seep sleep star stat states stats steep sweet
-toss world"""
+toss world presume micron"""
 KEEP = COMMON | set(_KEEP.split()) | set(_ENGLISH.split())  # words the typo fixer must leave alone ("repo" is no
 # typo of "report")
 
@@ -83,7 +83,9 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
              # typos of a run's state, listed: "running" and "still" have too many everyday neighbours one edit away
              # ("tunning" is tuning, "skill" is no "still") to be corrected by closeness
              "runing": "running", "runnning": "running", "runnig": "running", "runnin": "running", "rnning": "running",
-             "stil": "still", "stll": "still", "sitll": "still", "stilll": "still"}  # fmt: skip
+             "stil": "still", "stll": "still", "sitll": "still", "stilll": "still",
+             # a short action word with a letter left out, too short (three letters) to be corrected by closeness
+             "kil": "kill"}  # fmt: skip
 BARE_COUNT = r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|[?!)]|$|\band\b|\bfor\b|\bwith\b|\binstead\b))"
 DIMS = "dp_shard|dp_replicate|tp|pp|cp|ep"
 
@@ -317,8 +319,33 @@ def _one_edit(word: str, known: str) -> bool:
     return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
 
 
+# How far a typo may be from the word it is read as, by that word's length: a short word has many everyday neighbours
+# one letter away ("want" and "wait", "match" and "batch", "shop" and "stop"), so only two letters swapped ("wiat",
+# "stpo", "bacth") reach a word of four letters, and a letter added or left out ("swep", "lama"), never one changed, a
+# word of five.
+SWAP_ONLY = 4
+NO_CHANGE = 5
+
+
+def _close(word: str, known: str) -> bool:
+    """Whether `word` is a typo of `known` (see SWAP_ONLY)."""
+    if _one_swap(word, known):
+        return True
+    if len(known) <= SWAP_ONLY or (len(known) <= NO_CHANGE and len(word) == len(known)):
+        return False
+    return _one_edit(word, known)
+
+
+def _name_words(known: set[str]) -> list[str]:
+    """The repository's names that are one plain word ("long" of configs/long.yaml, "notes"): a typo of one is read as
+    it ("the lnog config"), by two letters swapped only (names are not in the everyday words the typo fixer knows)."""
+    return sorted(n for n in known if n.isalpha() and len(n) >= SWAP_ONLY)
+
+
 def _fix_typos(text: str, known: set[str]) -> str:
-    """Words close to one the rules read replaced by it ("trian" -> "train", "machien" -> "machine")."""
+    """Words close to one the rules read replaced by it ("trian" -> "train", "machien" -> "machine"), and two letters
+    swapped in a name of the repository ("lnog" -> "long")."""
+    names = _name_words(known)
 
     def fix(found: re.Match) -> str:
         word = found.group(0)
@@ -330,7 +357,8 @@ def _fix_typos(text: str, known: set[str]) -> str:
             return word
         if lowered.removesuffix("s") in KEEP or lowered.removesuffix("es") in KEEP:  # "states" is no "status"
             return word
-        close = [w for w in WORDS if _one_swap(lowered, w)] or [w for w in WORDS if _one_edit(lowered, w)]
+        close = [w for w in WORDS if _one_swap(lowered, w)] or [w for w in WORDS if _close(lowered, w)]
+        close = close or [n for n in names if _one_swap(lowered, n)]
         return close[0] if len(set(close)) == 1 or (close and _one_swap(lowered, close[0])) else word
 
     return re.sub(r"(?<![\w./=-])[A-Za-z]+(?![\w./=-])", fix, text)
