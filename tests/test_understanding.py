@@ -520,6 +520,10 @@ def call(name: str, **args) -> dict:
         (LR, call("launch_run", overrides=["train.lr=3e-3"]), "wrong"),
         ({"tool": "plan_layouts", "args": {"gpu": "h100"}}, call("plan_layouts", gpu="h100-sxm"), "right"),
         ({"tool": "plan_layouts", "args": {"devices": 8}}, call("plan_layouts", devices=16), "wrong"),
+        # an argument left out runs the tool's default: the default experiment, said or not
+        ({"tool": "run_sweep", "args": {"experiment": "meshpilot.yaml"}}, call("run_sweep"), "right"),
+        ({"tool": "run_sweep", "args": {"experiment": "configs/long.yaml"}}, call("run_sweep"), "wrong"),
+        ({"tool": "launch_run", "args": {"steps": 5}}, call("launch_run"), "wrong"),  # no default stands for it
     ],
 )  # fmt: skip
 def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
