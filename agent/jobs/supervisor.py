@@ -11,6 +11,7 @@ so SIGKILL of the supervisor leaves nothing of its run behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -88,7 +89,8 @@ def _watch(out: Path, job: JobRecord, launcher: subprocess.Popen, stopping: list
             return "timeout", f"ran past its time limit of {job['timeout_s']:g}s"
         if job["hang_s"] is not None and seen_step and now - last_step_at > job["hang_s"] and not _ending(out):
             return "timeout", f"hang: no new step for {job['hang_s']:g}s after step {last_step(RunDir(out))}"
-        time.sleep(POLL_S)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            launcher.wait(timeout=POLL_S)  # a poll's pause that ends at once when the launcher exits
     return None
 
 
