@@ -2372,3 +2372,223 @@ def test_an_experiment_ruled_out_is_not_launched_and_asks_nothing(text, known):
 def test_a_hyphenated_word_is_no_run_name(known):
     intent = read("Team wants a deck-ready summary of layouts-nov", known)
     assert intent.clarify is None and intent.args.get("sweep") == "sweeps/layouts-nov"
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("train 20 steps on 2 gpus with dp_shard=2, ckpting on", "true"),
+        ("launch 10 steps dp_shard=2 on 2 gpus, ckpting off", "false"),
+        ("2 procs, tp=2, 30 steps, ckpting: on, packing off", "true"),
+        ("run dp_shard=2 on 2 gpus for 10 steps with no ckpting", "false"),
+    ],
+)
+def test_ckpting_is_activation_checkpointing(text, value, known):
+    intent = read(text, known)
+    assert intent.command == "run" and f"train.activation_checkpointing={value}" in intent.args["set"]
+
+
+def test_saving_a_ckpt_is_no_activation_checkpointing(known):
+    intent = read("train 20 steps dp_shard=2 on 2 gpus, save a ckpt every 5 steps", known)
+    assert not any("activation_checkpointing" in s for s in intent.args.get("set", []))
+
+
+@pytest.mark.parametrize(
+    "text, path",
+    [
+        ("show me meshpilto.yaml", "meshpilot.yaml"),
+        ("cat noets.md", "notes.md"),
+        ("open nots.md", "notes.md"),  # a letter left out of a stem of five
+        ("show me meshpilot.yaml", "meshpilot.yaml"),
+    ],
+)
+def test_a_file_named_with_a_typo_is_the_file_it_misspells(text, path, known):
+    intent = read(text, known)
+    assert intent.args.get("path") == path
+
+
+@pytest.mark.parametrize("text", ["show me trainer.yaml", "cat configs/lnog.yaml"])  # a stem of 4: too many neighbours
+def test_a_file_far_from_every_name_or_short_stays_as_typed(text, known):
+    assert read(text, known).args.get("path") == text.split()[-1]
+
+
+@pytest.mark.parametrize(
+    "text", ["start a 3-trial sweep of the long-context config", "sweep the long-seq experiment, 4 trials"]
+)
+def test_a_config_named_first_in_a_compound_is_that_config(text, known):
+    intent = read(text, known)
+    assert intent.command == "sweep" and intent.args.get("experiment") == "configs/long.yaml"
+
+
+def test_a_compound_config_the_repository_lacks_names_none(known):
+    intent = read("sweep the short-context config with 3 trials", known)
+    assert intent.args.get("experiment") != "configs/long.yaml"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "make sure the readme reflects lr-scan",
+        "I want the documentation to show the numbers of layouts-nov",
+        "can we have training.md and the docs updated from lr-scan",
+        "get the README synced with the layouts sweep",
+    ],
+)
+def test_docs_made_to_say_a_sweep_update_the_docs(text, known):
+    intent = read(text, known)
+    assert intent.command == "docs" and intent.clarify is None and intent.args.get("sweep", "").startswith("sweeps/")
+
+
+@pytest.mark.parametrize("text", ["does the readme reflect lr-scan?", "what do the docs say about layouts-nov?"])
+def test_a_question_about_the_docs_writes_nothing_unasked(text, known):
+    intent = read(text, known)
+    assert intent.command != "docs" or intent.clarify is not None
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("is it possible to benchmark r1?", "bench"),
+        ("would it be possible to write up lr-scan as a report?", "report"),
+        ("is possible to refresh the docs from layouts-nov?", "docs"),
+    ],
+)
+def test_is_it_possible_to_asks_for_a_tool_that_writes_or_measures(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None
+
+
+def test_is_it_possible_to_train_asks_whether_it_could_work_never_launches(known):
+    intent = read("is it possible to train llama-3.1-70b on 4 h100s?", known)
+    assert intent.command != "run" or intent.clarify is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I'd like to make a training on 2 gpus with ddp, 10 steps",
+        "please create a new training with fsdp on 2 GPU",
+        "do a training of 20 steps, dp_shard=2 on 2 gpus",
+    ],
+)
+def test_making_a_training_is_a_launch(text, known):
+    assert read(text, known).command == "run"
+
+
+@pytest.mark.parametrize(
+    "text", ["make a training plan for llama-3.1-8b on 8 h100s", "make a training estimate for 8 h100s"]
+)
+def test_a_training_plan_is_no_launch(text, known):
+    assert read(text, known).command != "run"
+
+
+@pytest.mark.parametrize(
+    "text, model",
+    [
+        ("plan 8 h100s - not our own model, qwen 2.5 7b", "qwen2.5-7b"),
+        ("layouts for llama 3.1 8b rather than my model, 4 a100 80gb", "llama-3.1-8b"),
+        ("what fits on 8 h100s for mistral 7b, not the experiment's model", "mistral-7b"),
+    ],
+)
+def test_the_own_model_ruled_out_leaves_the_model_named(text, model, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.args.get("model") == model and intent.clarify is None
+
+
+def test_the_own_model_ruled_out_and_none_named_is_asked(known):
+    intent = read("plan 8 h100s but not for our model", known)
+    assert intent.command == "plan" and "model" not in intent.args and "Which model" in (intent.clarify or "")
+
+
+def test_the_own_model_named_is_still_planned(known):
+    intent = read("plan our model on 8 h100s", known)
+    assert intent.command == "plan" and "model" not in intent.args and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, trials",
+    [("not a big sweep, just a small 3-trial one", 3), ("I don't need a long sweep - only a quick 2-trial one", 2)],
+)
+def test_not_a_big_x_just_a_small_one_asks_for_x(text, trials, known):
+    intent = read(text, known)
+    assert intent.command == "sweep" and intent.args.get("trials") == trials
+
+
+@pytest.mark.parametrize("text", ["no sweep, just train 10 steps on 2 gpus with ddp", "don't sweep, only a 5-step run"])
+def test_not_x_just_another_kind_still_negates_x(text, known):
+    assert read(text, known).command == "run"
+
+
+@pytest.mark.parametrize("text", ["show me teh runs", "list hte runs", "list all teh runs please"])
+def test_the_with_two_letters_swapped_is_the(text, known):
+    assert read(text, known).command == "runs"
+
+
+@pytest.mark.parametrize(
+    "text, model",
+    [
+        ("pln llama-3.1-8b on 8 h100s", "llama-3.1-8b"),
+        ("plan lamma 3.1 8b on 8 h100s", "llama-3.1-8b"),
+        ("what fits for qewn 2.5 7b on 4 a100 80gb?", "qwen2.5-7b"),
+        ("layouts for llamma 2 70b on 16 h100s over 2 nodes", "llama-2-70b"),
+    ],
+)
+def test_a_misspelt_family_with_its_version_and_size_is_that_preset(text, model, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.args.get("model") == model and intent.clarify is None
+
+
+@pytest.mark.parametrize("text", ["plan the 70b on 8 h100s", "plan lamma 70b on 8 h100s"])  # no version: which 70B?
+def test_a_size_without_version_or_family_is_still_asked(text, known):
+    intent = read(text, known)
+    assert "model" not in intent.args and intent.clarify
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "what sort of box is this, how many cores and how much ram?",
+        "on this machine, how many gpus does it have?",
+        "for the current server: how much memory and how many cpus?",
+    ],
+)
+def test_a_hardware_question_naming_the_machine_reads_the_hardware(text, known):
+    intent = read(text, known)
+    assert intent.command == "hardware" and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["which are all the runs we have?", "what finished runs do we have here?", "what runs exist in this repo?"],
+)
+def test_which_runs_exist_lists_the_runs(text, known):
+    intent = read(text, known)
+    assert intent.command == "runs" and intent.clarify is None
+
+
+def test_which_run_did_best_is_no_list(known):
+    assert read("which run had the lowest loss, r1 or tp-try?", known).command != "runs"
+
+
+@pytest.mark.parametrize("text", ["wait on tp-try until it finish", "keep waiting for r1 until it complete"])
+def test_until_it_finish_without_s_waits(text, known):
+    intent = read(text, known)
+    assert intent.command == "status" and intent.args.get("wait") == "yes"
+
+
+@pytest.mark.parametrize(
+    "text, gpu",
+    [
+        ("plan llama-3.1-8b on 4 A100 of 80 GB", "a100-80gb"),
+        ("plan llama-3.1-8b on 2 a100s with 40GB", "a100-40gb"),
+        ("what fits for mistral 7b on 8 A100 of 40 gig", "a100-40gb"),
+    ],
+)
+def test_a_gpu_of_its_memory_is_that_gpu(text, gpu, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.args.get("gpu") == gpu and intent.clarify is None
+
+
+def test_a_card_with_one_preset_keeps_it_whatever_memory_is_said(known):
+    intent = read("could llama 3.2 1b run on 1 a10 with 24GB", known)
+    assert intent.args.get("gpu") == "a10"

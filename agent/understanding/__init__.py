@@ -41,7 +41,15 @@ from agent.understanding.entities import (
 )
 from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
 from agent.understanding.grammar import LAYOUT_WORDS, Intent, first_reading, parse_slash, read_facts
-from agent.understanding.intents import ACTIONS, FOLLOW_UP, negated_actions, ranked, score
+from agent.understanding.intents import (
+    ACTIONS,
+    FOLLOW_UP,
+    NOT_BY_POSSIBLE,
+    POSSIBLE_TO,
+    negated_actions,
+    ranked,
+    score,
+)
 from agent.understanding.known import singular
 from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE, normalise
 from agent.understanding.refusals import refusal
@@ -94,7 +102,7 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = _unplaced_number(plain, entities, intent)
     if intent.clarify is None:
         intent.clarify = _vague_count(entities, intent)
-    if intent.clarify is None and intent.command in ACTIONS and _asks_only(plain) and not _measured_by(intent, plain):
+    if intent.clarify is None and intent.command in ACTIONS and _asks_only(plain) and not _requested(intent, plain):
         intent.clarify = f"Do you want me to {intent.command} ({_call_text(intent)})? yes / edit"
     if intent.command in NAMED_TOOLS and (unknown := _unknown_name(plain, entities, context, intent)):
         intent.clarify = unknown  # the name the user gave first: never another run in its place
@@ -256,6 +264,13 @@ def _asks_only(plain: str) -> bool:
 # A question only a benchmark answers: "how good is r1's checkpoint on our benchmarks?", "what does r1 score on eval?"
 BENCH_QUESTION = (r"\bhow (?:good|well|accurate)\b|\bwhat (?:score|accuracy)\b|\bscores?\b|\bhow (?:(?:does|do|did|"
                   r"would|will) )?(?:\S+\s+){1,3}?(?:do|does|score\w*|perform\w*|fare\w*)\b")  # fmt: skip
+
+
+def _requested(intent: Intent, plain: str) -> bool:
+    """A question that asks for its action: one answered by the action's measurement, or "is it possible to
+    benchmark r1?" for a tool that writes or measures (intents.POSSIBLE_TO)."""
+    possible = intent.command not in NOT_BY_POSSIBLE and bool(re.search(POSSIBLE_TO, plain.lower()))
+    return possible or _measured_by(intent, plain)
 
 
 def _measured_by(intent: Intent, plain: str) -> bool:
@@ -862,6 +877,8 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         intent.notes += [str(n) for n in entities.all("device_mem_note")]  # "24GB read as 24GiB": said in the reply
     if entities.has("own_model"):
         args.pop("model", None)
+    if entities.has("not_own_model") and "model" not in args and intent.clarify is None:
+        intent.clarify = "Which model should I plan for, if not the experiment's? e.g. `plan llama-3.1-8b`."
     times, scaled = entities.get("times"), None
     if times and "devices" not in args and context.plan and isinstance(context.plan.get("devices"), int):
         scaled = int(float(times) * context.plan["devices"])  # "twice as many gpus": of the plan before

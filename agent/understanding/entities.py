@@ -5,6 +5,7 @@ with their negation, and the runs, sweeps, checkpoints and files of the reposito
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ SWITCHES = {
     "data.packing": r"(?:sequence |document )?packing|packed (?:sequences|documents)|pack(?:ing)?",
     # bare "checkpointing" is activation checkpointing: saving checkpoints is "checkpoints" or "checkpoint_every"
     "train.activation_checkpointing": r"(?:activation|gradient|act)[ _-]?(?:checkpointing|checkpoint|ckpt)|"
-    r"recomput\w*|\bac\b|checkpointing",
+    r"recomput\w*|\bac\b|checkpointing|ckpting",  # "ckpting" is "checkpointing" shortened, as "ckpt" is "checkpoint"
     "train.compile": r"torch\.?compile|compil(?:e|ation)",
 }
 CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
@@ -158,8 +159,12 @@ def extract(text: str, known: Known) -> Entities:
         entities.add("seq_len", found.group(0), found.span())
     if re.search(NO_LAUNCH, lowered):
         entities.add("no_launch", True, (0, 0))
-    if found := re.search(OWN_MODEL, lowered):
-        entities.add("own_model", True, found.span())
+    # "not for the experiment's model, for mistral 7b": the model ruled out is no model to plan
+    owned = [f for f in re.finditer(OWN_MODEL, lowered) if not re.search(rf"{EXCLUDER}$", lowered[: f.start()])]
+    if owned:
+        entities.add("own_model", True, owned[0].span())
+    elif found := re.search(OWN_MODEL, lowered):
+        entities.add("not_own_model", True, found.span())
     return entities
 
 
@@ -332,6 +337,18 @@ OTHER_FAMILIES = (r"\b(mixtral|phi[- ]?\d*|falcon|deepseek\w*|gpt[- ]?\w+|bloom\
                   r"t5|bert|gemini)\b(?:[\s-]*\d+(?:\.\d+)?\s*x?\s*\d*\s*b\b)?")  # fmt: skip
 
 
+# How close a misspelt family must be to a preset's ("lamma" is llama, 0.8): read only with a version and a size after
+# it, which together name the preset ("lamma 3.1 70b"); the reply says which preset it took.
+FAMILY_CLOSE = 0.75
+
+
+def _misspelt_family(lowered: str) -> re.Match | None:
+    for found in re.finditer(r"\b([a-z]{4,})[\s-]*(\d+(?:\.\d+)?)[\s-]+(\d+(?:\.\d+)?)\s*b\b", lowered):
+        if difflib.get_close_matches(found.group(1), FAMILIES.split("|"), n=1, cutoff=FAMILY_CLOSE):
+            return found
+    return None
+
+
 def _model(lowered: str, entities: Entities) -> None:
     """A model named loosely ("Llama 3 8B", "llama3.1 70b", "qwen2.5 72b", "a 7B llama"): the preset of that family
     and size whose version starts with the one given; the entity says which preset it took. A family without a
@@ -359,6 +376,9 @@ def _model(lowered: str, entities: Entities) -> None:
         elif matches:
             entities.add("model_choice", matches, found.span())
         return
+    elif found := _misspelt_family(lowered):
+        family, version, size = found.groups()
+        family = difflib.get_close_matches(family, FAMILIES.split("|"), n=1, cutoff=FAMILY_CLOSE)[0]
     else:
         if bare := re.search(r"(?<![\w.])(\d+(?:\.\d+)?)\s*b\b", lowered):
             entities.add("model_size", bare.group(1), bare.span())  # "and for 70b?": the family of the plan before
@@ -560,9 +580,10 @@ def _names(text: str, entities: Entities, known: Known) -> None:
         "meshpilot.yaml"
     ):
         entities.add("experiment", "meshpilot.yaml", found.span())
-    for found in re.finditer(r"\b(?:the\s+)?(\w+)\s+(?:config|experiment)(?:\s+file)?\b", lowered):
+    # "the long config", and its stem first in a compound: "the long-context config", "the long-seq experiment"
+    for found in re.finditer(r"\b(?=(?:the\s+)?(\w+)(?:-\w+)?\s+(?:config|experiment)(?:\s+file)?\b)", lowered):
         if path := known.config(found.group(1)):
-            entities.add("experiment", path, found.span())
+            entities.add("experiment", path, found.span(1))
     latest = r"\b(?:latest|last|most recent|newest|previous|recent)\s+(?:\w+\s+)?"
     if known.runs and re.search(latest + r"(?:run|one|training)\b", lowered):
         entities.add("run", known.runs[0], (0, 0))

@@ -50,7 +50,15 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (
             r"\blscpu\b|\bhtop\b|\bfree -h\b|\bspecs\b|"
             r"\b(?:gpu|system|hardware|machine|cpu) info\b|\bwhat (?:machine|box|hardware|computer|server)\b|"
-            r"\b(?:machine|box|server) am i on\b",
+            r"\b(?:machine|box|server) am i on\b|"
+            # "what kind of machine am I sitting on?", "what sort of box is this?"
+            r"\bwhat (?:kind|sort|type) of (?:machine|box|hardware|computer|server|workstation|node)\b",
+            5,
+        ),
+        # the machine named first, what it has after: "for this computer, how many cores and how much memory?"
+        (
+            r"\b(?:this|the|my|current|local) (?:box|machine|host|computer|server|workstation)\b.*"
+            r"\bhow (?:much|many) (?:v?ram|memory|gpus?|cores?|cpus?)\b",
             5,
         ),
         # a bare word asked: "gpus?", "cores?", "how much ram?"
@@ -72,7 +80,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
             r"\boverview of (?:all |the |my )?runs\b|\blist (?:every|each) run\b|\bbeen run\b|"
             r"^\W*ls\s+(?:-\w+\s+)?runs\b|\b(?:under|in|inside) runs/?(?=\W*$)|"
-            r"\bhow many (?:experiments|runs|jobs|trainings|training runs)\b",
+            r"\bhow many (?:experiments|runs|jobs|trainings|training runs)\b|"
+            # "which are the runs that exist?", "what training runs do we have?"
+            r"\b(?:which|what) are (?:the |all the )?runs\b|"
+            r"\b(?:what|which) (?:training |finished |past |old )?runs (?:do|did|have|are|exist)\b",
             8,
         ),
         # "which experiments did I run here?", "what jobs have we trained", "give me the list"
@@ -154,7 +165,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "wait": [
         (
             r"\bwait (?:for|until|till|on)\b|\bblock until\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
-            r"\bwait for it\b|\buntil it (?:ends|finishes)\b|\bnotify me when\b|"
+            r"\bwait for it\b|\buntil it (?:ends?|finish(?:es)?|completes?|is done)\b|\bnotify me when\b|"
             r"\buntil\b.*\b(?:completes|finishes|finished|ends|exits|is done|is over)\b|\bawait\b|"
             # "hold on until r1 is done" waits; "hold on, what is the loss of r1?" is an interjection
             r"\b(?:hold|hang) on\b(?=\s+(?:until|for|while)\b|\W*$)|\bhang tight\b|\bjust wait\b|"
@@ -234,8 +245,14 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "docs": [
         (r"\b(?:docs|documentation|readme|training\.md)\b", 3),
         (r"\b(?:update|refresh|regenerate|rewrite|sync)\b.*\b(?:docs|documentation|readme|training\.md)\b", 3),
-        # "the docs must show sweeps/x, can you update them?": the verb after its object
-        (r"\b(?:docs|documentation|readme|training\.md)\b.*\b(?:update|refresh|regenerate|rewrite|sync)\b", 3),
+        # "the docs must show sweeps/x, can you update them?", "get the README refreshed": the verb after its object
+        (r"\b(?:docs|documentation|readme|training\.md)\b.*\b(?:update|refresh|regenerate|rewrite|sync)(?:d|ed)?\b", 3),
+        # "make sure the docs reflect the last sweep", "I want the readme to show lr-scan": docs made to say it
+        (
+            r"\b(?:make sure|ensure|get|have|want|need)\b.*\b(?:docs|documentation|readme|training\.md)\b.*"
+            r"\b(?:reflects?|shows?|includes?|match(?:es)?|covers?|says?)\b",
+            3,
+        ),
         # "put the lr-scan numbers into docs/training.md": figures written into the docs are an update of them
         (
             r"\b(?:put|add|get|write|bring|record|copy|paste)\b.*\b(?:in|into|to|onto)\s+(?:the\s+)?"
@@ -270,8 +287,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
             6,
         ),
         (
-            r"\b(?:get|have|start|kick off|fire off|do|want|need|launch)\s+(?:a|an|another|new)\s+"
-            r"(?:[\w-]+\s+){0,2}run\b",
+            # "make a training with the long config": a training made is a run, as "do a training" is
+            r"\b(?:get|have|start|kick off|fire off|do|want|need|launch|make|create|begin)\s+(?:a|an|another|new)\s+"
+            r"(?:[\w-]+\s+){0,2}(?:run|training)\b(?!\s+(?:plan|estimate|budget|docs?|report))",
             3,
         ),
     ],
@@ -343,6 +361,14 @@ DEFERRED = (
 )
 
 
+# What follows a negated output and asks for one of the same kind: "I don't want a full sweep, just a quick one",
+# "no big report, only a short one". The negation is of its size, not of its kind.
+SAME_KIND_INSTEAD = (
+    r"\s*(?:(?:is |are )?(?:needed|necessary|required)\b)?\s*[,;:-]*\s*(?:but\s+)?"
+    r"(?:just|only|rather|simply)\s+(?:an?\s+)?(?:[\w-]+\s+){0,3}?one\b"
+)
+
+
 def negated_actions(lowered: str) -> tuple[set[str], str]:
     """The actions the sentence says not to take, and the sentence with those phrases blanked out."""
     negated: set[str] = set()
@@ -351,6 +377,8 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
         for found in re.finditer(rf"(?:{NEGATOR}|{DEFERRED}){_DOING}(?:{objects})\b(?:\s+(?:yet|for now|just yet|"
                                  rf"at all|now))?|\b(?:{objects})(?:\s+(?:for|of|on|from)\s+[\w./-]+)?{AFTER_OBJECT}",
                                  lowered):  # fmt: skip
+            if re.match(SAME_KIND_INSTEAD, lowered[found.end() :]):
+                continue  # "not a full sweep, just a quick one": that kind asked for, smaller
             negated.add(intent)
             spans.append(found.span())
     for intent, verbs in DONT_VERB.items():
@@ -365,6 +393,14 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
     for start, end in spans:
         lowered = lowered[:start] + " " * (end - start) + lowered[end:]
     return negated, lowered
+
+
+# A request worded as a question: "could you launch ...", "would you mind ...". It asks for the action.
+POLITE_REQUEST = r"\b(?:can|could|would) you\b|\blet'?s\b|^\W*how about\b|\bwould you mind\b"
+# "would it be possible to refresh the docs?", "is possible to evaluate r1?": a request for a tool that writes or
+# measures; for a launch or a sweep it asks whether it could work ("is it possible to train 70b on 4 gpus?"), a what-if.
+POSSIBLE_TO = r"\b(?:(?:is|would|will)\s+(?:it|that)\s+be\s+|is\s+(?:it\s+)?)possible\s+to\b"
+NOT_BY_POSSIBLE = ("run", "sweep")
 
 
 def score(text: str, entities: Entities, grammar: str, previous: str | None) -> dict[str, float]:
@@ -386,9 +422,11 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
     _entity_cues(lowered, entities, scores)
     said = text.lower()
     question = bool(re.search(QUESTION, said)) or said.rstrip().endswith("?")
-    if question and not re.search(r"\b(?:can|could|would) you\b|\blet'?s\b|^\W*how about\b", said):
+    if question and not re.search(POLITE_REQUEST, said):
+        possible = bool(re.search(POSSIBLE_TO, said))
         for action in ACTIONS:
-            scores[action] -= 2  # a question asks; it launches only when it asks to ("could you launch ...")
+            if not possible or action in NOT_BY_POSSIBLE:
+                scores[action] -= 2  # a question asks; it launches only when it asks to ("could you launch ...")
     if entities.has("no_launch"):
         for action in ("run", "sweep", "bench"):
             scores[action] = -10.0

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.understanding.normalise import _close
+
 FILE_SUFFIXES = (".yaml", ".yml", ".md", ".json", ".jsonl", ".txt", ".toml", ".py", ".csv", ".log")
 
 
@@ -135,6 +137,8 @@ class Known:
         if path in self.files:
             return path
         named = [f for f in self.files if f.rsplit("/", 1)[-1] == path]
+        if not named:  # "meshpliot.yaml" is meshpilot.yaml: one typo of the one file of that suffix and folder
+            named = [f for f in self.files if _typo_of(path, f)]
         return named[0] if len(named) == 1 else None
 
     def config(self, stem: str) -> str | None:
@@ -142,6 +146,18 @@ class Known:
         found = [f for f in self.files if f.endswith((".yaml", ".yml")) and Path(f).stem == stem.lower()]
         found = [f for f in found if not f.startswith(("runs/", "sweeps/"))]
         return found[0] if len(found) == 1 else None
+
+
+def _typo_of(path: str, existing: str) -> bool:
+    """Whether `path` is `existing` typed with one typo in its file name (same folder and suffix; a stem of five
+    letters or more, as a shorter one has too many neighbours)."""
+    folder, _, name = path.rpartition("/")
+    its_folder, _, its_name = existing.rpartition("/")
+    stem, suffix = Path(name).stem.lower(), Path(name).suffix.lower()
+    its_stem = Path(its_name).stem.lower()
+    if folder != its_folder or suffix != Path(its_name).suffix.lower() or len(its_stem) < 5 or stem == its_stem:
+        return False
+    return _close(stem, its_stem)
 
 
 def _newest(root: Path, kind: str) -> list[str]:

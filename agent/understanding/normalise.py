@@ -85,7 +85,9 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
              "runing": "running", "runnning": "running", "runnig": "running", "runnin": "running", "rnning": "running",
              "stil": "still", "stll": "still", "sitll": "still", "stilll": "still",
              # a short action word with a letter left out, too short (three letters) to be corrected by closeness
-             "kil": "kill"}  # fmt: skip
+             "kil": "kill", "pln": "plan",
+             # "the" with two letters swapped: too short for closeness, and the commonest typo there is
+             "teh": "the", "hte": "the"}  # fmt: skip
 BARE_COUNT = r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|[?!)]|$|\band\b|\bfor\b|\bwith\b|\binstead\b))"
 DIMS = "dp_shard|dp_replicate|tp|pp|cp|ep"
 
@@ -123,6 +125,10 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\bh[\s-]+(100|200)(s?)\b", r"h\1\2", text, flags=re.I)  # "h-100s" too
     text = re.sub(r"\ba-(100|10)(s?)\b", r"a\1\2", text, flags=re.I)
     text = re.sub(r"\b(\d+\s+)a\s+(100|10)\b", r"\1a\2", text, flags=re.I)
+    # "2 A100 of 40 GB", "H100s with 80GB": the card's memory, written as the card's name says it ("A100 40 GB"); only
+    # for the cards whose presets are named by their memory (an "a10 with 24GB" is the one A10)
+    text = re.sub(r"\b((?:h100|h200|a100)s?)\s+(?:of|with)\s+(?=\d+(?:\.\d+)?\s*(?:gi?b|gigs?|g)\b)", r"\1 ",
+                  text, flags=re.I)  # fmt: skip
     text = re.sub(r"\bboth\s+(?=(?:gpus|cards|devices|nodes|machines|boxes)\b)", "2 ", text, flags=re.I)
     text = re.sub(r"\b(\d+)\s+(?:such|identical|similar|more such)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
     text = re.sub(r"\bctx\b", "context", text, flags=re.I)
