@@ -397,10 +397,11 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
 
 # A request worded as a question: "could you launch ...", "would you mind ...". It asks for the action.
 POLITE_REQUEST = r"\b(?:can|could|would) you\b|\blet'?s\b|^\W*how about\b|\bwould you mind\b"
-# "would it be possible to refresh the docs?", "is possible to evaluate r1?": a request for a tool that writes or
-# measures; for a launch or a sweep it asks whether it could work ("is it possible to train 70b on 4 gpus?"), a what-if.
+# "would it be possible to refresh the docs?", "is possible to evaluate r1?": a request. For a launch it asks whether
+# one could work ("is it possible to train 70b on 4 gpus?"), a what-if; a sweep, a cancel or a resume so asked is
+# confirmed first (NOT_BY_POSSIBLE), never taken on a question.
 POSSIBLE_TO = r"\b(?:(?:is|would|will)\s+(?:it|that)\s+be\s+|is\s+(?:it\s+)?)possible\s+to\b"
-NOT_BY_POSSIBLE = ("run", "sweep")
+NOT_BY_POSSIBLE = ("run", "sweep", "cancel", "resume")
 
 
 def score(text: str, entities: Entities, grammar: str, previous: str | None) -> dict[str, float]:
@@ -425,7 +426,7 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
     if question and not re.search(POLITE_REQUEST, said):
         possible = bool(re.search(POSSIBLE_TO, said))
         for action in ACTIONS:
-            if not possible or action in NOT_BY_POSSIBLE:
+            if not possible or action == "run":
                 scores[action] -= 2  # a question asks; it launches only when it asks to ("could you launch ...")
     if entities.has("no_launch"):
         for action in ("run", "sweep", "bench"):

@@ -157,6 +157,8 @@ def _typo_of(path: str, existing: str) -> bool:
     its_stem = Path(its_name).stem.lower()
     if folder != its_folder or suffix != Path(its_name).suffix.lower() or len(its_stem) < 5 or stem == its_stem:
         return False
+    if re.sub(r"\D", "", stem) != re.sub(r"\D", "", its_stem):  # "meshpilot2.yaml" is another file, not a typo
+        return False
     return _close(stem, its_stem)
 
 
