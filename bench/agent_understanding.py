@@ -236,7 +236,7 @@ def tool_defaults(name: str) -> dict[str, Any]:
     """What a call of the tool runs with where it leaves an argument out (its own signature's defaults, as the
     request sets' catalogue says: "arguments not listed take defaults"): a sweep of the default experiment is right
     whether the call names meshpilot.yaml or not."""
-    from agent.tools import TOOLS
+    from agent.tools import TOOLS  # imported here: a bad set is a one-line error before the agent loads
 
     tool = next((t for t in TOOLS if t.name == name), None)
     fields = tool.args_schema.model_fields.items() if tool is not None else ()
