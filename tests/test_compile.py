@@ -4,6 +4,7 @@ within 1e-4, for every kind of layout, and its compilation time is reported apar
 
 from __future__ import annotations
 
+import json
 from functools import partial
 
 import pytest
@@ -49,6 +50,13 @@ def test_compiled_layout_matches_eager(experiment, eager, layout):
     for a, b in zip(eager, steps, strict=True):
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-4, abs=1e-6), layout
         assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4, abs=1e-6), layout
+    if "tp=" in layout:
+        # Sequence parallelism's split inputs, saved and gathered again in backward under compile too
+        # (tests/test_sp_saves_split.py): the trainer's own measurement of what its ranks saved for backward stays
+        # under what the memory model prices (compiled layers save less than eager's, which it prices within 1%).
+        memory = json.loads(run.memory.read_text())
+        for predicted, measured in zip(memory["predicted"], memory["measured"], strict=True):
+            assert measured["activations_saved"] < predicted["activations_saved"], layout
     metrics = run.read_metrics()
     # Compilation happens in the untimed warm-up steps: tokens/s is measured after it.
     warmup = steps[: STEPS - metrics["timed_steps"]]
