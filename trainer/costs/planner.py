@@ -236,11 +236,8 @@ def _plan(
 
     def priced(layout: Layout, plan: MemoryPlan) -> tuple[StepShape, StepEstimate]:
         """The step of a candidate whose memory `plan` describes, and its estimate."""
-        spec = plan.train
-        shape = StepShape(plan.micro_batch, seq_len, plan.grad_accum, plan.checkpointing, precision,
-                          dense_mask(layout), spec.compile, spec.gns_every, spec.fsdp_grad_sync,
-                          pp_stages_per_rank=spec.pp_stages_per_rank, zero_stage=spec.zero_stage,
-                          float8_recipe=spec.float8_recipe, fsdp_reduce_dtype=spec.fsdp_reduce_dtype)  # fmt: skip
+        shape = StepShape.of(plan.train, plan.micro_batch, seq_len, plan.grad_accum, plan.checkpointing, precision,
+                             dense_mask(layout))  # fmt: skip
         estimate = estimate_step(reader, layout, hardware, shape, **parameters, calibration=calibration,
                                  figures=figures)  # fmt: skip
         return shape, estimate

@@ -110,6 +110,7 @@ from transformers import PretrainedConfig
 from trainer.config import (
     Checkpointing,
     Experiment,
+    TrainSpec,
     checkpointing_mode,
     half_precision,
     reduces_once_per_step,
@@ -561,13 +562,9 @@ def predict_run(
     train, counts, layout = experiment.train, count_parameters(config), experiment.layout
     packing = experiment.data.packing
     dense_mask = takes_dense_mask(train.attention, hardware.device_type, layout, head_dim(config), packing)
-    shape = StepShape(
-        train.micro_batch, experiment.data.seq_len, grad_accum, train.activation_checkpointing,
-        resolve_precision(train.precision, hardware.device_type), dense_mask, train.compile, train.gns_every,
-        train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank,
-        zero_stage=resolve_zero_stage(train.zero_stage), float8_recipe=train.float8_recipe,
-        fsdp_reduce_dtype=train.fsdp_reduce_dtype,
-    )  # fmt: skip
+    precision = resolve_precision(train.precision, hardware.device_type)
+    shape = StepShape.of(train, train.micro_batch, experiment.data.seq_len, grad_accum,
+                         train.activation_checkpointing, precision, dense_mask)  # fmt: skip
     return estimate_step(config, layout, hardware, shape, **parameter_figures(counts), calibration=calibration)
 
 
@@ -635,6 +632,20 @@ class StepShape:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checkpointing", checkpointing_mode(self.checkpointing))
+
+    @classmethod
+    def of(
+        cls, train: TrainSpec, micro_batch: int, seq_len: int, grad_accum: int, checkpointing: Checkpointing,
+        precision: str, dense_mask: bool,
+    ) -> StepShape:  # fmt: skip
+        """The step of a batch split and a train spec's settings (its zero stage resolved): the one place the
+        cost models read a TrainSpec's settings into a step, for a run (predict_run) and a candidate alike."""
+        return cls(
+            micro_batch, seq_len, grad_accum, checkpointing, precision, dense_mask, train.compile, train.gns_every,
+            train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank,
+            zero_stage=resolve_zero_stage(train.zero_stage), float8_recipe=train.float8_recipe,
+            fsdp_reduce_dtype=train.fsdp_reduce_dtype,
+        )  # fmt: skip
 
 
 def estimate_step(
