@@ -263,18 +263,27 @@ def probe(bench: Bench) -> dict:
 def cuda_tests(bench: Bench) -> dict:
     """The suite's GPU tests, collected from the files that hold them (the others need packages a GPU machine may
     lack, such as the TUI's snapshot plugin); every test runs (one failure must not hide the others' outcomes),
-    each named with its outcome as it ends (-v: a budget's timeout still leaves those lines), none given more than
-    240 s."""
+    each named with its outcome as it ends (-v) and each failure's text written as it comes (tests/conftest.py's
+    MESHPILOT_TEST_FAILURES), so that a budget's timeout before pytest's summary still leaves both; none given more
+    than 240 s."""
     files = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").glob("test_*.py") if "mark.gpu" in p.read_text())
+    failures = bench.work / "cuda_test_failures.txt"
+    failures.unlink(missing_ok=True)
     try:
         done = bench.process([sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-p", "no:cacheprovider", "-rfEs",
-                              "--tb=short", "-n", "4", "--timeout", "240", *files], cap_s=600)  # fmt: skip
+                              "--tb=short", "-n", "4", "--timeout", "240", *files], cap_s=600,
+                             env={"MESHPILOT_TEST_FAILURES": str(failures)})  # fmt: skip
     except subprocess.TimeoutExpired as timed_out:  # its output comes as bytes, whatever text= said
         output = timed_out.stdout or b""
         output = output.decode(errors="replace") if isinstance(output, bytes) else output
-        return {"error": "timed out", "output_tail": output[-12000:]}
+        return {"error": "timed out", "output_tail": output[-12000:], "failures": _read_text(failures)[-12000:]}
     lines = done.stdout.strip().splitlines()
-    return {"returncode": done.returncode, "summary": lines[-1] if lines else "", "output_tail": done.stdout[-12000:]}
+    return {"returncode": done.returncode, "summary": lines[-1] if lines else "", "output_tail": done.stdout[-12000:],
+            "failures": _read_text(failures)[-12000:]}  # fmt: skip
+
+
+def _read_text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
 
 
 def mfu_run(seq_len: int, compiled: bool, tag: str = "", **keys) -> Callable[[Bench], dict]:
@@ -518,6 +527,13 @@ def tasks(quick: bool, seq_lens: tuple[int, ...] = ()) -> list[Task]:
         Task("cuda_tests", "cuda_tests", cuda_tests, 120),
         Task("mfu_s2048_eager", "mfu", mfu_run(2048, False), 60),
         Task("mfu_s2048_compiled", "mfu", mfu_run(2048, True), 120),
+        Task("mfu_s2048_compiled_whole_loss", "mfu", mfu_run(2048, True, "_whole_loss", loss="whole"), 120),
+        Task(
+            "mfu_s2048_compiled_fp8_whole_loss",
+            "mfu",
+            mfu_run(2048, True, "_fp8_whole_loss", precision="fp8", loss="whole"),
+            150,
+        ),
         Task("mfu_s2048_compiled_fp8", "mfu", mfu_run(2048, True, "_fp8", precision="fp8"), 150),
         Task(
             "mfu_s2048_compiled_fp8_rowwise",
@@ -546,15 +562,17 @@ def tasks(quick: bool, seq_lens: tuple[int, ...] = ()) -> list[Task]:
 
 
 # The order a budget spends GPU time in: what only a GPU shows and what the open issues need first (issue 38: the
-# compiled 1B model's MFU against the compiled Trainer, fp8's gain, the never-run CUDA tests, the experts' kernels,
-# fp8's losses).
+# compiled 1B model's MFU with the loss inside the graph (train.loss whole) and with it chunked outside, the CUDA
+# tests, the compiled Trainer, the experts' kernels, fp8's gain and losses).
 BUDGET_ORDER = (
     "environment",
-    "mfu_s2048_compiled",
-    "mfu_s2048_compiled_fp8",
-    "hf_trainer_s2048_compiled",
+    "mfu_s2048_compiled_whole_loss",
     "cuda_tests",
+    "mfu_s2048_compiled",
+    "hf_trainer_s2048_compiled",
     "moe_grouped_mm",
+    "mfu_s2048_compiled_fp8_whole_loss",
+    "mfu_s2048_compiled_fp8",
     "moe_loop",
     "fp8_losses_tensorwise",
     "mfu_s2048_compiled_fp8_rowwise",

@@ -101,3 +101,13 @@ def pytest_runtest_protocol(item, nextitem):
         line |= {"ended": time.time(), "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}
         with open(path, "a") as costs:
             costs.write(json.dumps(line) + "\n")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With MESHPILOT_TEST_FAILURES=file, each failure's report appended to it as it comes, by the one process that
+    sees every report (xdist's controller, or the only one): bench/gpu.py's CUDA tests keep the failures' text when
+    the GPU time runs out before pytest prints its summary."""
+    path = os.environ.get("MESHPILOT_TEST_FAILURES")
+    if path and report.failed and not os.environ.get("PYTEST_XDIST_WORKER"):
+        with open(path, "a") as failures:
+            failures.write(f"=== {report.nodeid} ({report.when})\n{report.longreprtext}\n")

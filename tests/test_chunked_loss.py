@@ -44,7 +44,7 @@ def test_equals_the_plain_loss_and_gradients(chunk):
 
 
 def test_chunk_holds_a_bounded_number_of_logits():
-    assert chunk_tokens(128256) == 261  # 128 MiB of fp32 logits
+    assert chunk_tokens(128256) == 256  # 128 MiB of fp32 logits (261 tokens), in whole 128-row tiles
     assert chunk_tokens(512) > 50_000  # a small vocabulary: a micro-batch in one chunk
     assert chunk_tokens(10**12) == 1
 
@@ -92,3 +92,21 @@ def test_trainer_loss_equals_the_plain_one(monkeypatch, tied, bf16):
     torch.testing.assert_close(loss, expected_loss, rtol=1e-6, atol=0)
     for name, grad in expected.items():
         assert float((grads[name] - grad).abs().max()) <= 0.01 * float(grad.abs().max()), name
+
+
+def test_whole_loss_is_the_plain_one():
+    """train.loss whole: the trainer's loss over the whole logits at once is the plain cross-entropy of the model's
+    logits, loss and gradients, untouched by the chunked head (which needs no undoing afterwards)."""
+    config = AutoConfig.for_model(**TINY_MODEL)
+    generator = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, config.vocab_size, (2, 32), generator=generator)
+    batch = {"input_ids": ids, "labels": labels_with_holes((2, 32), config.vocab_size, generator)}
+    batch |= {"position_ids": torch.arange(32).expand_as(ids), "segment_ids": torch.zeros_like(ids)}
+    expected_loss, expected = model_step(config, batch, chunked=False)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+    loss = token_loss_sum(model, batch, whole=True)
+    loss.backward()
+    torch.testing.assert_close(loss.detach(), expected_loss, rtol=0, atol=0)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, expected[name], rtol=0, atol=0, msg=name)

@@ -257,11 +257,14 @@ def test_config_hash_stable_and_sensitive(tmp_path):
 
 def test_keys_added_later_leave_earlier_hashes_and_files_as_they_were():
     """The defaults' hash and config.yaml as every version since the hash was introduced wrote them: a key added
-    since (train.zero_stage, float8_recipe, profile_steps, experts, layout.ep...) is written only when it is not its
-    default, so sweeps and runs of earlier versions resume; profiling changes no number, so it never counts."""
+    since (train.zero_stage, float8_recipe, profile_steps, experts, loss, layout.ep...) is written only when it is not
+    its default, so sweeps and runs of earlier versions resume; profiling changes no number, so it never counts."""
     assert Experiment().config_hash() == "0f11ef3b0b1f0b7c"
     written = Experiment().to_dict()["train"]
-    assert not {"zero_stage", "float8_recipe", "profile_steps", "experts"} & set(written)
+    assert not {"zero_stage", "float8_recipe", "profile_steps", "experts", "loss"} & set(written)
+    assert experiment_from_dict({"train": {"loss": "whole"}}).to_dict()["train"]["loss"] == "whole"
+    with pytest.raises(ConfigError, match=r"^train.loss: 'fused' is not one of chunked, whole$"):
+        experiment_from_dict({"train": {"loss": "fused"}})
     profiled = experiment_from_dict({"train": {"profile_steps": 1, "timing_warmup_steps": 3}})
     assert profiled.to_dict()["train"]["profile_steps"] == 1
     assert profiled.config_hash() == experiment_from_dict({"train": {"timing_warmup_steps": 3}}).config_hash()

@@ -93,15 +93,17 @@ def test_measured_peak_includes_reserved_memory_and_the_cuda_runtime(cuda_fp32):
     assert 0 < cuda_fp32.snapshot.stat().st_size < 200 * 2**20
 
 
-def test_compiled_bf16_steps_with_a_chunked_head_train_like_eager_ones(tmp_path):
+@pytest.mark.parametrize("loss", ["chunked", "whole"])
+def test_compiled_bf16_steps_train_like_eager_ones(tmp_path, loss):
     """Found on an H200 (torch 2.11): with the chunked loss traced into train.compile's whole-step graph, every
     compiled step's gradients were zero (grad_norm 0.000) and the loss drifted up. A 128k vocabulary and 512 tokens
-    per micro-batch make two chunks per micro-batch (trainer.model.loss.chunk_tokens), as real vocabularies do."""
+    per micro-batch make two chunks per micro-batch (trainer.model.loss.chunk_tokens), as real vocabularies do; the
+    whole loss (train.loss whole) is traced into the graph."""
     runs = {}
     for compiled in (False, True):
         changes = {"model": {"config": {**TINY_MODEL, "vocab_size": 131072}}, "data": {"seq_len": 128}, **CUDA,
                    "train": {"steps": STEPS, "precision": "bf16", "global_batch_tokens": 1024, "micro_batch": 4,
-                             "compile": compiled}}  # fmt: skip
+                             "compile": compiled, "loss": loss}}  # fmt: skip
         directory = tmp_path / f"compiled_{compiled}"
         directory.mkdir()
         runs[compiled] = train(write_experiment(directory, changes), directory / "run", "--nproc", "1")

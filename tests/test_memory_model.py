@@ -8,7 +8,14 @@ from support import TINY_MODEL
 from transformers import AutoConfig
 
 from trainer.config import TrainSpec
-from trainer.costs.memory_model import MemoryPlan, activation_bytes, local_shapes, predict_memory, rank_coordinates
+from trainer.costs.memory_model import (
+    MemoryPlan,
+    activation_bytes,
+    local_shapes,
+    loss_temporary_bytes,
+    predict_memory,
+    rank_coordinates,
+)
 from trainer.layout import Layout
 from trainer.model.build import build_model
 from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
@@ -20,7 +27,9 @@ def measured_activations(config, micro_batch: int, seq_len: int, checkpointing: 
     return measured_saved(config, micro_batch, seq_len, checkpointing, packed)["activations_saved"]
 
 
-def measured_saved(config, micro_batch: int, seq_len: int, checkpointing: bool, packed: bool, bf16: bool = False):
+def measured_saved(
+    config, micro_batch: int, seq_len: int, checkpointing: bool, packed: bool, bf16: bool = False, whole: bool = False
+):
     model = build_model(config, None, seed=0)
     model.train()
     if checkpointing:
@@ -30,7 +39,7 @@ def measured_saved(config, micro_batch: int, seq_len: int, checkpointing: bool, 
     batch = {"input_ids": ids, "labels": ids, "position_ids": torch.arange(seq_len).expand_as(ids)}
     batch["segment_ids"] = segments.contiguous()
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        _, saved = saved_for_backward(model, lambda: token_loss_sum(model, batch, packed))
+        _, saved = saved_for_backward(model, lambda: token_loss_sum(model, batch, packed, whole=whole))
     return saved
 
 
@@ -50,6 +59,27 @@ def test_predicted_activations_within_15_percent(changes, micro_batch, seq_len, 
     predicted = activation_bytes(config, Layout(dp_replicate=1), plan)
     measured = measured_activations(config, micro_batch, seq_len, checkpointing, packed)
     assert predicted == pytest.approx(measured, rel=0.15)
+
+
+def test_the_whole_loss_saves_its_log_softmax():
+    """train.loss whole keeps the fp32 log-softmax over the vocabulary for its backward, which the chunked loss never
+    saves (only a log-sum-exp per token): the prediction adds what autograd adds, within 15%, and prices its
+    temporaries (the whole fp32 logits and their gradient) above the chunked loss's one chunk."""
+    config = AutoConfig.for_model(**TINY_MODEL)
+    single = Layout(dp_replicate=1)
+    predicted, measured = {}, {}
+    for loss in ("chunked", "whole"):
+        plan = MemoryPlan(2, 64, "fp32", False, TrainSpec(loss=loss))
+        predicted[loss] = predict_memory(config, single, plan)[0]
+        measured[loss] = measured_saved(config, 2, 64, False, True, whole=loss == "whole")["activations_saved"]
+    added = predicted["whole"]["activations_saved"] - predicted["chunked"]["activations_saved"]
+    assert added == pytest.approx(measured["whole"] - measured["chunked"], rel=0.15)
+    assert added >= 2 * 64 * config.vocab_size * 4 * 0.9  # the log-softmax of 128 tokens
+    # Its temporaries: the whole fp32 logits and their gradient, against one chunk's (here the chunk holds them all).
+    assert predicted["whole"]["temporaries"] == predicted["chunked"]["temporaries"]
+    large = AutoConfig.for_model(**{**TINY_MODEL, "vocab_size": 128256})
+    chunked, whole = (loss_temporary_bytes(large, single, 8192, "bf16", whole=w) for w in (False, True))
+    assert whole == 2 * 8192 * 128256 * 4 > 20 * chunked
 
 
 def test_dense_mask_is_saved_once_per_micro_batch():

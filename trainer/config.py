@@ -72,7 +72,7 @@ _LATER_DATA_KEYS = ("format", "prompt_field", "response_field", "messages_field"
 # The same for the other sections (mixture-of-experts training: the experts' kernel, expert parallelism).
 _LATER_KEYS = {
     "data": _LATER_DATA_KEYS,
-    "train": ("experts", "zero_stage", "float8_recipe", "profile_steps"),
+    "train": ("experts", "zero_stage", "float8_recipe", "profile_steps", "loss"),
     "layout": ("ep",),
 }
 # Values of a later key also written as nothing: train.zero_stage 3 is what auto runs where no plan chose and what
@@ -119,6 +119,13 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp8")
 # train.float8_recipe: torchao's scaling recipes. tensorwise: one scale per tensor (the fastest); rowwise: one per
 # row, more accurate for outliers, a little slower (torchao's float8 README).
 FLOAT8_RECIPES = ("tensorwise", "rowwise")
+# train.loss: how the output head and cross-entropy run outside pipelines (whose last stage always takes the whole
+# logits). chunked (the default): a few hundred tokens' logits at a time (trainer.model.loss), never the whole
+# micro-batch's, kept out of train.compile's graph. whole: the micro-batch's logits at once, one fp32 cross-entropy
+# over them, inside train.compile's whole-step graph, where inductor fuses it: faster on a GPU (the head's forward runs
+# once, in full-size matmuls, and nothing breaks the graph) for about tokens x vocab x 10 bytes more at its peak
+# (trainer.costs.memory_model prices both, trainer.costs.throughput the chunked loss's second head forward).
+LOSSES = ("chunked", "whole")
 # train.activation_checkpointing, from most memory to least: none keeps every activation; selective keeps the
 # matmul and attention outputs of each decoder layer and recomputes the cheap ops between them; full keeps only each
 # layer's input and recomputes the whole layer
@@ -190,6 +197,7 @@ class TrainSpec:
     fsdp_grad_sync: str = "micro_batch"  # micro_batch | step: when FSDP2 reduce-scatters accumulated gradients
     zero_stage: int | str = "auto"  # auto | 3 | 2 | 1: what FSDP2 keeps sharded between uses (ZERO_STAGES above)
     compile: bool = False
+    loss: str = "chunked"  # chunked | whole: the head and cross-entropy a few hundred tokens at a time or at once
     attention: str = "auto"  # auto | dense | flex: how packed documents are kept apart (trainer.model.attention)
     # auto | loop | grouped_mm: how a mixture-of-experts model's experts compute (trainer.parallel.expert_parallel)
     experts: str = "auto"
@@ -219,6 +227,8 @@ class TrainSpec:
             raise ConfigError(
                 f"train.fsdp_grad_sync: {self.fsdp_grad_sync!r} is not one of {', '.join(FSDP_GRAD_SYNCS)}"
             )
+        if self.loss not in LOSSES:
+            raise ConfigError(f"train.loss: {self.loss!r} is not one of {', '.join(LOSSES)}")
         if self.zero_stage not in ZERO_STAGE_SETTINGS or isinstance(self.zero_stage, bool):
             raise ConfigError(
                 f"train.zero_stage: {self.zero_stage!r} is not one of {', '.join(map(str, ZERO_STAGE_SETTINGS))}"

@@ -518,7 +518,7 @@ def activation_bytes(
     train = plan.train
     key = ("activations", layout.tp, layout.cp, layout.pp, pp_rank, plan.micro_batch, plan.seq_len, plan.precision,
            plan.checkpointing, plan.grad_accum, plan.packing, plan.device_type, train.attention,
-           train.pp_schedule, train.pp_stages_per_rank, plan.recomputing, layout.fsdp)  # fmt: skip
+           train.pp_schedule, train.pp_stages_per_rank, plan.recomputing, layout.fsdp, train.loss)  # fmt: skip
     found = memo.get(key)
     if found is None:
         found = memo[key] = _activation_bytes(config, layout, plan, rank)
@@ -637,9 +637,9 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
     mask_and_rotary = 2 * head_dim(config) * width // (1 if plan.packing or layout.cp > 1 else plan.micro_batch)
     mask_and_rotary *= plan.checkpointing == "none"
     # The final norm (its input, normalised value and rsqrt split by sequence under tp; its output gathered whole for
-    # the head) and the chunked loss's log-sum-exp; a pipeline's last stage computes the plain loss, which keeps the
-    # fp32 log-softmax over the vocabulary.
-    head = ((2 * h + 1) // layout.tp + h) * width + (FP32 if layout.pp == 1 else vocab * FP32)
+    # the head) and the chunked loss's log-sum-exp; the whole loss (a pipeline's last stage, train.loss whole) keeps
+    # the fp32 log-softmax over the vocabulary.
+    head = ((2 * h + 1) // layout.tp + h) * width + (vocab * FP32 if whole_logits(layout, plan.train) else FP32)
     if layout.pp == 1:
         mask_and_rotary += mask_bytes_per_token(config, layout, plan)
         return tokens * (layers * per_layer + head + 8 + mask_and_rotary) + FP32
@@ -664,7 +664,7 @@ def temporary_bytes(
     what it did not keep; `memo`: see activation_bytes) and FSDP's gathered layers."""
     layers = config.num_hidden_layers
     tokens = plan.micro_batch * plan.seq_len // layout.cp
-    logits = loss_temporary_bytes(config, layout, tokens, plan.precision)
+    logits = loss_temporary_bytes(config, layout, tokens, plan.precision, whole_logits(layout, plan.train))
     recompute = 0
     if plan.checkpointing != "none":
         # One whole layer's activations of this micro-batch, as a single rank of this tp and cp saves them.
@@ -699,15 +699,23 @@ def temporary_bytes(
     return logits + recompute + gathered + held_mask + head_gradient + dispatch + float8
 
 
-def loss_temporary_bytes(config: PretrainedConfig, layout: Layout, tokens: int, precision: str = "fp32") -> int:
+def loss_temporary_bytes(
+    config: PretrainedConfig, layout: Layout, tokens: int, precision: str = "fp32", whole: bool = False
+) -> int:
     """The loss's peak beyond what it saves, for `tokens` local tokens: the chunked loss (trainer.model.loss) holds one
     chunk's fp32 logits and log-sum-exp's exponentials of them at once (its backward works on the logits in place),
-    and under bf16 the matmul's bf16 logits before the upcast; a pipeline's last stage the plain loss's whole fp32
-    logits and their gradient."""
+    and under bf16 the matmul's bf16 logits before the upcast; the whole loss (`whole`: whole_logits) the plain loss's
+    whole fp32 logits and their gradient."""
     vocab = config.vocab_size
-    if layout.pp > 1:
+    if whole:
         return 2 * tokens * vocab * FP32
     return min(tokens, chunk_tokens(vocab)) * vocab * (2 * FP32 + (2 if half_precision(precision) else 0))
+
+
+def whole_logits(layout: Layout, train: TrainSpec) -> bool:
+    """Whether the loss runs over a micro-batch's whole logits at once: a pipeline's last stage always
+    (trainer.parallel.pipeline.StepLoss), elsewhere under train.loss whole; otherwise chunk by chunk."""
+    return layout.pp > 1 or train.loss == "whole"
 
 
 @functools.cache  # a plan asks for the same few stage sets thousands of times

@@ -629,6 +629,7 @@ class StepShape:
     zero_stage: int = 3  # what FSDP2 keeps sharded between uses (train.zero_stage)
     float8_recipe: str = "tensorwise"  # under precision fp8: train.float8_recipe
     fsdp_reduce_dtype: str = "fp32"  # what FSDP2 reduces gradients in under bf16 (train.fsdp_reduce_dtype)
+    chunked_loss: bool = True  # outside pipelines, the loss chunk by chunk (train.loss chunked) or whole
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checkpointing", checkpointing_mode(self.checkpointing))
@@ -644,7 +645,7 @@ class StepShape:
             micro_batch, seq_len, grad_accum, checkpointing, precision, dense_mask, train.compile, train.gns_every,
             train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank,
             zero_stage=resolve_zero_stage(train.zero_stage), float8_recipe=train.float8_recipe,
-            fsdp_reduce_dtype=train.fsdp_reduce_dtype,
+            fsdp_reduce_dtype=train.fsdp_reduce_dtype, chunked_loss=train.loss == "chunked",
         )  # fmt: skip
 
 
@@ -678,7 +679,7 @@ def estimate_step(
     pairs = micro_batch * grad_accum * seq_len * (seq_len + 1) // 2  # full rows; packing only lowers this
     flops = step_flops(matmul_params, width, config.num_hidden_layers, tokens_per_rank_step, pairs)
     figures = figures or hardware_figures(hardware)
-    if layout.pp == 1:
+    if layout.pp == 1 and shape.chunked_loss:
         flops += loss_recompute_flops(config, tokens_per_rank_step)
     # Every tp rank runs its experts whole on the whole sequence (trainer.parallel.parallelize.apply_experts): their
     # FLOPs, selective checkpointing's rerun of them and the busiest ep rank's extra ones split over cp and pp only.

@@ -34,16 +34,21 @@ import torch
 IGNORE_INDEX = -100
 
 
-# The fp32 logits one chunk may hold: 128 MiB is 261 tokens at a 128k vocabulary, a matmul of
-# [261 x hidden] x [hidden x 128k] that still fills a GPU (tens of GFLOP); a small vocabulary takes a micro-batch in
+# The fp32 logits one chunk may hold: 128 MiB is 256 tokens at a 128k vocabulary, a matmul of
+# [256 x hidden] x [hidden x 128k] that still fills a GPU (tens of GFLOP); a small vocabulary takes a micro-batch in
 # one chunk.
 CHUNK_LOGIT_BYTES = 128 * 2**20
 FP32 = 4
+# Chunks of more tokens than this are a whole number of them: a GPU matmul computes its rows in tiles of 64 to 256,
+# and a chunk of 261 rows would pay a third 128-row tile for 5 of them in each of the head's four matmuls.
+CHUNK_ROWS = 128
 
 
 def chunk_tokens(vocab_size: int) -> int:
-    """Tokens per chunk: as many as `CHUNK_LOGIT_BYTES` of fp32 logits hold."""
-    return max(1, CHUNK_LOGIT_BYTES // (vocab_size * FP32))
+    """Tokens per chunk: as many as `CHUNK_LOGIT_BYTES` of fp32 logits hold, in whole `CHUNK_ROWS` where that is
+    more than one."""
+    tokens = max(1, CHUNK_LOGIT_BYTES // (vocab_size * FP32))
+    return tokens - tokens % CHUNK_ROWS if tokens >= CHUNK_ROWS else tokens
 
 
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):

@@ -482,6 +482,7 @@ def _optimizer_step(training: Training, measure_memory: bool) -> tuple[StepResul
                 not reduces_once_per_step(spec.fsdp_grad_sync, spec.zero_stage),
                 training.router,
                 spec.zero_stage == 1,
+                spec.loss == "whole",
             )
     sum_partial_gradients(training.model)  # Qwen3's q_norm and k_norm under tensor parallelism
     grad_norm = clip_grad_norm(list(training.model.parameters()), spec.grad_clip, device, training.experiment.layout.pp)

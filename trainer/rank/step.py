@@ -24,6 +24,7 @@ from functools import cache, partial
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 
 from trainer.data.packing import IGNORE_INDEX, model_inputs
 from trainer.model.loss import causal_lm, head_computes_loss
@@ -51,10 +52,14 @@ def token_loss_sum(
     batch: dict[str, torch.Tensor],
     packed: bool = True,
     forward: Callable[..., torch.Tensor] | None = None,
+    whole: bool = False,
 ) -> torch.Tensor:
-    """Sum of cross-entropy over the batch's target tokens (fp32, whatever the compute dtype), the output head
-    and the loss computed chunk by chunk (trainer.model.loss): the whole micro-batch's logits are never made.
-    `forward`: what runs the model (`model_loss`, or its compiled graph)."""
+    """Sum of cross-entropy over the batch's target tokens (fp32, whatever the compute dtype). The output head and
+    the loss run chunk by chunk (trainer.model.loss), the whole micro-batch's logits never made, or with `whole`
+    (train.loss: whole) over the whole logits at once (`whole_model_loss`). `forward`: what runs the model
+    (`model_loss` or `whole_model_loss`, or its compiled graph)."""
+    if whole:
+        return (forward or whole_model_loss)(model, batch, packed)
     with head_computes_loss(model, batch["labels"]):
         return (forward or model_loss)(model, batch, packed)
 
@@ -64,12 +69,22 @@ def model_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor], packed: b
     return model(**model_inputs(batch, packed)).logits
 
 
+def whole_model_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor], packed: bool) -> torch.Tensor:
+    """The model's forward to its logits, then one fp32 cross-entropy sum over them (train.loss: whole), as a
+    pipeline's last stage computes it (trainer.parallel.pipeline.StepLoss)."""
+    logits = model(**model_inputs(batch, packed)).logits
+    return F.cross_entropy(
+        logits.float().flatten(0, -2), batch["labels"].flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
+    )
+
+
 @cache
-def compiled_token_loss_sum() -> Callable[..., torch.Tensor]:
-    """token_loss_sum with the model and loss compiled as one graph (train.compile where
-    trainer.parallel.compile.compiles_whole_step); the head is switched to the loss outside the graph. Made on first
-    use, so eager runs never import the compiler."""
-    return partial(token_loss_sum, forward=torch.compile(model_loss))
+def compiled_token_loss_sum(whole: bool = False) -> Callable[..., torch.Tensor]:
+    """token_loss_sum with the model compiled as one graph (train.compile where
+    trainer.parallel.compile.compiles_whole_step): the whole loss inside it, the chunked one outside it (the head is
+    switched to the loss, which trainer.model.loss keeps out of any graph). Made on first use, so eager runs never
+    import the compiler."""
+    return partial(token_loss_sum, forward=torch.compile(whole_model_loss if whole else model_loss), whole=whole)
 
 
 def forward_backward(
@@ -84,12 +99,14 @@ def forward_backward(
     reduce_scatter_each: bool = True,
     router: RouterLogits | None = None,
     keep_gathered: bool = False,
+    whole_loss: bool = False,
 ) -> StepResult:
     """Accumulate the gradients of one optimizer step into model parameters' .grad; `compiled`: each micro-batch's
     forward and loss as one compiled graph (compiled_token_loss_sum); `reduce_scatter_each`: FSDP2 reduce-scatters
     every micro-batch's gradients (train.fsdp_grad_sync: micro_batch) rather than the last one's only
     (trainer.parallel.data_parallel.gradient_sync); `keep_gathered`: FSDP2 keeps the parameters it gathered until
-    the last micro-batch's backward (train.zero_stage 1).
+    the last micro-batch's backward (train.zero_stage 1); `whole_loss`: the loss over the whole logits at once
+    (train.loss: whole), not chunked.
 
     With `measure_small_batch` (and two or more micro-batches) the first micro-batch's gradients are reduced
     over the data-parallel ranks too, and the norm of that smaller batch's mean gradient is kept for the
@@ -99,7 +116,7 @@ def forward_backward(
     micro-batch's backward (see the module docstring).
     """
     device = micro_batches[0]["labels"].device
-    loss_sum_of = compiled_token_loss_sum() if compiled else token_loss_sum
+    loss_sum_of = compiled_token_loss_sum(whole_loss) if compiled else partial(token_loss_sum, whole=whole_loss)
     counts, dp_degree = _token_counts(micro_batches, dp_group)
     target_tokens = max(int(counts[0].item()), 1)
     scale = dp_degree / target_tokens
