@@ -263,7 +263,10 @@ def test_keys_added_later_leave_earlier_hashes_and_files_as_they_were():
     written = Experiment().to_dict()["train"]
     assert not {"zero_stage", "float8_recipe", "profile_steps", "experts", "loss"} & set(written)
     assert experiment_from_dict({"train": {"loss": "whole"}}).to_dict()["train"]["loss"] == "whole"
-    with pytest.raises(ConfigError, match=r"^train.loss: 'fused' is not one of chunked, whole$"):
+    # train.loss auto runs chunked wherever the whole loss is not chosen: a run recorded chunked hashes as before.
+    chunked = experiment_from_dict({"train": {"loss": "chunked"}})
+    assert "loss" not in chunked.to_dict()["train"] and chunked.config_hash() == Experiment().config_hash()
+    with pytest.raises(ConfigError, match=r"^train.loss: 'fused' is not one of auto, chunked, whole$"):
         experiment_from_dict({"train": {"loss": "fused"}})
     profiled = experiment_from_dict({"train": {"profile_steps": 1, "timing_warmup_steps": 3}})
     assert profiled.to_dict()["train"]["profile_steps"] == 1

@@ -672,7 +672,10 @@ def temporary_bytes(
                plan.device_type, plan.train.attention)  # fmt: skip
         recompute = memo.get(key) if memo is not None else None
         if recompute is None:
-            full = dataclasses.replace(plan, checkpointing="none", grad_accum=1, recomputing=True)
+            # One layer's share of a whole model's activations: the loss's own (the whole loss's log-softmax) is no
+            # layer's, so the share is taken of the chunked loss's, whatever the run's loss.
+            chunked = dataclasses.replace(plan.train, loss="chunked")
+            full = dataclasses.replace(plan, checkpointing="none", grad_accum=1, recomputing=True, train=chunked)
             one_rank = Layout(dp_replicate=1, tp=layout.tp, cp=layout.cp)
             recompute = _activation_bytes(config, one_rank, full, 0) // layers
             if memo is not None:

@@ -63,6 +63,7 @@ from trainer.model.attention import takes_dense_mask
 from trainer.model.moe import check_moe
 from trainer.model.parameters import describe_parameters, head_dim, moe_dims
 from trainer.model.presets import PresetConfig
+from trainer.parallel.compile import resolve_loss
 from trainer.parallel.context_parallel import check_context_parallel
 from trainer.parallel.pipeline import check_pipeline
 
@@ -90,6 +91,8 @@ class Candidate:
     # the experiment's: what `memory` and `estimate` priced.
     zero_stage: int = 3
     fsdp_grad_sync: str = "micro_batch"
+    # The loss it runs (train.loss resolved as the launcher will: resolve_loss), what `memory` and `estimate` priced.
+    loss: str = "chunked"
     notes: list[str] = field(default_factory=list)
     # Where precision was left to auto on a GPU with float8 tensor cores: the same candidate's predicted tokens/s
     # under train.precision fp8, shown beside it rather than chosen (fp8 changes the numerics).
@@ -113,6 +116,7 @@ class Candidate:
             "fits_only_with_cp": self.fits_only_with_cp,
             "zero_stage": self.zero_stage,
             "fsdp_grad_sync": self.fsdp_grad_sync,
+            "loss": self.loss,
             "notes": self.notes,
             "fp8_tokens_per_s": self.fp8_tokens_per_s,
         }
@@ -256,6 +260,22 @@ def _plan(
                 candidate.memory, candidate.step_shape, candidate.estimate = memory, shape, estimate
                 candidate.zero_stage, candidate.fsdp_grad_sync = spec.zero_stage, spec.fsdp_grad_sync
 
+    def choose_loss(candidate: Candidate, planned: MemoryPlan, ranks: dict[int, ShapeSums]) -> None:
+        """Under train.loss auto, the loss the launcher will resolve for the candidate (resolve_loss: whole inside a
+        compiled graph on a GPU where it fits), with its memory and estimate."""
+
+        def plan_of(spec: TrainSpec) -> MemoryPlan:
+            return dataclasses.replace(planned, train=spec)
+
+        def fits(spec: TrainSpec) -> bool:
+            return _peak_memory(reader, candidate.layout, plan_of(spec), ranks, memo)["peak"] <= device_mem
+
+        candidate.loss = resolve_loss(planned.train, candidate.layout, hardware.device_type, fits)
+        if candidate.loss == "whole":
+            whole = plan_of(dataclasses.replace(planned.train, loss="whole"))
+            candidate.memory = _peak_memory(reader, candidate.layout, whole, ranks, memo)
+            candidate.step_shape, candidate.estimate = priced(candidate.layout, whole)
+
     candidates = []
     reader = ConfigSnapshot(config)  # the config's attributes, each read once: every candidate reads them
     figures = hardware_figures(hardware)  # the probe's or the stated rates, read once for every estimate
@@ -299,6 +319,8 @@ def _plan(
                     candidate.step_shape, candidate.estimate = priced(layout, planned)
                     if chooses_sharding and layout.shard_degree > 1:
                         choose_sharding(candidate, planned, ranks)
+                    if train.loss == "auto":
+                        choose_loss(candidate, planned, ranks)
                 candidates.append(candidate)
     feasible = sorted((c for c in candidates if c.dropped is None), key=_rank_key)
     if train.precision == "auto" and precision == "bf16" and float8_speedup(hardware.device_name) > 1:
@@ -435,6 +457,7 @@ def format_table(candidates: list[Candidate], limit: int = 20) -> str:
     for i, c in enumerate(feasible[:limit], 1):
         checkpointing = _AC_COLUMN[checkpointing_mode(c.activation_checkpointing)]
         notes = [note] if (note := sharding_note(c)) else []
+        notes += ["loss=whole"] if c.loss == "whole" else []
         lines.append(
             f"{i:>3}  {c.layout.describe():<34} {c.micro_batch:>3} {c.grad_accum:>5} {checkpointing:>3} "
             f"{c.memory['peak'] / GiB:>8.2f} {c.estimate.tokens_per_s:>12,.0f}  {'; '.join(notes + c.notes)}"

@@ -629,7 +629,7 @@ class StepShape:
     zero_stage: int = 3  # what FSDP2 keeps sharded between uses (train.zero_stage)
     float8_recipe: str = "tensorwise"  # under precision fp8: train.float8_recipe
     fsdp_reduce_dtype: str = "fp32"  # what FSDP2 reduces gradients in under bf16 (train.fsdp_reduce_dtype)
-    chunked_loss: bool = True  # outside pipelines, the loss chunk by chunk (train.loss chunked) or whole
+    chunked_loss: bool = True  # outside pipelines, the loss chunk by chunk (train.loss chunked, auto unresolved)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checkpointing", checkpointing_mode(self.checkpointing))
@@ -645,7 +645,7 @@ class StepShape:
             micro_batch, seq_len, grad_accum, checkpointing, precision, dense_mask, train.compile, train.gns_every,
             train.fsdp_grad_sync, pp_stages_per_rank=train.pp_stages_per_rank,
             zero_stage=resolve_zero_stage(train.zero_stage), float8_recipe=train.float8_recipe,
-            fsdp_reduce_dtype=train.fsdp_reduce_dtype, chunked_loss=train.loss == "chunked",
+            fsdp_reduce_dtype=train.fsdp_reduce_dtype, chunked_loss=train.loss != "whole",
         )  # fmt: skip
 
 

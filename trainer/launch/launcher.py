@@ -12,7 +12,7 @@ import re
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import psutil
@@ -23,6 +23,7 @@ from transformers import PretrainedConfig
 from trainer.config import (
     ConfigError,
     Experiment,
+    TrainSpec,
     check_galore,
     check_train_values,
     check_zero_stage,
@@ -45,6 +46,7 @@ from trainer.model.attention import AttentionError, choose_attention
 from trainer.model.build import check_positions, checkpoint_dir, model_config
 from trainer.model.moe import check_moe, is_moe
 from trainer.model.parameters import head_dim
+from trainer.parallel.compile import resolve_loss
 from trainer.parallel.context_parallel import check_context_parallel
 from trainer.parallel.expert_parallel import ExpertParallelError, expert_kernel_for_run
 from trainer.parallel.float8 import float8_refusal
@@ -129,8 +131,11 @@ def prepare(request: TrainRequest) -> PreparedRun:
         check_pipeline(experiment.layout.pp, config, train.pp_schedule, train.pp_stages_per_rank, grad_accum)
     except LayoutError as e:
         raise ConfigError(str(e)) from None
-    if not (request.ignore_memory_check or os.environ.get(IGNORE_MEMORY_ENV) == "1"):
-        _check_memory_fits(experiment, config, nproc, grad_accum)
+    checked = not (request.ignore_memory_check or os.environ.get(IGNORE_MEMORY_ENV) == "1")
+    available = _memory_available(experiment.hardware.device_type, nproc) if checked else None
+    _choose_loss(experiment, config, grad_accum, available)
+    if available is not None:
+        _check_memory_fits(experiment, config, grad_accum, available)
     run = RunDir(request.out or Path("runs") / f"{request.experiment.stem}-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         lock = RunLock(run, request.node_rank, whole_run=nnodes == 1)
@@ -159,18 +164,35 @@ def _check_node_rank(node_rank: int, nnodes: int | None) -> None:
         raise ConfigError(f"--node-rank {node_rank} is not a node of this {nnodes}-node run (0 to {nnodes - 1})")
 
 
-def _check_memory_fits(experiment: Experiment, config: PretrainedConfig, nproc: int, grad_accum: int) -> None:
-    """Refuse a run whose predicted peak per process (trainer.costs.memory_model) exceeds what each process has on
-    this machine (`memory_per_process`)."""
-    device_type = experiment.hardware.device_type
+def _memory_available(device_type: str, nproc: int) -> tuple[int, str]:
+    """What each process has on this machine (`memory_per_process`): its device's memory, or its share of the host's."""
     if device_type == "cuda":
         devices = [torch.cuda.get_device_properties(i).total_memory for i in range(nproc)]
-        available = memory_per_process(device_type, nproc, device_memory=devices)
-    else:
-        available = memory_per_process(device_type, nproc, host_available=psutil.virtual_memory().available)
+        return memory_per_process(device_type, nproc, device_memory=devices)
+    return memory_per_process(device_type, nproc, host_available=psutil.virtual_memory().available)
+
+
+def _check_memory_fits(
+    experiment: Experiment, config: PretrainedConfig, grad_accum: int, available: tuple[int, str]
+) -> None:
+    """Refuse a run whose predicted peak per process (trainer.costs.memory_model) exceeds what each process has on
+    this machine (`available`: _memory_available)."""
     refusal = memory_refusal(predicted_peak(experiment, config, grad_accum), *available)
     if refusal is not None:
         raise ConfigError(refusal)
+
+
+def _choose_loss(
+    experiment: Experiment, config: PretrainedConfig, grad_accum: int, available: tuple[int, str] | None
+) -> None:
+    """train.loss auto resolved before launch and recorded (resolve_loss): the whole loss only where the memory
+    check says its run fits (`available`; a run whose check is skipped keeps the chunked loss's memory)."""
+
+    def fits(train: TrainSpec) -> bool:
+        peak = predicted_peak(replace(experiment, train=train), config, grad_accum)
+        return available is not None and memory_refusal(peak, *available) is None
+
+    experiment.train.loss = resolve_loss(experiment.train, experiment.layout, experiment.hardware.device_type, fits)
 
 
 def predicted_peak(experiment: Experiment, config: PretrainedConfig, grad_accum: int) -> int:

@@ -3,10 +3,12 @@ outside, a micro-batch's whole forward and loss as one graph."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import torch
 
+from trainer.config import TrainSpec
 from trainer.layout import Layout
 
 
@@ -22,6 +24,17 @@ def compiles_whole_step(layout: Layout) -> bool:
     (DTensor layers), pipeline stages and context parallelism's attention keep torchtitan's per-layer compilation.
     """
     return not (layout.fsdp or layout.tp > 1 or layout.pp > 1 or layout.cp > 1)
+
+
+def resolve_loss(train: TrainSpec, layout: Layout, device_type: str, fits: Callable[[TrainSpec], bool]) -> str:
+    """The loss train.loss runs (trainer.config.LOSSES): auto is whole where train.compile puts the loss inside the
+    whole-step graph on a GPU (where inductor fuses it: measured 1.28x the chunked loss's tokens/s on an H200) and
+    `fits` says the run's memory holds the whole logits with it, else chunked: outside a compiled graph, or on a CPU,
+    the whole loss only costs memory."""
+    if train.loss != "auto":
+        return train.loss
+    compiled_on_gpu = train.compile and compiles_whole_step(layout) and device_type == "cuda"
+    return "whole" if compiled_on_gpu and fits(dataclasses.replace(train, loss="whole")) else "chunked"
 
 
 def compile_layers(layers: torch.nn.ModuleList, backend: str | Callable = "inductor") -> None:
