@@ -48,7 +48,8 @@ def test_auto_takes_the_whole_loss_only_inside_a_compiled_graph_on_a_gpu_where_i
 
 def one_h100(*overrides: str, device_mem: str | None = None):
     request = PlanRequest(1, model="llama-3.2-1b", gpu="h100", overrides=overrides, device_mem=device_mem, probe=False)
-    return {(c.micro_batch, c.activation_checkpointing): c for c in plan_request(request).candidates if c.dropped is None}
+    fitting = [c for c in plan_request(request).candidates if c.dropped is None]
+    return {(c.micro_batch, c.activation_checkpointing): c for c in fitting}
 
 
 def test_the_plan_prices_each_candidate_with_the_loss_it_will_run():
