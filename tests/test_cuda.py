@@ -93,12 +93,13 @@ def test_measured_peak_includes_reserved_memory_and_the_cuda_runtime(cuda_fp32):
     assert 0 < cuda_fp32.snapshot.stat().st_size < 200 * 2**20
 
 
-@pytest.mark.parametrize("loss", ["chunked", "whole"])
+@pytest.mark.parametrize("loss", ["chunked", "auto"])
 def test_compiled_bf16_steps_train_like_eager_ones(tmp_path, loss):
     """Found on an H200 (torch 2.11): with the chunked loss traced into train.compile's whole-step graph, every
     compiled step's gradients were zero (grad_norm 0.000) and the loss drifted up. A 128k vocabulary and 512 tokens
-    per micro-batch make two chunks per micro-batch (trainer.model.loss.chunk_tokens), as real vocabularies do; the
-    whole loss (train.loss whole) is traced into the graph."""
+    per micro-batch make two chunks per micro-batch (trainer.model.loss.chunk_tokens), as real vocabularies do.
+    train.loss auto takes the whole loss, traced into the graph, for the compiled run on this GPU (and the chunked
+    one for the eager run), and records it."""
     runs = {}
     for compiled in (False, True):
         changes = {"model": {"config": {**TINY_MODEL, "vocab_size": 131072}}, "data": {"seq_len": 128}, **CUDA,
@@ -107,6 +108,9 @@ def test_compiled_bf16_steps_train_like_eager_ones(tmp_path, loss):
         directory = tmp_path / f"compiled_{compiled}"
         directory.mkdir()
         runs[compiled] = train(write_experiment(directory, changes), directory / "run", "--nproc", "1")
+    if loss == "auto":
+        recorded = {compiled: run.read_config()["train"].get("loss", "chunked") for compiled, run in runs.items()}
+        assert recorded == {False: "chunked", True: "whole"}
     for eager, compiled in zip(runs[False].read_steps(), runs[True].read_steps(), strict=True):
         assert compiled["grad_norm"] > 0
         assert compiled["grad_norm"] == pytest.approx(eager["grad_norm"], rel=5e-2)
