@@ -36,40 +36,42 @@ def private_store(tmp_path_factory):
         os.environ["MESHPILOT_DATA"] = previous
 
 
-# The test files that take longest, longest first (seconds in a fresh clone's `make test` on an idle 2-core machine,
-# tests/conftest's MESHPILOT_TEST_COSTS and --durations). `make test` hands whole files to its workers in collection
-# order (--dist loadfile --no-loadscope-reorder), so these start first and what is left at the end is short files:
-# the workers end together instead of one waiting while the other runs a long file (xdist's own order, files with
-# the most tests first, leaves the few-test long ones last). Only the order: a file missing here runs after them.
+# The test files that take longest, longest first (seconds of their tests' wall time in a fresh clone's `make
+# test` on an idle 2-core machine, by MESHPILOT_TEST_COSTS below; 2026-11-26, at ffff082). `make test` hands whole
+# files to its workers in collection order (--dist loadfile --no-loadscope-reorder), so these start first and what
+# is left at the end is short files: the workers end together instead of one waiting while the other runs a long
+# file (xdist's own order, files with the most tests first, leaves the few-test long ones last). Only the order: a
+# file missing here runs after them.
 LONGEST_FIRST = (
-    "test_compile.py",  # 150
-    "test_demo.py",  # 120
-    "test_sp_saves_split.py",  # 120
-    "test_bench_scripts.py",  # 100
-    "test_moe_layouts.py",  # 90
-    "test_faults.py",  # 70
-    "test_zero_stages.py",  # 70
-    "test_float8.py",  # 60
-    "test_compile_cost.py",  # 60
-    "test_sweep_preemption.py",  # 60
-    "test_sweep_faults.py",  # 45
-    "test_agent_resume.py",  # 45
-    "test_context_parallel.py",  # 40
-    "test_private_leak.py",  # 40
+    "test_compile.py",  # 155
+    "test_demo.py",  # 110
+    "test_bench_scripts.py",  # 105
+    "test_moe_layouts.py",  # 95
+    "test_sweep_preemption.py",  # 70
+    "test_sweep.py",  # 65
+    "test_sharded_build.py",  # 55
+    "test_resume.py",  # 55
+    "test_faults.py",  # 50
+    "test_agent_resume.py",  # 50
+    "test_private_leak.py",  # 45
+    "test_float8.py",  # 45
+    "test_sp_saves_split.py",  # 45
+    "test_context_parallel.py",  # 45
     "test_layouts.py",  # 40
-    "test_sharded_build.py",  # 35
-    "test_sweep.py",  # 35
-    "test_jobs.py",  # 30
-    "test_lifeline.py",  # 30
-    "test_agent_runs.py",  # 30
-    "test_moe_costs.py",  # 25
+    "test_jobs.py",  # 40
+    "test_compile_cost.py",  # 25
     "test_tui.py",  # 25
-    "test_expert_parallel.py",  # 20
+    "test_sweep_faults.py",  # 25
+    "test_agent_runs.py",  # 25
+    "test_zero_stages.py",  # 25
+    "test_evalsuite.py",  # 20
     "test_dtensor_optim.py",  # 20
-    "test_train_run.py",  # 20
     "test_multinode.py",  # 15
-    "test_grad_accum.py",  # 15
-    "test_probe.py",  # 15
+    "test_lifeline.py",  # 15
+    "test_preloaded.py",  # 15
+    "test_moe_costs.py",  # 15
+    "test_dataset_formats.py",  # 15
+    "test_moe_checkpoint.py",  # 15
 )
 
 
