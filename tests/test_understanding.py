@@ -2611,3 +2611,32 @@ def test_is_it_possible_to_cancel_sweep_or_resume_is_confirmed_never_taken(text,
 def test_is_it_possible_to_train_a_model_on_gpus_is_a_plan(known):
     intent = read("is it possible to train llama 3.1 70b on 4 h100s?", known)
     assert intent.command == "plan" and intent.args.get("model") == "llama-3.1-70b"
+
+
+# --- kinds fresh_m missed (issue 33): other phrasings of each, and what must not change ----------------------------
+
+
+@pytest.mark.parametrize(
+    "text, nodes, devices",
+    [
+        ("plan llama 3.1 70b on 4 nodes 8x h200", 4, 8),  # the count with "x" after the nodes is each node's
+        ("3 machines, 8 x a100 80gb, llama 3.1 70b: which layouts?", 3, 8),
+        ("plan 2x8 a100 80g for llama 3.1 70b", 2, 8),  # 2 nodes of 8
+        ("4 x 8 h100s for llama 3.1 70b, what fits?", 4, 8),
+        ("two computers, each with four h100s: how to split llama 3.1 70b?", 2, 4),
+        ("plan llama 3.1 70b on 3 servers each having 8 h200s", 3, 8),
+        # what must not change: a total beside the nodes is split over them, "8x h100" alone is one node's
+        ("plan llama 3.1 70b on 4 nodes, 32 h100s", 4, 8),
+        ("16 a100 80gb across 2 computers for llama 3.1 70b", 2, 8),
+        ("plan llama 3.1 8b on 8x h100", None, 8),
+    ],
+)
+def test_nodes_described_by_the_gpus_in_each(text, nodes, devices, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.clarify is None
+    assert intent.args.get("nodes") == nodes and intent.args.get("devices") == devices
+
+
+def test_a_gpus_size_said_after_nodes_of_them_is_that_gpu(known):
+    intent = read("if we got 2 computers each with 4 A100s (the 40 gig ones), how would mistral 7b be split?", known)
+    assert intent.args.get("gpu") == "a100-40gb" and intent.args.get("nodes") == 2 and intent.clarify is None

@@ -17,6 +17,7 @@ from agent.understanding.grammar import (
     LAYOUT_WORDS,
     NEGATED_SETTING,
     NODE_GPU,
+    NODE_NOUN,
     NOT_INTERVAL,
     SET_TO,
     TOKENS_PER_SEQUENCE,
@@ -29,7 +30,7 @@ from trainer.model.presets import MODELS
 NOUNS = {
     "devices": r"gpus?|cards?|devices?|accelerators?|h100s?|h200s?|a100s?|a10s?|l40s|(?:rtx[ -]?)?4090s?",
     "nproc": r"process(?:es)?|procs?|ranks?|workers?",
-    "nodes": r"nodes?|machines?|boxes|box|hosts?|servers?",
+    "nodes": NODE_NOUN,
     "steps": r"(?:optimi[sz]er |training )?steps?|iterations?|iters?",
     "trials": r"(?:different |distinct |possible )?(?:trials?|configurations?|configs?|setups?)",
     "stages": r"(?:pipeline )?stages?",
@@ -247,8 +248,9 @@ def _hardware(lowered: str, entities: Entities) -> None:
     part = text[start:]  # a self-correction: what follows it stands
     nodes = re.search(rf"\b{COUNT}\s+{GPU_OF_NODE}(?:{NOUNS['nodes']})\b", part)
     per_node = re.search(
-        rf"\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|\b{COUNT}\s*(?:[a-z]\w*\s+){{0,3}}?(?:per|each|a)\s+"
-        rf"(?:node|machine|box|host|server)\b",
+        rf"\b(?:{NOUNS['nodes']})\s*,?\s+{EACH_HAS}{COUNT}\b|\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|"
+        rf"\b{COUNT}\s*(?:[a-z]\w*\s+){{0,3}}?(?:per|each|a)\s+(?:node|machine|box|host|server|computer)\b|"
+        rf"\b(?:{NOUNS['nodes']})\s*,?\s+{COUNT}\s*x\s*(?={NODE_GPU}|(?:{NOUNS['devices']})\b)",
         part,
     )
     total = re.search(  # "16 GPUs across 2 machines"; a model's size ("qwen2.5-72b on 2 nodes") is no total
@@ -271,8 +273,7 @@ def _hardware(lowered: str, entities: Entities) -> None:
     elif single:  # "a single DGX H100 box": one node, the "1" a count of it
         entities.add("node_count", 1, (start + single.start(), start + single.end()))
     if per_node:
-        value = per_node.group(1) or per_node.group(3)
-        entities.add("per_node", int(float(value)), (start + per_node.start(), start + per_node.end()))
+        entities.add("per_node", per_node_count(per_node), (start + per_node.start(), start + per_node.end()))
     elif total and nodes and float(total.group(3)) == float(nodes.group(1)):
         devices, count = int(total.group(1)), int(float(total.group(3)))
         if count and devices % count == 0 and devices > count:
@@ -293,6 +294,10 @@ def _hardware(lowered: str, entities: Entities) -> None:
         entities.add("times", float(found.group(1) or 2), found.span())
     if re.search(VAGUE_HARDWARE, text):
         entities.add("vague_hardware", True, (0, 0))
+
+
+# What each node holds, after the nodes' count: "2 computers, each with 4 A100s", "4 machines each having 8".
+EACH_HAS = r"(?:(?:and\s+)?each\s+(?:of\s+(?:them|which)\s+)?(?:with|having|has|holding|holds|containing|of)\s+)"
 
 
 # A node by the GPUs in it: "an 8x H100 node", "2 8xA100 boxes" (the first count the nodes', the one with "x" each
@@ -318,7 +323,8 @@ TIMES = r"\b(\d+(?:\.\d+)?)\s*x\s+(?:longer|more|as (?:many|long|much)|the)\b|\b
 
 
 def per_node_count(found: re.Match) -> int:
-    return int(float(found.group(1) or found.group(3)))
+    """The count of the per-node pattern that matched (each alternative has its own COUNT group, then its "k")."""
+    return int(float(next(g for g in found.groups()[::2] if g)))
 
 
 def _total_devices(part: str) -> int | None:
