@@ -2640,3 +2640,77 @@ def test_nodes_described_by_the_gpus_in_each(text, nodes, devices, known):
 def test_a_gpus_size_said_after_nodes_of_them_is_that_gpu(known):
     intent = read("if we got 2 computers each with 4 A100s (the 40 gig ones), how would mistral 7b be split?", known)
     assert intent.args.get("gpu") == "a100-40gb" and intent.args.get("nodes") == 2 and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, layout",
+    [
+        ("train 20 steps on 4 gpus, each layer split across them", "tp=4"),
+        ("train on 2 gpus, slice every weight matrix between them, 10 steps", "tp=2"),
+        ("train on 4 gpus with each gpu doing a slice of every layer", "tp=4"),
+        ("train on 4 gpus, every gpu holding a chunk of consecutive layers, 10 steps", "pp=4"),
+        ("cut the model into 4 stages and train 10 steps", "pp=4"),
+        ("train 10 steps, different layers on each gpu, 2 gpus", "pp=2"),
+        ("train on 4 gpus with each gpu taking a part of the sequence", "cp=4"),
+        ("train on 2 gpus with the sequence split between them, 10 steps", "cp=2"),
+        ("train on 4 gpus, the whole model on every gpu, 10 steps", "dp_replicate=4"),
+        ("train on 4 gpus, only split the data, 10 steps", "dp_replicate=4"),
+        ("train 10 steps on 2 gpus, the parameters split between them", "dp_shard=2"),
+        ("train on 8 gpus with the weights sharded, 10 steps", "dp_shard=8"),
+        (
+            "train on 4 gpus, sharded within each node and replicated across nodes, 10 steps",
+            "dp_replicate=2,dp_shard=2",
+        ),
+    ],
+)
+def test_a_layout_described_in_plain_words_is_that_layout(text, layout, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.args.get("layout") == layout and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, layout",
+    [
+        ("train on 4 gpus, not splitting the model itself, 10 steps", "dp_replicate=4"),  # the model whole: DDP
+        ("train on 2 gpus without sharding the weights", "dp_replicate=2"),
+        ("train on 2 gpus, the model is not split, 10 steps", "dp_replicate=2"),
+        # another layout named: the negation adds none of its own, and never the split it negates
+        ("train on 2 gpus with fsdp, not splitting the layers", "dp_shard=2"),
+        ("train 10 steps on 4 gpus, don't put the layers on different gpus, shard the weights", "dp_shard=4"),
+        ("train on 2 gpus with tp, not sharding the weights", "tp=2"),
+    ],
+)
+def test_a_split_taken_back_never_becomes_the_split_it_negates(text, layout, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.args.get("layout") == layout and intent.clarify is None
+
+
+def test_a_layout_description_taken_back_adds_no_layout(known):
+    intent = read("train on 4 gpus, no splitting each layer across them, 10 steps", known)
+    assert intent.command == "run" and "layout" not in intent.args and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["how should I split the layers across 4 h100s for llama 3.1 8b?", "what's the best way to split each layer "
+     "across 8 h100s for llama 3.1 70b?"],
+)  # fmt: skip
+def test_a_question_how_to_split_is_still_a_plan(text, known):
+    assert read(text, known).command == "plan"
+
+
+@pytest.mark.parametrize(
+    "text, packing",
+    [
+        ("train 10 steps on 2 gpus without the sequences being glued together into one long stream", "false"),
+        ("train 10 steps on 2 gpus, don't concatenate the documents", "false"),
+        ("train 10 steps on 2 gpus with the documents not glued together", "false"),
+        ("train 10 steps on 2 gpus, pad each sequence separately", "false"),
+        ("train 10 steps on 2 gpus, keep the samples separate", "false"),
+        ("train 10 steps on 2 gpus, the samples packed together into one long stream", "true"),
+        ("train 10 steps on 2 gpus and concatenate the documents into one long stream", "true"),
+    ],
+)
+def test_packing_described_by_what_it_does_keeps_its_negation(text, packing, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.args.get("set") == [f"data.packing={packing}"] and intent.clarify is None
