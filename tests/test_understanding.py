@@ -2714,3 +2714,66 @@ def test_a_question_how_to_split_is_still_a_plan(text, known):
 def test_packing_described_by_what_it_does_keeps_its_negation(text, packing, known):
     intent = read(text, known)
     assert intent.command == "run" and intent.args.get("set") == [f"data.packing={packing}"] and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        (
+            "restart tp-try's setup on 2 procs with fsdp, packing off",
+            {"nproc": 2, "layout": "dp_shard=2", "set": ["data.packing=false"]},
+        ),
+        ("keep r1's layout but train 50 steps", {"nproc": 2, "layout": "dp_shard=2", "steps": 50}),
+        # the layout and processes stated: the run named is no missing piece
+        ("relaunch baseline-ddp, tp on 2 gpus, 10 steps", {"nproc": 2, "layout": "tp=2", "steps": 10}),
+        ("use tp-try's settings with 30 steps", {"nproc": 2, "layout": "tp=2", "steps": 30}),
+    ],
+)
+def test_a_runs_setup_taken_over_with_what_the_sentence_states_launches(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text", ["relaunch r1", "restart baseline-ddp's setup", "relaunch tp-try with activation checkpointing this time"]
+)
+def test_a_run_relaunched_with_its_layout_and_processes_unsaid_is_asked(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify
+
+
+def test_a_runs_setup_asked_about_is_no_launch(known):
+    assert read("what was r1's layout?", known).command == "results"
+
+
+@pytest.mark.parametrize(
+    "text, run",
+    [
+        ("kill tp-try but leave r1 alone", "runs/tp-try"),
+        ("stop r1, keep baseline-ddp running", "runs/r1"),
+        ("cancel r1 and spare tp-try", "runs/r1"),
+        ("abort tp-try; do not cancel baseline-ddp", "runs/tp-try"),
+    ],
+)
+def test_a_run_named_to_be_left_alone_is_no_second_target(text, run, known):
+    intent = read(text, known)
+    assert intent.command == "cancel" and intent.args.get("run") == run and intent.clarify is None
+
+
+def test_a_run_left_alone_is_never_the_one_cancelled(known):
+    intent = read("leave r1 running", known)
+    assert intent.command != "cancel" or intent.clarify
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("put the lr-scan numbers in the docs so people stop asking me", "docs"),
+        ("write the lr-scan report so the team stops wondering which lr won", "report"),
+        ("stop training r1", "cancel"),  # a run's own doing stopped is a cancel
+        ("stop running tp-try please", "cancel"),
+    ],
+)
+def test_stop_in_its_everyday_sense_is_no_cancel(text, command, known):
+    assert read(text, known).command == command

@@ -440,11 +440,13 @@ def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None
 
 
 def _fill_cancel(intent: Intent, entities: Entities, context: Context) -> None:
-    """Stopping a run takes the run named or the conversation's, never a guess: else one question naming the latest."""
-    if len(named := set(map(str, entities.all("run")))) >= 2:
+    """Stopping a run takes the run named or the conversation's, never a guess: else one question naming the latest.
+    A run named only to be spared ("do not cancel baseline-ddp") is no target."""
+    spared = set(map(str, entities.all("spared_run")))
+    if len(named := set(map(str, entities.all("run"))) - spared) >= 2:
         intent.clarify = f"One run at a time: which first, {' or '.join(sorted(named))}?"
         return
-    run = _run_of(intent, entities, context, latest=False)
+    run = named.pop() if named else None if spared else _run_of(intent, entities, context, latest=False)
     if run is not None:
         intent.args["run"] = run
         intent.words = [run]
@@ -705,7 +707,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     if intent.clarify is None and degrees and "nproc" in intent.args and math.prod(degrees) != intent.args["nproc"]:
         intent.clarify = (f"The layout {intent.args['layout']} needs {math.prod(degrees)} processes, not "
                           f"{intent.args['nproc']}: which layout do you want? {_launch_text(intent.args)}")  # fmt: skip
-    if intent.clarify is None and not copied and (named := entities.get("run")):  # never drop the name
+    stated = entities.has("nproc", "devices") and entities.has("layout")  # "relaunch r1, fsdp 2 procs": all it needs
+    if intent.clarify is None and not copied and not stated and (named := entities.get("run")):  # never drop the name
         intent.clarify = (f"A launch cannot copy {named}'s settings: which layout, processes and steps should it use? "
                           f"{_launch_text(intent.args)}")  # fmt: skip
     if intent.clarify is None and (relative := entities.get("relative")):
@@ -715,8 +718,11 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
 
 
 COPY = (
-    r"\b(?:same|like|as in|as for|copy|repeat|again|rerun|re-run)\b|"
-    r"\b(?:another|one more|a second)\s+(?:go|spin|try|shot|whirl)\b"
+    r"\b(?:same|like|as in|as for|copy|repeat|again|rerun|re-run|reuse|re-use)\b|"
+    r"\b(?:another|one more|a second)\s+(?:go|spin|try|shot|whirl)\b|"
+    # "relaunch r1's setup", "keep r1's layout", "with tp-try's settings": that run's launch, what is said changed
+    r"'s\s+(?:own\s+)?(?:setup|set-up|settings|config|configuration|layout|recipe|hyperparameters|hparams|args|"
+    r"arguments)\b"
 )  # "give r1 another go": r1 again
 # A share said as a percentage ("warmup of 10%"): no setting of a launch takes one, and it is no count.
 PERCENT = r"\b\d+(?:\.\d+)?\s*(?:%|percent\b|per cent\b)"

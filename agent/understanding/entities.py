@@ -177,9 +177,32 @@ def _excluded(lowered: str, entities: Entities) -> None:
         if (
             entity.kind.startswith(("run", "sweep", "experiment"))
             and end > start
-            and re.search(rf"{EXCLUDER}$", lowered[:start])
+            and (re.search(rf"{EXCLUDER}$", lowered[:start]) or _left_alone(lowered, start, end))
         ):  # "not the long config": not that experiment either
             entity.kind = "not_" + entity.kind
+        elif entity.kind == "run" and end > start and re.search(SPARED, lowered[:start]):
+            entities.add("spared_run", entity.value, entity.span)
+
+
+# A run or sweep named to be left as it is: "don't touch baseline-ddp", "leave r1 alone", "keep tp-try running",
+# "spare the lr scan". It is no target of the sentence's action (a cancel of it would be the one thing not wanted).
+LEFT_ALONE_BEFORE = (r"\b(?:(?:don'?t|do not|never|without)\s+(?:touch\w*|interrupt\w*|disturb\w*|mess\w*\s+with|"
+                     r"affect\w*)|spare)\s+(?:(?:the|that|my|our)\s+)?$")  # fmt: skip
+# A run named after a stop taken back ("abort tp-try; do not cancel baseline-ddp") is spared by the cancel only: "don't
+# kill r1, just wait on it" still waits on r1.
+SPARED = (r"\b(?:don'?t|do not|never|without|no need to)\s+(?:cancel\w*|kill\w*|stop\w*|abort\w*|halt\w*|"
+          r"terminat\w*)\s+(?:(?:the|that|my|our)\s+)?$")  # fmt: skip
+LEFT_ALONE_AROUND = (
+    r"\b(?:leave|leaving|keep|keeping)\s+(?:(?:the|that|my|our)\s+)?$",
+    r"^(?:\s+(?:run|sweep))?\s+(?:alone|running|going|alive|be|as (?:it )?is|untouched|intact|in peace)\b",
+)
+
+
+def _left_alone(lowered: str, start: int, end: int) -> bool:
+    before, after = LEFT_ALONE_AROUND
+    return bool(re.search(LEFT_ALONE_BEFORE, lowered[:start])) or bool(
+        re.search(before, lowered[:start]) and re.match(after, lowered[end:])
+    )
 
 
 def masked(text: str, entities: Entities) -> str:

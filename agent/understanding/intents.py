@@ -390,9 +390,19 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
     for found in re.finditer(DONT_WAIT, lowered):
         negated.add("wait")
         spans.append(found.span())
+    spans += [found.span() for found in re.finditer(STOP_DOING, lowered)]  # no action, nothing negated either
     for start, end in spans:
         lowered = lowered[:start] + " " * (end - start) + lowered[end:]
+    # a verb taken back in one clause and said in another ("abort tp-try; do not cancel baseline-ddp"): the action is
+    # asked for, only not on what the negation names (entities.SPARED)
+    negated -= {intent for intent, verbs in DONT_VERB.items() if re.search(rf"\b(?:{verbs})\b", lowered)}
     return negated, lowered
+
+
+# "stop" in its everyday sense, someone ceasing to do something ("so new hires stop asking me", "to stop worrying"):
+# no cancel. Stopping a run's own doing ("stop training r1", "stop running it") is one; "stop waiting" is DONT_WAIT's.
+STOP_DOING = (r"\b(?:stop|stops|stopped|quit|quits)\s+(?!(?:running|training|waiting|it|that|this|the)\b)"
+              r"(?!(?:every|any|some|no)thing\b)\w+ing\b")  # fmt: skip
 
 
 # A request worded as a question: "could you launch ...", "would you mind ...". It asks for the action.
@@ -505,7 +515,7 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
             scores["results"] += 4 if re.search(r"\bwhy\b", lowered) else 1
     if (
         entities.has("run")
-        and re.search(r"\b(?:same|like)\b", lowered)
+        and re.search(COPIED, lowered)
         and entities.has("steps", "relative", "times", "switch", "nproc", "layout", "optimizer")
     ):
         scores["run"] += 4  # "the same as r1 with 50 steps": a launch copying that run, not a read of it
@@ -536,6 +546,12 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         scores["sweep"] += 3  # a number of trials is what a new sweep takes; reading one takes its name
     if entities.has("checkpoint"):
         scores["bench"] += 1
+
+
+# A run's launch taken over, with what the sentence changes: "the same as r1", "like r1", "r1's setup with 30 steps".
+COPIED = (
+    r"\b(?:same|like)\b|'s\s+(?:own\s+)?(?:setup|set-up|settings|configuration|layout|recipe|hyperparameters|hparams)\b"
+)
 
 
 # Words before a count of trials that point at a sweep's trials ("the top 3 trials", "its 12 trials"): read, not run.
