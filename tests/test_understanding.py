@@ -2777,3 +2777,29 @@ def test_a_run_left_alone_is_never_the_one_cancelled(known):
 )
 def test_stop_in_its_everyday_sense_is_no_cancel(text, command, known):
     assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "kick something off that figures out the fastest layout for our experiment on these gpus",
+        "have meshpilot find the best way to split our experiment across the gpus here by actually running it",
+        "please launch a job that tries all the layouts and tells me which is fastest",
+        "sweeps are new to me, could you set one up for the long config?",  # "one": a sweep
+    ],
+)
+def test_a_sweep_described_by_what_it_does_starts_one(text, known):
+    intent = read(text, known)
+    assert intent.command == "sweep" and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "what's the best way to split llama 3.1 8b across 8 h100s?",  # a question which layout wins: predicted
+        "can you figure out the best layout for llama 3.1 8b on 8 h100s?",
+        "I have to find the best layout for llama 3.1 70b on 8 h100s",
+    ],
+)
+def test_a_question_which_layout_is_best_stays_a_plan(text, known):
+    assert read(text, known).command == "plan"

@@ -26,6 +26,14 @@ ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs", "resume")
 # Hardware to be bought or rented: a what-if, never this machine ("in order to" orders nothing).
 BUYING = r"\b(?:buy|buying|purchase|purchasing|(?<!in )order|ordering|rent|renting)\b"
 
+# Something started, or had done, to find the best layout: what a sweep is for, said by someone who does not know the
+# word ("kick something off that figures out the fastest layout", "so the tool works out the best way to split").
+FINDS_BEST = (
+    r"\b(?:start|launch|run|kick(?:ing)?\s+(?:\S+\s+)?off|fire\s+(?:\S+\s+)?off|set up|begin|have|let|get)\b"
+    r"(?!\s+to\b)[^.?!]*?\b(?:figures?|finds?|works?|picks?|determines?|discovers?|tries|tests?|measures?|searches|"
+    r"searching)\s+(?:out\s+|for\s+)?(?:\w+\s+){0,3}?(?:best|fastest|optimal|quickest|ideal)\s+(?:way\s+to\s+"
+    r"(?:split|shard|paralleli[sz]e|distribute|divide|spread|lay)|layouts?|mesh|split|parallelism)\b"
+)
 # Cue words of each intent, with their weights.
 CUES: dict[str, list[tuple[str, float]]] = {
     "hardware": [
@@ -212,9 +220,27 @@ CUES: dict[str, list[tuple[str, float]]] = {
         # the best layout found by measuring, not predicting: "by actually trying them", "try 16 setups"
         (
             r"\b(?:by |after )?(?:actually )?(?:trying|testing|measuring|benchmarking|running) (?:them|each|all|every|"
-            r"the layouts|the options|out)\b|\b(?:try|test|measure) (?:them|each|all|every one|the layouts)(?: out)?\b|"
-            r"\b(?:instead of|rather than|not just|without) predict\w*|\bfor real\b",
+            r"the layouts|the options|out)\b|\b(?:try|tries|test|tests|measure|measures) (?:them|each|all|every one|"
+            r"the layouts|(?:all|each|every) (?:of )?(?:the )?layouts?)(?: out)?\b|"
+            r"\b(?:instead of|rather than|not just|without) predict\w*|\bfor real\b|"
+            r"\bby (?:actually )?(?:trying|testing|measuring|benchmarking|running)\b|\bempirically\b",
             4,
+        ),
+        # "start one" after sweeps are named: one of them ("I don't get sweeps yet, but could you start one?")
+        (
+            r"\bsweeps?\b[^.?!]*?\b(?:start|launch|run|kick off|do|set up|fire off|begin|make)\s+"
+            r"(?:a\s+new\s+|another\s+|a\s+fresh\s+)?one\b(?!\s+(?:more|of)\b)|"
+            r"\bsweeps?\b[^.?!]*?\b(?:set|kick|fire|spin)\s+(?:a\s+new\s+|another\s+)?one\s+(?:up|off)\b",
+            6,
+        ),
+        # a sweep by its purpose: something started that finds the best way to split ("start something that figures
+        # out the fastest layout", "have meshpilot find the best split"); a question which layout is best is a plan
+        (FINDS_BEST, 6),
+        # every layout tried: what a sweep does ("a job that tries all the layouts", "run each layout once")
+        (
+            r"\b(?:tries|try|trying|tests?|testing|runs?|running|benchmarks?|benchmarking|measur\w+|time|timing)\s+"
+            r"(?:out\s+)?(?:all|each|every)\s+(?:of\s+)?(?:the\s+)?(?:possible\s+|candidate\s+)?layouts?\b",
+            6,
         ),
     ],
     "bench": [
