@@ -2803,3 +2803,42 @@ def test_a_sweep_described_by_what_it_does_starts_one(text, known):
 )
 def test_a_question_which_layout_is_best_stays_a_plan(text, known):
     assert read(text, known).command == "plan"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "train with the config we discussed",
+        "launch a run with what Bob used",
+        "train with the usual settings on 2 gpus",
+        "train with the numbers from yesterday's meeting",
+        "start a sweep with the layout my boss wants",
+        "kick off training using the hyperparameters my teammate recommended",
+    ],
+)
+def test_settings_only_someone_else_knows_are_asked_about_never_the_defaults(text, known):
+    intent = read(text, known)
+    assert intent.command in ("run", "sweep") and (intent.clarify or "").startswith("Which settings do you mean")
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("launch the long config with the settings my colleague suggested", {"experiment": "configs/long.yaml"}),
+        ("train with what r1 used, 50 steps", {"steps": 50, "layout": "dp_shard=2"}),  # a run named: copied
+        (
+            "train with the settings bob suggested: lr 3e-4, 20 steps on 2 gpus with ddp",  # the values follow
+            {"steps": 20, "layout": "dp_replicate=2", "set": ["train.lr=3e-4"]},
+        ),
+        ("train with the layout that is fastest on 2 gpus, fsdp", {"layout": "dp_shard=2"}),
+    ],
+)
+def test_settings_of_a_named_file_or_run_or_spelled_out_are_acted_on(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+def test_the_usual_in_a_question_about_results_asks_nothing(known):
+    intent = read("how did my latest run go? loss, throughput, the usual", known)
+    assert intent.command == "results" and intent.clarify is None

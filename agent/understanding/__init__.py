@@ -118,6 +118,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = (
             f"Which do you mean by {described!r}? I find none it describes (runs: {runs}; sweeps: {sweeps})."
         )
+    if intent.clarify is None and intent.command in ("run", "sweep") and (source := _unknown_source(entities)):
+        intent.clarify = source
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     if _other_language(plain) and not _safe_unread(intent, entities, context):
@@ -126,6 +128,18 @@ def understand(text: str, context: Context | None = None) -> Intent:
             "What should I do? Please say it in English, e.g. `train 20 steps with dp_shard=2 on 2 GPUs`."
         )
     return intent
+
+
+def _unknown_source(entities: Entities) -> str | None:
+    """One question when a launch or sweep is to use settings only someone else knows ("the settings my colleague
+    suggested"): the repository cannot know them, so the defaults in their place would be a guess. A file or run of
+    the repository named says where they are: acted on."""
+    said = entities.get("unknown_source")
+    named = entities.has("run", "file", "checkpoint") or any(v != "meshpilot.yaml" for v in entities.all("experiment"))
+    if said is None or named:
+        return None
+    return (f"Which settings do you mean by {str(said)!r}? I cannot know them from here: name a config file or a run "
+            "to copy, or say the values, e.g. `train 20 steps with dp_shard=2 on 2 GPUs, lr 3e-4`.")  # fmt: skip
 
 
 # Tools that change nothing: acted on even when much of the sentence is in a language the rules do not read, those
@@ -722,7 +736,7 @@ COPY = (
     r"\b(?:another|one more|a second)\s+(?:go|spin|try|shot|whirl)\b|"
     # "relaunch r1's setup", "keep r1's layout", "with tp-try's settings": that run's launch, what is said changed
     r"'s\s+(?:own\s+)?(?:setup|set-up|settings|config|configuration|layout|recipe|hyperparameters|hparams|args|"
-    r"arguments)\b"
+    r"arguments)\b|\b(?:what|whatever)\s+[\w.-]+\s+(?:used|ran with|had)\b"  # "what r1 used"
 )  # "give r1 another go": r1 again
 # A share said as a percentage ("warmup of 10%"): no setting of a launch takes one, and it is no count.
 PERCENT = r"\b\d+(?:\.\d+)?\s*(?:%|percent\b|per cent\b)"

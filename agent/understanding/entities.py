@@ -85,6 +85,32 @@ VAGUE_CHANGE = (
 PURPOSE = r"\b(?:see|check|find out|test|know|learn|measure|tell)\s+(?:if|whether|how much|how)\b[^.;!?]*"
 # A run or sweep pointed at only as "the other one": which is asked.
 VAGUE_REFERENCE = r"\b(?:the|that)\s+other\s+(?:run|sweep|one|checkpoint)\b"
+# Settings known only to someone else or from a talk the repository never heard: "the settings my colleague
+# suggested", "the config we discussed", "what Bob used", "the usual setup", "the numbers from yesterday's meeting".
+# Launching the defaults in their place would be a wrong action: asked (unless a file or run of the repository is
+# named, or the values follow: "the settings Bob suggested: lr 3e-4, 20 steps").
+_SETTINGS_NOUN = (r"(?:settings?|config(?:uration)?s?|setup|set-up|parameters|params|hyper-?parameters|hparams|values|"
+                  r"numbers|recipe|layout|options|changes|tweaks|learning rate|lr|batch size)")  # fmt: skip
+_SUGGESTED = (r"(?:suggested|recommended|proposed|sent|shared|posted|mentioned|gave|wanted|wants|picked|chose|used|"
+              r"uses|liked|likes|prefers|preferred|emailed|slacked|asked for|came up with|told (?:me|us) about|"
+              r"wrote down|swears by|set up)")  # fmt: skip
+_SOMEONE = (r"(?:(?:my|our|the|his|her|their|a)\s+)?(?:\w+\s+)?(?:colleague|coworker|co-worker|teammate|team|boss|"
+            r"manager|lead|friend|advisor|adviser|supervisor|professor|mentor|intern|someone|somebody|people|folks)|"
+            r"(?!(?:i|we|you|it|that|this|the|a|an|to|is|are|was|were)\b)[a-z]+")  # fmt: skip
+UNKNOWN_SOURCE = (
+    rf"\b(?:the|those|these|that|this)\s+(?:\w+\s+)?{_SETTINGS_NOUN}\s+(?:that\s+|which\s+)?(?:{_SOMEONE})\s+"
+    rf"(?:(?:had|has|have|just|already)\s+)?{_SUGGESTED}\b|"
+    rf"\b(?:what|whatever)\s+(?:{_SOMEONE})\s+(?:(?:had|has|just)\s+)?{_SUGGESTED}\b|"
+    rf"\b(?:the|those|these|that)\s+(?:\w+\s+)?{_SETTINGS_NOUN}\s+(?:that\s+|which\s+)?(?:we|i|they)\s+"
+    r"(?:(?:had|have|just|already)\s+)?(?:discussed|agreed on|agreed|talked about|settled on|decided on|went with|"
+    r"planned|came up with|sketched)\b|"
+    rf"\b(?:the|those|these)\s+{_SETTINGS_NOUN}\s+from\s+(?:the|our|my|this morning'?s|yesterday'?s|last week'?s|"
+    r"today'?s)\s+(?:\w+\s+)?(?:meeting|call|chat|discussion|email|thread|slack|standup|sync|conversation|"
+    r"whiteboard)\b|"
+    rf"\b(?:the|our|my)\s+usual\s+{_SETTINGS_NOUN}\b"
+)
+# The values said right after it: "the settings Bob suggested: lr 3e-4", "(lr 1e-3, 20 steps)", "which are ...".
+SPELLED_OUT = r"^\s*(?::|\(|-|,?\s*(?:which are|namely|i\.e\.|that is|so)\b)\s*\S"
 # Every preset's family (the letters its name starts with: llama, qwen, mixtral, deepseek...), longest first.
 FAMILIES = "|".join(sorted({re.match(r"[a-z]+", key).group(0) for key in MODELS}, key=len, reverse=True))
 OWN_MODEL = r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model)\b"
@@ -570,6 +596,9 @@ def _optimizer(lowered: str, entities: Entities) -> None:
         entities.add("vague_setting", "other", (0, 0))
     if re.search(VAGUE_REFERENCE, lowered):
         entities.add("vague_reference", True, (0, 0))
+    for found in re.finditer(UNKNOWN_SOURCE, lowered):
+        if not re.match(SPELLED_OUT, lowered[found.end() :]):
+            entities.add("unknown_source", found.group(0), found.span())
 
 
 def _names(text: str, entities: Entities, known: Known) -> None:
