@@ -2685,9 +2685,23 @@ def test_a_split_taken_back_never_becomes_the_split_it_negates(text, layout, kno
     assert intent.command == "run" and intent.args.get("layout") == layout and intent.clarify is None
 
 
-def test_a_layout_description_taken_back_adds_no_layout(known):
-    intent = read("train on 4 gpus, no splitting each layer across them, 10 steps", known)
+@pytest.mark.parametrize(
+    "text",
+    [
+        "train on 4 gpus, no splitting each layer across them, 10 steps",
+        "train 10 steps on 2 gpus, without putting different layers on each gpu",  # words between the negation
+        "train 10 steps on 4 gpus, I don't want each gpu to hold a slice of the weights",
+        "train 10 steps on 2 gpus and please don't give each gpu a full copy of the model",
+    ],
+)
+def test_a_layout_description_taken_back_adds_no_layout(text, known):
+    intent = read(text, known)
     assert intent.command == "run" and "layout" not in intent.args and intent.clarify is None
+
+
+def test_a_negation_in_another_clause_takes_no_description_back(known):
+    intent = read("don't worry and give each gpu a full copy of the model, 2 gpus 10 steps", known)
+    assert intent.args.get("layout") == "dp_replicate=2"
 
 
 @pytest.mark.parametrize(
@@ -2707,6 +2721,8 @@ def test_a_question_how_to_split_is_still_a_plan(text, known):
         ("train 10 steps on 2 gpus with the documents not glued together", "false"),
         ("train 10 steps on 2 gpus, pad each sequence separately", "false"),
         ("train 10 steps on 2 gpus, keep the samples separate", "false"),
+        ("train 10 steps, 2 gpus, the sequences should not be concatenated", "false"),
+        ("train 10 steps, 2 gpus, the documents shouldn't get glued together", "false"),  # a contraction is no typo
         ("train 10 steps on 2 gpus, the samples packed together into one long stream", "true"),
         ("train 10 steps on 2 gpus and concatenate the documents into one long stream", "true"),
     ],

@@ -105,8 +105,8 @@ LAYOUT_DESCRIPTIONS = [
         "ddp",
     ),
     (  # each card holding a slice of the weights: FSDP
-        rf"\b(?:with\s+)?(?:each|every)\s+{_CARD}\s+(?:keeping|keeps|holding|holds|storing|stores|owning|owns|gets|"
-        r"getting)\s+(?:only\s+)?(?:a\s+|its\s+(?:own\s+)?)?(?:slice|shard|part|piece|share|portion|chunk)\s+of\s+the\s+"
+        rf"\b(?:with\s+)?(?:each|every)\s+{_CARD}\s+(?:(?:to|should|must|will|would|can|only)\s+)?(?:keeping|keeps|"
+        r"keep|holding|holds|hold|storing|stores|store|owning|owns|own|gets|getting|get)\s+(?:only\s+)?(?:a\s+|its\s+(?:own\s+)?)?(?:slice|shard|part|piece|share|portion|chunk)\s+of\s+the\s+"
         r"(?:weights|parameters|params|model)\b",
         "with fsdp",
         "fsdp",
@@ -162,8 +162,11 @@ ASKED_HOW = r"\b(?:how|which way|best way|what way|smartest way|right way)\b[^.?
 
 
 # A negation just before a description takes it back: "don't put the layers on different GPUs" is no pipeline.
+# Up to three words may stand between ("without putting different layers on each GPU", "I don't want each GPU to
+# hold a slice"), none of them a conjunction or punctuation that opens another clause ("no wait, and give each GPU a
+# full copy" takes nothing back).
 NEGATED = (r"(?P<negated>\b(?:not|no|never|without|don'?t|do not|rather than|instead of|avoid|avoiding)\s+"
-           r"(?:(?:be|being|want\s+to|need\s+to|to|use|using|do|doing|with|by)\s+)*)?")  # fmt: skip
+           r"(?:(?!(?:and|but|then|so|just|instead|rather|wait|problem|worries)\b)[a-z']+\s+){0,3}?)?")  # fmt: skip
 
 
 def layouts_in_words(text: str, layout_names: str) -> str:
@@ -222,7 +225,8 @@ _STREAM = (
     r"(?:(?:long|big|continuous|single)\s+)?(?:stream|sequence|row|buffer|block|chunk|string|line)s?)?"
 )
 PACKING_DESCRIBED = (
-    rf"\b{_SEQUENCES}\s+(?:(?:are|is|being|get|gets|getting|be)\s+)?(not\s+|never\s+)?(?:being\s+)?{_GLUED}{_STREAM}|"
+    rf"\b{_SEQUENCES}\s+(?:(?:are|is|being|get|gets|getting|be|should|must|will|would|can|shall)\s+)*"
+    rf"(not\s+|never\s+|(?:aren|isn|shouldn|mustn|won|wouldn|don|doesn)'?t\s+)?(?:(?:be|being|get)\s+)?{_GLUED}{_STREAM}|"
     rf"\b{_GLUE}\s+{_SEQUENCES}{_STREAM}"
 )
 # Packing off, described by its result: each document padded on its own, one sequence per row.

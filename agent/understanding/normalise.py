@@ -295,4 +295,5 @@ def _fix_typos(text: str, known: set[str]) -> str:
         close = close or [n for n in names if _one_swap(lowered, n)]
         return close[0] if len(set(close)) == 1 or (close and _one_swap(lowered, close[0])) else word
 
-    return re.sub(r"(?<![\w./=-])[A-Za-z]+(?![\w./=-])", fix, text)
+    # a contraction's stem is no typo: "shouldn't" is not "should't", a negation kept
+    return re.sub(r"(?<![\w./=-])[A-Za-z]+(?![\w./=-]|'t\b)", fix, text)
