@@ -2625,6 +2625,9 @@ def test_is_it_possible_to_train_a_model_on_gpus_is_a_plan(known):
         ("4 x 8 h100s for llama 3.1 70b, what fits?", 4, 8),
         ("two computers, each with four h100s: how to split llama 3.1 70b?", 2, 4),
         ("plan llama 3.1 70b on 3 servers each having 8 h200s", 3, 8),
+        ("plan llama 3.1 70b on two 8-GPU H100 nodes", 2, 8),
+        ("plan mistral 7b on 2 machines, 4 a100 80gb per machine", 2, 4),  # the memory is no count per node
+        ("plan llama 3.1 70b, 8 80gb h100s per node, 2 nodes", 2, 8),
         # what must not change: a total beside the nodes is split over them, "8x h100" alone is one node's
         ("plan llama 3.1 70b on 4 nodes, 32 h100s", 4, 8),
         ("16 a100 80gb across 2 computers for llama 3.1 70b", 2, 8),

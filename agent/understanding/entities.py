@@ -298,7 +298,8 @@ def _hardware(lowered: str, entities: Entities) -> None:
     nodes = re.search(rf"\b{COUNT}\s+{GPU_OF_NODE}(?:{NOUNS['nodes']})\b", part)
     per_node = re.search(
         rf"\b(?:{NOUNS['nodes']})\s*,?\s+{EACH_HAS}{COUNT}\b|\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|"
-        rf"\b{COUNT}\s*(?:[a-z]\w*\s+){{0,3}}?(?:per|each|a)\s+(?:node|machine|box|host|server|computer)\b|"
+        rf"\b{COUNT}(?!\s*gi?bs?\b)\s*(?:(?:[a-z]\w*|\d+\s*gi?bs?)\s+){{0,3}}?(?:per|each|a)\s+"
+        r"(?:node|machine|box|host|server|computer)\b|"
         rf"\b(?:{NOUNS['nodes']})\s*,?\s+{COUNT}\s*x\s*(?={NODE_GPU}|(?:{NOUNS['devices']})\b)",
         part,
     )
@@ -309,7 +310,9 @@ def _hardware(lowered: str, entities: Entities) -> None:
         part,
     )
     single = re.search(rf"\b1\s+(?:[a-z][\w-]*\s+){{1,2}}(?:{NOUNS['nodes']})\b", part)
-    if rig := re.search(RIG, part):  # "an 8x H100 node", "2 8xA100 boxes": the count with "x" is per node
+    if rig := re.search(RIG, part) or re.search(
+        RIG_COUNTED, part
+    ):  # "an 8x H100 node", "2 8xA100 boxes": the count with "x" is per node
         span = (start + rig.start(), start + rig.end())
         entities.add("per_node", int(rig.group(2)), span)
         if rig.group(1) or rig.group(3) in ("node", "machine", "box", "host", "server"):
@@ -352,6 +355,8 @@ EACH_HAS = r"(?:(?:and\s+)?each\s+(?:of\s+(?:them|which)\s+)?(?:with|having|has|
 # A node by the GPUs in it: "an 8x H100 node", "2 8xA100 boxes" (the first count the nodes', the one with "x" each
 # node's GPUs).
 RIG = rf"\b(?:(\d+)\s+|(?:an?|one)\s+)?(\d+)\s*x\s*{NODE_GPU}({NOUNS['nodes']})\b"
+# Or without the "x", two counts said: "two 8-GPU H100 nodes" (a count alone, "8 gpu nodes", counts the nodes).
+RIG_COUNTED = rf"\b(\d+)\s+(\d+)\s*(?:gpus?|cards?)\s+(?:{NODE_GPU})?({NOUNS['nodes']})\b"
 
 
 # A GPU's memory size as its version: "the 40 gig version", "the 80GB ones", "the 40GB cards".
