@@ -2833,6 +2833,9 @@ def test_a_question_which_layout_is_best_stays_a_plan(text, known):
         "train with the numbers from yesterday's meeting",
         "start a sweep with the layout my boss wants",
         "kick off training using the hyperparameters my teammate recommended",
+        "train 20 steps like my teammate did",
+        "launch the experiment the way Alice set it up",
+        "train with the config Alice sent me, 2 gpus",
     ],
 )
 def test_settings_only_someone_else_knows_are_asked_about_never_the_defaults(text, known):
@@ -2845,6 +2848,7 @@ def test_settings_only_someone_else_knows_are_asked_about_never_the_defaults(tex
     [
         ("launch the long config with the settings my colleague suggested", {"experiment": "configs/long.yaml"}),
         ("train with what r1 used, 50 steps", {"steps": 50, "layout": "dp_shard=2"}),  # a run named: copied
+        ("train 20 steps like r1 did", {"steps": 20, "layout": "dp_shard=2"}),
         (
             "train with the settings bob suggested: lr 3e-4, 20 steps on 2 gpus with ddp",  # the values follow
             {"steps": 20, "layout": "dp_replicate=2", "set": ["train.lr=3e-4"]},

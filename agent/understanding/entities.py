@@ -107,7 +107,10 @@ UNKNOWN_SOURCE = (
     rf"\b(?:the|those|these)\s+{_SETTINGS_NOUN}\s+from\s+(?:the|our|my|this morning'?s|yesterday'?s|last week'?s|"
     r"today'?s)\s+(?:\w+\s+)?(?:meeting|call|chat|discussion|email|thread|slack|standup|sync|conversation|"
     r"whiteboard)\b|"
-    rf"\b(?:the|our|my)\s+usual\s+{_SETTINGS_NOUN}\b"
+    rf"\b(?:the|our|my)\s+usual\s+{_SETTINGS_NOUN}\b|"
+    # "like my teammate did", "the way Alice set it up", "as bob had it"
+    rf"\b(?:like|as|the way|how)\s+(?:{_SOMEONE})\s+(?:did|does|had it|has it|ran it|runs it|set it up|sets it up|"
+    r"trained it|trains it|configured it|likes it|wants it)\b"
 )
 # The values said right after it: "the settings Bob suggested: lr 3e-4", "(lr 1e-3, 20 steps)", "which are ...".
 SPELLED_OUT = r"^\s*(?::|\(|-|,?\s*(?:which are|namely|i\.e\.|that is|so)\b)\s*\S"
