@@ -2695,6 +2695,7 @@ def test_a_split_taken_back_never_becomes_the_split_it_negates(text, layout, kno
         "train 10 steps on 2 gpus, without putting different layers on each gpu",  # words between the negation
         "train 10 steps on 4 gpus, I don't want each gpu to hold a slice of the weights",
         "train 10 steps on 2 gpus and please don't give each gpu a full copy of the model",
+        "train 10 steps on 2 gpus, I didn't want each gpu to keep a full copy of the model",
     ],
 )
 def test_a_layout_description_taken_back_adds_no_layout(text, known):

@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable
 
 _CARD = r"(?:gpus?|cards?|devices?)"
+# Negations written as contractions: "don't", "didn't", "shouldn't", "wouldnt".
+NT = r"(?:do|does|did|would|should|could|will|wo|must|is|are|was|were|ca)n'?t"
 _ACROSS = r"(?=\s+(?:across|over|between|on|among|onto)\b)"
 # The verbs of cutting something into parts ("split", "slice", "divide", "break up", "spread", "partition").
 SPLIT = (r"(?:split(?:s|ting)?|slic(?:e|es|ed|ing)|divid(?:e|es|ed|ing)|partition(?:s|ed|ing)?|cut(?:s|ting)?|"
@@ -106,7 +108,8 @@ LAYOUT_DESCRIPTIONS = [
     ),
     (  # each card holding a slice of the weights: FSDP
         rf"\b(?:with\s+)?(?:each|every)\s+{_CARD}\s+(?:(?:to|should|must|will|would|can|only)\s+)?(?:keeping|keeps|"
-        r"keep|holding|holds|hold|storing|stores|store|owning|owns|own|gets|getting|get)\s+(?:only\s+)?(?:a\s+|its\s+(?:own\s+)?)?(?:slice|shard|part|piece|share|portion|chunk)\s+of\s+the\s+"
+        r"keep|kept|holding|holds|hold|held|storing|stores|store|stored|owning|owns|own|gets|getting|get|got)\s+"
+        r"(?:only\s+)?(?:a\s+|its\s+(?:own\s+)?)?(?:slice|shard|part|piece|share|portion|chunk)\s+of\s+the\s+"
         r"(?:weights|parameters|params|model)\b",
         "with fsdp",
         "fsdp",
@@ -149,7 +152,7 @@ _WHOLE = (r"(?:(?:the|its|our|my)\s+)?(?:whole\s+|entire\s+)?(?:model'?s?\s+(?:w
 # Or a part of it not split ("not splitting the layers", "without slicing the sequences"): no layout of its own.
 _PART = r"(?:(?:the|its|each|every)\s+)?(?:layers?|sequences?|context|tokens)"
 NOT_SPLIT = (
-    rf"\b(?:not|without|no|never|don'?t|do not|rather than|instead of)\s+(?:(?:be|being|want\s+to|need\s+to|to)\s+)?"
+    rf"\b(?:not|without|no|never|{NT}|rather than|instead of)\s+(?:(?:be|being|want\s+to|need\s+to|to)\s+)?"
     rf"(?:{SPLIT}|shard(?:s|ed|ing)?)(?:\s+up)?\s+(?:{_WHOLE}|(?P<part>{_PART}))(?:\s+(?:itself|themselves|at all|"
     r"up))?\b|"
     rf"\bwithout\s+{_WHOLE}\s+being\s+(?:{SPLIT}|sharded)\b|"
@@ -165,7 +168,7 @@ ASKED_HOW = r"\b(?:how|which way|best way|what way|smartest way|right way)\b[^.?
 # Up to three words may stand between ("without putting different layers on each GPU", "I don't want each GPU to
 # hold a slice"), none of them a conjunction or punctuation that opens another clause ("no wait, and give each GPU a
 # full copy" takes nothing back).
-NEGATED = (r"(?P<negated>\b(?:not|no|never|without|don'?t|do not|rather than|instead of|avoid|avoiding)\s+"
+NEGATED = (rf"(?P<negated>\b(?:not|no|never|without|{NT}|rather than|instead of|avoid|avoiding)\s+"
            r"(?:(?!(?:and|but|then|so|just|instead|rather|wait|problem|worries)\b)[a-z']+\s+){0,3}?)?")  # fmt: skip
 
 
@@ -239,7 +242,7 @@ UNPACKED = (
 
 
 # A negation before a description, in its clause: "without the documents being concatenated", "don't glue ...".
-NEGATED_BEFORE = r"\b(?:without|w/o|no|not|never|don'?t|do not|disable|skip|avoid|stop)\b[^,;.]{0,20}$"
+NEGATED_BEFORE = rf"\b(?:without|w/o|no|not|never|{NT}|disable|skip|avoid|stop)\b[^,;.]{{0,20}}$"
 
 
 def packing_in_words(text: str) -> str:
