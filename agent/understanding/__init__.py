@@ -1,6 +1,7 @@
 """The offline planner's understanding of a request: what a user means, read the way a person would.
 
-    plain = normalise(text)            typos, number words, "30-step", "80 gig", "4x", "1,000"
+    plain = normalise(text)            typos, number words, "30-step", "80 gig", "4x", "1,000", layouts and packing
+                                       described in words ("a full copy of the model on each GPU" is DDP)
     entities = extract(plain, known)   counts with their noun, layouts, settings with negations, the model preset,
                                        GPUs, and the runs, sweeps, checkpoints and files of the repository on disk
     scores = score(plain, ...)         every intent scored on its cues (the grammar's first reading is one of them)

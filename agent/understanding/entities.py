@@ -313,12 +313,11 @@ def _hardware(lowered: str, entities: Entities) -> None:
         part,
     )
     single = re.search(rf"\b1\s+(?:[a-z][\w-]*\s+){{1,2}}(?:{NOUNS['nodes']})\b", part)
-    if rig := re.search(RIG, part) or re.search(
-        RIG_COUNTED, part
-    ):  # "an 8x H100 node", "2 8xA100 boxes": the count with "x" is per node
+    rig = re.search(RIG, part) or re.search(RIG_COUNTED, part)
+    if rig:  # "an 8x H100 node", "2 8xA100 boxes", "two 8-GPU nodes": the count with "x" or "GPU" is per node
         span = (start + rig.start(), start + rig.end())
         entities.add("per_node", int(rig.group(2)), span)
-        if rig.group(1) or rig.group(3) in ("node", "machine", "box", "host", "server"):
+        if rig.group(1) or rig.group(3) in ("node", "machine", "box", "host", "server", "computer"):
             entities.add("node_count", int(rig.group(1) or 1), span)
         else:  # "on 8x H100 nodes": how many nodes is unsaid
             entities.add("nodes_unsaid", rig.group(0), span)

@@ -1,5 +1,6 @@
 """A sentence made plain before it is read: typos of the words the rules rely on, number words, hyphenated counts
-("a 30-step run"), thousands written with commas or "k", and memory units ("80 gig" is 80GiB).
+("a 30-step run"), thousands written with commas or "k", memory units ("80 gig" is 80GiB), nodes by the GPUs in each
+("2x8 a100" is 2 nodes of 8), and layouts and packing described in words (agent.understanding.descriptions).
 
 Names the repository holds (runs, sweeps, files) are never "corrected": they are passed in as known words.
 """
