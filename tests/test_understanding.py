@@ -2774,6 +2774,8 @@ def test_a_runs_setup_asked_about_is_no_launch(known):
         ("stop r1, keep baseline-ddp running", "runs/r1"),
         ("cancel r1 and spare tp-try", "runs/r1"),
         ("abort tp-try; do not cancel baseline-ddp", "runs/tp-try"),
+        ("please kill r1 but keep the baseline-ddp run going", "runs/r1"),
+        ("stop the latest run, leave tp-try be", "runs/r1"),
     ],
 )
 def test_a_run_named_to_be_left_alone_is_no_second_target(text, run, known):
@@ -2784,6 +2786,11 @@ def test_a_run_named_to_be_left_alone_is_no_second_target(text, run, known):
 def test_a_run_left_alone_is_never_the_one_cancelled(known):
     intent = read("leave r1 running", known)
     assert intent.command != "cancel" or intent.clarify
+
+
+def test_a_stop_taken_back_spares_the_run_for_the_cancel_only(known):
+    intent = read("don't kill r1, just wait on it", known)
+    assert intent.command == "status" and intent.args.get("run") == "runs/r1"
 
 
 @pytest.mark.parametrize(
