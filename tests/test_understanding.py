@@ -2611,3 +2611,265 @@ def test_is_it_possible_to_cancel_sweep_or_resume_is_confirmed_never_taken(text,
 def test_is_it_possible_to_train_a_model_on_gpus_is_a_plan(known):
     intent = read("is it possible to train llama 3.1 70b on 4 h100s?", known)
     assert intent.command == "plan" and intent.args.get("model") == "llama-3.1-70b"
+
+
+# --- kinds fresh_m missed (issue 33): other phrasings of each, and what must not change ----------------------------
+
+
+@pytest.mark.parametrize(
+    "text, nodes, devices",
+    [
+        ("plan llama 3.1 70b on 4 nodes 8x h200", 4, 8),  # the count with "x" after the nodes is each node's
+        ("3 machines, 8 x a100 80gb, llama 3.1 70b: which layouts?", 3, 8),
+        ("plan 2x8 a100 80g for llama 3.1 70b", 2, 8),  # 2 nodes of 8
+        ("4 x 8 h100s for llama 3.1 70b, what fits?", 4, 8),
+        ("two computers, each with four h100s: how to split llama 3.1 70b?", 2, 4),
+        ("plan llama 3.1 70b on 3 servers each having 8 h200s", 3, 8),
+        ("plan llama 3.1 70b on two 8-GPU H100 nodes", 2, 8),
+        ("plan mistral 7b on 2 machines, 4 a100 80gb per machine", 2, 4),  # the memory is no count per node
+        ("plan llama 3.1 70b, 8 80gb h100s per node, 2 nodes", 2, 8),
+        # what must not change: a total beside the nodes is split over them, "8x h100" alone is one node's
+        ("plan llama 3.1 70b on 4 nodes, 32 h100s", 4, 8),
+        ("16 a100 80gb across 2 computers for llama 3.1 70b", 2, 8),
+        ("plan llama 3.1 8b on 8x h100", None, 8),
+    ],
+)
+def test_nodes_described_by_the_gpus_in_each(text, nodes, devices, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.clarify is None
+    assert intent.args.get("nodes") == nodes and intent.args.get("devices") == devices
+
+
+def test_a_gpus_size_said_after_nodes_of_them_is_that_gpu(known):
+    intent = read("if we got 2 computers each with 4 A100s (the 40 gig ones), how would mistral 7b be split?", known)
+    assert intent.args.get("gpu") == "a100-40gb" and intent.args.get("nodes") == 2 and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, layout",
+    [
+        ("train 20 steps on 4 gpus, each layer split across them", "tp=4"),
+        ("train on 2 gpus, slice every weight matrix between them, 10 steps", "tp=2"),
+        ("train on 4 gpus with each gpu doing a slice of every layer", "tp=4"),
+        ("train on 4 gpus, every gpu holding a chunk of consecutive layers, 10 steps", "pp=4"),
+        ("cut the model into 4 stages and train 10 steps", "pp=4"),
+        ("train 10 steps, different layers on each gpu, 2 gpus", "pp=2"),
+        ("train on 4 gpus with each gpu taking a part of the sequence", "cp=4"),
+        ("train on 2 gpus with the sequence split between them, 10 steps", "cp=2"),
+        ("train on 4 gpus, the whole model on every gpu, 10 steps", "dp_replicate=4"),
+        ("train on 4 gpus, only split the data, 10 steps", "dp_replicate=4"),
+        ("train 10 steps on 2 gpus, the parameters split between them", "dp_shard=2"),
+        ("train on 8 gpus with the weights sharded, 10 steps", "dp_shard=8"),
+        (
+            "train on 4 gpus, sharded within each node and replicated across nodes, 10 steps",
+            "dp_replicate=2,dp_shard=2",
+        ),
+    ],
+)
+def test_a_layout_described_in_plain_words_is_that_layout(text, layout, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.args.get("layout") == layout and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, layout",
+    [
+        ("train on 4 gpus, not splitting the model itself, 10 steps", "dp_replicate=4"),  # the model whole: DDP
+        ("train on 2 gpus without sharding the weights", "dp_replicate=2"),
+        ("train on 2 gpus, the model is not split, 10 steps", "dp_replicate=2"),
+        # another layout named: the negation adds none of its own, and never the split it negates
+        ("train on 2 gpus with fsdp, not splitting the layers", "dp_shard=2"),
+        ("train 10 steps on 4 gpus, don't put the layers on different gpus, shard the weights", "dp_shard=4"),
+        ("train on 2 gpus with tp, not sharding the weights", "tp=2"),
+    ],
+)
+def test_a_split_taken_back_never_becomes_the_split_it_negates(text, layout, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.args.get("layout") == layout and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "train on 4 gpus, no splitting each layer across them, 10 steps",
+        "train 10 steps on 2 gpus, without putting different layers on each gpu",  # words between the negation
+        "train 10 steps on 4 gpus, I don't want each gpu to hold a slice of the weights",
+        "train 10 steps on 2 gpus and please don't give each gpu a full copy of the model",
+        "train 10 steps on 2 gpus, I didn't want each gpu to keep a full copy of the model",
+    ],
+)
+def test_a_layout_description_taken_back_adds_no_layout(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and "layout" not in intent.args and intent.clarify is None
+
+
+def test_a_negation_in_another_clause_takes_no_description_back(known):
+    intent = read("don't worry and give each gpu a full copy of the model, 2 gpus 10 steps", known)
+    assert intent.args.get("layout") == "dp_replicate=2"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["how should I split the layers across 4 h100s for llama 3.1 8b?", "what's the best way to split each layer "
+     "across 8 h100s for llama 3.1 70b?"],
+)  # fmt: skip
+def test_a_question_how_to_split_is_still_a_plan(text, known):
+    assert read(text, known).command == "plan"
+
+
+@pytest.mark.parametrize(
+    "text, packing",
+    [
+        ("train 10 steps on 2 gpus without the sequences being glued together into one long stream", "false"),
+        ("train 10 steps on 2 gpus, don't concatenate the documents", "false"),
+        ("train 10 steps on 2 gpus with the documents not glued together", "false"),
+        ("train 10 steps on 2 gpus, pad each sequence separately", "false"),
+        ("train 10 steps on 2 gpus, keep the samples separate", "false"),
+        ("train 10 steps, 2 gpus, the sequences should not be concatenated", "false"),
+        ("train 10 steps, 2 gpus, the documents shouldn't get glued together", "false"),  # a contraction is no typo
+        ("train 10 steps on 2 gpus, the samples packed together into one long stream", "true"),
+        ("train 10 steps on 2 gpus and concatenate the documents into one long stream", "true"),
+    ],
+)
+def test_packing_described_by_what_it_does_keeps_its_negation(text, packing, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.args.get("set") == [f"data.packing={packing}"] and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        (
+            "restart tp-try's setup on 2 procs with fsdp, packing off",
+            {"nproc": 2, "layout": "dp_shard=2", "set": ["data.packing=false"]},
+        ),
+        ("keep r1's layout but train 50 steps", {"nproc": 2, "layout": "dp_shard=2", "steps": 50}),
+        # the layout and processes stated: the run named is no missing piece
+        ("relaunch baseline-ddp, tp on 2 gpus, 10 steps", {"nproc": 2, "layout": "tp=2", "steps": 10}),
+        ("use tp-try's settings with 30 steps", {"nproc": 2, "layout": "tp=2", "steps": 30}),
+    ],
+)
+def test_a_runs_setup_taken_over_with_what_the_sentence_states_launches(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text", ["relaunch r1", "restart baseline-ddp's setup", "relaunch tp-try with activation checkpointing this time"]
+)
+def test_a_run_relaunched_with_its_layout_and_processes_unsaid_is_asked(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify
+
+
+def test_a_runs_setup_asked_about_is_no_launch(known):
+    assert read("what was r1's layout?", known).command == "results"
+
+
+@pytest.mark.parametrize(
+    "text, run",
+    [
+        ("kill tp-try but leave r1 alone", "runs/tp-try"),
+        ("stop r1, keep baseline-ddp running", "runs/r1"),
+        ("cancel r1 and spare tp-try", "runs/r1"),
+        ("abort tp-try; do not cancel baseline-ddp", "runs/tp-try"),
+        ("please kill r1 but keep the baseline-ddp run going", "runs/r1"),
+        ("stop the latest run, leave tp-try be", "runs/r1"),
+    ],
+)
+def test_a_run_named_to_be_left_alone_is_no_second_target(text, run, known):
+    intent = read(text, known)
+    assert intent.command == "cancel" and intent.args.get("run") == run and intent.clarify is None
+
+
+def test_a_run_left_alone_is_never_the_one_cancelled(known):
+    intent = read("leave r1 running", known)
+    assert intent.command != "cancel" or intent.clarify
+
+
+def test_a_stop_taken_back_spares_the_run_for_the_cancel_only(known):
+    intent = read("don't kill r1, just wait on it", known)
+    assert intent.command == "status" and intent.args.get("run") == "runs/r1"
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("put the lr-scan numbers in the docs so people stop asking me", "docs"),
+        ("write the lr-scan report so the team stops wondering which lr won", "report"),
+        ("stop training r1", "cancel"),  # a run's own doing stopped is a cancel
+        ("stop running tp-try please", "cancel"),
+    ],
+)
+def test_stop_in_its_everyday_sense_is_no_cancel(text, command, known):
+    assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "kick something off that figures out the fastest layout for our experiment on these gpus",
+        "have meshpilot find the best way to split our experiment across the gpus here by actually running it",
+        "please launch a job that tries all the layouts and tells me which is fastest",
+        "sweeps are new to me, could you set one up for the long config?",  # "one": a sweep
+    ],
+)
+def test_a_sweep_described_by_what_it_does_starts_one(text, known):
+    intent = read(text, known)
+    assert intent.command == "sweep" and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "what's the best way to split llama 3.1 8b across 8 h100s?",  # a question which layout wins: predicted
+        "can you figure out the best layout for llama 3.1 8b on 8 h100s?",
+        "I have to find the best layout for llama 3.1 70b on 8 h100s",
+    ],
+)
+def test_a_question_which_layout_is_best_stays_a_plan(text, known):
+    assert read(text, known).command == "plan"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "train with the config we discussed",
+        "launch a run with what Bob used",
+        "train with the usual settings on 2 gpus",
+        "train with the numbers from yesterday's meeting",
+        "start a sweep with the layout my boss wants",
+        "kick off training using the hyperparameters my teammate recommended",
+        "train 20 steps like my teammate did",
+        "launch the experiment the way Alice set it up",
+        "train with the config Alice sent me, 2 gpus",
+    ],
+)
+def test_settings_only_someone_else_knows_are_asked_about_never_the_defaults(text, known):
+    intent = read(text, known)
+    assert intent.command in ("run", "sweep") and (intent.clarify or "").startswith("Which settings do you mean")
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("launch the long config with the settings my colleague suggested", {"experiment": "configs/long.yaml"}),
+        ("train with what r1 used, 50 steps", {"steps": 50, "layout": "dp_shard=2"}),  # a run named: copied
+        ("train 20 steps like r1 did", {"steps": 20, "layout": "dp_shard=2"}),
+        (
+            "train with the settings bob suggested: lr 3e-4, 20 steps on 2 gpus with ddp",  # the values follow
+            {"steps": 20, "layout": "dp_replicate=2", "set": ["train.lr=3e-4"]},
+        ),
+        ("train with the layout that is fastest on 2 gpus, fsdp", {"layout": "dp_shard=2"}),
+    ],
+)
+def test_settings_of_a_named_file_or_run_or_spelled_out_are_acted_on(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+def test_the_usual_in_a_question_about_results_asks_nothing(known):
+    intent = read("how did my latest run go? loss, throughput, the usual", known)
+    assert intent.command == "results" and intent.clarify is None

@@ -1,6 +1,7 @@
 """The offline planner's understanding of a request: what a user means, read the way a person would.
 
-    plain = normalise(text)            typos, number words, "30-step", "80 gig", "4x", "1,000"
+    plain = normalise(text)            typos, number words, "30-step", "80 gig", "4x", "1,000", layouts and packing
+                                       described in words ("a full copy of the model on each GPU" is DDP)
     entities = extract(plain, known)   counts with their noun, layouts, settings with negations, the model preset,
                                        GPUs, and the runs, sweeps, checkpoints and files of the repository on disk
     scores = score(plain, ...)         every intent scored on its cues (the grammar's first reading is one of them)
@@ -118,6 +119,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = (
             f"Which do you mean by {described!r}? I find none it describes (runs: {runs}; sweeps: {sweeps})."
         )
+    if intent.clarify is None and intent.command in ("run", "sweep") and (source := _unknown_source(entities)):
+        intent.clarify = source
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     if _other_language(plain) and not _safe_unread(intent, entities, context):
@@ -126,6 +129,18 @@ def understand(text: str, context: Context | None = None) -> Intent:
             "What should I do? Please say it in English, e.g. `train 20 steps with dp_shard=2 on 2 GPUs`."
         )
     return intent
+
+
+def _unknown_source(entities: Entities) -> str | None:
+    """One question when a launch or sweep is to use settings only someone else knows ("the settings my colleague
+    suggested"): the repository cannot know them, so the defaults in their place would be a guess. A file or run of
+    the repository named says where they are: acted on."""
+    said = entities.get("unknown_source")
+    named = entities.has("run", "file", "checkpoint") or any(v != "meshpilot.yaml" for v in entities.all("experiment"))
+    if said is None or named:
+        return None
+    return (f"Which settings do you mean by {str(said)!r}? I cannot know them from here: name a config file or a run "
+            "to copy, or say the values, e.g. `train 20 steps with dp_shard=2 on 2 GPUs, lr 3e-4`.")  # fmt: skip
 
 
 # Tools that change nothing: acted on even when much of the sentence is in a language the rules do not read, those
@@ -440,11 +455,13 @@ def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None
 
 
 def _fill_cancel(intent: Intent, entities: Entities, context: Context) -> None:
-    """Stopping a run takes the run named or the conversation's, never a guess: else one question naming the latest."""
-    if len(named := set(map(str, entities.all("run")))) >= 2:
+    """Stopping a run takes the run named or the conversation's, never a guess: else one question naming the latest.
+    A run named only to be spared ("do not cancel baseline-ddp") is no target."""
+    spared = set(map(str, entities.all("spared_run")))
+    if len(named := set(map(str, entities.all("run"))) - spared) >= 2:
         intent.clarify = f"One run at a time: which first, {' or '.join(sorted(named))}?"
         return
-    run = _run_of(intent, entities, context, latest=False)
+    run = named.pop() if named else None if spared else _run_of(intent, entities, context, latest=False)
     if run is not None:
         intent.args["run"] = run
         intent.words = [run]
@@ -705,7 +722,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     if intent.clarify is None and degrees and "nproc" in intent.args and math.prod(degrees) != intent.args["nproc"]:
         intent.clarify = (f"The layout {intent.args['layout']} needs {math.prod(degrees)} processes, not "
                           f"{intent.args['nproc']}: which layout do you want? {_launch_text(intent.args)}")  # fmt: skip
-    if intent.clarify is None and not copied and (named := entities.get("run")):  # never drop the name
+    stated = entities.has("nproc", "devices") and entities.has("layout")  # "relaunch r1, fsdp 2 procs": all it needs
+    if intent.clarify is None and not copied and not stated and (named := entities.get("run")):  # never drop the name
         intent.clarify = (f"A launch cannot copy {named}'s settings: which layout, processes and steps should it use? "
                           f"{_launch_text(intent.args)}")  # fmt: skip
     if intent.clarify is None and (relative := entities.get("relative")):
@@ -715,8 +733,11 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
 
 
 COPY = (
-    r"\b(?:same|like|as in|as for|copy|repeat|again|rerun|re-run)\b|"
-    r"\b(?:another|one more|a second)\s+(?:go|spin|try|shot|whirl)\b"
+    r"\b(?:same|like|as in|as for|copy|repeat|again|rerun|re-run|reuse|re-use)\b|"
+    r"\b(?:another|one more|a second)\s+(?:go|spin|try|shot|whirl)\b|"
+    # "relaunch r1's setup", "keep r1's layout", "with tp-try's settings": that run's launch, what is said changed
+    r"'s\s+(?:own\s+)?(?:setup|set-up|settings|config|configuration|layout|recipe|hyperparameters|hparams|args|"
+    r"arguments)\b|\b(?:what|whatever)\s+[\w.-]+\s+(?:used|ran with|had)\b"  # "what r1 used"
 )  # "give r1 another go": r1 again
 # A share said as a percentage ("warmup of 10%"): no setting of a launch takes one, and it is no count.
 PERCENT = r"\b\d+(?:\.\d+)?\s*(?:%|percent\b|per cent\b)"

@@ -17,6 +17,7 @@ from agent.understanding.grammar import (
     LAYOUT_WORDS,
     NEGATED_SETTING,
     NODE_GPU,
+    NODE_NOUN,
     NOT_INTERVAL,
     SET_TO,
     TOKENS_PER_SEQUENCE,
@@ -29,7 +30,7 @@ from trainer.model.presets import MODELS
 NOUNS = {
     "devices": r"gpus?|cards?|devices?|accelerators?|h100s?|h200s?|a100s?|a10s?|l40s|(?:rtx[ -]?)?4090s?",
     "nproc": r"process(?:es)?|procs?|ranks?|workers?",
-    "nodes": r"nodes?|machines?|boxes|box|hosts?|servers?",
+    "nodes": NODE_NOUN,
     "steps": r"(?:optimi[sz]er |training )?steps?|iterations?|iters?",
     "trials": r"(?:different |distinct |possible )?(?:trials?|configurations?|configs?|setups?)",
     "stages": r"(?:pipeline )?stages?",
@@ -84,6 +85,35 @@ VAGUE_CHANGE = (
 PURPOSE = r"\b(?:see|check|find out|test|know|learn|measure|tell)\s+(?:if|whether|how much|how)\b[^.;!?]*"
 # A run or sweep pointed at only as "the other one": which is asked.
 VAGUE_REFERENCE = r"\b(?:the|that)\s+other\s+(?:run|sweep|one|checkpoint)\b"
+# Settings known only to someone else or from a talk the repository never heard: "the settings my colleague
+# suggested", "the config we discussed", "what Bob used", "the usual setup", "the numbers from yesterday's meeting".
+# Launching the defaults in their place would be a wrong action: asked (unless a file or run of the repository is
+# named, or the values follow: "the settings Bob suggested: lr 3e-4, 20 steps").
+_SETTINGS_NOUN = (r"(?:settings?|config(?:uration)?s?|setup|set-up|parameters|params|hyper-?parameters|hparams|values|"
+                  r"numbers|recipe|layout|options|changes|tweaks|learning rate|lr|batch size)")  # fmt: skip
+_SUGGESTED = (r"(?:suggested|recommended|proposed|sent|shared|posted|mentioned|gave|wanted|wants|picked|chose|used|"
+              r"uses|liked|likes|prefers|preferred|emailed|slacked|asked for|came up with|told (?:me|us) about|"
+              r"wrote down|swears by|set up)")  # fmt: skip
+_SOMEONE = (r"(?:(?:my|our|the|his|her|their|a)\s+)?(?:\w+\s+)?(?:colleague|coworker|co-worker|teammate|team|boss|"
+            r"manager|lead|friend|advisor|adviser|supervisor|professor|mentor|intern|someone|somebody|people|folks)|"
+            r"(?!(?:i|we|you|it|that|this|the|a|an|to|is|are|was|were)\b)[a-z]+")  # fmt: skip
+UNKNOWN_SOURCE = (
+    rf"\b(?:the|those|these|that|this)\s+(?:\w+\s+)?{_SETTINGS_NOUN}\s+(?:that\s+|which\s+)?(?:{_SOMEONE})\s+"
+    rf"(?:(?:had|has|have|just|already)\s+)?{_SUGGESTED}\b|"
+    rf"\b(?:what|whatever)\s+(?:{_SOMEONE})\s+(?:(?:had|has|just)\s+)?{_SUGGESTED}\b|"
+    rf"\b(?:the|those|these|that)\s+(?:\w+\s+)?{_SETTINGS_NOUN}\s+(?:that\s+|which\s+)?(?:we|i|they)\s+"
+    r"(?:(?:had|have|just|already)\s+)?(?:discussed|agreed on|agreed|talked about|settled on|decided on|went with|"
+    r"planned|came up with|sketched)\b|"
+    rf"\b(?:the|those|these)\s+{_SETTINGS_NOUN}\s+from\s+(?:the|our|my|this morning'?s|yesterday'?s|last week'?s|"
+    r"today'?s)\s+(?:\w+\s+)?(?:meeting|call|chat|discussion|email|thread|slack|standup|sync|conversation|"
+    r"whiteboard)\b|"
+    rf"\b(?:the|our|my)\s+usual\s+{_SETTINGS_NOUN}\b|"
+    # "like my teammate did", "the way Alice set it up", "as bob had it"
+    rf"\b(?:like|as|the way|how)\s+(?:{_SOMEONE})\s+(?:did|does|had it|has it|ran it|runs it|set it up|sets it up|"
+    r"trained it|trains it|configured it|likes it|wants it)\b"
+)
+# The values said right after it: "the settings Bob suggested: lr 3e-4", "(lr 1e-3, 20 steps)", "which are ...".
+SPELLED_OUT = r"^\s*(?::|\(|-|,?\s*(?:which are|namely|i\.e\.|that is|so)\b)\s*\S"
 # Every preset's family (the letters its name starts with: llama, qwen, mixtral, deepseek...), longest first.
 FAMILIES = "|".join(sorted({re.match(r"[a-z]+", key).group(0) for key in MODELS}, key=len, reverse=True))
 OWN_MODEL = r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model)\b"
@@ -176,9 +206,32 @@ def _excluded(lowered: str, entities: Entities) -> None:
         if (
             entity.kind.startswith(("run", "sweep", "experiment"))
             and end > start
-            and re.search(rf"{EXCLUDER}$", lowered[:start])
+            and (re.search(rf"{EXCLUDER}$", lowered[:start]) or _left_alone(lowered, start, end))
         ):  # "not the long config": not that experiment either
             entity.kind = "not_" + entity.kind
+        elif entity.kind == "run" and end > start and re.search(SPARED, lowered[:start]):
+            entities.add("spared_run", entity.value, entity.span)
+
+
+# A run or sweep named to be left as it is: "don't touch baseline-ddp", "leave r1 alone", "keep tp-try running",
+# "spare the lr scan". It is no target of the sentence's action (a cancel of it would be the one thing not wanted).
+LEFT_ALONE_BEFORE = (r"\b(?:(?:don'?t|do not|never|without)\s+(?:touch\w*|interrupt\w*|disturb\w*|mess\w*\s+with|"
+                     r"affect\w*)|spare)\s+(?:(?:the|that|my|our)\s+)?$")  # fmt: skip
+# A run named after a stop taken back ("abort tp-try; do not cancel baseline-ddp") is spared by the cancel only: "don't
+# kill r1, just wait on it" still waits on r1.
+SPARED = (r"\b(?:don'?t|do not|never|without|no need to)\s+(?:cancel\w*|kill\w*|stop\w*|abort\w*|halt\w*|"
+          r"terminat\w*)\s+(?:(?:the|that|my|our)\s+)?$")  # fmt: skip
+LEFT_ALONE_AROUND = (
+    r"\b(?:leave|leaving|keep|keeping)\s+(?:(?:the|that|my|our)\s+)?$",
+    r"^(?:\s+(?:run|sweep))?\s+(?:alone|running|going|alive|be|as (?:it )?is|untouched|intact|in peace)\b",
+)
+
+
+def _left_alone(lowered: str, start: int, end: int) -> bool:
+    before, after = LEFT_ALONE_AROUND
+    return bool(re.search(LEFT_ALONE_BEFORE, lowered[:start])) or bool(
+        re.search(before, lowered[:start]) and re.match(after, lowered[end:])
+    )
 
 
 def masked(text: str, entities: Entities) -> str:
@@ -247,8 +300,10 @@ def _hardware(lowered: str, entities: Entities) -> None:
     part = text[start:]  # a self-correction: what follows it stands
     nodes = re.search(rf"\b{COUNT}\s+{GPU_OF_NODE}(?:{NOUNS['nodes']})\b", part)
     per_node = re.search(
-        rf"\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|\b{COUNT}\s*(?:[a-z]\w*\s+){{0,3}}?(?:per|each|a)\s+"
-        rf"(?:node|machine|box|host|server)\b",
+        rf"\b(?:{NOUNS['nodes']})\s*,?\s+{EACH_HAS}{COUNT}\b|\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|"
+        rf"\b{COUNT}(?!\s*gi?bs?\b)\s*(?:(?:[a-z]\w*|\d+\s*gi?bs?)\s+){{0,3}}?(?:per|each|a)\s+"
+        r"(?:node|machine|box|host|server|computer)\b|"
+        rf"\b(?:{NOUNS['nodes']})\s*,?\s+{COUNT}\s*x\s*(?={NODE_GPU}|(?:{NOUNS['devices']})\b)",
         part,
     )
     total = re.search(  # "16 GPUs across 2 machines"; a model's size ("qwen2.5-72b on 2 nodes") is no total
@@ -258,10 +313,11 @@ def _hardware(lowered: str, entities: Entities) -> None:
         part,
     )
     single = re.search(rf"\b1\s+(?:[a-z][\w-]*\s+){{1,2}}(?:{NOUNS['nodes']})\b", part)
-    if rig := re.search(RIG, part):  # "an 8x H100 node", "2 8xA100 boxes": the count with "x" is per node
+    rig = re.search(RIG, part) or re.search(RIG_COUNTED, part)
+    if rig:  # "an 8x H100 node", "2 8xA100 boxes", "two 8-GPU nodes": the count with "x" or "GPU" is per node
         span = (start + rig.start(), start + rig.end())
         entities.add("per_node", int(rig.group(2)), span)
-        if rig.group(1) or rig.group(3) in ("node", "machine", "box", "host", "server"):
+        if rig.group(1) or rig.group(3) in ("node", "machine", "box", "host", "server", "computer"):
             entities.add("node_count", int(rig.group(1) or 1), span)
         else:  # "on 8x H100 nodes": how many nodes is unsaid
             entities.add("nodes_unsaid", rig.group(0), span)
@@ -271,8 +327,7 @@ def _hardware(lowered: str, entities: Entities) -> None:
     elif single:  # "a single DGX H100 box": one node, the "1" a count of it
         entities.add("node_count", 1, (start + single.start(), start + single.end()))
     if per_node:
-        value = per_node.group(1) or per_node.group(3)
-        entities.add("per_node", int(float(value)), (start + per_node.start(), start + per_node.end()))
+        entities.add("per_node", per_node_count(per_node), (start + per_node.start(), start + per_node.end()))
     elif total and nodes and float(total.group(3)) == float(nodes.group(1)):
         devices, count = int(total.group(1)), int(float(total.group(3)))
         if count and devices % count == 0 and devices > count:
@@ -295,9 +350,15 @@ def _hardware(lowered: str, entities: Entities) -> None:
         entities.add("vague_hardware", True, (0, 0))
 
 
+# What each node holds, after the nodes' count: "2 computers, each with 4 A100s", "4 machines each having 8".
+EACH_HAS = r"(?:(?:and\s+)?each\s+(?:of\s+(?:them|which)\s+)?(?:with|having|has|holding|holds|containing|of)\s+)"
+
+
 # A node by the GPUs in it: "an 8x H100 node", "2 8xA100 boxes" (the first count the nodes', the one with "x" each
 # node's GPUs).
 RIG = rf"\b(?:(\d+)\s+|(?:an?|one)\s+)?(\d+)\s*x\s*{NODE_GPU}({NOUNS['nodes']})\b"
+# Or without the "x", two counts said: "two 8-GPU H100 nodes" (a count alone, "8 gpu nodes", counts the nodes).
+RIG_COUNTED = rf"\b(\d+)\s+(\d+)\s*(?:gpus?|cards?)\s+(?:{NODE_GPU})?({NOUNS['nodes']})\b"
 
 
 # A GPU's memory size as its version: "the 40 gig version", "the 80GB ones", "the 40GB cards".
@@ -318,7 +379,8 @@ TIMES = r"\b(\d+(?:\.\d+)?)\s*x\s+(?:longer|more|as (?:many|long|much)|the)\b|\b
 
 
 def per_node_count(found: re.Match) -> int:
-    return int(float(found.group(1) or found.group(3)))
+    """The count of the per-node pattern that matched (each alternative has its own COUNT group, then its "k")."""
+    return int(float(next(g for g in found.groups()[::2] if g)))
 
 
 def _total_devices(part: str) -> int | None:
@@ -541,6 +603,9 @@ def _optimizer(lowered: str, entities: Entities) -> None:
         entities.add("vague_setting", "other", (0, 0))
     if re.search(VAGUE_REFERENCE, lowered):
         entities.add("vague_reference", True, (0, 0))
+    for found in re.finditer(UNKNOWN_SOURCE, lowered):
+        if not re.match(SPELLED_OUT, lowered[found.end() :]):
+            entities.add("unknown_source", found.group(0), found.span())
 
 
 def _names(text: str, entities: Entities, known: Known) -> None:

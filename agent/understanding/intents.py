@@ -26,6 +26,14 @@ ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs", "resume")
 # Hardware to be bought or rented: a what-if, never this machine ("in order to" orders nothing).
 BUYING = r"\b(?:buy|buying|purchase|purchasing|(?<!in )order|ordering|rent|renting)\b"
 
+# Something started, or had done, to find the best layout: what a sweep is for, said by someone who does not know the
+# word ("kick something off that figures out the fastest layout", "so the tool works out the best way to split").
+FINDS_BEST = (
+    r"\b(?:start|launch|run|kick(?:ing)?\s+(?:\S+\s+)?off|fire\s+(?:\S+\s+)?off|set up|begin|have|let|get)\b"
+    r"(?!\s+to\b)[^.?!]*?\b(?:figures?|finds?|works?|picks?|determines?|discovers?|tries|tests?|measures?|searches|"
+    r"searching)\s+(?:out\s+|for\s+)?(?:\w+\s+){0,3}?(?:best|fastest|optimal|quickest|ideal)\s+(?:way\s+to\s+"
+    r"(?:split|shard|paralleli[sz]e|distribute|divide|spread|lay)|layouts?|mesh|split|parallelism)\b"
+)
 # Cue words of each intent, with their weights.
 CUES: dict[str, list[tuple[str, float]]] = {
     "hardware": [
@@ -212,9 +220,27 @@ CUES: dict[str, list[tuple[str, float]]] = {
         # the best layout found by measuring, not predicting: "by actually trying them", "try 16 setups"
         (
             r"\b(?:by |after )?(?:actually )?(?:trying|testing|measuring|benchmarking|running) (?:them|each|all|every|"
-            r"the layouts|the options|out)\b|\b(?:try|test|measure) (?:them|each|all|every one|the layouts)(?: out)?\b|"
-            r"\b(?:instead of|rather than|not just|without) predict\w*|\bfor real\b",
+            r"the layouts|the options|out)\b|\b(?:try|tries|test|tests|measure|measures) (?:them|each|all|every one|"
+            r"the layouts|(?:all|each|every) (?:of )?(?:the )?layouts?)(?: out)?\b|"
+            r"\b(?:instead of|rather than|not just|without) predict\w*|\bfor real\b|"
+            r"\bby (?:actually )?(?:trying|testing|measuring|benchmarking|running)\b|\bempirically\b",
             4,
+        ),
+        # "start one" after sweeps are named: one of them ("I don't get sweeps yet, but could you start one?")
+        (
+            r"\bsweeps?\b[^.?!]*?\b(?:start|launch|run|kick off|do|set up|fire off|begin|make)\s+"
+            r"(?:a\s+new\s+|another\s+|a\s+fresh\s+)?one\b(?!\s+(?:more|of)\b)|"
+            r"\bsweeps?\b[^.?!]*?\b(?:set|kick|fire|spin)\s+(?:a\s+new\s+|another\s+)?one\s+(?:up|off)\b",
+            6,
+        ),
+        # a sweep by its purpose: something started that finds the best way to split ("start something that figures
+        # out the fastest layout", "have meshpilot find the best split"); a question which layout is best is a plan
+        (FINDS_BEST, 6),
+        # every layout tried: what a sweep does ("a job that tries all the layouts", "run each layout once")
+        (
+            r"\b(?:tries|try|trying|tests?|testing|runs?|running|benchmarks?|benchmarking|measur\w+|time|timing)\s+"
+            r"(?:out\s+)?(?:all|each|every)\s+(?:of\s+)?(?:the\s+)?(?:possible\s+|candidate\s+)?layouts?\b",
+            6,
         ),
     ],
     "bench": [
@@ -390,9 +416,19 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
     for found in re.finditer(DONT_WAIT, lowered):
         negated.add("wait")
         spans.append(found.span())
+    spans += [found.span() for found in re.finditer(STOP_DOING, lowered)]  # no action, nothing negated either
     for start, end in spans:
         lowered = lowered[:start] + " " * (end - start) + lowered[end:]
+    # a verb taken back in one clause and said in another ("abort tp-try; do not cancel baseline-ddp"): the action is
+    # asked for, only not on what the negation names (entities.SPARED)
+    negated -= {intent for intent, verbs in DONT_VERB.items() if re.search(rf"\b(?:{verbs})\b", lowered)}
     return negated, lowered
+
+
+# "stop" in its everyday sense, someone ceasing to do something ("so new hires stop asking me", "to stop worrying"):
+# no cancel. Stopping a run's own doing ("stop training r1", "stop running it") is one; "stop waiting" is DONT_WAIT's.
+STOP_DOING = (r"\b(?:stop|stops|stopped|quit|quits)\s+(?!(?:running|training|waiting|it|that|this|the)\b)"
+              r"(?!(?:every|any|some|no)thing\b)\w+ing\b")  # fmt: skip
 
 
 # A request worded as a question: "could you launch ...", "would you mind ...". It asks for the action.
@@ -505,7 +541,7 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
             scores["results"] += 4 if re.search(r"\bwhy\b", lowered) else 1
     if (
         entities.has("run")
-        and re.search(r"\b(?:same|like)\b", lowered)
+        and re.search(COPIED, lowered)
         and entities.has("steps", "relative", "times", "switch", "nproc", "layout", "optimizer")
     ):
         scores["run"] += 4  # "the same as r1 with 50 steps": a launch copying that run, not a read of it
@@ -536,6 +572,12 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         scores["sweep"] += 3  # a number of trials is what a new sweep takes; reading one takes its name
     if entities.has("checkpoint"):
         scores["bench"] += 1
+
+
+# A run's launch taken over, with what the sentence changes: "the same as r1", "like r1", "r1's setup with 30 steps".
+COPIED = (
+    r"\b(?:same|like)\b|'s\s+(?:own\s+)?(?:setup|set-up|settings|configuration|layout|recipe|hyperparameters|hparams)\b"
+)
 
 
 # Words before a count of trials that point at a sweep's trials ("the top 3 trials", "its 12 trials"): read, not run.

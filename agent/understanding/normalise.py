@@ -1,5 +1,6 @@
 """A sentence made plain before it is read: typos of the words the rules rely on, number words, hyphenated counts
-("a 30-step run"), thousands written with commas or "k", and memory units ("80 gig" is 80GiB).
+("a 30-step run"), thousands written with commas or "k", memory units ("80 gig" is 80GiB), nodes by the GPUs in each
+("2x8 a100" is 2 nodes of 8), and layouts and packing described in words (agent.understanding.descriptions).
 
 Names the repository holds (runs, sweeps, files) are never "corrected": they are passed in as known words.
 """
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 import re
 
-from agent.understanding.grammar import COMMON, VOCABULARY, _one_swap
+from agent.understanding.descriptions import layouts_in_words, packing_in_words
+from agent.understanding.grammar import COMMON, LAYOUT_WORDS, VOCABULARY, _one_swap
 
 # Number words, composed as people say them ("seventy", "thirty-two", "two hundred", "three point two"): a run of
 # them is one number; "one" alone is a number only before what it counts ("the layout one" is no count).
@@ -117,6 +119,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"(\d),(\d{3})\b", r"\1\2", text)  # 1,000 steps
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gigs?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
+    # "2x8 a100", "4 x 8 H100s": nodes by the GPUs in each (a count of GPUs is one number, "16 a100")
+    text = re.sub(rf"\b(\d+)\s*[x×*]\s*(\d+)\s+(?=(?:{GPU_WORD}|gpus?|cards?|devices?)\b)", r"\1 nodes of \2 ", text,
+                  flags=re.I)  # fmt: skip
     text = re.sub(r"\b(\d+)\s*x\b(?=\s*[a-z])", r"\1 x", text, flags=re.I)  # 4x RTX 4090, 8x h100
     text = re.sub(r"\b(?:a|one) single(?: one)?\b|\bsingle\b(?=\s+(?:process|proc|gpu|card|device|node|machine|rank))",
                   "1", text, flags=re.I)  # fmt: skip
@@ -141,10 +146,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(?:graphics|video|gpu)\s+cards?\b", lambda m: "gpus" if m.group(0)[-1] == "s" else "gpu", text,
                   flags=re.I)  # fmt: skip
     text = re.sub(rf"\b({MODEL_FAMILIES})(\d+(?:\.\d+)?b)\b", r"\1 \2", text, flags=re.I)  # "mistral7b"
-    for pattern, words in LAYOUT_DESCRIPTIONS:
-        text = re.sub(pattern, words, text, flags=re.I)
-    text = re.sub(SHARD_WAYS, _sharding, text, flags=re.I)
-    text = re.sub(SHARD_THE_MODEL, _sharding, text, flags=re.I)
+    text = layouts_in_words(text, "|".join(pattern for pattern, _ in LAYOUT_WORDS))
+    text = packing_in_words(text)
     text = re.sub(r"\bckpts?\b", "checkpoint", text, flags=re.I)
     text = re.sub(r"\blearning[-_]rate\b", "learning rate", text, flags=re.I)
     text = re.sub(r"\b(?:seq|sequence)\s+(?=\d)", "seq_len ", text, flags=re.I)
@@ -168,80 +171,6 @@ GPU_WORD = (r"(?:nvidia\s+)?(?:h100|h200|a100|l40s|a10|rtx[ -]?4090|4090|b200|v1
             r"(?:[ -]?(?:sxm|pcie|nvl))?(?:[ -]?\d+(?:\.\d+)?\s*gi?b)?")  # fmt: skip
 # Model families written glued to their size ("mistral7b", "llama70b"): the size is read apart.
 MODEL_FAMILIES = "llama|mistral|mixtral|qwen|gemma|smollm"
-# Layouts described in plain words by someone who does not know their names: the name they describe. Splitting every
-# layer (each card doing part of every layer's math) is tensor parallelism; halves or groups of the layers on
-# different cards is pipeline parallelism (its degree the halves'); a full copy on each card is DDP; each card
-# holding a slice of the weights is FSDP.
-_CARD = r"(?:gpus?|cards?|devices?)"
-LAYOUT_DESCRIPTIONS = [
-    (
-        r"\bsplit(?:ting)?\s+(?:every|each|all|all the|the)\s+(?:layers?|weight matri(?:x|ces)|matri(?:x|ces)|matmuls?)"
-        r"(?:\s+of\s+the\s+model)?(?=\s+(?:across|over|between|on|among)\b)",
-        "tensor parallel",
-    ),
-    (
-        rf"\beach\s+{_CARD}\s+(?:does|doing|computes|computing|handles|handling|gets|getting)\s+(?:half|a\s+(?:part|"
-        r"slice|piece|share)|part)\s+of\s+(?:the|every|each)\s+(?:math|matmuls?|layers?|computation|compute)\b",
-        "with tensor parallel",
-    ),
-    (
-        rf"\b(?:the\s+)?first\s+half\s+of\s+the\s+(?:layers|model)(?:\s+on\s+(?:1|one|a|the first)\s+{_CARD})?\s*,?"
-        rf"\s+and\s+(?:the\s+)?second\s+half(?:\s+of\s+the\s+(?:layers|model))?\s+on\s+(?:the\s+other|another|the"
-        rf"\s+second)(?:\s+(?:one|{_CARD}))?\b",
-        "pp=2 on 2 gpus",
-    ),
-    (
-        rf"\b(?:put|place|spread)\s+(?:the\s+|different\s+)?(?:groups\s+of\s+)?layers\s+on\s+(?:different|separate|"
-        rf"each)\s+{_CARD}\b|\bsplit(?:ting)?\s+the\s+layers\s+(?:between|across|over|among)\b|"
-        r"\b(?:the\s+)?layers\s+(?:split|spread|divided)\s+(?:between|across|over|among)\b",
-        "pipeline parallel",
-    ),
-    (
-        rf"\b(?:with\s+|give\s+|giving\s+)?(?:each|every)\s+{_CARD}\s+(?:(?:to|should|must|will|would|can)\s+)?"
-        r"(?:(?:keeping|keeps|keep|having|has|have|holding|holds|hold|getting|gets|get|with)\s+)?(?:its|their|a)\s+"
-        r"(?:own\s+(?:full\s+|whole\s+|complete\s+)?|full\s+|whole\s+|complete\s+)(?:copy|replica)(?:\s+of\s+the\s+model)?\b|"
-        rf"\b(?:a\s+)?(?:full|whole|complete)\s+copy\s+of\s+the\s+model\s+on\s+(?:each|every)\s+{_CARD}\b",
-        "with ddp",
-    ),
-    (
-        rf"\b(?:with\s+)?(?:each|every)\s+{_CARD}\s+(?:keeping|keeps|holding|holds|storing|stores)\s+(?:only\s+)?"
-        r"(?:a\s+)?(?:slice|shard|part|piece|share)\s+of\s+the\s+(?:weights|parameters|params|model)\b",
-        "with fsdp",
-    ),
-    (  # the sequence, not the model, cut into pieces: context parallelism
-        r"\bsplit(?:ting)?\s+(?:the\s+|each\s+|every\s+)?(?:sequences?|tokens?|context)(?:\s+themselves|\s+itself)?"
-        r"(?=\s+(?:across|over|between|among)\b)",
-        "context parallel",
-    ),
-]
-# Sharding the model in plain words ("fully shard over 8 GPUs", "shard the model across 4 GPUs", "shard the weights
-# and optimizer state"): each card holds a slice of the training state, FSDP. What is sharded must be the model's
-# state: a checkpoint's shards, "sharded checkpoints" or the dataset's are no layout.
-_STATE = r"(?:model'?s?\s+)?(?:weights|params|parameters|optimi[sz]er(?:\s+states?)?|gradients|grads|training state)"
-SHARD_THE_MODEL = (
-    r"\bfully[- ]shard(?:ing)?\b(?!\s*(?:checkpoint|ckpt|dataset|data)\b)|"
-    rf"\bshard(?:ing)?\s+(?:(?:the|its|all|all the|all of the|my|our|this)\s+)?{_STATE}"
-    rf"(?:\s*(?:,|and|&|\+)\s*(?:the\s+)?{_STATE})*\b|"
-    r"\bshard(?:ing)?\s+(?:(?:the|its|this|my|our|whole|entire)\s+)*(?:model|it|everything)?\s*"
-    r"(?=(?:across|over|between|among|onto)\s)|"
-    rf"\bsharded\s+{_STATE}\b"
-)
-# Its degree said as ways: "4-way sharding", "shard the model 4 ways" (4 way fsdp: dp_shard=4).
-SHARD_WAYS = (
-    r"\b(\d+)[- ]ways?\s+(?:model\s+)?shard(?:ing|ed)\b(?!\s*(?:checkpoint|ckpt|dataset|data)\b)|"
-    r"\bshard(?:ing)?\s+(?:(?:the|its)\s+)?(?:model|it|everything|weights|params|parameters)\s+(\d+)\s+ways\b"
-)
-# A question how to shard asks for a plan ("how would you shard the model over 8 GPUs?"), not for FSDP.
-HOW_TO = r"\b(?:how|which way|best way|what way|where)\b[^.?!;]*$"
-
-
-def _sharding(found: re.Match) -> str:
-    if re.search(HOW_TO, found.string[: found.start()], re.I):
-        return found.group(0)
-    ways = next((g for g in found.groups() if g), None)
-    return (f"{ways} way " if ways else "") + "fsdp" + (" " if found.group(0).endswith(" ") else "")
-
-
 # Layout names dictated letter by letter ("tee pee equals two" is tp=2).
 SPOKEN_DIMS = {"tee pee": "tp", "pee pee": "pp", "see pee": "cp", "ee pee": "ep"}
 
@@ -367,4 +296,5 @@ def _fix_typos(text: str, known: set[str]) -> str:
         close = close or [n for n in names if _one_swap(lowered, n)]
         return close[0] if len(set(close)) == 1 or (close and _one_swap(lowered, close[0])) else word
 
-    return re.sub(r"(?<![\w./=-])[A-Za-z]+(?![\w./=-])", fix, text)
+    # a contraction's stem is no typo: "shouldn't" is not "should't", a negation kept
+    return re.sub(r"(?<![\w./=-])[A-Za-z]+(?![\w./=-]|'t\b)", fix, text)

@@ -1,0 +1,258 @@
+"""Layouts and settings described in plain words by someone who does not know their names, rewritten as the names
+the rules read ("splitting each layer's weights across GPUs" is tensor parallel, "a full copy of the model on each
+GPU" is DDP, "without the sequences glued together into one long stream" is without packing).
+
+A description taken back ("not splitting the model itself") never becomes the layout it names: not splitting the
+model at all is a full copy on each GPU, DDP, unless the sentence names the layout it wants instead. A question how
+to split ("how would the model be divided between them?") asks for a plan: its words are left as they are.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+_CARD = r"(?:gpus?|cards?|devices?)"
+# Negations written as contractions: "don't", "didn't", "shouldn't", "wouldnt".
+NT = r"(?:do|does|did|would|should|could|will|wo|must|is|are|was|were|ca)n'?t"
+_ACROSS = r"(?=\s+(?:across|over|between|on|among|onto)\b)"
+# The verbs of cutting something into parts ("split", "slice", "divide", "break up", "spread", "partition").
+SPLIT = (r"(?:split(?:s|ting)?|slic(?:e|es|ed|ing)|divid(?:e|es|ed|ing)|partition(?:s|ed|ing)?|cut(?:s|ting)?|"
+         r"chop(?:s|ped|ping)?(?:\s+up)?|spread(?:s|ing)?|distribut(?:e|es|ed|ing)|break(?:s|ing)?\s+up|"
+         r"broken\s+up)")  # fmt: skip
+# One layer's own matrices (each card computing part of every layer), not the set of layers (pipeline's stages).
+_EACH_LAYER = (r"(?:(?:each|every|all)\s+(?:single\s+|individual\s+)?(?:layer|weight\s+matrix|matrix|matmul)(?:'s|s)?|"
+               r"(?:the\s+|all\s+the\s+|its\s+)(?:weight\s+)?matri(?:x|ces)|(?:the\s+)?individual\s+layers|"
+               r"(?:the\s+)?layers\s+themselves)(?:\s+(?:weights|params|parameters|weight\s+matrices|matrices|math|"
+               r"matmuls|tensors))?(?:\s+of\s+the\s+model)?")  # fmt: skip
+# A share of something a card takes: "half of", "a slice of", "its own chunk of".
+_SHARE = (r"(?:half|part|parts|a\s+fraction|(?:a|one|its\s+own|their\s+own|its)\s+(?:part|slice|piece|share|chunk|"
+          r"portion|segment|section|fraction|bit))\s+of")  # fmt: skip
+_HOLDS = (r"(?:does|doing|computes|computing|handles|handling|gets|getting|holds|holding|keeps|keeping|takes|taking|"
+          r"owns|owning|stores|storing|processes|processing|sees|seeing|works\s+on|working\s+on|runs|running|has|"
+          r"having)")  # fmt: skip
+_NODE = r"(?:node|machine|box|host|server|computer)"
+_NODES = r"(?:nodes|machines|boxes|hosts|servers|computers)"
+_REPLICATED = r"(?:replicat\w*|cop(?:y|ied|ies)|duplicat\w*|mirror\w*|clon\w*)"
+LAYOUT_DESCRIPTIONS = [
+    (  # HSDP: sharded inside a node, a replica per node ("shard within each node, replicate across nodes")
+        rf"\bshard(?:s|ed|ing)?\s+(?:(?:the\s+)?(?:model|weights|params|parameters)\s+)?(?:with)?in(?:side)?\s+(?:each|a|"
+        rf"every|the|one)\s+{_NODE}\b[^.;?!]{{0,40}}?\b{_REPLICATED}\s+(?:(?:it|them|that)\s+)?(?:across|over|between|"
+        rf"among)\s+(?:the\s+)?{_NODES}\b|"
+        rf"\b{_REPLICATED}\s+(?:(?:it|them|the\s+model)\s+)?(?:across|over|between|among)\s+(?:the\s+)?{_NODES}\b"
+        rf"[^.;?!]{{0,40}}?\bshard(?:s|ed|ing)?\s+(?:(?:it|them)\s+)?(?:with)?in(?:side)?\s+(?:each|a|every|the|one)\s+"
+        rf"{_NODE}\b",
+        "hsdp",
+        "hsdp",
+    ),
+    (  # each layer's matrices split: tensor parallel ("split each layer's weights across", "each layer is sliced")
+        rf"\b{SPLIT}\s+(?:up\s+)?{_EACH_LAYER}{_ACROSS}|"
+        rf"\b(?:each|every)\s+(?:single\s+)?(?:layer|weight\s+matrix|matrix|matmul)(?:'s\s+(?:weights|params|parameters|"
+        rf"matrices|math))?\s+(?:(?:is|being|gets|get)\s+)?{SPLIT}(?:\s+up)?{_ACROSS}|"
+        rf"\b{SPLIT}\s+(?:(?:the\s+)?model\s+)?(?:with)?in(?:side)?\s+(?:each|every)\s+layer\b|\bintra[- ]?layer\b",
+        "tensor parallel",
+        "tensor parallel",
+    ),
+    (  # each card doing part of every layer's math: tensor parallel
+        rf"\b(?:each|every)\s+{_CARD}\s+{_HOLDS}\s+{_SHARE}\s+(?:the\s+(?:math|matmuls?|computation|compute)|"
+        r"(?:the|every|each)\s+(?:layer|layers|matmul|weight\s+matrix|matrix)(?:'s\s+(?:weights|math))?)\b",
+        "with tensor parallel",
+        "tensor parallel",
+    ),
+    (  # halves of the model on two cards: pipeline parallel of degree 2
+        rf"\b(?:the\s+)?first\s+half\s+of\s+the\s+(?:layers|model)(?:\s+on\s+(?:1|one|a|the first)\s+{_CARD})?\s*,?"
+        rf"\s+and\s+(?:the\s+)?second\s+half(?:\s+of\s+the\s+(?:layers|model))?\s+on\s+(?:the\s+other|another|the"
+        rf"\s+second)(?:\s+(?:one|{_CARD}))?\b",
+        "pp=2 on 2 gpus",
+        "pipeline parallel",
+    ),
+    (  # groups of consecutive layers on different cards: pipeline parallel
+        rf"\b(?:put|place|spread|assign)\s+(?:the\s+|different\s+)?(?:(?:groups|blocks|chunks|sets)\s+of\s+)?layers\s+"
+        rf"(?:on|to)\s+(?:different|separate|each)\s+{_CARD}\b|\b{SPLIT}\s+(?:up\s+)?the\s+layers{_ACROSS}|"
+        rf"\b(?:the\s+)?layers\s+(?:are\s+|being\s+|get\s+)?{SPLIT}(?:\s+up)?{_ACROSS}|"
+        rf"\b(?:each|every)\s+{_CARD}\s+{_HOLDS}\s+(?:a|its\s+own|one|some)?\s*(?:consecutive\s+|contiguous\s+)?"
+        r"(?:group|block|chunk|range|set|slice|stack|run|share|few|handful|part|portion)\s+of\s+(?:the\s+)?"
+        r"(?:consecutive\s+|contiguous\s+)?layers\b|"
+        rf"\b(?:consecutive|contiguous|successive)\s+(?:groups|blocks|chunks|ranges|sets|runs|stacks)\s+of\s+layers\s+"
+        rf"(?:on|per|for|to)\s+(?:each|every|a|its\s+own|different|separate)\s+{_CARD}\b|"
+        rf"\bdifferent\s+layers\s+(?:on|per|for)\s+(?:each|every|different|separate)\s+{_CARD}\b|"
+        rf"\b{SPLIT}\s+(?:up\s+)?(?:the\s+)?model\s+(?:by|along)\s+(?:its\s+)?(?:layers|depth)\b|"
+        r"\blayer[- ]wise\s+split\b",
+        "pipeline parallel",
+        "pipeline parallel",
+    ),
+    (  # the model cut into stages: pipeline parallel, its degree the stages'
+        rf"\b{SPLIT}\s+(?:up\s+)?(?:the\s+)?(?:model|network|layers)\s+into\s+(?:(\d+)\s+)?(?:consecutive\s+)?"
+        r"(?:stages|chunks|pieces|parts|blocks|segments)\b|"
+        rf"\b(?:the\s+)?(?:model|network|layers)\s+(?:is\s+|being\s+)?{SPLIT}\s+into\s+(?:(\d+)\s+)?"
+        r"(?:consecutive\s+)?stages\b",
+        lambda found: "pipeline parallel" + next((f" with {n} stages" for n in found.groups()[1:] if n), ""),
+        "pipeline parallel",
+    ),
+    (  # a full copy of the model on each card: DDP
+        rf"\b(?:with\s+|give\s+|giving\s+)?(?:each|every)\s+{_CARD}\s+(?:(?:to|should|must|will|would|can)\s+)?"
+        r"(?:(?:keeping|keeps|keep|having|has|have|holding|holds|hold|getting|gets|get|with)\s+)?(?:its|their|a)\s+"
+        r"(?:own\s+(?:full\s+|whole\s+|complete\s+)?|full\s+|whole\s+|complete\s+)(?:copy|replica)(?:\s+of\s+the\s+model)?\b|"
+        rf"\b(?:a\s+)?(?:full|whole|complete|entire)\s+cop(?:y|ies)\s+of\s+the\s+model\s+on\s+(?:each|every|all)\s+"
+        rf"(?:of\s+the\s+)?{_CARD}\b|"
+        rf"\b(?:the\s+)?(?:whole|full|entire|complete|same)\s+model\s+(?:(?:is\s+)?{_REPLICATED}\s+)?(?:on|to|onto|in)\s+"
+        rf"(?:each|every|all)\s+(?:of\s+the\s+)?{_CARD}\b|"
+        rf"\b{_REPLICATED}\s+(?:the\s+)?(?:whole\s+|full\s+|entire\s+)?model\s+(?:on|to|onto|across|over)\s+(?:each|"
+        rf"every|all)\b|"
+        rf"\b(?:each|every)\s+{_CARD}\s+(?:gets|has|holds|keeps|trains|runs|having|holding)\s+(?:the\s+)?(?:whole|full|"
+        r"entire|complete)\s+model\b|"
+        r"\b(?:only|just)\s+(?:split(?:ting)?|divid(?:e|ing)|shard(?:ing)?)\s+the\s+(?:data|batch(?:es)?)\b|"
+        r"\b(?:only|just)\s+the\s+(?:data|batch(?:es)?)\s+(?:is\s+|gets\s+)?(?:split|divided|sharded)\b",
+        "with ddp",
+        "ddp",
+    ),
+    (  # each card holding a slice of the weights: FSDP
+        rf"\b(?:with\s+)?(?:each|every)\s+{_CARD}\s+(?:(?:to|should|must|will|would|can|only)\s+)?(?:keeping|keeps|"
+        r"keep|kept|holding|holds|hold|held|storing|stores|store|stored|owning|owns|own|gets|getting|get|got)\s+"
+        r"(?:only\s+)?(?:a\s+|its\s+(?:own\s+)?)?(?:slice|shard|part|piece|share|portion|chunk)\s+of\s+the\s+"
+        r"(?:weights|parameters|params|model)\b",
+        "with fsdp",
+        "fsdp",
+    ),
+    (  # each card taking a part of every sequence: context parallel
+        rf"\b{SPLIT}\s+(?:up\s+)?(?:the\s+|each\s+|every\s+)?(?:sequences?|tokens?|context)(?:\s+themselves|\s+itself)?"
+        rf"(?=\s+(?:across|over|between|among)\b)|"
+        rf"\b(?:the\s+|each\s+|every\s+)?(?:sequences?|context)\s+(?:(?:is|are|being|gets|get)\s+)?{SPLIT}(?:\s+up)?"
+        rf"(?=\s+(?:across|over|between|among)\b)|"
+        rf"\b(?:each|every)\s+{_CARD}\s+{_HOLDS}\s+{_SHARE}\s+(?:the|each|every)\s+(?:sequences?|context|tokens)\b",
+        "context parallel",
+        "context parallel",
+    ),
+]
+# Sharding the model in plain words ("fully shard over 8 GPUs", "shard the model across 4 GPUs", "shard the weights
+# and optimizer state", "with the weights sharded"): each card holds a slice of the training state, FSDP. What is
+# sharded must be the model's state: a checkpoint's shards, "sharded checkpoints" or the dataset's are no layout.
+_STATE = r"(?:model'?s?\s+)?(?:weights|params|parameters|optimi[sz]er(?:\s+states?)?|gradients|grads|training state)"
+SHARD_THE_MODEL = (
+    r"\bfully[- ]shard(?:ing)?\b(?!\s*(?:checkpoint|ckpt|dataset|data)\b)|"
+    rf"\bshard(?:ing)?\s+(?:(?:the|its|all|all the|all of the|my|our|this)\s+)?{_STATE}"
+    rf"(?:\s*(?:,|and|&|\+)\s*(?:the\s+)?{_STATE})*\b|"
+    r"\bshard(?:ing)?\s+(?:(?:the|its|this|my|our|whole|entire)\s+)*(?:model|it|everything)?\s*"
+    r"(?=(?:across|over|between|among|onto)\s)|"
+    rf"\bsharded\s+{_STATE}\b|"
+    # the state first, what happens to it after: "the weights sharded", "its parameters split between them"
+    rf"\b{_STATE}\s+(?:(?:are|is|being|get|gets|getting|fully)\s+)*sharded\b|"
+    rf"\b{_STATE}\s+(?:(?:are|is|being|get|gets|getting)\s+)*(?:split|divided|spread|partitioned|distributed)"
+    r"(?:\s+up)?(?=\s+(?:across|over|between|among)\b)"
+)
+# Its degree said as ways: "4-way sharding", "shard the model 4 ways" (4 way fsdp: dp_shard=4).
+SHARD_WAYS = (
+    r"\b(\d+)[- ]ways?\s+(?:model\s+)?shard(?:ing|ed)\b(?!\s*(?:checkpoint|ckpt|dataset|data)\b)|"
+    r"\bshard(?:ing)?\s+(?:(?:the|its)\s+)?(?:model|it|everything|weights|params|parameters)\s+(\d+)\s+ways\b"
+)
+# The model not split at all, said with a negation: "not splitting the model itself", "without sharding the
+# weights", "the model isn't divided". That is every card holding all of it, DDP; never the split it negates.
+_WHOLE = (r"(?:(?:the|its|our|my)\s+)?(?:whole\s+|entire\s+)?(?:model'?s?\s+(?:weights|parameters|params)|model|"
+          r"weights|parameters|params)")  # fmt: skip
+# Or a part of it not split ("not splitting the layers", "without slicing the sequences"): no layout of its own.
+_PART = r"(?:(?:the|its|each|every)\s+)?(?:layers?|sequences?|context|tokens)"
+NOT_SPLIT = (
+    rf"\b(?:not|without|no|never|{NT}|rather than|instead of)\s+(?:(?:be|being|want\s+to|need\s+to|to)\s+)?"
+    rf"(?:{SPLIT}|shard(?:s|ed|ing)?)(?:\s+up)?\s+(?:{_WHOLE}|(?P<part>{_PART}))(?:\s+(?:itself|themselves|at all|"
+    r"up))?\b|"
+    rf"\bwithout\s+{_WHOLE}\s+being\s+(?:{SPLIT}|sharded)\b|"
+    rf"\b{_WHOLE}\s+(?:(?:is|are|being|gets|get)\s+)?(?:not|never|isn'?t|aren'?t)\s+(?:being\s+)?(?:{SPLIT}|sharded)\b"
+)
+# A question how to split asks for a plan ("how would you shard the model over 8 GPUs?"), not for a layout.
+HOW_TO = r"\b(?:how|which way|best way|what way|where)\b[^.?!;]*$"
+# For a description, "where" is no question: "training where every card has its own copy" describes DDP.
+ASKED_HOW = r"\b(?:how|which way|best way|what way|smartest way|right way)\b[^.?!;]*$"
+
+
+# A negation just before a description takes it back: "don't put the layers on different GPUs" is no pipeline.
+# Up to three words may stand between ("without putting different layers on each GPU", "I don't want each GPU to
+# hold a slice"), none of them a conjunction or punctuation that opens another clause ("no wait, and give each GPU a
+# full copy" takes nothing back).
+NEGATED = (rf"(?P<negated>\b(?:not|no|never|without|{NT}|rather than|instead of|avoid|avoiding)\s+"
+           r"(?:(?!(?:and|but|then|so|just|instead|rather|wait|problem|worries)\b)[a-z']+\s+){0,3}?)?")  # fmt: skip
+
+
+def layouts_in_words(text: str, layout_names: str) -> str:
+    """`text` with every layout it describes in words written as the layout's name ("no" and the name where a
+    negation takes it back). `layout_names`: the pattern of every layout's name (grammar.LAYOUT_WORDS), which a
+    negated description of the whole model defers to."""
+    for pattern, words, name in LAYOUT_DESCRIPTIONS:
+        text = re.sub(f"{NEGATED}(?:{pattern})", lambda found, w=words, n=name: _unless_asked(found, w, n), text,
+                      flags=re.I)  # fmt: skip
+    text = re.sub(NOT_SPLIT, lambda found: _not_split(found, layout_names), text, flags=re.I)
+    text = re.sub(SHARD_WAYS, _sharding, text, flags=re.I)
+    return re.sub(SHARD_THE_MODEL, _sharding, text, flags=re.I)
+
+
+def _unless_asked(found: re.Match, words: str | Callable[[re.Match], str], name: str) -> str:
+    """The layout's words for a description, "no <layout>" for one taken back, the words as said in a question how
+    to split."""
+    if re.search(ASKED_HOW, found.string[: found.start()], re.I):
+        return found.group(0)
+    if found.group("negated"):
+        return f"no {name}"
+    return words(found) if callable(words) else words
+
+
+def _not_split(found: re.Match, layout_names: str) -> str:
+    """The model not split: DDP where the sentence names no other layout ("but not splitting the model itself"),
+    else nothing (the layout named says it: "fsdp, not splitting the layers" must not add DDP)."""
+    rest = found.string[: found.start()] + " " + found.string[found.end() :]
+    if re.search(ASKED_HOW, found.string[: found.start()], re.I):
+        return found.group(0)
+    if found.group("part"):
+        return " "
+    named = re.search(rf"\b(?:{layout_names})\b", rest, re.I) or any(
+        re.search(pattern, rest, re.I) for pattern, _, _ in LAYOUT_DESCRIPTIONS
+    )
+    return " " if named or re.search(SHARD_THE_MODEL, rest, re.I) else "with ddp"
+
+
+def _sharding(found: re.Match) -> str:
+    if re.search(HOW_TO, found.string[: found.start()], re.I):
+        return found.group(0)
+    ways = next((g for g in found.groups() if g), None)
+    return (f"{ways} way " if ways else "") + "fsdp" + (" " if found.group(0).endswith(" ") else "")
+
+
+# Packing described by what it does: sequences glued, concatenated or joined together into one long stream. A
+# negation inside the description ("the documents not concatenated") turns it off; one before it ("without the
+# sequences being glued together") stays where it is, before "packing", where the switches read it.
+_SEQUENCES = r"(?:(?:the|my|our|its|their)\s+)?(?:training\s+)?(?:sequences|documents|samples|examples|texts|inputs)"
+_GLUED = (r"(?:glued|concatenated|joined|stitched|packed|merged|chained|mashed|squashed|crammed|combined|bundled|"
+          r"smushed|jammed)")  # fmt: skip
+_GLUE = (r"(?:glu(?:e|ing|eing)|concatenat(?:e|ing)|join(?:ing)?|stitch(?:ing)?|merg(?:e|ing)|chain(?:ing)?|"
+         r"mash(?:ing)?|cram(?:ming)?|combin(?:e|ing))")  # fmt: skip
+_STREAM = (
+    r"(?:\s+together)?(?:\s+(?:into|in|as)\s+(?:one|a|a single|long|big)\s+"
+    r"(?:(?:long|big|continuous|single)\s+)?(?:stream|sequence|row|buffer|block|chunk|string|line)s?)?"
+)
+PACKING_DESCRIBED = (
+    rf"\b{_SEQUENCES}\s+(?:(?:are|is|being|get|gets|getting|be|should|must|will|would|can|shall)\s+)*"
+    rf"(not\s+|never\s+|(?:aren|isn|shouldn|mustn|won|wouldn|don|doesn)'?t\s+)?(?:(?:be|being|get)\s+)?{_GLUED}{_STREAM}|"
+    rf"\b{_GLUE}\s+{_SEQUENCES}{_STREAM}"
+)
+# Packing off, described by its result: each document padded on its own, one sequence per row.
+UNPACKED = (
+    r"\bpad(?:ded|ding)?\s+(?:each|every)\s+(?:sequence|document|sample|example)\s+(?:separately|on its own|"
+    r"individually|by itself)\b|\b(?:keep|keeping|kept)\s+(?:each|every|the)\s+(?:sequences?|documents?|samples?|"
+    r"examples?)\s+(?:separate|apart|on (?:its|their) own)\b|\b(?:one|a single)\s+(?:sequence|document|sample|"
+    r"example)\s+per\s+row\b"
+)
+
+
+# A negation before a description, in its clause: "without the documents being concatenated", "don't glue ...".
+NEGATED_BEFORE = rf"\b(?:without|w/o|no|not|never|{NT}|disable|skip|avoid|stop)\b[^,;.]{{0,20}}$"
+
+
+def packing_in_words(text: str) -> str:
+    """`text` with packing described in words written as "packing on" (or "packing off"), or as "packing" after a
+    negation, which the switches then read."""
+    text = re.sub(PACKING_DESCRIBED, _packing, text, flags=re.I)
+    return re.sub(UNPACKED, "packing off", text, flags=re.I)
+
+
+def _packing(found: re.Match) -> str:
+    if found.group(1):
+        return "packing off"
+    return "packing" if re.search(NEGATED_BEFORE, found.string[: found.start()], re.I) else "packing on"
