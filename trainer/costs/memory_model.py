@@ -302,6 +302,8 @@ def _shard_shape(
 ) -> tuple[int, ...]:
     local = list(group.shape)
     split_dim = {"colwise": 0, "rowwise": 1 if len(local) == 2 else None}.get(_tp_style(group.module, styles))
+    if layout.tp > 1 and _vocabulary_rows(group):  # the embedding and head, split by vocabulary
+        split_dim = 0
     if split_dim is not None:
         local[split_dim] = _chunk_size(local[split_dim], layout.tp, at["tp"])
     shards, chunk = layout.shard_degree, at["dp_shard"] * layout.cp + at["cp"]
@@ -310,6 +312,19 @@ def _shard_shape(
     if sharded and shards > 1 and local:  # FSDP2 over the flattened dp_shard x cp mesh, cp innermost
         local[0] = _chunk_size(local[0], shards, chunk)
     return tuple(local)
+
+
+def _vocabulary_rows(group: ParameterGroup) -> bool:
+    """Whether a group is the input embedding or the output head, which tensor parallelism splits by vocabulary
+    rows (trainer.parallel.tensor_parallel): the 2-D weights outside the decoder layers."""
+    return group.layers[0] is None and len(group.shape) == 2
+
+
+def logit_columns(config: PretrainedConfig, layout: Layout) -> int:
+    """The vocabulary columns of the logits a rank computes its loss over: its rows of the head under tensor
+    parallelism (a ceil piece, as torch.chunk splits), all of them in a pipeline's last stage, which gathers them
+    whole for its loss."""
+    return -(-config.vocab_size // layout.tp) if layout.pp == 1 else config.vocab_size
 
 
 def _expert_shard_shape(local: list[int], layout: Layout, chunk: int, sharded: bool) -> tuple[int, ...]:
@@ -628,7 +643,7 @@ def mask_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: MemoryP
 
 
 def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int) -> int:
-    h, _, _, layers, vocab = _dims(config)
+    h, _, _, layers, _ = _dims(config)
     tokens = plan.micro_batch * plan.seq_len // layout.cp
     width = 2 if half_precision(plan.precision) else FP32
     per_layer = layer_bytes_per_token(config, layout, plan)
@@ -639,7 +654,8 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
     # The final norm (its input, normalised value and rsqrt split by sequence under tp; its output gathered whole for
     # the head) and the chunked loss's log-sum-exp; the whole loss (a pipeline's last stage, train.loss whole) keeps
     # the fp32 log-softmax over the vocabulary.
-    head = ((2 * h + 1) // layout.tp + h) * width + (vocab * FP32 if whole_logits(layout, plan.train) else FP32)
+    columns = logit_columns(config, layout)  # split by vocabulary under tp
+    head = ((2 * h + 1) // layout.tp + h) * width + (columns * FP32 if whole_logits(layout, plan.train) else FP32)
     if layout.pp == 1:
         mask_and_rotary += mask_bytes_per_token(config, layout, plan)
         return tokens * (layers * per_layer + head + 8 + mask_and_rotary) + FP32
@@ -689,11 +705,11 @@ def temporary_bytes(
     if holds_every_unit_gathered(layout, plan.train):  # all of them held already (gathered_parameters)
         gathered = 0
     held_mask = tokens * mask_bytes_per_token(config, layout, plan, saved=False)
-    # The output head's weight gradient, made whole by its backward before it is added into the accumulated one (or
-    # reduce-scattered): the largest single gradient (as large as the embedding's), in the compute dtype under
-    # FSDP2's mixed precision, else fp32.
+    # The output head's weight gradient (its tp rank's rows), made whole by its backward before it is added into the
+    # accumulated one (or reduce-scattered): the largest single gradient (as large as the embedding's), in the
+    # compute dtype under FSDP2's mixed precision, else fp32.
     gradient_width = 2 if half_precision(plan.precision) and layout.fsdp else FP32
-    head_gradient = config.vocab_size * config.hidden_size * gradient_width
+    head_gradient = -(-config.vocab_size // layout.tp) * config.hidden_size * gradient_width
     dispatch = dispatch_buffer_bytes(config, layout, tokens, plan.precision)
     float8 = float8_temporary_bytes(sums, plan, tokens)
     return logits + recompute + gathered + held_mask + head_gradient + dispatch + float8
@@ -705,8 +721,9 @@ def loss_temporary_bytes(
     """The loss's peak beyond what it saves, for `tokens` local tokens: the chunked loss (trainer.model.loss) holds one
     chunk's fp32 logits and log-sum-exp's exponentials of them at once (its backward works on the logits in place),
     and under bf16 the matmul's bf16 logits before the upcast; the whole loss (`whole`: whole_logits) the plain loss's
-    whole fp32 logits and their gradient."""
-    vocab = config.vocab_size
+    whole fp32 logits and their gradient. Under tensor parallelism, of the rank's vocabulary columns
+    (`logit_columns`)."""
+    vocab = logit_columns(config, layout)
     if whole:
         return 2 * tokens * vocab * FP32
     return min(tokens, chunk_tokens(vocab)) * vocab * (2 * FP32 + (2 if half_precision(precision) else 0))

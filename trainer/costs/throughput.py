@@ -119,6 +119,7 @@ from trainer.config import (
 )
 from trainer.costs.calibration import Calibration
 from trainer.costs.flops import step_flops
+from trainer.costs.memory_model import logit_columns
 from trainer.costs.probe import figures_source, read_probe
 from trainer.hardware import INTERCONNECTS, NETWORKS, Hardware, float8_speedup, interconnect_within
 from trainer.layout import LAYOUT_DIMS, MESH_DIMS, Layout
@@ -807,7 +808,7 @@ def memory_traffic(
     # Full and selective both rerun every elementwise operation of the forward (compiled: its fused kernels).
     recomputed = 0 if checkpointing == "none" else forward
     per_micro_batch = tokens * layers * (forward + backward + recomputed)
-    per_micro_batch += tokens * config.vocab_size * LOGIT_BYTES
+    per_micro_batch += tokens * logit_columns(config, layout) * LOGIT_BYTES  # the rank's vocabulary share under tp
     if dense_mask:  # built as a bias in every layer, then read once per head in forward and twice in backward
         entries = tokens * seq_len  # each local query's row spans every key of its row
         attention_passes = 3 + (1 if checkpointing == "full" else 0)  # selective keeps attention's output: not rerun

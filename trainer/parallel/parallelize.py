@@ -94,7 +94,10 @@ def parallelize_pipeline(
         model, pp_rank, layout.pp, spec.pp_stages_per_rank, packed, context, flex
     )
     if layout.tp > 1:
-        apply_tensor_parallel(rank_model, mesh["tp"], saves_split_inputs(spec.activation_checkpointing))
+        # The last stage's schedule computes a plain loss over whole logits: gathered from the vocabulary split.
+        apply_tensor_parallel(
+            rank_model, mesh["tp"], saves_split_inputs(spec.activation_checkpointing), gather_logits=True
+        )
     experts_fsdp = apply_experts(rank_model, layout, device.type, spec.experts)
     if spec.compile:
         for stage in stages:
