@@ -1,0 +1,119 @@
+"""Tensor parallelism splits the input embedding and the output head by vocabulary (trainer.parallel.tensor_parallel):
+each tp rank holds 1/tp of their rows, a tied pair stays one weight, and both train.loss settings (the chunked loss
+with its log-sum-exp over the tp ranks, the whole loss through loss_parallel) give the one-process losses and
+gradients; on 2 gloo processes, directly and through the trainer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from helpers import forked_ranks
+from support import TINY_MODEL, train, write_experiment
+from transformers import AutoConfig
+
+from trainer.data.packing import IGNORE_INDEX
+
+TP = 2
+# Labels: a few ignored positions, and the targets on both ranks' rows (the vocabulary's two halves).
+LABELS = [[5, 300, IGNORE_INDEX, 511, 0, 256, 255, 17], [IGNORE_INDEX, 1, 2, 400, 260, 3, 510, 128]]
+
+
+def _loss_and_gradients(model: torch.nn.Module, whole: bool, ids: torch.Tensor, labels: torch.Tensor) -> dict:
+    """The trainer's loss sum of one micro-batch (trainer.rank.step.token_loss_sum) and, after its backward, the
+    embedding's and head's gradients, whole (gathered from the tp ranks where split), with each rank's local rows."""
+    from torch.distributed.tensor import DTensor
+
+    from trainer.rank.step import _loss_context, token_loss_sum
+
+    batch = {"input_ids": ids, "labels": labels, "segment_ids": torch.zeros_like(ids)}
+    loss = token_loss_sum(model, batch, packed=False, whole=whole)
+    with _loss_context(whole):
+        loss.backward()
+    found = {"loss": float(loss)}
+    for name in ("model.embed_tokens.weight", "lm_head.weight"):
+        weight = model.get_parameter(name)
+        local = weight.to_local() if isinstance(weight, DTensor) else weight
+        grad = weight.grad.full_tensor() if isinstance(weight.grad, DTensor) else weight.grad
+        found[name] = {"rows": local.shape[0], "grad": grad.tolist()}
+    found["tied"] = model.lm_head.weight is model.model.embed_tokens.weight
+    return found
+
+
+def _worker(rank: int, store: str, out: str) -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from trainer.model.build import build_model
+    from trainer.parallel.tensor_parallel import apply_tensor_parallel
+
+    dist.init_process_group("gloo", store=dist.FileStore(store, TP), rank=rank, world_size=TP)
+    try:
+        mesh = init_device_mesh("cpu", (TP,))
+        ids = torch.tensor(LABELS).clamp(min=0).roll(1, dims=1)
+        labels = torch.tensor(LABELS)
+        found = {}
+        for tied in (False, True):
+            config = AutoConfig.for_model(**{**TINY_MODEL, "tie_word_embeddings": tied})
+            for whole in (False, True):
+                one = _loss_and_gradients(build_model(config, None, seed=0), whole, ids, labels)
+                split = build_model(config, None, seed=0)
+                apply_tensor_parallel(split, mesh)
+                found[f"tied={tied} whole={whole}"] = {"one": one, "tp": _loss_and_gradients(split, whole, ids, labels)}
+        if rank == 0:
+            Path(out).write_text(json.dumps(found))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def found(tmp_path_factory) -> dict:
+    directory = tmp_path_factory.mktemp("vocab_parallel")
+    forked_ranks.run(_worker, TP, str(directory / "store"), str(directory / "found.json"))
+    return json.loads((directory / "found.json").read_text())
+
+
+@pytest.mark.parametrize("tied", [False, True])
+@pytest.mark.parametrize("whole", [False, True])
+def test_each_rank_holds_its_vocabulary_rows_and_computes_the_one_process_loss(found, tied, whole):
+    case = found[f"tied={tied} whole={whole}"]
+    one, split = case["one"], case["tp"]
+    assert split["tied"] == one["tied"] == tied
+    assert split["loss"] == pytest.approx(one["loss"], rel=1e-6)
+    vocab = TINY_MODEL["vocab_size"]
+    for name in ("model.embed_tokens.weight", "lm_head.weight"):
+        assert one[name]["rows"] == vocab
+        assert split[name]["rows"] == vocab // TP, name
+        # The tp ranks' gradient rows put together: the one process's gradient (the embedding's rows of the ids
+        # looked up, the head's of every logit).
+        assert torch.allclose(torch.tensor(split[name]["grad"]), torch.tensor(one[name]["grad"]), atol=1e-6), name
+
+
+STEPS = 3
+
+
+@pytest.mark.parametrize("tied", [False, True])
+@pytest.mark.parametrize("loss", ["chunked", "whole"])
+def test_vocabulary_parallel_training_matches_one_process(tmp_path, tied, loss):
+    """A tp=2 run's per-step losses and gradient norms are one process's; its memory record's parameter,
+    gradient and optimizer bytes per rank are the memory model's exact ones, with the embedding and head split."""
+    from test_layouts import assert_memory_model_matches
+
+    from trainer.costs.memory_model import local_shapes
+    from trainer.layout import Layout
+
+    config = {**TINY_MODEL, "tie_word_embeddings": tied}
+    experiment = write_experiment(tmp_path, {"model": {"config": config}, "train": {"steps": STEPS, "loss": loss}})
+    reference = train(experiment, tmp_path / "single", "--nproc", "1")
+    run = train(experiment, tmp_path / "tp2", "--nproc", str(TP), "--layout", f"tp={TP}")
+    expected, got = reference.read_steps(), run.read_steps()
+    assert len(got) == len(expected) == STEPS
+    for a, b in zip(expected, got, strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
+        assert b["grad_norm"] == pytest.approx(a["grad_norm"], rel=1e-4)
+    assert_memory_model_matches(run)
+    shapes = dict(local_shapes(AutoConfig.for_model(**config), Layout(dp_replicate=1, tp=TP), 0))
+    assert shapes["model.embed_tokens.weight"] == (TINY_MODEL["vocab_size"] // TP, TINY_MODEL["hidden_size"])
+    assert ("lm_head.weight" in shapes) == (not tied)
