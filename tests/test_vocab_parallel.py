@@ -18,6 +18,8 @@ from transformers import AutoConfig
 from trainer.data.packing import IGNORE_INDEX
 
 TP = 2
+VOCAB = TINY_MODEL["vocab_size"]
+UNEVEN = VOCAB - 3  # torch.chunk's split: 255 rows on one rank, 254 on the other
 # Labels: a few ignored positions, and the targets on both ranks' rows (the vocabulary's two halves).
 LABELS = [[5, 300, IGNORE_INDEX, 511, 0, 256, 255, 17], [IGNORE_INDEX, 1, 2, 400, 260, 3, 510, 128]]
 
@@ -55,13 +57,17 @@ def _worker(rank: int, store: str, out: str) -> None:
         ids = torch.tensor(LABELS).clamp(min=0).roll(1, dims=1)
         labels = torch.tensor(LABELS)
         found = {}
-        for tied in (False, True):
-            config = AutoConfig.for_model(**{**TINY_MODEL, "tie_word_embeddings": tied})
+        for tied, vocab in ((False, VOCAB), (True, VOCAB), (False, UNEVEN)):
+            config = AutoConfig.for_model(**{**TINY_MODEL, "tie_word_embeddings": tied, "vocab_size": vocab})
+            targets = torch.where(labels == IGNORE_INDEX, labels, labels % vocab)
             for whole in (False, True):
-                one = _loss_and_gradients(build_model(config, None, seed=0), whole, ids, labels)
+                one = _loss_and_gradients(build_model(config, None, seed=0), whole, ids % vocab, targets)
                 split = build_model(config, None, seed=0)
                 apply_tensor_parallel(split, mesh)
-                found[f"tied={tied} whole={whole}"] = {"one": one, "tp": _loss_and_gradients(split, whole, ids, labels)}
+                found[f"tied={tied} vocab={vocab} whole={whole}"] = {
+                    "one": one,
+                    "tp": _loss_and_gradients(split, whole, ids % vocab, targets),
+                }
         if rank == 0:
             Path(out).write_text(json.dumps(found))
     finally:
@@ -75,17 +81,16 @@ def found(tmp_path_factory) -> dict:
     return json.loads((directory / "found.json").read_text())
 
 
-@pytest.mark.parametrize("tied", [False, True])
+@pytest.mark.parametrize(("tied", "vocab"), [(False, VOCAB), (True, VOCAB), (False, UNEVEN)])
 @pytest.mark.parametrize("whole", [False, True])
-def test_each_rank_holds_its_vocabulary_rows_and_computes_the_one_process_loss(found, tied, whole):
-    case = found[f"tied={tied} whole={whole}"]
+def test_each_rank_holds_its_vocabulary_rows_and_computes_the_one_process_loss(found, tied, vocab, whole):
+    case = found[f"tied={tied} vocab={vocab} whole={whole}"]
     one, split = case["one"], case["tp"]
     assert split["tied"] == one["tied"] == tied
     assert split["loss"] == pytest.approx(one["loss"], rel=1e-6)
-    vocab = TINY_MODEL["vocab_size"]
     for name in ("model.embed_tokens.weight", "lm_head.weight"):
         assert one[name]["rows"] == vocab
-        assert split[name]["rows"] == vocab // TP, name
+        assert split[name]["rows"] == -(-vocab // TP), name  # rank 0's: the ceil piece
         # The tp ranks' gradient rows put together: the one process's gradient (the embedding's rows of the ids
         # looked up, the head's of every logit).
         assert torch.allclose(torch.tensor(split[name]["grad"]), torch.tensor(one[name]["grad"]), atol=1e-6), name
