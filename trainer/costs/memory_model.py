@@ -1,7 +1,8 @@
 """Predicted memory per rank, by category, from a model config and a layout: no weights, no devices.
 
 Parameters, gradients and optimizer state are exact: each parameter's local shape follows from the tensor-parallel
-plan (columns or rows split over tp) and FSDP2's dim-0 chunking over dp_shard, exactly as torch splits them.
+plan (columns or rows split over tp; the embedding and output head by vocabulary rows:
+trainer.parallel.tensor_parallel) and FSDP2's dim-0 chunking over dp_shard, exactly as torch splits them.
 
 Activations follow Korthikanti et al. (2022, "Reducing Activation Recomputation in Large Transformer Models"): a
 per-layer count of what autograd keeps per token, with the attention and MLP terms divided by the tensor-parallel
@@ -51,7 +52,8 @@ model. The load is taken as even: the rows a rank's experts receive are top_k x 
 time: trainer.costs.throughput).
 
 Temporaries are the peaks that live only briefly: one chunk's logits and their gradient (`loss_temporary_bytes`;
-a pipeline's whole micro-batch's), the output head's whole weight gradient before it is accumulated, a recomputed
+a pipeline's whole micro-batch's; under tp over the rank's vocabulary columns, `logit_columns`), the output head's
+weight gradient (its tp rank's rows) before it is accumulated, a recomputed
 layer under activation checkpointing (a whole layer under full, what selective does not keep under selective), and
 FSDP's two gathered layers (the current one and the prefetched next; the largest layer, which in an MoE model is
 an MoE layer with this ep rank's experts), gathered in bf16 under mixed precision; under expert parallelism the

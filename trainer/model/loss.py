@@ -198,7 +198,7 @@ def _vocab_parallel_sum(hidden, weight, labels: torch.Tensor, chunk: int | None,
     local_weight = weight.to_local()
     # torch.chunk's split (DTensor's Shard): ceil-sized pieces of the vocabulary, in the mesh's rank order.
     first = -(-weight.shape[0] // mesh.size()) * mesh.get_local_rank()
-    local_hidden = hidden.to_local(grad_placements=[Partial()]) if _is_dtensor(hidden) else hidden
+    local_hidden = hidden.to_local(grad_placements=[Partial()])  # the head's input, gathered: a DTensor
     flat_hidden = local_hidden.reshape(-1, local_hidden.shape[-1]).to(dtype)
     with torch.autocast(flat_hidden.device.type, enabled=False):
         chunk = chunk or chunk_tokens(-(-weight.shape[0] // mesh.size()))  # alike on every rank: the collectives
