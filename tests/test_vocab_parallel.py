@@ -122,3 +122,17 @@ def test_vocabulary_parallel_training_matches_one_process(tmp_path, tied, loss):
     shapes = dict(local_shapes(AutoConfig.for_model(**config), Layout(dp_replicate=1, tp=TP), 0))
     assert shapes["model.embed_tokens.weight"] == (TINY_MODEL["vocab_size"] // TP, TINY_MODEL["hidden_size"])
     assert ("lm_head.weight" in shapes) == (not tied)
+
+
+def test_a_head_with_a_bias_is_refused_under_tp_before_anything_runs(tmp_path):
+    """Phi's lm_head has a bias, which the vocabulary-split head does not take: refused in one line by the launcher."""
+    from trainer.config import ConfigError
+    from trainer.launch.launcher import TrainRequest, prepare
+
+    phi = {"model_type": "phi", "vocab_size": 512, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "max_position_embeddings": 128}  # fmt: skip
+    experiment = write_experiment(tmp_path, {"model": {"config": phi}})
+    message = f"layout tp={TP}: phi's output head has a bias, which the vocabulary-split head (tensor parallelism) "
+    with pytest.raises(ConfigError, match="^" + message.replace("(", r"\(").replace(")", r"\)") + "does not take$"):
+        prepare(TrainRequest(experiment, nproc=TP, layout=f"tp={TP}", out=tmp_path / "run"))
+    assert not (tmp_path / "run").exists()

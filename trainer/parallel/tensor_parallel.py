@@ -334,6 +334,21 @@ def check_sequence_parallel(tp: int, cp: int, seq_len: int) -> None:
         )
 
 
+def check_vocabulary_split(tp: int, config) -> None:
+    """Refuse, in one line, a model whose output head has a bias under tp > 1: the head is split by vocabulary and
+    the losses take its weight's rows alone (Phi's lm_head has one)."""
+    if tp == 1:
+        return
+    from trainer.costs.memory_model import parameter_shapes  # the model's parameters, from a meta-device build
+
+    vocab = config.vocab_size
+    if any(shape == (vocab,) and ".layers." not in name for name, shape in parameter_shapes(config)):
+        raise LayoutError(
+            f"layout tp={tp}: {config.model_type}'s output head has a bias, which the vocabulary-split head "
+            "(tensor parallelism) does not take"
+        )
+
+
 def reduce_partial_gradients(parameters: list[torch.nn.Parameter]) -> None:
     """Sum the gradients left as partial sums over the tensor-parallel ranks (the norms' weights under sequence
     parallelism without FSDP2) in one all-reduce per mesh, and make them replicated: what a step does once its
