@@ -32,11 +32,11 @@ Per decoder layer:
 Around the layers, the embedding and the output head are split by vocabulary (Megatron's and torchtitan's
 vocab-parallel embedding and head): each tp rank holds 1/tp of their rows (a tied head shares the embedding's one
 split weight). The embedding looks up the ids its rows hold, zeros elsewhere, and an all-reduce sums the ranks'
-parts into the whole sequence's hidden states (RowwiseParallel with Replicate outputs); decoder layer 0 splits them
+parts into the whole sequence's hidden states (`_VocabParallelEmbedding`); decoder layer 0 splits them
 (a local slice), so transformers builds the mask and rotary embedding from the whole sequence as before. The final
 norm is sequence parallel; the output head gathers its input to the whole sequence and computes its rows' logits,
 [tokens x vocab/tp]: trainer.model.loss's chunked loss takes them a chunk at a time with a log-sum-exp over the tp
-ranks (`vocab_parallel_cross_entropy_sum`), train.loss whole takes the head's sharded logits through torch's
+ranks (`chunked_cross_entropy_sum` on a split weight), train.loss whole takes the head's split logits through torch's
 loss_parallel (trainer.rank.step). Under a pipeline, stage 0 holds layer 0 and the embedding, the last stage the
 norm and head, whose logits are gathered whole there (`gather_logits`: its schedule computes a plain loss); the
 stages between take and send the sequence split as it is.
@@ -47,6 +47,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import types
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -65,6 +66,9 @@ from torch.distributed.tensor.placement_types import Placement
 from trainer.config import checkpointing_mode
 from trainer.layout import LayoutError, tensor_parallel_plan
 from trainer.model.moe import is_router
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 SEQUENCE_DIM = 1  # [batch, seq, hidden]
 # Modules the plan keeps whole on every rank although they see only that rank's heads (Qwen3's q_norm and k_norm):
@@ -334,7 +338,7 @@ def check_sequence_parallel(tp: int, cp: int, seq_len: int) -> None:
         )
 
 
-def check_vocabulary_split(tp: int, config) -> None:
+def check_vocabulary_split(tp: int, config: PretrainedConfig) -> None:
     """Refuse, in one line, a model whose output head has a bias under tp > 1: the head is split by vocabulary and
     the losses take its weight's rows alone (Phi's lm_head has one)."""
     if tp == 1:
