@@ -19,7 +19,8 @@ checkpointing. The counts are those of transformers' Llama-family decoder layer 
     flex then take k and v unrepeated (3q + 2kv);
     per token once: the final norm (3h + 1), the chunked loss's log-sum-exp (fp32; trainer.model.loss: the logits
     are recomputed in backward, not kept; a pipeline's last stage still keeps the log-softmax over the vocabulary,
-    in fp32), input ids (int64), and rotary cos/sin (per position only, for unpacked rows).
+    in fp32, its tp rank's columns under tp), input ids (int64), and rotary cos/sin (per position only, for
+    unpacked rows).
 Under tensor parallelism (always sequence parallel) all of the 6h + 2 is split by tp too: the scaled norm outputs,
 which the projections save, kept as each rank's split and gathered again in backward (`layer_bytes_per_token`).
 Selective checkpointing (trainer.parallel.activation_checkpointing.selective_checkpoint_context) keeps, per layer and
@@ -324,9 +325,8 @@ def _vocabulary_rows(group: ParameterGroup) -> bool:
 
 def logit_columns(config: PretrainedConfig, layout: Layout) -> int:
     """The vocabulary columns of the logits a rank computes its loss over: its rows of the head under tensor
-    parallelism (a ceil piece, as torch.chunk splits), all of them in a pipeline's last stage, which gathers them
-    whole for its loss."""
-    return -(-config.vocab_size // layout.tp) if layout.pp == 1 else config.vocab_size
+    parallelism (a ceil piece, as torch.chunk splits), in a pipeline's last stage too."""
+    return -(-config.vocab_size // layout.tp)
 
 
 def _expert_shard_shape(local: list[int], layout: Layout, chunk: int, sharded: bool) -> tuple[int, ...]:
@@ -711,7 +711,7 @@ def temporary_bytes(
     # accumulated one (or reduce-scattered): the largest single gradient (as large as the embedding's), in the
     # compute dtype under FSDP2's mixed precision, else fp32.
     gradient_width = 2 if half_precision(plan.precision) and layout.fsdp else FP32
-    head_gradient = -(-config.vocab_size // layout.tp) * config.hidden_size * gradient_width
+    head_gradient = logit_columns(config, layout) * config.hidden_size * gradient_width
     dispatch = dispatch_buffer_bytes(config, layout, tokens, plan.precision)
     float8 = float8_temporary_bytes(sums, plan, tokens)
     return logits + recompute + gathered + held_mask + head_gradient + dispatch + float8

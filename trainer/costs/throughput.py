@@ -63,8 +63,7 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
   reduce-scatter too (selective keeps the reduce-scatters' outputs); without recomputation, outside autocast,
   backward gathers attention's and the MLP's inputs again (they keep only the split input, as Megatron-LM's).
   Outside the layers, per micro-batch, the vocabulary-parallel embedding's all-reduce, the head's gathered input
-  and its gradient's reduce-scatter, the first layer's split gathered back (`TP_COLLECTIVES_OUTSIDE_LAYERS`), and
-  in a pipeline the last stage's logits gathered whole.
+  and its gradient's reduce-scatter, the first layer's split gathered back (`TP_COLLECTIVES_OUTSIDE_LAYERS`).
   Priced at the all-gather's rate. These sit on the critical path, while data-parallel traffic mostly overlaps the
   backward pass.
 - cp: every layer all-gathers the keys and values in forward (again when activation checkpointing, full or
@@ -418,7 +417,7 @@ def tensor_parallel_sent(
     micro-batch of `tokens` local tokens, `TP_COLLECTIVES_PER_LAYER`, each moving (tp-1)/tp of one activation; the
     norms' outputs and the input gradients in `activation_width`, the row-parallel outputs and their gradients in the
     compute dtype (see the module docstring); outside the layers `TP_COLLECTIVES_OUTSIDE_LAYERS` (an all-reduce moving
-    twice a gather's bytes), and a pipeline's gathered logits."""
+    twice a gather's bytes)."""
     layers = -(-config.num_hidden_layers // layout.pp)
     mode = checkpointing_mode(checkpointing)
     residual, computed = activation_width(precision, layout), 2 if half_precision(precision) else FP32
@@ -436,9 +435,6 @@ def tensor_parallel_sent(
     outside_bytes = (
         activation * residual * (2 * outside["all_reduce"] + outside["all_gather"] + outside["reduce_scatter"])
     )
-    if layout.pp > 1:  # a pipeline's last stage gathers its logits whole for the schedule's loss
-        outside_bytes += (layout.tp - 1) / layout.tp * tokens * config.vocab_size * computed
-        outside["all_gather"] += 1
     sent = grad_accum * (layers * activation * widths + outside_bytes)
     return sent, grad_accum * (layers * count + sum(outside.values()))
 

@@ -141,6 +141,35 @@ class _VocabParallelChunkedCrossEntropy(torch.autograd.Function):
         return grad_hidden, grad_weight, None, None, None, None
 
 
+class _VocabParallelCrossEntropy(torch.autograd.Function):
+    """sum over target tokens of cross_entropy(logits) where `logits` [tokens x rows] are this tp rank's columns from
+    `first` on of the whole vocabulary's (Megatron's vocab-parallel cross-entropy, unchunked: a pipeline's last stage
+    hands its whole micro-batch's logits to the schedule's loss): the same sum on every rank of `group`. It keeps the
+    rank's softmax (fp32) for backward, as the plain loss keeps its log-softmax; its gradient stays on the rank."""
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, first: int, group) -> torch.Tensor:
+        local = _local_targets(labels, first, logits.shape[1])
+        lse, picked = _group_log_sum_exp(logits, local, group)
+        kept = labels != IGNORE_INDEX
+        ctx.save_for_backward(logits.sub(lse.unsqueeze(1)).exp_(), local, kept)
+        return torch.where(kept, lse - picked, 0.0).sum()
+
+    @staticmethod
+    def backward(ctx, grad_total: torch.Tensor):
+        softmax, local, kept = ctx.saved_tensors
+        ones = torch.where(local >= 0, -1.0, 0.0).unsqueeze(1)
+        grad = softmax.scatter_add(1, local.clamp(min=0).unsqueeze(1), ones)
+        return grad.mul_((kept * grad_total).unsqueeze(1)), None, None, None
+
+
+def vocab_parallel_cross_entropy_sum(logits: torch.Tensor, labels: torch.Tensor, first: int, group) -> torch.Tensor:
+    """Sum of cross-entropy over the target tokens of `labels` for logits split by vocabulary over `group`: this
+    rank's columns [..., rows] of them, from column `first` on (fp32)."""
+    flat = logits.float().reshape(-1, logits.shape[-1])
+    return _VocabParallelCrossEntropy.apply(flat, labels.reshape(-1), first, group)
+
+
 def _local_targets(labels: torch.Tensor, first: int, rows: int) -> torch.Tensor:
     """Each label's row among this rank's `rows` from `first` on, -1 where another rank's rows (or none) hold it."""
     local = labels - first

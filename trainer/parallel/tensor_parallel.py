@@ -38,8 +38,9 @@ norm is sequence parallel; the output head gathers its input to the whole sequen
 [tokens x vocab/tp]: trainer.model.loss's chunked loss takes them a chunk at a time with a log-sum-exp over the tp
 ranks (`chunked_cross_entropy_sum` on a split weight), train.loss whole takes the head's split logits through torch's
 loss_parallel (trainer.rank.step). Under a pipeline, stage 0 holds layer 0 and the embedding, the last stage the
-norm and head, whose logits are gathered whole there (`gather_logits`: its schedule computes a plain loss); the
-stages between take and send the sequence split as it is.
+norm and head, whose split logits it hands the schedule's loss as plain tensors (`local_logits`), which takes them
+with the same log-sum-exp over the tp ranks (trainer.model.loss.vocab_parallel_cross_entropy_sum); the stages
+between take and send the sequence split as it is.
 """
 
 from __future__ import annotations
@@ -86,12 +87,12 @@ def saves_split_inputs(checkpointing: bool | str) -> bool:
 
 
 def apply_tensor_parallel(
-    model: torch.nn.Module, tp_mesh: DeviceMesh, save_split_inputs: bool = False, gather_logits: bool = False
+    model: torch.nn.Module, tp_mesh: DeviceMesh, save_split_inputs: bool = False, local_logits: bool = False
 ) -> None:
     """Split the decoder's layers over `tp_mesh` as the model's own tensor-parallel plan says, with the residual
     stream split by sequence between them, and the embedding and head by vocabulary (see the module docstring).
-    `save_split_inputs`: see `saves_split_inputs`, which says where the trainer asks for it; `gather_logits`: the
-    head's logits all-gathered whole on every rank (a pipeline's last stage), else left split by vocabulary."""
+    `save_split_inputs`: see `saves_split_inputs`, which says where the trainer asks for it; `local_logits`: the
+    head's logits (split by vocabulary) as this rank's plain tensor (a pipeline's last stage), else a DTensor."""
     plan = tensor_parallel_plan(model.config)
     base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
     split = {}
@@ -116,11 +117,11 @@ def apply_tensor_parallel(
     if getattr(base, "norm", None) is not None:
         parallelize_module(base.norm, tp_mesh, SequenceParallel(sequence_dim=SEQUENCE_DIM, use_local_output=True))
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else model.lm_head
-    _split_vocabulary(getattr(base, "embed_tokens", None), head, tp_mesh, gather_logits)
+    _split_vocabulary(getattr(base, "embed_tokens", None), head, tp_mesh, local_logits)
 
 
 def _split_vocabulary(
-    embedding: torch.nn.Module | None, head: torch.nn.Module | None, tp_mesh: DeviceMesh, gather_logits: bool
+    embedding: torch.nn.Module | None, head: torch.nn.Module | None, tp_mesh: DeviceMesh, local_logits: bool
 ) -> None:
     """The embedding and the output head (either may be absent: a pipeline stage's) split by vocabulary rows; a
     tied pair keeps one weight, split once (both styles split the rows, dim 0, alike)."""
@@ -131,8 +132,7 @@ def _split_vocabulary(
         return
     if getattr(head, "bias", None) is not None:  # the chunked loss takes the weight's rows alone
         raise ValueError("an output head with a bias cannot be split by vocabulary")
-    logits = Replicate() if gather_logits else Shard(-1)
-    parallelize_module(head, tp_mesh, _VocabParallelHead(input_layouts=Shard(SEQUENCE_DIM), output_layouts=logits))
+    parallelize_module(head, tp_mesh, _VocabParallelHead(local_logits))
     if tied:
         head.weight = embedding.weight
 
@@ -173,12 +173,11 @@ def _vocab_parallel_lookup(module: torch.nn.Embedding, ids: torch.Tensor) -> tor
 
 class _VocabParallelHead(ColwiseParallel):
     """ColwiseParallel for the output head: its input gathered from the sequence split, its weight's rows split,
-    its logits [..., vocab/tp] left a DTensor (or gathered whole: `output_layouts` Replicate). Where
+    its logits [..., vocab/tp] a DTensor split on the last dimension (with `local_logits`, its local tensor). Where
     trainer.model.loss runs the head as the chunked loss, its output is the loss sum, a plain tensor: passed on."""
 
-    def __init__(self, input_layouts: Placement, output_layouts: Placement) -> None:
-        whole = isinstance(output_layouts, Replicate)
-        super().__init__(input_layouts=input_layouts, output_layouts=output_layouts, use_local_output=whole)
+    def __init__(self, local_logits: bool) -> None:
+        super().__init__(input_layouts=Shard(SEQUENCE_DIM), output_layouts=Shard(-1), use_local_output=local_logits)
 
     @staticmethod
     def _prepare_output_fn(output_layouts, use_local_output, mod, outputs, device_mesh):
