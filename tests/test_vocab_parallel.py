@@ -45,6 +45,25 @@ def _loss_and_gradients(model: torch.nn.Module, whole: bool, ids: torch.Tensor, 
     return found
 
 
+def _pipeline_loss(rank: int, mesh, labels: torch.Tensor) -> dict:
+    """A pipeline's last stage's loss over this rank's logit columns (trainer.model.loss's
+    vocab_parallel_cross_entropy_sum) against the plain cross-entropy over the whole logits, with the gradients."""
+    import torch.nn.functional as F
+
+    from trainer.model.loss import vocab_parallel_cross_entropy_sum
+
+    logits = torch.randn(*labels.shape, UNEVEN, generator=torch.Generator().manual_seed(3), requires_grad=True)
+    targets = torch.where(labels == IGNORE_INDEX, labels, labels % UNEVEN)
+    plain = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
+    (plain_grad,) = torch.autograd.grad(plain, logits)
+    rows = -(-UNEVEN // TP)
+    columns = logits.detach()[..., rank * rows : (rank + 1) * rows].clone().requires_grad_()
+    split = vocab_parallel_cross_entropy_sum(columns, targets, rank * rows, mesh.get_group())
+    split.backward()
+    grad_matches = torch.allclose(columns.grad, plain_grad[..., rank * rows : (rank + 1) * rows], atol=1e-6)
+    return {"plain": float(plain), "split": float(split), "grad_matches": grad_matches}
+
+
 def _worker(rank: int, store: str, out: str) -> None:
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -68,6 +87,7 @@ def _worker(rank: int, store: str, out: str) -> None:
                     "one": one,
                     "tp": _loss_and_gradients(split, whole, ids % vocab, targets),
                 }
+        found["pipeline"] = _pipeline_loss(rank, mesh, torch.tensor(LABELS))
         if rank == 0:
             Path(out).write_text(json.dumps(found))
     finally:
@@ -136,3 +156,11 @@ def test_a_head_with_a_bias_is_refused_under_tp_before_anything_runs(tmp_path):
     with pytest.raises(ConfigError, match="^" + message.replace("(", r"\(").replace(")", r"\)") + "does not take$"):
         prepare(TrainRequest(experiment, nproc=TP, layout=f"tp={TP}", out=tmp_path / "run"))
     assert not (tmp_path / "run").exists()
+
+
+def test_a_pipelines_last_stage_loss_over_its_logit_columns_is_the_plain_loss(found):
+    """Rank 0's columns (the ceil piece of a vocabulary tp does not divide): the plain loss, and its columns of the
+    plain gradient."""
+    pipeline = found["pipeline"]
+    assert pipeline["split"] == pytest.approx(pipeline["plain"], rel=1e-6)
+    assert pipeline["grad_matches"]
