@@ -317,10 +317,8 @@ def mismatches(row: Published) -> list[str]:
             "sequence parallelism: the recipe's 70B yaml sets sequence_parallel true, as meshpilot always runs it "
             "with TP (trainer.parallel.tensor_parallel): norms and residuals split along the sequence, all-gather / "
             "reduce-scatter in place of all-reduce, the column-parallel linears keeping their sequence-split input "
-            "and gathering it again in backward in both. Megatron's embedding and output layer are vocab-parallel "
-            f"(split over TP={row.tp}); meshpilot's tensor-parallel plan keeps both whole on every TP rank, so its "
-            "first and last pipeline ranks hold 0.79e9 parameters more at TP=4 (5.33e9 where Megatron's hold "
-            "4.54e9), and their weights, gradients and optimizer state. The recipe also overlaps TP's collectives "
+            "and gathering it again in backward in both. The embedding, the output layer and the cross-entropy are "
+            f"vocab-parallel in both (split over TP={row.tp}). The recipe also overlaps TP's collectives "
             "with the matmuls (ub_tp_comm_overlap true) and the pipeline's sends (overlap_p2p_comm true); meshpilot "
             "prices them on the critical path"
         )

@@ -19,7 +19,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoConfig
 
 from trainer.config import Checkpointing
-from trainer.costs.throughput import FP32, TP_COLLECTIVES_PER_LAYER, communication_bytes
+from trainer.costs.throughput import (
+    FP32,
+    TP_COLLECTIVES_OUTSIDE_LAYERS,
+    TP_COLLECTIVES_PER_LAYER,
+    communication_bytes,
+)
 from trainer.layout import Layout
 
 LAYER = {"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
@@ -52,6 +57,7 @@ def _collectives(layers: int, autocast: bool, bf16: bool, checkpointing: str) ->
     from torch.distributed.device_mesh import init_device_mesh
 
     from trainer.model.build import build_model
+    from trainer.model.loss import head_computes_loss
     from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
     from trainer.parallel.tensor_parallel import apply_tensor_parallel, saves_split_inputs
 
@@ -60,8 +66,9 @@ def _collectives(layers: int, autocast: bool, bf16: bool, checkpointing: str) ->
     apply_tensor_parallel(model, init_device_mesh("cpu", (2,)), saves_split_inputs(checkpointing))
     enable_activation_checkpointing(model, checkpointing)
     forward, backward = Collectives(), Collectives()
-    with forward, torch.autocast("cpu", torch.bfloat16, enabled=autocast):
-        loss = model(input_ids=torch.arange(16).view(2, 8), use_cache=False).logits.float().sum()
+    ids = torch.arange(16).view(2, 8)
+    with forward, torch.autocast("cpu", torch.bfloat16, enabled=autocast), head_computes_loss(model, ids):
+        loss = model(input_ids=ids, use_cache=False).logits  # the trainer's chunked loss over the head's rows
     with backward:
         loss.backward()
     return forward.seen, backward.seen
@@ -111,11 +118,17 @@ def test_a_sequence_parallel_layer_gathers_and_scatters_as_the_model_counts(tmp_
         backward["reduce_scatter float32"] = scatter_back + scatter_again[column]
         assert found[f"fp32 {recomputing}"] == [found["fp32 none"][0], backward]
     assert scatter_again[2] == 0
-    # Outside the layers, no all-reduce: the head gathers its input, and the embedding's gradient comes back whole.
+    # Outside the layers (TP_COLLECTIVES_OUTSIDE_LAYERS): the vocabulary-parallel embedding's all-reduce and the
+    # head's gathered input in forward; the first layer's split gathered back and the head input's partial gradient
+    # reduce-scattered in backward, all in the residual stream's width.
     for key, outside in found.items():
         if key.endswith("outside the layers"):
             width = "float32" if key.startswith(("fp32", "autocast")) else "bfloat16"
-            assert outside == [{f"all_gather {width}": 1}, {f"all_gather {width}": 1}], key
+            counted = [
+                {f"{kind} {width}": counts[direction] for kind, counts in TP_COLLECTIVES_OUTSIDE_LAYERS.items()}
+                for direction in (0, 1)
+            ]
+            assert outside == [{k: n for k, n in c.items() if n} for c in counted], key
 
 
 def test_the_model_prices_each_collective_in_the_dtype_it_moves():
@@ -128,16 +141,30 @@ def test_the_model_prices_each_collective_in_the_dtype_it_moves():
         return communication_bytes(config, sharded, 10**6, 2, 64, 3, checkpointing, precision)["tp"]
 
     gathers, scatters = (sum(counts[:2]) for counts in TP_COLLECTIVES_PER_LAYER.values())
+    # Outside the layers, per micro-batch, in the residual stream's width: the embedding's all-reduce (twice a
+    # gather's bytes), two gathers and a reduce-scatter.
+    outside = {kind: sum(counts) for kind, counts in TP_COLLECTIVES_OUTSIDE_LAYERS.items()}
+    outside_elements = (
+        per_element / layers * (2 * outside["all_reduce"] + outside["all_gather"] + outside["reduce_scatter"])
+    )
+    outside_count = 3 * sum(outside.values())
     # Without recomputation, the split inputs gathered again in backward (2 per layer); not under autocast.
     regathers = TP_COLLECTIVES_PER_LAYER["all_gather"][4]
     collectives = gathers + scatters + regathers
-    assert tp("fp32") == (pytest.approx(per_element * FP32 * collectives), 3 * layers * collectives)
-    # Autocast: forward gathers and backward scatters fp32, the others bf16 (2 + 2 of each per layer).
-    assert tp("bf16")[0] == pytest.approx(per_element * (FP32 + 2) * (gathers + scatters) / 2)
-    assert tp("bf16", shard=True)[0] == pytest.approx(per_element * 2 * collectives)  # FSDP2's bf16
+    assert tp("fp32") == (
+        pytest.approx((per_element * collectives + outside_elements) * FP32),
+        3 * layers * collectives + outside_count,
+    )
+    # Autocast: forward gathers and backward scatters fp32, the others bf16 (2 + 2 of each per layer); fp32 outside.
+    bf16 = per_element * (FP32 + 2) * (gathers + scatters) / 2 + outside_elements * FP32
+    assert tp("bf16")[0] == pytest.approx(bf16)
+    assert tp("bf16", shard=True)[0] == pytest.approx((per_element * collectives + outside_elements) * 2)  # FSDP2's
     for recomputing, again in (("selective", 2), ("full", 3)):  # full reruns a reduce-scatter too
         collectives = gathers + scatters + again
-        assert tp("fp32", recomputing) == (pytest.approx(per_element * FP32 * collectives), 3 * layers * collectives)
+        assert tp("fp32", recomputing) == (
+            pytest.approx((per_element * collectives + outside_elements) * FP32),
+            3 * layers * collectives + outside_count,
+        )
 
     def sent(dim: str, layout: Layout, precision: str) -> float:
         return communication_bytes(config, layout, 10**6, 2, 64, 3, "none", precision)[dim][0]

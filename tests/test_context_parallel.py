@@ -271,7 +271,11 @@ def test_planner_shows_which_layouts_fit_only_because_of_cp(tmp_path):
     candidates = plan(experiment, config, hardware, 80 * 1024**3, seq_len)
     feasible = [c for c in candidates if c.dropped is None]
     assert {c.layout.tp for c in feasible if c.layout.cp == 1} == {8}
-    assert all(c.fits_only_with_cp == (c.layout.tp * c.layout.cp == 8 and c.layout.tp < 4) for c in feasible)
+    # tp=4 x cp=2 fits only because of cp under selective checkpointing (76.3 GiB: it fits at all since the embedding
+    # and head are split by vocabulary), while under full checkpointing tp=4 alone fits too.
+    only_with_cp = [c.layout.tp * c.layout.cp == 8 and (c.layout.tp < 4 or c.activation_checkpointing == "selective")
+                    for c in feasible]  # fmt: skip
+    assert [c.fits_only_with_cp for c in feasible] == only_with_cp
     assert any(c.fits_only_with_cp for c in feasible)
     assert all("GiB" in c.dropped for c in candidates if c.layout.cp == 1 and c.layout.tp < 8)  # dropped for memory
     assert "fits only because of cp (cp=1 needs" in format_table(candidates)

@@ -29,6 +29,7 @@ from trainer.costs.throughput import (
 from trainer.hardware import Hardware
 from trainer.layout import Layout
 from trainer.model.build import build_model
+from trainer.model.loss import head_computes_loss
 from trainer.parallel.activation_checkpointing import selective_checkpoint_context
 from trainer.parallel.tensor_parallel import apply_tensor_parallel
 
@@ -60,13 +61,14 @@ def one_rank(tmp_path):
 
 
 def _dtensor_operations(mesh, layers: int) -> tuple[int, int]:
-    """DTensor operations of a tensor-parallel Llama's forward and backward (trainer.parallel.parallelize's plan)."""
+    """DTensor operations of a tensor-parallel Llama's forward and backward (trainer.parallel.parallelize's plan),
+    with the trainer's chunked loss."""
     model = build_model(LlamaConfig(**LAYER, num_hidden_layers=layers), None, seed=0)
     apply_tensor_parallel(model, mesh)
     ids = torch.randint(0, LAYER["vocab_size"], (2, 16))
     forward, backward = Operations(), Operations()
-    with forward:
-        loss = model(input_ids=ids, use_cache=False).logits.sum()
+    with forward, head_computes_loss(model, ids):  # the trainer's loss: the chunked one over the head's rows
+        loss = model(input_ids=ids, use_cache=False).logits
     with backward:
         loss.backward()
     return forward.on_dtensors, backward.on_dtensors
@@ -76,7 +78,8 @@ def test_a_tensor_parallel_layer_dispatches_the_counted_dtensor_operations(one_r
     one, two = _dtensor_operations(one_rank, 1), _dtensor_operations(one_rank, 2)
     per_layer = tuple(b - a for a, b in zip(one, two, strict=True))
     assert per_layer == DTENSOR_OPS_PER_LAYER
-    # Outside the layers: the final norm (sequence parallel), the head's gather and the first layer's split.
+    # Outside the layers: the vocabulary-parallel embedding's sum, the first layer's split, the final norm (sequence
+    # parallel), the head's gather and its weight's and input's handover to the chunked loss.
     assert tuple(a - b for a, b in zip(one, per_layer, strict=True)) == DTENSOR_OPS_OUTSIDE_LAYERS
 
 

@@ -129,7 +129,8 @@ def test_shards_add_up_to_the_whole_model():
         for name, shape in local_shapes(config, layout, rank):
             numel[name] += torch.Size(shape).numel()
     for name, shape in whole.items():
-        copies = 1 if ("self_attn" in name or "mlp" in name) else layout.tp  # replicated over tp otherwise
+        # Split over tp: the layers' projections and the embedding and head (by vocabulary); replicated: the norms.
+        copies = 1 if ("self_attn" in name or "mlp" in name or "embed" in name or "lm_head" in name) else layout.tp
         assert numel[name] == torch.Size(shape).numel() * copies, name
 
 

@@ -101,10 +101,12 @@ def _build_worker(rank: int, world: int, store: str, layout_text: str) -> None:
             full = p.full_tensor() if isinstance(p, DTensor) else p
             assert torch.equal(full, named[name]), (layout_text, name)
         # Each rank drew about its share of the random values (tiles at its shard's edges, and what its layout
-        # keeps whole: norms, and under tp the embedding and head), not the whole model's.
+        # keeps whole: norms), not the whole model's. Under dp_shard=2 x tp=2 a rank's k and v rows (128 of a
+        # 512-row tile) draw their tiles' other rows too: 1.31 times what it holds, with the embedding and head split
+        # by vocabulary like the rest.
         held = sum((p.to_local() if isinstance(p, DTensor) else p).numel() for p in model.parameters())
         whole = sum(p.numel() for p in reference.parameters())
-        assert rank_drawn < 1.3 * held and held < 0.8 * whole and rank_drawn < 0.8 * whole_drawn, (
+        assert rank_drawn < 1.4 * held and held < 0.8 * whole and rank_drawn < 0.8 * whole_drawn, (
             layout_text, rank_drawn, held, whole_drawn)  # fmt: skip
     finally:
         dist.destroy_process_group()

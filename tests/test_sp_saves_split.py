@@ -125,9 +125,16 @@ def test_the_throughput_model_counts_the_extra_backward_gathers():
     forward_and_backward = 8  # 2 + 2 all-gathers and 2 + 2 reduce-scatters per layer
     sent = partial(tensor_parallel_sent, config, layout, tokens, accum)
     expected = forward_and_backward + 2
-    assert sent("none", "bf16") == (pytest.approx(accum * layers * expected * one), accum * layers * expected)
+    # Outside the layers, per micro-batch: the embedding's all-reduce (two gathers' bytes) and three more
+    # (TP_COLLECTIVES_OUTSIDE_LAYERS), the same whatever recomputes.
+    outside, outside_bytes = 4, 5 * one
+    assert sent("none", "bf16") == (
+        pytest.approx(accum * (layers * expected * one + outside_bytes)),
+        accum * (layers * expected + outside),
+    )
     assert sent("none", "bf16") == sent("selective", "bf16")
     autocast = tensor_parallel_sent(config, Layout(tp=TP), tokens, accum, "none", "bf16")
-    assert autocast[1] == accum * layers * forward_and_backward
+    assert autocast[1] == accum * (layers * forward_and_backward + outside)
     moe = AutoConfig.for_model(**{**TINY_MODEL, "model_type": "mixtral", "num_local_experts": 4})
-    assert tensor_parallel_sent(moe, layout, tokens, accum, "none", "bf16")[1] == accum * layers * (expected - 1)
+    moe_sent = tensor_parallel_sent(moe, layout, tokens, accum, "none", "bf16")[1]
+    assert moe_sent == accum * (layers * (expected - 1) + outside)

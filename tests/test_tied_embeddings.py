@@ -15,7 +15,7 @@ from trainer.model.build import build_model
 from trainer.rank.checkpoint import latest
 
 TIED = {"model": {"config": {**TINY_MODEL, "tie_word_embeddings": True}}, "train": {"steps": 3}}
-LAYOUTS = {"dp_shard=2": 2, "tp=2": 2}
+LAYOUTS = {"dp_shard=2": 2, "tp=2": 2, "dp_shard=2,tp=2": 4}  # tp: both split by vocabulary, one weight
 
 
 def test_a_built_model_keeps_its_head_tied_to_its_embedding():

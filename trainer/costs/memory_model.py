@@ -1,7 +1,8 @@
 """Predicted memory per rank, by category, from a model config and a layout: no weights, no devices.
 
 Parameters, gradients and optimizer state are exact: each parameter's local shape follows from the tensor-parallel
-plan (columns or rows split over tp) and FSDP2's dim-0 chunking over dp_shard, exactly as torch splits them.
+plan (columns or rows split over tp; the embedding and output head by vocabulary rows:
+trainer.parallel.tensor_parallel) and FSDP2's dim-0 chunking over dp_shard, exactly as torch splits them.
 
 Activations follow Korthikanti et al. (2022, "Reducing Activation Recomputation in Large Transformer Models"): a
 per-layer count of what autograd keeps per token, with the attention and MLP terms divided by the tensor-parallel
@@ -18,7 +19,8 @@ checkpointing. The counts are those of transformers' Llama-family decoder layer 
     flex then take k and v unrepeated (3q + 2kv);
     per token once: the final norm (3h + 1), the chunked loss's log-sum-exp (fp32; trainer.model.loss: the logits
     are recomputed in backward, not kept; a pipeline's last stage still keeps the log-softmax over the vocabulary,
-    in fp32), input ids (int64), and rotary cos/sin (per position only, for unpacked rows).
+    in fp32, its tp rank's columns under tp), input ids (int64), and rotary cos/sin (per position only, for
+    unpacked rows).
 Under tensor parallelism (always sequence parallel) all of the 6h + 2 is split by tp too: the scaled norm outputs,
 which the projections save, kept as each rank's split and gathered again in backward (`layer_bytes_per_token`).
 Selective checkpointing (trainer.parallel.activation_checkpointing.selective_checkpoint_context) keeps, per layer and
@@ -51,7 +53,8 @@ model. The load is taken as even: the rows a rank's experts receive are top_k x 
 time: trainer.costs.throughput).
 
 Temporaries are the peaks that live only briefly: one chunk's logits and their gradient (`loss_temporary_bytes`;
-a pipeline's whole micro-batch's), the output head's whole weight gradient before it is accumulated, a recomputed
+a pipeline's whole micro-batch's; under tp over the rank's vocabulary columns, `logit_columns`), the output head's
+weight gradient (its tp rank's rows) before it is accumulated, a recomputed
 layer under activation checkpointing (a whole layer under full, what selective does not keep under selective), and
 FSDP's two gathered layers (the current one and the prefetched next; the largest layer, which in an MoE model is
 an MoE layer with this ep rank's experts), gathered in bf16 under mixed precision; under expert parallelism the
@@ -302,6 +305,8 @@ def _shard_shape(
 ) -> tuple[int, ...]:
     local = list(group.shape)
     split_dim = {"colwise": 0, "rowwise": 1 if len(local) == 2 else None}.get(_tp_style(group.module, styles))
+    if layout.tp > 1 and _vocabulary_rows(group):  # the embedding and head, split by vocabulary
+        split_dim = 0
     if split_dim is not None:
         local[split_dim] = _chunk_size(local[split_dim], layout.tp, at["tp"])
     shards, chunk = layout.shard_degree, at["dp_shard"] * layout.cp + at["cp"]
@@ -310,6 +315,18 @@ def _shard_shape(
     if sharded and shards > 1 and local:  # FSDP2 over the flattened dp_shard x cp mesh, cp innermost
         local[0] = _chunk_size(local[0], shards, chunk)
     return tuple(local)
+
+
+def _vocabulary_rows(group: ParameterGroup) -> bool:
+    """Whether a group is the input embedding or the output head, which tensor parallelism splits by vocabulary
+    rows (trainer.parallel.tensor_parallel): the 2-D weights outside the decoder layers."""
+    return group.layers[0] is None and len(group.shape) == 2
+
+
+def logit_columns(config: PretrainedConfig, layout: Layout) -> int:
+    """The vocabulary columns of the logits a rank computes its loss over: its rows of the head under tensor
+    parallelism (a ceil piece, as torch.chunk splits), in a pipeline's last stage too."""
+    return -(-config.vocab_size // layout.tp)
 
 
 def _expert_shard_shape(local: list[int], layout: Layout, chunk: int, sharded: bool) -> tuple[int, ...]:
@@ -628,7 +645,7 @@ def mask_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: MemoryP
 
 
 def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan, rank: int) -> int:
-    h, _, _, layers, vocab = _dims(config)
+    h, _, _, layers, _ = _dims(config)
     tokens = plan.micro_batch * plan.seq_len // layout.cp
     width = 2 if half_precision(plan.precision) else FP32
     per_layer = layer_bytes_per_token(config, layout, plan)
@@ -639,7 +656,8 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
     # The final norm (its input, normalised value and rsqrt split by sequence under tp; its output gathered whole for
     # the head) and the chunked loss's log-sum-exp; the whole loss (a pipeline's last stage, train.loss whole) keeps
     # the fp32 log-softmax over the vocabulary.
-    head = ((2 * h + 1) // layout.tp + h) * width + (vocab * FP32 if whole_logits(layout, plan.train) else FP32)
+    columns = logit_columns(config, layout)  # split by vocabulary under tp
+    head = ((2 * h + 1) // layout.tp + h) * width + (columns * FP32 if whole_logits(layout, plan.train) else FP32)
     if layout.pp == 1:
         mask_and_rotary += mask_bytes_per_token(config, layout, plan)
         return tokens * (layers * per_layer + head + 8 + mask_and_rotary) + FP32
@@ -692,11 +710,11 @@ def temporary_bytes(
     if holds_every_unit_gathered(layout, plan.train):  # all of them held already (gathered_parameters)
         gathered = 0
     held_mask = tokens * mask_bytes_per_token(config, layout, plan, saved=False)
-    # The output head's weight gradient, made whole by its backward before it is added into the accumulated one (or
-    # reduce-scattered): the largest single gradient (as large as the embedding's), in the compute dtype under
-    # FSDP2's mixed precision, else fp32.
+    # The output head's weight gradient (its tp rank's rows), made whole by its backward before it is added into the
+    # accumulated one (or reduce-scattered): the largest single gradient (as large as the embedding's), in the
+    # compute dtype under FSDP2's mixed precision, else fp32.
     gradient_width = 2 if half_precision(plan.precision) and layout.fsdp else FP32
-    head_gradient = config.vocab_size * config.hidden_size * gradient_width
+    head_gradient = logit_columns(config, layout) * config.hidden_size * gradient_width
     dispatch = dispatch_buffer_bytes(config, layout, tokens, plan.precision)
     float8 = float8_temporary_bytes(sums, plan, tokens)
     return logits + recompute + gathered + held_mask + head_gradient + dispatch + float8
@@ -708,8 +726,9 @@ def loss_temporary_bytes(
     """The loss's peak beyond what it saves, for `tokens` local tokens: the chunked loss (trainer.model.loss) holds one
     chunk's fp32 logits and log-sum-exp's exponentials of them at once (its backward works on the logits in place),
     and under bf16 the matmul's bf16 logits before the upcast; the whole loss (`whole`: whole_logits) the plain loss's
-    whole fp32 logits and their gradient."""
-    vocab = config.vocab_size
+    whole fp32 logits and their gradient. Under tensor parallelism, of the rank's vocabulary columns
+    (`logit_columns`)."""
+    vocab = logit_columns(config, layout)
     if whole:
         return 2 * tokens * vocab * FP32
     return min(tokens, chunk_tokens(vocab)) * vocab * (2 * FP32 + (2 if half_precision(precision) else 0))

@@ -62,6 +62,8 @@ all-gather and reduce-scatter), with P the fp32 bytes of one rank's tensor-paral
   before one reduction). Recomputation reruns the forward's gathers, and under full checkpointing its first
   reduce-scatter too (selective keeps the reduce-scatters' outputs); without recomputation, outside autocast,
   backward gathers attention's and the MLP's inputs again (they keep only the split input, as Megatron-LM's).
+  Outside the layers, per micro-batch, the vocabulary-parallel embedding's all-reduce, the head's gathered input
+  and its gradient's reduce-scatter, the first layer's split gathered back (`TP_COLLECTIVES_OUTSIDE_LAYERS`).
   Priced at the all-gather's rate. These sit on the critical path, while data-parallel traffic mostly overlaps the
   backward pass.
 - cp: every layer all-gathers the keys and values in forward (again when activation checkpointing, full or
@@ -119,6 +121,7 @@ from trainer.config import (
 )
 from trainer.costs.calibration import Calibration
 from trainer.costs.flops import step_flops
+from trainer.costs.memory_model import logit_columns
 from trainer.costs.probe import figures_source, read_probe
 from trainer.hardware import INTERCONNECTS, NETWORKS, Hardware, float8_speedup, interconnect_within
 from trainer.layout import LAYOUT_DIMS, MESH_DIMS, Layout
@@ -134,11 +137,12 @@ OPS_OUTSIDE_LAYERS = 40
 # Operations on DTensors in one tensor-parallel decoder layer (transformers' Llama under its base_model_tp_plan, with
 # sequence parallelism: trainer.parallel.tensor_parallel): 42 in forward (the norms, the redistributions, the
 # projections' transposes, views and matmuls), 102 in backward (their gradients and the parameters' gradient
-# accumulation); outside the layers 7 and 18 (the final norm, the head's gather, the first layer's split). Each pays
+# accumulation); outside the layers 7 and 20 (the embedding's sum over its vocabulary split, the first layer's split,
+# the final norm, the head's gather and its handover to the chunked loss). Each pays
 # DTensor's dispatch on top of its launch. Operations of one layer that
 # pass through selective checkpointing's dispatch modes, views included: 70 in the forward and 100 in the
 # recomputation (which runs with gradients on). Both counted by tests/test_dispatch_cost.py.
-DTENSOR_OPS_PER_LAYER, DTENSOR_OPS_OUTSIDE_LAYERS = (42, 102), (7, 18)
+DTENSOR_OPS_PER_LAYER, DTENSOR_OPS_OUTSIDE_LAYERS = (42, 102), (7, 20)
 SELECTIVE_OPS_PER_LAYER = 170
 # Stated dispatch costs per operation where no probe measured them: what the probe measured on this project's
 # 2-core CPU machine (49-64 us and 11-16 us over five probes, against 2.5 us for a plain operation).
@@ -219,6 +223,12 @@ DDP_BUCKET_BYTES = 25 * 1024**2
 # row-parallel outputs in backward. Reduce-scatters: those outputs in forward, the summed gradients of their inputs in
 # backward. Counted, with their dtypes, on transformers' Llama by tests/test_communication_dtypes.py.
 TP_COLLECTIVES_PER_LAYER = {"all_gather": (2, 2, 2, 2, 2), "reduce_scatter": (2, 2, 1, 0, 0)}
+# Collectives outside the decoder layers per micro-batch, each of one activation in `activation_width`, by kind:
+# (forward, backward). The vocabulary-parallel embedding's all-reduce; the first layer's split gathered back in
+# backward; the output head's input gathered in forward, its gradient (a partial sum over the ranks' vocabulary rows)
+# reduce-scattered in backward (trainer.parallel.tensor_parallel). The chunked loss's all-reduces of a few floats per
+# token are left out. Counted by tests/test_communication_dtypes.py.
+TP_COLLECTIVES_OUTSIDE_LAYERS = {"all_reduce": (1, 0), "all_gather": (1, 1), "reduce_scatter": (0, 1)}
 # The collective that carries most of each dimension's traffic, whose probed latency and bandwidth it is priced at.
 COLLECTIVE_OF = {
     "dp_replicate": "all_reduce", "dp_shard": "all_gather", "cp": "all_gather", "tp": "all_gather", "pp": "send_recv",
@@ -406,7 +416,8 @@ def tensor_parallel_sent(
     """(bytes each rank sends, collectives) per step for sequence-parallel tensor parallelism: per layer and
     micro-batch of `tokens` local tokens, `TP_COLLECTIVES_PER_LAYER`, each moving (tp-1)/tp of one activation; the
     norms' outputs and the input gradients in `activation_width`, the row-parallel outputs and their gradients in the
-    compute dtype (see the module docstring)."""
+    compute dtype (see the module docstring); outside the layers `TP_COLLECTIVES_OUTSIDE_LAYERS` (an all-reduce moving
+    twice a gather's bytes)."""
     layers = -(-config.num_hidden_layers // layout.pp)
     mode = checkpointing_mode(checkpointing)
     residual, computed = activation_width(precision, layout), 2 if half_precision(precision) else FP32
@@ -420,7 +431,12 @@ def tensor_parallel_sent(
     widths += (scatters[0] + scatters_again) * computed + scatters[1] * residual
     activation = (layout.tp - 1) / layout.tp * tokens * config.hidden_size
     count = gathers[0] + gathers[1] + gathers_again + scatters[0] + scatters[1] + scatters_again
-    return grad_accum * layers * activation * widths, grad_accum * layers * count
+    outside = {kind: sum(counts) for kind, counts in TP_COLLECTIVES_OUTSIDE_LAYERS.items()}
+    outside_bytes = (
+        activation * residual * (2 * outside["all_reduce"] + outside["all_gather"] + outside["reduce_scatter"])
+    )
+    sent = grad_accum * (layers * activation * widths + outside_bytes)
+    return sent, grad_accum * (layers * count + sum(outside.values()))
 
 
 def expert_parallel_bytes(
@@ -807,7 +823,7 @@ def memory_traffic(
     # Full and selective both rerun every elementwise operation of the forward (compiled: its fused kernels).
     recomputed = 0 if checkpointing == "none" else forward
     per_micro_batch = tokens * layers * (forward + backward + recomputed)
-    per_micro_batch += tokens * config.vocab_size * LOGIT_BYTES
+    per_micro_batch += tokens * logit_columns(config, layout) * LOGIT_BYTES  # the rank's vocabulary share under tp
     if dense_mask:  # built as a bias in every layer, then read once per head in forward and twice in backward
         entries = tokens * seq_len  # each local query's row spans every key of its row
         attention_passes = 3 + (1 if checkpointing == "full" else 0)  # selective keeps attention's output: not rerun

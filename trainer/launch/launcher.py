@@ -51,7 +51,7 @@ from trainer.parallel.context_parallel import check_context_parallel
 from trainer.parallel.expert_parallel import ExpertParallelError, expert_kernel_for_run
 from trainer.parallel.float8 import float8_refusal
 from trainer.parallel.pipeline import check_pipeline
-from trainer.parallel.tensor_parallel import check_sequence_parallel
+from trainer.parallel.tensor_parallel import check_sequence_parallel, check_vocabulary_split
 from trainer.rank.checkpoint import checkpoint_step, newest_verified
 from trainer.rank.trackers import check_trackers
 from trainer.results.contracts import write_text
@@ -124,6 +124,7 @@ def prepare(request: TrainRequest) -> PreparedRun:
         check_moe(config, experiment.layout, experiment.train)
         check_context_parallel(experiment.layout, config, experiment.data.seq_len)
         check_sequence_parallel(experiment.layout.tp, experiment.layout.cp, experiment.data.seq_len)
+        check_vocabulary_split(experiment.layout.tp, config)
         train = experiment.train
         grad_accum = plan_batches(
             train.global_batch_tokens, experiment.data.seq_len, train.micro_batch, experiment.layout.dp_degree

@@ -17,8 +17,15 @@ mixed precision) it is rounded once per chunk rather than once in all.
 
 The head runs inside the model's own forward (`head_computes_loss`): the output embeddings compute the loss in
 place of the logits, so DDP, FSDP2 (whose root holds the head's gathered weight during its forward) and tensor
-parallelism (the head is replicated) see an ordinary forward whose output is the loss. Tied embeddings need
-nothing apart: the gradient goes to the one weight.
+parallelism see an ordinary forward whose output is the loss. Tied embeddings need nothing apart: the gradient goes
+to the one weight.
+
+Under tensor parallelism the head's weight is split by vocabulary (trainer.parallel.tensor_parallel), and each
+rank takes its chunks' logits over its own rows, [chunk x vocab/tp] (`_VocabParallelChunkedCrossEntropy`,
+Megatron's vocab-parallel cross-entropy, chunked): the log-sum-exp over the tp group from an all-reduce of the
+rows' maxima and one of the sums of exponentials (with the target's logit from the rank whose rows hold it); the
+backward gives the rank's weight rows their gradient and the hidden states a partial sum over the tp ranks, which
+the head's input redistribution reduce-scatters back to the sequence split.
 """
 
 from __future__ import annotations
@@ -92,18 +99,141 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         return grad_hidden, grad_weight, None, None
 
 
+class _VocabParallelChunkedCrossEntropy(torch.autograd.Function):
+    """_ChunkedLinearCrossEntropy over one tp rank's vocabulary rows, `weight` [rows x hidden] the rows from
+    `first` on of the whole head: the same sum on every rank of `group` (see the module docstring); the gradient of
+    `hidden` is this rank's part of it, to be summed over the group."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, labels, chunk: int, first: int, group) -> torch.Tensor:
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        log_sum_exp = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
+        local = _local_targets(labels, first, weight.shape[0])
+        for start in range(0, hidden.shape[0], chunk):
+            stop = min(start + chunk, hidden.shape[0])
+            logits = (hidden[start:stop] @ weight.T).float()
+            lse, picked = _group_log_sum_exp(logits, local[start:stop], group)
+            kept = labels[start:stop] != IGNORE_INDEX
+            total += torch.where(kept, lse - picked, 0.0).sum()
+            log_sum_exp[start:stop] = lse
+        ctx.save_for_backward(hidden, weight, labels, log_sum_exp)
+        ctx.chunk, ctx.first = chunk, first
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_total: torch.Tensor):
+        hidden, weight, labels, log_sum_exp = ctx.saved_tensors
+        grad_hidden = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
+        grad_weight = torch.zeros_like(weight)
+        local = _local_targets(labels, ctx.first, weight.shape[0])
+        for start in range(0, hidden.shape[0], ctx.chunk):
+            stop = min(start + ctx.chunk, hidden.shape[0])
+            logits = (hidden[start:stop] @ weight.T).float()
+            target = local[start:stop]
+            grad = logits.sub_(log_sum_exp[start:stop].unsqueeze(1)).exp_()
+            # The one-hot target only where this rank's rows hold it: `target` is -1 elsewhere.
+            ones = torch.where(target >= 0, -1.0, 0.0).unsqueeze(1)
+            grad.scatter_add_(1, target.clamp(min=0).unsqueeze(1), ones)
+            grad = grad.mul_(((labels[start:stop] != IGNORE_INDEX) * grad_total).unsqueeze(1)).to(hidden.dtype)
+            if grad_hidden is not None:
+                grad_hidden[start:stop] = grad @ weight
+            grad_weight.addmm_(grad.T, hidden[start:stop])
+        return grad_hidden, grad_weight, None, None, None, None
+
+
+class _VocabParallelCrossEntropy(torch.autograd.Function):
+    """sum over target tokens of cross_entropy(logits) where `logits` [tokens x rows] are this tp rank's columns from
+    `first` on of the whole vocabulary's (Megatron's vocab-parallel cross-entropy, unchunked: a pipeline's last stage
+    hands its whole micro-batch's logits to the schedule's loss): the same sum on every rank of `group`. It keeps the
+    rank's softmax (fp32) for backward, as the plain loss keeps its log-softmax; its gradient stays on the rank."""
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, first: int, group) -> torch.Tensor:
+        local = _local_targets(labels, first, logits.shape[1])
+        lse, picked = _group_log_sum_exp(logits, local, group)
+        kept = labels != IGNORE_INDEX
+        ctx.save_for_backward(logits.sub(lse.unsqueeze(1)).exp_(), local, kept)
+        return torch.where(kept, lse - picked, 0.0).sum()
+
+    @staticmethod
+    def backward(ctx, grad_total: torch.Tensor):
+        softmax, local, kept = ctx.saved_tensors
+        ones = torch.where(local >= 0, -1.0, 0.0).unsqueeze(1)
+        grad = softmax.scatter_add(1, local.clamp(min=0).unsqueeze(1), ones)
+        return grad.mul_((kept * grad_total).unsqueeze(1)), None, None, None
+
+
+def vocab_parallel_cross_entropy_sum(logits: torch.Tensor, labels: torch.Tensor, first: int, group) -> torch.Tensor:
+    """Sum of cross-entropy over the target tokens of `labels` for logits split by vocabulary over `group`: this
+    rank's columns [..., rows] of them, from column `first` on (fp32)."""
+    flat = logits.float().reshape(-1, logits.shape[-1])
+    return _VocabParallelCrossEntropy.apply(flat, labels.reshape(-1), first, group)
+
+
+def _local_targets(labels: torch.Tensor, first: int, rows: int) -> torch.Tensor:
+    """Each label's row among this rank's `rows` from `first` on, -1 where another rank's rows (or none) hold it."""
+    local = labels - first
+    return torch.where((labels != IGNORE_INDEX) & (local >= 0) & (local < rows), local, -1)
+
+
+def _group_log_sum_exp(logits: torch.Tensor, target: torch.Tensor, group) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's log-sum-exp over the whole vocabulary, whose columns `logits` holds this rank's part of, and each
+    row's target logit (`target`: its column here, -1 where another rank holds it), both from all-reduces over
+    `group`: the rows' maxima first (so no exponential overflows), then the sums of exponentials and the picked
+    logits together."""
+    import torch.distributed as dist  # not needed where no tensor parallelism runs
+
+    if logits.shape[1]:
+        top = logits.max(dim=1).values
+    else:  # a rank with no rows (torch.chunk's last pieces of a vocabulary smaller than tp's ceil pieces)
+        top = torch.full(logits.shape[:1], float("-inf"), device=logits.device)
+    dist.all_reduce(top, op=dist.ReduceOp.MAX, group=group)
+    sums = torch.stack([(logits - top.unsqueeze(1)).exp().sum(dim=1), torch.zeros_like(top)])
+    picked = logits.gather(1, target.clamp(min=0).unsqueeze(1)).squeeze(1) if logits.shape[1] else sums[1]
+    sums[1] = torch.where(target >= 0, picked, 0.0)
+    dist.all_reduce(sums, group=group)
+    return top + sums[0].log(), sums[1]
+
+
 def chunked_cross_entropy_sum(
     hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, chunk: int | None = None
 ) -> torch.Tensor:
     """Sum of cross-entropy over the target tokens of `labels` [..., tokens] for the logits hidden @ weight.T,
     chunk by chunk (fp32, whatever the compute dtype). Under autocast the matmuls run in its dtype, as the plain
-    head's would; its weight copy is made once and kept for the backward, as autocast's is."""
+    head's would; its weight copy is made once and kept for the backward, as autocast's is. A `weight` split by
+    vocabulary rows over a tp mesh (a DTensor; `hidden` then a replicated one) takes the vocab-parallel loss."""
     device_type = hidden.device.type
     dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else weight.dtype
+    if _is_dtensor(weight):
+        return _vocab_parallel_sum(hidden, weight, labels, chunk, dtype)
     flat_hidden = hidden.reshape(-1, hidden.shape[-1]).to(dtype)
     with torch.autocast(device_type, enabled=False):
         chunk = chunk or chunk_tokens(weight.shape[0])
         return _ChunkedLinearCrossEntropy.apply(flat_hidden, weight.to(dtype), labels.reshape(-1), chunk)
+
+
+def _is_dtensor(tensor: torch.Tensor) -> bool:
+    return type(tensor).__name__ == "DTensor"  # without importing torch.distributed where nothing is distributed
+
+
+def _vocab_parallel_sum(hidden, weight, labels: torch.Tensor, chunk: int | None, dtype: torch.dtype) -> torch.Tensor:
+    """chunked_cross_entropy_sum for a head whose weight's rows are split over a 1-D tp mesh (Shard(0)): each
+    rank's chunks hold the logits of its rows alone; `hidden` the whole sequence's, replicated over the mesh, whose
+    gradient each rank gives as its part of a sum (Partial), so the redistribution that gathered it reduce-scatters
+    the parts."""
+    from torch.distributed.tensor import Partial  # where a tp mesh exists only
+
+    mesh = weight.device_mesh
+    local_weight = weight.to_local()
+    # torch.chunk's split (DTensor's Shard): ceil-sized pieces of the vocabulary, in the mesh's rank order.
+    first = -(-weight.shape[0] // mesh.size()) * mesh.get_local_rank()
+    local_hidden = hidden.to_local(grad_placements=[Partial()])  # the head's input, gathered: a DTensor
+    flat_hidden = local_hidden.reshape(-1, local_hidden.shape[-1]).to(dtype)
+    with torch.autocast(flat_hidden.device.type, enabled=False):
+        chunk = chunk or chunk_tokens(-(-weight.shape[0] // mesh.size()))  # alike on every rank: the collectives
+        return _VocabParallelChunkedCrossEntropy.apply(
+            flat_hidden, local_weight.to(dtype), labels.reshape(-1), chunk, first, mesh.get_group()
+        )
 
 
 @contextlib.contextmanager

@@ -94,7 +94,10 @@ def parallelize_pipeline(
         model, pp_rank, layout.pp, spec.pp_stages_per_rank, packed, context, flex
     )
     if layout.tp > 1:
-        apply_tensor_parallel(rank_model, mesh["tp"], saves_split_inputs(spec.activation_checkpointing))
+        # The last stage hands its vocabulary-split logits to the schedule's loss as plain tensors (StepLoss).
+        apply_tensor_parallel(
+            rank_model, mesh["tp"], saves_split_inputs(spec.activation_checkpointing), local_logits=True
+        )
     experts_fsdp = apply_experts(rank_model, layout, device.type, spec.experts)
     if spec.compile:
         for stage in stages:
@@ -114,5 +117,9 @@ def parallelize_pipeline(
     pp_group = mesh["pp"].get_group()
     schedule = spec.pp_stages_per_rank, spec.pp_schedule, grad_accum
     moe_config = model.config if is_moe(model.config) else None  # its last stage adds the router losses
-    pipeline = build_pipeline(stages, stage_ids, layout.pp, *schedule, pp_group, device, moe_config)
+    vocab_split = None
+    if layout.tp > 1:  # the last stage's logits are this tp rank's vocabulary columns, from its first on
+        first = -(-model.config.vocab_size // layout.tp) * mesh.get_local_rank("tp")
+        vocab_split = first, mesh["tp"].get_group()
+    pipeline = build_pipeline(stages, stage_ids, layout.pp, *schedule, pp_group, device, moe_config, vocab_split)
     return rank_model, pipeline

@@ -36,6 +36,7 @@ from torch import nn
 from trainer.data.packing import IGNORE_INDEX, block_causal_mask, mask_bias
 from trainer.layout import LayoutError
 from trainer.model.attention import document_block_mask
+from trainer.model.loss import vocab_parallel_cross_entropy_sum
 from trainer.model.moe import RouterLogits, is_moe, routed_token_mask
 from trainer.parallel.context_parallel import ContextParallel
 from trainer.parallel.expert_parallel import RouterSums, losses_from_sums, router_sums
@@ -286,11 +287,16 @@ class StepLoss:
     scale: float = 1.0
     group: dist.ProcessGroup | None = None
     summed: dict[str, float] = field(default_factory=dict)
+    # Under tp: (the rank's first vocabulary column, the tp group): the last stage's logits are split by vocabulary.
+    vocab_split: tuple[int, dist.ProcessGroup] | None = None
 
     def __call__(self, output, labels: torch.Tensor) -> torch.Tensor:
         logits, *routed = output if isinstance(output, tuple) else (output,)
-        flat_logits, flat_labels = logits.float().flatten(0, 1), labels.flatten()
-        token_loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE_INDEX, reduction="sum")
+        if self.vocab_split is not None:  # this tp rank's vocabulary columns (trainer.parallel.tensor_parallel)
+            token_loss = vocab_parallel_cross_entropy_sum(logits, labels, *self.vocab_split)
+        else:
+            flat_logits, flat_labels = logits.float().flatten(0, 1), labels.flatten()
+            token_loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE_INDEX, reduction="sum")
         self._add("token_loss", token_loss)
         if not routed:
             return token_loss * self.scale
@@ -317,10 +323,12 @@ def build_pipeline(
     group: dist.ProcessGroup,
     device: torch.device,
     moe_config=None,
+    vocab_split: tuple[int, dist.ProcessGroup] | None = None,
 ) -> Pipeline:
-    """`moe_config`: an MoE model's config, whose router losses the last stage adds (None: a dense model)."""
+    """`moe_config`: an MoE model's config, whose router losses the last stage adds (None: a dense model);
+    `vocab_split`: see StepLoss."""
     num_stages = pp * stages_per_rank
-    loss_fn = StepLoss(grad_accum, moe_config)
+    loss_fn = StepLoss(grad_accum, moe_config, vocab_split=vocab_split)
 
     # pipelining only under pp > 1 (the planner imports this module)
     from torch.distributed import pipelining

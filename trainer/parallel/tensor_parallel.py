@@ -29,23 +29,32 @@ Per decoder layer:
   (`sum_partial_gradients`);
 - any other child with parameters runs on the whole sequence (gathered in, split out), so no plain parameter ever
   sees only part of the sequence (its gradient would then differ between tp ranks).
-Around the layers: decoder layer 0 splits its input (the embedding's output, whole on every rank: a local slice),
-so transformers builds the mask and rotary embedding from the whole sequence as before; the final norm is sequence
-parallel; the output head gathers its input back to the whole sequence and stays replicated, so trainer.model.loss's
-chunked loss runs as it does without tp (torchtitan's loss_parallel, the head split by vocabulary, does not apply:
-the chunked loss never holds the whole logits anyway). Under a pipeline, stage 0 holds layer 0 and the last stage
-the norm and head; the stages between take and send the sequence split as it is.
+Around the layers, the embedding and the output head are split by vocabulary (Megatron's and torchtitan's
+vocab-parallel embedding and head): each tp rank holds 1/tp of their rows (a tied head shares the embedding's one
+split weight). The embedding looks up the ids its rows hold, zeros elsewhere, and an all-reduce sums the ranks'
+parts into the whole sequence's hidden states (`_VocabParallelEmbedding`); decoder layer 0 splits them
+(a local slice), so transformers builds the mask and rotary embedding from the whole sequence as before. The final
+norm is sequence parallel; the output head gathers its input to the whole sequence and computes its rows' logits,
+[tokens x vocab/tp]: trainer.model.loss's chunked loss takes them a chunk at a time with a log-sum-exp over the tp
+ranks (`chunked_cross_entropy_sum` on a split weight), train.loss whole takes the head's split logits through torch's
+loss_parallel (trainer.rank.step). Under a pipeline, stage 0 holds layer 0 and the embedding, the last stage the
+norm and head, whose split logits it hands the schedule's loss as plain tensors (`local_logits`), which takes them
+with the same log-sum-exp over the tp ranks (trainer.model.loss.vocab_parallel_cross_entropy_sum); the stages
+between take and send the sequence split as it is.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import functools
+import types
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
     ParallelStyle,
@@ -58,6 +67,9 @@ from torch.distributed.tensor.placement_types import Placement
 from trainer.config import checkpointing_mode
 from trainer.layout import LayoutError, tensor_parallel_plan
 from trainer.model.moe import is_router
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 SEQUENCE_DIM = 1  # [batch, seq, hidden]
 # Modules the plan keeps whole on every rank although they see only that rank's heads (Qwen3's q_norm and k_norm):
@@ -74,10 +86,13 @@ def saves_split_inputs(checkpointing: bool | str) -> bool:
     return checkpointing_mode(checkpointing) == "none"
 
 
-def apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh, save_split_inputs: bool = False) -> None:
+def apply_tensor_parallel(
+    model: torch.nn.Module, tp_mesh: DeviceMesh, save_split_inputs: bool = False, local_logits: bool = False
+) -> None:
     """Split the decoder's layers over `tp_mesh` as the model's own tensor-parallel plan says, with the residual
-    stream split by sequence between them (see the module docstring); the embedding and head stay whole.
-    `save_split_inputs`: see `saves_split_inputs`, which says where the trainer asks for it."""
+    stream split by sequence between them, and the embedding and head by vocabulary (see the module docstring).
+    `save_split_inputs`: see `saves_split_inputs`, which says where the trainer asks for it; `local_logits`: the
+    head's logits (split by vocabulary) as this rank's plain tensor (a pipeline's last stage), else a DTensor."""
     plan = tensor_parallel_plan(model.config)
     base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
     split = {}
@@ -102,8 +117,73 @@ def apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh, save_spli
     if getattr(base, "norm", None) is not None:
         parallelize_module(base.norm, tp_mesh, SequenceParallel(sequence_dim=SEQUENCE_DIM, use_local_output=True))
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else model.lm_head
-    if head is not None:  # whole on every rank, as its loss: the gradient of its input is the same everywhere
-        parallelize_module(head, tp_mesh, _Resequence(Shard(SEQUENCE_DIM), Replicate(), local_output=True))
+    _split_vocabulary(getattr(base, "embed_tokens", None), head, tp_mesh, local_logits)
+
+
+def _split_vocabulary(
+    embedding: torch.nn.Module | None, head: torch.nn.Module | None, tp_mesh: DeviceMesh, local_logits: bool
+) -> None:
+    """The embedding and the output head (either may be absent: a pipeline stage's) split by vocabulary rows; a
+    tied pair keeps one weight, split once (both styles split the rows, dim 0, alike)."""
+    tied = embedding is not None and head is not None and head.weight is embedding.weight
+    if embedding is not None:
+        parallelize_module(embedding, tp_mesh, _VocabParallelEmbedding())
+    if head is None:
+        return
+    if getattr(head, "bias", None) is not None:  # the chunked loss takes the weight's rows alone
+        raise ValueError("an output head with a bias cannot be split by vocabulary")
+    parallelize_module(head, tp_mesh, _VocabParallelHead(local_logits))
+    if tied:
+        head.weight = embedding.weight
+
+
+class _VocabParallelEmbedding(ParallelStyle):
+    """The input embedding's rows split by vocabulary (Shard(0), as torch's RowwiseParallel splits an embedding),
+    looked up as Megatron's VocabParallelEmbedding does: each rank the ids its rows hold, zeros for the others, and
+    one all-reduce sums the ranks' parts into the whole sequence's hidden states. Not DTensor's own embedding op:
+    its backward gives every rank a gradient of the whole vocabulary (replicated), not of its rows."""
+
+    def _apply(self, module: torch.nn.Module, device_mesh: DeviceMesh) -> torch.nn.Module:
+        plain = type(module).forward is torch.nn.Embedding.forward or hasattr(module, "embed_scale")  # gemma's scaled
+        if not isinstance(module, torch.nn.Embedding) or not plain or module.max_norm is not None:
+            raise ValueError(f"{type(module).__name__}: only a plain (or scaled) embedding is split by vocabulary")
+        weight = module.weight
+        module.weight = torch.nn.Parameter(distribute_tensor(weight, device_mesh, [Shard(0)]), weight.requires_grad)
+        module.forward = types.MethodType(_vocab_parallel_lookup, module)
+        return module
+
+
+def _vocab_parallel_lookup(module: torch.nn.Embedding, ids: torch.Tensor) -> torch.Tensor:
+    """The embedding of `ids` (whole, the same on every tp rank) from the rank's rows, summed over the ranks; a
+    scaled embedding's scale applied after, as its own forward does."""
+    weight = module.weight
+    mesh, rows = weight.device_mesh, weight.to_local()
+    first = -(-weight.shape[0] // mesh.size()) * mesh.get_local_rank()  # torch.chunk's pieces, in rank order
+    local = ids - first
+    elsewhere = (local < 0) | (local >= rows.shape[0])
+    padding = module.padding_idx - first if module.padding_idx is not None else None
+    padding = padding if padding is not None and 0 <= padding < rows.shape[0] else None
+    part = F.embedding(local.masked_fill(elsewhere, 0), rows, padding)
+    part = part.masked_fill(elsewhere.unsqueeze(-1), 0)
+    whole = DTensor.from_local(part, mesh, (Partial(),), run_check=False).redistribute(mesh, (Replicate(),))
+    hidden = whole.to_local()
+    scale = getattr(module, "embed_scale", None)
+    return hidden if scale is None else hidden * scale.to(hidden.dtype)
+
+
+class _VocabParallelHead(ColwiseParallel):
+    """ColwiseParallel for the output head: its input gathered from the sequence split, its weight's rows split,
+    its logits [..., vocab/tp] a DTensor split on the last dimension (with `local_logits`, its local tensor). Where
+    trainer.model.loss runs the head as the chunked loss, its output is the loss sum, a plain tensor: passed on."""
+
+    def __init__(self, local_logits: bool) -> None:
+        super().__init__(input_layouts=Shard(SEQUENCE_DIM), output_layouts=Shard(-1), use_local_output=local_logits)
+
+    @staticmethod
+    def _prepare_output_fn(output_layouts, use_local_output, mod, outputs, device_mesh):
+        if not isinstance(outputs, DTensor):
+            return outputs
+        return ColwiseParallel._prepare_output_fn(output_layouts, use_local_output, mod, outputs, device_mesh)
 
 
 def _sequence_plan(layer: torch.nn.Module, prefix: str, split: dict, save_split_inputs: bool) -> dict:
@@ -254,6 +334,21 @@ def check_sequence_parallel(tp: int, cp: int, seq_len: int) -> None:
         raise LayoutError(
             f"layout tp={tp}: data.seq_len {seq_len}{f' / cp={cp}' if cp > 1 else ''} must be divisible by tp "
             "(sequence parallelism splits each sequence over the tp ranks)"
+        )
+
+
+def check_vocabulary_split(tp: int, config: PretrainedConfig) -> None:
+    """Refuse, in one line, a model whose output head has a bias under tp > 1: the head is split by vocabulary and
+    the losses take its weight's rows alone (Phi's lm_head has one)."""
+    if tp == 1:
+        return
+    from trainer.costs.memory_model import parameter_shapes  # the model's parameters, from a meta-device build
+
+    vocab = config.vocab_size
+    if any(shape == (vocab,) and ".layers." not in name for name, shape in parameter_shapes(config)):
+        raise LayoutError(
+            f"layout tp={tp}: {config.model_type}'s output head has a bias, which the vocabulary-split head "
+            "(tensor parallelism) does not take"
         )
 
 

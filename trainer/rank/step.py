@@ -25,6 +25,8 @@ from functools import cache, partial
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor.parallel import loss_parallel
 
 from trainer.data.packing import IGNORE_INDEX, model_inputs
 from trainer.model.loss import causal_lm, head_computes_loss
@@ -73,9 +75,22 @@ def whole_model_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor], pac
     """The model's forward to its logits, then one fp32 cross-entropy sum over them (train.loss: whole), as a
     pipeline's last stage computes it (trainer.parallel.pipeline.StepLoss)."""
     logits = model(**model_inputs(batch, packed)).logits
+    if isinstance(logits, DTensor):  # split by vocabulary under tp: torch's loss_parallel (see `_loss_context`)
+        with loss_parallel():
+            loss = F.cross_entropy(
+                logits.float().flatten(0, -2), batch["labels"].flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
+            )
+        return loss.to_local()
     return F.cross_entropy(
         logits.float().flatten(0, -2), batch["labels"].flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
     )
+
+
+def _loss_context(whole_loss: bool) -> contextlib.AbstractContextManager:
+    """torch's loss_parallel around the whole loss's backward, as around its forward (`whole_model_loss`): the
+    logits split by vocabulary under tensor parallelism need it there too (DTensors; plain tensors it leaves
+    alone)."""
+    return loss_parallel() if whole_loss else contextlib.nullcontext()
 
 
 @cache
@@ -139,7 +154,8 @@ def forward_backward(
             total = batch_loss * scale
             if router is not None:
                 total = total + _router_loss(router, model, batch, dp_group, router_sums) / len(micro_batches)
-            total.backward()
+            with _loss_context(whole_loss):
+                total.backward()
         loss_sum += batch_loss.detach()
         if small:
             small_batch = _small_batch_gradient(model, micro_batches[0], dp_group, target_tokens)
