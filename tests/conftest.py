@@ -105,11 +105,19 @@ def pytest_runtest_protocol(item, nextitem):
             costs.write(json.dumps(line) + "\n")
 
 
+_XDIST_WORKER = False  # whether this process is one of xdist's workers (pytest_configure)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _XDIST_WORKER
+    _XDIST_WORKER = hasattr(config, "workerinput")  # xdist's own mark of a worker (its environment may be inherited)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """With MESHPILOT_TEST_FAILURES=file, each failure's report appended to it as it comes, by the one process that
     sees every report (xdist's controller, or the only one): bench/gpu.py's CUDA tests keep the failures' text when
     the GPU time runs out before pytest prints its summary."""
     path = os.environ.get("MESHPILOT_TEST_FAILURES")
-    if path and report.failed and not os.environ.get("PYTEST_XDIST_WORKER"):
+    if path and report.failed and not _XDIST_WORKER:
         with open(path, "a") as failures:
             failures.write(f"=== {report.nodeid} ({report.when})\n{report.longreprtext}\n")

@@ -67,6 +67,7 @@ from torch.distributed.tensor.placement_types import Placement
 from trainer.config import checkpointing_mode
 from trainer.layout import LayoutError, tensor_parallel_plan
 from trainer.model.moe import is_router
+from trainer.model.parameters import describe_parameters
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -342,10 +343,9 @@ def check_vocabulary_split(tp: int, config: PretrainedConfig) -> None:
     the losses take its weight's rows alone (Phi's lm_head has one)."""
     if tp == 1:
         return
-    from trainer.costs.memory_model import parameter_shapes  # the model's parameters, from a meta-device build
-
+    shapes, _ = describe_parameters(config)  # the model's parameters, from a meta-device build
     vocab = config.vocab_size
-    if any(shape == (vocab,) and ".layers." not in name for name, shape in parameter_shapes(config)):
+    if any(shape == (vocab,) and ".layers." not in name for name, shape in shapes):
         raise LayoutError(
             f"layout tp={tp}: {config.model_type}'s output head has a bias, which the vocabulary-split head "
             "(tensor parallelism) does not take"
