@@ -43,6 +43,44 @@ def test_equals_the_plain_loss_and_gradients(chunk):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("chunk", [7, 1000])
+def test_a_head_with_a_bias_takes_it_into_the_loss_and_its_gradient(chunk):
+    """Phi's output head has a bias: the chunked loss adds it to each chunk's logits and gives it its gradient, as
+    the plain head does."""
+    generator = torch.Generator().manual_seed(3)
+    hidden = torch.randn(2, 20, 16, generator=generator).requires_grad_()
+    weight = torch.randn(50, 16, generator=generator).requires_grad_()
+    bias = torch.randn(50, generator=generator).requires_grad_()
+    labels = labels_with_holes((2, 20), 50, generator)
+    logits = (hidden @ weight.T + bias).float()
+    expected = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
+    expected_grads = torch.autograd.grad(expected * 0.37, (hidden, weight, bias))
+    got = chunked_cross_entropy_sum(hidden, weight, labels, chunk, bias)
+    grads = torch.autograd.grad(got * 0.37, (hidden, weight, bias))
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-5)
+    for a, b in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_phi_model_trains_on_its_head_bias():
+    """Through the trainer's loss, a Phi model (whose lm_head has a bias) gets the plain loss and gradients, the
+    head's bias included."""
+    config = AutoConfig.for_model(
+        "phi", vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        max_position_embeddings=64,
+    )  # fmt: skip
+    generator = torch.Generator().manual_seed(4)
+    ids = torch.randint(0, config.vocab_size, (2, 24), generator=generator)
+    batch = {"input_ids": ids, "labels": labels_with_holes((2, 24), config.vocab_size, generator)}
+    batch |= {"position_ids": torch.arange(24).expand_as(ids), "segment_ids": torch.zeros_like(ids)}
+    expected_loss, expected = model_step(config, batch, chunked=False)
+    loss, grads = model_step(config, batch, chunked=True)
+    assert "lm_head.bias" in expected and float(expected["lm_head.bias"].abs().max()) > 0
+    torch.testing.assert_close(loss, expected_loss, rtol=1e-6, atol=0)
+    for name, grad in expected.items():
+        torch.testing.assert_close(grads[name], grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
 def test_chunk_holds_a_bounded_number_of_logits():
     assert chunk_tokens(128256) == 256  # 128 MiB of fp32 logits (261 tokens), in whole 128-row tiles
     assert chunk_tokens(512) > 50_000  # a small vocabulary: a micro-batch in one chunk

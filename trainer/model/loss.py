@@ -59,34 +59,37 @@ def chunk_tokens(vocab_size: int) -> int:
 
 
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):
-    """sum over target tokens of cross_entropy(hidden @ weight.T), chunk by chunk (see the module docstring)."""
+    """sum over target tokens of cross_entropy(hidden @ weight.T + bias), chunk by chunk (see the module docstring);
+    `bias` None for a head without one (most)."""
 
     @staticmethod
-    def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, chunk: int) -> torch.Tensor:
+    def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, labels: torch.Tensor,
+                chunk: int) -> torch.Tensor:  # fmt: skip
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         log_sum_exp = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
         for start in range(0, hidden.shape[0], chunk):
             stop = min(start + chunk, hidden.shape[0])
-            logits = (hidden[start:stop] @ weight.T).float()
+            logits = _chunk_logits(hidden[start:stop], weight, bias)
             target = labels[start:stop]
             kept = target != IGNORE_INDEX
             lse = torch.logsumexp(logits, dim=-1)
             picked = logits.gather(1, target.clamp(min=0).unsqueeze(1)).squeeze(1)
             total += torch.where(kept, lse - picked, 0.0).sum()
             log_sum_exp[start:stop] = lse
-        ctx.save_for_backward(hidden, weight, labels, log_sum_exp)
+        ctx.save_for_backward(hidden, weight, bias, labels, log_sum_exp)
         ctx.chunk = chunk
         return total
 
     @staticmethod
     def backward(ctx, grad_total: torch.Tensor):
-        hidden, weight, labels, log_sum_exp = ctx.saved_tensors
+        hidden, weight, bias, labels, log_sum_exp = ctx.saved_tensors
         grad_hidden = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
         # In the weight's dtype, as the plain head's gradient is: an fp32 sum would be a second vocab x hidden copy.
         grad_weight = torch.zeros_like(weight)
+        grad_bias = torch.zeros_like(bias) if bias is not None and ctx.needs_input_grad[2] else None
         for start in range(0, hidden.shape[0], ctx.chunk):
             stop = min(start + ctx.chunk, hidden.shape[0])
-            logits = (hidden[start:stop] @ weight.T).float()
+            logits = _chunk_logits(hidden[start:stop], weight, bias)
             target = labels[start:stop]
             # d(lse - logit[target]) / d logits = softmax - one_hot(target), for the tokens with a target; in
             # place, so that one chunk-sized fp32 tensor lives at a time.
@@ -96,7 +99,15 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
             if grad_hidden is not None:
                 grad_hidden[start:stop] = grad @ weight
             grad_weight.addmm_(grad.T, hidden[start:stop])
-        return grad_hidden, grad_weight, None, None
+            if grad_bias is not None:
+                grad_bias += grad.sum(dim=0)
+        return grad_hidden, grad_weight, grad_bias, None, None
+
+
+def _chunk_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """One chunk's logits in fp32, from the head's matmul (and bias) in the compute dtype, as the plain head's."""
+    logits = hidden @ weight.T if bias is None else torch.addmm(bias, hidden, weight.T)
+    return logits.float()
 
 
 class _VocabParallelChunkedCrossEntropy(torch.autograd.Function):
@@ -196,12 +207,17 @@ def _group_log_sum_exp(logits: torch.Tensor, target: torch.Tensor, group) -> tup
 
 
 def chunked_cross_entropy_sum(
-    hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, chunk: int | None = None
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    labels: torch.Tensor,
+    chunk: int | None = None,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Sum of cross-entropy over the target tokens of `labels` [..., tokens] for the logits hidden @ weight.T,
-    chunk by chunk (fp32, whatever the compute dtype). Under autocast the matmuls run in its dtype, as the plain
-    head's would; its weight copy is made once and kept for the backward, as autocast's is. A `weight` split by
-    vocabulary rows over a tp mesh (a DTensor; `hidden` then a replicated one) takes the vocab-parallel loss."""
+    """Sum of cross-entropy over the target tokens of `labels` [..., tokens] for the logits hidden @ weight.T (+ the
+    head's `bias`, where it has one: Phi's), chunk by chunk (fp32, whatever the compute dtype). Under autocast the
+    matmuls run in its dtype, as the plain head's would; its weight copy is made once and kept for the backward, as
+    autocast's is. A `weight` split by vocabulary rows over a tp mesh (a DTensor; `hidden` then a replicated one)
+    takes the vocab-parallel loss (tensor parallelism refuses a head with a bias before launch)."""
     device_type = hidden.device.type
     dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else weight.dtype
     if _is_dtensor(weight):
@@ -209,7 +225,8 @@ def chunked_cross_entropy_sum(
     flat_hidden = hidden.reshape(-1, hidden.shape[-1]).to(dtype)
     with torch.autocast(device_type, enabled=False):
         chunk = chunk or chunk_tokens(weight.shape[0])
-        return _ChunkedLinearCrossEntropy.apply(flat_hidden, weight.to(dtype), labels.reshape(-1), chunk)
+        bias = None if bias is None else bias.to(dtype)
+        return _ChunkedLinearCrossEntropy.apply(flat_hidden, weight.to(dtype), bias, labels.reshape(-1), chunk)
 
 
 def _is_dtensor(tensor: torch.Tensor) -> bool:
@@ -255,7 +272,8 @@ def head_computes_loss(model: torch.nn.Module, labels: torch.Tensor, chunk: int 
 
 
 def _loss_forward(head: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
-    return chunked_cross_entropy_sum(hidden, head.weight, head.loss_labels, head.loss_chunk)
+    bias = getattr(head, "bias", None)
+    return chunked_cross_entropy_sum(hidden, head.weight, head.loss_labels, head.loss_chunk, bias)
 
 
 @functools.cache
