@@ -2873,3 +2873,190 @@ def test_settings_of_a_named_file_or_run_or_spelled_out_are_acted_on(text, args,
 def test_the_usual_in_a_question_about_results_asks_nothing(known):
     intent = read("how did my latest run go? loss, throughput, the usual", known)
     assert intent.command == "results" and intent.clarify is None
+
+
+# --- fresh wordings of kinds the fresh_n set missed (issue 33) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, path",
+    [
+        ("i'd like to scroll through baseline-ddp's full log myself", "runs/baseline-ddp/log.txt"),
+        ("tp-try crashed. can I see its raw output log, the plain text?", "runs/tp-try/log.txt"),
+        ("r1 is done; paste the whole training log here", "runs/r1/log.txt"),
+    ],
+)
+def test_a_runs_log_asked_for_is_its_log_file_not_its_figures(text, path, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("path"), intent.clarify) == ("read", path, None)
+
+
+@pytest.mark.parametrize("text", ["loss of r1 in log scale", "relaunch r1 with 20 steps and log to wandb"])
+def test_log_as_a_scale_or_a_verb_reads_no_log_file(text, known):
+    assert read(text, known).command != "read"
+
+
+@pytest.mark.parametrize(
+    "text, run",
+    [
+        ("r1 is eating the whole budget for nothing, pull the plug on it", "runs/r1"),
+        ("tp-try looks stuck at step 3; shut the job off please", "runs/tp-try"),
+        ("Finance keeps asking about baseline-ddp. Shut it down now.", "runs/baseline-ddp"),
+    ],
+)
+def test_a_reason_then_a_stop_in_everyday_words_cancels(text, run, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("run"), intent.clarify) == ("cancel", run, None)
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("did r1 shut down cleanly?", "status"),  # a question about a stop: no cancel
+        ("don't shut r1 down, just tell me its loss", "results"),
+    ],
+)
+def test_a_stop_asked_about_or_taken_back_cancels_nothing(text, command, known):
+    assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text, run",
+    [
+        ("not the loss, only whether r1 finished", "runs/r1"),
+        ("no need for the metrics of baseline-ddp, is it still going?", "runs/baseline-ddp"),
+        ("I don't need numbers: did tp-try crash?", "runs/tp-try"),
+    ],
+)
+def test_a_reading_said_not_to_be_wanted_is_no_cue_of_it(text, run, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("run")) == ("status", run)
+
+
+def test_a_figure_refused_beside_another_figure_still_reads_results(known):
+    assert read("loss of r1, not the throughput", known).command == "results"
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("train 10 steps sharded over 4 gpus", {"nproc": 4, "layout": "dp_shard=4", "steps": 10}),
+        ("launch on 2 procs, sharded, 5 steps", {"nproc": 2, "layout": "dp_shard=2", "steps": 5}),
+        ("ddp over 4 - 10 steps", {"nproc": 4, "layout": "dp_replicate=4", "steps": 10}),
+        ("tp on 2 then 30 steps", {"nproc": 2, "layout": "tp=2", "steps": 30}),
+        (
+            "fsdp over 4 but not plain zero-3: zero 2",
+            {"nproc": 4, "layout": "dp_shard=4", "set": ["train.zero_stage=2"]},
+        ),
+    ],
+)
+def test_a_bare_sharded_or_a_bare_count_after_a_layout_is_its_degree(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+def test_a_sharded_checkpoint_is_no_layout(known):
+    assert "layout" not in read("train on 2 gpus from a sharded checkpoint", known).args
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("we may rent H100 cards, maybe eight of them in one node. layouts for llama 3.1 8b? just plan",
+         {"devices": 8, "gpu": "h100-sxm"}),
+        ("could llama 3.1 70b fit in 16 of H100?", {"devices": 16, "gpu": "h100-sxm"}),
+        ("plan llama 2 13b on 8 A100 40s", {"devices": 8, "gpu": "a100-40gb"}),
+        ("how would llama 3.1 70b lay out on 8 a100-80s", {"devices": 8, "gpu": "a100-80gb"}),
+    ],
+)  # fmt: skip
+def test_gpu_counts_written_as_of_them_of_a_gpu_and_sizes_without_a_unit(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.clarify is None
+    assert args.items() <= intent.args.items()
+
+
+def test_a_vague_hardware_with_no_count_after_it_is_still_asked_about(known):
+    assert read("what if we rented some more L40S cards?", known).clarify is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "please tell me which computer I have and how many GPU",
+        "what hardware are we on?",
+        "explain me what machine we are on, how many cores and how much memory",
+    ],
+)
+def test_a_hardware_question_in_another_word_order_reads_the_hardware(text, known):
+    assert read(text, known).command == "hardware"
+
+
+def test_a_run_on_some_machine_is_no_hardware_question(known):
+    assert read("which machine ran r1 and how much memory did it use?", known).command == "results"
+
+
+@pytest.mark.parametrize(
+    "text, command, sweep",
+    [
+        ("could I get a report on the layout tuning", "report", "sweeps/layouts-nov"),
+        ("who won the learning rate search?", "trials", "sweeps/lr-scan"),
+        ("can we have a writeup of what the november search found?", "report", "sweeps/layouts-nov"),
+    ],
+)
+def test_a_sweep_named_by_its_month_or_purpose_and_a_writeup_asked_for(text, command, sweep, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("sweep"), intent.clarify) == (command, sweep, None)
+
+
+@pytest.mark.parametrize("text", ["redo the layout tuning with 12 trials", "start a new layout search with 4 trials"])
+def test_tuning_done_again_is_a_new_sweep_not_the_one_before(text, known):
+    intent = read(text, known)
+    assert intent.command == "sweep" and "sweep" not in intent.args
+
+
+@pytest.mark.parametrize(
+    "text, command, sweep",
+    [
+        ("skip lr-scan; write up the other sweep", "report", "sweeps/layouts-nov"),
+        ("forget layouts-nov. what did the other one pick?", "trials", "sweeps/lr-scan"),
+        ("ignoring the lr sweep, who won the other one?", "trials", "sweeps/layouts-nov"),
+    ],
+)
+def test_the_other_of_two_after_one_is_ruled_out_is_the_one_left(text, command, sweep, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("sweep"), intent.clarify) == (command, sweep, None)
+
+
+def test_the_other_sweep_after_reading_one_is_the_one_left(known):
+    intent = read("and who won the other sweep?", known, read_a_sweep("sweeps/layouts-nov"))
+    assert (intent.command, intent.args.get("sweep"), intent.clarify) == ("trials", "sweeps/lr-scan", None)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["not r1, the other run: what was its loss?", "who won the other sweep?", "ignore r1, how did the other run do?"],
+)
+def test_the_other_of_several_or_of_nothing_ruled_out_is_asked_about(text, known):
+    assert "the other" in (read(text, known).clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text, wanted",
+    [
+        ("train 10 steps with lr 3e-4, seed 7 and packing", "data.packing=true"),
+        ("fsdp on 2 gpus with micro batch 2 and compile, 20 steps", "train.compile=true"),
+        ("tp=2 on 2 gpus using bf16 and activation checkpointing for 5 steps", "train.activation_checkpointing=true"),
+    ],
+)
+def test_a_setting_named_bare_in_a_with_list_is_on(text, wanted, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None and wanted in intent.args["set"]
+
+
+@pytest.mark.parametrize(
+    "text", ["train 10 steps with packing off and compile", "train with fsdp, no packing or compile"]
+)
+def test_a_bare_setting_after_a_state_in_the_list_is_still_asked_or_off(text, known):
+    intent = read(text, known)
+    assert "train.compile=true" not in intent.args.get("set", [])
