@@ -2902,6 +2902,7 @@ def test_log_as_a_scale_or_a_verb_reads_no_log_file(text, known):
         ("r1 is eating the whole budget for nothing, pull the plug on it", "runs/r1"),
         ("tp-try looks stuck at step 3; shut the job off please", "runs/tp-try"),
         ("Finance keeps asking about baseline-ddp. Shut it down now.", "runs/baseline-ddp"),
+        ("take r1 down, it is burning money", "runs/r1"),
     ],
 )
 def test_a_reason_then_a_stop_in_everyday_words_cancels(text, run, known):
@@ -2926,6 +2927,8 @@ def test_a_stop_asked_about_or_taken_back_cancels_nothing(text, command, known):
         ("not the loss, only whether r1 finished", "runs/r1"),
         ("no need for the metrics of baseline-ddp, is it still going?", "runs/baseline-ddp"),
         ("I don't need numbers: did tp-try crash?", "runs/tp-try"),
+        ("I don't care about the throughput, did r1 finish?", "runs/r1"),
+        ("not interested in results, is baseline-ddp still running?", "runs/baseline-ddp"),
     ],
 )
 def test_a_reading_said_not_to_be_wanted_is_no_cue_of_it(text, run, known):
@@ -3026,6 +3029,11 @@ def test_tuning_done_again_is_a_new_sweep_not_the_one_before(text, known):
 def test_the_other_of_two_after_one_is_ruled_out_is_the_one_left(text, command, sweep, known):
     intent = read(text, known)
     assert (intent.command, intent.args.get("sweep"), intent.clarify) == (command, sweep, None)
+
+
+def test_a_name_not_to_forget_is_not_ruled_out(known):
+    intent = read("don't forget r1 when you compare it with tp-try", known)
+    assert (intent.command, intent.words) == ("compare", ["runs/r1", "runs/tp-try"])
 
 
 def test_the_other_sweep_after_reading_one_is_the_one_left(known):

@@ -140,7 +140,7 @@ NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "swee
          "not_run_choice", "not_sweep_choice", "not_experiment")  # fmt: skip
 # What excludes the run or sweep named right after it: "from the lr scan, not the layouts one", "rather than r1".
 EXCLUDER = (r"\b(?:not|rather than|instead of|but not|except(?: for)?|other than|apart from|excluding|skip|ignore|"
-            r"ignoring|leave out|leaving out|forget(?: about)?)\s+"
+            r"ignoring|leave out|leaving out|(?<!n't )(?<!not )forget(?: about)?)\s+"
             r"(?:(?:the|that|this|from|on|of|with|for)\s+)*")  # fmt: skip
 
 

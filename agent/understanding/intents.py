@@ -36,7 +36,8 @@ FINDS_BEST = (
 )
 # A run stopped in everyday words ("shut it down", "pull the plug on r1"); "did r1 shut down cleanly?" asks, as any
 # question about an action does (score).
-SHUT_DOWN = r"shut(?:ting|s)?\s+(?:\S+\s+){0,3}?(?:down|off)|shutdown|pull(?:ing)?\s+the\s+plug"
+SHUT_DOWN = (r"shut(?:ting|s)?\s+(?:\S+\s+){0,3}?(?:down|off)|shutdown|pull(?:ing)?\s+the\s+plug|"
+             r"take\s+(?:\S+\s+){1,3}?(?:down|offline)")  # fmt: skip
 # Cue words of each intent, with their weights.
 CUES: dict[str, list[tuple[str, float]]] = {
     "hardware": [
@@ -412,6 +413,9 @@ DEFERRED = (
 # only if it finished". Its word cues nothing: what is asked beside it decides (the reading is never blocked, since
 # "not r1's results, tp-try's" still asks for results).
 DONT_READ = r"results?|metrics|numbers|figures|stats|statistics|loss(?:es)?|throughput|details|breakdown"
+# Not wanting something said as not caring for it: "I don't care about the throughput", "not interested in results".
+NOT_CARING = (r"\b(?:(?:don'?t|do not|doesn'?t)\s+(?:really\s+)?care\s+(?:about|for)|"
+              r"not\s+(?:really\s+)?interested\s+in|no\s+interest\s+in)\s+")  # fmt: skip
 # What follows a refused reading and asks for the same reading of another run: "not r1's results, tp-try's".
 SAME_KIND_READ = (r"(?:\s+(?:of|for|from|on)\s+\S+)?\s*[,;:-]*\s*(?:but\s+|just\s+|only\s+|rather\s+)?"
                   r"(?:the\s+ones?\b|those\b|\S+'s\b)")  # fmt: skip
@@ -441,7 +445,7 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
                                  rf"\b(?:{verbs})\b[^?.!;]{{0,40}}{WAVED_OFF}", lowered):  # fmt: skip
             negated.add(intent)
             spans.append(found.span())
-    for found in re.finditer(rf"{NEGATOR}{_DOING}(?:{DONT_READ})\b", lowered):
+    for found in re.finditer(rf"(?:{NEGATOR}|{NOT_CARING}){_DOING}(?:{DONT_READ})\b", lowered):
         if not re.match(SAME_KIND_READ, lowered[found.end() :]):
             spans.append(found.span())  # no cue of the reading it refuses, no action refused either
     for found in re.finditer(DONT_WAIT, lowered):
