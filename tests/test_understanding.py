@@ -2979,6 +2979,19 @@ def test_gpu_counts_written_as_of_them_of_a_gpu_and_sizes_without_a_unit(text, a
     assert args.items() <= intent.args.items()
 
 
+@pytest.mark.parametrize(
+    "text, plain",
+    [
+        ("renting L40S cards, say 4 of them", "renting L40S cards, say 4 gpus"),
+        ("some h100 nodes, 2 of them with 8 gpus each", "some h100 nodes, 2 nodes with 8 gpus each"),
+        ("we have 3 runs; show me 2 of them", "we have 3 runs; show me 2 of them"),  # no hardware: left as said
+        ("an h100 for 40 minutes", "an h100 for 40 minutes"),  # a duration, no memory size
+    ],
+)
+def test_them_counts_the_noun_said_before_it_and_a_size_needs_a_card_before_it(text, plain):
+    assert normalise(text) == plain
+
+
 def test_a_vague_hardware_with_no_count_after_it_is_still_asked_about(known):
     assert read("what if we rented some more L40S cards?", known).clarify is not None
 

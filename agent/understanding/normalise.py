@@ -138,7 +138,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "4 A100 80s", "the H100 80": a memory size after the name of a card sold in several, written as its model is
     # called, without a unit
     text = re.sub(rf"\b((?:a100|h100|h200)s?)[\s-]+({CARD_SIZES})s?\b(?![.\d]|\s*(?:gi?b|gigs?|g|steps?|gpus?|cards?|"
-                  r"process\w*|procs?|nodes?|trials?|x)\b)", r"\1 \2GiB", text, flags=re.I)  # fmt: skip
+                  r"process\w*|procs?|nodes?|trials?|x|minutes?|mins?|hours?|seconds?|times|tokens?|percent)\b|%)",
+                  r"\1 \2GiB", text, flags=re.I)  # fmt: skip
     # "2 A100 of 40 GB", "H100s with 80GB": the card's memory, written as the card's name says it ("A100 40 GB"); only
     # for the cards whose presets are named by their memory (an "a10 with 24GB" is the one A10)
     text = re.sub(r"\b((?:h100|h200|a100)s?)\s+(?:of|with)\s+(?=\d+(?:\.\d+)?\s*(?:gi?b|gigs?|g)\b)", r"\1 ",
@@ -161,7 +162,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\blearning[-_]rate\b", "learning rate", text, flags=re.I)
     text = re.sub(r"\b(?:seq|sequence)\s+(?=\d)", "seq_len ", text, flags=re.I)
     text = re.sub(r"\s@\s*(?=\d)", " at ", text)
-    text = re.sub(r"\b(\d+) of them\b", r"\1 gpus", text, flags=re.I)
+    text = re.sub(r"\b(\d+) of them\b", _of_them, text, flags=re.I)
     # "a100 40GiB x 8", "h100x8", "h200 * 4": the count after a GPU's name, as it reads before it ("8 x h100")
     text = re.sub(rf"\b({GPU_WORD})\s*(?:x|\*|×)\s*(\d+)\b(?!\.\d|\s*(?:k|b|steps?)\b)", r"\2 x \1", text, flags=re.I)
     text = re.sub(r"(?<=[a-z0-9])\s*\bx(\d+)\b", r" x \1 gpus", text, flags=re.I)  # "a100 80g x8"
@@ -173,6 +174,22 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)\s+replicas?\s*(?:x|and|by|times|,|with)?\s*(\d+)\s+shards?\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
     return text
+
+
+# What "them" counts: the last of these nouns said before it ("some L40S cards, say 4 of them" are 4 GPUs; "h100
+# nodes, 2 of them" are 2 nodes); another noun ("3 runs; show me 2 of them") leaves it as said, none at all is the
+# GPUs of the conversation ("now with 8 of them").
+THEM_NOUNS = {"gpus": r"gpus?|cards?|devices?|accelerators?|h100s?|h200s?|a100s?|a10s?|l40s|4090s?|b200s?|v100s?",
+              "nodes": r"nodes?|machines?|boxes|box|hosts?|servers?|computers?",
+              "": r"runs?|sweeps?|trials?|checkpoints?|steps?|files?|jobs?|experiments?|configs?|layouts?|"
+                  r"models?"}  # fmt: skip
+
+
+def _of_them(found: re.Match) -> str:
+    before = found.string[: found.start()].lower()
+    said = [(m.start(), noun) for noun, words in THEM_NOUNS.items() for m in re.finditer(rf"\b(?:{words})\b", before)]
+    noun = max(said)[1] if said else "gpus"  # "now with 8 of them" after a plan: its GPUs
+    return f"{found.group(1)} {noun}" if noun else found.group(0)
 
 
 # A GPU by its name, its variant and memory size ("A100 40GiB", "h100 sxm"): what a count after it counts.
