@@ -116,6 +116,7 @@ def test_counts_are_read_with_their_noun(text, kind, value, known):
 
 NEGATED = [
     "train 12 steps, packing off",
+    "train 10 steps with packing shut off",
     "without packing, train for 10 steps",
     "don't pack, seq_len 512, 25 steps",
     "trian the long config 5 steps on 2 gpus w/ dp_shard=2, packing disabled",
@@ -2915,6 +2916,8 @@ def test_a_reason_then_a_stop_in_everyday_words_cancels(text, run, known):
     [
         ("did r1 shut down cleanly?", "status"),  # a question about a stop: no cancel
         ("don't shut r1 down, just tell me its loss", "results"),
+        ("train 10 steps, shut off packing", "run"),  # a setting shut off: no run stopped
+        ("rerun r1 but shut activation checkpointing off", "run"),
     ],
 )
 def test_a_stop_asked_about_or_taken_back_cancels_nothing(text, command, known):

@@ -57,9 +57,11 @@ SWITCHES = {
 CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
 NEGATION_BEFORE = (
     r"\b(?:without|no|not|disable|disabling|disabled|off|don'?t|do not|never|skip|w/o|turn off|switch off|remove|"
-    r"removing|drop|dropping)\b"
+    r"removing|drop|dropping|shut off)\b"
 )
-NEGATION_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?:off|disabled|false|no|0|none)\b"
+NEGATION_AFTER = (
+    r"^(?:\s*(?:turned|switched|shut|set|is|being|to|back|again|=|:))*\s*(?:off|disabled|false|no|0|none)\b"
+)
 OPTIMIZERS = r"sgd|adamw|adam|adafactor|lion|muon"
 SETTING = (
     r"\b(?:learning rate|lr|micro[- _]?batch(?: size)?|seed|weight decay|warm-?up(?: steps)?|"

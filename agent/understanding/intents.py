@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from agent.understanding.entities import NOUNS, Entities, masked
+from agent.understanding.entities import NOUNS, SWITCHES, Entities, masked
 
 # "do" opens a question only before its subject: "do we have ...?", not "do the same as r1 with 50 steps".
 QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|were|did|does|would|could|should|"
@@ -35,9 +35,13 @@ FINDS_BEST = (
     r"(?:split|shard|paralleli[sz]e|distribute|divide|spread|lay)|layouts?|mesh|split|parallelism)\b"
 )
 # A run stopped in everyday words ("shut it down", "pull the plug on r1"); "did r1 shut down cleanly?" asks, as any
-# question about an action does (score).
-SHUT_DOWN = (r"shut(?:ting|s)?\s+(?:\S+\s+){0,3}?(?:down|off)|shutdown|pull(?:ing)?\s+the\s+plug|"
-             r"take\s+(?:\S+\s+){1,3}?(?:down|offline)")  # fmt: skip
+# question about an action does (score). A setting shut off ("shut off packing", "shut AC off") is no run stopped.
+_SETTING_NAMES = "|".join(SWITCHES.values())
+_NO_SETTING = rf"(?!(?:off\s+)?(?:the\s+)?(?:{_SETTING_NAMES})\b)"
+SHUT_DOWN = (
+    rf"shut(?:ting|s)?\s+{_NO_SETTING}(?:\S+\s+){{0,3}}?(?:down|off)(?!\s+(?:the\s+)?(?:{_SETTING_NAMES})\b)|"
+    rf"shutdown|pull(?:ing)?\s+the\s+plug|take\s+{_NO_SETTING}(?:\S+\s+){{1,3}}?(?:down|offline)\b"
+)
 # Cue words of each intent, with their weights.
 CUES: dict[str, list[tuple[str, float]]] = {
     "hardware": [
