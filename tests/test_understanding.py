@@ -2939,8 +2939,18 @@ def test_a_reading_said_not_to_be_wanted_is_no_cue_of_it(text, run, known):
     assert (intent.command, intent.args.get("run")) == ("status", run)
 
 
-def test_a_figure_refused_beside_another_figure_still_reads_results(known):
-    assert read("loss of r1, not the throughput", known).command == "results"
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        ("loss of r1, not the throughput", "results", {"run": "runs/r1"}),
+        ("the full results of r1 please, not just the status", "results", {"run": "runs/r1"}),
+        ("not the metrics, the log of r1", "read", {"path": "runs/r1/log.txt"}),
+        ("skip r1's benchmark, just read its loss", "results", {"run": "runs/r1"}),  # the benchmark skipped, not r1
+    ],
+)
+def test_a_reading_refused_beside_another_reads_the_other(text, command, args, known):
+    intent = read(text, known)
+    assert (intent.command, intent.clarify) == (command, None) and args.items() <= intent.args.items()
 
 
 @pytest.mark.parametrize(

@@ -590,7 +590,8 @@ def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
             return _fill_run_tool(intent, entities, context)
     files = [str(f) for f in entities.all("file")]
     run = entities.get("run") or (context.run if re.search(r"\b(?:its|it'?s|that run'?s?)\b", lowered) else None)
-    stem = re.search(r"\b(metrics|memory|steps|config|log)(?:\.\w+)?(?: file)?\b", lowered)
+    # "not the metrics, the log of r1": a file said not to be wanted is no stem of the one to show
+    stem = re.search(r"\b(metrics|memory|steps|config|log)(?:\.\w+)?(?: file)?\b", negated_actions(lowered)[1])
     in_run = [f for f in context.known.files if run and stem and f.startswith(f"{run}/{stem.group(1)}.")]
     if files and run and files[-1] not in context.known.files and f"{run}/{files[-1]}" in context.known.files:
         intent.args["path"] = f"{run}/{files[-1]}"  # "r1's steps.jsonl"

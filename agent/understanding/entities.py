@@ -141,8 +141,10 @@ SEQ_LEN = (
 NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice", "not_run", "not_sweep",
          "not_run_choice", "not_sweep_choice", "not_experiment")  # fmt: skip
 # What excludes the run or sweep named right after it: "from the lr scan, not the layouts one", "rather than r1".
-EXCLUDER = (r"\b(?:not|rather than|instead of|but not|except(?: for)?|other than|apart from|excluding|skip|ignore|"
-            r"ignoring|leave out|leaving out|(?<!n't )(?<!not )forget(?: about)?)\s+"
+# Verbs that leave out what they name ("skip lr-scan", "ignore r1"): what a possessive names is left out instead ("skip
+# r1's benchmark" skips the benchmark, not r1).
+SKIPPER = r"skip|ignore|ignoring|leave out|leaving out|(?<!n't )(?<!not )forget(?: about)?"
+EXCLUDER = (rf"\b(?:not|rather than|instead of|but not|except(?: for)?|other than|apart from|excluding|{SKIPPER})\s+"
             r"(?:(?:the|that|this|from|on|of|with|for)\s+)*")  # fmt: skip
 
 
@@ -211,6 +213,7 @@ def _excluded(lowered: str, entities: Entities) -> None:
             entity.kind.startswith(("run", "sweep", "experiment"))
             and end > start
             and (re.search(rf"{EXCLUDER}$", lowered[:start]) or _left_alone(lowered, start, end))
+            and not (re.search(rf"\b(?:{SKIPPER})\s+\S*$", lowered[:start]) and lowered[end:].startswith("'s"))
         ):  # "not the long config": not that experiment either
             entity.kind = "not_" + entity.kind
         elif entity.kind == "run" and end > start and re.search(SPARED, lowered[:start]):

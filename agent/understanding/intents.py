@@ -359,7 +359,7 @@ NEGATOR = (r"\b(?:no need (?:for|to)|no|not|without|don'?t|do not|never|skip(?:p
            r"forget(?: about)?|instead of|rather than|nor|nvm|never ?mind|scrap|ditch)\s+")  # fmt: skip
 _DOING = (r"(?:(?:open|create|make|file|raise|push|send|submit|write|draft|do|run|start|launch|kick off|update|touch|"
           r"change|edit|generate|produce|need|want|bother with|put up|publish|regenerate|refresh|rewrite)\w*\s+)?"
-          r"(?:(?:up\s+)?(?:a|an|the|any|that|this|my|our|another|new)\s+)?(?:[\w.-]+\s+)?")  # fmt: skip
+          r"(?:(?:up\s+)?(?:a|an|the|any|that|this|my|our|another|new)\s+)?(?:[\w.-]+(?:'s)?\s+)?")  # fmt: skip
 DONT_DO = {
     "pr": r"pull[- ]requests?|prs?|merge[- ]requests?",
     "report": r"reports?|write-?ups?|markdown",
@@ -416,7 +416,8 @@ DEFERRED = (
 # What to read said not to be wanted: "I don't want the full results, just whether tp-try is running", "not the loss,
 # only if it finished". Its word cues nothing: what is asked beside it decides (the reading is never blocked, since
 # "not r1's results, tp-try's" still asks for results).
-DONT_READ = r"results?|metrics|numbers|figures|stats|statistics|loss(?:es)?|throughput|details|breakdown"
+DONT_READ = (r"results?|metrics|numbers|figures|stats|statistics|loss(?:es)?|throughput|details|breakdown|status|"
+             r"state|progress")  # fmt: skip
 # Not wanting something said as not caring for it: "I don't care about the throughput", "not interested in results".
 NOT_CARING = (r"\b(?:(?:don'?t|do not|doesn'?t)\s+(?:really\s+)?care\s+(?:about|for)|"
               r"not\s+(?:really\s+)?interested\s+in|no\s+interest\s+in)\s+")  # fmt: skip
@@ -449,7 +450,8 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
                                  rf"\b(?:{verbs})\b[^?.!;]{{0,40}}{WAVED_OFF}", lowered):  # fmt: skip
             negated.add(intent)
             spans.append(found.span())
-    for found in re.finditer(rf"(?:{NEGATOR}|{NOT_CARING}){_DOING}(?:{DONT_READ})\b", lowered):
+    for found in re.finditer(rf"(?:{NEGATOR}|{NOT_CARING})(?:(?:just|only|merely)\s+)?{_DOING}(?:{DONT_READ})\b",
+                             lowered):  # fmt: skip
         if not re.match(SAME_KIND_READ, lowered[found.end() :]):
             spans.append(found.span())  # no cue of the reading it refuses, no action refused either
     for found in re.finditer(DONT_WAIT, lowered):
