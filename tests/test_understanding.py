@@ -3081,6 +3081,7 @@ def test_the_other_of_several_or_of_nothing_ruled_out_is_asked_about(text, known
         ("train 10 steps with lr 3e-4, seed 7 and packing", "data.packing=true"),
         ("fsdp on 2 gpus with micro batch 2 and compile, 20 steps", "train.compile=true"),
         ("tp=2 on 2 gpus using bf16 and activation checkpointing for 5 steps", "train.activation_checkpointing=true"),
+        ("2 gpus sharded plus activation checkpointing, 15 steps", "train.activation_checkpointing=true"),
     ],
 )
 def test_a_setting_named_bare_in_a_with_list_is_on(text, wanted, known):
@@ -3089,7 +3090,12 @@ def test_a_setting_named_bare_in_a_with_list_is_on(text, wanted, known):
 
 
 @pytest.mark.parametrize(
-    "text", ["train 10 steps with packing off and compile", "train with fsdp, no packing or compile"]
+    "text",
+    [
+        "train 10 steps with packing off and compile",
+        "train with fsdp, no packing or compile",
+        "train 10 steps, packing off plus compile",
+    ],
 )
 def test_a_bare_setting_after_a_state_in_the_list_is_still_asked_or_off(text, known):
     intent = read(text, known)

@@ -561,8 +561,16 @@ STATE_WORDS = (r"\b(?:off|on(?!\s+\d)|no|not|without|disabled?|enabled?|false|tr
                r"or|nor)\b")  # fmt: skip
 
 
+# Or added by "plus", "along with": "2 gpus sharded plus activation checkpointing" (unless a state was said before it
+# in the sentence: "packing off plus compile" is asked).
+ADDED = r"\b(?:plus|along with|together with|as well as)\s+(?:the\s+)?\Z"
+
+
 def _with_list(lowered: str, mention: re.Match) -> bool:
-    found = re.search(WITH_LIST, lowered[: mention.start()])
+    before = lowered[: mention.start()]
+    if added := re.search(ADDED, before):
+        return not re.search(STATE_WORDS, re.split(r"[.;!?]\s", before[: added.start()])[-1])
+    found = re.search(WITH_LIST, before)
     return bool(found) and not re.search(STATE_WORDS, found.group(1))
 
 
