@@ -116,6 +116,7 @@ def test_counts_are_read_with_their_noun(text, kind, value, known):
 
 NEGATED = [
     "train 12 steps, packing off",
+    "train 10 steps with packing shut off",
     "without packing, train for 10 steps",
     "don't pack, seq_len 512, 25 steps",
     "trian the long config 5 steps on 2 gpus w/ dp_shard=2, packing disabled",
@@ -2873,3 +2874,229 @@ def test_settings_of_a_named_file_or_run_or_spelled_out_are_acted_on(text, args,
 def test_the_usual_in_a_question_about_results_asks_nothing(known):
     intent = read("how did my latest run go? loss, throughput, the usual", known)
     assert intent.command == "results" and intent.clarify is None
+
+
+# --- fresh wordings of kinds the fresh_n set missed (issue 33) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, path",
+    [
+        ("i'd like to scroll through baseline-ddp's full log myself", "runs/baseline-ddp/log.txt"),
+        ("tp-try crashed. can I see its raw output log, the plain text?", "runs/tp-try/log.txt"),
+        ("r1 is done; paste the whole training log here", "runs/r1/log.txt"),
+    ],
+)
+def test_a_runs_log_asked_for_is_its_log_file_not_its_figures(text, path, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("path"), intent.clarify) == ("read", path, None)
+
+
+@pytest.mark.parametrize("text", ["loss of r1 in log scale", "relaunch r1 with 20 steps and log to wandb"])
+def test_log_as_a_scale_or_a_verb_reads_no_log_file(text, known):
+    assert read(text, known).command != "read"
+
+
+@pytest.mark.parametrize(
+    "text, run",
+    [
+        ("r1 is eating the whole budget for nothing, pull the plug on it", "runs/r1"),
+        ("tp-try looks stuck at step 3; shut the job off please", "runs/tp-try"),
+        ("Finance keeps asking about baseline-ddp. Shut it down now.", "runs/baseline-ddp"),
+        ("take r1 down, it is burning money", "runs/r1"),
+    ],
+)
+def test_a_reason_then_a_stop_in_everyday_words_cancels(text, run, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("run"), intent.clarify) == ("cancel", run, None)
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("did r1 shut down cleanly?", "status"),  # a question about a stop: no cancel
+        ("don't shut r1 down, just tell me its loss", "results"),
+        ("train 10 steps, shut off packing", "run"),  # a setting shut off: no run stopped
+        ("rerun r1 but shut activation checkpointing off", "run"),
+    ],
+)
+def test_a_stop_asked_about_or_taken_back_cancels_nothing(text, command, known):
+    assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text, run",
+    [
+        ("not the loss, only whether r1 finished", "runs/r1"),
+        ("no need for the metrics of baseline-ddp, is it still going?", "runs/baseline-ddp"),
+        ("I don't need numbers: did tp-try crash?", "runs/tp-try"),
+        ("I don't care about the throughput, did r1 finish?", "runs/r1"),
+        ("not interested in results, is baseline-ddp still running?", "runs/baseline-ddp"),
+    ],
+)
+def test_a_reading_said_not_to_be_wanted_is_no_cue_of_it(text, run, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("run")) == ("status", run)
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        ("loss of r1, not the throughput", "results", {"run": "runs/r1"}),
+        ("the full results of r1 please, not just the status", "results", {"run": "runs/r1"}),
+        ("not the metrics, the log of r1", "read", {"path": "runs/r1/log.txt"}),
+        ("skip r1's benchmark, just read its loss", "results", {"run": "runs/r1"}),  # the benchmark skipped, not r1
+    ],
+)
+def test_a_reading_refused_beside_another_reads_the_other(text, command, args, known):
+    intent = read(text, known)
+    assert (intent.command, intent.clarify) == (command, None) and args.items() <= intent.args.items()
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("train 10 steps sharded over 4 gpus", {"nproc": 4, "layout": "dp_shard=4", "steps": 10}),
+        ("launch on 2 procs, sharded, 5 steps", {"nproc": 2, "layout": "dp_shard=2", "steps": 5}),
+        ("ddp over 4 - 10 steps", {"nproc": 4, "layout": "dp_replicate=4", "steps": 10}),
+        ("tp on 2 then 30 steps", {"nproc": 2, "layout": "tp=2", "steps": 30}),
+        (
+            "fsdp over 4 but not plain zero-3: zero 2",
+            {"nproc": 4, "layout": "dp_shard=4", "set": ["train.zero_stage=2"]},
+        ),
+    ],
+)
+def test_a_bare_sharded_or_a_bare_count_after_a_layout_is_its_degree(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+def test_a_sharded_checkpoint_is_no_layout(known):
+    assert "layout" not in read("train on 2 gpus from a sharded checkpoint", known).args
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("we may rent H100 cards, maybe eight of them in one node. layouts for llama 3.1 8b? just plan",
+         {"devices": 8, "gpu": "h100-sxm"}),
+        ("could llama 3.1 70b fit in 16 of H100?", {"devices": 16, "gpu": "h100-sxm"}),
+        ("plan llama 2 13b on 8 A100 40s", {"devices": 8, "gpu": "a100-40gb"}),
+        ("how would llama 3.1 70b lay out on 8 a100-80s", {"devices": 8, "gpu": "a100-80gb"}),
+    ],
+)  # fmt: skip
+def test_gpu_counts_written_as_of_them_of_a_gpu_and_sizes_without_a_unit(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.clarify is None
+    assert args.items() <= intent.args.items()
+
+
+@pytest.mark.parametrize(
+    "text, plain",
+    [
+        ("renting L40S cards, say 4 of them", "renting L40S cards, say 4 gpus"),
+        ("some h100 nodes, 2 of them with 8 gpus each", "some h100 nodes, 2 nodes with 8 gpus each"),
+        ("we have 3 runs; show me 2 of them", "we have 3 runs; show me 2 of them"),  # no hardware: left as said
+        ("an h100 for 40 minutes", "an h100 for 40 minutes"),  # a duration, no memory size
+    ],
+)
+def test_them_counts_the_noun_said_before_it_and_a_size_needs_a_card_before_it(text, plain):
+    assert normalise(text) == plain
+
+
+def test_a_vague_hardware_with_no_count_after_it_is_still_asked_about(known):
+    assert read("what if we rented some more L40S cards?", known).clarify is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "please tell me which computer I have and how many GPU",
+        "what hardware are we on?",
+        "explain me what machine we are on, how many cores and how much memory",
+    ],
+)
+def test_a_hardware_question_in_another_word_order_reads_the_hardware(text, known):
+    assert read(text, known).command == "hardware"
+
+
+def test_a_run_on_some_machine_is_no_hardware_question(known):
+    assert read("which machine ran r1 and how much memory did it use?", known).command == "results"
+
+
+@pytest.mark.parametrize(
+    "text, command, sweep",
+    [
+        ("could I get a report on the layout tuning", "report", "sweeps/layouts-nov"),
+        ("who won the learning rate search?", "trials", "sweeps/lr-scan"),
+        ("can we have a writeup of what the november search found?", "report", "sweeps/layouts-nov"),
+    ],
+)
+def test_a_sweep_named_by_its_month_or_purpose_and_a_writeup_asked_for(text, command, sweep, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("sweep"), intent.clarify) == (command, sweep, None)
+
+
+@pytest.mark.parametrize("text", ["redo the layout tuning with 12 trials", "start a new layout search with 4 trials"])
+def test_tuning_done_again_is_a_new_sweep_not_the_one_before(text, known):
+    intent = read(text, known)
+    assert intent.command == "sweep" and "sweep" not in intent.args
+
+
+@pytest.mark.parametrize(
+    "text, command, sweep",
+    [
+        ("skip lr-scan; write up the other sweep", "report", "sweeps/layouts-nov"),
+        ("forget layouts-nov. what did the other one pick?", "trials", "sweeps/lr-scan"),
+        ("ignoring the lr sweep, who won the other one?", "trials", "sweeps/layouts-nov"),
+    ],
+)
+def test_the_other_of_two_after_one_is_ruled_out_is_the_one_left(text, command, sweep, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("sweep"), intent.clarify) == (command, sweep, None)
+
+
+def test_a_name_not_to_forget_is_not_ruled_out(known):
+    intent = read("don't forget r1 when you compare it with tp-try", known)
+    assert (intent.command, intent.words) == ("compare", ["runs/r1", "runs/tp-try"])
+
+
+def test_the_other_sweep_after_reading_one_is_the_one_left(known):
+    intent = read("and who won the other sweep?", known, read_a_sweep("sweeps/layouts-nov"))
+    assert (intent.command, intent.args.get("sweep"), intent.clarify) == ("trials", "sweeps/lr-scan", None)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["not r1, the other run: what was its loss?", "who won the other sweep?", "ignore r1, how did the other run do?"],
+)
+def test_the_other_of_several_or_of_nothing_ruled_out_is_asked_about(text, known):
+    assert "the other" in (read(text, known).clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text, wanted",
+    [
+        ("train 10 steps with lr 3e-4, seed 7 and packing", "data.packing=true"),
+        ("fsdp on 2 gpus with micro batch 2 and compile, 20 steps", "train.compile=true"),
+        ("tp=2 on 2 gpus using bf16 and activation checkpointing for 5 steps", "train.activation_checkpointing=true"),
+        ("2 gpus sharded plus activation checkpointing, 15 steps", "train.activation_checkpointing=true"),
+    ],
+)
+def test_a_setting_named_bare_in_a_with_list_is_on(text, wanted, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None and wanted in intent.args["set"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "train 10 steps with packing off and compile",
+        "train with fsdp, no packing or compile",
+        "train 10 steps, packing off plus compile",
+    ],
+)
+def test_a_bare_setting_after_a_state_in_the_list_is_still_asked_or_off(text, known):
+    intent = read(text, known)
+    assert "train.compile=true" not in intent.args.get("set", [])

@@ -39,11 +39,13 @@ from agent.understanding.entities import (
     Entities,
     extract,
     masked,
+    the_other,
 )
 from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
 from agent.understanding.grammar import LAYOUT_WORDS, Intent, first_reading, parse_slash, read_facts
 from agent.understanding.intents import (
     ACTIONS,
+    CUES,
     FOLLOW_UP,
     NOT_BY_POSSIBLE,
     POSSIBLE_TO,
@@ -79,6 +81,7 @@ def understand(text: str, context: Context | None = None) -> Intent:
     context = context or Context()
     plain = normalise(text, context.known.names)
     entities = extract(plain, context.known)
+    the_other(plain.lower(), entities, context.known, {"run": context.run, "sweep": context.sweep})
     if refused := refusal(plain, entities):  # "delete runs/tp-try": no tool may, and no nearby tool in its place
         return Intent("help", text=text, refusal=refused)
     scores = score(plain, entities, first_reading(negated_actions(plain.lower())[1]), context.previous)
@@ -465,7 +468,7 @@ def _fill_cancel(intent: Intent, entities: Entities, context: Context) -> None:
     if run is not None:
         intent.args["run"] = run
         intent.words = [run]
-        if re.search(LATER_STOP, intent.text.lower()):  # cancel_run stops it now, never at a step or time to come
+        if re.search(LATER_STOP, _stop_clauses(intent.text.lower())):  # cancel_run stops it now, never later
             intent.clarify = f"Cancel {run} now? I can only stop it now, not at a later step or time. yes / edit"
     elif context.known.runs:
         latest = context.known.runs[0]
@@ -476,6 +479,13 @@ def _fill_cancel(intent: Intent, entities: Entities, context: Context) -> None:
 # still running" is now).
 LATER_STOP = (r"\b(?:after|once|when|as soon as|whenever)\b\s+(?!(?:that|this|you|possible|convenient)\b)\S+|"
               r"\bat step\b|\bin \d+ (?:steps?|minutes?|hours?|mins?)\b")  # fmt: skip
+
+
+def _stop_clauses(lowered: str) -> str:
+    """The sentences of a request that say to stop: "tp-try is stuck at step 3; shut it down" gives a reason first,
+    and its step is no time to stop at."""
+    clauses = re.split(r"[.;!?](?:\s+|$)", lowered)
+    return " ".join(c for c in clauses if any(re.search(rule, c) for rule, _ in CUES["cancel"])) or lowered
 
 
 def _fill_resume(intent: Intent, entities: Entities, context: Context) -> None:
@@ -580,7 +590,8 @@ def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
             return _fill_run_tool(intent, entities, context)
     files = [str(f) for f in entities.all("file")]
     run = entities.get("run") or (context.run if re.search(r"\b(?:its|it'?s|that run'?s?)\b", lowered) else None)
-    stem = re.search(r"\b(metrics|memory|steps|config|log)(?:\.\w+)?(?: file)?\b", lowered)
+    # "not the metrics, the log of r1": a file said not to be wanted is no stem of the one to show
+    stem = re.search(r"\b(metrics|memory|steps|config|log)(?:\.\w+)?(?: file)?\b", negated_actions(lowered)[1])
     in_run = [f for f in context.known.files if run and stem and f.startswith(f"{run}/{stem.group(1)}.")]
     if files and run and files[-1] not in context.known.files and f"{run}/{files[-1]}" in context.known.files:
         intent.args["path"] = f"{run}/{files[-1]}"  # "r1's steps.jsonl"
@@ -758,7 +769,9 @@ NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no
                  r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"
                  r"off (?:the|of|from|_)|not\b.{0,12}\?$)")  # fmt: skip
 # A layout taken back ("not pipelined", "no tp"): the grammar leaves it out of the layout, no setting is meant.
-NEGATED_LAYOUT = rf"^\S+\s+(?:(?:on|with|using|use|do|want|any)\s+){{0,2}}(?:{'|'.join(p for p, _ in LAYOUT_WORDS)})\b"
+# ("not full zero-3, only zero 1": a word saying how much of it is taken back with it)
+NEGATED_LAYOUT = (rf"^\S+\s+(?:(?:on|with|using|use|do|want|any|the|full|fully|plain|pure|real|whole)\s+){{0,2}}"
+                  rf"(?:{'|'.join(p for p, _ in LAYOUT_WORDS)})\b")  # fmt: skip
 # "kick off" is a launch, "based off" a source, not a negation; "or not", "if not" ask nothing off
 LAUNCH_OFF = r"\b(?:kick(?:ing|ed)?|fir(?:e|ing|ed)|set|head|start|show|sign|log|based|spin|going|or|if|whether)\s*$"
 
@@ -935,7 +948,8 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         )
     if scaled:
         args["devices"] = scaled
-    elif entities.has("vague_hardware") or times:
+    elif (entities.has("vague_hardware") and not _device_count(entities)) or times:
+        # "some L40S cards, say 4 of them": the count said after the vague words settles it
         before = ", ".join(f"{k}={v}" for k, v in (context.plan or {}).items() if k in PLAN_CARRIED)
         intent.clarify = ("How many GPUs (and nodes) should I plan for? e.g. `on 16 GPUs over 2 nodes`"
                           + (f" (the plan before: {before})." if before else "."))  # fmt: skip

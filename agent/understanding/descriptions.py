@@ -140,6 +140,11 @@ SHARD_THE_MODEL = (
     rf"\b{_STATE}\s+(?:(?:are|is|being|get|gets|getting)\s+)*(?:split|divided|spread|partitioned|distributed)"
     r"(?:\s+up)?(?=\s+(?:across|over|between|among)\b)"
 )
+# "Sharded" alone, said of a count of cards or processes: "on 2 gpus sharded", "4 procs, sharded", "sharded over 4
+# gpus" (what is sharded unsaid: the model's state, FSDP). Not a sharded checkpoint or dataset.
+_COUNTED = r"\d+\s+(?:gpus?|cards?|devices?|process(?:es)?|procs?|ranks?|workers?)"
+SHARDED_COUNT = (rf"\b{_COUNTED}\s*,?\s+(?:fully\s+)?sharded\b(?!\s*(?:checkpoint|ckpt|dataset|data)\b)|"
+                 rf"(?<!fully )\bsharded\s+(?:across|over|on|between|among)\s+{_COUNTED}\b")  # fmt: skip
 # Its degree said as ways: "4-way sharding", "shard the model 4 ways" (4 way fsdp: dp_shard=4).
 SHARD_WAYS = (
     r"\b(\d+)[- ]ways?\s+(?:model\s+)?shard(?:ing|ed)\b(?!\s*(?:checkpoint|ckpt|dataset|data)\b)|"
@@ -181,6 +186,7 @@ def layouts_in_words(text: str, layout_names: str) -> str:
                       flags=re.I)  # fmt: skip
     text = re.sub(NOT_SPLIT, lambda found: _not_split(found, layout_names), text, flags=re.I)
     text = re.sub(SHARD_WAYS, _sharding, text, flags=re.I)
+    text = re.sub(SHARDED_COUNT, lambda found: re.sub(r"(?i)\bsharded\b", "fsdp", found.group(0)), text, flags=re.I)
     return re.sub(SHARD_THE_MODEL, _sharding, text, flags=re.I)
 
 

@@ -57,9 +57,11 @@ SWITCHES = {
 CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
 NEGATION_BEFORE = (
     r"\b(?:without|no|not|disable|disabling|disabled|off|don'?t|do not|never|skip|w/o|turn off|switch off|remove|"
-    r"removing|drop|dropping)\b"
+    r"removing|drop|dropping|shut off)\b"
 )
-NEGATION_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?:off|disabled|false|no|0|none)\b"
+NEGATION_AFTER = (
+    r"^(?:\s*(?:turned|switched|shut|set|is|being|to|back|again|=|:))*\s*(?:off|disabled|false|no|0|none)\b"
+)
 OPTIMIZERS = r"sgd|adamw|adam|adafactor|lion|muon"
 SETTING = (
     r"\b(?:learning rate|lr|micro[- _]?batch(?: size)?|seed|weight decay|warm-?up(?: steps)?|"
@@ -68,7 +70,7 @@ SETTING = (
 VAGUE_HARDWARE = (
     r"\bmore (?:memory|vram|ram)\b|"
     r"\b(?:more|fewer|less|bigger|larger|smaller|big|large|other|faster|better|some|cloud|remote|"
-    r"several|many|a few|few|a lot of|lots of|tons of|plenty of|a bunch of|a ton of|loads of|a couple more)\s+"
+    r"several|(?<!how )many|a few|few|a lot of|lots of|tons of|plenty of|a bunch of|a ton of|loads of|a couple more)\s+"
     r"(?:\w+\s+)?(?:gpus?|devices?|nodes?|cards?|machines?|boxes|clusters?|servers?|"
     r"hardware|setup)\b"
 )
@@ -84,7 +86,7 @@ VAGUE_CHANGE = (
 # What a launch is for, not what it changes: "see if it actually goes faster", "to check whether it's better".
 PURPOSE = r"\b(?:see|check|find out|test|know|learn|measure|tell)\s+(?:if|whether|how much|how)\b[^.;!?]*"
 # A run or sweep pointed at only as "the other one": which is asked.
-VAGUE_REFERENCE = r"\b(?:the|that)\s+other\s+(?:run|sweep|one|checkpoint)\b"
+VAGUE_REFERENCE = r"\b(?:the|that)\s+other\s+(run|sweep|one|checkpoint)\b"
 # Settings known only to someone else or from a talk the repository never heard: "the settings my colleague
 # suggested", "the config we discussed", "what Bob used", "the usual setup", "the numbers from yesterday's meeting".
 # Launching the defaults in their place would be a wrong action: asked (unless a file or run of the repository is
@@ -139,7 +141,10 @@ SEQ_LEN = (
 NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice", "not_run", "not_sweep",
          "not_run_choice", "not_sweep_choice", "not_experiment")  # fmt: skip
 # What excludes the run or sweep named right after it: "from the lr scan, not the layouts one", "rather than r1".
-EXCLUDER = (r"\b(?:not|rather than|instead of|but not|except(?: for)?|other than|apart from|excluding)\s+"
+# Verbs that leave out what they name ("skip lr-scan", "ignore r1"): what a possessive names is left out instead ("skip
+# r1's benchmark" skips the benchmark, not r1).
+SKIPPER = r"skip|ignore|ignoring|leave out|leaving out|(?<!n't )(?<!not )forget(?: about)?"
+EXCLUDER = (rf"\b(?:not|rather than|instead of|but not|except(?: for)?|other than|apart from|excluding|{SKIPPER})\s+"
             r"(?:(?:the|that|this|from|on|of|with|for)\s+)*")  # fmt: skip
 
 
@@ -182,6 +187,7 @@ def extract(text: str, known: Known) -> Entities:
     _optimizer(lowered, entities)
     _names(text, entities, known)
     _excluded(lowered, entities)
+    the_other(lowered, entities, known)
     _layouts(masked(lowered, entities), entities)
     if found := re.search(SETTING, lowered):
         entities.add("override", found.group(0), found.span())
@@ -207,10 +213,27 @@ def _excluded(lowered: str, entities: Entities) -> None:
             entity.kind.startswith(("run", "sweep", "experiment"))
             and end > start
             and (re.search(rf"{EXCLUDER}$", lowered[:start]) or _left_alone(lowered, start, end))
+            and not (re.search(rf"\b(?:{SKIPPER})\s+\S*$", lowered[:start]) and lowered[end:].startswith("'s"))
         ):  # "not the long config": not that experiment either
             entity.kind = "not_" + entity.kind
         elif entity.kind == "run" and end > start and re.search(SPARED, lowered[:start]):
             entities.add("spared_run", entity.value, entity.span)
+
+
+def the_other(lowered: str, entities: Entities, known: Known, before: dict[str, str | None] | None = None) -> None:
+    """ "Not the layouts sweep, the other one": with one ruled out, "the other" is the one left, where exactly one is
+    left of its kind (of three runs, one ruled out, it is still asked which). `before`: the run and sweep the
+    conversation last used, ruled out the same way ("who won the other sweep?" after reading one)."""
+    found = re.search(VAGUE_REFERENCE, lowered)
+    if not found or entities.has("run", "sweep"):
+        return
+    for label, paths in (("sweep", known.sweeps), ("run", known.runs)):
+        excluded = {str(v) for v in entities.all(f"not_{label}")} or {v for v in [(before or {}).get(label)] if v}
+        left = [p for p in paths if p not in excluded]
+        if excluded and len(left) == 1 and found.group(1) in (label, "one"):
+            entities.add(label, left[0], found.span())
+            entities.found = [e for e in entities.found if e.kind != "vague_reference"]
+            return
 
 
 # A run or sweep named to be left as it is: "don't touch baseline-ddp", "leave r1 alone", "keep tp-try running",
@@ -481,7 +504,7 @@ def _switches(lowered: str, entities: Entities) -> None:
         value = _switch_value(lowered, mention)
         if value is None and joined[index]:
             value = values[-1]
-        if value is None and _listed(lowered, mention):
+        if value is None and (_listed(lowered, mention) or _with_list(lowered, mention)):
             value = "true"
         values.append(value)
     doubted: set[str] = set()
@@ -528,6 +551,27 @@ def _listed(lowered: str, mention: re.Match) -> bool:
     return bool(re.search(r"[,;]\s*\Z", lowered[: mention.start()])) and bool(
         re.match(r"\s*[,;]\s*\S", lowered[mention.end() :])
     )
+
+
+# A list of what to use opened by "with" ("with micro batch 4 and activation checkpointing"): each item in it is
+# used, a setting named bare there on. Up to the setting, no state or negation may stand in it ("with packing off and
+# compile" is asked about): only settings, values and counts.
+WITH_LIST = r"\b(?:with|using|plus)\s+((?:[\w.=-]+\s*,?\s+){0,7}?)(?:and|&|plus|as well as)\s+(?:the\s+|also\s+)?\Z"
+STATE_WORDS = (r"\b(?:off|on(?!\s+\d)|no|not|without|disabled?|enabled?|false|true|never|don'?t|w/o|skip|but|then|"
+               r"or|nor)\b")  # fmt: skip
+
+
+# Or added by "plus", "along with": "2 gpus sharded plus activation checkpointing" (unless a state was said before it
+# in the sentence: "packing off plus compile" is asked).
+ADDED = r"\b(?:plus|along with|together with|as well as)\s+(?:the\s+)?\Z"
+
+
+def _with_list(lowered: str, mention: re.Match) -> bool:
+    before = lowered[: mention.start()]
+    if added := re.search(ADDED, before):
+        return not re.search(STATE_WORDS, re.split(r"[.;!?]\s", before[: added.start()])[-1])
+    found = re.search(WITH_LIST, before)
+    return bool(found) and not re.search(STATE_WORDS, found.group(1))
 
 
 # The state stated once after a list of settings: "packing and compile both disabled", "AC and packing: on".
@@ -659,7 +703,12 @@ def _names(text: str, entities: Entities, known: Known) -> None:
 # A run or sweep described, not named: "the ddp baseline", "the learning rate sweep", "the FSDP run", "the layout one".
 DESCRIBED = (r"\b(?:the|that|this|my|our|your)\s+((?:(?!(?:the|an?|of|in|on|at|for|with|to|and|or|that|this|my|our|"
              r"what|which|is|was)\b)[a-z0-9][\w'.-]*\s+){1,4}?)"
-             r"(run|sweep|one|job|baseline|training|attempt|try)\b(?!\s*(?:=|\.\w))")  # fmt: skip
+             r"(run|sweep|one|job|baseline|training|attempt|try|tuning|search|scan)\b(?!\s*(?:=|\.\w))")  # fmt: skip
+# Heads of a description that name a sweep by what it did: "the November layout tuning", "the learning rate search".
+SWEEP_HEADS = ("sweep", "sweeps", "tuning", "search", "scan")
+# A verb that does the activity such a head names: "redo the layout tuning", "start the lr search over".
+DONE_AGAIN = (r"\b(?:re-?do|re-?run|repeat|start|launch|run|kick off|do|begin|restart|try)\s+(?:(?:it|that|the|a|an|"
+              r"another|new|fresh|whole)\s+)*$")  # fmt: skip
 # Or after its noun: "the run that crashed", "the one which ran out of memory".
 DESCRIBED_AFTER = (r"\bthe\s+(run|one|attempt)\s+(?:that|which)\s+((?:crashed|failed|died|broke|blew up|completed|"
                    r"finished|succeeded|worked|oom'?(?:ed|'d|d)|ran out of memory|went oom))\b")  # fmt: skip
@@ -687,12 +736,14 @@ def _described(lowered: str, entities: Entities, known: Known) -> None:
     for found, words, head in phrases:
         if any(start < found.end() and found.start() < end for start, end in taken):
             continue
+        if head in SWEEP_HEADS[2:] and re.search(DONE_AGAIN, lowered[: found.start()]):
+            continue  # "redo the layout tuning": the activity asked for again, a new sweep, not the one done
         words = re.sub(r"\b(?:crashed|died|broke|blew up|blown up|dead|busted)\b", "failed", words)
         words = re.sub(r"\b(?:completed|succeeded|worked)\b", "finished", words)
         for pattern, word in DESCRIPTOR_WORDS:
             words = re.sub(pattern, word, words)
         words = [w for w in re.findall(r"[a-z0-9]+", words) if w not in ("s", "very", "one")]
-        if head in ("sweep", "sweeps") or (head == "one" and re.search(r"\bsweeps?\b", lowered)):
+        if head in SWEEP_HEADS or (head == "one" and re.search(r"\bsweeps?\b", lowered)):
             kinds = ["sweeps"]
         elif head == "baseline":
             kinds, words = ["runs", "sweeps"], [*words, head]

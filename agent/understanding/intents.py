@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from agent.understanding.entities import NOUNS, Entities, masked
+from agent.understanding.entities import NOUNS, SWITCHES, Entities, masked
 
 # "do" opens a question only before its subject: "do we have ...?", not "do the same as r1 with 50 steps".
 QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|were|did|does|would|could|should|"
@@ -34,6 +34,14 @@ FINDS_BEST = (
     r"searching)\s+(?:out\s+|for\s+)?(?:\w+\s+){0,3}?(?:best|fastest|optimal|quickest|ideal)\s+(?:way\s+to\s+"
     r"(?:split|shard|paralleli[sz]e|distribute|divide|spread|lay)|layouts?|mesh|split|parallelism)\b"
 )
+# A run stopped in everyday words ("shut it down", "pull the plug on r1"); "did r1 shut down cleanly?" asks, as any
+# question about an action does (score). A setting shut off ("shut off packing", "shut AC off") is no run stopped.
+_SETTING_NAMES = "|".join(SWITCHES.values())
+_NO_SETTING = rf"(?!(?:off\s+)?(?:the\s+)?(?:{_SETTING_NAMES})\b)"
+SHUT_DOWN = (
+    rf"shut(?:ting|s)?\s+{_NO_SETTING}(?:\S+\s+){{0,3}}?(?:down|off)(?!\s+(?:the\s+)?(?:{_SETTING_NAMES})\b)|"
+    rf"shutdown|pull(?:ing)?\s+the\s+plug|take\s+{_NO_SETTING}(?:\S+\s+){{1,3}}?(?:down|offline)\b"
+)
 # Cue words of each intent, with their weights.
 CUES: dict[str, list[tuple[str, float]]] = {
     "hardware": [
@@ -44,7 +52,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             5,
         ),
         (
-            r"\b(?:how many|what|which) (?:gpus|cpus|cores|devices|accelerators)\b.*\b(?:i have|have i|this|here|got)",
+            r"\b(?:how many|what|which) (?:gpus?|cpus?|cores|devices|accelerators)\b.*"
+            r"\b(?:i have|have i|this|here|got)",
             5,
         ),
         (r"\bwhat (?:gpus|devices) (?:do|does|are)\b", 3),
@@ -63,9 +72,16 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bwhat (?:kind|sort|type) of (?:machine|box|hardware|computer|server|workstation|node)\b",
             5,
         ),
+        # the machine that is mine asked about, the verb after its object as some learners order it: "tell me which
+        # machine I have", "what hardware we are on"
+        (
+            r"\b(?:what|which) (?:machine|box|host|computer|server|workstation|hardware|system|node)\s+"
+            r"(?:(?:do|am|are|did)\s+)?(?:i|we)\s*(?:have|got|use|'?m on|am on|are on|'?re on|run on|work on)\b",
+            5,
+        ),
         # the machine named first, what it has after: "for this computer, how many cores and how much memory?"
         (
-            r"\b(?:this|the|my|current|local) (?:box|machine|host|computer|server|workstation)\b.*"
+            r"\b(?:this|the|my|current|local|which|what) (?:box|machine|host|computer|server|workstation)\b.*"
             r"\bhow (?:much|many) (?:v?ram|memory|gpus?|cores?|cpus?)\b",
             5,
         ),
@@ -125,7 +141,11 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "read": [
         (r"\b(?:cat|less|head|tail|print|dump)\b", 2),
-        (r"\bwhat'?s in\b|\bwhat is in\b|\bcontents? of\b|\bshow me\b|\bshow\b|\bopen\b|\bread\b|\bdisplay\b", 1.5),
+        (
+            r"\bwhat'?s in\b|\bwhat is in\b|\bcontents? of\b|\bshow me\b|\bshow\b|\bopen\b|\bread\b|\bdisplay\b|"
+            r"\b(?:can|could|may) (?:i|we) (?:see|view|look at)\b|\blet me (?:see|view|look at)\b",
+            1.5,
+        ),
         (r"\blog(?: file)?\b|\bfile\b|\bconfig(?:uration)?\b(?! (?:won|wins|was best))", 1.5),
         (r"\b(?:metrics|memory|steps|config|log)(?:\.\w+)? file\b", 3),
         # a reading verb and a file named by its extension: the file itself, not what its figures mean
@@ -151,7 +171,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bstatus\b|\bstate of\b|\bstill (?:going|running|alive|active|up|training|at it)\b|"
             r"\b(?:alive|dead)\W*$|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
             r"\bhow'?s \S+ doing\b|\bprogress\b|\bis (?:\S+\s+){1,3}(?:done|finished|running|over|complete)\b|"
-            r"\bdid (?:\S+\s+){1,3}(?:finish|complete|end|crash|fail)\b|\bcheck (?:on|in on|up on)\b|"
+            r"\bdid (?:\S+\s+){1,3}(?:finish|complete|end|crash|fail|shut down|stop)\b|\bcheck (?:on|in on|up on)\b|"
             r"\bsuccessful\b|\bcrash(?:ed)?\b|\bdid it (?:finish|fail|crash)\b|\bis it (?:done|running|finished)\b|"
             r"\bsucceed(?:ed)?\b|\bfail(?:ed)?\b|\bwhere is \S+ at\b|\bhow far\b|\bright now\b|"
             r"\bhas (?:\S+\s+){1,4}?(?:finished|ended|completed|stopped|crashed)\b|\byet\b|"
@@ -166,6 +186,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             # "tell me where r1 is at", "where the job's at", "where it stands now"
             r"\bwhere\s+(?:\S+\s+){1,3}?(?:is|are|'s|was)\s+(?:at|up to)\b|\bwhere\s+(?:\S+\s+){0,3}?\S+'s\s+at\b|"
             r"\bany (?:news|updates?)\b|"
+            # "just whether r1 finished", "I only want to know if tp-try is still running"
+            r"\b(?:whether|(?:know|see|check|tell me|wondering|only|just)\s+if)\s+(?:\S+\s+){1,3}?"
+            r"(?:(?:is|was|has)\s+)?(?:still\s+)?(?:finished|done|complete|completed|crashed|failed|running|died|"
+            r"succeeded|over|alive)\b|"
             r"^\W*(?:\S+\s+){0,3}?(?:done|finished|over|complete|completed)\s*\?\s*$",
             4,
         ),
@@ -183,7 +207,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
     ],
     "cancel": [
-        (r"\b(?:cancel(?:l?ing)?|kill(?:ing)?|abort(?:ing)?|stop(?:ping)?|terminat(?:e|ing)|halt(?:ing)?)\b", 5)
+        (r"\b(?:cancel(?:l?ing)?|kill(?:ing)?|abort(?:ing)?|stop(?:ping)?|terminat(?:e|ing)|halt(?:ing)?)\b", 5),
+        # a stop in everyday words: "please shut it down", "pull the plug on r1", "shut the tp-try job off"
+        (rf"\b(?:{SHUT_DOWN})\b", 5),
     ],
     # "resume r1", "continue the preempted run", "pick the sweep back up": a preempted job, in its own directory
     "resume": [(RESUME, 9)],
@@ -333,7 +359,7 @@ NEGATOR = (r"\b(?:no need (?:for|to)|no|not|without|don'?t|do not|never|skip(?:p
            r"forget(?: about)?|instead of|rather than|nor|nvm|never ?mind|scrap|ditch)\s+")  # fmt: skip
 _DOING = (r"(?:(?:open|create|make|file|raise|push|send|submit|write|draft|do|run|start|launch|kick off|update|touch|"
           r"change|edit|generate|produce|need|want|bother with|put up|publish|regenerate|refresh|rewrite)\w*\s+)?"
-          r"(?:(?:up\s+)?(?:a|an|the|any|that|this|my|our|another|new)\s+)?(?:[\w.-]+\s+)?")  # fmt: skip
+          r"(?:(?:up\s+)?(?:a|an|the|any|that|this|my|our|another|new)\s+)?(?:[\w.-]+(?:'s)?\s+)?")  # fmt: skip
 DONT_DO = {
     "pr": r"pull[- ]requests?|prs?|merge[- ]requests?",
     "report": r"reports?|write-?ups?|markdown",
@@ -343,7 +369,7 @@ DONT_DO = {
 }
 # The verbs that are the action themselves: "don't kill it", "no need to benchmark", "don't sweep".
 DONT_VERB = {
-    "cancel": r"cancel\w*|kill\w*|abort\w*|stop\w*|terminat\w*|halt\w*",
+    "cancel": rf"cancel\w*|kill\w*|abort\w*|stop\w*|terminat\w*|halt\w*|{SHUT_DOWN}",
     "bench": r"benchmark\w*|evaluat\w*",
     "sweep": r"sweep\w*",
     "docs": r"document\w*",
@@ -387,6 +413,17 @@ DEFERRED = (
 )
 
 
+# What to read said not to be wanted: "I don't want the full results, just whether tp-try is running", "not the loss,
+# only if it finished". Its word cues nothing: what is asked beside it decides (the reading is never blocked, since
+# "not r1's results, tp-try's" still asks for results).
+DONT_READ = (r"results?|metrics|numbers|figures|stats|statistics|loss(?:es)?|throughput|details|breakdown|status|"
+             r"state|progress")  # fmt: skip
+# Not wanting something said as not caring for it: "I don't care about the throughput", "not interested in results".
+NOT_CARING = (r"\b(?:(?:don'?t|do not|doesn'?t)\s+(?:really\s+)?care\s+(?:about|for)|"
+              r"not\s+(?:really\s+)?interested\s+in|no\s+interest\s+in)\s+")  # fmt: skip
+# What follows a refused reading and asks for the same reading of another run: "not r1's results, tp-try's".
+SAME_KIND_READ = (r"(?:\s+(?:of|for|from|on)\s+\S+)?\s*[,;:-]*\s*(?:but\s+|just\s+|only\s+|rather\s+)?"
+                  r"(?:the\s+ones?\b|those\b|\S+'s\b)")  # fmt: skip
 # What follows a negated output and asks for one of the same kind: "I don't want a full sweep, just a quick one",
 # "no big report, only a short one". The negation is of its size, not of its kind.
 SAME_KIND_INSTEAD = (
@@ -413,6 +450,10 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
                                  rf"\b(?:{verbs})\b[^?.!;]{{0,40}}{WAVED_OFF}", lowered):  # fmt: skip
             negated.add(intent)
             spans.append(found.span())
+    for found in re.finditer(rf"(?:{NEGATOR}|{NOT_CARING})(?:(?:just|only|merely)\s+)?{_DOING}(?:{DONT_READ})\b",
+                             lowered):  # fmt: skip
+        if not re.match(SAME_KIND_READ, lowered[found.end() :]):
+            spans.append(found.span())  # no cue of the reading it refuses, no action refused either
     for found in re.finditer(DONT_WAIT, lowered):
         negated.add("wait")
         spans.append(found.span())
@@ -432,7 +473,9 @@ STOP_DOING = (r"\b(?:stop|stops|stopped|quit|quits)\s+(?!(?:running|training|wai
 
 
 # A request worded as a question: "could you launch ...", "would you mind ...". It asks for the action.
-POLITE_REQUEST = r"\b(?:can|could|would) you\b|\blet'?s\b|^\W*how about\b|\bwould you mind\b"
+# ("could I get a report", "can we have that drafted?" ask for something to be made, as "could you" does)
+POLITE_REQUEST = (r"\b(?:can|could|would) you\b|\blet'?s\b|^\W*how about\b|\bwould you mind\b|"
+                  r"\b(?:can|could|may) (?:i|we) (?:get|have)\b")  # fmt: skip
 # "would it be possible to refresh the docs?", "is possible to evaluate r1?": a request. For a launch it asks whether
 # one could work ("is it possible to train 70b on 4 gpus?"), a what-if; a sweep, a cancel or a resume so asked is
 # confirmed first (NOT_BY_POSSIBLE), never taken on a question.
@@ -572,8 +615,15 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         scores["sweep"] += 3  # a number of trials is what a new sweep takes; reading one takes its name
     if entities.has("checkpoint"):
         scores["bench"] += 1
+    if entities.has("run") and re.search(RUN_LOG, lowered):
+        scores["read"] += 3  # "r1's raw training log, the text one": its log file, not the figures read from it
 
 
+# A run's log as a thing to look at (its log.txt): "the raw training log", "r1's logs", "the text log" ("log every 10
+# steps", "log to wandb" are settings of a launch).
+RUN_LOG = (r"(?:\b(?:the|its|their|raw|text|plain|training|full|whole|entire|complete|console|output)|'s)\s+"
+           r"(?:(?:raw|text|plain|training|full|whole|entire|complete|console|output)\s+)?logs?\b"
+           r"(?!\s+(?:every|each|to|into|in|at)\b)")  # fmt: skip
 # A run's launch taken over, with what the sentence changes: "the same as r1", "like r1", "r1's setup with 30 steps".
 COPIED = (
     r"\b(?:same|like)\b|'s\s+(?:own\s+)?(?:setup|set-up|settings|configuration|layout|recipe|hyperparameters|hparams)\b"

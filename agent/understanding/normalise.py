@@ -90,7 +90,9 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
              "kil": "kill", "pln": "plan",
              # "the" with two letters swapped: too short for closeness, and the commonest typo there is
              "teh": "the", "hte": "the"}  # fmt: skip
-BARE_COUNT = r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|[?!)]|$|\band\b|\bfor\b|\bwith\b|\binstead\b))"
+# ("fsdp on 2 but not zero-3", "ddp over 4 - 10 steps": a clause or a dash after it ends the count too)
+BARE_COUNT = (r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|[?!)]|$|\band\b|\bfor\b|\bwith\b|\binstead\b|"
+              r"\bbut\b|\bthen\b|[-\u2013\u2014]\s))")  # fmt: skip
 DIMS = "dp_shard|dp_replicate|tp|pp|cp|ep"
 
 
@@ -115,7 +117,10 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*e\s*minus\s*(\d+)\b", r"\1e-\2", text, flags=re.I)
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s+times\s+(?=as\b|longer\b|more\b|the\b)", r"\1 x ", text, flags=re.I)
     # "2 of those nodes", "4 of these cards": the count of that noun
-    text = re.sub(r"\b(\d+)\s+of\s+(?:those|these|the|them|our|my)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
+    # ("4 of them" is a pronoun's count, no noun after it: below, once the GPU named before is known to be its noun)
+    text = re.sub(r"\b(\d+)\s+of\s+(?:those|these|the|our|my)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
+    # "8 of H200", "4 of the A100s": the count of that GPU ("1 of 8 gpus" is no count of it)
+    text = re.sub(rf"\b(\d+)\s+of\s+(?=(?:{GPU_WORD})(?![\w-]))", r"\1 ", text, flags=re.I)
     text = re.sub(r"(\d),(\d{3})\b", r"\1\2", text)  # 1,000 steps
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gigs?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
@@ -130,6 +135,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\bh[\s-]+(100|200)(s?)\b", r"h\1\2", text, flags=re.I)  # "h-100s" too
     text = re.sub(r"\ba-(100|10)(s?)\b", r"a\1\2", text, flags=re.I)
     text = re.sub(r"\b(\d+\s+)a\s+(100|10)\b", r"\1a\2", text, flags=re.I)
+    # "4 A100 80s", "the H100 80": a memory size after the name of a card sold in several, written as its model is
+    # called, without a unit
+    text = re.sub(rf"\b((?:a100|h100|h200)s?)[\s-]+({CARD_SIZES})s?\b(?![.\d]|\s*(?:gi?b|gigs?|g|steps?|gpus?|cards?|"
+                  r"process\w*|procs?|nodes?|trials?|x|minutes?|mins?|hours?|seconds?|times|tokens?|percent)\b|%)",
+                  r"\1 \2GiB", text, flags=re.I)  # fmt: skip
     # "2 A100 of 40 GB", "H100s with 80GB": the card's memory, written as the card's name says it ("A100 40 GB"); only
     # for the cards whose presets are named by their memory (an "a10 with 24GB" is the one A10)
     text = re.sub(r"\b((?:h100|h200|a100)s?)\s+(?:of|with)\s+(?=\d+(?:\.\d+)?\s*(?:gi?b|gigs?|g)\b)", r"\1 ",
@@ -152,7 +162,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\blearning[-_]rate\b", "learning rate", text, flags=re.I)
     text = re.sub(r"\b(?:seq|sequence)\s+(?=\d)", "seq_len ", text, flags=re.I)
     text = re.sub(r"\s@\s*(?=\d)", " at ", text)
-    text = re.sub(r"\b(\d+) of them\b", r"\1 gpus", text, flags=re.I)
+    text = re.sub(r"\b(\d+) of them\b", _of_them, text, flags=re.I)
     # "a100 40GiB x 8", "h100x8", "h200 * 4": the count after a GPU's name, as it reads before it ("8 x h100")
     text = re.sub(rf"\b({GPU_WORD})\s*(?:x|\*|×)\s*(\d+)\b(?!\.\d|\s*(?:k|b|steps?)\b)", r"\2 x \1", text, flags=re.I)
     text = re.sub(r"(?<=[a-z0-9])\s*\bx(\d+)\b", r" x \1 gpus", text, flags=re.I)  # "a100 80g x8"
@@ -166,9 +176,27 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     return text
 
 
+# What "them" counts: the last of these nouns said before it ("some L40S cards, say 4 of them" are 4 GPUs; "h100
+# nodes, 2 of them" are 2 nodes); another noun ("3 runs; show me 2 of them") leaves it as said, none at all is the
+# GPUs of the conversation ("now with 8 of them").
+THEM_NOUNS = {"gpus": r"gpus?|cards?|devices?|accelerators?|h100s?|h200s?|a100s?|a10s?|l40s|4090s?|b200s?|v100s?",
+              "nodes": r"nodes?|machines?|boxes|box|hosts?|servers?|computers?",
+              "": r"runs?|sweeps?|trials?|checkpoints?|steps?|files?|jobs?|experiments?|configs?|layouts?|"
+                  r"models?"}  # fmt: skip
+
+
+def _of_them(found: re.Match) -> str:
+    before = found.string[: found.start()].lower()
+    said = [(m.start(), noun) for noun, words in THEM_NOUNS.items() for m in re.finditer(rf"\b(?:{words})\b", before)]
+    noun = max(said)[1] if said else "gpus"  # "now with 8 of them" after a plan: its GPUs
+    return f"{found.group(1)} {noun}" if noun else found.group(0)
+
+
 # A GPU by its name, its variant and memory size ("A100 40GiB", "h100 sxm"): what a count after it counts.
 GPU_WORD = (r"(?:nvidia\s+)?(?:h100|h200|a100|l40s|a10|rtx[ -]?4090|4090|b200|v100|mi\d{3}x?)s?"
             r"(?:[ -]?(?:sxm|pcie|nvl))?(?:[ -]?\d+(?:\.\d+)?\s*gi?b)?")  # fmt: skip
+# The memory sizes of the cards sold in several ("A100 40GB" and "A100 80GB"; the H100's and H200's).
+CARD_SIZES = "40|80|94|141"
 # Model families written glued to their size ("mistral7b", "llama70b"): the size is read apart.
 MODEL_FAMILIES = "llama|mistral|mixtral|qwen|gemma|smollm"
 # Layout names dictated letter by letter ("tee pee equals two" is tp=2).
