@@ -260,7 +260,8 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
 REQUEST = (r"\b(?:can|could|would|will) (?:you|we|i)\b|\bplease\b|\blet'?s\b|\bwanna\b|"
            r"\bi(?: want| need|'d like| would like|'d like)\b|\bwhat i(?:'d| would) like\b|"
            # polite requests asked as questions: "mind turning it into a write-up?", "care to open the PR?"
-           r"^(?:\S+\s+){0,12}?(?:(?:would|do) you\s+)?mind\s+\w+ing\b|\bcare to\b|\bany chance (?:you|we)\b|"
+           r"(?:^(?:\S+\s+){0,12}?|[,;.!?]\s*)(?:(?:would|do) you\s+)?mind\s+\w+ing\b|"
+           r"\bcare to\b|\bany chance (?:you|we)\b|"
            r"\bhow about (?:you|we)\b")  # fmt: skip
 
 

@@ -111,6 +111,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(?:half\s+a|a\s+half)\s+dozen\b", "6", text, flags=re.I)  # "half a dozen trials"
     text = re.sub(r"\b(?:a|one)\s+dozen\b", "12", text, flags=re.I)
     text = re.sub(SPOKEN_DIGITS, _spoken_digits, text, flags=re.I)
+    text = re.sub(HOMOPHONE_COUNT, _homophone, text, flags=re.I)
     text = NUMBER_RUN.sub(_digits, text)
     text = re.sub(r"\b(\d+)\s+dozen\b", lambda m: str(12 * int(m.group(1))), text, flags=re.I)
     # "1 e minus 3", "1e minus 3" (said or typed loosely): the number 1e-3
@@ -124,6 +125,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"(\d),(\d{3})\b", r"\1\2", text)  # 1,000 steps
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gigs?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
+    # "2 nodes × 8 H100", "2 machines x 4 gpus": the GPUs in each node
+    text = re.sub(rf"\b(\d+\s+(?:nodes?|machines?|servers?|hosts?|boxes))\s*[x×*]\s*(\d+)\s+(?=(?:{GPU_WORD}|gpus?|"
+                  r"cards?|devices?)\b)", r"\1 of \2 ", text, flags=re.I)  # fmt: skip
+    # "PCIe H100s", "NVL H100": the variant said before the card's name is its variant ("h100 pcie")
+    text = re.sub(r"\b(sxm\d?|pcie|nvl)[\s-]+(h100|h200|a100)s?\b", r"\2 \1", text, flags=re.I)
     # "2x8 a100", "4 x 8 H100s": nodes by the GPUs in each (a count of GPUs is one number, "16 a100")
     text = re.sub(rf"\b(\d+)\s*[x×*]\s*(\d+)\s+(?=(?:{GPU_WORD}|gpus?|cards?|devices?)\b)", r"\1 nodes of \2 ", text,
                   flags=re.I)  # fmt: skip
@@ -195,6 +201,22 @@ def _of_them(found: re.Match) -> str:
 # A GPU by its name, its variant and memory size ("A100 40GiB", "h100 sxm"): what a count after it counts.
 GPU_WORD = (r"(?:nvidia\s+)?(?:h100|h200|a100|l40s|a10|rtx[ -]?4090|4090|b200|v100|mi\d{3}x?)s?"
             r"(?:[ -]?(?:sxm|pcie|nvl))?(?:[ -]?\d+(?:\.\d+)?\s*gi?b)?")  # fmt: skip
+# Numbers dictated as words that sound like them ("start a sweep with ate trials", "on for GPUs"), read as numbers
+# only where a count is expected: "ate" right before what is counted, "for"/"to" only after a word that takes a count
+# ("with", "on", "across"...), as both are common words elsewhere ("train for 20 steps", "go to 2 nodes").
+HOMOPHONES = {"ate": "8", "for": "4", "to": "2", "too": "2"}
+_COUNTED = (r"(?:trials?|steps?|gpus?|cards?|devices?|nodes?|machines?|process(?:es)?|procs?|ranks?|workers?|epochs?|"
+            rf"{GPU_WORD})\b")  # fmt: skip
+_TAKES_COUNT = ("with", "on", "across", "over", "using", "onto", "into")
+HOMOPHONE_COUNT = (r"(?:" + "|".join(rf"(?<=\b{word} )" for word in _TAKES_COUNT) + ")"
+                   rf"(?:for|to|too)\b(?=\s+{_COUNTED})|"
+                   rf"\bate\b(?=\s+{_COUNTED})")  # fmt: skip
+
+
+def _homophone(found: re.Match) -> str:
+    return HOMOPHONES[found.group(0).lower()]
+
+
 # The memory sizes of the cards sold in several ("A100 40GB" and "A100 80GB"; the H100's and H200's).
 CARD_SIZES = "40|80|94|141"
 # Model families written glued to their size ("mistral7b", "llama70b"): the size is read apart.
