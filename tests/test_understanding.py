@@ -3216,3 +3216,67 @@ def test_for_and_to_outside_a_count_are_no_number(text, said, known):
 def test_a_rig_said_with_a_times_sign_or_the_variant_first_is_read(text, args, known):
     intent = read(text, known)
     assert intent.command == "plan" and {k: intent.args.get(k) for k in args} == args
+
+
+# --- kinds the fresh_o set asked about needlessly (issue 33) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("lsit the runs", "runs"),
+        ("waht is the status of r1", "status"),
+        ("rnu 10 steps with fsdp on 2 gpus", "run"),
+    ],
+)
+def test_letters_swapped_in_short_and_everyday_words_are_read(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("fsdp on 2 gpus, 50 steps instead of the usual 20", {"steps": 50, "nproc": 2}),
+        ("ddp on 2 gpus for 30 steps, up from 10", {"steps": 30, "nproc": 2}),
+        ("fsdp on 2 gpus, 40 steps rather than the default 20", {"steps": 40, "nproc": 2}),
+    ],
+)
+def test_a_number_named_as_the_old_value_is_no_argument(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+def test_a_stray_number_is_still_asked_about(known):
+    assert (read("fsdp on 2 gpus for 40 steps and 7", known).clarify or "").startswith("What is 7 for")
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("is it possible to start a run with fsdp on 2 gpus for 10 steps?", "run"),
+        ("how does the r1 checkpoint measure up on the benchmark?", "bench"),
+        ("how does r1 stack up on our evals?", "bench"),
+    ],
+)
+def test_a_polite_question_asking_for_its_action_is_a_request(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None
+
+
+def test_whether_a_model_fits_stays_a_plan(known):
+    assert read("is it possible to run llama 3.1 70b on 4 gpus?", known).command == "plan"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "train 10 steps with 2 replicas, each sharded over 2 gpus",
+        "launch 10 steps: 2 copies, each one split across 2 devices",
+    ],
+)
+def test_hybrid_sharding_described_as_replicas_each_sharded_is_hsdp(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert intent.args["layout"] == "dp_replicate=2,dp_shard=2" and intent.args["nproc"] == 4

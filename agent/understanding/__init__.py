@@ -245,6 +245,8 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
     for found in NUMBER.finditer(lowered):
         if any(start <= found.start() < end for start, end in spans) or (corrected and found.start() < corrected[-1]):
             continue
+        if re.search(OLD_VALUE, lowered[: found.start()]):  # "100 steps instead of the usual 20": 20 is no argument
+            continue
         number, kilo = found.group(1), found.group(2)
         readings = {number, str(_as_number(number))}
         if kilo:  # "8k" is 8192 or 8000, never the 8 of "8 GPUs"
@@ -254,6 +256,13 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
             return (f"What is {found.group(0)} for ({what}...)? I would call {_call_text(intent)}, which does not "
                     "use it.")  # fmt: skip
     return None
+
+
+# A number named as the value being replaced, right before it: "instead of the usual 20", "up from 50", "rather
+# than the default 10".
+OLD_VALUE = (r"\b(?:instead of|rather than|up from|down from|compared to|"
+             r"vs\.?|versus)\s+(?:(?:the|our|my)\s+)?(?:(?:usual|default|normal|old|previous|current|last|standard|"
+             r"original|typical)\s+)?$")  # fmt: skip
 
 
 # A question that also asks for something to be done: "can you launch ...", "could you update them?", "please ...".
@@ -282,13 +291,20 @@ def _asks_only(plain: str) -> bool:
 
 # A question only a benchmark answers: "how good is r1's checkpoint on our benchmarks?", "what does r1 score on eval?"
 BENCH_QUESTION = (r"\bhow (?:good|well|accurate)\b|\bwhat (?:score|accuracy)\b|\bscores?\b|\bhow (?:(?:does|do|did|"
-                  r"would|will) )?(?:\S+\s+){1,3}?(?:do|does|score\w*|perform\w*|fare\w*)\b")  # fmt: skip
+                  r"would|will) )?(?:\S+\s+){1,3}?(?:do|does|score\w*|perform\w*|fare\w*|stacks? up|"
+                  r"measures? up)\b")  # fmt: skip
+
+
+POSSIBLE_LAUNCH = POSSIBLE_TO + r"\s+(?:launch|start|kick off|fire off|fire up|begin)\b"
 
 
 def _requested(intent: Intent, plain: str) -> bool:
     """A question that asks for its action: one answered by the action's measurement, or "is it possible to
     benchmark r1?" for a tool that writes or measures (intents.POSSIBLE_TO)."""
     possible = intent.command not in NOT_BY_POSSIBLE and bool(re.search(POSSIBLE_TO, plain.lower()))
+    # a launch asked for as a possibility with its own verb ("is it possible to launch ..."), not "possible to run X
+    # on 4 GPUs?" (whether it fits: a plan's question)
+    possible = possible or (intent.command in ("run", "sweep") and bool(re.search(POSSIBLE_LAUNCH, plain.lower())))
     return possible or _measured_by(intent, plain)
 
 

@@ -59,7 +59,7 @@ ENGLISH_FUNCTION = set(_ENGLISH_FUNCTION.split())
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
 trials without gpus disabled enabled disable enable list
-completed finish stop wait kill abort halt resume batch micro precision"""
+completed finish stop wait kill abort halt resume batch micro precision default"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
@@ -178,6 +178,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(BARE_COUNT, r"\1 \2 processes", text, flags=re.I)
     # HSDP in words: "2 replicas x 2 shards", "2 replicas and 2 shards" are its degrees
     text = re.sub(r"\b(\d+)\s+replicas?\s*(?:x|and|by|times|,|with)?\s*(\d+)\s+shards?\b",
+                  r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
+    # "two replicas, each sharded over two devices", "2 copies each split across 4 gpus": HSDP's degrees
+    text = re.sub(r"\b(\d+)\s+(?:replicas?|copies|model copies)\s*,?\s*(?:(?:with\s+)?each\s+(?:one\s+|of them\s+)?)?"
+                  r"(?:is\s+)?(?:sharded|fsdp|split|spread|partitioned)\s+(?:over|across|on|into|between|among)\s+(\d+)\s+"
+                  r"(?:devices?|gpus?|cards?|ranks?|processes|shards?|ways?)\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
     return text
 
@@ -327,6 +332,11 @@ def _name_words(known: set[str]) -> list[str]:
     return sorted(n for n in known if n.isalpha() and len(n) >= SWAP_ONLY)
 
 
+# The words that open a question, fixed when two letters are swapped ("waht runs do we have"); not every English
+# word, as a word the lists lack is often no typo ("three" is no swap of "there").
+QUESTION_WORDS = ("what", "which", "where", "when", "have", "does", "show")
+
+
 def _fix_typos(text: str, known: set[str]) -> str:
     """Words close to one the rules read replaced by it ("trian" -> "train", "machien" -> "machine"), and two letters
     swapped in a name of the repository ("lnog" -> "long")."""
@@ -335,8 +345,11 @@ def _fix_typos(text: str, known: set[str]) -> str:
     def fix(found: re.Match) -> str:
         word = found.group(0)
         lowered = word.lower()
-        if len(lowered) < 4 or lowered in KEEP or lowered in known or lowered in WORDS:
+        if lowered in KEEP or lowered in known or lowered in WORDS or len(lowered) < 3:
             return word
+        if len(lowered) == 3:  # too short for a close match; two letters swapped still ("rnu" -> "run")
+            swapped = [w for w in WORDS if _one_swap(lowered, w)]
+            return swapped[0] if len(swapped) == 1 else word
         if any(lowered + end in WORDS for end in ("s", "d", "ed")) or lowered.removesuffix("s") in WORDS:
             # "step" is no typo of "steps", nor "measure" of "measured"
             return word
@@ -344,6 +357,8 @@ def _fix_typos(text: str, known: set[str]) -> str:
             return word
         close = [w for w in WORDS if _one_swap(lowered, w)] or [w for w in WORDS if _close(lowered, w)]
         close = close or [n for n in names if _one_swap(lowered, n)]
+        # two letters swapped in a question word ("waht" -> "what"): a question, though the rules do not read it
+        close = close or [k for k in QUESTION_WORDS if _one_swap(lowered, k)]
         return close[0] if len(set(close)) == 1 or (close and _one_swap(lowered, close[0])) else word
 
     # a contraction's stem is no typo: "shouldn't" is not "should't", a negation kept
