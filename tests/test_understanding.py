@@ -3280,3 +3280,35 @@ def test_hybrid_sharding_described_as_replicas_each_sharded_is_hsdp(text, known)
     intent = read(text, known)
     assert intent.command == "run" and intent.clarify is None
     assert intent.args["layout"] == "dp_replicate=2,dp_shard=2" and intent.args["nproc"] == 4
+
+
+@pytest.mark.parametrize(
+    "text, run",
+    [
+        ("is r1 still running or did it die like tp-try?", "runs/r1"),
+        ("did tp-try finish, unlike baseline-ddp?", "runs/tp-try"),
+    ],
+)
+def test_a_run_named_as_a_likeness_is_no_second_status_target(text, run, known):
+    intent = read(text, known)
+    assert intent.command == "status" and intent.clarify is None and intent.args["run"] == run
+
+
+def test_two_runs_asked_about_still_ask_which_first(known):
+    assert (read("status of r1 and tp-try", known).clarify or "").startswith("One run at a time")
+
+
+@pytest.mark.parametrize(
+    "text, trials",
+    [
+        ("let's compare layouts once more with a bigger search, 16 trials, start it", 16),
+        ("I want to compare layouts with a wider search, 12 trials, go ahead and start it", 12),
+    ],
+)
+def test_a_comparison_of_layouts_with_trials_to_launch_is_a_sweep(text, trials, known):
+    intent = read(text, known)
+    assert intent.command == "sweep" and intent.clarify is None and intent.args["trials"] == trials
+
+
+def test_showing_a_sweeps_trials_is_no_new_sweep(known):
+    assert read("show me the 8 trials of lr-scan", known).command == "trials"

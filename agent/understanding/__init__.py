@@ -447,11 +447,27 @@ POINTING = r"\b(?:it|that|this|its|it'?s|they|them|the thing|the job)\b"
 LATEST_WORDS = r"\b(?:latest|last|newest|recent|most recent|previous|current)\b"
 
 
+# A run named as the likeness of another's state, not asked about: "or did it crash like the tensor-parallel one",
+# "unlike r1", "the same way tp-try did".
+LIKENED = r"\b(?:like|unlike|as with|same as|the same way as|similar to|just as)\s+(?:(?:the|that|our|my)\s+)?$"
+
+
+def _likened(entities: Entities) -> set[str]:
+    """The runs named only as what another is likened to."""
+    lowered = entities.text.lower()
+    return {str(e.value) for e in entities.found if e.kind == "run" and re.search(LIKENED, lowered[: e.span[0]])}
+
+
 def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None:
     named = list(dict.fromkeys(str(r) for r in entities.all("run")))
     if len(named) >= 2 and intent.command == "results":  # "r1 vs baseline-ddp loss": both, side by side
         intent.command, intent.words = "compare", named[:2]
         return
+    if len(named) >= 2 and intent.command == "status":  # "did r1 finish or crash like tp-try?": tp-try is compared to
+        named = [r for r in named if r not in _likened(entities)] or named
+        if len(named) == 1:
+            intent.args["run"], intent.words = named[0], named
+            return
     if len(named) >= 2:  # "cancel tp-try and baseline-ddp": the tool takes one run; never only one of those named
         intent.clarify = f"One run at a time: which first, {' or '.join(named)}?"
         return

@@ -241,6 +241,14 @@ CUES: dict[str, list[tuple[str, float]]] = {
             10,
         ),
         (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
+        # "a much bigger search this time", "compare layouts again, 24 trials ... kick it off": a count of trials to
+        # launch, or a search made bigger, is a new sweep (the comparison it makes is of layouts, not of two runs)
+        (r"\b(?:bigger|larger|wider|broader|longer|new|fresh|another|second|deeper)\s+(?:layout\s+)?search\b", 3),
+        (
+            r"\b\d+\s+trials\b.*\b(?:kick|start|launch|fire|go ahead)\b|"
+            r"\b(?:kick|start|launch|fire)\b.*\b\d+\s+trials\b",
+            5,
+        ),
         # "search for the best mesh automatically": found by trying layouts, not predicted
         (
             r"\b(?:search|hunt|look)\s+(?:for|over)\s+(?:the\s+)?(?:best|fastest|optimal|right)\s+(?:\w+\s+)?"
