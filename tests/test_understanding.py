@@ -3312,3 +3312,20 @@ def test_a_comparison_of_layouts_with_trials_to_launch_is_a_sweep(text, trials, 
 
 def test_showing_a_sweeps_trials_is_no_new_sweep(known):
     assert read("show me the 8 trials of lr-scan", known).command == "trials"
+
+
+def test_a_config_described_again_by_its_own_value_is_that_config(known):
+    intent = read("launch the long config, the 1024 one, on 2 gpus with fsdp", known)
+    assert intent.command == "run" and intent.clarify is None
+    assert intent.args["experiment"] == "configs/long.yaml" and intent.args["layout"] == "dp_shard=2"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "launch configs/long.yaml, the 2048 one, on 2 gpus with fsdp",  # not its value: which is meant
+        "train the 1024 one on 2 gpus with fsdp",  # no file named: nothing it describes
+    ],
+)
+def test_a_value_description_fitting_no_named_config_is_asked_about(text, known):
+    assert "Which do you mean by" in (read(text, known).clarify or "")

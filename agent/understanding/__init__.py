@@ -29,6 +29,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from agent.understanding.context import Context, context_of
 from agent.understanding.entities import (
     _PRESET,
@@ -117,6 +119,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = f"Which one do you mean by 'the other'? (runs: {runs}; sweeps: {sweeps})"
     described = entities.get("unknown_description")
     winner = intent.command == "run" and re.search(r"\bwinn", str(described)) and context.sweep  # the sweep's
+    if described and _describes_experiment(str(described), intent, context):
+        described = None  # "the long-context config, the 1024 one": its seq_len, said of the file named
     if described and intent.command in (*NAMED_TOOLS, "run") and not entities.has("run", "sweep") and not winner:
         runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
         intent.clarify = (
@@ -1101,6 +1105,29 @@ def _own_model_billions(experiment: str, context: Context) -> float | None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError):
         return None
     return (layers * (4 * hidden * hidden + 3 * hidden * inner) + 2 * vocab * hidden) / 1e9
+
+
+def _describes_experiment(described: str, intent: Intent, context: Context) -> bool:
+    """Whether every number of a description ("the 1024 one") is a value of the experiment file the sentence names
+    (its seq_len 1024): the file described again, not a run or sweep to find."""
+    numbers = re.findall(r"\d+(?:\.\d+)?", described)
+    experiment = intent.args.get("experiment")
+    if not numbers or not experiment or context.known.root is None:
+        return False
+    try:
+        values = _values(yaml.safe_load((Path(context.known.root) / str(experiment)).read_text()))
+    except (OSError, yaml.YAMLError):
+        return False
+    return all(n in values for n in numbers)
+
+
+def _values(tree: object) -> set[str]:
+    """Every scalar value in a loaded YAML tree, as text."""
+    if isinstance(tree, dict):
+        return set().union(*(_values(v) for v in tree.values())) if tree else set()
+    if isinstance(tree, list):
+        return set().union(*(_values(v) for v in tree)) if tree else set()
+    return {str(tree)}
 
 
 def _config_json(path: Path) -> dict:

@@ -76,7 +76,7 @@ VAGUE_HARDWARE = (
 )
 VAGUE_CHANGE = (
     r"\b(?:other|different|another)\s+(?:layout|model|config|experiment|one|settings?)\b|"
-    r"\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b|\bthe \w+(?:est)? one\b|"
+    r"\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b|\bthe (?!\d)\w+(?:est)? one\b|"
     r"(?<!\d x )(?<!\dx )\b(?:longer|shorter)\b(?! than (?:the )?(?:default )?\d)|"
     # a setting named with no value: "set the micro batch and train", "tweak the warmup"
     r"\b(?:set|change|adjust|tweak|increase|decrease|raise|lower|bump)\s+(?:up\s+|down\s+)?(?:the\s+|a\s+)?"
