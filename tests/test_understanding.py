@@ -3100,3 +3100,232 @@ def test_a_setting_named_bare_in_a_with_list_is_on(text, wanted, known):
 def test_a_bare_setting_after_a_state_in_the_list_is_still_asked_or_off(text, known):
     intent = read(text, known)
     assert "train.compile=true" not in intent.args.get("set", [])
+
+
+# --- kinds the fresh_o set read as wrong actions (issue 33) ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("don't bother to benchmark or write it up, just show me the trials of lr-scan", "trials"),
+        ("no need to sweep nor open a PR, I only want layouts-nov's winner", "trials"),
+        ("skip the benchmark and don't write anything up, what won in lr-scan?", "trials"),
+        ("give me the lr-scan trial table without writing anything up", "trials"),
+        ("don't benchmark r1 or write a report, just show its loss", "results"),
+    ],
+)
+def test_a_tool_joined_to_a_negated_one_is_never_chosen(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "launch that plan we talked about last week",
+        "start a sweep with the idea you and i discussed",
+        "kick off the experiment we agreed on at standup",
+        "go ahead and run the approach we settled on",
+        "train the one we brainstormed yesterday",
+    ],
+)
+def test_a_launch_of_what_only_a_talk_knows_is_asked_about(text, known):
+    intent = read(text, known)
+    assert intent.command in ("run", "sweep") and intent.clarify  # never the defaults in its place
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("launch the plan we talked about: fsdp on 2 gpus, 30 steps", {"layout": "dp_shard=2", "steps": 30}),
+        ("start the idea we discussed with configs/long.yaml", {"experiment": "configs/long.yaml"}),
+    ],
+)
+def test_a_talked_about_launch_with_a_file_or_values_acts(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "could you refresh the doc page with what lr-scan found?",
+        "lr-scan is done; mind updating the readme bit from it?",
+        "the docs page needs refreshing from layouts-nov",
+    ],
+)
+def test_docs_by_another_name_or_verb_form_are_updated(text, known):
+    intent = read(text, known)
+    assert intent.command == "docs" and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, path",
+    [
+        ("open configs/long.yml", "configs/long.yaml"),
+        ("cat long.yml", "configs/long.yaml"),
+        ("show meshpilot.yml", "meshpilot.yaml"),
+    ],
+)
+def test_a_file_named_with_its_suffix_spelled_the_other_way_is_the_one_there(text, path, known):
+    intent = read(text, known)
+    assert intent.command == "read" and intent.args["path"] == path
+
+
+def test_a_suffix_spelling_of_no_file_there_resolves_to_nothing(known):
+    assert read("show configs/short.yml", known).args.get("path") == "configs/short.yml"
+
+
+@pytest.mark.parametrize(
+    "text, key, value",
+    [
+        ("kick off a sweep with ate trials", "trials", 8),
+        ("train 10 steps on for gpus with fsdp", "nproc", 4),
+        ("launch it across to gpus with ddp, 10 steps", "nproc", 2),
+    ],
+)
+def test_counts_dictated_as_homophones_are_read_where_a_count_goes(text, key, value, known):
+    assert read(text, known).args.get(key) == value
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("train for 20 steps with fsdp on 2 gpus", {"steps": 20, "nproc": 2}),
+        ("go to 2 gpus with ddp for 10 steps", {"steps": 10, "nproc": 2}),
+    ],
+)
+def test_for_and_to_outside_a_count_are_no_number(text, said, known):
+    intent = read(text, known)
+    assert {k: intent.args.get(k) for k in said} == said
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("3 machines × 4 A100s, what layouts for llama 3.1 8b?", {"nodes": 3, "devices": 4}),
+        ("plan llama 3.1 8b on 2 nodes x 8 h100", {"nodes": 2, "devices": 8}),
+        ("NVL H100 x 8, plan llama 3.1 8b", {"gpu": "h100-nvl"}),
+        ("plan llama 3.1 8b on 4 PCIe H100s", {"gpu": "h100-pcie", "devices": 4}),
+        ("plan llama 3.1 8b on 4 H100 PCIe cards", {"gpu": "h100-pcie", "devices": 4}),
+        ("plan llama 3.1 8b on 4 H100s", {"gpu": "h100-sxm", "devices": 4}),
+    ],
+)
+def test_a_rig_said_with_a_times_sign_or_the_variant_first_is_read(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and {k: intent.args.get(k) for k in args} == args
+
+
+# --- kinds the fresh_o set asked about needlessly (issue 33) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("lsit the runs", "runs"),
+        ("waht is the status of r1", "status"),
+        ("rnu 10 steps with fsdp on 2 gpus", "run"),
+    ],
+)
+def test_letters_swapped_in_short_and_everyday_words_are_read(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("fsdp on 2 gpus, 50 steps instead of the usual 20", {"steps": 50, "nproc": 2}),
+        ("ddp on 2 gpus for 30 steps, up from 10", {"steps": 30, "nproc": 2}),
+        ("fsdp on 2 gpus, 40 steps rather than the default 20", {"steps": 40, "nproc": 2}),
+    ],
+)
+def test_a_number_named_as_the_old_value_is_no_argument(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+def test_a_stray_number_is_still_asked_about(known):
+    assert (read("fsdp on 2 gpus for 40 steps and 7", known).clarify or "").startswith("What is 7 for")
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("is it possible to start a run with fsdp on 2 gpus for 10 steps?", "run"),
+        ("how does the r1 checkpoint measure up on the benchmark?", "bench"),
+        ("how does r1 stack up on our evals?", "bench"),
+    ],
+)
+def test_a_polite_question_asking_for_its_action_is_a_request(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None
+
+
+def test_whether_a_model_fits_stays_a_plan(known):
+    assert read("is it possible to run llama 3.1 70b on 4 gpus?", known).command == "plan"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "train 10 steps with 2 replicas, each sharded over 2 gpus",
+        "launch 10 steps: 2 copies, each one split across 2 devices",
+    ],
+)
+def test_hybrid_sharding_described_as_replicas_each_sharded_is_hsdp(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert intent.args["layout"] == "dp_replicate=2,dp_shard=2" and intent.args["nproc"] == 4
+
+
+@pytest.mark.parametrize(
+    "text, run",
+    [
+        ("is r1 still running or did it die like tp-try?", "runs/r1"),
+        ("did tp-try finish, unlike baseline-ddp?", "runs/tp-try"),
+    ],
+)
+def test_a_run_named_as_a_likeness_is_no_second_status_target(text, run, known):
+    intent = read(text, known)
+    assert intent.command == "status" and intent.clarify is None and intent.args["run"] == run
+
+
+def test_two_runs_asked_about_still_ask_which_first(known):
+    assert (read("status of r1 and tp-try", known).clarify or "").startswith("One run at a time")
+
+
+@pytest.mark.parametrize(
+    "text, trials",
+    [
+        ("let's compare layouts once more with a bigger search, 16 trials, start it", 16),
+        ("I want to compare layouts with a wider search, 12 trials, go ahead and start it", 12),
+    ],
+)
+def test_a_comparison_of_layouts_with_trials_to_launch_is_a_sweep(text, trials, known):
+    intent = read(text, known)
+    assert intent.command == "sweep" and intent.clarify is None and intent.args["trials"] == trials
+
+
+def test_showing_a_sweeps_trials_is_no_new_sweep(known):
+    assert read("show me the 8 trials of lr-scan", known).command == "trials"
+
+
+def test_a_config_described_again_by_its_own_value_is_that_config(known):
+    intent = read("launch the long config, the 1024 one, on 2 gpus with fsdp", known)
+    assert intent.command == "run" and intent.clarify is None
+    assert intent.args["experiment"] == "configs/long.yaml" and intent.args["layout"] == "dp_shard=2"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "launch configs/long.yaml, the 2048 one, on 2 gpus with fsdp",  # not its value: which is meant
+        "train the 1024 one on 2 gpus with fsdp",  # no file named: nothing it describes
+    ],
+)
+def test_a_value_description_fitting_no_named_config_is_asked_about(text, known):
+    assert "Which do you mean by" in (read(text, known).clarify or "")

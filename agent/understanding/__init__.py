@@ -29,6 +29,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from agent.understanding.context import Context, context_of
 from agent.understanding.entities import (
     _PRESET,
@@ -117,6 +119,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = f"Which one do you mean by 'the other'? (runs: {runs}; sweeps: {sweeps})"
     described = entities.get("unknown_description")
     winner = intent.command == "run" and re.search(r"\bwinn", str(described)) and context.sweep  # the sweep's
+    if described and _describes_experiment(str(described), intent, context):
+        described = None  # "the long-context config, the 1024 one": its seq_len, said of the file named
     if described and intent.command in (*NAMED_TOOLS, "run") and not entities.has("run", "sweep") and not winner:
         runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
         intent.clarify = (
@@ -245,6 +249,8 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
     for found in NUMBER.finditer(lowered):
         if any(start <= found.start() < end for start, end in spans) or (corrected and found.start() < corrected[-1]):
             continue
+        if re.search(OLD_VALUE, lowered[: found.start()]):  # "100 steps instead of the usual 20": 20 is no argument
+            continue
         number, kilo = found.group(1), found.group(2)
         readings = {number, str(_as_number(number))}
         if kilo:  # "8k" is 8192 or 8000, never the 8 of "8 GPUs"
@@ -256,11 +262,19 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
     return None
 
 
+# A number named as the value being replaced, right before it: "instead of the usual 20", "up from 50", "rather
+# than the default 10".
+OLD_VALUE = (r"\b(?:instead of|rather than|up from|down from|compared to|"
+             r"vs\.?|versus)\s+(?:(?:the|our|my)\s+)?(?:(?:usual|default|normal|old|previous|current|last|standard|"
+             r"original|typical)\s+)?$")  # fmt: skip
+
+
 # A question that also asks for something to be done: "can you launch ...", "could you update them?", "please ...".
 REQUEST = (r"\b(?:can|could|would|will) (?:you|we|i)\b|\bplease\b|\blet'?s\b|\bwanna\b|"
            r"\bi(?: want| need|'d like| would like|'d like)\b|\bwhat i(?:'d| would) like\b|"
            # polite requests asked as questions: "mind turning it into a write-up?", "care to open the PR?"
-           r"^(?:\S+\s+){0,12}?(?:(?:would|do) you\s+)?mind\s+\w+ing\b|\bcare to\b|\bany chance (?:you|we)\b|"
+           r"(?:^(?:\S+\s+){0,12}?|[,;.!?]\s*)(?:(?:would|do) you\s+)?mind\s+\w+ing\b|"
+           r"\bcare to\b|\bany chance (?:you|we)\b|"
            r"\bhow about (?:you|we)\b")  # fmt: skip
 
 
@@ -281,13 +295,20 @@ def _asks_only(plain: str) -> bool:
 
 # A question only a benchmark answers: "how good is r1's checkpoint on our benchmarks?", "what does r1 score on eval?"
 BENCH_QUESTION = (r"\bhow (?:good|well|accurate)\b|\bwhat (?:score|accuracy)\b|\bscores?\b|\bhow (?:(?:does|do|did|"
-                  r"would|will) )?(?:\S+\s+){1,3}?(?:do|does|score\w*|perform\w*|fare\w*)\b")  # fmt: skip
+                  r"would|will) )?(?:\S+\s+){1,3}?(?:do|does|score\w*|perform\w*|fare\w*|stacks? up|"
+                  r"measures? up)\b")  # fmt: skip
+
+
+POSSIBLE_LAUNCH = POSSIBLE_TO + r"\s+(?:launch|start|kick off|fire off|fire up|begin)\b"
 
 
 def _requested(intent: Intent, plain: str) -> bool:
     """A question that asks for its action: one answered by the action's measurement, or "is it possible to
     benchmark r1?" for a tool that writes or measures (intents.POSSIBLE_TO)."""
     possible = intent.command not in NOT_BY_POSSIBLE and bool(re.search(POSSIBLE_TO, plain.lower()))
+    # a launch asked for as a possibility with its own verb ("is it possible to launch ..."), not "possible to run X
+    # on 4 GPUs?" (whether it fits: a plan's question)
+    possible = possible or (intent.command in ("run", "sweep") and bool(re.search(POSSIBLE_LAUNCH, plain.lower())))
     return possible or _measured_by(intent, plain)
 
 
@@ -430,11 +451,27 @@ POINTING = r"\b(?:it|that|this|its|it'?s|they|them|the thing|the job)\b"
 LATEST_WORDS = r"\b(?:latest|last|newest|recent|most recent|previous|current)\b"
 
 
+# A run named as the likeness of another's state, not asked about: "or did it crash like the tensor-parallel one",
+# "unlike r1", "the same way tp-try did".
+LIKENED = r"\b(?:like|unlike|as with|same as|the same way as|similar to|just as)\s+(?:(?:the|that|our|my)\s+)?$"
+
+
+def _likened(entities: Entities) -> set[str]:
+    """The runs named only as what another is likened to."""
+    lowered = entities.text.lower()
+    return {str(e.value) for e in entities.found if e.kind == "run" and re.search(LIKENED, lowered[: e.span[0]])}
+
+
 def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None:
     named = list(dict.fromkeys(str(r) for r in entities.all("run")))
     if len(named) >= 2 and intent.command == "results":  # "r1 vs baseline-ddp loss": both, side by side
         intent.command, intent.words = "compare", named[:2]
         return
+    if len(named) >= 2 and intent.command == "status":  # "did r1 finish or crash like tp-try?": tp-try is compared to
+        named = [r for r in named if r not in _likened(entities)] or named
+        if len(named) == 1:
+            intent.args["run"], intent.words = named[0], named
+            return
     if len(named) >= 2:  # "cancel tp-try and baseline-ddp": the tool takes one run; never only one of those named
         intent.clarify = f"One run at a time: which first, {' or '.join(named)}?"
         return
@@ -1068,6 +1105,29 @@ def _own_model_billions(experiment: str, context: Context) -> float | None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError):
         return None
     return (layers * (4 * hidden * hidden + 3 * hidden * inner) + 2 * vocab * hidden) / 1e9
+
+
+def _describes_experiment(described: str, intent: Intent, context: Context) -> bool:
+    """Whether every number of a description ("the 1024 one") is a value of the experiment file the sentence names
+    (its seq_len 1024): the file described again, not a run or sweep to find."""
+    numbers = re.findall(r"\d+(?:\.\d+)?", described)
+    experiment = intent.args.get("experiment")
+    if not numbers or not experiment or context.known.root is None:
+        return False
+    try:
+        values = _values(yaml.safe_load((Path(context.known.root) / str(experiment)).read_text()))
+    except (OSError, yaml.YAMLError):
+        return False
+    return all(n in values for n in numbers)
+
+
+def _values(tree: object) -> set[str]:
+    """Every scalar value in a loaded YAML tree, as text."""
+    if isinstance(tree, dict):
+        return set().union(*(_values(v) for v in tree.values())) if tree else set()
+    if isinstance(tree, list):
+        return set().union(*(_values(v) for v in tree)) if tree else set()
+    return {str(tree)}
 
 
 def _config_json(path: Path) -> dict:

@@ -76,7 +76,7 @@ VAGUE_HARDWARE = (
 )
 VAGUE_CHANGE = (
     r"\b(?:other|different|another)\s+(?:layout|model|config|experiment|one|settings?)\b|"
-    r"\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b|\bthe \w+(?:est)? one\b|"
+    r"\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b|\bthe (?!\d)\w+(?:est)? one\b|"
     r"(?<!\d x )(?<!\dx )\b(?:longer|shorter)\b(?! than (?:the )?(?:default )?\d)|"
     # a setting named with no value: "set the micro batch and train", "tweak the warmup"
     r"\b(?:set|change|adjust|tweak|increase|decrease|raise|lower|bump)\s+(?:up\s+|down\s+)?(?:the\s+|a\s+)?"
@@ -96,6 +96,8 @@ _SETTINGS_NOUN = (r"(?:settings?|config(?:uration)?s?|setup|set-up|parameters|pa
 _SUGGESTED = (r"(?:suggested|recommended|proposed|sent|shared|posted|mentioned|gave|wanted|wants|picked|chose|used|"
               r"uses|liked|likes|prefers|preferred|emailed|slacked|asked for|came up with|told (?:me|us) about|"
               r"wrote down|swears by|set up)")  # fmt: skip
+# What only the talk knows, not the repository: "that idea we talked about", "the thing we aligned on".
+_REFERENT = r"(?:idea|thing|plan|one|experiment|approach|stuff|proposal|option)"
 _SOMEONE = (r"(?:(?:my|our|the|his|her|their|a)\s+)?(?:\w+\s+)?(?:colleague|coworker|co-worker|teammate|team|boss|"
             r"manager|lead|friend|advisor|adviser|supervisor|professor|mentor|intern|someone|somebody|people|folks)|"
             r"(?!(?:i|we|you|it|that|this|the|a|an|to|is|are|was|were)\b)[a-z]+")  # fmt: skip
@@ -103,9 +105,10 @@ UNKNOWN_SOURCE = (
     rf"\b(?:the|those|these|that|this)\s+(?:\w+\s+)?{_SETTINGS_NOUN}\s+(?:that\s+|which\s+)?(?:{_SOMEONE})\s+"
     rf"(?:(?:had|has|have|just|already)\s+)?{_SUGGESTED}\b|"
     rf"\b(?:what|whatever)\s+(?:{_SOMEONE})\s+(?:(?:had|has|just)\s+)?{_SUGGESTED}\b|"
-    rf"\b(?:the|those|these|that)\s+(?:\w+\s+)?{_SETTINGS_NOUN}\s+(?:that\s+|which\s+)?(?:we|i|they)\s+"
-    r"(?:(?:had|have|just|already)\s+)?(?:discussed|agreed on|agreed|talked about|settled on|decided on|went with|"
-    r"planned|came up with|sketched)\b|"
+    rf"\b(?:the|those|these|that)\s+(?:\w+\s+)?(?:{_SETTINGS_NOUN}|{_REFERENT})\s+(?:that\s+|which\s+)?"
+    r"(?:we|i|they|you and i)\s+(?:(?:had|have|just|already)\s+)?(?:discussed|agreed on|agreed|talked about|"
+    r"spoke about|chatted about|settled on|decided on|went with|aligned on|landed on|planned|came up with|sketched|"
+    r"brainstormed|mentioned)\b|"
     rf"\b(?:the|those|these)\s+{_SETTINGS_NOUN}\s+from\s+(?:the|our|my|this morning'?s|yesterday'?s|last week'?s|"
     r"today'?s)\s+(?:\w+\s+)?(?:meeting|call|chat|discussion|email|thread|slack|standup|sync|conversation|"
     r"whiteboard)\b|"

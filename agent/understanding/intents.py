@@ -43,6 +43,10 @@ SHUT_DOWN = (
     rf"shutdown|pull(?:ing)?\s+the\s+plug|take\s+{_NO_SETTING}(?:\S+\s+){{1,3}}?(?:down|offline)\b"
 )
 # Cue words of each intent, with their weights.
+# The docs by any of their names ("the doc page", "the readme"), and what brings them up to date, in any form
+# ("refreshing", "updated").
+DOC_NOUN = r"(?:docs|documentation|readme|training\.md|docs?\s+pages?)"
+DOC_VERB = r"(?:updat|refresh|regenerat|rewrit|sync)\w*\b"
 CUES: dict[str, list[tuple[str, float]]] = {
     "hardware": [
         (r"\bhardware\b", 4),
@@ -237,6 +241,14 @@ CUES: dict[str, list[tuple[str, float]]] = {
             10,
         ),
         (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
+        # "a much bigger search this time", "compare layouts again, 24 trials ... kick it off": a count of trials to
+        # launch, or a search made bigger, is a new sweep (the comparison it makes is of layouts, not of two runs)
+        (r"\b(?:bigger|larger|wider|broader|longer|new|fresh|another|second|deeper)\s+(?:layout\s+)?search\b", 3),
+        (
+            r"\b\d+\s+trials\b.*\b(?:kick|start|launch|fire|go ahead)\b|"
+            r"\b(?:kick|start|launch|fire)\b.*\b\d+\s+trials\b",
+            5,
+        ),
         # "search for the best mesh automatically": found by trying layouts, not predicted
         (
             r"\b(?:search|hunt|look)\s+(?:for|over)\s+(?:the\s+)?(?:best|fastest|optimal|right)\s+(?:\w+\s+)?"
@@ -295,20 +307,20 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "pr": [(r"\bpull request\b|\bpr\b|\bmerge request\b", 6)],
     "docs": [
-        (r"\b(?:docs|documentation|readme|training\.md)\b", 3),
-        (r"\b(?:update|refresh|regenerate|rewrite|sync)\b.*\b(?:docs|documentation|readme|training\.md)\b", 3),
+        (rf"\b{DOC_NOUN}\b", 3),
+        (rf"\b{DOC_VERB}.*\b{DOC_NOUN}\b", 3),
         # "the docs must show sweeps/x, can you update them?", "get the README refreshed": the verb after its object
-        (r"\b(?:docs|documentation|readme|training\.md)\b.*\b(?:update|refresh|regenerate|rewrite|sync)(?:d|ed)?\b", 3),
+        (rf"\b{DOC_NOUN}\b.*\b{DOC_VERB}", 3),
         # "make sure the docs reflect the last sweep", "I want the readme to show lr-scan": docs made to say it
         (
-            r"\b(?:make sure|ensure|get|have|want|need)\b.*\b(?:docs|documentation|readme|training\.md)\b.*"
+            rf"\b(?:make sure|ensure|get|have|want|need)\b.*\b{DOC_NOUN}\b.*"
             r"\b(?:reflects?|shows?|includes?|match(?:es)?|covers?|says?)\b",
             3,
         ),
         # "put the lr-scan numbers into docs/training.md": figures written into the docs are an update of them
         (
             r"\b(?:put|add|get|write|bring|record|copy|paste)\b.*\b(?:in|into|to|onto)\s+(?:the\s+)?"
-            r"(?:docs|documentation|readme|\S*training\.md)\b",
+            rf"(?:{DOC_NOUN}|\S*training\.md)\b",
             3,
         ),
     ],
@@ -355,7 +367,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
 # An action the sentence says not to take: "no PR yet", "don't open a PR", "without a report", "skip the benchmark",
 # "instead of a sweep", "the PR can wait". Its intent never wins, and its words are no cue of any other: the positive
 # verb beside it decides ("no PR yet, just draft the writeup" is a report). A launch not to make is NO_LAUNCH.
-NEGATOR = (r"\b(?:no need (?:for|to)|no|not|without|don'?t|do not|never|skip(?:ping)?|hold off(?: on)?|"
+NEGATOR = (r"\b(?:(?:don'?t|do not|no need to)\s+bother(?:\s+(?:to|with))?|"
+           r"no need (?:for|to)|no|not|without|don'?t|do not|never|skip(?:ping)?|hold off(?: on)?|"
            r"forget(?: about)?|instead of|rather than|nor|nvm|never ?mind|scrap|ditch)\s+")  # fmt: skip
 _DOING = (r"(?:(?:open|create|make|file|raise|push|send|submit|write|draft|do|run|start|launch|kick off|update|touch|"
           r"change|edit|generate|produce|need|want|bother with|put up|publish|regenerate|refresh|rewrite)\w*\s+)?"
@@ -373,6 +386,7 @@ DONT_VERB = {
     "bench": r"benchmark\w*|evaluat\w*",
     "sweep": r"sweep\w*",
     "docs": r"document\w*",
+    "report": r"writ(?:e|es|ing)\s+(?:\S+\s+){0,3}?up\b",  # "no need to write anything up", "without writing it up"
     # "don't resume r1", "no need to continue the preempted run", "don't pick it back up", "no resuming"
     "resume": r"resum\w*|unpaus\w*|continu\w*|carry(?:ing)? on|pick(?:ing)?\s+(?:\S+\s+){0,3}?back up",
 }
@@ -454,6 +468,7 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
                              lowered):  # fmt: skip
         if not re.match(SAME_KIND_READ, lowered[found.end() :]):
             spans.append(found.span())  # no cue of the reading it refuses, no action refused either
+    spans += _coordinated(lowered, spans, negated)
     for found in re.finditer(DONT_WAIT, lowered):
         negated.add("wait")
         spans.append(found.span())
@@ -464,6 +479,32 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
     # asked for, only not on what the negation names (entities.SPARED)
     negated -= {intent for intent, verbs in DONT_VERB.items() if re.search(rf"\b(?:{verbs})\b", lowered)}
     return negated, lowered
+
+
+# What joins a second action to a negated one, under the same negation: "no need to benchmark or write anything up",
+# "don't sweep, nor open a PR".
+_JOINED = r"\s*,?\s*(?:or|nor|and not|or even|not even)\s+"
+
+
+def _coordinated(lowered: str, spans: list[tuple[int, int]], negated: set[str]) -> list[tuple[int, int]]:
+    """The actions joined by 'or'/'nor' to a negated one, added to `negated`; their spans, to blank out."""
+    found_spans: list[tuple[int, int]] = []
+    ends = sorted(end for _, end in spans)
+    while ends:
+        end = ends.pop(0)
+        joined = re.match(rf"(?:\s+[\w./'-]+){{0,2}}?{_JOINED}", lowered[end:])  # "don't bench r1 or write it up"
+        if not joined:
+            continue
+        start = end + joined.end()
+        for intent, pattern in [*((i, rf"{_DOING}(?:{o})\b") for i, o in DONT_DO.items()),
+                                *((i, rf"(?:{v})\b") for i, v in DONT_VERB.items())]:  # fmt: skip
+            match = re.match(pattern, lowered[start:])
+            if match and match.end():
+                negated.add(intent)
+                found_spans.append((start, start + match.end()))
+                ends.append(start + match.end())
+                break
+    return found_spans
 
 
 # "stop" in its everyday sense, someone ceasing to do something ("so new hires stop asking me", "to stop worrying"):

@@ -137,6 +137,8 @@ class Known:
         if path in self.files:
             return path
         named = [f for f in self.files if f.rsplit("/", 1)[-1] == path]
+        if not named:  # "configs/long.yml" is configs/long.yaml: the suffix spelled the other way
+            named = [f for f in self.files if _same_suffix_spelling(path, f)]
         if not named:  # "meshpliot.yaml" is meshpilot.yaml: one typo of the one file of that suffix and folder
             named = [f for f in self.files if _typo_of(path, f)]
         return named[0] if len(named) == 1 else None
@@ -153,13 +155,30 @@ def _typo_of(path: str, existing: str) -> bool:
     letters or more, as a shorter one has too many neighbours)."""
     folder, _, name = path.rpartition("/")
     its_folder, _, its_name = existing.rpartition("/")
-    stem, suffix = Path(name).stem.lower(), Path(name).suffix.lower()
+    stem, suffix = Path(name).stem.lower(), _suffix(name)
     its_stem = Path(its_name).stem.lower()
-    if folder != its_folder or suffix != Path(its_name).suffix.lower() or len(its_stem) < 5 or stem == its_stem:
+    if folder != its_folder or suffix != _suffix(its_name) or len(its_stem) < 5 or stem == its_stem:
         return False
     if re.sub(r"\D", "", stem) != re.sub(r"\D", "", its_stem):  # "meshpilot2.yaml" is another file, not a typo
         return False
     return _close(stem, its_stem)
+
+
+# Two spellings of one suffix: a file named with either is the one the repository has.
+_SUFFIX_SPELLINGS = {".yml": ".yaml", ".jsonlines": ".jsonl", ".markdown": ".md"}
+
+
+def _suffix(name: str) -> str:
+    suffix = Path(name).suffix.lower()
+    return _SUFFIX_SPELLINGS.get(suffix, suffix)
+
+
+def _same_suffix_spelling(path: str, existing: str) -> bool:
+    """Whether `path` is `existing` with its suffix spelled the other way ("long.yml" for "long.yaml"), by its full
+    path or, when no folder is given, by its name."""
+    named = existing if "/" in path else existing.rsplit("/", 1)[-1]
+    same_stem = Path(path.lower()).with_suffix("") == Path(named.lower()).with_suffix("")
+    return same_stem and _suffix(path) == _suffix(named) and path.lower() != named.lower()
 
 
 def _newest(root: Path, kind: str) -> list[str]:

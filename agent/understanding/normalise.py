@@ -59,7 +59,7 @@ ENGLISH_FUNCTION = set(_ENGLISH_FUNCTION.split())
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
 trials without gpus disabled enabled disable enable list
-completed finish stop wait kill abort halt resume batch micro precision"""
+completed finish stop wait kill abort halt resume batch micro precision default"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
@@ -111,6 +111,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(?:half\s+a|a\s+half)\s+dozen\b", "6", text, flags=re.I)  # "half a dozen trials"
     text = re.sub(r"\b(?:a|one)\s+dozen\b", "12", text, flags=re.I)
     text = re.sub(SPOKEN_DIGITS, _spoken_digits, text, flags=re.I)
+    text = re.sub(HOMOPHONE_COUNT, _homophone, text, flags=re.I)
     text = NUMBER_RUN.sub(_digits, text)
     text = re.sub(r"\b(\d+)\s+dozen\b", lambda m: str(12 * int(m.group(1))), text, flags=re.I)
     # "1 e minus 3", "1e minus 3" (said or typed loosely): the number 1e-3
@@ -124,6 +125,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"(\d),(\d{3})\b", r"\1\2", text)  # 1,000 steps
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gigs?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
+    # "2 nodes × 8 H100", "2 machines x 4 gpus": the GPUs in each node
+    text = re.sub(rf"\b(\d+\s+(?:nodes?|machines?|servers?|hosts?|boxes))\s*[x×*]\s*(\d+)\s+(?=(?:{GPU_WORD}|gpus?|"
+                  r"cards?|devices?)\b)", r"\1 of \2 ", text, flags=re.I)  # fmt: skip
+    # "PCIe H100s", "NVL H100": the variant said before the card's name is its variant ("h100 pcie")
+    text = re.sub(r"\b(sxm\d?|pcie|nvl)[\s-]+(h100|h200|a100)s?\b", r"\2 \1", text, flags=re.I)
     # "2x8 a100", "4 x 8 H100s": nodes by the GPUs in each (a count of GPUs is one number, "16 a100")
     text = re.sub(rf"\b(\d+)\s*[x×*]\s*(\d+)\s+(?=(?:{GPU_WORD}|gpus?|cards?|devices?)\b)", r"\1 nodes of \2 ", text,
                   flags=re.I)  # fmt: skip
@@ -173,6 +179,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # HSDP in words: "2 replicas x 2 shards", "2 replicas and 2 shards" are its degrees
     text = re.sub(r"\b(\d+)\s+replicas?\s*(?:x|and|by|times|,|with)?\s*(\d+)\s+shards?\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
+    # "two replicas, each sharded over two devices", "2 copies each split across 4 gpus": HSDP's degrees
+    text = re.sub(r"\b(\d+)\s+(?:replicas?|copies|model copies)\s*,?\s*(?:(?:with\s+)?each\s+(?:one\s+|of them\s+)?)?"
+                  r"(?:is\s+)?(?:sharded|fsdp|split|spread|partitioned)\s+(?:over|across|on|into|between|among)\s+(\d+)\s+"
+                  r"(?:devices?|gpus?|cards?|ranks?|processes|shards?|ways?)\b",
+                  r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
     return text
 
 
@@ -195,6 +206,22 @@ def _of_them(found: re.Match) -> str:
 # A GPU by its name, its variant and memory size ("A100 40GiB", "h100 sxm"): what a count after it counts.
 GPU_WORD = (r"(?:nvidia\s+)?(?:h100|h200|a100|l40s|a10|rtx[ -]?4090|4090|b200|v100|mi\d{3}x?)s?"
             r"(?:[ -]?(?:sxm|pcie|nvl))?(?:[ -]?\d+(?:\.\d+)?\s*gi?b)?")  # fmt: skip
+# Numbers dictated as words that sound like them ("start a sweep with ate trials", "on for GPUs"), read as numbers
+# only where a count is expected: "ate" right before what is counted, "for"/"to" only after a word that takes a count
+# ("with", "on", "across"...), as both are common words elsewhere ("train for 20 steps", "go to 2 nodes").
+HOMOPHONES = {"ate": "8", "for": "4", "to": "2", "too": "2"}
+_COUNTED = (r"(?:trials?|steps?|gpus?|cards?|devices?|nodes?|machines?|process(?:es)?|procs?|ranks?|workers?|epochs?|"
+            rf"{GPU_WORD})\b")  # fmt: skip
+_TAKES_COUNT = ("with", "on", "across", "over", "using", "onto", "into")
+HOMOPHONE_COUNT = (r"(?:" + "|".join(rf"(?<=\b{word} )" for word in _TAKES_COUNT) + ")"
+                   rf"(?:for|to|too)\b(?=\s+{_COUNTED})|"
+                   rf"\bate\b(?=\s+{_COUNTED})")  # fmt: skip
+
+
+def _homophone(found: re.Match) -> str:
+    return HOMOPHONES[found.group(0).lower()]
+
+
 # The memory sizes of the cards sold in several ("A100 40GB" and "A100 80GB"; the H100's and H200's).
 CARD_SIZES = "40|80|94|141"
 # Model families written glued to their size ("mistral7b", "llama70b"): the size is read apart.
@@ -305,6 +332,11 @@ def _name_words(known: set[str]) -> list[str]:
     return sorted(n for n in known if n.isalpha() and len(n) >= SWAP_ONLY)
 
 
+# The words that open a question, fixed when two letters are swapped ("waht runs do we have"); not every English
+# word, as a word the lists lack is often no typo ("three" is no swap of "there").
+QUESTION_WORDS = ("what", "which", "where", "when", "have", "does", "show")
+
+
 def _fix_typos(text: str, known: set[str]) -> str:
     """Words close to one the rules read replaced by it ("trian" -> "train", "machien" -> "machine"), and two letters
     swapped in a name of the repository ("lnog" -> "long")."""
@@ -313,8 +345,11 @@ def _fix_typos(text: str, known: set[str]) -> str:
     def fix(found: re.Match) -> str:
         word = found.group(0)
         lowered = word.lower()
-        if len(lowered) < 4 or lowered in KEEP or lowered in known or lowered in WORDS:
+        if lowered in KEEP or lowered in known or lowered in WORDS or len(lowered) < 3:
             return word
+        if len(lowered) == 3:  # too short for a close match; two letters swapped still ("rnu" -> "run")
+            swapped = [w for w in WORDS if _one_swap(lowered, w)]
+            return swapped[0] if len(swapped) == 1 else word
         if any(lowered + end in WORDS for end in ("s", "d", "ed")) or lowered.removesuffix("s") in WORDS:
             # "step" is no typo of "steps", nor "measure" of "measured"
             return word
@@ -322,6 +357,8 @@ def _fix_typos(text: str, known: set[str]) -> str:
             return word
         close = [w for w in WORDS if _one_swap(lowered, w)] or [w for w in WORDS if _close(lowered, w)]
         close = close or [n for n in names if _one_swap(lowered, n)]
+        # two letters swapped in a question word ("waht" -> "what"): a question, though the rules do not read it
+        close = close or [k for k in QUESTION_WORDS if _one_swap(lowered, k)]
         return close[0] if len(set(close)) == 1 or (close and _one_swap(lowered, close[0])) else word
 
     # a contraction's stem is no typo: "shouldn't" is not "should't", a negation kept
