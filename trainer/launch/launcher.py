@@ -190,8 +190,9 @@ def _choose_loss(
     check says its run fits (`available`; a run whose check is skipped keeps the chunked loss's memory)."""
 
     def fits(train: TrainSpec) -> bool:
-        peak = predicted_peak(replace(experiment, train=train), config, grad_accum)
-        return available is not None and memory_refusal(peak, *available) is None
+        if available is None:
+            return False
+        return memory_refusal(predicted_peak(replace(experiment, train=train), config, grad_accum), *available) is None
 
     experiment.train.loss = resolve_loss(experiment.train, experiment.layout, experiment.hardware.device_type, fits)
 

@@ -75,20 +75,17 @@ def whole_model_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor], pac
     """The model's forward to its logits, then one fp32 cross-entropy sum over them (train.loss: whole), as a
     pipeline's last stage computes it (trainer.parallel.pipeline.StepLoss)."""
     logits = model(**model_inputs(batch, packed)).logits
-    if isinstance(logits, DTensor):  # split by vocabulary under tp: torch's loss_parallel (see `_loss_context`)
-        with loss_parallel():
-            loss = F.cross_entropy(
-                logits.float().flatten(0, -2), batch["labels"].flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
-            )
-        return loss.to_local()
-    return F.cross_entropy(
-        logits.float().flatten(0, -2), batch["labels"].flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
-    )
+    split = isinstance(logits, DTensor)  # split by vocabulary under tp: torch's loss_parallel (see `_loss_context`)
+    with _loss_context(split):
+        loss = F.cross_entropy(
+            logits.float().flatten(0, -2), batch["labels"].flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
+        )
+    return loss.to_local() if split else loss
 
 
 def _loss_context(whole_loss: bool) -> contextlib.AbstractContextManager:
-    """torch's loss_parallel around the whole loss's backward, as around its forward (`whole_model_loss`): the
-    logits split by vocabulary under tensor parallelism need it there too (DTensors; plain tensors it leaves
+    """torch's loss_parallel around the whole loss, its forward (`whole_model_loss`, where the logits are split by
+    vocabulary under tensor parallelism) and its backward (DTensors need it there too; plain tensors it leaves
     alone)."""
     return loss_parallel() if whole_loss else contextlib.nullcontext()
 
