@@ -119,9 +119,10 @@ def test_each_rank_holds_its_vocabulary_rows_and_computes_the_one_process_loss(f
 STEPS = 3
 
 
-# Through the trainer, two of the four loss x tying cases (each a one-process and a tp run): the direct test above
-# holds all of them, tied, untied and uneven, against one process.
-@pytest.mark.parametrize(("loss", "tied"), [("chunked", False), ("whole", True)])
+# Through the trainer, one of the four loss x tying cases (a one-process and a tp run): the direct test above holds
+# all of them, tied, untied and uneven, against one process, and tests/test_layouts.py's tp runs the chunked loss of
+# an untied head against one process, with the memory model's exact bytes per rank.
+@pytest.mark.parametrize(("loss", "tied"), [("whole", True)])
 def test_vocabulary_parallel_training_matches_one_process(tmp_path, tied, loss):
     """A tp=2 run's per-step losses and gradient norms are one process's; its memory record's parameter,
     gradient and optimizer bytes per rank are the memory model's exact ones, with the embedding and head split."""
