@@ -87,27 +87,40 @@ H200_RUNS = Path(__file__).resolve().parents[1] / "bench" / "results" / "gpu_h20
 H200 = Hardware("cuda", "NVIDIA H200", devices_per_node=1)
 
 
-def h200_step(name: str, precision: str) -> tuple[float, float]:
+H200_WHOLE_LOSS_RUNS = H200_RUNS.with_name("gpu_h200_issue38_session5.json")
+
+
+def h200_step(name: str, precision: str, loss: str = "chunked", runs: Path = H200_RUNS) -> tuple[float, float]:
     """(predicted, measured) step seconds of bench/gpu.py's compiled 1B run `name` on one H200 (8 micro-batches of
     4 x 2048 packed tokens, flex attention), predicted uncalibrated, from the stated figures."""
-    ran = json.loads(H200_RUNS.read_text())["sections"]["mfu"][name]
+    ran = json.loads(runs.read_text())["sections"]["mfu"][name]
     experiment = experiment_from_dict({
         "model": {"config": LLAMA_1B}, "tokenizer": "builtin",
         "data": {"train": "builtin:stdlib-docs", "seq_len": 2048, "packing": True},
-        "train": {"global_batch_tokens": 65536, "micro_batch": 4, "precision": precision, "compile": True},
+        "train": {"global_batch_tokens": 65536, "micro_batch": 4, "precision": precision, "compile": True,
+                  "loss": loss},
         "hardware": {"device_type": "cuda", "devices": 1},
     })  # fmt: skip
     return predict_run(experiment, model_config(experiment.model, Path(".")), H200, 8).step_s, ran["median_step_s"]
 
 
-def test_the_compiled_1b_bf16_step_on_an_h200_is_predicted_within_the_goal():
-    """Out of sample: measured after the stated figures were set (predicted 1.303 s against 1.313 s)."""
+def test_the_stated_matmul_rate_reproduces_the_h200_whole_loss_step_it_was_set_from():
+    """In sample, a guard of trainer.hardware.GPU_EFFICIENCY, which this run set (the compiled step with the loss
+    fused into it, meshpilot's best settings: half the peak predicted it 16% slow)."""
+    predicted, measured = h200_step("mfu_s2048_compiled_whole_loss", "bf16", "whole", H200_WHOLE_LOSS_RUNS)
+    assert predicted == pytest.approx(measured, rel=0.02)
+
+
+def test_the_compiled_1b_chunked_loss_step_on_an_h200_is_predicted_within_the_goal():
+    """Not fitted: the chunked loss's extra time over the whole one (0.29 s measured) is its counted memory traffic
+    and the head's second forward (predicted 1.247 s against 1.313 s)."""
     predicted, measured = h200_step("mfu_s2048_compiled", "bf16")
-    assert predicted == pytest.approx(measured, rel=0.15)
+    assert predicted == pytest.approx(measured, rel=0.07)
 
 
 def test_float8_gain_reproduces_the_h200_fp8_step_it_was_measured_on():
     """In sample, a guard of trainer.costs.throughput.FLOAT8_GAIN, which this very run set (the data sheets' full 2x
-    predicted the step 12% too fast); bench/published_float8.py checks the constant against published runs."""
+    predicted the step 12% too fast); bench/published_float8.py checks the constant against published runs. Set at
+    half the peak with the loss's traffic uncounted; both changes together leave it within 2%."""
     predicted, measured = h200_step("mfu_s2048_compiled_fp8", "fp8")
     assert predicted == pytest.approx(measured, rel=0.02)

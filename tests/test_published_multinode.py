@@ -4,7 +4,7 @@ planner's own predictions; the FP8 rows at TP=4 stay out of scope (meshpilot's f
 comparison found is asserted here: mapped to ZeRO stage 1 with bf16 gradients (what the recipe's distributed
 optimizer holds), every row is predicted to fit (the 70B one on 64 GPUs since the embedding and head are split by
 vocabulary under tensor parallelism), and the median error is what bench/results/published_multinode.json records,
-outside issue 36's 15% (xfail, with the terms that cause it)."""
+within issue 36's 15%, with the terms that cause what is left."""
 
 from __future__ import annotations
 
@@ -128,37 +128,40 @@ def test_the_recorded_median_error_is_the_comparisons(results):
     for key in ("throughput", "hsdp_mapping"):
         figure = computed[key]["median_abs_error"]
         assert recorded["summary"][key]["median_abs_error"] == pytest.approx(figure, abs=1e-6)
-    # as found, 2026-11-26, mapped to ZeRO stage 1 with bf16 gradient reductions (23.5% before the embedding, head and
+    # as found, 2026-11-26, mapped to ZeRO stage 1 with bf16 gradient reductions, after the stated matmul rate was
+    # set from meshpilot's own compiled 1B step on an H200 (0.6 of the bf16 peak, trainer.hardware.GPU_EFFICIENCY)
+    # and the loss's memory traffic counted by path (trainer.costs.throughput.LOSS_BYTES): 11.4%. Before that,
+    # at half the peak: 22.6% (23.5% before the embedding, head and
     # loss were split by vocabulary: the 70B rows' head computes a quarter of the logits; 24.2% with fp32
     # reductions; 22.9% before the projections kept their split input and priced the all-gathers again in backward;
     # 49.8% mapped to FSDP2's stage 3 with one reduction per step; 50.5% before sequence parallelism and the
     # interleaved pipeline's bubble)
-    assert computed["throughput"]["median_abs_error"] == pytest.approx(0.226, abs=0.005)
-    # the 8B FP8 rows, as meshpilot's torchao float8 (tensorwise): all fit, predicted 34% slow (Transformer Engine's
-    # FP8 gains +33% over its bf16 in the table, FLOAT8_GAIN prices +10% here: measured on a 1B model's matmuls)
+    assert computed["throughput"]["median_abs_error"] == pytest.approx(0.114, abs=0.005)
+    # the 8B FP8 rows, as meshpilot's torchao float8 (tensorwise): all fit, predicted 28% slow (Transformer Engine's
+    # FP8 gains +33% over its bf16 in the table, FLOAT8_GAIN prices +10% here: measured on a 1B model's matmuls;
+    # 34% at half the peak)
     fp8 = computed["fp8"]
     assert recorded["summary"]["fp8"]["throughput"]["median_abs_error"] == pytest.approx(
         fp8["throughput"]["median_abs_error"], abs=1e-6
     )
     assert (fp8["in_scope_rows"], fp8["predicted_to_fit"]) == (5, 5)
-    assert fp8["throughput"]["median_abs_error"] == pytest.approx(0.339, abs=0.005)
+    assert fp8["throughput"]["median_abs_error"] == pytest.approx(0.283, abs=0.005)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="median |error| 22.6% at ZeRO stage 1 (49.8% at FSDP2's stage 3, whose weight all-gathers per micro-batch "
-    "crossed the nodes): compute priced at half the bf16 peak plus unfused memory-bound time, where Megatron-Core "
-    "with Transformer Engine ran at 54-59% MFU (on one node, without traffic, the matmuls alone outlast the step)",
-)
 def test_the_median_throughput_error_is_within_the_goal(results):
     assert summary(list(results.values()))["throughput"]["median_abs_error"] <= GOAL
 
 
 def test_where_the_throughput_error_comes_from(results):
-    """Compute: on one node (no traffic between nodes), meshpilot's matmul time alone is longer than the published
-    step. Communication: FSDP over nodes adds seconds the hsdp mapping does not."""
+    """Every bf16 row is predicted slow, by 10-12%. Memory-bound work: on one node (no traffic between nodes),
+    meshpilot's matmuls fit inside the published step and its memory-bound work (transformers' layer fused by
+    inductor, the chunked loss) does not (Transformer Engine fuses more). Communication: FSDP over nodes adds
+    seconds the hsdp mapping does not."""
+    assert all(-0.13 < r["error"]["tokens_per_s_per_gpu"] < -0.09 for r in results.values() if r.get("error")
+               and r["precision"] == "bf16")  # fmt: skip
     one_node = results[_row("8b", "bf16", 8).label]
-    assert one_node["predicted"]["compute_parts_s"]["matmul"] > one_node["published"]["step_s"]
+    parts, published_s = one_node["predicted"]["compute_parts_s"], one_node["published"]["step_s"]
+    assert parts["matmul"] < published_s < parts["matmul"] + parts["memory"]
     assert one_node["predicted"]["comm_s"] < 0.05 * one_node["predicted"]["step_s"]
     two_nodes = results[_row("8b", "bf16", 16).label]
     assert two_nodes["predicted"]["comm_s"] > 3 * one_node["predicted"]["comm_s"]  # bf16 reductions: 3.8x

@@ -9,9 +9,9 @@ Compute per optimizer step and rank has three parts:
   chunked loss's second forward of the output head (trainer.model.loss) outside pipelines;
 - memory: the bytes that work bound by memory bandwidth moves (`memory_traffic`), over the memory bandwidth: the
   elementwise operations of every layer (RMSNorm in fp32, rotary, SwiGLU, residuals, casts; `LAYER_BYTES`) in
-  forward, backward and any recomputation (full and selective both recompute all of them), the fp32 logits and
-  their softmax, a dense attention mask read per head, autocast's bf16 weight copies, FSDP's gathered parameters,
-  gradient accumulation and the AdamW update;
+  forward, backward and any recomputation (full and selective both recompute all of them), the loss over the
+  logits (chunked and eager, or whole and fused into the compiled step: `loss_bytes`), a dense attention mask read
+  per head, autocast's bf16 weight copies, FSDP's gathered parameters, gradient accumulation and the AdamW update;
 - launches: the fixed cost of each operation (`OPS_PER_LAYER` per layer and pass, counted on transformers' Llama).
   A CPU runs operations one after another and pays it on top; a GPU queues them, so launching costs time only where
   it outlasts the work: the step takes the longer of the two.
@@ -126,7 +126,9 @@ from trainer.costs.probe import figures_source, read_probe
 from trainer.hardware import INTERCONNECTS, NETWORKS, Hardware, float8_speedup, interconnect_within
 from trainer.layout import LAYOUT_DIMS, MESH_DIMS, Layout
 from trainer.model.attention import takes_dense_mask
+from trainer.model.loss import chunk_tokens
 from trainer.model.parameters import MoeDims, count_parameters, head_dim, moe_dims
+from trainer.parallel.compile import compiles_whole_step
 from trainer.parallel.tensor_parallel import saves_split_inputs
 
 OP_OVERHEAD_S = {"cuda": 10e-6, "cpu": 5e-6}
@@ -185,10 +187,22 @@ LAYER_BYTES = {
     ("bf16", True): ((18, 4, 4, 6, 8, 8), (38.5, 4, 4, 10, 8, 16)),
     ("autocast", True): ((26, 4, 4, 6, 16, 8), (64.5, 4, 4, 10, 16, 16)),
 }
-# Bytes moved per element outside the layers: the fp32 logits about 30 (the upcast, log-softmax and its gradient);
+# Bytes the loss moves per logit element (the head's matmuls are compute), by how it runs (`loss_path`) and whether
+# the compute dtype is half: counted per aten operation on trainer.model.loss's chunked loss (forward: the upcast and
+# log-sum-exp; backward: the recomputed logits' upcast, the in-place softmax minus one-hot, the scaling, the cast back,
+# the gradient's read by the head-gradient matmul) and on the plain F.cross_entropy over fp32 logits (eager whole),
+# and by inductor's own count of its fused kernels where the whole loss is inside the compiled step (read the
+# logits forward; read them and write their gradient backward). tests/test_loss_cost.py counts them again.
+# The chunked loss also reads and writes the head's gradient once per chunk (its addmm_ into the gradient, in the
+# compute dtype): `loss_bytes`.
+LOSS_BYTES = {
+    ("chunked", True): 60, ("chunked", False): 44,
+    ("whole", True): 44, ("whole", False): 32,
+    ("whole_compiled", True): 8, ("whole_compiled", False): 16,
+}  # fmt: skip
 # AdamW reads parameter, gradient and both moments and writes three of them (28 in fp32); accumulating a
 # micro-batch's gradient reads two and writes one (12).
-LOGIT_BYTES, ADAMW_BYTES, ACCUMULATE_BYTES = 30, 28, 12
+ADAMW_BYTES, ACCUMULATE_BYTES = 28, 12
 # train.precision fp8 (torchao's Float8Linear, trainer.parallel.float8): each float8 linear layer casts its input
 # and weight to float8 in forward, and in backward its output's gradient twice (for the input's gradient and the
 # weight's) and its saved bf16 input and weight again (torchao saves the high-precision tensors, not their float8
@@ -719,7 +733,7 @@ def estimate_step(
         cast_params -= converted.elements
     traffic = memory_traffic(
         config, layout, cast_params, parameter_bytes, micro_batch, seq_len, grad_accum, mode, precision,
-        dense_mask, compiled, fsdp_grad_sync, local_experts, shape.zero_stage,
+        dense_mask, compiled, fsdp_grad_sync, local_experts, shape.zero_stage, shape.chunked_loss,
     )  # fmt: skip
     local_tokens = micro_batch * seq_len // layout.cp
     traffic += grad_accum * float8_cast_bytes(converted, layout, local_tokens, compiled, shape.float8_recipe)
@@ -813,9 +827,11 @@ def memory_traffic(
     fsdp_grad_sync: str = "micro_batch",
     expert_bytes: int = 0,
     zero_stage: int = 3,
+    chunked_loss: bool = True,
 ) -> float:
     """Bytes one rank's memory-bound work moves in one optimizer step (see the module docstring). `expert_bytes`:
-    this rank's experts' share of `parameter_bytes` (and, as elements, of `matmul_params`), whole on every tp rank."""
+    this rank's experts' share of `parameter_bytes` (and, as elements, of `matmul_params`), whole on every tp rank;
+    `chunked_loss`: StepShape's."""
     heads, width = config.num_attention_heads, 2 if half_precision(precision) else FP32
     tp, layers = layout.tp, -(-config.num_hidden_layers // layout.pp)
     tokens = micro_batch * seq_len // layout.cp  # per micro-batch on this rank
@@ -823,7 +839,7 @@ def memory_traffic(
     # Full and selective both rerun every elementwise operation of the forward (compiled: its fused kernels).
     recomputed = 0 if checkpointing == "none" else forward
     per_micro_batch = tokens * layers * (forward + backward + recomputed)
-    per_micro_batch += tokens * logit_columns(config, layout) * LOGIT_BYTES  # the rank's vocabulary share under tp
+    per_micro_batch += loss_bytes(config, layout, tokens, precision, loss_path(layout, chunked_loss, compiled))
     if dense_mask:  # built as a bias in every layer, then read once per head in forward and twice in backward
         entries = tokens * seq_len  # each local query's row spans every key of its row
         attention_passes = 3 + (1 if checkpointing == "full" else 0)  # selective keeps attention's output: not rerun
@@ -847,6 +863,26 @@ def memory_traffic(
     accumulated = local_elements if reductions == grad_accum else stage_elements
     optimizer = local_elements * ADAMW_BYTES + accumulated * ACCUMULATE_BYTES * (grad_accum - 1)
     return grad_accum * per_micro_batch + gathered + optimizer
+
+
+def loss_path(layout: Layout, chunked_loss: bool, compiled: bool) -> str:
+    """How the loss runs (a LOSS_BYTES key): chunked (train.loss chunked, outside pipelines, whose schedule takes
+    the whole logits), always eager (trainer.model.loss keeps it out of any graph); whole, fused into the compiled
+    step where train.compile makes each micro-batch one graph, else eager."""
+    if chunked_loss and layout.pp == 1:
+        return "chunked"
+    return "whole_compiled" if compiled and compiles_whole_step(layout) else "whole"
+
+
+def loss_bytes(config: PretrainedConfig, layout: Layout, tokens: int, precision: str, path: str) -> float:
+    """Bytes the loss of one micro-batch of `tokens` moves on this rank: LOSS_BYTES per element of its logits (the
+    rank's vocabulary share under tp); chunked, the head's gradient read and written once per chunk as well."""
+    columns, half = logit_columns(config, layout), half_precision(precision)
+    moved = tokens * columns * LOSS_BYTES[path, half]
+    if path == "chunked":
+        chunks = -(-tokens // chunk_tokens(columns))
+        moved += chunks * 2 * columns * config.hidden_size * (2 if half else FP32)
+    return moved
 
 
 def float8_flops(float8: Float8Weights, tokens: int, selective_rerun: float = 0.0) -> float:
