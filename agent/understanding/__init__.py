@@ -344,6 +344,7 @@ NOT_A_NAME = (
     r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step_\d+|"
     r"fp\d+|bf16|e-\d+|x\d+|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|in-house|up-to-date|"
     r"follow-up|write-up|one-pager|what-if|so-called|\w+-wise|e\.g|i\.e|"
+    r"(?:sign|hand|check|roll|print|read)-(?:offs?|ins?|outs?|throughs?)|"  # "for sign-off", "a roll-out": words
     r"\w+-(?:ready|based|like|level|style|friendly|only|free|heavy|bound|aware|sized|related|specific))$"
 )
 
@@ -584,7 +585,7 @@ def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
     else:
         example = context.known.runs[0] if context.known.runs else "runs/NAME"
         intent.clarify = f"Which run or checkpoint should I benchmark? e.g. `benchmark {example}`."
-    suite, question = _suite(lowered, context)
+    suite, question = _suite(plain_of(intent, context).lower(), context)  # "the private sweet" said is a suite
     if suite:
         intent.args["suite"] = suite
     intent.clarify = intent.clarify or question
@@ -899,12 +900,19 @@ def _merge(before: list[str], after: list[str]) -> list[str]:
     return merged
 
 
+# The settings a question may name when the sentence changes one without its value, and an example of each.
+SETTING_EXAMPLES = {"seq_len": ("sequence length", "seq_len 512"), "micro_batch": ("micro batch", "micro batch 8"),
+                    "lr": ("learning rate", "lr 1e-3"), "warmup": ("warmup", "warmup 5"),
+                    "weight_decay": ("weight decay", "weight decay 0.1")}  # fmt: skip
+
+
 def _which_setting(vague: str, intent: Intent) -> str:
     reading = _launch_text(intent.args)
     if vague == "optimizer":
         return f"Which optimizer (e.g. `train.optimizer=sgd` or `adamw`)? {reading}"
-    if vague == "seq_len":
-        return f"Which sequence length (e.g. `seq_len 512`)? {reading}"
+    if vague in SETTING_EXAMPLES:
+        name, example = SETTING_EXAMPLES[vague]
+        return f"Which {name}, exactly (e.g. `{example}`)? {reading}"
     return f"What should change, exactly: the layout, processes, steps or a setting? {reading}"
 
 

@@ -369,8 +369,8 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
     if runs:
         intent.words = runs
     # "every 5 steps" is an interval (checkpoint_every), never the run's step count
-    if found := re.search(rf"{NOT_INTERVAL}(?<![\w.])(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|\bsteps?\s*[=:]?\s*(\d+)\b",
-                          lowered):  # fmt: skip
+    if found := re.search(rf"{NOT_INTERVAL}(?<![\w.])(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|"
+                          rf"\bsteps?(?:\s*[=:]?|{CHANGED}\s+to)\s*(\d+)\b", lowered):  # fmt: skip
         intent.args["steps"] = int(found.group(1) or found.group(2))
     dims = "|".join(LAYOUT_DIMS)
     if found := re.search(rf"\b((?:{dims})=\d+(?:,(?:{dims})=\d+)*)", lowered):
