@@ -3627,3 +3627,26 @@ def test_a_comparative_of_no_config_stays_as_said():
 def test_results_written_up_are_a_report(text, known):
     intent = read(text, known)
     assert intent.command == "report" and intent.args["sweep"] == "sweeps/lr-scan"
+
+
+@pytest.mark.parametrize("text", ["write r1 up for the team", "write a report on r1", "open a pr for tp-try"])
+def test_a_run_named_as_what_to_write_up_is_asked_about_never_the_latest_sweep(text, known):
+    intent = read(text, known)
+    assert intent.command in ("report", "pr") and "sweep" not in intent.args
+    assert (intent.clarify or "").startswith("A report is written of a sweep")
+
+
+def test_a_report_of_a_sweep_with_a_runs_benchmark_is_that_sweeps(known):
+    intent = read("write a report of layouts-nov with r1's benchmark", known)
+    assert intent.command == "report" and intent.clarify is None and intent.args["sweep"] == "sweeps/layouts-nov"
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("cancel r1 if it failed, its loss is bad anyway", "cancel"),  # a state and a figure beside an action
+        ("relaunch the layout we tried in r1 with 10 steps", "run"),  # one layout tried is no sweep's trials
+    ],
+)
+def test_a_state_and_figure_or_a_layout_tried_beside_an_action_keep_the_action(text, command, known):
+    assert read(text, known).command == command

@@ -554,7 +554,13 @@ def _fill_trials(intent: Intent, entities: Entities, context: Context) -> None:
 
 
 def _fill_sweep_named(intent: Intent, entities: Entities, context: Context) -> None:
-    """A report or pull request: of the sweep named, else the conversation's, else the latest."""
+    """A report or pull request: of the sweep named, else the conversation's, else the latest. A run named as what to
+    write up ("write r1 up for the team") is asked about: a report is of a sweep, never the latest one in its place."""
+    described = _sweep_in_words(intent.text, context)
+    if entities.has("run") and not entities.has("sweep", "sweep_choice") and described is None:
+        run, sweeps = str(entities.get("run")), ", ".join(context.known.sweeps) or "none"
+        intent.clarify = f"A report is written of a sweep, and {run} is a run: which sweep should it cover? ({sweeps})"
+        return
     _fill_trials(intent, entities, context)
 
 

@@ -229,7 +229,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bwhat did (?:\S+ ){1,4}(?:pick|choose|find|select|conclude|recommend)\b", 2),
         # the setups a sweep tried, in words: "of the setups we tested last month, which was fastest?"
         (
-            r"\b(?:setups?|set-ups?|configurations?|configs?|layouts?|variants|options|candidates)\s+(?:that\s+|which\s+)?"
+            r"\b(?:setups|set-ups|configurations|configs|layouts|variants|options|candidates)\s+(?:that\s+|which\s+)?"
             r"(?:we|i|you|it|meshpilot)\s+(?:\w+\s+)?(?:tested|tried|measured|swept|compared|benchmarked|timed)\b",
             5,
         ),
@@ -572,7 +572,7 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         scores["trials"] -= 3 + (2.5 if grammar == "trials" else 0)
     _entity_cues(lowered, entities, scores)
     if scores["status"] > 0 and _ended_and_measured(masked(lowered, entities)):
-        scores["results"] += scores["status"]
+        scores["results"] = max(scores["results"], scores["status"] + 0.5)  # what the status says, and the figure
     said = text.lower()
     question = bool(re.search(QUESTION, said)) or said.rstrip().endswith("?")
     if question and not re.search(POLITE_REQUEST, said):
