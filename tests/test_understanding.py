@@ -3650,3 +3650,27 @@ def test_a_report_of_a_sweep_with_a_runs_benchmark_is_that_sweeps(known):
 )
 def test_a_state_and_figure_or_a_layout_tried_beside_an_action_keep_the_action(text, command, known):
     assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "fsdp over 4 and tp 2 on 8 procs",  # the degree said first is no count of processes: which total?
+        "fsdp on 2 gpus with 4 procs",
+        "ddp on 4 gpus... no wait, 2 gpus",  # the corrected count is not the one the layout was read with
+    ],
+)
+def test_two_process_counts_where_one_would_be_dropped_are_asked_about(text, known):
+    assert (read(text, known).clarify or "").startswith("How many processes:")
+
+
+@pytest.mark.parametrize(
+    "text, nproc, layout",
+    [
+        ("kick off the long config on 8 GPUs: fsdp across 4 and tp 2, 30 steps", 8, "dp_shard=4,tp=2"),
+        ("fsdp on 2 gpus, 2 processes", 2, "dp_shard=2"),
+    ],
+)
+def test_a_layouts_degree_beside_the_total_or_the_same_count_twice_acts(text, nproc, layout, known):
+    intent = read(text, known)
+    assert intent.clarify is None and (intent.args["nproc"], intent.args["layout"]) == (nproc, layout)

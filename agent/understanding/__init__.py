@@ -783,8 +783,31 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
                           f"{_launch_text(intent.args)}")  # fmt: skip
     if intent.clarify is None and (relative := entities.get("relative")):
         intent.clarify = f"How many in all: {relative} than what? Give the number. {_launch_text(intent.args)}"
+    counts = _process_counts(entities, intent.args.get("nproc"))  # "fsdp over 4 ... on 8 procs": which?
+    if intent.clarify is None and counts:
+        intent.clarify = f"How many processes: {' or '.join(map(str, counts))}? {_launch_text(intent.args)}"
     if intent.clarify is None and entities.has("vague_hardware") and "nproc" not in intent.args:
         intent.clarify = f"On how many GPUs (processes), and with which layout? {_launch_text(intent.args)}"
+
+
+def _process_counts(entities: Entities, nproc: object) -> list[int]:
+    """The different counts of processes (or GPUs) a launch states, where the one it would take (`nproc`) is not
+    the one total that stands: a count right after a layout word is that layout's degree ("on 8 GPUs: fsdp across 4
+    and tp 2" runs 8), what a self-correction says stands ("on 4 gpus... no wait, 2"). Else one would be dropped
+    ("fsdp over 4 and tp 2 on 8 procs" launched on 4): asked."""
+    found = sorted((e for e in entities.found if e.kind in ("nproc", "devices") and isinstance(e.value, int)),
+                   key=lambda e: e.span)  # fmt: skip
+    counts = list(dict.fromkeys(int(e.value) for e in found))
+    if len(counts) < 2:
+        return []
+    lowered = entities.text.lower()
+    corrected = [m.end() for m in re.finditer(CORRECTED, lowered)]
+    stands = ([e for e in found if e.span[0] >= corrected[-1]] or found) if corrected else found
+    layout = "|".join(pattern for pattern, _ in LAYOUT_WORDS)
+    degrees = {e.value for e in stands if re.search(rf"\b(?:{layout})\s+(?:across|over|on|with|using)?\s*$",
+                                                     lowered[: e.span[0]])}  # fmt: skip
+    totals = {e.value for e in stands} - degrees or {e.value for e in stands}
+    return [] if totals == {nproc} else counts
 
 
 COPY = (
