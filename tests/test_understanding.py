@@ -3334,7 +3334,9 @@ def test_a_value_description_fitting_no_named_config_is_asked_about(text, known)
 # --- kinds the fresh_p set missed (issue 33) ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", ["dlete sweeps/lr-scan, it's useless", "pls remov the tp-try run", "delet r1"])
+@pytest.mark.parametrize(
+    "text", ["dlete sweeps/lr-scan, it's useless", "pls remov the tp-try run", "delet r1", "wipe out r1 pls"]
+)
 def test_a_typo_of_a_deleting_verb_still_refuses(text, known):
     intent = read(text, known)
     assert intent.refusal is not None and "does not delete" in intent.refusal
