@@ -929,10 +929,11 @@ def _merge(before: list[str], after: list[str]) -> list[str]:
     return merged
 
 
-# The settings a question may name when the sentence changes one without its value, and an example of each.
+# The settings a question may name when the sentence changes one without its value (grammar.SETTING_NAMES), and an
+# example of each.
 SETTING_EXAMPLES = {"seq_len": ("sequence length", "seq_len 512"), "micro_batch": ("micro batch", "micro batch 8"),
                     "lr": ("learning rate", "lr 1e-3"), "warmup": ("warmup", "warmup 5"),
-                    "weight_decay": ("weight decay", "weight decay 0.1")}  # fmt: skip
+                    "weight_decay": ("weight decay", "weight decay 0.1"), "seed": ("seed", "seed 7")}  # fmt: skip
 
 
 def _which_setting(vague: str, intent: Intent) -> str:

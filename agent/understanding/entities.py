@@ -21,6 +21,7 @@ from agent.understanding.grammar import (
     NODE_NOUN,
     NOT_INTERVAL,
     SET_TO,
+    SETTING_NAMES,
     TOKENS_PER_SEQUENCE,
 )
 from agent.understanding.known import Known
@@ -92,9 +93,6 @@ VAGUE_CHANGE = (
     r"(?!\s*(?:=|:|to|of|by)?\s*\d)"
 )
 # Settings a comparative may change without a value ("a bigger micro batch", "a higher learning rate"): asked by name.
-SETTING_NAMES = {"micro_batch": r"micro[- _]?batch(?: size)?|batch size", "lr": r"learning rate|lr",
-                 "warmup": r"warm-?up(?: steps)?", "seq_len": r"seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?",
-                 "weight_decay": r"weight decay"}  # fmt: skip
 COMPARED_SETTING = (r"\b(?:bigger|larger|smaller|higher|lower|longer|shorter|greater)\s+"
                     rf"({'|'.join(SETTING_NAMES.values())})\b(\s*(?:=|:|to|of|at)?\s*\d)?")  # fmt: skip
 # What a launch is for, not what it changes: "see if it actually goes faster", "to check whether it's better".

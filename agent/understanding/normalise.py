@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from agent.understanding.descriptions import layouts_in_words, packing_in_words
-from agent.understanding.grammar import COMMON, LAYOUT_WORDS, VOCABULARY, _one_swap
+from agent.understanding.grammar import COMMON, LAYOUT_WORDS, SETTING_NAMES, VOCABULARY, _one_swap
 
 # Number words, composed as people say them ("seventy", "thirty-two", "two hundred", "three point two"): a run of
 # them is one number; "one" alone is a number only before what it counts ("the layout one" is no count).
@@ -316,8 +316,7 @@ def _config_stem(found: re.Match, known: set[str]) -> str:
 
 # A setting put on a value, as some learners say it ("put the steps on 40", "set the learning rate at 0.001"): set to
 # it. Only after such a verb: "40 steps on 2" counts processes.
-_SETTING_NAME = (r"(?:the\s+)?(?:steps?|trials?|learning rate|lr|micro[- _]?batch(?: size)?|batch size|seed|"
-                 r"warm-?up(?: steps)?|weight decay|seq(?:uence)?[ _-]?len(?:gth)?)")  # fmt: skip
+_SETTING_NAME = rf"(?:the\s+)?(?:steps?|trials?|{'|'.join(SETTING_NAMES.values())})"
 PUT_ON = rf"\b(?:put|set|leave|keep|place)\s+({_SETTING_NAME})\s+(?:on|at)\s+(?=\d)"
 
 
