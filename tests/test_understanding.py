@@ -3329,3 +3329,350 @@ def test_a_config_described_again_by_its_own_value_is_that_config(known):
 )
 def test_a_value_description_fitting_no_named_config_is_asked_about(text, known):
     assert "Which do you mean by" in (read(text, known).clarify or "")
+
+
+# --- kinds the fresh_p set missed (issue 33) ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text", ["dlete sweeps/lr-scan, it's useless", "pls remov the tp-try run", "delet r1", "wipe out r1 pls"]
+)
+def test_a_typo_of_a_deleting_verb_still_refuses(text, known):
+    intent = read(text, known)
+    assert intent.refusal is not None and "does not delete" in intent.refusal
+
+
+@pytest.mark.parametrize(
+    "text, plain",
+    [
+        ("the remote machine", "the remote machine"),  # "remote" is no typo of "remove"
+        ("after lunch, how did r1 do?", "after lunch, how did r1 do?"),  # "lunch" is a meal
+        ("we had lunch the day before", "we had lunch the day before"),
+        ("lunch the long config", "launch the long config"),  # a verb before its object: a typo of "launch"
+    ],
+)
+def test_everyday_words_near_action_words_are_read_as_said(text, plain):
+    assert normalise(text) == plain
+
+
+@pytest.mark.parametrize(
+    "text, experiment",
+    [
+        ("auto-tune the mesh for configs/long.yaml", "configs/long.yaml"),
+        ("tune the layouts of meshpilot.yaml", "meshpilot.yaml"),
+        ("can you have it automatically pick the best configuration for the long config?", "configs/long.yaml"),
+    ],
+)
+def test_layouts_tuned_for_a_file_are_a_sweep_of_that_file(text, experiment, known):
+    intent = read(text, known)
+    assert intent.command == "sweep" and intent.clarify is None and intent.args["experiment"] == experiment
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("what layouts are set in configs/long.yaml?", "read"),  # a file asked about, nothing tuned
+        ("what's the fastest setup for llama 3.1 8b on 8 h100s?", "plan"),  # a question which is best: a plan
+    ],
+)
+def test_a_file_or_a_best_setup_asked_about_is_no_sweep(text, command, known):
+    assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "enumerate every job we've done here so far",
+        "can you list the model fits (runs, I mean) from this project?",
+        "how many finished trainings are there in this repo?",
+        "how many training experiments have we run so far?",
+    ],
+)
+def test_the_runs_asked_for_by_any_name_are_listed(text, known):
+    intent = read(text, known)
+    assert intent.command == "runs" and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [("list the trials of lr-scan", "trials"), ("list the files of runs/r1", "results")],
+)
+def test_a_list_of_something_else_is_no_list_of_runs(text, command, known):
+    assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("train on 2 gpus with fsdp and put the steps at 25", {"steps": 25, "nproc": 2}),
+        ("leave the warmup on 5 and train 10 steps with ddp on 2 gpus", {"steps": 10, "set": ["train.warmup_steps=5"]}),
+        ("set the number of steps to 30 and run ddp on 2 gpus", {"steps": 30, "nproc": 2}),
+        ("fsdp on 2 gpus, steps bumped to 15", {"steps": 15, "nproc": 2}),
+        ("put the lr at 3e-4 and run 10 steps of fsdp on 2 gpus", {"set": ["train.lr=3e-4"], "steps": 10}),
+    ],
+)
+def test_a_setting_put_on_or_set_to_a_value_takes_it(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+def test_a_count_on_processes_after_steps_is_no_step_count(known):
+    intent = read("train 40 steps with fsdp on 2", known)
+    assert (intent.args["steps"], intent.args["nproc"]) == (40, 2)
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("what-if for our model on 4 H100s, how to divide it? nothing should be launched", {"devices": 4}),
+        ("our model on 8 L40S, how would you slice it? Nothing is to start.", {"devices": 8, "gpu": "l40s"}),
+    ],
+)
+def test_a_what_if_where_nothing_must_start_is_a_plan(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, command, run",
+    [
+        ("I don't need another training, just tell me tp-try's loss", "results", "runs/tp-try"),
+        ("no, I don't want another run, just show tp-try's figures", "results", "runs/tp-try"),
+        ("nope, I do not want a new run. what was the throughput of baseline-ddp?", "results", "runs/baseline-ddp"),
+    ],
+)
+def test_a_launch_refused_then_a_reading_asked_reads(text, command, run, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None and intent.args["run"] == run
+
+
+def test_another_thing_not_wanted_is_no_refused_launch(known):
+    intent = read("I don't want another optimizer, train 10 steps with fsdp on 2 gpus", known)
+    assert intent.command == "run" and intent.args["steps"] == 10
+
+
+@pytest.mark.parametrize(
+    "text, plain",
+    [
+        ("a more big micro batch", "a bigger micro batch"),
+        ("a bit more long than the default", "a bit longer than the default"),
+        ("more big models are coming", "more big models are coming"),  # more of them, no comparative
+    ],
+)
+def test_a_comparative_said_with_more_is_the_comparative(text, plain):
+    assert normalise(text) == plain
+
+
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        ("please launch with a more big micro batch", "micro batch"),
+        ("train 10 steps with ddp on 2 gpus and a longer warmup", "warmup"),
+    ],
+)
+def test_a_setting_made_bigger_without_its_value_is_asked_by_name(text, named, known):
+    assert (read(text, known).clarify or "").startswith(f"Which {named}, exactly")
+
+
+def test_a_setting_made_bigger_with_its_value_takes_it(known):
+    intent = read("train with a bigger micro batch of 8 on 2 gpus with ddp", known)
+    assert intent.clarify is None and intent.args["set"] == ["train.micro_batch=8"]
+
+
+@pytest.mark.parametrize(
+    "text, run",
+    [
+        ("did tp-try crash, and what was its peak memory?", "runs/tp-try"),
+        ("was the last job successful? how fast was it?", "runs/r1"),
+    ],
+)
+def test_how_a_run_ended_and_a_figure_asked_together_are_its_results(text, run, known):
+    intent = read(text, known)
+    assert intent.command == "results" and intent.args["run"] == run
+
+
+@pytest.mark.parametrize("text", ["did r1 finish?", "is r1 still going, how fast so far?"])
+def test_a_state_alone_or_a_run_still_going_is_a_status(text, known):
+    assert read(text, known).command == "status"
+
+
+@pytest.mark.parametrize(
+    "text, model",
+    [
+        ("I'd like a quality score for baseline-ddp on our validation set", "runs/baseline-ddp"),
+        ("please get the accuracy score of r1 against the held-out tasks", "runs/r1"),
+    ],
+)
+def test_a_quality_score_or_a_held_out_set_is_a_benchmark(text, model, known):
+    intent = read(text, known)
+    assert intent.command == "bench" and intent.args["model"] == model
+
+
+def test_a_runs_loss_on_a_set_is_its_results(known):
+    assert read("what was r1's loss on the validation set?", known).command == "results"
+
+
+@pytest.mark.parametrize(
+    "text, layout, nproc",
+    [
+        ("2 procs, sharded 2 ways, no tp", "dp_shard=2", 2),
+        ("4 gpus: tp2 and shard2, 10 steps", "dp_shard=2,tp=2", 4),
+        ("train with shard=4 on 4 procs", "dp_shard=4", 4),
+    ],
+)
+def test_shard_with_its_degree_is_fsdp_and_a_negated_layout_is_none(text, layout, nproc, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert (intent.args["layout"], intent.args["nproc"]) == (layout, nproc)
+
+
+def test_a_checkpoints_shard_is_no_layout():
+    assert normalise("the checkpoint shard 3 is missing") == "the checkpoint shard 3 is missing"
+
+
+@pytest.mark.parametrize(
+    "text, plain",
+    [
+        ("what's the loss of are one", "what's the loss of r1"),
+        ("how did are one do", "how did r1 do"),
+        ("we are one team", "we are one team"),  # the verb "are": no name dictated
+        ("they are one step away", "they are 1 step away"),
+        ("evaluate r1 on the builtin sweet", "evaluate r1 on the builtin suite"),
+        ("that's sweet, thanks", "that's sweet, thanks"),
+        ("run the bench mark on r1", "run the benchmark on r1"),
+    ],
+)
+def test_dictated_names_and_homophones_are_read_as_meant(text, plain, known):
+    assert normalise(text, known.names) == plain
+
+
+def test_a_dictated_name_not_in_the_repository_stays_words():
+    assert normalise("show the log of are two", {"r1"}) == "show the log of are 2"
+
+
+def test_a_dictated_run_and_suite_are_benchmarked(known):
+    intent = read("bench mark are one on the default sweet", known)
+    assert intent.command == "bench" and intent.args == {"model": "runs/r1", "suite": "builtin"}
+
+
+@pytest.mark.parametrize(
+    "text, layout",
+    [
+        ("train on 2 gpus where every card keeps only half of the parameters", "dp_shard=2"),
+        ("launch on 2 gpus, the whole model on each gpu, not split", "dp_replicate=2"),
+        ("start a run on 2 gpus where each gpu holds a full copy of the model, never split up", "dp_replicate=2"),
+    ],
+)
+def test_layouts_in_plain_words_with_a_bare_not_split(text, layout, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None and intent.args["layout"] == layout
+
+
+def test_the_data_not_split_adds_no_layout(known):
+    intent = read("train 10 steps with fsdp on 2 gpus, the data not split up", known)
+    assert intent.clarify is None and intent.args["layout"] == "dp_shard=2"
+
+
+@pytest.mark.parametrize(
+    "text, sweep",
+    [
+        ("send the lr-scan findings to the team for review", "sweeps/lr-scan"),
+        ("get the layout results up for approval", "sweeps/layouts-nov"),
+    ],
+)
+def test_findings_put_up_for_review_or_sign_off_are_a_pull_request(text, sweep, known):
+    intent = read(text, known)
+    assert intent.command == "pr" and intent.clarify is None and intent.args["sweep"] == sweep
+
+
+def test_a_review_of_results_is_no_pull_request(known):
+    assert read("review r1's results for me", known).command == "results"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["which of the setups you tried was quickest?", "among the layouts we tried in november, which was quickest?"],
+)
+def test_the_setups_we_tested_are_a_sweeps_trials(text, known):
+    intent = read(text, known)
+    assert intent.command == "trials" and intent.args["sweep"] == "sweeps/layouts-nov"
+
+
+def test_which_run_was_fastest_is_no_sweep(known):
+    assert read("which run was fastest?", known).command != "trials"
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("launch the longer config on 2 gpus with ddp for 10 steps", "run"),
+        ("sweep the long-context configuration", "sweep"),
+        ("train the long config (the one with 1024 tokens) on 2 gpus with fsdp", "run"),
+    ],
+)
+def test_a_config_by_its_comparative_compound_or_own_value_is_that_file(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify is None and intent.args["experiment"] == "configs/long.yaml"
+
+
+def test_a_config_described_by_a_value_it_lacks_is_asked_about(known):
+    intent = read("train the long config (the one with 2048 tokens) on 2 gpus with fsdp", known)
+    assert "Which do you mean by 'the one with 2048 tokens'" in (intent.clarify or "")
+
+
+def test_a_comparative_of_no_config_stays_as_said():
+    assert normalise("a faster config", {"long"}) == "a faster config"
+
+
+@pytest.mark.parametrize("text", ["write the lr-scan results up", "write up the lr-scan results"])
+def test_results_written_up_are_a_report(text, known):
+    intent = read(text, known)
+    assert intent.command == "report" and intent.args["sweep"] == "sweeps/lr-scan"
+
+
+@pytest.mark.parametrize("text", ["write r1 up for the team", "write a report on r1", "open a pr for tp-try"])
+def test_a_run_named_as_what_to_write_up_is_asked_about_never_the_latest_sweep(text, known):
+    intent = read(text, known)
+    assert intent.command in ("report", "pr") and "sweep" not in intent.args
+    assert (intent.clarify or "").startswith("A report is written of a sweep")
+
+
+def test_a_report_of_a_sweep_with_a_runs_benchmark_is_that_sweeps(known):
+    intent = read("write a report of layouts-nov with r1's benchmark", known)
+    assert intent.command == "report" and intent.clarify is None and intent.args["sweep"] == "sweeps/layouts-nov"
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("cancel r1 if it failed, its loss is bad anyway", "cancel"),  # a state and a figure beside an action
+        ("relaunch the layout we tried in r1 with 10 steps", "run"),  # one layout tried is no sweep's trials
+    ],
+)
+def test_a_state_and_figure_or_a_layout_tried_beside_an_action_keep_the_action(text, command, known):
+    assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "fsdp over 4 and tp 2 on 8 procs",  # the degree said first is no count of processes: which total?
+        "fsdp on 2 gpus with 4 procs",
+        "ddp on 4 gpus... no wait, 2 gpus",  # the corrected count is not the one the layout was read with
+    ],
+)
+def test_two_process_counts_where_one_would_be_dropped_are_asked_about(text, known):
+    assert (read(text, known).clarify or "").startswith("How many processes:")
+
+
+@pytest.mark.parametrize(
+    "text, nproc, layout",
+    [
+        ("kick off the long config on 8 GPUs: fsdp across 4 and tp 2, 30 steps", 8, "dp_shard=4,tp=2"),
+        ("fsdp on 2 gpus, 2 processes", 2, "dp_shard=2"),
+    ],
+)
+def test_a_layouts_degree_beside_the_total_or_the_same_count_twice_acts(text, nproc, layout, known):
+    intent = read(text, known)
+    assert intent.clarify is None and (intent.args["nproc"], intent.args["layout"]) == (nproc, layout)

@@ -344,6 +344,7 @@ NOT_A_NAME = (
     r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step_\d+|"
     r"fp\d+|bf16|e-\d+|x\d+|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|in-house|up-to-date|"
     r"follow-up|write-up|one-pager|what-if|so-called|\w+-wise|e\.g|i\.e|"
+    r"(?:sign|hand|check|roll|print|read)-(?:offs?|ins?|outs?|throughs?)|"  # "for sign-off", "a roll-out": words
     r"\w+-(?:ready|based|like|level|style|friendly|only|free|heavy|bound|aware|sized|related|specific))$"
 )
 
@@ -553,7 +554,13 @@ def _fill_trials(intent: Intent, entities: Entities, context: Context) -> None:
 
 
 def _fill_sweep_named(intent: Intent, entities: Entities, context: Context) -> None:
-    """A report or pull request: of the sweep named, else the conversation's, else the latest."""
+    """A report or pull request: of the sweep named, else the conversation's, else the latest. A run named as what to
+    write up ("write r1 up for the team") is asked about: a report is of a sweep, never the latest one in its place."""
+    described = _sweep_in_words(intent.text, context)
+    if entities.has("run") and not entities.has("sweep", "sweep_choice") and described is None:
+        run, sweeps = str(entities.get("run")), ", ".join(context.known.sweeps) or "none"
+        intent.clarify = f"A report is written of a sweep, and {run} is a run: which sweep should it cover? ({sweeps})"
+        return
     _fill_trials(intent, entities, context)
 
 
@@ -584,7 +591,7 @@ def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
     else:
         example = context.known.runs[0] if context.known.runs else "runs/NAME"
         intent.clarify = f"Which run or checkpoint should I benchmark? e.g. `benchmark {example}`."
-    suite, question = _suite(lowered, context)
+    suite, question = _suite(plain_of(intent, context).lower(), context)  # "the private sweet" said is a suite
     if suite:
         intent.args["suite"] = suite
     intent.clarify = intent.clarify or question
@@ -776,8 +783,31 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
                           f"{_launch_text(intent.args)}")  # fmt: skip
     if intent.clarify is None and (relative := entities.get("relative")):
         intent.clarify = f"How many in all: {relative} than what? Give the number. {_launch_text(intent.args)}"
+    counts = _process_counts(entities, intent.args.get("nproc"))  # "fsdp over 4 ... on 8 procs": which?
+    if intent.clarify is None and counts:
+        intent.clarify = f"How many processes: {' or '.join(map(str, counts))}? {_launch_text(intent.args)}"
     if intent.clarify is None and entities.has("vague_hardware") and "nproc" not in intent.args:
         intent.clarify = f"On how many GPUs (processes), and with which layout? {_launch_text(intent.args)}"
+
+
+def _process_counts(entities: Entities, nproc: object) -> list[int]:
+    """The different counts of processes (or GPUs) a launch states, where the one it would take (`nproc`) is not
+    the one total that stands: a count right after a layout word is that layout's degree ("on 8 GPUs: fsdp across 4
+    and tp 2" runs 8), what a self-correction says stands ("on 4 gpus... no wait, 2"). Else one would be dropped
+    ("fsdp over 4 and tp 2 on 8 procs" launched on 4): asked."""
+    found = sorted((e for e in entities.found if e.kind in ("nproc", "devices") and isinstance(e.value, int)),
+                   key=lambda e: e.span)  # fmt: skip
+    counts = list(dict.fromkeys(int(e.value) for e in found))
+    if len(counts) < 2:
+        return []
+    lowered = entities.text.lower()
+    corrected = [m.end() for m in re.finditer(CORRECTED, lowered)]
+    stands = ([e for e in found if e.span[0] >= corrected[-1]] or found) if corrected else found
+    layout = "|".join(pattern for pattern, _ in LAYOUT_WORDS)
+    degrees = {e.value for e in stands if re.search(rf"\b(?:{layout})\s+(?:across|over|on|with|using)?\s*$",
+                                                     lowered[: e.span[0]])}  # fmt: skip
+    totals = {e.value for e in stands} - degrees or {e.value for e in stands}
+    return [] if totals == {nproc} else counts
 
 
 COPY = (
@@ -899,12 +929,20 @@ def _merge(before: list[str], after: list[str]) -> list[str]:
     return merged
 
 
+# The settings a question may name when the sentence changes one without its value (grammar.SETTING_NAMES), and an
+# example of each.
+SETTING_EXAMPLES = {"seq_len": ("sequence length", "seq_len 512"), "micro_batch": ("micro batch", "micro batch 8"),
+                    "lr": ("learning rate", "lr 1e-3"), "warmup": ("warmup", "warmup 5"),
+                    "weight_decay": ("weight decay", "weight decay 0.1"), "seed": ("seed", "seed 7")}  # fmt: skip
+
+
 def _which_setting(vague: str, intent: Intent) -> str:
     reading = _launch_text(intent.args)
     if vague == "optimizer":
         return f"Which optimizer (e.g. `train.optimizer=sgd` or `adamw`)? {reading}"
-    if vague == "seq_len":
-        return f"Which sequence length (e.g. `seq_len 512`)? {reading}"
+    if vague in SETTING_EXAMPLES:
+        name, example = SETTING_EXAMPLES[vague]
+        return f"Which {name}, exactly (e.g. `{example}`)? {reading}"
     return f"What should change, exactly: the layout, processes, steps or a setting? {reading}"
 
 

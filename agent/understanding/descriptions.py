@@ -109,8 +109,8 @@ LAYOUT_DESCRIPTIONS = [
     (  # each card holding a slice of the weights: FSDP
         rf"\b(?:with\s+)?(?:each|every)\s+{_CARD}\s+(?:(?:to|should|must|will|would|can|only)\s+)?(?:keeping|keeps|"
         r"keep|kept|holding|holds|hold|held|storing|stores|store|stored|owning|owns|own|gets|getting|get|got)\s+"
-        r"(?:only\s+)?(?:a\s+|its\s+(?:own\s+)?)?(?:slice|shard|part|piece|share|portion|chunk)\s+of\s+the\s+"
-        r"(?:weights|parameters|params|model)\b",
+        r"(?:only\s+)?(?:a\s+|its\s+(?:own\s+)?)?(?:slice|shard|part|piece|share|portion|chunk|half|third|quarter|"
+        r"fraction)\s+of\s+the\s+(?:model'?s\s+)?(?:weights|parameters|params|model)\b",
         "with fsdp",
         "fsdp",
     ),
@@ -146,9 +146,12 @@ _COUNTED = r"\d+\s+(?:gpus?|cards?|devices?|process(?:es)?|procs?|ranks?|workers
 SHARDED_COUNT = (rf"\b{_COUNTED}\s*,?\s+(?:fully\s+)?sharded\b(?!\s*(?:checkpoint|ckpt|dataset|data)\b)|"
                  rf"(?<!fully )\bsharded\s+(?:across|over|on|between|among)\s+{_COUNTED}\b")  # fmt: skip
 # Its degree said as ways: "4-way sharding", "shard the model 4 ways" (4 way fsdp: dp_shard=4).
+# Or right after the verb, with its object unsaid: "shard 4 ways", "shard2", "shard=2" (as tp2 is tp=2).
 SHARD_WAYS = (
     r"\b(\d+)[- ]ways?\s+(?:model\s+)?shard(?:ing|ed)\b(?!\s*(?:checkpoint|ckpt|dataset|data)\b)|"
-    r"\bshard(?:ing)?\s+(?:(?:the|its)\s+)?(?:model|it|everything|weights|params|parameters)\s+(\d+)\s+ways\b"
+    r"\bshard(?:ing)?\s+(?:(?:(?:the|its)\s+)?(?:model|it|everything|weights|params|parameters)\s+)?(\d+)[- ]ways?\b|"
+    r"\bshard(?:ed|ing)?\s*(?:=|:|x)?\s*(\d+)\b(?!\.\d|\s*(?:ways?|gpus?|cards?|devices?|process\w*|procs?|ranks?|"
+    r"nodes?|steps?|trials?|checkpoints?|files?)\b)"
 )
 # The model not split at all, said with a negation: "not splitting the model itself", "without sharding the
 # weights", "the model isn't divided". That is every card holding all of it, DDP; never the split it negates.
@@ -161,8 +164,12 @@ NOT_SPLIT = (
     rf"(?:{SPLIT}|shard(?:s|ed|ing)?)(?:\s+up)?\s+(?:{_WHOLE}|(?P<part>{_PART}))(?:\s+(?:itself|themselves|at all|"
     r"up))?\b|"
     rf"\bwithout\s+{_WHOLE}\s+being\s+(?:{SPLIT}|sharded)\b|"
-    rf"\b{_WHOLE}\s+(?:(?:is|are|being|gets|get)\s+)?(?:not|never|isn'?t|aren'?t)\s+(?:being\s+)?(?:{SPLIT}|sharded)\b"
+    rf"\b{_WHOLE}\s+(?:(?:is|are|being|gets|get)\s+)?(?:not|never|isn'?t|aren'?t)\s+(?:being\s+)?(?:{SPLIT}|sharded)\b|"
+    # said bare, of what the sentence described before it: "each gpu keeps a full copy, not split up"
+    rf"(?P<bare>\b(?:not|never|{NT})\s+(?:be\s+|being\s+)?(?:{SPLIT}|sharded)(?:\s+up)?(?=\s*(?:[,.;!?)]|$)))"
 )
+# What a bare "not split" is said of when it is no model: "the data not split", "batches not sharded".
+_NOT_THE_MODEL = r"\b(?:data|batch(?:es)?|dataset|sequences?|tokens|context|checkpoints?|files?)\s+(?:\w+\s+)?$"
 # A question how to split asks for a plan ("how would you shard the model over 8 GPUs?"), not for a layout.
 HOW_TO = r"\b(?:how|which way|best way|what way|where)\b[^.?!;]*$"
 # For a description, "where" is no question: "training where every card has its own copy" describes DDP.
@@ -206,7 +213,7 @@ def _not_split(found: re.Match, layout_names: str) -> str:
     rest = found.string[: found.start()] + " " + found.string[found.end() :]
     if re.search(ASKED_HOW, found.string[: found.start()], re.I):
         return found.group(0)
-    if found.group("part"):
+    if found.group("part") or (found.group("bare") and re.search(_NOT_THE_MODEL, found.string[: found.start()], re.I)):
         return " "
     named = re.search(rf"\b(?:{layout_names})\b", rest, re.I) or any(
         re.search(pattern, rest, re.I) for pattern, _, _ in LAYOUT_DESCRIPTIONS
@@ -215,8 +222,9 @@ def _not_split(found: re.Match, layout_names: str) -> str:
 
 
 def _sharding(found: re.Match) -> str:
-    if re.search(HOW_TO, found.string[: found.start()], re.I):
-        return found.group(0)
+    before = found.string[: found.start()]
+    if re.search(HOW_TO, before, re.I) or re.search(r"\b(?:checkpoint|ckpt|dataset|data|file)s?\s+$", before, re.I):
+        return found.group(0)  # a question how, or a checkpoint's or dataset's shard ("checkpoint shard 3")
     ways = next((g for g in found.groups() if g), None)
     return (f"{ways} way " if ways else "") + "fsdp" + (" " if found.group(0).endswith(" ") else "")
 

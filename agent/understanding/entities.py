@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from agent.understanding.grammar import (
     _GPU_NAME,
+    CHANGED,
     CORRECTION,
     GPU_OF_NODE,
     LAYOUT_WORDS,
@@ -20,6 +21,7 @@ from agent.understanding.grammar import (
     NODE_NOUN,
     NOT_INTERVAL,
     SET_TO,
+    SETTING_NAMES,
     TOKENS_PER_SEQUENCE,
 )
 from agent.understanding.known import Known
@@ -42,6 +44,13 @@ NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never|before i|before we)\s
              # "no run" (but not "no run named r9"), and "only plan" in German, as users mix it in
              r"\bno (?:runs?|training)\b(?!\s+(?:named|called|like|in)\b)|\bnur planen\b|"
              r"\bnothing (?:running|launched|started)\b|\bjust an? (?:estimate|guess)\b|"
+             # "nothing must start", "nothing should be launched", "nothing gets trained"
+             r"\bnothing\s+(?:(?:must|should|shall|may|will|is\s+to|needs?\s+to|has\s+to|gets?)\s+)(?:be\s+)?"
+             r"(?:re-?)?(?:run|launch|start|train|kick)\w*\b|"
+             # "I don't want another run", "no need for a new training": a launch refused
+             r"\b(?:don'?t|do not|doesn'?t)\s+(?:want|need)\s+(?:another|a|any|a new|one more|more)\s+"
+             r"(?:(?:training\s+)?runs?|trainings?|launch\w*|jobs?)\b|"
+             r"\bno need for\s+(?:another|a|any|a new|one more|more)\s+(?:(?:training\s+)?runs?|trainings?|jobs?)\b|"
              # a clause of its own that says "not": "how to parallel it? Not start training." ("is r1 not started?"
              # asks a status: "not" there opens no clause)
              r"(?:^|[.,;!?]\s*)(?:but\s+|and\s+)?(?:please\s+)?not\s+(?:to\s+)?(?:actually\s+)?"
@@ -83,6 +92,9 @@ VAGUE_CHANGE = (
     r"(?:micro[ _-]?batch(?: size)?|batch size|seed|weight decay|warm-?up|grad(?:ient)? clip(?:ping)?|steps)\b"
     r"(?!\s*(?:=|:|to|of|by)?\s*\d)"
 )
+# Settings a comparative may change without a value ("a bigger micro batch", "a higher learning rate"): asked by name.
+COMPARED_SETTING = (r"\b(?:bigger|larger|smaller|higher|lower|longer|shorter|greater)\s+"
+                    rf"({'|'.join(SETTING_NAMES.values())})\b(\s*(?:=|:|to|of|at)?\s*\d)?")  # fmt: skip
 # What a launch is for, not what it changes: "see if it actually goes faster", "to check whether it's better".
 PURPOSE = r"\b(?:see|check|find out|test|know|learn|measure|tell)\s+(?:if|whether|how much|how)\b[^.;!?]*"
 # A run or sweep pointed at only as "the other one": which is asked.
@@ -297,7 +309,9 @@ def _counts(lowered: str, entities: Entities) -> None:
                 entities.add("relative", f"{found.group(3).strip()} {number} {kind}", found.span())
                 continue
             entities.add(kind, number, found.span())
-        for found in re.finditer(rf"\b(?:{noun})\s*(?:=|:)\s*{COUNT}\b", lowered):
+        # "steps set to 40", "the trials to 8" (a setting's count, as "lr to 1e-3"): not "2 gpus to 4"
+        to = rf"|{CHANGED}\s+to\s" if kind in ("steps", "trials", "stages") else ""
+        for found in re.finditer(rf"\b(?:{noun})(?:\s*(?:=|:){to})\s*{COUNT}\b", lowered):
             entities.add(kind, _number(found.group(1), found.group(2), kind), found.span())
 
 
@@ -646,7 +660,13 @@ def _optimizer(lowered: str, entities: Entities) -> None:
     if re.search(r"\b(?:change|set|different|another|other|new|tweak|adjust)\s+(?:the\s+)?(?:seq(?:uence)?[ _]?len"
                  r"(?:gth)?|context length)\b(?!\s*(?:to|=|of)?\s*\d)", lowered):  # fmt: skip
         entities.add("vague_setting", "seq_len", (0, 0))
-    if re.search(VAGUE_CHANGE, re.sub(PURPOSE, " ", lowered)):
+    compared = list(re.finditer(COMPARED_SETTING, lowered))
+    for found in compared:  # "a bigger micro batch": which size, exactly? ("a bigger micro batch of 8" says it)
+        if not found.group(2):
+            key = next(k for k, name in SETTING_NAMES.items() if re.fullmatch(name, found.group(1)))
+            entities.add("vague_setting", key, found.span())
+    rest = re.sub(COMPARED_SETTING, " ", lowered) if compared else lowered
+    if re.search(VAGUE_CHANGE, re.sub(PURPOSE, " ", rest)):
         entities.add("vague_setting", "other", (0, 0))
     if re.search(VAGUE_REFERENCE, lowered):
         entities.add("vague_reference", True, (0, 0))
@@ -685,6 +705,8 @@ def _names(text: str, entities: Entities, known: Known) -> None:
             if noun in nouns and (path := known.resolve(word, kind)):
                 entities.add(label, path, found.span())
     _described(lowered, entities, known)
+    for found in re.finditer(DESCRIBED_BY_VALUE, lowered):  # "the one with 1024 tokens": asked unless it fits
+        entities.add("unknown_description", found.group(0), found.span())  # the experiment named (agent.understanding)
     for found in re.finditer(r"\b(?:the|my|our|your)\s+(\w+)(?:\s+file)?\b", lowered):
         if found.group(1) not in NOT_FILES and (path := known.stem(found.group(1))):
             entities.add("file", path, found.span())
@@ -693,7 +715,8 @@ def _names(text: str, entities: Entities, known: Known) -> None:
     ):
         entities.add("experiment", "meshpilot.yaml", found.span())
     # "the long config", and its stem first in a compound: "the long-context config", "the long-seq experiment"
-    for found in re.finditer(r"\b(?=(?:the\s+)?(\w+)(?:-\w+)?\s+(?:config|experiment)(?:\s+file)?\b)", lowered):
+    for found in re.finditer(r"\b(?=(?:the\s+)?(\w+)(?:-\w+)?\s+(?:config(?:uration)?|experiment)(?:\s+file)?\b)",
+                             lowered):  # fmt: skip
         if path := known.config(found.group(1)):
             entities.add("experiment", path, found.span(1))
     latest = r"\b(?:latest|last|most recent|newest|previous|recent)\s+(?:\w+\s+)?"
@@ -715,6 +738,10 @@ DONE_AGAIN = (r"\b(?:re-?do|re-?run|repeat|start|launch|run|kick off|do|begin|re
 # Or after its noun: "the run that crashed", "the one which ran out of memory".
 DESCRIBED_AFTER = (r"\bthe\s+(run|one|attempt)\s+(?:that|which)\s+((?:crashed|failed|died|broke|blew up|completed|"
                    r"finished|succeeded|worked|oom'?(?:ed|'d|d)|ran out of memory|went oom))\b")  # fmt: skip
+# A config described by one of its values, after its noun: "the one with 1024 tokens", "the config that has 2048
+# context" (what the sentence names is checked against its file, never a value to set).
+DESCRIBED_BY_VALUE = (r"\bthe\s+(?:one|config(?:uration)?|experiment)\s+(?:with|that has|which has|having|that uses|"
+                      r"using|at)\s+\d+(?:\.\d+)?\s*k?\s+(?:tokens?|context|seq\w*|sequence length)\b")  # fmt: skip
 # Words of a description that do not describe one run ("the latest run", "the same one", "my first training").
 GENERIC = NOT_NAMES | {"previous", "recent", "newest", "current", "most", "new", "entire", "main", "final", "actual",
                        "training", "real", "full", "big", "small", "short", "quick", "one", "two", "earlier", "older",

@@ -369,8 +369,8 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
     if runs:
         intent.words = runs
     # "every 5 steps" is an interval (checkpoint_every), never the run's step count
-    if found := re.search(rf"{NOT_INTERVAL}(?<![\w.])(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|\bsteps?\s*[=:]?\s*(\d+)\b",
-                          lowered):  # fmt: skip
+    if found := re.search(rf"{NOT_INTERVAL}(?<![\w.])(\d+)\s*(?:optimi[sz]er\s+)?steps?\b|"
+                          rf"\bsteps?(?:\s*[=:]?|{CHANGED}\s+to)\s*(\d+)\b", lowered):  # fmt: skip
         intent.args["steps"] = int(found.group(1) or found.group(2))
     dims = "|".join(LAYOUT_DIMS)
     if found := re.search(rf"\b((?:{dims})=\d+(?:,(?:{dims})=\d+)*)", lowered):
@@ -488,6 +488,10 @@ def _layout_text(degrees: dict[str, int | None]) -> str:
     return Layout(**{"dp_replicate": 1, **{dim: d for dim, d in degrees.items() if d and d > 1}}).argument()
 
 
+# The settings people name by their words, by the key a question about one names (agent.understanding).
+SETTING_NAMES = {"micro_batch": r"micro[- _]?batch(?: size)?|batch size", "lr": r"learning rate|lr",
+                 "warmup": r"warm-?up(?: steps)?", "seq_len": r"seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?",
+                 "weight_decay": r"weight decay", "seed": r"seed"}  # fmt: skip
 # Plain-language settings of a launch, as experiment overrides.
 _SETTINGS: list[tuple[str, str]] = [
     (rf"\b(?:learning rate|lr){SET_TO}{_NUMBER}|{_NUMBER}\s+(?:learning rate|lr)\b", "train.lr"),

@@ -32,7 +32,10 @@ FINDS_BEST = (
     r"\b(?:start|launch|run|kick(?:ing)?\s+(?:\S+\s+)?off|fire\s+(?:\S+\s+)?off|set up|begin|have|let|get)\b"
     r"(?!\s+to\b)[^.?!]*?\b(?:figures?|finds?|works?|picks?|determines?|discovers?|tries|tests?|measures?|searches|"
     r"searching)\s+(?:out\s+|for\s+)?(?:\w+\s+){0,3}?(?:best|fastest|optimal|quickest|ideal)\s+(?:way\s+to\s+"
-    r"(?:split|shard|paralleli[sz]e|distribute|divide|spread|lay)|layouts?|mesh|split|parallelism)\b"
+    r"(?:split|shard|paralleli[sz]e|distribute|divide|spread|lay)|layouts?|mesh|split|parallelism|setups?|"
+    r"configurations?|settings?)\b|"
+    # found by the tool itself, by trying: "have it automatically find the fastest setup", "auto-pick the layout"
+    r"\bautomatic(?:ally)?\s+(?:find|pick|choose|select|search|determine|figure\s+out|work\s+out|tune)s?\b"
 )
 # A run stopped in everyday words ("shut it down", "pull the plug on r1"); "did r1 shut down cleanly?" asks, as any
 # question about an action does (score). A setting shut off ("shut off packing", "shut AC off") is no run stopped.
@@ -108,7 +111,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
             r"\boverview of (?:all |the |my )?runs\b|\blist (?:every|each) run\b|\bbeen run\b|"
             r"^\W*ls\s+(?:-\w+\s+)?runs\b|\b(?:under|in|inside) runs/?(?=\W*$)|"
-            r"\bhow many (?:experiments|runs|jobs|trainings|training runs)\b|"
+            r"\bhow many (?:\w+ )?(?:experiments|runs|jobs|trainings|model fits)\b|"
             # "which are the runs that exist?", "what training runs do we have?"
             r"\b(?:which|what) are (?:the |all the )?runs\b|"
             r"\b(?:what|which) (?:training |finished |past |old )?runs (?:do|did|have|are|exist)\b",
@@ -123,7 +126,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bgive me the list\b|"
             r"\b(?:show|list|see|give)\b.*\ball (?:the |my |of the |of our )?"
             r"(?:experiments|jobs|trainings|training runs)\b|"
-            r"\bwhat (?:i'?ve|i have|we'?ve|we have|i|we) (?:already |ever )?(?:run|ran|launched|trained)\b",
+            r"\bwhat (?:i'?ve|i have|we'?ve|we have|i|we) (?:already |ever )?(?:run|ran|launched|trained)\b|"
+            # a list asked for of what runs are called anywhere ("list all the model fits (jobs? runs?) done so far")
+            r"^\W*(?:(?:can|could|would) you\s+|please\s+)*(?:list|enumerate)\b[^.?!]*?\b(?:runs|jobs|experiments|"
+            r"trainings|(?:model\s+)?fits|(?:every|each)\s+(?:run|job|experiment|training|model fit))\b(?!/)",
             8,
         ),
         # a question about every run's state, no run named: "is anything still running?", "what's running right now?",
@@ -157,7 +163,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "results": [
         (
-            r"\bresults?\b|\bmetrics\b|\bhow did\b.*\b(?:do|go|turn out|perform|went)\b|\bhow (?:well|fast) did\b|"
+            r"\bresults?\b|\bmetrics\b|\bhow did\b.*\b(?:do|go|turn out|perform|went)\b|"
+            r"\bhow (?:well|fast|quick(?:ly)?) (?:did|was|were)\b|"
             r"\bhow'?d\b",
             2.5,
         ),
@@ -220,6 +227,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "trials": [
         (r"\bwinner\b|\bwho won\b|\bwhich\b.*\b(?:won|win|best|came out)\b|\btrials\b|\bwhat won\b", 3),
         (r"\bwhat did (?:\S+ ){1,4}(?:pick|choose|find|select|conclude|recommend)\b", 2),
+        # the setups a sweep tried, in words: "of the setups we tested last month, which was fastest?"
+        (
+            r"\b(?:setups|set-ups|configurations|configs|layouts|variants|options|candidates)\s+(?:that\s+|which\s+)?"
+            r"(?:we|i|you|it|meshpilot)\s+(?:\w+\s+)?(?:tested|tried|measured|swept|compared|benchmarked|timed)\b",
+            5,
+        ),
         (r"\bsweep\b", 1),
         (r"^\W*sweeps?\W*$", 3),
     ],
@@ -241,6 +254,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             10,
         ),
         (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
+        # the layouts tuned, as a verb and its object: "tune layouts for configs/long.yaml", "auto-tune the mesh"
+        (r"\b(?:auto[- ]?)?tune\s+(?:the\s+|our\s+|my\s+|its\s+)?(?:layouts?|mesh(?:es)?|parallelism|sharding)\b", 4),
         # "a much bigger search this time", "compare layouts again, 24 trials ... kick it off": a count of trials to
         # launch, or a search made bigger, is a new sweep (the comparison it makes is of layouts, not of two runs)
         (r"\b(?:bigger|larger|wider|broader|longer|new|fresh|another|second|deeper)\s+(?:layout\s+)?search\b", 3),
@@ -286,6 +301,14 @@ CUES: dict[str, list[tuple[str, float]]] = {
         # "how good is r1's checkpoint on our benchmarks?": a question answered by running the benchmark
         (r"\b(?:on|in|at|against) (?:our|the|my|its|a|your) (?:\w+ )?(?:benchmarks?|evals?|eval suite)\b", 2),
         (r"\b(?:run|start|launch|kick off|do)\s+(?:a |an |the )?(?:\w+ )?(?:benchmark|eval\w*)", 2),
+        # a score of the model's quality, or a held-out set to score it on: "a quality score ... against our internal
+        # test set" (a run's own loss is its results)
+        (r"\b(?:quality|accuracy|eval(?:uation)?|benchmark|task)\s+scores?\b", 3),
+        (
+            r"\b(?:on|against|with|using)\s+(?:our|the|my|its|a|your)\s+(?:\w+\s+)?(?:test|eval(?:uation)?|held-?out|"
+            r"holdout|validation)\s+(?:set|suite|data(?:set)?|tasks?)\b",
+            3,
+        ),
     ],
     "report": [
         (r"\breport\b|\bwrite[- ]?up\b|\bwrite it up\b|\bmarkdown\b", 4),
@@ -297,7 +320,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:sociali[sz]e|circulate|write down)\b",
             5,
         ),
-        (r"\bwrite (?:\S+ ){1,4}up\b|\b(?:as|in) (?:a )?markdown\b", 3),  # "write the lr-scan results up"
+        (r"\b(?:as|in) (?:a )?markdown\b", 3),
+        # the verb "write up", its object inside or after it: "write the lr-scan results up", "write up the results"
+        # (the results are what the report is of, no reading asked)
+        (r"\bwrite\s+(?:\S+\s+){0,4}?up\b", 6),
         # a summary made to be passed on is a document, a report: "a summary of the lr sweep to share with the team"
         (
             r"\b(?:summary|summari[sz]e|recap)\b.*\b(?:to|and|for me to|so (?:i|we) can|i can) "
@@ -305,7 +331,11 @@ CUES: dict[str, list[tuple[str, float]]] = {
             4,
         ),
     ],
-    "pr": [(r"\bpull request\b|\bpr\b|\bmerge request\b", 6)],
+    "pr": [
+        (r"\bpull request\b|\bpr\b|\bmerge request\b", 6),
+        # what a pull request is for, said instead of its name: "get the findings to the team for sign-off"
+        (r"\bfor\s+(?:(?:a|their|the|team'?s?|your|our)\s+)?(?:sign[- ]?off|review|approval)\b|\breview process\b", 6),
+    ],
     "docs": [
         (rf"\b{DOC_NOUN}\b", 3),
         (rf"\b{DOC_VERB}.*\b{DOC_NOUN}\b", 3),
@@ -331,7 +361,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         # "how to parallel it?", "how do I split llama across 4 cards": a layout asked for, in any wording
         (
             r"\bhow (?:to|do (?:i|we)|should (?:i|we)|can (?:i|we)|would you|best to) "
-            r"(?:parallel\w*|split|shard|distribute|spread|lay (?:it )?out|partition)\b",
+            r"(?:parallel\w*|split|shard|distribute|spread|lay (?:it )?out|partition|cut|divide|slice|chop)\b",
             3,
         ),
         # a what-if about hardware not bought yet: "could 4 cards handle training X? just an estimate"
@@ -541,6 +571,8 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
     ):  # "maybe a dozen trials?": trials to run, not the word "trials" of a sweep's results (nor the grammar's reading)
         scores["trials"] -= 3 + (2.5 if grammar == "trials" else 0)
     _entity_cues(lowered, entities, scores)
+    if scores["status"] > 0 and _ended_and_measured(masked(lowered, entities)):
+        scores["results"] = max(scores["results"], scores["status"] + 0.5)  # what the status says, and the figure
     said = text.lower()
     question = bool(re.search(QUESTION, said)) or said.rstrip().endswith("?")
     if question and not re.search(POLITE_REQUEST, said):
@@ -572,6 +604,19 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         if previous == "run" and not entities.has("model", "gpu_named", "no_launch"):
             scores["run"] += 3  # "and with 4 gpus?" after a launch: the launch again
     return scores
+
+
+# How a run ended and a figure of it, asked together ("did it finish cleanly, and how fast was it going?"): its
+# results say both (read_results reports the run's status beside its figures). A run still going has no results yet:
+# its progress is a status.
+ENDED = r"\b(?:finish\w*|complet\w*|crash\w*|fail\w*|succe\w*|cleanly|end(?:ed)?|died|oom\w*)\b"
+FIGURE = (r"\bhow (?:fast|quick(?:ly)?|well)\b|\bloss\b|\btok(?:ens)?\s*/\s*s\b|\btokens per second\b|"
+          r"\bthroughput\b|\bmfu\b|\bspeed\b|\bmemory\b")  # fmt: skip
+STILL_GOING = r"\bstill\b|\bright now\b|\bwhat step\b|\bprogress\b|\byet\b|\bso far\b|\bcurrently\b"
+
+
+def _ended_and_measured(lowered: str) -> bool:
+    return bool(re.search(ENDED, lowered) and re.search(FIGURE, lowered) and not re.search(STILL_GOING, lowered))
 
 
 def _what_if_again(lowered: str, entities: Entities) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from agent.understanding.descriptions import layouts_in_words, packing_in_words
-from agent.understanding.grammar import COMMON, LAYOUT_WORDS, VOCABULARY, _one_swap
+from agent.understanding.grammar import COMMON, LAYOUT_WORDS, SETTING_NAMES, VOCABULARY, _one_swap
 
 # Number words, composed as people say them ("seventy", "thirty-two", "two hundred", "three point two"): a run of
 # them is one number; "one" alone is a number only before what it counts ("the layout one" is no count).
@@ -59,7 +59,7 @@ ENGLISH_FUNCTION = set(_ENGLISH_FUNCTION.split())
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
 trials without gpus disabled enabled disable enable list
-completed finish stop wait kill abort halt resume batch micro precision default"""
+completed finish stop wait kill abort halt resume batch micro precision default delete remove"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
@@ -73,7 +73,7 @@ best fine done does been being will would could should shall must might time tim
 again still ever even once both such into your yours ours mine away back about after before while since until
 part parts rest test tests case cases type types plan plans step stop start starts state status store
 boss cold date dinner exist full hate late lose lost lots race rates seep sleep star stat states stats steep sweet
-toss world presume micron"""
+toss world presume micron lunch remote"""
 KEEP = COMMON | set(_KEEP.split()) | set(_ENGLISH.split())  # words the typo fixer must leave alone ("repo" is no
 # typo of "report")
 
@@ -90,6 +90,19 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
              "kil": "kill", "pln": "plan",
              # "the" with two letters swapped: too short for closeness, and the commonest typo there is
              "teh": "the", "hte": "the"}  # fmt: skip
+# "lunch" is an everyday word (KEEP), and "launch" typed one letter short only where a verb stands: before its object
+# ("lunch the long config", "pls lunch it"), never "after lunch" or "lunch break".
+LUNCH_THE = (r"\blunch(?=\s+(?:the|a|an|it|that|this|my|our|another|\d+|configs?/|[\w-]+\.ya?ml|training|run|job|"
+             r"sweep|fsdp|ddp|tp|pp)\b)")  # fmt: skip
+# Words before the meal itself: "after lunch the run ended", "we had lunch the day before".
+MEAL = (r"\b(?:after|before|for|at|had|have|having|eat|eating|ate|grab|grabbing|get|got|from|during|over|my|our|the|"
+        r"a|of)\s+$")  # fmt: skip
+
+
+def _lunch(found: re.Match) -> str:
+    return found.group(0) if re.search(MEAL, found.string[: found.start()], re.I) else "launch"
+
+
 # ("fsdp on 2 but not zero-3", "ddp over 4 - 10 steps": a clause or a dash after it ends the count too)
 BARE_COUNT = (r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|[?!)]|$|\band\b|\bfor\b|\bwith\b|\binstead\b|"
               r"\bbut\b|\bthen\b|[-\u2013\u2014]\s))")  # fmt: skip
@@ -102,6 +115,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
     text = _fix_typos(text, known)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
+    text = re.sub(LUNCH_THE, _lunch, text, flags=re.I)
     # dictated GPU names before numbers are composed: "a one hundred forty gig" is an A100 of 40 GiB, not 140
     text = re.sub(r"\b([ah])\s+one\s+hundred(s?)\b", r"\g<1>100\2", text, flags=re.I)
     text = re.sub(r"\bh\s+two\s+hundred(s?)\b", r"h200\1", text, flags=re.I)
@@ -110,6 +124,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
                   text, flags=re.I)  # fmt: skip
     text = re.sub(r"\b(?:half\s+a|a\s+half)\s+dozen\b", "6", text, flags=re.I)  # "half a dozen trials"
     text = re.sub(r"\b(?:a|one)\s+dozen\b", "12", text, flags=re.I)
+    text = re.sub(SPOKEN_NAME, lambda found: _spoken_name(found, known), text, flags=re.I)
     text = re.sub(SPOKEN_DIGITS, _spoken_digits, text, flags=re.I)
     text = re.sub(HOMOPHONE_COUNT, _homophone, text, flags=re.I)
     text = NUMBER_RUN.sub(_digits, text)
@@ -153,6 +168,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\bboth\s+(?=(?:gpus|cards|devices|nodes|machines|boxes)\b)", "2 ", text, flags=re.I)
     text = re.sub(r"\b(\d+)\s+(?:such|identical|similar|more such)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
     text = re.sub(r"\bctx\b", "context", text, flags=re.I)
+    text = re.sub(SPLIT_WORDS, lambda found: found.group(0).replace(" ", "").lower(), text, flags=re.I)
+    text = re.sub(SUITE_HOMOPHONE, r"\1 suite", text, flags=re.I)
+    text = re.sub(MORE_ADJECTIVE, _comparative, text, flags=re.I)
+    text = re.sub(PUT_ON, r"set \1 to ", text, flags=re.I)
+    text = re.sub(COMPARED_CONFIG, lambda found: _config_stem(found, known), text, flags=re.I)
     text = _dictated(text)
     text = re.sub(r"\b(tee|pee|see|ee)\s+pee\b", lambda m: SPOKEN_DIMS[m.group(0).lower()], text, flags=re.I)
     text = re.sub(rf"\b({DIMS})\s+(?:equals?|equal\s+to)\s+(?=\d)", r"\1=", text, flags=re.I)  # "tp equals 2"
@@ -234,6 +254,70 @@ SPOKEN_DIMS = {"tee pee": "tp", "pee pee": "pp", "see pee": "cp", "ee pee": "ep"
 # version's ("three point one four oh five" is 3.1 and 405).
 _DIGIT = "one|two|three|four|five|six|seven|eight|nine"
 SPOKEN_DIGITS = rf"(?<!point\s)\b(?:{_DIGIT})(?:\s+(?:oh|{_DIGIT}))*\s+oh(?:\s+(?:oh|{_DIGIT}))*\b"
+
+
+# Letters dictated as the words that sound like them, then a number: "are one" is r1, "tee two" is t2. Read as that
+# name only where the repository has a run, sweep or file of that name ("are one" stays words elsewhere).
+LETTER_SOUNDS = {"are": "r", "ar": "r", "see": "c", "sea": "c", "tee": "t", "tea": "t", "pee": "p", "bee": "b",
+                 "dee": "d", "ee": "e", "eff": "f", "gee": "g", "jay": "j", "kay": "k", "el": "l", "em": "m",
+                 "en": "n", "oh": "o", "cue": "q", "ess": "s", "vee": "v", "ex": "x", "zee": "z",
+                 "zed": "z"}  # fmt: skip
+_LETTER = "|".join([*LETTER_SOUNDS, "[a-z]"])
+SPOKEN_NAME = rf"\b((?:(?:{_LETTER})\s+){{1,3}})({'|'.join([*UNITS, *TENS])}|\d+)\b"
+
+
+# Words after which "are", "see" or "you" are the verb or pronoun they sound like ("we are one team", "they are
+# one of"): no name dictated.
+NOT_DICTATED = r"(?:\b(?:we|they|you|i|these|those|there|who|which|that|both|all|and|to|will|can|could|would|let)\s+)$"
+
+
+def _spoken_name(found: re.Match, known: set[str]) -> str:
+    before, after = found.string[: found.start()], found.string[found.end() :]
+    if re.search(NOT_DICTATED, before, re.I) or re.match(r"\s+of\b", after):  # "they are one of us"
+        return found.group(0)
+    letters = "".join(LETTER_SOUNDS.get(w, w) for w in found.group(1).lower().split())
+    number = found.group(2).lower()
+    name = letters + str(UNITS.get(number) or TENS.get(number) or number)
+    return name if name in known else found.group(0)
+
+
+# Words written apart that the rules read as one ("bench mark", "through put", "hard ware").
+SPLIT_WORDS = r"\bbench\s+mark(?=s?\b|ing\b)|\bthrough\s+put\b|\bhard\s+ware\b"
+# "suite" dictated as "sweet", after what names a suite ("the private sweet", "our eval sweet").
+SUITE_HOMOPHONE = (r"\b(private|builtin|built-in|default|standard|usual|internal|in-house|eval|evaluation|benchmark|"
+                   r"test|task)\s+sweets?\b")  # fmt: skip
+# A comparative said with "more", as some learners say it ("a more big micro batch", "a bit more long"): the
+# comparative the rules read ("bigger"), so that a change said without its value is asked about.
+COMPARATIVES = {"big": "bigger", "large": "larger", "small": "smaller", "long": "longer", "short": "shorter",
+                "fast": "faster", "quick": "quicker", "high": "higher", "low": "lower", "cheap": "cheaper"}  # fmt: skip
+MORE_ADJECTIVE = (rf"\b(a|an|the|much|bit|little|even|slightly|lot)\s+more\s+({'|'.join(COMPARATIVES)})\b|"
+                  rf"\b()more\s+({'|'.join(COMPARATIVES)})(?=\s+than\b)")  # fmt: skip
+
+
+def _comparative(found: re.Match) -> str:
+    before = found.group(1) or ""
+    return f"{before} {COMPARATIVES[(found.group(2) or found.group(4)).lower()]}".strip()
+
+
+# A config named by the comparative of its name ("the longer config", "the shorter experiment"): the one whose name
+# the comparative is made of (configs/long.yaml), where the repository has it.
+COMPARED_CONFIG = r"\b([a-z]+?)(e?r)(?=[\s-]+(?:\w+[\s-]+)?(?:config(?:uration)?s?|experiments?|ya?ml)\b)"
+
+
+def _config_stem(found: re.Match, known: set[str]) -> str:
+    stem = found.group(1)
+    if found.group(0).lower() in known:  # configs/longer.yaml is named as it is
+        return found.group(0)
+    for name in (stem, stem + "e", stem[:-1] if len(stem) > 2 and stem[-1] == stem[-2] else None):  # big(g)er
+        if name and name.lower() in known:
+            return name
+    return found.group(0)
+
+
+# A setting put on a value, as some learners say it ("put the steps on 40", "set the learning rate at 0.001"): set to
+# it. Only after such a verb: "40 steps on 2" counts processes.
+_SETTING_NAME = rf"(?:the\s+)?(?:steps?|trials?|{'|'.join(SETTING_NAMES.values())})"
+PUT_ON = rf"\b(?:put|set|leave|keep|place)\s+({_SETTING_NAME})\s+(?:on|at)\s+(?=\d)"
 
 
 def _spoken_digits(found: re.Match) -> str:

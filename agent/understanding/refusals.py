@@ -43,10 +43,11 @@ SECRET = (r"\b(?:api[ _-]?keys?|access[ _-]?tokens?|auth(?:entication)?[ _-]?tok
           r"[a-z]+_(?:token|key|secret|password)|(?:my|the|your|our)\s+(?:[a-z]+\s+)?token"
           r"(?!\s*(?:/|per\b|counts?\b|budgets?\b|rates?\b|throughput\b|limits?\b|length\b|ids?\b|usage\b)))"
           r"\b")  # fmt: skip
-# The only words between a deleting verb and the name it deletes: "remove the old run tp-try", not "remove packing
-# from configs/long.yaml" (a setting of that file).
+# The only words between a deleting verb and the name it deletes: "remove the old run tp-try", "wipe out r1" (the
+# verb's particle), not "remove packing from configs/long.yaml" (a setting of that file).
 GLUE = {"the", "all", "of", "my", "our", "old", "those", "these", "that", "this", "run", "sweep", "checkpoint", "dir",
-        "directory", "folder", "named", "called", "file", "both", "whole", "entire", "-r", "-rf", "-fr"}  # fmt: skip
+        "directory", "folder", "named", "called", "file", "both", "whole", "entire", "-r", "-rf", "-fr",
+        "out"}  # fmt: skip
 NEGATED = r"\b(?:don'?t|do not|never|not|no need to|without|instead of|rather than)\s+(?:\w+\s+)?$"
 
 
