@@ -85,7 +85,9 @@ def test_the_whole_loss_compiled_moves_what_inductor_counts(half):
             nodes = [node for node, _ in metrics.nodes_num_elem if not isinstance(node, called)]
         return sum(node.get_read_write_buffers_sizes() for node in nodes)
 
-    per_logit = (generated_bytes(64) - generated_bytes(32)) / (32 * 1024)
+    # One size: the fused kernels touch no weight-sized buffer, and the per-token ones (the log-sum-exp, the labels)
+    # add well under 1% at this vocabulary.
+    per_logit = generated_bytes(64) / (64 * 1024)
     assert per_logit == pytest.approx(LOSS_BYTES["whole_compiled", half], rel=0.01)
 
 
