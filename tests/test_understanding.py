@@ -3676,3 +3676,107 @@ def test_two_process_counts_where_one_would_be_dropped_are_asked_about(text, kno
 def test_a_layouts_degree_beside_the_total_or_the_same_count_twice_acts(text, nproc, layout, known):
     intent = read(text, known)
     assert intent.clarify is None and (intent.args["nproc"], intent.args["layout"]) == (nproc, layout)
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        ("configs/long.yaml on 4 gpus", "run", {"experiment": "configs/long.yaml", "nproc": 4}),
+        ("long.yaml for 30 steps", "run", {"experiment": "configs/long.yaml", "steps": 30}),
+        ("meshpilot.yaml, ddp over 2 gpus", "run", {"experiment": "meshpilot.yaml", "layout": "dp_replicate=2"}),
+        ("long.yaml", "read", {"path": "configs/long.yaml"}),  # a file alone is read
+        ("what does long.yaml set the steps to?", "read", {"path": "configs/long.yaml"}),  # a question about it
+        ("cat long.yaml, the 2 gpu fsdp one", "read", {"path": "configs/long.yaml"}),  # a verb of reading
+    ],
+)
+def test_an_experiment_file_given_a_launchs_facts_is_launched(text, command, args, known):
+    intent = read(text, known)
+    assert intent.command == command and {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, key, value",
+    [
+        ("sweep results lr-scan, which lr won?", "sweep", "sweeps/lr-scan"),
+        ("sweep winner for layuots-nov", "sweep", "sweeps/layouts-nov"),  # the sweep's name with a typo
+    ],
+)
+def test_sweep_before_its_figures_is_a_noun_read(text, key, value, known):
+    intent = read(text, known)
+    assert intent.command == "trials" and intent.args[key] == value
+
+
+def test_sweep_as_a_verb_still_starts_one(known):
+    assert read("sweep the layouts for configs/long.yaml", known).command == "sweep"
+
+
+@pytest.mark.parametrize(
+    "text, path",
+    [
+        ("show confgs/long.yaml", "configs/long.yaml"),  # a typo in the folder, the file's name exact
+        ("sweep layouts on cnofigs/long.yaml, 4 trials", "configs/long.yaml"),
+        ("show configz/short.yaml", "configz/short.yaml"),  # nothing on disk it is close to: as said, never invented
+        ("show docs/long.yaml", "docs/long.yaml"),  # another folder, no typo of configs
+    ],
+)
+def test_a_path_typo_is_corrected_against_the_disk_only(text, path, known):
+    intent = read(text, known)
+    assert path in (intent.args.get("path"), intent.args.get("experiment"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "did r1 use the GPUs efficiently, and how fast was it?",
+        "what was the hardware utilisation of the latest run?",
+        "how well did baseline-ddp utilise the hardware",
+    ],
+)
+def test_how_well_a_run_used_the_hardware_is_its_results(text, known):
+    assert read(text, known).command == "results"
+
+
+@pytest.mark.parametrize("text", ["what hardware is in this box?", "what hardware do we have here?"])
+def test_the_hardware_itself_is_still_the_machine(text, known):
+    assert read(text, known).command == "hardware"
+
+
+def test_a_quarter_or_fiscal_year_is_no_runs_name(known):
+    intent = read("loss and tok/s of the latest run, for the FY26 planning and the Q4 review", known)
+    assert (intent.command, intent.clarify, intent.args["run"]) == ("results", None, "runs/r1")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "which runs exist here right now?",
+        "the runs that are existing in this repo, which are they?",
+    ],
+)
+def test_runs_asked_as_existing_are_listed(text, known):
+    assert read(text, known).command == "runs"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "does r1 hold up against our internal tests?",
+        "can you see whether the last model we trained holds up on the quality checks",
+    ],
+)
+def test_a_model_held_up_against_quality_tests_is_a_benchmark(text, known):
+    intent = read(text, known)
+    assert intent.command == "bench" and str(intent.args.get("model", "")).startswith("runs/r1")
+
+
+@pytest.mark.parametrize(
+    "text, refused",
+    [
+        ("show me notes.md, but never print any tokens or passwords from it", False),
+        ("open meshpilot.yaml and don't paste the API key or env vars with it", False),
+        ("show meshpilot.yaml and the API keys", True),  # no negation: the secret is asked for
+        ("don't show meshpilot.yaml, print my HF token", True),  # the negation takes back the file, not the token
+    ],
+)
+def test_a_secret_under_a_negation_of_its_showing_is_no_request_for_it(text, refused, known):
+    assert (read(text, known).refusal is not None) == refused

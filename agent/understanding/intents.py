@@ -45,6 +45,15 @@ SHUT_DOWN = (
     rf"shut(?:ting|s)?\s+{_NO_SETTING}(?:\S+\s+){{0,3}}?(?:down|off)(?!\s+(?:the\s+)?(?:{_SETTING_NAMES})\b)|"
     rf"shutdown|pull(?:ing)?\s+the\s+plug|take\s+{_NO_SETTING}(?:\S+\s+){{1,3}}?(?:down|offline)\b"
 )
+# How well a run used the hardware, in words: its MFU (a figure of the run), never a question about this machine.
+_WELL = r"(?:(?:really|very|so)\s+)?(?:well|efficiently|fully|effectively|properly|badly|poorly)\b"
+_USE = (r"\b(?:us(?:e|ed|es|ing)|utili[sz](?:e|ed|es|ing)|exploit(?:ed|s|ing)?)\s+"
+        r"(?:the\s+|our\s+|its\s+|all\s+(?:the\s+)?)?")  # fmt: skip
+_HARDWARE = r"(?:hardware|gpus?|cards?|accelerators?|compute)\b"
+USED_WELL = (rf"{_USE}{_HARDWARE}\s+{_WELL}|\bhow\s+{_WELL}[^.?!;]*?{_USE}{_HARDWARE}|"
+             r"\b(?:hardware|gpu|compute)\s+(?:utili[sz]ation|efficiency)\b")  # fmt: skip
+# What a sweep found, named after the noun "sweep": "sweep results", "sweep winner?" (its trials, read).
+SWEEP_FIGURES = r"(?:results?|winners?|numbers|figures|trials|outcomes?|findings|summary|table|stats)\b"
 # Cue words of each intent, with their weights.
 # The docs by any of their names ("the doc page", "the readme"), and what brings them up to date, in any form
 # ("refreshing", "updated").
@@ -106,7 +115,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "runs": [
         (
-            r"\blist (?:\w+ )?runs\b|\b(?:what|which) runs\b|\bruns (?:do i|have i|are there|exist|so far)\b|"
+            r"\blist (?:\w+ )?runs\b|\b(?:what|which) runs\b|\bruns (?:do i|have i|are there|so far)\b|"
+            r"\bruns (?:that |which )?(?:are )?exist(?:s|ing)?\b|"  # "which of the runs are existing now?"
             r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo|"
             r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
             r"\boverview of (?:all |the |my )?runs\b|\blist (?:every|each) run\b|\bbeen run\b|"
@@ -175,6 +185,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bstats\b|\bstatistics\b|\b(?:headline |key |final )?(?:numbers|figures)\b|\bkpis?\b",
             2,
         ),
+        # how well a run used the hardware is its MFU: "whether it used the GPUs well", "hardware efficiency"
+        (USED_WELL, 4),
     ],
     "status": [
         (
@@ -245,7 +257,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"winner|of|from)\b)[\w-]+\s+){0,3}(?:sweep|tuning|search)\b",
             6,
         ),
-        (r"^\W*(?:(?:can|could|would) you |please |pls )*sweep\b", 6),
+        # "sweep the layouts" commands one; "sweep results layouts-nov?" is a noun before the sweep's figures
+        (rf"^\W*(?:(?:can|could|would) you |please |pls )*sweep\b(?!\s+{SWEEP_FIGURES})", 6),
         # "can we run 16 trials of the layout sweep": trials to run are a new sweep, whatever sweep they are like
         (
             r"\b(?:run|start|launch|kick off|do|try)\s+(?:another\s+|\w+\s+)?"
@@ -303,11 +316,17 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\b(?:run|start|launch|kick off|do)\s+(?:a |an |the )?(?:\w+ )?(?:benchmark|eval\w*)", 2),
         # a score of the model's quality, or a held-out set to score it on: "a quality score ... against our internal
         # test set" (a run's own loss is its results)
-        (r"\b(?:quality|accuracy|eval(?:uation)?|benchmark|task)\s+scores?\b", 3),
+        (r"\b(?:quality|accuracy|eval(?:uation)?|benchmark|task)\s+(?:scores?|tests?|checks?|suites?)\b", 3),
         (
             r"\b(?:on|against|with|using)\s+(?:our|the|my|its|a|your)\s+(?:\w+\s+)?(?:test|eval(?:uation)?|held-?out|"
             r"holdout|validation)\s+(?:set|suite|data(?:set)?|tasks?)\b",
             3,
+        ),
+        # a model held up against tests of its quality, asked or not: "does r1 hold up on our internal quality tests?"
+        (
+            r"\b(?:holds?|holding|stands?|standing)\s+up\s+(?:on|against|to|in)\s+(?:\w+\s+){0,3}?"
+            r"(?:tests?|evals?|benchmarks?|test\s+sets?|checks)\b",
+            5,
         ),
     ],
     "report": [
@@ -683,7 +702,9 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         if not entities.has("run"):  # "the results of the lr-scan sweep" are its trials
             scores["trials"] += max(scores["results"], 0)
             scores["results"] = 0
-    if entities.has("file"):
+    if entities.has("file") and (launching or entities.has("devices")) and _launched_file(lowered, entities):
+        scores["run"] += 4  # "long.yaml, 2 gpus, fsdp": an experiment file given what a launch takes, no reading asked
+    elif entities.has("file"):
         scores["read"] += 3
         named = re.search(r"\.(?:jsonl?|ya?ml|txt|md|log|csv|toml)\b", lowered)
         if named and not launch_verb(masked(lowered, entities)):  # "tp-try memory.json": that file, not its topic
@@ -693,6 +714,8 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
     ):
         scores["plan"] += 3  # "what if we had more hardware?": hardware that is not this machine's
         scores["hardware"] -= 3
+    if re.search(USED_WELL, lowered):
+        scores["hardware"] -= 4  # "did it use the hardware well?": a figure of the run (its MFU), not this machine
     if re.search(BUYING, lowered):
         scores["hardware"] -= 5  # "before we buy hardware": hardware to have, not this machine's
     if entities.has("experiment") or entities.has("trials"):
@@ -703,6 +726,15 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         scores["bench"] += 1
     if entities.has("run") and re.search(RUN_LOG, lowered):
         scores["read"] += 3  # "r1's raw training log, the text one": its log file, not the figures read from it
+
+
+def _launched_file(lowered: str, entities: Entities) -> bool:
+    """Whether the files named are experiment files (a YAML config, not a run's own) stated with no verb of reading
+    and no question: "configs/long.yaml on 4 gpus" runs it; "show long.yaml", "does long.yaml use fsdp?" read it."""
+    experiments = all(str(f).endswith((".yaml", ".yml")) and not str(f).startswith(("runs/", "sweeps/"))
+                      for f in entities.all("file"))  # fmt: skip
+    reading = any(re.search(rule, lowered) for rule, _ in CUES["read"][:2])
+    return experiments and not reading and not re.search(QUESTION, lowered) and "?" not in lowered
 
 
 # A run's log as a thing to look at (its log.txt): "the raw training log", "r1's logs", "the text log" ("log every 10

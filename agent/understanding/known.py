@@ -152,9 +152,12 @@ class Known:
 
 def _typo_of(path: str, existing: str) -> bool:
     """Whether `path` is `existing` typed with one typo in its file name (same folder and suffix; a stem of five
-    letters or more, as a shorter one has too many neighbours)."""
+    letters or more, as a shorter one has too many neighbours), or in its folder's name with the file's own name
+    exact ("cofigs/long.yaml" is configs/long.yaml)."""
     folder, _, name = path.rpartition("/")
     its_folder, _, its_name = existing.rpartition("/")
+    if folder and its_folder and folder.lower() != its_folder.lower():
+        return name.lower() == its_name.lower() and _close(folder.lower(), its_folder.lower())
     stem, suffix = Path(name).stem.lower(), _suffix(name)
     its_stem = Path(its_name).stem.lower()
     if folder != its_folder or suffix != _suffix(its_name) or len(its_stem) < 5 or stem == its_stem:

@@ -49,6 +49,11 @@ GLUE = {"the", "all", "of", "my", "our", "old", "those", "these", "that", "this"
         "directory", "folder", "named", "called", "file", "both", "whole", "entire", "-r", "-rf", "-fr",
         "out"}  # fmt: skip
 NEGATED = r"\b(?:don'?t|do not|never|not|no need to|without|instead of|rather than)\s+(?:\w+\s+)?$"
+# A secret named under a negation of its showing ("show it to me, don't dump any env vars or API keys alongside it",
+# "never print my token"): the verb and its object's words, or a noun joined to the secret ("tokens or passwords"),
+# may stand between the negation and the secret.
+SECRET_NEGATED = (r"\b(?:don'?t|do not|never|not|no need to|without|instead of|rather than)\s+(?:\w+\s+){0,3}"
+                  r"(?:[\w-]+\s*,?\s*(?:or|and|nor)\s+(?:(?:any|the|my|our|your)\s+)?)*$")  # fmt: skip
 
 
 def refusal(plain: str, entities: Entities) -> str | None:
@@ -64,15 +69,15 @@ def refusal(plain: str, entities: Entities) -> str | None:
     if _said(PUSH, lowered) and not _said(AS_PR, lowered):  # "push to main, don't open a PR" is no PR
         return ("meshpilot never pushes to main or force-pushes: it opens a pull request (`/pr`) on a branch of its "
                 "own, for you to review and merge.")  # fmt: skip
-    if _said(SECRET, lowered) and re.search(REVEAL, lowered):
+    if _said(SECRET, lowered, SECRET_NEGATED) and re.search(REVEAL, lowered):
         return ("meshpilot never prints tokens, passwords, API keys or environment variables: read them in your own "
                 "shell (e.g. `echo $HF_TOKEN`) if you need them.")  # fmt: skip
     return None
 
 
-def _said(pattern: str, lowered: str) -> re.Match | None:
+def _said(pattern: str, lowered: str, negated: str = NEGATED) -> re.Match | None:
     """The first match of `pattern` that no negation before it takes back ("don't push to main")."""
-    return next((m for m in re.finditer(pattern, lowered) if not re.search(NEGATED, lowered[: m.start()])), None)
+    return next((m for m in re.finditer(pattern, lowered) if not re.search(negated, lowered[: m.start()])), None)
 
 
 def _deletion(lowered: str, entities: Entities) -> str | None:
