@@ -1251,13 +1251,18 @@ def test_a_size_alone_names_a_model_only_where_one_preset_has_it(known):
 @pytest.mark.parametrize(
     "text, gpu",
     [
-        ("plan llama-3.1-70b on 8 a100s", None),  # 40 and 80 GB plan differently: asked
-        ("plan llama-3.1-8b on 8 a100s", "a100-80gb"),  # the same plan on both: the bare name's preset
+        ("plan llama-3.1-70b on 8 a100s", None),  # no size said: asked
+        ("plan llama-3.1-8b on 8 a100s", None),  # asked even where both sizes would plan alike
+        ("if we had 16 A100 cards, how would mistral 7b be split?", None),
         ("plan llama-3.1-70b on 8 a100s with 40GB each", "a100-40gb"),
         ("plan llama-3.1-70b on 8 80GB a100s", "a100-80gb"),
+        ("how would llama 3.1 8b shard over 8 A100-40GB", "a100-40gb"),
+        ("plan mistral 7b on 4 a100 80g", "a100-80gb"),
+        ("llama 3.1 8b on 8 eighty gig A100s, what layout?", "a100-80gb"),
+        ("plan llama 3.1 8b auf 8 A100 mit 40GB", "a100-40gb"),  # the size joined by a preposition of any language
     ],
 )
-def test_an_unsized_a100_is_asked_about_where_its_size_changes_the_plan(text, gpu, known):
+def test_an_unsized_a100_is_always_asked_about(text, gpu, known):
     intent = read(text, known)
     assert intent.args.get("gpu") == gpu and (intent.clarify is None) == (gpu is not None)
 
@@ -1359,19 +1364,10 @@ def test_launching_the_winner_after_reading_a_sweep_takes_its_layout(known):
     assert read("start the winner on 8 gpus", known, read_a_sweep("sweeps/layouts-nov")).clarify is not None
 
 
-def test_an_unsized_a100_for_the_experiments_own_model_is_asked_about_where_its_size_changes_the_plan(tmp_path):
-    big = {"model_type": "llama", "hidden_size": 8192, "num_hidden_layers": 80, "intermediate_size": 28672,
-           "vocab_size": 128256, "num_attention_heads": 64, "num_key_value_heads": 8}  # fmt: skip
-    (tmp_path / "meshpilot.yaml").write_text(yaml.safe_dump({"model": {"config": big}}))
-    (tmp_path / "weights").mkdir()
-    (tmp_path / "weights" / "config.json").write_text(json.dumps(big))
-    known = Known.read(tmp_path)
+def test_an_unsized_a100_for_the_experiments_own_model_is_asked_about(known):
     assert "A100 40GB or A100 80GB" in read("plan our model on 8 A100s", known).clarify
-    (tmp_path / "meshpilot.yaml").write_text(yaml.safe_dump({"model": {"config": {**big, "hidden_size": 512}}}))
-    small = read("plan our model on 8 a100s", known)  # about 4B: 8 GiB of training state a GPU
-    assert (small.args.get("gpu"), small.clarify) == ("a100-80gb", None)  # the same plan on both sizes
-    (tmp_path / "meshpilot.yaml").write_text(yaml.safe_dump({"model": {"path": "weights/config.json"}}))
-    assert read("plan our model on 8 a100s", known).clarify is not None
+    sized = read("plan our model on 8 A100s, the 40 gig ones", known)
+    assert (sized.args.get("gpu"), sized.clarify) == ("a100-40gb", None)
 
 
 def test_the_same_launch_on_another_experiment_file_is_a_launch_not_a_read(known):
@@ -3780,3 +3776,45 @@ def test_a_model_held_up_against_quality_tests_is_a_benchmark(text, known):
 )
 def test_a_secret_under_a_negation_of_its_showing_is_no_request_for_it(text, refused, known):
     assert (read(text, known).refusal is not None) == refused
+
+
+@pytest.mark.parametrize(
+    "text, earlier, nodes",
+    [
+        ("if we add 3 more machines with 8 h200s each, how would llama 3.1 70b split?", None, 3),  # the new ones
+        ("what about 2 more nodes?", {"devices": 8, "nodes": 2, "gpu": "h100", "model": "llama-3.1-70b"}, 4),
+        ("and 2 fewer nodes?", {"devices": 8, "nodes": 3, "gpu": "h100", "model": "llama-3.1-70b"}, 1),
+    ],
+)
+def test_nodes_said_as_more_are_the_new_ones_or_added_to_the_plan_before(text, earlier, nodes, known):
+    intent = read(text, known, planned(earlier) if earlier else None)
+    assert intent.command == "plan" and intent.args.get("nodes") == nodes
+
+
+def test_more_steps_with_no_launch_before_are_still_asked_about(known):
+    assert "How many in all" in (read("train 2 more steps on 2 gpus with ddp", known).clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text, experiment",
+    [
+        ("launch the 1024 config on 2 gpus with ddp", "configs/long.yaml"),  # its seq_len tells it apart
+        ("train our 1024-token experiment on 2 gpus, fsdp", "configs/long.yaml"),
+        ("kick off the 256 config, fsdp on 2 gpus", "meshpilot.yaml"),
+    ],
+)
+def test_a_config_named_by_a_value_that_tells_it_apart_is_that_file(text, experiment, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None and intent.args["experiment"] == experiment
+    assert "trials" not in intent.args
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "train the 2048 config on 2 gpus",  # no file has it
+        "train the 20 config on 2 gpus",  # every file has it (20 steps): it tells none apart
+    ],
+)
+def test_a_config_named_by_a_value_that_tells_none_apart_is_asked_about(text, known):
+    assert "Which do you mean by" in (read(text, known).clarify or "")

@@ -953,6 +953,22 @@ def _launch_text(args: dict[str, Any]) -> str:
     return f"So far I would train with {', '.join(parts)}." if parts else "So far I would train with the defaults."
 
 
+def _relative_nodes(entities: Entities, context: Context) -> int | None:
+    """Nodes said as "N more": N added to the plan before's nodes, or, with no plan before, the N nodes to come
+    ("we're getting two more nodes, 8x H100 each, is 70b viable on that?" plans those). "N fewer" needs a plan."""
+    for value in entities.all("relative"):
+        word, number, kind = str(value).split()
+        before = (context.plan or {}).get("nodes")
+        if kind != "nodes":
+            continue
+        if context.plan is None and word == "more":
+            return int(number)
+        if context.plan is not None:
+            total = int(before or 1) + (int(number) if word == "more" else -int(number))
+            return total if total >= 1 else None
+    return None
+
+
 def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
     """A plan: the stated model, GPUs and counts; a follow-up keeps what the plan before had and it does not restate."""
     args = intent.args
@@ -975,7 +991,7 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
     elif size := entities.get("model_size"):  # "a 7b on 4 l40s": several presets, never the experiment's instead
         sized = [k for k in MODELS if (m := _PRESET.match(k)) and float(m.group(3)) == float(str(size))]
         intent.clarify = f"Which {size}B model: {' or '.join(sized) or 'no preset has that size'}?"
-    if nodes := entities.get("node_count"):
+    if (nodes := entities.get("node_count")) or (nodes := _relative_nodes(entities, context)):
         args["nodes"] = nodes
     if per_node := entities.get("per_node"):
         args["devices"] = per_node
@@ -1064,8 +1080,9 @@ def _same_family(model: object, size: object) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-# GPUs sold in two memory sizes under one name: a plan on an unsized one asks which, since the memory decides which
-# layouts fit (a wrong action is worse than a question).
+# GPUs sold in two memory sizes under one name: a plan on an unsized one always asks which. The memory decides which
+# layouts fit, and people who plan expect to be asked (two outside authors did, for a model that fits either size);
+# a plan on a size they never said would be a guess shown as a fact.
 SIZED_FAMILIES = {"a100": ("a100-40gb", "a100-80gb")}
 # "the 40 gig version": the GPU of the plan before, in that memory size.
 OTHER_SIZE = r"\b(\d+)\s*gi?b\s+(?:version|variant|ones?|model|edition|cards?|gpus?)\b"
@@ -1092,58 +1109,9 @@ def _gpu_size(intent: Intent, entities: Entities, context: Context) -> None:
         args["gpu"] = sized[0]
         args.pop("device_mem", None)
         return
-    if not _sizes_matter(args, context):
-        return  # the grammar's reading of the bare name (trainer.hardware.GPU_ALIASES) gives the same answer
     args.pop("gpu", None)
     sizes = " or ".join(f"{family.upper()} {p.rsplit('-', 1)[-1].upper()}" for p in presets)
     intent.clarify = intent.clarify or f"Which {family.upper()}: {sizes}? The memory decides which layouts fit."
-
-
-# Bytes a parameter's training state takes (bf16 weights and gradients, fp32 master and Adam's two moments): the
-# weights, gradients and optimizer state a plan must place, sharded at best over every GPU.
-STATE_BYTES = 16
-SMALLER_CARD_GIB = 40
-
-
-def _sizes_matter(args: dict[str, Any], context: Context) -> bool:
-    """Whether a GPU's two memory sizes give different plans: where the model's training state, sharded over every
-    GPU planned, fills more than half of the smaller card (activations then decide what fits). The experiment's own
-    small model, or a 7B on 8 cards, plans the same on both; a 70B on 8 does not."""
-    before = context.plan or {}
-    model = args.get("model") or before.get("model")
-    size = re.search(r"(\d+(?:\.\d+)?)b\b", str(model or ""))
-    billions = float(size.group(1)) if size else None
-    if model is None:  # the experiment's own model: its size from its config (unreadable: asked, never guessed)
-        billions = _own_model_billions(str(args.get("experiment") or before.get("experiment") or "meshpilot.yaml"),
-                                       context)  # fmt: skip
-        if billions is None:
-            return True
-    if billions is None:
-        return False
-    devices = int(args.get("devices") or before.get("devices") or 1) * int(
-        args.get("nodes") or before.get("nodes") or 1
-    )
-    per_device = billions * 1e9 * STATE_BYTES / devices
-    return per_device > SMALLER_CARD_GIB * 2**30 / 2
-
-
-def _own_model_billions(experiment: str, context: Context) -> float | None:
-    """The experiment's own model's parameters in billions, from its inline config or config.json: the weight
-    matrices of its layers (attention 4 h^2, the gated MLP 3 h i) and its embedding and output (2 V h), an upper
-    bound (grouped-query attention has smaller k and v). None where the experiment or its config cannot be read."""
-    # PyYAML only when a plan for the experiment's own model names a GPU sold in two sizes
-    import yaml
-
-    if context.known.root is None:
-        return None
-    try:
-        model = (yaml.safe_load((context.known.root / experiment).read_text()) or {}).get("model") or {}
-        config = model.get("config") or _config_json(context.known.root / str(model["path"]))
-        hidden, layers = int(config["hidden_size"]), int(config["num_hidden_layers"])
-        inner, vocab = int(config["intermediate_size"]), int(config["vocab_size"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError):
-        return None
-    return (layers * (4 * hidden * hidden + 3 * hidden * inner) + 2 * vocab * hidden) / 1e9
 
 
 def _describes_experiment(described: str, intent: Intent, context: Context) -> bool:
@@ -1167,10 +1135,6 @@ def _values(tree: object) -> set[str]:
     if isinstance(tree, list):
         return set().union(*(_values(v) for v in tree)) if tree else set()
     return {str(tree)}
-
-
-def _config_json(path: Path) -> dict:
-    return json.loads((path if path.suffix == ".json" else path / "config.json").read_text())
 
 
 def _only_preset_of_size(size: object) -> str | None:

@@ -719,6 +719,15 @@ def _names(text: str, entities: Entities, known: Known) -> None:
                              lowered):  # fmt: skip
         if path := known.config(found.group(1)):
             entities.add("experiment", path, found.span(1))
+    # "the 1024 config": the one experiment file that value tells apart (its seq_len), no count of configs to try
+    for found in re.finditer(CONFIG_BY_VALUE, lowered):
+        entities.found = [
+            e for e in entities.found if e.kind != "trials" or not found.start() <= e.span[0] < found.end()
+        ]
+        if path := known.config_of_value(found.group(1)):
+            entities.add("experiment", path, found.span())
+        elif known.root:  # "the 2048 config" where no file has it: asked, never the default experiment in its place
+            entities.add("unknown_description", found.group(0), found.span())
     latest = r"\b(?:latest|last|most recent|newest|previous|recent)\s+(?:\w+\s+)?"
     if known.runs and re.search(latest + r"(?:run|one|training)\b", lowered):
         entities.add("run", known.runs[0], (0, 0))
@@ -742,6 +751,9 @@ DESCRIBED_AFTER = (r"\bthe\s+(run|one|attempt)\s+(?:that|which)\s+((?:crashed|fa
 # context" (what the sentence names is checked against its file, never a value to set).
 DESCRIBED_BY_VALUE = (r"\bthe\s+(?:one|config(?:uration)?|experiment)\s+(?:with|that has|which has|having|that uses|"
                       r"using|at)\s+\d+(?:\.\d+)?\s*k?\s+(?:tokens?|context|seq\w*|sequence length)\b")  # fmt: skip
+# A config named by one of its values before its noun: "the 1024 config", "our 1024-token experiment".
+CONFIG_BY_VALUE = (r"\b(?:the|that|this|my|our|your)\s+(\d+(?:\.\d+)?)(?:[\s-]+(?:tokens?|ctx|context|seq\w*))?[\s-]+"
+                   r"(?:config(?:uration)?|experiment|ya?ml)(?:\s+file)?\b")  # fmt: skip
 # Words of a description that do not describe one run ("the latest run", "the same one", "my first training").
 GENERIC = NOT_NAMES | {"previous", "recent", "newest", "current", "most", "new", "entire", "main", "final", "actual",
                        "training", "real", "full", "big", "small", "short", "quick", "one", "two", "earlier", "older",

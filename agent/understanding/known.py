@@ -143,11 +143,41 @@ class Known:
             named = [f for f in self.files if _typo_of(path, f)]
         return named[0] if len(named) == 1 else None
 
+    def config_of_value(self, value: str) -> str | None:
+        """The one experiment file that `value` tells apart ("the 1024 config" is configs/long.yaml, whose seq_len is
+        1024 where meshpilot.yaml's is 256): a value it holds at a key where another experiment file differs. A value
+        all of them share (max_position_embeddings 1024 in both) describes none."""
+        settings = {f: _flat(_yaml(self.root / f)) for f in self.experiments()} if self.root else {}
+        told = [f for f, mine in settings.items()
+                if any(v == value and any(other.get(k) != v for g, other in settings.items() if g != f)
+                       for k, v in mine.items())]  # fmt: skip
+        return told[0] if len(told) == 1 else None
+
+    def experiments(self) -> list[str]:
+        """The repository's experiment files: its YAML files outside the runs and sweeps."""
+        return [f for f in self.files if f.endswith((".yaml", ".yml")) and not f.startswith(("runs/", "sweeps/"))]
+
     def config(self, stem: str) -> str | None:
         """An experiment file by its stem ("the long config" is configs/long.yaml)."""
         found = [f for f in self.files if f.endswith((".yaml", ".yml")) and Path(f).stem == stem.lower()]
         found = [f for f in found if not f.startswith(("runs/", "sweeps/"))]
         return found[0] if len(found) == 1 else None
+
+
+def _yaml(path: Path) -> object:
+    import yaml  # PyYAML only when a config is described by a value
+
+    try:
+        return yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+
+
+def _flat(tree: object, prefix: str = "") -> dict[str, str]:
+    """A loaded YAML tree as {dotted key: value as text}."""
+    if isinstance(tree, dict):
+        return {k: v for key, sub in tree.items() for k, v in _flat(sub, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): str(tree)} if prefix else {}
 
 
 def _typo_of(path: str, existing: str) -> bool:

@@ -161,9 +161,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(rf"\b((?:a100|h100|h200)s?)[\s-]+({CARD_SIZES})s?\b(?![.\d]|\s*(?:gi?b|gigs?|g|steps?|gpus?|cards?|"
                   r"process\w*|procs?|nodes?|trials?|x|minutes?|mins?|hours?|seconds?|times|tokens?|percent)\b|%)",
                   r"\1 \2GiB", text, flags=re.I)  # fmt: skip
-    # "2 A100 of 40 GB", "H100s with 80GB": the card's memory, written as the card's name says it ("A100 40 GB"); only
-    # for the cards whose presets are named by their memory (an "a10 with 24GB" is the one A10)
-    text = re.sub(r"\b((?:h100|h200|a100)s?)\s+(?:of|with)\s+(?=\d+(?:\.\d+)?\s*(?:gi?b|gigs?|g)\b)", r"\1 ",
+    # "2 A100 of 40 GB", "H100s with 80GB", "8 A100 da 80GB": the card's memory, written as the card's name says it
+    # ("A100 40 GB"), joined by a preposition in any language; only for the cards whose presets are named by their
+    # memory (an "a10 with 24GB" is the one A10)
+    text = re.sub(r"\b((?:h100|h200|a100)s?)\s+(?:of|with|da|de|di|del|con|mit|von|avec|com)\s+"
+                  r"(?=\d+(?:\.\d+)?\s*(?:gi?b|gigs?|g)\b)", r"\1 ",
                   text, flags=re.I)  # fmt: skip
     text = re.sub(r"\bboth\s+(?=(?:gpus|cards|devices|nodes|machines|boxes)\b)", "2 ", text, flags=re.I)
     text = re.sub(r"\b(\d+)\s+(?:such|identical|similar|more such)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
