@@ -3818,3 +3818,86 @@ def test_a_config_named_by_a_value_that_tells_it_apart_is_that_file(text, experi
 )
 def test_a_config_named_by_a_value_that_tells_none_apart_is_asked_about(text, known):
     assert "Which do you mean by" in (read(text, known).clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text, steps",
+    [
+        ("retrain the default experiment, let it run longer, 300 steps on 2 gpus with ddp", 300),
+        ("this time make it shorter: 8 steps, ddp on 2 gpus", 8),
+    ],
+)
+def test_longer_or_shorter_with_the_step_count_said_is_that_count(text, steps, known):
+    intent = read(text, known)
+    assert (intent.command, intent.clarify, intent.args.get("steps")) == ("run", None, steps)
+
+
+def test_longer_with_no_step_count_is_still_asked_about(known):
+    assert "What should change" in (read("train it longer on 2 gpus with ddp", known).clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("write up our last 'how should we shard the model over the cards' experiment for the team", "report"),
+        ("open a PR with the results of the 'what is the best way to split the model' study", "pr"),
+    ],
+)
+def test_an_experiment_described_by_its_question_of_how_to_split_is_the_layout_sweep(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.args.get("sweep") == "sweeps/layouts-nov"
+
+
+def test_an_experiment_about_something_else_is_no_layout_sweep(known):
+    intent = read("write up our last 'which learning rate is best' experiment", known)
+    assert intent.args.get("sweep") != "sweeps/layouts-nov"
+
+
+def test_written_up_is_a_report(known):
+    assert read("I'd like lr-scan written up for the team", known).command == "report"
+
+
+@pytest.mark.parametrize(
+    "text, nproc, layout",
+    [
+        ("ddp 2 x pp 2, 10 steps", 4, "pp=2,dp_replicate=2"),  # each layout with its own degree
+        ("train 10 steps, layout fsdp 2 * tp 4", 8, "dp_shard=2,tp=4"),
+        ("train with 2 x tp on 2 gpus", 2, "tp=2"),  # a degree before its layout stays that layout's
+    ],
+)
+def test_layouts_joined_by_times_each_keep_their_degree(text, nproc, layout, known):
+    intent = read(text, known)
+    assert intent.clarify is None and (intent.args["nproc"], intent.args["layout"]) == (nproc, layout)
+
+
+@pytest.mark.parametrize(
+    "text, nproc, layout",
+    [
+        ("tp across 2 gpus and fsdp across 4, 8 gpus total, 10 steps", 8, "dp_shard=4,tp=2"),
+        (
+            "train with the data sharded over 2 and the model split by tensor across 2, a total of 4 gpus",
+            4,
+            "dp_shard=2,tp=2",
+        ),
+        ("put the layers into 2 stages and tensor parallel across 2 gpus, 4 in all, 10 steps", 4, "pp=2,tp=2"),
+    ],
+)
+def test_a_total_said_as_such_that_the_degrees_make_is_the_process_count(text, nproc, layout, known):
+    intent = read(text, known)
+    assert intent.clarify is None and (intent.args["nproc"], intent.args["layout"]) == (nproc, layout)
+
+
+def test_a_total_the_degrees_do_not_make_is_asked_about(known):
+    intent = read("tp across 2 gpus and fsdp across 4, 6 gpus in total", known)
+    assert "needs 8 processes, not 6" in (intent.clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text, layout",
+    [
+        ("train 10 steps on 2 gpus, only the data is sharded across them", "dp_replicate=2"),  # only the data: DDP
+        ("train 10 steps on 2 gpus with the sharded dataset", None),  # a dataset's shards are no layout
+    ],
+)
+def test_data_sharded_only_or_as_a_dataset_is_no_fsdp(text, layout, known):
+    assert read(text, known).args.get("layout") == layout

@@ -44,7 +44,14 @@ from agent.understanding.entities import (
     the_other,
 )
 from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
-from agent.understanding.grammar import LAYOUT_WORDS, Intent, first_reading, parse_slash, read_facts
+from agent.understanding.grammar import (
+    LAYOUT_WORDS,
+    Intent,
+    _stated_total,
+    first_reading,
+    parse_slash,
+    read_facts,
+)
 from agent.understanding.intents import (
     ACTIONS,
     CUES,
@@ -808,6 +815,8 @@ def _process_counts(entities: Entities, nproc: object) -> list[int]:
     degrees = {e.value for e in stands if re.search(rf"\b(?:{layout})\s+(?:across|over|on|with|using)?\s*$",
                                                      lowered[: e.span[0]])}  # fmt: skip
     totals = {e.value for e in stands} - degrees or {e.value for e in stands}
+    if (total := _stated_total(lowered)) in totals and total == nproc:
+        return []  # "tp on 2 and fsdp on 2, so 4 GPUs total": the total said as such, the others its degrees
     return [] if totals == {nproc} else counts
 
 

@@ -666,7 +666,10 @@ def _optimizer(lowered: str, entities: Entities) -> None:
             key = next(k for k, name in SETTING_NAMES.items() if re.fullmatch(name, found.group(1)))
             entities.add("vague_setting", key, found.span())
     rest = re.sub(COMPARED_SETTING, " ", lowered) if compared else lowered
-    if re.search(VAGUE_CHANGE, re.sub(PURPOSE, " ", rest)):
+    vague = [found.group(0) for found in re.finditer(VAGUE_CHANGE, re.sub(PURPOSE, " ", rest))]
+    if entities.has("steps"):  # "have it go longer this time, 200 steps": how much longer, said as its step count
+        vague = [word for word in vague if word not in ("longer", "shorter")]
+    if vague:
         entities.add("vague_setting", "other", (0, 0))
     if re.search(VAGUE_REFERENCE, lowered):
         entities.add("vague_reference", True, (0, 0))
@@ -761,6 +764,11 @@ GENERIC = NOT_NAMES | {"previous", "recent", "newest", "current", "most", "new",
                        "usual"}  # fmt: skip
 # A sweep by what it varies: "the sweep over learning rates", "the sweep across layouts".
 SWEPT_OVER = r"\bthe\s+sweep\s+(?:over|of|on|across|for)\s+(?:the\s+)?((?:learning rates?|lrs?|layouts?|\w+))\b"
+# An experiment described by the question it answered, how to split the model ("our latest 'which way should we split
+# the model across GPUs' experiment", "the study on how to shard llama"): the sweep that tried layouts.
+LAYOUT_PURPOSE = (r"\b(?:the|our|my|that|this)\s+(?:\w+\s+){0,3}?['\"]?(?:which|what|how|best)\b[^.;!?]{0,60}?"
+                  r"\b(?:split|shard|paralleli[sz]e|distribute|divide|lay\s+out|layout)\w*\b[^.;!?]{0,50}?"
+                  r"\b(?:experiment|study|investigation|comparison|test|exercise)s?\b")  # fmt: skip
 # Descriptions in other words than the facts' own (agent.understanding.known.Known.facts).
 DESCRIPTOR_WORDS = [(r"\blearning rates?\b", "lr"), (r"\btensor[- ]parallel\w*\b", "tp"),
                     (r"\bpipeline[- ]parallel\w*\b", "pp"), (r"\bfully[- ]sharded(?: data[- ]parallel)?\b", "fsdp"),
@@ -775,6 +783,7 @@ def _described(lowered: str, entities: Entities, known: Known) -> None:
     phrases = [(f, f.group(1), f.group(2)) for f in re.finditer(DESCRIBED, lowered)]
     phrases += [(f, f.group(2), f.group(1)) for f in re.finditer(DESCRIBED_AFTER, lowered)]
     phrases += [(f, f.group(1), "sweep") for f in re.finditer(SWEPT_OVER, lowered)]
+    phrases += [(f, "layout", "sweep") for f in re.finditer(LAYOUT_PURPOSE, lowered)]
     for found, words, head in phrases:
         if any(start < found.end() and found.start() < end for start, end in taken):
             continue

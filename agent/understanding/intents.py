@@ -342,7 +342,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\b(?:as|in) (?:a )?markdown\b", 3),
         # the verb "write up", its object inside or after it: "write the lr-scan results up", "write up the results"
         # (the results are what the report is of, no reading asked)
-        (r"\bwrite\s+(?:\S+\s+){0,4}?up\b", 6),
+        (r"\bwrit(?:e|es|ing|ten)\s+(?:\S+\s+){0,4}?up\b", 6),
         # a summary made to be passed on is a document, a report: "a summary of the lr sweep to share with the team"
         (
             r"\b(?:summary|summari[sz]e|recap)\b.*\b(?:to|and|for me to|so (?:i|we) can|i can) "

@@ -197,6 +197,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "fsdp on 2, 30 steps": a bare count after on/over/across counts processes
     # "tp=2 x dp_shard=4", "tp=2 + dp_shard=2": one layout of both degrees
     text = re.sub(rf"\b((?:{DIMS})=\d+)\s*(?:x|\*|×|\+|&|and|with)\s*(?=(?:{DIMS})=\d)", r"\1,", text, flags=re.I)
+    # "fsdp 4 x tp 2", "dp_shard 2 * pp 2": each layout with its own degree, not "4 x tp" (a degree of 4 for tp)
+    names = "|".join(pattern for pattern, _ in LAYOUT_WORDS)
+    text = re.sub(rf"\b((?:{names})\s*\d+)\s*(?:x|\*|×)\s*(?=(?:{names})\s*\d)", r"\1 and ", text, flags=re.I)
     text = re.sub(BARE_COUNT, r"\1 \2 processes", text, flags=re.I)
     # HSDP in words: "2 replicas x 2 shards", "2 replicas and 2 shards" are its degrees
     text = re.sub(r"\b(\d+)\s+replicas?\s*(?:x|and|by|times|,|with)?\s*(\d+)\s+shards?\b",
