@@ -3901,3 +3901,43 @@ def test_a_total_the_degrees_do_not_make_is_asked_about(known):
 )
 def test_data_sharded_only_or_as_a_dataset_is_no_fsdp(text, layout, known):
     assert read(text, known).args.get("layout") == layout
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["tune the learning rate for configs/long.yaml", "please sweep the lr on the long config",
+     "could you sweep the warmup for me"],
+)  # fmt: skip
+def test_a_setting_to_tune_by_a_sweep_is_asked_about(text, known):
+    intent = read(text, known)
+    assert intent.command == "sweep" and "A sweep varies layouts only" in (intent.clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["the sweep over learning rates, who won?", "there's a finished sweep over learning rates, which value won?",
+     "best lr from the lr sweep?"],
+)  # fmt: skip
+def test_a_sweep_named_by_the_setting_it_varied_is_read(text, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("sweep"), intent.clarify) == ("trials", "sweeps/lr-scan", None)
+
+
+def test_tuning_the_layouts_is_still_a_sweep(known):
+    intent = read("tune the layouts for configs/long.yaml", known)
+    assert (intent.command, intent.clarify) == ("sweep", None)
+
+
+@pytest.mark.parametrize(
+    "text, refused",
+    [
+        ("throw tp-try away", True),  # the verb split around its object
+        ("wipe r1 out pls", True),
+        ("toss the lr-scan sweep out", True),
+        ("don't throw tp-try away, just cancel it", False),
+        ("clear r1 out of the comparison", False),  # left out of what is shown
+        ("throw the failed trials of lr-scan out and show the rest", False),  # no name is the object
+    ],
+)
+def test_a_deleting_verb_split_around_a_name_is_refused(text, refused, known):
+    assert (read(text, known).refusal is not None) == refused

@@ -46,6 +46,7 @@ from agent.understanding.entities import (
 from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
 from agent.understanding.grammar import (
     LAYOUT_WORDS,
+    SETTING_NAMES,
     Intent,
     _stated_total,
     first_reading,
@@ -58,6 +59,7 @@ from agent.understanding.intents import (
     FOLLOW_UP,
     NOT_BY_POSSIBLE,
     POSSIBLE_TO,
+    TUNED_SETTING,
     negated_actions,
     ranked,
     score,
@@ -680,6 +682,12 @@ def _fill_sweep(intent: Intent, entities: Entities, context: Context) -> None:
     stated = [
         e for e in entities.found if e.kind in ("switch", "switch_doubt", "override", "optimizer", "steps", "nproc")
     ]
+    tuned = re.search(TUNED_SETTING, plain_of(intent, context).lower())
+    if tuned and intent.clarify is None:  # "tune the learning rate for configs/long.yaml": no sweep varies it
+        setting = re.search("|".join(SETTING_NAMES.values()), tuned.group(0)).group(0)
+        intent.clarify = (f"A sweep varies layouts only (the experiment's search section), not the {setting}. Sweep "
+                          f"the layouts (`{f'/sweep {_args_text(intent)}'.strip()}`), or launch a run for each value "
+                          "to compare, e.g. `train 20 steps with lr 3e-4`?")  # fmt: skip
     if stated and intent.clarify is None:
         said = plain_of(intent, context)[stated[0].span[0] : stated[0].span[1]] or str(stated[0].value)
         intent.clarify = (f"A sweep varies layouts over the experiment as it is: it cannot take {said!r}. Change the "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from agent.understanding.entities import NOUNS, SWITCHES, Entities, masked
+from agent.understanding.grammar import SETTING_NAMES
 
 # "do" opens a question only before its subject: "do we have ...?", not "do the same as r1 with 50 steps".
 QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|were|did|does|would|could|should|"
@@ -54,6 +55,12 @@ USED_WELL = (rf"{_USE}{_HARDWARE}\s+{_WELL}|\bhow\s+{_WELL}[^.?!;]*?{_USE}{_HARD
              r"\b(?:hardware|gpu|compute)\s+(?:utili[sz]ation|efficiency)\b")  # fmt: skip
 # What a sweep found, named after the noun "sweep": "sweep results", "sweep winner?" (its trials, read).
 SWEEP_FIGURES = r"(?:results?|winners?|numbers|figures|trials|outcomes?|findings|summary|table|stats)\b"
+# A setting named as what to tune or sweep, the verb's object ("tune the learning rate for configs/long.yaml", "please
+# sweep the lr"): a sweep is asked for, which varies layouts only (the planner asks; agent.understanding._fill_sweep).
+# A sweep named by what it varied ("the lr sweep", "a finished sweep over learning rates") is one on disk, no request.
+TUNED_SETTING = (r"(?:\btun(?:e|es|ing)|(?:^|[,;:.!?]\s*|\b(?:to|please|pls|and|then|you|let'?s|we|i)\s+)sweep(?:ing)?)"
+                 r"\s+(?:over\s+|across\s+)?(?:the\s+|our\s+|my\s+|its\s+)?"
+                 rf"(?:{'|'.join(SETTING_NAMES.values())})s?\b")  # fmt: skip
 # Cue words of each intent, with their weights.
 # The docs by any of their names ("the doc page", "the readme"), and what brings them up to date, in any form
 # ("refreshing", "updated").
@@ -267,6 +274,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
             10,
         ),
         (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
+        (TUNED_SETTING, 4),
         # the layouts tuned, as a verb and its object: "tune layouts for configs/long.yaml", "auto-tune the mesh"
         (r"\b(?:auto[- ]?)?tune\s+(?:the\s+|our\s+|my\s+|its\s+)?(?:layouts?|mesh(?:es)?|parallelism|sharding)\b", 4),
         # "a much bigger search this time", "compare layouts again, 24 trials ... kick it off": a count of trials to

@@ -26,6 +26,10 @@ DELETED_THINGS = (r"\s+(?:(?:the|all|of|my|our|old|every|those|these|that|this|i
                   r"outputs?|logs?|directories|directory|dirs?|folders?|files?|branch(?:es)?|reports?|history|"
                   r"experiments?|everything|it all)\b")  # fmt: skip
 NAMED = ("run", "sweep", "checkpoint", "file", "experiment")
+# A deleting verb split around its object ("throw tp-try away", "wipe r1 out", "toss the lr-scan sweep out"): a
+# deletion where the object is a name of the repository (with GLUE words only).
+SPLIT_DELETE = (r"\b(?:throw(?:ing)?|toss(?:ing)?|chuck(?:ing)?|wip(?:e|ing)|clean(?:ing)?|clear(?:ing)?)\s+"
+                r"((?:[\w./'-]+\s+){1,4}?)(?:away|out(?!\s+of\b)|up)\b")  # fmt: skip
 PUSH = (r"\bforce[- ]?push\w*|\bpush\w*\s+(?:-f|--force)\b|\bpush\w*\s+(?:\S+\s+){0,4}?(?:straight|directly|right)?\s*"
         r"(?:to|into|onto)\s+(?:origin\s+)?(?:main|master)\b|\b(?:commit|merge)\w*\s+(?:\S+\s+){0,4}?"
         r"(?:straight|directly)\s+(?:to|into|onto)\s+(?:main|master)\b|\b(?:skip(?:ping)?|without|bypass\w*)\s+"
@@ -97,6 +101,21 @@ def _deletion(lowered: str, entities: Entities) -> str | None:
         names = [e for e in entities.found if e.kind in NAMED]
         if names and not entities.has("switch_mention") and re.match(PRONOUN, lowered[verb.end() :]):
             return str(names[-1].value)  # "cancel r1 and then delete it": r1, never a setting ("remove it")
+    return _split_deletion(lowered, entities)
+
+
+def _split_deletion(lowered: str, entities: Entities) -> str | None:
+    """The name a deleting verb split around its object deletes ("throw tp-try away"), or None."""
+    for verb in re.finditer(SPLIT_DELETE, lowered):
+        if re.search(NEGATED, lowered[: verb.start()]):
+            continue
+        start, end = verb.span(1)
+        named = [e for e in entities.found if e.kind in NAMED and start <= e.span[0] < end]
+        rest = lowered[start:end]
+        for e in sorted(named, key=lambda e: -e.span[0]):
+            rest = rest[: e.span[0] - start] + " " + rest[e.span[1] - start :]
+        if named and set(rest.replace("'s", " ").split()) <= GLUE:
+            return str(named[0].value)
     return None
 
 
