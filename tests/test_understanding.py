@@ -3683,6 +3683,8 @@ def test_a_layouts_degree_beside_the_total_or_the_same_count_twice_acts(text, np
         ("long.yaml", "read", {"path": "configs/long.yaml"}),  # a file alone is read
         ("what does long.yaml set the steps to?", "read", {"path": "configs/long.yaml"}),  # a question about it
         ("cat long.yaml, the 2 gpu fsdp one", "read", {"path": "configs/long.yaml"}),  # a verb of reading
+        ("set steps to 50 in configs/long.yaml", "read", {"path": "configs/long.yaml"}),  # a change to it: no launch
+        ("update long.yaml so packing is off", "read", {"path": "configs/long.yaml"}),
     ],
 )
 def test_an_experiment_file_given_a_launchs_facts_is_launched(text, command, args, known):
@@ -3851,6 +3853,7 @@ def test_an_experiment_described_by_its_question_of_how_to_split_is_the_layout_s
 def test_an_experiment_about_something_else_is_no_layout_sweep(known):
     intent = read("write up our last 'which learning rate is best' experiment", known)
     assert intent.args.get("sweep") != "sweeps/layouts-nov"
+    assert read("plan the best way to split the model, as a test", known).command == "plan"
 
 
 def test_written_up_is_a_report(known):
@@ -3897,6 +3900,7 @@ def test_a_total_the_degrees_do_not_make_is_asked_about(known):
     [
         ("train 10 steps on 2 gpus, only the data is sharded across them", "dp_replicate=2"),  # only the data: DDP
         ("train 10 steps on 2 gpus with the sharded dataset", None),  # a dataset's shards are no layout
+        ("train 10 steps on 2 gpus with ddp; the data is sharded across 4 files", "dp_replicate=2"),  # storage
     ],
 )
 def test_data_sharded_only_or_as_a_dataset_is_no_fsdp(text, layout, known):

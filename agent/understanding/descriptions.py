@@ -109,7 +109,8 @@ LAYOUT_DESCRIPTIONS = [
         "ddp",
     ),
     (  # the data sharded across cards, said of a layout ("the data is sharded on two"; "only the data" is DDP's, above)
-        rf"\b(?:the\s+)?data\s+(?:is\s+|are\s+|being\s+|gets?\s+)?sharded{_ACROSS}",
+        rf"\b(?:the\s+)?data\s+(?:is\s+|are\s+|being\s+|gets?\s+)?sharded{_ACROSS}"
+        r"(?!\s+\S+\s+(?:\S+\s+)?(?:files?|disks?|buckets?|directories|folders|parquets?)\b)",  # storage, no layout
         "sharded data",
         "fsdp",
     ),

@@ -766,8 +766,8 @@ GENERIC = NOT_NAMES | {"previous", "recent", "newest", "current", "most", "new",
 SWEPT_OVER = r"\bthe\s+sweep\s+(?:over|of|on|across|for)\s+(?:the\s+)?((?:learning rates?|lrs?|layouts?|\w+))\b"
 # An experiment described by the question it answered, how to split the model ("our latest 'which way should we split
 # the model across GPUs' experiment", "the study on how to shard llama"): the sweep that tried layouts.
-LAYOUT_PURPOSE = (r"\b(?:the|our|my|that|this)\s+(?:\w+\s+){0,3}?['\"]?(?:which|what|how|best)\b[^.;!?]{0,60}?"
-                  r"\b(?:split|shard|paralleli[sz]e|distribute|divide|lay\s+out|layout)\w*\b[^.;!?]{0,50}?"
+LAYOUT_PURPOSE = (r"\b(?:the|our|my|that|this)\s+(?:\w+\s+){0,3}?['\"]?(?:which|what|how|best)\b[^.;!?,]{0,60}?"
+                  r"\b(?:split|shard|paralleli[sz]e|distribute|divide|lay\s+out|layout)\w*\b[^.;!?,]{0,50}?"
                   r"\b(?:experiment|study|investigation|comparison|test|exercise)s?\b")  # fmt: skip
 # Descriptions in other words than the facts' own (agent.understanding.known.Known.facts).
 DESCRIPTOR_WORDS = [(r"\blearning rates?\b", "lr"), (r"\btensor[- ]parallel\w*\b", "tp"),

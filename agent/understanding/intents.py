@@ -736,12 +736,19 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         scores["read"] += 3  # "r1's raw training log, the text one": its log file, not the figures read from it
 
 
+# Verbs that change a file: "set steps to 50 in long.yaml", "update long.yaml so packing is off" (no launch).
+EDITING = (r"\b(?:set|sets|setting|change[sd]?|changing|edit\w*|updat\w*|modif\w*|sav(?:e|es|ed|ing)|writ\w*|put|"
+           r"add\w*|patch\w*|tweak\w*|adjust\w*|rewrit\w*|replac\w*|fix\w*|bump\w*|increas\w*|decreas\w*|rais\w*|"
+           r"lower\w*|commit\w*|creat\w*|copy|copied)\b")  # fmt: skip
+
+
 def _launched_file(lowered: str, entities: Entities) -> bool:
     """Whether the files named are experiment files (a YAML config, not a run's own) stated with no verb of reading
-    and no question: "configs/long.yaml on 4 gpus" runs it; "show long.yaml", "does long.yaml use fsdp?" read it."""
+    or editing and no question: "configs/long.yaml on 4 gpus" runs it; "show long.yaml", "does long.yaml use fsdp?"
+    read it, as a change to it ("set steps to 50 in long.yaml") does (no tool edits a file)."""
     experiments = all(str(f).endswith((".yaml", ".yml")) and not str(f).startswith(("runs/", "sweeps/"))
                       for f in entities.all("file"))  # fmt: skip
-    reading = any(re.search(rule, lowered) for rule, _ in CUES["read"][:2])
+    reading = any(re.search(rule, lowered) for rule, _ in CUES["read"][:2]) or re.search(EDITING, lowered)
     return experiments and not reading and not re.search(QUESTION, lowered) and "?" not in lowered
 
 
