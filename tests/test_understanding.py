@@ -3684,6 +3684,9 @@ def test_a_layouts_degree_beside_the_total_or_the_same_count_twice_acts(text, np
         ("what does long.yaml set the steps to?", "read", {"path": "configs/long.yaml"}),  # a question about it
         ("cat long.yaml, the 2 gpu fsdp one", "read", {"path": "configs/long.yaml"}),  # a verb of reading
         ("set steps to 50 in configs/long.yaml", "read", {"path": "configs/long.yaml"}),  # a change to it: no launch
+        ("the long config on 2 gpus with ddp", "run", {"experiment": "configs/long.yaml", "nproc": 2}),  # by its name
+        ("the 256 config on 4 gpus with ddp", "run", {"experiment": "meshpilot.yaml", "nproc": 4}),  # by its value
+        ("layouts for the experiment on 4 gpus", "plan", {"devices": 4}),  # another intent's word: no launch
         ("update long.yaml so packing is off", "read", {"path": "configs/long.yaml"}),
     ],
 )
@@ -3693,10 +3696,20 @@ def test_an_experiment_file_given_a_launchs_facts_is_launched(text, command, arg
 
 
 @pytest.mark.parametrize(
+    "text",
+    ["compare long.yaml with meshpilot.yaml on 2 gpus", "estimate memory of configs/long.yaml on 2 gpus with fsdp",
+     "rank layouts for configs/long.yaml on 8 h100s"],
+)  # fmt: skip
+def test_files_compared_or_a_plan_of_a_file_are_no_launch(text, known):
+    assert read(text, known).command != "run"
+
+
+@pytest.mark.parametrize(
     "text, key, value",
     [
         ("sweep results lr-scan, which lr won?", "sweep", "sweeps/lr-scan"),
         ("sweep winner for layuots-nov", "sweep", "sweeps/layouts-nov"),  # the sweep's name with a typo
+        ("sweep results pls", "sweep", "sweeps/layouts-nov"),  # no name: the latest sweep's, never a run's results
     ],
 )
 def test_sweep_before_its_figures_is_a_noun_read(text, key, value, known):
@@ -3925,6 +3938,11 @@ def test_a_setting_to_tune_by_a_sweep_is_asked_about(text, known):
 def test_a_sweep_named_by_the_setting_it_varied_is_read(text, known):
     intent = read(text, known)
     assert (intent.command, intent.args.get("sweep"), intent.clarify) == ("trials", "sweeps/lr-scan", None)
+
+
+def test_tuning_by_hand_before_a_launch_is_the_launch(known):
+    intent = read("tuning the lr by hand, then train 10 steps at lr 3e-4 on 2 gpus with ddp", known)
+    assert (intent.command, intent.clarify) == ("run", None)
 
 
 def test_tuning_the_layouts_is_still_a_sweep(known):

@@ -58,7 +58,7 @@ SWEEP_FIGURES = r"(?:results?|winners?|numbers|figures|trials|outcomes?|findings
 # A setting named as what to tune or sweep, the verb's object ("tune the learning rate for configs/long.yaml", "please
 # sweep the lr"): a sweep is asked for, which varies layouts only (the planner asks; agent.understanding._fill_sweep).
 # A sweep named by what it varied ("the lr sweep", "a finished sweep over learning rates") is one on disk, no request.
-TUNED_SETTING = (r"(?:\btun(?:e|es|ing)|(?:^|[,;:.!?]\s*|\b(?:to|please|pls|and|then|you|let'?s|we|i)\s+)sweep(?:ing)?)"
+TUNED_SETTING = (r"(?:\btunes?|(?:^|[,;:.!?]\s*|\b(?:to|please|pls|and|then|you|let'?s|we|i)\s+)sweep(?:ing)?)"
                  r"\s+(?:over\s+|across\s+)?(?:the\s+|our\s+|my\s+|its\s+)?"
                  rf"(?:{'|'.join(SETTING_NAMES.values())})s?\b")  # fmt: skip
 # Cue words of each intent, with their weights.
@@ -597,7 +597,10 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         and not re.search(rf"{TRIALS_OF_A_SWEEP}\s+(?:\d+\s+)?(?:{NOUNS['trials']})\b", lowered)
     ):  # "maybe a dozen trials?": trials to run, not the word "trials" of a sweep's results (nor the grammar's reading)
         scores["trials"] -= 3 + (2.5 if grammar == "trials" else 0)
-    _entity_cues(lowered, entities, scores)
+    # no word of the sentence cues another intent: "long.yaml, 2 gpus, fsdp" is a launch's facts, "layouts for
+    # configs/long.yaml on 8 h100s" a plan's
+    only_facts = all(v <= 0 for k, v in scores.items() if k not in ("read", "run"))
+    _entity_cues(lowered, entities, scores, only_facts)
     if scores["status"] > 0 and _ended_and_measured(masked(lowered, entities)):
         scores["results"] = max(scores["results"], scores["status"] + 0.5)  # what the status says, and the figure
     said = text.lower()
@@ -677,7 +680,7 @@ def launch_verb(lowered: str) -> bool:
     return False
 
 
-def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> None:
+def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], only_facts: bool = False) -> None:
     planned = entities.has("model", "model_choice") + entities.has("gpu_named") + entities.has("node_count")
     planned += entities.has("device_mem") + entities.has("own_model")  # "on 8 cards with 40 gigs each", "our model"
     if planned:
@@ -707,10 +710,16 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         for intent in ("trials", "report", "pr", "docs"):
             scores[intent] += 1.5
         scores["plan"] -= 2
-        if not entities.has("run"):  # "the results of the lr-scan sweep" are its trials
-            scores["trials"] += max(scores["results"], 0)
-            scores["results"] = 0
-    if entities.has("file") and (launching or entities.has("devices")) and _launched_file(lowered, entities):
+    sweeps_figures = entities.has("sweep") or re.search(rf"\bsweeps?\s+{SWEEP_FIGURES}", lowered)
+    if sweeps_figures and not entities.has("run"):  # "the results of the lr-scan sweep", "sweep results?": its trials
+        scores["trials"] += max(scores["results"], 0)
+        scores["results"] = 0
+    if (
+        only_facts
+        and entities.has("file", "experiment")
+        and (launching or entities.has("devices"))
+        and _launched_file(lowered, entities)
+    ):
         scores["run"] += 4  # "long.yaml, 2 gpus, fsdp": an experiment file given what a launch takes, no reading asked
     elif entities.has("file"):
         scores["read"] += 3
@@ -746,8 +755,9 @@ def _launched_file(lowered: str, entities: Entities) -> bool:
     """Whether the files named are experiment files (a YAML config, not a run's own) stated with no verb of reading
     or editing and no question: "configs/long.yaml on 4 gpus" runs it; "show long.yaml", "does long.yaml use fsdp?"
     read it, as a change to it ("set steps to 50 in long.yaml") does (no tool edits a file)."""
-    experiments = all(str(f).endswith((".yaml", ".yml")) and not str(f).startswith(("runs/", "sweeps/"))
-                      for f in entities.all("file"))  # fmt: skip
+    named = {str(f) for f in [*entities.all("file"), *entities.all("experiment")]}
+    experiments = len(named) == 1 and all(f.endswith((".yaml", ".yml")) and not f.startswith(("runs/", "sweeps/"))
+                                          for f in named)  # fmt: skip  # two files named are compared, not launched
     reading = any(re.search(rule, lowered) for rule, _ in CUES["read"][:2]) or re.search(EDITING, lowered)
     return experiments and not reading and not re.search(QUESTION, lowered) and "?" not in lowered
 
