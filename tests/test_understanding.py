@@ -3741,6 +3741,7 @@ def test_a_path_typo_is_corrected_against_the_disk_only(text, path, known):
         "did r1 use the GPUs efficiently, and how fast was it?",
         "what was the hardware utilisation of the latest run?",
         "how well did baseline-ddp utilise the hardware",
+        "was the hardware used well by r1?",  # the passive
     ],
 )
 def test_how_well_a_run_used_the_hardware_is_its_results(text, known):
@@ -3799,11 +3800,12 @@ def test_a_secret_under_a_negation_of_its_showing_is_no_request_for_it(text, ref
         ("if we add 3 more machines with 8 h200s each, how would llama 3.1 70b split?", None, 3),  # the new ones
         ("what about 2 more nodes?", {"devices": 8, "nodes": 2, "gpu": "h100", "model": "llama-3.1-70b"}, 4),
         ("and 2 fewer nodes?", {"devices": 8, "nodes": 3, "gpu": "h100", "model": "llama-3.1-70b"}, 1),
+        ("plan llama 3.1 8b on 8 h100s, and what if we had 2 more nodes", None, 2),  # 8 in each, not 8 over 2
     ],
 )
 def test_nodes_said_as_more_are_the_new_ones_or_added_to_the_plan_before(text, earlier, nodes, known):
     intent = read(text, known, planned(earlier) if earlier else None)
-    assert intent.command == "plan" and intent.args.get("nodes") == nodes
+    assert intent.command == "plan" and intent.args.get("nodes") == nodes and intent.args.get("devices") == 8
 
 
 def test_more_steps_with_no_launch_before_are_still_asked_about(known):
@@ -3856,6 +3858,7 @@ def test_longer_with_no_step_count_is_still_asked_about(known):
     [
         ("write up our last 'how should we shard the model over the cards' experiment for the team", "report"),
         ("open a PR with the results of the 'what is the best way to split the model' study", "pr"),
+        ("the experiment that tested which layout is best: show the winner", "trials"),  # the noun first
     ],
 )
 def test_an_experiment_described_by_its_question_of_how_to_split_is_the_layout_sweep(text, command, known):
@@ -3933,7 +3936,7 @@ def test_a_setting_to_tune_by_a_sweep_is_asked_about(text, known):
 @pytest.mark.parametrize(
     "text",
     ["the sweep over learning rates, who won?", "there's a finished sweep over learning rates, which value won?",
-     "best lr from the lr sweep?"],
+     "best lr from the lr sweep?", "did we tune the learning rate in lr-scan?"],
 )  # fmt: skip
 def test_a_sweep_named_by_the_setting_it_varied_is_read(text, known):
     intent = read(text, known)

@@ -1008,12 +1008,14 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
     elif size := entities.get("model_size"):  # "a 7b on 4 l40s": several presets, never the experiment's instead
         sized = [k for k in MODELS if (m := _PRESET.match(k)) and float(m.group(3)) == float(str(size))]
         intent.clarify = f"Which {size}B model: {' or '.join(sized) or 'no preset has that size'}?"
-    if (nodes := entities.get("node_count")) or (nodes := _relative_nodes(entities, context)):
+    if nodes := entities.get("node_count"):
         args["nodes"] = nodes
     if per_node := entities.get("per_node"):
         args["devices"] = per_node
     elif nodes and (devices := _device_count(entities)) and devices % nodes == 0 and devices > nodes:
         args["devices"] = devices if re.search(r"\b(?:each|per)\b", intent.text.lower()) else devices // nodes
+    if "nodes" not in args and (more := _relative_nodes(entities, context)):
+        args["nodes"] = more  # after the devices: "8 h100s, and 2 more nodes" are 8 in each, not 8 split over 2
     _gpu_size(intent, entities, context)
     if (device_mem := entities.get("device_mem")) and "gpu" not in args:
         args["device_mem"] = device_mem

@@ -768,7 +768,11 @@ SWEPT_OVER = r"\bthe\s+sweep\s+(?:over|of|on|across|for)\s+(?:the\s+)?((?:learni
 # the model across GPUs' experiment", "the study on how to shard llama"): the sweep that tried layouts.
 LAYOUT_PURPOSE = (r"\b(?:the|our|my|that|this)\s+(?:\w+\s+){0,3}?['\"]?(?:which|what|how|best)\b[^.;!?,]{0,60}?"
                   r"\b(?:split|shard|paralleli[sz]e|distribute|divide|lay\s+out|layout)\w*\b[^.;!?,]{0,50}?"
-                  r"\b(?:experiment|study|investigation|comparison|test|exercise)s?\b")  # fmt: skip
+                  r"\b(?:experiment|study|investigation|comparison|test|exercise)s?\b|"
+                  # the noun first: "the experiment that tested which layout is best"
+                  r"\b(?:the|our|my|that|this)\s+(?:\w+\s+)?(?:experiment|study|investigation|comparison|test)\s+"
+                  r"(?:that|which|where|on|about|of)\s+(?:\w+\s+){0,3}?(?:which|what|how|best)\b[^.;!?,]{0,40}?"
+                  r"\b(?:split|shard|paralleli[sz]e|distribute|divide|lay\s+out|layout)\w*\b")  # fmt: skip
 # Descriptions in other words than the facts' own (agent.understanding.known.Known.facts).
 DESCRIPTOR_WORDS = [(r"\blearning rates?\b", "lr"), (r"\btensor[- ]parallel\w*\b", "tp"),
                     (r"\bpipeline[- ]parallel\w*\b", "pp"), (r"\bfully[- ]sharded(?: data[- ]parallel)?\b", "fsdp"),

@@ -52,13 +52,15 @@ _USE = (r"\b(?:us(?:e|ed|es|ing)|utili[sz](?:e|ed|es|ing)|exploit(?:ed|s|ing)?)\
         r"(?:the\s+|our\s+|its\s+|all\s+(?:the\s+)?)?")  # fmt: skip
 _HARDWARE = r"(?:hardware|gpus?|cards?|accelerators?|compute)\b"
 USED_WELL = (rf"{_USE}{_HARDWARE}\s+{_WELL}|\bhow\s+{_WELL}[^.?!;]*?{_USE}{_HARDWARE}|"
+             rf"\b{_HARDWARE}\s+(?:(?:is|was|are|were|being|got|get)\s+)?(?:used|utili[sz]ed|exploited)\s+{_WELL}|"
              r"\b(?:hardware|gpu|compute)\s+(?:utili[sz]ation|efficiency)\b")  # fmt: skip
 # What a sweep found, named after the noun "sweep": "sweep results", "sweep winner?" (its trials, read).
 SWEEP_FIGURES = r"(?:results?|winners?|numbers|figures|trials|outcomes?|findings|summary|table|stats)\b"
-# A setting named as what to tune or sweep, the verb's object ("tune the learning rate for configs/long.yaml", "please
-# sweep the lr"): a sweep is asked for, which varies layouts only (the planner asks; agent.understanding._fill_sweep).
-# A sweep named by what it varied ("the lr sweep", "a finished sweep over learning rates") is one on disk, no request.
-TUNED_SETTING = (r"(?:\btunes?|(?:^|[,;:.!?]\s*|\b(?:to|please|pls|and|then|you|let'?s|we|i)\s+)sweep(?:ing)?)"
+# A setting named as what to tune or sweep, the verb's object in a request ("tune the learning rate for
+# configs/long.yaml", "please sweep the lr"; not "did we tune the lr in lr-scan?"): a sweep is asked for, which
+# varies layouts only (the planner asks; agent.understanding._fill_sweep). A sweep named by what it varied ("the lr
+# sweep", "a finished sweep over learning rates") is one on disk, no request.
+TUNED_SETTING = (r"(?:^|[,;:.!?]\s*|\b(?:to|please|pls|and|then|you|let'?s)\s+)(?:tune|sweep)"
                  r"\s+(?:over\s+|across\s+)?(?:the\s+|our\s+|my\s+|its\s+)?"
                  rf"(?:{'|'.join(SETTING_NAMES.values())})s?\b")  # fmt: skip
 # Cue words of each intent, with their weights.
