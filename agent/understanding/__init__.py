@@ -48,10 +48,10 @@ from agent.understanding.grammar import (
     LAYOUT_WORDS,
     SETTING_NAMES,
     Intent,
-    _stated_total,
     first_reading,
     parse_slash,
     read_facts,
+    stated_total,
 )
 from agent.understanding.intents import (
     ACTIONS,
@@ -823,7 +823,7 @@ def _process_counts(entities: Entities, nproc: object) -> list[int]:
     degrees = {e.value for e in stands if re.search(rf"\b(?:{layout})\s+(?:across|over|on|with|using)?\s*$",
                                                      lowered[: e.span[0]])}  # fmt: skip
     totals = {e.value for e in stands} - degrees or {e.value for e in stands}
-    if (total := _stated_total(lowered)) in totals and total == nproc:
+    if (total := stated_total(lowered)) in totals and total == nproc:
         return []  # "tp on 2 and fsdp on 2, so 4 GPUs total": the total said as such, the others its degrees
     return [] if totals == {nproc} else counts
 
@@ -975,14 +975,12 @@ def _relative_nodes(entities: Entities, context: Context) -> int | None:
     ("we're getting two more nodes, 8x H100 each, is 70b viable on that?" plans those). "N fewer" needs a plan."""
     for value in entities.all("relative"):
         word, number, kind = str(value).split()
-        before = (context.plan or {}).get("nodes")
         if kind != "nodes":
             continue
-        if context.plan is None and word == "more":
-            return int(number)
-        if context.plan is not None:
-            total = int(before or 1) + (int(number) if word == "more" else -int(number))
-            return total if total >= 1 else None
+        if context.plan is None:
+            return int(number) if word == "more" else None
+        total = int(context.plan.get("nodes") or 1) + (int(number) if word == "more" else -int(number))
+        return total if total >= 1 else None
     return None
 
 

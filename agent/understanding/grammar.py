@@ -437,7 +437,7 @@ def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> 
     if "ep" in degrees and not _expert_degree(degrees, intent):
         return
     nproc = intent.args.get("nproc") or devices
-    if (total := _stated_total(lowered)) and len(degrees) >= 2:
+    if (total := stated_total(lowered)) and len(degrees) >= 2:
         nproc = total  # "tp on 2 GPUs and the data sharded on 2, so 4 GPUs total": each count after a layout its degree
         for pattern, dim in LAYOUT_WORDS:
             after = re.search(rf"\b(?:{pattern})\s+(?:across|over|on|onto|between|among)\s+(\d+)\b", lowered)
@@ -469,7 +469,8 @@ TOTAL = (r"\b(?:a\s+|in\s+)?total(?:\s+of)?\s+(\d+)\b|\b(\d+)\s+(?:(?:gpus?|card
          r"ranks?)\s+)?(?:in\s+total|total|in\s+all|altogether|overall|all\s+together)\b")  # fmt: skip
 
 
-def _stated_total(lowered: str) -> int | None:
+def stated_total(lowered: str) -> int | None:
+    """The total a launch states as such, or None."""
     found = re.search(TOTAL, lowered)
     return int(found.group(1) or found.group(2)) if found else None
 

@@ -159,8 +159,7 @@ class Known:
 
     def config(self, stem: str) -> str | None:
         """An experiment file by its stem ("the long config" is configs/long.yaml)."""
-        found = [f for f in self.files if f.endswith((".yaml", ".yml")) and Path(f).stem == stem.lower()]
-        found = [f for f in found if not f.startswith(("runs/", "sweeps/"))]
+        found = [f for f in self.experiments() if Path(f).stem == stem.lower()]
         return found[0] if len(found) == 1 else None
 
 
