@@ -3726,6 +3726,8 @@ def test_sweep_as_a_verb_still_starts_one(known):
     [
         ("show confgs/long.yaml", "configs/long.yaml"),  # a typo in the folder, the file's name exact
         ("sweep layouts on cnofigs/long.yaml, 4 trials", "configs/long.yaml"),
+        ("show cofigs/long.yml", "configs/long.yaml"),  # the folder's typo and the suffix's other spelling
+        ("show cnfigs/meshpilot.yaml", "cnfigs/meshpilot.yaml"),  # no such file in configs/: never moved there
         ("show configz/short.yaml", "configz/short.yaml"),  # nothing on disk it is close to: as said, never invented
         ("show docs/long.yaml", "docs/long.yaml"),  # another folder, no typo of configs
     ],
@@ -3966,3 +3968,20 @@ def test_tuning_the_layouts_is_still_a_sweep(known):
 )
 def test_a_deleting_verb_split_around_a_name_is_refused(text, refused, known):
     assert (read(text, known).refusal is not None) == refused
+
+
+@pytest.mark.parametrize(
+    "text, key, value",
+    [
+        ("status of tp-tyr", "run", "runs/tp-try"),  # two letters swapped in a short name
+        ("who won in lyouts-nov", "sweep", "sweeps/layouts-nov"),
+        ("lr-sacn winner?", "sweep", "sweeps/lr-scan"),
+    ],
+)
+def test_a_name_with_a_typo_is_the_one_on_disk_it_is_closest_to(text, key, value, known):
+    intent = read(text, known)
+    assert intent.args.get(key) == value and intent.clarify is None
+
+
+def test_a_name_far_from_every_one_on_disk_is_asked_about(known):
+    assert "I find no run or sweep named" in (read("status of tp-attempt", known).clarify or "")

@@ -58,6 +58,8 @@ class Known:
         if word in names:
             return names[word]
         near = difflib.get_close_matches(word, names, n=2, cutoff=0.85) if close else []
+        if close and not near:  # "tp-tyr": two letters swapped, which difflib's ratio scores low in a short name
+            near = [n for n in names if _close(word, n)]
         if len(near) == 1 and len(word) >= 5:
             return names[near[0]]
         if not prefix:
@@ -185,8 +187,9 @@ def _typo_of(path: str, existing: str) -> bool:
     exact ("cofigs/long.yaml" is configs/long.yaml)."""
     folder, _, name = path.rpartition("/")
     its_folder, _, its_name = existing.rpartition("/")
-    if folder and its_folder and folder.lower() != its_folder.lower():
-        return name.lower() == its_name.lower() and _close(folder.lower(), its_folder.lower())
+    if folder and its_folder and folder.lower() != its_folder.lower():  # the name exact, its suffix either spelling
+        same_name = Path(name).stem.lower() == Path(its_name).stem.lower() and _suffix(name) == _suffix(its_name)
+        return same_name and _close(folder.lower(), its_folder.lower())
     stem, suffix = Path(name).stem.lower(), _suffix(name)
     its_stem = Path(its_name).stem.lower()
     if folder != its_folder or suffix != _suffix(its_name) or len(its_stem) < 5 or stem == its_stem:
