@@ -1251,13 +1251,18 @@ def test_a_size_alone_names_a_model_only_where_one_preset_has_it(known):
 @pytest.mark.parametrize(
     "text, gpu",
     [
-        ("plan llama-3.1-70b on 8 a100s", None),  # 40 and 80 GB plan differently: asked
-        ("plan llama-3.1-8b on 8 a100s", "a100-80gb"),  # the same plan on both: the bare name's preset
+        ("plan llama-3.1-70b on 8 a100s", None),  # no size said: asked
+        ("plan llama-3.1-8b on 8 a100s", None),  # asked even where both sizes would plan alike
+        ("if we had 16 A100 cards, how would mistral 7b be split?", None),
         ("plan llama-3.1-70b on 8 a100s with 40GB each", "a100-40gb"),
         ("plan llama-3.1-70b on 8 80GB a100s", "a100-80gb"),
+        ("how would llama 3.1 8b shard over 8 A100-40GB", "a100-40gb"),
+        ("plan mistral 7b on 4 a100 80g", "a100-80gb"),
+        ("llama 3.1 8b on 8 eighty gig A100s, what layout?", "a100-80gb"),
+        ("plan llama 3.1 8b auf 8 A100 mit 40GB", "a100-40gb"),  # the size joined by a preposition of any language
     ],
 )
-def test_an_unsized_a100_is_asked_about_where_its_size_changes_the_plan(text, gpu, known):
+def test_an_unsized_a100_is_always_asked_about(text, gpu, known):
     intent = read(text, known)
     assert intent.args.get("gpu") == gpu and (intent.clarify is None) == (gpu is not None)
 
@@ -1359,19 +1364,10 @@ def test_launching_the_winner_after_reading_a_sweep_takes_its_layout(known):
     assert read("start the winner on 8 gpus", known, read_a_sweep("sweeps/layouts-nov")).clarify is not None
 
 
-def test_an_unsized_a100_for_the_experiments_own_model_is_asked_about_where_its_size_changes_the_plan(tmp_path):
-    big = {"model_type": "llama", "hidden_size": 8192, "num_hidden_layers": 80, "intermediate_size": 28672,
-           "vocab_size": 128256, "num_attention_heads": 64, "num_key_value_heads": 8}  # fmt: skip
-    (tmp_path / "meshpilot.yaml").write_text(yaml.safe_dump({"model": {"config": big}}))
-    (tmp_path / "weights").mkdir()
-    (tmp_path / "weights" / "config.json").write_text(json.dumps(big))
-    known = Known.read(tmp_path)
+def test_an_unsized_a100_for_the_experiments_own_model_is_asked_about(known):
     assert "A100 40GB or A100 80GB" in read("plan our model on 8 A100s", known).clarify
-    (tmp_path / "meshpilot.yaml").write_text(yaml.safe_dump({"model": {"config": {**big, "hidden_size": 512}}}))
-    small = read("plan our model on 8 a100s", known)  # about 4B: 8 GiB of training state a GPU
-    assert (small.args.get("gpu"), small.clarify) == ("a100-80gb", None)  # the same plan on both sizes
-    (tmp_path / "meshpilot.yaml").write_text(yaml.safe_dump({"model": {"path": "weights/config.json"}}))
-    assert read("plan our model on 8 a100s", known).clarify is not None
+    sized = read("plan our model on 8 A100s, the 40 gig ones", known)
+    assert (sized.args.get("gpu"), sized.clarify) == ("a100-40gb", None)
 
 
 def test_the_same_launch_on_another_experiment_file_is_a_launch_not_a_read(known):
@@ -3676,3 +3672,316 @@ def test_two_process_counts_where_one_would_be_dropped_are_asked_about(text, kno
 def test_a_layouts_degree_beside_the_total_or_the_same_count_twice_acts(text, nproc, layout, known):
     intent = read(text, known)
     assert intent.clarify is None and (intent.args["nproc"], intent.args["layout"]) == (nproc, layout)
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        ("configs/long.yaml on 4 gpus", "run", {"experiment": "configs/long.yaml", "nproc": 4}),
+        ("long.yaml for 30 steps", "run", {"experiment": "configs/long.yaml", "steps": 30}),
+        ("meshpilot.yaml, ddp over 2 gpus", "run", {"experiment": "meshpilot.yaml", "layout": "dp_replicate=2"}),
+        ("long.yaml", "read", {"path": "configs/long.yaml"}),  # a file alone is read
+        ("what does long.yaml set the steps to?", "read", {"path": "configs/long.yaml"}),  # a question about it
+        ("cat long.yaml, the 2 gpu fsdp one", "read", {"path": "configs/long.yaml"}),  # a verb of reading
+        ("set steps to 50 in configs/long.yaml", "read", {"path": "configs/long.yaml"}),  # a change to it: no launch
+        ("the long config on 2 gpus with ddp", "run", {"experiment": "configs/long.yaml", "nproc": 2}),  # by its name
+        ("the 256 config on 4 gpus with ddp", "run", {"experiment": "meshpilot.yaml", "nproc": 4}),  # by its value
+        ("layouts for the experiment on 4 gpus", "plan", {"devices": 4}),  # another intent's word: no launch
+        ("update long.yaml so packing is off", "read", {"path": "configs/long.yaml"}),
+    ],
+)
+def test_an_experiment_file_given_a_launchs_facts_is_launched(text, command, args, known):
+    intent = read(text, known)
+    assert intent.command == command and {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["compare long.yaml with meshpilot.yaml on 2 gpus", "estimate memory of configs/long.yaml on 2 gpus with fsdp",
+     "rank layouts for configs/long.yaml on 8 h100s"],
+)  # fmt: skip
+def test_files_compared_or_a_plan_of_a_file_are_no_launch(text, known):
+    assert read(text, known).command != "run"
+
+
+@pytest.mark.parametrize(
+    "text, key, value",
+    [
+        ("sweep results lr-scan, which lr won?", "sweep", "sweeps/lr-scan"),
+        ("sweep winner for layuots-nov", "sweep", "sweeps/layouts-nov"),  # the sweep's name with a typo
+        ("sweep results pls", "sweep", "sweeps/layouts-nov"),  # no name: the latest sweep's, never a run's results
+    ],
+)
+def test_sweep_before_its_figures_is_a_noun_read(text, key, value, known):
+    intent = read(text, known)
+    assert intent.command == "trials" and intent.args[key] == value
+
+
+def test_sweep_as_a_verb_still_starts_one(known):
+    assert read("sweep the layouts for configs/long.yaml", known).command == "sweep"
+
+
+@pytest.mark.parametrize(
+    "text, path",
+    [
+        ("show confgs/long.yaml", "configs/long.yaml"),  # a typo in the folder, the file's name exact
+        ("sweep layouts on cnofigs/long.yaml, 4 trials", "configs/long.yaml"),
+        ("show cofigs/long.yml", "configs/long.yaml"),  # the folder's typo and the suffix's other spelling
+        ("show cnfigs/meshpilot.yaml", "cnfigs/meshpilot.yaml"),  # no such file in configs/: never moved there
+        ("show configz/short.yaml", "configz/short.yaml"),  # nothing on disk it is close to: as said, never invented
+        ("show docs/long.yaml", "docs/long.yaml"),  # another folder, no typo of configs
+    ],
+)
+def test_a_path_typo_is_corrected_against_the_disk_only(text, path, known):
+    intent = read(text, known)
+    assert path in (intent.args.get("path"), intent.args.get("experiment"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "did r1 use the GPUs efficiently, and how fast was it?",
+        "what was the hardware utilisation of the latest run?",
+        "how well did baseline-ddp utilise the hardware",
+        "was the hardware used well by r1?",  # the passive
+    ],
+)
+def test_how_well_a_run_used_the_hardware_is_its_results(text, known):
+    assert read(text, known).command == "results"
+
+
+@pytest.mark.parametrize("text", ["what hardware is in this box?", "what hardware do we have here?"])
+def test_the_hardware_itself_is_still_the_machine(text, known):
+    assert read(text, known).command == "hardware"
+
+
+def test_a_quarter_or_fiscal_year_is_no_runs_name(known):
+    intent = read("loss and tok/s of the latest run, for the FY26 planning and the Q4 review", known)
+    assert (intent.command, intent.clarify, intent.args["run"]) == ("results", None, "runs/r1")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "which runs exist here right now?",
+        "the runs that are existing in this repo, which are they?",
+    ],
+)
+def test_runs_asked_as_existing_are_listed(text, known):
+    assert read(text, known).command == "runs"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "does r1 hold up against our internal tests?",
+        "can you see whether the last model we trained holds up on the quality checks",
+    ],
+)
+def test_a_model_held_up_against_quality_tests_is_a_benchmark(text, known):
+    intent = read(text, known)
+    assert intent.command == "bench" and str(intent.args.get("model", "")).startswith("runs/r1")
+
+
+@pytest.mark.parametrize(
+    "text, refused",
+    [
+        ("show me notes.md, but never print any tokens or passwords from it", False),
+        ("open meshpilot.yaml and don't paste the API key or env vars with it", False),
+        ("show meshpilot.yaml and the API keys", True),  # no negation: the secret is asked for
+        ("don't show meshpilot.yaml, print my HF token", True),  # the negation takes back the file, not the token
+    ],
+)
+def test_a_secret_under_a_negation_of_its_showing_is_no_request_for_it(text, refused, known):
+    assert (read(text, known).refusal is not None) == refused
+
+
+@pytest.mark.parametrize(
+    "text, earlier, nodes",
+    [
+        ("if we add 3 more machines with 8 h200s each, how would llama 3.1 70b split?", None, 3),  # the new ones
+        ("what about 2 more nodes?", {"devices": 8, "nodes": 2, "gpu": "h100", "model": "llama-3.1-70b"}, 4),
+        ("and 2 fewer nodes?", {"devices": 8, "nodes": 3, "gpu": "h100", "model": "llama-3.1-70b"}, 1),
+        ("plan llama 3.1 8b on 8 h100s, and what if we had 2 more nodes", None, 2),  # 8 in each, not 8 over 2
+    ],
+)
+def test_nodes_said_as_more_are_the_new_ones_or_added_to_the_plan_before(text, earlier, nodes, known):
+    intent = read(text, known, planned(earlier) if earlier else None)
+    assert intent.command == "plan" and intent.args.get("nodes") == nodes and intent.args.get("devices") == 8
+
+
+def test_more_steps_with_no_launch_before_are_still_asked_about(known):
+    assert "How many in all" in (read("train 2 more steps on 2 gpus with ddp", known).clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text, experiment",
+    [
+        ("launch the 1024 config on 2 gpus with ddp", "configs/long.yaml"),  # its seq_len tells it apart
+        ("train our 1024-token experiment on 2 gpus, fsdp", "configs/long.yaml"),
+        ("kick off the 256 config, fsdp on 2 gpus", "meshpilot.yaml"),
+    ],
+)
+def test_a_config_named_by_a_value_that_tells_it_apart_is_that_file(text, experiment, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None and intent.args["experiment"] == experiment
+    assert "trials" not in intent.args
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "train the 2048 config on 2 gpus",  # no file has it
+        "train the 20 config on 2 gpus",  # every file has it (20 steps): it tells none apart
+    ],
+)
+def test_a_config_named_by_a_value_that_tells_none_apart_is_asked_about(text, known):
+    assert "Which do you mean by" in (read(text, known).clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text, steps",
+    [
+        ("retrain the default experiment, let it run longer, 300 steps on 2 gpus with ddp", 300),
+        ("this time make it shorter: 8 steps, ddp on 2 gpus", 8),
+    ],
+)
+def test_longer_or_shorter_with_the_step_count_said_is_that_count(text, steps, known):
+    intent = read(text, known)
+    assert (intent.command, intent.clarify, intent.args.get("steps")) == ("run", None, steps)
+
+
+def test_longer_with_no_step_count_is_still_asked_about(known):
+    assert "What should change" in (read("train it longer on 2 gpus with ddp", known).clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("write up our last 'how should we shard the model over the cards' experiment for the team", "report"),
+        ("open a PR with the results of the 'what is the best way to split the model' study", "pr"),
+        ("the experiment that tested which layout is best: show the winner", "trials"),  # the noun first
+    ],
+)
+def test_an_experiment_described_by_its_question_of_how_to_split_is_the_layout_sweep(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.args.get("sweep") == "sweeps/layouts-nov"
+
+
+def test_an_experiment_about_something_else_is_no_layout_sweep(known):
+    intent = read("write up our last 'which learning rate is best' experiment", known)
+    assert intent.args.get("sweep") != "sweeps/layouts-nov"
+    assert read("plan the best way to split the model, as a test", known).command == "plan"
+
+
+def test_written_up_is_a_report(known):
+    assert read("I'd like lr-scan written up for the team", known).command == "report"
+
+
+@pytest.mark.parametrize(
+    "text, nproc, layout",
+    [
+        ("ddp 2 x pp 2, 10 steps", 4, "pp=2,dp_replicate=2"),  # each layout with its own degree
+        ("train 10 steps, layout fsdp 2 * tp 4", 8, "dp_shard=2,tp=4"),
+        ("train with 2 x tp on 2 gpus", 2, "tp=2"),  # a degree before its layout stays that layout's
+    ],
+)
+def test_layouts_joined_by_times_each_keep_their_degree(text, nproc, layout, known):
+    intent = read(text, known)
+    assert intent.clarify is None and (intent.args["nproc"], intent.args["layout"]) == (nproc, layout)
+
+
+@pytest.mark.parametrize(
+    "text, nproc, layout",
+    [
+        ("tp across 2 gpus and fsdp across 4, 8 gpus total, 10 steps", 8, "dp_shard=4,tp=2"),
+        (
+            "train with the data sharded over 2 and the model split by tensor across 2, a total of 4 gpus",
+            4,
+            "dp_shard=2,tp=2",
+        ),
+        ("put the layers into 2 stages and tensor parallel across 2 gpus, 4 in all, 10 steps", 4, "pp=2,tp=2"),
+    ],
+)
+def test_a_total_said_as_such_that_the_degrees_make_is_the_process_count(text, nproc, layout, known):
+    intent = read(text, known)
+    assert intent.clarify is None and (intent.args["nproc"], intent.args["layout"]) == (nproc, layout)
+
+
+def test_a_total_the_degrees_do_not_make_is_asked_about(known):
+    intent = read("tp across 2 gpus and fsdp across 4, 6 gpus in total", known)
+    assert "needs 8 processes, not 6" in (intent.clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text, layout",
+    [
+        ("train 10 steps on 2 gpus, only the data is sharded across them", "dp_replicate=2"),  # only the data: DDP
+        ("train 10 steps on 2 gpus with the sharded dataset", None),  # a dataset's shards are no layout
+        ("train 10 steps on 2 gpus with ddp; the data is sharded across 4 files", "dp_replicate=2"),  # storage
+    ],
+)
+def test_data_sharded_only_or_as_a_dataset_is_no_fsdp(text, layout, known):
+    assert read(text, known).args.get("layout") == layout
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["tune the learning rate for configs/long.yaml", "please sweep the lr on the long config",
+     "could you sweep the warmup for me"],
+)  # fmt: skip
+def test_a_setting_to_tune_by_a_sweep_is_asked_about(text, known):
+    intent = read(text, known)
+    assert intent.command == "sweep" and "A sweep varies layouts only" in (intent.clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["the sweep over learning rates, who won?", "there's a finished sweep over learning rates, which value won?",
+     "best lr from the lr sweep?", "did we tune the learning rate in lr-scan?"],
+)  # fmt: skip
+def test_a_sweep_named_by_the_setting_it_varied_is_read(text, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("sweep"), intent.clarify) == ("trials", "sweeps/lr-scan", None)
+
+
+def test_tuning_by_hand_before_a_launch_is_the_launch(known):
+    intent = read("tuning the lr by hand, then train 10 steps at lr 3e-4 on 2 gpus with ddp", known)
+    assert (intent.command, intent.clarify) == ("run", None)
+
+
+def test_tuning_the_layouts_is_still_a_sweep(known):
+    intent = read("tune the layouts for configs/long.yaml", known)
+    assert (intent.command, intent.clarify) == ("sweep", None)
+
+
+@pytest.mark.parametrize(
+    "text, refused",
+    [
+        ("throw tp-try away", True),  # the verb split around its object
+        ("wipe r1 out pls", True),
+        ("toss the lr-scan sweep out", True),
+        ("don't throw tp-try away, just cancel it", False),
+        ("clear r1 out of the comparison", False),  # left out of what is shown
+        ("throw the failed trials of lr-scan out and show the rest", False),  # no name is the object
+    ],
+)
+def test_a_deleting_verb_split_around_a_name_is_refused(text, refused, known):
+    assert (read(text, known).refusal is not None) == refused
+
+
+@pytest.mark.parametrize(
+    "text, key, value",
+    [
+        ("status of tp-tyr", "run", "runs/tp-try"),  # two letters swapped in a short name
+        ("who won in lyouts-nov", "sweep", "sweeps/layouts-nov"),
+        ("lr-sacn winner?", "sweep", "sweeps/lr-scan"),
+    ],
+)
+def test_a_name_with_a_typo_is_the_one_on_disk_it_is_closest_to(text, key, value, known):
+    intent = read(text, known)
+    assert intent.args.get(key) == value and intent.clarify is None
+
+
+def test_a_name_far_from_every_one_on_disk_is_asked_about(known):
+    assert "I find no run or sweep named" in (read("status of tp-attempt", known).clarify or "")

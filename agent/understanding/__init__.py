@@ -44,13 +44,22 @@ from agent.understanding.entities import (
     the_other,
 )
 from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
-from agent.understanding.grammar import LAYOUT_WORDS, Intent, first_reading, parse_slash, read_facts
+from agent.understanding.grammar import (
+    LAYOUT_WORDS,
+    SETTING_NAMES,
+    Intent,
+    first_reading,
+    parse_slash,
+    read_facts,
+    stated_total,
+)
 from agent.understanding.intents import (
     ACTIONS,
     CUES,
     FOLLOW_UP,
     NOT_BY_POSSIBLE,
     POSSIBLE_TO,
+    TUNED_SETTING,
     negated_actions,
     ranked,
     score,
@@ -344,6 +353,7 @@ NOT_A_NAME = (
     r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step_\d+|"
     r"fp\d+|bf16|e-\d+|x\d+|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|in-house|up-to-date|"
     r"follow-up|write-up|one-pager|what-if|so-called|\w+-wise|e\.g|i\.e|"
+    r"q[1-4]|fy\d+|"  # a quarter or a fiscal year ("for the Q3 deck"), no run's name
     r"(?:sign|hand|check|roll|print|read)-(?:offs?|ins?|outs?|throughs?)|"  # "for sign-off", "a roll-out": words
     r"\w+-(?:ready|based|like|level|style|friendly|only|free|heavy|bound|aware|sized|related|specific))$"
 )
@@ -672,6 +682,12 @@ def _fill_sweep(intent: Intent, entities: Entities, context: Context) -> None:
     stated = [
         e for e in entities.found if e.kind in ("switch", "switch_doubt", "override", "optimizer", "steps", "nproc")
     ]
+    tuned = re.search(TUNED_SETTING, plain_of(intent, context).lower())
+    if tuned and intent.clarify is None:  # "tune the learning rate for configs/long.yaml": no sweep varies it
+        setting = re.search("|".join(SETTING_NAMES.values()), tuned.group(0)).group(0)
+        intent.clarify = (f"A sweep varies layouts only (the experiment's search section), not the {setting}. Sweep "
+                          f"the layouts (`{f'/sweep {_args_text(intent)}'.strip()}`), or launch a run for each value "
+                          "to compare, e.g. `train 20 steps with lr 3e-4`?")  # fmt: skip
     if stated and intent.clarify is None:
         said = plain_of(intent, context)[stated[0].span[0] : stated[0].span[1]] or str(stated[0].value)
         intent.clarify = (f"A sweep varies layouts over the experiment as it is: it cannot take {said!r}. Change the "
@@ -807,6 +823,8 @@ def _process_counts(entities: Entities, nproc: object) -> list[int]:
     degrees = {e.value for e in stands if re.search(rf"\b(?:{layout})\s+(?:across|over|on|with|using)?\s*$",
                                                      lowered[: e.span[0]])}  # fmt: skip
     totals = {e.value for e in stands} - degrees or {e.value for e in stands}
+    if (total := stated_total(lowered)) in totals and total == nproc:
+        return []  # "tp on 2 and fsdp on 2, so 4 GPUs total": the total said as such, the others its degrees
     return [] if totals == {nproc} else counts
 
 
@@ -952,6 +970,20 @@ def _launch_text(args: dict[str, Any]) -> str:
     return f"So far I would train with {', '.join(parts)}." if parts else "So far I would train with the defaults."
 
 
+def _relative_nodes(entities: Entities, context: Context) -> int | None:
+    """Nodes said as "N more": N added to the plan before's nodes, or, with no plan before, the N nodes to come
+    ("we're getting two more nodes, 8x H100 each, is 70b viable on that?" plans those). "N fewer" needs a plan."""
+    for value in entities.all("relative"):
+        word, number, kind = str(value).split()
+        if kind != "nodes":
+            continue
+        if context.plan is None:
+            return int(number) if word == "more" else None
+        total = int(context.plan.get("nodes") or 1) + (int(number) if word == "more" else -int(number))
+        return total if total >= 1 else None
+    return None
+
+
 def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
     """A plan: the stated model, GPUs and counts; a follow-up keeps what the plan before had and it does not restate."""
     args = intent.args
@@ -980,6 +1012,8 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         args["devices"] = per_node
     elif nodes and (devices := _device_count(entities)) and devices % nodes == 0 and devices > nodes:
         args["devices"] = devices if re.search(r"\b(?:each|per)\b", intent.text.lower()) else devices // nodes
+    if "nodes" not in args and (more := _relative_nodes(entities, context)):
+        args["nodes"] = more  # after the devices: "8 h100s, and 2 more nodes" are 8 in each, not 8 split over 2
     _gpu_size(intent, entities, context)
     if (device_mem := entities.get("device_mem")) and "gpu" not in args:
         args["device_mem"] = device_mem
@@ -1063,8 +1097,9 @@ def _same_family(model: object, size: object) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-# GPUs sold in two memory sizes under one name: a plan on an unsized one asks which, since the memory decides which
-# layouts fit (a wrong action is worse than a question).
+# GPUs sold in two memory sizes under one name: a plan on an unsized one always asks which. The memory decides which
+# layouts fit, and people who plan expect to be asked (two outside authors did, for a model that fits either size);
+# a plan on a size they never said would be a guess shown as a fact.
 SIZED_FAMILIES = {"a100": ("a100-40gb", "a100-80gb")}
 # "the 40 gig version": the GPU of the plan before, in that memory size.
 OTHER_SIZE = r"\b(\d+)\s*gi?b\s+(?:version|variant|ones?|model|edition|cards?|gpus?)\b"
@@ -1091,58 +1126,9 @@ def _gpu_size(intent: Intent, entities: Entities, context: Context) -> None:
         args["gpu"] = sized[0]
         args.pop("device_mem", None)
         return
-    if not _sizes_matter(args, context):
-        return  # the grammar's reading of the bare name (trainer.hardware.GPU_ALIASES) gives the same answer
     args.pop("gpu", None)
     sizes = " or ".join(f"{family.upper()} {p.rsplit('-', 1)[-1].upper()}" for p in presets)
     intent.clarify = intent.clarify or f"Which {family.upper()}: {sizes}? The memory decides which layouts fit."
-
-
-# Bytes a parameter's training state takes (bf16 weights and gradients, fp32 master and Adam's two moments): the
-# weights, gradients and optimizer state a plan must place, sharded at best over every GPU.
-STATE_BYTES = 16
-SMALLER_CARD_GIB = 40
-
-
-def _sizes_matter(args: dict[str, Any], context: Context) -> bool:
-    """Whether a GPU's two memory sizes give different plans: where the model's training state, sharded over every
-    GPU planned, fills more than half of the smaller card (activations then decide what fits). The experiment's own
-    small model, or a 7B on 8 cards, plans the same on both; a 70B on 8 does not."""
-    before = context.plan or {}
-    model = args.get("model") or before.get("model")
-    size = re.search(r"(\d+(?:\.\d+)?)b\b", str(model or ""))
-    billions = float(size.group(1)) if size else None
-    if model is None:  # the experiment's own model: its size from its config (unreadable: asked, never guessed)
-        billions = _own_model_billions(str(args.get("experiment") or before.get("experiment") or "meshpilot.yaml"),
-                                       context)  # fmt: skip
-        if billions is None:
-            return True
-    if billions is None:
-        return False
-    devices = int(args.get("devices") or before.get("devices") or 1) * int(
-        args.get("nodes") or before.get("nodes") or 1
-    )
-    per_device = billions * 1e9 * STATE_BYTES / devices
-    return per_device > SMALLER_CARD_GIB * 2**30 / 2
-
-
-def _own_model_billions(experiment: str, context: Context) -> float | None:
-    """The experiment's own model's parameters in billions, from its inline config or config.json: the weight
-    matrices of its layers (attention 4 h^2, the gated MLP 3 h i) and its embedding and output (2 V h), an upper
-    bound (grouped-query attention has smaller k and v). None where the experiment or its config cannot be read."""
-    # PyYAML only when a plan for the experiment's own model names a GPU sold in two sizes
-    import yaml
-
-    if context.known.root is None:
-        return None
-    try:
-        model = (yaml.safe_load((context.known.root / experiment).read_text()) or {}).get("model") or {}
-        config = model.get("config") or _config_json(context.known.root / str(model["path"]))
-        hidden, layers = int(config["hidden_size"]), int(config["num_hidden_layers"])
-        inner, vocab = int(config["intermediate_size"]), int(config["vocab_size"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, yaml.YAMLError):
-        return None
-    return (layers * (4 * hidden * hidden + 3 * hidden * inner) + 2 * vocab * hidden) / 1e9
 
 
 def _describes_experiment(described: str, intent: Intent, context: Context) -> bool:
@@ -1166,10 +1152,6 @@ def _values(tree: object) -> set[str]:
     if isinstance(tree, list):
         return set().union(*(_values(v) for v in tree)) if tree else set()
     return {str(tree)}
-
-
-def _config_json(path: Path) -> dict:
-    return json.loads((path if path.suffix == ".json" else path / "config.json").read_text())
 
 
 def _only_preset_of_size(size: object) -> str | None:

@@ -49,7 +49,9 @@ LAYOUT_DESCRIPTIONS = [
         rf"\b{SPLIT}\s+(?:up\s+)?{_EACH_LAYER}{_ACROSS}|"
         rf"\b(?:each|every)\s+(?:single\s+)?(?:layer|weight\s+matrix|matrix|matmul)(?:'s\s+(?:weights|params|parameters|"
         rf"matrices|math))?\s+(?:(?:is|being|gets|get)\s+)?{SPLIT}(?:\s+up)?{_ACROSS}|"
-        rf"\b{SPLIT}\s+(?:(?:the\s+)?model\s+)?(?:with)?in(?:side)?\s+(?:each|every)\s+layer\b|\bintra[- ]?layer\b",
+        rf"\b{SPLIT}\s+(?:(?:the\s+)?model\s+)?(?:with)?in(?:side)?\s+(?:each|every)\s+layer\b|\bintra[- ]?layer\b|"
+        # "the model is split by tensor on two GPUs"
+        rf"\b{SPLIT}\s+(?:up\s+)?(?:by|along|per)\s+(?:the\s+)?tensors?{_ACROSS}",
         "tensor parallel",
         "tensor parallel",
     ),
@@ -105,6 +107,12 @@ LAYOUT_DESCRIPTIONS = [
         r"\b(?:only|just)\s+the\s+(?:data|batch(?:es)?)\s+(?:is\s+|gets\s+)?(?:split|divided|sharded)\b",
         "with ddp",
         "ddp",
+    ),
+    (  # the data sharded across cards, said of a layout ("the data is sharded on two"; "only the data" is DDP's, above)
+        rf"\b(?:the\s+)?data\s+(?:is\s+|are\s+|being\s+|gets?\s+)?sharded{_ACROSS}"
+        r"(?!\s+\S+\s+(?:\S+\s+)?(?:files?|disks?|buckets?|directories|folders|parquets?)\b)",  # storage, no layout
+        "sharded data",
+        "fsdp",
     ),
     (  # each card holding a slice of the weights: FSDP
         rf"\b(?:with\s+)?(?:each|every)\s+{_CARD}\s+(?:(?:to|should|must|will|would|can|only)\s+)?(?:keeping|keeps|"

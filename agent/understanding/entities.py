@@ -666,7 +666,10 @@ def _optimizer(lowered: str, entities: Entities) -> None:
             key = next(k for k, name in SETTING_NAMES.items() if re.fullmatch(name, found.group(1)))
             entities.add("vague_setting", key, found.span())
     rest = re.sub(COMPARED_SETTING, " ", lowered) if compared else lowered
-    if re.search(VAGUE_CHANGE, re.sub(PURPOSE, " ", rest)):
+    vague = [found.group(0) for found in re.finditer(VAGUE_CHANGE, re.sub(PURPOSE, " ", rest))]
+    if entities.has("steps"):  # "have it go longer this time, 200 steps": how much longer, said as its step count
+        vague = [word for word in vague if word not in ("longer", "shorter")]
+    if vague:
         entities.add("vague_setting", "other", (0, 0))
     if re.search(VAGUE_REFERENCE, lowered):
         entities.add("vague_reference", True, (0, 0))
@@ -719,6 +722,15 @@ def _names(text: str, entities: Entities, known: Known) -> None:
                              lowered):  # fmt: skip
         if path := known.config(found.group(1)):
             entities.add("experiment", path, found.span(1))
+    # "the 1024 config": the one experiment file that value tells apart (its seq_len), no count of configs to try
+    for found in re.finditer(CONFIG_BY_VALUE, lowered):
+        entities.found = [
+            e for e in entities.found if e.kind != "trials" or not found.start() <= e.span[0] < found.end()
+        ]
+        if path := known.config_of_value(found.group(1)):
+            entities.add("experiment", path, found.span())
+        elif known.root:  # "the 2048 config" where no file has it: asked, never the default experiment in its place
+            entities.add("unknown_description", found.group(0), found.span())
     latest = r"\b(?:latest|last|most recent|newest|previous|recent)\s+(?:\w+\s+)?"
     if known.runs and re.search(latest + r"(?:run|one|training)\b", lowered):
         entities.add("run", known.runs[0], (0, 0))
@@ -742,6 +754,9 @@ DESCRIBED_AFTER = (r"\bthe\s+(run|one|attempt)\s+(?:that|which)\s+((?:crashed|fa
 # context" (what the sentence names is checked against its file, never a value to set).
 DESCRIBED_BY_VALUE = (r"\bthe\s+(?:one|config(?:uration)?|experiment)\s+(?:with|that has|which has|having|that uses|"
                       r"using|at)\s+\d+(?:\.\d+)?\s*k?\s+(?:tokens?|context|seq\w*|sequence length)\b")  # fmt: skip
+# A config named by one of its values before its noun: "the 1024 config", "our 1024-token experiment".
+CONFIG_BY_VALUE = (r"\b(?:the|that|this|my|our|your)\s+(\d+(?:\.\d+)?)(?:[\s-]+(?:tokens?|ctx|context|seq\w*))?[\s-]+"
+                   r"(?:config(?:uration)?|experiment|ya?ml)(?:\s+file)?\b")  # fmt: skip
 # Words of a description that do not describe one run ("the latest run", "the same one", "my first training").
 GENERIC = NOT_NAMES | {"previous", "recent", "newest", "current", "most", "new", "entire", "main", "final", "actual",
                        "training", "real", "full", "big", "small", "short", "quick", "one", "two", "earlier", "older",
@@ -749,6 +764,15 @@ GENERIC = NOT_NAMES | {"previous", "recent", "newest", "current", "most", "new",
                        "usual"}  # fmt: skip
 # A sweep by what it varies: "the sweep over learning rates", "the sweep across layouts".
 SWEPT_OVER = r"\bthe\s+sweep\s+(?:over|of|on|across|for)\s+(?:the\s+)?((?:learning rates?|lrs?|layouts?|\w+))\b"
+# An experiment described by the question it answered, how to split the model ("our latest 'which way should we split
+# the model across GPUs' experiment", "the study on how to shard llama"): the sweep that tried layouts.
+LAYOUT_PURPOSE = (r"\b(?:the|our|my|that|this)\s+(?:\w+\s+){0,3}?['\"]?(?:which|what|how|best)\b[^.;!?,]{0,60}?"
+                  r"\b(?:split|shard|paralleli[sz]e|distribute|divide|lay\s+out|layout)\w*\b[^.;!?,]{0,50}?"
+                  r"\b(?:experiment|study|investigation|comparison|test|exercise)s?\b|"
+                  # the noun first: "the experiment that tested which layout is best"
+                  r"\b(?:the|our|my|that|this)\s+(?:\w+\s+)?(?:experiment|study|investigation|comparison|test)\s+"
+                  r"(?:that|which|where|on|about|of)\s+(?:\w+\s+){0,3}?(?:which|what|how|best)\b[^.;!?,]{0,40}?"
+                  r"\b(?:split|shard|paralleli[sz]e|distribute|divide|lay\s+out|layout)\w*\b")  # fmt: skip
 # Descriptions in other words than the facts' own (agent.understanding.known.Known.facts).
 DESCRIPTOR_WORDS = [(r"\blearning rates?\b", "lr"), (r"\btensor[- ]parallel\w*\b", "tp"),
                     (r"\bpipeline[- ]parallel\w*\b", "pp"), (r"\bfully[- ]sharded(?: data[- ]parallel)?\b", "fsdp"),
@@ -763,6 +787,7 @@ def _described(lowered: str, entities: Entities, known: Known) -> None:
     phrases = [(f, f.group(1), f.group(2)) for f in re.finditer(DESCRIBED, lowered)]
     phrases += [(f, f.group(2), f.group(1)) for f in re.finditer(DESCRIBED_AFTER, lowered)]
     phrases += [(f, f.group(1), "sweep") for f in re.finditer(SWEPT_OVER, lowered)]
+    phrases += [(f, "layout", "sweep") for f in re.finditer(LAYOUT_PURPOSE, lowered)]
     for found, words, head in phrases:
         if any(start < found.end() and found.start() < end for start, end in taken):
             continue

@@ -437,6 +437,12 @@ def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> 
     if "ep" in degrees and not _expert_degree(degrees, intent):
         return
     nproc = intent.args.get("nproc") or devices
+    if (total := stated_total(lowered)) and len(degrees) >= 2:
+        nproc = total  # "tp on 2 GPUs and the data sharded on 2, so 4 GPUs total": each count after a layout its degree
+        for pattern, dim in LAYOUT_WORDS:
+            after = re.search(rf"\b(?:{pattern})\s+(?:across|over|on|onto|between|among)\s+(\d+)\b", lowered)
+            if after and degrees.get(dim, 0) is None:
+                degrees[dim] = int(after.group(1))
     known = math.prod(d for d in degrees.values() if d)
     unknown = [dim for dim, d in degrees.items() if d is None]
     if len(unknown) == 1 and nproc and nproc % known == 0 and nproc // known > 1:
@@ -456,6 +462,17 @@ def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> 
         return
     intent.args["nproc"] = product
     intent.args["layout"] = _layout_text({**degrees, **intent.args.pop("ep", {})})
+
+
+# The total of a combination, said as such: "so total 4 GPUs", "4 GPUs total", "a total of 8", "8 in all".
+TOTAL = (r"\b(?:a\s+|in\s+)?total(?:\s+of)?\s+(\d+)\b|\b(\d+)\s+(?:(?:gpus?|cards?|devices?|process(?:es)?|procs?|"
+         r"ranks?)\s+)?(?:in\s+total|total|in\s+all|altogether|overall|all\s+together)\b")  # fmt: skip
+
+
+def stated_total(lowered: str) -> int | None:
+    """The total a launch states as such, or None."""
+    found = re.search(TOTAL, lowered)
+    return int(found.group(1) or found.group(2)) if found else None
 
 
 def _expert_degree(degrees: dict[str, int | None], intent: Intent) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from agent.understanding.entities import NOUNS, SWITCHES, Entities, masked
+from agent.understanding.grammar import SETTING_NAMES
 
 # "do" opens a question only before its subject: "do we have ...?", not "do the same as r1 with 50 steps".
 QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|were|did|does|would|could|should|"
@@ -45,6 +46,23 @@ SHUT_DOWN = (
     rf"shut(?:ting|s)?\s+{_NO_SETTING}(?:\S+\s+){{0,3}}?(?:down|off)(?!\s+(?:the\s+)?(?:{_SETTING_NAMES})\b)|"
     rf"shutdown|pull(?:ing)?\s+the\s+plug|take\s+{_NO_SETTING}(?:\S+\s+){{1,3}}?(?:down|offline)\b"
 )
+# How well a run used the hardware, in words: its MFU (a figure of the run), never a question about this machine.
+_WELL = r"(?:(?:really|very|so)\s+)?(?:well|efficiently|fully|effectively|properly|badly|poorly)\b"
+_USE = (r"\b(?:us(?:e|ed|es|ing)|utili[sz](?:e|ed|es|ing)|exploit(?:ed|s|ing)?)\s+"
+        r"(?:the\s+|our\s+|its\s+|all\s+(?:the\s+)?)?")  # fmt: skip
+_HARDWARE = r"(?:hardware|gpus?|cards?|accelerators?|compute)\b"
+USED_WELL = (rf"{_USE}{_HARDWARE}\s+{_WELL}|\bhow\s+{_WELL}[^.?!;]*?{_USE}{_HARDWARE}|"
+             rf"\b{_HARDWARE}\s+(?:(?:is|was|are|were|being|got|get)\s+)?(?:used|utili[sz]ed|exploited)\s+{_WELL}|"
+             r"\b(?:hardware|gpu|compute)\s+(?:utili[sz]ation|efficiency)\b")  # fmt: skip
+# What a sweep found, named after the noun "sweep": "sweep results", "sweep winner?" (its trials, read).
+SWEEP_FIGURES = r"(?:results?|winners?|numbers|figures|trials|outcomes?|findings|summary|table|stats)\b"
+# A setting named as what to tune or sweep, the verb's object in a request ("tune the learning rate for
+# configs/long.yaml", "please sweep the lr"; not "did we tune the lr in lr-scan?"): a sweep is asked for, which
+# varies layouts only (the planner asks; agent.understanding._fill_sweep). A sweep named by what it varied ("the lr
+# sweep", "a finished sweep over learning rates") is one on disk, no request.
+TUNED_SETTING = (r"(?:^|[,;:.!?]\s*|\b(?:to|please|pls|and|then|you|let'?s)\s+)(?:tune|sweep)"
+                 r"\s+(?:over\s+|across\s+)?(?:the\s+|our\s+|my\s+|its\s+)?"
+                 rf"(?:{'|'.join(SETTING_NAMES.values())})s?\b")  # fmt: skip
 # Cue words of each intent, with their weights.
 # The docs by any of their names ("the doc page", "the readme"), and what brings them up to date, in any form
 # ("refreshing", "updated").
@@ -106,7 +124,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "runs": [
         (
-            r"\blist (?:\w+ )?runs\b|\b(?:what|which) runs\b|\bruns (?:do i|have i|are there|exist|so far)\b|"
+            r"\blist (?:\w+ )?runs\b|\b(?:what|which) runs\b|\bruns (?:do i|have i|are there|so far)\b|"
+            r"\bruns (?:that |which )?(?:are )?exist(?:s|ing)?\b|"  # "which of the runs are existing now?"
             r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo|"
             r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
             r"\boverview of (?:all |the |my )?runs\b|\blist (?:every|each) run\b|\bbeen run\b|"
@@ -175,6 +194,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bstats\b|\bstatistics\b|\b(?:headline |key |final )?(?:numbers|figures)\b|\bkpis?\b",
             2,
         ),
+        # how well a run used the hardware is its MFU: "whether it used the GPUs well", "hardware efficiency"
+        (USED_WELL, 4),
     ],
     "status": [
         (
@@ -245,7 +266,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"winner|of|from)\b)[\w-]+\s+){0,3}(?:sweep|tuning|search)\b",
             6,
         ),
-        (r"^\W*(?:(?:can|could|would) you |please |pls )*sweep\b", 6),
+        # "sweep the layouts" commands one; "sweep results layouts-nov?" is a noun before the sweep's figures
+        (rf"^\W*(?:(?:can|could|would) you |please |pls )*sweep\b(?!\s+{SWEEP_FIGURES})", 6),
         # "can we run 16 trials of the layout sweep": trials to run are a new sweep, whatever sweep they are like
         (
             r"\b(?:run|start|launch|kick off|do|try)\s+(?:another\s+|\w+\s+)?"
@@ -254,6 +276,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
             10,
         ),
         (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
+        (TUNED_SETTING, 4),
         # the layouts tuned, as a verb and its object: "tune layouts for configs/long.yaml", "auto-tune the mesh"
         (r"\b(?:auto[- ]?)?tune\s+(?:the\s+|our\s+|my\s+|its\s+)?(?:layouts?|mesh(?:es)?|parallelism|sharding)\b", 4),
         # "a much bigger search this time", "compare layouts again, 24 trials ... kick it off": a count of trials to
@@ -303,11 +326,17 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\b(?:run|start|launch|kick off|do)\s+(?:a |an |the )?(?:\w+ )?(?:benchmark|eval\w*)", 2),
         # a score of the model's quality, or a held-out set to score it on: "a quality score ... against our internal
         # test set" (a run's own loss is its results)
-        (r"\b(?:quality|accuracy|eval(?:uation)?|benchmark|task)\s+scores?\b", 3),
+        (r"\b(?:quality|accuracy|eval(?:uation)?|benchmark|task)\s+(?:scores?|tests?|checks?|suites?)\b", 3),
         (
             r"\b(?:on|against|with|using)\s+(?:our|the|my|its|a|your)\s+(?:\w+\s+)?(?:test|eval(?:uation)?|held-?out|"
             r"holdout|validation)\s+(?:set|suite|data(?:set)?|tasks?)\b",
             3,
+        ),
+        # a model held up against tests of its quality, asked or not: "does r1 hold up on our internal quality tests?"
+        (
+            r"\b(?:holds?|holding|stands?|standing)\s+up\s+(?:on|against|to|in)\s+(?:\w+\s+){0,3}?"
+            r"(?:tests?|evals?|benchmarks?|test\s+sets?|checks)\b",
+            5,
         ),
     ],
     "report": [
@@ -323,7 +352,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\b(?:as|in) (?:a )?markdown\b", 3),
         # the verb "write up", its object inside or after it: "write the lr-scan results up", "write up the results"
         # (the results are what the report is of, no reading asked)
-        (r"\bwrite\s+(?:\S+\s+){0,4}?up\b", 6),
+        (r"\bwrit(?:e|es|ing|ten)\s+(?:\S+\s+){0,4}?up\b", 6),
         # a summary made to be passed on is a document, a report: "a summary of the lr sweep to share with the team"
         (
             r"\b(?:summary|summari[sz]e|recap)\b.*\b(?:to|and|for me to|so (?:i|we) can|i can) "
@@ -570,7 +599,10 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         and not re.search(rf"{TRIALS_OF_A_SWEEP}\s+(?:\d+\s+)?(?:{NOUNS['trials']})\b", lowered)
     ):  # "maybe a dozen trials?": trials to run, not the word "trials" of a sweep's results (nor the grammar's reading)
         scores["trials"] -= 3 + (2.5 if grammar == "trials" else 0)
-    _entity_cues(lowered, entities, scores)
+    # no word of the sentence cues another intent: "long.yaml, 2 gpus, fsdp" is a launch's facts, "layouts for
+    # configs/long.yaml on 8 h100s" a plan's
+    only_facts = all(v <= 0 for k, v in scores.items() if k not in ("read", "run"))
+    _entity_cues(lowered, entities, scores, only_facts)
     if scores["status"] > 0 and _ended_and_measured(masked(lowered, entities)):
         scores["results"] = max(scores["results"], scores["status"] + 0.5)  # what the status says, and the figure
     said = text.lower()
@@ -650,7 +682,7 @@ def launch_verb(lowered: str) -> bool:
     return False
 
 
-def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> None:
+def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], only_facts: bool = False) -> None:
     planned = entities.has("model", "model_choice") + entities.has("gpu_named") + entities.has("node_count")
     planned += entities.has("device_mem") + entities.has("own_model")  # "on 8 cards with 40 gigs each", "our model"
     if planned:
@@ -680,10 +712,18 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         for intent in ("trials", "report", "pr", "docs"):
             scores[intent] += 1.5
         scores["plan"] -= 2
-        if not entities.has("run"):  # "the results of the lr-scan sweep" are its trials
-            scores["trials"] += max(scores["results"], 0)
-            scores["results"] = 0
-    if entities.has("file"):
+    sweeps_figures = entities.has("sweep") or re.search(rf"\bsweeps?\s+{SWEEP_FIGURES}", lowered)
+    if sweeps_figures and not entities.has("run"):  # "the results of the lr-scan sweep", "sweep results?": its trials
+        scores["trials"] += max(scores["results"], 0)
+        scores["results"] = 0
+    if (
+        only_facts
+        and entities.has("file", "experiment")
+        and (launching or entities.has("devices"))
+        and _launched_file(lowered, entities)
+    ):
+        scores["run"] += 4  # "long.yaml, 2 gpus, fsdp": an experiment file given what a launch takes, no reading asked
+    elif entities.has("file"):
         scores["read"] += 3
         named = re.search(r"\.(?:jsonl?|ya?ml|txt|md|log|csv|toml)\b", lowered)
         if named and not launch_verb(masked(lowered, entities)):  # "tp-try memory.json": that file, not its topic
@@ -693,6 +733,8 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
     ):
         scores["plan"] += 3  # "what if we had more hardware?": hardware that is not this machine's
         scores["hardware"] -= 3
+    if re.search(USED_WELL, lowered):
+        scores["hardware"] -= 4  # "did it use the hardware well?": a figure of the run (its MFU), not this machine
     if re.search(BUYING, lowered):
         scores["hardware"] -= 5  # "before we buy hardware": hardware to have, not this machine's
     if entities.has("experiment") or entities.has("trials"):
@@ -703,6 +745,23 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float]) -> 
         scores["bench"] += 1
     if entities.has("run") and re.search(RUN_LOG, lowered):
         scores["read"] += 3  # "r1's raw training log, the text one": its log file, not the figures read from it
+
+
+# Verbs that change a file: "set steps to 50 in long.yaml", "update long.yaml so packing is off" (no launch).
+EDITING = (r"\b(?:set|sets|setting|change[sd]?|changing|edit\w*|updat\w*|modif\w*|sav(?:e|es|ed|ing)|writ\w*|put|"
+           r"add\w*|patch\w*|tweak\w*|adjust\w*|rewrit\w*|replac\w*|fix\w*|bump\w*|increas\w*|decreas\w*|rais\w*|"
+           r"lower\w*|commit\w*|creat\w*|copy|copied)\b")  # fmt: skip
+
+
+def _launched_file(lowered: str, entities: Entities) -> bool:
+    """Whether the files named are experiment files (a YAML config, not a run's own) stated with no verb of reading
+    or editing and no question: "configs/long.yaml on 4 gpus" runs it; "show long.yaml", "does long.yaml use fsdp?"
+    read it, as a change to it ("set steps to 50 in long.yaml") does (no tool edits a file)."""
+    named = {str(f) for f in [*entities.all("file"), *entities.all("experiment")]}
+    experiments = len(named) == 1 and all(f.endswith((".yaml", ".yml")) and not f.startswith(("runs/", "sweeps/"))
+                                          for f in named)  # fmt: skip  # two files named are compared, not launched
+    reading = any(re.search(rule, lowered) for rule, _ in CUES["read"][:2]) or re.search(EDITING, lowered)
+    return experiments and not reading and not re.search(QUESTION, lowered) and "?" not in lowered
 
 
 # A run's log as a thing to look at (its log.txt): "the raw training log", "r1's logs", "the text log" ("log every 10

@@ -58,6 +58,8 @@ class Known:
         if word in names:
             return names[word]
         near = difflib.get_close_matches(word, names, n=2, cutoff=0.85) if close else []
+        if close and not near:  # "tp-tyr": two letters swapped, which difflib's ratio scores low in a short name
+            near = [n for n in names if _close(word, n)]
         if len(near) == 1 and len(word) >= 5:
             return names[near[0]]
         if not prefix:
@@ -143,18 +145,51 @@ class Known:
             named = [f for f in self.files if _typo_of(path, f)]
         return named[0] if len(named) == 1 else None
 
+    def config_of_value(self, value: str) -> str | None:
+        """The one experiment file that `value` tells apart ("the 1024 config" is configs/long.yaml, whose seq_len is
+        1024 where meshpilot.yaml's is 256): a value it holds at a key where another experiment file differs. A value
+        all of them share (max_position_embeddings 1024 in both) describes none."""
+        settings = {f: _flat(_yaml(self.root / f)) for f in self.experiments()} if self.root else {}
+        told = [f for f, mine in settings.items()
+                if any(v == value and any(other.get(k) != v for g, other in settings.items() if g != f)
+                       for k, v in mine.items())]  # fmt: skip
+        return told[0] if len(told) == 1 else None
+
+    def experiments(self) -> list[str]:
+        """The repository's experiment files: its YAML files outside the runs and sweeps."""
+        return [f for f in self.files if f.endswith((".yaml", ".yml")) and not f.startswith(("runs/", "sweeps/"))]
+
     def config(self, stem: str) -> str | None:
         """An experiment file by its stem ("the long config" is configs/long.yaml)."""
-        found = [f for f in self.files if f.endswith((".yaml", ".yml")) and Path(f).stem == stem.lower()]
-        found = [f for f in found if not f.startswith(("runs/", "sweeps/"))]
+        found = [f for f in self.experiments() if Path(f).stem == stem.lower()]
         return found[0] if len(found) == 1 else None
+
+
+def _yaml(path: Path) -> object:
+    import yaml  # PyYAML only when a config is described by a value
+
+    try:
+        return yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+
+
+def _flat(tree: object, prefix: str = "") -> dict[str, str]:
+    """A loaded YAML tree as {dotted key: value as text}."""
+    if isinstance(tree, dict):
+        return {k: v for key, sub in tree.items() for k, v in _flat(sub, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): str(tree)} if prefix else {}
 
 
 def _typo_of(path: str, existing: str) -> bool:
     """Whether `path` is `existing` typed with one typo in its file name (same folder and suffix; a stem of five
-    letters or more, as a shorter one has too many neighbours)."""
+    letters or more, as a shorter one has too many neighbours), or in its folder's name with the file's own name
+    exact ("cofigs/long.yaml" is configs/long.yaml)."""
     folder, _, name = path.rpartition("/")
     its_folder, _, its_name = existing.rpartition("/")
+    if folder and its_folder and folder.lower() != its_folder.lower():  # the name exact, its suffix either spelling
+        same_name = Path(name).stem.lower() == Path(its_name).stem.lower() and _suffix(name) == _suffix(its_name)
+        return same_name and _close(folder.lower(), its_folder.lower())
     stem, suffix = Path(name).stem.lower(), _suffix(name)
     its_stem = Path(its_name).stem.lower()
     if folder != its_folder or suffix != _suffix(its_name) or len(its_stem) < 5 or stem == its_stem:

@@ -161,9 +161,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(rf"\b((?:a100|h100|h200)s?)[\s-]+({CARD_SIZES})s?\b(?![.\d]|\s*(?:gi?b|gigs?|g|steps?|gpus?|cards?|"
                   r"process\w*|procs?|nodes?|trials?|x|minutes?|mins?|hours?|seconds?|times|tokens?|percent)\b|%)",
                   r"\1 \2GiB", text, flags=re.I)  # fmt: skip
-    # "2 A100 of 40 GB", "H100s with 80GB": the card's memory, written as the card's name says it ("A100 40 GB"); only
-    # for the cards whose presets are named by their memory (an "a10 with 24GB" is the one A10)
-    text = re.sub(r"\b((?:h100|h200|a100)s?)\s+(?:of|with)\s+(?=\d+(?:\.\d+)?\s*(?:gi?b|gigs?|g)\b)", r"\1 ",
+    # "2 A100 of 40 GB", "H100s with 80GB", "8 A100 da 80GB": the card's memory, written as the card's name says it
+    # ("A100 40 GB"), joined by a preposition in any language; only for the cards whose presets are named by their
+    # memory (an "a10 with 24GB" is the one A10)
+    text = re.sub(r"\b((?:h100|h200|a100)s?)\s+(?:of|with|da|de|di|del|con|mit|von|avec|com)\s+"
+                  r"(?=\d+(?:\.\d+)?\s*(?:gi?b|gigs?|g)\b)", r"\1 ",
                   text, flags=re.I)  # fmt: skip
     text = re.sub(r"\bboth\s+(?=(?:gpus|cards|devices|nodes|machines|boxes)\b)", "2 ", text, flags=re.I)
     text = re.sub(r"\b(\d+)\s+(?:such|identical|similar|more such)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
@@ -195,6 +197,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "fsdp on 2, 30 steps": a bare count after on/over/across counts processes
     # "tp=2 x dp_shard=4", "tp=2 + dp_shard=2": one layout of both degrees
     text = re.sub(rf"\b((?:{DIMS})=\d+)\s*(?:x|\*|×|\+|&|and|with)\s*(?=(?:{DIMS})=\d)", r"\1,", text, flags=re.I)
+    # "fsdp 4 x tp 2", "dp_shard 2 * pp 2": each layout with its own degree, not "4 x tp" (a degree of 4 for tp)
+    names = "|".join(pattern for pattern, _ in LAYOUT_WORDS)
+    text = re.sub(rf"\b((?:{names})\s*\d+)\s*(?:x|\*|×)\s*(?=(?:{names})\s*\d)", r"\1 and ", text, flags=re.I)
     text = re.sub(BARE_COUNT, r"\1 \2 processes", text, flags=re.I)
     # HSDP in words: "2 replicas x 2 shards", "2 replicas and 2 shards" are its degrees
     text = re.sub(r"\b(\d+)\s+replicas?\s*(?:x|and|by|times|,|with)?\s*(\d+)\s+shards?\b",

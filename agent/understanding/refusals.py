@@ -26,6 +26,10 @@ DELETED_THINGS = (r"\s+(?:(?:the|all|of|my|our|old|every|those|these|that|this|i
                   r"outputs?|logs?|directories|directory|dirs?|folders?|files?|branch(?:es)?|reports?|history|"
                   r"experiments?|everything|it all)\b")  # fmt: skip
 NAMED = ("run", "sweep", "checkpoint", "file", "experiment")
+# A deleting verb split around its object ("throw tp-try away", "wipe r1 out", "toss the lr-scan sweep out"): a
+# deletion where the object is a name of the repository (with GLUE words only).
+SPLIT_DELETE = (r"\b(?:throw(?:ing)?|toss(?:ing)?|chuck(?:ing)?|wip(?:e|ing)|clean(?:ing)?|clear(?:ing)?)\s+"
+                r"((?:[\w./'-]+\s+){1,4}?)(?:away|out(?!\s+of\b)|up)\b")  # fmt: skip
 PUSH = (r"\bforce[- ]?push\w*|\bpush\w*\s+(?:-f|--force)\b|\bpush\w*\s+(?:\S+\s+){0,4}?(?:straight|directly|right)?\s*"
         r"(?:to|into|onto)\s+(?:origin\s+)?(?:main|master)\b|\b(?:commit|merge)\w*\s+(?:\S+\s+){0,4}?"
         r"(?:straight|directly)\s+(?:to|into|onto)\s+(?:main|master)\b|\b(?:skip(?:ping)?|without|bypass\w*)\s+"
@@ -49,6 +53,11 @@ GLUE = {"the", "all", "of", "my", "our", "old", "those", "these", "that", "this"
         "directory", "folder", "named", "called", "file", "both", "whole", "entire", "-r", "-rf", "-fr",
         "out"}  # fmt: skip
 NEGATED = r"\b(?:don'?t|do not|never|not|no need to|without|instead of|rather than)\s+(?:\w+\s+)?$"
+# A secret named under a negation of its showing ("show it to me, don't dump any env vars or API keys alongside it",
+# "never print my token"): the verb and its object's words, or a noun joined to the secret ("tokens or passwords"),
+# may stand between the negation and the secret.
+SECRET_NEGATED = (r"\b(?:don'?t|do not|never|not|no need to|without|instead of|rather than)\s+(?:\w+\s+){0,3}"
+                  r"(?:[\w-]+\s*,?\s*(?:or|and|nor)\s+(?:(?:any|the|my|our|your)\s+)?)*$")  # fmt: skip
 
 
 def refusal(plain: str, entities: Entities) -> str | None:
@@ -64,15 +73,15 @@ def refusal(plain: str, entities: Entities) -> str | None:
     if _said(PUSH, lowered) and not _said(AS_PR, lowered):  # "push to main, don't open a PR" is no PR
         return ("meshpilot never pushes to main or force-pushes: it opens a pull request (`/pr`) on a branch of its "
                 "own, for you to review and merge.")  # fmt: skip
-    if _said(SECRET, lowered) and re.search(REVEAL, lowered):
+    if _said(SECRET, lowered, SECRET_NEGATED) and re.search(REVEAL, lowered):
         return ("meshpilot never prints tokens, passwords, API keys or environment variables: read them in your own "
                 "shell (e.g. `echo $HF_TOKEN`) if you need them.")  # fmt: skip
     return None
 
 
-def _said(pattern: str, lowered: str) -> re.Match | None:
+def _said(pattern: str, lowered: str, negated: str = NEGATED) -> re.Match | None:
     """The first match of `pattern` that no negation before it takes back ("don't push to main")."""
-    return next((m for m in re.finditer(pattern, lowered) if not re.search(NEGATED, lowered[: m.start()])), None)
+    return next((m for m in re.finditer(pattern, lowered) if not re.search(negated, lowered[: m.start()])), None)
 
 
 def _deletion(lowered: str, entities: Entities) -> str | None:
@@ -92,6 +101,21 @@ def _deletion(lowered: str, entities: Entities) -> str | None:
         names = [e for e in entities.found if e.kind in NAMED]
         if names and not entities.has("switch_mention") and re.match(PRONOUN, lowered[verb.end() :]):
             return str(names[-1].value)  # "cancel r1 and then delete it": r1, never a setting ("remove it")
+    return _split_deletion(lowered, entities)
+
+
+def _split_deletion(lowered: str, entities: Entities) -> str | None:
+    """The name a deleting verb split around its object deletes ("throw tp-try away"), or None."""
+    for verb in re.finditer(SPLIT_DELETE, lowered):
+        if re.search(NEGATED, lowered[: verb.start()]):
+            continue
+        start, end = verb.span(1)
+        named = [e for e in entities.found if e.kind in NAMED and start <= e.span[0] < end]
+        rest = lowered[start:end]
+        for e in sorted(named, key=lambda e: -e.span[0]):
+            rest = rest[: e.span[0] - start] + " " + rest[e.span[1] - start :]
+        if named and set(rest.replace("'s", " ").split()) <= GLUE:
+            return str(named[0].value)
     return None
 
 
