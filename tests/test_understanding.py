@@ -4081,6 +4081,8 @@ def test_a_layout_key_with_a_typo_is_the_key_it_misspells(text, layout, known):
         ("4 rtx 3090s", "4 rtx 3090s"),  # a real card without a preset: asked about, never another
         ("plan q wen 2.5 7b", "plan qwen 2.5 7b"),  # a family dictated as two words
         ("plan for the 7b", "plan for the 7b"),
+        ("train, not the default steps: 60 steps", "train, 60 steps"),
+        ("train, not the default steps, 2 gpus", "train, not the default steps, 2 gpus"),  # no count of steps
     ],
 )
 def test_the_normaliser_reads_fresh_rs_shorthand(text, plain, known):

@@ -1,6 +1,8 @@
-"""A sentence made plain before it is read: typos of the words the rules rely on, number words, hyphenated counts
-("a 30-step run"), thousands written with commas or "k", memory units ("80 gig" is 80GiB), nodes by the GPUs in each
-("2x8 a100" is 2 nodes of 8), and layouts and packing described in words (agent.understanding.descriptions).
+"""A sentence made plain before it is read: typos of the words the rules rely on (letters swapped, left out, or every
+vowel dropped: "bnchmrk"), number words, hyphenated counts ("a 30-step run"), thousands written with commas or "k",
+memory units ("80 gig" is 80GiB), nodes by the GPUs in each ("2x8 a100" is 2 nodes of 8, "8/node"), a tool's
+arguments written as command-line flags ("--nproc 4"), and layouts and packing described in words
+(agent.understanding.descriptions).
 
 Names the repository holds (runs, sweeps, files) are never "corrected": they are passed in as known words.
 """
@@ -423,7 +425,10 @@ _COUNT_NAME = r"(?P<count>steps?|trials?)(?:\s+(?:count|number))?|number\s+of\s+
 NOT_DEFAULT = (rf"\bnot\s+(?:the\s+|our\s+|its\s+)?(?:default|usual|normal|standard|stock|configured)\s+"
                rf"(?:{_COUNT_NAME}|(?P<setting>{'|'.join(SETTING_NAMES.values())}))\s*[,;:\u2013\u2014-]*\s*"
                r"(?:(?:but|just|rather|instead|do|use|make\s+it|go\s+with|run|try|set\s+it\s+to|please|pls)\s+)*"
-               r"(?P<value>\d+(?:\.\d+)?(?:e-?\d+)?k?)\b")  # fmt: skip
+               r"(?P<value>\d+(?:\.\d+)?(?:e-?\d+)?k?)\b(?:\s+(?P=count)s?\b|\s+(?P=counted)\b)?"
+               # a count of something else after it is no value of the setting ("not the default steps, 2 gpus")
+               r"(?!\s*(?:x\b|gpus?|cards?|devices?|nodes?|machines?|process\w*|procs?|ranks?|workers?|trials?|"
+               r"steps?|[ahl]\d+|gi?b\b))")  # fmt: skip
 
 
 def _not_default(found: re.Match) -> str:
