@@ -2404,8 +2404,11 @@ def test_a_file_named_with_a_typo_is_the_file_it_misspells(text, path, known):
     assert intent.args.get("path") == path
 
 
-# a stem of 4 has too many neighbours; a digit added names another file ("meshpilot2.yaml"), not a typo
-@pytest.mark.parametrize("text", ["show me trainer.yaml", "cat configs/lnog.yaml", "show me meshpilot2.yaml"])
+# a stem of 4 has too many neighbours one letter away ("lonq", "lng"), though not two letters swapped (below); a digit
+# added names another file ("meshpilot2.yaml"), not a typo
+@pytest.mark.parametrize(
+    "text", ["show me trainer.yaml", "cat configs/lonq.yaml", "cat configs/lng.yaml", "show me meshpilot2.yaml"]
+)
 def test_a_file_far_from_every_name_or_short_stays_as_typed(text, known):
     assert read(text, known).args.get("path") == text.split()[-1]
 
@@ -3985,3 +3988,196 @@ def test_a_name_with_a_typo_is_the_one_on_disk_it_is_closest_to(text, key, value
 
 def test_a_name_far_from_every_one_on_disk_is_asked_about(known):
     assert "I find no run or sweep named" in (read("status of tp-attempt", known).clarify or "")
+
+
+# --- fresh_r's kinds (issue 33) ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, key, value",
+    [
+        ("scan lr winner?", "sweep", "sweeps/lr-scan"),  # a name's words in another order
+        ("status of try tp", "run", "runs/tp-try"),
+        ("nov layouts trials", "sweep", "sweeps/layouts-nov"),
+        ("baseline run loss", "run", "runs/baseline-ddp"),  # a word of its name before its noun, no article
+        ("memory of baseline run?", "run", "runs/baseline-ddp"),
+        ("report on the layuots sweep", "sweep", "sweeps/layouts-nov"),  # two letters swapped in a word of a name
+        ("loss of the baseilne ddp", "run", "runs/baseline-ddp"),
+    ],
+)
+def test_a_run_or_sweep_named_by_its_words_in_any_order_is_that_one(text, key, value, known):
+    intent = read(text, known)
+    assert intent.args.get(key) == value and intent.clarify is None
+
+
+@pytest.mark.parametrize("text", ["start a ddp baseline on 2 procs", "launch a baseline run on 2 gpus"])
+def test_a_run_to_make_named_like_one_on_disk_is_a_new_launch(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.args.get("nproc") == 2
+
+
+@pytest.mark.parametrize("text", ["tp-try crashed y/n", "is baseline-ddp done (yes/no)", "r1 finished, yes or no"])
+def test_a_state_asked_as_yes_or_no_is_the_runs_status(text, known):
+    assert read(text, known).command == "status"
+
+
+def test_an_action_asked_as_yes_or_no_is_confirmed_first(known):
+    intent = read("bench r1 y/n", known)
+    assert intent.command == "bench" and intent.clarify is not None
+
+
+@pytest.mark.parametrize(
+    "text, nproc, layout",
+    [
+        ("let every card compute part of each matrix multiplication, 2 gpus, 10 steps", 2, "tp=2"),
+        ("train on 4 gpus, each layer's weights split into 4 pieces", 4, "tp=4"),
+        ("train 10 steps on 2 gpus where the layer weights are cut in half", 2, "tp=2"),
+        ("train on 2 gpus with each gpu holding half of the weights", 2, "dp_shard=2"),  # the weights only: FSDP
+        ("split the layers into 2 stages and train on 2 gpus", 2, "pp=2"),  # the layers, not each one: pipeline
+    ],
+)
+def test_each_matmul_or_layers_weights_cut_is_tensor_parallel(text, nproc, layout, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("nproc"), intent.args.get("layout")) == ("run", nproc, layout)
+
+
+def test_weights_cut_in_two_on_more_gpus_is_asked_about(known):
+    intent = read("train on 4 gpus, each layer's weights split in two", known)
+    assert "tp=2 needs 2 processes, not 4" in (intent.clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text, layout",
+    [
+        ("train dp_shrad=2 on 2 gpus", "dp_shard=2"),
+        ("train 10 steps with dpshard=4", "dp_shard=4"),
+        ("train dp-shard=2,pt=2 on 4 gpus", "dp_shard=2,tp=2"),
+        ("train dp_replciate=2 on 2 gpus adn 10 steps", "dp_replicate=2"),
+    ],
+)
+def test_a_layout_key_with_a_typo_is_the_key_it_misspells(text, layout, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.args.get("layout") == layout
+
+
+@pytest.mark.parametrize(
+    "text, plain",
+    [
+        ("what is dp_shrad", "what is dp_shrad"),  # a key only in its key=value form
+        ("train with lr=3e-4 seed=2", "train with lr=3e-4 seed=2"),
+        ("lauch it adn wait", "launch it and wait"),
+        ("to and fro", "to and fro"),
+        ("rslts of r1", "results of r1"),  # the vowels left out
+        ("lnch 2 gpus", "launch 2 gpus"),
+        ("latest chkpt", "latest checkpoint"),  # an abbreviation: its first, last and some consonants between
+        ("thrpt of r1", "throughput of r1"),
+        ("an llm on 8 gpus", "an llm on 8 gpus"),  # words without vowels of their own
+        ("fsdp with sgd, log to wandb", "fsdp with sgd, log to wandb"),
+        ("please actualise the readme", "please update the readme"),
+        ("actually, train 10 steps", "actually, train 10 steps"),
+        ("--nproc 4 --foo 3", "4 processes --foo 3"),  # a flag no tool takes stays
+        ("links at 400 gigabits per second", "links at 400 gigabits per second"),  # a rate, no memory
+        ("2x rtx 4900", "2 x rtx 4090"),  # two digits swapped: the one card so close
+        ("4 rtx 3090s", "4 rtx 3090s"),  # a real card without a preset: asked about, never another
+        ("plan q wen 2.5 7b", "plan qwen 2.5 7b"),  # a family dictated as two words
+        ("plan for the 7b", "plan for the 7b"),
+        ("train, not the default steps: 60 steps", "train, 60 steps"),
+        ("train, not the default steps, 2 gpus", "train, not the default steps, 2 gpus"),  # no count of steps
+    ],
+)
+def test_the_normaliser_reads_fresh_rs_shorthand(text, plain, known):
+    assert normalise(text, known.names) == plain
+
+
+@pytest.mark.parametrize(
+    "text, key, value",
+    [
+        ("launch configs/olng.yaml on 2 gpus", "experiment", "configs/long.yaml"),  # two letters swapped in a stem of 4
+        ("show lnog.yaml", "path", "configs/long.yaml"),  # the name alone, one file on disk so close
+    ],
+)
+def test_a_short_file_name_with_two_letters_swapped_is_the_file_on_disk(text, key, value, known):
+    assert read(text, known).args.get(key) == value
+
+
+@pytest.mark.parametrize(
+    "text, command, key, value",
+    [
+        ("stts of tp-try", "status", "run", "runs/tp-try"),
+        ("rslts r1 pls", "results", "run", "runs/r1"),
+        ("bnchmrk tp-try", "bench", "model", "runs/tp-try"),
+        ("could you actualise the readme from lr-scan", "docs", "sweep", "sweeps/lr-scan"),
+        ("actualizing the docs with layouts-nov please", "docs", "sweep", "sweeps/layouts-nov"),
+        ("write a report on layouts-nov and keep lr-scan out of it", "report", "sweep", "sweeps/layouts-nov"),
+        ("open a PR for the lr scan, leave the layouts sweep aside", "pr", "sweep", "sweeps/lr-scan"),
+        ("keep r1 running and cancel tp-try", "cancel", "run", "runs/tp-try"),
+    ],
+)
+def test_tool_words_in_shorthand_and_sweeps_left_out_read_as_said(text, command, key, value, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get(key), intent.clarify) == (command, value, None)
+
+
+@pytest.mark.parametrize("text", ["runs. list.", "all runs: show", "runs, list them please", "runs list"])
+def test_runs_then_a_listing_verb_lists_them(text, known):
+    assert read(text, known).command == "runs"
+
+
+def test_a_runs_path_then_show_is_no_list(known):
+    assert read("runs/r1 show me the loss", known).command == "results"
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        ("sweep --trials 6 --experiment configs/long.yaml", "sweep", {"trials": 6, "experiment": "configs/long.yaml"}),
+        ("launch --steps=30 --layout dp_shard=2,tp=2", "run", {"steps": 30, "layout": "dp_shard=2,tp=2"}),
+        (
+            "plan --devices=4 --gpu a100-80gb --seq_len 8192",
+            "plan",
+            {"devices": 4, "gpu": "a100-80gb", "seq_len": 8192},
+        ),
+        (
+            "plan --nnodes 4 --gpus 8 --model llama-3.1-70b",
+            "plan",
+            {"nodes": 4, "devices": 8, "model": "llama-3.1-70b"},
+        ),
+        ("torchrun --nproc_per_node 2, train it", "run", {"nproc": 2}),
+    ],
+)
+def test_command_line_flags_of_the_tools_arguments_are_those_arguments(text, command, args, known):
+    intent = read(text, known)
+    assert intent.command == command and {k: intent.args.get(k) for k in args} == args and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("plan llama 3.1 8b on 4 gpus with 48 gigabytes each", {"devices": 4, "device_mem": "48GiB"}),
+        ("a 4090 with 24 gigabits, what layout for llama 3.2 1b", {"gpu": "rtx-4090", "devices": 1}),
+        ("plan mist raw 7b on 2 h100s", {"model": "mistral-7b", "devices": 2}),
+        ("plan llama 3.1 8b on 4 RTX 4009s", {"gpu": "rtx-4090", "devices": 4}),
+        ("plan llama 3.1 70b, 4 nodes, 8 gpus/node", {"nodes": 4, "devices": 8}),
+        ("405b on h200s, 2 boxes, 8 h200/box, plan it", {"nodes": 2, "devices": 8, "model": "llama-3.1-405b"}),
+    ],
+)
+def test_hardware_said_loosely_is_planned_as_meant(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and {k: intent.args.get(k) for k in args} == args and intent.clarify is None
+
+
+def test_a_card_with_no_preset_is_still_asked_about(known):
+    assert "no RTX 3090 preset" in (read("plan llama 3.1 8b on 4 rtx 3090s", known).clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text, key, value",
+    [
+        ("train on 2 gpus, not the usual number of steps but 150", "steps", 150),
+        ("sweep configs/long.yaml, not the default trials: 12", "trials", 12),
+        ("train 10 steps, not the default learning rate, use 3e-4", "set", ["train.lr=3e-4"]),
+    ],
+)
+def test_a_default_refused_then_a_value_is_that_value(text, key, value, known):
+    intent = read(text, known)
+    assert intent.args.get(key) == value and intent.clarify is None

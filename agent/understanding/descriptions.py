@@ -28,9 +28,17 @@ _EACH_LAYER = (r"(?:(?:each|every|all)\s+(?:single\s+|individual\s+)?(?:layer|we
 # A share of something a card takes: "half of", "a slice of", "its own chunk of".
 _SHARE = (r"(?:half|part|parts|a\s+fraction|(?:a|one|its\s+own|their\s+own|its)\s+(?:part|slice|piece|share|chunk|"
           r"portion|segment|section|fraction|bit))\s+of")  # fmt: skip
+# (and the verb's plain form, after "have", "let" or "make": "have each GPU compute half of every matmul")
 _HOLDS = (r"(?:does|doing|computes|computing|handles|handling|gets|getting|holds|holding|keeps|keeping|takes|taking|"
           r"owns|owning|stores|storing|processes|processing|sees|seeing|works\s+on|working\s+on|runs|running|has|"
-          r"having)")  # fmt: skip
+          r"having|do|compute|handle|get|hold|keep|take|own|store|process|see|work\s+on|run|have)")  # fmt: skip
+# A matrix product by its names: "matmul", "matrix multiply", "matrix multiplication", "GEMM".
+_MATMUL = r"(?:matmuls?|matrix[- ]multipl(?:y|ies|ications?)|gemms?|weight\s+matrix|matrix)"
+# Cut in parts, said of one thing: "cut in two", "split in half", "sliced into 4 pieces".
+_IN_PARTS = r"\s+(?:in|into)\s+(?:2|two|half|halves|\d+\s+(?:pieces|parts|halves|shards)|pieces|parts)\b"
+# A layer's own weights: "the layer weights themselves", "each layer's matrices".
+_LAYER_WEIGHTS = (r"(?:the\s+)?(?:layer|layers'?|(?:each|every)\s+layer'?s)\s+(?:weights|weight\s+matrices|matrices|"
+                  r"params|parameters)(?:\s+themselves)?")  # fmt: skip
 _NODE = r"(?:node|machine|box|host|server|computer)"
 _NODES = r"(?:nodes|machines|boxes|hosts|servers|computers)"
 _REPLICATED = r"(?:replicat\w*|cop(?:y|ied|ies)|duplicat\w*|mirror\w*|clon\w*)"
@@ -46,18 +54,21 @@ LAYOUT_DESCRIPTIONS = [
         "hsdp",
     ),
     (  # each layer's matrices split: tensor parallel ("split each layer's weights across", "each layer is sliced")
-        rf"\b{SPLIT}\s+(?:up\s+)?{_EACH_LAYER}{_ACROSS}|"
-        rf"\b(?:each|every)\s+(?:single\s+)?(?:layer|weight\s+matrix|matrix|matmul)(?:'s\s+(?:weights|params|parameters|"
-        rf"matrices|math))?\s+(?:(?:is|being|gets|get)\s+)?{SPLIT}(?:\s+up)?{_ACROSS}|"
+        rf"\b{SPLIT}\s+(?:up\s+)?{_EACH_LAYER}(?:{_ACROSS}|{_IN_PARTS})|"
+        rf"\b(?:each|every)\s+(?:single\s+)?(?:layer|{_MATMUL})(?:'s\s+(?:weights|params|parameters|"
+        rf"matrices|math))?\s+(?:(?:is|being|gets|get)\s+)?{SPLIT}(?:\s+up)?(?:{_ACROSS}|{_IN_PARTS})|"
+        # the weights first: "so the layer weights themselves get cut in two"
+        rf"\b{_LAYER_WEIGHTS}\s+(?:(?:is|are|being|gets?|getting|should\s+be|will\s+be|to\s+be)\s+)?{SPLIT}(?:\s+up)?"
+        rf"(?:{_ACROSS}|{_IN_PARTS})|"
         rf"\b{SPLIT}\s+(?:(?:the\s+)?model\s+)?(?:with)?in(?:side)?\s+(?:each|every)\s+layer\b|\bintra[- ]?layer\b|"
         # "the model is split by tensor on two GPUs"
         rf"\b{SPLIT}\s+(?:up\s+)?(?:by|along|per)\s+(?:the\s+)?tensors?{_ACROSS}",
-        "tensor parallel",
+        lambda found: _in_parts("tensor parallel", "tp", found),
         "tensor parallel",
     ),
     (  # each card doing part of every layer's math: tensor parallel
         rf"\b(?:each|every)\s+{_CARD}\s+{_HOLDS}\s+{_SHARE}\s+(?:the\s+(?:math|matmuls?|computation|compute)|"
-        r"(?:the|every|each)\s+(?:layer|layers|matmul|weight\s+matrix|matrix)(?:'s\s+(?:weights|math))?)\b",
+        rf"(?:the|every|each)\s+(?:layer|layers|{_MATMUL})(?:'s\s+(?:weights|math))?)\b",
         "with tensor parallel",
         "tensor parallel",
     ),
@@ -190,6 +201,14 @@ ASKED_HOW = r"\b(?:how|which way|best way|what way|smartest way|right way)\b[^.?
 # full copy" takes nothing back).
 NEGATED = (rf"(?P<negated>\b(?:not|no|never|without|{NT}|rather than|instead of|avoid|avoiding)\s+"
            r"(?:(?!(?:and|but|then|so|just|instead|rather|wait|problem|worries)\b)[a-z']+\s+){0,3}?)?")  # fmt: skip
+
+
+def _in_parts(words: str, dim: str, found: re.Match) -> str:
+    """The layout's words, with the degree the description ends on ("cut in two" is 2, "into 4 pieces" 4)."""
+    parts = re.search(r"\b(?:in|into)\s+(\d+|two|half|halves)(?:\s+(?:pieces|parts|halves|shards))?$", found.group(0))
+    if not parts:
+        return words
+    return f"{dim}={2 if parts.group(1) in ('two', 'half', 'halves') else parts.group(1)}"
 
 
 def layouts_in_words(text: str, layout_names: str) -> str:

@@ -259,9 +259,10 @@ LEFT_ALONE_BEFORE = (r"\b(?:(?:don'?t|do not|never|without)\s+(?:touch\w*|interr
 # kill r1, just wait on it" still waits on r1.
 SPARED = (r"\b(?:don'?t|do not|never|without|no need to)\s+(?:cancel\w*|kill\w*|stop\w*|abort\w*|halt\w*|"
           r"terminat\w*)\s+(?:(?:the|that|my|our)\s+)?$")  # fmt: skip
+# Or left out of what is done, the verb split around it: "leave the layouts sweep out of it", "keep r1 aside".
 LEFT_ALONE_AROUND = (
     r"\b(?:leave|leaving|keep|keeping)\s+(?:(?:the|that|my|our)\s+)?$",
-    r"^(?:\s+(?:run|sweep))?\s+(?:alone|running|going|alive|be|as (?:it )?is|untouched|intact|in peace)\b",
+    r"^(?:\s+(?:run|sweep))?\s+(?:alone|running|going|alive|be|as (?:it )?is|untouched|intact|in peace|out|aside)\b",
 )
 
 
@@ -707,6 +708,10 @@ def _names(text: str, entities: Entities, known: Known) -> None:
             )  # "the lr" is no sweep, "the lr sweep" is
             if noun in nouns and (path := known.resolve(word, kind)):
                 entities.add(label, path, found.span())
+    for found in re.finditer(BARE_NAMED, lowered):  # "baseline run tok/s": a word of its name before its noun
+        word, label = found.groups()
+        if word not in GENERIC and len(word) >= 4 and (path := known.resolve(word, label + "s")):
+            entities.add(label, path, (found.start(1), found.end(2)))
     _described(lowered, entities, known)
     for found in re.finditer(DESCRIBED_BY_VALUE, lowered):  # "the one with 1024 tokens": asked unless it fits
         entities.add("unknown_description", found.group(0), found.span())  # the experiment named (agent.understanding)
@@ -738,6 +743,9 @@ def _names(text: str, entities: Entities, known: Known) -> None:
         entities.add("sweep", known.sweeps[0], (0, 0))
 
 
+# A run or sweep named by a word of its name before its noun, with no article, at the start of a clause or after a
+# preposition: "baseline run tok/s", "loss of baseline run" ("a baseline run", "start new run" name none on disk).
+BARE_NAMED = r"(?:^|[,;:.!?(]\s*|\b(?:of|for|from|on|in|about|with|vs|and|is|did|was)\s+)([a-z][\w]+)\s+(run|sweep)\b"
 # A run or sweep described, not named: "the ddp baseline", "the learning rate sweep", "the FSDP run", "the layout one".
 DESCRIBED = (r"\b(?:the|that|this|my|our|your)\s+((?:(?!(?:the|an?|of|in|on|at|for|with|to|and|or|that|this|my|our|"
              r"what|which|is|was)\b)[a-z0-9][\w'.-]*\s+){1,4}?)"
@@ -818,7 +826,8 @@ def _described(lowered: str, entities: Entities, known: Known) -> None:
 def _name(tokens: list[re.Match], entities: Entities, known: Known) -> None:
     """A bare run or sweep name ("r1", "tp-try", "layots-nov") or two words of one ("lr scan", "baseline ddp")."""
     readings = [(tokens[0].group(0), tokens[0].span())]
-    if len(tokens) == 2:
+    new = re.search(r"\b(?:a|an|another|new|fresh)\s+$", tokens[0].string[: tokens[0].start()])
+    if len(tokens) == 2 and not new:  # "start a DDP baseline": one to make, no name of one on disk
         readings.insert(0, (f"{tokens[0].group(0)} {tokens[1].group(0)}", (tokens[0].start(), tokens[1].end())))
     for candidate, span in readings:
         for kind, label in (("runs", "run"), ("sweeps", "sweep")):

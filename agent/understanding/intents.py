@@ -128,6 +128,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bruns (?:that |which )?(?:are )?exist(?:s|ing)?\b|"  # "which of the runs are existing now?"
             r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo|"
             r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
+            # the noun first, its verb after, tersely: "runs. list.", "all runs: show", "runs, list them please"
+            r"^\W*(?:(?:the|my|all(?: the)?)\s+)?runs\W+(?:list|ls|overview|show|display)(?:\s+(?:them|please))*\W*$|"
             r"\boverview of (?:all |the |my )?runs\b|\blist (?:every|each) run\b|\bbeen run\b|"
             r"^\W*ls\s+(?:-\w+\s+)?runs\b|\b(?:under|in|inside) runs/?(?=\W*$)|"
             r"\bhow many (?:\w+ )?(?:experiments|runs|jobs|trainings|model fits)\b|"

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.understanding.grammar import _one_swap
 from agent.understanding.normalise import _close
 
 FILE_SUFFIXES = (".yaml", ".yml", ".md", ".json", ".jsonl", ".txt", ".toml", ".py", ".csv", ".log")
@@ -57,6 +58,9 @@ class Known:
         word = re.sub(r"\s+", "-", words.strip().lower())
         if word in names:
             return names[word]
+        reordered = [n for n in names if "-" in word and sorted(_parts(n)) == sorted(_parts(word))]
+        if len(reordered) == 1:  # "ddp baseline" is baseline-ddp: every word of its name, in another order
+            return names[reordered[0]]
         near = difflib.get_close_matches(word, names, n=2, cutoff=0.85) if close else []
         if close and not near:  # "tp-tyr": two letters swapped, which difflib's ratio scores low in a short name
             near = [n for n in names if _close(word, n)]
@@ -181,10 +185,16 @@ def _flat(tree: object, prefix: str = "") -> dict[str, str]:
     return {prefix.rstrip("."): str(tree)} if prefix else {}
 
 
+def _parts(name: str) -> list[str]:
+    """The words of a run's or sweep's name ("baseline-ddp": baseline, ddp)."""
+    return [part for part in re.split(r"[-_]", name) if part]
+
+
 def _typo_of(path: str, existing: str) -> bool:
-    """Whether `path` is `existing` typed with one typo in its file name (same folder and suffix; a stem of five
-    letters or more, as a shorter one has too many neighbours), or in its folder's name with the file's own name
-    exact ("cofigs/long.yaml" is configs/long.yaml)."""
+    """Whether `path` is `existing` typed with one typo in its file name (same folder, or none said, and suffix; a
+    stem of five letters or more; a shorter one, which has too many neighbours one letter away, only with two
+    neighbouring letters swapped: "configs/lnog.yaml"), or in its folder's name with the file's own name exact
+    ("cofigs/long.yaml" is configs/long.yaml). Known.file takes it only where one file on disk is so close."""
     folder, _, name = path.rpartition("/")
     its_folder, _, its_name = existing.rpartition("/")
     if folder and its_folder and folder.lower() != its_folder.lower():  # the name exact, its suffix either spelling
@@ -192,11 +202,11 @@ def _typo_of(path: str, existing: str) -> bool:
         return same_name and _close(folder.lower(), its_folder.lower())
     stem, suffix = Path(name).stem.lower(), _suffix(name)
     its_stem = Path(its_name).stem.lower()
-    if folder != its_folder or suffix != _suffix(its_name) or len(its_stem) < 5 or stem == its_stem:
+    if (folder and folder != its_folder) or suffix != _suffix(its_name) or stem == its_stem:
         return False
     if re.sub(r"\D", "", stem) != re.sub(r"\D", "", its_stem):  # "meshpilot2.yaml" is another file, not a typo
         return False
-    return _close(stem, its_stem)
+    return _one_swap(stem, its_stem) if len(its_stem) < 5 else _close(stem, its_stem)
 
 
 # Two spellings of one suffix: a file named with either is the one the repository has.

@@ -1,16 +1,20 @@
-"""A sentence made plain before it is read: typos of the words the rules rely on, number words, hyphenated counts
-("a 30-step run"), thousands written with commas or "k", memory units ("80 gig" is 80GiB), nodes by the GPUs in each
-("2x8 a100" is 2 nodes of 8), and layouts and packing described in words (agent.understanding.descriptions).
+"""A sentence made plain before it is read: typos of the words the rules rely on (letters swapped, left out, or every
+vowel dropped: "bnchmrk"), number words, hyphenated counts ("a 30-step run"), thousands written with commas or "k",
+memory units ("80 gig" is 80GiB), nodes by the GPUs in each ("2x8 a100" is 2 nodes of 8, "8/node"), a tool's
+arguments written as command-line flags ("--nproc 4"), and layouts and packing described in words
+(agent.understanding.descriptions).
 
 Names the repository holds (runs, sweeps, files) are never "corrected": they are passed in as known words.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from agent.understanding.descriptions import layouts_in_words, packing_in_words
 from agent.understanding.grammar import COMMON, LAYOUT_WORDS, SETTING_NAMES, VOCABULARY, _one_swap
+from trainer.hardware import GPUS
 
 # Number words, composed as people say them ("seventy", "thirty-two", "two hundred", "three point two"): a run of
 # them is one number; "one" alone is a number only before what it counts ("the layout one" is no count).
@@ -55,6 +59,39 @@ OTHER_LANGUAGE = set(_OTHER_LANGUAGE.split())
 _ENGLISH_FUNCTION = """the a an to of in on for with without is are be it that this and or my our please what
 which how can do does should would i we you me us"""
 ENGLISH_FUNCTION = set(_ENGLISH_FUNCTION.split())
+# Arguments written as a command line's flags ("--nproc 4", "--gpu=h100-nvl", "--model llama-2-70b"): the tools'
+# argument names, and those of torchrun and training scripts for them, read as the words that say each argument (a
+# plan's devices are per node: "per node" where the nodes are given too). An unknown flag is left as it is.
+FLAG = r"(?<![\w-])--([a-z][\w-]*)(?:\s*=\s*|\s+)(?!-)(\S+)"
+FLAG_PHRASES = {"nproc": "{} processes", "steps": "{} steps", "trials": "{} trials", "nodes": "{} nodes",
+                "devices": "{} gpus", "seq_len": "seq_len {}", "device_mem": "{} each"}  # fmt: skip
+FLAG_AS_SAID = ("experiment", "layout", "gpu", "model", "run", "sweep", "path", "set")  # a value that says itself
+FLAG_ALIASES = {"nproc_per_node": "nproc", "nnodes": "nodes", "num_nodes": "nodes", "gpus": "devices",
+                "num_gpus": "devices", "max_steps": "steps", "config": "experiment",
+                "seq_length": "seq_len"}  # fmt: skip
+NODES_FLAG = r"(?<![\w-])--(?:nodes|nnodes|num[-_]nodes)\b"
+
+
+def _flag(found: re.Match) -> str:
+    name = found.group(1).lower().replace("-", "_")
+    name = FLAG_ALIASES.get(name, name)
+    if name not in (*FLAG_PHRASES, *FLAG_AS_SAID):
+        return found.group(0)
+    value = found.group(2).rstrip(",.;:")
+    said = FLAG_PHRASES.get(name, "{}").format(value)
+    if name == "devices" and re.search(NODES_FLAG, found.string, re.I):
+        said += " per node"
+    return said + found.group(2)[len(value) :]
+
+
+# A memory size in words, "gigabits" said for gigabytes too ("a 4090 with 24 gigabits of ram"): a card's memory is
+# never given in bits. A rate ("100 gigabits per second", a network's) is no memory.
+GIGABYTES = r"\b(\d+(?:\.\d+)?)\s*(?:gigabytes?|gigabits?|gbits?|gbytes?)\b(?!\s*(?:per|/|a)\s*s(?:ec(?:ond)?)?\b)"
+
+
+# "Actualize" as learners say "update" (German aktualisieren, Spanish actualizar, French actualiser): "please actualize
+# the docs", "actualising the readme".
+FALSE_FRIEND_UPDATE = r"\bactuali[sz](e|es|ed|ing)\b"
 # Words the new rules read too (intents and entities): corrected like the grammar's own VOCABULARY.
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
@@ -73,7 +110,7 @@ best fine done does been being will would could should shall must might time tim
 again still ever even once both such into your yours ours mine away back about after before while since until
 part parts rest test tests case cases type types plan plans step stop start starts state status store
 boss cold date dinner exist full hate late lose lost lots race rates seep sleep star stat states stats steep sweet
-toss world presume micron lunch remote"""
+toss world presume micron lunch remote fro"""
 KEEP = COMMON | set(_KEEP.split()) | set(_ENGLISH.split())  # words the typo fixer must leave alone ("repo" is no
 # typo of "report")
 
@@ -103,6 +140,52 @@ def _lunch(found: re.Match) -> str:
     return found.group(0) if re.search(MEAL, found.string[: found.start()], re.I) else "launch"
 
 
+# A model family dictated as two words that sound like it, right before a size ("mist roll 7 b", "jem ma 7b"): the
+# family their letters are closest to.
+DICTATED_FAMILY = r"\b([a-z]+)\s+([a-z]+)(?=[\s-]+(?:\d+(?:\.\d+)?[\s-]+)?\d+(?:\.\d+)?\s*b\b)"
+FAMILY_SOUNDS = 0.8  # difflib's ratio of the joined words to the family's name
+
+
+def _dictated_family(found: re.Match) -> str:
+    families = MODEL_FAMILIES.split("|")
+    if any(word.lower() in families for word in found.groups()):
+        return found.group(0)
+    close = difflib.get_close_matches("".join(found.groups()).lower(), families, n=1, cutoff=FAMILY_SOUNDS)
+    return close[0] if close else found.group(0)
+
+
+# A GeForce card's number with two digits swapped ("2x rtx 4900"): the preset's number, where exactly one is so close
+# (no card is called 4900; the 4090 is). A real card without a preset ("rtx 3090") is no swap of one: asked about.
+RTX_NUMBERS = sorted({number for key in GPUS for number in re.findall(r"rtx-(\d+)", key)})
+SWAPPED_CARD = r"\b(rtx|geforce)([\s-]*)(\d{4})(?=s?\b)"
+
+
+def _card_number(found: re.Match) -> str:
+    name, space, number = found.groups()
+    close = [n for n in RTX_NUMBERS if _one_swap(number, n)]
+    return f"{name}{space}{close[0]}" if number not in RTX_NUMBERS and len(close) == 1 else found.group(0)
+
+
+# A layout's key typed with a typo, in its key=value form only ("dp_shrad=2", "dp-shard=2", "pt=2"): the one key it is
+# closest to (a long key by one edit, a two-letter one by its letters swapped). A word elsewhere is left as it is.
+LAYOUT_KEY = r"(?<![\w.-])([a-z][a-z_-]*)(?=\s*=\s*\d)"
+
+
+def _layout_key(found: re.Match) -> str:
+    key = found.group(1).lower().replace("-", "_")
+    keys = DIMS.split("|")
+    if found.group(1).lower() in keys:
+        return found.group(0)
+    if key in keys:  # "dp-shard=2"
+        return key
+    close = [k for k in keys if _one_swap(key, k) or (len(k) > NO_CHANGE and _close(key, k))]
+    return close[0] if len(close) == 1 else found.group(0)
+
+
+# A yes-or-no question marked as one instead of by its "?": "r1 finished y/n", "done (yes/no)", "crashed, yes or no".
+YES_NO = r"\s*\(?\b(?:y/n|yes/no)\b\)?\s*\??|\s*,?\s*\(?\byes or no\b\)?\s*\??\s*$"
+
+
 # ("fsdp on 2 but not zero-3", "ddp over 4 - 10 steps": a clause or a dash after it ends the count too)
 BARE_COUNT = (r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|[?!)]|$|\band\b|\bfor\b|\bwith\b|\binstead\b|"
               r"\bbut\b|\bthen\b|[-\u2013\u2014]\s))")  # fmt: skip
@@ -112,10 +195,14 @@ DIMS = "dp_shard|dp_replicate|tp|pp|cp|ep"
 def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     """`text` with typos fixed and numbers written as digits; case and paths kept."""
     known = {k.lower() for k in known}
+    text = re.sub(FLAG, _flag, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
+    text = re.sub(FALSE_FRIEND_UPDATE, r"updat\1", text, flags=re.I)
     text = _fix_typos(text, known)
+    text = re.sub(LAYOUT_KEY, _layout_key, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
     text = re.sub(LUNCH_THE, _lunch, text, flags=re.I)
+    text = re.sub(YES_NO, "?", text, flags=re.I)
     # dictated GPU names before numbers are composed: "a one hundred forty gig" is an A100 of 40 GiB, not 140
     text = re.sub(r"\b([ah])\s+one\s+hundred(s?)\b", r"\g<1>100\2", text, flags=re.I)
     text = re.sub(r"\bh\s+two\s+hundred(s?)\b", r"h200\1", text, flags=re.I)
@@ -140,6 +227,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"(\d),(\d{3})\b", r"\1\2", text)  # 1,000 steps
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gigs?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
+    text = re.sub(GIGABYTES, r"\1GB", text, flags=re.I)
     # "2 nodes × 8 H100", "2 machines x 4 gpus": the GPUs in each node
     text = re.sub(rf"\b(\d+\s+(?:nodes?|machines?|servers?|hosts?|boxes))\s*[x×*]\s*(\d+)\s+(?=(?:{GPU_WORD}|gpus?|"
                   r"cards?|devices?)\b)", r"\1 of \2 ", text, flags=re.I)  # fmt: skip
@@ -149,6 +237,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(rf"\b(\d+)\s*[x×*]\s*(\d+)\s+(?=(?:{GPU_WORD}|gpus?|cards?|devices?)\b)", r"\1 nodes of \2 ", text,
                   flags=re.I)  # fmt: skip
     text = re.sub(r"\b(\d+)\s*x\b(?=\s*[a-z])", r"\1 x", text, flags=re.I)  # 4x RTX 4090, 8x h100
+    # "8/node", "8 gpus/box": a count in each node
+    text = re.sub(r"\b(\d+(?:\s+[a-z][\w-]*)?)\s*/\s*(node|machine|box|host|server|computer)\b", r"\1 per \2", text,
+                  flags=re.I)  # fmt: skip
     text = re.sub(r"\b(?:a|one) single(?: one)?\b|\bsingle\b(?=\s+(?:process|proc|gpu|card|device|node|machine|rank))",
                   "1", text, flags=re.I)  # fmt: skip
     text = re.sub(r"\b(?:a\s+)?(?:pair|couple)\s+of\b", "2", text, flags=re.I)  # "a pair of 4090s"
@@ -174,6 +265,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(SUITE_HOMOPHONE, r"\1 suite", text, flags=re.I)
     text = re.sub(MORE_ADJECTIVE, _comparative, text, flags=re.I)
     text = re.sub(PUT_ON, r"set \1 to ", text, flags=re.I)
+    text = re.sub(NOT_DEFAULT, _not_default, text, flags=re.I)
     text = re.sub(COMPARED_CONFIG, lambda found: _config_stem(found, known), text, flags=re.I)
     text = _dictated(text)
     text = re.sub(r"\b(tee|pee|see|ee)\s+pee\b", lambda m: SPOKEN_DIMS[m.group(0).lower()], text, flags=re.I)
@@ -184,6 +276,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(?:graphics|video|gpu)\s+cards?\b", lambda m: "gpus" if m.group(0)[-1] == "s" else "gpu", text,
                   flags=re.I)  # fmt: skip
     text = re.sub(rf"\b({MODEL_FAMILIES})(\d+(?:\.\d+)?b)\b", r"\1 \2", text, flags=re.I)  # "mistral7b"
+    text = re.sub(DICTATED_FAMILY, _dictated_family, text, flags=re.I)
+    text = re.sub(SWAPPED_CARD, _card_number, text, flags=re.I)
     text = layouts_in_words(text, "|".join(pattern for pattern, _ in LAYOUT_WORDS))
     text = packing_in_words(text)
     text = re.sub(r"\bckpts?\b", "checkpoint", text, flags=re.I)
@@ -325,6 +419,26 @@ _SETTING_NAME = rf"(?:the\s+)?(?:steps?|trials?|{'|'.join(SETTING_NAMES.values()
 PUT_ON = rf"\b(?:put|set|leave|keep|place)\s+({_SETTING_NAME})\s+(?:on|at)\s+(?=\d)"
 
 
+# A default refused, then the value said in its place: "not the default step count, do 60", "not the usual lr — use
+# 3e-4". The value is the setting's (a count before its noun, as "60 steps" reads).
+_COUNT_NAME = r"(?P<count>steps?|trials?)(?:\s+(?:count|number))?|number\s+of\s+(?P<counted>steps|trials)"
+NOT_DEFAULT = (rf"\bnot\s+(?:the\s+|our\s+|its\s+)?(?:default|usual|normal|standard|stock|configured)\s+"
+               rf"(?:{_COUNT_NAME}|(?P<setting>{'|'.join(SETTING_NAMES.values())}))\s*[,;:\u2013\u2014-]*\s*"
+               r"(?:(?:but|just|rather|instead|do|use|make\s+it|go\s+with|run|try|set\s+it\s+to|please|pls)\s+)*"
+               r"(?P<value>\d+(?:\.\d+)?(?:e-?\d+)?k?)\b(?:\s+(?P=count)s?\b|\s+(?P=counted)\b)?"
+               # a count of something else after it is no value of the setting ("not the default steps, 2 gpus")
+               r"(?!\s*(?:x\b|gpus?|cards?|devices?|nodes?|machines?|process\w*|procs?|ranks?|workers?|trials?|"
+               r"steps?|[ahl]\d+|gi?b\b))")  # fmt: skip
+
+
+def _not_default(found: re.Match) -> str:
+    value = found.group("value")
+    if found.group("setting"):
+        return f"{found.group('setting')} {value}"
+    noun = (found.group("count") or found.group("counted")).lower()
+    return f"{value} {noun if noun.endswith('s') else noun + 's'}"
+
+
 def _spoken_digits(found: re.Match) -> str:
     return "".join("0" if w == "oh" else str(UNITS[w]) for w in found.group(0).lower().split())
 
@@ -416,14 +530,50 @@ def _close(word: str, known: str) -> bool:
 
 
 def _name_words(known: set[str]) -> list[str]:
-    """The repository's names that are one plain word ("long" of configs/long.yaml, "notes"): a typo of one is read as
-    it ("the lnog config"), by two letters swapped only (names are not in the everyday words the typo fixer knows)."""
-    return sorted(n for n in known if n.isalpha() and len(n) >= SWAP_ONLY)
+    """The plain words of the repository's names ("long" of configs/long.yaml, "notes", "scan" of lr-scan): a typo of
+    one is read as it ("the lnog config", "the lr scna sweep"), by two letters swapped only (names are not in the
+    everyday words the typo fixer knows)."""
+    words = {part for name in known for part in re.split(r"[-_.]", name)}
+    return sorted(w for w in words if w.isalpha() and len(w) >= SWAP_ONLY)
 
 
 # The words that open a question, fixed when two letters are swapped ("waht runs do we have"); not every English
 # word, as a word the lists lack is often no typo ("three" is no swap of "there").
 QUESTION_WORDS = ("what", "which", "where", "when", "have", "does", "show")
+
+
+# Words written without their vowels, as in chat ("bnchmrk r1", "rslts", "chkpt"): the one word the rules read whose
+# consonants they are, all of them or its first, last and some between in order. Four consonants at least ("llm",
+# "gps", "stp" are words or could be several); an abbreviation of five at least.
+UNVOWELLED = 4
+ABBREVIATED = 5
+
+
+def _consonants(word: str) -> str:
+    return re.sub(r"[aeiou]", "", word)
+
+
+def _unvowelled(word: str) -> str | None:
+    if len(word) < UNVOWELLED or re.search(r"[aeiouy]", word):
+        return None
+    exact = [w for w in WORDS if _consonants(w) == word]
+    if exact or len(word) < ABBREVIATED:
+        return exact[0] if len(exact) == 1 else None
+    shortened = [w for w in WORDS if _abbreviates(word, _consonants(w))]
+    return shortened[0] if len(shortened) == 1 else None
+
+
+def _abbreviates(short: str, consonants: str) -> bool:
+    """Whether `short` is `consonants` with some left out, its first and last kept ("chkpt" of "chckpnt")."""
+    if short[0] != consonants[0] or short[-1] != consonants[-1]:
+        return False
+    letters = iter(consonants)
+    return all(letter in letters for letter in short)
+
+
+# The English function words of three letters, whose two letters swapped are read as them ("adn" is "and"; "fro"
+# is a word, KEEP).
+SHORT_FUNCTION = sorted(w for w in ENGLISH_FUNCTION if len(w) == 3)
 
 
 def _fix_typos(text: str, known: set[str]) -> str:
@@ -436,8 +586,10 @@ def _fix_typos(text: str, known: set[str]) -> str:
         lowered = word.lower()
         if lowered in KEEP or lowered in known or lowered in WORDS or len(lowered) < 3:
             return word
-        if len(lowered) == 3:  # too short for a close match; two letters swapped still ("rnu" -> "run")
-            swapped = [w for w in WORDS if _one_swap(lowered, w)]
+        if full := _unvowelled(lowered):  # "bnchmrk", "rslts", "chkpt"
+            return full
+        if len(lowered) == 3:  # too short for a close match; two letters swapped still ("rnu" -> "run", "adn")
+            swapped = [w for w in [*WORDS, *SHORT_FUNCTION] if _one_swap(lowered, w)]
             return swapped[0] if len(swapped) == 1 else word
         if any(lowered + end in WORDS for end in ("s", "d", "ed")) or lowered.removesuffix("s") in WORDS:
             # "step" is no typo of "steps", nor "measure" of "measured"
