@@ -4181,3 +4181,242 @@ def test_a_card_with_no_preset_is_still_asked_about(known):
 def test_a_default_refused_then_a_value_is_that_value(text, key, value, known):
     intent = read(text, known)
     assert intent.args.get(key) == value and intent.clarify is None
+
+
+# --- fresh_s's kinds (issue 33) ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, command, key, value",
+    [
+        (
+            "before I start anything big, could you kick off a layout sweep on configs/long.yaml",
+            "sweep",
+            "experiment",
+            "configs/long.yaml",
+        ),
+        ("before we launch the real thing, can you run a quick 5 step smoke test on 2 gpus", "run", "steps", 5),
+        ("before I try anything, benchmark r1 please", "bench", "model", "runs/r1"),
+        ("Before I launch anything, what hardware is this?", "hardware", "", None),
+    ],
+)
+def test_the_users_own_act_to_come_cues_nothing_and_leaves_the_request(text, command, key, value, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get(key), intent.clarify) == (command, value, None)
+
+
+def test_a_launch_of_the_users_own_to_come_is_no_launch_now(known):
+    assert read("before I launch: fsdp on 2 gpus, 10 steps", known).command != "run"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "launch the new config Priya was describing at standup",
+        "train with the setup Sam kept talking about",
+        "start a sweep on the layout our lead has been pitching",
+    ],
+)
+def test_settings_a_named_person_talked_about_are_asked_about(text, known):
+    intent = read(text, known)
+    assert intent.command in ("run", "sweep") and (intent.clarify or "").startswith("Which settings do you mean")
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("train the long config Sam was talking about", {"experiment": "configs/long.yaml"}),
+        ("launch the config Sam was talking about: 20 steps on 2 gpus with ddp", {"steps": 20, "nproc": 2}),
+    ],
+)
+def test_what_a_named_person_talked_about_with_its_file_or_values_acts(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify is None
+    assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, nproc, layout",
+    [
+        ("train on 4 gpus with data parallelism, but sharded", 4, "dp_shard=4"),
+        ("data parallel (sharded) on 2 gpus, 10 steps", 2, "dp_shard=2"),
+        ("train with data parallel, sharded 4 ways", 4, "dp_shard=4"),
+        ("train on 2 gpus, data parallel that is not sharded", 2, "dp_replicate=2"),  # said not to be: DDP
+        ("train on 4 gpus with data parallel and the checkpoints sharded", 4, "dp_replicate=4"),  # a checkpoint's
+    ],
+)
+def test_data_parallel_said_to_be_sharded_after_its_name_is_fsdp(text, nproc, layout, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("nproc"), intent.args.get("layout")) == ("run", nproc, layout)
+
+
+@pytest.mark.parametrize(
+    "text, model",
+    [("score tp-try on the regression tests", "runs/tp-try"), ("score the latest run on our own tests", "runs/r1")],
+)
+def test_a_model_scored_on_tests_is_benchmarked(text, model, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("model"), intent.clarify) == ("bench", model, None)
+
+
+@pytest.mark.parametrize(
+    "text, command", [("what was the final score of r1's loss?", "results"), ("scores of the lr-scan trials", "trials")]
+)
+def test_a_score_read_of_a_run_or_sweep_is_no_benchmark(text, command, known):
+    assert read(text, known).command == command
+
+
+@pytest.mark.parametrize(
+    "text, nproc, layout",
+    [
+        ("long.yaml on 2 gpus w/ dp_shard", 2, "dp_shard=2"),
+        ("train 8 procs using dp_replicate, 10 steps", 8, "dp_replicate=8"),
+        ("train 2 gpus w/o packing w/ ddp", 2, "dp_replicate=2"),
+        ("train on 4 gpus with dp_shard and tp", 4, "dp_shard=2,tp=2"),  # two layouts: the one split of 4
+    ],
+)
+def test_a_mesh_key_without_its_degree_takes_the_process_count(text, nproc, layout, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("nproc"), intent.args.get("layout")) == ("run", nproc, layout)
+
+
+def test_w_slash_is_with_and_w_slash_o_is_still_without(known):
+    intent = read("train 2 gpus w/o packing w/ ddp", known)
+    assert intent.args.get("set") == ["data.packing=false"]
+
+
+@pytest.mark.parametrize(
+    "text, nodes, devices",
+    [("2n x 4 h100, llama 3.1 8b, plan it", 2, 4), ("plan llama 3.1 70b on 2n8g h100", 2, 8)],
+)
+def test_nodes_in_shorthand_are_nodes(text, nodes, devices, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("nodes"), intent.args.get("devices")) == ("plan", nodes, devices)
+
+
+@pytest.mark.parametrize(
+    "text, plain",
+    [
+        ("4n x 8 a100", "4 nodes of 8 a100"),
+        ("train 4n steps", "train 4n steps"),  # "4n" alone: no nodes
+        ("Step 1: use configs/long.yaml. Step 2: 2 gpus", "use configs/long.yaml. 2 gpus"),
+        ("1) long.yaml 2) ddp on 2 gpus 3) 20 steps", "long.yaml, ddp on 2 gpus, 20 steps"),
+        ("train with 2 processes (dp_shard 2) and 10 steps", "train with 2 processes (dp_shard 2) and 10 steps"),
+        ("wait until r1 reaches step 10. then stop it", "wait until r1 reaches step 10. then stop it"),
+        ("replicated twice", "replicated 2 x"),  # the past of a word the rules read is no typo of it
+        ("it finishde", "it finished"),
+    ],
+)
+def test_the_normaliser_reads_fresh_ss_shorthand(text, plain, known):
+    assert normalise(text, known.names) == plain
+
+
+def test_numbered_steps_are_no_step_counts(known):
+    intent = read("Step 1: configs/long.yaml. Step 2: ddp on 2 gpus. Step 3: 30 steps. Go.", known)
+    assert intent.command == "run" and intent.clarify is None
+    assert (intent.args.get("steps"), intent.args.get("nproc"), intent.args.get("experiment")) == (
+        30,
+        2,
+        "configs/long.yaml",
+    )
+
+
+@pytest.mark.parametrize(
+    "text, command, key, value",
+    [
+        ("[from #ml-infra] @jan asks: who won layouts-nov?", "trials", "sweep", "sweeps/layouts-nov"),
+        ("write up lr-scan for the stand-up tomorrow", "report", "sweep", "sweeps/lr-scan"),
+        ("refresh the docs from layouts-nov before the off-site", "docs", "sweep", "sweeps/layouts-nov"),
+    ],
+)
+def test_a_chats_channel_or_a_meeting_is_no_runs_name(text, command, key, value, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get(key), intent.clarify) == (command, value, None)
+
+
+def test_an_unknown_hyphenated_name_is_still_asked_about(known):
+    assert "I find no run or sweep named 'ml-infra'" in (read("results of ml-infra", known).clarify or "")
+
+
+@pytest.mark.parametrize(
+    "text, nproc, layout",
+    [
+        ("same as r1 but on 4 gpus", 4, "dp_shard=4"),  # r1's layout kind (dp_shard=2) on the count said
+        ("relaunch r1's setup on 8 gpus", 8, "dp_shard=8"),
+        ("like r1 but on 4 gpus with tp", 4, "tp=4"),  # a layout said wins over the copied one
+        ("r1 ran on two gpus with fsdp; double that, same layout, on 4 gpus", 4, "dp_shard=4"),
+        ("tp-try ran out of memory on 2 gpus with tp; train 4 gpus with fsdp, 10 steps", 4, "dp_shard=4"),
+    ],
+)
+def test_a_copied_runs_layout_kind_runs_on_the_count_said(text, nproc, layout, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("nproc"), intent.args.get("layout"), intent.clarify) == (
+        "run",
+        nproc,
+        layout,
+        None,
+    )
+
+
+def test_a_multiple_the_count_said_does_not_make_is_asked_about(known):
+    intent = read("r1 ran on 2 processes, same sharding but on 6 gpus, double that", known)
+    assert (intent.clarify or "").startswith("How many in all")
+
+
+def test_a_copy_with_no_change_is_still_confirmed(known):
+    assert (read("train the same as r1", known).clarify or "").startswith("Train with runs/r1's layout")
+
+
+def test_a_layout_of_several_dimensions_is_not_regrown():
+    from agent.understanding import _at_count
+
+    launch = {"nproc": 4, "layout": "dp_shard=2,tp=2"}
+    assert _at_count(launch, 8) == launch and _at_count({"nproc": 2, "layout": "tp=2"}, 4)["layout"] == "tp=4"
+
+
+def test_a_runs_past_step_count_is_no_step_count_of_the_request(known):
+    assert read("r1 ran 20 steps; run it again with 40 steps", known).args.get("steps") == 40
+
+
+@pytest.mark.parametrize(
+    "text, path",
+    [
+        ("show me the main experiment file", "meshpilot.yaml"),
+        ("what's in our default config?", "meshpilot.yaml"),
+        ("show the long config", "configs/long.yaml"),
+    ],
+)
+def test_the_main_experiment_is_meshpilot_yaml(text, path, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("path")) == ("read", path)
+
+
+@pytest.mark.parametrize(
+    "text, nproc, layout",
+    [
+        ("train on 4 gpus, sharded 2-way and replicated 2x", 4, "dp_replicate=2,dp_shard=2"),
+        ("8 gpus: replicate across 2 and shard across 4, 30 steps", 8, "dp_replicate=2,dp_shard=4"),
+        ("train tp=2,dp_shard=2 for a total of 100 steps", 4, "dp_shard=2,tp=2"),  # a total of steps: no processes
+    ],
+)
+def test_hsdp_said_as_ways_replicated_and_sharded(text, nproc, layout, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("nproc"), intent.args.get("layout"), intent.clarify) == (
+        "run",
+        nproc,
+        layout,
+        None,
+    )
+
+
+def test_hsdp_ways_that_make_another_count_are_asked_about(known):
+    intent = read("train 8 gpus replicated 2 times and sharded 2 ways", known)
+    assert "needs 4 processes, not 8" in (intent.clarify or "")
+
+
+def test_a_negation_of_the_speakers_mind_turns_nothing_off(known):
+    intent = read("I don't really know the details, just train 10 steps on 2 gpus with fsdp", known)
+    assert intent.command == "run" and intent.clarify is None and "set" not in intent.args
+    unsure = read("train 10 steps on 2 gpus, I don't understand packing", known)
+    assert "data.packing=false" not in unsure.args.get("set", []) and unsure.clarify  # asked, never off
+    assert read("train 10 steps, I don't want packing", known).args.get("set") == ["data.packing=false"]

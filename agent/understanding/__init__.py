@@ -38,6 +38,7 @@ from agent.understanding.entities import (
     EXCLUDER,
     GENERIC,
     OPTIMIZERS,
+    SPEAKERS_MIND,
     Entities,
     extract,
     masked,
@@ -355,6 +356,9 @@ NOT_A_NAME = (
     r"follow-up|write-up|one-pager|what-if|so-called|\w+-wise|e\.g|i\.e|"
     r"q[1-4]|fy\d+|"  # a quarter or a fiscal year ("for the Q3 deck"), no run's name
     r"(?:sign|hand|check|roll|print|read)-(?:offs?|ins?|outs?|throughs?)|"  # "for sign-off", "a roll-out": words
+    # meetings and events ("before the all-hands", "at the stand-up", "after the off-site"): times, no run's name
+    r"all-hands?|stand-ups?|town-halls?|off-sites?|on-sites?|one-on-ones?|1-on-1s?|sync-ups?|kick-offs?|catch-ups?|"
+    r"check-ins?|wrap-ups?|deep-dives?|brown-bags?|lunch-and-learns?|show-and-tells?|q-and-a|go-lives?|"
     r"\w+-(?:ready|based|like|level|style|friendly|only|free|heavy|bound|aware|sized|related|specific))$"
 )
 
@@ -365,8 +369,9 @@ def _unknown_name(plain: str, entities: Entities, context: Context, intent: Inte
     if context.known.root is None:
         return None
     lowered = masked(plain.lower(), entities)
-    named = re.findall(r"(?<![\w/.=-])((?:runs|sweeps)/[\w.-]+|[a-z]+\d+[a-z0-9]*|[a-z0-9]+(?:-[a-z0-9]+)+)(?![\w/=])",
-                       lowered)  # fmt: skip
+    # ("#ml-infra" is a chat's channel, "@jan" a person: no names of runs)
+    named = re.findall(r"(?<![\w/.=#@-])((?:runs|sweeps)/[\w.-]+|[a-z]+\d+[a-z0-9]*|[a-z0-9]+(?:-[a-z0-9]+)+)"
+                       r"(?![\w/=])", lowered)  # fmt: skip
     unknown = [n for n in named if not re.match(NOT_A_NAME, n.split("/")[-1]) and n not in KNOWN_WORDS]
     known = {*context.known.runs, *context.known.sweeps}
     unknown += [str(v) for v in [*entities.all("run"), *entities.all("sweep")] if str(v) not in known]
@@ -739,11 +744,11 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
             + (" (a plan ranks layouts for its own hardware; it launches nothing here)." if context.plan else ".")
         )
     if copying:
-        before = context.known.launch_of(str(named))
+        before = _at_count(context.known.launch_of(str(named)), intent.args.get("nproc"))
         for key, value in before.items():  # "same like r1 but 50 steps": r1's layout and processes, from its metrics
             intent.args.setdefault(key, value)
         copied = True
-        if not entities.has("steps", "switch", "optimizer", "override", "times", "nproc", "layout"):
+        if not entities.has("steps", "switch", "optimizer", "override", "times", "nproc", "devices", "layout"):
             # "the same settings as r1" and nothing else: its metrics do not hold every setting, so confirm
             copy = ", ".join(f"{k}={v}" for k, v in before.items())
             intent.clarify = (f"Train with {named}'s layout and processes ({copy}), the experiment's other settings "
@@ -756,7 +761,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["steps"] = steps
     if (times := entities.get("times")) and steps and re.search(r"\bthan\b|\bas (?:long|many|much) as\b", lowered):
         intent.args["steps"] = int(float(times) * int(steps))  # "2x longer than the default 20 steps": 40
-    elif times and intent.clarify is None:
+    elif times and intent.clarify is None and not _multiple_said(float(times), entities, named if copied else None,
+                                                                 context):  # fmt: skip
         intent.clarify = (
             f"How many in all: {_as_number(float(times))} x what? Give the number. {_launch_text(intent.args)}"
         )
@@ -806,6 +812,24 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.clarify = f"On how many GPUs (processes), and with which layout? {_launch_text(intent.args)}"
 
 
+def _at_count(launch: dict[str, object], nproc: object) -> dict[str, object]:
+    """A run's launch (Known.launch_of) on the processes a sentence states instead: its layout's kind at the new count
+    where it has one dimension ("like r1, dp_shard=2, on four GPUs" is dp_shard=4); a layout of several dimensions is
+    kept, and its count asked about (which degree grows is not said)."""
+    layout = str(launch.get("layout", ""))
+    if not isinstance(nproc, int) or nproc == launch.get("nproc") or not re.fullmatch(r"\w+=\d+", layout):
+        return launch
+    return {**launch, "nproc": nproc, "layout": f"{layout.split('=')[0]}={nproc}"}
+
+
+def _multiple_said(times: float, entities: Entities, copied: object, context: Context) -> bool:
+    """Whether a multiple ("double that") is of the copied run's processes and the sentence states what it comes to
+    ("r1 ran on two processes; double that, across four GPUs"): the count said is the answer, nothing to ask."""
+    before = context.known.launch_of(str(copied)).get("nproc") if copied else None
+    said = [int(v) for v in [*entities.all("nproc"), *entities.all("devices")] if isinstance(v, int)]
+    return isinstance(before, int) and said == [int(times * before)]
+
+
 def _process_counts(entities: Entities, nproc: object) -> list[int]:
     """The different counts of processes (or GPUs) a launch states, where the one it would take (`nproc`) is not
     the one total that stands: a count right after a layout word is that layout's degree ("on 8 GPUs: fsdp across 4
@@ -851,6 +875,7 @@ NEGATION = (r"\b(?:without|w/o|no|not|disable[sd]?|disabling|turn(?:ed)? off|swi
 NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no later|no rush|no hurry|no idea|"
                  r"no problem|no worries|no matter|never ?mind|not (?:too|more|less|yet|now|a big deal)|"
                  r"don'?t (?:change|touch|forget|wait|bother|worry|ask|need)|do not (?:change|touch|forget|wait|ask)|"
+                 rf"{SPEAKERS_MIND}|"  # "I don't know the technical side"
                  r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"
                  r"off (?:the|of|from|_)|not\b.{0,12}\?$)")  # fmt: skip
 # A layout taken back ("not pipelined", "no tp"): the grammar leaves it out of the layout, no setting is meant.

@@ -119,6 +119,13 @@ LAYOUT_DESCRIPTIONS = [
         "with ddp",
         "ddp",
     ),
+    (  # data parallel said to be sharded after its name ("the data parallel which is sharded", "data parallelism,
+        # but sharded", "data parallel (sharded)"): FSDP; said not to be ("data parallel that is not sharded"): DDP
+        r"\b(?:distributed\s+)?data[- ]parallel(?:ism)?\s*(?:,\s*|\(\s*|\s+)(?:(?:which|that)\s+(?:is|gets|'s)\s+|"
+        r"(?:but|and|being|only|just)\s+)?(?P<unsharded>not\s+|never\s+|un)?(?:fully\s+)?sharded\b\)?",
+        lambda found: "ddp" if found.group("unsharded") else "fsdp",
+        "fsdp",
+    ),
     (  # the data sharded across cards, said of a layout ("the data is sharded on two"; "only the data" is DDP's, above)
         rf"\b(?:the\s+)?data\s+(?:is\s+|are\s+|being\s+|gets?\s+)?sharded{_ACROSS}"
         r"(?!\s+\S+\s+(?:\S+\s+)?(?:files?|disks?|buckets?|directories|folders|parquets?)\b)",  # storage, no layout

@@ -38,7 +38,7 @@ NOUNS = {
     "stages": r"(?:pipeline )?stages?",
 }
 COUNT = r"(\d+(?:\.\d+)?)(k?)"
-NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never|before i|before we)\s+(?:actually\s+)?"
+NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never)\s+(?:actually\s+)?"
              r"(?:re-?)?(?:run|launch|start|train|kick)\w*\b(?:\s+(?:anything|it|a run|a job))?|\bjust plan\b|"
              r"\bonly plan\b|\bplan only\b|\bno launch\w*\b|\bhypothetical\w*\b|"
              # "no run" (but not "no run named r9"), and "only plan" in German, as users mix it in
@@ -117,10 +117,13 @@ UNKNOWN_SOURCE = (
     rf"\b(?:the|those|these|that|this)\s+(?:\w+\s+)?{_SETTINGS_NOUN}\s+(?:that\s+|which\s+)?(?:{_SOMEONE})\s+"
     rf"(?:(?:had|has|have|just|already)\s+)?{_SUGGESTED}\b|"
     rf"\b(?:what|whatever)\s+(?:{_SOMEONE})\s+(?:(?:had|has|just)\s+)?{_SUGGESTED}\b|"
-    rf"\b(?:the|those|these|that)\s+(?:\w+\s+)?(?:{_SETTINGS_NOUN}|{_REFERENT})\s+(?:that\s+|which\s+)?"
-    r"(?:we|i|they|you and i)\s+(?:(?:had|have|just|already)\s+)?(?:discussed|agreed on|agreed|talked about|"
-    r"spoke about|chatted about|settled on|decided on|went with|aligned on|landed on|planned|came up with|sketched|"
-    r"brainstormed|mentioned)\b|"
+    # ("that new cluster config Sam was talking about": a talk by anyone, named or not, in any tense)
+    rf"\b(?:the|those|these|that)\s+(?:\w+\s+){{0,2}}(?:{_SETTINGS_NOUN}|{_REFERENT})\s+(?:that\s+|which\s+)?"
+    rf"(?:we|i|they|you and i|{_SOMEONE})\s+(?:(?:had|have|has|just|already|was|were|been|kept)\s+){{0,2}}"
+    r"(?:discuss(?:ed|ing)|agreed on|agreed|talk(?:ed|ing) about|sp(?:oke|eaking) about|chatt(?:ed|ing) about|"
+    r"settled on|decided on|went with|aligned on|landed on|planned|planning|came up with|coming up with|sketched|"
+    r"brainstorm(?:ed|ing)|mention(?:ed|ing)|rav(?:ed|ing) about|pitch(?:ed|ing)|describ(?:ed|ing)|"
+    r"propos(?:ed|ing))\b|"
     rf"\b(?:the|those|these)\s+{_SETTINGS_NOUN}\s+from\s+(?:the|our|my|this morning'?s|yesterday'?s|last week'?s|"
     r"today'?s)\s+(?:\w+\s+)?(?:meeting|call|chat|discussion|email|thread|slack|standup|sync|conversation|"
     r"whiteboard)\b|"
@@ -154,7 +157,7 @@ SEQ_LEN = (
     r"\b\d+\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b|" + TOKENS_PER_SEQUENCE
 )
 NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice", "not_run", "not_sweep",
-         "not_run_choice", "not_sweep_choice", "not_experiment")  # fmt: skip
+         "not_run_choice", "not_sweep_choice", "not_experiment", "said_of_run")  # fmt: skip
 # What excludes the run or sweep named right after it: "from the lr scan, not the layouts one", "rather than r1".
 # Verbs that leave out what they name ("skip lr-scan", "ignore r1"): what a possessive names is left out instead ("skip
 # r1's benchmark" skips the benchmark, not r1).
@@ -204,6 +207,7 @@ def extract(text: str, known: Known) -> Entities:
     _excluded(lowered, entities)
     the_other(lowered, entities, known)
     _layouts(masked(lowered, entities), entities)
+    _said_of_runs(lowered, entities)
     if found := re.search(SETTING, lowered):
         entities.add("override", found.group(0), found.span())
     if found := re.search(SEQ_LEN, lowered):
@@ -217,6 +221,31 @@ def extract(text: str, known: Known) -> Entities:
     elif found := re.search(OWN_MODEL, lowered):
         entities.add("not_own_model", True, found.span())
     return entities
+
+
+# What a run did, said of it as its subject in the past: "r1 ran sharded on two processes", "tp-try used tp=2 on 2
+# gpus", "r1 had 20 steps". The clause's counts, layouts and settings are the run's, not the request's ("so r1 ran
+# sharded on two processes, right? double that, same kind of sharding, across four GPUs" launches on 4; what of r1's
+# is copied, the launch reads from its files). The clause ends at punctuation or a conjunction.
+RUN_DID = (r"^\s+(?:(?:had|has|was|were|got)\s+)?(?:ran|trained|used|had|went|was|finished|completed|crashed|"
+           r"failed|died)\b(?:(?![,;!?\u2013\u2014]|\.(?!\w)|\b(?:and|but|so|now|then|while|whereas|because|since|"
+           r"i|we|you|please|can|could)\b).)*")  # fmt: skip
+# The kinds of fact such a clause holds.
+RUN_FACTS = ("nproc", "devices", "layout", "steps", "switch", "switch_mention", "override", "optimizer", "seq_len",
+             "times", "relative")  # fmt: skip
+
+
+def _said_of_runs(lowered: str, entities: Entities) -> None:
+    """The facts said of a run in the past are one said_of_run entity (masked, as names are), none of the request."""
+    for run in [e for e in entities.found if e.kind == "run" and e.span[1] > e.span[0]]:
+        did = re.match(RUN_DID, lowered[run.span[1] :])
+        if not did:
+            continue
+        start, end = run.span[1], run.span[1] + did.end()
+        facts = [e for e in entities.found if e.kind in RUN_FACTS and start <= e.span[0] < end]
+        if facts:
+            entities.found = [e for e in entities.found if e not in facts]
+            entities.add("said_of_run", run.value, (start, end))
 
 
 def _excluded(lowered: str, entities: Entities) -> None:
@@ -617,9 +646,16 @@ PRONOUN_OFF = (r"\b(?:without|w/o|disable|no more|turn off|switch off|drop|remov
 COORDINATED = r"\s*(?:,\s*)?(?:and|or|nor|&|plus|as well as|,)\s*(?:the\s+|also\s+)?"
 
 
+# A negation of the speaker's own mind, no setting's: "I don't know the technical side", "I don't really understand
+# packing" (asked about, never read as packing off).
+SPEAKERS_MIND = (r"\b(?:don'?t|do not|never)\s+(?:really\s+|fully\s+)?(?:know|understand|get|care|mind|think|remember|"
+                 r"follow)\b")  # fmt: skip
+
+
 def _switch_value(lowered: str, mention: re.Match) -> str | None:
     # Only the words of the mention's own clause: "without packing, with AC" does not negate AC.
     before = re.split(CLAUSE, lowered[max(0, mention.start() - 60) : mention.start()])[-1]
+    before = re.sub(SPEAKERS_MIND, " ", before)
     if re.search(r"\b(?:or|nor)\s*$", before):  # "without activation checkpointing or packing": both off
         return "false" if re.search(NEGATION_BEFORE, before) else None
     after = re.split(CLAUSE, lowered[mention.end() : mention.end() + 30])[0]
@@ -718,10 +754,9 @@ def _names(text: str, entities: Entities, known: Known) -> None:
     for found in re.finditer(r"\b(?:the|my|our|your)\s+(\w+)(?:\s+file)?\b", lowered):
         if found.group(1) not in NOT_FILES and (path := known.stem(found.group(1))):
             entities.add("file", path, found.span())
-    if (found := re.search(r"\b(?:the|my|our)\s+experiment(?:\s+file|\s+config)?\b", lowered)) and known.file(
-        "meshpilot.yaml"
-    ):
-        entities.add("experiment", "meshpilot.yaml", found.span())
+    found = re.search(MAIN_EXPERIMENT, lowered)
+    if found and known.file("meshpilot.yaml") and not (found.group(1) and known.config(found.group(1))):
+        entities.add("experiment", "meshpilot.yaml", found.span())  # (configs/default.yaml is named as it is)
     # "the long config", and its stem first in a compound: "the long-context config", "the long-seq experiment"
     for found in re.finditer(r"\b(?=(?:the\s+)?(\w+)(?:-\w+)?\s+(?:config(?:uration)?|experiment)(?:\s+file)?\b)",
                              lowered):  # fmt: skip
@@ -743,6 +778,10 @@ def _names(text: str, entities: Entities, known: Known) -> None:
         entities.add("sweep", known.sweeps[0], (0, 0))
 
 
+# The repository's own experiment, meshpilot.yaml: "the experiment file", "the main experiment file", "our default
+# config" (a config named by such a word, configs/default.yaml, is that file).
+MAIN_EXPERIMENT = (r"\b(?:the|my|our)\s+(?:(main|default|primary|base|top-level|root|standard)\s+"
+                   r"(?:experiment|config(?:uration)?)|experiment)(?:\s+file|\s+config)?\b")  # fmt: skip
 # A run or sweep named by a word of its name before its noun, with no article, at the start of a clause or after a
 # preposition: "baseline run tok/s", "loss of baseline run" ("a baseline run", "start new run" name none on disk).
 BARE_NAMED = r"(?:^|[,;:.!?(]\s*|\b(?:of|for|from|on|in|about|with|vs|and|is|did|was)\s+)([a-z][\w]+)\s+(run|sweep)\b"

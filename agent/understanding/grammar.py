@@ -25,15 +25,16 @@ from trainer.model.presets import MODELS, REFUSED, model_override, model_preset,
 
 SLASH_COMMANDS = ("help", "plan", "why", "run", "status", "results", "cancel", "hardware", "runs", "read", "sweep",
                   "bench", "report", "pr", "compare", "trials", "where", "docs", "resume")  # fmt: skip
-# Layout words, longest phrases first so that "fully sharded data parallel" is not read as "data parallel".
+# Layout words, longest phrases first so that "fully sharded data parallel" is not read as "data parallel". A mesh
+# dimension's key is one too without its degree ("4 gpus w/ dp_shard": the degree is the processes').
 LAYOUT_WORDS: list[tuple[str, str]] = [
     (
         r"fully[- ]sharded(?: data[- ]parallel)?|fsdp2?|zero[- ]?[123]|zero stage [123]|"
-        r"(?:data|dp)[- ]shard(?:ing|ed)?|shard(?:ed|ing)? data(?:[- ]parallel\w*)?",
+        r"(?:data|dp)[- _]shard(?:ing|ed)?|shard(?:ed|ing)? data(?:[- ]parallel\w*)?",
         "dp_shard",
     ),
     (r"hsdp|hybrid[- ]shard(?:ing|ed)?(?: data[- ]parallel)?", "hsdp"),
-    (r"ddp|distributed data[- ]parallel|data[- ]parallel(?:ism)?|replicated?", "dp_replicate"),
+    (r"ddp|distributed data[- ]parallel|data[- ]parallel(?:ism)?|replicated?|dp[- _]replicated?", "dp_replicate"),
     (r"tensor[- ]parallel(?:ism)?|tp", "tp"),
     (r"pipeline[- ]parallel(?:ism)?|pipelined?|pp", "pp"),
     (r"context[- ]parallel(?:ism)?|ring attention|cp", "cp"),
@@ -464,8 +465,10 @@ def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> 
     intent.args["layout"] = _layout_text({**degrees, **intent.args.pop("ep", {})})
 
 
-# The total of a combination, said as such: "so total 4 GPUs", "4 GPUs total", "a total of 8", "8 in all".
-TOTAL = (r"\b(?:a\s+|in\s+)?total(?:\s+of)?\s+(\d+)\b|\b(\d+)\s+(?:(?:gpus?|cards?|devices?|process(?:es)?|procs?|"
+# The total of a combination, said as such: "so total 4 GPUs", "4 GPUs total", "a total of 8", "8 in all" ("a total
+# of 100 steps" counts steps).
+TOTAL = (r"\b(?:a\s+|in\s+)?total(?:\s+of)?\s+(\d+)\b(?!\s*(?:k\b|steps?|iter\w*|trials?|tokens?|epochs?|samples?|"
+         r"nodes?|machines?|minutes?|hours?|seconds?))|\b(\d+)\s+(?:(?:gpus?|cards?|devices?|process(?:es)?|procs?|"
          r"ranks?)\s+)?(?:in\s+total|total|in\s+all|altogether|overall|all\s+together)\b")  # fmt: skip
 
 

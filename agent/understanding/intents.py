@@ -334,6 +334,13 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"holdout|validation)\s+(?:set|suite|data(?:set)?|tasks?)\b",
             3,
         ),
+        # a model scored on tests: "score the one from our latest training on the internal tests", "score r1 against
+        # the eval set" (scoring is what a benchmark does; the tests are its suite)
+        (
+            r"\bscor(?:e|es|ing)\s+(?:\S+\s+){0,8}?(?:on|against|with|using)\s+(?:\w+\s+){0,2}?"
+            r"(?:tests?|evals?|benchmarks?|test\s+sets?|suites?|tasks)\b",
+            5,
+        ),
         # a model held up against tests of its quality, asked or not: "does r1 hold up on our internal quality tests?"
         (
             r"\b(?:holds?|holding|stands?|standing)\s+up\s+(?:on|against|to|in)\s+(?:\w+\s+){0,3}?"
@@ -534,8 +541,12 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
         negated.add("wait")
         spans.append(found.span())
     spans += [found.span() for found in re.finditer(STOP_DOING, lowered)]  # no action, nothing negated either
+    later = list(re.finditer(OWN_LATER, lowered))  # the user's own act to come: no cue
+    spans += [found.span() for found in later]
     for start, end in spans:
         lowered = lowered[:start] + " " * (end - start) + lowered[end:]
+    if any(launch_verb(found.group(0)) for found in later) and not launch_verb(lowered):
+        negated.add("run")  # "before I launch: fsdp on 2 gpus": the launch is theirs, later; no other asked for
     # a verb taken back in one clause and said in another ("abort tp-try; do not cancel baseline-ddp"): the action is
     # asked for, only not on what the negation names (entities.SPARED)
     negated -= {intent for intent, verbs in DONT_VERB.items() if re.search(rf"\b(?:{verbs})\b", lowered)}
@@ -572,6 +583,15 @@ def _coordinated(lowered: str, spans: list[tuple[int, int]], negated: set[str]) 
 # no cancel. Stopping a run's own doing ("stop training r1", "stop running it") is one; "stop waiting" is DONT_WAIT's.
 STOP_DOING = (r"\b(?:stop|stops|stopped|quit|quits)\s+(?!(?:running|training|waiting|it|that|this|the)\b)"
               r"(?!(?:every|any|some|no)thing\b)\w+ing\b")  # fmt: skip
+
+
+# The user's own act to come, said as when the request is for: "before I start anything big, ...", "before we launch
+# anything", "before I try anything, could you check the hardware". Its verb is the user's, no request: it cues no
+# action; what is asked beside it decides ("before I start anything big, could you kick off a layout sweep" starts the
+# sweep), and a launch of their own to come is no launch now where no other launch verb asks for one. The clause ends
+# at punctuation or where the request begins ("... can you").
+OWN_LATER = (r"\bbefore\s+(?:i|we)\b(?:[^,;:!?.\u2013\u2014]|\.(?=\w))*?(?=\s*(?:[,;:!?\u2013\u2014]|\.(?!\w)|\s-\s|$)|"
+             r"\s+(?:can|could|would|will|please|pls|and|but|so|then)\b)")  # fmt: skip
 
 
 # A request worded as a question: "could you launch ...", "would you mind ...". It asks for the action.
@@ -705,9 +725,9 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
     if (
         entities.has("run")
         and re.search(COPIED, lowered)
-        and entities.has("steps", "relative", "times", "switch", "nproc", "layout", "optimizer")
+        and entities.has("steps", "relative", "times", "switch", "nproc", "devices", "layout", "optimizer")
     ):
-        scores["run"] += 4  # "the same as r1 with 50 steps": a launch copying that run, not a read of it
+        scores["run"] += 4  # "the same as r1 with 50 steps", "like r1 on 4 gpus": a launch copying it, not a read
     if len(set(entities.all("run"))) >= 2 and scores["compare"] > 0:
         scores["compare"] += 4  # "compare r1 and baseline-ddp"
     if entities.has("sweep"):

@@ -1,8 +1,9 @@
 """A sentence made plain before it is read: typos of the words the rules rely on (letters swapped, left out, or every
 vowel dropped: "bnchmrk"), number words, hyphenated counts ("a 30-step run"), thousands written with commas or "k",
-memory units ("80 gig" is 80GiB), nodes by the GPUs in each ("2x8 a100" is 2 nodes of 8, "8/node"), a tool's
-arguments written as command-line flags ("--nproc 4"), and layouts and packing described in words
-(agent.understanding.descriptions).
+memory units ("80 gig" is 80GiB), nodes by the GPUs in each ("2x8 a100" is 2 nodes of 8, "8/node", "4n x 8"), a
+tool's arguments written as command-line flags ("--nproc 4"), a list's labels ("Step 1:", "2)": no counts), "w/" for
+"with", and layouts and packing described in words (agent.understanding.descriptions; HSDP as ways replicated and
+sharded).
 
 Names the repository holds (runs, sweeps, files) are never "corrected": they are passed in as known words.
 """
@@ -82,6 +83,21 @@ def _flag(found: re.Match) -> str:
     if name == "devices" and re.search(NODES_FLAG, found.string, re.I):
         said += " per node"
     return said + found.group(2)[len(value) :]
+
+
+# A list's labels, at the start of the sentence or of one of its parts: "Step 1: use configs/long.yaml. Step 2: 4 GPUs
+# with FSDP.", "1) long.yaml 2) ...". They number what is said, no count of anything (step 1 is no step count): dropped
+# (a comma between the items where no punctuation ends the one before).
+LIST_LABEL = (r"(?:^|(?<=[.;!?:]\s)|(?<=\n))\s*(?:(?:step|stage|point|item|part|task|no\.?|#)\s*\d+\s*"
+              r"[:.)\u2013\u2014-]|\(?\d+\))\s+")  # fmt: skip
+
+
+def _list_labels(text: str) -> str:
+    """`text` without its list's labels; "2)" inside the sentence is one only in a list opened by "1)" ("train with
+    2 processes (dp_shard 2) and ..." keeps its degree)."""
+    listed = re.match(r"\s*\(?1\)\s", text)
+    text = re.sub(LIST_LABEL, "", text, flags=re.I)
+    return re.sub(r"(?<=\w)\s+\(?\d+\)\s+", ", ", text) if listed else text
 
 
 # A memory size in words, "gigabits" said for gigabytes too ("a 4090 with 24 gigabits of ram"): a card's memory is
@@ -195,6 +211,7 @@ DIMS = "dp_shard|dp_replicate|tp|pp|cp|ep"
 def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     """`text` with typos fixed and numbers written as digits; case and paths kept."""
     known = {k.lower() for k in known}
+    text = _list_labels(text)
     text = re.sub(FLAG, _flag, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
     text = re.sub(FALSE_FRIEND_UPDATE, r"updat\1", text, flags=re.I)
@@ -202,6 +219,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(LAYOUT_KEY, _layout_key, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
     text = re.sub(LUNCH_THE, _lunch, text, flags=re.I)
+    text = re.sub(r"(?<![\w./])w/(?!o\b)\s*(?=[a-z0-9])", "with ", text, flags=re.I)  # "w/ dp_shard"; "w/o" stays
     text = re.sub(YES_NO, "?", text, flags=re.I)
     # dictated GPU names before numbers are composed: "a one hundred forty gig" is an A100 of 40 GiB, not 140
     text = re.sub(r"\b([ah])\s+one\s+hundred(s?)\b", r"\g<1>100\2", text, flags=re.I)
@@ -228,6 +246,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gigs?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
     text = re.sub(GIGABYTES, r"\1GB", text, flags=re.I)
+    # "4n x 8 a100", "2n8g": nodes counted in shorthand, before the GPUs in each ("4n" alone stays as said)
+    text = re.sub(r"\b(\d+)n(\d+)g(?:pus?)?\b", r"\1 nodes of \2 gpus", text, flags=re.I)
+    text = re.sub(r"\b(\d+)n(?=\s*[x×*]\s*\d)", r"\1 nodes", text, flags=re.I)
     # "2 nodes × 8 H100", "2 machines x 4 gpus": the GPUs in each node
     text = re.sub(rf"\b(\d+\s+(?:nodes?|machines?|servers?|hosts?|boxes))\s*[x×*]\s*(\d+)\s+(?=(?:{GPU_WORD}|gpus?|"
                   r"cards?|devices?)\b)", r"\1 of \2 ", text, flags=re.I)  # fmt: skip
@@ -278,6 +299,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(rf"\b({MODEL_FAMILIES})(\d+(?:\.\d+)?b)\b", r"\1 \2", text, flags=re.I)  # "mistral7b"
     text = re.sub(DICTATED_FAMILY, _dictated_family, text, flags=re.I)
     text = re.sub(SWAPPED_CARD, _card_number, text, flags=re.I)
+    text = re.sub(HSDP_WAYS, _hsdp_ways, text, flags=re.I)
     text = layouts_in_words(text, "|".join(pattern for pattern, _ in LAYOUT_WORDS))
     text = packing_in_words(text)
     text = re.sub(r"\bckpts?\b", "checkpoint", text, flags=re.I)
@@ -304,6 +326,20 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
                   r"(?:devices?|gpus?|cards?|ranks?|processes|shards?|ways?)\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
     return text
+
+
+# HSDP by how many ways the data-parallel ranks are replicated and sharded, in either order: "replicated twice and
+# sharded four ways", "sharded 4-way, replicated 2x", "replicated across 2 and sharded across 4 gpus".
+_WAYS = (r"(?:(?:across|over|into|on)\s+)?(\d+)(?:\s*x\b|\s+times\b|[- ]?ways?\b|[- ]fold\b|"
+         r"\s+(?:gpus?|devices?|ranks?|cards?))?")  # fmt: skip
+_THEN = r"\s*(?:,|;|and|with|while|but|then)?\s*(?:and\s+|then\s+)?(?:(?:being|is|are|also)\s+)?"
+HSDP_WAYS = (rf"\breplicat\w*\s+{_WAYS}{_THEN}shard\w*\s+{_WAYS}|"
+             rf"\bshard\w*\s+{_WAYS}{_THEN}replicat\w*\s+{_WAYS}")  # fmt: skip
+
+
+def _hsdp_ways(found: re.Match) -> str:
+    replicated, sharded = (found.group(1), found.group(2)) if found.group(1) else (found.group(4), found.group(3))
+    return f"dp_replicate={replicated},dp_shard={sharded}"
 
 
 # What "them" counts: the last of these nouns said before it ("some L40S cards, say 4 of them" are 4 GPUs; "h100
@@ -594,6 +630,8 @@ def _fix_typos(text: str, known: set[str]) -> str:
         if any(lowered + end in WORDS for end in ("s", "d", "ed")) or lowered.removesuffix("s") in WORDS:
             # "step" is no typo of "steps", nor "measure" of "measured"
             return word
+        if any(lowered == stem + ("d" if stem.endswith("e") else "ed") for stem in WORDS if lowered.startswith(stem)):
+            return word  # "replicated" is the past of "replicate", no typo of it ("finishd" is one of "finished")
         if lowered.removesuffix("s") in KEEP or lowered.removesuffix("es") in KEEP:  # "states" is no "status"
             return word
         close = [w for w in WORDS if _one_swap(lowered, w)] or [w for w in WORDS if _close(lowered, w)]
