@@ -4243,6 +4243,7 @@ def test_what_a_named_person_talked_about_with_its_file_or_values_acts(text, arg
         ("train with data parallel, sharded 4 ways", 4, "dp_shard=4"),
         ("train on 2 gpus, data parallel that is not sharded", 2, "dp_replicate=2"),  # said not to be: DDP
         ("train on 4 gpus with data parallel and the checkpoints sharded", 4, "dp_replicate=4"),  # a checkpoint's
+        ("train ddp on 4 gpus, data parallel and sharded checkpoints", 4, "dp_replicate=4"),
     ],
 )
 def test_data_parallel_said_to_be_sharded_after_its_name_is_fsdp(text, nproc, layout, known):

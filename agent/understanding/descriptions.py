@@ -122,7 +122,8 @@ LAYOUT_DESCRIPTIONS = [
     (  # data parallel said to be sharded after its name ("the data parallel which is sharded", "data parallelism,
         # but sharded", "data parallel (sharded)"): FSDP; said not to be ("data parallel that is not sharded"): DDP
         r"\b(?:distributed\s+)?data[- ]parallel(?:ism)?\s*(?:,\s*|\(\s*|\s+)(?:(?:which|that)\s+(?:is|gets|'s)\s+|"
-        r"(?:but|and|being|only|just)\s+)?(?P<unsharded>not\s+|never\s+|un)?(?:fully\s+)?sharded\b\)?",
+        r"(?:but|and|being|only|just)\s+)?(?P<unsharded>not\s+|never\s+|un)?(?:fully\s+)?sharded\b\)?"
+        r"(?!\s*(?:checkpoints?|ckpts?|datasets?|data|files?|logs?)\b)",  # "and sharded checkpoints": a checkpoint's
         lambda found: "ddp" if found.group("unsharded") else "fsdp",
         "fsdp",
     ),
