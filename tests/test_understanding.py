@@ -4301,6 +4301,7 @@ def test_nodes_in_shorthand_are_nodes(text, nodes, devices, known):
         ("4n x 8 a100", "4 nodes of 8 a100"),
         ("train 4n steps", "train 4n steps"),  # "4n" alone: no nodes
         ("Step 1: use configs/long.yaml. Step 2: 2 gpus", "use configs/long.yaml. 2 gpus"),
+        ("Step one: long.yaml. Step two: 2 gpus", "long.yaml. 2 gpus"),
         ("1) long.yaml 2) ddp on 2 gpus 3) 20 steps", "long.yaml, ddp on 2 gpus, 20 steps"),
         ("train with 2 processes (dp_shard 2) and 10 steps", "train with 2 processes (dp_shard 2) and 10 steps"),
         ("wait until r1 reaches step 10. then stop it", "wait until r1 reaches step 10. then stop it"),

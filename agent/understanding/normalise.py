@@ -88,7 +88,7 @@ def _flag(found: re.Match) -> str:
 # A list's labels, at the start of the sentence or of one of its parts: "Step 1: use configs/long.yaml. Step 2: 4 GPUs
 # with FSDP.", "1) long.yaml 2) ...". They number what is said, no count of anything (step 1 is no step count): dropped
 # (a comma between the items where no punctuation ends the one before).
-LIST_LABEL = (r"(?:^|(?<=[.;!?:]\s)|(?<=\n))\s*(?:(?:step|stage|point|item|part|task|no\.?|#)\s*\d+\s*"
+LIST_LABEL = (rf"(?:^|(?<=[.;!?:]\s)|(?<=\n))\s*(?:(?:step|stage|point|item|part|task|no\.?|#)\s*(?:\d+|{_WORD})\s*"
               r"[:.)\u2013\u2014-]|\(?\d+\))\s+")  # fmt: skip
 
 
