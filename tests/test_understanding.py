@@ -4380,6 +4380,11 @@ def test_a_runs_past_step_count_is_no_step_count_of_the_request(known):
     assert read("r1 ran 20 steps; run it again with 40 steps", known).args.get("steps") == 40
 
 
+def test_a_runs_past_setting_is_no_doubt_about_the_one_asked(known):
+    intent = read("r1 had packing on; train like r1 but with packing off", known)
+    assert intent.args.get("set") == ["data.packing=false"] and intent.clarify is None
+
+
 @pytest.mark.parametrize(
     "text, path",
     [

@@ -231,12 +231,13 @@ RUN_DID = (r"^\s+(?:(?:had|has|was|were|got)\s+)?(?:ran|trained|used|had|went|wa
            r"failed|died)\b(?:(?![,;!?\u2013\u2014]|\.(?!\w)|\b(?:and|but|so|now|then|while|whereas|because|since|"
            r"i|we|you|please|can|could)\b).)*")  # fmt: skip
 # The kinds of fact such a clause holds.
-RUN_FACTS = ("nproc", "devices", "layout", "steps", "switch", "switch_mention", "override", "optimizer", "seq_len",
-             "times", "relative")  # fmt: skip
+RUN_FACTS = ("nproc", "devices", "layout", "steps", "switch", "switch_mention", "switch_doubt", "override", "optimizer",
+             "seq_len", "times", "relative")  # fmt: skip
 
 
 def _said_of_runs(lowered: str, entities: Entities) -> None:
-    """The facts said of a run in the past are one said_of_run entity (masked, as names are), none of the request."""
+    """The facts said of a run in the past are one said_of_run entity (masked, as names are), none of the request;
+    the settings are read again without them ("r1 had packing on; train like r1 with packing off" is off)."""
     for run in [e for e in entities.found if e.kind == "run" and e.span[1] > e.span[0]]:
         did = re.match(RUN_DID, lowered[run.span[1] :])
         if not did:
@@ -246,6 +247,11 @@ def _said_of_runs(lowered: str, entities: Entities) -> None:
         if facts:
             entities.found = [e for e in entities.found if e not in facts]
             entities.add("said_of_run", run.value, (start, end))
+    if said := [e.span for e in entities.found if e.kind == "said_of_run"]:
+        entities.found = [e for e in entities.found if not e.kind.startswith("switch")]
+        for start, end in said:
+            lowered = lowered[:start] + " " * (end - start) + lowered[end:]
+        _switches(lowered, entities)
 
 
 def _excluded(lowered: str, entities: Entities) -> None:
