@@ -36,7 +36,7 @@ from bench.machine import RESULTS, describe_machine
 from trainer.config import Experiment, checkpointing_mode
 from trainer.costs.calibration import Calibration
 from trainer.costs.memory_model import CUDA_RUNTIME, MemoryPlan, nccl_communicators, predict_memory
-from trainer.costs.throughput import hardware_figures, predict_run
+from trainer.costs.throughput import StepEstimate, hardware_figures, predict_run
 from trainer.hardware import Hardware, planned_hardware
 from trainer.layout import Layout
 from trainer.model.build import model_config
@@ -239,31 +239,56 @@ def reserved_bytes(prediction: dict[str, int], layout: Layout) -> int:
     return prediction["peak"] - outside
 
 
+@dataclass(frozen=True)
+class PlannerPrediction:
+    """What the planner's own functions predict for a published run mapped to an experiment: `predict_run`
+    uncalibrated (no probe or measured run of the publisher's machine is here) and `predict_memory` for every rank,
+    the largest taken. The one prediction path of every comparison with a published table."""
+
+    grad_accum: int
+    plan: MemoryPlan
+    estimate: StepEstimate
+    largest: dict  # the largest rank's predict_memory figures, in bytes
+
+    @classmethod
+    def of(cls, experiment: Experiment, config: PretrainedConfig, hardware: Hardware) -> PlannerPrediction:
+        train, layout, seq_len = experiment.train, experiment.layout, experiment.data.seq_len
+        grad_accum = train.global_batch_tokens // seq_len // layout.dp_degree // train.micro_batch
+        estimate = predict_run(experiment, config, hardware, grad_accum, Calibration())
+        plan = MemoryPlan(
+            train.micro_batch, seq_len, train.precision, train.activation_checkpointing, train, grad_accum,
+            experiment.data.packing, hardware.device_type,
+        )  # fmt: skip
+        largest = max(predict_memory(config, layout, plan), key=lambda rank: rank["peak"])
+        return cls(grad_accum, plan, estimate, largest)
+
+    def figures(self, experiment: Experiment, hardware: Hardware, device_mem: int) -> dict:
+        """The figures every comparison records: tokens/s per GPU, the step by part, the largest rank's memory by
+        term (GiB) and whether it fits `device_mem`."""
+        estimate, largest, layout = self.estimate, self.largest, experiment.layout
+        return {
+            "activation_checkpointing": checkpointing_mode(experiment.train.activation_checkpointing),
+            "tokens_per_s_per_gpu": estimate.tokens_per_s / layout.world_size,
+            "step_s": estimate.step_s,
+            "compute_s": estimate.compute_s,
+            "comm_s": estimate.comm_s,
+            "compute_parts_s": {"matmul": estimate.matmul_s, "memory": estimate.memory_s, "launch": estimate.launch_s},
+            "peak_gib": largest["peak"] / GiB,
+            "fits": largest["peak"] <= device_mem,
+            "memory_gib": {k: v / GiB for k, v in largest.items() if k != "rank"},
+            "figures": hardware_figures(hardware).source,
+        }
+
+
 def predict(row: Published) -> dict:
     """meshpilot's figures for the row: tokens/s per GPU and the largest rank's memory."""
     experiment = experiment_of(row)
-    train, layout, seq_len = experiment.train, experiment.layout, experiment.data.seq_len
-    config, (hardware, device_mem) = preset_config(row.model), hardware_of(row)
-    grad_accum = train.global_batch_tokens // seq_len // layout.dp_degree // train.micro_batch
-    estimate = predict_run(experiment, config, hardware, grad_accum, Calibration())
-    plan = MemoryPlan(
-        train.micro_batch, seq_len, train.precision, train.activation_checkpointing, train, grad_accum,
-        experiment.data.packing, hardware.device_type,
-    )  # fmt: skip
-    largest = max(predict_memory(config, layout, plan), key=lambda rank: rank["peak"])
-    return {
-        "activation_checkpointing": checkpointing_mode(train.activation_checkpointing),
-        "compiled": train.compile,
-        "tokens_per_s_per_gpu": estimate.tokens_per_s / layout.world_size,
-        "step_s": estimate.step_s,
-        "compute_s": estimate.compute_s,
-        "comm_s": estimate.comm_s,
-        "compute_parts_s": {"matmul": estimate.matmul_s, "memory": estimate.memory_s, "launch": estimate.launch_s},
-        "peak_gib": largest["peak"] / GiB,
-        "reserved_gib": reserved_bytes(largest, layout) / GiB,
-        "fits": largest["peak"] <= device_mem,
-        "memory_gib": {k: v / GiB for k, v in largest.items() if k != "rank"},
-        "figures": hardware_figures(hardware).source,
+    hardware, device_mem = hardware_of(row)
+    predicted = PlannerPrediction.of(experiment, preset_config(row.model), hardware)
+    reserved = reserved_bytes(predicted.largest, experiment.layout) / GiB
+    return predicted.figures(experiment, hardware, device_mem) | {
+        "compiled": experiment.train.compile,
+        "reserved_gib": reserved,
     }
 
 

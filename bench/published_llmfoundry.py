@@ -30,11 +30,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.machine import RESULTS, describe_machine
-from trainer.config import Experiment, apply_override, checkpointing_mode, experiment_from_dict
-from trainer.costs.calibration import Calibration
+from bench.published import PlannerPrediction
+from trainer.config import Experiment, apply_override, experiment_from_dict
 from trainer.costs.flops import mfu
-from trainer.costs.memory_model import MemoryPlan, layer_bytes_per_token, parameter_shapes, predict_memory
-from trainer.costs.throughput import hardware_figures, predict_run
+from trainer.costs.memory_model import layer_bytes_per_token, parameter_shapes
 from trainer.hardware import Hardware, planned_hardware
 from trainer.layout import Layout
 from trainer.model.build import model_config
@@ -311,35 +310,18 @@ def hardware_of(row: Published) -> tuple[Hardware, int]:
 
 def predict(row: Published) -> dict:
     """meshpilot's figures for the row: tokens/s per GPU and the largest rank's memory, by term."""
-    experiment = experiment_of(row)
-    train, layout, seq_len = experiment.train, experiment.layout, experiment.data.seq_len
-    config, (hardware, device_mem) = config_of(row), hardware_of(row)
-    grad_accum = train.global_batch_tokens // seq_len // layout.dp_degree // train.micro_batch
-    estimate = predict_run(experiment, config, hardware, grad_accum, Calibration())
-    plan = MemoryPlan(
-        train.micro_batch, seq_len, train.precision, train.activation_checkpointing, train, grad_accum,
-        experiment.data.packing, hardware.device_type,
-    )  # fmt: skip
-    largest = max(predict_memory(config, layout, plan), key=lambda rank: rank["peak"])
-    memory = {k: v / GiB for k, v in largest.items() if k != "rank"}
-    terms = {k: v for k, v in memory.items() if k != "peak"}
-    return {
-        "layout": layout.describe(),
-        "grad_accum": grad_accum,
-        "activation_checkpointing": checkpointing_mode(train.activation_checkpointing),
-        "tokens_per_s_per_gpu": estimate.tokens_per_s / layout.world_size,
-        "step_s": estimate.step_s,
-        "compute_s": estimate.compute_s,
-        "comm_s": estimate.comm_s,
-        "compute_parts_s": {"matmul": estimate.matmul_s, "memory": estimate.memory_s, "launch": estimate.launch_s},
-        "peak_gib": largest["peak"] / GiB,
+    experiment, config = experiment_of(row), config_of(row)
+    hardware, device_mem = hardware_of(row)
+    predicted = PlannerPrediction.of(experiment, config, hardware)
+    figures = predicted.figures(experiment, hardware, device_mem)
+    terms = {k: v for k, v in figures["memory_gib"].items() if k != "peak"}
+    return figures | {
+        "layout": experiment.layout.describe(),
+        "grad_accum": predicted.grad_accum,
         "device_gib": device_mem / GiB,
-        "fits": largest["peak"] <= device_mem,
         "largest_term": max(terms, key=terms.get),
-        "memory_gib": memory,
-        "layer_bytes_per_token": layer_bytes_per_token(config, layout, plan),
-        "mfu": _mfu(row, config, hardware, estimate.tokens_per_s),
-        "figures": hardware_figures(hardware).source,
+        "layer_bytes_per_token": layer_bytes_per_token(config, experiment.layout, predicted.plan),
+        "mfu": _mfu(row, config, hardware, predicted.estimate.tokens_per_s),
     }
 
 

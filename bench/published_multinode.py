@@ -30,11 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.machine import RESULTS, describe_machine
-from bench.published import preset_config
-from trainer.config import Experiment, checkpointing_mode
-from trainer.costs.calibration import Calibration
-from trainer.costs.memory_model import MemoryPlan, predict_memory
-from trainer.costs.throughput import hardware_figures, predict_run
+from bench.published import PlannerPrediction, preset_config
+from trainer.config import Experiment
 from trainer.hardware import Hardware, planned_hardware
 from trainer.layout import Layout
 from trainer.model.presets import preset_experiment
@@ -252,29 +249,12 @@ def hardware_of(row: Published) -> tuple[Hardware, int]:
 def predict(row: Published, mapping: str = "fsdp") -> dict:
     """meshpilot's figures for the row: tokens/s per GPU and the largest rank's memory, by term."""
     experiment = experiment_of(row, mapping)
-    train, layout, seq_len = experiment.train, experiment.layout, experiment.data.seq_len
-    config, (hardware, device_mem) = preset_config(row.model), hardware_of(row)
-    grad_accum = train.global_batch_tokens // seq_len // layout.dp_degree // train.micro_batch
-    estimate = predict_run(experiment, config, hardware, grad_accum, Calibration())
-    plan = MemoryPlan(
-        train.micro_batch, seq_len, train.precision, train.activation_checkpointing, train, grad_accum,
-        experiment.data.packing, hardware.device_type,
-    )  # fmt: skip
-    largest = max(predict_memory(config, layout, plan), key=lambda rank: rank["peak"])
-    return {
-        "layout": layout.describe(),
-        "grad_accum": grad_accum,
-        "activation_checkpointing": checkpointing_mode(train.activation_checkpointing),
-        "tokens_per_s_per_gpu": estimate.tokens_per_s / layout.world_size,
-        "step_s": estimate.step_s,
-        "compute_s": estimate.compute_s,
-        "comm_s": estimate.comm_s,
-        "compute_parts_s": {"matmul": estimate.matmul_s, "memory": estimate.memory_s, "launch": estimate.launch_s},
-        "peak_gib": largest["peak"] / GiB,
+    hardware, device_mem = hardware_of(row)
+    predicted = PlannerPrediction.of(experiment, preset_config(row.model), hardware)
+    return predicted.figures(experiment, hardware, device_mem) | {
+        "layout": experiment.layout.describe(),
+        "grad_accum": predicted.grad_accum,
         "device_gib": device_mem / GiB,
-        "fits": largest["peak"] <= device_mem,
-        "memory_gib": {k: v / GiB for k, v in largest.items() if k != "rank"},
-        "figures": hardware_figures(hardware).source,
     }
 
 
