@@ -113,6 +113,8 @@ def test_request_approved_run_appears_finishes_and_report_opens(tmp_path, base):
             return answered(app)
 
         await until(pilot, replied, "the run to finish and the reply", 400)
+        # The table polls the run's record apart from the agent's reply: on a busy machine the reply can come first.
+        await until(pilot, lambda: runs()[0].status != "running", "the run's end in the table")
         run = runs()[0]
         metrics = RunDir(repo / run.key).read_metrics()
         assert (run.status, run.step, run.steps) == ("ok", 2, 2)
