@@ -18,10 +18,18 @@ from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRot
 
 from bench.gpu import LLAMA_1B
 from trainer.config import experiment_from_dict
-from trainer.costs.throughput import hardware_figures, layer_bytes, layer_regime, loss_recompute_flops, predict_run
+from trainer.costs.throughput import (
+    hardware_figures,
+    layer_bytes,
+    layer_regime,
+    loss_recompute_flops,
+    predict_run,
+    rerun_bytes,
+)
 from trainer.hardware import Hardware
 from trainer.layout import Layout
 from trainer.model.build import model_config
+from trainer.model.recompute import recompute_elementwise
 
 H100 = Hardware("cuda", "NVIDIA H100 80GB HBM3", devices_per_node=8)
 MFU_RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results" / "gpu_h100_mfu.json"
@@ -61,12 +69,15 @@ def _distinct_bytes(tensor: torch.Tensor) -> int:
     return int(torch.tensor(sizes).prod()) * tensor.element_size()
 
 
-def _eager_layer_bytes(regime: str, rows: int, seq_len: int) -> tuple[int, int]:
-    """Bytes transformers' LlamaDecoderLayer moves in memory-bound kernels, forward and backward."""
+def _eager_layer_bytes(regime: str, rows: int, seq_len: int, recompute: bool = False) -> tuple[int, int]:
+    """Bytes transformers' LlamaDecoderLayer moves in memory-bound kernels, forward and backward (`recompute`: with
+    its norms and SiLU rerun in backward, as the trainer runs an eager layer outside checkpointing)."""
     config = LlamaConfig(**LAYER)
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
     layer = LlamaDecoderLayer(config, 0).to(torch.bfloat16 if regime == "bf16" else torch.float32)
+    if recompute:
+        recompute_elementwise(layer)
     x = torch.randn(rows, seq_len, config.hidden_size, dtype=layer.input_layernorm.weight.dtype, requires_grad=True)
     cos, sin = LlamaRotaryEmbedding(config)(x, torch.arange(seq_len).expand(rows, -1))
     autocast = torch.autocast("cpu", torch.bfloat16) if regime == "autocast" else contextlib.nullcontext()
@@ -90,6 +101,19 @@ def test_eager_layer_bytes_are_a_count_of_the_real_layers_kernels(regime):
     forward, backward = layer_bytes(LlamaConfig(**LAYER), layout, precision, compiled=False)
     assert (long[0] - short[0]) / tokens == pytest.approx(forward, rel=1e-9)
     assert (long[1] - short[1]) / tokens == pytest.approx(backward, rel=1e-9)
+
+
+@pytest.mark.parametrize("regime", REGIMES)
+def test_the_eager_rerun_of_norms_and_silu_moves_the_counted_bytes(regime):
+    """The same count with the layer's norms and SiLU rerun in backward (trainer.model.recompute): forward as
+    before, backward more by the model's rerun_bytes."""
+    tokens = 2 * (48 - 16)
+    plain = [_eager_layer_bytes(regime, 2, n) for n in (16, 48)]
+    rerun = [_eager_layer_bytes(regime, 2, n, recompute=True) for n in (16, 48)]
+    precision, layout = REGIMES[regime]
+    extra = [((rerun[1][k] - rerun[0][k]) - (plain[1][k] - plain[0][k])) / tokens for k in (0, 1)]
+    assert extra == [0, pytest.approx(rerun_bytes(LlamaConfig(**LAYER), layout, precision), rel=1e-9)]
+    assert extra[1] > 0
 
 
 def test_an_eager_bf16_layer_by_hand():
@@ -184,7 +208,7 @@ def _experiment(compile: bool, layout: dict | None = None, checkpointing: str = 
 def test_compiling_saves_the_counted_bytes_and_nothing_else(checkpointing):
     """The same step compiled: the same matmuls, communication and launch-free rest; the memory-bound time lower by
     the layers' eager bytes less their fused bytes (forward, backward, and the forward again when checkpointing
-    recomputes it) over the memory bandwidth."""
+    recomputes it, or else the eager layer's rerun of its norms and SiLU) over the memory bandwidth."""
     experiment = _experiment(False, checkpointing=checkpointing)
     config = model_config(experiment.model, Path("."))
     eager = predict_run(experiment, config, H100, 1)
@@ -194,6 +218,7 @@ def test_compiling_saves_the_counted_bytes_and_nothing_else(checkpointing):
     (ef, eb), (cf, cb) = (layer_bytes(config, Layout(1, 8), "bf16", compiled=c) for c in (False, True))
     recomputes = checkpointing != "none"
     saved = (ef - cf) * (2 if recomputes else 1) + (eb - cb)
+    saved += 0 if recomputes else rerun_bytes(config, Layout(1, 8), "bf16")  # the eager layer's norms and SiLU
     tokens = 2 * 2048 * config.num_hidden_layers
     assert eager.memory_s - compiled.memory_s == pytest.approx(tokens * saved / H100.memory_bandwidth, rel=1e-9)
     assert compiled.step_s < eager.step_s

@@ -32,8 +32,7 @@ def measured_saved(
 ):
     model = build_model(config, None, seed=0)
     model.train()
-    if checkpointing:
-        enable_activation_checkpointing(model)
+    enable_activation_checkpointing(model, checkpointing)  # as the trainer does (none: the norms, gated products)
     ids = torch.randint(0, config.vocab_size, (micro_batch, seq_len))
     segments = torch.arange(seq_len).div(seq_len // 3, rounding_mode="floor").expand(micro_batch, seq_len)
     batch = {"input_ids": ids, "labels": ids, "position_ids": torch.arange(seq_len).expand_as(ids)}

@@ -1,10 +1,11 @@
 """bench.published_llmfoundry: MosaicML's published MPT runs on 80 GB H100s (llm-foundry's "H100 80GB BF16" table,
 760m-7b at sequence 2048-32768, FSDP FULL_SHARD, micro-batches 1-24) parse verbatim, map to Llama-shaped models of
 MPT's width, depth, heads and parameter count on FSDP2 layouts of the published GPU count, and come out beside the
-planner's own predictions. What the comparison found is asserted here: 21 of the 26 rows are predicted to fit; the 5
-that are not lose it to the saved activations of the Llama layer, which keeps about 20.7 d_model per token where MPT's
-GELU/LayerNorm block keeps 16 (each of the 5 fits with MPT's count in its place). The median error of tokens/s per GPU
-is what bench/results/published_llmfoundry.json records."""
+planner's own predictions. What the comparison found is asserted here: all 26 rows are predicted to fit. 5 of them did
+not while an eager Llama layer kept 22.7 d_model bf16 values per token (its RMSNorms' fp32 copies, SwiGLU's SiLU
+output): with its norms and SiLU recomputed in backward (trainer.model.recompute) it keeps 16.0, MPT's
+GELU/LayerNorm block's count. The median error of tokens/s per GPU is what bench/results/published_llmfoundry.json
+records."""
 
 from __future__ import annotations
 
@@ -32,21 +33,14 @@ from bench.published_llmfoundry import (
 from trainer.layout import Layout
 
 ROWS = parse_table()
-# The rows the planner predicts not to fit, as found on 2026-11-26 (named here, not derived from the prediction, so
-# that a change to the memory model that makes one fit turns its xfail into a failure to look at)
-NOT_FITTING = {
+# The rows predicted not to fit on 2026-11-26, before the eager layer recomputed its norms and SiLU in backward
+ONCE_NOT_FITTING = {
     "7b s2048 8 GPUs mb6",
     "3b s8192 8 GPUs mb3",
     "1b s2048 64 GPUs mb20",
     "1b s2048 32 GPUs mb20",
     "1b s2048 16 GPUs mb20",
 }
-WHY_NOT = (
-    "saved activations: meshpilot's Llama layer (transformers' eager RMSNorms, SDPA, SwiGLU) keeps 20.7 x d_model "
-    "bf16 values per token and layer where MPT's GELU/LayerNorm block keeps 16 (its code), and at these micro-batches "
-    "(12k-41k tokens a rank, no checkpointing) that is 62-78 GiB of the 82.6-90.4 GiB predicted; with MPT's "
-    "count the same rows are predicted at 68.0-72.9 GiB"
-)
 
 
 @pytest.fixture(scope="module")
@@ -124,45 +118,38 @@ def test_the_recorded_json_is_a_fresh_comparison(results):
 
 
 def test_what_the_comparison_found(results):
-    """As found, 2026-11-26, with the cost models as they are (nothing tuned to this table): 21 of 26 fit, and the
-    median |error| of tokens/s per GPU is 9.5%, the rows at sequence 2048-4096 within 11% (most predicted slow), the
+    """As found, 2026-11-27, with the cost models as they are (nothing tuned to this table): 26 of 26 fit, and the
+    median |error| of tokens/s per GPU is 13.9%, the rows at sequence 2048-4096 within 15% (most predicted slow), the
     long-sequence ones predicted fast (below)."""
     found = summary(list(results.values()))
-    assert (found["rows"], found["predicted_to_fit"]) == (26, 21)
-    assert {r["row"] for r in found["not_fitting"]} == NOT_FITTING
-    assert found["not_fitting_by_largest_term"] == {"activations_saved": 5}
-    assert found["throughput"]["median_abs_error"] == pytest.approx(0.095, abs=0.005)
+    assert (found["rows"], found["predicted_to_fit"]) == (26, 26)
+    assert found["not_fitting"] == [] and found["not_fitting_by_largest_term"] == {}
+    assert found["throughput"]["median_abs_error"] == pytest.approx(0.139, abs=0.005)
 
 
-@pytest.mark.parametrize(
-    "row",
-    [
-        pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=WHY_NOT)) if r.label in NOT_FITTING else r
-        for r in ROWS
-    ],
-    ids=lambda row: row.label,
-)
+@pytest.mark.parametrize("row", ROWS, ids=lambda row: row.label)
 def test_every_row_that_ran_is_predicted_to_fit(row, results):
     predicted = results[row.label]["predicted"]
     assert predicted["fits"], f"{row.label}: predicted {predicted['peak_gib']:.1f} GiB"
 
 
-def test_the_rows_that_do_not_fit_lose_it_to_the_layers_saved_activations(results):
-    """Each keeps most of its predicted peak as saved activations, the Llama layer's 20.7 d_model per token and layer
-    (bf16 values: RMSNorms, q/k/v and attention's output, SwiGLU's four tensors) against MPT's 16; with
-    MPT's count in place of it (the rest as predicted), each would fit."""
-    for label in NOT_FITTING:
+def test_the_rows_that_did_not_fit_keep_what_mpts_block_keeps(results):
+    """The 5 rows that were predicted at 82.6-90.4 GiB run without checkpointing at 12k-41k tokens a rank: their
+    eager Llama layer now keeps 16.0 d_model bf16 values per token and layer (two RMSNorms' inputs, q, k, v,
+    attention's output, the projections' inputs, gate, up and their product), MPT's block's 16 within the log-sum-exp,
+    so their predicted peak is what it is with MPT's count in its place, at 67.0-72.0 GiB."""
+    for label in ONCE_NOT_FITTING:
         result = results[label]
         predicted, d = result["predicted"], result["predicted"]["layer_bytes_per_token"]
         width = {"760m": 1536, "1b": 2048, "3b": 2560, "7b": 4096}[result["model"]]
         assert predicted["largest_term"] == "activations_saved" and not result["activation_checkpointing"]
-        assert predicted["memory_gib"]["activations_saved"] > 0.75 * predicted["peak_gib"]
-        assert 20.6 < d / (2 * width) < 20.8 and MPT_BLOCK_SAVED == 16
-        assert result["with_mpt_block"]["fits"] and result["with_mpt_block"]["peak_gib"] < 73
+        assert 16.0 <= d / (2 * width) < 16.02 and MPT_BLOCK_SAVED == 16
+        assert predicted["peak_gib"] == pytest.approx(result["with_mpt_block"]["peak_gib"], abs=0.1)
+        assert 66.5 < predicted["peak_gib"] < 72.5
         # nothing else is large: the model's state is sharded over the GPUs, gradients reduced every micro-batch
         assert predicted["memory_gib"]["unreduced_gradients"] == 0
         assert predicted["memory_gib"]["parameters"] + predicted["memory_gib"]["optimizer"] < 10
-    assert summary(list(results.values()))["fit_with_mpt_block"] == 5
+    assert summary(list(results.values()))["fit_with_mpt_block"] == 0  # none left to fit
 
 
 def test_the_long_sequences_are_predicted_fast_where_mpts_attention_ran_slow(results):
@@ -175,9 +162,9 @@ def test_the_long_sequences_are_predicted_fast_where_mpts_attention_ran_slow(res
         short, long = results[_row(model, 2048, fewest).label], results[_row(model, 32768, 8).label]
         assert short["published"]["mfu_meshpilot_count"] > 0.3 and long["published"]["mfu_meshpilot_count"] < 0.23
         assert long["predicted"]["mfu"] > 0.35 and long["error"]["tokens_per_s_per_gpu"] > 0.6
-        assert abs(short["error"]["tokens_per_s_per_gpu"]) < 0.11
+        assert abs(short["error"]["tokens_per_s_per_gpu"]) < 0.15
     short_rows = [r for r in results.values() if r["seq_len"] <= 4096]
-    assert all(abs(r["error"]["tokens_per_s_per_gpu"]) < 0.11 for r in short_rows)
+    assert all(abs(r["error"]["tokens_per_s_per_gpu"]) < 0.15 for r in short_rows)
 
 
 def test_the_table_puts_published_and_predicted_figures_side_by_side(results):
@@ -189,13 +176,13 @@ def test_the_table_puts_published_and_predicted_figures_side_by_side(results):
     table = markdown_table([result, results["7b s2048 8 GPUs mb6"]])
     line = next(line for line in table.splitlines() if line.startswith("| 1b s2048 8 GPUs |"))
     assert "| 45,455 |" in line and f"| {predicted['tokens_per_s_per_gpu']:,.0f} |" in line and "| yes |" in line
-    assert "| no | activations_saved" in next(line for line in table.splitlines() if line.startswith("| 7b s2048"))
+    assert "| yes | activations_saved" in next(line for line in table.splitlines() if line.startswith("| 7b s2048"))
 
 
 @pytest.mark.parametrize("model", ["1b", "7b"])
 def test_the_prediction_is_the_planners_own_for_that_candidate(model, results):
     """The figures are those `meshpilot plan` gives the same layout, micro-batch and checkpointing: it keeps the 1b
-    row (mb14) and drops the 7b row (mb6, no checkpointing) for the same peak."""
+    row (mb14) and the 7b row (mb6, no checkpointing) with the same peak."""
     from trainer.costs.planner import Pinned, plan
 
     row = _row(model, 2048, 8)
@@ -205,8 +192,5 @@ def test_the_prediction_is_the_planners_own_for_that_candidate(model, results):
     candidates = plan(experiment_of(row), config_of(row), hardware, device_mem, row.seq_len, pinned)
     same = next(c for c in candidates if c.layout == layout_of(row))
     assert same.memory["peak"] / 2**30 == pytest.approx(predicted["peak_gib"])
-    if predicted["fits"]:
-        assert same.dropped is None
-        assert same.estimate.tokens_per_s / row.gpus == pytest.approx(predicted["tokens_per_s_per_gpu"])
-    else:
-        assert "more than 79.18 GiB" in same.dropped
+    assert predicted["fits"] and same.dropped is None
+    assert same.estimate.tokens_per_s / row.gpus == pytest.approx(predicted["tokens_per_s_per_gpu"])

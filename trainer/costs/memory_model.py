@@ -571,19 +571,43 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
     masked = takes_dense_mask(plan.train.attention, plan.device_type, layout, head_dim(config), plan.packing)
     repeated = masked and (layout.cp > 1 or kv_heads // tp > 1)
     attention = 2 * q + 2 * (q if repeated else kv) * layout.cp
-    # Sequence parallelism splits the norms' inputs, their normalised values and rsqrt (2h + 1 each) over tp; the
-    # all-gathered norm output that the column-parallel projections (or an MoE block) save stays whole (h each),
-    # except where attention and a dense MLP keep it split and gather it again in backward (saves_split_inputs;
-    # not in checkpointing's recomputation, which runs without, nor under autocast, whose projections save bf16
-    # copies of it instead: no bf16 parameters without FSDP2). Compiled layers save less than this count (their
-    # partitioner's choice; the gathered input's part drops by twice what it says here, measured on CPU).
-    norms = 2 * (2 * h + 1) + qk_norm_elements(config, q, kv)
+    # Sequence parallelism splits what the norms keep over tp; the all-gathered norm output that the column-parallel
+    # projections (or an MoE block) save stays whole (h each), except where attention and a dense MLP keep it split
+    # and gather it again in backward (saves_split_inputs; not in checkpointing's recomputation, which runs without,
+    # nor under autocast, whose projections save bf16 copies of it instead: no bf16 parameters without FSDP2).
+    # Autocast casts the fp32 norm output once per projection (it caches casts of weights, not of activations): q, k
+    # and v each save a copy, as gate and up do. Attention's log-sum-exp is fp32 whatever the compute dtype.
+    # An eager layer outside checkpointing's recomputation recomputes its norms and its MLP's activation product
+    # (trainer.model.recompute): the MLP keeps gate, up and the product (3i), not the activation too (4i). A
+    # compiled layer keeps what inductor's partitioner chooses, about as much (tests/test_recompute.py).
     autocast = half_precision(plan.precision) and not layout.fsdp
+    recomputed = not plan.recomputing
+    norms = 2 * rms_norm_elements(h, plan.precision, recomputed, fp32_input=autocast)
+    norms += qk_norm_elements(config, q, kv, plan.precision, recomputed)
     split = saves_split_inputs(mode) and not (plan.recomputing or autocast)
+    gated = (3 if recomputed else 4) * i
+    lse = heads * FP32 // width
+    attention_inputs = 3 if autocast else 1  # copies of the gathered norm output that attention's projections keep
     if moe is not None:
-        mlp = _mean_over_layers(moe, config, 4 * i // tp * width, moe_bytes_per_token(moe, h, width, mode))
-        return ((norms + attention + heads + h * split) // tp + h * (2 - split)) * width + mlp
-    return ((norms + attention + 4 * i + heads + 2 * h * split) // tp + 2 * h * (1 - split)) * width
+        sparse = moe_bytes_per_token(moe, h, width, mode, recomputed)
+        mlp = _mean_over_layers(moe, config, gated // tp * width, sparse)
+        return ((norms + attention + lse + h * split) // tp + h * (attention_inputs + 1 - split)) * width + mlp
+    gated_inputs = 2 if autocast else 1
+    whole_inputs = (attention_inputs + gated_inputs) * h * (1 - split)
+    return ((norms + attention + gated + lse + 2 * h * split) // tp + whole_inputs) * width
+
+
+def rms_norm_elements(h: int, precision: str, recomputed: bool, fp32_input: bool = False, rsqrts: int = 1) -> int:
+    """What one RMSNorm of width `h` keeps for backward per token, in units of the compute dtype. transformers'
+    norm upcasts its input to fp32 and keeps that (a new fp32 tensor from bf16 inputs), its rsqrt (fp32; `rsqrts`
+    per token: one per head for per-head norms), and the normalised value the weight multiplies (in the input's
+    dtype); recomputed (trainer.model.recompute), only its input. `fp32_input`: under autocast the layer norms'
+    inputs are fp32 (the residual stream adds bf16 outputs to the fp32 embedding), two units each."""
+    fp32 = 2 if half_precision(precision) else 1  # units of the compute dtype per fp32 value
+    in_input_dtype = h * (fp32 if fp32_input else 1)
+    if recomputed:
+        return in_input_dtype
+    return h * fp32 + in_input_dtype + rsqrts * fp32  # the upcast input, the normalised value, the rsqrt
 
 
 # Models whose attention normalises each head's query and key (RMSNorm over head_dim) before rotary: transformers'
@@ -591,19 +615,23 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
 QK_NORM_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe"})
 
 
-def qk_norm_elements(config: PretrainedConfig, q: int, kv: int) -> int:
-    """Per token and layer, what per-head query and key norms keep for backward (each its input, normalised value
-    and one rsqrt per head, as the layer's RMSNorms keep theirs); 0 for models without them."""
+def qk_norm_elements(config: PretrainedConfig, q: int, kv: int, precision: str, recomputed: bool = False) -> int:
+    """Per token and layer, in units of the compute dtype, what per-head query and key norms keep for backward (as
+    the layer's RMSNorms keep theirs, rms_norm_elements, with one rsqrt per head; their inputs, the projections'
+    outputs, are in the compute dtype); 0 for models without them."""
     if getattr(config, "model_type", None) not in QK_NORM_MODEL_TYPES:
         return 0
     heads, kv_heads = q // head_dim(config), kv // head_dim(config)
-    return 2 * (q + kv) + heads + kv_heads
+    return rms_norm_elements(q, precision, recomputed, rsqrts=heads) + rms_norm_elements(
+        kv, precision, recomputed, rsqrts=kv_heads
+    )
 
 
-def moe_bytes_per_token(moe: MoeDims, hidden: int, width: int, mode: str) -> int:
+def moe_bytes_per_token(moe: MoeDims, hidden: int, width: int, mode: str, recomputed: bool = False) -> int:
     """What one MoE layer keeps for backward per local token in place of a dense MLP (see the module docstring):
     `width` the compute dtype's bytes; the router's probabilities, top-k values and pair weights are fp32, indices
-    int64. Under selective checkpointing each pair keeps its expert's two matmul outputs."""
+    int64. Under selective checkpointing each pair keeps its expert's two matmul outputs. `recomputed`: a shared
+    expert, a gated MLP, recomputes its activation product (trainer.model.recompute) and keeps 3 I, not 4 I."""
     k, expert = moe.top_k, moe.expert_intermediate
     if mode == "selective":  # every other matmul's output, counted on from attention's four (q and v kept)
         if moe.shared_first:  # shared gate (kept), up, down (kept), router, then each expert's gate-up (kept), down
@@ -613,7 +641,7 @@ def moe_bytes_per_token(moe: MoeDims, hidden: int, width: int, mode: str) -> int
         return ((k - 1) * hidden + moe.experts + moe.shared_intermediate) * width
     pairs = k * (2 * hidden + 4 * expert) * width
     router = (moe.experts + 2 * k + 1) * FP32 + 3 * k * 8
-    return pairs + router + 4 * moe.shared_intermediate * width
+    return pairs + router + (3 if recomputed else 4) * moe.shared_intermediate * width
 
 
 def _mean_over_layers(moe: MoeDims, config: PretrainedConfig, dense: int, sparse: int) -> int:
@@ -653,11 +681,14 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
     # under activation checkpointing they are the checkpointed layers' inputs, not saved by any of them.
     mask_and_rotary = 2 * head_dim(config) * width // (1 if plan.packing or layout.cp > 1 else plan.micro_batch)
     mask_and_rotary *= plan.checkpointing == "none"
-    # The final norm (its input, normalised value and rsqrt split by sequence under tp; its output gathered whole for
+    # The final norm (what it keeps split by sequence under tp, rms_norm_elements; its output gathered whole for
     # the head) and the chunked loss's log-sum-exp; the whole loss (a pipeline's last stage, train.loss whole) keeps
     # the fp32 log-softmax over the vocabulary.
     columns = logit_columns(config, layout)  # split by vocabulary under tp
-    head = ((2 * h + 1) // layout.tp + h) * width + (columns * FP32 if whole_logits(layout, plan.train) else FP32)
+    autocast = half_precision(plan.precision) and not layout.fsdp
+    recomputed = plan.checkpointing == "none" and not plan.recomputing  # (under per-layer compile it is not: 2h less)
+    final_norm = rms_norm_elements(h, plan.precision, recomputed, fp32_input=autocast)
+    head = (final_norm // layout.tp + h) * width + (columns * FP32 if whole_logits(layout, plan.train) else FP32)
     if layout.pp == 1:
         mask_and_rotary += mask_bytes_per_token(config, layout, plan)
         return tokens * (layers * per_layer + head + 8 + mask_and_rotary) + FP32

@@ -9,7 +9,8 @@ Compute per optimizer step and rank has three parts:
   chunked loss's second forward of the output head (trainer.model.loss) outside pipelines;
 - memory: the bytes that work bound by memory bandwidth moves (`memory_traffic`), over the memory bandwidth: the
   elementwise operations of every layer (RMSNorm in fp32, rotary, SwiGLU, residuals, casts; `LAYER_BYTES`) in
-  forward, backward and any recomputation (full and selective both recompute all of them), the loss over the
+  forward, backward and any recomputation (full and selective both recompute all of them; without them an eager
+  layer reruns its norms and SiLU: `RECOMPUTED_BYTES`), the loss over the
   logits (chunked and eager, or whole and fused into the compiled step: `loss_bytes`), a dense attention mask read
   per head, autocast's bf16 weight copies, FSDP's gathered parameters, gradient accumulation and the AdamW update;
 - launches: the fixed cost of each operation (`OPS_PER_LAYER` per layer and pass, counted on transformers' Llama).
@@ -136,6 +137,9 @@ OP_OVERHEAD_S = {"cuda": 10e-6, "cpu": 5e-6}
 # (counted: 32 forward, 65 backward per layer; 19 and 20 for the embedding, final norm, head and loss).
 OPS_PER_LAYER = 32
 OPS_OUTSIDE_LAYERS = 40
+# An eager layer outside activation checkpointing reruns its norms and SiLU in backward (trainer.model.recompute): 15
+# more operations in bf16 (11 in fp32, whose upcasts are no-ops), counted on the real layer.
+RECOMPUTED_OPS_PER_LAYER = 15
 # Operations on DTensors in one tensor-parallel decoder layer (transformers' Llama under its base_model_tp_plan, with
 # sequence parallelism: trainer.parallel.tensor_parallel): 42 in forward (the norms, the redistributions, the
 # projections' transposes, views and matmuls), 102 in backward (their gradients and the parameters' gradient
@@ -195,6 +199,16 @@ LAYER_BYTES = {
 # logits forward; read them and write their gradient backward). tests/test_loss_cost.py counts them again.
 # The chunked loss also reads and writes the head's gradient once per chunk (its addmm_ into the gradient, in the
 # compute dtype): `loss_bytes`.
+# What that rerun moves per token, as LAYER_BYTES' coefficients, by regime: each RMSNorm's forward up to its
+# normalised value (the weight's product is never needed again: torch's checkpoint stops there), 32 bytes per element
+# of h in bf16 (upcast 6, square 8, mean 4, scale 8, downcast 6) and 20 from fp32 inputs, 24 per token; SiLU, 4 per
+# element of i in bf16 and 8 in fp32 (the gate product is the down projection's saved input: not rerun either).
+# Counted on the real layer by tests/test_compile_cost.py.
+RECOMPUTED_BYTES = {
+    "fp32": (40, 0, 0, 8, 0, 48),
+    "bf16": (64, 0, 0, 4, 0, 48),
+    "autocast": (40, 0, 0, 4, 0, 48),
+}
 LOSS_BYTES = {
     ("chunked", True): 60, ("chunked", False): 44,
     ("whole", True): 44, ("whole", False): 32,
@@ -836,8 +850,9 @@ def memory_traffic(
     tp, layers = layout.tp, -(-config.num_hidden_layers // layout.pp)
     tokens = micro_batch * seq_len // layout.cp  # per micro-batch on this rank
     forward, backward = layer_bytes(config, layout, precision, compiled)
-    # Full and selective both rerun every elementwise operation of the forward (compiled: its fused kernels).
-    recomputed = 0 if checkpointing == "none" else forward
+    # Full and selective both rerun every elementwise operation of the forward (compiled: its fused kernels); without
+    # them an eager layer reruns its norms and SiLU.
+    recomputed = forward if checkpointing != "none" else 0 if compiled else rerun_bytes(config, layout, precision)
     per_micro_batch = tokens * layers * (forward + backward + recomputed)
     per_micro_batch += loss_bytes(config, layout, tokens, precision, loss_path(layout, chunked_loss, compiled))
     if dense_mask:  # built as a bias in every layer, then read once per head in forward and twice in backward
@@ -931,12 +946,22 @@ def activation_width(precision: str, layout: Layout) -> int:
 
 def layer_bytes(config: PretrainedConfig, layout: Layout, precision: str, compiled: bool) -> tuple[float, float]:
     """Bytes one decoder layer's memory-bound kernels move per token on one rank: (forward, backward)."""
+    forward, backward = LAYER_BYTES[layer_regime(precision, layout), compiled]
+    widths = _layer_widths(config, layout)
+    return _dot(forward, widths), _dot(backward, widths)
+
+
+def _layer_widths(config: PretrainedConfig, layout: Layout) -> tuple[float, ...]:
+    """The widths LAYER_BYTES' coefficients multiply, on one rank: h, q, kv, i, head_dim, 1."""
     d = head_dim(config)
     q = config.num_attention_heads * d
-    widths = (config.hidden_size, q / layout.tp, q * _kv_ratio(config) / layout.tp,
-              mlp_width(config, layout.tp), d, 1)  # fmt: skip
-    forward, backward = LAYER_BYTES[layer_regime(precision, layout), compiled]
-    return _dot(forward, widths), _dot(backward, widths)
+    return (config.hidden_size, q / layout.tp, q * _kv_ratio(config) / layout.tp,
+            mlp_width(config, layout.tp), d, 1)  # fmt: skip
+
+
+def rerun_bytes(config: PretrainedConfig, layout: Layout, precision: str) -> float:
+    """Bytes per token that an eager layer's rerun of its norms and SiLU moves in backward (RECOMPUTED_BYTES)."""
+    return _dot(RECOMPUTED_BYTES[layer_regime(precision, layout)], _layer_widths(config, layout))
 
 
 def mlp_width(config: PretrainedConfig, tp: int) -> float:
@@ -963,7 +988,8 @@ def operations_per_micro_batch(
         forward, backward = COMPILED_OPS_PER_LAYER, COMPILED_BACKWARD_OPS_PER_LAYER
     else:
         forward, backward = OPS_PER_LAYER, 2 * OPS_PER_LAYER
-    recomputed = {"none": 0, "selective": forward - SELECTIVE_KEPT_OPS, "full": forward}
+    recomputed = {"none": 0 if compiled else RECOMPUTED_OPS_PER_LAYER, "selective": forward - SELECTIVE_KEPT_OPS,
+                  "full": forward}  # fmt: skip
     return layers * (forward + backward + recomputed[checkpointing]) + OPS_OUTSIDE_LAYERS
 
 

@@ -1,6 +1,7 @@
 """Activation checkpointing: each decoder layer recomputed in backward, whole (full) or all but the outputs
-torchtitan's per-op policy saves (selective), and what selective checkpointing's cache keeps reported to the
-memory measurement that runs around it (trainer.rank.memory)."""
+torchtitan's per-op policy saves (selective), or, without it (none), only the element-wise norms and gated products
+of eager layers (trainer.model.recompute); and what selective checkpointing's cache keeps reported to the memory
+measurement that runs around it (trainer.rank.memory)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from trainer.config import checkpointing_mode
+from trainer.model.recompute import recompute_elementwise
 
 # Where memory kept for backward outside autograd's saved tensors (selective checkpointing's cache) is reported:
 # trainer.rank.memory's countings push themselves here while they run, innermost last (only the innermost
@@ -25,9 +27,11 @@ def kept_counting():
     return countings[-1] if countings else None
 
 
-def enable_activation_checkpointing(model: torch.nn.Module, mode: bool | str = "full") -> None:
+def enable_activation_checkpointing(model: torch.nn.Module, mode: bool | str = "full", compiled: bool = False) -> None:
     """Recompute each decoder layer in backward: all of it (full), or all but the outputs that
-    `selective_checkpoint_context` saves (selective); none leaves the model as it is.
+    `selective_checkpoint_context` saves (selective); none recomputes only the norms and gated products, and of
+    layers that will not be `compiled` (inductor's partitioner makes its own choice for those), then leaves the
+    model as it is.
 
     Each layer's own forward is wrapped in torch.utils.checkpoint (`_checkpointed_forward`), set on the layer, so
     that compiling the layer afterwards (trainer.parallel.compile.compile_layers) compiles the checkpoint with it:
@@ -38,6 +42,8 @@ def enable_activation_checkpointing(model: torch.nn.Module, mode: bool | str = "
     Parameter names do not change."""
     mode = checkpointing_mode(mode)
     if mode == "none":
+        if not compiled:
+            recompute_elementwise(model)
         return
     context_fn = selective_checkpoint_context if mode == "selective" else None
     for layer in model.get_decoder().layers:

@@ -37,7 +37,7 @@ def parallelize(
     if layout.tp > 1:
         apply_tensor_parallel(model, mesh["tp"], saves_split_inputs(spec.activation_checkpointing))
     experts_fsdp = apply_experts(model, layout, device_type, spec.experts)
-    enable_activation_checkpointing(model, spec.activation_checkpointing)  # none, selective or full
+    enable_activation_checkpointing(model, spec.activation_checkpointing, spec.compile)  # none, selective or full
     if spec.compile and not compiles_whole_step(layout):
         compile_layers(model.get_decoder().layers)
     if layout.fsdp:
@@ -87,7 +87,8 @@ def parallelize_pipeline(
     it changes no parameter names, and torch's pipeline stages know to reduce its gradients on the last
     micro-batch only.
     """
-    enable_activation_checkpointing(model, spec.activation_checkpointing)  # set on the layers, which stages keep
+    # set on the layers, which stages keep
+    enable_activation_checkpointing(model, spec.activation_checkpointing, spec.compile)
     pp_rank = mesh.get_local_rank("pp")
     flex = spec.attention == "flex"  # resolved by the launcher (trainer.model.attention.choose_attention)
     rank_model, stages, stage_ids = split_model(
