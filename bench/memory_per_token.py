@@ -49,16 +49,29 @@ def measure(seq_len: int) -> dict:
     from transformers import AutoConfig
 
     # imported here: only the child measures, with the trainer tree its PYTHONPATH names (--before's or this one)
+    import trainer
     from trainer.config import TrainSpec
-    from trainer.costs.memory_model import MemoryPlan, predict_memory
     from trainer.layout import Layout
-    from trainer.model.build import build_model
-    from trainer.rank.step import token_loss_sum
+
+    if (Path(trainer.__file__).parent / "costs").is_dir():  # trainer/ by concern
+        from trainer.costs.memory_model import MemoryPlan, predict_memory
+        from trainer.model.build import build_model
+        from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
+        from trainer.rank.step import token_loss_sum
+    else:  # --before's flat trainer/, which recomputed nothing without checkpointing
+        from trainer.memory_model import MemoryPlan, predict_memory
+        from trainer.step import token_loss_sum
+
+        from trainer.model import build_model
+
+        enable_activation_checkpointing = None
 
     torch.manual_seed(0)
     config = AutoConfig.for_model(**MODEL)
     model = build_model(config, None, seed=0)
     model.train()
+    if enable_activation_checkpointing is not None:
+        enable_activation_checkpointing(model, False)  # none: the norms and SiLU recomputed (trainer.model.recompute)
     ids = torch.randint(0, config.vocab_size, (1, seq_len))
     thirds = torch.arange(seq_len).div(-(-seq_len // 3), rounding_mode="floor")[None]
     starts = torch.cat([torch.zeros(1, dtype=torch.long), (thirds[0, 1:] != thirds[0, :-1]).nonzero()[:, 0] + 1])
