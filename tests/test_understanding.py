@@ -4427,3 +4427,41 @@ def test_a_negation_of_the_speakers_mind_turns_nothing_off(known):
     unsure = read("train 10 steps on 2 gpus, I don't understand packing", known)
     assert "data.packing=false" not in unsure.args.get("set", []) and unsure.clarify  # asked, never off
     assert read("train 10 steps, I don't want packing", known).args.get("set") == ["data.packing=false"]
+
+
+# --- fresh_t's kinds, read in general ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        # a launch verb with its object before "off" is the verb, no setting turned off; "can we kick off" asks it
+        ("train on 2 gpus where each gpu keeps its own full copy of the model. Can we kick that off?", "run",
+         {"nproc": 2, "layout": "dp_replicate=2"}),
+        ("fire it off on 2 gpus with fsdp, 10 steps", "run", {"nproc": 2, "layout": "dp_shard=2", "steps": 10}),
+        # "weight for" opening a clause is "wait for", as it sounds; the noun stays a noun
+        ("Please weight for baseline-dip to finish", "status", {"wait": "yes", "run": "runs/baseline-ddp"}),
+        ("what's the weight for layer 3 in r1?", "results", {"run": "runs/r1"}),
+        # the runs as a collection, a summary in writing to pass on
+        ("What does our run inventory look like right now?", "runs", {}),
+        ("Can we get a written readout of the November layouts sweep that I can share with leadership?", "report",
+         {"sweep": "sweeps/layouts-nov"}),
+        # a mesh key spelled out, its degree "set to" it; never plain data parallel
+        ("Can you lunch a run on two processors with data parallel shard set to two", "run",
+         {"nproc": 2, "layout": "dp_shard=2"}),
+        ("train on 4 gpus, dp replicate 2 and dp shard 2", "run", {"nproc": 4, "layout": "dp_replicate=2,dp_shard=2"}),
+        # ZeRO's stage said beside a layout is written out; "mb" before a number is the micro batch
+        ("launch: nproc 8, dp_shard=4,tp=2, zero 3, mb 4, seq 1024, 500 steps", "run",
+         {"nproc": 8, "layout": "dp_shard=4,tp=2", "steps": 500,
+          "set": ["train.micro_batch=4", "train.zero_stage=3", "data.seq_len=1024"]}),
+        ("fsdp on 2 but not full zero-3, only zero 1", "run", {"set": ["train.zero_stage=1"]}),
+    ],
+)  # fmt: skip
+def test_fresh_t_kinds(text, command, args, known):
+    intent = read(text, known)
+    assert (intent.command, intent.clarify) == (command, None)
+    assert {key: intent.args.get(key) for key in args} == args
+
+
+def test_megabytes_are_no_micro_batch(known):
+    assert "train.micro_batch=512" not in read("train on 2 gpus with 512 mb of cache", known).args.get("set", [])

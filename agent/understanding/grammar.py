@@ -524,7 +524,9 @@ _SETTINGS: list[tuple[str, str]] = [
     # "in bf16", "precision=fp8", or bare in a launch's list ("..., bf16, lr 3e-4"); "in" kept in the match, so that
     # "not in fp8" is read as negated
     (r"\b(?:(?:in|with|using|at)\s+|precision\s*(?:=|:|to|of)?\s*)?(bf16|fp32|fp8)\b", "train.precision"),
-    (r"\bzero(?:[- ]?stage)?[- ]?([12])\b", "train.zero_stage"),  # ZeRO-3 is FSDP2's default
+    # the stage said ("zero 1"; "zero 3" beside a layout is also FSDP2's default, written out as the user said it);
+    # a word between a negation and it is taken back with it ("not full zero-3")
+    (r"\b(?:(?:full|plain|whole)\s+)?zero(?:[- ]?stage)?[- ]?([123])\b", "train.zero_stage"),
     (rf"\b(?:seq(?:uence)?[ _-]?len(?:gth)?){SET_TO}(\d+)\b", "data.seq_len"),
     # "a cosine schedule", "lr schedule: linear", "constant learning rate"
     (

@@ -135,7 +135,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bhow many (?:\w+ )?(?:experiments|runs|jobs|trainings|model fits)\b|"
             # "which are the runs that exist?", "what training runs do we have?"
             r"\b(?:which|what) are (?:the |all the )?runs\b|"
-            r"\b(?:what|which) (?:training |finished |past |old )?runs (?:do|did|have|are|exist)\b",
+            r"\b(?:what|which) (?:training |finished |past |old )?runs (?:do|did|have|are|exist)\b|"
+            # the runs as a collection kept: "our run inventory", "the catalogue of experiments"
+            r"\b(?:runs?|experiments?|jobs?)\s+(?:inventory|catalog(?:ue)?|roster)\b|"
+            r"\b(?:inventory|catalog(?:ue)?|roster)\s+of\s+(?:the\s+|our\s+|my\s+|all\s+)?(?:runs|experiments|jobs)\b",
             8,
         ),
         # "which experiments did I run here?", "what jobs have we trained", "give me the list"
@@ -353,7 +356,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         # a summary in writing, or one passed around: "a written summary for leadership", "a one-pager", "a memo",
         # "socialize the learnings" (a summary "for the team update" is read to the user: they write the update)
         (
-            r"\bwritten\s+(?:summary|overview|recap|account|document|doc)\b|\bone[- ]pager\b|"
+            r"\bwritten\s+(?:summary|overview|recap|account|document|doc|read-?out|brief(?:ing)?)\b|\bone[- ]pager\b|"
             r"\bmemo\b|\b(?:summary|recap|overview)\s+(?:doc(?:ument)?|page|note|document)\b|"
             r"\b(?:sociali[sz]e|circulate|write down)\b",
             5,
@@ -364,7 +367,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bwrit(?:e|es|ing|ten)\s+(?:\S+\s+){0,4}?up\b", 6),
         # a summary made to be passed on is a document, a report: "a summary of the lr sweep to share with the team"
         (
-            r"\b(?:summary|summari[sz]e|recap)\b.*\b(?:to|and|for me to|so (?:i|we) can|i can) "
+            r"\b(?:summary|summari[sz]e|recap|read-?out)\b.*\b(?:to|and|for me to|so (?:i|we) can|i can) "
             r"(?:share|send|post|circulate|hand out|forward)\b",
             4,
         ),
@@ -597,7 +600,9 @@ OWN_LATER = (r"\bbefore\s+(?:i|we)\b(?:[^,;:!?.\u2013\u2014]|\.(?=\w))*?(?=\s*(?
 # A request worded as a question: "could you launch ...", "would you mind ...". It asks for the action.
 # ("could I get a report", "can we have that drafted?" ask for something to be made, as "could you" does)
 POLITE_REQUEST = (r"\b(?:can|could|would) you\b|\blet'?s\b|^\W*how about\b|\bwould you mind\b|"
-                  r"\b(?:can|could|may) (?:i|we) (?:get|have)\b")  # fmt: skip
+                  r"\b(?:can|could|may) (?:i|we) (?:get|have)\b|"
+                  # "can we kick that off?": the launch asked for now, no what-if ("can we run 70b on 4 gpus?")
+                  r"\b(?:can|could|shall) (?:we|i) (?:please |now |just )?(?:kick|fire) off\b")  # fmt: skip
 # "would it be possible to refresh the docs?", "is possible to evaluate r1?": a request. For a launch it asks whether
 # one could work ("is it possible to train 70b on 4 gpus?"), a what-if; a sweep, a cancel or a resume so asked is
 # confirmed first (NOT_BY_POSSIBLE), never taken on a question.

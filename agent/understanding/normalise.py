@@ -152,6 +152,21 @@ MEAL = (r"\b(?:after|before|for|at|had|have|having|eat|eating|ate|grab|grabbing|
         r"a|of)\s+$")  # fmt: skip
 
 
+# The mesh's data-parallel keys said in words: "data parallel shard", "data-parallel replicate", "dp shard".
+SPELLED_DIM = (r"\b(?:data[\s-]+parallel(?:ism)?|dp)[\s_-]+(shard(?:ed|ing)?|replicat(?:e|ed|ion|ing)|replicas?)\b"
+               r"(?!\s+(?:data|dataset|checkpoints?|files?)\b)")  # fmt: skip
+# "kick that off", "fire it off": a launch verb with its object between it and "off", read as the verb ("kick off
+# that"), never as a setting turned off.
+SEPARATED_OFF = (r"\b(kick(?:s|ed|ing)?|fir(?:e|es|ed|ing))\s+(it|that|this|them|those|these|one|"
+                 r"(?:the|a|my|our)\s+(?:run|job|training|experiment))\s+off\b")  # fmt: skip
+
+
+# "weight for r1 to finish", "please weight until it's done": "wait" misspelt as it sounds, where a verb opens the
+# clause ("the weight for layer 3", "weight decay" are the noun).
+WEIGHT_FOR = (r"(^\s*|[,.;:!?]\s+|\b(?:please|pls|just|then|and|you|to|let's|lets|i'll|we'll|gonna)\s+)"
+              r"weight(ing)?(?=\s+(?:for|on|until|till|til)\b)")  # fmt: skip
+
+
 def _lunch(found: re.Match) -> str:
     return found.group(0) if re.search(MEAL, found.string[: found.start()], re.I) else "launch"
 
@@ -219,6 +234,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(LAYOUT_KEY, _layout_key, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
     text = re.sub(LUNCH_THE, _lunch, text, flags=re.I)
+    text = re.sub(SEPARATED_OFF, r"\1 off \2", text, flags=re.I)
+    text = re.sub(WEIGHT_FOR, lambda found: f"{found.group(1)}wait{found.group(2) or ''}", text, flags=re.I)
     text = re.sub(r"(?<![\w./])w/(?!o\b)\s*(?=[a-z0-9])", "with ", text, flags=re.I)  # "w/ dp_shard"; "w/o" stays
     text = re.sub(YES_NO, "?", text, flags=re.I)
     # dictated GPU names before numbers are composed: "a one hundred forty gig" is an A100 of 40 GiB, not 140
@@ -282,6 +299,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\bboth\s+(?=(?:gpus|cards|devices|nodes|machines|boxes)\b)", "2 ", text, flags=re.I)
     text = re.sub(r"\b(\d+)\s+(?:such|identical|similar|more such)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
     text = re.sub(r"\bctx\b", "context", text, flags=re.I)
+    # "mb 4", "mbs=8": the micro batch by its short form, a number after it ("512 mb" is megabytes, the number before)
+    text = re.sub(r"(?<![\d.])(?<!\d\s)\bmbs?\s*[=:]?\s*(?=\d+\b(?!\s*(?:gi?b|mb|gb)\b))", "micro batch ", text,
+                  flags=re.I)  # fmt: skip
     text = re.sub(SPLIT_WORDS, lambda found: found.group(0).replace(" ", "").lower(), text, flags=re.I)
     text = re.sub(SUITE_HOMOPHONE, r"\1 suite", text, flags=re.I)
     text = re.sub(MORE_ADJECTIVE, _comparative, text, flags=re.I)
@@ -290,7 +310,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(COMPARED_CONFIG, lambda found: _config_stem(found, known), text, flags=re.I)
     text = _dictated(text)
     text = re.sub(r"\b(tee|pee|see|ee)\s+pee\b", lambda m: SPOKEN_DIMS[m.group(0).lower()], text, flags=re.I)
-    text = re.sub(rf"\b({DIMS})\s+(?:equals?|equal\s+to)\s+(?=\d)", r"\1=", text, flags=re.I)  # "tp equals 2"
+    # a mesh dimension's key spelled out ("data parallel shard", "dp replicate"): that key, never plain data parallel
+    text = re.sub(SPELLED_DIM, lambda found: "dp_" + ("shard" if found.group(1).lower().startswith("shard") else
+                                                      "replicate"), text, flags=re.I)  # fmt: skip
+    text = re.sub(rf"\b({DIMS})\s+(?:equals?|equal\s+to|set\s+(?:to|at)|of|at|is)\s+(?=\d)", r"\1=", text,
+                  flags=re.I)  # fmt: skip  # "tp equals 2", "dp_shard set to 2"
     # "8 40GB A100s": the count, the GPU, then its memory, as the GPU's name reads it ("8 A100 40GBs")
     text = re.sub(r"\b(\d+)\s+(\d+)\s*(gi?b)\s+((?:nvidia\s+)?(?:a100|h100|h200|l40s|a10|rtx ?4090|4090))(s?)\b",
                   r"\1 \4 \2\3\5", text, flags=re.I)  # fmt: skip
