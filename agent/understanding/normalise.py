@@ -142,7 +142,9 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
              # a short action word with a letter left out, too short (three letters) to be corrected by closeness
              "kil": "kill", "pln": "plan",
              # "the" with two letters swapped: too short for closeness, and the commonest typo there is
-             "teh": "the", "hte": "the"}  # fmt: skip
+             "teh": "the", "hte": "the",
+             # Scots and dialect: "three wee servers wi' four L40S apiece. Whit layouts would ye run?"
+             "wi'": "with", "whit": "what", "ye": "you", "yer": "your", "apiece": "each"}  # fmt: skip
 # "lunch" is an everyday word (KEEP), and "launch" typed one letter short only where a verb stands: before its object
 # ("lunch the long config", "pls lunch it"), never "after lunch" or "lunch break".
 LUNCH_THE = (r"\blunch(?=\s+(?:the|a|an|it|that|this|my|our|another|\d+|configs?/|[\w-]+\.ya?ml|training|run|job|"
@@ -152,6 +154,17 @@ MEAL = (r"\b(?:after|before|for|at|had|have|having|eat|eating|ate|grab|grabbing|
         r"a|of)\s+$")  # fmt: skip
 
 
+# A price and the rate it is per ("$3.20 per GPU-hour", "$25.60/hr per node", "2 dollars an hour"): no count of
+# GPUs, nodes or anything a tool takes.
+_RATE = r"(?:(?:gpu|node|card|instance|machine)[\s-]*)?(?:hr|hour|h|month|mo|day|node|gpu|card|instance|machine)s?\b"
+PRICE = (r"(?:[$\u20ac\u00a3]\s?\d[\d,]*(?:\.\d+)?(?:\s?[km]\b)?|"
+         r"\b\d[\d,]*(?:\.\d+)?\s*(?:dollars?|usd|eur|euros?|bucks|gbp|pounds)\b)"
+         rf"(?:\s*(?:/|per\b|an?\b|each\b)\s*{_RATE})*")  # fmt: skip
+MACHINE_ADJECTIVES = (r"(?:wee|small|little|tiny|big|beefy|large|chunky|separate|physical|bare[- ]metal|cloud|"
+                      r"rented|old|new|spare)")  # fmt: skip
+# A question tag after a statement ("launch it on two GPUs with fsdp, no?", "..., non?"): it asks for agreement,
+# it turns nothing off ("packing or no?" asks which, left as said).
+NO_TAG = r"(?<!\bor)\s*,\s*(?:no|non|nein|nope)\s*\?"
 # The mesh's data-parallel keys said in words: "data parallel shard", "data-parallel replicate", "dp shard".
 SPELLED_DIM = (r"\b(?:data[\s-]+parallel(?:ism)?|dp)[\s_-]+(shard(?:ed|ing)?|replicat(?:e|ed|ion|ing)|replicas?)\b"
                r"(?!\s+(?:data|dataset|checkpoints?|files?)\b)")  # fmt: skip
@@ -227,6 +240,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     """`text` with typos fixed and numbers written as digits; case and paths kept."""
     known = {k.lower() for k in known}
     text = _list_labels(text)
+    text = re.sub(PRICE, "a price", text, flags=re.I)
     text = re.sub(FLAG, _flag, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
     text = re.sub(FALSE_FRIEND_UPDATE, r"updat\1", text, flags=re.I)
@@ -238,6 +252,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(WEIGHT_FOR, lambda found: f"{found.group(1)}wait{found.group(2) or ''}", text, flags=re.I)
     text = re.sub(r"(?<![\w./])w/(?!o\b)\s*(?=[a-z0-9])", "with ", text, flags=re.I)  # "w/ dp_shard"; "w/o" stays
     text = re.sub(YES_NO, "?", text, flags=re.I)
+    text = re.sub(NO_TAG, "?", text, flags=re.I)
     # dictated GPU names before numbers are composed: "a one hundred forty gig" is an A100 of 40 GiB, not 140
     text = re.sub(r"\b([ah])\s+one\s+hundred(s?)\b", r"\g<1>100\2", text, flags=re.I)
     text = re.sub(r"\bh\s+two\s+hundred(s?)\b", r"h200\1", text, flags=re.I)
@@ -298,6 +313,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
                   text, flags=re.I)  # fmt: skip
     text = re.sub(r"\bboth\s+(?=(?:gpus|cards|devices|nodes|machines|boxes)\b)", "2 ", text, flags=re.I)
     text = re.sub(r"\b(\d+)\s+(?:such|identical|similar|more such)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
+    # a size or kind said of counted machines is no part of their count: "3 wee servers", "2 beefy boxes"
+    text = re.sub(rf"\b(\d+)\s+{MACHINE_ADJECTIVES}\s+(?=(?:nodes?|machines?|servers?|boxes|hosts?|computers?)\b)",
+                  r"\1 ", text, flags=re.I)  # fmt: skip
     text = re.sub(r"\bctx\b", "context", text, flags=re.I)
     # "mb 4", "mbs=8": the micro batch by its short form, a number after it ("512 mb" is megabytes, the number before)
     text = re.sub(r"(?<![\d.])(?<!\d\s)\bmbs?\s*[=:]?\s*(?=\d+\b(?!\s*(?:gi?b|mb|gb)\b))", "micro batch ", text,
