@@ -4516,3 +4516,23 @@ def test_a_file_name_near_two_files_or_one_letter_changed_is_not_guessed(tmp_pat
     assert found.file("configs/lng.yaml") == "configs/long.yaml"  # one letter left out, one file so near
     assert found.file("configs/lon.yaml") is None  # "long" and "lone": two files one letter away, asked
     assert found.file("configs/tong.yaml") is None  # one letter changed in a short name: another word
+
+
+@pytest.mark.parametrize(
+    "text, layout",
+    [
+        ("4 data-parallel replicas each sharded over 2 gpus, 10 steps", "dp_replicate=4,dp_shard=2"),
+        ("train on 8 gpus: 2 data parallel replicas, each split across 4 gpus", "dp_replicate=2,dp_shard=4"),
+        ("train with 2 data parallel replicas on 2 gpus", "dp_replicate=2"),
+    ],
+)
+def test_data_parallel_replicas_each_sharded_are_hsdp(text, layout, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("layout"), intent.clarify) == ("run", layout, None)
+
+
+def test_a_budget_is_no_count_and_kick_it_off_turns_nothing_off(known):
+    plan = read("plan llama 3 8b on 8 h100s with a budget of $500", known)
+    assert (plan.args.get("devices"), plan.clarify) == (8, None)
+    launch = read("kick it off with 4 gpus, ddp, 10 steps", known)
+    assert (launch.args.get("nproc"), launch.args.get("set"), launch.clarify) == (4, None, None)

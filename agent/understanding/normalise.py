@@ -166,7 +166,7 @@ MACHINE_ADJECTIVES = (r"(?:wee|small|little|tiny|big|beefy|large|chunky|separate
 # it turns nothing off ("packing or no?" asks which, left as said).
 NO_TAG = r"(?<!\bor)\s*,\s*(?:no|non|nein|nope)\s*\?"
 # The mesh's data-parallel keys said in words: "data parallel shard", "data-parallel replicate", "dp shard".
-SPELLED_DIM = (r"\b(?:data[\s-]+parallel(?:ism)?|dp)[\s_-]+(shard(?:ed|ing)?|replicat(?:e|ed|ion|ing)|replicas?)\b"
+SPELLED_DIM = (r"\b(?:data[\s-]+parallel(?:ism)?|dp)[\s_-]+(shard(?:ed|ing)?|replicat(?:e|ed|ion|ing))\b"
                r"(?!\s+(?:data|dataset|checkpoints?|files?)\b)")  # fmt: skip
 # "kick that off", "fire it off": a launch verb with its object between it and "off", read as the verb ("kick off
 # that"), never as a setting turned off.
@@ -363,7 +363,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)\s+replicas?\s*(?:x|and|by|times|,|with)?\s*(\d+)\s+shards?\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
     # "two replicas, each sharded over two devices", "2 copies each split across 4 gpus": HSDP's degrees
-    text = re.sub(r"\b(\d+)\s+(?:replicas?|copies|model copies)\s*,?\s*(?:(?:with\s+)?each\s+(?:one\s+|of them\s+)?)?"
+    text = re.sub(r"\b(\d+)\s+(?:data[- ]parallel\s+)?(?:replicas?|copies|model copies)"
+                  r"\s*,?\s*(?:(?:with\s+)?each\s+(?:one\s+|of them\s+)?)?"
                   r"(?:is\s+)?(?:sharded|fsdp|split|spread|partitioned)\s+(?:over|across|on|into|between|among)\s+(\d+)\s+"
                   r"(?:devices?|gpus?|cards?|ranks?|processes|shards?|ways?)\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
