@@ -4536,3 +4536,32 @@ def test_a_budget_is_no_count_and_kick_it_off_turns_nothing_off(known):
     assert (plan.args.get("devices"), plan.clarify) == (8, None)
     launch = read("kick it off with 4 gpus, ddp, 10 steps", known)
     assert (launch.args.get("nproc"), launch.args.get("set"), launch.clarify) == (4, None, None)
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        # the layers cut in halves said passively, "in" or "into"; a card by its index; the halves joined by a comma
+        ("train 2 gpus, the layers split in two halves, 20 steps", "run", {"nproc": 2, "layout": "pp=2"}),
+        ("put the first half of the model on gpu 0 and the second half on gpu 1, 30 steps", "run",
+         {"nproc": 2, "layout": "pp=2", "steps": 30}),
+        ("first half on gpu #0, second half on gpu #1, 10 steps", "run", {"nproc": 2, "layout": "pp=2"}),
+        # "apiece" after a card's memory is in each node, as "each" is
+        ("4 nodes, 8 a100 80gb apiece, plan llama 3 70b", "plan", {"nodes": 4, "devices": 8}),
+        ("4 beefy nodes, 8 a100 80gb apiece, plan llama 3 70b", "plan", {"nodes": 4, "devices": 8}),
+        # the launcher's key said bare ("nproc 4", "nproc=2"), as its flag is
+        ("launch: nproc 4, fsdp, zero 2, mb 2, 100 steps", "run",
+         {"nproc": 4, "layout": "dp_shard=4", "set": ["train.micro_batch=2", "train.zero_stage=2"]}),
+        ("launch nproc=2 ddp 10 steps", "run", {"nproc": 2, "layout": "dp_replicate=2"}),
+        # a wait asked by its participle, or with word to send once the run ends
+        ("waiting for r1 to finish, ping me", "status", {"wait": "yes", "run": "runs/r1"}),
+        ("weighting for r1 to finish, ping me", "status", {"wait": "yes", "run": "runs/r1"}),
+        ("let r1 finish and ping me", "status", {"wait": "yes", "run": "runs/r1"}),
+    ],
+)  # fmt: skip
+def test_fresh_t_kinds_said_otherwise(text, command, args, known):
+    test_fresh_t_kinds(text, command, args, known)
+
+
+def test_the_speakers_own_wait_with_a_question_reads_the_question(known):
+    assert read("I'm waiting for r1 to finish, what's its loss so far?", known).command == "results"

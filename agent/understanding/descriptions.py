@@ -39,6 +39,7 @@ _IN_PARTS = r"\s+(?:in|into)\s+(?:2|two|half|halves|\d+\s+(?:pieces|parts|halves
 # A layer's own weights: "the layer weights themselves", "each layer's matrices".
 _LAYER_WEIGHTS = (r"(?:the\s+)?(?:layer|layers'?|(?:each|every)\s+layer'?s)\s+(?:weights|weight\s+matrices|matrices|"
                   r"params|parameters)(?:\s+themselves)?")  # fmt: skip
+_FIRST_CARD = rf"(?:(?:1|one|a|the first)\s+{_CARD}|{_CARD}\s*#?\s*0)"
 _NODE = r"(?:node|machine|box|host|server|computer)"
 _NODES = r"(?:nodes|machines|boxes|hosts|servers|computers)"
 _REPLICATED = r"(?:replicat\w*|cop(?:y|ied|ies)|duplicat\w*|mirror\w*|clon\w*)"
@@ -74,10 +75,10 @@ LAYOUT_DESCRIPTIONS = [
     ),
     (  # halves of the model on two cards: pipeline parallel of degree 2
         # ("first half on one GPU and second half on the other": the halves of what the sentence cut before)
-        rf"\b(?:the\s+)?first\s+half\s+(?:of\s+the\s+(?:layers|model)(?:\s+on\s+(?:1|one|a|the first)\s+{_CARD})?|"
-        rf"on\s+(?:1|one|a|the first)\s+{_CARD})\s*,?"
-        rf"\s+and\s+(?:the\s+)?second\s+half(?:\s+of\s+the\s+(?:layers|model))?\s+on\s+(?:the\s+other|another|the"
-        rf"\s+second)(?:\s+(?:one|{_CARD}))?\b",
+        # (a card by its index: "on gpu 0 ... on gpu 1")
+        rf"\b(?:the\s+)?first\s+half\s+(?:of\s+the\s+(?:layers|model)(?:\s+on\s+{_FIRST_CARD})?|on\s+{_FIRST_CARD})\s*,?"
+        rf"\s*(?:(?:and|then)\s+)?(?:the\s+)?second\s+half(?:\s+of\s+the\s+(?:layers|model))?\s+on\s+(?:(?:the\s+other|another|the"
+        rf"\s+second)(?:\s+(?:one|{_CARD}))?|{_CARD}\s*#?\s*1)\b",
         "pp=2 on 2 gpus",
         "pipeline parallel",
     ),
@@ -97,10 +98,10 @@ LAYOUT_DESCRIPTIONS = [
         "pipeline parallel",
     ),
     (  # the model cut into stages: pipeline parallel, its degree the stages'
-        rf"\b{SPLIT}\s+(?:up\s+)?(?:the\s+)?(?:(?:model|network)'?s\s+)?(?:model|network|layers)\s+into\s+"
+        rf"\b{SPLIT}\s+(?:up\s+)?(?:the\s+)?(?:(?:model|network)'?s\s+)?(?:model|network|layers)\s+(?:in|into)\s+"
         r"(?:(\d+)\s+)?(?:consecutive\s+)?(?:stages|chunks|pieces|parts|blocks|segments|halves)\b|"
-        rf"\b(?:the\s+)?(?:model|network|layers)\s+(?:is\s+|being\s+)?{SPLIT}\s+into\s+(?:(\d+)\s+)?"
-        r"(?:consecutive\s+)?stages\b",
+        rf"\b(?:the\s+)?(?:model|network|layers)\s+(?:is\s+|are\s+|being\s+)?{SPLIT}\s+(?:in|into)\s+(?:(\d+)\s+)?"
+        r"(?:consecutive\s+)?(?:stages|halves)\b",
         lambda found: (
             "pipeline parallel"
             + next(

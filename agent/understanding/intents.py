@@ -239,7 +239,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             # "hold on until r1 is done" waits; "hold on, what is the loss of r1?" is an interjection
             r"\b(?:hold|hang) on\b(?=\s+(?:until|for|while)\b|\W*$)|\bhang tight\b|\bjust wait\b|"
             r"\b(?:ping|tell|notify|alert|message) me (?:once|when|as soon as|after)\b|"
-            r"\bonce (?:\S+ ){1,3}(?:is|has) (?:over|done|finished|ended|complete)\b",
+            r"\bonce (?:\S+ ){1,3}(?:is|has) (?:over|done|finished|ended|complete)\b|"
+            # "waiting for r1 to finish, ping me": the wait asked by its participle, and word sent after the end
+            r"^\W*(?:keep\s+)?waiting (?:for|on|until|till)\b|"
+            r"\b(?:finish\w*|complete\w*|is done|ends?)\b[^.?!;]{0,20}\b(?:ping|tell|notify|alert|message) me\b",
             6,
         ),
     ],

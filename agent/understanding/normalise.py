@@ -144,7 +144,7 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
              # "the" with two letters swapped: too short for closeness, and the commonest typo there is
              "teh": "the", "hte": "the",
              # Scots and dialect: "three wee servers wi' four L40S apiece. Whit layouts would ye run?"
-             "wi'": "with", "whit": "what", "ye": "you", "yer": "your", "apiece": "each"}  # fmt: skip
+             "wi'": "with", "whit": "what", "ye": "you", "yer": "your"}  # fmt: skip
 # "lunch" is an everyday word (KEEP), and "launch" typed one letter short only where a verb stands: before its object
 # ("lunch the long config", "pls lunch it"), never "after lunch" or "lunch break".
 LUNCH_THE = (r"\blunch(?=\s+(?:the|a|an|it|that|this|my|our|another|\d+|configs?/|[\w-]+\.ya?ml|training|run|job|"
@@ -249,6 +249,10 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
     text = re.sub(LUNCH_THE, _lunch, text, flags=re.I)
     text = re.sub(SEPARATED_OFF, r"\1 off \2", text, flags=re.I)
+    text = re.sub(r"\bapiece\b", "each", text, flags=re.I)  # "four L40S apiece."
+    # the launcher's key said bare, as the flag is ("--nproc 4"): "nproc 4", "nproc=4", "nproc_per_node: 8"
+    text = re.sub(r"(?<![\w-])n_?procs?(?:[_-]per[_-]node)?\s*[=:]?\s*(\d+)\b(?!\.\d)", r"\1 processes", text,
+                  flags=re.I)  # fmt: skip
     text = re.sub(WEIGHT_FOR, lambda found: f"{found.group(1)}wait{found.group(2) or ''}", text, flags=re.I)
     text = re.sub(r"(?<![\w./])w/(?!o\b)\s*(?=[a-z0-9])", "with ", text, flags=re.I)  # "w/ dp_shard"; "w/o" stays
     text = re.sub(YES_NO, "?", text, flags=re.I)
