@@ -4565,3 +4565,15 @@ def test_fresh_t_kinds_said_otherwise(text, command, args, known):
 
 def test_the_speakers_own_wait_with_a_question_reads_the_question(known):
     assert read("I'm waiting for r1 to finish, what's its loss so far?", known).command == "results"
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("can you right up the lr-scan results", "report"),  # "write up" as it sounds
+        ("right it up for the layouts-nov sweep", "report"),
+        ("all right, up next: show r1's loss", "results"),  # "right" and "up" of other words
+    ],
+)
+def test_write_up_said_as_it_sounds(text, command, known):
+    assert read(text, known).command == command

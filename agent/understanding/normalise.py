@@ -176,8 +176,15 @@ SEPARATED_OFF = (r"\b(kick(?:s|ed|ing)?|fir(?:e|es|ed|ing))\s+(it|that|this|them
 
 # "weight for r1 to finish", "please weight until it's done": "wait" misspelt as it sounds, where a verb opens the
 # clause ("the weight for layer 3", "weight decay" are the noun).
-WEIGHT_FOR = (r"(^\s*|[,.;:!?]\s+|\b(?:please|pls|just|then|and|you|to|let's|lets|i'll|we'll|gonna)\s+)"
-              r"weight(ing)?(?=\s+(?:for|on|until|till|til)\b)")  # fmt: skip
+VERB_OPENS = r"(^\s*|[,.;:!?]\s+|\b(?:please|pls|just|then|and|you|to|let's|lets|i'll|we'll|gonna)\s+)"
+WEIGHT_FOR = VERB_OPENS + r"weight(ing)?(?=\s+(?:for|on|until|till|til)\b)"
+
+
+# "can you right up the lr-scan results", "right it up": "write up" misspelt as it sounds, where a verb opens the
+# clause and an object stands beside "up" ("right up to step 50", "all right, up next" stay).
+RIGHT_UP = (
+    VERB_OPENS + r"right(?=\s+(?:up\s+(?:the|a|an|our|my|those|these|this|that|it)\b|(?:it|this|that|them)\s+up\b))"
+)
 
 
 def _lunch(found: re.Match) -> str:
@@ -254,6 +261,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"(?<![\w-])n_?procs?(?:[_-]per[_-]node)?\s*[=:]?\s*(\d+)\b(?!\.\d)", r"\1 processes", text,
                   flags=re.I)  # fmt: skip
     text = re.sub(WEIGHT_FOR, lambda found: f"{found.group(1)}wait{found.group(2) or ''}", text, flags=re.I)
+    text = re.sub(RIGHT_UP, r"\1write", text, flags=re.I)
     text = re.sub(r"(?<![\w./])w/(?!o\b)\s*(?=[a-z0-9])", "with ", text, flags=re.I)  # "w/ dp_shard"; "w/o" stays
     text = re.sub(YES_NO, "?", text, flags=re.I)
     text = re.sub(NO_TAG, "?", text, flags=re.I)
