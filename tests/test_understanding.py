@@ -4577,3 +4577,10 @@ def test_the_speakers_own_wait_with_a_question_reads_the_question(known):
 )
 def test_write_up_said_as_it_sounds(text, command, known):
     assert read(text, known).command == command
+
+
+def test_a_check_is_no_deliberation_and_new_machines_are_no_count_said(known):
+    assert read("see if the lr-scan sweep finished", known).command == "trials"
+    # "2 new nodes" may be 2 more than a plan's: not read as the nodes in all (asked, as before)
+    intent = read("what if we add 2 new nodes to the plan for llama 3 70b on 8 h100s", known)
+    assert intent.args.get("nodes") != 2 and intent.clarify

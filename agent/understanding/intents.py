@@ -496,7 +496,8 @@ DEFERRED = (
     r"worry)\s+(?:later\s+)?(?:about|for|on|regarding|of|into)\s+|"
     # a deliberation whether to act is no request to: "think about whether we should start a new sweep", "consider
     # if we need a report"
-    r"\b(?:think|thinking|wonder|wondering|consider|considering|ponder|decide|deciding|discuss|see)\s+(?:about\s+)?"
+    # ("see if the sweep is done" asks to check: no deliberation)
+    r"\b(?:think|thinking|wonder|wondering|consider|considering|ponder|decide|deciding|discuss)\s+(?:about\s+)?"
     r"(?:whether|if)\s+(?:(?:we|i|you|it)\s+)?(?:(?:should|could|would|might|need|needs|ought|want|is worth)"
     r"(?:\s+to)?\s+)?|"
     # "later, we can open a PR" puts the PR off; "later, first bench r1" orders the benchmark first

@@ -160,8 +160,8 @@ _RATE = r"(?:(?:gpu|node|card|instance|machine)[\s-]*)?(?:hr|hour|h|month|mo|day
 PRICE = (r"(?:[$\u20ac\u00a3]\s?\d[\d,]*(?:\.\d+)?(?:\s?[km]\b)?|"
          r"\b\d[\d,]*(?:\.\d+)?\s*(?:dollars?|usd|eur|euros?|bucks|gbp|pounds)\b)"
          rf"(?:\s*(?:/|per\b|an?\b|each\b)\s*{_RATE})*")  # fmt: skip
-MACHINE_ADJECTIVES = (r"(?:wee|small|little|tiny|big|beefy|large|chunky|separate|physical|bare[- ]metal|cloud|"
-                      r"rented|old|new|spare)")  # fmt: skip
+# (not "new", "spare" or "extra": "add 2 new nodes" may be 2 more than the plan's)
+MACHINE_ADJECTIVES = r"(?:wee|small|little|tiny|big|beefy|large|chunky|separate|physical|bare[- ]metal)"
 # A question tag after a statement ("launch it on two GPUs with fsdp, no?", "..., non?"): it asks for agreement,
 # it turns nothing off ("packing or no?" asks which, left as said).
 NO_TAG = r"(?<!\bor)\s*,\s*(?:no|non|nein|nope)\s*\?"
