@@ -2404,11 +2404,9 @@ def test_a_file_named_with_a_typo_is_the_file_it_misspells(text, path, known):
     assert intent.args.get("path") == path
 
 
-# a stem of 4 has too many neighbours one letter away ("lonq", "lng"), though not two letters swapped (below); a digit
-# added names another file ("meshpilot2.yaml"), not a typo
-@pytest.mark.parametrize(
-    "text", ["show me trainer.yaml", "cat configs/lonq.yaml", "cat configs/lng.yaml", "show me meshpilot2.yaml"]
-)
+# a stem of 4 has too many neighbours one letter changed ("lonq"), though not two letters swapped (below) nor one left
+# out ("lng", test_fresh_t_kinds); a digit added names another file ("meshpilot2.yaml"), not a typo
+@pytest.mark.parametrize("text", ["show me trainer.yaml", "cat configs/lonq.yaml", "show me meshpilot2.yaml"])
 def test_a_file_far_from_every_name_or_short_stays_as_typed(text, known):
     assert read(text, known).args.get("path") == text.split()[-1]
 
@@ -4427,3 +4425,162 @@ def test_a_negation_of_the_speakers_mind_turns_nothing_off(known):
     unsure = read("train 10 steps on 2 gpus, I don't understand packing", known)
     assert "data.packing=false" not in unsure.args.get("set", []) and unsure.clarify  # asked, never off
     assert read("train 10 steps, I don't want packing", known).args.get("set") == ["data.packing=false"]
+
+
+# --- fresh_t's kinds, read in general ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        # a launch verb with its object before "off" is the verb, no setting turned off; "can we kick off" asks it
+        ("train on 2 gpus where each gpu keeps its own full copy of the model. Can we kick that off?", "run",
+         {"nproc": 2, "layout": "dp_replicate=2"}),
+        ("fire it off on 2 gpus with fsdp, 10 steps", "run", {"nproc": 2, "layout": "dp_shard=2", "steps": 10}),
+        # "weight for" opening a clause is "wait for", as it sounds; the noun stays a noun
+        ("Please weight for baseline-dip to finish", "status", {"wait": "yes", "run": "runs/baseline-ddp"}),
+        ("what's the weight for layer 3 in r1?", "results", {"run": "runs/r1"}),
+        # the runs as a collection, a summary in writing to pass on
+        ("What does our run inventory look like right now?", "runs", {}),
+        ("Can we get a written readout of the November layouts sweep that I can share with leadership?", "report",
+         {"sweep": "sweeps/layouts-nov"}),
+        # a mesh key spelled out, its degree "set to" it; never plain data parallel
+        ("Can you lunch a run on two processors with data parallel shard set to two", "run",
+         {"nproc": 2, "layout": "dp_shard=2"}),
+        ("train on 4 gpus, dp replicate 2 and dp shard 2", "run", {"nproc": 4, "layout": "dp_replicate=2,dp_shard=2"}),
+        # ZeRO's stage said beside a layout is written out; "mb" before a number is the micro batch
+        ("launch: nproc 8, dp_shard=4,tp=2, zero 3, mb 4, seq 1024, 500 steps", "run",
+         {"nproc": 8, "layout": "dp_shard=4,tp=2", "steps": 500,
+          "set": ["train.micro_batch=4", "train.zero_stage=3", "data.seq_len=1024"]}),
+        ("fsdp on 2 but not full zero-3, only zero 1", "run", {"set": ["train.zero_stage=1"]}),
+        ("train on 2 gpus with zero-3, 10 steps", "run", {"layout": "dp_shard=2", "set": None}),  # the layout word
+        # a plain-words layout: the model's layers cut in halves, one half a GPU, is two pipeline stages
+        ("I want to cut the model's layers into two halves, first half on one GPU and second half on the other, "
+         "run 25 steps with micro batch 2", "run",
+         {"nproc": 2, "layout": "pp=2", "steps": 25, "set": ["train.micro_batch=2"]}),
+        ("split the layers into halves and train 10 steps", "run", {"nproc": 2, "layout": "pp=2"}),
+        # the weights split so each card holds a share of them: FSDP
+        ("train on 4 GPUs where the weights are split up so each GPU only holds a share of them, 80 steps", "run",
+         {"nproc": 4, "layout": "dp_shard=4", "steps": 80}),
+        # a question tag is no negation; a foreign filler ("Allora") no other language
+        ("Allora, the long config, the one with 1024 tokens. Basically I want to launch it on two GPUs with fsdp, no?",
+         "run", {"experiment": "configs/long.yaml", "nproc": 2, "layout": "dp_shard=2", "set": None}),
+        # dialect words, a size said of the machines counted
+        ("Aye, we've got three wee servers wi' four L40S apiece. Whit layouts would ye run mistral 7b on?", "plan",
+         {"nodes": 3, "devices": 4, "gpu": "l40s", "model": "mistral-7b"}),
+        # a price per GPU-hour or per node is no count
+        ("Pricing out two nodes, each 8 H100 at roughly $3.20 per GPU-hour ($25.60/hr per node). Which layouts "
+         "would rank best for gemma 2 9b?", "plan", {"nodes": 2, "devices": 8, "model": "gemma-2-9b"}),
+        # a file name one letter short of the one file near it, in the same folder
+        ("cn u show configs/lng.yaml", "read", {"path": "configs/long.yaml"}),
+        # a run-on request: the ask comes first, a deliberation about a sweep after it is no request of one, and
+        # "the last one" after "sweep" is the sweep, no run
+        ("I'd love for you to pull the results for baseline-ddp and then line them up against whatever r1 did and "
+         "maybe after that think about whether we should start a new sweep with more trials because the last one "
+         "felt small to me.", "compare", {}),
+    ],
+)  # fmt: skip
+def test_fresh_t_kinds(text, command, args, known):
+    intent = read(text, known)
+    assert (intent.command, intent.clarify) == (command, None)
+
+    def plain(values: dict) -> dict:
+        return {key: sorted(v) if key == "set" and v else v for key, v in values.items()}
+
+    assert {key: plain(intent.args).get(key) for key in args} == plain(args)
+
+
+def test_megabytes_are_no_micro_batch(known):
+    assert "train.micro_batch=512" not in read("train on 2 gpus with 512 mb of cache", known).args.get("set", [])
+
+
+def test_a_question_tag_is_no_negation_but_or_no_still_asks(known):
+    assert read("train 10 steps with packing, no?", known).args.get("set") == ["data.packing=true"]
+    assert "turn off" in (read("train 10 steps with packing or no?", known).clarify or "")
+
+
+def test_a_run_on_request_compares_in_the_order_said(known):
+    intent = read(
+        "pull the results for baseline-ddp and then line them up against whatever r1 did and maybe after that think "
+        "about whether we should start a new sweep because the last one felt small",
+        known,
+    )
+    assert (intent.command, intent.words) == ("compare", ["runs/baseline-ddp", "runs/r1"])
+
+
+def test_a_file_name_near_two_files_or_one_letter_changed_is_not_guessed(tmp_path):
+    (tmp_path / "configs").mkdir()
+    for name in ("long", "song", "lone"):
+        (tmp_path / "configs" / f"{name}.yaml").write_text("train: {}\n")
+    found = Known.read(tmp_path)
+    assert found.file("configs/lng.yaml") == "configs/long.yaml"  # one letter left out, one file so near
+    assert found.file("configs/lon.yaml") is None  # "long" and "lone": two files one letter away, asked
+    assert found.file("configs/tong.yaml") is None  # one letter changed in a short name: another word
+
+
+@pytest.mark.parametrize(
+    "text, layout",
+    [
+        ("4 data-parallel replicas each sharded over 2 gpus, 10 steps", "dp_replicate=4,dp_shard=2"),
+        ("train on 8 gpus: 2 data parallel replicas, each split across 4 gpus", "dp_replicate=2,dp_shard=4"),
+        ("train with 2 data parallel replicas on 2 gpus", "dp_replicate=2"),
+    ],
+)
+def test_data_parallel_replicas_each_sharded_are_hsdp(text, layout, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("layout"), intent.clarify) == ("run", layout, None)
+
+
+def test_a_budget_is_no_count_and_kick_it_off_turns_nothing_off(known):
+    plan = read("plan llama 3 8b on 8 h100s with a budget of $500", known)
+    assert (plan.args.get("devices"), plan.clarify) == (8, None)
+    launch = read("kick it off with 4 gpus, ddp, 10 steps", known)
+    assert (launch.args.get("nproc"), launch.args.get("set"), launch.clarify) == (4, None, None)
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        # the layers cut in halves said passively, "in" or "into"; a card by its index; the halves joined by a comma
+        ("train 2 gpus, the layers split in two halves, 20 steps", "run", {"nproc": 2, "layout": "pp=2"}),
+        ("put the first half of the model on gpu 0 and the second half on gpu 1, 30 steps", "run",
+         {"nproc": 2, "layout": "pp=2", "steps": 30}),
+        ("first half on gpu #0, second half on gpu #1, 10 steps", "run", {"nproc": 2, "layout": "pp=2"}),
+        # "apiece" after a card's memory is in each node, as "each" is
+        ("4 nodes, 8 a100 80gb apiece, plan llama 3 70b", "plan", {"nodes": 4, "devices": 8}),
+        ("4 beefy nodes, 8 a100 80gb apiece, plan llama 3 70b", "plan", {"nodes": 4, "devices": 8}),
+        # the launcher's key said bare ("nproc 4", "nproc=2"), as its flag is
+        ("launch: nproc 4, fsdp, zero 2, mb 2, 100 steps", "run",
+         {"nproc": 4, "layout": "dp_shard=4", "set": ["train.micro_batch=2", "train.zero_stage=2"]}),
+        ("launch nproc=2 ddp 10 steps", "run", {"nproc": 2, "layout": "dp_replicate=2"}),
+        # a wait asked by its participle, or with word to send once the run ends
+        ("waiting for r1 to finish, ping me", "status", {"wait": "yes", "run": "runs/r1"}),
+        ("weighting for r1 to finish, ping me", "status", {"wait": "yes", "run": "runs/r1"}),
+        ("let r1 finish and ping me", "status", {"wait": "yes", "run": "runs/r1"}),
+    ],
+)  # fmt: skip
+def test_fresh_t_kinds_said_otherwise(text, command, args, known):
+    test_fresh_t_kinds(text, command, args, known)
+
+
+def test_the_speakers_own_wait_with_a_question_reads_the_question(known):
+    assert read("I'm waiting for r1 to finish, what's its loss so far?", known).command == "results"
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("can you right up the lr-scan results", "report"),  # "write up" as it sounds
+        ("right it up for the layouts-nov sweep", "report"),
+        ("all right, up next: show r1's loss", "results"),  # "right" and "up" of other words
+    ],
+)
+def test_write_up_said_as_it_sounds(text, command, known):
+    assert read(text, known).command == command
+
+
+def test_a_check_is_no_deliberation_and_new_machines_are_no_count_said(known):
+    assert read("see if the lr-scan sweep finished", known).command == "trials"
+    # "2 new nodes" may be 2 more than a plan's: not read as the nodes in all (asked, as before)
+    intent = read("what if we add 2 new nodes to the plan for llama 3 70b on 8 h100s", known)
+    assert intent.args.get("nodes") != 2 and intent.clarify

@@ -1036,7 +1036,8 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
     if per_node := entities.get("per_node"):
         args["devices"] = per_node
     elif nodes and (devices := _device_count(entities)) and devices % nodes == 0 and devices > nodes:
-        args["devices"] = devices if re.search(r"\b(?:each|per)\b", intent.text.lower()) else devices // nodes
+        each = re.search(r"\b(?:each|per)\b", plain_of(intent, context).lower())  # as normalised: "apiece" is each
+        args["devices"] = devices if each else devices // nodes
     if "nodes" not in args and (more := _relative_nodes(entities, context)):
         args["nodes"] = more  # after the devices: "8 h100s, and 2 more nodes" are 8 in each, not 8 split over 2
     _gpu_size(intent, entities, context)

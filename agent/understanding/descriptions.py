@@ -39,6 +39,7 @@ _IN_PARTS = r"\s+(?:in|into)\s+(?:2|two|half|halves|\d+\s+(?:pieces|parts|halves
 # A layer's own weights: "the layer weights themselves", "each layer's matrices".
 _LAYER_WEIGHTS = (r"(?:the\s+)?(?:layer|layers'?|(?:each|every)\s+layer'?s)\s+(?:weights|weight\s+matrices|matrices|"
                   r"params|parameters)(?:\s+themselves)?")  # fmt: skip
+_FIRST_CARD = rf"(?:(?:1|one|a|the first)\s+{_CARD}|{_CARD}\s*#?\s*0)"
 _NODE = r"(?:node|machine|box|host|server|computer)"
 _NODES = r"(?:nodes|machines|boxes|hosts|servers|computers)"
 _REPLICATED = r"(?:replicat\w*|cop(?:y|ied|ies)|duplicat\w*|mirror\w*|clon\w*)"
@@ -73,9 +74,11 @@ LAYOUT_DESCRIPTIONS = [
         "tensor parallel",
     ),
     (  # halves of the model on two cards: pipeline parallel of degree 2
-        rf"\b(?:the\s+)?first\s+half\s+of\s+the\s+(?:layers|model)(?:\s+on\s+(?:1|one|a|the first)\s+{_CARD})?\s*,?"
-        rf"\s+and\s+(?:the\s+)?second\s+half(?:\s+of\s+the\s+(?:layers|model))?\s+on\s+(?:the\s+other|another|the"
-        rf"\s+second)(?:\s+(?:one|{_CARD}))?\b",
+        # ("first half on one GPU and second half on the other": the halves of what the sentence cut before)
+        # (a card by its index: "on gpu 0 ... on gpu 1")
+        rf"\b(?:the\s+)?first\s+half\s+(?:of\s+the\s+(?:layers|model)(?:\s+on\s+{_FIRST_CARD})?|on\s+{_FIRST_CARD})\s*,?"
+        rf"\s*(?:(?:and|then)\s+)?(?:the\s+)?second\s+half(?:\s+of\s+the\s+(?:layers|model))?\s+on\s+(?:(?:the\s+other|another|the"
+        rf"\s+second)(?:\s+(?:one|{_CARD}))?|{_CARD}\s*#?\s*1)\b",
         "pp=2 on 2 gpus",
         "pipeline parallel",
     ),
@@ -95,11 +98,17 @@ LAYOUT_DESCRIPTIONS = [
         "pipeline parallel",
     ),
     (  # the model cut into stages: pipeline parallel, its degree the stages'
-        rf"\b{SPLIT}\s+(?:up\s+)?(?:the\s+)?(?:model|network|layers)\s+into\s+(?:(\d+)\s+)?(?:consecutive\s+)?"
-        r"(?:stages|chunks|pieces|parts|blocks|segments)\b|"
-        rf"\b(?:the\s+)?(?:model|network|layers)\s+(?:is\s+|being\s+)?{SPLIT}\s+into\s+(?:(\d+)\s+)?"
-        r"(?:consecutive\s+)?stages\b",
-        lambda found: "pipeline parallel" + next((f" with {n} stages" for n in found.groups()[1:] if n), ""),
+        rf"\b{SPLIT}\s+(?:up\s+)?(?:the\s+)?(?:(?:model|network)'?s\s+)?(?:model|network|layers)\s+(?:in|into)\s+"
+        r"(?:(\d+)\s+)?(?:consecutive\s+)?(?:stages|chunks|pieces|parts|blocks|segments|halves)\b|"
+        rf"\b(?:the\s+)?(?:model|network|layers)\s+(?:is\s+|are\s+|being\s+)?{SPLIT}\s+(?:in|into)\s+(?:(\d+)\s+)?"
+        r"(?:consecutive\s+)?(?:stages|halves)\b",
+        lambda found: (
+            "pipeline parallel"
+            + next(
+                (f" with {n} stages" for n in found.groups()[1:] if n),
+                " with 2 stages" if found.group(0).lower().endswith("halves") else "",
+            )
+        ),
         "pipeline parallel",
     ),
     (  # a full copy of the model on each card: DDP
@@ -137,7 +146,13 @@ LAYOUT_DESCRIPTIONS = [
         rf"\b(?:with\s+)?(?:each|every)\s+{_CARD}\s+(?:(?:to|should|must|will|would|can|only)\s+)?(?:keeping|keeps|"
         r"keep|kept|holding|holds|hold|held|storing|stores|store|stored|owning|owns|own|gets|getting|get|got)\s+"
         r"(?:only\s+)?(?:a\s+|its\s+(?:own\s+)?)?(?:slice|shard|part|piece|share|portion|chunk|half|third|quarter|"
-        r"fraction)\s+of\s+the\s+(?:model'?s\s+)?(?:weights|parameters|params|model)\b",
+        r"fraction)\s+of\s+the\s+(?:model'?s\s+)?(?:weights|parameters|params|model)\b|"
+        # the weights split first, what each card holds of them after: "the weights split up so each GPU only holds
+        # a share of them"
+        rf"\b(?:the\s+)?(?:model'?s?\s+)?(?:weights|parameters|params)\s+(?:(?:are|is|being|get|gets|getting)\s+)?"
+        rf"(?:{SPLIT}|sharded)(?:\s+up)?\s*,?\s+(?:so\s+(?:that\s+)?|such\s+that\s+|where\s+|and\s+)?(?:each|every)\s+"
+        rf"{_CARD}\s+(?:only\s+)?{_HOLDS}\s+(?:only\s+)?(?:a\s+|its\s+(?:own\s+)?)?(?:slice|shard|part|piece|share|"
+        r"portion|chunk|fraction)(?:\s+of\s+(?:them|it|those))?\b",
         "with fsdp",
         "fsdp",
     ),

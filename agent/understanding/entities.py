@@ -778,10 +778,19 @@ def _names(text: str, entities: Entities, known: Known) -> None:
         elif known.root:  # "the 2048 config" where no file has it: asked, never the default experiment in its place
             entities.add("unknown_description", found.group(0), found.span())
     latest = r"\b(?:latest|last|most recent|newest|previous|recent)\s+(?:\w+\s+)?"
-    if known.runs and re.search(latest + r"(?:run|one|training)\b", lowered):
+    if known.runs and any(
+        not _one_of_a_sweep(found) for found in re.finditer(latest + r"(?:run|one|training)\b", lowered)
+    ):
         entities.add("run", known.runs[0], (0, 0))
     if known.sweeps and re.search(latest + r"sweep\b", lowered):
         entities.add("sweep", known.sweeps[0], (0, 0))
+
+
+def _one_of_a_sweep(found: re.Match) -> bool:
+    """Whether "the last one" stands for a sweep, the nearer of the nouns it may stand for said before it ("a new
+    sweep with more trials because the last one felt small")."""
+    nouns = re.findall(r"\b(sweeps?|runs?|trainings?|jobs?)\b", found.string[: found.start()])
+    return found.group(0).endswith("one") and bool(nouns) and nouns[-1].startswith("sweep")
 
 
 # The repository's own experiment, meshpilot.yaml: "the experiment file", "the main experiment file", "our default

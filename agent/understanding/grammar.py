@@ -524,7 +524,7 @@ _SETTINGS: list[tuple[str, str]] = [
     # "in bf16", "precision=fp8", or bare in a launch's list ("..., bf16, lr 3e-4"); "in" kept in the match, so that
     # "not in fp8" is read as negated
     (r"\b(?:(?:in|with|using|at)\s+|precision\s*(?:=|:|to|of)?\s*)?(bf16|fp32|fp8)\b", "train.precision"),
-    (r"\bzero(?:[- ]?stage)?[- ]?([12])\b", "train.zero_stage"),  # ZeRO-3 is FSDP2's default
+    (r"\bzero(?:[- ]?stage)?[- ]?([12])\b", "train.zero_stage"),  # ZeRO-3 is FSDP2's default (ZERO_3_BESIDE)
     (rf"\b(?:seq(?:uence)?[ _-]?len(?:gth)?){SET_TO}(\d+)\b", "data.seq_len"),
     # "a cosine schedule", "lr schedule: linear", "constant learning rate"
     (
@@ -549,6 +549,20 @@ _SWITCHES: list[tuple[str, str]] = [
 ]
 
 
+# ZeRO-3 said beside the layout that shards ("dp_shard=4,tp=2, zero 3"): the stage, written out as said (an experiment
+# file may set another); said alone ("2 gpus with zero-3") it is the layout word, FSDP2's default stage. A word
+# between a negation and it is taken back with it ("not full zero-3").
+ZERO_3 = r"\b(?:(?:full|plain|whole)\s+)?zero(?:[- ]?stage)?[- ]?3\b"
+SHARDING_NAMED = r"\bdp_shard\s*=|\bfsdp2?\b|\bfully[- ]sharded\b"
+
+
+def _zero_3_beside_a_layout(lowered: str) -> bool:
+    found = re.search(ZERO_3, lowered)
+    return bool(
+        found and not re.search(NEGATED_SETTING, lowered[: found.start()]) and re.search(SHARDING_NAMED, lowered)
+    )
+
+
 def _overrides(text: str, lowered: str, intent: Intent) -> None:
     """Learning rate and other keys, packing, activation checkpointing and a model preset, as `--set` values."""
     overrides = list(intent.args.pop("set", []))
@@ -561,6 +575,8 @@ def _overrides(text: str, lowered: str, intent: Intent) -> None:
         if found and not any(o.startswith(key + "=") for o in overrides):
             value = next((g for g in found.groups() if g), "constant")  # "constant lr" names no group's value
             overrides.append(f"{key}={value}")
+    if _zero_3_beside_a_layout(lowered) and not any(o.startswith("train.zero_stage=") for o in overrides):
+        overrides.append("train.zero_stage=3")
     trackers = [name for name, said in TRACKERS.items()
                 if (found := re.search(rf"\b(?:{said})(?!\w)", lowered))
                 and not re.search(NEGATED_SETTING, lowered[: found.start()])]  # fmt: skip

@@ -135,7 +135,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bhow many (?:\w+ )?(?:experiments|runs|jobs|trainings|model fits)\b|"
             # "which are the runs that exist?", "what training runs do we have?"
             r"\b(?:which|what) are (?:the |all the )?runs\b|"
-            r"\b(?:what|which) (?:training |finished |past |old )?runs (?:do|did|have|are|exist)\b",
+            r"\b(?:what|which) (?:training |finished |past |old )?runs (?:do|did|have|are|exist)\b|"
+            # the runs as a collection kept: "our run inventory", "the catalogue of experiments"
+            r"\b(?:runs?|experiments?|jobs?)\s+(?:inventory|catalog(?:ue)?|roster)\b|"
+            r"\b(?:inventory|catalog(?:ue)?|roster)\s+of\s+(?:the\s+|our\s+|my\s+|all\s+)?(?:runs|experiments|jobs)\b",
             8,
         ),
         # "which experiments did I run here?", "what jobs have we trained", "give me the list"
@@ -236,7 +239,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             # "hold on until r1 is done" waits; "hold on, what is the loss of r1?" is an interjection
             r"\b(?:hold|hang) on\b(?=\s+(?:until|for|while)\b|\W*$)|\bhang tight\b|\bjust wait\b|"
             r"\b(?:ping|tell|notify|alert|message) me (?:once|when|as soon as|after)\b|"
-            r"\bonce (?:\S+ ){1,3}(?:is|has) (?:over|done|finished|ended|complete)\b",
+            r"\bonce (?:\S+ ){1,3}(?:is|has) (?:over|done|finished|ended|complete)\b|"
+            # "waiting for r1 to finish, ping me": the wait asked by its participle, and word sent after the end
+            r"^\W*(?:keep\s+)?waiting (?:for|on|until|till)\b|"
+            r"\b(?:finish\w*|complete\w*|is done|ends?)\b[^.?!;]{0,20}\b(?:ping|tell|notify|alert|message) me\b",
             6,
         ),
     ],
@@ -353,7 +359,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         # a summary in writing, or one passed around: "a written summary for leadership", "a one-pager", "a memo",
         # "socialize the learnings" (a summary "for the team update" is read to the user: they write the update)
         (
-            r"\bwritten\s+(?:summary|overview|recap|account|document|doc)\b|\bone[- ]pager\b|"
+            r"\bwritten\s+(?:summary|overview|recap|account|document|doc|read-?out|brief(?:ing)?)\b|\bone[- ]pager\b|"
             r"\bmemo\b|\b(?:summary|recap|overview)\s+(?:doc(?:ument)?|page|note|document)\b|"
             r"\b(?:sociali[sz]e|circulate|write down)\b",
             5,
@@ -364,7 +370,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bwrit(?:e|es|ing|ten)\s+(?:\S+\s+){0,4}?up\b", 6),
         # a summary made to be passed on is a document, a report: "a summary of the lr sweep to share with the team"
         (
-            r"\b(?:summary|summari[sz]e|recap)\b.*\b(?:to|and|for me to|so (?:i|we) can|i can) "
+            r"\b(?:summary|summari[sz]e|recap|read-?out)\b.*\b(?:to|and|for me to|so (?:i|we) can|i can) "
             r"(?:share|send|post|circulate|hand out|forward)\b",
             4,
         ),
@@ -488,6 +494,12 @@ AFTER_OBJECT = (
 DEFERRED = (
     r"(?:\b(?:we|i|you)?(?:'ll|'d)?\s*(?:(?:will|can|could|shall|may|might|should)\s+)?(?:see|think|talk|decide|"
     r"worry)\s+(?:later\s+)?(?:about|for|on|regarding|of|into)\s+|"
+    # a deliberation whether to act is no request to: "think about whether we should start a new sweep", "consider
+    # if we need a report"
+    # ("see if the sweep is done" asks to check: no deliberation)
+    r"\b(?:think|thinking|wonder|wondering|consider|considering|ponder|decide|deciding|discuss)\s+(?:about\s+)?"
+    r"(?:whether|if)\s+(?:(?:we|i|you|it)\s+)?(?:(?:should|could|would|might|need|needs|ought|want|is worth)"
+    r"(?:\s+to)?\s+)?|"
     # "later, we can open a PR" puts the PR off; "later, first bench r1" orders the benchmark first
     rf"\b(?:(?:and|then|maybe|perhaps|possibly|probably)\s+)*{LATER}(?:\s+|\s*,\s*(?!(?:first|now|but|then|and|"
     r"right now|immediately|today)\b))(?:(?:maybe|perhaps|possibly|"
@@ -597,7 +609,9 @@ OWN_LATER = (r"\bbefore\s+(?:i|we)\b(?:[^,;:!?.\u2013\u2014]|\.(?=\w))*?(?=\s*(?
 # A request worded as a question: "could you launch ...", "would you mind ...". It asks for the action.
 # ("could I get a report", "can we have that drafted?" ask for something to be made, as "could you" does)
 POLITE_REQUEST = (r"\b(?:can|could|would) you\b|\blet'?s\b|^\W*how about\b|\bwould you mind\b|"
-                  r"\b(?:can|could|may) (?:i|we) (?:get|have)\b")  # fmt: skip
+                  r"\b(?:can|could|may) (?:i|we) (?:get|have)\b|"
+                  # "can we kick that off?": the launch asked for now, no what-if ("can we run 70b on 4 gpus?")
+                  r"\b(?:can|could|shall) (?:we|i) (?:please |now |just )?(?:kick|fire) off\b")  # fmt: skip
 # "would it be possible to refresh the docs?", "is possible to evaluate r1?": a request. For a launch it asks whether
 # one could work ("is it possible to train 70b on 4 gpus?"), a what-if; a sweep, a cancel or a resume so asked is
 # confirmed first (NOT_BY_POSSIBLE), never taken on a question.

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.understanding.grammar import _one_swap
-from agent.understanding.normalise import _close
+from agent.understanding.normalise import _close, _one_edit
 
 FILE_SUFFIXES = (".yaml", ".yml", ".md", ".json", ".jsonl", ".txt", ".toml", ".py", ".csv", ".log")
 
@@ -206,7 +206,13 @@ def _typo_of(path: str, existing: str) -> bool:
         return False
     if re.sub(r"\D", "", stem) != re.sub(r"\D", "", its_stem):  # "meshpilot2.yaml" is another file, not a typo
         return False
-    return _one_swap(stem, its_stem) if len(its_stem) < 5 else _close(stem, its_stem)
+    if len(its_stem) >= 5:
+        return _close(stem, its_stem)
+    # a shorter stem: two letters swapped, or one left out or added ("configs/lng.yaml" is configs/long.yaml; the
+    # folder and suffix already agree, so few files are near), never one changed ("tiny" and "tidy" are two words)
+    return _one_swap(stem, its_stem) or (
+        len(its_stem) >= 4 and len(stem) != len(its_stem) and _one_edit(stem, its_stem)
+    )
 
 
 # Two spellings of one suffix: a file named with either is the one the repository has.

@@ -142,7 +142,9 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
              # a short action word with a letter left out, too short (three letters) to be corrected by closeness
              "kil": "kill", "pln": "plan",
              # "the" with two letters swapped: too short for closeness, and the commonest typo there is
-             "teh": "the", "hte": "the"}  # fmt: skip
+             "teh": "the", "hte": "the",
+             # Scots and dialect: "three wee servers wi' four L40S apiece. Whit layouts would ye run?"
+             "wi'": "with", "whit": "what", "ye": "you", "yer": "your"}  # fmt: skip
 # "lunch" is an everyday word (KEEP), and "launch" typed one letter short only where a verb stands: before its object
 # ("lunch the long config", "pls lunch it"), never "after lunch" or "lunch break".
 LUNCH_THE = (r"\blunch(?=\s+(?:the|a|an|it|that|this|my|our|another|\d+|configs?/|[\w-]+\.ya?ml|training|run|job|"
@@ -150,6 +152,39 @@ LUNCH_THE = (r"\blunch(?=\s+(?:the|a|an|it|that|this|my|our|another|\d+|configs?
 # Words before the meal itself: "after lunch the run ended", "we had lunch the day before".
 MEAL = (r"\b(?:after|before|for|at|had|have|having|eat|eating|ate|grab|grabbing|get|got|from|during|over|my|our|the|"
         r"a|of)\s+$")  # fmt: skip
+
+
+# A price and the rate it is per ("$3.20 per GPU-hour", "$25.60/hr per node", "2 dollars an hour"): no count of
+# GPUs, nodes or anything a tool takes.
+_RATE = r"(?:(?:gpu|node|card|instance|machine)[\s-]*)?(?:hr|hour|h|month|mo|day|node|gpu|card|instance|machine)s?\b"
+PRICE = (r"(?:[$\u20ac\u00a3]\s?\d[\d,]*(?:\.\d+)?(?:\s?[km]\b)?|"
+         r"\b\d[\d,]*(?:\.\d+)?\s*(?:dollars?|usd|eur|euros?|bucks|gbp|pounds)\b)"
+         rf"(?:\s*(?:/|per\b|an?\b|each\b)\s*{_RATE})*")  # fmt: skip
+# (not "new", "spare" or "extra": "add 2 new nodes" may be 2 more than the plan's)
+MACHINE_ADJECTIVES = r"(?:wee|small|little|tiny|big|beefy|large|chunky|separate|physical|bare[- ]metal)"
+# A question tag after a statement ("launch it on two GPUs with fsdp, no?", "..., non?"): it asks for agreement,
+# it turns nothing off ("packing or no?" asks which, left as said).
+NO_TAG = r"(?<!\bor)\s*,\s*(?:no|non|nein|nope)\s*\?"
+# The mesh's data-parallel keys said in words: "data parallel shard", "data-parallel replicate", "dp shard".
+SPELLED_DIM = (r"\b(?:data[\s-]+parallel(?:ism)?|dp)[\s_-]+(shard(?:ed|ing)?|replicat(?:e|ed|ion|ing))\b"
+               r"(?!\s+(?:data|dataset|checkpoints?|files?)\b)")  # fmt: skip
+# "kick that off", "fire it off": a launch verb with its object between it and "off", read as the verb ("kick off
+# that"), never as a setting turned off.
+SEPARATED_OFF = (r"\b(kick(?:s|ed|ing)?|fir(?:e|es|ed|ing))\s+(it|that|this|them|those|these|one|"
+                 r"(?:the|a|my|our)\s+(?:run|job|training|experiment))\s+off\b")  # fmt: skip
+
+
+# "weight for r1 to finish", "please weight until it's done": "wait" misspelt as it sounds, where a verb opens the
+# clause ("the weight for layer 3", "weight decay" are the noun).
+VERB_OPENS = r"(^\s*|[,.;:!?]\s+|\b(?:please|pls|just|then|and|you|to|let's|lets|i'll|we'll|gonna)\s+)"
+WEIGHT_FOR = VERB_OPENS + r"weight(ing)?(?=\s+(?:for|on|until|till|til)\b)"
+
+
+# "can you right up the lr-scan results", "right it up": "write up" misspelt as it sounds, where a verb opens the
+# clause and an object stands beside "up" ("right up to step 50", "all right, up next" stay).
+RIGHT_UP = (
+    VERB_OPENS + r"right(?=\s+(?:up\s+(?:the|a|an|our|my|those|these|this|that|it)\b|(?:it|this|that|them)\s+up\b))"
+)
 
 
 def _lunch(found: re.Match) -> str:
@@ -212,6 +247,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     """`text` with typos fixed and numbers written as digits; case and paths kept."""
     known = {k.lower() for k in known}
     text = _list_labels(text)
+    text = re.sub(PRICE, "a price", text, flags=re.I)
     text = re.sub(FLAG, _flag, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
     text = re.sub(FALSE_FRIEND_UPDATE, r"updat\1", text, flags=re.I)
@@ -219,8 +255,16 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(LAYOUT_KEY, _layout_key, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
     text = re.sub(LUNCH_THE, _lunch, text, flags=re.I)
+    text = re.sub(SEPARATED_OFF, r"\1 off \2", text, flags=re.I)
+    text = re.sub(r"\bapiece\b", "each", text, flags=re.I)  # "four L40S apiece."
+    # the launcher's key said bare, as the flag is ("--nproc 4"): "nproc 4", "nproc=4", "nproc_per_node: 8"
+    text = re.sub(r"(?<![\w-])n_?procs?(?:[_-]per[_-]node)?\s*[=:]?\s*(\d+)\b(?!\.\d)", r"\1 processes", text,
+                  flags=re.I)  # fmt: skip
+    text = re.sub(WEIGHT_FOR, lambda found: f"{found.group(1)}wait{found.group(2) or ''}", text, flags=re.I)
+    text = re.sub(RIGHT_UP, r"\1write", text, flags=re.I)
     text = re.sub(r"(?<![\w./])w/(?!o\b)\s*(?=[a-z0-9])", "with ", text, flags=re.I)  # "w/ dp_shard"; "w/o" stays
     text = re.sub(YES_NO, "?", text, flags=re.I)
+    text = re.sub(NO_TAG, "?", text, flags=re.I)
     # dictated GPU names before numbers are composed: "a one hundred forty gig" is an A100 of 40 GiB, not 140
     text = re.sub(r"\b([ah])\s+one\s+hundred(s?)\b", r"\g<1>100\2", text, flags=re.I)
     text = re.sub(r"\bh\s+two\s+hundred(s?)\b", r"h200\1", text, flags=re.I)
@@ -281,7 +325,13 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
                   text, flags=re.I)  # fmt: skip
     text = re.sub(r"\bboth\s+(?=(?:gpus|cards|devices|nodes|machines|boxes)\b)", "2 ", text, flags=re.I)
     text = re.sub(r"\b(\d+)\s+(?:such|identical|similar|more such)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
+    # a size or kind said of counted machines is no part of their count: "3 wee servers", "2 beefy boxes"
+    text = re.sub(rf"\b(\d+)\s+{MACHINE_ADJECTIVES}\s+(?=(?:nodes?|machines?|servers?|boxes|hosts?|computers?)\b)",
+                  r"\1 ", text, flags=re.I)  # fmt: skip
     text = re.sub(r"\bctx\b", "context", text, flags=re.I)
+    # "mb 4", "mbs=8": the micro batch by its short form, a number after it ("512 mb" is megabytes, the number before)
+    text = re.sub(r"(?<![\d.])(?<!\d\s)\bmbs?\s*[=:]?\s*(?=\d+\b(?!\s*(?:gi?b|mb|gb)\b))", "micro batch ", text,
+                  flags=re.I)  # fmt: skip
     text = re.sub(SPLIT_WORDS, lambda found: found.group(0).replace(" ", "").lower(), text, flags=re.I)
     text = re.sub(SUITE_HOMOPHONE, r"\1 suite", text, flags=re.I)
     text = re.sub(MORE_ADJECTIVE, _comparative, text, flags=re.I)
@@ -290,7 +340,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(COMPARED_CONFIG, lambda found: _config_stem(found, known), text, flags=re.I)
     text = _dictated(text)
     text = re.sub(r"\b(tee|pee|see|ee)\s+pee\b", lambda m: SPOKEN_DIMS[m.group(0).lower()], text, flags=re.I)
-    text = re.sub(rf"\b({DIMS})\s+(?:equals?|equal\s+to)\s+(?=\d)", r"\1=", text, flags=re.I)  # "tp equals 2"
+    # a mesh dimension's key spelled out ("data parallel shard", "dp replicate"): that key, never plain data parallel
+    text = re.sub(SPELLED_DIM, lambda found: "dp_" + ("shard" if found.group(1).lower().startswith("shard") else
+                                                      "replicate"), text, flags=re.I)  # fmt: skip
+    text = re.sub(rf"\b({DIMS})\s+(?:equals?|equal\s+to|set\s+(?:to|at)|of|at|is)\s+(?=\d)", r"\1=", text,
+                  flags=re.I)  # fmt: skip  # "tp equals 2", "dp_shard set to 2"
     # "8 40GB A100s": the count, the GPU, then its memory, as the GPU's name reads it ("8 A100 40GBs")
     text = re.sub(r"\b(\d+)\s+(\d+)\s*(gi?b)\s+((?:nvidia\s+)?(?:a100|h100|h200|l40s|a10|rtx ?4090|4090))(s?)\b",
                   r"\1 \4 \2\3\5", text, flags=re.I)  # fmt: skip
@@ -321,7 +375,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)\s+replicas?\s*(?:x|and|by|times|,|with)?\s*(\d+)\s+shards?\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
     # "two replicas, each sharded over two devices", "2 copies each split across 4 gpus": HSDP's degrees
-    text = re.sub(r"\b(\d+)\s+(?:replicas?|copies|model copies)\s*,?\s*(?:(?:with\s+)?each\s+(?:one\s+|of them\s+)?)?"
+    text = re.sub(r"\b(\d+)\s+(?:data[- ]parallel\s+)?(?:replicas?|copies|model copies)"
+                  r"\s*,?\s*(?:(?:with\s+)?each\s+(?:one\s+|of them\s+)?)?"
                   r"(?:is\s+)?(?:sharded|fsdp|split|spread|partitioned)\s+(?:over|across|on|into|between|among)\s+(\d+)\s+"
                   r"(?:devices?|gpus?|cards?|ranks?|processes|shards?|ways?)\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
