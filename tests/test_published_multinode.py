@@ -107,13 +107,13 @@ def test_every_row_that_ran_is_predicted_to_fit(row, results):
 
 def test_the_70b_rows_keep_sequence_parallel_activations_their_largest_term(results):
     """Sequence parallelism splits the norms' and residuals' activations over TP=4, and the projections keep their
-    split input as Megatron's do (gathered again in backward): 24.1 GiB saved where they were 58 GiB whole on every
-    TP rank (40.7 GiB while the projections kept the gathered input, 32.0 while the eager layer kept its norms' and
-    SiLU's intermediates rather than recomputing them)."""
+    split input as Megatron's do (gathered again in backward): 34.9 GiB saved where they were 58 GiB whole on every
+    TP rank (40.7 GiB while the projections kept the gathered input; 32.0 while the bf16 norms' fp32 copies of
+    their input were counted as bf16)."""
     for row in (r for r in IN_SCOPE if r.model == "llama-3.1-70b"):
         memory = results[row.label]["predicted"]["memory_gib"]
         terms = {k: v for k, v in memory.items() if k != "peak"}
-        assert max(terms, key=terms.get) == "activations_saved" and 24 < memory["activations_saved"] < 24.3, row.label
+        assert max(terms, key=terms.get) == "activations_saved" and 34.7 < memory["activations_saved"] < 35.1, row.label
         assert memory["parameters"] + memory["optimizer"] < 16, row.label
         # the rank's stages' bf16 weights gathered (8.46 GiB: 9.9 while the embedding and head were whole on every TP
         # rank), and their whole gradient in bf16 (the recipe's grad_sync_dtype) less the fp32 shard it replaces

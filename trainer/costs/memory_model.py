@@ -535,7 +535,8 @@ def activation_bytes(
     train = plan.train
     key = ("activations", layout.tp, layout.cp, layout.pp, pp_rank, plan.micro_batch, plan.seq_len, plan.precision,
            plan.checkpointing, plan.grad_accum, plan.packing, plan.device_type, train.attention,
-           train.pp_schedule, train.pp_stages_per_rank, plan.recomputing, layout.fsdp, train.loss)  # fmt: skip
+           train.pp_schedule, train.pp_stages_per_rank, plan.recomputing, layout.fsdp, train.loss,
+           train.compile)  # fmt: skip
     found = memo.get(key)
     if found is None:
         found = memo[key] = _activation_bytes(config, layout, plan, rank)
@@ -579,9 +580,10 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
     # and v each save a copy, as gate and up do. Attention's log-sum-exp is fp32 whatever the compute dtype.
     # An eager layer outside checkpointing's recomputation recomputes its norms and its MLP's activation product
     # (trainer.model.recompute): the MLP keeps gate, up and the product (3i), not the activation too (4i). A
-    # compiled layer keeps what inductor's partitioner chooses, about as much (tests/test_recompute.py).
+    # compiled layer keeps what inductor's partitioner chooses: priced as the plain layer, which keeps more
+    # (tests/test_compile.py, tests/test_sp_saves_split.py measure compiled layers under it).
     autocast = half_precision(plan.precision) and not layout.fsdp
-    recomputed = not plan.recomputing
+    recomputed = recomputes_elementwise(plan)
     norms = 2 * rms_norm_elements(h, plan.precision, recomputed, fp32_input=autocast)
     norms += qk_norm_elements(config, q, kv, plan.precision, recomputed)
     split = saves_split_inputs(mode) and not (plan.recomputing or autocast)
@@ -595,6 +597,13 @@ def layer_bytes_per_token(config: PretrainedConfig, layout: Layout, plan: Memory
     gated_inputs = 2 if autocast else 1
     whole_inputs = (attention_inputs + gated_inputs) * h * (1 - split)
     return ((norms + attention + gated + lse + 2 * h * split) // tp + whole_inputs) * width
+
+
+def recomputes_elementwise(plan: MemoryPlan) -> bool:
+    """Whether the model's norms and gated products keep only their inputs (trainer.model.recompute), as
+    trainer.parallel.activation_checkpointing sets them up: without checkpointing and without compile; not in
+    checkpointing's recomputation of a plain layer."""
+    return plan.checkpointing == "none" and not plan.recomputing and not plan.train.compile
 
 
 def rms_norm_elements(h: int, precision: str, recomputed: bool, fp32_input: bool = False, rsqrts: int = 1) -> int:
@@ -686,7 +695,7 @@ def _activation_bytes(config: PretrainedConfig, layout: Layout, plan: MemoryPlan
     # the fp32 log-softmax over the vocabulary.
     columns = logit_columns(config, layout)  # split by vocabulary under tp
     autocast = half_precision(plan.precision) and not layout.fsdp
-    recomputed = plan.checkpointing == "none" and not plan.recomputing  # (under per-layer compile it is not: 2h less)
+    recomputed = recomputes_elementwise(plan)
     final_norm = rms_norm_elements(h, plan.precision, recomputed, fp32_input=autocast)
     head = (final_norm // layout.tp + h) * width + (columns * FP32 if whole_logits(layout, plan.train) else FP32)
     if layout.pp == 1:
