@@ -6,6 +6,7 @@ import json
 import os
 import resource
 import time
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,11 @@ import pytest
 @pytest.fixture(scope="session", autouse=True)
 def meshpilot_cache(tmp_path_factory):
     """Tokenizers and tokenized corpora are built once per test session, shared by every test and rank."""
-    path = os.environ.get("MESHPILOT_TEST_CACHE") or str(tmp_path_factory.mktemp("meshpilot-cache"))
+    path = os.environ.get("MESHPILOT_TEST_CACHE")
+    if not path:
+        path = str(tmp_path_factory.mktemp("meshpilot-cache"))
+        if _XDIST_WORKER:
+            _share_prepared_data_between_workers(Path(path), tmp_path_factory.getbasetemp().parent)
     previous = os.environ.get("MESHPILOT_CACHE")
     os.environ["MESHPILOT_CACHE"] = path
     yield path
@@ -21,6 +26,19 @@ def meshpilot_cache(tmp_path_factory):
         os.environ.pop("MESHPILOT_CACHE", None)
     else:
         os.environ["MESHPILOT_CACHE"] = previous
+
+
+def _share_prepared_data_between_workers(cache: Path, session_root: Path) -> None:
+    """A worker's cache whose tokenizers and tokenized data are in the session's base directory (xdist's workers'
+    own are in it), so that each is prepared once per session rather than once per worker: seconds of CPU each, the
+    first run of a file on a fresh cache (cached_dir's rename into place makes two workers building one at once
+    safe). Calibration stays the worker's own: some tests count its records."""
+    from support import PREPARED_DATA  # here: support imports the preloaded launcher's client
+
+    for kind in PREPARED_DATA:
+        shared = session_root / "meshpilot-prepared-data" / kind
+        shared.mkdir(parents=True, exist_ok=True)
+        (cache / kind).symlink_to(shared, target_is_directory=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
