@@ -59,10 +59,13 @@ def _version() -> str:
         return "(not installed)"
 
 
-# Commands that skip the interpreter's teardown (freeing torch's and transformers' modules: over a second) that
-# job supervisors, sweeps, the agent and shells would wait for. Their work is done when main returns: a train's
-# ranks have ended, a plan's table is printed, and the files either wrote are closed.
-QUICK_EXIT = ("train", "plan")
+# Commands that skip the interpreter's teardown (freeing torch's and transformers' modules: over a second; five and
+# more for a sweep's, on a loaded 2-core machine) that job supervisors, sweeps, the agent and shells would wait for.
+# Their work is done when main returns: a train's ranks have ended, a plan's table is printed, a sweep's trials have
+# ended (or been preempted and waited for) and its study committed every write to its SQLite file, a demo's sweep,
+# run, benchmark (its leaderboard's SQLite in autocommit) and pushed report are done, and the files each wrote are
+# closed.
+QUICK_EXIT = ("train", "plan", "sweep", "demo")
 
 
 def run() -> None:

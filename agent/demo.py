@@ -75,14 +75,14 @@ def run_demo(
     progress: ProgressCallback | None = None,
 ) -> dict:
     """The demo in `directory` (new or empty); `say` gets a line as each phase starts, `progress` the sweep's."""
+    directory = directory.resolve()
+    if directory.exists() and any(directory.iterdir()):  # refused before the seconds of imports below
+        raise ConfigError(f"--dir {directory} is not empty: give a new directory")
     # torch (seconds to import) only when the demo runs
     import torch
 
     from evalsuite.api import run_bench  # imported here, as torch is: it loads transformers
 
-    directory = directory.resolve()
-    if directory.exists() and any(directory.iterdir()):
-        raise ConfigError(f"--dir {directory} is not empty: give a new directory")
     devices, layouts = demo_layouts(torch.cuda.device_count() if torch.cuda.is_available() else 0)
     repo = _make_repository(directory, trial_steps, devices)
     experiment = repo / "meshpilot.yaml"

@@ -6,6 +6,7 @@ import json
 import os
 import resource
 import time
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,11 @@ import pytest
 @pytest.fixture(scope="session", autouse=True)
 def meshpilot_cache(tmp_path_factory):
     """Tokenizers and tokenized corpora are built once per test session, shared by every test and rank."""
-    path = os.environ.get("MESHPILOT_TEST_CACHE") or str(tmp_path_factory.mktemp("meshpilot-cache"))
+    path = os.environ.get("MESHPILOT_TEST_CACHE")
+    if not path:
+        path = str(tmp_path_factory.mktemp("meshpilot-cache"))
+        if _XDIST_WORKER:
+            _share_prepared_data_between_workers(Path(path), tmp_path_factory.getbasetemp().parent)
     previous = os.environ.get("MESHPILOT_CACHE")
     os.environ["MESHPILOT_CACHE"] = path
     yield path
@@ -21,6 +26,19 @@ def meshpilot_cache(tmp_path_factory):
         os.environ.pop("MESHPILOT_CACHE", None)
     else:
         os.environ["MESHPILOT_CACHE"] = previous
+
+
+def _share_prepared_data_between_workers(cache: Path, session_root: Path) -> None:
+    """A worker's cache whose tokenizers and tokenized data are in the session's base directory (xdist's workers'
+    own are in it), so that each is prepared once per session rather than once per worker: seconds of CPU each, the
+    first run of a file on a fresh cache (cached_dir's rename into place makes two workers building one at once
+    safe). Calibration stays the worker's own: some tests count its records."""
+    from support import PREPARED_DATA  # here: support imports the preloaded launcher's client
+
+    for kind in PREPARED_DATA:
+        shared = session_root / "meshpilot-prepared-data" / kind
+        shared.mkdir(parents=True, exist_ok=True)
+        (cache / kind).symlink_to(shared, target_is_directory=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -37,41 +55,46 @@ def private_store(tmp_path_factory):
 
 
 # The test files that take longest, longest first (seconds of their tests' wall time in a fresh clone's `make
-# test` on an idle 2-core machine, by MESHPILOT_TEST_COSTS below; 2026-11-26, at ffff082). `make test` hands whole
-# files to its workers in collection order (--dist loadfile --no-loadscope-reorder), so these start first and what
-# is left at the end is short files: the workers end together instead of one waiting while the other runs a long
-# file (xdist's own order, files with the most tests first, leaves the few-test long ones last). Only the order: a
-# file missing here runs after them.
+# test` on a 2-core machine, by MESHPILOT_TEST_COSTS below: 2026-11-27 at 7df9cdc, less what the later changes
+# measured for the files they shortened). `make test` hands whole files to its workers in collection order (--dist
+# loadfile --no-loadscope-reorder), so these start first and what is left at the end is short files: the workers
+# end together instead of one waiting while the other runs a long file (xdist's own order, files with the most
+# tests first, leaves the few-test long ones last). Only the order: a file missing here runs after them.
 LONGEST_FIRST = (
-    "test_compile.py",  # 155
-    "test_demo.py",  # 110
-    "test_bench_scripts.py",  # 105
+    "test_compile.py",  # 160
+    "test_demo.py",  # 115
+    "test_bench_scripts.py",  # 110
     "test_moe_layouts.py",  # 95
-    "test_sweep_preemption.py",  # 70
-    "test_sweep.py",  # 65
-    "test_sharded_build.py",  # 55
-    "test_resume.py",  # 55
+    "test_sweep_preemption.py",  # 75
+    "test_sharded_build.py",  # 65
+    "test_resume.py",  # 65
+    "test_layouts.py",  # 60
+    "test_float8.py",  # 55
+    "test_context_parallel.py",  # 50
     "test_faults.py",  # 50
     "test_agent_resume.py",  # 50
-    "test_private_leak.py",  # 45
-    "test_float8.py",  # 45
+    "test_private_leak.py",  # 50
+    "test_sweep.py",  # 45
     "test_sp_saves_split.py",  # 45
-    "test_context_parallel.py",  # 45
-    "test_layouts.py",  # 40
     "test_jobs.py",  # 40
-    "test_compile_cost.py",  # 25
-    "test_tui.py",  # 25
-    "test_sweep_faults.py",  # 25
-    "test_agent_runs.py",  # 25
-    "test_zero_stages.py",  # 25
-    "test_evalsuite.py",  # 20
-    "test_dtensor_optim.py",  # 20
-    "test_multinode.py",  # 15
-    "test_lifeline.py",  # 15
-    "test_preloaded.py",  # 15
-    "test_moe_costs.py",  # 15
-    "test_dataset_formats.py",  # 15
+    "test_tui.py",  # 40
+    "test_zero_stages.py",  # 30
+    "test_sweep_faults.py",  # 30
+    "test_dtensor_optim.py",  # 30
+    "test_agent_runs.py",  # 30
+    "test_evalsuite.py",  # 25
+    "test_preloaded.py",  # 20
+    "test_vocab_parallel.py",  # 20
+    "test_lifeline.py",  # 20
+    "test_multinode.py",  # 20
+    "test_compile_cost.py",  # 20
+    "test_moe_costs.py",  # 20
+    "test_expert_parallel.py",  # 15
     "test_moe_checkpoint.py",  # 15
+    "test_probe.py",  # 15
+    "test_pipeline.py",  # 15
+    "test_dataset_formats.py",  # 15
+    "test_planner_sharding.py",  # 10
 )
 
 

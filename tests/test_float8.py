@@ -35,6 +35,7 @@ from trainer.model.moe import is_router
 from trainer.model.parameters import count_parameters
 from trainer.parallel.compile import compile_layers
 from trainer.parallel.float8 import FLOAT8_ON_CPU_ENV, convert_to_float8, float8_refusal, import_float8
+from trainer.rank.loop import load_run
 from trainer.rank.step import model_loss, token_loss_sum
 
 TINY_MIXTRAL = {**TINY_MODEL, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2}
@@ -198,16 +199,25 @@ def _losses(run) -> list[float]:
     return [step["loss"] for step in run.read_steps()]
 
 
+@pytest.fixture(scope="module")
+def fp8_experiment(tmp_path_factory):
+    """The tiny experiment in fp8, and its one-process run (tensorwise, the default recipe): the reference of the
+    layouts below and the tensorwise run compared with bf16, trained once for both."""
+    directory = tmp_path_factory.mktemp("fp8")
+    experiment = write_experiment(directory, {"train": {"steps": STEPS, "precision": "fp8"}})
+    return experiment, train(experiment, directory / "single", "--nproc", "1", env=ON_CPU)
+
+
 @pytest.mark.slow
-def test_fp8_trains_within_tolerance_of_bf16(tmp_path):
+def test_fp8_trains_within_tolerance_of_bf16(fp8_experiment, tmp_path):
     """One process, both recipes: every step's loss within FP8_LOSS_TOLERANCE of bf16's, and not equal to it (the
     float8 casts ran)."""
-    experiment = write_experiment(tmp_path, {"train": {"steps": STEPS, "precision": "bf16"}})
-    bf16 = _losses(train(experiment, tmp_path / "bf16", "--nproc", "1"))
+    experiment, tensorwise = fp8_experiment
+    assert load_run(tensorwise)[0].train.float8_recipe == "tensorwise"
+    bf16 = _losses(train(experiment, tmp_path / "bf16", "--nproc", "1", "--set", "train.precision=bf16"))
     for recipe in ("tensorwise", "rowwise"):
-        fp8 = train(
-            experiment, tmp_path / recipe, "--nproc", "1", "--set", "train.precision=fp8",
-            "--set", f"train.float8_recipe={recipe}", env=ON_CPU,
+        fp8 = tensorwise if recipe == "tensorwise" else train(
+            experiment, tmp_path / recipe, "--nproc", "1", "--set", f"train.float8_recipe={recipe}", env=ON_CPU,
         )  # fmt: skip
         assert f"linear layers compute in float8 ({recipe} scaling)" in fp8.log.read_text()
         assert _losses(fp8) != bf16, recipe
@@ -216,13 +226,12 @@ def test_fp8_trains_within_tolerance_of_bf16(tmp_path):
 
 
 @pytest.mark.slow
-def test_fp8_layouts_match_one_process(tmp_path):
+def test_fp8_layouts_match_one_process(fp8_experiment, tmp_path):
     """Converted on the meta-device model before anything wraps it: FSDP2 (bf16 parameters, no autocast), DDP,
     HSDP (on four), pipeline stages (cut after the conversion) and context parallelism, on gloo processes, train as one
     process does, to FSDP2 mixed precision's tolerance (tests/test_fsdp_mixed_precision.py); selective activation
     checkpointing too. The memory model's figures hold for the FSDP2 ranks and for autocast's weight copies."""
-    experiment = write_experiment(tmp_path, {"train": {"steps": STEPS, "precision": "fp8"}})
-    one_process = train(experiment, tmp_path / "single", "--nproc", "1", env=ON_CPU)
+    experiment, one_process = fp8_experiment
     single = _losses(one_process)
     for layout in ("dp_shard=2", "dp_replicate=2", "dp_replicate=2,dp_shard=2", "pp=2", "cp=2"):
         processes = str(Layout.parse(layout).world_size)

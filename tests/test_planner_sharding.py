@@ -13,7 +13,7 @@ import tomllib
 
 import pytest
 import yaml
-from support import TINY_MODEL, train, write_experiment
+from support import TINY_MODEL, cache_sharing_prepared_data, train, write_experiment
 from transformers import AutoConfig
 
 from trainer.config import ConfigError, Experiment, TrainSpec, load_experiment, resolve_zero_stage
@@ -35,7 +35,8 @@ LONG_ACCUMULATION = ("cp=8", 1, False)  # 32 micro-batches a step: stage 3 gathe
 
 @pytest.fixture(autouse=True)
 def no_calibration(tmp_path, monkeypatch):
-    monkeypatch.setenv("MESHPILOT_CACHE", str(tmp_path / "cache"))  # stated H100 figures, not this machine's runs
+    # Stated H100 figures, not this machine's runs; the session's tokenized data, not prepared again for the runs.
+    monkeypatch.setenv("MESHPILOT_CACHE", str(cache_sharing_prepared_data(tmp_path / "cache")))
 
 
 def llama_8b(overrides: tuple[str, ...] = (), device_mem: str | None = None):

@@ -17,7 +17,10 @@ from trainer.config import ConfigError
 from trainer.results.rundir import RunDir
 from trainer.results.schemas import STEPS, Metrics
 
-POLL_S = 0.5
+POLL_S = 0.5  # the supervisor's look at its run (hang, steps); its pause ends at once when the launcher exits
+# wait_run's look at a job's state: reading job.json takes a tenth of a millisecond, so a job that ended is seen
+# within 0.1 s rather than up to POLL_S later, which every run an agent or a test waits for would pay.
+WAIT_POLL_S = 0.1
 
 
 def run_status(out: Path) -> dict:
@@ -76,7 +79,7 @@ def wait_run(out: Path, timeout_s: float | None = None) -> dict:
         status = run_status(out)
         if status["state"] in TERMINAL or (deadline is not None and time.monotonic() >= deadline):
             return status
-        time.sleep(POLL_S)
+        time.sleep(WAIT_POLL_S)
 
 
 def job_kind(job: JobRecord | None) -> str:

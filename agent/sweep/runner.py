@@ -48,7 +48,10 @@ if TYPE_CHECKING:  # the space imports torch (the planner's data): readers of tr
     from agent.sweep.executors import Executor
     from agent.sweep.space import Space
 
-POLL_S = 0.5
+# Between two looks at the running trials (their job files, new steps): a poll costs well under a millisecond, and
+# a trial that ended is told and its devices handed on at the next one, so a sweep waits for each trial's end
+# half of this on average.
+POLL_S = 0.1
 # How long a preempted sweep waits for its trials beyond their runs' grace period (their saves): their exits.
 PREEMPT_MARGIN_S = 60.0
 # How many times one sweep starts a preempted trial again: past it, the trial fails rather than loop for ever on a

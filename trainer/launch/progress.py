@@ -6,7 +6,8 @@ user sees one bar with loss and tokens/s, not interleaved per-rank logs and trac
 
 from __future__ import annotations
 
-import time
+import contextlib
+import subprocess
 from collections.abc import Callable
 
 from tqdm import tqdm
@@ -33,4 +34,5 @@ def follow(
                 return process.returncode
             if on_poll is not None:
                 on_poll()
-            time.sleep(poll_s)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=poll_s)  # a poll's pause that ends at once when the agent exits
