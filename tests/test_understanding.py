@@ -4584,3 +4584,78 @@ def test_a_check_is_no_deliberation_and_new_machines_are_no_count_said(known):
     # "2 new nodes" may be 2 more than a plan's: not read as the nodes in all (asked, as before)
     intent = read("what if we add 2 new nodes to the plan for llama 3 70b on 8 h100s", known)
     assert intent.args.get("nodes") != 2 and intent.clarify
+
+
+# --- fresh_v's kinds, read in general ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        # a mesh dimension glued to its degree is that layout, a launch (not a plan of the GPU count)
+        ("tp2 on two gpus", "run", {"nproc": 2, "layout": "tp=2"}),
+        ("pp2 on 2 gpus, 10 steps", "run", {"nproc": 2, "layout": "pp=2", "steps": 10}),
+        ("launch cp2 on two gpus", "run", {"nproc": 2, "layout": "cp=2"}),
+        # a relative "where" describes the layout, it asks nothing: the state split between the cards is FSDP
+        ("it says to train where each GPU sees its own part of the data but the weights, gradients and optimizer "
+         "state get split between the GPUs instead of copied. I have two GPUs, can you start that for me?", "run",
+         {"nproc": 2, "layout": "dp_shard=2"}),
+        ("I would like that you launch, on two processes, a training where the parameters are sharded between the "
+         "devices, with a learning rate of 0.0005", "run",
+         {"nproc": 2, "layout": "dp_shard=2", "set": ["train.lr=0.0005"]}),
+        ("start a run where the weights are split across 4 gpus, 20 steps", "run",
+         {"nproc": 4, "layout": "dp_shard=4"}),
+        # German compounds of the words read: the words apart
+        ("Please start Trainingsrun with Tensorparallelismus degree two on two GPUs. Precision bf16.", "run",
+         {"nproc": 2, "layout": "tp=2", "set": ["train.precision=bf16"]}),
+        ("Start configs/long.yaml, 2 GPUs, Contextparallel 2, Microbatch 1, 80 Steps.", "run",
+         {"experiment": "configs/long.yaml", "nproc": 2, "layout": "cp=2", "steps": 80}),
+        ("starte Trainingslauf mit Pipelineparallel 2 auf 2 GPUs, Mikrobatch 4", "run",
+         {"nproc": 2, "layout": "pp=2", "set": ["train.micro_batch=4"]}),
+        # Slurm's flags: the nodes and the GPUs (or tasks) per node
+        ("if I sbatch with --nodes=4 --gres=gpu:8 on the a100 80g partition, what layout would you go with for "
+         "llama 2 70b? dry run only", "plan", {"nodes": 4, "devices": 8, "gpu": "a100-80gb", "model": "llama-2-70b"}),
+        ("srun -N 2 --ntasks-per-node=8 on h100s, smollm2 1.7b. which layout ranks first?", "plan",
+         {"nodes": 2, "devices": 8, "model": "smollm2-1.7b"}),
+        ("salloc -N 3 --gpus-per-node=4 on a100 40gb: layouts for mistral 7b?", "plan", {"nodes": 3, "devices": 4}),
+        ("plan llama 3 8b, sbatch --gres=gpu:a100:4 -N 2", "plan", {"nodes": 2, "devices": 4}),
+        # a batch counted in sequences is the micro batch
+        ("fsdp 2 gpu, act ckpt on, bs 2, lr 0.001, no packing, 25 steps", "run",
+         {"nproc": 2, "layout": "dp_shard=2", "steps": 25,
+          "set": ["data.packing=false", "train.activation_checkpointing=true", "train.lr=0.001",
+                  "train.micro_batch=2"]}),
+        ("ddp on 2 gpus, batch size 4, 10 steps", "run", {"set": ["train.micro_batch=4"]}),
+        ("train 10 steps on 2 gpus, bs=8", "run", {"set": ["train.micro_batch=8"]}),  # a few sequences: each rank's
+        # many ways of splitting tried, said without the word: a layout sweep
+        ("I just want the computer to try lots of ways of dividing the training between the graphics cards and tell "
+         "us which is fastest. Can you get that started?", "sweep", {}),
+        ("test several ways to split the model across the gpus and keep the quickest", "sweep", {}),
+    ],
+)  # fmt: skip
+def test_fresh_v_kinds(text, command, args, known):
+    test_fresh_t_kinds(text, command, args, known)
+
+
+def test_a_global_batch_in_tokens_is_no_micro_batch(known):
+    sets = read("train 10 steps on 2 gpus with global batch size 65536 tokens", known).args.get("set") or []
+    assert "train.micro_batch=65536" not in sets
+
+
+@pytest.mark.parametrize("text", ["bump it and relaunch", "raise that and rerun", "double it and launch again"])
+def test_a_pronoun_changed_with_nothing_to_point_at_is_asked(text, known):
+    intent = read(text, known)
+    assert intent.clarify and not intent.args
+
+
+def test_a_pronoun_changed_to_a_value_acts(known):
+    intent = read("bump it to 4 gpus and relaunch with fsdp", known)
+    assert (intent.command, intent.args.get("nproc"), intent.clarify) == ("run", 4, None)
+
+
+def test_a_question_where_to_shard_is_still_a_plan(known):
+    assert read("where should the weights be sharded for llama 3 8b on 4 h100s?", known).command == "plan"
+
+
+def test_a_bigger_batch_size_may_be_global_and_is_asked(known):
+    intent = read("fsdp on 2 gpus, 10 steps, bs 32", known)
+    assert intent.clarify and "train.micro_batch=32" not in (intent.args.get("set") or [])

@@ -90,7 +90,9 @@ VAGUE_CHANGE = (
     # a setting named with no value: "set the micro batch and train", "tweak the warmup"
     r"\b(?:set|change|adjust|tweak|increase|decrease|raise|lower|bump)\s+(?:up\s+|down\s+)?(?:the\s+|a\s+)?"
     r"(?:micro[ _-]?batch(?: size)?|batch size|seed|weight decay|warm-?up|grad(?:ient)? clip(?:ping)?|steps)\b"
-    r"(?!\s*(?:=|:|to|of|by)?\s*\d)"
+    r"(?!\s*(?:=|:|to|of|by)?\s*\d)|"
+    # a pronoun changed with no setting named and no value after it ("bump it and relaunch", "crank that up"): which?
+    r"\b(?:bump|raise|increase|decrease|lower|crank|double|halve|up|reduce)\s+(?:it|that|this|them)\b(?![^.;!?]*\d)"
 )
 # Settings a comparative may change without a value ("a bigger micro batch", "a higher learning rate"): asked by name.
 COMPARED_SETTING = (r"\b(?:bigger|larger|smaller|higher|lower|longer|shorter|greater)\s+"

@@ -320,6 +320,15 @@ CUES: dict[str, list[tuple[str, float]]] = {
         # a sweep by its purpose: something started that finds the best way to split ("start something that figures
         # out the fastest layout", "have meshpilot find the best split"); a question which layout is best is a plan
         (FINDS_BEST, 6),
+        # many ways of splitting tried: what a sweep does, said by someone without its words ("try lots of ways of
+        # dividing the training between the graphics cards and tell us which is fastest")
+        (
+            r"\b(?:try|tries|trying|test|testing|run|running|compare|comparing|measure|measuring)\s+(?:out\s+)?"
+            r"(?:lots\s+of|a\s+lot\s+of|many|several|various|different|multiple|a\s+bunch\s+of|a\s+few|all\s+sorts\s+of|"
+            r"all\s+the|every)\s+(?:different\s+)?(?:ways?|splits|setups|configurations|options|approaches)\s+(?:of|to|for)\s+"
+            r"(?:split|divid|shard|distribut|spread|paralleli|lay(?:ing)?\s+out|cut)\w*",
+            6,
+        ),
         # every layout tried: what a sweep does ("a job that tries all the layouts", "run each layout once")
         (
             r"\b(?:tries|try|trying|tests?|testing|runs?|running|benchmarks?|benchmarking|measur\w+|time|timing)\s+"

@@ -85,6 +85,45 @@ def _flag(found: re.Match) -> str:
     return said + found.group(2)[len(value) :]
 
 
+# Slurm's flags for the machines a job gets ("sbatch --nodes=4 --gres=gpu:8", "srun -N 2 --ntasks-per-node=8"): the
+# nodes, and the GPUs (or ranks, one a GPU) in each, as the words that say them. "-N" is Slurm's nodes ("-n" its tasks).
+SLURM_PER_NODE = (r"(?<![\w-])--(?:gres\s*[=\s]\s*gpu(?::[\w.-]+)?:|(?:gpus|ntasks|tasks)[-_]per[-_]node\s*[=\s]\s*|"
+                  r"gpus\s*[=\s]\s*(?:[a-z][\w.-]*:)?)(\d+)\b")  # fmt: skip
+SLURM_NODES = r"(?<![\w-])-N\s*=?\s*(\d+)\b"
+
+
+def _slurm(text: str) -> str:
+    """`text` with Slurm's node and per-node GPU flags said in words (before the tools' own flags are read)."""
+    text = re.sub(SLURM_NODES, r"\1 nodes", text)
+    return re.sub(SLURM_PER_NODE, r"\1 gpus per node", text, flags=re.I)
+
+
+# "bs 2", "batch size 4": a batch of a few sequences is each rank's, the micro batch (the global batch is counted in
+# tokens, and one of a few sequences over several GPUs is no global batch anyone trains with); a bigger one ("batch
+# size 16") may be either: left as said, asked. "global batch 512k tokens" stays.
+BATCH_SIZE = r"(?<!global )(?<!micro )\b(?:bs|batch[ _-]?size)\s*[=:]?\s*(\d+)\b(?!\.\d|\s*(?:k\b|tokens?))"
+MICRO_BATCH_MOST = 8
+
+
+def _batch_size(found: re.Match) -> str:
+    return f"micro batch {found.group(1)}" if int(found.group(1)) <= MICRO_BATCH_MOST else found.group(0)
+
+
+# German compounds of the words the rules read, written as one ("Tensorparallelismus", "Contextparallel",
+# "Microbatch", "Trainingsrun"): the words apart, as English writes them.
+COMPOUND_HEAD = r"\b(tensor|kontext|context|pipeline|sequenz|sequence|daten|data|experten|expert)[-]?(?=parallel)"
+COMPOUND_WORDS = {r"\bparallelismus\b|\bparallelit(?:ä|ae)t\b": "parallelism", r"\bkontext\b": "context",
+                  r"\b(?:micro|mikro)batch(?:size|gr(?:ö|oe)(?:ß|ss)e)?\b": "micro batch",
+                  r"\btrainings?(?:run|lauf)\b": "training run"}  # fmt: skip
+
+
+def _compounds(text: str) -> str:
+    text = re.sub(COMPOUND_HEAD, r"\1 ", text, flags=re.I)
+    for pattern, words in COMPOUND_WORDS.items():
+        text = re.sub(pattern, words, text, flags=re.I)
+    return text
+
+
 # A list's labels, at the start of the sentence or of one of its parts: "Step 1: use configs/long.yaml. Step 2: 4 GPUs
 # with FSDP.", "1) long.yaml 2) ...". They number what is said, no count of anything (step 1 is no step count): dropped
 # (a comma between the items where no punctuation ends the one before).
@@ -117,7 +156,7 @@ WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
 replica replicas shard shards master logs branch branches erase wipe purge nuke trash secret secrets token password
-passwords creds push pushed"""
+passwords creds push pushed sbatch srun salloc"""
 # Everyday English words one edit away from a word the rules read ("here" from "where", "were" from "where",
 # "than" from "then"): correct words are never typos.
 _ENGLISH = """here there were than then them they their these those this that what when whom whose with have
@@ -248,7 +287,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     known = {k.lower() for k in known}
     text = _list_labels(text)
     text = re.sub(PRICE, "a price", text, flags=re.I)
+    text = _slurm(text)
     text = re.sub(FLAG, _flag, text, flags=re.I)
+    text = _compounds(text)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
     text = re.sub(FALSE_FRIEND_UPDATE, r"updat\1", text, flags=re.I)
     text = _fix_typos(text, known)
@@ -332,6 +373,10 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "mb 4", "mbs=8": the micro batch by its short form, a number after it ("512 mb" is megabytes, the number before)
     text = re.sub(r"(?<![\d.])(?<!\d\s)\bmbs?\s*[=:]?\s*(?=\d+\b(?!\s*(?:gi?b|mb|gb)\b))", "micro batch ", text,
                   flags=re.I)  # fmt: skip
+    text = re.sub(BATCH_SIZE, _batch_size, text, flags=re.I)
+    # a mesh dimension glued to its degree ("tp2", "pp4"), as "shard2" is: the dimension of that degree
+    text = re.sub(r"\b(tp|pp|cp|ep)(\d+)\b", lambda found: found.group(0) if found.group(0).lower() in known else
+                  f"{found.group(1)}={found.group(2)}", text, flags=re.I)  # fmt: skip
     text = re.sub(SPLIT_WORDS, lambda found: found.group(0).replace(" ", "").lower(), text, flags=re.I)
     text = re.sub(SUITE_HOMOPHONE, r"\1 suite", text, flags=re.I)
     text = re.sub(MORE_ADJECTIVE, _comparative, text, flags=re.I)
