@@ -4659,3 +4659,38 @@ def test_a_question_where_to_shard_is_still_a_plan(known):
 def test_a_bigger_batch_size_may_be_global_and_is_asked(known):
     intent = read("fsdp on 2 gpus, 10 steps, bs 32", known)
     assert intent.clarify and "train.micro_batch=32" not in (intent.args.get("set") or [])
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        # a sweep wanted in a state of going, its experiment "the main" one
+        ("Every hour those GPUs sit idle is money out the door, so I'd like a layout sweep going on the main "
+         "experiment right now. Keep it to six trials so it's wrapped before the open.", "sweep",
+         {"experiment": "meshpilot.yaml", "trials": 6}),
+        ("we need a new sweep started on configs/long.yaml, 8 trials", "sweep", {"trials": 8}),
+        # a file's suffix typed with a typo; a file named by what it holds, as learners say it
+        ("show me configs/long.ymal", "read", {"path": "configs/long.yaml"}),
+        ("cat configs/long.yaml", "read", {"path": "configs/long.yaml"}),
+        ("what's in meshpilot.yamll?", "read", {"path": "meshpilot.yaml"}),
+        ("Could you show to me the content of the file of notes that I have written yesterday?", "read",
+         {"path": "notes.md"}),
+        ("open the file with my notes", "read", {"path": "notes.md"}),
+        # "micro" said before the short form, misspelt
+        ("fsdp 2 gpus, mirco bs 4, activaton ckpt on, go", "run",
+         {"nproc": 2, "layout": "dp_shard=2",
+          "set": ["train.activation_checkpointing=true", "train.micro_batch=4"]}),
+        ("ddp on 2, micro bs 16, 10 steps", "run", {"set": ["train.micro_batch=16"]}),
+        # a model's size in words, "of" between the family and its size
+        ("which decomposition is optimal for the Llama 2 of 13 billions of parameters on four A100 of 40 GB?", "plan",
+         {"model": "llama-2-13b", "devices": 4, "gpu": "a100-40gb"}),
+        ("plan llama 2 13 billion parameters on 4 a100 40gb", "plan", {"model": "llama-2-13b"}),
+        ("a 7 billion mistral on 2 l40s, layouts?", "plan", {"model": "mistral-7b", "devices": 2}),
+    ],
+)  # fmt: skip
+def test_fresh_v_asked_kinds(text, command, args, known):
+    test_fresh_t_kinds(text, command, args, known)
+
+
+def test_a_sweep_running_asked_about_is_no_sweep(known):
+    assert read("is there a sweep running right now?", known).command != "sweep"

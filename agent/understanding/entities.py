@@ -759,7 +759,9 @@ def _names(text: str, entities: Entities, known: Known) -> None:
     _described(lowered, entities, known)
     for found in re.finditer(DESCRIBED_BY_VALUE, lowered):  # "the one with 1024 tokens": asked unless it fits
         entities.add("unknown_description", found.group(0), found.span())  # the experiment named (agent.understanding)
-    for found in re.finditer(r"\b(?:the|my|our|your)\s+(\w+)(?:\s+file)?\b", lowered):
+    # "the notes file", "my notes"; and the file by what it holds, as some learners say it ("the file of notes")
+    for found in re.finditer(r"\b(?:the|my|our|your)\s+(?:file\s+(?:of|with|for)\s+(?:the\s+|my\s+|our\s+)?)?(\w+)"
+                             r"(?:\s+file)?\b", lowered):  # fmt: skip
         if found.group(1) not in NOT_FILES and (path := known.stem(found.group(1))):
             entities.add("file", path, found.span())
     found = re.search(MAIN_EXPERIMENT, lowered)

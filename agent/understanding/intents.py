@@ -274,6 +274,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"winner|of|from)\b)[\w-]+\s+){0,3}(?:sweep|tuning|search)\b",
             6,
         ),
+        # a sweep wanted in a state of going: "I'd like a layout sweep going", "get a new sweep started"
+        (
+            r"\b(?:like|want|need|get|have|see|keep)\s+(?:a|an|another|new|fresh)\s+(?:[\w-]+\s+){0,2}(?:sweep|search)\s+"
+            r"(?:going|started|running|kicked\s+off|under\s?way|launched|set\s+up)\b",
+            6,
+        ),
         # "sweep the layouts" commands one; "sweep results layouts-nov?" is a noun before the sweep's figures
         (rf"^\W*(?:(?:can|could|would) you |please |pls )*sweep\b(?!\s+{SWEEP_FIGURES})", 6),
         # "can we run 16 trials of the layout sweep": trials to run are a new sweep, whatever sweep they are like

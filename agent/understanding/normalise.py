@@ -101,12 +101,15 @@ def _slurm(text: str) -> str:
 # "bs 2", "batch size 4": a batch of a few sequences is each rank's, the micro batch (the global batch is counted in
 # tokens, and one of a few sequences over several GPUs is no global batch anyone trains with); a bigger one ("batch
 # size 16") may be either: left as said, asked. "global batch 512k tokens" stays.
-BATCH_SIZE = r"(?<!global )(?<!micro )\b(?:bs|batch[ _-]?size)\s*[=:]?\s*(\d+)\b(?!\.\d|\s*(?:k\b|tokens?))"
+# ("micro bs 4" says which, whatever its size)
+BATCH_SIZE = (r"(?<!global )\b(micro[\s_-]*)?(?:bs|batch[ _-]?size)\s*[=:]?\s*(\d+)\b"
+              r"(?!\.\d|\s*(?:k\b|tokens?))")  # fmt: skip
 MICRO_BATCH_MOST = 8
 
 
 def _batch_size(found: re.Match) -> str:
-    return f"micro batch {found.group(1)}" if int(found.group(1)) <= MICRO_BATCH_MOST else found.group(0)
+    micro, size = found.groups()
+    return f"micro batch {size}" if micro or int(size) <= MICRO_BATCH_MOST else found.group(0)
 
 
 # German compounds of the words the rules read, written as one ("Tensorparallelismus", "Contextparallel",
@@ -122,6 +125,23 @@ def _compounds(text: str) -> str:
     for pattern, words in COMPOUND_WORDS.items():
         text = re.sub(pattern, words, text, flags=re.I)
     return text
+
+
+# The suffixes of the files a request may name (agent.understanding.known reads the repository's by them).
+FILE_SUFFIXES = (".yaml", ".yml", ".md", ".json", ".jsonl", ".txt", ".toml", ".py", ".csv", ".log")
+# A file's suffix typed with two letters swapped or one left out or added ("configs/long.ymal", "long.yamll",
+# "r1.jsno"): that suffix. Only after a name joined to it (no sentence's full stop: "run it.Thanks").
+SUFFIX = r"(?<=[\w-])\.([a-z]{2,6})\b(?![\w./-])"
+
+
+def _suffix_typo(found: re.Match) -> str:
+    said = found.group(1).lower()
+    suffixes = [s[1:] for s in FILE_SUFFIXES]
+    if said in suffixes:
+        return found.group(0)
+    close = [s for s in suffixes if _one_swap(said, s) or (len(s) >= 3 and len(said) != len(s) and _one_edit(said, s))]
+    close = [s for s in close if s != "yml"] if "yaml" in close else close  # "ymal": the spelling of its letters
+    return f".{close[0]}" if len(close) == 1 else found.group(0)
 
 
 # A list's labels, at the start of the sentence or of one of its parts: "Step 1: use configs/long.yaml. Step 2: 4 GPUs
@@ -165,7 +185,7 @@ best fine done does been being will would could should shall must might time tim
 again still ever even once both such into your yours ours mine away back about after before while since until
 part parts rest test tests case cases type types plan plans step stop start starts state status store
 boss cold date dinner exist full hate late lose lost lots race rates seep sleep star stat states stats steep sweet
-toss world presume micron lunch remote fro"""
+toss world presume micron lunch remote fro content contents"""
 KEEP = COMMON | set(_KEEP.split()) | set(_ENGLISH.split())  # words the typo fixer must leave alone ("repo" is no
 # typo of "report")
 
@@ -288,6 +308,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = _list_labels(text)
     text = re.sub(PRICE, "a price", text, flags=re.I)
     text = _slurm(text)
+    text = re.sub(SUFFIX, _suffix_typo, text, flags=re.I)
     text = re.sub(FLAG, _flag, text, flags=re.I)
     text = _compounds(text)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
@@ -396,6 +417,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(?:graphics|video|gpu)\s+cards?\b", lambda m: "gpus" if m.group(0)[-1] == "s" else "gpu", text,
                   flags=re.I)  # fmt: skip
     text = re.sub(rf"\b({MODEL_FAMILIES})(\d+(?:\.\d+)?b)\b", r"\1 \2", text, flags=re.I)  # "mistral7b"
+    # a model's size in words, as learners say it: "13 billions of parameters" is 13b; "Llama 2 of 13b", "Gemma 2 with
+    # 9b": the family's model of that size
+    text = re.sub(r"\b(\d+(?:\.\d+)?)\s+billions?(?:\s+(?:of\s+)?param(?:eter)?s\b)?", r"\1b", text, flags=re.I)
+    text = re.sub(rf"\b((?:{MODEL_FAMILIES})(?:[\s-]*\d+(?:\.\d+)?)?)\s+(?:of|with)\s+(?=\d+(?:\.\d+)?b\b)", r"\1 ",
+                  text, flags=re.I)  # fmt: skip
     text = re.sub(DICTATED_FAMILY, _dictated_family, text, flags=re.I)
     text = re.sub(SWAPPED_CARD, _card_number, text, flags=re.I)
     text = re.sub(HSDP_WAYS, _hsdp_ways, text, flags=re.I)
