@@ -4694,3 +4694,45 @@ def test_fresh_v_asked_kinds(text, command, args, known):
 
 def test_a_sweep_running_asked_about_is_no_sweep(known):
     assert read("is there a sweep running right now?", known).command != "sweep"
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        # a value refused by a pronoun after it is taken back, no setting turned off
+        ("fp32 is too slow, don't use it. bf16, 2 procs sharded, 40 steps", "run",
+         {"nproc": 2, "layout": "dp_shard=2", "steps": 40, "set": ["train.precision=bf16"]}),
+        ("adam diverged last time, avoid it; sgd, ddp on 2, 10 steps", "run", {"set": ["train.optimizer=sgd"]}),
+        # a stage said alone beside ZeRO is ZeRO's
+        ("long config on 2 gpus sharded, but not full zero-3, stage 1 only", "run",
+         {"experiment": "configs/long.yaml", "nproc": 2, "layout": "dp_shard=2", "set": ["train.zero_stage=1"]}),
+        ("fsdp on 4 gpus with zero, stage 2, 10 steps", "run", {"set": ["train.zero_stage=2"]}),
+        # the GPUs in each node said with a "g" after their count, no memory
+        ("2n x 4g h100 nvl, mistral 7b, seq 4096. plan", "plan",
+         {"nodes": 2, "devices": 4, "gpu": "h100-nvl", "model": "mistral-7b", "seq_len": 4096}),
+        ("2 nodes x 8g a100 80g, plan llama 3 70b", "plan", {"nodes": 2, "devices": 8, "gpu": "a100-80gb"}),
+        # "single" before a card's name is one of it
+        ("single RTX 4090, 24GB VRAM, Llama 3.2 1B at 2048 context: what does the memory budget per layout look "
+         "like?", "plan", {"devices": 1, "gpu": "rtx-4090", "model": "llama-3.2-1b", "seq_len": 2048}),
+        ("a single h100, llama 3 8b, layouts?", "plan", {"devices": 1}),
+        # a decimal dictated digit by digit after "zero point", among dictated homophones of counts
+        ("launch a run with tensor parallel to and data sharding to on for gpus learning rate zero point zero zero "
+         "one for fifty steps", "run",
+         {"nproc": 4, "layout": "dp_shard=2,tp=2", "steps": 50, "set": ["train.lr=0.001"]}),
+        ("ddp on 2 gpus, lr zero point zero zero zero three, 10 steps", "run", {"set": ["train.lr=0.0003"]}),
+        # a layout refused and named again as what went wrong is no second request of it
+        ("run it on 2 gpus with context parallel, not tp, tp oomed last time", "run", {"nproc": 2, "layout": "cp=2"}),
+        ("train on 2 gpus with fsdp, not ddp, ddp was too slow, 10 steps", "run",
+         {"nproc": 2, "layout": "dp_shard=2"}),
+        # a setting's value it "must be"
+        ("I want to make training with pipeline of two stage on 2 gpu, and also the sequence length must be 512 "
+         "please", "run", {"nproc": 2, "layout": "pp=2", "set": ["data.seq_len=512"]}),
+        ("ddp on 2 gpus, the learning rate should be 0.0003, 10 steps", "run", {"set": ["train.lr=0.0003"]}),
+    ],
+)  # fmt: skip
+def test_fresh_v_asked_kinds_said_otherwise(text, command, args, known):
+    test_fresh_t_kinds(text, command, args, known)
+
+
+def test_a_value_refused_alone_still_asks_what_to_do(known):
+    assert read("fp8 is flaky, don't use it", known).clarify

@@ -20,6 +20,7 @@ from agent.understanding.grammar import (
     NODE_GPU,
     NODE_NOUN,
     NOT_INTERVAL,
+    OPTIMIZERS,
     SET_TO,
     SETTING_NAMES,
     TOKENS_PER_SEQUENCE,
@@ -71,7 +72,6 @@ NEGATION_BEFORE = (
 NEGATION_AFTER = (
     r"^(?:\s*(?:turned|switched|shut|set|is|being|to|back|again|=|:))*\s*(?:off|disabled|false|no|0|none)\b"
 )
-OPTIMIZERS = r"sgd|adamw|adam|adafactor|lion|muon"
 SETTING = (
     r"\b(?:learning rate|lr|micro[- _]?batch(?: size)?|seed|weight decay|warm-?up(?: steps)?|"
     r"grad(?:ient)? clip(?:ping)?|seq(?:uence)?[ _-]?len(?:gth)?|[a-z]+\.[a-z_.]+)" + SET_TO + r"\d"

@@ -14,7 +14,15 @@ import difflib
 import re
 
 from agent.understanding.descriptions import layouts_in_words, packing_in_words
-from agent.understanding.grammar import COMMON, LAYOUT_WORDS, SETTING_NAMES, VOCABULARY, _one_swap
+from agent.understanding.grammar import (
+    COMMON,
+    LAYOUT_WORDS,
+    OPTIMIZERS,
+    PRECISIONS,
+    SETTING_NAMES,
+    VOCABULARY,
+    _one_swap,
+)
 from trainer.hardware import GPUS
 
 # Number words, composed as people say them ("seventy", "thirty-two", "two hundred", "three point two"): a run of
@@ -110,6 +118,13 @@ MICRO_BATCH_MOST = 8
 def _batch_size(found: re.Match) -> str:
     micro, size = found.groups()
     return f"micro batch {size}" if micro or int(size) <= MICRO_BATCH_MOST else found.group(0)
+
+
+# A value named, then refused by a pronoun after it ("fp32 is too slow, don't use it. bf16", "adam diverged, avoid
+# it"): that value taken back, as "no fp32" says it, never a setting turned off.
+REFUSED_AFTER = (rf"\b({PRECISIONS}|{OPTIMIZERS})\b([^.;!?]{{0,40}}?)[,.;:!\u2013\u2014-]?\s*(?:so\s+)?"
+                 r"(?:(?:do\s+not|don'?t|never|please\s+don'?t)\s+(?:use|want|pick|take|run\s+(?:in|with))|avoid|drop|skip)"
+                 r"\s+(?:it|that|this|them)\b")  # fmt: skip
 
 
 # German compounds of the words the rules read, written as one ("Tensorparallelismus", "Contextparallel",
@@ -338,6 +353,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(SPOKEN_NAME, lambda found: _spoken_name(found, known), text, flags=re.I)
     text = re.sub(SPOKEN_DIGITS, _spoken_digits, text, flags=re.I)
     text = re.sub(HOMOPHONE_COUNT, _homophone, text, flags=re.I)
+    # a decimal dictated from "zero point" digit by digit ("zero point zero zero one" is 0.001); "zero" alone stays
+    text = re.sub(rf"\bzero\s+point((?:\s+(?:zero|oh|{_DIGIT}))+)\b", _dictated_decimal, text, flags=re.I)
     text = NUMBER_RUN.sub(_digits, text)
     text = re.sub(r"\b(\d+)\s+dozen\b", lambda m: str(12 * int(m.group(1))), text, flags=re.I)
     # "1 e minus 3", "1e minus 3" (said or typed loosely): the number 1e-3
@@ -350,6 +367,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(rf"\b(\d+)\s+of\s+(?=(?:{GPU_WORD})(?![\w-]))", r"\1 ", text, flags=re.I)
     text = re.sub(r"(\d),(\d{3})\b", r"\1\2", text)  # 1,000 steps
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
+    # "2n x 4g", "2 nodes x 4g": the GPUs in each node said by a "g" after their count, no memory (before "80g" is read)
+    text = re.sub(r"\b(\d+)\s*(?:n|nodes?)\s*[x×*]\s*(\d+)\s*g\b(?!\w)", r"\1 nodes of \2 gpus", text, flags=re.I)
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gigs?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
     text = re.sub(GIGABYTES, r"\1GB", text, flags=re.I)
     # "4n x 8 a100", "2n8g": nodes counted in shorthand, before the GPUs in each ("4n" alone stays as said)
@@ -367,8 +386,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "8/node", "8 gpus/box": a count in each node
     text = re.sub(r"\b(\d+(?:\s+[a-z][\w-]*)?)\s*/\s*(node|machine|box|host|server|computer)\b", r"\1 per \2", text,
                   flags=re.I)  # fmt: skip
-    text = re.sub(r"\b(?:a|one) single(?: one)?\b|\bsingle\b(?=\s+(?:process|proc|gpu|card|device|node|machine|rank))",
-                  "1", text, flags=re.I)  # fmt: skip
+    text = re.sub(rf"\b(?:a|one) single(?: one)?\b|\bsingle\b(?=\s+(?:process|proc|gpu|card|device|node|machine|rank|"
+                  rf"{GPU_WORD}(?![\w-])))", "1", text, flags=re.I)  # fmt: skip  # "single RTX 4090" too
     text = re.sub(r"\b(?:a\s+)?(?:pair|couple)\s+of\b", "2", text, flags=re.I)  # "a pair of 4090s"
     # dictated GPU names: "h 100" is h100, "4 a 100" is 4 a100 (a count before "a" makes it no article)
     text = re.sub(r"\bh[\s-]+(100|200)(s?)\b", r"h\1\2", text, flags=re.I)  # "h-100s" too
@@ -395,6 +414,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"(?<![\d.])(?<!\d\s)\bmbs?\s*[=:]?\s*(?=\d+\b(?!\s*(?:gi?b|mb|gb)\b))", "micro batch ", text,
                   flags=re.I)  # fmt: skip
     text = re.sub(BATCH_SIZE, _batch_size, text, flags=re.I)
+    text = re.sub(REFUSED_AFTER, r"no \1\2", text, flags=re.I)
+    # a stage said alone beside ZeRO ("not full zero-3, stage 1 only") is ZeRO's stage; beside pipeline words a stage
+    # is the pipeline's
+    if re.search(r"\bzero\b", text, re.I) and not re.search(r"\bpipelin\w*|\bpp\b|\bstages\b", text, re.I):
+        text = re.sub(r"(?<!zero )(?<!zero-)\bstage\s*([123])\b", r"zero stage \1", text, flags=re.I)
     # a mesh dimension glued to its degree ("tp2", "pp4"), as "shard2" is: the dimension of that degree
     text = re.sub(r"\b(tp|pp|cp|ep)(\d+)\b", lambda found: found.group(0) if found.group(0).lower() in known else
                   f"{found.group(1)}={found.group(2)}", text, flags=re.I)  # fmt: skip
@@ -441,6 +465,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "fsdp 4 x tp 2", "dp_shard 2 * pp 2": each layout with its own degree, not "4 x tp" (a degree of 4 for tp)
     names = "|".join(pattern for pattern, _ in LAYOUT_WORDS)
     text = re.sub(rf"\b((?:{names})\s*\d+)\s*(?:x|\*|×)\s*(?=(?:{names})\s*\d)", r"\1 and ", text, flags=re.I)
+    text = _refused_layout_again(text)
     text = re.sub(BARE_COUNT, r"\1 \2 processes", text, flags=re.I)
     # HSDP in words: "2 replicas x 2 shards", "2 replicas and 2 shards" are its degrees
     text = re.sub(r"\b(\d+)\s+replicas?\s*(?:x|and|by|times|,|with)?\s*(\d+)\s+shards?\b",
@@ -451,6 +476,19 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
                   r"(?:is\s+)?(?:sharded|fsdp|split|spread|partitioned)\s+(?:over|across|on|into|between|among)\s+(\d+)\s+"
                   r"(?:devices?|gpus?|cards?|ranks?|processes|shards?|ways?)\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
+    return text
+
+
+# A layout refused ("not tp") and named again as what went wrong ("tp oomed last time", "fsdp was too slow"): the reason
+# for refusing it, no second request of it ("it oomed last time").
+REFUSED_LAYOUT = r"\b(?:not|no|never|without|avoid)\s+(tp|pp|cp|ep|fsdp|ddp|dp_shard|dp_replicate)\b"
+WENT_WRONG = (r"(?:oomed|oom'?d|ooms|crashed|crashes|failed|fails|diverged|hung|died|blew\s+up|was|were|is|ran\s+out|"
+              r"keeps|kept)\b")  # fmt: skip
+
+
+def _refused_layout_again(text: str) -> str:
+    for name in {found.group(1).lower() for found in re.finditer(REFUSED_LAYOUT, text, re.I)}:
+        text = re.sub(rf"(?<![\w=-]){name}\s+(?={WENT_WRONG})", "it ", text, flags=re.I)
     return text
 
 
@@ -603,6 +641,11 @@ def _not_default(found: re.Match) -> str:
 
 def _spoken_digits(found: re.Match) -> str:
     return "".join("0" if w == "oh" else str(UNITS[w]) for w in found.group(0).lower().split())
+
+
+def _dictated_decimal(found: re.Match) -> str:
+    digits = {"zero": "0", "oh": "0", **{w: str(UNITS[w]) for w in _DIGIT.split("|")}}
+    return "0." + "".join(digits[w] for w in found.group(1).lower().split())
 
 
 def _dictated(text: str) -> str:
