@@ -1303,7 +1303,6 @@ def test_the_same_launch_with_another_layout_word_keeps_the_processes(known):
 @pytest.mark.parametrize(
     "text",
     [
-        "rodar configs/long.yaml com 4 GPUs e sem compile, por favor",
         "annuleer de run r1 nu, het is fout",
         "schrijf een rapport van de lr sweep voor mij",
         "meshpilot.yaml de sweep wo hajimete kudasai, trials 4 de onegaishimasu",
@@ -4736,3 +4735,29 @@ def test_fresh_v_asked_kinds_said_otherwise(text, command, args, known):
 
 def test_a_value_refused_alone_still_asks_what_to_do(known):
     assert read("fp8 is flaky, don't use it", known).clarify
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        # Portuguese read word for word where the sentence is Portuguese: its function words, switches and counts
+        ("beleza, agora roda um sweep de layouts on configs/long.yaml com 10 trials, por favor", "sweep",
+         {"experiment": "configs/long.yaml", "trials": 10}),
+        ("cara, preciso saber se o Gemma 2 9B cabe em duas A10, só o plano, não precisa rodar nada", "plan",
+         {"devices": 2, "gpu": "a10", "model": "gemma-2-9b"}),
+        ("rodar configs/long.yaml com 4 GPUs e sem compile, por favor", "run",
+         {"experiment": "configs/long.yaml", "nproc": 4, "set": ["train.compile=false"]}),
+        ("roda o meshpilot.yaml com 2 GPUs em FSDP, mas desliga o packing", "run",
+         {"nproc": 2, "layout": "dp_shard=2", "set": ["data.packing=false"]}),
+        ("abre um pull request com os resultados do sweep layouts-nov", "pr", {"sweep": "sweeps/layouts-nov"}),
+    ],
+)  # fmt: skip
+def test_portuguese_is_read(text, command, args, known):
+    test_fresh_t_kinds(text, command, args, known)
+
+
+def test_portuguese_words_alone_are_left_as_they_are(known):
+    assert (
+        normalise("um, what is the loss of r1 e.g. in the last step?")
+        == "um, what is the loss of r1 e.g. in the last step?"
+    )

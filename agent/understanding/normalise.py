@@ -59,6 +59,80 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
            "roda": "run", "rodar": "run", "sem": "without", "com": "with", "aspetta": "wait", "aspettare": "wait",
            "finisca": "finishes", "schrijf": "write", "rapport": "report", "stappen": "steps",
            "hajimete": "start", "onegaishimasu": "please", "chala": "run", "wale": ""}  # fmt: skip
+# Portuguese, read word for word where the sentence is Portuguese (two of its own words at least, none an English
+# word: PORTUGUESE_MARKS): its function words too ("o", "e", "em"), which elsewhere are letters or other languages'.
+PORTUGUESE_MARKS = {
+    "um",
+    "uma",
+    "com",
+    "sem",
+    "roda",
+    "rodar",
+    "não",
+    "nao",
+    "agora",
+    "beleza",
+    "preciso",
+    "precisa",
+    "duas",
+    "dois",
+    "cabe",
+    "cabem",
+    "só",
+    "plano",
+    "nada",
+    "os",
+    "em",
+    "dos",
+    "das",
+    "resultados",
+    "abre",
+    "treinar",
+    "executar",
+    "saber",
+    "favor",
+    "também",
+    "quero",
+    "queria",
+    "mostra",
+    "passos",
+    "desliga",
+    "desligar",
+    "desligue",
+    "desativa",
+    "desativar",
+    "desative",
+    "nunca",
+}
+PORTUGUESE_PHRASES = {r"\bn[ãa]o\s+(?:precisa|precisamos|é\s+preciso)\s+(?:de\s+)?(?:rodar|executar|treinar|lançar)\s+"
+                      r"nada\b": "no need to run anything",
+                      r"\bsem\s+(?:rodar|executar|treinar)\s+nada\b": "without running anything",
+                      r"\bpor\s+favor\b": "please"}  # fmt: skip
+PORTUGUESE = {"o": "the", "os": "the", "e": "and", "em": "on", "do": "of the", "da": "of the", "dos": "of the",
+              "das": "of the", "de": "of", "um": "a", "uma": "a", "com": "with", "sem": "without", "para": "for",
+              "se": "if", "só": "only", "não": "not", "nao": "not", "mas": "but", "também": "also", "agora": "now",
+              "beleza": "ok", "cara": "", "preciso": "I need to", "precisa": "need to", "quero": "I want",
+              "queria": "I would like", "saber": "know", "cabe": "fits", "cabem": "fit", "duas": "2", "dois": "2",
+              "três": "3", "quatro": "4", "oito": "8", "plano": "plan", "nada": "nothing", "abre": "open",
+              "mostra": "show", "resultados": "results", "passos": "steps", "treinar": "train", "treina": "train",
+              "executar": "run", "executa": "run", "roda": "run", "rodar": "run", "placas": "gpus",
+              # switches, so that what is turned off is never read as turned on
+              "desliga": "turn off", "desligar": "turn off", "desligue": "turn off", "desativa": "disable",
+              "desativar": "disable", "desative": "disable", "liga": "turn on", "ligar": "turn on", "ligue": "turn on",
+              "ativa": "enable", "ativar": "enable", "ative": "enable", "nunca": "never",
+              "mostrar": "show"}  # fmt: skip
+
+
+def _portuguese(text: str) -> str:
+    words = re.findall(r"[^\W\d_]+", text.lower())
+    if sum(word in PORTUGUESE_MARKS for word in words) < 2:
+        return text
+    for pattern, english in PORTUGUESE_PHRASES.items():
+        text = re.sub(pattern, english, text, flags=re.I)
+    return re.sub(r"(?<![\w'./=-])(" + "|".join(sorted(PORTUGUESE, key=len, reverse=True)) + r")(?![\w'./=-])",
+                  lambda found: PORTUGUESE[found.group(1).lower()], text, flags=re.I)  # fmt: skip
+
+
 # Function words of languages the rules do not read (Portuguese, Italian, Dutch, Japanese romaji, Hindi-English),
 # none of them an English word: a sentence made mostly of them is one the parser only partly understood.
 _OTHER_LANGUAGE = """os um uma em da dos das por favor nao não para mostra abre che il dei su mi fai un piano
@@ -326,6 +400,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(SUFFIX, _suffix_typo, text, flags=re.I)
     text = re.sub(FLAG, _flag, text, flags=re.I)
     text = _compounds(text)
+    text = _portuguese(text)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
     text = re.sub(FALSE_FRIEND_UPDATE, r"updat\1", text, flags=re.I)
     text = _fix_typos(text, known)
