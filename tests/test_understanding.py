@@ -4761,3 +4761,15 @@ def test_portuguese_words_alone_are_left_as_they_are(known):
         normalise("um, what is the loss of r1 e.g. in the last step?")
         == "um, what is the loss of r1 e.g. in the last step?"
     )
+
+
+@pytest.mark.parametrize("text", ["batch of 8 sequences, ddp on 2", "global batch size of 8 sequences, ddp on 2"])
+def test_a_count_of_sequences_is_no_sequence_length(text, known):
+    intent = read(text, known)
+    assert intent.clarify and not any("seq_len" in o for o in intent.args.get("set") or [])
+
+
+def test_slurms_gpus_in_all_is_no_count_per_node(known):
+    intent = read("sbatch -N 2 --gres=gpu:4, plan mistral 7b on a100 40gb", known)
+    assert (intent.args.get("nodes"), intent.args.get("devices")) == (2, 4)
+    assert "per node" not in normalise("srun --gpus=16 -N 2")

@@ -156,7 +156,7 @@ NOT_FILES = {
 }
 SEQ_LEN = (
     r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)" + SET_TO + r"\d|"
-    r"\b\d+\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b|" + TOKENS_PER_SEQUENCE
+    r"\b\d+(?!\s+sequences\b)\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b|" + TOKENS_PER_SEQUENCE
 )
 NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice", "not_run", "not_sweep",
          "not_run_choice", "not_sweep_choice", "not_experiment", "said_of_run")  # fmt: skip

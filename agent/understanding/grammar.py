@@ -294,7 +294,9 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
     if found := re.search(
         rf"(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?){CHANGED}"
         r"\s*(?:of|=|:|to|is|were|was|at|be)?\s*(\d+)\s*(k?)\b|"
-        r"\b(\d+)\s*(k?)(?:[ -]tokens?)?\s+(?:context|sequences?|seq(?:uence)?(?:[ _]len(?:gth)?)?)\b|"
+        # ("a batch of 8 sequences" counts them: no length)
+        r"\b(\d+)(?!\s+sequences\b)\s*(k?)(?:[ -]tokens?)?\s+"
+        r"(?:context|sequences?|seq(?:uence)?(?:[ _]len(?:gth)?)?)\b|"
         r"\bat\s+(\d+)\s*(k)\b(?!\s*(?:steps?|iter\w*|trials?|tok\w*/|tokens? per))|"  # "fit ... at 8k?": context
         r"\bat\s+(\d+)\s*(k?)\s*tokens?\b(?!\s*(?:/|per\b|a second))|"  # "at 4096 tokens", not "at 900 tokens/s"
         rf"{TOKENS_PER_SEQUENCE}",  # "1024 tokens per sequence", "samples of 2k tokens"

@@ -169,8 +169,9 @@ def _flag(found: re.Match) -> str:
 
 # Slurm's flags for the machines a job gets ("sbatch --nodes=4 --gres=gpu:8", "srun -N 2 --ntasks-per-node=8"): the
 # nodes, and the GPUs (or ranks, one a GPU) in each, as the words that say them. "-N" is Slurm's nodes ("-n" its tasks).
-SLURM_PER_NODE = (r"(?<![\w-])--(?:gres\s*[=\s]\s*gpu(?::[\w.-]+)?:|(?:gpus|ntasks|tasks)[-_]per[-_]node\s*[=\s]\s*|"
-                  r"gpus\s*[=\s]\s*(?:[a-z][\w.-]*:)?)(\d+)\b")  # fmt: skip
+# ("--gpus=16" is the job's GPUs in all: left to the tools' flags below)
+SLURM_PER_NODE = (r"(?<![\w-])--(?:gres\s*[=\s]\s*gpu(?::[\w.-]+)?:|(?:gpus|ntasks|tasks)[-_]per[-_]node\s*[=\s]\s*)"
+                  r"(\d+)\b")  # fmt: skip
 SLURM_NODES = r"(?<![\w-])-N\s*=?\s*(\d+)\b"
 
 
@@ -184,7 +185,7 @@ def _slurm(text: str) -> str:
 # tokens, and one of a few sequences over several GPUs is no global batch anyone trains with); a bigger one ("batch
 # size 16") may be either: left as said, asked. "global batch 512k tokens" stays.
 # ("micro bs 4" says which, whatever its size)
-BATCH_SIZE = (r"(?<!global )\b(micro[\s_-]*)?(?:bs|batch[ _-]?size)\s*[=:]?\s*(\d+)\b"
+BATCH_SIZE = (r"(?<!global )\b(micro[\s_-]*)?(?:bs|batch[ _-]?size)\s*(?:[=:]|of|to|at)?\s*(\d+)\b"
               r"(?!\.\d|\s*(?:k\b|tokens?))")  # fmt: skip
 MICRO_BATCH_MOST = 8
 
