@@ -4773,3 +4773,8 @@ def test_slurms_gpus_in_all_is_no_count_per_node(known):
     intent = read("sbatch -N 2 --gres=gpu:4, plan mistral 7b on a100 40gb", known)
     assert (intent.args.get("nodes"), intent.args.get("devices")) == (2, 4)
     assert "per node" not in normalise("srun --gpus=16 -N 2")
+
+
+def test_english_words_that_are_portuguese_too_mark_no_portuguese(known):
+    assert normalise("um, which os and how many cores here?") == "um, which os and how many cores here?"
+    assert read("um, which os and how many cores here?", known).command == "hardware"

@@ -60,9 +60,9 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
            "finisca": "finishes", "schrijf": "write", "rapport": "report", "stappen": "steps",
            "hajimete": "start", "onegaishimasu": "please", "chala": "run", "wale": ""}  # fmt: skip
 # Portuguese, read word for word where the sentence is Portuguese (two of its own words at least, none an English
-# word: PORTUGUESE_MARKS): its function words too ("o", "e", "em"), which elsewhere are letters or other languages'.
+# word, so not "um", "os" or "em": PORTUGUESE_MARKS): its function words too ("o", "e", "em"), which elsewhere are
+# letters or other languages'.
 PORTUGUESE_MARKS = {
-    "um",
     "uma",
     "com",
     "sem",
@@ -81,8 +81,6 @@ PORTUGUESE_MARKS = {
     "só",
     "plano",
     "nada",
-    "os",
-    "em",
     "dos",
     "das",
     "resultados",
