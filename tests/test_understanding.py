@@ -4778,3 +4778,16 @@ def test_slurms_gpus_in_all_is_no_count_per_node(known):
 def test_english_words_that_are_portuguese_too_mark_no_portuguese(known):
     assert normalise("um, which os and how many cores here?") == "um, which os and how many cores here?"
     assert read("um, which os and how many cores here?", known).command == "hardware"
+
+
+@pytest.mark.parametrize(
+    "text", ["Start configs/long.yaml, 2 GPUs, Contextparallel 2, Optimizer stays Adam, 80 Steps.",
+             "ddp on 2, keep adam, 10 steps", "fsdp on 2 gpus, leave the optimizer on adamw, 10 steps"],
+)  # fmt: skip
+def test_an_optimizer_kept_as_it_is_sets_nothing(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and not any("optimizer" in o for o in intent.args.get("set") or [])
+
+
+def test_an_optimizer_said_is_still_set(known):
+    assert read("ddp on 2, sgd optimizer, 10 steps", known).args.get("set") == ["train.optimizer=sgd"]

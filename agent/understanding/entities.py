@@ -691,12 +691,18 @@ KEEP_AFTER = (
 STATE_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?:on|off|enabled|disabled|true|false)\b"
 
 
+# A value said to stay as it is: "optimizer stays adam", "keep adam", "leave it on adam" (no change asked).
+KEPT_AS_IS = (r"\b(?:stays?|remains?|keeps?|keeping|leave|leaving|still|unchanged)\s+"
+              r"(?:(?:the|as|at|on|with|it|optimi[sz]er)\s+)*$")  # fmt: skip
+
+
 def _optimizer(lowered: str, entities: Entities) -> None:
     """The optimizer the sentence sets: the first one not taken back ("not adam this time, plain sgd" is sgd); one
     only taken back ("no adam") asks which instead."""
     said = re.finditer(rf"\b({OPTIMIZERS})\b(?:\s+optimi[sz]er)?|\boptimi[sz]er\s*(?:=|:|to|of)?\s*({OPTIMIZERS})\b",
                        lowered)  # fmt: skip
-    said = list(said)
+    # an optimizer kept as it is ("Optimizer stays Adam", "keep adam") changes nothing: no value to set
+    said = [m for m in said if not re.search(KEPT_AS_IS, lowered[: m.start()])]
     found = next((m for m in said if not re.search(NEGATED_SETTING, lowered[: m.start()])), None)
     if found:
         entities.add("optimizer", found.group(1) or found.group(2), found.span())
