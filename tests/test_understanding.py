@@ -1303,7 +1303,6 @@ def test_the_same_launch_with_another_layout_word_keeps_the_processes(known):
 @pytest.mark.parametrize(
     "text",
     [
-        "rodar configs/long.yaml com 4 GPUs e sem compile, por favor",
         "annuleer de run r1 nu, het is fout",
         "schrijf een rapport van de lr sweep voor mij",
         "meshpilot.yaml de sweep wo hajimete kudasai, trials 4 de onegaishimasu",
@@ -4584,3 +4583,211 @@ def test_a_check_is_no_deliberation_and_new_machines_are_no_count_said(known):
     # "2 new nodes" may be 2 more than a plan's: not read as the nodes in all (asked, as before)
     intent = read("what if we add 2 new nodes to the plan for llama 3 70b on 8 h100s", known)
     assert intent.args.get("nodes") != 2 and intent.clarify
+
+
+# --- fresh_v's kinds, read in general ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        # a mesh dimension glued to its degree is that layout, a launch (not a plan of the GPU count)
+        ("tp2 on two gpus", "run", {"nproc": 2, "layout": "tp=2"}),
+        ("pp2 on 2 gpus, 10 steps", "run", {"nproc": 2, "layout": "pp=2", "steps": 10}),
+        ("launch cp2 on two gpus", "run", {"nproc": 2, "layout": "cp=2"}),
+        # a relative "where" describes the layout, it asks nothing: the state split between the cards is FSDP
+        ("it says to train where each GPU sees its own part of the data but the weights, gradients and optimizer "
+         "state get split between the GPUs instead of copied. I have two GPUs, can you start that for me?", "run",
+         {"nproc": 2, "layout": "dp_shard=2"}),
+        ("I would like that you launch, on two processes, a training where the parameters are sharded between the "
+         "devices, with a learning rate of 0.0005", "run",
+         {"nproc": 2, "layout": "dp_shard=2", "set": ["train.lr=0.0005"]}),
+        ("start a run where the weights are split across 4 gpus, 20 steps", "run",
+         {"nproc": 4, "layout": "dp_shard=4"}),
+        # German compounds of the words read: the words apart
+        ("Please start Trainingsrun with Tensorparallelismus degree two on two GPUs. Precision bf16.", "run",
+         {"nproc": 2, "layout": "tp=2", "set": ["train.precision=bf16"]}),
+        ("Start configs/long.yaml, 2 GPUs, Contextparallel 2, Microbatch 1, 80 Steps.", "run",
+         {"experiment": "configs/long.yaml", "nproc": 2, "layout": "cp=2", "steps": 80}),
+        ("starte Trainingslauf mit Pipelineparallel 2 auf 2 GPUs, Mikrobatch 4", "run",
+         {"nproc": 2, "layout": "pp=2", "set": ["train.micro_batch=4"]}),
+        # Slurm's flags: the nodes and the GPUs (or tasks) per node
+        ("if I sbatch with --nodes=4 --gres=gpu:8 on the a100 80g partition, what layout would you go with for "
+         "llama 2 70b? dry run only", "plan", {"nodes": 4, "devices": 8, "gpu": "a100-80gb", "model": "llama-2-70b"}),
+        ("srun -N 2 --ntasks-per-node=8 on h100s, smollm2 1.7b. which layout ranks first?", "plan",
+         {"nodes": 2, "devices": 8, "model": "smollm2-1.7b"}),
+        ("salloc -N 3 --gpus-per-node=4 on a100 40gb: layouts for mistral 7b?", "plan", {"nodes": 3, "devices": 4}),
+        ("plan llama 3 8b, sbatch --gres=gpu:a100:4 -N 2", "plan", {"nodes": 2, "devices": 4}),
+        # a batch counted in sequences is the micro batch
+        ("fsdp 2 gpu, act ckpt on, bs 2, lr 0.001, no packing, 25 steps", "run",
+         {"nproc": 2, "layout": "dp_shard=2", "steps": 25,
+          "set": ["data.packing=false", "train.activation_checkpointing=true", "train.lr=0.001",
+                  "train.micro_batch=2"]}),
+        ("ddp on 2 gpus, batch size 4, 10 steps", "run", {"set": ["train.micro_batch=4"]}),
+        ("train 10 steps on 2 gpus, bs=8", "run", {"set": ["train.micro_batch=8"]}),  # a few sequences: each rank's
+        # many ways of splitting tried, said without the word: a layout sweep
+        ("I just want the computer to try lots of ways of dividing the training between the graphics cards and tell "
+         "us which is fastest. Can you get that started?", "sweep", {}),
+        ("test several ways to split the model across the gpus and keep the quickest", "sweep", {}),
+    ],
+)  # fmt: skip
+def test_fresh_v_kinds(text, command, args, known):
+    test_fresh_t_kinds(text, command, args, known)
+
+
+def test_a_global_batch_in_tokens_is_no_micro_batch(known):
+    sets = read("train 10 steps on 2 gpus with global batch size 65536 tokens", known).args.get("set") or []
+    assert "train.micro_batch=65536" not in sets
+
+
+@pytest.mark.parametrize("text", ["bump it and relaunch", "raise that and rerun", "double it and launch again"])
+def test_a_pronoun_changed_with_nothing_to_point_at_is_asked(text, known):
+    intent = read(text, known)
+    assert intent.clarify and not intent.args
+
+
+def test_a_pronoun_changed_to_a_value_acts(known):
+    intent = read("bump it to 4 gpus and relaunch with fsdp", known)
+    assert (intent.command, intent.args.get("nproc"), intent.clarify) == ("run", 4, None)
+
+
+def test_a_question_where_to_shard_is_still_a_plan(known):
+    assert read("where should the weights be sharded for llama 3 8b on 4 h100s?", known).command == "plan"
+
+
+def test_a_bigger_batch_size_may_be_global_and_is_asked(known):
+    intent = read("fsdp on 2 gpus, 10 steps, bs 32", known)
+    assert intent.clarify and "train.micro_batch=32" not in (intent.args.get("set") or [])
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        # a sweep wanted in a state of going, its experiment "the main" one
+        ("Every hour those GPUs sit idle is money out the door, so I'd like a layout sweep going on the main "
+         "experiment right now. Keep it to six trials so it's wrapped before the open.", "sweep",
+         {"experiment": "meshpilot.yaml", "trials": 6}),
+        ("we need a new sweep started on configs/long.yaml, 8 trials", "sweep", {"trials": 8}),
+        # a file's suffix typed with a typo; a file named by what it holds, as learners say it
+        ("show me configs/long.ymal", "read", {"path": "configs/long.yaml"}),
+        ("cat configs/long.yaml", "read", {"path": "configs/long.yaml"}),
+        ("what's in meshpilot.yamll?", "read", {"path": "meshpilot.yaml"}),
+        ("Could you show to me the content of the file of notes that I have written yesterday?", "read",
+         {"path": "notes.md"}),
+        ("open the file with my notes", "read", {"path": "notes.md"}),
+        # "micro" said before the short form, misspelt
+        ("fsdp 2 gpus, mirco bs 4, activaton ckpt on, go", "run",
+         {"nproc": 2, "layout": "dp_shard=2",
+          "set": ["train.activation_checkpointing=true", "train.micro_batch=4"]}),
+        ("ddp on 2, micro bs 16, 10 steps", "run", {"set": ["train.micro_batch=16"]}),
+        # a model's size in words, "of" between the family and its size
+        ("which decomposition is optimal for the Llama 2 of 13 billions of parameters on four A100 of 40 GB?", "plan",
+         {"model": "llama-2-13b", "devices": 4, "gpu": "a100-40gb"}),
+        ("plan llama 2 13 billion parameters on 4 a100 40gb", "plan", {"model": "llama-2-13b"}),
+        ("a 7 billion mistral on 2 l40s, layouts?", "plan", {"model": "mistral-7b", "devices": 2}),
+    ],
+)  # fmt: skip
+def test_fresh_v_asked_kinds(text, command, args, known):
+    test_fresh_t_kinds(text, command, args, known)
+
+
+def test_a_sweep_running_asked_about_is_no_sweep(known):
+    assert read("is there a sweep running right now?", known).command != "sweep"
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        # a value refused by a pronoun after it is taken back, no setting turned off
+        ("fp32 is too slow, don't use it. bf16, 2 procs sharded, 40 steps", "run",
+         {"nproc": 2, "layout": "dp_shard=2", "steps": 40, "set": ["train.precision=bf16"]}),
+        ("adam diverged last time, avoid it; sgd, ddp on 2, 10 steps", "run", {"set": ["train.optimizer=sgd"]}),
+        # a stage said alone beside ZeRO is ZeRO's
+        ("long config on 2 gpus sharded, but not full zero-3, stage 1 only", "run",
+         {"experiment": "configs/long.yaml", "nproc": 2, "layout": "dp_shard=2", "set": ["train.zero_stage=1"]}),
+        ("fsdp on 4 gpus with zero, stage 2, 10 steps", "run", {"set": ["train.zero_stage=2"]}),
+        # the GPUs in each node said with a "g" after their count, no memory
+        ("2n x 4g h100 nvl, mistral 7b, seq 4096. plan", "plan",
+         {"nodes": 2, "devices": 4, "gpu": "h100-nvl", "model": "mistral-7b", "seq_len": 4096}),
+        ("2 nodes x 8g a100 80g, plan llama 3 70b", "plan", {"nodes": 2, "devices": 8, "gpu": "a100-80gb"}),
+        # "single" before a card's name is one of it
+        ("single RTX 4090, 24GB VRAM, Llama 3.2 1B at 2048 context: what does the memory budget per layout look "
+         "like?", "plan", {"devices": 1, "gpu": "rtx-4090", "model": "llama-3.2-1b", "seq_len": 2048}),
+        ("a single h100, llama 3 8b, layouts?", "plan", {"devices": 1}),
+        # a decimal dictated digit by digit after "zero point", among dictated homophones of counts
+        ("launch a run with tensor parallel to and data sharding to on for gpus learning rate zero point zero zero "
+         "one for fifty steps", "run",
+         {"nproc": 4, "layout": "dp_shard=2,tp=2", "steps": 50, "set": ["train.lr=0.001"]}),
+        ("ddp on 2 gpus, lr zero point zero zero zero three, 10 steps", "run", {"set": ["train.lr=0.0003"]}),
+        # a layout refused and named again as what went wrong is no second request of it
+        ("run it on 2 gpus with context parallel, not tp, tp oomed last time", "run", {"nproc": 2, "layout": "cp=2"}),
+        ("train on 2 gpus with fsdp, not ddp, ddp was too slow, 10 steps", "run",
+         {"nproc": 2, "layout": "dp_shard=2"}),
+        # a setting's value it "must be"
+        ("I want to make training with pipeline of two stage on 2 gpu, and also the sequence length must be 512 "
+         "please", "run", {"nproc": 2, "layout": "pp=2", "set": ["data.seq_len=512"]}),
+        ("ddp on 2 gpus, the learning rate should be 0.0003, 10 steps", "run", {"set": ["train.lr=0.0003"]}),
+    ],
+)  # fmt: skip
+def test_fresh_v_asked_kinds_said_otherwise(text, command, args, known):
+    test_fresh_t_kinds(text, command, args, known)
+
+
+def test_a_value_refused_alone_still_asks_what_to_do(known):
+    assert read("fp8 is flaky, don't use it", known).clarify
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        # Portuguese read word for word where the sentence is Portuguese: its function words, switches and counts
+        ("beleza, agora roda um sweep de layouts on configs/long.yaml com 10 trials, por favor", "sweep",
+         {"experiment": "configs/long.yaml", "trials": 10}),
+        ("cara, preciso saber se o Gemma 2 9B cabe em duas A10, só o plano, não precisa rodar nada", "plan",
+         {"devices": 2, "gpu": "a10", "model": "gemma-2-9b"}),
+        ("rodar configs/long.yaml com 4 GPUs e sem compile, por favor", "run",
+         {"experiment": "configs/long.yaml", "nproc": 4, "set": ["train.compile=false"]}),
+        ("roda o meshpilot.yaml com 2 GPUs em FSDP, mas desliga o packing", "run",
+         {"nproc": 2, "layout": "dp_shard=2", "set": ["data.packing=false"]}),
+        ("abre um pull request com os resultados do sweep layouts-nov", "pr", {"sweep": "sweeps/layouts-nov"}),
+    ],
+)  # fmt: skip
+def test_portuguese_is_read(text, command, args, known):
+    test_fresh_t_kinds(text, command, args, known)
+
+
+def test_portuguese_words_alone_are_left_as_they_are(known):
+    assert (
+        normalise("um, what is the loss of r1 e.g. in the last step?")
+        == "um, what is the loss of r1 e.g. in the last step?"
+    )
+
+
+@pytest.mark.parametrize("text", ["batch of 8 sequences, ddp on 2", "global batch size of 8 sequences, ddp on 2"])
+def test_a_count_of_sequences_is_no_sequence_length(text, known):
+    intent = read(text, known)
+    assert intent.clarify and not any("seq_len" in o for o in intent.args.get("set") or [])
+
+
+def test_slurms_gpus_in_all_is_no_count_per_node(known):
+    intent = read("sbatch -N 2 --gres=gpu:4, plan mistral 7b on a100 40gb", known)
+    assert (intent.args.get("nodes"), intent.args.get("devices")) == (2, 4)
+    assert "per node" not in normalise("srun --gpus=16 -N 2")
+
+
+def test_english_words_that_are_portuguese_too_mark_no_portuguese(known):
+    assert normalise("um, which os and how many cores here?") == "um, which os and how many cores here?"
+    assert read("um, which os and how many cores here?", known).command == "hardware"
+
+
+@pytest.mark.parametrize(
+    "text", ["Start configs/long.yaml, 2 GPUs, Contextparallel 2, Optimizer stays Adam, 80 Steps.",
+             "ddp on 2, keep adam, 10 steps", "fsdp on 2 gpus, leave the optimizer on adamw, 10 steps"],
+)  # fmt: skip
+def test_an_optimizer_kept_as_it_is_sets_nothing(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and not any("optimizer" in o for o in intent.args.get("set") or [])
+
+
+def test_an_optimizer_said_is_still_set(known):
+    assert read("ddp on 2, sgd optimizer, 10 steps", known).args.get("set") == ["train.optimizer=sgd"]

@@ -37,7 +37,6 @@ from agent.understanding.entities import (
     DESCRIPTOR_WORDS,
     EXCLUDER,
     GENERIC,
-    OPTIMIZERS,
     SPEAKERS_MIND,
     Entities,
     extract,
@@ -47,6 +46,8 @@ from agent.understanding.entities import (
 from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
 from agent.understanding.grammar import (
     LAYOUT_WORDS,
+    OPTIMIZERS,
+    PRECISIONS,
     SETTING_NAMES,
     Intent,
     first_reading,
@@ -944,7 +945,7 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
 
 
 # Settings whose values are named alone ("fp8", "adam"): a negation before one takes that value back.
-VALUES = {"train.precision": r"bf16|fp32|fp8|fp16", "train.optimizer": OPTIMIZERS}
+VALUES = {"train.precision": PRECISIONS, "train.optimizer": OPTIMIZERS}
 
 
 def _replaced(after: str, intent: Intent) -> bool:

@@ -212,8 +212,11 @@ NOT_SPLIT = (
 )
 # What a bare "not split" is said of when it is no model: "the data not split", "batches not sharded".
 _NOT_THE_MODEL = r"\b(?:data|batch(?:es)?|dataset|sequences?|tokens|context|checkpoints?|files?)\s+(?:\w+\s+)?$"
-# A question how to split asks for a plan ("how would you shard the model over 8 GPUs?"), not for a layout.
-HOW_TO = r"\b(?:how|which way|best way|what way|where)\b[^.?!;]*$"
+# A question how to split asks for a plan ("how would you shard the model over 8 GPUs?"), not for a layout. "where"
+# asks only opening its clause or after a verb that asks ("where should the weights be sharded?", "tell me where to
+# shard"); after a noun or verb it describes ("a training where the parameters are sharded", "train where ...").
+HOW_TO = (r"(?:\b(?:how|which way|best way|what way)\b|(?:^\W*|[,;:]\s*|\b(?:and|but|so|know|tell\s+me|wonder(?:ing)?|"
+          r"ask(?:ing)?|decide|figure\s+out|show\s+me)\s+)where\b)[^.?!;]*$")  # fmt: skip
 # For a description, "where" is no question: "training where every card has its own copy" describes DDP.
 ASKED_HOW = r"\b(?:how|which way|best way|what way|smartest way|right way)\b[^.?!;]*$"
 

@@ -20,6 +20,7 @@ from agent.understanding.grammar import (
     NODE_GPU,
     NODE_NOUN,
     NOT_INTERVAL,
+    OPTIMIZERS,
     SET_TO,
     SETTING_NAMES,
     TOKENS_PER_SEQUENCE,
@@ -71,7 +72,6 @@ NEGATION_BEFORE = (
 NEGATION_AFTER = (
     r"^(?:\s*(?:turned|switched|shut|set|is|being|to|back|again|=|:))*\s*(?:off|disabled|false|no|0|none)\b"
 )
-OPTIMIZERS = r"sgd|adamw|adam|adafactor|lion|muon"
 SETTING = (
     r"\b(?:learning rate|lr|micro[- _]?batch(?: size)?|seed|weight decay|warm-?up(?: steps)?|"
     r"grad(?:ient)? clip(?:ping)?|seq(?:uence)?[ _-]?len(?:gth)?|[a-z]+\.[a-z_.]+)" + SET_TO + r"\d"
@@ -90,7 +90,9 @@ VAGUE_CHANGE = (
     # a setting named with no value: "set the micro batch and train", "tweak the warmup"
     r"\b(?:set|change|adjust|tweak|increase|decrease|raise|lower|bump)\s+(?:up\s+|down\s+)?(?:the\s+|a\s+)?"
     r"(?:micro[ _-]?batch(?: size)?|batch size|seed|weight decay|warm-?up|grad(?:ient)? clip(?:ping)?|steps)\b"
-    r"(?!\s*(?:=|:|to|of|by)?\s*\d)"
+    r"(?!\s*(?:=|:|to|of|by)?\s*\d)|"
+    # a pronoun changed with no setting named and no value after it ("bump it and relaunch", "crank that up"): which?
+    r"\b(?:bump|raise|increase|decrease|lower|crank|double|halve|up|reduce)\s+(?:it|that|this|them)\b(?![^.;!?]*\d)"
 )
 # Settings a comparative may change without a value ("a bigger micro batch", "a higher learning rate"): asked by name.
 COMPARED_SETTING = (r"\b(?:bigger|larger|smaller|higher|lower|longer|shorter|greater)\s+"
@@ -154,7 +156,7 @@ NOT_FILES = {
 }
 SEQ_LEN = (
     r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)" + SET_TO + r"\d|"
-    r"\b\d+\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b|" + TOKENS_PER_SEQUENCE
+    r"\b\d+(?!\s+sequences\b)\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b|" + TOKENS_PER_SEQUENCE
 )
 NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice", "not_run", "not_sweep",
          "not_run_choice", "not_sweep_choice", "not_experiment", "said_of_run")  # fmt: skip
@@ -689,12 +691,18 @@ KEEP_AFTER = (
 STATE_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?:on|off|enabled|disabled|true|false)\b"
 
 
+# A value said to stay as it is: "optimizer stays adam", "keep adam", "leave it on adam" (no change asked).
+KEPT_AS_IS = (r"\b(?:stays?|remains?|keeps?|keeping|leave|leaving|still|unchanged)\s+"
+              r"(?:(?:the|as|at|on|with|it|optimi[sz]er)\s+)*$")  # fmt: skip
+
+
 def _optimizer(lowered: str, entities: Entities) -> None:
     """The optimizer the sentence sets: the first one not taken back ("not adam this time, plain sgd" is sgd); one
     only taken back ("no adam") asks which instead."""
     said = re.finditer(rf"\b({OPTIMIZERS})\b(?:\s+optimi[sz]er)?|\boptimi[sz]er\s*(?:=|:|to|of)?\s*({OPTIMIZERS})\b",
                        lowered)  # fmt: skip
-    said = list(said)
+    # an optimizer kept as it is ("Optimizer stays Adam", "keep adam") changes nothing: no value to set
+    said = [m for m in said if not re.search(KEPT_AS_IS, lowered[: m.start()])]
     found = next((m for m in said if not re.search(NEGATED_SETTING, lowered[: m.start()])), None)
     if found:
         entities.add("optimizer", found.group(1) or found.group(2), found.span())
@@ -757,7 +765,9 @@ def _names(text: str, entities: Entities, known: Known) -> None:
     _described(lowered, entities, known)
     for found in re.finditer(DESCRIBED_BY_VALUE, lowered):  # "the one with 1024 tokens": asked unless it fits
         entities.add("unknown_description", found.group(0), found.span())  # the experiment named (agent.understanding)
-    for found in re.finditer(r"\b(?:the|my|our|your)\s+(\w+)(?:\s+file)?\b", lowered):
+    # "the notes file", "my notes"; and the file by what it holds, as some learners say it ("the file of notes")
+    for found in re.finditer(r"\b(?:the|my|our|your)\s+(?:file\s+(?:of|with|for)\s+(?:the\s+|my\s+|our\s+)?)?(\w+)"
+                             r"(?:\s+file)?\b", lowered):  # fmt: skip
         if found.group(1) not in NOT_FILES and (path := known.stem(found.group(1))):
             entities.add("file", path, found.span())
     found = re.search(MAIN_EXPERIMENT, lowered)

@@ -44,6 +44,9 @@ LAYOUT_WORDS: list[tuple[str, str]] = [
 # sharding, train.zero_stage: a layout word above and a setting below.)
 UNKNOWN_LAYOUTS = r"deepspeed|megatron|sequence[- ]parallel\w*"
 # What a negation just before a setting takes back ("not in fp8"): the setting is not made.
+# The optimizers a launch may name (train.optimizer), and the precisions it trains in (train.precision).
+OPTIMIZERS = r"sgd|adamw|adam|adafactor|lion|muon"
+PRECISIONS = r"bf16|fp32|fp8|fp16"
 NEGATED_SETTING = r"\b(?:not|no|never|without|skip|avoid|ditch|instead of|rather than|other than|don'?t (?:\w+ )?)\s*$"
 # What a negation just before a layout word takes back ("not pipelined", "no tp, just fsdp", "not on tp").
 NEGATED_LAYOUT = r"\b(?:not|no|never|without|avoid|skip|don'?t (?:use|do|want)(?: any)?)\s+(?:on |with |using |any )?$"
@@ -291,7 +294,9 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
     if found := re.search(
         rf"(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?){CHANGED}"
         r"\s*(?:of|=|:|to|is|were|was|at|be)?\s*(\d+)\s*(k?)\b|"
-        r"\b(\d+)\s*(k?)(?:[ -]tokens?)?\s+(?:context|sequences?|seq(?:uence)?(?:[ _]len(?:gth)?)?)\b|"
+        # ("a batch of 8 sequences" counts them: no length)
+        r"\b(\d+)(?!\s+sequences\b)\s*(k?)(?:[ -]tokens?)?\s+"
+        r"(?:context|sequences?|seq(?:uence)?(?:[ _]len(?:gth)?)?)\b|"
         r"\bat\s+(\d+)\s*(k)\b(?!\s*(?:steps?|iter\w*|trials?|tok\w*/|tokens? per))|"  # "fit ... at 8k?": context
         r"\bat\s+(\d+)\s*(k?)\s*tokens?\b(?!\s*(?:/|per\b|a second))|"  # "at 4096 tokens", not "at 900 tokens/s"
         rf"{TOKENS_PER_SEQUENCE}",  # "1024 tokens per sequence", "samples of 2k tokens"
@@ -305,7 +310,8 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
 # A setting changed to its value: "sequence length bumped to 2048", "micro batch set to 4", "lr raised to 1e-3".
 CHANGED = (r"(?:\s+(?:bumped|raised|set|increased|changed|reduced|lowered|dropped|cut|upped|pushed|moved|turned|"
            r"doubled|halved|going)(?:\s+(?:up|down|back))?)?")  # fmt: skip
-SET_TO = CHANGED + r"\s*(?:of|=|:|to|is|at)?\s*"
+# ("the sequence length must be 512", "lr should be 1e-3": the value it must have)
+SET_TO = CHANGED + r"\s*(?:of|=|:|to|is|at|(?:must|should|shall|will|has\s+to|needs?\s+to)\s+be)?\s*"
 # A sequence length said as the tokens of one sequence: "1024 tokens per sequence", "sequences of 2k tokens".
 TOKENS_PER_SEQUENCE = (r"\b(\d+)\s*(k?)\s*tokens?\s+(?:per|each|a|an|in each|for each|of each)\s+"
                        r"(?:sequence|sample|example|seq|document|row)\b|"

@@ -274,6 +274,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"winner|of|from)\b)[\w-]+\s+){0,3}(?:sweep|tuning|search)\b",
             6,
         ),
+        # a sweep wanted in a state of going: "I'd like a layout sweep going", "get a new sweep started"
+        (
+            r"\b(?:like|want|need|get|have|see|keep)\s+(?:a|an|another|new|fresh)\s+(?:[\w-]+\s+){0,2}(?:sweep|search)\s+"
+            r"(?:going|started|running|kicked\s+off|under\s?way|launched|set\s+up)\b",
+            6,
+        ),
         # "sweep the layouts" commands one; "sweep results layouts-nov?" is a noun before the sweep's figures
         (rf"^\W*(?:(?:can|could|would) you |please |pls )*sweep\b(?!\s+{SWEEP_FIGURES})", 6),
         # "can we run 16 trials of the layout sweep": trials to run are a new sweep, whatever sweep they are like
@@ -320,6 +326,15 @@ CUES: dict[str, list[tuple[str, float]]] = {
         # a sweep by its purpose: something started that finds the best way to split ("start something that figures
         # out the fastest layout", "have meshpilot find the best split"); a question which layout is best is a plan
         (FINDS_BEST, 6),
+        # many ways of splitting tried: what a sweep does, said by someone without its words ("try lots of ways of
+        # dividing the training between the graphics cards and tell us which is fastest")
+        (
+            r"\b(?:try|tries|trying|test|testing|run|running|compare|comparing|measure|measuring)\s+(?:out\s+)?"
+            r"(?:lots\s+of|a\s+lot\s+of|many|several|various|different|multiple|a\s+bunch\s+of|a\s+few|all\s+sorts\s+of|"
+            r"all\s+the|every)\s+(?:different\s+)?(?:ways?|splits|setups|configurations|options|approaches)\s+(?:of|to|for)\s+"
+            r"(?:split|divid|shard|distribut|spread|paralleli|lay(?:ing)?\s+out|cut)\w*",
+            6,
+        ),
         # every layout tried: what a sweep does ("a job that tries all the layouts", "run each layout once")
         (
             r"\b(?:tries|try|trying|tests?|testing|runs?|running|benchmarks?|benchmarking|measur\w+|time|timing)\s+"

@@ -12,9 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.understanding.grammar import _one_swap
-from agent.understanding.normalise import _close, _one_edit
-
-FILE_SUFFIXES = (".yaml", ".yml", ".md", ".json", ".jsonl", ".txt", ".toml", ".py", ".csv", ".log")
+from agent.understanding.normalise import FILE_SUFFIXES, _close, _one_edit
 
 
 @dataclass

@@ -14,7 +14,15 @@ import difflib
 import re
 
 from agent.understanding.descriptions import layouts_in_words, packing_in_words
-from agent.understanding.grammar import COMMON, LAYOUT_WORDS, SETTING_NAMES, VOCABULARY, _one_swap
+from agent.understanding.grammar import (
+    COMMON,
+    LAYOUT_WORDS,
+    OPTIMIZERS,
+    PRECISIONS,
+    SETTING_NAMES,
+    VOCABULARY,
+    _one_swap,
+)
 from trainer.hardware import GPUS
 
 # Number words, composed as people say them ("seventy", "thirty-two", "two hundred", "three point two"): a run of
@@ -51,6 +59,78 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
            "roda": "run", "rodar": "run", "sem": "without", "com": "with", "aspetta": "wait", "aspettare": "wait",
            "finisca": "finishes", "schrijf": "write", "rapport": "report", "stappen": "steps",
            "hajimete": "start", "onegaishimasu": "please", "chala": "run", "wale": ""}  # fmt: skip
+# Portuguese, read word for word where the sentence is Portuguese (two of its own words at least, none an English
+# word, so not "um", "os" or "em": PORTUGUESE_MARKS): its function words too ("o", "e", "em"), which elsewhere are
+# letters or other languages'.
+PORTUGUESE_MARKS = {
+    "uma",
+    "com",
+    "sem",
+    "roda",
+    "rodar",
+    "não",
+    "nao",
+    "agora",
+    "beleza",
+    "preciso",
+    "precisa",
+    "duas",
+    "dois",
+    "cabe",
+    "cabem",
+    "só",
+    "plano",
+    "nada",
+    "dos",
+    "das",
+    "resultados",
+    "abre",
+    "treinar",
+    "executar",
+    "saber",
+    "favor",
+    "também",
+    "quero",
+    "queria",
+    "mostra",
+    "passos",
+    "desliga",
+    "desligar",
+    "desligue",
+    "desativa",
+    "desativar",
+    "desative",
+    "nunca",
+}
+PORTUGUESE_PHRASES = {r"\bn[ãa]o\s+(?:precisa|precisamos|é\s+preciso)\s+(?:de\s+)?(?:rodar|executar|treinar|lançar)\s+"
+                      r"nada\b": "no need to run anything",
+                      r"\bsem\s+(?:rodar|executar|treinar)\s+nada\b": "without running anything",
+                      r"\bpor\s+favor\b": "please"}  # fmt: skip
+PORTUGUESE = {"o": "the", "os": "the", "e": "and", "em": "on", "do": "of the", "da": "of the", "dos": "of the",
+              "das": "of the", "de": "of", "um": "a", "uma": "a", "com": "with", "sem": "without", "para": "for",
+              "se": "if", "só": "only", "não": "not", "nao": "not", "mas": "but", "também": "also", "agora": "now",
+              "beleza": "ok", "cara": "", "preciso": "I need to", "precisa": "need to", "quero": "I want",
+              "queria": "I would like", "saber": "know", "cabe": "fits", "cabem": "fit", "duas": "2", "dois": "2",
+              "três": "3", "quatro": "4", "oito": "8", "plano": "plan", "nada": "nothing", "abre": "open",
+              "mostra": "show", "resultados": "results", "passos": "steps", "treinar": "train", "treina": "train",
+              "executar": "run", "executa": "run", "roda": "run", "rodar": "run", "placas": "gpus",
+              # switches, so that what is turned off is never read as turned on
+              "desliga": "turn off", "desligar": "turn off", "desligue": "turn off", "desativa": "disable",
+              "desativar": "disable", "desative": "disable", "liga": "turn on", "ligar": "turn on", "ligue": "turn on",
+              "ativa": "enable", "ativar": "enable", "ative": "enable", "nunca": "never",
+              "mostrar": "show"}  # fmt: skip
+
+
+def _portuguese(text: str) -> str:
+    words = re.findall(r"[^\W\d_]+", text.lower())
+    if sum(word in PORTUGUESE_MARKS for word in words) < 2:
+        return text
+    for pattern, english in PORTUGUESE_PHRASES.items():
+        text = re.sub(pattern, english, text, flags=re.I)
+    return re.sub(r"(?<![\w'./=-])(" + "|".join(sorted(PORTUGUESE, key=len, reverse=True)) + r")(?![\w'./=-])",
+                  lambda found: PORTUGUESE[found.group(1).lower()], text, flags=re.I)  # fmt: skip
+
+
 # Function words of languages the rules do not read (Portuguese, Italian, Dutch, Japanese romaji, Hindi-English),
 # none of them an English word: a sentence made mostly of them is one the parser only partly understood.
 _OTHER_LANGUAGE = """os um uma em da dos das por favor nao não para mostra abre che il dei su mi fai un piano
@@ -85,6 +165,73 @@ def _flag(found: re.Match) -> str:
     return said + found.group(2)[len(value) :]
 
 
+# Slurm's flags for the machines a job gets ("sbatch --nodes=4 --gres=gpu:8", "srun -N 2 --ntasks-per-node=8"): the
+# nodes, and the GPUs (or ranks, one a GPU) in each, as the words that say them. "-N" is Slurm's nodes ("-n" its tasks).
+# ("--gpus=16" is the job's GPUs in all: left to the tools' flags below)
+SLURM_PER_NODE = (r"(?<![\w-])--(?:gres\s*[=\s]\s*gpu(?::[\w.-]+)?:|(?:gpus|ntasks|tasks)[-_]per[-_]node\s*[=\s]\s*)"
+                  r"(\d+)\b")  # fmt: skip
+SLURM_NODES = r"(?<![\w-])-N\s*=?\s*(\d+)\b"
+
+
+def _slurm(text: str) -> str:
+    """`text` with Slurm's node and per-node GPU flags said in words (before the tools' own flags are read)."""
+    text = re.sub(SLURM_NODES, r"\1 nodes", text)
+    return re.sub(SLURM_PER_NODE, r"\1 gpus per node", text, flags=re.I)
+
+
+# "bs 2", "batch size 4": a batch of a few sequences is each rank's, the micro batch (the global batch is counted in
+# tokens, and one of a few sequences over several GPUs is no global batch anyone trains with); a bigger one ("batch
+# size 16") may be either: left as said, asked. "global batch 512k tokens" stays.
+# ("micro bs 4" says which, whatever its size)
+BATCH_SIZE = (r"(?<!global )\b(micro[\s_-]*)?(?:bs|batch[ _-]?size)\s*(?:[=:]|of|to|at)?\s*(\d+)\b"
+              r"(?!\.\d|\s*(?:k\b|tokens?))")  # fmt: skip
+MICRO_BATCH_MOST = 8
+
+
+def _batch_size(found: re.Match) -> str:
+    micro, size = found.groups()
+    return f"micro batch {size}" if micro or int(size) <= MICRO_BATCH_MOST else found.group(0)
+
+
+# A value named, then refused by a pronoun after it ("fp32 is too slow, don't use it. bf16", "adam diverged, avoid
+# it"): that value taken back, as "no fp32" says it, never a setting turned off.
+REFUSED_AFTER = (rf"\b({PRECISIONS}|{OPTIMIZERS})\b([^.;!?]{{0,40}}?)[,.;:!\u2013\u2014-]?\s*(?:so\s+)?"
+                 r"(?:(?:do\s+not|don'?t|never|please\s+don'?t)\s+(?:use|want|pick|take|run\s+(?:in|with))|avoid|drop|skip)"
+                 r"\s+(?:it|that|this|them)\b")  # fmt: skip
+
+
+# German compounds of the words the rules read, written as one ("Tensorparallelismus", "Contextparallel",
+# "Microbatch", "Trainingsrun"): the words apart, as English writes them.
+COMPOUND_HEAD = r"\b(tensor|kontext|context|pipeline|sequenz|sequence|daten|data|experten|expert)[-]?(?=parallel)"
+COMPOUND_WORDS = {r"\bparallelismus\b|\bparallelit(?:ä|ae)t\b": "parallelism", r"\bkontext\b": "context",
+                  r"\b(?:micro|mikro)batch(?:size|gr(?:ö|oe)(?:ß|ss)e)?\b": "micro batch",
+                  r"\btrainings?(?:run|lauf)\b": "training run"}  # fmt: skip
+
+
+def _compounds(text: str) -> str:
+    text = re.sub(COMPOUND_HEAD, r"\1 ", text, flags=re.I)
+    for pattern, words in COMPOUND_WORDS.items():
+        text = re.sub(pattern, words, text, flags=re.I)
+    return text
+
+
+# The suffixes of the files a request may name (agent.understanding.known reads the repository's by them).
+FILE_SUFFIXES = (".yaml", ".yml", ".md", ".json", ".jsonl", ".txt", ".toml", ".py", ".csv", ".log")
+# A file's suffix typed with two letters swapped or one left out or added ("configs/long.ymal", "long.yamll",
+# "r1.jsno"): that suffix. Only after a name joined to it (no sentence's full stop: "run it.Thanks").
+SUFFIX = r"(?<=[\w-])\.([a-z]{2,6})\b(?![\w./-])"
+
+
+def _suffix_typo(found: re.Match) -> str:
+    said = found.group(1).lower()
+    suffixes = [s[1:] for s in FILE_SUFFIXES]
+    if said in suffixes:
+        return found.group(0)
+    close = [s for s in suffixes if _one_swap(said, s) or (len(s) >= 3 and len(said) != len(s) and _one_edit(said, s))]
+    close = [s for s in close if s != "yml"] if "yaml" in close else close  # "ymal": the spelling of its letters
+    return f".{close[0]}" if len(close) == 1 else found.group(0)
+
+
 # A list's labels, at the start of the sentence or of one of its parts: "Step 1: use configs/long.yaml. Step 2: 4 GPUs
 # with FSDP.", "1) long.yaml 2) ...". They number what is said, no count of anything (step 1 is no step count): dropped
 # (a comma between the items where no punctuation ends the one before).
@@ -117,7 +264,7 @@ WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
 replica replicas shard shards master logs branch branches erase wipe purge nuke trash secret secrets token password
-passwords creds push pushed"""
+passwords creds push pushed sbatch srun salloc"""
 # Everyday English words one edit away from a word the rules read ("here" from "where", "were" from "where",
 # "than" from "then"): correct words are never typos.
 _ENGLISH = """here there were than then them they their these those this that what when whom whose with have
@@ -126,7 +273,7 @@ best fine done does been being will would could should shall must might time tim
 again still ever even once both such into your yours ours mine away back about after before while since until
 part parts rest test tests case cases type types plan plans step stop start starts state status store
 boss cold date dinner exist full hate late lose lost lots race rates seep sleep star stat states stats steep sweet
-toss world presume micron lunch remote fro"""
+toss world presume micron lunch remote fro content contents"""
 KEEP = COMMON | set(_KEEP.split()) | set(_ENGLISH.split())  # words the typo fixer must leave alone ("repo" is no
 # typo of "report")
 
@@ -248,7 +395,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     known = {k.lower() for k in known}
     text = _list_labels(text)
     text = re.sub(PRICE, "a price", text, flags=re.I)
+    text = _slurm(text)
+    text = re.sub(SUFFIX, _suffix_typo, text, flags=re.I)
     text = re.sub(FLAG, _flag, text, flags=re.I)
+    text = _compounds(text)
+    text = _portuguese(text)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
     text = re.sub(FALSE_FRIEND_UPDATE, r"updat\1", text, flags=re.I)
     text = _fix_typos(text, known)
@@ -276,6 +427,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(SPOKEN_NAME, lambda found: _spoken_name(found, known), text, flags=re.I)
     text = re.sub(SPOKEN_DIGITS, _spoken_digits, text, flags=re.I)
     text = re.sub(HOMOPHONE_COUNT, _homophone, text, flags=re.I)
+    # a decimal dictated from "zero point" digit by digit ("zero point zero zero one" is 0.001); "zero" alone stays
+    text = re.sub(rf"\bzero\s+point((?:\s+(?:zero|oh|{_DIGIT}))+)\b", _dictated_decimal, text, flags=re.I)
     text = NUMBER_RUN.sub(_digits, text)
     text = re.sub(r"\b(\d+)\s+dozen\b", lambda m: str(12 * int(m.group(1))), text, flags=re.I)
     # "1 e minus 3", "1e minus 3" (said or typed loosely): the number 1e-3
@@ -288,6 +441,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(rf"\b(\d+)\s+of\s+(?=(?:{GPU_WORD})(?![\w-]))", r"\1 ", text, flags=re.I)
     text = re.sub(r"(\d),(\d{3})\b", r"\1\2", text)  # 1,000 steps
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
+    # "2n x 4g", "2 nodes x 4g": the GPUs in each node said by a "g" after their count, no memory (before "80g" is read)
+    text = re.sub(r"\b(\d+)\s*(?:n|nodes?)\s*[x×*]\s*(\d+)\s*g\b(?!\w)", r"\1 nodes of \2 gpus", text, flags=re.I)
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gigs?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
     text = re.sub(GIGABYTES, r"\1GB", text, flags=re.I)
     # "4n x 8 a100", "2n8g": nodes counted in shorthand, before the GPUs in each ("4n" alone stays as said)
@@ -305,8 +460,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "8/node", "8 gpus/box": a count in each node
     text = re.sub(r"\b(\d+(?:\s+[a-z][\w-]*)?)\s*/\s*(node|machine|box|host|server|computer)\b", r"\1 per \2", text,
                   flags=re.I)  # fmt: skip
-    text = re.sub(r"\b(?:a|one) single(?: one)?\b|\bsingle\b(?=\s+(?:process|proc|gpu|card|device|node|machine|rank))",
-                  "1", text, flags=re.I)  # fmt: skip
+    text = re.sub(rf"\b(?:a|one) single(?: one)?\b|\bsingle\b(?=\s+(?:process|proc|gpu|card|device|node|machine|rank|"
+                  rf"{GPU_WORD}(?![\w-])))", "1", text, flags=re.I)  # fmt: skip  # "single RTX 4090" too
     text = re.sub(r"\b(?:a\s+)?(?:pair|couple)\s+of\b", "2", text, flags=re.I)  # "a pair of 4090s"
     # dictated GPU names: "h 100" is h100, "4 a 100" is 4 a100 (a count before "a" makes it no article)
     text = re.sub(r"\bh[\s-]+(100|200)(s?)\b", r"h\1\2", text, flags=re.I)  # "h-100s" too
@@ -332,6 +487,15 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "mb 4", "mbs=8": the micro batch by its short form, a number after it ("512 mb" is megabytes, the number before)
     text = re.sub(r"(?<![\d.])(?<!\d\s)\bmbs?\s*[=:]?\s*(?=\d+\b(?!\s*(?:gi?b|mb|gb)\b))", "micro batch ", text,
                   flags=re.I)  # fmt: skip
+    text = re.sub(BATCH_SIZE, _batch_size, text, flags=re.I)
+    text = re.sub(REFUSED_AFTER, r"no \1\2", text, flags=re.I)
+    # a stage said alone beside ZeRO ("not full zero-3, stage 1 only") is ZeRO's stage; beside pipeline words a stage
+    # is the pipeline's
+    if re.search(r"\bzero\b", text, re.I) and not re.search(r"\bpipelin\w*|\bpp\b|\bstages\b", text, re.I):
+        text = re.sub(r"(?<!zero )(?<!zero-)\bstage\s*([123])\b", r"zero stage \1", text, flags=re.I)
+    # a mesh dimension glued to its degree ("tp2", "pp4"), as "shard2" is: the dimension of that degree
+    text = re.sub(r"\b(tp|pp|cp|ep)(\d+)\b", lambda found: found.group(0) if found.group(0).lower() in known else
+                  f"{found.group(1)}={found.group(2)}", text, flags=re.I)  # fmt: skip
     text = re.sub(SPLIT_WORDS, lambda found: found.group(0).replace(" ", "").lower(), text, flags=re.I)
     text = re.sub(SUITE_HOMOPHONE, r"\1 suite", text, flags=re.I)
     text = re.sub(MORE_ADJECTIVE, _comparative, text, flags=re.I)
@@ -351,6 +515,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(?:graphics|video|gpu)\s+cards?\b", lambda m: "gpus" if m.group(0)[-1] == "s" else "gpu", text,
                   flags=re.I)  # fmt: skip
     text = re.sub(rf"\b({MODEL_FAMILIES})(\d+(?:\.\d+)?b)\b", r"\1 \2", text, flags=re.I)  # "mistral7b"
+    # a model's size in words, as learners say it: "13 billions of parameters" is 13b; "Llama 2 of 13b", "Gemma 2 with
+    # 9b": the family's model of that size
+    text = re.sub(r"\b(\d+(?:\.\d+)?)\s+billions?(?:\s+(?:of\s+)?param(?:eter)?s\b)?", r"\1b", text, flags=re.I)
+    text = re.sub(rf"\b((?:{MODEL_FAMILIES})(?:[\s-]*\d+(?:\.\d+)?)?)\s+(?:of|with)\s+(?=\d+(?:\.\d+)?b\b)", r"\1 ",
+                  text, flags=re.I)  # fmt: skip
     text = re.sub(DICTATED_FAMILY, _dictated_family, text, flags=re.I)
     text = re.sub(SWAPPED_CARD, _card_number, text, flags=re.I)
     text = re.sub(HSDP_WAYS, _hsdp_ways, text, flags=re.I)
@@ -370,6 +539,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "fsdp 4 x tp 2", "dp_shard 2 * pp 2": each layout with its own degree, not "4 x tp" (a degree of 4 for tp)
     names = "|".join(pattern for pattern, _ in LAYOUT_WORDS)
     text = re.sub(rf"\b((?:{names})\s*\d+)\s*(?:x|\*|×)\s*(?=(?:{names})\s*\d)", r"\1 and ", text, flags=re.I)
+    text = _refused_layout_again(text)
     text = re.sub(BARE_COUNT, r"\1 \2 processes", text, flags=re.I)
     # HSDP in words: "2 replicas x 2 shards", "2 replicas and 2 shards" are its degrees
     text = re.sub(r"\b(\d+)\s+replicas?\s*(?:x|and|by|times|,|with)?\s*(\d+)\s+shards?\b",
@@ -380,6 +550,19 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
                   r"(?:is\s+)?(?:sharded|fsdp|split|spread|partitioned)\s+(?:over|across|on|into|between|among)\s+(\d+)\s+"
                   r"(?:devices?|gpus?|cards?|ranks?|processes|shards?|ways?)\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
+    return text
+
+
+# A layout refused ("not tp") and named again as what went wrong ("tp oomed last time", "fsdp was too slow"): the reason
+# for refusing it, no second request of it ("it oomed last time").
+REFUSED_LAYOUT = r"\b(?:not|no|never|without|avoid)\s+(tp|pp|cp|ep|fsdp|ddp|dp_shard|dp_replicate)\b"
+WENT_WRONG = (r"(?:oomed|oom'?d|ooms|crashed|crashes|failed|fails|diverged|hung|died|blew\s+up|was|were|is|ran\s+out|"
+              r"keeps|kept)\b")  # fmt: skip
+
+
+def _refused_layout_again(text: str) -> str:
+    for name in {found.group(1).lower() for found in re.finditer(REFUSED_LAYOUT, text, re.I)}:
+        text = re.sub(rf"(?<![\w=-]){name}\s+(?={WENT_WRONG})", "it ", text, flags=re.I)
     return text
 
 
@@ -532,6 +715,11 @@ def _not_default(found: re.Match) -> str:
 
 def _spoken_digits(found: re.Match) -> str:
     return "".join("0" if w == "oh" else str(UNITS[w]) for w in found.group(0).lower().split())
+
+
+def _dictated_decimal(found: re.Match) -> str:
+    digits = {"zero": "0", "oh": "0", **{w: str(UNITS[w]) for w in _DIGIT.split("|")}}
+    return "0." + "".join(digits[w] for w in found.group(1).lower().split())
 
 
 def _dictated(text: str) -> str:
