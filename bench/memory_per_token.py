@@ -19,6 +19,7 @@ temporary directory), so both sides are each revision's own trainer and memory m
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import resource
@@ -58,12 +59,11 @@ def measure(seq_len: int) -> dict:
         from trainer.model.build import build_model
         from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
         from trainer.rank.step import token_loss_sum
-    else:  # --before's flat trainer/, which recomputed nothing without checkpointing
-        from trainer.memory_model import MemoryPlan, predict_memory
-        from trainer.step import token_loss_sum
-
-        from trainer.model import build_model
-
+    else:  # --before's flat trainer/, which recomputed nothing without checkpointing (imported by name: this tree
+        # has none of these modules)
+        flat = {name: importlib.import_module(f"trainer.{name}") for name in ("memory_model", "model", "step")}
+        MemoryPlan, predict_memory = flat["memory_model"].MemoryPlan, flat["memory_model"].predict_memory
+        build_model, token_loss_sum = flat["model"].build_model, flat["step"].token_loss_sum
         enable_activation_checkpointing = None
 
     torch.manual_seed(0)
