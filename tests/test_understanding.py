@@ -4791,3 +4791,41 @@ def test_an_optimizer_kept_as_it_is_sets_nothing(text, known):
 
 def test_an_optimizer_said_is_still_set(known):
     assert read("ddp on 2, sgd optimizer, 10 steps", known).args.get("set") == ["train.optimizer=sgd"]
+
+
+# --- fresh_w: phenomena of the held-out set by a new cast of personas ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        # a request put as a question of permission asks for the action, as "could you" does
+        ("would it be ok to start the long config on 2 GPUs with FSDP?", "run",
+         {"experiment": "configs/long.yaml", "nproc": 2, "layout": "dp_shard=2"}),
+        ("is it alright if you launch meshpilot.yaml with ddp on 2 gpus?", "run", {"nproc": 2,
+                                                                                  "layout": "dp_replicate=2"}),
+        ("would it be alright to have a peek at the main experiment file?", "read", {"path": "meshpilot.yaml"}),
+        ("is it okay if you take a peek at configs/long.yaml?", "read", {"path": "configs/long.yaml"}),
+        # a model's size is no count of GPUs on a box
+        ("before we spend anything: gemma 2 9b on a box of 4 H100 PCIe cards — how would you lay it out?", "plan",
+         {"devices": 4, "gpu": "h100-pcie", "model": "gemma-2-9b"}),
+        ("mistral 7b on a box with 2 H100s, what layout?", "plan", {"devices": 2, "model": "mistral-7b"}),
+    ],
+)  # fmt: skip
+def test_fresh_w_kinds(text, command, args, known):
+    test_fresh_t_kinds(text, command, args, known)
+
+
+@pytest.mark.parametrize("text", ["go", "ok, go ahead!", "Go for it.", "do it please"])
+def test_a_go_ahead_with_nothing_before_it_asks(text, known):
+    """Nothing earlier says what to do: a bare go-ahead is no launch of the defaults."""
+    assert read(text, known).clarify
+
+
+def test_a_go_with_what_to_do_still_launches(known):
+    intent = read("go with fsdp on 2 gpus", known)
+    assert (intent.command, intent.clarify, intent.args.get("layout")) == ("run", None, "dp_shard=2")
+
+
+def test_a_possibility_question_about_a_launch_stays_a_what_if(known):
+    assert read("would it be possible to train llama 70b on 4 a10s?", known).command == "plan"

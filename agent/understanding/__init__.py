@@ -141,6 +141,13 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = source
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
+    if (
+        intent.command in ACTIONS
+        and re.fullmatch(BARE_GO, plain.lower())
+        and not (context.calls or context.previous_text)
+    ):
+        intent.clarify = ("Go with what? Nothing earlier in this conversation says what to do; say it, e.g. "
+                          "`train 20 steps with dp_shard=2 on 2 GPUs`.")  # fmt: skip
     if _other_language(plain) and not _safe_unread(intent, entities, context):
         intent.clarify = (
             f"Most of that is in a language I do not read; I understood {_call_text(intent)}. "
@@ -185,6 +192,10 @@ def _other_language(plain: str) -> bool:
 # for long.yaml".
 REPEAT_WITH = (r"\b(?:same|again|repeat)\b.*\b(?:with|for|on|using)\s+(?:the\s+)?\S+\.ya?ml\b|"
                r"\b(?:with|for|on|using)\s+(?:the\s+)?\S+\.ya?ml\b.*\b(?:same|again)\b")  # fmt: skip
+# A go-ahead and nothing else ("go", "ok, go ahead", "do it"): it agrees to what was said before, and with nothing
+# before it agrees to nothing (never a launch of the defaults).
+BARE_GO = (r"\W*(?:(?:ok(?:ay)?|alright|right|so|then|now|yes|yep|sure)\W+)*(?:go|go ahead|go for it|let'?s go|do it|"
+           r"proceed|send it|ship it|make it so)(?:\W+(?:then|now|please|pls))*\W*")  # fmt: skip
 # A question about every run, not one: "which run had the best throughput?", "any OOM in the runs?"
 ACROSS_RUNS = (r"\bwhich (?:of the |of my )?runs?\b|\b(?:any|all|every|each) (?:of (?:the|my) )?runs?\b|"
                r"\b(?:in|across|among|over) (?:the|my|all|all the|these) runs\b|"

@@ -379,7 +379,8 @@ def _hardware(lowered: str, entities: Entities) -> None:
     nodes = re.search(rf"\b{COUNT}\s+{GPU_OF_NODE}(?:{NOUNS['nodes']})\b", part)
     per_node = re.search(
         rf"\b(?:{NOUNS['nodes']})\s*,?\s+{EACH_HAS}{COUNT}\b|\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|"
-        rf"\b{COUNT}(?!\s*gi?bs?\b)\s*(?:(?:[a-z]\w*|\d+\s*gi?bs?)\s+){{0,3}}?(?:per|each|a)\s+"
+        # a model's size is no count of GPUs: "gemma 2 9b on a box of 4" has 4 on its box, not 9
+        rf"\b{COUNT}(?!\s*(?:gi?bs?|b(?:illion)?)\b)\s*(?:(?:[a-z]\w*|\d+\s*gi?bs?)\s+){{0,3}}?(?:per|each|a)\s+"
         r"(?:node|machine|box|host|server|computer)\b|"
         rf"\b(?:{NOUNS['nodes']})\s*,?\s+{COUNT}\s*x\s*(?={NODE_GPU}|(?:{NOUNS['devices']})\b)",
         part,

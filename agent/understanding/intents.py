@@ -177,7 +177,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\b(?:cat|less|head|tail|print|dump)\b", 2),
         (
             r"\bwhat'?s in\b|\bwhat is in\b|\bcontents? of\b|\bshow me\b|\bshow\b|\bopen\b|\bread\b|\bdisplay\b|"
-            r"\b(?:can|could|may) (?:i|we) (?:see|view|look at)\b|\blet me (?:see|view|look at)\b",
+            r"\b(?:can|could|may) (?:i|we) (?:see|view|look at)\b|\blet me (?:see|view|look at)\b|"
+            r"\b(?:have|take|get|sneak) a (?:quick |little )?peek\b|\bpeek (?:at|into)\b",  # a look at it: show it
             1.5,
         ),
         (r"\blog(?: file)?\b|\bfile\b|\bconfig(?:uration)?\b(?! (?:won|wins|was best))", 1.5),

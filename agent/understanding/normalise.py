@@ -382,6 +382,12 @@ def _layout_key(found: re.Match) -> str:
 
 # A yes-or-no question marked as one instead of by its "?": "r1 finished y/n", "done (yes/no)", "crashed, yes or no".
 YES_NO = r"\s*\(?\b(?:y/n|yes/no)\b\)?\s*\??|\s*,?\s*\(?\byes or no\b\)?\s*\??\s*$"
+# A request put as a question of permission: "would it be ok to start the long config?", "is it alright if you open
+# the config?" ask for the action, as "could you" does (not whether it could work: "is it possible to" stays a what-if).
+PERMISSION = (
+    r"\b(?:would|will|is)\s+it\s+be\s+(?:ok(?:ay)?|alright|all right|fine|cool)\s+(?:to|if\s+(?:you|we|i)"
+    r"(?:\s+(?:could|can))?)\s+|\bis\s+it\s+(?:ok(?:ay)?|alright|all right|fine)\s+(?:to|if\s+(?:you|we|i))\s+"
+)
 
 
 # ("fsdp on 2 but not zero-3", "ddp over 4 - 10 steps": a clause or a dash after it ends the count too)
@@ -416,6 +422,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"(?<![\w./])w/(?!o\b)\s*(?=[a-z0-9])", "with ", text, flags=re.I)  # "w/ dp_shard"; "w/o" stays
     text = re.sub(YES_NO, "?", text, flags=re.I)
     text = re.sub(NO_TAG, "?", text, flags=re.I)
+    text = re.sub(PERMISSION, "could you ", text, flags=re.I)
     # dictated GPU names before numbers are composed: "a one hundred forty gig" is an A100 of 40 GiB, not 140
     text = re.sub(r"\b([ah])\s+one\s+hundred(s?)\b", r"\g<1>100\2", text, flags=re.I)
     text = re.sub(r"\bh\s+two\s+hundred(s?)\b", r"h200\1", text, flags=re.I)
