@@ -4810,6 +4810,32 @@ def test_an_optimizer_said_is_still_set(known):
         ("before we spend anything: gemma 2 9b on a box of 4 H100 PCIe cards — how would you lay it out?", "plan",
          {"devices": 4, "gpu": "h100-pcie", "model": "gemma-2-9b"}),
         ("mistral 7b on a box with 2 H100s, what layout?", "plan", {"devices": 2, "model": "mistral-7b"}),
+        # a sweep named by what it varied, the article unsaid after a preposition
+        ("Show me results of sweep over learning rates, please", "trials", {"sweep": "sweeps/lr-scan"}),
+        ("what came out of sweep across layouts?", "trials", {"sweep": "sweeps/layouts-nov"}),
+        # docs the team needs to reflect a sweep: an update of them, not a reading of the file named
+        ("The team needs docs/training.md and the README to reflect what we learned from the November layout sweep. "
+         "Can you make that happen?", "docs", {"sweep": "sweeps/layouts-nov"}),
+        ("the README needs to show what the lr sweep found", "docs", {"sweep": "sweeps/lr-scan"}),
+        # the runs in a manager's nouns
+        ("Can I get a full inventory of every training initiative we've run so far? Just want a pulse check on the "
+         "portfolio.", "runs", {}),
+        ("a catalogue of all our past experiments, please", "runs", {}),
+        # layouts described by analogy or in words
+        ("It's like every nurse on shift getting the full chart but each one handling different patients. I want that "
+         "kind of setup for training on 4 GPUs — can you start it?", "run", {"nproc": 4, "layout": "dp_replicate=4"}),
+        ("like every chef getting the whole recipe book while each one cooks different orders; train that on 2 gpus",
+         "run", {"nproc": 2, "layout": "dp_replicate=2"}),
+        ("I don't know the jargon — I just want training to use both our GPUs, each with its own full copy of the "
+         "model, splitting the data between them. Please get it started.", "run",
+         {"nproc": 2, "layout": "dp_replicate=2"}),
+        ("train on 4 cards, every one having its own copy of the model", "run", {"nproc": 4,
+                                                                                "layout": "dp_replicate=4"}),
+        ("my sequences in the long config are huge, so I'd like each one cut into 2 pieces with each GPU handling one "
+         "piece. I have 2 GPUs. Can you start that?", "run",
+         {"experiment": "configs/long.yaml", "nproc": 2, "layout": "cp=2"}),
+        ("the sequences are long: train with each one split into 4 parts, each gpu taking one, on 4 gpus", "run",
+         {"nproc": 4, "layout": "cp=4"}),
     ],
 )  # fmt: skip
 def test_fresh_w_kinds(text, command, args, known):
@@ -4829,3 +4855,14 @@ def test_a_go_with_what_to_do_still_launches(known):
 
 def test_a_possibility_question_about_a_launch_stays_a_what_if(known):
     assert read("would it be possible to train llama 70b on 4 a10s?", known).command == "plan"
+
+
+def test_an_analogy_of_different_parts_of_the_model_is_no_ddp(known):
+    intent = read("every worker getting the full model but each one handling different layers, on 2 gpus, start it",
+                  known)  # fmt: skip
+    assert intent.args.get("layout") != "dp_replicate=2"
+
+
+def test_each_one_cut_in_pieces_that_is_no_sequence_is_no_context_parallel(known):
+    intent = read("train on 2 gpus with the batches, each one cut into 2 pieces with each GPU handling one", known)
+    assert "cp=2" not in str(intent.args.get("layout"))

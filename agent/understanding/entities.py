@@ -835,8 +835,11 @@ GENERIC = NOT_NAMES | {"previous", "recent", "newest", "current", "most", "new",
                        "training", "real", "full", "big", "small", "short", "quick", "one", "two", "earlier", "older",
                        "old", "second", "third", "it", "its", "whole", "sweep", "runs", "sweeps", "default",
                        "usual"}  # fmt: skip
-# A sweep by what it varies: "the sweep over learning rates", "the sweep across layouts".
-SWEPT_OVER = r"\bthe\s+sweep\s+(?:over|of|on|across|for)\s+(?:the\s+)?((?:learning rates?|lrs?|layouts?|\w+))\b"
+# A sweep by what it varies: "the sweep over learning rates", "the sweep across layouts"; the article may go unsaid
+# after a preposition ("results of sweep over learning rates"), never at a verb's place ("sweep over layouts" is one
+# to run).
+SWEPT_OVER = (r"(?:\bthe\s+|(?<=\bof\s)|(?<=\bfrom\s)|(?<=\bin\s)|(?<=\bfor\s))sweep\s+(?:over|of|on|across|for)\s+"
+              r"(?:the\s+)?((?:learning rates?|lrs?|layouts?|\w+))\b")  # fmt: skip
 # An experiment described by the question it answered, how to split the model ("our latest 'which way should we split
 # the model across GPUs' experiment", "the study on how to shard llama"): the sweep that tried layouts.
 LAYOUT_PURPOSE = (r"\b(?:the|our|my|that|this)\s+(?:\w+\s+){0,3}?['\"]?(?:which|what|how|best)\b[^.;!?,]{0,60}?"

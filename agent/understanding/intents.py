@@ -138,7 +138,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:what|which) (?:training |finished |past |old )?runs (?:do|did|have|are|exist)\b|"
             # the runs as a collection kept: "our run inventory", "the catalogue of experiments"
             r"\b(?:runs?|experiments?|jobs?)\s+(?:inventory|catalog(?:ue)?|roster)\b|"
-            r"\b(?:inventory|catalog(?:ue)?|roster)\s+of\s+(?:the\s+|our\s+|my\s+|all\s+)?(?:runs|experiments|jobs)\b",
+            # "a full inventory of every training initiative we've run": the runs, in a manager's nouns
+            r"\b(?:inventory|catalog(?:ue)?|roster)\s+of\s+(?:(?:the|our|my|all|every|each)\s+)*"
+            r"(?:(?:training|past|previous)\s+)?(?:runs?|experiments?|jobs?|initiatives?|efforts?|trainings?)\b",
             8,
         ),
         # "which experiments did I run here?", "what jobs have we trained", "give me the list"
@@ -403,7 +405,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (rf"\b{DOC_NOUN}\b.*\b{DOC_VERB}", 3),
         # "make sure the docs reflect the last sweep", "I want the readme to show lr-scan": docs made to say it
         (
-            rf"\b(?:make sure|ensure|get|have|want|need)\b.*\b{DOC_NOUN}\b.*"
+            rf"\b(?:make sure|ensure|gets?|have|has|wants?|needs?)\b.*\b{DOC_NOUN}\b.*"
             r"\b(?:reflects?|shows?|includes?|match(?:es)?|covers?|says?)\b",
             3,
         ),

@@ -485,7 +485,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b((?:h100|h200|a100)s?)\s+(?:of|with|da|de|di|del|con|mit|von|avec|com)\s+"
                   r"(?=\d+(?:\.\d+)?\s*(?:gi?b|gigs?|g)\b)", r"\1 ",
                   text, flags=re.I)  # fmt: skip
-    text = re.sub(r"\bboth\s+(?=(?:gpus|cards|devices|nodes|machines|boxes)\b)", "2 ", text, flags=re.I)
+    # "both GPUs", "both our GPUs", "both of the cards": two of them
+    text = re.sub(r"\bboth\s+(?:of\s+)?(?:(?:our|my|the|your|their)\s+)?"
+                  r"(?=(?:gpus|cards|devices|nodes|machines|boxes)\b)", "2 ", text, flags=re.I)  # fmt: skip
     text = re.sub(r"\b(\d+)\s+(?:such|identical|similar|more such)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
     # a size or kind said of counted machines is no part of their count: "3 wee servers", "2 beefy boxes"
     text = re.sub(rf"\b(\d+)\s+{MACHINE_ADJECTIVES}\s+(?=(?:nodes?|machines?|servers?|boxes|hosts?|computers?)\b)",
