@@ -4866,3 +4866,37 @@ def test_an_analogy_of_different_parts_of_the_model_is_no_ddp(known):
 def test_each_one_cut_in_pieces_that_is_no_sequence_is_no_context_parallel(known):
     intent = read("train on 2 gpus with the batches, each one cut into 2 pieces with each GPU handling one", known)
     assert "cp=2" not in str(intent.args.get("layout"))
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        # a ticket's labels are no settings; what it rules out is not done
+        ("MLOPS-388 Kick off training. AC: 4 GPUs, fully sharded data parallel across all 4, 50 steps, default "
+         "experiment file. DoD: run id posted in ticket.", "run", {"nproc": 4, "layout": "dp_shard=4", "steps": 50}),
+        ("MLOPS-412 Start training run. AC: 2 GPUs, FSDP, activation checkpointing disabled. Out of scope: TP.", "run",
+         {"nproc": 2, "layout": "dp_shard=2", "set": ["train.activation_checkpointing=false"]}),
+        ("INFRA-7 launch training. Acceptance criteria: 2 GPUs, DDP, 30 steps. Definition of done: loss logged.",
+         "run", {"nproc": 2, "layout": "dp_replicate=2", "steps": 30}),
+        # HSDP's degrees in words
+        ("8 GPUs, HSDP with 2 replicas of 4 shards, lr 3e-4, micro batch 2, 200 steps", "run",
+         {"nproc": 8, "layout": "dp_replicate=2,dp_shard=4", "steps": 200,
+          "set": ["train.lr=3e-4", "train.micro_batch=2"]}),
+        ("train on 8 gpus as 4 replicas of 2 shards", "run", {"nproc": 8, "layout": "dp_replicate=4,dp_shard=2"}),
+        # typos of a verb and of a suite's name; an experiment by its compound name
+        ("opne the config for the long seqeunce experiment", "read", {"path": "configs/long.yaml"}),
+        ("show me the long context config", "read", {"path": "configs/long.yaml"}),
+        ("benchamrk runs/r1 on the privte suite", "bench", {"model": "runs/r1", "suite": "builtin"}),
+        # a business idiom is no name of a run
+        ("Let's double-click on the learning-rate sweep — which trial is our north star?", "trials",
+         {"sweep": "sweeps/lr-scan"}),
+        ("a drill-down on the layouts-nov sweep please, who won?", "trials", {"sweep": "sweeps/layouts-nov"}),
+    ],
+)  # fmt: skip
+def test_fresh_w_asked_kinds(text, command, args, known):
+    test_fresh_t_kinds(text, command, args, known)
+
+
+def test_ac_with_its_state_is_still_activation_checkpointing(known):
+    intent = read("train on 2 gpus with fsdp, AC: off", known)
+    assert intent.args.get("set") == ["train.activation_checkpointing=false"]

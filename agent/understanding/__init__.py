@@ -371,6 +371,9 @@ NOT_A_NAME = (
     # meetings and events ("before the all-hands", "at the stand-up", "after the off-site"): times, no run's name
     r"all-hands?|stand-ups?|town-halls?|off-sites?|on-sites?|one-on-ones?|1-on-1s?|sync-ups?|kick-offs?|catch-ups?|"
     r"check-ins?|wrap-ups?|deep-dives?|brown-bags?|lunch-and-learns?|show-and-tells?|q-and-a|go-lives?|"
+    # business idioms ("double-click on the lr sweep", "a drill-down", "our north-star"): words, no run's name
+    r"double-click(?:s|ed|ing)?|drill-downs?|level-sets?|north-stars?|game-changers?|best-in-class|end-to-end|"
+    r"high-level|top-line|bottom-line|long-term|short-term|low-hanging|deep-dive[sd]?|follow-ups?|"
     r"\w+-(?:ready|based|like|level|style|friendly|only|free|heavy|bound|aware|sized|related|specific))$"
 )
 

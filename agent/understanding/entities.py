@@ -774,8 +774,10 @@ def _names(text: str, entities: Entities, known: Known) -> None:
     found = re.search(MAIN_EXPERIMENT, lowered)
     if found and known.file("meshpilot.yaml") and not (found.group(1) and known.config(found.group(1))):
         entities.add("experiment", "meshpilot.yaml", found.span())  # (configs/default.yaml is named as it is)
-    # "the long config", and its stem first in a compound: "the long-context config", "the long-seq experiment"
-    for found in re.finditer(r"\b(?=(?:the\s+)?(\w+)(?:-\w+)?\s+(?:config(?:uration)?|experiment)(?:\s+file)?\b)",
+    # "the long config", and its stem first in a compound: "the long-context config", "the long-seq experiment", "the
+    # long sequence experiment"
+    for found in re.finditer(r"\b(?=(?:the\s+)?(\w+)(?:-\w+|\s+(?:sequence|seq|context|ctx|seqlen)s?)?\s+"
+                             r"(?:config(?:uration)?|experiment)(?:\s+file)?\b)",
                              lowered):  # fmt: skip
         if path := known.config(found.group(1)):
             entities.add("experiment", path, found.span(1))
