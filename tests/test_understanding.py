@@ -4853,8 +4853,11 @@ def test_a_go_with_what_to_do_still_launches(known):
     assert (intent.command, intent.clarify, intent.args.get("layout")) == ("run", None, "dp_shard=2")
 
 
-def test_a_possibility_question_about_a_launch_stays_a_what_if(known):
-    assert read("would it be possible to train llama 70b on 4 a10s?", known).command == "plan"
+@pytest.mark.parametrize(
+    "text", ["would it be possible to train llama 3.1 70b on 4 a10s?", "is it fine to train llama 3.1 70b on 4 a10s?"]
+)
+def test_a_possibility_question_about_a_launch_stays_a_what_if(text, known):
+    assert read(text, known).command == "plan"
 
 
 def test_an_analogy_of_different_parts_of_the_model_is_no_ddp(known):

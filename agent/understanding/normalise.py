@@ -404,8 +404,9 @@ YES_NO = r"\s*\(?\b(?:y/n|yes/no)\b\)?\s*\??|\s*,?\s*\(?\byes or no\b\)?\s*\??\s
 # A request put as a question of permission: "would it be ok to start the long config?", "is it alright if you open
 # the config?" ask for the action, as "could you" does (not whether it could work: "is it possible to" stays a what-if).
 PERMISSION = (
-    r"\b(?:would|will|is)\s+it\s+be\s+(?:ok(?:ay)?|alright|all right|fine|cool)\s+(?:to|if\s+(?:you|we|i)"
-    r"(?:\s+(?:could|can))?)\s+|\bis\s+it\s+(?:ok(?:ay)?|alright|all right|fine)\s+(?:to|if\s+(?:you|we|i))\s+"
+    # ("is it fine to run 70b on 4 a10s?", "is it ok to use tp here?" weigh an idea: left as they are)
+    r"\b(?:would|will)\s+it\s+be\s+(?:ok(?:ay)?|alright|all right)\s+(?:to|if\s+(?:you|we|i)"
+    r"(?:\s+(?:could|can))?)\s+|\bis\s+it\s+(?:ok(?:ay)?|alright|all right)\s+if\s+(?:you|we|i)\s+"
 )
 
 
