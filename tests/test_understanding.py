@@ -4791,3 +4791,115 @@ def test_an_optimizer_kept_as_it_is_sets_nothing(text, known):
 
 def test_an_optimizer_said_is_still_set(known):
     assert read("ddp on 2, sgd optimizer, 10 steps", known).args.get("set") == ["train.optimizer=sgd"]
+
+
+# --- fresh_w: phenomena of the held-out set by a new cast of personas ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        # a request put as a question of permission asks for the action, as "could you" does
+        ("would it be ok to start the long config on 2 GPUs with FSDP?", "run",
+         {"experiment": "configs/long.yaml", "nproc": 2, "layout": "dp_shard=2"}),
+        ("is it alright if you launch meshpilot.yaml with ddp on 2 gpus?", "run", {"nproc": 2,
+                                                                                  "layout": "dp_replicate=2"}),
+        ("would it be alright to have a peek at the main experiment file?", "read", {"path": "meshpilot.yaml"}),
+        ("is it okay if you take a peek at configs/long.yaml?", "read", {"path": "configs/long.yaml"}),
+        # a model's size is no count of GPUs on a box
+        ("before we spend anything: gemma 2 9b on a box of 4 H100 PCIe cards — how would you lay it out?", "plan",
+         {"devices": 4, "gpu": "h100-pcie", "model": "gemma-2-9b"}),
+        ("mistral 7b on a box with 2 H100s, what layout?", "plan", {"devices": 2, "model": "mistral-7b"}),
+        # a sweep named by what it varied, the article unsaid after a preposition
+        ("Show me results of sweep over learning rates, please", "trials", {"sweep": "sweeps/lr-scan"}),
+        ("what came out of sweep across layouts?", "trials", {"sweep": "sweeps/layouts-nov"}),
+        # docs the team needs to reflect a sweep: an update of them, not a reading of the file named
+        ("The team needs docs/training.md and the README to reflect what we learned from the November layout sweep. "
+         "Can you make that happen?", "docs", {"sweep": "sweeps/layouts-nov"}),
+        ("the README needs to show what the lr sweep found", "docs", {"sweep": "sweeps/lr-scan"}),
+        # the runs in a manager's nouns
+        ("Can I get a full inventory of every training initiative we've run so far? Just want a pulse check on the "
+         "portfolio.", "runs", {}),
+        ("a catalogue of all our past experiments, please", "runs", {}),
+        # layouts described by analogy or in words
+        ("It's like every nurse on shift getting the full chart but each one handling different patients. I want that "
+         "kind of setup for training on 4 GPUs — can you start it?", "run", {"nproc": 4, "layout": "dp_replicate=4"}),
+        ("like every chef getting the whole recipe book while each one cooks different orders; train that on 2 gpus",
+         "run", {"nproc": 2, "layout": "dp_replicate=2"}),
+        ("I don't know the jargon — I just want training to use both our GPUs, each with its own full copy of the "
+         "model, splitting the data between them. Please get it started.", "run",
+         {"nproc": 2, "layout": "dp_replicate=2"}),
+        ("train on 4 cards, every one having its own copy of the model", "run", {"nproc": 4,
+                                                                                "layout": "dp_replicate=4"}),
+        ("my sequences in the long config are huge, so I'd like each one cut into 2 pieces with each GPU handling one "
+         "piece. I have 2 GPUs. Can you start that?", "run",
+         {"experiment": "configs/long.yaml", "nproc": 2, "layout": "cp=2"}),
+        ("the sequences are long: train with each one split into 4 parts, each gpu taking one, on 4 gpus", "run",
+         {"nproc": 4, "layout": "cp=4"}),
+    ],
+)  # fmt: skip
+def test_fresh_w_kinds(text, command, args, known):
+    test_fresh_t_kinds(text, command, args, known)
+
+
+@pytest.mark.parametrize("text", ["go", "ok, go ahead!", "Go for it.", "do it please"])
+def test_a_go_ahead_with_nothing_before_it_asks(text, known):
+    """Nothing earlier says what to do: a bare go-ahead is no launch of the defaults."""
+    assert read(text, known).clarify
+
+
+def test_a_go_with_what_to_do_still_launches(known):
+    intent = read("go with fsdp on 2 gpus", known)
+    assert (intent.command, intent.clarify, intent.args.get("layout")) == ("run", None, "dp_shard=2")
+
+
+@pytest.mark.parametrize(
+    "text", ["would it be possible to train llama 3.1 70b on 4 a10s?", "is it fine to train llama 3.1 70b on 4 a10s?"]
+)
+def test_a_possibility_question_about_a_launch_stays_a_what_if(text, known):
+    assert read(text, known).command == "plan"
+
+
+def test_an_analogy_of_different_parts_of_the_model_is_no_ddp(known):
+    intent = read("every worker getting the full model but each one handling different layers, on 2 gpus, start it",
+                  known)  # fmt: skip
+    assert intent.args.get("layout") != "dp_replicate=2"
+
+
+def test_each_one_cut_in_pieces_that_is_no_sequence_is_no_context_parallel(known):
+    intent = read("train on 2 gpus with the batches, each one cut into 2 pieces with each GPU handling one", known)
+    assert "cp=2" not in str(intent.args.get("layout"))
+
+
+@pytest.mark.parametrize(
+    "text, command, args",
+    [
+        # a ticket's labels are no settings; what it rules out is not done
+        ("MLOPS-388 Kick off training. AC: 4 GPUs, fully sharded data parallel across all 4, 50 steps, default "
+         "experiment file. DoD: run id posted in ticket.", "run", {"nproc": 4, "layout": "dp_shard=4", "steps": 50}),
+        ("MLOPS-412 Start training run. AC: 2 GPUs, FSDP, activation checkpointing disabled. Out of scope: TP.", "run",
+         {"nproc": 2, "layout": "dp_shard=2", "set": ["train.activation_checkpointing=false"]}),
+        ("INFRA-7 launch training. Acceptance criteria: 2 GPUs, DDP, 30 steps. Definition of done: loss logged.",
+         "run", {"nproc": 2, "layout": "dp_replicate=2", "steps": 30}),
+        # HSDP's degrees in words
+        ("8 GPUs, HSDP with 2 replicas of 4 shards, lr 3e-4, micro batch 2, 200 steps", "run",
+         {"nproc": 8, "layout": "dp_replicate=2,dp_shard=4", "steps": 200,
+          "set": ["train.lr=3e-4", "train.micro_batch=2"]}),
+        ("train on 8 gpus as 4 replicas of 2 shards", "run", {"nproc": 8, "layout": "dp_replicate=4,dp_shard=2"}),
+        # typos of a verb and of a suite's name; an experiment by its compound name
+        ("opne the config for the long seqeunce experiment", "read", {"path": "configs/long.yaml"}),
+        ("show me the long context config", "read", {"path": "configs/long.yaml"}),
+        ("benchamrk runs/r1 on the privte suite", "bench", {"model": "runs/r1", "suite": "builtin"}),
+        # a business idiom is no name of a run
+        ("Let's double-click on the learning-rate sweep — which trial is our north star?", "trials",
+         {"sweep": "sweeps/lr-scan"}),
+        ("a drill-down on the layouts-nov sweep please, who won?", "trials", {"sweep": "sweeps/layouts-nov"}),
+    ],
+)  # fmt: skip
+def test_fresh_w_asked_kinds(text, command, args, known):
+    test_fresh_t_kinds(text, command, args, known)
+
+
+def test_ac_with_its_state_is_still_activation_checkpointing(known):
+    intent = read("train on 2 gpus with fsdp, AC: off", known)
+    assert intent.args.get("set") == ["train.activation_checkpointing=false"]

@@ -141,6 +141,13 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = source
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
+    if (
+        intent.command in ACTIONS
+        and re.fullmatch(BARE_GO, plain.lower())
+        and not (context.calls or context.previous_text)
+    ):
+        intent.clarify = ("Go with what? Nothing earlier in this conversation says what to do; say it, e.g. "
+                          "`train 20 steps with dp_shard=2 on 2 GPUs`.")  # fmt: skip
     if _other_language(plain) and not _safe_unread(intent, entities, context):
         intent.clarify = (
             f"Most of that is in a language I do not read; I understood {_call_text(intent)}. "
@@ -185,6 +192,10 @@ def _other_language(plain: str) -> bool:
 # for long.yaml".
 REPEAT_WITH = (r"\b(?:same|again|repeat)\b.*\b(?:with|for|on|using)\s+(?:the\s+)?\S+\.ya?ml\b|"
                r"\b(?:with|for|on|using)\s+(?:the\s+)?\S+\.ya?ml\b.*\b(?:same|again)\b")  # fmt: skip
+# A go-ahead and nothing else ("go", "ok, go ahead", "do it"): it agrees to what was said before, and with nothing
+# before it agrees to nothing (never a launch of the defaults).
+BARE_GO = (r"\W*(?:(?:ok(?:ay)?|alright|right|so|then|now|yes|yep|sure)\W+)*(?:go|go ahead|go for it|let'?s go|do it|"
+           r"proceed|send it|ship it|make it so)(?:\W+(?:then|now|please|pls))*\W*")  # fmt: skip
 # A question about every run, not one: "which run had the best throughput?", "any OOM in the runs?"
 ACROSS_RUNS = (r"\bwhich (?:of the |of my )?runs?\b|\b(?:any|all|every|each) (?:of (?:the|my) )?runs?\b|"
                r"\b(?:in|across|among|over) (?:the|my|all|all the|these) runs\b|"
@@ -360,6 +371,9 @@ NOT_A_NAME = (
     # meetings and events ("before the all-hands", "at the stand-up", "after the off-site"): times, no run's name
     r"all-hands?|stand-ups?|town-halls?|off-sites?|on-sites?|one-on-ones?|1-on-1s?|sync-ups?|kick-offs?|catch-ups?|"
     r"check-ins?|wrap-ups?|deep-dives?|brown-bags?|lunch-and-learns?|show-and-tells?|q-and-a|go-lives?|"
+    # business idioms ("double-click on the lr sweep", "a drill-down", "our north-star"): words, no run's name
+    r"double-click(?:s|ed|ing)?|drill-downs?|level-sets?|north-stars?|game-changers?|best-in-class|end-to-end|"
+    r"high-level|top-line|bottom-line|long-term|short-term|low-hanging|deep-dive[sd]?|follow-ups?|"
     r"\w+-(?:ready|based|like|level|style|friendly|only|free|heavy|bound|aware|sized|related|specific))$"
 )
 

@@ -124,7 +124,18 @@ LAYOUT_DESCRIPTIONS = [
         rf"\b(?:each|every)\s+{_CARD}\s+(?:gets|has|holds|keeps|trains|runs|having|holding)\s+(?:the\s+)?(?:whole|full|"
         r"entire|complete)\s+model\b|"
         r"\b(?:only|just)\s+(?:split(?:ting)?|divid(?:e|ing)|shard(?:ing)?)\s+the\s+(?:data|batch(?:es)?)\b|"
-        r"\b(?:only|just)\s+the\s+(?:data|batch(?:es)?)\s+(?:is\s+|gets\s+)?(?:split|divided|sharded)\b",
+        r"\b(?:only|just)\s+the\s+(?:data|batch(?:es)?)\s+(?:is\s+|gets\s+)?(?:split|divided|sharded)\b|"
+        # the cards first, what each has after: "both our GPUs, each with its own full copy of the model"
+        r"(?:(?<=gpus, )|(?<=gpus )|(?<=cards, )|(?<=cards )|(?<=devices, )|(?<=devices ))(?:each|every\s+one)\s+"
+        r"(?:(?:of\s+them|one)\s+)?(?:with|having|holding|keeping|getting)\s+"
+        r"(?:its|their|a)\s+(?:own\s+)?(?:full\s+|whole\s+|complete\s+)?(?:copy|replica)(?:\s+of\s+the\s+model)?\b|"
+        # an analogy: every one given the whole thing, each doing different work ("every nurse getting the full chart
+        # but each one handling different patients"); different layers or parts of the model would be a split model
+        r"\b(?:each|every)\s+[a-z]+(?:\s+[a-z]+){0,3}?\s+(?:getting|gets|having|has|holding|holds|with|keeping)\s+"
+        r"(?:the|a|its|their)\s+(?:own\s+)?(?:full|whole|complete|entire)\s+[a-z]+\b[^.;?!]{0,30}?\b(?:but|while|and|"
+        r"yet)\s+(?:each(?:\s+one)?|every\s+one|each\s+of\s+them)\s+(?:working\s+on|works\s+on|"
+        r"[a-z]+(?:ing|s))\s+(?:different|"
+        r"separate|its\s+own|their\s+own)\s+(?!(?:layers?|stages?|parts?|pieces?|slices?|halves|matri\w*)\b)[a-z]+",
         "with ddp",
         "ddp",
     ),
@@ -161,8 +172,15 @@ LAYOUT_DESCRIPTIONS = [
         rf"(?=\s+(?:across|over|between|among)\b)|"
         rf"\b(?:the\s+|each\s+|every\s+)?(?:sequences?|context)\s+(?:(?:is|are|being|gets|get)\s+)?{SPLIT}(?:\s+up)?"
         rf"(?=\s+(?:across|over|between|among)\b)|"
-        rf"\b(?:each|every)\s+{_CARD}\s+{_HOLDS}\s+{_SHARE}\s+(?:the|each|every)\s+(?:sequences?|context|tokens)\b",
-        "context parallel",
+        rf"\b(?:each|every)\s+{_CARD}\s+{_HOLDS}\s+{_SHARE}\s+(?:the|each|every)\s+(?:sequences?|context|tokens)\b|"
+        # the sequences named, then each one cut, each card taking a piece: "my sequences are huge, so I'd like each
+        # one cut into 2 pieces with each GPU handling one piece"
+        rf"\beach(?:\s+one)?\s+(?:(?:to\s+)?(?:be|is|gets?|being)\s+)?{SPLIT}(?:\s+up)?"
+        rf"\s+into\s+(?P<cp_parts>\d+|two|halves)\s+(?:pieces|parts|chunks|halves|segments)\b[^.;?!]{{0,20}}?"
+        rf"\b(?:each|every)\s+{_CARD}\s+{_HOLDS}\s+(?:one|a)\b",
+        lambda found: (
+            _parts_of("context parallel", "cp", found, "cp_parts") if _of_sequences(found) else found.group(0)
+        ),
         "context parallel",
     ),
 ]
@@ -227,6 +245,21 @@ ASKED_HOW = r"\b(?:how|which way|best way|what way|smartest way|right way)\b[^.?
 # full copy" takes nothing back).
 NEGATED = (rf"(?P<negated>\b(?:not|no|never|without|{NT}|rather than|instead of|avoid|avoiding)\s+"
            r"(?:(?!(?:and|but|then|so|just|instead|rather|wait|problem|worries)\b)[a-z']+\s+){0,3}?)?")  # fmt: skip
+
+
+def _of_sequences(found: re.Match) -> bool:
+    """Whether "each one" cut in parts is a sequence: the sentence named sequences just before it (or no "each one")."""
+    if not found.group("cp_parts"):
+        return True
+    return bool(re.search(r"\bsequences\b[^.;?!]{0,60}$", found.string[: found.start()], re.I))
+
+
+def _parts_of(words: str, dim: str, found: re.Match, group: str) -> str:
+    """The layout's words, with the degree of the parts the description named, if it named them."""
+    parts = found.group(group)
+    if not parts:
+        return words
+    return f"{dim}={2 if parts in ('two', 'halves') else parts}"
 
 
 def _in_parts(words: str, dim: str, found: re.Match) -> str:

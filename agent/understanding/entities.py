@@ -379,7 +379,8 @@ def _hardware(lowered: str, entities: Entities) -> None:
     nodes = re.search(rf"\b{COUNT}\s+{GPU_OF_NODE}(?:{NOUNS['nodes']})\b", part)
     per_node = re.search(
         rf"\b(?:{NOUNS['nodes']})\s*,?\s+{EACH_HAS}{COUNT}\b|\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|"
-        rf"\b{COUNT}(?!\s*gi?bs?\b)\s*(?:(?:[a-z]\w*|\d+\s*gi?bs?)\s+){{0,3}}?(?:per|each|a)\s+"
+        # a model's size is no count of GPUs: "gemma 2 9b on a box of 4" has 4 on its box, not 9
+        rf"\b{COUNT}(?!\s*(?:gi?bs?|b(?:illion)?)\b)\s*(?:(?:[a-z]\w*|\d+\s*gi?bs?)\s+){{0,3}}?(?:per|each|a)\s+"
         r"(?:node|machine|box|host|server|computer)\b|"
         rf"\b(?:{NOUNS['nodes']})\s*,?\s+{COUNT}\s*x\s*(?={NODE_GPU}|(?:{NOUNS['devices']})\b)",
         part,
@@ -773,8 +774,10 @@ def _names(text: str, entities: Entities, known: Known) -> None:
     found = re.search(MAIN_EXPERIMENT, lowered)
     if found and known.file("meshpilot.yaml") and not (found.group(1) and known.config(found.group(1))):
         entities.add("experiment", "meshpilot.yaml", found.span())  # (configs/default.yaml is named as it is)
-    # "the long config", and its stem first in a compound: "the long-context config", "the long-seq experiment"
-    for found in re.finditer(r"\b(?=(?:the\s+)?(\w+)(?:-\w+)?\s+(?:config(?:uration)?|experiment)(?:\s+file)?\b)",
+    # "the long config", and its stem first in a compound: "the long-context config", "the long-seq experiment", "the
+    # long sequence experiment"
+    for found in re.finditer(r"\b(?=(?:the\s+)?(\w+)(?:-\w+|\s+(?:sequence|seq|context|ctx|seqlen)s?)?\s+"
+                             r"(?:config(?:uration)?|experiment)(?:\s+file)?\b)",
                              lowered):  # fmt: skip
         if path := known.config(found.group(1)):
             entities.add("experiment", path, found.span(1))
@@ -834,8 +837,11 @@ GENERIC = NOT_NAMES | {"previous", "recent", "newest", "current", "most", "new",
                        "training", "real", "full", "big", "small", "short", "quick", "one", "two", "earlier", "older",
                        "old", "second", "third", "it", "its", "whole", "sweep", "runs", "sweeps", "default",
                        "usual"}  # fmt: skip
-# A sweep by what it varies: "the sweep over learning rates", "the sweep across layouts".
-SWEPT_OVER = r"\bthe\s+sweep\s+(?:over|of|on|across|for)\s+(?:the\s+)?((?:learning rates?|lrs?|layouts?|\w+))\b"
+# A sweep by what it varies: "the sweep over learning rates", "the sweep across layouts"; the article may go unsaid
+# after a preposition ("results of sweep over learning rates"), never at a verb's place ("sweep over layouts" is one
+# to run).
+SWEPT_OVER = (r"(?:\bthe\s+|(?<=\bof\s)|(?<=\bfrom\s)|(?<=\bin\s)|(?<=\bfor\s))sweep\s+(?:over|of|on|across|for)\s+"
+              r"(?:the\s+)?((?:learning rates?|lrs?|layouts?|\w+))\b")  # fmt: skip
 # An experiment described by the question it answered, how to split the model ("our latest 'which way should we split
 # the model across GPUs' experiment", "the study on how to shard llama"): the sweep that tried layouts.
 LAYOUT_PURPOSE = (r"\b(?:the|our|my|that|this)\s+(?:\w+\s+){0,3}?['\"]?(?:which|what|how|best)\b[^.;!?,]{0,60}?"

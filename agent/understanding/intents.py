@@ -138,7 +138,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:what|which) (?:training |finished |past |old )?runs (?:do|did|have|are|exist)\b|"
             # the runs as a collection kept: "our run inventory", "the catalogue of experiments"
             r"\b(?:runs?|experiments?|jobs?)\s+(?:inventory|catalog(?:ue)?|roster)\b|"
-            r"\b(?:inventory|catalog(?:ue)?|roster)\s+of\s+(?:the\s+|our\s+|my\s+|all\s+)?(?:runs|experiments|jobs)\b",
+            # "a full inventory of every training initiative we've run": the runs, in a manager's nouns
+            r"\b(?:inventory|catalog(?:ue)?|roster)\s+of\s+(?:(?:the|our|my|all|every|each)\s+)*"
+            r"(?:(?:training|past|previous)\s+)?(?:runs?|experiments?|jobs?|initiatives?|efforts?|trainings?)\b",
             8,
         ),
         # "which experiments did I run here?", "what jobs have we trained", "give me the list"
@@ -177,7 +179,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\b(?:cat|less|head|tail|print|dump)\b", 2),
         (
             r"\bwhat'?s in\b|\bwhat is in\b|\bcontents? of\b|\bshow me\b|\bshow\b|\bopen\b|\bread\b|\bdisplay\b|"
-            r"\b(?:can|could|may) (?:i|we) (?:see|view|look at)\b|\blet me (?:see|view|look at)\b",
+            r"\b(?:can|could|may) (?:i|we) (?:see|view|look at)\b|\blet me (?:see|view|look at)\b|"
+            r"\b(?:have|take|get|sneak) a (?:quick |little )?peek\b|\bpeek (?:at|into)\b",  # a look at it: show it
             1.5,
         ),
         (r"\blog(?: file)?\b|\bfile\b|\bconfig(?:uration)?\b(?! (?:won|wins|was best))", 1.5),
@@ -402,7 +405,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (rf"\b{DOC_NOUN}\b.*\b{DOC_VERB}", 3),
         # "make sure the docs reflect the last sweep", "I want the readme to show lr-scan": docs made to say it
         (
-            rf"\b(?:make sure|ensure|get|have|want|need)\b.*\b{DOC_NOUN}\b.*"
+            rf"\b(?:make sure|ensure|gets?|have|has|wants?|needs?)\b.*\b{DOC_NOUN}\b.*"
             r"\b(?:reflects?|shows?|includes?|match(?:es)?|covers?|says?)\b",
             3,
         ),

@@ -259,7 +259,7 @@ FALSE_FRIEND_UPDATE = r"\bactuali[sz](e|es|ed|ing)\b"
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
 trials without gpus disabled enabled disable enable list
-completed finish stop wait kill abort halt resume batch micro precision default delete remove"""
+completed finish stop wait kill abort halt resume batch micro precision default delete remove open private"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
@@ -380,8 +380,34 @@ def _layout_key(found: re.Match) -> str:
     return close[0] if len(close) == 1 else found.group(0)
 
 
+# HSDP's degrees in words: "2 replicas of 4 shards", "2 replicas x 4 shards", "2 replicas, 4 shards each" (replicate
+# first, shard second, as "hsdp 2x4" is read).
+REPLICAS_OF_SHARDS = (r"(?:\b(?P<named>hsdp|hybrid[- ]shard\w*)\W*(?:with\s+|as\s+|of\s+)?)?"
+                      r"\b(\d+)\s+(?:replicas?|replicated\s+groups?)\s*(?:,|of|x|by|with|each\s+(?:of|with))\s*"
+                      r"(\d+)\s+(?:shards?|sharded\s+ranks?)(?:\s+each)?\b")  # fmt: skip
+
+
+def _replicas_of_shards(found: re.Match) -> str:
+    return f"{found.group('named') or 'hsdp'} {found.group(2)}x{found.group(3)}"
+
+
+# A ticket's section labels ("AC: 4 GPUs, FSDP", "DoD: run id posted"): acceptance criteria and definition of done,
+# no setting ("AC" is activation checkpointing only with its state: "AC: off").
+TICKET_LABEL = (r"\b(?:AC|A/C|[Aa]cceptance [Cc]riteria|DoD|DOD|[Dd]efinition of [Dd]one)\s*:"
+                r"(?!\s*(?:on|off|true|false|yes|no|enabled?|disabled?|ON|OFF)\b)\s*")  # fmt: skip
+# What a ticket rules out: "Out of scope: TP" (no tensor parallel), "non-goals: packing".
+OUT_OF_SCOPE = r"\b(?:out of scope|non-?goals?)\s*:\s*"
+
+
 # A yes-or-no question marked as one instead of by its "?": "r1 finished y/n", "done (yes/no)", "crashed, yes or no".
 YES_NO = r"\s*\(?\b(?:y/n|yes/no)\b\)?\s*\??|\s*,?\s*\(?\byes or no\b\)?\s*\??\s*$"
+# A request put as a question of permission: "would it be ok to start the long config?", "is it alright if you open
+# the config?" ask for the action, as "could you" does (not whether it could work: "is it possible to" stays a what-if).
+PERMISSION = (
+    # ("is it fine to run 70b on 4 a10s?", "is it ok to use tp here?" weigh an idea: left as they are)
+    r"\b(?:would|will)\s+it\s+be\s+(?:ok(?:ay)?|alright|all right)\s+(?:to|if\s+(?:you|we|i)"
+    r"(?:\s+(?:could|can))?)\s+|\bis\s+it\s+(?:ok(?:ay)?|alright|all right)\s+if\s+(?:you|we|i)\s+"
+)
 
 
 # ("fsdp on 2 but not zero-3", "ddp over 4 - 10 steps": a clause or a dash after it ends the count too)
@@ -416,6 +442,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"(?<![\w./])w/(?!o\b)\s*(?=[a-z0-9])", "with ", text, flags=re.I)  # "w/ dp_shard"; "w/o" stays
     text = re.sub(YES_NO, "?", text, flags=re.I)
     text = re.sub(NO_TAG, "?", text, flags=re.I)
+    text = re.sub(PERMISSION, "could you ", text, flags=re.I)
+    text = re.sub(TICKET_LABEL, "", text)
+    text = re.sub(OUT_OF_SCOPE, "no ", text, flags=re.I)
     # dictated GPU names before numbers are composed: "a one hundred forty gig" is an A100 of 40 GiB, not 140
     text = re.sub(r"\b([ah])\s+one\s+hundred(s?)\b", r"\g<1>100\2", text, flags=re.I)
     text = re.sub(r"\bh\s+two\s+hundred(s?)\b", r"h200\1", text, flags=re.I)
@@ -478,8 +507,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b((?:h100|h200|a100)s?)\s+(?:of|with|da|de|di|del|con|mit|von|avec|com)\s+"
                   r"(?=\d+(?:\.\d+)?\s*(?:gi?b|gigs?|g)\b)", r"\1 ",
                   text, flags=re.I)  # fmt: skip
-    text = re.sub(r"\bboth\s+(?=(?:gpus|cards|devices|nodes|machines|boxes)\b)", "2 ", text, flags=re.I)
+    # "both GPUs", "both our GPUs", "both of the cards": two of them
+    text = re.sub(r"\bboth\s+(?:of\s+)?(?:(?:our|my|the|your|their)\s+)?"
+                  r"(?=(?:gpus|cards|devices|nodes|machines|boxes)\b)", "2 ", text, flags=re.I)  # fmt: skip
     text = re.sub(r"\b(\d+)\s+(?:such|identical|similar|more such)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
+    text = re.sub(REPLICAS_OF_SHARDS, _replicas_of_shards, text, flags=re.I)
     # a size or kind said of counted machines is no part of their count: "3 wee servers", "2 beefy boxes"
     text = re.sub(rf"\b(\d+)\s+{MACHINE_ADJECTIVES}\s+(?=(?:nodes?|machines?|servers?|boxes|hosts?|computers?)\b)",
                   r"\1 ", text, flags=re.I)  # fmt: skip
