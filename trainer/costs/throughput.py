@@ -191,15 +191,8 @@ LAYER_BYTES = {
     ("bf16", True): ((18, 4, 4, 6, 8, 8), (38.5, 4, 4, 10, 8, 16)),
     ("autocast", True): ((26, 4, 4, 6, 16, 8), (64.5, 4, 4, 10, 16, 16)),
 }
-# Bytes the loss moves per logit element (the head's matmuls are compute), by how it runs (`loss_path`) and whether
-# the compute dtype is half: counted per aten operation on trainer.model.loss's chunked loss (forward: the upcast and
-# log-sum-exp; backward: the recomputed logits' upcast, the in-place softmax minus one-hot, the scaling, the cast back,
-# the gradient's read by the head-gradient matmul) and on the plain F.cross_entropy over fp32 logits (eager whole),
-# and by inductor's own count of its fused kernels where the whole loss is inside the compiled step (read the
-# logits forward; read them and write their gradient backward). tests/test_loss_cost.py counts them again.
-# The chunked loss also reads and writes the head's gradient once per chunk (its addmm_ into the gradient, in the
-# compute dtype): `loss_bytes`.
-# What that rerun moves per token, as LAYER_BYTES' coefficients, by regime: each RMSNorm's forward up to its
+# What an eager layer's rerun of its norms and SiLU in backward (trainer.model.recompute, outside activation
+# checkpointing) moves per token, as LAYER_BYTES' coefficients, by regime: each RMSNorm's forward up to its
 # normalised value (the weight's product is never needed again: torch's checkpoint stops there), 32 bytes per element
 # of h in bf16 (upcast 6, square 8, mean 4, scale 8, downcast 6) and 20 from fp32 inputs, 24 per token; SiLU, 4 per
 # element of i in bf16 and 8 in fp32 (the gate product is the down projection's saved input: not rerun either).
@@ -209,6 +202,14 @@ RECOMPUTED_BYTES = {
     "bf16": (64, 0, 0, 4, 0, 48),
     "autocast": (40, 0, 0, 4, 0, 48),
 }
+# Bytes the loss moves per logit element (the head's matmuls are compute), by how it runs (`loss_path`) and whether
+# the compute dtype is half: counted per aten operation on trainer.model.loss's chunked loss (forward: the upcast and
+# log-sum-exp; backward: the recomputed logits' upcast, the in-place softmax minus one-hot, the scaling, the cast back,
+# the gradient's read by the head-gradient matmul) and on the plain F.cross_entropy over fp32 logits (eager whole),
+# and by inductor's own count of its fused kernels where the whole loss is inside the compiled step (read the
+# logits forward; read them and write their gradient backward). tests/test_loss_cost.py counts them again.
+# The chunked loss also reads and writes the head's gradient once per chunk (its addmm_ into the gradient, in the
+# compute dtype): `loss_bytes`.
 LOSS_BYTES = {
     ("chunked", True): 60, ("chunked", False): 44,
     ("whole", True): 44, ("whole", False): 32,

@@ -29,9 +29,9 @@ def kept_counting():
 
 def enable_activation_checkpointing(model: torch.nn.Module, mode: bool | str = "full", compiled: bool = False) -> None:
     """Recompute each decoder layer in backward: all of it (full), or all but the outputs that
-    `selective_checkpoint_context` saves (selective); none recomputes only the norms and gated products, and of
-    layers that will not be `compiled` (inductor's partitioner makes its own choice for those), then leaves the
-    model as it is.
+    `selective_checkpoint_context` saves (selective); none reruns only the norms and gated products in backward
+    (trainer.model.recompute), and only where the model will not be `compiled` (inductor's partitioner chooses what
+    compiled code keeps).
 
     Each layer's own forward is wrapped in torch.utils.checkpoint (`_checkpointed_forward`), set on the layer, so
     that compiling the layer afterwards (trainer.parallel.compile.compile_layers) compiles the checkpoint with it:
