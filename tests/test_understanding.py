@@ -2841,6 +2841,9 @@ def test_a_question_which_layout_is_best_stays_a_plan(text, known):
         "train 20 steps like my teammate did",
         "launch the experiment the way Alice set it up",
         "train with the config Alice sent me, 2 gpus",
+        "launch the new config Priya was describing at standup",  # a named person, any tense
+        "train with the setup Sam kept talking about",
+        "start a sweep on the layout our lead has been pitching",
     ],
 )
 def test_settings_only_someone_else_knows_are_asked_about_never_the_defaults(text, known):
@@ -2859,6 +2862,8 @@ def test_settings_only_someone_else_knows_are_asked_about_never_the_defaults(tex
             {"steps": 20, "layout": "dp_replicate=2", "set": ["train.lr=3e-4"]},
         ),
         ("train with the layout that is fastest on 2 gpus, fsdp", {"layout": "dp_shard=2"}),
+        ("train the long config Sam was talking about", {"experiment": "configs/long.yaml"}),
+        ("launch the config Sam was talking about: 20 steps on 2 gpus with ddp", {"steps": 20, "nproc": 2}),
     ],
 )
 def test_settings_of_a_named_file_or_run_or_spelled_out_are_acted_on(text, args, known):
@@ -4204,32 +4209,6 @@ def test_the_users_own_act_to_come_cues_nothing_and_leaves_the_request(text, com
 
 def test_a_launch_of_the_users_own_to_come_is_no_launch_now(known):
     assert read("before I launch: fsdp on 2 gpus, 10 steps", known).command != "run"
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "launch the new config Priya was describing at standup",
-        "train with the setup Sam kept talking about",
-        "start a sweep on the layout our lead has been pitching",
-    ],
-)
-def test_settings_a_named_person_talked_about_are_asked_about(text, known):
-    intent = read(text, known)
-    assert intent.command in ("run", "sweep") and (intent.clarify or "").startswith("Which settings do you mean")
-
-
-@pytest.mark.parametrize(
-    "text, args",
-    [
-        ("train the long config Sam was talking about", {"experiment": "configs/long.yaml"}),
-        ("launch the config Sam was talking about: 20 steps on 2 gpus with ddp", {"steps": 20, "nproc": 2}),
-    ],
-)
-def test_what_a_named_person_talked_about_with_its_file_or_values_acts(text, args, known):
-    intent = read(text, known)
-    assert intent.command == "run" and intent.clarify is None
-    assert {k: intent.args.get(k) for k in args} == args
 
 
 @pytest.mark.parametrize(
