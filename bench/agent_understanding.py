@@ -16,7 +16,8 @@ launch, cancel, wait or write are rejected, as a person would reject them at the
 call and its arguments, as in a real conversation).
 
 Judged: right (the expected tool, every expected argument present and equal after normalising paths and
-numbers), wrong (another tool, or an argument that contradicts the expectation), asked (a question back: the reply
+numbers, and no setting in `overrides` the expectation lacks), wrong (another tool, an argument that contradicts
+the expectation, or a setting nobody asked for), asked (a question back: the reply
 ends with "?" and no tool was called), nothing (a reply that neither acts nor asks). An expectation {ask: true}
 is right when the agent asks and wrong when it acts; {refuse: true} (what no tool may do) is right for any reply
 without an action and wrong when it acts.
@@ -229,7 +230,16 @@ def judge(expect: dict[str, Any], action: dict[str, Any]) -> tuple[str, str]:
                 return "wrong", f"overrides {got} lack {missing}"
         elif _value(key, got) != _value(key, wanted):
             return "wrong", f"{key}={got!r} instead of {wanted!r}"
+    invented = _unstated_overrides(expect.get("args", {}), call["args"].get("overrides") or [])
+    if invented:
+        return "wrong", f"overrides {invented} the request did not state"
     return "right", ""
+
+
+def _unstated_overrides(wanted: dict[str, Any], got: list[str]) -> list[str]:
+    """Settings the call adds that the expectation has not: a launch must run what was asked and nothing else."""
+    stated = {_override(o).partition("=")[0] for o in wanted.get("overrides") or []}
+    return [o for o in got if _override(o).partition("=")[0] not in stated]
 
 
 def tool_defaults(name: str) -> dict[str, Any]:

@@ -519,6 +519,7 @@ def call(name: str, **args) -> dict:
         (R1, call("read_results", run="runs/r2"), "wrong"),
         (LR, call("launch_run", overrides=["train.lr=3e-4"]), "right"),
         (LR, call("launch_run", overrides=["train.lr=3e-3"]), "wrong"),
+        (LR, call("launch_run", overrides=["train.lr=3e-4", "data.packing=true"]), "wrong"),  # a setting invented
         ({"tool": "plan_layouts", "args": {"gpu": "h100"}}, call("plan_layouts", gpu="h100-sxm"), "right"),
         ({"tool": "plan_layouts", "args": {"devices": 8}}, call("plan_layouts", devices=16), "wrong"),
         # an argument left out runs the tool's default: the default experiment, said or not
