@@ -423,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
         print("real-LLM path: skipped (no --llm-base-url/--llm-model or MESHPILOT_LLM_BASE_URL/MODEL)", file=sys.stderr)
     else:
         agents.append((f"llm:{settings.model}", make_llm(settings)))
+    if not agents:
+        return 0  # --llm without an endpoint: nothing measured, nothing written
     new = []
     for index, (path, items) in enumerate(zip(args.sets, sets, strict=True)):
         name = names[index] if index < len(names) else path.stem

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from agent.cli import main
+from tests.fake_openai import chat_endpoint
 from tests.support import meshpilot, write_experiment
 
 SECRET = "sk-meshpilot-test-7f3a9c2e51d84b06aa17"
@@ -67,75 +66,45 @@ def test_waiting_for_approval_exit_code_3_then_reject(repo, capsys):
     assert not (repo / "runs").exists()
 
 
-class FakeOpenAI(BaseHTTPRequestHandler):
-    """An OpenAI-compatible chat endpoint: asks for plan_layouts, then answers from the tool's result with one
-    true figure and one invented one. With `refuse`, it answers 401 and echoes the key, as servers do."""
+class ServedModel:
+    """Asks for plan_layouts, then answers from the tool's result with one true figure and one invented one. Once
+    `refuse` is set, it answers 401 and echoes the key, as servers do."""
 
-    seen: list[dict] = []  # noqa: RUF012 - shared with the test on purpose
     refuse = False
 
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        FakeOpenAI.seen.append({"authorization": self.headers.get("Authorization"), "body": body})
-        if FakeOpenAI.refuse:
-            key = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
-            error = {"error": {"message": f"Incorrect API key provided: {key}", "code": "invalid_api_key"}}
-            return self._send(401, "application/json", json.dumps(error).encode())
+    def __call__(self, body: dict, headers: dict) -> dict | tuple[int, dict]:
+        if self.refuse:
+            key = headers.get("Authorization", "").removeprefix("Bearer ")
+            return 401, {"error": {"message": f"Incorrect API key provided: {key}", "code": "invalid_api_key"}}
         last = body["messages"][-1]
         if last["role"] == "user":
-            delta = {"role": "assistant", "content": None, "tool_calls": [{"index": 0, "id": "call_1", "type":
-                     "function", "function": {"name": "plan_layouts", "arguments": '{"devices": 8}'}}]}  # fmt: skip
-            finish = "tool_calls"
-        else:
-            best = json.loads(last["content"])["top"][0]
-            text = f"{best['layout']} is fastest: {best['predicted_tokens_per_s']:,.0f} tokens/s, 4.2x faster than TP."
-            delta, finish = {"role": "assistant", "content": text}, "stop"
-        if body.get("stream"):
-            chunks = [{"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-                      {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}]  # fmt: skip
-            stream = b"".join(b"data: " + json.dumps({"id": "c", "object": "chat.completion.chunk", "created": 0,
-                              "model": body["model"], **c}).encode() + b"\n\n" for c in chunks)  # fmt: skip
-            return self._send(200, "text/event-stream", stream + b"data: [DONE]\n\n")
-        message = {k: v for k, v in delta.items() if k != "index"}
-        for call in message.get("tool_calls") or ():
-            call.pop("index")
-        reply = {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
-                 "choices": [{"index": 0, "message": message, "finish_reason": finish}]}  # fmt: skip
-        return self._send(200, "application/json", json.dumps(reply).encode())
-
-    def _send(self, status: int, kind: str, data: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):  # keep the test output clean
-        pass
-
-
-@pytest.fixture
-def endpoint():
-    FakeOpenAI.seen.clear()
-    FakeOpenAI.refuse = False
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
+            return {"tool_calls": [("plan_layouts", {"devices": 8})]}
+        best = json.loads(last["content"])["top"][0]
+        figure = f"{best['predicted_tokens_per_s']:,.0f} tokens/s"
+        return {"content": f"{best['layout']} is fastest: {figure}, 4.2x faster than TP."}
 
 
 def _everything_written(repo: Path) -> bytes:
     return b"".join(p.read_bytes() for p in repo.rglob("*") if p.is_file())
 
 
-def test_openai_compatible_endpoint_and_the_key_is_never_written(repo, endpoint):
+@pytest.fixture
+def served():
+    """(the model, its endpoint's URL, the requests it has seen)"""
+    model = ServedModel()
+    with chat_endpoint(model) as (url, seen):
+        yield model, url, seen
+
+
+def test_openai_compatible_endpoint_and_the_key_is_never_written(repo, served):
+    model, endpoint, seen = served
     env = {"MESHPILOT_LLM_API_KEY": SECRET, "MESHPILOT_LLM_MODEL": "served-model", "MESHPILOT_LLM_BASE_URL": ""}
     done = meshpilot("ask", "--repo", str(repo), "--thread", "llm", "--llm-base-url", endpoint,
                      "find the fastest layout on 8 GPUs", env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    assert [s["authorization"] for s in FakeOpenAI.seen] == [f"Bearer {SECRET}"] * 2  # the key was used
-    assert FakeOpenAI.seen[0]["body"]["model"] == "served-model"
-    assert "plan_layouts" in {t["function"]["name"] for t in FakeOpenAI.seen[0]["body"]["tools"]}
+    assert [s["authorization"] for s in seen] == [f"Bearer {SECRET}"] * 2  # the key was used
+    assert seen[0]["body"]["model"] == "served-model"
+    assert "plan_layouts" in {t["function"]["name"] for t in seen[0]["body"]["tools"]}
     plan = json.loads((repo / ".meshpilot/plans/meshpilot-8x1-cuda-81079MiB.json").read_text())
     best = plan["candidates"][0]
     assert f"{best['predicted_tokens_per_s']:,.0f} tokens/s" in done.stdout
@@ -145,7 +114,7 @@ def test_openai_compatible_endpoint_and_the_key_is_never_written(repo, endpoint)
     assert SECRET.encode() not in _everything_written(repo)  # not in the checkpointer, the plans, anything
     assert SECRET not in done.stdout + done.stderr
 
-    FakeOpenAI.refuse = True
+    model.refuse = True
     refused = meshpilot("ask", "--repo", str(repo), "--thread", "llm2", "--llm-base-url", endpoint, "/plan", env=env)
     assert refused.returncode == 2
     thread_line, error = refused.stderr.strip().splitlines()  # the thread's id, then the error, one line
