@@ -4949,3 +4949,36 @@ def test_fresh_w_asked_kinds(text, command, args, known):
 def test_ac_with_its_state_is_still_activation_checkpointing(known):
     intent = read("train on 2 gpus with fsdp, AC: off", known)
     assert intent.args.get("set") == ["train.activation_checkpointing=false"]
+
+
+# --- fresh_x's session: known faults of launches (issue 33) --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, nodes",
+    [
+        ("train fsdp on 2 nodes with 8 gpus per node for 20 steps", 2),
+        ("launch ddp across 2 machines, 4 gpus each", 2),
+        ("train fsdp on a single node of 8 gpus", 1),  # one node is this machine: nothing to ask
+    ],
+)
+def test_a_launch_over_several_nodes_asks_and_never_passes_nodes(text, nodes, known):
+    """launch_run starts on this machine and takes no nodes: a multi-node run is never shrunk to one node unasked."""
+    intent = read(text, known)
+    assert intent.command == "run" and "nodes" not in intent.args
+    assert (intent.clarify is not None and f"--nnodes {nodes}" in intent.clarify) == (nodes > 1)
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("so we launch long.yaml on two GPUs with ddp, no?", "run"),  # a launch asked back for a yes: confirmed first
+        ("so we train configs/long.yaml for 10 steps, right?", "run"),
+        ("does long.yaml train with fsdp?", "read"),  # the file is the subject, not the launch's object
+    ],
+)
+def test_an_experiment_file_after_a_launch_verb_is_launched_and_a_question_confirms(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and (intent.clarify or "").startswith("Do you want me to run") == (
+        command == "run"
+    )

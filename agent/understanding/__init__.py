@@ -728,6 +728,8 @@ def _experiment_file(entities: Entities) -> str | None:
 def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     """A launch: every stated value, negations kept; "again" and "the same but" start from the launch before."""
     lowered = intent.text.lower()
+    # launch_run takes no nodes: it starts on this machine ("2 machines, 4 gpus each" are nodes the grammar misses)
+    nodes = max(int(intent.args.pop("nodes", None) or 1), int(entities.get("node_count") or 1))
     if (seq_len := intent.args.pop("seq_len", None)) and not any(
         o.startswith("data.seq_len=") for o in intent.args.get("set", [])
     ):  # "context 512" in a launch: the experiment's sequence length (launch_run takes no seq_len of its own)
@@ -828,6 +830,10 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.clarify = f"How many processes: {' or '.join(map(str, counts))}? {_launch_text(intent.args)}"
     if intent.clarify is None and entities.has("vague_hardware") and "nproc" not in intent.args:
         intent.clarify = f"On how many GPUs (processes), and with which layout? {_launch_text(intent.args)}"
+    if intent.clarify is None and nodes > 1:  # a run over several nodes is never shrunk to this one unasked
+        intent.clarify = (f"A launch from here runs on this machine only; a run over {nodes} nodes is started on each "
+                          f"node (`meshpilot train --nnodes {nodes} --node-rank R --rdzv-endpoint HOST:PORT`). Train "
+                          f"on this one node instead? {_launch_text(intent.args)}")  # fmt: skip
 
 
 def _at_count(launch: dict[str, object], nproc: object) -> dict[str, object]:

@@ -795,6 +795,8 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
         and _launched_file(lowered, entities)
     ):
         scores["run"] += 4  # "long.yaml, 2 gpus, fsdp": an experiment file given what a launch takes, no reading asked
+    elif _launch_of_file(lowered, entities):
+        scores["run"] += 3  # "so we launch long.yaml on two GPUs with ddp, no?": the file is the launch's object
     elif entities.has("file") and _docs_written(lowered, entities):
         scores["read"] -= 2.5  # "put its results into the docs, training.md and README": the docs' pages written to
         # (the grammar's first reading of a file named), not read
@@ -846,6 +848,14 @@ def _launched_file(lowered: str, entities: Entities) -> bool:
                                           for f in named)  # fmt: skip  # two files named are compared, not launched
     reading = any(re.search(rule, lowered) for rule, _ in CUES["read"][:2]) or re.search(EDITING, lowered)
     return experiments and not reading and not re.search(QUESTION, lowered) and "?" not in lowered
+
+
+def _launch_of_file(lowered: str, entities: Entities) -> bool:
+    """Whether an experiment file (a YAML config, not a run's own) is the object of a launch verb right before it
+    ("launch long.yaml", "train the configs/long.yaml"); "does long.yaml train with fsdp?" asks about the file."""
+    configs = [e for e in entities.found if e.kind in ("file", "experiment")
+               and str(e.value).endswith((".yaml", ".yml")) and not str(e.value).startswith("runs/")]  # fmt: skip
+    return any(re.search(rf"{LAUNCH_VERB}\s+(?:(?:the|our|my|this)\s+)?$", lowered[: e.span[0]]) for e in configs)
 
 
 def _docs_written(lowered: str, entities: Entities) -> bool:
