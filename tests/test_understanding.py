@@ -1413,6 +1413,8 @@ def test_the_same_launch_on_another_experiment_file_is_a_launch_not_a_read(known
          "sweeps/lr-scan"),
         ("don't kill it, wait for tp-try to finish", "status", "run", "runs/tp-try"),
         ("no benchmark, just show the results of r1", "results", "run", "runs/r1"),
+        ("don't pull the lr-scan results into training.md yet, just show me the winner", "trials", "sweep",
+         "sweeps/lr-scan"),
     ],
 )  # fmt: skip
 def test_an_action_said_not_to_be_taken_is_never_taken_and_the_positive_verb_wins(text, command, key, value, known):
@@ -2477,7 +2479,16 @@ def test_docs_made_to_say_a_sweep_update_the_docs(text, known):
     assert intent.command == "docs" and intent.clarify is None and intent.args.get("sweep", "").startswith("sweeps/")
 
 
-@pytest.mark.parametrize("text", ["does the readme reflect lr-scan?", "what do the docs say about layouts-nov?"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "does the readme reflect lr-scan?",
+        "what do the docs say about layouts-nov?",
+        # figures said not to be written into the docs
+        "don't put the lr-scan numbers into the readme",
+        "never add the lr-scan figures to the docs",
+    ],
+)
 def test_a_question_about_the_docs_writes_nothing_unasked(text, known):
     intent = read(text, known)
     assert intent.command != "docs" or intent.clarify is not None
@@ -2612,8 +2623,9 @@ def test_which_runs_exist_lists_the_runs(text, known):
     assert intent.command == "runs" and intent.clarify is None
 
 
-def test_which_run_did_best_is_no_list(known):
-    assert read("which run had the lowest loss, r1 or tp-try?", known).command != "runs"
+@pytest.mark.parametrize("text", ["which run had the lowest loss, r1 or tp-try?", "I want to see every run's loss"])
+def test_which_run_did_best_is_no_list(text, known):
+    assert read(text, known).command != "runs"
 
 
 @pytest.mark.parametrize("text", ["wait on tp-try until it finish", "keep waiting for r1 until it complete"])

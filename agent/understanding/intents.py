@@ -74,8 +74,9 @@ DOC_NOUN = r"(?:docs|documentation|readme|training\.md|docs?\s+pages?|training\s
 DOC_VERB = r"(?:updat|refresh|regenerat|rewrit|sync)\w*\b"
 # "put the lr-scan numbers into docs/training.md", "pull the figures from x into the README": figures written into
 # the docs are an update of them
-WRITTEN_INTO_DOCS = (r"\b(?:put|add|get|write|bring|record|copy|paste|pull|move|carry|feed|fold|transfer)\b.*"
-                     rf"\b(?:in|into|to|onto)\s+(?:the\s+)?(?:{DOC_NOUN}|\S*training\.md)\b")  # fmt: skip
+_WRITE_INTO = r"(?:put|add|get|write|bring|record|copy|paste|pull|move|carry|feed|fold|transfer)"
+_INTO_DOCS = rf"\b(?:in|into|to|onto)\s+(?:the\s+)?(?:{DOC_NOUN}|\S*training\.md)\b"
+WRITTEN_INTO_DOCS = rf"\b{_WRITE_INTO}\b.*{_INTO_DOCS}"
 CUES: dict[str, list[tuple[str, float]]] = {
     "hardware": [
         (r"\bhardware\b", 4),
@@ -141,7 +142,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\boverview of (?:all |the |my )?runs\b|\bbeen run\b|"
             # "I want to see every run in the repository", "list each run", "browse all of the runs"
             r"\b(?:see|view|look at|show(?: me)?|list|browse|get)\s+(?:every|each|all(?: of)?(?: the| my| our)?)\s+"
-            r"(?:training\s+)?runs?\b|"
+            r"(?:training\s+)?runs?\b(?!'s)|"  # (not "every run's loss": a figure of each)
             r"^\W*ls\s+(?:-\w+\s+)?runs\b|\b(?:under|in|inside) runs/?(?=\W*$)|"
             r"\bhow many (?:\w+ )?(?:experiments|runs|jobs|trainings|model fits)\b|"
             # "which are the runs that exist?", "what training runs do we have?"
@@ -565,6 +566,9 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
                 continue  # "not a full sweep, just a quick one": that kind asked for, smaller
             negated.add(intent)
             spans.append(found.span())
+    for found in re.finditer(rf"{NEGATOR}{_WRITE_INTO}\b[^.;!?]*?{_INTO_DOCS}", lowered):
+        negated.add("docs")  # "don't put the lr-scan numbers into the readme": the docs left as they are
+        spans.append(found.span())
     for intent, verbs in DONT_VERB.items():
         for found in re.finditer(rf"{NEGATOR}(?:{verbs})\b|{DEFERRED}(?:{verbs})\b|"
                                  rf"\b(?:{verbs})\s+(?:(?:it|that|this|them)\s+)?{LATER}\b|"
@@ -800,7 +804,8 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
     elif entities.has("file") and _docs_written(lowered, entities):
         scores["read"] -= 2.5  # "put its results into the docs, training.md and README": the docs' pages written to
         # (the grammar's first reading of a file named), not read
-    elif entities.has("file"):
+    elif any(e.kind == "file" and lowered[e.span[0] : e.span[1]].strip() for e in entities.found):
+        # (a file inside what a negation took back is no cue: "don't pull the results into training.md")
         scores["read"] += 3
         named = re.search(r"\.(?:jsonl?|ya?ml|txt|md|log|csv|toml)\b", lowered)
         if named and not launch_verb(masked(lowered, entities)):  # "tp-try memory.json": that file, not its topic
