@@ -81,6 +81,8 @@ def launched(args: dict) -> list:
         ("would it train on a single 4090", "would it train on 1 4090"),
         ("ok, and for the repo's own model?", "ok, and for the repo's own model?"),  # "repo" is no typo of "report"
         ("wich step is r1 at", "which step is r1 at"),  # "step" is no typo of "steps"
+        ("pp=2, and 3 copies of that setup", "pp=2, and dp_replicate=3"),  # copies of a layout said: its replicas
+        ("keep 3 copies of the layout in the report", "keep 3 copies of the layout in the report"),  # none said
     ],
 )
 def test_the_normaliser_fixes_typos_and_writes_numbers_as_digits(text, plain):

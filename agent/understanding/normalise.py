@@ -583,15 +583,22 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
                   r"(?:is\s+)?(?:sharded|fsdp|split|spread|partitioned)\s+(?:over|across|on|into|between|among)\s+(\d+)\s+"
                   r"(?:devices?|gpus?|cards?|ranks?|processes|shards?|ways?)\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
-    return re.sub(COPIES_OF_SETUP, r"dp_replicate=\1", text, flags=re.I)
+    return re.sub(COPIES_OF_SETUP, lambda found: _copies_of_setup(found, names), text, flags=re.I)
 
 
 # Copies of a layout said before it, each a data-parallel replica: "split each layer across 2 GPUs, and keep 2 copies
 # of that whole setup" (tp=2 twice: dp_replicate=2,tp=2), "2 replicas of this arrangement". Copies of the model are
 # DDP's own words (agent.understanding.descriptions), not these.
 COPIES_OF_SETUP = (r"\b(\d+)\s+(?:full\s+|whole\s+|identical\s+|separate\s+)?(?:copies|replicas|clones|instances)"
-                   r"\s+of\s+(?:(?:that|this|the|it)\s+)?(?:(?:whole|entire|full|same)\s+)?"
-                   r"(?:setup|set-up|thing|arrangement|group|pair|configuration|layout)\b")  # fmt: skip
+                   r"\s+of\s+(?:that|this|the)\s+(?:(?:whole|entire|full|same)\s+)?"
+                   r"(?:setup|set-up|thing|arrangement|group|pair|layout)\b(?!\s+(?:files?|in|into|to)\b)")  # fmt: skip
+
+
+def _copies_of_setup(found: re.Match, layout_names: str) -> str:
+    """dp_replicate of the copies, where a layout was said before them ("2 copies of the layout in the report" copy
+    nothing that trains)."""
+    said = re.search(rf"\b(?:{layout_names}|(?:tp|pp|cp|dp_shard)\s*=?\s*\d)", found.string[: found.start()], re.I)
+    return f"dp_replicate={found.group(1)}" if said else found.group(0)
 
 
 # A layout refused ("not tp") and named again as what went wrong ("tp oomed last time", "fsdp was too slow"): the reason
