@@ -265,8 +265,8 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
     corrected = [m.end() for m in re.finditer(CORRECTED, lowered)]
     # a time of day names no count ("14:02 UTC planning ticket"), but a launch or sweep set for a time ("at 9:30 train
     # ...") would run now: its number is asked about
-    spans = [e.span for e in entities.found if e.span[1] > e.span[0] and not (e.kind == "clock" and intent.command
-                                                                              in ACTIONS)]  # fmt: skip
+    timed = intent.command in ACTIONS
+    spans = [e.span for e in entities.found if e.span[1] > e.span[0] and not (e.kind == "clock" and timed)]
     taken = {k: v for k, v in intent.args.items() if k in TAKEN.get(intent.command, intent.args)}
     if "set" in taken:  # a model preset's config is full of numbers (4096, 32...): none of them is a stated value
         taken["set"] = [o for o in taken["set"] if not str(o).startswith("model.")]
