@@ -297,7 +297,11 @@ def the_other(lowered: str, entities: Entities, known: Known, before: dict[str, 
 # An action said not to be done to what it names, and in the next clause another named as the one it is for: "don't
 # benchmark r1, the ddp baseline is the one I want scored", "never read lr-scan; layouts-nov instead". The negation
 # is of the first object, not of the action (agent.understanding.intents.negated_actions keeps the action).
-NEGATED_VERB = r"\b(?:don'?t|do not|never|no need to)\s+\w+\s+(?:(?:the|that|this|my|our)\s+)?$"
+# The words that take an action back, here and in agent.understanding.intents (its refused actions).
+NEGATOR = (r"\b(?:(?:don'?t|do not|no need to)\s+bother(?:\s+(?:to|with))?|"
+           r"no need (?:for|to)|no|not|without|don'?t|do not|never|skip(?:ping)?|hold off(?: on)?|"
+           r"forget(?: about)?|instead of|rather than|nor|nvm|never ?mind|scrap|ditch)\s+")  # fmt: skip
+NEGATED_VERB = rf"{NEGATOR}\w+\s+(?:(?:the|that|this|my|our)\s+)?$"
 # "The one" is the one to act on only where what follows says so, restating the wish or the act ("the one I want
 # scored", "the one to stop", "the one I meant"); "tp-try is the one I don't trust", "... the one we already scored",
 # "... the one I want to compare it with" describe the other, and ask nothing of it.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from agent.understanding.entities import ANOTHER_INSTEAD, NOUNS, SWITCHES, Entities, masked
+from agent.understanding.entities import ANOTHER_INSTEAD, NEGATOR, NOUNS, SWITCHES, Entities, masked
 from agent.understanding.grammar import SETTING_NAMES
 
 # "do" opens a question only before its subject: "do we have ...?", not "do the same as r1 with 50 steps".
@@ -470,11 +470,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
 
 
 # An action the sentence says not to take: "no PR yet", "don't open a PR", "without a report", "skip the benchmark",
-# "instead of a sweep", "the PR can wait". Its intent never wins, and its words are no cue of any other: the positive
-# verb beside it decides ("no PR yet, just draft the writeup" is a report). A launch not to make is NO_LAUNCH.
-NEGATOR = (r"\b(?:(?:don'?t|do not|no need to)\s+bother(?:\s+(?:to|with))?|"
-           r"no need (?:for|to)|no|not|without|don'?t|do not|never|skip(?:ping)?|hold off(?: on)?|"
-           r"forget(?: about)?|instead of|rather than|nor|nvm|never ?mind|scrap|ditch)\s+")  # fmt: skip
+# "instead of a sweep", "the PR can wait" (entities.NEGATOR). Its intent never wins, and its words are no cue of any
+# other: the positive verb beside it decides ("no PR yet, just draft the writeup" is a report). A launch not to make is
+# NO_LAUNCH.
 _DOING = (r"(?:(?:open|create|make|file|raise|push|send|submit|write|draft|do|run|start|launch|kick off|update|touch|"
           r"change|edit|generate|produce|need|want|bother with|put up|publish|regenerate|refresh|rewrite)\w*\s+)?"
           r"(?:(?:up\s+)?(?:a|an|the|any|that|this|my|our|another|new)\s+)?(?:[\w.-]+(?:'s)?\s+)?")  # fmt: skip
