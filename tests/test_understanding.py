@@ -20,7 +20,7 @@ from agent.understanding import Context, context_of, understand
 from agent.understanding.entities import extract
 from agent.understanding.known import Known
 from agent.understanding.normalise import normalise
-from bench.agent_understanding import build_fixture, judge, load_set, record, run_set, save, table
+from bench.agent_understanding import build_fixture, changes_experiment, judge, load_set, record, run_set, save, table
 
 DATA = Path(__file__).parent / "data"
 SETS = DATA / "understanding"
@@ -550,6 +550,20 @@ def call(name: str, **args) -> dict:
 )  # fmt: skip
 def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
     assert judge(expect, action)[0] == outcome
+
+
+def test_a_setting_that_leaves_the_experiment_as_it_is_is_asked_for_not_invented(tmp_path):
+    """Keep packing on where the experiment packs: data.packing=true changes nothing, so it is no invented setting;
+    packing off, or a setting the trainer refuses, is."""
+    changes = changes_experiment(build_fixture(tmp_path / "repo"))
+    keep = call("launch_run", overrides=["train.lr=0.0003", "data.packing=true"])
+    assert judge(LR, keep, changes)[0] == "right"
+    for invented in ("data.packing=false", "train.optimizer=adam"):
+        assert judge(LR, call("launch_run", overrides=["train.lr=0.0003", invented]), changes)[0] == "wrong"
+    longer = call("launch_run", experiment="configs/long.yaml", overrides=["train.lr=0.0003", "data.seq_len=1024"])
+    assert judge(LR, longer, changes)[0] == "right"  # the file's own sequence length
+    default = call("launch_run", overrides=["train.lr=0.0003", "data.seq_len=1024"])
+    assert judge(LR, default, changes)[0] == "wrong"  # the default experiment's is 256
 
 
 # --- never a wrong action on the evaluation set ---------------------------------------------------------------
