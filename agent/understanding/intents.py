@@ -619,9 +619,10 @@ STOP_DOING = (r"\b(?:stop|stops|stopped|quit|quits)\s+(?!(?:running|training|wai
 # anything", "before I try anything, could you check the hardware". Its verb is the user's, no request: it cues no
 # action; what is asked beside it decides ("before I start anything big, could you kick off a layout sweep" starts the
 # sweep), and a launch of their own to come is no launch now where no other launch verb asks for one. The clause ends
-# at punctuation or where the request begins ("... can you").
+# at punctuation or where the request begins ("... can you", "... I want to understand what hardware this has").
 OWN_LATER = (r"\bbefore\s+(?:i|we)\b(?:[^,;:!?.\u2013\u2014]|\.(?=\w))*?(?=\s*(?:[,;:!?\u2013\u2014]|\.(?!\w)|\s-\s|$)|"
-             r"\s+(?:can|could|would|will|please|pls|and|but|so|then)\b)")  # fmt: skip
+             r"\s+(?:can|could|would|will|please|pls|and|but|so|then)\b|"
+             r"\s+(?:i|we)(?:'d|\s+would)?\s+(?:want|need|like|have to|must|should|wanna)\b)")  # fmt: skip
 
 
 # A request worded as a question: "could you launch ...", "would you mind ...". It asks for the action.
