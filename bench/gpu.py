@@ -21,7 +21,8 @@ Sections and their tasks:
   losses compared (the mfu section times the 1B model in fp8, tensorwise and rowwise);
 - moe: a small Qwen3-MoE with its experts as one grouped GEMM against a loop of matmuls: tokens/s and memory;
 - memory: the memory model's predicted peak against the measured one (reserved plus outside the allocator, as
-  memory.json records it, with the source of the outside figure), with selective and full checkpointing;
+  memory.json records it, with the source of the outside figure), with selective and full checkpointing; and the
+  eager layer's rerun of its norms and SiLU against the plain layer (step time, peak, predicted saving);
 - packed_attention: packed rows isolated by flex_attention's BlockMask and by the dense mask (and against padded
   rows), at sequence 32k (and 2k, 8k);
 - cuda_tests: the test suite's GPU tests (`pytest -m gpu`);
@@ -431,6 +432,70 @@ def memory_run(seq_len: int, micro_batch: int, checkpointing: bool | str, compil
     return run
 
 
+def rerun_ab(bench: Bench) -> dict:
+    """The eager layer's rerun of its norms and SiLU (trainer.model.recompute) against the plain layer, on the 1B
+    model at 2048 tokens: step time and peak with and without, in a worker process (the trainer has no switch for
+    it: the rerun is how every eager layer without checkpointing runs)."""
+    out = bench.work / "rerun.json"
+    done = bench.process([sys.executable, "-m", "bench.gpu", "--worker", "rerun", "--out", str(out)], 300)
+    if done.returncode != 0 or not out.exists():
+        return {"error": (done.stderr or done.stdout)[-3000:]}
+    return json.loads(out.read_text())
+
+
+def rerun_worker(out: Path, device: str = "cuda", shape: dict | None = None, seq_len: int = 2048,
+                 micro_batch: int = 4, steps: int = 6) -> None:  # fmt: skip
+    """One forward and backward a step under bf16 autocast (a one-GPU bf16 run's), with the trainer's chunked loss;
+    the median of `steps` steps after two and the peak allocated, per kind of layer; and the memory model's
+    predicted difference of the layers' saved bytes (trainer.costs.memory_model.layer_bytes_per_token)."""
+    # torch and the model code only in the worker process, which this benchmark starts
+    import torch
+    from transformers import AutoConfig
+
+    from trainer.config import TrainSpec
+    from trainer.costs.memory_model import MemoryPlan, layer_bytes_per_token
+    from trainer.layout import Layout
+    from trainer.model.build import build_model
+    from trainer.model.loss import head_computes_loss
+    from trainer.parallel.activation_checkpointing import enable_activation_checkpointing
+
+    config = AutoConfig.for_model(**(shape or LLAMA_1B))
+    ids = torch.randint(0, config.vocab_size, (micro_batch, seq_len), device=device)
+    timer = torch.cuda if device == "cuda" else None
+    found: dict = {"device": device, "seq_len": seq_len, "micro_batch": micro_batch}
+    for kind in ("plain", "rerun"):
+        model = build_model(config, None, seed=0, device=device)
+        if kind == "rerun":
+            enable_activation_checkpointing(model, "none", compiled=False)
+        seconds = []
+        for step in range(steps + 2):
+            if timer and step == 2:
+                timer.reset_peak_memory_stats()
+            started = time.perf_counter()
+            with torch.autocast(device, dtype=torch.bfloat16), head_computes_loss(model, ids):
+                loss = model(input_ids=ids, use_cache=False).logits
+            loss.backward()
+            model.zero_grad(set_to_none=True)
+            if timer:
+                timer.synchronize()
+            seconds.append(time.perf_counter() - started)
+        found[kind] = {"median_step_s": statistics.median(seconds[2:]),
+                       "peak_allocated_bytes": timer.max_memory_allocated() if timer else None}  # fmt: skip
+        del model, loss
+        if timer:
+            timer.empty_cache()
+    # the model's plain layer is the one it prices for a compiled layer
+    plan = {kind: MemoryPlan(micro_batch, seq_len, "bf16", "none", TrainSpec(compile=kind == "plain"))
+            for kind in ("plain", "rerun")}  # fmt: skip
+    saved = {kind: layer_bytes_per_token(config, Layout(), p) for kind, p in plan.items()}
+    tokens_layers = micro_batch * seq_len * config.num_hidden_layers
+    found["predicted_saved_bytes_less"] = (saved["plain"] - saved["rerun"]) * tokens_layers
+    found["step_ratio"] = found["rerun"]["median_step_s"] / found["plain"]["median_step_s"]
+    if timer:
+        found["peak_bytes_less"] = found["plain"]["peak_allocated_bytes"] - found["rerun"]["peak_allocated_bytes"]
+    out.write_text(json.dumps(found))
+
+
 def attention_run(seq_len: int, variant: str) -> Callable[[Bench], dict]:
     """Packed rows kept apart by flex_attention's BlockMask or by the dense mask, or one padded document per row
     (tokens/s counts real tokens only, so padding's waste shows)."""
@@ -548,6 +613,7 @@ def tasks(quick: bool, seq_lens: tuple[int, ...] = ()) -> list[Task]:
         Task("mem_s2048_full", "memory", memory_run(2048, 4, True), 45),
         Task("mem_s4096_none", "memory", memory_run(4096, 2, False), 45),
         Task("mem_s4096_full", "memory", memory_run(4096, 2, True), 45),
+        Task("mem_s2048_rerun_ab", "memory", rerun_ab, 60),
     ]
     found += [Task(f"attn_s{n}_{v}", "packed_attention", attention_run(n, v), 45) for n in lengths for v in variants]
     found += [Task("generation", "generation", generation, 120), Task("demo", "demo", demo, 180),
@@ -570,6 +636,7 @@ BUDGET_ORDER = (
     "mfu_s2048_compiled_chunked_loss",
     "mfu_s2048_compiled_fp8_rowwise",
     "mem_s2048_selective_compiled",
+    "mem_s2048_rerun_ab",
     "hf_trainer_s2048",
     "mfu_s2048_eager",
     "probe",
@@ -617,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seq-lens", default="", help="packed_attention's sequence lengths, comma-separated")
     parser.add_argument("--work", type=Path, default=None, help="where run directories go (default: a temp dir)")
     # A measurement in a process of its own, as the tasks start them (not for users).
-    parser.add_argument("--worker", choices=("environment", "hf_trainer"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=("environment", "hf_trainer", "rerun"), help=argparse.SUPPRESS)
     parser.add_argument("--experiment", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--compiled", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -626,6 +693,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.worker == "hf_trainer":
         hf_trainer_worker(args.experiment, args.out, args.compiled)
+        return 0
+    if args.worker == "rerun":
+        rerun_worker(args.out)
         return 0
     chosen = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in SECTIONS]

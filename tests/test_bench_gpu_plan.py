@@ -50,9 +50,12 @@ class StandIn:
     def answer(self, args: list[str]) -> str:
         if "--worker" in args:
             out = Path(args[args.index("--out") + 1])
-            if args[args.index("--worker") + 1] == "environment":
+            worker = args[args.index("--worker") + 1]
+            if worker == "environment":
                 machine = {"cpu": "fixture", "cores": 16, "gpus": ["NVIDIA H100 80GB HBM3"], "versions": {}}
                 out.write_text(json.dumps({"machine": machine, "device_name": "NVIDIA H100 80GB HBM3"}))
+            elif worker == "rerun":
+                out.write_text(json.dumps({"step_ratio": 1.05, "peak_bytes_less": GiB}))
             else:
                 experiment = yaml.safe_load(Path(args[args.index("--experiment") + 1]).read_text())
                 out.write_text(json.dumps({"precision": experiment["train"]["precision"], "tokens_per_s": 1000.0}))
@@ -191,3 +194,16 @@ def test_cuda_tests_keep_each_failures_text_as_it_comes(tmp_path):
     assert done.returncode == 1, done.stdout[-2000:]
     written = failures.read_text()
     assert written.count("=== ") == 1 and "test_fixture.py::test_fails (call)" in written and "the reason" in written
+
+
+def test_the_rerun_worker_measures_both_layers_on_the_device_it_is_given(tmp_path):
+    """The eager layer's rerun against the plain layer, here on the CPU with the tiny model (on a GPU: the 1B)."""
+    from support import TINY_MODEL
+
+    out = tmp_path / "rerun.json"
+    gpu.rerun_worker(out, device="cpu", shape=TINY_MODEL, seq_len=64, micro_batch=2, steps=1)
+    found = json.loads(out.read_text())
+    assert found["plain"]["median_step_s"] > 0 and found["rerun"]["median_step_s"] > 0
+    assert found["plain"]["peak_allocated_bytes"] is None  # no allocator statistics on a CPU
+    # the norms and SiLU keep their inputs only: 2 layers x 128 tokens x what each token keeps less in a layer
+    assert found["predicted_saved_bytes_less"] > 0 and found["predicted_saved_bytes_less"] % (2 * 128) == 0

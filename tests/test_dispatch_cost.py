@@ -21,6 +21,8 @@ from trainer.costs.calibration import FEATURES, fit
 from trainer.costs.throughput import (
     DTENSOR_OPS_OUTSIDE_LAYERS,
     DTENSOR_OPS_PER_LAYER,
+    RERUN_DTENSOR_OPS_OUTSIDE_LAYERS,
+    RERUN_DTENSOR_OPS_PER_LAYER,
     SELECTIVE_OPS_PER_LAYER,
     StepShape,
     estimate_step,
@@ -30,7 +32,7 @@ from trainer.hardware import Hardware
 from trainer.layout import Layout
 from trainer.model.build import build_model
 from trainer.model.loss import head_computes_loss
-from trainer.parallel.activation_checkpointing import selective_checkpoint_context
+from trainer.parallel.activation_checkpointing import enable_activation_checkpointing, selective_checkpoint_context
 from trainer.parallel.tensor_parallel import apply_tensor_parallel
 
 CPU = Hardware("cpu", "test CPU", devices_per_node=2, intra_node_link="cpu")
@@ -60,11 +62,13 @@ def one_rank(tmp_path):
     dist.destroy_process_group()
 
 
-def _dtensor_operations(mesh, layers: int) -> tuple[int, int]:
+def _dtensor_operations(mesh, layers: int, rerun: bool) -> tuple[int, int]:
     """DTensor operations of a tensor-parallel Llama's forward and backward (trainer.parallel.parallelize's plan),
-    with the trainer's chunked loss."""
+    with the trainer's chunked loss; with the eager layer's rerun of its norms and SiLU or without."""
     model = build_model(LlamaConfig(**LAYER, num_hidden_layers=layers), None, seed=0)
     apply_tensor_parallel(model, mesh)
+    if rerun:
+        enable_activation_checkpointing(model, "none", compiled=False)
     ids = torch.randint(0, LAYER["vocab_size"], (2, 16))
     forward, backward = Operations(), Operations()
     with forward, head_computes_loss(model, ids):  # the trainer's loss: the chunked one over the head's rows
@@ -74,13 +78,19 @@ def _dtensor_operations(mesh, layers: int) -> tuple[int, int]:
     return forward.on_dtensors, backward.on_dtensors
 
 
-def test_a_tensor_parallel_layer_dispatches_the_counted_dtensor_operations(one_rank):
-    one, two = _dtensor_operations(one_rank, 1), _dtensor_operations(one_rank, 2)
+@pytest.mark.parametrize(
+    "rerun, counted",
+    [
+        (False, (DTENSOR_OPS_PER_LAYER, DTENSOR_OPS_OUTSIDE_LAYERS)),
+        (True, (RERUN_DTENSOR_OPS_PER_LAYER, RERUN_DTENSOR_OPS_OUTSIDE_LAYERS)),
+    ],
+)
+def test_a_tensor_parallel_layer_dispatches_the_counted_dtensor_operations(one_rank, rerun, counted):
+    one, two = _dtensor_operations(one_rank, 1, rerun), _dtensor_operations(one_rank, 2, rerun)
     per_layer = tuple(b - a for a, b in zip(one, two, strict=True))
-    assert per_layer == DTENSOR_OPS_PER_LAYER
     # Outside the layers: the vocabulary-parallel embedding's sum, the first layer's split, the final norm (sequence
     # parallel), the head's gather and its weight's and input's handover to the chunked loss.
-    assert tuple(a - b for a, b in zip(one, per_layer, strict=True)) == DTENSOR_OPS_OUTSIDE_LAYERS
+    assert (per_layer, tuple(a - b for a, b in zip(one, per_layer, strict=True))) == counted
 
 
 def test_selective_checkpointing_passes_the_counted_operations_through_its_policy():
@@ -115,15 +125,17 @@ def test_dispatch_is_charged_where_it_happens_at_the_probed_cost(tmp_path, monke
     assert plain.dispatch_s == 0.0  # DDP without selective checkpointing: plain tensors, no policy
 
     tp = _step(tmp_path, monkeypatch, Layout(tp=2), figures={"dtensor_op_s": 1e-5})
-    per_micro_batch = layers * sum(DTENSOR_OPS_PER_LAYER) + sum(DTENSOR_OPS_OUTSIDE_LAYERS)
+    # eager without checkpointing: the layers rerun their norms and SiLU, on DTensors
+    per_micro_batch = layers * sum(RERUN_DTENSOR_OPS_PER_LAYER) + sum(RERUN_DTENSOR_OPS_OUTSIDE_LAYERS)
     assert tp.dispatch_s == pytest.approx(4 * per_micro_batch * 1e-5)  # 4 micro-batches
     slower = _step(tmp_path, monkeypatch, Layout(tp=2), figures={"dtensor_op_s": 2e-5})
     assert slower.dispatch_s == pytest.approx(2 * tp.dispatch_s) and slower.compute_s == tp.compute_s
     assert slower.step_s - tp.step_s == pytest.approx(tp.dispatch_s)  # uncalibrated: added as it is
 
     full = _step(tmp_path, monkeypatch, Layout(tp=2), "full", figures={"dtensor_op_s": 1e-5})
-    forward, _ = DTENSOR_OPS_PER_LAYER
-    assert full.dispatch_s - tp.dispatch_s == pytest.approx(4 * layers * forward * 1e-5)  # the forward again
+    forward, backward = DTENSOR_OPS_PER_LAYER  # the plain layer's, its forward dispatched again
+    per_micro_batch = layers * (2 * forward + backward) + sum(DTENSOR_OPS_OUTSIDE_LAYERS)
+    assert full.dispatch_s == pytest.approx(4 * per_micro_batch * 1e-5)
 
     selective = _step(tmp_path, monkeypatch, Layout(dp_replicate=2), "selective", figures={"selective_op_s": 3e-5})
     assert selective.dispatch_s == pytest.approx(4 * layers * SELECTIVE_OPS_PER_LAYER * 3e-5)

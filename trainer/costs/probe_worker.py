@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from trainer.costs.probe import COLLECTIVES, PROGRESS, ProbeSettings, bytes_sent
-from trainer.costs.throughput import DTENSOR_OPS_PER_LAYER, SELECTIVE_OPS_PER_LAYER
+from trainer.costs.throughput import RERUN_DTENSOR_OPS_PER_LAYER, SELECTIVE_OPS_PER_LAYER
 from trainer.host.lifeline import tie_to_parent, tied_env
 from trainer.results.contracts import write_json
 
@@ -150,8 +150,9 @@ def _tiny_llama(device: torch.device, checkpointing: str = "none") -> torch.nn.M
 
 def _dtensor_op_s(device: torch.device, sync, settings: ProbeSettings) -> float:
     """Seconds tensor parallelism adds to each of its DTensor operations (trainer.costs.throughput's
-    DTENSOR_OPS_PER_LAYER): the tiny layer tensor-parallel over a mesh of this rank alone (so that nothing
-    communicates), forward and backward, against the plain layer. Collective: every rank creates every group."""
+    RERUN_DTENSOR_OPS_PER_LAYER: the tiny eager layer reruns its norms): the tiny layer tensor-parallel over a mesh
+    of this rank alone (so that nothing communicates), forward and backward, against the plain layer. Collective:
+    every rank creates every group."""
     # a device mesh only for the DTensor measurement
     from torch.distributed.device_mesh import DeviceMesh
 
@@ -163,7 +164,7 @@ def _dtensor_op_s(device: torch.device, sync, settings: ProbeSettings) -> float:
     apply_tensor_parallel(parallel, DeviceMesh.from_group(alone, device.type))
     plain_s = median_seconds(_tiny_step(_tiny_llama(device), device), sync, settings.repeats, COMPUTE_BUDGET_S)
     parallel_s = median_seconds(_tiny_step(parallel, device), sync, settings.repeats, COMPUTE_BUDGET_S)
-    return max(parallel_s - plain_s, 0.0) / sum(DTENSOR_OPS_PER_LAYER)
+    return max(parallel_s - plain_s, 0.0) / sum(RERUN_DTENSOR_OPS_PER_LAYER)
 
 
 def _selective_op_s(device: torch.device, sync, settings: ProbeSettings) -> float:

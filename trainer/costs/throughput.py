@@ -149,6 +149,9 @@ RECOMPUTED_OPS_PER_LAYER = 15
 # pass through selective checkpointing's dispatch modes, views included: 70 in the forward and 100 in the
 # recomputation (which runs with gradients on). Both counted by tests/test_dispatch_cost.py.
 DTENSOR_OPS_PER_LAYER, DTENSOR_OPS_OUTSIDE_LAYERS = (42, 102), (7, 20)
+# The same where an eager layer reruns its norms and SiLU in backward (trainer.model.recompute; the final norm too):
+# the reruns dispatch on DTensors again, and two forward views go.
+RERUN_DTENSOR_OPS_PER_LAYER, RERUN_DTENSOR_OPS_OUTSIDE_LAYERS = (40, 134), (6, 36)
 SELECTIVE_OPS_PER_LAYER = 170
 # Stated dispatch costs per operation where no probe measured them: what the probe measured on this project's
 # 2-core CPU machine (49-64 us and 11-16 us over five probes, against 2.5 us for a plain operation).
@@ -756,7 +759,7 @@ def estimate_step(
     launches = grad_accum * operations_per_micro_batch(config, layout, mode, compiled)
     launches += grad_accum * float8_cast_operations(converted, layout, shape.float8_recipe, compiled)
     launch = launches * figures.op_overhead(hardware)
-    dispatch = grad_accum * dispatch_per_micro_batch(config, layout, mode, figures)
+    dispatch = grad_accum * dispatch_per_micro_batch(config, layout, mode, figures, compiled)
     if hardware.device_type == "cpu":
         compute = matmul + memory + launch
     else:  # host time behind queued kernels, dispatch included
@@ -995,16 +998,18 @@ def operations_per_micro_batch(
 
 
 def dispatch_per_micro_batch(
-    config: PretrainedConfig, layout: Layout, checkpointing: Checkpointing, figures: Figures
+    config: PretrainedConfig, layout: Layout, checkpointing: Checkpointing, figures: Figures, compiled: bool = False
 ) -> float:
     """Seconds one forward and backward pass spends in Python dispatch on one rank (see the module docstring)."""
     layers = -(-config.num_hidden_layers // layout.pp)
     dtensor_op_s, selective_op_s = figures.dispatch_overheads()
     seconds = 0.0
     if layout.tp > 1:
-        forward, backward = DTENSOR_OPS_PER_LAYER
+        rerun = checkpointing == "none" and not compiled  # as in operations_per_micro_batch
+        forward, backward = RERUN_DTENSOR_OPS_PER_LAYER if rerun else DTENSOR_OPS_PER_LAYER
+        outside = RERUN_DTENSOR_OPS_OUTSIDE_LAYERS if rerun else DTENSOR_OPS_OUTSIDE_LAYERS
         forward_passes = 1 if checkpointing == "none" else 2  # recomputation dispatches the forward's operations again
-        seconds += (layers * (forward * forward_passes + backward) + sum(DTENSOR_OPS_OUTSIDE_LAYERS)) * dtensor_op_s
+        seconds += (layers * (forward * forward_passes + backward) + sum(outside)) * dtensor_op_s
     if checkpointing == "selective":
         seconds += layers * SELECTIVE_OPS_PER_LAYER * selective_op_s
     return seconds
