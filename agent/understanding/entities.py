@@ -443,13 +443,6 @@ def _hardware(lowered: str, entities: Entities) -> None:
         entities.add("vague_hardware", True, (0, 0))
 
 
-# Nodes counted as copies of one: "3 replicas of a node with 4 L40S each", "two copies of this box" (the count is
-# the nodes', the GPUs said of the one node are each node's).
-COPIES_OF = rf"\b{COUNT}\s+(?:identical\s+)?(?:replicas?|copies|clones?|instances?|duplicates?)\s+of\s+"
-NODE_COPIES = (rf"{COPIES_OF}(?:a|an|one|the|this|that|our|my)\s+(?:single\s+)?{GPU_OF_NODE}(?:node|machine|box|"
-               r"host|server|computer)\b")  # fmt: skip
-
-
 # What each node holds, after the nodes' count: "2 computers, each with 4 A100s", "4 machines each having 8".
 EACH_HAS = r"(?:(?:and\s+)?each\s+(?:of\s+(?:them|which)\s+)?(?:with|having|has|holding|holds|containing|of)\s+)"
 
@@ -463,6 +456,13 @@ RIG_COUNTED = rf"\b(\d+)\s+(\d+)\s*(?:gpus?|cards?)\s+(?:{NODE_GPU})?({NOUNS['no
 
 # A GPU's memory size as its version: "the 40 gig version", "the 80GB ones", "the 40GB cards".
 MEMORY_VERSION = r"\b(\d+(?:\.\d+)?)\s*(gib|gb)\s+(?:version|variant|ones?|model|edition|cards?|gpus?)\b"
+
+
+# Nodes counted as copies of one: "3 replicas of a node with 4 L40S each", "two copies of this box" (the count is
+# the nodes', the GPUs said of the one node are each node's).
+COPIES_OF = rf"\b{COUNT}\s+(?:identical\s+)?(?:replicas?|copies|clones?|instances?|duplicates?)\s+of\s+"
+NODE_COPIES = (rf"{COPIES_OF}(?:a|an|one|the|this|that|our|my)\s+(?:single\s+)?{GPU_OF_NODE}(?:node|machine|box|"
+               r"host|server|computer)\b")  # fmt: skip
 
 
 def device_memory(number: str) -> str:
