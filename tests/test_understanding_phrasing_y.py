@@ -1,7 +1,7 @@
 """agent.understanding on the kinds of phrasing fresh_y's requests showed (new sentences of each kind, not only the
 set's): every negation of every boolean setting reaches the launch, nodes counted as copies of one node, a hyphenated
-word beside a real run's name, a sequence length said as a change, the latest run said by when it ran, and a
-request that follows the user's own plans without a comma.
+word beside a real run's name, a sequence length said as a change, the latest run said by when it ran, and this
+machine's hardware asked after the user's own plans without a comma.
 
 The fixture repository is the benchmark's (bench.agent_understanding.build_fixture), as in tests/test_understanding.py.
 """
@@ -78,6 +78,24 @@ def test_the_fresh_y_launch_keeps_both_negations(known):
     assert sorted(intent.args["set"]) == ["data.packing=false", "train.activation_checkpointing=false"]
 
 
+@pytest.mark.parametrize(
+    "said, expected",
+    [
+        ("neither packing nor compile", ["data.packing=false", "train.compile=false"]),
+        ("avoid bf16, use fp32", ["train.precision=fp32"]),  # the value taken back, another said
+        ("with AC to avoid OOM", ["train.activation_checkpointing=true"]),  # avoiding no setting
+    ],
+)
+def test_settings_taken_back_in_other_words(said, expected, known):
+    intent = read(f"train 10 steps on 2 gpus, {said}", known)
+    assert (sorted(intent.args.get("set", [])), intent.clarify) == (expected, None)
+
+
+@pytest.mark.parametrize("said", ["avoid bf16", "ditch adam"])
+def test_a_value_avoided_with_none_in_its_place_is_asked_about(said, known):
+    assert read(f"train 10 steps on 2 gpus, {said}", known).clarify
+
+
 @pytest.mark.parametrize("text", ["train on 2 gpus, drop act ckpt", "remove activation checkpoints, train on 2 gpus"])
 def test_a_setting_dropped_is_no_deletion(text, known):
     intent = read(text, known)
@@ -134,6 +152,8 @@ def test_a_hyphenated_word_where_a_name_stands_is_still_asked_about(text, known)
         ("Going from 512 to 2048 tokens is like a bigger canvas. Layouts for our model at 2048 on 2 A100 80GB "
          "cards? just the estimate", "plan", {"devices": 2, "gpu": "a100-80gb", "seq_len": 2048}),
         ("context from 2k to 8k, plan llama 3.1 8b on 8 h100s", "plan", {"devices": 8, "seq_len": 8192}),
+        ("256 -> 1024 tokens, plan our model on 2 h100s", "plan", {"devices": 2, "seq_len": 1024}),
+        ("seq len 256 to 1024, plan our model on 2 h100s", "plan", {"devices": 2, "seq_len": 1024}),
         ("we go from 1024 tokens to 4096 tokens, train 10 steps on 2 gpus", "run",
          {"nproc": 2, "steps": 10, "set": ["data.seq_len=4096"]}),
     ],
@@ -155,13 +175,14 @@ def test_a_range_that_is_no_sequence_length_is_still_asked_about(known):
         ("Is the training job we ran most recently healthy? Just yes or no on whether it finished fine.", "status"),
         ("did the run I just launched crash?", "status"),
         ("loss of the job we kicked off last", "results"),
+        ("is the job that ran last healthy?", "status"),  # a run's health is how it went
     ],
 )
 def test_the_run_that_ran_last_is_the_latest(text, command, known):
     read_as(text, command, {"run": "runs/r1"}, known)
 
 
-# --- the user's own plans, then the request, with no comma between ---------------------------------------------
+# --- this machine's hardware, after the user's own plans with no comma between, or asked as what is in it -------
 
 
 @pytest.mark.parametrize(
@@ -171,7 +192,8 @@ def test_the_run_that_ran_last_is_the_latest(text, command, known):
         "pull that together?",
         "before we train anything I'd like to see what hardware we have here",
         "before I launch anything big we need to know what gpus this box has",
+        "what's actually inside this machine? cores, gpus, memory",
     ],
 )
-def test_a_request_after_the_users_own_plans_is_read(text, known):
+def test_this_machines_hardware_asked_in_passing_is_inspected(text, known):
     read_as(text, "hardware", {}, known)

@@ -903,7 +903,9 @@ SWITCH_NAMES = {"data.packing": "packing", "train.activation_checkpointing": "ac
                 "train.compile": "torch.compile"}  # fmt: skip
 # A negation: what it turns off must be a setting the sentence names, else the launch asks what it means.
 NEGATION = (r"\b(?:without|w/o|no|not|disable[sd]?|disabling|turn(?:ed)? off|switch(?:ed)? off|off|don'?t|"
-            r"do not|never|skip(?:ping)?|exclude|excluding)\b")  # fmt: skip
+            r"do not|never|skip(?:ping)?|exclude|excluding)\b|"
+            # "avoid bf16" takes a value back, as "no bf16" does ("to avoid OOM" takes no setting back)
+            rf"\b(?:avoid|avoiding|ditch|ditching)(?=\s+(?:using\s+)?(?:{PRECISIONS}|{OPTIMIZERS})\b)")  # fmt: skip
 # Negations that turn no setting off: "no wait", "nothing else changed", "no need to", "kick off", "don't wait".
 NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no later|no rush|no hurry|no idea|"
                  r"no problem|no worries|no matter|never ?mind|not (?:too|more|less|yet|now|a big deal)|"

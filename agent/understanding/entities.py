@@ -70,8 +70,8 @@ SWITCHES = {
 }
 CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
 NEGATION_BEFORE = (
-    r"\b(?:without|no|not|disable|disabling|disabled|off|don'?t|do not|never|skip|w/o|turn off|switch off|remove|"
-    r"removing|drop|dropping|shut off|avoid|avoiding|leave out|leaving out|opt out of|stop|stopping|exclude|"
+    r"\b(?:without|no|not|neither|disable|disabling|disabled|off|don'?t|do not|never|skip|w/o|turn off|switch off|"
+    r"remove|removing|drop|dropping|shut off|avoid|avoiding|leave out|leaving out|opt out of|stop|stopping|exclude|"
     r"excluding)\b"
 )
 # Words that link a setting to its state after it: "packing turned off", "AC should be off", "compile must stay on".
@@ -824,8 +824,9 @@ def _names(text: str, entities: Entities, known: Known) -> None:
 # The latest run said by when it ran, after its noun: "the training job we ran most recently", "the run I just
 # launched" ("the run we did last week" says a time, not the latest).
 _RAN = r"(?:ran|run|launched|started|kicked off|did|trained|submitted)"
+_WHO = r"(?:we|i|you)(?:'ve|\s+have)?\s+"
 RAN_LAST = (
-    rf"\b(?:run|job|training|one)\s+(?:that\s+|which\s+)?(?:we|i|you)(?:'ve|\s+have)?\s+(?:just\s+{_RAN}\b|"
+    rf"\b(?:run|job|training|one)\s+(?:(?:that|which)\s+(?:{_WHO})?|{_WHO})(?:just\s+{_RAN}\b|"
     rf"{_RAN}\s+(?:\w+\s+)?(?:most recently|recently|last(?!\s+(?:week|night|month|year|weekend|\w+day)\b)))"
 )
 

@@ -321,12 +321,14 @@ TOKENS_PER_SEQUENCE = (r"\b(\d+)\s*(k?)\s*tokens?\s+(?:per|each|a|an|in each|for
                        r"\b(?:sequences?|samples?|examples?)\s+of\s+(\d+)\s*(k?)\s*tokens?\b")  # fmt: skip
 
 
-# A sequence length said as a change: "going from 256 to 1024 tokens", "context from 2k to 8k" (the length it
-# changes from is the old one, no count of anything).
-SEQ_LEN_CHANGE = (r"\bfrom\s+(\d+)\s*(k?)(?:[ -]?tokens?)?\s+(?:up\s+|down\s+)?to\s+(\d+)\s*(k?)"
+# A sequence length said as a change: "going from 256 to 1024 tokens", "256 -> 1024 tokens", "context from 2k to
+# 8k", "seq len 512 to 2048" (the length it changes from is the old one, no count of anything).
+_CHANGED_TO = r"(?:\s+(?:up\s+|down\s+)?to\s+|\s*(?:->|\u2192|=>)\s*)"
+SEQ_LEN_CHANGE = (r"(?:\bfrom\s+|(?<![\w.])(?=\d+\s*k?(?:[ -]?tokens?)?\s*(?:->|\u2192|=>)))"
+                  rf"(\d+)\s*(k?)(?:[ -]?tokens?)?{_CHANGED_TO}(\d+)\s*(k?)"
                   r"(?=[ -]?tokens?\b|\s+(?:tokens?\s+)?(?:of\s+)?(?:context|sequences?|seq)\b)|"
-                  r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s+(?:\w+\s+)?from\s+(\d+)\s*(k?)\s+"
-                  r"(?:up\s+|down\s+)?to\s+(\d+)\s*(k?)\b")  # fmt: skip
+                  r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s+(?:\w+\s+)?(?:from\s+)?(\d+)\s*(k?)"
+                  rf"{_CHANGED_TO}(\d+)\s*(k?)\b")  # fmt: skip
 
 
 def _gpu_key(key: str) -> str:
