@@ -91,6 +91,29 @@ def test_settings_taken_back_in_other_words(said, expected, known):
     assert (sorted(intent.args.get("set", [])), intent.clarify) == (expected, None)
 
 
+@pytest.mark.parametrize(
+    "said, expected",
+    [
+        ("pack the sequences but don't compile", ["data.packing=true", "train.compile=false"]),
+        ("don't compile, and pack the sequences", ["data.packing=true", "train.compile=false"]),  # it was false
+        ("no packing and compile the model", ["data.packing=false", "train.compile=true"]),
+        ("please checkpoint the activations", ["train.activation_checkpointing=true"]),
+    ],
+)
+def test_a_settings_verb_told_with_its_object_turns_it_on(said, expected, known):
+    intent = read(f"train 10 steps on 2 gpus, {said}", known)
+    assert (sorted(intent.args.get("set", [])), intent.clarify) == (expected, None)
+
+
+@pytest.mark.parametrize(
+    "said", ["never pack the sequences and compile the model", "should we pack the sequences?", "compile it or not"]
+)
+def test_a_settings_verb_that_may_share_a_negation_or_is_asked_is_asked_about(said, known):
+    """Never X and Y: is Y negated too? A question about X is no instruction to do it: both asked."""
+    intent = read(f"train 10 steps on 2 gpus, {said}", known)
+    assert intent.clarify and not any(o.endswith("=true") for o in intent.args.get("set", []))
+
+
 @pytest.mark.parametrize("said", ["avoid bf16", "ditch adam"])
 def test_a_value_avoided_with_none_in_its_place_is_asked_about(said, known):
     assert read(f"train 10 steps on 2 gpus, {said}", known).clarify

@@ -575,6 +575,7 @@ def _switches(lowered: str, entities: Entities) -> None:
     values: list[str | None] = []
     joined = [False] + [
         bool(re.fullmatch(COORDINATED, lowered[before[0].end() : after[0].start()]))
+        and not _told_to_do("", after[0], lowered[after[0].end() :])  # "... and pack the sequences": its own verb
         for before, after in itertools.pairwise(mentions)
     ]
     for index, (mention, _) in enumerate(mentions):
@@ -701,9 +702,38 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
         rf"^(?:\s*(?:{LINKING}))*\s*(?:on|enabled|true|yes|1)\b", after_words
     ):
         return "true"
+    if _told_to_do(before, mention, after) and not _shares_a_negation(lowered[: mention.start()]):
+        return "true"  # "pack the sequences", "checkpoint the activations": the trainer told to do it
     if re.search(KEEP_AFTER, after):
         return "keep"
     return None
+
+
+# A setting's verb told to the trainer with its object, first in its clause: "pack the sequences", "please compile
+# the model", "also checkpoint the activations" (a negation before it is read first; "should we pack them?" asks).
+TOLD_BEFORE = r"^\s*(?:(?:please|pls|also|do|just|then|so|and|but|let'?s)\s+)*$"
+TOLD_VERB = r"pack|compile|recompute|checkpoint(?:ing)?\s.*activations"
+TOLD_OBJECT = (r"^\s+(?:the\s+|our\s+|its\s+|all\s+(?:the\s+)?)?"
+               r"(?:sequences?|documents?|samples?|model|it|activations)\b")  # fmt: skip
+
+
+# What makes the verb no instruction: an alternative or a question in its clause ("compile it or not?").
+TOLD_UNSURE = r"^[^,;.!]*?(?:\bor\b|\?)"
+
+
+def _told_to_do(before: str, mention: re.Match, after: str) -> bool:
+    verb = mention.group(0)
+    told = re.fullmatch(TOLD_VERB, verb) and (verb.endswith("activations") or re.match(TOLD_OBJECT, after))
+    return bool(told) and bool(re.match(TOLD_BEFORE, before)) and not re.match(TOLD_UNSURE, after)
+
+
+def _shares_a_negation(said_before: str) -> bool:
+    """Whether a verb joined by "and" may share a negated verb said before it ("never pack the sequences and compile
+    the model": compile too, or not?): asked, never read as on. Not after a comma ("don't compile, and pack the
+    sequences") nor after a negated noun ("no packing and compile the model"): its own clause."""
+    joined = re.search(r"(?<!,)\s+(?:and|or|nor)\s+(?:(?:please|also|then|just)\s+)*$", said_before)
+    earlier = said_before[max(0, joined.start() - 60) : joined.start()] if joined else ""
+    return bool(re.search(r"\b(?:don'?t|do not|never|not)\b", earlier))
 
 
 # A setting named to be left as it is: neither on nor off, and no doubt either.
