@@ -81,6 +81,8 @@ def launched(args: dict) -> list:
         ("would it train on a single 4090", "would it train on 1 4090"),
         ("ok, and for the repo's own model?", "ok, and for the repo's own model?"),  # "repo" is no typo of "report"
         ("wich step is r1 at", "which step is r1 at"),  # "step" is no typo of "steps"
+        ("pp=2, and 3 copies of that setup", "pp=2, and dp_replicate=3"),  # copies of a layout said: its replicas
+        ("keep 3 copies of the layout in the report", "keep 3 copies of the layout in the report"),  # none said
     ],
 )
 def test_the_normaliser_fixes_typos_and_writes_numbers_as_digits(text, plain):
@@ -279,7 +281,13 @@ def test_one_question_naming_the_best_reading(text, named, known):
 
 
 @pytest.mark.parametrize(
-    "text", ["launch training with pp=2 and 4 micro batches, 2 GPUs", "train 20 steps for 3 hours", "plan 8 h100s x 7"]
+    "text",
+    [
+        "launch training with pp=2 and 4 micro batches, 2 GPUs",
+        "train 20 steps for 3 hours",
+        "plan 8 h100s x 7",
+        "at 9:30 train fsdp on 2 gpus for 30 steps",  # a launch set for a time would run now
+    ],
 )
 def test_a_number_no_argument_holds_is_asked_about(text, known):
     """A stated value is never dropped: a number the call would not use gets a question naming the call."""
@@ -294,6 +302,10 @@ def test_a_number_no_argument_holds_is_asked_about(text, known):
         "16 A100 80GB across 2 machines, best layout for llama 3.1 70b?",
         "benchmark runs/r1/checkpoint/step_20",
         "train 12 steps with lr 3e-4 at seq len 2048 on 2 procs",
+        # a time of day or an incident's offset counts nothing; nor does a list's label after a bracket
+        "09:15 UTC: plan llama 3.1 70b on 2 nodes of 8 h100s",
+        "T+10m ticket: what layouts fit llama 3.1 8b on 8 h100s?",
+        "1) configs/long.yaml (seq 1024) 2) 2 GPUs, ddp 3) 10 steps",
     ],
 )
 def test_numbers_that_name_things_or_were_corrected_are_no_dropped_values(text, known):
@@ -349,6 +361,14 @@ def test_the_docs_verb_may_come_after_its_object(known):
 def test_a_count_of_trials_starts_a_sweep_never_reads_one(text, known):
     intent = read(text, known)
     assert intent.command == "sweep" and intent.args["trials"] in (3, 4)
+
+
+@pytest.mark.parametrize(
+    "text", ["could you sweep long.yml, default trials", "sweep configs/long.yaml, the usual trials"]
+)
+def test_trials_left_at_their_default_start_a_sweep_of_the_file_named(text, known):
+    intent = read(text, known)
+    assert (intent.command, intent.args, intent.clarify) == ("sweep", {"experiment": "configs/long.yaml"}, None)
 
 
 @pytest.mark.parametrize("text", ["did it crash?", "what was its loss", "hey, did the thing finish?"])
@@ -1396,6 +1416,8 @@ def test_the_same_launch_on_another_experiment_file_is_a_launch_not_a_read(known
          "sweeps/lr-scan"),
         ("don't kill it, wait for tp-try to finish", "status", "run", "runs/tp-try"),
         ("no benchmark, just show the results of r1", "results", "run", "runs/r1"),
+        ("don't pull the lr-scan results into training.md yet, just show me the winner", "trials", "sweep",
+         "sweeps/lr-scan"),
     ],
 )  # fmt: skip
 def test_an_action_said_not_to_be_taken_is_never_taken_and_the_positive_verb_wins(text, command, key, value, known):
@@ -1944,6 +1966,8 @@ def test_push_to_main_is_refused_even_when_a_pr_is_named_only_to_be_declined(kno
         ("kil tp-try", "cancel", {"run": "runs/tp-try"}),
         ("train the lnog config for 10 steps on 2 gpus with ddp", "run", {"experiment": "configs/long.yaml"}),
         ("20 steps on 2 gpus with fsdp, micro bacth 2", "run", {"set": ["train.micro_batch=2"]}),
+        ("benchamrk the basline ddp run", "bench", {"model": "runs/baseline-ddp"}),
+        ("plan llama 3.2 1b on a singel rtx 4090", "plan", {"devices": 1, "gpu": "rtx-4090"}),
     ],
 )
 def test_typos_of_action_words_and_of_the_repositorys_names_are_read_as_them(text, command, args, known):
@@ -2021,12 +2045,29 @@ def test_a_round_of_layout_tuning_is_a_sweep(text, command, args, known):
         ("status of r1, not tp-try", "status", {"run": "runs/r1"}),
         ("benchmark the checkpoint of r1, not baseline-ddp", "bench", {"model": "runs/r1"}),
         ("results of baseline-ddp, not the fsdp one", "results", {"run": "runs/baseline-ddp"}),
+        # the action said not to be done to one, and another named as the one it is for
+        ("don't benchmark r1, the ddp baseline is the one I want scored", "bench", {"model": "runs/baseline-ddp"}),
+        ("do not evaluate r1; baseline-ddp instead", "bench", {"model": "runs/baseline-ddp"}),
+        ("don't cancel tp-try, r1 is the one to stop", "cancel", {"run": "runs/r1"}),
+        ("don't benchmark r1, it is not ready", "results", {"run": "runs/r1"}),  # no other named: no benchmark
     ],
 )
 def test_a_run_or_sweep_after_a_negation_is_the_one_not_meant(text, command, args, known):
     intent = read(text, known)
     assert intent.command == command and intent.clarify is None
     assert {k: intent.args.get(k) for k in args} == args
+
+
+@pytest.mark.parametrize(
+    "text, refused",
+    [
+        ("don't benchmark r1, baseline-ddp is the one I want left alone", "bench"),  # the other is left alone too
+        ("don't cancel tp-try, r1 instead", "cancel"),  # a stop taken back stays taken back
+        ("don't resume r1, tp-try instead", "resume"),
+    ],
+)
+def test_an_action_taken_back_moves_to_no_other_run_unless_asked(text, refused, known):
+    assert read(text, known).command != refused
 
 
 @pytest.mark.parametrize(
@@ -2431,6 +2472,9 @@ def test_a_compound_config_the_repository_lacks_names_none(known):
         "I want the documentation to show the numbers of layouts-nov",
         "can we have training.md and the docs updated from lr-scan",
         "get the README synced with the layouts sweep",
+        "pull the figures from lr-scan into the training doc",
+        "move layouts-nov's results into training.md and the readme",  # the pages named are written to, not read
+        "feed the lr-scan numbers into the README and training.md both",
     ],
 )
 def test_docs_made_to_say_a_sweep_update_the_docs(text, known):
@@ -2438,7 +2482,16 @@ def test_docs_made_to_say_a_sweep_update_the_docs(text, known):
     assert intent.command == "docs" and intent.clarify is None and intent.args.get("sweep", "").startswith("sweeps/")
 
 
-@pytest.mark.parametrize("text", ["does the readme reflect lr-scan?", "what do the docs say about layouts-nov?"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "does the readme reflect lr-scan?",
+        "what do the docs say about layouts-nov?",
+        # figures said not to be written into the docs
+        "don't put the lr-scan numbers into the readme",
+        "never add the lr-scan figures to the docs",
+    ],
+)
 def test_a_question_about_the_docs_writes_nothing_unasked(text, known):
     intent = read(text, known)
     assert intent.command != "docs" or intent.clarify is not None
@@ -2468,6 +2521,8 @@ def test_is_it_possible_to_train_asks_whether_it_could_work_never_launches(known
         "I'd like to make a training on 2 gpus with ddp, 10 steps",
         "please create a new training with fsdp on 2 GPU",
         "do a training of 20 steps, dp_shard=2 on 2 gpus",
+        "could you make the training with fsdp on 2 gpus, 10 steps?",
+        "please do the training on 2 gpus with ddp",
     ],
 )
 def test_making_a_training_is_a_launch(text, known):
@@ -2558,15 +2613,22 @@ def test_a_hardware_question_naming_the_machine_reads_the_hardware(text, known):
 
 @pytest.mark.parametrize(
     "text",
-    ["which are all the runs we have?", "what finished runs do we have here?", "what runs exist in this repo?"],
+    [
+        "which are all the runs we have?",
+        "what finished runs do we have here?",
+        "what runs exist in this repo?",
+        "As an engineer I want to see every run here so that I can choose one",  # a user story's want, not its reason
+        "browse each run in this repo",
+    ],
 )
 def test_which_runs_exist_lists_the_runs(text, known):
     intent = read(text, known)
     assert intent.command == "runs" and intent.clarify is None
 
 
-def test_which_run_did_best_is_no_list(known):
-    assert read("which run had the lowest loss, r1 or tp-try?", known).command != "runs"
+@pytest.mark.parametrize("text", ["which run had the lowest loss, r1 or tp-try?", "I want to see every run's loss"])
+def test_which_run_did_best_is_no_list(text, known):
+    assert read(text, known).command != "runs"
 
 
 @pytest.mark.parametrize("text", ["wait on tp-try until it finish", "keep waiting for r1 until it complete"])
@@ -2606,9 +2668,17 @@ def test_is_it_possible_to_cancel_sweep_or_resume_is_confirmed_never_taken(text,
     assert intent.command == command and (intent.clarify or "").startswith("Do you want me to")
 
 
-def test_is_it_possible_to_train_a_model_on_gpus_is_a_plan(known):
-    intent = read("is it possible to train llama 3.1 70b on 4 h100s?", known)
-    assert intent.command == "plan" and intent.args.get("model") == "llama-3.1-70b"
+@pytest.mark.parametrize(
+    "text, model",
+    [
+        ("is it possible to train llama 3.1 70b on 4 h100s?", "llama-3.1-70b"),
+        # a layout described and asked to be done, of a model named: a what-if
+        ("each gpu keeps its own full copy of the model: can we do that with llama 3.1 8b on 8 h100s?", "llama-3.1-8b"),
+    ],
+)
+def test_is_it_possible_to_train_a_model_on_gpus_is_a_plan(text, model, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.args.get("model") == model
 
 
 # --- kinds fresh_m missed (issue 33): other phrasings of each, and what must not change ----------------------------
@@ -2630,6 +2700,8 @@ def test_is_it_possible_to_train_a_model_on_gpus_is_a_plan(known):
         ("plan llama 3.1 70b on 4 nodes, 32 h100s", 4, 8),
         ("16 a100 80gb across 2 computers for llama 3.1 70b", 2, 8),
         ("plan llama 3.1 8b on 8x h100", None, 8),
+        ("picture 2 racks, each carrying 8 h100s: how to split llama 3.1 70b?", 2, 8),
+        ("plan llama 3.1 70b on 3 servers each packing 4 h100s", 3, 4),
     ],
 )
 def test_nodes_described_by_the_gpus_in_each(text, nodes, devices, known):
@@ -2662,6 +2734,15 @@ def test_a_gpus_size_said_after_nodes_of_them_is_that_gpu(known):
             "train on 4 gpus, sharded within each node and replicated across nodes, 10 steps",
             "dp_replicate=2,dp_shard=2",
         ),
+        ("train on two gpus, each side carrying half of every layer", "tp=2"),  # half of it: a degree of 2
+        # copies of a layout said before it are its data-parallel replicas
+        (
+            "train 10 steps, each layer split across 2 gpus, and 2 copies of that whole setup, 4 gpus in all",
+            "dp_replicate=2,tp=2",
+        ),
+        ("train pipeline over 2 gpus with 2 replicas of that arrangement, so 4 gpus total", "pp=2,dp_replicate=2"),
+        # a layout described, then asked to be done: tried on the experiment
+        ("the guide says each gpu keeps its own full copy of the model; can we try that on 4 gpus?", "dp_replicate=4"),
     ],
 )
 def test_a_layout_described_in_plain_words_is_that_layout(text, layout, known):
@@ -4883,3 +4964,36 @@ def test_fresh_w_asked_kinds(text, command, args, known):
 def test_ac_with_its_state_is_still_activation_checkpointing(known):
     intent = read("train on 2 gpus with fsdp, AC: off", known)
     assert intent.args.get("set") == ["train.activation_checkpointing=false"]
+
+
+# --- fresh_x's session: known faults of launches (issue 33) --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, nodes",
+    [
+        ("train fsdp on 2 nodes with 8 gpus per node for 20 steps", 2),
+        ("launch ddp across 2 machines, 4 gpus each", 2),
+        ("train fsdp on a single node of 8 gpus", 1),  # one node is this machine: nothing to ask
+    ],
+)
+def test_a_launch_over_several_nodes_asks_and_never_passes_nodes(text, nodes, known):
+    """launch_run starts on this machine and takes no nodes: a multi-node run is never shrunk to one node unasked."""
+    intent = read(text, known)
+    assert intent.command == "run" and "nodes" not in intent.args
+    assert (intent.clarify is not None and f"--nnodes {nodes}" in intent.clarify) == (nodes > 1)
+
+
+@pytest.mark.parametrize(
+    "text, command",
+    [
+        ("so we launch long.yaml on two GPUs with ddp, no?", "run"),  # a launch asked back for a yes: confirmed first
+        ("so we train configs/long.yaml for 10 steps, right?", "run"),
+        ("does long.yaml train with fsdp?", "read"),  # the file is the subject, not the launch's object
+    ],
+)
+def test_an_experiment_file_after_a_launch_verb_is_launched_and_a_question_confirms(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and (intent.clarify or "").startswith("Do you want me to run") == (
+        command == "run"
+    )

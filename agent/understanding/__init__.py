@@ -263,7 +263,10 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
     Numbers that name something (a model's size, a GPU, a run) or that a self-correction replaced do not count."""
     lowered = plain.lower()
     corrected = [m.end() for m in re.finditer(CORRECTED, lowered)]
-    spans = [e.span for e in entities.found if e.span[1] > e.span[0]]
+    # a time of day names no count ("14:02 UTC planning ticket"), but a launch or sweep set for a time ("at 9:30 train
+    # ...") would run now: its number is asked about
+    timed = intent.command in ACTIONS
+    spans = [e.span for e in entities.found if e.span[1] > e.span[0] and not (e.kind == "clock" and timed)]
     taken = {k: v for k, v in intent.args.items() if k in TAKEN.get(intent.command, intent.args)}
     if "set" in taken:  # a model preset's config is full of numbers (4096, 32...): none of them is a stated value
         taken["set"] = [o for o in taken["set"] if not str(o).startswith("model.")]
@@ -743,6 +746,8 @@ def _experiment_file(entities: Entities) -> str | None:
 def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     """A launch: every stated value, negations kept; "again" and "the same but" start from the launch before."""
     lowered = intent.text.lower()
+    # launch_run takes no nodes: it starts on this machine ("2 machines, 4 gpus each" are nodes the grammar misses)
+    nodes = max(int(intent.args.pop("nodes", None) or 1), int(entities.get("node_count") or 1))
     if (seq_len := intent.args.pop("seq_len", None)) and not any(
         o.startswith("data.seq_len=") for o in intent.args.get("set", [])
     ):  # "context 512" in a launch: the experiment's sequence length (launch_run takes no seq_len of its own)
@@ -843,6 +848,10 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.clarify = f"How many processes: {' or '.join(map(str, counts))}? {_launch_text(intent.args)}"
     if intent.clarify is None and entities.has("vague_hardware") and "nproc" not in intent.args:
         intent.clarify = f"On how many GPUs (processes), and with which layout? {_launch_text(intent.args)}"
+    if intent.clarify is None and nodes > 1:  # a run over several nodes is never shrunk to this one unasked
+        intent.clarify = (f"A launch from here runs on this machine only; a run over {nodes} nodes is started on each "
+                          f"node (`meshpilot train --nnodes {nodes} --node-rank R --rdzv-endpoint HOST:PORT`). Train "
+                          f"on this one node instead? {_launch_text(intent.args)}")  # fmt: skip
 
 
 def _at_count(launch: dict[str, object], nproc: object) -> dict[str, object]:

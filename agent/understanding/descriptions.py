@@ -31,7 +31,8 @@ _SHARE = (r"(?:half|part|parts|a\s+fraction|(?:a|one|its\s+own|their\s+own|its)\
 # (and the verb's plain form, after "have", "let" or "make": "have each GPU compute half of every matmul")
 _HOLDS = (r"(?:does|doing|computes|computing|handles|handling|gets|getting|holds|holding|keeps|keeping|takes|taking|"
           r"owns|owning|stores|storing|processes|processing|sees|seeing|works\s+on|working\s+on|runs|running|has|"
-          r"having|do|compute|handle|get|hold|keep|take|own|store|process|see|work\s+on|run|have)")  # fmt: skip
+          r"having|carries|carrying|do|compute|handle|get|hold|keep|take|own|store|process|see|work\s+on|run|have|"
+          r"carry)")  # fmt: skip
 # A matrix product by its names: "matmul", "matrix multiply", "matrix multiplication", "GEMM".
 _MATMUL = r"(?:matmuls?|matrix[- ]multipl(?:y|ies|ications?)|gemms?|weight\s+matrix|matrix)"
 # Cut in parts, said of one thing: "cut in two", "split in half", "sliced into 4 pieces".
@@ -67,10 +68,12 @@ LAYOUT_DESCRIPTIONS = [
         lambda found: _in_parts("tensor parallel", "tp", found),
         "tensor parallel",
     ),
-    (  # each card doing part of every layer's math: tensor parallel
-        rf"\b(?:each|every)\s+{_CARD}\s+{_HOLDS}\s+{_SHARE}\s+(?:the\s+(?:math|matmuls?|computation|compute)|"
-        rf"(?:the|every|each)\s+(?:layer|layers|{_MATMUL})(?:'s\s+(?:weights|math))?)\b",
-        "with tensor parallel",
+    (  # each card doing part of every layer's math: tensor parallel ("each side carries half of every layer", of a
+        # pair: half is a degree of 2)
+        rf"\b(?:each|every)\s+(?:{_CARD}|side|one|rank|worker|process)\s+{_HOLDS}\s+{_SHARE}\s+"
+        rf"(?:the\s+(?:math|matmuls?|computation|compute)|(?:the|every|each)\s+(?:layer|layers|{_MATMUL})"
+        r"(?:'s\s+(?:weights|math))?)\b",
+        lambda found: "tp=2" if re.search(r"\bhalf\s+of\b", found.group(0), re.I) else "with tensor parallel",
         "tensor parallel",
     ),
     (  # halves of the model on two cards: pipeline parallel of degree 2

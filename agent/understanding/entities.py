@@ -209,6 +209,8 @@ def extract(text: str, known: Known) -> Entities:
     entities = Entities(text)
     _counts(lowered, entities)
     _vague_counts(lowered, entities)
+    for found in re.finditer(CLOCK, lowered):  # "14:02 UTC", "T+5m": when, never how many
+        entities.add("clock", found.group(0), found.span())
     _hardware(lowered, entities)
     _model(lowered, entities)
     _switches(lowered, entities)
@@ -274,7 +276,11 @@ def _excluded(lowered: str, entities: Entities) -> None:
         if (
             entity.kind.startswith(("run", "sweep", "experiment"))
             and end > start
-            and (re.search(rf"{EXCLUDER}$", lowered[:start]) or _left_alone(lowered, start, end))
+            and (
+                re.search(rf"{EXCLUDER}$", lowered[:start])
+                or _left_alone(lowered, start, end)
+                or (re.search(NEGATED_VERB, lowered[:start]) and re.match(ANOTHER_INSTEAD, lowered[end:]))
+            )
             and not (re.search(rf"\b(?:{SKIPPER})\s+\S*$", lowered[:start]) and lowered[end:].startswith("'s"))
         ):  # "not the long config": not that experiment either
             entity.kind = "not_" + entity.kind
@@ -296,6 +302,16 @@ def the_other(lowered: str, entities: Entities, known: Known, before: dict[str, 
             entities.add(label, left[0], found.span())
             entities.found = [e for e in entities.found if e.kind != "vague_reference"]
             return
+
+
+# An action said not to be done to what it names, and in the next clause another named as the one it is for: "don't
+# benchmark r1, the ddp baseline is the one I want scored", "never read lr-scan; layouts-nov instead". The negation
+# is of the first object, not of the action (agent.understanding.intents.negated_actions keeps the action).
+NEGATED_VERB = r"\b(?:don'?t|do not|never|no need to)\s+\w+\s+(?:(?:the|that|this|my|our)\s+)?$"
+ANOTHER_INSTEAD = (r"(?:'s)?\s*[,;:]\s*(?:but\s+|rather\s+|just\s+|only\s+)?(?:(?:the|that|this|my|our)\s+)?"
+                   r"[\w.-]+(?:\s+[\w.-]+){0,3}?(?:(?:'s|\s+is)\s+the\s+one\b|\s+instead\b)"
+                   # never where the other is the one to leave alone: "r1 is the one I want kept"
+                   r"(?![^.;!?]*\b(?:kept|keep|leave|left|spared?|alone|untouched|skip\w*|ignor\w*)\b)")  # fmt: skip
 
 
 # A run or sweep named to be left as it is: "don't touch baseline-ddp", "leave r1 alone", "keep tp-try running",
@@ -375,6 +391,12 @@ def _vague_counts(lowered: str, entities: Entities) -> None:
             entities.add("vague_count", (kind, found.group(0)), found.span())
 
 
+# A time of day or an offset from an incident's start, as an on-call log writes them ("14:02 UTC", "at 9:30am",
+# "T+0", "T+5m", "t-30s"): the numbers in it count nothing.
+CLOCK = (r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s*(?:utc|gmt|cet|pst|est|z|am|pm)\b)?|"
+         r"\bt\s*[+-]\s*\d+(?:\.\d+)?\s*(?:s|sec|secs|m|min|mins|h|hrs?|d|days?)?\b")  # fmt: skip
+
+
 def _number(digits: str, kilo: str, kind: str) -> int:
     value = float(digits) * (1000 if kilo else 1)
     return int(value)
@@ -443,8 +465,12 @@ def _hardware(lowered: str, entities: Entities) -> None:
         entities.add("vague_hardware", True, (0, 0))
 
 
-# What each node holds, after the nodes' count: "2 computers, each with 4 A100s", "4 machines each having 8".
-EACH_HAS = r"(?:(?:and\s+)?each\s+(?:of\s+(?:them|which)\s+)?(?:with|having|has|holding|holds|containing|of)\s+)"
+# What each node holds, after the nodes' count: "2 computers, each with 4 A100s", "4 machines each having 8", "two
+# racks, each carrying eight H100s".
+EACH_HAS = (
+    r"(?:(?:and\s+)?each\s+(?:of\s+(?:them|which)\s+)?(?:with|having|has|holding|holds|containing|of|"
+    r"carrying|carries|hosting|hosts|housing|houses|packing|packs|(?:fitted|loaded|equipped)\s+with)\s+)"
+)
 
 
 # A node by the GPUs in it: "an 8x H100 node", "2 8xA100 boxes" (the first count the nodes', the one with "x" each

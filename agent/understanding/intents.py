@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from agent.understanding.entities import NOUNS, SWITCHES, Entities, masked
+from agent.understanding.entities import ANOTHER_INSTEAD, NOUNS, SWITCHES, Entities, masked
 from agent.understanding.grammar import SETTING_NAMES
 
 # "do" opens a question only before its subject: "do we have ...?", not "do the same as r1 with 50 steps".
@@ -63,11 +63,20 @@ SWEEP_FIGURES = r"(?:results?|winners?|numbers|figures|trials|outcomes?|findings
 TUNED_SETTING = (r"(?:^|[,;:.!?]\s*|\b(?:to|please|pls|and|then|you|let'?s)\s+)(?:tune|sweep)"
                  r"\s+(?:over\s+|across\s+)?(?:the\s+|our\s+|my\s+|its\s+)?"
                  rf"(?:{'|'.join(SETTING_NAMES.values())})s?\b")  # fmt: skip
+# Trials left at their default ("default trials", "the usual number of trials"): a setting of a sweep to run, no
+# sweep's trials to read.
+DEFAULT_TRIALS = r"\b(?:default|usual|standard|normal|stock)\s+(?:number\s+of\s+|count\s+of\s+)?trials?\b"
+_NOT_DEFAULT = "".join(rf"(?<!{word}\s)" for word in ("default", "usual", "standard", "normal", "stock"))
 # Cue words of each intent, with their weights.
 # The docs by any of their names ("the doc page", "the readme"), and what brings them up to date, in any form
 # ("refreshing", "updated").
-DOC_NOUN = r"(?:docs|documentation|readme|training\.md|docs?\s+pages?)"
+DOC_NOUN = r"(?:docs|documentation|readme|training\.md|docs?\s+pages?|training\s+docs?)"
 DOC_VERB = r"(?:updat|refresh|regenerat|rewrit|sync)\w*\b"
+# "put the lr-scan numbers into docs/training.md", "pull the figures from x into the README": figures written into
+# the docs are an update of them
+_WRITE_INTO = r"(?:put|add|get|write|bring|record|copy|paste|pull|move|carry|feed|fold|transfer)"
+_INTO_DOCS = rf"\b(?:in|into|to|onto)\s+(?:the\s+)?(?:{DOC_NOUN}|\S*training\.md)\b"
+WRITTEN_INTO_DOCS = rf"\b{_WRITE_INTO}\b.*{_INTO_DOCS}"
 CUES: dict[str, list[tuple[str, float]]] = {
     "hardware": [
         (r"\bhardware\b", 4),
@@ -136,7 +145,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
             # the noun first, its verb after, tersely: "runs. list.", "all runs: show", "runs, list them please"
             r"^\W*(?:(?:the|my|all(?: the)?)\s+)?runs\W+(?:list|ls|overview|show|display)(?:\s+(?:them|please))*\W*$|"
-            r"\boverview of (?:all |the |my )?runs\b|\blist (?:every|each) run\b|\bbeen run\b|"
+            r"\boverview of (?:all |the |my )?runs\b|\bbeen run\b|"
+            # "I want to see every run in the repository", "list each run", "browse all of the runs"
+            r"\b(?:see|view|look at|show(?: me)?|list|browse|get)\s+(?:every|each|all(?: of)?(?: the| my| our)?)\s+"
+            r"(?:training\s+)?runs?\b(?!'s)|"  # (not "every run's loss": a figure of each)
             r"^\W*ls\s+(?:-\w+\s+)?runs\b|\b(?:under|in|inside) runs/?(?=\W*$)|"
             r"\bhow many (?:\w+ )?(?:experiments|runs|jobs|trainings|model fits)\b|"
             # "which are the runs that exist?", "what training runs do we have?"
@@ -267,7 +279,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
     # "resume r1", "continue the preempted run", "pick the sweep back up": a preempted job, in its own directory
     "resume": [(RESUME, 9)],
     "trials": [
-        (r"\bwinner\b|\bwho won\b|\bwhich\b.*\b(?:won|win|best|came out)\b|\btrials\b|\bwhat won\b", 3),
+        (rf"\bwinner\b|\bwho won\b|\bwhich\b.*\b(?:won|win|best|came out)\b|{_NOT_DEFAULT}\btrials\b|\bwhat won\b", 3),
         (r"\bwhat did (?:\S+ ){1,4}(?:pick|choose|find|select|conclude|recommend)\b", 2),
         # the setups a sweep tried, in words: "of the setups we tested last month, which was fastest?"
         (
@@ -303,6 +315,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
             10,
         ),
         (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
+        (DEFAULT_TRIALS, 3),
         (TUNED_SETTING, 4),
         # the layouts tuned, as a verb and its object: "tune layouts for configs/long.yaml", "auto-tune the mesh"
         (r"\b(?:auto[- ]?)?tune\s+(?:the\s+|our\s+|my\s+|its\s+)?(?:layouts?|mesh(?:es)?|parallelism|sharding)\b", 4),
@@ -419,12 +432,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:reflects?|shows?|includes?|match(?:es)?|covers?|says?)\b",
             3,
         ),
-        # "put the lr-scan numbers into docs/training.md": figures written into the docs are an update of them
-        (
-            r"\b(?:put|add|get|write|bring|record|copy|paste)\b.*\b(?:in|into|to|onto)\s+(?:the\s+)?"
-            rf"(?:{DOC_NOUN}|\S*training\.md)\b",
-            3,
-        ),
+        (WRITTEN_INTO_DOCS, 3),
     ],
     "plan": [
         (r"\bplan\b", 3),
@@ -455,7 +463,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (
             # "make a training with the long config": a training made is a run, as "do a training" is
             r"\b(?:get|have|start|kick off|fire off|do|want|need|launch|make|create|begin)\s+(?:a|an|another|new)\s+"
-            r"(?:[\w-]+\s+){0,2}(?:run|training)\b(?!\s+(?:plan|estimate|budget|docs?|report))",
+            r"(?:[\w-]+\s+){0,2}(?:run|training)\b(?!\s+(?:plan|estimate|budget|docs?|report))|"
+            # "could you please to make the training with pipeline of 2 stages": the training done, as learners say
+            r"\b(?:make|do)\s+the\s+training\b(?!\s+(?:plan|estimate|budget|docs?|report|runs?|logs?|loss|data))",
             3,
         ),
     ],
@@ -562,14 +572,19 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
         for found in re.finditer(rf"(?:{NEGATOR}|{DEFERRED}){_DOING}(?:{objects})\b(?:\s+(?:yet|for now|just yet|"
                                  rf"at all|now))?|\b(?:{objects})(?:\s+(?:for|of|on|from)\s+[\w./-]+)?{AFTER_OBJECT}",
                                  lowered):  # fmt: skip
-            if re.match(SAME_KIND_INSTEAD, lowered[found.end() :]):
+            if re.match(SAME_KIND_INSTEAD, lowered[found.end() :]) or _for_another(lowered[found.end() :]):
                 continue  # "not a full sweep, just a quick one": that kind asked for, smaller
             negated.add(intent)
             spans.append(found.span())
+    for found in re.finditer(rf"{NEGATOR}{_WRITE_INTO}\b[^.;!?]*?{_INTO_DOCS}", lowered):
+        negated.add("docs")  # "don't put the lr-scan numbers into the readme": the docs left as they are
+        spans.append(found.span())
     for intent, verbs in DONT_VERB.items():
         for found in re.finditer(rf"{NEGATOR}(?:{verbs})\b|{DEFERRED}(?:{verbs})\b|"
                                  rf"\b(?:{verbs})\s+(?:(?:it|that|this|them)\s+)?{LATER}\b|"
                                  rf"\b(?:{verbs})\b[^?.!;]{{0,40}}{WAVED_OFF}", lowered):  # fmt: skip
+            if intent not in ("cancel", "resume") and _for_another(lowered[found.end() :]):
+                continue  # (a stop or a resume taken back stays taken back, whatever follows)
             negated.add(intent)
             spans.append(found.span())
     for found in re.finditer(rf"(?:{NEGATOR}|{NOT_CARING})(?:(?:just|only|merely)\s+)?{_DOING}(?:{DONT_READ})\b",
@@ -591,6 +606,12 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
     # asked for, only not on what the negation names (entities.SPARED)
     negated -= {intent for intent, verbs in DONT_VERB.items() if re.search(rf"\b(?:{verbs})\b", lowered)}
     return negated, lowered
+
+
+def _for_another(after: str) -> bool:
+    """Whether what follows a negated action is its object and another named as the one it is for ("don't benchmark
+    r1, baseline-ddp is the one"): the action is wanted, on that other (entities.NEGATED_VERB rules the first out)."""
+    return bool(re.match(rf"\s+(?:(?:the|that|this|my|our)\s+)?[\w.-]+{ANOTHER_INSTEAD}", after))
 
 
 # What joins a second action to a negated one, under the same negation: "no need to benchmark or write anything up",
@@ -779,7 +800,8 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
         scores["plan"] -= 2
     sweeps_figures = entities.has("sweep") or re.search(rf"\bsweeps?\s+{SWEEP_FIGURES}", lowered)
     if sweeps_figures and not entities.has("run"):  # "the results of the lr-scan sweep", "sweep results?": its trials
-        scores["trials"] += max(scores["results"], 0)
+        # (unless the figures are written into the docs: "put its results into the README" updates them)
+        scores["trials"] += 0 if re.search(WRITTEN_INTO_DOCS, lowered) else max(scores["results"], 0)
         scores["results"] = 0
     if (
         only_facts
@@ -788,7 +810,13 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
         and _launched_file(lowered, entities)
     ):
         scores["run"] += 4  # "long.yaml, 2 gpus, fsdp": an experiment file given what a launch takes, no reading asked
-    elif entities.has("file"):
+    elif _launch_of_file(lowered, entities):
+        scores["run"] += 3  # "so we launch long.yaml on two GPUs with ddp, no?": the file is the launch's object
+    elif entities.has("file") and _docs_written(lowered, entities):
+        scores["read"] -= 2.5  # "put its results into the docs, training.md and README": the docs' pages written to
+        # (the grammar's first reading of a file named), not read
+    elif any(e.kind == "file" and lowered[e.span[0] : e.span[1]].strip() for e in entities.found):
+        # (a file inside what a negation took back is no cue: "don't pull the results into training.md")
         scores["read"] += 3
         named = re.search(r"\.(?:jsonl?|ya?ml|txt|md|log|csv|toml)\b", lowered)
         if named and not launch_verb(masked(lowered, entities)):  # "tp-try memory.json": that file, not its topic
@@ -808,8 +836,17 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
         scores["sweep"] += 3  # a number of trials is what a new sweep takes; reading one takes its name
     if entities.has("checkpoint"):
         scores["bench"] += 1
+    if re.search(DO_THAT, lowered) and entities.has("layout") and not entities.has(*WHAT_IF_NAMES):
+        scores["run"] += 3  # "it says to try the mode where every GPU keeps a full copy. Can I do that on 2 GPUs?"
     if entities.has("run") and re.search(RUN_LOG, lowered):
         scores["read"] += 3  # "r1's raw training log, the text one": its log file, not the figures read from it
+
+
+# A layout described, then asked to be done: "the tutorial says to try the mode where each GPU keeps a full copy ...
+# can I do that on 2 GPUs?" tries it on the experiment. A what-if names what it is about (a model, a GPU, nodes):
+# "can we do that with llama 70b on 8 H100s?" plans.
+DO_THAT = r"\b(?:can|could|may)\s+(?:i|we)\s+(?:just\s+)?(?:do|try)\s+(?:that|this|it)\b"
+WHAT_IF_NAMES = ("model", "model_choice", "gpu_named", "node_count", "device_mem", "own_model")
 
 
 # Verbs that change a file: "set steps to 50 in long.yaml", "update long.yaml so packing is off" (no launch).
@@ -827,6 +864,20 @@ def _launched_file(lowered: str, entities: Entities) -> bool:
                                           for f in named)  # fmt: skip  # two files named are compared, not launched
     reading = any(re.search(rule, lowered) for rule, _ in CUES["read"][:2]) or re.search(EDITING, lowered)
     return experiments and not reading and not re.search(QUESTION, lowered) and "?" not in lowered
+
+
+def _launch_of_file(lowered: str, entities: Entities) -> bool:
+    """Whether an experiment file (a YAML config, not a run's own) is the object of a launch verb right before it
+    ("launch long.yaml", "train the configs/long.yaml"); "does long.yaml train with fsdp?" asks about the file."""
+    configs = [e for e in entities.found if e.kind in ("file", "experiment")
+               and str(e.value).endswith((".yaml", ".yml")) and not str(e.value).startswith("runs/")]  # fmt: skip
+    return any(re.search(rf"{LAUNCH_VERB}\s+(?:(?:the|our|my|this)\s+)?$", lowered[: e.span[0]]) for e in configs)
+
+
+def _docs_written(lowered: str, entities: Entities) -> bool:
+    """Whether every file named is a page of the docs (training.md, the README) that the sentence writes into."""
+    pages = all(re.fullmatch(rf"docs/\S+|(?:{DOC_NOUN})(?:\.md)?", str(f), re.I) for f in entities.all("file"))
+    return pages and bool(re.search(WRITTEN_INTO_DOCS, lowered))
 
 
 # A run's log as a thing to look at (its log.txt): "the raw training log", "r1's logs", "the text log" ("log every 10

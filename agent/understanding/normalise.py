@@ -244,7 +244,7 @@ def _list_labels(text: str) -> str:
     2 processes (dp_shard 2) and ..." keeps its degree)."""
     listed = re.match(r"\s*\(?1\)\s", text)
     text = re.sub(LIST_LABEL, "", text, flags=re.I)
-    return re.sub(r"(?<=\w)\s+\(?\d+\)\s+", ", ", text) if listed else text
+    return re.sub(r"(?<=[\w)\]])\s+\(?\d+\)\s+", ", ", text) if listed else text  # "(the 1024 one) 2) ..." too
 
 
 # A memory size in words, "gigabits" said for gigabytes too ("a 4090 with 24 gigabits of ram"): a card's memory is
@@ -259,7 +259,8 @@ FALSE_FRIEND_UPDATE = r"\bactuali[sz](e|es|ed|ing)\b"
 _MORE_WORDS = """which machine context request pull benchmark cancel sweep layouts winner checkpoint report
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
 trials without gpus disabled enabled disable enable list
-completed finish stop wait kill abort halt resume batch micro precision default delete remove open private"""
+completed finish stop wait kill abort halt resume batch micro precision default delete remove open private
+single baseline"""
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
@@ -582,7 +583,22 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
                   r"(?:is\s+)?(?:sharded|fsdp|split|spread|partitioned)\s+(?:over|across|on|into|between|among)\s+(\d+)\s+"
                   r"(?:devices?|gpus?|cards?|ranks?|processes|shards?|ways?)\b",
                   r"dp_replicate=\1,dp_shard=\2", text, flags=re.I)  # fmt: skip
-    return text
+    return re.sub(COPIES_OF_SETUP, lambda found: _copies_of_setup(found, names), text, flags=re.I)
+
+
+# Copies of a layout said before it, each a data-parallel replica: "split each layer across 2 GPUs, and keep 2 copies
+# of that whole setup" (tp=2 twice: dp_replicate=2,tp=2), "2 replicas of this arrangement". Copies of the model are
+# DDP's own words (agent.understanding.descriptions), not these.
+COPIES_OF_SETUP = (r"\b(\d+)\s+(?:full\s+|whole\s+|identical\s+|separate\s+)?(?:copies|replicas|clones|instances)"
+                   r"\s+of\s+(?:that|this|the)\s+(?:(?:whole|entire|full|same)\s+)?"
+                   r"(?:setup|set-up|thing|arrangement|group|pair|layout)\b(?!\s+(?:files?|in|into|to)\b)")  # fmt: skip
+
+
+def _copies_of_setup(found: re.Match, layout_names: str) -> str:
+    """dp_replicate of the copies, where a layout was said before them ("2 copies of the layout in the report" copy
+    nothing that trains)."""
+    said = re.search(rf"\b(?:{layout_names}|(?:tp|pp|cp|dp_shard)\s*=?\s*\d)", found.string[: found.start()], re.I)
+    return f"dp_replicate={found.group(1)}" if said else found.group(0)
 
 
 # A layout refused ("not tp") and named again as what went wrong ("tp oomed last time", "fsdp was too slow"): the reason
