@@ -46,8 +46,9 @@ SETTING_VERBS = {
 }
 NOUN_NEGATIONS = ["without {}", "no {}", "disable {}", "skip {}", "turn off {}", "drop {}", "avoid {}", "{} off",
                   "{} disabled", "{}: false", "{} should be off", "{} must be disabled", "{} not needed",
-                  "don't use {}", "with {} turned off", "leave {} out", "no need for {}"]  # fmt: skip
-VERB_NEGATIONS = ["don't {}", "do not {}", "never {}", "no need to {}", "please don't {}"]
+                  "don't use {}", "with {} turned off", "leave {} out", "no need for {}",
+                  "we won't need {}"]  # fmt: skip
+VERB_NEGATIONS = ["don't {}", "do not {}", "never {}", "no need to {}", "please don't {}", "we won't {}"]
 LAUNCHES = ["train 10 steps on 2 gpus, {}", "{}, then launch configs/long.yaml on 4 GPUs fully sharded"]
 
 

@@ -793,7 +793,7 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
                               "as they are now? yes / edit")  # fmt: skip
     else:
         copied = False
-    if re.search(r"\b(?:winner|winning|won)\b", lowered) and "layout" not in intent.args:
+    if re.search(r"\b(?:winner|winning|won(?!'t))\b", lowered) and "layout" not in intent.args:  # "won't": no win
         _launch_winner(intent, entities, context)
     if steps := entities.get("steps"):
         intent.args["steps"] = steps
