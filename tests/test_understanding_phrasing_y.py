@@ -171,7 +171,15 @@ def test_a_hyphenated_word_beside_a_real_name_is_no_name(text, command, args, kn
     read_as(text, command, args, known)
 
 
-@pytest.mark.parametrize("text", ["compare r1 with old-base", "results of r1 and old-base", "old-base's loss vs r1"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "compare r1 with old-base",
+        "results of r1 and old-base",
+        "old-base's loss vs r1",
+        "loss of r1; is that the old-base one?",  # "one" stands for a run
+    ],
+)
 def test_a_hyphenated_word_where_a_name_stands_is_still_asked_about(text, known):
     assert "I find no run or sweep named 'old-base'" in (read(text, known).clarify or "")
 

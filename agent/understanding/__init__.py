@@ -405,10 +405,10 @@ def _unknown_name(plain: str, entities: Entities, context: Context, intent: Inte
 
 
 # Where an unknown word stands in a name's place: after what introduces a run or joins one name to another ("the
-# run old-base", "r1 vs old-base", "the loss of old-base"), or before a run's noun or possessive ("old-base's").
+# run old-base", "r1 vs old-base", "the loss of old-base"), or before a run's noun, "one" or possessive ("old-base's").
 NAME_BEFORE = (r"(?:\b(?:runs?|sweeps?|named|called|and|or|vs\.?|versus|with|against|than|to|from|between|of|for|on|"
                r"in)|[,&])\s*(?:the\s+)?$")  # fmt: skip
-NAME_AFTER = r"^(?:'s\b|\s*(?:runs?|sweeps?|and|or|vs\.?|versus|,|&)(?!\w))"
+NAME_AFTER = r"^(?:'s\b|\s*(?:runs?|sweeps?|ones?|and|or|vs\.?|versus|,|&)(?!\w))"
 
 
 def _a_word_beside_a_name(found: re.Match, lowered: str) -> bool:
