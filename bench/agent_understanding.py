@@ -16,8 +16,8 @@ launch, cancel, wait or write are rejected, as a person would reject them at the
 call and its arguments, as in a real conversation).
 
 Judged: right (the expected tool, every expected argument present and equal after normalising paths and
-numbers, and no setting in `overrides` the expectation lacks), wrong (another tool, an argument that contradicts
-the expectation, or a setting nobody asked for), asked (a question back: the reply
+numbers, and no setting in `overrides` the expectation lacks that changes the experiment), wrong (another tool,
+an argument that contradicts the expectation, or a setting nobody asked for), asked (a question back: the reply
 ends with "?" and no tool was called), nothing (a reply that neither acts nor asks). An expectation {ask: true}
 is right when the agent asks and wrong when it acts; {refuse: true} (what no tool may do) is right for any reply
 without an action and wrong when it acts.
@@ -30,19 +30,21 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from pydantic_core import PydanticUndefined
 
-from trainer.config import ConfigError
+from trainer.config import ConfigError, load_experiment
 from trainer.hardware import GPU_ALIASES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -205,8 +207,29 @@ def first_action(graph: Any, repo: Path, item: dict, thread: str) -> dict[str, A
 # --- the judge ----------------------------------------------------------------------------------------------------
 
 
-def judge(expect: dict[str, Any], action: dict[str, Any]) -> tuple[str, str]:
-    """(outcome, why) of the first action against the expectation: right, wrong, asked or nothing."""
+# Whether a setting ("data.packing=true") changes an experiment file of the fixture ("meshpilot.yaml").
+Changes = Callable[[str, str], bool]
+
+
+def changes_experiment(repo: Path) -> Changes:
+    """A setting the request did not list but that leaves the experiment as it is ("keep packing on" where packing
+    is on) runs what was asked: only one that changes the experiment (or that the trainer refuses) is invented."""
+
+    @functools.cache
+    def changes(experiment: str, setting: str) -> bool:
+        path = repo / experiment
+        try:
+            return load_experiment(path) != load_experiment(path, [setting])
+        except ConfigError:
+            return True
+
+    return changes
+
+
+def judge(expect: dict[str, Any], action: dict[str, Any], changes: Changes = lambda experiment, setting: True
+          ) -> tuple[str, str]:  # fmt: skip
+    """(outcome, why) of the first action against the expectation: right, wrong, asked or nothing. `changes`
+    tells whether a setting changes the experiment file it is given for (see changes_experiment)."""
     call = action.get("call")
     if call is None:
         reply = (action.get("reply") or "").strip()
@@ -230,7 +253,9 @@ def judge(expect: dict[str, Any], action: dict[str, Any]) -> tuple[str, str]:
                 return "wrong", f"overrides {got} lack {missing}"
         elif _value(key, got) != _value(key, wanted):
             return "wrong", f"{key}={got!r} instead of {wanted!r}"
-    invented = _unstated_overrides(expect.get("args", {}), call["args"].get("overrides") or [])
+    experiment = call["args"].get("experiment") or defaults.get("experiment", "")
+    unstated = _unstated_overrides(expect.get("args", {}), call["args"].get("overrides") or [])
+    invented = [setting for setting in unstated if changes(experiment, setting)]
     if invented:
         return "wrong", f"overrides {invented} the request did not state"
     return "right", ""
@@ -316,12 +341,13 @@ def run_set(items: list[dict], llm: Any) -> list[dict]:
     judged = []
     with tempfile.TemporaryDirectory(prefix="meshpilot-understanding-") as tmp:
         repo = build_fixture(Path(tmp) / "repo")
+        changes = changes_experiment(repo)
         for item in items:
             try:
                 action = first_action(graph, repo, item, thread=item["id"])
             except Exception as error:  # a crash on one request is that request's outcome, not the benchmark's
                 action = {"reply": f"crashed: {type(error).__name__}: {error}"}
-            outcome, why = judge(item["expect"], action)
+            outcome, why = judge(item["expect"], action, changes)
             judged.append({"id": item["id"], "request": item["request"], "outcome": outcome, "why": why,
                            "action": action.get("call") or {"reply": (action.get("reply") or "")[:300]}})  # fmt: skip
     return judged

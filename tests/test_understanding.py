@@ -20,7 +20,7 @@ from agent.understanding import Context, context_of, understand
 from agent.understanding.entities import extract
 from agent.understanding.known import Known
 from agent.understanding.normalise import normalise
-from bench.agent_understanding import build_fixture, judge, load_set, record, run_set, save, table
+from bench.agent_understanding import build_fixture, changes_experiment, judge, load_set, record, run_set, save, table
 
 DATA = Path(__file__).parent / "data"
 SETS = DATA / "understanding"
@@ -550,6 +550,20 @@ def call(name: str, **args) -> dict:
 )  # fmt: skip
 def test_the_judge_fails_planted_wrong_answers(expect, action, outcome):
     assert judge(expect, action)[0] == outcome
+
+
+def test_a_setting_that_leaves_the_experiment_as_it_is_is_asked_for_not_invented(tmp_path):
+    """Keep packing on where the experiment packs: data.packing=true changes nothing, so it is no invented setting;
+    packing off, or a setting the trainer refuses, is."""
+    changes = changes_experiment(build_fixture(tmp_path / "repo"))
+    keep = call("launch_run", overrides=["train.lr=0.0003", "data.packing=true"])
+    assert judge(LR, keep, changes)[0] == "right"
+    for invented in ("data.packing=false", "train.optimizer=adam"):
+        assert judge(LR, call("launch_run", overrides=["train.lr=0.0003", invented]), changes)[0] == "wrong"
+    longer = call("launch_run", experiment="configs/long.yaml", overrides=["train.lr=0.0003", "data.seq_len=1024"])
+    assert judge(LR, longer, changes)[0] == "right"  # the file's own sequence length
+    default = call("launch_run", overrides=["train.lr=0.0003", "data.seq_len=1024"])
+    assert judge(LR, default, changes)[0] == "wrong"  # the default experiment's is 256
 
 
 # --- never a wrong action on the evaluation set ---------------------------------------------------------------
@@ -2067,7 +2081,42 @@ def test_a_run_or_sweep_after_a_negation_is_the_one_not_meant(text, command, arg
     ],
 )
 def test_an_action_taken_back_moves_to_no_other_run_unless_asked(text, refused, known):
-    assert read(text, known).command != refused
+    """The other named is no object of the action taken back: what to do with it is asked, naming the action."""
+    intent = read(text, known)
+    verb = {"bench": "benchmark"}.get(refused, refused)
+    assert intent.command != refused
+    assert intent.clarify == (f"You said not to {verb} that one: what should I do with the other, e.g. `{verb} NAME` "
+                              "or `status of NAME`?")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "don't benchmark r1, tp-try is the one, but not yet",  # put off
+        "don't benchmark r1, baseline-ddp is the one I'd rather not score either",  # refused too
+        "don't benchmark r1, tp-try is the one I don't trust",  # described, not asked for
+        "don't benchmark r1, baseline-ddp is the one we already scored",
+        "don't benchmark r1, tp-try is the one I want to compare it with",  # another action wanted with it
+        "don't benchmark r1, its checkpoint is the one that broke",  # no other run named at all
+    ],
+)
+def test_the_one_after_an_action_taken_back_is_acted_on_only_where_the_tail_asks_for_it(text, known):
+    """ "X is the one" names what to act on only where what follows restates the wish ("the one I want scored")."""
+    intent = read(text, known)
+    assert intent.command != "bench" and intent.clarify is not None
+
+
+@pytest.mark.parametrize(
+    "text, sweep",
+    [
+        ("show me the usual trials of lr-scan", "sweeps/lr-scan"),
+        ("lr-scan: the standard trials, please", "sweeps/lr-scan"),
+    ],
+)
+def test_default_trials_read_without_a_sweep_verb_are_a_sweeps_trials(text, sweep, known):
+    """ "The usual trials" sets a new sweep's count only beside a verb that asks for a sweep; else they are read."""
+    intent = read(text, known)
+    assert intent.command == "trials" and intent.args == {"sweep": sweep} and intent.clarify is None
 
 
 @pytest.mark.parametrize(
@@ -2702,6 +2751,11 @@ def test_is_it_possible_to_train_a_model_on_gpus_is_a_plan(text, model, known):
         ("plan llama 3.1 8b on 8x h100", None, 8),
         ("picture 2 racks, each carrying 8 h100s: how to split llama 3.1 70b?", 2, 8),
         ("plan llama 3.1 70b on 3 servers each packing 4 h100s", 3, 4),
+        # a rack holds nodes: it is one only where its GPUs are given directly (above)
+        ("plan llama 3.1 70b on a rack of 4 servers, 8 h100s each", 4, 8),
+        ("plan llama 3.1 70b on 2 racks of 4 nodes each, 8 h100s per node", 8, 8),
+        ("plan llama 3.1 70b on 2 racks with 16 nodes total, 8 h100s each", 16, 8),
+        ("plan llama 3.1 70b on two racks, each carrying eight H100 NVL", 2, 8),
     ],
 )
 def test_nodes_described_by_the_gpus_in_each(text, nodes, devices, known):
@@ -2741,13 +2795,29 @@ def test_a_gpus_size_said_after_nodes_of_them_is_that_gpu(known):
             "dp_replicate=2,tp=2",
         ),
         ("train pipeline over 2 gpus with 2 replicas of that arrangement, so 4 gpus total", "pp=2,dp_replicate=2"),
-        # a layout described, then asked to be done: tried on the experiment
-        ("the guide says each gpu keeps its own full copy of the model; can we try that on 4 gpus?", "dp_replicate=4"),
     ],
 )
 def test_a_layout_described_in_plain_words_is_that_layout(text, layout, known):
     intent = read(text, known)
     assert intent.command == "run" and intent.args.get("layout") == layout and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        (
+            "the guide says each gpu keeps its own full copy of the model; can we try that on 4 gpus?",
+            {"nproc": 4, "layout": "dp_replicate=4"},
+        ),
+        ("the docs say to use tp=2; could we try that on 2 gpus?", {"nproc": 2, "layout": "tp=2"}),
+    ],
+)
+def test_a_layout_described_then_asked_about_is_confirmed_before_it_launches(text, args, known):
+    """ "Can we try that on 4 GPUs?" asks: the launch it would be is named in one question, never started unasked."""
+    intent = read(text, known)
+    assert intent.command == "run" and intent.args == args
+    call = ", ".join(f"{k}={v}" for k, v in args.items())
+    assert intent.clarify == f"Do you want me to run (/run {call})? yes / edit"
 
 
 @pytest.mark.parametrize(
@@ -4982,6 +5052,73 @@ def test_a_launch_over_several_nodes_asks_and_never_passes_nodes(text, nodes, kn
     intent = read(text, known)
     assert intent.command == "run" and "nodes" not in intent.args
     assert (intent.clarify is not None and f"--nnodes {nodes}" in intent.clarify) == (nodes > 1)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "should we train configs/long.yaml on 4 gpus with fsdp or wait",
+        "would it be wise to train long.yaml on 2 gpus with ddp",
+        "the docs say to use tp=2; could we try that on 2 gpus?",
+    ],
+)
+def test_a_launch_asked_about_is_confirmed_never_started(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and (intent.clarify or "").startswith("Do you want me to run (/run ")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "never launch long.yaml, just show it",  # the launch verb negated
+        "before you launch long.yaml, show it to me",  # the launch after what is asked now
+        "you can train configs/long.yaml on 2 gpus later, for now show me it",
+    ],
+)
+def test_a_launch_taken_back_or_put_off_reads_the_file(text, known):
+    intent = read(text, known)
+    assert intent.command == "read" and intent.args.get("path") == "configs/long.yaml" and intent.clarify is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["make the training config use fsdp with 2 gpus", "make the training deterministic",
+     "make the training reproducible on 2 gpus"],
+)  # fmt: skip
+def test_the_training_made_into_something_is_no_launch(text, known):
+    """ "Make the training X" changes the experiment (no tool does): asked, never a launch of the defaults."""
+    intent = read(text, known)
+    assert intent.command != "run" and intent.clarify is not None
+
+
+@pytest.mark.parametrize(
+    "text, asked",
+    [
+        ("plan llama 3.1 8b on 8 h100s with a 90:10 split", "What is 90 for"),  # a ratio, no time of day
+        ("cancel r1 at 17:00", "I can only act now, not at 17:00: cancel now (/cancel run=runs/r1)? yes / edit"),
+        ("benchmark r1 at 5pm", "I can only act now, not at 5pm"),
+        ("train 20 steps, 2 gpus, at 9am", "I can only act now, not at 9am"),
+        ("train fsdp on 2 gpus for 30 steps, it's 9:30 here", None),  # the time now, no time to act
+    ],
+)
+def test_a_time_of_day_is_one_only_in_clock_context_and_a_timed_command_asks(text, asked, known):
+    clarify = read(text, known).clarify
+    assert clarify == asked if asked is None else (clarify or "").startswith(asked)
+
+
+@pytest.mark.parametrize(
+    "text, args",
+    [
+        ("train with tp=2 on 2 gpus; make 2 copies of that setup as backups", {"nproc": 2, "layout": "tp=2"}),
+        ("not tp=2. train ddp on 4 gpus", {"nproc": 4, "layout": "dp_replicate=4"}),  # a refused layout is no layout
+        ("train fsdp on 2 gpus. the cluster has 4 nodes but use just this one", {"nproc": 2, "layout": "dp_shard=2"}),
+        ("1) train fsdp on 2 gpus (steps: 10) 2) then benchmark it", {"nproc": 2, "layout": "dp_shard=2", "steps": 10}),
+    ],
+)
+def test_a_launch_keeps_what_was_said_and_not_what_was_refused_or_set_aside(text, args, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.args == args
+    assert intent.clarify is None or "steps=10" in intent.clarify  # (the list's second item, a benchmark, is asked)
 
 
 @pytest.mark.parametrize(

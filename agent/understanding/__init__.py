@@ -38,7 +38,9 @@ from agent.understanding.entities import (
     EXCLUDER,
     GENERIC,
     SPEAKERS_MIND,
+    WHEN_TO_ACT,
     Entities,
+    Entity,
     extract,
     masked,
     the_other,
@@ -58,6 +60,7 @@ from agent.understanding.grammar import (
 from agent.understanding.intents import (
     ACTIONS,
     CUES,
+    DO_THAT,
     FOLLOW_UP,
     NOT_BY_POSSIBLE,
     POSSIBLE_TO,
@@ -118,8 +121,16 @@ def understand(text: str, context: Context | None = None) -> Intent:
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _unplaced_number(plain, entities, intent)
     if intent.clarify is None:
+        intent.clarify = _timed(plain, entities, intent)
+    if intent.clarify is None:
+        intent.clarify = _the_one_undone(plain, intent) or _made_into(plain, intent)
+    if intent.clarify is None:
         intent.clarify = _vague_count(entities, intent)
     if intent.clarify is None and intent.command in ACTIONS and _asks_only(plain) and not _requested(intent, plain):
+        intent.clarify = f"Do you want me to {intent.command} ({_call_text(intent)})? yes / edit"
+    if intent.clarify is None and intent.command == "run" and re.search(DO_THAT, plain.lower()):
+        # "the docs say to use tp=2; could we try that on 2 gpus?": a described layout tried is a launch asked
+        # about, confirmed with what it would run
         intent.clarify = f"Do you want me to {intent.command} ({_call_text(intent)})? yes / edit"
     if intent.command in NAMED_TOOLS and (unknown := _unknown_name(plain, entities, context, intent)):
         intent.clarify = unknown  # the name the user gave first: never another run in its place
@@ -263,10 +274,9 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
     Numbers that name something (a model's size, a GPU, a run) or that a self-correction replaced do not count."""
     lowered = plain.lower()
     corrected = [m.end() for m in re.finditer(CORRECTED, lowered)]
-    # a time of day names no count ("14:02 UTC planning ticket"), but a launch or sweep set for a time ("at 9:30 train
-    # ...") would run now: its number is asked about
-    timed = intent.command in ACTIONS
-    spans = [e.span for e in entities.found if e.span[1] > e.span[0] and not (e.kind == "clock" and timed)]
+    # a time of day names no count ("14:02 UTC planning ticket", "it's 9:30 here"), but a launch or sweep set for a
+    # time ("at 9:30 train ...") would run now: its number is asked about
+    spans = [e.span for e in entities.found if e.span[1] > e.span[0] and not _time_to_act(e, intent, lowered)]
     taken = {k: v for k, v in intent.args.items() if k in TAKEN.get(intent.command, intent.args)}
     if "set" in taken:  # a model preset's config is full of numbers (4096, 32...): none of them is a stated value
         taken["set"] = [o for o in taken["set"] if not str(o).startswith("model.")]
@@ -285,6 +295,55 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
             return (f"What is {found.group(0)} for ({what}...)? I would call {_call_text(intent)}, which does not "
                     "use it.")  # fmt: skip
     return None
+
+
+def _time_to_act(entity: Entity, intent: Intent, lowered: str) -> bool:
+    """Whether `entity` is a time of day said as when the command is to act ("cancel r1 at 17:00"): the tools act now,
+    so such a time is asked about, never dropped."""
+    acts_now = intent.command in ACTIONS
+    return acts_now and entity.kind == "clock" and bool(re.search(WHEN_TO_ACT, lowered[: entity.span[0]]))
+
+
+# "Tp-try is the one" after an action taken back, with no word of what to do with it ("don't benchmark r1, tp-try is
+# the one I don't trust"), or another named "instead" of an action that stays taken back ("don't cancel tp-try, r1
+# instead"): what is wanted is asked (entities.ANOTHER_INSTEAD reads the tails that say it).
+THE_ONE = r"\b(?:is|'s)\s+the\s+one\b|[,;:]\s*(?:(?:the|that|this)\s+)?[\w./-]+\s+instead\b"
+
+
+def _the_one_undone(plain: str, intent: Intent) -> str | None:
+    negated = negated_actions(plain.lower())[0] - {intent.command}
+    if not negated or not re.search(THE_ONE, plain.lower()):
+        return None
+    verbs = " or ".join(EXAMPLE_VERBS.get(action, action) for action in sorted(negated))
+    return (
+        f"You said not to {verbs} that one: what should I do with the other, e.g. `{verbs} NAME` or `status of NAME`?"
+    )
+
+
+EXAMPLE_VERBS = {"bench": "benchmark", "pr": "open a PR for", "docs": "update the docs from", "report": "report on",
+                 "run": "train"}  # fmt: skip
+# The training made into something ("make the training deterministic", "make the training config use fsdp"): a change
+# to the experiment, which no tool makes ("make the training with pp of 2" is a launch: intents.CUES).
+MADE_INTO = (r"\bmake\s+(?:the|our|my|this)\s+(?:training|run|experiment)(?:\s+(?:config\w*|setup|recipe|yaml))?\s+"
+             r"(?!(?:with|on|using|for|over|across|in|now|please|again|of|run|runs|plan)\b)(\w+)")  # fmt: skip
+
+
+def _made_into(plain: str, intent: Intent) -> str | None:
+    if intent.command not in ("run", "plan", "read", "sweep") or not (made := re.search(MADE_INTO, plain.lower())):
+        return None
+    return (
+        f"No tool changes the experiment's config ({made.group(0)!r}); which setting should a launch use, e.g. "
+        "`train 20 steps with train.seed=0 on 2 GPUs`?"
+    )
+
+
+def _timed(plain: str, entities: Entities, intent: Intent) -> str | None:
+    """One question for a command set for a time of day ("cancel r1 at 17:00"): it would act now."""
+    lowered = plain.lower()
+    when = [e for e in entities.found if _time_to_act(e, intent, lowered)]
+    if not when:
+        return None
+    return f"I can only act now, not at {when[0].value}: {intent.command} now ({_call_text(intent)})? yes / edit"
 
 
 # A number named as the value being replaced, right before it: "instead of the usual 20", "up from 50", "rather
@@ -307,7 +366,10 @@ REQUEST = (r"\b(?:can|could|would|will) (?:you|we|i)\b|\bplease\b|\blet'?s\b|\bw
 # question).
 ASKING = (r"^(?:so,?\s+|and\s+|ok,?\s+)?(?:what|what'?s|whats|which|why|where|when|who|how)\b|"
           r"^(?:is|are|was|were|has|have|had)\s+(?:you|we|i|they|it|the|my|our|that|this|there)\b|"
-          r"^(?:do|does|did)\s+(?:you|we|i|they)\b")  # fmt: skip
+          r"^(?:do|does|did)\s+(?:you|we|i|they)\b|"
+          # whether to act, asked: "should we train long.yaml on 4 gpus or wait", "would it be wise to train ..."
+          r"^(?:should|shall)\s+(?:we|i)\b|^(?:would|will|is)\s+(?:it|that)\s+(?:be\s+)?(?:wise|smart|sensible|"
+          r"a good idea|worth\s+it|okay|ok|fine|safe|better)\b")  # fmt: skip
 
 
 def _asks_only(plain: str) -> bool:
@@ -848,10 +910,25 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.clarify = f"How many processes: {' or '.join(map(str, counts))}? {_launch_text(intent.args)}"
     if intent.clarify is None and entities.has("vague_hardware") and "nproc" not in intent.args:
         intent.clarify = f"On how many GPUs (processes), and with which layout? {_launch_text(intent.args)}"
-    if intent.clarify is None and nodes > 1:  # a run over several nodes is never shrunk to this one unasked
-        intent.clarify = (f"A launch from here runs on this machine only; a run over {nodes} nodes is started on each "
-                          f"node (`meshpilot train --nnodes {nodes} --node-rank R --rdzv-endpoint HOST:PORT`). Train "
-                          f"on this one node instead? {_launch_text(intent.args)}")  # fmt: skip
+    if intent.clarify is None:
+        intent.clarify = _multi_node_question(nodes, intent, lowered)
+
+
+# This machine said to be the one to train on, beside other nodes ("the cluster has 4 nodes but use just this one",
+# "only on this box"): the nodes counted are not the launch's.
+JUST_THIS_NODE = (
+    r"\b(?:just|only)\s+(?:use\s+|on\s+)?(?:this|one|a single)\s+(?:one|node|machine|box|host|server)\b|"
+    r"\buse\s+(?:just|only)\s+(?:this|one)\b|\bthis\s+(?:one|node|machine|box|host|server)\s+only\b"
+)
+
+
+def _multi_node_question(nodes: int, intent: Intent, lowered: str) -> str | None:
+    """A run over several nodes is never shrunk to this one unasked: launch_run starts on this machine only."""
+    if nodes <= 1 or re.search(JUST_THIS_NODE, lowered):
+        return None
+    return (f"A launch from here runs on this machine only; a run over {nodes} nodes is started on each node "
+            f"(`meshpilot train --nnodes {nodes} --node-rank R --rdzv-endpoint HOST:PORT`). Train on this one node "
+            f"instead? {_launch_text(intent.args)}")  # fmt: skip
 
 
 def _at_count(launch: dict[str, object], nproc: object) -> dict[str, object]:

@@ -209,7 +209,7 @@ def extract(text: str, known: Known) -> Entities:
     entities = Entities(text)
     _counts(lowered, entities)
     _vague_counts(lowered, entities)
-    for found in re.finditer(CLOCK, lowered):  # "14:02 UTC", "T+5m": when, never how many
+    for found in _clocks(lowered):  # "14:02 UTC", "T+5m": when, never how many
         entities.add("clock", found.group(0), found.span())
     _hardware(lowered, entities)
     _model(lowered, entities)
@@ -307,11 +307,28 @@ def the_other(lowered: str, entities: Entities, known: Known, before: dict[str, 
 # An action said not to be done to what it names, and in the next clause another named as the one it is for: "don't
 # benchmark r1, the ddp baseline is the one I want scored", "never read lr-scan; layouts-nov instead". The negation
 # is of the first object, not of the action (agent.understanding.intents.negated_actions keeps the action).
-NEGATED_VERB = r"\b(?:don'?t|do not|never|no need to)\s+\w+\s+(?:(?:the|that|this|my|our)\s+)?$"
+# The words that take an action back, here and in agent.understanding.intents (its refused actions).
+NEGATOR = (r"\b(?:(?:don'?t|do not|no need to)\s+bother(?:\s+(?:to|with))?|"
+           r"no need (?:for|to)|no|not|without|don'?t|do not|never|skip(?:ping)?|hold off(?: on)?|"
+           r"forget(?: about)?|instead of|rather than|nor|nvm|never ?mind|scrap|ditch)\s+")  # fmt: skip
+NEGATED_VERB = rf"{NEGATOR}\w+\s+(?:(?:the|that|this|my|our)\s+)?$"
+# "The one" is the one to act on only where what follows says so, restating the wish or the act ("the one I want
+# scored", "the one to stop", "the one I meant"); "tp-try is the one I don't trust", "... the one we already scored",
+# "... the one I want to compare it with" describe the other, and ask nothing of it.
+_ACT_WORD = (
+    r"(?:bench\w*|benchmark\w*|scor\w*|evaluat\w*|evals?|test\w*|measur\w*|run|stop\w*|cancel\w*|kill\w*|"
+    r"abort\w*|halt\w*|terminat\w*|resum\w*|read|show\w*|check\w*|report\w*|document\w*|sweep\w*|us(?:e|ed))"
+)
+_WANTED_TAIL = (
+    rf"\s+(?:(?:that|which)\s+)?(?:(?:i|we)\s+(?:really\s+|actually\s+)?(?:want|need|'d like|would like|"
+    rf"mean|meant)(?:\s+(?:to\s+)?(?:be\s+)?(?:had\s+|get\s+|got\s+)?{_ACT_WORD}\b|(?=\s*(?:[.,;!?]|$)))|"
+    rf"to\s+(?:be\s+)?{_ACT_WORD}\b)"
+)
 ANOTHER_INSTEAD = (r"(?:'s)?\s*[,;:]\s*(?:but\s+|rather\s+|just\s+|only\s+)?(?:(?:the|that|this|my|our)\s+)?"
-                   r"[\w.-]+(?:\s+[\w.-]+){0,3}?(?:(?:'s|\s+is)\s+the\s+one\b|\s+instead\b)"
-                   # never where the other is the one to leave alone: "r1 is the one I want kept"
-                   r"(?![^.;!?]*\b(?:kept|keep|leave|left|spared?|alone|untouched|skip\w*|ignor\w*)\b)")  # fmt: skip
+                   rf"[\w.-]+(?:\s+[\w.-]+){{0,3}}?(?:(?:'s|\s+is)\s+the\s+one\b{_WANTED_TAIL}|\s+instead\b)"
+                   # never where the other is the one to leave alone, or later: "r1 is the one I want kept"
+                   r"(?![^.;!?]*\b(?:kept|keep|leave|left|spared?|alone|untouched|skip\w*|ignor\w*|not|\w+n't|never|"
+                   r"yet|later|either)\b)")  # fmt: skip
 
 
 # A run or sweep named to be left as it is: "don't touch baseline-ddp", "leave r1 alone", "keep tp-try running",
@@ -393,8 +410,30 @@ def _vague_counts(lowered: str, entities: Entities) -> None:
 
 # A time of day or an offset from an incident's start, as an on-call log writes them ("14:02 UTC", "at 9:30am",
 # "T+0", "T+5m", "t-30s"): the numbers in it count nothing.
-CLOCK = (r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s*(?:utc|gmt|cet|pst|est|z|am|pm)\b)?|"
-         r"\bt\s*[+-]\s*\d+(?:\.\d+)?\s*(?:s|sec|secs|m|min|mins|h|hrs?|d|days?)?\b")  # fmt: skip
+# "90:10" is a ratio, "9:30" alone could be either: a time of day is one where something says so, its zone or am/pm,
+# a word of when before it ("at 9:30", "it's 9:30"), its seconds, or another time so said in the same text (a
+# timeline: "14:02 UTC ... 14:05 want layout ranking"); its hour and minutes in range.
+CLOCK = (r"\b([01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d)?(?:\s*(?:utc|gmt|cet|pst|est|z|am|pm|h|o'?clock)\b)?|"
+         r"\bt\s*[+-]\s*\d+(?:\.\d+)?\s*(?:s|sec|secs|m|min|mins|h|hrs?|d|days?)?\b|"
+         r"\b(?:1[0-2]|0?\d)\s*(?:am|pm)\b")  # fmt: skip
+CLOCK_SAID = (r"(?:\b(?:at|by|until|till|before|after|around|from|since|starting|it'?s|it\s+is|now|past|"
+              r"tonight|tomorrow|today)\s+$)")  # fmt: skip
+WHEN_TO_ACT = r"\b(?:at|by|until|till|before|after|around|from|starting)\s+$"
+
+
+def _clocks(lowered: str) -> list[re.Match]:
+    """The times of day and incident offsets in `lowered` (CLOCK), those with something that says they are times."""
+    found = list(re.finditer(CLOCK, lowered))
+
+    def said(clock: re.Match) -> bool:
+        return bool(
+            clock.group(1) is None  # "T+5m", "5pm"
+            or re.search(r"\d:\d\d:\d|[a-z]$", clock.group(0))  # seconds, a zone, am/pm
+            or re.search(CLOCK_SAID, lowered[: clock.start()])
+        )
+
+    timeline = any(said(clock) for clock in found)
+    return [clock for clock in found if timeline]
 
 
 def _number(digits: str, kilo: str, kind: str) -> int:

@@ -393,8 +393,10 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
                           rf"\bsteps?(?:\s*[=:]?|{CHANGED}\s+to)\s*(\d+)\b", lowered):  # fmt: skip
         intent.args["steps"] = int(found.group(1) or found.group(2))
     dims = "|".join(LAYOUT_DIMS)
-    if found := re.search(rf"\b((?:{dims})=\d+(?:,(?:{dims})=\d+)*)", lowered):
-        intent.args["layout"] = found.group(1)
+    for found in re.finditer(rf"\b((?:{dims})=\d+(?:,(?:{dims})=\d+)*)", lowered):
+        if not re.search(NEGATED_LAYOUT, lowered[: found.start()]):  # "not tp=2. train ddp on 4 gpus": refused
+            intent.args["layout"] = found.group(1)
+            break
     named = []
     rest = lowered
     for pattern, dim in LAYOUT_WORDS:

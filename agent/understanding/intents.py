@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from agent.understanding.entities import ANOTHER_INSTEAD, NOUNS, SWITCHES, Entities, masked
+from agent.understanding.entities import ANOTHER_INSTEAD, NEGATOR, NOUNS, SWITCHES, Entities, masked
 from agent.understanding.grammar import SETTING_NAMES
 
 # "do" opens a question only before its subject: "do we have ...?", not "do the same as r1 with 50 steps".
@@ -63,10 +63,12 @@ SWEEP_FIGURES = r"(?:results?|winners?|numbers|figures|trials|outcomes?|findings
 TUNED_SETTING = (r"(?:^|[,;:.!?]\s*|\b(?:to|please|pls|and|then|you|let'?s)\s+)(?:tune|sweep)"
                  r"\s+(?:over\s+|across\s+)?(?:the\s+|our\s+|my\s+|its\s+)?"
                  rf"(?:{'|'.join(SETTING_NAMES.values())})s?\b")  # fmt: skip
-# Trials left at their default ("default trials", "the usual number of trials"): a setting of a sweep to run, no
-# sweep's trials to read.
-DEFAULT_TRIALS = r"\b(?:default|usual|standard|normal|stock)\s+(?:number\s+of\s+|count\s+of\s+)?trials?\b"
-_NOT_DEFAULT = "".join(rf"(?<!{word}\s)" for word in ("default", "usual", "standard", "normal", "stock"))
+# Trials left at their default ("default trials", "the usual number of trials"): a setting of a sweep to run where a
+# sweep is asked for ("sweep long.yaml, the usual trials"); else a sweep's trials to read ("show me the usual trials of
+# lr-scan"). score() decides which, after the other cues.
+_DEFAULT = ("default", "usual", "standard", "normal", "stock")
+DEFAULT_TRIALS = rf"\b(?:{'|'.join(_DEFAULT)})\s+(?:number\s+of\s+|count\s+of\s+)?trials?\b"
+_NOT_DEFAULT = "".join(rf"(?<!{word}\s)" for word in _DEFAULT)
 # Cue words of each intent, with their weights.
 # The docs by any of their names ("the doc page", "the readme"), and what brings them up to date, in any form
 # ("refreshing", "updated").
@@ -315,7 +317,6 @@ CUES: dict[str, list[tuple[str, float]]] = {
             10,
         ),
         (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
-        (DEFAULT_TRIALS, 3),
         (TUNED_SETTING, 4),
         # the layouts tuned, as a verb and its object: "tune layouts for configs/long.yaml", "auto-tune the mesh"
         (r"\b(?:auto[- ]?)?tune\s+(?:the\s+|our\s+|my\s+|its\s+)?(?:layouts?|mesh(?:es)?|parallelism|sharding)\b", 4),
@@ -465,7 +466,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:get|have|start|kick off|fire off|do|want|need|launch|make|create|begin)\s+(?:a|an|another|new)\s+"
             r"(?:[\w-]+\s+){0,2}(?:run|training)\b(?!\s+(?:plan|estimate|budget|docs?|report))|"
             # "could you please to make the training with pipeline of 2 stages": the training done, as learners say
-            r"\b(?:make|do)\s+the\s+training\b(?!\s+(?:plan|estimate|budget|docs?|report|runs?|logs?|loss|data))",
+            # ("make the training deterministic", "make the training config use fsdp" change it, and launch nothing)
+            r"\b(?:make|do)\s+the\s+training(?=\s*(?:[,.;:!?]|$)|\s+(?:with|on|using|for|over|across|in|now|"
+            r"please|again|of)\b)",
             3,
         ),
     ],
@@ -477,11 +480,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
 
 
 # An action the sentence says not to take: "no PR yet", "don't open a PR", "without a report", "skip the benchmark",
-# "instead of a sweep", "the PR can wait". Its intent never wins, and its words are no cue of any other: the positive
-# verb beside it decides ("no PR yet, just draft the writeup" is a report). A launch not to make is NO_LAUNCH.
-NEGATOR = (r"\b(?:(?:don'?t|do not|no need to)\s+bother(?:\s+(?:to|with))?|"
-           r"no need (?:for|to)|no|not|without|don'?t|do not|never|skip(?:ping)?|hold off(?: on)?|"
-           r"forget(?: about)?|instead of|rather than|nor|nvm|never ?mind|scrap|ditch)\s+")  # fmt: skip
+# "instead of a sweep", "the PR can wait" (entities.NEGATOR). Its intent never wins, and its words are no cue of any
+# other: the positive verb beside it decides ("no PR yet, just draft the writeup" is a report). A launch not to make is
+# NO_LAUNCH.
 _DOING = (r"(?:(?:open|create|make|file|raise|push|send|submit|write|draft|do|run|start|launch|kick off|update|touch|"
           r"change|edit|generate|produce|need|want|bother with|put up|publish|regenerate|refresh|rewrite)\w*\s+)?"
           r"(?:(?:up\s+)?(?:a|an|the|any|that|this|my|our|another|new)\s+)?(?:[\w.-]+(?:'s)?\s+)?")  # fmt: skip
@@ -596,7 +597,7 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
         negated.add("wait")
         spans.append(found.span())
     spans += [found.span() for found in re.finditer(STOP_DOING, lowered)]  # no action, nothing negated either
-    later = list(re.finditer(OWN_LATER, lowered))  # the user's own act to come: no cue
+    later = [*re.finditer(OWN_LATER, lowered), *re.finditer(LAUNCH_PUT_OFF, lowered)]  # an act to come: no cue
     spans += [found.span() for found in later]
     for start, end in spans:
         lowered = lowered[:start] + " " * (end - start) + lowered[end:]
@@ -651,9 +652,16 @@ STOP_DOING = (r"\b(?:stop|stops|stopped|quit|quits)\s+(?!(?:running|training|wai
 # action; what is asked beside it decides ("before I start anything big, could you kick off a layout sweep" starts the
 # sweep), and a launch of their own to come is no launch now where no other launch verb asks for one. The clause ends
 # at punctuation or where the request begins ("... can you", "... I want to understand what hardware this has").
-OWN_LATER = (r"\bbefore\s+(?:i|we)\b(?:[^,;:!?.\u2013\u2014]|\.(?=\w))*?(?=\s*(?:[,;:!?\u2013\u2014]|\.(?!\w)|\s-\s|$)|"
+OWN_LATER = (r"\bbefore\s+(?:i|we|you)\b(?:[^,;:!?.\u2013\u2014]|\.(?=\w))*?"
+             r"(?=\s*(?:[,;:!?\u2013\u2014]|\.(?!\w)|\s-\s|$)|"
              r"\s+(?:can|could|would|will|please|pls|and|but|so|then)\b|"
              r"\s+(?:i|we)(?:'d|\s+would)?\s+(?:want|need|like|have to|must|should|wanna)\b)")  # fmt: skip
+
+
+# A launch put off while something else is asked for now: "you can train long.yaml on 2 gpus later, for now show me
+# it" (the launch is not this request; what is asked "for now" is).
+LAUNCH_PUT_OFF = (rf"{LAUNCH_VERB}(?:[^,;!?.]|\.(?=\w))*?\b{LATER}\b(?=[^.!?]*\b(?:for now|first|right now|meanwhile|"
+                  r"in the meantime|at the moment)\b)")  # fmt: skip
 
 
 # A request worded as a question: "could you launch ...", "would you mind ...". It asks for the action.
@@ -677,6 +685,8 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
     for intent in ("results", "status"):
         scores[intent] = sum(w for rule, w in CUES[intent] if re.search(rule, masked(lowered, entities)))
     scores["run"] += 3 if launch_verb(masked(lowered, entities)) else 0  # "tp-try" names a run: no "try" in it
+    if re.search(DEFAULT_TRIALS, lowered):  # a setting of the sweep asked for, or the trials of one to read
+        scores["sweep" if scores["sweep"] > 0 else "trials"] += 3
     if grammar != "help":  # the grammar's first reading: one cue among the others
         scores[grammar] = scores.get(grammar, 0) + 2.5
     if (
@@ -871,6 +881,8 @@ def _launch_of_file(lowered: str, entities: Entities) -> bool:
     ("launch long.yaml", "train the configs/long.yaml"); "does long.yaml train with fsdp?" asks about the file."""
     configs = [e for e in entities.found if e.kind in ("file", "experiment")
                and str(e.value).endswith((".yaml", ".yml")) and not str(e.value).startswith("runs/")]  # fmt: skip
+    if entities.has("no_launch"):  # "never launch long.yaml, just show it": the verb is taken back
+        return False
     return any(re.search(rf"{LAUNCH_VERB}\s+(?:(?:the|our|my|this)\s+)?$", lowered[: e.span[0]]) for e in configs)
 
 

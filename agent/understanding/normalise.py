@@ -243,8 +243,30 @@ def _list_labels(text: str) -> str:
     """`text` without its list's labels; "2)" inside the sentence is one only in a list opened by "1)" ("train with
     2 processes (dp_shard 2) and ..." keeps its degree)."""
     listed = re.match(r"\s*\(?1\)\s", text)
-    text = re.sub(LIST_LABEL, "", text, flags=re.I)
-    return re.sub(r"(?<=[\w)\]])\s+\(?\d+\)\s+", ", ", text) if listed else text  # "(the 1024 one) 2) ..." too
+    text = re.sub(LIST_LABEL, lambda found: found.group(0) if _in_brackets(found) else "", text, flags=re.I)
+    if not listed:
+        return text
+    following = iter(range(2, 100))
+    expected = next(following)
+
+    def label(found: re.Match) -> str:
+        """The list's next label (2, then 3...); a number closing a bracket opened before it ("(steps: 10) 2)") is
+        that bracket's value."""
+        nonlocal expected
+        if int(found.group(1)) != expected or _in_brackets(found):
+            return found.group(0)
+        expected = next(following)
+        return ","
+
+    return re.sub(r"(?<=[\w)\]])\s+\(?(\d+)\)(?=\s)", label, text)  # "(the 1024 one) 2) ..." too
+
+
+def _in_brackets(found: re.Match) -> bool:
+    """Whether `found` stands inside a bracket opened before it: "(steps: 10)" closes on its value, no label."""
+    depth = 0
+    for char in found.string[: found.start()]:  # (a ")" that closes nothing is a label's: "1) ...")
+        depth = depth + 1 if char == "(" else max(0, depth - 1) if char == ")" else depth
+    return depth > 0
 
 
 # A memory size in words, "gigabits" said for gigabytes too ("a 4090 with 24 gigabits of ram"): a card's memory is
@@ -417,6 +439,20 @@ BARE_COUNT = (r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|[?!)]|$|\band\b|
 DIMS = "dp_shard|dp_replicate|tp|pp|cp|ep"
 
 
+# A rack holds nodes: "a rack of 4 servers" is 4 nodes, "2 racks of 4 nodes each" 8, "2 racks with 16 nodes total" 16.
+# (A rack whose GPUs are given directly, "two racks, each carrying eight H100s", stays a node: grammar.NODE_NOUN.)
+RACKS_OF_NODES = (r"\b(\d+|an?|one)\s+racks?\s*,?\s+(?:of|with|holding|containing|housing|"
+                  r"each\s+(?:with|holding|of))\s+(\d+)\s+(nodes?|servers?|machines?|boxes|hosts?|computers?)\b"
+                  r"(\s*(?:in\s+)?(?:total|all|altogether|overall|combined))?"
+                  r"(?:\s+(?:each|per\s+rack|apiece))?")  # fmt: skip
+
+
+def _nodes_in_racks(found: re.Match) -> str:
+    racks = 1 if found.group(1).lower() in ("a", "an", "one") else int(found.group(1))
+    nodes = int(found.group(2)) * (1 if found.group(4) else racks)
+    return f"{nodes} {found.group(3)}"
+
+
 def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     """`text` with typos fixed and numbers written as digits; case and paths kept."""
     known = {k.lower() for k in known}
@@ -470,6 +506,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "8 of H200", "4 of the A100s": the count of that GPU ("1 of 8 gpus" is no count of it)
     text = re.sub(rf"\b(\d+)\s+of\s+(?=(?:{GPU_WORD})(?![\w-]))", r"\1 ", text, flags=re.I)
     text = re.sub(r"(\d),(\d{3})\b", r"\1\2", text)  # 1,000 steps
+    text = re.sub(RACKS_OF_NODES, _nodes_in_racks, text, flags=re.I)
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
     # "2n x 4g", "2 nodes x 4g": the GPUs in each node said by a "g" after their count, no memory (before "80g" is read)
     text = re.sub(r"\b(\d+)\s*(?:n|nodes?)\s*[x×*]\s*(\d+)\s*g\b(?!\w)", r"\1 nodes of \2 gpus", text, flags=re.I)
@@ -591,19 +628,24 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
 # DDP's own words (agent.understanding.descriptions), not these.
 COPIES_OF_SETUP = (r"\b(\d+)\s+(?:full\s+|whole\s+|identical\s+|separate\s+)?(?:copies|replicas|clones|instances)"
                    r"\s+of\s+(?:that|this|the)\s+(?:(?:whole|entire|full|same)\s+)?"
-                   r"(?:setup|set-up|thing|arrangement|group|pair|layout)\b(?!\s+(?:files?|in|into|to)\b)")  # fmt: skip
+                   r"(?:setup|set-up|thing|arrangement|group|pair|layout)\b(?!\s+(?:files?|in|into|to)\b)"
+                   # copies kept aside train nothing: "2 copies of that setup as backups"
+                   r"(?![^.;!?]*\b(?:backups?|back\s+up|spares?|standby|archiv\w*|safe\s*keeping)\b)")  # fmt: skip
 
 
 def _copies_of_setup(found: re.Match, layout_names: str) -> str:
     """dp_replicate of the copies, where a layout was said before them ("2 copies of the layout in the report" copy
     nothing that trains)."""
-    said = re.search(rf"\b(?:{layout_names}|(?:tp|pp|cp|dp_shard)\s*=?\s*\d)", found.string[: found.start()], re.I)
+    before = found.string[: found.start()]
+    said = [layout for layout in re.finditer(rf"\b(?:{layout_names}|(?:tp|pp|cp|dp_shard)\s*=?\s*\d)", before, re.I)
+            if not re.search(rf"{_REFUSER}$", before[: layout.start()], re.I)]  # fmt: skip  # not a refused one
     return f"dp_replicate={found.group(1)}" if said else found.group(0)
 
 
 # A layout refused ("not tp") and named again as what went wrong ("tp oomed last time", "fsdp was too slow"): the reason
 # for refusing it, no second request of it ("it oomed last time").
-REFUSED_LAYOUT = r"\b(?:not|no|never|without|avoid)\s+(tp|pp|cp|ep|fsdp|ddp|dp_shard|dp_replicate)\b"
+_REFUSER = r"\b(?:not|no|never|without|avoid)\s+"
+REFUSED_LAYOUT = _REFUSER + r"(tp|pp|cp|ep|fsdp|ddp|dp_shard|dp_replicate)\b"
 WENT_WRONG = (r"(?:oomed|oom'?d|ooms|crashed|crashes|failed|fails|diverged|hung|died|blew\s+up|was|were|is|ran\s+out|"
               r"keeps|kept)\b")  # fmt: skip
 
