@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,6 +54,11 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    # The winner's longer run is launched from this process, as `meshpilot train` launches one, and for the same
+    # reason (trainer.cli): numpy's OpenBLAS starts a thread pool when imported, and a launcher with more than one
+    # thread cannot fork torchrun's agent (trainer.launch.torchrun.can_fork), which then imports torch, transformers
+    # and the model's code afresh (seconds of CPU). numpy's BLAS does next to nothing here (torch has its own).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from agent.sweep.progress import SweepReporter  # imported here: it loads numpy, which `--help` must not wait for
 
     # Flushed: each phase shows as it starts, also when stdout is a pipe (block-buffered) beside the sweep's stderr.

@@ -55,6 +55,9 @@ def test_the_winner_is_trained_longer_in_its_layout(demo):
     assert metrics["status"] == "ok" and metrics["steps"] == FINAL_STEPS
     assert metrics["layout"] == winner["params"]["layout"] and metrics["packing"] == winner["params"]["packing"]
     assert len(RunDir(directory / "final").read_steps()) == FINAL_STEPS
+    # Launched from the demo's own process, which has one thread (no BLAS pool): torchrun's agent forked from it
+    # rather than importing torch, transformers and the model's code afresh.
+    assert "forked from the launcher" in RunDir(directory / "final").torchrun_log.read_text()
 
 
 def test_the_winner_is_scored_on_the_private_suite_and_held_out_perplexity(demo):
