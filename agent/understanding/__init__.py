@@ -576,8 +576,26 @@ def _likened(entities: Entities) -> set[str]:
     return {str(e.value) for e in entities.found if e.kind == "run" and re.search(LIKENED, lowered[: e.span[0]])}
 
 
+# A request in a sentence of its own, after others that set the scene: "The DDP baseline looks slow. Pull r1's numbers."
+ASKED_LAST = r"(?:^|[.!;:]\s+)(?:@\w+\s+)?(?:please\s+)?(?:pull|show|get|give|fetch|grab|read)\b[^.!?;]*[.!]?\s*$"
+SIDE_BY_SIDE = r"\b(?:compare\w*|versus|vs\.?|against|side by side|differ\w*|both|each)\b"
+
+
+def _asked_last(entities: Entities) -> str | None:
+    """The one run a closing request names when the sentences before it only set the scene (no comparison asked)."""
+    lowered = entities.text.lower()
+    last = re.search(ASKED_LAST, lowered)
+    if not last or re.search(SIDE_BY_SIDE, lowered):
+        return None
+    runs = {str(e.value) for e in entities.found if e.kind == "run" and e.span[0] >= last.start()}
+    return runs.pop() if len(runs) == 1 else None
+
+
 def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None:
     named = list(dict.fromkeys(str(r) for r in entities.all("run")))
+    if len(named) >= 2 and intent.command == "results" and (asked := _asked_last(entities)):
+        intent.args["run"], intent.words = asked, [asked]  # "the DDP baseline looks slow. Pull r1's numbers": r1's
+        return
     if len(named) >= 2 and intent.command == "results":  # "r1 vs baseline-ddp loss": both, side by side
         intent.command, intent.words = "compare", named[:2]
         return

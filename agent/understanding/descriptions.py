@@ -44,6 +44,9 @@ _FIRST_CARD = rf"(?:(?:1|one|a|the first)\s+{_CARD}|{_CARD}\s*#?\s*0)"
 _NODE = r"(?:node|machine|box|host|server|computer)"
 _NODES = r"(?:nodes|machines|boxes|hosts|servers|computers)"
 _REPLICATED = r"(?:replicat\w*|cop(?:y|ied|ies)|duplicat\w*|mirror\w*|clon\w*)"
+# Which of a count of cards: "each of the 2 GPUs", "every one of our four cards".
+_OF_COUNT = (r"(?:(?:one\s+)?of\s+(?:the\s+|our\s+|my\s+|those\s+|these\s+)?"
+             r"(?P<of_count>\d+|two|three|four|eight|both)\s+)?")  # fmt: skip
 LAYOUT_DESCRIPTIONS = [
     (  # HSDP: sharded inside a node, a replica per node ("shard within each node, replicate across nodes")
         rf"\bshard(?:s|ed|ing)?\s+(?:(?:the\s+)?(?:model|weights|params|parameters)\s+)?(?:with)?in(?:side)?\s+(?:each|a|"
@@ -114,8 +117,8 @@ LAYOUT_DESCRIPTIONS = [
         ),
         "pipeline parallel",
     ),
-    (  # a full copy of the model on each card: DDP
-        rf"\b(?:with\s+|give\s+|giving\s+)?(?:each|every)\s+{_CARD}\s+(?:(?:to|should|must|will|would|can)\s+)?"
+    (  # a full copy of the model on each card: DDP ("each of two GPUs keeps its own full copy")
+        rf"\b(?:with\s+|give\s+|giving\s+)?(?:each|every)\s+{_OF_COUNT}{_CARD}\s+(?:(?:to|should|must|will|would|can)\s+)?"
         r"(?:(?:keeping|keeps|keep|having|has|have|holding|holds|hold|getting|gets|get|with)\s+)?(?:its|their|a)\s+"
         r"(?:own\s+(?:full\s+|whole\s+|complete\s+)?|full\s+|whole\s+|complete\s+)(?:copy|replica)(?:\s+of\s+the\s+model)?\b|"
         rf"\b(?:a\s+)?(?:full|whole|complete|entire)\s+cop(?:y|ies)\s+of\s+the\s+model\s+on\s+(?:each|every|all)\s+"
@@ -139,7 +142,7 @@ LAYOUT_DESCRIPTIONS = [
         r"yet)\s+(?:each(?:\s+one)?|every\s+one|each\s+of\s+them)\s+(?:working\s+on|works\s+on|"
         r"[a-z]+(?:ing|s))\s+(?:different|"
         r"separate|its\s+own|their\s+own)\s+(?!(?:layers?|stages?|parts?|pieces?|slices?|halves|matri\w*)\b)[a-z]+",
-        "with ddp",
+        lambda found: "with ddp" + (f" on {found.group('of_count')} gpus" if found.group("of_count") else ""),
         "ddp",
     ),
     (  # data parallel said to be sharded after its name ("the data parallel which is sharded", "data parallelism,
@@ -196,10 +199,13 @@ SHARD_THE_MODEL = (
     rf"\bshard(?:ing)?\s+(?:(?:the|its|all|all the|all of the|my|our|this)\s+)?{_STATE}"
     rf"(?:\s*(?:,|and|&|\+)\s*(?:the\s+)?{_STATE})*\b|"
     r"\bshard(?:ing)?\s+(?:(?:the|its|this|my|our|whole|entire)\s+)*(?:model|it|everything)?\s*"
-    r"(?=(?:across|over|between|among|onto)\s)|"
+    r"(?:(?:fully|completely|evenly|equally)\s+)?(?=(?:across|over|between|among|onto)\s)|"
     rf"\bsharded\s+{_STATE}\b|"
     # the state first, what happens to it after: "the weights sharded", "its parameters split between them"
     rf"\b{_STATE}\s+(?:(?:are|is|being|get|gets|getting|fully)\s+)*sharded\b|"
+    # the model itself sharded over the cards: "with the model sharded across them"
+    r"\b(?:the|its|our|my|whole|entire)\s+(?:(?:whole|entire)\s+)?model\s+(?:(?:is|being|gets|getting|fully)\s+)*"
+    r"sharded(?=\s+(?:across|over|between|among|onto)\s)|"
     rf"\b{_STATE}\s+(?:(?:are|is|being|get|gets|getting)\s+)*(?:split|divided|spread|partitioned|distributed)"
     r"(?:\s+up)?(?=\s+(?:across|over|between|among)\b)"
 )

@@ -459,11 +459,16 @@ def _hardware(lowered: str, entities: Entities) -> None:
     )
     total = re.search(  # "16 GPUs across 2 machines"; a model's size ("qwen2.5-72b on 2 nodes") is no total
         rf"\b(\d+)(k?)(?![.\d]|\s*b(?:illion)?\b)\s*(?:x\s*)?(?:[a-z][\w-]*\s+|\d+\s*gb\s+){{0,3}}?"
-        rf"(?:{NOUNS['devices']})?\s*(?:[a-z]\w*\s+)?(?:across|over|spread over|split over|on|in)\s+{COUNT}\s+"
+        rf"(?:{NOUNS['devices']})?\s*(?:[a-z]\w*\s+)?(?:(?:evenly|equally)\s+)?"
+        rf"(?:across|over|spread over|split over|on|in)\s+{COUNT}\s+"
         rf"{GPU_OF_NODE}(?:{NOUNS['nodes']})\b",
         part,
     )
     single = re.search(rf"\b1\s+(?:[a-z][\w-]*\s+){{1,2}}(?:{NOUNS['nodes']})\b", part)
+    if not (nodes or per_node or total) and (held := re.search(HOLDERS, part) or re.search(SAID_AS_VARIABLES, part)):
+        span = (start + held.start(), start + held.end())  # nodes by another name, or as a launcher's variables
+        entities.add("node_count", int(float(held.group(1))), span)
+        entities.add("per_node", int(float(held.group(3))), span)
     rig = re.search(RIG, part) or re.search(RIG_COUNTED, part)
     if rig:  # "an 8x H100 node", "2 8xA100 boxes", "two 8-GPU nodes": the count with "x" or "GPU" is per node
         span = (start + rig.start(), start + rig.end())
@@ -510,6 +515,15 @@ EACH_HAS = (
     r"(?:(?:and\s+)?each\s+(?:of\s+(?:them|which)\s+)?(?:with|having|has|holding|holds|containing|of|"
     r"carrying|carries|hosting|hosts|housing|houses|packing|packs|(?:fitted|loaded|equipped)\s+with)\s+)"
 )
+
+
+# Nodes by any other name, known by the GPUs each holds: "2 panels, each with four H200 breakers on it", "3 racks,
+# each carrying 8 gpus" (group 1 the nodes, the last COUNT each one's GPUs); never a count of runs or trials.
+HOLDERS = (rf"\b{COUNT}\s+(?!(?:runs|trials|jobs|sweeps|experiments|configs|layouts|steps|models|checkpoints)\b)"
+           rf"[a-z]+s\s*,?\s+{EACH_HAS}{COUNT}\s*(?:x\s*)?(?={NODE_GPU}|(?:{NOUNS['devices']})\b)")  # fmt: skip
+# Or said as a launcher's variables: "NODES=2 GPUS_PER_NODE=4" (the same groups).
+SAID_AS_VARIABLES = (rf"\b(?:nnodes|num_nodes|nodes)\s*[=:]\s*{COUNT}\b[^\n]{{0,40}}?\b(?:gpus|devices)_?per_"
+                     rf"node\s*[=:]\s*{COUNT}\b")  # fmt: skip
 
 
 # A node by the GPUs in it: "an 8x H100 node", "2 8xA100 boxes" (the first count the nodes', the one with "x" each
@@ -899,6 +913,13 @@ def _names(text: str, entities: Entities, known: Known) -> None:
                              lowered):  # fmt: skip
         if path := known.config(found.group(1)):
             entities.add("experiment", path, found.span(1))
+    # the noun first, what tells it apart after: "the experiment file for the long sequence", "the config with the long
+    # context" (that file, never the main experiment the bare noun would be)
+    for found in re.finditer(CONFIG_FOR, lowered):
+        if path := known.config(found.group(1)):
+            entities.found = [e for e in entities.found if e.kind != "experiment" or e.span[1] <= found.start()
+                              or e.span[0] >= found.end()]  # fmt: skip
+            entities.add("experiment", path, found.span(1))
     # "the 1024 config": the one experiment file that value tells apart (its seq_len), no count of configs to try
     for found in re.finditer(CONFIG_BY_VALUE, lowered):
         entities.found = [
@@ -935,8 +956,10 @@ def _one_of_a_sweep(found: re.Match) -> bool:
 
 # The repository's own experiment, meshpilot.yaml: "the experiment file", "the main experiment file", "our default
 # config" (a config named by such a word, configs/default.yaml, is that file).
+# (never when a file's name follows it: "the experiment file configs/long.yaml" names that one)
 MAIN_EXPERIMENT = (r"\b(?:the|my|our)\s+(?:(main|default|primary|base|top-level|root|standard)\s+"
-                   r"(?:experiment|config(?:uration)?)|experiment)(?:\s+file|\s+config)?\b")  # fmt: skip
+                   r"(?:experiment|config(?:uration)?)|experiment)(?:\s+file|\s+config)?\b"
+                   r"(?!(?:\s+(?:file|config))?\s+(?:[\w./-]+\.ya?ml\b|_{4,}))")  # fmt: skip
 # A run or sweep named by a word of its name before its noun, with no article, at the start of a clause or after a
 # preposition: "baseline run tok/s", "loss of baseline run" ("a baseline run", "start new run" name none on disk).
 BARE_NAMED = r"(?:^|[,;:.!?(]\s*|\b(?:of|for|from|on|in|about|with|vs|and|is|did|was)\s+)([a-z][\w]+)\s+(run|sweep)\b"
@@ -950,12 +973,18 @@ SWEEP_HEADS = ("sweep", "sweeps", "tuning", "search", "scan")
 DONE_AGAIN = (r"\b(?:re-?do|re-?run|repeat|start|launch|run|kick off|do|begin|restart|try)\s+(?:(?:it|that|the|a|an|"
               r"another|new|fresh|whole)\s+)*$")  # fmt: skip
 # Or after its noun: "the run that crashed", "the one which ran out of memory".
-DESCRIBED_AFTER = (r"\bthe\s+(run|one|attempt)\s+(?:that|which)\s+((?:crashed|failed|died|broke|blew up|completed|"
-                   r"finished|succeeded|worked|oom'?(?:ed|'d|d)|ran out of memory|went oom))\b")  # fmt: skip
+# Its memory named as the cause: "the run which was failed by memory", "the one that died from memory" (an OOM).
+_BY_MEMORY = r"(?:failed|killed|crashed|died|broke)\s+(?:by|because of|due to|from|of|on)\s+(?:the\s+)?memory"
+DESCRIBED_AFTER = (r"\bthe\s+(run|one|attempt)\s+(?:that|which)\s+(?:was\s+|got\s+)?((?:crashed|failed|died|broke|"
+                   rf"blew up|completed|finished|succeeded|worked|oom'?(?:ed|'d|d)|ran out of memory|went oom)|"
+                   rf"{_BY_MEMORY})\b")  # fmt: skip
 # A config described by one of its values, after its noun: "the one with 1024 tokens", "the config that has 2048
 # context" (what the sentence names is checked against its file, never a value to set).
 DESCRIBED_BY_VALUE = (r"\bthe\s+(?:one|config(?:uration)?|experiment)\s+(?:with|that has|which has|having|that uses|"
                       r"using|at)\s+\d+(?:\.\d+)?\s*k?\s+(?:tokens?|context|seq\w*|sequence length)\b")  # fmt: skip
+# A config named after its noun by what it is for: "the experiment file for the long sequence".
+CONFIG_FOR = (r"\b(?:the\s+)?(?:config(?:uration)?|experiment)(?:\s+file)?\s+(?:for|of|with)\s+(?:the\s+)?(\w+)"
+              r"(?:-\w+|\s+(?:sequences?|seqs?|contexts?|ctx|seqlens?))\b")  # fmt: skip
 # A config named by one of its values before its noun: "the 1024 config", "our 1024-token experiment".
 CONFIG_BY_VALUE = (r"\b(?:the|that|this|my|our|your)\s+(\d+(?:\.\d+)?)(?:[\s-]+(?:tokens?|ctx|context|seq\w*))?[\s-]+"
                    r"(?:config(?:uration)?|experiment|ya?ml)(?:\s+file)?\b")  # fmt: skip
@@ -982,7 +1011,8 @@ LAYOUT_PURPOSE = (r"\b(?:the|our|my|that|this)\s+(?:\w+\s+){0,3}?['\"]?(?:which|
 DESCRIPTOR_WORDS = [(r"\blearning rates?\b", "lr"), (r"\btensor[- ]parallel\w*\b", "tp"),
                     (r"\bpipeline[- ]parallel\w*\b", "pp"), (r"\bfully[- ]sharded(?: data[- ]parallel)?\b", "fsdp"),
                     (r"\bdistributed data[- ]parallel\b|\bdata[- ]parallel\b", "ddp"),
-                    (r"\b(?:ran |run |went )?out of memory\b|\b(?:went )?oom'?(?:ed|'d|d)?\b", "oom")]  # fmt: skip
+                    (rf"\b(?:ran |run |went )?out of memory\b|\b(?:went )?oom'?(?:ed|'d|d)?\b|{_BY_MEMORY}\b",
+                     "oom")]  # fmt: skip
 
 
 def _described(lowered: str, entities: Entities, known: Known) -> None:

@@ -29,7 +29,7 @@ SLASH_COMMANDS = ("help", "plan", "why", "run", "status", "results", "cancel", "
 # dimension's key is one too without its degree ("4 gpus w/ dp_shard": the degree is the processes').
 LAYOUT_WORDS: list[tuple[str, str]] = [
     (
-        r"fully[- ]sharded(?: data[- ]parallel)?|fsdp2?|zero[- ]?[123]|zero stage [123]|"
+        r"fully[- ]sharded(?: data[- ]parallel(?:ism)?)?|fsdp2?|zero[- ]?[123]|zero stage [123]|"
         r"(?:data|dp)[- _]shard(?:ing|ed)?|shard(?:ed|ing)? data(?:[- ]parallel\w*)?",
         "dp_shard",
     ),
@@ -438,8 +438,8 @@ def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> 
     for pattern, dim in LAYOUT_WORDS:
         words = rf"(?:{pattern})"
         for found in re.finditer(
-            rf"(?:(\d+)\s*(?:[- ]way|x)\s+{words}|\b{words}\s*(?:=|:|of|degree|size|x)?\s*(\d+)\b(?!\s*(?:steps?|gpus?|"
-            rf"devices?|processes|procs?|nodes?))|\b{words}\b)",
+            rf"(?:(\d+)\s*(?:[- ]way|x)\s+{words}|\b{words}\s*(?:=|:|(?:of\s+)?degree|(?:of\s+)?size|of|x)?\s*(\d+)\b"
+            rf"(?!\s*(?:steps?|gpus?|devices?|processes|procs?|nodes?))|\b{words}\b)",
             rest,
         ):
             if re.search(NEGATED_LAYOUT, rest[: found.start()]):

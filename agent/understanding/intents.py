@@ -200,7 +200,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (
             r"\bwhat'?s in\b|\bwhat is in\b|\bcontents? of\b|\bshow me\b|\bshow\b|\bopen\b|\bread\b|\bdisplay\b|"
             r"\b(?:can|could|may) (?:i|we) (?:see|view|look at)\b|\blet me (?:see|view|look at)\b|"
-            r"\b(?:have|take|get|sneak) a (?:quick |little )?peek\b|\bpeek (?:at|into)\b",  # a look at it: show it
+            r"\b(?:have|take|get|sneak) a (?:quick |little )?peek\b|\bpeek (?:at|into)\b|"  # a look at it: show it
+            r"\bpull up\b|\bwhat(?:'s| is) written (?:in|inside|on)\b",
             1.5,
         ),
         (r"\blog(?: file)?\b|\bfile\b|\bconfig(?:uration)?\b(?! (?:won|wins|was best))", 1.5),
@@ -260,7 +261,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "wait": [
         (
-            r"\bwait (?:for|until|till|on)\b|\bblock until\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
+            r"\bwait (?:for|until|till|on)\b|\bblock (?:until|till)\b|"
+            # "block on r1 till it's done": blocking on a run named, until it ends
+            r"\bblock (?:on|for) (?:\S+ ){1,3}?(?:until|till)\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
             r"\bwait for it\b|\buntil it (?:ends?|finish(?:es)?|completes?|is done)\b|\bnotify me when\b|"
             r"\buntil\b.*\b(?:completes|finishes|finished|ends|exits|is done|is over)\b|\bawait\b|"
             # "hold on until r1 is done" waits; "hold on, what is the loss of r1?" is an interjection
@@ -463,7 +466,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
         (
             # "make a training with the long config": a training made is a run, as "do a training" is
-            r"\b(?:get|have|start|kick off|fire off|do|want|need|launch|make|create|begin)\s+(?:a|an|another|new)\s+"
+            r"\b(?:get|have|start|kick off|fire off|do|want|need|launch|make|create|begin|initiate|commence|trigger)\s+"
+            r"(?:a|an|another|new)\s+"
             r"(?:[\w-]+\s+){0,2}(?:run|training)\b(?!\s+(?:plan|estimate|budget|docs?|report))|"
             # "could you please to make the training with pipeline of 2 stages": the training done, as learners say
             # ("make the training deterministic", "make the training config use fsdp" change it, and launch nothing)

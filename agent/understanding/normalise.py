@@ -50,7 +50,8 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
            "con": "with", "pasos": "steps", "nodos": "nodes", "tarjetas": "cards", "lanza": "launch",
            "lanzar": "launch", "entrena": "train", "entrenar": "train", "espera": "wait", "esperar": "wait",
            "cancela": "cancel", "cancelar": "cancel", "muestra": "show", "resultados": "results",
-           "procesos": "processes", "cada": "each",
+           "procesos": "processes", "cada": "each", "nodo": "node", "dos": "two", "cuatro": "four", "ocho": "eight",
+           "uno": "one",
            # French
            "avec": "with", "étapes": "steps", "noeuds": "nodes", "nœuds": "nodes", "lance": "launch",
            "lancer": "launch", "entraîne": "train", "attends": "wait", "annule": "cancel",
@@ -453,10 +454,18 @@ def _nodes_in_racks(found: re.Match) -> str:
     return f"{nodes} {found.group(3)}"
 
 
+# What the speaker says they will do themselves is no request, and what it names is not what they ask about: "I'll
+# handle the baseline myself. Pull r1's numbers" asks for r1's only. Said as a sentence of its own.
+DONE_MYSELF = (r"(?:^|(?<=[.!?;]\s))\s*i(?:'ll|\s+will|'m\s+going\s+to|\s+am\s+going\s+to|\s+can)\s+(?:handle|"
+               r"take\s+care\s+of|do|look\s+at|check|deal\s+with|cover|sort(?:\s+out)?|run)\s+[^.!?;\n]{1,60}?\s+"
+               r"myself\s*(?:[.!;]+\s*|$)")  # fmt: skip
+
+
 def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     """`text` with typos fixed and numbers written as digits; case and paths kept."""
     known = {k.lower() for k in known}
     text = _list_labels(text)
+    text = re.sub(DONE_MYSELF, "", text, flags=re.I)
     text = re.sub(PRICE, "a price", text, flags=re.I)
     text = _slurm(text)
     text = re.sub(SUFFIX, _suffix_typo, text, flags=re.I)

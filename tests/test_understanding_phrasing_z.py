@@ -1,0 +1,110 @@
+"""agent.understanding on the kinds of phrasing fresh_z's and fresh_aa's requests showed (new sentences of each kind,
+not only the sets'): layouts described in words with a count inside ("each of two GPUs keeps its own full copy"),
+nodes by another name or as a launcher's variables, GPUs split evenly over nodes, a wait said as blocking, a request
+after sentences that only set the scene, a run described by memory as its cause of failure, a config told apart after
+its noun, the main experiment's noun followed by a file's name, and a launch asked with formal verbs and degrees.
+
+The fixture repository is the benchmark's (bench.agent_understanding.build_fixture), as in tests/test_understanding.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.understanding.known import Known
+from bench.agent_understanding import build_fixture
+from tests.test_understanding import read
+
+
+@pytest.fixture(scope="module")
+def known(tmp_path_factory) -> Known:
+    return Known.read(build_fixture(tmp_path_factory.mktemp("understanding") / "repo"))
+
+
+def read_as(text: str, command: str, args: dict, known: Known) -> None:
+    """`text` is read as `command` with (at least) `args`, asking nothing."""
+    intent = read(text, known)
+    assert (intent.command, intent.clarify, {k: intent.args.get(k) for k in args}) == (command, None, args)
+
+
+@pytest.mark.parametrize(
+    ("text", "args"),
+    [
+        ("train 5 steps where each of the 2 GPUs has its own copy of the model", {"layout": "dp_replicate=2"}),
+        ("start a run where each one of our four cards keeps a full copy of the model", {"layout": "dp_replicate=4"}),
+        ("10 steps on 4 gpus, the whole model is sharded over them", {"layout": "dp_shard=4", "nproc": 4}),
+        ("a quick run on 2 GPUs with the model sharded across them", {"layout": "dp_shard=2"}),
+        ("no pipeline today. shard everything evenly over 2 gpus", {"layout": "dp_shard=2", "nproc": 2}),
+        ("train 20 steps on 4 gpus with pipeline parallelism of size 2 and data parallelism of degree 2",
+         {"layout": "pp=2,dp_replicate=2"}),
+        ("start a run on 2 gpus with fully-sharded data parallelism", {"layout": "dp_shard=2"}),
+    ],
+)  # fmt: skip
+def test_layouts_described_in_words_are_launched(text, args, known):
+    read_as(text, "run", args, known)
+
+
+@pytest.mark.parametrize(
+    ("text", "args"),
+    [
+        ("3 racks, each carrying 8 h100s: plan llama 3.1 70b", {"nodes": 3, "devices": 8}),
+        ("plan qwen 2.5 72b on 2 pods, each with 4 h200 gpus", {"nodes": 2, "devices": 4}),
+        ("NODES=4 GPUS_PER_NODE=8 GPU=h100 MODEL=llama-3.1-70b ./plan", {"nodes": 4, "devices": 8}),
+        ("dos nodos con 8 H100 cada uno, llama 3.1 70b, solo planear", {"nodes": 2, "devices": 8}),
+        ("32 H100s spread equally over 4 nodes, plan qwen 2.5 72b", {"nodes": 4, "devices": 8}),
+        ("plan llama 3.1 8b: twelve H100 cards split evenly over three machines", {"nodes": 3, "devices": 4}),
+    ],
+)
+def test_nodes_said_in_other_words_are_planned(text, args, known):
+    read_as(text, "plan", args, known)
+
+
+@pytest.mark.parametrize(
+    "text", ["block on r1 till it's done", "block for r1 until it finishes", "block until r1 is done"]
+)
+def test_blocking_on_a_run_waits_for_it(text, known):
+    read_as(text, "status", {"wait": "yes", "run": "runs/r1"}, known)
+
+
+@pytest.mark.parametrize(
+    ("text", "run"),
+    [
+        ("The tp-try run crashed yesterday, whatever. Show me r1's loss.", "runs/r1"),
+        ("the DDP baseline looks slow to me. I'll check it myself. @meshpilot pull r1's numbers.", "runs/r1"),
+        ("throughput of the run which got killed by memory", "runs/tp-try"),
+        ("loss of the one that died because of memory", "runs/tp-try"),
+    ],
+)
+def test_the_run_a_request_asks_about(text, run, known):
+    read_as(text, "results", {"run": run}, known)
+
+
+def test_runs_asked_side_by_side_are_still_compared(known):
+    assert read("r1 looked fine. show baseline-ddp and r1 numbers", known).command == "compare"
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ("could you pull up the main experiment file?", "meshpilot.yaml"),
+        ("what is written inside the config for the long context?", "configs/long.yaml"),
+        ("show me the experiment file for long sequences", "configs/long.yaml"),
+        ("show me the experiment file configs/long.yaml", "configs/long.yaml"),
+    ],
+)
+def test_experiment_files_read(text, path, known):
+    read_as(text, "read", {"path": path}, known)
+
+
+@pytest.mark.parametrize(
+    ("text", "args"),
+    [
+        ("initiate a new run on 2 gpus for 10 steps", {"nproc": 2, "steps": 10}),
+        ("Please initiate a training run with the experiment file configs/long.yaml on 4 processes, combining tensor "
+         "parallelism of degree 2 with fully-sharded data parallelism of degree 2",
+         {"experiment": "configs/long.yaml", "layout": "dp_shard=2,tp=2", "nproc": 4}),
+        ("train 10 steps with the config for long sequences", {"experiment": "configs/long.yaml"}),
+    ],
+)  # fmt: skip
+def test_launches_asked_formally(text, args, known):
+    read_as(text, "run", args, known)
