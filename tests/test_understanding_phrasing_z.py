@@ -108,3 +108,37 @@ def test_experiment_files_read(text, path, known):
 )  # fmt: skip
 def test_launches_asked_formally(text, args, known):
     read_as(text, "run", args, known)
+
+
+@pytest.mark.parametrize(
+    ("text", "command", "args"),
+    [
+        ("make the lr sweep results land in the docs", "docs", {"sweep": "sweeps/lr-scan"}),
+        ("update the documents with the layouts-nov results", "docs", {"sweep": "sweeps/layouts-nov"}),
+        ("I request that a fresh layout sweep be launched with 8 trials", "sweep", {"trials": 8}),
+        ("it is asked that another sweep over the layouts be started, 6 trials", "sweep", {"trials": 6}),
+        ("Inputs:\n- model: llama 3.1 8b\n- hardware: 8 x A100 80GB\nWhich layout is best?", "plan",
+         {"model": "llama-3.1-8b", "devices": 8}),
+    ],
+)  # fmt: skip
+def test_requests_said_in_the_passive_or_as_fields(text, command, args, known):
+    read_as(text, command, args, known)
+
+
+@pytest.mark.parametrize(
+    "text", ["can u change the mode on the servers and restart it?", "tweak some settings and train 10 steps"]
+)
+def test_a_change_that_names_nothing_is_asked_about(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and intent.clarify and intent.clarify.startswith("What should change")
+
+
+@pytest.mark.parametrize(
+    ("text", "args"),
+    [
+        ("change the setting train.lr=1e-4 and run 10 steps", {"steps": 10, "set": ["train.lr=1e-4"]}),
+        ("switch the mode to fsdp and train on 2 gpus", {"layout": "dp_shard=2"}),
+    ],
+)
+def test_a_change_with_its_value_is_launched(text, args, known):
+    read_as(text, "run", args, known)

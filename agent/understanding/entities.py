@@ -99,6 +99,9 @@ VAGUE_CHANGE = (
     r"\b(?:set|change|adjust|tweak|increase|decrease|raise|lower|bump)\s+(?:up\s+|down\s+)?(?:the\s+|a\s+)?"
     r"(?:micro[ _-]?batch(?: size)?|batch size|seed|weight decay|warm-?up|grad(?:ient)? clip(?:ping)?|steps)\b"
     r"(?!\s*(?:=|:|to|of|by)?\s*\d)|"
+    # something changed that names no setting and says no value: "change the mode on the servers and restart it"
+    r"\b(?:change|switch|adjust|tweak|modify|alter|flip)\s+(?:the\s+|a\s+|some\s+|its\s+)?(?:mode|modes|setting|"
+    r"settings|thing|things|stuff|something|option|options|parameters?|params)\b(?!\s*(?:=|:|to|of|for)\s*\S|\s+[\w.]+\s*=)|"
     # a pronoun changed with no setting named and no value after it ("bump it and relaunch", "crank that up"): which?
     r"\b(?:bump|raise|increase|decrease|lower|crank|double|halve|up|reduce)\s+(?:it|that|this|them)\b(?![^.;!?]*\d)"
 )

@@ -72,16 +72,16 @@ _NOT_DEFAULT = "".join(rf"(?<!{word}\s)" for word in _DEFAULT)
 # Cue words of each intent, with their weights.
 # The docs by any of their names ("the doc page", "the readme"), and what brings them up to date, in any form
 # ("refreshing", "updated").
-DOC_NOUN = r"(?:docs|documentation|readme|training\.md|docs?\s+pages?|training\s+docs?)"
+DOC_NOUN = r"(?:docs|documentation|documents|readme|training\.md|docs?\s+pages?|training\s+docs?)"
 DOC_VERB = r"(?:updat|refresh|regenerat|rewrit|sync)\w*\b"
 # "put the lr-scan numbers into docs/training.md", "pull the figures from x into the README": figures written into
 # the docs are an update of them
-_WRITE_INTO = r"(?:put|add|get|write|bring|record|copy|paste|pull|move|carry|feed|fold|transfer)"
+_WRITE_INTO = r"(?:put|add|get|write|bring|record|copy|paste|pull|move|carry|feed|fold|transfer|go|goes|land)"
 _INTO_DOCS = rf"\b(?:in|into|to|onto)\s+(?:the\s+)?(?:{DOC_NOUN}|\S*training\.md)\b"
 WRITTEN_INTO_DOCS = rf"\b{_WRITE_INTO}\b.*{_INTO_DOCS}"
 CUES: dict[str, list[tuple[str, float]]] = {
     "hardware": [
-        (r"\bhardware\b", 4),
+        (r"\bhardware\b(?!\s*[:=]\s*\S)", 4),  # "- hardware: 1 x H100" is a field of the request, no question of it
         (
             r"\bnvidia-smi\b|\bcpu cores?\b|"
             r"\bhow much (?:v?ram|memory|gpu memory)\b.*\b(?:box|machine|host|computer|server|here|node)\b",
@@ -301,13 +301,21 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:kick off|start|launch|run|begin|do|fire off|make|set up|create)\s+"
             r"(?:(?:a|an|another|new|the|fresh|quick|second)\s+)*(?:(?:round|pass|batch|bit|set|cycle)\s+of\s+)?"
             r"(?:(?!(?:reports?|write-?ups?|summary|docs|documentation|prs?|pull|benchmarks?|results?|numbers|trials|"
-            r"winner|of|from)\b)[\w-]+\s+){0,3}(?:sweep|tuning|search)\b",
+            r"winner|of|from)\b)[\w-]+\s+){0,3}(?:sweep|tuning|search)\b"
+            # "make the lr sweep result go in the docs": what a sweep found is no sweep to make
+            r"(?!\s+(?:results?|numbers|figures|findings|winner|outcomes?|trials?)\b)",
             6,
         ),
         # a sweep wanted in a state of going: "I'd like a layout sweep going", "get a new sweep started"
         (
             r"\b(?:like|want|need|get|have|see|keep)\s+(?:a|an|another|new|fresh)\s+(?:[\w-]+\s+){0,2}(?:sweep|search)\s+"
             r"(?:going|started|running|kicked\s+off|under\s?way|launched|set\s+up)\b",
+            6,
+        ),
+        # asked in the passive: "it is requested that a new sweep over the layouts be started"
+        (
+            r"\b(?:a|an|another)\s+(?:new\s+|fresh\s+)?(?:[\w-]+\s+){0,2}?(?:sweep|search)\b[^.;!?]{0,40}?"
+            r"\b(?:be|is|get|gets|being)\s+(?:started|launched|run|kicked\s+off|begun|initiated|set\s+up)\b",
             6,
         ),
         # "sweep the layouts" commands one; "sweep results layouts-nov?" is a noun before the sweep's figures
