@@ -117,7 +117,8 @@ def slash_arguments(tokens: list[str]) -> tuple[dict[str, Any], list[str]]:
     args: dict[str, Any] = {}
     words = []
     for token in tokens:
-        key, sep, value = token.partition("=")
+        # "/run nproc=2, layout=tp=2": the arguments as a question quotes them (agent.understanding), commas and all
+        key, sep, value = token.removesuffix(",").partition("=")
         if not sep:
             words.append(token)
         elif key == "set":
