@@ -142,3 +142,22 @@ def test_a_change_that_names_nothing_is_asked_about(text, known):
 )
 def test_a_change_with_its_value_is_launched(text, args, known):
     read_as(text, "run", args, known)
+
+
+@pytest.mark.parametrize(
+    ("text", "command", "args"),
+    [
+        ("tp=2 nproc2 lr .0005 steps 40", "run", {"set": ["train.lr=0.0005"], "steps": 40}),
+        ("train on 2 gpus with ddp, the steps is 30", "run", {"steps": 30, "layout": "dp_replicate=2"}),
+        ("start configs/long.yaml on 4 gpus with tensor parallel of 2 and sharding of 2", "run",
+         {"layout": "dp_shard=2,tp=2", "nproc": 4}),
+        ("3 rigs, 8 h100 each: what layout for llama 3.1 70b? plan only", "plan", {"nodes": 3, "devices": 8}),
+        ("plan llama 3.1 8b on two machines, each machine being equipped with 4 A100 80GB", "plan",
+         {"nodes": 2, "devices": 4}),
+        ("rank the possible layouts for qwen 2.5 7b on 4 h100s", "plan", {"model": "qwen2.5-7b", "devices": 4}),
+        ("meshpilot ls runs", "runs", {}),
+        ("can you show us every run in this repo?", "runs", {}),
+    ],
+)  # fmt: skip
+def test_terse_and_roundabout_values(text, command, args, known):
+    read_as(text, command, args, known)

@@ -219,7 +219,7 @@ SHARDED_COUNT = (rf"\b{_COUNTED}\s*,?\s+(?:fully\s+)?sharded\b(?!\s*(?:checkpoin
 SHARD_WAYS = (
     r"\b(\d+)[- ]ways?\s+(?:model\s+)?shard(?:ing|ed)\b(?!\s*(?:checkpoint|ckpt|dataset|data)\b)|"
     r"\bshard(?:ing)?\s+(?:(?:(?:the|its)\s+)?(?:model|it|everything|weights|params|parameters)\s+)?(\d+)[- ]ways?\b|"
-    r"\bshard(?:ed|ing)?\s*(?:=|:|x)?\s*(\d+)\b(?!\.\d|\s*(?:ways?|gpus?|cards?|devices?|process\w*|procs?|ranks?|"
+    r"\bshard(?:ed|ing)?\s*(?:=|:|x|\s+of)?\s*(\d+)\b(?!\.\d|\s*(?:ways?|gpus?|cards?|devices?|process\w*|procs?|ranks?|"
     r"nodes?|steps?|trials?|checkpoints?|files?)\b)"
 )
 # The model not split at all, said with a negation: "not splitting the model itself", "without sharding the

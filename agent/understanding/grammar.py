@@ -84,7 +84,7 @@ _UNKNOWN_GPU = r"\b(mi\d{3}x?|v100|p100|t4|b200|gb200|gh200|l4|a6000|a40|rtx ?[2
 _GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx[ -]?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gi?b)?s?\b"
 # Nodes named by the GPUs in them ("2 H200 nodes", "a couple of DGX H100 boxes", "8 gpu nodes"): the count before
 # the GPU's name is of the nodes, and the digits of a GPU's name (H200, A100, 4090) are never a count.
-NODE_NOUN = r"nodes?|machines?|boxes|box|hosts?|servers?|computers?|racks?"  # what a count of nodes counts
+NODE_NOUN = r"nodes?|machines?|boxes|box|hosts?|servers?|computers?|racks?|rigs?"  # what a count of nodes counts
 NODE_GPU = (r"(?:(?:nvidia|dgx|hgx)\s+)*(?:h100|h200|a100|l40s|a10|rtx[ -]?4090|4090|b200|gb200|gh200|v100|a6000|a40|"
             r"l4|t4|mi\d{3}x?|gpu)(?:[ -]?(?:sxm|pcie|nvl))?(?:[ -]?\d+ ?gi?b)?\s+")  # fmt: skip
 GPU_OF_NODE = rf"(?:(?:nvidia|dgx|hgx)\s+)*(?:{NODE_GPU})?"

@@ -149,9 +149,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"^\W*(?:(?:the|my|all(?: the)?)\s+)?runs\W+(?:list|ls|overview|show|display)(?:\s+(?:them|please))*\W*$|"
             r"\boverview of (?:all |the |my )?runs\b|\bbeen run\b|"
             # "I want to see every run in the repository", "list each run", "browse all of the runs"
-            r"\b(?:see|view|look at|show(?: me)?|list|browse|get)\s+(?:every|each|all(?: of)?(?: the| my| our)?)\s+"
+            r"\b(?:see|view|look at|show(?: me| us)?|list|browse|get)\s+(?:every|each|all(?: of)?(?: the| my| our)?)\s+"
             r"(?:training\s+)?runs?\b(?!'s)|"  # (not "every run's loss": a figure of each)
-            r"^\W*ls\s+(?:-\w+\s+)?runs\b|\b(?:under|in|inside) runs/?(?=\W*$)|"
+            r"^\W*(?:meshpilot\s+)?ls\s+(?:-\w+\s+)?runs\b|\b(?:under|in|inside) runs/?(?=\W*$)|"
             r"\bhow many (?:\w+ )?(?:experiments|runs|jobs|trainings|model fits)\b|"
             # "which are the runs that exist?", "what training runs do we have?"
             r"\b(?:which|what) are (?:the |all the )?runs\b|"
@@ -450,6 +450,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bplan\b", 3),
         (r"\blayouts?\b|\blay (?:it )?out\b|\bshard\b|\bparalleli[sz]e\b|\bsplit\b|\bwhat fits\b|\bfit\b", 1.5),
         (r"\bwhat[- ]if\b|\bif i had\b|\bwould\b", 1),
+        # the layouts weighed against each other: "evaluate the layout options", "rank the possible layouts"
+        (
+            r"\b(?:evaluate|assess|rank|weigh(?:\s+up)?|review|score)\s+(?:the\s+|all\s+|our\s+|possible\s+)*"
+            r"(?:layouts?|parallelism|sharding)\s*(?:options|choices|candidates|alternatives|strategies)?\b",
+            3,
+        ),
         # "how to parallel it?", "how do I split llama across 4 cards": a layout asked for, in any wording
         (
             r"\bhow (?:to|do (?:i|we)|should (?:i|we)|can (?:i|we)|would you|best to) "

@@ -515,6 +515,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "8 of H200", "4 of the A100s": the count of that GPU ("1 of 8 gpus" is no count of it)
     text = re.sub(rf"\b(\d+)\s+of\s+(?=(?:{GPU_WORD})(?![\w-]))", r"\1 ", text, flags=re.I)
     text = re.sub(r"(\d),(\d{3})\b", r"\1\2", text)  # 1,000 steps
+    text = re.sub(r"(?<![\w.])\.(\d+)\b(?!\.)", r"0.\1", text)  # "lr .0005": a decimal without its leading zero
     text = re.sub(RACKS_OF_NODES, _nodes_in_racks, text, flags=re.I)
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
     # "2n x 4g", "2 nodes x 4g": the GPUs in each node said by a "g" after their count, no memory (before "80g" is read)
