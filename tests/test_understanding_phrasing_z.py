@@ -161,3 +161,24 @@ def test_a_change_with_its_value_is_launched(text, args, known):
 )  # fmt: skip
 def test_terse_and_roundabout_values(text, command, args, known):
     read_as(text, command, args, known)
+
+
+@pytest.mark.parametrize(
+    ("text", "command", "args"),
+    [
+        ("loss of r1, to two-decimal-point precision", "results", {"run": "runs/r1"}),
+        ("r1's per-step throughput please", "results", {"run": "runs/r1"}),
+        ("forecast the memory of llama 3.1 8b on 2 a100 80gb", "plan", {"model": "llama-3.1-8b", "devices": 2}),
+        ("a forecast of the per-device memory for mistral 7b on 4 h100s, no training", "plan",
+         {"model": "mistral-7b", "devices": 4}),
+        ("fire off a run of 10 steps with lr 3e-4, would ya?", "run", {"steps": 10, "set": ["train.lr=3e-4"]}),
+        ("kick off a run with lr 1e-3 will ya?", "run", {"set": ["train.lr=1e-3"]}),
+        ("what's actually installed on this box: cpus, ram, gpus?", "hardware", {}),
+    ],
+)  # fmt: skip
+def test_compounds_forecasts_and_tag_requests(text, command, args, known):
+    read_as(text, command, args, known)
+
+
+def test_an_unknown_hyphenated_name_is_still_asked_about(known):
+    assert "old-base" in str(read("loss of old-base", known).clarify)

@@ -354,7 +354,8 @@ OLD_VALUE = (r"\b(?:instead of|rather than|up from|down from|compared to|"
 
 
 # A question that also asks for something to be done: "can you launch ...", "could you update them?", "please ...".
-REQUEST = (r"\b(?:can|could|would|will) (?:you|we|i)\b|\bplease\b|\blet'?s\b|\bwanna\b|"
+REQUEST = (r"\b(?:can|could|would|will) (?:you|we|i)\b|\b(?:can|could|would|will|won'?t) (?:ya|u)\b|\bplease\b|"
+           r"\blet'?s\b|\bwanna\b|"
            r"\bi(?: want| need|'d like| would like|'d like)\b|\bwhat i(?:'d| would) like\b|"
            # polite requests asked as questions: "mind turning it into a write-up?", "care to open the PR?"
            r"(?:^(?:\S+\s+){0,12}?|[,;.!?]\s*)(?:(?:would|do) you\s+)?mind\s+\w+ing\b|"
@@ -439,6 +440,8 @@ NOT_A_NAME = (
     # business idioms ("double-click on the lr sweep", "a drill-down", "our north-star"): words, no run's name
     r"double-click(?:s|ed|ing)?|drill-downs?|level-sets?|north-stars?|game-changers?|best-in-class|end-to-end|"
     r"high-level|top-line|bottom-line|long-term|short-term|low-hanging|deep-dive[sd]?|follow-ups?|"
+    # a unit or a share said as a compound ("per-device memory", "to basis-point precision", "mixed-precision")
+    r"per-\w+|\w+-points?|(?:mixed|half|full|single|double)-precision|"
     r"\w+-(?:ready|based|like|level|style|friendly|only|free|heavy|bound|aware|sized|related|specific))$"
 )
 

@@ -97,7 +97,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bram\b", 1.5),
         (
             r"\b(?:accelerators?|gpus?|devices?|cores?|cpus?|compute|resources)\b.*"
-            r"\b(?:available|installed|attached|in here)\b",
+            r"\b(?:available|installed|attached|in here)\b|"
+            # what is installed first, the machine after: "what's actually installed in this machine: cores, cards?"
+            r"\b(?:installed|available|fitted|inside)\s+(?:in|on|inside)?\s*(?:this|the|my|our)\s+(?:box|machine|"
+            r"host|computer|server|workstation|node)\b",
             4,
         ),
         (
@@ -464,6 +467,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
         # a what-if about hardware not bought yet: "could 4 cards handle training X? just an estimate"
         (r"\bestimate\b|\b(?:could|would|can|will)\b.*\b(?:handle|cope with|manage)\b", 2),
+        # a forecast is of what has not run: "a forecast of the memory for mistral 7b on 4 H100s"
+        (r"\bforecast\w*\b", 2),
         (BUYING, 2),
     ],
     "run": [
