@@ -182,3 +182,24 @@ def test_compounds_forecasts_and_tag_requests(text, command, args, known):
 
 def test_an_unknown_hyphenated_name_is_still_asked_about(known):
     assert "old-base" in str(read("loss of old-base", known).clarify)
+
+
+@pytest.mark.parametrize(
+    ("text", "command", "args"),
+    [
+        ("I don't want the main experiment, train configs/long.yaml on 2 gpus with ddp", "run",
+         {"experiment": "configs/long.yaml", "layout": "dp_replicate=2"}),
+        ("a 10-step run on 2 gpus before we try something larger", "run", {"steps": 10, "nproc": 2}),
+        ("fsdp 4p 10 steps", "run", {"layout": "dp_shard=4", "steps": 10}),
+        ("start a run:\n- processes: 2\n- layout: fully sharded across both\n- steps: 20", "run",
+         {"nproc": 2, "layout": "dp_shard=2", "steps": 20}),
+        ("¿Cuántas GPUs tiene esta máquina?", "hardware", {}),
+        ("I'd like to know whether the run called tp-try has crashed", "status", {"run": "runs/tp-try"}),
+    ],
+)  # fmt: skip
+def test_what_is_ruled_out_said_tersely_or_politely(text, command, args, known):
+    read_as(text, command, args, known)
+
+
+def test_a_bigger_change_still_asks_which(known):
+    assert read("train 10 steps on 2 gpus, but bigger", known).clarify

@@ -1070,7 +1070,8 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             continue
         if _replaced(lowered[found.end() :], intent):  # "not adam this time, plain sgd", "not fp8, bf16"
             continue
-        if re.match(r"\s*(?:(?:the|that|this|from|on)\s+)*_+", lowered[found.end() :]):  # "not the long config": a name
+        # "not the long config", "don't want the default experiment": a name
+        if re.match(r"\s*(?:(?:want|need|use|the|that|this|from|on)\s+)*_+", lowered[found.end() :]):
             continue  # ruled out (masked), no setting
         ahead = [s for s in mentions if s[0] >= found.end() and len(lowered[found.end() : s[0]].split()) <= 3]
         behind = [s for s in mentions if s[1] <= found.start() and len(lowered[s[1] : found.start()].split()) <= 3]

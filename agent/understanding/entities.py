@@ -93,7 +93,9 @@ VAGUE_HARDWARE = (
 )
 VAGUE_CHANGE = (
     r"\b(?:other|different|another)\s+(?:layout|model|config|experiment|one|settings?)\b|"
-    r"\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b|\bthe (?!\d)\w+(?:est)? one\b|"
+    # ("anything bigger" is other work, later: "before we roll anything bigger out")
+    r"(?<!anything )(?<!something )\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b|"
+    r"\bthe (?!\d)\w+(?:est)? one\b|"
     r"(?<!\d x )(?<!\dx )\b(?:longer|shorter)\b(?! than (?:the )?(?:default )?\d)|"
     # a setting named with no value: "set the micro batch and train", "tweak the warmup"
     r"\b(?:set|change|adjust|tweak|increase|decrease|raise|lower|bump)\s+(?:up\s+|down\s+)?(?:the\s+|a\s+)?"
@@ -283,12 +285,22 @@ def _excluded(lowered: str, entities: Entities) -> None:
                 re.search(rf"{EXCLUDER}$", lowered[:start])
                 or _left_alone(lowered, start, end)
                 or (re.search(NEGATED_VERB, lowered[:start]) and re.match(ANOTHER_INSTEAD, lowered[end:]))
+                # "I don't want the default experiment, run configs/long.yaml": the other file named is the one
+                or (re.search(NEGATED_VERB, lowered[:start]) and _another_file_named(entity, entities))
             )
             and not (re.search(rf"\b(?:{SKIPPER})\s+\S*$", lowered[:start]) and lowered[end:].startswith("'s"))
         ):  # "not the long config": not that experiment either
             entity.kind = "not_" + entity.kind
         elif entity.kind == "run" and end > start and re.search(SPARED, lowered[:start]):
             entities.add("spared_run", entity.value, entity.span)
+
+
+def _another_file_named(entity: Entity, entities: Entities) -> bool:
+    """Whether `entity` is an experiment and the sentence names another experiment file beside it."""
+    return entity.kind == "experiment" and any(
+        e.kind in ("experiment", "file") and e.value != entity.value and str(e.value).endswith((".yaml", ".yml"))
+        for e in entities.found
+    )
 
 
 def the_other(lowered: str, entities: Entities, known: Known, before: dict[str, str | None] | None = None) -> None:

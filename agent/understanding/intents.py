@@ -255,7 +255,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:is|was|are|were)\s+(?:(?!(?:loss|curves?|throughput|memory|mfu|grad\w*|numbers?|gpus?|cards?|"
             r"machines?|box|node|hardware|disk)\b)\S+\s+){1,6}?healthy\b|"
             # "just whether r1 finished", "I only want to know if tp-try is still running"
-            r"\b(?:whether|(?:know|see|check|tell me|wondering|only|just)\s+if)\s+(?:\S+\s+){1,3}?"
+            r"\b(?:whether|(?:know|see|check|tell me|wondering|only|just)\s+if)\s+(?:\S+\s+){1,4}?"
             r"(?:(?:is|was|has)\s+)?(?:still\s+)?(?:finished|done|complete|completed|crashed|failed|running|died|"
             r"succeeded|over|alive)\b|"
             r"^\W*(?:\S+\s+){0,3}?(?:done|finished|over|complete|completed)\s*\?\s*$",

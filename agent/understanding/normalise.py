@@ -51,7 +51,8 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
            "lanzar": "launch", "entrena": "train", "entrenar": "train", "espera": "wait", "esperar": "wait",
            "cancela": "cancel", "cancelar": "cancel", "muestra": "show", "resultados": "results",
            "procesos": "processes", "cada": "each", "nodo": "node", "dos": "two", "cuatro": "four", "ocho": "eight",
-           "uno": "one",
+           "uno": "one", "cuántas": "how many", "cuantas": "how many", "cuántos": "how many", "tiene": "has",
+           "esta": "this", "máquina": "machine", "maquina": "machine",
            # French
            "avec": "with", "étapes": "steps", "noeuds": "nodes", "nœuds": "nodes", "lance": "launch",
            "lancer": "launch", "entraîne": "train", "attends": "wait", "annule": "cancel",
@@ -483,6 +484,12 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # the launcher's key said bare, as the flag is ("--nproc 4"): "nproc 4", "nproc=4", "nproc_per_node: 8"
     text = re.sub(r"(?<![\w-])n_?procs?(?:[_-]per[_-]node)?\s*[=:]?\s*(\d+)\b(?!\.\d)", r"\1 processes", text,
                   flags=re.I)  # fmt: skip
+    text = re.sub(r"(?<![\w.-])([1-9]|1[0-6])p\b", r"\1 processes", text, flags=re.I)  # "ddp 2p 40 steps"
+    # a count after its noun, as a list or a form gives it: "processes: 2", "gpus=4" ("on 8 gpus: 2 replicas" counts
+    # the gpus before)
+    text = re.sub(
+        r"(?<![\w.-])(?<!\d )(processes|procs|gpus|devices)\s*[:=]\s*(\d+)\b(?![.\d])", r"\2 \1", text, flags=re.I
+    )
     text = re.sub(WEIGHT_FOR, lambda found: f"{found.group(1)}wait{found.group(2) or ''}", text, flags=re.I)
     text = re.sub(RIGHT_UP, r"\1write", text, flags=re.I)
     text = re.sub(r"(?<![\w./])w/(?!o\b)\s*(?=[a-z0-9])", "with ", text, flags=re.I)  # "w/ dp_shard"; "w/o" stays
