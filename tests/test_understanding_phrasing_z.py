@@ -203,3 +203,18 @@ def test_what_is_ruled_out_said_tersely_or_politely(text, command, args, known):
 
 def test_a_bigger_change_still_asks_which(known):
     assert read("train 10 steps on 2 gpus, but bigger", known).clarify
+
+
+@pytest.mark.parametrize(
+    ("text", "command", "args"),
+    [
+        ("package the findings of the November layout experiment as a change the team can review", "pr",
+         {"sweep": "sweeps/layouts-nov"}),
+        ("put the lr-scan results up so we can review and approve on github", "pr", {"sweep": "sweeps/lr-scan"}),
+        ("trials of the november layout study", "trials", {"sweep": "sweeps/layouts-nov"}),
+        ("let's do the fsdp experiment on 4 gpus for 10 steps", "run", {"layout": "dp_shard=4", "steps": 10}),
+        ("show me the main experiment", "read", {"path": "meshpilot.yaml"}),
+    ],
+)  # fmt: skip
+def test_an_experiment_that_studied_layouts_is_the_sweep(text, command, args, known):
+    read_as(text, command, args, known)

@@ -983,7 +983,11 @@ BARE_NAMED = r"(?:^|[,;:.!?(]\s*|\b(?:of|for|from|on|in|about|with|vs|and|is|did
 # A run or sweep described, not named: "the ddp baseline", "the learning rate sweep", "the FSDP run", "the layout one".
 DESCRIBED = (r"\b(?:the|that|this|my|our|your)\s+((?:(?!(?:the|an?|of|in|on|at|for|with|to|and|or|that|this|my|our|"
              r"what|which|is|was)\b)[a-z0-9][\w'.-]*\s+){1,4}?)"
-             r"(run|sweep|one|job|baseline|training|attempt|try|tuning|search|scan)\b(?!\s*(?:=|\.\w))")  # fmt: skip
+             r"(run|sweep|one|job|baseline|training|attempt|try|tuning|search|scan|experiment|study)\b"
+             r"(?!\s*(?:=|\.\w))")  # fmt: skip
+# Heads that name a sweep only where its words fit one ("the November layout experiment"); an experiment is a config
+# file too, so one that fits nothing is no question of a sweep ("the default experiment").
+STUDY_HEADS = ("experiment", "study")
 # Heads of a description that name a sweep by what it did: "the November layout tuning", "the learning rate search".
 SWEEP_HEADS = ("sweep", "sweeps", "tuning", "search", "scan")
 # A verb that does the activity such a head names: "redo the layout tuning", "start the lr search over".
@@ -1050,7 +1054,11 @@ def _described(lowered: str, entities: Entities, known: Known) -> None:
         for pattern, word in DESCRIPTOR_WORDS:
             words = re.sub(pattern, word, words)
         words = [w for w in re.findall(r"[a-z0-9]+", words) if w not in ("s", "very", "one")]
-        if head in SWEEP_HEADS or (head == "one" and re.search(r"\bsweeps?\b", lowered)):
+        if head in STUDY_HEADS and (set(words) & GENERIC or any(known.config(w) for w in words)
+                                    or re.search(DONE_AGAIN, lowered[: found.start()])):  # fmt: skip
+            continue  # "the main experiment", "the long experiment": a file; "do the fsdp experiment": a new one
+        # (what an experiment studied, over trials, is a sweep's: "the November layout experiment")
+        if head in (*SWEEP_HEADS, *STUDY_HEADS) or (head == "one" and re.search(r"\bsweeps?\b", lowered)):
             kinds = ["sweeps"]
         elif head == "baseline":
             kinds, words = ["runs", "sweeps"], [*words, head]
@@ -1058,7 +1066,8 @@ def _described(lowered: str, entities: Entities, known: Known) -> None:
             kinds = ["runs"] if head != "one" else ["runs", "sweeps"]
         matches = [(kind, path) for kind in kinds for path in known.describe(words, kind)]
         label = {"runs": "run", "sweeps": "sweep"}
-        if not matches and known.root and not (set(words) & GENERIC) and not any(known.config(w) for w in words):
+        if (not matches and known.root and not (set(words) & GENERIC) and not any(known.config(w) for w in words)
+                and head not in STUDY_HEADS):  # fmt: skip
             # "the llama run": a description that fits nothing here is asked about, never the latest in its place
             entities.add("unknown_description", found.group(0), found.span())
         if len(matches) == 1:

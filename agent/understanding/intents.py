@@ -435,6 +435,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bpull request\b|\bpr\b|\bmerge request\b", 6),
         # what a pull request is for, said instead of its name: "get the findings to the team for sign-off"
         (r"\bfor\s+(?:(?:a|their|the|team'?s?|your|our)\s+)?(?:sign[- ]?off|review|approval)\b|\breview process\b", 6),
+        # "packaged up as a change the team can review and approve on GitHub"
+        (
+            r"\bchange\s+(?:that\s+)?(?:the\s+team|people|others|reviewers|colleagues|we|they)\s+(?:can|could)\s+"
+            r"review\b|\b(?:review|approve|merge)\s+(?:(?:and|or)\s+(?:approve|merge)\s+)?(?:it\s+)?on\s+github\b",
+            6,
+        ),
     ],
     "docs": [
         (rf"\b{DOC_NOUN}\b", 3),
