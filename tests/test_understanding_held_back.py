@@ -86,3 +86,41 @@ def test_the_question_names_the_call_it_would_make(repo):
     intent = read("sweep the long config tomorrow", repo)
     assert "/sweep experiment=configs/long.yaml" in str(intent.clarify)
     assert "only act now" in str(intent.clarify)
+
+
+@pytest.mark.parametrize(
+    ("text", "layout"),
+    [
+        ("train 20 steps on 2 gpus using tp=2 rather than pp=2", "tp=2"),
+        ("rather than ddp, use fsdp on 2 gpus for 20 steps", "dp_shard=2"),
+        ("instead of pp=2, launch 5 steps with dp_replicate=2", "dp_replicate=2"),
+        ("run 8 steps with fsdp on 2 gpus instead of tensor parallel", "dp_shard=2"),
+    ],
+)
+def test_the_layout_replaced_is_never_the_one_launched(repo, text, layout):
+    """'X rather than Y', 'instead of Y, X': Y is what the user moves away from ("rather" alone corrects: "fsdp,
+    rather ddp" is DDP)."""
+    intent = read(text, repo)
+    assert (intent.command, intent.args.get("layout"), intent.clarify) == ("run", layout, None)
+
+
+@pytest.mark.parametrize("text", ["train 12 steps on 2 gpus avoiding pp=2", "launch 6 steps skipping tp=2 on 2 gpus"])
+def test_a_layout_avoided_is_never_launched(repo, text):
+    intent = read(text, repo)
+    assert intent.command == "run" and "=2" not in intent.args.get("layout", "")
+
+
+@pytest.mark.parametrize(
+    ("text", "override"),
+    [
+        ("train 10 steps without compile, actually no, turn it back on", "train.compile=true"),
+        (
+            "launch 8 steps with activation checkpointing... actually switch it off",
+            "train.activation_checkpointing=false",
+        ),
+    ],
+)
+def test_a_setting_corrected_by_a_pronoun_takes_the_last_state(repo, text, override):
+    intent = read(text, repo)
+    assert intent.command == "run" and intent.clarify is None
+    assert override in intent.args.get("set", [])
