@@ -183,7 +183,8 @@ def reply(state: AgentState) -> dict:
     users = [m.text for m in state["messages"] if isinstance(m, HumanMessage)]
     checked = check_reply(message.text, results, users)
     metadata = {**message.response_metadata, "sources": checked.sources, "unverified": checked.unverified}
-    return {"messages": [AIMessage(checked.text, id=message.id, response_metadata=metadata)]}
+    kept = message.additional_kwargs  # what the model keeps on its reply (the offline planner's offered reading)
+    return {"messages": [AIMessage(checked.text, id=message.id, response_metadata=metadata, additional_kwargs=kept)]}
 
 
 def _answer(call: dict, content: dict, error: bool = False) -> ToolMessage:

@@ -79,6 +79,15 @@ RUN_TOOLS = ("launch_run", "wait_run", "run_status", "read_results", "cancel_run
 # A what-if measured against the plan before it ("how much faster with 16 GPUs?").
 COMPARING = r"\bhow much (?:faster|slower|better|quicker)\b|\b(?:than|compared? (?:to|with)) (?:before|the plan|that)\b"
 PLAN_KEYS = ("devices", "nodes", "device_mem", "device_type", "experiment", "model", "gpu", "seq_len")
+# A question that names one reading ("Do you want me to run (/run nproc=2, layout=tp=2)? yes / edit") keeps that
+# reading on its message, under this key: a yes to it runs the reading, as if the user had typed the command.
+OFFER = "meshpilot_offer"
+NO = re.compile(r"(?:no|nope|nah|no thanks|never ?mind|not now|don'?t)[\s.!]*", re.IGNORECASE)
+YES = re.compile(
+    r"(?:y|yes|yep|yeah|yup|sure|ok|okay|confirm(?:ed)?|go ahead|do it|please do)"
+    r"(?:[\s,.!]+(?:please|do it|go ahead|go|thanks|thank you|yes|sure|ok))*[\s.!]*",
+    re.IGNORECASE,
+)
 
 
 @dataclass
@@ -117,17 +126,36 @@ def respond(messages: list[BaseMessage], available: set[str]) -> AIMessage:
     last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
     if last_human is None:
         return AIMessage(HELP)
-    intent = parse_request(messages[last_human].text, context_of(messages))
     earlier, turn = messages[:last_human], _steps(messages[last_human + 1 :])
+    text = messages[last_human].text
+    if NO.fullmatch(text.strip()) and _offered(earlier):
+        return AIMessage("Nothing done. Say what to change, or give the command yourself (`/help` lists them).")
+    offered = _offered(earlier) if YES.fullmatch(text.strip()) else None
+    intent = Intent(offered["command"], dict(offered["args"]), text=text) if offered else None
+    intent = intent or parse_request(text, context_of(messages))
     if intent.refusal:  # what no tool may do (delete a run, push to main, print a secret): said, never attempted
         return AIMessage(intent.refusal)
     if intent.clarify and not turn:
-        return AIMessage(intent.clarify)
+        return _question(intent)
     message = HANDLERS[intent.command](intent, turn, earlier)
     missing = [c["name"] for c in message.tool_calls if c["name"] not in available]
     if missing:
         return AIMessage(f"I cannot do that here: the tool {missing[0]} is not available.")
     return message
+
+
+def _question(intent: Intent) -> AIMessage:
+    """The clarifying question, with the reading it names kept where it asks for a yes."""
+    if not intent.clarify.rstrip().endswith("yes / edit"):
+        return AIMessage(intent.clarify)
+    return AIMessage(intent.clarify, additional_kwargs={OFFER: {"command": intent.command, "args": intent.args}})
+
+
+def _offered(earlier: list[BaseMessage]) -> dict | None:
+    """The reading the assistant's last message offered, where it was such a question."""
+    if not earlier or not isinstance(earlier[-1], AIMessage):
+        return None
+    return earlier[-1].additional_kwargs.get(OFFER)
 
 
 # --- handlers: (intent, this turn's steps, earlier messages) -> the next message ---------------------------------

@@ -23,6 +23,7 @@ from support import meshpilot, train, write_experiment
 from torch.distributed.checkpoint.api import CheckpointException
 
 from agent.jobs import job_processes
+from trainer.host import preemption
 from trainer.rank.checkpoint import (
     MANIFEST,
     checkpoint_step,
@@ -115,6 +116,34 @@ def test_preemption_saves_records_and_resumes_exactly(experiment, reference, tmp
     assert "resumed from step_00000003" in run.log.read_text()
     assert numbers(run.read_steps()) == numbers(reference)  # steps 4 to 6 as the uninterrupted run's
     assert run.read_metrics()["status"] == "ok"
+
+
+def test_ranks_still_running_when_the_grace_period_ends_are_stopped_and_the_run_preempted(
+    experiment, reference, tmp_path, monkeypatch
+):
+    """A rank still busy when the grace period is over (it hangs here; a step longer than the grace alike): the
+    launcher stops the ranks and records the preemption itself, resumable from the checkpoint before, where a
+    scheduler's SIGKILL would have left no status at all."""
+    monkeypatch.setenv(preemption.GRACE_ENV, "1")
+    out = tmp_path / "run"
+    process, token = start_train(experiment, out, *DDP, fault="rank=0,step=3,kind=preempt;rank=0,step=3,kind=hang")
+    run = RunDir(out)
+    wait_for_the_fault(run, 0, 3)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert survivors(token) == []
+    metrics = run.read_metrics()
+    assert (metrics["status"], metrics["signal"]) == ("preempted", "SIGTERM")
+    assert (metrics["resume_from"], metrics["steps_completed"]) == ("step_00000002", 2)
+    assert stderr.strip().splitlines()[-1].startswith(
+        "run preempted: preempted by SIGTERM; the ranks did not stop within the 1 s grace period and were stopped "
+        "without saving; --resume continues from step_00000002 (logs: "
+    )
+
+    monkeypatch.delenv(preemption.GRACE_ENV)
+    train(experiment, out, *DDP, "--resume")
+    assert numbers(run.read_steps()) == numbers(reference)
 
 
 def test_a_job_stopped_by_sigterm_is_preempted_and_resumable(experiment, tmp_path):

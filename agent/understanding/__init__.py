@@ -453,10 +453,12 @@ def _unknown_name(plain: str, entities: Entities, context: Context, intent: Inte
         return None
     lowered = masked(plain.lower(), entities)
     # ("#ml-infra" is a chat's channel, "@jan" a person: no names of runs)
-    named = re.findall(r"(?<![\w/.=#@-])((?:runs|sweeps)/[\w.-]+|[a-z]+\d+[a-z0-9]*|[a-z0-9]+(?:-[a-z0-9]+)+)"
+    said = re.finditer(r"(?<![\w/.=#@-])((?:runs|sweeps)/[\w.-]+|[a-z]+\d+[a-z0-9]*|[a-z0-9]+(?:-[a-z0-9]+)+)"
                        r"(?![\w/=])", lowered)  # fmt: skip
-    unknown = [n for n in named if not re.match(NOT_A_NAME, n.split("/")[-1]) and n not in KNOWN_WORDS]
     known = {*context.known.runs, *context.known.sweeps}
+    one_named = any(str(v) in known for v in [*entities.all("run"), *entities.all("sweep")])
+    named = [m.group(1) for m in said if not (one_named and _a_word_beside_a_name(m, lowered))]
+    unknown = [n for n in named if not re.match(NOT_A_NAME, n.split("/")[-1]) and n not in KNOWN_WORDS]
     unknown += [str(v) for v in [*entities.all("run"), *entities.all("sweep")] if str(v) not in known]
     taken = [str(intent.args[k]) for k in ("run", "sweep") if isinstance(intent.args.get(k), str)]
     unknown += [t for t in taken if t not in known and t.startswith(("runs/", "sweeps/"))]
@@ -465,6 +467,22 @@ def _unknown_name(plain: str, entities: Entities, context: Context, intent: Inte
     runs = ", ".join(context.known.runs) or "none"
     sweeps = ", ".join(context.known.sweeps) or "none"
     return f"I find no run or sweep named {unknown[0]!r} here (runs: {runs}; sweeps: {sweeps}). Which do you mean?"
+
+
+# Where an unknown word stands in a name's place: after what introduces a run or joins one name to another ("the
+# run old-base", "r1 vs old-base", "the loss of old-base"), or before a run's noun, "one" or possessive ("old-base's").
+NAME_BEFORE = (r"(?:\b(?:runs?|sweeps?|named|called|and|or|vs\.?|versus|with|against|than|to|from|between|of|for|on|"
+               r"in)|[,&])\s*(?:the\s+)?$")  # fmt: skip
+NAME_AFTER = r"^(?:'s\b|\s*(?:runs?|sweeps?|ones?|and|or|vs\.?|versus|,|&)(?!\w))"
+
+
+def _a_word_beside_a_name(found: re.Match, lowered: str) -> bool:
+    """Whether a hyphenated word the repository lacks is a plain word in a sentence that names a real run or sweep
+    ("our baseline-ddp run is basically the vsync-on reference capture"): not where a name stands (NAME_BEFORE,
+    NAME_AFTER), where it is asked about as a name."""
+    if "-" not in found.group(1) or "/" in found.group(1):
+        return False
+    return not (re.search(NAME_BEFORE, lowered[: found.start()]) or re.match(NAME_AFTER, lowered[found.end() :]))
 
 
 def _excluded_taken(intent: Intent, entities: Entities, context: Context) -> str | None:
@@ -840,7 +858,7 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
                               "as they are now? yes / edit")  # fmt: skip
     else:
         copied = False
-    if re.search(r"\b(?:winner|winning|won)\b", lowered) and "layout" not in intent.args:
+    if re.search(r"\b(?:winner|winning|won(?!'t))\b", lowered) and "layout" not in intent.args:  # "won't": no win
         _launch_winner(intent, entities, context)
     if steps := entities.get("steps"):
         intent.args["steps"] = steps
@@ -974,7 +992,9 @@ SWITCH_NAMES = {"data.packing": "packing", "train.activation_checkpointing": "ac
                 "train.compile": "torch.compile"}  # fmt: skip
 # A negation: what it turns off must be a setting the sentence names, else the launch asks what it means.
 NEGATION = (r"\b(?:without|w/o|no|not|disable[sd]?|disabling|turn(?:ed)? off|switch(?:ed)? off|off|don'?t|"
-            r"do not|never|skip(?:ping)?|exclude|excluding)\b")  # fmt: skip
+            r"do not|never|skip(?:ping)?|exclude|excluding)\b|"
+            # "avoid bf16" takes a value back, as "no bf16" does ("to avoid OOM" takes no setting back)
+            rf"\b(?:avoid|avoiding|ditch|ditching)(?=\s+(?:using\s+)?(?:{PRECISIONS}|{OPTIMIZERS})\b)")  # fmt: skip
 # Negations that turn no setting off: "no wait", "nothing else changed", "no need to", "kick off", "don't wait".
 NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no later|no rush|no hurry|no idea|"
                  r"no problem|no worries|no matter|never ?mind|not (?:too|more|less|yet|now|a big deal)|"

@@ -21,6 +21,7 @@ from agent.understanding.grammar import (
     NODE_NOUN,
     NOT_INTERVAL,
     OPTIMIZERS,
+    SEQ_LEN_CHANGE,
     SET_TO,
     SETTING_NAMES,
     TOKENS_PER_SEQUENCE,
@@ -60,17 +61,24 @@ NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never)\s+(?:actually\s+)?"
 SWITCHES = {
     "data.packing": r"(?:sequence |document )?packing|packed (?:sequences|documents)|pack(?:ing)?",
     # bare "checkpointing" is activation checkpointing: saving checkpoints is "checkpoints" or "checkpoint_every"
-    "train.activation_checkpointing": r"(?:activation|gradient|act)[ _-]?(?:checkpointing|checkpoint|ckpt)|"
-    r"recomput\w*|\bac\b|checkpointing|ckpting",  # "ckpting" is "checkpointing" shortened, as "ckpt" is "checkpoint"
-    "train.compile": r"torch\.?compile|compil(?:e|ation)",
+    "train.activation_checkpointing": r"(?:activation|gradient|act)[ _-]?(?:checkpointing|checkpoints?|ckpts?)|"
+    # the verb with its object ("don't checkpoint the activations"): the whole phrase, so that the negation before
+    # the verb is the one read
+    r"checkpoint(?:ing)?\s+(?:the\s+|of\s+(?:the\s+)?)?activations|(?:activation\s+)?recomput\w*|\bac\b|"
+    r"checkpointing|ckpting",  # "ckpting" is "checkpointing" shortened, as "ckpt" is "checkpoint"
+    "train.compile": r"torch[. ]?compile|compil(?:e|ation|ing)",
 }
 CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
 NEGATION_BEFORE = (
-    r"\b(?:without|no|not|disable|disabling|disabled|off|don'?t|do not|never|skip|w/o|turn off|switch off|remove|"
-    r"removing|drop|dropping|shut off)\b"
+    r"\b(?:without|no|not|neither|disable|disabling|disabled|off|don'?t|do not|won'?t|will not|never|skip|w/o|"
+    r"turn off|switch off|remove|removing|drop|dropping|shut off|avoid|avoiding|leave out|leaving out|opt out of|"
+    r"stop|stopping|exclude|excluding)\b"
 )
+# Words that link a setting to its state after it: "packing turned off", "AC should be off", "compile must stay on".
+LINKING = r"turned|switched|shut|set|is|are|be|being|to|back|again|should|must|will|stays?|remains?|=|:"
 NEGATION_AFTER = (
-    r"^(?:\s*(?:turned|switched|shut|set|is|being|to|back|again|=|:))*\s*(?:off|disabled|false|no|0|none)\b"
+    rf"^(?:\s*(?:{LINKING}))*\s*(?:off|disabled|false|no|0|none|"
+    r"(?:not|isn'?t|aren'?t)\s+(?:be\s+)?(?:needed|required|necessary|wanted|used)|unneeded|unnecessary)\b"
 )
 SETTING = (
     r"\b(?:learning rate|lr|micro[- _]?batch(?: size)?|seed|weight decay|warm-?up(?: steps)?|"
@@ -215,6 +223,8 @@ def extract(text: str, known: Known) -> Entities:
     if found := re.search(SETTING, lowered):
         entities.add("override", found.group(0), found.span())
     if found := re.search(SEQ_LEN, lowered):
+        entities.add("seq_len", found.group(0), found.span())
+    if found := re.search(SEQ_LEN_CHANGE, lowered):  # "from 256 to 1024 tokens": 256 is the old length, no count
         entities.add("seq_len", found.group(0), found.span())
     if re.search(NO_LAUNCH, lowered):
         entities.add("no_launch", True, (0, 0))
@@ -437,12 +447,13 @@ def _hardware(lowered: str, entities: Entities) -> None:
     correction = list(re.finditer(CORRECTION, text))
     start = correction[-1].end() if correction else 0
     part = text[start:]  # a self-correction: what follows it stands
-    nodes = re.search(rf"\b{COUNT}\s+{GPU_OF_NODE}(?:{NOUNS['nodes']})\b", part)
+    nodes = re.search(rf"\b{COUNT}\s+{GPU_OF_NODE}(?:{NOUNS['nodes']})\b", part) or re.search(NODE_COPIES, part)
     per_node = re.search(
         rf"\b(?:{NOUNS['nodes']})\s*,?\s+{EACH_HAS}{COUNT}\b|\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|"
         # a model's size is no count of GPUs: "gemma 2 9b on a box of 4" has 4 on its box, not 9
-        rf"\b{COUNT}(?!\s*(?:gi?bs?|b(?:illion)?)\b)\s*(?:(?:[a-z]\w*|\d+\s*gi?bs?)\s+){{0,3}}?(?:per|each|a)\s+"
-        r"(?:node|machine|box|host|server|computer)\b|"
+        # ("3 replicas of a node" are 3 nodes: NODE_COPIES)
+        rf"\b{COUNT}(?!\s*(?:gi?bs?|b(?:illion)?)\b)\s*(?:(?:[a-z]\w*|\d+\s*gi?bs?)\s+){{0,3}}?(?:per|each|(?<!\bof )a)"
+        r"\s+(?:node|machine|box|host|server|computer)\b|"
         rf"\b(?:{NOUNS['nodes']})\s*,?\s+{COUNT}\s*x\s*(?={NODE_GPU}|(?:{NOUNS['devices']})\b)",
         part,
     )
@@ -457,7 +468,10 @@ def _hardware(lowered: str, entities: Entities) -> None:
     if rig:  # "an 8x H100 node", "2 8xA100 boxes", "two 8-GPU nodes": the count with "x" or "GPU" is per node
         span = (start + rig.start(), start + rig.end())
         entities.add("per_node", int(rig.group(2)), span)
-        if rig.group(1) or rig.group(3) in ("node", "machine", "box", "host", "server", "computer"):
+        copies = re.search(rf"{COPIES_OF}$", part[: rig.start()])  # "4 clones of an 8x H100 node": 4 nodes
+        if copies and not rig.group(1):
+            entities.add("node_count", int(float(copies.group(1))), (start + copies.start(), span[1]))
+        elif rig.group(1) or rig.group(3) in ("node", "machine", "box", "host", "server", "computer"):
             entities.add("node_count", int(rig.group(1) or 1), span)
         else:  # "on 8x H100 nodes": how many nodes is unsaid
             entities.add("nodes_unsaid", rig.group(0), span)
@@ -507,6 +521,13 @@ RIG_COUNTED = rf"\b(\d+)\s+(\d+)\s*(?:gpus?|cards?)\s+(?:{NODE_GPU})?({NOUNS['no
 
 # A GPU's memory size as its version: "the 40 gig version", "the 80GB ones", "the 40GB cards".
 MEMORY_VERSION = r"\b(\d+(?:\.\d+)?)\s*(gib|gb)\s+(?:version|variant|ones?|model|edition|cards?|gpus?)\b"
+
+
+# Nodes counted as copies of one: "3 replicas of a node with 4 L40S each", "two copies of this box" (the count is
+# the nodes', the GPUs said of the one node are each node's).
+COPIES_OF = rf"\b{COUNT}\s+(?:identical\s+)?(?:replicas?|copies|clones?|instances?|duplicates?)\s+of\s+"
+NODE_COPIES = (rf"{COPIES_OF}(?:a|an|one|the|this|that|our|my)\s+(?:single\s+)?{GPU_OF_NODE}(?:node|machine|box|"
+               r"host|server|computer)\b")  # fmt: skip
 
 
 def device_memory(number: str) -> str:
@@ -619,6 +640,7 @@ def _switches(lowered: str, entities: Entities) -> None:
     values: list[str | None] = []
     joined = [False] + [
         bool(re.fullmatch(COORDINATED, lowered[before[0].end() : after[0].start()]))
+        and not _told_to_do("", after[0], lowered[after[0].end() :])  # "... and pack the sequences": its own verb
         for before, after in itertools.pairwise(mentions)
     ]
     for index, (mention, _) in enumerate(mentions):
@@ -741,17 +763,48 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
     after = re.split(CLAUSE, lowered[mention.end() : mention.end() + 30])[0]
     before_words = " ".join(re.findall(r"[\w'/]+", before)[-3:])
     after_words = " ".join(re.findall(r"[\w'/]+", after)[:3])
+    if re.search(KEEP_BEFORE, before_words) and re.match(r"\s*out\b", after):
+        return "false"  # "leave packing out": left out of the run, not left as it is
     if re.search(KEEP_BEFORE, before_words) and not re.search(STATE_AFTER, after_words):
         return "keep"  # "don't touch packing", "leave AC as it is": no change, and no negation
     if re.search(NEGATION_BEFORE, before_words) or re.search(NEGATION_AFTER, after_words):
         return "false"
     if re.search(r"\b(?:with|enable|enabling|turn on|switch on|use|using|w/|on)\s*$", before_words + " ") or re.search(
-        r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?:on|enabled|true|yes|1)\b", after_words
+        rf"^(?:\s*(?:{LINKING}))*\s*(?:on|enabled|true|yes|1)\b", after_words
     ):
         return "true"
+    if _told_to_do(before, mention, after) and not _shares_a_negation(lowered[: mention.start()]):
+        return "true"  # "pack the sequences", "checkpoint the activations": the trainer told to do it
     if re.search(KEEP_AFTER, after):
         return "keep"
     return None
+
+
+# A setting's verb told to the trainer with its object, first in its clause: "pack the sequences", "please compile
+# the model", "also checkpoint the activations" (a negation before it is read first; "should we pack them?" asks).
+TOLD_BEFORE = r"^\s*(?:(?:please|pls|also|do|just|then|so|and|but|let'?s)\s+)*$"
+TOLD_VERB = r"pack|compile|recompute|checkpoint(?:ing)?\s.*activations"
+TOLD_OBJECT = (r"^\s+(?:the\s+|our\s+|its\s+|all\s+(?:the\s+)?)?"
+               r"(?:sequences?|documents?|samples?|model|it|activations)\b")  # fmt: skip
+
+
+# What makes the verb no instruction: an alternative or a question in its clause ("compile it or not?").
+TOLD_UNSURE = r"^[^,;.!]*?(?:\bor\b|\?)"
+
+
+def _told_to_do(before: str, mention: re.Match, after: str) -> bool:
+    verb = mention.group(0)
+    told = re.fullmatch(TOLD_VERB, verb) and (verb.endswith("activations") or re.match(TOLD_OBJECT, after))
+    return bool(told) and bool(re.match(TOLD_BEFORE, before)) and not re.match(TOLD_UNSURE, after)
+
+
+def _shares_a_negation(said_before: str) -> bool:
+    """Whether a verb joined by "and" may share a negated verb said before it ("never pack the sequences and compile
+    the model": compile too, or not?): asked, never read as on. Not after a comma ("don't compile, and pack the
+    sequences") nor after a negated noun ("no packing and compile the model"): its own clause."""
+    joined = re.search(r"(?<!,)\s+(?:and|or|nor)\s+(?:(?:please|also|then|just)\s+)*$", said_before)
+    earlier = said_before[max(0, joined.start() - 60) : joined.start()] if joined else ""
+    return bool(re.search(r"\b(?:don'?t|do not|never|not)\b", earlier))
 
 
 # A setting named to be left as it is: neither on nor off, and no doubt either.
@@ -760,7 +813,7 @@ KEEP_AFTER = (
     r"^\s*(?:(?:is\s+|are\s+)?(?:left|kept|stays?|remains?)\s+)?(?:as (?:it )?is|unchanged|as before|untouched|alone|"
     r"at (?:its |the )?default)\b"
 )
-STATE_AFTER = r"^(?:\s*(?:turned|switched|set|is|being|to|back|again|=|:))*\s*(?:on|off|enabled|disabled|true|false)\b"
+STATE_AFTER = rf"^(?:\s*(?:{LINKING}))*\s*(?:on|off|enabled|disabled|true|false)\b"
 
 
 # A value said to stay as it is: "optimizer stays adam", "keep adam", "leave it on adam" (no change asked).
@@ -862,19 +915,28 @@ def _names(text: str, entities: Entities, known: Known) -> None:
         elif known.root:  # "the 2048 config" where no file has it: asked, never the default experiment in its place
             entities.add("unknown_description", found.group(0), found.span())
     latest = r"\b(?:latest|last|most recent|newest|previous|recent)\s+(?:\w+\s+)?"
-    if known.runs and any(
-        not _one_of_a_sweep(found) for found in re.finditer(latest + r"(?:run|one|training)\b", lowered)
-    ):
+    said_latest = [*re.finditer(latest + r"(?:run|one|training)\b", lowered), *re.finditer(RAN_LAST, lowered)]
+    if known.runs and any(not _one_of_a_sweep(found) for found in said_latest):
         entities.add("run", known.runs[0], (0, 0))
     if known.sweeps and re.search(latest + r"sweep\b", lowered):
         entities.add("sweep", known.sweeps[0], (0, 0))
+
+
+# The latest run said by when it ran, after its noun: "the training job we ran most recently", "the run I just
+# launched" ("the run we did last week" says a time, not the latest).
+_RAN = r"(?:ran|run|launched|started|kicked off|did|trained|submitted)"
+_WHO = r"(?:we|i|you)(?:'ve|\s+have)?\s+"
+RAN_LAST = (
+    rf"\b(?:run|job|training|one)\s+(?:(?:that|which)\s+(?:{_WHO})?|{_WHO})(?:just\s+{_RAN}\b|"
+    rf"{_RAN}\s+(?:\w+\s+)?(?:most recently|recently|last(?!\s+(?:week|night|month|year|weekend|\w+day)\b)))"
+)
 
 
 def _one_of_a_sweep(found: re.Match) -> bool:
     """Whether "the last one" stands for a sweep, the nearer of the nouns it may stand for said before it ("a new
     sweep with more trials because the last one felt small")."""
     nouns = re.findall(r"\b(sweeps?|runs?|trainings?|jobs?)\b", found.string[: found.start()])
-    return found.group(0).endswith("one") and bool(nouns) and nouns[-1].startswith("sweep")
+    return bool(re.search(r"\bone\b", found.group(0))) and bool(nouns) and nouns[-1].startswith("sweep")
 
 
 # The repository's own experiment, meshpilot.yaml: "the experiment file", "the main experiment file", "our default

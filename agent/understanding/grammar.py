@@ -118,7 +118,8 @@ def slash_arguments(tokens: list[str]) -> tuple[dict[str, Any], list[str]]:
     args: dict[str, Any] = {}
     words = []
     for token in tokens:
-        key, sep, value = token.partition("=")
+        # "/run nproc=2, layout=tp=2": the arguments as a question quotes them (agent.understanding), commas and all
+        key, sep, value = token.removesuffix(",").partition("=")
         if not sep:
             words.append(token)
         elif key == "set":
@@ -306,6 +307,9 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
         groups = (1, 3, 5, 7, 9, 11)
         number, kilo = next((found.group(i), found.group(i + 1)) for i in groups if found.group(i))
         args["seq_len"] = int(number) * (1024 if kilo else 1)
+    if found := re.search(SEQ_LEN_CHANGE, lowered):  # "from 256 to 1024 tokens": the length it goes to
+        number, kilo = next((found.group(i), found.group(i + 1)) for i in (3, 7) if found.group(i))
+        args["seq_len"] = int(number) * (1024 if kilo else 1)
 
 
 # A setting changed to its value: "sequence length bumped to 2048", "micro batch set to 4", "lr raised to 1e-3".
@@ -317,6 +321,16 @@ SET_TO = CHANGED + r"\s*(?:of|=|:|to|is|at|(?:must|should|shall|will|has\s+to|ne
 TOKENS_PER_SEQUENCE = (r"\b(\d+)\s*(k?)\s*tokens?\s+(?:per|each|a|an|in each|for each|of each)\s+"
                        r"(?:sequence|sample|example|seq|document|row)\b|"
                        r"\b(?:sequences?|samples?|examples?)\s+of\s+(\d+)\s*(k?)\s*tokens?\b")  # fmt: skip
+
+
+# A sequence length said as a change: "going from 256 to 1024 tokens", "256 -> 1024 tokens", "context from 2k to
+# 8k", "seq len 512 to 2048" (the length it changes from is the old one, no count of anything).
+_CHANGED_TO = r"(?:\s+(?:up\s+|down\s+)?to\s+|\s*(?:->|\u2192|=>)\s*)"
+SEQ_LEN_CHANGE = (r"(?:\bfrom\s+|(?<![\w.])(?=\d+\s*k?(?:[ -]?tokens?)?\s*(?:->|\u2192|=>)))"
+                  rf"(\d+)\s*(k?)(?:[ -]?tokens?)?{_CHANGED_TO}(\d+)\s*(k?)"
+                  r"(?=[ -]?tokens?\b|\s+(?:tokens?\s+)?(?:of\s+)?(?:context|sequences?|seq)\b)|"
+                  r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s+(?:\w+\s+)?(?:from\s+)?(\d+)\s*(k?)"
+                  rf"{_CHANGED_TO}(\d+)\s*(k?)\b")  # fmt: skip
 
 
 def _gpu_key(key: str) -> str:

@@ -115,6 +115,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"(?:(?:do|am|are|did)\s+)?(?:i|we)\s*(?:have|got|use|'?m on|am on|are on|'?re on|run on|work on)\b",
             5,
         ),
+        # what this machine holds, asked: "what's actually inside this machine?", "what is in the box we're on?"
+        (
+            r"\bwhat(?:'s|s| is| do we have| have we got)\s+(?:\w+\s+)?(?:in|inside)\s+(?:this|the|my|our)\s+"
+            r"(?:box|machine|host|computer|server|workstation|node|rig)\b",
+            5,
+        ),
         # the machine named first, what it has after: "for this computer, how many cores and how much memory?"
         (
             r"\b(?:this|the|my|current|local|which|what) (?:box|machine|host|computer|server|workstation)\b.*"
@@ -240,6 +246,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             # "tell me where r1 is at", "where the job's at", "where it stands now"
             r"\bwhere\s+(?:\S+\s+){1,3}?(?:is|are|'s|was)\s+(?:at|up to)\b|\bwhere\s+(?:\S+\s+){0,3}?\S+'s\s+at\b|"
             r"\bany (?:news|updates?)\b|"
+            # "is the job we ran last healthy?": a run's health is how it ended or goes, no figure of it and no
+            # hardware
+            r"\b(?:is|was|are|were)\s+(?:(?!(?:loss|curves?|throughput|memory|mfu|grad\w*|numbers?|gpus?|cards?|"
+            r"machines?|box|node|hardware|disk)\b)\S+\s+){1,6}?healthy\b|"
             # "just whether r1 finished", "I only want to know if tp-try is still running"
             r"\b(?:whether|(?:know|see|check|tell me|wondering|only|just)\s+if)\s+(?:\S+\s+){1,3}?"
             r"(?:(?:is|was|has)\s+)?(?:still\s+)?(?:finished|done|complete|completed|crashed|failed|running|died|"
@@ -641,10 +651,11 @@ STOP_DOING = (r"\b(?:stop|stops|stopped|quit|quits)\s+(?!(?:running|training|wai
 # anything", "before I try anything, could you check the hardware". Its verb is the user's, no request: it cues no
 # action; what is asked beside it decides ("before I start anything big, could you kick off a layout sweep" starts the
 # sweep), and a launch of their own to come is no launch now where no other launch verb asks for one. The clause ends
-# at punctuation or where the request begins ("... can you").
+# at punctuation or where the request begins ("... can you", "... I want to understand what hardware this has").
 OWN_LATER = (r"\bbefore\s+(?:i|we|you)\b(?:[^,;:!?.\u2013\u2014]|\.(?=\w))*?"
              r"(?=\s*(?:[,;:!?\u2013\u2014]|\.(?!\w)|\s-\s|$)|"
-             r"\s+(?:can|could|would|will|please|pls|and|but|so|then)\b)")  # fmt: skip
+             r"\s+(?:can|could|would|will|please|pls|and|but|so|then)\b|"
+             r"\s+(?:i|we)(?:'d|\s+would)?\s+(?:want|need|like|have to|must|should|wanna)\b)")  # fmt: skip
 
 
 # A launch put off while something else is asked for now: "you can train long.yaml on 2 gpus later, for now show me

@@ -96,12 +96,21 @@ def _deletion(lowered: str, entities: Entities) -> str | None:
             return str(min(named, key=lambda e: e.span).value)
         if re.fullmatch(SOFT_DELETE, verb.group(0)) and re.match(SHOWN_THINGS, lowered[verb.end() :]):
             continue
-        if found := re.match(DELETED_THINGS, lowered[verb.end() :]):
+        if (found := re.match(DELETED_THINGS, lowered[verb.end() :])) and not _a_setting(verb.end() + found.end(),
+                                                                                         entities):  # fmt: skip
             return found.group(0).strip()
         names = [e for e in entities.found if e.kind in NAMED]
         if names and not entities.has("switch_mention") and re.match(PRONOUN, lowered[verb.end() :]):
             return str(names[-1].value)  # "cancel r1 and then delete it": r1, never a setting ("remove it")
     return _split_deletion(lowered, entities)
+
+
+def _a_setting(end: int, entities: Entities) -> bool:
+    """Whether the thing a deleting verb takes ends inside a setting's name: "drop act ckpt", "remove activation
+    checkpoints" turn activation checkpointing off, they delete no checkpoint. Not where a run or checkpoint is
+    named ("delete the activation checkpoints in runs/r1" means files on disk)."""
+    mentions = [e.span for e in entities.found if e.kind == "switch_mention"]
+    return not entities.has("run", "checkpoint") and any(start < end <= stop for start, stop in mentions)
 
 
 def _split_deletion(lowered: str, entities: Entities) -> str | None:

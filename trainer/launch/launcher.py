@@ -56,7 +56,7 @@ from trainer.rank.checkpoint import checkpoint_step, newest_verified
 from trainer.rank.trackers import check_trackers
 from trainer.results.contracts import write_text
 from trainer.results.rundir import RunDir, RunInUse, RunLock
-from trainer.results.schemas import LAUNCH, METRICS
+from trainer.results.schemas import LAUNCH, METRICS, PREEMPTED
 
 # The memory check's override, besides --ignore-memory-check: for callers that pass an environment, not arguments
 # (agent.jobs, sweeps).
@@ -315,7 +315,12 @@ def _launch(prepared: PreparedRun) -> dict:
         process = torchrun.start(command, tied_env(_worker_env(prepared)), output, closed=prepared.lock.filenos())
         signals.agent = process.pid
         try:
-            returncode = follow(process, run, prepared.experiment.train.steps, on_poll=signals.pass_on)
+            returncode = follow(process, run, prepared.experiment.train.steps, on_poll=signals.poll)
+        except _GraceOver:
+            _stop(process)
+            metrics = _overdue_preemption(prepared, signals.received)
+            METRICS.write(run.metrics, metrics)
+            return metrics
         except BaseException as error:  # never leave the ranks running without their launcher
             _stop(process)
             reason = "interrupted by the user" if isinstance(error, KeyboardInterrupt) else f"launcher failed: {error}"
@@ -345,15 +350,23 @@ def _stop(process: torchrun.Agent) -> None:
 
 class _Preemption:
     """The launcher's part of a preemption (trainer.host.preemption): note SIGTERM or SIGUSR1 and pass it on to the
-    ranks, again at every poll until the run ends, since a rank that was still starting did not listen yet."""
+    ranks, again at every poll until the run ends, since a rank that was still starting did not listen yet; once
+    the grace period is over with the ranks still running (a step longer than it, or a hung rank), stop them and
+    record the preemption itself, before the scheduler's SIGKILL leaves no status at all."""
 
     def __init__(self):
-        self.received = 0
+        self.received, self.at = 0, 0.0
         self.agent: int | None = None
 
     def note(self, signum: int, _frame: object) -> None:
-        self.received = self.received or signum
+        if not self.received:
+            self.received, self.at = signum, time.monotonic()
         self.pass_on()
+
+    def poll(self) -> None:
+        self.pass_on()
+        if self.received and time.monotonic() - self.at > preemption.grace_s():
+            raise _GraceOver
 
     def pass_on(self) -> None:
         if not self.received or self.agent is None:
@@ -363,6 +376,27 @@ class _Preemption:
                 with contextlib.suppress(psutil.Error):
                     if child.name().startswith("meshpilot:r"):  # a rank (named once it listens), not a helper
                         child.send_signal(self.received)
+
+
+class _GraceOver(Exception):
+    """The ranks still ran when the preemption's grace period ended."""
+
+
+def _overdue_preemption(prepared: PreparedRun, signum: int) -> dict:
+    """metrics.json of a run whose ranks the launcher stopped after the grace period: preempted, resumable from
+    the newest complete checkpoint, as the ranks would have recorded it had they reached a step boundary."""
+    # Imported here: the checkpoint code imports torch.distributed's checkpointing, which only this case needs.
+    from trainer.rank.checkpoint import latest
+
+    run, name = prepared.run, preemption.name(signum)
+    newest = latest(run.checkpoints)
+    steps = run.read_steps()
+    then = f"--resume continues from {newest.name}" if newest else "no checkpoint yet: train it again"
+    error = (f"preempted by {name}; the ranks did not stop within the {preemption.grace_s():g} s grace period and "
+             f"were stopped without saving; {then}")  # fmt: skip
+    return {**_failure_metrics(prepared, -signum), "status": PREEMPTED, "error": error, "signal": name,
+            "steps_completed": steps[-1]["step"] if steps else 0,
+            "resume_from": newest.name if newest else None}  # fmt: skip
 
 
 @contextlib.contextmanager
