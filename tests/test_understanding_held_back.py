@@ -124,3 +124,11 @@ def test_a_setting_corrected_by_a_pronoun_takes_the_last_state(repo, text, overr
     intent = read(text, repo)
     assert intent.command == "run" and intent.clarify is None
     assert override in intent.args.get("set", [])
+
+
+@pytest.mark.parametrize("text", ["I don't want to stop baseline-ddp", "stop baseline-ddp. never mind"])
+def test_a_bare_yes_after_an_action_refused_does_not_take_it(repo, text):
+    """The question after a negation or a take-back offers no reading a bare 'ok' would run (agent.offline.OFFER)."""
+    intent = read(text, repo)
+    assert intent.clarify is not None and not intent.clarify.endswith("yes / edit")
+    assert "`/cancel run=runs/baseline-ddp`" in intent.clarify

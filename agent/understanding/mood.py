@@ -171,10 +171,12 @@ def _timed_here(clause: str) -> bool:
                for found in re.finditer(_LATER, clause))  # fmt: skip
 
 
+# Where the user said not to act, took it back or only supposed it, no yes may act on it (agent.offline runs the
+# reading a question ending in "yes / edit" offers on a bare "ok"): the command is named for them to type.
 QUESTIONS = {
-    "negated": "You said not to do that, so I have done nothing. If you do want it now: {call}? yes / edit",
-    "taken back": "You took that back, so I have done nothing. If you do want it now: {call}? yes / edit",
-    "supposed": "I act only on what you ask for now, so I have done nothing. Do you want it now: {call}? yes / edit",
+    "negated": "You said not to do that, so I have done nothing. Do you want it after all? Then say `{call}`.",
+    "taken back": "You took that back, so I have done nothing. Do you want it after all? Then say `{call}`.",
+    "supposed": "I act only on what you ask for now, so I have done nothing. Do you want it now? Then say `{call}`.",
     "conditional": "That depends on something I have not checked, so I have done nothing yet. Do it now: {call}? "
     "yes / edit",
     "deferred": "I can only act now, not later, so I have done nothing. Do it now: {call}? yes / edit",
