@@ -569,7 +569,7 @@ def test_a_setting_that_leaves_the_experiment_as_it_is_is_asked_for_not_invented
 # --- never a wrong action on the evaluation set ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["fresh_a", "probe", "regression"])
+@pytest.mark.parametrize("name", ["fresh_a", "probe", "regression", "review_probe"])
 def test_no_stated_value_is_dropped_or_contradicted(name):
     """Every request of the tuning set (fresh_a), of the author's probes and of the regression set (495 requests the
     parser's engineers wrote for the miss kinds of fresh_c to fresh_i, in-sample: no outside author's): never

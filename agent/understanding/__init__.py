@@ -70,6 +70,7 @@ from agent.understanding.intents import (
     score,
 )
 from agent.understanding.known import singular
+from agent.understanding.mood import held_back, held_back_question
 from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE, normalise
 from agent.understanding.refusals import refusal
 from trainer.model.presets import MODELS
@@ -150,6 +151,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         )
     if intent.clarify is None and intent.command in ("run", "sweep") and (source := _unknown_source(entities)):
         intent.clarify = source
+    if intent.clarify is None and intent.command in ACTIONS and (why := held_back(plain.lower(), intent.command)):
+        intent.clarify = held_back_question(why, _call_text(intent))  # negated, put off, asked...: never acted on
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     if (

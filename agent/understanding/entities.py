@@ -693,11 +693,13 @@ def _switches(lowered: str, entities: Entities) -> None:
                 continue
             else:  # "with packing and compile off": compile on (with) or off? asked, never guessed
                 doubted.add(mentions[index][1])
-    for found in re.finditer(PRONOUN_OFF, lowered):  # "with packing... actually no, without it": it is packing
+    pronouns = [(found, "false") for found in re.finditer(PRONOUN_OFF, lowered)]
+    pronouns += [(found, "true") for found in re.finditer(PRONOUN_ON, lowered)]  # "packing off - actually keep it on"
+    for found, value in pronouns:  # "with packing... actually no, without it": it is packing
         before = [(m, k) for m, k in mentions if m.end() <= found.start()]
         if before:
             mentions.append((found, before[-1][1]))
-            values.append("false")
+            values.append(value)
     for (mention, key), value in zip(mentions, values, strict=True):
         entities.add("switch_mention", (key, value), mention.span())
     corrected = [m.end() for m in re.finditer(CORRECTION, lowered)]
@@ -767,6 +769,10 @@ def _chains(joined: list[bool]) -> list[tuple[int, int]]:
 # A negation of a setting named before by a pronoun: "without it", "turn that off", "disable it".
 PRONOUN_OFF = (r"\b(?:without|w/o|disable|no more|turn off|switch off|drop|remove)\s+(?:it|that|this)\b|"
                r"\b(?:turn|switch)\s+(?:it|that|this)\s+off\b")  # fmt: skip
+
+
+PRONOUN_ON = (r"\b(?:keep|leave|turn|switch|put)\s+(?:it|that|this)\s+(?:back\s+)?on\b|"
+              r"\b(?:enable|re-?enable)\s+(?:it|that|this)\b")  # fmt: skip
 
 
 # Only a conjunction between two settings' names: the second shares the first one's verb ("disable X and Y").

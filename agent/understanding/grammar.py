@@ -49,7 +49,8 @@ OPTIMIZERS = r"sgd|adamw|adam|adafactor|lion|muon"
 PRECISIONS = r"bf16|fp32|fp8|fp16"
 NEGATED_SETTING = r"\b(?:not|no|never|without|skip|avoid|ditch|instead of|rather than|other than|don'?t (?:\w+ )?)\s*$"
 # What a negation just before a layout word takes back ("not pipelined", "no tp, just fsdp", "not on tp").
-NEGATED_LAYOUT = r"\b(?:not|no|never|without|avoid|skip|don'?t (?:use|do|want)(?: any)?)\s+(?:on |with |using |any )?$"
+NEGATED_LAYOUT = (r"\b(?:not|no|never|without|avoid(?:ing)?|skip(?:ping)?|don'?t (?:use|do|want)(?: any)?|"
+                  r"rather than|instead of|other than)\s+(?:on |with |using |any )?$")  # fmt: skip
 TOPICS = {
     "memory": r"memory|\bmem\b|\boom\b|gib|\bram\b|vram",
     "optimizer": r"optimi[sz]er",
@@ -412,7 +413,7 @@ NOT_INTERVAL = r"(?<!every )(?<!each )(?<!per )"
 
 
 # A self-correction: what follows it replaces what came before ("fsdp, actually make it ddp").
-CORRECTION = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b|\brather\b"
+CORRECTION = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b|\brather\b(?!\s+than\b)"
 
 
 def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> None:

@@ -1,0 +1,189 @@
+"""Whether an action the sentence names is asked for now, or only negated, taken back, put off, made conditional,
+supposed or asked about.
+
+The tools act now and only now, so the parser acts only on an order for now: "cancel r1". The same words under a
+negation ("I don't want to cancel r1"), taken back after ("cancel r1 -- wait, no, don't"), put off ("cancel r1
+tomorrow", "I might cancel r1 later"), under a condition ("if the sweep found tp best, train tp=2") or supposed
+("hypothetically, cancel r1: would I lose the checkpoint?") are no such order: `held_back` names which, and the parser
+asks one question naming the call instead of making it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.understanding.entities import ANOTHER_INSTEAD
+
+# The words that say each action, wherever they stand in the sentence (an object word for the tools whose verb is
+# loose: "open/make/push a PR").
+ACTION_WORDS = {
+    "run": r"\b(?:(?:re)?train\w*|(?:re)?launch\w*|restart\w*|start\w*|kick\w*\s+off|fir\w+\s+(?:off|up)|"
+    r"(?:re-?)?run(?:s|ning)?\b|tr(?:y|ies|ying)\b)",
+    "cancel": r"\b(?:cancel\w*|kill\w*|abort\w*|stop\w*|terminat\w*|halt\w*|shut\w*)",
+    "bench": r"\b(?:benchmark\w*|bench\b|evaluat\w*|eval\b|score\b)",
+    "sweep": r"\b(?:sweep\w*|search\w*|tun(?:e|ing)\b)",
+    "pr": r"\b(?:pr|prs|pull requests?)\b",
+    "docs": r"\b(?:docs?|documentation|readme|document\w*)\b",
+    "report": r"\b(?:report\w*|write-?up|writ(?:e|ing)\s+(?:\S+\s+){0,3}?up)\b",
+    "resume": r"\b(?:resum\w*|unpaus\w*|continu\w*)",
+}
+
+# A negation governing the action a few words on, through words that only carry it ("I don't want to cancel", "we
+# shouldn't cancel", "I never asked you to cancel", "don't ever open a PR"): not "I'm not sure I get sweeps, but ...",
+# "don't forget to", "why not".
+_NEGATION = (r"(?<!why )\b(?:don'?t|do not|didn'?t|did not|never|shouldn'?t|should not|won'?t|will not|wouldn'?t|"
+             r"would not|mustn'?t|must not|no need to|not going to|not)\b")  # fmt: skip
+_CARRIER = (
+    r"want|wanna|need|needs|think|ever|asked|ask|told|tell|said|say|you|to|me|us|we|i|really|actually|even|"
+    r"under|any|circumstances|go|going|gonna|bother|please|yet|plan|like|would|should|the|a|an|it|that|this|"
+    r"open|make|create|file|raise|push|submit|write|update|refresh|touch|do|run|start|kick|off|launch"
+)
+_GAP = rf"(?:\s+(?:{_CARRIER})\b){{0,5}}\s+"
+# "I don't want a full sweep, just a quick one": the kind corrected, the action asked for; "don't benchmark r1, the
+# ddp baseline is the one I want scored": the action asked for on another.
+_KIND_CORRECTED = (r"[^,;.!?]*[,;:-]*\s*(?:but\s+)?(?:just|only|rather|simply|instead)\b|"
+                   rf"\s+(?:(?:the|that|this|my|our)\s+)?[\w.-]+{ANOTHER_INSTEAD}")  # fmt: skip
+
+# A take-back after the action: "wait, no", "just kidding", "never mind". A correction that goes on to say what
+# instead ("no wait, 20 steps") is no take-back: the parser reads the correction.
+_TAKE_BACK = (r"\b(?:wait,?\s+no\b|no,?\s+(?:wait|don'?t|stop)\b|just kidding|kidding|jk\b|never\s?mind|nvm\b|"
+              r"scratch that|forget (?:it|that|i said)|ignore that|on second thought|changed my mind|"
+              r"actually,?\s+(?:no|don'?t)\b)")  # fmt: skip
+_NOTHING_MORE = (r"^(?:[\s\W]|\b(?:no|don'?t|do not|do nothing|nothing|never ?mind|forget it|leave it|not yet|"
+                 r"hold off|please|wait|stop|ok|okay|sorry|actually|that|it|i|changed|my|mind|jk|just|kidding|"
+                 r"lol)\b)*$")  # fmt: skip
+
+# Said as supposed, not ordered: "hypothetically, cancel r1 - would I lose the checkpoint?"
+_SUPPOSED = (r"\b(?:hypothetically|in theory|theoretically|suppose|supposing|imagine|what if|what happens if|"
+             r"what would happen if|say we|in principle)\b")  # fmt: skip
+
+# Under a condition the user has not settled: "if the sweep found tp best, train ...", "if you think it's worth it,
+# start a sweep". Not "see if" (a purpose), a courtesy ("if possible", "if it is not a trouble", "if I'm honest"), nor
+# the run's state now, which the tool meets as it is ("abort tp-try if it's still hogging the gpus").
+_CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<!\bsee )(?<!\bcheck )"
+              r"(?<!\bwhether )(?<!\bknow )(?<!\beven )(?<!\bas )(?:\b(?:unless|in case)\b|\b(?:only )?if\b"
+              r"(?!\s+(?:possible|you can|you could|you (?:don'?t|do not) mind|that'?s (?:ok|okay|fine|alright)|"
+              r"that works|needed|necessary|any|(?:this|that|it) is possible|i'?m honest|i am honest|"
+              r"it'?s not (?:a |too much )?trouble|it is not (?:a |too much )?trouble|"
+              r"(?:it|they|that|\S+)(?:'s|'re| is| are) still)\b))")  # fmt: skip
+
+_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+# A time to come, in the clause that names the action ("cancel r1 in an hour") or alone in its own ("tomorrow morning,
+# start a sweep"): the tools act now only. ("we need those GPUs in ten minutes" times something else.)
+_LATER = (rf"\b(?:later(?:\s+(?:on|today|tonight))?|tonight|tomorrow(?:\s+(?:morning|afternoon|evening|night))?|"
+          rf"eventually|someday|some day|at some point|for later|this (?:evening|afternoon|weekend)|"
+          rf"(?:over|on|for|at) the weekend|next (?:week|month|time|{_WEEKDAY})|(?:on|by|this|next) {_WEEKDAY}|"
+          r"after (?:lunch|dinner|breakfast|the weekend|the meeting|work|hours)|at (?:midnight|noon)|"
+          r"in (?:an?|one|two|three|a few|a couple of|\d+) (?:more )?(?:hours?|minutes?|mins?|days?|weeks?)|"
+          r"not (?:right )?now|not yet|remind me|schedule (?:it|a|an|the|this|that)\b|"
+          r"queue (?:it|a|an|the|this|that)\b)")  # fmt: skip
+# Fillers a clause holding only a time may carry: "next, ...", "ok so tomorrow morning, ...".
+_FILLER = r"(?:[\s\W]|\b(?:next|then|ok|okay|so|and|but|first|maybe|perhaps|please|morning|evening|night)\b)*"
+# The user's own action to come, said of themselves: "I'm going to start a sweep", "we will open a PR", "I might
+# cancel r1", "let me think about launching", "I was thinking of launching".
+_OWN_INTENT = (r"\b(?:i|we)(?:'m| am|'re| are| was| were)?\s+(?:going to|gonna|planning (?:to|on)|"
+               r"thinking (?:of|about)|considering|about to)\b|"
+               r"\b(?:i|we)\s*(?:'ll|will|might|may|could)\b(?!\s+(?:you|need|have)\b)|"
+               r"\blet me (?:think|see|consider)\b|\b(?:i|we) (?:plan|intend|hope) to\b")  # fmt: skip
+# A time clause the action waits on, wherever it stands: "when the GPUs free up", "once the sweep is done".
+_WAITS_ON = (r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?!you\b)(?:(?:the|that|this|my|our|it|they|we|i|r\d|"
+             r"[\w.-]+)\s+)(?:\S+\s+){0,3}?(?:(?:is|are|'s|has|have|gets?|becomes?)\s+(?:\w+\s+)?(?:done|finished|"
+             r"over|complete\w*|free\w*|idle|available)|finish\w*|complet\w*|end(?:s|ed)?|"
+             r"free(?:s|d)?(?:\s+up)?)\b")  # fmt: skip
+# A time clause of the user's own before the action: "after I check the logs, benchmark r1".
+_OWN_FIRST = r"\b(?:after|once|when|as soon as)\s+(?:i|we)\b(?!\s+(?:can|could|will)\b)"
+_CLAUSE = r"[.;:!?\u2013\u2014]+|,|\s-+\s|\s--?\s|\b(?:and|but|then|so)\b"
+
+# Asking whether the user may or should act, not asking the assistant to: "can I train the long config on 2 gpus?",
+# "should I cancel r1?". ("could you cancel r1?", "can I get a report" ask for it.)
+# A suggestion weighed, not made: "perhaps we should cancel tp-try", "maybe I should train longer".
+_MAY_I = (r"^\W*(?:so,?\s+|and\s+|ok,?\s+)?(?:can|could|may|should|shall)\s+i\b(?!\s+(?:get|have|please|ask you)\b)|"
+          r"\b(?:perhaps|maybe|probably)\s+(?:we|i)\s+(?:should|could|ought to)\b")  # fmt: skip
+
+
+def held_back(lowered: str, command: str) -> str | None:
+    """Why the action `command` the sentence names is not asked for now, or None when it is: "negated",
+    "taken back", "supposed", "conditional", "deferred" or "asked"."""
+    words = ACTION_WORDS.get(command)
+    if words is None:
+        return None
+    if _negated(lowered, words):
+        return "negated"
+    if _taken_back(lowered, words):
+        return "taken back"
+    if re.search(_SUPPOSED, lowered):
+        return "supposed"
+    if re.search(_CONDITION, lowered):
+        return "conditional"
+    if _deferred(lowered, words):
+        return "deferred"
+    if re.search(_MAY_I, lowered):
+        return "asked"
+    return None
+
+
+def _negated(lowered: str, words: str) -> bool:
+    """Every mention of the action is under a negation (one said plainly elsewhere is asked for: "don't run the
+    sweep, train 10 steps")."""
+    negated = [found for found in re.finditer(rf"{_NEGATION}{_GAP}(?:{words})", lowered)
+               if not re.match(_KIND_CORRECTED, lowered[found.end() :])]  # fmt: skip
+    if not negated:
+        return False
+    rest = lowered
+    for found in negated:
+        rest = rest[: found.start()] + " " * (found.end() - found.start()) + rest[found.end() :]
+    return not re.search(words, rest)
+
+
+def _taken_back(lowered: str, words: str) -> bool:
+    """The action said, then taken back with nothing asked in its place."""
+    said = [found.end() for found in re.finditer(words, lowered)]
+    if not said:
+        return False
+    back = [found for found in re.finditer(_TAKE_BACK, lowered) if found.start() >= said[-1]]
+    return bool(back) and bool(re.match(_NOTHING_MORE, lowered[back[-1].end() :]))
+
+
+def _deferred(lowered: str, words: str) -> bool:
+    """The action put off: a time to come in its own clause, or alone in one; a time clause it waits on; the user's
+    own say that they will do it."""
+    if re.search(_WAITS_ON, lowered):
+        return True
+    first = re.search(words, lowered)
+    if first and re.search(_OWN_FIRST, lowered[: first.start()]):
+        return True
+    clauses = [clause for clause in re.split(_CLAUSE, lowered) if re.search(r"\w", clause)]
+    acting = [bool(re.search(words, clause)) for clause in clauses]
+    for at, clause in enumerate(clauses):
+        if acting[at] and (_timed_here(clause) or re.search(_OWN_INTENT, clause)):
+            return True
+        # a time alone in its clause, before the action or right after it ("No PR. Not yet." times the PR)
+        before = any(acting[at + 1 :]) and not any(acting[:at])
+        if (before or (at and acting[at - 1])) and re.fullmatch(rf"{_FILLER}(?:{_LATER}|\blater\b){_FILLER}", clause):
+            return True
+    return False
+
+
+def _timed_here(clause: str) -> bool:
+    """A time to come in the clause, said of its action: not of a thing it is for ("write up lr-scan for the
+    stand-up tomorrow")."""
+    return any(not re.search(r"\bfor\s+(?:(?:the|a|an|our|my|your)\s+)?[\w-]+\s+$", clause[: found.start()])
+               for found in re.finditer(_LATER, clause))  # fmt: skip
+
+
+# Where the user said not to act, took it back or only supposed it, no yes may act on it (agent.offline runs the
+# reading a question ending in "yes / edit" offers on a bare "ok"): the command is named for them to type.
+QUESTIONS = {
+    "negated": "You said not to do that, so I have done nothing. Do you want it after all? Then say `{call}`.",
+    "taken back": "You took that back, so I have done nothing. Do you want it after all? Then say `{call}`.",
+    "supposed": "I act only on what you ask for now, so I have done nothing. Do you want it now? Then say `{call}`.",
+    "conditional": "That depends on something I have not checked, so I have done nothing yet. Do it now: {call}? "
+    "yes / edit",
+    "deferred": "I can only act now, not later, so I have done nothing. Do it now: {call}? yes / edit",
+    "asked": "Do you want me to do it now: {call}? yes / edit",
+}
+
+
+def held_back_question(why: str, call: str) -> str:
+    """The one question asked instead of an action held back: the call it would make, named."""
+    return QUESTIONS[why].format(call=call)
