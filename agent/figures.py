@@ -25,9 +25,11 @@ _NUMBER = re.compile(
     r"(?<![\w./\-])(?P<number>-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?)"
     r"(?P<unit>\s?(?:%|[KMGT]i?B\b|[kKMx]\b|×))?(?![\w/])"
 )
-# Quoted code, and a command quoted in a question ("Do you want me to run (/run nproc=2, layout=tp=2)?"): its
-# numbers are the call's arguments, not figures a result could back.
-_CODE = re.compile(r"```.*?```|`[^`\n]*`|\(/[a-z]+\b[^()\n]*\)", re.DOTALL)
+# Quoted code, and one of the offline planner's commands quoted in a question ("Do you want me to run (/run
+# nproc=2, layout=tp=2)?", "Do it now: /cancel run=runs/r1?"): its numbers are the call's arguments, not figures
+# a result could back.
+_COMMANDS = r"plan|run|status|results|cancel|compare|runs|hardware|read|trials|where|docs|resume|sweep|bench|report|pr"
+_CODE = re.compile(rf"```.*?```|`[^`\n]*`|(?<![\w./])/(?:{_COMMANDS})\b[^()?\n]*", re.DOTALL)
 _UNITS = {"%": 0.01, "x": 1.0, "×": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
 _UNITS |= {"KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30, "TiB": 2.0**40}
 

@@ -62,7 +62,8 @@ def test_rounding_is_judged_by_the_digits_written():
 
 def test_user_numbers_list_markers_identifiers_and_quoted_text_are_not_figures():
     text = ("1. On 8 GPUs\n2) FSDP2 in runs/x-3f2a/step_00000003 ran `--set train.lr=1e-3 --steps 99`.\n"
-            "Do you want me to run (/run nproc=4, layout=dp_shard=4)? yes / edit")  # fmt: skip
+            "Do you want me to run (/run nproc=4, layout=dp_shard=4)? yes / edit\n"
+            "I can only act now, so I have done nothing. Do it now: /run nproc=3, steps=10? yes / edit")  # fmt: skip
     checked = check_reply(text, [METRICS], ["plan for 8 GPUs"])
     assert checked.unverified == []
     assert checked.text == text  # nothing to add: no figure from a file, nothing flagged

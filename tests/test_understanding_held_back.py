@@ -33,6 +33,7 @@ def read(text: str, repo: Path):
         ("we really shouldn't benchmark tp-try", "bench", "negated"),
         ("I never told you to resume tp-try", "resume", "negated"),
         ("do not under any circumstances open a pull request for lr-scan", "pr", "negated"),
+        ("please don't launch or cancel any runs, just check whether tp-try finished", "cancel", "negated"),
         # taken back, with nothing asked in its place
         ("kill tp-try... never mind", "cancel", "taken back"),
         ("benchmark baseline-ddp. jk", "bench", "taken back"),

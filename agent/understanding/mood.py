@@ -36,12 +36,15 @@ _NEGATION = (r"(?<!why )\b(?:don'?t|do not|didn'?t|did not|never|shouldn'?t|shou
 _CARRIER = (
     r"want|wanna|need|needs|think|ever|asked|ask|told|tell|said|say|you|to|me|us|we|i|really|actually|even|"
     r"under|any|circumstances|go|going|gonna|bother|please|yet|plan|like|would|should|the|a|an|it|that|this|"
-    r"open|make|create|file|raise|push|submit|write|update|refresh|touch|do|run|start|kick|off|launch"
+    r"open|make|create|file|raise|push|submit|write|update|refresh|touch|do|run|start|kick|off|launch|"
+    r"or|nor"  # "don't launch or cancel any runs": the negation carries over to the verb after "or"
 )
 _GAP = rf"(?:\s+(?:{_CARRIER})\b){{0,5}}\s+"
 # "I don't want a full sweep, just a quick one": the kind corrected, the action asked for; "don't benchmark r1, the
 # ddp baseline is the one I want scored": the action asked for on another.
-_KIND_CORRECTED = (r"[^,;.!?]*[,;:-]*\s*(?:but\s+)?(?:just|only|rather|simply|instead)\b|"
+# ("don't cancel any runs, just check whether tp-try finished": another action after "just", nothing corrected.)
+_KIND_CORRECTED = (r"[^,;.!?]*[,;:-]*\s*(?:but\s+)?(?:just|only|rather|simply|instead)\b"
+                   r"(?!\s+(?:check|see|look|tell|show|read|watch|monitor|confirm|verify|find out|let me know)\b)|"
                    rf"\s+(?:(?:the|that|this|my|our)\s+)?[\w.-]+{ANOTHER_INSTEAD}")  # fmt: skip
 
 # A take-back after the action: "wait, no", "just kidding", "never mind". A correction that goes on to say what
