@@ -452,7 +452,7 @@ def rerun_worker(out: Path, device: str = "cuda", shape: dict | None = None, seq
     import torch
     from transformers import AutoConfig
 
-    from trainer.config import TrainSpec
+    from trainer.config import TrainSpec  # (the same reason: the model code imports torch)
     from trainer.costs.memory_model import MemoryPlan, layer_bytes_per_token
     from trainer.layout import Layout
     from trainer.model.build import build_model
