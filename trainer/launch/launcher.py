@@ -52,7 +52,7 @@ from trainer.parallel.expert_parallel import ExpertParallelError, expert_kernel_
 from trainer.parallel.float8 import float8_refusal
 from trainer.parallel.pipeline import check_pipeline
 from trainer.parallel.tensor_parallel import check_sequence_parallel, check_vocabulary_split
-from trainer.rank.checkpoint import checkpoint_step, newest_verified
+from trainer.rank.checkpoint import checkpoint_step, latest, newest_verified
 from trainer.rank.trackers import check_trackers
 from trainer.results.contracts import write_text
 from trainer.results.rundir import RunDir, RunInUse, RunLock
@@ -385,9 +385,6 @@ class _GraceOver(Exception):
 def _overdue_preemption(prepared: PreparedRun, signum: int) -> dict:
     """metrics.json of a run whose ranks the launcher stopped after the grace period: preempted, resumable from
     the newest complete checkpoint, as the ranks would have recorded it had they reached a step boundary."""
-    # Imported here: the checkpoint code imports torch.distributed's checkpointing, which only this case needs.
-    from trainer.rank.checkpoint import latest
-
     run, name = prepared.run, preemption.name(signum)
     newest = latest(run.checkpoints)
     steps = run.read_steps()
