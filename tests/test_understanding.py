@@ -16,11 +16,12 @@ import yaml
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from agent.offline import OfflinePlanner
-from agent.understanding import Context, context_of, understand
+from agent.understanding import Context, context_of
 from agent.understanding.entities import extract
 from agent.understanding.known import Known
 from agent.understanding.normalise import normalise
 from bench.agent_understanding import build_fixture, changes_experiment, judge, load_set, record, run_set, save, table
+from tests.understanding_support import read
 
 DATA = Path(__file__).parent / "data"
 SETS = DATA / "understanding"
@@ -34,12 +35,6 @@ def repo(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def known(repo) -> Known:
     return Known.read(repo)
-
-
-def read(text: str, known: Known, earlier: list | None = None):
-    """The Intent of `text` in the fixture repository, after the `earlier` messages of the conversation."""
-    context = context_of([*(earlier or []), HumanMessage(text)], str(known.root))
-    return understand(text, context)
 
 
 def planned(args: dict, text: str = "plan") -> list:

@@ -11,23 +11,12 @@ from __future__ import annotations
 import pytest
 
 from agent.understanding.known import Known
-from bench.agent_understanding import build_fixture
-from tests.test_understanding import read
+from tests.understanding_support import fixture_known, read, read_as
 
 
 @pytest.fixture(scope="module")
 def known(tmp_path_factory) -> Known:
-    return Known.read(build_fixture(tmp_path_factory.mktemp("understanding") / "repo"))
-
-
-def read_as(text: str, command: str, args: dict, known: Known) -> None:
-    """`text` is read as `command` with `args` (settings compared in any order), asking nothing."""
-    intent = read(text, known)
-
-    def plain(values: dict) -> dict:
-        return {key: sorted(value) if key == "set" else value for key, value in values.items() if key in args}
-
-    assert (intent.command, intent.clarify, plain(intent.args)) == (command, None, plain(args))
+    return fixture_known(tmp_path_factory)
 
 
 # --- a negated setting is set to false, in every form, never dropped and never flipped ---------------------------

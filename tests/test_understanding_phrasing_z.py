@@ -12,19 +12,12 @@ from __future__ import annotations
 import pytest
 
 from agent.understanding.known import Known
-from bench.agent_understanding import build_fixture
-from tests.test_understanding import read
+from tests.understanding_support import fixture_known, read, read_as
 
 
 @pytest.fixture(scope="module")
 def known(tmp_path_factory) -> Known:
-    return Known.read(build_fixture(tmp_path_factory.mktemp("understanding") / "repo"))
-
-
-def read_as(text: str, command: str, args: dict, known: Known) -> None:
-    """`text` is read as `command` with (at least) `args`, asking nothing."""
-    intent = read(text, known)
-    assert (intent.command, intent.clarify, {k: intent.args.get(k) for k in args}) == (command, None, args)
+    return fixture_known(tmp_path_factory)
 
 
 @pytest.mark.parametrize(
