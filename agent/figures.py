@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from agent.understanding.grammar import SLASH_COMMANDS
+
 FLAG = "[?]"
 FOOTNOTE = f"{FLAG}: not found in any result file; a guess of the language model, not a measurement."
 # A number standing on its own: not part of a name, path or identifier (FSDP2, step_00000003, runs/a-1).
@@ -28,7 +30,7 @@ _NUMBER = re.compile(
 # Quoted code, and one of the offline planner's commands quoted in a question ("Do you want me to run (/run
 # nproc=2, layout=tp=2)?", "Do it now: /cancel run=runs/r1?"): its numbers are the call's arguments, not figures
 # a result could back.
-_COMMANDS = r"plan|run|status|results|cancel|compare|runs|hardware|read|trials|where|docs|resume|sweep|bench|report|pr"
+_COMMANDS = "|".join(SLASH_COMMANDS)
 _CODE = re.compile(rf"```.*?```|`[^`\n]*`|(?<![\w./])/(?:{_COMMANDS})\b[^()?\n]*", re.DOTALL)
 _UNITS = {"%": 0.01, "x": 1.0, "×": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
 _UNITS |= {"KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30, "TiB": 2.0**40}

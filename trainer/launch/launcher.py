@@ -391,7 +391,7 @@ def _overdue_preemption(prepared: PreparedRun, signum: int) -> dict:
     then = f"--resume continues from {newest.name}" if newest else "no checkpoint yet: train it again"
     error = (f"preempted by {name}; the ranks did not stop within the {preemption.grace_s():g} s grace period and "
              f"were stopped without saving; {then}")  # fmt: skip
-    return {**_failure_metrics(prepared, -signum), "status": PREEMPTED, "error": error, "signal": name,
+    return {**_ended_metrics(prepared, PREEMPTED, error), "signal": name,
             "steps_completed": steps[-1]["step"] if steps else 0,
             "resume_from": newest.name if newest else None}  # fmt: skip
 
@@ -408,7 +408,11 @@ def _passing_on_preemption():
 
 
 def _failure_metrics(prepared: PreparedRun, returncode: int) -> dict:
-    status, error = _failure_cause(prepared, returncode)
+    return _ended_metrics(prepared, *_failure_cause(prepared, returncode))
+
+
+def _ended_metrics(prepared: PreparedRun, status: str, error: str) -> dict:
+    """metrics.json of a run the launcher ends for its ranks (no step figures)."""
     launch_info = prepared.run.read_launch() or {"git_commit": None, "git_dirty": None}
     experiment = prepared.experiment
     world_size = prepared.nproc * prepared.nnodes
