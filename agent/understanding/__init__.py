@@ -80,6 +80,9 @@ __all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
 # A launch that repeats the one before, with what the sentence changes.
 AGAIN = (r"\bagain\b|\bsame\b|\brerun\b|\bre-run\b|\brelaunch\b|\bonce more\b|\bdo (?:it|that)\b|\bthis time\b|"
          r"\b(?:run|train) it\b")  # fmt: skip
+# A request that adds to the one before: "sorry, I forgot something: make the lr 3e-4", "one more thing: AC on".
+AMENDED = (r"\b(?:i\s+)?forgot\s+(?:something|one thing|to\s+(?:say|mention|add|tell you))\b|\bone more thing\b|"
+           r"\bi\s+should\s+have\s+(?:said|mentioned)\b")  # fmt: skip
 CLOSE = 1.0  # two actions scoring within this of each other: ask which is meant
 WEAK = 2.5  # an action cued by no more than the grammar's first reading alone
 PLAN_CARRIED = ("model", "gpu", "devices", "nodes", "seq_len", "device_mem")
@@ -838,7 +841,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         o.startswith("data.seq_len=") for o in intent.args.get("set", [])
     ):  # "context 512" in a launch: the experiment's sequence length (launch_run takes no seq_len of its own)
         intent.args["set"] = [*intent.args.get("set", []), f"data.seq_len={seq_len}"]
-    again = re.search(AGAIN, lowered) or (context.previous == "run" and re.search(FOLLOW_UP, lowered))
+    amends = re.search(FOLLOW_UP, lowered) or re.search(AMENDED, lowered)
+    again = re.search(AGAIN, lowered) or (context.previous == "run" and amends)
     named = entities.get("run")
     if named is None and not context.launch and context.run and re.search(r"\b(?:it|that|this)\b", lowered):
         named = context.run  # "rerun it with AC" after reading tp-try: tp-try's layout and processes, AC on
@@ -1159,6 +1163,8 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
     """A plan: the stated model, GPUs and counts; a follow-up keeps what the plan before had and it does not restate."""
     args = intent.args
     args.pop("nproc", None)
+    if experiment := entities.get("experiment") or _experiment_file(entities):
+        args["experiment"] = experiment  # "with the long configuration": that file's model and sequence length
     if model := entities.get("model"):
         args["model"] = model
         intent.notes += [str(n) for n in entities.all("model_note")]
@@ -1274,7 +1280,9 @@ def _same_family(model: object, size: object) -> str | None:
 # a plan on a size they never said would be a guess shown as a fact.
 SIZED_FAMILIES = {"a100": ("a100-40gb", "a100-80gb")}
 # "the 40 gig version": the GPU of the plan before, in that memory size.
-OTHER_SIZE = r"\b(\d+)\s*gi?b\s+(?:version|variant|ones?|model|edition|cards?|gpus?)\b"
+# ("same w/ 40g" after a plan on A100s: the memory alone, with what it is said of left to the plan before)
+OTHER_SIZE = (r"\b(\d+)\s*gi?b\s+(?:version|variant|ones?|model|edition|cards?|gpus?)\b|"
+              r"\bwith\s+(?:the\s+)?(\d+)\s*gi?b\b(?!\s*(?:of\s+)?(?:memory|vram|ram|each|per|apiece)\b)")  # fmt: skip
 
 
 def _gpu_size(intent: Intent, entities: Entities, context: Context) -> None:
@@ -1290,7 +1298,8 @@ def _gpu_size(intent: Intent, entities: Entities, context: Context) -> None:
     if family is None:
         return
     beside = re.search(rf"\b(\d+)\s*gi?b\s+(?:nvidia\s+)?{family}|{family}s?\s+(\d+)\s*gi?b\b", lowered)
-    memory = size.group(1) if size else re.sub(r"gib$", "", str(entities.get("device_mem") or "").lower())
+    said = next((g for g in size.groups() if g), None) if size else None
+    memory = said or re.sub(r"gib$", "", str(entities.get("device_mem") or "").lower())
     memory = next((g for g in beside.groups() if g), memory) if beside else memory  # "80GB A100s"
     presets = SIZED_FAMILIES[family]
     sized = [p for p in presets if memory and p.endswith(f"-{memory}gb")]

@@ -492,7 +492,7 @@ def _hardware(lowered: str, entities: Entities) -> None:
         copies = re.search(rf"{COPIES_OF}$", part[: rig.start()])  # "4 clones of an 8x H100 node": 4 nodes
         if copies and not rig.group(1):
             entities.add("node_count", int(float(copies.group(1))), (start + copies.start(), span[1]))
-        elif rig.group(1) or rig.group(3) in ("node", "machine", "box", "host", "server", "computer"):
+        elif rig.group(1) or rig.group(3) in ("node", "machine", "box", "host", "server", "computer", "rig"):
             entities.add("node_count", int(rig.group(1) or 1), span)
         else:  # "on 8x H100 nodes": how many nodes is unsaid
             entities.add("nodes_unsaid", rig.group(0), span)
@@ -607,6 +607,22 @@ def _misspelt_family(lowered: str) -> re.Match | None:
     return None
 
 
+# A preset said by its whole name with spaces or hyphens between its parts ("gpt oss 20b", "qwen3 30b a3b"): no
+# other preset of the family is meant. (Presets named by family and size alone are read below, with their versions.)
+_PRESET_OF_PATTERN = {
+    r"\b" + r"[\s-]*".join(re.escape(part) for part in key.split("-")) + r"\b": key
+    for key in sorted(MODELS, key=len, reverse=True)
+    if not _PRESET.match(key)
+}
+
+
+def _preset_named(lowered: str) -> tuple[str, re.Match] | None:
+    for pattern, key in _PRESET_OF_PATTERN.items():
+        if found := re.search(pattern, lowered):
+            return key, found
+    return None
+
+
 def _model(lowered: str, entities: Entities) -> None:
     """A model named loosely ("Llama 3 8B", "llama3.1 70b", "qwen2.5 72b", "a 7B llama"): the preset of that family
     and size whose version starts with the one given; the entity says which preset it took. A family without a
@@ -614,6 +630,10 @@ def _model(lowered: str, entities: Entities) -> None:
     found = re.search(OTHER_FAMILIES, lowered)
     if found and not any(k.replace("-", "").startswith(re.sub(r"[\s-]", "", found.group(1))) for k in MODELS):
         entities.add("model_unknown", found.group(0), found.span())
+        return
+    if named := _preset_named(lowered):  # "gpt oss 20b", "gpt-oss-120b": that preset, its size telling it apart
+        key, said = named
+        entities.add("model", key, said.span())
         return
     found = re.search(rf"\b({FAMILIES})[\s-]*(\d+(?:\.\d+)?)?[\s-]+(\d+(?:\.\d+)?)\s*b\b", lowered)
     if found:
@@ -785,6 +805,10 @@ SPEAKERS_MIND = (r"\b(?:don'?t|do not|never)\s+(?:really\s+|fully\s+)?(?:know|un
                  r"follow)\b")  # fmt: skip
 
 
+ARTICLES = {"the", "a", "an", "that", "this"}
+VAGUE_NOUNS = {"thing", "stuff", "feature", "option", "setting", "mode", "trick"}
+
+
 def _switch_value(lowered: str, mention: re.Match) -> str | None:
     # Only the words of the mention's own clause: "without packing, with AC" does not negate AC.
     before = re.split(CLAUSE, lowered[max(0, mention.start() - 60) : mention.start()])[-1]
@@ -792,8 +816,10 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
     if re.search(r"\b(?:or|nor)\s*$", before):  # "without activation checkpointing or packing": both off
         return "false" if re.search(NEGATION_BEFORE, before) else None
     after = re.split(CLAUSE, lowered[mention.end() : mention.end() + 30])[0]
-    before_words = " ".join(re.findall(r"[\w'/]+", before)[-3:])
-    after_words = " ".join(re.findall(r"[\w'/]+", after)[:3])
+    # (articles and a vague noun after the name are no words of the state: "don't switch on the activation
+    # checkpointing thing" is "don't switch on activation checkpointing")
+    before_words = " ".join([w for w in re.findall(r"[\w'/]+", before) if w not in ARTICLES][-3:])
+    after_words = " ".join([w for w in re.findall(r"[\w'/]+", after) if w not in VAGUE_NOUNS][:3])
     if re.search(KEEP_BEFORE, before_words) and re.match(r"\s*out\b", after):
         return "false"  # "leave packing out": left out of the run, not left as it is
     if re.search(KEEP_BEFORE, before_words) and not re.search(STATE_AFTER, after_words):

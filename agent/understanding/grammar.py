@@ -45,7 +45,7 @@ LAYOUT_WORDS: list[tuple[str, str]] = [
 UNKNOWN_LAYOUTS = r"deepspeed|megatron|sequence[- ]parallel\w*"
 # What a negation just before a setting takes back ("not in fp8"): the setting is not made.
 # The optimizers a launch may name (train.optimizer), and the precisions it trains in (train.precision).
-OPTIMIZERS = r"sgd|adamw|adam|adafactor|lion|muon"
+OPTIMIZERS = r"galore_adamw|sgd|adamw|adam|adafactor|lion|muon"
 PRECISIONS = r"bf16|fp32|fp8|fp16"
 NEGATED_SETTING = r"\b(?:not|no|never|without|skip|avoid|ditch|instead of|rather than|other than|don'?t (?:\w+ )?)\s*$"
 # What a negation just before a layout word takes back ("not pipelined", "no tp, just fsdp", "not on tp").
@@ -547,7 +547,8 @@ _SETTINGS: list[tuple[str, str]] = [
     # "in bf16", "precision=fp8", or bare in a launch's list ("..., bf16, lr 3e-4"); "in" kept in the match, so that
     # "not in fp8" is read as negated
     (r"\b(?:(?:in|with|using|at)\s+|precision\s*(?:=|:|to|of)?\s*)?(bf16|fp32|fp8)\b", "train.precision"),
-    (r"\bzero(?:[- ]?stage)?[- ]?([12])\b", "train.zero_stage"),  # ZeRO-3 is FSDP2's default (ZERO_3_BESIDE)
+    # ("zero_stage=2" too) ZeRO-3 is FSDP2's default (ZERO_3_BESIDE)
+    (r"\bzero(?:[-_ ]?stage)?(?:[- ]|\s*[=:]\s*)?([12])\b", "train.zero_stage"),
     (rf"\b(?:seq(?:uence)?[ _-]?len(?:gth)?){SET_TO}(\d+)\b", "data.seq_len"),
     # "a cosine schedule", "lr schedule: linear", "constant learning rate"
     (

@@ -61,12 +61,14 @@ _SUPPOSED = (r"\b(?:hypothetically|in theory|theoretically|suppose|supposing|ima
              r"what would happen if|say we|in principle)\b")  # fmt: skip
 
 # Under a condition the user has not settled: "if the sweep found tp best, train ...", "if you think it's worth it,
-# start a sweep". Not "see if" (a purpose), a courtesy ("if possible", "if it is not a trouble", "if I'm honest"), nor
-# the run's state now, which the tool meets as it is ("abort tp-try if it's still hogging the gpus").
+# start a sweep". Not "see if" (a purpose), a courtesy ("if possible", "if it is not a trouble", "if I'm honest", "if
+# that makes sense": the request explained, no condition to check), nor the run's state now, which the tool meets as
+# it is ("abort tp-try if it's still hogging the gpus").
 _CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<!\bsee )(?<!\bcheck )"
               r"(?<!\bwhether )(?<!\bknow )(?<!\beven )(?<!\bas )(?:\b(?:unless|in case)\b|\b(?:only )?if\b"
               r"(?!\s+(?:possible|you can|you could|you (?:don'?t|do not) mind|that'?s (?:ok|okay|fine|alright)|"
-              r"that works|needed|necessary|any|(?:this|that|it) is possible|i'?m honest|i am honest|"
+              r"that works|(?:that|it|this) makes sense|needed|necessary|any|(?:this|that|it) is possible|i'?m honest|"
+              r"i am honest|"
               r"it'?s not (?:a |too much )?trouble|it is not (?:a |too much )?trouble|"
               r"(?:it|they|that|\S+)(?:'s|'re| is| are) still)\b))")  # fmt: skip
 

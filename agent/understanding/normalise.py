@@ -23,7 +23,7 @@ from agent.understanding.grammar import (
     VOCABULARY,
     _one_swap,
 )
-from trainer.hardware import GPUS
+from trainer.hardware import GPU_ALIASES, GPUS
 
 # Number words, composed as people say them ("seventy", "thirty-two", "two hundred", "three point two"): a run of
 # them is one number; "one" alone is a number only before what it counts ("the layout one" is no count).
@@ -162,6 +162,8 @@ def _flag(found: re.Match) -> str:
         return found.group(0)
     value = found.group(2).rstrip(",.;:")
     said = FLAG_PHRASES.get(name, "{}").format(value)
+    if name in FLAG_AS_SAID and re.match(r"\s+--[a-z]", found.string[found.end() :], re.I):
+        said += ","  # "--experiment configs/long.yaml --trials 4": a name as said, not run into the next flag's count
     if name == "devices" and re.search(NODES_FLAG, found.string, re.I):
         said += " per node"
     return said + found.group(2)[len(value) :]
@@ -392,6 +394,7 @@ def _card_number(found: re.Match) -> str:
 # A layout's key typed with a typo, in its key=value form only ("dp_shrad=2", "dp-shard=2", "pt=2"): the one key it is
 # closest to (a long key by one edit, a two-letter one by its letters swapped). A word elsewhere is left as it is.
 LAYOUT_KEY = r"(?<![\w.-])([a-z][a-z_-]*)(?=\s*=\s*\d)"
+KEY_PREFIX_LEAST = 5  # "dp_re" on: shorter beginnings ("dp", "dp_") say no one key
 
 
 def _layout_key(found: re.Match) -> str:
@@ -402,6 +405,8 @@ def _layout_key(found: re.Match) -> str:
     if key in keys:  # "dp-shard=2"
         return key
     close = [k for k in keys if _one_swap(key, k) or (len(k) > NO_CHANGE and _close(key, k))]
+    # a long key cut short ("dp_rep=2", "dp_repl=2"): the one key it begins
+    close = close or [k for k in keys if len(key) >= KEY_PREFIX_LEAST and k.startswith(key)]
     return close[0] if len(close) == 1 else found.group(0)
 
 
@@ -462,10 +467,141 @@ DONE_MYSELF = (r"(?:^|(?<=[.!?;]\s))\s*i(?:'ll|\s+will|'m\s+going\s+to|\s+am\s+g
                r"myself\s*(?:[.!;]+\s*|$)")  # fmt: skip
 
 
+# Numbers in mathematical notation: a power written with superscripts or a caret ("seq len 2^11" is 2048, "10⁻⁴"),
+# a mantissa times a power of ten ("5·10⁻⁴", "3×10^-4" are 5e-4 and 3e-4), and η, the learning rate's symbol
+# ("η = 1e-3"), read as the digits and e-notation the rules read.
+SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+SUPERSCRIPT_RUN = r"(?<=\d)\s*([⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+)"
+TIMES_TEN_TO = r"(?<![\w.])(?:(\d+(?:\.\d+)?)\s*[·×x*]\s*)?10\s*(?:\^|\*\*)\s*\(?([-+]?\d+)\)?(?!\d|\.\d)"
+POWER = r"(?<![\w.^])(\d+)\s*(?:\^|\*\*)\s*(\d+)(?!\d|\.\d|\^)"
+POWER_MOST = 10**7  # a power bigger than any count or length a request gives is left as written
+
+
+def _times_ten_to(found: re.Match) -> str:
+    mantissa, exponent = found.group(1) or "1", int(found.group(2))
+    if exponent < 0:
+        return f"{mantissa}e{exponent}"
+    value = float(mantissa) * 10**exponent
+    return f"{value:g}" if value != int(value) else str(int(value))
+
+
+def _power(found: re.Match) -> str:
+    base, exponent = int(found.group(1)), int(found.group(2))
+    if exponent > 64 or base**exponent > POWER_MOST:
+        return found.group(0)
+    return str(base**exponent)
+
+
+def _math_notation(text: str) -> str:
+    text = re.sub(SUPERSCRIPT_RUN, lambda found: "^" + found.group(1).translate(SUPERSCRIPTS), text)
+    text = re.sub(TIMES_TEN_TO, _times_ten_to, text)
+    text = re.sub(POWER, _power, text)
+    text = re.sub(r"(?<!\w)η(?!\w)", "lr", text)
+    return re.sub(r"(?<=\d)\s*×", "x", text)  # "2× A100", "2×8 H100": the multiplication sign as people type it
+
+
+# A card's memory in brackets after its name ("4x H100 NVL (94 GB)", "2x8 H100 (80 GB)", "A100 (40GB)"): the card's own,
+# no count of anything. Where it names one of the card's presets it is written as the name reads it ("A100 40GB");
+# where it is the preset's memory (give or take GB against GiB) it says nothing more; otherwise it is left, asked about.
+MEMORY_IN_BRACKETS = (r"\b(h100|h200|a100|l40s|a10|rtx[ -]?4090|4090)((?:[\s-]+(?:sxm|pcie|nvl))?)(s?)\s*"
+                      r"\(\s*(\d+(?:\.\d+)?)\s*(?:gi?b|gigs?|g)\s*\)")  # fmt: skip
+GB_AS_GIB = 0.1  # a card sold as N GB holds about N GiB, within this share
+
+
+def _preset_of(key: str) -> str | None:
+    key = {"rtx4090": "rtx-4090"}.get(key, key)
+    key = GPU_ALIASES.get(key, key)
+    return key if key in GPUS else None
+
+
+def _holds(preset: str | None, size: str) -> bool:
+    """Whether the preset's card is the one sold with `size` GB (its GiB within GB_AS_GIB)."""
+    return bool(preset) and abs(GPUS[preset].memory_mib / 1024 - float(size)) <= GB_AS_GIB * float(size)
+
+
+def _memory_before_card(found: re.Match) -> str:
+    """The count, memory and card of "8 40GB A100s" as "8 A100 40GBs"; a card with one preset, of that memory, as
+    its name ("6 24GB 4090s" are 6 4090s); another memory left as said."""
+    count, size, unit, name, plural = found.groups()
+    key = re.sub(r"^nvidia\s+|\s+", "", name.lower())
+    if _preset_of(f"{key}-{size}gb") or not _preset_of(key):
+        return f"{count} {name} {size}{unit}{plural}"
+    return f"{count} {name}{plural}" if _holds(_preset_of(key), size) else found.group(0)
+
+
+def _memory_in_brackets(found: re.Match) -> str:
+    name, variant, plural, size = found.groups()
+    key = re.sub(r"[\s-]+", "-", f"{name}{variant}".lower())
+    if _preset_of(f"{key}-{size}gb"):
+        return f"{name}{variant} {size}GB{plural}"
+    return f"{name}{variant}{plural}" if _holds(_preset_of(key), size) else found.group(0)
+
+
+# A launch's terse shorthand, as an operator types it: "np4"/"np=4" is 4 processes, "50st"/"st100" so many steps
+# ("1st", "21st" are ordinals: no steps), "nopack"/"nocompile" turn the setting off, "galore" is GaLore's AdamW.
+SHORT_PROCESSES = r"(?<![\w.-])np\s*[=:]?\s*(\d+)\b(?!\.\d)"
+SHORT_STEPS = r"(?<![\w.-])(?:(\d*(?:[02-9]|11))\s*st|st\s*[=:]?\s*(\d+))\b(?!\.\d)"
+GLUED_OFF = r"\bno(pack(?:ing)?|compile|ac)\b"
+GALORE = r"\bgalore(?:[\s_-]*adam[\s_-]*w?)?\b(?![\w-])"
+_COUNTED = r"(processes|procs|gpus|devices)"
+COUNT_AFTER_NOUN = rf"(?<![\w.-])(?:(?<!\d ){_COUNTED}\s*:|{_COUNTED}\s*=)\s*(\d+)\b(?![.\d])"
+# A step count said of the warmup ("set the warmup to 5 steps", "warm up for 10 steps"): the warmup's length, never the
+# run's steps. ("train without warmup for 10 steps": a warmup taken back has no length; those are the run's.)
+WARMUP_STEPS = (r"\bwarm[\s-]?up(?:\s+steps)?(?:\s+(?:to|of|for|at|is|=|:|set\s+to|should\s+be)\s*|\s*[=:]\s*|\s+)"
+                r"(\d+)\s*(?:steps?|iters?|iterations?)\b")  # fmt: skip
+WARMUP_REFUSED = r"\b(?:no|without|skip|disable|drop|zero|not)\s+(?:the\s+|any\s+)?$"
+
+
+def _warmup_steps(found: re.Match) -> str:
+    if re.search(WARMUP_REFUSED, found.string[: found.start()], re.I):
+        return found.group(0)
+    return f"warmup {found.group(1)}"
+
+
+# A mind changed in the middle of the sentence, set off by dashes or commas: the value said last counts ("on 4 —
+# actually no, make it 2 — GPUs" is 2 GPUs, "40 steps, no, make it 60" 60 steps, "warmup 3 — no, make the warmup 2" a
+# warmup of 2).
+_ASIDE = r"\s*(?:[—–]+|\s-{1,2}\s|,)\s*"
+NUMBER_CHANGED = (rf"(?<![\w.])\d+(?:\.\d+)?(\s+[a-z]+)?{_ASIDE}(?:(?:actually|wait|hmm|oh|um|uh)\s*,?\s*)?"
+                  r"(?:no|nope|sorry)\b(?:\s*,?\s*(?:wait|actually))?[\s,!.]*"
+                  r"(?:make\s+(?:it|that)|make\s+the\s+[a-z][a-z ]{0,30}?|i\s+mean|rather|change\s+it\s+to)\s+"
+                  rf"(\d+(?:\.\d+)?)(?:\s*[—–]+\s*|\s+-{{1,2}}\s+|(?=[\s,.;!?]|$))")  # fmt: skip
+
+
+def _number_changed(found: re.Match) -> str:
+    ends_apart = found.group(0)[-1].isspace() or found.group(0)[-1] in "—–-"
+    return f"{found.group(2)}{found.group(1) or ''}{' ' if ends_apart else ''}"
+
+
+# A switch's state taken back in an aside and said again after it: "activation checkpointing off — wait, r1 had it
+# off? — fine, then turn activation checkpointing ON": the state said again counts; the first and the aside are dropped.
+SWITCH_RESTATED = (r"\b((?:[a-z]+\s+){0,2}[a-z]+)\s+(?:on|off|enabled|disabled)\s*[—–]+\s*"
+                   r"(?:wait|hmm|actually|hold on)\b[^—–]*[—–]+\s*"
+                   r"(?:(?:fine|ok(?:ay)?|alright|right|so)\s*[,.!]?\s*)+(?:then\s*,?\s*)?"
+                   r"(?=(?:(?:turn|switch|set|keep|make|leave|put|have)\s+)?(?:it\s+|the\s+)?\1\b)")  # fmt: skip
+
+
+# Activation checkpointing described, after a vague name of it ("the memory-saving mode turned on, the one that
+# recomputes things instead of keeping them around"): its name, with the state said of the vague one.
+_VAGUE_FEATURE = r"(?:mode|option|feature|setting|thing|trick)"
+RECOMPUTING_DESCRIBED = (rf"\b(?:the\s+)?(?:[\w-]+\s+){{0,2}}?{_VAGUE_FEATURE}\b(?P<state>[^,.;]{{0,25}}?),?\s+"
+                         rf"(?:the\s+)?(?:one|{_VAGUE_FEATURE})\s+(?:that|which)\s+recomput\w*\s+[^,.;]{{0,40}}?"
+                         r"(?:instead of|rather than)\s+(?:keeping|storing|saving|holding)\s+(?:them|it)"
+                         r"(?:\s+(?:around|in memory))?")  # fmt: skip
+
+
+# An experiment file said as a version of the experiment ("the longer-sequence version of the experiment", "the long
+# variant of the config"): that config by its stem, as "the long-sequence experiment" says it.
+VERSION_OF = (r"\b((?:[a-z]+[\s-])?[a-z]+)\s+(?:version|variant|flavou?r)\s+of\s+(?:the|our|my|this)\s+"
+              r"(?=(?:experiment|config(?:uration)?)\b)")  # fmt: skip
+
+
 def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     """`text` with typos fixed and numbers written as digits; case and paths kept."""
     known = {k.lower() for k in known}
     text = _list_labels(text)
+    text = _math_notation(text)
+    text = re.sub(MEMORY_IN_BRACKETS, _memory_in_brackets, text, flags=re.I)
     text = re.sub(DONE_MYSELF, "", text, flags=re.I)
     text = re.sub(PRICE, "a price", text, flags=re.I)
     text = _slurm(text)
@@ -485,11 +621,18 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"(?<![\w-])n_?procs?(?:[_-]per[_-]node)?\s*[=:]?\s*(\d+)\b(?!\.\d)", r"\1 processes", text,
                   flags=re.I)  # fmt: skip
     text = re.sub(r"(?<![\w.-])([1-9]|1[0-6])p\b", r"\1 processes", text, flags=re.I)  # "ddp 2p 40 steps"
+    text = re.sub(SHORT_PROCESSES, r"\1 processes", text, flags=re.I)
+    text = re.sub(SHORT_STEPS, lambda found: f"{found.group(1) or found.group(2)} steps", text, flags=re.I)
+    text = re.sub(GLUED_OFF, r"no \1", text, flags=re.I)
+    text = re.sub(GALORE, "galore_adamw", text, flags=re.I)
+    text = re.sub(r"(?<![\w./-])cfg(s?)(?![\w./-])", r"config\1", text, flags=re.I)  # "long cfg"
+    text = re.sub(VERSION_OF, r"\1 ", text, flags=re.I)
+    text = re.sub(RECOMPUTING_DESCRIBED, r"activation checkpointing\g<state>", text, flags=re.I)
     # a count after its noun, as a list or a form gives it: "processes: 2", "gpus=4" ("on 8 gpus: 2 replicas" counts
     # the gpus before)
-    text = re.sub(
-        r"(?<![\w.-])(?<!\d )(processes|procs|gpus|devices)\s*[:=]\s*(\d+)\b(?![.\d])", r"\2 \1", text, flags=re.I
-    )
+    # ("a10 devices=4": a number before "=" is no count of the noun, as one before ":" may be)
+    text = re.sub(COUNT_AFTER_NOUN, lambda found: f"{found.group(3)} {found.group(1) or found.group(2)}", text,
+                  flags=re.I)  # fmt: skip
     text = re.sub(WEIGHT_FOR, lambda found: f"{found.group(1)}wait{found.group(2) or ''}", text, flags=re.I)
     text = re.sub(RIGHT_UP, r"\1write", text, flags=re.I)
     text = re.sub(r"(?<![\w./])w/(?!o\b)\s*(?=[a-z0-9])", "with ", text, flags=re.I)  # "w/ dp_shard"; "w/o" stays
@@ -513,12 +656,20 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(rf"\bzero\s+point((?:\s+(?:zero|oh|{_DIGIT}))+)\b", _dictated_decimal, text, flags=re.I)
     text = NUMBER_RUN.sub(_digits, text)
     text = re.sub(r"\b(\d+)\s+dozen\b", lambda m: str(12 * int(m.group(1))), text, flags=re.I)
+    text = re.sub(NUMBER_CHANGED, _number_changed, text, flags=re.I)
+    text = re.sub(SWITCH_RESTATED, "", text, flags=re.I)
+    text = re.sub(WARMUP_STEPS, _warmup_steps, text, flags=re.I)
+    text = re.sub(r"\b(\d+)\s+warm[\s-]?up\s+(?:steps?|iters?|iterations?)\b", r"warmup \1", text, flags=re.I)
+    # "set the lr to like 3e-4": "like" a filler before the value, as speech has it
+    text = re.sub(r"\b(to|=|is|at|of)\s+like\s+(?=\d)", r"\1 ", text, flags=re.I)
     # "1 e minus 3", "1e minus 3" (said or typed loosely): the number 1e-3
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*e\s*minus\s*(\d+)\b", r"\1e-\2", text, flags=re.I)
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s+times\s+(?=as\b|longer\b|more\b|the\b)", r"\1 x ", text, flags=re.I)
     # "2 of those nodes", "4 of these cards": the count of that noun
     # ("4 of them" is a pronoun's count, no noun after it: below, once the GPU named before is known to be its noun)
-    text = re.sub(r"\b(\d+)\s+of\s+(?:those|these|the|our|my)\s+(?=[a-z])", r"\1 ", text, flags=re.I)
+    # ("8 of the 40 gig A100s": the memory said before the GPU's name too)
+    text = re.sub(r"\b(\d+)\s+of\s+(?:those|these|the|our|my)\s+(?=[a-z]|\d+(?:\.\d+)?\s*(?:gi?b|gigs?|g)\b)", r"\1 ",
+                  text, flags=re.I)  # fmt: skip
     # "8 of H200", "4 of the A100s": the count of that GPU ("1 of 8 gpus" is no count of it)
     text = re.sub(rf"\b(\d+)\s+of\s+(?=(?:{GPU_WORD})(?![\w-]))", r"\1 ", text, flags=re.I)
     text = re.sub(r"(\d),(\d{3})\b", r"\1\2", text)  # 1,000 steps
@@ -574,6 +725,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "mb 4", "mbs=8": the micro batch by its short form, a number after it ("512 mb" is megabytes, the number before)
     text = re.sub(r"(?<![\d.])(?<!\d\s)\bmbs?\s*[=:]?\s*(?=\d+\b(?!\s*(?:gi?b|mb|gb)\b))", "micro batch ", text,
                   flags=re.I)  # fmt: skip
+    text = re.sub(r"(?<![\w.])mbs?(?=\d+\b)", "micro batch ", text, flags=re.I)  # "mb4" ("4mb" is megabytes)
     text = re.sub(BATCH_SIZE, _batch_size, text, flags=re.I)
     text = re.sub(REFUSED_AFTER, r"no \1\2", text, flags=re.I)
     # a stage said alone beside ZeRO ("not full zero-3, stage 1 only") is ZeRO's stage; beside pipeline words a stage
@@ -598,7 +750,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
                   flags=re.I)  # fmt: skip  # "tp equals 2", "dp_shard set to 2"
     # "8 40GB A100s": the count, the GPU, then its memory, as the GPU's name reads it ("8 A100 40GBs")
     text = re.sub(r"\b(\d+)\s+(\d+)\s*(gi?b)\s+((?:nvidia\s+)?(?:a100|h100|h200|l40s|a10|rtx ?4090|4090))(s?)\b",
-                  r"\1 \4 \2\3\5", text, flags=re.I)  # fmt: skip
+                  _memory_before_card, text, flags=re.I)  # fmt: skip
     text = re.sub(r"\b(?:graphics|video|gpu)\s+cards?\b", lambda m: "gpus" if m.group(0)[-1] == "s" else "gpu", text,
                   flags=re.I)  # fmt: skip
     text = re.sub(rf"\b({MODEL_FAMILIES})(\d+(?:\.\d+)?b)\b", r"\1 \2", text, flags=re.I)  # "mistral7b"
@@ -608,13 +760,17 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(rf"\b((?:{MODEL_FAMILIES})(?:[\s-]*\d+(?:\.\d+)?)?)\s+(?:of|with)\s+(?=\d+(?:\.\d+)?b\b)", r"\1 ",
                   text, flags=re.I)  # fmt: skip
     text = re.sub(DICTATED_FAMILY, _dictated_family, text, flags=re.I)
+    # a mixture of experts' name said loosely: "mixtral 8x7" (its "b" left out), "qwen 3 30 b a 3 b" (dictated)
+    text = re.sub(r"\b(mixtral)[\s-]*(\d+)\s*x\s*(\d+)(?!\s*b\b)(?![\w.])", r"\1-\2x\3b", text, flags=re.I)
+    text = re.sub(rf"\b({MODEL_FAMILIES})[\s-]*(\d+(?:\.\d+)?)[\s-]+(\d+)\s*b[\s-]+a[\s-]*(\d+)\s*b\b",
+                  r"\1\2-\3b-a\4b", text, flags=re.I)  # fmt: skip
     text = re.sub(SWAPPED_CARD, _card_number, text, flags=re.I)
     text = re.sub(HSDP_WAYS, _hsdp_ways, text, flags=re.I)
     text = layouts_in_words(text, "|".join(pattern for pattern, _ in LAYOUT_WORDS))
     text = packing_in_words(text)
     text = re.sub(r"\bckpts?\b", "checkpoint", text, flags=re.I)
     text = re.sub(r"\blearning[-_]rate\b", "learning rate", text, flags=re.I)
-    text = re.sub(r"\b(?:seq|sequence)\s+(?=\d)", "seq_len ", text, flags=re.I)
+    text = re.sub(r"\b(?:seq|sequence)(?:\s+|\s*[=:]\s*)(?=\d)", "seq_len ", text, flags=re.I)  # "seq=4096" too
     text = re.sub(r"\s@\s*(?=\d)", " at ", text)
     text = re.sub(r"\b(\d+) of them\b", _of_them, text, flags=re.I)
     # "a100 40GiB x 8", "h100x8", "h200 * 4": the count after a GPU's name, as it reads before it ("8 x h100")
