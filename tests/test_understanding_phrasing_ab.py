@@ -48,6 +48,19 @@ def test_a_metaphor_that_weighs_or_asks_launches_nothing(text, known):
     assert read(text, known).command != "run"
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "was tp on 2 gpus for 50 steps faster than fsdp?",  # the past, compared
+        "the docs say tp on 2 gpus for 50 steps is fine. ok.",  # someone else's words
+        "tp on 2 gpus for 50 steps — is that a good idea?",  # weighed
+    ],
+)
+def test_a_layout_gpus_and_steps_said_of_something_else_are_no_launch(text, known):
+    intent = read(text, known)
+    assert intent.command != "run" or intent.clarify is not None
+
+
 def test_a_sweep_described_by_what_it_compared_is_the_docs_source(known):
     text = "please update the docs with what that study comparing ways of splitting the model found"
     read_as(text, "docs", {"sweep": "sweeps/layouts-nov"}, known)
@@ -130,8 +143,11 @@ def test_learners_words_forms_and_joined_negations(text, command, args, known):
     read_as(text, command, args, known)
 
 
-def test_is_it_possible_still_weighs_an_idea(known):
-    assert read("is it possible to run llama 70b on 4 a10s?", known).command == "plan"
+@pytest.mark.parametrize(
+    "text", ["is it possible to run llama 70b on 4 a10s?", "Is possible to run gemma 2 9b on 2 l4s?"]
+)
+def test_is_possible_to_run_on_hardware_still_weighs_an_idea(text, known):
+    assert read(text, known).command == "plan"
 
 
 @pytest.mark.parametrize(

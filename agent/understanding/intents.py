@@ -822,8 +822,14 @@ def launch_verb(lowered: str) -> bool:
 
 
 # What asks for a plan or weighs an idea, not a launch: "plan", "what if", "would it fit", "which layout".
+# Nor a launch: what was run, compared or said by someone else ("was tp on 2 gpus for 50 steps faster?", "the docs
+# say tp on 2 gpus for 50 steps is fine").
 PLANNING = (r"\bplan\w*\b|\bwhat if\b|\bwould\b|\bsuppose\b|\bimagine\b|\bhypothetical\w*\b|\bfits?\b|"
-            r"\bwhich (?:layout|parallel)\w*\b|\bbest layout\b|\bif (?:i|we) had\b")  # fmt: skip
+            r"\bwhich (?:layout|parallel)\w*\b|\bbest layout\b|\bif (?:i|we) had\b|\bidea\b|\bshould\b|"
+            r"\b(?:was|were|did|had|used|than|faster|slower|better|worse|compar\w*|vs)\b|"
+            r"\b(?:says?|said|suggest\w*|recommend\w*|according|docs?|readme|tutorial|paper)\b")  # fmt: skip
+# A question that asks for the launch itself: "Fire it up?", "shall we kick it off?".
+LAUNCH_ASKED = r"\b(?:fire|kick|start|launch|go|run|train)\b(?:\s+(?:it|this|that|them))?(?:\s+(?:up|off))?\s*\?"
 
 
 def _launch_spec(lowered: str, entities: Entities) -> bool:
@@ -832,7 +838,8 @@ def _launch_spec(lowered: str, entities: Entities) -> bool:
     parallel formation, 60 steps on the flight plan")."""
     stated = entities.has("layout") and entities.has("steps") and entities.has("devices", "nproc")
     named = entities.has("run", "sweep", "model", "model_choice", "node_count", "gpu_named")
-    return stated and not named and not re.search(PLANNING, lowered)
+    asked = "?" in lowered and not re.search(LAUNCH_ASKED, lowered)  # a question, unless it asks for the launch
+    return stated and not named and not asked and not re.search(PLANNING, lowered)
 
 
 def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], only_facts: bool = False) -> None:

@@ -454,7 +454,9 @@ YES_NO = r"\s*\(?\b(?:y/n|yes/no)\b\)?\s*\??|\s*,?\s*\(?\byes or no\b\)?\s*\??\s
 PERMISSION = (
     # "Is possible to make the tuning again?": a learner's "can you", with no "it" (with it, "is it possible to run
     # 70b on 4 a10s?" weighs whether it fits, left as it is)
-    r"(?:^|(?<=[.!?]\s)|(?<=\bplease,\s)|(?<=\bplease\s))is\s+possible\s+(?:for\s+you\s+)?to\s+|"
+    # (nor "is possible to run 70b on 4 a10s?", "... to train ...": whether it fits, or a launch confirmed first)
+    r"(?:^|(?<=[.!?]\s)|(?<=\bplease,\s)|(?<=\bplease\s))is\s+possible\s+(?:for\s+you\s+)?to\s+"
+    r"(?!(?:run|train|fit|use|have|put|load|host|serve|launch|start)\b)|"
     # ("is it fine to run 70b on 4 a10s?", "is it ok to use tp here?" weigh an idea: left as they are)
     r"\b(?:would|will)\s+it\s+be\s+(?:ok(?:ay)?|alright|all right)\s+(?:to|if\s+(?:you|we|i)"
     r"(?:\s+(?:could|can))?)\s+|\bis\s+it\s+(?:ok(?:ay)?|alright|all right)\s+if\s+(?:you|we|i)\s+"
