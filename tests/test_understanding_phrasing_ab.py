@@ -164,6 +164,14 @@ def test_warmup_steps_and_settings_off_at_zero(text, args, known):
     read_as(text, "run", args, known)
 
 
-def test_a_negation_of_a_setting_it_does_not_know_still_asks(known):
-    intent = read("train 20 steps, no dropout", known)
-    assert intent.clarify is not None and "dropout" in intent.clarify
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("train 20 steps, no dropout", "dropout"),  # a setting it does not know
+        ("with no clipping and fsdp on 2 gpus, 20 steps", "fsdp"),  # a negation that may govern a list
+    ],
+)
+def test_a_negation_it_is_not_sure_of_still_asks(text, said, known):
+    intent = read(text, known)
+    assert intent.clarify is not None and said in intent.clarify
+    assert not any(o.startswith("train.grad_clip") for o in intent.args.get("set", []))

@@ -877,7 +877,9 @@ _ZERO_KEYS = {"warmup": r"warm-?up(?:\s+steps)?", "weight decay": r"weight[\s_-]
               "grad clip": r"grad(?:ient)?[\s_-]+clip(?:ping)?|clipping"}  # fmt: skip
 TURNED_OFF_BY_ZERO = (r"\b(?:no|without|skip(?:ping)?|disable|disabling|turn\s+off|zero)\s+(?:any\s+|the\s+)?"
                       rf"(?P<key>{'|'.join(_ZERO_KEYS.values())})\b"
-                      r"(?!\s*(?:change|changes|setting|settings|tweak|value|[=:]|\d|at\b|of\b|to\b))")  # fmt: skip
+                      r"(?!\s*(?:change|changes|setting|settings|tweak|value|[=:]|\d|at\b|of\b|to\b))"
+                      # a list the negation may govern ("no clipping and fsdp"): left to the rules that ask
+                      r"(?!\s*(?:and|or|nor|&)\s+(?!no\b|without\b|\d))")  # fmt: skip
 
 
 def _zeroed(found: re.Match) -> str:
