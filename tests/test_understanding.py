@@ -680,8 +680,8 @@ def test_a_negation_reaches_every_setting_it_governs_in_any_language(text, wante
     [
         ("train 10 steps with packing but also packing disabled", "packing be on or off"),  # said both ways
         ("launch 10 steps on 2 gpus, packing", "packing be on or off"),  # named with neither
-        ("kick off 25 steps without gradient clipping", "'without gradient clipping' turn off"),  # nothing it names
-        ("train 20 steps, no warmup, dp_shard=2 on 2 gpus", "'no warmup"),
+        ("kick off 25 steps without dropout", "'without dropout' turn off"),  # nothing it names
+        ("train 20 steps, no label smoothing, dp_shard=2 on 2 gpus", "'no label smoothing"),
     ],
 )
 def test_a_launch_asks_when_a_setting_is_not_read_for_sure(text, asked, known):

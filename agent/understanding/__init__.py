@@ -11,11 +11,12 @@
                                        or two readings score close
 
 A wrong action is worse than a question. Beside a missing argument, the planner asks when it is not sure of a value
-that changes what runs: a setting said both on and off, named with no value, or a negation that turns off nothing
-it knows ("without warmup"); a number no argument of the call holds; a run, sweep, model or suite described or named
-that the repository or the presets lack (never the latest or the experiment's own in its place); a sweep given
-settings it cannot take. Runs and sweeps may be described instead of named ("the ddp baseline", "the learning rate
-sweep"): agent.understanding.known reads what describes each from its files.
+that changes what runs: a setting said both on and off, named with no value, or a negation that turns off nothing it
+knows ("without dropout"; "no warmup" is train.warmup_steps=0, the trainer's own off); a number no argument of the
+call holds; a run, sweep, model or suite described or named that the repository or the presets lack (never the latest
+or the experiment's own in its place); a sweep given settings it cannot take. Runs and sweeps may be described instead
+of named ("the ddp baseline", "the learning rate sweep"): agent.understanding.known reads what describes each from its
+files.
 
 agent.offline turns the Intent into tool calls and replies (agent.replies). A user with a real LLM never needs this
 package.
@@ -130,6 +131,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = _the_one_undone(plain, intent) or _made_into(plain, intent)
     if intent.clarify is None:
         intent.clarify = _vague_count(entities, intent)
+    if intent.clarify is None and intent.command == "run":
+        intent.clarify = _change_unsaid(plain, intent)
     if intent.clarify is None and intent.command in ACTIONS and _asks_only(plain) and not _requested(intent, plain):
         intent.clarify = f"Do you want me to {intent.command} ({_call_text(intent)})? yes / edit"
     if intent.clarify is None and intent.command == "run" and re.search(DO_THAT, plain.lower()):
@@ -377,6 +380,22 @@ ASKING = (r"^(?:so,?\s+|and\s+|ok,?\s+)?(?:what|what'?s|whats|which|why|where|wh
           # whether to act, asked: "should we train long.yaml on 4 gpus or wait", "would it be wise to train ..."
           r"^(?:should|shall)\s+(?:we|i)\b|^(?:would|will|is)\s+(?:it|that)\s+(?:be\s+)?(?:wise|smart|sensible|"
           r"a good idea|worth\s+it|okay|ok|fine|safe|better)\b")  # fmt: skip
+
+
+# A change asked for by its hoped-for effect only: "Fix it.", "make it better", "improve that", "sort it out".
+VAGUE_FIX = (r"\b(?:fix|improve|sort out|sort|tune up|make)\s+(?:it|this|that|them|things)\s*(?:out\s*)?"
+             r"(?:better|faster|good|right|work)?\s*(?:please|then|already|for me)?\W*$")  # fmt: skip
+
+
+def _change_unsaid(plain: str, intent: Intent) -> str | None:
+    """One question when a launch would only repeat the defaults for a complaint ("the numbers on that run are not
+    where we need them. Fix it."): what to change is the user's to say, and the same run again would change
+    nothing."""
+    said = {key: value for key, value in intent.args.items() if key != "experiment"}
+    if said or not re.search(VAGUE_FIX, plain.lower()):
+        return None
+    return ("What should I change to fix it? Say the setting or layout, e.g. `train it again with train.lr=1e-4` or "
+            "`rerun with dp_shard=2 on 2 GPUs`; I would not launch the same run again unchanged.")  # fmt: skip
 
 
 def _asks_only(plain: str) -> bool:
@@ -1188,8 +1207,10 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
     if per_node := entities.get("per_node"):
         args["devices"] = per_node
     elif nodes and (devices := _device_count(entities)) and devices % nodes == 0 and devices > nodes:
-        each = re.search(r"\b(?:each|per)\b", plain_of(intent, context).lower())  # as normalised: "apiece" is each
-        args["devices"] = devices if each else devices // nodes
+        lowered = plain_of(intent, context).lower()  # as normalised: "apiece" is each
+        # "each"/"per" of the nodes, not of a card ("80 gigs per card"); "16 GPUs total" is over all the nodes
+        each = re.search(r"\b(?:each|per)\b(?!\s+(?:card|gpu|device|accelerator)s?\b)", lowered)
+        args["devices"] = devices if each and stated_total(lowered) != devices else devices // nodes
     if "nodes" not in args and (more := _relative_nodes(entities, context)):
         args["nodes"] = more  # after the devices: "8 h100s, and 2 more nodes" are 8 in each, not 8 split over 2
     _gpu_size(intent, entities, context)

@@ -41,8 +41,10 @@ NOUNS = {
 }
 COUNT = r"(\d+(?:\.\d+)?)(k?)"
 NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never)\s+(?:actually\s+)?"
-             r"(?:re-?)?(?:run|launch|start|train|kick)\w*\b(?:\s+(?:anything|it|a run|a job))?|\bjust plan\b|"
-             r"\bonly plan\b|\bplan only\b|\bno launch\w*\b|\bhypothetical\w*\b|"
+             # ("without initiating any run": a run not to start, no setting off)
+             r"(?:re-?)?(?:run|launch|start|train|kick|initiat|trigger)\w*\b"
+             r"(?:\s+(?:anything|it|a run|a job|any runs?))?|\bjust plan\b|\bonly plan\b|\bplan only\b|"
+             r"\bno launch\w*\b|\bhypothetical\w*\b|"
              # "no run" (but not "no run named r9"), and "only plan" in German, as users mix it in
              r"\bno (?:runs?|training)\b(?!\s+(?:named|called|like|in)\b)|\bnur planen\b|"
              r"\bnothing (?:running|launched|started)\b|\bjust an? (?:estimate|guess)\b|"
@@ -1054,12 +1056,17 @@ SWEPT_OVER = (r"(?:\bthe\s+|(?<=\bof\s)|(?<=\bfrom\s)|(?<=\bin\s)|(?<=\bfor\s))s
 # An experiment described by the question it answered, how to split the model ("our latest 'which way should we split
 # the model across GPUs' experiment", "the study on how to shard llama"): the sweep that tried layouts.
 LAYOUT_PURPOSE = (r"\b(?:the|our|my|that|this)\s+(?:\w+\s+){0,3}?['\"]?(?:which|what|how|best)\b[^.;!?,]{0,60}?"
-                  r"\b(?:split|shard|paralleli[sz]e|distribute|divide|lay\s+out|layout)\w*\b[^.;!?,]{0,50}?"
+                  r"\b(?:split|shard|paralleli[sz]e|distribute|divide|lay\s+out|layout|spread)\w*\b[^.;!?,]{0,50}?"
                   r"\b(?:experiment|study|investigation|comparison|test|exercise)s?\b|"
                   # the noun first: "the experiment that tested which layout is best"
                   r"\b(?:the|our|my|that|this)\s+(?:\w+\s+)?(?:experiment|study|investigation|comparison|test)\s+"
                   r"(?:that|which|where|on|about|of)\s+(?:\w+\s+){0,3}?(?:which|what|how|best)\b[^.;!?,]{0,40}?"
-                  r"\b(?:split|shard|paralleli[sz]e|distribute|divide|lay\s+out|layout)\w*\b")  # fmt: skip
+                  r"\b(?:split|shard|paralleli[sz]e|distribute|divide|lay\s+out|layout|spread)\w*\b|"
+                  # the ways it compared: "that big experiment comparing ways of spreading the model across GPUs"
+                  r"\b(?:the|our|my|that|this)\s+(?:\w+\s+){0,2}?(?:experiment|study|investigation|comparison|test)\s+"
+                  r"(?:that\s+|which\s+)?(?:compar|test|tr[iy]|measur|benchmark)\w*\s+(?:the\s+|different\s+)*"
+                  r"(?:ways?|options|methods|strategies|approaches)\s+(?:of|to|for)\s+"
+                  r"(?:split|shard|paralleli[sz]|distribut|divid|spread|lay\w*\s+out|layout)\w*\b")  # fmt: skip
 # Descriptions in other words than the facts' own (agent.understanding.known.Known.facts).
 DESCRIPTOR_WORDS = [(r"\blearning rates?\b", "lr"), (r"\btensor[- ]parallel\w*\b", "tp"),
                     (r"\bpipeline[- ]parallel\w*\b", "pp"), (r"\bfully[- ]sharded(?: data[- ]parallel)?\b", "fsdp"),

@@ -44,7 +44,11 @@ _SETTING_NAMES = "|".join(SWITCHES.values())
 _NO_SETTING = rf"(?!(?:off\s+)?(?:the\s+)?(?:{_SETTING_NAMES})\b)"
 SHUT_DOWN = (
     rf"shut(?:ting|s)?\s+{_NO_SETTING}(?:\S+\s+){{0,3}}?(?:down|off)(?!\s+(?:the\s+)?(?:{_SETTING_NAMES})\b)|"
-    rf"shutdown|pull(?:ing)?\s+the\s+plug|take\s+{_NO_SETTING}(?:\S+\s+){{1,3}}?(?:down|offline)\b"
+    rf"shutdown|pull(?:ing)?\s+the\s+plug|take\s+{_NO_SETTING}(?:\S+\s+){{1,3}}?(?:down|offline)\b|"
+    # a run ended in the words for a product or an animal ended: "sunset r1", "retire that job", "put it down now"
+    r"(?:sunset(?:ting)?|retir(?:e|ing))\s+(?!(?:from|to|at|in|on|early|soon|after|before|when|and|or|now)\b)"
+    r"[\w./-]+|"
+    r"put(?:ting)?\s+(?:it|that|this|(?:the|that|this)\s+(?:run|job))\s+down\b(?!\s+(?:as|for|to|in|on)\b)"
 )
 # How well a run used the hardware, in words: its MFU (a figure of the run), never a question about this machine.
 _WELL = r"(?:(?:really|very|so)\s+)?(?:well|efficiently|fully|effectively|properly|badly|poorly)\b"
@@ -235,7 +239,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bstatus\b|\bstate of\b|\bstill (?:going|running|alive|active|up|training|at it)\b|"
             r"\b(?:alive|dead)\W*$|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
             r"\bhow'?s \S+ doing\b|\bprogress\b|\bis (?:\S+\s+){1,3}(?:done|finished|running|over|complete)\b|"
-            r"\bdid (?:\S+\s+){1,3}(?:finish|complete|end|crash|fail|shut down|stop)\b|\bcheck (?:on|in on|up on)\b|"
+            r"\bdid (?:\S+\s+){1,3}(?:finish|complete|end|crash|fail|shut down|stop)\b|"
+            # "did r1 land or not?": whether it finished, no figure ("did the loss land under 2" is one)
+            r"\bdid (?:\S+\s+){1,2}land\b(?!\s+(?:at|under|below|above|near|around|on|in|where)\b)|"
+            r"\bcheck (?:on|in on|up on)\b|"
             r"\bsuccessful\b|\bcrash(?:ed)?\b|\bdid it (?:finish|fail|crash)\b|\bis it (?:done|running|finished)\b|"
             r"\bsucceed(?:ed)?\b|\bfail(?:ed)?\b|\bwhere is \S+ at\b|\bhow far\b|\bright now\b|"
             r"\bhas (?:\S+\s+){1,4}?(?:finished|ended|completed|stopped|crashed)\b|\byet\b|"
@@ -268,7 +275,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
             # "block on r1 till it's done": blocking on a run named, until it ends
             r"\bblock (?:on|for) (?:\S+ ){1,3}?(?:until|till)\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
             r"\bwait for it\b|\buntil it (?:ends?|finish(?:es)?|completes?|is done)\b|\bnotify me when\b|"
-            r"\buntil\b.*\b(?:completes|finishes|finished|ends|exits|is done|is over)\b|\bawait\b|"
+            # "sit on it until it wraps up": a wait to its end in everyday words
+            r"\buntil\b.*\b(?:completes|finishes|finished|ends|exits|is done|is over|wraps up|is wrapped up)\b|"
+            r"\bawait\b|"
             # "hold on until r1 is done" waits; "hold on, what is the loss of r1?" is an interjection
             r"\b(?:hold|hang) on\b(?=\s+(?:until|for|while)\b|\W*$)|\bhang tight\b|\bjust wait\b|"
             r"\b(?:ping|tell|notify|alert|message) me (?:once|when|as soon as|after)\b|"
@@ -621,7 +630,10 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
                              lowered):  # fmt: skip
         if not re.match(SAME_KIND_READ, lowered[found.end() :]):
             spans.append(found.span())  # no cue of the reading it refuses, no action refused either
-    spans += _coordinated(lowered, spans, negated)
+    # "don't launch or cancel any runs": an action joined to a negated launch is negated too (the launch itself is
+    # entities.NO_LAUNCH's, so it is no span here)
+    launches = [found.span() for found in re.finditer(rf"{NEGATOR}{NEGATED_LAUNCH}", lowered)]
+    spans += _coordinated(lowered, spans + launches, negated)
     for found in re.finditer(DONT_WAIT, lowered):
         negated.add("wait")
         spans.append(found.span())
@@ -647,6 +659,8 @@ def _for_another(after: str) -> bool:
 # What joins a second action to a negated one, under the same negation: "no need to benchmark or write anything up",
 # "don't sweep, nor open a PR".
 _JOINED = r"\s*,?\s*(?:or|nor|and not|or even|not even)\s+"
+# A launch verb, as negated ("don't launch", "never start"): what is joined to it by "or" is not done either.
+NEGATED_LAUNCH = r"(?:re-?)?(?:launch|start|run|train|kick)\w*\b"
 
 
 def _coordinated(lowered: str, spans: list[tuple[int, int]], negated: set[str]) -> list[tuple[int, int]]:
@@ -807,6 +821,27 @@ def launch_verb(lowered: str) -> bool:
     return False
 
 
+# What asks for a plan or weighs an idea, not a launch: "plan", "what if", "would it fit", "which layout".
+# Nor a launch: what was run, compared or said by someone else ("was tp on 2 gpus for 50 steps faster?", "the docs
+# say tp on 2 gpus for 50 steps is fine").
+PLANNING = (r"\bplan\w*\b|\bwhat if\b|\bwould\b|\bsuppose\b|\bimagine\b|\bhypothetical\w*\b|\bfits?\b|"
+            r"\bwhich (?:layout|parallel)\w*\b|\bbest layout\b|\bif (?:i|we) had\b|\bidea\b|\bshould\b|"
+            r"\b(?:was|were|did|had|used|than|faster|slower|better|worse|compar\w*|vs)\b|"
+            r"\b(?:says?|said|suggest\w*|recommend\w*|according|docs?|readme|tutorial|paper)\b")  # fmt: skip
+# A question that asks for the launch itself: "Fire it up?", "shall we kick it off?".
+LAUNCH_ASKED = r"\b(?:fire|kick|start|launch|go|run|train)\b(?:\s+(?:it|this|that|them))?(?:\s+(?:up|off))?\s*\?"
+
+
+def _launch_spec(lowered: str, entities: Entities) -> bool:
+    """Whether the sentence states a layout, a count of GPUs and the steps, and nothing that plans, names a run or
+    sweep, or weighs an idea: a launch, however it is dressed ("tower, requesting clearance: 2 GPUs in tensor
+    parallel formation, 60 steps on the flight plan")."""
+    stated = entities.has("layout") and entities.has("steps") and entities.has("devices", "nproc")
+    named = entities.has("run", "sweep", "model", "model_choice", "node_count", "gpu_named")
+    asked = "?" in lowered and not re.search(LAUNCH_ASKED, lowered)  # a question, unless it asks for the launch
+    return stated and not named and not asked and not re.search(PLANNING, lowered)
+
+
 def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], only_facts: bool = False) -> None:
     planned = entities.has("model", "model_choice") + entities.has("gpu_named") + entities.has("node_count")
     planned += entities.has("device_mem") + entities.has("own_model")  # "on 8 cards with 40 gigs each", "our model"
@@ -816,6 +851,8 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
         scores["plan"] += 1
     launching = sum(entities.has(kind) for kind in ("steps", "nproc", "switch", "optimizer", "layout", "override"))
     scores["run"] += 1.5 * launching
+    if _launch_spec(lowered, entities):
+        scores["run"] += 4  # "two GPUs in tensor parallel formation, sixty steps": all a launch takes, in any words
     if scores["sweep"] >= 6 or scores["bench"] >= 5:
         scores["run"] -= 3  # "kick off a layout sweep", "run the private benchmark": the verb's object decides
     if entities.has("run"):

@@ -243,6 +243,28 @@ LIST_LABEL = (rf"(?:^|(?<=[.;!?:]\s)|(?<=\n))\s*(?:(?:step|stage|point|item|part
               r"[:.)\u2013\u2014-]|\(?\d+\))\s+")  # fmt: skip
 
 
+# A form written as YAML, one "key: value" to a line ("  steps: 80", "  lr: 0.002"); two at least.
+KEY_VALUE_LINE = r"(?m)^([ \t]*[A-Za-z][\w.-]*)[ \t]*:[ \t]*([^\s:#][^\n:]*?)[ \t]*$"
+
+
+COUNTED_KEY = r"(?:gpus?|cards?|devices?|nodes?|process(?:es)?|trials?)"
+
+
+def _key_value_lines(text: str) -> str:
+    """Each "key: value" line as "key value;": a clause of its own, so no value is read with another line's key
+    ("seq_len: 512" then "lr: 0.002" is no lr of 512)."""
+    if len(re.findall(KEY_VALUE_LINE, text)) < 2:
+        return text
+
+    def clause(found: re.Match) -> str:
+        key, value = found.group(1), found.group(2)
+        if re.fullmatch(rf"\s*{COUNTED_KEY}", key, re.I):  # "gpus: 4" is 4 GPUs, a count before its noun
+            return f"{key[: len(key) - len(key.lstrip())]}{value} {key.strip()};"
+        return f"{key} {value};"
+
+    return re.sub(KEY_VALUE_LINE, clause, text)
+
+
 def _list_labels(text: str) -> str:
     """`text` without its list's labels; "2)" inside the sentence is one only in a list opened by "1)" ("train with
     2 processes (dp_shard 2) and ..." keeps its degree)."""
@@ -286,7 +308,8 @@ _MORE_WORDS = """which machine context request pull benchmark cancel sweep layou
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
 trials without gpus disabled enabled disable enable list
 completed finish stop wait kill abort halt resume batch micro precision default delete remove open private
-single baseline"""
+single baseline
+main straight directly"""  # the refusal rules' own words ("push stright to mian" is pushed to main)
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
@@ -434,6 +457,11 @@ YES_NO = r"\s*\(?\b(?:y/n|yes/no)\b\)?\s*\??|\s*,?\s*\(?\byes or no\b\)?\s*\??\s
 # A request put as a question of permission: "would it be ok to start the long config?", "is it alright if you open
 # the config?" ask for the action, as "could you" does (not whether it could work: "is it possible to" stays a what-if).
 PERMISSION = (
+    # "Is possible to make the tuning again?": a learner's "can you", with no "it" (with it, "is it possible to run
+    # 70b on 4 a10s?" weighs whether it fits, left as it is)
+    # (nor "is possible to run 70b on 4 a10s?", "... to train ...": whether it fits, or a launch confirmed first)
+    r"(?:^|(?<=[.!?]\s)|(?<=\bplease,\s)|(?<=\bplease\s))is\s+possible\s+(?:for\s+you\s+)?to\s+"
+    r"(?!(?:run|train|fit|use|have|put|load|host|serve|launch|start)\b)|"
     # ("is it fine to run 70b on 4 a10s?", "is it ok to use tp here?" weigh an idea: left as they are)
     r"\b(?:would|will)\s+it\s+be\s+(?:ok(?:ay)?|alright|all right)\s+(?:to|if\s+(?:you|we|i)"
     r"(?:\s+(?:could|can))?)\s+|\bis\s+it\s+(?:ok(?:ay)?|alright|all right)\s+if\s+(?:you|we|i)\s+"
@@ -599,6 +627,7 @@ VERSION_OF = (r"\b((?:[a-z]+[\s-])?[a-z]+)\s+(?:version|variant|flavou?r)\s+of\s
 def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     """`text` with typos fixed and numbers written as digits; case and paths kept."""
     known = {k.lower() for k in known}
+    text = _key_value_lines(text)
     text = _list_labels(text)
     text = _math_notation(text)
     text = re.sub(MEMORY_IN_BRACKETS, _memory_in_brackets, text, flags=re.I)
@@ -642,6 +671,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(TICKET_LABEL, "", text)
     text = re.sub(OUT_OF_SCOPE, "no ", text, flags=re.I)
     # dictated GPU names before numbers are composed: "a one hundred forty gig" is an A100 of 40 GiB, not 140
+    # "h" said as it sounds ("eight age one hundreds", "aitch two hundred"), "a" or "h" before the number
+    text = re.sub(r"\b(?:age|aitch|haitch)\s+(?=(?:one|two)\s+hundred)", "h ", text, flags=re.I)
     text = re.sub(r"\b([ah])\s+one\s+hundred(s?)\b", r"\g<1>100\2", text, flags=re.I)
     text = re.sub(r"\bh\s+two\s+hundred(s?)\b", r"h200\1", text, flags=re.I)
     # "a few hundred steps" is no number (entities.VAGUE_COUNT asks how many), never 100: kept from the number words
@@ -655,6 +686,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # a decimal dictated from "zero point" digit by digit ("zero point zero zero one" is 0.001); "zero" alone stays
     text = re.sub(rf"\bzero\s+point((?:\s+(?:zero|oh|{_DIGIT}))+)\b", _dictated_decimal, text, flags=re.I)
     text = NUMBER_RUN.sub(_digits, text)
+    text = re.sub(r"\b(\d+)\s*\(\1\)", r"\1", text)  # "two (2) nodes", as a contract writes it: one number
     text = re.sub(r"\b(\d+)\s+dozen\b", lambda m: str(12 * int(m.group(1))), text, flags=re.I)
     text = re.sub(NUMBER_CHANGED, _number_changed, text, flags=re.I)
     text = re.sub(SWITCH_RESTATED, "", text, flags=re.I)
@@ -678,7 +710,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
     # "2n x 4g", "2 nodes x 4g": the GPUs in each node said by a "g" after their count, no memory (before "80g" is read)
     text = re.sub(r"\b(\d+)\s*(?:n|nodes?)\s*[x×*]\s*(\d+)\s*g\b(?!\w)", r"\1 nodes of \2 gpus", text, flags=re.I)
-    text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gigs?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
+    text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gig[sa]?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
     text = re.sub(GIGABYTES, r"\1GB", text, flags=re.I)
     # "4n x 8 a100", "2n8g": nodes counted in shorthand, before the GPUs in each ("4n" alone stays as said)
     text = re.sub(r"\b(\d+)n(\d+)g(?:pus?)?\b", r"\1 nodes of \2 gpus", text, flags=re.I)
@@ -740,6 +772,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(MORE_ADJECTIVE, _comparative, text, flags=re.I)
     text = re.sub(PUT_ON, r"set \1 to ", text, flags=re.I)
     text = re.sub(NOT_DEFAULT, _not_default, text, flags=re.I)
+    text = re.sub(NOT_THAT_VALUE, r"\g<at>\g<value> \g<noun>", text, flags=re.I)
     text = re.sub(COMPARED_CONFIG, lambda found: _config_stem(found, known), text, flags=re.I)
     text = _dictated(text)
     text = re.sub(r"\b(tee|pee|see|ee)\s+pee\b", lambda m: SPOKEN_DIMS[m.group(0).lower()], text, flags=re.I)
@@ -751,13 +784,16 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "8 40GB A100s": the count, the GPU, then its memory, as the GPU's name reads it ("8 A100 40GBs")
     text = re.sub(r"\b(\d+)\s+(\d+)\s*(gi?b)\s+((?:nvidia\s+)?(?:a100|h100|h200|l40s|a10|rtx ?4090|4090))(s?)\b",
                   _memory_before_card, text, flags=re.I)  # fmt: skip
-    text = re.sub(r"\b(?:graphics|video|gpu)\s+cards?\b", lambda m: "gpus" if m.group(0)[-1] == "s" else "gpu", text,
+    text = re.sub(r"\b(?:graphics?|video|gpu)\s+cards?\b", lambda m: "gpus" if m.group(0)[-1] == "s" else "gpu", text,
                   flags=re.I)  # fmt: skip
     text = re.sub(rf"\b({MODEL_FAMILIES})(\d+(?:\.\d+)?b)\b", r"\1 \2", text, flags=re.I)  # "mistral7b"
     # a model's size in words, as learners say it: "13 billions of parameters" is 13b; "Llama 2 of 13b", "Gemma 2 with
     # 9b": the family's model of that size
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s+billions?(?:\s+(?:of\s+)?param(?:eter)?s\b)?", r"\1b", text, flags=re.I)
     text = re.sub(rf"\b((?:{MODEL_FAMILIES})(?:[\s-]*\d+(?:\.\d+)?)?)\s+(?:of|with)\s+(?=\d+(?:\.\d+)?b\b)", r"\1 ",
+                  text, flags=re.I)  # fmt: skip
+    # a size dictated after a family ("llama 3.1 8 bee", "llama 2 70 bee"): "b" said as it sounds
+    text = re.sub(rf"\b((?:{MODEL_FAMILIES})(?:[\s-]*\d+(?:\.\d+)?)?[\s-]+\d+(?:\.\d+)?)\s+bee\b", r"\1b",
                   text, flags=re.I)  # fmt: skip
     text = re.sub(DICTATED_FAMILY, _dictated_family, text, flags=re.I)
     # a mixture of experts' name said loosely: "mixtral 8x7" (its "b" left out), "qwen 3 30 b a 3 b" (dictated)
@@ -766,10 +802,17 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
                   r"\1\2-\3b-a\4b", text, flags=re.I)  # fmt: skip
     text = re.sub(SWAPPED_CARD, _card_number, text, flags=re.I)
     text = re.sub(HSDP_WAYS, _hsdp_ways, text, flags=re.I)
+    text = re.sub(WORKERS_TOGETHER, r"\1 gpus ", text, flags=re.I)
+    text = re.sub(RACE_START, "go", text, flags=re.I)
+    text = re.sub(NOUN_PLAN, r"\1plan", text, flags=re.I)
     text = layouts_in_words(text, "|".join(pattern for pattern, _ in LAYOUT_WORDS))
     text = packing_in_words(text)
     text = re.sub(r"\bckpts?\b", "checkpoint", text, flags=re.I)
     text = re.sub(r"\blearning[-_]rate\b", "learning rate", text, flags=re.I)
+    text = re.sub(WARMUP_FOR, lambda found: f"warmup {found.group('count') or found.group('count2')}", text, flags=re.I)
+    text = re.sub(TURNED_OFF_BY_ZERO, _zeroed, text, flags=re.I)
+    # the rate said as learners translate it ("velocidad de aprendizaje"): "the learning speed 0.0005"
+    text = re.sub(r"\blearning\s+(?:speed|velocity|pace|step\s+size)\b", "learning rate", text, flags=re.I)
     text = re.sub(r"\b(?:seq|sequence)(?:\s+|\s*[=:]\s*)(?=\d)", "seq_len ", text, flags=re.I)  # "seq=4096" too
     text = re.sub(r"\s@\s*(?=\d)", " at ", text)
     text = re.sub(r"\b(\d+) of them\b", _of_them, text, flags=re.I)
@@ -968,6 +1011,46 @@ NOT_DEFAULT = (rf"\bnot\s+(?:the\s+|our\s+|its\s+)?(?:default|usual|normal|stand
                r"steps?|[ahl]\d+|gi?b\b))")  # fmt: skip
 
 
+# GPUs called by a metaphor, known as the workers of a sharded layout by what follows: "four ovens working together,
+# each one holding only its own slice of the dough", "two engines in parallel, each keeping its own share" (never
+# "2 engineers working together" alone: each must hold its own part of something).
+WORKERS_TOGETHER = (r"\b(\d+)\s+[a-z]+s\s+(?=(?:working|running|cooking|baking|together|in\s+parallel|side\s+by\s+side)"
+                    r"\b[^.;!?]{0,30}?\beach(?:\s+one|\s+of\s+them)?\s+(?:holding|keeping|getting|taking|owning|"
+                    r"with|has|holds|keeps|gets|takes|owns)\s+(?:only\s+)?(?:its|their)\s+own\b)")  # fmt: skip
+# A race's start, said by its commentator ("and they're off!", "we're off!"): no setting turned off.
+RACE_START = r"\b(?:and\s+)?(?:they'?re|we'?re|they\s+are|we\s+are)\s+off\b(?=\s*[!.,;]|\s*$)"
+# "plan" as the noun of another trade ("60 steps on the flight plan", "the game plan"): no layout plan asked for.
+NOUN_PLAN = r"\b(flight|game|meal|battle|lesson|business|travel|marketing|project)\s+plan\b"
+
+
+# The warmup's length said with its own "steps" ("train 10 steps and warmup for 2 steps", "a 5 step warmup"): the
+# warmup's, never the run's step count.
+# ("without warmup for 10 steps" is 10 steps without warmup: the count after a negated warmup is the run's)
+WARMUP_FOR = (r"(?<!without )(?<!no )(?<!skip )\bwarm-?up\s+(?:for|of|over|during)\s+(?:the\s+first\s+)?(?P<count>\d+)\s+steps?\b|"
+              r"\b(?:a\s+)?(?P<count2>\d+)[\s-]+steps?\s+(?:of\s+)?warm-?up\b")  # fmt: skip
+# A setting whose 0 is the trainer's own "off" (trainer.config: warmup_steps, weight_decay, grad_clip), turned off by
+# a negation right before it: "no warmup", "without weight decay", "skip gradient clipping" are that key at 0.
+_ZERO_KEYS = {"warmup": r"warm-?up(?:\s+steps)?", "weight decay": r"weight[\s_-]+decay",
+              "grad clip": r"grad(?:ient)?[\s_-]+clip(?:ping)?|clipping"}  # fmt: skip
+TURNED_OFF_BY_ZERO = (r"\b(?:no|without|skip(?:ping)?|disable|disabling|turn\s+off|zero)\s+(?:any\s+|the\s+)?"
+                      rf"(?P<key>{'|'.join(_ZERO_KEYS.values())})\b"
+                      r"(?!\s*(?:change|changes|setting|settings|tweak|value|[=:]|\d|at\b|of\b|to\b))"
+                      # a list the negation may govern ("no clipping and fsdp"): left to the rules that ask
+                      r"(?!\s*(?:and|or|nor|&)\s+(?!no\b|without\b|\d))")  # fmt: skip
+
+
+def _zeroed(found: re.Match) -> str:
+    said = found.group("key").lower()
+    return next(f"{key} 0" for key, pattern in _ZERO_KEYS.items() if re.fullmatch(pattern, said))
+
+
+# A value said, taken back and replaced at once: "not at 256 tokens — use 2048", "not 40 steps, make it 60": the value
+# said last, with the first's noun (only where nothing follows it that could be its own noun).
+NOT_THAT_VALUE = (r"\bnot\s+(?P<at>at\s+)?\d+(?:\.\d+)?k?\s*(?P<noun>tokens?|steps?|trials?)\s*[,;:\u2013\u2014-]*\s*"
+                  r"(?:(?:but|just|rather|instead|use|make\s+it|go\s+with|do|try|please|pls)\s+)+"
+                  r"(?P<value>\d+(?:\.\d+)?k?)\b(?=\s*(?:[,.;!?)]|$|\band\b|\binstead\b))")  # fmt: skip
+
+
 def _not_default(found: re.Match) -> str:
     value = found.group("value")
     if found.group("setting"):
@@ -990,6 +1073,9 @@ def _dictated(text: str) -> str:
     (letters spelled one by one are one word)."""
     text = re.sub(r"(?<=\w)\s+slash\s+(?=\w)", "/", text, flags=re.I)
     text = re.sub(r"(?<=\w)\s+dot\s+(ya?ml|json|jsonl|md|txt|toml|py|csv|log)\b", r".\1", text, flags=re.I)
+    # a GPU's variant spelled letter by letter ("h100 p c i e", "s x m"), the "i" and "x" in it too
+    text = re.sub(r"\b(?:p\s+c\s+i\s+e|s\s+x\s+m|n\s+v\s+l)\b", lambda m: m.group(0).replace(" ", ""), text,
+                  flags=re.I)  # fmt: skip
     return re.sub(r"\b(?:[bcdefghjklmopqrstvyz]\s){1,3}[bcdefghjklmopqrstvyz]\b",
                   lambda m: m.group(0).replace(" ", ""), text, flags=re.I)  # fmt: skip
 
