@@ -430,6 +430,14 @@ CUES: dict[str, list[tuple[str, float]]] = {
             5,
         ),
         (r"\b(?:as|in) (?:a )?markdown\b", 3),
+        # a report is what is written into the docs: "write a report of the lr sweep into the documentation" (the
+        # report tool writes into docs/ on a local branch; an update of the docs rewrites docs/training.md)
+        (
+            r"\b(?:write|writing|put|add|draft|generate|make)\s+(?:a|an|the)\s+(?:\S+\s+){0,2}?report\b.*"
+            r"\b(?:in|into|to)\s+(?:the\s+)?(?:docs|documentation)\b",
+            6,
+        ),
+        (r"\b(?:on|in|to|into)\s+(?:a|the)\s+(?:new\s+)?local\s+branch\b", 3),  # where a report is committed
         # the verb "write up", its object inside or after it: "write the lr-scan results up", "write up the results"
         # (the results are what the report is of, no reading asked)
         (r"\bwrit(?:e|es|ing|ten)\s+(?:\S+\s+){0,4}?up\b", 6),
