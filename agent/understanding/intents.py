@@ -896,6 +896,8 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
         scores["run"] += 4  # "long.yaml, 2 gpus, fsdp": an experiment file given what a launch takes, no reading asked
     elif _launch_of_file(lowered, entities):
         scores["run"] += 3  # "so we launch long.yaml on two GPUs with ddp, no?": the file is the launch's object
+    elif _plan_of_file(lowered, entities):
+        scores["plan"] += 4  # "rank the layouts for the experiment configs/long.yaml": the plan's experiment, not read
     elif entities.has("file") and _docs_written(lowered, entities):
         scores["read"] -= 2.5  # "put its results into the docs, training.md and README": the docs' pages written to
         # (the grammar's first reading of a file named), not read
@@ -958,6 +960,21 @@ def _launch_of_file(lowered: str, entities: Entities) -> bool:
     if entities.has("no_launch"):  # "never launch long.yaml, just show it": the verb is taken back
         return False
     return any(re.search(rf"{LAUNCH_VERB}\s+(?:(?:the|our|my|this)\s+)?$", lowered[: e.span[0]]) for e in configs)
+
+
+# What a plan is of, right before the experiment file it names: "the layouts for configs/long.yaml", "plan the
+# parallelisation of the experiment long.yaml" ("which layouts does long.yaml use?" reads the file: a verb of it).
+PLANNED_FOR = (
+    r"\b(?:layouts?|plan|planning|paralleli[sz]ation|parallelism|sharding|split(?:ting)?)\s+(?:\w+\s+){0,2}?"
+    r"(?:for|of)\s+(?:(?:the|our|my|this)\s+)?(?:(?:experiment|config|configuration)\s+)?(?:file\s+)?$"
+)
+
+
+def _plan_of_file(lowered: str, entities: Entities) -> bool:
+    """Whether an experiment file (a YAML config, not a run's own) is what a plan of layouts is for."""
+    configs = [e for e in entities.found if e.kind in ("file", "experiment")
+               and str(e.value).endswith((".yaml", ".yml")) and not str(e.value).startswith("runs/")]  # fmt: skip
+    return any(re.search(PLANNED_FOR, lowered[: e.span[0]]) for e in configs)
 
 
 def _docs_written(lowered: str, entities: Entities) -> bool:
