@@ -114,6 +114,8 @@ COMPARED_SETTING = (r"\b(?:bigger|larger|smaller|higher|lower|longer|shorter|gre
                     rf"({'|'.join(SETTING_NAMES.values())})\b(\s*(?:=|:|to|of|at)?\s*\d)?")  # fmt: skip
 # What a launch is for, not what it changes: "see if it actually goes faster", "to check whether it's better".
 PURPOSE = r"\b(?:see|check|find out|test|know|learn|measure|tell)\s+(?:if|whether|how much|how)\b[^.;!?]*"
+# Why a launch is asked, not what it changes: "since the last one ran out of memory", "because the bigger one crashed".
+CAUSE = r"\b(?:since|because|'?cause|cuz|given that|now that|seeing as)\s+(?:the|that|this|our|my|its)\b[^.;!?,]*"
 # A run or sweep pointed at only as "the other one": which is asked.
 VAGUE_REFERENCE = r"\b(?:the|that)\s+other\s+(run|sweep|one|checkpoint)\b"
 # Settings known only to someone else or from a talk the repository never heard: "the settings my colleague
@@ -901,7 +903,7 @@ def _optimizer(lowered: str, entities: Entities) -> None:
             key = next(k for k, name in SETTING_NAMES.items() if re.fullmatch(name, found.group(1)))
             entities.add("vague_setting", key, found.span())
     rest = re.sub(COMPARED_SETTING, " ", lowered) if compared else lowered
-    vague = [found.group(0) for found in re.finditer(VAGUE_CHANGE, re.sub(PURPOSE, " ", rest))]
+    vague = [found.group(0) for found in re.finditer(VAGUE_CHANGE, re.sub(f"{PURPOSE}|{CAUSE}", " ", rest))]
     if entities.has("steps"):  # "have it go longer this time, 200 steps": how much longer, said as its step count
         vague = [word for word in vague if word not in ("longer", "shorter")]
     if vague:
