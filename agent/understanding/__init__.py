@@ -1059,6 +1059,8 @@ NEGATION = (r"\b(?:without|w/o|no|not|disable[sd]?|disabling|turn(?:ed)? off|swi
 # Negations that turn no setting off: "no wait", "nothing else changed", "no need to", "kick off", "don't wait".
 NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no later|no rush|no hurry|no idea|"
                  r"no problem|no worries|no matter|never ?mind|not (?:too|more|less|yet|now|a big deal)|"
+                 # courtesy: "only if it's no trouble", "no pressure", "not a bother"
+                 r"no (?:trouble|bother|pressure|stress|hassle|biggie|big deal)|not (?:a|any) (?:trouble|bother)|"
                  r"don'?t (?:change|touch|forget|wait|bother|worry|ask|need)|do not (?:change|touch|forget|wait|ask)|"
                  rf"{SPEAKERS_MIND}|"  # "I don't know the technical side"
                  r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"
