@@ -982,6 +982,7 @@ def _names(text: str, entities: Entities, known: Known) -> None:
             entities.add("experiment", path, found.span())
         elif known.root:  # "the 2048 config" where no file has it: asked, never the default experiment in its place
             entities.add("unknown_description", found.group(0), found.span())
+    _config_described(lowered, entities, known)
     latest = r"\b(?:latest|last|most recent|newest|previous|recent)\s+(?:\w+\s+)?"
     said_latest = [*re.finditer(latest + r"(?:run|one|training)\b", lowered), *re.finditer(RAN_LAST, lowered)]
     if known.runs and any(not _one_of_a_sweep(found) for found in said_latest):
@@ -1042,6 +1043,22 @@ DESCRIBED_BY_VALUE = (r"\bthe\s+(?:one|config(?:uration)?|experiment)\s+(?:with|
 # A config named after its noun by what it is for: "the experiment file for the long sequence".
 CONFIG_FOR = (r"\b(?:the\s+)?(?:config(?:uration)?|experiment)(?:\s+file)?\s+(?:for|of|with)\s+(?:the\s+)?(\w+)"
               r"(?:-\w+|\s+(?:sequences?|seqs?|contexts?|ctx|seqlens?))\b")  # fmt: skip
+
+
+def _config_described(lowered: str, entities: Entities, known: Known) -> None:
+    """An experiment file described after its noun by the one value that tells it apart ("the config with 1024
+    tokens" is configs/long.yaml): that file, in place of the main experiment the bare noun named or a description
+    to ask about. A value no file holds stays asked ("the config with 2048 tokens")."""
+    for found in re.finditer(DESCRIBED_BY_VALUE, lowered):
+        number = re.search(r"\d+(?:\.\d+)?", found.group(0))
+        if "one" in found.group(0).split() or not number or not (path := known.config_of_value(number.group(0))):
+            continue
+        start, end = found.span()
+        entities.found = [e for e in entities.found if not (e.kind in ("experiment", "unknown_description")
+                                                            and e.span[0] < end and e.span[1] > start)]  # fmt: skip
+        entities.add("experiment", path, (start, end))
+
+
 # A config named by one of its values before its noun: "the 1024 config", "our 1024-token experiment".
 CONFIG_BY_VALUE = (r"\b(?:the|that|this|my|our|your)\s+(\d+(?:\.\d+)?)(?:[\s-]+(?:tokens?|ctx|context|seq\w*))?[\s-]+"
                    r"(?:config(?:uration)?|experiment|ya?ml)(?:\s+file)?\b")  # fmt: skip
