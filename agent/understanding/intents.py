@@ -984,9 +984,10 @@ PLANNED_FOR = (
 
 
 def _plan_of_file(lowered: str, entities: Entities) -> bool:
-    """Whether an experiment file (a YAML config, not a run's own) is what a plan of layouts is for."""
-    configs = [e for e in entities.found if e.kind in ("file", "experiment")
-               and str(e.value).endswith((".yaml", ".yml")) and not str(e.value).startswith("runs/")]  # fmt: skip
+    """Whether an experiment file named as a file (a YAML config, not a run's own) is what a plan of layouts is for
+    ("the fastest layout for our experiment" names no file: a sweep may find it)."""
+    configs = [e for e in entities.found if e.kind in ("file", "experiment") and not str(e.value).startswith("runs/")
+               and re.search(r"\.ya?ml\b", lowered[e.span[0] : e.span[1]])]  # fmt: skip
     return any(re.search(PLANNED_FOR, lowered[: e.span[0]]) for e in configs)
 
 
