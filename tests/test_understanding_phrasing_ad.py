@@ -59,6 +59,10 @@ def test_a_launch_said_with_run_is_no_shell_command(text, args, known):
     read_as(text, "run", args, known)
 
 
+def test_a_run_going_in_a_terminal_is_no_shell_command(known):
+    read_as("tp-try is running in my terminal, how is it doing?", "status", {"run": "runs/tp-try"}, known)
+
+
 def test_a_shell_command_negated_is_no_refusal(known):
     read_as("don't run rm -rf on anything, just cancel r1", "cancel", {"run": "runs/r1"}, known)
 

@@ -141,8 +141,10 @@ SHELL_PROGRAMS = (r"rm|rmdir|df|du|ls|sudo|pkill|killall|chmod|chown|mkfs|curl|w
 QUOTED_PROGRAMS = SHELL_PROGRAMS + r"|cat|echo|find|grep|tail|head|top|free|git|docker|pip|tar|cp|kill|ps|nvtop|env"
 SHELL = (r"\b(?:run|running|execute|executing|exec|type|typing|enter|fire off)\s+(?:(?:this|the|a|quick|command|"
          rf"please|just|me)\s+)*(?:`\s*)?(?:{SHELL_PROGRAMS})(?![\w.-])|`\s*(?:{QUOTED_PROGRAMS})(?![\w.-])[^`]*`|"
-         r"\brm\s+(?:-{1,2}\w+|dash\s+\w+)|\b(?:shell|bash|terminal|unix|linux)\s+commands?\b|"
-         r"\b(?:run|running|execute|executing|exec|type|typing|enter|paste)\b[^.;!?]{0,80}?\b(?:in|on|from|into|via|"
+         r"\brm\s+(?:-{1,2}\w+|dash\s+\w+)|\b(?:run|execute|exec)\s+(?:(?:a|the|some|this|that|these|those|any|"
+         r"few|couple of)\s+)*(?:shell|bash|terminal|unix|linux)\s+commands?\b|"
+         # (the imperative only: "r1 is running in my terminal" asks about r1)
+         r"(?<!\bis )(?<!\bit's )\b(?:run|execute|exec|type|enter|paste)\b[^.;!?]{0,80}?\b(?:in|on|from|into|via|"
          r"through|using)\s+(?:(?:a|the|your|my|our)\s+)?(?:shell|bash|terminal|console|command line)\b")  # fmt: skip
 
 
