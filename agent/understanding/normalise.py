@@ -1055,7 +1055,8 @@ NOUN_PLAN = r"\b(flight|game|meal|battle|lesson|business|travel|marketing|projec
 # The warmup's length said with its own "steps" ("train 10 steps and warmup for 2 steps", "a 5 step warmup"): the
 # warmup's, never the run's step count.
 # ("without warmup for 10 steps" is 10 steps without warmup: the count after a negated warmup is the run's)
-WARMUP_FOR = (r"(?<!without )(?<!no )(?<!skip )\bwarm-?up\s+(?:for|of|over|during)\s+(?:the\s+first\s+)?(?P<count>\d+)\s+steps?\b|"
+WARMUP_FOR = (r"(?<!without )(?<!no )(?<!skip )\bwarm-?up\s+(?:for|of|over|during)\s+(?:the\s+first\s+)?"
+              r"(?P<count>\d+)\s+steps?\b|"
               r"\b(?:a\s+)?(?P<count2>\d+)[\s-]+steps?\s+(?:of\s+)?warm-?up\b")  # fmt: skip
 # A setting whose 0 is the trainer's own "off" (trainer.config: warmup_steps, weight_decay, grad_clip), turned off by
 # a negation right before it: "no warmup", "without weight decay", "skip gradient clipping" are that key at 0.
