@@ -275,8 +275,9 @@ def _newest_preempted(listing: dict, kind: str) -> AIMessage:
     """resume_job of the newest preempted run (or sweep) that list_results found; a reply when there is none."""
     key, state = ("sweep", "state") if kind == "sweeps" else ("run", "status")
     preempted = [entry[key] for entry in listing[kind] if entry.get(state) == "preempted"]
-    if not preempted:
-        return AIMessage(f"There is no preempted {key} to resume here (only a preempted {key} can be resumed).")
+    if not preempted:  # asked back: the user may mean a job this repository does not list as preempted
+        return AIMessage(f"There is no preempted {key} to resume here (only a preempted {key} can be resumed). "
+                         f"Which {key} did you mean?")  # fmt: skip
     return _call("resume_job", job_id=preempted[0])
 
 

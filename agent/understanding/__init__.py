@@ -720,7 +720,24 @@ def _fill_sweep_named(intent: Intent, entities: Entities, context: Context) -> N
         run, sweeps = str(entities.get("run")), ", ".join(context.known.sweeps) or "none"
         intent.clarify = f"A report is written of a sweep, and {run} is a run: which sweep should it cover? ({sweeps})"
         return
+    if _which_sweep_unsaid(intent, entities, context, described):
+        sweeps = " or ".join(s.removeprefix("sweeps/") for s in context.known.sweeps)
+        intent.clarify = f"Which sweep do you mean: {sweeps}? There is more than one here."
+        return
     _fill_trials(intent, entities, context)
+
+
+# "the sweep", as if one were meant, or its name forgotten ("whichever one it was"): the latest in its place would
+# be a guess. "a report", "the latest sweep" say which.
+THE_SWEEP = (r"\bthe\s+sweep(?:'s)?\b(?!\s+(?:over|of|on|across|that|which|where)\b)|\bwhichever\s+(?:one|sweep)\b|"
+             r"\b(?:don'?t|do not|can'?t|cannot)\s+(?:\w+\s+)?(?:remember|recall)\b")  # fmt: skip
+
+
+def _which_sweep_unsaid(intent: Intent, entities: Entities, context: Context, described: str | None) -> bool:
+    """Whether a report or pull request is of "the sweep" while the repository has several and neither the sentence
+    nor the conversation says which: one question, never the latest in its place."""
+    said = entities.has("sweep", "sweep_choice") or described is not None or context.sweep is not None
+    return not said and len(context.known.sweeps) > 1 and re.search(THE_SWEEP, intent.text.lower()) is not None
 
 
 def _fill_docs(intent: Intent, entities: Entities, context: Context) -> None:
@@ -1042,6 +1059,8 @@ NEGATION = (r"\b(?:without|w/o|no|not|disable[sd]?|disabling|turn(?:ed)? off|swi
 # Negations that turn no setting off: "no wait", "nothing else changed", "no need to", "kick off", "don't wait".
 NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no later|no rush|no hurry|no idea|"
                  r"no problem|no worries|no matter|never ?mind|not (?:too|more|less|yet|now|a big deal)|"
+                 # courtesy: "only if it's no trouble", "no pressure", "not a bother"
+                 r"no (?:trouble|bother|pressure|stress|hassle|biggie|big deal)|not (?:a|any) (?:trouble|bother)|"
                  r"don'?t (?:change|touch|forget|wait|bother|worry|ask|need)|do not (?:change|touch|forget|wait|ask)|"
                  rf"{SPEAKERS_MIND}|"  # "I don't know the technical side"
                  r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"

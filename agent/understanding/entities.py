@@ -114,6 +114,8 @@ COMPARED_SETTING = (r"\b(?:bigger|larger|smaller|higher|lower|longer|shorter|gre
                     rf"({'|'.join(SETTING_NAMES.values())})\b(\s*(?:=|:|to|of|at)?\s*\d)?")  # fmt: skip
 # What a launch is for, not what it changes: "see if it actually goes faster", "to check whether it's better".
 PURPOSE = r"\b(?:see|check|find out|test|know|learn|measure|tell)\s+(?:if|whether|how much|how)\b[^.;!?]*"
+# Why a launch is asked, not what it changes: "since the last one ran out of memory", "because the bigger one crashed".
+CAUSE = r"\b(?:since|because|'?cause|cuz|given that|now that|seeing as)\s+(?:the|that|this|our|my|its)\b[^.;!?,]*"
 # A run or sweep pointed at only as "the other one": which is asked.
 VAGUE_REFERENCE = r"\b(?:the|that)\s+other\s+(run|sweep|one|checkpoint)\b"
 # Settings known only to someone else or from a talk the repository never heard: "the settings my colleague
@@ -901,7 +903,7 @@ def _optimizer(lowered: str, entities: Entities) -> None:
             key = next(k for k, name in SETTING_NAMES.items() if re.fullmatch(name, found.group(1)))
             entities.add("vague_setting", key, found.span())
     rest = re.sub(COMPARED_SETTING, " ", lowered) if compared else lowered
-    vague = [found.group(0) for found in re.finditer(VAGUE_CHANGE, re.sub(PURPOSE, " ", rest))]
+    vague = [found.group(0) for found in re.finditer(VAGUE_CHANGE, re.sub(f"{PURPOSE}|{CAUSE}", " ", rest))]
     if entities.has("steps"):  # "have it go longer this time, 200 steps": how much longer, said as its step count
         vague = [word for word in vague if word not in ("longer", "shorter")]
     if vague:
@@ -980,6 +982,7 @@ def _names(text: str, entities: Entities, known: Known) -> None:
             entities.add("experiment", path, found.span())
         elif known.root:  # "the 2048 config" where no file has it: asked, never the default experiment in its place
             entities.add("unknown_description", found.group(0), found.span())
+    _config_described(lowered, entities, known)
     latest = r"\b(?:latest|last|most recent|newest|previous|recent)\s+(?:\w+\s+)?"
     said_latest = [*re.finditer(latest + r"(?:run|one|training)\b", lowered), *re.finditer(RAN_LAST, lowered)]
     if known.runs and any(not _one_of_a_sweep(found) for found in said_latest):
@@ -1040,6 +1043,22 @@ DESCRIBED_BY_VALUE = (r"\bthe\s+(?:one|config(?:uration)?|experiment)\s+(?:with|
 # A config named after its noun by what it is for: "the experiment file for the long sequence".
 CONFIG_FOR = (r"\b(?:the\s+)?(?:config(?:uration)?|experiment)(?:\s+file)?\s+(?:for|of|with)\s+(?:the\s+)?(\w+)"
               r"(?:-\w+|\s+(?:sequences?|seqs?|contexts?|ctx|seqlens?))\b")  # fmt: skip
+
+
+def _config_described(lowered: str, entities: Entities, known: Known) -> None:
+    """An experiment file described after its noun by the one value that tells it apart ("the config with 1024
+    tokens" is configs/long.yaml): that file, in place of the main experiment the bare noun named or a description
+    to ask about. A value no file holds stays asked ("the config with 2048 tokens")."""
+    for found in re.finditer(DESCRIBED_BY_VALUE, lowered):
+        number = re.search(r"\d+(?:\.\d+)?", found.group(0))
+        if "one" in found.group(0).split() or not number or not (path := known.config_of_value(number.group(0))):
+            continue
+        start, end = found.span()
+        entities.found = [e for e in entities.found if not (e.kind in ("experiment", "unknown_description")
+                                                            and e.span[0] < end and e.span[1] > start)]  # fmt: skip
+        entities.add("experiment", path, (start, end))
+
+
 # A config named by one of its values before its noun: "the 1024 config", "our 1024-token experiment".
 CONFIG_BY_VALUE = (r"\b(?:the|that|this|my|our|your)\s+(\d+(?:\.\d+)?)(?:[\s-]+(?:tokens?|ctx|context|seq\w*))?[\s-]+"
                    r"(?:config(?:uration)?|experiment|ya?ml)(?:\s+file)?\b")  # fmt: skip

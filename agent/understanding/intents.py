@@ -83,6 +83,8 @@ DOC_VERB = r"(?:updat|refresh|regenerat|rewrit|sync)\w*\b"
 _WRITE_INTO = r"(?:put|add|get|write|bring|record|copy|paste|pull|move|carry|feed|fold|transfer|go|goes|land)"
 _INTO_DOCS = rf"\b(?:in|into|to|onto)\s+(?:the\s+)?(?:{DOC_NOUN}|\S*training\.md)\b"
 WRITTEN_INTO_DOCS = rf"\b{_WRITE_INTO}\b.*{_INTO_DOCS}"
+# "st?", "stat?": a run's status, in the shortest shorthand ("50st" is 50 steps)
+STATUS_SHORTHAND = r"(?<![\w.-])(?:st|stat|sts)\s*\?"
 CUES: dict[str, list[tuple[str, float]]] = {
     "hardware": [
         (r"\bhardware\b(?!\s*[:=]\s*\S)", 4),  # "- hardware: 1 x H100" is a field of the request, no question of it
@@ -247,7 +249,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bsucceed(?:ed)?\b|\bfail(?:ed)?\b|\bwhere is \S+ at\b|\bhow far\b|\bright now\b|"
             r"\bhas (?:\S+\s+){1,4}?(?:finished|ended|completed|stopped|crashed)\b|\byet\b|"
             # "where does r1 stand?", "completed, or still going?": how far it got, not its figures
-            r"\bwhere (?:does|do|did) (?:\S+\s+){1,3}?stand\b|\bstanding\b|"
+            r"\bwhere (?:does|do|did) (?:\S+\s+){1,3}?stand\b|\bstanding\b|" + STATUS_SHORTHAND + "|"
             r"\b(?:completed|finished|done|complete)\W*\s*or\b|"
             r"\b(?:running|dead|alive)\b\s*(?:\?|or\b)|\bor (?:dead|running|done|finished)\b|"
             # "latest run — state?", "what state is r1 in?", "how's the run doing?", "what's r1 up to?", "r1 done?"
@@ -430,6 +432,14 @@ CUES: dict[str, list[tuple[str, float]]] = {
             5,
         ),
         (r"\b(?:as|in) (?:a )?markdown\b", 3),
+        # a report is what is written into the docs: "write a report of the lr sweep into the documentation" (the
+        # report tool writes into docs/ on a local branch; an update of the docs rewrites docs/training.md)
+        (
+            r"\b(?:write|writing|put|add|draft|generate|make)\s+(?:a|an|the)\s+(?:\S+\s+){0,2}?report\b.*"
+            r"\b(?:in|into|to)\s+(?:the\s+)?(?:docs|documentation)\b",
+            6,
+        ),
+        (r"\b(?:on|in|to|into)\s+(?:a|the)\s+(?:new\s+)?local\s+branch\b", 3),  # where a report is committed
         # the verb "write up", its object inside or after it: "write the lr-scan results up", "write up the results"
         # (the results are what the report is of, no reading asked)
         (r"\bwrit(?:e|es|ing|ten)\s+(?:\S+\s+){0,4}?up\b", 6),
@@ -842,6 +852,14 @@ def _launch_spec(lowered: str, entities: Entities) -> bool:
     return stated and not named and not asked and not re.search(PLANNING, lowered)
 
 
+# The planner's prediction held against what was measured, either way round: "planner pick vs actual", "measured
+# against predicted" (a sweep's summary sets its measured layouts beside the plan's ranking).
+_PREDICTED = r"(?:planner|plan|predict\w*|forecast\w*|estimat\w*)(?:'s)?(?:\s+(?:pick|choice|ranking|rank|numbers?))?"
+_MEASURED = r"(?:actual\w*|measured|real(?:ity)?|observed)(?:\s+(?:pick|choice|ranking|rank|numbers?|results?))?"
+_VERSUS = r"\s+(?:vs\.?|versus|against|compared (?:to|with))\s+(?:the\s+|what\s+(?:was\s+)?)?"
+PREDICTED_VS_MEASURED = rf"\b{_PREDICTED}{_VERSUS}{_MEASURED}\b|\b{_MEASURED}{_VERSUS}{_PREDICTED}\b"
+
+
 def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], only_facts: bool = False) -> None:
     planned = entities.has("model", "model_choice") + entities.has("gpu_named") + entities.has("node_count")
     planned += entities.has("device_mem") + entities.has("own_model")  # "on 8 cards with 40 gigs each", "our model"
@@ -874,6 +892,9 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
         for intent in ("trials", "report", "pr", "docs"):
             scores[intent] += 1.5
         scores["plan"] -= 2
+    if entities.has("sweep") and not entities.has("run") and re.search(PREDICTED_VS_MEASURED, lowered):
+        scores["trials"] += 3  # "layouts-nov: planner pick vs actual?": the sweep's own comparison, not two runs
+        scores["compare"] -= 2
     sweeps_figures = entities.has("sweep") or re.search(rf"\bsweeps?\s+{SWEEP_FIGURES}", lowered)
     if sweeps_figures and not entities.has("run"):  # "the results of the lr-scan sweep", "sweep results?": its trials
         # (unless the figures are written into the docs: "put its results into the README" updates them)
@@ -888,6 +909,8 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
         scores["run"] += 4  # "long.yaml, 2 gpus, fsdp": an experiment file given what a launch takes, no reading asked
     elif _launch_of_file(lowered, entities):
         scores["run"] += 3  # "so we launch long.yaml on two GPUs with ddp, no?": the file is the launch's object
+    elif _plan_of_file(lowered, entities):
+        scores["plan"] += 4  # "rank the layouts for the experiment configs/long.yaml": the plan's experiment, not read
     elif entities.has("file") and _docs_written(lowered, entities):
         scores["read"] -= 2.5  # "put its results into the docs, training.md and README": the docs' pages written to
         # (the grammar's first reading of a file named), not read
@@ -950,6 +973,22 @@ def _launch_of_file(lowered: str, entities: Entities) -> bool:
     if entities.has("no_launch"):  # "never launch long.yaml, just show it": the verb is taken back
         return False
     return any(re.search(rf"{LAUNCH_VERB}\s+(?:(?:the|our|my|this)\s+)?$", lowered[: e.span[0]]) for e in configs)
+
+
+# What a plan is of, right before the experiment file it names: "the layouts for configs/long.yaml", "plan the
+# parallelisation of the experiment long.yaml" ("which layouts does long.yaml use?" reads the file: a verb of it).
+PLANNED_FOR = (
+    r"\b(?:layouts?|plan|planning|paralleli[sz]ation|parallelism|sharding|split(?:ting)?)\s+(?:\w+\s+){0,2}?"
+    r"(?:for|of)\s+(?:(?:the|our|my|this)\s+)?(?:(?:experiment|config|configuration)\s+)?(?:file\s+)?$"
+)
+
+
+def _plan_of_file(lowered: str, entities: Entities) -> bool:
+    """Whether an experiment file named as a file (a YAML config, not a run's own) is what a plan of layouts is for
+    ("the fastest layout for our experiment" names no file: a sweep may find it)."""
+    configs = [e for e in entities.found if e.kind in ("file", "experiment") and not str(e.value).startswith("runs/")
+               and re.search(r"\.ya?ml\b", lowered[e.span[0] : e.span[1]])]  # fmt: skip
+    return any(re.search(PLANNED_FOR, lowered[: e.span[0]]) for e in configs)
 
 
 def _docs_written(lowered: str, entities: Entities) -> bool:

@@ -67,9 +67,11 @@ _SUPPOSED = (r"\b(?:hypothetically|in theory|theoretically|suppose|supposing|ima
 _CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<!\bsee )(?<!\bcheck )"
               r"(?<!\bwhether )(?<!\bknow )(?<!\beven )(?<!\bas )(?:\b(?:unless|in case)\b|\b(?:only )?if\b"
               r"(?!\s+(?:possible|you can|you could|you (?:don'?t|do not) mind|that'?s (?:ok|okay|fine|alright)|"
-              r"that works|(?:that|it|this) makes sense|needed|necessary|any|(?:this|that|it) is possible|i'?m honest|"
-              r"i am honest|"
+              r"that works|(?:that|it|this) makes sense|needed|necessary|any|(?:this|that|it)(?:'s| is) possible|"
+              r"i'?m honest|i am honest|"
               r"it'?s not (?:a |too much )?trouble|it is not (?:a |too much )?trouble|"
+              r"(?:it|that)(?:'s| is) no (?:trouble|bother|problem|hassle)|"
+              r"you (?:have|got|get) (?:the |a )?(?:time|chance|minute|moment)|"
               r"(?:it|they|that|\S+)(?:'s|'re| is| are) still)\b))")  # fmt: skip
 
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
@@ -106,6 +108,13 @@ _MAY_I = (r"^\W*(?:so,?\s+|and\s+|ok,?\s+)?(?:can|could|may|should|shall)\s+i\b(
           r"\b(?:perhaps|maybe|probably)\s+(?:we|i)\s+(?:should|could|ought to)\b")  # fmt: skip
 
 
+# Someone else's question relayed, not an order relayed: "Tom asked whether we should cancel r1", "Ana wonders if
+# I ought to train longer" ask as "should we cancel r1?" does ("Tom asked me to cancel r1" is the order itself).
+_RELAYED_QUESTION = (r"\b(?:ask(?:s|ed|ing)?|wonder(?:s|ed|ing)?|wants? to know|wanted to know|curious)\s+"
+                     r"(?:(?:me|us|you)\s+)?(?:whether|if)\s+(?:we|i|they|he|she|you)\s+(?:should|ought to|shall|"
+                     r"need to|must)\b")  # fmt: skip
+
+
 def held_back(lowered: str, command: str) -> str | None:
     """Why the action `command` the sentence names is not asked for now, or None when it is: "negated",
     "taken back", "supposed", "conditional", "deferred" or "asked"."""
@@ -122,7 +131,7 @@ def held_back(lowered: str, command: str) -> str | None:
         return "conditional"
     if _deferred(lowered, words):
         return "deferred"
-    if re.search(_MAY_I, lowered):
+    if re.search(_MAY_I, lowered) or re.search(_RELAYED_QUESTION, lowered):
         return "asked"
     return None
 

@@ -133,6 +133,34 @@ def _portuguese(text: str) -> str:
                   lambda found: PORTUGUESE[found.group(1).lower()], text, flags=re.I)  # fmt: skip
 
 
+# Spanish mixed into an English request ("oye, launch un run ... tensor parallel de 2 y FSDP de 2", "y el de DDP?"):
+# read word for word where two of its own words at least say so (SPANISH_MARKS, none an English word nor the
+# Italian's or Portuguese's), its function words too ("de", "un"), which elsewhere are other languages'.
+SPANISH_MARKS = {"y", "el", "oye", "anoche", "del", "al", "pero", "cómo", "qué", "cuál", "los", "las", "porfa",
+                 "hola", "gracias", "ahora", "luego", "también", "reanuda", "reanúdalo", "reanudar", "reanudalo",
+                 "lanza", "corre", "córrelo", "mañana", "ayer", "hoy", "bueno", "vale"}  # fmt: skip
+SPANISH_PHRASES = {
+    r"\b(?:el|la|los|las)\s+de\s+([\w./-]+)": r"the \1 one",  # "el de DDP": the DDP one
+    r"\bpor\s+favor\b": "please",
+    r"\bc[óo]mo\s+(?:le\s+)?(?:fue|ha ido|va)\s+(?:a\s+|al\s+|con\s+(?:el\s+)?)?": "how did it go for ",
+}
+SPANISH = {"y": "and", "el": "the", "la": "the", "los": "the", "las": "the", "un": "a", "una": "a", "de": "of",
+           "del": "of the", "al": "to the", "oye": "hey", "hola": "hi", "pero": "but", "anoche": "last night",
+           "ayer": "yesterday", "hoy": "today", "ahora": "now", "gracias": "thanks", "porfa": "please",
+           "reanuda": "resume", "reanudar": "resume", "reanúdalo": "resume it", "reanudalo": "resume it",
+           "también": "also", "bueno": "ok", "vale": "ok"}  # fmt: skip
+
+
+def _spanish(text: str) -> str:
+    words = re.findall(r"[^\W\d_]+", text.lower())
+    if sum(word in SPANISH_MARKS for word in words) < 2:
+        return text
+    for pattern, english in SPANISH_PHRASES.items():
+        text = re.sub(pattern, english, text, flags=re.I)
+    return re.sub(r"(?<![\w'./=-])(" + "|".join(sorted(SPANISH, key=len, reverse=True)) + r")(?![\w'./=-])",
+                  lambda found: SPANISH[found.group(1).lower()], text, flags=re.I)  # fmt: skip
+
+
 # Function words of languages the rules do not read (Portuguese, Italian, Dutch, Japanese romaji, Hindi-English),
 # none of them an English word: a sentence made mostly of them is one the parser only partly understood.
 _OTHER_LANGUAGE = """os um uma em da dos das por favor nao não para mostra abre che il dei su mi fai un piano
@@ -638,6 +666,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(FLAG, _flag, text, flags=re.I)
     text = _compounds(text)
     text = _portuguese(text)
+    text = _spanish(text)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
     text = re.sub(FALSE_FRIEND_UPDATE, r"updat\1", text, flags=re.I)
     text = _fix_typos(text, known)
@@ -1026,7 +1055,8 @@ NOUN_PLAN = r"\b(flight|game|meal|battle|lesson|business|travel|marketing|projec
 # The warmup's length said with its own "steps" ("train 10 steps and warmup for 2 steps", "a 5 step warmup"): the
 # warmup's, never the run's step count.
 # ("without warmup for 10 steps" is 10 steps without warmup: the count after a negated warmup is the run's)
-WARMUP_FOR = (r"(?<!without )(?<!no )(?<!skip )\bwarm-?up\s+(?:for|of|over|during)\s+(?:the\s+first\s+)?(?P<count>\d+)\s+steps?\b|"
+WARMUP_FOR = (r"(?<!without )(?<!no )(?<!skip )\bwarm-?up\s+(?:for|of|over|during)\s+(?:the\s+first\s+)?"
+              r"(?P<count>\d+)\s+steps?\b|"
               r"\b(?:a\s+)?(?P<count2>\d+)[\s-]+steps?\s+(?:of\s+)?warm-?up\b")  # fmt: skip
 # A setting whose 0 is the trainer's own "off" (trainer.config: warmup_steps, weight_decay, grad_clip), turned off by
 # a negation right before it: "no warmup", "without weight decay", "skip gradient clipping" are that key at 0.

@@ -1,7 +1,8 @@
 """Requests no tool may do, refused in one line instead of mapped to a nearby tool: deleting runs, sweeps,
 checkpoints or files; pushing to main or force-pushing past the pull request; printing a token, password, API key or
 environment variable. meshpilot's tools read, plan, launch, cancel, wait and open pull requests; none deletes, none
-pushes to main, none reveals a secret. The reply says what the user can do instead.
+pushes to main, none reveals a secret, none runs a shell command ("run `df -h` in a shell", "run rm -rf on the runs
+folder": the verb "run" of a shell command is no launch). The reply says what the user can do instead.
 
 Kept precise: "remove packing" and "drop the lr" are settings, "tokens per second" a figure; a deletion negated
 ("don't delete anything, just cancel r1") is no deletion.
@@ -70,6 +71,9 @@ def refusal(plain: str, entities: Entities) -> str | None:
         )
         return (f"meshpilot does not delete runs, sweeps, checkpoints or files: remove them yourself if you are sure"
                 f"{where}.{cancel}")  # fmt: skip
+    if _shell_command(lowered):  # "run `df -h` in a shell": the verb "run" of a shell command, never a launch
+        return ("meshpilot does not run shell commands: run it in your own terminal. I can read runs and sweeps, plan "
+                "layouts, launch, cancel or resume training, and open pull requests.")  # fmt: skip
     if _said(PUSH, lowered) and not _said(AS_PR, lowered):  # "push to main, don't open a PR" is no PR
         return ("meshpilot never pushes to main or force-pushes: it opens a pull request (`/pr`) on a branch of its "
                 "own, for you to review and merge.")  # fmt: skip
@@ -129,3 +133,21 @@ def _split_deletion(lowered: str, entities: Entities) -> str | None:
 
 
 PRONOUN = r"\s+(?:it|them|that|those|both|this)\b"
+
+# Programs no one would name for anything but a shell: "run rm -rf on runs", "execute du -sh runs/*".
+SHELL_PROGRAMS = (r"rm|rmdir|df|du|ls|sudo|pkill|killall|chmod|chown|mkfs|curl|wget|bash|zsh|sh|apt|apt-get|htop|"
+                  r"ps\s+aux|kill\s+-\d+|mv|scp|rsync|ssh|crontab|shutdown|reboot")  # fmt: skip
+# Any program's name, when it opens a backquoted command ("run `cat runs/r1/log | tail` for me").
+QUOTED_PROGRAMS = SHELL_PROGRAMS + r"|cat|echo|find|grep|tail|head|top|free|git|docker|pip|tar|cp|kill|ps|nvtop|env"
+SHELL = (r"\b(?:run|running|execute|executing|exec|type|typing|enter|fire off)\s+(?:(?:this|the|a|quick|command|"
+         rf"please|just|me)\s+)*(?:`\s*)?(?:{SHELL_PROGRAMS})(?![\w.-])|`\s*(?:{QUOTED_PROGRAMS})(?![\w.-])[^`]*`|"
+         r"\brm\s+(?:-{1,2}\w+|dash\s+\w+)|\b(?:run|execute|exec)\s+(?:(?:a|the|some|this|that|these|those|any|"
+         r"few|couple of)\s+)*(?:shell|bash|terminal|unix|linux)\s+commands?\b|"
+         # (the imperative only: "r1 is running in my terminal" asks about r1)
+         r"(?<!\bis )(?<!\bit's )\b(?:run|execute|exec|type|enter|paste)\b[^.;!?]{0,80}?\b(?:in|on|from|into|via|"
+         r"through|using)\s+(?:(?:a|the|your|my|our)\s+)?(?:shell|bash|terminal|console|command line)\b")  # fmt: skip
+
+
+def _shell_command(lowered: str) -> bool:
+    """Whether the sentence asks for a shell command to be run (never negated: "don't run rm -rf, just cancel r1")."""
+    return _said(SHELL, lowered) is not None
