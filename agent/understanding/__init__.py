@@ -50,6 +50,7 @@ from agent.understanding.grammar import (
     LAYOUT_WORDS,
     OPTIMIZERS,
     PRECISIONS,
+    REFUSED_AFTER,
     SETTING_NAMES,
     Intent,
     first_reading,
@@ -806,6 +807,7 @@ def _fill_sweep(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["experiment"] = experiment
     if trials := entities.get("trials"):
         intent.args["trials"] = trials
+    _refused_experiment(intent, entities)
     stated = [
         e for e in entities.found if e.kind in ("switch", "switch_doubt", "override", "optimizer", "steps", "nproc")
     ]
@@ -822,6 +824,27 @@ def _fill_sweep(intent: Intent, entities: Entities, context: Context) -> None:
     again = re.search(r"\bagain\b|\bre-?run\b|\bonce more\b|\bsame\b", intent.text.lower())
     if again and not context.last("run_sweep") and not intent.args and intent.clarify is None:
         intent.clarify = "Start a new sweep of meshpilot.yaml with the default trials? This conversation started none."
+
+
+DEFAULT_EXPERIMENT = "meshpilot.yaml"
+
+
+def _refused_experiment(intent: Intent, entities: Entities) -> None:
+    """An experiment the sentence refuses ("avoid the long config", "not meshpilot.yaml") is never the one used: one
+    carried from the launch before is dropped, so the default runs; where the default is the one refused and no other
+    is named, which one is asked."""
+    refused = {str(v) for v in [*entities.all("not_experiment"), *entities.all("refused_experiment")]}
+    if not refused:
+        return
+    if intent.args.get("experiment") in refused:
+        named = [str(v) for v in [*entities.all("experiment"), *entities.all("file")] if str(v).endswith(".yaml")]
+        if others := [v for v in named if v not in refused]:  # "don't use the long config, use other.yaml"
+            intent.args["experiment"] = others[-1]
+        else:
+            intent.args.pop("experiment")
+    if "experiment" not in intent.args and DEFAULT_EXPERIMENT in refused and intent.clarify is None:
+        intent.clarify = (f"Which experiment, if not {DEFAULT_EXPERIMENT}? Name its file, e.g. "
+                          f"`{'sweep' if intent.command == 'sweep' else 'train'} configs/long.yaml`.")  # fmt: skip
 
 
 def _experiment_file(entities: Entities) -> str | None:
@@ -851,6 +874,7 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["set"] = _merge(carried, intent.args.get("set", []))
     if experiment := entities.get("experiment") or _experiment_file(entities):
         intent.args["experiment"] = experiment
+    _refused_experiment(intent, entities)
     repeat = re.search(r"\bagain\b|\bsame\b|\bre-?run\b|\bonce more\b|\bfrom before\b", lowered)
     if repeat and not context.launch and not copying and not intent.args and not entities.has("switch", "optimizer"):
         # "do the thing from before again": nothing in the conversation to repeat, so ask, never launch the defaults
@@ -893,6 +917,7 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     # The switches as entities read them (a negation anywhere near wins), in the sentence's order, not the grammar's.
     switches = [str(e.value) for e in sorted(entities.found, key=lambda e: e.span) if e.kind == "switch"]
     keys = {s.split("=", 1)[0] + "=" for s in switches} | {f"{k}=" for k, _ in entities.all("switch_doubt")}
+    keys |= {f"{k}=" for k in entities.all("switch_kept")}  # "don't disable packing": the grammar's off dropped
     kept = [o for o in intent.args.get("set", []) if not any(o.startswith(k) for k in keys)]
     stated = switches
     if optimizer := entities.get("optimizer"):
@@ -1018,7 +1043,8 @@ NEGATION = (r"\b(?:without|w/o|no|not|disable[sd]?|disabling|turn(?:ed)? off|swi
             rf"\b(?:avoid|avoiding|ditch|ditching)(?=\s+(?:using\s+)?(?:{PRECISIONS}|{OPTIMIZERS})\b)")  # fmt: skip
 # Negations that turn no setting off: "no wait", "nothing else changed", "no need to", "kick off", "don't wait".
 NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no later|no rush|no hurry|no idea|"
-                 r"no problem|no worries|no matter|never ?mind|not (?:too|more|less|yet|now|a big deal)|"
+                 r"no reason to (?:turn|switch|shut|disabl)|no problem|no worries|no matter|never ?mind|"
+                 r"not (?:too|more|less|yet|now|a big deal)|"
                  r"don'?t (?:change|touch|forget|wait|bother|worry|ask|need)|do not (?:change|touch|forget|wait|ask)|"
                  rf"{SPEAKERS_MIND}|"  # "I don't know the technical side"
                  r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"
@@ -1073,6 +1099,8 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             continue
         if _replaced(lowered[found.end() :], intent):  # "not adam this time, plain sgd", "not fp8, bf16"
             continue
+        if _refers_to_a_layout(lowered, found, entities):  # "pp=2 was slow so skip it": the layout, no setting
+            continue
         # "not the long config", "don't want the default experiment": a name
         if re.match(r"\s*(?:(?:want|need|use|the|that|this|from|on)\s+)*_+", lowered[found.end() :]):
             continue  # ruled out (masked), no setting
@@ -1087,6 +1115,15 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             f"checkpointing or torch.compile, or set any key, e.g. `train.lr=1e-4`. {_launch_text(intent.args)}"
         )
     return None
+
+
+def _refers_to_a_layout(lowered: str, negation: re.Match, entities: Entities) -> bool:
+    """Whether a negation is a layout's refusal said after it by a pronoun ("tp=2 failed before so avoid it")."""
+    for layout in (e for e in entities.found if e.kind == "layout" and e.span[1] <= negation.start()):
+        refused = re.match(REFUSED_AFTER, lowered[layout.span[1] :])
+        if refused and layout.span[1] + refused.end() > negation.start():
+            return True
+    return False
 
 
 # Settings whose values are named alone ("fp8", "adam"): a negation before one takes that value back.

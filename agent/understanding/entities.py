@@ -293,6 +293,20 @@ def _excluded(lowered: str, entities: Entities) -> None:
             entity.kind = "not_" + entity.kind
         elif entity.kind == "run" and end > start and re.search(SPARED, lowered[:start]):
             entities.add("spared_run", entity.value, entity.span)
+        elif refused := _experiment_refused(entity, lowered):  # "avoid the long config", "no long.yaml"
+            if refused.group("verb"):  # "don't use X", "never launch X": refused for a launch, still shown if asked
+                entities.add("refused_experiment", entity.value, entity.span)
+            else:
+                entity.kind = "not_experiment"
+
+
+def _experiment_refused(entity: Entity, lowered: str) -> re.Match | None:
+    """What refuses an experiment (or a YAML file, one to launch) named only to be refused: never the one launched.
+    A verb negated before it ("never launch long.yaml") refuses it for a launch or sweep only: "never launch
+    long.yaml, just show it" shows it."""
+    experiment = entity.kind == "experiment" or (entity.kind == "file" and str(entity.value).endswith(".yaml"))
+    start, end = entity.span
+    return re.search(REFUSED_EXPERIMENT, lowered[:start]) if experiment and end > start else None
 
 
 def _another_file_named(entity: Entity, entities: Entities) -> bool:
@@ -327,6 +341,11 @@ NEGATOR = (r"\b(?:(?:don'?t|do not|no need to)\s+bother(?:\s+(?:to|with))?|"
            r"no need (?:for|to)|no|not|without|don'?t|do not|never|skip(?:ping)?|hold off(?: on)?|"
            r"forget(?: about)?|instead of|rather than|nor|nvm|never ?mind|scrap|ditch)\s+")  # fmt: skip
 NEGATED_VERB = rf"{NEGATOR}\w+\s+(?:(?:the|that|this|my|our)\s+)?$"
+# What refuses an experiment file named right after it, beside EXCLUDER: "don't use the long config", "avoid the long
+# config", "no long config please", "anything but configs/long.yaml".
+REFUSED_EXPERIMENT = (rf"(?:{EXCLUDER}$|(?P<verb>{NEGATED_VERB})|\b(?:avoid(?:ing)?|no|(?:anything|everything|"
+                      r"any\s+\w+)\s+(?:but|except)|steer(?:ing)? clear of|stay(?:ing)? away from)\s+"
+                      r"(?:(?:using|use|the|that|this)\s+)*$)")  # fmt: skip
 # "The one" is the one to act on only where what follows says so, restating the wish or the act ("the one I want
 # scored", "the one to stop", "the one I meant"); "tp-try is the one I don't trust", "... the one we already scored",
 # "... the one I want to compare it with" describe the other, and ask nothing of it.
@@ -699,7 +718,8 @@ def _switches(lowered: str, entities: Entities) -> None:
         before = [(m, k) for m, k in mentions if m.end() <= found.start()]
         if before:
             mentions.append((found, before[-1][1]))
-            values.append(value)
+            clause = re.split(CLAUSE, lowered[max(0, found.start() - 60) : found.start()])[-1]
+            values.append("keep" if value == "false" and re.search(OFF_NEGATED, clause) else value)
     for (mention, key), value in zip(mentions, values, strict=True):
         entities.add("switch_mention", (key, value), mention.span())
     corrected = [m.end() for m in re.finditer(CORRECTION, lowered)]
@@ -709,7 +729,10 @@ def _switches(lowered: str, entities: Entities) -> None:
             said = [(m, v) for m, v in said if m.start() >= corrected[-1]]
         stated = {v for _, v in said if v not in (None, "keep")} | ({"true", "false"} if key in doubted else set())
         if not stated and any(v == "keep" for _, v in said):
-            continue  # "leave packing as is": nothing to set, nothing to ask
+            # "leave packing as is", "don't turn packing off": nothing to set (a launch drops the grammar's reading
+            # of "disable packing" in it), nothing to ask
+            entities.add("switch_kept", key, next(m for m, v in said if v == "keep").span())
+            continue
         if len(stated) == 1:
             value = stated.pop()
             mention = next(m for m, v in said if v == value)
@@ -798,6 +821,8 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
         return "false"  # "leave packing out": left out of the run, not left as it is
     if re.search(KEEP_BEFORE, before_words) and not re.search(STATE_AFTER, after_words):
         return "keep"  # "don't touch packing", "leave AC as it is": no change, and no negation
+    if _off_taken_back(lowered[: mention.start()], before, after):
+        return "keep"  # "never turn off packing", "I don't want packing turned off": it stays as it is
     if re.search(NEGATION_BEFORE, before_words) or re.search(NEGATION_AFTER, after_words):
         return "false"
     if re.search(r"\b(?:with|enable|enabling|turn on|switch on|use|using|w/|on)\s*$", before_words + " ") or re.search(
@@ -809,6 +834,33 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
     if re.search(KEEP_AFTER, after):
         return "keep"
     return None
+
+
+# Turning a setting off, said right before it ("disable packing", "turn off the compile") or after it ("packing
+# turned off", "compile should be off").
+OFF_BEFORE = (r"\b(?:disabl(?:e|ed|ing)|(?:turn|switch|shut)(?:s|ed|ing)?\s+off|(?:turn|switch|shut)(?:s|ed|ing)?\s+"
+              r"(?=\S+\s+off\b))\s*(?:the\s+)?$")  # fmt: skip
+OFF_AFTER = rf"^(?:\s*(?:{LINKING}))*\s*(?:off|disabled|false)\b"
+# A negation of that turning off, a few words before it: "don't switch packing off", "never turn off AC", "there's no
+# reason to disable packing", "who said anything about turning packing off?" (not "why not disable it", a suggestion,
+# nor "don't forget to turn packing off").
+OFF_NEGATED = (r"(?:\b(?:don'?t|do not|never(?!\s*mind)|(?<!why )(?<!if )(?<!or )not|no (?:reason|need) to|won'?t|"
+               r"will not|shouldn'?t|should not|mustn'?t|must not|who said anything about|"
+               r"(?:nobody|no one)\s+(?:said|asked|told|wants?|wanted|needs?))\b)"
+               r"(?!\s+(?:forget|hesitate|bother|even)\b)(?:\s+[\w']+){0,3}\s*$")  # fmt: skip
+# "Don't change anything else, not even packing": what is kept, named.
+NOT_EVEN_CHANGED = (r"\b(?:(?:don'?t|do not|never)\s+(?:change|touch|modify|alter)|leave\s+(?:everything|anything|all|"
+                    r"the rest)\b)[^.;!?]*\bnot even\s*$")  # fmt: skip
+
+
+def _off_taken_back(said_before: str, clause_before: str, after: str) -> bool:
+    """Whether turning the setting off is itself negated (a negation of a negation): the setting stays as it is,
+    neither on nor off. "Don't turn packing on" is no such case: off, as said."""
+    if re.search(NOT_EVEN_CHANGED, said_before):
+        return True
+    if off := re.search(OFF_BEFORE, clause_before):
+        return bool(re.search(OFF_NEGATED, clause_before[: off.start()]))
+    return bool(re.match(OFF_AFTER, after)) and bool(re.search(OFF_NEGATED, clause_before))
 
 
 # A setting's verb told to the trainer with its object, first in its clause: "pack the sequences", "please compile

@@ -816,6 +816,8 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
         scores["plan"] += 1
     launching = sum(entities.has(kind) for kind in ("steps", "nproc", "switch", "optimizer", "layout", "override"))
     scores["run"] += 1.5 * launching
+    if launching and entities.has("not_experiment") and not entities.has("file", "experiment"):
+        scores["read"] -= 1.5  # "20 steps, no long config please": the config refused for a launch, no file to show
     if scores["sweep"] >= 6 or scores["bench"] >= 5:
         scores["run"] -= 3  # "kick off a layout sweep", "run the private benchmark": the verb's object decides
     if entities.has("run"):
