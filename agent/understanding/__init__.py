@@ -464,6 +464,7 @@ def _unknown_name(plain: str, entities: Entities, context: Context, intent: Inte
     named = [m.group(1) for m in said if not (one_named and _a_word_beside_a_name(m, lowered))]
     unknown = [n for n in named if not re.match(NOT_A_NAME, n.split("/")[-1]) and n not in KNOWN_WORDS]
     unknown += [str(v) for v in [*entities.all("run"), *entities.all("sweep")] if str(v) not in known]
+    unknown += [str(v) for v in entities.all("unknown_name")]  # "tp-try-2": masked above, as a name is
     taken = [str(intent.args[k]) for k in ("run", "sweep") if isinstance(intent.args.get(k), str)]
     unknown += [t for t in taken if t not in known and t.startswith(("runs/", "sweeps/"))]
     if not unknown:

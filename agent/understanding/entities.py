@@ -172,7 +172,7 @@ SEQ_LEN = (
     r"\b\d+(?!\s+sequences\b)\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b|" + TOKENS_PER_SEQUENCE
 )
 NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice", "not_run", "not_sweep",
-         "not_run_choice", "not_sweep_choice", "not_experiment", "said_of_run")  # fmt: skip
+         "not_run_choice", "not_sweep_choice", "not_experiment", "said_of_run", "unknown_name")  # fmt: skip
 # What excludes the run or sweep named right after it: "from the lr scan, not the layouts one", "rather than r1".
 # Verbs that leave out what they name ("skip lr-scan", "ignore r1"): what a possessive names is left out instead ("skip
 # r1's benchmark" skips the benchmark, not r1).
@@ -1040,7 +1040,7 @@ MAIN_EXPERIMENT = (r"\b(?:the|my|our)\s+(?:(main|default|primary|base|top-level|
 BARE_NAMED = r"(?:^|[,;:.!?(]\s*|\b(?:of|for|from|on|in|about|with|vs|and|is|did|was)\s+)([a-z][\w]+)\s+(run|sweep)\b"
 # A run or sweep described, not named: "the ddp baseline", "the learning rate sweep", "the FSDP run", "the layout one".
 DESCRIBED = (r"\b(?:the|that|this|my|our|your)\s+((?:(?!(?:the|an?|of|in|on|at|for|with|to|and|or|that|this|my|our|"
-             r"what|which|is|was)\b)[a-z0-9][\w'.-]*\s+){1,4}?)"
+             rf"what|which|is|was)\b)(?:(?:{'|'.join(MESH_DIMS)})=\d+|[a-z0-9][\w'.-]*)\s+){{1,4}}?)"
              r"(run|sweep|one|job|baseline|training|attempt|try|tuning|search|scan|experiment|study)\b"
              r"(?!\s*(?:=|\.\w))")  # fmt: skip
 # Heads that name a sweep only where its words fit one ("the November layout experiment"); an experiment is a config
@@ -1111,7 +1111,7 @@ def _described(lowered: str, entities: Entities, known: Known) -> None:
         words = re.sub(r"\b(?:completed|succeeded|worked)\b", "finished", words)
         for pattern, word in DESCRIPTOR_WORDS:
             words = re.sub(pattern, word, words)
-        words = [w for w in re.findall(r"[a-z0-9]+", words) if w not in ("s", "very", "one")]
+        words = [w for w in re.findall(r"[a-z_]+=\d+|[a-z0-9]+", words) if w not in ("s", "very", "one")]
         if head in STUDY_HEADS and (set(words) & GENERIC or any(known.config(w) for w in words)
                                     or re.search(DONE_AGAIN, lowered[: found.start()])):  # fmt: skip
             continue  # "the main experiment", "the long experiment": a file; "do the fsdp experiment": a new one
@@ -1146,3 +1146,6 @@ def _name(tokens: list[re.Match], entities: Entities, known: Known) -> None:
             if path := known.resolve(candidate, kind, prefix=False, close=close):
                 entities.add(label, path, span)
                 return
+    if "-" in tokens[0].group(0) and known.another_of(tokens[0].group(0)):
+        # "tp-try-2", "baseline-fsdp": a name, one the repository lacks (asked about), and no layout word in it
+        entities.add("unknown_name", tokens[0].group(0), tokens[0].span())

@@ -297,6 +297,13 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
         (r"\bsweep\b", 1),
         (r"^\W*sweeps?\W*$", 3),
+        # a sweep that exists, read: "read the warmup sweep", "show me the batch-size sweep" (never a new one; a name
+        # the repository lacks is asked about)
+        (
+            r"\b(?:read|show|open|display|view|look (?:at|over)|pull up|go over)\s+(?:me\s+|us\s+)?"
+            r"(?:the|that|this|our|my)\s+(?:[\w.-]+\s+){0,2}sweep\b(?!\s+(?:again|anew|once more)\b)",
+            6,
+        ),
     ],
     "sweep": [
         (
