@@ -62,6 +62,7 @@ from agent.understanding.intents import (
     ACTIONS,
     CUES,
     DO_THAT,
+    DONE_BEFORE,
     FOLLOW_UP,
     NOT_BY_POSSIBLE,
     POSSIBLE_TO,
@@ -112,7 +113,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         command = "run"  # "do the same thing with configs/long.yaml" after a launch: that launch, on this experiment
     intent = read_facts(masked(plain, entities), command, text, _planned_devices(context, plain))
     intent.text = text
-    if intent.command == "results" and not entities.has("run", "run_choice") and re.search(ACROSS_RUNS, plain.lower()):
+    across = intent.command == "results" or (intent.command == "status" and re.search(RUN_STATES, plain.lower()))
+    if across and not entities.has("run", "run_choice") and re.search(ACROSS_RUNS, plain.lower()):
         _across_runs(intent, plain.lower(), context)
     FILL.get(intent.command, lambda *a: None)(intent, entities, context)
     if intent.clarify is None:
@@ -214,7 +216,9 @@ BARE_GO = (r"\W*(?:(?:ok(?:ay)?|alright|right|so|then|now|yes|yep|sure)\W+)*(?:g
 # A question about every run, not one: "which run had the best throughput?", "any OOM in the runs?"
 ACROSS_RUNS = (r"\bwhich (?:of the |of my )?runs?\b|\b(?:any|all|every|each) (?:of (?:the|my) )?runs?\b|"
                r"\b(?:in|across|among|over) (?:the|my|all|all the|these) runs\b|"
-               r"\bruns? (?:so far|overall)\b")  # fmt: skip
+               r"\bruns? (?:so far|overall)\b|"
+               # "did anything OOM?", "has any of them crashed?": no run named, every run asked about
+               r"^\W*(?:so\s+)?(?:did|has|have|was|were)\s+(?:anything|any of them|any jobs?|anyone)\b")  # fmt: skip
 RUN_STATES = r"\boom\b|out of memory|\bfail|\bcrash|\bfinish|\bstatus\b|\bdone\b|\bsucceed|\berror|\bdied\b|\bok\b"
 
 
@@ -599,8 +603,37 @@ def _asked_last(entities: Entities) -> str | None:
     return runs.pop() if len(runs) == 1 else None
 
 
+# A run named as the scene of the question, not as what it asks about: the reference it is measured against
+# ("compared to baseline-ddp, how did r1 do?", "baseline-ddp is the reference. how's tp-try?", "r1 was fine. what
+# about tp-try?"), one left to go on ("let r1 finish; meanwhile show me ..."), or one of what the speaker already
+# did (intents.DONE_BEFORE: "I already benchmarked r1; how did baseline-ddp do?").
+SCENE = (
+    r"(?:^|[.;!?]\s*)(?:compared (?:to|with)|relative to|against|next to|versus|vs\.?)\s+(?:the\s+)?_+\s*,|"
+    r"(?:^|[.;!?]\s*)_+(?:'s\s+\w+)?\s+(?:is|was|looks?|looked|seems?|seemed)\s+(?:\w+\s+)?(?:the\s+)?"
+    r"(?:reference|baseline|control|fine|ok|okay|good|great|done|finished|healthy|solid)\b[^.;!?]*[.;!?]|"
+    r"(?:^|[.;!?,]\s*)let\s+_+\s+(?:finish|run|be|continue|go on|keep going|complete)\b[^.;!?]*[.;!?]"
+)
+
+
+def _scene_runs(entities: Entities) -> set[str]:
+    """The runs named only as the scene of the request (SCENE), where another is named beside them."""
+    lowered = masked(entities.text.lower(), entities)
+    spans = [m.span() for m in re.finditer(SCENE, lowered)]
+    spans += [m.span() for m in re.finditer(DONE_BEFORE, entities.text.lower())]
+    runs = [e for e in entities.found if e.kind == "run"]
+    asked = {str(e.value) for e in runs if not any(s <= e.span[0] < t for s, t in spans)}  # named again outside
+    return {str(e.value) for e in runs} - asked
+
+
 def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None:
     named = list(dict.fromkeys(str(r) for r in entities.all("run")))
+    if len(named) >= 2 and 0 < len(asked := [r for r in named if r not in _scene_runs(entities)]) < len(named):
+        named = asked  # "compared to baseline-ddp, how did r1 do?": r1's
+        if len(named) == 1 and intent.command == "compare":
+            intent.command = "results"
+        if len(named) == 1:
+            intent.args["run"], intent.words = named[0], named
+            return
     if len(named) >= 2 and intent.command == "results" and (asked := _asked_last(entities)):
         intent.args["run"], intent.words = asked, [asked]  # "the DDP baseline looks slow. Pull r1's numbers": r1's
         return

@@ -221,6 +221,7 @@ def extract(text: str, known: Known) -> Entities:
     _switches(lowered, entities)
     _optimizer(lowered, entities)
     _names(text, entities, known)
+    _relative_runs(lowered, entities, known)
     _excluded(lowered, entities)
     the_other(lowered, entities, known)
     _layouts(masked(lowered, entities), entities)
@@ -1132,6 +1133,28 @@ def _described(lowered: str, entities: Entities, known: Known) -> None:
             entities.add(label[matches[0][0]], matches[0][1], found.span())
         elif len({kind for kind, _ in matches}) == 1:
             entities.add(label[matches[0][0]] + "_choice", [path for _, path in matches], found.span())
+
+
+# A run named by its place beside another: "the run before r1" (older), "the one after baseline-ddp" (newer).
+RELATIVE_RUN = (r"\bthe\s+(?:run|one|job|training(?:\s+run)?)\s+(?:(?:right|just|immediately)\s+)?"
+                r"(before|after|prior to|preceding|following)\s+")  # fmt: skip
+
+
+def _relative_runs(lowered: str, entities: Entities, known: Known) -> None:
+    """The run that stands before or after the one named (the repository's order, newest first): never the named
+    one in its place; one with none there is asked about."""
+    for found in re.finditer(RELATIVE_RUN, lowered):
+        named = [e for e in entities.found if e.kind == "run" and e.span[0] == found.end()]
+        if not named or str(named[0].value) not in known.runs:
+            continue
+        entities.found.remove(named[0])
+        newer = found.group(1) in ("after", "following")
+        index = known.runs.index(str(named[0].value)) + (-1 if newer else 1)
+        span = (found.start(), named[0].span[1])
+        if 0 <= index < len(known.runs):
+            entities.add("run", known.runs[index], span)
+        else:
+            entities.add("unknown_description", lowered[span[0] : span[1]], span)
 
 
 def _name(tokens: list[re.Match], entities: Entities, known: Known) -> None:
