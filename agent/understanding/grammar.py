@@ -194,7 +194,8 @@ _WHAT_IF = (r"\b(?:would|could|what if|if i|if we|should i|should we|can i|can w
             r"fit|does it fit|do i need|how (?:should|would|do|can) (?:i|we) train|how fast (?:is|would)|how many "
             r"(?:gpus|devices|nodes) do)\b")  # fmt: skip
 _PAST = r"\b(?:did|was|that run|the run|last run|last one|latest run|previous run|the winner|trials?)\b"
-_WAIT = _POLITE + r"wait\b"
+# ("wait, don't", "wait — no", "wait, which run is newest?": an interjection, hold on, no wait for a run)
+_WAIT = _POLITE + r"wait\b(?!\s*(?:,|\u2014|\u2013|-\s|\.\.\.|!|\?|\.\s*\w)(?!\s*(?:for|until|till|on)\b))"
 _SWEEP_STATE = r"\bsweep\b.*\b(?:done|finish(?:ed)?|over|running|going|status|progress)\b"
 
 
