@@ -1285,6 +1285,7 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
             if key == "device_mem" and "gpu" in args:
                 continue
             args[key] = context.plan[key]
+    _over_nodes(intent, entities)
     if (said := entities.get("nodes_unsaid")) and "nodes" not in args and intent.clarify is None:
         intent.clarify = f"How many nodes? {str(said)!r} says each node's GPUs, e.g. `2 {said}`."
     if "nodes" in args and "devices" not in args and intent.clarify is None:
@@ -1305,6 +1306,32 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         before = ", ".join(f"{k}={v}" for k, v in (context.plan or {}).items() if k in PLAN_CARRIED)
         intent.clarify = ("How many GPUs (and nodes) should I plan for? e.g. `on 16 GPUs over 2 nodes`"
                           + (f" (the plan before: {before})." if before else "."))  # fmt: skip
+
+
+# GPUs per node: the common server of data-centre GPUs (H100, H200, A100...) holds 8, the largest single ones 16
+# (HGX-2 class). Up to 16 said in all may be one node ("70b on 16 of H100", as the plan has always read it); more
+# never is.
+NODE_GPUS = 8
+ONE_NODE_MOST = 16
+
+
+def _over_nodes(intent: Intent, entities: Entities) -> None:
+    """GPUs said in all, more than any one node holds, with no nodes said ("70b on 64 h100s"): plan_layouts takes
+    GPUs per node, so they are nodes of 8 (64 is 8 nodes of 8), as a person who rents them reads it; a count that 8
+    does not divide is asked about, never planned as one node."""
+    args, devices = intent.args, intent.args.get("devices")
+    if "nodes" in args or entities.has("per_node") or not isinstance(devices, int) or devices <= ONE_NODE_MOST:
+        return
+    if _device_count(entities) != devices:  # a count this sentence does not state as GPUs: not read again here
+        return
+    if devices % NODE_GPUS == 0:
+        args["devices"], args["nodes"] = NODE_GPUS, devices // NODE_GPUS
+        intent.notes.append(f"{devices} GPUs as {devices // NODE_GPUS} nodes of {NODE_GPUS} (no node holds "
+                            f"{devices})")  # fmt: skip
+    elif intent.clarify is None:
+        intent.clarify = (f"How are the {devices} GPUs split over nodes? No node holds that many, and they are no "
+                          f"whole number of nodes of {NODE_GPUS}: say the nodes and the GPUs in each, e.g. "
+                          f"`{devices // NODE_GPUS} nodes of {NODE_GPUS}`.")  # fmt: skip
 
 
 # This machine named as the hardware: "on this box", "here", "the GPUs I have".
