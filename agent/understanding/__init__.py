@@ -130,6 +130,9 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = _the_one_undone(plain, intent) or _made_into(plain, intent)
     if intent.clarify is None:
         intent.clarify = _vague_count(entities, intent)
+    if intent.clarify is None and intent.command in VAGUE_TAKEN and (said := entities.get("count_range")):
+        intent.clarify = (f"How many, exactly? {str(said)!r} is a range: say one number. I would call "
+                          f"{_call_text(intent)}.")  # fmt: skip
     if intent.clarify is None and intent.command in ACTIONS and _asks_only(plain) and not _requested(intent, plain):
         intent.clarify = f"Do you want me to {intent.command} ({_call_text(intent)})? yes / edit"
     if intent.clarify is None and intent.command == "run" and re.search(DO_THAT, plain.lower()):

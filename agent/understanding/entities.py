@@ -213,6 +213,7 @@ def extract(text: str, known: Known) -> Entities:
     lowered = text.lower()
     entities = Entities(text)
     _counts(lowered, entities)
+    _ranges(lowered, entities)
     _vague_counts(lowered, entities)
     for found in _clocks(lowered):  # "14:02 UTC", "T+5m": when, never how many
         entities.add("clock", found.group(0), found.span())
@@ -430,6 +431,20 @@ def _counts(lowered: str, entities: Entities) -> None:
         to = rf"|{CHANGED}\s+to\s|\s+(?:is|are|should be|will be)\s" if kind in ("steps", "trials", "stages") else ""
         for found in re.finditer(rf"\b(?:{noun})(?:\s*(?:=|:){to})\s*{COUNT}\b", lowered):
             entities.add(kind, _number(found.group(1), found.group(2), kind), found.span())
+
+
+# A range said where one count is wanted: "20-30 steps", "6 to 8 trials", "between 4 and 8 h100s" ("from 20 to 30
+# steps" is a change, to 30; a range of clock times or a model's name is no count).
+COUNT_RANGE = (r"(?<![\w.:/-])(?<!from )(?:between\s+)?(\d+)\s*(?:-|\u2013|\u2014|to|and)\s*(\d+)\s*"
+               rf"(?:{'|'.join(NOUNS.values())})\b")  # fmt: skip
+
+
+def _ranges(lowered: str, entities: Entities) -> None:
+    """A count said as a range (its low end below its high end): which one is asked, never its top taken."""
+    for found in re.finditer(COUNT_RANGE, lowered):
+        ranged = found.group(0).startswith("between") or " and " not in found.group(0)  # "4 and 8 steps": two
+        if ranged and int(found.group(1)) < int(found.group(2)):
+            entities.add("count_range", found.group(0), found.span())
 
 
 # A count said with no number ("a few trials", "several hundred steps", "a handful of procs"): asked, never guessed.
