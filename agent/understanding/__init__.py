@@ -51,6 +51,7 @@ from agent.understanding.grammar import (
     LAYOUT_WORDS,
     OPTIMIZERS,
     PRECISIONS,
+    REFUSED_AFTER,
     SETTING_NAMES,
     Intent,
     first_reading,
@@ -62,6 +63,7 @@ from agent.understanding.intents import (
     ACTIONS,
     CUES,
     DO_THAT,
+    DONE_BEFORE,
     FOLLOW_UP,
     NOT_BY_POSSIBLE,
     POSSIBLE_TO,
@@ -115,7 +117,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         command = "run"  # "do the same thing with configs/long.yaml" after a launch: that launch, on this experiment
     intent = read_facts(masked(plain, entities), command, text, _planned_devices(context, plain))
     intent.text = text
-    if intent.command == "results" and not entities.has("run", "run_choice") and re.search(ACROSS_RUNS, plain.lower()):
+    across = intent.command == "results" or (intent.command == "status" and re.search(RUN_STATES, plain.lower()))
+    if across and not entities.has("run", "run_choice") and re.search(ACROSS_RUNS, plain.lower()):
         _across_runs(intent, plain.lower(), context)
     FILL.get(intent.command, lambda *a: None)(intent, entities, context)
     if intent.clarify is None:
@@ -133,6 +136,9 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = _vague_count(entities, intent)
     if intent.clarify is None and intent.command == "run":
         intent.clarify = _change_unsaid(plain, intent)
+    if intent.clarify is None and intent.command in VAGUE_TAKEN and (said := entities.get("count_range")):
+        intent.clarify = (f"How many, exactly? {str(said)!r} is a range: say one number. I would call "
+                          f"{_call_text(intent)}.")  # fmt: skip
     if intent.clarify is None and intent.command in ACTIONS and _asks_only(plain) and not _requested(intent, plain):
         intent.clarify = f"Do you want me to {intent.command} ({_call_text(intent)})? yes / edit"
     if intent.clarify is None and intent.command == "run" and re.search(DO_THAT, plain.lower()):
@@ -219,7 +225,9 @@ BARE_GO = (r"\W*(?:(?:ok(?:ay)?|alright|right|so|then|now|yes|yep|sure)\W+)*(?:g
 # A question about every run, not one: "which run had the best throughput?", "any OOM in the runs?"
 ACROSS_RUNS = (r"\bwhich (?:of the |of my )?runs?\b|\b(?:any|all|every|each) (?:of (?:the|my) )?runs?\b|"
                r"\b(?:in|across|among|over) (?:the|my|all|all the|these) runs\b|"
-               r"\bruns? (?:so far|overall)\b")  # fmt: skip
+               r"\bruns? (?:so far|overall)\b|"
+               # "did anything OOM?", "has any of them crashed?": no run named, every run asked about
+               r"^\W*(?:so\s+)?(?:did|has|have|was|were)\s+(?:anything|any of them|any jobs?|anyone)\b")  # fmt: skip
 RUN_STATES = r"\boom\b|out of memory|\bfail|\bcrash|\bfinish|\bstatus\b|\bdone\b|\bsucceed|\berror|\bdied\b|\bok\b"
 
 
@@ -485,6 +493,7 @@ def _unknown_name(plain: str, entities: Entities, context: Context, intent: Inte
     named = [m.group(1) for m in said if not (one_named and _a_word_beside_a_name(m, lowered))]
     unknown = [n for n in named if not re.match(NOT_A_NAME, n.split("/")[-1]) and n not in KNOWN_WORDS]
     unknown += [str(v) for v in [*entities.all("run"), *entities.all("sweep")] if str(v) not in known]
+    unknown += [str(v) for v in entities.all("unknown_name")]  # "tp-try-2": masked above, as a name is
     taken = [str(intent.args[k]) for k in ("run", "sweep") if isinstance(intent.args.get(k), str)]
     unknown += [t for t in taken if t not in known and t.startswith(("runs/", "sweeps/"))]
     if not unknown:
@@ -619,8 +628,37 @@ def _asked_last(entities: Entities) -> str | None:
     return runs.pop() if len(runs) == 1 else None
 
 
+# A run named as the scene of the question, not as what it asks about: the reference it is measured against
+# ("compared to baseline-ddp, how did r1 do?", "baseline-ddp is the reference. how's tp-try?", "r1 was fine. what
+# about tp-try?"), one left to go on ("let r1 finish; meanwhile show me ..."), or one of what the speaker already
+# did (intents.DONE_BEFORE: "I already benchmarked r1; how did baseline-ddp do?").
+SCENE = (
+    r"(?:^|[.;!?]\s*)(?:compared (?:to|with)|relative to|against|next to|versus|vs\.?)\s+(?:the\s+)?_+\s*,|"
+    r"(?:^|[.;!?]\s*)_+(?:'s\s+\w+)?\s+(?:is|was|looks?|looked|seems?|seemed)\s+(?:\w+\s+)?(?:the\s+)?"
+    r"(?:reference|baseline|control|fine|ok|okay|good|great|done|finished|healthy|solid)\b[^.;!?]*[.;!?]|"
+    r"(?:^|[.;!?,]\s*)let\s+_+\s+(?:finish|run|be|continue|go on|keep going|complete)\b[^.;!?]*[.;!?]"
+)
+
+
+def _scene_runs(entities: Entities) -> set[str]:
+    """The runs named only as the scene of the request (SCENE), where another is named beside them."""
+    lowered = masked(entities.text.lower(), entities)
+    spans = [m.span() for m in re.finditer(SCENE, lowered)]
+    spans += [m.span() for m in re.finditer(DONE_BEFORE, entities.text.lower())]
+    runs = [e for e in entities.found if e.kind == "run"]
+    asked = {str(e.value) for e in runs if not any(s <= e.span[0] < t for s, t in spans)}  # named again outside
+    return {str(e.value) for e in runs} - asked
+
+
 def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None:
     named = list(dict.fromkeys(str(r) for r in entities.all("run")))
+    if len(named) >= 2 and 0 < len(asked := [r for r in named if r not in _scene_runs(entities)]) < len(named):
+        named = asked  # "compared to baseline-ddp, how did r1 do?": r1's
+        if len(named) == 1 and intent.command == "compare":
+            intent.command = "results"
+        if len(named) == 1:
+            intent.args["run"], intent.words = named[0], named
+            return
     if len(named) >= 2 and intent.command == "results" and (asked := _asked_last(entities)):
         intent.args["run"], intent.words = asked, [asked]  # "the DDP baseline looks slow. Pull r1's numbers": r1's
         return
@@ -845,6 +883,7 @@ def _fill_sweep(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["experiment"] = experiment
     if trials := entities.get("trials"):
         intent.args["trials"] = trials
+    _refused_experiment(intent, entities)
     stated = [
         e for e in entities.found if e.kind in ("switch", "switch_doubt", "override", "optimizer", "steps", "nproc")
     ]
@@ -861,6 +900,27 @@ def _fill_sweep(intent: Intent, entities: Entities, context: Context) -> None:
     again = re.search(r"\bagain\b|\bre-?run\b|\bonce more\b|\bsame\b", intent.text.lower())
     if again and not context.last("run_sweep") and not intent.args and intent.clarify is None:
         intent.clarify = "Start a new sweep of meshpilot.yaml with the default trials? This conversation started none."
+
+
+DEFAULT_EXPERIMENT = "meshpilot.yaml"
+
+
+def _refused_experiment(intent: Intent, entities: Entities) -> None:
+    """An experiment the sentence refuses ("avoid the long config", "not meshpilot.yaml") is never the one used: one
+    carried from the launch before is dropped, so the default runs; where the default is the one refused and no other
+    is named, which one is asked."""
+    refused = {str(v) for v in [*entities.all("not_experiment"), *entities.all("refused_experiment")]}
+    if not refused:
+        return
+    if intent.args.get("experiment") in refused:
+        named = [str(v) for v in [*entities.all("experiment"), *entities.all("file")] if str(v).endswith(".yaml")]
+        if others := [v for v in named if v not in refused]:  # "don't use the long config, use other.yaml"
+            intent.args["experiment"] = others[-1]
+        else:
+            intent.args.pop("experiment")
+    if "experiment" not in intent.args and DEFAULT_EXPERIMENT in refused and intent.clarify is None:
+        intent.clarify = (f"Which experiment, if not {DEFAULT_EXPERIMENT}? Name its file, e.g. "
+                          f"`{'sweep' if intent.command == 'sweep' else 'train'} configs/long.yaml`.")  # fmt: skip
 
 
 def _experiment_file(entities: Entities) -> str | None:
@@ -891,6 +951,7 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["set"] = _merge(carried, intent.args.get("set", []))
     if experiment := entities.get("experiment") or _experiment_file(entities):
         intent.args["experiment"] = experiment
+    _refused_experiment(intent, entities)
     repeat = re.search(r"\bagain\b|\bsame\b|\bre-?run\b|\bonce more\b|\bfrom before\b", lowered)
     if repeat and not context.launch and not copying and not intent.args and not entities.has("switch", "optimizer"):
         # "do the thing from before again": nothing in the conversation to repeat, so ask, never launch the defaults
@@ -933,6 +994,7 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     # The switches as entities read them (a negation anywhere near wins), in the sentence's order, not the grammar's.
     switches = [str(e.value) for e in sorted(entities.found, key=lambda e: e.span) if e.kind == "switch"]
     keys = {s.split("=", 1)[0] + "=" for s in switches} | {f"{k}=" for k, _ in entities.all("switch_doubt")}
+    keys |= {f"{k}=" for k in entities.all("switch_kept")}  # "don't disable packing": the grammar's off dropped
     kept = [o for o in intent.args.get("set", []) if not any(o.startswith(k) for k in keys)]
     stated = switches
     if optimizer := entities.get("optimizer"):
@@ -1058,7 +1120,8 @@ NEGATION = (r"\b(?:without|w/o|no|not|disable[sd]?|disabling|turn(?:ed)? off|swi
             rf"\b(?:avoid|avoiding|ditch|ditching)(?=\s+(?:using\s+)?(?:{PRECISIONS}|{OPTIMIZERS})\b)")  # fmt: skip
 # Negations that turn no setting off: "no wait", "nothing else changed", "no need to", "kick off", "don't wait".
 NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no later|no rush|no hurry|no idea|"
-                 r"no problem|no worries|no matter|never ?mind|not (?:too|more|less|yet|now|a big deal)|"
+                 r"no reason to (?:turn|switch|shut|disabl)|no problem|no worries|no matter|never ?mind|"
+                 r"not (?:too|more|less|yet|now|a big deal)|"
                  # courtesy: "only if it's no trouble", "no pressure", "not a bother"
                  r"no (?:trouble|bother|pressure|stress|hassle|biggie|big deal)|not (?:a|any) (?:trouble|bother)|"
                  r"don'?t (?:change|touch|forget|wait|bother|worry|ask|need)|do not (?:change|touch|forget|wait|ask)|"
@@ -1115,6 +1178,8 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             continue
         if _replaced(lowered[found.end() :], intent):  # "not adam this time, plain sgd", "not fp8, bf16"
             continue
+        if _refers_to_a_layout(lowered, found, entities):  # "pp=2 was slow so skip it": the layout, no setting
+            continue
         # "not the long config", "don't want the default experiment": a name
         if re.match(r"\s*(?:(?:want|need|use|the|that|this|from|on)\s+)*_+", lowered[found.end() :]):
             continue  # ruled out (masked), no setting
@@ -1129,6 +1194,15 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             f"checkpointing or torch.compile, or set any key, e.g. `train.lr=1e-4`. {_launch_text(intent.args)}"
         )
     return None
+
+
+def _refers_to_a_layout(lowered: str, negation: re.Match, entities: Entities) -> bool:
+    """Whether a negation is a layout's refusal said after it by a pronoun ("tp=2 failed before so avoid it")."""
+    for layout in (e for e in entities.found if e.kind == "layout" and e.span[1] <= negation.start()):
+        refused = re.match(REFUSED_AFTER, lowered[layout.span[1] :])
+        if refused and layout.span[1] + refused.end() > negation.start():
+            return True
+    return False
 
 
 # Settings whose values are named alone ("fp8", "adam"): a negation before one takes that value back.
@@ -1260,6 +1334,7 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
             if key == "device_mem" and "gpu" in args:
                 continue
             args[key] = context.plan[key]
+    _over_nodes(intent, entities)
     if (said := entities.get("nodes_unsaid")) and "nodes" not in args and intent.clarify is None:
         intent.clarify = f"How many nodes? {str(said)!r} says each node's GPUs, e.g. `2 {said}`."
     if "nodes" in args and "devices" not in args and intent.clarify is None:
@@ -1280,6 +1355,32 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         before = ", ".join(f"{k}={v}" for k, v in (context.plan or {}).items() if k in PLAN_CARRIED)
         intent.clarify = ("How many GPUs (and nodes) should I plan for? e.g. `on 16 GPUs over 2 nodes`"
                           + (f" (the plan before: {before})." if before else "."))  # fmt: skip
+
+
+# GPUs per node: the common server of data-centre GPUs (H100, H200, A100...) holds 8, the largest single ones 16
+# (HGX-2 class). Up to 16 said in all may be one node ("70b on 16 of H100", as the plan has always read it); more
+# never is.
+NODE_GPUS = 8
+ONE_NODE_MOST = 16
+
+
+def _over_nodes(intent: Intent, entities: Entities) -> None:
+    """GPUs said in all, more than any one node holds, with no nodes said ("70b on 64 h100s"): plan_layouts takes
+    GPUs per node, so they are nodes of 8 (64 is 8 nodes of 8), as a person who rents them reads it; a count that 8
+    does not divide is asked about, never planned as one node."""
+    args, devices = intent.args, intent.args.get("devices")
+    if "nodes" in args or entities.has("per_node") or not isinstance(devices, int) or devices <= ONE_NODE_MOST:
+        return
+    if _device_count(entities) != devices:  # a count this sentence does not state as GPUs: not read again here
+        return
+    if devices % NODE_GPUS == 0:
+        args["devices"], args["nodes"] = NODE_GPUS, devices // NODE_GPUS
+        intent.notes.append(f"{devices} GPUs as {devices // NODE_GPUS} nodes of {NODE_GPUS} (no node holds "
+                            f"{devices})")  # fmt: skip
+    elif intent.clarify is None:
+        intent.clarify = (f"How are the {devices} GPUs split over nodes? No node holds that many, and they are no "
+                          f"whole number of nodes of {NODE_GPUS}: say the nodes and the GPUs in each, e.g. "
+                          f"`{devices // NODE_GPUS} nodes of {NODE_GPUS}`.")  # fmt: skip
 
 
 # This machine named as the hardware: "on this box", "here", "the GPUs I have".

@@ -176,7 +176,7 @@ SEQ_LEN = (
     r"\b\d+(?!\s+sequences\b)\s*k?\s*(?:[- ]?tokens?\s+)?(?:context|sequences?|seq)\b|" + TOKENS_PER_SEQUENCE
 )
 NAMES = ("run", "sweep", "checkpoint", "file", "experiment", "run_choice", "sweep_choice", "not_run", "not_sweep",
-         "not_run_choice", "not_sweep_choice", "not_experiment", "said_of_run")  # fmt: skip
+         "not_run_choice", "not_sweep_choice", "not_experiment", "said_of_run", "unknown_name")  # fmt: skip
 # What excludes the run or sweep named right after it: "from the lr scan, not the layouts one", "rather than r1".
 # Verbs that leave out what they name ("skip lr-scan", "ignore r1"): what a possessive names is left out instead ("skip
 # r1's benchmark" skips the benchmark, not r1).
@@ -217,6 +217,7 @@ def extract(text: str, known: Known) -> Entities:
     lowered = text.lower()
     entities = Entities(text)
     _counts(lowered, entities)
+    _ranges(lowered, entities)
     _vague_counts(lowered, entities)
     for found in _clocks(lowered):  # "14:02 UTC", "T+5m": when, never how many
         entities.add("clock", found.group(0), found.span())
@@ -225,6 +226,7 @@ def extract(text: str, known: Known) -> Entities:
     _switches(lowered, entities)
     _optimizer(lowered, entities)
     _names(text, entities, known)
+    _relative_runs(lowered, entities, known)
     _excluded(lowered, entities)
     the_other(lowered, entities, known)
     _layouts(masked(lowered, entities), entities)
@@ -297,6 +299,20 @@ def _excluded(lowered: str, entities: Entities) -> None:
             entity.kind = "not_" + entity.kind
         elif entity.kind == "run" and end > start and re.search(SPARED, lowered[:start]):
             entities.add("spared_run", entity.value, entity.span)
+        elif refused := _experiment_refused(entity, lowered):  # "avoid the long config", "no long.yaml"
+            if refused.group("verb"):  # "don't use X", "never launch X": refused for a launch, still shown if asked
+                entities.add("refused_experiment", entity.value, entity.span)
+            else:
+                entity.kind = "not_experiment"
+
+
+def _experiment_refused(entity: Entity, lowered: str) -> re.Match | None:
+    """What refuses an experiment (or a YAML file, one to launch) named only to be refused: never the one launched.
+    A verb negated before it ("never launch long.yaml") refuses it for a launch or sweep only: "never launch
+    long.yaml, just show it" shows it."""
+    experiment = entity.kind == "experiment" or (entity.kind == "file" and str(entity.value).endswith(".yaml"))
+    start, end = entity.span
+    return re.search(REFUSED_EXPERIMENT, lowered[:start]) if experiment and end > start else None
 
 
 def _another_file_named(entity: Entity, entities: Entities) -> bool:
@@ -331,6 +347,11 @@ NEGATOR = (r"\b(?:(?:don'?t|do not|no need to)\s+bother(?:\s+(?:to|with))?|"
            r"no need (?:for|to)|no|not|without|don'?t|do not|never|skip(?:ping)?|hold off(?: on)?|"
            r"forget(?: about)?|instead of|rather than|nor|nvm|never ?mind|scrap|ditch)\s+")  # fmt: skip
 NEGATED_VERB = rf"{NEGATOR}\w+\s+(?:(?:the|that|this|my|our)\s+)?$"
+# What refuses an experiment file named right after it, beside EXCLUDER: "don't use the long config", "avoid the long
+# config", "no long config please", "anything but configs/long.yaml".
+REFUSED_EXPERIMENT = (rf"(?:{EXCLUDER}$|(?P<verb>{NEGATED_VERB})|\b(?:avoid(?:ing)?|no|(?:anything|everything|"
+                      r"any\s+\w+)\s+(?:but|except)|steer(?:ing)? clear of|stay(?:ing)? away from)\s+"
+                      r"(?:(?:using|use|the|that|this)\s+)*$)")  # fmt: skip
 # "The one" is the one to act on only where what follows says so, restating the wish or the act ("the one I want
 # scored", "the one to stop", "the one I meant"); "tp-try is the one I don't trust", "... the one we already scored",
 # "... the one I want to compare it with" describe the other, and ask nothing of it.
@@ -414,6 +435,20 @@ def _counts(lowered: str, entities: Entities) -> None:
         to = rf"|{CHANGED}\s+to\s|\s+(?:is|are|should be|will be)\s" if kind in ("steps", "trials", "stages") else ""
         for found in re.finditer(rf"\b(?:{noun})(?:\s*(?:=|:){to})\s*{COUNT}\b", lowered):
             entities.add(kind, _number(found.group(1), found.group(2), kind), found.span())
+
+
+# A range said where one count is wanted: "20-30 steps", "6 to 8 trials", "between 4 and 8 h100s" ("from 20 to 30
+# steps" is a change, to 30; a range of clock times or a model's name is no count).
+COUNT_RANGE = (r"(?<![\w.:/-])(?<!from )(?:between\s+)?(\d+)\s*(?:-|\u2013|\u2014|to|and)\s*(\d+)\s*"
+               rf"(?:{'|'.join(NOUNS.values())})\b")  # fmt: skip
+
+
+def _ranges(lowered: str, entities: Entities) -> None:
+    """A count said as a range (its low end below its high end): which one is asked, never its top taken."""
+    for found in re.finditer(COUNT_RANGE, lowered):
+        ranged = found.group(0).startswith("between") or " and " not in found.group(0)  # "4 and 8 steps": two
+        if ranged and int(found.group(1)) < int(found.group(2)):
+            entities.add("count_range", found.group(0), found.span())
 
 
 # A count said with no number ("a few trials", "several hundred steps", "a handful of procs"): asked, never guessed.
@@ -723,7 +758,8 @@ def _switches(lowered: str, entities: Entities) -> None:
         before = [(m, k) for m, k in mentions if m.end() <= found.start()]
         if before:
             mentions.append((found, before[-1][1]))
-            values.append(value)
+            clause = re.split(CLAUSE, lowered[max(0, found.start() - 60) : found.start()])[-1]
+            values.append("keep" if value == "false" and re.search(OFF_NEGATED, clause) else value)
     for (mention, key), value in zip(mentions, values, strict=True):
         entities.add("switch_mention", (key, value), mention.span())
     corrected = [m.end() for m in re.finditer(CORRECTION, lowered)]
@@ -733,7 +769,10 @@ def _switches(lowered: str, entities: Entities) -> None:
             said = [(m, v) for m, v in said if m.start() >= corrected[-1]]
         stated = {v for _, v in said if v not in (None, "keep")} | ({"true", "false"} if key in doubted else set())
         if not stated and any(v == "keep" for _, v in said):
-            continue  # "leave packing as is": nothing to set, nothing to ask
+            # "leave packing as is", "don't turn packing off": nothing to set (a launch drops the grammar's reading
+            # of "disable packing" in it), nothing to ask
+            entities.add("switch_kept", key, next(m for m, v in said if v == "keep").span())
+            continue
         if len(stated) == 1:
             value = stated.pop()
             mention = next(m for m, v in said if v == value)
@@ -828,6 +867,8 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
         return "false"  # "leave packing out": left out of the run, not left as it is
     if re.search(KEEP_BEFORE, before_words) and not re.search(STATE_AFTER, after_words):
         return "keep"  # "don't touch packing", "leave AC as it is": no change, and no negation
+    if _off_taken_back(lowered[: mention.start()], before, after):
+        return "keep"  # "never turn off packing", "I don't want packing turned off": it stays as it is
     if re.search(NEGATION_BEFORE, before_words) or re.search(NEGATION_AFTER, after_words):
         return "false"
     if re.search(r"\b(?:with|enable|enabling|turn on|switch on|use|using|w/|on)\s*$", before_words + " ") or re.search(
@@ -839,6 +880,33 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
     if re.search(KEEP_AFTER, after):
         return "keep"
     return None
+
+
+# Turning a setting off, said right before it ("disable packing", "turn off the compile") or after it ("packing
+# turned off", "compile should be off").
+OFF_BEFORE = (r"\b(?:disabl(?:e|ed|ing)|(?:turn|switch|shut)(?:s|ed|ing)?\s+off|(?:turn|switch|shut)(?:s|ed|ing)?\s+"
+              r"(?=\S+\s+off\b))\s*(?:the\s+)?$")  # fmt: skip
+OFF_AFTER = rf"^(?:\s*(?:{LINKING}))*\s*(?:off|disabled|false)\b"
+# A negation of that turning off, a few words before it: "don't switch packing off", "never turn off AC", "there's no
+# reason to disable packing", "who said anything about turning packing off?" (not "why not disable it", a suggestion,
+# nor "don't forget to turn packing off").
+OFF_NEGATED = (r"(?:\b(?:don'?t|do not|never(?!\s*mind)|(?<!why )(?<!if )(?<!or )not|no (?:reason|need) to|won'?t|"
+               r"will not|shouldn'?t|should not|mustn'?t|must not|who said anything about|"
+               r"(?:nobody|no one)\s+(?:said|asked|told|wants?|wanted|needs?))\b)"
+               r"(?!\s+(?:forget|hesitate|bother|even)\b)(?:\s+[\w']+){0,3}\s*$")  # fmt: skip
+# "Don't change anything else, not even packing": what is kept, named.
+NOT_EVEN_CHANGED = (r"\b(?:(?:don'?t|do not|never)\s+(?:change|touch|modify|alter)|leave\s+(?:everything|anything|all|"
+                    r"the rest)\b)[^.;!?]*\bnot even\s*$")  # fmt: skip
+
+
+def _off_taken_back(said_before: str, clause_before: str, after: str) -> bool:
+    """Whether turning the setting off is itself negated (a negation of a negation): the setting stays as it is,
+    neither on nor off. "Don't turn packing on" is no such case: off, as said."""
+    if re.search(NOT_EVEN_CHANGED, said_before):
+        return True
+    if off := re.search(OFF_BEFORE, clause_before):
+        return bool(re.search(OFF_NEGATED, clause_before[: off.start()]))
+    return bool(re.match(OFF_AFTER, after)) and bool(re.search(OFF_NEGATED, clause_before))
 
 
 # A setting's verb told to the trainer with its object, first in its clause: "pack the sequences", "please compile
@@ -1019,7 +1087,7 @@ MAIN_EXPERIMENT = (r"\b(?:the|my|our)\s+(?:(main|default|primary|base|top-level|
 BARE_NAMED = r"(?:^|[,;:.!?(]\s*|\b(?:of|for|from|on|in|about|with|vs|and|is|did|was)\s+)([a-z][\w]+)\s+(run|sweep)\b"
 # A run or sweep described, not named: "the ddp baseline", "the learning rate sweep", "the FSDP run", "the layout one".
 DESCRIBED = (r"\b(?:the|that|this|my|our|your)\s+((?:(?!(?:the|an?|of|in|on|at|for|with|to|and|or|that|this|my|our|"
-             r"what|which|is|was)\b)[a-z0-9][\w'.-]*\s+){1,4}?)"
+             rf"what|which|is|was)\b)(?:(?:{'|'.join(MESH_DIMS)})=\d+|[a-z0-9][\w'.-]*)\s+){{1,4}}?)"
              r"(run|sweep|one|job|baseline|training|attempt|try|tuning|search|scan|experiment|study)\b"
              r"(?!\s*(?:=|\.\w))")  # fmt: skip
 # Heads that name a sweep only where its words fit one ("the November layout experiment"); an experiment is a config
@@ -1111,7 +1179,7 @@ def _described(lowered: str, entities: Entities, known: Known) -> None:
         words = re.sub(r"\b(?:completed|succeeded|worked)\b", "finished", words)
         for pattern, word in DESCRIPTOR_WORDS:
             words = re.sub(pattern, word, words)
-        words = [w for w in re.findall(r"[a-z0-9]+", words) if w not in ("s", "very", "one")]
+        words = [w for w in re.findall(r"[a-z_]+=\d+|[a-z0-9]+", words) if w not in ("s", "very", "one")]
         if head in STUDY_HEADS and (set(words) & GENERIC or any(known.config(w) for w in words)
                                     or re.search(DONE_AGAIN, lowered[: found.start()])):  # fmt: skip
             continue  # "the main experiment", "the long experiment": a file; "do the fsdp experiment": a new one
@@ -1134,6 +1202,28 @@ def _described(lowered: str, entities: Entities, known: Known) -> None:
             entities.add(label[matches[0][0]] + "_choice", [path for _, path in matches], found.span())
 
 
+# A run named by its place beside another: "the run before r1" (older), "the one after baseline-ddp" (newer).
+RELATIVE_RUN = (r"\bthe\s+(?:run|one|job|training(?:\s+run)?)\s+(?:(?:right|just|immediately)\s+)?"
+                r"(before|after|prior to|preceding|following)\s+")  # fmt: skip
+
+
+def _relative_runs(lowered: str, entities: Entities, known: Known) -> None:
+    """The run that stands before or after the one named (the repository's order, newest first): never the named
+    one in its place; one with none there is asked about."""
+    for found in re.finditer(RELATIVE_RUN, lowered):
+        named = [e for e in entities.found if e.kind == "run" and e.span[0] == found.end()]
+        if not named or str(named[0].value) not in known.runs:
+            continue
+        entities.found.remove(named[0])
+        newer = found.group(1) in ("after", "following")
+        index = known.runs.index(str(named[0].value)) + (-1 if newer else 1)
+        span = (found.start(), named[0].span[1])
+        if 0 <= index < len(known.runs):
+            entities.add("run", known.runs[index], span)
+        else:
+            entities.add("unknown_description", lowered[span[0] : span[1]], span)
+
+
 def _name(tokens: list[re.Match], entities: Entities, known: Known) -> None:
     """A bare run or sweep name ("r1", "tp-try", "layots-nov") or two words of one ("lr scan", "baseline ddp")."""
     readings = [(tokens[0].group(0), tokens[0].span())]
@@ -1146,3 +1236,6 @@ def _name(tokens: list[re.Match], entities: Entities, known: Known) -> None:
             if path := known.resolve(candidate, kind, prefix=False, close=close):
                 entities.add(label, path, span)
                 return
+    if "-" in tokens[0].group(0) and known.another_of(tokens[0].group(0)):
+        # "tp-try-2", "baseline-fsdp": a name, one the repository lacks (asked about), and no layout word in it
+        entities.add("unknown_name", tokens[0].group(0), tokens[0].span())

@@ -49,8 +49,22 @@ OPTIMIZERS = r"galore_adamw|sgd|adamw|adam|adafactor|lion|muon"
 PRECISIONS = r"bf16|fp32|fp8|fp16"
 NEGATED_SETTING = r"\b(?:not|no|never|without|skip|avoid|ditch|instead of|rather than|other than|don'?t (?:\w+ )?)\s*$"
 # What a negation just before a layout word takes back ("not pipelined", "no tp, just fsdp", "not on tp").
+# ("anything but pipeline parallel", "any layout except tp", "whatever layout but cp": all but that one)
 NEGATED_LAYOUT = (r"\b(?:not|no|never|without|avoid(?:ing)?|skip(?:ping)?|don'?t (?:use|do|want)(?: any)?|"
-                  r"rather than|instead of|other than)\s+(?:on |with |using |any )?$")  # fmt: skip
+                  r"rather than|instead of|other than|(?:anything|everything|any\s+\w+|whatever(?:\s+\w+)?)\s+"
+                  r"(?:but|except(?: for)?)|except(?: for)?|but not|apart from)\s+"
+                  r"(?:on |with |using |use |any )?$")  # fmt: skip
+# A layout refused after it is said, by a pronoun in its clause: "tp=2 failed before so avoid it", "fsdp, not that".
+REFUSED_AFTER = (r"^[^.;!?]{0,50}?\b(?:avoid|skip|drop|don'?t (?:use|do|want)|never use|not)\s+(?:it|that|this|"
+                 r"that one|this one)\b(?!\s+(?:on|with|for|to|again)\b)")  # fmt: skip
+
+
+def refused_layout(lowered: str, found: re.Match) -> bool:
+    """Whether the layout `found` is taken back: a negation before it ("not pipelined", "anything but tp") or a
+    pronoun after it in its clause ("tp=2 failed before so avoid it")."""
+    return bool(re.search(NEGATED_LAYOUT, lowered[: found.start()]) or re.match(REFUSED_AFTER, lowered[found.end() :]))
+
+
 TOPICS = {
     "memory": r"memory|\bmem\b|\boom\b|gib|\bram\b|vram",
     "optimizer": r"optimi[sz]er",
@@ -180,7 +194,8 @@ _WHAT_IF = (r"\b(?:would|could|what if|if i|if we|should i|should we|can i|can w
             r"fit|does it fit|do i need|how (?:should|would|do|can) (?:i|we) train|how fast (?:is|would)|how many "
             r"(?:gpus|devices|nodes) do)\b")  # fmt: skip
 _PAST = r"\b(?:did|was|that run|the run|last run|last one|latest run|previous run|the winner|trials?)\b"
-_WAIT = _POLITE + r"wait\b"
+# ("wait, don't", "wait — no", "wait, which run is newest?": an interjection, hold on, no wait for a run)
+_WAIT = _POLITE + r"wait\b(?!\s*(?:,|\u2014|\u2013|-\s|\.\.\.|!|\?|\.\s*\w)(?!\s*(?:for|until|till|on)\b))"
 _SWEEP_STATE = r"\bsweep\b.*\b(?:done|finish(?:ed)?|over|running|going|status|progress)\b"
 
 
@@ -396,7 +411,7 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
         intent.args["steps"] = int(found.group(1) or found.group(2))
     dims = "|".join(LAYOUT_DIMS)
     for found in re.finditer(rf"\b((?:{dims})=\d+(?:,(?:{dims})=\d+)*)", lowered):
-        if not re.search(NEGATED_LAYOUT, lowered[: found.start()]):  # "not tp=2. train ddp on 4 gpus": refused
+        if not refused_layout(lowered, found):  # "not tp=2. train ddp on 4 gpus": refused
             intent.args["layout"] = found.group(1)
             break
     named = []
@@ -444,7 +459,7 @@ def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> 
             rf"(?!\s*(?:steps?|gpus?|devices?|processes|procs?|nodes?))|\b{words}\b)",
             rest,
         ):
-            if re.search(NEGATED_LAYOUT, rest[: found.start()]):
+            if refused_layout(rest, found):
                 continue
             degree = found.group(1) or found.group(2)
             if dim == "hsdp":

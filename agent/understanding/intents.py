@@ -308,6 +308,13 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
         (r"\bsweep\b", 1),
         (r"^\W*sweeps?\W*$", 3),
+        # a sweep that exists, read: "read the warmup sweep", "show me the batch-size sweep" (never a new one; a name
+        # the repository lacks is asked about)
+        (
+            r"\b(?:read|show|open|display|view|look (?:at|over)|pull up|go over)\s+(?:me\s+|us\s+)?"
+            r"(?:the|that|this|our|my)\s+(?:[\w.-]+\s+){0,2}sweep\b(?!\s+(?:again|anew|once more)\b)",
+            6,
+        ),
     ],
     "sweep": [
         (
@@ -648,6 +655,7 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
         negated.add("wait")
         spans.append(found.span())
     spans += [found.span() for found in re.finditer(STOP_DOING, lowered)]  # no action, nothing negated either
+    spans += [found.span() for found in re.finditer(DONE_BEFORE, lowered)]  # done already: no action asked
     later = [*re.finditer(OWN_LATER, lowered), *re.finditer(LAUNCH_PUT_OFF, lowered)]  # an act to come: no cue
     spans += [found.span() for found in later]
     for start, end in spans:
@@ -709,6 +717,19 @@ OWN_LATER = (r"\bbefore\s+(?:i|we|you)\b(?:[^,;:!?.\u2013\u2014]|\.(?=\w))*?"
              r"(?=\s*(?:[,;:!?\u2013\u2014]|\.(?!\w)|\s-\s|$)|"
              r"\s+(?:can|could|would|will|please|pls|and|but|so|then)\b|"
              r"\s+(?:i|we)(?:'d|\s+would)?\s+(?:want|need|like|have to|must|should|wanna)\b)")  # fmt: skip
+
+
+# What the speaker already did, told as the scene of the request: "I opened a PR for lr-scan already; read ...", "I
+# benchmarked r1 yesterday, now check ...", "we updated the docs from lr-scan; show me ...", "after benchmarking r1
+# last week, I want ...", "since we cancelled tp-try, show ...". Its verb is done, no request: it cues no action
+# (what is asked beside it decides). The clause ends at a stop, a dash or a comma.
+DONE_VERBS = (r"opened|benchmarked|evaluated|scored|wrote|written|updated|cancell?ed|killed|stopped|launched|started|"
+              r"kicked off|trained|swept|reported|merged|submitted|resumed|read|checked|planned|compared|ran(?!\s+out)|"
+              r"documented|pushed|filed|made|created|did")  # fmt: skip
+DONE_BEFORE = (rf"(?:^|(?<=[,;:.!?])\s*|\b(?:since|because|as|now that|after|once)\s+)"
+               rf"(?:(?:i|we|you)(?:'ve|'d|\s+have|\s+had)?\s+(?:already\s+|just\s+|recently\s+)?(?:{DONE_VERBS})|"
+               r"(?<=after )\w+ing)\b(?:[^,;:!?.\u2013\u2014]|\.(?=\w))*?"
+               r"(?=\s*(?:[,;:!?\u2013\u2014]|\.(?!\w)|\s-\s|$))")  # fmt: skip
 
 
 # A launch put off while something else is asked for now: "you can train long.yaml on 2 gpus later, for now show me
@@ -871,6 +892,8 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
     scores["run"] += 1.5 * launching
     if _launch_spec(lowered, entities):
         scores["run"] += 4  # "two GPUs in tensor parallel formation, sixty steps": all a launch takes, in any words
+    if launching and entities.has("not_experiment") and not entities.has("file", "experiment"):
+        scores["read"] -= 1.5  # "20 steps, no long config please": the config refused for a launch, no file to show
     if scores["sweep"] >= 6 or scores["bench"] >= 5:
         scores["run"] -= 3  # "kick off a layout sweep", "run the private benchmark": the verb's object decides
     if entities.has("run"):

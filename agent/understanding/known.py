@@ -62,12 +62,27 @@ class Known:
         near = difflib.get_close_matches(word, names, n=2, cutoff=0.85) if close else []
         if close and not near:  # "tp-tyr": two letters swapped, which difflib's ratio scores low in a short name
             near = [n for n in names if _close(word, n)]
+        near = [n for n in near if _typed_as(word, n)]  # "baseline-fsdp", "tp-try-2": other names, no typos
         if len(near) == 1 and len(word) >= 5:
             return names[near[0]]
         if not prefix:
             return None
         prefixed = [n for n in names if n.split("-")[0] == word or n.startswith(word + "-")]
         return names[prefixed[0]] if len(prefixed) == 1 and len(word) >= 2 else None
+
+    def another_of(self, word: str) -> str | None:
+        """The run or sweep whose name `word` is modelled on but is not ("tp-try-3", "baseline-fsdp", "layouts-oct":
+        a word of the name added or replaced): a name the repository lacks, never a typo of that one."""
+        said = _parts(word.lower())
+        for path in [*self.runs, *self.sweeps]:
+            own = _parts(path.split("/", 1)[1].lower())
+            if len(own) < 2 or said == own:
+                continue
+            added = said[: len(own)] == own and len(said) > len(own)
+            replaced = len(said) == len(own) and sum(a != b for a, b in zip(said, own, strict=True)) == 1
+            if added or (replaced and not _typed_as(word, path.split("/", 1)[1])):
+                return path
+        return None
 
     def describe(self, words: list[str], kind: str) -> list[str]:
         """The runs or sweeps (`kind`) that every one of `words` describes: a part of its name ("baseline"), its
@@ -85,7 +100,10 @@ class Known:
             return found
         if path.startswith("runs/"):
             metrics = _json(self.root / path / "metrics.json")
-            found |= _layout_words(metrics.get("layout") or {})
+            layout = metrics.get("layout") or {}
+            found |= _layout_words(layout)
+            # its degrees as written: "the tp=2 run" (no run with cp=2 is "the cp=2 run")
+            found |= {f"{dim}={degree}" for dim, degree in layout.items() if isinstance(degree, int) and degree > 1}
             status = str(metrics.get("status", "")).lower()
             if status:
                 found |= {"finished", "successful", "ok", "good", "completed", "done"} if status == "ok" else {
@@ -181,6 +199,28 @@ def _flat(tree: object, prefix: str = "") -> dict[str, str]:
     if isinstance(tree, dict):
         return {k: v for key, sub in tree.items() for k, v in _flat(sub, f"{prefix}{key}.").items()}
     return {prefix.rstrip("."): str(tree)} if prefix else {}
+
+
+def _typed_as(word: str, name: str) -> bool:
+    """Whether `word` may be `name` typed with a typo: the same words in their places, each the same or one typo of
+    it ("layots-nov", "tp-tyr", "baselin-ddp"). A word of the name replaced by another ("baseline-fsdp" for
+    baseline-ddp, "layouts-oct" for layouts-nov) or one added ("tp-try-3", "lr-scan-2") names another run or sweep,
+    one the repository lacks: never this one in its place. A name typed without its dashes ("lrscan") is left to
+    the closeness alone."""
+    said, own = _parts(word), _parts(name)
+    if len(said) == 1 and len(own) > 1:
+        return True
+    if len(said) != len(own):
+        return False
+    return all(_part_typed_as(a, b) for a, b in zip(said, own, strict=True))
+
+
+def _part_typed_as(said: str, own: str) -> bool:
+    """One word of a name typed with one typo: two letters swapped, or in a word of three letters or more one
+    letter changed, added or left out ("dpp" for ddp; "fsdp" or "tp" is another word)."""
+    if said == own or _one_swap(said, own) or _close(said, own):
+        return True
+    return min(len(said), len(own)) >= 3 and not said.isdigit() and _one_edit(said, own)
 
 
 def _parts(name: str) -> list[str]:

@@ -1,8 +1,9 @@
 """Requests no tool may do, refused in one line instead of mapped to a nearby tool: deleting runs, sweeps,
 checkpoints or files; pushing to main or force-pushing past the pull request; printing a token, password, API key or
 environment variable. meshpilot's tools read, plan, launch, cancel, wait and open pull requests; none deletes, none
-pushes to main, none reveals a secret, none runs a shell command ("run `df -h` in a shell", "run rm -rf on the runs
-folder": the verb "run" of a shell command is no launch). The reply says what the user can do instead.
+pushes to main, none reveals a secret or a benchmark's private labels, none runs a shell command ("run `df -h` in a
+shell", "run rm -rf on the runs folder": the verb "run" of a shell command is no launch). The reply says what the
+user can do instead.
 
 Kept precise: "remove packing" and "drop the lr" are settings, "tokens per second" a figure; a deletion negated
 ("don't delete anything, just cancel r1") is no deletion.
@@ -36,8 +37,29 @@ PUSH = (r"\bforce[- ]?push\w*|\bpush\w*\s+(?:-f|--force)\b|\bpush\w*\s+(?:\S+\s+
         r"(?:straight|directly)\s+(?:to|into|onto)\s+(?:main|master)\b|\b(?:skip(?:ping)?|without|bypass\w*)\s+"
         r"(?:the\s+|a\s+)?(?:pr|pull request|review)\b.*\b(?:main|master)\b|"
         r"\brewrite\s+(?:the\s+)?(?:git\s+)?history\b|\breset\s+--hard\b")  # fmt: skip
+# Changes landed on main by the agent itself, in other words than a push: "git push origin main", "merge the report
+# branch into main", "commit the docs update to main", "put the report directly on main", "ship it to main", "overwrite
+# main with ...", and main named before the review it skips ("into main, no PR needed", "to main w/o a pull request").
+MAIN = r"(?:the\s+)?(?:origin[\s/]+)?(?:main|master)(?:\s+branch)?\b"
+LANDED = r"(?:push|merg|commit|ship|put|appl|land|send|deploy|writ|upload|check\s+in|overwrit|force)\w*"
+ON_MAIN = (rf"\bgit\s+push\s+(?:-\S+\s+)*(?:origin|upstream)\s+(?:main|master)\b|"
+           rf"\b{LANDED}\s+(?:[^\s,;.!?]+\s+){{0,6}}?(?:(?:straight|directly|right)\s+)?(?:to|into|onto|on|in)\s+{MAIN}"
+           # the branch itself, not "the main results" or "the main table of the docs": what follows ends it
+           r"(?=\s*(?:$|[,.;:!?)\u2013\u2014-]|(?:and|with|without|w/o|directly|straight|now|please|yourself|too|so|"
+           r"then|skip\w*|no|right|today|asap|for me)\b))|"
+           rf"\boverwrit\w*\s+{MAIN}|{MAIN}[^.;!?]*\b(?:skip(?:ping)?|without|w/o|bypass\w*|no|sans)\s+(?:the\s+|a\s+|any\s+)?"
+           r"(?:pr|pull request|review|code review)s?\b")  # fmt: skip
 # A pull request asked for in the same sentence: "push the results to main as a PR" is the pull request it asks.
 AS_PR = r"\b(?:as|in|via|through|open|opening|create|with)\s+(?:a\s+|the\s+)?(?:pr|pull request)\b"
+# What a benchmark keeps private, asked to be shown: its labels ("dump the hidden labels", "print the private label
+# file"), the correct answers ("what the right ones are"), which examples a model got wrong. run_benchmark returns
+# aggregate scores only; the request is refused whole (the benchmark beside it too: what it would show is the secret).
+LABELS = (r"\b(?:(?:hidden|private|held[- ]out|sealed|gold|ground[- ]truth|secret|test)\s+(?:test\s+)?(?:labels?|"
+          r"label\s+files?|answers?)|answer[- ]?keys?|labels?\s+files?|(?:correct|right|expected|true|gold)\s+"
+          r"(?:answers?|labels?)|(?:benchmark|eval\w*|test)\s+(?:labels|answers))\b|"
+          # per-example results: "which benchmark answers r1 got wrong", "the questions r1 failed"
+          r"\b(?:answers?|questions?)\s+(?:that\s+|which\s+)?(?:[\w./-]+\s+){0,2}?"
+          r"(?:got\s+wrong|got\s+right|failed|missed|gets?\s+wrong|flunked)\b")  # fmt: skip
 REVEAL = (r"\b(?:print|show|display|reveal|tell|give|echo|dump|cat|read|list|output|paste|send|post|leak|expose|"
           r"export|share|copy|what(?:'s| is| are)|whats|where(?:'s| is))\b")  # fmt: skip
 SECRET = (r"\b(?:api[ _-]?keys?|access[ _-]?tokens?|auth(?:entication)?[ _-]?tokens?|(?:hf|hugging ?face|github|gh|"
@@ -74,9 +96,14 @@ def refusal(plain: str, entities: Entities) -> str | None:
     if _shell_command(lowered):  # "run `df -h` in a shell": the verb "run" of a shell command, never a launch
         return ("meshpilot does not run shell commands: run it in your own terminal. I can read runs and sweeps, plan "
                 "layouts, launch, cancel or resume training, and open pull requests.")  # fmt: skip
-    if _said(PUSH, lowered) and not _said(AS_PR, lowered):  # "push to main, don't open a PR" is no PR
+    pushed = _said(PUSH, lowered) or _said(ON_MAIN, lowered)
+    if pushed and not _said(AS_PR, lowered):  # "push to main, don't open a PR" is no PR
         return ("meshpilot never pushes to main or force-pushes: it opens a pull request (`/pr`) on a branch of its "
                 "own, for you to review and merge.")  # fmt: skip
+    if _said(LABELS, lowered, SECRET_NEGATED) and re.search(rf"{REVEAL}|\bwhich\b|\bwhat\b", lowered):
+        return ("meshpilot never shows a benchmark's private labels, correct answers or per-example results: "
+                "run_benchmark reports aggregate scores only (e.g. `benchmark runs/r1`), so I am not doing any of "
+                "this request.")  # fmt: skip
     if _said(SECRET, lowered, SECRET_NEGATED) and re.search(REVEAL, lowered):
         return ("meshpilot never prints tokens, passwords, API keys or environment variables: read them in your own "
                 "shell (e.g. `echo $HF_TOKEN`) if you need them.")  # fmt: skip
