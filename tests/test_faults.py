@@ -136,7 +136,8 @@ def test_ranks_still_running_when_the_grace_period_ends_are_stopped_and_the_run_
     metrics = run.read_metrics()
     assert (metrics["status"], metrics["signal"]) == ("preempted", "SIGTERM")
     assert (metrics["resume_from"], metrics["steps_completed"]) == ("step_00000002", 2)
-    assert stderr.strip().splitlines()[-1].startswith(
+    said = stderr.strip().splitlines()[-1]
+    assert said.startswith(
         "run preempted: preempted by SIGTERM; the ranks did not stop within the 1 s grace period and were stopped "
         "without saving; --resume continues from step_00000002 (logs: "
     )

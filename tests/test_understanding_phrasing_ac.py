@@ -158,7 +158,7 @@ def test_a_warmup_in_steps_is_never_the_runs_steps(text, args, known):
 
 
 def test_steps_after_a_warmup_taken_back_stay_the_runs(known):
-    """"without warmup for 10 steps": the run's 10 steps, with no warmup (the trainer's 0), never a warmup of 10."""
+    """Without warmup for 10 steps: the run's 10 steps, with no warmup (the trainer's 0), never a warmup of 10."""
     read_as("train without warmup for 10 steps on 2 gpus", "run",
             {"steps": 10, "nproc": 2, "set": ["train.warmup_steps=0"]}, known)  # fmt: skip
 
