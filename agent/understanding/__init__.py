@@ -73,7 +73,7 @@ from agent.understanding.intents import (
     score,
 )
 from agent.understanding.known import singular
-from agent.understanding.mood import held_back, held_back_question
+from agent.understanding.mood import held_back, held_back_question, offers_yes
 from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE, normalise
 from agent.understanding.refusals import refusal
 from trainer.model.presets import MODELS
@@ -163,8 +163,12 @@ def understand(text: str, context: Context | None = None) -> Intent:
         )
     if intent.clarify is None and intent.command in ("run", "sweep") and (source := _unknown_source(entities)):
         intent.clarify = source
-    if intent.clarify is None and intent.command in ACTIONS and (why := held_back(plain.lower(), intent.command)):
-        intent.clarify = held_back_question(why, _call_text(intent))  # negated, put off, asked...: never acted on
+    why = held_back(plain.lower(), intent.command) if intent.command in ACTIONS else None
+    question = held_back_question(why, _call_text(intent), intent.command) if why else None
+    # negated, put off, asked...: never acted on; where a yes must not act on it either (negated, supposed, asked
+    # what it would do), no earlier question may offer one
+    if question and (intent.clarify is None or (offers_yes(intent.clarify) and not offers_yes(question))):
+        intent.clarify = question
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     if (

@@ -30,11 +30,18 @@ ACTION_WORDS = {
 
 # A negation governing the action a few words on, through words that only carry it ("I don't want to cancel", "we
 # shouldn't cancel", "I never asked you to cancel", "don't ever open a PR"): not "I'm not sure I get sweeps, but ...",
-# "don't forget to", "why not".
-_NEGATION = (r"(?<!why )\b(?:don'?t|do not|didn'?t|did not|never|shouldn'?t|should not|won'?t|will not|wouldn'?t|"
-             r"would not|mustn'?t|must not|no need to|not going to|not)\b")  # fmt: skip
+# "don't forget to", "why not", "we may or may not want to" (a doubt).
+_NEGATION = (r"(?<!why )(?<!\bor )(?<!\bor may )(?<!\bor might )(?<!\bor could )"
+             r"\b(?:don'?t|do not|didn'?t|did not|never|shouldn'?t|should not|won'?t|will not|wouldn'?t|"
+             r"would not|mustn'?t|must not|no need to|not going to|not|"
+             # dismissed: "there's no point cancelling r1", "it's pointless to write a report", "nobody asked you to
+             # cancel tp-try", "no one wants a PR"; the assistant told to stop: "stop trying to benchmark r1", "stop
+             # asking me to launch runs" ("cancel r1, there's no point keeping it" dismisses no action)
+             r"no (?:point|use|sense|reason)(?: (?:in|to))?|pointless(?: to)?|useless to|nobody|no one|noone|"
+             r"(?:stop|quit) (?:trying|asking|offering|suggesting|pushing|nagging)(?: (?:me|us))?(?: to)?"
+             r")\b")  # fmt: skip
 _CARRIER = (
-    r"want|wanna|need|needs|think|ever|asked|ask|told|tell|said|say|you|to|me|us|we|i|really|actually|even|"
+    r"want|wants|wanted|wanna|need|needs|think|ever|asked|ask|told|tell|said|say|you|to|me|us|we|i|really|actually|even|"
     r"under|any|circumstances|go|going|gonna|bother|please|yet|plan|like|would|should|the|a|an|it|that|this|"
     r"open|make|create|file|raise|push|submit|write|update|refresh|touch|do|run|start|kick|off|launch|"
     r"or|nor"  # "don't launch or cancel any runs": the negation carries over to the verb after "or"
@@ -58,7 +65,34 @@ _NOTHING_MORE = (r"^(?:[\s\W]|\b(?:no|don'?t|do not|do nothing|nothing|never ?mi
 
 # Said as supposed, not ordered: "hypothetically, cancel r1 - would I lose the checkpoint?"
 _SUPPOSED = (r"\b(?:hypothetically|in theory|theoretically|suppose|supposing|imagine|what if|what happens if|"
-             r"what would happen if|say we|in principle)\b")  # fmt: skip
+             r"what would happen if|say we|in principle|let'?s say|let us say|"
+             r"assum(?:e|ing)\s+(?:that\s+)?(?:i|we)\b)")  # fmt: skip
+
+# A question what the action would do, not an order: "what happens if I cancel r1?", "what would cancelling r1 do?",
+# "what's the effect of resuming tp-try?". The answer is what the tool does, and the command to type.
+_CONSEQUENCE = (r"\bwhat\s+(?:happens|would happen|will happen|happened)\s+(?:if|when|to)\b|"
+                r"\bwhat\s+(?:would|does|will|do)\s+(?:\S+\s+){1,6}?(?:do|change|mean)\s*(?:[?.!]|$)|"
+                r"\b(?:what(?:'s| is| are)|what would be)\s+the\s+(?:effects?|consequences?|impact|outcome)"
+                r"\s+of\b")  # fmt: skip
+
+# Someone else's words quoted, not the user's order: "Jin said 'cancel r1' in chat", "Rui wrote \"benchmark r1\"".
+_QUOTED = (r"\b(?:said|says|wrote|writes|typed|types|posted|posts|messaged|texted|commented|replied|suggested|"
+           r"pinged|tweeted)\s*:?\s*(?:\w+\s+)?[\"'\u201c\u2018]([^\"\u201d\u2019]+?)[\"'\u201d\u2019]")  # fmt: skip
+
+# The user unsure whether to act at all: "maybe cancel r1? not sure", "perhaps benchmark it? dunno", "train 20 steps
+# or not, what do you think?". ("not sure which layout is best, train 20 steps with fsdp" is unsure of a fact, not of
+# the order; "cancel r1 whether or not it finished" orders it.)
+_DOUBT = (r"\b(?:not (?:so |too |quite |entirely |really |that )?(?:sure|certain)|unsure|dunno|what do you think)\b"
+          r"(?!\s+(?:what|which|how|where|why|who|when|about (?:the|which|what))\b)|"
+          r"(?<!whether )\bor not\b\W*$|(?<!whether )\bor not\b[^.!;]*\?|\bhmm+\W*$|"
+          r"^\W*(?:maybe|perhaps|possibly)\b[^.!;]*\?|\b(may|might|could) or \1 not\b")  # fmt: skip
+# The action only weighed, in the clause that names it: "probably should cancel tp-try", "a report on lr-scan could
+# be useful", "it might make sense to resume tp-try", "kinda tempted to launch". ("benchmark r1, it could be useful for
+# the report" orders it and gives a reason in a clause of its own; "probably should have" looks back.)
+_WEIGHED = (r"\bprobably\s+(?:(?:we|i)\s+)?(?:should|ought to|worth|best|better|a good idea)\b(?!\s+have\b)|"
+            r"\btempted to\b|\bon the fence\b|"
+            r"\b(?:might|could|may)\s+(?:be\s+(?:\w+\s+)?(?:useful|interesting|worth\w*|nice|good|helpful|wise|"
+            r"smart|a good idea)|make sense|help)\b")  # fmt: skip
 
 # Under a condition the user has not settled: "if the sweep found tp best, train ...", "if you think it's worth it,
 # start a sweep". Not "see if" (a purpose), a courtesy ("if possible", "if it is not a trouble", "if I'm honest", "if
@@ -113,11 +147,20 @@ _MAY_I = (r"^\W*(?:so,?\s+|and\s+|ok,?\s+)?(?:can|could|may|should|shall)\s+i\b(
 _RELAYED_QUESTION = (r"\b(?:ask(?:s|ed|ing)?|wonder(?:s|ed|ing)?|wants? to know|wanted to know|curious)\s+"
                      r"(?:(?:me|us|you)\s+)?(?:whether|if)\s+(?:we|i|they|he|she|you)\s+(?:should|ought to|shall|"
                      r"need to|must)\b")  # fmt: skip
+# A question asked about the action, by the user or relayed, whoever should act: "Priya asked whether benchmarking r1
+# is allowed", "Sara wants to know whether it's worth launching", "I wonder whether a 12-trial sweep would help",
+# "the question from the standup was whether to cancel it". ("I wonder if you could cancel r1", "Tom asked if you could
+# cancel r1" ask for it.)
+_QUESTION_ABOUT = (r"\b(?:ask(?:s|ed|ing)?|wants? to know|wanted to know|curious|debat\w+|undecided|"
+                   r"wonder(?:s|ed|ing)?)\s+(?:(?:me|us|you|him|her|them)\s+)?(?:whether|if)\b"
+                   r"(?!\s+you\s+(?:could|can|would|might|please)\b)|"
+                   r"\bquestion\b[^.?!;]*?\b(?:is|was|were)\s+whether\b")  # fmt: skip
 
 
 def held_back(lowered: str, command: str) -> str | None:
-    """Why the action `command` the sentence names is not asked for now, or None when it is: "negated",
-    "taken back", "supposed", "conditional", "deferred" or "asked"."""
+    """Why the action `command` the sentence names is not asked for now, or None when it is: "negated" (or
+    dismissed), "taken back", "consequence" (what it would do, asked), "supposed", "quoted" (someone else's words),
+    "conditional", "deferred", "doubted" or "asked"."""
     words = ACTION_WORDS.get(command)
     if words is None:
         return None
@@ -125,15 +168,32 @@ def held_back(lowered: str, command: str) -> str | None:
         return "negated"
     if _taken_back(lowered, words):
         return "taken back"
+    if re.search(_CONSEQUENCE, lowered):
+        return "consequence"
     if re.search(_SUPPOSED, lowered):
         return "supposed"
+    if _quoted(lowered, words):
+        return "quoted"
     if re.search(_CONDITION, lowered):
         return "conditional"
     if _deferred(lowered, words):
         return "deferred"
-    if re.search(_MAY_I, lowered) or re.search(_RELAYED_QUESTION, lowered):
+    if re.search(_DOUBT, lowered) or _weighed(lowered, words):
+        return "doubted"
+    if re.search(_MAY_I, lowered) or re.search(_RELAYED_QUESTION, lowered) or re.search(_QUESTION_ABOUT, lowered):
         return "asked"
     return None
+
+
+def _weighed(lowered: str, words: str) -> bool:
+    """The action only weighed, in its own clause."""
+    clauses = re.split(r"[.;:!?,\u2013\u2014]+|\s-+\s|\bbut\b", lowered)
+    return any(re.search(_WEIGHED, clause) and re.search(words, clause) for clause in clauses)
+
+
+def _quoted(lowered: str, words: str) -> bool:
+    """The action said only inside someone's quoted words."""
+    return any(re.search(words, found.group(1)) for found in re.finditer(_QUOTED, lowered))
 
 
 def _negated(lowered: str, words: str) -> bool:
@@ -191,13 +251,48 @@ QUESTIONS = {
     "negated": "You said not to do that, so I have done nothing. Do you want it after all? Then say `{call}`.",
     "taken back": "You took that back, so I have done nothing. Do you want it after all? Then say `{call}`.",
     "supposed": "I act only on what you ask for now, so I have done nothing. Do you want it now? Then say `{call}`.",
+    "consequence": "{effect} I have done nothing: do you want it now? Then say `{call}`.",
+    "quoted": "Those are someone else's words, so I have done nothing. Do you want it now? Then say `{call}`.",
     "conditional": "That depends on something I have not checked, so I have done nothing yet. Do it now: {call}? "
     "yes / edit",
     "deferred": "I can only act now, not later, so I have done nothing. Do it now: {call}? yes / edit",
+    "doubted": "You sound unsure, so I have done nothing yet. Do you want me to do it now: {call}? yes / edit",
     "asked": "Do you want me to do it now: {call}? yes / edit",
 }
 
+# The tool each action calls: what it does is said from the tool's own description.
+TOOL_OF = {
+    "run": "launch_run",
+    "cancel": "cancel_run",
+    "bench": "run_benchmark",
+    "sweep": "run_sweep",
+    "pr": "open_pull_request",
+    "report": "write_report",
+    "docs": "update_docs",
+    "resume": "resume_job",
+}
 
-def held_back_question(why: str, call: str) -> str:
-    """The one question asked instead of an action held back: the call it would make, named."""
-    return QUESTIONS[why].format(call=call)
+
+def held_back_question(why: str, call: str, command: str = "") -> str:
+    """The one question asked instead of an action held back: the call it would make, named (and, asked what it
+    would do, what it does)."""
+    return QUESTIONS[why].format(call=call, effect=effect_of(command))
+
+
+def offers_yes(question: str) -> bool:
+    """The question offers its call for a bare yes (agent.offline runs it on "ok")."""
+    return question.rstrip().endswith("yes / edit")
+
+
+def effect_of(command: str) -> str:
+    """What the action's tool does, in its description's first sentence: "That would stop a running or queued run;
+    its logs and partial results stay on disk."."""
+    from agent import tools  # here, not above: the parser needs the tools only to answer what one does
+
+    tool = getattr(tools, TOOL_OF.get(command, ""), None)
+    if tool is None:
+        return ""
+    first = re.split(r"(?<=\.)\s", " ".join(tool.description.split()), maxsplit=1)[0]
+    first = re.sub(r";\s+returns\b[^;.]*", "", first)  # what the call returns is no part of what it does
+    first = re.sub(r":\s.*", ".", first)  # nor its list of details
+    return f"That would {first[:1].lower()}{first[1:]}"
