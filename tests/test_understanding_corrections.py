@@ -100,7 +100,7 @@ def test_a_fractional_thousand_of_tokens(text, setting, known):
 
 def test_a_learning_rate_as_a_fraction_is_asked(known):
     intent = read("train 12 steps with lr 3/10000", known)
-    assert intent.clarify is not None and "0.0003" in intent.clarify
+    assert intent.clarify is not None and "3/10000" in intent.clarify
     assert not any(str(o).startswith("train.lr=3") for o in intent.args.get("set") or [])
 
 

@@ -627,9 +627,8 @@ def _overrides(text: str, lowered: str, intent: Intent) -> None:
         overrides.append(f"train.trackers=[{','.join(trackers)}]")
     if fraction := re.search(LR_FRACTION, lowered):  # "lr 1/1000": the rate it means asked, never its numerator
         overrides = [o for o in overrides if not o.startswith("train.lr=")]
-        rate = int(fraction.group(1)) / int(fraction.group(2)) if int(fraction.group(2)) else None
-        said = f"is {rate:g} the learning rate you mean" if rate else "what learning rate do you mean"
-        intent.clarify = f"lr {fraction.group(1)}/{fraction.group(2)}: {said}? e.g. `lr 1e-3`."
+        intent.clarify = (f"lr {fraction.group(1)}/{fraction.group(2)}: what learning rate do you mean? Write it as "
+                          "one number, e.g. `lr 1e-3`.")  # fmt: skip
     # "lr 3e-4" with no value read asks; "a constant lr", "the lr schedule" name the schedule, not a value
     named_lr = re.sub(r"\bconstant\s+(?:lr|learning rate)\b|\b(?:lr|learning rate)[ _]?schedul\w*", " ", lowered)
     if (

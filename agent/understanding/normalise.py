@@ -608,6 +608,8 @@ def _count_after_noun(found: re.Match, text: str) -> str:
     """A count after its noun ("gpus=4") as before it ("4 gpus"). Beside a nodes key ("devices=8 nodes=2",
     "nodes: 4, devices: 8") the keys are the planner's and launcher's own, whose count is that of each node."""
     noun = found.group(1) or found.group(2)
+    if noun.lower() == "nodes" and re.search(r"per_node\s*[=:]", text, re.I):
+        return found.group(0)  # "NODES=2 GPUS_PER_NODE=4": a launcher's variables, read together (entities)
     per_node = noun.lower() != "nodes" and re.search(NODES_AS_KEY, text, re.I)
     return f"{found.group(3)} {noun}{' per node' if per_node else ''}"
 
