@@ -103,6 +103,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         return parse_slash(text)
     context = context or Context()
     plain = normalise(text, context.known.names)
+    if (restated := _value_restated(plain, context)) != plain:
+        text = plain = restated  # what every later reading of the sentence reads
     entities = extract(plain, context.known)
     the_other(plain.lower(), entities, context.known, {"run": context.run, "sweep": context.sweep})
     if refused := refusal(plain, entities):  # "delete runs/tp-try": no tool may, and no nearby tool in its place
@@ -121,6 +123,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
     if across and not entities.has("run", "run_choice") and re.search(ACROSS_RUNS, plain.lower()):
         _across_runs(intent, plain.lower(), context)
     FILL.get(intent.command, lambda *a: None)(intent, entities, context)
+    if intent.clarify is None:
+        intent.clarify = _benchmark_or_results(plain, intent, context)
     if intent.clarify is None:
         intent.clarify = _close_call(intent, best, entities)
     if intent.clarify is None and intent.command == "plan" and _launch_close(scores, entities):
@@ -184,6 +188,43 @@ def understand(text: str, context: Context | None = None) -> Intent:
             "What should I do? Please say it in English, e.g. `train 20 steps with dp_shard=2 on 2 GPUs`."
         )
     return intent
+
+
+# "no, I meant baseline-ddp", "and r1?" right after a benchmark: the benchmark of another run, or only its results.
+MEANT_ANOTHER = r"^\W*(?:(?:no|nope|sorry)\W+)*i\s+meant\b"
+
+
+def _benchmark_or_results(plain: str, intent: Intent, context: Context) -> str | None:
+    """A follow-up of a benchmark read as a run's results is asked about: the benchmark again, on the run named, is
+    as likely, and neither is guessed."""
+    lowered = plain.lower()
+    if context.previous != "bench" or intent.command != "results" or "run" not in intent.args:
+        return None
+    if not (re.search(FOLLOW_UP, lowered) or re.search(MEANT_ANOTHER, lowered)):
+        return None
+    run = intent.args["run"]
+    return f"Benchmark {run} as the one before, or read its results ({_call_text(intent)})?"
+
+
+# A value of the launch before taken back, alone: "not 100, 60" (after 100 steps), "make it 3e-4" (after an lr).
+NOT_THIS_BUT = r"\W*not\s+(\d+)\s*[,;]?\s*(?:but\s+)?(\d+)\W*"
+MAKE_IT_RATE = r"\W*(?:no\W+)?make\s+(?:it|that)\s+(\d+(?:\.\d+)?e-?\d+)\W*"
+VALUE_NOUNS = {"steps": "steps", "nproc": "gpus"}
+
+
+def _value_restated(plain: str, context: Context) -> str:
+    """A bare value that replaces one of the launch before, written as the change it is ("same but 60 steps"); a
+    value it matches in no place is left as said (and asked about)."""
+    launch = context.launch if context.previous == "run" else None
+    if not launch:
+        return plain
+    if found := re.fullmatch(NOT_THIS_BUT, plain, re.I):
+        nouns = [noun for key, noun in VALUE_NOUNS.items() if str(launch.get(key)) == found.group(1)]
+        return f"same but {found.group(2)} {nouns[0]}" if len(nouns) == 1 else plain
+    rated = any(str(o).startswith("train.lr=") for o in launch.get("overrides") or [])
+    if rated and (found := re.fullmatch(MAKE_IT_RATE, plain, re.I)):
+        return f"same but lr {found.group(1)}"
+    return plain
 
 
 def _unknown_source(entities: Entities) -> str | None:
@@ -887,6 +928,8 @@ def _fill_sweep(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["experiment"] = experiment
     if trials := entities.get("trials"):
         intent.args["trials"] = trials
+    elif _sweep_follow_up(intent, context):  # "same for the long config" after 6 trials: 6 trials again
+        intent.args["trials"] = context.last("run_sweep").args["trials"]
     _refused_experiment(intent, entities)
     stated = [
         e for e in entities.found if e.kind in ("switch", "switch_doubt", "override", "optimizer", "steps", "nproc")
@@ -904,6 +947,11 @@ def _fill_sweep(intent: Intent, entities: Entities, context: Context) -> None:
     again = re.search(r"\bagain\b|\bre-?run\b|\bonce more\b|\bsame\b", intent.text.lower())
     if again and not context.last("run_sweep") and not intent.args and intent.clarify is None:
         intent.clarify = "Start a new sweep of meshpilot.yaml with the default trials? This conversation started none."
+
+
+def _sweep_follow_up(intent: Intent, context: Context) -> bool:
+    before = context.last("run_sweep")
+    return before is not None and "trials" in before.args and bool(re.search(FOLLOW_UP, intent.text.lower()))
 
 
 DEFAULT_EXPERIMENT = "meshpilot.yaml"
@@ -948,9 +996,12 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         named = context.run  # "rerun it with AC" after reading tp-try: tp-try's layout and processes, AC on
     copying = named is not None and re.search(COPY, lowered) and context.known.launch_of(str(named))
     if again and context.launch and not copying:  # "like r1 again": r1's, not the launch before
-        for key in LAUNCH_CARRIED:
-            if key in context.launch and key not in intent.args:
-                intent.args[key] = context.launch[key]
+        before = context.launch
+        if "layout" not in intent.args and _layout_by_word(before, context.previous_text):
+            before = _at_count(before, intent.args.get("nproc"))  # data parallel over all GPUs, as many as said
+        for key in LAUNCH_CARRIED:  # "no, 4 GPUs" after fsdp on 2: fsdp on 4 ("dp_shard=2" on 4 is asked about)
+            if key in before and key not in intent.args:
+                intent.args[key] = before[key]
         carried = [o for o in context.launch.get("overrides", []) if not o.startswith("model.")]
         intent.args["set"] = _merge(carried, intent.args.get("set", []))
     if experiment := entities.get("experiment") or _experiment_file(entities):
@@ -1042,6 +1093,15 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.clarify = f"On how many GPUs (processes), and with which layout? {_launch_text(intent.args)}"
     if intent.clarify is None:
         intent.clarify = _multi_node_question(nodes, intent, lowered)
+    if intent.clarify is None and (borrowed := re.search(SETTING_OF_CONFIG, lowered)):
+        intent.clarify = (f"The {borrowed.group(1)} of {borrowed.group(2)}: which value? Give the number itself; "
+                          f"I would not leave it out. {_launch_text(intent.args)}")  # fmt: skip
+
+
+# A setting taken from another experiment file than the one run ("the seq len of the long config, on the default
+# experiment"): its value is that file's, which the launch cannot borrow; asked, never dropped.
+SETTING_OF_CONFIG = (r"\b(seq(?:uence)?[ _]?len(?:gth)?|learning rate|lr|micro batch|warmup|precision|optimizer)\s+"
+                     r"(?:of|from)\s+(?:the\s+)?([a-z][\w./-]*(?:\s+(?:config|experiment)\b|\.ya?ml\b))")  # fmt: skip
 
 
 # This machine said to be the one to train on, beside other nodes ("the cluster has 4 nodes but use just this one",
@@ -1059,6 +1119,13 @@ def _multi_node_question(nodes: int, intent: Intent, lowered: str) -> str | None
     return (f"A launch from here runs on this machine only; a run over {nodes} nodes is started on each node "
             f"(`meshpilot train --nnodes {nodes} --node-rank R --rdzv-endpoint HOST:PORT`). Train on this one node "
             f"instead? {_launch_text(intent.args)}")  # fmt: skip
+
+
+def _layout_by_word(launch: dict[str, object], said: str | None) -> bool:
+    """Whether the launch before ran data parallel named by its word alone ("fsdp on 2 gpus", "ddp"): a layout over
+    all its GPUs, whatever their count. A degree the user wrote ("dp_shard=2") or tp is theirs to change."""
+    layout = str(launch.get("layout", ""))
+    return bool(re.fullmatch(r"dp_(?:shard|replicate)=\d+", layout)) and not re.search(r"=\s*\d", said or "")
 
 
 def _at_count(launch: dict[str, object], nproc: object) -> dict[str, object]:

@@ -595,6 +595,10 @@ ZERO_3 = r"\b(?:(?:full|plain|whole)\s+)?zero(?:[- ]?stage)?[- ]?3\b"
 SHARDING_NAMED = r"\bdp_shard\s*=|\bfsdp2?\b|\bfully[- ]sharded\b"
 
 
+# A learning rate written as a fraction ("lr 1/1000"): asked about, as its numerator alone is no rate.
+LR_FRACTION = r"\b(?:learning rate|lr)\s*(?:[=:]|of|to|at|is)?\s*(\d+)\s*/\s*(\d+)\b"
+
+
 def _zero_3_beside_a_layout(lowered: str) -> bool:
     found = re.search(ZERO_3, lowered)
     return bool(
@@ -621,9 +625,17 @@ def _overrides(text: str, lowered: str, intent: Intent) -> None:
                 and not re.search(NEGATED_SETTING, lowered[: found.start()])]  # fmt: skip
     if trackers and not any(o.startswith("train.trackers=") for o in overrides):
         overrides.append(f"train.trackers=[{','.join(trackers)}]")
+    if fraction := re.search(LR_FRACTION, lowered):  # "lr 1/1000": the rate it means asked, never its numerator
+        overrides = [o for o in overrides if not o.startswith("train.lr=")]
+        intent.clarify = (f"lr {fraction.group(1)}/{fraction.group(2)}: what learning rate do you mean? Write it as "
+                          "one number, e.g. `lr 1e-3`.")  # fmt: skip
     # "lr 3e-4" with no value read asks; "a constant lr", "the lr schedule" name the schedule, not a value
     named_lr = re.sub(r"\bconstant\s+(?:lr|learning rate)\b|\b(?:lr|learning rate)[ _]?schedul\w*", " ", lowered)
-    if re.search(r"\b(?:learning rate|lr)\b", named_lr) and not any(o.startswith("train.lr=") for o in overrides):
+    if (
+        fraction is None
+        and re.search(r"\b(?:learning rate|lr)\b", named_lr)
+        and not any(o.startswith("train.lr=") for o in overrides)
+    ):
         intent.clarify = "What learning rate? e.g. `train it with lr 1e-3`."
     for pattern, key in _SWITCHES:
         if found := re.search(rf"\b(without|no|disable|with|enable|using|turn on|turn off)\s+(?:the\s+)?{pattern}",

@@ -17,9 +17,15 @@ QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|
             r"can|will|who|tell me|explain|do (?:you|we|i|they))\b")  # fmt: skip
 LAUNCH_VERB = (r"\b(?:train|retrain|launch|relaunch|restart|start|kick(?:ing)? off|fir(?:e|ing) (?:off|up)|run|rerun|"
                r"re-run|try)\b")  # fmt: skip
+# A reply that changes the request before: "no, 4 GPUs", "yes, but 40 steps", "keep everything but use 4 gpus", "on the
+# long config", "use the long config for that". ("no, don't" and "yes" alone change nothing.)
+CHANGES_BEFORE = (r"^\W*(?:(?:no|nope|nah|yes|yeah|yep|sure)\b[\s,.!]*(?:but\b|(?=\d))|"
+                  r"keep\s+(?:everything|all|the\s+rest)(?:\s+else)?\b[\s,]*but\b|"
+                  r"(?:(?:yes|yeah|yep|ok(?:ay)?)\W+)?(?:but\s+)?(?:on|use|using)\s+(?:the\s+)?[\w.-]+\s+"
+                  r"(?:config|experiment)\b)")  # fmt: skip
 FOLLOW_UP = (r"^\W*(?:(?:hmm+|hm+|um+|uh+|well|oh|ah|right|alright|so)\W+)*"  # "hmm, what about 8k?"
              r"(?:and|what about|how about|same|ok|okay|now|then|also|cool|great|instead|but|with)\b|\binstead\b|"
-             r"\bagain\b|\bsame\b|\btoo\b\W*$")  # fmt: skip
+             rf"\bagain\b|\bsame\b|\btoo\b\W*$|{CHANGES_BEFORE}")  # fmt: skip
 RESUME = (r"\b(?:resume|resuming|unpause)\b|\bcontinue\b.*\b(?:preempted|interrupted)\b|"
           r"\bpick\b.*\bback up\b|\bcarry on with\b")  # fmt: skip
 ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs", "resume")

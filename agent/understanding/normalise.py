@@ -599,8 +599,21 @@ SHORT_PROCESSES = r"(?<![\w.-])np\s*[=:]?\s*(\d+)\b(?!\.\d)"
 SHORT_STEPS = r"(?<![\w.-])(?:(\d*(?:[02-9]|11))\s*st|st\s*[=:]?\s*(\d+))\b(?!\.\d)"
 GLUED_OFF = r"\bno(pack(?:ing)?|compile|ac)\b"
 GALORE = r"\bgalore(?:[\s_-]*adam[\s_-]*w?)?\b(?![\w-])"
-_COUNTED = r"(processes|procs|gpus|devices)"
+_COUNTED = r"(processes|procs|gpus|devices|nodes)"
 COUNT_AFTER_NOUN = rf"(?<![\w.-])(?:(?<!\d ){_COUNTED}\s*:|{_COUNTED}\s*=)\s*(\d+)\b(?![.\d])"
+NODES_AS_KEY = r"(?<![\w.-])nodes\s*[=:]\s*\d"
+
+
+def _count_after_noun(found: re.Match, text: str) -> str:
+    """A count after its noun ("gpus=4") as before it ("4 gpus"). Beside a nodes key ("devices=8 nodes=2",
+    "nodes: 4, devices: 8") the keys are the planner's and launcher's own, whose count is that of each node."""
+    noun = found.group(1) or found.group(2)
+    if noun.lower() == "nodes" and re.search(r"per_node\s*[=:]", text, re.I):
+        return found.group(0)  # "NODES=2 GPUS_PER_NODE=4": a launcher's variables, read together (entities)
+    per_node = noun.lower() != "nodes" and re.search(NODES_AS_KEY, text, re.I)
+    return f"{found.group(3)} {noun}{' per node' if per_node else ''}"
+
+
 # A step count said of the warmup ("set the warmup to 5 steps", "warm up for 10 steps"): the warmup's length, never the
 # run's steps. ("train without warmup for 10 steps": a warmup taken back has no length; those are the run's.)
 WARMUP_STEPS = (r"\bwarm[\s-]?up(?:\s+steps)?(?:\s+(?:to|of|for|at|is|=|:|set\s+to|should\s+be)\s*|\s*[=:]\s*|\s+)"
@@ -612,6 +625,68 @@ def _warmup_steps(found: re.Match) -> str:
     if re.search(WARMUP_REFUSED, found.string[: found.start()], re.I):
         return found.group(0)
     return f"warmup {found.group(1)}"
+
+
+# A precision by its type's long name ("in float32", "bfloat16", "full precision", "fp-8"): the trainer's name of it
+# (train.precision), so that it is never dropped. Half precision (float16) is asked about where it is read.
+PRECISION_NAMES = {r"\b(?:float|fp)[\s_-]?32\b|\b(?:full|single)[\s-]precision\b": "fp32",
+                   r"\bb(?:float|f)[\s_-]?16\b|\bbrain[\s-]?float[\s_-]?16\b": "bf16",
+                   r"\b(?:float|fp)[\s_-]?8\b": "fp8"}  # fmt: skip
+# Gradient checkpointing shortened ("grad ckpt", "grad checkpointing"): activation checkpointing, its other name.
+GRAD_CHECKPOINTING = r"\bgrad(?:ient)?[\s_-]*(?:ckpt(?:ing)?|checkpointing)\b"
+# A sequence length in thousands with a fraction ("seq len 1.5k", "context 0.5k"): thousands of 1024, as "2k" is 2048.
+SEQ_LEN_FRACTION_K = (r"\b((?:seq(?:uence)?[\s_-]*len(?:gth)?|context(?:[\s_-]*len(?:gth)?)?|ctx)"
+                      r"\s*(?:[=:]|of|to|at|is)?\s*)(\d*\.\d+)\s*k\b")  # fmt: skip
+
+
+def _seq_len_fraction(found: re.Match) -> str:
+    tokens = float(found.group(2)) * 1024
+    return f"{found.group(1)}{int(tokens)}" if tokens.is_integer() else found.group(0)
+
+
+# Short names of settings, before their value ("wd 0.05", "wd=0.1", "ctx len 512"): the names the rules read.
+SHORT_SETTING_NAMES = {r"\bwd(?=\s*[=:]?\s*\d|\s*[=:]?\s*\.\d)": "weight decay",
+                       r"\b(?:context|ctx)[\s_-]*len\b": "context length"}  # fmt: skip
+# A value said before "instead of" the old one and its noun ("train 40 instead of 20 steps"): the noun is the new
+# value's too ("40 steps instead of 20").
+INSTEAD_BEFORE_NOUN = r"\b(\d+(?:\.\d+)?)\s+instead\s+of\s+(\d+(?:\.\d+)?)\s+(steps|gpus|trials|processes|nodes)\b"
+
+
+# A number said again after a full stop, a semicolon or a dash, with a word that takes the first back ("20 steps. Make
+# it 25.", "an 8-trial sweep. Actually 12.", "on 8 h200; sorry, 4 h200"): the number said last, with the first one's
+# noun. A number after the mark with another noun ("20 steps. Actually wait 5 minutes") corrects nothing.
+_TAKEN_BACK = r"(?:(?:sorry|actually|(?:no|nope|wait)\s*[,!.]|make\s+(?:it|that)|i\s+meant?|rather)\s*[,!.]?\s*)"
+NUMBER_RESTATED = (r"(?<![\w.])\d+(?:\.\d+)?\b(?!\.\d)((?:[\s-]+[a-z][\w-]*){0,2}?)"
+                   rf"\s*(?:[.;]|[\u2014\u2013]+|\s-{{1,2}}\s|,)\s*{_TAKEN_BACK}+"
+                   r"(\d+(?:\.\d+)?)\b(?!\.\d)(?:\s+([a-z][\w-]*))?(?=\s*(?:[.;,!?)]|$))")  # fmt: skip
+
+
+def _number_restated(found: re.Match) -> str:
+    noun, last, last_noun = found.groups()
+    said = noun.strip(" -").split()
+    if last_noun and (not said or not _same_word(said[-1], last_noun)):
+        return found.group(0)  # another noun: another setting, not this number corrected
+    return f"{last}{noun}"
+
+
+def _same_word(one: str, other: str) -> bool:
+    """A noun and its plural ("h100s", "h100") are one word."""
+    return one.lower().rstrip("s") == other.lower().rstrip("s")
+
+
+# A card or a name taken back after a dash, a comma or a stop ("on 8 h100s — make that h200s", "not h100 — h200",
+# "read r1 — sorry, I meant baseline-ddp"): the one said last. A name is taken back only by "I meant", and only by a
+# name (a known one, or one with a digit, a dash, a dot or a slash), so that "no, I meant ..." keeps its "no".
+_MARK = r"\s*(?:[.;,]|[\u2014\u2013]+|\s-{1,2}\s)\s*"
+NAME_TAKEN_BACK = (rf"(?<![\w./-])([a-z][\w.-]*[\w]){_MARK}(?:sorry\s*[,!.]?\s*)?i\s+meant?\s+(?!\d+\b)([\w./-]*\w)"
+                   r"(?=\s*(?:[.;,!?)]|$))")  # fmt: skip
+
+
+def _name_taken_back(found: re.Match, known: set[str]) -> str:
+    first, last = found.groups()
+    if all(word.lower() in known or re.search(r"[\d/.-]", word) for word in (first, last)):
+        return last  # ("benchmark r1. I meant it": "it" is no name, and r1 stays)
+    return found.group(0)
 
 
 # A mind changed in the middle of the sentence, set off by dashes or commas: the value said last counts ("on 4 —
@@ -670,6 +745,14 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
     text = re.sub(FALSE_FRIEND_UPDATE, r"updat\1", text, flags=re.I)
     text = _fix_typos(text, known)
+    for said, name in SHORT_SETTING_NAMES.items():
+        text = re.sub(said, name, text, flags=re.I)
+    text = re.sub(INSTEAD_BEFORE_NOUN, r"\1 \3 instead of \2", text, flags=re.I)
+    for said, precision in PRECISION_NAMES.items():
+        text = re.sub(rf"(?<![\w./-])(?:{said})(?!\.?[\w/-])", precision, text, flags=re.I)  # no file's name
+    text = re.sub(GRAD_CHECKPOINTING, "activation checkpointing", text, flags=re.I)
+    text = re.sub(SEQ_LEN_FRACTION_K, _seq_len_fraction, text, flags=re.I)
+    text = re.sub(NAME_TAKEN_BACK, lambda found: _name_taken_back(found, known), text, flags=re.I)
     text = re.sub(LAYOUT_KEY, _layout_key, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
     text = re.sub(LUNCH_THE, _lunch, text, flags=re.I)
@@ -689,8 +772,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # a count after its noun, as a list or a form gives it: "processes: 2", "gpus=4" ("on 8 gpus: 2 replicas" counts
     # the gpus before)
     # ("a10 devices=4": a number before "=" is no count of the noun, as one before ":" may be)
-    text = re.sub(COUNT_AFTER_NOUN, lambda found: f"{found.group(3)} {found.group(1) or found.group(2)}", text,
-                  flags=re.I)  # fmt: skip
+    text = re.sub(COUNT_AFTER_NOUN, lambda found: _count_after_noun(found, text), text, flags=re.I)
     text = re.sub(WEIGHT_FOR, lambda found: f"{found.group(1)}wait{found.group(2) or ''}", text, flags=re.I)
     text = re.sub(RIGHT_UP, r"\1write", text, flags=re.I)
     text = re.sub(r"(?<![\w./])w/(?!o\b)\s*(?=[a-z0-9])", "with ", text, flags=re.I)  # "w/ dp_shard"; "w/o" stays
@@ -718,6 +800,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)\s*\(\1\)", r"\1", text)  # "two (2) nodes", as a contract writes it: one number
     text = re.sub(r"\b(\d+)\s+dozen\b", lambda m: str(12 * int(m.group(1))), text, flags=re.I)
     text = re.sub(NUMBER_CHANGED, _number_changed, text, flags=re.I)
+    text = re.sub(NUMBER_RESTATED, _number_restated, text, flags=re.I)
+    text = re.sub(GPU_TAKEN_BACK, _gpu_taken_back, text, flags=re.I)
     text = re.sub(SWITCH_RESTATED, "", text, flags=re.I)
     text = re.sub(WARMUP_STEPS, _warmup_steps, text, flags=re.I)
     text = re.sub(r"\b(\d+)\s+warm[\s-]?up\s+(?:steps?|iters?|iterations?)\b", r"warmup \1", text, flags=re.I)
@@ -934,6 +1018,17 @@ def _of_them(found: re.Match) -> str:
 # A GPU by its name, its variant and memory size ("A100 40GiB", "h100 sxm"): what a count after it counts.
 GPU_WORD = (r"(?:nvidia\s+)?(?:h100|h200|a100|l40s|a10|rtx[ -]?4090|4090|b200|v100|mi\d{3}x?)s?"
             r"(?:[ -]?(?:sxm|pcie|nvl))?(?:[ -]?\d+(?:\.\d+)?\s*gi?b)?")  # fmt: skip
+# A card taken back after a dash, a comma or a stop ("8 a100 80gb — make that h100s", "not h100 — h200", "on 8 h100;
+# sorry, h200"): the card said last. Without "not" before it, a word that takes it back must be said.
+GPU_TAKEN_BACK = (rf"(\bnot\s+)?\b({GPU_WORD})(?![\w-]){_MARK}({_TAKEN_BACK}*)({GPU_WORD})(?![\w-])"
+                  r"(?=\s*(?:[.;,!?)]|$))")  # fmt: skip
+
+
+def _gpu_taken_back(found: re.Match) -> str:
+    negated, _, taking_back, last = found.groups()
+    return last if negated or taking_back else found.group(0)
+
+
 # Numbers dictated as words that sound like them ("start a sweep with ate trials", "on for GPUs"), read as numbers
 # only where a count is expected: "ate" right before what is counted, "for"/"to" only after a word that takes a count
 # ("with", "on", "across"...), as both are common words elsewhere ("train for 20 steps", "go to 2 nodes").
