@@ -68,12 +68,23 @@ from agent.understanding.intents import (
     NOT_BY_POSSIBLE,
     POSSIBLE_TO,
     TUNED_SETTING,
+    launch_verb,
     negated_actions,
     ranked,
     score,
 )
 from agent.understanding.known import singular
-from agent.understanding.mood import held_back, held_back_question
+from agent.understanding.mood import (
+    _CONDITION,
+    _LATER,
+    _MAY_I,
+    _OWN_INTENT,
+    _SUPPOSED,
+    _TAKE_BACK,
+    _WAITS_ON,
+    held_back,
+    held_back_question,
+)
 from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE, normalise
 from agent.understanding.refusals import refusal
 from trainer.model.presets import MODELS
@@ -165,6 +176,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = source
     if intent.clarify is None and intent.command in ACTIONS and (why := held_back(plain.lower(), intent.command)):
         intent.clarify = held_back_question(why, _call_text(intent))  # negated, put off, asked...: never acted on
+    if intent.clarify is None and intent.command == "run" and (why := _unordered_launch(plain.lower(), entities)):
+        intent.clarify = held_back_question(why, _call_text(intent))  # "tonight: 4 GPUs, FSDP, 120 steps"
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     if (
@@ -412,6 +425,41 @@ def _asks_only(plain: str) -> bool:
     lowered = plain.lower().strip()
     question = bool(re.search(ASKING, lowered)) or lowered.endswith("?")
     return question and not re.search(REQUEST, lowered)
+
+
+# What holds back a launch said only by its facts, beyond mood.held_back's notions (which need the action's verb):
+# a hedge ("ideally", "option B", "worst case"), a wait on someone ("pending approval from Ana", "let me check with
+# Ana first", "hold that thought", "? nah"), the facts told as what is usual or was said or done ("our default is",
+# "team standard", "the paper used", "I launched ... last night", "is what I'd have done", "that's what the ticket
+# says"), or a past time ("last week", "back in March", "an hour ago").
+_HEDGED = (r"\b(?:ideal(?:ly)?|option\s+\w\b|plan\s+[a-z]\b|(?:worst|best)[- ]case|maybe|perhaps|possibly|to-?do|"
+           r"wish ?list|proposal|proposed|suggest\w*|pending|approv\w*|sign-?off|check with|wait for|hold (?:that|the|"
+           r"this) thought|hold off|nah|nope|default|standard|usual(?:ly)?|always|typical(?:ly)?|normally|fyi|"
+           r"for the record|quot\w*|wiki|ticket|paper|(?:is|was|that'?s|this is) what|would have|i'?d have|"
+           r"launched|trained|started|kicked off|fired (?:off|up)|ran|did|used|went|tried)\b")  # fmt: skip
+_PAST_TIME = (r"\b(?:last (?:night|week|month|quarter|year|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day)|"
+              r"yesterday|\w+ ago|this morning|earlier today|back in|in (?:january|february|march|april|may|june|"
+              r"july|august|september|october|november|december))\b")  # fmt: skip
+# The facts quoted: "'2 GPUs, FSDP, 20 steps' is the smoke test".
+_QUOTED = r"(?:^|[\s:(])['\"\u2018\u201c][^'\"\u2019\u201d]*\d[^'\"\u2019\u201d]*['\"\u2019\u201d]"
+
+
+def _unordered_launch(lowered: str, entities: Entities) -> str | None:
+    """Why a launch the sentence states only by its facts, with no launch verb ("4 GPUs, FSDP, 40 steps"), is no
+    order for now, or None when nothing holds it back. With a launch verb, mood.held_back decides alone."""
+    if launch_verb(masked(lowered, entities)):
+        return None
+    if re.search(_TAKE_BACK, lowered):
+        return "taken back"
+    if re.search(_SUPPOSED, lowered):
+        return "supposed"
+    if re.search(_CONDITION, lowered):
+        return "conditional"
+    if re.search(_LATER, lowered) or re.search(_WAITS_ON, lowered) or re.search(_OWN_INTENT, lowered):
+        return "deferred"
+    if re.search(_MAY_I, lowered) or re.search(_HEDGED, lowered) or re.search(_PAST_TIME, lowered):
+        return "asked"
+    return "asked" if re.search(_QUOTED, lowered) else None
 
 
 # A question only a benchmark answers: "how good is r1's checkpoint on our benchmarks?", "what does r1 score on eval?"
