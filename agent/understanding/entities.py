@@ -848,6 +848,12 @@ SPEAKERS_MIND = (r"\b(?:don'?t|do not|never)\s+(?:really\s+|fully\s+)?(?:know|un
                  r"follow)\b")  # fmt: skip
 
 
+# A negation of something said of a setting, not of the setting: "no pressure on packing either way", "no rush on
+# packing changes" leave it as it is.
+NO_HURRY_ON = (r"\bno\s+(?:pressure|rush|hurry|stress|strong\s+(?:feelings|opinions?)|preference|opinion)\s+"
+               r"(?:on|with|about|regarding|for|re:?)(?:\s+(?:the|any))?")  # fmt: skip
+
+
 ARTICLES = {"the", "a", "an", "that", "this"}
 VAGUE_NOUNS = {"thing", "stuff", "feature", "option", "setting", "mode", "trick"}
 
@@ -856,6 +862,8 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
     # Only the words of the mention's own clause: "without packing, with AC" does not negate AC.
     before = re.split(CLAUSE, lowered[max(0, mention.start() - 60) : mention.start()])[-1]
     before = re.sub(SPEAKERS_MIND, " ", before)
+    if re.search(NO_HURRY_ON + r"\s*$", before):
+        return "keep"  # "no rush on packing changes": the hurry negated, no setting changed
     if re.search(r"\b(?:or|nor)\s*$", before):  # "without activation checkpointing or packing": both off
         return "false" if re.search(NEGATION_BEFORE, before) else None
     after = re.split(CLAUSE, lowered[mention.end() : mention.end() + 30])[0]
@@ -884,13 +892,14 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
 
 # Turning a setting off, said right before it ("disable packing", "turn off the compile") or after it ("packing
 # turned off", "compile should be off").
-OFF_BEFORE = (r"\b(?:disabl(?:e|ed|ing)|(?:turn|switch|shut)(?:s|ed|ing)?\s+off|(?:turn|switch|shut)(?:s|ed|ing)?\s+"
-              r"(?=\S+\s+off\b))\s*(?:the\s+)?$")  # fmt: skip
+OFF_BEFORE = (r"\b(?:disabl(?:e|ed|ing)(?:\s+of)?|(?:turn|switch|shut)(?:s|ed|ing)?\s+off(?:\s+of)?|"
+              r"(?:turn|switch|shut)(?:s|ed|ing)?\s+(?=\S+\s+off\b))\s*(?:the\s+)?$")  # fmt: skip
 OFF_AFTER = rf"^(?:\s*(?:{LINKING}))*\s*(?:off|disabled|false)\b"
 # A negation of that turning off, a few words before it: "don't switch packing off", "never turn off AC", "there's no
-# reason to disable packing", "who said anything about turning packing off?" (not "why not disable it", a suggestion,
-# nor "don't forget to turn packing off").
+# reason to disable packing", "who said anything about turning packing off?", "without disabling packing", "no
+# turning packing off" (not "why not disable it", a suggestion, nor "don't forget to turn packing off").
 OFF_NEGATED = (r"(?:\b(?:don'?t|do not|never(?!\s*mind)|(?<!why )(?<!if )(?<!or )not|no (?:reason|need) to|won'?t|"
+               r"without|no(?=\s+\w+ing\b|\s*$)|"
                r"will not|shouldn'?t|should not|mustn'?t|must not|who said anything about|"
                r"(?:nobody|no one)\s+(?:said|asked|told|wants?|wanted|needs?))\b)"
                r"(?!\s+(?:forget|hesitate|bother|even)\b)(?:\s+[\w']+){0,3}\s*$")  # fmt: skip

@@ -1058,6 +1058,11 @@ NOUN_PLAN = r"\b(flight|game|meal|battle|lesson|business|travel|marketing|projec
 WARMUP_FOR = (r"(?<!without )(?<!no )(?<!skip )\bwarm-?up\s+(?:for|of|over|during)\s+(?:the\s+first\s+)?"
               r"(?P<count>\d+)\s+steps?\b|"
               r"\b(?:a\s+)?(?P<count2>\d+)[\s-]+steps?\s+(?:of\s+)?warm-?up\b")  # fmt: skip
+# What a setting may be said to cause or meet, negated instead of it: "no clipping issues", "no weight decay problems
+# so far", "no warmup surprises expected".
+TROUBLE_NOUN = (r"(?:issues?|problems?|surprises?|concerns?|troubles?|worries|worry|drama|complaints?|errors?|bugs?|"
+                r"spikes?|instabilit(?:y|ies)|glitch(?:es)?|questions?|regressions?|weirdness|funny business)\b")  # fmt: skip
+
 # A setting whose 0 is the trainer's own "off" (trainer.config: warmup_steps, weight_decay, grad_clip), turned off by
 # a negation right before it: "no warmup", "without weight decay", "skip gradient clipping" are that key at 0.
 _ZERO_KEYS = {"warmup": r"warm-?up(?:\s+steps)?", "weight decay": r"weight[\s_-]+decay",
@@ -1065,6 +1070,8 @@ _ZERO_KEYS = {"warmup": r"warm-?up(?:\s+steps)?", "weight decay": r"weight[\s_-]
 TURNED_OFF_BY_ZERO = (r"\b(?:no|without|skip(?:ping)?|disable|disabling|turn\s+off|zero)\s+(?:any\s+|the\s+)?"
                       rf"(?P<key>{'|'.join(_ZERO_KEYS.values())})\b"
                       r"(?!\s*(?:change|changes|setting|settings|tweak|value|[=:]|\d|at\b|of\b|to\b))"
+                      # a noun the setting only qualifies ("no clipping issues last time"): that noun negated
+                      rf"(?!\s+{TROUBLE_NOUN})"
                       # a list the negation may govern ("no clipping and fsdp"): left to the rules that ask
                       r"(?!\s*(?:and|or|nor|&)\s+(?!no\b|without\b|\d))")  # fmt: skip
 
