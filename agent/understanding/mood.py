@@ -95,8 +95,8 @@ _OWN_INTENT = (r"\b(?:i|we)(?:'m| am|'re| are| was| were)?\s+(?:going to|gonna|p
 # A time clause the action waits on, wherever it stands: "when the GPUs free up", "once the sweep is done".
 _WAITS_ON = (r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?!you\b)(?:(?:the|that|this|my|our|it|they|we|i|r\d|"
              r"[\w.-]+)\s+)(?:\S+\s+){0,3}?(?:(?:is|are|'s|has|have|gets?|becomes?)\s+(?:\w+\s+)?(?:done|finished|"
-             r"over|complete\w*|free\w*|idle|available)|finish\w*|complet\w*|end(?:s|ed)?|"
-             r"free(?:s|d)?(?:\s+up)?)\b")  # fmt: skip
+             r"over|complete\w*|free\w*|idle|available|landed|wrapped\s+up)|finish\w*|complet\w*|end(?:s|ed)?|"
+             r"free(?:s|d)?(?:\s+up)?|wraps?\s+up|wrapped\s+up|lands?|landed)\b")  # fmt: skip
 # A time clause of the user's own before the action: "after I check the logs, benchmark r1".
 _OWN_FIRST = r"\b(?:after|once|when|as soon as)\s+(?:i|we)\b(?!\s+(?:can|could|will)\b)"
 _CLAUSE = r"[.;:!?\u2013\u2014]+|,|\s-+\s|\s--?\s|\b(?:and|but|then|so)\b"
