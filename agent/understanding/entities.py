@@ -1064,8 +1064,41 @@ def _names(text: str, entities: Entities, known: Known) -> None:
     said_latest = [*re.finditer(latest + r"(?:run|one|training)\b", lowered), *re.finditer(RAN_LAST, lowered)]
     if known.runs and any(not _one_of_a_sweep(found) for found in said_latest):
         entities.add("run", known.runs[0], (0, 0))
-    if known.sweeps and re.search(latest + r"sweep\b", lowered):
+    if known.sweeps and not _older_sweep(lowered, entities, known) and re.search(latest + r"sweep\b", lowered):
         entities.add("sweep", known.sweeps[0], (0, 0))
+
+
+# A sweep named by its age among the repository's (newest first): "the older sweep", "the earlier one of the sweeps",
+# "the first sweep we ran", "the sweep before layouts-nov", "the previous sweep, not the latest" ("the previous
+# sweep" alone is the one before now: the latest).
+OLDER_SWEEP = (r"\b(older|earlier|oldest|first|prior)\s+(?:\w+\s+)?sweep\b|"
+               r"\bprevious\s+(?:\w+\s+)?sweep\b(?=.*\bnot\s+the\s+(?:latest|last|newest|most recent|current)\b)|"
+               r"\bsweep\s+(?:(?:right|just|immediately)\s+)?(?:before|prior to|preceding)\s+([\w.-]+)")  # fmt: skip
+
+
+def _older_sweep(lowered: str, entities: Entities, known: Known) -> bool:
+    """Whether the sentence names a sweep by its age; the one it names is added (one asked about where several
+    older ones could be meant)."""
+    found = re.search(OLDER_SWEEP, lowered)
+    if not found:
+        return False
+    sweeps = list(known.sweeps)
+    if found.group(2):  # "the sweep before layouts-nov": the one after it in the newest-first order
+        named = found.group(2).removeprefix("sweeps/")
+        at = next((i for i, s in enumerate(sweeps) if s.removeprefix("sweeps/") == named), None)
+        if at is None:
+            return False
+        entities.found = [e for e in entities.found if not (e.kind == "sweep" and e.span[0] >= found.start(2))]
+        older = sweeps[at + 1 :]
+    else:
+        older = sweeps[-1:] if found.group(1) in ("oldest", "first") else sweeps[1:]
+    if len(older) == 1:
+        entities.add("sweep", older[0], found.span())
+    elif older:
+        entities.add("sweep_choice", older, found.span())
+    else:
+        entities.add("unknown_description", found.group(0), found.span())
+    return True
 
 
 # The latest run said by when it ran, after its noun: "the training job we ran most recently", "the run I just
