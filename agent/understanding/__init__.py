@@ -677,11 +677,13 @@ def _asked_last(entities: Entities) -> str | None:
 
 
 # A run named as the scene of the question, not as what it asks about: the reference it is measured against
-# ("compared to baseline-ddp, how did r1 do?", "baseline-ddp is the reference. how's tp-try?", "r1 was fine. what
-# about tp-try?"), one left to go on ("let r1 finish; meanwhile show me ..."), or one of what the speaker already
-# did (intents.DONE_BEFORE: "I already benchmarked r1; how did baseline-ddp do?").
+# ("compared to baseline-ddp, how did r1 do?", "against baseline-ddp's tokens/s, what did r1 manage?", "put against
+# tp-try, how ...", "baseline-ddp is the reference. how's tp-try?", "r1 was fine. what about tp-try?"), one left to
+# go on ("let r1 finish; meanwhile show me ..."), or one of what the speaker already did (intents.DONE_BEFORE: "I
+# already benchmarked r1; how did baseline-ddp do?").
 SCENE = (
-    r"(?:^|[.;!?]\s*)(?:compared (?:to|with)|relative to|against|next to|versus|vs\.?)\s+(?:the\s+)?_+\s*,|"
+    r"(?:^|[.;!?]\s*)(?:(?:put|set|measured|held|stacked)\s+)?(?:compared (?:to|with)|relative to|against|next to|"
+    r"versus|vs\.?)\s+(?:the\s+)?_+(?:'s\s+[\w/]+)?\s*,|"
     r"(?:^|[.;!?]\s*)_+(?:'s\s+\w+)?\s+(?:is|was|looks?|looked|seems?|seemed)\s+(?:\w+\s+)?(?:the\s+)?"
     r"(?:reference|baseline|control|fine|ok|okay|good|great|done|finished|healthy|solid)\b[^.;!?]*[.;!?]|"
     r"(?:^|[.;!?,]\s*)let\s+_+\s+(?:finish|run|be|continue|go on|keep going|complete)\b[^.;!?]*[.;!?]"
@@ -841,7 +843,8 @@ def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
     if checkpoint := entities.get("checkpoint"):
         intent.args["model"] = str(checkpoint)
     elif entities.has("run"):
-        run = str(entities.all("run")[-1])
+        scene = _scene_runs(entities)  # "benchmark r1 — I compared baseline-ddp to it yesterday": r1
+        run = ([str(r) for r in entities.all("run") if str(r) not in scene] or [str(entities.all("run")[-1])])[-1]
         checkpoints = context.known.checkpoints(run)
         # The run's directory is its latest checkpoint (run_benchmark resolves it); a step named picks that one.
         stepped = [c for c in checkpoints if re.search(rf"\b(?:step[ _]?){c.rsplit('_', 1)[-1]}\b", lowered)]
