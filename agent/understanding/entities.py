@@ -540,12 +540,19 @@ def _hardware(lowered: str, entities: Entities) -> None:
         entities.add("node_count", int(float(nodes.group(1))), (start + nodes.start(), start + nodes.end()))
     elif single:  # "a single DGX H100 box": one node, the "1" a count of it
         entities.add("node_count", 1, (start + single.start(), start + single.end()))
+    said = re.search(TOTAL_SAID, part)
+    if per_node and said and per_node.start() < said.end() and said.start() < per_node.end():
+        per_node = None  # "2 nodes with 16 h200s total": 16 is all of them, not each one's
     if per_node:
         entities.add("per_node", per_node_count(per_node), (start + per_node.start(), start + per_node.end()))
     elif total and nodes and float(total.group(3)) == float(nodes.group(1)):
         devices, count = int(total.group(1)), int(float(total.group(3)))
         if count and devices % count == 0 and devices > count:
             entities.add("per_node", devices // count, (start + total.start(), start + total.end()))
+    elif nodes and said:  # "2 nodes with 16 h200s total": 8 on each
+        devices, count = int(said.group(1)), int(float(nodes.group(1)))
+        if count and devices % count == 0 and devices > count:
+            entities.add("per_node", devices // count, (start + said.start(), start + said.end()))
     if (
         (found := re.search(MEMORY_EACH, text))
         or (found := re.search(r"\bwith\s+(\d+(?:\.\d+)?)\s*(gib|gb)\b", text))
@@ -562,6 +569,12 @@ def _hardware(lowered: str, entities: Entities) -> None:
         entities.add("times", float(found.group(1) or 2), found.span())
     if re.search(VAGUE_HARDWARE, text):
         entities.add("vague_hardware", True, (0, 0))
+
+
+# A count of devices said to be the total beside a count of nodes: "2 nodes with 16 h200s total", "32 GPUs in total
+# over 4 nodes".
+TOTAL_SAID = (r"\b(\d+)\s*(?:x\s*)?[a-z][\w-]*(?:\s+[a-z][\w-]*)?\s+(?:in\s+)?"
+              r"(?:total|overall|altogether|combined|all\s+told)\b")  # fmt: skip
 
 
 # What each node holds, after the nodes' count: "2 computers, each with 4 A100s", "4 machines each having 8", "two
