@@ -82,6 +82,7 @@ from agent.understanding.mood import (
     _SUPPOSED,
     _TAKE_BACK,
     _WAITS_ON,
+    ACTION_WORDS,
     held_back,
     held_back_question,
 )
@@ -176,6 +177,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = source
     if intent.clarify is None and intent.command in ACTIONS and (why := held_back(plain.lower(), intent.command)):
         intent.clarify = held_back_question(why, _call_text(intent))  # negated, put off, asked...: never acted on
+    if intent.clarify is None and intent.command in ACTIONS and _only_waited_on(plain.lower(), intent.command):
+        intent.clarify = held_back_question("asked", _call_text(intent))  # "retire r1 after the benchmark"
     if intent.clarify is None and intent.command == "run" and (why := _unordered_launch(plain.lower(), entities)):
         intent.clarify = held_back_question(why, _call_text(intent))  # "tonight: 4 GPUs, FSDP, 120 steps"
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
@@ -425,6 +428,18 @@ def _asks_only(plain: str) -> bool:
     lowered = plain.lower().strip()
     question = bool(re.search(ASKING, lowered)) or lowered.endswith("?")
     return question and not re.search(REQUEST, lowered)
+
+
+# The action named only as the event another waits on: "retire r1 after the benchmark", "archive it once the eval is
+# in" ask for something after it, never for it now.
+WAITED_ON = (r"\b(?:after|once|when|following|until|till)\s+(?:(?:the|its|a|an|that|this|our|my|[\w.-]+'s)\s+)?"
+             r"(?:\w+\s+)?$")  # fmt: skip
+
+
+def _only_waited_on(lowered: str, command: str) -> bool:
+    """Whether every word of the action `command` stands right after "after the" (or its like)."""
+    said = list(re.finditer(ACTION_WORDS.get(command, r"(?!)"), lowered))
+    return bool(said) and all(re.search(WAITED_ON, lowered[: found.start()]) for found in said)
 
 
 # What holds back a launch said only by its facts, beyond mood.held_back's notions (which need the action's verb):
