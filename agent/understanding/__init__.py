@@ -86,7 +86,7 @@ from agent.understanding.mood import (
     held_back,
     held_back_question,
 )
-from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE, normalise
+from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE, TROUBLE_NOUN, normalise
 from agent.understanding.refusals import refusal
 from trainer.model.presets import MODELS
 
@@ -447,10 +447,11 @@ def _only_waited_on(lowered: str, command: str) -> bool:
 # Ana first", "hold that thought", "? nah"), the facts told as what is usual or was said or done ("our default is",
 # "team standard", "the paper used", "I launched ... last night", "is what I'd have done", "that's what the ticket
 # says"), or a past time ("last week", "back in March", "an hour ago").
-_HEDGED = (r"\b(?:ideal(?:ly)?|option\s+\w\b|plan\s+[a-z]\b|(?:worst|best)[- ]case|maybe|perhaps|possibly|to-?do|"
-           r"wish ?list|proposal|proposed|suggest\w*|pending|approv\w*|sign-?off|check with|wait for|hold (?:that|the|"
-           r"this) thought|hold off|nah|nope|default|standard|usual(?:ly)?|always|typical(?:ly)?|normally|fyi|"
-           r"for the record|quot\w*|wiki|ticket|paper|(?:is|was|that'?s|this is) what|would have|i'?d have|"
+_HEDGED = (r"\b(?:ideal(?:ly)?|perfect world|dream\w*|option\s+\w\b|plan\s+[a-z]\b|(?:worst|best)[- ]case|maybe|"
+           r"perhaps|possibly|to-?do|wish ?list|proposal|proposed|suggest\w*|pending|approv\w*|sign-?off|"
+           r"check with|wait for|hold (?:that|the|this) thought|hold off|nah|nope|default|standard|usual(?:ly)?|"
+           r"always|typical(?:ly)?|normally|fyi|for the record|quot\w*|wiki|ticket|paper|"
+           r"(?:is|was|that'?s|this is) what|would have|i'?d have|"
            r"launched|trained|started|kicked off|fired (?:off|up)|ran|did|used|went|tried)\b")  # fmt: skip
 _PAST_TIME = (r"\b(?:last (?:night|week|month|quarter|year|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day)|"
               r"yesterday|\w+ ago|this morning|earlier today|back in|in (?:january|february|march|april|may|june|"
@@ -1193,6 +1194,7 @@ NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no
                  r"don'?t (?:change|touch|forget|wait|bother|worry|ask|need)|do not (?:change|touch|forget|wait|ask)|"
                  rf"{SPEAKERS_MIND}|"  # "I don't know the technical side"
                  r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"
+                 rf"no (?:[\w-]+\s+){{1,3}}?{TROUBLE_NOUN}|"  # "no grad clipping problems lately": the problems
                  r"off (?:the|of|from|_)|not\b.{0,12}\?$)")  # fmt: skip
 # A layout taken back ("not pipelined", "no tp"): the grammar leaves it out of the layout, no setting is meant.
 # ("not full zero-3, only zero 1": a word saying how much of it is taken back with it)
