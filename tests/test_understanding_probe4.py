@@ -50,6 +50,7 @@ def test_a_launch_said_by_its_facts_but_held_back_is_never_made(text, known):
         "three GPUs with FSDP, 70 steps",
         "2 GPUs, FSDP, 30 steps, please",
         "go: 2 GPUs, FSDP, 30 steps",
+        "the default experiment file, 2 GPUs, FSDP, 30 steps",  # the file to use, not what is usual
     ],
 )
 def test_a_launch_said_by_its_facts_alone_still_launches(text, known):

@@ -445,12 +445,14 @@ def _only_waited_on(lowered: str, command: str) -> bool:
 # What holds back a launch said only by its facts, beyond mood.held_back's notions (which need the action's verb):
 # a hedge ("ideally", "option B", "worst case"), a wait on someone ("pending approval from Ana", "let me check with
 # Ana first", "hold that thought", "? nah"), the facts told as what is usual or was said or done ("our default is",
-# "team standard", "the paper used", "I launched ... last night", "is what I'd have done", "that's what the ticket
-# says"), or a past time ("last week", "back in March", "an hour ago").
+# "team standard is", "the paper used", "I launched ... last night", "is what I'd have done", "that's what the
+# ticket says"; not "the default experiment file, 2 GPUs ...": the file to use), or a past time ("last week", "back
+# in March", "an hour ago").
 _HEDGED = (r"\b(?:ideal(?:ly)?|perfect world|dream\w*|option\s+\w\b|plan\s+[a-z]\b|(?:worst|best)[- ]case|maybe|"
            r"perhaps|possibly|to-?do|wish ?list|proposal|proposed|suggest\w*|pending|approv\w*|sign-?off|"
-           r"check with|wait for|hold (?:that|the|this) thought|hold off|nah|nope|default|standard|usual(?:ly)?|"
-           r"always|typical(?:ly)?|normally|fyi|for the record|quot\w*|wiki|ticket|paper|"
+           r"check with|wait for|hold (?:that|the|this) thought|hold off|nah|nope|"
+           r"(?:default|standard|usual|norm)\s+(?:\w+\s+)?(?:is|was|are|were)|usually|always|typically|normally|"
+           r"fyi|for the record|quot\w*|wiki|ticket|paper|"
            r"(?:is|was|that'?s|this is) what|would have|i'?d have|"
            r"launched|trained|started|kicked off|fired (?:off|up)|ran|did|used|went|tried)\b")  # fmt: skip
 _PAST_TIME = (r"\b(?:last (?:night|week|month|quarter|year|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day)|"
