@@ -430,16 +430,19 @@ def _asks_only(plain: str) -> bool:
     return question and not re.search(REQUEST, lowered)
 
 
-# The action named only as the event another waits on: "retire r1 after the benchmark", "archive it once the eval is
-# in" ask for something after it, never for it now.
+# The action named only as the event something no tool does waits on: "retire r1 after the benchmark", "archive it
+# once the eval is in" ask for something after it, never for it now.
 WAITED_ON = (r"\b(?:after|once|when|following|until|till)\s+(?:(?:the|its|a|an|that|this|our|my|[\w.-]+'s)\s+)?"
              r"(?:\w+\s+)?$")  # fmt: skip
 
 
 def _only_waited_on(lowered: str, command: str) -> bool:
-    """Whether every word of the action `command` stands right after "after the" (or its like)."""
+    """Whether every word of the action `command` stands right after "after the" (or its like) and what waits on it
+    is no action of the tools ("open the PR after the report of lr-scan" asks for the report now, the PR after)."""
     said = list(re.finditer(ACTION_WORDS.get(command, r"(?!)"), lowered))
-    return bool(said) and all(re.search(WAITED_ON, lowered[: found.start()]) for found in said)
+    others = [words for other, words in ACTION_WORDS.items() if other != command]
+    waiting = any(re.search(words, lowered) for words in others)
+    return bool(said) and not waiting and all(re.search(WAITED_ON, lowered[: found.start()]) for found in said)
 
 
 # What holds back a launch said only by its facts, beyond mood.held_back's notions (which need the action's verb):
