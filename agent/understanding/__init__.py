@@ -478,9 +478,23 @@ def _unordered_launch(lowered: str, entities: Entities) -> str | None:
         return "conditional"
     if re.search(_LATER, lowered) or re.search(_WAITS_ON, lowered) or re.search(_OWN_INTENT, lowered):
         return "deferred"
-    if re.search(_MAY_I, lowered) or re.search(_HEDGED, lowered) or re.search(_PAST_TIME, lowered):
+    stated = _from_last_facts(lowered, entities)  # "r1 ran on 2 gpus; double that on 4": the past is r1's
+    if re.search(_MAY_I, lowered) or re.search(_HEDGED, stated) or re.search(_PAST_TIME, stated):
         return "asked"
-    return "asked" if re.search(_QUOTED, lowered) else None
+    return "asked" if re.search(_QUOTED, stated) else None
+
+
+LAUNCH_FACTS = ("steps", "nproc", "devices", "layout")
+
+
+def _from_last_facts(lowered: str, entities: Entities) -> str:
+    """The sentence from the start of the last one (of those split by a full stop, semicolon or exclamation) that
+    states a launch's facts: an earlier one may tell what another run did."""
+    starts = [e.span[0] for e in entities.found if e.kind in LAUNCH_FACTS and e.span != (0, 0)]
+    if not starts:
+        return lowered
+    bounds = [found.end() for found in re.finditer(r";|!|\.(?!\w)", lowered[: max(starts)])]
+    return lowered[bounds[-1] if bounds else 0 :]
 
 
 # A question only a benchmark answers: "how good is r1's checkpoint on our benchmarks?", "what does r1 score on eval?"
