@@ -177,7 +177,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         intent.clarify = source
     if intent.clarify is None and intent.command in ACTIONS and (why := held_back(plain.lower(), intent.command)):
         intent.clarify = held_back_question(why, _call_text(intent))  # negated, put off, asked...: never acted on
-    if intent.clarify is None and intent.command in ACTIONS and _only_waited_on(plain.lower(), intent.command):
+    waited_on = _only_waited_on(masked(plain.lower(), entities), intent.command)
+    if intent.clarify is None and intent.command in ACTIONS and waited_on:
         intent.clarify = held_back_question("asked", _call_text(intent))  # "retire r1 after the benchmark"
     if intent.clarify is None and intent.command == "run" and (why := _unordered_launch(plain.lower(), entities)):
         intent.clarify = held_back_question(why, _call_text(intent))  # "tonight: 4 GPUs, FSDP, 120 steps"
@@ -457,7 +458,9 @@ _HEDGED = (r"\b(?:ideal(?:ly)?|perfect world|dream\w*|option\s+\w\b|plan\s+[a-z]
            r"(?:default|standard|usual|norm)\s+(?:\w+\s+)?(?:is|was|are|were)|usually|always|typically|normally|"
            r"fyi|for the record|quot\w*|wiki|ticket|paper|"
            r"(?:is|was|that'?s|this is) what|would have|i'?d have|"
-           r"launched|trained|started|kicked off|fired (?:off|up)|ran|did|used|went|tried)\b")  # fmt: skip
+           # the past of a launch ("get it started" is none)
+           r"(?<!\bget it )(?<!\bget this )(?<!\bget that )(?<!\bhave it )"
+           r"(?:launched|trained|started|kicked off|fired (?:off|up)|ran|did|used|went|tried))\b")  # fmt: skip
 _PAST_TIME = (r"\b(?:last (?:night|week|month|quarter|year|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day)|"
               r"yesterday|\w+ ago|this morning|earlier today|back in|in (?:january|february|march|april|may|june|"
               r"july|august|september|october|november|december))\b")  # fmt: skip
