@@ -200,3 +200,7 @@ def test_an_action_named_only_as_what_another_waits_on_is_asked(known):
 
 def test_an_action_asked_for_with_its_own_verb_is_taken(known):
     read_as("benchmark tp-try", "bench", {"model": "runs/tp-try"}, known)
+
+
+def test_a_spanish_evaluation_asked_is_a_benchmark(known):
+    read_as("hola, evalúa tp-try y dime los scores", "bench", {"model": "runs/tp-try"}, known)

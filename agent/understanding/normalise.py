@@ -159,7 +159,9 @@ SPANISH = {"y": "and", "el": "the", "la": "the", "los": "the", "las": "the", "un
            "lunes": "monday", "martes": "tuesday", "miércoles": "wednesday", "miercoles": "wednesday",
            "jueves": "thursday", "viernes": "friday", "sábado": "saturday", "sabado": "saturday", "domingo": "sunday",
            # the speaker's own launch, asked about ("¿lanzo el run?": should I launch it?)
-           "lanzo": "should i launch", "entreno": "should i train", "cancelo": "should i cancel"}  # fmt: skip
+           "lanzo": "should i launch", "entreno": "should i train", "cancelo": "should i cancel",
+           "terminó": "finished", "termino": "finished", "acabó": "finished", "evalúa": "evaluate",
+           "evalua": "evaluate", "dime": "tell me"}  # fmt: skip
 
 
 def _spanish(text: str) -> str:
