@@ -75,8 +75,7 @@ SECRET = (r"\b(?:api[ _-]?keys?|access[ _-]?tokens?|auth(?:entication)?[ _-]?tok
 GLUE = {"the", "all", "of", "my", "our", "old", "those", "these", "that", "this", "run", "sweep", "checkpoint", "dir",
         "directory", "folder", "named", "called", "file", "both", "whole", "entire", "-r", "-rf", "-fr",
         "out"}  # fmt: skip
-# ("no pushing to main": "no" before the verb, as "don't" before it)
-NEGATED = r"\b(?:don'?t|do not|never|not|no need to|no|without|instead of|rather than)\s+(?:\w+\s+)?$"
+NEGATED = r"\b(?:don'?t|do not|never|not|no need to|without|instead of|rather than)\s+(?:\w+\s+)?$"
 # A secret named under a negation of its showing ("show it to me, don't dump any env vars or API keys alongside it",
 # "never print my token"): the verb and its object's words, or a noun joined to the secret ("tokens or passwords"),
 # may stand between the negation and the secret.
@@ -113,7 +112,14 @@ def refusal(plain: str, entities: Entities) -> str | None:
 
 def _said(pattern: str, lowered: str, negated: str = NEGATED) -> re.Match | None:
     """The first match of `pattern` that no negation before it takes back ("don't push to main")."""
-    return next((m for m in re.finditer(pattern, lowered) if not re.search(negated, lowered[: m.start()])), None)
+    return next((m for m in re.finditer(pattern, lowered) if not re.search(negated, lowered[: m.start()])
+                 and not _no_doing(lowered[: m.start()], m.group(0))), None)  # fmt: skip
+
+
+def _no_doing(before: str, said: str) -> bool:
+    """Whether "no" stands right before the verb's -ing: "no pushing to main" forbids the push ("no seriously
+    delete r1" is no such negation)."""
+    return bool(re.search(r"\bno\s+$", before)) and bool(re.match(r"\w+ing\b", said))
 
 
 def _deletion(lowered: str, entities: Entities) -> str | None:
