@@ -68,13 +68,26 @@ from agent.understanding.intents import (
     NOT_BY_POSSIBLE,
     POSSIBLE_TO,
     TUNED_SETTING,
+    launch_verb,
     negated_actions,
     ranked,
     score,
 )
 from agent.understanding.known import singular
-from agent.understanding.mood import held_back, held_back_question, offers_yes
-from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE, normalise
+from agent.understanding.mood import (
+    ACTION_WORDS,
+    CONDITION,
+    LATER,
+    MAY_I,
+    OWN_INTENT,
+    SUPPOSED,
+    TAKE_BACK,
+    WAITS_ON,
+    held_back,
+    held_back_question,
+    offers_yes,
+)
+from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE, TROUBLE_NOUN, normalise
 from agent.understanding.refusals import refusal
 from trainer.model.presets import MODELS
 
@@ -173,6 +186,11 @@ def understand(text: str, context: Context | None = None) -> Intent:
     # what it would do), no earlier question may offer one
     if question and (intent.clarify is None or (offers_yes(intent.clarify) and not offers_yes(question))):
         intent.clarify = question
+    waited_on = _only_waited_on(masked(plain.lower(), entities), intent.command)
+    if intent.clarify is None and intent.command in ACTIONS and waited_on:
+        intent.clarify = held_back_question("asked", _call_text(intent))  # "retire r1 after the benchmark"
+    if intent.clarify is None and intent.command == "run" and (why := _unordered_launch(plain.lower(), entities)):
+        intent.clarify = held_back_question(why, _call_text(intent))  # "tonight: 4 GPUs, FSDP, 120 steps"
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     if (
@@ -459,6 +477,79 @@ def _asks_only(plain: str) -> bool:
     return question and not re.search(REQUEST, lowered)
 
 
+# The action named only as the event something no tool does waits on: "retire r1 after the benchmark", "archive it
+# once the eval is in" ask for something after it, never for it now.
+WAITED_ON = (r"\b(?:after|once|when|following|until|till)\s+(?:(?:the|its|a|an|that|this|our|my|[\w.-]+'s)\s+)?"
+             r"(?:\w+\s+)?$")  # fmt: skip
+
+
+def _only_waited_on(lowered: str, command: str) -> bool:
+    """Whether every word of the action `command` stands right after "after the" (or its like) and what waits on it
+    is no action of the tools ("open the PR after the report of lr-scan" asks for the report now, the PR after)."""
+    said = list(re.finditer(ACTION_WORDS.get(command, r"(?!)"), lowered))
+    others = [words for other, words in ACTION_WORDS.items() if other != command]
+    waiting = any(re.search(words, lowered) for words in others)
+    return bool(said) and not waiting and all(re.search(WAITED_ON, lowered[: found.start()]) for found in said)
+
+
+# What holds back a launch said only by its facts, beyond mood.held_back's notions (which need the action's verb):
+# a hedge ("ideally", "option B", "worst case"), a wait on someone ("pending approval from Ana", "let me check with
+# Ana first", "hold that thought", "? nah"), the facts told as what is usual or was said or done ("our default is",
+# "team standard is", "the paper used", "I launched ... last night", "is what I'd have done", "that's what the
+# ticket says"; not "the default experiment file, 2 GPUs ...": the file to use), or a past time ("last week", "back
+# in March", "an hour ago").
+_HEDGED = (r"\b(?:ideal(?:ly)?|perfect world|dream\w*|option\s+\w\b|plan\s+[a-z]\b|(?:worst|best)[- ]case|maybe|"
+           r"perhaps|possibly|to-?do|wish ?list|proposal|proposed|suggest\w*|pending|approv\w*|sign-?off|"
+           r"check with|wait for|hold (?:that|the|this) thought|hold off|"
+           r"(?:default|standard|usual|norm)\s+(?:\w+\s+)?(?:is|was|are|were)|usually|always|typically|normally|"
+           r"fyi|for the record|quot\w*|wiki|ticket|paper|"
+           r"(?:is|was|that'?s|this is) what|would have|i'?d have|"
+           # the past of a launch ("get it started" is none)
+           r"(?<!\bget it )(?<!\bget this )(?<!\bget that )(?<!\bhave it )"
+           r"(?:launched|trained|started|kicked off|fired (?:off|up)|ran|did|used|went|tried))\b")  # fmt: skip
+_PAST_TIME = (r"\b(?:last (?:night|week|month|quarter|year|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day)|"
+              r"yesterday|\w+ ago|this morning|earlier today|back in|in (?:january|february|march|april|may|june|"
+              r"july|august|september|october|november|december))\b")  # fmt: skip
+# The facts quoted: "'2 GPUs, FSDP, 20 steps' is the smoke test".
+_QUOTED = r"(?:^|[\s:(])['\"\u2018\u201c][^'\"\u2019\u201d]*\d[^'\"\u2019\u201d]*['\"\u2019\u201d]"
+
+
+# "4 GPUs FSDP 40 steps? nah": the facts said, then waved off ("nope, 25 steps" corrects a launch before instead)
+_NAH_AFTER = r"\w.*\b(?:nah|nope)\W*$"
+
+
+def _unordered_launch(lowered: str, entities: Entities) -> str | None:
+    """Why a launch the sentence states only by its facts, with no launch verb ("4 GPUs, FSDP, 40 steps"), is no
+    order for now, or None when nothing holds it back. With a launch verb, mood.held_back decides alone."""
+    if launch_verb(masked(lowered, entities)):
+        return None
+    if re.search(TAKE_BACK, lowered) or re.search(_NAH_AFTER, lowered):
+        return "taken back"
+    if re.search(SUPPOSED, lowered):
+        return "supposed"
+    if re.search(CONDITION, lowered):
+        return "conditional"
+    if re.search(LATER, lowered) or re.search(WAITS_ON, lowered) or re.search(OWN_INTENT, lowered):
+        return "deferred"
+    stated = _from_last_facts(lowered, entities)  # "r1 ran on 2 gpus; double that on 4": the past is r1's
+    if re.search(MAY_I, lowered) or re.search(_HEDGED, stated) or re.search(_PAST_TIME, stated):
+        return "asked"
+    return "asked" if re.search(_QUOTED, stated) else None
+
+
+LAUNCH_FACTS = ("steps", "nproc", "devices", "layout")
+
+
+def _from_last_facts(lowered: str, entities: Entities) -> str:
+    """The sentence from the start of the last one (of those split by a full stop, semicolon or exclamation) that
+    states a launch's facts: an earlier one may tell what another run did."""
+    starts = [e.span[0] for e in entities.found if e.kind in LAUNCH_FACTS and e.span != (0, 0)]
+    if not starts:
+        return lowered
+    bounds = [found.end() for found in re.finditer(r";|!|\.(?!\w)", lowered[: max(starts)])]
+    return lowered[bounds[-1] if bounds else 0 :]
+
+
 # A question only a benchmark answers: "how good is r1's checkpoint on our benchmarks?", "what does r1 score on eval?"
 BENCH_QUESTION = (r"\bhow (?:good|well|accurate)\b|\bwhat (?:score|accuracy)\b|\bscores?\b|\bhow (?:(?:does|do|did|"
                   r"would|will) )?(?:\S+\s+){1,3}?(?:do|does|score\w*|perform\w*|fare\w*|stacks? up|"
@@ -674,11 +765,13 @@ def _asked_last(entities: Entities) -> str | None:
 
 
 # A run named as the scene of the question, not as what it asks about: the reference it is measured against
-# ("compared to baseline-ddp, how did r1 do?", "baseline-ddp is the reference. how's tp-try?", "r1 was fine. what
-# about tp-try?"), one left to go on ("let r1 finish; meanwhile show me ..."), or one of what the speaker already
-# did (intents.DONE_BEFORE: "I already benchmarked r1; how did baseline-ddp do?").
+# ("compared to baseline-ddp, how did r1 do?", "against baseline-ddp's tokens/s, what did r1 manage?", "put against
+# tp-try, how ...", "baseline-ddp is the reference. how's tp-try?", "r1 was fine. what about tp-try?"), one left to
+# go on ("let r1 finish; meanwhile show me ..."), or one of what the speaker already did (intents.DONE_BEFORE: "I
+# already benchmarked r1; how did baseline-ddp do?").
 SCENE = (
-    r"(?:^|[.;!?]\s*)(?:compared (?:to|with)|relative to|against|next to|versus|vs\.?)\s+(?:the\s+)?_+\s*,|"
+    r"(?:^|[.;!?]\s*)(?:(?:put|set|measured|held|stacked)\s+)?(?:compared (?:to|with)|relative to|against|next to|"
+    r"versus|vs\.?)\s+(?:the\s+)?_+(?:'s\s+[\w/]+)?\s*,|"
     r"(?:^|[.;!?]\s*)_+(?:'s\s+\w+)?\s+(?:is|was|looks?|looked|seems?|seemed)\s+(?:\w+\s+)?(?:the\s+)?"
     r"(?:reference|baseline|control|fine|ok|okay|good|great|done|finished|healthy|solid)\b[^.;!?]*[.;!?]|"
     r"(?:^|[.;!?,]\s*)let\s+_+\s+(?:finish|run|be|continue|go on|keep going|complete)\b[^.;!?]*[.;!?]"
@@ -838,7 +931,8 @@ def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
     if checkpoint := entities.get("checkpoint"):
         intent.args["model"] = str(checkpoint)
     elif entities.has("run"):
-        run = str(entities.all("run")[-1])
+        scene = _scene_runs(entities)  # "benchmark r1 — I compared baseline-ddp to it yesterday": r1
+        run = ([str(r) for r in entities.all("run") if str(r) not in scene] or [str(entities.all("run")[-1])])[-1]
         checkpoints = context.known.checkpoints(run)
         # The run's directory is its latest checkpoint (run_benchmark resolves it); a step named picks that one.
         stepped = [c for c in checkpoints if re.search(rf"\b(?:step[ _]?){c.rsplit('_', 1)[-1]}\b", lowered)]
@@ -1198,6 +1292,7 @@ NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no
                  r"don'?t (?:change|touch|forget|wait|bother|worry|ask|need)|do not (?:change|touch|forget|wait|ask)|"
                  rf"{SPEAKERS_MIND}|"  # "I don't know the technical side"
                  r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"
+                 rf"no (?:[\w-]+\s+){{1,3}}?{TROUBLE_NOUN}|"  # "no grad clipping problems lately": the problems
                  r"off (?:the|of|from|_)|not\b.{0,12}\?$)")  # fmt: skip
 # A layout taken back ("not pipelined", "no tp"): the grammar leaves it out of the layout, no setting is meant.
 # ("not full zero-3, only zero 1": a word saying how much of it is taken back with it)

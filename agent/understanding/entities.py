@@ -540,12 +540,19 @@ def _hardware(lowered: str, entities: Entities) -> None:
         entities.add("node_count", int(float(nodes.group(1))), (start + nodes.start(), start + nodes.end()))
     elif single:  # "a single DGX H100 box": one node, the "1" a count of it
         entities.add("node_count", 1, (start + single.start(), start + single.end()))
+    said = re.search(TOTAL_SAID, part)
+    if per_node and said and per_node.start() < said.end() and said.start() < per_node.end():
+        per_node = None  # "2 nodes with 16 h200s total": 16 is all of them, not each one's
     if per_node:
         entities.add("per_node", per_node_count(per_node), (start + per_node.start(), start + per_node.end()))
     elif total and nodes and float(total.group(3)) == float(nodes.group(1)):
         devices, count = int(total.group(1)), int(float(total.group(3)))
         if count and devices % count == 0 and devices > count:
             entities.add("per_node", devices // count, (start + total.start(), start + total.end()))
+    elif nodes and said:  # "2 nodes with 16 h200s total": 8 on each
+        devices, count = int(said.group(1)), int(float(nodes.group(1)))
+        if count and devices % count == 0 and devices > count:
+            entities.add("per_node", devices // count, (start + said.start(), start + said.end()))
     if (
         (found := re.search(MEMORY_EACH, text))
         or (found := re.search(r"\bwith\s+(\d+(?:\.\d+)?)\s*(gib|gb)\b", text))
@@ -562,6 +569,12 @@ def _hardware(lowered: str, entities: Entities) -> None:
         entities.add("times", float(found.group(1) or 2), found.span())
     if re.search(VAGUE_HARDWARE, text):
         entities.add("vague_hardware", True, (0, 0))
+
+
+# A count of devices said to be the total beside a count of nodes: "2 nodes with 16 h200s total", "32 GPUs in total
+# over 4 nodes".
+TOTAL_SAID = (r"\b(\d+)\s*(?:x\s*)?[a-z][\w-]*(?:\s+[a-z][\w-]*)?\s+(?:in\s+)?"
+              r"(?:total|overall|altogether|combined|all\s+told)\b")  # fmt: skip
 
 
 # What each node holds, after the nodes' count: "2 computers, each with 4 A100s", "4 machines each having 8", "two
@@ -848,6 +861,12 @@ SPEAKERS_MIND = (r"\b(?:don'?t|do not|never)\s+(?:really\s+|fully\s+)?(?:know|un
                  r"follow)\b")  # fmt: skip
 
 
+# A negation of something said of a setting, not of the setting: "no pressure on packing either way", "no rush on
+# packing changes" leave it as it is.
+NO_HURRY_ON = (r"\bno\s+(?:pressure|rush|hurry|stress|strong\s+(?:feelings|opinions?)|preference|opinion)\s+"
+               r"(?:on|with|about|regarding|for|re:?)(?:\s+(?:the|any))?")  # fmt: skip
+
+
 ARTICLES = {"the", "a", "an", "that", "this"}
 VAGUE_NOUNS = {"thing", "stuff", "feature", "option", "setting", "mode", "trick"}
 
@@ -856,6 +875,8 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
     # Only the words of the mention's own clause: "without packing, with AC" does not negate AC.
     before = re.split(CLAUSE, lowered[max(0, mention.start() - 60) : mention.start()])[-1]
     before = re.sub(SPEAKERS_MIND, " ", before)
+    if re.search(NO_HURRY_ON + r"\s*$", before):
+        return "keep"  # "no rush on packing changes": the hurry negated, no setting changed
     if re.search(r"\b(?:or|nor)\s*$", before):  # "without activation checkpointing or packing": both off
         return "false" if re.search(NEGATION_BEFORE, before) else None
     after = re.split(CLAUSE, lowered[mention.end() : mention.end() + 30])[0]
@@ -884,13 +905,14 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
 
 # Turning a setting off, said right before it ("disable packing", "turn off the compile") or after it ("packing
 # turned off", "compile should be off").
-OFF_BEFORE = (r"\b(?:disabl(?:e|ed|ing)|(?:turn|switch|shut)(?:s|ed|ing)?\s+off|(?:turn|switch|shut)(?:s|ed|ing)?\s+"
-              r"(?=\S+\s+off\b))\s*(?:the\s+)?$")  # fmt: skip
+OFF_BEFORE = (r"\b(?:disabl(?:e|ed|ing)(?:\s+of)?|(?:turn|switch|shut)(?:s|ed|ing)?\s+off(?:\s+of)?|"
+              r"(?:turn|switch|shut)(?:s|ed|ing)?\s+(?=\S+\s+off\b))\s*(?:the\s+)?$")  # fmt: skip
 OFF_AFTER = rf"^(?:\s*(?:{LINKING}))*\s*(?:off|disabled|false)\b"
 # A negation of that turning off, a few words before it: "don't switch packing off", "never turn off AC", "there's no
-# reason to disable packing", "who said anything about turning packing off?" (not "why not disable it", a suggestion,
-# nor "don't forget to turn packing off").
+# reason to disable packing", "who said anything about turning packing off?", "without disabling packing", "no
+# turning packing off" (not "why not disable it", a suggestion, nor "don't forget to turn packing off").
 OFF_NEGATED = (r"(?:\b(?:don'?t|do not|never(?!\s*mind)|(?<!why )(?<!if )(?<!or )not|no (?:reason|need) to|won'?t|"
+               r"without|no(?=\s+\w+ing\b|\s*$)|"
                r"will not|shouldn'?t|should not|mustn'?t|must not|who said anything about|"
                r"(?:nobody|no one)\s+(?:said|asked|told|wants?|wanted|needs?))\b)"
                r"(?!\s+(?:forget|hesitate|bother|even)\b)(?:\s+[\w']+){0,3}\s*$")  # fmt: skip
@@ -1055,8 +1077,41 @@ def _names(text: str, entities: Entities, known: Known) -> None:
     said_latest = [*re.finditer(latest + r"(?:run|one|training)\b", lowered), *re.finditer(RAN_LAST, lowered)]
     if known.runs and any(not _one_of_a_sweep(found) for found in said_latest):
         entities.add("run", known.runs[0], (0, 0))
-    if known.sweeps and re.search(latest + r"sweep\b", lowered):
+    if known.sweeps and not _older_sweep(lowered, entities, known) and re.search(latest + r"sweep\b", lowered):
         entities.add("sweep", known.sweeps[0], (0, 0))
+
+
+# A sweep named by its age among the repository's (newest first): "the older sweep", "the earlier one of the sweeps",
+# "the first sweep we ran", "the sweep before layouts-nov", "the previous sweep, not the latest" ("the previous
+# sweep" alone is the one before now: the latest).
+OLDER_SWEEP = (r"\b(older|earlier|oldest|first|prior)\s+(?:\w+\s+)?sweep\b|"
+               r"\bprevious\s+(?:\w+\s+)?sweep\b(?=.*\bnot\s+the\s+(?:latest|last|newest|most recent|current)\b)|"
+               r"\bsweep\s+(?:(?:right|just|immediately)\s+)?(?:before|prior to|preceding)\s+([\w.-]+)")  # fmt: skip
+
+
+def _older_sweep(lowered: str, entities: Entities, known: Known) -> bool:
+    """Whether the sentence names a sweep by its age; the one it names is added (one asked about where several
+    older ones could be meant)."""
+    found = re.search(OLDER_SWEEP, lowered)
+    if not found:
+        return False
+    sweeps = list(known.sweeps)
+    if found.group(2):  # "the sweep before layouts-nov": the one after it in the newest-first order
+        named = found.group(2).removeprefix("sweeps/")
+        at = next((i for i, s in enumerate(sweeps) if s.removeprefix("sweeps/") == named), None)
+        if at is None:
+            return False
+        entities.found = [e for e in entities.found if not (e.kind == "sweep" and e.span[0] >= found.start(2))]
+        older = sweeps[at + 1 :]
+    else:
+        older = sweeps[-1:] if found.group(1) in ("oldest", "first") else sweeps[1:]
+    if len(older) == 1:
+        entities.add("sweep", older[0], found.span())
+    elif older:
+        entities.add("sweep_choice", older, found.span())
+    else:
+        entities.add("unknown_description", found.group(0), found.span())
+    return True
 
 
 # The latest run said by when it ran, after its noun: "the training job we ran most recently", "the run I just

@@ -727,12 +727,13 @@ OWN_LATER = (r"\bbefore\s+(?:i|we|you)\b(?:[^,;:!?.\u2013\u2014]|\.(?=\w))*?"
 
 # What the speaker already did, told as the scene of the request: "I opened a PR for lr-scan already; read ...", "I
 # benchmarked r1 yesterday, now check ...", "we updated the docs from lr-scan; show me ...", "after benchmarking r1
-# last week, I want ...", "since we cancelled tp-try, show ...". Its verb is done, no request: it cues no action
+# last week, I want ...", "since we cancelled tp-try, show ...", "benchmark r1 — I compared baseline-ddp to it
+# yesterday" (after a dash too). Its verb is done, no request: it cues no action
 # (what is asked beside it decides). The clause ends at a stop, a dash or a comma.
 DONE_VERBS = (r"opened|benchmarked|evaluated|scored|wrote|written|updated|cancell?ed|killed|stopped|launched|started|"
               r"kicked off|trained|swept|reported|merged|submitted|resumed|read|checked|planned|compared|ran(?!\s+out)|"
               r"documented|pushed|filed|made|created|did")  # fmt: skip
-DONE_BEFORE = (rf"(?:^|(?<=[,;:.!?])\s*|\b(?:since|because|as|now that|after|once)\s+)"
+DONE_BEFORE = (rf"(?:^|(?<=[,;:.!?\u2013\u2014])\s*|(?<=\s-)\s+|\b(?:since|because|as|now that|after|once)\s+)"
                rf"(?:(?:i|we|you)(?:'ve|'d|\s+have|\s+had)?\s+(?:already\s+|just\s+|recently\s+)?(?:{DONE_VERBS})|"
                r"(?<=after )\w+ing)\b(?:[^,;:!?.\u2013\u2014]|\.(?=\w))*?"
                r"(?=\s*(?:[,;:!?\u2013\u2014]|\.(?!\w)|\s-\s|$))")  # fmt: skip

@@ -56,7 +56,7 @@ _KIND_CORRECTED = (r"[^,;.!?]*[,;:-]*\s*(?:but\s+)?(?:just|only|rather|simply|in
 
 # A take-back after the action: "wait, no", "just kidding", "never mind". A correction that goes on to say what
 # instead ("no wait, 20 steps") is no take-back: the parser reads the correction.
-_TAKE_BACK = (r"\b(?:wait,?\s+no\b|no,?\s+(?:wait|don'?t|stop)\b|just kidding|kidding|jk\b|never\s?mind|nvm\b|"
+TAKE_BACK = (r"\b(?:wait,?\s+no\b|no,?\s+(?:wait|don'?t|stop)\b|just kidding|kidding|jk\b|never\s?mind|nvm\b|"
               r"scratch that|forget (?:it|that|i said)|ignore that|on second thought|changed my mind|"
               r"actually,?\s+(?:no|don'?t)\b)")  # fmt: skip
 _NOTHING_MORE = (r"^(?:[\s\W]|\b(?:no|don'?t|do not|do nothing|nothing|never ?mind|forget it|leave it|not yet|"
@@ -64,7 +64,7 @@ _NOTHING_MORE = (r"^(?:[\s\W]|\b(?:no|don'?t|do not|do nothing|nothing|never ?mi
                  r"lol)\b)*$")  # fmt: skip
 
 # Said as supposed, not ordered: "hypothetically, cancel r1 - would I lose the checkpoint?"
-_SUPPOSED = (r"\b(?:hypothetically|in theory|theoretically|suppose|supposing|imagine|what if|what happens if|"
+SUPPOSED = (r"\b(?:hypothetically|in theory|theoretically|suppose|supposing|imagine|what if|what happens if|"
              r"what would happen if|say we|in principle|let'?s say|let us say|"
              r"assum(?:e|ing)\s+(?:that\s+)?(?:i|we)\b)")  # fmt: skip
 
@@ -98,7 +98,7 @@ _WEIGHED = (r"\bprobably\s+(?:(?:we|i)\s+)?(?:should|ought to|worth|best|better|
 # start a sweep". Not "see if" (a purpose), a courtesy ("if possible", "if it is not a trouble", "if I'm honest", "if
 # that makes sense": the request explained, no condition to check), nor the run's state now, which the tool meets as
 # it is ("abort tp-try if it's still hogging the gpus").
-_CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<!\bsee )(?<!\bcheck )"
+CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<!\bsee )(?<!\bcheck )"
               r"(?<!\bwhether )(?<!\bknow )(?<!\beven )(?<!\bas )(?:\b(?:unless|in case)\b|\b(?:only )?if\b"
               r"(?!\s+(?:possible|you can|you could|you (?:don'?t|do not) mind|that'?s (?:ok|okay|fine|alright)|"
               r"that works|(?:that|it|this) makes sense|needed|necessary|any|(?:this|that|it)(?:'s| is) possible|"
@@ -111,7 +111,7 @@ _CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 # A time to come, in the clause that names the action ("cancel r1 in an hour") or alone in its own ("tomorrow morning,
 # start a sweep"): the tools act now only. ("we need those GPUs in ten minutes" times something else.)
-_LATER = (rf"\b(?:later(?:\s+(?:on|today|tonight))?|tonight|tomorrow(?:\s+(?:morning|afternoon|evening|night))?|"
+LATER = (rf"\b(?:later(?:\s+(?:on|today|tonight))?|tonight|tomorrow(?:\s+(?:morning|afternoon|evening|night))?|"
           rf"eventually|someday|some day|at some point|for later|this (?:evening|afternoon|weekend)|"
           rf"(?:over|on|for|at) the weekend|next (?:week|month|time|{_WEEKDAY})|(?:on|by|this|next) {_WEEKDAY}|"
           r"after (?:lunch|dinner|breakfast|the weekend|the meeting|work|hours)|at (?:midnight|noon)|"
@@ -122,15 +122,15 @@ _LATER = (rf"\b(?:later(?:\s+(?:on|today|tonight))?|tonight|tomorrow(?:\s+(?:mor
 _FILLER = r"(?:[\s\W]|\b(?:next|then|ok|okay|so|and|but|first|maybe|perhaps|please|morning|evening|night)\b)*"
 # The user's own action to come, said of themselves: "I'm going to start a sweep", "we will open a PR", "I might
 # cancel r1", "let me think about launching", "I was thinking of launching".
-_OWN_INTENT = (r"\b(?:i|we)(?:'m| am|'re| are| was| were)?\s+(?:going to|gonna|planning (?:to|on)|"
+OWN_INTENT = (r"\b(?:i|we)(?:'m| am|'re| are| was| were)?\s+(?:going to|gonna|planning (?:to|on)|"
                r"thinking (?:of|about)|considering|about to)\b|"
                r"\b(?:i|we)\s*(?:'ll|will|might|may|could)\b(?!\s+(?:you|need|have)\b)|"
                r"\blet me (?:think|see|consider)\b|\b(?:i|we) (?:plan|intend|hope) to\b")  # fmt: skip
 # A time clause the action waits on, wherever it stands: "when the GPUs free up", "once the sweep is done".
-_WAITS_ON = (r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?!you\b)(?:(?:the|that|this|my|our|it|they|we|i|r\d|"
+WAITS_ON = (r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?!you\b)(?:(?:the|that|this|my|our|it|they|we|i|r\d|"
              r"[\w.-]+)\s+)(?:\S+\s+){0,3}?(?:(?:is|are|'s|has|have|gets?|becomes?)\s+(?:\w+\s+)?(?:done|finished|"
-             r"over|complete\w*|free\w*|idle|available)|finish\w*|complet\w*|end(?:s|ed)?|"
-             r"free(?:s|d)?(?:\s+up)?)\b")  # fmt: skip
+             r"over|complete\w*|free\w*|idle|available|landed|wrapped\s+up)|finish\w*|complet\w*|end(?:s|ed)?|"
+             r"free(?:s|d)?(?:\s+up)?|wraps?\s+up|wrapped\s+up|lands?|landed)\b")  # fmt: skip
 # A time clause of the user's own before the action: "after I check the logs, benchmark r1".
 _OWN_FIRST = r"\b(?:after|once|when|as soon as)\s+(?:i|we)\b(?!\s+(?:can|could|will)\b)"
 _CLAUSE = r"[.;:!?\u2013\u2014]+|,|\s-+\s|\s--?\s|\b(?:and|but|then|so)\b"
@@ -138,7 +138,7 @@ _CLAUSE = r"[.;:!?\u2013\u2014]+|,|\s-+\s|\s--?\s|\b(?:and|but|then|so)\b"
 # Asking whether the user may or should act, not asking the assistant to: "can I train the long config on 2 gpus?",
 # "should I cancel r1?". ("could you cancel r1?", "can I get a report" ask for it.)
 # A suggestion weighed, not made: "perhaps we should cancel tp-try", "maybe I should train longer".
-_MAY_I = (r"^\W*(?:so,?\s+|and\s+|ok,?\s+)?(?:can|could|may|should|shall)\s+i\b(?!\s+(?:get|have|please|ask you)\b)|"
+MAY_I = (r"^\W*(?:so,?\s+|and\s+|ok,?\s+)?(?:can|could|may|should|shall)\s+i\b(?!\s+(?:get|have|please|ask you)\b)|"
           r"\b(?:perhaps|maybe|probably)\s+(?:we|i)\s+(?:should|could|ought to)\b")  # fmt: skip
 
 
@@ -170,17 +170,17 @@ def held_back(lowered: str, command: str) -> str | None:
         return "taken back"
     if re.search(_CONSEQUENCE, lowered):
         return "consequence"
-    if re.search(_SUPPOSED, lowered):
+    if re.search(SUPPOSED, lowered):
         return "supposed"
     if _quoted(lowered, words):
         return "quoted"
-    if re.search(_CONDITION, lowered):
+    if re.search(CONDITION, lowered):
         return "conditional"
     if _deferred(lowered, words):
         return "deferred"
     if re.search(_DOUBT, lowered) or _weighed(lowered, words):
         return "doubted"
-    if re.search(_MAY_I, lowered) or re.search(_RELAYED_QUESTION, lowered) or re.search(_QUESTION_ABOUT, lowered):
+    if re.search(MAY_I, lowered) or re.search(_RELAYED_QUESTION, lowered) or re.search(_QUESTION_ABOUT, lowered):
         return "asked"
     return None
 
@@ -214,14 +214,14 @@ def _taken_back(lowered: str, words: str) -> bool:
     said = [found.end() for found in re.finditer(words, lowered)]
     if not said:
         return False
-    back = [found for found in re.finditer(_TAKE_BACK, lowered) if found.start() >= said[-1]]
+    back = [found for found in re.finditer(TAKE_BACK, lowered) if found.start() >= said[-1]]
     return bool(back) and bool(re.match(_NOTHING_MORE, lowered[back[-1].end() :]))
 
 
 def _deferred(lowered: str, words: str) -> bool:
     """The action put off: a time to come in its own clause, or alone in one; a time clause it waits on; the user's
     own say that they will do it."""
-    if re.search(_WAITS_ON, lowered):
+    if re.search(WAITS_ON, lowered):
         return True
     first = re.search(words, lowered)
     if first and re.search(_OWN_FIRST, lowered[: first.start()]):
@@ -229,11 +229,11 @@ def _deferred(lowered: str, words: str) -> bool:
     clauses = [clause for clause in re.split(_CLAUSE, lowered) if re.search(r"\w", clause)]
     acting = [bool(re.search(words, clause)) for clause in clauses]
     for at, clause in enumerate(clauses):
-        if acting[at] and (_timed_here(clause) or re.search(_OWN_INTENT, clause)):
+        if acting[at] and (_timed_here(clause) or re.search(OWN_INTENT, clause)):
             return True
         # a time alone in its clause, before the action or right after it ("No PR. Not yet." times the PR)
         before = any(acting[at + 1 :]) and not any(acting[:at])
-        if (before or (at and acting[at - 1])) and re.fullmatch(rf"{_FILLER}(?:{_LATER}|\blater\b){_FILLER}", clause):
+        if (before or (at and acting[at - 1])) and re.fullmatch(rf"{_FILLER}(?:{LATER}|\blater\b){_FILLER}", clause):
             return True
     return False
 
@@ -242,7 +242,7 @@ def _timed_here(clause: str) -> bool:
     """A time to come in the clause, said of its action: not of a thing it is for ("write up lr-scan for the
     stand-up tomorrow")."""
     return any(not re.search(r"\bfor\s+(?:(?:the|a|an|our|my|your)\s+)?[\w-]+\s+$", clause[: found.start()])
-               for found in re.finditer(_LATER, clause))  # fmt: skip
+               for found in re.finditer(LATER, clause))  # fmt: skip
 
 
 # Where the user said not to act, took it back or only supposed it, no yes may act on it (agent.offline runs the

@@ -138,17 +138,30 @@ def _portuguese(text: str) -> str:
 # Italian's or Portuguese's), its function words too ("de", "un"), which elsewhere are other languages'.
 SPANISH_MARKS = {"y", "el", "oye", "anoche", "del", "al", "pero", "cómo", "qué", "cuál", "los", "las", "porfa",
                  "hola", "gracias", "ahora", "luego", "también", "reanuda", "reanúdalo", "reanudar", "reanudalo",
-                 "lanza", "corre", "córrelo", "mañana", "ayer", "hoy", "bueno", "vale"}  # fmt: skip
+                 "lanza", "corre", "córrelo", "mañana", "ayer", "hoy", "bueno", "vale", "lanzo", "lunes",
+                 "quieres"}  # fmt: skip
 SPANISH_PHRASES = {
     r"\b(?:el|la|los|las)\s+de\s+([\w./-]+)": r"the \1 one",  # "el de DDP": the DDP one
     r"\bpor\s+favor\b": "please",
     r"\bc[óo]mo\s+(?:le\s+)?(?:fue|ha ido|va)\s+(?:a\s+|al\s+|con\s+(?:el\s+)?)?": "how did it go for ",
+    # a time to come or a condition, which hold an action back as their English words do (mood)
+    r"\bpasado\s+mañana\b": "in two days",
+    r"\besta\s+noche\b": "tonight",
+    r"\bm[áa]s\s+tarde\b": "later",
+    r"\b(?:el|este|el\s+pr[óo]ximo)\s+(lunes|martes|mi[ée]rcoles|jueves|viernes|s[áa]bado|domingo)\b": r"on \1",
+    r"\bsi\s+(?:quieres|puedes|te\s+parece|hace\s+falta)\b": "if you want",
 }
 SPANISH = {"y": "and", "el": "the", "la": "the", "los": "the", "las": "the", "un": "a", "una": "a", "de": "of",
            "del": "of the", "al": "to the", "oye": "hey", "hola": "hi", "pero": "but", "anoche": "last night",
            "ayer": "yesterday", "hoy": "today", "ahora": "now", "gracias": "thanks", "porfa": "please",
            "reanuda": "resume", "reanudar": "resume", "reanúdalo": "resume it", "reanudalo": "resume it",
-           "también": "also", "bueno": "ok", "vale": "ok"}  # fmt: skip
+           "también": "also", "bueno": "ok", "vale": "ok", "mañana": "tomorrow", "luego": "later",
+           "lunes": "monday", "martes": "tuesday", "miércoles": "wednesday", "miercoles": "wednesday",
+           "jueves": "thursday", "viernes": "friday", "sábado": "saturday", "sabado": "saturday", "domingo": "sunday",
+           # the speaker's own launch, asked about ("¿lanzo el run?": should I launch it?)
+           "lanzo": "should i launch", "entreno": "should i train", "cancelo": "should i cancel",
+           "terminó": "finished", "termino": "finished", "acabó": "finished", "evalúa": "evaluate",
+           "evalua": "evaluate", "dime": "tell me"}  # fmt: skip
 
 
 def _spanish(text: str) -> str:
@@ -1153,6 +1166,11 @@ NOUN_PLAN = r"\b(flight|game|meal|battle|lesson|business|travel|marketing|projec
 WARMUP_FOR = (r"(?<!without )(?<!no )(?<!skip )\bwarm-?up\s+(?:for|of|over|during)\s+(?:the\s+first\s+)?"
               r"(?P<count>\d+)\s+steps?\b|"
               r"\b(?:a\s+)?(?P<count2>\d+)[\s-]+steps?\s+(?:of\s+)?warm-?up\b")  # fmt: skip
+# What a setting may be said to cause or meet, negated instead of it: "no clipping issues", "no weight decay problems
+# so far", "no warmup surprises expected".
+TROUBLE_NOUN = (r"(?:issues?|problems?|surprises?|concerns?|troubles?|worries|worry|drama|complaints?|errors?|"
+                r"bugs?|spikes?|instabilit(?:y|ies)|glitch(?:es)?|questions?|regressions?|weirdness)\b")  # fmt: skip
+
 # A setting whose 0 is the trainer's own "off" (trainer.config: warmup_steps, weight_decay, grad_clip), turned off by
 # a negation right before it: "no warmup", "without weight decay", "skip gradient clipping" are that key at 0.
 _ZERO_KEYS = {"warmup": r"warm-?up(?:\s+steps)?", "weight decay": r"weight[\s_-]+decay",
@@ -1160,6 +1178,8 @@ _ZERO_KEYS = {"warmup": r"warm-?up(?:\s+steps)?", "weight decay": r"weight[\s_-]
 TURNED_OFF_BY_ZERO = (r"\b(?:no|without|skip(?:ping)?|disable|disabling|turn\s+off|zero)\s+(?:any\s+|the\s+)?"
                       rf"(?P<key>{'|'.join(_ZERO_KEYS.values())})\b"
                       r"(?!\s*(?:change|changes|setting|settings|tweak|value|[=:]|\d|at\b|of\b|to\b))"
+                      # a noun the setting only qualifies ("no clipping issues last time"): that noun negated
+                      rf"(?!\s+{TROUBLE_NOUN})"
                       # a list the negation may govern ("no clipping and fsdp"): left to the rules that ask
                       r"(?!\s*(?:and|or|nor|&)\s+(?!no\b|without\b|\d))")  # fmt: skip
 

@@ -112,7 +112,14 @@ def refusal(plain: str, entities: Entities) -> str | None:
 
 def _said(pattern: str, lowered: str, negated: str = NEGATED) -> re.Match | None:
     """The first match of `pattern` that no negation before it takes back ("don't push to main")."""
-    return next((m for m in re.finditer(pattern, lowered) if not re.search(negated, lowered[: m.start()])), None)
+    return next((m for m in re.finditer(pattern, lowered) if not re.search(negated, lowered[: m.start()])
+                 and not _no_doing(lowered[: m.start()], m.group(0))), None)  # fmt: skip
+
+
+def _no_doing(before: str, said: str) -> bool:
+    """Whether "no" stands right before the verb's -ing: "no pushing to main" forbids the push ("no seriously
+    delete r1" is no such negation)."""
+    return bool(re.search(r"\bno\s+$", before)) and bool(re.match(r"\w+ing\b", said))
 
 
 def _deletion(lowered: str, entities: Entities) -> str | None:
@@ -164,6 +171,15 @@ PRONOUN = r"\s+(?:it|them|that|those|both|this)\b"
 # Programs no one would name for anything but a shell: "run rm -rf on runs", "execute du -sh runs/*".
 SHELL_PROGRAMS = (r"rm|rmdir|df|du|ls|sudo|pkill|killall|chmod|chown|mkfs|curl|wget|bash|zsh|sh|apt|apt-get|htop|"
                   r"ps\s+aux|kill\s+-\d+|mv|scp|rsync|ssh|crontab|shutdown|reboot")  # fmt: skip
+# A shell named as where to run something ("run nvidia-smi in a shell", "open a terminal and run pip install ..."):
+# the imperative only ("r1 is running in my terminal" asks about r1); a dotted file name may stand in it.
+_SHELL_NOUN = r"(?:shell|bash|terminal|console|command line)\b"
+SHELL_PLACE = (r"(?<!\bis )(?<!\bit's )\b(?:run|execute|exec|type|enter|paste)\b(?:[^.;!?]|\.(?=\w)){0,80}?\b(?:in|on|"
+               rf"from|into|via|through|using)\s+(?:(?:a|the|your|my|our)\s+)?{_SHELL_NOUN}|"
+               rf"\bopen\s+(?:up\s+)?(?:(?:a|the|your|my|our|new)\s+)*{_SHELL_NOUN}")  # fmt: skip
+# What a launch takes, stated outside any backquoted command: "run it in my terminal: 2 GPUs FSDP, 30 steps" and "run
+# 30 steps with fsdp on 2 GPUs, like I'd do from the shell" name the shell only as how the user would say it.
+LAUNCH_FACTS = r"\b\d+\s*(?:gpus?|steps?)\b|\b(?:fsdp|ddp|hsdp|tensor parallel|dp_shard|tp=\d)\b"
 # Any program's name, when it opens a backquoted command ("run `cat runs/r1/log | tail` for me").
 QUOTED_PROGRAMS = SHELL_PROGRAMS + r"|cat|echo|find|grep|tail|head|top|free|git|docker|pip|tar|cp|kill|ps|nvtop|env"
 SHELL = (r"\b(?:run|running|execute|executing|exec|type|typing|enter|fire off)\s+(?:(?:this|the|a|quick|command|"
@@ -171,10 +187,13 @@ SHELL = (r"\b(?:run|running|execute|executing|exec|type|typing|enter|fire off)\s
          r"\brm\s+(?:-{1,2}\w+|dash\s+\w+)|\b(?:run|execute|exec)\s+(?:(?:a|the|some|this|that|these|those|any|"
          r"few|couple of)\s+)*(?:shell|bash|terminal|unix|linux)\s+commands?\b|"
          # (the imperative only: "r1 is running in my terminal" asks about r1)
-         r"(?<!\bis )(?<!\bit's )\b(?:run|execute|exec|type|enter|paste)\b[^.;!?]{0,80}?\b(?:in|on|from|into|via|"
-         r"through|using)\s+(?:(?:a|the|your|my|our)\s+)?(?:shell|bash|terminal|console|command line)\b")  # fmt: skip
+         rf"{SHELL_PLACE}")  # fmt: skip
 
 
 def _shell_command(lowered: str) -> bool:
     """Whether the sentence asks for a shell command to be run (never negated: "don't run rm -rf, just cancel r1")."""
-    return _said(SHELL, lowered) is not None
+    found = _said(SHELL, lowered)
+    if found is None:
+        return False
+    placed = re.fullmatch(SHELL_PLACE, found.group(0))
+    return not (placed and "`" not in lowered and re.search(LAUNCH_FACTS, lowered))
