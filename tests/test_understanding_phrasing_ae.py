@@ -101,3 +101,8 @@ def test_every_run_with_its_end_or_the_runs_table_is_the_list(text, known):
 def test_one_run_and_how_it_finished_is_status(known):
     # near miss: one run named
     assert read("how did r1 finish", known).command == "status"
+
+
+def test_one_run_queried_in_sql_is_no_list(known):
+    # near miss: "from runs/r1" names one run, whose figures are asked
+    assert read("SELECT loss, step_time FROM runs/r1", known).command != "runs"

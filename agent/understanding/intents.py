@@ -180,8 +180,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:roster|inventory|catalog(?:ue)?|lineup)\W+(?:every|each|all(?: the)?)\s+runs?\b|"
             r"\b(?:every|each|all(?: the)?)\s+runs?,?\s+(?:and|with)\s+how\s+(?:it|they|each)\s+"
             r"(?:finished|ended|went|turned out)\b|"
-            # the runs table queried in SQL: "select name, status from runs where ..."
-            r"^\W*select\b.*\bfrom\s+runs\b",
+            # the runs table queried in SQL: "select name, status from runs where ..." (not "from runs/r1": one run)
+            r"^\W*select\b.*\bfrom\s+runs\b(?!/)",
             8,
         ),
         # "which experiments did I run here?", "what jobs have we trained", "give me the list"
