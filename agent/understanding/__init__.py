@@ -152,7 +152,7 @@ def understand(text: str, context: Context | None = None) -> Intent:
     if intent.clarify is None:
         intent.clarify = _vague_count(entities, intent)
     if intent.clarify is None and intent.command == "run":
-        intent.clarify = _change_unsaid(plain, intent)
+        intent.clarify = _change_unsaid(plain, intent) or _launch_unasked(plain, entities, intent, context)
     if intent.clarify is None and intent.command in VAGUE_TAKEN and (said := entities.get("count_range")):
         intent.clarify = (f"How many, exactly? {str(said)!r} is a range: say one number. I would call "
                           f"{_call_text(intent)}.")  # fmt: skip
@@ -467,6 +467,17 @@ def _change_unsaid(plain: str, intent: Intent) -> str | None:
         return None
     return ("What should I change to fix it? Say the setting or layout, e.g. `train it again with train.lr=1e-4` or "
             "`rerun with dp_shard=2 on 2 GPUs`; I would not launch the same run again unchanged.")  # fmt: skip
+
+
+def _launch_unasked(plain: str, entities: Entities, intent: Intent, context: Context) -> str | None:
+    """One question when a launch was read from a sentence with no launch verb and no fact of a launch ("every run
+    and how it finished", "prepone the run and do the needful"): "run" there is a noun, and the defaults launched
+    for it would be a run nobody asked for. Within a conversation an earlier turn may say what to launch."""
+    if intent.args or context.calls or context.previous_text or launch_verb(masked(plain.lower(), entities)):
+        return None
+    return ("What should I launch? I read no launch verb and no setting, so I would only train the defaults "
+            f"({_call_text(intent)}). Say what to train, e.g. `train 20 steps with dp_shard=2 on 2 GPUs`, or ask "
+            "for `list runs` to see every run and how it ended.")  # fmt: skip
 
 
 def _asks_only(plain: str) -> bool:

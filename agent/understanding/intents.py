@@ -175,7 +175,13 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:runs?|experiments?|jobs?)\s+(?:inventory|catalog(?:ue)?|roster)\b|"
             # "a full inventory of every training initiative we've run": the runs, in a manager's nouns
             r"\b(?:inventory|catalog(?:ue)?|roster)\s+of\s+(?:(?:the|our|my|all|every|each)\s+)*"
-            r"(?:(?:training|past|previous)\s+)?(?:runs?|experiments?|jobs?|initiatives?|efforts?|trainings?)\b",
+            r"(?:(?:training|past|previous)\s+)?(?:runs?|experiments?|jobs?|initiatives?|efforts?|trainings?)\b|"
+            # every run with how each ended: "the roster - every run and how it finished" (one run's end is status)
+            r"\b(?:roster|inventory|catalog(?:ue)?|lineup)\W+(?:every|each|all(?: the)?)\s+runs?\b|"
+            r"\b(?:every|each|all(?: the)?)\s+runs?,?\s+(?:and|with)\s+how\s+(?:it|they|each)\s+"
+            r"(?:finished|ended|went|turned out)\b|"
+            # the runs table queried in SQL: "select name, status from runs where ..." (not "from runs/r1": one run)
+            r"^\W*select\b.*\bfrom\s+runs\b(?!/)",
             8,
         ),
         # "which experiments did I run here?", "what jobs have we trained", "give me the list"
@@ -244,7 +250,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "status": [
         (
             r"\bwhat step is\b|\bstep is \S+ (?:on|at)\b|"
-            r"\bstatus\b|\bstate of\b|\bstill (?:going|running|alive|active|up|training|at it)\b|"
+            r"\bstatus\b|\bstate of\b|\bstill (?:going|goin'?|running|runnin'?|alive|active|up|training|at it|toil\w*|"
+            r"working|chugging|grinding)\b|"
+            # "has r1 come to rest?": finished, said in other words
+            r"\b(?:come|came) to (?:a\s+)?(?:rest|halt|stop|an end)\b|"
             r"\b(?:alive|dead)\W*$|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
             r"\bhow'?s \S+ doing\b|\bprogress\b|\bis (?:\S+\s+){1,3}(?:done|finished|running|over|complete)\b|"
             r"\bdid (?:\S+\s+){1,3}(?:finish|complete|end|crash|fail|shut down|stop)\b|"
@@ -445,10 +454,11 @@ CUES: dict[str, list[tuple[str, float]]] = {
             5,
         ),
         (r"\b(?:as|in) (?:a )?markdown\b", 3),
-        # a report is what is written into the docs: "write a report of the lr sweep into the documentation" (the
+        # a report is what is written into the docs: "write a report of the lr sweep into the documentation", the
+        # article left out too ("write report of ..."), (the
         # report tool writes into docs/ on a local branch; an update of the docs rewrites docs/training.md)
         (
-            r"\b(?:write|writing|put|add|draft|generate|make)\s+(?:a|an|the)\s+(?:\S+\s+){0,2}?report\b.*"
+            r"\b(?:write|writing|put|add|draft|generate|make)\s+(?:(?:a|an|the)\s+)?(?:\S+\s+){0,2}?report\b.*"
             r"\b(?:in|into|to)\s+(?:the\s+)?(?:docs|documentation)\b",
             6,
         ),
@@ -479,6 +489,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (rf"\b{DOC_VERB}.*\b{DOC_NOUN}\b", 3),
         # "the docs must show sweeps/x, can you update them?", "get the README refreshed": the verb after its object
         (rf"\b{DOC_NOUN}\b.*\b{DOC_VERB}", 3),
+        # "bring the readme in line with these findings", "keep docs/training.md up to date": docs made to agree
+        (rf"\b(?:bring|brings|keep|keeps|get|make)\b.*\b{DOC_NOUN}\b.*\b(?:in line with|up to date|in sync)\b", 6),
         # "make sure the docs reflect the last sweep", "I want the readme to show lr-scan": docs made to say it
         (
             rf"\b(?:make sure|ensure|gets?|have|has|wants?|needs?)\b.*\b{DOC_NOUN}\b.*"
@@ -791,7 +803,8 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
                 scores[action] -= 2  # a question asks; it launches only when it asks to ("could you launch ...")
     if entities.has("no_launch"):
         for action in ("run", "sweep", "bench"):
-            scores[action] = -10.0
+            if action != "bench" or not _evaluated_not_trained(lowered):
+                scores[action] = -10.0
         scores["plan"] += 2
     for action in negated:  # "don't open a PR": never that action, whatever else cues it
         scores[action] = -10.0
@@ -841,6 +854,14 @@ _NOUN_BEFORE = """the a an that this latest last recent previous my our your eac
 one same ddp fsdp baseline of training good best failed finished current its his her their other been was were
 be is i've we've you've have has had already ever did"""
 NOUN_BEFORE = set(_NOUN_BEFORE.split())
+
+
+def _evaluated_not_trained(lowered: str) -> bool:
+    """Whether only training is refused and a benchmark asked for: "do not train anything, only evaluate r1 on the
+    benchmark" (an evaluation trains nothing), not "don't run anything" (a benchmark is run too)."""
+    trained = re.search(rf"{NEGATOR}(?:re-?)?train\w*\b", lowered)
+    launched = re.search(rf"{NEGATOR}(?:re-?)?(?:launch|start|run|kick)\w*\b", lowered)
+    return bool(trained and not launched and re.search(rf"\b(?:{DONT_VERB['bench']})\b", lowered))
 
 
 def launch_verb(lowered: str) -> bool:

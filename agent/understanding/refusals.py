@@ -60,6 +60,8 @@ LABELS = (r"\b(?:(?:hidden|private|held[- ]out|sealed|gold|ground[- ]truth|secre
           # per-example results: "which benchmark answers r1 got wrong", "the questions r1 failed"
           r"\b(?:answers?|questions?)\s+(?:that\s+|which\s+)?(?:[\w./-]+\s+){0,2}?"
           r"(?:got\s+wrong|got\s+right|failed|missed|gets?\s+wrong|flunked)\b")  # fmt: skip
+# Private labels taken to be used elsewhere are shown as surely: "pull the private labels so I can score it myself".
+FETCHED = r"\b(?:pull|get|fetch|grab|download|extract|retrieve|obtain|hand\s+over)\b"
 REVEAL = (r"\b(?:print|show|display|reveal|tell|give|echo|dump|cat|read|list|output|paste|send|post|leak|expose|"
           r"export|share|copy|what(?:'s| is| are)|whats|where(?:'s| is))\b")  # fmt: skip
 SECRET = (r"\b(?:api[ _-]?keys?|access[ _-]?tokens?|auth(?:entication)?[ _-]?tokens?|(?:hf|hugging ?face|github|gh|"
@@ -100,7 +102,7 @@ def refusal(plain: str, entities: Entities) -> str | None:
     if pushed and not _said(AS_PR, lowered):  # "push to main, don't open a PR" is no PR
         return ("meshpilot never pushes to main or force-pushes: it opens a pull request (`/pr`) on a branch of its "
                 "own, for you to review and merge.")  # fmt: skip
-    if _said(LABELS, lowered, SECRET_NEGATED) and re.search(rf"{REVEAL}|\bwhich\b|\bwhat\b", lowered):
+    if _said(LABELS, lowered, SECRET_NEGATED) and re.search(rf"{REVEAL}|{FETCHED}|\bwhich\b|\bwhat\b", lowered):
         return ("meshpilot never shows a benchmark's private labels, correct answers or per-example results: "
                 "run_benchmark reports aggregate scores only (e.g. `benchmark runs/r1`), so I am not doing any of "
                 "this request.")  # fmt: skip
