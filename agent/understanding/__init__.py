@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.context import Context, context_of
 from agent.understanding.entities import (
     _PRESET,

@@ -6,13 +6,13 @@ turn's action, the plan and launch before, and the run, sweep and file it last t
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from agent.prompt import SYSTEM_PROMPT
+from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.known import Known
 
 # The command a tool call answers: what a follow-up ("and baseline-ddp?") asks again.

@@ -9,8 +9,9 @@ to split ("how would the model be divided between them?") asks for a plan: its w
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
+
+from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 
 _CARD = r"(?:gpus?|cards?|devices?)"
 # Negations written as contractions: "don't", "didn't", "shouldn't", "wouldnt".

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import re
 from dataclasses import dataclass, field
 
+from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.grammar import (
     _GPU_NAME,
     CHANGED,

@@ -14,10 +14,10 @@ Anything ambiguous or unknown sets `clarify`, the one question to ask instead of
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from trainer.config import ConfigError
 from trainer.hardware import GPU_ALIASES, GPUS, gpu_preset
 from trainer.layout import FAMILY_OF_DIM, LAYOUT_DIMS, Layout

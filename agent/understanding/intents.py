@@ -7,8 +7,7 @@ planner should ask instead of acting.
 
 from __future__ import annotations
 
-import re
-
+from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.entities import ANOTHER_INSTEAD, NEGATOR, NOUNS, SWITCHES, Entities, masked
 from agent.understanding.grammar import SETTING_NAMES
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.grammar import _one_swap
 from agent.understanding.normalise import FILE_SUFFIXES, _close, _one_edit
 

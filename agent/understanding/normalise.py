@@ -11,8 +11,8 @@ Names the repository holds (runs, sweeps, files) are never "corrected": they are
 from __future__ import annotations
 
 import difflib
-import re
 
+from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.descriptions import layouts_in_words, packing_in_words
 from agent.understanding.grammar import (
     COMMON,

@@ -11,8 +11,7 @@ Kept precise: "remove packing" and "drop the lr" are settings, "tokens per secon
 
 from __future__ import annotations
 
-import re
-
+from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.entities import Entities
 
 DELETE = (r"\b(?:delete|deleting|remove|removing|rm(?:\s+-\w+)*|erase|erasing|wipe|wiping|purge|purging|nuke|nuking|"
