@@ -2,7 +2,8 @@
 
 The parser calls `re` with about 750 distinct patterns, many built by f-strings from its word lists. `re` keeps
 only 512 compiled ones, and past that its cache evicts the oldest, so every request recompiled most of them: a
-request took 40 ms, 4 with this cache. The modules of this package import this one as `re`; the functions, flags and types are `re`'s own.
+request took 40 ms, 4 with this cache. The modules of this package import this one as `re`; the functions,
+flags and types are `re`'s own.
 """
 
 from __future__ import annotations
