@@ -4497,7 +4497,7 @@ def test_a_copy_with_no_change_is_still_confirmed(known):
 
 
 def test_a_layout_of_several_dimensions_is_not_regrown():
-    from agent.understanding import _at_count
+    from agent.understanding.arguments import _at_count
 
     launch = {"nproc": 4, "layout": "dp_shard=2,tp=2"}
     assert _at_count(launch, 8) == launch and _at_count({"nproc": 2, "layout": "tp=2"}, 4)["layout"] == "tp=4"

@@ -67,8 +67,8 @@ USED_WELL = (rf"{_USE}{_HARDWARE}\s+{_WELL}|\bhow\s+{_WELL}[^.?!;]*?{_USE}{_HARD
 SWEEP_FIGURES = r"(?:results?|winners?|numbers|figures|trials|outcomes?|findings|summary|table|stats)\b"
 # A setting named as what to tune or sweep, the verb's object in a request ("tune the learning rate for
 # configs/long.yaml", "please sweep the lr"; not "did we tune the lr in lr-scan?"): a sweep is asked for, which
-# varies layouts only (the planner asks; agent.understanding._fill_sweep). A sweep named by what it varied ("the lr
-# sweep", "a finished sweep over learning rates") is one on disk, no request.
+# varies layouts only (the planner asks; agent.understanding.arguments._fill_sweep). A sweep named by what it varied
+# ("the lr sweep", "a finished sweep over learning rates") is one on disk, no request.
 TUNED_SETTING = (r"(?:^|[,;:.!?]\s*|\b(?:to|please|pls|and|then|you|let'?s)\s+)(?:tune|sweep)"
                  r"\s+(?:over\s+|across\s+)?(?:the\s+|our\s+|my\s+|its\s+)?"
                  rf"(?:{'|'.join(SETTING_NAMES.values())})s?\b")  # fmt: skip

@@ -1,0 +1,1119 @@
+"""The chosen tool's arguments: from the sentence's entities, and from the conversation what the sentence does not
+restate (the model, GPUs and sequence length of the plan before, the run just launched, the sweep just read).
+
+Filling can also ask (intent.clarify) where a value it needs is unclear: a setting said both on and off or named with
+no value, a count of nodes no launch here can take, a sweep given settings it cannot take.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
+from agent.understanding.context import Context
+from agent.understanding.entities import (
+    _PRESET,
+    DESCRIPTOR_WORDS,
+    EXCLUDER,
+    GENERIC,
+    SPEAKERS_MIND,
+    Entities,
+    masked,
+)
+from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
+from agent.understanding.grammar import (
+    LAYOUT_WORDS,
+    OPTIMIZERS,
+    PRECISIONS,
+    REFUSED_AFTER,
+    SETTING_NAMES,
+    Intent,
+    stated_total,
+)
+from agent.understanding.intents import (
+    CUES,
+    DONE_BEFORE,
+    FOLLOW_UP,
+    TUNED_SETTING,
+    negated_actions,
+)
+from agent.understanding.known import singular
+from agent.understanding.normalise import TROUBLE_NOUN, normalise
+from trainer.model.presets import MODELS
+
+# A launch that repeats the one before, with what the sentence changes.
+AGAIN = (r"\bagain\b|\bsame\b|\brerun\b|\bre-run\b|\brelaunch\b|\bonce more\b|\bdo (?:it|that)\b|\bthis time\b|"
+         r"\b(?:run|train) it\b")  # fmt: skip
+# A request that adds to the one before: "sorry, I forgot something: make the lr 3e-4", "one more thing: AC on".
+AMENDED = (r"\b(?:i\s+)?forgot\s+(?:something|one thing|to\s+(?:say|mention|add|tell you))\b|\bone more thing\b|"
+           r"\bi\s+should\s+have\s+(?:said|mentioned)\b")  # fmt: skip
+PLAN_CARRIED = ("model", "gpu", "devices", "nodes", "seq_len", "device_mem")
+LAUNCH_CARRIED = ("experiment", "nproc", "layout", "steps")
+# A question about every run, not one: "which run had the best throughput?", "any OOM in the runs?"
+ACROSS_RUNS = (r"\bwhich (?:of the |of my )?runs?\b|\b(?:any|all|every|each) (?:of (?:the|my) )?runs?\b|"
+               r"\b(?:in|across|among|over) (?:the|my|all|all the|these) runs\b|"
+               r"\bruns? (?:so far|overall)\b|"
+               # "did anything OOM?", "has any of them crashed?": no run named, every run asked about
+               r"^\W*(?:so\s+)?(?:did|has|have|was|were)\s+(?:anything|any of them|any jobs?|anyone)\b")  # fmt: skip
+RUN_STATES = r"\boom\b|out of memory|\bfail|\bcrash|\bfinish|\bstatus\b|\bdone\b|\bsucceed|\berror|\bdied\b|\bok\b"
+
+
+def _across_runs(intent: Intent, lowered: str, context: Context) -> None:
+    """Every run's state is the list of runs; a figure compared over every run is asked about (the tools read one
+    run at a time), never answered with the latest run's."""
+    if re.search(RUN_STATES, lowered):
+        intent.command = "runs"
+        return
+    first, second = [*context.known.runs, "runs/NAME", "runs/OTHER"][:2]
+    intent.clarify = f"Which runs should I compare? I read one run at a time, e.g. `compare {first} and {second}`."
+
+
+def planned_devices(context: Context, plain: str = "") -> int | None:
+    """The GPUs of one machine that the turn before planned for: what "go with fsdp then" launches on. A launch
+    before is such a hint only where the sentence says it is the same ("same thing but with FSDP instead"): "do it on
+    tp instead" after dp_shard=2 is asked (tests/data/understanding/probe.jsonl)."""
+    launch = context.launch if context.previous == "run" else None
+    if launch and re.search(r"\bsame\b", plain.lower()) and isinstance(launch.get("nproc"), int):
+        return launch["nproc"]
+    plan = context.plan if context.previous == "plan" else None
+    if not plan or int(plan.get("nodes") or 1) != 1 or not isinstance(plan.get("devices"), int):
+        return None
+    return plan["devices"]
+
+
+CORRECTED = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b"
+
+
+def as_number(text: str) -> float | int:
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
+def _short(value: Any) -> Any:
+    """A model preset's config override as its key only: the question stays one line."""
+    if isinstance(value, list):
+        return [f"{str(v).split('=', 1)[0]}=..." if len(str(v)) > 60 else v for v in value]
+    return value
+
+
+def _args_text(intent: Intent) -> str:
+    return " ".join(f"{k}={v}" for k, v in intent.args.items())
+
+
+def call_text(intent: Intent) -> str:
+    args = ", ".join(f"{k}={_short(v)}" for k, v in intent.args.items())
+    return f"/{intent.command} {args}".strip()
+
+
+# --- filling each command's arguments ---------------------------------------------------------------------------
+
+
+def _run_of(intent: Intent, entities: Entities, context: Context, latest: bool = True) -> str | None:
+    """The run a sentence means: named, else the conversation's ("it", "that run"), else the repository's latest."""
+    named = entities.all("run")
+    if named:
+        return str(named[-1])
+    if context.run:
+        return context.run
+    return context.known.runs[0] if latest and context.known.runs else None
+
+
+def _sweep_of(intent: Intent, entities: Entities, context: Context, latest: bool = True) -> str | None:
+    named = entities.all("sweep")
+    if named:
+        return str(named[-1])
+    if described := sweep_in_words(intent.text, context):
+        return described
+    if context.sweep:
+        return context.sweep
+    return context.known.sweeps[0] if latest and context.known.sweeps else None
+
+
+def sweep_in_words(text: str, context: Context) -> str | None:
+    """The one sweep a word of the sentence describes, outside a "the X sweep" phrase: "the layout findings", "the
+    learning rate results" (Known.facts: what its trials vary, parts of its name)."""
+    lowered = normalise(text, context.known.names).lower()
+    # "not the layouts one": a word of what is ruled out describes no sweep meant
+    lowered = re.sub(rf"{EXCLUDER}[\w./-]+(?:\s+(?:one|sweep|scan|run|results?))?", " ", lowered)
+    for pattern, word in DESCRIPTOR_WORDS:
+        lowered = re.sub(pattern, word, lowered)
+    words = set(re.findall(r"[a-z0-9]+", lowered)) - GENERIC
+    facts = {sweep: context.known.facts(sweep) for sweep in context.known.sweeps}
+    shared = set.intersection(*facts.values()) if facts else set()
+    found = [s for s, f in facts.items() if any(singular(w) in f - shared for w in words if len(w) >= 2)]
+    return found[0] if len(found) == 1 else None
+
+
+# A pronoun or a bare "how did it go": it points back at something the conversation must have named.
+POINTING = r"\b(?:it|that|this|its|it'?s|they|them|the thing|the job)\b"
+LATEST_WORDS = r"\b(?:latest|last|newest|recent|most recent|previous|current)\b"
+
+
+# A run named as the likeness of another's state, not asked about: "or did it crash like the tensor-parallel one",
+# "unlike r1", "the same way tp-try did".
+LIKENED = r"\b(?:like|unlike|as with|same as|the same way as|similar to|just as)\s+(?:(?:the|that|our|my)\s+)?$"
+
+
+def _likened(entities: Entities) -> set[str]:
+    """The runs named only as what another is likened to."""
+    lowered = entities.text.lower()
+    return {str(e.value) for e in entities.found if e.kind == "run" and re.search(LIKENED, lowered[: e.span[0]])}
+
+
+# A request in a sentence of its own, after others that set the scene: "The DDP baseline looks slow. Pull r1's numbers."
+ASKED_LAST = r"(?:^|[.!;:]\s+)(?:@\w+\s+)?(?:please\s+)?(?:pull|show|get|give|fetch|grab|read)\b[^.!?;]*[.!]?\s*$"
+SIDE_BY_SIDE = r"\b(?:compare\w*|versus|vs\.?|against|side by side|differ\w*|both|each)\b"
+
+
+def _asked_last(entities: Entities) -> str | None:
+    """The one run a closing request names when the sentences before it only set the scene (no comparison asked)."""
+    lowered = entities.text.lower()
+    last = re.search(ASKED_LAST, lowered)
+    if not last or re.search(SIDE_BY_SIDE, lowered):
+        return None
+    runs = {str(e.value) for e in entities.found if e.kind == "run" and e.span[0] >= last.start()}
+    return runs.pop() if len(runs) == 1 else None
+
+
+# A run named as the scene of the question, not as what it asks about: the reference it is measured against
+# ("compared to baseline-ddp, how did r1 do?", "against baseline-ddp's tokens/s, what did r1 manage?", "put against
+# tp-try, how ...", "baseline-ddp is the reference. how's tp-try?", "r1 was fine. what about tp-try?"), one left to
+# go on ("let r1 finish; meanwhile show me ..."), or one of what the speaker already did (intents.DONE_BEFORE: "I
+# already benchmarked r1; how did baseline-ddp do?").
+SCENE = (
+    r"(?:^|[.;!?]\s*)(?:(?:put|set|measured|held|stacked)\s+)?(?:compared (?:to|with)|relative to|against|next to|"
+    r"versus|vs\.?)\s+(?:the\s+)?_+(?:'s\s+[\w/]+)?\s*,|"
+    r"(?:^|[.;!?]\s*)_+(?:'s\s+\w+)?\s+(?:is|was|looks?|looked|seems?|seemed)\s+(?:\w+\s+)?(?:the\s+)?"
+    r"(?:reference|baseline|control|fine|ok|okay|good|great|done|finished|healthy|solid)\b[^.;!?]*[.;!?]|"
+    r"(?:^|[.;!?,]\s*)let\s+_+\s+(?:finish|run|be|continue|go on|keep going|complete)\b[^.;!?]*[.;!?]"
+)
+
+
+def _scene_runs(entities: Entities) -> set[str]:
+    """The runs named only as the scene of the request (SCENE), where another is named beside them."""
+    lowered = masked(entities.text.lower(), entities)
+    spans = [m.span() for m in re.finditer(SCENE, lowered)]
+    spans += [m.span() for m in re.finditer(DONE_BEFORE, entities.text.lower())]
+    runs = [e for e in entities.found if e.kind == "run"]
+    asked = {str(e.value) for e in runs if not any(s <= e.span[0] < t for s, t in spans)}  # named again outside
+    return {str(e.value) for e in runs} - asked
+
+
+def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None:
+    named = list(dict.fromkeys(str(r) for r in entities.all("run")))
+    if len(named) >= 2 and 0 < len(asked := [r for r in named if r not in _scene_runs(entities)]) < len(named):
+        named = asked  # "compared to baseline-ddp, how did r1 do?": r1's
+        if len(named) == 1 and intent.command == "compare":
+            intent.command = "results"
+        if len(named) == 1:
+            intent.args["run"], intent.words = named[0], named
+            return
+    if len(named) >= 2 and intent.command == "results" and (asked := _asked_last(entities)):
+        intent.args["run"], intent.words = asked, [asked]  # "the DDP baseline looks slow. Pull r1's numbers": r1's
+        return
+    if len(named) >= 2 and intent.command == "results":  # "r1 vs baseline-ddp loss": both, side by side
+        intent.command, intent.words = "compare", named[:2]
+        return
+    if len(named) >= 2 and intent.command == "status":  # "did r1 finish or crash like tp-try?": tp-try is compared to
+        named = [r for r in named if r not in _likened(entities)] or named
+        if len(named) == 1:
+            intent.args["run"], intent.words = named[0], named
+            return
+    if len(named) >= 2:  # "cancel tp-try and baseline-ddp": the tool takes one run; never only one of those named
+        intent.clarify = f"One run at a time: which first, {' or '.join(named)}?"
+        return
+    bare_wait = intent.args.get("wait") == "yes" and len(re.findall(r"\w+", intent.text)) <= 2  # "wait", "pls wait"
+    if (
+        not entities.has("run")
+        and context.run is None
+        and context.known.runs
+        and (re.search(POINTING, intent.text.lower()) or bare_wait)
+        and not re.search(LATEST_WORDS, intent.text.lower())
+    ):  # "so, how did it go?" with no run in the conversation: "it" is a guess, the latest one a question
+        latest = context.known.runs[0]
+        intent.clarify = f"Which run do you mean by that: {latest}, the latest? e.g. `{intent.command} {latest}`."
+        return
+    if not entities.has("run") and (choice := entities.get("run_choice")):
+        intent.clarify = f"Which run do you mean: {' or '.join(map(str, choice))}?"
+        return
+    if (run := _run_of(intent, entities, context)) is not None:
+        intent.args["run"] = run
+        intent.words = [run]
+
+
+def _fill_cancel(intent: Intent, entities: Entities, context: Context) -> None:
+    """Stopping a run takes the run named or the conversation's, never a guess: else one question naming the latest.
+    A run named only to be spared ("do not cancel baseline-ddp") is no target."""
+    spared = set(map(str, entities.all("spared_run")))
+    if len(named := set(map(str, entities.all("run"))) - spared) >= 2:
+        intent.clarify = f"One run at a time: which first, {' or '.join(sorted(named))}?"
+        return
+    run = named.pop() if named else None if spared else _run_of(intent, entities, context, latest=False)
+    if run is not None:
+        intent.args["run"] = run
+        intent.words = [run]
+        if re.search(LATER_STOP, _stop_clauses(intent.text.lower())):  # cancel_run stops it now, never later
+            intent.clarify = f"Cancel {run} now? I can only stop it now, not at a later step or time. yes / edit"
+    elif context.known.runs:
+        latest = context.known.runs[0]
+        intent.clarify = f"Cancel {latest}, the latest run? Name the run to confirm, e.g. `cancel {latest}`."
+
+
+# A stop said for later: "stop r1 after it reaches step 10", "kill it once the loss is below 3", "at step 50" ("if it is
+# still running" is now).
+LATER_STOP = (r"\b(?:after|once|when|as soon as|whenever)\b\s+(?!(?:that|this|you|possible|convenient)\b)\S+|"
+              r"\bat step\b|\bin \d+ (?:steps?|minutes?|hours?|mins?)\b")  # fmt: skip
+
+
+def _stop_clauses(lowered: str) -> str:
+    """The sentences of a request that say to stop: "tp-try is stuck at step 3; shut it down" gives a reason first,
+    and its step is no time to stop at."""
+    clauses = re.split(r"[.;!?](?:\s+|$)", lowered)
+    return " ".join(c for c in clauses if any(re.search(rule, c) for rule, _ in CUES["cancel"])) or lowered
+
+
+def _fill_resume(intent: Intent, entities: Entities, context: Context) -> None:
+    """The run or sweep named (or the sweep the sentence says); agent.offline finds the preempted one otherwise."""
+    if entities.has("sweep") or re.search(r"\bsweep\b", intent.text.lower()):
+        intent.args["kind"] = "sweep"
+        if named := entities.get("sweep"):
+            intent.args["sweep"] = str(named)
+    elif named := entities.get("run") or context.run:  # "resume it": the conversation's run
+        intent.args["run"] = str(named)
+
+
+def _fill_status(intent: Intent, entities: Entities, context: Context) -> None:
+    if entities.has("sweep") and not entities.has("run"):
+        intent.args["sweep"] = str(entities.get("sweep"))
+        if intent.args.get("wait") != "yes":
+            intent.command = "trials"
+        return
+    _fill_run_tool(intent, entities, context)
+
+
+def _fill_trials(intent: Intent, entities: Entities, context: Context) -> None:
+    if not entities.has("sweep") and (choice := entities.get("sweep_choice")):
+        intent.clarify = f"Which sweep do you mean: {' or '.join(map(str, choice))}?"
+        return
+    if (sweep := _sweep_of(intent, entities, context)) is not None:
+        intent.args["sweep"] = sweep
+
+
+def _fill_sweep_named(intent: Intent, entities: Entities, context: Context) -> None:
+    """A report or pull request: of the sweep named, else the conversation's, else the latest. A run named as what to
+    write up ("write r1 up for the team") is asked about: a report is of a sweep, never the latest one in its place."""
+    described = sweep_in_words(intent.text, context)
+    if entities.has("run") and not entities.has("sweep", "sweep_choice") and described is None:
+        run, sweeps = str(entities.get("run")), ", ".join(context.known.sweeps) or "none"
+        intent.clarify = f"A report is written of a sweep, and {run} is a run: which sweep should it cover? ({sweeps})"
+        return
+    if _which_sweep_unsaid(intent, entities, context, described):
+        sweeps = " or ".join(s.removeprefix("sweeps/") for s in context.known.sweeps)
+        intent.clarify = f"Which sweep do you mean: {sweeps}? There is more than one here."
+        return
+    _fill_trials(intent, entities, context)
+
+
+# "the sweep", as if one were meant, or its name forgotten ("whichever one it was"): the latest in its place would
+# be a guess. "a report", "the latest sweep" say which.
+THE_SWEEP = (r"\bthe\s+sweep(?:'s)?\b(?!\s+(?:over|of|on|across|that|which|where)\b)|\bwhichever\s+(?:one|sweep)\b|"
+             r"\b(?:don'?t|do not|can'?t|cannot)\s+(?:\w+\s+)?(?:remember|recall)\b")  # fmt: skip
+
+
+def _which_sweep_unsaid(intent: Intent, entities: Entities, context: Context, described: str | None) -> bool:
+    """Whether a report or pull request is of "the sweep" while the repository has several and neither the sentence
+    nor the conversation says which: one question, never the latest in its place."""
+    said = entities.has("sweep", "sweep_choice") or described is not None or context.sweep is not None
+    return not said and len(context.known.sweeps) > 1 and re.search(THE_SWEEP, intent.text.lower()) is not None
+
+
+def _fill_docs(intent: Intent, entities: Entities, context: Context) -> None:
+    named = entities.all("sweep")
+    if named:
+        intent.args["sweep"] = str(named[-1])
+    elif described := sweep_in_words(intent.text, context):  # "get the layout findings into the docs"
+        intent.args["sweep"] = described
+    elif context.sweep and re.search(r"\b(?:it|that|this|them)\b", intent.text.lower()):
+        intent.args["sweep"] = context.sweep
+
+
+def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
+    lowered = intent.text.lower()
+    if checkpoint := entities.get("checkpoint"):
+        intent.args["model"] = str(checkpoint)
+    elif entities.has("run"):
+        scene = _scene_runs(entities)  # "benchmark r1 — I compared baseline-ddp to it yesterday": r1
+        run = ([str(r) for r in entities.all("run") if str(r) not in scene] or [str(entities.all("run")[-1])])[-1]
+        checkpoints = context.known.checkpoints(run)
+        # The run's directory is its latest checkpoint (run_benchmark resolves it); a step named picks that one.
+        stepped = [c for c in checkpoints if re.search(rf"\b(?:step[ _]?){c.rsplit('_', 1)[-1]}\b", lowered)]
+        intent.args["model"] = stepped[0] if stepped else run
+    elif context.run and re.search(r"\b(?:it|that|this|its|again)\b", lowered):
+        intent.args["model"] = context.run
+    elif re.search(LATEST_WORDS, lowered) and context.known.runs:  # "benchmark the latest"
+        intent.args["model"] = context.known.runs[0]
+    else:
+        example = context.known.runs[0] if context.known.runs else "runs/NAME"
+        intent.clarify = f"Which run or checkpoint should I benchmark? e.g. `benchmark {example}`."
+    suite, question = _suite(plain_of(intent, context).lower(), context)  # "the private sweet" said is a suite
+    if suite:
+        intent.args["suite"] = suite
+    intent.clarify = intent.clarify or question
+
+
+# The suite a benchmark request names: "the builtin eval suite", "suite=tasks/qa.yaml", "on the default benchmark".
+SUITE = (r"\bsuite\s*[=:]\s*(\S+)|\b([\w./-]+)\s+(?:eval(?:uation)?\s+|benchmark\s+|test\s+)?suite\b|"
+         r"\b(?:on|with|using) the ([\w./-]+) (?:benchmark|eval)\b")  # fmt: skip
+BUILTIN = {"builtin", "built-in", "built", "default", "standard", "private", "usual", "normal", "own", "our",
+           "internal", "in-house", "inhouse", "proprietary", "company"}  # fmt: skip
+NOT_A_SUITE = {"the", "a", "an", "eval", "evaluation", "benchmark", "whole", "full", "entire", "my", "on", "test"}
+
+
+def _suite(lowered: str, context: Context) -> tuple[str | None, str | None]:
+    """The suite "builtin" for the one meshpilot ships (by any of its everyday names), a task file or directory of the
+    repository by its path, else a question: a suite is never a word of the sentence taken as its name."""
+    lowered = re.sub(r"\bbuilt[- ]in\b", "builtin", lowered)
+    for found in re.finditer(SUITE, lowered):
+        name = next(g for g in found.groups() if g).strip(".,;:?!'\"")
+        if name in BUILTIN:
+            return "builtin", None
+        if name in NOT_A_SUITE:
+            continue
+        path = context.known.file(name) or (name if context.known.root and (context.known.root / name).exists()
+                                            else None)  # fmt: skip
+        if path:
+            return path, None
+        return None, f"Which suite: the builtin one, or a task file or directory of the repository? I know no {name!r}."
+    return None, None
+
+
+def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
+    lowered = intent.text.lower()
+    if not entities.has("file", "experiment") and not re.search(r"\b(?:log|file|json|yaml|txt|config)\b", lowered):
+        if entities.has("sweep") and not entities.has("run"):  # "show sweeps/layouts-nov": its trials
+            intent.command = "trials"
+            return _fill_trials(intent, entities, context)
+        if entities.has("run"):  # "show r1": its results
+            intent.command = "results"
+            return _fill_run_tool(intent, entities, context)
+    files = [str(f) for f in entities.all("file")]
+    run = entities.get("run") or (context.run if re.search(r"\b(?:its|it'?s|that run'?s?)\b", lowered) else None)
+    # "not the metrics, the log of r1": a file said not to be wanted is no stem of the one to show
+    stem = re.search(r"\b(metrics|memory|steps|config|log)(?:\.\w+)?(?: file)?\b", negated_actions(lowered)[1])
+    in_run = [f for f in context.known.files if run and stem and f.startswith(f"{run}/{stem.group(1)}.")]
+    if files and run and files[-1] not in context.known.files and f"{run}/{files[-1]}" in context.known.files:
+        intent.args["path"] = f"{run}/{files[-1]}"  # "r1's steps.jsonl"
+    elif files:
+        intent.args["path"] = files[-1]
+    elif len(in_run) == 1:
+        intent.args["path"] = in_run[0]
+    elif entities.get("experiment"):
+        intent.args["path"] = str(entities.get("experiment"))
+    elif run and re.search(r"\blog\b", lowered):
+        intent.args["path"] = f"{run}/log.txt"
+    elif run and (kind := re.search(r"\b(json|jsonl|yaml|txt)\b", lowered)):
+        found = [f for f in context.known.files if f.startswith(f"{run}/") and f.endswith("." + kind.group(1))]
+        if len(found) == 1:
+            intent.args["path"] = found[0]
+        else:
+            names = " or ".join(f"`{f}`" for f in found) or f"a file of {run}"
+            intent.clarify = f"Which file do you mean: {names}?"
+            return
+    if "path" in intent.args:
+        intent.words = [intent.args["path"]]
+    elif intent.clarify is None:
+        example = context.file or "meshpilot.yaml"
+        intent.clarify = f"Which file should I show? e.g. `show {example}`."
+
+
+def _fill_sweep(intent: Intent, entities: Entities, context: Context) -> None:
+    """A sweep takes its experiment and trial count only: a setting, step count or layout the sentence states would
+    be dropped, so it is asked about; "again" with no sweep in the conversation too."""
+    if experiment := entities.get("experiment") or _experiment_file(entities):
+        intent.args["experiment"] = experiment
+    if trials := entities.get("trials"):
+        intent.args["trials"] = trials
+    elif _sweep_follow_up(intent, context):  # "same for the long config" after 6 trials: 6 trials again
+        intent.args["trials"] = context.last("run_sweep").args["trials"]
+    _refused_experiment(intent, entities)
+    stated = [
+        e for e in entities.found if e.kind in ("switch", "switch_doubt", "override", "optimizer", "steps", "nproc")
+    ]
+    tuned = re.search(TUNED_SETTING, plain_of(intent, context).lower())
+    if tuned and intent.clarify is None:  # "tune the learning rate for configs/long.yaml": no sweep varies it
+        setting = re.search("|".join(SETTING_NAMES.values()), tuned.group(0)).group(0)
+        intent.clarify = (f"A sweep varies layouts only (the experiment's search section), not the {setting}. Sweep "
+                          f"the layouts (`{f'/sweep {_args_text(intent)}'.strip()}`), or launch a run for each value "
+                          "to compare, e.g. `train 20 steps with lr 3e-4`?")  # fmt: skip
+    if stated and intent.clarify is None:
+        said = plain_of(intent, context)[stated[0].span[0] : stated[0].span[1]] or str(stated[0].value)
+        intent.clarify = (f"A sweep varies layouts over the experiment as it is: it cannot take {said!r}. Change the "
+                          f"experiment file first, or sweep without it (/sweep {_args_text(intent)})?")  # fmt: skip
+    again = re.search(r"\bagain\b|\bre-?run\b|\bonce more\b|\bsame\b", intent.text.lower())
+    if again and not context.last("run_sweep") and not intent.args and intent.clarify is None:
+        intent.clarify = "Start a new sweep of meshpilot.yaml with the default trials? This conversation started none."
+
+
+def _sweep_follow_up(intent: Intent, context: Context) -> bool:
+    before = context.last("run_sweep")
+    return before is not None and "trials" in before.args and bool(re.search(FOLLOW_UP, intent.text.lower()))
+
+
+DEFAULT_EXPERIMENT = "meshpilot.yaml"
+
+
+def _refused_experiment(intent: Intent, entities: Entities) -> None:
+    """An experiment the sentence refuses ("avoid the long config", "not meshpilot.yaml") is never the one used: one
+    carried from the launch before is dropped, so the default runs; where the default is the one refused and no other
+    is named, which one is asked."""
+    refused = {str(v) for v in [*entities.all("not_experiment"), *entities.all("refused_experiment")]}
+    if not refused:
+        return
+    if intent.args.get("experiment") in refused:
+        named = [str(v) for v in [*entities.all("experiment"), *entities.all("file")] if str(v).endswith(".yaml")]
+        if others := [v for v in named if v not in refused]:  # "don't use the long config, use other.yaml"
+            intent.args["experiment"] = others[-1]
+        else:
+            intent.args.pop("experiment")
+    if "experiment" not in intent.args and DEFAULT_EXPERIMENT in refused and intent.clarify is None:
+        intent.clarify = (f"Which experiment, if not {DEFAULT_EXPERIMENT}? Name its file, e.g. "
+                          f"`{'sweep' if intent.command == 'sweep' else 'train'} configs/long.yaml`.")  # fmt: skip
+
+
+def _experiment_file(entities: Entities) -> str | None:
+    files = [str(f) for f in entities.all("file") if str(f).endswith((".yaml", ".yml"))]
+    return files[-1] if files else None
+
+
+def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
+    """A launch: every stated value, negations kept; "again" and "the same but" start from the launch before."""
+    lowered = intent.text.lower()
+    # launch_run takes no nodes: it starts on this machine ("2 machines, 4 gpus each" are nodes the grammar misses)
+    nodes = max(int(intent.args.pop("nodes", None) or 1), int(entities.get("node_count") or 1))
+    if (seq_len := intent.args.pop("seq_len", None)) and not any(
+        o.startswith("data.seq_len=") for o in intent.args.get("set", [])
+    ):  # "context 512" in a launch: the experiment's sequence length (launch_run takes no seq_len of its own)
+        intent.args["set"] = [*intent.args.get("set", []), f"data.seq_len={seq_len}"]
+    amends = re.search(FOLLOW_UP, lowered) or re.search(AMENDED, lowered)
+    again = re.search(AGAIN, lowered) or (context.previous == "run" and amends)
+    named = entities.get("run")
+    if named is None and not context.launch and context.run and re.search(r"\b(?:it|that|this)\b", lowered):
+        named = context.run  # "rerun it with AC" after reading tp-try: tp-try's layout and processes, AC on
+    copying = named is not None and re.search(COPY, lowered) and context.known.launch_of(str(named))
+    if again and context.launch and not copying:  # "like r1 again": r1's, not the launch before
+        before = context.launch
+        if "layout" not in intent.args and _layout_by_word(before, context.previous_text):
+            before = _at_count(before, intent.args.get("nproc"))  # data parallel over all GPUs, as many as said
+        for key in LAUNCH_CARRIED:  # "no, 4 GPUs" after fsdp on 2: fsdp on 4 ("dp_shard=2" on 4 is asked about)
+            if key in before and key not in intent.args:
+                intent.args[key] = before[key]
+        carried = [o for o in context.launch.get("overrides", []) if not o.startswith("model.")]
+        intent.args["set"] = _merge(carried, intent.args.get("set", []))
+    if experiment := entities.get("experiment") or _experiment_file(entities):
+        intent.args["experiment"] = experiment
+    _refused_experiment(intent, entities)
+    repeat = re.search(r"\bagain\b|\bsame\b|\bre-?run\b|\bonce more\b|\bfrom before\b", lowered)
+    if repeat and not context.launch and not copying and not intent.args and not entities.has("switch", "optimizer"):
+        # "do the thing from before again": nothing in the conversation to repeat, so ask, never launch the defaults
+        latest = context.known.runs[0] if context.known.runs else "runs/NAME"
+        intent.clarify = (
+            f"Repeat which launch? This conversation has none: name a run to copy, e.g. `same as {latest}`."
+        )
+    pointing = re.search(r"\b(?:launch|run|train|start|do|kick off|go with|execute) (?:it|that|this|the plan|"
+                         r"th(?:at|is) plan|th(?:at|is) one)\b", lowered)  # fmt: skip
+    if pointing and not repeat and not context.launch and not intent.args and not entities.has("switch", "optimizer"):
+        # "ok launch that" after a plan: the plan is for other hardware and model; what runs here is asked, not guessed
+        intent.clarify = (
+            "Launch what, exactly? Give the layout, processes and steps, e.g. `train 20 steps with dp_shard=2 on 2 "
+            "GPUs`"
+            + (" (a plan ranks layouts for its own hardware; it launches nothing here)." if context.plan else ".")
+        )
+    if copying:
+        before = _at_count(context.known.launch_of(str(named)), intent.args.get("nproc"))
+        for key, value in before.items():  # "same like r1 but 50 steps": r1's layout and processes, from its metrics
+            intent.args.setdefault(key, value)
+        copied = True
+        if not entities.has("steps", "switch", "optimizer", "override", "times", "nproc", "devices", "layout"):
+            # "the same settings as r1" and nothing else: its metrics do not hold every setting, so confirm
+            copy = ", ".join(f"{k}={v}" for k, v in before.items())
+            intent.clarify = (f"Train with {named}'s layout and processes ({copy}), the experiment's other settings "
+                              "as they are now? yes / edit")  # fmt: skip
+    else:
+        copied = False
+    if re.search(r"\b(?:winner|winning|won(?!'t))\b", lowered) and "layout" not in intent.args:  # "won't": no win
+        _launch_winner(intent, entities, context)
+    if steps := entities.get("steps"):
+        intent.args["steps"] = steps
+    if (times := entities.get("times")) and steps and re.search(r"\bthan\b|\bas (?:long|many|much) as\b", lowered):
+        intent.args["steps"] = int(float(times) * int(steps))  # "2x longer than the default 20 steps": 40
+    elif times and intent.clarify is None and not _multiple_said(float(times), entities, named if copied else None,
+                                                                 context):  # fmt: skip
+        intent.clarify = (
+            f"How many in all: {as_number(float(times))} x what? Give the number. {launch_text(intent.args)}"
+        )
+    # The switches as entities read them (a negation anywhere near wins), in the sentence's order, not the grammar's.
+    switches = [str(e.value) for e in sorted(entities.found, key=lambda e: e.span) if e.kind == "switch"]
+    keys = {s.split("=", 1)[0] + "=" for s in switches} | {f"{k}=" for k, _ in entities.all("switch_doubt")}
+    keys |= {f"{k}=" for k in entities.all("switch_kept")}  # "don't disable packing": the grammar's off dropped
+    kept = [o for o in intent.args.get("set", []) if not any(o.startswith(k) for k in keys)]
+    stated = switches
+    if optimizer := entities.get("optimizer"):
+        stated.append(f"train.optimizer={optimizer}")
+    if stated or kept != intent.args.get("set", []):
+        intent.args["set"] = _merge(kept, stated)
+    if not intent.args.get("set"):
+        intent.args.pop("set", None)
+    if intent.clarify is None and (vague := entities.get("vague_setting")):
+        intent.clarify = _which_setting(str(vague), intent)
+    if intent.clarify is None and (unknown := entities.get("model_unknown")):
+        intent.clarify = f"I have no preset for {unknown!r}: which model should it train? {launch_text(intent.args)}"
+    if intent.clarify is None and (share := re.search(PERCENT, lowered)):
+        intent.clarify = (f"{share.group(0)} of what? Give the number itself (warmup in steps, e.g. `warmup 5`). "
+                          f"{launch_text(intent.args)}")  # fmt: skip
+    if intent.clarify is None and (half := re.search(NO_SUCH_PRECISION, lowered)):
+        intent.clarify = (f"meshpilot trains in fp32, bf16 or fp8 (train.precision), not {half.group(0)}: which do "
+                          f"you want? {launch_text(intent.args)}")  # fmt: skip
+    if intent.clarify is None and not entities.has("model") and entities.has("model_size", "model_choice"):
+        # "train the 7b": a model named by size alone is never dropped for the experiment's own
+        choice = entities.get("model_choice")
+        which = " or ".join(map(str, choice)) if choice else f"the {entities.get('model_size')}B of which family"
+        intent.clarify = f"Which model should it train: {which}? {launch_text(intent.args)}"
+    if intent.clarify is None:
+        intent.clarify = _setting_doubt(plain_of(intent, context), entities, intent)
+    # ep borrows dp_shard x cp's ranks (trainer.layout): it multiplies no processes.
+    degrees = [int(d) for d in re.findall(r"(?:^|,)(?!ep=)\w+=(\d+)", str(intent.args.get("layout", "")))]
+    if intent.clarify is None and degrees and "nproc" in intent.args and math.prod(degrees) != intent.args["nproc"]:
+        intent.clarify = (f"The layout {intent.args['layout']} needs {math.prod(degrees)} processes, not "
+                          f"{intent.args['nproc']}: which layout do you want? {launch_text(intent.args)}")  # fmt: skip
+    stated = entities.has("nproc", "devices") and entities.has("layout")  # "relaunch r1, fsdp 2 procs": all it needs
+    if intent.clarify is None and not copied and not stated and (named := entities.get("run")):  # never drop the name
+        intent.clarify = (f"A launch cannot copy {named}'s settings: which layout, processes and steps should it use? "
+                          f"{launch_text(intent.args)}")  # fmt: skip
+    if intent.clarify is None and (relative := entities.get("relative")):
+        intent.clarify = f"How many in all: {relative} than what? Give the number. {launch_text(intent.args)}"
+    counts = _process_counts(entities, intent.args.get("nproc"))  # "fsdp over 4 ... on 8 procs": which?
+    if intent.clarify is None and counts:
+        intent.clarify = f"How many processes: {' or '.join(map(str, counts))}? {launch_text(intent.args)}"
+    if intent.clarify is None and entities.has("vague_hardware") and "nproc" not in intent.args:
+        intent.clarify = f"On how many GPUs (processes), and with which layout? {launch_text(intent.args)}"
+    if intent.clarify is None:
+        intent.clarify = _multi_node_question(nodes, intent, lowered)
+    if intent.clarify is None and (borrowed := re.search(SETTING_OF_CONFIG, lowered)):
+        intent.clarify = (f"The {borrowed.group(1)} of {borrowed.group(2)}: which value? Give the number itself; "
+                          f"I would not leave it out. {launch_text(intent.args)}")  # fmt: skip
+
+
+# A setting taken from another experiment file than the one run ("the seq len of the long config, on the default
+# experiment"): its value is that file's, which the launch cannot borrow; asked, never dropped.
+SETTING_OF_CONFIG = (r"\b(seq(?:uence)?[ _]?len(?:gth)?|learning rate|lr|micro batch|warmup|precision|optimizer)\s+"
+                     r"(?:of|from)\s+(?:the\s+)?([a-z][\w./-]*(?:\s+(?:config|experiment)\b|\.ya?ml\b))")  # fmt: skip
+
+
+# This machine said to be the one to train on, beside other nodes ("the cluster has 4 nodes but use just this one",
+# "only on this box"): the nodes counted are not the launch's.
+JUST_THIS_NODE = (
+    r"\b(?:just|only)\s+(?:use\s+|on\s+)?(?:this|one|a single)\s+(?:one|node|machine|box|host|server)\b|"
+    r"\buse\s+(?:just|only)\s+(?:this|one)\b|\bthis\s+(?:one|node|machine|box|host|server)\s+only\b"
+)
+
+
+def _multi_node_question(nodes: int, intent: Intent, lowered: str) -> str | None:
+    """A run over several nodes is never shrunk to this one unasked: launch_run starts on this machine only."""
+    if nodes <= 1 or re.search(JUST_THIS_NODE, lowered):
+        return None
+    return (f"A launch from here runs on this machine only; a run over {nodes} nodes is started on each node "
+            f"(`meshpilot train --nnodes {nodes} --node-rank R --rdzv-endpoint HOST:PORT`). Train on this one node "
+            f"instead? {launch_text(intent.args)}")  # fmt: skip
+
+
+def _layout_by_word(launch: dict[str, object], said: str | None) -> bool:
+    """Whether the launch before ran data parallel named by its word alone ("fsdp on 2 gpus", "ddp"): a layout over
+    all its GPUs, whatever their count. A degree the user wrote ("dp_shard=2") or tp is theirs to change."""
+    layout = str(launch.get("layout", ""))
+    return bool(re.fullmatch(r"dp_(?:shard|replicate)=\d+", layout)) and not re.search(r"=\s*\d", said or "")
+
+
+def _at_count(launch: dict[str, object], nproc: object) -> dict[str, object]:
+    """A run's launch (Known.launch_of) on the processes a sentence states instead: its layout's kind at the new count
+    where it has one dimension ("like r1, dp_shard=2, on four GPUs" is dp_shard=4); a layout of several dimensions is
+    kept, and its count asked about (which degree grows is not said)."""
+    layout = str(launch.get("layout", ""))
+    if not isinstance(nproc, int) or nproc == launch.get("nproc") or not re.fullmatch(r"\w+=\d+", layout):
+        return launch
+    return {**launch, "nproc": nproc, "layout": f"{layout.split('=')[0]}={nproc}"}
+
+
+def _multiple_said(times: float, entities: Entities, copied: object, context: Context) -> bool:
+    """Whether a multiple ("double that") is of the copied run's processes and the sentence states what it comes to
+    ("r1 ran on two processes; double that, across four GPUs"): the count said is the answer, nothing to ask."""
+    before = context.known.launch_of(str(copied)).get("nproc") if copied else None
+    said = [int(v) for v in [*entities.all("nproc"), *entities.all("devices")] if isinstance(v, int)]
+    return isinstance(before, int) and said == [int(times * before)]
+
+
+def _process_counts(entities: Entities, nproc: object) -> list[int]:
+    """The different counts of processes (or GPUs) a launch states, where the one it would take (`nproc`) is not
+    the one total that stands: a count right after a layout word is that layout's degree ("on 8 GPUs: fsdp across 4
+    and tp 2" runs 8), what a self-correction says stands ("on 4 gpus... no wait, 2"). Else one would be dropped
+    ("fsdp over 4 and tp 2 on 8 procs" launched on 4): asked."""
+    found = sorted((e for e in entities.found if e.kind in ("nproc", "devices") and isinstance(e.value, int)),
+                   key=lambda e: e.span)  # fmt: skip
+    counts = list(dict.fromkeys(int(e.value) for e in found))
+    if len(counts) < 2:
+        return []
+    lowered = entities.text.lower()
+    corrected = [m.end() for m in re.finditer(CORRECTED, lowered)]
+    stands = ([e for e in found if e.span[0] >= corrected[-1]] or found) if corrected else found
+    layout = "|".join(pattern for pattern, _ in LAYOUT_WORDS)
+    degrees = {e.value for e in stands if re.search(rf"\b(?:{layout})\s+(?:across|over|on|with|using)?\s*$",
+                                                     lowered[: e.span[0]])}  # fmt: skip
+    totals = {e.value for e in stands} - degrees or {e.value for e in stands}
+    if (total := stated_total(lowered)) in totals and total == nproc:
+        return []  # "tp on 2 and fsdp on 2, so 4 GPUs total": the total said as such, the others its degrees
+    return [] if totals == {nproc} else counts
+
+
+COPY = (
+    r"\b(?:same|like|as in|as for|copy|repeat|again|rerun|re-run|reuse|re-use)\b|"
+    r"\b(?:another|one more|a second)\s+(?:go|spin|try|shot|whirl)\b|"
+    # "relaunch r1's setup", "keep r1's layout", "with tp-try's settings": that run's launch, what is said changed
+    r"'s\s+(?:own\s+)?(?:setup|set-up|settings|config|configuration|layout|recipe|hyperparameters|hparams|args|"
+    r"arguments)\b|\b(?:what|whatever)\s+[\w.-]+\s+(?:used|ran with|had)\b"  # "what r1 used"
+)  # "give r1 another go": r1 again
+# A share said as a percentage ("warmup of 10%"): no setting of a launch takes one, and it is no count.
+PERCENT = r"\b\d+(?:\.\d+)?\s*(?:%|percent\b|per cent\b)"
+# Precisions people name that the trainer lacks (trainer.config: auto, fp32, bf16, fp8): asked about, never dropped.
+NO_SUCH_PRECISION = r"(?<!not )(?<!no )(?<!without )\b(?:fp16|float16|half[- ]precision)\b"
+
+# --- the confidence rule: a setting of a launch is taken only when it is read for sure ----------------------------
+
+SWITCH_NAMES = {"data.packing": "packing", "train.activation_checkpointing": "activation checkpointing",
+                "train.compile": "torch.compile"}  # fmt: skip
+# A negation: what it turns off must be a setting the sentence names, else the launch asks what it means.
+NEGATION = (r"\b(?:without|w/o|no|not|disable[sd]?|disabling|turn(?:ed)? off|switch(?:ed)? off|off|don'?t|"
+            r"do not|never|skip(?:ping)?|exclude|excluding)\b|"
+            # "avoid bf16" takes a value back, as "no bf16" does ("to avoid OOM" takes no setting back)
+            rf"\b(?:avoid|avoiding|ditch|ditching)(?=\s+(?:using\s+)?(?:{PRECISIONS}|{OPTIMIZERS})\b)")  # fmt: skip
+# Negations that turn no setting off: "no wait", "nothing else changed", "no need to", "kick off", "don't wait".
+NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no later|no rush|no hurry|no idea|"
+                 r"no reason to (?:turn|switch|shut|disabl)|no problem|no worries|no matter|never ?mind|"
+                 r"not (?:too|more|less|yet|now|a big deal)|"
+                 # courtesy: "only if it's no trouble", "no pressure", "not a bother"
+                 r"no (?:trouble|bother|pressure|stress|hassle|biggie|big deal)|not (?:a|any) (?:trouble|bother)|"
+                 r"don'?t (?:change|touch|forget|wait|bother|worry|ask|need)|do not (?:change|touch|forget|wait|ask)|"
+                 rf"{SPEAKERS_MIND}|"  # "I don't know the technical side"
+                 r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"
+                 rf"no (?:[\w-]+\s+){{1,3}}?{TROUBLE_NOUN}|"  # "no grad clipping problems lately": the problems
+                 r"off (?:the|of|from|_)|not\b.{0,12}\?$)")  # fmt: skip
+# A layout taken back ("not pipelined", "no tp"): the grammar leaves it out of the layout, no setting is meant.
+# ("not full zero-3, only zero 1": a word saying how much of it is taken back with it)
+NEGATED_LAYOUT = (rf"^\S+\s+(?:(?:on|with|using|use|do|want|any|the|full|fully|plain|pure|real|whole)\s+){{0,2}}"
+                  rf"(?:{'|'.join(p for p, _ in LAYOUT_WORDS)})\b")  # fmt: skip
+# "kick off" is a launch, "based off" a source, not a negation; "or not", "if not" ask nothing off
+LAUNCH_OFF = r"\b(?:kick(?:ing|ed)?|fir(?:e|ing|ed)|set|head|start|show|sign|log|based|spin|going|or|if|whether)\s*$"
+
+
+def _launch_winner(intent: Intent, entities: Entities, context: Context) -> None:
+    """ "launch that winner on 2 gpus" after reading a sweep: its winning trial's layout, on the processes said (asked
+    about when they differ from the trial's, whose degrees fit its own count only)."""
+    sweep = entities.get("sweep") or context.sweep
+    winner = context.known.winner_of(str(sweep)) if sweep else {}
+    if "layout" not in winner:
+        intent.clarify = intent.clarify or "Which sweep's winner? Name the sweep, e.g. `launch the winner of NAME`."
+        return
+    if "nproc" in winner and intent.args.setdefault("nproc", winner["nproc"]) != winner["nproc"]:
+        intent.clarify = intent.clarify or (
+            f"{sweep}'s winner ran {winner['layout']} on {winner.get('nproc')} processes, not {intent.args['nproc']}:"
+            " which layout should it use?"
+        )
+        return
+    intent.args["layout"] = winner["layout"]
+
+
+def plain_of(intent: Intent, context: Context) -> str:
+    """The sentence as the entities read it (normalised)."""
+    return normalise(intent.text, context.known.names)
+
+
+def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None:
+    """One question when a launch's setting is not read for sure: a setting said both on and off, or named with
+    neither; a negation ("without", "no", "disable", "off") that turns off nothing the sentence names. What runs is
+    never a guess at what the user switched off."""
+    if doubt := entities.get("switch_doubt"):
+        key, why = doubt
+        return (f"Should {SWITCH_NAMES.get(key, key)} be on or off? I read {why}. Say e.g. `{key}=false`. "
+                f"{launch_text(intent.args)}")  # fmt: skip
+    lowered = masked(plain.lower(), entities)
+    # a negation is about a setting named next to it that it turns off: "without packing", "packing off"
+    mentions = [e.span for e in entities.found if e.kind == "switch_mention" and e.value[1] != "true"]
+    for found in re.finditer(NEGATION, negated_actions(lowered)[1]):  # "no PR" negates an action, not a setting
+        after, before = lowered[found.start() :], lowered[: found.start()]
+        if (re.match(NOT_A_SETTING, after) or re.match(NEGATED_LAYOUT, after)
+                or (found.group(0) in ("off", "not") and re.search(LAUNCH_OFF, before))):  # fmt: skip
+            continue
+        if re.search(NO_LAUNCH_WORDS, lowered[max(0, found.start() - 20) : found.end() + 40]):
+            continue
+        if _replaced(lowered[found.end() :], intent):  # "not adam this time, plain sgd", "not fp8, bf16"
+            continue
+        if _refers_to_a_layout(lowered, found, entities):  # "pp=2 was slow so skip it": the layout, no setting
+            continue
+        # "not the long config", "don't want the default experiment": a name
+        if re.match(r"\s*(?:(?:want|need|use|the|that|this|from|on)\s+)*_+", lowered[found.end() :]):
+            continue  # ruled out (masked), no setting
+        ahead = [s for s in mentions if s[0] >= found.end() and len(lowered[found.end() : s[0]].split()) <= 3]
+        behind = [s for s in mentions if s[1] <= found.start() and len(lowered[s[1] : found.start()].split()) <= 3]
+        inside = [s for s in mentions if s[0] <= found.start() < s[1]]  # "without it": the pronoun's setting
+        if ahead or behind or inside:
+            continue
+        words = " ".join(plain.lower()[found.start() :].split()[:4])  # as said, names unmasked
+        return (
+            f"What should {words!r} turn off? I can switch off packing (`data.packing=false`), activation "
+            f"checkpointing or torch.compile, or set any key, e.g. `train.lr=1e-4`. {launch_text(intent.args)}"
+        )
+    return None
+
+
+def _refers_to_a_layout(lowered: str, negation: re.Match, entities: Entities) -> bool:
+    """Whether a negation is a layout's refusal said after it by a pronoun ("tp=2 failed before so avoid it")."""
+    for layout in (e for e in entities.found if e.kind == "layout" and e.span[1] <= negation.start()):
+        refused = re.match(REFUSED_AFTER, lowered[layout.span[1] :])
+        if refused and layout.span[1] + refused.end() > negation.start():
+            return True
+    return False
+
+
+# Settings whose values are named alone ("fp8", "adam"): a negation before one takes that value back.
+VALUES = {"train.precision": PRECISIONS, "train.optimizer": OPTIMIZERS}
+
+
+def _replaced(after: str, intent: Intent) -> bool:
+    """Whether a negation takes back a setting's value that the launch sets to another one ("not adam ..., sgd")."""
+    for key, values in VALUES.items():
+        taken_back = re.match(rf"\s*(?:(?:in|with|using|use|the|plain|any)\s+)*({values})\b", after)
+        if taken_back and any(
+            o.startswith(f"{key}=") and o != f"{key}={taken_back.group(1)}" for o in intent.args.get("set", [])
+        ):
+            return True
+    return False
+
+
+def _merge(before: list[str], after: list[str]) -> list[str]:
+    """Overrides with the later value of each key, in place: what the sentence says wins over what it repeats."""
+    merged = list(before)
+    for override in after:
+        key = override.split("=", 1)[0] + "="
+        same = [i for i, o in enumerate(merged) if o.startswith(key)]
+        if same:
+            merged[same[0]] = override
+            merged = [o for i, o in enumerate(merged) if i not in same[1:]]
+        else:
+            merged.append(override)
+    return merged
+
+
+# The settings a question may name when the sentence changes one without its value (grammar.SETTING_NAMES), and an
+# example of each.
+SETTING_EXAMPLES = {"seq_len": ("sequence length", "seq_len 512"), "micro_batch": ("micro batch", "micro batch 8"),
+                    "lr": ("learning rate", "lr 1e-3"), "warmup": ("warmup", "warmup 5"),
+                    "weight_decay": ("weight decay", "weight decay 0.1"), "seed": ("seed", "seed 7")}  # fmt: skip
+
+
+def _which_setting(vague: str, intent: Intent) -> str:
+    reading = launch_text(intent.args)
+    if vague == "optimizer":
+        return f"Which optimizer (e.g. `train.optimizer=sgd` or `adamw`)? {reading}"
+    if vague in SETTING_EXAMPLES:
+        name, example = SETTING_EXAMPLES[vague]
+        return f"Which {name}, exactly (e.g. `{example}`)? {reading}"
+    return f"What should change, exactly: the layout, processes, steps or a setting? {reading}"
+
+
+def launch_text(args: dict[str, Any]) -> str:
+    parts = [f"{k}={args[k]}" for k in ("experiment", "nproc", "layout", "steps") if k in args]
+    parts += args.get("set", [])
+    return f"So far I would train with {', '.join(parts)}." if parts else "So far I would train with the defaults."
+
+
+def _relative_nodes(entities: Entities, context: Context) -> int | None:
+    """Nodes said as "N more": N added to the plan before's nodes, or, with no plan before, the N nodes to come
+    ("we're getting two more nodes, 8x H100 each, is 70b viable on that?" plans those). "N fewer" needs a plan."""
+    for value in entities.all("relative"):
+        word, number, kind = str(value).split()
+        if kind != "nodes":
+            continue
+        if context.plan is None:
+            return int(number) if word == "more" else None
+        total = int(context.plan.get("nodes") or 1) + (int(number) if word == "more" else -int(number))
+        return total if total >= 1 else None
+    return None
+
+
+def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
+    """A plan: the stated model, GPUs and counts; a follow-up keeps what the plan before had and it does not restate."""
+    args = intent.args
+    args.pop("nproc", None)
+    if experiment := entities.get("experiment") or _experiment_file(entities):
+        args["experiment"] = experiment  # "with the long configuration": that file's model and sequence length
+    if model := entities.get("model"):
+        args["model"] = model
+        intent.notes += [str(n) for n in entities.all("model_note")]
+        if intent.clarify and "GPU" not in intent.clarify:  # the grammar's question about the model: answered
+            intent.clarify = None
+    elif unknown := entities.get("model_unknown"):
+        intent.clarify = f"I have no preset for {unknown!r}. Which model: {', '.join(MODELS)}, or the experiment's own?"
+    elif choice := entities.get("model_choice"):
+        intent.clarify = f"Which model do you mean: {' or '.join(map(str, choice))}?"
+    elif (size := entities.get("model_size")) and (sized := _same_family((context.plan or {}).get("model"), size)):
+        args["model"] = sized
+        intent.notes.append(f"{size}B as the preset {sized} (the family of the plan before)")
+    elif (size := entities.get("model_size")) and (sized := _only_preset_of_size(size)):
+        args["model"] = sized  # "405b on 16 nodes": the one preset of that size
+        intent.notes.append(f"{size}B as the preset {sized}, the only one of that size")
+    elif size := entities.get("model_size"):  # "a 7b on 4 l40s": several presets, never the experiment's instead
+        sized = [k for k in MODELS if (m := _PRESET.match(k)) and float(m.group(3)) == float(str(size))]
+        intent.clarify = f"Which {size}B model: {' or '.join(sized) or 'no preset has that size'}?"
+    if nodes := entities.get("node_count"):
+        args["nodes"] = nodes
+    if per_node := entities.get("per_node"):
+        args["devices"] = per_node
+    elif nodes and (devices := _device_count(entities)) and devices % nodes == 0 and devices > nodes:
+        lowered = plain_of(intent, context).lower()  # as normalised: "apiece" is each
+        # "each"/"per" of the nodes, not of a card ("80 gigs per card"); "16 GPUs total" is over all the nodes
+        each = re.search(r"\b(?:each|per)\b(?!\s+(?:card|gpu|device|accelerator)s?\b)", lowered)
+        args["devices"] = devices if each and stated_total(lowered) != devices else devices // nodes
+    if "nodes" not in args and (more := _relative_nodes(entities, context)):
+        args["nodes"] = more  # after the devices: "8 h100s, and 2 more nodes" are 8 in each, not 8 split over 2
+    _gpu_size(intent, entities, context)
+    if (device_mem := entities.get("device_mem")) and "gpu" not in args:
+        args["device_mem"] = device_mem
+        intent.notes += [str(n) for n in entities.all("device_mem_note")]  # "24GB read as 24GiB": said in the reply
+    if entities.has("own_model"):
+        args.pop("model", None)
+    if entities.has("not_own_model") and "model" not in args and intent.clarify is None:
+        intent.clarify = "Which model should I plan for, if not the experiment's? e.g. `plan llama-3.1-8b`."
+    times, scaled = entities.get("times"), None
+    if times and "devices" not in args and context.plan and isinstance(context.plan.get("devices"), int):
+        scaled = int(float(times) * context.plan["devices"])  # "twice as many gpus": of the plan before
+        intent.notes.append(f"{scaled} devices: {as_number(float(times))} x the {context.plan['devices']} "
+                            "of the plan before")  # fmt: skip
+        args["devices"] = scaled
+    follow_up = context.plan is not None and (re.search(FOLLOW_UP, intent.text.lower()) or context.previous == "plan")
+    if follow_up and context.plan:
+        # devices this sentence states in all (not per node, not the plan before's carried just now) replace nodes
+        stated_devices = "devices" in args and not entities.has("per_node")
+        for key in PLAN_CARRIED:
+            if key in args or key not in context.plan:
+                continue
+            if key == "model" and entities.has("own_model"):
+                continue
+            if key == "nodes" and stated_devices:
+                continue
+            if key == "device_mem" and "gpu" in args:
+                continue
+            args[key] = context.plan[key]
+    _over_nodes(intent, entities)
+    if (said := entities.get("nodes_unsaid")) and "nodes" not in args and intent.clarify is None:
+        intent.clarify = f"How many nodes? {str(said)!r} says each node's GPUs, e.g. `2 {said}`."
+    if "nodes" in args and "devices" not in args and intent.clarify is None:
+        # "what if we had 4 nodes?": nodes of what? This machine's GPUs are no answer about other machines
+        gpu = args.get("gpu")
+        nodes = f"{args['nodes']} node{'s' if args['nodes'] != 1 else ''}"
+        intent.clarify = (f"How many {str(gpu).upper()}s per node? e.g. `{nodes} of 8 {str(gpu).upper()}s`" if gpu
+                          else f"How many GPUs per node, and which GPU? e.g. `{nodes} of 8 H100s`")  # fmt: skip
+    if intent.clarify is None and not context.plan and _nothing_to_plan(intent, entities):
+        intent.clarify = (
+            "Which model should I plan for, and on which GPUs? e.g. `plan llama-3.1-8b on 8 H100s`, or `plan our "
+            "model on this machine` (the experiment's own model on the GPUs here)."
+        )
+    if scaled:
+        args["devices"] = scaled
+    elif (entities.has("vague_hardware") and not _device_count(entities)) or times:
+        # "some L40S cards, say 4 of them": the count said after the vague words settles it
+        before = ", ".join(f"{k}={v}" for k, v in (context.plan or {}).items() if k in PLAN_CARRIED)
+        intent.clarify = ("How many GPUs (and nodes) should I plan for? e.g. `on 16 GPUs over 2 nodes`"
+                          + (f" (the plan before: {before})." if before else "."))  # fmt: skip
+
+
+# GPUs per node: the common server of data-centre GPUs (H100, H200, A100...) holds 8, the largest single ones 16
+# (HGX-2 class). Up to 16 said in all may be one node ("70b on 16 of H100", as the plan has always read it); more
+# never is.
+NODE_GPUS = 8
+ONE_NODE_MOST = 16
+
+
+def _over_nodes(intent: Intent, entities: Entities) -> None:
+    """GPUs said in all, more than any one node holds, with no nodes said ("70b on 64 h100s"): plan_layouts takes
+    GPUs per node, so they are nodes of 8 (64 is 8 nodes of 8), as a person who rents them reads it; a count that 8
+    does not divide is asked about, never planned as one node."""
+    args, devices = intent.args, intent.args.get("devices")
+    if "nodes" in args or entities.has("per_node") or not isinstance(devices, int) or devices <= ONE_NODE_MOST:
+        return
+    if _device_count(entities) != devices:  # a count this sentence does not state as GPUs: not read again here
+        return
+    if devices % NODE_GPUS == 0:
+        args["devices"], args["nodes"] = NODE_GPUS, devices // NODE_GPUS
+        intent.notes.append(f"{devices} GPUs as {devices // NODE_GPUS} nodes of {NODE_GPUS} (no node holds "
+                            f"{devices})")  # fmt: skip
+    elif intent.clarify is None:
+        intent.clarify = (f"How are the {devices} GPUs split over nodes? No node holds that many, and they are no "
+                          f"whole number of nodes of {NODE_GPUS}: say the nodes and the GPUs in each, e.g. "
+                          f"`{devices // NODE_GPUS} nodes of {NODE_GPUS}`.")  # fmt: skip
+
+
+# This machine named as the hardware: "on this box", "here", "the GPUs I have".
+THIS_MACHINE = (r"\b(?:this|the|my|our)\s+(?:own\s+)?(?:machine|box|host|node|computer|server|workstation|hardware|"
+                r"setup|rig)\b|\bhere\b|\blocal(?:ly)?\b|\b(?:what|the gpus?|the cards?) (?:i|we) have\b|"
+                r"\b(?:my|our) (?:gpus?|cards?)\b")  # fmt: skip
+MODEL_NAMED = ("model", "model_choice", "model_unknown", "model_size", "own_model", "experiment")
+HARDWARE_NAMED = ("gpu_named", "devices", "node_count", "per_node", "device_mem", "vague_hardware", "vague_count")
+
+
+def _nothing_to_plan(intent: Intent, entities: Entities) -> bool:
+    """A plan that names neither a model nor hardware ("plan layouts for me"): what to plan is asked, never this
+    machine's GPUs for the experiment's model taken as meant. Naming this machine ("plan on this box") says both: the
+    GPUs here, and the model of the experiment here."""
+    stated = ("model", "gpu", "devices", "nodes", "device_mem", "experiment")
+    if any(key in intent.args for key in stated) or entities.has(*MODEL_NAMED, *HARDWARE_NAMED):
+        return False
+    return not re.search(THIS_MACHINE, intent.text.lower())
+
+
+def _same_family(model: object, size: object) -> str | None:
+    """The preset of `model`'s family (its version first) with `size` billion parameters."""
+    before = _PRESET.match(str(model)) if model else None
+    if before is None:
+        return None
+    sized = [
+        k
+        for k in MODELS
+        if (m := _PRESET.match(k)) and m.group(1) == before.group(1) and float(m.group(3)) == float(size)
+    ]
+    same_version = [k for k in sized if _PRESET.match(k).group(2) == before.group(2)]
+    found = same_version or sized
+    return found[0] if len(found) == 1 else None
+
+
+# GPUs sold in two memory sizes under one name: a plan on an unsized one always asks which. The memory decides which
+# layouts fit, and people who plan expect to be asked (two outside authors did, for a model that fits either size);
+# a plan on a size they never said would be a guess shown as a fact.
+SIZED_FAMILIES = {"a100": ("a100-40gb", "a100-80gb")}
+# "the 40 gig version": the GPU of the plan before, in that memory size.
+# ("same w/ 40g" after a plan on A100s: the memory alone, with what it is said of left to the plan before)
+OTHER_SIZE = (r"\b(\d+)\s*gi?b\s+(?:version|variant|ones?|model|edition|cards?|gpus?)\b|"
+              r"\bwith\s+(?:the\s+)?(\d+)\s*gi?b\b(?!\s*(?:of\s+)?(?:memory|vram|ram|each|per|apiece)\b)")  # fmt: skip
+
+
+def _gpu_size(intent: Intent, entities: Entities, context: Context) -> None:
+    """The memory size of a GPU sold in several: said with its name ("A100 40GB"), per device ("8 A100s with 40GB
+    each"), or as "the 40 gig version" of the plan before's GPU; else one question."""
+    args, lowered = intent.args, plain_of(intent, context).lower()
+    named = re.sub(r"[\s-]", "", str(entities.get("gpu_named") or "")).removesuffix("s")
+    before = str((context.plan or {}).get("gpu") or "")
+    family = named if named in SIZED_FAMILIES else None
+    size = re.search(OTHER_SIZE, lowered)
+    if family is None and size and not entities.has("gpu_named"):
+        family = next((f for f, presets in SIZED_FAMILIES.items() if before in presets), None)
+    if family is None:
+        return
+    beside = re.search(rf"\b(\d+)\s*gi?b\s+(?:nvidia\s+)?{family}|{family}s?\s+(\d+)\s*gi?b\b", lowered)
+    said = next((g for g in size.groups() if g), None) if size else None
+    memory = said or re.sub(r"gib$", "", str(entities.get("device_mem") or "").lower())
+    memory = next((g for g in beside.groups() if g), memory) if beside else memory  # "80GB A100s"
+    presets = SIZED_FAMILIES[family]
+    sized = [p for p in presets if memory and p.endswith(f"-{memory}gb")]
+    if sized:
+        args["gpu"] = sized[0]
+        args.pop("device_mem", None)
+        return
+    args.pop("gpu", None)
+    sizes = " or ".join(f"{family.upper()} {p.rsplit('-', 1)[-1].upper()}" for p in presets)
+    intent.clarify = intent.clarify or f"Which {family.upper()}: {sizes}? The memory decides which layouts fit."
+
+
+def describes_experiment(described: str, intent: Intent, context: Context) -> bool:
+    """Whether every number of a description ("the 1024 one") is a value of the experiment file the sentence names
+    (its seq_len 1024): the file described again, not a run or sweep to find."""
+    numbers = re.findall(r"\d+(?:\.\d+)?", described)
+    experiment = intent.args.get("experiment")
+    if not numbers or not experiment or context.known.root is None:
+        return False
+    try:
+        values = _values(yaml.safe_load((Path(context.known.root) / str(experiment)).read_text()))
+    except (OSError, yaml.YAMLError):
+        return False
+    return all(n in values for n in numbers)
+
+
+def _values(tree: object) -> set[str]:
+    """Every scalar value in a loaded YAML tree, as text."""
+    if isinstance(tree, dict):
+        return set().union(*(_values(v) for v in tree.values())) if tree else set()
+    if isinstance(tree, list):
+        return set().union(*(_values(v) for v in tree)) if tree else set()
+    return {str(tree)}
+
+
+def _only_preset_of_size(size: object) -> str | None:
+    """The one preset with `size` billion parameters ("405b" is llama-3.1-405b); None where several have it."""
+    sized = [k for k in MODELS if (m := _PRESET.match(k)) and float(m.group(3)) == float(str(size))]
+    return sized[0] if len(sized) == 1 else None
+
+
+def _device_count(entities: Entities) -> int | None:
+    found = entities.get("devices")
+    return int(found) if isinstance(found, int) else None
+
+
+def _fill_compare(intent: Intent, entities: Entities, context: Context) -> None:
+    runs = list(dict.fromkeys(str(r) for r in entities.all("run")))
+    if len(runs) >= 2:
+        intent.words = runs[:2]
+        return
+    lowered = intent.text.lower()
+    if len(context.known.runs) > 2 and not re.search(r"\b(?:last|latest|newest|recent) two\b", lowered):
+        first, second = context.known.runs[:2]
+        intent.clarify = (
+            f"Compare {first} and {second}, the latest two? Or name the two runs, e.g. `compare {first} and {second}`."
+        )
+
+
+def _fill_why(intent: Intent, entities: Entities, context: Context) -> None:
+    """Why a sweep's winner won: the sweep named or described, else the conversation's (agent.offline). Why a run
+    failed ("why did it crash?" after reading tp-try): that run's results."""
+    if named := entities.get("sweep") or sweep_in_words(intent.text, context):
+        intent.args["sweep"] = str(named)
+    elif context.run and re.search(POINTING, intent.text.lower()) and not context.last("read_sweep", "plan_layouts"):
+        intent.command = "results"
+        _fill_run_tool(intent, entities, context)
+
+
+FILL = {
+    "why": _fill_why,
+    "results": _fill_run_tool,
+    "status": _fill_status,
+    "cancel": _fill_cancel,
+    "resume": _fill_resume,
+    "trials": _fill_trials,
+    "report": _fill_sweep_named,
+    "pr": _fill_sweep_named,
+    "docs": _fill_docs,
+    "bench": _fill_bench,
+    "read": _fill_read,
+    "sweep": _fill_sweep,
+    "run": _fill_launch,
+    "plan": _fill_plan,
+    "compare": _fill_compare,
+}
+
+
+def fill(intent: Intent, plain: str, entities: Entities, context: Context) -> None:
+    """The chosen tool's arguments, from the entities and from the conversation what the sentence does not
+    restate (the plan before, the run just launched)."""
+    across = intent.command == "results" or (intent.command == "status" and re.search(RUN_STATES, plain.lower()))
+    if across and not entities.has("run", "run_choice") and re.search(ACROSS_RUNS, plain.lower()):
+        _across_runs(intent, plain.lower(), context)
+    FILL.get(intent.command, lambda *a: None)(intent, entities, context)

@@ -1,0 +1,582 @@
+"""When the offline planner asks instead of acting: one question that names its best reading.
+
+A wrong action is worse than a question. Beside a missing argument, the planner asks when it is not sure of a value
+that changes what runs: a number no argument of the call holds; a run, sweep, model or suite described or named that
+the repository or the presets lack (never the latest or the experiment's own in its place); an action the user
+negates, puts off, supposes, relays or only asks about; two readings that score close; a request mostly in a language
+it does not read.
+"""
+
+from __future__ import annotations
+
+import json
+
+from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
+from agent.understanding.arguments import (
+    CORRECTED,
+    LATEST_WORDS,
+    as_number,
+    call_text,
+    describes_experiment,
+    launch_text,
+    sweep_in_words,
+)
+from agent.understanding.context import Context
+from agent.understanding.entities import (
+    WHEN_TO_ACT,
+    Entities,
+    Entity,
+    masked,
+)
+from agent.understanding.grammar import (
+    Intent,
+)
+from agent.understanding.intents import (
+    ACTIONS,
+    DO_THAT,
+    FOLLOW_UP,
+    NOT_BY_POSSIBLE,
+    POSSIBLE_TO,
+    launch_verb,
+    negated_actions,
+    ranked,
+)
+from agent.understanding.mood import (
+    ACTION_WORDS,
+    CONDITION,
+    LATER,
+    MAY_I,
+    OWN_INTENT,
+    SUPPOSED,
+    TAKE_BACK,
+    WAITS_ON,
+    held_back,
+    held_back_question,
+    offers_yes,
+)
+from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE
+
+CLOSE = 1.0  # two actions scoring within this of each other: ask which is meant
+
+
+# "no, I meant baseline-ddp", "and r1?" right after a benchmark: the benchmark of another run, or only its results.
+MEANT_ANOTHER = r"^\W*(?:(?:no|nope|sorry)\W+)*i\s+meant\b"
+
+
+def _benchmark_or_results(plain: str, intent: Intent, context: Context) -> str | None:
+    """A follow-up of a benchmark read as a run's results is asked about: the benchmark again, on the run named, is
+    as likely, and neither is guessed."""
+    lowered = plain.lower()
+    if context.previous != "bench" or intent.command != "results" or "run" not in intent.args:
+        return None
+    if not (re.search(FOLLOW_UP, lowered) or re.search(MEANT_ANOTHER, lowered)):
+        return None
+    run = intent.args["run"]
+    return f"Benchmark {run} as the one before, or read its results ({call_text(intent)})?"
+
+
+def _unknown_source(entities: Entities) -> str | None:
+    """One question when a launch or sweep is to use settings only someone else knows ("the settings my colleague
+    suggested"): the repository cannot know them, so the defaults in their place would be a guess. A file or run of
+    the repository named says where they are: acted on."""
+    said = entities.get("unknown_source")
+    named = entities.has("run", "file", "checkpoint") or any(v != "meshpilot.yaml" for v in entities.all("experiment"))
+    if said is None or named:
+        return None
+    return (f"Which settings do you mean by {str(said)!r}? I cannot know them from here: name a config file or a run "
+            "to copy, or say the values, e.g. `train 20 steps with dp_shard=2 on 2 GPUs, lr 3e-4`.")  # fmt: skip
+
+
+# Tools that change nothing: acted on even when much of the sentence is in a language the rules do not read, those
+# that read a run or sweep only when the sentence names it (never the latest in its place). Reading a file is not
+# one: a file named in such a sentence is as often what to launch ("roda o meshpilot.yaml com ...") as what to show.
+READ_ONLY = ("plan", "runs", "hardware", "help")
+READ_NAMED = ("why", "results", "status", "trials", "compare")  # a wait is a status
+
+
+def _safe_unread(intent: Intent, entities: Entities, context: Context) -> bool:
+    named = entities.has("run", "sweep") or sweep_in_words(intent.text, context) is not None
+    return intent.command in READ_ONLY or (intent.command in READ_NAMED and named)
+
+
+def _other_language(plain: str) -> bool:
+    """Whether the sentence is mostly in a language the rules do not read: at least two of its function words, and
+    more of them than English ones (the command words of those languages that are certain are already English)."""
+    words = re.findall(r"(?<![\w'./=-])[^\W\d_]+(?![\w'./=-])", plain.lower())
+    other = sum(word in OTHER_LANGUAGE for word in words)
+    return other >= 2 and other > sum(word in ENGLISH_FUNCTION for word in words)
+
+
+# A go-ahead and nothing else ("go", "ok, go ahead", "do it"): it agrees to what was said before, and with nothing
+# before it agrees to nothing (never a launch of the defaults).
+BARE_GO = (r"\W*(?:(?:ok(?:ay)?|alright|right|so|then|now|yes|yep|sure)\W+)*(?:go|go ahead|go for it|let'?s go|do it|"
+           r"proceed|send it|ship it|make it so)(?:\W+(?:then|now|please|pls))*\W*")  # fmt: skip
+
+
+NUMBER = re.compile(r"(?<![\w.=/-])(\d+(?:\.\d+)?(?:e-?\d+)?)(k?)(?![\w.=/-]|\.\d)", re.I)
+
+
+# The counts each action takes, and an example of each: "a few trials" for a sweep is asked about, never guessed.
+VAGUE_TAKEN = {
+    "run": ("steps", "nproc", "devices", "nodes", "stages"),
+    "sweep": ("trials",),
+    "plan": ("devices", "nodes"),
+}
+COUNT_EXAMPLES = {"steps": "30 steps", "trials": "8 trials", "nproc": "on 2 processes", "devices": "on 8 GPUs",
+                  "nodes": "on 2 nodes", "stages": "pp=2"}  # fmt: skip
+
+
+def _vague_count(entities: Entities, intent: Intent) -> str | None:
+    """One question when a count the action takes is said with no number ("a few trials", "several hundred steps")."""
+    for kind, said in entities.all("vague_count"):
+        if kind in VAGUE_TAKEN.get(intent.command, ()) and not entities.has(kind):
+            reading = launch_text(intent.args) if intent.command == "run" else f"I would call {call_text(intent)}."
+            said = re.sub(r"\b(hundred|thousand|dozen)s\b(?!\s+of)", r"\1", said.strip())  # as normalise kept it
+            return f"How many, exactly? {said!r} is no number: say e.g. `{COUNT_EXAMPLES[kind]}`. {reading}"
+    return None
+
+
+# The arguments each action's tool call takes (agent.offline): a number held in any other key is dropped.
+TAKEN = {
+    "run": ("experiment", "nproc", "layout", "steps", "set"),
+    "sweep": ("experiment", "trials"),
+    "plan": ("devices", "nodes", "device_mem", "device_type", "experiment", "model", "gpu", "seq_len"),
+}
+
+
+def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | None:
+    """A question when the sentence states a number that no argument holds: a stated value is never dropped.
+    Numbers that name something (a model's size, a GPU, a run) or that a self-correction replaced do not count."""
+    lowered = plain.lower()
+    corrected = [m.end() for m in re.finditer(CORRECTED, lowered)]
+    # a time of day names no count ("14:02 UTC planning ticket", "it's 9:30 here"), but a launch or sweep set for a
+    # time ("at 9:30 train ...") would run now: its number is asked about
+    spans = [e.span for e in entities.found if e.span[1] > e.span[0] and not _time_to_act(e, intent, lowered)]
+    taken = {k: v for k, v in intent.args.items() if k in TAKEN.get(intent.command, intent.args)}
+    if "set" in taken:  # a model preset's config is full of numbers (4096, 32...): none of them is a stated value
+        taken["set"] = [o for o in taken["set"] if not str(o).startswith("model.")]
+    held = json.dumps(taken)
+    for found in NUMBER.finditer(lowered):
+        if any(start <= found.start() < end for start, end in spans) or (corrected and found.start() < corrected[-1]):
+            continue
+        if re.search(OLD_VALUE, lowered[: found.start()]):  # "100 steps instead of the usual 20": 20 is no argument
+            continue
+        number, kilo = found.group(1), found.group(2)
+        readings = {number, str(as_number(number))}
+        if kilo:  # "8k" is 8192 or 8000, never the 8 of "8 GPUs"
+            readings = {str(int(float(number) * 1024)), str(int(float(number) * 1000))}
+        if not any(re.search(rf"(?<![\d.]){re.escape(r)}(?![\d])", held) for r in readings):
+            what = "sequence length, steps, processes" if intent.command == "run" else "devices, nodes, memory"
+            return (f"What is {found.group(0)} for ({what}...)? I would call {call_text(intent)}, which does not "
+                    "use it.")  # fmt: skip
+    return None
+
+
+def _time_to_act(entity: Entity, intent: Intent, lowered: str) -> bool:
+    """Whether `entity` is a time of day said as when the command is to act ("cancel r1 at 17:00"): the tools act now,
+    so such a time is asked about, never dropped."""
+    acts_now = intent.command in ACTIONS
+    return acts_now and entity.kind == "clock" and bool(re.search(WHEN_TO_ACT, lowered[: entity.span[0]]))
+
+
+# "Tp-try is the one" after an action taken back, with no word of what to do with it ("don't benchmark r1, tp-try is
+# the one I don't trust"), or another named "instead" of an action that stays taken back ("don't cancel tp-try, r1
+# instead"): what is wanted is asked (entities.ANOTHER_INSTEAD reads the tails that say it).
+THE_ONE = r"\b(?:is|'s)\s+the\s+one\b|[,;:]\s*(?:(?:the|that|this)\s+)?[\w./-]+\s+instead\b"
+
+
+def _the_one_undone(plain: str, intent: Intent) -> str | None:
+    negated = negated_actions(plain.lower())[0] - {intent.command}
+    if not negated or not re.search(THE_ONE, plain.lower()):
+        return None
+    verbs = " or ".join(EXAMPLE_VERBS.get(action, action) for action in sorted(negated))
+    return (
+        f"You said not to {verbs} that one: what should I do with the other, e.g. `{verbs} NAME` or `status of NAME`?"
+    )
+
+
+EXAMPLE_VERBS = {"bench": "benchmark", "pr": "open a PR for", "docs": "update the docs from", "report": "report on",
+                 "run": "train"}  # fmt: skip
+# The training made into something ("make the training deterministic", "make the training config use fsdp"): a change
+# to the experiment, which no tool makes ("make the training with pp of 2" is a launch: intents.CUES).
+MADE_INTO = (r"\bmake\s+(?:the|our|my|this)\s+(?:training|run|experiment)(?:\s+(?:config\w*|setup|recipe|yaml))?\s+"
+             r"(?!(?:with|on|using|for|over|across|in|now|please|again|of|run|runs|plan)\b)(\w+)")  # fmt: skip
+
+
+def _made_into(plain: str, intent: Intent) -> str | None:
+    if intent.command not in ("run", "plan", "read", "sweep") or not (made := re.search(MADE_INTO, plain.lower())):
+        return None
+    return (
+        f"No tool changes the experiment's config ({made.group(0)!r}); which setting should a launch use, e.g. "
+        "`train 20 steps with train.seed=0 on 2 GPUs`?"
+    )
+
+
+def _timed(plain: str, entities: Entities, intent: Intent) -> str | None:
+    """One question for a command set for a time of day ("cancel r1 at 17:00"): it would act now."""
+    lowered = plain.lower()
+    when = [e for e in entities.found if _time_to_act(e, intent, lowered)]
+    if not when:
+        return None
+    return f"I can only act now, not at {when[0].value}: {intent.command} now ({call_text(intent)})? yes / edit"
+
+
+# A number named as the value being replaced, right before it: "instead of the usual 20", "up from 50", "rather
+# than the default 10".
+OLD_VALUE = (r"\b(?:instead of|rather than|up from|down from|compared to|"
+             r"vs\.?|versus)\s+(?:(?:the|our|my)\s+)?(?:(?:usual|default|normal|old|previous|current|last|standard|"
+             r"original|typical)\s+)?$")  # fmt: skip
+
+
+# A question that also asks for something to be done: "can you launch ...", "could you update them?", "please ...".
+REQUEST = (r"\b(?:can|could|would|will) (?:you|we|i)\b|\b(?:can|could|would|will|won'?t) (?:ya|u)\b|\bplease\b|"
+           r"\blet'?s\b|\bwanna\b|"
+           r"\bi(?: want| need|'d like| would like|'d like)\b|\bwhat i(?:'d| would) like\b|"
+           # polite requests asked as questions: "mind turning it into a write-up?", "care to open the PR?"
+           r"(?:^(?:\S+\s+){0,12}?|[,;.!?]\s*)(?:(?:would|do) you\s+)?mind\s+\w+ing\b|"
+           r"\bcare to\b|\bany chance (?:you|we)\b|"
+           r"\bhow about (?:you|we)\b")  # fmt: skip
+
+
+# The opening of a question: a wh-word, or an auxiliary before its subject ("did we", "is it"; "do it again" is no
+# question).
+ASKING = (r"^(?:so,?\s+|and\s+|ok,?\s+)?(?:what|what'?s|whats|which|why|where|when|who|how)\b|"
+          r"^(?:is|are|was|were|has|have|had)\s+(?:you|we|i|they|it|the|my|our|that|this|there)\b|"
+          r"^(?:do|does|did)\s+(?:you|we|i|they)\b|"
+          # whether to act, asked: "should we train long.yaml on 4 gpus or wait", "would it be wise to train ..."
+          r"^(?:should|shall)\s+(?:we|i)\b|^(?:would|will|is)\s+(?:it|that)\s+(?:be\s+)?(?:wise|smart|sensible|"
+          r"a good idea|worth\s+it|okay|ok|fine|safe|better)\b")  # fmt: skip
+
+
+# A change asked for by its hoped-for effect only: "Fix it.", "make it better", "improve that", "sort it out".
+VAGUE_FIX = (r"\b(?:fix|improve|sort out|sort|tune up|make)\s+(?:it|this|that|them|things)\s*(?:out\s*)?"
+             r"(?:better|faster|good|right|work)?\s*(?:please|then|already|for me)?\W*$")  # fmt: skip
+
+
+def _change_unsaid(plain: str, intent: Intent) -> str | None:
+    """One question when a launch would only repeat the defaults for a complaint ("the numbers on that run are not
+    where we need them. Fix it."): what to change is the user's to say, and the same run again would change
+    nothing."""
+    said = {key: value for key, value in intent.args.items() if key != "experiment"}
+    if said or not re.search(VAGUE_FIX, plain.lower()):
+        return None
+    return ("What should I change to fix it? Say the setting or layout, e.g. `train it again with train.lr=1e-4` or "
+            "`rerun with dp_shard=2 on 2 GPUs`; I would not launch the same run again unchanged.")  # fmt: skip
+
+
+def _launch_unasked(plain: str, entities: Entities, intent: Intent, context: Context) -> str | None:
+    """One question when a launch was read from a sentence with no launch verb and no fact of a launch ("every run
+    and how it finished", "prepone the run and do the needful"): "run" there is a noun, and the defaults launched
+    for it would be a run nobody asked for. Within a conversation an earlier turn may say what to launch."""
+    if intent.args or context.calls or context.previous_text or launch_verb(masked(plain.lower(), entities)):
+        return None
+    return ("What should I launch? I read no launch verb and no setting, so I would only train the defaults "
+            f"({call_text(intent)}). Say what to train, e.g. `train 20 steps with dp_shard=2 on 2 GPUs`, or ask "
+            "for `list runs` to see every run and how it ended.")  # fmt: skip
+
+
+def _asks_only(plain: str) -> bool:
+    """A question without a request in it ("what did we train last week?", "so we ran the sweep?"): it asks about
+    something, so an action that would launch, cancel or write is confirmed first, never taken."""
+    lowered = plain.lower().strip()
+    question = bool(re.search(ASKING, lowered)) or lowered.endswith("?")
+    return question and not re.search(REQUEST, lowered)
+
+
+# The action named only as the event something no tool does waits on: "retire r1 after the benchmark", "archive it
+# once the eval is in" ask for something after it, never for it now.
+WAITED_ON = (r"\b(?:after|once|when|following|until|till)\s+(?:(?:the|its|a|an|that|this|our|my|[\w.-]+'s)\s+)?"
+             r"(?:\w+\s+)?$")  # fmt: skip
+
+
+def _only_waited_on(lowered: str, command: str) -> bool:
+    """Whether every word of the action `command` stands right after "after the" (or its like) and what waits on it
+    is no action of the tools ("open the PR after the report of lr-scan" asks for the report now, the PR after)."""
+    said = list(re.finditer(ACTION_WORDS.get(command, r"(?!)"), lowered))
+    others = [words for other, words in ACTION_WORDS.items() if other != command]
+    waiting = any(re.search(words, lowered) for words in others)
+    return bool(said) and not waiting and all(re.search(WAITED_ON, lowered[: found.start()]) for found in said)
+
+
+# What holds back a launch said only by its facts, beyond mood.held_back's notions (which need the action's verb):
+# a hedge ("ideally", "option B", "worst case"), a wait on someone ("pending approval from Ana", "let me check with
+# Ana first", "hold that thought", "? nah"), the facts told as what is usual or was said or done ("our default is",
+# "team standard is", "the paper used", "I launched ... last night", "is what I'd have done", "that's what the
+# ticket says"; not "the default experiment file, 2 GPUs ...": the file to use), or a past time ("last week", "back
+# in March", "an hour ago").
+_HEDGED = (r"\b(?:ideal(?:ly)?|perfect world|dream\w*|option\s+\w\b|plan\s+[a-z]\b|(?:worst|best)[- ]case|maybe|"
+           r"perhaps|possibly|to-?do|wish ?list|proposal|proposed|suggest\w*|pending|approv\w*|sign-?off|"
+           r"check with|wait for|hold (?:that|the|this) thought|hold off|"
+           r"(?:default|standard|usual|norm)\s+(?:\w+\s+)?(?:is|was|are|were)|usually|always|typically|normally|"
+           r"fyi|for the record|quot\w*|wiki|ticket|paper|"
+           r"(?:is|was|that'?s|this is) what|would have|i'?d have|"
+           # the past of a launch ("get it started" is none)
+           r"(?<!\bget it )(?<!\bget this )(?<!\bget that )(?<!\bhave it )"
+           r"(?:launched|trained|started|kicked off|fired (?:off|up)|ran|did|used|went|tried))\b")  # fmt: skip
+_PAST_TIME = (r"\b(?:last (?:night|week|month|quarter|year|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day)|"
+              r"yesterday|\w+ ago|this morning|earlier today|back in|in (?:january|february|march|april|may|june|"
+              r"july|august|september|october|november|december))\b")  # fmt: skip
+# The facts quoted: "'2 GPUs, FSDP, 20 steps' is the smoke test".
+_QUOTED = r"(?:^|[\s:(])['\"\u2018\u201c][^'\"\u2019\u201d]*\d[^'\"\u2019\u201d]*['\"\u2019\u201d]"
+
+
+# "4 GPUs FSDP 40 steps? nah": the facts said, then waved off ("nope, 25 steps" corrects a launch before instead)
+_NAH_AFTER = r"\w.*\b(?:nah|nope)\W*$"
+
+
+def _unordered_launch(lowered: str, entities: Entities) -> str | None:
+    """Why a launch the sentence states only by its facts, with no launch verb ("4 GPUs, FSDP, 40 steps"), is no
+    order for now, or None when nothing holds it back. With a launch verb, mood.held_back decides alone."""
+    if launch_verb(masked(lowered, entities)):
+        return None
+    if re.search(TAKE_BACK, lowered) or re.search(_NAH_AFTER, lowered):
+        return "taken back"
+    if re.search(SUPPOSED, lowered):
+        return "supposed"
+    if re.search(CONDITION, lowered):
+        return "conditional"
+    if re.search(LATER, lowered) or re.search(WAITS_ON, lowered) or re.search(OWN_INTENT, lowered):
+        return "deferred"
+    stated = _from_last_facts(lowered, entities)  # "r1 ran on 2 gpus; double that on 4": the past is r1's
+    if re.search(MAY_I, lowered) or re.search(_HEDGED, stated) or re.search(_PAST_TIME, stated):
+        return "asked"
+    return "asked" if re.search(_QUOTED, stated) else None
+
+
+LAUNCH_FACTS = ("steps", "nproc", "devices", "layout")
+
+
+def _from_last_facts(lowered: str, entities: Entities) -> str:
+    """The sentence from the start of the last one (of those split by a full stop, semicolon or exclamation) that
+    states a launch's facts: an earlier one may tell what another run did."""
+    starts = [e.span[0] for e in entities.found if e.kind in LAUNCH_FACTS and e.span != (0, 0)]
+    if not starts:
+        return lowered
+    bounds = [found.end() for found in re.finditer(r";|!|\.(?!\w)", lowered[: max(starts)])]
+    return lowered[bounds[-1] if bounds else 0 :]
+
+
+# A question only a benchmark answers: "how good is r1's checkpoint on our benchmarks?", "what does r1 score on eval?"
+BENCH_QUESTION = (r"\bhow (?:good|well|accurate)\b|\bwhat (?:score|accuracy)\b|\bscores?\b|\bhow (?:(?:does|do|did|"
+                  r"would|will) )?(?:\S+\s+){1,3}?(?:do|does|score\w*|perform\w*|fare\w*|stacks? up|"
+                  r"measures? up)\b")  # fmt: skip
+
+
+POSSIBLE_LAUNCH = POSSIBLE_TO + r"\s+(?:launch|start|kick off|fire off|fire up|begin)\b"
+
+
+def _requested(intent: Intent, plain: str) -> bool:
+    """A question that asks for its action: one answered by the action's measurement, or "is it possible to
+    benchmark r1?" for a tool that writes or measures (intents.POSSIBLE_TO)."""
+    possible = intent.command not in NOT_BY_POSSIBLE and bool(re.search(POSSIBLE_TO, plain.lower()))
+    # a launch asked for as a possibility with its own verb ("is it possible to launch ..."), not "possible to run X
+    # on 4 GPUs?" (whether it fits: a plan's question)
+    possible = possible or (intent.command in ("run", "sweep") and bool(re.search(POSSIBLE_LAUNCH, plain.lower())))
+    return possible or _measured_by(intent, plain)
+
+
+def _measured_by(intent: Intent, plain: str) -> bool:
+    """A question whose answer is the action's measurement (a benchmark's scores): asking it asks for the action."""
+    return intent.command == "bench" and "model" in intent.args and bool(re.search(BENCH_QUESTION, plain.lower()))
+
+
+NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr", "docs", "compare", "resume")
+# Words shaped like a run's or sweep's name ("r9", "exp-3", "runs/old") that are something else.
+NOT_A_NAME = (
+    r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step_\d+|"
+    r"fp\d+|bf16|e-\d+|x\d+|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|in-house|up-to-date|"
+    r"follow-up|write-up|one-pager|what-if|so-called|\w+-wise|e\.g|i\.e|"
+    r"q[1-4]|fy\d+|"  # a quarter or a fiscal year ("for the Q3 deck"), no run's name
+    r"(?:sign|hand|check|roll|print|read)-(?:offs?|ins?|outs?|throughs?)|"  # "for sign-off", "a roll-out": words
+    # meetings and events ("before the all-hands", "at the stand-up", "after the off-site"): times, no run's name
+    r"all-hands?|stand-ups?|town-halls?|off-sites?|on-sites?|one-on-ones?|1-on-1s?|sync-ups?|kick-offs?|catch-ups?|"
+    r"check-ins?|wrap-ups?|deep-dives?|brown-bags?|lunch-and-learns?|show-and-tells?|q-and-a|go-lives?|"
+    # business idioms ("double-click on the lr sweep", "a drill-down", "our north-star"): words, no run's name
+    r"double-click(?:s|ed|ing)?|drill-downs?|level-sets?|north-stars?|game-changers?|best-in-class|end-to-end|"
+    r"high-level|top-line|bottom-line|long-term|short-term|low-hanging|deep-dive[sd]?|follow-ups?|"
+    # a unit or a share said as a compound ("per-device memory", "to basis-point precision", "mixed-precision")
+    r"per-\w+|\w+-points?|(?:mixed|half|full|single|double)-precision|"
+    r"\w+-(?:ready|based|like|level|style|friendly|only|free|heavy|bound|aware|sized|related|specific))$"
+)
+
+
+def _unknown_name(plain: str, entities: Entities, context: Context, intent: Intent) -> str | None:
+    """A question when the sentence (or the turn before, for "it") names a run or sweep the repository does not
+    have: never the latest instead."""
+    if context.known.root is None:
+        return None
+    lowered = masked(plain.lower(), entities)
+    # ("#ml-infra" is a chat's channel, "@jan" a person: no names of runs)
+    said = re.finditer(r"(?<![\w/.=#@-])((?:runs|sweeps)/[\w.-]+|[a-z]+\d+[a-z0-9]*|[a-z0-9]+(?:-[a-z0-9]+)+)"
+                       r"(?![\w/=])", lowered)  # fmt: skip
+    known = {*context.known.runs, *context.known.sweeps}
+    one_named = any(str(v) in known for v in [*entities.all("run"), *entities.all("sweep")])
+    named = [m.group(1) for m in said if not (one_named and _a_word_beside_a_name(m, lowered))]
+    unknown = [n for n in named if not re.match(NOT_A_NAME, n.split("/")[-1]) and n not in KNOWN_WORDS]
+    unknown += [str(v) for v in [*entities.all("run"), *entities.all("sweep")] if str(v) not in known]
+    unknown += [str(v) for v in entities.all("unknown_name")]  # "tp-try-2": masked above, as a name is
+    taken = [str(intent.args[k]) for k in ("run", "sweep") if isinstance(intent.args.get(k), str)]
+    unknown += [t for t in taken if t not in known and t.startswith(("runs/", "sweeps/"))]
+    if not unknown:
+        return None
+    runs = ", ".join(context.known.runs) or "none"
+    sweeps = ", ".join(context.known.sweeps) or "none"
+    return f"I find no run or sweep named {unknown[0]!r} here (runs: {runs}; sweeps: {sweeps}). Which do you mean?"
+
+
+# Where an unknown word stands in a name's place: after what introduces a run or joins one name to another ("the
+# run old-base", "r1 vs old-base", "the loss of old-base"), or before a run's noun, "one" or possessive ("old-base's").
+NAME_BEFORE = (r"(?:\b(?:runs?|sweeps?|named|called|and|or|vs\.?|versus|with|against|than|to|from|between|of|for|on|"
+               r"in)|[,&])\s*(?:the\s+)?$")  # fmt: skip
+NAME_AFTER = r"^(?:'s\b|\s*(?:runs?|sweeps?|ones?|and|or|vs\.?|versus|,|&)(?!\w))"
+
+
+def _a_word_beside_a_name(found: re.Match, lowered: str) -> bool:
+    """Whether a hyphenated word the repository lacks is a plain word in a sentence that names a real run or sweep
+    ("our baseline-ddp run is basically the vsync-on reference capture"): not where a name stands (NAME_BEFORE,
+    NAME_AFTER), where it is asked about as a name."""
+    if "-" not in found.group(1) or "/" in found.group(1):
+        return False
+    return not (re.search(NAME_BEFORE, lowered[: found.start()]) or re.match(NAME_AFTER, lowered[found.end() :]))
+
+
+def _excluded_taken(intent: Intent, entities: Entities, context: Context) -> str | None:
+    """A question when the sentence says which run or sweep it does not mean and the call would take that one, or,
+    naming no other, the latest in its place (which may be the one excluded): never the one the user ruled out."""
+    for kind in ("run", "sweep"):
+        choices = [path for choice in entities.all(f"not_{kind}_choice") for path in choice]
+        excluded = [str(v) for v in [*entities.all(f"not_{kind}"), *choices]]
+        if not excluded:
+            continue
+        taken = intent.args.get(kind) or (intent.args.get("model") if kind == "run" else None)
+        named = entities.has(kind, f"{kind}_choice") or re.search(LATEST_WORDS, intent.text.lower())  # "the newest"
+        if str(taken).split("/checkpoint")[0] in excluded or (not named and intent.command in NAMED_TOOLS):
+            others = [p for p in (context.known.runs if kind == "run" else context.known.sweeps) if p not in excluded]
+            return f"Which {kind} do you mean, if not {' or '.join(excluded)}? ({', '.join(others) or 'none'})"
+    return None
+
+
+KNOWN_WORDS = {"tok/s", "step20"}
+GREETING = r"^\W*(?:hi|hello|hey|help|thanks|thank you)\W*$|\bhelp\b|\bwhat can you do\b|\bcommands\b"
+EXAMPLES = {
+    "plan": "plan layouts, e.g. `plan llama-3.1-8b on 8 H100s`",
+    "run": "train, e.g. `train 20 steps with dp_shard=2 on 2 GPUs`",
+    "results": "read a run's results, e.g. `loss and tokens/s of the latest run`",
+    "status": "check a run, e.g. `is the latest run done?`",
+    "runs": "list the runs",
+    "trials": "read a sweep, e.g. `who won the latest sweep?`",
+    "read": "show a file, e.g. `show meshpilot.yaml`",
+    "hardware": "see this machine's hardware",
+}
+
+
+def _unsure(best: list[tuple[str, float]]) -> str:
+    """The question for a sentence no intent reads: the closest reading first, else the main things I do."""
+    guess = next((name for name, value in best if value > 0 and name in EXAMPLES), None)
+    if guess:
+        return f"I am not sure what you want. Do you want me to {EXAMPLES[guess]}? (/help lists what I understand)"
+    some = "; ".join(EXAMPLES[k] for k in ("plan", "run", "results", "runs"))
+    return f"I am not sure what you want. Do you want me to {some}? (/help lists what I understand)"
+
+
+LAUNCH_ONLY = ("steps", "switch", "optimizer", "override")  # facts only a launch takes
+
+
+def _launch_close(scores: dict[str, float], entities: Entities) -> bool:
+    """A plan read where a launch scores close and the sentence states what only a launch takes ("could you kick the
+    tires on the long config? 5 steps, 2 gpus, ddp"): a plan would drop them, so which is meant is asked."""
+    return bool(_launch_facts(entities)) and scores.get("run", 0) > 0 and scores["plan"] - scores["run"] < 2 * CLOSE
+
+
+def _launch_facts(entities: Entities) -> list[str]:
+    """What the sentence states that only a launch takes (a sequence length is a plan's too)."""
+    found = [e for e in sorted(entities.found, key=lambda e: e.span) if e.kind in LAUNCH_ONLY]
+    return [f"{e.kind}={e.value}" for e in found if not re.search(r"seq|context", str(e.value))]
+
+
+def _close_call(intent: Intent, best: list[tuple[str, float]], entities: Entities) -> str | None:
+    """One question naming the best reading when a second action scores close to it."""
+    (first, top), (second, runner_up) = best[0], best[1]
+    if first not in ACTIONS or second not in ACTIONS or top - runner_up >= CLOSE or runner_up <= 0:
+        return None
+    reading = (
+        launch_text(intent.args)
+        if first == "run"
+        else f"/{intent.command} " + " ".join(f"{k}={v}" for k, v in intent.args.items() if k != "set")
+    )
+    return f"Do you want me to {first} ({reading.strip()}) or to {second}? yes / edit"
+
+
+def clarify(intent: Intent, plain: str, entities: Entities, context: Context, scores: dict[str, float]) -> None:
+    """One question instead of the action where the planner is not sure of it (see the module docstring): the
+    checks in order, each where no earlier one asked, and the holds (negated, put off, asked about) over all."""
+    best = ranked(scores)
+    if intent.clarify is None:
+        intent.clarify = _benchmark_or_results(plain, intent, context)
+    if intent.clarify is None:
+        intent.clarify = _close_call(intent, best, entities)
+    if intent.clarify is None and intent.command == "plan" and _launch_close(scores, entities):
+        intent.clarify = (f"Do you want me to train with what you said ({', '.join(_launch_facts(entities))}) or to "
+                          f"plan layouts ({call_text(intent)})? A plan takes no steps or settings.")  # fmt: skip
+    if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
+        intent.clarify = _unplaced_number(plain, entities, intent)
+    if intent.clarify is None:
+        intent.clarify = _timed(plain, entities, intent)
+    if intent.clarify is None:
+        intent.clarify = _the_one_undone(plain, intent) or _made_into(plain, intent)
+    if intent.clarify is None:
+        intent.clarify = _vague_count(entities, intent)
+    if intent.clarify is None and intent.command == "run":
+        intent.clarify = _change_unsaid(plain, intent) or _launch_unasked(plain, entities, intent, context)
+    if intent.clarify is None and intent.command in VAGUE_TAKEN and (said := entities.get("count_range")):
+        intent.clarify = (f"How many, exactly? {str(said)!r} is a range: say one number. I would call "
+                          f"{call_text(intent)}.")  # fmt: skip
+    if intent.clarify is None and intent.command in ACTIONS and _asks_only(plain) and not _requested(intent, plain):
+        intent.clarify = f"Do you want me to {intent.command} ({call_text(intent)})? yes / edit"
+    if intent.clarify is None and intent.command == "run" and re.search(DO_THAT, plain.lower()):
+        # "the docs say to use tp=2; could we try that on 2 gpus?": a described layout tried is a launch asked
+        # about, confirmed with what it would run
+        intent.clarify = f"Do you want me to {intent.command} ({call_text(intent)})? yes / edit"
+    if intent.command in NAMED_TOOLS and (unknown := _unknown_name(plain, entities, context, intent)):
+        intent.clarify = unknown  # the name the user gave first: never another run in its place
+    if intent.command in (*NAMED_TOOLS, "run") and (excluded := _excluded_taken(intent, entities, context)):
+        intent.clarify = excluded
+    if entities.has("vague_reference") and intent.command in NAMED_TOOLS and not entities.has("run", "sweep"):
+        runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
+        intent.clarify = f"Which one do you mean by 'the other'? (runs: {runs}; sweeps: {sweeps})"
+    described = entities.get("unknown_description")
+    winner = intent.command == "run" and re.search(r"\bwinn", str(described)) and context.sweep  # the sweep's
+    if described and describes_experiment(str(described), intent, context):
+        described = None  # "the long-context config, the 1024 one": its seq_len, said of the file named
+    if described and intent.command in (*NAMED_TOOLS, "run") and not entities.has("run", "sweep") and not winner:
+        runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
+        intent.clarify = (
+            f"Which do you mean by {described!r}? I find none it describes (runs: {runs}; sweeps: {sweeps})."
+        )
+    if intent.clarify is None and intent.command in ("run", "sweep") and (source := _unknown_source(entities)):
+        intent.clarify = source
+    why = held_back(plain.lower(), intent.command) if intent.command in ACTIONS else None
+    question = held_back_question(why, call_text(intent), intent.command) if why else None
+    # negated, put off, asked...: never acted on; where a yes must not act on it either (negated, supposed, asked
+    # what it would do), no earlier question may offer one
+    if question and (intent.clarify is None or (offers_yes(intent.clarify) and not offers_yes(question))):
+        intent.clarify = question
+    waited_on = _only_waited_on(masked(plain.lower(), entities), intent.command)
+    if intent.clarify is None and intent.command in ACTIONS and waited_on:
+        intent.clarify = held_back_question("asked", call_text(intent))  # "retire r1 after the benchmark"
+    if intent.clarify is None and intent.command == "run" and (why := _unordered_launch(plain.lower(), entities)):
+        intent.clarify = held_back_question(why, call_text(intent))  # "tonight: 4 GPUs, FSDP, 120 steps"
+    if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
+        intent.clarify = _unsure(best)
+    if (
+        intent.command in ACTIONS
+        and re.fullmatch(BARE_GO, plain.lower())
+        and not (context.calls or context.previous_text)
+    ):
+        intent.clarify = ("Go with what? Nothing earlier in this conversation says what to do; say it, e.g. "
+                          "`train 20 steps with dp_shard=2 on 2 GPUs`.")  # fmt: skip
+    if _other_language(plain) and not _safe_unread(intent, entities, context):
+        intent.clarify = (
+            f"Most of that is in a language I do not read; I understood {call_text(intent)}. "
+            "What should I do? Please say it in English, e.g. `train 20 steps with dp_shard=2 on 2 GPUs`."
+        )
