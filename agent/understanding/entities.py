@@ -972,6 +972,20 @@ KEPT_AS_IS = (r"\b(?:stays?|remains?|keeps?|keeping|leave|leaving|still|unchange
               r"(?:(?:the|as|at|on|with|it|optimi[sz]er)\s+)*$")  # fmt: skip
 
 
+# What a size word may be said of, that a GPU count does not answer: "a bigger model", "the larger one".
+SIZED_THING = (r"\s+(?:(?:\w+[- ])?(?:model|models|one|ones|batch|config\w*|experiment|dataset|data|network|net|"
+               r"seq\w*|context|lr|learning|vocab\w*|hidden|layers?|checkpoint|run|runs)\b)")  # fmt: skip
+
+
+def _size_said_of_nothing(vague: list[str], lowered: str) -> list[str]:
+    """The vague words less "bigger", "larger", "smaller" said of no thing a launch sizes ("bigger pan", "go
+    bigger"): with the GPUs or layout stated, the size asked for is said."""
+    found = list(re.finditer(VAGUE_CHANGE, lowered))
+    loose = [m for m in found if m.group(0) in ("bigger", "larger", "smaller")]
+    sized = [m.group(0) for m in found if m not in loose or re.match(SIZED_THING, lowered[m.end() :])]
+    return [word for word in vague if word in sized]
+
+
 def _optimizer(lowered: str, entities: Entities) -> None:
     """The optimizer the sentence sets: the first one not taken back ("not adam this time, plain sgd" is sgd); one
     only taken back ("no adam") asks which instead."""
@@ -996,6 +1010,8 @@ def _optimizer(lowered: str, entities: Entities) -> None:
     vague = [found.group(0) for found in re.finditer(VAGUE_CHANGE, re.sub(f"{PURPOSE}|{CAUSE}", " ", rest))]
     if entities.has("steps"):  # "have it go longer this time, 200 steps": how much longer, said as its step count
         vague = [word for word in vague if word not in ("longer", "shorter")]
+    if entities.has("devices", "nproc", "layout"):  # "same dish, bigger pan: ... on 8 GPUs": how much bigger, said
+        vague = _size_said_of_nothing(vague, rest)  # as its GPUs ("a bigger model on 8 GPUs" still asks which)
     if vague:
         entities.add("vague_setting", "other", (0, 0))
     if re.search(VAGUE_REFERENCE, lowered):

@@ -63,9 +63,12 @@ _NOTHING_MORE = (r"^(?:[\s\W]|\b(?:no|don'?t|do not|do nothing|nothing|never ?mi
                  r"lol)\b)*$")  # fmt: skip
 
 # Said as supposed, not ordered: "hypothetically, cancel r1 - would I lose the checkpoint?"
+# ("I'm supposed to try a run on 2 GPUs" is a duty the user has, asked for now; "I was supposed to", "you're not
+# supposed to" are none.)
 SUPPOSED = (r"\b(?:hypothetically|in theory|theoretically|suppose|supposing|imagine|what if|what happens if|"
              r"what would happen if|say we|in principle|let'?s say|let us say|"
-             r"assum(?:e|ing)\s+(?:that\s+)?(?:i|we)\b)")  # fmt: skip
+             r"(?<!\bi'm )(?<!\bi am )(?<!\bwe're )(?<!\bwe are )supposed|"
+             r"assum(?:e|ing)\s+(?:that\s+)?(?:i|we))\b")  # fmt: skip
 
 # A question what the action would do, not an order: "what happens if I cancel r1?", "what would cancelling r1 do?",
 # "what's the effect of resuming tp-try?". The answer is what the tool does, and the command to type.
@@ -97,13 +100,15 @@ _WEIGHED = (r"\bprobably\s+(?:(?:we|i)\s+)?(?:should|ought to|worth|best|better|
 # start a sweep". Not "see if" (a purpose), a courtesy ("if possible", "if it is not a trouble", "if I'm honest", "if
 # that makes sense": the request explained, no condition to check), nor the run's state now, which the tool meets as
 # it is ("abort tp-try if it's still hogging the gpus").
-CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<!\bsee )(?<!\bcheck )"
+CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<!\bsee )(?<!\bcheck )(?<!\bcurious )"
               r"(?<!\bwhether )(?<!\bknow )(?<!\beven )(?<!\bas )(?:\b(?:unless|in case)\b|\b(?:only )?if\b"
               r"(?!\s+(?:possible|you can|you could|you (?:don'?t|do not) mind|that'?s (?:ok|okay|fine|alright)|"
               r"that works|(?:that|it|this) makes sense|needed|necessary|any|(?:this|that|it)(?:'s| is) possible|"
               r"i'?m honest|i am honest|"
               r"it'?s not (?:a |too much )?trouble|it is not (?:a |too much )?trouble|"
               r"(?:it|that)(?:'s| is) no (?:trouble|bother|problem|hassle)|"
+              # a sarcastic courtesy ("now benchmark that run, if it's not too much to ask"): the order stands
+              r"(?:it|that)(?:(?:'s| is) not| isn'?t) (?:too much to ask|asking too much)|"
               r"you (?:have|got|get) (?:the |a )?(?:time|chance|minute|moment)|"
               r"(?:it|they|that|\S+)(?:'s|'re| is| are) still)\b))")  # fmt: skip
 
@@ -179,9 +184,29 @@ def held_back(lowered: str, command: str) -> str | None:
         return "deferred"
     if re.search(_DOUBT, lowered) or _weighed(lowered, words):
         return "doubted"
-    if re.search(MAY_I, lowered) or re.search(_RELAYED_QUESTION, lowered) or re.search(_QUESTION_ABOUT, lowered):
+    if re.search(MAY_I, lowered) or re.search(_RELAYED_QUESTION, lowered) or _asked_about(lowered, words):
         return "asked"
     return None
+
+
+# What the user wants to learn from an action ordered before it: "benchmark r1, I want to know if it's any good".
+# Not a question about the action itself: one that names it or weighs it ("I want to know whether benchmarking r1 is
+# worth it", "... if it's safe") stays asked.
+# The user, right before "want to know", "curious", or no one there ("... for 20 steps? Curious if it even works").
+_OWN_ASKER = r"(?:\b(?:i|we)(?:'d| would| really|'m| am)?\s+|(?:^|[.!?,;]\s*)(?:(?:just|really|kinda|so)\s+)?)$"
+_WEIGHING = (r"\b(?:worth\w*|should|ought|allowed|ok|okay|safe|wise|good idea|necessary|needed|need to|must|"
+             r"sensible|makes? sense|fine|a problem|risky)\b")  # fmt: skip
+
+
+def _asked_about(lowered: str, words: str) -> bool:
+    """A question asked about the action (_QUESTION_ABOUT), not the user's purpose in ordering it."""
+    for found in re.finditer(_QUESTION_ABOUT, lowered):
+        own = re.match(r"want|curious", found.group(0)) and re.search(_OWN_ASKER, lowered[: found.start()])
+        asked = re.split(r"[.;!?]", lowered[found.end() :], maxsplit=1)[0]
+        ordered_before = re.search(words, lowered[: found.start()])
+        if not (own and ordered_before and not re.search(words, asked) and not re.search(_WEIGHING, asked)):
+            return True
+    return False
 
 
 def _weighed(lowered: str, words: str) -> bool:
@@ -228,13 +253,22 @@ def _deferred(lowered: str, words: str) -> bool:
     clauses = [clause for clause in re.split(_CLAUSE, lowered) if re.search(r"\w", clause)]
     acting = [bool(re.search(words, clause)) for clause in clauses]
     for at, clause in enumerate(clauses):
-        if acting[at] and (_timed_here(clause) or re.search(OWN_INTENT, clause)):
+        if acting[at] and (_timed_here(clause) or (re.search(OWN_INTENT, clause) and not _now_together(clause, words))):
             return True
         # a time alone in its clause, before the action or right after it ("No PR. Not yet." times the PR)
         before = any(acting[at + 1 :]) and not any(acting[:at])
         if (before or (at and acting[at - 1])) and re.fullmatch(rf"{_FILLER}(?:{LATER}|\blater\b){_FILLER}", clause):
             return True
     return False
+
+
+# "we'll" with "now" at the action: what the user and the assistant do together now, as a teacher says it ("now
+# we'll run a tiny experiment", "we will now launch it"). Not "I'll" (the user's own), nor "we'll ... tomorrow".
+_NOW_TOGETHER = r"\bnow,?\s+we(?:'ll| will)\s+(?:{words})|\bwe(?:'ll| will)\s+now\s+(?:{words})"
+
+
+def _now_together(clause: str, words: str) -> bool:
+    return bool(re.search(_NOW_TOGETHER.format(words=words), clause))
 
 
 def _timed_here(clause: str) -> bool:

@@ -235,7 +235,11 @@ REQUEST = (r"\b(?:can|could|would|will) (?:you|we|i)\b|\b(?:can|could|would|will
            # polite requests asked as questions: "mind turning it into a write-up?", "care to open the PR?"
            r"(?:^(?:\S+\s+){0,12}?|[,;.!?]\s*)(?:(?:would|do) you\s+)?mind\s+\w+ing\b|"
            r"\bcare to\b|\bany chance (?:you|we)\b|"
-           r"\bhow about (?:you|we)\b")  # fmt: skip
+           r"\bhow about (?:you|we)\b|"
+           # the assistant asked through a third person: "could someone have it kick off a sweep?", "can somebody get
+           # the bot to open a PR?" ("could someone cancel r1?" may ask a colleague: no request of the assistant)
+           r"\b(?:can|could|would|will)\s+(?:someone|somebody|anyone|anybody|one of you)\s+(?:please\s+)?"
+           r"(?:have|get|make|tell|ask)\s+(?:it|the (?:bot|assistant|agent|tool)|meshpilot|you)\b")  # fmt: skip
 
 
 # The opening of a question: a wh-word, or an auxiliary before its subject ("did we", "is it"; "do it again" is no
@@ -320,6 +324,11 @@ _PAST_TIME = (r"\b(?:last (?:night|week|month|quarter|year|weekend|(?:mon|tues|w
 _QUOTED = r"(?:^|[\s:(])['\"\u2018\u201c][^'\"\u2019\u201d]*\d[^'\"\u2019\u201d]*['\"\u2019\u201d]"
 
 
+# The reason given for the facts, after them: "galore_adamw because apparently that's what we do now", "4 GPUs,
+# because that's what the paper used". What is usual or was done, said there, explains the order; it states none.
+_REASON = r"(?:(?<=\w )|(?<=, ))(?:because|'?cause|cuz)\b[^.;:!?]*"
+
+
 # "4 GPUs FSDP 40 steps? nah": the facts said, then waved off ("nope, 25 steps" corrects a launch before instead)
 _NAH_AFTER = r"\w.*\b(?:nah|nope)\W*$"
 
@@ -338,6 +347,7 @@ def _unordered_launch(lowered: str, entities: Entities) -> str | None:
     if re.search(LATER, lowered) or re.search(WAITS_ON, lowered) or re.search(OWN_INTENT, lowered):
         return "deferred"
     stated = _from_last_facts(lowered, entities)  # "r1 ran on 2 gpus; double that on 4": the past is r1's
+    stated = re.sub(_REASON, " ", stated)  # "..., because apparently that's what we do now": why, not what was done
     if re.search(MAY_I, lowered) or re.search(_HEDGED, stated) or re.search(_PAST_TIME, stated):
         return "asked"
     return "asked" if re.search(_QUOTED, stated) else None
