@@ -82,6 +82,9 @@ def test_request_held_back_by_an_aside_is_acted_on(text: str, command: str, args
         ("we'll launch it tomorrow", "run"),
         # a size said of a thing a GPU count does not answer
         ("Train a bigger model on 8 GPUs, 20 steps.", "run"),
+        ("A bigger model, 8 GPUs, 20 steps.", "run"),
+        ("Go bigger: 8 GPUs with dp_shard=8, 20 steps.", "run"),
+        ("launch fsdp on 4 gpus but larger", "run"),
     ],
 )
 def test_near_miss_stays_held_back(text: str, command: str, known) -> None:

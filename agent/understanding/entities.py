@@ -972,17 +972,22 @@ KEPT_AS_IS = (r"\b(?:stays?|remains?|keeps?|keeping|leave|leaving|still|unchange
               r"(?:(?:the|as|at|on|with|it|optimi[sz]er)\s+)*$")  # fmt: skip
 
 
-# What a size word may be said of, that a GPU count does not answer: "a bigger model", "the larger one".
-SIZED_THING = (r"\s+(?:(?:\w+[- ])?(?:model|models|one|ones|batch|config\w*|experiment|dataset|data|network|net|"
-               r"seq\w*|context|lr|learning|vocab\w*|hidden|layers?|checkpoint|run|runs)\b)")  # fmt: skip
+# A size word said of a stand-in for the launch, as the heading of its facts: "same dish, bigger pan: 8 GPUs, ...",
+# "larger oven: ..." (a noun, then the facts after a colon, comma or dash). Not of a thing a GPU count does not
+# answer ("a bigger model, 8 GPUs"), nor alone ("on 2 gpus but smaller": smaller what?).
+SIZED_THING = (
+    r"(?:model|models|one|ones|batch|config\w*|experiment|dataset|data|network|net|seq\w*|context|"
+    r"lr|learning|vocab\w*|hidden|layers?|checkpoint|runs?|gpus?|cards?|nodes?|machines?|tokens?)"
+)
+METAPHOR_HEADING = rf"\s+(?!{SIZED_THING}\b)[a-z]+\s*(?::|,|\s-+\s|\u2014)"
 
 
 def _size_said_of_nothing(vague: list[str], lowered: str) -> list[str]:
-    """The vague words less "bigger", "larger", "smaller" said of no thing a launch sizes ("bigger pan", "go
-    bigger"): with the GPUs or layout stated, the size asked for is said."""
+    """The vague words less "bigger", "larger", "smaller" said of a stand-in heading the facts: with the GPUs or
+    layout stated, the size asked for is said."""
     found = list(re.finditer(VAGUE_CHANGE, lowered))
     loose = [m for m in found if m.group(0) in ("bigger", "larger", "smaller")]
-    sized = [m.group(0) for m in found if m not in loose or re.match(SIZED_THING, lowered[m.end() :])]
+    sized = [m.group(0) for m in found if m not in loose or not re.match(METAPHOR_HEADING, lowered[m.end() :])]
     return [word for word in vague if word in sized]
 
 
