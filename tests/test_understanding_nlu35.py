@@ -33,6 +33,11 @@ def known(tmp_path_factory):
         ("Could you cancel tp-try? Curious whether it frees the GPUs.", "cancel", {"run": "runs/tp-try"}),
         # a duty the user has now
         ("We're supposed to cancel tp-try now, the team needs the GPUs.", "cancel", {"run": "runs/tp-try"}),
+        (
+            "I'm supposed to launch 20 steps on 2 GPUs with dp_shard=2, but with lr 1e-4 this time.",
+            "run",
+            {"nproc": 2, "steps": 20, "layout": "dp_shard=2", "set": ["train.lr=1e-4"]},
+        ),
         # a teacher's "now we'll"
         ("Now we'll cancel tp-try and free the GPUs.", "cancel", {"run": "runs/tp-try"}),
         (
@@ -68,6 +73,7 @@ def test_request_held_back_by_an_aside_is_acted_on(text: str, command: str, args
         ("4 GPUs, FSDP, 40 steps is what I'd have done.", "run"),
         # no duty now: past, negated, supposed
         ("I was supposed to cancel tp-try yesterday.", "cancel"),
+        ("We're supposed to cancel r1 but Priya said to wait.", "cancel"),
         ("You're not supposed to cancel r1.", "cancel"),
         ("Suppose we cancel r1: would we lose the checkpoint?", "cancel"),
         # a question about the action itself

@@ -64,10 +64,11 @@ _NOTHING_MORE = (r"^(?:[\s\W]|\b(?:no|don'?t|do not|do nothing|nothing|never ?mi
 
 # Said as supposed, not ordered: "hypothetically, cancel r1 - would I lose the checkpoint?"
 # ("I'm supposed to try a run on 2 GPUs" is a duty the user has, asked for now; "I was supposed to", "you're not
-# supposed to" are none.)
+# supposed to", "we're supposed to cancel r1 but Priya said to wait" are none: "but with lr 1e-4" only says how.)
 SUPPOSED = (r"\b(?:hypothetically|in theory|theoretically|suppose|supposing|imagine|what if|what happens if|"
              r"what would happen if|say we|in principle|let'?s say|let us say|"
              r"(?<!\bi'm )(?<!\bi am )(?<!\bwe're )(?<!\bwe are )supposed|"
+             r"supposed to\b[^.;!?]*\bbut(?!\s+(?:with|on|using|at|for|without|not|in|as|only|just|now)\b)|"
              r"assum(?:e|ing)\s+(?:that\s+)?(?:i|we))\b")  # fmt: skip
 
 # A question what the action would do, not an order: "what happens if I cancel r1?", "what would cancelling r1 do?",
