@@ -225,3 +225,24 @@ def test_a_sweep_in_the_sweeps_folder_is_its_trials(known):
 def test_a_sweeps_summary_opened_is_its_trials(text, known):
     intent = read(text, known)
     assert (intent.command, intent.clarify) == ("trials", None)
+
+
+# --- one half of a comparison taken first; a write-up put into the docs on a branch --------------------------------
+
+
+def test_starting_with_one_side_of_a_comparison_plans(known):
+    intent = read("Price check: mistral-7b on 4 H100s versus 4 L40S. Let's start with the L40S side.", known)
+    assert (intent.command, intent.args.get("model")) == ("plan", "mistral-7b")
+
+
+def test_starting_with_settings_still_launches(known):
+    read_as("start with 2 gpus and 30 steps", "run", {"nproc": 2, "steps": 30}, known)
+
+
+def test_a_write_up_of_a_sweep_into_the_docs_on_a_branch_is_a_report(known):
+    read_as(
+        "I'd like a report of the lr-scan sweep in the documentation, committed on a branch; no PR for now.",
+        "report",
+        {"sweep": "sweeps/lr-scan"},
+        known,
+    )

@@ -496,7 +496,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:in|into|to)\s+(?:the\s+)?(?:docs|documentation)\b",
             6,
         ),
-        (r"\b(?:on|in|to|into)\s+(?:a|the)\s+(?:new\s+)?local\s+branch\b", 3),  # where a report is committed
+        # where a report is committed: "on a local branch", "on a branch" (a pull request's is pushed)
+        (r"\b(?:on|in|to|into)\s+(?:a|the)\s+(?:new\s+)?(?:local\s+|separate\s+)?branch\b", 3),
+        # a write-up named by what it is of, put into the docs: "a write-up of the layouts-nov sweep in the docs"
+        (r"\b(?:write-?up|report)\s+of\b.*\b(?:in|into|to)\s+(?:the\s+)?(?:docs|documentation)\b", 6),
         # the verb "write up", its object inside or after it: "write the lr-scan results up", "write up the results"
         # (the results are what the report is of, no reading asked)
         (r"\bwrit(?:e|es|ing|ten)\s+(?:\S+\s+){0,4}?up\b", 6),
@@ -906,6 +909,8 @@ def _what_if_again(lowered: str, entities: Entities) -> bool:
     return only_plan and not entities.has("steps", "switch", "layout", "nproc") and not launch_verb(untried)
 
 
+# "start with the H100 side (of the comparison)": the part taken first, no launch.
+BEGUN_WITH = r"\s+with\s+(?:the\s+)?[\w.-]+\s+(?:side|half|part|option|case|scenario|variant|column)\b"
 # Words after which "run", "start" or "train" is a noun ("the latest run", "a training run"), not a command.
 _NOUN_BEFORE = """the a an that this latest last recent previous my our your each every which what first new whole
 one same ddp fsdp baseline of training good best failed finished current its his her their other been was were
@@ -929,6 +934,8 @@ def launch_verb(lowered: str) -> bool:
             continue
         if found.group(0) == "run" and before and set(before[-1]) == {"_"}:  # "the tp try run": a name, masked
             continue
+        if re.match(BEGUN_WITH, lowered[found.end() :]) and found.group(0) == "start":
+            continue  # "start with the H100 side": one half of a comparison taken first, no launch
         if found.group(0) == "run" and re.match(
             r"\s*(?:'s|status|dir|directory|folder|results?)\b", lowered[found.end() :]
         ):
