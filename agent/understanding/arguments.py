@@ -37,6 +37,7 @@ from agent.understanding.grammar import (
 from agent.understanding.intents import (
     CUES,
     DONE_BEFORE,
+    FOLDER,
     FOLLOW_UP,
     TUNED_SETTING,
     negated_actions,
@@ -284,6 +285,9 @@ def _fill_resume(intent: Intent, entities: Entities, context: Context) -> None:
             intent.args["sweep"] = str(named)
     elif named := entities.get("run") or context.run:  # "resume it": the conversation's run
         intent.args["run"] = str(named)
+    elif context.sweep:  # "restart it from where it stopped" after a sweep was the subject: that sweep
+        intent.args["kind"] = "sweep"
+        intent.args["sweep"] = str(context.sweep)
 
 
 def _fill_status(intent: Intent, entities: Entities, context: Context) -> None:
@@ -415,6 +419,8 @@ def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["path"] = str(entities.get("experiment"))
     elif run and re.search(r"\blog\b", lowered):
         intent.args["path"] = f"{run}/log.txt"
+    elif (folder := re.search(FOLDER, lowered)) and context.known.root and (context.known.root / folder[1]).is_dir():
+        intent.args["path"] = folder[1]  # "what's in the sweeps folder": read_file lists a directory
     elif run and (kind := re.search(r"\b(json|jsonl|yaml|txt)\b", lowered)):
         found = [f for f in context.known.files if f.startswith(f"{run}/") and f.endswith("." + kind.group(1))]
         if len(found) == 1:

@@ -26,7 +26,12 @@ FOLLOW_UP = (r"^\W*(?:(?:hmm+|hm+|um+|uh+|well|oh|ah|right|alright|so)\W+)*"  # 
              r"(?:and|what about|how about|same|ok|okay|now|then|also|cool|great|instead|but|with)\b|\binstead\b|"
              rf"\bagain\b|\bsame\b|\btoo\b\W*$|{CHANGES_BEFORE}")  # fmt: skip
 RESUME = (r"\b(?:resume|resuming|unpause)\b|\bcontinue\b.*\b(?:preempted|interrupted)\b|"
-          r"\bpick\b.*\bback up\b|\bcarry on with\b")  # fmt: skip
+          r"\bpick\b.*\bback up\b|\bcarry on with\b|"
+          # a job put back in the queue, or started again where it stopped: "requeue it", "restart it from where it
+          # stopped" (a fresh launch starts from step 0; "where it left off" is its checkpoint)
+          r"\bre-?queue\w*\b|\b(?:restart|relaunch|rerun|re-run|run|start|continue|kick)\w*\b[^.?!;]{0,40}?"
+          r"\bfrom\s+(?:where|the\s+point)\s+(?:it|they|that|we|you)?\s*"
+          r"(?:stopped|left off|died|was cut|got to)\b")  # fmt: skip
 ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs", "resume")
 
 # Hardware to be bought or rented: a what-if, never this machine ("in order to" orders nothing).
@@ -82,12 +87,21 @@ _NOT_DEFAULT = "".join(rf"(?<!{word}\s)" for word in _DEFAULT)
 # The docs by any of their names ("the doc page", "the readme"), and what brings them up to date, in any form
 # ("refreshing", "updated").
 DOC_NOUN = r"(?:docs|documentation|documents|readme|training\.md|docs?\s+pages?|training\s+docs?)"
-DOC_VERB = r"(?:updat|refresh|regenerat|rewrit|sync)\w*\b"
+DOC_VERB = r"(?:updat|refresh|freshen|regenerat|rewrit|sync)\w*\b"
 # "put the lr-scan numbers into docs/training.md", "pull the figures from x into the README": figures written into
 # the docs are an update of them
 _WRITE_INTO = r"(?:put|add|get|write|bring|record|copy|paste|pull|move|carry|feed|fold|transfer|go|goes|land)"
 _INTO_DOCS = rf"\b(?:in|into|to|onto)\s+(?:the\s+)?(?:{DOC_NOUN}|\S*training\.md)\b"
 WRITTEN_INTO_DOCS = rf"\b{_WRITE_INTO}\b.*{_INTO_DOCS}"
+# The docs asked to say something: "can the docs reflect lr-scan now?", "could the README cover what it found?" ("do
+# the docs mention lr-scan?" asks what they say: read).
+DOCS_TO_REFLECT = (rf"\b(?:can|could|should|would|will|let|please)\s+(?:the\s+|our\s+)?{DOC_NOUN}\s+(?:now\s+)?"
+                   r"(?:reflect|include|cover|capture|incorporate)\b")  # fmt: skip
+# "report" as "tell": "report back", "report how it ended", "report the terminal state" (no report written)
+TOLD_BACK = (r"\s+(?:back|how|whether|if|when|what|(?:its|the|their)\s+(?:terminal\s+|final\s+|end\s+)?"
+             r"(?:state|status|outcome|exit))\b")  # fmt: skip
+# A folder of the repository named as one: "the sweeps folder", "configs/" (runs/ lists the runs: CUES["runs"]).
+FOLDER = r"\b(?:the\s+)?(sweeps|configs|docs)(?:/(?![\w.-])|\s+(?:folder|directory|dir)\b)"
 # "st?", "stat?": a run's status, in the shortest shorthand ("50st" is 50 steps)
 STATUS_SHORTHAND = r"(?<![\w.-])(?:st|stat|sts)\s*\?"
 CUES: dict[str, list[tuple[str, float]]] = {
@@ -106,6 +120,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bwhat (?:gpus|devices) (?:do|does|are)\b", 3),
         (r"\b(?:this|the|my|current|local) (?:box|machine|host|computer|server|workstation)\b", 2),
         (r"\bram\b", 1.5),
+        # "run nvidia-smi for me": the hardware tool's own look at the cards, no launch ("run" of a program)
+        (r"\b(?:run|execute|exec)\s+(?:\S+\s+){0,2}?nvidia-smi\b(?!\s+-)", 4),
         (
             r"\b(?:accelerators?|gpus?|devices?|cores?|cpus?|compute|resources)\b.*"
             r"\b(?:available|installed|attached|in here)\b|"
@@ -116,7 +132,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
         (
             r"\blscpu\b|\bhtop\b|\bfree -h\b|\bspecs\b|"
-            r"\b(?:gpu|system|hardware|machine|cpu) info\b|\bwhat (?:machine|box|hardware|computer|server)\b|"
+            r"\b(?:gpu|system|hardware|hw|machine|cpu) info\b|"
+            r"^\W*(?:meshpilot\s+)?(?:hw|hardware)\s+--?\w+|"  # the command with its flags: "hw --show gpus"
+            r"\bwhat (?:machine|box|hardware|computer|server)\b|"
             r"\b(?:machine|box|server) am i on\b|"
             # "what kind of machine am I sitting on?", "what sort of box is this?"
             r"\bwhat (?:kind|sort|type) of (?:machine|box|hardware|computer|server|workstation|node)\b",
@@ -161,12 +179,19 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
             # the noun first, its verb after, tersely: "runs. list.", "all runs: show", "runs, list them please"
             r"^\W*(?:(?:the|my|all(?: the)?)\s+)?runs\W+(?:list|ls|overview|show|display)(?:\s+(?:them|please))*\W*$|"
+            # the listing typed as a command with its flags: "runs ls --all --with-status", "runs list -a"
+            r"^\W*(?:meshpilot\s+)?runs\s+(?:list|ls)(?:\s+--?[\w-]+(?:=\S+)?)+\W*$|"
+            # every job with its state, as a scheduler lists them ("squeue: every job and its state")
+            r"\bsqueue\b|\b(?:every|each|all(?: the| our| my)?)\s+(?:runs?|jobs?|experiments?)\s+(?:and|with)\s+"
+            r"(?:its|their|the)\s+(?:state|status)(?:es)?\b|"
+            # the runs named, then all of them asked for: "look at the runs first. Could you show me all of them?"
+            r"\bruns\b(?!/).{0,100}?\b(?:show|list|see|give)\s+(?:me\s+|us\s+)?all\s+of\s+them\b|"
             r"\boverview of (?:all |the |my )?runs\b|\bbeen run\b|"
             # "I want to see every run in the repository", "list each run", "browse all of the runs"
             r"\b(?:see|view|look at|show(?: me| us)?|list|browse|get)\s+(?:every|each|all(?: of)?(?: the| my| our)?)\s+"
             r"(?:training\s+)?runs?\b(?!'s)|"  # (not "every run's loss": a figure of each)
             r"^\W*(?:meshpilot\s+)?ls\s+(?:-\w+\s+)?runs\b|\b(?:under|in|inside) runs/?(?=\W*$)|"
-            r"\bhow many (?:\w+ )?(?:experiments|runs|jobs|trainings|model fits)\b|"
+            r"\bhow many (?:of (?:the|our|my) )?(?:\w+ )?(?:experiments|runs|jobs|trainings|model fits)\b|"
             # "which are the runs that exist?", "what training runs do we have?"
             r"\b(?:which|what) are (?:the |all the )?runs\b|"
             r"\b(?:what|which) (?:training |finished |past |old )?runs (?:do|did|have|are|exist)\b|"
@@ -226,6 +251,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
         (r"\blog(?: file)?\b|\bfile\b|\bconfig(?:uration)?\b(?! (?:won|wins|was best))", 1.5),
         (r"\b(?:metrics|memory|steps|config|log)(?:\.\w+)? file\b", 3),
+        # a folder of the repository looked into: "list what's in the sweeps folder", "show me configs/"
+        (
+            rf"\b(?:list|ls|show|see|open|browse|what'?s in|what is in|contents of|look in(?:side)?)\b[^.?!]{{0,30}}?"
+            rf"{FOLDER}",
+            4,
+        ),
         # a reading verb and a file named by its extension: the file itself, not what its figures mean
         (r"\b(?:cat|less|head|tail|print|dump|show|open|display|read)\b.*\.(?:jsonl?|ya?ml|txt|md|log|csv|toml)\b", 4),
     ],
@@ -249,8 +280,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "status": [
         (
             r"\bwhat step is\b|\bstep is \S+ (?:on|at)\b|"
-            r"\bstatus\b|\bstate of\b|\bstill (?:going|goin'?|running|runnin'?|alive|active|up|training|at it|toil\w*|"
-            r"working|chugging|grinding)\b|"
+            # (not a flag's "--with-status"; "gaun" is going in Scots)
+            r"(?<!-)\bstatus\b|\bstate of\b|\bstill (?:going|goin'?|gaun|running|runnin'?|alive|active|up|training|"
+            r"at it|toil\w*|working|chugging|grinding)\b|"
             # "has r1 come to rest?": finished, said in other words
             r"\b(?:come|came) to (?:a\s+)?(?:rest|halt|stop|an end)\b|"
             r"\b(?:alive|dead)\W*$|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
@@ -268,7 +300,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:running|dead|alive)\b\s*(?:\?|or\b)|\bor (?:dead|running|done|finished)\b|"
             # "latest run — state?", "what state is r1 in?", "how's the run doing?", "what's r1 up to?", "r1 done?"
             r"(?<!optimizer )(?<!optimiser )(?<!training )(?<!model )\bstate\b(?!\s*(?:dict|of the art|space)\b)|"
-            r"\bhow(?:'s|s| is)\s+(?:\S+\s+){0,3}?(?:doing|going|looking|coming along|getting on|progressing)\b|"
+            r"\bhow(?:'s|s| is)\s+(?:\S+\s+){0,3}?(?:doing|going|looking|coming along|gett?in[g']? on|progressing)\b|"
             r"\bwhat(?:'s|s| is)\s+(?:\S+\s+){1,3}?(?:up to|doing)\b|\bwhere(?:'s|s| is)\s+(?:\S+\s+){1,3}?at\b|"
             # "tell me where r1 is at", "where the job's at", "where it stands now"
             r"\bwhere\s+(?:\S+\s+){1,3}?(?:is|are|'s|was)\s+(?:at|up to)\b|\bwhere\s+(?:\S+\s+){0,3}?\S+'s\s+at\b|"
@@ -290,9 +322,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bwait (?:for|until|till|on)\b|\bblock (?:until|till)\b|"
             # "block on r1 till it's done": blocking on a run named, until it ends
             r"\bblock (?:on|for) (?:\S+ ){1,3}?(?:until|till)\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
-            r"\bwait for it\b|\buntil it (?:ends?|finish(?:es)?|completes?|is done)\b|\bnotify me when\b|"
+            r"\bwait for it\b|\buntil it (?:ends?|finish(?:es)?|completes?|is done|'s done)\b|\bnotify me when\b|"
             # "sit on it until it wraps up": a wait to its end in everyday words
-            r"\buntil\b.*\b(?:completes|finishes|finished|ends|exits|is done|is over|wraps up|is wrapped up)\b|"
+            r"\buntil\b.*(?:\b(?:completes|finishes|finished|ends|exits|terminates|is done|is over|wraps up|"
+            r"is wrapped up)|'s (?:done|over|finished))\b|"
             r"\bawait\b|"
             # "hold on until r1 is done" waits; "hold on, what is the loss of r1?" is an interjection
             r"\b(?:hold|hang) on\b(?=\s+(?:until|for|while)\b|\W*$)|\bhang tight\b|\bjust wait\b|"
@@ -363,6 +396,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             10,
         ),
         (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
+        # a sweep with its count of trials, the way one is ordered: "a sweep with 24 trials on configs/long.yaml"
+        (r"\b(?:a|an|another|new)\s+(?:[\w-]+\s+)?sweep\s+(?:with|of|over)\s+\d+\s+trials\b", 6),
         (TUNED_SETTING, 4),
         # the layouts tuned, as a verb and its object: "tune layouts for configs/long.yaml", "auto-tune the mesh"
         (r"\b(?:auto[- ]?)?tune\s+(?:the\s+|our\s+|my\s+|its\s+)?(?:layouts?|mesh(?:es)?|parallelism|sharding)\b", 4),
@@ -443,7 +478,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
     ],
     "report": [
-        (r"\breport\b|\bwrite[- ]?up\b|\bwrite it up\b|\bmarkdown\b", 4),
+        (rf"\breport\b(?!{TOLD_BACK})|\bwrite[- ]?up\b|\bwrite it up\b|\bmarkdown\b", 4),
         # a summary in writing, or one passed around: "a written summary for leadership", "a one-pager", "a memo",
         # "socialize the learnings" (a summary "for the team update" is read to the user: they write the update)
         (
@@ -461,7 +496,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:in|into|to)\s+(?:the\s+)?(?:docs|documentation)\b",
             6,
         ),
-        (r"\b(?:on|in|to|into)\s+(?:a|the)\s+(?:new\s+)?local\s+branch\b", 3),  # where a report is committed
+        # where a report is committed: "on a local branch", "on a branch" (a pull request's is pushed)
+        (r"\b(?:on|in|to|into)\s+(?:a|the)\s+(?:new\s+)?(?:local\s+|separate\s+)?branch\b", 3),
+        # a write-up named by what it is of, put into the docs: "a write-up of the layouts-nov sweep in the docs"
+        (r"\b(?:write-?up|report)\s+of\b.*\b(?:in|into|to)\s+(?:the\s+)?(?:docs|documentation)\b", 6),
         # the verb "write up", its object inside or after it: "write the lr-scan results up", "write up the results"
         # (the results are what the report is of, no reading asked)
         (r"\bwrit(?:e|es|ing|ten)\s+(?:\S+\s+){0,4}?up\b", 6),
@@ -497,6 +535,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             3,
         ),
         (WRITTEN_INTO_DOCS, 3),
+        # the docs asked to say something, the verb after them: "can the docs reflect the layouts-nov findings now?"
+        (DOCS_TO_REFLECT, 3),
     ],
     "plan": [
         (r"\bplan\b", 3),
@@ -522,6 +562,13 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "run": [
         (r"\bsmoke test\b|\bgo\b\W*$|\bagain\b", 1.5),
+        # a launch again, ordered at the start of its clause: "it ran out of memory. Relaunch it with tp=2" (what went
+        # before is the scene, not a reading asked)
+        (
+            r"(?:^|[.!;:]\s+)(?:(?:ok(?:ay)?|so|then|now|please|pls)\W+)*(?:relaunch|rerun|re-run)\s+"
+            r"(?:it|that|this|the\s+(?:run|job))\b",
+            3,
+        ),
         # "give the default experiment a spin", "take the long config for a spin", "give it a whirl"
         (
             r"\bgive\s+(?:it|that|this|(?:the|our|my|this)\s+(?:[\w.-]+\s+){0,2}?(?:experiment|config\w*|model|setup|"
@@ -573,7 +620,7 @@ DONT_VERB = {
     "docs": r"document\w*",
     "report": r"writ(?:e|es|ing)\s+(?:\S+\s+){0,3}?up\b",  # "no need to write anything up", "without writing it up"
     # "don't resume r1", "no need to continue the preempted run", "don't pick it back up", "no resuming"
-    "resume": r"resum\w*|unpaus\w*|continu\w*|carry(?:ing)? on|pick(?:ing)?\s+(?:\S+\s+){0,3}?back up",
+    "resume": r"resum\w*|unpaus\w*|continu\w*|carry(?:ing)? on|pick(?:ing)?\s+(?:\S+\s+){0,3}?back up|re-?queu\w*",
 }
 # A wait not to make: "don't wait on it", "no need to wait", "without waiting", "not wait". Not NEGATOR's bare "no":
 # "no wait, four nodes" corrects the sentence, it refuses nothing.
@@ -791,6 +838,8 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
     # configs/long.yaml on 8 h100s" a plan's
     only_facts = all(v <= 0 for k, v in scores.items() if k not in ("read", "run"))
     _entity_cues(lowered, entities, scores, only_facts)
+    if _still_or_ended(masked(lowered, entities)):
+        scores["status"] += 4  # "still holding its allocation, or did it die?": whether it goes on, no figure
     if scores["status"] > 0 and _ended_and_measured(masked(lowered, entities)):
         scores["results"] = max(scores["results"], scores["status"] + 0.5)  # what the status says, and the figure
     said = text.lower()
@@ -836,6 +885,18 @@ FIGURE = (r"\bhow (?:fast|quick(?:ly)?|well)\b|\bloss\b|\btok(?:ens)?\s*/\s*s\b|
 STILL_GOING = r"\bstill\b|\bright now\b|\bwhat step\b|\bprogress\b|\byet\b|\bso far\b|\bcurrently\b"
 
 
+# Whether a run goes on or has ended, asked as an either-or in any words: "is r1 still holding its allocation or did
+# it die", "has r1 terminated, or is it still being collected?" (its status; "is the loss still falling or did it
+# plateau?" asks about a figure: FIGURE rules it out).
+_ENDED_VERB = r"(?:has|did|is|was)\s+(?:\S+\s+){1,3}?\w+(?:ed|ne|ie|ied|ead|ver|one)\b"
+STILL_OR_ENDED = (rf"\bstill\b[^.?!;]{{0,60}}?\bor\s+{_ENDED_VERB}|"
+                  rf"\b{_ENDED_VERB}[^.?!;]{{0,20}}?\bor\s+(?:is|are|was)\b[^.?!;]{{0,40}}?\bstill\b")  # fmt: skip
+
+
+def _still_or_ended(lowered: str) -> bool:
+    return bool(re.search(STILL_OR_ENDED, lowered)) and not re.search(FIGURE, lowered)
+
+
 def _ended_and_measured(lowered: str) -> bool:
     return bool(re.search(ENDED, lowered) and re.search(FIGURE, lowered) and not re.search(STILL_GOING, lowered))
 
@@ -848,6 +909,8 @@ def _what_if_again(lowered: str, entities: Entities) -> bool:
     return only_plan and not entities.has("steps", "switch", "layout", "nproc") and not launch_verb(untried)
 
 
+# "start with the H100 side (of the comparison)": the part taken first, no launch.
+BEGUN_WITH = r"\s+with\s+(?:the\s+)?[\w.-]+\s+(?:side|half|part|option|case|scenario|variant|column)\b"
 # Words after which "run", "start" or "train" is a noun ("the latest run", "a training run"), not a command.
 _NOUN_BEFORE = """the a an that this latest last recent previous my our your each every which what first new whole
 one same ddp fsdp baseline of training good best failed finished current its his her their other been was were
@@ -871,6 +934,8 @@ def launch_verb(lowered: str) -> bool:
             continue
         if found.group(0) == "run" and before and set(before[-1]) == {"_"}:  # "the tp try run": a name, masked
             continue
+        if re.match(BEGUN_WITH, lowered[found.end() :]) and found.group(0) == "start":
+            continue  # "start with the H100 side": one half of a comparison taken first, no launch
         if found.group(0) == "run" and re.match(
             r"\s*(?:'s|status|dir|directory|folder|results?)\b", lowered[found.end() :]
         ):
@@ -945,6 +1010,10 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
     if entities.has("sweep") and not entities.has("run") and re.search(PREDICTED_VS_MEASURED, lowered):
         scores["trials"] += 3  # "layouts-nov: planner pick vs actual?": the sweep's own comparison, not two runs
         scores["compare"] -= 2
+    if any(e.kind == "sweep" and re.match(rf"\s+(?:sweep(?:'s)?\s+)?{SWEEP_FIGURES}", lowered[e.span[1] :])
+           and re.search(LOOKED_AT, lowered[: e.span[0]]) for e in entities.found):  # fmt: skip
+        scores["trials"] += 3  # "open the layouts-nov summary": what that sweep found, looked at ("write the
+        # lr-scan results up" writes them)
     sweeps_figures = entities.has("sweep") or re.search(rf"\bsweeps?\s+{SWEEP_FIGURES}", lowered)
     if sweeps_figures and not entities.has("run"):  # "the results of the lr-scan sweep", "sweep results?": its trials
         # (unless the figures are written into the docs: "put its results into the README" updates them)
@@ -989,6 +1058,8 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
         scores["run"] += 3  # "it says to try the mode where every GPU keeps a full copy. Can I do that on 2 GPUs?"
     if entities.has("run") and re.search(RUN_LOG, lowered):
         scores["read"] += 3  # "r1's raw training log, the text one": its log file, not the figures read from it
+        if re.search(LOG_SHOWN, lowered):
+            scores["read"] += 2  # "can I see the log of tp-try? what went wrong?": the log to look through myself
 
 
 # A layout described, then asked to be done: "the tutorial says to try the mode where each GPU keeps a full copy ...
@@ -1052,6 +1123,12 @@ def _docs_written(lowered: str, entities: Entities) -> bool:
 RUN_LOG = (r"(?:\b(?:the|its|their|raw|text|plain|training|full|whole|entire|complete|console|output)|'s)\s+"
            r"(?:(?:raw|text|plain|training|full|whole|entire|complete|console|output)\s+)?logs?\b"
            r"(?!\s+(?:every|each|to|into|in|at)\b)")  # fmt: skip
+# The log itself the object of a verb of looking: "can I see the log of tp-try", "show me r1's training log".
+LOG_SHOWN = (r"\b(?:see|show|open|read|view|look at|cat|tail|print|pull up|check)\s+(?:me\s+|us\s+)?"
+             r"(?:the|its|their|[\w.-]+'s)\s+(?:(?:raw|text|plain|training|full|whole|console|output)\s+)?"
+             r"logs?\b")  # fmt: skip
+# A verb of looking right before what it looks at: "open the layouts-nov summary", "pull up the lr-scan results".
+LOOKED_AT = r"\b(?:open|show|see|view|read|display|pull up|look at|bring up)\s+(?:me\s+|us\s+)?(?:the\s+)?$"
 # A run's launch taken over, with what the sentence changes: "the same as r1", "like r1", "r1's setup with 30 steps".
 COPIED = (
     r"\b(?:same|like)\b|'s\s+(?:own\s+)?(?:setup|set-up|settings|configuration|layout|recipe|hyperparameters|hparams)\b"

@@ -103,6 +103,13 @@ PORTUGUESE_MARKS = {
     "desativar",
     "desative",
     "nunca",
+    "apaga",
+    "apagar",
+    "apague",
+    "quantas",
+    "quantos",
+    "nessa",
+    "nesta",
 }
 PORTUGUESE_PHRASES = {r"\bn[ãa]o\s+(?:precisa|precisamos|é\s+preciso)\s+(?:de\s+)?(?:rodar|executar|treinar|lançar)\s+"
                       r"nada\b": "no need to run anything",
@@ -120,7 +127,13 @@ PORTUGUESE = {"o": "the", "os": "the", "e": "and", "em": "on", "do": "of the", "
               "desliga": "turn off", "desligar": "turn off", "desligue": "turn off", "desativa": "disable",
               "desativar": "disable", "desative": "disable", "liga": "turn on", "ligar": "turn on", "ligue": "turn on",
               "ativa": "enable", "ativar": "enable", "ative": "enable", "nunca": "never",
-              "mostrar": "show"}  # fmt: skip
+              "mostrar": "show",
+              # hardware asked about, and a deletion (refused: never read as a reading of what it deletes)
+              "quantas": "how many", "quantos": "how many", "quanto": "how much", "quanta": "how much",
+              "tem": "are there", "nessa": "in this", "nesta": "in this", "nesse": "in this", "neste": "in this",
+              "memória": "memory", "memoria": "memory", "apaga": "delete", "apagar": "delete", "apague": "delete",
+              "deleta": "delete", "deletar": "delete", "exclui": "delete", "excluir": "delete", "exclua": "delete",
+              "histórico": "history", "tudo": "everything"}  # fmt: skip
 
 
 def _portuguese(text: str) -> str:

@@ -40,7 +40,9 @@ PUSH = (r"\bforce[- ]?push\w*|\bpush\w*\s+(?:-f|--force)\b|\bpush\w*\s+(?:\S+\s+
 # branch into main", "commit the docs update to main", "put the report directly on main", "ship it to main", "overwrite
 # main with ...", and main named before the review it skips ("into main, no PR needed", "to main w/o a pull request").
 MAIN = r"(?:the\s+)?(?:origin[\s/]+)?(?:main|master)(?:\s+branch)?\b"
-LANDED = r"(?:push|merg|commit|ship|put|appl|land|send|deploy|writ|upload|check\s+in|overwrit|force)\w*"
+# ("shove the report straight onto main", "dump it on main"; "stick to main" keeps using it)
+LANDED = (r"(?:push|merg|commit|ship|put|appl|land|send|deploy|writ|upload|check\s+in|overwrit|force|"
+          r"shov|stick(?!\s+(?:to|with)\b)|slap|dump|chuck|toss|throw)\w*")  # fmt: skip
 ON_MAIN = (rf"\bgit\s+push\s+(?:-\S+\s+)*(?:origin|upstream)\s+(?:main|master)\b|"
            rf"\b{LANDED}\s+(?:[^\s,;.!?]+\s+){{0,6}}?(?:(?:straight|directly|right)\s+)?(?:to|into|onto|on|in)\s+{MAIN}"
            # the branch itself, not "the main results" or "the main table of the docs": what follows ends it
@@ -177,12 +179,18 @@ SHELL_PROGRAMS = (r"rm|rmdir|df|du|ls|sudo|pkill|killall|chmod|chown|mkfs|curl|w
 _SHELL_NOUN = r"(?:shell|bash|terminal|console|command line)\b"
 SHELL_PLACE = (r"(?<!\bis )(?<!\bit's )\b(?:run|execute|exec|type|enter|paste)\b(?:[^.;!?]|\.(?=\w)){0,80}?\b(?:in|on|"
                rf"from|into|via|through|using)\s+(?:(?:a|the|your|my|our)\s+)?{_SHELL_NOUN}|"
-               rf"\bopen\s+(?:up\s+)?(?:(?:a|the|your|my|our|new)\s+)*{_SHELL_NOUN}")  # fmt: skip
+               rf"\bopen\s+(?:up\s+)?(?:(?:a|the|your|my|our|new)\s+)*{_SHELL_NOUN}|"
+               # a shell handed over: "give me a shell on the node", "get me a root terminal"
+               r"\b(?:give|get|hand|grant)\s+(?:me|us)\s+(?:a|an)\s+(?:root\s+|interactive\s+|login\s+)?"
+               rf"{_SHELL_NOUN}")  # fmt: skip
 # What a launch takes, stated outside any backquoted command: "run it in my terminal: 2 GPUs FSDP, 30 steps" and "run
 # 30 steps with fsdp on 2 GPUs, like I'd do from the shell" name the shell only as how the user would say it.
 LAUNCH_FACTS = r"\b\d+\s*(?:gpus?|steps?)\b|\b(?:fsdp|ddp|hsdp|tensor parallel|dp_shard|tp=\d)\b"
 # Any program's name, when it opens a backquoted command ("run `cat runs/r1/log | tail` for me").
-QUOTED_PROGRAMS = SHELL_PROGRAMS + r"|cat|echo|find|grep|tail|head|top|free|git|docker|pip|tar|cp|kill|ps|nvtop|env"
+# (nvidia-smi too, though bare "run nvidia-smi" asks what the hardware is)
+QUOTED_PROGRAMS = (
+    SHELL_PROGRAMS + r"|cat|echo|find|grep|tail|head|top|free|git|docker|pip|tar|cp|kill|ps|nvtop|env|nvidia-smi"
+)
 SHELL = (r"\b(?:run|running|execute|executing|exec|type|typing|enter|fire off)\s+(?:(?:this|the|a|quick|command|"
          rf"please|just|me)\s+)*(?:`\s*)?(?:{SHELL_PROGRAMS})(?![\w.-])|`\s*(?:{QUOTED_PROGRAMS})(?![\w.-])[^`]*`|"
          r"\brm\s+(?:-{1,2}\w+|dash\s+\w+)|\b(?:run|execute|exec)\s+(?:(?:a|the|some|this|that|these|those|any|"
