@@ -131,3 +131,12 @@ def test_a_run_by_its_size_alone_is_asked(known):
 def test_tasks_with_no_count_are_no_processes(known):
     intent = read("train 20 steps on 2 gpus; the tasks are in evalsuite", known)
     assert intent.args.get("nproc") == 2
+
+
+def test_the_normal_one_launched_is_the_experiment_as_it_is(known):
+    read_as("could you launch a training run for me? the standard one is fine", "run", {}, known)
+
+
+@pytest.mark.parametrize("text", ["results of the normal one", "show me the regular run's loss"])
+def test_the_normal_one_read_is_still_asked(text, known):
+    assert "Which do you mean by" in (read(text, known).clarify or "")

@@ -97,7 +97,7 @@ VAGUE_CHANGE = (
     r"\b(?:other|different|another)\s+(?:layout|model|config|experiment|one|settings?)\b|"
     # ("anything bigger" is other work, later: "before we roll anything bigger out")
     r"(?<!anything )(?<!something )\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b|"
-    r"\bthe (?!\d)\w+(?:est)? one\b|"
+    r"\bthe (?!\d)(?!(?:normal|default|usual|standard|regular) one)\w+(?:est)? one\b|"  # "the normal one": the default
     r"(?<!\d x )(?<!\dx )\b(?:longer|shorter)\b(?! than (?:the )?(?:default )?\d)|"
     # a setting named with no value: "set the micro batch and train", "tweak the warmup"
     r"\b(?:set|change|adjust|tweak|increase|decrease|raise|lower|bump)\s+(?:up\s+|down\s+)?(?:the\s+|a\s+)?"
@@ -1199,6 +1199,9 @@ CONFIG_BY_VALUE = (r"\b(?:the|that|this|my|our|your)\s+(\d+(?:\.\d+)?)(?:[\s-]+(
 # apart ("... where we tried different learning rates", agent.understanding.questions).
 DESCRIBED_BY_SIZE = (r"(?:the|that|this|my|our|your)\s+(?:little|tiny|wee|large|huge|small|big)\s+"
                      r"(?:run|sweep|one|job|training|experiment)")  # fmt: skip
+# The experiment as it is, said as "one" ("start a training thing, just the normal one"): no run's description in a
+# launch, its defaults (agent.understanding.questions)
+DEFAULT_ONE = r"(?:the|that|this|my|our|your)\s+(?:normal|default|usual|standard|regular)\s+one"
 # An experiment file as a "version" of the experiment, by its stem or a value only it holds: "the long version", "the
 # 1024 variant" ("the 1024 one" alone may be a run: asked, unless a file named has that value)
 CONFIG_AS_VERSION = (r"\b(?:the|that|this|my|our|your)\s+(\w+)(?:[\s-]+(?:tokens?|ctx|context|seq\w*))?[\s-]+"

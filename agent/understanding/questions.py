@@ -23,6 +23,7 @@ from agent.understanding.arguments import (
 )
 from agent.understanding.context import Context
 from agent.understanding.entities import (
+    DEFAULT_ONE,
     DESCRIBED_BY_SIZE,
     WHEN_TO_ACT,
     Entities,
@@ -551,6 +552,8 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         described = None  # "the long-context config, the 1024 one": its seq_len, said of the file named
     if described and re.fullmatch(DESCRIBED_BY_SIZE, str(described)) and sweep_in_words(intent.text, context):
         described = None  # "the little sweep where we tried learning rates": the rest of the sentence tells it apart
+    if described and intent.command == "run" and re.fullmatch(DEFAULT_ONE, str(described)):
+        described = None  # "start a training run, just the normal one": the experiment's defaults
     if described and intent.command in (*NAMED_TOOLS, "run") and not entities.has("run", "sweep") and not winner:
         runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
         intent.clarify = (
