@@ -133,6 +133,19 @@ def test_tasks_with_no_count_are_no_processes(known):
     assert intent.args.get("nproc") == 2
 
 
+@pytest.mark.parametrize(
+    "text", ["benchmark r1 on 3 tasks of the builtin suite", "run the benchmark on r1 with 5 tasks"]
+)
+def test_a_benchmarks_tasks_are_no_processes(text, known):
+    intent = read(text, known)
+    assert intent.command == "bench" and "nproc" not in intent.args
+
+
+def test_tasks_with_no_slurm_word_are_asked(known):
+    intent = read("run 2 tasks for 10 steps", known)
+    assert "nproc" not in intent.args and intent.clarify
+
+
 def test_the_normal_one_launched_is_the_experiment_as_it_is(known):
     read_as("could you launch a training run for me? the standard one is fine", "run", {}, known)
 
