@@ -373,7 +373,8 @@ def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
 SUITE = (r"\bsuite\s*[=:]\s*(\S+)|\b([\w./-]+)\s+(?:eval(?:uation)?\s+|benchmark\s+|test\s+)?suite\b|"
          r"\b(?:on|with|using) the ([\w./-]+) (?:benchmark|eval)\b")  # fmt: skip
 BUILTIN = {"builtin", "built-in", "built", "default", "standard", "private", "usual", "normal", "own", "our",
-           "internal", "in-house", "inhouse", "proprietary", "company"}  # fmt: skip
+           "internal", "in-house", "inhouse", "proprietary", "company", "held-out", "hold-out", "holdout",
+           "hidden"}  # fmt: skip  # "the held-out benchmark": the private one
 NOT_A_SUITE = {"the", "a", "an", "eval", "evaluation", "benchmark", "whole", "full", "entire", "my", "on", "test"}
 
 

@@ -97,7 +97,7 @@ VAGUE_CHANGE = (
     r"\b(?:other|different|another)\s+(?:layout|model|config|experiment|one|settings?)\b|"
     # ("anything bigger" is other work, later: "before we roll anything bigger out")
     r"(?<!anything )(?<!something )\b(?:bigger|larger|smaller|faster|quicker|cheaper|better)\b|"
-    r"\bthe (?!\d)\w+(?:est)? one\b|"
+    r"\bthe (?!\d)(?!(?:normal|default|usual|standard|regular) one)\w+(?:est)? one\b|"  # "the normal one": the default
     r"(?<!\d x )(?<!\dx )\b(?:longer|shorter)\b(?! than (?:the )?(?:default )?\d)|"
     # a setting named with no value: "set the micro batch and train", "tweak the warmup"
     r"\b(?:set|change|adjust|tweak|increase|decrease|raise|lower|bump)\s+(?:up\s+|down\s+)?(?:the\s+|a\s+)?"
@@ -438,8 +438,9 @@ def _counts(lowered: str, entities: Entities) -> None:
 
 
 # A range said where one count is wanted: "20-30 steps", "6 to 8 trials", "between 4 and 8 h100s" ("from 20 to 30
-# steps" is a change, to 30; a range of clock times or a model's name is no count).
-COUNT_RANGE = (r"(?<![\w.:/-])(?<!from )(?:between\s+)?(\d+)\s*(?:-|\u2013|\u2014|to|and)\s*(\d+)\s*"
+# steps" is a change, to 30; a range of clock times or a model's name is no count; a line's end ends a number:
+# "- 4\n- 80 steps" is a list).
+COUNT_RANGE = (r"(?<![\w.:/-])(?<!from )(?:between\s+)?(\d+)[ \t]*(?:-|\u2013|\u2014|to|and)[ \t]*(\d+)\s*"
                rf"(?:{'|'.join(NOUNS.values())})\b")  # fmt: skip
 
 
@@ -499,7 +500,8 @@ def _number(digits: str, kilo: str, kind: str) -> int:
 def _hardware(lowered: str, entities: Entities) -> None:
     """Nodes and devices per node: "2 nodes of 8", "8 per node", "16 GPUs across 2 machines" (8 per node)."""
     text = lowered
-    correction = list(re.finditer(CORRECTION, text))
+    # a correction restates a count or a card; "4 nodes... does it fit?" (no number after it) corrects no hardware
+    correction = [found for found in re.finditer(CORRECTION, text) if re.search(r"\d", text[found.end() :])]
     start = correction[-1].end() if correction else 0
     part = text[start:]  # a self-correction: what follows it stands
     nodes = re.search(rf"\b{COUNT}\s+{GPU_OF_NODE}(?:{NOUNS['nodes']})\b", part) or re.search(NODE_COPIES, part)
@@ -1068,6 +1070,10 @@ def _names(text: str, entities: Entities, known: Known) -> None:
         if found.group(1) not in NOT_FILES and (path := known.stem(found.group(1))):
             entities.add("file", path, found.span())
     found = re.search(MAIN_EXPERIMENT, lowered)
+    # ("`configs/long.yaml` ... the experiment's own model": the experiment named before, not the main one)
+    named_file = any(e.kind == "file" and str(e.value).endswith((".yaml", ".yml")) for e in entities.found)
+    if found and named_file and not found.group(1):
+        found = None
     if found and known.file("meshpilot.yaml") and not (found.group(1) and known.config(found.group(1))):
         entities.add("experiment", "meshpilot.yaml", found.span())  # (configs/default.yaml is named as it is)
     # "the long config", and its stem first in a compound: "the long-context config", "the long-seq experiment", "the
@@ -1093,6 +1099,10 @@ def _names(text: str, entities: Entities, known: Known) -> None:
             entities.add("experiment", path, found.span())
         elif known.root:  # "the 2048 config" where no file has it: asked, never the default experiment in its place
             entities.add("unknown_description", found.group(0), found.span())
+    for found in re.finditer(CONFIG_AS_VERSION, lowered):  # "the long version", "the 1024 version": that file, if any
+        word = found.group(1)
+        if path := known.config(word) or (word.isdigit() and known.config_of_value(word)):
+            entities.add("experiment", path, found.span())
     _config_described(lowered, entities, known)
     latest = r"\b(?:latest|last|most recent|newest|previous|recent)\s+(?:\w+\s+)?"
     said_latest = [*re.finditer(latest + r"(?:run|one|training)\b", lowered), *re.finditer(RAN_LAST, lowered)]
@@ -1206,6 +1216,17 @@ def _config_described(lowered: str, entities: Entities, known: Known) -> None:
 # A config named by one of its values before its noun: "the 1024 config", "our 1024-token experiment".
 CONFIG_BY_VALUE = (r"\b(?:the|that|this|my|our|your)\s+(\d+(?:\.\d+)?)(?:[\s-]+(?:tokens?|ctx|context|seq\w*))?[\s-]+"
                    r"(?:config(?:uration)?|experiment|ya?ml)(?:\s+file)?\b")  # fmt: skip
+# A run or sweep described by its size alone ("the little sweep"): asked unless the rest of the sentence tells it
+# apart ("... where we tried different learning rates", agent.understanding.questions).
+DESCRIBED_BY_SIZE = (r"(?:the|that|this|my|our|your)\s+(?:little|tiny|wee|large|huge|small|big)\s+"
+                     r"(?:run|sweep|one|job|training|experiment)")  # fmt: skip
+# The experiment as it is, said as "one" ("start a training thing, just the normal one"): no run's description in a
+# launch, its defaults (agent.understanding.questions)
+DEFAULT_ONE = r"(?:the|that|this|my|our|your)\s+(?:normal|default|usual|standard|regular)\s+one"
+# An experiment file as a "version" of the experiment, by its stem or a value only it holds: "the long version", "the
+# 1024 variant" ("the 1024 one" alone may be a run: asked, unless a file named has that value)
+CONFIG_AS_VERSION = (r"\b(?:the|that|this|my|our|your)\s+(\w+)(?:[\s-]+(?:tokens?|ctx|context|seq\w*))?[\s-]+"
+                     r"(?:version|variant)\b")  # fmt: skip
 # Words of a description that do not describe one run ("the latest run", "the same one", "my first training").
 GENERIC = NOT_NAMES | {"previous", "recent", "newest", "current", "most", "new", "entire", "main", "final", "actual",
                        "training", "real", "full", "big", "small", "short", "quick", "one", "two", "earlier", "older",
@@ -1300,6 +1321,15 @@ def _relative_runs(lowered: str, entities: Entities, known: Known) -> None:
             entities.add("unknown_description", lowered[span[0] : span[1]], span)
 
 
+# Hyphenated words that are English or a number, never a run's name: "the held-out benchmark", "lr 2e-4".
+ENGLISH_HYPHENATED = {"held-out", "hold-out", "built-in", "follow-up", "read-only", "well-known", "open-source",
+                      "pre-trained", "fine-tuned", "state-of-the-art", "up-to-date", "out-of-the-box"}  # fmt: skip
+
+
+def _plain_hyphenated(word: str) -> bool:
+    return word in ENGLISH_HYPHENATED or bool(re.fullmatch(r"\d+(?:\.\d+)?e-\d+", word))
+
+
 def _name(tokens: list[re.Match], entities: Entities, known: Known) -> None:
     """A bare run or sweep name ("r1", "tp-try", "layots-nov") or two words of one ("lr scan", "baseline ddp")."""
     readings = [(tokens[0].group(0), tokens[0].span())]
@@ -1312,6 +1342,6 @@ def _name(tokens: list[re.Match], entities: Entities, known: Known) -> None:
             if path := known.resolve(candidate, kind, prefix=False, close=close):
                 entities.add(label, path, span)
                 return
-    if "-" in tokens[0].group(0) and known.another_of(tokens[0].group(0)):
+    if "-" in tokens[0].group(0) and not _plain_hyphenated(tokens[0].group(0)) and known.another_of(tokens[0].group(0)):
         # "tp-try-2", "baseline-fsdp": a name, one the repository lacks (asked about), and no layout word in it
         entities.add("unknown_name", tokens[0].group(0), tokens[0].span())

@@ -330,8 +330,8 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
 # A setting changed to its value: "sequence length bumped to 2048", "micro batch set to 4", "lr raised to 1e-3".
 CHANGED = (r"(?:\s+(?:bumped|raised|set|increased|changed|reduced|lowered|dropped|cut|upped|pushed|moved|turned|"
            r"doubled|halved|going)(?:\s+(?:up|down|back))?)?")  # fmt: skip
-# ("the sequence length must be 512", "lr should be 1e-3": the value it must have)
-SET_TO = CHANGED + r"\s*(?:of|=|:|to|is|at|(?:must|should|shall|will|has\s+to|needs?\s+to)\s+be)?\s*"
+# ("the sequence length must be 512", "lr should be 1e-3": the value it must have; "the learning rate being 3e-4")
+SET_TO = CHANGED + r"\s*(?:of|=|:|to|is|at|being|(?:must|should|shall|will|has\s+to|needs?\s+to)\s+be)?\s*"
 # A sequence length said as the tokens of one sequence: "1024 tokens per sequence", "sequences of 2k tokens".
 TOKENS_PER_SEQUENCE = (r"\b(\d+)\s*(k?)\s*tokens?\s+(?:per|each|a|an|in each|for each|of each)\s+"
                        r"(?:sequence|sample|example|seq|document|row)\b|"
@@ -610,7 +610,7 @@ def _overrides(text: str, lowered: str, intent: Intent) -> None:
     """Learning rate and other keys, packing, activation checkpointing and a model preset, as `--set` values."""
     overrides = list(intent.args.pop("set", []))
     # "train.lr=2e-4, data.packing=false": the comma ends the value
-    overrides += [o.rstrip(",;") for o in re.findall(r"(?<![\w.])((?:train|data|model|hardware|search)\.[\w.]+=\S+)",
+    overrides += [o.rstrip(",;.") for o in re.findall(r"(?<![\w.])((?:train|data|model|hardware|search)\.[\w.]+=\S+)",
                                                       text)]  # fmt: skip
     for pattern, key in _SETTINGS:
         found = next((m for m in re.finditer(pattern, lowered) if not re.search(NEGATED_SETTING, lowered[: m.start()])),

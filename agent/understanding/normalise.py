@@ -110,11 +110,19 @@ PORTUGUESE_MARKS = {
     "quantos",
     "nessa",
     "nesta",
+    "nó",
+    "nós",
+    "dá",
 }
 PORTUGUESE_PHRASES = {r"\bn[ãa]o\s+(?:precisa|precisamos|é\s+preciso)\s+(?:de\s+)?(?:rodar|executar|treinar|lançar)\s+"
                       r"nada\b": "no need to run anything",
                       r"\bsem\s+(?:rodar|executar|treinar)\s+nada\b": "without running anything",
-                      r"\bpor\s+favor\b": "please"}  # fmt: skip
+                      r"\bpor\s+favor\b": "please",
+                      # "8 por nó, 4 nós": the GPUs in each node, the nodes ("nós" after a count, never "we")
+                      r"\bpor\s+n[óo]\b": "per node", r"\b(\d+)\s+n[óo]s\b": r"\1 nodes",
+                      r"\bd[áa]\s+ou\s+n[ãa]o\s+d[áa]\b": "does it fit",
+                      # "no configs/long.yaml", "na config": in that file ("no" is "em o"), never a refusal of it
+                      r"\bn[oa]\s+(?=configs?/|[\w.-]+\.ya?ml\b)": "in "}  # fmt: skip
 PORTUGUESE = {"o": "the", "os": "the", "e": "and", "em": "on", "do": "of the", "da": "of the", "dos": "of the",
               "das": "of the", "de": "of", "um": "a", "uma": "a", "com": "with", "sem": "without", "para": "for",
               "se": "if", "só": "only", "não": "not", "nao": "not", "mas": "but", "também": "also", "agora": "now",
@@ -352,6 +360,28 @@ def _in_brackets(found: re.Match) -> bool:
 # A memory size in words, "gigabits" said for gigabytes too ("a 4090 with 24 gigabits of ram"): a card's memory is
 # never given in bits. A rate ("100 gigabits per second", a network's) is no memory.
 GIGABYTES = r"\b(\d+(?:\.\d+)?)\s*(?:gigabytes?|gigabits?|gbits?|gbytes?)\b(?!\s*(?:per|/|a)\s*s(?:ec(?:ond)?)?\b)"
+GIBIBYTES = r"\b(\d+(?:\.\d+)?)\s*gibibytes?\b"
+# A memory a device is said to have by a verb of having ("a device possessing 48GiB of memory"): what "with" says
+# ("packing" is the switch, never a verb of having here)
+MEMORY_HAD = (r"\b(?:possessing|having|holding|boasting|sporting|carrying|that\s+(?:has|holds))\s+"
+              r"(?=\d+(?:\.\d+)?\s*gi?b\b)")  # fmt: skip
+# A fraction said as a physicist or lawyer says it: "2 parts in 10000" (a learning rate of 0.0002), "one tenth" (0.1)
+PARTS_IN = r"\b(\d+)\s+parts?\s+(?:in|per)\s+(\d+)\b(?!\.\d)"
+ORDINAL_PARTS = {"tenth": 10, "hundredth": 100, "thousandth": 1000, "ten-thousandth": 10000}
+FRACTION_WORDS = (rf"\b(a|one|1|\d+)\s+({'|'.join(sorted(ORDINAL_PARTS, key=len, reverse=True))})(s?)\b"
+                  r"(?!\s+of\b)")  # fmt: skip  # "a tenth of the steps" is a share of something else
+# Slurm's tasks are its processes, one a GPU: "submit 2 tasks", "launch with 4 slurm tasks" ("on 3 tasks" of a
+# benchmark are its tasks: Slurm named, or its verbs)
+SLURM_TASKS = (r"\b(submit|launch|srun|sbatch)\s+(\d+)\s+(?:slurm\s+)?tasks\b|"
+               r"\b(with|across|on|using)\s+(\d+)\s+slurm\s+tasks\b")  # fmt: skip
+# A key of the experiment named, then its value: "`train.grad_clip` set to 1.0", "data.seq_len to 2048"
+KEY_SET_TO = (r"`?\b((?:train|data|model|hardware|search)\.[a-z_][\w.]*[a-z_])`?\s*(?:(?:is\s+|be\s+)?set\s+(?:to|at)|"
+              r"to|at|of|is|being|should\s+be|must\s+be)\s+`?([\w.+-]*\w)`?(?=[\s,;)]|\.(?!\w)|$)")  # fmt: skip
+# Mixtral by its experts and their size: "Mixtral of 8 experts at 22b each", "mixtral with 8 7b experts"
+MIXTRAL_EXPERTS = (r"\bmixtral\s+(?:of|with)\s+(\d+)\s+experts?\s+(?:at|of|with)\s+(\d+)b(?:\s+(?:each|apiece))?\b|"
+                   r"\bmixtral\s+(?:of|with)\s+(\d+)\s+(\d+)b\s+experts?\b")  # fmt: skip
+# Its size said apart from it, after "mixtral" ("the mixtral one, the 8x7b"): that preset
+MIXTRAL_SIZE_APART = r"\b(mixtral)((?:\s+(?:one|model))?\s*,?\s*(?:the\s+)?)(\d+x\d+b)\b"
 
 
 # "Actualize" as learners say "update" (German aktualisieren, Spanish actualizar, French actualiser): "please actualize
@@ -765,6 +795,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = _slurm(text)
     text = re.sub(SUFFIX, _suffix_typo, text, flags=re.I)
     text = re.sub(FLAG, _flag, text, flags=re.I)
+    text = re.sub(KEY_SET_TO, r"\1=\2", text, flags=re.I)
     text = _compounds(text)
     text = _portuguese(text)
     text = _spanish(text)
@@ -824,6 +855,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(rf"\bzero\s+point((?:\s+(?:zero|oh|{_DIGIT}))+)\b", _dictated_decimal, text, flags=re.I)
     text = NUMBER_RUN.sub(_digits, text)
     text = re.sub(r"\b(\d+)\s*\(\1\)", r"\1", text)  # "two (2) nodes", as a contract writes it: one number
+    text = re.sub(PARTS_IN, lambda found: _fraction(int(found.group(1)), int(found.group(2))), text, flags=re.I)
+    text = re.sub(FRACTION_WORDS, _fraction_words, text, flags=re.I)
+    if not re.search(r"\b(?:bench\w*|eval\w*|suite)\b", text, re.I):
+        text = re.sub(SLURM_TASKS, lambda found: "{} {} processes".format(*filter(None, found.groups())), text,
+                      flags=re.I)  # fmt: skip
     text = re.sub(r"\b(\d+)\s+dozen\b", lambda m: str(12 * int(m.group(1))), text, flags=re.I)
     text = re.sub(NUMBER_CHANGED, _number_changed, text, flags=re.I)
     text = re.sub(NUMBER_RESTATED, _number_restated, text, flags=re.I)
@@ -832,7 +868,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(WARMUP_STEPS, _warmup_steps, text, flags=re.I)
     text = re.sub(r"\b(\d+)\s+warm[\s-]?up\s+(?:steps?|iters?|iterations?)\b", r"warmup \1", text, flags=re.I)
     # "set the lr to like 3e-4": "like" a filler before the value, as speech has it
-    text = re.sub(r"\b(to|=|is|at|of)\s+like\s+(?=\d)", r"\1 ", text, flags=re.I)
+    text = re.sub(r"\b(to|=|is|at|of|with|for|on|about)\s+like\s+(?=\d)", r"\1 ", text, flags=re.I)
+    if re.search(r"\bsweep", text, re.I):  # "a sweep with 4 tries": its trials
+        text = re.sub(r"\b(\d+)\s+(?:tries|attempts)\b", r"\1 trials", text, flags=re.I)
     # "1 e minus 3", "1e minus 3" (said or typed loosely): the number 1e-3
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*e\s*minus\s*(\d+)\b", r"\1e-\2", text, flags=re.I)
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s+times\s+(?=as\b|longer\b|more\b|the\b)", r"\1 x ", text, flags=re.I)
@@ -851,6 +889,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)\s*(?:n|nodes?)\s*[x×*]\s*(\d+)\s*g\b(?!\w)", r"\1 nodes of \2 gpus", text, flags=re.I)
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gig[sa]?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
     text = re.sub(GIGABYTES, r"\1GB", text, flags=re.I)
+    text = re.sub(GIBIBYTES, r"\1GiB", text, flags=re.I)
+    text = re.sub(MEMORY_HAD, "with ", text, flags=re.I)
     # "4n x 8 a100", "2n8g": nodes counted in shorthand, before the GPUs in each ("4n" alone stays as said)
     text = re.sub(r"\b(\d+)n(\d+)g(?:pus?)?\b", r"\1 nodes of \2 gpus", text, flags=re.I)
     text = re.sub(r"\b(\d+)n(?=\s*[x×*]\s*\d)", r"\1 nodes", text, flags=re.I)
@@ -881,8 +921,10 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "2 A100 of 40 GB", "H100s with 80GB", "8 A100 da 80GB": the card's memory, written as the card's name says it
     # ("A100 40 GB"), joined by a preposition in any language; only for the cards whose presets are named by their
     # memory (an "a10 with 24GB" is the one A10)
-    text = re.sub(r"\b((?:h100|h200|a100)s?)\s+(?:of|with|da|de|di|del|con|mit|von|avec|com)\s+"
-                  r"(?=\d+(?:\.\d+)?\s*(?:gi?b|gigs?|g)\b)", r"\1 ",
+    # ("16 A100 devices of 80GB": the devices' noun between, after the name)
+    text = re.sub(r"\b((?:h100|h200|a100)s?)\s+(?:(gpus?|cards?|devices?)\s+)?(?:of|with|da|de|di|del|con|mit|von|"
+                  r"avec|com)\s+(\d+(?:\.\d+)?\s*(?:gi?b|gigs?|g)\b)", lambda m: f"{m.group(1)} {m.group(3)}"
+                  + (f" {m.group(2)}" if m.group(2) else ""),
                   text, flags=re.I)  # fmt: skip
     # "both GPUs", "both our GPUs", "both of the cards": two of them
     text = re.sub(r"\bboth\s+(?:of\s+)?(?:(?:our|my|the|your|their)\s+)?"
@@ -937,6 +979,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(DICTATED_FAMILY, _dictated_family, text, flags=re.I)
     # a mixture of experts' name said loosely: "mixtral 8x7" (its "b" left out), "qwen 3 30 b a 3 b" (dictated)
     text = re.sub(r"\b(mixtral)[\s-]*(\d+)\s*x\s*(\d+)(?!\s*b\b)(?![\w.])", r"\1-\2x\3b", text, flags=re.I)
+    text = re.sub(MIXTRAL_EXPERTS, lambda found: "mixtral-{}x{}b".format(*filter(None, found.groups())), text,
+                  flags=re.I)  # fmt: skip
+    text = re.sub(MIXTRAL_SIZE_APART, r"\1\2mixtral-\3", text, flags=re.I)
     text = re.sub(rf"\b({MODEL_FAMILIES})[\s-]*(\d+(?:\.\d+)?)[\s-]+(\d+)\s*b[\s-]+a[\s-]*(\d+)\s*b\b",
                   r"\1\2-\3b-a\4b", text, flags=re.I)  # fmt: skip
     text = re.sub(SWAPPED_CARD, _card_number, text, flags=re.I)
@@ -953,8 +998,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # the rate said as learners translate it ("velocidad de aprendizaje"): "the learning speed 0.0005"
     text = re.sub(r"\blearning\s+(?:speed|velocity|pace|step\s+size)\b", "learning rate", text, flags=re.I)
     text = re.sub(r"\b(?:seq|sequence)(?:\s+|\s*[=:]\s*)(?=\d)", "seq_len ", text, flags=re.I)  # "seq=4096" too
+    # "Sequence of 4096", "a chain length of 1024": a length of tokens (a count of a few is no length)
+    text = re.sub(r"\b(?:sequence|(?:chain|token|input|window)\s+length)\s+(?:of\s+)?(?=\d{3,}\b)", "seq_len ", text,
+                  flags=re.I)  # fmt: skip
     text = re.sub(r"\s@\s*(?=\d)", " at ", text)
-    text = re.sub(r"\b(\d+) of them\b", _of_them, text, flags=re.I)
+    text = re.sub(r"\b(\d+) of (?:them|those|these)\b", _of_them, text, flags=re.I)  # "2 of those," no noun after
     # "a100 40GiB x 8", "h100x8", "h200 * 4": the count after a GPU's name, as it reads before it ("8 x h100")
     text = re.sub(rf"\b({GPU_WORD})\s*(?:x|\*|×)\s*(\d+)\b(?!\.\d|\s*(?:k|b|steps?)\b)", r"\2 x \1", text, flags=re.I)
     text = re.sub(r"(?<=[a-z0-9])\s*\bx(\d+)\b", r" x \1 gpus", text, flags=re.I)  # "a100 80g x8"
@@ -1036,7 +1084,9 @@ THEM_NOUNS = {"gpus": r"gpus?|cards?|devices?|accelerators?|h100s?|h200s?|a100s?
 
 def _of_them(found: re.Match) -> str:
     before = found.string[: found.start()].lower()
-    said = [(m.start(), noun) for noun, words in THEM_NOUNS.items() for m in re.finditer(rf"\b(?:{words})\b", before)]
+    # a noun counted in each of another ("a100 nodes, 4 cards each") is no noun of "2 of those"
+    said = [(m.start(), noun) for noun, words in THEM_NOUNS.items() for m in re.finditer(rf"\b(?:{words})\b", before)
+            if not re.match(r"\s*(?:each|apiece|per|in each|to a)\b", before[m.end() :])]  # fmt: skip
     noun = max(said)[1] if said else "gpus"  # "now with 8 of them" after a plan: its GPUs
     return f"{found.group(1)} {noun}" if noun else found.group(0)
 
@@ -1240,6 +1290,17 @@ def _dictated(text: str) -> str:
 
 def _shorthand(found: re.Match) -> str:
     return SHORTHAND[found.group(1).lower()]
+
+
+def _fraction(numerator: int, denominator: int) -> str:
+    return f"{numerator / denominator:g}" if denominator else f"{numerator} parts in {denominator}"
+
+
+def _fraction_words(found: re.Match) -> str:
+    count = 1 if found.group(1).lower() in ("a", "one") else int(found.group(1))
+    if count > 1 and not found.group(3):  # "3 tenth" is no fraction a person says
+        return found.group(0)
+    return _fraction(count, ORDINAL_PARTS[found.group(2).lower()])
 
 
 def _gig(found: re.Match) -> str:

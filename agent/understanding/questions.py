@@ -23,6 +23,8 @@ from agent.understanding.arguments import (
 )
 from agent.understanding.context import Context
 from agent.understanding.entities import (
+    DEFAULT_ONE,
+    DESCRIBED_BY_SIZE,
     WHEN_TO_ACT,
     Entities,
     Entity,
@@ -394,7 +396,7 @@ NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr",
 # Words shaped like a run's or sweep's name ("r9", "exp-3", "runs/old") that are something else.
 NOT_A_NAME = (
     r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step_\d+|"
-    r"fp\d+|bf16|e-\d+|x\d+|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|in-house|up-to-date|"
+    r"fp\d+|bf16|e-\d+|\d+(?:\.\d+)?e-\d+|x\d+|held-out|hold-out|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|in-house|up-to-date|"
     r"follow-up|write-up|one-pager|what-if|so-called|\w+-wise|e\.g|i\.e|"
     r"q[1-4]|fy\d+|"  # a quarter or a fiscal year ("for the Q3 deck"), no run's name
     r"(?:sign|hand|check|roll|print|read)-(?:offs?|ins?|outs?|throughs?)|"  # "for sign-off", "a roll-out": words
@@ -558,6 +560,10 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
     winner = intent.command == "run" and re.search(r"\bwinn", str(described)) and context.sweep  # the sweep's
     if described and describes_experiment(str(described), intent, context):
         described = None  # "the long-context config, the 1024 one": its seq_len, said of the file named
+    if described and re.fullmatch(DESCRIBED_BY_SIZE, str(described)) and sweep_in_words(intent.text, context):
+        described = None  # "the little sweep where we tried learning rates": the rest of the sentence tells it apart
+    if described and intent.command == "run" and re.fullmatch(DEFAULT_ONE, str(described)):
+        described = None  # "start a training run, just the normal one": the experiment's defaults
     if described and intent.command in (*NAMED_TOOLS, "run") and not entities.has("run", "sweep") and not winner:
         runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
         intent.clarify = (
