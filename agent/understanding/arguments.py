@@ -50,7 +50,13 @@ AGAIN = (r"\bagain\b|\bsame\b|\brerun\b|\bre-run\b|\brelaunch\b|\bonce more\b|\b
          r"\b(?:run|train) it\b")  # fmt: skip
 # A request that adds to the one before: "sorry, I forgot something: make the lr 3e-4", "one more thing: AC on".
 AMENDED = (r"\b(?:i\s+)?forgot\s+(?:something|one thing|to\s+(?:say|mention|add|tell you))\b|\bone more thing\b|"
-           r"\bi\s+should\s+have\s+(?:said|mentioned)\b")  # fmt: skip
+           r"\bi\s+should\s+have\s+(?:said|mentioned)\b|"
+           # a correction of the launch just asked for: "actually make it without packing", "negative, 60 steps",
+           # "sorry, please also turn off AC", "make that 4 procs", "everything else as before"
+           r"^\W*(?:actually|sorry|oops|correction|negative|rather|wait|on second thought)\b|"
+           r"\bmake\s+(?:it|that)\b|\balso\b|"
+           r"\b(?:all|everything)\s+else\s+(?:unchanged|the\s+same|as\s+(?:before|it\s+was|is))\b|"
+           r"\botherwise\s+(?:the\s+same|unchanged|as\s+before)\b")  # fmt: skip
 PLAN_CARRIED = ("model", "gpu", "devices", "nodes", "seq_len", "device_mem")
 LAUNCH_CARRIED = ("experiment", "nproc", "layout", "steps")
 # A question about every run, not one: "which run had the best throughput?", "any OOM in the runs?"
