@@ -490,6 +490,16 @@ def _refused_experiment(intent: Intent, entities: Entities) -> None:
                           f"`{'sweep' if intent.command == 'sweep' else 'train'} configs/long.yaml`.")  # fmt: skip
 
 
+def _missing_experiment(intent: Intent, context: Context) -> str | None:
+    """An experiment file the repository lacks ("--experiment configs/xl.yaml"): asked about, never launched (the
+    launch would fail, or run a file written since that nobody checked)."""
+    experiment = str(intent.args.get("experiment") or "")
+    if not experiment.endswith((".yaml", ".yml")) or context.known.root is None or context.known.file(experiment):
+        return None
+    files = ", ".join(context.known.experiments()) or "none"
+    return f"I find no {experiment} in this repository (experiment files: {files}): which experiment should it run?"
+
+
 def _experiment_file(entities: Entities) -> str | None:
     files = [str(f) for f in entities.all("file") if str(f).endswith((".yaml", ".yml"))]
     return files[-1] if files else None
@@ -522,6 +532,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     if experiment := entities.get("experiment") or _experiment_file(entities):
         intent.args["experiment"] = experiment
     _refused_experiment(intent, entities)
+    if intent.clarify is None and (missing := _missing_experiment(intent, context)):
+        intent.clarify = missing
     repeat = re.search(r"\bagain\b|\bsame\b|\bre-?run\b|\bonce more\b|\bfrom before\b", lowered)
     if repeat and not context.launch and not copying and not intent.args and not entities.has("switch", "optimizer"):
         # "do the thing from before again": nothing in the conversation to repeat, so ask, never launch the defaults

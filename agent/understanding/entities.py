@@ -25,6 +25,7 @@ from agent.understanding.grammar import (
     SET_TO,
     SETTING_NAMES,
     TOKENS_PER_SEQUENCE,
+    unreplaced,
 )
 from agent.understanding.known import Known
 from trainer.layout import MESH_DIMS
@@ -421,7 +422,7 @@ def _layouts(lowered: str, entities: Entities) -> None:
             entities.add("layout", found.group(0), found.span())
     if found := re.search(rf"\b(?:{'|'.join(MESH_DIMS)})\s*=\s*\d+", lowered):
         entities.add("layout", found.group(0), found.span())
-    if found := re.search(_GPU_NAME, lowered):
+    if found := re.search(_GPU_NAME, unreplaced(lowered)):  # "swap the L40S for A100s": the A100s
         entities.add("gpu_named", found.group(0), found.span())
 
 
@@ -686,6 +687,10 @@ def _preset_named(lowered: str) -> tuple[str, re.Match] | None:
     return None
 
 
+# A count's noun right after a number: "qwen 4 gpus" says no version of qwen.
+COUNTED_AFTER = r"\s*(?:x\b|gpus?|devices?|cards?|nodes?|procs?|process|ranks?|steps?|trials?|[ahl]\d)"
+
+
 def _model(lowered: str, entities: Entities) -> None:
     """A model named loosely ("Llama 3 8B", "llama3.1 70b", "qwen2.5 72b", "a 7B llama"): the preset of that family
     and size whose version starts with the one given; the entity says which preset it took. A family without a
@@ -716,6 +721,8 @@ def _model(lowered: str, entities: Entities) -> None:
             entities.add("model_note", f"{found.group(0)!r} as the preset {matches[0]}", found.span())
         elif matches:
             entities.add("model_choice", matches, found.span())
+        elif version and not re.match(COUNTED_AFTER, lowered[found.end() :]):
+            entities.add("model_unknown", found.group(0), found.span())  # "llama-4 scout": a version with no preset
         return
     elif found := _misspelt_family(lowered):
         family, version, size = found.groups()

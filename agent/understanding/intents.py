@@ -863,6 +863,11 @@ def _evaluated_not_trained(lowered: str) -> bool:
     return bool(trained and not launched and re.search(rf"\b(?:{DONT_VERB['bench']})\b", lowered))
 
 
+# An order of the parts of a question: "start with the H100 side", "let's start with the first half".
+START_WITH_PART = (r"\s+(?:off\s+)?with\s+(?:the\s+)?(?:[\w.-]+\s+){0,2}(?:side|half|part|leg|variant|case|"
+                   r"scenario|branch)\b")  # fmt: skip
+
+
 def launch_verb(lowered: str) -> bool:
     """Whether the sentence uses a launch verb as a verb: "run it", "could you run", not "the latest run"."""
     for found in re.finditer(LAUNCH_VERB, lowered):
@@ -871,6 +876,8 @@ def launch_verb(lowered: str) -> bool:
             continue
         if found.group(0) == "run" and before and set(before[-1]) == {"_"}:  # "the tp try run": a name, masked
             continue
+        if found.group(0) == "start" and re.match(START_WITH_PART, lowered[found.end() :]):
+            continue  # "start with the H100 side": which part of the question first, no launch
         if found.group(0) == "run" and re.match(
             r"\s*(?:'s|status|dir|directory|folder|results?)\b", lowered[found.end() :]
         ):
