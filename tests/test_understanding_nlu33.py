@@ -150,3 +150,50 @@ def test_start_with_a_side_is_no_launch(known):
 
 def test_start_with_a_count_still_launches(known):
     read_as("start with 2 gpus, fsdp, 20 steps", "run", {"nproc": 2, "steps": 20}, known)
+
+
+# --- a follow-up of a plan that says only what changes ------------------------------------------------------------
+
+PCIE_PLAN = _earlier(
+    "plan_layouts", {"devices": 4, "model": "qwen2.5-7b", "gpu": "h100-pcie"}, "qwen2.5-7b on 4 h100 pcie"
+)
+A100_PLAN = _earlier(
+    "plan_layouts", {"devices": 4, "model": "mistral-7b", "gpu": "a100-40gb"}, "mistral-7b, 4 a100 40gb"
+)
+
+
+@pytest.mark.parametrize(("text", "gpu"), [("sxm then?", "h100-sxm"), ("what about nvl", "h100-nvl")])
+def test_a_form_factor_alone_is_the_plan_before_in_that_form(text, gpu, known):
+    intent = read(text, known, PCIE_PLAN)
+    assert (intent.command, intent.clarify, intent.args.get("gpu"), intent.args.get("model")) == (
+        "plan",
+        None,
+        gpu,
+        "qwen2.5-7b",
+    )
+
+
+def test_a_form_factor_alone_with_no_plan_before_is_asked(known):
+    intent = read("nvl?", known, LAUNCH)  # near miss: the turn before launched, no GPU to take the form of
+    assert intent.clarify is not None
+
+
+def test_a_memory_size_in_portuguese_after_a_plan(known):
+    intent = read("e os de 80GB, muda muito?", known, A100_PLAN)
+    assert (intent.command, intent.args.get("gpu"), intent.args.get("model")) == ("plan", "a100-80gb", "mistral-7b")
+
+
+def test_a_sequence_length_lengthened_after_a_plan(known):
+    intent = read("and if the context length were lengthened to 8192, any difference?", known, A100_PLAN)
+    assert (intent.command, intent.clarify, intent.args.get("seq_len")) == ("plan", None, 8192)
+
+
+# --- a condition the planner cannot check holds the action back ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["provided that the lr sweep looks sane, write the report", "in the event of an OOM on r1, update the docs"],
+)
+def test_a_condition_holds_the_action_back(text, known):
+    assert read(text, known).clarify is not None

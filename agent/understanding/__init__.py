@@ -31,6 +31,7 @@ from agent.understanding.entities import (
     the_other,
 )
 from agent.understanding.grammar import (
+    _GPU_NAME,
     Intent,
     first_reading,
     parse_slash,
@@ -45,6 +46,7 @@ from agent.understanding.intents import (
 from agent.understanding.normalise import normalise
 from agent.understanding.questions import clarify
 from agent.understanding.refusals import refusal
+from trainer.hardware import GPUS
 
 __all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
 WEAK = 2.5  # an action cued by no more than the grammar's first reading alone
@@ -61,7 +63,7 @@ def understand(text: str, context: Context | None = None) -> Intent:
         return parse_slash(text)
     context = context or Context()
     plain = normalise(text, context.known.names)
-    if (restated := _value_restated(plain, context)) != plain:
+    if (restated := _variant_restated(_value_restated(plain, context), context)) != plain:
         text = plain = restated  # what every later reading of the sentence reads
     entities = extract(plain, context.known)
     the_other(plain.lower(), entities, context.known, {"run": context.run, "sweep": context.sweep})
@@ -101,6 +103,21 @@ def _value_restated(plain: str, context: Context) -> str:
     if rated and (found := re.fullmatch(MAKE_IT_RATE, plain, re.I)):
         return f"same but lr {found.group(1)}"
     return plain
+
+
+# A GPU's form factor said alone ("nvl?", "and the pcie ones?"): the plan before's GPU in that form.
+BARE_VARIANT = r"(?<![\w-])(?<!\d )(sxm|pcie|nvl)\b"
+
+
+def _variant_restated(plain: str, context: Context) -> str:
+    """A form factor said without its GPU right after a plan, as that plan's GPU in it ("nvl?" after H100 PCIe is
+    "h100 nvl?"); left as said where the sentence names a GPU or the plan's GPU comes in no such form."""
+    gpu = str((context.plan or {}).get("gpu") or "") if context.previous == "plan" else ""
+    found = re.search(BARE_VARIANT, plain, re.I)
+    family = gpu.split("-")[0]
+    if not found or re.search(_GPU_NAME, plain.lower()) or f"{family}-{found.group(1).lower()}" not in GPUS:
+        return plain
+    return plain[: found.start()] + f"{family} " + plain[found.start() :]
 
 
 # A repeat of the launch before, on another experiment file: "the same thing with configs/long.yaml", "do that again

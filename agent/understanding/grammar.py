@@ -347,8 +347,9 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
 
 
 # A setting changed to its value: "sequence length bumped to 2048", "micro batch set to 4", "lr raised to 1e-3".
-CHANGED = (r"(?:\s+(?:bumped|raised|set|increased|changed|reduced|lowered|dropped|cut|upped|pushed|moved|turned|"
-           r"doubled|halved|going)(?:\s+(?:up|down|back))?)?")  # fmt: skip
+CHANGED = (r"(?:\s+(?:(?:is|was|were|be|been|got)\s+)?(?:bumped|raised|set|increased|changed|reduced|lowered|"
+           r"dropped|cut|upped|pushed|moved|turned|doubled|halved|going|extended|expanded|lengthened|shortened)"
+           r"(?:\s+(?:up|down|back))?)?")  # fmt: skip
 # ("the sequence length must be 512", "lr should be 1e-3": the value it must have)
 SET_TO = CHANGED + r"\s*(?:of|=|:|to|is|at|(?:must|should|shall|will|has\s+to|needs?\s+to)\s+be)?\s*"
 # A sequence length said as the tokens of one sequence: "1024 tokens per sequence", "sequences of 2k tokens".

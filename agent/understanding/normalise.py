@@ -65,6 +65,8 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
 # word, so not "um", "os" or "em": PORTUGUESE_MARKS): its function words too ("o", "e", "em"), which elsewhere are
 # letters or other languages'.
 PORTUGUESE_MARKS = {
+    "muda",
+    "muito",
     "uma",
     "com",
     "sem",
@@ -107,7 +109,9 @@ PORTUGUESE_MARKS = {
 PORTUGUESE_PHRASES = {r"\bn[ãa]o\s+(?:precisa|precisamos|é\s+preciso)\s+(?:de\s+)?(?:rodar|executar|treinar|lançar)\s+"
                       r"nada\b": "no need to run anything",
                       r"\bsem\s+(?:rodar|executar|treinar)\s+nada\b": "without running anything",
-                      r"\bpor\s+favor\b": "please"}  # fmt: skip
+                      r"\bpor\s+favor\b": "please",
+                      # "as de 40GB": the 40GB ones (of the GPUs the conversation is about)
+                      r"\b(?:os|as)\s+de\s+(\d+\s*gb)\b": r"the \1 ones"}  # fmt: skip
 PORTUGUESE = {"o": "the", "os": "the", "e": "and", "em": "on", "do": "of the", "da": "of the", "dos": "of the",
               "das": "of the", "de": "of", "um": "a", "uma": "a", "com": "with", "sem": "without", "para": "for",
               "se": "if", "só": "only", "não": "not", "nao": "not", "mas": "but", "também": "also", "agora": "now",
@@ -120,7 +124,7 @@ PORTUGUESE = {"o": "the", "os": "the", "e": "and", "em": "on", "do": "of the", "
               "desliga": "turn off", "desligar": "turn off", "desligue": "turn off", "desativa": "disable",
               "desativar": "disable", "desative": "disable", "liga": "turn on", "ligar": "turn on", "ligue": "turn on",
               "ativa": "enable", "ativar": "enable", "ative": "enable", "nunca": "never",
-              "mostrar": "show"}  # fmt: skip
+              "mostrar": "show", "muda": "changes", "mudar": "change", "muito": "much"}  # fmt: skip
 
 
 def _portuguese(text: str) -> str:
