@@ -51,6 +51,17 @@ def test_a_correction_keeps_the_launch_before(text, args, known):
     assert {k: intent.args.get(k) for k in args} == args
 
 
+@pytest.mark.parametrize("text", ["oops, make that 8 gpus", "actually 8 gpus"])
+def test_a_count_corrected_after_a_launch_is_that_launch(text, known):
+    intent = read(text, known, LAUNCH)  # a launch corrected, not a plan of 8 GPUs
+    assert (intent.command, intent.args.get("nproc"), intent.args.get("steps")) == ("run", 8, 30)
+
+
+def test_a_correction_that_asks_for_results_reads_them(known):
+    intent = read("actually, show me the loss of baseline-ddp", known, LAUNCH)  # near miss: no launch fact
+    assert (intent.command, intent.args.get("run")) == ("results", "runs/baseline-ddp")
+
+
 def test_a_new_launch_without_a_correction_word_starts_afresh(known):
     intent = read("train 10 steps on 2 gpus", known, LAUNCH)  # a request of its own, not a change
     assert (intent.command, intent.args.get("nproc"), intent.args.get("layout")) == ("run", 2, None)

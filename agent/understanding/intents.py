@@ -824,7 +824,20 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
             scores["plan"] += 6  # "now try seq_len 2048": "try" tries the what-if; only a launch verb launches
         if previous == "run" and not entities.has("model", "gpu_named", "no_launch"):
             scores["run"] += 3  # "and with 4 gpus?" after a launch: the launch again
+    elif previous == "run" and re.search(CORRECTS, lowered) and _changes_a_launch(entities):
+        scores["run"] += 5.5  # "oops, make that 4 gpus" after a launch: that launch, corrected (as a follow-up is)
     return scores
+
+
+# A correction of what was just asked for: "actually ...", "oops, make that ...", "negative, 60 steps".
+CORRECTS = (r"^\W*(?:(?:no|nope|nah)\W+)?(?:actually|sorry|oops|correction|negative|rather|wait|on second thought)\b|"
+            r"\bmake\s+(?:it|that)\b")  # fmt: skip
+
+
+def _changes_a_launch(entities: Entities) -> bool:
+    """Whether the sentence states what a launch takes, and names no model or GPU (which a plan takes)."""
+    launch = entities.has("steps", "nproc", "devices", "switch", "override", "layout", "optimizer")
+    return launch and not entities.has("model", "gpu_named", "no_launch", "run", "sweep")
 
 
 # How a run ended and a figure of it, asked together ("did it finish cleanly, and how fast was it going?"): its
