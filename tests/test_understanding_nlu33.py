@@ -208,3 +208,38 @@ def test_a_sequence_length_lengthened_after_a_plan(known):
 )
 def test_a_condition_holds_the_action_back(text, known):
     assert read(text, known).clarify is not None
+
+
+# --- the answer to the planner's question of a GPU's size keeps the request asked about ---------------------------
+
+
+def _asked(text: str, question: str) -> list:
+    """An earlier turn the planner answered with a question, no tool called."""
+    return [HumanMessage(text), AIMessage(question)]
+
+
+WHICH_A100 = _asked("plan qwen2.5-7b on 4 a100s", "Which A100: A100 40GB or A100 80GB?")
+
+
+@pytest.mark.parametrize(("text", "gpu"), [("the 80 gig ones", "a100-80gb"), ("40GB variant please", "a100-40gb")])
+def test_the_size_answered_keeps_the_request(text, gpu, known):
+    intent = read(text, known, WHICH_A100)
+    assert (
+        intent.command,
+        intent.clarify,
+        intent.args.get("gpu"),
+        intent.args.get("model"),
+        intent.args.get("devices"),
+    ) == (
+        "plan",
+        None,
+        gpu,
+        "qwen2.5-7b",
+        4,
+    )
+
+
+def test_a_size_after_another_question_is_read_alone(known):
+    earlier = _asked("plan qwen2.5-7b on 4 h100s", "Which model?")  # near miss: no A100 size was asked
+    intent = read("the 80 gig ones", known, earlier)
+    assert intent.args.get("model") is None
