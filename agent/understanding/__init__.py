@@ -31,6 +31,7 @@ from agent.understanding.entities import (
     the_other,
 )
 from agent.understanding.grammar import (
+    _GPU_NAME,
     Intent,
     first_reading,
     parse_slash,
@@ -45,6 +46,7 @@ from agent.understanding.intents import (
 from agent.understanding.normalise import normalise
 from agent.understanding.questions import clarify
 from agent.understanding.refusals import refusal
+from trainer.hardware import GPUS
 
 __all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
 WEAK = 2.5  # an action cued by no more than the grammar's first reading alone
@@ -61,7 +63,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
         return parse_slash(text)
     context = context or Context()
     plain = normalise(text, context.known.names)
-    if (restated := _value_restated(plain, context)) != plain:
+    restated = _answer_restated(_variant_restated(_value_restated(plain, context), context), context)
+    if restated != plain:
         text = plain = restated  # what every later reading of the sentence reads
     entities = extract(plain, context.known)
     the_other(plain.lower(), entities, context.known, {"run": context.run, "sweep": context.sweep})
@@ -101,6 +104,39 @@ def _value_restated(plain: str, context: Context) -> str:
     if rated and (found := re.fullmatch(MAKE_IT_RATE, plain, re.I)):
         return f"same but lr {found.group(1)}"
     return plain
+
+
+# A GPU's form factor said alone ("nvl?", "and the pcie ones?"): the plan before's GPU in that form.
+BARE_VARIANT = r"(?<![\w-])(?<!\d )(sxm|pcie|nvl)\b"
+
+
+def _variant_restated(plain: str, context: Context) -> str:
+    """A form factor said without its GPU right after a plan, as that plan's GPU in it ("nvl?" after H100 PCIe is
+    "h100 nvl?"); left as said where the sentence names a GPU or the plan's GPU comes in no such form."""
+    gpu = str((context.plan or {}).get("gpu") or "") if context.previous == "plan" else ""
+    found = re.search(BARE_VARIANT, plain, re.I)
+    family = gpu.split("-")[0]
+    if not found or re.search(_GPU_NAME, plain.lower()) or f"{family}-{found.group(1).lower()}" not in GPUS:
+        return plain
+    return plain[: found.start()] + f"{family} " + plain[found.start() :]
+
+
+# GPUs sold in several memory sizes, named without one (the planner then asks which: arguments.SIZED_FAMILIES).
+UNSIZED_GPU = r"\b(?:a100)s?\b(?![\s-]*\d+\s*gi?b)"
+MEMORY_SAID = r"\b\d+\s*gi?b\b"
+
+
+def _answer_restated(plain: str, context: Context) -> str:
+    """The answer to the planner's question of which size of a GPU ("the 40 gig ones" after "Which A100?"), as the
+    request asked about with it: the model and counts of that request are kept, never dropped for a plan of the
+    memory alone. A sentence that names a GPU or a model, or says more than an answer does, is read as it is."""
+    before = context.previous_text
+    if context.previous is not None or not before or not re.search(UNSIZED_GPU, before.lower()):
+        return plain
+    lowered = plain.lower()
+    if not re.search(MEMORY_SAID, lowered) or re.search(_GPU_NAME, lowered) or len(lowered.split()) > 10:
+        return plain
+    return f"{normalise(before, context.known.names)}; {plain}"
 
 
 # A repeat of the launch before, on another experiment file: "the same thing with configs/long.yaml", "do that again

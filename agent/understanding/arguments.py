@@ -51,7 +51,13 @@ AGAIN = (r"\bagain\b|\bsame\b|\brerun\b|\bre-run\b|\brelaunch\b|\bonce more\b|\b
          r"\b(?:run|train) it\b")  # fmt: skip
 # A request that adds to the one before: "sorry, I forgot something: make the lr 3e-4", "one more thing: AC on".
 AMENDED = (r"\b(?:i\s+)?forgot\s+(?:something|one thing|to\s+(?:say|mention|add|tell you))\b|\bone more thing\b|"
-           r"\bi\s+should\s+have\s+(?:said|mentioned)\b")  # fmt: skip
+           r"\bi\s+should\s+have\s+(?:said|mentioned)\b|"
+           # a correction of the launch just asked for: "actually make it without packing", "negative, 60 steps",
+           # "sorry, please also turn off AC", "make that 4 procs", "everything else as before"
+           r"^\W*(?:actually|sorry|oops|correction|negative|rather|wait|on second thought)\b|"
+           r"\bmake\s+(?:it|that)\b|\balso\b|"
+           r"\b(?:all|everything)\s+else\s+(?:unchanged|the\s+same|as\s+(?:before|it\s+was|is))\b|"
+           r"\botherwise\s+(?:the\s+same|unchanged|as\s+before)\b")  # fmt: skip
 PLAN_CARRIED = ("model", "gpu", "devices", "nodes", "seq_len", "device_mem")
 LAUNCH_CARRIED = ("experiment", "nproc", "layout", "steps")
 # A question about every run, not one: "which run had the best throughput?", "any OOM in the runs?"
@@ -491,6 +497,16 @@ def _refused_experiment(intent: Intent, entities: Entities) -> None:
                           f"`{'sweep' if intent.command == 'sweep' else 'train'} configs/long.yaml`.")  # fmt: skip
 
 
+def _missing_experiment(intent: Intent, context: Context) -> str | None:
+    """An experiment file the repository lacks ("--experiment configs/xl.yaml"): asked about, never launched (the
+    launch would fail, or run a file written since that nobody checked)."""
+    experiment = str(intent.args.get("experiment") or "")
+    if not experiment.endswith((".yaml", ".yml")) or context.known.root is None or context.known.file(experiment):
+        return None
+    files = ", ".join(context.known.experiments()) or "none"
+    return f"I find no {experiment} in this repository (experiment files: {files}): which experiment should it run?"
+
+
 def _experiment_file(entities: Entities) -> str | None:
     files = [str(f) for f in entities.all("file") if str(f).endswith((".yaml", ".yml"))]
     return files[-1] if files else None
@@ -523,6 +539,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     if experiment := entities.get("experiment") or _experiment_file(entities):
         intent.args["experiment"] = experiment
     _refused_experiment(intent, entities)
+    if intent.clarify is None and (missing := _missing_experiment(intent, context)):
+        intent.clarify = missing
     repeat = re.search(r"\bagain\b|\bsame\b|\bre-?run\b|\bonce more\b|\bfrom before\b", lowered)
     if repeat and not context.launch and not copying and not intent.args and not entities.has("switch", "optimizer"):
         # "do the thing from before again": nothing in the conversation to repeat, so ask, never launch the defaults

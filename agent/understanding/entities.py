@@ -25,6 +25,7 @@ from agent.understanding.grammar import (
     SET_TO,
     SETTING_NAMES,
     TOKENS_PER_SEQUENCE,
+    unreplaced,
 )
 from agent.understanding.known import Known
 from trainer.layout import MESH_DIMS
@@ -128,7 +129,10 @@ _SUGGESTED = (r"(?:suggested|recommended|proposed|sent|shared|posted|mentioned|g
               r"uses|liked|likes|prefers|preferred|emailed|slacked|asked for|came up with|told (?:me|us) about|"
               r"wrote down|swears by|set up)")  # fmt: skip
 # What only the talk knows, not the repository: "that idea we talked about", "the thing we aligned on".
-_REFERENT = r"(?:idea|thing|plan|one|experiment|approach|stuff|proposal|option)"
+_REFERENT = r"(?:idea|thing|plan|one|experiment|approach|stuff|proposal|option|comparison|test|run|job|trial)"
+# Where only the talk is written down: "as per the briefing", "in our prior correspondence", "from the email".
+_TALK = (r"(?:briefing|brief|meeting|call|chat|discussion|email|e-mail|thread|memo|slack|standup|sync|conversation|"
+         r"correspondence|whiteboard|talk|huddle)")  # fmt: skip
 _SOMEONE = (r"(?:(?:my|our|the|his|her|their|a)\s+)?(?:\w+\s+)?(?:colleague|coworker|co-worker|teammate|team|boss|"
             r"manager|lead|friend|advisor|adviser|supervisor|professor|mentor|intern|someone|somebody|people|folks)|"
             r"(?!(?:i|we|you|it|that|this|the|a|an|to|is|are|was|were)\b)[a-z]+")  # fmt: skip
@@ -147,6 +151,14 @@ UNKNOWN_SOURCE = (
     r"today'?s)\s+(?:\w+\s+)?(?:meeting|call|chat|discussion|email|thread|slack|standup|sync|conversation|"
     r"whiteboard)\b|"
     rf"\b(?:the|our|my)\s+usual\s+{_SETTINGS_NOUN}\b|"
+    # said of in a talk the repository does not hold: "the run referred to in our prior correspondence", "layout as
+    # per the briefing", "as discussed", "the new model" (no preset named: which one only the talk knows)
+    rf"\b(?:the|that|this)\s+(?:\w+\s+){{0,2}}(?:{_SETTINGS_NOUN}|{_REFERENT})\s+(?:that\s+was\s+|which\s+was\s+)?"
+    r"(?:referred\s+to|referenced|mentioned|discussed|described|outlined|agreed(?:\s+(?:on|upon))?)(?=\s+"
+    r"(?:in|at|during|on|over|earlier|before|previously|last|yesterday)\b)|"
+    rf"\b(?:as\s+)?per\s+(?:the|our|my|your|this morning'?s|yesterday'?s|last week'?s|today'?s)\s+(?:\w+\s+)?"
+    rf"{_TALK}\b|\bas\s+(?:we\s+)?(?:discussed|agreed|briefed|arranged)\b|"
+    r"\b(?:the|our|my)\s+(?:new|newer|updated|improved|latest)\s+model\b(?!\s*[:,(]?\s*(?!(?:on|in|at|with|for|to|over|across)\b)[a-z]+[\s-]*\d)|"
     # "like my teammate did", "the way Alice set it up", "as bob had it"
     rf"\b(?:like|as|the way|how)\s+(?:{_SOMEONE})\s+(?:did|does|had it|has it|ran it|runs it|set it up|sets it up|"
     r"trained it|trains it|configured it|likes it|wants it)\b"
@@ -410,7 +422,7 @@ def _layouts(lowered: str, entities: Entities) -> None:
             entities.add("layout", found.group(0), found.span())
     if found := re.search(rf"\b(?:{'|'.join(MESH_DIMS)})\s*=\s*\d+", lowered):
         entities.add("layout", found.group(0), found.span())
-    if found := re.search(_GPU_NAME, lowered):
+    if found := re.search(_GPU_NAME, unreplaced(lowered)):  # "swap the L40S for A100s": the A100s
         entities.add("gpu_named", found.group(0), found.span())
 
 
@@ -677,6 +689,10 @@ def _preset_named(lowered: str) -> tuple[str, re.Match] | None:
     return None
 
 
+# A count's noun right after a number: "qwen 4 gpus" says no version of qwen.
+COUNTED_AFTER = r"\s*(?:x\b|gpus?|devices?|cards?|nodes?|procs?|process|ranks?|steps?|trials?|[ahl]\d)"
+
+
 def _model(lowered: str, entities: Entities) -> None:
     """A model named loosely ("Llama 3 8B", "llama3.1 70b", "qwen2.5 72b", "a 7B llama"): the preset of that family
     and size whose version starts with the one given; the entity says which preset it took. A family without a
@@ -707,6 +723,8 @@ def _model(lowered: str, entities: Entities) -> None:
             entities.add("model_note", f"{found.group(0)!r} as the preset {matches[0]}", found.span())
         elif matches:
             entities.add("model_choice", matches, found.span())
+        elif version and not re.match(COUNTED_AFTER, lowered[found.end() :]):
+            entities.add("model_unknown", found.group(0), found.span())  # "llama-4 scout": a version with no preset
         return
     elif found := _misspelt_family(lowered):
         family, version, size = found.groups()

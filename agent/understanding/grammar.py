@@ -276,9 +276,28 @@ def _imperative(lowered: str) -> str:
 # --- facts ------------------------------------------------------------------------------------------------------
 
 
+# A GPU named as the one replaced: "strike L40S and substitute A100", "swap the L40S for A100s", "instead of H100s",
+# "L40S -> A100". The other one named is meant.
+_QUOTED_GPU = r"['\"]?(?:(?:nvidia|the)\s+)?" + _GPU_NAME + r"['\"]?"
+REPLACED_GPU = (rf"\b(?:replace|swap|strike|drop|remove|ditch|switch)\s+(?:out\s+)?({_QUOTED_GPU})(?=\s*(?:,?\s*and\s+"
+                r"(?:substitute|use|put in|go with)|with|for|by|->|\u2192|=>))|"
+                rf"\b(?:instead\s+of|rather\s+than|in\s+place\s+of)\s+({_QUOTED_GPU})|"
+                rf"({_QUOTED_GPU})(?=\s*(?:->|\u2192|=>))")  # fmt: skip
+
+
+def unreplaced(lowered: str) -> str:
+    """`lowered` with the GPUs it says are replaced blanked out, where another GPU is named beside them."""
+    spans = [m.span(g) for m in re.finditer(REPLACED_GPU, lowered) for g in (1, 5, 9) if m.group(g)]
+    blanked = lowered
+    for start, end in spans:
+        blanked = blanked[:start] + " " * (end - start) + blanked[end:]
+    return blanked if re.search(_GPU_NAME, blanked) else lowered
+
+
 def _hardware_facts(lowered: str, intent: Intent) -> None:
     """GPU preset, devices per node, nodes and sequence length ("2 nodes of 8 A100 40GB", "a 4090", "at 8k")."""
     args = intent.args
+    lowered = unreplaced(lowered)
     if found := re.search(rf"(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s+{GPU_OF_NODE}nodes?\b", lowered):
         args["nodes"] = _count(found.group(1))
     gpu = r"(?:(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s*(?:x\s*)?)?(?:(?:nvidia|dgx|hgx)\s+)*" + _GPU_NAME
@@ -328,8 +347,9 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
 
 
 # A setting changed to its value: "sequence length bumped to 2048", "micro batch set to 4", "lr raised to 1e-3".
-CHANGED = (r"(?:\s+(?:bumped|raised|set|increased|changed|reduced|lowered|dropped|cut|upped|pushed|moved|turned|"
-           r"doubled|halved|going)(?:\s+(?:up|down|back))?)?")  # fmt: skip
+CHANGED = (r"(?:\s+(?:(?:is|was|were|be|been|got)\s+)?(?:bumped|raised|set|increased|changed|reduced|lowered|"
+           r"dropped|cut|upped|pushed|moved|turned|doubled|halved|going|extended|expanded|lengthened|shortened)"
+           r"(?:\s+(?:up|down|back))?)?")  # fmt: skip
 # ("the sequence length must be 512", "lr should be 1e-3": the value it must have; "the learning rate being 3e-4")
 SET_TO = CHANGED + r"\s*(?:of|=|:|to|is|at|being|(?:must|should|shall|will|has\s+to|needs?\s+to)\s+be)?\s*"
 # A sequence length said as the tokens of one sequence: "1024 tokens per sequence", "sequences of 2k tokens".

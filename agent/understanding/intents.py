@@ -873,7 +873,20 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
             scores["plan"] += 6  # "now try seq_len 2048": "try" tries the what-if; only a launch verb launches
         if previous == "run" and not entities.has("model", "gpu_named", "no_launch"):
             scores["run"] += 3  # "and with 4 gpus?" after a launch: the launch again
+    elif previous == "run" and re.search(CORRECTS, lowered) and _changes_a_launch(entities):
+        scores["run"] += 5.5  # "oops, make that 4 gpus" after a launch: that launch, corrected (as a follow-up is)
     return scores
+
+
+# A correction of what was just asked for: "actually ...", "oops, make that ...", "negative, 60 steps".
+CORRECTS = (r"^\W*(?:(?:no|nope|nah)\W+)?(?:actually|sorry|oops|correction|negative|rather|wait|on second thought)\b|"
+            r"\bmake\s+(?:it|that)\b")  # fmt: skip
+
+
+def _changes_a_launch(entities: Entities) -> bool:
+    """Whether the sentence states what a launch takes, and names no model or GPU (which a plan takes)."""
+    launch = entities.has("steps", "nproc", "devices", "switch", "override", "layout", "optimizer")
+    return launch and not entities.has("model", "gpu_named", "no_launch", "run", "sweep")
 
 
 # How a run ended and a figure of it, asked together ("did it finish cleanly, and how fast was it going?"): its
@@ -909,8 +922,6 @@ def _what_if_again(lowered: str, entities: Entities) -> bool:
     return only_plan and not entities.has("steps", "switch", "layout", "nproc") and not launch_verb(untried)
 
 
-# "start with the H100 side (of the comparison)": the part taken first, no launch.
-BEGUN_WITH = r"\s+with\s+(?:the\s+)?[\w.-]+\s+(?:side|half|part|option|case|scenario|variant|column)\b"
 # Words after which "run", "start" or "train" is a noun ("the latest run", "a training run"), not a command.
 _NOUN_BEFORE = """the a an that this latest last recent previous my our your each every which what first new whole
 one same ddp fsdp baseline of training good best failed finished current its his her their other been was were
@@ -926,6 +937,11 @@ def _evaluated_not_trained(lowered: str) -> bool:
     return bool(trained and not launched and re.search(rf"\b(?:{DONT_VERB['bench']})\b", lowered))
 
 
+# An order of the parts of a question: "start with the H100 side", "let's start with the first half".
+START_WITH_PART = (r"\s+(?:off\s+)?with\s+(?:the\s+)?(?:[\w.-]+\s+){0,2}(?:side|half|part|leg|variant|case|"
+                   r"scenario|branch|option|column)\b")  # fmt: skip
+
+
 def launch_verb(lowered: str) -> bool:
     """Whether the sentence uses a launch verb as a verb: "run it", "could you run", not "the latest run"."""
     for found in re.finditer(LAUNCH_VERB, lowered):
@@ -934,8 +950,8 @@ def launch_verb(lowered: str) -> bool:
             continue
         if found.group(0) == "run" and before and set(before[-1]) == {"_"}:  # "the tp try run": a name, masked
             continue
-        if re.match(BEGUN_WITH, lowered[found.end() :]) and found.group(0) == "start":
-            continue  # "start with the H100 side": one half of a comparison taken first, no launch
+        if found.group(0) == "start" and re.match(START_WITH_PART, lowered[found.end() :]):
+            continue  # "start with the H100 side": which part of the question first, no launch
         if found.group(0) == "run" and re.match(
             r"\s*(?:'s|status|dir|directory|folder|results?)\b", lowered[found.end() :]
         ):

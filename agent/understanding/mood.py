@@ -102,7 +102,9 @@ _WEIGHED = (r"\bprobably\s+(?:(?:we|i)\s+)?(?:should|ought to|worth|best|better|
 # that makes sense": the request explained, no condition to check), nor the run's state now, which the tool meets as
 # it is ("abort tp-try if it's still hogging the gpus").
 CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<!\bsee )(?<!\bcheck )(?<!\bcurious )"
-              r"(?<!\bwhether )(?<!\bknow )(?<!\beven )(?<!\bas )(?:\b(?:unless|in case)\b|\b(?:only )?if\b"
+              r"(?<!\bwhether )(?<!\bknow )(?<!\beven )(?<!\bas )"
+              r"(?:\b(?:unless|in case|in the event (?:that|of)|provided that|on (?:the )?condition that)\b|"
+              r"\b(?:only )?if\b"
               r"(?!\s+(?:possible|you can|you could|you (?:don'?t|do not) mind|that'?s (?:ok|okay|fine|alright)|"
               r"that works|(?:that|it|this) makes sense|needed|necessary|any|(?:this|that|it)(?:'s| is) possible|"
               r"i'?m honest|i am honest|"

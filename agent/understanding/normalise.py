@@ -65,6 +65,8 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
 # word, so not "um", "os" or "em": PORTUGUESE_MARKS): its function words too ("o", "e", "em"), which elsewhere are
 # letters or other languages'.
 PORTUGUESE_MARKS = {
+    "muda",
+    "muito",
     "uma",
     "com",
     "sem",
@@ -122,7 +124,9 @@ PORTUGUESE_PHRASES = {r"\bn[ãa]o\s+(?:precisa|precisamos|é\s+preciso)\s+(?:de\
                       r"\bpor\s+n[óo]\b": "per node", r"\b(\d+)\s+n[óo]s\b": r"\1 nodes",
                       r"\bd[áa]\s+ou\s+n[ãa]o\s+d[áa]\b": "does it fit",
                       # "no configs/long.yaml", "na config": in that file ("no" is "em o"), never a refusal of it
-                      r"\bn[oa]\s+(?=configs?/|[\w.-]+\.ya?ml\b)": "in "}  # fmt: skip
+                      r"\bn[oa]\s+(?=configs?/|[\w.-]+\.ya?ml\b)": "in ",
+                      # "as de 40GB": the 40GB ones (of the GPUs the conversation is about)
+                      r"\b(?:os|as)\s+de\s+(\d+\s*gb)\b": r"the \1 ones"}  # fmt: skip
 PORTUGUESE = {"o": "the", "os": "the", "e": "and", "em": "on", "do": "of the", "da": "of the", "dos": "of the",
               "das": "of the", "de": "of", "um": "a", "uma": "a", "com": "with", "sem": "without", "para": "for",
               "se": "if", "só": "only", "não": "not", "nao": "not", "mas": "but", "também": "also", "agora": "now",
@@ -141,7 +145,8 @@ PORTUGUESE = {"o": "the", "os": "the", "e": "and", "em": "on", "do": "of the", "
               "tem": "are there", "nessa": "in this", "nesta": "in this", "nesse": "in this", "neste": "in this",
               "memória": "memory", "memoria": "memory", "apaga": "delete", "apagar": "delete", "apague": "delete",
               "deleta": "delete", "deletar": "delete", "exclui": "delete", "excluir": "delete", "exclua": "delete",
-              "histórico": "history", "tudo": "everything"}  # fmt: skip
+              "histórico": "history", "tudo": "everything",
+              "mostrar": "show", "muda": "changes", "mudar": "change", "muito": "much"}  # fmt: skip
 
 
 def _portuguese(text: str) -> str:
