@@ -638,8 +638,10 @@ def _overrides(text: str, lowered: str, intent: Intent) -> None:
     ):
         intent.clarify = "What learning rate? e.g. `train it with lr 1e-3`."
     for pattern, key in _SWITCHES:
-        if found := re.search(rf"\b(without|no|disable|with|enable|using|turn on|turn off)\s+(?:the\s+)?{pattern}",
-                              lowered):  # fmt: skip
+        # (the name's alternatives grouped: each read after its verb, none alone, so that a bare "the compiler" or
+        # "problems with the compilation" turns nothing on)
+        said = rf"\b(without|no|disable|with|enable|using|turn on|turn off)\s+(?:the\s+)?(?:{pattern})"
+        if found := re.search(said, lowered):
             on = found.group(1) not in ("without", "no", "disable", "turn off")
             overrides.append(f"{key}={'true' if on else 'false'}")
     if "model" in intent.args:
