@@ -132,3 +132,14 @@ def test_a_card_variant_refused_for_another_is_the_other(known):
 def test_a_card_variant_named_alone_is_kept(known):
     # near miss: a variant named, no refusal
     read_as("plan llama 3 8b on 4 h100 sxm", "plan", {"devices": 4, "gpu": "h100-sxm"}, known)
+
+
+def test_a_card_default_variant_refused_alone_is_asked(known):
+    # "h100" alone is the SXM one: refused with no other named, which is asked, never the refused one planned
+    intent = read("plan mistral 7b on 4 h100s, just not the sxm ones", known)
+    assert intent.clarify and "pcie" in intent.clarify
+
+
+def test_another_variant_refused_keeps_the_default(known):
+    # near miss: the PCIe refused, the card's default (SXM) is not the one refused
+    read_as("plan mistral 7b on 4 h100s, not pcie", "plan", {"devices": 4, "gpu": "h100-sxm"}, known)
