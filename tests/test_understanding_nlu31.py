@@ -143,3 +143,34 @@ def test_a_card_default_variant_refused_alone_is_asked(known):
 def test_another_variant_refused_keeps_the_default(known):
     # near miss: the PCIe refused, the card's default (SXM) is not the one refused
     read_as("plan mistral 7b on 4 h100s, not pcie", "plan", {"devices": 4, "gpu": "h100-sxm"}, known)
+
+
+@pytest.mark.parametrize(
+    ("text", "switch"),
+    [
+        ("Train 20 steps on 2 GPUs without compile or warmup.", "train.compile=false"),
+        ("Train 20 steps on 2 GPUs with no warmup or packing.", "data.packing=false"),
+        ("Train 20 steps on 2 GPUs, turn off packing and warmup.", "data.packing=false"),
+    ],
+)
+def test_warmup_in_a_list_with_a_switch_shares_its_negation(text, switch, known):
+    read_as(text, "run", {"nproc": 2, "steps": 20, "set": [switch, "train.warmup_steps=0"]}, known)
+
+
+@pytest.mark.parametrize(
+    "text", ["Train 20 steps on 2 GPUs, ditch the warmup.", "Train 20 steps on 2 GPUs, we don't need warmup."]
+)
+def test_warmup_dropped_or_not_needed_is_zero(text, known):
+    read_as(text, "run", {"nproc": 2, "steps": 20, "set": ["train.warmup_steps=0"]}, known)
+
+
+def test_warmup_lowered_is_no_zero(known):
+    # near miss: "drop the warmup from 100 to 10" changes its length, never turns it off
+    intent = read("Train 20 steps on 2 GPUs, drop the warmup from 100 to 10.", known)
+    assert "train.warmup_steps=0" not in intent.args.get("set", [])
+
+
+def test_a_switch_negated_beside_warmup_said_as_usual_leaves_warmup(known):
+    # near miss: the warmup after the list is said to stay, so it keeps its value
+    intent = read("Train 20 steps on 2 GPUs, no compile, and warmup as usual.", known)
+    assert intent.args["set"] == ["train.compile=false"]

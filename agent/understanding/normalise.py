@@ -939,6 +939,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\bckpts?\b", "checkpoint", text, flags=re.I)
     text = re.sub(r"\blearning[-_]rate\b", "learning rate", text, flags=re.I)
     text = re.sub(WARMUP_FOR, lambda found: f"warmup {found.group('count') or found.group('count2')}", text, flags=re.I)
+    text = re.sub(ZERO_AFTER_SWITCH, _zeroed_beside_a_switch, text, flags=re.I)
+    text = re.sub(ZERO_BEFORE_SWITCH, _zeroed_beside_a_switch, text, flags=re.I)
     text = re.sub(TURNED_OFF_BY_ZERO, _zeroed, text, flags=re.I)
     text = re.sub(ZERO_AFTER, _zeroed, text, flags=re.I)
     # the rate said as learners translate it ("velocidad de aprendizaje"): "the learning speed 0.0005"
@@ -1183,10 +1185,13 @@ _ZERO_KEYS = {"warmup": r"warm-?up(?:\s+steps)?", "weight decay": r"weight[\s_-]
 # run's when a noun of its own follows: "no warmup 2 gpus")
 ZERO_NEGATOR = (r"(?:\bno|\bwithout|\bw/o|\bskip(?:ping)?|\bdisable|\bdisabling|\bturn\s+off|\bzero|"
                 r"\b(?:leave|leaving|left)\s+out|\bexclud(?:e|ing)|\bomit(?:ting)?|\bnegative(?:\s+on)?|"
-                r"\b(?:don'?t|do\s+not|no\s+need\s+to)\s+bother\s+(?:with|about))")  # fmt: skip
+                r"\b(?:don'?t|do\s+not|no\s+need\s+to)\s+bother\s+(?:with|about)|"
+                r"\b(?:drop(?:ping)?|forgo(?:ing)?|ditch(?:ing)?|scrap(?:ping)?|minus|sans)|"
+                r"\b(?:don'?t|do\s+not|doesn'?t|won'?t|will\s+not)\s+(?:need|want))")  # fmt: skip
 TURNED_OFF_BY_ZERO = (rf"{ZERO_NEGATOR}\s+(?:any\s+|the\s+)?"
                       rf"(?P<key>{'|'.join(_ZERO_KEYS.values())})\b(?>(?:\s+(?:stage|phase|period)\b)?)"
-                      r"(?!\s*(?:change|changes|setting|settings|tweak|value|[=:]|at\b|of\b|to\b))"
+                      r"(?!\s*(?:change|changes|setting|settings|tweak|value|[=:]|at\b|of\b|to\b|from\b|by\b|"
+                      r"down\b|back\b))"
                       rf"(?!\s*\d(?!\d*\s*(?:gpus?|nodes?|devices?|process(?:es)?|procs?|cards?)\b))"
                       # a noun the setting only qualifies ("no clipping issues last time"): that noun negated
                       rf"(?!\s+{TROUBLE_NOUN})"
@@ -1200,9 +1205,25 @@ ZERO_AFTER = (rf"\b(?P<key>{'|'.join(_ZERO_KEYS.values())})\s*(?:[=:]|\bto\b|\ba
               r"(?:zero|none|off|disabled)\b")  # fmt: skip
 
 
+# Or named in a list with a switch the same negation governs: "without packing or warmup", "no warmup or compile",
+# "disable compile and warmup" turn both off (the negation kept for the switch, the warmup written as its 0).
+_ZERO_SWITCH = (r"(?:the\s+|any\s+)?(?:(?:torch[. ]?)?compil(?:e|ation|ing)|(?:sequence\s+)?packing|"
+                r"(?:activation|gradient)\s+checkpointing|ac)")  # fmt: skip
+_ZERO_KEY = rf"(?:the\s+|any\s+)?(?P<key>{'|'.join(_ZERO_KEYS.values())})\b"
+_LIST_END = r"(?=\s*(?:[,.;!?)]|$|\b(?:please|this time|but|then|either|and)\b))"
+ZERO_AFTER_SWITCH = (rf"(?P<negator>{ZERO_NEGATOR})\s+(?P<switch>{_ZERO_SWITCH})\s*,?\s*(?:or|nor|and|&)\s+"
+                     rf"{_ZERO_KEY}{_LIST_END}")  # fmt: skip
+ZERO_BEFORE_SWITCH = (rf"(?P<negator>{ZERO_NEGATOR})\s+{_ZERO_KEY}\s*,?\s*(?:or|nor|and|&)\s+"
+                      rf"(?P<switch>{_ZERO_SWITCH})\b")  # fmt: skip
+
+
 def _zeroed(found: re.Match) -> str:
     said = found.group("key").lower()
     return next(f"{key} 0" for key, pattern in _ZERO_KEYS.items() if re.fullmatch(pattern, said))
+
+
+def _zeroed_beside_a_switch(found: re.Match) -> str:
+    return f"{_zeroed(found)} and {found.group('negator')} {found.group('switch')}"
 
 
 # A card's variant refused and another named in its place: "8 h100s, but not the sxm kind, the pcie ones" is 8 h100
