@@ -174,3 +174,27 @@ def test_a_switch_negated_beside_warmup_said_as_usual_leaves_warmup(known):
     # near miss: the warmup after the list is said to stay, so it keeps its value
     intent = read("Train 20 steps on 2 GPUs, no compile, and warmup as usual.", known)
     assert intent.args["set"] == ["train.compile=false"]
+
+
+@pytest.mark.parametrize(
+    "text", ["Train 20 steps on 2 GPUs minus the compile.", "Train 20 steps on 2 GPUs, ditch compile."]
+)
+def test_a_switch_ditched_is_off(text, known):
+    read_as(text, "run", {"nproc": 2, "steps": 20, "set": ["train.compile=false"]}, known)
+
+
+def test_scrap_that_is_a_correction_not_a_negation(known):
+    # near miss: "scrap that" takes back what came before; the setting after it is on as said
+    read_as("Train 20 steps on 2 GPUs, scrap that, compile on.", "run",
+            {"nproc": 2, "steps": 20, "set": ["train.compile=true"]}, known)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Draft the lr-scan report, but I won't be opening a pull request.",
+        "Draft the lr-scan report; we don't want to open a PR yet.",
+    ],
+)
+def test_a_pull_request_not_wanted_beside_a_report_is_held_back(text, known):
+    assert read(text, known).command == "report"

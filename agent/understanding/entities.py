@@ -74,7 +74,7 @@ CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
 NEGATION_BEFORE = (
     r"\b(?:without|no|not|neither|disable|disabling|disabled|off|don'?t|do not|won'?t|will not|never|skip|w/o|"
     r"turn off|switch off|remove|removing|drop|dropping|shut off|avoid|avoiding|leave out|leaving out|opt out of|"
-    r"stop|stopping|exclude|excluding)\b"
+    r"stop|stopping|exclude|excluding|minus|sans|ditch|ditching|scrap|scrapping|forgo|forgoing)\b"
 )
 # Words that link a setting to its state after it: "packing turned off", "AC should be off", "compile must stay on".
 LINKING = r"turned|switched|shut|set|is|are|be|being|to|back|again|should|must|will|stays?|remains?|=|:"
