@@ -198,3 +198,14 @@ def test_scrap_that_is_a_correction_not_a_negation(known):
 )
 def test_a_pull_request_not_wanted_beside_a_report_is_held_back(text, known):
     assert read(text, known).command == "report"
+
+
+def test_a_switch_answered_nope_is_off(known):
+    read_as("Train 20 steps on 2 GPUs, packing: nope.", "run", {"nproc": 2, "steps": 20, "set": ["data.packing=false"]},
+            known)  # fmt: skip
+
+
+def test_a_no_brainer_is_no_negation(known):
+    # near miss: "a no-brainer" praises the setting; never read as off
+    intent = read("Train 20 steps on 2 GPUs, packing is a no-brainer.", known)
+    assert "data.packing=false" not in intent.args.get("set", [])

@@ -79,7 +79,7 @@ NEGATION_BEFORE = (
 # Words that link a setting to its state after it: "packing turned off", "AC should be off", "compile must stay on".
 LINKING = r"turned|switched|shut|set|is|are|be|being|to|back|again|should|must|will|stays?|remains?|=|:"
 NEGATION_AFTER = (
-    rf"^(?:\s*(?:{LINKING}))*\s*(?:off|disabled|false|no|0|none|left out|excluded|omitted|dropped|"
+    rf"^(?:\s*(?:{LINKING}))*\s*(?:off|disabled|false|no|nope|nah|0|none|left out|excluded|omitted|"
     r"(?:not|isn'?t|aren'?t)\s+(?:be\s+)?(?:needed|required|necessary|wanted|used)|unneeded|unnecessary)\b"
 )
 SETTING = (
