@@ -729,6 +729,8 @@ NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no
                  r"not (?:too|more|less|yet|now|a big deal)|"
                  # courtesy: "only if it's no trouble", "no pressure", "not a bother"
                  r"no (?:trouble|bother|pressure|stress|hassle|biggie|big deal)|not (?:a|any) (?:trouble|bother)|"
+                 # slang for "no lie": "fp8, no cap lets go" (not "no cap on the gradient norm")
+                 r"no cap\b(?!\s+(?:on|of|for|at)\b)|"
                  r"don'?t (?:change|touch|forget|wait|bother|worry|ask|need)|do not (?:change|touch|forget|wait|ask)|"
                  rf"{SPEAKERS_MIND}|"  # "I don't know the technical side"
                  r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"

@@ -355,9 +355,17 @@ UNPACKED = (
 NEGATED_BEFORE = rf"\b(?:without|w/o|no|not|never|{NT}|disable|skip|avoid|stop)\b[^,;.]{{0,20}}$"
 
 
+# Packing refused as the mixing of sequences: "no mixing", "without mixing the documents" (not a data mix: "no mixing
+# of datasets", nor mixed precision).
+MIXING_REFUSED = (r"\b(no|without|w/o)\s+mixing(?:\s+(?:of\s+)?(?:the\s+)?(?:sequences|documents|samples|examples))?\b"
+                  r"(?!\s+(?:of\s+|the\s+)*(?:data\w*|sources?|precision|ratios?|weights?|corpora|languages?)\b)"
+                  )  # fmt: skip
+
+
 def packing_in_words(text: str) -> str:
     """`text` with packing described in words written as "packing on" (or "packing off"), or as "packing" after a
     negation, which the switches then read."""
+    text = re.sub(MIXING_REFUSED, r"\1 packing", text, flags=re.I)
     text = re.sub(PACKING_DESCRIBED, _packing, text, flags=re.I)
     return re.sub(UNPACKED, "packing off", text, flags=re.I)
 

@@ -69,18 +69,18 @@ SWITCHES = {
     # the verb is the one read
     r"checkpoint(?:ing)?\s+(?:the\s+|of\s+(?:the\s+)?)?activations|(?:activation\s+)?recomput\w*|\bac\b|"
     r"checkpointing|ckpting",  # "ckpting" is "checkpointing" shortened, as "ckpt" is "checkpoint"
-    "train.compile": r"torch[. ]?compile|compil(?:e|ation|ing)",
+    "train.compile": r"torch[. ]?compile|compil(?:e|er|ation|ing)",
 }
 CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
 NEGATION_BEFORE = (
     r"\b(?:without|no|not|neither|disable|disabling|disabled|off|don'?t|do not|won'?t|will not|never|skip|w/o|"
     r"turn off|switch off|remove|removing|drop|dropping|shut off|avoid|avoiding|leave out|leaving out|opt out of|"
-    r"stop|stopping|exclude|excluding)\b"
+    r"stop|stopping|exclude|excluding|minus|sans|ditch|ditching|scrap|scrapping|forgo|forgoing)\b"
 )
 # Words that link a setting to its state after it: "packing turned off", "AC should be off", "compile must stay on".
 LINKING = r"turned|switched|shut|set|is|are|be|being|to|back|again|should|must|will|stays?|remains?|=|:"
 NEGATION_AFTER = (
-    rf"^(?:\s*(?:{LINKING}))*\s*(?:off|disabled|false|no|0|none|"
+    rf"^(?:\s*(?:{LINKING}))*\s*(?:off|disabled|false|no|nope|nah|0|none|left out|excluded|omitted|"
     r"(?:not|isn'?t|aren'?t)\s+(?:be\s+)?(?:needed|required|necessary|wanted|used)|unneeded|unnecessary)\b"
 )
 SETTING = (
@@ -798,7 +798,9 @@ def _switches(lowered: str, entities: Entities) -> None:
     corrected = [m.end() for m in re.finditer(CORRECTION, lowered)]
     for key in SWITCHES:
         said = [(m, v) for (m, k), v in zip(mentions, values, strict=True) if k == key]
-        if corrected and any(m.start() >= corrected[-1] for m, _ in said):  # "packing on... no wait, off": the last
+        # "packing on... no wait, off": the last (a later mention with no state corrects nothing: "without compile,
+        # actually some problems with the compilation")
+        if corrected and any(m.start() >= corrected[-1] and v is not None for m, v in said):
             said = [(m, v) for m, v in said if m.start() >= corrected[-1]]
         stated = {v for _, v in said if v not in (None, "keep")} | ({"true", "false"} if key in doubted else set())
         if not stated and any(v == "keep" for _, v in said):
@@ -912,6 +914,10 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
         return "keep"  # "never turn off packing", "I don't want packing turned off": it stays as it is
     if re.search(NEGATION_BEFORE, before_words) or re.search(NEGATION_AFTER, after_words):
         return "false"
+    if re.search(NEGATED_BY_WORD, before_words):
+        return "false"
+    if re.search(SPOKEN_OF, before_words):
+        return None  # "some problems with the compilation": what is said of it, not a use of it
     if re.search(r"\b(?:with|enable|enabling|turn on|switch on|use|using|w/|on)\s*$", before_words + " ") or re.search(
         rf"^(?:\s*(?:{LINKING}))*\s*(?:on|enabled|true|yes|1)\b", after_words
     ):
@@ -921,6 +927,15 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
     if re.search(KEEP_AFTER, after):
         return "keep"
     return None
+
+
+# Negations that close right on the setting's name (each would read loosely elsewhere: "a negative effect on
+# packing", "hold onto the packing"): "negative compile", "negative on packing" (radio talk), "hold the packing" (as a
+# diner's "hold the mayo").
+NEGATED_BY_WORD = r"\b(?:negative(?:\s+on)?|hold)\s*$"
+# A setting spoken of, not used: "problems with the compilation", "no issues with packing so far".
+SPOKEN_OF = (r"\b(?:issues?|problems?|troubles?|bugs?|errors?|crash(?:es)?|difficult(?:y|ies)|struggles?)\s+"
+             r"(?:with|in|from|of|about|around)\s*$")  # fmt: skip
 
 
 # Turning a setting off, said right before it ("disable packing", "turn off the compile") or after it ("packing

@@ -172,6 +172,7 @@ def read_facts(fixed: str, command: str, text: str | None = None, devices: int |
     intent.topics = [name for name, rule in TOPICS.items() if re.search(rule, lowered)]
     _hardware_facts(lowered, intent)
     _model_fact(lowered, intent)
+    _variant_refused(lowered, intent)
     _run_facts(fixed, lowered, intent)
     if intent.command == "run":
         _launch_layout(lowered, intent, devices)
@@ -366,6 +367,21 @@ SEQ_LEN_CHANGE = (r"(?:\bfrom\s+|(?<![\w.])(?=\d+\s*k?(?:[ -]?tokens?)?\s*(?:->|
                   r"(?=[ -]?tokens?\b|\s+(?:tokens?\s+)?(?:of\s+)?(?:context|sequences?|seq)\b)|"
                   r"\b(?:seq(?:uence)?[ _-]?len(?:gth)?|context(?: length)?)\s+(?:\w+\s+)?(?:from\s+)?(\d+)\s*(k?)"
                   rf"{_CHANGED_TO}(\d+)\s*(k?)\b")  # fmt: skip
+
+
+# A card's variant refused after its name, none named in its place (normalise writes "not the sxm kind, the pcie
+# ones" as the pcie one).
+VARIANT_REFUSED = r"^[^.;!?]{0,20}?\b(?:not|no|never|except)\s+(?:the\s+|an?\s+)?(sxm|pcie|nvl)\b"
+
+
+def _variant_refused(lowered: str, intent: Intent) -> None:
+    """ "8 h100s, but not the sxm kind": the card read with its default variant, the one refused, so which is asked."""
+    found = re.search(_GPU_NAME, lowered)
+    refused = found and not found.group(2) and re.search(VARIANT_REFUSED, lowered[found.end() :])
+    if refused and str(intent.args.get("gpu", "")).endswith(f"-{refused.group(1)}"):
+        name = found.group(1)
+        others = [gpu for gpu in GPUS if gpu.startswith(f"{name}-") and gpu != intent.args["gpu"]]
+        intent.clarify = f"Which GPU, if not the {name.upper()} {refused.group(1).upper()}: {' or '.join(others)}?"
 
 
 def _gpu_key(key: str) -> str:
@@ -658,8 +674,10 @@ def _overrides(text: str, lowered: str, intent: Intent) -> None:
     ):
         intent.clarify = "What learning rate? e.g. `train it with lr 1e-3`."
     for pattern, key in _SWITCHES:
-        if found := re.search(rf"\b(without|no|disable|with|enable|using|turn on|turn off)\s+(?:the\s+)?{pattern}",
-                              lowered):  # fmt: skip
+        # (the name's alternatives grouped: each read after its verb, none alone, so that a bare "the compiler" or
+        # "problems with the compilation" turns nothing on)
+        said = rf"\b(without|no|disable|with|enable|using|turn on|turn off)\s+(?:the\s+)?(?:{pattern})"
+        if found := re.search(said, lowered):
             on = found.group(1) not in ("without", "no", "disable", "turn off")
             overrides.append(f"{key}={'true' if on else 'false'}")
     if "model" in intent.args:

@@ -684,13 +684,23 @@ SAME_KIND_INSTEAD = (
 )
 
 
+# A refusal said of what the speaker will do: "we won't open a pull request yet", "I will not write a report" (with its
+# subject: "why won't it open" is no refusal).
+WONT = r"\b(?:we|i|you)\s+(?:won'?t|will not|shan'?t|shall not)\s+(?:be\s+|need\s+|want\s+)?"
+# Another verb the same negation governs, first: "do not push anything or open any pull request".
+SHARED_NEGATION = r"(?:[\w-]+\s+(?:anything|it|them|that|this)\s*,?\s+(?:or|nor)\s+)?"
+# The wish refused rather than the act: "we don't want to open a PR", "I won't need to write a report".
+WANT_TO = r"(?:(?:want|need|have|plan|intend|wish)\s+to\s+)?"
+
+
 def negated_actions(lowered: str) -> tuple[set[str], str]:
     """The actions the sentence says not to take, and the sentence with those phrases blanked out."""
     negated: set[str] = set()
     spans: list[tuple[int, int]] = []
     for intent, objects in DONT_DO.items():
-        for found in re.finditer(rf"(?:{NEGATOR}|{DEFERRED}){_DOING}(?:{objects})\b(?:\s+(?:yet|for now|just yet|"
-                                 rf"at all|now))?|\b(?:{objects})(?:\s+(?:for|of|on|from)\s+[\w./-]+)?{AFTER_OBJECT}",
+        for found in re.finditer(rf"(?:{NEGATOR}|{DEFERRED}|{WONT}){SHARED_NEGATION}{WANT_TO}{_DOING}(?:{objects})\b"
+                                 rf"(?:\s+(?:yet|for now|just yet|at all|now))?|"
+                                 rf"\b(?:{objects})(?:\s+(?:for|of|on|from)\s+[\w./-]+)?{AFTER_OBJECT}",
                                  lowered):  # fmt: skip
             if re.match(SAME_KIND_INSTEAD, lowered[found.end() :]) or _for_another(lowered[found.end() :]):
                 continue  # "not a full sweep, just a quick one": that kind asked for, smaller

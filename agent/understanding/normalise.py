@@ -146,7 +146,7 @@ PORTUGUESE = {"o": "the", "os": "the", "e": "and", "em": "on", "do": "of the", "
               "memória": "memory", "memoria": "memory", "apaga": "delete", "apagar": "delete", "apague": "delete",
               "deleta": "delete", "deletar": "delete", "exclui": "delete", "excluir": "delete", "exclua": "delete",
               "histórico": "history", "tudo": "everything",
-              "mostrar": "show", "muda": "changes", "mudar": "change", "muito": "much"}  # fmt: skip
+              "muda": "changes", "mudar": "change", "muito": "much"}  # fmt: skip
 
 
 def _portuguese(text: str) -> str:
@@ -430,7 +430,9 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
              # "the" with two letters swapped: too short for closeness, and the commonest typo there is
              "teh": "the", "hte": "the",
              # Scots and dialect: "three wee servers wi' four L40S apiece. Whit layouts would ye run?"
-             "wi'": "with", "whit": "what", "ye": "you", "yer": "your"}  # fmt: skip
+             "wi'": "with", "whit": "what", "ye": "you", "yer": "your",
+             # Scots negations: "nae packing", "dinnae bother wi' warmup"
+             "nae": "no", "dinnae": "don't", "dinna": "don't"}  # fmt: skip
 # "lunch" is an everyday word (KEEP), and "launch" typed one letter short only where a verb stands: before its object
 # ("lunch the long config", "pls lunch it"), never "after lunch" or "lunch break".
 LUNCH_THE = (r"\blunch(?=\s+(?:the|a|an|it|that|this|my|our|another|\d+|configs?/|[\w-]+\.ya?ml|training|run|job|"
@@ -904,6 +906,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
                   r"cards?|devices?)\b)", r"\1 of \2 ", text, flags=re.I)  # fmt: skip
     # "PCIe H100s", "NVL H100": the variant said before the card's name is its variant ("h100 pcie")
     text = re.sub(r"\b(sxm\d?|pcie|nvl)[\s-]+(h100|h200|a100)s?\b", r"\2 \1", text, flags=re.I)
+    text = re.sub(VARIANT_REFUSED, _variant_instead, text, flags=re.I)
     # "2x8 a100", "4 x 8 H100s": nodes by the GPUs in each (a count of GPUs is one number, "16 a100")
     text = re.sub(rf"\b(\d+)\s*[x×*]\s*(\d+)\s+(?=(?:{GPU_WORD}|gpus?|cards?|devices?)\b)", r"\1 nodes of \2 ", text,
                   flags=re.I)  # fmt: skip
@@ -999,7 +1002,10 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\bckpts?\b", "checkpoint", text, flags=re.I)
     text = re.sub(r"\blearning[-_]rate\b", "learning rate", text, flags=re.I)
     text = re.sub(WARMUP_FOR, lambda found: f"warmup {found.group('count') or found.group('count2')}", text, flags=re.I)
+    text = re.sub(ZERO_AFTER_SWITCH, _zeroed_beside_a_switch, text, flags=re.I)
+    text = re.sub(ZERO_BEFORE_SWITCH, _zeroed_beside_a_switch, text, flags=re.I)
     text = re.sub(TURNED_OFF_BY_ZERO, _zeroed, text, flags=re.I)
+    text = re.sub(ZERO_AFTER, _zeroed, text, flags=re.I)
     # the rate said as learners translate it ("velocidad de aprendizaje"): "the learning speed 0.0005"
     text = re.sub(r"\blearning\s+(?:speed|velocity|pace|step\s+size)\b", "learning rate", text, flags=re.I)
     text = re.sub(r"\b(?:seq|sequence)(?:\s+|\s*[=:]\s*)(?=\d)", "seq_len ", text, flags=re.I)  # "seq=4096" too
@@ -1243,18 +1249,62 @@ TROUBLE_NOUN = (r"(?:issues?|problems?|surprises?|concerns?|troubles?|worries|wo
 # a negation right before it: "no warmup", "without weight decay", "skip gradient clipping" are that key at 0.
 _ZERO_KEYS = {"warmup": r"warm-?up(?:\s+steps)?", "weight decay": r"weight[\s_-]+decay",
               "grad clip": r"grad(?:ient)?[\s_-]+clip(?:ping)?|clipping"}  # fmt: skip
-TURNED_OFF_BY_ZERO = (r"\b(?:no|without|skip(?:ping)?|disable|disabling|turn\s+off|zero)\s+(?:any\s+|the\s+)?"
-                      rf"(?P<key>{'|'.join(_ZERO_KEYS.values())})\b"
-                      r"(?!\s*(?:change|changes|setting|settings|tweak|value|[=:]|\d|at\b|of\b|to\b))"
+# (also "leave out", "excluding", "w/o", "don't bother with", and radio talk's "negative on"; a count after it is the
+# run's when a noun of its own follows: "no warmup 2 gpus")
+ZERO_NEGATOR = (r"(?:\bno|\bwithout|\bw/o|\bskip(?:ping)?|\bdisable|\bdisabling|\bturn\s+off|\bzero|"
+                r"\b(?:leave|leaving|left)\s+out|\bexclud(?:e|ing)|\bomit(?:ting)?|\bnegative(?:\s+on)?|"
+                r"\b(?:don'?t|do\s+not|no\s+need\s+to)\s+bother\s+(?:with|about)|"
+                r"\b(?:drop(?:ping)?|forgo(?:ing)?|ditch(?:ing)?|scrap(?:ping)?|minus|sans)|"
+                r"\b(?:don'?t|do\s+not|doesn'?t|won'?t|will\s+not)\s+(?:need|want))")  # fmt: skip
+TURNED_OFF_BY_ZERO = (rf"{ZERO_NEGATOR}\s+(?:any\s+|the\s+)?"
+                      rf"(?P<key>{'|'.join(_ZERO_KEYS.values())})\b(?>(?:\s+(?:stage|phase|period)\b)?)"
+                      r"(?!\s*(?:change|changes|setting|settings|tweak|value|[=:]|at\b|of\b|to\b|from\b|by\b|"
+                      r"down\b|back\b))"
+                      rf"(?!\s*\d(?!\d*\s*(?:gpus?|nodes?|devices?|process(?:es)?|procs?|cards?)\b))"
                       # a noun the setting only qualifies ("no clipping issues last time"): that noun negated
                       rf"(?!\s+{TROUBLE_NOUN})"
                       # a list the negation may govern ("no clipping and fsdp"): left to the rules that ask
-                      r"(?!\s*(?:and|or|nor|&)\s+(?!no\b|without\b|\d))")  # fmt: skip
+                      # (not one that opens its own negation: "no warmup and don't compile")
+                      r"(?!\s*(?:and|or|nor|&)\s+(?!no\b|without\b|\d|don'?t\b|do not\b))")  # fmt: skip
+
+
+# Or its 0 said in words after it: "warmup steps zero", "weight decay: none", "warmup off".
+ZERO_AFTER = (rf"\b(?P<key>{'|'.join(_ZERO_KEYS.values())})\s*(?:[=:]|\bto\b|\bat\b|\bis\b)?\s*"
+              r"(?:zero|none|off|disabled)\b")  # fmt: skip
+
+
+# Or named in a list with a switch the same negation governs: "without packing or warmup", "no warmup or compile",
+# "disable compile and warmup" turn both off (the negation kept for the switch, the warmup written as its 0).
+_ZERO_SWITCH = (r"(?:the\s+|any\s+)?(?:(?:torch[. ]?)?compil(?:e|ation|ing)|(?:sequence\s+)?packing|"
+                r"(?:activation|gradient)\s+checkpointing|ac)")  # fmt: skip
+_ZERO_KEY = rf"(?:the\s+|any\s+)?(?P<key>{'|'.join(_ZERO_KEYS.values())})\b"
+_LIST_END = r"(?=\s*(?:[,.;!?)]|$|\b(?:please|this time|but|then|either|and)\b))"
+ZERO_AFTER_SWITCH = (rf"(?P<negator>{ZERO_NEGATOR})\s+(?P<switch>{_ZERO_SWITCH})\s*,?\s*(?:or|nor|and|&)\s+"
+                     rf"{_ZERO_KEY}{_LIST_END}")  # fmt: skip
+ZERO_BEFORE_SWITCH = (rf"(?P<negator>{ZERO_NEGATOR})\s+{_ZERO_KEY}\s*,?\s*(?:or|nor|and|&)\s+"
+                      rf"(?P<switch>{_ZERO_SWITCH})\b")  # fmt: skip
 
 
 def _zeroed(found: re.Match) -> str:
     said = found.group("key").lower()
     return next(f"{key} 0" for key, pattern in _ZERO_KEYS.items() if re.fullmatch(pattern, said))
+
+
+def _zeroed_beside_a_switch(found: re.Match) -> str:
+    return f"{_zeroed(found)} and {found.group('negator')} {found.group('switch')}"
+
+
+# A card's variant refused and another named in its place: "8 h100s, but not the sxm kind, the pcie ones" is 8 h100
+# pcie (the card's default variant never read from the refusal).
+_VARIANT_NOUN = r"(?:\s+(?:kind|ones?|variants?|versions?|types?|models?|cards?|flavou?rs?))?"
+VARIANT_REFUSED = (r"\b(h100|h200|a100)s?\s*[,;:]?\s*(?:but\s+)?(?:not|no)\s+(?:the\s+)?(sxm\d?|pcie|nvl)\b"
+                   rf"{_VARIANT_NOUN}\s*[,;:]?\s*(?:but\s+|rather\s+|just\s+|only\s+|instead\s+)*(?:the\s+)?"
+                   rf"(sxm\d?|pcie|nvl)\b{_VARIANT_NOUN}")  # fmt: skip
+
+
+def _variant_instead(found: re.Match) -> str:
+    card, refused, wanted = found.group(1), found.group(2), found.group(3)
+    return found.group(0) if refused.lower() == wanted.lower() else f"{card} {wanted}"
 
 
 # A value said, taken back and replaced at once: "not at 256 tokens — use 2048", "not 40 steps, make it 60": the value

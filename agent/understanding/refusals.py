@@ -186,13 +186,13 @@ SHELL_PLACE = (r"(?<!\bis )(?<!\bit's )\b(?:run|execute|exec|type|enter|paste)\b
 # What a launch takes, stated outside any backquoted command: "run it in my terminal: 2 GPUs FSDP, 30 steps" and "run
 # 30 steps with fsdp on 2 GPUs, like I'd do from the shell" name the shell only as how the user would say it.
 LAUNCH_FACTS = r"\b\d+\s*(?:gpus?|steps?)\b|\b(?:fsdp|ddp|hsdp|tensor parallel|dp_shard|tp=\d)\b"
-# Any program's name, when it opens a backquoted command ("run `cat runs/r1/log | tail` for me").
-# (nvidia-smi too, though bare "run nvidia-smi" asks what the hardware is)
+# Any program's name, when it opens a backquoted command ("run `cat runs/r1/log | tail` for me"; "`cp=2`" is a
+# layout's key and value, no copy). (nvidia-smi too, though bare "run nvidia-smi" asks what the hardware is)
 QUOTED_PROGRAMS = (
     SHELL_PROGRAMS + r"|cat|echo|find|grep|tail|head|top|free|git|docker|pip|tar|cp|kill|ps|nvtop|env|nvidia-smi"
 )
 SHELL = (r"\b(?:run|running|execute|executing|exec|type|typing|enter|fire off)\s+(?:(?:this|the|a|quick|command|"
-         rf"please|just|me)\s+)*(?:`\s*)?(?:{SHELL_PROGRAMS})(?![\w.-])|`\s*(?:{QUOTED_PROGRAMS})(?![\w.-])[^`]*`|"
+         rf"please|just|me)\s+)*(?:`\s*)?(?:{SHELL_PROGRAMS})(?![\w.-])|`\s*(?:{QUOTED_PROGRAMS})(?![\w.=-])[^`]*`|"
          r"\brm\s+(?:-{1,2}\w+|dash\s+\w+)|\b(?:run|execute|exec)\s+(?:(?:a|the|some|this|that|these|those|any|"
          r"few|couple of)\s+)*(?:shell|bash|terminal|unix|linux)\s+commands?\b|"
          # (the imperative only: "r1 is running in my terminal" asks about r1)
