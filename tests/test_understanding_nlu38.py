@@ -88,3 +88,15 @@ def test_near_misses_keep_their_reading(text: str, command: str, args: dict, kno
 
 def test_a_figure_of_every_run_is_no_list(known) -> None:
     assert read("show every single run's loss", known).command != "runs"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the results of configs/long.yaml with 500 steps and dp_shard=4",
+        "compare configs/long.yaml at 300 steps with dp_shard=2",
+        "status of configs/long.yaml, 500 steps, dp_shard=4",
+    ],
+)
+def test_a_config_with_launch_facts_and_another_cue_is_no_launch(text: str, known) -> None:
+    assert read(text, known).command != "run"

@@ -863,7 +863,9 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
     # no word of the sentence cues another intent: "long.yaml, 2 gpus, fsdp" is a launch's facts, "layouts for
     # configs/long.yaml on 8 h100s" a plan's
     only_facts = all(v <= 0 for k, v in scores.items() if k not in ("read", "run"))
-    _entity_cues(lowered, entities, scores, only_facts)
+    # or those facts with the hardware a launch takes too (a plan's cue): "a job on 1 node, 8 gpus, long.yaml, ..."
+    facts_and_hardware = all(v <= 0 for k, v in scores.items() if k not in ("read", "run", "plan"))
+    _entity_cues(lowered, entities, scores, only_facts, facts_and_hardware)
     if _still_or_ended(masked(lowered, entities)):
         scores["status"] += 4  # "still holding its allocation, or did it die?": whether it goes on, no figure
     if scores["status"] > 0 and _ended_and_measured(masked(lowered, entities)):
@@ -1015,7 +1017,13 @@ _VERSUS = r"\s+(?:vs\.?|versus|against|compared (?:to|with))\s+(?:the\s+|what\s+
 PREDICTED_VS_MEASURED = rf"\b{_PREDICTED}{_VERSUS}{_MEASURED}\b|\b{_MEASURED}{_VERSUS}{_PREDICTED}\b"
 
 
-def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], only_facts: bool = False) -> None:
+def _entity_cues(
+    lowered: str,
+    entities: Entities,
+    scores: dict[str, float],
+    only_facts: bool = False,
+    facts_and_hardware: bool = False,
+) -> None:
     planned = entities.has("model", "model_choice") + entities.has("gpu_named") + entities.has("node_count")
     planned += entities.has("device_mem") + entities.has("own_model")  # "on 8 cards with 40 gigs each", "our model"
     if planned:
@@ -1070,7 +1078,12 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
         scores["run"] += 4  # "long.yaml, 2 gpus, fsdp": an experiment file given what a launch takes, no reading asked
     elif _launch_of_file(lowered, entities):
         scores["run"] += 3  # "so we launch long.yaml on two GPUs with ddp, no?": the file is the launch's object
-    elif _launched_file(lowered, entities) and launching >= 2 and not entities.has(*PLANNED_HARDWARE):
+    elif (
+        facts_and_hardware
+        and launching >= 2
+        and not entities.has(*PLANNED_HARDWARE)
+        and _launched_file(lowered, entities)
+    ):
         scores["run"] += 4  # "a training job on 8 gpus, manifest configs/long.yaml, 500 steps, layout ...": the
         # experiment launched with what a launch takes, though the hardware is named too
     elif _plan_of_file(lowered, entities) or _file_on_hardware(lowered, entities):
