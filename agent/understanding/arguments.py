@@ -39,6 +39,7 @@ from agent.understanding.intents import (
     DONE_BEFORE,
     FOLDER,
     FOLLOW_UP,
+    LISTED_RUN,
     TUNED_SETTING,
     negated_actions,
 )
@@ -404,6 +405,10 @@ def _suite(lowered: str, context: Context) -> tuple[str | None, str | None]:
 
 def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
     lowered = intent.text.lower()
+    if re.search(LISTED_RUN, lowered) and (run := entities.get("run")):
+        intent.args["path"] = str(run)  # "ls runs/tp-try": read_file lists its folder
+        intent.words = [str(run)]
+        return
     if not entities.has("file", "experiment") and not re.search(r"\b(?:log|file|json|yaml|txt|config)\b", lowered):
         if entities.has("sweep") and not entities.has("run"):  # "show sweeps/layouts-nov": its trials
             intent.command = "trials"
@@ -414,10 +419,13 @@ def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
     files = [str(f) for f in entities.all("file")]
     run = entities.get("run") or (context.run if re.search(r"\b(?:its|it'?s|that run'?s?)\b", lowered) else None)
     # "not the metrics, the log of r1": a file said not to be wanted is no stem of the one to show
-    stem = re.search(r"\b(metrics|memory|steps|config|log)(?:\.\w+)?(?: file)?\b", negated_actions(lowered)[1])
-    in_run = [f for f in context.known.files if run and stem and f.startswith(f"{run}/{stem.group(1)}.")]
-    if files and run and files[-1] not in context.known.files and f"{run}/{files[-1]}" in context.known.files:
-        intent.args["path"] = f"{run}/{files[-1]}"  # "r1's steps.jsonl"
+    stem = _file_stem(negated_actions(lowered)[1])
+    in_run = [f for f in context.known.files if run and stem and f.startswith(f"{run}/{stem}.")]
+    # a file no path of the repository has, named of a run (or of the run just talked about: "display log.txt of R")
+    owners = [r for r in (run, context.run) if r and files and f"{r}/{files[-1]}" in context.known.files]
+    owner = owners[0] if owners else None
+    if files and owner and files[-1] not in context.known.files:
+        intent.args["path"] = f"{owner}/{files[-1]}"  # "r1's steps.jsonl"
     elif files:
         intent.args["path"] = files[-1]
     elif len(in_run) == 1:
@@ -441,6 +449,19 @@ def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
     elif intent.clarify is None:
         example = context.file or "meshpilot.yaml"
         intent.clarify = f"Which file should I show? e.g. `show {example}`."
+
+
+# A run's file by its stem: "the memory file", "log.txt", "the log".
+FILE_STEM = r"(?<!out of )(?<!out-of-)\b(metrics|memory|steps|config|log)(?:\.\w+)?(?: file)?\b"
+
+
+def _file_stem(lowered: str) -> str | None:
+    """The stem of the run's file the sentence names; one said as a file ("the log file", "memory.json") before a
+    bare word ("went down with an out-of-memory. Read me the log file": the log, not the memory file)."""
+    named = re.search(r"\b(metrics|memory|steps|config|log)(?:\.\w+|\s+file)\b", lowered)
+    bare = re.search(FILE_STEM, lowered)
+    found = named or bare
+    return found.group(1) if found else None
 
 
 def _fill_sweep(intent: Intent, entities: Entities, context: Context) -> None:

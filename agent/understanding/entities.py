@@ -1070,11 +1070,12 @@ def _names(text: str, entities: Entities, known: Known) -> None:
         entities.add({"runs": "run", "sweeps": "sweep"}.get(kind, kind), path, found.span())
         if kind in ("checkpoint", "file"):
             entities.add("run", "/".join(path.split("/")[:2]), found.span())
+    # (the suffix in any case: "PRINT MESHPILOT.YAML" shouts the file's name, which the repository keeps in lower case)
     for found in re.finditer(r"(?<![\w/.-])([\w.-]+(?:/[\w.-]+)*\.(?:ya?ml|md|json|jsonl|txt|toml|py|csv|log))\b",
-                             text):  # fmt: skip
-        if found.group(1).startswith(("runs/", "sweeps/")):
+                             text, flags=re.I):  # fmt: skip
+        if found.group(1).lower().startswith(("runs/", "sweeps/")):
             continue
-        path = known.file(found.group(1)) or found.group(1)
+        path = known.file(found.group(1)) or known.file(found.group(1).lower()) or found.group(1)
         entities.add("file", path, found.span())
     # a name ends on a letter or digit: "wait for run r1." names r1, its full stop ends the sentence
     tokens = list(re.finditer(r"(?<![\w/.=-])[a-z0-9](?:[\w.]*\w)?(?:-[\w.]*\w)*(?![\w/=])", lowered))

@@ -99,7 +99,9 @@ DOCS_TO_REFLECT = (rf"\b(?:can|could|should|would|will|let|please)\s+(?:the\s+|o
                    r"(?:reflect|include|cover|capture|incorporate)\b")  # fmt: skip
 # "report" as "tell": "report back", "report how it ended", "report the terminal state" (no report written)
 TOLD_BACK = (r"\s+(?:back|how|whether|if|when|what|(?:its|the|their)\s+(?:terminal\s+|final\s+|end\s+)?"
-             r"(?:state|status|outcome|exit))\b")  # fmt: skip
+             r"(?:state|status|outcome|exit)|(?:terminal|final|end)\s+(?:state|status|outcome))\b")  # fmt: skip
+# A run's folder listed as on a shell: "ls runs/tp-try", "ls -la runs/r1/".
+LISTED_RUN = r"^\W*(?:ls|dir|tree)\s+(?:-\w+\s+)*runs/[\w.-]+/?\W*$"
 # A folder of the repository named as one: "the sweeps folder", "configs/" (runs/ lists the runs: CUES["runs"]).
 FOLDER = r"\b(?:the\s+)?(sweeps|configs|docs)(?:/(?![\w.-])|\s+(?:folder|directory|dir)\b)"
 # "st?", "stat?": a run's status, in the shortest shorthand ("50st" is 50 steps)
@@ -178,9 +180,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo|"
             r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
             # the noun first, its verb after, tersely: "runs. list.", "all runs: show", "runs, list them please"
-            r"^\W*(?:(?:the|my|all(?: the)?)\s+)?runs\W+(?:list|ls|overview|show|display)(?:\s+(?:them|please))*\W*$|"
+            r"^\W*(?:(?:the|my|all(?: the)?)\s+)?runs\W+(?:list|ls|overview|show|display|status(?:es)?|states?)"
+            r"(?:\s+(?:them|please))*\W*$|"
             # the listing typed as a command with its flags: "runs ls --all --with-status", "runs list -a"
             r"^\W*(?:meshpilot\s+)?runs\s+(?:list|ls)(?:\s+--?[\w-]+(?:=\S+)?)+\W*$|"
+            # a cluster's listing command said of the runs: "kubectl get runs" ("get runs/r1" is one run)
+            r"\b(?:kubectl|meshpilot|oc)\s+(?:get|ls|list)\s+runs\b(?!/)|"
             # every job with its state, as a scheduler lists them ("squeue: every job and its state")
             r"\bsqueue\b|\b(?:every|each|all(?: the| our| my)?)\s+(?:runs?|jobs?|experiments?)\s+(?:and|with)\s+"
             r"(?:its|their|the)\s+(?:state|status)(?:es)?\b|"
@@ -189,8 +194,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\boverview of (?:all |the |my )?runs\b|\bbeen run\b|"
             # "I want to see every run in the repository", "list each run", "browse all of the runs"
             r"\b(?:see|view|look at|show(?: me| us)?|list|browse|get)\s+(?:every|each|all(?: of)?(?: the| my| our)?)\s+"
-            r"(?:training\s+)?runs?\b(?!'s)|"  # (not "every run's loss": a figure of each)
-            r"^\W*(?:meshpilot\s+)?ls\s+(?:-\w+\s+)?runs\b|\b(?:under|in|inside) runs/?(?=\W*$)|"
+            r"(?:[a-z]+\s+)?(?:training\s+)?runs?\b(?!'s)|"  # (not "every run's loss": a figure of each)
+            r"^\W*(?:meshpilot\s+)?ls\s+(?:-\w+\s+)?runs\b(?!/)|\b(?:under|in|inside) runs/?(?=\W*$)|"
             r"\bhow many (?:of (?:the|our|my) )?(?:\w+ )?(?:experiments|runs|jobs|trainings|model fits)\b|"
             # "which are the runs that exist?", "what training runs do we have?"
             r"\b(?:which|what) are (?:the |all the )?runs\b|"
@@ -204,6 +209,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:roster|inventory|catalog(?:ue)?|lineup)\W+(?:every|each|all(?: the)?)\s+runs?\b|"
             r"\b(?:every|each|all(?: the)?)\s+runs?,?\s+(?:and|with)\s+how\s+(?:it|they|each)\s+"
             r"(?:finished|ended|went|turned out)\b|"
+            # "what the runs are ... everything we have and whether each one worked": how every run ended
+            r"\b(?:whether|if|how)\s+(?:each|every)\s+(?:run|job)\s+(?:worked|succeeded|finished|failed|ended)\b|"
+            r"\bruns\b(?!/).{0,120}?\b(?:whether|if)\s+(?:each|every)\s+(?:one|of them)\s+"
+            r"(?:worked|succeeded|finished|failed|ended)\b|"
             # the runs table queried in SQL: "select name, status from runs where ..." (not "from runs/r1": one run)
             r"^\W*select\b.*\bfrom\s+runs\b(?!/)",
             8,
@@ -259,6 +268,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
         # a reading verb and a file named by its extension: the file itself, not what its figures mean
         (r"\b(?:cat|less|head|tail|print|dump|show|open|display|read)\b.*\.(?:jsonl?|ya?ml|txt|md|log|csv|toml)\b", 4),
+        # a run's folder listed as on a shell: "ls runs/tp-try" (its files, not the list of runs)
+        (LISTED_RUN, 6),
     ],
     "results": [
         (
@@ -283,6 +294,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
             # (not a flag's "--with-status"; "gaun" is going in Scots)
             r"(?<!-)\bstatus\b|\bstate of\b|\bstill (?:going|goin'?|gaun|running|runnin'?|alive|active|up|training|"
             r"at it|toil\w*|working|chugging|grinding)\b|"
+            # "is it still growing?" (a run as a plant: still going; "still growing its loss" is a figure), and how it
+            # exited: "the condition code of tp-try", "exit code"
+            r"\bstill growing\b(?!\s+(?:its|the|their|a|an)\b)|\b(?:exit|return|condition)\s+(?:code|status)\b|"
             # "has r1 come to rest?": finished, said in other words
             r"\b(?:come|came) to (?:a\s+)?(?:rest|halt|stop|an end)\b|"
             r"\b(?:alive|dead)\W*$|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
@@ -328,7 +342,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"is wrapped up)|'s (?:done|over|finished))\b|"
             r"\bawait\b|"
             # "hold on until r1 is done" waits; "hold on, what is the loss of r1?" is an interjection
-            r"\b(?:hold|hang) on\b(?=\s+(?:until|for|while)\b|\W*$)|\bhang tight\b|\bjust wait\b|"
+            r"\b(?:hold|hang) on\b(?=\s+(?:[\w.-]+\s+){0,2}?(?:until|till|while)\b|\s+(?:for|while)\b|\W*$)|"
+            r"\bhang tight\b|\bjust wait\b|"
             r"\b(?:ping|tell|notify|alert|message) me (?:once|when|as soon as|after)\b|"
             r"\bonce (?:\S+ ){1,3}(?:is|has) (?:over|done|finished|ended|complete)\b|"
             # "waiting for r1 to finish, ping me": the wait asked by its participle, and word sent after the end
@@ -347,6 +362,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
     "trials": [
         (rf"\bwinner\b|\bwho won\b|\bwhich\b.*\b(?:won|win|best|came out)\b|{_NOT_DEFAULT}\btrials\b|\bwhat won\b", 3),
         (r"\bwhat did (?:\S+ ){1,4}(?:pick|choose|find|select|conclude|recommend)\b", 2),
+        (r"\bwinning trial\b", 3),  # "need the winning trial's train.lr": a sweep's winner, read
         # the setups a sweep tried, in words: "of the setups we tested last month, which was fastest?"
         (
             r"\b(?:setups|set-ups|configurations|configs|layouts|variants|options|candidates)\s+(?:that\s+|which\s+)?"
@@ -478,7 +494,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
     ],
     "report": [
-        (rf"\breport\b(?!{TOLD_BACK})|\bwrite[- ]?up\b|\bwrite it up\b|\bmarkdown\b", 4),
+        (rf"(?<!status )\breport\b(?!{TOLD_BACK})|\bwrite[- ]?up\b|\bwrite it up\b|\bmarkdown\b", 4),
         # a summary in writing, or one passed around: "a written summary for leadership", "a one-pager", "a memo",
         # "socialize the learnings" (a summary "for the team update" is read to the user: they write the update)
         (
@@ -847,7 +863,9 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
     # no word of the sentence cues another intent: "long.yaml, 2 gpus, fsdp" is a launch's facts, "layouts for
     # configs/long.yaml on 8 h100s" a plan's
     only_facts = all(v <= 0 for k, v in scores.items() if k not in ("read", "run"))
-    _entity_cues(lowered, entities, scores, only_facts)
+    # or those facts with the hardware a launch takes too (a plan's cue): "a job on 1 node, 8 gpus, long.yaml, ..."
+    facts_and_hardware = all(v <= 0 for k, v in scores.items() if k not in ("read", "run", "plan"))
+    _entity_cues(lowered, entities, scores, only_facts, facts_and_hardware)
     if _still_or_ended(masked(lowered, entities)):
         scores["status"] += 4  # "still holding its allocation, or did it die?": whether it goes on, no figure
     if scores["status"] > 0 and _ended_and_measured(masked(lowered, entities)):
@@ -999,7 +1017,13 @@ _VERSUS = r"\s+(?:vs\.?|versus|against|compared (?:to|with))\s+(?:the\s+|what\s+
 PREDICTED_VS_MEASURED = rf"\b{_PREDICTED}{_VERSUS}{_MEASURED}\b|\b{_MEASURED}{_VERSUS}{_PREDICTED}\b"
 
 
-def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], only_facts: bool = False) -> None:
+def _entity_cues(
+    lowered: str,
+    entities: Entities,
+    scores: dict[str, float],
+    only_facts: bool = False,
+    facts_and_hardware: bool = False,
+) -> None:
     planned = entities.has("model", "model_choice") + entities.has("gpu_named") + entities.has("node_count")
     planned += entities.has("device_mem") + entities.has("own_model")  # "on 8 cards with 40 gigs each", "our model"
     if planned:
@@ -1037,9 +1061,9 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
         scores["trials"] += 3  # "layouts-nov: planner pick vs actual?": the sweep's own comparison, not two runs
         scores["compare"] -= 2
     if any(e.kind == "sweep" and re.match(rf"\s+(?:sweep(?:'s)?\s+)?{SWEEP_FIGURES}", lowered[e.span[1] :])
-           and re.search(LOOKED_AT, lowered[: e.span[0]]) for e in entities.found):  # fmt: skip
-        scores["trials"] += 3  # "open the layouts-nov summary": what that sweep found, looked at ("write the
-        # lr-scan results up" writes them)
+           and re.search(rf"{LOOKED_AT}|^\W*$", lowered[: e.span[0]]) for e in entities.found):  # fmt: skip
+        scores["trials"] += 3  # "open the layouts-nov summary", "lr-scan summary - ...": what that sweep found,
+        # looked at ("write the lr-scan results up" writes them)
     sweeps_figures = entities.has("sweep") or re.search(rf"\bsweeps?\s+{SWEEP_FIGURES}", lowered)
     if sweeps_figures and not entities.has("run"):  # "the results of the lr-scan sweep", "sweep results?": its trials
         # (unless the figures are written into the docs: "put its results into the README" updates them)
@@ -1054,7 +1078,15 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
         scores["run"] += 4  # "long.yaml, 2 gpus, fsdp": an experiment file given what a launch takes, no reading asked
     elif _launch_of_file(lowered, entities):
         scores["run"] += 3  # "so we launch long.yaml on two GPUs with ddp, no?": the file is the launch's object
-    elif _plan_of_file(lowered, entities):
+    elif (
+        facts_and_hardware
+        and launching >= 2
+        and not entities.has(*PLANNED_HARDWARE)
+        and _launched_file(lowered, entities)
+    ):
+        scores["run"] += 4  # "a training job on 8 gpus, manifest configs/long.yaml, 500 steps, layout ...": the
+        # experiment launched with what a launch takes, though the hardware is named too
+    elif _plan_of_file(lowered, entities) or _file_on_hardware(lowered, entities):
         scores["plan"] += 4  # "rank the layouts for the experiment configs/long.yaml": the plan's experiment, not read
     elif entities.has("file") and _docs_written(lowered, entities):
         scores["read"] -= 2.5  # "put its results into the docs, training.md and README": the docs' pages written to
@@ -1082,7 +1114,7 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
         scores["bench"] += 1
     if re.search(DO_THAT, lowered) and entities.has("layout") and not entities.has(*WHAT_IF_NAMES):
         scores["run"] += 3  # "it says to try the mode where every GPU keeps a full copy. Can I do that on 2 GPUs?"
-    if entities.has("run") and re.search(RUN_LOG, lowered):
+    if entities.has("run") and (re.search(RUN_LOG, lowered) or _log_of_named_run(lowered, entities)):
         scores["read"] += 3  # "r1's raw training log, the text one": its log file, not the figures read from it
         if re.search(LOG_SHOWN, lowered):
             scores["read"] += 2  # "can I see the log of tp-try? what went wrong?": the log to look through myself
@@ -1092,6 +1124,8 @@ def _entity_cues(lowered: str, entities: Entities, scores: dict[str, float], onl
 # can I do that on 2 GPUs?" tries it on the experiment. A what-if names what it is about (a model, a GPU, nodes):
 # "can we do that with llama 70b on 8 H100s?" plans.
 DO_THAT = r"\b(?:can|could|may)\s+(?:i|we)\s+(?:just\s+)?(?:do|try)\s+(?:that|this|it)\b"
+# What only a plan takes (a launch runs on this machine's GPUs, its model the experiment's): a model, a GPU by name.
+PLANNED_HARDWARE = ("model", "model_choice", "gpu_named", "device_mem", "own_model")
 WHAT_IF_NAMES = ("model", "model_choice", "gpu_named", "node_count", "device_mem", "own_model")
 
 
@@ -1136,6 +1170,26 @@ def _plan_of_file(lowered: str, entities: Entities) -> bool:
     configs = [e for e in entities.found if e.kind in ("file", "experiment") and not str(e.value).startswith("runs/")
                and re.search(r"\.ya?ml\b", lowered[e.span[0] : e.span[1]])]  # fmt: skip
     return any(re.search(PLANNED_FOR, lowered[: e.span[0]]) for e in configs)
+
+
+def _file_on_hardware(lowered: str, entities: Entities) -> bool:
+    """Whether one experiment file is named with the hardware a plan takes (a GPU by name, its memory) and no verb
+    of reading, editing or launching: "what would the planner say about configs/long.yaml on 4 A10s?" plans that
+    experiment ("show configs/long.yaml" reads it; "launch configs/long.yaml" runs it)."""
+    configs = {str(e.value) for e in entities.found if e.kind in ("file", "experiment")}
+    experiment = len(configs) == 1 and all(f.endswith((".yaml", ".yml")) and not f.startswith(("runs/", "sweeps/"))
+                                           for f in configs)  # fmt: skip
+    reading = any(re.search(rule, lowered) for rule, _ in CUES["read"][:2]) or re.search(EDITING, lowered)
+    hardware = entities.has("gpu_named", "device_mem")
+    return experiment and hardware and not reading and not launch_verb(masked(lowered, entities))
+
+
+# A run's log named right after the run: "tp-try log", "r1 training logs" ("r1 log every 10 steps" is a setting).
+LOG_AFTER_RUN = r"\s+(?:(?:raw|text|training|console|output)\s+)?logs?\b(?!\s+(?:every|each|to|into|in|at)\b)"
+
+
+def _log_of_named_run(lowered: str, entities: Entities) -> bool:
+    return any(e.kind == "run" and re.match(LOG_AFTER_RUN, lowered[e.span[1] :]) for e in entities.found)
 
 
 def _docs_written(lowered: str, entities: Entities) -> bool:
