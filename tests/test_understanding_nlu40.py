@@ -82,6 +82,7 @@ def test_whether_fine_to_benchmark_asked_politely_acts(known):
         ("if tp-try finished, benchmark it", "bench"),
         ("only if you think it's safe, cancel r1", "cancel"),
         ("cancel r1 if you think that is reasonable", "cancel"),
+        ("kill tp-try. if it has a checkpoint we'll keep it", "cancel"),
         ("if this works, we'll sweep tomorrow", "sweep"),
         ("if the gpus are free, I'll take 2 gpus fsdp 20 steps", "run"),
         ("2 gpus fsdp 20 steps, if you think it's safe", "run"),

@@ -128,7 +128,8 @@ IF_SO_PROCEED = (r"(?:only\s+)?if\s+(?:so|yes|it is|that'?s the case|allowed|per
 PERMISSION_ASKED = (r"\b(?:within|in line with|per)\s+(?:the\s+|our\s+)?polic(?:y|ies)\b|"
                     r"\b(?:allowed|permitted|acceptable|compliant|approved)\b")  # fmt: skip
 # an aside on what the run ordered may do, with the user's own reaction ("... 150 steps. if this OOMs too I'm
-# quitting"): no condition on starting it (not "if this works, we'll sweep tomorrow" for the sweep: it names it).
+# quitting"): no condition on starting it (not "if this works, we'll sweep tomorrow" for the sweep: it names it; not
+# on a cancel: "kill r1, if it has a checkpoint we'll keep it").
 OUTCOME_ASIDE = (r"(?:only\s+)?if\s+(?:this|it|that)(?:\s+(?:one|run|job|time|thing))?\s+[^.;!?,\d]*?,?\s*"
                  r"(?:then\s+)?\b(?:i|we)(?:'m|'re|'ll|\s+am|\s+are|\s+will|\s+shall)\s+"
                  r"(?!(?:like|want|need|prefer|rather|love|have|ask)\b)[^.;!?\d]*(?:[.;!?]|$)")  # fmt: skip
@@ -141,12 +142,12 @@ def conditional(lowered: str, words: str, command: str) -> bool:
 
 
 def _condition_leaves_order(lowered: str, start: int, words: str, command: str) -> bool:
+    if command == "cancel":  # the one action that loses work: any condition on it stays held
+        return False
     said, before = lowered[start:], lowered[:start]
     aside = re.match(OUTCOME_ASIDE, said)
     if aside and re.search(r"\w", before) and not re.search(words, aside.group(0)):
         return True
-    if command == "cancel":  # the one action that loses work: any condition on it stays held
-        return False
     if re.match(JUDGED_REASONABLE, said):
         return True
     if re.match(IF_SO_PROCEED, said):
