@@ -533,6 +533,12 @@ def _experiment_file(entities: Entities) -> str | None:
     return files[-1] if files else None
 
 
+def _only_the_latest(entities: Entities) -> bool:
+    """The only run the sentence names is "the last one" (entities: the newest on disk, no span of its own)."""
+    runs = [e for e in entities.found if e.kind == "run"]
+    return len(runs) == 1 and runs[0].span == (0, 0)
+
+
 def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     """A launch: every stated value, negations kept; "again" and "the same but" start from the launch before."""
     lowered = intent.text.lower()
@@ -545,6 +551,10 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     amends = re.search(FOLLOW_UP, lowered) or re.search(AMENDED, lowered)
     again = re.search(AGAIN, lowered) or (context.previous == "run" and amends)
     named = entities.get("run")
+    # "the last tp one got too full! same again, but ...": the launch just before is the latest
+    latest_before = bool(named is not None and again and context.launch and _only_the_latest(entities))
+    if latest_before:
+        named = None
     if named is None and not context.launch and context.run and re.search(r"\b(?:it|that|this)\b", lowered):
         named = context.run  # "rerun it with AC" after reading tp-try: tp-try's layout and processes, AC on
     copying = named is not None and re.search(COPY, lowered) and context.known.launch_of(str(named))
@@ -636,7 +646,8 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.clarify = (f"The layout {intent.args['layout']} needs {math.prod(degrees)} processes, not "
                           f"{intent.args['nproc']}: which layout do you want? {launch_text(intent.args)}")  # fmt: skip
     stated = entities.has("nproc", "devices") and entities.has("layout")  # "relaunch r1, fsdp 2 procs": all it needs
-    if intent.clarify is None and not copied and not stated and (named := entities.get("run")):  # never drop the name
+    if intent.clarify is None and not copied and not stated and not latest_before and (named := entities.get("run")):
+        # never drop the name
         intent.clarify = (f"A launch cannot copy {named}'s settings: which layout, processes and steps should it use? "
                           f"{launch_text(intent.args)}")  # fmt: skip
     if intent.clarify is None and (relative := entities.get("relative")):
@@ -757,6 +768,10 @@ NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no
                  r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"
                  rf"no (?:[\w-]+\s+){{1,3}}?{TROUBLE_NOUN}|"  # "no grad clipping problems lately": the problems
                  r"off (?:the|of|from|_)|not\b.{0,12}\?$)")  # fmt: skip
+# A bare "no" that opens the message, alone in its sentence ("wait no. same thing but ...", "no! redo it with ..."):
+# the turn before taken back, no setting ("fp8? no." takes fp8 back: a word before it).
+NO_FIRST = r"no\s*[.!;:\u2013\u2014-]"
+TAKE_BACK_OPENER = r"\W*(?:(?:wait|oh|ah|hmm+|ugh|uh|um|erm|sorry|actually)\W+)*"
 # A layout taken back ("not pipelined", "no tp"): the grammar leaves it out of the layout, no setting is meant.
 # ("not full zero-3, only zero 1": a word saying how much of it is taken back with it)
 NEGATED_LAYOUT = (rf"^\S+\s+(?:(?:on|with|using|use|do|want|any|the|full|fully|plain|pure|real|whole)\s+){{0,2}}"
@@ -805,6 +820,8 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             continue
         if re.search(NO_LAUNCH_WORDS, lowered[max(0, found.start() - 20) : found.end() + 40]):
             continue
+        if re.match(NO_FIRST, after) and re.fullmatch(TAKE_BACK_OPENER, before):
+            continue  # "wait no. same thing but without AC": the turn before taken back, then the change
         if _replaced(lowered[found.end() :], intent):  # "not adam this time, plain sgd", "not fp8, bf16"
             continue
         if _refers_to_a_layout(lowered, found, entities):  # "pp=2 was slow so skip it": the layout, no setting

@@ -916,6 +916,8 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
         return "false"
     if re.search(NEGATED_BY_WORD, before_words):
         return "false"
+    if re.search(SETTING_VERB, before_words) and (state := re.match(STATE_AFTER_A_WORD, after)):
+        return "true" if state.group(1) == "on" else "false"  # "lay the activation checkpointing mulch on"
     if re.search(SPOKEN_OF, before_words):
         return None  # "some problems with the compilation": what is said of it, not a use of it
     if re.search(r"\b(?:with|enable|enabling|turn on|switch on|use|using|w/|on)\s*$", before_words + " ") or re.search(
@@ -933,9 +935,17 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
 # packing", "hold onto the packing"): "negative compile", "negative on packing" (radio talk), "hold the packing" (as a
 # diner's "hold the mayo").
 NEGATED_BY_WORD = r"\b(?:negative(?:\s+on)?|hold)\s*$"
-# A setting spoken of, not used: "problems with the compilation", "no issues with packing so far".
+# A setting named with a word of the user's own after it ("mulch", "magic", "goodness"), after a verb that puts it on or
+# turns it, then its state, last in the clause: "lay the activation checkpointing mulch on", "flip the compile magic
+# off" ("turn on the packing thing" is read by VAGUE_NOUNS).
+SETTING_VERB = r"\b(?:lay|put|slap|throw|pile|layer|toss|stick|turn|switch|flip)\s*$"
+STATE_AFTER_A_WORD = r"^\s*[a-z]+\s+(on|off)\s*(?:please\s*)?$"
+# A setting spoken of, not used: "problems with the compilation", "no issues with packing so far"; time spent on it
+# ("knackered from waiting on compile", "sick of waiting for the compilation": its "on" is no state).
 SPOKEN_OF = (r"\b(?:issues?|problems?|troubles?|bugs?|errors?|crash(?:es)?|difficult(?:y|ies)|struggles?)\s+"
-             r"(?:with|in|from|of|about|around)\s*$")  # fmt: skip
+             r"(?:with|in|from|of|about|around)\s*$|"
+             r"\b(?:wait(?:s|ed|ing)?|stuck|hung|blocked|sat|sitting|hours|minutes|ages|forever)\s+"
+             r"(?:on|for)\s*$")  # fmt: skip
 
 
 # Turning a setting off, said right before it ("disable packing", "turn off the compile") or after it ("packing

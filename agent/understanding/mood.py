@@ -115,6 +115,47 @@ CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<
               r"you (?:have|got|get) (?:the |a )?(?:time|chance|minute|moment)|"
               r"(?:it|they|that|\S+)(?:'s|'re| is| are) still)\b))")  # fmt: skip
 
+# Conditions that leave the order standing, read with the words around them:
+# a courtesy left to the assistant's judgment, last in the sentence ("4 GPUs, 200 steps, if you think that is
+# reasonable": no fact to check; not "only if you think it's safe, cancel r1", nor one on a cancel);
+JUDGED_REASONABLE = (r"\bif\s+you\s+(?:think|feel|believe|reckon|consider)\s+(?:that|this|it)\s*(?:'s|is|would be|"
+                     r"sounds|seems)\s+(?:reasonable|sensible|sound|ok|okay|fine|alright)\W*$")  # fmt: skip
+# "if so, proceed" after the user's own question whether the action is allowed ("is evaluating it on the private
+# benchmark within policy? ... if so, proceed"): the assistant's policy answers it, and every call goes through it
+# (not on a cancel; "if r1 finished, benchmark it" asks no such question);
+IF_SO_PROCEED = (r"(?:only\s+)?if\s+(?:so|yes|it is|that'?s the case|allowed|permitted)\W+(?:then\s+)?(?:please\s+)?"
+                 r"(?:proceed|go ahead|do it|go for it|carry on)\b\W*(?:please|thanks|thank you)?\W*$")  # fmt: skip
+PERMISSION_ASKED = (r"\b(?:within|in line with|per)\s+(?:the\s+|our\s+)?polic(?:y|ies)\b|"
+                    r"\b(?:allowed|permitted|acceptable|compliant|approved)\b")  # fmt: skip
+# an aside on what the run ordered may do, with the user's own reaction ("... 150 steps. if this OOMs too I'm
+# quitting"): no condition on starting it (not "if this works, we'll sweep tomorrow" for the sweep: it names it; not
+# on a cancel: "kill r1, if it has a checkpoint we'll keep it").
+OUTCOME_ASIDE = (r"(?:only\s+)?if\s+(?:this|it|that)(?:\s+(?:one|run|job|time|thing))?\s+[^.;!?,\d]*?,?\s*"
+                 r"(?:then\s+)?\b(?:i|we)(?:'m|'re|'ll|\s+am|\s+are|\s+will|\s+shall)\s+"
+                 r"(?!(?:like|want|need|prefer|rather|love|have|ask)\b)[^.;!?\d]*(?:[.;!?]|$)")  # fmt: skip
+
+
+def conditional(lowered: str, words: str, command: str) -> bool:
+    """Some condition (CONDITION) holds the action: one none of the exceptions above leaves standing."""
+    return any(not _condition_leaves_order(lowered, found.start(), words, command)
+               for found in re.finditer(CONDITION, lowered))  # fmt: skip
+
+
+def _condition_leaves_order(lowered: str, start: int, words: str, command: str) -> bool:
+    if command == "cancel":  # the one action that loses work: any condition on it stays held
+        return False
+    said, before = lowered[start:], lowered[:start]
+    aside = re.match(OUTCOME_ASIDE, said)
+    if aside and re.search(r"\w", before) and not re.search(words, aside.group(0)):
+        return True
+    if re.match(JUDGED_REASONABLE, said):
+        return True
+    if re.match(IF_SO_PROCEED, said):
+        questions = re.findall(r"[^.?!]*\?", before)
+        return any(re.search(PERMISSION_ASKED, q) and re.search(words, q) for q in questions)
+    return False
+
+
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 # A time to come, in the clause that names the action ("cancel r1 in an hour") or alone in its own ("tomorrow morning,
 # start a sweep"): the tools act now only. ("we need those GPUs in ten minutes" times something else.)
@@ -181,7 +222,7 @@ def held_back(lowered: str, command: str) -> str | None:
         return "supposed"
     if _quoted(lowered, words):
         return "quoted"
-    if re.search(CONDITION, lowered):
+    if conditional(lowered, words, command):
         return "conditional"
     if _deferred(lowered, words):
         return "deferred"

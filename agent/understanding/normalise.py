@@ -271,6 +271,12 @@ REFUSED_AFTER = (rf"\b({PRECISIONS}|{OPTIMIZERS})\b([^.;!?]{{0,40}}?)[,.;:!\u201
                  r"\s+(?:it|that|this|them)\b")  # fmt: skip
 
 
+# Or said not to be allowed after it: "fp8 precision is NOT permitted; use bf16", "adamw isn't an option".
+FORBIDDEN_AFTER = (rf"\b({PRECISIONS}|{OPTIMIZERS})\b(\s+(?:precision|optimi[sz]er|training|mode))?\s+"
+                   r"(?:(?:is|are)\s+(?:not|never)|isn'?t|aren'?t)\s+"
+                   r"(?:permitted|allowed|acceptable|approved|an option|ok|okay)\b")  # fmt: skip
+
+
 # German compounds of the words the rules read, written as one ("Tensorparallelismus", "Contextparallel",
 # "Microbatch", "Trainingsrun"): the words apart, as English writes them.
 COMPOUND_HEAD = r"\b(tensor|kontext|context|pipeline|sequenz|sequence|daten|data|experten|expert)[-]?(?=parallel)"
@@ -949,6 +955,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"(?<![\w.])mbs?(?=\d+\b)", "micro batch ", text, flags=re.I)  # "mb4" ("4mb" is megabytes)
     text = re.sub(BATCH_SIZE, _batch_size, text, flags=re.I)
     text = re.sub(REFUSED_AFTER, r"no \1\2", text, flags=re.I)
+    text = re.sub(FORBIDDEN_AFTER, r"no \1\2", text, flags=re.I)
     # a stage said alone beside ZeRO ("not full zero-3, stage 1 only") is ZeRO's stage; beside pipeline words a stage
     # is the pipeline's
     if re.search(r"\bzero\b", text, re.I) and not re.search(r"\bpipelin\w*|\bpp\b|\bstages\b", text, re.I):
@@ -1255,10 +1262,12 @@ ZERO_NEGATOR = (r"(?:\bno|\bwithout|\bw/o|\bskip(?:ping)?|\bdisable|\bdisabling|
                 r"\b(?:leave|leaving|left)\s+out|\bexclud(?:e|ing)|\bomit(?:ting)?|\bnegative(?:\s+on)?|"
                 r"\b(?:don'?t|do\s+not|no\s+need\s+to)\s+bother\s+(?:with|about)|"
                 r"\b(?:drop(?:ping)?|forgo(?:ing)?|ditch(?:ing)?|scrap(?:ping)?|minus|sans)|"
-                r"\b(?:don'?t|do\s+not|doesn'?t|won'?t|will\s+not)\s+(?:need|want))")  # fmt: skip
+                r"\b(?:don'?t|do\s+not|doesn'?t|won'?t|will\s+not)\s+(?:need|want)|"
+                # the run told not to open with it: "I'd prefer the run not begin with any warmup at all"
+                r"\b(?:not|never|don'?t|do\s+not)\s+(?:begin|start)(?:s|ing)?\s+(?:off\s+)?with)")  # fmt: skip
 TURNED_OFF_BY_ZERO = (rf"{ZERO_NEGATOR}\s+(?:any\s+|the\s+)?"
                       rf"(?P<key>{'|'.join(_ZERO_KEYS.values())})\b(?>(?:\s+(?:stage|phase|period)\b)?)"
-                      r"(?!\s*(?:change|changes|setting|settings|tweak|value|[=:]|at\b|of\b|to\b|from\b|by\b|"
+                      r"(?!\s*(?:change|changes|setting|settings|tweak|value|[=:]|at\b(?!\s+all\b)|of\b|to\b|from\b|by\b|"
                       r"down\b|back\b))"
                       rf"(?!\s*\d(?!\d*\s*(?:gpus?|nodes?|devices?|process(?:es)?|procs?|cards?)\b))"
                       # a noun the setting only qualifies ("no clipping issues last time"): that noun negated

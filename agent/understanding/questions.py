@@ -45,13 +45,13 @@ from agent.understanding.intents import (
 )
 from agent.understanding.mood import (
     ACTION_WORDS,
-    CONDITION,
     LATER,
     MAY_I,
     OWN_INTENT,
     SUPPOSED,
     TAKE_BACK,
     WAITS_ON,
+    conditional,
     held_back,
     held_back_question,
     offers_yes,
@@ -335,16 +335,23 @@ _REASON = r"(?:(?<=\w )|(?<=, ))(?:because|'?cause|cuz)\b[^.;:!?]*"
 _NAH_AFTER = r"\w.*\b(?:nah|nope)\W*$"
 
 
+def _takes_back_this(lowered: str) -> bool:
+    """A take-back of what the message says: not one that opens it before the facts it asks instead ("wait no. same
+    thing but without AC", "never mind, 2 GPUs then": the turn before taken back)."""
+    return any(re.search(r"\w", lowered[: found.start()]) or not re.search(r"\w", lowered[found.end() :])
+               for found in re.finditer(TAKE_BACK, lowered))  # fmt: skip
+
+
 def _unordered_launch(lowered: str, entities: Entities) -> str | None:
     """Why a launch the sentence states only by its facts, with no launch verb ("4 GPUs, FSDP, 40 steps"), is no
     order for now, or None when nothing holds it back. With a launch verb, mood.held_back decides alone."""
     if launch_verb(masked(lowered, entities)):
         return None
-    if re.search(TAKE_BACK, lowered) or re.search(_NAH_AFTER, lowered):
+    if _takes_back_this(lowered) or re.search(_NAH_AFTER, lowered):
         return "taken back"
     if re.search(SUPPOSED, lowered):
         return "supposed"
-    if re.search(CONDITION, lowered):
+    if conditional(lowered, ACTION_WORDS["run"], "run"):
         return "conditional"
     if re.search(LATER, lowered) or re.search(WAITS_ON, lowered) or re.search(OWN_INTENT, lowered):
         return "deferred"
@@ -377,10 +384,18 @@ BENCH_QUESTION = (r"\bhow (?:good|well|accurate)\b|\bwhat (?:score|accuracy)\b|\
 POSSIBLE_LAUNCH = POSSIBLE_TO + r"\s+(?:launch|start|kick off|fire off|fire up|begin)\b"
 
 
+# A request put as whether it is fine to act, as "would it be possible to" puts one: "would it be reasonable, then, to
+# evaluate its checkpoint?" (for a tool that writes or measures, as POSSIBLE_TO; "would it be wise to" asks advice).
+FINE_TO = (r"\b(?:would|will|is)\s+(?:it|that)\s+be\s+(?:reasonable|ok|okay|alright|all right|fine|acceptable)"
+           r"(?:\s*,\s*(?:then|now|perhaps|please)\s*,)?\s+(?:for you\s+)?to\b")  # fmt: skip
+
+
 def _requested(intent: Intent, plain: str) -> bool:
     """A question that asks for its action: one answered by the action's measurement, or "is it possible to
     benchmark r1?" for a tool that writes or measures (intents.POSSIBLE_TO)."""
-    possible = intent.command not in NOT_BY_POSSIBLE and bool(re.search(POSSIBLE_TO, plain.lower()))
+    possible = intent.command not in NOT_BY_POSSIBLE and bool(
+        re.search(POSSIBLE_TO, plain.lower()) or re.search(FINE_TO, plain.lower())
+    )
     # a launch asked for as a possibility with its own verb ("is it possible to launch ..."), not "possible to run X
     # on 4 GPUs?" (whether it fits: a plan's question)
     possible = possible or (intent.command in ("run", "sweep") and bool(re.search(POSSIBLE_LAUNCH, plain.lower())))
@@ -519,6 +534,24 @@ def _close_call(intent: Intent, best: list[tuple[str, float]], entities: Entitie
     return f"Do you want me to {first} ({reading.strip()}) or to {second}? yes / edit"
 
 
+# A launch's own noun with the word of where it runs, said as what to start ("submit the batch job on 4 processors"):
+# the launch asked for, no run on disk described (not "relaunch the batch job": one started before).
+LAUNCH_NOUN = (r"\b(?:submit|start|launch|kick off|fire off|queue|run|begin|create|spin up)\s+"
+               r"(?:the|a|my|our)\s+(?:batch|cluster|slurm|compute)\s+(?:job|run)\b")  # fmt: skip
+# A run defined by the sentence that names it: "the approved run is 2 GPUs with FSDP for 20 steps" (not "the fsdp run
+# is 2 hours old": no fact of a launch).
+DEFINED_AS = (r"\s*(?:(?:is|will be|should be|would be|must be)\s*:?|[:=])\s*(?:[\w-]+\s+){0,3}?"
+              r"\d+\s*(?:x\s*)?(?:gpus?|steps?|nodes?|process(?:es)?|procs?|devices?|cards?)\b")  # fmt: skip
+
+
+def _the_launch_itself(described: str, lowered: str) -> bool:
+    """Whether a launch's description that fits no run here is the launch the sentence asks for: said as its
+    noun, or defined in the sentence by the launch's facts."""
+    if re.search(LAUNCH_NOUN, lowered) and re.search(rf"\b{re.escape(described)}", lowered):
+        return bool(re.fullmatch(r"(?:the|a|my|our)\s+(?:batch|cluster|slurm|compute)\s+(?:job|run)", described))
+    return bool(re.search(rf"\b{re.escape(described)}{DEFINED_AS}", lowered))
+
+
 def clarify(intent: Intent, plain: str, entities: Entities, context: Context, scores: dict[str, float]) -> None:
     """One question instead of the action where the planner is not sure of it (see the module docstring): the
     checks in order, each where no earlier one asked, and the holds (negated, put off, asked about) over all."""
@@ -564,6 +597,8 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         described = None  # "the little sweep where we tried learning rates": the rest of the sentence tells it apart
     if described and intent.command == "run" and re.fullmatch(DEFAULT_ONE, str(described)):
         described = None  # "start a training run, just the normal one": the experiment's defaults
+    if described and intent.command == "run" and _the_launch_itself(str(described), plain.lower()):
+        described = None  # "submit the batch job on 4 GPUs", "the approved run is 2 GPUs ...; start it"
     if described and intent.command in (*NAMED_TOOLS, "run") and not entities.has("run", "sweep") and not winner:
         runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
         intent.clarify = (
