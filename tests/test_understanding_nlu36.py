@@ -103,3 +103,16 @@ def test_english_with_words_of_those_languages_reads_as_before(text):
 def test_na_at_the_end_of_an_english_request_keeps_its_negation(known):
     read_as("Please do 20 steps on 2 GPUs, no compile, na", "run",
             {"nproc": 2, "steps": 20, "set": ["train.compile=false"]}, known)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "command", "args"),
+    [
+        # the action refused before "mat"/"na" is held back, the one asked after its object ("ko") is done
+        ("r1 cancel mat karna bhai, bas status batao", "status", {"run": "runs/r1"}),
+        ("20 steps 2 gpu pe abhi launch mat karo yaar, bas plan batao", "plan", {"devices": 2}),
+        ("tp-try ko cancel kar do yaar", "cancel", {"run": "runs/tp-try"}),
+    ],
+)
+def test_a_hinglish_action_refused_or_asked_before_its_verb(text, command, args, known):
+    read_as(text, command, args, known)

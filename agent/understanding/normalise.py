@@ -271,8 +271,11 @@ HINGLISH_PHRASES = {
     # a deletion refused by "mat" stays refused; an action asked for has its object before the verb
     rf"((?:[\w./-]+\s+)?)(?:(?:ka|ki|ke)\s+[\w-]+\s+)?(delete|remove|hata|mita)\s+{_HINGLISH_NOT}\s+{_HINGLISH_DO}\b":
         r"do not delete \1",
-    rf"([\w./-]+)(?:\s+(?:ka|ki|ke)\s+[\w-]+)?\s+(?:delete|remove|hata|mita)\s+{_HINGLISH_DO}\b": r"delete \1",
-    rf"([\w./-]+)(?:\s+(?:ka|ki|ke)\s+[\w-]+)?\s+(cancel|stop|resume|compare)\s+{_HINGLISH_DO}\b": r"\2 \1",
+    rf"([\w./-]+)(?:\s+(?:ka|ki|ke)\s+[\w-]+|\s+ko)?\s+(?:delete|remove|hata|mita)\s+{_HINGLISH_DO}\b": r"delete \1",
+    # an action refused ("tp-try ko cancel mat karo": do not cancel tp-try), or asked with its object before it
+    rf"((?:[\w./-]+\s+)?)(?:ko\s+)?(launch|run|start|train|cancel|stop|resume|push|merge|submit)\s+{_HINGLISH_NOT}\s+"
+    rf"{_HINGLISH_DO}\b": r"do not \2 \1",
+    rf"([\w./-]+)(?:\s+(?:ka|ki|ke)\s+[\w-]+|\s+ko)?\s+(cancel|stop|resume|compare)\s+{_HINGLISH_DO}\b": r"\2 \1",
     r"\b([\w./-]+)\s+(?:ki|ka)\s+list\s+(?:dikha|dikhao|bata|batao|de)(?:\s+(?:do|dena))?\b": r"list the \1",
     # what is refused or turned off is said before the verb
     rf"\b([\w./-]+)\s+{_HINGLISH_NOT}\s+(?:khol(?:na|o|iye|ein))\b": r"do not open \1",
