@@ -200,11 +200,137 @@ def _spanish(text: str) -> str:
                   lambda found: SPANISH[found.group(1).lower()], text, flags=re.I)  # fmt: skip
 
 
+# Italian mixed into an English request or said whole ("allora, lancia un run su 4 GPU con dp_shard=4", "senza
+# packing", "e con 2 nodi invece di uno?"): read word for word where two of its own words at least say so
+# (ITALIAN_MARKS, none an English word nor the Spanish's or Portuguese's). "cancella" deletes (it is no cancel), and
+# "non", "senza", "niente" stay negations.
+ITALIAN_MARKS = {"allora", "lancia", "lanciare", "lancialo", "grazie", "senza", "niente", "nessun", "nessuna", "nodi",
+                 "nodo", "invece", "uguale", "stesso", "stessa", "buongiorno", "ciao", "vorrei", "voglio", "nella",
+                 "nello", "nel", "dello", "della", "delle", "degli", "dei", "sul", "sulla", "il", "gli", "valuta",
+                 "valutare", "passi", "schede", "poi", "dimmi", "quante", "quanti", "sono", "anche", "mostrami",
+                 "fammi", "esegui", "avvia", "addestra", "cancella", "elimina", "rimuovi", "spegni", "disattiva",
+                 "accendi", "questa", "questo", "macchina", "punteggi", "risultati", "ma", "ogni", "sto", "usare",
+                 "vinto", "servono", "bastano", "attimo", "etichette", "esempi", "privato", "annulla", "ferma",
+                 "domani", "stasera", "confronta", "documentazione"}  # fmt: skip
+ITALIAN_PHRASES = {r"\bper\s+favore\b": "please", r"\bva\s+bene\b": "ok", r"\bper\s+ora\b": "for now",
+                   r"\bper\s+nodo\b": "per node", r"\bci\s+sono\b": "are there", r"\bfammi\s+vedere\b": "show me",
+                   r"\bpiù\s+tardi\b": "later", r"\bbutta\s+via\b": "delete", r"\bsecondo\s+te\b": "do you think",
+                   r"\bmi\s+(?:bastano|basta)\b": "i only need", r"\bmi\s+serv(?:e|ono)\b": "i need",
+                   r"\bchi\s+ha\s+vinto\b": "which won", r"\bstessa\s+cosa\b": "same", r"\be\s+se\b": "what if",
+                   r"\bsto\s+(\w+)ando\b": r"i am \1ing",
+                   # an adjective after its noun: "benchmark privato" the private benchmark
+                   r"\b(benchmark|branch|test|dati)\s+(privat[oaie]|local[ei])\b": r"\2 \1",
+                   # "le etichette del benchmark": the benchmark's labels (refused: they are its secret)
+                   r"\betichett[ae]\s+(?:del|dello|della|dei)\s+((?:privat[oaie]\s+)?(?:benchmark|test))\b":
+                       r"\1 labels"}  # fmt: skip
+ITALIAN = {"allora": "so", "lancia": "launch", "lanciare": "launch", "lancialo": "launch it", "grazie": "thanks",
+           "ciao": "hi", "buongiorno": "good morning", "e": "and", "ma": "but", "anche": "also", "poi": "then",
+           "un": "a", "una": "a", "uno": "one", "il": "the", "lo": "the", "la": "the", "gli": "the", "le": "the",
+           "di": "of", "del": "of the", "dello": "of the", "della": "of the", "dei": "of the", "degli": "of the",
+           "delle": "of the", "nel": "in the", "nello": "in the", "nella": "in the", "sul": "on the",
+           "sulla": "on the", "su": "on", "con": "with", "se": "if", "invece": "instead", "uguale": "same",
+           "stesso": "same", "vorrei": "i would like", "voglio": "i want", "dimmi": "tell me", "mostrami": "show me",
+           "mostra": "show", "esegui": "run", "avvia": "start", "addestra": "train", "valuta": "evaluate",
+           "valutare": "evaluate", "confronta": "compare", "annulla": "cancel", "ferma": "stop",
+           "pianifica": "plan", "piano": "plan", "usa": "use", "usare": "use", "passi": "steps", "nodi": "nodes",
+           "nodo": "node", "schede": "gpus", "scheda": "gpu", "ogni": "each", "quante": "how many",
+           "quanti": "how many", "questa": "this", "questo": "this", "macchina": "machine", "risultati": "results",
+           "punteggi": "scores", "documentazione": "docs", "locale": "local", "locali": "local",
+           "privato": "private", "privata": "private", "privati": "private",
+           "domani": "tomorrow", "stasera": "tonight", "quale": "which", "solo": "only", "etichette": "labels",
+           "esempi": "examples", "controllare": "check", "controlla": "check", "attimo": "moment",
+           # negations and switches, so that what is turned off is never read as turned on
+           "senza": "without", "niente": "no", "nessun": "no", "nessuna": "no", "non": "do not", "spegni": "turn off",
+           "disattiva": "disable", "accendi": "turn on", "attiva": "enable",
+           # a deletion (refused: never read as a cancel nor a reading of what it deletes)
+           "cancella": "delete", "elimina": "delete", "rimuovi": "delete", "cancellare": "delete",
+           "eliminare": "delete", "rimuovere": "delete", "fammi": "let me", "vedere": "see"}  # fmt: skip
+
+
+def _italian(text: str) -> str:
+    return _word_for_word(text, ITALIAN_MARKS, ITALIAN_PHRASES, ITALIAN)
+
+
+# Hindi in Latin letters mixed with English ("yaar 4 gpu pe fsdp laga ke 50 steps chala do"): read where two of its
+# own words at least say so (HINGLISH_MARKS, none an English word: not "do", "is", "pe", "na", "mat"). Hindi puts
+# the verb last: a refusal ("compile mat karna": don't compile; "warmup nahi chahiye": no warmup; "band kar do":
+# turn off) and a deletion ("tp-try delete kar do") are turned round so that the negation or verb comes first, as
+# the rules read them. A "na" after the verb ("list kar do na") only softens it; before it ("na karo") it negates.
+HINGLISH_MARKS = {"yaar", "bhai", "ka", "ki", "ke", "ko", "hai", "hain", "kar", "karo", "karna", "karke", "nahi",
+                  "nahin", "chahiye", "aur", "bhi", "ek", "baar", "sab", "kya", "batao", "mein", "likh", "kholna",
+                  "kholo", "abhi", "hoga", "theek", "chala", "chalao", "kitne", "kitni", "laga", "lagao", "pata",
+                  "saaf", "wala", "wale", "dena", "kijiye", "karein", "dikhao", "bata"}  # fmt: skip
+_HINGLISH_DO = r"(?:kar\s+do|kardo|karo|kar\s+dena|kijiye|karein|karna(?:\s+hai)?|do|dena)"
+_HINGLISH_NOT = r"(?:abhi\s+|bhi\s+)?(?:mat|na|nahi|nahin)"
+HINGLISH_PHRASES = {
+    r"\bis\s+(?=(?:machine|box|node|server|cluster|run|sweep)\b)": "this ",  # "is machine pe": on this machine
+    # "kal" is yesterday and tomorrow: yesterday where it says so, else tomorrow (a launch put off is held back)
+    r"\bkal\s+se\b": "since yesterday", r"\bkal\s+(?:raat|wala|wale|wali|ka|ki|ke)\b": "yesterday's",
+    r"\b(do|karo|dena|batao|dikhao|chalao|kijiye)\s+na\b": r"\1",  # a softener after the verb, no negation
+    r"\bsab\s+kuch\b": "everything", r"\bdo\s+(?=gpus?\b|nodes?\b|cards?\b)": "2 ",  # "do gpu": 2 GPUs
+    # a deletion refused by "mat" stays refused; an action asked for has its object before the verb
+    rf"((?:[\w./-]+\s+)?)(?:(?:ka|ki|ke)\s+[\w-]+\s+)?(delete|remove|hata|mita)\s+{_HINGLISH_NOT}\s+{_HINGLISH_DO}\b":
+        r"do not delete \1",
+    rf"([\w./-]+)(?:\s+(?:ka|ki|ke)\s+[\w-]+|\s+ko)?\s+(?:delete|remove|hata|mita)\s+{_HINGLISH_DO}\b": r"delete \1",
+    # an action refused ("tp-try ko cancel mat karo": do not cancel tp-try), or asked with its object before it
+    rf"((?:[\w./-]+\s+)?)(?:ko\s+)?(launch|run|start|train|cancel|stop|resume|push|merge|submit)\s+{_HINGLISH_NOT}\s+"
+    rf"{_HINGLISH_DO}\b": r"do not \2 \1",
+    rf"([\w./-]+)(?:\s+(?:ka|ki|ke)\s+[\w-]+|\s+ko)?\s+(cancel|stop|resume|compare)\s+{_HINGLISH_DO}\b": r"\2 \1",
+    r"\b([\w./-]+)\s+(?:ki|ka)\s+list\s+(?:dikha|dikhao|bata|batao|de)(?:\s+(?:do|dena))?\b": r"list the \1",
+    # what is refused or turned off is said before the verb
+    rf"\b([\w./-]+)\s+{_HINGLISH_NOT}\s+(?:khol(?:na|o|iye|ein))\b": r"do not open \1",
+    rf"\b([\w./-]+)\s+{_HINGLISH_NOT}\s+(?:chala(?:na|o|iye|ein)?)\b": r"do not run \1",
+    rf"\b([\w./-]+)\s+{_HINGLISH_NOT}\s+(?:(?:laga|rakh)(?:na|o|iye|ein)?|kar(?:na|o|iye|ein)|use\s+{_HINGLISH_DO})\b":
+        r"without \1",
+    r"\b([\w./-]+)\s+(?:bhi\s+)?(?:nahi|nahin|mat)\s+(?:chahiye|chaiye)\b": r"without \1",
+    rf"\bband\s+{_HINGLISH_DO}\b": "off",
+    r"\b(on|off)\s+kar\s+ke\b": r"\1 and",
+    rf"\b(on|off)\s+{_HINGLISH_DO}\b": r"\1",
+    # "har node pe 8 h200": 8 of them in each node
+    r"\bhar\s+(node|machine|box|host)\s+(?:pe|par|mein)\s+(\d+(?:\s+[\w.-]+)?)": r"\2 per \1",
+    # a postposition after its noun: "4 gpu pe" on 4 GPUs, "docs mein" in the docs
+    r"\b((?:\d+|this|local)\s+)?([\w./-]+)\s+(?:pe|par)\b": r"on \1\2",
+    r"\b((?:\d+|this)\s+)?([\w./-]+)\s+mein\b": r"in \1\2",
+    r"\b(?:laga|kar)\s*ke\b": "and",
+    # an English verb and "kar do" (do it), or a Hindi verb and "do" (give): the verb
+    r"\b(chala|likh|bata|dikha|de)\s+(?:do|dena)\b": r"\1",
+    r"\b([a-z]+)\s+(?:kar\s+do|kardo|karo|kar\s+dena|kijiye|karein)\b": r"\1",
+    r"\bpata\s+nahi[n]?\b": "who knows",
+    r"\btheek\s+hai\b": "ok",
+    r"\bek\s+baar\b": "",
+    r"\bfit\s+hoga\s+kya\b": "will it fit",
+}  # fmt: skip
+HINGLISH = {"yaar": "", "bhai": "", "ji": "", "ka": "", "ki": "", "ke": "", "ko": "", "hai": "", "hain": "",
+            "kar": "", "karo": "", "karna": "", "bas": "just", "aur": "and", "bhi": "also", "sab": "all",
+            "kya": "", "batao": "tell me", "bata": "tell me", "likh": "write", "abhi": "now", "ab": "now",
+            "kitne": "how many", "kitni": "how many", "chalao": "run", "chala": "run", "dikhao": "show",
+            "dikha": "show", "kal": "tomorrow", "pade": "lying", "kachra": "junk",
+            "saaf": "clean up", "nahi": "no", "nahin": "no", "mat": "do not", "chahiye": "needed",
+            "wala": "", "wale": "", "har": "each"}  # fmt: skip
+
+
+def _hinglish(text: str) -> str:
+    return _word_for_word(text, HINGLISH_MARKS, HINGLISH_PHRASES, HINGLISH)
+
+
+def _word_for_word(text: str, marks: set[str], phrases: dict[str, str], words: dict[str, str]) -> str:
+    """`text` read word for word where two of its words at least are `marks` of its language (else as it is)."""
+    words_said = re.findall(r"(?<![\w'./=-])[^\W\d_]+(?![\w'./=-])", text.lower())  # not "ka" of "ka-boom"
+    if sum(word in marks for word in words_said) < 2:
+        return text
+    for pattern, english in phrases.items():
+        text = re.sub(pattern, english, text, flags=re.I)
+    text = re.sub(r"(?<![\w'./=-])(" + "|".join(sorted(words, key=len, reverse=True)) + r")(?![\w'./=-])",
+                  lambda found: words[found.group(1).lower()], text, flags=re.I)  # fmt: skip
+    return re.sub(r"[ \t]{2,}", " ", text)
+
+
 # Function words of languages the rules do not read (Portuguese, Italian, Dutch, Japanese romaji, Hindi-English),
 # none of them an English word: a sentence made mostly of them is one the parser only partly understood.
 _OTHER_LANGUAGE = """os um uma em da dos das por favor nao não para mostra abre che il dei su mi fai un piano
 niente solo poi dimmi ci sono nel quali girare een het van voor zitten er deze laat zien wo ga kudasai misete kekka
-dore ichiban yokatta mai pe ek ka ki ke hai hain kya mein liye batao yaar bhai kaunse karo kuch mat de e o"""
+dore ichiban yokatta mai pe ek ka ki ke hai hain kya mein liye batao yaar bhai kaunse karo kuch mat de e o
+mujhe naya saath woh phir thoda kaun tha bada kaisa kaise"""
 OTHER_LANGUAGE = set(_OTHER_LANGUAGE.split())
 _ENGLISH_FUNCTION = """the a an to of in on for with without is are be it that this and or my our please what
 which how can do does should would i we you me us"""
@@ -812,6 +938,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = _compounds(text)
     text = _portuguese(text)
     text = _spanish(text)
+    text = _italian(text)
+    text = _hinglish(text)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
     text = re.sub(FALSE_FRIEND_UPDATE, r"updat\1", text, flags=re.I)
     text = _fix_typos(text, known)

@@ -62,7 +62,7 @@ LABELS = (r"\b(?:(?:hidden|private|held[- ]out|sealed|gold|ground[- ]truth|secre
           r"\b(?:answers?|questions?)\s+(?:that\s+|which\s+)?(?:[\w./-]+\s+){0,2}?"
           r"(?:got\s+wrong|got\s+right|failed|missed|gets?\s+wrong|flunked)\b")  # fmt: skip
 # Private labels taken to be used elsewhere are shown as surely: "pull the private labels so I can score it myself".
-FETCHED = r"\b(?:pull|get|fetch|grab|download|extract|retrieve|obtain|hand\s+over)\b"
+FETCHED = r"\b(?:pull|get|fetch|grab|download|extract|retrieve|obtain|hand\s+over|need|want)\b"  # "i need the labels"
 REVEAL = (r"\b(?:print|show|display|reveal|tell|give|echo|dump|cat|read|list|output|paste|send|post|leak|expose|"
           r"export|share|copy|what(?:'s| is| are)|whats|where(?:'s| is))\b")  # fmt: skip
 SECRET = (r"\b(?:api[ _-]?keys?|access[ _-]?tokens?|auth(?:entication)?[ _-]?tokens?|(?:hf|hugging ?face|github|gh|"
