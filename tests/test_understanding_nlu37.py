@@ -167,3 +167,25 @@ def test_how_the_sweep_went_asks_which(known: Known) -> None:
 )
 def test_a_sweep_said_which_is_read(text: str, sweep: str, known: Known) -> None:
     read_as(text, "trials", {"sweep": sweep}, known)
+
+
+# --- "report" that tells a run's state: no report of a sweep written ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "run"),
+    [
+        ("progress report on tp-try, please", "runs/tp-try"),
+        ("Give me a status report for r1.", "runs/r1"),
+    ],
+)
+def test_a_status_report_reads_the_status(text: str, run: str, known: Known) -> None:
+    read_as(text, "status", {"run": run}, known)
+
+
+def test_held_on_a_run_until_it_ends_then_told_its_state_waits(known: Known) -> None:
+    read_as("Hang on r1 till it lands, then report final status.", "status", {"run": "runs/r1", "wait": "yes"}, known)
+
+
+def test_a_report_written_of_a_sweep_is_still_a_report(known: Known) -> None:
+    read_as("write a progress report of lr-scan into the docs", "report", {"sweep": "sweeps/lr-scan"}, known)

@@ -104,9 +104,12 @@ WRITTEN_INTO_DOCS = rf"\b{_WRITE_INTO}\b.*{_INTO_DOCS}"
 # the docs mention lr-scan?" asks what they say: read).
 DOCS_TO_REFLECT = (rf"\b(?:can|could|should|would|will|let|please)\s+(?:the\s+|our\s+)?{DOC_NOUN}\s+(?:now\s+)?"
                    r"(?:reflect|include|cover|capture|incorporate)\b")  # fmt: skip
-# "report" as "tell": "report back", "report how it ended", "report the terminal state" (no report written)
-TOLD_BACK = (r"\s+(?:back|how|whether|if|when|what|(?:its|the|their)\s+(?:terminal\s+|final\s+|end\s+)?"
+# "report" as "tell": "report back", "report how it ended", "report the terminal state", "report final state" (no
+# report written)
+TOLD_BACK = (r"\s+(?:back|how|whether|if|when|what|(?:(?:its|the|their)\s+)?(?:terminal\s+|final\s+|end\s+)?"
              r"(?:state|status|outcome|exit))\b")  # fmt: skip
+# A run's state told, as a "status report" or "progress report" is: no report of a sweep written.
+STATE_TOLD = r"(?<!\bstatus )(?<!\bprogress )"
 # A folder of the repository named as one: "the sweeps folder", "configs/" (runs/ lists the runs: CUES["runs"]).
 FOLDER = r"\b(?:the\s+)?(sweeps|configs|docs)(?:/(?![\w.-])|\s+(?:folder|directory|dir)\b)"
 # "st?", "stat?": a run's status, in the shortest shorthand ("50st" is 50 steps)
@@ -336,6 +339,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bawait\b|"
             # "hold on until r1 is done" waits; "hold on, what is the loss of r1?" is an interjection
             r"\b(?:hold|hang) on\b(?=\s+(?:until|for|while)\b|\W*$)|\bhang tight\b|\bjust wait\b|"
+            # "hold on baseline-ddp until it is on the ground": held on a run named, until it ends (as "block on")
+            r"\b(?:hold|hang) on (?!to\b)(?:\S+ ){1,3}?(?:until|till)\b|"
             r"\b(?:ping|tell|notify|alert|message) me (?:once|when|as soon as|after)\b|"
             r"\bonce (?:\S+ ){1,3}(?:is|has) (?:over|done|finished|ended|complete)\b|"
             # "waiting for r1 to finish, ping me": the wait asked by its participle, and word sent after the end
@@ -485,7 +490,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
     ],
     "report": [
-        (rf"\breport\b(?!{TOLD_BACK})|\bwrite[- ]?up\b|\bwrite it up\b|\bmarkdown\b", 4),
+        (rf"{STATE_TOLD}\breport\b(?!{TOLD_BACK})|\bwrite[- ]?up\b|\bwrite it up\b|\bmarkdown\b", 4),
         # a summary in writing, or one passed around: "a written summary for leadership", "a one-pager", "a memo",
         # "socialize the learnings" (a summary "for the team update" is read to the user: they write the update)
         (
