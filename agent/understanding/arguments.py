@@ -307,8 +307,15 @@ def _fill_status(intent: Intent, entities: Entities, context: Context) -> None:
 
 
 def _fill_trials(intent: Intent, entities: Entities, context: Context) -> None:
+    """A sweep's trials read, a report or a pull request: of the sweep named or described, else the conversation's,
+    else the latest; "the sweep" said of several, with none of those, is asked about (how the sweep turned out is
+    that one's outcome, never the latest's in its place)."""
     if not entities.has("sweep") and (choice := entities.get("sweep_choice")):
         intent.clarify = f"Which sweep do you mean: {' or '.join(map(str, choice))}?"
+        return
+    if _which_sweep_unsaid(intent, entities, context, sweep_in_words(intent.text, context)):
+        sweeps = " or ".join(s.removeprefix("sweeps/") for s in context.known.sweeps)
+        intent.clarify = f"Which sweep do you mean: {sweeps}? There is more than one here."
         return
     if (sweep := _sweep_of(intent, entities, context)) is not None:
         intent.args["sweep"] = sweep
@@ -322,22 +329,18 @@ def _fill_sweep_named(intent: Intent, entities: Entities, context: Context) -> N
         run, sweeps = str(entities.get("run")), ", ".join(context.known.sweeps) or "none"
         intent.clarify = f"A report is written of a sweep, and {run} is a run: which sweep should it cover? ({sweeps})"
         return
-    if _which_sweep_unsaid(intent, entities, context, described):
-        sweeps = " or ".join(s.removeprefix("sweeps/") for s in context.known.sweeps)
-        intent.clarify = f"Which sweep do you mean: {sweeps}? There is more than one here."
-        return
-    _fill_trials(intent, entities, context)
+    _fill_trials(intent, entities, context)  # (which asks which sweep "the sweep" is, when it is not said)
 
 
 # "the sweep", as if one were meant, or its name forgotten ("whichever one it was"): the latest in its place would
-# be a guess. "a report", "the latest sweep" say which.
+# be a guess, for a report as for a reading. "a report", "the latest sweep" say which.
 THE_SWEEP = (r"\bthe\s+sweep(?:'s)?\b(?!\s+(?:over|of|on|across|that|which|where)\b)|\bwhichever\s+(?:one|sweep)\b|"
              r"\b(?:don'?t|do not|can'?t|cannot)\s+(?:\w+\s+)?(?:remember|recall)\b")  # fmt: skip
 
 
 def _which_sweep_unsaid(intent: Intent, entities: Entities, context: Context, described: str | None) -> bool:
-    """Whether a report or pull request is of "the sweep" while the repository has several and neither the sentence
-    nor the conversation says which: one question, never the latest in its place."""
+    """Whether a report, pull request or reading is of "the sweep" while the repository has several and neither the
+    sentence nor the conversation says which: one question, never the latest in its place."""
     said = entities.has("sweep", "sweep_choice") or described is not None or context.sweep is not None
     return not said and len(context.known.sweeps) > 1 and re.search(THE_SWEEP, intent.text.lower()) is not None
 

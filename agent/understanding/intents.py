@@ -31,7 +31,13 @@ RESUME = (r"\b(?:resume|resuming|unpause)\b|\bcontinue\b.*\b(?:preempted|interru
           # stopped" (a fresh launch starts from step 0; "where it left off" is its checkpoint)
           r"\bre-?queue\w*\b|\b(?:restart|relaunch|rerun|re-run|run|start|continue|kick)\w*\b[^.?!;]{0,40}?"
           r"\bfrom\s+(?:where|the\s+point)\s+(?:it|they|that|we|you)?\s*"
-          r"(?:stopped|left off|died|was cut|got to)\b")  # fmt: skip
+          r"(?:stopped|left off|died|was cut|got to)\b|"
+          # the same in other words: "reschedule it from where it left off", "continue it from where it was stopping",
+          # "resume it from where it dropped" (a preempted job's checkpoint, never a fresh launch)
+          r"\b(?:reschedul|resubmit|resum|continu)\w*\b[^.?!;]{0,40}?\bfrom\s+(?:where|the\s+point)\s+"
+          r"(?:it|they|that|we|you)?\s*(?:was\s+|were\s+|had\s+|got\s+)?"
+          r"(?:stopped|stopping|left off|died|dropped(?:\s+off)?|broke off|was cut|got to|cut out|halted|"
+          r"paused)\b")  # fmt: skip
 ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs", "resume")
 
 # Hardware to be bought or rented: a what-if, never this machine ("in order to" orders nothing).
@@ -48,13 +54,14 @@ FINDS_BEST = (
     # found by the tool itself, by trying: "have it automatically find the fastest setup", "auto-pick the layout"
     r"\bautomatic(?:ally)?\s+(?:find|pick|choose|select|search|determine|figure\s+out|work\s+out|tune)s?\b"
 )
-# A run stopped in everyday words ("shut it down", "pull the plug on r1"); "did r1 shut down cleanly?" asks, as any
+# A run stopped in everyday words ("shut it down", "pull the plug on r1", "pul the plug": the idiom is its own evidence
+# with a letter dropped, too short for the typo fixer); "did r1 shut down cleanly?" asks, as any
 # question about an action does (score). A setting shut off ("shut off packing", "shut AC off") is no run stopped.
 _SETTING_NAMES = "|".join(SWITCHES.values())
 _NO_SETTING = rf"(?!(?:off\s+)?(?:the\s+)?(?:{_SETTING_NAMES})\b)"
 SHUT_DOWN = (
     rf"shut(?:ting|s)?\s+{_NO_SETTING}(?:\S+\s+){{0,3}}?(?:down|off)(?!\s+(?:the\s+)?(?:{_SETTING_NAMES})\b)|"
-    rf"shutdown|pull(?:ing)?\s+the\s+plug|take\s+{_NO_SETTING}(?:\S+\s+){{1,3}}?(?:down|offline)\b|"
+    rf"shutdown|pull?(?:ing)?\s+the\s+plug|take\s+{_NO_SETTING}(?:\S+\s+){{1,3}}?(?:down|offline)\b|"
     # a run ended in the words for a product or an animal ended: "sunset r1", "retire that job", "put it down now"
     r"(?:sunset(?:ting)?|retir(?:e|ing))\s+(?!(?:from|to|at|in|on|early|soon|after|before|when|and|or|now)\b)"
     r"[\w./-]+|"
@@ -97,9 +104,12 @@ WRITTEN_INTO_DOCS = rf"\b{_WRITE_INTO}\b.*{_INTO_DOCS}"
 # the docs mention lr-scan?" asks what they say: read).
 DOCS_TO_REFLECT = (rf"\b(?:can|could|should|would|will|let|please)\s+(?:the\s+|our\s+)?{DOC_NOUN}\s+(?:now\s+)?"
                    r"(?:reflect|include|cover|capture|incorporate)\b")  # fmt: skip
-# "report" as "tell": "report back", "report how it ended", "report the terminal state" (no report written)
-TOLD_BACK = (r"\s+(?:back|how|whether|if|when|what|(?:its|the|their)\s+(?:terminal\s+|final\s+|end\s+)?"
-             r"(?:state|status|outcome|exit)|(?:terminal|final|end)\s+(?:state|status|outcome))\b")  # fmt: skip
+# "report" as "tell": "report back", "report how it ended", "report the terminal state", "report final state" (no
+# report written)
+TOLD_BACK = (r"\s+(?:back|how|whether|if|when|what|(?:(?:its|the|their)\s+)?(?:terminal\s+|final\s+|end\s+)?"
+             r"(?:state|status|outcome|exit))\b")  # fmt: skip
+# A run's state told, as a "status report" or "progress report" is: no report of a sweep written.
+STATE_TOLD = r"(?<!\bstatus )(?<!\bprogress )"
 # A run's folder listed as on a shell: "ls runs/tp-try", "ls -la runs/r1/".
 LISTED_RUN = r"^\W*(?:ls|dir|tree)\s+(?:-\w+\s+)*runs/[\w.-]+/?\W*$"
 # A folder of the repository named as one: "the sweeps folder", "configs/" (runs/ lists the runs: CUES["runs"]).
@@ -494,13 +504,13 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
     ],
     "report": [
-        (rf"(?<!status )\breport\b(?!{TOLD_BACK})|\bwrite[- ]?up\b|\bwrite it up\b|\bmarkdown\b", 4),
+        (rf"{STATE_TOLD}\breport\b(?!{TOLD_BACK})|\bwrite[- ]?up\b|\bwrite it up\b|\bmarkdown\b", 4),
         # a summary in writing, or one passed around: "a written summary for leadership", "a one-pager", "a memo",
         # "socialize the learnings" (a summary "for the team update" is read to the user: they write the update)
         (
             r"\bwritten\s+(?:summary|overview|recap|account|document|doc|read-?out|brief(?:ing)?)\b|\bone[- ]pager\b|"
             r"\bmemo\b|\b(?:summary|recap|overview)\s+(?:doc(?:ument)?|page|note|document)\b|"
-            r"\b(?:sociali[sz]e|circulate|write down)\b",
+            r"\b(?:sociali[sz]e|circulate|write down)\b|\b(?:be|been|get|gets|got)\s+written\s+down\b",
             5,
         ),
         (r"\b(?:as|in) (?:a )?markdown\b", 3),
@@ -512,8 +522,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:in|into|to)\s+(?:the\s+)?(?:docs|documentation)\b",
             6,
         ),
-        # where a report is committed: "on a local branch", "on a branch" (a pull request's is pushed)
-        (r"\b(?:on|in|to|into)\s+(?:a|the)\s+(?:new\s+)?(?:local\s+|separate\s+)?branch\b", 3),
+        # where a report is committed: "on a local branch", "on a branch", "a local branch only" (a pull request's
+        # is pushed)
+        (r"\b(?:on|in|to|into)\s+(?:a|the)\s+(?:new\s+)?(?:local\s+|separate\s+)?branch\b|\ba\s+local\s+branch\b", 3),
         # a write-up named by what it is of, put into the docs: "a write-up of the layouts-nov sweep in the docs"
         (r"\b(?:write-?up|report)\s+of\b.*\b(?:in|into|to)\s+(?:the\s+)?(?:docs|documentation)\b", 6),
         # the verb "write up", its object inside or after it: "write the lr-scan results up", "write up the results"
@@ -544,9 +555,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (rf"\b{DOC_NOUN}\b.*\b{DOC_VERB}", 3),
         # "bring the readme in line with these findings", "keep docs/training.md up to date": docs made to agree
         (rf"\b(?:bring|brings|keep|keeps|get|make)\b.*\b{DOC_NOUN}\b.*\b(?:in line with|up to date|in sync)\b", 6),
-        # "make sure the docs reflect the last sweep", "I want the readme to show lr-scan": docs made to say it
+        # "make sure the docs reflect the last sweep", "I want the readme to show lr-scan", "I would like the docs to
+        # reflect it": docs made to say it
         (
-            rf"\b(?:make sure|ensure|gets?|have|has|wants?|needs?)\b.*\b{DOC_NOUN}\b.*"
+            rf"\b(?:make sure|ensure|gets?|have|has|wants?|needs?|(?:would|'d)\s+like)\b.*\b{DOC_NOUN}\b.*"
             r"\b(?:reflects?|shows?|includes?|match(?:es)?|covers?|says?)\b",
             3,
         ),
@@ -705,6 +717,9 @@ SAME_KIND_INSTEAD = (
 WONT = r"\b(?:we|i|you)\s+(?:won'?t|will not|shan'?t|shall not)\s+(?:be\s+|need\s+|want\s+)?"
 # Another verb the same negation governs, first: "do not push anything or open any pull request".
 SHARED_NEGATION = r"(?:[\w-]+\s+(?:anything|it|them|that|this)\s*,?\s+(?:or|nor)\s+)?"
+# The form a pull request would give it, refused: "though not yet sent out into the world as a pull request", "not
+# published as a PR" (the verb and its words between: no DONT_DO verb needs to stand there).
+NOT_AS_PR = r"\bnot\s+(?:yet\s+)?(?:[\w-]+\s+){1,6}?as\s+(?:a|an)\s+(?:pull[- ]requests?|prs?|merge[- ]requests?)\b"
 # The wish refused rather than the act: "we don't want to open a PR", "I won't need to write a report".
 WANT_TO = r"(?:(?:want|need|have|plan|intend|wish)\s+to\s+)?"
 
@@ -722,6 +737,9 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
                 continue  # "not a full sweep, just a quick one": that kind asked for, smaller
             negated.add(intent)
             spans.append(found.span())
+    for found in re.finditer(NOT_AS_PR, lowered):
+        negated.add("pr")  # "though not yet sent out as a pull request": what is written stays on its branch
+        spans.append(found.span())
     for found in re.finditer(rf"{NEGATOR}{_WRITE_INTO}\b[^.;!?]*?{_INTO_DOCS}", lowered):
         negated.add("docs")  # "don't put the lr-scan numbers into the readme": the docs left as they are
         spans.append(found.span())
@@ -882,6 +900,8 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
             if action != "bench" or not _evaluated_not_trained(lowered):
                 scores[action] = -10.0
         scores["plan"] += 2
+    if "pr" not in negated and re.search(PR_ORDERED, lowered):
+        scores["pr"] = max(scores["pr"], scores["report"] + 2)  # "write it up and open a PR": the PR writes it too
     for action in negated:  # "don't open a PR": never that action, whatever else cues it
         scores[action] = -10.0
     if previous in ("plan", "run") and entities.has(
@@ -906,6 +926,12 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
     return scores
 
 
+# A pull request ordered at the start of its clause, beside the write-up it comes with: "write it up and open a PR",
+# "push the branch and open a pull request", "please raise a PR". open_pull_request writes the report as well, so the
+# write-up asked with it is no rival reading ("should we open a PR?" asks; "write it up, don't open a PR" negates it).
+PR_ORDERED = (r"(?:^|[.!;:,]\s*|\b(?:and|then|also|please|plus|now)\s+)(?:(?:then|also|please|now|just)\s+)?"
+              r"(?:open|create|file|raise|submit|put\s+up|send)\s+(?:up\s+)?(?:a|an|the)\s+(?:[\w.-]+\s+)?"
+              r"(?:pull[- ]request|pr|merge[- ]request)\b")  # fmt: skip
 # A correction of what was just asked for: "actually ...", "oops, make that ...", "negative, 60 steps".
 CORRECTS = (r"^\W*(?:(?:no|nope|nah)\W+)?(?:actually|sorry|oops|correction|negative|rather|wait|on second thought)\b|"
             r"\bmake\s+(?:it|that)\b")  # fmt: skip

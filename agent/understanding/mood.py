@@ -107,6 +107,10 @@ CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<
               r"\b(?:only )?if\b"
               r"(?!\s+(?:possible|you can|you could|you (?:don'?t|do not) mind|that'?s (?:ok|okay|fine|alright)|"
               r"that works|(?:that|it|this) makes sense|needed|necessary|any|(?:this|that|it)(?:'s| is) possible|"
+              # the request itself left to the planner's judgment: "if that seems appropriate to you", "if this
+              # sounds reasonable" (what "that" is, is the request: nothing of the repository to check first)
+              r"(?:that|this)\s+(?:seems|sounds)\s+(?:ok|okay|fine|alright|good|right|appropriate|reasonable|"
+              r"sensible)(?:\s+to\s+you)?|"
               r"i'?m honest|i am honest|"
               r"it'?s not (?:a |too much )?trouble|it is not (?:a |too much )?trouble|"
               r"(?:it|that)(?:'s| is) no (?:trouble|bother|problem|hassle)|"

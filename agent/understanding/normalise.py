@@ -544,7 +544,7 @@ best fine done does been being will would could should shall must might time tim
 again still ever even once both such into your yours ours mine away back about after before while since until
 part parts rest test tests case cases type types plan plans step stop start starts state status store
 boss cold date dinner exist full hate late lose lost lots race rates seep sleep star stat states stats steep sweet
-toss world presume micron lunch remote fro content contents"""
+toss world presume micron lunch remote fro content contents repot"""
 KEEP = COMMON | set(_KEEP.split()) | set(_ENGLISH.split())  # words the typo fixer must leave alone ("repo" is no
 # typo of "report")
 
@@ -569,6 +569,9 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
 # ("lunch the long config", "pls lunch it"), never "after lunch" or "lunch break".
 LUNCH_THE = (r"\blunch(?=\s+(?:the|a|an|it|that|this|my|our|another|\d+|configs?/|[\w-]+\.ya?ml|training|run|job|"
              r"sweep|fsdp|ddp|tp|pp)\b)")  # fmt: skip
+# "repot" is the gardener's verb ("repot it into something bigger": a metaphor no tool reads, KEEP), and "report"
+# typed a letter short anywhere else ("write the repot", "a repot of lr-scan").
+REPOT = r"\brepot(?!\s+(?:it|them|this|that|these|those)\s+(?:in|into|to)\b)"
 # Words before the meal itself: "after lunch the run ended", "we had lunch the day before".
 MEAL = (r"\b(?:after|before|for|at|had|have|having|eat|eating|ate|grab|grabbing|get|got|from|during|over|my|our|the|"
         r"a|of)\s+$")  # fmt: skip
@@ -954,6 +957,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(LAYOUT_KEY, _layout_key, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
     text = re.sub(LUNCH_THE, _lunch, text, flags=re.I)
+    text = re.sub(REPOT, "report", text, flags=re.I)
     text = re.sub(SEPARATED_OFF, r"\1 off \2", text, flags=re.I)
     text = re.sub(r"\bapiece\b", "each", text, flags=re.I)  # "four L40S apiece."
     # the launcher's key said bare, as the flag is ("--nproc 4"): "nproc 4", "nproc=4", "nproc_per_node: 8"

@@ -423,6 +423,8 @@ NOT_A_NAME = (
     r"high-level|top-line|bottom-line|long-term|short-term|low-hanging|deep-dive[sd]?|follow-ups?|"
     # a unit or a share said as a compound ("per-device memory", "to basis-point precision", "mixed-precision")
     r"per-\w+|\w+-points?|(?:mixed|half|full|single|double)-precision|"
+    # a point in a job's course ("preempted mid-tourney", "died mid-epoch", "stopped half-way"): when, no run's name
+    r"mid-\w+|half-way|part-way|"
     r"\w+-(?:ready|based|like|level|style|friendly|only|free|heavy|bound|aware|sized|related|specific))$"
 )
 

@@ -16,7 +16,10 @@ from agent.understanding.entities import Entities
 
 DELETE = (r"\b(?:delete|deleting|remove|removing|rm(?:\s+-\w+)*|erase|erasing|wipe|wiping|purge|purging|nuke|nuking|"
           r"trash|trashing|destroy|destroying|get rid of|getting rid of|clean(?:ing)? up|clear(?:ing)? out|drop|"
-          r"dropping|throw away|throw out)\b")  # fmt: skip
+          r"dropping|throw away|throw out|"
+          # a history cleared is deleted: "clear its history too", "clearing the run history" ("it's clear the runs
+          # are slow" clears nothing)
+          r"clear(?:ing)?(?=\s+(?:its|the|their|all|my|our)\s+(?:[\w-]+\s+)?history\b))\b")  # fmt: skip
 # Verbs that also mean "leave out of what you show me" ("compare r1 but drop the failed trials"): a deletion only
 # with a name of the repository or a thing on disk as their object, never trials or results.
 SOFT_DELETE = r"drop|dropping|throw out|clear(?:ing)? out"
@@ -26,6 +29,13 @@ DELETED_THINGS = (r"\s+(?:(?:the|all|of|my|our|old|every|those|these|that|this|i
                   r"previous|other|remaining)\s+){0,3}(?:[\w-]+\s+)?(?:runs?|sweeps?|checkpoints?|trials?|results|"
                   r"outputs?|logs?|directories|directory|dirs?|folders?|files?|branch(?:es)?|reports?|history|"
                   r"experiments?|everything|it all)\b")  # fmt: skip
+# Every member of a set the sentence defines as runs, sweeps or checkpoints: "let S be the set of failed runs; delete
+# every element of S", "remove each one of those runs" (the runs said before; a soft verb's "drop every one that
+# failed" only leaves them out of what is shown).
+EVERY_MEMBER = (
+    r"\s+(?:every|each|all|any)\s+(?:(?:of\s+)?(?:the\s+)?)(?:elements?|members?|items?|entries|entry|ones?)\b"
+)
+RUNS_SAID = r"\b(?:runs?|sweeps?|checkpoints?)\b"
 NAMED = ("run", "sweep", "checkpoint", "file", "experiment")
 # A deleting verb split around its object ("throw tp-try away", "wipe r1 out", "toss the lr-scan sweep out"): a
 # deletion where the object is a name of the repository (with GLUE words only).
@@ -140,6 +150,9 @@ def _deletion(lowered: str, entities: Entities) -> str | None:
         if (found := re.match(DELETED_THINGS, lowered[verb.end() :])) and not _a_setting(verb.end() + found.end(),
                                                                                          entities):  # fmt: skip
             return found.group(0).strip()
+        if (not re.fullmatch(SOFT_DELETE, verb.group(0)) and re.match(EVERY_MEMBER, lowered[verb.end() :])
+                and re.search(RUNS_SAID, lowered)):  # fmt: skip
+            return re.match(EVERY_MEMBER, lowered[verb.end() :]).group(0).strip()
         names = [e for e in entities.found if e.kind in NAMED]
         if names and not entities.has("switch_mention") and re.match(PRONOUN, lowered[verb.end() :]):
             return str(names[-1].value)  # "cancel r1 and then delete it": r1, never a setting ("remove it")
