@@ -243,3 +243,9 @@ def test_a_size_after_another_question_is_read_alone(known):
     earlier = _asked("plan qwen2.5-7b on 4 h100s", "Which model?")  # near miss: no A100 size was asked
     intent = read("the 80 gig ones", known, earlier)
     assert intent.args.get("model") is None
+
+
+@pytest.mark.parametrize("text", ["uguale, ma senza packing", "lo stesso, ma 50 steps"])
+def test_same_said_in_another_language_keeps_the_launch_before(text, known):
+    intent = read(text, known, LAUNCH)  # "uguale" / "lo stesso" is "same": the launch before, changed
+    assert (intent.command, intent.args.get("nproc"), intent.args.get("layout")) == ("run", 4, "dp_shard=4")

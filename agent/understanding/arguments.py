@@ -552,7 +552,9 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     ):  # "context 512" in a launch: the experiment's sequence length (launch_run takes no seq_len of its own)
         intent.args["set"] = [*intent.args.get("set", []), f"data.seq_len={seq_len}"]
     amends = re.search(FOLLOW_UP, lowered) or re.search(AMENDED, lowered)
-    again = re.search(AGAIN, lowered) or (context.previous == "run" and amends)
+    # (read in the normalised sentence too: "uguale, ma lr 3e-4" is "same, but lr 3e-4")
+    again = re.search(AGAIN, lowered) or re.search(AGAIN, plain_of(intent, context).lower())
+    again = again or (context.previous == "run" and amends)
     named = entities.get("run")
     # "the last tp one got too full! same again, but ...": the launch just before is the latest
     latest_before = bool(named is not None and again and context.launch and _only_the_latest(entities))
