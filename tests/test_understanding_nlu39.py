@@ -122,3 +122,26 @@ def test_sequence_length_said_as_tokens_each_in_a_follow_up(known) -> None:
     earlier = _planned({"model": "mistral-7b", "devices": 4, "gpu": "l40s"}, "plan mistral-7b on 4 l40s")
     intent = read("And what if the samples grew to 4096 tokens each?", known, earlier)
     assert (intent.command, intent.args.get("seq_len"), intent.clarify) == ("plan", 4096, None)
+
+
+def test_parts_of_the_gpus_said_before_their_layout_are_its_degrees(known) -> None:
+    read_as(
+        "launch on 4 gpus, 2 of them fsdp and 2 in tensor parallel, 30 steps",
+        "run",
+        {"nproc": 4, "steps": 30, "layout": "dp_shard=2,tp=2"},
+        known,
+    )
+
+
+def test_parts_that_do_not_make_the_total_are_asked(known) -> None:
+    assert read("launch on 8 gpus, 2 of them fsdp and 2 in tensor parallel, 30 steps", known).clarify is not None
+
+
+def test_nodes_said_as_groups_of_anything_each_in_a_follow_up(known) -> None:
+    earlier = _planned({"model": "llama-3.1-70b", "devices": 8, "gpu": "h100"}, "plan llama-3.1-70b on 8 h100s")
+    intent = read("And what if it had three islands of 8 palms each?", known, earlier)
+    assert (intent.args.get("nodes"), intent.args.get("devices"), intent.clarify) == (3, 8, None)
+
+
+def test_steps_of_runs_each_are_no_nodes(known) -> None:
+    assert "nodes" not in read("train fsdp on 2 gpus, 2 runs of 8 steps each", known).args

@@ -544,7 +544,7 @@ def _hardware(lowered: str, entities: Entities) -> None:
         span = (start + held.start(), start + held.end())  # nodes by another name, or as a launcher's variables
         entities.add("node_count", int(float(held.group(1))), span)
         entities.add("per_node", int(float(held.group(3))), span)
-    if not (nodes or per_node or total) and (held := re.search(HOLDERS_OF, part)):
+    if not (nodes or per_node or total) and (held := re.search(HOLDERS_OF, part) or re.search(HOLDERS_OF_EACH, part)):
         span = (start + held.start(), start + held.end())  # "2 rows of 8 h100s": nodes by another name
         entities.add("node_count", int(float(held.group(1))), span)
         entities.add("per_node", int(float(held.group(3))), span)
@@ -624,6 +624,14 @@ HOLDERS_OF = (rf"\b{COUNT}\s+(?!(?:runs|trials|jobs|sweeps|experiments|configs|l
               r"replicas|copies|shards|stages|ranks|pipelines|processes|experts|layers|heads|batches|groups|"
               r"sequences|tokens|sets)\b)"
               rf"[a-z]+s\s+of\s+{COUNT}\s*(?:x\s*)?(?={NODE_GPU}|(?:{NOUNS['devices']})\b)")  # fmt: skip
+# Or as groups of things by any name, "each" saying the second count is of the first's: "two villages of 8 houses
+# each" (never steps, trials or tokens of runs).
+_NOT_HOLDERS = (r"runs|trials|jobs|sweeps|experiments|configs|layouts|steps|models|checkpoints|replicas|copies|shards|"
+                r"stages|ranks|pipelines|processes|experts|layers|heads|batches|groups|sequences|samples|tokens|sets|"
+                r"hours|minutes|days|epochs|iterations|iters|seeds|points")  # fmt: skip
+HOLDERS_OF_EACH = (
+    rf"\b{COUNT}\s+(?!(?:{_NOT_HOLDERS})\b)[a-z]+s\s+of\s+{COUNT}\s+(?!(?:{_NOT_HOLDERS})\b)[a-z]+s\s+each\b"
+)
 # Or said as a launcher's variables: "NODES=2 GPUS_PER_NODE=4" (the same groups).
 SAID_AS_VARIABLES = (rf"\b(?:nnodes|num_nodes|nodes)\s*[=:]\s*{COUNT}\b[^\n]{{0,40}}?\b(?:gpus|devices)_?per_"
                      rf"node\s*[=:]\s*{COUNT}\b")  # fmt: skip
