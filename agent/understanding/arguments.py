@@ -22,6 +22,7 @@ from agent.understanding.entities import (
     GENERIC,
     SPEAKERS_MIND,
     Entities,
+    Entity,
     masked,
 )
 from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
@@ -731,12 +732,22 @@ def _process_counts(entities: Entities, nproc: object) -> list[int]:
     corrected = [m.end() for m in re.finditer(CORRECTED, lowered)]
     stands = ([e for e in found if e.span[0] >= corrected[-1]] or found) if corrected else found
     layout = "|".join(pattern for pattern, _ in LAYOUT_WORDS)
-    degrees = {e.value for e in stands if re.search(rf"\b(?:{layout})\s+(?:across|over|on|with|using)?\s*$",
-                                                     lowered[: e.span[0]])}  # fmt: skip
+    after_layout = rf"\b(?:{layout})\s+(?:across|over|on|with|using)?\s*$"
+    degrees = {e.value for e in stands
+               if re.search(after_layout, lowered[: e.span[0]]) or _part_of_first(e, stands, lowered)}  # fmt: skip
     totals = {e.value for e in stands} - degrees or {e.value for e in stands}
     if (total := stated_total(lowered)) in totals and total == nproc:
         return []  # "tp on 2 and fsdp on 2, so 4 GPUs total": the total said as such, the others its degrees
     return [] if totals == {nproc} else counts
+
+
+def _part_of_first(entity: Entity, stands: list[Entity], lowered: str) -> bool:
+    """Whether a count said before a layout word is a part of the first count said: "on 4 GPUs, 2 of them sharding
+    and 2 in tensor parallel" (a smaller count that divides it; "2 GPUs FSDP vs 4 GPUs FSDP" are two launches)."""
+    first = stands[0]
+    if entity is first or not re.match(rf"\s*(?:{'|'.join(p for p, _ in LAYOUT_WORDS)})\b", lowered[entity.span[1] :]):
+        return False
+    return int(entity.value) < int(first.value) and int(first.value) % int(entity.value) == 0
 
 
 COPY = (

@@ -21,6 +21,7 @@ from agent.understanding.grammar import (
     NODE_NOUN,
     NOT_INTERVAL,
     OPTIMIZERS,
+    REFUSED_COUNT,
     SEQ_LEN_CHANGE,
     SET_TO,
     SETTING_NAMES,
@@ -34,7 +35,7 @@ from trainer.model.presets import MODELS
 # A count's noun: what the number counts.
 NOUNS = {
     "devices": r"gpus?|cards?|devices?|accelerators?|h100s?|h200s?|a100s?|a10s?|l40s|(?:rtx[ -]?)?4090s?",
-    "nproc": r"process(?:es)?|procs?|ranks?|workers?",
+    "nproc": r"process(?:es)?|processors?|procs?|ranks?|workers?",
     "nodes": NODE_NOUN,
     "steps": r"(?:optimi[sz]er |training )?steps?|iterations?|iters?",
     "trials": r"(?:different |distinct |possible )?(?:trials?|configurations?|configs?|setups?)",
@@ -516,18 +517,23 @@ def _hardware(lowered: str, entities: Entities) -> None:
     correction = [found for found in re.finditer(CORRECTION, text) if re.search(r"\d", text[found.end() :])]
     start = correction[-1].end() if correction else 0
     part = text[start:]  # a self-correction: what follows it stands
-    nodes = re.search(rf"\b{COUNT}\s+{GPU_OF_NODE}(?:{NOUNS['nodes']})\b", part) or re.search(NODE_COPIES, part)
+    said_nodes = re.finditer(rf"\b{COUNT}\s+{GPU_OF_NODE}(?:{NOUNS['nodes']})\b", part)
+    # ("negative on 1 node, assess with 4 nodes": the count refused is none)
+    nodes = next((m for m in said_nodes if not re.search(REFUSED_COUNT, part[: m.start()])), None)
+    nodes = nodes or re.search(NODE_COPIES, part)
     per_node = re.search(
         rf"\b(?:{NOUNS['nodes']})\s*,?\s+{EACH_HAS}{COUNT}\b|\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|"
         # a model's size is no count of GPUs: "gemma 2 9b on a box of 4" has 4 on its box, not 9
         # ("3 replicas of a node" are 3 nodes: NODE_COPIES)
         rf"\b{COUNT}(?!\s*(?:gi?bs?|b(?:illion)?)\b)\s*(?:(?:[a-z]\w*|\d+\s*gi?bs?)\s+){{0,3}}?(?:per|each|(?<!\bof )a)"
         r"\s+(?:node|machine|box|host|server|computer)\b|"
-        rf"\b(?:{NOUNS['nodes']})\s*,?\s+{COUNT}\s*x\s*(?={NODE_GPU}|(?:{NOUNS['devices']})\b)",
+        rf"\b(?:{NOUNS['nodes']})\s*,?\s+{COUNT}\s*x\s*(?={NODE_GPU}|(?:{NOUNS['devices']})\b)|"
+        # "spread across 2 nodes, 8 to each"
+        rf"\b(?:{NOUNS['nodes']})\s*,\s*{COUNT}\s+(?:to|in|on|for|at)\s+each\b",
         part,
     )
     total = re.search(  # "16 GPUs across 2 machines"; a model's size ("qwen2.5-72b on 2 nodes") is no total
-        rf"\b(\d+)(k?)(?![.\d]|\s*b(?:illion)?\b)\s*(?:x\s*)?(?:[a-z][\w-]*\s+|\d+\s*gb\s+){{0,3}}?"
+        rf"\b(\d+)(k?)(?![.\d]|\s*(?:gi?b|b(?:illion)?)\b)\s*(?:x\s*)?(?:[a-z][\w-]*\s+|\d+\s*gb\s+){{0,3}}?"
         rf"(?:{NOUNS['devices']})?\s*(?:[a-z]\w*\s+)?(?:(?:evenly|equally)\s+)?"
         rf"(?:across|over|spread over|split over|on|in)\s+{COUNT}\s+"
         rf"{GPU_OF_NODE}(?:{NOUNS['nodes']})\b",
@@ -538,7 +544,16 @@ def _hardware(lowered: str, entities: Entities) -> None:
         span = (start + held.start(), start + held.end())  # nodes by another name, or as a launcher's variables
         entities.add("node_count", int(float(held.group(1))), span)
         entities.add("per_node", int(float(held.group(3))), span)
-    rig = re.search(RIG, part) or re.search(RIG_COUNTED, part)
+    if not (nodes or per_node or total) and (held := re.search(HOLDERS_OF, part) or re.search(HOLDERS_OF_EACH, part)):
+        span = (start + held.start(), start + held.end())  # "2 rows of 8 h100s": nodes by another name
+        entities.add("node_count", int(float(held.group(1))), span)
+        entities.add("per_node", int(float(held.group(3))), span)
+    if times := re.search(RIG_TIMES, part):  # "8x h200 x 4 nodes": 8 in each of 4 nodes
+        span = (start + times.start(), start + times.end())
+        entities.add("per_node", int(times.group(1)), span)
+        entities.add("node_count", int(times.group(2)), span)
+        nodes = single = per_node = total = None
+    rig = None if times else re.search(RIG, part) or re.search(RIG_COUNTED, part)
     if rig:  # "an 8x H100 node", "2 8xA100 boxes", "two 8-GPU nodes": the count with "x" or "GPU" is per node
         span = (start + rig.start(), start + rig.end())
         entities.add("per_node", int(rig.group(2)), span)
@@ -604,6 +619,19 @@ EACH_HAS = (
 # each carrying 8 gpus" (group 1 the nodes, the last COUNT each one's GPUs); never a count of runs or trials.
 HOLDERS = (rf"\b{COUNT}\s+(?!(?:runs|trials|jobs|sweeps|experiments|configs|layouts|steps|models|checkpoints)\b)"
            rf"[a-z]+s\s*,?\s+{EACH_HAS}{COUNT}\s*(?:x\s*)?(?={NODE_GPU}|(?:{NOUNS['devices']})\b)")  # fmt: skip
+# Or as groups of GPUs: "2 rows of 8 h100s", "three racks of 8 GPUs" (never groups a layout or a run makes).
+HOLDERS_OF = (rf"\b{COUNT}\s+(?!(?:runs|trials|jobs|sweeps|experiments|configs|layouts|steps|models|checkpoints|"
+              r"replicas|copies|shards|stages|ranks|pipelines|processes|experts|layers|heads|batches|groups|"
+              r"sequences|tokens|sets)\b)"
+              rf"[a-z]+s\s+of\s+{COUNT}\s*(?:x\s*)?(?={NODE_GPU}|(?:{NOUNS['devices']})\b)")  # fmt: skip
+# Or as groups of things by any name, "each" saying the second count is of the first's: "two villages of 8 houses
+# each" (never steps, trials or tokens of runs).
+_NOT_HOLDERS = (r"runs|trials|jobs|sweeps|experiments|configs|layouts|steps|models|checkpoints|replicas|copies|shards|"
+                r"stages|ranks|pipelines|processes|experts|layers|heads|batches|groups|sequences|samples|tokens|sets|"
+                r"hours|minutes|days|epochs|iterations|iters|seeds|points")  # fmt: skip
+HOLDERS_OF_EACH = (
+    rf"\b{COUNT}\s+(?!(?:{_NOT_HOLDERS})\b)[a-z]+s\s+of\s+{COUNT}\s+(?!(?:{_NOT_HOLDERS})\b)[a-z]+s\s+each\b"
+)
 # Or said as a launcher's variables: "NODES=2 GPUS_PER_NODE=4" (the same groups).
 SAID_AS_VARIABLES = (rf"\b(?:nnodes|num_nodes|nodes)\s*[=:]\s*{COUNT}\b[^\n]{{0,40}}?\b(?:gpus|devices)_?per_"
                      rf"node\s*[=:]\s*{COUNT}\b")  # fmt: skip
@@ -612,12 +640,15 @@ SAID_AS_VARIABLES = (rf"\b(?:nnodes|num_nodes|nodes)\s*[=:]\s*{COUNT}\b[^\n]{{0,
 # A node by the GPUs in it: "an 8x H100 node", "2 8xA100 boxes" (the first count the nodes', the one with "x" each
 # node's GPUs).
 RIG = rf"\b(?:(\d+)\s+|(?:an?|one)\s+)?(\d+)\s*x\s*{NODE_GPU}({NOUNS['nodes']})\b"
+# Or its count of nodes after the GPUs, with a second "x": "8x h200 x 4 nodes" (group 1 each node's, 2 the nodes).
+RIG_TIMES = rf"\b(\d+)\s*x\s*{NODE_GPU}x\s*(\d+)\s+(?:{NOUNS['nodes']})\b"
 # Or without the "x", two counts said: "two 8-GPU H100 nodes" (a count alone, "8 gpu nodes", counts the nodes).
 RIG_COUNTED = rf"\b(\d+)\s+(\d+)\s*(?:gpus?|cards?)\s+(?:{NODE_GPU})?({NOUNS['nodes']})\b"
 
 
 # A GPU's memory size as its version: "the 40 gig version", "the 80GB ones", "the 40GB cards".
-MEMORY_VERSION = r"\b(\d+(?:\.\d+)?)\s*(gib|gb)\s+(?:version|variant|ones?|model|edition|cards?|gpus?)\b"
+MEMORY_VERSION = (r"\b(\d+(?:\.\d+)?)\s*(gib|gb)\s+(?:version|variant|ones?|model|edition|cards?|gpus?|kind|type|"
+                  r"sort|flavou?r)\b")  # fmt: skip
 
 
 # Nodes counted as copies of one: "3 replicas of a node with 4 L40S each", "two copies of this box" (the count is
@@ -689,6 +720,11 @@ def _preset_named(lowered: str) -> tuple[str, re.Match] | None:
     return None
 
 
+# A version said as letters and a number after a family's name ("deepseek-r2", "gemma-x9"): the presets named so
+# were read whole before (_preset_named), so one left is a version no preset has.
+VERSION_TAG = r"-?([a-z]{1,2}\d+(?:\.\d+)?)\b"
+
+
 # A count's noun right after a number: "qwen 4 gpus" says no version of qwen.
 COUNTED_AFTER = r"\s*(?:x\b|gpus?|devices?|cards?|nodes?|procs?|process|ranks?|steps?|trials?|[ahl]\d)"
 
@@ -714,6 +750,10 @@ def _model(lowered: str, entities: Entities) -> None:
         size, family, version = found.group(1), None, None
     elif found := re.search(rf"\b({FAMILIES})(?:[\s-]*(\d+(?:\.\d+)?))?\b(?!\s*[-.]?\d)", lowered):
         family, version = found.groups()
+        tag = re.match(VERSION_TAG, lowered[found.end() :])
+        if tag and not version and not re.match(_GPU_NAME, tag.group(1)):  # "deepseek-r2": no preset's version
+            entities.add("model_unknown", found.group(0) + tag.group(0), (found.start(), found.end() + tag.end()))
+            return
         matches = [k for k in MODELS if _PRESET.match(k) and _PRESET.match(k).group(1) == family
                    and (not version or (_PRESET.match(k).group(2) or "").startswith(version))]  # fmt: skip
         if not version:  # presets not named by family and size ("mixtral-8x7b", "deepseek-v3"): by family alone

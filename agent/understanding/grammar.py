@@ -95,7 +95,8 @@ model models gpu gpus devices device node many more less fit fits per tokens tim
 same again also just need used use using size noise scale each lane rain main plain brain their there these
 those test tests state trial procs"""
 COMMON = set(VOCABULARY) | set(_COMMON.split())
-_NUMBER = r"(\d+(?:\.\d+)?(?:e-?\d+)?)"
+# (a value may open with its point, as some write a rate: ".0005")
+_NUMBER = r"((?<![\w.])\.\d+(?:e-?\d+)?|\d+(?:\.\d+)?(?:e-?\d+)?)"
 _COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
 _UNKNOWN_GPU = r"\b(mi\d{3}x?|v100|p100|t4|b200|gb200|gh200|l4|a6000|a40|rtx ?[2-5]0[6-9]0(?: ti)?)s?\b"
 _GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx[ -]?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gi?b)?s?\b"
@@ -285,23 +286,40 @@ _QUOTED_GPU = r"['\"]?(?:(?:nvidia|the)\s+)?" + _GPU_NAME + r"['\"]?"
 REPLACED_GPU = (rf"\b(?:replace|swap|strike|drop|remove|ditch|switch)\s+(?:out\s+)?({_QUOTED_GPU})(?=\s*(?:,?\s*and\s+"
                 r"(?:substitute|use|put in|go with)|with|for|by|->|\u2192|=>))|"
                 rf"\b(?:instead\s+of|rather\s+than|in\s+place\s+of)\s+({_QUOTED_GPU})|"
-                rf"({_QUOTED_GPU})(?=\s*(?:->|\u2192|=>))")  # fmt: skip
+                rf"({_QUOTED_GPU})(?=\s*(?:->|\u2192|=>))|"
+                # refused: "negative on a10, same on rtx-4090", "not on h100s: a100s"
+                rf"\b(?:negative\s+on|not(?:\s+on)?)\s+({_QUOTED_GPU})")  # fmt: skip
 
 
 def unreplaced(lowered: str) -> str:
     """`lowered` with the GPUs it says are replaced blanked out, where another GPU is named beside them."""
-    spans = [m.span(g) for m in re.finditer(REPLACED_GPU, lowered) for g in (1, 5, 9) if m.group(g)]
+    spans = [m.span(g) for m in re.finditer(REPLACED_GPU, lowered) for g in (1, 5, 9, 13) if m.group(g)]
     blanked = lowered
     for start, end in spans:
         blanked = blanked[:start] + " " * (end - start) + blanked[end:]
     return blanked if re.search(_GPU_NAME, blanked) else lowered
 
 
+# One card, said with an owner or a word of its size between ("my 4090", "one little a10", "a lone h100"); the card's
+# name singular ("my h100s" counts none) and no node's ("my h100 box" holds some).
+LONE_GPU = (
+    r"\b(?:my|one|an?|a single)\s+(?:(?:own|little|small|tiny|lone|lonely|old|trusty|humble|spare|single)\s+)?"
+    r"(?:(?:nvidia|rtx)[ -]?)?(?:h100|h200|a100|a10|l40s|4090)(?:[ -]?(?:sxm|pcie|nvl))?(?:[ -]?\d+ ?gi?b)?\b"
+    rf"(?!\s*(?:{NODE_NOUN}|cluster|pod|fleet)\b)"
+)
+
+
+# A count refused right before it: "negative on 1 node, assess with 4 nodes", "not 2 nodes but 4".
+REFUSED_COUNT = r"\b(?:negative(?:\s+on)?|not(?:\s+on)?|rather\s+than|instead\s+of)\s+$"
+
+
 def _hardware_facts(lowered: str, intent: Intent) -> None:
     """GPU preset, devices per node, nodes and sequence length ("2 nodes of 8 A100 40GB", "a 4090", "at 8k")."""
     args = intent.args
     lowered = unreplaced(lowered)
-    if found := re.search(rf"(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s+{GPU_OF_NODE}nodes?\b", lowered):
+    said = rf"(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s+{GPU_OF_NODE}nodes?\b"
+    if found := next((m for m in re.finditer(said, lowered) if not re.search(REFUSED_COUNT, lowered[: m.start()])),
+                     None):  # fmt: skip
         args["nodes"] = _count(found.group(1))
     gpu = r"(?:(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s*(?:x\s*)?)?(?:(?:nvidia|dgx|hgx)\s+)*" + _GPU_NAME
     if found := re.search(gpu, lowered):
@@ -322,11 +340,13 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
         )
     # "8 accelerators", "8x 80GB GPUs": devices with their memory said between
     if found := re.search(rf"(?<![\w.])(\d+)(?![\d.])\s*(?:x\s*)?(?:\d+(?:\.\d+)?\s*gi?b\s+)?(?:gpus?|devices?|cards?|"
-                          rf"accelerators?|process(?:es)?|procs?|ranks|workers)\b(?!\s+(?:{NODE_NOUN})\b)",
+                          rf"accelerators?|process(?:es)?|processors?|procs?|ranks|workers)\b(?!\s+(?:{NODE_NOUN})\b)",
                           lowered):  # fmt: skip
         key = "devices" if intent.command in ("plan", "why") else "nproc"
         args.setdefault(key, int(found.group(1)))
     if found := re.search(r"\b(?:on|across|over|with)\s+(?:a|an|one)\s+(?:single\s+)?(?:gpu|device)\b", lowered):
+        args.setdefault("devices" if intent.command in ("plan", "why") else "nproc", 1)
+    if re.search(LONE_GPU, lowered):  # "on my 4090", "one little a10": one card
         args.setdefault("devices" if intent.command in ("plan", "why") else "nproc", 1)
     if "gpu" not in args and (found := re.search(r"\b(\d+(?:\.\d+)?)\s*(gi?b)\b", lowered)):
         args["device_mem"] = f"{found.group(1)}GiB"  # a device's GB is its GiB (entities.device_memory)
@@ -338,10 +358,12 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
         r"(?:context|sequences?|seq(?:uence)?(?:[ _]len(?:gth)?)?)\b|"
         r"\bat\s+(\d+)\s*(k)\b(?!\s*(?:steps?|iter\w*|trials?|tok\w*/|tokens? per))|"  # "fit ... at 8k?": context
         r"\bat\s+(\d+)\s*(k?)\s*tokens?\b(?!\s*(?:/|per\b|a second))|"  # "at 4096 tokens", not "at 900 tokens/s"
-        rf"{TOKENS_PER_SEQUENCE}",  # "1024 tokens per sequence", "samples of 2k tokens"
+        rf"{TOKENS_PER_SEQUENCE}|"  # "1024 tokens per sequence", "samples of 2k tokens"
+        # "if the sequences were longer, stretching to 2048 tokens each"
+        r"\b(?:sequences?|samples?)\b[^.;!?]{0,40}?\b(\d+)\s*(k?)[ -]?tokens?\s+(?:each|apiece)\b",
         lowered,
     ):
-        groups = (1, 3, 5, 7, 9, 11)
+        groups = (1, 3, 5, 7, 9, 11, 13)
         number, kilo = next((found.group(i), found.group(i + 1)) for i in groups if found.group(i))
         args["seq_len"] = int(number) * (1024 if kilo else 1)
     if found := re.search(SEQ_LEN_CHANGE, lowered):  # "from 256 to 1024 tokens": the length it goes to
@@ -352,7 +374,8 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
 # A setting changed to its value: "sequence length bumped to 2048", "micro batch set to 4", "lr raised to 1e-3".
 CHANGED = (r"(?:\s+(?:(?:is|was|were|be|been|got)\s+)?(?:bumped|raised|set|increased|changed|reduced|lowered|"
            r"dropped|cut|upped|pushed|moved|turned|doubled|halved|going|extended|expanded|lengthened|shortened)"
-           r"(?:\s+(?:up|down|back))?)?")  # fmt: skip
+           # ("lowered gently to 1e-4": a manner said between the change and its value)
+           r"(?:\s+\w+ly)?(?:\s+(?:up|down|back))?(?:\s+\w+ly)?)?")  # fmt: skip
 # ("the sequence length must be 512", "lr should be 1e-3": the value it must have; "the learning rate being 3e-4")
 SET_TO = CHANGED + r"\s*(?:of|=|:|to|is|at|being|(?:must|should|shall|will|has\s+to|needs?\s+to)\s+be)?\s*"
 # A sequence length said as the tokens of one sequence: "1024 tokens per sequence", "sequences of 2k tokens".
@@ -592,11 +615,17 @@ SETTING_NAMES = {"micro_batch": r"micro[- _]?batch(?: size)?|batch size", "lr": 
 _SETTINGS: list[tuple[str, str]] = [
     (rf"\b(?:learning rate|lr){SET_TO}{_NUMBER}|{_NUMBER}\s+(?:learning rate|lr)\b", "train.lr"),
     (rf"\bmicro[- _]?batch(?: size)?{SET_TO}(\d+)", "train.micro_batch"),
+    # "in tiny batches of 1": batches of a few are each rank's (at most 8, as normalise.MICRO_BATCH_MOST)
+    # ("a batch of 8 sequences" may be the global one: asked)
+    (
+        r"(?<!global )\bbatches\s+of\s+([1-8])\b(?!\s*(?:k\b|tokens?|sequences?|samples?|examples?))",
+        "train.micro_batch",
+    ),
     (r"\bglobal batch(?: of| size)?\s*(?:=|:|to)?\s*(\d+)\s*tokens", "train.global_batch_tokens"),
     (rf"\bseed{SET_TO}(\d+)", "train.seed"),
     (rf"\bweight decay{SET_TO}{_NUMBER}", "train.weight_decay"),
     (rf"\bwarm-?up(?: steps)?{SET_TO}(\d+)", "train.warmup_steps"),
-    (rf"\b(?:grad(?:ient)? clip(?:ping)?|clip)\s*(?:of|=|:|at|to)?\s*{_NUMBER}", "train.grad_clip"),
+    (rf"\b(?:grad(?:ient)?[ _]clip(?:ping)?|clip)\s*(?:of|=|:|at|to)?\s*{_NUMBER}", "train.grad_clip"),
     # "in bf16", "precision=fp8", or bare in a launch's list ("..., bf16, lr 3e-4"); "in" kept in the match, so that
     # "not in fp8" is read as negated
     (r"\b(?:(?:in|with|using|at)\s+|precision\s*(?:=|:|to|of)?\s*)?(bf16|fp32|fp8)\b", "train.precision"),
@@ -655,6 +684,7 @@ def _overrides(text: str, lowered: str, intent: Intent) -> None:
                      None)  # fmt: skip
         if found and not any(o.startswith(key + "=") for o in overrides):
             value = next((g for g in found.groups() if g), "constant")  # "constant lr" names no group's value
+            value = "0" + value if value.startswith(".") else value  # ".0005" is 0.0005
             overrides.append(f"{key}={value}")
     if _zero_3_beside_a_layout(lowered) and not any(o.startswith("train.zero_stage=") for o in overrides):
         overrides.append("train.zero_stage=3")

@@ -1154,7 +1154,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\s@\s*(?=\d)", " at ", text)
     text = re.sub(r"\b(\d+) of (?:them|those|these)\b", _of_them, text, flags=re.I)  # "2 of those," no noun after
     # "a100 40GiB x 8", "h100x8", "h200 * 4": the count after a GPU's name, as it reads before it ("8 x h100")
-    text = re.sub(rf"\b({GPU_WORD})\s*(?:x|\*|×)\s*(\d+)\b(?!\.\d|\s*(?:k|b|steps?)\b)", r"\2 x \1", text, flags=re.I)
+    # ("8x h200 x 4 nodes": a count of nodes after it stays theirs)
+    text = re.sub(rf"\b({GPU_WORD})\s*(?:x|\*|×)\s*(\d+)\b(?!\.\d|\s*(?:k|b|steps?|nodes?|machines?|boxes|hosts?|"
+                  r"servers?)\b)", r"\2 x \1", text, flags=re.I)  # fmt: skip
     text = re.sub(r"(?<=[a-z0-9])\s*\bx(\d+)\b", r" x \1 gpus", text, flags=re.I)  # "a100 80g x8"
     # "fsdp on 2, 30 steps": a bare count after on/over/across counts processes
     # "tp=2 x dp_shard=4", "tp=2 + dp_shard=2": one layout of both degrees

@@ -163,6 +163,8 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
             continue
         if re.search(OLD_VALUE, lowered[: found.start()]):  # "100 steps instead of the usual 20": 20 is no argument
             continue
+        if _number_of_its_own(found, lowered, spans):
+            continue
         number, kilo = found.group(1), found.group(2)
         readings = {number, str(as_number(number))}
         if kilo:  # "8k" is 8192 or 8000, never the 8 of "8 GPUs"
@@ -172,6 +174,28 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
             return (f"What is {found.group(0)} for ({what}...)? I would call {call_text(intent)}, which does not "
                     "use it.")  # fmt: skip
     return None
+
+
+# A number with a noun of its own that no tool takes: "I've slept 4 hours", "3 days ago" (a time the action would
+# take or wait for, "for 4 hours", "in 2 days", is still asked about).
+TIME_SPENT = r"\s*(?:hours?|hrs?|minutes?|mins?|days?|weeks?|months?|years?|nights?)\b"
+TIME_OF_ACTION = r"\b(?:for|in|within|after|every|under|over|than|to|up to|at most|about|around|by|until|till)\s+$"
+# Chat's "4" for "for" before what it is for: "what layouts work 4 mistral 7b", "4 the eval" (a model's span right
+# after it, or an article).
+COUNTING_VERB = r"\b(?:plan|train|run|launch|fit|bench\w*|eval\w*|sweep|tune|start|use|need|have|got)\s+$"
+FOR_WORDS = r"\s+(?:the|a|an|my|our|me|us|you|it|this|that|him|her|them)\b"
+
+
+def _number_of_its_own(found: re.Match, lowered: str, spans: list[tuple[int, int]]) -> bool:
+    """Whether the number found counts or stands for something that is no argument of any tool."""
+    after, before = lowered[found.end() :], lowered[: found.start()]
+    if re.match(TIME_SPENT, after) and not re.search(TIME_OF_ACTION, before):
+        return True
+    # "4" for "for" follows a word, not a verb that may count ("plan 4 llama-3.1-8b" may mean copies: asked)
+    if found.group(0) != "4" or not re.search(r"[a-z]\s+$", before) or re.search(COUNTING_VERB, before):
+        return False
+    start = found.end() + len(after) - len(after.lstrip())
+    return bool(re.match(FOR_WORDS, after)) or any(begin == start for begin, _ in spans)
 
 
 def _time_to_act(entity: Entity, intent: Intent, lowered: str) -> bool:
