@@ -8,7 +8,15 @@ planner should ask instead of acting.
 from __future__ import annotations
 
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
-from agent.understanding.entities import ANOTHER_INSTEAD, NEGATOR, NOUNS, SWITCHES, Entities, masked
+from agent.understanding.entities import (
+    ANOTHER_INSTEAD,
+    NEGATOR,
+    NOUNS,
+    SWITCHES,
+    WAVED_OFF,  # "stop r1? no, just check its loss", "PR? nah", "PR: nope"
+    Entities,
+    masked,
+)
 from agent.understanding.grammar import SETTING_NAMES
 
 # "do" opens a question only before its subject: "do we have ...?", not "do the same as r1 with 50 steps".
@@ -628,8 +636,6 @@ DONT_WAIT = (r"\b(?:no need (?:for|to)|not|without|don'?t|do not|never|skip(?:pi
              r"(?:don'?t|do not|no need to) bother(?: with)?)\s+(?:(?:to|for|on)\s+)?(?:wait(?:ing)?|await\w*)\b|"
              # "stop waiting, just tell me r1's loss": the wait is stopped, no run is
              r"\bno waiting\b|\b(?:stop|quit|cancel|no more)\s+(?:the\s+)?(?:waiting|wait)\b")  # fmt: skip
-# An action asked about and answered "no" in the same breath: "stop r1? no, just check its loss", "PR? nah".
-WAVED_OFF = r"\s*\?\s*(?:nah|nope|no(?=\s*[,.;:!\-\u2013\u2014]|\s*$))\b"
 # The object first, its refusal after: "a PR isn't needed", "the report can wait", "PR later", "the PR can come
 # afterwards", "a benchmark maybe down the line".
 LATER = (r"(?:later(?: on)?|afterwards?|after that|down the line|eventually|at some point|for later|another time|"
@@ -710,7 +716,8 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
         negated.add("docs")  # "don't put the lr-scan numbers into the readme": the docs left as they are
         spans.append(found.span())
     for intent, verbs in DONT_VERB.items():
-        for found in re.finditer(rf"{NEGATOR}(?:{verbs})\b|{DEFERRED}(?:{verbs})\b|"
+        # ("hold the cancel on tp-try", "omit the cancel of r1": the verb as a noun)
+        for found in re.finditer(rf"{NEGATOR}(?:the\s+)?(?:{verbs})\b|{DEFERRED}(?:{verbs})\b|"
                                  rf"\b(?:{verbs})\s+(?:(?:it|that|this|them)\s+)?{LATER}\b|"
                                  rf"\b(?:{verbs})\b[^?.!;]{{0,40}}{WAVED_OFF}", lowered):  # fmt: skip
             if intent not in ("cancel", "resume") and _for_another(lowered[found.end() :]):
