@@ -89,6 +89,24 @@ def test_a_pr_left_out_beside_a_report_is_the_report(text, known):
     assert (intent.command, intent.clarify) == ("report", None)
 
 
+@pytest.mark.parametrize(
+    ("text", "command"),
+    [
+        ("negative on killing baseline-ddp", "cancel"),
+        ("ditch the evaluation of baseline-ddp", "bench"),
+        ("negative on the docs refresh for layouts-nov", "docs"),
+    ],
+)
+def test_an_action_refused_alone_is_asked_about_not_read_instead(text, command, known):
+    intent = read(text, known)
+    assert intent.command == command and intent.clarify
+
+
+def test_an_action_refused_beside_a_read_asked_for_is_the_read(known):
+    intent = read("no need to cancel baseline-ddp, show me its loss", known)
+    assert (intent.command, intent.clarify) == ("results", None)
+
+
 def test_a_setting_answered_no_is_no_take_back(known):
     intent = read("train 12 steps. compile? no.", known)
     assert (intent.command, intent.clarify) == ("run", None)
