@@ -110,3 +110,41 @@ def test_an_action_refused_beside_a_read_asked_for_is_the_read(known):
 def test_a_setting_answered_no_is_no_take_back(known):
     intent = read("train 12 steps. compile? no.", known)
     assert (intent.command, intent.clarify) == ("run", None)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the docs said not to say it
+        "the readme mustn't mention layouts-nov before Jin signs off",
+        "we want the documentation to never cover layouts-nov",
+        # a launch's facts as the past not taken
+        "2 GPUs, DDP, 30 steps would've done it, like last time.",
+        # a launch of what was said where the parser cannot read
+        "Start the experiment from the sync on 8 GPUs",
+        "Train what we agreed on in the retro, with 2 GPUs",
+        # a resume refused alone
+        "no need to rerun baseline-ddp from where it died",
+    ],
+)
+def test_an_output_or_launch_not_asked_as_said_is_asked(text, known):
+    intent = read(text, known)
+    assert intent.command not in ACTIONS or intent.clarify, (intent.command, intent.args)
+
+
+def test_a_resume_refused_beside_a_fresh_launch_never_resumes(known):
+    intent = read("r1 was preempted; don't relaunch it from where it died, start over on 2 GPUs, 12 steps", known)
+    assert intent.command == "run" and intent.args.get("nproc") == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "command"),
+    [
+        ("restart baseline-ddp from the point it got to", "resume"),
+        ("update the docs from layouts-nov", "docs"),
+        ("launch 10 steps on 2 GPUs with the config from configs/long.yaml", "run"),
+    ],
+)
+def test_the_near_misses_of_those_still_act(text, command, known):
+    intent = read(text, known)
+    assert (intent.command, intent.clarify) == (command, None)

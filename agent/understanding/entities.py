@@ -44,6 +44,8 @@ COUNT = r"(\d+(?:\.\d+)?)(k?)"
 NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never)\s+(?:actually\s+)?"
              # ("without initiating any run": a run not to start, no setting off)
              r"(?:re-?)?(?:run|launch|start|train|kick|initiat|trigger)\w*\b"
+             # ("don't restart it from where it stopped, start fresh": a resume refused, not a launch)
+             r"(?![^.?!;,]{0,40}?\bfrom\s+(?:where|the\s+point)\b)"
              r"(?:\s+(?:anything|it|a run|a job|any runs?))?|\bjust plan\b|\bonly plan\b|\bplan only\b|"
              r"\bno launch\w*\b|\bhypothetical\w*\b|"
              # "no run" (but not "no run named r9"), and "only plan" in German, as users mix it in

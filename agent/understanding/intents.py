@@ -33,13 +33,15 @@ CHANGES_BEFORE = (r"^\W*(?:(?:no|nope|nah|yes|yeah|yep|sure)\b[\s,.!]*(?:but\b|(
 FOLLOW_UP = (r"^\W*(?:(?:hmm+|hm+|um+|uh+|well|oh|ah|right|alright|so)\W+)*"  # "hmm, what about 8k?"
              r"(?:and|what about|how about|same|ok|okay|now|then|also|cool|great|instead|but|with)\b|\binstead\b|"
              rf"\bagain\b|\bsame\b|\btoo\b\W*$|{CHANGES_BEFORE}")  # fmt: skip
+# Started again where it stopped: "restart it from where it stopped" (a fresh launch starts from step 0; "where it
+# left off" is its checkpoint).
+RESTART_WHERE_STOPPED = (r"(?:restart|relaunch|rerun|re-run|run|start|continue|kick)\w*\b[^.?!;]{0,40}?"
+                         r"\bfrom\s+(?:where|the\s+point)\s+(?:it|they|that|we|you)?\s*"
+                         r"(?:stopped|left off|died|was cut|got to)\b")  # fmt: skip
 RESUME = (r"\b(?:resume|resuming|unpause)\b|\bcontinue\b.*\b(?:preempted|interrupted)\b|"
           r"\bpick\b.*\bback up\b|\bcarry on with\b|"
-          # a job put back in the queue, or started again where it stopped: "requeue it", "restart it from where it
-          # stopped" (a fresh launch starts from step 0; "where it left off" is its checkpoint)
-          r"\bre-?queue\w*\b|\b(?:restart|relaunch|rerun|re-run|run|start|continue|kick)\w*\b[^.?!;]{0,40}?"
-          r"\bfrom\s+(?:where|the\s+point)\s+(?:it|they|that|we|you)?\s*"
-          r"(?:stopped|left off|died|was cut|got to)\b")  # fmt: skip
+          # a job put back in the queue, or started again where it stopped: "requeue it"
+          rf"\bre-?queue\w*\b|\b{RESTART_WHERE_STOPPED}")  # fmt: skip
 ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs", "resume")
 
 # Hardware to be bought or rented: a what-if, never this machine ("in order to" orders nothing).
@@ -105,6 +107,11 @@ WRITTEN_INTO_DOCS = rf"\b{_WRITE_INTO}\b.*{_INTO_DOCS}"
 # the docs mention lr-scan?" asks what they say: read).
 DOCS_TO_REFLECT = (rf"\b(?:can|could|should|would|will|let|please)\s+(?:the\s+|our\s+)?{DOC_NOUN}\s+(?:now\s+)?"
                    r"(?:reflect|include|cover|capture|incorporate)\b")  # fmt: skip
+# The docs said not to say it: "the docs can't reflect lr-scan until we review it", "I'd like the docs to never cover
+# lr-scan" (mood.held_back holds the update back).
+DOCS_KEPT = (rf"\b{DOC_NOUN}\s+(?:to\s+)?(?:can'?t|cannot|shouldn'?t|should not|mustn'?t|must not|won'?t|will not|"
+             r"never|not|don'?t|do not)\s+(?:(?:yet|ever|be made to)\s+)?"
+             r"(?:reflect|include|cover|capture|incorporate|mention|say)\b")  # fmt: skip
 # "report" as "tell": "report back", "report how it ended", "report the terminal state" (no report written)
 TOLD_BACK = (r"\s+(?:back|how|whether|if|when|what|(?:its|the|their)\s+(?:terminal\s+|final\s+|end\s+)?"
              r"(?:state|status|outcome|exit))\b")  # fmt: skip
@@ -628,7 +635,9 @@ DONT_VERB = {
     "docs": r"document\w*",
     "report": r"writ(?:e|es|ing)\s+(?:\S+\s+){0,3}?up\b",  # "no need to write anything up", "without writing it up"
     # "don't resume r1", "no need to continue the preempted run", "don't pick it back up", "no resuming"
-    "resume": r"resum\w*|unpaus\w*|continu\w*|carry(?:ing)? on|pick(?:ing)?\s+(?:\S+\s+){0,3}?back up|re-?queu\w*",
+    "resume": r"resum\w*|unpaus\w*|continu\w*|carry(?:ing)? on|pick(?:ing)?\s+(?:\S+\s+){0,3}?back up|re-?queu\w*|"
+    # "don't restart it from where it stopped, start fresh": no resume
+    rf"{RESTART_WHERE_STOPPED}",
 }
 # A wait not to make: "don't wait on it", "no need to wait", "without waiting", "not wait". Not NEGATOR's bare "no":
 # "no wait, four nodes" corrects the sentence, it refuses nothing.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.entities import ANOTHER_INSTEAD, LEFT_OUT, WAVED_OFF
+from agent.understanding.intents import DOCS_KEPT, RESTART_WHERE_STOPPED
 
 # The words that say each action, wherever they stand in the sentence (an object word for the tools whose verb is
 # loose: "open/make/push a PR").
@@ -24,7 +25,7 @@ ACTION_WORDS = {
     "pr": r"\b(?:pr|prs|pull requests?)\b",
     "docs": r"\b(?:docs?|documentation|readme|document\w*)\b",
     "report": r"\b(?:report\w*|write-?up|writ(?:e|ing)\s+(?:\S+\s+){0,3}?up)\b",
-    "resume": r"\b(?:resum\w*|unpaus\w*|continu\w*|re-?queu\w*)",
+    "resume": rf"\b(?:resum\w*|unpaus\w*|continu\w*|re-?queu\w*|{RESTART_WHERE_STOPPED})",
 }
 
 # A negation governing the action a few words on, through words that only carry it ("I don't want to cancel", "we
@@ -192,7 +193,7 @@ def held_back(lowered: str, command: str) -> str | None:
     words = ACTION_WORDS.get(command)
     if words is None:
         return None
-    if _negated(lowered, words):
+    if _negated(lowered, words) or (command == "docs" and re.search(DOCS_KEPT, lowered)):
         return "negated"
     if _taken_back(lowered, words):
         return "taken back"
