@@ -148,3 +148,9 @@ def test_a_resume_refused_beside_a_fresh_launch_never_resumes(known):
 def test_the_near_misses_of_those_still_act(text, command, known):
     intent = read(text, known)
     assert (intent.command, intent.clarify) == (command, None)
+
+
+def test_a_resume_with_a_setting_changed_is_asked_never_resumed_without_it(known):
+    intent = read("requeue baseline-ddp with packing off", known)
+    assert intent.command == "resume" and intent.clarify and "settings" in intent.clarify
+    assert (read("requeue baseline-ddp", known).clarify) is None  # the near miss: a resume as it was

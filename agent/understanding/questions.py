@@ -541,6 +541,12 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
     if intent.clarify is None and intent.command == "plan" and _launch_close(scores, entities):
         intent.clarify = (f"Do you want me to train with what you said ({', '.join(_launch_facts(entities))}) or to "
                           f"plan layouts ({call_text(intent)})? A plan takes no steps or settings.")  # fmt: skip
+    if intent.clarify is None and intent.command == "resume" and entities.has("switch", "override"):
+        # "requeue tp-try with activation checkpointing on": a resume keeps the run's settings, so the change said
+        # would be dropped; a launch makes it
+        intent.clarify = (f"Resuming keeps the run's own settings, so the change you named would not apply. Resume "
+                          f"as it was ({call_text(intent)}), or start a new run with the change (say its GPUs and "
+                          f"steps, e.g. `train 20 steps on 2 GPUs` with the setting)?")  # fmt: skip
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _unplaced_number(plain, entities, intent)
     if intent.clarify is None:
