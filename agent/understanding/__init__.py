@@ -26,6 +26,7 @@ from agent.understanding import regex as re  # `re` with a cache the parser's pa
 from agent.understanding.arguments import fill, planned_devices
 from agent.understanding.context import Context, context_of
 from agent.understanding.entities import (
+    Entities,
     extract,
     masked,
     the_other,
@@ -43,6 +44,7 @@ from agent.understanding.intents import (
     ranked,
     score,
 )
+from agent.understanding.mood import held_back
 from agent.understanding.normalise import normalise
 from agent.understanding.questions import clarify
 from agent.understanding.refusals import refusal
@@ -76,6 +78,8 @@ def understand(text: str, context: Context | None = None) -> Intent:
     if command in ACTIONS and best[0][1] <= WEAK and negated_actions(plain.lower())[0]:
         command = "help"  # "write the report after the sweep finishes": what is left once the action put off is gone
         # is no request for another action (the grammar's reading of a noun is no verb)
+    if command not in ACTIONS and best[0][1] <= WEAK and (refused := _only_refused(plain.lower(), entities)):
+        command = refused  # "negative on cancelling tp-try": that action, held back and asked about (mood), not a read
     if command == "read" and context.launch and re.search(REPEAT_WITH, plain.lower()):
         command = "run"  # "do the same thing with configs/long.yaml" after a launch: that launch, on this experiment
     intent = read_facts(masked(plain, entities), command, text, planned_devices(context, plain))
@@ -83,6 +87,26 @@ def understand(text: str, context: Context | None = None) -> Intent:
     fill(intent, plain, entities, context)
     clarify(intent, plain, entities, context, scores)
     return intent
+
+
+# What may be left beside a refused action and say nothing more: "negative on cancelling tp-try for now".
+_FILLERS = (r"(?:[\s\W]|\b(?:the|a|an|on|of|for|to|now|today|yet|please|pls|it|this|that|run|job|sweep|thanks|ok|okay|"
+            r"update|updates|refresh)\b)*")  # fmt: skip
+
+
+def _only_refused(lowered: str, entities: Entities) -> str | None:
+    """The one action the sentence refuses, where nothing but what it names is said beside it (a weak reading of the
+    name alone is no request to read it), and mood holds it back too (no refusal it misses may become the action)."""
+    negated, rest = negated_actions(lowered)
+    refused = [action for action in negated if action in ACTIONS]
+    if len(refused) != 1:
+        return None
+    for found in sorted(entities.found, key=lambda entity: -entity.span[0]):
+        if found.kind in ("run", "sweep"):
+            rest = rest[: found.span[0]] + " " + rest[found.span[1] :]
+    if not re.fullmatch(_FILLERS, rest) or not held_back(lowered, refused[0]):
+        return None
+    return refused[0]
 
 
 # A value of the launch before taken back, alone: "not 100, 60" (after 100 steps), "make it 3e-4" (after an lr).

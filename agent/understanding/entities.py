@@ -45,6 +45,8 @@ COUNT = r"(\d+(?:\.\d+)?)(k?)"
 NO_LAUNCH = (r"\b(?:don'?t|do not|without|no need to|never)\s+(?:actually\s+)?"
              # ("without initiating any run": a run not to start, no setting off)
              r"(?:re-?)?(?:run|launch|start|train|kick|initiat|trigger)\w*\b"
+             # ("don't restart it from where it stopped, start fresh": a resume refused, not a launch)
+             r"(?![^.?!;,]{0,40}?\bfrom\s+(?:where|the\s+point)\b)"
              r"(?:\s+(?:anything|it|a run|a job|any runs?))?|\bjust plan\b|\bonly plan\b|\bplan only\b|"
              r"\bno launch\w*\b|\bhypothetical\w*\b|"
              # "no run" (but not "no run named r9"), and "only plan" in German, as users mix it in
@@ -356,9 +358,17 @@ def the_other(lowered: str, entities: Entities, known: Known, before: dict[str, 
 # benchmark r1, the ddp baseline is the one I want scored", "never read lr-scan; layouts-nov instead". The negation
 # is of the first object, not of the action (agent.understanding.intents.negated_actions keeps the action).
 # The words that take an action back, here and in agent.understanding.intents (its refused actions).
+# Other words that leave an action or an output out, shared by the tools' negations (here and mood.held_back's):
+# "leave out the PR", "excluding the PR", "omit the cancel of tp-try", "forgo the PR", "negative on cancelling", "hold
+# the benchmark" (a diner's "hold the mayo"; never "hold on" nor "hold off" alone).
+LEFT_OUT = (r"leave out|leaving out|exclud(?:e|ing)|omit(?:ting)?|forgo(?:ing)?|negative on|hold the|"
+            r"scrap(?:ping)?|ditch(?:ing)?")  # fmt: skip
+# An output or an action named, then waved off after a colon or a question mark: "PR? nah", "PR: nah", "cancel
+# tp-try: nope" ("? no rush" asks on).
+WAVED_OFF = r"\s*[?:]\s*(?:nah|nope|no(?=\s*[,.;:!\-\u2013\u2014]|\s*$))\b"
 NEGATOR = (r"\b(?:(?:don'?t|do not|no need to)\s+bother(?:\s+(?:to|with))?|"
            r"no need (?:for|to)|no|not|without|don'?t|do not|never|skip(?:ping)?|hold off(?: on)?|"
-           r"forget(?: about)?|instead of|rather than|nor|nvm|never ?mind|scrap|ditch)\s+")  # fmt: skip
+           rf"forget(?: about)?|instead of|rather than|nor|nvm|never ?mind|{LEFT_OUT})\s+")  # fmt: skip
 NEGATED_VERB = rf"{NEGATOR}\w+\s+(?:(?:the|that|this|my|our)\s+)?$"
 # What refuses an experiment file named right after it, beside EXCLUDER: "don't use the long config", "avoid the long
 # config", "no long config please", "anything but configs/long.yaml".

@@ -8,7 +8,15 @@ planner should ask instead of acting.
 from __future__ import annotations
 
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
-from agent.understanding.entities import ANOTHER_INSTEAD, NEGATOR, NOUNS, SWITCHES, Entities, masked
+from agent.understanding.entities import (
+    ANOTHER_INSTEAD,
+    NEGATOR,
+    NOUNS,
+    SWITCHES,
+    WAVED_OFF,  # "stop r1? no, just check its loss", "PR? nah", "PR: nope"
+    Entities,
+    masked,
+)
 from agent.understanding.grammar import SETTING_NAMES
 
 # "do" opens a question only before its subject: "do we have ...?", not "do the same as r1 with 50 steps".
@@ -25,19 +33,16 @@ CHANGES_BEFORE = (r"^\W*(?:(?:no|nope|nah|yes|yeah|yep|sure)\b[\s,.!]*(?:but\b|(
 FOLLOW_UP = (r"^\W*(?:(?:hmm+|hm+|um+|uh+|well|oh|ah|right|alright|so)\W+)*"  # "hmm, what about 8k?"
              r"(?:and|what about|how about|same|ok|okay|now|then|also|cool|great|instead|but|with)\b|\binstead\b|"
              rf"\bagain\b|\bsame\b|\btoo\b\W*$|{CHANGES_BEFORE}")  # fmt: skip
+# Started again where it stopped: "restart it from where it stopped" (a fresh launch starts from step 0; "where it
+# left off" is its checkpoint).
+RESTART_WHERE_STOPPED = (r"(?:restart|relaunch|rerun|re-run|run|start|continu|kick|reschedul|resubmit|resum)\w*\b"
+                         r"[^.?!;]{0,40}?\bfrom\s+(?:where|the\s+point)\s+(?:it|they|that|we|you)?\s*"
+                         r"(?:was\s+|were\s+|had\s+|got\s+)?(?:stopped|stopping|left off|died|dropped(?:\s+off)?|"
+                         r"broke off|was cut|got to|cut out|halted|paused)\b")  # fmt: skip
 RESUME = (r"\b(?:resume|resuming|unpause)\b|\bcontinue\b.*\b(?:preempted|interrupted)\b|"
           r"\bpick\b.*\bback up\b|\bcarry on with\b|"
-          # a job put back in the queue, or started again where it stopped: "requeue it", "restart it from where it
-          # stopped" (a fresh launch starts from step 0; "where it left off" is its checkpoint)
-          r"\bre-?queue\w*\b|\b(?:restart|relaunch|rerun|re-run|run|start|continue|kick)\w*\b[^.?!;]{0,40}?"
-          r"\bfrom\s+(?:where|the\s+point)\s+(?:it|they|that|we|you)?\s*"
-          r"(?:stopped|left off|died|was cut|got to)\b|"
-          # the same in other words: "reschedule it from where it left off", "continue it from where it was stopping",
-          # "resume it from where it dropped" (a preempted job's checkpoint, never a fresh launch)
-          r"\b(?:reschedul|resubmit|resum|continu)\w*\b[^.?!;]{0,40}?\bfrom\s+(?:where|the\s+point)\s+"
-          r"(?:it|they|that|we|you)?\s*(?:was\s+|were\s+|had\s+|got\s+)?"
-          r"(?:stopped|stopping|left off|died|dropped(?:\s+off)?|broke off|was cut|got to|cut out|halted|"
-          r"paused)\b")  # fmt: skip
+          # a job put back in the queue, or started again where it stopped: "requeue it"
+          rf"\bre-?queue\w*\b|\b{RESTART_WHERE_STOPPED}")  # fmt: skip
 ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs", "resume")
 
 # Hardware to be bought or rented: a what-if, never this machine ("in order to" orders nothing).
@@ -104,6 +109,11 @@ WRITTEN_INTO_DOCS = rf"\b{_WRITE_INTO}\b.*{_INTO_DOCS}"
 # the docs mention lr-scan?" asks what they say: read).
 DOCS_TO_REFLECT = (rf"\b(?:can|could|should|would|will|let|please)\s+(?:the\s+|our\s+)?{DOC_NOUN}\s+(?:now\s+)?"
                    r"(?:reflect|include|cover|capture|incorporate)\b")  # fmt: skip
+# The docs said not to say it: "the docs can't reflect lr-scan until we review it", "I'd like the docs to never cover
+# lr-scan" (mood.held_back holds the update back).
+DOCS_KEPT = (rf"\b{DOC_NOUN}\s+(?:to\s+)?(?:can'?t|cannot|shouldn'?t|should not|mustn'?t|must not|won'?t|will not|"
+             r"never|not|don'?t|do not)\s+(?:(?:yet|ever|be made to)\s+)?"
+             r"(?:reflect|include|cover|capture|incorporate|mention|say)\b")  # fmt: skip
 # "report" as "tell": "report back", "report how it ended", "report the terminal state", "report final state" (no
 # report written)
 TOLD_BACK = (r"\s+(?:back|how|whether|if|when|what|(?:(?:its|the|their)\s+)?(?:terminal\s+|final\s+|end\s+)?"
@@ -648,7 +658,9 @@ DONT_VERB = {
     "docs": r"document\w*",
     "report": r"writ(?:e|es|ing)\s+(?:\S+\s+){0,3}?up\b",  # "no need to write anything up", "without writing it up"
     # "don't resume r1", "no need to continue the preempted run", "don't pick it back up", "no resuming"
-    "resume": r"resum\w*|unpaus\w*|continu\w*|carry(?:ing)? on|pick(?:ing)?\s+(?:\S+\s+){0,3}?back up|re-?queu\w*",
+    "resume": r"resum\w*|unpaus\w*|continu\w*|carry(?:ing)? on|pick(?:ing)?\s+(?:\S+\s+){0,3}?back up|re-?queu\w*|"
+    # "don't restart it from where it stopped, start fresh": no resume
+    rf"{RESTART_WHERE_STOPPED}",
 }
 # A wait not to make: "don't wait on it", "no need to wait", "without waiting", "not wait". Not NEGATOR's bare "no":
 # "no wait, four nodes" corrects the sentence, it refuses nothing.
@@ -656,8 +668,6 @@ DONT_WAIT = (r"\b(?:no need (?:for|to)|not|without|don'?t|do not|never|skip(?:pi
              r"(?:don'?t|do not|no need to) bother(?: with)?)\s+(?:(?:to|for|on)\s+)?(?:wait(?:ing)?|await\w*)\b|"
              # "stop waiting, just tell me r1's loss": the wait is stopped, no run is
              r"\bno waiting\b|\b(?:stop|quit|cancel|no more)\s+(?:the\s+)?(?:waiting|wait)\b")  # fmt: skip
-# An action asked about and answered "no" in the same breath: "stop r1? no, just check its loss", "PR? nah".
-WAVED_OFF = r"\s*\?\s*(?:nah|nope|no(?=\s*[,.;:!\-\u2013\u2014]|\s*$))\b"
 # The object first, its refusal after: "a PR isn't needed", "the report can wait", "PR later", "the PR can come
 # afterwards", "a benchmark maybe down the line".
 LATER = (r"(?:later(?: on)?|afterwards?|after that|down the line|eventually|at some point|for later|another time|"
@@ -744,7 +754,8 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
         negated.add("docs")  # "don't put the lr-scan numbers into the readme": the docs left as they are
         spans.append(found.span())
     for intent, verbs in DONT_VERB.items():
-        for found in re.finditer(rf"{NEGATOR}(?:{verbs})\b|{DEFERRED}(?:{verbs})\b|"
+        # ("hold the cancel on tp-try", "omit the cancel of r1": the verb as a noun)
+        for found in re.finditer(rf"{NEGATOR}(?:the\s+)?(?:{verbs})\b|{DEFERRED}(?:{verbs})\b|"
                                  rf"\b(?:{verbs})\s+(?:(?:it|that|this|them)\s+)?{LATER}\b|"
                                  rf"\b(?:{verbs})\b[^?.!;]{{0,40}}{WAVED_OFF}", lowered):  # fmt: skip
             if intent not in ("cancel", "resume") and _for_another(lowered[found.end() :]):

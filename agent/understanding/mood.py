@@ -11,7 +11,8 @@ asks one question naming the call instead of making it.
 from __future__ import annotations
 
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
-from agent.understanding.entities import ANOTHER_INSTEAD
+from agent.understanding.entities import ANOTHER_INSTEAD, LEFT_OUT, WAVED_OFF
+from agent.understanding.intents import DOCS_KEPT, RESTART_WHERE_STOPPED
 
 # The words that say each action, wherever they stand in the sentence (an object word for the tools whose verb is
 # loose: "open/make/push a PR").
@@ -24,7 +25,7 @@ ACTION_WORDS = {
     "pr": r"\b(?:pr|prs|pull requests?)\b",
     "docs": r"\b(?:docs?|documentation|readme|document\w*)\b",
     "report": r"\b(?:report\w*|write-?up|writ(?:e|ing)\s+(?:\S+\s+){0,3}?up)\b",
-    "resume": r"\b(?:resum\w*|unpaus\w*|continu\w*)",
+    "resume": rf"\b(?:resum\w*|unpaus\w*|continu\w*|re-?queu\w*|{RESTART_WHERE_STOPPED})",
 }
 
 # A negation governing the action a few words on, through words that only carry it ("I don't want to cancel", "we
@@ -37,10 +38,14 @@ _NEGATION = (r"(?<!why )(?<!\bor )(?<!\bor may )(?<!\bor might )(?<!\bor could )
              # cancel tp-try", "no one wants a PR"; the assistant told to stop: "stop trying to benchmark r1", "stop
              # asking me to launch runs" ("cancel r1, there's no point keeping it" dismisses no action)
              r"no (?:point|use|sense|reason)(?: (?:in|to))?|pointless(?: to)?|useless to|nobody|no one|noone|"
-             r"(?:stop|quit) (?:trying|asking|offering|suggesting|pushing|nagging)(?: (?:me|us))?(?: to)?"
+             r"(?:stop|quit) (?:trying|asking|offering|suggesting|pushing|nagging)(?: (?:me|us))?(?: to)?|"
+             # the words that leave a setting or an output out, said of the action: "negative on cancelling tp-try",
+             # "hold the cancel on r1", "omit the cancel of tp-try", "forgo the PR"
+             rf"{LEFT_OUT}"
              r")\b")  # fmt: skip
 _CARRIER = (
     r"want|wants|wanted|wanna|need|needs|think|ever|asked|ask|told|tell|said|say|you|to|me|us|we|i|really|actually|even|"
+    r"get|have|bot|assistant|agent|"  # "nobody should get the bot to cancel r1"
     r"under|any|circumstances|go|going|gonna|bother|please|yet|plan|like|would|should|the|a|an|it|that|this|"
     r"open|make|create|file|raise|push|submit|write|update|refresh|touch|do|run|start|kick|off|launch|"
     r"or|nor"  # "don't launch or cancel any runs": the negation carries over to the verb after "or"
@@ -57,7 +62,11 @@ _KIND_CORRECTED = (r"[^,;.!?]*[,;:-]*\s*(?:but\s+)?(?:just|only|rather|simply|in
 # instead ("no wait, 20 steps") is no take-back: the parser reads the correction.
 TAKE_BACK = (r"\b(?:wait,?\s+no\b|no,?\s+(?:wait|don'?t|stop)\b|just kidding|kidding|jk\b|never\s?mind|nvm\b|"
               r"scratch that|forget (?:it|that|i said)|ignore that|on second thought|changed my mind|"
-              r"actually,?\s+(?:no|don'?t)\b)")  # fmt: skip
+              r"actually,?\s+(?:no|don'?t)\b|"
+              # a sentence of its own that only says no: "The bot was asked to cancel tp-try. Don't.", "requeue
+              # tp-try? It OOMed, so no." (not an answer to a setting asked: "train 10 steps. packing? no.")
+              r"(?:(?<=[.!;]\s)|(?<=[.!;]))(?:(?:please|so|then|just)\s+)?(?:don'?t|do not|no)(?=\W*$)|"
+              r"\bso,?\s+no(?=\W*$))")  # fmt: skip
 _NOTHING_MORE = (r"^(?:[\s\W]|\b(?:no|don'?t|do not|do nothing|nothing|never ?mind|forget it|leave it|not yet|"
                  r"hold off|please|wait|stop|ok|okay|sorry|actually|that|it|i|changed|my|mind|jk|just|kidding|"
                  r"lol)\b)*$")  # fmt: skip
@@ -69,6 +78,9 @@ SUPPOSED = (r"\b(?:hypothetically|in theory|theoretically|suppose|supposing|imag
              r"what would happen if|say we|in principle|let'?s say|let us say|"
              r"(?<!\bi'm )(?<!\bi am )(?<!\bwe're )(?<!\bwe are )supposed|"
              r"supposed to\b[^.;!?]*\bbut(?!\s+(?:with|on|using|at|for|without|not|in|as|only|just|now)\b)|"
+             # someone else's say of the duty: "Priya says we're supposed to cancel tp-try"
+             r"\b(?:says?|said|thinks?|thought|claims?|told (?:me|us))\s+(?:that\s+)?(?:we|i)(?:'re| are|'m| am)\s+"
+             r"supposed|"
              r"assum(?:e|ing)\s+(?:that\s+)?(?:i|we))\b")  # fmt: skip
 
 # A question what the action would do, not an order: "what happens if I cancel r1?", "what would cancelling r1 do?",
@@ -103,7 +115,17 @@ _WEIGHED = (r"\bprobably\s+(?:(?:we|i)\s+)?(?:should|ought to|worth|best|better|
 # it is ("abort tp-try if it's still hogging the gpus").
 CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<!\bsee )(?<!\bcheck )(?<!\bcurious )"
               r"(?<!\bwhether )(?<!\bknow )(?<!\beven )(?<!\bas )"
-              r"(?:\b(?:unless|in case|in the event (?:that|of)|provided that|on (?:the )?condition that)\b|"
+              r"(?:\b(?:unless|in case|in the event|provided that|on (?:the )?condition that)\b|"
+              # "cancel r1 provided the checkpoint is safe", "provided Priya agrees" (not "the config provided by")
+              r"\bprovided(?=\s+(?:(?:it|they|we|you|i|he|she|that|this)\b|(?!(?:by|for|to|in|with|here|above|below|"
+              r"earlier|as)\b)[\w.-]+\s+(?:\w+\s+)?(?:is|are|was|were|has|have|does|do|\w+s|\w+ed)\b))|"
+              # "cancel tp-try, assuming it's still running", "assuming r1 finished, benchmark it"
+              r"(?<!\bstop )(?<!\bnot )\bassuming\b|"
+              # said before, inverted: "should tp-try still be running, cancel it", "were r1 done, benchmark it"
+              r"^\W*(?:should|were|had)\s+(?!(?:we|i|you)\b)[\w.-]+\s+[^,;?.!]*,|"
+              # a duty under any condition, the run's state now too: "I'm supposed to cancel tp-try if it's still
+              # running" (the state is what the duty waits on, not what the tool meets)
+              r"\bsupposed to\b[^.;!?]*\bif\b|"
               r"\b(?:only )?if\b"
               r"(?!\s+(?:possible|you can|you could|you (?:don'?t|do not) mind|that'?s (?:ok|okay|fine|alright)|"
               r"that works|(?:that|it|this) makes sense|needed|necessary|any|(?:this|that|it)(?:'s| is) possible|"
@@ -216,7 +238,7 @@ def held_back(lowered: str, command: str) -> str | None:
     words = ACTION_WORDS.get(command)
     if words is None:
         return None
-    if _negated(lowered, words):
+    if _negated(lowered, words) or (command == "docs" and re.search(DOCS_KEPT, lowered)):
         return "negated"
     if _taken_back(lowered, words):
         return "taken back"
@@ -234,6 +256,8 @@ def held_back(lowered: str, command: str) -> str | None:
         return "doubted"
     if re.search(MAY_I, lowered) or re.search(_RELAYED_QUESTION, lowered) or _asked_about(lowered, words):
         return "asked"
+    if _whether_action(lowered, words):
+        return "asked"
     return None
 
 
@@ -244,6 +268,21 @@ def held_back(lowered: str, command: str) -> str | None:
 _OWN_ASKER = r"(?:\b(?:i|we)(?:'d| would| really|'m| am)?\s+|(?:^|[.!?,;]\s*)(?:(?:just|really|kinda|so)\s+)?)$"
 _WEIGHING = (r"\b(?:worth\w*|should|ought|allowed|ok|okay|safe|wise|good idea|necessary|needed|need to|must|"
              r"sensible|makes? sense|fine|a problem|risky)\b")  # fmt: skip
+
+
+# A question whose object is the action itself, asked in the clause after it: "we'll need to decide whether to cancel
+# tp-try", "could you tell me whether cancelling r1 is safe?" ("cancel r1 and tell me whether it worked" asks for the
+# cancel; "tell me if r1 finished" names none).
+_WHETHER_ACTION = r"\b(?:decid(?:e|es|ing)|tell (?:me|us)|let (?:me|us) know)\s+(?:on\s+)?(?:whether|if)\b"
+
+
+def _whether_action(lowered: str, words: str) -> bool:
+    for found in re.finditer(_WHETHER_ACTION, lowered):
+        asked = re.split(r"[.;!?]", lowered[found.end() :], maxsplit=1)[0]
+        decided = found.group(0).startswith("decid")
+        if re.search(words, asked) and (decided or re.search(_WEIGHING, asked)):
+            return True
+    return False
 
 
 def _asked_about(lowered: str, words: str) -> bool:
@@ -268,11 +307,18 @@ def _quoted(lowered: str, words: str) -> bool:
     return any(re.search(words, found.group(1)) for found in re.finditer(_QUOTED, lowered))
 
 
+# The action named, then waved off or dismissed after it, in its clause: "cancel tp-try: nope", "requeueing
+# baseline-ddp is pointless" ("cancel r1, keeping it is pointless" dismisses the keeping).
+_DISMISSED_AFTER = (rf"[^?.!;,:]{{0,40}}?{WAVED_OFF}|[^,?.!;]{{0,40}}?\b(?:is|are|'s|seems|would be|sounds)\s+"
+                    r"(?:pointless|useless|unnecessary|not needed|no use|a waste(?: of time)?)\b")  # fmt: skip
+
+
 def _negated(lowered: str, words: str) -> bool:
     """Every mention of the action is under a negation (one said plainly elsewhere is asked for: "don't run the
     sweep, train 10 steps")."""
     negated = [found for found in re.finditer(rf"{_NEGATION}{_GAP}(?:{words})", lowered)
                if not re.match(_KIND_CORRECTED, lowered[found.end() :])]  # fmt: skip
+    negated += re.finditer(rf"(?:{words})(?:{_DISMISSED_AFTER})", lowered)
     if not negated:
         return False
     rest = lowered

@@ -339,7 +339,8 @@ _HEDGED = (r"\b(?:ideal(?:ly)?|perfect world|dream\w*|option\s+\w\b|plan\s+[a-z]
            r"check with|wait for|hold (?:that|the|this) thought|hold off|"
            r"(?:default|standard|usual|norm)\s+(?:\w+\s+)?(?:is|was|are|were)|usually|always|typically|normally|"
            r"fyi|for the record|quot\w*|wiki|ticket|paper|"
-           r"(?:is|was|that'?s|this is) what|would have|i'?d have|"
+           # the past not taken: "would've been nice", "should have used 4 GPUs"
+           r"(?:is|was|that'?s|this is) what|(?:would|could|should)(?: have|'ve)|i'?d have|i'd'?ve|"
            # the past of a launch ("get it started" is none)
            r"(?<!\bget it )(?<!\bget this )(?<!\bget that )(?<!\bhave it )"
            r"(?:launched|trained|started|kicked off|fired (?:off|up)|ran|did|used|went|tried))\b")  # fmt: skip
@@ -384,6 +385,16 @@ def _unordered_launch(lowered: str, entities: Entities) -> str | None:
     if re.search(MAY_I, lowered) or re.search(_HEDGED, stated) or re.search(_PAST_TIME, stated):
         return "asked"
     return "asked" if re.search(_QUOTED, stated) else None
+
+
+# A launch of what was said somewhere the parser cannot read: "launch the run from the briefing on 4 GPUs", "rerun
+# what we talked about at standup", "as discussed at the sync" (only the change said here is known; the rest would be
+# the defaults, never what was meant).
+_MEETING = r"(?:briefing|stand-?up|meeting|sync|call|huddle|retro|review|discussion|chat|slack|thread)"
+SAID_ELSEWHERE = (rf"\b(?:run|one|config|setup|experiment|plan)s?\s+(?:\w+\s+){{0,3}}?(?:from|at|in|during)\s+"
+                  rf"(?:the\s+|our\s+|today'?s\s+|yesterday'?s\s+|this morning'?s\s+)?{_MEETING}\b|"
+                  r"\bwhat (?:we|you|they|he|she) (?:talked about|discussed|agreed(?: on)?|said|decided)\b|"
+                  rf"\bas (?:discussed|agreed|decided)(?:\s+(?:at|in|during)\s+(?:the\s+)?{_MEETING})?\b")  # fmt: skip
 
 
 LAUNCH_FACTS = ("steps", "nproc", "devices", "layout")
@@ -589,6 +600,12 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
     if intent.clarify is None and intent.command == "plan" and _launch_close(scores, entities):
         intent.clarify = (f"Do you want me to train with what you said ({', '.join(_launch_facts(entities))}) or to "
                           f"plan layouts ({call_text(intent)})? A plan takes no steps or settings.")  # fmt: skip
+    if intent.clarify is None and intent.command == "resume" and entities.has("switch", "override"):
+        # "requeue tp-try with activation checkpointing on": a resume keeps the run's settings, so the change said
+        # would be dropped; a launch makes it
+        intent.clarify = (f"Resuming keeps the run's own settings, so the change you named would not apply. Resume "
+                          f"as it was ({call_text(intent)}), or start a new run with the change (say its GPUs and "
+                          f"steps, e.g. `train 20 steps on 2 GPUs` with the setting)?")  # fmt: skip
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _unplaced_number(plain, entities, intent)
     if intent.clarify is None:
@@ -641,6 +658,9 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
     waited_on = _only_waited_on(masked(plain.lower(), entities), intent.command)
     if intent.clarify is None and intent.command in ACTIONS and waited_on:
         intent.clarify = held_back_question("asked", call_text(intent))  # "retire r1 after the benchmark"
+    if intent.clarify is None and intent.command in ("run", "sweep") and re.search(SAID_ELSEWHERE, plain.lower()):
+        intent.clarify = (f"What was said there is not in this conversation, so I have done nothing. Which experiment "
+                          f"and settings do you mean? So far I read {call_text(intent)}.")  # fmt: skip
     if intent.clarify is None and intent.command == "run" and (why := _unordered_launch(plain.lower(), entities)):
         intent.clarify = held_back_question(why, call_text(intent))  # "tonight: 4 GPUs, FSDP, 120 steps"
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
