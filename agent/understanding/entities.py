@@ -982,7 +982,8 @@ OFF_NEGATED = (r"(?:\b(?:don'?t|do not|never(?!\s*mind)|(?<!why )(?<!if )(?<!or 
                # ("don't bother with warmup" is no such case, but "don't bother turning packing off" is)
                r"(?!\s+(?:forget|hesitate|even|bother\s+(?:with|about))\b)(?:\s+[\w']+){0,3}\s*$")  # fmt: skip
 # The turning off refused in an answer right after it: "turning packing off: nope", "packing off? no".
-OFF_ANSWERED_NO = (rf"^(?:\s*(?:off|{LINKING})\b)*\s*(?:[:?]|\s-+)?\s*(?:nope|nah|negative|no way|not happening)\s*(?:$|[.!?])|"
+OFF_ANSWERED_NO = (rf"^(?:\s*(?:off|{LINKING})\b)*\s*(?:[:?]|\s-+)?\s*"
+                   r"(?:nope|nah|negative|no way|not happening)\s*(?:$|[.!?])|"
                    rf"^(?:\s*(?:off|{LINKING})\b)*\s*\?\s*no\s*(?:$|[.!])")  # fmt: skip
 # Its negation said not wanted: "excluding packing isn't what I want" (packing kept), "packing is not what we need".
 NOT_WANTED_AFTER = r"^\s*(?:isn'?t|is not|ain'?t|'?s not)\s+(?:what|something)\s+(?:i|we)\b"

@@ -47,8 +47,9 @@ UNKNOWN_LAYOUTS = r"deepspeed|megatron|sequence[- ]parallel\w*"
 # The optimizers a launch may name (train.optimizer), and the precisions it trains in (train.precision).
 OPTIMIZERS = r"galore_adamw|sgd|adamw|adam|adafactor|lion|muon"
 PRECISIONS = r"bf16|fp32|fp8|fp16"
+# ("no mixing of fp8 in there": fp8 taken back)
 NEGATED_SETTING = (r"\b(?:not|no|never|without|skip|avoid|ditch|instead of|rather than|other than|don'?t (?:\w+ )?|"
-                   r"no mixing(?: of)?)\s*$")  # "no mixing of fp8 in there": fp8 taken back
+                   r"no mixing(?: of)?)\s*$")  # fmt: skip
 # What a negation just before a layout word takes back ("not pipelined", "no tp, just fsdp", "not on tp").
 # ("anything but pipeline parallel", "any layout except tp", "whatever layout but cp": all but that one)
 NEGATED_LAYOUT = (r"\b(?:not|no|never|without|avoid(?:ing)?|skip(?:ping)?|don'?t (?:use|do|want)(?: any)?|"
