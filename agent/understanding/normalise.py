@@ -1004,8 +1004,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(WARMUP_FOR, lambda found: f"warmup {found.group('count') or found.group('count2')}", text, flags=re.I)
     text = re.sub(ZERO_AFTER_SWITCH, _zeroed_beside_a_switch, text, flags=re.I)
     text = re.sub(ZERO_BEFORE_SWITCH, _zeroed_beside_a_switch, text, flags=re.I)
-    text = re.sub(TURNED_OFF_BY_ZERO, _zeroed, text, flags=re.I)
-    text = re.sub(ZERO_AFTER, _zeroed, text, flags=re.I)
+    text = re.sub(ZERO_NEGATED, r"keep \g<key>", text, flags=re.I)
+    text = re.sub(TURNED_OFF_BY_ZERO, _zeroed_unless_taken_back, text, flags=re.I)
+    text = re.sub(ZERO_AFTER, _zeroed_unless_taken_back, text, flags=re.I)
     # the rate said as learners translate it ("velocidad de aprendizaje"): "the learning speed 0.0005"
     text = re.sub(r"\blearning\s+(?:speed|velocity|pace|step\s+size)\b", "learning rate", text, flags=re.I)
     text = re.sub(r"\b(?:seq|sequence)(?:\s+|\s*[=:]\s*)(?=\d)", "seq_len ", text, flags=re.I)  # "seq=4096" too
@@ -1288,6 +1289,31 @@ ZERO_BEFORE_SWITCH = (rf"(?P<negator>{ZERO_NEGATOR})\s+{_ZERO_KEY}\s*,?\s*(?:or|
 def _zeroed(found: re.Match) -> str:
     said = found.group("key").lower()
     return next(f"{key} 0" for key, pattern in _ZERO_KEYS.items() if re.fullmatch(pattern, said))
+
+
+# Why an earlier run failed, not what to do: "because compile without warmup broke", "since no warmup diverged".
+ZERO_AS_A_CAUSE = r"\b(?:because|since|'?cause|cuz|given that|seeing as)\b[^.;!?,]*$"
+# The zeroing asked and answered no ("minus the warmup? no, ..."), or the setting kept after it, in so many words
+# ("negative on the warmup removal, keep warmup").
+# The zeroing verb itself negated: "don't omit warmup", "never skip the warmup" (kept as it is, no setting changed).
+ZERO_NEGATED = (rf"\b(?:don'?t|do not|never|won'?t|will not|shouldn'?t|should not)\s+(?=\w+\s)(?:{ZERO_NEGATOR})\s+"
+                rf"(?:the\s+)?{_ZERO_KEY}")  # fmt: skip
+ZERO_ANSWERED_NO = r"\s*\?\s*(?:no|nope|nah|negative)\b"
+ZERO_KEPT_AFTER = r"\bkeep(?:ing)?\s+(?:the\s+)?{key}\b(?!\s*(?:[=:]|at|to|of|off|out|short|\d))"
+# A removal of the setting, taken back by the word before it: "negative on the warmup removal".
+ZERO_REMOVAL = r"\s+(?:removal|removing|being removed|drop|cut)\b"
+
+
+def _zeroed_unless_taken_back(found: re.Match) -> str:
+    """A setting zeroed, except where the sentence says that is no order: a cause, a proposal answered no, a negated
+    removal, or the setting kept later on."""
+    key = found.group("key")
+    before, after = found.string[: found.start()], found.string[found.end() :]
+    if (re.search(ZERO_AS_A_CAUSE, before, re.I) or re.match(ZERO_ANSWERED_NO, after, re.I)
+            or re.match(ZERO_REMOVAL, after, re.I)
+            or re.search(ZERO_KEPT_AFTER.format(key=re.escape(key)), after, re.I)):  # fmt: skip
+        return found.group(0)
+    return _zeroed(found)
 
 
 def _zeroed_beside_a_switch(found: re.Match) -> str:
