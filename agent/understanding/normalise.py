@@ -907,6 +907,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "PCIe H100s", "NVL H100": the variant said before the card's name is its variant ("h100 pcie")
     text = re.sub(r"\b(sxm\d?|pcie|nvl)[\s-]+(h100|h200|a100)s?\b", r"\2 \1", text, flags=re.I)
     text = re.sub(VARIANT_REFUSED, _variant_instead, text, flags=re.I)
+    text = _variant_alone_instead(text)
     # "2x8 a100", "4 x 8 H100s": nodes by the GPUs in each (a count of GPUs is one number, "16 a100")
     text = re.sub(rf"\b(\d+)\s*[x×*]\s*(\d+)\s+(?=(?:{GPU_WORD}|gpus?|cards?|devices?)\b)", r"\1 nodes of \2 ", text,
                   flags=re.I)  # fmt: skip
@@ -1326,6 +1327,29 @@ _VARIANT_NOUN = r"(?:\s+(?:kind|ones?|variants?|versions?|types?|models?|cards?|
 VARIANT_REFUSED = (r"\b(h100|h200|a100)s?\s*[,;:]?\s*(?:but\s+)?(?:not|no)\s+(?:the\s+)?(sxm\d?|pcie|nvl)\b"
                    rf"{_VARIANT_NOUN}\s*[,;:]?\s*(?:but\s+|rather\s+|just\s+|only\s+|instead\s+)*(?:the\s+)?"
                    rf"(sxm\d?|pcie|nvl)\b{_VARIANT_NOUN}")  # fmt: skip
+
+
+# Or refused before its card is named (or with the card left to the plan before), and another named after it: "NOT
+# the sxm kind, stay on pcie but 8 of them", "not the sxm kind -- the pcie ones -- plan mistral-7b on 8 h100" (the
+# other variant alone).
+VARIANT_ALONE_REFUSED = (rf"\b(?:not|no)\s+(?:the\s+)?(sxm\d?|pcie|nvl)\b{_VARIANT_NOUN}\s*(?:[,;:]|\s-+|\u2014)?\s*"
+                         r"(?:(?:but|rather|just|only|instead|stay|staying|on|use|with|go|for)\s+)*(?:the\s+)?"
+                         rf"(sxm\d?|pcie|nvl)\b")  # fmt: skip
+
+
+# A card named after the variant, without one of its own: "..., the pcie ones: plan llama-3.1-8b on 4 h100".
+BARE_CARD_AFTER = r"\b(h100|h200|a100)s?\b(?![\s-]*(?:sxm|pcie|nvl))"
+
+
+def _variant_alone_instead(text: str) -> str:
+    """The variant wanted in place of the one refused, on the card named after it where one is."""
+    found = re.search(VARIANT_ALONE_REFUSED, text, flags=re.I)
+    if not found or found.group(1).lower() == found.group(2).lower():
+        return text
+    wanted, rest = found.group(2), text[found.end() :]
+    if card := re.search(BARE_CARD_AFTER, rest, flags=re.I):
+        rest = f"{rest[: card.end()]} {wanted}{rest[card.end() :]}"
+    return f"{text[: found.start()]}{wanted}{rest}"
 
 
 def _variant_instead(found: re.Match) -> str:
