@@ -285,12 +285,20 @@ _QUOTED_GPU = r"['\"]?(?:(?:nvidia|the)\s+)?" + _GPU_NAME + r"['\"]?"
 REPLACED_GPU = (rf"\b(?:replace|swap|strike|drop|remove|ditch|switch)\s+(?:out\s+)?({_QUOTED_GPU})(?=\s*(?:,?\s*and\s+"
                 r"(?:substitute|use|put in|go with)|with|for|by|->|\u2192|=>))|"
                 rf"\b(?:instead\s+of|rather\s+than|in\s+place\s+of)\s+({_QUOTED_GPU})|"
-                rf"({_QUOTED_GPU})(?=\s*(?:->|\u2192|=>))")  # fmt: skip
+                rf"({_QUOTED_GPU})(?=\s*(?:->|\u2192|=>))|"
+                # refused: "not h200s -- they're too pricey. h100 pcie ..." (where another is named)
+                rf"\b(?:not|never)\s+(?:on\s+|with\s+|using\s+)?({_QUOTED_GPU})")  # fmt: skip
+# A self-correction after which a GPU is named: "not l40s -> h200, I meant l40s -> h100" (the GPUs before it are gone).
+GPU_CORRECTED = r"\bi meant\b|\bi mean\b|\bactually\b|\bscratch that\b|\bscrap that\b|\bno wait\b"
 
 
 def unreplaced(lowered: str) -> str:
-    """`lowered` with the GPUs it says are replaced blanked out, where another GPU is named beside them."""
-    spans = [m.span(g) for m in re.finditer(REPLACED_GPU, lowered) for g in (1, 5, 9) if m.group(g)]
+    """`lowered` with the GPUs it says are replaced blanked out, where another GPU is named beside them (and those
+    named before a self-correction that names one)."""
+    spans = [m.span(g) for m in re.finditer(REPLACED_GPU, lowered) for g in (1, 5, 9, 13) if m.group(g)]
+    corrections = [m.end() for m in re.finditer(GPU_CORRECTED, lowered) if re.search(_GPU_NAME, lowered[m.end() :])]
+    if corrections:
+        spans += [m.span() for m in re.finditer(_GPU_NAME, lowered[: corrections[-1]])]
     blanked = lowered
     for start, end in spans:
         blanked = blanked[:start] + " " * (end - start) + blanked[end:]
