@@ -509,6 +509,9 @@ def _number(digits: str, kilo: str, kind: str) -> int:
     return int(value)
 
 
+ON_JUST_ONE_NODE = r"\bon\s+(?:just|only)\s+1\s+node\b"
+
+
 def _hardware(lowered: str, entities: Entities) -> None:
     """Nodes and devices per node: "2 nodes of 8", "8 per node", "16 GPUs across 2 machines" (8 per node)."""
     text = lowered
@@ -534,6 +537,9 @@ def _hardware(lowered: str, entities: Entities) -> None:
         part,
     )
     single = re.search(rf"\b1\s+(?:[a-z][\w-]*\s+){{1,2}}(?:{NOUNS['nodes']})\b", part)
+    if nodes and re.search(ON_JUST_ONE_NODE, part[nodes.end() :]):
+        # "we own 2 nodes, but plan llama-3.1-8b on just 1 node": the nodes owned, then the one planned on
+        nodes, single = None, re.search(ON_JUST_ONE_NODE, part)
     if not (nodes or per_node or total) and (held := re.search(HOLDERS, part) or re.search(SAID_AS_VARIABLES, part)):
         span = (start + held.start(), start + held.end())  # nodes by another name, or as a launcher's variables
         entities.add("node_count", int(float(held.group(1))), span)

@@ -1016,6 +1016,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
                   flags=re.I)  # fmt: skip
     text = re.sub(r"\s@\s*(?=\d)", " at ", text)
     text = re.sub(r"\b(\d+) of (?:them|those|these)\b", _of_them, text, flags=re.I)  # "2 of those," no noun after
+    text = re.sub(ON_JUST_ONE, _one_of_the_nodes, text, flags=re.I)
     # "a100 40GiB x 8", "h100x8", "h200 * 4": the count after a GPU's name, as it reads before it ("8 x h100")
     text = re.sub(rf"\b({GPU_WORD})\s*(?:x|\*|×)\s*(\d+)\b(?!\.\d|\s*(?:k|b|steps?)\b)", r"\2 x \1", text, flags=re.I)
     text = re.sub(r"(?<=[a-z0-9])\s*\bx(\d+)\b", r" x \1 gpus", text, flags=re.I)  # "a100 80g x8"
@@ -1319,6 +1320,15 @@ def _zeroed_unless_taken_back(found: re.Match) -> str:
 
 def _zeroed_beside_a_switch(found: re.Match) -> str:
     return f"{_zeroed(found)} and {found.group('negator')} {found.group('switch')}"
+
+
+# One of the nodes counted before, the noun left out: "we own 2 nodes, but plan llama-3.1-8b on just one".
+ON_JUST_ONE = r"\bon\s+(?:just|only)\s+(?:one|1)(?:\s+of\s+(?:them|those))?(?=\s*(?:$|[,.;!?]))"
+
+
+def _one_of_the_nodes(found: re.Match) -> str:
+    counted = re.search(r"\b\d+\s+nodes\b", found.string[: found.start()], flags=re.I)
+    return "on just 1 node" if counted else found.group(0)
 
 
 # A card's variant refused and another named in its place: "8 h100s, but not the sxm kind, the pcie ones" is 8 h100
