@@ -186,3 +186,8 @@ def test_refused(text, known):
 def test_near_misses_still_read(text, command, known):
     intent = read(text, known)
     assert (intent.refusal, intent.command) == (None, command)
+
+
+def test_troubles_of_a_setting_negated_leave_it(known):
+    intent = read("run 30 steps on 4 gpus, since we don't want compile errors like last week", known)
+    assert (intent.command, intent.clarify, intent.args.get("set", [])) == ("run", None, [])

@@ -934,6 +934,8 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
     # checkpointing thing" is "don't switch on activation checkpointing")
     before_words = " ".join([w for w in re.findall(r"[\w'/]+", before) if w not in ARTICLES][-3:])
     after_words = " ".join([w for w in re.findall(r"[\w'/]+", after) if w not in VAGUE_NOUNS][:3])
+    if re.match(TROUBLE_AFTER, after):
+        return "keep"  # "we don't want packing issues again": the issues negated, packing left as it is
     if re.match(NOT_WANTED_AFTER, after):  # "excluding packing isn't what I want": the exclusion not wanted
         return "keep" if re.search(NEGATION_BEFORE, before_words) else "false"
     if re.search(KEEP_BEFORE, before_words) and re.match(r"\s*out\b", after):
@@ -963,6 +965,9 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
 # packing", "hold onto the packing"): "negative compile", "negative on packing" (radio talk), "hold the packing" (as a
 # diner's "hold the mayo").
 NEGATED_BY_WORD = r"\b(?:negative(?:\s+on)?|hold)\s*$"
+# Or named as what troubles came from: "because we don't want packing issues again", "no compile errors so far".
+TROUBLE_AFTER = (r"^\s+(?:issues?|problems?|troubles?|bugs?|errors?|crash(?:es)?|surprises?|regressions?|weirdness|"
+                 r"instabilit(?:y|ies)|glitch(?:es)?|headaches?)\b")  # fmt: skip
 # A setting spoken of, not used: "problems with the compilation", "no issues with packing so far".
 SPOKEN_OF = (r"\b(?:issues?|problems?|troubles?|bugs?|errors?|crash(?:es)?|difficult(?:y|ies)|struggles?)\s+"
              r"(?:with|in|from|of|about|around)\s*$")  # fmt: skip
