@@ -191,3 +191,8 @@ def test_near_misses_still_read(text, command, known):
 def test_troubles_of_a_setting_negated_leave_it(known):
     intent = read("run 30 steps on 4 gpus, since we don't want compile errors like last week", known)
     assert (intent.command, intent.clarify, intent.args.get("set", [])) == ("run", None, [])
+
+
+def test_a_setting_in_the_cause_of_a_failure_sets_nothing(known):
+    read_as("run 30 steps on 4 gpus with compile, since no compile crashed the last one", "run",
+            {"nproc": 4, "steps": 30, "set": ["train.compile=true"]}, known)  # fmt: skip

@@ -934,6 +934,10 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
     # checkpointing thing" is "don't switch on activation checkpointing")
     before_words = " ".join([w for w in re.findall(r"[\w'/]+", before) if w not in ARTICLES][-3:])
     after_words = " ".join([w for w in re.findall(r"[\w'/]+", after) if w not in VAGUE_NOUNS][:3])
+    if re.search(SAID_AS_A_CAUSE, lowered[max(0, mention.start() - 80) : mention.start()]) and re.search(
+        r"\b(?:broke|failed|crashed|diverged|hurt|blew up|went wrong|caused)\b", lowered[mention.end() :]
+    ):
+        return None  # "packing on, because no packing broke things last time": why, not what to do
     if re.match(TROUBLE_AFTER, after):
         return "keep"  # "we don't want packing issues again": the issues negated, packing left as it is
     if re.match(NOT_WANTED_AFTER, after):  # "excluding packing isn't what I want": the exclusion not wanted
@@ -965,6 +969,8 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
 # packing", "hold onto the packing"): "negative compile", "negative on packing" (radio talk), "hold the packing" (as a
 # diner's "hold the mayo").
 NEGATED_BY_WORD = r"\b(?:negative(?:\s+on)?|hold)\s*$"
+# A cause said of an earlier run, the setting in it: "because no packing broke things last time".
+SAID_AS_A_CAUSE = r"\b(?:because|since|'cause|cuz|seeing as)\b[^.;!?,]*$"
 # Or named as what troubles came from: "because we don't want packing issues again", "no compile errors so far".
 TROUBLE_AFTER = (r"^\s+(?:issues?|problems?|troubles?|bugs?|errors?|crash(?:es)?|surprises?|regressions?|weirdness|"
                  r"instabilit(?:y|ies)|glitch(?:es)?|headaches?)\b")  # fmt: skip
