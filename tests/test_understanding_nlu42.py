@@ -194,5 +194,5 @@ def test_troubles_of_a_setting_negated_leave_it(known):
 
 
 def test_a_setting_in_the_cause_of_a_failure_sets_nothing(known):
-    read_as("run 30 steps on 4 gpus with compile, since no compile crashed the last one", "run",
+    read_as("run 30 steps on 4 gpus with compile, since no compile crashed everything last week", "run",
             {"nproc": 4, "steps": 30, "set": ["train.compile=true"]}, known)  # fmt: skip
