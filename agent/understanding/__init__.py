@@ -23,7 +23,7 @@ package.
 from __future__ import annotations
 
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
-from agent.understanding.arguments import fill, planned_devices
+from agent.understanding.arguments import SIZED_FAMILIES, fill, planned_devices
 from agent.understanding.context import Context, context_of
 from agent.understanding.entities import (
     Entities,
@@ -160,7 +160,37 @@ def _answer_restated(plain: str, context: Context) -> str:
     lowered = plain.lower()
     if not re.search(MEMORY_SAID, lowered) or re.search(_GPU_NAME, lowered) or len(lowered.split()) > 10:
         return plain
-    return f"{normalise(before, context.known.names)}; {plain}"
+    before = normalise(before, context.known.names)
+    if count := re.search(COUNT_IN_ANSWER, lowered):  # "the 80 gig ones, and 8 of them": 8 in place of the count asked
+        before = re.sub(COUNT_OF_UNSIZED, count.group(1), before, count=1, flags=re.I)
+        plain = plain[: count.start()] + plain[count.end() :]
+    return f"{before}; {_other_size(plain, before)}"
+
+
+# A memory size refused in the answer: "not the 80 gig ones", "anything but the 80 gig ones", "the 40 gig ones, not 80".
+REFUSED_MEMORY = (r"\b(?:not|no|anything\s+but|anything\s+except|except|but\s+not|other\s+than|rather\s+than|"
+                  r"instead\s+of)\s+(?:the\s+)?(\d+)\s*(?:gi?b)?\b"
+                  r"(?:\s+(?:ones?|cards?|gpus?|version|variant|kind))?")  # fmt: skip
+# A count said in the answer: "and 8 of them" (normalised "and 8 gpus"); and the count of the GPU asked about before it.
+COUNT_IN_ANSWER = r"[,;]?\s*(?:and\s+)?\b(\d+)\s+(?:gpus|cards|of them)\b"
+COUNT_OF_UNSIZED = r"\b\d+(?=\s*(?:x\s*)?(?:nvidia\s+)?a100s?\b)"
+
+
+def _other_size(answer: str, before: str) -> str:
+    """The answer with a refused memory size written as the family's other one ("not the 80 gig ones" is the 40 gig
+    ones, where A100s come in 40 and 80 GB); left as said where no single other size is left."""
+    refused = re.search(REFUSED_MEMORY, answer, re.I)
+    family = next((f for f in SIZED_FAMILIES if re.search(rf"\b{f}s?\b", before.lower())), None)
+    if not refused or family is None:
+        return answer
+    others = [p for p in SIZED_FAMILIES[family] if not p.endswith(f"-{refused.group(1)}gb")]
+    rest = (answer[: refused.start()] + answer[refused.end() :]).strip(" ,;")
+    if len(others) != 1:
+        return answer
+    if re.search(MEMORY_SAID, rest.lower()):  # "the 40 gig ones, not 80": the size said, the refusal dropped
+        return rest
+    size = re.search(r"(\d+)gb$", others[0])
+    return f"{rest} the {size.group(1)}GiB ones".strip() if size else answer
 
 
 # A repeat of the launch before, on another experiment file: "the same thing with configs/long.yaml", "do that again

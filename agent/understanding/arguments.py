@@ -779,6 +779,8 @@ NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no
                  r"no (?:trouble|bother|pressure|stress|hassle|biggie|big deal)|not (?:a|any) (?:trouble|bother)|"
                  # slang for "no lie": "fp8, no cap lets go" (not "no cap on the gradient norm")
                  r"no cap\b(?!\s+(?:on|of|for|at)\b)|"
+                 # mixing that is no packing: "no mixing up the configs" (confusing them), "no mixing precisions"
+                 r"(?:no|without|w/o) mixing\s+(?:up\b|(?:of\s+)?(?:the\s+)?precisions?\b)|"
                  r"don'?t (?:change|touch|forget|wait|bother|worry|ask|need)|do not (?:change|touch|forget|wait|ask)|"
                  rf"{SPEAKERS_MIND}|"  # "I don't know the technical side"
                  r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"
@@ -874,7 +876,8 @@ VALUES = {"train.precision": PRECISIONS, "train.optimizer": OPTIMIZERS}
 def _replaced(after: str, intent: Intent) -> bool:
     """Whether a negation takes back a setting's value that the launch sets to another one ("not adam ..., sgd")."""
     for key, values in VALUES.items():
-        taken_back = re.match(rf"\s*(?:(?:in|with|using|use|the|plain|any)\s+)*({values})\b", after)
+        # ("no mixing of fp8 in there, bf16 only": a precision mixed in, taken back)
+        taken_back = re.match(rf"\s*(?:(?:in|with|using|use|the|plain|any|mixing(?:\s+of)?)\s+)*({values})\b", after)
         if taken_back and any(
             o.startswith(f"{key}=") and o != f"{key}={taken_back.group(1)}" for o in intent.args.get("set", [])
         ):

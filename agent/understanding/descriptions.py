@@ -356,9 +356,10 @@ NEGATED_BEFORE = rf"\b(?:without|w/o|no|not|never|{NT}|disable|skip|avoid|stop)\
 
 
 # Packing refused as the mixing of sequences: "no mixing", "without mixing the documents" (not a data mix: "no mixing
-# of datasets", nor mixed precision).
+# of datasets", nor mixed precision: "no mixing precisions", "no mixing of fp8 in there", nor another sense: "no
+# mixing up the configs"). Only a mixing said of nothing else, or of the sequences, ends its clause there.
 MIXING_REFUSED = (r"\b(no|without|w/o)\s+mixing(?:\s+(?:of\s+)?(?:the\s+)?(?:sequences|documents|samples|examples))?\b"
-                  r"(?!\s+(?:of\s+|the\s+)*(?:data\w*|sources?|precision|ratios?|weights?|corpora|languages?)\b)"
+                  r"(?=\s*(?:$|[,.;!?)\u2014-]|(?:please|and|but|this time|between|across)\b))"
                   )  # fmt: skip
 
 

@@ -520,6 +520,9 @@ def _number(digits: str, kilo: str, kind: str) -> int:
     return int(value)
 
 
+ON_JUST_ONE_NODE = r"\bon\s+(?:just|only)\s+1\s+node\b"
+
+
 def _hardware(lowered: str, entities: Entities) -> None:
     """Nodes and devices per node: "2 nodes of 8", "8 per node", "16 GPUs across 2 machines" (8 per node)."""
     text = lowered
@@ -550,6 +553,9 @@ def _hardware(lowered: str, entities: Entities) -> None:
         part,
     )
     single = re.search(rf"\b1\s+(?:[a-z][\w-]*\s+){{1,2}}(?:{NOUNS['nodes']})\b", part)
+    if nodes and re.search(ON_JUST_ONE_NODE, part[nodes.end() :]):
+        # "we own 2 nodes, but plan llama-3.1-8b on just 1 node": the nodes owned, then the one planned on
+        nodes, single = None, re.search(ON_JUST_ONE_NODE, part)
     if not (nodes or per_node or total) and (held := re.search(HOLDERS, part) or re.search(SAID_AS_VARIABLES, part)):
         span = (start + held.start(), start + held.end())  # nodes by another name, or as a launcher's variables
         entities.add("node_count", int(float(held.group(1))), span)
@@ -837,6 +843,7 @@ def _switches(lowered: str, entities: Entities) -> None:
                 doubted.add(mentions[index][1])
     pronouns = [(found, "false") for found in re.finditer(PRONOUN_OFF, lowered)]
     pronouns += [(found, "true") for found in re.finditer(PRONOUN_ON, lowered)]  # "packing off - actually keep it on"
+    pronouns += [(found, "keep") for found in re.finditer(PRONOUN_KEPT, lowered)]  # "no packing -- wait, keep it"
     for found, value in pronouns:  # "with packing... actually no, without it": it is packing
         before = [(m, k) for m, k in mentions if m.end() <= found.start()]
         if before:
@@ -845,7 +852,7 @@ def _switches(lowered: str, entities: Entities) -> None:
             values.append("keep" if value == "false" and re.search(OFF_NEGATED, clause) else value)
     for (mention, key), value in zip(mentions, values, strict=True):
         entities.add("switch_mention", (key, value), mention.span())
-    corrected = [m.end() for m in re.finditer(CORRECTION, lowered)]
+    corrected = [m.end() for m in re.finditer(SWITCH_CORRECTION, lowered)]
     for key in SWITCHES:
         said = [(m, v) for (m, k), v in zip(mentions, values, strict=True) if k == key]
         # "packing on... no wait, off": the last (a later mention with no state corrects nothing: "without compile,
@@ -853,6 +860,8 @@ def _switches(lowered: str, entities: Entities) -> None:
         if corrected and any(m.start() >= corrected[-1] and v is not None for m, v in said):
             said = [(m, v) for m, v in said if m.start() >= corrected[-1]]
         stated = {v for _, v in said if v not in (None, "keep")} | ({"true", "false"} if key in doubted else set())
+        if _kept_after_off(said):  # "no no packing, keep it": off, then kept, with no correction between: asked
+            stated |= {"true", "false"}
         if not stated and any(v == "keep" for _, v in said):
             # "leave packing as is", "don't turn packing off": nothing to set (a launch drops the grammar's reading
             # of "disable packing" in it), nothing to ask
@@ -914,12 +923,31 @@ def _chains(joined: list[bool]) -> list[tuple[int, int]]:
     return chains
 
 
+# A self-correction before a setting's state (grammar.CORRECTION's and those said of a setting: "no packing -- wait,
+# scrap that, keep packing"; a proposal asked and answered: "w/o packing? nope, with it", "packing? nah, keep it").
+SWITCH_CORRECTION = (rf"{CORRECTION}|\b(?:scrap|forget|ignore)\s+that\b|\bi misspoke\b|"
+                     r"(?:--|\u2014|[,;.!])\s*wait\b|\?\s*(?:no|nope|nah|negative)\b")  # fmt: skip
+
+
+def _kept_after_off(said: list[tuple[re.Match, str | None]]) -> bool:
+    """Whether a setting said off is said kept after it ("no no packing, keep it"): which one is meant?"""
+    values = [v for _, v in said if v is not None]
+    return "false" in values and "keep" in values[values.index("false") :]
+
+
+# A setting named before kept by a pronoun, the end of its clause: "no packing -- wait, keep it" (not "keep it off",
+# "keep it simple", "keep it that way").
+PRONOUN_KEPT = r"\bkeep\s+(?:it|that|this)\s*(?=$|[,;.!?)]|\s+(?:please|then|instead|after all)\b)"
+
+
 # A negation of a setting named before by a pronoun: "without it", "turn that off", "disable it".
 PRONOUN_OFF = (r"\b(?:without|w/o|disable|no more|turn off|switch off|drop|remove)\s+(?:it|that|this)\b|"
                r"\b(?:turn|switch)\s+(?:it|that|this)\s+off\b")  # fmt: skip
 
 
 PRONOUN_ON = (r"\b(?:keep|leave|turn|switch|put)\s+(?:it|that|this)\s+(?:back\s+)?on\b|"
+              # the answer to a proposal asked: "w/o packing? nope, with it"
+              r"(?:(?<=\bno, )|(?<=\bnope, )|(?<=\bnah, )|(?<=\bno )|(?<=\bnope )|(?<=\bnah ))with\s+(?:it|that)\b|"
               r"\b(?:enable|re-?enable)\s+(?:it|that|this)\b")  # fmt: skip
 
 
@@ -956,6 +984,14 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
     # checkpointing thing" is "don't switch on activation checkpointing")
     before_words = " ".join([w for w in re.findall(r"[\w'/]+", before) if w not in ARTICLES][-3:])
     after_words = " ".join([w for w in re.findall(r"[\w'/]+", after) if w not in VAGUE_NOUNS][:3])
+    if re.search(SAID_AS_A_CAUSE, lowered[max(0, mention.start() - 80) : mention.start()]) and re.search(
+        r"\b(?:broke|failed|crashed|diverged|hurt|blew up|went wrong|caused)\b", lowered[mention.end() :]
+    ):
+        return None  # "packing on, because no packing broke things last time": why, not what to do
+    if re.match(TROUBLE_AFTER, after):
+        return "keep"  # "we don't want packing issues again": the issues negated, packing left as it is
+    if re.match(NOT_WANTED_AFTER, after):  # "excluding packing isn't what I want": the exclusion not wanted
+        return "keep" if re.search(NEGATION_BEFORE, before_words) else "false"
     if re.search(KEEP_BEFORE, before_words) and re.match(r"\s*out\b", after):
         return "false"  # "leave packing out": left out of the run, not left as it is
     if re.search(KEEP_BEFORE, before_words) and not re.search(STATE_AFTER, after_words):
@@ -964,8 +1000,8 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
         return "keep"  # "never turn off packing", "I don't want packing turned off": it stays as it is
     if re.search(NEGATION_BEFORE, before_words) or re.search(NEGATION_AFTER, after_words):
         return "false"
-    if re.search(NEGATED_BY_WORD, before_words):
-        return "false"
+    if re.search(NEGATED_BY_WORD, before_words) and not re.match(r"\s*on\b", after):
+        return "false"  # ("hold the packing on" holds it on)
     if re.search(SETTING_VERB, before_words) and (state := re.match(STATE_AFTER_A_WORD, after)):
         return "true" if state.group(1) == "on" else "false"  # "lay the activation checkpointing mulch on"
     if re.search(SPOKEN_OF, before_words):
@@ -985,6 +1021,11 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
 # packing", "hold onto the packing"): "negative compile", "negative on packing" (radio talk), "hold the packing" (as a
 # diner's "hold the mayo").
 NEGATED_BY_WORD = r"\b(?:negative(?:\s+on)?|hold)\s*$"
+# A cause said of an earlier run, the setting in it: "because no packing broke things last time".
+SAID_AS_A_CAUSE = r"\b(?:because|since|'cause|cuz|seeing as)\b[^.;!?,]*$"
+# Or named as what troubles came from: "because we don't want packing issues again", "no compile errors so far".
+TROUBLE_AFTER = (r"^\s+(?:issues?|problems?|troubles?|bugs?|errors?|crash(?:es)?|surprises?|regressions?|weirdness|"
+                 r"instabilit(?:y|ies)|glitch(?:es)?|headaches?)\b")  # fmt: skip
 # A setting named with a word of the user's own after it ("mulch", "magic", "goodness"), after a verb that puts it on or
 # turns it, then its state, last in the clause: "lay the activation checkpointing mulch on", "flip the compile magic
 # off" ("turn on the packing thing" is read by VAGUE_NOUNS).
@@ -1001,6 +1042,9 @@ SPOKEN_OF = (r"\b(?:issues?|problems?|troubles?|bugs?|errors?|crash(?:es)?|diffi
 # Turning a setting off, said right before it ("disable packing", "turn off the compile") or after it ("packing
 # turned off", "compile should be off").
 OFF_BEFORE = (r"\b(?:disabl(?:e|ed|ing)(?:\s+of)?|(?:turn|switch|shut)(?:s|ed|ing)?\s+off(?:\s+of)?|"
+              # or left out of the run: "don't drop packing", "don't leave out packing" (negated: kept)
+              r"drop(?:s|ped|ping)?|remov(?:e|es|ed|ing)|omit(?:s|ted|ting)?|exclud(?:e|es|ed|ing)|"
+              r"ditch(?:es|ed|ing)?|(?:leave|leaves|leaving|left)\s+out|"
               r"(?:turn|switch|shut)(?:s|ed|ing)?\s+(?=\S+\s+off\b))\s*(?:the\s+)?$")  # fmt: skip
 OFF_AFTER = rf"^(?:\s*(?:{LINKING}))*\s*(?:off|disabled|false)\b"
 # A negation of that turning off, a few words before it: "don't switch packing off", "never turn off AC", "there's no
@@ -1009,8 +1053,17 @@ OFF_AFTER = rf"^(?:\s*(?:{LINKING}))*\s*(?:off|disabled|false)\b"
 OFF_NEGATED = (r"(?:\b(?:don'?t|do not|never(?!\s*mind)|(?<!why )(?<!if )(?<!or )not|no (?:reason|need) to|won'?t|"
                r"without|no(?=\s+\w+ing\b|\s*$)|"
                r"will not|shouldn'?t|should not|mustn'?t|must not|who said anything about|"
+               # an idea of it dropped: "ditch the idea of turning packing off"
+               r"(?:ditch|scrap|drop|forget|abandon)\s+(?:the|that|this)\s+(?:idea|thought|plan|notion)\s+of|"
                r"(?:nobody|no one)\s+(?:said|asked|told|wants?|wanted|needs?))\b)"
-               r"(?!\s+(?:forget|hesitate|bother|even)\b)(?:\s+[\w']+){0,3}\s*$")  # fmt: skip
+               # ("don't bother with warmup" is no such case, but "don't bother turning packing off" is)
+               r"(?!\s+(?:forget|hesitate|even|bother\s+(?:with|about))\b)(?:\s+[\w']+){0,3}\s*$")  # fmt: skip
+# The turning off refused in an answer right after it: "turning packing off: nope", "packing off? no".
+OFF_ANSWERED_NO = (rf"^(?:\s*(?:off|{LINKING})\b)*\s*(?:[:?]|\s-+)?\s*"
+                   r"(?:nope|nah|negative|no way|not happening)\s*(?:$|[.!?])|"
+                   rf"^(?:\s*(?:off|{LINKING})\b)*\s*\?\s*no\s*(?:$|[.!])")  # fmt: skip
+# Its negation said not wanted: "excluding packing isn't what I want" (packing kept), "packing is not what we need".
+NOT_WANTED_AFTER = r"^\s*(?:isn'?t|is not|ain'?t|'?s not)\s+(?:what|something)\s+(?:i|we)\b"
 # "Don't change anything else, not even packing": what is kept, named.
 NOT_EVEN_CHANGED = (r"\b(?:(?:don'?t|do not|never)\s+(?:change|touch|modify|alter)|leave\s+(?:everything|anything|all|"
                     r"the rest)\b)[^.;!?]*\bnot even\s*$")  # fmt: skip
@@ -1022,8 +1075,10 @@ def _off_taken_back(said_before: str, clause_before: str, after: str) -> bool:
     if re.search(NOT_EVEN_CHANGED, said_before):
         return True
     if off := re.search(OFF_BEFORE, clause_before):
-        return bool(re.search(OFF_NEGATED, clause_before[: off.start()]))
-    return bool(re.match(OFF_AFTER, after)) and bool(re.search(OFF_NEGATED, clause_before))
+        return bool(re.search(OFF_NEGATED, clause_before[: off.start()]) or re.match(OFF_ANSWERED_NO, after))
+    return bool(re.match(OFF_AFTER, after)) and bool(
+        re.search(OFF_NEGATED, clause_before) or re.match(OFF_ANSWERED_NO, after)
+    )
 
 
 # A setting's verb told to the trainer with its object, first in its clause: "pack the sequences", "please compile

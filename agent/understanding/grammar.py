@@ -47,9 +47,9 @@ UNKNOWN_LAYOUTS = r"deepspeed|megatron|sequence[- ]parallel\w*"
 # The optimizers a launch may name (train.optimizer), and the precisions it trains in (train.precision).
 OPTIMIZERS = r"galore_adamw|sgd|adamw|adam|adafactor|lion|muon"
 PRECISIONS = r"bf16|fp32|fp8|fp16"
-# ("without the fp8 magic": an article between them)
-NEGATED_SETTING = (r"\b(?:not|no|never|without|skip|avoid|ditch|instead of|rather than|other than|don'?t (?:\w+ )?)"
-                   r"\s*(?:(?:the|any|that)\s+)?$")  # fmt: skip
+# ("without the fp8 magic": an article between them; "no mixing of fp8 in there": fp8 taken back)
+NEGATED_SETTING = (r"\b(?:not|no|never|without|skip|avoid|ditch|instead of|rather than|other than|don'?t (?:\w+ )?|"
+                   r"no mixing(?: of)?)\s*(?:(?:the|any|that)\s+)?$")  # fmt: skip
 # What a negation just before a layout word takes back ("not pipelined", "no tp, just fsdp", "not on tp").
 # ("anything but pipeline parallel", "any layout except tp", "whatever layout but cp": all but that one)
 NEGATED_LAYOUT = (r"\b(?:not|no|never|without|avoid(?:ing)?|skip(?:ping)?|don'?t (?:use|do|want)(?: any)?|"
@@ -287,13 +287,20 @@ REPLACED_GPU = (rf"\b(?:replace|swap|strike|drop|remove|ditch|switch)\s+(?:out\s
                 r"(?:substitute|use|put in|go with)|with|for|by|->|\u2192|=>))|"
                 rf"\b(?:instead\s+of|rather\s+than|in\s+place\s+of)\s+({_QUOTED_GPU})|"
                 rf"({_QUOTED_GPU})(?=\s*(?:->|\u2192|=>))|"
-                # refused: "negative on a10, same on rtx-4090", "not on h100s: a100s"
-                rf"\b(?:negative\s+on|not(?:\s+on)?)\s+({_QUOTED_GPU})")  # fmt: skip
+                # refused: "negative on a10, same on rtx-4090", "not on h100s: a100s", "not h200s -- they're too
+                # pricey. h100 pcie ..." (where another is named)
+                rf"\b(?:negative\s+on|(?:not|never)(?:\s+(?:on|with|using))?)\s+({_QUOTED_GPU})")  # fmt: skip
+# A self-correction after which a GPU is named: "not l40s -> h200, I meant l40s -> h100" (the GPUs before it are gone).
+GPU_CORRECTED = r"\bi meant\b|\bi mean\b|\bactually\b|\bscratch that\b|\bscrap that\b|\bno wait\b"
 
 
 def unreplaced(lowered: str) -> str:
-    """`lowered` with the GPUs it says are replaced blanked out, where another GPU is named beside them."""
+    """`lowered` with the GPUs it says are replaced blanked out, where another GPU is named beside them (and those
+    named before a self-correction that names one)."""
     spans = [m.span(g) for m in re.finditer(REPLACED_GPU, lowered) for g in (1, 5, 9, 13) if m.group(g)]
+    corrections = [m.end() for m in re.finditer(GPU_CORRECTED, lowered) if re.search(_GPU_NAME, lowered[m.end() :])]
+    if corrections:
+        spans += [m.span() for m in re.finditer(_GPU_NAME, lowered[: corrections[-1]])]
     blanked = lowered
     for start, end in spans:
         blanked = blanked[:start] + " " * (end - start) + blanked[end:]

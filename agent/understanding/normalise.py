@@ -1045,6 +1045,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "PCIe H100s", "NVL H100": the variant said before the card's name is its variant ("h100 pcie")
     text = re.sub(r"\b(sxm\d?|pcie|nvl)[\s-]+(h100|h200|a100)s?\b", r"\2 \1", text, flags=re.I)
     text = re.sub(VARIANT_REFUSED, _variant_instead, text, flags=re.I)
+    text = _variant_alone_instead(text)
     # "2x8 a100", "4 x 8 H100s": nodes by the GPUs in each (a count of GPUs is one number, "16 a100")
     text = re.sub(rf"\b(\d+)\s*[x×*]\s*(\d+)\s+(?=(?:{GPU_WORD}|gpus?|cards?|devices?)\b)", r"\1 nodes of \2 ", text,
                   flags=re.I)  # fmt: skip
@@ -1143,8 +1144,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(WARMUP_FOR, lambda found: f"warmup {found.group('count') or found.group('count2')}", text, flags=re.I)
     text = re.sub(ZERO_AFTER_SWITCH, _zeroed_beside_a_switch, text, flags=re.I)
     text = re.sub(ZERO_BEFORE_SWITCH, _zeroed_beside_a_switch, text, flags=re.I)
-    text = re.sub(TURNED_OFF_BY_ZERO, _zeroed, text, flags=re.I)
-    text = re.sub(ZERO_AFTER, _zeroed, text, flags=re.I)
+    text = re.sub(ZERO_NEGATED, r"keep \g<key>", text, flags=re.I)
+    text = re.sub(TURNED_OFF_BY_ZERO, _zeroed_unless_taken_back, text, flags=re.I)
+    text = re.sub(ZERO_AFTER, _zeroed_unless_taken_back, text, flags=re.I)
     # the rate said as learners translate it ("velocidad de aprendizaje"): "the learning speed 0.0005"
     text = re.sub(r"\blearning\s+(?:speed|velocity|pace|step\s+size)\b", "learning rate", text, flags=re.I)
     text = re.sub(r"\b(?:seq|sequence)(?:\s+|\s*[=:]\s*)(?=\d)", "seq_len ", text, flags=re.I)  # "seq=4096" too
@@ -1153,6 +1155,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
                   flags=re.I)  # fmt: skip
     text = re.sub(r"\s@\s*(?=\d)", " at ", text)
     text = re.sub(r"\b(\d+) of (?:them|those|these)\b", _of_them, text, flags=re.I)  # "2 of those," no noun after
+    text = re.sub(ON_JUST_ONE, _one_of_the_nodes, text, flags=re.I)
     # "a100 40GiB x 8", "h100x8", "h200 * 4": the count after a GPU's name, as it reads before it ("8 x h100")
     # ("8x h200 x 4 nodes": a count of nodes after it stays theirs)
     text = re.sub(rf"\b({GPU_WORD})\s*(?:x|\*|×)\s*(\d+)\b(?!\.\d|\s*(?:k|b|steps?|nodes?|machines?|boxes|hosts?|"
@@ -1433,8 +1436,42 @@ def _zeroed(found: re.Match) -> str:
     return next(f"{key} 0" for key, pattern in _ZERO_KEYS.items() if re.fullmatch(pattern, said))
 
 
+# Why an earlier run failed, not what to do: "because compile without warmup broke", "since no warmup diverged".
+ZERO_AS_A_CAUSE = r"\b(?:because|since|'?cause|cuz|given that|seeing as)\b[^.;!?,]*$"
+# The zeroing asked and answered no ("minus the warmup? no, ..."), or the setting kept after it, in so many words
+# ("negative on the warmup removal, keep warmup").
+# The zeroing verb itself negated: "don't omit warmup", "never skip the warmup" (kept as it is, no setting changed).
+ZERO_NEGATED = (rf"\b(?:don'?t|do not|never|won'?t|will not|shouldn'?t|should not)\s+(?=\w+\s)(?:{ZERO_NEGATOR})\s+"
+                rf"(?:the\s+)?{_ZERO_KEY}")  # fmt: skip
+ZERO_ANSWERED_NO = r"\s*\?\s*(?:no|nope|nah|negative)\b"
+ZERO_KEPT_AFTER = r"\bkeep(?:ing)?\s+(?:the\s+)?{key}\b(?!\s*(?:[=:]|at|to|of|off|out|short|\d))"
+# A removal of the setting, taken back by the word before it: "negative on the warmup removal".
+ZERO_REMOVAL = r"\s+(?:removal|removing|being removed|drop|cut)\b"
+
+
+def _zeroed_unless_taken_back(found: re.Match) -> str:
+    """A setting zeroed, except where the sentence says that is no order: a cause, a proposal answered no, a negated
+    removal, or the setting kept later on."""
+    key = found.group("key")
+    before, after = found.string[: found.start()], found.string[found.end() :]
+    if (re.search(ZERO_AS_A_CAUSE, before, re.I) or re.match(ZERO_ANSWERED_NO, after, re.I)
+            or re.match(ZERO_REMOVAL, after, re.I)
+            or re.search(ZERO_KEPT_AFTER.format(key=re.escape(key)), after, re.I)):  # fmt: skip
+        return found.group(0)
+    return _zeroed(found)
+
+
 def _zeroed_beside_a_switch(found: re.Match) -> str:
     return f"{_zeroed(found)} and {found.group('negator')} {found.group('switch')}"
+
+
+# One of the nodes counted before, the noun left out: "we own 2 nodes, but plan llama-3.1-8b on just one".
+ON_JUST_ONE = r"\bon\s+(?:just|only)\s+(?:one|1)(?:\s+of\s+(?:them|those))?(?=\s*(?:$|[,.;!?]))"
+
+
+def _one_of_the_nodes(found: re.Match) -> str:
+    counted = re.search(r"\b\d+\s+nodes\b", found.string[: found.start()], flags=re.I)
+    return "on just 1 node" if counted else found.group(0)
 
 
 # A card's variant refused and another named in its place: "8 h100s, but not the sxm kind, the pcie ones" is 8 h100
@@ -1443,6 +1480,29 @@ _VARIANT_NOUN = r"(?:\s+(?:kind|ones?|variants?|versions?|types?|models?|cards?|
 VARIANT_REFUSED = (r"\b(h100|h200|a100)s?\s*[,;:]?\s*(?:but\s+)?(?:not|no)\s+(?:the\s+)?(sxm\d?|pcie|nvl)\b"
                    rf"{_VARIANT_NOUN}\s*[,;:]?\s*(?:but\s+|rather\s+|just\s+|only\s+|instead\s+)*(?:the\s+)?"
                    rf"(sxm\d?|pcie|nvl)\b{_VARIANT_NOUN}")  # fmt: skip
+
+
+# Or refused before its card is named (or with the card left to the plan before), and another named after it: "NOT
+# the sxm kind, stay on pcie but 8 of them", "not the sxm kind -- the pcie ones -- plan mistral-7b on 8 h100" (the
+# other variant alone).
+VARIANT_ALONE_REFUSED = (rf"\b(?:not|no)\s+(?:the\s+)?(sxm\d?|pcie|nvl)\b{_VARIANT_NOUN}\s*(?:[,;:]|\s-+|\u2014)?\s*"
+                         r"(?:(?:but|rather|just|only|instead|stay|staying|on|use|with|go|for)\s+)*(?:the\s+)?"
+                         rf"(sxm\d?|pcie|nvl)\b")  # fmt: skip
+
+
+# A card named after the variant, without one of its own: "..., the pcie ones: plan llama-3.1-8b on 4 h100".
+BARE_CARD_AFTER = r"\b(h100|h200|a100)s?\b(?![\s-]*(?:sxm|pcie|nvl))"
+
+
+def _variant_alone_instead(text: str) -> str:
+    """The variant wanted in place of the one refused, on the card named after it where one is."""
+    found = re.search(VARIANT_ALONE_REFUSED, text, flags=re.I)
+    if not found or found.group(1).lower() == found.group(2).lower():
+        return text
+    wanted, rest = found.group(2), text[found.end() :]
+    if card := re.search(BARE_CARD_AFTER, rest, flags=re.I):
+        rest = f"{rest[: card.end()]} {wanted}{rest[card.end() :]}"
+    return f"{text[: found.start()]}{wanted}{rest}"
 
 
 def _variant_instead(found: re.Match) -> str:

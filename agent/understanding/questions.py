@@ -138,6 +138,22 @@ def _vague_count(entities: Entities, intent: Intent) -> str | None:
     return None
 
 
+# A count of GPUs or nodes refused: "all else unchanged, but not on 4 gpus" (how many, then?).
+REFUSED_COUNT = (r"\b(?:not|never)\s+(?:on\s+|with\s+|using\s+|across\s+)?(\d+)\s*"
+                 r"(gpus?|devices?|cards?|process(?:es)?|procs?|nodes?)\b")  # fmt: skip
+COUNTED_BY = {"gpu": ("nproc", "devices"), "dev": ("nproc", "devices"), "car": ("nproc", "devices"),
+              "pro": ("nproc",), "nod": ("nodes",)}  # fmt: skip
+
+
+def _refused_count(plain: str, intent: Intent) -> str | None:
+    """One question when the action would use the very count the sentence refuses (and names none in its place)."""
+    for found in re.finditer(REFUSED_COUNT, plain.lower()):
+        keys = COUNTED_BY[found.group(2)[:3]]
+        if any(str(intent.args.get(key)) == found.group(1) for key in keys):
+            return f"Not on {found.group(1)} {found.group(2)}: on how many, then? Say e.g. `on 8 GPUs`."
+    return None
+
+
 # The arguments each action's tool call takes (agent.offline): a number held in any other key is dropped.
 TAKEN = {
     "run": ("experiment", "nproc", "layout", "steps", "set"),
@@ -614,6 +630,8 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         intent.clarify = _the_one_undone(plain, intent) or _made_into(plain, intent)
     if intent.clarify is None:
         intent.clarify = _vague_count(entities, intent)
+    if intent.clarify is None and intent.command in ("run", "plan"):
+        intent.clarify = _refused_count(plain, intent)
     if intent.clarify is None and intent.command == "run":
         intent.clarify = _change_unsaid(plain, intent) or _launch_unasked(plain, entities, intent, context)
     if intent.clarify is None and intent.command in VAGUE_TAKEN and (said := entities.get("count_range")):

@@ -16,10 +16,12 @@ from agent.understanding.entities import Entities
 
 DELETE = (r"\b(?:delete|deleting|remove|removing|rm(?:\s+-\w+)*|erase|erasing|wipe|wiping|purge|purging|nuke|nuking|"
           r"trash|trashing|destroy|destroying|get rid of|getting rid of|clean(?:ing)? up|clear(?:ing)? out|drop|"
-          r"dropping|throw away|throw out|"
-          # a history cleared is deleted: "clear its history too", "clearing the run history" ("it's clear the runs
-          # are slow" clears nothing)
-          r"clear(?:ing)?(?=\s+(?:its|the|their|all|my|our)\s+(?:[\w-]+\s+)?history\b))\b")  # fmt: skip
+          r"dropping|throw away|throw out|truncate|truncating|"
+          # emptied, said of what holds text on disk: "clear the training log of tp-try", "empty it"
+          r"(?:clear|clearing|empty|emptying)(?=\s+(?:(?:the|its|their|my|our|that|this|all|of)\s+){0,3}"
+          r"(?:[\w'/.-]+\s+){0,2}?(?:logs?|files?|folders?|director(?:y|ies)|dirs?|outputs?|history|it|them)\b)|"
+          # Portuguese and Spanish: "apaga o tp-try", "exclui o sweeps/lr-scan", "borra el runs/tp-try", "elimina r1"
+          r"apag(?:a|ar|ue)|exclu(?:i|ir|a)|borr(?:a|ar|e)|elimin(?:a|ar|e)|delet(?:a|ar|e))\b")  # fmt: skip
 # Verbs that also mean "leave out of what you show me" ("compare r1 but drop the failed trials"): a deletion only
 # with a name of the repository or a thing on disk as their object, never trials or results.
 SOFT_DELETE = r"drop|dropping|throw out|clear(?:ing)? out"
@@ -84,10 +86,11 @@ SECRET = (r"\b(?:api[ _-]?keys?|access[ _-]?tokens?|auth(?:entication)?[ _-]?tok
           r"(?!\s*(?:/|per\b|counts?\b|budgets?\b|rates?\b|throughput\b|limits?\b|length\b|ids?\b|usage\b)))"
           r"\b")  # fmt: skip
 # The only words between a deleting verb and the name it deletes: "remove the old run tp-try", "wipe out r1" (the
-# verb's particle), not "remove packing from configs/long.yaml" (a setting of that file).
+# verb's particle), not "remove packing from configs/long.yaml" (a setting of that file); Portuguese and Spanish
+# articles too ("apaga o tp-try", "borra el runs/tp-try").
 GLUE = {"the", "all", "of", "my", "our", "old", "those", "these", "that", "this", "run", "sweep", "checkpoint", "dir",
         "directory", "folder", "named", "called", "file", "both", "whole", "entire", "-r", "-rf", "-fr",
-        "out"}  # fmt: skip
+        "out", "o", "os", "el", "la", "los", "las"}  # fmt: skip
 NEGATED = r"\b(?:don'?t|do not|never|not|no need to|without|instead of|rather than)\s+(?:\w+\s+)?$"
 # A secret named under a negation of its showing ("show it to me, don't dump any env vars or API keys alongside it",
 # "never print my token"): the verb and its object's words, or a noun joined to the secret ("tokens or passwords"),
@@ -109,6 +112,9 @@ def refusal(plain: str, entities: Entities) -> str | None:
     if _shell_command(lowered):  # "run `df -h` in a shell": the verb "run" of a shell command, never a launch
         return ("meshpilot does not run shell commands: run it in your own terminal. I can read runs and sweeps, plan "
                 "layouts, launch, cancel or resume training, and open pull requests.")  # fmt: skip
+    if _said(GPU_CHANGED, lowered):  # "nvidia-smi -r": no look at the hardware, a reset of it
+        return ("meshpilot only looks at the GPUs (e.g. `what hardware do I have`); it never resets them or changes "
+                "their settings: run that yourself if you are sure.")  # fmt: skip
     pushed = _said(PUSH, lowered) or _said(ON_MAIN, lowered)
     if pushed and not _said(AS_PR, lowered):  # "push to main, don't open a PR" is no PR
         return ("meshpilot never pushes to main or force-pushes: it opens a pull request (`/pr`) on a branch of its "
@@ -121,6 +127,13 @@ def refusal(plain: str, entities: Entities) -> str | None:
         return ("meshpilot never prints tokens, passwords, API keys or environment variables: read them in your own "
                 "shell (e.g. `echo $HF_TOKEN`) if you need them.")  # fmt: skip
     return None
+
+
+# nvidia-smi with a flag that changes the GPUs (a reset, persistence or compute mode, power limit, clocks, ECC, MIG):
+# bare "nvidia-smi" or "nvidia-smi -q" only reads them.
+GPU_CHANGED = (r"\bnvidia-smi\b[^.;!?|]*?\s(?:-r|--gpu-reset|-pm|--persistence-mode|-pl|--power-limit|-ac|"
+               r"--applications-clocks|-rac|-lgc|--lock-gpu-clocks|-rgc|-lmc|-c|--compute-mode|-mig|-e|--ecc-config|"
+               r"-p|--reset-ecc-errors)(?![\w-])")  # fmt: skip
 
 
 def _said(pattern: str, lowered: str, negated: str = NEGATED) -> re.Match | None:
@@ -150,9 +163,15 @@ def _deletion(lowered: str, entities: Entities) -> str | None:
         if (found := re.match(DELETED_THINGS, lowered[verb.end() :])) and not _a_setting(verb.end() + found.end(),
                                                                                          entities):  # fmt: skip
             return found.group(0).strip()
-        if (not re.fullmatch(SOFT_DELETE, verb.group(0)) and re.match(EVERY_MEMBER, lowered[verb.end() :])
-                and re.search(RUNS_SAID, lowered)):  # fmt: skip
-            return re.match(EVERY_MEMBER, lowered[verb.end() :]).group(0).strip()
+        rest = lowered[verb.end() :]
+        if (
+            not re.fullmatch(SOFT_DELETE, verb.group(0))
+            and re.match(EVERY_MEMBER, rest)
+            and re.search(RUNS_SAID, lowered)
+        ):
+            return re.match(EVERY_MEMBER, rest).group(0).strip()
+        if not re.fullmatch(SOFT_DELETE, verb.group(0)) and (some := re.match(SOME_ONES, rest)):
+            return some.group(0).strip()
         names = [e for e in entities.found if e.kind in NAMED]
         if names and not entities.has("switch_mention") and re.match(PRONOUN, lowered[verb.end() :]):
             return str(names[-1].value)  # "cancel r1 and then delete it": r1, never a setting ("remove it")
@@ -183,6 +202,9 @@ def _split_deletion(lowered: str, entities: Entities) -> str | None:
 
 
 PRONOUN = r"\s+(?:it|them|that|those|both|this)\b"
+# Runs pointed at as "ones" after a list of them: "every experiment and its status, then wipe the oom ones" (not
+# after "drop", which may leave rows out of what is shown: "compare them but drop the failed ones").
+SOME_ONES = r"\s+(?:(?:the|all|those|these|old|failed|other)\s+){0,3}(?:[\w-]+\s+)?ones\b"
 
 # Programs no one would name for anything but a shell: "run rm -rf on runs", "execute du -sh runs/*".
 SHELL_PROGRAMS = (r"rm|rmdir|df|du|ls|sudo|pkill|killall|chmod|chown|mkfs|curl|wget|bash|zsh|sh|apt|apt-get|htop|"
@@ -208,6 +230,11 @@ SHELL = (r"\b(?:run|running|execute|executing|exec|type|typing|enter|fire off)\s
          rf"please|just|me)\s+)*(?:`\s*)?(?:{SHELL_PROGRAMS})(?![\w.-])|`\s*(?:{QUOTED_PROGRAMS})(?![\w.=-])[^`]*`|"
          r"\brm\s+(?:-{1,2}\w+|dash\s+\w+)|\b(?:run|execute|exec)\s+(?:(?:a|the|some|this|that|these|those|any|"
          r"few|couple of)\s+)*(?:shell|bash|terminal|unix|linux)\s+commands?\b|"
+         # a command line typed as such: "sudo nvidia-smi -pm 1", "cat notes.md | sh" (piped into a shell)
+         r"^\W*sudo\s+\S|\|\s*(?:sudo\s+)?(?:sh|bash|zsh|xargs)\b|"
+         # processes killed, not a run cancelled: "kill every python process", "kill all the python procs"
+         r"\bkill\w*\s+(?:(?:all|every|each|the|any|of|those|these|my)\s+){0,3}(?:[\w-]+\s+)?"
+         r"(?:process(?:es)?|procs?|pids?)\b|"
          # (the imperative only: "r1 is running in my terminal" asks about r1)
          rf"{SHELL_PLACE}")  # fmt: skip
 
