@@ -212,7 +212,14 @@ ITALIAN_MARKS = {"allora", "lancia", "lanciare", "lancialo", "grazie", "senza", 
                  "accendi", "questa", "questo", "macchina", "punteggi", "risultati", "ma", "ogni", "sto", "usare",
                  "vinto", "servono", "bastano", "attimo", "etichette", "esempi", "privato", "annulla", "ferma",
                  "domani", "stasera", "confronta", "documentazione"}  # fmt: skip
-ITALIAN_PHRASES = {r"\bper\s+favore\b": "please", r"\bva\s+bene\b": "ok", r"\bper\s+ora\b": "for now",
+ITALIAN_PHRASES = {r"\bnon\s+senza\b": "keep",  # "non senza packing": a double negation keeps it
+                   r"\bnon\s+cancellar(?:e|lo)\b": "do not cancel",  # neither a cancel nor a deletion: held back
+                   r"\b(pr|pull\s+request|report|run)\s+per\b": r"\1 for",  # "la PR per layouts-nov"
+                   r"\bnon\s+(?:è\s+necessario|serve|servono|c'è\s+bisogno\s+di)\b": "no need to",
+                   r"\bnon\s+voglio\s+(?=(?:una|la|il|un)\s+(?:pr|pull\s+request)\b)": "do not open ",
+                   r"\bnon\s+so\s+se\b": "i am not sure whether", r"\bnon\s+in\b": "not in",
+                   r"\bda\s+dove\s+si\s+è\s+fermat[oa]\b": "where it left off",
+                   r"\bper\s+favore\b": "please", r"\bva\s+bene\b": "ok", r"\bper\s+ora\b": "for now",
                    r"\bper\s+nodo\b": "per node", r"\bci\s+sono\b": "are there", r"\bfammi\s+vedere\b": "show me",
                    r"\bpiù\s+tardi\b": "later", r"\bbutta\s+via\b": "delete", r"\bsecondo\s+te\b": "do you think",
                    r"\bmi\s+(?:bastano|basta)\b": "i only need", r"\bmi\s+serv(?:e|ono)\b": "i need",
@@ -244,11 +251,20 @@ ITALIAN = {"allora": "so", "lancia": "launch", "lanciare": "launch", "lancialo":
            "disattiva": "disable", "accendi": "turn on", "attiva": "enable",
            # a deletion (refused: never read as a cancel nor a reading of what it deletes)
            "cancella": "delete", "elimina": "delete", "rimuovi": "delete", "cancellare": "delete",
-           "eliminare": "delete", "rimuovere": "delete", "fammi": "let me", "vedere": "see"}  # fmt: skip
+           "eliminare": "delete", "rimuovere": "delete", "fammi": "let me", "vedere": "see", "tutti": "all",
+           "tutte": "all", "cronologia": "history",
+           # actions, in the imperative and the infinitive ("non fermare r1": do not stop r1)
+           "fermare": "stop", "fermarlo": "stop it", "riprendi": "resume", "riprendere": "resume",
+           "riprendilo": "resume it", "apri": "open", "aprire": "open", "aprila": "open it", "è": "is",
+           "finito": "finished", "stato": "status"}  # fmt: skip
+# Words that make a sentence Italian alone, none an English word ("non-stop" is one word): a negation or an action of
+# its own, which must never be left for the English rules to misread ("cancella r1" deletes, "non aprire la PR").
+ITALIAN_ALONE = (r"(?<![\w'./=-])(?:non|niente|senza|domani|cancella|cancellare|elimina|eliminare|ferma|fermare|"
+                 r"riprendi|riprendere|apri|aprire|lancia|lanciare)(?![\w'./=-])")  # fmt: skip
 
 
 def _italian(text: str) -> str:
-    return _word_for_word(text, ITALIAN_MARKS, ITALIAN_PHRASES, ITALIAN)
+    return _word_for_word(text, ITALIAN_MARKS, ITALIAN_PHRASES, ITALIAN, ITALIAN_ALONE)
 
 
 # Hindi in Latin letters mixed with English ("yaar 4 gpu pe fsdp laga ke 50 steps chala do"): read where two of its
@@ -261,7 +277,14 @@ HINGLISH_MARKS = {"yaar", "bhai", "ka", "ki", "ke", "ko", "hai", "hain", "kar", 
                   "kholo", "abhi", "hoga", "theek", "chala", "chalao", "kitne", "kitni", "laga", "lagao", "pata",
                   "saaf", "wala", "wale", "dena", "kijiye", "karein", "dikhao", "bata"}  # fmt: skip
 _HINGLISH_DO = r"(?:kar\s+do|kardo|karo|kar\s+dena|kijiye|karein|karna(?:\s+hai)?|do|dena)"
-_HINGLISH_NOT = r"(?:abhi\s+|bhi\s+)?(?:mat|na|nahi|nahin)"
+_HINGLISH_NOT = r"(?:(?:abhi|bhi|bilkul|kabhi|kabhi\s+bhi)\s+)?(?:mat|na|nahi|nahin)"  # "bilkul mat": not at all
+_HINGLISH_ACTIONS = r"(?:launch|run|start|train|cancel|stop|resume|push|merge|submit|compare)"
+_NO_NEED = r"(?:koi\s+)?(?:zaroorat|zarurat|jaroorat|jarurat)\s+(?:nahi|nahin)\b(?:\s+hai)?"
+# Words that make a sentence Hinglish alone, none an English word: a negation before a verb of doing ("mat karna",
+# "na karein"; "na" and "mat" alone are English words), "nahi", "no need" and "kal" (tomorrow), never dropped for want
+# of a second mark ("agar r1 khatam ho gaya toh cancel mat karna" is no cancel).
+HINGLISH_ALONE = (r"(?<![\w'./=-])(?:nahi|nahin|zaroorat|zarurat|kal|(?:mat|na)\s+(?:kar|karo|karna|karein|kijiye|"
+                  r"karte|kare))(?![\w'./=-])")  # fmt: skip
 HINGLISH_PHRASES = {
     r"\bis\s+(?=(?:machine|box|node|server|cluster|run|sweep)\b)": "this ",  # "is machine pe": on this machine
     # "kal" is yesterday and tomorrow: yesterday where it says so, else tomorrow (a launch put off is held back)
@@ -272,8 +295,20 @@ HINGLISH_PHRASES = {
     rf"((?:[\w./-]+\s+)?)(?:(?:ka|ki|ke)\s+[\w-]+\s+)?(delete|remove|hata|mita)\s+{_HINGLISH_NOT}\s+{_HINGLISH_DO}\b":
         r"do not delete \1",
     rf"([\w./-]+)(?:\s+(?:ka|ki|ke)\s+[\w-]+|\s+ko)?\s+(?:delete|remove|hata|mita)\s+{_HINGLISH_DO}\b": r"delete \1",
+    # no need of an action ("r1 ko cancel karne ki zaroorat nahi": no need to cancel r1), nor of a PR opened
+    rf"((?:[\w./-]+\s+)?)(?:ko\s+)?({_HINGLISH_ACTIONS})\s+karne\s+ki\s+{_NO_NEED}": r"no need to \2 \1",
+    rf"([\w./-]+)\s+(?:ka|ki|ke)\s+(pr|pull\s+request)\s+kholne\s+ki\s+{_NO_NEED}": r"no need to open a \2 for \1",
+    r"\bdobara\s+shuru\b": "resume", r"\bjahan\s+ruka\s+tha\b": "where it left off",
+    rf"((?:[\w./-]+\s+)?)(?:ko\s+)?band\s+{_HINGLISH_NOT}\s+{_HINGLISH_DO}\b": r"do not stop \1",
+    r"\bkhatam\s+ho\s+gaya\b": "has finished",
+    # a history or log cleared ("r1 ki history saaf kar do"): deleted, so refused
+    rf"([\w./-]+)\s+(?:ka|ki|ke)\s+([\w-]+)\s+saaf\s+{_HINGLISH_DO}\b": r"clean up the \2 of \1",
+    # what is refused before what is asked: "PR nahi, sirf report likh do" (not a PR, only a report)
+    r"\b(pr|pull\s+request|report)\s+(?:nahi|nahin)\s*,": r"not a \1,",
+    r"\breport\s+likh(?:o|\s+do|\s+dena)?\b": "write a report",
     # an action refused ("tp-try ko cancel mat karo": do not cancel tp-try), or asked with its object before it
-    rf"((?:[\w./-]+\s+)?)(?:ko\s+)?(launch|run|start|train|cancel|stop|resume|push|merge|submit)\s+{_HINGLISH_NOT}\s+"
+    rf"((?:[\w./-]+\s+)?)(?:ko\s+)?(?:abhi\s+)?(launch|run|start|train|cancel|stop|resume|push|merge|submit)\s+"
+    rf"{_HINGLISH_NOT}\s+"
     rf"{_HINGLISH_DO}\b": r"do not \2 \1",
     rf"([\w./-]+)(?:\s+(?:ka|ki|ke)\s+[\w-]+|\s+ko)?\s+(cancel|stop|resume|compare)\s+{_HINGLISH_DO}\b": r"\2 \1",
     r"\b([\w./-]+)\s+(?:ki|ka)\s+list\s+(?:dikha|dikhao|bata|batao|de)(?:\s+(?:do|dena))?\b": r"list the \1",
@@ -306,17 +341,19 @@ HINGLISH = {"yaar": "", "bhai": "", "ji": "", "ka": "", "ki": "", "ke": "", "ko"
             "kitne": "how many", "kitni": "how many", "chalao": "run", "chala": "run", "dikhao": "show",
             "dikha": "show", "kal": "tomorrow", "pade": "lying", "kachra": "junk",
             "saaf": "clean up", "nahi": "no", "nahin": "no", "mat": "do not", "chahiye": "needed",
-            "wala": "", "wale": "", "har": "each"}  # fmt: skip
+            "wala": "", "wale": "", "har": "each", "agar": "if", "toh": "then", "sirf": "only",
+            "subah": "morning", "shaam": "evening"}  # fmt: skip
 
 
 def _hinglish(text: str) -> str:
-    return _word_for_word(text, HINGLISH_MARKS, HINGLISH_PHRASES, HINGLISH)
+    return _word_for_word(text, HINGLISH_MARKS, HINGLISH_PHRASES, HINGLISH, HINGLISH_ALONE)
 
 
-def _word_for_word(text: str, marks: set[str], phrases: dict[str, str], words: dict[str, str]) -> str:
-    """`text` read word for word where two of its words at least are `marks` of its language (else as it is)."""
+def _word_for_word(text: str, marks: set[str], phrases: dict[str, str], words: dict[str, str], alone: str) -> str:
+    """`text` read word for word where two of its words at least are `marks` of its language, or where it says
+    `alone` (a negation or action of the language's own, never dropped for want of a second mark); else as it is."""
     words_said = re.findall(r"(?<![\w'./=-])[^\W\d_]+(?![\w'./=-])", text.lower())  # not "ka" of "ka-boom"
-    if sum(word in marks for word in words_said) < 2:
+    if sum(word in marks for word in words_said) < 2 and not re.search(alone, text, flags=re.I):
         return text
     for pattern, english in phrases.items():
         text = re.sub(pattern, english, text, flags=re.I)
