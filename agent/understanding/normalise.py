@@ -259,8 +259,10 @@ ITALIAN = {"allora": "so", "lancia": "launch", "lanciare": "launch", "lancialo":
            "finito": "finished", "stato": "status"}  # fmt: skip
 # Words that make a sentence Italian alone, none an English word ("non-stop" is one word): a negation or an action of
 # its own, which must never be left for the English rules to misread ("cancella r1" deletes, "non aprire la PR").
-ITALIAN_ALONE = (r"(?<![\w'./=-])(?:non|niente|senza|domani|cancella|cancellare|elimina|eliminare|ferma|fermare|"
-                 r"riprendi|riprendere|apri|aprire|lancia|lanciare)(?![\w'./=-])")  # fmt: skip
+# ("non" before an Italian verb or word only: "a non issue" stays English)
+ITALIAN_ALONE = (r"(?<![\w'./=-])(?:niente|senza|domani|cancella|cancellare|elimina|eliminare|ferma|fermare|"
+                 r"riprendi|riprendere|apri|aprire|lancia|lanciare|non\s+(?:[a-zàèéìòù]+(?:are|ere|ire|[aei]rl[oaie])|"
+                 r"voglio|vorrei|serve|servono|è|so|senza|in))(?![\w'./=-])")  # fmt: skip
 
 
 def _italian(text: str) -> str:
