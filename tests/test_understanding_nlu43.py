@@ -81,3 +81,25 @@ def test_non_before_a_setting_never_turns_it_on(known):
 def test_english_with_non_na_or_mat_reads_as_before(text):
     # near misses: "non" before no Italian word, "non-stop", "na" and "mat" before no verb of doing
     assert normalise(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "run"),
+    [
+        # "band kar do" stops a run of the repository's; "band mat karo" keeps it; "mat bhoolna" is no negation
+        ("baseline-ddp ko band mat karna, tp-try ko band kar do", "runs/tp-try"),
+        ("yaad rakhna aur mat bhoolo, baseline-ddp ko band kar do", "runs/baseline-ddp"),
+    ],
+)
+def test_band_kar_do_stops_a_named_run(text, run, known):
+    read_as(text, "cancel", {"run": run}, known)
+
+
+def test_band_kar_do_of_a_setting_still_turns_it_off(known):
+    read_as("packing band kar do yaar, 20 steps 2 gpu pe chala do", "run",
+            {"nproc": 2, "steps": 20, "set": ["data.packing=false"]}, known)  # fmt: skip
+
+
+def test_a_stop_taken_back_with_nahi_nahi_does_nothing(known):
+    intent = read("baseline-ddp band kar do? nahi nahi, rehne do", known)
+    assert intent.command != "cancel" or intent.clarify

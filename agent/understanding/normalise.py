@@ -303,6 +303,8 @@ HINGLISH_PHRASES = {
     r"\bdobara\s+shuru\b": "resume", r"\bjahan\s+ruka\s+tha\b": "where it left off",
     rf"((?:[\w./-]+\s+)?)(?:ko\s+)?band\s+{_HINGLISH_NOT}\s+{_HINGLISH_DO}\b": r"do not stop \1",
     r"\bkhatam\s+ho\s+gaya\b": "has finished",
+    r"\b(?:nahi|nahin)(?:\s*,?\s*(?:nahi|nahin)\b)+": "no", r"\brehne\s+do\b": "leave it",  # "nahi nahi": no
+    r"\bmat\s+bhool(?:na|o|ein|iye)\b": "remember",  # "mat bhoolna": don't forget, no negation of what follows
     # a history or log cleared ("r1 ki history saaf kar do"): deleted, so refused
     rf"([\w./-]+)\s+(?:ka|ki|ke)\s+([\w-]+)\s+saaf\s+{_HINGLISH_DO}\b": r"clean up the \2 of \1",
     # what is refused before what is asked: "PR nahi, sirf report likh do" (not a PR, only a report)
@@ -347,8 +349,11 @@ HINGLISH = {"yaar": "", "bhai": "", "ji": "", "ka": "", "ki": "", "ke": "", "ko"
             "subah": "morning", "shaam": "evening"}  # fmt: skip
 
 
-def _hinglish(text: str) -> str:
-    return _word_for_word(text, HINGLISH_MARKS, HINGLISH_PHRASES, HINGLISH, HINGLISH_ALONE)
+def _hinglish(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
+    # "band kar do" stops a run of the repository's ("r1 ko band kar do"), elsewhere it turns a setting off
+    names = "|".join(re.escape(name) for name in sorted(known, key=len, reverse=True))
+    stopped = {rf"(?<![\w./-])((?:runs/)?(?:{names}))\s+(?:ko\s+)?band\s+{_HINGLISH_DO}\b": r"stop \1"} if names else {}
+    return _word_for_word(text, HINGLISH_MARKS, {**stopped, **HINGLISH_PHRASES}, HINGLISH, HINGLISH_ALONE)
 
 
 def _word_for_word(text: str, marks: set[str], phrases: dict[str, str], words: dict[str, str], alone: str) -> str:
@@ -981,7 +986,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = _portuguese(text)
     text = _spanish(text)
     text = _italian(text)
-    text = _hinglish(text)
+    text = _hinglish(text, known)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
     text = re.sub(FALSE_FRIEND_UPDATE, r"updat\1", text, flags=re.I)
     text = _fix_typos(text, known)
