@@ -302,6 +302,8 @@ PAST_MARKER = (r"\b(?:last time|the time before|previously|(?:the|our|my|that)\s
 PAST_VERB = (r"\b(?:used|had|went|dropped|fell|decayed|decreased|was|were|ran|got|ended|reached|sat|stayed|climbed|"
              r"rose|peaked|started)\b")  # fmt: skip
 LIKENED_TO_PAST = r"\b(?:like|as|same as|as in|from|copy|reuse|again)\s+(?:(?:the|we\s+did|i\s+did)\s+)?$"
+# The next clause takes the told value up as its object: "pp=2 was slow last time so skip it" refuses pp=2.
+TAKEN_UP = r"\W*(?:so|and|but|then)?\s*(?:\w+\s+){0,2}?(?:it|that|this|them|those)\b"
 PAST_CLAUSE_END = r"[,;!?\u2013\u2014]|\.(?!\w)|\b(?:and|but|so|then|while|whereas|because|since)\b"
 
 
@@ -316,7 +318,7 @@ def _said_of_the_past(lowered: str, entities: Entities) -> None:
             # (a value in it: its settings are read later, from the text this masks; a switch alone, "we had
             # trouble with packing last time", is left to the switches' own reading of causes)
             facts = [e for e in entities.found if e.kind in RUN_FACTS and start <= e.span[0] < end]
-            if re.search(r"\d", clause):
+            if re.search(r"\d", clause) and not re.match(TAKEN_UP, lowered[end:]):
                 entities.found = [e for e in entities.found if e not in facts]
                 entities.add("said_of_run", "earlier", (start, end))
         start = end
