@@ -41,6 +41,7 @@ from agent.understanding.intents import (
     FOLDER,
     FOLLOW_UP,
     LISTED_RUN,
+    RESUME,
     TUNED_SETTING,
     negated_actions,
 )
@@ -291,11 +292,28 @@ def _fill_resume(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["kind"] = "sweep"
         if named := entities.get("sweep"):
             intent.args["sweep"] = str(named)
-    elif named := entities.get("run") or context.run:  # "resume it": the conversation's run
+    elif named := _resumed_run(entities) or entities.get("run") or context.run:  # "resume it": the conversation's
         intent.args["run"] = str(named)
     elif context.sweep:  # "restart it from where it stopped" after a sweep was the subject: that sweep
         intent.args["kind"] = "sweep"
         intent.args["sweep"] = str(context.sweep)
+
+
+# Where a clause ends: another clause's run is no object of the verb ("resume tp-try, then cancel r1").
+CLAUSE_END = r"[,;.!?:]|\b(?:then|and|but|while|though|although|since|because)\b"
+
+
+def _resumed_run(entities: Entities) -> str | None:
+    """The run nearest after the resuming verb in its own clause: "resume tp-try; r1 is fine" resumes tp-try, never
+    the run another clause names."""
+    lowered = entities.text.lower()
+    for verb in re.finditer(RESUME, lowered):
+        ends = re.search(CLAUSE_END, lowered[verb.end() :])
+        stop = verb.end() + ends.start() if ends else len(lowered)
+        runs = [e for e in entities.found if e.kind == "run" and verb.end() <= e.span[0] < stop]
+        if runs:
+            return str(min(runs, key=lambda e: e.span).value)
+    return None
 
 
 def _fill_status(intent: Intent, entities: Entities, context: Context) -> None:

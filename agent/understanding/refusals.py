@@ -64,6 +64,9 @@ ON_MAIN = (rf"\bgit\s+push\s+(?:-\S+\s+)*(?:origin|upstream)\s+(?:main|master)\b
            r"(?:pr|pull request|review|code review)s?\b")  # fmt: skip
 # A pull request asked for in the same sentence: "push the results to main as a PR" is the pull request it asks.
 AS_PR = r"\b(?:as|in|via|through|open|opening|create|with)\s+(?:a\s+|the\s+)?(?:pr|pull request)\b"
+# A landing on main the agent itself would do beside the pull request it opens: "open a PR and push it straight to
+# main", "..., then merge it into main yourself" ("push the results to main as a PR" is that PR).
+BYPASSED = r"\b(?:straight|directly|right)\s+(?:to|into|onto|on)\b|^[^.;!?]*?\byourself\b"
 # What a benchmark keeps private, asked to be shown: its labels ("dump the hidden labels", "print the private label
 # file"), the correct answers ("what the right ones are"), which examples a model got wrong. run_benchmark returns
 # aggregate scores only; the request is refused whole (the benchmark beside it too: what it would show is the secret).
@@ -116,7 +119,7 @@ def refusal(plain: str, entities: Entities) -> str | None:
         return ("meshpilot only looks at the GPUs (e.g. `what hardware do I have`); it never resets them or changes "
                 "their settings: run that yourself if you are sure.")  # fmt: skip
     pushed = _said(PUSH, lowered) or _said(ON_MAIN, lowered)
-    if pushed and not _said(AS_PR, lowered):  # "push to main, don't open a PR" is no PR
+    if pushed and (not _said(AS_PR, lowered) or re.search(BYPASSED, pushed.group(0) + lowered[pushed.end() :])):
         return ("meshpilot never pushes to main or force-pushes: it opens a pull request (`/pr`) on a branch of its "
                 "own, for you to review and merge.")  # fmt: skip
     if _said(LABELS, lowered, SECRET_NEGATED) and re.search(rf"{REVEAL}|{FETCHED}|\bwhich\b|\bwhat\b", lowered):
