@@ -196,3 +196,9 @@ def test_troubles_of_a_setting_negated_leave_it(known):
 def test_a_setting_in_the_cause_of_a_failure_sets_nothing(known):
     read_as("run 30 steps on 4 gpus with compile, since no compile crashed everything last week", "run",
             {"nproc": 4, "steps": 30, "set": ["train.compile=true"]}, known)  # fmt: skip
+
+
+@pytest.mark.parametrize("text", ["stop r1? no no, leave it", "cancel tp-try? nope nope."])
+def test_an_action_waved_off_twice_is_not_taken(text, known):
+    intent = read(text, known)  # "no no": one "no", said twice
+    assert intent.command != "cancel" or intent.clarify

@@ -394,8 +394,8 @@ def the_other(lowered: str, entities: Entities, known: Known, before: dict[str, 
 LEFT_OUT = (r"leave out|leaving out|exclud(?:e|ing)|omit(?:ting)?|forgo(?:ing)?|negative on|hold the|"
             r"scrap(?:ping)?|ditch(?:ing)?")  # fmt: skip
 # An output or an action named, then waved off after a colon or a question mark: "PR? nah", "PR: nah", "cancel
-# tp-try: nope" ("? no rush" asks on).
-WAVED_OFF = r"\s*[?:]\s*(?:nah|nope|no(?=\s*[,.;:!\-\u2013\u2014]|\s*$))\b"
+# tp-try: nope", "stop r1? no no, leave it" ("? no rush" asks on).
+WAVED_OFF = r"\s*[?:]\s*(?:(?:no|nah|nope)\s+)*(?:nah|nope|no(?=\s*[,.;:!\-\u2013\u2014]|\s*$))\b"
 NEGATOR = (r"\b(?:(?:don'?t|do not|no need to)\s+bother(?:\s+(?:to|with))?|"
            r"no need (?:for|to)|no|not|without|don'?t|do not|never|skip(?:ping)?|hold off(?: on)?|"
            rf"forget(?: about)?|instead of|rather than|nor|nvm|never ?mind|{LEFT_OUT})\s+")  # fmt: skip
