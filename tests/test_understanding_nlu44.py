@@ -46,6 +46,8 @@ def known(tmp_path_factory) -> Known:
         ("resume r1 once the node is back", "resume"),
         ("make a pull request for lr-scan when the review is approved", "pr"),
         ("requeue tp-try as soon as the maintenance window opens", "resume"),
+        ("make a pull request for lr-scan once Sam approves the write-up", "pr"),
+        ("make a pull request for lr-scan after CI is fixed", "pr"),
         # a courtesy left to someone other than the assistant
         ("stop tp-try if that sounds reasonable to the reviewers", "cancel"),
         # a wish about the past

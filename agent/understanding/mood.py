@@ -212,7 +212,9 @@ WAITS_ON = (r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?!you\b)(?:(?:the|tha
              # something else to happen first: "when the node comes back", "once the reservation starts", "when CI
              # is green", "once the report is reviewed"
              r"(?:comes?|is|are|gets?)\s+back|(?:is|are|gets?|turns?)\s+(?:\w+\s+)?(?:green|reviewed|approved|merged|"
-             r"signed\s+off|ready|fixed|up)|starts?|begins?|opens?|passes|returns?|recovers?)\b")  # fmt: skip
+             r"signed\s+off|ready|fixed|up|written|published)|starts?|begins?|opens?|passes|returns?|recovers?|"
+             # someone's say first: "once Dana reviews the report", "when the lead approves"
+             r"reviews?|approves?|signs?\s+off|confirms?|agrees?)\b")  # fmt: skip
 # A time clause of the user's own before the action: "after I check the logs, benchmark r1".
 _OWN_FIRST = r"\b(?:after|once|when|as soon as)\s+(?:i|we)\b(?!\s+(?:can|could|will)\b)"
 _CLAUSE = r"[.;:!?\u2013\u2014]+|,|\s-+\s|\s--?\s|\b(?:and|but|then|so)\b"
@@ -385,7 +387,8 @@ def _taken_back(lowered: str, words: str) -> bool:
 def _deferred(lowered: str, words: str) -> bool:
     """The action put off: a time to come in its own clause, or alone in one; a time clause it waits on; the user's
     own say that they will do it."""
-    if re.search(WAITS_ON, lowered):
+    # not the event waited on itself: "open a PR only after the lr-scan report is written" writes the report first
+    if any(not re.search(words, found.group(0)) for found in re.finditer(WAITS_ON, lowered)):
         return True
     first = re.search(words, lowered)
     if first and re.search(_OWN_FIRST, lowered[: first.start()]):
