@@ -46,6 +46,7 @@ _NEGATION = (r"(?<!why )(?<!\bor )(?<!\bor may )(?<!\bor might )(?<!\bor could )
 _CARRIER = (
     r"want|wants|wanted|wanna|need|needs|think|ever|asked|ask|told|tell|said|say|you|to|me|us|we|i|really|actually|even|"
     r"get|have|bot|assistant|agent|"  # "nobody should get the bot to cancel r1"
+    r"be|been|"  # passive: "tp-try should not be continued from where it stopped"
     r"under|any|circumstances|go|going|gonna|bother|please|yet|plan|like|would|should|the|a|an|it|that|this|"
     r"open|make|create|file|raise|push|submit|write|update|refresh|touch|do|run|start|kick|off|launch|"
     r"or|nor"  # "don't launch or cancel any runs": the negation carries over to the verb after "or"
@@ -66,6 +67,9 @@ TAKE_BACK = (r"\b(?:wait,?\s+no\b|no,?\s+(?:wait|don'?t|stop)\b|just kidding|kid
               # a sentence of its own that only says no: "The bot was asked to cancel tp-try. Don't.", "requeue
               # tp-try? It OOMed, so no." (not an answer to a setting asked: "train 10 steps. packing? no.")
               r"(?:(?<=[.!;]\s)|(?<=[.!;]))(?:(?:please|so|then|just)\s+)?(?:don'?t|do not|no)(?=\W*$)|"
+              # the user's own answer to the action asked: "cancel r1? Don't.", "resume tp-try? I wouldn't"
+              r"(?<=\?\s)(?:(?:please|so|then|just)\s+)?(?:don'?t|do not)(?=\W*$)|"
+              r"(?<=\?\s)(?:i|we)(?:'d| would)?\s+(?:(?:would|should|could)(?:n'?t| not)|rather not)\b(?=\W*$)|"
               r"\bso,?\s+no(?=\W*$))")  # fmt: skip
 _NOTHING_MORE = (r"^(?:[\s\W]|\b(?:no|don'?t|do not|do nothing|nothing|never ?mind|forget it|leave it|not yet|"
                  r"hold off|please|wait|stop|ok|okay|sorry|actually|that|it|i|changed|my|mind|jk|just|kidding|"
@@ -132,7 +136,7 @@ CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<
               # the request itself left to the planner's judgment: "if that seems appropriate to you", "if this
               # sounds reasonable" (what "that" is, is the request: nothing of the repository to check first)
               r"(?:that|this)\s+(?:seems|sounds)\s+(?:ok|okay|fine|alright|good|right|appropriate|reasonable|"
-              r"sensible)(?:\s+to\s+you)?|"
+              r"sensible)(?:\s+to\s+you)?(?!\s+(?:to|for|with)\s)|"  # not "... appropriate to the team lead": their say
               r"i'?m honest|i am honest|"
               r"it'?s not (?:a |too much )?trouble|it is not (?:a |too much )?trouble|"
               r"(?:it|that)(?:'s| is) no (?:trouble|bother|problem|hassle)|"
@@ -204,7 +208,13 @@ OWN_INTENT = (r"\b(?:i|we)(?:'m| am|'re| are| was| were)?\s+(?:going to|gonna|pl
 WAITS_ON = (r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?!you\b)(?:(?:the|that|this|my|our|it|they|we|i|r\d|"
              r"[\w.-]+)\s+)(?:\S+\s+){0,3}?(?:(?:is|are|'s|has|have|gets?|becomes?)\s+(?:\w+\s+)?(?:done|finished|"
              r"over|complete\w*|free\w*|idle|available|landed|wrapped\s+up)|finish\w*|complet\w*|end(?:s|ed)?|"
-             r"free(?:s|d)?(?:\s+up)?|wraps?\s+up|wrapped\s+up|lands?|landed)\b")  # fmt: skip
+             r"free(?:s|d)?(?:\s+up)?|wraps?\s+up|wrapped\s+up|lands?|landed|"
+             # something else to happen first: "when the node comes back", "once the reservation starts", "when CI
+             # is green", "once the report is reviewed"
+             r"(?:comes?|is|are|gets?)\s+back|(?:is|are|gets?|turns?)\s+(?:\w+\s+)?(?:green|reviewed|approved|merged|"
+             r"signed\s+off|ready|fixed|up|written|published)|starts?|begins?|opens?|passes|returns?|recovers?|"
+             # someone's say first: "once Dana reviews the report", "when the lead approves"
+             r"reviews?|approves?|signs?\s+off|confirms?|agrees?)\b")  # fmt: skip
 # A time clause of the user's own before the action: "after I check the logs, benchmark r1".
 _OWN_FIRST = r"\b(?:after|once|when|as soon as)\s+(?:i|we)\b(?!\s+(?:can|could|will)\b)"
 _CLAUSE = r"[.;:!?\u2013\u2014]+|,|\s-+\s|\s--?\s|\b(?:and|but|then|so)\b"
@@ -231,6 +241,36 @@ _QUESTION_ABOUT = (r"\b(?:ask(?:s|ed|ing)?|wants? to know|wanted to know|curious
                    r"\bquestion\b[^.?!;]*?\b(?:is|was|were)\s+whether\b")  # fmt: skip
 
 
+# Someone else's duty or order told to the user, not the user's own ask: "Dana will cancel r1", "my manager told me
+# to cancel r1", "I was told: cancel r1", "the manager said: open a PR". ("please cancel r1, Dana asked for it" orders
+# it with a reason; "can someone have the bot cancel r1" asks the assistant.) Said with the action's words right after.
+_RELAYED = (r"\b(?:told|asked|instructed|wants?|wanted)\s+(?:me|us)\s+to\s+|"
+            r"\b(?:i|we)\s+(?:was|were|have been|'ve been|got)\s+(?:told|asked|instructed)\s*(?::\s*|to\s+)|"
+            r"\b(?:said|says|wrote|writes|posted|messaged)\s*:\s*|"
+            r"\b(?!(?:i|we|you|u|it|this|that|which|what|who|there|they|then|and|so|please)\b)[a-z][\w-]*\s+"
+            r"(?:will|'ll|is going to|is gonna|plans to|is planning to|is about to)\s+")  # fmt: skip
+# A wish about the past, not an order: "would've been nice to cancel r1 earlier", "the PR would have been nice".
+_PAST_WISH = (r"\bwould(?:'ve|\s+have)\s+been\s+(?:\w+\s+)?(?:nice|good|great|better|helpful|useful|smart|wise)\b|"
+              r"\bshould(?:'ve|\s+have)\s+been\b")  # fmt: skip
+
+
+def _relayed(lowered: str, words: str) -> bool:
+    """Every mention of the action is someone else's order or duty told (_RELAYED)."""
+    verb = r"(?:(?:open|make|create|file|raise|push|submit|write|update|refresh|bring)\s+(?:(?:a|an|the|up)\s+)?)?"
+    relayed = list(re.finditer(rf"(?:{_RELAYED})(?:please\s+)?{verb}(?:{words})", lowered))
+    if not relayed:
+        return False
+    rest = lowered
+    for found in relayed:
+        rest = rest[: found.start()] + " " * (found.end() - found.start()) + rest[found.end() :]
+    return not re.search(words, rest)
+
+
+def only_taken_back(lowered: str) -> bool:
+    """The message only takes back what came before ("wait no.", "never mind"): nothing in it to act on."""
+    return bool(re.search(TAKE_BACK, lowered)) and bool(re.match(_NOTHING_MORE, lowered))
+
+
 def held_back(lowered: str, command: str) -> str | None:
     """Why the action `command` the sentence names is not asked for now, or None when it is: "negated" (or
     dismissed), "taken back", "consequence" (what it would do, asked), "supposed", "quoted" (someone else's words),
@@ -254,6 +294,8 @@ def held_back(lowered: str, command: str) -> str | None:
         return "deferred"
     if re.search(_DOUBT, lowered) or _weighed(lowered, words):
         return "doubted"
+    if _relayed(lowered, words) or re.search(_PAST_WISH, lowered):
+        return "asked"
     if re.search(MAY_I, lowered) or re.search(_RELAYED_QUESTION, lowered) or _asked_about(lowered, words):
         return "asked"
     if _whether_action(lowered, words):
@@ -310,7 +352,13 @@ def _quoted(lowered: str, words: str) -> bool:
 # The action named, then waved off or dismissed after it, in its clause: "cancel tp-try: nope", "requeueing
 # baseline-ddp is pointless" ("cancel r1, keeping it is pointless" dismisses the keeping).
 _DISMISSED_AFTER = (rf"[^?.!;,:]{{0,40}}?{WAVED_OFF}|[^,?.!;]{{0,40}}?\b(?:is|are|'s|seems|would be|sounds)\s+"
-                    r"(?:pointless|useless|unnecessary|not needed|no use|a waste(?: of time)?)\b")  # fmt: skip
+                    r"(?:pointless|useless|unnecessary|not needed|no use|a waste(?: of time)?)\b|"
+                    # ruled out, said of the action as the subject (its object at most between, no "because" or
+                    # "since" that would make it another's): "cancelling r1 is not an option", "opening a PR for
+                    # layouts-nov is out of the question", "killing tp-try was a mistake last time"
+                    r"(?:\s+(?!(?:because|since|as|if|when|and|but|so|while)\b)[\w.-]+){0,4}?\s+"
+                    r"(?:is|'s|was|would be)\s+(?:not an option|out of the question|off the table|(?:a )?mistake|"
+                    r"not what (?:i|we) (?:want|need|asked for))\b")  # fmt: skip
 
 
 def _negated(lowered: str, words: str) -> bool:
@@ -339,7 +387,8 @@ def _taken_back(lowered: str, words: str) -> bool:
 def _deferred(lowered: str, words: str) -> bool:
     """The action put off: a time to come in its own clause, or alone in one; a time clause it waits on; the user's
     own say that they will do it."""
-    if re.search(WAITS_ON, lowered):
+    # not the event waited on itself: "open a PR only after the lr-scan report is written" writes the report first
+    if any(not re.search(words, found.group(0)) for found in re.finditer(WAITS_ON, lowered)):
         return True
     first = re.search(words, lowered)
     if first and re.search(_OWN_FIRST, lowered[: first.start()]):

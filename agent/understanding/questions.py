@@ -55,6 +55,7 @@ from agent.understanding.mood import (
     held_back,
     held_back_question,
     offers_yes,
+    only_taken_back,
 )
 from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE
 
@@ -409,7 +410,9 @@ def _unordered_launch(lowered: str, entities: Entities) -> str | None:
 _MEETING = r"(?:briefing|stand-?up|meeting|sync|call|huddle|retro|review|discussion|chat|slack|thread)"
 SAID_ELSEWHERE = (rf"\b(?:run|one|config|setup|experiment|plan)s?\s+(?:\w+\s+){{0,3}}?(?:from|at|in|during)\s+"
                   rf"(?:the\s+|our\s+|today'?s\s+|yesterday'?s\s+|this morning'?s\s+)?{_MEETING}\b|"
-                  r"\bwhat (?:we|you|they|he|she) (?:talked about|discussed|agreed(?: on)?|said|decided)\b|"
+                  # "launch what Dana described in standup": someone's words not in this conversation
+                  r"\bwhat (?:we|you|they|he|she|[a-z]+) (?:talked about|discussed|agreed(?: on)?|said|decided|"
+                  r"described|mentioned|proposed|suggested|outlined|presented)\b|"
                   rf"\bas (?:discussed|agreed|decided)(?:\s+(?:at|in|during)\s+(?:the\s+)?{_MEETING})?\b")  # fmt: skip
 
 
@@ -441,11 +444,16 @@ FINE_TO = (r"\b(?:would|will|is)\s+(?:it|that)\s+be\s+(?:reasonable|ok|okay|alri
            r"(?:\s*,\s*(?:then|now|perhaps|please)\s*,)?\s+(?:for you\s+)?to\b")  # fmt: skip
 
 
+WRITES_REPOSITORY = ("pr", "docs")
+
+
 def _requested(intent: Intent, plain: str) -> bool:
     """A question that asks for its action: one answered by the action's measurement, or "is it possible to
     benchmark r1?" for a tool that writes or measures (intents.POSSIBLE_TO)."""
     possible = intent.command not in NOT_BY_POSSIBLE and bool(
-        re.search(POSSIBLE_TO, plain.lower()) or re.search(FINE_TO, plain.lower())
+        re.search(POSSIBLE_TO, plain.lower())
+        # whether it is fine to write to the repository (a PR, the docs) is asked back, as for a launch
+        or (intent.command not in WRITES_REPOSITORY and re.search(FINE_TO, plain.lower()))
     )
     # a launch asked for as a possibility with its own verb ("is it possible to launch ..."), not "possible to run X
     # on 4 GPUs?" (whether it fits: a plan's question)
@@ -673,6 +681,9 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
     # what it would do), no earlier question may offer one
     if question and (intent.clarify is None or (offers_yes(intent.clarify) and not offers_yes(question))):
         intent.clarify = question
+    if intent.clarify is None and intent.command == "status" and only_taken_back(plain.lower()):
+        # "wait no." after "cancel r1": the turn before taken back, no wait on the run asked for
+        intent.clarify = "You took that back, so I have done nothing. What would you like instead?"
     waited_on = _only_waited_on(masked(plain.lower(), entities), intent.command)
     if intent.clarify is None and intent.command in ACTIONS and waited_on:
         intent.clarify = held_back_question("asked", call_text(intent))  # "retire r1 after the benchmark"
