@@ -87,3 +87,19 @@ def test_a_take_back_alone_after_an_order_does_nothing(known):
 )
 def test_an_order_for_now_still_acts(text, command, args, known):
     read_as(text, command, args, known)
+
+
+@pytest.mark.parametrize(
+    ("text", "args"),
+    [
+        ("train 12 steps on 2 gpus and ping me once it finishes", {"nproc": 2, "steps": 12}),
+        ("launch 15 steps, let me know when it's done", {"steps": 15}),
+    ],
+)
+def test_when_to_tell_the_user_holds_no_launch(text, args, known):
+    read_as(text, "run", args, known)  # the time clause says when to tell, not when to act
+
+
+def test_a_launch_waiting_on_another_run_is_still_held(known):
+    intent = read("train 12 steps once r1 finishes", known)  # near miss: a launch put off until r1 ends
+    assert intent.command != "run" or intent.clarify

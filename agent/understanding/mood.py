@@ -215,6 +215,16 @@ WAITS_ON = (r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?!you\b)(?:(?:the|tha
              r"signed\s+off|ready|fixed|up|written|published)|starts?|begins?|opens?|passes|returns?|recovers?|"
              # someone's say first: "once Dana reviews the report", "when the lead approves"
              r"reviews?|approves?|signs?\s+off|confirms?|agrees?)\b")  # fmt: skip
+# A time clause that says when to tell the user, not when to act: "launch 20 steps and ping me once it finishes".
+_NOTICE_WHEN = (r"\b(?:tell|ping|notify|message|text|email|alert|update|let)\s+(?:me|us)(?:\s+know)?\s+"
+                r"(?:\w+\s+){0,2}?(?:after|once|when(?:ever)?|as soon as)\b[^.;!?]*")  # fmt: skip
+
+
+def without_notices(lowered: str) -> str:
+    """`lowered` without the time clauses that only say when to tell the user (WAITS_ON reads the rest)."""
+    return re.sub(_NOTICE_WHEN, "", lowered)
+
+
 # A time clause of the user's own before the action: "after I check the logs, benchmark r1".
 _OWN_FIRST = r"\b(?:after|once|when|as soon as)\s+(?:i|we)\b(?!\s+(?:can|could|will)\b)"
 _CLAUSE = r"[.;:!?\u2013\u2014]+|,|\s-+\s|\s--?\s|\b(?:and|but|then|so)\b"
@@ -388,7 +398,7 @@ def _deferred(lowered: str, words: str) -> bool:
     """The action put off: a time to come in its own clause, or alone in one; a time clause it waits on; the user's
     own say that they will do it."""
     # not the event waited on itself: "open a PR only after the lr-scan report is written" writes the report first
-    if any(not re.search(words, found.group(0)) for found in re.finditer(WAITS_ON, lowered)):
+    if any(not re.search(words, found.group(0)) for found in re.finditer(WAITS_ON, without_notices(lowered))):
         return True
     first = re.search(words, lowered)
     if first and re.search(_OWN_FIRST, lowered[: first.start()]):

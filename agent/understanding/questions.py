@@ -56,6 +56,7 @@ from agent.understanding.mood import (
     held_back_question,
     offers_yes,
     only_taken_back,
+    without_notices,
 )
 from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE
 
@@ -395,7 +396,7 @@ def _unordered_launch(lowered: str, entities: Entities) -> str | None:
         return "supposed"
     if conditional(lowered, ACTION_WORDS["run"], "run"):
         return "conditional"
-    if re.search(LATER, lowered) or re.search(WAITS_ON, lowered) or re.search(OWN_INTENT, lowered):
+    if re.search(LATER, lowered) or re.search(WAITS_ON, without_notices(lowered)) or re.search(OWN_INTENT, lowered):
         return "deferred"
     stated = _from_last_facts(lowered, entities)  # "r1 ran on 2 gpus; double that on 4": the past is r1's
     stated = re.sub(_REASON, " ", stated)  # "..., because apparently that's what we do now": why, not what was done
