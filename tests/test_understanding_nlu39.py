@@ -145,3 +145,13 @@ def test_nodes_said_as_groups_of_anything_each_in_a_follow_up(known) -> None:
 
 def test_steps_of_runs_each_are_no_nodes(known) -> None:
     assert "nodes" not in read("train fsdp on 2 gpus, 2 runs of 8 steps each", known).args
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["4 gpus dp_shard=2 tp=2 lr 3e-4 40 steps", "steps=30 lr=5e-4", "train 30 steps at 5e-4 lr, tp=2 on 2 gpus"],
+)
+def test_another_keys_value_is_never_the_learning_rate(text, known):
+    intent = read(text, known)  # "tp=2 lr 3e-4": the 2 is tp's, the lr is the number after it
+    rates = [o for o in intent.args.get("set", []) if o.startswith("train.lr=")]
+    assert rates in (["train.lr=3e-4"], ["train.lr=5e-4"])

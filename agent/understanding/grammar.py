@@ -620,7 +620,8 @@ SETTING_NAMES = {"micro_batch": r"micro[- _]?batch(?: size)?|batch size", "lr": 
                  "weight_decay": r"weight decay", "seed": r"seed"}  # fmt: skip
 # Plain-language settings of a launch, as experiment overrides.
 _SETTINGS: list[tuple[str, str]] = [
-    (rf"\b(?:learning rate|lr){SET_TO}{_NUMBER}|{_NUMBER}\s+(?:learning rate|lr)\b", "train.lr"),
+    # (a value before its key: "3e-4 lr"; never another key's value, "tp=2 lr 1e-4")
+    (rf"\b(?:learning rate|lr){SET_TO}{_NUMBER}|(?<![\w=:.]){_NUMBER}\s+(?:learning rate|lr)\b", "train.lr"),
     (rf"\bmicro[- _]?batch(?: size)?{SET_TO}(\d+)", "train.micro_batch"),
     # "in tiny batches of 1": batches of a few are each rank's (at most 8, as normalise.MICRO_BATCH_MOST)
     # ("a batch of 8 sequences" may be the global one: asked)
