@@ -9,10 +9,9 @@ The fixture repository is the benchmark's (bench.agent_understanding.build_fixtu
 from __future__ import annotations
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from agent.understanding.known import Known
-from tests.understanding_support import fixture_known, read, read_as
+from tests.understanding_support import earlier_turn, fixture_known, read, read_as
 
 
 @pytest.fixture(scope="module")
@@ -127,13 +126,9 @@ def test_devices_without_a_nodes_key_stay_a_count(known):
 # --- a follow-up that changes the request before keeps the rest of it ----------------------------------------------
 
 
-def _earlier(tool: str, args: dict, text: str) -> list:
-    """An earlier turn of the conversation: `text`, answered by a call of `tool` with `args`."""
-    call = {"name": tool, "args": args, "id": "earlier"}
-    return [HumanMessage(text), AIMessage("", tool_calls=[call]), ToolMessage("{}", tool_call_id="earlier")]
-
-
-FSDP_LAUNCH = _earlier("launch_run", {"nproc": 2, "layout": "dp_shard=2", "steps": 15}, "train 15 steps, fsdp, 2 gpus")
+FSDP_LAUNCH = earlier_turn(
+    "launch_run", {"nproc": 2, "layout": "dp_shard=2", "steps": 15}, "train 15 steps, fsdp, 2 gpus"
+)
 
 
 @pytest.mark.parametrize(
@@ -153,20 +148,20 @@ def test_a_change_keeps_the_launch_before(text, args, known):
 
 
 def test_a_degree_the_user_wrote_is_asked_about_at_another_count(known):
-    earlier = _earlier("launch_run", {"nproc": 2, "layout": "dp_shard=2", "steps": 15}, "15 steps dp_shard=2 on 2")
+    earlier = earlier_turn("launch_run", {"nproc": 2, "layout": "dp_shard=2", "steps": 15}, "15 steps dp_shard=2 on 2")
     intent = read("no, 8 gpus", known, earlier)
     assert intent.clarify is not None and "dp_shard=2" in intent.clarify
 
 
 def test_a_sweep_follow_up_keeps_its_trials(known):
-    earlier = _earlier("run_sweep", {"trials": 5}, "sweep with 5 trials")
+    earlier = earlier_turn("run_sweep", {"trials": 5}, "sweep with 5 trials")
     intent = read("same on the long config", known, earlier)
     assert (intent.command, intent.clarify, intent.args.get("trials")) == ("sweep", None, 5)
 
 
 @pytest.mark.parametrize("text", ["and tp-try?", "nope, I meant tp-try"])
 def test_another_run_after_a_benchmark_is_asked_about(text, known):
-    earlier = _earlier("run_benchmark", {"model": "runs/r1"}, "benchmark r1")
+    earlier = earlier_turn("run_benchmark", {"model": "runs/r1"}, "benchmark r1")
     intent = read(text, known, earlier)
     assert intent.clarify is not None and "tp-try" in intent.clarify
 
@@ -210,7 +205,7 @@ def test_a_value_the_launch_before_lacks_is_not_placed(known):
 
 
 def test_make_it_a_rate_after_a_launch_with_a_rate(known):
-    earlier = _earlier("launch_run", {"steps": 15, "overrides": ["train.lr=1e-3"]}, "train 15 steps at lr 1e-3")
+    earlier = earlier_turn("launch_run", {"steps": 15, "overrides": ["train.lr=1e-3"]}, "train 15 steps at lr 1e-3")
     intent = read("make it 5e-4", known, earlier)
     assert (intent.command, intent.clarify, intent.args.get("steps")) == ("run", None, 15)
     assert intent.args.get("set") == ["train.lr=5e-4"]

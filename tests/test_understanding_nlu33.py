@@ -10,10 +10,10 @@ The fixture repository is the benchmark's (bench.agent_understanding.build_fixtu
 from __future__ import annotations
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage
 
 from agent.understanding.known import Known
-from tests.understanding_support import fixture_known, read, read_as
+from tests.understanding_support import earlier_turn, fixture_known, read, read_as
 
 
 @pytest.fixture(scope="module")
@@ -21,19 +21,9 @@ def known(tmp_path_factory) -> Known:
     return fixture_known(tmp_path_factory)
 
 
-def _earlier(tool: str, args: dict, text: str) -> list:
-    """An earlier turn of the conversation: `text`, answered by a call of `tool` with `args` (rejected)."""
-    call = {"name": tool, "args": args, "id": "earlier"}
-    return [
-        HumanMessage(text),
-        AIMessage("", tool_calls=[call]),
-        ToolMessage('{"rejected": true}', tool_call_id="earlier"),
-    ]
-
-
 # --- a correction of the launch just asked for keeps what it does not change --------------------------------------
 
-LAUNCH = _earlier("launch_run", {"nproc": 4, "layout": "dp_shard=4", "steps": 30}, "train 30 steps fsdp on 4 gpus")
+LAUNCH = earlier_turn("launch_run", {"nproc": 4, "layout": "dp_shard=4", "steps": 30}, "train 30 steps fsdp on 4 gpus")
 
 
 @pytest.mark.parametrize(
@@ -98,7 +88,7 @@ def test_a_launch_that_names_its_source_acts(text, args, known):
 
 # --- a GPU replaced is not the one planned -----------------------------------------------------------------------
 
-PLAN = _earlier("plan_layouts", {"devices": 8, "model": "mistral-7b", "gpu": "l40s"}, "plan mistral-7b on 8 l40s")
+PLAN = earlier_turn("plan_layouts", {"devices": 8, "model": "mistral-7b", "gpu": "l40s"}, "plan mistral-7b on 8 l40s")
 
 
 @pytest.mark.parametrize(
@@ -165,10 +155,10 @@ def test_start_with_a_count_still_launches(known):
 
 # --- a follow-up of a plan that says only what changes ------------------------------------------------------------
 
-PCIE_PLAN = _earlier(
+PCIE_PLAN = earlier_turn(
     "plan_layouts", {"devices": 4, "model": "qwen2.5-7b", "gpu": "h100-pcie"}, "qwen2.5-7b on 4 h100 pcie"
 )
-A100_PLAN = _earlier(
+A100_PLAN = earlier_turn(
     "plan_layouts", {"devices": 4, "model": "mistral-7b", "gpu": "a100-40gb"}, "mistral-7b, 4 a100 40gb"
 )
 

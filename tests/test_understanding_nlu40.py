@@ -13,25 +13,15 @@ The fixture repository is the benchmark's (bench.agent_understanding.build_fixtu
 from __future__ import annotations
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import HumanMessage
 
 from agent.understanding.known import Known
-from tests.understanding_support import fixture_known, read
+from tests.understanding_support import earlier_turn, fixture_known, read
 
 
 @pytest.fixture(scope="module")
 def known(tmp_path_factory) -> Known:
     return fixture_known(tmp_path_factory)
-
-
-def _earlier(tool: str, args: dict, text: str) -> list:
-    """An earlier turn of the conversation: `text`, answered by a call of `tool` with `args` (rejected)."""
-    call = {"name": tool, "args": args, "id": "earlier"}
-    return [
-        HumanMessage(text),
-        AIMessage("", tool_calls=[call]),
-        ToolMessage('{"rejected": true}', tool_call_id="earlier"),
-    ]
 
 
 def _acted(text: str, known: Known, earlier: list | None = None):
@@ -134,7 +124,7 @@ def test_a_setting_without_a_state_still_asks(text, known):
     assert "train.precision=fp8" not in intent.args.get("set", [])
 
 
-LAUNCH = _earlier("launch_run", {"nproc": 2, "layout": "tp=2", "steps": 20}, "start 2 gpus with tp=2 for 20 steps")
+LAUNCH = earlier_turn("launch_run", {"nproc": 2, "layout": "tp=2", "steps": 20}, "start 2 gpus with tp=2 for 20 steps")
 
 
 def test_wait_no_opening_a_follow_up_takes_back_the_turn_before(known):

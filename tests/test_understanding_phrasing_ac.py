@@ -11,21 +11,15 @@ The fixture repository is the benchmark's (bench.agent_understanding.build_fixtu
 from __future__ import annotations
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from agent.understanding.known import Known
 from agent.understanding.normalise import normalise
-from tests.understanding_support import fixture_known, read, read_as
+from tests.understanding_support import earlier_turn, fixture_known, read, read_as
 
 
 @pytest.fixture(scope="module")
 def known(tmp_path_factory) -> Known:
     return fixture_known(tmp_path_factory)
-
-
-def _earlier(tool: str, args: dict, text: str) -> list:
-    call = {"name": tool, "args": args, "id": "earlier"}
-    return [HumanMessage(text), AIMessage("", tool_calls=[call]), ToolMessage("{}", tool_call_id="earlier")]
 
 
 @pytest.mark.parametrize(
@@ -209,18 +203,18 @@ def test_an_experiment_named_in_a_plan_is_planned(text, known):
 
 
 def test_a_memory_alone_after_a_plan_picks_the_gpus_other_size(known):
-    earlier = _earlier("plan_layouts", {"model": "mistral-7b", "gpu": "a100-40gb", "devices": 2}, "plan mistral")
+    earlier = earlier_turn("plan_layouts", {"model": "mistral-7b", "gpu": "a100-40gb", "devices": 2}, "plan mistral")
     intent = read("same w/ 80g", known, earlier)
     assert (intent.command, intent.args.get("gpu"), intent.args.get("devices")) == ("plan", "a100-80gb", 2)
 
 
 def test_a_memory_no_preset_has_after_a_plan_is_asked_about(known):
-    earlier = _earlier("plan_layouts", {"model": "mistral-7b", "gpu": "a100-40gb", "devices": 2}, "plan mistral")
+    earlier = earlier_turn("plan_layouts", {"model": "mistral-7b", "gpu": "a100-40gb", "devices": 2}, "plan mistral")
     assert read("same with 48gb", known, earlier).clarify
 
 
 def test_a_forgotten_setting_amends_the_launch_before(known):
-    earlier = _earlier("launch_run", {"nproc": 2, "layout": "dp_replicate=2", "steps": 20}, "train 20 steps ddp")
+    earlier = earlier_turn("launch_run", {"nproc": 2, "layout": "dp_replicate=2", "steps": 20}, "train 20 steps ddp")
     intent = read("oh, I forgot to mention: lr 2e-4 please", known, earlier)
     assert (intent.command, intent.clarify) == ("run", None)
     assert intent.args.get("nproc") == 2 and "train.lr=2e-4" in intent.args.get("set", [])

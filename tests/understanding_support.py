@@ -3,7 +3,7 @@ build_fixture) as the parser knows it, reading a sentence there, and the check t
 
 from __future__ import annotations
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from agent.understanding import context_of, understand
 from agent.understanding.known import Known
@@ -13,6 +13,17 @@ from bench.agent_understanding import build_fixture
 def fixture_known(tmp_path_factory) -> Known:
     """The fixture repository, built for a module's tests (their `known` fixture returns it)."""
     return Known.read(build_fixture(tmp_path_factory.mktemp("understanding") / "repo"))
+
+
+def earlier_turn(tool: str, args: dict, text: str) -> list:
+    """An earlier turn of the conversation: `text`, answered by a call of `tool` with `args`, rejected at the
+    approval (the benchmark's history turns)."""
+    call = {"name": tool, "args": args, "id": "earlier"}
+    return [
+        HumanMessage(text),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage('{"rejected": true}', tool_call_id="earlier"),
+    ]
 
 
 def read(text: str, known: Known, earlier: list | None = None):
