@@ -32,7 +32,7 @@ from agent.understanding.entities import (
     the_other,
 )
 from agent.understanding.grammar import (
-    _GPU_NAME,
+    GPU_NAME,
     Intent,
     first_reading,
     parse_slash,
@@ -140,7 +140,7 @@ def _variant_restated(plain: str, context: Context) -> str:
     gpu = str((context.plan or {}).get("gpu") or "") if context.previous == "plan" else ""
     found = re.search(BARE_VARIANT, plain, re.I)
     family = gpu.split("-")[0]
-    if not found or re.search(_GPU_NAME, plain.lower()) or f"{family}-{found.group(1).lower()}" not in GPUS:
+    if not found or re.search(GPU_NAME, plain.lower()) or f"{family}-{found.group(1).lower()}" not in GPUS:
         return plain
     return plain[: found.start()] + f"{family} " + plain[found.start() :]
 
@@ -158,7 +158,7 @@ def _answer_restated(plain: str, context: Context) -> str:
     if context.previous is not None or not before or not re.search(UNSIZED_GPU, before.lower()):
         return plain
     lowered = plain.lower()
-    if not re.search(MEMORY_SAID, lowered) or re.search(_GPU_NAME, lowered) or len(lowered.split()) > 10:
+    if not re.search(MEMORY_SAID, lowered) or re.search(GPU_NAME, lowered) or len(lowered.split()) > 10:
         return plain
     before = normalise(before, context.known.names)
     if count := re.search(COUNT_IN_ANSWER, lowered):  # "the 80 gig ones, and 8 of them": 8 in place of the count asked

@@ -16,10 +16,10 @@ import yaml
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.context import Context
 from agent.understanding.entities import (
-    _PRESET,
     DESCRIPTOR_WORDS,
     EXCLUDER,
     GENERIC,
+    PRESET,
     SPEAKERS_MIND,
     Entities,
     Entity,
@@ -976,7 +976,7 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         args["model"] = sized  # "405b on 16 nodes": the one preset of that size
         intent.notes.append(f"{size}B as the preset {sized}, the only one of that size")
     elif size := entities.get("model_size"):  # "a 7b on 4 l40s": several presets, never the experiment's instead
-        sized = [k for k in MODELS if (m := _PRESET.match(k)) and float(m.group(3)) == float(str(size))]
+        sized = [k for k in MODELS if (m := PRESET.match(k)) and float(m.group(3)) == float(str(size))]
         intent.clarify = f"Which {size}B model: {' or '.join(sized) or 'no preset has that size'}?"
     if nodes := entities.get("node_count"):
         args["nodes"] = nodes
@@ -1086,15 +1086,15 @@ def _nothing_to_plan(intent: Intent, entities: Entities) -> bool:
 
 def _same_family(model: object, size: object) -> str | None:
     """The preset of `model`'s family (its version first) with `size` billion parameters."""
-    before = _PRESET.match(str(model)) if model else None
+    before = PRESET.match(str(model)) if model else None
     if before is None:
         return None
     sized = [
         k
         for k in MODELS
-        if (m := _PRESET.match(k)) and m.group(1) == before.group(1) and float(m.group(3)) == float(size)
+        if (m := PRESET.match(k)) and m.group(1) == before.group(1) and float(m.group(3)) == float(size)
     ]
-    same_version = [k for k in sized if _PRESET.match(k).group(2) == before.group(2)]
+    same_version = [k for k in sized if PRESET.match(k).group(2) == before.group(2)]
     found = same_version or sized
     return found[0] if len(found) == 1 else None
 
@@ -1161,7 +1161,7 @@ def _values(tree: object) -> set[str]:
 
 def _only_preset_of_size(size: object) -> str | None:
     """The one preset with `size` billion parameters ("405b" is llama-3.1-405b); None where several have it."""
-    sized = [k for k in MODELS if (m := _PRESET.match(k)) and float(m.group(3)) == float(str(size))]
+    sized = [k for k in MODELS if (m := PRESET.match(k)) and float(m.group(3)) == float(str(size))]
     return sized[0] if len(sized) == 1 else None
 
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.grammar import (
-    _GPU_NAME,
     CHANGED,
     CORRECTION,
+    GPU_NAME,
     GPU_OF_NODE,
     LAYOUT_WORDS,
     NEGATED_SETTING,
@@ -463,7 +463,7 @@ def _layouts(lowered: str, entities: Entities) -> None:
             entities.add("layout", found.group(0), found.span())
     if found := re.search(rf"\b(?:{'|'.join(MESH_DIMS)})\s*=\s*\d+", lowered):
         entities.add("layout", found.group(0), found.span())
-    if found := re.search(_GPU_NAME, unreplaced(lowered)):  # "swap the L40S for A100s": the A100s
+    if found := re.search(GPU_NAME, unreplaced(lowered)):  # "swap the L40S for A100s": the A100s
         entities.add("gpu_named", found.group(0), found.span())
 
 
@@ -729,7 +729,7 @@ def _total_devices(part: str) -> int | None:
 
 SIZE_FIRST = rf"\b(\d+(?:\.\d+)?)\s*b(?:illion)?(?:[\s-]+param\w*)?\s+({FAMILIES})(?:[\s-]*(\d+(?:\.\d+)?))?"
 SIZE_ONLY = r"\b(\d+(?:\.\d+)?)\s*b(?:illion)?(?:[\s-]+param\w*)?\s+(?:model|llm|transformer|network)\b"
-_PRESET = re.compile(r"^([a-z]+)-?(?:(\d+(?:\.\d+)?)-)?(\d+(?:\.\d+)?)b$")
+PRESET = re.compile(r"^([a-z]+)-?(?:(\d+(?:\.\d+)?)-)?(\d+(?:\.\d+)?)b$")
 
 
 # Model families people name that have no preset here: a plan for them is asked about, never another model's.
@@ -755,7 +755,7 @@ def _misspelt_family(lowered: str) -> re.Match | None:
 _PRESET_OF_PATTERN = {
     r"\b" + r"[\s-]*".join(re.escape(part) for part in key.split("-")) + r"\b": key
     for key in sorted(MODELS, key=len, reverse=True)
-    if not _PRESET.match(key)
+    if not PRESET.match(key)
 }
 
 
@@ -797,11 +797,11 @@ def _model(lowered: str, entities: Entities) -> None:
     elif found := re.search(rf"\b({FAMILIES})(?:[\s-]*(\d+(?:\.\d+)?))?\b(?!\s*[-.]?\d)", lowered):
         family, version = found.groups()
         tag = re.match(VERSION_TAG, lowered[found.end() :])
-        if tag and not version and not re.match(_GPU_NAME, tag.group(1)):  # "deepseek-r2": no preset's version
+        if tag and not version and not re.match(GPU_NAME, tag.group(1)):  # "deepseek-r2": no preset's version
             entities.add("model_unknown", found.group(0) + tag.group(0), (found.start(), found.end() + tag.end()))
             return
-        matches = [k for k in MODELS if _PRESET.match(k) and _PRESET.match(k).group(1) == family
-                   and (not version or (_PRESET.match(k).group(2) or "").startswith(version))]  # fmt: skip
+        matches = [k for k in MODELS if PRESET.match(k) and PRESET.match(k).group(1) == family
+                   and (not version or (PRESET.match(k).group(2) or "").startswith(version))]  # fmt: skip
         if not version:  # presets not named by family and size ("mixtral-8x7b", "deepseek-v3"): by family alone
             matches = matches or [k for k in MODELS if k.split("-")[0] == family]
         if len(matches) == 1:
@@ -821,7 +821,7 @@ def _model(lowered: str, entities: Entities) -> None:
         return
     matches = []
     for key in MODELS:
-        parsed = _PRESET.match(key)
+        parsed = PRESET.match(key)
         if not parsed or family not in (None, parsed.group(1)) or float(parsed.group(3)) != float(size):
             continue
         if version and not (parsed.group(2) or "").startswith(version):

@@ -99,7 +99,7 @@ COMMON = set(VOCABULARY) | set(_COMMON.split())
 _NUMBER = r"((?<![\w.])\.\d+(?:e-?\d+)?|\d+(?:\.\d+)?(?:e-?\d+)?)"
 _COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
 _UNKNOWN_GPU = r"\b(mi\d{3}x?|v100|p100|t4|b200|gb200|gh200|l4|a6000|a40|rtx ?[2-5]0[6-9]0(?: ti)?)s?\b"
-_GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx[ -]?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gi?b)?s?\b"
+GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx[ -]?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gi?b)?s?\b"
 # Nodes named by the GPUs in them ("2 H200 nodes", "a couple of DGX H100 boxes", "8 gpu nodes"): the count before
 # the GPU's name is of the nodes, and the digits of a GPU's name (H200, A100, 4090) are never a count.
 NODE_NOUN = r"nodes?|machines?|boxes|box|hosts?|servers?|computers?|racks?|rigs?"  # what a count of nodes counts
@@ -223,7 +223,7 @@ def _question(lowered: str) -> str:
         return "where"
     if re.search(r"\bwhy\b", lowered):
         return "why"
-    hardware_named = re.search(_GPU_NAME + r"|\bnodes?\b|\b\d+ ?b\b|" + "|".join(map(re.escape, MODELS)), lowered)
+    hardware_named = re.search(GPU_NAME + r"|\bnodes?\b|\b\d+ ?b\b|" + "|".join(map(re.escape, MODELS)), lowered)
     if (re.search(_WHAT_IF, lowered) or hardware_named) and not re.search(_PAST, lowered):
         return "plan"
     if len(re.findall(r"\bruns/[\w.-]+", lowered)) >= 2:
@@ -282,7 +282,7 @@ def _imperative(lowered: str) -> str:
 
 # A GPU named as the one replaced: "strike L40S and substitute A100", "swap the L40S for A100s", "instead of H100s",
 # "L40S -> A100". The other one named is meant.
-_QUOTED_GPU = r"['\"]?(?:(?:nvidia|the)\s+)?" + _GPU_NAME + r"['\"]?"
+_QUOTED_GPU = r"['\"]?(?:(?:nvidia|the)\s+)?" + GPU_NAME + r"['\"]?"
 REPLACED_GPU = (rf"\b(?:replace|swap|strike|drop|remove|ditch|switch)\s+(?:out\s+)?({_QUOTED_GPU})(?=\s*(?:,?\s*and\s+"
                 r"(?:substitute|use|put in|go with)|with|for|by|->|\u2192|=>))|"
                 rf"\b(?:instead\s+of|rather\s+than|in\s+place\s+of)\s+({_QUOTED_GPU})|"
@@ -298,13 +298,13 @@ def unreplaced(lowered: str) -> str:
     """`lowered` with the GPUs it says are replaced blanked out, where another GPU is named beside them (and those
     named before a self-correction that names one)."""
     spans = [m.span(g) for m in re.finditer(REPLACED_GPU, lowered) for g in (1, 5, 9, 13) if m.group(g)]
-    corrections = [m.end() for m in re.finditer(GPU_CORRECTED, lowered) if re.search(_GPU_NAME, lowered[m.end() :])]
+    corrections = [m.end() for m in re.finditer(GPU_CORRECTED, lowered) if re.search(GPU_NAME, lowered[m.end() :])]
     if corrections:
-        spans += [m.span() for m in re.finditer(_GPU_NAME, lowered[: corrections[-1]])]
+        spans += [m.span() for m in re.finditer(GPU_NAME, lowered[: corrections[-1]])]
     blanked = lowered
     for start, end in spans:
         blanked = blanked[:start] + " " * (end - start) + blanked[end:]
-    return blanked if re.search(_GPU_NAME, blanked) else lowered
+    return blanked if re.search(GPU_NAME, blanked) else lowered
 
 
 # One card, said with an owner or a word of its size between ("my 4090", "one little a10", "a lone h100"); the card's
@@ -328,7 +328,7 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
     if found := next((m for m in re.finditer(said, lowered) if not re.search(REFUSED_COUNT, lowered[: m.start()])),
                      None):  # fmt: skip
         args["nodes"] = _count(found.group(1))
-    gpu = r"(?:(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s*(?:x\s*)?)?(?:(?:nvidia|dgx|hgx)\s+)*" + _GPU_NAME
+    gpu = r"(?:(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s*(?:x\s*)?)?(?:(?:nvidia|dgx|hgx)\s+)*" + GPU_NAME
     if found := re.search(gpu, lowered):
         count, name, variant, size = found.groups()
         key = name.replace(" ", "-") + (f"-{variant}" if variant else "") + (f"-{size}gb" if size else "")
@@ -408,7 +408,7 @@ VARIANT_REFUSED = r"^[^.;!?]{0,20}?\b(?:not|no|never|except)\s+(?:the\s+|an?\s+)
 
 def _variant_refused(lowered: str, intent: Intent) -> None:
     """ "8 h100s, but not the sxm kind": the card read with its default variant, the one refused, so which is asked."""
-    found = re.search(_GPU_NAME, lowered)
+    found = re.search(GPU_NAME, lowered)
     refused = found and not found.group(2) and re.search(VARIANT_REFUSED, lowered[found.end() :])
     if refused and str(intent.args.get("gpu", "")).endswith(f"-{refused.group(1)}"):
         name = found.group(1)
