@@ -115,6 +115,9 @@ def fork_rank(n):
         with open(os.path.join(marks, f"rank{n}.partial"), "w") as mark:
             mark.write(str(len(psutil.Process(os.getppid()).children())))
         os.rename(os.path.join(marks, f"rank{n}.partial"), os.path.join(marks, f"rank{n}"))
+        # both alive until both have counted: a rank gone (and reaped) before the other counts would be missing
+        while not all(os.path.exists(os.path.join(marks, f"rank{i}")) for i in (0, 1)):
+            time.sleep(0.01)
         os._exit(0)
 
 fork_rank(0)
