@@ -87,9 +87,12 @@ def train(experiment: Path, out: Path, *args: str, env: dict | None = None):
 
     done = meshpilot("train", str(experiment), "--out", str(out), *args, env=env)
     run = RunDir(out)
-    # What the ranks printed goes with a failure: CI keeps no run directories.
-    printed = run.torchrun_log.read_text(errors="replace")[-4000:] if run.torchrun_log.is_file() else ""
-    assert done.returncode == 0, f"{done.stderr[-3000:]}\n--- torchrun.log (end) ---\n{printed}"
+    # What the ranks printed goes with a failure: CI keeps no run directories. A rank killed by a signal dumps its
+    # stacks after "Fatal Python error" (faulthandler): its start says where, and the end is the launcher's.
+    printed = run.torchrun_log.read_text(errors="replace") if run.torchrun_log.is_file() else ""
+    fatal = printed.find("Fatal Python error")
+    shown = (printed[max(0, fatal - 2000) : fatal + 3000] + "\n[...]\n") if fatal >= 0 else ""
+    assert done.returncode == 0, f"{done.stderr[-3000:]}\n--- torchrun.log ---\n{shown}{printed[-4000:]}"
     assert "run ok" in done.stdout
     return run
 
