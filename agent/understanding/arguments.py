@@ -440,6 +440,7 @@ def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
             return _fill_run_tool(intent, entities, context)
     files = [str(f) for f in entities.all("file")]
     run = entities.get("run") or (context.run if re.search(r"\b(?:its|it'?s|that run'?s?)\b", lowered) else None)
+    run = run or (context.run if _lone_file_of_run(lowered, context) else None)
     # "not the metrics, the log of r1": a file said not to be wanted is no stem of the one to show
     stem = _file_stem(negated_actions(lowered)[1])
     in_run = [f for f in context.known.files if run and stem and f.startswith(f"{run}/{stem}.")]
@@ -471,6 +472,19 @@ def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
     elif intent.clarify is None:
         example = context.file or "meshpilot.yaml"
         intent.clarify = f"Which file should I show? e.g. `show {example}`."
+
+
+# A run's file named alone, as a follow-up asks it: "log?", "and the log file?", "what about its config?".
+LONE_FILE = (r"\W*(?:and\s+|what\s+about\s+|how\s+about\s+)?(?:the\s+|its\s+)?(?:log|config|memory)"
+             r"(?:\.\w+|\s+file)?(?:\s+(?:too|then|please|pls))?\W*")  # fmt: skip
+# The turns that were about one run, whose files such a follow-up asks for.
+ABOUT_A_RUN = ("status", "results", "wait", "cancel", "bench", "resume")
+
+
+def _lone_file_of_run(lowered: str, context: Context) -> bool:
+    """Whether the sentence is only a run's file named, right after a turn about a run: that run's file ("log?"
+    after "status runs/tp-try" is its log)."""
+    return context.previous in ABOUT_A_RUN and bool(re.fullmatch(LONE_FILE, lowered))
 
 
 # A run's file by its stem: "the memory file", "log.txt", "the log".

@@ -890,7 +890,7 @@ def _switches(lowered: str, entities: Entities) -> None:
         if corrected and any(m.start() >= corrected[-1] and v is not None for m, v in said):
             said = [(m, v) for m, v in said if m.start() >= corrected[-1]]
         stated = {v for _, v in said if v not in (None, "keep")} | ({"true", "false"} if key in doubted else set())
-        if _kept_after_off(said):  # "no no packing, keep it": off, then kept, with no correction between: asked
+        if _kept_after_off(lowered, said):  # "no no packing, keep it": off, then kept, with no correction between
             stated |= {"true", "false"}
         if not stated and any(v == "keep" for _, v in said):
             # "leave packing as is", "don't turn packing off": nothing to set (a launch drops the grammar's reading
@@ -959,9 +959,10 @@ SWITCH_CORRECTION = (rf"{CORRECTION}|\b(?:scrap|forget|ignore)\s+that\b|\bi miss
                      r"(?:--|\u2014|[,;.!])\s*wait\b|\?\s*(?:no|nope|nah|negative)\b")  # fmt: skip
 
 
-def _kept_after_off(said: list[tuple[re.Match, str | None]]) -> bool:
-    """Whether a setting said off is said kept after it ("no no packing, keep it"): which one is meant?"""
-    values = [v for _, v in said if v is not None]
+def _kept_after_off(lowered: str, said: list[tuple[re.Match, str | None]]) -> bool:
+    """Whether a setting said off is said kept after it ("no no packing, keep it"): which one is meant? Its troubles
+    named after it keep nothing ("no torch.compile, we have no time to debug compile issues": why it is off)."""
+    values = [v for m, v in said if v is not None and not re.match(TROUBLE_AFTER, lowered[m.end() :])]
     return "false" in values and "keep" in values[values.index("false") :]
 
 
@@ -1369,6 +1370,9 @@ _BY_MEMORY = r"(?:failed|killed|crashed|died|broke)\s+(?:by|because of|due to|fr
 DESCRIBED_AFTER = (r"\bthe\s+(run|one|attempt)\s+(?:that|which)\s+(?:was\s+|got\s+)?((?:crashed|failed|died|broke|"
                    rf"blew up|completed|finished|succeeded|worked|oom'?(?:ed|'d|d)|ran out of memory|went oom)|"
                    rf"{_BY_MEMORY})\b")  # fmt: skip
+# Or by the sharding it did without: "the run without sharding", "the one with no sharding" (Known.facts' "unsharded").
+DESCRIBED_UNSHARDED = (r"\bthe\s+(run|one|job|attempt)\s+(?:without|with\s+no|that\s+(?:did\s+not|didn'?t)\s+use|"
+                       r"not\s+using)\s+(?:any\s+)?(?:sharding|fsdp)\b")  # fmt: skip
 # A config described by one of its values, after its noun: "the one with 1024 tokens", "the config that has 2048
 # context" (what the sentence names is checked against its file, never a value to set).
 DESCRIBED_BY_VALUE = (r"\bthe\s+(?:one|config(?:uration)?|experiment)\s+(?:with|that has|which has|having|that uses|"
@@ -1431,7 +1435,10 @@ LAYOUT_PURPOSE = (r"\b(?:the|our|my|that|this)\s+(?:\w+\s+){0,3}?['\"]?(?:which|
                   r"(?:ways?|options|methods|strategies|approaches)\s+(?:of|to|for)\s+"
                   r"(?:split|shard|paralleli[sz]|distribut|divid|spread|lay\w*\s+out|layout)\w*\b")  # fmt: skip
 # Descriptions in other words than the facts' own (agent.understanding.known.Known.facts).
-DESCRIPTOR_WORDS = [(r"\blearning rates?\b", "lr"), (r"\btensor[- ]parallel\w*\b", "tp"),
+# ("plain data parallel", "vanilla DDP": data parallel and nothing sharded, Known.facts' "unsharded")
+DESCRIPTOR_WORDS = [(r"\b(?:plain|vanilla|pure|simple|basic|ordinary|classic)\s+(?:old\s+)?(?:distributed\s+)?"
+                     r"(?:data[- ]parallel\w*|ddp)\b", "unsharded ddp"), (r"\b(?:non|un)[- ]?sharded\b", "unsharded"),
+                    (r"\blearning rates?\b", "lr"), (r"\btensor[- ]parallel\w*\b", "tp"),
                     (r"\bpipeline[- ]parallel\w*\b", "pp"), (r"\bfully[- ]sharded(?: data[- ]parallel)?\b", "fsdp"),
                     (r"\bdistributed data[- ]parallel\b|\bdata[- ]parallel\b", "ddp"),
                     (rf"\b(?:ran |run |went )?out of memory\b|\b(?:went )?oom'?(?:ed|'d|d)?\b|{_BY_MEMORY}\b",
@@ -1444,6 +1451,7 @@ def _described(lowered: str, entities: Entities, known: Known) -> None:
     taken = [e.span for e in entities.found if e.kind in ("run", "sweep") and e.span[1] > e.span[0]]
     phrases = [(f, f.group(1), f.group(2)) for f in re.finditer(DESCRIBED, lowered)]
     phrases += [(f, f.group(2), f.group(1)) for f in re.finditer(DESCRIBED_AFTER, lowered)]
+    phrases += [(f, "unsharded", f.group(1)) for f in re.finditer(DESCRIBED_UNSHARDED, lowered)]
     phrases += [(f, f.group(1), "sweep") for f in re.finditer(SWEPT_OVER, lowered)]
     phrases += [(f, "layout", "sweep") for f in re.finditer(LAYOUT_PURPOSE, lowered)]
     for found, words, head in phrases:

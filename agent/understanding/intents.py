@@ -77,6 +77,8 @@ _WELL = r"(?:(?:really|very|so)\s+)?(?:well|efficiently|fully|effectively|proper
 _USE = (r"\b(?:us(?:e|ed|es|ing)|utili[sz](?:e|ed|es|ing)|exploit(?:ed|s|ing)?)\s+"
         r"(?:the\s+|our\s+|its\s+|all\s+(?:the\s+)?)?")  # fmt: skip
 _HARDWARE = r"(?:hardware|gpus?|cards?|accelerators?|compute)\b"
+# The cards of this machine, by the names users give them (the hardware cues' questions about them).
+_OWN_CARDS = r"(?:gpus?|cards?|graphics cards?|accelerators?)\b"
 USED_WELL = (rf"{_USE}{_HARDWARE}\s+{_WELL}|\bhow\s+{_WELL}[^.?!;]*?{_USE}{_HARDWARE}|"
              rf"\b{_HARDWARE}\s+(?:(?:is|was|are|were|being|got|get)\s+)?(?:used|utili[sz]ed|exploited)\s+{_WELL}|"
              r"\b(?:hardware|gpu|compute)\s+(?:utili[sz]ation|efficiency)\b")  # fmt: skip
@@ -190,6 +192,17 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (
             r"\bdo (?:i|we) have (?:any )?(?:gpus?|cuda|a gpu|accelerators?)\b|\bany gpus?\b|\bmy gpus\b|"
             r"\b(?:is there|are there) (?:a |any )?(?:gpus?|cuda)\b",
+            5,
+        ),
+        # the user's own cards asked about, with a word or two between the verb and "have": "what gpu do i even
+        # have", "which cards do we actually have"; looked at: "check my gpu", "look at our accelerators"; or their
+        # count asked after them: "my gpu. how many I have?"
+        (
+            rf"\b(?:what|which|how many) (?:kind of |sort of |type of )?{_OWN_CARDS}\s+(?:do|did|have)\s+(?:i|we)\s+"
+            r"(?:\w+\s+){0,2}?(?:have|got|own)\b(?!\s+to\b)|"
+            rf"\b(?:check|show|see|inspect|list|look at|tell me about)\s+(?:me\s+)?(?:my|our)\s+{_OWN_CARDS}"
+            r"(?!\s+(?:utili|usage|use|efficiency|memory use))|"
+            rf"\b{_OWN_CARDS}\W+(?:\w+\W+){{0,3}}?how many (?:do |did )?(?:i|we) (?:\w+ )?(?:have|got|own)\b",
             5,
         ),
     ],

@@ -292,6 +292,8 @@ _LAYOUT_NAMES = {"dp_shard": {"fsdp", "sharded", "zero3"}, "dp_replicate": {"ddp
 
 def _layout_words(layout: dict) -> set[str]:
     used = {dim for dim, degree in layout.items() if isinstance(degree, int) and degree > 1}
+    if used <= {"dp_replicate"}:  # "the run without sharding", "the plain data parallel one": no dim splits the model
+        return {"unsharded"} | {w for dim in used for w in _LAYOUT_NAMES[dim]}
     if {"dp_shard", "dp_replicate"} <= used:
         return {"hsdp", "hybrid"} | {w for d in used - {"dp_shard", "dp_replicate"} for w in _LAYOUT_NAMES[d]}
     return {w for dim in used for w in _LAYOUT_NAMES.get(dim, set())}

@@ -573,7 +573,7 @@ _MORE_WORDS = """which machine context request pull benchmark cancel sweep layou
 finished finishes completes exits parallelize hardware evaluate update refresh documentation llama mistral gemma smollm
 trials without gpus disabled enabled disable enable list
 completed finish stop wait kill abort halt resume batch micro precision default delete remove open private
-single baseline
+single baseline config configuration
 main straight directly"""  # the refusal rules' own words ("push stright to mian" is pushed to main)
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
@@ -963,6 +963,30 @@ RECOMPUTING_DESCRIBED = (rf"\b(?:the\s+)?(?:[\w-]+\s+){{0,2}}?{_VAGUE_FEATURE}\b
                          r"(?:\s+(?:around|in memory))?")  # fmt: skip
 
 
+# A power of ten said in words, negative ("one times ten to the minus four", "1 times 10 to the -4", "ten to the
+# minus three"): the e-notation a rate is read in (number words are digits by then, save a lone "one"). A positive
+# power said so ("10 to the 4") may be a count or a range: left as said.
+SPOKEN_POWER_OF_TEN = (r"(?:\b(\d+(?:\.\d+)?|one)\s+(?:times|x)\s+)?\b10\s+to\s+the\s+(?:power\s+(?:of\s+)?)?"
+                       r"(?:minus\s+|negative\s+|-\s*)(\d+)(?:th)?(?:\s+power)?\b")  # fmt: skip
+
+
+def _spoken_power_of_ten(found: re.Match) -> str:
+    mantissa = found.group(1) or "1"
+    return f"{'1' if mantissa.lower() == 'one' else mantissa}e-{found.group(2)}"
+
+
+# A sequence length said as how long a sequence is: "the sequence were 8192 tokens long", "sequences are 2k tokens
+# long" (a negation between, "are not 4096 tokens long", is no length to plan with: left as said).
+TOKENS_LONG = (r"\b(?:the\s+|each\s+|every\s+|our\s+|my\s+)?(?:sequences?|samples?|contexts?)\s+"
+               r"(?:(?:is|are|was|were|be|being|get|gets|got|became|become)\s+)?(?:(?:all|each|now|only|just)\s+)?"
+               r"(\d+)\s*(k?)[ -]?tokens?[ -]long\b")  # fmt: skip
+# A GPU's memory said after the word for its version, before the GPU, as French or Spanish order it ("the version
+# 80GB of the a100", "la variante de 40 gb de la A100"): the GPU of that memory, as "the 80GB version of the a100".
+MEMORY_VERSION_OF = (r"\b(version|variant|edition|flavou?r)\s+(?:of\s+|with\s+|de\s+)?(\d+)\s*(?:gi?b|gigs?|g)\b"
+                     r"(?=\s+(?:of|de|for)\s+(?:the\s+|an?\s+|la\s+|l')?(?:nvidia\s+)?(?:h100|h200|a100|l40s|a10|"
+                     r"b200|v100|mi\d{3}x?)s?\b)")  # fmt: skip
+
+
 # An experiment file said as a version of the experiment ("the longer-sequence version of the experiment", "the long
 # variant of the config"): that config by its stem, as "the long-sequence experiment" says it.
 VERSION_OF = (r"\b((?:[a-z]+[\s-])?[a-z]+)\s+(?:version|variant|flavou?r)\s+of\s+(?:the|our|my|this)\s+"
@@ -1062,6 +1086,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
         text = re.sub(r"\b(\d+)\s+(?:tries|attempts)\b", r"\1 trials", text, flags=re.I)
     # "1 e minus 3", "1e minus 3" (said or typed loosely): the number 1e-3
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*e\s*minus\s*(\d+)\b", r"\1e-\2", text, flags=re.I)
+    text = re.sub(SPOKEN_POWER_OF_TEN, _spoken_power_of_ten, text, flags=re.I)
+    text = re.sub(TOKENS_LONG, r"seq_len \1\2", text, flags=re.I)
+    text = re.sub(MEMORY_VERSION_OF, r"\2GB \1", text, flags=re.I)
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s+times\s+(?=as\b|longer\b|more\b|the\b)", r"\1 x ", text, flags=re.I)
     # "2 of those nodes", "4 of these cards": the count of that noun
     # ("4 of them" is a pronoun's count, no noun after it: below, once the GPU named before is known to be its noun)
