@@ -25,6 +25,7 @@ from agent.understanding.context import Context
 from agent.understanding.entities import (
     DEFAULT_ONE,
     DESCRIBED_BY_SIZE,
+    SPELLED_OUT,
     WHEN_TO_ACT,
     Entities,
     Entity,
@@ -417,6 +418,70 @@ SAID_ELSEWHERE = (rf"\b(?:run|one|config|setup|experiment|plan)s?\s+(?:\w+\s+){{
                   rf"\bas (?:discussed|agreed|decided)(?:\s+(?:at|in|during)\s+(?:the\s+)?{_MEETING})?\b")  # fmt: skip
 
 
+# What a request points at without saying it, that neither this conversation nor the repository holds: a thing only
+# a talk knows ("the Optimierung we discussed yesterday", "the two I mentioned to my editor"), a judgement no file
+# records ("the previous known-good layout"), a version or a place only described ("the big-model version of this",
+# "on the new cluster"), or one of several left unsaid ("one of our sweeps"). Acting would fill it with defaults or
+# the latest run: asked, naming the best reading.
+_TALKED = (
+    r"(?:discuss(?:ed)?|mention(?:ed)?|talked\s+about|spoke\s+about|agreed(?:\s+(?:on|upon))?|settled\s+on|"
+    r"decided\s+on|aligned\s+on|landed\s+on|came\s+up\s+with|went\s+over|promised|told\s+\w+\s+about)"
+)
+_SETTING = r"(?:layout|config\w*|setup|set-up|settings?|version|state|recipe|one)"
+POINTED_AT = (
+    rf"\b(?:the|those|these|that|this)\s+(?:[\w'-]+\s+){{1,3}}?(?:that\s+|which\s+)?(?:we|i|you|they|you and i)\s+"
+    rf"(?:(?:had|have|has|just|already)\s+)?{_TALKED}\b|"
+    rf"\b(?:the|our|my)\s+(?:(?:previous|last|latest|old|earlier)\s+)?(?:known[\s-]+good|good|working|stable)\s+"
+    rf"{_SETTING}\b|"
+    r"\bthe\s+(?:[\w-]+\s+){0,2}?version\s+of\s+(?:this|that|it)\b|"
+    r"\bthe\s+(?:big|bigger|large|larger|huge|small|smaller|new|newer|improved|optimi[sz]ed|fixed|final|full)"
+    r"(?:[\s-]+model)?[\s-]+version\b|"
+    r"\b(?:the|our|that)\s+(?:new|other|bigger|big|next|shiny)\s+(?:cluster|partition|machines?|nodes|box|"
+    r"servers?)\b|"
+    r"\b(?:one|either|any|some|a\s+couple|\d+)\s+of\s+(?:our|the|my|these|those)\s+(?:\w+\s+)?(?:runs|sweeps|"
+    r"configs|configurations|experiments|checkpoints)\b"
+)
+# What points at an earlier turn ("the one of before", "the previous layout", "the other configuration"): held by a
+# conversation that has one, asked about in one that has none.
+POINTED_BEFORE = (rf"\bthe\s+{_SETTING}\s+(?:of|from)\s+before\b|\bthe\s+(?:previous|earlier|old)\s+{_SETTING}\b|"
+                  r"\bthe\s+other\s+(?:config\w*|setup|settings?|layout)\b")  # fmt: skip
+
+
+def _pointed_at(plain: str, intent: Intent, entities: Entities, context: Context) -> str | None:
+    """The words of what the request depends on but only points at (POINTED_AT, POINTED_BEFORE), where the
+    conversation and the repository do not hold it; None where a run, sweep, file, model or the values are named."""
+    lowered = plain.lower()
+    named = entities.has("run", "sweep", "file", "checkpoint", "model", "run_choice", "sweep_choice")
+    if named or any(v != "meshpilot.yaml" for v in entities.all("experiment")):
+        return None
+    found = re.search(POINTED_AT, lowered)
+    if found is None and not _earlier_taken(intent, context):
+        found = re.search(POINTED_BEFORE, lowered)
+    if found is None or re.match(SPELLED_OUT, lowered[found.end() :]):
+        return None  # "the settings we agreed on: lr 3e-4, 20 steps": said here
+    return found.group(0)
+
+
+def _pointed_question(plain: str, intent: Intent, entities: Entities, context: Context) -> str | None:
+    """One question naming the best reading where the request only points at what it depends on (_pointed_at)."""
+    if not (pointed := _pointed_at(plain, intent, entities, context)):
+        return None
+    runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
+    return (f"Which do you mean by {pointed!r}? Neither this conversation nor the repository says, so I have done "
+            f"nothing: name the run, sweep or config file, or say the values (runs: {runs}; sweeps: {sweeps}). So far "
+            f"I read {call_text(intent)}.")  # fmt: skip
+
+
+def _earlier_taken(intent: Intent, context: Context) -> bool:
+    """Whether the conversation holds the earlier turn pointed at and the call takes it: a launch keeps the launch
+    before's experiment, processes and layout ("relaunch with the previous layout"), never only the one value said
+    ("start it with the previous settings, 40 steps" that kept none of them)."""
+    if intent.command != "run":
+        return bool(context.calls or context.previous_text)
+    launch = context.launch or {}
+    return bool(launch) and all(key in intent.args for key in ("experiment", "nproc", "layout") if key in launch)
+
+
 LAUNCH_FACTS = ("steps", "nproc", "devices", "layout")
 
 
@@ -676,6 +741,8 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         )
     if intent.clarify is None and intent.command in ("run", "sweep") and (source := _unknown_source(entities)):
         intent.clarify = source
+    if intent.clarify is None and intent.command in (*ACTIONS, *NAMED_TOOLS):
+        intent.clarify = _pointed_question(plain, intent, entities, context)
     why = held_back(plain.lower(), intent.command) if intent.command in ACTIONS else None
     question = held_back_question(why, call_text(intent), intent.command) if why else None
     # negated, put off, asked...: never acted on; where a yes must not act on it either (negated, supposed, asked
