@@ -24,6 +24,14 @@ QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|
             r"can|will|who|tell me|explain|do (?:you|we|i|they))\b")  # fmt: skip
 LAUNCH_VERB = (r"\b(?:train|retrain|launch|relaunch|restart|start|kick(?:ing)? off|fir(?:e|ing) (?:off|up)|run|rerun|"
                r"re-run|try)\b")  # fmt: skip
+# A run wanted in a state of going, as a sweep is: "I would like a run launched on 2 GPUs", "I want a training run
+# started", or asked for in the passive: "I request that a run be launched" (not "I'd like the run launched yesterday
+# looked at": the run named is one that exists; not "Dana requested that ...": hers, relayed).
+RUN_WANTED_GOING = (r"(?:\b(?:like|want|need|get|have)|\b(?:i|we)\s+(?:\w+\s+)?request\s+that|"
+                    r"\bit\s+is\s+(?:hereby\s+)?requested\s+that)\s+"
+                    r"(?:a|an|another|one more|a new|a fresh)\s+(?:[\w-]+\s+){0,2}?"
+                    r"(?:run|training|job)\s+(?:be\s+)?(?:launched|started|kicked\s+off|fired\s+off|going|under\s?way|"
+                    r"set\s+up)\b")  # fmt: skip
 # A reply that changes the request before: "no, 4 GPUs", "yes, but 40 steps", "keep everything but use 4 gpus", "on the
 # long config", "use the long config for that". ("no, don't" and "yes" alone change nothing.)
 CHANGES_BEFORE = (r"^\W*(?:(?:no|nope|nah|yes|yeah|yep|sure)\b[\s,.!]*(?:but\b|(?=\d))|"
@@ -613,6 +621,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "run": [
         (r"\bsmoke test\b|\bgo\b\W*$|\bagain\b", 1.5),
+        (RUN_WANTED_GOING, 6),
         # a launch again, ordered at the start of its clause: "it ran out of memory. Relaunch it with tp=2" (what went
         # before is the scene, not a reading asked)
         (

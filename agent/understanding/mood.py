@@ -113,16 +113,32 @@ _WEIGHED = (r"\bprobably\s+(?:(?:we|i)\s+)?(?:should|ought to|worth|best|better|
             r"\b(?:might|could|may)\s+(?:be\s+(?:\w+\s+)?(?:useful|interesting|worth\w*|nice|good|helpful|wise|"
             r"smart|a good idea)|make sense|help)\b")  # fmt: skip
 
+# The assistant's own confirmation asked for, as every launch and write already waits on it: "subject to your
+# confirmation", "with your approval", "once you confirm", "if you approve". No condition on the world ("once you
+# confirm r1 finished", "subject to your confirmation that the node is back" are checks asked first), nor anyone
+# else's say ("pending approval from Ana").
+YOUR_APPROVAL = (r"(?:\b(?:subject to|pending|with|upon|on)\s+your\s+(?:confirmation|approval|ok|okay|go-?ahead|"
+                 r"sign-?off)|\b(?:once|when|after|if)\s+you(?:'ve| have)?\s+(?:confirm|approve)(?:d|s)?"
+                 r"(?:\s+(?:it|this|that))?)(?=\s*(?:[,.;:!?\u2013\u2014]|$))")  # fmt: skip
+
 # Under a condition the user has not settled: "if the sweep found tp best, train ...", "if you think it's worth it,
 # start a sweep". Not "see if" (a purpose), a courtesy ("if possible", "if it is not a trouble", "if I'm honest", "if
 # that makes sense": the request explained, no condition to check), nor the run's state now, which the tool meets as
 # it is ("abort tp-try if it's still hogging the gpus").
 CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<!\bsee )(?<!\bcheck )(?<!\bcurious )"
               r"(?<!\bwhether )(?<!\bknow )(?<!\beven )(?<!\bas )"
-              r"(?:\b(?:unless|in case|in the event|provided that|on (?:the )?condition that)\b|"
+              r"(?:\b(?:unless|in case|in the event|provided that|on (?:the )?condition that|subject to)\b|"
               # "cancel r1 provided the checkpoint is safe", "provided Priya agrees" (not "the config provided by")
               r"\bprovided(?=\s+(?:(?:it|they|we|you|i|he|she|that|this)\b|(?!(?:by|for|to|in|with|here|above|below|"
-              r"earlier|as)\b)[\w.-]+\s+(?:\w+\s+)?(?:is|are|was|were|has|have|does|do|\w+s|\w+ed)\b))|"
+              r"earlier|as)\b)[\w.-]+\s+(?:[\w.-]+\s+){0,2}?(?:is|are|was|were|has|have|does|do|\w+s|\w+ed)\b))|"
+              # "as long as the node is back, train ...", "so long as r1 finished" (not a length compared: "twice as
+              # long as r1", "for as long as possible"; nor a courtesy: "as long as it's no trouble")
+              r"(?<!\btwice )(?<!\bhalf )(?<!\btimes )(?<!\bfor )(?<!\bjust )(?<!\bonly )(?<!\bnot )"
+              r"\b(?:as|so) long as\b(?!\s+(?:possible|needed|necessary|required|usual|before|last time|it takes|"
+              r"(?:the|a|an) (?:default|last|first|other|previous|baseline|usual|normal)\b|"
+              r"you (?:can|like|want|wish|need|don'?t mind|do not mind)|"
+              r"(?:it|this|that)(?:'s| is) (?:no|not a|not too much) (?:trouble|bother|problem|hassle)|"
+              r"(?:that|this|it)(?:'s| is) (?:ok|okay|fine|alright))\b)|"
               # "cancel tp-try, assuming it's still running", "assuming r1 finished, benchmark it"
               r"(?<!\bstop )(?<!\bnot )\bassuming\b|"
               # said before, inverted: "should tp-try still be running, cancel it", "were r1 done, benchmark it"
@@ -131,7 +147,18 @@ CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<
               # running" (the state is what the duty waits on, not what the tool meets)
               r"\bsupposed to\b[^.;!?]*\bif\b|"
               r"\b(?:only )?if\b"
-              r"(?!\s+(?:possible|you can|you could|you (?:don'?t|do not) mind|that'?s (?:ok|okay|fine|alright)|"
+              r"(?!\s+(?:possible|you can|you could|you (?:don'?t|do not|wouldn'?t|would not) mind|"
+              r"that'?s (?:ok|okay|fine|alright)|"
+              # the old courtesies that only soften the order: "if you would be so kind", "if you please"
+              # (not "if you'd be so kind as to check r1 finished": a check asked first)
+              r"you(?:'d| would| will| could)? be so (?:kind|good)"
+              r"(?!\s+as\s+to\s+(?:check|see|verify|confirm|make sure|ensure|wait|find out))|"
+              r"you please|you (?:would|will)(?=\s*(?:[.!;,]|$))|"
+              r"you(?:'ve| have)?\s+(?:confirm|approve)d?(?:\s+(?:it|this|that))?(?=\s*(?:[,.;:!?]|$))|"
+              r"(?:i may(?: (?:say so|ask|add|suggest|be so bold))?|i might|you permit|you allow it|at all possible)"
+              r"(?=\s*(?:[,.;:!?]|$))|"
+              r"(?:it'?s|it is) all the same to you|(?:that|this)(?:'s| is) (?:agreeable|acceptable)(?: to you)?"
+              r"(?=\s*(?:[,.;:!?]|$))|"
               r"that works|(?:that|it|this) makes sense|needed|necessary|any|(?:this|that|it)(?:'s| is) possible|"
               # the request itself left to the planner's judgment: "if that seems appropriate to you", "if this
               # sounds reasonable" (what "that" is, is the request: nothing of the repository to check first)
@@ -164,6 +191,31 @@ OUTCOME_ASIDE = (r"(?:only\s+)?if\s+(?:this|it|that)(?:\s+(?:one|run|job|time|th
                  r"(?:then\s+)?\b(?:i|we)(?:'m|'re|'ll|\s+am|\s+are|\s+will|\s+shall)\s+"
                  r"(?!(?:like|want|need|prefer|rather|love|have|ask)\b)[^.;!?\d]*(?:[.;!?]|$)")  # fmt: skip
 
+# a condition on a pull request that the pull request itself meets: it is the review ("provided it goes through the
+# normal review channel, open a PR", "as long as this gets reviewed"); not a review of something else first ("provided
+# the report was reviewed", "if Dana reviews it first": someone's say, still to come).
+MET_BY_A_PR = (r"(?:provided|as long as|so long as|on (?:the )?condition that|if)\s+(?:that\s+)?"
+               r"(?:it|this|that|the changes?|everything|all of (?:it|this))\s+"
+               r"(?:(?:goes|go|is going|will go|gets routed|is routed)\s+through\s+(?:the\s+|our\s+)?"
+               r"(?:(?:normal|usual|standard|proper|regular|formal|official)\s+)?(?:code\s+)?review"
+               r"(?:\s+(?:channel|process|path|route|flow|pipeline))?|"
+               r"(?:gets|is|will be)\s+(?:properly\s+)?(?:code\s+)?reviewed)"
+               r"(?!\s+(?:first|before|by)\b)")  # fmt: skip
+
+# the request itself put as "if you would": thanks said ahead for it ("I'd be grateful if you would open a PR", "I'd
+# appreciate it if you launched 20 steps", "it would be lovely if you benchmarked r1") or "kindly" in it ("if you'd
+# kindly benchmark r1"): the action is the if-clause's own verb, nothing else to meet first.
+GRATEFUL_BEFORE = (r"\b(?:appreciate(?:\s+it)?|grateful|obliged|thankful|great|nice|lovely|helpful|wonderful|ideal|"
+                   r"perfect|brilliant)\s*$")  # fmt: skip
+ASKED_AS_IF = (r"if\s+you(?:'d|\s+would|\s+could|\s+can|\s+will)?\s+(?P<kindly>please\s+|kindly\s+)?"
+               r"(?:(?:open|make|create|file|raise|push|submit|write|update|refresh|do|run|start|kick off)\s+"
+               r"(?:(?:a|an|the|up)\s+)?)?(?:{words})")  # fmt: skip
+
+
+def _asked_as_if(said: str, before: str, words: str) -> bool:
+    asked = re.match(ASKED_AS_IF.format(words=words), said)
+    return bool(asked) and (bool(asked.group("kindly")) or bool(re.search(GRATEFUL_BEFORE, before)))
+
 
 def conditional(lowered: str, words: str, command: str) -> bool:
     """Some condition (CONDITION) holds the action: one none of the exceptions above leaves standing."""
@@ -175,6 +227,10 @@ def _condition_leaves_order(lowered: str, start: int, words: str, command: str) 
     if command == "cancel":  # the one action that loses work: any condition on it stays held
         return False
     said, before = lowered[start:], lowered[:start]
+    if (command == "pr" and re.match(MET_BY_A_PR, said)) or re.match(YOUR_APPROVAL, said):
+        return True
+    if _asked_as_if(said, before, words):
+        return True
     aside = re.match(OUTCOME_ASIDE, said)
     if aside and re.search(r"\w", before) and not re.search(words, aside.group(0)):
         return True

@@ -737,6 +737,26 @@ PERMISSION = (
     r"(?:\s+(?:could|can))?)\s+|\bis\s+it\s+(?:ok(?:ay)?|alright|all right)\s+if\s+(?:you|we|i)\s+"
 )
 
+# The same ask as a polite formula around the verb: "would you mind launching 20 steps?", "might I ask you to open a
+# PR?" are "could you launch ...", "could you open ..." ("would you mind not launching" keeps its negation: no verb of
+# the list follows "mind").
+_ASKED_GERUNDS = {"launching": "launch", "relaunching": "relaunch", "training": "train", "retraining": "retrain",
+                  "running": "run", "rerunning": "rerun", "starting": "start", "restarting": "restart",
+                  "kicking": "kick", "firing": "fire", "benchmarking": "benchmark", "evaluating": "evaluate",
+                  "cancelling": "cancel", "canceling": "cancel", "killing": "kill", "stopping": "stop",
+                  "aborting": "abort", "opening": "open", "writing": "write", "updating": "update",
+                  "refreshing": "refresh", "resuming": "resume", "requeueing": "requeue", "requeuing": "requeue",
+                  "sweeping": "sweep", "making": "make", "creating": "create", "doing": "do", "trying": "try",
+                  "planning": "plan", "comparing": "compare", "checking": "check", "showing": "show",
+                  "listing": "list", "reading": "read", "telling": "tell", "putting": "put", "setting": "set",
+                  "giving": "give", "preparing": "prepare", "drafting": "draft", "filing": "file"}  # fmt: skip
+MIND_DOING = rf"\b(?:would|do|could|will)\s+you\s+(?:kindly\s+)?mind\s+({'|'.join(_ASKED_GERUNDS)})\b"
+ASK_YOU_TO = r"\b(?:might|may|could|can)\s+i\s+(?:please\s+|kindly\s+)?ask\s+(?:you\s+)?(?:kindly\s+)?to\s+"
+
+
+def _mind_doing(found: re.Match) -> str:
+    return f"could you {_ASKED_GERUNDS[found.group(1).lower()]}"
+
 
 # ("fsdp on 2 but not zero-3", "ddp over 4 - 10 steps": a clause or a dash after it ends the count too)
 BARE_COUNT = (r"\b(on|over|across)\s+(\d+)(?=\s*(?:,|;|\.(?!\d)|[?!)]|$|\band\b|\bfor\b|\bwith\b|\binstead\b|"
@@ -1049,6 +1069,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(YES_NO, "?", text, flags=re.I)
     text = re.sub(NO_TAG, "?", text, flags=re.I)
     text = re.sub(PERMISSION, "could you ", text, flags=re.I)
+    text = re.sub(MIND_DOING, _mind_doing, text, flags=re.I)
+    text = re.sub(ASK_YOU_TO, "could you ", text, flags=re.I)
     text = re.sub(TICKET_LABEL, "", text)
     text = re.sub(OUT_OF_SCOPE, "no ", text, flags=re.I)
     # dictated GPU names before numbers are composed: "a one hundred forty gig" is an A100 of 40 GiB, not 140
@@ -1486,8 +1508,12 @@ TURNED_OFF_BY_ZERO = (rf"{ZERO_NEGATOR}\s+(?:any\s+|the\s+)?"
 
 
 # Or its 0 said in words after it: "warmup steps zero", "weight decay: none", "warmup off".
-ZERO_AFTER = (rf"\b(?P<key>{'|'.join(_ZERO_KEYS.values())})\s*(?:[=:]|\bto\b|\bat\b|\bis\b)?\s*"
-              r"(?:zero|none|off|disabled)\b")  # fmt: skip
+# ("the warmup set to zero", "weight decay cut to nothing at all": set to nothing is set to 0; not "the warmup is
+# nothing special")
+ZERO_AFTER = (rf"\b(?P<key>{'|'.join(_ZERO_KEYS.values())})(?:\s*(?:[=:]|\bto\b|\bat\b|\bis\b)?\s*"
+              r"(?:zero|none|off|disabled)\b|"
+              r"\s+(?:(?:set|cut|turned|dialed|dialled|brought|reduced|put)\s+)?(?:(?:all\s+the\s+way\s+)?down\s+)?"
+              r"to\s+(?:zero|nothing|none)\b(?:\s+at\s+all\b)?)")  # fmt: skip
 
 
 # Or named in a list with a switch the same negation governs: "without packing or warmup", "no warmup or compile",

@@ -40,6 +40,7 @@ from agent.understanding.intents import (
     FOLLOW_UP,
     NOT_BY_POSSIBLE,
     POSSIBLE_TO,
+    RUN_WANTED_GOING,
     launch_verb,
     negated_actions,
     ranked,
@@ -52,6 +53,7 @@ from agent.understanding.mood import (
     SUPPOSED,
     TAKE_BACK,
     WAITS_ON,
+    YOUR_APPROVAL,
     conditional,
     held_back,
     held_back_question,
@@ -370,6 +372,14 @@ _PAST_TIME = (r"\b(?:last (?:night|week|month|quarter|year|weekend|(?:mon|tues|w
 _QUOTED = r"(?:^|[\s:(])['\"\u2018\u201c][^'\"\u2019\u201d]*\d[^'\"\u2019\u201d]*['\"\u2019\u201d]"
 
 
+# The manner of the launch, likened to someone else's ("the way Michelson would have", "as a careful physicist would
+# have done"): how to run it, no past not taken. (Not the user's own "the way I would have", "as we should have":
+# a regret of theirs.)
+_LIKENED = (r"\b(?:the way|as|like)\s+(?!(?:i|we|you)\b)(?:[\w.-]+\s+){1,3}?(?:would|might)(?: have|'ve)"
+            r"(?:\s+(?:done|run|set up|designed)(?:\s+(?:it|this|that|one))?)?"
+            r"(?=\s*(?:[,.;:!?\u2013\u2014]|$))")  # fmt: skip
+
+
 # The reason given for the facts, after them: "galore_adamw because apparently that's what we do now", "4 GPUs,
 # because that's what the paper used". What is usual or was done, said there, explains the order; it states none.
 _REASON = r"(?:(?<=\w )|(?<=, ))(?:because|'?cause|cuz)\b[^.;:!?]*"
@@ -401,6 +411,9 @@ def _unordered_launch(lowered: str, entities: Entities) -> str | None:
         return "deferred"
     stated = _from_last_facts(lowered, entities)  # "r1 ran on 2 gpus; double that on 4": the past is r1's
     stated = re.sub(_REASON, " ", stated)  # "..., because apparently that's what we do now": why, not what was done
+    stated = re.sub(RUN_WANTED_GOING, " ", stated)  # "I'd like a run launched on 2 GPUs": wanted, no past launch
+    stated = re.sub(YOUR_APPROVAL, " ", stated)  # "subject to your approval": the gate every launch goes through
+    stated = re.sub(_LIKENED, " ", stated)  # "the way Michelson would have": how, not a past not taken
     if re.search(MAY_I, lowered) or re.search(_HEDGED, stated) or re.search(_PAST_TIME, stated):
         return "asked"
     return "asked" if re.search(_QUOTED, stated) else None
