@@ -19,12 +19,14 @@ from trainer.parallel.compile import compile_layers
 from trainer.rank.memory import saved_for_backward
 from trainer.rank.step import compiled_token_loss_sum, token_loss_sum
 
-# layout: processes. One of each wrapping: DDP, FSDP2, HSDP with tensor parallel, a pipeline, context parallel.
+# layout: processes. One of each wrapping: one process and DDP (the whole step as one graph), FSDP2, tensor
+# parallel, a pipeline, context parallel (each layer a graph of its own). Combinations of them compile the same
+# layer graphs (2 processes each: a compiled run is mostly its ranks' compilation, paid once per rank).
 LAYOUTS = {
     "dp_replicate=1": 1,
     "dp_replicate=2": 2,
     "dp_shard=2": 2,
-    "dp_replicate=2,tp=2": 4,
+    "tp=2": 2,
     "pp=2": 2,
     "cp=2": 2,
 }

@@ -28,13 +28,15 @@ CHANGES = {"train": {"steps": STEPS, "checkpoint_every": CHECKPOINT_EVERY, "keep
 # Dropout makes every step depend on the RNG state, so a resume that forgot it would not match.
 DROPOUT = {"model": {"config": {"attention_dropout": 0.1}}}
 INTERLEAVED = ["--set=model.config.num_hidden_layers=4", "--set=train.pp_schedule=interleaved_1f1b"]
+# One layout per kind of state a checkpoint holds: whole replicas (DDP), parameters and optimizer state sharded on
+# one mesh dimension (FSDP2; HSDP adds a replicated one) and on two (FSDP2 x TP, whose tensor-parallel shards are
+# what tp=2 alone would save), and pipeline stages (interleaved: two stages a rank, which 1F1B's one per rank is a
+# case of). Each case is two launches, so the cases a wider one contains are left to it.
 LAYOUTS = {  # name: (nproc, layout, more arguments)
     "ddp": ("2", "dp_replicate=2", []),
     "fsdp2": ("2", "dp_shard=2", []),
     "hsdp": ("4", "dp_replicate=2,dp_shard=2", []),
-    "tp": ("2", "tp=2", []),
     "fsdp2xtp": ("4", "dp_shard=2,tp=2", []),
-    "pp-1f1b": ("2", "pp=2", []),
     "pp-interleaved": ("2", "pp=2", [*INTERLEAVED, "--set=train.pp_stages_per_rank=2"]),
 }
 
