@@ -111,7 +111,15 @@ def test_french_follow_up_changes_the_plan(known: Known) -> None:
     assert (intent.command, intent.args.get("seq_len"), intent.args.get("model")) == ("plan", 2048, "llama-3.1-8b")
 
 
-@pytest.mark.parametrize("text", ["ne lance pas 10 steps sur 4 gpus", "ne relance pas le run sur 2 gpus"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ne lance pas 10 steps sur 4 gpus",
+        "ne relance pas le run sur 2 gpus",
+        "lance pas 30 steps sur 2 gpus",  # spoken French, without its "ne"
+        "le relance pas sur 4 gpus",
+    ],
+)
 def test_french_negation_never_launches(text: str, known: Known) -> None:
     assert read(text, known).command != "run"
 

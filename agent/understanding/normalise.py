@@ -388,10 +388,13 @@ HINGLISH = {"yaar": "", "bhai": "", "ji": "", "ka": "", "ki": "", "ke": "", "ko"
 FRENCH_MARKS = {"et", "avec", "pour", "sur", "aussi", "quelle", "quel", "meilleure", "meilleur", "les", "des",
                 "du", "une", "en", "puis", "mais", "sans", "lance", "lancer", "relance", "encore", "merci",
                 "fois"}  # fmt: skip
+_FRENCH_VERBS = r"lance|lancer|relance|annule|annuler|attends|entraîne|arrête|stoppe"  # its command words
 FRENCH_PHRASES = {
     # "ne lance pas le run", "n'annule pas": don't (the verb after it read by FOREIGN's table)
     r"\bne\s+(?:l[ea]s?\s+|l')?([a-zàâçéèêëîïôûù]+)\s+(?:pas|jamais)\b": r"don't \1",
     r"\bn'([a-zàâçéèêëîïôûù]+)\s+(?:pas|jamais)\b": r"don't \1",
+    # "lance pas le run", "le lance pas", as French is spoken, without its "ne": don't launch (it)
+    rf"(?:\bl[ea]s?\s+|\bl')?\b({_FRENCH_VERBS})\s+pas\b": r"don't \1",
     r"\bpas\s+(?:de|d')\s*": "no ",  # "pas de compile": no compile
     r"\ben\s+plus\b": "too", r"\bet\s+si\b": "what if", r"\bla\s+m[êe]me\s+chose\b": "the same",
     r"\bquelle\s+est\b|\bquel\s+est\b": "what is",
@@ -400,7 +403,7 @@ FRENCH = {"et": "and", "avec": "with", "pour": "for", "sur": "on", "aussi": "too
           "la": "the", "des": "of the", "du": "of the", "de": "of", "une": "a", "un": "a", "en": "in", "puis": "then",
           "mais": "but", "sans": "without", "encore": "again", "merci": "thanks", "meilleure": "best",
           "meilleur": "best", "disposition": "layout", "relance": "relaunch"}  # fmt: skip
-FRENCH_ALONE = r"(?<![\w'./=-])(?:ne\s+\S+\s+pas|n'\S+\s+pas)(?![\w'./=-])"
+FRENCH_ALONE = rf"(?<![\w'./=-])(?:ne\s+\S+\s+pas|n'\S+\s+pas|(?:{_FRENCH_VERBS})\s+pas)(?![\w'./=-])"
 
 
 def _french(text: str) -> str:
