@@ -530,7 +530,8 @@ def _fill_sweep(intent: Intent, entities: Entities, context: Context) -> None:
 
 def _sweep_follow_up(intent: Intent, context: Context) -> bool:
     before = context.last("run_sweep")
-    return before is not None and "trials" in before.args and bool(re.search(FOLLOW_UP, intent.text.lower()))
+    said = plain_of(intent, context).lower()  # normalised: "mesmo número de trials" is "same number of trials"
+    return before is not None and "trials" in before.args and bool(re.search(FOLLOW_UP, said))
 
 
 DEFAULT_EXPERIMENT = "meshpilot.yaml"

@@ -956,6 +956,8 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
             scores["run"] += 3  # "and with 4 gpus?" after a launch: the launch again
     elif previous == "run" and re.search(CORRECTS, lowered) and _changes_a_launch(entities):
         scores["run"] += 5.5  # "oops, make that 4 gpus" after a launch: that launch, corrected (as a follow-up is)
+    if previous == "sweep" and "sweep" not in negated and _sweep_moved_to_a_file(lowered, entities):
+        scores["sweep"] += 5  # "no, change it to configs/long.yaml, same trials" after a sweep: that sweep, on the file
     return scores
 
 
@@ -968,6 +970,32 @@ PR_ORDERED = (r"(?:^|[.!;:,]\s*|\b(?:and|then|also|please|plus|now)\s+)(?:(?:the
 # A correction of what was just asked for: "actually ...", "oops, make that ...", "negative, 60 steps".
 CORRECTS = (r"^\W*(?:(?:no|nope|nah)\W+)?(?:actually|sorry|oops|correction|negative|rather|wait|on second thought)\b|"
             r"\bmake\s+(?:it|that)\b")  # fmt: skip
+
+
+# An experiment file put in place of the one before, right before the file: "no, change it to configs/long.yaml",
+# "use long.yaml instead" ("show long.yaml", "set steps to 50 in long.yaml" read or edit it).
+MOVED_TO = (r"^\W*(?:(?:no|nope|nah|actually|rather|sorry|ok|okay|then|now|and|but)\W+)*"
+            r"(?:(?:change|switch|swap|move)\s+(?:(?:it|that|this|the\s+\w+)\s+)?(?:over\s+)?to|use|using|on|with|"
+            r"try)\s+(?:the\s+)?$")  # fmt: skip
+AGAIN_WITH = r"\b(?:with|for|on|using|to)\s+(?:the\s+)?$"
+
+
+def _sweep_moved_to_a_file(lowered: str, entities: Entities) -> bool:
+    """Whether the sentence names one experiment file (a YAML config, not a run's or sweep's) as the one to use
+    in place of the one before, and nothing a sweep does not take (a setting, steps, a layout)."""
+    configs = [
+        e
+        for e in entities.found
+        if e.kind in ("file", "experiment")
+        and str(e.value).endswith((".yaml", ".yml"))
+        and not str(e.value).startswith(("runs/", "sweeps/"))
+    ]
+    if len(configs) != 1 or entities.has("steps", "switch", "override", "layout", "nproc", "run", "sweep"):
+        return False
+    before = lowered[: configs[0].span[0]]
+    # or the same sweep again with it: "same with configs/long.yaml", "do it again for long.yaml"
+    again = re.search(r"\b(?:same|again|instead)\b", lowered) and re.search(AGAIN_WITH, before)
+    return bool(re.search(MOVED_TO, before) or again)
 
 
 def _changes_a_launch(entities: Entities) -> bool:
@@ -1132,6 +1160,7 @@ def _entity_cues(
         only_facts
         and entities.has("file", "experiment")
         and (launching or entities.has("devices"))
+        and not entities.has("own_model")  # "the experiment's own model on 2 A100s": the model planned for
         and _launched_file(lowered, entities)
     ):
         scores["run"] += 4  # "long.yaml, 2 gpus, fsdp": an experiment file given what a launch takes, no reading asked

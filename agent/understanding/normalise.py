@@ -46,6 +46,10 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
            "trainiere": "train", "trainieren": "train", "sans": "without", "sin": "without", "auf": "on",
            "je": "each", "warte": "wait", "zeig": "show", "zeige": "show", "ergebnisse": "results",
            "abbrechen": "cancel", "stoppe": "stop",
+           # a report, the configuration and a plan said in German nouns ("the Abschlussbericht", "which Konfiguration")
+           "abschlussbericht": "final report", "bericht": "report", "berichte": "reports",
+           "konfiguration": "configuration", "konfigurationen": "configurations", "layoutplanung": "layout plan",
+           "gegenprobe": "cross-check",
            # Spanish
            "con": "with", "pasos": "steps", "nodos": "nodes", "tarjetas": "cards", "lanza": "launch",
            "lanzar": "launch", "entrena": "train", "entrenar": "train", "espera": "wait", "esperar": "wait",
@@ -61,6 +65,9 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
            "roda": "run", "rodar": "run", "sem": "without", "com": "with", "aspetta": "wait", "aspettare": "wait",
            "finisca": "finishes", "schrijf": "write", "rapport": "report", "stappen": "steps",
            "hajimete": "start", "onegaishimasu": "please", "chala": "run", "wale": ""}  # fmt: skip
+# "4 nodes à 8 H200", "2 Knoten à 4 GPUs" (German and French write "à" for "each of"): the GPUs in each node, never
+# the GPUs in all
+NODES_EACH_OF = r"\b(\d+)\s+(nodes?|machines?|hosts?|servers?|boxes)\s+à\s+(?=\d)"
 # Portuguese, read word for word where the sentence is Portuguese (two of its own words at least, none an English
 # word, so not "um", "os" or "em": PORTUGUESE_MARKS): its function words too ("o", "e", "em"), which elsewhere are
 # letters or other languages'.
@@ -115,11 +122,31 @@ PORTUGUESE_MARKS = {
     "nó",
     "nós",
     "dá",
+    "num",
+    "numa",
+    "tá",
+    "né",
+    "terminar",
+    "fala",
+    "pra",
+    "mesmo",
+    "compilar",
 }
 PORTUGUESE_PHRASES = {r"\bn[ãa]o\s+(?:precisa|precisamos|é\s+preciso)\s+(?:de\s+)?(?:rodar|executar|treinar|lançar)\s+"
                       r"nada\b": "no need to run anything",
                       r"\bsem\s+(?:rodar|executar|treinar)\s+nada\b": "without running anything",
                       r"\bpor\s+favor\b": "please",
+                      # "não, muda pra ...": the "no" that corrects what was said before, as English's "no, ..."
+                      # ("não" before a verb stays "not": the action it negates is held back)
+                      r"^(\W*)n[ãa]o\s*(?=[,;:!.]|\s+-)": r"\1no",
+                      r"\b(?:muda|mudar|troca|trocar)\s+(?:pra|para)\b": "change to",
+                      # "..., tá?", "..., né?": a tag asking for agreement, as English's ", ok?"; "me fala": tell me
+                      r",?\s*\b(?:t[áa]|n[ée])\s*\?": "?", r"\bme\s+(?:fala|avisa|diz)\b": "tell me",
+                      # "espera o r1 terminar": wait for r1 to finish (a wait, never a reading of its results)
+                      r"\bespera(?:r)?\s+(?=(?:(?:o|a)\s+)?\S+\s+(?:terminar|acabar)\b)": "wait for ",
+                      r"\b(?:terminar|acabar)\b": "to finish",
+                      # "muito alto": too high, said of a value (criticised, never the one asked for)
+                      r"\bmuito\s+(?=(?:alt|baix|grande|pequen)[oa]s?\b)": "too ",
                       # "8 por nó, 4 nós": the GPUs in each node, the nodes ("nós" after a count, never "we")
                       r"\bpor\s+n[óo]\b": "per node", r"\b(\d+)\s+n[óo]s\b": r"\1 nodes",
                       r"\bd[áa]\s+ou\s+n[ãa]o\s+d[áa]\b": "does it fit",
@@ -146,7 +173,13 @@ PORTUGUESE = {"o": "the", "os": "the", "e": "and", "em": "on", "do": "of the", "
               "memória": "memory", "memoria": "memory", "apaga": "delete", "apagar": "delete", "apague": "delete",
               "deleta": "delete", "deletar": "delete", "exclui": "delete", "excluir": "delete", "exclua": "delete",
               "histórico": "history", "tudo": "everything",
-              "muda": "changes", "mudar": "change", "muito": "much"}  # fmt: skip
+              "muda": "changes", "mudar": "change", "muito": "much",
+              "troca": "switch", "trocar": "switch", "troque": "switch",
+              # "num rtx 4090 só": on one (em + um), "pra": to, "tá": is, "mesmo número": the same number
+              "num": "on one", "numa": "on one", "pra": "to", "tá": "is", "né": "right", "mesmo": "same",
+              "mesma": "same", "número": "number", "numero": "number", "alto": "high", "alta": "high",
+              "baixo": "low", "baixa": "low", "compilar": "compile", "compilação": "compile", "compilacao": "compile",
+              "termina": "finishes", "terminou": "finished", "acabou": "finished", "fala": "tell"}  # fmt: skip
 
 
 def _portuguese(text: str) -> str:
@@ -347,6 +380,34 @@ HINGLISH = {"yaar": "", "bhai": "", "ji": "", "ka": "", "ki": "", "ke": "", "ko"
             "saaf": "clean up", "nahi": "no", "nahin": "no", "mat": "do not", "chahiye": "needed",
             "wala": "", "wale": "", "har": "each", "agar": "if", "toh": "then", "sirf": "only",
             "subah": "morning", "shaam": "evening"}  # fmt: skip
+
+
+# French mixed into a request ("Et avec seq_len 4096 en plus?", "lance le run sur 2 gpus"): read word for word where
+# two of its own words at least say so (FRENCH_MARKS, none an English word), or where it negates ("ne lance pas": its
+# "ne ... pas" around the verb is never dropped, so that the action it negates is held back).
+FRENCH_MARKS = {"et", "avec", "pour", "sur", "aussi", "quelle", "quel", "meilleure", "meilleur", "les", "des",
+                "du", "une", "en", "puis", "mais", "sans", "lance", "lancer", "relance", "encore", "merci",
+                "fois"}  # fmt: skip
+_FRENCH_VERBS = r"lance|lancer|relance|annule|annuler|attends|entraîne|arrête|stoppe"  # its command words
+FRENCH_PHRASES = {
+    # "ne lance pas le run", "n'annule pas": don't (the verb after it read by FOREIGN's table)
+    r"\bne\s+(?:l[ea]s?\s+|l')?([a-zàâçéèêëîïôûù]+)\s+(?:pas|jamais)\b": r"don't \1",
+    r"\bn'([a-zàâçéèêëîïôûù]+)\s+(?:pas|jamais)\b": r"don't \1",
+    # "lance pas le run", "le lance pas", as French is spoken, without its "ne": don't launch (it)
+    rf"(?:\bl[ea]s?\s+|\bl')?\b({_FRENCH_VERBS})\s+pas\b": r"don't \1",
+    r"\bpas\s+(?:de|d')\s*": "no ",  # "pas de compile": no compile
+    r"\ben\s+plus\b": "too", r"\bet\s+si\b": "what if", r"\bla\s+m[êe]me\s+chose\b": "the same",
+    r"\bquelle\s+est\b|\bquel\s+est\b": "what is",
+}  # fmt: skip
+FRENCH = {"et": "and", "avec": "with", "pour": "for", "sur": "on", "aussi": "too", "les": "the", "le": "the",
+          "la": "the", "des": "of the", "du": "of the", "de": "of", "une": "a", "un": "a", "en": "in", "puis": "then",
+          "mais": "but", "sans": "without", "encore": "again", "merci": "thanks", "meilleure": "best",
+          "meilleur": "best", "disposition": "layout", "relance": "relaunch"}  # fmt: skip
+FRENCH_ALONE = rf"(?<![\w'./=-])(?:ne\s+\S+\s+pas|n'\S+\s+pas|(?:{_FRENCH_VERBS})\s+pas)(?![\w'./=-])"
+
+
+def _french(text: str) -> str:
+    return _word_for_word(text, FRENCH_MARKS, FRENCH_PHRASES, FRENCH, FRENCH_ALONE)
 
 
 def _hinglish(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
@@ -1031,7 +1092,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = _spanish(text)
     text = _italian(text)
     text = _hinglish(text, known)
+    text = _french(text)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
+    text = re.sub(NODES_EACH_OF, r"\1 \2 of ", text, flags=re.I)
     text = re.sub(FALSE_FRIEND_UPDATE, r"updat\1", text, flags=re.I)
     text = _fix_typos(text, known)
     for said, name in SHORT_SETTING_NAMES.items():
@@ -1111,6 +1174,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(SPOKEN_POWER_OF_TEN, _spoken_power_of_ten, text, flags=re.I)
     text = re.sub(TOKENS_LONG, r"seq_len \1\2", text, flags=re.I)
     text = re.sub(MEMORY_VERSION_OF, r"\2GB \1", text, flags=re.I)
+    text = re.sub(RATE_CRITICISED, _rate_criticised, text, flags=re.I)
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s+times\s+(?=as\b|longer\b|more\b|the\b)", r"\1 x ", text, flags=re.I)
     # "2 of those nodes", "4 of these cards": the count of that noun
     # ("4 of them" is a pronoun's count, no noun after it: below, once the GPU named before is known to be its noun)
@@ -1649,6 +1713,21 @@ def _shorthand(found: re.Match) -> str:
 
 def _fraction(numerator: int, denominator: int) -> str:
     return f"{numerator / denominator:g}" if denominator else f"{numerator} parts in {denominator}"
+
+
+# A learning rate criticised ("lr 1e-3 is too high", "1e-3 seems way too low for the lr"): the rate used so far, never
+# the one asked for; a rate said bare after it ("run with 5e-4") is the new one (a rate's look: an exponent or "0.").
+_CRITICISM = (r"(\s+(?:is|'s|was|seems|looks|feels|sounds)\s+(?:(?:way|much|far|a\s+bit|a\s+little|just|probably)\s+)?"
+              r"too\s+(?:high|low|big|small|large|aggressive|hot)\b)")  # fmt: skip
+RATE_CRITICISED = (rf"\b(?:learning\s+rate|lr)\s*(?:of|=|:|at)?\s*(\d+(?:\.\d+)?(?:e-?\d+)?){_CRITICISM}"
+                   r"((?:[^\n]*?))$")  # fmt: skip
+BARE_RATE = (r"\b((?:with|use|using|try|to|at|com)\s+)(\d+(?:\.\d+)?e-\d+|0\.\d+)\b"
+             r"(?!\s*(?:lr|learning rate|warm|weight|seed|clip|[a-z]+\.))")  # fmt: skip
+
+
+def _rate_criticised(found: re.Match) -> str:
+    after = re.sub(BARE_RATE, r"\1lr \2", found.group(3), count=1, flags=re.I)
+    return f"lr{found.group(2)} (instead of {found.group(1)}){after}"
 
 
 def _fraction_words(found: re.Match) -> str:
