@@ -957,6 +957,18 @@ PRECISION_NAMES = {r"\b(?:float|fp)[\s_-]?32\b|\b(?:full|single)[\s-]precision\b
                    r"\b(?:float|fp)[\s_-]?8\b": "fp8"}  # fmt: skip
 # Gradient checkpointing shortened ("grad ckpt", "grad checkpointing"): activation checkpointing, its other name.
 GRAD_CHECKPOINTING = r"\bgrad(?:ient)?[\s_-]*(?:ckpt(?:ing)?|checkpointing)\b"
+# A switch's state said as a duty: "packing is to be off" is "packing should be off"; "warmup is not to be touched"
+# leaves the warmup as it is (the negation keeps the setting, it never turns it off).
+TO_BE_STATE = r"\b(is|are)\s+to\s+be\s+(?=(?:on|off|enabled|disabled|turned\s+(?:on|off))\b)"
+NOT_TO_BE_TOUCHED = r"\b(?:is|are)\s+not\s+to\s+be\s+(?:touched|changed|modified|altered)\b"
+# A switch opened or closed, as Spanish "abrir"/"cerrar" say it: "open the activation checkpointing" turns it on.
+# (not a file of it: "open the compile log" is a read)
+_SWITCH_NAME = r"(?:activation\s+checkpointing|(?:sequence\s+)?packing|(?:torch[. ]?)?compile)"
+_NOT_A_SWITCH = r"(?!\s*(?:logs?|config\w*|files?|reports?|results?|notes?|docs?|outputs?|settings?|options?)\b)"
+OPEN_SWITCH = rf"\bopen\s+(?:up\s+)?(?:the\s+)?(?={_SWITCH_NAME}\b{_NOT_A_SWITCH})"
+CLOSE_SWITCH = rf"\bclose\s+(?:the\s+)?(?={_SWITCH_NAME}\b{_NOT_A_SWITCH})"
+# A setting's value said with "in", as Spanish "en" says it: "the micro batch in 4" is the micro batch at 4.
+VALUE_IN = r"\b(micro[\s_-]?batch(?:\s+size)?|batch\s+size)\s+in\s+(?=\d+\b(?!\s*(?:steps?|gpus?|nodes?|%)))"
 # A sequence length in thousands with a fraction ("seq len 1.5k", "context 0.5k"): thousands of 1024, as "2k" is 2048.
 SEQ_LEN_FRACTION_K = (r"\b((?:seq(?:uence)?[\s_-]*len(?:gth)?|context(?:[\s_-]*len(?:gth)?)?|ctx)"
                       r"\s*(?:[=:]|of|to|at|is)?\s*)(\d*\.\d+)\s*k\b")  # fmt: skip
@@ -1103,6 +1115,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     for said, precision in PRECISION_NAMES.items():
         text = re.sub(rf"(?<![\w./-])(?:{said})(?!\.?[\w/-])", precision, text, flags=re.I)  # no file's name
     text = re.sub(GRAD_CHECKPOINTING, "activation checkpointing", text, flags=re.I)
+    text = re.sub(TO_BE_STATE, "should be ", text, flags=re.I)
+    text = re.sub(NOT_TO_BE_TOUCHED, "stays untouched", text, flags=re.I)
+    text = re.sub(OPEN_SWITCH, "turn on ", text, flags=re.I)
+    text = re.sub(CLOSE_SWITCH, "turn off ", text, flags=re.I)
+    text = re.sub(VALUE_IN, r"\1 at ", text, flags=re.I)
     text = re.sub(SEQ_LEN_FRACTION_K, _seq_len_fraction, text, flags=re.I)
     text = re.sub(NAME_TAKEN_BACK, lambda found: _name_taken_back(found, known), text, flags=re.I)
     text = re.sub(LAYOUT_KEY, _layout_key, text, flags=re.I)
@@ -1189,7 +1206,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
     # "2n x 4g", "2 nodes x 4g": the GPUs in each node said by a "g" after their count, no memory (before "80g" is read)
     text = re.sub(r"\b(\d+)\s*(?:n|nodes?)\s*[x×*]\s*(\d+)\s*g\b(?!\w)", r"\1 nodes of \2 gpus", text, flags=re.I)
-    text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gig[sa]?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
+    text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gig(?:s|as?)?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
     text = re.sub(GIGABYTES, r"\1GB", text, flags=re.I)
     text = re.sub(GIBIBYTES, r"\1GiB", text, flags=re.I)
     text = re.sub(MEMORY_HAD, "with ", text, flags=re.I)
@@ -1568,7 +1585,7 @@ TURNED_OFF_BY_ZERO = (rf"{ZERO_NEGATOR}\s+(?:any\s+|the\s+)?"
                       rf"(?!\s+{TROUBLE_NOUN})"
                       # a list the negation may govern ("no clipping and fsdp"): left to the rules that ask
                       # (not one that opens its own negation: "no warmup and don't compile")
-                      r"(?!\s*(?:and|or|nor|&)\s+(?!no\b|without\b|\d|don'?t\b|do not\b))")  # fmt: skip
+                      r"(?!\s*(?:and|or|nor|&)\s+(?!no\b|without\b|w/o(?!\w)|\d|don'?t\b|do not\b))")  # fmt: skip
 
 
 # Or its 0 said in words after it: "warmup steps zero", "weight decay: none", "warmup off".
