@@ -98,7 +98,15 @@ COMMON = set(VOCABULARY) | set(_COMMON.split())
 # (a value may open with its point, as some write a rate: ".0005")
 _NUMBER = r"((?<![\w.])\.\d+(?:e-?\d+)?|\d+(?:\.\d+)?(?:e-?\d+)?)"
 _COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
-_UNKNOWN_GPU = r"\b(mi\d{3}x?|v100|p100|t4|b200|gb200|gh200|l4|a6000|a40|rtx ?[2-5]0[6-9]0(?: ti)?)s?\b"
+# (a GeForce number alone only as cards, plural: "4 3090s")
+_UNKNOWN_GPU = (r"\b(mi\d{3}x?|v100|p100|t4|b200|gb200|gh200|l4|a6000|a40|rtx ?[2-5]0[6-9]0(?: ti)?|"
+                r"[2-5]0[6-9]0(?=s\b))s?\b")  # fmt: skip
+# Each card's memory said right after a card with no preset: "4 3090s (24 gigs each)", "4 a6000 with 48GB each"
+# (what a plan of those cards needs: their count and memory, never another card's preset).
+_UNKNOWN_GPU_MEMORY = (r"^\s*(?:\(\s*|,\s*)?(?:with\s+|of\s+|at\s+)?\d+(?:\.\d+)?\s*gi?b\b\s*"
+                       r"(?:of\s+(?:memory|vram|ram)\s*)?"
+                       r"(?:each|apiece|per\s+(?:card|gpu|device)|\)|vram\b)")  # fmt: skip
+_COUNT_BEFORE = r"(?<![\w.])(\d+)\s*(?:x\s*)?$"
 GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx[ -]?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gi?b)?s?\b"
 # Nodes named by the GPUs in them ("2 H200 nodes", "a couple of DGX H100 boxes", "8 gpu nodes"): the count before
 # the GPU's name is of the nodes, and the digits of a GPU's name (H200, A100, 4090) are never a count.
@@ -341,7 +349,12 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
             args.setdefault("nodes", _count(count))  # "2 H200 nodes": 2 nodes, their GPUs per node unsaid
         elif count:  # "8 H100s", "an 8x H100 node" (8 in it)
             args["devices" if intent.command in ("plan", "why") else "nproc"] = _count(count)
-    if (found := re.search(_UNKNOWN_GPU, lowered)) and "gpu" not in args:
+    found = re.search(_UNKNOWN_GPU, lowered)
+    planned = intent.command in ("plan", "why") and found and re.match(_UNKNOWN_GPU_MEMORY, lowered[found.end() :])
+    if planned and "gpu" not in args:  # a plan on those cards (their memory the entities read): counted, not asked
+        if count := re.search(_COUNT_BEFORE, lowered[: found.start()]):
+            args.setdefault("devices", int(count.group(1)))
+    elif found and "gpu" not in args:  # a launch is on this machine's cards: which card is meant, asked
         intent.clarify = (
             f"I have no {found.group(1).upper()} preset (GPU presets: {', '.join(GPUS)}): which do you mean?"
         )

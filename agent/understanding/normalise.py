@@ -957,6 +957,12 @@ PRECISION_NAMES = {r"\b(?:float|fp)[\s_-]?32\b|\b(?:full|single)[\s-]precision\b
                    r"\b(?:float|fp)[\s_-]?8\b": "fp8"}  # fmt: skip
 # Gradient checkpointing shortened ("grad ckpt", "grad checkpointing"): activation checkpointing, its other name.
 GRAD_CHECKPOINTING = r"\bgrad(?:ient)?[\s_-]*(?:ckpt(?:ing)?|checkpointing)\b"
+# The GPUs in each node said after the nodes and a comma: "32 H200 (4 nodes, 8 each)" is 4 nodes with 8 each.
+_NODE_WORD = r"(?:nodes?|machines?|servers?|hosts?|boxes)"
+NODES_THEN_EACH = rf"\b(\d+\s+{_NODE_WORD})\s*,\s*(\d+)\s+(?=each\b|per\s+{_NODE_WORD}\b)"
+# Nodes of the GPUs counted before: "2 nodes of those 8" (after "8 h100s") is 2 nodes of 8.
+NODES_OF_THOSE = (r"\b(\d+\s+nodes?)\s+of\s+(?:those|these)\s+(\d+)\b"
+                  r"(?!\s*(?:nodes?|steps?|gi?b|gigs?)\b|\.\d)")  # fmt: skip
 # A switch's state said as a duty: "packing is to be off" is "packing should be off"; "warmup is not to be touched"
 # leaves the warmup as it is (the negation keeps the setting, it never turns it off).
 TO_BE_STATE = r"\b(is|are)\s+to\s+be\s+(?=(?:on|off|enabled|disabled|turned\s+(?:on|off))\b)"
@@ -1216,6 +1222,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "2 nodes × 8 H100", "2 machines x 4 gpus": the GPUs in each node
     text = re.sub(rf"\b(\d+\s+(?:nodes?|machines?|servers?|hosts?|boxes))\s*[x×*]\s*(\d+)\s+(?=(?:{GPU_WORD}|gpus?|"
                   r"cards?|devices?)\b)", r"\1 of \2 ", text, flags=re.I)  # fmt: skip
+    text = re.sub(NODES_THEN_EACH, r"\1 with \2 ", text, flags=re.I)
+    text = re.sub(NODES_OF_THOSE, r"\1 of \2", text, flags=re.I)
     # "PCIe H100s", "NVL H100": the variant said before the card's name is its variant ("h100 pcie")
     text = re.sub(r"\b(sxm\d?|pcie|nvl)[\s-]+(h100|h200|a100)s?\b", r"\2 \1", text, flags=re.I)
     text = re.sub(VARIANT_REFUSED, _variant_instead, text, flags=re.I)
