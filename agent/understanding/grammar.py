@@ -288,6 +288,11 @@ def _imperative(lowered: str) -> str:
 # --- facts ------------------------------------------------------------------------------------------------------
 
 
+# What says a GPU is not there to plan on, after its name: "H100 pool unavailable", "the a100s are down".
+GPU_GONE = (r"(?:\s+(?:pool|cluster|nodes?|capacity|cards?|gpus?|fleet|quota|partition|allocation|reservation))?"
+            r"\s+(?:(?:is|are|was|were|went|has\s+gone|have\s+gone)\s+)?(?:currently\s+|now\s+)?"
+            r"(?:unavailable|not\s+available|down\b(?!\s+to\b)|gone|offline|unreachable|out\s+of\s+(?:capacity|"
+            r"stock|service)|sold\s+out|not\s+there|decommissioned)")  # fmt: skip
 # A GPU named as the one replaced: "strike L40S and substitute A100", "swap the L40S for A100s", "instead of H100s",
 # "L40S -> A100". The other one named is meant.
 _QUOTED_GPU = r"['\"]?(?:(?:nvidia|the)\s+)?" + GPU_NAME + r"['\"]?"
@@ -297,7 +302,9 @@ REPLACED_GPU = (rf"\b(?:replace|swap|strike|drop|remove|ditch|switch)\s+(?:out\s
                 rf"({_QUOTED_GPU})(?=\s*(?:->|\u2192|=>))|"
                 # refused: "negative on a10, same on rtx-4090", "not on h100s: a100s", "not h200s -- they're too
                 # pricey. h100 pcie ..." (where another is named)
-                rf"\b(?:negative\s+on|(?:not|never)(?:\s+(?:on|with|using))?)\s+({_QUOTED_GPU})")  # fmt: skip
+                rf"\b(?:negative\s+on|(?:not|never)(?:\s+(?:on|with|using))?)\s+({_QUOTED_GPU})|"
+                # not there to plan on: "primary H100 pool unavailable", "the a100s are down" (where another is named)
+                rf"({_QUOTED_GPU})(?={GPU_GONE})")  # fmt: skip
 # A self-correction after which a GPU is named: "not l40s -> h200, I meant l40s -> h100" (the GPUs before it are gone).
 GPU_CORRECTED = r"\bi meant\b|\bi mean\b|\bactually\b|\bscratch that\b|\bscrap that\b|\bno wait\b"
 
@@ -305,7 +312,7 @@ GPU_CORRECTED = r"\bi meant\b|\bi mean\b|\bactually\b|\bscratch that\b|\bscrap t
 def unreplaced(lowered: str) -> str:
     """`lowered` with the GPUs it says are replaced blanked out, where another GPU is named beside them (and those
     named before a self-correction that names one)."""
-    spans = [m.span(g) for m in re.finditer(REPLACED_GPU, lowered) for g in (1, 5, 9, 13) if m.group(g)]
+    spans = [m.span(g) for m in re.finditer(REPLACED_GPU, lowered) for g in (1, 5, 9, 13, 17) if m.group(g)]
     corrections = [m.end() for m in re.finditer(GPU_CORRECTED, lowered) if re.search(GPU_NAME, lowered[m.end() :])]
     if corrections:
         spans += [m.span() for m in re.finditer(GPU_NAME, lowered[: corrections[-1]])]
@@ -342,6 +349,8 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
         key = name.replace(" ", "-") + (f"-{variant}" if variant else "") + (f"-{size}gb" if size else "")
         try:
             args["gpu"] = _gpu_key(key)
+            if re.match(GPU_GONE, lowered[found.end() :]):  # "h100 pool unavailable. plan ... on 8 gpus": no other
+                intent.clarify = f"Which GPU should I plan for, if the {name.upper()}s are not available?"
         except ConfigError as error:
             intent.clarify = f"{error}. Which GPU do you mean?"
         of_node = re.match(rf"\s*(?:{NODE_NOUN})\b", lowered[found.end() :])

@@ -1307,8 +1307,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(rf"\b((?:{MODEL_FAMILIES})(?:[\s-]*\d+(?:\.\d+)?)?[\s-]+\d+(?:\.\d+)?)\s+bee\b", r"\1b",
                   text, flags=re.I)  # fmt: skip
     text = re.sub(DICTATED_FAMILY, _dictated_family, text, flags=re.I)
-    # a mixture of experts' name said loosely: "mixtral 8x7" (its "b" left out), "qwen 3 30 b a 3 b" (dictated)
-    text = re.sub(r"\b(mixtral)[\s-]*(\d+)\s*x\s*(\d+)(?!\s*b\b)(?![\w.])", r"\1-\2x\3b", text, flags=re.I)
+    # a mixture of experts' name said loosely: "mixtral 8x7" (its "b" left out), "mixtral eight by twenty two b"
+    # (dictated: "by" for the "x", the "b" apart), "qwen 3 30 b a 3 b" (dictated)
+    text = re.sub(r"\b(mixtral)[\s-]*(\d+)\s*(?:x|by)\s*(\d+)(?:\s*b)?(?![\w.])", r"\1-\2x\3b", text, flags=re.I)
     text = re.sub(MIXTRAL_EXPERTS, lambda found: "mixtral-{}x{}b".format(*filter(None, found.groups())), text,
                   flags=re.I)  # fmt: skip
     text = re.sub(MIXTRAL_SIZE_APART, r"\1\2mixtral-\3", text, flags=re.I)
