@@ -172,6 +172,10 @@ SPELLED_OUT = r"^\s*(?::|\(|-|,?\s*(?:which are|namely|i\.e\.|that is|so)\b)\s*\
 FAMILIES = "|".join(sorted({re.match(r"[a-z]+", key).group(0) for key in MODELS}, key=len, reverse=True))
 OWN_MODEL = r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model)\b"
 MEMORY_EACH = r"\b(\d+(?:\.\d+)?)\s*(gib|gb)\b\s*(?:of\s+(?:memory|vram|ram)\s*)?(?:each|per|apiece|a piece)"
+# A model of the user's described by what it does ("my chatbot model", "our support llm"): no preset, and maybe not
+# the experiment's own either (that is "my model", "our own model"), so which is asked.
+DESCRIBED_MODEL = (r"\b(?:my|our)\s+(?!(?:own|current|usual|default|main|existing|experiment'?s?|repo'?s?)\b)"
+                   r"[a-z][\w-]*\s+(?:model|llm)\b")  # fmt: skip
 # Cards named by their memory alone: "on 80GiB devices", "8 x 48GB cards" (each card's memory, no GPU named).
 MEMORY_OF_DEVICES = r"(?<![\w.])(\d+(?:\.\d+)?)\s*(gib|gb)\s+(?:devices?|gpus?|cards?|accelerators?)\b"
 NOT_NAMES = {"run", "sweep", "latest", "last", "other", "long", "good", "best", "same", "next", "first", "whole"}
@@ -262,6 +266,9 @@ def extract(text: str, known: Known) -> Entities:
         entities.add("own_model", True, owned[0].span())
     elif found := re.search(OWN_MODEL, lowered):
         entities.add("not_own_model", True, found.span())
+    model_said = entities.has("model", "model_choice", "model_unknown", "model_size", "own_model")
+    if not model_said and (found := re.search(DESCRIBED_MODEL, lowered)):
+        entities.add("model_unknown", found.group(0), found.span())  # "my chatbot model": which one is asked
     return entities
 
 
