@@ -158,13 +158,22 @@ def _answer_restated(plain: str, context: Context) -> str:
     if context.previous is not None or not before or not re.search(UNSIZED_GPU, before.lower()):
         return plain
     lowered = plain.lower()
-    if not re.search(MEMORY_SAID, lowered) or re.search(GPU_NAME, lowered) or len(lowered.split()) > 10:
+    if not re.search(MEMORY_SAID, lowered) or re.search(GPU_NAME, lowered) or len(_answer_said(lowered).split()) > 10:
         return plain
     before = normalise(before, context.known.names)
     if count := re.search(COUNT_IN_ANSWER, lowered):  # "the 80 gig ones, and 8 of them": 8 in place of the count asked
         before = re.sub(COUNT_OF_UNSIZED, count.group(1), before, count=1, flags=re.I)
         plain = plain[: count.start()] + plain[count.end() :]
     return f"{before}; {_other_size(plain, before)}"
+
+
+def _answer_said(lowered: str) -> str:
+    """The sentence that answers, where the others say nothing countable ("and the 40 gig ones? i suspect i know the
+    answer but humour me": a remark after the answer); else all of it."""
+    sentences = [part for part in re.split(r"(?<=[.?!])\s+", lowered) if part]
+    answer = [part for part in sentences if re.search(MEMORY_SAID, part)]
+    rest = [part for part in sentences if part not in answer]
+    return answer[0] if len(answer) == 1 and not any(re.search(r"\d", part) for part in rest) else lowered
 
 
 # A memory size refused in the answer: "not the 80 gig ones", "anything but the 80 gig ones", "the 40 gig ones, not 80".

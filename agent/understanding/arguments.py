@@ -1018,6 +1018,12 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         intent.notes.append(f"{scaled} devices: {as_number(float(times))} x the {context.plan['devices']} "
                             "of the plan before")  # fmt: skip
         args["devices"] = scaled
+    added = _card_added(plain_of(intent, context).lower(), context) if "devices" not in args else None
+    if added:
+        args["devices"] = added  # "if i pick up a third one": one card more than the plan before's
+        intent.notes.append(f"{added} devices: one more than the {added - 1} of the plan before")
+    elif added == 0 and intent.clarify is None:  # "a fourth card" after 2: which count is meant, asked
+        intent.clarify = "How many GPUs should I plan for, in all? e.g. `on 4 GPUs`."
     follow_up = context.plan is not None and (re.search(FOLLOW_UP, intent.text.lower()) or context.previous == "plan")
     if follow_up and context.plan:
         # devices this sentence states in all (not per node, not the plan before's carried just now) replace nodes
@@ -1053,6 +1059,24 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
         before = ", ".join(f"{k}={v}" for k, v in (context.plan or {}).items() if k in PLAN_CARRIED)
         intent.clarify = ("How many GPUs (and nodes) should I plan for? e.g. `on 16 GPUs over 2 nodes`"
                           + (f" (the plan before: {before})." if before else "."))  # fmt: skip
+
+
+# A card added, counted by its place: "if i pick up a third one", "with a fourth card" (not "a third of the memory").
+CARD_ADDED = r"\b(?:a|one)\s+(second|third|fourth|fifth|sixth|seventh|eighth)\s+(?:one|card|gpu|device)\b(?!\s+of\b)"
+ORDINALS = {"second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8}
+
+
+def _card_added(lowered: str, context: Context) -> int | None:
+    """The devices with one card added by its place, where it is the one after the plan before's (one node of them:
+    "a third one" after 2 nodes might be a node); 0 where the place is another (asked about); None where no card
+    is added after a plan."""
+    found = re.search(CARD_ADDED, lowered)
+    plan = context.plan or {}
+    if not found or not plan:
+        return None
+    count = ORDINALS[found.group(1)]
+    one_node = int(plan.get("nodes") or 1) == 1
+    return count if one_node and isinstance(plan.get("devices"), int) and count == plan["devices"] + 1 else 0
 
 
 # GPUs per node: the common server of data-centre GPUs (H100, H200, A100...) holds 8, the largest single ones 16

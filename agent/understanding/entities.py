@@ -172,6 +172,12 @@ SPELLED_OUT = r"^\s*(?::|\(|-|,?\s*(?:which are|namely|i\.e\.|that is|so)\b)\s*\
 FAMILIES = "|".join(sorted({re.match(r"[a-z]+", key).group(0) for key in MODELS}, key=len, reverse=True))
 OWN_MODEL = r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model)\b"
 MEMORY_EACH = r"\b(\d+(?:\.\d+)?)\s*(gib|gb)\b\s*(?:of\s+(?:memory|vram|ram)\s*)?(?:each|per|apiece|a piece)"
+# A model of the user's described by what it does ("my chatbot model", "our support llm"): no preset, and maybe not
+# the experiment's own either (that is "my model", "our own model"), so which is asked.
+DESCRIBED_MODEL = (r"\b(?:my|our)\s+(?!(?:own|current|usual|default|main|existing|experiment'?s?|repo'?s?)\b)"
+                   r"[a-z][\w-]*\s+(?:model|llm)\b")  # fmt: skip
+# Cards named by their memory alone: "on 80GiB devices", "8 x 48GB cards" (each card's memory, no GPU named).
+MEMORY_OF_DEVICES = r"(?<![\w.])(\d+(?:\.\d+)?)\s*(gib|gb)\s+(?:devices?|gpus?|cards?|accelerators?)\b"
 NOT_NAMES = {"run", "sweep", "latest", "last", "other", "long", "good", "best", "same", "next", "first", "whole"}
 NOT_FILES = {
     "readme",
@@ -260,6 +266,9 @@ def extract(text: str, known: Known) -> Entities:
         entities.add("own_model", True, owned[0].span())
     elif found := re.search(OWN_MODEL, lowered):
         entities.add("not_own_model", True, found.span())
+    model_said = entities.has("model", "model_choice", "model_unknown", "model_size", "own_model")
+    if not model_said and (found := re.search(DESCRIBED_MODEL, lowered)):
+        entities.add("model_unknown", found.group(0), found.span())  # "my chatbot model": which one is asked
     return entities
 
 
@@ -632,6 +641,7 @@ def _hardware(lowered: str, entities: Entities) -> None:
         (found := re.search(MEMORY_EACH, text))
         or (found := re.search(r"\bwith\s+(\d+(?:\.\d+)?)\s*(gib|gb)\b", text))
         or (found := re.search(MEMORY_VERSION, text))
+        or (found := re.search(MEMORY_OF_DEVICES, text))
     ):
         entities.add("device_mem", device_memory(found.group(1)), found.span())
         if found.group(2) == "gb":
@@ -752,15 +762,27 @@ def _misspelt_family(lowered: str) -> re.Match | None:
 
 # A preset said by its whole name with spaces or hyphens between its parts ("gpt oss 20b", "qwen3 30b a3b"): no
 # other preset of the family is meant. (Presets named by family and size alone are read below, with their versions.)
+# (a size may be said apart from its "b", as dictation writes "twenty b": "gpt oss 20 b")
+def _name_pattern(parts: list[str]) -> str:
+    return r"\b" + r"[\s-]*".join(re.sub(r"^(\d+)b$", r"\1\\s?b", re.escape(part)) for part in parts) + r"\b"
+
+
 _PRESET_OF_PATTERN = {
-    r"\b" + r"[\s-]*".join(re.escape(part) for part in key.split("-")) + r"\b": key
-    for key in sorted(MODELS, key=len, reverse=True)
+    _name_pattern(key.split("-")): key for key in sorted(MODELS, key=len, reverse=True) if not PRESET.match(key)
+}
+# Or by its family and total size alone, where one preset has them ("qwen3 235b" is qwen3-235b-a22b): the active
+# size left out, never another said in its place ("qwen3 30b a22b" names no preset).
+_PRESET_OF_SIZE = {
+    _name_pattern(key.split("-")[:-1]) + r"(?![\s-]*a\d)": key
+    for key in MODELS
     if not PRESET.match(key)
+    and re.fullmatch(r"a\d+b", key.split("-")[-1])
+    and sum(other.startswith(key.rsplit("-", 1)[0] + "-") for other in MODELS) == 1
 }
 
 
 def _preset_named(lowered: str) -> tuple[str, re.Match] | None:
-    for pattern, key in _PRESET_OF_PATTERN.items():
+    for pattern, key in (*_PRESET_OF_PATTERN.items(), *_PRESET_OF_SIZE.items()):
         if found := re.search(pattern, lowered):
             return key, found
     return None
@@ -786,6 +808,8 @@ def _model(lowered: str, entities: Entities) -> None:
     if named := _preset_named(lowered):  # "gpt oss 20b", "gpt-oss-120b": that preset, its size telling it apart
         key, said = named
         entities.add("model", key, said.span())
+        if not re.fullmatch(_name_pattern(key.split("-")), said.group(0)):
+            entities.add("model_note", f"{said.group(0)!r} as the preset {key}", said.span())
         return
     found = re.search(rf"\b({FAMILIES})[\s-]*(\d+(?:\.\d+)?)?[\s-]+(\d+(?:\.\d+)?)\s*b\b", lowered)
     if found:

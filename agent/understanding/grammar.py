@@ -98,7 +98,15 @@ COMMON = set(VOCABULARY) | set(_COMMON.split())
 # (a value may open with its point, as some write a rate: ".0005")
 _NUMBER = r"((?<![\w.])\.\d+(?:e-?\d+)?|\d+(?:\.\d+)?(?:e-?\d+)?)"
 _COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "single": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
-_UNKNOWN_GPU = r"\b(mi\d{3}x?|v100|p100|t4|b200|gb200|gh200|l4|a6000|a40|rtx ?[2-5]0[6-9]0(?: ti)?)s?\b"
+# (a GeForce number alone only as cards, plural: "4 3090s")
+_UNKNOWN_GPU = (r"\b(mi\d{3}x?|v100|p100|t4|b200|gb200|gh200|l4|a6000|a40|rtx ?[2-5]0[6-9]0(?: ti)?|"
+                r"[2-5]0[6-9]0(?=s\b))s?\b")  # fmt: skip
+# Each card's memory said right after a card with no preset: "4 3090s (24 gigs each)", "4 a6000 with 48GB each"
+# (what a plan of those cards needs: their count and memory, never another card's preset).
+_UNKNOWN_GPU_MEMORY = (r"^\s*(?:\(\s*|,\s*)?(?:with\s+|of\s+|at\s+)?\d+(?:\.\d+)?\s*gi?b\b\s*"
+                       r"(?:of\s+(?:memory|vram|ram)\s*)?"
+                       r"(?:each|apiece|per\s+(?:card|gpu|device)|\)|vram\b)")  # fmt: skip
+_COUNT_BEFORE = r"(?<![\w.])(\d+)\s*(?:x\s*)?$"
 GPU_NAME = r"(h100|h200|a100|l40s|a10|rtx[ -]?4090|4090)(?:[ -]?(sxm|pcie|nvl))?(?:[ -]?(\d+) ?gi?b)?s?\b"
 # Nodes named by the GPUs in them ("2 H200 nodes", "a couple of DGX H100 boxes", "8 gpu nodes"): the count before
 # the GPU's name is of the nodes, and the digits of a GPU's name (H200, A100, 4090) are never a count.
@@ -280,6 +288,11 @@ def _imperative(lowered: str) -> str:
 # --- facts ------------------------------------------------------------------------------------------------------
 
 
+# What says a GPU is not there to plan on, after its name: "H100 pool unavailable", "the a100s are down".
+GPU_GONE = (r"(?:\s+(?:pool|cluster|nodes?|capacity|cards?|gpus?|fleet|quota|partition|allocation|reservation))?"
+            r"\s+(?:(?:is|are|was|were|went|has\s+gone|have\s+gone)\s+)?(?:currently\s+|now\s+)?"
+            r"(?:unavailable|not\s+available|down\b(?!\s+to\b)|gone|offline|unreachable|out\s+of\s+(?:capacity|"
+            r"stock|service)|sold\s+out|not\s+there|decommissioned)")  # fmt: skip
 # A GPU named as the one replaced: "strike L40S and substitute A100", "swap the L40S for A100s", "instead of H100s",
 # "L40S -> A100". The other one named is meant.
 _QUOTED_GPU = r"['\"]?(?:(?:nvidia|the)\s+)?" + GPU_NAME + r"['\"]?"
@@ -289,7 +302,9 @@ REPLACED_GPU = (rf"\b(?:replace|swap|strike|drop|remove|ditch|switch)\s+(?:out\s
                 rf"({_QUOTED_GPU})(?=\s*(?:->|\u2192|=>))|"
                 # refused: "negative on a10, same on rtx-4090", "not on h100s: a100s", "not h200s -- they're too
                 # pricey. h100 pcie ..." (where another is named)
-                rf"\b(?:negative\s+on|(?:not|never)(?:\s+(?:on|with|using))?)\s+({_QUOTED_GPU})")  # fmt: skip
+                rf"\b(?:negative\s+on|(?:not|never)(?:\s+(?:on|with|using))?)\s+({_QUOTED_GPU})|"
+                # not there to plan on: "primary H100 pool unavailable", "the a100s are down" (where another is named)
+                rf"({_QUOTED_GPU})(?={GPU_GONE})")  # fmt: skip
 # A self-correction after which a GPU is named: "not l40s -> h200, I meant l40s -> h100" (the GPUs before it are gone).
 GPU_CORRECTED = r"\bi meant\b|\bi mean\b|\bactually\b|\bscratch that\b|\bscrap that\b|\bno wait\b"
 
@@ -297,7 +312,7 @@ GPU_CORRECTED = r"\bi meant\b|\bi mean\b|\bactually\b|\bscratch that\b|\bscrap t
 def unreplaced(lowered: str) -> str:
     """`lowered` with the GPUs it says are replaced blanked out, where another GPU is named beside them (and those
     named before a self-correction that names one)."""
-    spans = [m.span(g) for m in re.finditer(REPLACED_GPU, lowered) for g in (1, 5, 9, 13) if m.group(g)]
+    spans = [m.span(g) for m in re.finditer(REPLACED_GPU, lowered) for g in (1, 5, 9, 13, 17) if m.group(g)]
     corrections = [m.end() for m in re.finditer(GPU_CORRECTED, lowered) if re.search(GPU_NAME, lowered[m.end() :])]
     if corrections:
         spans += [m.span() for m in re.finditer(GPU_NAME, lowered[: corrections[-1]])]
@@ -334,6 +349,8 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
         key = name.replace(" ", "-") + (f"-{variant}" if variant else "") + (f"-{size}gb" if size else "")
         try:
             args["gpu"] = _gpu_key(key)
+            if re.match(GPU_GONE, lowered[found.end() :]):  # "h100 pool unavailable. plan ... on 8 gpus": no other
+                intent.clarify = f"Which GPU should I plan for, if the {name.upper()}s are not available?"
         except ConfigError as error:
             intent.clarify = f"{error}. Which GPU do you mean?"
         of_node = re.match(rf"\s*(?:{NODE_NOUN})\b", lowered[found.end() :])
@@ -341,7 +358,12 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
             args.setdefault("nodes", _count(count))  # "2 H200 nodes": 2 nodes, their GPUs per node unsaid
         elif count:  # "8 H100s", "an 8x H100 node" (8 in it)
             args["devices" if intent.command in ("plan", "why") else "nproc"] = _count(count)
-    if (found := re.search(_UNKNOWN_GPU, lowered)) and "gpu" not in args:
+    found = re.search(_UNKNOWN_GPU, lowered)
+    planned = intent.command in ("plan", "why") and found and re.match(_UNKNOWN_GPU_MEMORY, lowered[found.end() :])
+    if planned and "gpu" not in args:  # a plan on those cards (their memory the entities read): counted, not asked
+        if count := re.search(_COUNT_BEFORE, lowered[: found.start()]):
+            args.setdefault("devices", int(count.group(1)))
+    elif found and "gpu" not in args:  # a launch is on this machine's cards: which card is meant, asked
         intent.clarify = (
             f"I have no {found.group(1).upper()} preset (GPU presets: {', '.join(GPUS)}): which do you mean?"
         )

@@ -617,6 +617,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bestimate\b|\b(?:could|would|can|will)\b.*\b(?:handle|cope with|manage)\b", 2),
         # a forecast is of what has not run: "a forecast of the memory for mistral 7b on 4 H100s"
         (r"\bforecast\w*\b", 2),
+        # whether it would fit at all: "memory feasibility of X on 80GiB devices", "is it feasible on 4 nodes"
+        (r"\bfeasib(?:le|ility)\b|\binfeasible\b", 2),
         (BUYING, 2),
     ],
     "run": [

@@ -957,6 +957,24 @@ PRECISION_NAMES = {r"\b(?:float|fp)[\s_-]?32\b|\b(?:full|single)[\s-]precision\b
                    r"\b(?:float|fp)[\s_-]?8\b": "fp8"}  # fmt: skip
 # Gradient checkpointing shortened ("grad ckpt", "grad checkpointing"): activation checkpointing, its other name.
 GRAD_CHECKPOINTING = r"\bgrad(?:ient)?[\s_-]*(?:ckpt(?:ing)?|checkpointing)\b"
+# The GPUs in each node said after the nodes and a comma: "32 H200 (4 nodes, 8 each)" is 4 nodes with 8 each.
+_NODE_WORD = r"(?:nodes?|machines?|servers?|hosts?|boxes)"
+NODES_THEN_EACH = rf"\b(\d+\s+{_NODE_WORD})\s*,\s*(\d+)\s+(?=each\b|per\s+{_NODE_WORD}\b)"
+# Nodes of the GPUs counted before: "2 nodes of those 8" (after "8 h100s") is 2 nodes of 8.
+NODES_OF_THOSE = (r"\b(\d+\s+nodes?)\s+of\s+(?:those|these)\s+(\d+)\b"
+                  r"(?!\s*(?:nodes?|steps?|gi?b|gigs?)\b|\.\d)")  # fmt: skip
+# A switch's state said as a duty: "packing is to be off" is "packing should be off"; "warmup is not to be touched"
+# leaves the warmup as it is (the negation keeps the setting, it never turns it off).
+TO_BE_STATE = r"\b(is|are)\s+to\s+be\s+(?=(?:on|off|enabled|disabled|turned\s+(?:on|off))\b)"
+NOT_TO_BE_TOUCHED = r"\b(?:is|are)\s+not\s+to\s+be\s+(?:touched|changed|modified|altered)\b"
+# A switch opened or closed, as Spanish "abrir"/"cerrar" say it: "open the activation checkpointing" turns it on.
+# (not a file of it: "open the compile log" is a read)
+_SWITCH_NAME = r"(?:activation\s+checkpointing|(?:sequence\s+)?packing|(?:torch[. ]?)?compile)"
+_NOT_A_SWITCH = r"(?!\s*(?:logs?|config\w*|files?|reports?|results?|notes?|docs?|outputs?|settings?|options?)\b)"
+OPEN_SWITCH = rf"\bopen\s+(?:up\s+)?(?:the\s+)?(?={_SWITCH_NAME}\b{_NOT_A_SWITCH})"
+CLOSE_SWITCH = rf"\bclose\s+(?:the\s+)?(?={_SWITCH_NAME}\b{_NOT_A_SWITCH})"
+# A setting's value said with "in", as Spanish "en" says it: "the micro batch in 4" is the micro batch at 4.
+VALUE_IN = r"\b(micro[\s_-]?batch(?:\s+size)?|batch\s+size)\s+in\s+(?=\d+\b(?!\s*(?:steps?|gpus?|nodes?|%)))"
 # A sequence length in thousands with a fraction ("seq len 1.5k", "context 0.5k"): thousands of 1024, as "2k" is 2048.
 SEQ_LEN_FRACTION_K = (r"\b((?:seq(?:uence)?[\s_-]*len(?:gth)?|context(?:[\s_-]*len(?:gth)?)?|ctx)"
                       r"\s*(?:[=:]|of|to|at|is)?\s*)(\d*\.\d+)\s*k\b")  # fmt: skip
@@ -1103,6 +1121,11 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     for said, precision in PRECISION_NAMES.items():
         text = re.sub(rf"(?<![\w./-])(?:{said})(?!\.?[\w/-])", precision, text, flags=re.I)  # no file's name
     text = re.sub(GRAD_CHECKPOINTING, "activation checkpointing", text, flags=re.I)
+    text = re.sub(TO_BE_STATE, "should be ", text, flags=re.I)
+    text = re.sub(NOT_TO_BE_TOUCHED, "stays untouched", text, flags=re.I)
+    text = re.sub(OPEN_SWITCH, "turn on ", text, flags=re.I)
+    text = re.sub(CLOSE_SWITCH, "turn off ", text, flags=re.I)
+    text = re.sub(VALUE_IN, r"\1 at ", text, flags=re.I)
     text = re.sub(SEQ_LEN_FRACTION_K, _seq_len_fraction, text, flags=re.I)
     text = re.sub(NAME_TAKEN_BACK, lambda found: _name_taken_back(found, known), text, flags=re.I)
     text = re.sub(LAYOUT_KEY, _layout_key, text, flags=re.I)
@@ -1189,7 +1212,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
     # "2n x 4g", "2 nodes x 4g": the GPUs in each node said by a "g" after their count, no memory (before "80g" is read)
     text = re.sub(r"\b(\d+)\s*(?:n|nodes?)\s*[x×*]\s*(\d+)\s*g\b(?!\w)", r"\1 nodes of \2 gpus", text, flags=re.I)
-    text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gig[sa]?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
+    text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gig(?:s|as?)?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
     text = re.sub(GIGABYTES, r"\1GB", text, flags=re.I)
     text = re.sub(GIBIBYTES, r"\1GiB", text, flags=re.I)
     text = re.sub(MEMORY_HAD, "with ", text, flags=re.I)
@@ -1199,6 +1222,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "2 nodes × 8 H100", "2 machines x 4 gpus": the GPUs in each node
     text = re.sub(rf"\b(\d+\s+(?:nodes?|machines?|servers?|hosts?|boxes))\s*[x×*]\s*(\d+)\s+(?=(?:{GPU_WORD}|gpus?|"
                   r"cards?|devices?)\b)", r"\1 of \2 ", text, flags=re.I)  # fmt: skip
+    text = re.sub(NODES_THEN_EACH, r"\1 with \2 ", text, flags=re.I)
+    text = re.sub(NODES_OF_THOSE, r"\1 of \2", text, flags=re.I)
     # "PCIe H100s", "NVL H100": the variant said before the card's name is its variant ("h100 pcie")
     text = re.sub(r"\b(sxm\d?|pcie|nvl)[\s-]+(h100|h200|a100)s?\b", r"\2 \1", text, flags=re.I)
     text = re.sub(VARIANT_REFUSED, _variant_instead, text, flags=re.I)
@@ -1282,8 +1307,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(rf"\b((?:{MODEL_FAMILIES})(?:[\s-]*\d+(?:\.\d+)?)?[\s-]+\d+(?:\.\d+)?)\s+bee\b", r"\1b",
                   text, flags=re.I)  # fmt: skip
     text = re.sub(DICTATED_FAMILY, _dictated_family, text, flags=re.I)
-    # a mixture of experts' name said loosely: "mixtral 8x7" (its "b" left out), "qwen 3 30 b a 3 b" (dictated)
-    text = re.sub(r"\b(mixtral)[\s-]*(\d+)\s*x\s*(\d+)(?!\s*b\b)(?![\w.])", r"\1-\2x\3b", text, flags=re.I)
+    # a mixture of experts' name said loosely: "mixtral 8x7" (its "b" left out), "mixtral eight by twenty two b"
+    # (dictated: "by" for the "x", the "b" apart), "qwen 3 30 b a 3 b" (dictated)
+    text = re.sub(r"\b(mixtral)[\s-]*(\d+)\s*(?:x|by)\s*(\d+)(?:\s*b)?(?![\w.])", r"\1-\2x\3b", text, flags=re.I)
     text = re.sub(MIXTRAL_EXPERTS, lambda found: "mixtral-{}x{}b".format(*filter(None, found.groups())), text,
                   flags=re.I)  # fmt: skip
     text = re.sub(MIXTRAL_SIZE_APART, r"\1\2mixtral-\3", text, flags=re.I)
@@ -1568,7 +1594,7 @@ TURNED_OFF_BY_ZERO = (rf"{ZERO_NEGATOR}\s+(?:any\s+|the\s+)?"
                       rf"(?!\s+{TROUBLE_NOUN})"
                       # a list the negation may govern ("no clipping and fsdp"): left to the rules that ask
                       # (not one that opens its own negation: "no warmup and don't compile")
-                      r"(?!\s*(?:and|or|nor|&)\s+(?!no\b|without\b|\d|don'?t\b|do not\b))")  # fmt: skip
+                      r"(?!\s*(?:and|or|nor|&)\s+(?!no\b|without\b|w/o(?!\w)|\d|don'?t\b|do not\b))")  # fmt: skip
 
 
 # Or its 0 said in words after it: "warmup steps zero", "weight decay: none", "warmup off".
