@@ -374,6 +374,21 @@ def _fill_docs(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["sweep"] = context.sweep
 
 
+def _at_step(run: str, lowered: str, context: Context, intent: Intent) -> str:
+    """The run's checkpoint at the step the sentence names ("step 20", "step_20", "its step-20 checkpoint"), or the
+    run itself: its directory is its latest checkpoint (run_benchmark resolves it). A step it has no checkpoint of
+    is asked about, never taken as the latest."""
+    checkpoints = context.known.checkpoints(run)
+    stepped = [c for c in checkpoints if re.search(rf"\b(?:step[ _-]?){c.rsplit('_', 1)[-1]}\b", lowered)]
+    if stepped:
+        return stepped[0]
+    if checkpoints and (named := re.search(r"\bstep[ _-]?(\d+)\b", lowered)):
+        have = ", ".join(c.rsplit("/", 1)[-1] for c in checkpoints)
+        intent.clarify = (f"{run} has no checkpoint at step {named.group(1)} (it has {have}). Which should I "
+                          f"benchmark, e.g. `benchmark {checkpoints[0]}`?")  # fmt: skip
+    return run
+
+
 def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
     lowered = intent.text.lower()
     if checkpoint := entities.get("checkpoint"):
@@ -381,12 +396,9 @@ def _fill_bench(intent: Intent, entities: Entities, context: Context) -> None:
     elif entities.has("run"):
         scene = _scene_runs(entities)  # "benchmark r1 — I compared baseline-ddp to it yesterday": r1
         run = ([str(r) for r in entities.all("run") if str(r) not in scene] or [str(entities.all("run")[-1])])[-1]
-        checkpoints = context.known.checkpoints(run)
-        # The run's directory is its latest checkpoint (run_benchmark resolves it); a step named picks that one.
-        stepped = [c for c in checkpoints if re.search(rf"\b(?:step[ _]?){c.rsplit('_', 1)[-1]}\b", lowered)]
-        intent.args["model"] = stepped[0] if stepped else run
+        intent.args["model"] = _at_step(run, lowered, context, intent)
     elif context.run and re.search(r"\b(?:it|that|this|its|again)\b", lowered):
-        intent.args["model"] = context.run
+        intent.args["model"] = _at_step(context.run, lowered, context, intent)  # "its step-20 checkpoint"
     elif re.search(LATEST_WORDS, lowered) and context.known.runs:  # "benchmark the latest"
         intent.args["model"] = context.known.runs[0]
     else:

@@ -258,7 +258,7 @@ def extract(text: str, known: Known) -> Entities:
         entities.add("seq_len", found.group(0), found.span())
     if found := re.search(SEQ_LEN_CHANGE, lowered):  # "from 256 to 1024 tokens": 256 is the old length, no count
         entities.add("seq_len", found.group(0), found.span())
-    if re.search(NO_LAUNCH, lowered):
+    if any(not refused_only_in_variant(lowered, found) for found in re.finditer(NO_LAUNCH, lowered)):
         entities.add("no_launch", True, (0, 0))
     # "not for the experiment's model, for mistral 7b": the model ruled out is no model to plan
     owned = [f for f in re.finditer(OWN_MODEL, lowered) if not re.search(rf"{EXCLUDER}$", lowered[: f.start()])]
@@ -331,6 +331,22 @@ def _said_of_the_past(lowered: str, entities: Entities) -> None:
                 entities.found = [e for e in entities.found if e not in facts]
                 entities.add("said_of_run", "earlier", (start, end))
         start = end
+
+
+# A launch refused only in one variant ("do NOT relaunch with tensor parallel"), then ordered in a later sentence
+# ("Use FSDP across 2 ranks, 20 steps"): the order is the request, the refusal only rules out that variant.
+REFUSED_VARIANT = r"\s+(?:it\s+|again\s+)?with\b"
+ORDERED_AFTER = (r"[.;:!?]\s+(?:instead\s*,?\s*|rather\s*,?\s*)?(?:please\s+|just\s+)?"
+                 r"(?:use|launch|relaunch|run|train|start|go\s+with)\s+(?!(?:it|that|this|them|one)\b)"
+                 # what it is launched with, in that sentence: its count of steps or ranks, or its layout
+                 r"[^.;!?]*?(?:\b\d+\s+(?:steps?|ranks?|gpus?|processes|devices)\b|"
+                 r"\b(?:fsdp|ddp|zero|dp_shard|dp_replicate|tp|pp|cp)\b)")  # fmt: skip
+
+
+def refused_only_in_variant(lowered: str, refused: re.Match) -> bool:
+    """Whether the launch refused is refused only with a variant and a launch is ordered after it (REFUSED_VARIANT)."""
+    after = lowered[refused.end() :]
+    return bool(re.match(REFUSED_VARIANT, after) and re.search(ORDERED_AFTER, after))
 
 
 def _excluded(lowered: str, entities: Entities) -> None:

@@ -54,7 +54,9 @@ NEGATED_SETTING = (r"\b(?:not|no|never|without|skip|avoid|ditch|instead of|rathe
 # ("anything but pipeline parallel", "any layout except tp", "whatever layout but cp": all but that one)
 NEGATED_LAYOUT = (r"\b(?:not|no|never|without|avoid(?:ing)?|skip(?:ping)?|don'?t (?:use|do|want)(?: any)?|"
                   r"rather than|instead of|other than|(?:anything|everything|any\s+\w+|whatever(?:\s+\w+)?)\s+"
-                  r"(?:but|except(?: for)?)|except(?: for)?|but not|apart from)\s+"
+                  r"(?:but|except(?: for)?)|except(?: for)?|but not|apart from|"
+                  # a launch refused in that layout: "do not relaunch with tensor parallel"
+                  r"(?:don'?t|do not|never)\s+(?:re-?)?(?:launch|run|start|train)\w*(?:\s+(?:it|again))?)\s+"
                   r"(?:on |with |using |use |any )?$")  # fmt: skip
 # A layout refused after it is said, by a pronoun in its clause: "tp=2 failed before so avoid it", "fsdp, not that".
 REFUSED_AFTER = (r"^[^.;!?]{0,50}?\b(?:avoid|skip|drop|don'?t (?:use|do|want)|never use|not)\s+(?:it|that|this|"
@@ -644,6 +646,13 @@ SETTING_NAMES = {"micro_batch": r"micro[- _]?batch(?: size)?|batch size", "lr": 
 _SETTINGS: list[tuple[str, str]] = [
     # (a value before its key: "3e-4 lr"; never another key's value, "tp=2 lr 1e-4")
     (rf"\b(?:learning rate|lr){SET_TO}{_NUMBER}|(?<![\w=:.]){_NUMBER}\s+(?:learning rate|lr)\b", "train.lr"),
+    # the rate named, then its new value ordered after a colon: "I retract the learning rate implicit in that: use
+    # 1e-4 instead" (a rate's form only, never a count: "the lr is fine: use 4 gpus")
+    (
+        r"\b(?:learning rate|lr)\b[^.;!?:]{0,40}:\s*(?:use|take|go with|make it|set it to)\s+"
+        r"((?<![\w.])\.\d+|\d+(?:\.\d+)?e-?\d+|0\.\d+)\b(?!\s*(?:gpus?|steps?|nodes?|ranks?|trials?))",
+        "train.lr",
+    ),
     (rf"\bmicro[- _]?batch(?: size)?{SET_TO}(\d+)", "train.micro_batch"),
     # "in tiny batches of 1": batches of a few are each rank's (at most 8, as normalise.MICRO_BATCH_MOST)
     # ("a batch of 8 sequences" may be the global one: asked)

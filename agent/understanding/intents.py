@@ -380,7 +380,10 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bwait for it\b|\buntil it (?:ends?|finish(?:es)?|completes?|is done|'s done)\b|\bnotify me when\b|"
             # "sit on it until it wraps up": a wait to its end in everyday words
             r"\buntil\b.*(?:\b(?:completes|finishes|finished|ends|exits|terminates|is done|is over|wraps up|"
-            r"is wrapped up)|'s (?:done|over|finished))\b|"
+            r"is wrapped up|(?:has\s+)?reach(?:es|ed)\s+(?:its\s+)?(?:completion|the end|its end))|"
+            r"'s (?:done|over|finished))\b|"
+            # "please hold until r1 has reached completion": a wait said as holding
+            r"\b(?:hold|sit tight|stand by)\s+(?:off\s+)?(?:until|till)\b|"
             r"\bawait\b|"
             # "hold on until r1 is done" waits; "hold on, what is the loss of r1?" is an interjection
             r"\b(?:hold|hang) on\b(?=\s+(?:[\w.-]+\s+){0,2}?(?:until|till|while)\b|\s+(?:for|while)\b|\W*$)|"
@@ -454,7 +457,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
         (r"\btune\b|\bsweep (?:over|the layouts|layouts)\b", 2),
         # a sweep with its count of trials, the way one is ordered: "a sweep with 24 trials on configs/long.yaml"
-        (r"\b(?:a|an|another|new)\s+(?:[\w-]+\s+)?sweep\s+(?:with|of|over)\s+\d+\s+trials\b", 6),
+        # or named by what it explores: "a hyperparameter exploration of 12 trials", "a tuning study with 8 trials"
+        (
+            r"\b(?:a|an|another|new)\s+(?:[\w-]+\s+)?(?:sweep|search|exploration|scan|study)\s+(?:with|of|over)\s+"
+            r"\d+\s+trials\b",
+            6,
+        ),
         (TUNED_SETTING, 4),
         # the layouts tuned, as a verb and its object: "tune layouts for configs/long.yaml", "auto-tune the mesh"
         (r"\b(?:auto[- ]?)?tune\s+(?:the\s+|our\s+|my\s+|its\s+)?(?:layouts?|mesh(?:es)?|parallelism|sharding)\b", 4),
@@ -462,8 +470,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         # launch, or a search made bigger, is a new sweep (the comparison it makes is of layouts, not of two runs)
         (r"\b(?:bigger|larger|wider|broader|longer|new|fresh|another|second|deeper)\s+(?:layout\s+)?search\b", 3),
         (
-            r"\b\d+\s+trials\b.*\b(?:kick|start|launch|fire|go ahead)\b|"
-            r"\b(?:kick|start|launch|fire)\b.*\b\d+\s+trials\b",
+            r"\b\d+\s+trials\b.*\b(?:kick|start|launch|fire|go ahead|initiate)\b|"
+            r"\b(?:kick|start|launch|fire|initiate)\b.*\b\d+\s+trials\b",
             5,
         ),
         # "search for the best mesh automatically": found by trying layouts, not predicted

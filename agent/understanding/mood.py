@@ -11,7 +11,7 @@ asks one question naming the call instead of making it.
 from __future__ import annotations
 
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
-from agent.understanding.entities import ANOTHER_INSTEAD, LEFT_OUT, WAVED_OFF
+from agent.understanding.entities import ANOTHER_INSTEAD, LEFT_OUT, WAVED_OFF, refused_only_in_variant
 from agent.understanding.intents import DOCS_KEPT, RESTART_WHERE_STOPPED
 
 # The words that say each action, wherever they stand in the sentence (an object word for the tools whose verb is
@@ -283,13 +283,17 @@ def without_notices(lowered: str) -> str:
 
 # A time clause of the user's own before the action: "after I check the logs, benchmark r1".
 _OWN_FIRST = r"\b(?:after|once|when|as soon as)\s+(?:i|we)\b(?!\s+(?:can|could|will)\b)"
-_CLAUSE = r"[.;:!?\u2013\u2014]+|,|\s-+\s|\s--?\s|\b(?:and|but|then|so)\b"
+# (a dot inside a name, "configs/long.yaml next friday", ends no clause)
+_CLAUSE = r"(?:[;:!?\u2013\u2014]|\.(?!\w))+|,|\s-+\s|\s--?\s|\b(?:and|but|then|so)\b"
 
 # Asking whether the user may or should act, not asking the assistant to: "can I train the long config on 2 gpus?",
 # "should I cancel r1?". ("could you cancel r1?", "can I get a report" ask for it.)
 # A suggestion weighed, not made: "perhaps we should cancel tp-try", "maybe I should train longer".
 MAY_I = (r"^\W*(?:so,?\s+|and\s+|ok,?\s+)?(?:can|could|may|should|shall)\s+i\b(?!\s+(?:get|have|please|ask you)\b)|"
           r"\b(?:perhaps|maybe|probably)\s+(?:we|i)\s+(?:should|could|ought to)\b")  # fmt: skip
+# Permission asked for something to be started ("may I start a sweep with 6 trials?", "may we launch ...") asks the
+# assistant to start it: a request (a cancel so asked is still asked about: it cannot be undone).
+MAY_I_START = r"^\W*may\s+(?:i|we)\s+(?:please\s+)?(?:start|launch|kick\s+off|begin|submit|trigger|request)\b"
 
 
 # Someone else's question relayed, not an order relayed: "Tom asked whether we should cancel r1", "Ana wonders if
@@ -344,7 +348,7 @@ def held_back(lowered: str, command: str) -> str | None:
     words = ACTION_WORDS.get(command)
     if words is None:
         return None
-    if _negated(lowered, words) or (command == "docs" and re.search(DOCS_KEPT, lowered)):
+    if _negated(lowered, words, command == "run") or (command == "docs" and re.search(DOCS_KEPT, lowered)):
         return "negated"
     if _taken_back(lowered, words):
         return "taken back"
@@ -362,7 +366,8 @@ def held_back(lowered: str, command: str) -> str | None:
         return "doubted"
     if _relayed(lowered, words) or re.search(_PAST_WISH, lowered):
         return "asked"
-    if re.search(MAY_I, lowered) or re.search(_RELAYED_QUESTION, lowered) or _asked_about(lowered, words):
+    may_i = re.search(MAY_I, lowered) and not (command != "cancel" and re.search(MAY_I_START, lowered))
+    if may_i or re.search(_RELAYED_QUESTION, lowered) or _asked_about(lowered, words):
         return "asked"
     if _whether_action(lowered, words):
         return "asked"
@@ -427,11 +432,13 @@ _DISMISSED_AFTER = (rf"[^?.!;,:]{{0,40}}?{WAVED_OFF}|[^,?.!;]{{0,40}}?\b(?:is|ar
                     r"not what (?:i|we) (?:want|need|asked for))\b")  # fmt: skip
 
 
-def _negated(lowered: str, words: str) -> bool:
+def _negated(lowered: str, words: str, launch: bool = False) -> bool:
     """Every mention of the action is under a negation (one said plainly elsewhere is asked for: "don't run the
-    sweep, train 10 steps")."""
+    sweep, train 10 steps"). A launch refused in one variant, then ordered ("do not relaunch with tp. Use FSDP on 2
+    GPUs"), is no refusal of the launch (entities.refused_only_in_variant)."""
     negated = [found for found in re.finditer(rf"{_NEGATION}{_GAP}(?:{words})", lowered)
-               if not re.match(_KIND_CORRECTED, lowered[found.end() :])]  # fmt: skip
+               if not re.match(_KIND_CORRECTED, lowered[found.end() :])
+               and not (launch and refused_only_in_variant(lowered, found))]  # fmt: skip
     negated += re.finditer(rf"(?:{words})(?:{_DISMISSED_AFTER})", lowered)
     if not negated:
         return False
@@ -480,11 +487,24 @@ def _now_together(clause: str, words: str) -> bool:
     return bool(re.search(_NOW_TOGETHER.format(words=words), clause))
 
 
+# A deadline for what the action yields, not a time to act: "we need numbers by monday", "I want the results by
+# friday" (acting now meets it). The thing needed is the action's output, never an action ("I need r1 cancelled by
+# monday" stays put off).
+_NEEDED_BY = (r"\b(?:need|needs|want|wants|require|requires|expect|expects|must have)\s+(?:the\s+|some\s+|those\s+|"
+              r"these\s+|its\s+|their\s+)?(?:numbers|results|figures|data|metrics|answers?|findings)\s+$")  # fmt: skip
+
+
 def _timed_here(clause: str) -> bool:
     """A time to come in the clause, said of its action: not of a thing it is for ("write up lr-scan for the
-    stand-up tomorrow")."""
-    return any(not re.search(r"\bfor\s+(?:(?:the|a|an|our|my|your)\s+)?[\w-]+\s+$", clause[: found.start()])
-               for found in re.finditer(LATER, clause))  # fmt: skip
+    stand-up tomorrow"), nor a deadline for its results ("we need numbers by monday")."""
+    for found in re.finditer(LATER, clause):
+        before = clause[: found.start()]
+        if re.search(r"\bfor\s+(?:(?:the|a|an|our|my|your)\s+)?[\w-]+\s+$", before):
+            continue
+        if found.group(0).startswith("by ") and re.search(_NEEDED_BY, before):
+            continue
+        return True
+    return False
 
 
 # Where the user said not to act, took it back or only supposed it, no yes may act on it (agent.offline runs the

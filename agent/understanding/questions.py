@@ -49,6 +49,7 @@ from agent.understanding.mood import (
     ACTION_WORDS,
     LATER,
     MAY_I,
+    MAY_I_START,
     OWN_INTENT,
     SUPPOSED,
     TAKE_BACK,
@@ -207,10 +208,34 @@ COUNTING_VERB = r"\b(?:plan|train|run|launch|fit|bench\w*|eval\w*|sweep|tune|sta
 FOR_WORDS = r"\s+(?:the|a|an|my|our|me|us|you|it|this|that|him|her|them)\b"
 
 
+# A number that labels a part of the message, not a value: a heading at the start of a sentence ("Objective 1:",
+# "Milestone 2 assumes ...", "Work package 4 calls for ...", "Step 6: ..." with its colon, since "step 20" may be a
+# checkpoint), or the count of a list it opens ("Three conditions, jointly necessary: ...", "2 requirements: ...").
+SENTENCE_START = r"(?:^|[.;!?\n]\s*|:\s+)"
+LABEL_NOUNS = (r"objective|milestone|goal|phase|task|item|part|section|point|work\s*package|wp|deliverable|"
+               r"question|scenario|priority|requirement|action\s+item|bullet")  # fmt: skip
+HEADING_BEFORE = rf"{SENTENCE_START}\W*(?:{LABEL_NOUNS})\s*#?\s*$"
+STEP_HEADING = (rf"{SENTENCE_START}\W*step\s+$", r"\s*[:.)]")  # before and after the number
+LIST_COUNTED = (r"\s+(?:conditions|requirements|things|points|items|asks|requests|questions|goals|constraints|"
+                r"criteria|objectives|milestones|parts)\b")  # fmt: skip
+
+
+def _labels_a_part(found: re.Match, lowered: str) -> bool:
+    """Whether the number found heads or counts a part of the message (HEADING_BEFORE, STEP_HEADING, LIST_COUNTED)."""
+    before, after = lowered[: found.start()], lowered[found.end() :]
+    if re.search(HEADING_BEFORE, before):
+        return True
+    if re.search(STEP_HEADING[0], before) and re.match(STEP_HEADING[1], after):
+        return True
+    return bool(re.search(rf"{SENTENCE_START}\W*$", before) and re.match(LIST_COUNTED, after))
+
+
 def _number_of_its_own(found: re.Match, lowered: str, spans: list[tuple[int, int]]) -> bool:
     """Whether the number found counts or stands for something that is no argument of any tool."""
     after, before = lowered[found.end() :], lowered[: found.start()]
     if re.match(TIME_SPENT, after) and not re.search(TIME_OF_ACTION, before):
+        return True
+    if _labels_a_part(found, lowered):
         return True
     # "4" for "for" follows a word, not a verb that may count ("plan 4 llama-3.1-8b" may mean copies: asked)
     if found.group(0) != "4" or not re.search(r"[a-z]\s+$", before) or re.search(COUNTING_VERB, before):
@@ -219,11 +244,26 @@ def _number_of_its_own(found: re.Match, lowered: str, spans: list[tuple[int, int
     return bool(re.match(FOR_WORDS, after)) or any(begin == start for begin, _ in spans)
 
 
+# A time of day that dates what already happened, right after its verb: "got preempted at 3am", "crashed around
+# 02:00", "was killed at 17:00" (never a time set ahead: "scheduled at 3am", "needed at 9").
+PAST_EVENT = (r"\b(?:(?!(?:schedul|plann|queu|tim|slat|book|reserv|need|want|ask|expect|requir|intend)ed\b)[a-z]{2,}ed|"
+              r"died|broke|crashed|hung|ran out|went down|fell over|blew up)\s+"
+              r"(?:(?:again|just|suddenly|overnight|today|yesterday|last night)\s+)?"
+              r"(?:at|around|about)\s+$")  # fmt: skip
+# A participle of what is wanted done then, not done already: "I want it restarted at 9am", "it should be resumed at
+# 3am", "get it cancelled at 5pm".
+WANTED_DONE = (r"(?:\b(?:be|being|get|gets|getting)\s+|\b(?:want|wants|need|needs|like|prefer|have|has)\s+"
+               r"(?:\S+\s+){1,3}?)\w+ed\s+(?:\w+\s+)?(?:at|around|about)\s+$")  # fmt: skip
+
+
 def _time_to_act(entity: Entity, intent: Intent, lowered: str) -> bool:
     """Whether `entity` is a time of day said as when the command is to act ("cancel r1 at 17:00"): the tools act now,
-    so such a time is asked about, never dropped."""
+    so such a time is asked about, never dropped. A time that dates a past event ("preempted at 3am") is none."""
     acts_now = intent.command in ACTIONS
-    return acts_now and entity.kind == "clock" and bool(re.search(WHEN_TO_ACT, lowered[: entity.span[0]]))
+    before = lowered[: entity.span[0]]
+    if not (acts_now and entity.kind == "clock" and re.search(WHEN_TO_ACT, before)):
+        return False
+    return not re.search(PAST_EVENT, before) or bool(re.search(WANTED_DONE, before))
 
 
 # "Tp-try is the one" after an action taken back, with no word of what to do with it ("don't benchmark r1, tp-try is
@@ -326,12 +366,19 @@ def _launch_unasked(plain: str, entities: Entities, intent: Intent, context: Con
             "for `list runs` to see every run and how it ended.")  # fmt: skip
 
 
+# "When you can, ...", "whenever you get a chance, ...": a politeness about the assistant's time that opens an order,
+# no question ("when" asks only where a question follows it: "when can you ...?").
+WHEN_YOU_CAN = (r"^\W*when(?:ever)?\s+you\s+(?:can|get\s+(?:a|the)\s+(?:chance|moment|minute|sec|second)|"
+                r"have\s+(?:a|the)\s+(?:chance|moment|minute|sec|second)|have\s+time|get\s+(?:a|some)\s+time)"
+                r"\s*[,;:.!-]+\s*")  # fmt: skip
+
+
 def _asks_only(plain: str) -> bool:
     """A question without a request in it ("what did we train last week?", "so we ran the sweep?"): it asks about
     something, so an action that would launch, cancel or write is confirmed first, never taken."""
-    lowered = plain.lower().strip()
+    lowered = re.sub(WHEN_YOU_CAN, "", plain.lower().strip())
     question = bool(re.search(ASKING, lowered)) or lowered.endswith("?")
-    return question and not re.search(REQUEST, lowered)
+    return question and not re.search(REQUEST, lowered) and not re.search(MAY_I_START, lowered)
 
 
 # The action named only as the event something no tool does waits on: "retire r1 after the benchmark", "archive it
@@ -548,7 +595,7 @@ def _measured_by(intent: Intent, plain: str) -> bool:
 NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr", "docs", "compare", "resume")
 # Words shaped like a run's or sweep's name ("r9", "exp-3", "runs/old") that are something else.
 NOT_A_NAME = (
-    r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step_\d+|"
+    r"^(?:[ahl]\d+\w*|rtx-?\d+|\d+\w*|(?:llama|mistral|qwen|gemma|smollm|mixtral)[\w.-]*|nvidia-smi|step[_-]\d+|"
     r"fp\d+|bf16|e-\d+|\d+(?:\.\d+)?e-\d+|x\d+|held-out|hold-out|dp_\w+|tp|pp|cp|re-run|w/o|a100-\w+|h100-\w+|non-\w+|built-in|in-house|up-to-date|"
     r"follow-up|write-up|one-pager|what-if|so-called|\w+-wise|e\.g|i\.e|"
     r"q[1-4]|fy\d+|"  # a quarter or a fiscal year ("for the Q3 deck"), no run's name
