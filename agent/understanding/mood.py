@@ -346,7 +346,7 @@ def held_back(lowered: str, command: str) -> str | None:
         return None
     if _negated(lowered, words) or (command == "docs" and re.search(DOCS_KEPT, lowered)):
         return "negated"
-    if _taken_back(lowered, words) or _dismissed(lowered, words):
+    if _taken_back(lowered, words):
         return "taken back"
     if re.search(_CONSEQUENCE, lowered):
         return "consequence"
@@ -354,6 +354,8 @@ def held_back(lowered: str, command: str) -> str | None:
         return "supposed"
     if _quoted(lowered, words):
         return "quoted"
+    if _dismissed(lowered, words):
+        return "taken back"
     if conditional(lowered, words, command):
         return "conditional"
     if _deferred(lowered, words):
