@@ -358,6 +358,8 @@ def held_back(lowered: str, command: str) -> str | None:
         return "supposed"
     if _quoted(lowered, words):
         return "quoted"
+    if _dismissed(lowered, words):
+        return "taken back"
     if conditional(lowered, words, command):
         return "conditional"
     if _deferred(lowered, words):
@@ -505,6 +507,43 @@ def _timed_here(clause: str) -> bool:
             continue
         return True
     return False
+
+
+# The action asked as a question, then answered with a scornful no: "cancel r1? As if.", "kill tp-try? Over my dead
+# body.", "launch on 8 GPUs? In your dreams, we have 2.", "a PR for lr-scan? Not today though." (the rest of that
+# sentence only says why); or mocked after it wherever it stands: "launch 2 GPUs, psych!", "cancel r1, said no one
+# ever"; or before it: "yeah right, open a PR ...". ("cancel r1? yes, do it" answers yes; "yeah, right now" is no
+# scorn.)
+_SCORNFUL_NO = (r"(?:as if|over my dead body|not a chance|(?:no|fat) chance|no way|yeah,?\s+right|in your dreams|"
+                r"dream on|not on your life|not (?:really|likely|today|yet)|i doubt it|nah|nope|hell no)")  # fmt: skip
+DISMISSED = (rf"(?<=\?)\s*{_SCORNFUL_NO}\b(?!\s+(?:now|away)\b)[^.!?]*|"
+             r"\bpsych(?:e|ed)?\b|\bsaid\s+no\s?(?:one|body),?\s+ever\b|"
+             r"^\W*yeah\s+right\b(?!\s+(?:now|away|after|then|there|here)\b)")  # fmt: skip
+
+
+# A tag that leaves the question about the action before it: "a PR would be nice, wouldn't it?", ", shall we?"
+_TAG = (r"\s*(?:\w+n't|\w+\s+not|shall|should|will|would|do|does|is|are|can)\s+(?:it|we|you|they|i)\s*|"
+        r"\s*(?:right|ok|okay|eh)\s*")  # fmt: skip
+
+
+def _dismissed(lowered: str, words: str) -> bool:
+    """The action scorned (DISMISSED): a scornful answer after its every mention, or a sneer before them all."""
+    said = [found.start() for found in re.finditer(words, lowered)]
+    return bool(said) and any(
+        (found.start() >= said[-1] and _answers_the_action(lowered[: found.start()], words))
+        or (found.start() == 0 and found.end() <= said[0])
+        for found in re.finditer(DISMISSED, lowered)
+    )
+
+
+def _answers_the_action(before: str, words: str) -> bool:
+    """What the scorn answers is the action asked (its words in the last clause of the question, or a tag after
+    them), not a setting asked after it ("train 20 steps, packing? nah, keep it")."""
+    if not before.rstrip().endswith("?"):
+        return True  # "psych", "said no one ever": no question answered
+    question = re.split(r"[.!;]", before.rstrip()[:-1])[-1]
+    last = re.split(r"[,;:]", question)[-1]
+    return bool(re.search(words, last)) or (bool(re.fullmatch(_TAG, last)) and bool(re.search(words, question)))
 
 
 # Where the user said not to act, took it back or only supposed it, no yes may act on it (agent.offline runs the

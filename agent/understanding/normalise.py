@@ -45,7 +45,11 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
            "karten": "cards", "grafikkarten": "gpus", "prozesse": "processes", "starte": "start", "starten": "start",
            "trainiere": "train", "trainieren": "train", "sans": "without", "sin": "without", "auf": "on",
            "je": "each", "warte": "wait", "zeig": "show", "zeige": "show", "ergebnisse": "results",
-           "abbrechen": "cancel", "stoppe": "stop",
+           "abbrechen": "cancel", "stoppe": "stop", "abbrichst": "cancel", "keinen": "no", "keinem": "no",
+           "keiner": "no", "nie": "never", "niemals": "never", "nichts": "nothing", "bitte": "please",
+           "öffnen": "open", "öffne": "open", "schreib": "write", "schreibe": "write", "schreiben": "write",
+           "für": "for", "lauf": "run", "läufe": "runs", "heute": "today", "neuer": "new", "neuen": "new", "einen": "a",
+           "erstellen": "create", "fortsetzen": "resume",
            # a report, the configuration and a plan said in German nouns ("the Abschlussbericht", "which Konfiguration")
            "abschlussbericht": "final report", "bericht": "report", "berichte": "reports",
            "konfiguration": "configuration", "konfigurationen": "configurations", "layoutplanung": "layout plan",
@@ -65,6 +69,56 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
            "roda": "run", "rodar": "run", "sem": "without", "com": "with", "aspetta": "wait", "aspettare": "wait",
            "finisca": "finishes", "schrijf": "write", "rapport": "report", "stappen": "steps",
            "hajimete": "start", "onegaishimasu": "please", "chala": "run", "wale": ""}  # fmt: skip
+# German word order around its negations and conditions, put in English order so that a negation never drops and a
+# condition is read as one: "Starte den Lauf bitte nicht" (the "nicht" last: don't start it), "Brich tp-try (nicht)
+# ab" (the cancel split around its object), "keinen PR öffnen" (the verb last: don't open a PR), "erst, wenn r1 fertig
+# ist" (only once r1 is done), "falls r1 fertig ist" (if), "Sam möchte, dass du r1 abbrichst" (would like you to),
+# "Ich nicht." (I don't, a sentence of its own).
+_GERMAN_LAST = "öffnen|schreiben|starten|abbrechen|trainieren|erstellen|machen|fortsetzen|zeigen|lesen|pushen"
+GERMAN_PHRASES = {
+    r"\bbrich\s+([\w./-]+)\s+(?:bitte\s+)?nicht\s+ab\b": r"don't cancel \1",
+    r"\bbrich\s+([\w./-]+)\s+(?:bitte\s+)?ab\b": r"cancel \1",
+    r"\bm[öo]chtes?t?,?\s+dass\s+du\s+([\w./-]+)\s+([^\W\d_]+)\b": r"would like you to \2 \1",
+    r"(?<=[.!;]\s)ich\s+(?:aber\s+)?nicht(?=\W*$)": "don't",
+    # "den Bericht bitte noch nicht als PR": the report, no PR yet
+    r"\s*\bnoch\s+nicht\s+als\b": ", not yet as a", r"\bnoch\s+nicht\b": "not yet",
+    r"\bwarte\s+lieber\s+auf\s+([\w./-]*\w)": r"wait for \1 instead",
+    r"\bwarte\s+auf\b": "wait for",
+    r"\berst,?\s+(?:wenn|sobald|nachdem)\b": "only once", r"\b(?:sobald|nachdem)\b": "once",
+    r"\bwenn\b": "if", r"\bfalls\b(?=[^.;!?]*\b(?:ist|sind|haben)\b)": "if",
+    r"\bfertig\s+ist\b|\bist\s+fertig\b": "is done",
+    # the verb first, "nicht" last in its clause (not a pronoun first: "Ich nicht")
+    r"(^|[.!?;]\s+)(?!(?:ich|du|er|sie|es|wir|ihr|das|don't)\b)([^\W\d_]+)\b([^.!?;,]*?)\s+(?:bitte\s+)?nicht"
+    r"(?=\s*(?:[.!?;,]|$))": r"\1don't \2\3",
+    # ... or right after the verb: "Starte nie einen Lauf" (never start a run), "Starte keinen Lauf" (don't start a run)
+    r"(^|[.!?;]\s+)(?!(?:ich|du|er|sie|es|wir|ihr|das|den|die|der)\b)([^\W\d_]+)\s+(?:bitte\s+)?(?:nie|niemals)\b":
+    r"\1never \2",
+    r"(^|[.!?;]\s+)(?!(?:ich|du|er|sie|es|wir|ihr|das|den|die|der)\b)([^\W\d_]+)\s+(?:bitte\s+)?kein(?:e|en)?\b":
+    r"\1don't \2 a",
+}  # fmt: skip
+# a clause whose verb comes last, after its object: the verb put first, with its negation
+GERMAN_VERB_LAST = (r"(^|[,.;!?]\s*)((?:(?:bitte|nur|dann|und|aber)\s+)*)(?:(kein(?:e|en|em|er)?)\s+)?([^,.;!?]*?)"
+                    rf"\s+(?:(nichts?)\s+)?({_GERMAN_LAST})(?=\s*(?:[,.;!?]|$))")  # fmt: skip
+
+
+def _german_verb_first(found: re.Match) -> str:
+    start, lead, none, said, negation, verb = found.groups()
+    if re.search(r"\bbitte\b", said, flags=re.I):  # "r1 bitte nicht abbrechen": please don't cancel r1
+        lead, said = f"{lead}bitte ", re.sub(r"\s*\bbitte\b", "", said, flags=re.I).strip()
+    if none:
+        return f"{start}{lead}don't {verb} a {said}"
+    if negation:
+        anything = " anything" if negation.lower() == "nichts" else ""
+        return f"{start}{lead}don't {verb}{anything} {said}"
+    return f"{start}{lead}{verb} {said}"
+
+
+def _german(text: str) -> str:
+    for pattern, english in GERMAN_PHRASES.items():
+        text = re.sub(pattern, english, text, flags=re.I)
+    return re.sub(GERMAN_VERB_LAST, _german_verb_first, text, flags=re.I)
+
+
 # "4 nodes à 8 H200", "2 Knoten à 4 GPUs" (German and French write "à" for "each of"): the GPUs in each node, never
 # the GPUs in all
 NODES_EACH_OF = r"\b(\d+)\s+(nodes?|machines?|hosts?|servers?|boxes)\s+à\s+(?=\d)"
@@ -131,8 +185,26 @@ PORTUGUESE_MARKS = {
     "pra",
     "mesmo",
     "compilar",
+    "eu",
+    "pediu",
+    "pera",
+    "deixa",
+    "ainda",
 }
-PORTUGUESE_PHRASES = {r"\bn[ãa]o\s+(?:precisa|precisamos|é\s+preciso)\s+(?:de\s+)?(?:rodar|executar|treinar|lançar)\s+"
+PORTUGUESE_PHRASES = {# "cancela o r1? não, pera, deixa ele terminar": the no after the action asked, then "wait, let it
+                      # finish" (a take-back); "a Ana pediu pra cancelar ..., mas espera eu confirmar": Ana asked me to
+                      # ..., only once I confirm (the order waits on the user's own say)
+                      r"(?<=[?!.])(\s*)n[ãa]o\s*(?=[,;:!.]|\s+-)": r"\1no",
+                      r"\bpera(?:[íi]|\s+a[íi])?\b": "wait",
+                      r"\bdeixa\s+(?:ele|ela|isso|o|a)?\s*(?:terminar|acabar|rodar|quiet[oa]|como\s+t[áa]|assim)\b":
+                      "leave it",
+                      r"\b(?:pediu|pediram|mandou|falou|disse)\s+(?:pra|para)\b": "asked me to",
+                      r"\b(?:espera|aguarda)\s+(?:eu|a\s+gente)\s+(?:confirmar|aprovar|liberar|dar\s+o\s+ok)\b":
+                      "only once I confirm",
+                      r"\b(?:espera|aguarda)\s+(?:o\s+)?meu\s+(?:ok|sinal)\b": "only once I confirm",
+                      r"\bdepois\s+que\b": "after", r"\bn[ãa]o\s+faz\s+nada(?:\s+ainda)?\b": "not yet",
+                      r"\bn[ãa]o\s+(?=lan[çc]a|cancela|roda|relan[çc]a|abre|muda|troca)": "don't ",
+                      r"\bn[ãa]o\s+(?:precisa|precisamos|é\s+preciso)\s+(?:de\s+)?(?:rodar|executar|treinar|lançar)\s+"
                       r"nada\b": "no need to run anything",
                       r"\bsem\s+(?:rodar|executar|treinar)\s+nada\b": "without running anything",
                       r"\bpor\s+favor\b": "please",
@@ -179,7 +251,10 @@ PORTUGUESE = {"o": "the", "os": "the", "e": "and", "em": "on", "do": "of the", "
               "num": "on one", "numa": "on one", "pra": "to", "tá": "is", "né": "right", "mesmo": "same",
               "mesma": "same", "número": "number", "numero": "number", "alto": "high", "alta": "high",
               "baixo": "low", "baixa": "low", "compilar": "compile", "compilação": "compile", "compilacao": "compile",
-              "termina": "finishes", "terminou": "finished", "acabou": "finished", "fala": "tell"}  # fmt: skip
+              "termina": "finishes", "terminou": "finished", "acabou": "finished", "fala": "tell",
+              # a time the action waits on, and the verbs of the actions
+              "quando": "when", "nele": "on it", "nela": "on it", "lança": "launch",
+              "lançar": "launch", "relança": "relaunch", "cancela": "cancel", "cancelar": "cancel"}  # fmt: skip
 
 
 def _portuguese(text: str) -> str:
@@ -387,12 +462,39 @@ HINGLISH = {"yaar": "", "bhai": "", "ji": "", "ka": "", "ki": "", "ke": "", "ko"
 # "ne ... pas" around the verb is never dropped, so that the action it negates is held back).
 FRENCH_MARKS = {"et", "avec", "pour", "sur", "aussi", "quelle", "quel", "meilleure", "meilleur", "les", "des",
                 "du", "une", "en", "puis", "mais", "sans", "lance", "lancer", "relance", "encore", "merci",
-                "fois"}  # fmt: skip
+                "fois", "aucun", "aucune", "seulement", "maintenant", "aimerait"}  # fmt: skip
 _FRENCH_VERBS = r"lance|lancer|relance|annule|annuler|attends|entraîne|arrête|stoppe"  # its command words
 FRENCH_PHRASES = {
-    # "ne lance pas le run", "n'annule pas": don't (the verb after it read by FOREIGN's table)
-    r"\bne\s+(?:l[ea]s?\s+|l')?([a-zàâçéèêëîïôûù]+)\s+(?:pas|jamais)\b": r"don't \1",
-    r"\bn'([a-zàâçéèêëîïôûù]+)\s+(?:pas|jamais)\b": r"don't \1",
+    # refusals, and "ne ... que si" (only if), read before "ne ... pas": "pas question de lancer" (no way I want it
+    # launched), "évite de lancer" (avoid launching), "je ne veux pas que tu annules" (I don't want you to cancel),
+    # "tu ne vas pas annuler r1" (you're not going to), "ne relance le tp-try que si r1 est fini"
+    r"\bpas\s+question\s+(?:de\s+|d')": "do not ", r"\b[ée]vite[sz]?\s+(?:de\s+|d')": "do not ",
+    r"\b(?:il\s+)?ne\s+faut\s+pas\s+": "you must not ", r"\bne\s+sais\s+pas\s+si\b": "am not sure whether",
+    # "je n'ai pas dit de lancer, j'ai dit de planifier": I didn't say to launch, I said to plan
+    r"\bn'ai\s+pas\s+dit\s+(?:de\s+|d')": "didn't say to ", r"\bj'ai\s+dit\s+(?:de\s+|d')": "I said to ",
+    r"\bne\s+(?:veux|voudrais|veut|voulons)\s+pas\s+que\s+(?:tu|vous)\s+": "don't want you to ",
+    r"\b(?:tu|vous)\s+ne\s+(?:vas|allez)\s+pas\s+": "you are not going to ",
+    r"\bne\s+([a-zàâçéèêëîïôûù]+)\s+([^.;!?]*?)\bque\s+si\b": r"\1 \2only if",
+    r"\b(?:seulement|uniquement)\s+si\b": "only if", r"\bune\s+fois\s+que\b": "once",
+    r"\best\s+(?:fini|termin[ée])e?\b": "is finished",
+    # "ne lance pas le run", "n'annule pas", "ne le reprends pas", "ne lance plus": don't (the verb after it read by
+    # FOREIGN's table); "jamais" never, "rien" nothing, "ne pas lancer" not to launch, "n'ouvre pas de PR" don't open
+    # any PR
+    r"\bne\s+(?:l[ea]s?\s+|l')?([a-zàâçéèêëîïôûù]+)\s+rien\b": r"don't \1 anything",
+    r"\bn'([a-zàâçéèêëîïôûù]+)\s+rien\b": r"don't \1 anything",
+    r"\bne\s+(?:l[ea]s?\s+|l')?([a-zàâçéèêëîïôûù]+)\s+jamais\b": r"never \1",
+    r"\bn'([a-zàâçéèêëîïôûù]+)\s+jamais\b": r"never \1",
+    r"\bne\s+(?:l[ea]s?\s+|l')?([a-zàâçéèêëîïôûù]+)\s+(?:pas|plus)\s+(?:de\s+|d')": r"don't \1 any ",
+    r"\bn'([a-zàâçéèêëîïôûù]+)\s+(?:pas|plus)\s+(?:de\s+|d')": r"don't \1 any ",
+    r"\bne\s+(?:l[ea]s?\s+|l')?([a-zàâçéèêëîïôûù]+)\s+(?:pas|plus)\b": r"don't \1",
+    r"\bn'([a-zàâçéèêëîïôûù]+)\s+(?:pas|plus)\b": r"don't \1",
+    r"\bne\s+pas\s+": "not to ",
+    # "pas maintenant, plus tard": not now, later (put off); "X aimerait que tu ...": X would like you to ...; "attends
+    # mon ok": only once I approve (the order waits on the user's own say)
+    r"\bpas\s+maintenant\b": "not now", r"\bplus\s+tard\b": "later",
+    r"\b(?:aimerait|voudrait|aimerais|voudrais)\s+que\s+(?:tu|vous)\s+": "would like you to ",
+    r"\battend(?:s|ez)\s+(?:mon|notre)\s+(?:ok|okay|accord|feu\s+vert|go|signal)\b": "only once I approve",
+    r"\baucune?\s+": "no ", r"\bjamais\s+(?:de\s+|d')": "no ", r"\bni\s+([^\s,.;!?]+)\s+ni\s+": r"no \1 and no ",
     # "lance pas le run", "le lance pas", as French is spoken, without its "ne": don't launch (it)
     rf"(?:\bl[ea]s?\s+|\bl')?\b({_FRENCH_VERBS})\s+pas\b": r"don't \1",
     r"\bpas\s+(?:de|d')\s*": "no ",  # "pas de compile": no compile
@@ -402,8 +504,18 @@ FRENCH_PHRASES = {
 FRENCH = {"et": "and", "avec": "with", "pour": "for", "sur": "on", "aussi": "too", "les": "the", "le": "the",
           "la": "the", "des": "of the", "du": "of the", "de": "of", "une": "a", "un": "a", "en": "in", "puis": "then",
           "mais": "but", "sans": "without", "encore": "again", "merci": "thanks", "meilleure": "best",
-          "meilleur": "best", "disposition": "layout", "relance": "relaunch"}  # fmt: skip
-FRENCH_ALONE = rf"(?<![\w'./=-])(?:ne\s+\S+\s+pas|n'\S+\s+pas|(?:{_FRENCH_VERBS})\s+pas)(?![\w'./=-])"
+          "meilleur": "best", "disposition": "layout", "relance": "relaunch",
+          # command words conjugated ("que tu lances", "n'annule jamais"), and the words of a condition or a time
+          "annuler": "cancel", "annules": "cancel", "lances": "launch", "relancer": "relaunch", "relances": "relaunch",
+          "ouvre": "open", "ouvrir": "open", "écris": "write", "écris-le": "write it", "écrire": "write",
+          "reprends": "resume", "reprendre": "resume", "touche": "touch", "seulement": "only", "si": "if",
+          "est": "is", "fini": "finished", "finie": "finished", "terminé": "finished", "je": "I", "tu": "you",
+          "rapport": "report", "rien": "nothing", "aujourd'hui": "today", "maintenant": "now",
+          "lancement": "launch", "non plus": "either", "préfère": "prefer", "planifier": "plan"}  # fmt: skip
+# its negations and refusals, never dropped for want of a second mark ("n'annule jamais le r1", "pas question de ...")
+FRENCH_ALONE = (rf"(?<![\w'./=-])(?:ne\s+(?:l[ea]s?\s+|l')?\S+\s+(?:pas|jamais|rien|plus)|"
+                rf"n'\S+\s+(?:pas|jamais|rien|plus)|ne\s+pas\s+\S+|pas\s+question|[ée]vite[sz]?\s+d(?:e\s|')\S+|"
+                rf"jamais\s+d(?:e\s|')\S+|que\s+si|ni\s+\S+\s+ni|(?:{_FRENCH_VERBS})\s+pas)(?![\w'./=-])")  # fmt: skip
 
 
 def _french(text: str) -> str:
@@ -1111,6 +1223,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = _italian(text)
     text = _hinglish(text, known)
     text = _french(text)
+    text = _german(text)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
     text = re.sub(NODES_EACH_OF, r"\1 \2 of ", text, flags=re.I)
     text = re.sub(FALSE_FRIEND_UPDATE, r"updat\1", text, flags=re.I)
