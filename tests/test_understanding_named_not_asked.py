@@ -133,7 +133,7 @@ def test_an_ok_after_the_answer_acts_on_nothing(chat, request_):
 @pytest.mark.parametrize(
     ("text", "command", "args"),
     [
-        # (a relayed order alone, "Marta asked me to cancel tp-try", is asked: tests/test_understanding_nlu44.py)
+        # (a relayed order alone, "Marta asked me to cancel tp-try", is asked: test_understanding_held_back_english.py)
         ("Marta asked me to cancel tp-try, so please cancel it", "cancel", {"run": "runs/tp-try"}),
         ("kill tp-try, no point keeping it alive", "cancel", {"run": "runs/tp-try"}),
         ("stop tp-try", "cancel", {"run": "runs/tp-try"}),
