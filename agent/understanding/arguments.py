@@ -701,6 +701,11 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         # never drop the name
         intent.clarify = (f"A launch cannot copy {named}'s settings: which layout, processes and steps should it use? "
                           f"{launch_text(intent.args)}")  # fmt: skip
+    choice = entities.get("run_choice") if not entities.has("run") else None
+    if intent.clarify is None and not copied and not stated and choice:
+        # "relaunch the one that worked": several runs fit, and a launch copies none of them (never the defaults)
+        intent.clarify = (f"Which run do you mean: {' or '.join(map(str, choice))}? A launch cannot copy its settings: "
+                          f"say its layout, processes and steps. {launch_text(intent.args)}")  # fmt: skip
     if intent.clarify is None and (relative := entities.get("relative")):
         intent.clarify = f"How many in all: {relative} than what? Give the number. {launch_text(intent.args)}"
     counts = _process_counts(entities, intent.args.get("nproc"))  # "fsdp over 4 ... on 8 procs": which?

@@ -27,11 +27,21 @@ LAUNCH_VERB = (r"\b(?:train|retrain|launch|relaunch|restart|start|kick(?:ing)? o
 # A run wanted in a state of going, as a sweep is: "I would like a run launched on 2 GPUs", "I want a training run
 # started", or asked for in the passive: "I request that a run be launched" (not "I'd like the run launched yesterday
 # looked at": the run named is one that exists; not "Dana requested that ...": hers, relayed).
-RUN_WANTED_GOING = (r"(?:\b(?:like|want|need|get|have)|\b(?:i|we)\s+(?:\w+\s+)?request\s+that|"
+# (Not asked whether one is going: "do we have a run going on 2 GPUs?", "did you get a run started?": RUN_GOING_ASKED.)
+RUN_WANTED_GOING = (r"(?:(?<!\bdo we )(?<!\bdid we )(?<!\bdo you )(?<!\bdid you )(?<!\bdo i )(?<!\bdid i )"
+                    r"\b(?:like|want|need|get|have)|\b(?:i|we)\s+(?:\w+\s+)?request\s+that|"
                     r"\bit\s+is\s+(?:hereby\s+)?requested\s+that)\s+"
                     r"(?:a|an|another|one more|a new|a fresh)\s+(?:[\w-]+\s+){0,2}?"
                     r"(?:run|training|job)\s+(?:be\s+)?(?:launched|started|kicked\s+off|fired\s+off|going|under\s?way|"
                     r"set\s+up)\b")  # fmt: skip
+# Whether a run is going, asked: "do we have a run going on 2 GPUs right now?", "did you get a job started yesterday?"
+# (a list of the runs answers it; never a launch offered).
+RUN_GOING_ASKED = (r"\b(?:do|did|does|have|has)\s+(?:we|you|i|they|anyone|somebody|someone)\s+(?:already\s+|still\s+)?"
+                   r"(?:have|get|got)\s+(?:a|an|any)\s+(?:[\w-]+\s+){0,2}?(?:runs?|jobs?|training)\s+"
+                   r"(?:going|running|started|launched|kicked\s+off|under\s?way)\b|"
+                   # its subject left out: "have a run going on the GPUs already?"
+                   r"^\W*(?:have|got)\s+(?:a|an|any)\s+(?:[\w-]+\s+){0,2}?(?:runs?|jobs?)\s+(?:going|running|under\s?way)\b"
+                   r"[^.!?;]*\?")  # fmt: skip
 # A reply that changes the request before: "no, 4 GPUs", "yes, but 40 steps", "keep everything but use 4 gpus", "on the
 # long config", "use the long config for that". ("no, don't" and "yes" alone change nothing.)
 CHANGES_BEFORE = (r"^\W*(?:(?:no|nope|nah|yes|yeah|yep|sure)\b[\s,.!]*(?:but\b|(?=\d))|"
@@ -289,6 +299,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"(?:crash|fail|die|died|broke|oom|error|finish|succeed|complete)\w*\b",
             8,
         ),
+        (RUN_GOING_ASKED, 8),  # "do we have a run going on 2 GPUs right now?": what is running, never a launch
     ],
     "read": [
         (r"\b(?:cat|less|head|tail|print|dump)\b", 2),

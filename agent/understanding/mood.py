@@ -38,6 +38,8 @@ _NEGATION = (r"(?<!why )(?<!\bor )(?<!\bor may )(?<!\bor might )(?<!\bor could )
              # cancel tp-try", "no one wants a PR"; the assistant told to stop: "stop trying to benchmark r1", "stop
              # asking me to launch runs" ("cancel r1, there's no point keeping it" dismisses no action)
              r"no (?:point|use|sense|reason)(?: (?:in|to))?|pointless(?: to)?|useless to|nobody|no one|noone|"
+             # dreaded, not wished: "I'd hate to have a run launched by accident", "I'd hate for you to cancel r1"
+             r"(?:hate|dread)\s+(?:to|for|it\s+if)|"
              r"(?:stop|quit) (?:trying|asking|offering|suggesting|pushing|nagging)(?: (?:me|us))?(?: to)?|"
              # the words that leave a setting or an output out, said of the action: "negative on cancelling tp-try",
              # "hold the cancel on r1", "omit the cancel of tp-try", "forgo the PR"
@@ -128,6 +130,8 @@ YOUR_APPROVAL = (r"(?:\b(?:subject to|pending|with|upon|on)\s+your\s+(?:confirma
 CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<!\bsee )(?<!\bcheck )(?<!\bcurious )"
               r"(?<!\bwhether )(?<!\bknow )(?<!\beven )(?<!\bas )"
               r"(?:\b(?:unless|in case|in the event|provided that|on (?:the )?condition that|subject to)\b|"
+              # "contingent on r1 finishing, benchmark it", "depending on whether the node is back, launch ..."
+              r"\b(?:contingent|dependent|depending|conditional|conditioned)\s+(?:up)?on\b|"
               # "cancel r1 provided the checkpoint is safe", "provided Priya agrees" (not "the config provided by")
               r"\bprovided(?=\s+(?:(?:it|they|we|you|i|he|she|that|this)\b|(?!(?:by|for|to|in|with|here|above|below|"
               r"earlier|as)\b)[\w.-]+\s+(?:[\w.-]+\s+){0,2}?(?:is|are|was|were|has|have|does|do|\w+s|\w+ed)\b))|"
@@ -281,6 +285,9 @@ def without_notices(lowered: str) -> str:
     return re.sub(_NOTICE_WHEN, "", lowered)
 
 
+# Someone's return waited on, said with the contracted verb WAITS_ON misses: "once he's back", "when they're back".
+_BACK_AGAIN = r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?:he|she|they|we)(?:'s|'re)\s+back\b"
+
 # A time clause of the user's own before the action: "after I check the logs, benchmark r1".
 _OWN_FIRST = r"\b(?:after|once|when|as soon as)\s+(?:i|we)\b(?!\s+(?:can|could|will)\b)"
 # (a dot inside a name, "configs/long.yaml next friday", ends no clause)
@@ -341,14 +348,16 @@ def only_taken_back(lowered: str) -> bool:
     return bool(re.search(TAKE_BACK, lowered)) and bool(re.match(_NOTHING_MORE, lowered))
 
 
-def held_back(lowered: str, command: str) -> str | None:
+def held_back(lowered: str, command: str, words: str | None = None) -> str | None:
     """Why the action `command` the sentence names is not asked for now, or None when it is: "negated" (or
     dismissed), "taken back", "consequence" (what it would do, asked), "supposed", "quoted" (someone else's words),
-    "conditional", "deferred", "doubted" or "asked"."""
-    words = ACTION_WORDS.get(command)
+    "conditional", "deferred", "doubted" or "asked". `words` say the action where its own (ACTION_WORDS) do not."""
+    words = words or ACTION_WORDS.get(command)
     if words is None:
         return None
     if _negated(lowered, words, command == "run") or (command == "docs" and re.search(DOCS_KEPT, lowered)):
+        return "negated"
+    if command == "run" and re.search(_DREADED_RUN, lowered):
         return "negated"
     if _taken_back(lowered, words):
         return "taken back"
@@ -371,9 +380,30 @@ def held_back(lowered: str, command: str) -> str | None:
     may_i = re.search(MAY_I, lowered) and not (command != "cancel" and re.search(MAY_I_START, lowered))
     if may_i or re.search(_RELAYED_QUESTION, lowered) or _asked_about(lowered, words):
         return "asked"
-    if _whether_action(lowered, words):
+    if _whether_action(lowered, words) or _own_wish_asked(lowered, words):
         return "asked"
     return None
+
+
+# A run wished for in the passive that the user asks themselves, not an order: "would I like a run launched on 8
+# GPUs?", "we need a training job started on 4 GPUs? I doubt it" (asked, or answered no). ("could we get a run
+# started?" and "can I have a run launched?" ask the assistant for it; "I'd like a run launched on 2 GPUs" orders it.)
+_RUN_PASSIVE = (r"(?:a|an|another|one more|a new|a fresh)\s+(?:[\w-]+\s+){0,2}?(?:run|training|job)\s+(?:be\s+)?"
+                r"(?:launched|started|kicked\s+off|fired\s+off|going|under\s?way|set\s+up)\b")  # fmt: skip
+WISHED_RUN = rf"\b(?:like|want|need)\s+{_RUN_PASSIVE}"
+_WISHED_RUN = rf"{WISHED_RUN}[^.!?;]*\?"
+_OWN_WISH_ASKED = (rf"(?:^|[.!;]\s*)\W*(?:(?:so|and|but|then|hmm+|ok|okay)\W+)*(?:(?:would|do|did|should)\s+(?:i|we)|"
+                   rf"(?:i|we)(?:'d|\s+would|\s+really|\s+still|\s+even|\s+actually)?(?=\s+{_WISHED_RUN}\s*"
+                   rf"(?:i doubt it|not really|no|nah|nope|hardly|i don'?t think so|probably not)\b))"
+                   rf"\s+{_WISHED_RUN}")  # fmt: skip
+
+
+# A run dreaded in the passive, its noun no negation carries across: "I'd hate to have a training job kicked off".
+_DREADED_RUN = rf"\b(?:hate|dread)\s+(?:to\s+(?:have|get|see)|for|it\s+if)\s+{_RUN_PASSIVE}"
+
+
+def _own_wish_asked(lowered: str, words: str) -> bool:
+    return any(re.search(words, found.group(0)) for found in re.finditer(_OWN_WISH_ASKED, lowered))
 
 
 # What the user wants to learn from an action ordered before it: "benchmark r1, I want to know if it's any good".
@@ -429,7 +459,7 @@ _DISMISSED_AFTER = (rf"[^?.!;,:]{{0,40}}?{WAVED_OFF}|[^,?.!;]{{0,40}}?\b(?:is|ar
                     # ruled out, said of the action as the subject (its object at most between, no "because" or
                     # "since" that would make it another's): "cancelling r1 is not an option", "opening a PR for
                     # layouts-nov is out of the question", "killing tp-try was a mistake last time"
-                    r"(?:\s+(?!(?:because|since|as|if|when|and|but|so|while)\b)[\w.-]+){0,4}?\s+"
+                    r"(?:\s+(?!(?:because|since|as|if|when|and|but|so|while)\b)[\w./-]+){0,4}?\s+"
                     r"(?:is|'s|was|would be)\s+(?:not an option|out of the question|off the table|(?:a )?mistake|"
                     r"not what (?:i|we) (?:want|need|asked for))\b")  # fmt: skip
 
@@ -467,6 +497,8 @@ def _deferred(lowered: str, words: str) -> bool:
         return True
     first = re.search(words, lowered)
     if first and re.search(_OWN_FIRST, lowered[: first.start()]):
+        return True
+    if re.search(_BACK_AGAIN, lowered):  # "once he's back": someone's return, still to come
         return True
     clauses = [clause for clause in re.split(_CLAUSE, lowered) if re.search(r"\w", clause)]
     acting = [bool(re.search(words, clause)) for clause in clauses]

@@ -922,7 +922,8 @@ _ASKED_GERUNDS = {"launching": "launch", "relaunching": "relaunch", "training": 
                   "sweeping": "sweep", "making": "make", "creating": "create", "doing": "do", "trying": "try",
                   "planning": "plan", "comparing": "compare", "checking": "check", "showing": "show",
                   "listing": "list", "reading": "read", "telling": "tell", "putting": "put", "setting": "set",
-                  "giving": "give", "preparing": "prepare", "drafting": "draft", "filing": "file"}  # fmt: skip
+                  "giving": "give", "preparing": "prepare", "drafting": "draft", "filing": "file",
+                  "waiting": "wait"}  # fmt: skip
 MIND_DOING = rf"\b(?:would|do|could|will)\s+you\s+(?:kindly\s+)?mind\s+({'|'.join(_ASKED_GERUNDS)})\b"
 ASK_YOU_TO = r"\b(?:might|may|could|can)\s+i\s+(?:please\s+|kindly\s+)?ask\s+(?:you\s+)?(?:kindly\s+)?to\s+"
 

@@ -54,6 +54,7 @@ from agent.understanding.mood import (
     SUPPOSED,
     TAKE_BACK,
     WAITS_ON,
+    WISHED_RUN,
     YOUR_APPROVAL,
     conditional,
     held_back,
@@ -466,12 +467,14 @@ def _unordered_launch(lowered: str, entities: Entities) -> str | None:
     return "asked" if re.search(_QUOTED, stated) else None
 
 
+_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 # A launch of what was said somewhere the parser cannot read: "launch the run from the briefing on 4 GPUs", "rerun
 # what we talked about at standup", "as discussed at the sync" (only the change said here is known; the rest would be
 # the defaults, never what was meant).
 _MEETING = r"(?:briefing|stand-?up|meeting|sync|call|huddle|retro|review|discussion|chat|slack|thread)"
 SAID_ELSEWHERE = (rf"\b(?:run|one|config|setup|experiment|plan)s?\s+(?:\w+\s+){{0,3}}?(?:from|at|in|during)\s+"
-                  rf"(?:the\s+|our\s+|today'?s\s+|yesterday'?s\s+|this morning'?s\s+)?{_MEETING}\b|"
+                  rf"(?:the\s+|our\s+|today'?s\s+|yesterday'?s\s+|this morning'?s\s+|(?:last\s+)?{_WEEKDAY}'?s\s+|"
+                  rf"last (?:week|month)'?s\s+)?{_MEETING}\b|"
                   # "launch what Dana described in standup": someone's words not in this conversation
                   r"\bwhat (?:we|you|they|he|she|[a-z]+) (?:talked about|discussed|agreed(?: on)?|said|decided|"
                   r"described|mentioned|proposed|suggested|outlined|presented)\b|"
@@ -488,6 +491,14 @@ _TALKED = (
     r"decided\s+on|aligned\s+on|landed\s+on|came\s+up\s+with|went\s+over|promised|told\s+\w+\s+about)"
 )
 _SETTING = r"(?:layout|config\w*|setup|set-up|settings?|version|state|recipe|one)"
+# A past time that alone tells which one ("last month", "two weeks ago", "over the weekend", "on Tuesday").
+_WHEN_DONE = (rf"(?:last\s+(?:week|month|year|quarter|{_WEEKDAY})|(?:a|one|two|three|four|a few|a couple of|\d+)\s+"
+              rf"(?:days?|weeks?|months?|years?)\s+ago|over\s+the\s+(?:last\s+)?weekend|on\s+{_WEEKDAY}|"
+              rf"(?:in|back in)\s+(?:january|february|march|april|may|june|july|august|september|october|november|"
+              rf"december))")  # fmt: skip
+# A text outside the repository the settings come from.
+_OUTSIDE = (r"(?:paper|preprint|article|blog(?:\s+post)?|post|tweet|thread|slides?|slide\s+deck|deck|e-?mail|talk|"
+            r"presentation|tutorial|book|textbook|video|podcast|lecture)")  # fmt: skip
 POINTED_AT = (
     rf"\b(?:the|those|these|that|this)\s+(?:[\w'-]+\s+){{1,3}}?(?:that\s+|which\s+)?(?:we|i|you|they|you and i)\s+"
     rf"(?:(?:had|have|has|just|already)\s+)?{_TALKED}\b|"
@@ -499,7 +510,18 @@ POINTED_AT = (
     r"\b(?:the|our|that)\s+(?:new|other|bigger|big|next|shiny)\s+(?:cluster|partition|machines?|nodes|box|"
     r"servers?)\b|"
     r"\b(?:one|either|any|some|a\s+couple|\d+)\s+of\s+(?:our|the|my|these|those)\s+(?:\w+\s+)?(?:runs|sweeps|"
-    r"configs|configurations|experiments|checkpoints)\b"
+    r"configs|configurations|experiments|checkpoints)\b|"
+    # written down outside the repository: "the settings from the paper", "the recipe from the blog post"
+    rf"\b(?:{_SETTING}|recipe|hyper-?parameters?|hparams|values|numbers)s?\s+(?:\w+\s+){{0,2}}?(?:from|in|of)\s+"
+    rf"(?:the|that|this|our|their|his|her|[a-z]+'s)\s+(?:[\w-]+\s+)?{_OUTSIDE}\b|"
+    # someone else knows which: "whatever sweep is newest, Ana knows which"
+    r"\b(?!(?:who|nobody|no one|god)\b)[a-z]+\s+knows\s+which(?:\s+one)?(?=\s*(?:[,.;:!?)]|$))"
+)
+# Known only by when it was done: "the one that worked last month", "the report we wrote last week" (a choice the
+# repository offers, "the one that worked", is no answer: no file records what was done when).
+POINTED_BY_TIME = (
+    rf"\bthe\s+(?:[\w-]+\s+){{0,2}}?(?:one|run|job|report|write-?up|sweep|{_SETTING})s?\s+"
+    rf"(?:that\s+|which\s+)?(?:(?:we|i|you|they|he|she)\s+)?(?:[\w'-]+\s+){{1,3}}?{_WHEN_DONE}\b"
 )
 # What points at an earlier turn ("the one of before", "the previous layout", "the other configuration"): held by a
 # conversation that has one, asked about in one that has none.
@@ -511,6 +533,9 @@ def _pointed_at(plain: str, intent: Intent, entities: Entities, context: Context
     """The words of what the request depends on but only points at (POINTED_AT, POINTED_BEFORE), where the
     conversation and the repository do not hold it; None where a run, sweep, file, model or the values are named."""
     lowered = plain.lower()
+    dated = re.search(POINTED_BY_TIME, lowered)
+    if dated and not entities.has("run", "sweep", "file", "checkpoint", "model"):
+        return dated.group(0)
     named = entities.has("run", "sweep", "file", "checkpoint", "model", "run_choice", "sweep_choice")
     if named or any(v != "meshpilot.yaml" for v in entities.all("experiment")):
         return None
@@ -540,6 +565,55 @@ def _earlier_taken(intent: Intent, context: Context) -> bool:
         return bool(context.calls or context.previous_text)
     launch = context.launch or {}
     return bool(launch) and all(key in intent.args for key in ("experiment", "nproc", "layout") if key in launch)
+
+
+# A move to another experiment file, said right after a sweep: "switch to configs/long.yaml", "use long.yaml instead".
+MOVE_TO_FILE = (r"\b(?:switch\w*|swap\w*|chang(?:e|es|ed|ing)|mov(?:e|es|ed|ing)|us(?:e|es|ed|ing)|tr(?:y|ies|ying)|"
+                r"go(?:es|ing)?\s+with)\b")  # fmt: skip
+
+
+# The move asked, then answered no: "switch to configs/long.yaml? hmm, maybe not".
+MOVE_ANSWERED_NO = (rf"{MOVE_TO_FILE}(?:[^.!?;]|\.(?=\w))*\?\s*(?:(?:hmm+|well|actually)\W+)*"
+                    r"(?:maybe not|probably not|no|nah|nope|not really|better not)\b"
+                    r"(?!\s+(?:wait|sorry)\b)")  # fmt: skip
+
+
+# The move someone else said: "Sam says use configs/long.yaml instead" (not the user's own "I said use ...").
+MOVE_RELAYED = (
+    rf"\b(?!(?:i|we)\b)[a-z]+\s+(?:says|said|thinks|suggests|suggested)\s+(?:to\s+|we\s+should\s+)?{MOVE_TO_FILE}"
+)
+
+
+def _sweep_move_held(plain: str, intent: Intent, entities: Entities, context: Context) -> str | None:
+    """Right after a sweep, a move to an experiment file that the sentence negates, puts off, makes conditional or
+    relays ("no, don't switch to configs/long.yaml", "use configs/long.yaml, subject to Ana's OK"): no reading of the
+    file, nor the sweep on it, is asked for. One question naming the sweep on it, or None."""
+    lowered = plain.lower()
+    named = [str(v) for kind in ("file", "experiment") for v in entities.all(kind)]
+    files = [v for v in named if v.endswith((".yaml", ".yml"))]
+    if context.previous != "sweep" or len(set(files)) != 1 or not re.search(MOVE_TO_FILE, lowered):
+        return None
+    if intent.command in ACTIONS and held_back(lowered, intent.command):
+        return None  # held back on its own words: that question is asked
+    why = held_back(lowered, "sweep", MOVE_TO_FILE)
+    if why is None and re.search(MOVE_ANSWERED_NO, lowered):
+        why = "taken back"
+    if why is None and re.search(MOVE_RELAYED, lowered):
+        why = "asked"
+    before = context.last("run_sweep")
+    trials = before.args.get("trials") if before else None  # the sweep before's, kept as a move keeps them
+    call = f"/sweep experiment={files[0]}" + (f", trials={trials}" if trials else "")
+    return held_back_question(why, call, "sweep") if why else None
+
+
+def _run_wish_held(plain: str, entities: Entities) -> str | None:
+    """Why a run wished for ("I don't want a run launched on 8 GPUs", "would I like a run launched on 8 GPUs? not
+    really"), read as a plan of its GPUs where the launch is held back, is no request for that plan either: the
+    sentence is about the launch. None where a model is named (a plan asked beside it)."""
+    lowered = plain.lower()
+    if entities.has("model") or not re.search(WISHED_RUN, lowered):
+        return None
+    return held_back(lowered, "run")
 
 
 LAUNCH_FACTS = ("steps", "nproc", "devices", "layout")
@@ -803,6 +877,11 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         intent.clarify = source
     if intent.clarify is None and intent.command in (*ACTIONS, *NAMED_TOOLS):
         intent.clarify = _pointed_question(plain, intent, entities, context)
+    if intent.clarify is None or offers_yes(intent.clarify):
+        intent.clarify = _sweep_move_held(plain, intent, entities, context) or intent.clarify
+    if intent.clarify is None and intent.command == "plan" and (why := _run_wish_held(plain, entities)):
+        devices = intent.args.get("devices")  # the launch wished for, on the GPUs it said
+        intent.clarify = held_back_question(why, "/run" + (f" nproc={devices}" if devices else ""), "run")
     why = held_back(plain.lower(), intent.command) if intent.command in ACTIONS else None
     question = held_back_question(why, call_text(intent), intent.command) if why else None
     # negated, put off, asked...: never acted on; where a yes must not act on it either (negated, supposed, asked
