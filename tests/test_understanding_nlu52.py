@@ -18,7 +18,7 @@ import pytest
 
 from agent.understanding.known import Known
 from agent.understanding.mood import held_back
-from tests.understanding_support import fixture_known, read
+from tests.understanding_support import fixture_known, read, read_as
 
 
 @pytest.fixture(scope="module")
@@ -165,3 +165,22 @@ def test_take_back_that_corrects_is_read_as_the_correction() -> None:
     # "wait, no, 4 GPUs" and "no, use tp-try" say what instead: no take-back
     assert held_back("could you launch 2 gpus for 20 steps? wait, no, 4 gpus.", "run") != "taken back"
     assert held_back("could you cancel r1? wait, no, use tp-try", "cancel") is None
+
+
+# --- a stop asked for as thanks ahead ------------------------------------------------------------------------------
+
+
+def test_stop_asked_as_thanks_ahead_acts(known: Known) -> None:
+    read_as("It would be lovely if you stopped tp-try, it's hogging the GPUs.", "cancel", {"run": "runs/tp-try"}, known)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Kenji would appreciate it if you killed r1.",  # his wish, relayed
+        "I'd appreciate it if you halted r1, provided Dana agrees.",  # a condition beside it
+    ],
+)
+def test_stop_asked_as_thanks_ahead_with_a_relay_or_condition_asks(text: str, known: Known) -> None:
+    intent = read(text, known)
+    assert intent.command == "cancel" and intent.clarify, intent
