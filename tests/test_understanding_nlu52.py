@@ -140,6 +140,8 @@ def test_relayed_ask_is_held_back(text: str, command: str, why: str) -> None:
         ("Train with activation checkpointing to avoid running out of memory, 2 GPUs, 20 steps.", "run"),
         ("Cancel r1 immediately, pending review.", "cancel"),
         ("Kenji would like a DDP run on 2 GPUs for 40 steps.", "run"),
+        ("Cancel tp-try, it is pending.", "cancel"),  # the queued state, no condition
+        ("Kill the pending jobs of the lr-scan sweep.", "cancel"),
     ],
 )
 def test_courtesy_alone_leaves_the_order(text: str, command: str) -> None:

@@ -159,7 +159,10 @@ CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<
               # another's say or a state still to come, however it is worded: "pending approval from Ana", "barring
               # objections", "contingent on r1 finishing", "in the unlikely case r1 diverges", "when and if the node
               # comes back", "Sam willing" ("pending your approval," alone is the assistant's own: YOUR_APPROVAL)
-              r"\b(?:pending|barring|contingent (?:on|upon)|depending (?:on|upon)|when and if|if and when)\b|"
+              # (not the queued state: "cancel the pending runs", "kill anything still pending")
+              r"(?<!\bthe )(?<!\ba )(?<!\ball )(?<!\bany )(?<!\bmy )(?<!\bour )(?<!\bis )(?<!\bare )(?<!\bstill )"
+              r"\bpending\b(?!\s+(?:runs?|jobs?|sweeps?|trials?|tasks?|ones?|work|queue|state)\b)(?!\s*(?:[.;!?]|$))|"
+              r"\b(?:barring|contingent (?:on|upon)|depending (?:on|upon)|when and if|if and when)\b|"
               r"\bin the (?:\w+\s+)?(?:case|event)\b(?!\s+of\b)|"
               r"(?:^|[,;:]\s*)(?!(?:i|we|you|am|are|is)\b)[a-z][\w-]*\s+willing(?=\s*(?:[,.;:!?]|$))|"
               # someone else's approval beside or instead of the assistant's: "with your approval and Dana's", "with
