@@ -144,8 +144,11 @@ def test_a_question_relayed_is_asked_back(text, known):
     assert intent.command in ("run", "cancel") and intent.clarify and "yes / edit" in intent.clarify
 
 
-def test_a_polite_request_relayed_is_the_request(known):
-    read_as("Tom asked if you could cancel r1", "cancel", {"run": "runs/r1"}, known)
+def test_a_polite_request_relayed_is_asked_back(known):
+    # Tom's ask, relayed: the user has not ordered it (probe3 p521, probe7 p7_103; "I wonder if you could cancel r1"
+    # is the user's own and acts, tests/test_understanding_nlu52.py)
+    intent = read("Tom asked if you could cancel r1", known)
+    assert intent.command == "cancel" and intent.clarify and "yes / edit" in intent.clarify
 
 
 @pytest.mark.parametrize(

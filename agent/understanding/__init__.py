@@ -94,6 +94,14 @@ _FILLERS = (r"(?:[\s\W]|\b(?:the|a|an|on|of|for|to|now|today|yet|please|pls|it|t
             r"update|updates|refresh)\b)*")  # fmt: skip
 
 
+# The courtesy a refusal may be wrapped in, which says nothing more: "would you mind not cancelling r1", "might I ask
+# you to not kill tp-try", "subject to your confirmation, I'd rather not cancel r1".
+_COURTESY = (r"\b(?:(?:would|do) you mind|(?:might|may|could|can) i ask you(?: to)?|i(?:'d| would) (?:appreciate it|be "
+             r"grateful) if you|if you (?:would|could|please)(?: be so kind)?|kindly|i(?:'d| would) rather|"
+             r"i(?:'d| would) prefer(?: (?:it if you|we|you|that))?|(?:subject to|with) your (?:confirmation|approval)|"
+             r"once you confirm)\b")  # fmt: skip
+
+
 def _only_refused(lowered: str, entities: Entities) -> str | None:
     """The one action the sentence refuses, where nothing but what it names is said beside it (a weak reading of the
     name alone is no request to read it), and mood holds it back too (no refusal it misses may become the action)."""
@@ -104,6 +112,7 @@ def _only_refused(lowered: str, entities: Entities) -> str | None:
     for found in sorted(entities.found, key=lambda entity: -entity.span[0]):
         if found.kind in ("run", "sweep"):
             rest = rest[: found.span[0]] + " " + rest[found.span[1] :]
+    rest = re.sub(_COURTESY, " ", rest)  # "could I ask you to not kill r1": the refusal, put politely
     if not re.fullmatch(_FILLERS, rest) or not held_back(lowered, refused[0]):
         return None
     return refused[0]

@@ -411,6 +411,13 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"\b(?:cancel(?:l?ing)?|kill(?:ing)?|abort(?:ing)?|stop(?:ping)?|terminat(?:e|ing)|halt(?:ing)?)\b", 5),
         # a stop in everyday words: "please shut it down", "pull the plug on r1", "shut the tp-try job off"
         (rf"\b(?:{SHUT_DOWN})\b", 5),
+        # the stop asked for as thanks ahead: "I'd appreciate it if you cancelled r1" (mood holds back another's
+        # wish and any condition beside it)
+        (
+            r"\b(?:appreciate(?:\s+it)?|grateful|obliged|thankful|great|nice|lovely|helpful|ideal|perfect)\s+if\s+you\s+"
+            r"(?:cancell?ed|killed|aborted|stopped|terminated|halted)\b",
+            5,
+        ),
     ],
     # "resume r1", "continue the preempted run", "pick the sweep back up": a preempted job, in its own directory
     "resume": [(RESUME, 9)],

@@ -34,6 +34,11 @@ ACTION_WORDS = {
 _NEGATION = (r"(?<!why )(?<!\bor )(?<!\bor may )(?<!\bor might )(?<!\bor could )"
              r"\b(?:don'?t|do not|didn'?t|did not|never|shouldn'?t|should not|won'?t|will not|wouldn'?t|"
              r"would not|mustn'?t|must not|no need to|not going to|not|"
+             # kept from the action, however politely asked: "might I ask you to refrain from cancelling tp-try",
+             # "would you mind holding off on launching" (not "to avoid running out of memory")
+             r"refrain(?:ing)? from|abstain(?:ing)? from|avoid(?:ing)?(?!\s+running\s+(?:out|into)\b)|"
+             r"hold(?:ing)? off(?: on)?|steer(?:ing)? clear of|"
+             r"fewer|"  # less of it, no one call: "would you mind opening fewer PRs?"
              # dismissed: "there's no point cancelling r1", "it's pointless to write a report", "nobody asked you to
              # cancel tp-try", "no one wants a PR"; the assistant told to stop: "stop trying to benchmark r1", "stop
              # asking me to launch runs" ("cancel r1, there's no point keeping it" dismisses no action)
@@ -53,7 +58,10 @@ _CARRIER = (
     r"open|make|create|file|raise|push|submit|write|update|refresh|touch|do|run|start|kick|off|launch|"
     r"or|nor"  # "don't launch or cancel any runs": the negation carries over to the verb after "or"
 )
-_GAP = rf"(?:\s+(?:{_CARRIER})\b){{0,5}}\s+"
+# (and a courtesy set aside between them: "please don't, if you would be so kind, cancel tp-try")
+_COURTESY_ASIDE = (r"(?:\s*,\s*(?:if you (?:would|will|could|please)(?: be so (?:kind|good))?|"
+                   r"if you'd be so (?:kind|good)|please|kindly|i beg you|i ask you)\s*,)?")  # fmt: skip
+_GAP = rf"{_COURTESY_ASIDE}(?:\s+(?:{_CARRIER})\b){{0,5}}\s+"
 # "I don't want a full sweep, just a quick one": the kind corrected, the action asked for; "don't benchmark r1, the
 # ddp baseline is the one I want scored": the action asked for on another.
 # ("don't cancel any runs, just check whether tp-try finished": another action after "just", nothing corrected.)
@@ -63,8 +71,9 @@ _KIND_CORRECTED = (r"[^,;.!?]*[,;:-]*\s*(?:but\s+)?(?:just|only|rather|simply|in
 
 # A take-back after the action: "wait, no", "just kidding", "never mind". A correction that goes on to say what
 # instead ("no wait, 20 steps") is no take-back: the parser reads the correction.
-TAKE_BACK = (r"\b(?:wait,?\s+no\b|no,?\s+(?:wait|don'?t|stop)\b|just kidding|kidding|jk\b|never\s?mind|nvm\b|"
-              r"scratch that|forget (?:it|that|i said)|ignore that|on second thought|changed my mind|"
+TAKE_BACK = (r"\b(?:wait,?\s+no\b|no,?\s+(?:wait|don'?t|stop|hold on|hang on)\b|just kidding|kidding|jk\b|"
+              r"never\s?mind|nvm\b|scratch that|scrap (?:that|it)\b|forget (?:it|that|i said)|ignore that|"
+              r"on second thought|changed my mind|"
               r"actually,?\s+(?:no|don'?t)\b|"
               # a sentence of its own that only says no: "The bot was asked to cancel tp-try. Don't.", "requeue
               # tp-try? It OOMed, so no." (not an answer to a setting asked: "train 10 steps. packing? no.")
@@ -73,6 +82,13 @@ TAKE_BACK = (r"\b(?:wait,?\s+no\b|no,?\s+(?:wait|don'?t|stop)\b|just kidding|kid
               r"(?<=\?\s)(?:(?:please|so|then|just)\s+)?(?:don'?t|do not)(?=\W*$)|"
               r"(?<=\?\s)(?:i|we)(?:'d| would)?\s+(?:(?:would|should|could)(?:n'?t| not)|rather not)\b(?=\W*$)|"
               r"\bso,?\s+no(?=\W*$))")  # fmt: skip
+# What may follow a take-back and only say why ("wait, no, it's almost done, leave it", "no, scrap that, it'll OOM
+# again", "wait, no, the other team still needs it"): a clause with a verb of state, with no value, name or action in
+# it that would make it a correction ("wait no, it's tp-try I meant", "no wait, with 4 gpus", "no, the long config").
+_REASON_ONLY = (r"^[^\d=_/]*\b(?:is|are|was|were|'s|'re|'ll|will|needs?|has|have|had|still|gone|spent|"
+                r"over)\b[^\d=_/]*$")  # fmt: skip
+_CORRECTION_WORDS = (r"\w-\w|\b(?:instead|meant|rather|use|with|on|make it|keep|packing|compil\w*|checkpointing|"
+                     r"warmup|lr|learning rate|layout|fsdp|ddp|tp|config|yaml|gpus?|steps?|trials?)\b")  # fmt: skip
 _NOTHING_MORE = (r"^(?:[\s\W]|\b(?:no|don'?t|do not|do nothing|nothing|never ?mind|forget it|leave it|not yet|"
                  r"hold off|please|wait|stop|ok|okay|sorry|actually|that|it|i|changed|my|mind|jk|just|kidding|"
                  r"lol)\b)*$")  # fmt: skip
@@ -97,8 +113,14 @@ _CONSEQUENCE = (r"\bwhat\s+(?:happens|would happen|will happen|happened)\s+(?:if
                 r"\s+of\b")  # fmt: skip
 
 # Someone else's words quoted, not the user's order: "Jin said 'cancel r1' in chat", "Rui wrote \"benchmark r1\"".
+# Also a request quoted ("keeps asking 'might I ask you to open a PR?'") and a speaker's line ("Sam: 'cancel r1'").
 _QUOTED = (r"\b(?:said|says|wrote|writes|typed|types|posted|posts|messaged|texted|commented|replied|suggested|"
-           r"pinged|tweeted)\s*:?\s*(?:\w+\s+)?[\"'\u201c\u2018]([^\"\u201d\u2019]+?)[\"'\u201d\u2019]")  # fmt: skip
+           r"pinged|tweeted|ask(?:s|ed|ing)|request(?:s|ed|ing))\s*:?\s*(?:\w+\s+)?[\"'\u201c\u2018]"
+           r"([^\"\u201d\u2019]+?)[\"'\u201d\u2019]|"
+           r"(?:^|[.;!?]\s*)(?!(?:please|do|note|ps|todo|task|order|request|update|plan|me|i|we|you)\b)[a-z][\w-]*\s*:\s*"
+           r"[\"\u201c\u2018]([^\"\u201d\u2019]+?)[\"\u201d\u2019]|"
+           r"(?:^|[.;!?]\s*)(?!(?:please|do|note|ps|todo|task|order|request|update|plan|me|i|we|you)\b)[a-z][\w-]*\s*:\s*"
+           r"'((?:[^'\u201d\u2019]|(?<=\w)'(?=\w))+?)'(?=\W|$)")  # fmt: skip
 
 # The user unsure whether to act at all: "maybe cancel r1? not sure", "perhaps benchmark it? dunno", "train 20 steps
 # or not, what do you think?". ("not sure which layout is best, train 20 steps with fsdp" is unsure of a fact, not of
@@ -115,6 +137,12 @@ _WEIGHED = (r"\bprobably\s+(?:(?:we|i)\s+)?(?:should|ought to|worth|best|better|
             r"\b(?:might|could|may)\s+(?:be\s+(?:\w+\s+)?(?:useful|interesting|worth\w*|nice|good|helpful|wise|"
             r"smart|a good idea)|make sense|help)\b")  # fmt: skip
 
+# Someone's approval, in the words it takes.
+_APPROVAL_WORD = r"(?:approval|ok|okay|go-?ahead|sign-?off|blessing|say-?so|consent|permission|agreement)"
+# A state of the world checked first, asked of the assistant: "confirm the GPUs are free", "verify r1 finished".
+_CHECK_FIRST = (r"(?:confirm|verify|check|make sure|ensure|double-?check|see)(?:s|ed)?\s+"
+                r"(?!(?:it|this|that)\W*(?:[,.;:!?]|$))\w")  # fmt: skip
+
 # The assistant's own confirmation asked for, as every launch and write already waits on it: "subject to your
 # confirmation", "with your approval", "once you confirm", "if you approve". No condition on the world ("once you
 # confirm r1 finished", "subject to your confirmation that the node is back" are checks asked first), nor anyone
@@ -129,9 +157,25 @@ YOUR_APPROVAL = (r"(?:\b(?:subject to|pending|with|upon|on)\s+your\s+(?:confirma
 # it is ("abort tp-try if it's still hogging the gpus").
 CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<!\bsee )(?<!\bcheck )(?<!\bcurious )"
               r"(?<!\bwhether )(?<!\bknow )(?<!\beven )(?<!\bas )"
-              r"(?:\b(?:unless|in case|in the event|provided that|on (?:the )?condition that|subject to)\b|"
-              # "contingent on r1 finishing, benchmark it", "depending on whether the node is back, launch ..."
-              r"\b(?:contingent|dependent|depending|conditional|conditioned)\s+(?:up)?on\b|"
+              r"(?:\b(?:unless|in case|in the event|provided that|on (?:the )?condition(?: that)?|subject to)\b|"
+              # another's say or a state still to come, however it is worded: "pending approval from Ana", "barring
+              # objections", "contingent on r1 finishing", "in the unlikely case r1 diverges", "when and if the node
+              # comes back", "Sam willing" ("pending your approval," alone is the assistant's own: YOUR_APPROVAL)
+              # (not the queued state: "cancel the pending runs", "kill anything still pending")
+              r"(?<!\bthe )(?<!\ba )(?<!\ball )(?<!\bany )(?<!\bmy )(?<!\bour )(?<!\bis )(?<!\bare )(?<!\bstill )"
+              r"\bpending\b(?!\s+(?:runs?|jobs?|sweeps?|trials?|tasks?|ones?|work|queue|state)\b)(?!\s*(?:[.;!?]|$))|"
+              r"\b(?:barring|contingent (?:on|upon)|depending (?:on|upon)|when and if|if and when)\b|"
+              r"\bin the (?:\w+\s+)?(?:case|event)\b(?!\s+of\b)|"
+              r"(?:^|[,;:]\s*)(?!(?:i|we|you|am|are|is)\b)[a-z][\w-]*\s+willing(?=\s*(?:[,.;:!?]|$))|"
+              # someone else's approval beside or instead of the assistant's: "with your approval and Dana's", "with
+              # Ana's sign-off", "with the approval of the lead"
+              rf"\bwith\s+(?:your\s+{_APPROVAL_WORD}\s+and\b|(?!your\b)[\w-]+'s\s+{_APPROVAL_WORD}|(?:the\s+)?"
+              rf"{_APPROVAL_WORD}\s+(?:of|from)\b)|"
+              # a state of the world the assistant is to confirm first: "once you confirm the GPUs are free", "only if
+              # you can verify r1 finished" (not the call itself: "once you confirm," is YOUR_APPROVAL)
+              rf"\b(?:once|when|after|as soon as)\s+you(?:'ve| have)?\s+(?:can\s+|could\s+)?{_CHECK_FIRST}|"
+              # "dependent on the node coming back, launch ...", "conditional on r1 finishing, benchmark it"
+              r"\b(?:dependent|conditional|conditioned)\s+(?:up)?on\b|"
               # "cancel r1 provided the checkpoint is safe", "provided Priya agrees" (not "the config provided by")
               r"\bprovided(?=\s+(?:(?:it|they|we|you|i|he|she|that|this)\b|(?!(?:by|for|to|in|with|here|above|below|"
               r"earlier|as)\b)[\w.-]+\s+(?:[\w.-]+\s+){0,2}?(?:is|are|was|were|has|have|does|do|\w+s|\w+ed)\b))|"
@@ -139,10 +183,14 @@ CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<
               # long as r1", "for as long as possible"; nor a courtesy: "as long as it's no trouble")
               r"(?<!\btwice )(?<!\bhalf )(?<!\btimes )(?<!\bfor )(?<!\bjust )(?<!\bonly )(?<!\bnot )"
               r"\b(?:as|so) long as\b(?!\s+(?:possible|needed|necessary|required|usual|before|last time|it takes|"
-              r"(?:the|a|an) (?:default|last|first|other|previous|baseline|usual|normal)\b|"
-              r"you (?:can|like|want|wish|need|don'?t mind|do not mind)|"
+              # a length compared, not a state ("as long as the default config is still valid" is one)
+              r"(?:the|a|an) (?:default|last|first|other|previous|baseline|usual|normal)\b(?![^,.;:!?]*\b(?:is|are|was|"
+              r"were|has|have|had|finish\w*|passes|succeeds|completes|agrees?|approves?|diverges|crash\w*|\w{3,}ed)\b)|"
+              rf"you (?:can|like|want|wish|need)\b(?!\s+{_CHECK_FIRST})|"
+              r"you (?:don'?t|do not) mind(?=\s*(?:[,.;:!?]|$))|"
               r"(?:it|this|that)(?:'s| is) (?:no|not a|not too much) (?:trouble|bother|problem|hassle)|"
-              r"(?:that|this|it)(?:'s| is) (?:ok|okay|fine|alright))\b)|"
+              # (not someone else's say: "as long as that's fine with Dana")
+              r"(?:that|this|it)(?:'s| is) (?:ok|okay|fine|alright)\b(?!\s+(?:with|for|by|to)\s+(?!you\b)))\b)|"
               # "cancel tp-try, assuming it's still running", "assuming r1 finished, benchmark it"
               r"(?<!\bstop )(?<!\bnot )\bassuming\b|"
               # said before, inverted: "should tp-try still be running, cancel it", "were r1 done, benchmark it"
@@ -151,12 +199,14 @@ CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<
               # running" (the state is what the duty waits on, not what the tool meets)
               r"\bsupposed to\b[^.;!?]*\bif\b|"
               r"\b(?:only )?if\b"
-              r"(?!\s+(?:possible|you can|you could|you (?:don'?t|do not|wouldn'?t|would not) mind|"
+              rf"(?!\s+(?:possible|you (?:can|could)\b(?!\s+{_CHECK_FIRST})|"
+              r"you (?:don'?t|do not|wouldn'?t|would not) mind|"
               r"that'?s (?:ok|okay|fine|alright)|"
               # the old courtesies that only soften the order: "if you would be so kind", "if you please"
               # (not "if you'd be so kind as to check r1 finished": a check asked first)
-              r"you(?:'d| would| will| could)? be so (?:kind|good)"
-              r"(?!\s+as\s+to\s+(?:check|see|verify|confirm|make sure|ensure|wait|find out))|"
+              # (not "if you'd be so kind as to ask Priya first": a task asked first; "... as to launch 2 GPUs" is the
+              # order itself, which _condition_leaves_order reads with the action's words)
+              r"you(?:'d| would| will| could)? be so (?:kind|good)(?!\s+as\s+to\b)|"
               r"you please|you (?:would|will)(?=\s*(?:[.!;,]|$))|"
               r"you(?:'ve| have)?\s+(?:confirm|approve)d?(?:\s+(?:it|this|that))?(?=\s*(?:[,.;:!?]|$))|"
               r"(?:i may(?: (?:say so|ask|add|suggest|be so bold))?|i might|you permit|you allow it|at all possible)"
@@ -216,7 +266,16 @@ ASKED_AS_IF = (r"if\s+you(?:'d|\s+would|\s+could|\s+can|\s+will)?\s+(?P<kindly>p
                r"(?:(?:a|an|the|up)\s+)?)?(?:{words})")  # fmt: skip
 
 
+# the old courtesy put on the action itself: "if you'd be so kind as to launch 2 GPUs" (not "... as to ask Priya first,
+# launch 2 GPUs": a task asked first).
+KIND_AS_TO = (r"if\s+you(?:'d|\s+would|\s+will|\s+could)?\s+be\s+so\s+(?:kind|good)\s+as\s+to\s+(?:please\s+)?"
+              r"(?:(?:open|make|create|file|raise|push|submit|write|update|refresh|do|run|start|kick off)\s+"
+              r"(?:(?:a|an|the|up)\s+)?)?(?:{words})")  # fmt: skip
+
+
 def _asked_as_if(said: str, before: str, words: str) -> bool:
+    if re.match(KIND_AS_TO.format(words=words), said):
+        return True
     asked = re.match(ASKED_AS_IF.format(words=words), said)
     return bool(asked) and (bool(asked.group("kindly")) or bool(re.search(GRATEFUL_BEFORE, before)))
 
@@ -227,13 +286,22 @@ def conditional(lowered: str, words: str, command: str) -> bool:
                for found in re.finditer(CONDITION, lowered))  # fmt: skip
 
 
+# An order said to be carried out now, before a "pending ...": it holds until then ("stop it immediately, pending
+# review"), no condition to meet first.
+_NOW_FIRST = r"\b(?:immediately|right now|right away|at once|asap|now)\b[^.;!?]*$"
+
+
 def _condition_leaves_order(lowered: str, start: int, words: str, command: str) -> bool:
+    said, before = lowered[start:], lowered[:start]
+    # the request itself put as "if you would": no condition, whatever the action ("I'd appreciate it if you cancelled
+    # baseline-ddp"); another condition in the sentence still holds it ("..., assuming Sam doesn't object")
+    if _asked_as_if(said, before, words):
+        return True
+    if re.match(r"pending\b", said) and re.search(_NOW_FIRST, before):
+        return True  # "stop it immediately, pending review": stopped while the review is pending
     if command == "cancel":  # the one action that loses work: any condition on it stays held
         return False
-    said, before = lowered[start:], lowered[:start]
     if (command == "pr" and re.match(MET_BY_A_PR, said)) or re.match(YOUR_APPROVAL, said):
-        return True
-    if _asked_as_if(said, before, words):
         return True
     aside = re.match(OUTCOME_ASIDE, said)
     if aside and re.search(r"\w", before) and not re.search(words, aside.group(0)):
@@ -254,10 +322,13 @@ LATER = (rf"\b(?:later(?:\s+(?:on|today|tonight))?|tonight|tomorrow(?:\s+(?:morn
           rf"(?:over|on|for|at) the weekend|next (?:week|month|time|{_WEEKDAY})|(?:on|by|this|next) {_WEEKDAY}|"
           r"after (?:lunch|dinner|breakfast|the weekend|the meeting|work|hours)|at (?:midnight|noon)|"
           r"in (?:an?|one|two|three|a few|a couple of|\d+) (?:more )?(?:hours?|minutes?|mins?|days?|weeks?)|"
+          rf"(?:until|till|til) (?:{_WEEKDAY}|tomorrow|later|next week|the weekend)|"
           r"not (?:right )?now|not yet|remind me|schedule (?:it|a|an|the|this|that)\b|"
           r"queue (?:it|a|an|the|this|that)\b)")  # fmt: skip
 # Fillers a clause holding only a time may carry: "next, ...", "ok so tomorrow morning, ...".
-_FILLER = r"(?:[\s\W]|\b(?:next|then|ok|okay|so|and|but|first|maybe|perhaps|please|morning|evening|night)\b)*"
+# ("but don't until Monday": the time the action waits for, "don't" only says not before)
+_FILLER = (r"(?:[\s\W]|\b(?:next|then|ok|okay|so|and|but|first|maybe|perhaps|please|morning|evening|night|don'?t|"
+           r"do not)\b)*")  # fmt: skip
 # The user's own action to come, said of themselves: "I'm going to start a sweep", "we will open a PR", "I might
 # cancel r1", "let me think about launching", "I was thinking of launching".
 OWN_INTENT = (r"\b(?:i|we)(?:'m| am|'re| are| was| were)?\s+(?:going to|gonna|planning (?:to|on)|"
@@ -265,7 +336,8 @@ OWN_INTENT = (r"\b(?:i|we)(?:'m| am|'re| are| was| were)?\s+(?:going to|gonna|pl
                r"\b(?:i|we)\s*(?:'ll|will|might|may|could)\b(?!\s+(?:you|need|have)\b)|"
                r"\blet me (?:think|see|consider)\b|\b(?:i|we) (?:plan|intend|hope) to\b")  # fmt: skip
 # A time clause the action waits on, wherever it stands: "when the GPUs free up", "once the sweep is done".
-WAITS_ON = (r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?!you\b)(?:(?:the|that|this|my|our|it|they|we|i|r\d|"
+WAITS_ON = (r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?!you\b)[\w.-]+(?:'s|'re)\s+back\b|"  # "once he's back"
+            r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?!you\b)(?:(?:the|that|this|my|our|it|they|we|i|r\d|"
              r"[\w.-]+)\s+)(?:\S+\s+){0,3}?(?:(?:is|are|'s|has|have|gets?|becomes?)\s+(?:\w+\s+)?(?:done|finished|"
              r"over|complete\w*|free\w*|idle|available|landed|wrapped\s+up)|finish\w*|complet\w*|end(?:s|ed)?|"
              r"free(?:s|d)?(?:\s+up)?|wraps?\s+up|wrapped\s+up|lands?|landed|"
@@ -274,7 +346,10 @@ WAITS_ON = (r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?!you\b)(?:(?:the|tha
              r"(?:comes?|is|are|gets?)\s+back|(?:is|are|gets?|turns?)\s+(?:\w+\s+)?(?:green|reviewed|approved|merged|"
              r"signed\s+off|ready|fixed|up|written|published)|starts?|begins?|opens?|passes|returns?|recovers?|"
              # someone's say first: "once Dana reviews the report", "when the lead approves"
-             r"reviews?|approves?|signs?\s+off|confirms?|agrees?)\b")  # fmt: skip
+             r"reviews?|approves?|signs?\s+off|confirms?|agrees?|"
+             # ... said as done by then: "once Dana has reviewed it", "after the lead has signed off"
+             r"(?:has|have)\s+(?:\w+\s+)?(?:reviewed|approved|signed\s+off|agreed|confirmed|checked|looked))"
+             r"\b")  # fmt: skip
 # A time clause that says when to tell the user, not when to act: "launch 20 steps and ping me once it finishes".
 _NOTICE_WHEN = (r"\b(?:tell|ping|notify|message|text|email|alert|update|let)\s+(?:me|us)(?:\s+know)?\s+"
                 r"(?:\w+\s+){0,2}?(?:after|once|when(?:ever)?|as soon as)\b[^.;!?]*")  # fmt: skip
@@ -314,7 +389,7 @@ _RELAYED_QUESTION = (r"\b(?:ask(?:s|ed|ing)?|wonder(?:s|ed|ing)?|wants? to know|
 # cancel r1" ask for it.)
 _QUESTION_ABOUT = (r"\b(?:ask(?:s|ed|ing)?|wants? to know|wanted to know|curious|debat\w+|undecided|"
                    r"wonder(?:s|ed|ing)?)\s+(?:(?:me|us|you|him|her|them)\s+)?(?:whether|if)\b"
-                   r"(?!\s+you\s+(?:could|can|would|might|please)\b)|"
+                   r"(?P<polite>\s+you\s+(?:could|can|would|might|please)\b)?|"
                    r"\bquestion\b[^.?!;]*?\b(?:is|was|were)\s+whether\b")  # fmt: skip
 
 
@@ -323,7 +398,7 @@ _QUESTION_ABOUT = (r"\b(?:ask(?:s|ed|ing)?|wants? to know|wanted to know|curious
 # it with a reason; "can someone have the bot cancel r1" asks the assistant.) Said with the action's words right after.
 _RELAYED = (r"\b(?:told|asked|instructed|wants?|wanted)\s+(?:me|us)\s+to\s+|"
             r"\b(?:i|we)\s+(?:was|were|have been|'ve been|got)\s+(?:told|asked|instructed)\s*(?::\s*|to\s+)|"
-            r"\b(?:said|says|wrote|writes|posted|messaged)\s*:\s*|"
+            r"\b(?:said|says|asked|asks|wrote|writes|posted|messaged)\s*:\s*|"
             r"\b(?!(?:i|we|you|u|it|this|that|which|what|who|there|they|then|and|so|please)\b)[a-z][\w-]*\s+"
             r"(?:will|'ll|is going to|is gonna|plans to|is planning to|is about to)\s+")  # fmt: skip
 # A wish about the past, not an order: "would've been nice to cancel r1 earlier", "the PR would have been nice".
@@ -331,10 +406,31 @@ _PAST_WISH = (r"\bwould(?:'ve|\s+have)\s+been\s+(?:\w+\s+)?(?:nice|good|great|be
               r"\bshould(?:'ve|\s+have)\s+been\b")  # fmt: skip
 
 
+# The courtesy the relayed order is put in: "my advisor asked: would you mind cancelling baseline-ddp?".
+_COURTESY_OPENER = (r"(?:(?:would|could|can|will)\s+you\s+(?:please\s+|kindly\s+)?"
+                    r"(?:mind\s+|be so (?:kind|good) as to\s+)?|"
+                    r"(?:might|may|could|can)\s+i\s+ask\s+you\s+to\s+|if you(?:'d| would) be so (?:kind|good),?\s+|"
+                    r"please\s+|kindly\s+)?")  # fmt: skip
+# Someone else's wish told, the action in it: "Jo would like a run launched on 2 GPUs", "the other team would like
+# baseline-ddp killed", "Sam would be grateful if you cancelled r1" ("I would like ..." is the user's own).
+_WISHED_BY_ANOTHER = (r"\b(?!(?:i|we|you|u|it|this|that|which|what|who|there|then|and|so|please|also|just|really|still|"
+                      r"now|ok|okay|but|hi|hey|one)\b)[a-z][\w-]*\s+(?:would|'d)\s+(?:really\s+|so\s+|much\s+|very\s+)?"
+                      r"(?:like|love|appreciate|prefer|be\s+(?:so\s+|very\s+|most\s+|much\s+)?(?:grateful|thankful|"
+                      r"obliged|happy|glad))\b[^.;!?]*?")  # fmt: skip
+
+
+# The action in the wish said as a verb ("a run launched", "if you cancelled r1"), not a run's spec named ("Priya
+# would like a DDP run on 4 GPUs, 80 steps": the user passing on the launch to make).
+_AS_A_VERB = r"(?=\w+(?:ed|ing)\b)|(?<=\byou )|(?<=\bto )"
+
+
 def _relayed(lowered: str, words: str) -> bool:
-    """Every mention of the action is someone else's order or duty told (_RELAYED)."""
+    """Every mention of the action is someone else's order, duty or wish told (_RELAYED, _WISHED_BY_ANOTHER)."""
     verb = r"(?:(?:open|make|create|file|raise|push|submit|write|update|refresh|bring)\s+(?:(?:a|an|the|up)\s+)?)?"
-    relayed = list(re.finditer(rf"(?:{_RELAYED})(?:please\s+)?{verb}(?:{words})", lowered))
+    ordered = rf"(?:{_RELAYED}){_COURTESY_OPENER}{verb}(?:{words})"
+    wished = rf"{_WISHED_BY_ANOTHER}(?:{_AS_A_VERB})(?:{words})[^.;!?,]*"
+    told = f"{ordered}|{wished}"
+    relayed = list(re.finditer(told, lowered))
     if not relayed:
         return False
     rest = lowered
@@ -430,9 +526,18 @@ def _whether_action(lowered: str, words: str) -> bool:
     return False
 
 
+# The user asking "whether you could" themselves ("I wonder if you could", "may I ask whether you could", "just
+# wondering if you can"), not someone else (Priya asked me whether you could cancel tp-try": hers, relayed).
+_OWN_POLITE_ASKER = (r"(?:\b(?:i|we)(?:'d|'m|'re| would| was| were| am| are| just| really| also)*"
+                     r"(?:\s+(?:like|love|want)\s+to)?|\b(?:may|might|can|could)\s+(?:i|we)|\blet\s+me|"
+                     r"(?:^|[.!?,;:]\s*)(?:(?:just|so|and)\s+)?)\s*$")  # fmt: skip
+
+
 def _asked_about(lowered: str, words: str) -> bool:
     """A question asked about the action (_QUESTION_ABOUT), not the user's purpose in ordering it."""
     for found in re.finditer(_QUESTION_ABOUT, lowered):
+        if found.group("polite") and re.search(_OWN_POLITE_ASKER, lowered[: found.start()]):
+            continue  # "I wonder if you could cancel r1": the user's own ask, put politely
         own = re.match(r"want|curious", found.group(0)) and re.search(_OWN_ASKER, lowered[: found.start()])
         asked = re.split(r"[.;!?]", lowered[found.end() :], maxsplit=1)[0]
         ordered_before = re.search(words, lowered[: found.start()])
@@ -449,12 +554,15 @@ def _weighed(lowered: str, words: str) -> bool:
 
 def _quoted(lowered: str, words: str) -> bool:
     """The action said only inside someone's quoted words."""
-    return any(re.search(words, found.group(1)) for found in re.finditer(_QUOTED, lowered))
+    return any(re.search(words, said) for found in re.finditer(_QUOTED, lowered) for said in found.groups() if said)
 
 
 # The action named, then waved off or dismissed after it, in its clause: "cancel tp-try: nope", "requeueing
 # baseline-ddp is pointless" ("cancel r1, keeping it is pointless" dismisses the keeping).
-_DISMISSED_AFTER = (rf"[^?.!;,:]{{0,40}}?{WAVED_OFF}|[^,?.!;]{{0,40}}?\b(?:is|are|'s|seems|would be|sounds)\s+"
+_DISMISSED_AFTER = (rf"[^?.!;,:]{{0,40}}?{WAVED_OFF}|"
+                    # asked to do less of it, no one call asked: "would you mind launching fewer runs?"
+                    r"\s+(?:fewer|less)\s+(?:runs|jobs|things|experiments|sweeps|prs|pull requests|often|frequently)\b|"
+                    r"[^,?.!;]{0,40}?\b(?:is|are|'s|seems|would be|sounds)\s+"
                     r"(?:pointless|useless|unnecessary|not needed|no use|a waste(?: of time)?)\b|"
                     # ruled out, said of the action as the subject (its object at most between, no "because" or
                     # "since" that would make it another's): "cancelling r1 is not an option", "opening a PR for
@@ -486,7 +594,17 @@ def _taken_back(lowered: str, words: str) -> bool:
     if not said:
         return False
     back = [found for found in re.finditer(TAKE_BACK, lowered) if found.start() >= said[-1]]
-    return bool(back) and bool(re.match(_NOTHING_MORE, lowered[back[-1].end() :]))
+    if not back:
+        return False
+    rest = lowered[back[-1].end() :]
+    return bool(re.match(_NOTHING_MORE, rest)) or _reason_only(rest)
+
+
+def _reason_only(rest: str) -> bool:
+    """What follows the take-back only says why (_REASON_ONLY): no action, value or name said in its place."""
+    if not re.match(_REASON_ONLY, rest) or re.search(_CORRECTION_WORDS, rest):
+        return False
+    return not any(re.search(words, rest) for words in ACTION_WORDS.values())
 
 
 def _deferred(lowered: str, words: str) -> bool:
