@@ -233,6 +233,10 @@ def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None
         if len(named) == 1:
             intent.args["run"], intent.words = named[0], named
             return
+    if len(named) == 2 and (instead := _named_instead(entities)):
+        # "wait for tp-try? ... then r1, wait on that one instead": the one named last, in place of the other
+        intent.args["run"], intent.words = instead, [instead]
+        return
     if len(named) >= 2:  # "cancel tp-try and baseline-ddp": the tool takes one run; never only one of those named
         intent.clarify = f"One run at a time: which first, {' or '.join(named)}?"
         return
@@ -253,6 +257,23 @@ def _fill_run_tool(intent: Intent, entities: Entities, context: Context) -> None
     if (run := _run_of(intent, entities, context)) is not None:
         intent.args["run"] = run
         intent.words = [run]
+
+
+# The last run named, said to be meant in place of the one before: "..., then baseline-ddp, wait on that one
+# instead", "r1 instead". Never "instead of" (which names the one left), nor where the first is kept too.
+NAMED_INSTEAD = (r"^(?:'s)?\s*[,;:]?\s*(?:(?:please\s+|just\s+)?(?:\w+\s+){0,3}?(?:that|this|the\s+latter)\s+"
+                 r"(?:one\s+|run\s+)?)?instead\b(?!\s+of\b)(?![^.;!?]*\b(?:too|also|as well|both)\b)")  # fmt: skip
+
+
+def _named_instead(entities: Entities) -> str | None:
+    """The later of two runs named, where the words right after it take it in place of the earlier one."""
+    runs = sorted((e for e in entities.found if e.kind == "run"), key=lambda e: e.span)
+    if len({str(e.value) for e in runs}) != 2 or str(runs[-1].value) == str(runs[0].value):
+        return None
+    lowered = entities.text.lower()
+    if re.search(r"(?:both|and also|as well as)", lowered):
+        return None
+    return str(runs[-1].value) if re.match(NAMED_INSTEAD, lowered[runs[-1].span[1] :]) else None
 
 
 def _fill_cancel(intent: Intent, entities: Entities, context: Context) -> None:
@@ -354,6 +375,8 @@ def _fill_sweep_named(intent: Intent, entities: Entities, context: Context) -> N
 # "the sweep", as if one were meant, or its name forgotten ("whichever one it was"): the latest in its place would
 # be a guess, for a report as for a reading. "a report", "the latest sweep" say which.
 THE_SWEEP = (r"\bthe\s+sweep(?:'s)?\b(?!\s+(?:over|of|on|across|that|which|where)\b)|\bwhichever\s+(?:one|sweep)\b|"
+             # one only told of: "someone told me a sweep found the best setup"
+             r"\b(?:told|heard|said|says|claimed|claims)\b[^.;!?]*\b(?:a|some)\s+sweep\b|"
              r"\b(?:don'?t|do not|can'?t|cannot)\s+(?:\w+\s+)?(?:remember|recall)\b")  # fmt: skip
 
 
@@ -372,6 +395,9 @@ def _fill_docs(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["sweep"] = described
     elif context.sweep and re.search(r"\b(?:it|that|this|them)\b", intent.text.lower()):
         intent.args["sweep"] = context.sweep
+    elif _which_sweep_unsaid(intent, entities, context, None):  # "bring the docs up to date with the sweep results"
+        sweeps = " or ".join(s.removeprefix("sweeps/") for s in context.known.sweeps)
+        intent.clarify = f"Which sweep should the docs take their results from: {sweeps}? There is more than one here."
 
 
 def _at_step(run: str, lowered: str, context: Context, intent: Intent) -> str:
@@ -479,11 +505,28 @@ def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
             names = " or ".join(f"`{f}`" for f in found) or f"a file of {run}"
             intent.clarify = f"Which file do you mean: {names}?"
             return
+    if "path" in intent.args and (missing := _missing_owner(intent.args["path"], context)):
+        intent.clarify = missing
+        return
     if "path" in intent.args:
         intent.words = [intent.args["path"]]
     elif intent.clarify is None:
         example = context.file or "meshpilot.yaml"
         intent.clarify = f"Which file should I show? e.g. `show {example}`."
+
+
+def _missing_owner(path: str, context: Context) -> str | None:
+    """One question where a file's path is of a run or sweep the repository lacks ("runs/r2/metrics.json" with no
+    runs/r2): reading it would show an error, never the figure asked for; the name is likely a slip for a known one."""
+    owner = re.match(r"(runs|sweeps)/([^/\s]+)/", path)
+    if owner is None or not context.known.root or (context.known.root / path).exists():
+        return None
+    known = context.known.runs if owner[1] == "runs" else context.known.sweeps
+    if not known or f"{owner[1]}/{owner[2]}" in known:
+        return None
+    kind = "run" if owner[1] == "runs" else "sweep"
+    listed = ", ".join(known)
+    return f"I find no {kind} {owner[1]}/{owner[2]} here, so I have not read {path} ({owner[1]}: {listed}). Which?"
 
 
 # A run's file named alone, as a follow-up asks it: "log?", "and the log file?", "what about its config?".

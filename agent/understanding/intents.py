@@ -956,6 +956,8 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         for action in ACTIONS:
             if not possible or action == "run":
                 scores[action] -= 2  # a question asks; it launches only when it asks to ("could you launch ...")
+    if scores["sweep"] < 6 and re.search(SWEEP_CHECKED, masked(lowered, entities)):
+        scores["trials"] = max(scores["trials"], scores["sweep"]) + 1.5  # "verify that sweep's claim": its trials, read
     if entities.has("no_launch"):
         for action in ("run", "sweep", "bench"):
             if action != "bench" or not _evaluated_not_trained(lowered):
@@ -1083,6 +1085,12 @@ def _evaluated_not_trained(lowered: str) -> bool:
 # An order of the parts of a question: "start with the H100 side", "let's start with the first half".
 START_WITH_PART = (r"\s+(?:off\s+)?with\s+(?:the\s+)?(?:[\w.-]+\s+){0,2}(?:side|half|part|leg|variant|case|"
                    r"scenario|branch|option|column)\b")  # fmt: skip
+
+
+# What a sweep found, checked: "verify that for me" of a sweep said to have found the best setup, "double-check
+# against that same sweep". Checking reads what it found; no new sweep is asked for (a launch verb for one scores 6).
+_CHECK_VERB = r"\b(?:verif(?:y|ies|ied)|(?:double|fact|cross|sanity)-?check\w*)\b"
+SWEEP_CHECKED = rf"{_CHECK_VERB}(?=.*\bsweep\b)|\bsweep\b.*{_CHECK_VERB}"
 
 
 def launch_verb(lowered: str) -> bool:

@@ -290,6 +290,7 @@ SPANISH = {"y": "and", "el": "the", "la": "the", "los": "the", "las": "the", "un
            "ayer": "yesterday", "hoy": "today", "ahora": "now", "gracias": "thanks", "porfa": "please",
            "reanuda": "resume", "reanudar": "resume", "reanúdalo": "resume it", "reanudalo": "resume it",
            "también": "also", "bueno": "ok", "vale": "ok", "mañana": "tomorrow", "luego": "later",
+           "mismo": "same", "misma": "same",
            "lunes": "monday", "martes": "tuesday", "miércoles": "wednesday", "miercoles": "wednesday",
            "jueves": "thursday", "viernes": "friday", "sábado": "saturday", "sabado": "saturday", "domingo": "sunday",
            # the speaker's own launch, asked about ("¿lanzo el run?": should I launch it?)
@@ -789,6 +790,13 @@ LUNCH_THE = (r"\blunch(?=\s+(?:the|a|an|it|that|this|my|our|another|\d+|configs?
 # "repot" is the gardener's verb ("repot it into something bigger": a metaphor no tool reads, KEEP), and "report"
 # typed a letter short anywhere else ("write the repot", "a repot of lr-scan").
 REPOT = r"\brepot(?!\s+(?:it|them|this|that|these|those)\s+(?:in|into|to)\b)"
+# "pul request", "pull requst", "pul-request": a pull request typed a letter short or off.
+PULL_REQUEST_TYPO = r"\bpul[\s-]+req\w*|\bpull[\s-]+req(?!uests?\b)\w*"
+# A write tool's own name typed as a command, opening the request ("write_report sweeps/layouts-nov"): that tool, in
+# its English words (named inside a sentence, "does write_report push anything?", it is asked about: KEEP).
+TOOL_NAME_TYPED = {r"^(\W*)write_report(?![\w./-])": r"\1write a report of",
+                   r"^(\W*)open_pull_request(?![\w./-])": r"\1open a pull request for",
+                   r"^(\W*)update_docs(?![\w./-])": r"\1update the docs for"}  # fmt: skip
 # Words before the meal itself: "after lunch the run ended", "we had lunch the day before".
 MEAL = (r"\b(?:after|before|for|at|had|have|having|eat|eating|ate|grab|grabbing|get|got|from|during|over|my|our|the|"
         r"a|of)\s+$")  # fmt: skip
@@ -1246,6 +1254,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
     text = re.sub(LUNCH_THE, _lunch, text, flags=re.I)
     text = re.sub(REPOT, "report", text, flags=re.I)
+    text = re.sub(PULL_REQUEST_TYPO, "pull request", text, flags=re.I)
+    for said, words in TOOL_NAME_TYPED.items():
+        text = re.sub(said, words, text, flags=re.I)
     text = re.sub(SEPARATED_OFF, r"\1 off \2", text, flags=re.I)
     text = re.sub(r"\bapiece\b", "each", text, flags=re.I)  # "four L40S apiece."
     # the launcher's key said bare, as the flag is ("--nproc 4"): "nproc 4", "nproc=4", "nproc_per_node: 8"

@@ -491,6 +491,10 @@ _TALKED = (
     r"decided\s+on|aligned\s+on|landed\s+on|came\s+up\s+with|went\s+over|promised|told\s+\w+\s+about)"
 )
 _SETTING = r"(?:layout|config\w*|setup|set-up|settings?|version|state|recipe|one)"
+# Someone else, whose run or config the repository does not mark as theirs.
+_OTHER_PERSON = (r"(?:colleague|co-?worker|teammate|team-mate|labmate|lab-mate|friend|boss|advisor|adviser|supervisor|"
+                 r"manager|lead|mentor|intern|officemate)s?")  # fmt: skip
+_THING = r"(?:runs?|sweeps?|jobs?|one|config\w*|setup|experiments?|settings?)"
 # A past time that alone tells which one ("last month", "two weeks ago", "over the weekend", "on Tuesday").
 _WHEN_DONE = (rf"(?:last\s+(?:week|month|year|quarter|{_WEEKDAY})|(?:a|one|two|three|four|a few|a couple of|\d+)\s+"
               rf"(?:days?|weeks?|months?|years?)\s+ago|over\s+the\s+(?:last\s+)?weekend|on\s+{_WEEKDAY}|"
@@ -514,6 +518,9 @@ POINTED_AT = (
     # written down outside the repository: "the settings from the paper", "the recipe from the blog post"
     rf"\b(?:{_SETTING}|recipe|hyper-?parameters?|hparams|values|numbers)s?\s+(?:\w+\s+){{0,2}}?(?:from|in|of)\s+"
     rf"(?:the|that|this|our|their|his|her|[a-z]+'s)\s+(?:[\w-]+\s+)?{_OUTSIDE}\b|"
+    # someone else's, which the repository does not tell apart: "my colleague's run", "the sweep of my teammate"
+    rf"\b(?:(?:my|our|a)\s+{_OTHER_PERSON}'s|the\s+{_OTHER_PERSON}'s)\s+(?:[\w-]+\s+)?{_THING}\b|"
+    rf"\bthe\s+(?:[\w-]+\s+)?{_THING}\s+(?:of|from|by)\s+(?:my|our|a)\s+{_OTHER_PERSON}\b|"
     # someone else knows which: "whatever sweep is newest, Ana knows which"
     r"\b(?!(?:who|nobody|no one|god)\b)[a-z]+\s+knows\s+which(?:\s+one)?(?=\s*(?:[,.;:!?)]|$))"
 )
@@ -521,7 +528,9 @@ POINTED_AT = (
 # repository offers, "the one that worked", is no answer: no file records what was done when).
 POINTED_BY_TIME = (
     rf"\bthe\s+(?:[\w-]+\s+){{0,2}}?(?:one|run|job|report|write-?up|sweep|{_SETTING})s?\s+"
-    rf"(?:that\s+|which\s+)?(?:(?:we|i|you|they|he|she)\s+)?(?:[\w'-]+\s+){{1,3}}?{_WHEN_DONE}\b"
+    rf"(?:that\s+|which\s+)?(?:(?:we|i|you|they|he|she)\s+)?(?:[\w'-]+\s+){{1,3}}?{_WHEN_DONE}\b|"
+    # "the same as yesterday", "the same one from last week": what was done then, no run of the repository
+    rf"\bthe\s+same\s+(?:[\w-]+\s+)?(?:as|of|from)\s+(?:yesterday|last\s+night|{_WHEN_DONE})\b"
 )
 # What points at an earlier turn ("the one of before", "the previous layout", "the other configuration"): held by a
 # conversation that has one, asked about in one that has none.
@@ -682,6 +691,10 @@ NOT_A_NAME = (
     r"high-level|top-line|bottom-line|long-term|short-term|low-hanging|deep-dive[sd]?|follow-ups?|"
     # a unit or a share said as a compound ("per-device memory", "to basis-point precision", "mixed-precision")
     r"per-\w+|\w+-points?|(?:mixed|half|full|single|double)-precision|"
+    # a rate said as a compound ("the tokens-per-second figure", "samples-per-gpu"): a figure, no run's name
+    r"\w+-per-\w+|"
+    # a check said as a compound verb ("please double-check against that sweep", "cross-checked"): no run's name
+    r"(?:double|cross|fact|sanity|spot|re)-check\w*|"
     # a point in a job's course ("preempted mid-tourney", "died mid-epoch", "stopped half-way"): when, no run's name
     r"mid-\w+|half-way|part-way|"
     r"\w+-(?:ready|based|like|level|style|friendly|only|free|heavy|bound|aware|sized|related|specific))$"
@@ -875,7 +888,7 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         )
     if intent.clarify is None and intent.command in ("run", "sweep") and (source := _unknown_source(entities)):
         intent.clarify = source
-    if intent.clarify is None and intent.command in (*ACTIONS, *NAMED_TOOLS):
+    if intent.clarify is None and intent.command in (*ACTIONS, *NAMED_TOOLS, "plan"):
         intent.clarify = _pointed_question(plain, intent, entities, context)
     if intent.clarify is None or offers_yes(intent.clarify):
         intent.clarify = _sweep_move_held(plain, intent, entities, context) or intent.clarify
