@@ -66,6 +66,7 @@ def understand(text: str, context: Context | None = None) -> Intent:
     context = context or Context()
     plain = normalise(text, context.known.names)
     restated = _answer_restated(_variant_restated(_value_restated(plain, context), context), context)
+    restated = _count_restated(restated, context)
     if restated != plain:
         text = plain = restated  # what every later reading of the sentence reads
     entities = extract(plain, context.known)
@@ -137,6 +138,24 @@ def _value_restated(plain: str, context: Context) -> str:
     if rated and (found := re.fullmatch(MAKE_IT_RATE, plain, re.I)):
         return f"same but lr {found.group(1)}"
     return plain
+
+
+# A bare count asked about right after a plan: "hmm what about 8 though", "and with 16 instead?" (group 1 the count).
+BARE_COUNT_AGAIN = (r"^\W*(?:(?:hmm+|hm+|um+|uh+|well|oh|ah|ok|okay|so|and|but)\W+)*"
+                    r"(?:(?:what|how)\s+about|(?:with|on)|try)\s+(\d+)"
+                    r"(?:\s+(?:though|then|instead|now))*\W*$")  # fmt: skip
+
+
+def _count_restated(plain: str, context: Context) -> str:
+    """A bare count right after a plan on one machine, as that plan's GPUs ("what about 8" after 4 L40S is 8 of
+    them): the one count such a plan has. After a plan over nodes the count could be either: left as said (asked)."""
+    plan = context.plan if context.previous == "plan" else None
+    found = re.fullmatch(BARE_COUNT_AGAIN, plain, re.I)
+    if not plan or not found or int(plan.get("nodes") or 1) != 1 or not isinstance(plan.get("devices"), int):
+        return plain
+    if not 1 <= int(found.group(1)) <= 64:  # ("what about 512" may be a sequence length: asked)
+        return plain
+    return plain[: found.end(1)] + " gpus" + plain[found.end(1) :]
 
 
 # A GPU's form factor said alone ("nvl?", "and the pcie ones?"): the plan before's GPU in that form.

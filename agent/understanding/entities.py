@@ -575,7 +575,10 @@ def _number(digits: str, kilo: str, kind: str) -> int:
     return int(value)
 
 
-ON_JUST_ONE_NODE = r"\bon\s+(?:just|only)\s+1\s+node\b"
+# (or the plan said to start there: "would I need 2 nodes? let's start with 1 node of 8", "we'll start on 1 node")
+# (a start only said as the plan chosen: "start with 1 node later" after the nodes planned stays on them)
+ON_JUST_ONE_NODE = (r"\b(?:on\s+(?:just|only)|(?:let'?s|let\s+us|we'?ll|we\s+will|i'?ll|i\s+will)\s+(?:just\s+)?start"
+                    r"\s+(?:with|on)(?:\s+(?:just|only))?)\s+1\s+node\b")  # fmt: skip
 
 
 def _hardware(lowered: str, entities: Entities) -> None:

@@ -337,6 +337,15 @@ LONE_GPU = (
 REFUSED_COUNT = r"\b(?:negative(?:\s+on)?|not(?:\s+on)?|rather\s+than|instead\s+of)\s+$"
 
 
+def _counted_again(found: re.Match, gpu: str, lowered: str) -> re.Match:
+    """The GPU named first without a count, named again with one later ("the PCIe H100 is nearly as fast ... plan on
+    8 h100 pcie"): that later mention, which counts it. Another GPU counted later is none of its count."""
+    if found.group(1):
+        return found
+    later = (m for m in re.finditer(gpu, lowered) if m.start() >= found.end())
+    return next((m for m in later if m.group(1) and m.groups()[1:] == found.groups()[1:]), found)
+
+
 def _hardware_facts(lowered: str, intent: Intent) -> None:
     """GPU preset, devices per node, nodes and sequence length ("2 nodes of 8 A100 40GB", "a 4090", "at 8k")."""
     args = intent.args
@@ -347,6 +356,7 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
         args["nodes"] = _count(found.group(1))
     gpu = r"(?:(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s*(?:x\s*)?)?(?:(?:nvidia|dgx|hgx)\s+)*" + GPU_NAME
     if found := re.search(gpu, lowered):
+        found = _counted_again(found, gpu, lowered)
         count, name, variant, size = found.groups()
         key = name.replace(" ", "-") + (f"-{variant}" if variant else "") + (f"-{size}gb" if size else "")
         try:
@@ -404,11 +414,12 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
 
 # A setting changed to its value: "sequence length bumped to 2048", "micro batch set to 4", "lr raised to 1e-3".
 CHANGED = (r"(?:\s+(?:(?:is|was|were|be|been|got)\s+)?(?:bumped|raised|set|increased|changed|reduced|lowered|"
-           r"dropped|cut|upped|pushed|moved|turned|doubled|halved|going|extended|expanded|lengthened|shortened)"
+           r"dropped|cut|upped|pushed|moved|turned|doubled|halved|going|extended|expanded|lengthened|shortened|put)"
            # ("lowered gently to 1e-4": a manner said between the change and its value)
            r"(?:\s+\w+ly)?(?:\s+(?:up|down|back))?(?:\s+\w+ly)?)?")  # fmt: skip
-# ("the sequence length must be 512", "lr should be 1e-3": the value it must have; "the learning rate being 3e-4")
-SET_TO = CHANGED + r"\s*(?:of|=|:|to|is|at|being|(?:must|should|shall|will|has\s+to|needs?\s+to)\s+be)?\s*"
+# ("the sequence length must be 512", "lr should be 1e-3": the value it must have; "the learning rate being 3e-4";
+# "if the sequence length were 2048": the value a what-if supposes)
+SET_TO = CHANGED + r"\s*(?:of|=|:|to|is|at|being|were|(?:must|should|shall|will|would|has\s+to|needs?\s+to)\s+be)?\s*"
 # A sequence length said as the tokens of one sequence: "1024 tokens per sequence", "sequences of 2k tokens".
 TOKENS_PER_SEQUENCE = (r"\b(\d+)\s*(k?)\s*tokens?\s+(?:per|each|a|an|in each|for each|of each)\s+"
                        r"(?:sequence|sample|example|seq|document|row)\b|"

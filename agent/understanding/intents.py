@@ -973,8 +973,8 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         scores[previous] += 3
     replans = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "per_node",
                            "device_mem")  # fmt: skip
-    if previous == "plan" and replans and not entities.has("steps", "switch", "override", "nproc", "run", "sweep"):
-        scores["plan"] += 2  # "at 16k context please" right after a plan: that plan, changed
+    if previous == "plan" and replans and _only_what_a_plan_takes(entities):
+        scores["plan"] += 2  # "at 16k context please", "seq 8192." right after a plan: that plan, changed
     if previous and re.search(FOLLOW_UP, lowered):
         scores[previous] = scores.get(previous, 0) + 2.5
         replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "device_mem")
@@ -1057,6 +1057,13 @@ def _still_or_ended(lowered: str) -> bool:
 
 def _ended_and_measured(lowered: str) -> bool:
     return bool(re.search(ENDED, lowered) and re.search(FIGURE, lowered) and not re.search(STILL_GOING, lowered))
+
+
+def _only_what_a_plan_takes(entities: Entities) -> bool:
+    """Whether the sentence states nothing only a launch takes: no steps, switch, processes, run or sweep, and no
+    override but the sequence length (which a plan reads too: "seq 8192." after a plan changes that plan)."""
+    only_plan = all("seq" in str(value) for value in entities.all("override"))
+    return only_plan and not entities.has("steps", "switch", "nproc", "run", "sweep")
 
 
 def _what_if_again(lowered: str, entities: Entities) -> bool:

@@ -296,7 +296,9 @@ SPANISH = {"y": "and", "el": "the", "la": "the", "los": "the", "las": "the", "un
            # the speaker's own launch, asked about ("¿lanzo el run?": should I launch it?)
            "lanzo": "should i launch", "entreno": "should i train", "cancelo": "should i cancel",
            "terminó": "finished", "termino": "finished", "acabó": "finished", "evalúa": "evaluate",
-           "evalua": "evaluate", "dime": "tell me"}  # fmt: skip
+           "evalua": "evaluate", "dime": "tell me",
+           # the launch before again ("igualito pero con activation checkpointing": the same, with it on)
+           "igualito": "the same", "igualita": "the same"}  # fmt: skip
 
 
 def _spanish(text: str) -> str:
@@ -770,7 +772,7 @@ KEEP = COMMON | set(_KEEP.split()) | set(_ENGLISH.split())  # words the typo fix
 # Chat shorthand read as the word it stands for ("wat step", "stop n relaunch", "w 4 gpus", "hold on till it ends").
 SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", "ur": "your", "pls": "please",
              "plz": "please", "gimme": "give me", "lemme": "let me", "till": "until", "til": "until", "'til": "until",
-             "twice": "2 x", "thrice": "3 x",
+             "twice": "2 x", "thrice": "3 x", "abt": "about", "tho": "though",  # "what abt 8 tho"
              # typos of a run's state, listed: "running" and "still" have too many everyday neighbours one edit away
              # ("tunning" is tuning, "skill" is no "still") to be corrected by closeness
              "runing": "running", "runnning": "running", "runnig": "running", "runnin": "running", "rnning": "running",
@@ -1108,7 +1110,9 @@ def _seq_len_fraction(found: re.Match) -> str:
 
 # Short names of settings, before their value ("wd 0.05", "wd=0.1", "ctx len 512"): the names the rules read.
 SHORT_SETTING_NAMES = {r"\bwd(?=\s*[=:]?\s*\d|\s*[=:]?\s*\.\d)": "weight decay",
-                       r"\b(?:context|ctx)[\s_-]*len\b": "context length"}  # fmt: skip
+                       r"\b(?:context|ctx)[\s_-]*len\b": "context length",
+                       # the rate named as a learner may ("the learning speed put at 0.0002")
+                       r"\blearning\s+speed\b": "learning rate"}  # fmt: skip
 # A value said before "instead of" the old one and its noun ("train 40 instead of 20 steps"): the noun is the new
 # value's too ("40 steps instead of 20").
 INSTEAD_BEFORE_NOUN = r"\b(\d+(?:\.\d+)?)\s+instead\s+of\s+(\d+(?:\.\d+)?)\s+(steps|gpus|trials|processes|nodes)\b"
@@ -1151,6 +1155,35 @@ def _name_taken_back(found: re.Match, known: set[str]) -> str:
     return found.group(0)
 
 
+# A value said, then taken back for the setting's default ("lr 5e-4 - actually wait, keep the default lr", "warmup 10,
+# no, leave the warmup at its default", "80 steps... actually just use the default steps"): no value of that setting
+# is left. Only the same setting's default takes it back ("lr 5e-4, actually keep the default seed" keeps the lr).
+_SETTING_SAID = rf"(?:{'|'.join(SETTING_NAMES.values())})"
+_DEFAULT_WORD = r"(?:default|usual|standard|stock|configured)"
+_KEEP = r"(?:keep|leave|use|go\s+with|stick\s+(?:with|to)|stay\s+(?:with|on))"
+DEFAULT_KEPT = (rf"(?:\b(?:set\s+)?(?:the\s+)?(?P<name>{_SETTING_SAID})\s*(?:[=:]|\bto\b|\bof\b|\bat\b)?\s*"
+                r"(?<![\w.])\d+(?:\.\d+)?(?:e-?\d+)?k?\b(?!\.\d)|(?<![\w.])\d+\s+(?P<count>steps|trials))"
+                r"\s*(?:[,;.]+|[\u2014\u2013]+|\s-{1,2})?\s*"
+                r"(?:(?:actually|wait|no|nope|sorry|hmm+|um+|uh+|oh|on\s+second\s+thought|scratch\s+that|"
+                r"never\s*mind)\s*[,!.]*\s*)+(?:just\s+)?"
+                rf"(?:{_KEEP}\s+(?:the|its|our)\s+{_DEFAULT_WORD}\s+(?P<again>{_SETTING_SAID}|steps|trials)"
+                r"(?:\s+(?:count|number))?|"
+                rf"(?:keep|leave)\s+(?:the\s+)?(?P<kept>{_SETTING_SAID}|steps|trials)\s+(?:at|as|on)\s+"
+                rf"(?:the|its)\s+{_DEFAULT_WORD})\b")  # fmt: skip
+
+
+def _setting_key(said: str) -> str:
+    """The key a setting's name says ("learning rate" and "lr" are one), or the counted noun itself."""
+    said = said.lower()
+    return next((key for key, name in SETTING_NAMES.items() if re.fullmatch(name, said)), said)
+
+
+def _default_kept(found: re.Match) -> str:
+    first = found.group("name") or found.group("count")
+    again = found.group("again") or found.group("kept")
+    return "" if _setting_key(first) == _setting_key(again) else found.group(0)
+
+
 # A mind changed in the middle of the sentence, set off by dashes or commas: the value said last counts ("on 4 —
 # actually no, make it 2 — GPUs" is 2 GPUs, "40 steps, no, make it 60" 60 steps, "warmup 3 — no, make the warmup 2" a
 # warmup of 2).
@@ -1164,6 +1197,12 @@ NUMBER_CHANGED = (rf"(?<![\w.])\d+(?:\.\d+)?(\s+[a-z]+)?{_ASIDE}(?:(?:actually|w
 def _number_changed(found: re.Match) -> str:
     ends_apart = found.group(0)[-1].isspace() or found.group(0)[-1] in "—–-"
     return f"{found.group(2)}{found.group(1) or ''}{' ' if ends_apart else ''}"
+
+
+# A switch said to stay as the launch before had it ("same AC, but without torch.compile", "same packing, 40 steps"):
+# that launch again, the switch neither on nor off ("same packing as r1" names what it copies: read as said).
+SWITCH_KEPT_SAME = (r"\bsame\s+(?:ac|activation[ _-]?checkpointing|packing|torch\.?\s?compile|compile)"
+                    r"(?:\s+(?:setting|settings|state))?\b(?!\s*(?:as|like|of|than)\b)")  # fmt: skip
 
 
 # A switch's state taken back in an aside and said again after it: "activation checkpointing off — wait, r1 had it
@@ -1213,9 +1252,29 @@ VERSION_OF = (r"\b((?:[a-z]+[\s-])?[a-z]+)\s+(?:version|variant|flavou?r)\s+of\s
               r"(?=(?:experiment|config(?:uration)?)\b)")  # fmt: skip
 
 
+# A comment after the request, as a shell line has one ("... compile OFF  # tp-try oom'd w/o ckpt"): where it only
+# says what happened before (a past event, a reason), it sets nothing and is left out. One that could order, hold back
+# or ask anything ("# no compile", "# not before 5pm", "# launch later?") is read as said.
+COMMENT = r"(?<=\S)[ \t]+#[ \t]+([^\n#]+)$"
+COMMENT_EXPLAINS = (r"\b(?:oom'?d|oomed|ooms|crash\w*|fail\w*|died|broke|blew\s+up|was|were|had|did|because|since|"
+                    r"bc|cuz|fyi|last\s+time|previously|earlier|yesterday)\b")  # fmt: skip
+COMMENT_ORDERS = (r"\?|\b(?:launch|run|start|train|cancel|stop|kill|resume|push|pr|merge|sweep|plan|wait|hold|later|"
+                  r"tomorrow|tonight|until|after|before|when|once|if|then|now|please|pls|don'?t|do\s+not|never|"
+                  r"set|use|make|turn|keep|enable|disable)\b")  # fmt: skip
+
+
+def _explaining_comment(text: str) -> str:
+    """`text` without a trailing comment that only explains (COMMENT)."""
+    found = re.search(COMMENT, text)
+    if not found or re.search(COMMENT_ORDERS, found.group(1), re.I):
+        return text
+    return text[: found.start()] if re.search(COMMENT_EXPLAINS, found.group(1), re.I) else text
+
+
 def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     """`text` with typos fixed and numbers written as digits; case and paths kept."""
     known = {k.lower() for k in known}
+    text = _explaining_comment(text)
     text = _key_value_lines(text)
     text = _list_labels(text)
     text = _math_notation(text)
@@ -1307,10 +1366,12 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
         text = re.sub(SLURM_TASKS, lambda found: "{} {} processes".format(*filter(None, found.groups())), text,
                       flags=re.I)  # fmt: skip
     text = re.sub(r"\b(\d+)\s+dozen\b", lambda m: str(12 * int(m.group(1))), text, flags=re.I)
+    text = re.sub(DEFAULT_KEPT, _default_kept, text, flags=re.I)
     text = re.sub(NUMBER_CHANGED, _number_changed, text, flags=re.I)
     text = re.sub(NUMBER_RESTATED, _number_restated, text, flags=re.I)
     text = re.sub(GPU_TAKEN_BACK, _gpu_taken_back, text, flags=re.I)
     text = re.sub(SWITCH_RESTATED, "", text, flags=re.I)
+    text = re.sub(SWITCH_KEPT_SAME, "same", text, flags=re.I)
     text = re.sub(WARMUP_STEPS, _warmup_steps, text, flags=re.I)
     text = re.sub(r"\b(\d+)\s+warm[\s-]?up\s+(?:steps?|iters?|iterations?)\b", r"warmup \1", text, flags=re.I)
     # "set the lr to like 3e-4": "like" a filler before the value, as speech has it
@@ -1350,6 +1411,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(NODES_THEN_EACH, r"\1 with \2 ", text, flags=re.I)
     text = re.sub(NODES_OF_THOSE, r"\1 of \2", text, flags=re.I)
     # "PCIe H100s", "NVL H100": the variant said before the card's name is its variant ("h100 pcie")
+    # ("the PCIe variant of the H100", "the NVL version of an H100": the variant named as a kind of the card)
+    text = re.sub(VARIANT_OF_CARD, r"\2 \1", text, flags=re.I)
     text = re.sub(r"\b(sxm\d?|pcie|nvl)[\s-]+(h100|h200|a100)s?\b", r"\2 \1", text, flags=re.I)
     text = re.sub(VARIANT_REFUSED, _variant_instead, text, flags=re.I)
     text = _variant_alone_instead(text)
@@ -1462,7 +1525,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(?:sequence|(?:chain|token|input|window)\s+length)\s+(?:of\s+)?(?=\d{3,}\b)", "seq_len ", text,
                   flags=re.I)  # fmt: skip
     text = re.sub(r"\s@\s*(?=\d)", " at ", text)
-    text = re.sub(r"\b(\d+) of (?:them|those|these)\b", _of_them, text, flags=re.I)  # "2 of those," no noun after
+    # "2 of those," no noun after ("4 of em", "4 of 'em": them as it is said)
+    text = re.sub(r"\b(\d+) of (?:them|those|these|'?em)\b", _of_them, text, flags=re.I)
     text = re.sub(ON_JUST_ONE, _one_of_the_nodes, text, flags=re.I)
     # "a100 40GiB x 8", "h100x8", "h200 * 4": the count after a GPU's name, as it reads before it ("8 x h100")
     # ("8x h200 x 4 nodes": a count of nodes after it stays theirs)
@@ -1662,6 +1726,12 @@ _SETTING_NAME = rf"(?:the\s+)?(?:steps?|trials?|{'|'.join(SETTING_NAMES.values()
 PUT_ON = rf"\b(?:put|set|leave|keep|place)\s+({_SETTING_NAME})\s+(?:on|at)\s+(?=\d)"
 
 
+# A card's variant named as a kind of it: "the PCIe variant of the H100", "the SXM version of an A100", "the NVL
+# flavour of H100s" (the card's name with its variant after it, as "h100 pcie" reads).
+VARIANT_OF_CARD = (r"\b(sxm\d?|pcie|nvl)[\s-]+(?:variant|version|flavou?r|edition|form[\s-]+factor|model|kind|type)"
+                   r"\s+of\s+(?:the\s+|an?\s+)?(h100|h200|a100)s?\b")  # fmt: skip
+
+
 # A default refused, then the value said in its place: "not the default step count, do 60", "not the usual lr — use
 # 3e-4". The value is the setting's (a count before its noun, as "60 steps" reads).
 _COUNT_NAME = r"(?P<count>steps?|trials?)(?:\s+(?:count|number))?|number\s+of\s+(?P<counted>steps|trials)"
@@ -1708,6 +1778,8 @@ ZERO_NEGATOR = (r"(?:\bno|\bwithout|\bw/o|\bskip(?:ping)?|\bdisable|\bdisabling|
                 r"\b(?:don'?t|do\s+not|no\s+need\s+to)\s+bother\s+(?:with|about)|"
                 r"\b(?:drop(?:ping)?|forgo(?:ing)?|ditch(?:ing)?|scrap(?:ping)?|minus|sans)|"
                 r"\b(?:don'?t|do\s+not|doesn'?t|won'?t|will\s+not)\s+(?:need|want)|"
+                # told not to use it: "do not use any warmup steps at all", "don't use weight decay"
+                r"\b(?:don'?t|do\s+not|never)\s+use|"
                 # the run told not to open with it: "I'd prefer the run not begin with any warmup at all"
                 r"\b(?:not|never|don'?t|do\s+not)\s+(?:begin|start)(?:s|ing)?\s+(?:off\s+)?with)")  # fmt: skip
 TURNED_OFF_BY_ZERO = (rf"{ZERO_NEGATOR}\s+(?:any\s+|the\s+)?"

@@ -286,9 +286,11 @@ def _the_one_undone(plain: str, intent: Intent) -> str | None:
 EXAMPLE_VERBS = {"bench": "benchmark", "pr": "open a PR for", "docs": "update the docs from", "report": "report on",
                  "run": "train"}  # fmt: skip
 # The training made into something ("make the training deterministic", "make the training config use fsdp"): a change
-# to the experiment, which no tool makes ("make the training with pp of 2" is a launch: intents.CUES).
+# to the experiment, which no tool makes ("make the training with pp of 2" is a launch: intents.CUES; so is "make the
+# run but not with packing", "make the run without compile": the run made, with what it goes without).
 MADE_INTO = (r"\bmake\s+(?:the|our|my|this)\s+(?:training|run|experiment)(?:\s+(?:config\w*|setup|recipe|yaml))?\s+"
-             r"(?!(?:with|on|using|for|over|across|in|now|please|again|of|run|runs|plan)\b)(\w+)")  # fmt: skip
+             r"(?!(?:with|without|but|on|using|for|over|across|in|now|please|again|of|run|runs|plan)\b)"
+             r"(\w+)")  # fmt: skip
 
 
 def _made_into(plain: str, intent: Intent) -> str | None:
