@@ -66,7 +66,7 @@ def understand(text: str, context: Context | None = None) -> Intent:
     context = context or Context()
     plain = normalise(text, context.known.names)
     restated = _answer_restated(_variant_restated(_value_restated(plain, context), context), context)
-    restated = _count_restated(restated, context)
+    restated = _acceptance_restated(_count_restated(restated, context))
     if restated != plain:
         text = plain = restated  # what every later reading of the sentence reads
     entities = extract(plain, context.known)
@@ -234,3 +234,31 @@ def _other_size(answer: str, before: str) -> str:
 # for long.yaml".
 REPEAT_WITH = (r"\b(?:same|again|repeat)\b.*\b(?:with|for|on|using)\s+(?:the\s+)?\S+\.ya?ml\b|"
                r"\b(?:with|for|on|using)\s+(?:the\s+)?\S+\.ya?ml\b.*\b(?:same|again)\b")  # fmt: skip
+
+
+# An acceptance criterion: "Given <what>, When <action with its facts>, Then <expected result>". Where the Given names
+# a thing of the repository (an experiment file, the main experiment), the When clause is the action asked for and the
+# Then its purpose; a Given that states the world ("Given the node is back") stays a condition, read as said.
+ACCEPTANCE = (r"^\W*given\s+(?P<given>[^,;]+?)\s*[,;]\s*when\s+(?P<when>[^;]+?)\s*[,;]\s*then\s+"
+              r"(?P<then>[^.;!?]+)(?P<rest>.*)$")  # fmt: skip
+GIVEN_THING = r"(?:(?:the\s+)?(?:main|default|base|usual)\s+(?:experiment|config)|\S+\.ya?ml)"
+# The When clause's subject and passive, as the order's verb: "I launch ..." and "launched ..." are "launch ...".
+WHEN_AS_ORDER = {
+    r"^(?:i|we|you)\s+(?=(?:launch|train|run|start)\b)": "",
+    r"^(?:it\s+(?:is|gets)\s+)?(launch|train|start)ed\b": r"\1",
+    r"^(?:it\s+(?:is|gets)\s+)?run\b": "run",
+}
+
+
+def _acceptance_restated(plain: str) -> str:
+    """An acceptance criterion on a thing of the repository (ACCEPTANCE, GIVEN_THING), as the order its When clause
+    gives, on that thing, for the purpose its Then states; any other sentence as said."""
+    found = re.fullmatch(ACCEPTANCE, plain, re.I)
+    if not found or not re.fullmatch(GIVEN_THING, found.group("given"), re.I) or "?" in plain:
+        return plain  # ("..., then what happens to memory?": a question about the launch, read as said)
+    when = found.group("when")
+    for said, order in WHEN_AS_ORDER.items():
+        when = re.sub(said, order, when, count=1, flags=re.I)
+    if when == found.group("when"):
+        return plain  # no launch said in the When clause: read as said
+    return f"{when} using {found.group('given')}, so that {found.group('then')}{found.group('rest')}"

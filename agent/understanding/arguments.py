@@ -882,6 +882,8 @@ NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no
 # A bare "no" that opens the message, alone in its sentence ("wait no. same thing but ...", "no! redo it with ..."):
 # the turn before taken back, no setting ("fp8? no." takes fp8 back: a word before it).
 NO_FIRST = r"no\s*[.!;:\u2013\u2014-]"
+# The user's own answer to a question they asked, said as "not": "Assuming not:", "hopefully not.", "if not,".
+ANSWERED_NOT = r"\b(?:assuming|if|hopefully|presumably|probably|i\s+(?:hope|guess|think|suppose|assume))\s+$"
 TAKE_BACK_OPENER = r"\W*(?:(?:wait|oh|ah|hmm+|ugh|uh|um|erm|sorry|actually)\W+)*"
 # A layout taken back ("not pipelined", "no tp"): the grammar leaves it out of the layout, no setting is meant.
 # ("not full zero-3, only zero 1": a word saying how much of it is taken back with it)
@@ -931,6 +933,8 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             continue
         if re.search(NO_LAUNCH_WORDS, lowered[max(0, found.start() - 20) : found.end() + 40]):
             continue
+        if re.search(ANSWERED_NOT, before) and re.match(r"not\s*[:,;.!?]", after):
+            continue  # "is a launch going to write outside runs/? Assuming not: ...": a question answered, no setting
         if re.match(NO_FIRST, after) and re.fullmatch(TAKE_BACK_OPENER, before):
             continue  # "wait no. same thing but without AC": the turn before taken back, then the change
         if _replaced(lowered[found.end() :], intent):  # "not adam this time, plain sgd", "not fp8, bf16"

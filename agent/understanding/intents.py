@@ -161,6 +161,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
         (r"\bwhat (?:gpus|devices) (?:do|does|are)\b", 3),
         (r"\b(?:this|the|my|current|local) (?:box|machine|host|computer|server|workstation)\b", 2),
+        # what the machine holds, asked: "what's on this box, GPUs and memory?", "what is in this server?"
+        (
+            r"\bwhat(?:'s| is)\s+(?:on|in|inside)\s+(?:this|the|my|our)\s+(?:box|machine|host|computer|server|"
+            r"workstation|node)\b[^.?!;]*\b(?:gpus?|memory|v?ram|cpus?|cards|cores|accelerators)\b",
+            4,
+        ),
         (r"\bram\b", 1.5),
         # "run nvidia-smi for me": the hardware tool's own look at the cards, no launch ("run" of a program)
         (r"\b(?:run|execute|exec)\s+(?:\S+\s+){0,2}?nvidia-smi\b(?!\s+-)", 4),
@@ -595,7 +601,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
     ],
     "pr": [
-        (r"\bpull request\b|\bpr\b|\bmerge request\b", 6),
+        # (not one named by its number: "PR #77 follow-up: ..." refers to a pull request there is, opens none)
+        (r"\b(?:pull request|pr|merge request)\b(?!\s*#?\s*\d)", 6),
         # what a pull request is for, said instead of its name: "get the findings to the team for sign-off"
         (r"\bfor\s+(?:(?:a|their|the|team'?s?|your|our)\s+)?(?:sign[- ]?off|review|approval)\b|\breview process\b", 6),
         # "packaged up as a change the team can review and approve on GitHub"

@@ -273,6 +273,64 @@ KIND_AS_TO = (r"if\s+you(?:'d|\s+would|\s+will|\s+could)?\s+be\s+so\s+(?:kind|go
               r"(?:(?:a|an|the|up)\s+)?)?(?:{words})")  # fmt: skip
 
 
+# What each tool guarantees by its own description, asked about before an order that assumes the answer ("what does
+# cancelling do to r1 - just stop the process, nothing deleted? If so, cancel it", "is a launch going to write
+# anything outside runs/? Assuming not: ..."): the claims it makes true (yes) and those it never does (no). An
+# assumption the tool meets is no condition to check; one it does not ("does it delete the checkpoint? if so, ...")
+# and any about the world ("if r1 finished") still hold the order.
+_ON_A_BRANCH = (r"\b(?:only|just)\s+(?:(?:a|the|its own|a feature|a separate|a new)\s+)?(?:feature\s+)?branch(?:es)?\b|"
+                r"\bnever\s+(?:(?:to|on|into|touches)\s+)?main\b|\bnot\s+(?:to|on|into)\s+main\b|"
+                r"\b(?:a|its own|a feature|a separate|a new)\s+branch\b(?!\s+(?:is|gets|was|will)\b)")  # fmt: skip
+_ONTO_MAIN = r"\b(?:push(?:es|ed)?|writes?|commits?|merges?|goes|go)\s+(?:\w+\s+)?(?:to|on|into)\s+main\b"
+TOOL_GUARANTEES = {
+    "cancel": (
+        r"\b(?:just|only|simply)\s+(?:stops?|ends?|kills?|halts?)\b|\bnothing\s+(?:gets?\s+|is\s+|will\s+be\s+)?"
+        r"(?:deleted|removed|lost|wiped)\b|\b(?:keeps?|leaves?)\s+(?:the\s+|its\s+)?(?:checkpoints?|logs?|files|"
+        r"results|outputs?)\b",
+        r"\b(?:delet|remov|wip|los)(?:e|es|ing)\b",
+    ),
+    "run": (
+        r"\b(?:only|just)\s+(?:writes?\s+)?(?:in(?:to|side)?|under|within)\s+runs/|\bstays?\s+(?:in(?:side)?|under|"
+        r"within)\s+runs/",
+        r"\boutside\s+(?:of\s+)?runs/",
+    ),
+    "pr": (_ON_A_BRANCH, _ONTO_MAIN),
+    "docs": (_ON_A_BRANCH, _ONTO_MAIN),
+}
+# The answer assumed: yes to the claim asked ("if so", "if that's right"), no to it ("assuming not"), or stated
+# ("assuming a branch", "if it only stops the process").
+_ASSUMED_YES = (r"(?:(?:only\s+)?if|assuming)\s+(?:so|yes|(?:that|this)(?:'s|\s+is)\s+(?:right|correct|true|so|"
+                r"the case))\b")  # fmt: skip
+_ASSUMED_NO = r"(?:(?:only\s+)?if|assuming)\s+not\b"
+_ASSUMED_STATED = r"(?:(?:only\s+)?if|assuming)\s+(?:that\s+)?(?P<claim>[^,.;:!?]+)"
+
+
+def _guarantee_assumed(before: str, said: str, command: str) -> bool:
+    """The condition at `said` assumes what the tool itself guarantees (TOOL_GUARANTEES), in answer to the user's
+    question about that tool right before it."""
+    if command not in TOOL_GUARANTEES:
+        return False
+    yes, no = TOOL_GUARANTEES[command]
+    asked = re.findall(r"[^.?!]*\?", before)
+    question = asked[-1] if asked and not re.search(r"[.!]", before[before.rfind("?") :]) else ""
+    if not question or not re.search(ACTION_WORDS[command], question):
+        return False
+    if re.match(_ASSUMED_YES, said):
+        return bool(re.search(yes, question)) and not re.search(no, question)
+    if re.match(_ASSUMED_NO, said):
+        return bool(re.search(no, question)) and not re.search(yes, question)
+    stated = re.match(_ASSUMED_STATED, said)
+    claim = stated.group("claim") if stated else ""
+    return bool(re.search(yes, claim)) and not re.search(no, claim) and not re.search(r"\bnot\b|n't\b", claim)
+
+
+def guarantee_ordered(lowered: str, command: str) -> bool:
+    """The action ordered on an assumption its tool itself guarantees, asked about just before (_guarantee_assumed):
+    the question is the user's, the order stands."""
+    return any(_guarantee_assumed(lowered[: found.start()], lowered[found.start() :], command)
+               for found in re.finditer(r"\b(?:only\s+if|if|assuming)\b", lowered))  # fmt: skip
+
+
 def _asked_as_if(said: str, before: str, words: str) -> bool:
     if re.match(KIND_AS_TO.format(words=words), said):
         return True
@@ -299,6 +357,8 @@ def _condition_leaves_order(lowered: str, start: int, words: str, command: str) 
         return True
     if re.match(r"pending\b", said) and re.search(_NOW_FIRST, before):
         return True  # "stop it immediately, pending review": stopped while the review is pending
+    if _guarantee_assumed(before, said, command):  # "... nothing deleted? If so, cancel it": the tool's own answer
+        return True
     if command == "cancel":  # the one action that loses work: any condition on it stays held
         return False
     if (command == "pr" and re.match(MET_BY_A_PR, said)) or re.match(YOUR_APPROVAL, said):
@@ -444,6 +504,14 @@ def only_taken_back(lowered: str) -> bool:
     return bool(re.search(TAKE_BACK, lowered)) and bool(re.match(_NOTHING_MORE, lowered))
 
 
+# The user unsure only in which form to name the object ("not sure if I should give you the checkpoint or the run but
+# it's r1 anyway"): no doubt about acting, and no condition; the name itself is read where it is said.
+_FORM_UNSURE = (r"\b(?:not sure|unsure|dunno|don'?t know)\s+(?:if|whether|which)\s+(?:i\s+should\s+|to\s+)?"
+                r"(?:give|pass|send|point|hand)\s+you\s+(?:the\s+)?(?P<form>checkpoint|run|model|path|name|"
+                r"folder|directory)\s+or\s+(?:the\s+)?(?!(?P=form)\b)(?:checkpoint|run|model|path|name|folder|"
+                r"directory)\b")  # fmt: skip
+
+
 def held_back(lowered: str, command: str, words: str | None = None) -> str | None:
     """Why the action `command` the sentence names is not asked for now, or None when it is: "negated" (or
     dismissed), "taken back", "consequence" (what it would do, asked), "supposed", "quoted" (someone else's words),
@@ -451,6 +519,7 @@ def held_back(lowered: str, command: str, words: str | None = None) -> str | Non
     words = words or ACTION_WORDS.get(command)
     if words is None:
         return None
+    lowered = re.sub(_FORM_UNSURE, " ", lowered)
     if _negated(lowered, words, command == "run") or (command == "docs" and re.search(DOCS_KEPT, lowered)):
         return "negated"
     if command == "run" and re.search(_DREADED_RUN, lowered):

@@ -57,6 +57,7 @@ from agent.understanding.mood import (
     WISHED_RUN,
     YOUR_APPROVAL,
     conditional,
+    guarantee_ordered,
     held_back,
     held_back_question,
     offers_yes,
@@ -221,6 +222,20 @@ LIST_COUNTED = (r"\s+(?:conditions|requirements|things|points|items|asks|request
                 r"criteria|objectives|milestones|parts)\b")  # fmt: skip
 
 
+# A number that names a ticket, issue, case or pull request, not a value: "Ticket #48240:", "update on #48270",
+# "issue 512", "PR #77", "JIRA 4411". Never one with a count's noun after it ("in case 2 GPUs fail": a count).
+REFERENCE_BEFORE = (r"(?:#|\b(?:tickets?|issues?|case|cases|bugs?|incidents?|prs?|pull\s+requests?|jira|mrs?|"
+                    r"merge\s+requests?)\s*(?:(?:no\.?|number|nr\.?|id)\s*)?[#:]?\s*)$")  # fmt: skip
+COUNTED_AFTER = (r"\s*(?:x\s*)?(?:gpus?|devices?|cards?|nodes?|process(?:es)?|procs?|steps?|trials?|stages?|"
+                 r"layers?|tokens?|epochs?|(?:[a-z]+\s+)?(?:gpus|nodes))\b")  # fmt: skip
+
+
+def _names_a_reference(found: re.Match, lowered: str) -> bool:
+    """Whether the number found is a ticket's, issue's or pull request's (REFERENCE_BEFORE), not a count."""
+    before, after = lowered[: found.start()], lowered[found.end() :]
+    return bool(re.search(REFERENCE_BEFORE, before)) and not re.match(COUNTED_AFTER, after)
+
+
 def _labels_a_part(found: re.Match, lowered: str) -> bool:
     """Whether the number found heads or counts a part of the message (HEADING_BEFORE, STEP_HEADING, LIST_COUNTED)."""
     before, after = lowered[: found.start()], lowered[found.end() :]
@@ -236,7 +251,7 @@ def _number_of_its_own(found: re.Match, lowered: str, spans: list[tuple[int, int
     after, before = lowered[found.end() :], lowered[: found.start()]
     if re.match(TIME_SPENT, after) and not re.search(TIME_OF_ACTION, before):
         return True
-    if _labels_a_part(found, lowered):
+    if _labels_a_part(found, lowered) or _names_a_reference(found, lowered):
         return True
     # "4" for "for" follows a word, not a verb that may count ("plan 4 llama-3.1-8b" may mean copies: asked)
     if found.group(0) != "4" or not re.search(r"[a-z]\s+$", before) or re.search(COUNTING_VERB, before):
@@ -418,6 +433,11 @@ _HEDGED = (r"\b(?:ideal(?:ly)?|perfect world|dream\w*|option\s+\w\b|plan\s+[a-z]
 _PAST_TIME = (r"\b(?:last (?:night|week|month|quarter|year|weekend|(?:mon|tues|wednes|thurs|fri|satur|sun)day)|"
               r"yesterday|\w+ ago|this morning|earlier today|back in|in (?:january|february|march|april|may|june|"
               r"july|august|september|october|november|december))\b")  # fmt: skip
+# A ticket named by its number, heading the facts ("Ticket #48290: 8 GPUs, 200 steps"), is no ticket quoted; an
+# approval said given, in a sentence of its own ("Approved by the PI."), is no approval waited on.
+TICKET_NUMBERED = r"\bticket\s*#?\s*\d+"
+APPROVAL_GIVEN = (r"(?:^|(?<=[.;!]\s))(?:(?:already|now)\s+)?approved\s+by\s+(?:the\s+|my\s+|our\s+|their\s+)?"
+                  r"[\w-]+\s*(?:[.!]\W*|$)")  # fmt: skip
 # The facts quoted: "'2 GPUs, FSDP, 20 steps' is the smoke test".
 _QUOTED = r"(?:^|[\s:(])['\"\u2018\u201c][^'\"\u2019\u201d]*\d[^'\"\u2019\u201d]*['\"\u2019\u201d]"
 
@@ -464,6 +484,7 @@ def _unordered_launch(lowered: str, entities: Entities) -> str | None:
     stated = re.sub(RUN_WANTED_GOING, " ", stated)  # "I'd like a run launched on 2 GPUs": wanted, no past launch
     stated = re.sub(YOUR_APPROVAL, " ", stated)  # "subject to your approval": the gate every launch goes through
     stated = re.sub(_LIKENED, " ", stated)  # "the way Michelson would have": how, not a past not taken
+    stated = re.sub(APPROVAL_GIVEN, " ", re.sub(TICKET_NUMBERED, " ", stated))
     if re.search(MAY_I, lowered) or re.search(_HEDGED, stated) or re.search(_PAST_TIME, stated):
         return "asked"
     return "asked" if re.search(_QUOTED, stated) else None
@@ -860,7 +881,8 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
     if intent.clarify is None and intent.command in VAGUE_TAKEN and (said := entities.get("count_range")):
         intent.clarify = (f"How many, exactly? {str(said)!r} is a range: say one number. I would call "
                           f"{call_text(intent)}.")  # fmt: skip
-    if intent.clarify is None and intent.command in ACTIONS and _asks_only(plain) and not _requested(intent, plain):
+    if (intent.clarify is None and intent.command in ACTIONS and _asks_only(plain) and not _requested(intent, plain)
+            and not guarantee_ordered(plain.lower(), intent.command)):  # fmt: skip
         intent.clarify = f"Do you want me to {intent.command} ({call_text(intent)})? yes / edit"
     if intent.clarify is None and intent.command == "run" and re.search(DO_THAT, plain.lower()):
         # "the docs say to use tp=2; could we try that on 2 gpus?": a described layout tried is a launch asked
