@@ -1,11 +1,11 @@
 """agent.understanding on actions a person would not take (probe8's kinds, new sentences of each, each kind with near
-misses that must still act): an action ruled out outright ("under no circumstances", "not a chance", "the last
-thing we need is ...", "cancel nothing", "... I don't want another one"); mocked ("..., as if we had the budget", "... Genius.", "sure, because X
-worked so well", "..., what could go wrong"); taken back by a last sentence that only pauses or jokes ("Hang on.",
-"non, attends", "je plaisante"); advice relayed from a file or a person ("the README says to ...", "according to
-notes.md, we should ...", "Dana recommended ...", "Bob wants a sweep"); asked with the decision left to later
-("Item 4: cancel r1? not deciding now") or as whether the user may at all ("may I launch runs here at all?", "might I
-cancel it?"); and put off ("sometime next sprint: ...", "hold until r1 completes, then ...").
+misses that must still act): an action ruled out outright ("under no circumstances", "not a chance", "the last thing
+we need is ...", "cancel nothing", "... I don't want another one"); mocked ("..., as if we had the budget", "...
+Genius.", "sure, because X worked so well", "..., what could go wrong"); taken back by a last sentence that only
+pauses or jokes ("Hang on.", "non, attends", "je plaisante"); advice relayed from a file or a person ("the README
+says to ...", "according to notes.md, we should ...", "Dana recommended ...", "Bob wants a sweep"); asked with the
+decision left to later ("Item 4: cancel r1? not deciding now") or as whether the user may at all ("may I launch runs
+here at all?", "might I cancel it?"); and put off ("sometime next sprint: ...", "hold until r1 completes, then ...").
 
 The fixture repository is the benchmark's (bench.agent_understanding.build_fixture), as in tests/test_understanding.py.
 """
@@ -16,6 +16,7 @@ import pytest
 
 from agent.understanding.intents import ACTIONS
 from agent.understanding.known import Known
+from agent.understanding.mood import held_back
 from tests.understanding_support import fixture_known, read
 
 
@@ -102,3 +103,9 @@ def test_relayed_undecided_or_put_off_action_is_not_taken(text: str, known: Know
 def test_near_misses_still_act(text: str, command: str, known: Known) -> None:
     intent = read(text, known)
     assert (intent.command, intent.clarify) == (command, None)
+
+
+def test_go_ahead_after_a_relay_takes_up_only_the_action_it_names() -> None:
+    """A go-ahead, "could you open the PR", after "Dana will cancel r1" asks the PR: the cancel stays Dana's."""
+    assert held_back("dana will cancel r1, could you open the pr for lr-scan?", "cancel") == "asked"
+    assert held_back("sam wants a pr for layouts-nov, please open it.", "pr") is None

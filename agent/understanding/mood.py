@@ -441,9 +441,9 @@ _RELAYED = (r"\b(?:told|asked|instructed|wants?|wanted)\s+(?:me|us)\s+to\s+|"
             r"(?:[\w-]+\s+){0,2}?")  # fmt: skip
 # The user's own go-ahead after the relay makes it their order: "Bob wants a sweep on long.yaml -- please run it for
 # him", "Marc told me to cancel it, and I agree, do it".
-_ENDORSED = (r"\b(?:please\s+(?:do|run|start|launch|open|make|go|cancel|kill|stop)|do it|go ahead|run it|make it so|"
-             r"i agree|(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+)?"
-             r"(?:do|run|start|launch|open|make|cancel|kill|stop|write|update)\b)\b")  # fmt: skip
+# (The action itself taken up by "it": not another one asked beside, "Dana will cancel r1, could you open the PR?")
+_ENDORSED = (r"\b(?:go ahead|make it so|i agree|(?:please\s+)?do (?:it|that|so)|"
+             r"(?:do|run|start|launch|open|make|cancel|kill|stop|write|update)\s+(?:it|that|this|them)\b)")  # fmt: skip
 # A wish about the past, not an order: "would've been nice to cancel r1 earlier", "the PR would have been nice".
 _PAST_WISH = (r"\bwould(?:'ve|\s+have)\s+been\s+(?:\w+\s+)?(?:nice|good|great|better|helpful|useful|smart|wise)\b|"
               r"\bshould(?:'ve|\s+have)\s+been\b")  # fmt: skip
