@@ -21,7 +21,7 @@ ACTION_WORDS = {
     r"(?:re-?)?run(?:s|ning)?\b|tr(?:y|ies|ying)\b)",
     "cancel": r"\b(?:cancel\w*|kill\w*|abort\w*|stop\w*|terminat\w*|halt\w*|shut\w*)",
     "bench": r"\b(?:benchmark\w*|bench\b|evaluat\w*|eval\b|score\b)",
-    "sweep": r"\b(?:sweep\w*|search\w*|tun(?:e|ing)\b)",
+    "sweep": r"\b(?:sweep\w*|search\w*|tun(?:e|ing)\b|hyper-?parameter\s+explor\w*)",
     "pr": r"\b(?:pr|prs|pull requests?)\b",
     "docs": r"\b(?:docs?|documentation|readme|document\w*)\b",
     "report": r"\b(?:report\w*|write-?up|writ(?:e|ing)\s+(?:\S+\s+){0,3}?up)\b",
@@ -46,6 +46,11 @@ _NEGATION = (r"(?<!why )(?<!\bor )(?<!\bor may )(?<!\bor might )(?<!\bor could )
              # dreaded, not wished: "I'd hate to have a run launched by accident", "I'd hate for you to cancel r1"
              r"(?:hate|dread)\s+(?:to|for|it\s+if)|"
              r"(?:stop|quit) (?:trying|asking|offering|suggesting|pushing|nagging)(?: (?:me|us))?(?: to)?|"
+             # ruled out outright: "under no circumstances cancel r1", "not a chance we launch today", "by no means
+             # open a PR"; the action named as the thing least wanted: "the last thing we need is another launch"
+             r"under no circumstances|in no case|by no means|(?:not a|no|fat) chance|no way|not in a million years|"
+             r"the last thing (?:i|we|you|anyone|anybody|they)(?:'d)?\s+(?:\w+\s+)?(?:want|need)s?(?:\s+to\s+do)?"
+             r"(?:\s+(?:right\s+)?now)?\s+is(?:\s+(?:another|more|one more|yet another))?|"
              # the words that leave a setting or an output out, said of the action: "negative on cancelling tp-try",
              # "hold the cancel on r1", "omit the cancel of tp-try", "forgo the PR"
              rf"{LEFT_OUT}"
@@ -71,7 +76,13 @@ _KIND_CORRECTED = (r"[^,;.!?]*[,;:-]*\s*(?:but\s+)?(?:just|only|rather|simply|in
 
 # A take-back after the action: "wait, no", "just kidding", "never mind". A correction that goes on to say what
 # instead ("no wait, 20 steps") is no take-back: the parser reads the correction.
-TAKE_BACK = (r"\b(?:wait,?\s+no\b|no,?\s+(?:wait|don'?t|stop|hold on|hang on)\b|just kidding|kidding|jk\b|"
+TAKE_BACK = (r"\b(?:wait,?\s+no\b|(?:no|non|nein|n[aã]o),?\s+(?:wait|don'?t|stop|hold on|hang on|attends|attendez|"
+              r"warte|espera|pera)\b|just kidding|kidding|jk\b|"
+              # joking, in French ("cancel r1 (je plaisante)", "... je rigole")
+              r"plaisant\w*|(?:je |each )?rigole\b|"
+              # a pause asked as the whole last sentence: "Cancel r1. Hang on." ("Hang on, cancel tp-try" asks it)
+              r"(?:(?<=[.!;]\s)|(?<=[.!;]))(?:hang on|hold on|hold up|wait(?: a (?:sec|second|moment|minute))?|"
+              r"one (?:sec|second|moment))(?=\W*$)|"
               r"never\s?mind|nvm\b|scratch that|scrap (?:that|it)\b|forget (?:it|that|i said)|ignore that|"
               r"on second thought|changed my mind|"
               r"actually,?\s+(?:no|don'?t)\b|"
@@ -379,7 +390,10 @@ _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 # start a sweep"): the tools act now only. ("we need those GPUs in ten minutes" times something else.)
 LATER = (rf"\b(?:later(?:\s+(?:on|today|tonight))?|tonight|tomorrow(?:\s+(?:morning|afternoon|evening|night))?|"
           rf"eventually|someday|some day|at some point|for later|this (?:evening|afternoon|weekend)|"
-          rf"(?:over|on|for|at) the weekend|next (?:week|month|time|{_WEEKDAY})|(?:on|by|this|next) {_WEEKDAY}|"
+          rf"(?:over|on|for|at) the weekend|(?:some ?time\s+)?next (?:week|month|time|sprint|quarter|year|release|"
+          rf"cycle|iteration|{_WEEKDAY})|sometime(?:\s+(?:soon|later|this (?:week|month|sprint)))?|"
+          r"some time (?:soon|later)|"
+          rf"(?:on|by|this|next) {_WEEKDAY}|"
           r"after (?:lunch|dinner|breakfast|the weekend|the meeting|work|hours)|at (?:midnight|noon)|"
           r"in (?:an?|one|two|three|a few|a couple of|\d+) (?:more )?(?:hours?|minutes?|mins?|days?|weeks?)|"
           rf"(?:until|till|til) (?:{_WEEKDAY}|tomorrow|later|next week|the weekend)|"
@@ -397,6 +411,7 @@ OWN_INTENT = (r"\b(?:i|we)(?:'m| am|'re| are| was| were)?\s+(?:going to|gonna|pl
                r"\blet me (?:think|see|consider)\b|\b(?:i|we) (?:plan|intend|hope) to\b")  # fmt: skip
 # A time clause the action waits on, wherever it stands: "when the GPUs free up", "once the sweep is done".
 WAITS_ON = (r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?!you\b)[\w.-]+(?:'s|'re)\s+back\b|"  # "once he's back"
+            r"\b(?:hold|wait)(?:\s+(?:off|on|up|it))?\s+(?:until|till|til)\b|"  # "hold until r1 completes, then ..."
             r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?!you\b)(?:(?:the|that|this|my|our|it|they|we|i|r\d|"
              r"[\w.-]+)\s+)(?:\S+\s+){0,3}?(?:(?:is|are|'s|has|have|gets?|becomes?)\s+(?:\w+\s+)?(?:done|finished|"
              r"over|complete\w*|free\w*|idle|available|landed|wrapped\s+up)|finish\w*|complet\w*|end(?:s|ed)?|"
@@ -431,11 +446,22 @@ _CLAUSE = r"(?:[;:!?\u2013\u2014]|\.(?!\w))+|,|\s-+\s|\s--?\s|\b(?:and|but|then|
 # Asking whether the user may or should act, not asking the assistant to: "can I train the long config on 2 gpus?",
 # "should I cancel r1?". ("could you cancel r1?", "can I get a report" ask for it.)
 # A suggestion weighed, not made: "perhaps we should cancel tp-try", "maybe I should train longer".
-MAY_I = (r"^\W*(?:so,?\s+|and\s+|ok,?\s+)?(?:can|could|may|should|shall)\s+i\b(?!\s+(?:get|have|please|ask you)\b)|"
+MAY_I = (r"^\W*(?:so,?\s+|and\s+|ok,?\s+)?(?:can|could|may|might|should|shall)\s+i\b"
+          r"(?!\s+(?:get|have|please|ask you)\b)|"
           r"\b(?:perhaps|maybe|probably)\s+(?:we|i)\s+(?:should|could|ought to)\b")  # fmt: skip
 # Permission asked for something to be started ("may I start a sweep with 6 trials?", "may we launch ...") asks the
 # assistant to start it: a request (a cancel so asked is still asked about: it cannot be undone).
 MAY_I_START = r"^\W*may\s+(?:i|we)\s+(?:please\s+)?(?:start|launch|kick\s+off|begin|submit|trigger|request)\b"
+# ... unless it asks whether the user may at all, not for a start: "may I launch runs on this cluster at all? I'm new"
+_ALLOWED_AT_ALL = (
+    r"\bat all\b|\b(?:allowed|permitted|have (?:the )?(?:right|permission|access))\b|\b(?:i'?m|i am) new\b"
+)
+
+# The action asked as a question, in a message that leaves the decision to later: "Item 4: cancel r1? I'm listing
+# options, not deciding now", "Point 5 on the agenda: should we cancel baseline-ddp? Discuss Monday."
+_UNDECIDED = (r"\bnot (?:deciding|decided|choosing|committing)\b|\bnot (?:going to |gonna )?decide\b|\bundecided\b|"
+              r"\bto be decided\b|\btbd\b|\bon the agenda\b|\b(?:listing|collecting|gathering|noting) (?:down )?"
+              r"(?:options|ideas)\b|\bbrainstorm\w*|^\W*discuss\b|(?<=[.!?]\s)discuss\b|\bto discuss\b")  # fmt: skip
 
 
 # Someone else's question relayed, not an order relayed: "Tom asked whether we should cancel r1", "Ana wonders if
@@ -460,7 +486,24 @@ _RELAYED = (r"\b(?:told|asked|instructed|wants?|wanted)\s+(?:me|us)\s+to\s+|"
             r"\b(?:i|we)\s+(?:was|were|have been|'ve been|got)\s+(?:told|asked|instructed)\s*(?::\s*|to\s+)|"
             r"\b(?:said|says|asked|asks|wrote|writes|posted|messaged)\s*:\s*|"
             r"\b(?!(?:i|we|you|u|it|this|that|which|what|who|there|they|then|and|so|please)\b)[a-z][\w-]*\s+"
-            r"(?:will|'ll|is going to|is gonna|plans to|is planning to|is about to)\s+")  # fmt: skip
+            r"(?:will|'ll|is going to|is gonna|plans to|is planning to|is about to)\s+|"
+            # advice told or read somewhere, not the user's ask: "the README says to launch on 2 GPUs first", "the
+            # reviewer suggested opening a PR", "according to notes.md, we should relaunch", "Bob wants a sweep"
+            r"\b(?!(?:i|we|you|u)\b)[a-z][\w.-]*\s+(?:(?:says|said|suggests|suggested|recommends|recommended|proposes|"
+            r"proposed|advises|advised)\s+(?:(?:that\s+)?(?:we|i|you)\s+(?:should|ought to|must|need to|could)\s+|"
+            r"to\s+)|(?:suggests|suggested|recommends|recommended|proposes|proposed)\s+(?=\w+ing\b))|"
+            r"\baccording to\s+(?:[^,;.!?]|\.(?=\w))+,?\s+"
+            r"(?:(?:we|i|you)\s+(?:should|ought to|must|need to|have to)\s+|"
+            r"(?:the\s+)?(?:next\s+)?(?:step|plan|thing)\s+is\s+to\s+)?|"
+            r"\b(?!(?:i|we|you|u|it|this|that|which|what|who|there|they|then|and|so|please|nobody|no one)\b)"
+            r"[a-z][\w-]*\s+"
+            r"(?:wants|asked for|asks for|requested|requests)\s+(?:(?:a|an|another|the|one more|some|their)\s+)?"
+            r"(?:[\w-]+\s+){0,2}?")  # fmt: skip
+# The user's own go-ahead after the relay makes it their order: "Bob wants a sweep on long.yaml -- please run it for
+# him", "Marc told me to cancel it, and I agree, do it".
+# (The action itself taken up by "it": not another one asked beside, "Dana will cancel r1, could you open the PR?")
+_ENDORSED = (r"\b(?:go ahead|make it so|i agree|(?:please\s+)?do (?:it|that|so)|"
+             r"(?:do|run|start|launch|open|make|cancel|kill|stop|write|update)\s+(?:it|that|this|them)\b)")  # fmt: skip
 # A wish about the past, not an order: "would've been nice to cancel r1 earlier", "the PR would have been nice".
 _PAST_WISH = (r"\bwould(?:'ve|\s+have)\s+been\s+(?:\w+\s+)?(?:nice|good|great|better|helpful|useful|smart|wise)\b|"
               r"\bshould(?:'ve|\s+have)\s+been\b")  # fmt: skip
@@ -484,14 +527,20 @@ _WISHED_BY_ANOTHER = (r"\b(?!(?:i|we|you|u|it|this|that|which|what|who|there|the
 _AS_A_VERB = r"(?=\w+(?:ed|ing)\b)|(?<=\byou )|(?<=\bto )"
 
 
+def _endorsed(after: str) -> bool:
+    """The user's own go-ahead after a relay (_ENDORSED), with no "not", "but" or doubt that would unsay it."""
+    return bool(re.search(_ENDORSED, after)) and not re.search(r"\b(?:not|no|never|but|unless|if)\b|n't\b", after)
+
+
 def _relayed(lowered: str, words: str) -> bool:
     """Every mention of the action is someone else's order, duty or wish told (_RELAYED, _WISHED_BY_ANOTHER)."""
-    verb = r"(?:(?:open|make|create|file|raise|push|submit|write|update|refresh|bring)\s+(?:(?:a|an|the|up)\s+)?)?"
+    verb = (r"(?:(?:open|mak|creat|fil|rais|push|submit|writ|updat|refresh|bring)\w*\s+"
+            r"(?:(?:a|an|the|up)\s+)?)?")  # fmt: skip
     ordered = rf"(?:{_RELAYED}){_COURTESY_OPENER}{verb}(?:{words})"
     wished = rf"{_WISHED_BY_ANOTHER}(?:{_AS_A_VERB})(?:{words})[^.;!?,]*"
     told = f"{ordered}|{wished}"
     relayed = list(re.finditer(told, lowered))
-    if not relayed:
+    if not relayed or _endorsed(lowered[relayed[-1].end() :]):
         return False
     rest = lowered
     for found in relayed:
@@ -542,7 +591,10 @@ def held_back(lowered: str, command: str, words: str | None = None) -> str | Non
         return "doubted"
     if _relayed(lowered, words) or re.search(_PAST_WISH, lowered):
         return "asked"
-    may_i = re.search(MAY_I, lowered) and not (command != "cancel" and re.search(MAY_I_START, lowered))
+    starts = re.search(MAY_I_START, lowered) and not re.search(_ALLOWED_AT_ALL, lowered)
+    may_i = re.search(MAY_I, lowered) and not (command != "cancel" and starts)
+    if _undecided(lowered, words):
+        return "asked"
     if may_i or re.search(_RELAYED_QUESTION, lowered) or _asked_about(lowered, words):
         return "asked"
     if _whether_action(lowered, words) or _own_wish_asked(lowered, words):
@@ -565,6 +617,15 @@ _OWN_WISH_ASKED = (rf"(?:^|[.!;]\s*)\W*(?:(?:so|and|but|then|hmm+|ok|okay)\W+)*(
 
 # A run dreaded in the passive, its noun no negation carries across: "I'd hate to have a training job kicked off".
 _DREADED_RUN = rf"\b(?:hate|dread)\s+(?:to\s+(?:have|get|see)|for|it\s+if)\s+{_RUN_PASSIVE}"
+
+
+def _undecided(lowered: str, words: str) -> bool:
+    """The action said only in a question, and the message leaves the decision to later (_UNDECIDED)."""
+    if not re.search(_UNDECIDED, lowered):
+        return False
+    sentences = re.findall(r"[^.!?]*(?:[.!?]+|$)", lowered)
+    said = [sentence for sentence in sentences if re.search(words, sentence)]
+    return bool(said) and all(sentence.rstrip().endswith("?") for sentence in said)
 
 
 def _own_wish_asked(lowered: str, words: str) -> bool:
@@ -638,7 +699,11 @@ _DISMISSED_AFTER = (rf"[^?.!;,:]{{0,40}}?{WAVED_OFF}|"
                     # layouts-nov is out of the question", "killing tp-try was a mistake last time"
                     r"(?:\s+(?!(?:because|since|as|if|when|and|but|so|while)\b)[\w./-]+){0,4}?\s+"
                     r"(?:is|'s|was|would be)\s+(?:not an option|out of the question|off the table|(?:a )?mistake|"
-                    r"not what (?:i|we) (?:want|need|asked for))\b")  # fmt: skip
+                    r"not what (?:i|we) (?:want|need|asked for)|"
+                    # "cancelling r1 is the last thing I want"
+                    r"the last thing (?:i|we|you|anyone|anybody|they)(?:'d)?\s+(?:\w+\s+)?(?:want|need)s?)\b|"
+                    # nothing to act on: "let r1 run; cancel nothing", "launch none of them"
+                    r"\s+(?:nothing|none)\b(?!\s+but\b)")  # fmt: skip
 
 
 def _negated(lowered: str, words: str, launch: bool = False) -> bool:
@@ -649,12 +714,31 @@ def _negated(lowered: str, words: str, launch: bool = False) -> bool:
                if not re.match(_KIND_CORRECTED, lowered[found.end() :])
                and not (launch and refused_only_in_variant(lowered, found))]  # fmt: skip
     negated += re.finditer(rf"(?:{words})(?:{_DISMISSED_AFTER})", lowered)
+    if _no_more_of_it(lowered, words):
+        return True
     if not negated:
         return False
     rest = lowered
     for found in negated:
         rest = rest[: found.start()] + " " * (found.end() - found.start()) + rest[found.end() :]
     return not re.search(words, rest)
+
+
+# The action named, then refused again by a pronoun, last in the message: "we ran a sweep of 12 trials last month; I
+# don't want another one", "r1 was relaunched twice, no more of that".
+# (Not another action's: "cancel tp-try, and don't launch another one" cancels it.)
+_NO_MORE = (
+    rf"(?:{_NEGATION}{_GAP}(?:another(?:\s+one)?|one more|(?:it|that|one) again)|\bno more of (?:it|that))(?=\W*$)"
+)
+
+
+def _no_more_of_it(lowered: str, words: str) -> bool:
+    said = [found.end() for found in re.finditer(words, lowered)]
+    others = [other for other in ACTION_WORDS.values() if other != words]
+    return bool(said) and any(
+        found.start() >= said[-1] and not any(re.search(other, found.group(0)) for other in others)
+        for found in re.finditer(_NO_MORE, lowered)
+    )
 
 
 def _taken_back(lowered: str, words: str) -> bool:
@@ -737,6 +821,18 @@ _SCORNFUL_NO = (r"(?:as if|over my dead body|not a chance|(?:no|fat) chance|no w
                 r"dream on|not on your life|not (?:really|likely|today|yet)|i doubt it|nah|nope|hell no)")  # fmt: skip
 DISMISSED = (rf"(?<=\?)\s*{_SCORNFUL_NO}\b(?!\s+(?:now|away)\b)[^.!?]*|"
              r"\bpsych(?:e|ed)?\b|\bsaid\s+no\s?(?:one|body),?\s+ever\b|"
+             # mocked in a clause after it: "launch 64 GPUs, as if we had the budget" (the means the order lacks;
+             # not "as if I had time to babysit it -- just cancel tp-try", said before), "..., what could go wrong"
+             r"(?:(?<=,\s)|(?<=;\s)|(?<=\u2014\s)|(?<=\u2013\s)|(?<=\s-\s))as if\s+(?:we|i|you|they|anyone|anybody)\s+"
+             r"(?:had|have|got|could afford|were made of|own(?:ed)?)\b|"
+             r"(?:(?<=,\s)|(?<=[.!]\s)|(?<=\u2014\s))what could (?:possibly )?go wrong\b|"
+             # a sentence of mock praise, alone after it: "cancel r1 right before the deadline. Genius."
+             r"(?:(?<=[.!]\s)|(?<=[.!]))(?:(?:just|pure|sheer|real|truly)\s+)?(?:genius|brilliant|smart move|"
+             r"real smart)\W*$|"
+             # the order as a retort on how well it went before: "Sure, because cancelling r1 worked so well last
+             # time" (the action inside it)
+             r"^\W*(?:oh\s+)?(?:sure|yeah|right|of course|totally|absolutely),?\s+because\b[^.;!?]*?\b(?:worked|went|"
+             r"turned out|ended)\s+(?:so|really|super|just so)\s+(?:well|great|nicely|smoothly)\b[^.;!?]*|"
              r"^\W*yeah\s+right\b(?!\s+(?:now|away|after|then|there|here)\b)")  # fmt: skip
 
 
@@ -750,7 +846,7 @@ def _dismissed(lowered: str, words: str) -> bool:
     said = [found.start() for found in re.finditer(words, lowered)]
     return bool(said) and any(
         (found.start() >= said[-1] and _answers_the_action(lowered[: found.start()], words))
-        or (found.start() == 0 and found.end() <= said[0])
+        or (found.start() == 0 and (found.end() <= said[0] or found.end() > said[-1]))
         for found in re.finditer(DISMISSED, lowered)
     )
 
