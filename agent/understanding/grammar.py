@@ -294,7 +294,11 @@ def _imperative(lowered: str) -> str:
 GPU_GONE = (r"(?:\s+(?:pool|cluster|nodes?|capacity|cards?|gpus?|fleet|quota|partition|allocation|reservation))?"
             r"\s+(?:(?:is|are|was|were|went|has\s+gone|have\s+gone)\s+)?(?:currently\s+|now\s+)?"
             r"(?:unavailable|not\s+available|down\b(?!\s+to\b)|gone|offline|unreachable|out\s+of\s+(?:capacity|"
-            r"stock|service)|sold\s+out|not\s+there|decommissioned)")  # fmt: skip
+            r"stock|service)|sold\s+out|not\s+there|decommissioned|broken|dead|faulty|out\s+of\s+order)")  # fmt: skip
+# The GPU said gone still wanted: "the H100s are down, but I still want to plan on 8 of them for when they're back",
+# "the A100s are gone. Launch on 2 GPUs anyway".
+GONE_STILL_WANTED = (r"\b(?:still|anyway|regardless|nonetheless|all\s+the\s+same)\b|"
+                     r"\b(?:for\s+when|once|after)\s+(?:they|it)(?:'re|\s+are|'s|\s+is)\s+back\b")  # fmt: skip
 # A GPU named as the one replaced: "strike L40S and substitute A100", "swap the L40S for A100s", "instead of H100s",
 # "L40S -> A100". The other one named is meant.
 _QUOTED_GPU = r"['\"]?(?:(?:nvidia|the)\s+)?" + GPU_NAME + r"['\"]?"
@@ -351,7 +355,8 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
         key = name.replace(" ", "-") + (f"-{variant}" if variant else "") + (f"-{size}gb" if size else "")
         try:
             args["gpu"] = _gpu_key(key)
-            if re.match(GPU_GONE, lowered[found.end() :]):  # "h100 pool unavailable. plan ... on 8 gpus": no other
+            gone = re.match(GPU_GONE, lowered[found.end() :]) and not re.search(GONE_STILL_WANTED, lowered)
+            if gone:  # "h100 pool unavailable. plan ... on 8 gpus": no other
                 intent.clarify = f"Which GPU should I plan for, if the {name.upper()}s are not available?"
         except ConfigError as error:
             intent.clarify = f"{error}. Which GPU do you mean?"
