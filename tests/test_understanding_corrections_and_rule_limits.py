@@ -183,3 +183,13 @@ def test_the_order_given_again_counts(text, command, args, known):
 
 def test_an_order_taken_back_alone_is_held(known):
     asks("Cancel tp-try. Scratch that.", known)
+
+
+def test_a_gpu_said_first_without_its_count_takes_the_count_said_later(known):
+    read_as("L40S cards arrive next week; plan llama-3.1-8b on 4 L40S then.", "plan",
+            {"gpu": "l40s", "devices": 4, "model": "llama-3.1-8b"}, known)  # fmt: skip
+
+
+def test_another_gpus_count_is_never_taken_for_the_first(known):
+    intent = read("plan llama-3.1-8b on h100, or maybe 8 a100 80gb", known)
+    assert not (intent.args.get("gpu") == "h100-sxm" and intent.args.get("devices") == 8 and intent.clarify is None)

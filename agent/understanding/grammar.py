@@ -341,6 +341,16 @@ LONE_GPU = (
 REFUSED_COUNT = r"\b(?:negative(?:\s+on)?|not(?:\s+on)?|rather\s+than|instead\s+of)\s+$"
 
 
+def _counted_gpu(gpu: str, lowered: str) -> re.Match | None:
+    """The first GPU named, said again later with its count where first said without one ("H200s won't be available
+    until March; plan mistral-7b on 8 H200": 8 of them); another GPU's count is never taken for it."""
+    named = list(re.finditer(gpu, lowered))
+    if not named or named[0].group(1):
+        return named[0] if named else None
+    counted = (m for m in named[1:] if m.group(1) and m.groups()[1:] == named[0].groups()[1:])
+    return next(counted, named[0])
+
+
 def _hardware_facts(lowered: str, intent: Intent) -> None:
     """GPU preset, devices per node, nodes and sequence length ("2 nodes of 8 A100 40GB", "a 4090", "at 8k")."""
     args = intent.args
@@ -350,12 +360,14 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
                      None):  # fmt: skip
         args["nodes"] = _count(found.group(1))
     gpu = r"(?:(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s*(?:x\s*)?)?(?:(?:nvidia|dgx|hgx)\s+)*" + GPU_NAME
-    if found := re.search(gpu, lowered):
+    if found := _counted_gpu(gpu, lowered):
         count, name, variant, size = found.groups()
         key = name.replace(" ", "-") + (f"-{variant}" if variant else "") + (f"-{size}gb" if size else "")
         try:
             args["gpu"] = _gpu_key(key)
-            gone = re.match(GPU_GONE, lowered[found.end() :]) and not re.search(GONE_STILL_WANTED, lowered)
+            same = [m for m in re.finditer(gpu, lowered) if m.groups()[1:] == found.groups()[1:]]
+            gone = any(re.match(GPU_GONE, lowered[m.end() :]) for m in same)
+            gone = gone and not re.search(GONE_STILL_WANTED, lowered)
             if gone:  # "h100 pool unavailable. plan ... on 8 gpus": no other
                 intent.clarify = f"Which GPU should I plan for, if the {name.upper()}s are not available?"
         except ConfigError as error:
