@@ -181,6 +181,11 @@ def test_the_order_given_again_counts(text, command, args, known):
     read_as(text, command, args, known)
 
 
+def test_an_order_taken_back_for_another_on_a_pronoun_is_asked_never_the_first(known):
+    intent = read("Stop tp-try. Scratch that, evaluate it.", known)
+    assert intent.command != "cancel" and intent.clarify is not None
+
+
 def test_an_order_taken_back_alone_is_held(known):
     asks("Cancel tp-try. Scratch that.", known)
 

@@ -1184,12 +1184,13 @@ NUMBER_CHANGED = (rf"(?<![\w.])\d+(?:\.\d+)?(\s+[a-z]+)?{_ASIDE}(?:(?:actually|w
                   rf"(\d+(?:\.\d+)?)(?:\s*[—–]+\s*|\s+-{{1,2}}\s+|(?=[\s,.;!?]|$))")  # fmt: skip
 
 
-# An order taken back and given again on another object at once: "cancel r1. Scrap that, cancel tp-try", "cancel r1,
-# nein, warte, cancel tp-try" are the last order alone (the same verb again: another order after a take-back is left
-# as said, and held back by mood).
-ORDER_REPLACED = (r"\b(cancel|stop|kill|abort|launch|train|resume|benchmark|evaluate)\b[^.;!?—–]*?[\s,.;!—–-]+"
+# An order taken back and another given at once: "cancel r1. Scrap that, cancel tp-try", "cancel r1, nein, warte,
+# cancel tp-try" are the last order alone; "cancel r1. Scrap that, benchmark it" the benchmark alone ("it" then names
+# nothing: asked about, never the cancel).
+_ORDER_VERBS = r"cancel|stop|kill|abort|launch|train|resume|benchmark|evaluate|plan|sweep|open|write|update|show|read"
+ORDER_REPLACED = (rf"\b(?:{_ORDER_VERBS})\b[^.;!?—–]*?[\s,.;!—–-]+"
                   r"(?:(?:no|nein|non|nope)\s*,?\s*(?:wait|hang\s+on|hold\s+on)|scrap\s+that|scratch\s+that)"
-                  r"\s*[,.;:!—–-]*\s*(?=\1\b)")  # fmt: skip
+                  rf"\s*[,.;:!—–-]*\s*(?=(?:{_ORDER_VERBS})\b)")  # fmt: skip
 
 
 # A count refused, then the launch ordered on another "instead": "avoid launching anything on 8 GPUs; launch on 2
