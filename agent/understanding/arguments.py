@@ -939,6 +939,12 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             continue  # "wait no. same thing but without AC": the turn before taken back, then the change
         if _replaced(lowered[found.end() :], intent):  # "not adam this time, plain sgd", "not fp8, bf16"
             continue
+        said_on = [e for e in entities.found if e.kind == "switch_mention" and e.value[1] == "true"]
+        not_without = re.match(NOT_WITHOUT, after) or (re.search(r"\bnot\s+$", before) and re.match(WITHOUT, after))
+        if not_without and any(e.span[1] <= found.start() for e in said_on):
+            continue  # "with packing, not without": the setting said on, said again
+        if re.match(VALUE_NOT_THAT, after) and re.search(r"\d\s*,?\s*$", before):
+            continue  # "the micro batch in 4, not 8": the value said, the one refused after it no setting
         if _refers_to_a_layout(lowered, found, entities):  # "pp=2 was slow so skip it": the layout, no setting
             continue
         # "not the long config", "don't want the default experiment": a name
@@ -955,6 +961,13 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             f"checkpointing or torch.compile, or set any key, e.g. `train.lr=1e-4`. {launch_text(intent.args)}"
         )
     return None
+
+
+# A setting said on and its absence refused after it, nothing more: "with packing — not without".
+WITHOUT = r"without(?:\s+it)?\W*$"
+NOT_WITHOUT = rf"not\s+{WITHOUT}"
+# A value refused right after the value said, nothing named after it: "in 4, not 8".
+VALUE_NOT_THAT = r"not\s+\d+(?:\.\d+)?(?:e-?\d+)?(?=\s*(?:[,.;!?]|$))"
 
 
 def _refers_to_a_layout(lowered: str, negation: re.Match, entities: Entities) -> bool:
@@ -1322,3 +1335,38 @@ def fill(intent: Intent, plain: str, entities: Entities, context: Context) -> No
     if across and not entities.has("run", "run_choice") and re.search(ACROSS_RUNS, plain.lower()):
         _across_runs(intent, plain.lower(), context)
     FILL.get(intent.command, lambda *a: None)(intent, entities, context)
+    if intent.clarify is None and intent.command == "sweep" and _sweep_told_of(plain.lower()):
+        intent.clarify = (f"You told me of a sweep, not to run one, so I have done nothing. Do you want me to run it "
+                          f"now: {call_text(intent)}? yes / edit")  # fmt: skip
+    if intent.clarify is None and (place := _one_by_its_place(plain.lower(), intent, context)):
+        intent.clarify = (f"Which do you mean by 'a {place} one'? Nothing here names it, so I have done nothing; "
+                          f"name it, e.g. the run or its settings (so far I read {call_text(intent)}).")  # fmt: skip
+
+
+# A sweep with its trials told of, not ordered: one run before ("last month we ran a hyperparameter exploration of 12
+# trials"), or someone else's wish ("my manager wants a study of 10 trials"); an order after it ("please run it for
+# him") still asks for it.
+SWEEP_TOLD_OF = (r"\b(?:ran|did|had|tried|finished|completed|wants|wanted|asked\s+for|requested|suggested|proposed|"
+                 r"mentioned|needs|needed)\s+(?:a|an|another|new)\s+(?:[\w-]+\s+)?(?:sweep|search|exploration|scan|study)\s+"
+                 r"(?:with|of|over)\s+\d+\s+trials\b")  # fmt: skip
+SWEEP_ORDERED_AFTER = (r"\b(?:please|go\s+ahead|(?:run|start|launch|kick|fire|do)\s+(?:it|that|one|this|the\s+same)\b|"
+                       r"(?:run|start|launch|kick\s+off)\s+(?:a|an|another|the)\s+)")  # fmt: skip
+
+
+def _sweep_told_of(lowered: str) -> bool:
+    """Whether the sentence tells of a sweep (SWEEP_TOLD_OF) and orders none after it."""
+    found = re.search(SWEEP_TOLD_OF, lowered)
+    return bool(found) and not re.search(SWEEP_ORDERED_AFTER, lowered[found.end() :])
+
+
+# Something counted by its place and named by "one" alone: "cancel a third one too", "launch a third one like the
+# first two". What the ones before it were is no name of it (a third card after a plan of 2 is: _card_added).
+ONE_BY_PLACE = rf"\b(?:a|one)\s+({'|'.join(ORDINALS)})\s+one\b(?!\s+of\b)"
+
+
+def _one_by_its_place(lowered: str, intent: Intent, context: Context) -> str | None:
+    """The place ("third") of a thing named only by it, where no plan before makes it one card more."""
+    found = re.search(ONE_BY_PLACE, lowered)
+    if not found or (intent.command == "plan" and context.plan and _card_added(lowered, context)):
+        return None
+    return found.group(1)

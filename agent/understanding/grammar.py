@@ -294,7 +294,11 @@ def _imperative(lowered: str) -> str:
 GPU_GONE = (r"(?:\s+(?:pool|cluster|nodes?|capacity|cards?|gpus?|fleet|quota|partition|allocation|reservation))?"
             r"\s+(?:(?:is|are|was|were|went|has\s+gone|have\s+gone)\s+)?(?:currently\s+|now\s+)?"
             r"(?:unavailable|not\s+available|down\b(?!\s+to\b)|gone|offline|unreachable|out\s+of\s+(?:capacity|"
-            r"stock|service)|sold\s+out|not\s+there|decommissioned)")  # fmt: skip
+            r"stock|service)|sold\s+out|not\s+there|decommissioned|broken|dead|faulty|out\s+of\s+order)")  # fmt: skip
+# The GPU said gone still wanted: "the H100s are down, but I still want to plan on 8 of them for when they're back",
+# "the A100s are gone. Launch on 2 GPUs anyway".
+GONE_STILL_WANTED = (r"\b(?:still|anyway|regardless|nonetheless|all\s+the\s+same)\b|"
+                     r"\b(?:for\s+when|once|after)\s+(?:they|it)(?:'re|\s+are|'s|\s+is)\s+back\b")  # fmt: skip
 # A GPU named as the one replaced: "strike L40S and substitute A100", "swap the L40S for A100s", "instead of H100s",
 # "L40S -> A100". The other one named is meant.
 _QUOTED_GPU = r"['\"]?(?:(?:nvidia|the)\s+)?" + GPU_NAME + r"['\"]?"
@@ -337,13 +341,14 @@ LONE_GPU = (
 REFUSED_COUNT = r"\b(?:negative(?:\s+on)?|not(?:\s+on)?|rather\s+than|instead\s+of)\s+$"
 
 
-def _counted_again(found: re.Match, gpu: str, lowered: str) -> re.Match:
-    """The GPU named first without a count, named again with one later ("the PCIe H100 is nearly as fast ... plan on
-    8 h100 pcie"): that later mention, which counts it. Another GPU counted later is none of its count."""
-    if found.group(1):
-        return found
-    later = (m for m in re.finditer(gpu, lowered) if m.start() >= found.end())
-    return next((m for m in later if m.group(1) and m.groups()[1:] == found.groups()[1:]), found)
+def _counted_gpu(gpu: str, lowered: str) -> re.Match | None:
+    """The first GPU named, said again later with its count where first said without one ("H200s won't be available
+    until March; plan mistral-7b on 8 H200": 8 of them); another GPU's count is never taken for it."""
+    named = list(re.finditer(gpu, lowered))
+    if not named or named[0].group(1):
+        return named[0] if named else None
+    counted = (m for m in named[1:] if m.group(1) and m.groups()[1:] == named[0].groups()[1:])
+    return next(counted, named[0])
 
 
 def _hardware_facts(lowered: str, intent: Intent) -> None:
@@ -355,13 +360,15 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
                      None):  # fmt: skip
         args["nodes"] = _count(found.group(1))
     gpu = r"(?:(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s*(?:x\s*)?)?(?:(?:nvidia|dgx|hgx)\s+)*" + GPU_NAME
-    if found := re.search(gpu, lowered):
-        found = _counted_again(found, gpu, lowered)
+    if found := _counted_gpu(gpu, lowered):
         count, name, variant, size = found.groups()
         key = name.replace(" ", "-") + (f"-{variant}" if variant else "") + (f"-{size}gb" if size else "")
         try:
             args["gpu"] = _gpu_key(key)
-            if re.match(GPU_GONE, lowered[found.end() :]):  # "h100 pool unavailable. plan ... on 8 gpus": no other
+            same = [m for m in re.finditer(gpu, lowered) if m.groups()[1:] == found.groups()[1:]]
+            gone = any(re.match(GPU_GONE, lowered[m.end() :]) for m in same)
+            gone = gone and not re.search(GONE_STILL_WANTED, lowered)
+            if gone:  # "h100 pool unavailable. plan ... on 8 gpus": no other
                 intent.clarify = f"Which GPU should I plan for, if the {name.upper()}s are not available?"
         except ConfigError as error:
             intent.clarify = f"{error}. Which GPU do you mean?"

@@ -515,10 +515,12 @@ FRENCH = {"et": "and", "avec": "with", "pour": "for", "sur": "on", "aussi": "too
           "est": "is", "fini": "finished", "finie": "finished", "terminé": "finished", "je": "I", "tu": "you",
           "rapport": "report", "rien": "nothing", "aujourd'hui": "today", "maintenant": "now",
           "lancement": "launch", "non plus": "either", "préfère": "prefer", "planifier": "plan"}  # fmt: skip
-# its negations and refusals, never dropped for want of a second mark ("n'annule jamais le r1", "pas question de ...")
+# its negations and refusals, never dropped for want of a second mark ("n'annule jamais le r1", "pas question de ...",
+# "pas de warmup": no warmup)
 FRENCH_ALONE = (rf"(?<![\w'./=-])(?:ne\s+(?:l[ea]s?\s+|l')?\S+\s+(?:pas|jamais|rien|plus)|"
                 rf"n'\S+\s+(?:pas|jamais|rien|plus)|ne\s+pas\s+\S+|pas\s+question|[ée]vite[sz]?\s+d(?:e\s|')\S+|"
-                rf"jamais\s+d(?:e\s|')\S+|que\s+si|ni\s+\S+\s+ni|(?:{_FRENCH_VERBS})\s+pas)(?![\w'./=-])")  # fmt: skip
+                rf"jamais\s+d(?:e\s|')\S+|pas\s+d(?:e\s|')\S+|"
+                rf"que\s+si|ni\s+\S+\s+ni|(?:{_FRENCH_VERBS})\s+pas)(?![\w'./=-])")  # fmt: skip
 
 
 def _french(text: str) -> str:
@@ -682,6 +684,33 @@ def _key_value_lines(text: str) -> str:
         return f"{key} {value};"
 
     return re.sub(KEY_VALUE_LINE, clause, text)
+
+
+# Alternatives under numbered headings, and the one the action picks by its heading: "Experiment 1: lr 1e-3.
+# Experiment 2: lr 3e-4. Launch only experiment 2" launches with lr 3e-4 (what experiment 2 says), never experiment 1's.
+_HEADING_NOUN = r"experiment|option|variant|setup|candidate|config(?:uration)?|choice|version"
+HEADED_ALTERNATIVE = rf"\b({_HEADING_NOUN})\s+(\d+|[a-d])\s*:\s*([^.;:!?]*?)\s*(?:[.;]\s+|[.;]?$)"
+HEADING_PICKED = (rf"\b((?:launch|run|train|start|use|go\s+with|pick|take)\s+(?:only\s+|just\s+)?(?:the\s+)?)"
+                  rf"({_HEADING_NOUN})\s+(\d+|[a-d])\b(?!\s*:)")  # fmt: skip
+
+
+def _heading_picked(text: str) -> str:
+    """`text` with the alternative its action picks by heading said in the heading's place, and the alternatives
+    dropped; left as said where the heading picked is none of theirs or two headings read the same."""
+    picked = re.search(HEADING_PICKED, text, re.I)
+    headed = list(re.finditer(HEADED_ALTERNATIVE, text, re.I))
+    if not picked or len(headed) < 2:
+        return text
+    said = {(found.group(1).lower(), found.group(2).lower()): found.group(3) for found in headed}
+    key = (picked.group(2).lower(), picked.group(3).lower())
+    if key not in said or len(said) != len(headed):
+        return text
+    chosen = picked.group(1) + said[key]
+    text = text[: picked.start()] + chosen + text[picked.end() :]
+    for found in reversed(headed):  # the headings all stand before the pick: its span is unmoved
+        if found.end() <= picked.start():
+            text = text[: found.start()] + text[found.end() :]
+    return text
 
 
 def _list_labels(text: str) -> str:
@@ -1096,8 +1125,9 @@ _SWITCH_NAME = r"(?:activation\s+checkpointing|(?:sequence\s+)?packing|(?:torch[
 _NOT_A_SWITCH = r"(?!\s*(?:logs?|config\w*|files?|reports?|results?|notes?|docs?|outputs?|settings?|options?)\b)"
 OPEN_SWITCH = rf"\bopen\s+(?:up\s+)?(?:the\s+)?(?={_SWITCH_NAME}\b{_NOT_A_SWITCH})"
 CLOSE_SWITCH = rf"\bclose\s+(?:the\s+)?(?={_SWITCH_NAME}\b{_NOT_A_SWITCH})"
-# A setting's value said with "in", as Spanish "en" says it: "the micro batch in 4" is the micro batch at 4.
-VALUE_IN = r"\b(micro[\s_-]?batch(?:\s+size)?|batch\s+size)\s+in\s+(?=\d+\b(?!\s*(?:steps?|gpus?|nodes?|%)))"
+# A setting's value said with "in", as Spanish "en" says it: "the micro batch in 4" is the micro batch at 4, "the seed
+# in 7" the seed 7.
+VALUE_IN = r"\b(micro[\s_-]?batch(?:\s+size)?|batch\s+size|seed)\s+in\s+(?=\d+\b(?!\s*(?:steps?|gpus?|nodes?|%)))"
 # A sequence length in thousands with a fraction ("seq len 1.5k", "context 0.5k"): thousands of 1024, as "2k" is 2048.
 SEQ_LEN_FRACTION_K = (r"\b((?:seq(?:uence)?[\s_-]*len(?:gth)?|context(?:[\s_-]*len(?:gth)?)?|ctx)"
                       r"\s*(?:[=:]|of|to|at|is)?\s*)(\d*\.\d+)\s*k\b")  # fmt: skip
@@ -1190,8 +1220,40 @@ def _default_kept(found: re.Match) -> str:
 _ASIDE = r"\s*(?:[—–]+|\s-{1,2}\s|,)\s*"
 NUMBER_CHANGED = (rf"(?<![\w.])\d+(?:\.\d+)?(\s+[a-z]+)?{_ASIDE}(?:(?:actually|wait|hmm|oh|um|uh)\s*,?\s*)?"
                   r"(?:no|nope|sorry)\b(?:\s*,?\s*(?:wait|actually))?[\s,!.]*"
-                  r"(?:make\s+(?:it|that)|make\s+the\s+[a-z][a-z ]{0,30}?|i\s+mean|rather|change\s+it\s+to)\s+"
+                  # "the micro batch in 8 — no, in 4": the ESL "in" a setting's value is said with, said again
+                  r"(?:make\s+(?:it|that)|make\s+the\s+[a-z][a-z ]{0,30}?|i\s+mean|rather|change\s+it\s+to|in)\s+"
                   rf"(\d+(?:\.\d+)?)(?:\s*[—–]+\s*|\s+-{{1,2}}\s+|(?=[\s,.;!?]|$))")  # fmt: skip
+
+
+# An order taken back and another given at once: "cancel r1. Scrap that, cancel tp-try", "cancel r1, nein, warte,
+# cancel tp-try" are the last order alone; "cancel r1. Scrap that, benchmark it" the benchmark alone ("it" then names
+# nothing: asked about, never the cancel).
+_ORDER_VERBS = r"cancel|stop|kill|abort|launch|train|resume|benchmark|evaluate|plan|sweep|open|write|update|show|read"
+ORDER_REPLACED = (rf"\b(?:{_ORDER_VERBS})\b[^.;!?—–]*?[\s,.;!—–-]+"
+                  r"(?:(?:no|nein|non|nope)\s*,?\s*(?:wait|hang\s+on|hold\s+on)|scrap\s+that|scratch\s+that)"
+                  rf"\s*[,.;:!—–-]*\s*(?=(?:{_ORDER_VERBS})\b)")  # fmt: skip
+
+
+# A count refused, then the launch ordered on another "instead": "avoid launching anything on 8 GPUs; launch on 2
+# instead" is "launch on 2 GPUs instead of 8" (the refusal kept as the count refused, never read as the one to use).
+COUNT_AVOIDED_THEN_INSTEAD = (r"\b(?:avoid|don'?t|do\s+not|never)\s+(?:launch|run|train|start)\w*\s+"
+                              r"(?:anything\s+|it\s+|a\s+run\s+)?on\s+(\d+)\s+(gpus?|cards?|devices?)\s*[;,.]\s*"
+                              r"((?:launch|run|train|start)\w*\s+(?:it\s+)?on\s+\d+)(?:\s+\2)?"
+                              r"\s+instead\b")  # fmt: skip
+
+
+# A value taken back before the order that replaces it: "forget what I said about 8, launch on 2 GPUs" (the 8 no
+# value of this order; said alone, with no order after it, it is left as said).
+VALUE_FORGOTTEN = (r"\b(?:forget|ignore|disregard|scratch)\s+(?:what\s+i\s+said|my\s+(?:earlier\s+)?\w+)\s+about\s+"
+                   r"(?:the\s+)?\d+(?:\.\d+)?(?:\s+[a-z]+)?\s*[,;:—–]\s*"
+                   r"(?=(?:launch|run|train|start|plan|use)\b)")  # fmt: skip
+
+
+# A count changed in the next sentence on second thought: "launch 8 GPUs. On second thought, make it 4" is 4 GPUs (the
+# value said last counts); "make it 4 nodes", another noun than the first value's, is left as said (asked about).
+NUMBER_RETHOUGHT = (r"(?<![\w.])\d+(?:\.\d+)?(\s+[a-z]+)?\s*[.;,—–]+\s*(?:on\s+)?second\s+thoughts?\s*[,—–]?\s*"
+                    r"(?:make\s+(?:it|that)|i\s+mean|change\s+it\s+to)\s+(\d+(?:\.\d+)?)(?:\1)?"
+                    r"(?=\s*(?:[,.;!?]|$))")  # fmt: skip
 
 
 def _number_changed(found: re.Match) -> str:
@@ -1276,6 +1338,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     known = {k.lower() for k in known}
     text = _explaining_comment(text)
     text = _key_value_lines(text)
+    text = _heading_picked(text)
     text = _list_labels(text)
     text = _math_notation(text)
     text = re.sub(MEMORY_IN_BRACKETS, _memory_in_brackets, text, flags=re.I)
@@ -1368,6 +1431,10 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)\s+dozen\b", lambda m: str(12 * int(m.group(1))), text, flags=re.I)
     text = re.sub(DEFAULT_KEPT, _default_kept, text, flags=re.I)
     text = re.sub(NUMBER_CHANGED, _number_changed, text, flags=re.I)
+    text = re.sub(ORDER_REPLACED, "", text, flags=re.I)
+    text = re.sub(VALUE_FORGOTTEN, "", text, flags=re.I)
+    text = re.sub(COUNT_AVOIDED_THEN_INSTEAD, r"\3 \2 instead of \1", text, flags=re.I)
+    text = re.sub(NUMBER_RETHOUGHT, lambda found: f"{found.group(2)}{found.group(1) or ''}", text, flags=re.I)
     text = re.sub(NUMBER_RESTATED, _number_restated, text, flags=re.I)
     text = re.sub(GPU_TAKEN_BACK, _gpu_taken_back, text, flags=re.I)
     text = re.sub(SWITCH_RESTATED, "", text, flags=re.I)
@@ -1398,6 +1465,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(\d+)-(?=[a-z])", r"\1 ", text, flags=re.I)  # a 30-step run, 2-way TP
     # "2n x 4g", "2 nodes x 4g": the GPUs in each node said by a "g" after their count, no memory (before "80g" is read)
     text = re.sub(r"\b(\d+)\s*(?:n|nodes?)\s*[x×*]\s*(\d+)\s*g\b(?!\w)", r"\1 nodes of \2 gpus", text, flags=re.I)
+    # "2 gigas of tokens", "5 gigs of text": so much data (2e9 tokens), no memory; no argument takes it (asked about)
+    text = re.sub(GIGA_DATA, r"\1e9 ", text, flags=re.I)
     text = re.sub(r"\b(\d+(?:\.\d+)?)\s*gig(?:s|as?)?\b|\b(\d+(?:\.\d+)?)\s*g\b(?!\w)", _gig, text, flags=re.I)
     text = re.sub(GIGABYTES, r"\1GB", text, flags=re.I)
     text = re.sub(GIBIBYTES, r"\1GiB", text, flags=re.I)
@@ -1958,6 +2027,10 @@ def _fraction_words(found: re.Match) -> str:
     if count > 1 and not found.group(3):  # "3 tenth" is no fraction a person says
         return found.group(0)
     return _fraction(count, ORDINAL_PARTS[found.group(2).lower()])
+
+
+# A count of giga-things that are data, not memory: "2 gigas of tokens" (giga is 1e9).
+GIGA_DATA = r"\b(\d+(?:\.\d+)?)\s*(?:gigas?|gigs?|g)\s+(?:of\s+)?(?=(?:tokens?|text|data|samples?|words?)\b)"
 
 
 def _gig(found: re.Match) -> str:
