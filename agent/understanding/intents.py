@@ -53,11 +53,14 @@ FOLLOW_UP = (r"^\W*(?:(?:hmm+|hm+|um+|uh+|well|oh|ah|right|alright|so)\W+)*"  # 
              rf"\bagain\b|\bsame\b|\btoo\b\W*$|{CHANGES_BEFORE}")  # fmt: skip
 # Started again where it stopped: "restart it from where it stopped" (a fresh launch starts from step 0; "where it
 # left off" is its checkpoint).
-RESTART_WHERE_STOPPED = (r"(?:restart|relaunch|rerun|re-run|run|start|continu|kick|reschedul|resubmit|resum)\w*\b"
+RESTART_WHERE_STOPPED = (r"(?:restart|relaunch|rerun|re-run|run|start|continu|kick|reschedul|resubmit|resum|"
+                         r"keep\s+go|carr(?:y|ies)\s+on)\w*\b"  # "can it keep going from where it stopped?"
                          r"[^.?!;]{0,40}?\bfrom\s+(?:where|the\s+point)\s+(?:it|they|that|we|you)?\s*"
                          r"(?:was\s+|were\s+|had\s+|got\s+)?(?:stopped|stopping|left off|died|dropped(?:\s+off)?|"
                          r"broke off|was cut|got to|cut out|halted|paused)\b")  # fmt: skip
 RESUME = (r"\b(?:resume|resuming|unpause)\b|\bcontinue\b.*\b(?:preempted|interrupted)\b|"
+          # the stop told first, then the job to go on: "the sweep was preempted. Could you continue it?"
+          r"\b(?:preempted|interrupted)\b.*\b(?:continue|carry on with|keep going with)\s+(?:it|them|that|this)\b|"
           r"\bpick\b.*\bback up\b|\bcarry on with\b|"
           # a job put back in the queue, or started again where it stopped: "requeue it"
           rf"\bre-?queue\w*\b|\b{RESTART_WHERE_STOPPED}")  # fmt: skip
@@ -407,6 +410,11 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bhang tight\b|\bjust wait\b|"
             r"\b(?:ping|tell|notify|alert|message) me (?:once|when|as soon as|after)\b|"
             r"\bonce (?:\S+ ){1,3}(?:is|has) (?:over|done|finished|ended|complete)\b|"
+            # the end said as a noun: "the final state upon its completion", "waiting for such completion"
+            r"\b(?:upon|on|after|at) (?:its|their|the run's|the job's) completion\b|"
+            r"\bwaiting (?:for|on|until) (?:such |its |their |the )?completion\b|"
+            # a terse command, the tool's verb and a colon: "wait: runs/r1 ; report final state"
+            r"^\W*wait\s*:|"
             # "waiting for r1 to finish, ping me": the wait asked by its participle, and word sent after the end
             r"^\W*(?:keep\s+)?waiting (?:for|on|until|till)\b|"
             r"\b(?:finish\w*|complete\w*|is done|ends?)\b[^.?!;]{0,20}\b(?:ping|tell|notify|alert|message) me\b",
