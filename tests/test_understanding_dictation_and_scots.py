@@ -96,3 +96,29 @@ def test_name_with_one_word_split_in_two(known: Known) -> None:
 def test_split_word_near_miss_names_nothing(known: Known) -> None:
     intent = read("show the results of base lime ddp", known)
     assert intent.args.get("run") != "runs/baseline-ddp"
+
+
+# --- a layout said as its manner, docs made to agree formally, impatience no wait ------------------------------------
+
+
+def test_split_across_gpus_the_sharded_way_is_fsdp(known: Known) -> None:
+    read_as("train on 4 GPUs in a sharded fashion for 20 steps", "run", {"nproc": 4, "layout": "dp_shard=4"}, known)
+
+
+def test_not_the_sharded_way_is_no_fsdp(known: Known) -> None:
+    intent = read("train on 4 GPUs, not the sharded way, 20 steps", known)
+    assert intent.args.get("layout") != "dp_shard=4"
+
+
+def test_docs_aligned_with_a_sweep_updates_docs(known: Known) -> None:
+    read_as(
+        "The README, that is docs/training.md too, should be aligned with the lr-scan sweep.",
+        "docs",
+        {"sweep": "sweeps/lr-scan"},
+        known,
+    )
+
+
+def test_cannot_wait_is_no_wait(known: Known) -> None:
+    intent = read("Move the launch up to tomorrow please, we can't wait until next week.", known)
+    assert intent.args.get("wait") != "yes"

@@ -394,7 +394,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "wait": [
         (
-            r"\bwait (?:for|until|till|on)\b|\bblock (?:until|till)\b|"
+            # (not "we cannot wait till Monday": impatience, the wait refused)
+            r"(?<!can't )(?<!cant )(?<!cannot )(?<!can not )(?<!couldn't )\bwait (?:for|until|till|on)\b|"
+            r"\bblock (?:until|till)\b|"
             # "block on r1 till it's done": blocking on a run named, until it ends
             r"\bblock (?:on|for) (?:\S+ ){1,3}?(?:until|till)\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
             r"\bwait for it\b|\buntil it (?:ends?|finish(?:es)?|completes?|is done|'s done)\b|\bnotify me when\b|"
@@ -627,6 +629,13 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (rf"\b{DOC_NOUN}\b.*\b{DOC_VERB}", 3),
         # "bring the readme in line with these findings", "keep docs/training.md up to date": docs made to agree
         (rf"\b(?:bring|brings|keep|keeps|get|make)\b.*\b{DOC_NOUN}\b.*\b(?:in line with|up to date|in sync)\b", 6),
+        # the docs said to agree, in a formal passive: "the documentation shall be conformed to the sweep's findings"
+        # (never through a negation: "the docs shall not be conformed to it")
+        (
+            rf"\b{DOC_NOUN}\b(?:(?!\bnot\b|n't\b|\bnever\b).)*\b(?:be|been|get|gets)\s+"
+            r"(?:conformed|aligned|reconciled|harmoni[sz]ed)\s+(?:to|with)\b",
+            6,
+        ),
         # "make sure the docs reflect the last sweep", "I want the readme to show lr-scan", "I would like the docs to
         # reflect it": docs made to say it
         (
