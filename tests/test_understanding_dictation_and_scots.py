@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from agent.understanding.known import Known
-from tests.understanding_support import fixture_known, read, read_as
+from tests.understanding_support import earlier_turn, fixture_known, read, read_as
 
 
 @pytest.fixture(scope="module")
@@ -122,3 +122,23 @@ def test_docs_aligned_with_a_sweep_updates_docs(known: Known) -> None:
 def test_cannot_wait_is_no_wait(known: Known) -> None:
     intent = read("Move the launch up to tomorrow please, we can't wait until next week.", known)
     assert intent.args.get("wait") != "yes"
+
+
+# --- a card added, named by its model --------------------------------------------------------------------------
+
+
+def _after_one_card_plan(text: str, known: Known):
+    earlier = earlier_turn(
+        "plan_layouts", {"model": "llama-3.2-1b", "gpu": "rtx-4090", "devices": 1}, "can one rtx-4090 fit llama-3.2-1b?"
+    )
+    return read(text, known, earlier)
+
+
+def test_a_second_card_named_by_its_model_is_two(known: Known) -> None:
+    intent = _after_one_card_plan("and what if I added a second rtx-4090?", known)
+    assert (intent.command, intent.args.get("devices"), intent.clarify) == ("plan", 2, None)
+
+
+def test_a_third_card_after_one_is_asked(known: Known) -> None:
+    intent = _after_one_card_plan("and what if I added a third 4090?", known)
+    assert intent.args.get("devices") != 3 and intent.clarify
