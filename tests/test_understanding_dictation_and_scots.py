@@ -142,3 +142,13 @@ def test_a_second_card_named_by_its_model_is_two(known: Known) -> None:
 def test_a_third_card_after_one_is_asked(known: Known) -> None:
     intent = _after_one_card_plan("and what if I added a third 4090?", known)
     assert intent.args.get("devices") != 3 and intent.clarify
+
+
+def test_a_card_name_number_before_rig_is_no_node_count(known: Known) -> None:
+    intent = read("would my rtx-3090 box handle llama-3.2-1b on one card?", known)
+    assert intent.args.get("nodes") in (None, 1)
+
+
+def test_nodes_counted_before_their_noun_still_read(known: Known) -> None:
+    intent = read("plan llama-3.1-70b on 2 nodes of 8 h100", known)
+    assert (intent.args.get("nodes"), intent.args.get("devices")) == (2, 8)

@@ -588,7 +588,8 @@ def _hardware(lowered: str, entities: Entities) -> None:
     correction = [found for found in re.finditer(CORRECTION, text) if re.search(r"\d", text[found.end() :])]
     start = correction[-1].end() if correction else 0
     part = text[start:]  # a self-correction: what follows it stands
-    said_nodes = re.finditer(rf"\b{COUNT}\s+{GPU_OF_NODE}(?:{NOUNS['nodes']})\b", part)
+    # (a number glued to a card's name by a hyphen is no count: "my rtx-4090 rig" is one rig)
+    said_nodes = re.finditer(rf"(?<![a-z]-)\b{COUNT}\s+{GPU_OF_NODE}(?:{NOUNS['nodes']})\b", part)
     # ("negative on 1 node, assess with 4 nodes": the count refused is none)
     nodes = next((m for m in said_nodes if not re.search(REFUSED_COUNT, part[: m.start()])), None)
     nodes = nodes or re.search(NODE_COPIES, part)
