@@ -1139,7 +1139,9 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
 
 
 # A card added, counted by its place: "if i pick up a third one", "with a fourth card" (not "a third of the memory").
-CARD_ADDED = r"\b(?:a|one)\s+(second|third|fourth|fifth|sixth|seventh|eighth)\s+(?:one|card|gpu|device)\b(?!\s+of\b)"
+# (or named by its model: "a second 4090", "a third rtx-4090", "a second h100 card")
+CARD_ADDED = (r"\b(?:a|one)\s+(second|third|fourth|fifth|sixth|seventh|eighth)\s+"
+              r"(?:one|card|gpu|device|(?:[a-z]+[\s-]?)?[a-z]?\d{3,4}[a-z]*)\b(?!\s+of\b)")  # fmt: skip
 ORDINALS = {"second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8}
 
 

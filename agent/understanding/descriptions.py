@@ -214,6 +214,8 @@ SHARD_THE_MODEL = (
 # gpus" (what is sharded unsaid: the model's state, FSDP). Not a sharded checkpoint or dataset.
 _COUNTED = r"\d+\s+(?:gpus?|cards?|devices?|process(?:es)?|procs?|ranks?|workers?)"
 SHARDED_COUNT = (rf"\b{_COUNTED}\s*,?\s+(?:fully\s+)?sharded\b(?!\s*(?:checkpoint|ckpt|dataset|data)\b)|"
+                 # its manner said after the count: "split across 2 GPUs the sharded way"
+                 rf"\b{_COUNTED}\s*,?\s+(?:in\s+)?(?:the|a)\s+sharded\s+(?:way|fashion|manner|style)\b|"
                  rf"(?<!fully )\bsharded\s+(?:across|over|on|between|among)\s+{_COUNTED}\b")  # fmt: skip
 # Its degree said as ways: "4-way sharding", "shard the model 4 ways" (4 way fsdp: dp_shard=4).
 # Or right after the verb, with its object unsaid: "shard 4 ways", "shard2", "shard=2" (as tp2 is tp=2).

@@ -588,7 +588,8 @@ def _hardware(lowered: str, entities: Entities) -> None:
     correction = [found for found in re.finditer(CORRECTION, text) if re.search(r"\d", text[found.end() :])]
     start = correction[-1].end() if correction else 0
     part = text[start:]  # a self-correction: what follows it stands
-    said_nodes = re.finditer(rf"\b{COUNT}\s+{GPU_OF_NODE}(?:{NOUNS['nodes']})\b", part)
+    # (a number glued to a card's name by a hyphen is no count: "my rtx-4090 rig" is one rig)
+    said_nodes = re.finditer(rf"(?<![a-z]-)\b{COUNT}\s+{GPU_OF_NODE}(?:{NOUNS['nodes']})\b", part)
     # ("negative on 1 node, assess with 4 nodes": the count refused is none)
     nodes = next((m for m in said_nodes if not re.search(REFUSED_COUNT, part[: m.start()])), None)
     nodes = nodes or re.search(NODE_COPIES, part)
@@ -1269,7 +1270,7 @@ def _names(text: str, entities: Entities, known: Known) -> None:
     # a name ends on a letter or digit: "wait for run r1." names r1, its full stop ends the sentence
     tokens = list(re.finditer(r"(?<![\w/.=-])[a-z0-9](?:[\w.]*\w)?(?:-[\w.]*\w)*(?![\w/=])", lowered))
     for index in range(len(tokens)):
-        _name(tokens[index : index + 2], entities, known)
+        _name(tokens[index : index + 3], entities, known)
     for found in re.finditer(r"\b(?:the|that|this|my)\s+([a-z][\w-]+)(?:\s+(sweep|run|model|one))?\b", lowered):
         word, noun = found.groups()
         if word in NOT_NAMES:
@@ -1560,15 +1561,27 @@ def _plain_hyphenated(word: str) -> bool:
     return word in ENGLISH_HYPHENATED or bool(re.fullmatch(r"\d+(?:\.\d+)?e-\d+", word))
 
 
+def _one_word_said_as_two(first: str, second: str) -> bool:
+    """Whether two words may be one word of a name dictated with a space in it ("base line"): both plain words of
+    three letters at least (the joined word must still name a run or sweep exactly)."""
+    return all(re.fullmatch(r"[a-z]{3,}", word) for word in (first, second))
+
+
 def _name(tokens: list[re.Match], entities: Entities, known: Known) -> None:
     """A bare run or sweep name ("r1", "tp-try", "layots-nov") or two words of one ("lr scan", "baseline ddp")."""
     readings = [(tokens[0].group(0), tokens[0].span())]
     new = re.search(r"\b(?:a|an|another|new|fresh)\s+$", tokens[0].string[: tokens[0].start()])
-    if len(tokens) == 2 and not new:  # "start a DDP baseline": one to make, no name of one on disk
+    if len(tokens) >= 2 and not new:  # "start a DDP baseline": one to make, no name of one on disk
         readings.insert(0, (f"{tokens[0].group(0)} {tokens[1].group(0)}", (tokens[0].start(), tokens[1].end())))
+        if _one_word_said_as_two(tokens[0].group(0), tokens[1].group(0)):  # dictated: "base line ddp" is baseline-ddp
+            joined = tokens[0].group(0) + tokens[1].group(0)
+            readings.insert(0, (joined, (tokens[0].start(), tokens[1].end())))
+            if len(tokens) == 3:
+                readings.insert(0, (f"{joined} {tokens[2].group(0)}", (tokens[0].start(), tokens[2].end())))
     for candidate, span in readings:
         for kind, label in (("runs", "run"), ("sweeps", "sweep")):
-            close = " " not in candidate  # two words name a run only exactly ("lr scan"), never by a near miss
+            # two words name a run only exactly ("lr scan", "base line"), never by a near miss
+            close = " " not in candidate and span[1] - span[0] == len(candidate)
             if path := known.resolve(candidate, kind, prefix=False, close=close):
                 entities.add(label, path, span)
                 return

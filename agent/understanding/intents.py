@@ -53,11 +53,14 @@ FOLLOW_UP = (r"^\W*(?:(?:hmm+|hm+|um+|uh+|well|oh|ah|right|alright|so)\W+)*"  # 
              rf"\bagain\b|\bsame\b|\btoo\b\W*$|{CHANGES_BEFORE}")  # fmt: skip
 # Started again where it stopped: "restart it from where it stopped" (a fresh launch starts from step 0; "where it
 # left off" is its checkpoint).
-RESTART_WHERE_STOPPED = (r"(?:restart|relaunch|rerun|re-run|run|start|continu|kick|reschedul|resubmit|resum)\w*\b"
+RESTART_WHERE_STOPPED = (r"(?:restart|relaunch|rerun|re-run|run|start|continu|kick|reschedul|resubmit|resum|"
+                         r"keep\s+go|carr(?:y|ies)\s+on)\w*\b"  # "can it keep going from where it stopped?"
                          r"[^.?!;]{0,40}?\bfrom\s+(?:where|the\s+point)\s+(?:it|they|that|we|you)?\s*"
                          r"(?:was\s+|were\s+|had\s+|got\s+)?(?:stopped|stopping|left off|died|dropped(?:\s+off)?|"
                          r"broke off|was cut|got to|cut out|halted|paused)\b")  # fmt: skip
 RESUME = (r"\b(?:resume|resuming|unpause)\b|\bcontinue\b.*\b(?:preempted|interrupted)\b|"
+          # the stop told first, then the job to go on: "the sweep was preempted. Could you continue it?"
+          r"\b(?:preempted|interrupted)\b.*\b(?:continue|carry on with|keep going with)\s+(?:it|them|that|this)\b|"
           r"\bpick\b.*\bback up\b|\bcarry on with\b|"
           # a job put back in the queue, or started again where it stopped: "requeue it"
           rf"\bre-?queue\w*\b|\b{RESTART_WHERE_STOPPED}")  # fmt: skip
@@ -391,7 +394,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
     ],
     "wait": [
         (
-            r"\bwait (?:for|until|till|on)\b|\bblock (?:until|till)\b|"
+            # (not "we cannot wait till Monday": impatience, the wait refused)
+            r"(?<!can't )(?<!cant )(?<!cannot )(?<!can not )(?<!couldn't )\bwait (?:for|until|till|on)\b|"
+            r"\bblock (?:until|till)\b|"
             # "block on r1 till it's done": blocking on a run named, until it ends
             r"\bblock (?:on|for) (?:\S+ ){1,3}?(?:until|till)\b|\blet me know (?:once|when)\b|\bi'?ll wait\b|"
             r"\bwait for it\b|\buntil it (?:ends?|finish(?:es)?|completes?|is done|'s done)\b|\bnotify me when\b|"
@@ -407,6 +412,11 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bhang tight\b|\bjust wait\b|"
             r"\b(?:ping|tell|notify|alert|message) me (?:once|when|as soon as|after)\b|"
             r"\bonce (?:\S+ ){1,3}(?:is|has) (?:over|done|finished|ended|complete)\b|"
+            # the end said as a noun: "the final state upon its completion", "waiting for such completion"
+            r"\b(?:upon|on|after|at) (?:its|their|the run's|the job's) completion\b|"
+            r"\bwaiting (?:for|on|until) (?:such |its |their |the )?completion\b|"
+            # a terse command, the tool's verb and a colon: "wait: runs/r1 ; report final state"
+            r"^\W*wait\s*:|"
             # "waiting for r1 to finish, ping me": the wait asked by its participle, and word sent after the end
             r"^\W*(?:keep\s+)?waiting (?:for|on|until|till)\b|"
             r"\b(?:finish\w*|complete\w*|is done|ends?)\b[^.?!;]{0,20}\b(?:ping|tell|notify|alert|message) me\b",
@@ -619,6 +629,13 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (rf"\b{DOC_NOUN}\b.*\b{DOC_VERB}", 3),
         # "bring the readme in line with these findings", "keep docs/training.md up to date": docs made to agree
         (rf"\b(?:bring|brings|keep|keeps|get|make)\b.*\b{DOC_NOUN}\b.*\b(?:in line with|up to date|in sync)\b", 6),
+        # the docs said to agree, in a formal passive: "the documentation shall be conformed to the sweep's findings"
+        # (never through a negation: "the docs shall not be conformed to it")
+        (
+            rf"\b{DOC_NOUN}\b(?:(?!\bnot\b|n't\b|\bnever\b).)*\b(?:be|been|get|gets)\s+"
+            r"(?:conformed|aligned|reconciled|harmoni[sz]ed)\s+(?:to|with)\b",
+            6,
+        ),
         # "make sure the docs reflect the last sweep", "I want the readme to show lr-scan", "I would like the docs to
         # reflect it": docs made to say it
         (

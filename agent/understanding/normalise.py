@@ -38,6 +38,11 @@ NUMBER_RUN = re.compile(
     rf"\b(?:an?\s+(?=hundred|thousand))?(?:{_WORD})(?:(?:\s+|-)(?:and\s+)?(?:{_WORD}|point))*\b", re.I
 )
 # What a lone "one" counts when it is a count ("one gpu", "one e minus three"), not a pronoun ("the fast one").
+# Or a setting's value after its name ("micro batch one", "seed one"): dictated, it is that setting at 1.
+# (not "the seed one from before": "the ... one" is a pronoun, and "one" must end its item)
+ONE_AFTER_SETTING = (r"(?<!\bthe\s)(?<!\bthat\s)(?<!\bthis\s)\b(?:micro[\s_-]?batch(?:\s+size)?|batch\s+size|seed)"
+                     r"\s*(?:of|to|at|is|=|:)?\s*$")  # fmt: skip
+ONE_ENDS_ITEM = r"\s*(?:$|[,.;!?)]|(?:and|then|please|for|on|with)\b)"
 ONE_COUNTS = r"\s*(?:gpus?|cards?|devices?|nodes?|machines?|box|hosts?|process|proc|rank|worker|step|trial|e\s+minus\b)"
 # Other languages users mix in (German mostly): the English word the rules read.
 FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne": "without", "mit": "with",
@@ -813,7 +818,9 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
              # Scots and dialect: "three wee servers wi' four L40S apiece. Whit layouts would ye run?"
              "wi'": "with", "whit": "what", "ye": "you", "yer": "your",
              # Scots negations: "nae packing", "dinnae bother wi' warmup"
-             "nae": "no", "dinnae": "don't", "dinna": "don't"}  # fmt: skip
+             "nae": "no", "dinnae": "don't", "dinna": "don't",
+             # Scots numbers and verbs: "gie it a go on twa GPUs"
+             "twa": "two", "gie": "give"}  # fmt: skip
 # "lunch" is an everyday word (KEEP), and "launch" typed one letter short only where a verb stands: before its object
 # ("lunch the long config", "pls lunch it"), never "after lunch" or "lunch break".
 LUNCH_THE = (r"\blunch(?=\s+(?:the|a|an|it|that|this|my|our|another|\d+|configs?/|[\w-]+\.ya?ml|training|run|job|"
@@ -1851,7 +1858,8 @@ ZERO_NEGATOR = (r"(?:\bno|\bwithout|\bw/o|\bskip(?:ping)?|\bdisable|\bdisabling|
                 r"\b(?:don'?t|do\s+not|never)\s+use|"
                 # the run told not to open with it: "I'd prefer the run not begin with any warmup at all"
                 r"\b(?:not|never|don'?t|do\s+not)\s+(?:begin|start)(?:s|ing)?\s+(?:off\s+)?with)")  # fmt: skip
-TURNED_OFF_BY_ZERO = (rf"{ZERO_NEGATOR}\s+(?:any\s+|the\s+)?"
+# (the negation joined by a hyphen too: a command line's flag, "--no-warmup")
+TURNED_OFF_BY_ZERO = (rf"{ZERO_NEGATOR}(?:\s+|-)(?:any\s+|the\s+)?"
                       rf"(?P<key>{'|'.join(_ZERO_KEYS.values())})\b(?>(?:\s+(?:stage|phase|period)\b)?)"
                       r"(?!\s*(?:change|changes|setting|settings|tweak|value|[=:]|at\b(?!\s+all\b)|of\b|to\b|from\b|by\b|"
                       r"down\b|back\b))"
@@ -2046,7 +2054,11 @@ def _digits(found: re.Match) -> str:
     "2 3", "three point two" is 3.2: one digit after "point", as in a version; "and" joins only after a hundred)."""
     text = found.group(0)
     words = re.findall(r"[a-z]+", text.lower())
-    if words == ["one"] and not re.match(ONE_COUNTS, found.string[found.end() :], re.I):
+    one_counts = re.match(ONE_COUNTS, found.string[found.end() :], re.I)
+    a_setting_value = re.search(ONE_AFTER_SETTING, found.string[: found.start()], re.I) and re.match(
+        ONE_ENDS_ITEM, found.string[found.end() :], re.I
+    )
+    if words == ["one"] and not one_counts and not a_setting_value:
         return text
     out: list[str] = []
     total = current = 0
