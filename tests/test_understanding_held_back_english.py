@@ -103,3 +103,24 @@ def test_when_to_tell_the_user_holds_no_launch(text, args, known):
 def test_a_launch_waiting_on_another_run_is_still_held(known):
     intent = read("train 12 steps once r1 finishes", known)  # near miss: a launch put off until r1 ends
     assert intent.command != "run" or intent.clarify
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The docs must not be updated with the lr-scan sweep.",
+        "The documentation shall not be conformed to the layouts-nov sweep.",
+        "the README should never get refreshed from lr-scan",
+    ],
+)
+def test_the_docs_refused_in_the_passive_are_asked(text, known):
+    """The action's noun before its negated verb ("the docs must not be updated"): never a write."""
+    intent = read(text, known)
+    assert intent.command == "docs" and intent.clarify
+
+
+@pytest.mark.parametrize(
+    "text", ["The docs must be updated with the lr-scan sweep.", "the README shall be conformed to lr-scan"]
+)
+def test_the_docs_ordered_in_the_passive_are_updated(text, known):
+    read_as(text, "docs", {"sweep": "sweeps/lr-scan"}, known)

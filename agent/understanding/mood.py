@@ -714,6 +714,7 @@ def _negated(lowered: str, words: str, launch: bool = False) -> bool:
                if not re.match(_KIND_CORRECTED, lowered[found.end() :])
                and not (launch and refused_only_in_variant(lowered, found))]  # fmt: skip
     negated += re.finditer(rf"(?:{words})(?:{_DISMISSED_AFTER})", lowered)
+    negated += re.finditer(rf"(?:{words}){_PASSIVE_REFUSED}", lowered)
     if _no_more_of_it(lowered, words):
         return True
     if not negated:
@@ -722,6 +723,12 @@ def _negated(lowered: str, words: str, launch: bool = False) -> bool:
     for found in negated:
         rest = rest[: found.start()] + " " * (found.end() - found.start()) + rest[found.end() :]
     return not re.search(words, rest)
+
+
+# The action's own noun refused in the passive: "the docs must not be updated with lr-scan", "the README shall not be
+# conformed to the sweep", "tp-try's resume should never get started" (the noun stands before its negated verb).
+_PASSIVE_REFUSED = (r"(?:\s+[\w'./-]+){0,6}?\s+(?:must|should|shall|will|would|can|could|may|need|is|are|am)"
+                    r"(?:n'?t|\s+not|\s+never)\s+(?:be|get|been)\s+\w+")
 
 
 # The action named, then refused again by a pronoun, last in the message: "we ran a sweep of 12 trials last month; I
