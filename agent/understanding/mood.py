@@ -728,7 +728,7 @@ def _negated(lowered: str, words: str, launch: bool = False) -> bool:
 # The action's own noun refused in the passive: "the docs must not be updated with lr-scan", "the README shall not be
 # conformed to the sweep", "tp-try's resume should never get started" (the noun stands before its negated verb).
 _PASSIVE_REFUSED = (r"(?:\s+[\w'./-]+){0,6}?\s+(?:must|should|shall|will|would|can|could|may|need|is|are|am)"
-                    r"(?:n'?t|\s+not|\s+never)\s+(?:be|get|been)\s+\w+")
+                    r"(?:n'?t|\s+not|\s+never)\s+(?:be|get|been)\s+\w+")  # fmt: skip
 
 
 # The action named, then refused again by a pronoun, last in the message: "we ran a sweep of 12 trials last month; I
