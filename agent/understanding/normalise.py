@@ -779,7 +779,7 @@ finished finishes completes exits parallelize hardware evaluate update refresh d
 trials without gpus disabled enabled disable enable list
 completed finish stop wait kill abort halt resume batch micro precision default delete remove open private
 single baseline config configuration
-main straight directly"""  # the refusal rules' own words ("push stright to mian" is pushed to main)
+main straight directly handle"""  # the refusal rules' own words ("push stright to mian" is pushed to main)
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
@@ -808,6 +808,8 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
              "stil": "still", "stll": "still", "sitll": "still", "stilll": "still",
              # a short action word with a letter left out, too short (three letters) to be corrected by closeness
              "kil": "kill", "pln": "plan",
+             # "log" with its last letter doubled, too short (three letters) to be corrected by closeness
+             "logg": "log", "loggs": "logs",
              # "the" with two letters swapped: too short for closeness, and the commonest typo there is
              "teh": "the", "hte": "the",
              # Scots and dialect: "three wee servers wi' four L40S apiece. Whit layouts would ye run?"
@@ -1539,6 +1541,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(SUITE_HOMOPHONE, r"\1 suite", text, flags=re.I)
     text = re.sub(MORE_ADJECTIVE, _comparative, text, flags=re.I)
     text = re.sub(PUT_ON, r"set \1 to ", text, flags=re.I)
+    text = re.sub(MOVED_TO, r"\1 to ", text, flags=re.I)
     text = re.sub(NOT_DEFAULT, _not_default, text, flags=re.I)
     text = re.sub(NOT_THAT_VALUE, r"\g<at>\g<value> \g<noun>", text, flags=re.I)
     text = re.sub(COMPARED_CONFIG, lambda found: _config_stem(found, known), text, flags=re.I)
@@ -1793,6 +1796,11 @@ def _config_stem(found: re.Match, known: set[str]) -> str:
 # it. Only after such a verb: "40 steps on 2" counts processes.
 _SETTING_NAME = rf"(?:the\s+)?(?:steps?|trials?|{'|'.join(SETTING_NAMES.values())})"
 PUT_ON = rf"\b(?:put|set|leave|keep|place)\s+({_SETTING_NAME})\s+(?:on|at)\s+(?=\d)"
+
+
+# A setting moved to a value, the way it moves said ("learning rate down to 1e-4", "seed up to 7"): set to it. Only the
+# setting's name right before: "lr went down to 1e-4 last time" tells an earlier run's story.
+MOVED_TO = rf"\b({'|'.join(SETTING_NAMES.values())})\s+(?:down|up)\s+to\s+(?=\d)"
 
 
 # A card's variant named as a kind of it: "the PCIe variant of the H100", "the SXM version of an A100", "the NVL
