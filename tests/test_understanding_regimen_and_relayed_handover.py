@@ -116,3 +116,25 @@ def test_a_relayed_docs_wish_handed_over_updates_the_docs(text: str, known: Know
 def test_a_relayed_docs_wish_not_handed_over_updates_nothing(known: Known) -> None:
     # (the sweep's results wished for, by someone else, with no hand-over: read as before, no docs written)
     assert read("Omar wants the layouts-nov results in the docs", known).command != "docs"
+
+
+# --- a word the rules read with its "g" dropped ---------------------------------------------------------------------
+
+
+def test_a_setting_said_with_its_g_dropped_is_set(known: Known) -> None:
+    intent = read("go on, start 30 steps on 2 GPUs, learnin' rate 5e-4 and packin' off", known)
+    assert (intent.command, intent.clarify) == ("run", None)
+    assert sorted(intent.args["set"]) == ["data.packing=false", "train.lr=5e-4"]
+
+
+def test_a_quoted_word_ending_in_in_is_left_alone(known: Known) -> None:
+    from agent.understanding.normalise import normalise
+
+    assert normalise("show the run 'berlin' please", ()) == "show the run 'berlin' please"
+
+
+# --- all of "our" runs, as all of "my" runs: the listing --------------------------------------------------------------
+
+
+def test_all_our_runs_asked_about_lists_them(known: Known) -> None:
+    read_as("hey, how are all our runs looking?", "runs", {}, known)

@@ -816,6 +816,17 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
              "wi'": "with", "whit": "what", "ye": "you", "yer": "your",
              # Scots negations: "nae packing", "dinnae bother wi' warmup"
              "nae": "no", "dinnae": "don't", "dinna": "don't"}  # fmt: skip
+# A word the rules read with its "g" dropped, as some say it ("learnin' rate", "packin' off"): the word itself. Only
+# a word the rules know ("fixin' to" is left as it is).
+# (The typo fixer may have put the "g" back already: "learning' rate".)
+DROPPED_G = r"(?<![\w'`])([a-z]{3,}in)g?'(?!\w)"
+
+
+def _dropped_g(found: re.Match) -> str:
+    word = found.group(1) + "g"
+    return word if word.lower() in WORDS else found.group(0)
+
+
 # "lunch" is an everyday word (KEEP), and "launch" typed one letter short only where a verb stands: before its object
 # ("lunch the long config", "pls lunch it"), never "after lunch" or "lunch break".
 LUNCH_THE = (r"\blunch(?=\s+(?:the|a|an|it|that|this|my|our|another|\d+|configs?/|[\w-]+\.ya?ml|training|run|job|"
@@ -1376,6 +1387,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(NAME_TAKEN_BACK, lambda found: _name_taken_back(found, known), text, flags=re.I)
     text = re.sub(LAYOUT_KEY, _layout_key, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
+    text = re.sub(DROPPED_G, _dropped_g, text, flags=re.I)
     text = re.sub(LUNCH_THE, _lunch, text, flags=re.I)
     text = re.sub(REPOT, "report", text, flags=re.I)
     text = re.sub(PULL_REQUEST_TYPO, "pull request", text, flags=re.I)
