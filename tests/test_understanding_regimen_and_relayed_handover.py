@@ -138,3 +138,17 @@ def test_a_quoted_word_ending_in_in_is_left_alone(known: Known) -> None:
 
 def test_all_our_runs_asked_about_lists_them(known: Known) -> None:
     read_as("hey, how are all our runs looking?", "runs", {}, known)
+
+
+# --- a trial's arms in a sweep: its trials ----------------------------------------------------------------------------
+
+
+def test_a_sweeps_arms_are_its_trials(known: Known) -> None:
+    text = "Picture a study with 6 arms, each a different setup, on meshpilot.yaml - please start the sweep."
+    intent = read(text, known)
+    assert (intent.command, intent.args.get("trials"), intent.args.get("experiment")) == ("sweep", 6, "meshpilot.yaml")
+
+
+def test_arms_said_of_anything_else_count_nothing(known: Known) -> None:
+    intent = read("the robot demo has 2 arms; launch 20 steps on 2 GPUs", known)
+    assert (intent.command, intent.args.get("nproc"), intent.args.get("steps")) == ("run", 2, 20)

@@ -816,6 +816,11 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
              "wi'": "with", "whit": "what", "ye": "you", "yer": "your",
              # Scots negations: "nae packing", "dinnae bother wi' warmup"
              "nae": "no", "dinnae": "don't", "dinna": "don't"}  # fmt: skip
+# A trial's arms, as a clinical trial has them, in a sentence about a sweep: "8 arms with varied settings ... start that
+# sweep" is 8 trials (not "2 arms" said of anything else).
+SWEEP_ARMS = r"\b(\d+)\s+arms\b(?=.*\bsweep\b)|(?<=\bsweep\b)(.*\b\d+)\s+arms\b"
+
+
 # A word the rules read with its "g" dropped, as some say it ("learnin' rate", "packin' off"): the word itself. Only
 # a word the rules know ("fixin' to" is left as it is).
 # (The typo fixer may have put the "g" back already: "learning' rate".)
@@ -1388,6 +1393,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(LAYOUT_KEY, _layout_key, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
     text = re.sub(DROPPED_G, _dropped_g, text, flags=re.I)
+    text = re.sub(SWEEP_ARMS, lambda found: f"{found.group(1) or found.group(2)} trials", text, flags=re.I)
     text = re.sub(LUNCH_THE, _lunch, text, flags=re.I)
     text = re.sub(REPOT, "report", text, flags=re.I)
     text = re.sub(PULL_REQUEST_TYPO, "pull request", text, flags=re.I)
