@@ -469,7 +469,8 @@ def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["path"] = str(run)  # "ls runs/tp-try": read_file lists its folder
         intent.words = [str(run)]
         return
-    if not entities.has("file", "experiment") and not re.search(r"\b(?:log|file|json|yaml|txt|config)\b", lowered):
+    # (the words as typed: "logg" is the log with its last letter doubled, which normalise corrects in plain only)
+    if not entities.has("file", "experiment") and not re.search(r"\b(?:logg?|file|json|yaml|txt|config)\b", lowered):
         if entities.has("sweep") and not entities.has("run"):  # "show sweeps/layouts-nov": its trials
             intent.command = "trials"
             return _fill_trials(intent, entities, context)
@@ -493,7 +494,7 @@ def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["path"] = in_run[0]
     elif entities.get("experiment"):
         intent.args["path"] = str(entities.get("experiment"))
-    elif run and re.search(r"\blog\b", lowered):
+    elif run and re.search(r"\blogg?\b", lowered):
         intent.args["path"] = f"{run}/log.txt"
     elif (folder := re.search(FOLDER, lowered)) and context.known.root and (context.known.root / folder[1]).is_dir():
         intent.args["path"] = folder[1]  # "what's in the sweeps folder": read_file lists a directory

@@ -237,7 +237,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (
             r"\blist (?:\w+ )?runs\b|\b(?:what|which) runs\b|\bruns (?:do i|have i|are there|so far)\b|"
             r"\bruns (?:that |which )?(?:are )?exist(?:s|ing)?\b|"  # "which of the runs are existing now?"
-            r"\ball (?:the |my |of the )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo|"
+            r"\ball (?:the |my |our |of the |of our )?(?:training )?runs\b|\bmy runs\b|\bruns in (?:this|the) repo|"
             r"^\W*(?:show|list|see|print|display)\s+(?:me\s+)?(?:the\s+|my\s+|all\s+)?runs\W*$|^\W*runs\W*$|"
             # the noun first, its verb after, tersely: "runs. list.", "all runs: show", "runs, list them please"
             r"^\W*(?:(?:the|my|all(?: the)?)\s+)?runs\W+(?:list|ls|overview|show|display|status(?:es)?|states?)"
@@ -503,6 +503,13 @@ CUES: dict[str, list[tuple[str, float]]] = {
         # "a much bigger search this time", "compare layouts again, 24 trials ... kick it off": a count of trials to
         # launch, or a search made bigger, is a new sweep (the comparison it makes is of layouts, not of two runs)
         (r"\b(?:bigger|larger|wider|broader|longer|new|fresh|another|second|deeper)\s+(?:layout\s+)?search\b", 3),
+        # a bigger sweep suggested with its count of trials said after: "perhaps a larger sweep would help - something
+        # like 24 trials on long.yaml" (a new one, of that size; not "the larger sweep had 24 trials")
+        (
+            r"\b(?:a|an|another)\s+(?:bigger|larger|wider|broader|longer|deeper|more\s+thorough)\s+(?:layout\s+)?"
+            r"(?:sweep|search)\b.*\b\d+\s+trials\b",
+            8,
+        ),
         (
             r"\b\d+\s+trials\b.*\b(?:kick|start|launch|fire|go ahead|initiate)\b|"
             r"\b(?:kick|start|launch|fire|initiate)\b.*\b\d+\s+trials\b",
@@ -644,6 +651,14 @@ CUES: dict[str, list[tuple[str, float]]] = {
             3,
         ),
         (WRITTEN_INTO_DOCS, 3),
+        # something wanted in the docs, by the user or by someone the user then hands it over for: "we need r1's
+        # results in docs", "Sam wants the lr-scan numbers in the README, please handle" (not "Sam wants ..." alone)
+        (
+            rf"(?:^|[.!?;,]\s*)(?:i|we)\s+(?:want|need|(?:would|'d)\s+like)\s+(?:[\w'-]+\s+){{1,4}}?in(?:to)?\s+"
+            rf"(?:the\s+)?{DOC_NOUN}\b|\b(?:wants|needs)\s+(?:[\w'-]+\s+){{1,4}}?in(?:to)?\s+(?:the\s+)?{DOC_NOUN}\b"
+            r".*\bplease\s+handle\b",
+            3,
+        ),
         # the docs asked to say something, the verb after them: "can the docs reflect the layouts-nov findings now?"
         (DOCS_TO_REFLECT, 3),
     ],

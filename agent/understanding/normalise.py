@@ -784,7 +784,7 @@ finished finishes completes exits parallelize hardware evaluate update refresh d
 trials without gpus disabled enabled disable enable list
 completed finish stop wait kill abort halt resume batch micro precision default delete remove open private
 single baseline config configuration
-main straight directly"""  # the refusal rules' own words ("push stright to mian" is pushed to main)
+main straight directly handle"""  # the refusal rules' own words ("push stright to mian" is pushed to main)
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
@@ -813,6 +813,8 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
              "stil": "still", "stll": "still", "sitll": "still", "stilll": "still",
              # a short action word with a letter left out, too short (three letters) to be corrected by closeness
              "kil": "kill", "pln": "plan",
+             # "log" with its last letter doubled, too short (three letters) to be corrected by closeness
+             "logg": "log", "loggs": "logs",
              # "the" with two letters swapped: too short for closeness, and the commonest typo there is
              "teh": "the", "hte": "the",
              # Scots and dialect: "three wee servers wi' four L40S apiece. Whit layouts would ye run?"
@@ -821,6 +823,22 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
              "nae": "no", "dinnae": "don't", "dinna": "don't",
              # Scots numbers and verbs: "gie it a go on twa GPUs"
              "twa": "two", "gie": "give"}  # fmt: skip
+# A trial's arms, as a clinical trial has them, in a sentence about a sweep: "8 arms with varied settings ... start that
+# sweep" is 8 trials (not "2 arms" said of anything else).
+SWEEP_ARMS = r"\b(\d+)\s+arms\b(?=.*\bsweep\b)|(?<=\bsweep\b)(.*\b\d+)\s+arms\b"
+
+
+# A word the rules read with its "g" dropped, as some say it ("learnin' rate", "packin' off"): the word itself. Only
+# a word the rules know ("fixin' to" is left as it is).
+# (The typo fixer may have put the "g" back already: "learning' rate".)
+DROPPED_G = r"(?<![\w'`])([a-z]{3,}in)g?'(?!\w)"
+
+
+def _dropped_g(found: re.Match) -> str:
+    word = found.group(1) + "g"
+    return word if word.lower() in WORDS else found.group(0)
+
+
 # "lunch" is an everyday word (KEEP), and "launch" typed one letter short only where a verb stands: before its object
 # ("lunch the long config", "pls lunch it"), never "after lunch" or "lunch break".
 LUNCH_THE = (r"\blunch(?=\s+(?:the|a|an|it|that|this|my|our|another|\d+|configs?/|[\w-]+\.ya?ml|training|run|job|"
@@ -1381,6 +1399,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(NAME_TAKEN_BACK, lambda found: _name_taken_back(found, known), text, flags=re.I)
     text = re.sub(LAYOUT_KEY, _layout_key, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
+    text = re.sub(DROPPED_G, _dropped_g, text, flags=re.I)
+    text = re.sub(SWEEP_ARMS, lambda found: f"{found.group(1) or found.group(2)} trials", text, flags=re.I)
     text = re.sub(LUNCH_THE, _lunch, text, flags=re.I)
     text = re.sub(REPOT, "report", text, flags=re.I)
     text = re.sub(PULL_REQUEST_TYPO, "pull request", text, flags=re.I)
@@ -1546,6 +1566,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(SUITE_HOMOPHONE, r"\1 suite", text, flags=re.I)
     text = re.sub(MORE_ADJECTIVE, _comparative, text, flags=re.I)
     text = re.sub(PUT_ON, r"set \1 to ", text, flags=re.I)
+    text = re.sub(MOVED_TO, r"\1 to ", text, flags=re.I)
     text = re.sub(NOT_DEFAULT, _not_default, text, flags=re.I)
     text = re.sub(NOT_THAT_VALUE, r"\g<at>\g<value> \g<noun>", text, flags=re.I)
     text = re.sub(COMPARED_CONFIG, lambda found: _config_stem(found, known), text, flags=re.I)
@@ -1800,6 +1821,11 @@ def _config_stem(found: re.Match, known: set[str]) -> str:
 # it. Only after such a verb: "40 steps on 2" counts processes.
 _SETTING_NAME = rf"(?:the\s+)?(?:steps?|trials?|{'|'.join(SETTING_NAMES.values())})"
 PUT_ON = rf"\b(?:put|set|leave|keep|place)\s+({_SETTING_NAME})\s+(?:on|at)\s+(?=\d)"
+
+
+# A setting moved to a value, the way it moves said ("learning rate down to 1e-4", "seed up to 7"): set to it. Only the
+# setting's name right before: "lr went down to 1e-4 last time" tells an earlier run's story.
+MOVED_TO = rf"\b({'|'.join(SETTING_NAMES.values())})\s+(?:down|up)\s+to\s+(?=\d)"
 
 
 # A card's variant named as a kind of it: "the PCIe variant of the H100", "the SXM version of an A100", "the NVL

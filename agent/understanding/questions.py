@@ -552,6 +552,10 @@ POINTED_AT = (
 POINTED_BY_TIME = (
     rf"\bthe\s+(?:[\w-]+\s+){{0,2}}?(?:one|run|job|report|write-?up|sweep|{_SETTING})s?\s+"
     rf"(?:that\s+|which\s+)?(?:(?:we|i|you|they|he|she)\s+)?(?:[\w'-]+\s+){{1,3}}?{_WHEN_DONE}\b|"
+    # a model only by when it was made: "the viral model from last week", "the checkpoint we saved on Tuesday" (not
+    # "spreading the model across GPUs last month", where the time tells when something else was done)
+    rf"\bthe\s+(?:[\w-]+\s+){{0,2}}?(?:model|checkpoint)s?\s+(?:(?:from|of)\s+|(?:that\s+|which\s+)?"
+    rf"(?:we|i|you|they|he|she)\s+(?:[\w'-]+\s+){{1,2}}?){_WHEN_DONE}\b|"
     # "the same as yesterday", "the same one from last week": what was done then, no run of the repository
     rf"\bthe\s+same\s+(?:[\w-]+\s+)?(?:as|of|from)\s+(?:yesterday|last\s+night|{_WHEN_DONE})\b"
 )
