@@ -186,3 +186,19 @@ def test_stop_asked_as_thanks_ahead_acts(known: Known) -> None:
 def test_stop_asked_as_thanks_ahead_with_a_relay_or_condition_asks(text: str, known: Known) -> None:
     intent = read(text, known)
     assert intent.command == "cancel" and intent.clarify, intent
+
+
+@pytest.mark.parametrize(
+    "text", ["Priya wants the lr-scan numbers in the README", "the lead needs the layouts-nov findings in our docs"]
+)
+def test_what_another_wants_put_in_the_docs_is_asked(text, known):
+    """Someone else's wish for what the docs should hold is no order to write them (a relay): asked."""
+    intent = read(text, known)
+    assert intent.command == "docs" and intent.clarify
+
+
+@pytest.mark.parametrize(
+    "text", ["we want the lr-scan numbers in the README", "Priya wants the lr-scan numbers in the README, please do it"]
+)
+def test_the_users_own_wish_for_the_docs_updates_them(text, known):
+    read_as(text, "docs", {"sweep": "sweeps/lr-scan"}, known)

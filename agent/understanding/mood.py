@@ -522,6 +522,12 @@ _WISHED_BY_ANOTHER = (r"\b(?!(?:i|we|you|u|it|this|that|which|what|who|there|the
                       r"obliged|happy|glad))\b[^.;!?]*?")  # fmt: skip
 
 
+# Something another wants put where the action writes: "Priya wants the lr-scan numbers in the README" (the docs).
+_PLACED_BY_ANOTHER = (r"\b(?!(?:i|we|you|u|it|this|that|who|there|and|so|please|also|just)\b)[a-z][\w-]*\s+"
+                      r"(?:wants?|wanted|needs?|needed|asked\s+for|expects?)\s+[^.;!?]*?\b(?:in|into|to)\s+"
+                      r"(?:the\s+|our\s+)?")  # fmt: skip
+
+
 # The action in the wish said as a verb ("a run launched", "if you cancelled r1"), not a run's spec named ("Priya
 # would like a DDP run on 4 GPUs, 80 steps": the user passing on the launch to make).
 _AS_A_VERB = r"(?=\w+(?:ed|ing)\b)|(?<=\byou )|(?<=\bto )"
@@ -538,7 +544,7 @@ def _relayed(lowered: str, words: str) -> bool:
             r"(?:(?:a|an|the|up)\s+)?)?")  # fmt: skip
     ordered = rf"(?:{_RELAYED}){_COURTESY_OPENER}{verb}(?:{words})"
     wished = rf"{_WISHED_BY_ANOTHER}(?:{_AS_A_VERB})(?:{words})[^.;!?,]*"
-    told = f"{ordered}|{wished}"
+    told = f"{ordered}|{wished}|{_PLACED_BY_ANOTHER}(?:{words})"
     relayed = list(re.finditer(told, lowered))
     if not relayed or _endorsed(lowered[relayed[-1].end() :]):
         return False
