@@ -502,7 +502,7 @@ _RELAYED = (r"\b(?:told|asked|instructed|wants?|wanted)\s+(?:me|us)\s+to\s+|"
 # The user's own go-ahead after the relay makes it their order: "Bob wants a sweep on long.yaml -- please run it for
 # him", "Marc told me to cancel it, and I agree, do it".
 # (The action itself taken up by "it": not another one asked beside, "Dana will cancel r1, could you open the PR?")
-_ENDORSED = (r"\b(?:go ahead|make it so|i agree|(?:please\s+)?do (?:it|that|so)|"
+_ENDORSED = (r"\b(?:go ahead|make it so|i agree|(?:please\s+)?do (?:it|that|so)|(?:please|pls|plz)\s+ha?n?dle?\b|"
              r"(?:do|run|start|launch|open|make|cancel|kill|stop|write|update)\s+(?:it|that|this|them)\b)")  # fmt: skip
 # A wish about the past, not an order: "would've been nice to cancel r1 earlier", "the PR would have been nice".
 _PAST_WISH = (r"\bwould(?:'ve|\s+have)\s+been\s+(?:\w+\s+)?(?:nice|good|great|better|helpful|useful|smart|wise)\b|"
