@@ -28,6 +28,16 @@ def meshpilot_cache(tmp_path_factory):
         os.environ["MESHPILOT_CACHE"] = previous
 
 
+@pytest.fixture(scope="session")
+def known(tmp_path_factory):
+    """The benchmark's fixture repository (bench.agent_understanding.build_fixture) as agent.understanding knows it:
+    the tests of the parser read their sentences in it. Imported here, not at the top: most test files never need
+    the agent."""
+    from tests.understanding_support import fixture_known
+
+    return fixture_known(tmp_path_factory)
+
+
 def _share_prepared_data_between_workers(cache: Path, session_root: Path) -> None:
     """A worker's cache whose tokenizers and tokenized data are in the session's base directory (xdist's workers'
     own are in it), so that each is prepared once per session rather than once per worker: seconds of CPU each, the

@@ -18,13 +18,7 @@ import pytest
 
 from agent.understanding.known import Known
 from agent.understanding.mood import held_back
-from tests.understanding_support import fixture_known, read, read_as
-
-
-@pytest.fixture(scope="module")
-def known(tmp_path_factory) -> Known:
-    return fixture_known(tmp_path_factory)
-
+from tests.understanding_support import read, read_as
 
 # --- conditions, whatever courtesy wraps them ----------------------------------------------------------------------
 

@@ -17,12 +17,7 @@ import pytest
 from agent.understanding.intents import ACTIONS
 from agent.understanding.known import Known
 from agent.understanding.mood import held_back
-from tests.understanding_support import fixture_known, read
-
-
-@pytest.fixture(scope="module")
-def known(tmp_path_factory) -> Known:
-    return fixture_known(tmp_path_factory)
+from tests.understanding_support import read
 
 
 def acted(text: str, known: Known) -> bool:

@@ -14,14 +14,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from agent.understanding.known import Known
-from tests.understanding_support import fixture_known, read, read_as
-
-
-@pytest.fixture(scope="module")
-def known(tmp_path_factory) -> Known:
-    return fixture_known(tmp_path_factory)
-
+from tests.understanding_support import read, read_as
 
 # --- a negation of a setting's removal keeps it ---------------------------------------------------------------------
 

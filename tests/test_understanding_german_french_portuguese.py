@@ -12,17 +12,12 @@ from __future__ import annotations
 import pytest
 
 from agent.understanding.known import Known
-from tests.understanding_support import earlier_turn, fixture_known, read
+from tests.understanding_support import earlier_turn, read
 
 PLANNED = earlier_turn(
     "plan_layouts", {"model": "llama-3.1-8b", "devices": 8, "gpu": "h100"}, "plan llama-3.1-8b on 8 h100"
 )
 SUMMARY_READ = earlier_turn("read_sweep", {"sweep": "sweeps/layouts-nov"}, "Read the summary of sweeps/layouts-nov.")
-
-
-@pytest.fixture(scope="module")
-def known(tmp_path_factory) -> Known:
-    return fixture_known(tmp_path_factory)
 
 
 # --- "N nodes à M GPUs": M in each node ------------------------------------------------------------------------------

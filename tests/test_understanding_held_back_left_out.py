@@ -13,15 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from agent.understanding.known import Known
-from tests.understanding_support import fixture_known, read
+from tests.understanding_support import read
 
 ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs", "resume")
-
-
-@pytest.fixture(scope="module")
-def known(tmp_path_factory) -> Known:
-    return fixture_known(tmp_path_factory)
 
 
 @pytest.mark.parametrize(

@@ -16,12 +16,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from agent.understanding.known import Known
-from tests.understanding_support import earlier_turn, fixture_known, read
-
-
-@pytest.fixture(scope="module")
-def known(tmp_path_factory) -> Known:
-    return fixture_known(tmp_path_factory)
+from tests.understanding_support import earlier_turn, read
 
 
 def _acted(text: str, known: Known, earlier: list | None = None):

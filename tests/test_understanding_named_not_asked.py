@@ -17,12 +17,7 @@ from agent.offline import OfflinePlanner
 from agent.understanding.known import Known
 from agent.understanding.mood import offers_yes
 from bench.agent_understanding import Conversation, build_fixture
-from tests.understanding_support import fixture_known, read, read_as
-
-
-@pytest.fixture(scope="module")
-def known(tmp_path_factory) -> Known:
-    return fixture_known(tmp_path_factory)
+from tests.understanding_support import read, read_as
 
 
 def held_back(text: str, known: Known, command: str) -> str:

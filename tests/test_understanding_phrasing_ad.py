@@ -16,13 +16,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from agent.offline import _newest_preempted
-from agent.understanding.known import Known
-from tests.understanding_support import fixture_known, read, read_as
-
-
-@pytest.fixture(scope="module")
-def known(tmp_path_factory) -> Known:
-    return fixture_known(tmp_path_factory)
+from tests.understanding_support import read, read_as
 
 
 def _after(text: str, name: str, args: dict) -> list:

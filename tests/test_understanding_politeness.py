@@ -14,13 +14,7 @@ from __future__ import annotations
 import pytest
 
 from agent.understanding.known import Known
-from tests.understanding_support import fixture_known, read, read_as
-
-
-@pytest.fixture(scope="module")
-def known(tmp_path_factory) -> Known:
-    return fixture_known(tmp_path_factory)
-
+from tests.understanding_support import read, read_as
 
 # --- courtesies that only soften the order --------------------------------------------------------------------------
 

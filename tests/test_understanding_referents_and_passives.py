@@ -19,14 +19,9 @@ from __future__ import annotations
 import pytest
 
 from agent.understanding.known import Known
-from tests.understanding_support import earlier_turn, fixture_known, read
+from tests.understanding_support import earlier_turn, read
 
 SWEPT = earlier_turn("run_sweep", {"trials": 6}, "start a sweep with 6 trials")
-
-
-@pytest.fixture(scope="module")
-def known(tmp_path_factory) -> Known:
-    return fixture_known(tmp_path_factory)
 
 
 def asks(text: str, known: Known, earlier: list | None = None) -> bool:

@@ -11,13 +11,7 @@ from __future__ import annotations
 import pytest
 
 from agent.understanding.known import Known
-from tests.understanding_support import earlier_turn, fixture_known, read, read_as
-
-
-@pytest.fixture(scope="module")
-def known(tmp_path_factory) -> Known:
-    return fixture_known(tmp_path_factory)
-
+from tests.understanding_support import earlier_turn, read, read_as
 
 # --- a setting moved to a value: set to it, and the launch after it keeps every value ---------------------------------
 

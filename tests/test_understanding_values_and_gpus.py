@@ -11,12 +11,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from tests.understanding_support import fixture_known, read, read_as
-
-
-@pytest.fixture(scope="module")
-def known(tmp_path_factory):
-    return fixture_known(tmp_path_factory)
+from tests.understanding_support import read, read_as
 
 
 def _planned(args: dict, text: str) -> list:

@@ -11,7 +11,8 @@ from bench.agent_understanding import build_fixture
 
 
 def fixture_known(tmp_path_factory) -> Known:
-    """The fixture repository, built for a module's tests (their `known` fixture returns it)."""
+    """The fixture repository as the parser knows it, built once per test session (tests/conftest.py's `known`
+    fixture returns it to every test of agent.understanding)."""
     return Known.read(build_fixture(tmp_path_factory.mktemp("understanding") / "repo"))
 
 
