@@ -40,18 +40,18 @@ COMPILED_VARIANTS = ("meshpilot_compiled", "hf_flattened_compiled")
 
 
 def test_trainer_vs_hf_quick_writes_a_comparable_result(tmp_path):
-    """One process, and two: meshpilot's DDP against the Trainer under torchrun, with the same global batch, both in
-    bf16 mixed precision (`--precision bf16`: meshpilot's train.precision, the Trainer's bf16 flag; the compiled
-    test below runs fp32, the default, and the Trainer on padded rows)."""
+    """Two processes: meshpilot's DDP against the Trainer under torchrun, with the same global batch, both in bf16
+    mixed precision (`--precision bf16`: meshpilot's train.precision, the Trainer's bf16 flag; the compiled test
+    below runs one process in fp32, the default, and the Trainer on padded rows)."""
     out = tmp_path / "trainer_vs_hf_bf16.json"
-    args = ("--quick", "--repeats", "1", "--threads", "1", "--processes", "1", "2", "--precision", "bf16")
+    args = ("--quick", "--repeats", "1", "--threads", "1", "--processes", "2", "--precision", "bf16")
     args += ("--variants", "meshpilot", "hf_flattened", "--out", str(out))
     assert main(list(args)) == 0  # in this process, as `python -m bench.trainer_vs_hf`: one torch import fewer
     result = json.loads(out.read_text())
     assert result["benchmark"] == "trainer_vs_hf_bf16" and result["machine"]["cores"] >= 1
     assert "noisy" in result["note"]
     setup = result["setup"]
-    assert setup["processes"] == [1, 2] and set(result["by_processes"]) == {"1", "2"}
+    assert setup["processes"] == [2] and set(result["by_processes"]) == {"2"}
     assert setup["precision"] == "bf16"
     timed_steps = QUICK.steps - QUICK.timing_warmup_steps
     full_rows_tokens = timed_steps * QUICK.rows_per_step * QUICK.seq_len  # the global batch, over all ranks
@@ -66,10 +66,6 @@ def test_trainer_vs_hf_quick_writes_a_comparable_result(tmp_path):
             assert entry["tokens_per_s_median_step"] > 0 and len(entry["step_seconds"]) == QUICK.steps, name
             # Every model is judged on the same held-out tokens; untrained-ish tiny models sit near ln(vocab).
             assert 0 < entry["heldout_loss"] < 1.5 * math.log(setup["model"]["vocab_size"]), name
-            # Two data-parallel ranks of one micro-batch each see what one process accumulates over two: the
-            # same model comes out, for meshpilot and for the Trainer alike.
-            single = result["by_processes"]["1"]["variants"][name]["heldout_loss"]
-            assert entry["heldout_loss"] == pytest.approx(single, rel=1e-4), (processes, name)
         # Packed rows are all real tokens, counted the same way by both trainers (over all ranks).
         assert variants["meshpilot"]["timed_tokens"] == full_rows_tokens
         assert variants["hf_flattened"]["timed_tokens"] == full_rows_tokens

@@ -1,5 +1,6 @@
 """Models are built sharded: under FSDP2 each of 4 processes makes and fills only its quarter of the parameters,
-so its set-up peak grows by about a quarter of what the single process's grows by (an 8-layer, 540 MB model)."""
+so its set-up peak grows by about a quarter of the parameters' bytes, not by all of them (an 8-layer, 540 MB
+model)."""
 
 from __future__ import annotations
 
@@ -34,14 +35,17 @@ def test_fsdp_ranks_build_only_their_quarter(tmp_path):
     config = AutoConfig.for_model(**{**TINY_MODEL, **CHANGES["model"]["config"]})
     parameter_bytes = 4 * count_parameters(config)["total"]
     assert parameter_bytes > 500e6
-    single = setup_growth(train(experiment, tmp_path / "single", "--nproc", "1"))
     sharded = setup_growth(train(experiment, tmp_path / "fsdp", "--nproc", "4", "--layout", "dp_shard=4"))
-    assert single[0] > 0.9 * parameter_bytes, (single, parameter_bytes)
     # A quarter of the parameters, one module's full tensors while it is initialised, and the code set-up imports
     # (tens of MB of resident set, more on rank 0, and not the same on every machine): half the model is a bound
     # with room for that, and still half of what a rank that built the whole model, as every rank used to, holds.
+    # The lower bound is the control: the measurement sees each rank's quarter being built, so staying under half
+    # is not a measurement that sees nothing.
     assert len(sharded) == 4
-    assert all(growth < 0.5 * parameter_bytes for growth in sharded), (sharded, single, parameter_bytes)
+    assert all(0.2 * parameter_bytes < growth < 0.5 * parameter_bytes for growth in sharded), (
+        sharded,
+        parameter_bytes,
+    )
 
 
 # Wide enough that each weight spans several of shard-local initialisation's tiles (trainer.model.build._tile_shape).
