@@ -187,7 +187,10 @@ def test_cuda_tests_keep_each_failures_text_as_it_comes(tmp_path):
     )
     failures = tmp_path / "failures.txt"
     env = {**os.environ, "MESHPILOT_TEST_FAILURES": str(failures), "PYTHONPATH": str(REPO / "tests")}
-    args = ["-p", "conftest", "-p", "no:cacheprovider", "-n", "2", "-q", str(tmp_path / "test_fixture.py")]
+    # xdist alone of the installed plugins: each of the three interpreters would take seconds loading the others.
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    args = ["-p", "xdist.plugin", "-p", "conftest", "-p", "no:cacheprovider", "-n", "2", "-q"]
+    args.append(str(tmp_path / "test_fixture.py"))
     done = subprocess.run(
         [sys.executable, "-m", "pytest", *args], cwd=tmp_path, env=env, capture_output=True, text=True
     )
