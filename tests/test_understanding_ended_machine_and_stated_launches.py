@@ -142,6 +142,12 @@ def test_what_is_really_unclear_is_still_asked(text: str, known: Known) -> None:
     assert read(text, known).clarify is not None
 
 
+def test_a_factor_after_an_article_is_no_learning_rate(known: Known) -> None:
+    intent = read("train 20 steps on 2 gpus with the learning rate a 10x smaller", known)
+    assert not any(str(value).startswith("train.lr=") for value in intent.args.get("set", []))
+    assert intent.clarify is not None
+
+
 def test_a_precision_taken_back_never_flips(known: Known) -> None:
     intent = read("train 20 steps on 2 gpus; keep fp8's edge sheathed", known)
     assert "train.precision=fp8" not in intent.args.get("set", [])

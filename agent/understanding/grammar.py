@@ -442,9 +442,10 @@ CHANGED = (r"(?:\s+(?:(?:is|was|were|be|been|got)\s+)?(?:bumped|raised|set|incre
            r"(?:\s+\w+ly)?(?:\s+(?:up|down|back))?(?:\s+\w+ly)?)?")  # fmt: skip
 # ("the sequence length must be 512", "lr should be 1e-3": the value it must have; "the learning rate being 3e-4";
 # "if the sequence length were 2048": the value a what-if supposes)
-# ("the learning rate a gentle 0.0002", "lr of a mere 1e-4": an article and a word of manner before the value)
+# ("the learning rate a gentle 0.0002", "lr of a mere 1e-4": an article and a word of manner before the value; not
+# "the learning rate a 10x smaller": a factor, no value)
 SET_TO = (CHANGED + r"\s*(?:of|=|:|to|is|at|being|were|(?:must|should|shall|will|would|has\s+to|needs?\s+to)\s+be)?\s*"
-          r"(?:(?:a|an)\s+(?:[a-z]+\s+)?)?")  # fmt: skip
+          r"(?:(?:a|an)\s+(?:[a-z]+\s+)?(?=\.?\d[\d.]*(?:e-?\d+)?(?![\d.])(?!\s*(?:x|times|fold)\b)))?")  # fmt: skip
 # A sequence length said as the tokens of one sequence: "1024 tokens per sequence", "sequences of 2k tokens".
 TOKENS_PER_SEQUENCE = (r"\b(\d+)\s*(k?)\s*tokens?\s+(?:per|each|a|an|in each|for each|of each)\s+"
                        r"(?:sequence|sample|example|seq|document|row)\b|"
