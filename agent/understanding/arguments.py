@@ -870,7 +870,11 @@ NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no
                  r"no reason to (?:turn|switch|shut|disabl)|no problem|no worries|no matter|never ?mind|"
                  r"not (?:too|more|less|yet|now|a big deal)|"
                  # courtesy: "only if it's no trouble", "no pressure", "not a bother"
-                 r"no (?:trouble|bother|pressure|stress|hassle|biggie|big deal)|not (?:a|any) (?:trouble|bother)|"
+                 r"no (?:trouble|bother|pressure|stress|hassle|biggie|big deal)|"
+                 r"not (?:(?:a|any|too much)\s+)?(?:trouble|bother)\b|"
+                 # the asker's manners: "I hope I'm not being presumptuous", "if that's not too forward"
+                 r"not (?:being )?(?:too |overly )?(?:presumptuous|forward|rude|cheeky|impertinent|impolite|"
+                 r"an imposition)\b|"
                  # slang for "no lie": "fp8, no cap lets go" (not "no cap on the gradient norm")
                  r"no cap\b(?!\s+(?:on|of|for|at)\b)|"
                  # mixing that is no packing: "no mixing up the configs" (confusing them), "no mixing precisions"

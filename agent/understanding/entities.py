@@ -78,7 +78,9 @@ CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
 NEGATION_BEFORE = (
     r"\b(?:without|no|not|neither|disable|disabling|disabled|off|don'?t|do not|won'?t|will not|never|skip|w/o|"
     r"turn off|switch off|remove|removing|drop|dropping|shut off|avoid|avoiding|leave out|leaving out|opt out of|"
-    r"stop|stopping|exclude|excluding|minus|sans|ditch|ditching|scrap|scrapping|forgo|forgoing)\b"
+    r"stop|stopping|exclude|excluding|minus|sans|ditch|ditching|scrap|scrapping|forgo|forgoing|"
+    # refused outright: "forbid the compiler its alchemy", "ban packing", "no one may deny AC" is read by OFF_BEFORE
+    r"forbid|forbidding|ban|banning|prohibit|prohibiting|disallow|disallowing|veto|vetoing|deny|denying)\b"
 )
 # Words that link a setting to its state after it: "packing turned off", "AC should be off", "compile must stay on".
 LINKING = r"turned|switched|shut|set|is|are|be|being|to|back|again|should|must|will|stays?|remains?|=|:"
@@ -1120,6 +1122,9 @@ OFF_BEFORE = (r"\b(?:disabl(?:e|ed|ing)(?:\s+of)?|(?:turn|switch|shut)(?:s|ed|in
               # or left out of the run: "don't drop packing", "don't leave out packing" (negated: kept)
               r"drop(?:s|ped|ping)?|remov(?:e|es|ed|ing)|omit(?:s|ted|ting)?|exclud(?:e|es|ed|ing)|"
               r"ditch(?:es|ed|ing)?|(?:leave|leaves|leaving|left)\s+out|"
+              # refused outright ("don't forbid packing": kept)
+              r"forbid(?:s|ding)?|forbade|ban(?:s|ned|ning)?|prohibit(?:s|ed|ing)?|disallow(?:s|ed|ing)?|"
+              r"veto(?:es|ed|ing)?|den(?:y|ies|ied|ying)|"
               r"(?:turn|switch|shut)(?:s|ed|ing)?\s+(?=\S+\s+off\b))\s*(?:the\s+)?$")  # fmt: skip
 OFF_AFTER = rf"^(?:\s*(?:{LINKING}))*\s*(?:off|disabled|false)\b"
 # A negation of that turning off, a few words before it: "don't switch packing off", "never turn off AC", "there's no

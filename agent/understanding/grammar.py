@@ -49,6 +49,7 @@ OPTIMIZERS = r"galore_adamw|sgd|adamw|adam|adafactor|lion|muon"
 PRECISIONS = r"bf16|fp32|fp8|fp16"
 # ("without the fp8 magic": an article between them; "no mixing of fp8 in there": fp8 taken back)
 NEGATED_SETTING = (r"\b(?:not|no|never|without|skip|avoid|ditch|instead of|rather than|other than|don'?t (?:\w+ )?|"
+                   r"do not (?:\w+ )?|"
                    r"no mixing(?: of)?)\s*(?:(?:the|any|that)\s+)?$")  # fmt: skip
 # What a negation just before a layout word takes back ("not pipelined", "no tp, just fsdp", "not on tp").
 # ("anything but pipeline parallel", "any layout except tp", "whatever layout but cp": all but that one)
@@ -348,7 +349,22 @@ def _counted_gpu(gpu: str, lowered: str) -> re.Match | None:
     if not named or named[0].group(1):
         return named[0] if named else None
     counted = (m for m in named[1:] if m.group(1) and m.groups()[1:] == named[0].groups()[1:])
-    return next(counted, named[0])
+    if same := next(counted, None):
+        return same
+    if _compared(named[0], lowered):  # "H100 PCIe vs NVL ... plan on 4x h100-nvl": the one the plan counts
+        return next((m for m in named[1:] if m.group(1)), named[0])
+    return named[0]
+
+
+# A GPU named as one side of a comparison ("H100 PCIe vs NVL", "a100 or h100?"): weighed, not yet the one planned on.
+COMPARED_AFTER = r"^\s*(?:vs\.?|versus|or|compared\s+(?:to|with)|against)\s"
+COMPARED_BEFORE = r"\b(?:vs\.?|versus|or|compared\s+(?:to|with)|against)\s+$"
+
+
+def _compared(found: re.Match, lowered: str) -> bool:
+    return bool(
+        re.match(COMPARED_AFTER, lowered[found.end() :]) or re.search(COMPARED_BEFORE, lowered[: found.start()])
+    )
 
 
 def _hardware_facts(lowered: str, intent: Intent) -> None:
@@ -426,7 +442,10 @@ CHANGED = (r"(?:\s+(?:(?:is|was|were|be|been|got)\s+)?(?:bumped|raised|set|incre
            r"(?:\s+\w+ly)?(?:\s+(?:up|down|back))?(?:\s+\w+ly)?)?")  # fmt: skip
 # ("the sequence length must be 512", "lr should be 1e-3": the value it must have; "the learning rate being 3e-4";
 # "if the sequence length were 2048": the value a what-if supposes)
-SET_TO = CHANGED + r"\s*(?:of|=|:|to|is|at|being|were|(?:must|should|shall|will|would|has\s+to|needs?\s+to)\s+be)?\s*"
+# ("the learning rate a gentle 0.0002", "lr of a mere 1e-4": an article and a word of manner before the value; not
+# "the learning rate a 10x smaller": a factor, no value)
+SET_TO = (CHANGED + r"\s*(?:of|=|:|to|is|at|being|were|(?:must|should|shall|will|would|has\s+to|needs?\s+to)\s+be)?\s*"
+          r"(?:(?:a|an)\s+(?:[a-z]+\s+)?(?=\.?\d[\d.]*(?:e-?\d+)?(?![\d.])(?!\s*(?:x|times|fold)\b)))?")  # fmt: skip
 # A sequence length said as the tokens of one sequence: "1024 tokens per sequence", "sequences of 2k tokens".
 TOKENS_PER_SEQUENCE = (r"\b(\d+)\s*(k?)\s*tokens?\s+(?:per|each|a|an|in each|for each|of each)\s+"
                        r"(?:sequence|sample|example|seq|document|row)\b|"
@@ -723,6 +742,27 @@ SHARDING_NAMED = r"\bdp_shard\s*=|\bfsdp2?\b|\bfully[- ]sharded\b"
 LR_FRACTION = r"\b(?:learning rate|lr)\s*(?:[=:]|of|to|at|is)?\s*(\d+)\s*/\s*(\d+)\b"
 
 
+# A precision said to be the one alone: "bf16 only", "bf16 alone shall speak", "just bf16", "nothing but fp32".
+PRECISION_ALONE_AFTER = r"^\s+(?:only|alone|exclusively)\b"
+PRECISION_ALONE_BEFORE = r"\b(?:only|just|solely|purely|nothing but|exclusively)\s+(?:in\s+|with\s+|using\s+)?$"
+
+
+def _one_precision(said: list[re.Match], lowered: str, intent: Intent) -> list[re.Match]:
+    """The precision of a sentence that names two, neither taken back ("fp8's blade gleams, bf16 alone shall speak"):
+    the one said to be alone, else none, asked (never the first one guessed: a refusal the rules miss would flip)."""
+    values = {found.group(1) for found in said}
+    if len(values) == 1:
+        return said
+    alone = [found for found in said if re.match(PRECISION_ALONE_AFTER, lowered[found.end() :])
+             or re.search(PRECISION_ALONE_BEFORE, lowered[: found.start()])]  # fmt: skip
+    if len({found.group(1) for found in alone}) == 1:
+        return alone
+    intent.clarify = (
+        intent.clarify or f"Which precision: {' or '.join(sorted(values))}? Say e.g. `train.precision=bf16`."
+    )
+    return []
+
+
 def _zero_3_beside_a_layout(lowered: str) -> bool:
     found = re.search(ZERO_3, lowered)
     return bool(
@@ -737,8 +777,10 @@ def _overrides(text: str, lowered: str, intent: Intent) -> None:
     overrides += [o.rstrip(",;.") for o in re.findall(r"(?<![\w.])((?:train|data|model|hardware|search)\.[\w.]+=\S+)",
                                                       text)]  # fmt: skip
     for pattern, key in _SETTINGS:
-        found = next((m for m in re.finditer(pattern, lowered) if not re.search(NEGATED_SETTING, lowered[: m.start()])),
-                     None)  # fmt: skip
+        said = [m for m in re.finditer(pattern, lowered) if not re.search(NEGATED_SETTING, lowered[: m.start()])]
+        if key == "train.precision" and len(said) > 1:
+            said = _one_precision(said, lowered, intent)
+        found = said[0] if said else None
         if found and not any(o.startswith(key + "=") for o in overrides):
             value = next((g for g in found.groups() if g), "constant")  # "constant lr" names no group's value
             value = "0" + value if value.startswith(".") else value  # ".0005" is 0.0005

@@ -149,6 +149,9 @@ LISTED_RUN = r"^\W*(?:ls|dir|tree)\s+(?:-\w+\s+)*runs/[\w.-]+/?\W*$"
 FOLDER = r"\b(?:the\s+)?(sweeps|configs|docs)(?:/(?![\w.-])|\s+(?:folder|directory|dir)\b)"
 # "st?", "stat?": a run's status, in the shortest shorthand ("50st" is 50 steps)
 STATUS_SHORTHAND = r"(?<![\w.-])(?:st|stat|sts)\s*\?"
+# A machine, and what it holds (the hardware cues below).
+_MACHINE = r"(?:box|machine|host|computer|server|workstation|node|rig)"
+_PART = r"(?:gpus?|accelerators?|cards|cores|cpus?|memory|v?ram)"
 CUES: dict[str, list[tuple[str, float]]] = {
     "hardware": [
         (r"\bhardware\b(?!\s*[:=]\s*\S)", 4),  # "- hardware: 1 x H100" is a field of the request, no question of it
@@ -163,7 +166,15 @@ CUES: dict[str, list[tuple[str, float]]] = {
             5,
         ),
         (r"\bwhat (?:gpus|devices) (?:do|does|are)\b", 3),
-        (r"\b(?:this|the|my|current|local) (?:box|machine|host|computer|server|workstation)\b", 2),
+        (r"\b(?:this|the|my|current|local) (?:box|machine|host|computer|server|workstation|rig)\b", 2),
+        # the GPUs' state here, as a whole: "what's the gpu situation?", "the hardware picture on this box"
+        (r"\b(?:gpu|hardware|accelerator|compute)s?\s+(?:situation|picture|inventory|lineup|line-up)\b", 3),
+        # the machine named with what it holds, listed: "this machine: its accelerators, its cores, its memory"
+        (
+            rf"\b(?:this|my|our)\s+{_MACHINE}\b[^.?!;]*\b{_PART}\b[^.?!;]*\b{_PART}\b|"
+            rf"\b{_PART}\b[^.?!;]*\b{_PART}\b[^.?!;]*\b(?:of|in|on|inside)\s+(?:this|my|our)\s+{_MACHINE}\b",
+            4,
+        ),
         # what the machine holds, asked: "what's on this box, GPUs and memory?", "what is in this server?"
         (
             r"\bwhat(?:'s| is)\s+(?:on|in|inside)\s+(?:this|the|my|our)\s+(?:box|machine|host|computer|server|"
@@ -362,7 +373,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\b(?:come|came) to (?:a\s+)?(?:rest|halt|stop|an end)\b|"
             r"\b(?:alive|dead)\W*$|\bfinish(?:ed)? ok\b|\b(?:which|what) step\b|"
             r"\bhow'?s \S+ doing\b|\bprogress\b|\bis (?:\S+\s+){1,3}(?:done|finished|running|over|complete)\b|"
-            r"\bdid (?:\S+\s+){1,3}(?:finish|complete|end|crash|fail|shut down|stop)\b|"
+            r"\bdid (?:\S+\s+){1,3}(?:finish|complete|end|crash|fail|shut down|stop|die)\b|"
             # "did r1 land or not?": whether it finished, no figure ("did the loss land under 2" is one)
             r"\bdid (?:\S+\s+){1,2}land\b(?!\s+(?:at|under|below|above|near|around|on|in|where)\b)|"
             r"\bcheck (?:on|in on|up on)\b|"
@@ -986,6 +997,9 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
     _entity_cues(lowered, entities, scores, only_facts, facts_and_hardware)
     if _still_or_ended(masked(lowered, entities)):
         scores["status"] += 4  # "still holding its allocation, or did it die?": whether it goes on, no figure
+    if _ended_asked(masked(lowered, entities)):
+        scores["status"] = max(scores["status"] + 4, scores["results"] + 2)  # "has r1 finished?": its state, no
+        # figure (the grammar's reading of "finish" as a topic of its results is no figure asked)
     if scores["status"] > 0 and _ended_and_measured(masked(lowered, entities)):
         scores["results"] = max(scores["results"], scores["status"] + 0.5)  # what the status says, and the figure
     said = text.lower()
@@ -1092,6 +1106,22 @@ STILL_OR_ENDED = (rf"\bstill\b[^.?!;]{{0,60}}?\bor\s+{_ENDED_VERB}|"
 
 def _still_or_ended(lowered: str) -> bool:
     return bool(re.search(STILL_OR_ENDED, lowered)) and not re.search(FIGURE, lowered)
+
+
+# Whether a run has ended, asked: "did it actually die?", "does a run ever truly finish? ... has r1?" (not "did the
+# loss end up under 2": FIGURE; nor "did r1 end up faster": an outcome compared).
+# The auxiliary opens its question ("layouts-nov is finished; would you mind ..." states it; "wait until it has
+# finished" waits on it).
+ENDED_ASKED = (r"(?:^|[.;:!?,\u2013\u2014]\s*|\s-\s*|\b(?:or|and|but|so)\s+)(?:did|does|do|has|have|is|was|will)\s+"
+               r"(?:\S+\s+){0,4}?(?:die[ds]?|finish(?:e[sd])?|end(?:s|ed)?|complete[sd]?|terminate[sd]?|"
+               r"crash(?:e[sd])?|fail(?:s|ed)?|succeed(?:s|ed)?)\b(?!\s+(?:up|with|in|at|on)\b)[^.!?;]*\?")  # fmt: skip
+
+
+def _ended_asked(lowered: str) -> bool:
+    """A question whether a run ended, with no figure, no why and no word of its results beside it."""
+    if not re.search(ENDED_ASKED, lowered) or re.search(FIGURE, lowered) or re.search(r"\bwhy\b", lowered):
+        return False
+    return not any(re.search(rule, lowered) for rule, _ in CUES["results"])
 
 
 def _ended_and_measured(lowered: str) -> bool:

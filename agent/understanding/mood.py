@@ -234,6 +234,12 @@ CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<
               r"(?:it|that)(?:'s| is) no (?:trouble|bother|problem|hassle)|"
               # a sarcastic courtesy ("now benchmark that run, if it's not too much to ask"): the order stands
               r"(?:it|that)(?:(?:'s| is) not| isn'?t) (?:too much to ask|asking too much)|"
+              # the asker's own manners doubted: "if it isn't presumptuous", "if that's not too forward", "if I'm not
+              # being rude" (the order stands: nothing of the repository to check)
+              r"(?:it|that|this)(?:(?:'s| is) not| isn'?t| wouldn'?t be| would not be) (?:too |overly |terribly )?"
+              r"(?:presumptuous|forward|rude|cheeky|impertinent|impolite|an imposition)|"
+              r"(?:i'?m|i am) not (?:being )?(?:too |overly )?(?:presumptuous|forward|rude|cheeky|impertinent|"
+              r"impolite)|"
               r"you (?:have|got|get) (?:the |a )?(?:time|chance|minute|moment)|"
               r"(?:it|they|that|\S+)(?:'s|'re| is| are) still)\b))")  # fmt: skip
 

@@ -630,6 +630,20 @@ FORBIDDEN_AFTER = (rf"\b({PRECISIONS}|{OPTIMIZERS})\b(\s+(?:precision|optimi[sz]
                    r"(?:permitted|allowed|acceptable|approved|an option|ok|okay)\b")  # fmt: skip
 
 
+# Or kept away, however figuratively: "keep fp8 off", "keep fp8's blade sheathed", "leave adamw aside", "fp8 stays
+# off" (a value taken back, as "no fp8" says it; a word between only after its possessive, so that "keep bf16 compile
+# off" keeps bf16).
+_AWAY = r"(?:sheathed|off|out|aside|away|at\s+bay|disabled|shelved|benched|on\s+the\s+shelf|in\s+(?:its|the)\s+sheath)"
+KEPT_AWAY = (rf"\b(?:keep|keeping|leave|leaving|put|putting)\s+(?:the\s+)?({PRECISIONS}|{OPTIMIZERS})\b"
+             rf"(?:'s\s+[a-z]+)?\s+{_AWAY}\b|"
+             rf"\b({PRECISIONS}|{OPTIMIZERS})\b(?:'s\s+[a-z]+)?\s+(?:stays?|remains?|is\s+kept|kept)\s+"
+             rf"{_AWAY}\b")  # fmt: skip
+
+
+def _kept_away(found: re.Match) -> str:
+    return f"no {found.group(1) or found.group(2)}"
+
+
 # German compounds of the words the rules read, written as one ("Tensorparallelismus", "Contextparallel",
 # "Microbatch", "Trainingsrun"): the words apart, as English writes them.
 COMPOUND_HEAD = r"\b(tensor|kontext|context|pipeline|sequenz|sequence|daten|data|experten|expert)[-]?(?=parallel)"
@@ -784,7 +798,9 @@ finished finishes completes exits parallelize hardware evaluate update refresh d
 trials without gpus disabled enabled disable enable list
 completed finish stop wait kill abort halt resume batch micro precision default delete remove open private
 single baseline config configuration
-main straight directly handle"""  # the refusal rules' own words ("push stright to mian" is pushed to main)
+main straight directly handle
+situation"""  # the refusal rules' own words ("push stright to mian" is pushed to main); the hardware's ("the gpu
+# sitation")
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
@@ -798,7 +814,7 @@ best fine done does been being will would could should shall must might time tim
 again still ever even once both such into your yours ours mine away back about after before while since until
 part parts rest test tests case cases type types plan plans step stop start starts state status store
 boss cold date dinner exist full hate late lose lost lots race rates seep sleep star stat states stats steep sweet
-toss world presume micron lunch remote fro content contents repot"""
+toss world presume micron lunch remote fro content contents repot parking"""
 KEEP = COMMON | set(_KEEP.split()) | set(_ENGLISH.split())  # words the typo fixer must leave alone ("repo" is no
 # typo of "report")
 
@@ -1555,6 +1571,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(BATCH_SIZE, _batch_size, text, flags=re.I)
     text = re.sub(REFUSED_AFTER, r"no \1\2", text, flags=re.I)
     text = re.sub(FORBIDDEN_AFTER, r"no \1\2", text, flags=re.I)
+    text = re.sub(KEPT_AWAY, _kept_away, text, flags=re.I)
     # a stage said alone beside ZeRO ("not full zero-3, stage 1 only") is ZeRO's stage; beside pipeline words a stage
     # is the pipeline's
     if re.search(r"\bzero\b", text, re.I) and not re.search(r"\bpipelin\w*|\bpp\b|\bstages\b", text, re.I):

@@ -399,6 +399,24 @@ def _asks_only(plain: str) -> bool:
     return question and not re.search(REQUEST, lowered) and not re.search(MAY_I_START, lowered)
 
 
+# A launch the user announces as what they do now, its facts after a colon: "ok trying something bigger: 4 gpus,
+# fsdp, 30 steps, lr 3e-4?" (a "?" there checks a value, as uptalk does; "(i think it's written dp_shard=4?)" checks
+# its spelling). Not where a question is asked after the colon ("trying something: should I cancel r1?").
+ANNOUNCED = (r"^\W*(?:(?:ok(?:ay)?|so|right|alright|now|next|then)\W+)*(?:(?:i'?m|we'?re|i am|we are)\s+)?"
+             r"(?:trying|going\s+(?:with|for)|doing|launching|running|kicking\s+off)\s+(?:[\w-]+\s+){0,3}?[\w-]+\s*:"
+             r"(?P<facts>.*)$")  # fmt: skip
+ASKED_AFTER = (r"\b(?:should|shall|can|could|would|will|do|does|did|is|are|was|were|what|which|how|why|whether|"
+               r"if|or)\b")  # fmt: skip
+
+
+def _announced_launch(plain: str) -> bool:
+    announced = re.match(ANNOUNCED, plain.lower().strip())
+    if not announced:
+        return False
+    facts = re.sub(r"\([^()]*\)", " ", announced.group("facts"))  # an aside in brackets asks nothing of me
+    return not re.search(ASKED_AFTER, facts) and "?" not in facts.rstrip()[:-1]
+
+
 # The action named only as the event something no tool does waits on: "retire r1 after the benchmark", "archive it
 # once the eval is in" ask for something after it, never for it now.
 WAITED_ON = (r"\b(?:after|once|when|following|until|till)\s+(?:(?:the|its|a|an|that|this|our|my|[\w.-]+'s)\s+)?"
@@ -466,11 +484,22 @@ def _takes_back_this(lowered: str) -> bool:
                for found in re.finditer(TAKE_BACK, lowered))  # fmt: skip
 
 
+# The user's own look at the call at the approval every launch goes through: "I will review the consequences at the
+# approval prompt", "we'll check it at the confirmation step", "I'll look it over when you ask me to approve" (the
+# assistant's own gate, no launch put off nor approval waited on).
+REVIEWED_AT_APPROVAL = (r"\b(?:i|we)\s*(?:'ll|will|shall|can|'m going to|am going to|are going to)\s+(?:\w+\s+){1,5}?"
+                        r"(?:(?:at|in|on|during)\s+(?:the\s+|your\s+)?(?:approval|confirmation)(?:\s+(?:prompt|step|"
+                        r"stage|screen|dialog|request))?|when\s+you\s+ask\s+(?:me|us)\s+to\s+(?:approve|confirm))"
+                        r"(?=\s*(?:[.;!,]|$))")  # fmt: skip
+
+
 def _unordered_launch(lowered: str, entities: Entities) -> str | None:
     """Why a launch the sentence states only by its facts, with no launch verb ("4 GPUs, FSDP, 40 steps"), is no
     order for now, or None when nothing holds it back. With a launch verb, mood.held_back decides alone."""
     if launch_verb(masked(lowered, entities)):
         return None
+    # the user's own look at the approval prompt: no wait (blanked, so that the facts' spans still fit)
+    lowered = re.sub(REVIEWED_AT_APPROVAL, lambda found: " " * len(found.group(0)), lowered)
     if _takes_back_this(lowered) or re.search(_NAH_AFTER, lowered):
         return "taken back"
     if re.search(SUPPOSED, lowered):
@@ -886,7 +915,8 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         intent.clarify = (f"How many, exactly? {str(said)!r} is a range: say one number. I would call "
                           f"{call_text(intent)}.")  # fmt: skip
     if (intent.clarify is None and intent.command in ACTIONS and _asks_only(plain) and not _requested(intent, plain)
-            and not guarantee_ordered(plain.lower(), intent.command)):  # fmt: skip
+            and not guarantee_ordered(plain.lower(), intent.command)
+            and not (intent.command == "run" and _announced_launch(plain))):  # fmt: skip
         intent.clarify = f"Do you want me to {intent.command} ({call_text(intent)})? yes / edit"
     if intent.clarify is None and intent.command == "run" and re.search(DO_THAT, plain.lower()):
         # "the docs say to use tp=2; could we try that on 2 gpus?": a described layout tried is a launch asked
