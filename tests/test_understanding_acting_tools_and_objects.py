@@ -178,6 +178,7 @@ def test_a_supposed_launch_then_asked_for_is_launched(known: Known) -> None:
         "Suppose I ran configs/long.yaml on 2 processes with dp_shard=2. Could you then launch it?",  # waits on it
         "Suppose I ran configs/long.yaml on 2 processes. If it fits, would you launch that?",
         "Suppose tp-try hangs overnight. Could you cancel it?",  # an event supposed, not the action
+        "Imagine we killed tp-try. Would you kill it?",  # a cancel, which loses work, stays held
     ],
 )
 def test_a_supposition_without_its_own_request_is_held(text: str, known: Known) -> None:

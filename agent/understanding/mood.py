@@ -129,12 +129,12 @@ _WAITS_ON_SUPPOSITION = r"\b(?:then|in that case|if so|if|when|once|should that|
 _PAST_LAUNCH = r"\b(?:ran|launched|trained|started|kicked\s+off|fired\s+(?:off|up))\b"
 
 
-def _supposed(lowered: str, words: str) -> bool:
+def _supposed(lowered: str, words: str, command: str) -> bool:
     """A supposition holds the action back (SUPPOSED), unless a sentence after every supposition asks for the
-    supposed action itself, pointing back at it."""
+    supposed action itself, pointing back at it (never a cancel, the one action that loses work)."""
     suppositions = list(re.finditer(SUPPOSED, lowered))
-    if not suppositions:
-        return False
+    if not suppositions or command == "cancel":
+        return bool(suppositions)
     for request in re.finditer(rf"{_REQUEST_OPENING}(?=(?:\S+\s+){{0,2}}?(?:{words}))[^.!?;]*[.!?]?\W*$", lowered):
         supposed = lowered[suppositions[0].start() : request.start()]
         asked = request.group(0)
@@ -619,7 +619,7 @@ def held_back(lowered: str, command: str, words: str | None = None) -> str | Non
         return "taken back"
     if re.search(_CONSEQUENCE, lowered):
         return "consequence"
-    if _supposed(lowered, words):
+    if _supposed(lowered, words, command):
         return "supposed"
     if _quoted(lowered, words):
         return "quoted"
