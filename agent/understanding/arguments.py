@@ -42,6 +42,7 @@ from agent.understanding.intents import (
     FOLLOW_UP,
     LISTED_RUN,
     RESUME,
+    SWEEP_FIGURES,
     TUNED_SETTING,
     negated_actions,
 )
@@ -52,6 +53,12 @@ from trainer.model.presets import MODELS
 # A launch that repeats the one before, with what the sentence changes.
 AGAIN = (r"\bagain\b|\bsame\b|\brerun\b|\bre-run\b|\brelaunch\b|\bonce more\b|\bdo (?:it|that)\b|\bthis time\b|"
          r"\b(?:run|train) it\b")  # fmt: skip
+# What a launch verb's object is called when the speaker has something in mind and names nothing: "run the thing",
+# "kick off that stuff", "fire up the whatsit" (not "the thing from before": a repeat, asked about by itself).
+LAUNCHED_PLACEHOLDER = (r"\b(?:launch|run|train|start|kick off|fire off|fire up|set off|submit|execute)\s+"
+                        r"((?:the|that|this|our|my)\s+(?:thing|thingy|thingie|stuff|whatsit|whatsitsname|"
+                        r"whatchamacallit|doohickey|gizmo|contraption)s?)\b"
+                        r"(?!\s+(?:from\s+before|again)\b)")  # fmt: skip
 # A request that adds to the one before: "sorry, I forgot something: make the lr 3e-4", "one more thing: AC on".
 AMENDED = (r"\b(?:i\s+)?forgot\s+(?:something|one thing|to\s+(?:say|mention|add|tell you))\b|\bone more thing\b|"
            r"\bi\s+should\s+have\s+(?:said|mentioned)\b|"
@@ -375,16 +382,28 @@ def _fill_sweep_named(intent: Intent, entities: Entities, context: Context) -> N
 # "the sweep", as if one were meant, or its name forgotten ("whichever one it was"): the latest in its place would
 # be a guess, for a report as for a reading. "a report", "the latest sweep" say which.
 THE_SWEEP = (r"\bthe\s+sweep(?:'s)?\b(?!\s+(?:over|of|on|across|that|which|where)\b)|\bwhichever\s+(?:one|sweep)\b|"
+
              # one only told of: "someone told me a sweep found the best setup"
              r"\b(?:told|heard|said|says|claimed|claims)\b[^.;!?]*\b(?:a|some)\s+sweep\b|"
              r"\b(?:don'?t|do not|can'?t|cannot)\s+(?:\w+\s+)?(?:remember|recall)\b")  # fmt: skip
 
 
+# A sweep's figures with no article, as if one sweep were meant, written from: "update docs per sweep results", "a
+# report on sweep findings" (a reading of them, "sweep results pls", is the latest's; "the latest sweep results" say
+# which).
+SWEEP_FIGURES_WRITTEN = (r"\b(?:per|from|with|using|by|after|on|of|to|based\s+on|according\s+to)\s+"
+                         rf"sweep(?:'s)?\s+{SWEEP_FIGURES}")  # fmt: skip
+WRITES = ("docs", "report", "pr")
+
+
 def _which_sweep_unsaid(intent: Intent, entities: Entities, context: Context, described: str | None) -> bool:
-    """Whether a report, pull request or reading is of "the sweep" while the repository has several and neither the
-    sentence nor the conversation says which: one question, never the latest in its place."""
+    """Whether a report, pull request or reading is of "the sweep" (a write of "sweep results") while the repository
+    has several and neither the sentence nor the conversation says which: one question, never the latest in its
+    place."""
     said = entities.has("sweep", "sweep_choice") or described is not None or context.sweep is not None
-    return not said and len(context.known.sweeps) > 1 and re.search(THE_SWEEP, intent.text.lower()) is not None
+    lowered = intent.text.lower()
+    unsaid = re.search(THE_SWEEP, lowered) or (intent.command in WRITES and re.search(SWEEP_FIGURES_WRITTEN, lowered))
+    return not said and len(context.known.sweeps) > 1 and bool(unsaid)
 
 
 def _fill_docs(intent: Intent, entities: Entities, context: Context) -> None:
@@ -683,6 +702,13 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
             "GPUs`"
             + (" (a plan ranks layouts for its own hardware; it launches nothing here)." if context.plan else ".")
         )
+    placeholder = re.search(LAUNCHED_PLACEHOLDER, lowered)
+    if placeholder and not context.launch and not entities.has("file", "experiment", "run", "sweep", "model"):
+        # "run the thing on the cluster": a word for something only the speaker knows, no experiment of the repository
+        # (the facts said beside it still leave what to train unsaid, and the defaults in its place would be a guess)
+        intent.clarify = (f"Which experiment do you mean by {placeholder.group(1)!r}? Nothing here says; name the "
+                          "config file or a run to copy, e.g. `train configs/long.yaml for 20 steps on 2 GPUs` (a "
+                          "launch runs on this machine's GPUs).")  # fmt: skip
     if copying:
         before = _at_count(context.known.launch_of(str(named)), intent.args.get("nproc"))
         for key, value in before.items():  # "same like r1 but 50 steps": r1's layout and processes, from its metrics

@@ -212,6 +212,8 @@ _PAST = r"\b(?:did|was|that run|the run|last run|last one|latest run|previous ru
 # ("wait, don't", "wait — no", "wait, which run is newest?": an interjection, hold on, no wait for a run)
 _WAIT = _POLITE + r"wait\b(?!\s*(?:,|\u2014|\u2013|-\s|\.\.\.|!|\?|\.\s*\w)(?!\s*(?:for|until|till|on)\b))"
 _SWEEP_STATE = r"\bsweep\b.*\b(?:done|finish(?:ed)?|over|running|going|status|progress)\b"
+# What a sweep found, named after the noun "sweep": "sweep results", "sweep winner?" (its trials, read).
+SWEEP_FIGURES = r"(?:results?|winners?|numbers|figures|trials|outcomes?|findings|summary|table|stats)\b"
 
 
 def _classify(lowered: str) -> str:
@@ -263,7 +265,14 @@ def _question(lowered: str) -> str:
 
 
 _RULES: list[tuple[str, str]] = [
-    ("docs", r"\b(?:update|refresh|rewrite|write|improve|regenerate)\b.*\b(?:docs|documentation|training\.md|readme)"),
+    (
+        "docs",
+        r"\b(?:update|refresh|rewrite|write|improve|regenerate)\b.*\b(?:docs|documentation|training\.md|readme)|"
+        # the docs first, their update needed after: "docs need updating per sweep results", "the readme could do
+        # with a refresh" (not "the docs were updated": done)
+        r"\b(?:docs|documentation|training\.md|readme)\b.*\b(?:needs?|wants?|requires?|could\s+do\s+with)\s+"
+        r"(?:(?:a|an|some)\s+)?(?:updat|refresh|rewrit|regenerat)\w*",
+    ),
     ("why", r"\bwhy\b|\bexplain\b"),
     ("plan", r"\b(?:fastest|best|which|optimal)\b.*\blayouts?\b|\blayouts?\b.*\b(?:fastest|best)\b|\bplan\b"),
     ("hardware", r"\bhardware\b|\bwhat (?:gpus|devices)\b|\bhow many (?:gpus|devices)\b"),
@@ -273,8 +282,15 @@ _RULES: list[tuple[str, str]] = [
     ("report", r"\breport\b"),
     ("bench", r"\bbenchmark|\bevaluat|\beval\b"),
     ("status", _SWEEP_STATE),  # "check the sweep's progress" asks about the sweep, not for another one
-    # "sweep the layouts" asks for one; "the sweep" names one ("the report after the sweep finishes")
-    ("sweep", r"(?<!\bthe )(?<!\bthat )(?<!\bthis )(?<!\bour )(?<!\bmy )(?<!\bits )\bsweep\b|\btun(?:e|ing)\b"),
+    # "show sweep lr-scan", "display the summary of sweep lr-scan": a sweep read, never another one started
+    ("trials", r"^\W*(?:please\s+)?(?:show|read|open|display|view|pull up)\b(?:\s+[\w'-]+){0,4}?\s+sweep\b"),
+    # "sweep the layouts" asks for one; "the sweep" names one ("the report after the sweep finishes"), as "the
+    # summary of sweep lr-scan" does (a noun after "of" or "from"), and "sweep findings" (a noun before its figures)
+    (
+        "sweep",
+        r"(?<!\bthe )(?<!\bthat )(?<!\bthis )(?<!\bour )(?<!\bmy )(?<!\bits )(?<!\bof )(?<!\bfrom )\bsweep\b"
+        rf"(?!'s|\s+{SWEEP_FIGURES}(?!\s*[=:]))|\btun(?:e|ing)\b",  # ("sweep trials=8": its setting)
+    ),
     ("status", r"\bstatus\b|\bprogress\b"),
     ("compare", r"\bcompare\b.*\b(?:runs|trials|last two)\b"),
     ("runs", r"\b(?:list|which|what) runs\b|\blist (?:the |all )?runs\b"),

@@ -17,13 +17,15 @@ from agent.understanding.entities import (
     Entities,
     masked,
 )
-from agent.understanding.grammar import SETTING_NAMES
+from agent.understanding.grammar import SETTING_NAMES, SWEEP_FIGURES
 
 # "do" opens a question only before its subject: "do we have ...?", not "do the same as r1 with 50 steps".
 QUESTION = (r"^(?:what|what'?s|whats|how|how'?s|which|why|where|when|is|are|was|were|did|does|would|could|should|"
             r"can|will|who|tell me|explain|do (?:you|we|i|they))\b")  # fmt: skip
+# ("would you set that going?", "set it running": a launch in the words for setting a machine going)
+SET_GOING = r"set(?:ting)?\s+(?:it|that|this|them|(?:the|a|that|this)\s+(?:run|job|training))\s+(?:going|running)"
 LAUNCH_VERB = (r"\b(?:train|retrain|launch|relaunch|restart|start|kick(?:ing)? off|fir(?:e|ing) (?:off|up)|run|rerun|"
-               r"re-run|try)\b")  # fmt: skip
+               rf"re-run|try|{SET_GOING})\b")  # fmt: skip
 # A run wanted in a state of going, as a sweep is: "I would like a run launched on 2 GPUs", "I want a training run
 # started", or asked for in the passive: "I request that a run be launched" (not "I'd like the run launched yesterday
 # looked at": the run named is one that exists; not "Dana requested that ...": hers, relayed).
@@ -58,12 +60,18 @@ RESTART_WHERE_STOPPED = (r"(?:restart|relaunch|rerun|re-run|run|start|continu|ki
                          r"[^.?!;]{0,40}?\bfrom\s+(?:where|the\s+point)\s+(?:it|they|that|we|you)?\s*"
                          r"(?:was\s+|were\s+|had\s+|got\s+)?(?:stopped|stopping|left off|died|dropped(?:\s+off)?|"
                          r"broke off|was cut|got to|cut out|halted|paused)\b")  # fmt: skip
+# Taken up again where it stopped, "from" left out: "can you pick it up where it left off?", "take the sweep up again
+# where it stopped" (a job's checkpoint; "pick up the log where it says ..." stops nothing).
+PICKED_UP_WHERE = (r"\b(?:pick|take)(?:s|ed|ing)?\s+(?:(?:it|them|that|this|(?:the|that|this|our|my)\s+(?:[\w.-]+\s+)?"
+                   r"(?:run|job|sweep|training))\s+)?up\s+(?:again\s+)?(?:from\s+)?(?:where|the\s+point)\s+"
+                   r"(?:it|they|that|we|you)?\s*(?:was\s+|were\s+|had\s+|got\s+)?(?:stopped|left off|died|"
+                   r"dropped(?:\s+off)?|broke off|was cut|got to|cut out|halted|paused)\b")  # fmt: skip
 RESUME = (r"\b(?:resume|resuming|unpause)\b|\bcontinue\b.*\b(?:preempted|interrupted)\b|"
           # the stop told first, then the job to go on: "the sweep was preempted. Could you continue it?"
           r"\b(?:preempted|interrupted)\b.*\b(?:continue|carry on with|keep going with)\s+(?:it|them|that|this)\b|"
           r"\bpick\b.*\bback up\b|\bcarry on with\b|"
           # a job put back in the queue, or started again where it stopped: "requeue it"
-          rf"\bre-?queue\w*\b|\b{RESTART_WHERE_STOPPED}")  # fmt: skip
+          rf"\bre-?queue\w*\b|\b{RESTART_WHERE_STOPPED}|{PICKED_UP_WHERE}")  # fmt: skip
 ACTIONS = ("run", "sweep", "bench", "cancel", "pr", "report", "docs", "resume")
 
 # Hardware to be bought or rented: a what-if, never this machine ("in order to" orders nothing).
@@ -103,8 +111,6 @@ _OWN_CARDS = r"(?:gpus?|cards?|graphics cards?|accelerators?)\b"
 USED_WELL = (rf"{_USE}{_HARDWARE}\s+{_WELL}|\bhow\s+{_WELL}[^.?!;]*?{_USE}{_HARDWARE}|"
              rf"\b{_HARDWARE}\s+(?:(?:is|was|are|were|being|got|get)\s+)?(?:used|utili[sz]ed|exploited)\s+{_WELL}|"
              r"\b(?:hardware|gpu|compute)\s+(?:utili[sz]ation|efficiency)\b")  # fmt: skip
-# What a sweep found, named after the noun "sweep": "sweep results", "sweep winner?" (its trials, read).
-SWEEP_FIGURES = r"(?:results?|winners?|numbers|figures|trials|outcomes?|findings|summary|table|stats)\b"
 # A setting named as what to tune or sweep, the verb's object in a request ("tune the learning rate for
 # configs/long.yaml", "please sweep the lr"; not "did we tune the lr in lr-scan?"): a sweep is asked for, which
 # varies layouts only (the planner asks; agent.understanding.arguments._fill_sweep). A sweep named by what it varied
@@ -128,6 +134,10 @@ DOC_VERB = r"(?:updat|refresh|freshen|regenerat|rewrit|sync)\w*\b"
 _WRITE_INTO = r"(?:put|add|get|write|bring|record|copy|paste|pull|move|carry|feed|fold|transfer|go|goes|land)"
 _INTO_DOCS = rf"\b(?:in|into|to|onto)\s+(?:the\s+)?(?:{DOC_NOUN}|\S*training\.md)\b"
 WRITTEN_INTO_DOCS = rf"\b{_WRITE_INTO}\b.*{_INTO_DOCS}"
+# "bring the readme in line with these findings", "keep docs/training.md up to date", "bring docs/training.md and the
+# README into accord with layouts-nov": the docs made to agree (their pages are written to, not read)
+DOCS_AGREE = (rf"\b(?:bring|brings|keep|keeps|get|make)\b.*\b{DOC_NOUN}\b.*\b(?:(?:in|into)\s+(?:line|sync|step|"
+              r"accord|agreement|accordance|harmony|keeping)\s+with|up to date|in sync|consistent with)\b")  # fmt: skip
 # The docs asked to say something: "can the docs reflect lr-scan now?", "could the README cover what it found?" ("do
 # the docs mention lr-scan?" asks what they say: read).
 DOCS_TO_REFLECT = (rf"\b(?:can|could|should|would|will|let|please)\s+(?:the\s+|our\s+)?{DOC_NOUN}\s+(?:now\s+)?"
@@ -462,9 +472,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
         (r"^\W*sweeps?\W*$", 3),
         # a sweep that exists, read: "read the warmup sweep", "show me the batch-size sweep" (never a new one; a name
         # the repository lacks is asked about)
+        # ... or named by a noun after its figures or with no article: "show summary of sweep lr-scan", "display
+        # sweep layouts-nov" (a verb of reading never asks for a new sweep)
         (
             r"\b(?:read|show|open|display|view|look (?:at|over)|pull up|go over)\s+(?:me\s+|us\s+)?"
-            r"(?:the|that|this|our|my)\s+(?:[\w.-]+\s+){0,2}sweep\b(?!\s+(?:again|anew|once more)\b)",
+            r"(?:(?:the|that|this|our|my)\s+(?:[\w.-]+\s+){0,2}|(?:the\s+)?(?:[\w-]+\s+){0,2}?"
+            rf"{SWEEP_FIGURES}\s+(?:of|from|for|in)\s+(?:the\s+)?)?sweep\b(?!\s+(?:again|anew|once more)\b)",
             6,
         ),
     ],
@@ -605,6 +618,14 @@ CUES: dict[str, list[tuple[str, float]]] = {
             5,
         ),
         (r"\b(?:as|in) (?:a )?markdown\b", 3),
+        # a new report made, its verb before it: "can you do a report on layouts-nov", "put together a short write-up"
+        # (not a run's state told: "do a status report on r1")
+        (
+            r"\b(?:do|make|write|draft|prepare|produce|put\s+together|generate|create)\s+(?:me\s+|us\s+)?"
+            r"(?:a|an)\s+(?!(?:status|progress|state)\b)(?:[\w-]+\s+){0,2}?(?:report|write-?up)\b"
+            rf"(?!{TOLD_BACK})",
+            3,
+        ),
         # a report is what is written into the docs: "write a report of the lr sweep into the documentation", the
         # article left out too ("write report of ..."), (the
         # report tool writes into docs/ on a local branch; an update of the docs rewrites docs/training.md)
@@ -646,7 +667,7 @@ CUES: dict[str, list[tuple[str, float]]] = {
         # "the docs must show sweeps/x, can you update them?", "get the README refreshed": the verb after its object
         (rf"\b{DOC_NOUN}\b.*\b{DOC_VERB}", 3),
         # "bring the readme in line with these findings", "keep docs/training.md up to date": docs made to agree
-        (rf"\b(?:bring|brings|keep|keeps|get|make)\b.*\b{DOC_NOUN}\b.*\b(?:in line with|up to date|in sync)\b", 6),
+        (DOCS_AGREE, 6),
         # the docs said to agree, in a formal passive: "the documentation shall be conformed to the sweep's findings"
         # (never through a negation: "the docs shall not be conformed to it")
         (
@@ -760,7 +781,7 @@ DONT_VERB = {
     # "don't resume r1", "no need to continue the preempted run", "don't pick it back up", "no resuming"
     "resume": r"resum\w*|unpaus\w*|continu\w*|carry(?:ing)? on|pick(?:ing)?\s+(?:\S+\s+){0,3}?back up|re-?queu\w*|"
     # "don't restart it from where it stopped, start fresh": no resume
-    rf"{RESTART_WHERE_STOPPED}",
+    rf"{RESTART_WHERE_STOPPED}|{PICKED_UP_WHERE}",
 }
 # A wait not to make: "don't wait on it", "no need to wait", "without waiting", "not wait". Not NEGATOR's bare "no":
 # "no wait, four nodes" corrects the sentence, it refuses nothing.
@@ -834,9 +855,22 @@ NOT_AS_PR = r"\bnot\s+(?:yet\s+)?(?:[\w-]+\s+){1,6}?as\s+(?:a|an)\s+(?:pull[- ]r
 WANT_TO = r"(?:(?:want|need|have|plan|intend|wish)\s+to\s+)?"
 
 
+# A complaint told of the user's habit: "my supervisor was giving out that I never write anything up", "the team
+# moans that we don't update the docs". What the user never does is the reason for the request beside it, no refusal
+# of it and no request either (its words are blanked: what is asked beside it decides).
+COMPLAINED_NEVER = (r"\b(?:giv(?:e|es|ing)\s+out|gave\s+out|complain\w*|moan\w*|grumbl\w*|whing\w*|nag\w*|"
+                    r"(?:is|are|was|were|been|keeps?\s+(?:on\s+)?)\s*(?:always\s+)?on\s+at\s+(?:me|us)|"
+                    r"(?:giving|gives|gave)\s+(?:me|us)\s+(?:grief|stick|a\s+hard\s+time))"
+                    r"\s+(?:(?:about\s+(?:how|the\s+fact)\s+)?that\s+|about\s+how\s+|because\s+)?(?:i|we)\s+"
+                    r"(?:never|don'?t|do\s+not|didn'?t|rarely|hardly\s+ever|seldom)\b"
+                    r"(?:[^,;:!?.\u2013\u2014-]|-(?=\w)|\.(?=\w))*")  # fmt: skip
+
+
 def negated_actions(lowered: str) -> tuple[set[str], str]:
     """The actions the sentence says not to take, and the sentence with those phrases blanked out."""
     negated: set[str] = set()
+    for found in re.finditer(COMPLAINED_NEVER, lowered):  # "they complain I never write anything up": a reason
+        lowered = lowered[: found.start()] + " " * (found.end() - found.start()) + lowered[found.end() :]
     spans: list[tuple[int, int]] = []
     for intent, objects in DONT_DO.items():
         for found in re.finditer(rf"(?:{NEGATOR}|{DEFERRED}|{WONT}){SHARED_NEGATION}{WANT_TO}{_DOING}(?:{objects})\b"
@@ -1395,7 +1429,7 @@ def _log_of_named_run(lowered: str, entities: Entities) -> bool:
 def _docs_written(lowered: str, entities: Entities) -> bool:
     """Whether every file named is a page of the docs (training.md, the README) that the sentence writes into."""
     pages = all(re.fullmatch(rf"docs/\S+|(?:{DOC_NOUN})(?:\.md)?", str(f), re.I) for f in entities.all("file"))
-    return pages and bool(re.search(WRITTEN_INTO_DOCS, lowered))
+    return pages and bool(re.search(WRITTEN_INTO_DOCS, lowered) or re.search(DOCS_AGREE, lowered))
 
 
 # A run's log as a thing to look at (its log.txt): "the raw training log", "r1's logs", "the text log" ("log every 10

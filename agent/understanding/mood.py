@@ -12,20 +12,20 @@ from __future__ import annotations
 
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.entities import ANOTHER_INSTEAD, LEFT_OUT, WAVED_OFF, refused_only_in_variant
-from agent.understanding.intents import DOCS_KEPT, RESTART_WHERE_STOPPED
+from agent.understanding.intents import DOCS_KEPT, PICKED_UP_WHERE, RESTART_WHERE_STOPPED, SET_GOING
 
 # The words that say each action, wherever they stand in the sentence (an object word for the tools whose verb is
 # loose: "open/make/push a PR").
 ACTION_WORDS = {
     "run": r"\b(?:(?:re)?train\w*|(?:re)?launch\w*|restart\w*|start\w*|kick\w*\s+off|fir\w+\s+(?:off|up)|"
-    r"(?:re-?)?run(?:s|ning)?\b|tr(?:y|ies|ying)\b)",
+    rf"(?:re-?)?run(?:s|ning)?\b|tr(?:y|ies|ying)\b|{SET_GOING}\b)",
     "cancel": r"\b(?:cancel\w*|kill\w*|abort\w*|stop\w*|terminat\w*|halt\w*|shut\w*)",
     "bench": r"\b(?:benchmark\w*|bench\b|evaluat\w*|eval\b|score\b)",
     "sweep": r"\b(?:sweep\w*|search\w*|tun(?:e|ing)\b|hyper-?parameter\s+explor\w*)",
     "pr": r"\b(?:pr|prs|pull requests?)\b",
     "docs": r"\b(?:docs?|documentation|readme|document\w*)\b",
     "report": r"\b(?:report\w*|write-?up|writ(?:e|ing)\s+(?:\S+\s+){0,3}?up)\b",
-    "resume": rf"\b(?:resum\w*|unpaus\w*|continu\w*|re-?queu\w*|{RESTART_WHERE_STOPPED})",
+    "resume": rf"\b(?:resum\w*|unpaus\w*|continu\w*|re-?queu\w*|{RESTART_WHERE_STOPPED})|{PICKED_UP_WHERE}",
 }
 
 # A negation governing the action a few words on, through words that only carry it ("I don't want to cancel", "we
@@ -115,6 +115,35 @@ SUPPOSED = (r"\b(?:hypothetically|in theory|theoretically|suppose|supposing|imag
              r"\b(?:says?|said|thinks?|thought|claims?|told (?:me|us))\s+(?:that\s+)?(?:we|i)(?:'re| are|'m| am)\s+"
              r"supposed|"
              r"assum(?:e|ing)\s+(?:that\s+)?(?:i|we))\b")  # fmt: skip
+
+# The supposed action, then asked for in a sentence of its own that points back at it: "Suppose I took long.yaml and
+# ran it on 4 processes. Would you set that going?", "Imagine we launched that on 2 GPUs. Could you start it?" The
+# supposition says what to do; the request orders it (never when the request waits on it: "..., could you then",
+# "in that case", "if so"; nor where the supposition is an event, not the action: "suppose tp-try hangs. Could you
+# cancel it?").
+_REQUEST_OPENING = (r"(?:^|(?<=[.!?;])\s+)\W*(?:(?:so|ok(?:ay)?|well|now|right)\W+)?"
+                    r"(?:(?:can|could|would|will)\s+you\s+(?:please\s+)?(?:just\s+)?(?:go\s+ahead\s+and\s+)?|"
+                    r"please\s+(?:go\s+ahead\s+and\s+)?)")  # fmt: skip
+_POINTS_BACK = r"\b(?:that|it|this|them|the same)\b"
+_WAITS_ON_SUPPOSITION = r"\b(?:then|in that case|if so|if|when|once|should that|assuming)\b"
+_PAST_LAUNCH = r"\b(?:ran|launched|trained|started|kicked\s+off|fired\s+(?:off|up))\b"
+
+
+def _supposed(lowered: str, words: str, command: str) -> bool:
+    """A supposition holds the action back (SUPPOSED), unless a sentence after every supposition asks for the
+    supposed action itself, pointing back at it (never a cancel, the one action that loses work)."""
+    suppositions = list(re.finditer(SUPPOSED, lowered))
+    if not suppositions or command == "cancel":
+        return bool(suppositions)
+    for request in re.finditer(rf"{_REQUEST_OPENING}(?=(?:\S+\s+){{0,2}}?(?:{words}))[^.!?;]*[.!?]?\W*$", lowered):
+        supposed = lowered[suppositions[0].start() : request.start()]
+        asked = request.group(0)
+        if suppositions[-1].start() >= request.start() or re.search(_WAITS_ON_SUPPOSITION, asked):
+            continue
+        if re.search(_POINTS_BACK, asked) and re.search(rf"{words}|{_PAST_LAUNCH}", supposed):
+            return False
+    return True
+
 
 # A question what the action would do, not an order: "what happens if I cancel r1?", "what would cancelling r1 do?",
 # "what's the effect of resuming tp-try?". The answer is what the tool does, and the command to type.
@@ -366,12 +395,19 @@ def conditional(lowered: str, words: str, command: str) -> bool:
 _NOW_FIRST = r"\b(?:immediately|right now|right away|at once|asap|now)\b[^.;!?]*$"
 
 
+# A wh-question up to its comma, before "if not": "what is documentation, if not ...?", "who are we, if not ...?" (a
+# rhetorical question: "if not" says "other than", no condition).
+RHETORICAL_OPENING = r"(?:^|[.!?]\s+)\W*(?:what|who|where|why|how)\b[^.!?,;]*,\s*$"
+
+
 def _condition_leaves_order(lowered: str, start: int, words: str, command: str) -> bool:
     said, before = lowered[start:], lowered[:start]
     # the request itself put as "if you would": no condition, whatever the action ("I'd appreciate it if you cancelled
     # baseline-ddp"); another condition in the sentence still holds it ("..., assuming Sam doesn't object")
     if _asked_as_if(said, before, words):
         return True
+    if re.match(r"if\s+not\b", said) and re.search(RHETORICAL_OPENING, before):
+        return True  # "what is documentation, if not a record of what we learned?": what it is, no condition
     if re.match(r"pending\b", said) and re.search(_NOW_FIRST, before):
         return True  # "stop it immediately, pending review": stopped while the review is pending
     if _guarantee_assumed(before, said, command):  # "... nothing deleted? If so, cancel it": the tool's own answer
@@ -589,7 +625,7 @@ def held_back(lowered: str, command: str, words: str | None = None) -> str | Non
         return "taken back"
     if re.search(_CONSEQUENCE, lowered):
         return "consequence"
-    if re.search(SUPPOSED, lowered):
+    if _supposed(lowered, words, command):
         return "supposed"
     if _quoted(lowered, words):
         return "quoted"

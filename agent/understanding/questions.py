@@ -335,6 +335,7 @@ OLD_VALUE = (r"\b(?:instead of|rather than|up from|down from|compared to|"
 
 # A question that also asks for something to be done: "can you launch ...", "could you update them?", "please ...".
 REQUEST = (r"\b(?:can|could|would|will) (?:you|we|i)\b|\b(?:can|could|would|will|won'?t) (?:ya|u)\b|\bplease\b|"
+           r"\bkindly\b|"  # "What are docs for, if not ...? Kindly bring them into line with lr-scan."
            r"\blet'?s\b|\bwanna\b|"
            r"\bi(?: want| need|'d like| would like|'d like)\b|\bwhat i(?:'d| would) like\b|"
            # polite requests asked as questions: "mind turning it into a write-up?", "care to open the PR?"

@@ -40,9 +40,12 @@ EVERY_MEMBER = (
 RUNS_SAID = r"\b(?:runs?|sweeps?|checkpoints?)\b"
 NAMED = ("run", "sweep", "checkpoint", "file", "experiment")
 # A deleting verb split around its object ("throw tp-try away", "wipe r1 out", "toss the lr-scan sweep out"): a
-# deletion where the object is a name of the repository (with GLUE words only).
-SPLIT_DELETE = (r"\b(?:throw(?:ing)?|toss(?:ing)?|chuck(?:ing)?|wip(?:e|ing)|clean(?:ing)?|clear(?:ing)?)\s+"
-                r"((?:[\w./'-]+\s+){1,4}?)(?:away|out(?!\s+of\b)|up)\b")  # fmt: skip
+# deletion where the object is a name of the repository (with GLUE words only). Thrown "up" is put up to be seen
+# ("chuck tp-try's log.txt up here", "throw r1's curve up on screen"): only what is wiped or cleaned up is removed.
+_SPLIT_OBJECT = r"\s+((?:[\w./'-]+\s+){1,4}?)"
+_AWAY = r"(?:away|out(?!\s+of\b))"
+SPLIT_DELETE = (rf"\b(?:throw(?:ing)?|toss(?:ing)?|chuck(?:ing)?){_SPLIT_OBJECT}{_AWAY}\b|"
+                rf"\b(?:wip(?:e|ing)|clean(?:ing)?|clear(?:ing)?){_SPLIT_OBJECT}(?:{_AWAY}|up)\b")  # fmt: skip
 PUSH = (r"\bforce[- ]?push\w*|\bpush\w*\s+(?:-f|--force)\b|\bpush\w*\s+(?:\S+\s+){0,4}?(?:straight|directly|right)?\s*"
         r"(?:to|into|onto)\s+(?:origin\s+)?(?:main|master)\b|\b(?:commit|merge)\w*\s+(?:\S+\s+){0,4}?"
         r"(?:straight|directly)\s+(?:to|into|onto)\s+(?:main|master)\b|\b(?:skip(?:ping)?|without|bypass\w*)\s+"
@@ -194,7 +197,7 @@ def _split_deletion(lowered: str, entities: Entities) -> str | None:
     for verb in re.finditer(SPLIT_DELETE, lowered):
         if re.search(NEGATED, lowered[: verb.start()]):
             continue
-        start, end = verb.span(1)
+        start, end = verb.span(1) if verb.group(1) else verb.span(2)
         named = [e for e in entities.found if e.kind in NAMED and start <= e.span[0] < end]
         rest = lowered[start:end]
         for e in sorted(named, key=lambda e: -e.span[0]):
