@@ -517,8 +517,8 @@ def _counts(lowered: str, entities: Entities) -> None:
 
 # A range said where one count is wanted: "20-30 steps", "6 to 8 trials", "between 4 and 8 h100s" ("from 20 to 30
 # steps" is a change, to 30; a range of clock times or a model's name is no count; a line's end ends a number:
-# "- 4\n- 80 steps" is a list).
-COUNT_RANGE = (r"(?<![\w.:/-])(?<!from )(?:between\s+)?(\d+)[ \t]*(?:-|\u2013|\u2014|to|and)[ \t]*(\d+)\s*"
+# "- 4\n- 80 steps" is a list; a setting's value is no low end: "tp=2 - 40 steps" is the layout, then the steps).
+COUNT_RANGE = (r"(?<![\w.:/=-])(?<!from )(?:between\s+)?(\d+)[ \t]*(?:-|\u2013|\u2014|to|and)[ \t]*(\d+)\s*"
                rf"(?:{'|'.join(NOUNS.values())})\b")  # fmt: skip
 
 
@@ -801,8 +801,21 @@ _PRESET_OF_SIZE = {
 }
 
 
+# Or by its sizes alone, where they say more than one size and one preset ends with them ("the 30b-a3b" is
+# qwen3-30b-a3b, "the 8x22b" mixtral-8x22b): a mixture of experts' sizes name it without its family.
+_SIZES = r"\d+(?:\.\d+)?b-a\d+(?:\.\d+)?b|\d+x\d+(?:\.\d+)?b"
+_TAILS = [match.group(0) for key in MODELS if (match := re.search(rf"(?:{_SIZES})$", key))]
+_PRESET_OF_SIZES = {
+    r"(?<![\w.-])" + _name_pattern(tail.split("-")) + r"(?![\w.-])": key
+    for tail in _TAILS
+    if _TAILS.count(tail) == 1
+    for key in MODELS
+    if key.endswith("-" + tail)
+}
+
+
 def _preset_named(lowered: str) -> tuple[str, re.Match] | None:
-    for pattern, key in (*_PRESET_OF_PATTERN.items(), *_PRESET_OF_SIZE.items()):
+    for pattern, key in (*_PRESET_OF_PATTERN.items(), *_PRESET_OF_SIZE.items(), *_PRESET_OF_SIZES.items()):
         if found := re.search(pattern, lowered):
             return key, found
     return None

@@ -299,6 +299,9 @@ GPU_GONE = (r"(?:\s+(?:pool|cluster|nodes?|capacity|cards?|gpus?|fleet|quota|par
 # "the A100s are gone. Launch on 2 GPUs anyway".
 GONE_STILL_WANTED = (r"\b(?:still|anyway|regardless|nonetheless|all\s+the\s+same)\b|"
                      r"\b(?:for\s+when|once|after)\s+(?:they|it)(?:'re|\s+are|'s|\s+is)\s+back\b")  # fmt: skip
+# What says a GPU is not there to plan on, before its name: "we lose the H100 pool", "without our a100s".
+GPU_LOST = (r"\b(?:lose|loses|lost|losing|without|give\s+up|gave\s+up|giving\s+up)\s+(?:access\s+to\s+)?"
+            r"(?:(?:all\s+)?(?:of\s+)?(?:our|the|my|those|these)\s+)?")  # fmt: skip
 # A GPU named as the one replaced: "strike L40S and substitute A100", "swap the L40S for A100s", "instead of H100s",
 # "L40S -> A100". The other one named is meant.
 _QUOTED_GPU = r"['\"]?(?:(?:nvidia|the)\s+)?" + GPU_NAME + r"['\"]?"
@@ -310,7 +313,9 @@ REPLACED_GPU = (rf"\b(?:replace|swap|strike|drop|remove|ditch|switch)\s+(?:out\s
                 # pricey. h100 pcie ..." (where another is named)
                 rf"\b(?:negative\s+on|(?:not|never)(?:\s+(?:on|with|using))?)\s+({_QUOTED_GPU})|"
                 # not there to plan on: "primary H100 pool unavailable", "the a100s are down" (where another is named)
-                rf"({_QUOTED_GPU})(?={GPU_GONE})")  # fmt: skip
+                rf"({_QUOTED_GPU})(?={GPU_GONE})|"
+                # lost or given up: "we lose the H100 pool and fall back to 8x L40S", "without our a100s, on l40s"
+                rf"{GPU_LOST}({_QUOTED_GPU})")  # fmt: skip
 # A self-correction after which a GPU is named: "not l40s -> h200, I meant l40s -> h100" (the GPUs before it are gone).
 GPU_CORRECTED = r"\bi meant\b|\bi mean\b|\bactually\b|\bscratch that\b|\bscrap that\b|\bno wait\b"
 
@@ -318,7 +323,7 @@ GPU_CORRECTED = r"\bi meant\b|\bi mean\b|\bactually\b|\bscratch that\b|\bscrap t
 def unreplaced(lowered: str) -> str:
     """`lowered` with the GPUs it says are replaced blanked out, where another GPU is named beside them (and those
     named before a self-correction that names one)."""
-    spans = [m.span(g) for m in re.finditer(REPLACED_GPU, lowered) for g in (1, 5, 9, 13, 17) if m.group(g)]
+    spans = [m.span(g) for m in re.finditer(REPLACED_GPU, lowered) for g in (1, 5, 9, 13, 17, 21) if m.group(g)]
     corrections = [m.end() for m in re.finditer(GPU_CORRECTED, lowered) if re.search(GPU_NAME, lowered[m.end() :])]
     if corrections:
         spans += [m.span() for m in re.finditer(GPU_NAME, lowered[: corrections[-1]])]
@@ -366,7 +371,8 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
         try:
             args["gpu"] = _gpu_key(key)
             same = [m for m in re.finditer(gpu, lowered) if m.groups()[1:] == found.groups()[1:]]
-            gone = any(re.match(GPU_GONE, lowered[m.end() :]) for m in same)
+            gone = any(re.match(GPU_GONE, lowered[m.end() :]) or re.search(rf"{GPU_LOST}$", lowered[: m.start()])
+                       for m in same)  # fmt: skip
             gone = gone and not re.search(GONE_STILL_WANTED, lowered)
             if gone:  # "h100 pool unavailable. plan ... on 8 gpus": no other
                 intent.clarify = f"Which GPU should I plan for, if the {name.upper()}s are not available?"

@@ -1023,11 +1023,26 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
             scores["plan"] += 6  # "now try seq_len 2048": "try" tries the what-if; only a launch verb launches
         if previous == "run" and not entities.has("model", "gpu_named", "no_launch"):
             scores["run"] += 3  # "and with 4 gpus?" after a launch: the launch again
+        if previous in READ_OF and (other := _read_of_the_other(entities, previous)):
+            scores[other] = max(scores[other], scores[previous]) + 1  # "same question: sweeps/lr-scan" after a run's
+            # results: the same question of that sweep, whose results are its trials
     elif previous == "run" and re.search(CORRECTS, lowered) and _changes_a_launch(entities):
         scores["run"] += 5.5  # "oops, make that 4 gpus" after a launch: that launch, corrected (as a follow-up is)
     if previous == "sweep" and "sweep" not in negated and _sweep_moved_to_a_file(lowered, entities):
         scores["sweep"] += 5  # "no, change it to configs/long.yaml, same trials" after a sweep: that sweep, on the file
     return scores
+
+
+# The read of a run's results and of a sweep's (its trials): a follow-up that names the other kind only asks the same
+# of it.
+READ_OF = {"results": "run", "trials": "sweep"}
+
+
+def _read_of_the_other(entities: Entities, previous: str) -> str | None:
+    """The read of the other kind where the follow-up names one of it and none of the kind read before."""
+    other = next(read for read, kind in READ_OF.items() if read != previous)
+    said = entities.has(READ_OF[other]) and not entities.has(READ_OF[previous])
+    return other if said else None
 
 
 # A pull request ordered at the start of its clause, beside the write-up it comes with: "write it up and open a PR",
