@@ -1,9 +1,10 @@
 """agent.understanding on stated values corrected, counts said in another language, which GPU is meant and
 follow-ups (new sentences of each kind, and near misses that must read as before): a correction that names its
-replacement takes it (a card's variant alone, a name after "hold on, I mean", a layout after "actually no") and never
-keeps the value it corrects; "N nodos de M" holds M in each node; the GPU lost or given up is never the one planned;
-a total said as nodes times their GPUs restates them; "de ellas" counts the cards named before; a mixture of experts'
-sizes alone name its preset; a follow-up that names a sweep after a run's results reads that sweep.
+replacement takes it (a card's variant or memory alone, a name after "sorry", "correction:" or "hold on, I mean", the
+nodes alone, a layout after "scratch that") and never keeps the value it corrects; "N nodos de M" holds M in each
+node; the GPU lost or given up is never the one planned; a total said as nodes times their GPUs restates them; "de
+ellas" counts the cards named before; a mixture of experts' sizes alone name its preset; a follow-up that names a
+sweep after a run's results reads that sweep.
 
 The fixture repository is the benchmark's (bench.agent_understanding.build_fixture), as in tests/test_understanding.py.
 """
@@ -23,6 +24,7 @@ from tests.understanding_support import earlier_turn, read, read_as
         ("plan llama-3.1-8b on 4 h100s, actually make that nvl", "h100-nvl"),
         ("gemma-2-9b on 2 nodes of 8 h100 pcie. My bad, correction: they are SXM cards.", "h100-sxm"),
         ("what fits qwen2.5-7b on 8 h100-nvl -- oops, I meant the pcie ones", "h100-pcie"),
+        ("layouts for mistral-7b on 4 a100 40gb? sorry, the 80gb ones", "a100-80gb"),
     ],
 )
 def test_a_variant_corrected_alone_is_the_card_planned(text, gpu, known):
@@ -49,9 +51,42 @@ def test_a_name_taken_back_after_a_pause_is_the_one(known):
     read_as("could you stop tp-try? hold on, wait, I mean r1", "cancel", {"run": "runs/r1"}, known)
 
 
+@pytest.mark.parametrize(
+    ("text", "command", "run"),
+    [
+        ("kill baseline-ddp, sorry, tp-try", "cancel", "runs/tp-try"),
+        ("how did tp-try do? correction: r1", "results", "runs/r1"),
+        ("loss of baseline-ddp please... scratch that, r1", "results", "runs/r1"),
+    ],
+)
+def test_a_name_corrected_by_a_correcting_word_is_the_one(text, command, run, known):
+    intent = read(text, known)
+    assert (intent.command, intent.clarify, intent.args.get("run")) == (command, None, run)
+
+
+def test_a_name_said_after_sorry_as_another_subject_is_no_correction(known):
+    # near miss: "sorry, r1 is ..." goes on about r1; which run to cancel is asked
+    intent = read("cancel tp-try. sorry, r1 is the one that's stuck", known)
+    assert intent.clarify is not None
+
+
 def test_i_mean_before_a_question_takes_no_name_back(known):
     intent = read("cancel r1? I mean, is it still running?", known)  # near miss: no name after "I mean"
     assert intent.command != "cancel"
+
+
+# --- the nodes corrected alone keep the GPUs in each ------------------------------------------------------------------
+
+
+def test_the_nodes_corrected_alone_keep_the_gpus_in_each(known):
+    read_as("plan qwen2.5-72b on 2 nodes of 4 h200. correction: 3 nodes", "plan",
+            {"nodes": 3, "devices": 4, "gpu": "h200"}, known)  # fmt: skip
+
+
+def test_a_total_over_the_nodes_corrected_is_split_over_them(known):
+    # near miss: the total said before the correction is spread over the nodes the correction says
+    intent = read("plan qwen2.5-72b on 16 h200 across 2 nodes... no wait, 4 nodes", known)
+    assert (intent.args.get("nodes"), intent.args.get("devices")) == (4, 4)
 
 
 # --- a value assigned is no low end of a range ------------------------------------------------------------------------
@@ -154,3 +189,10 @@ def test_the_same_question_of_a_sweep_reads_that_sweep(known):
 def test_the_same_question_of_a_run_reads_that_run(known):
     intent = read("ok, and the same for tp-try", known, RESULTS)  # near miss: another run, its results
     assert (intent.command, intent.args.get("run")) == ("results", "runs/tp-try")
+
+
+def test_another_action_asked_of_the_sweep_is_no_read_of_it(known):
+    # near miss: the follow-up names a sweep but asks about cancelling it; it is never read as its trials
+    intent = read("and what about sweeps/lr-scan, should I cancel it?", known, RESULTS)
+    assert intent.command != "trials"
+    assert intent.clarify is not None

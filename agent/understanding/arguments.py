@@ -95,7 +95,7 @@ def planned_devices(context: Context, plain: str = "") -> int | None:
     return plan["devices"]
 
 
-CORRECTED = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b"
+CORRECTED = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b|\bcorrection\b(?=\s*[:,\u2014-])"
 
 
 def as_number(text: str) -> float | int:

@@ -593,17 +593,7 @@ def _hardware(lowered: str, entities: Entities) -> None:
     # ("negative on 1 node, assess with 4 nodes": the count refused is none)
     nodes = next((m for m in said_nodes if not re.search(REFUSED_COUNT, part[: m.start()])), None)
     nodes = nodes or re.search(NODE_COPIES, part)
-    per_node = re.search(
-        rf"\b(?:{NOUNS['nodes']})\s*,?\s+{EACH_HAS}{COUNT}\b|\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|"
-        # a model's size is no count of GPUs: "gemma 2 9b on a box of 4" has 4 on its box, not 9
-        # ("3 replicas of a node" are 3 nodes: NODE_COPIES)
-        rf"\b{COUNT}(?!\s*(?:gi?bs?|b(?:illion)?)\b)\s*(?:(?:[a-z]\w*|\d+\s*gi?bs?)\s+){{0,3}}?(?:per|each|(?<!\bof )a)"
-        r"\s+(?:node|machine|box|host|server|computer)\b|"
-        rf"\b(?:{NOUNS['nodes']})\s*,?\s+{COUNT}\s*x\s*(?={NODE_GPU}|(?:{NOUNS['devices']})\b)|"
-        # "spread across 2 nodes, 8 to each"
-        rf"\b(?:{NOUNS['nodes']})\s*,\s*{COUNT}\s+(?:to|in|on|for|at)\s+each\b",
-        part,
-    )
+    per_node = re.search(PER_NODE, part)
     total = re.search(  # "16 GPUs across 2 machines"; a model's size ("qwen2.5-72b on 2 nodes") is no total
         rf"\b(\d+)(k?)(?![.\d]|\s*(?:gi?b|b(?:illion)?)\b)\s*(?:x\s*)?(?:[a-z][\w-]*\s+|\d+\s*gb\s+){{0,3}}?"
         rf"(?:{NOUNS['devices']})?\s*(?:[a-z]\w*\s+)?(?:(?:evenly|equally)\s+)?"
@@ -647,8 +637,11 @@ def _hardware(lowered: str, entities: Entities) -> None:
     said = re.search(TOTAL_SAID, part)
     if per_node and said and per_node.start() < said.end() and said.start() < per_node.end():
         per_node = None  # "2 nodes with 16 h200s total": 16 is all of them, not each one's
+    kept = re.search(PER_NODE, text[:start]) if correction and nodes and not (per_node or total or said) else None
     if per_node:
         entities.add("per_node", per_node_count(per_node), (start + per_node.start(), start + per_node.end()))
+    elif kept:  # "2 nodes of 8 h100... no wait, 4 nodes": the nodes corrected, the GPUs in each as said before
+        entities.add("per_node", per_node_count(kept), kept.span())
     elif total and nodes and float(total.group(3)) == float(nodes.group(1)):
         devices, count = int(total.group(1)), int(float(total.group(3)))
         if count and devices % count == 0 and devices > count:
@@ -688,6 +681,19 @@ EACH_HAS = (
     r"(?:(?:and\s+)?each\s+(?:of\s+(?:them|which)\s+|(?:node|machine|box|host|server|one)\s+)?(?:being\s+)?"
     r"(?:with|having|has|holding|holds|containing|of|"
     r"carrying|carries|hosting|hosts|housing|houses|packing|packs|(?:fitted|loaded|equipped)\s+with)\s+)"
+)
+
+
+# The GPUs in each node: "2 nodes of 8", "8 per node", "4 machines each with 8", "2 nodes, 8 to each".
+PER_NODE = (
+    rf"\b(?:{NOUNS['nodes']})\s*,?\s+{EACH_HAS}{COUNT}\b|\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|"
+    # a model's size is no count of GPUs: "gemma 2 9b on a box of 4" has 4 on its box, not 9
+    # ("3 replicas of a node" are 3 nodes: NODE_COPIES)
+    rf"\b{COUNT}(?!\s*(?:gi?bs?|b(?:illion)?)\b)\s*(?:(?:[a-z]\w*|\d+\s*gi?bs?)\s+){{0,3}}?(?:per|each|(?<!\bof )a)"
+    r"\s+(?:node|machine|box|host|server|computer)\b|"
+    rf"\b(?:{NOUNS['nodes']})\s*,?\s+{COUNT}\s*x\s*(?={NODE_GPU}|(?:{NOUNS['devices']})\b)|"
+    # "spread across 2 nodes, 8 to each"
+    rf"\b(?:{NOUNS['nodes']})\s*,\s*{COUNT}\s+(?:to|in|on|for|at)\s+each\b"
 )
 
 

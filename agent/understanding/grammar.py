@@ -317,7 +317,8 @@ REPLACED_GPU = (rf"\b(?:replace|swap|strike|drop|remove|ditch|switch)\s+(?:out\s
                 # lost or given up: "we lose the H100 pool and fall back to 8x L40S", "without our a100s, on l40s"
                 rf"{GPU_LOST}({_QUOTED_GPU})")  # fmt: skip
 # A self-correction after which a GPU is named: "not l40s -> h200, I meant l40s -> h100" (the GPUs before it are gone).
-GPU_CORRECTED = r"\bi meant\b|\bi mean\b|\bactually\b|\bscratch that\b|\bscrap that\b|\bno wait\b"
+GPU_CORRECTED = (r"\bi meant\b|\bi mean\b|\bactually\b|\bscratch that\b|\bscrap that\b|\bno wait\b|"
+                 r"\bcorrection\b(?=\s*[:,\u2014-])")  # fmt: skip
 
 
 def unreplaced(lowered: str) -> str:
@@ -543,8 +544,9 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
 NOT_INTERVAL = r"(?<!every )(?<!each )(?<!per )"
 
 
-# A self-correction: what follows it replaces what came before ("fsdp, actually make it ddp").
-CORRECTION = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b|\brather\b(?!\s+than\b)"
+# A self-correction: what follows it replaces what came before ("fsdp, actually make it ddp", "correction: 4 nodes").
+CORRECTION = (r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b|\brather\b(?!\s+than\b)|"
+              r"\bcorrection\b(?=\s*[:,\u2014-])")  # fmt: skip
 
 
 def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> None:

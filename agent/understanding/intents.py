@@ -1023,9 +1023,13 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
             scores["plan"] += 6  # "now try seq_len 2048": "try" tries the what-if; only a launch verb launches
         if previous == "run" and not entities.has("model", "gpu_named", "no_launch"):
             scores["run"] += 3  # "and with 4 gpus?" after a launch: the launch again
-        if previous in READ_OF and (other := _read_of_the_other(entities, previous)):
-            scores[other] = max(scores[other], scores[previous]) + 1  # "same question: sweeps/lr-scan" after a run's
-            # results: the same question of that sweep, whose results are its trials
+        if (
+            previous in READ_OF
+            and scores[previous] >= max(scores.values())
+            and (other := _read_of_the_other(entities, previous))
+        ):  # "same question: sweeps/lr-scan" after a run's results: the same read of that sweep, its trials (where
+            # the follow-up reads as that read again, and cues no other action: "should I cancel it?")
+            scores[other] = scores[previous] + 1
     elif previous == "run" and re.search(CORRECTS, lowered) and _changes_a_launch(entities):
         scores["run"] += 5.5  # "oops, make that 4 gpus" after a launch: that launch, corrected (as a follow-up is)
     if previous == "sweep" and "sweep" not in negated and _sweep_moved_to_a_file(lowered, entities):

@@ -1209,20 +1209,62 @@ def _same_word(one: str, other: str) -> bool:
 
 
 # A card or a name taken back after a dash, a comma or a stop ("on 8 h100s — make that h200s", "not h100 — h200",
-# "read r1 — sorry, I meant baseline-ddp"): the one said last. A name is taken back only by "I meant", and only by a
-# name (a known one, or one with a digit, a dash, a dot or a slash), so that "no, I meant ..." keeps its "no".
-# A name asked about may be taken back too, with a pause before "I mean": "cancel runs/baseline-ddp? Actually, hold
-# on, I mean runs/r1" (a correction, no second request).
+# "read r1 — sorry, I meant baseline-ddp"): the one said last. A name is taken back by "I meant", and only by a name
+# (a known one, or one with a digit, a dash, a dot or a slash), so that "no, I meant ..." keeps its "no"; or by a word
+# that says it corrects, a known name by a known name: "cancel tp-try, sorry, r1", "stop tp-try -- scratch that, r1".
+# A name asked about may be taken back too, with a pause before: "cancel runs/baseline-ddp? Actually, hold on, I mean
+# runs/r1" (a correction, no second request; the question stays one).
 _MARK = r"\s*(?:[.;,]|[\u2014\u2013]+|\s-{1,2}\s)\s*"
 _PAUSE = r"(?:(?:sorry|actually|hold\s+on|wait|oops|my\s+bad|hmm+|um+|uh+|er+m?)\s*[,!.]?\s*)*"
-NAME_TAKEN_BACK = (rf"(?<![\w./-])([a-z][\w./-]*\w)(?:{_MARK}|\s*[?!]\s*){_PAUSE}i\s+meant?\s+(?!\d+\b)"
+_TAKES_BACK = (r"(?:i\s+meant?\s+|(?:sorry|correction|scratch\s+that|scrap\s+that|no\s+wait|make\s+(?:it|that))\s*"
+               r"[,:;.!\u2014-]*\s*)")  # fmt: skip
+NAME_TAKEN_BACK = (rf"(?<![\w./-])([a-z][\w./-]*\w)({_MARK}|\s*[?!]\s*){_PAUSE}{_TAKES_BACK}(?:the\s+)?(?!\d+\b)"
                    r"([\w./-]*\w)(?=\s*(?:[.;,!?)]|$))")  # fmt: skip
 
 
+# A name corrected at the end of the message, the correction saying only the new name: "read r1's results.
+# correction: baseline-ddp", "show results of r1... scratch that, tp-try" (the one name said before it is replaced;
+# with two said before, which one is corrected is unsaid: left as said, and asked about).
+NAME_CORRECTED_LAST = (rf"(?:[.;,!?]|[\u2014\u2013]+|\s-{{1,2}}\s)\s*{_PAUSE}{_TAKES_BACK}(?:the\s+)?"
+                       r"([\w./-]*\w)\s*[.!]?\s*$")  # fmt: skip
+NAME_WORD = r"(?<![\w./-])[a-z][\w./-]*\w"
+
+
+def _name_corrected_last(text: str, known: set[str]) -> str:
+    """`text` with the one known name before a correction at its end replaced by the name the correction says."""
+    found = re.search(NAME_CORRECTED_LAST, text, flags=re.I)
+    if not found or not _known_name(found.group(1), known):
+        return text
+    named = [
+        word for word in re.finditer(NAME_WORD, text[: found.start()], flags=re.I) if _known_name(word.group(0), known)
+    ]
+    if len({word.group(0).lower() for word in named}) != 1:
+        return text
+    before = text[: found.start()]
+    for word in reversed(named):
+        before = before[: word.start()] + found.group(1) + before[word.end() :]
+    return before + text[found.start() : found.start() + 1].strip(",;")
+
+
+def _known_name(word: str, known: set[str]) -> bool:
+    """Whether `word` is a run's, a sweep's or a file's name the repository holds ("r1", "runs/r1")."""
+    return word.lower().split("/", 1)[-1] in known and (
+        word.count("/") == 0 or word.lower().startswith(("runs/", "sweeps/"))
+    )
+
+
+def _asked(mark: str) -> str:
+    """The question or exclamation mark of the words taken back, which the sentence keeps."""
+    return "".join(sign for sign in mark if sign in "?!")
+
+
 def _name_taken_back(found: re.Match, known: set[str]) -> str:
-    first, last = found.groups()
+    first, mark, last = found.groups()
+    if not re.search(r"\bi\s+meant?\b", found.group(0), flags=re.I):  # "cancel tp-try, sorry, r1": both known names
+        return last + _asked(mark) if _known_name(first, known) and _known_name(last, known) else found.group(0)
     if all(word.lower() in known or re.search(r"[\d/.-]", word) for word in (first, last)):
-        return last  # ("benchmark r1. I meant it": "it" is no name, and r1 stays)
+        return last + _asked(mark)  # ("benchmark r1. I meant it": "it" is no name, and r1 stays) (a question
+        # stays one: "did r1 finish? sorry, I meant tp-try")
     return found.group(0)
 
 
@@ -1414,6 +1456,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(VALUE_IN, r"\1 at ", text, flags=re.I)
     text = re.sub(SEQ_LEN_FRACTION_K, _seq_len_fraction, text, flags=re.I)
     text = re.sub(NAME_TAKEN_BACK, lambda found: _name_taken_back(found, known), text, flags=re.I)
+    text = _name_corrected_last(text, known)
     text = re.sub(LAYOUT_KEY, _layout_key, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
     text = re.sub(DROPPED_G, _dropped_g, text, flags=re.I)
@@ -2010,15 +2053,16 @@ def _variant_alone_instead(text: str) -> str:
     return f"{text[: found.start()]}{wanted}{rest}"
 
 
-# A card's variant corrected alone, after the card was named with another (or none): "8 h100-sxm. Sorry, correction:
-# they're the PCIe variant", "on 4 h100s, actually make that nvl" (the card said before, of the variant said last;
-# the variant it had is gone). Only where the correction says the variant and nothing after it.
+# A card's variant or memory corrected alone, after the card was named with another (or none): "8 h100-sxm. Sorry,
+# correction: they're the PCIe variant", "on 4 h100s, actually make that nvl", "8 a100 40GB, sorry, the 80GB ones"
+# (the card said before, of the variant said last; the variant it had is gone). Only where the correction says the
+# variant and nothing after it.
 _CORRECTING = r"(?:sorry|correction|actually|i\s+meant?|no\s+wait|scratch\s+that|my\s+bad|oops|rather)"
 VARIANT_CORRECTED = (rf"\b{_CORRECTING}(?:\s*[,:;!.\u2014-]*\s*{_CORRECTING})*\s*[,:;!.\u2014-]*\s*"
                      r"(?:(?:they|those|these|it|that)(?:'re|'s|\s+are|\s+is|\s+were|\s+was|\s+should\s+be)\s+|"
-                     r"make\s+(?:it|that|them|those)\s+)?(?:the\s+)?(sxm\d?|pcie|nvl)\b"
+                     r"make\s+(?:it|that|them|those)\s+)?(?:the\s+)?(sxm\d?|pcie|nvl|\d+\s*gi?b)\b"
                      rf"{_VARIANT_NOUN}(?:\s+(?:instead|then))?\s*(?=[.;,!?)]|$)")  # fmt: skip
-CARD_BEFORE = r"\b(h100|h200|a100)(?:[\s-]*(?:sxm\d?|pcie|nvl))?s?\b"
+CARD_BEFORE = r"\b(h100|h200|a100)(?:[\s-]*(?:sxm\d?|pcie|nvl))?(?:[\s-]*\d+\s*gi?b)?s?\b"
 
 
 def _variant_corrected(text: str) -> str:
