@@ -2,7 +2,8 @@
 follow-ups (new sentences of each kind, and near misses that must read as before): a correction that names its
 replacement takes it (a card's variant or memory alone, a name after "sorry", "correction:" or "hold on, I mean", the
 nodes alone, a layout after "scratch that") and never keeps the value it corrects; "N nodos de M" holds M in each
-node; the GPU lost or given up is never the one planned; a total said as nodes times their GPUs restates them; "de
+node; the GPU lost, given up, booked or left, or the one another is used instead of, is never the one planned (its
+count carried to the card said in its place by a correction); a total said as nodes times their GPUs restates them; "de
 ellas" counts the cards named before; a mixture of experts' sizes alone name its preset; a follow-up that names a
 sweep after a run's results reads that sweep.
 
@@ -140,8 +141,38 @@ def test_the_gpu_lost_gives_way_to_the_one_named_after(known):
             {"gpu": "l40s", "devices": 4, "model": "llama-3.1-8b"}, known)  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("text", "gpu", "devices"),
+    [
+        ("the a100 partition is fully booked this month, so what fits llama-3.1-8b on 4 h200?", "h200", 4),
+        ("h200 are out, l40s are in: plan qwen2.5-7b on 8", "l40s", 8),
+        ("skip the a10s; gemma-2-9b on 4 h100 nvl, what fits?", "h100-nvl", 4),
+        ("we're switching from l40s to 2 h200 -- which layouts fit mistral-7b?", "h200", 2),
+        ("plan mistral-7b on 4 l40s... those are retired now, use h100 pcie ones instead", "h100-pcie", 4),
+    ],
+)
+def test_the_gpu_taken_or_left_is_not_planned(text, gpu, devices, known):
+    intent = read(text, known)
+    assert (intent.command, intent.clarify, intent.args.get("gpu"), intent.args.get("devices")) == (
+        "plan",
+        None,
+        gpu,
+        devices,
+    )
+
+
+def test_a_gpu_wanted_instead_of_another_is_planned(known):
+    # near miss: "instead of" names the one replaced, the card counted before it stays
+    read_as("plan mistral-7b on 8 h200 instead of a100s", "plan", {"gpu": "h200", "devices": 8}, known)
+
+
 def test_the_gpu_lost_alone_is_asked_about(known):
     intent = read("we lose the h200 nodes tonight; plan mistral-7b on 8 gpus", known)  # near miss: no other named
+    assert intent.clarify is not None
+
+
+def test_the_gpu_booked_alone_is_asked_about(known):
+    intent = read("our a10s are booked; plan gemma-2-9b on 4 gpus", known)  # near miss: no other named
     assert intent.clarify is not None
 
 

@@ -294,13 +294,19 @@ def _imperative(lowered: str) -> str:
 GPU_GONE = (r"(?:\s+(?:pool|cluster|nodes?|capacity|cards?|gpus?|fleet|quota|partition|allocation|reservation))?"
             r"\s+(?:(?:is|are|was|were|went|has\s+gone|have\s+gone)\s+)?(?:currently\s+|now\s+)?"
             r"(?:unavailable|not\s+available|down\b(?!\s+to\b)|gone|offline|unreachable|out\s+of\s+(?:capacity|"
-            r"stock|service)|sold\s+out|not\s+there|decommissioned|broken|dead|faulty|out\s+of\s+order)")  # fmt: skip
+            r"stock|service)|sold\s+out|not\s+there|decommissioned|broken|dead|faulty|out\s+of\s+order|"
+            # taken by others, or not ours to plan on: "our h100s are booked all week", "h100 is out, a100 is in"
+            r"(?:all\s+|fully\s+)?booked\b|busy\b|no\s+longer\s+(?:available|ours|an\s+option)|not\s+an\s+option)|"
+            r"\s+(?:is|are|was|were)\s+(?:now\s+)?out\b(?!\s+of\b)")  # fmt: skip
 # The GPU said gone still wanted: "the H100s are down, but I still want to plan on 8 of them for when they're back",
 # "the A100s are gone. Launch on 2 GPUs anyway".
 GONE_STILL_WANTED = (r"\b(?:still|anyway|regardless|nonetheless|all\s+the\s+same)\b|"
                      r"\b(?:for\s+when|once|after)\s+(?:they|it)(?:'re|\s+are|'s|\s+is)\s+back\b")  # fmt: skip
-# What says a GPU is not there to plan on, before its name: "we lose the H100 pool", "without our a100s".
-GPU_LOST = (r"\b(?:lose|loses|lost|losing|without|give\s+up|gave\s+up|giving\s+up)\s+(?:access\s+to\s+)?"
+# What says a GPU is not there to plan on, before its name: "we lose the H100 pool", "without our a100s", "forget the
+# h200s", "moving off the l40s", "migrating from a100".
+GPU_LOST = (r"\b(?:lose|loses|lost|losing|without|give\s+up|gave\s+up|giving\s+up|forget|skip|ditch|scrap|no\s+more|"
+            r"(?:move|moved|moving|migrate|migrated|migrating|switch|switched|switching|went|going)\s+(?:away\s+)?"
+            r"(?:off(?:\s+of)?|from)|away\s+from)\s+(?:access\s+to\s+)?"
             r"(?:(?:all\s+)?(?:of\s+)?(?:our|the|my|those|these)\s+)?")  # fmt: skip
 # A GPU named as the one replaced: "strike L40S and substitute A100", "swap the L40S for A100s", "instead of H100s",
 # "L40S -> A100". The other one named is meant.
@@ -321,11 +327,18 @@ GPU_CORRECTED = (r"\bi meant\b|\bi mean\b|\bactually\b|\bscratch that\b|\bscrap 
                  r"\bcorrection\b(?=\s*[:,\u2014-])")  # fmt: skip
 
 
+# A GPU said as the one to use instead, after its name: "we no longer have them, use 8 a10 instead" (the GPUs named
+# before it are replaced; "instead of" names the one replaced: REPLACED_GPU).
+GPU_INSTEAD = rf"{GPU_NAME}(?:\s+(?:gpus?|cards?|ones|nodes?|boxes))?\s*,?\s+instead\b(?!\s+of\b)"
+
+
 def unreplaced(lowered: str) -> str:
     """`lowered` with the GPUs it says are replaced blanked out, where another GPU is named beside them (and those
     named before a self-correction that names one)."""
     spans = [m.span(g) for m in re.finditer(REPLACED_GPU, lowered) for g in (1, 5, 9, 13, 17, 21) if m.group(g)]
     corrections = [m.end() for m in re.finditer(GPU_CORRECTED, lowered) if re.search(GPU_NAME, lowered[m.end() :])]
+    corrections += [m.start() for m in re.finditer(GPU_INSTEAD, lowered)]
+    corrections.sort()
     if corrections:
         spans += [m.span() for m in re.finditer(GPU_NAME, lowered[: corrections[-1]])]
     blanked = lowered
@@ -357,17 +370,32 @@ def _counted_gpu(gpu: str, lowered: str) -> re.Match | None:
     return next(counted, named[0])
 
 
+# A GPU with the count said before it ("8 H100s", "an 8x H100", "two a100").
+COUNTED_GPU = r"(?:(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s*(?:x\s*)?)?(?:(?:nvidia|dgx|hgx)\s+)*" + GPU_NAME
+
+
+def _count_carried(said: str, blanked: str) -> str | None:
+    """The count of the one card a correction replaced, where the card in its place has none: "8 a100 80gb, or
+    rather h100 instead" is 8 h100s (a card lost or gone gives none: how many of the other is asked)."""
+    if not (re.search(GPU_CORRECTED, said) or re.search(GPU_INSTEAD, said)):
+        return None
+    replaced = (m for m in re.finditer(COUNTED_GPU, said) if not blanked[m.start(2) : m.end(2)].strip())
+    counts = {m.group(1) for m in replaced if m.group(1)}
+    return counts.pop() if len(counts) == 1 else None
+
+
 def _hardware_facts(lowered: str, intent: Intent) -> None:
     """GPU preset, devices per node, nodes and sequence length ("2 nodes of 8 A100 40GB", "a 4090", "at 8k")."""
     args = intent.args
-    lowered = unreplaced(lowered)
+    as_said, lowered = lowered, unreplaced(lowered)
     said = rf"(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s+{GPU_OF_NODE}nodes?\b"
     if found := next((m for m in re.finditer(said, lowered) if not re.search(REFUSED_COUNT, lowered[: m.start()])),
                      None):  # fmt: skip
         args["nodes"] = _count(found.group(1))
-    gpu = r"(?:(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s*(?:x\s*)?)?(?:(?:nvidia|dgx|hgx)\s+)*" + GPU_NAME
+    gpu = COUNTED_GPU
     if found := _counted_gpu(gpu, lowered):
         count, name, variant, size = found.groups()
+        count = count or _count_carried(as_said, lowered)
         key = name.replace(" ", "-") + (f"-{variant}" if variant else "") + (f"-{size}gb" if size else "")
         try:
             args["gpu"] = _gpu_key(key)
