@@ -4,8 +4,9 @@ replacement takes it (a card's variant or memory alone, a name after "sorry", "c
 nodes alone, a layout after "scratch that") and never keeps the value it corrects; "N nodos de M" holds M in each
 node; the GPU lost, given up, booked or left, or the one another is used instead of, is never the one planned (its
 count carried to the card said in its place by a correction); a total said as nodes times their GPUs restates them; "de
-ellas" counts the cards named before; a mixture of experts' sizes alone name its preset; a follow-up that names a
-sweep after a run's results reads that sweep.
+ellas" ("delas", "davon") counts the cards named before, "el doble" doubles them; a mixture of experts' sizes alone
+name its preset, "the smaller one" the family's one smaller preset; a follow-up that names a sweep after a run's
+results reads that sweep.
 
 The fixture repository is the benchmark's (bench.agent_understanding.build_fixture), as in tests/test_understanding.py.
 """
@@ -188,6 +189,29 @@ def test_de_ellas_counts_the_cards_of_the_plan_before(known):
     assert (intent.args.get("devices"), intent.args.get("gpu"), intent.args.get("model")) == (4, "l40s", "gemma-2-9b")
 
 
+@pytest.mark.parametrize("text", ["e com 2 delas?", "und mit 2 davon?"])
+def test_of_them_in_another_language_counts_the_cards_before(text, known):
+    intent = read(text, known, L40S_PLAN)
+    assert (intent.command, intent.clarify, intent.args.get("devices"), intent.args.get("gpu")) == (
+        "plan",
+        None,
+        2,
+        "l40s",
+    )
+
+
+@pytest.mark.parametrize("text", ["and what with double?", "¿y con el doble?"])
+def test_double_alone_after_a_plan_doubles_its_gpus(text, known):
+    intent = read(text, known, L40S_PLAN)
+    assert (intent.command, intent.clarify, intent.args.get("devices")) == ("plan", None, 4)
+
+
+def test_double_alone_after_a_launch_is_asked(known):
+    launch = earlier_turn("launch_run", {"nproc": 2, "steps": 30}, "train 30 steps on 2 gpus")
+    intent = read("and with double?", known, launch)  # near miss: double of what, the steps or the processes?
+    assert intent.clarify is not None
+
+
 QWEN_PLAN = earlier_turn("plan_layouts", {"model": "qwen3-30b-a3b", "devices": 8, "gpu": "h200"},
                          "plan qwen3 30b a3b on 8 h200")  # fmt: skip
 
@@ -195,6 +219,28 @@ QWEN_PLAN = earlier_turn("plan_layouts", {"model": "qwen3-30b-a3b", "devices": 8
 def test_the_sizes_of_a_mixture_of_experts_name_its_preset(known):
     intent = read("and the bigger 235b-a22b?", known, QWEN_PLAN)
     assert (intent.command, intent.clarify, intent.args.get("model")) == ("plan", None, "qwen3-235b-a22b")
+
+
+MIXTRAL_PLAN = earlier_turn("plan_layouts", {"model": "mixtral-8x22b", "devices": 8, "gpu": "h200"},
+                            "plan mixtral 8x22b on 8 h200")  # fmt: skip
+LLAMA_PLAN = earlier_turn("plan_layouts", {"model": "llama-3.1-70b", "devices": 8, "gpu": "h200"},
+                          "plan llama 3.1 70b on 8 h200")  # fmt: skip
+
+
+def test_the_smaller_one_is_the_family_s_one_smaller_preset(known):
+    intent = read("ok, how about the smaller model", known, MIXTRAL_PLAN)
+    assert (intent.command, intent.clarify, intent.args.get("model")) == ("plan", None, "mixtral-8x7b")
+
+
+def test_the_smaller_one_of_several_is_asked(known):
+    intent = read("and the smaller one?", known, earlier_turn("plan_layouts", {"model": "llama-3.1-405b", "devices": 8,
+                  "gpu": "h200"}, "plan llama 3.1 405b on 8 h200"))  # fmt: skip  # near miss: 8b or 70b?
+    assert intent.clarify is not None
+
+
+def test_the_largest_one_is_the_family_s_largest(known):
+    intent = read("fine, now the largest one", known, LLAMA_PLAN)
+    assert (intent.command, intent.clarify, intent.args.get("model")) == ("plan", None, "llama-3.1-405b")
 
 
 def test_a_size_alone_names_no_mixture_of_experts(known):

@@ -749,8 +749,10 @@ def device_memory(number: str) -> str:
 DEVICE_GB_NOTE = "{0}GB per device as {0}GiB, a card's size as sold (say device_mem={0}e9 for decimal bytes)"
 
 
-# A multiplier of a count: "2 x longer than 20 steps", "2 x as many gpus" (normalised from "twice"), "double the".
-TIMES = r"\b(\d+(?:\.\d+)?)\s*x\s+(?:longer|more|as (?:many|long|much)|the)\b|\b(?:double|doubling)\s+(?:the\s+)?"
+# A multiplier of a count: "2 x longer than 20 steps", "2 x as many gpus" (normalised from "twice"), "double the",
+# "and with double?" (said alone, of the count before).
+TIMES = (r"\b(\d+(?:\.\d+)?)\s*x\s+(?:longer|more|as (?:many|long|much)|the)\b|\b(?:double|doubling)\s+(?:the\s+)?|"
+         r"\b(?:with|on|at|use|try)\s+(?:the\s+)?double\s*(?=[?.!]|$)")  # fmt: skip
 
 
 def per_node_count(found: re.Match) -> int:
@@ -836,6 +838,11 @@ VERSION_TAG = r"-?([a-z]{1,2}\d+(?:\.\d+)?)\b"
 COUNTED_AFTER = r"\s*(?:x\b|gpus?|devices?|cards?|nodes?|procs?|process|ranks?|steps?|trials?|[ahl]\d)"
 
 
+# A model said by its size beside the one before: "and the smaller one?", "the biggest model of that family".
+RELATIVE_MODEL = (r"\bthe\s+(smaller|smallest|bigger|biggest|larger|largest)\s+(?:one|model|variant|version|sibling|"
+                  r"size)\b")  # fmt: skip
+
+
 def _model(lowered: str, entities: Entities) -> None:
     """A model named loosely ("Llama 3 8B", "llama3.1 70b", "qwen2.5 72b", "a 7B llama"): the preset of that family
     and size whose version starts with the one given; the entity says which preset it took. A family without a
@@ -881,6 +888,8 @@ def _model(lowered: str, entities: Entities) -> None:
     else:
         if bare := re.search(r"(?<![\w.])(\d+(?:\.\d+)?)\s*b\b", lowered):
             entities.add("model_size", bare.group(1), bare.span())  # "and for 70b?": the family of the plan before
+        elif relative := re.search(RELATIVE_MODEL, lowered):  # "and the smaller one?": of the plan before's family
+            entities.add("model_relative", relative.group(1), relative.span())
         return
     matches = []
     for key in MODELS:

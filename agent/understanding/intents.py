@@ -1011,12 +1011,13 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
     ):  # "double the gpus": the action before, changed
         scores[previous] += 3
     replans = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "per_node",
-                           "device_mem")  # fmt: skip
+                           "device_mem", "model_relative")  # fmt: skip
     if previous == "plan" and replans and _only_what_a_plan_takes(entities):
         scores["plan"] += 2  # "at 16k context please", "seq 8192." right after a plan: that plan, changed
     if previous and re.search(FOLLOW_UP, lowered):
         scores[previous] = scores.get(previous, 0) + 2.5
-        replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "device_mem")
+        replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "device_mem",
+                                 "model_relative")  # fmt: skip
         if previous == "plan" and replanned and not entities.has("steps", "switch", "override", "layout", "nproc"):
             scores["plan"] += 4  # "try that on A100s instead": the what-if again, not a launch
         elif previous == "plan" and replanned and _what_if_again(lowered, entities):

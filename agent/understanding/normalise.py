@@ -65,13 +65,15 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
            "cancela": "cancel", "cancelar": "cancel", "muestra": "show", "resultados": "results",
            "procesos": "processes", "cada": "each", "nodo": "node", "dos": "two", "cuatro": "four", "ocho": "eight",
            "uno": "one", "cuántas": "how many", "cuantas": "how many", "cuántos": "how many", "tiene": "has",
-           "esta": "this", "máquina": "machine", "maquina": "machine",
+           "esta": "this", "máquina": "machine", "maquina": "machine", "doble": "double",
            # French
            "avec": "with", "étapes": "steps", "noeuds": "nodes", "nœuds": "nodes", "lance": "launch",
            "lancer": "launch", "entraîne": "train", "attends": "wait", "annule": "cancel",
            "résultats": "results",
            # Portuguese, Italian, Dutch, Japanese romaji and Hindi-English: command words whose reading is certain
-           "roda": "run", "rodar": "run", "sem": "without", "com": "with", "aspetta": "wait", "aspettare": "wait",
+           "roda": "run", "rodar": "run", "sem": "without", "com": "with",
+           # "of them", said of the cards named before ("e com 8 delas?", "und mit 8 davon?")
+           "delas": "of them", "deles": "of them", "davon": "of them", "aspetta": "wait", "aspettare": "wait",
            "finisca": "finishes", "schrijf": "write", "rapport": "report", "stappen": "steps",
            "hajimete": "start", "onegaishimasu": "please", "chala": "run", "wale": ""}  # fmt: skip
 # German word order around its negations and conditions, put in English order so that a negation never drops and a
