@@ -1,12 +1,12 @@
-"""agent.understanding on stated values corrected, counts said in another language, which GPU is meant and
-follow-ups (new sentences of each kind, and near misses that must read as before): a correction that names its
-replacement takes it (a card's variant or memory alone, a name after "sorry", "correction:" or "hold on, I mean", the
-nodes alone, a layout after "scratch that") and never keeps the value it corrects; "N nodos de M" holds M in each
-node; the GPU lost, given up, booked or left, or the one another is used instead of, is never the one planned (its
-count carried to the card said in its place by a correction); a total said as nodes times their GPUs restates them; "de
-ellas" ("delas", "davon") counts the cards named before, "el doble" doubles them; a mixture of experts' sizes alone
-name its preset, "the smaller one" the family's one smaller preset; a follow-up that names a sweep after a run's
-results reads that sweep.
+"""agent.understanding on stated values corrected, counts said in another language, which GPU is meant and follow-ups
+(new sentences of each kind, and near misses that must read as before): a correction that names its replacement takes
+it (a card's variant or memory alone, a name after "sorry", "correction:" or "hold on, I mean", the nodes alone, a
+layout after "scratch that") and never keeps the value it corrects; "N nodos de M" ("por nodo", "ciascuno") holds M
+in each node; the GPU lost, given up, booked or left, or the one another is used instead of, is never the one planned
+(its count carried to the card said in its place by a correction); a total said as nodes times their GPUs restates
+them; "de ellas" ("delas", "davon") counts the cards named before, "el doble" doubles them; a mixture of experts'
+sizes alone name its preset, "the smaller one" the family's one smaller preset; a follow-up that names a sweep after
+a run's results reads that sweep.
 
 The fixture repository is the benchmark's (bench.agent_understanding.build_fixture), as in tests/test_understanding.py.
 """
@@ -122,7 +122,13 @@ def test_a_total_that_is_not_their_product_is_asked(known):
 
 @pytest.mark.parametrize(
     "text",
-    ["planifica llama 3.1 70b en 2 nodos de 8 h100", "pianifica llama-3.1-70b su 2 nodi da 8 h100"],
+    [
+        "planifica llama 3.1 70b en 2 nodos de 8 h100",
+        "pianifica llama-3.1-70b su 2 nodi da 8 h100",
+        "llama-3.1-70b : deux nœuds de 8 H100, ça passe ?",
+        "llama-3.1-70b, 8 h100 por nodo, 2 nodos",
+        "llama-3.1-70b su 2 nodi con 8 h100 ciascuno",
+    ],
 )
 def test_nodes_of_so_many_gpus_hold_them_each(text, known):
     intent = read(text, known)

@@ -64,6 +64,10 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
            "lanzar": "launch", "entrena": "train", "entrenar": "train", "espera": "wait", "esperar": "wait",
            "cancela": "cancel", "cancelar": "cancel", "muestra": "show", "resultados": "results",
            "procesos": "processes", "cada": "each", "nodo": "node", "dos": "two", "cuatro": "four", "ocho": "eight",
+           # nodes and their counts in Italian and French, which no English word spells ("4 nodi con 8 h100
+           # ciascuno", "deux nœuds de 8 H100")
+           "nodi": "nodes", "ciascuno": "each", "ciascuna": "each", "deux": "two", "trois": "three",
+           "quatre": "four", "huit": "eight",
            "uno": "one", "cuántas": "how many", "cuantas": "how many", "cuántos": "how many", "tiene": "has",
            "esta": "this", "máquina": "machine", "maquina": "machine", "doble": "double",
            # French
@@ -129,8 +133,11 @@ def _german(text: str) -> str:
 # "4 nodes à 8 H200", "2 Knoten à 4 GPUs" (German and French write "à" for "each of"), "4 nodos de 8 H200", "2 nodi
 # da 4", "2 Knoten von 8" (Spanish, Portuguese, Italian and German "of"): the GPUs in each node, never the GPUs in all
 # (a memory after the "of" is no count: "2 nodos de 80GB" stays as said)
-NODES_EACH_OF = (r"\b(\d+)\s+(nodes?|machines?|hosts?|servers?|boxes|nodos?|nodi|knoten|n[oœ]euds?|n[óo]s)\s+"
-                 r"(?:à|de|di|da|von|mit)\s+(?=\d+(?![\d.])(?!\s*(?:gi?b|gigs?|g)\b))")  # fmt: skip
+NODES_EACH_OF = (r"\b(\d+|one|two|three|four|eight)\s+(nodes?|machines?|hosts?|servers?|boxes|nodos?|nodi|knoten|"
+                 r"n(?:œ|oe)uds?|n[óo]s)\s+(?:à|de|di|da|von|mit)\s+"
+                 r"(?=\d+(?![\d.])(?!\s*(?:gi?b|gigs?|g)\b))")  # fmt: skip
+# "8 h100 por nodo", "8 per nodo", "8 pro Knoten", "8 par nœud": the GPUs in each node, said in another language
+PER_NODE_SAID = r"\b(?:por|pro|par)\s+(?:nodes?|nodo|n[óo]|knoten|n(?:œ|oe)ud|m[áa]quina|machine)\b|\bper\s+nodo\b"
 ENGLISH_NODES = r"nodes?|machines?|hosts?|servers?|boxes"
 
 
@@ -1443,6 +1450,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = _german(text)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
     text = re.sub(NODES_EACH_OF, _nodes_each_of, text, flags=re.I)
+    text = re.sub(PER_NODE_SAID, "per node", text, flags=re.I)
     text = re.sub(FALSE_FRIEND_UPDATE, r"updat\1", text, flags=re.I)
     text = _fix_typos(text, known)
     for said, name in SHORT_SETTING_NAMES.items():
