@@ -178,6 +178,12 @@ def test_the_gpu_lost_alone_is_asked_about(known):
     assert intent.clarify is not None
 
 
+def test_a_gpu_not_to_forget_is_planned(known):
+    # near miss: the loss negated keeps the GPU, it is never asked about as gone
+    read_as("don't forget the a100 80gb cards have nvlink: plan mistral-7b on 4 of them", "plan",
+            {"gpu": "a100-80gb", "devices": 4}, known)  # fmt: skip
+
+
 def test_the_gpu_booked_alone_is_asked_about(known):
     intent = read("our a10s are booked; plan gemma-2-9b on 4 gpus", known)  # near miss: no other named
     assert intent.clarify is not None

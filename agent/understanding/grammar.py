@@ -303,8 +303,9 @@ GPU_GONE = (r"(?:\s+(?:pool|cluster|nodes?|capacity|cards?|gpus?|fleet|quota|par
 GONE_STILL_WANTED = (r"\b(?:still|anyway|regardless|nonetheless|all\s+the\s+same)\b|"
                      r"\b(?:for\s+when|once|after)\s+(?:they|it)(?:'re|\s+are|'s|\s+is)\s+back\b")  # fmt: skip
 # What says a GPU is not there to plan on, before its name: "we lose the H100 pool", "without our a100s", "forget the
-# h200s", "moving off the l40s", "migrating from a100".
-GPU_LOST = (r"\b(?:lose|loses|lost|losing|without|give\s+up|gave\s+up|giving\s+up|forget|skip|ditch|scrap|no\s+more|"
+# h200s", "moving off the l40s", "migrating from a100" (negated, it says the GPU stays: "don't forget the h100s").
+GPU_LOST = (r"(?<!n't\s)(?<!not\s)(?<!never\s)\b(?:lose|loses|lost|losing|without|give\s+up|gave\s+up|giving\s+up|"
+            r"forget|skip|ditch|scrap|no\s+more|"
             r"(?:move|moved|moving|migrate|migrated|migrating|switch|switched|switching|went|going)\s+(?:away\s+)?"
             r"(?:off(?:\s+of)?|from)|away\s+from)\s+(?:access\s+to\s+)?"
             r"(?:(?:all\s+)?(?:of\s+)?(?:our|the|my|those|these)\s+)?")  # fmt: skip
