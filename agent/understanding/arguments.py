@@ -102,7 +102,7 @@ def planned_devices(context: Context, plain: str = "") -> int | None:
     return plan["devices"]
 
 
-CORRECTED = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b"
+CORRECTED = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b|\bcorrection\b(?=\s*[:,\u2014-])"
 
 
 def as_number(text: str) -> float | int:
@@ -1098,6 +1098,18 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
     elif (size := entities.get("model_size")) and (sized := _only_preset_of_size(size)):
         args["model"] = sized  # "405b on 16 nodes": the one preset of that size
         intent.notes.append(f"{size}B as the preset {sized}, the only one of that size")
+    elif relative := entities.get("model_relative"):  # "and the smaller one?" after a plan
+        before = str((context.plan or {}).get("model") or "")
+        if sized := _relative_preset(before, str(relative)):
+            args["model"] = sized
+            intent.notes.append(f"the {relative} one as the preset {sized} (the family of the plan before)")
+        else:
+            than = (
+                f": no one preset is {relative if relative.endswith('er') else relative[:-3] + 'er'} than {before}"
+                if before
+                else ""
+            )
+            intent.clarify = f"Which model is the {relative} one{than}? Name it, e.g. `plan llama-3.1-70b`."
     elif size := entities.get("model_size"):  # "a 7b on 4 l40s": several presets, never the experiment's instead
         sized = [k for k in MODELS if (m := PRESET.match(k)) and float(m.group(3)) == float(str(size))]
         intent.clarify = f"Which {size}B model: {' or '.join(sized) or 'no preset has that size'}?"
@@ -1306,6 +1318,33 @@ def _values(tree: object) -> set[str]:
     if isinstance(tree, list):
         return set().union(*(_values(v) for v in tree)) if tree else set()
     return {str(tree)}
+
+
+def _family_and_size(key: str) -> tuple[str, float] | None:
+    """A preset's family (with its version) and its size in billions: llama-3.1-8b is ("llama-3.1", 8), qwen3-30b-a3b
+    ("qwen3", 30), mixtral-8x7b ("mixtral", 56)."""
+    if parsed := PRESET.match(key):
+        return f"{parsed.group(1)}-{parsed.group(2)}", float(parsed.group(3))
+    if experts := re.search(r"^(.+?)-(\d+)x(\d+(?:\.\d+)?)b$", key):
+        return experts.group(1), int(experts.group(2)) * float(experts.group(3))
+    if sized := re.search(r"^(.+?)-(\d+(?:\.\d+)?)b(?:-a\d+b)?$", key):
+        return sized.group(1), float(sized.group(2))
+    return None
+
+
+def _relative_preset(before: str, relative: str) -> str | None:
+    """The preset of `before`'s family that is "the smaller one" (the only smaller; "the smallest": the least), or
+    None where that is not one preset."""
+    said = _family_and_size(before)
+    if said is None:
+        return None
+    family = [(size, key) for key in MODELS if (found := _family_and_size(key)) and found[0] == said[0]
+              for size in (found[1],)]  # fmt: skip
+    smaller = relative.startswith("small")
+    others = sorted(item for item in family if (item[0] < said[1] if smaller else item[0] > said[1]))
+    if relative.endswith("est") and others:
+        return (others[0] if smaller else others[-1])[1]
+    return others[0][1] if len(others) == 1 else None
 
 
 def _only_preset_of_size(size: object) -> str | None:

@@ -519,8 +519,8 @@ def _counts(lowered: str, entities: Entities) -> None:
 
 # A range said where one count is wanted: "20-30 steps", "6 to 8 trials", "between 4 and 8 h100s" ("from 20 to 30
 # steps" is a change, to 30; a range of clock times or a model's name is no count; a line's end ends a number:
-# "- 4\n- 80 steps" is a list).
-COUNT_RANGE = (r"(?<![\w.:/-])(?<!from )(?:between\s+)?(\d+)[ \t]*(?:-|\u2013|\u2014|to|and)[ \t]*(\d+)\s*"
+# "- 4\n- 80 steps" is a list; a setting's value is no low end: "tp=2 - 40 steps" is the layout, then the steps).
+COUNT_RANGE = (r"(?<![\w.:/=-])(?<!from )(?:between\s+)?(\d+)[ \t]*(?:-|\u2013|\u2014|to|and)[ \t]*(\d+)\s*"
                rf"(?:{'|'.join(NOUNS.values())})\b")  # fmt: skip
 
 
@@ -595,17 +595,7 @@ def _hardware(lowered: str, entities: Entities) -> None:
     # ("negative on 1 node, assess with 4 nodes": the count refused is none)
     nodes = next((m for m in said_nodes if not re.search(REFUSED_COUNT, part[: m.start()])), None)
     nodes = nodes or re.search(NODE_COPIES, part)
-    per_node = re.search(
-        rf"\b(?:{NOUNS['nodes']})\s*,?\s+{EACH_HAS}{COUNT}\b|\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|"
-        # a model's size is no count of GPUs: "gemma 2 9b on a box of 4" has 4 on its box, not 9
-        # ("3 replicas of a node" are 3 nodes: NODE_COPIES)
-        rf"\b{COUNT}(?!\s*(?:gi?bs?|b(?:illion)?)\b)\s*(?:(?:[a-z]\w*|\d+\s*gi?bs?)\s+){{0,3}}?(?:per|each|(?<!\bof )a)"
-        r"\s+(?:node|machine|box|host|server|computer)\b|"
-        rf"\b(?:{NOUNS['nodes']})\s*,?\s+{COUNT}\s*x\s*(?={NODE_GPU}|(?:{NOUNS['devices']})\b)|"
-        # "spread across 2 nodes, 8 to each"
-        rf"\b(?:{NOUNS['nodes']})\s*,\s*{COUNT}\s+(?:to|in|on|for|at)\s+each\b",
-        part,
-    )
+    per_node = re.search(PER_NODE, part)
     total = re.search(  # "16 GPUs across 2 machines"; a model's size ("qwen2.5-72b on 2 nodes") is no total
         rf"\b(\d+)(k?)(?![.\d]|\s*(?:gi?b|b(?:illion)?)\b)\s*(?:x\s*)?(?:[a-z][\w-]*\s+|\d+\s*gb\s+){{0,3}}?"
         rf"(?:{NOUNS['devices']})?\s*(?:[a-z]\w*\s+)?(?:(?:evenly|equally)\s+)?"
@@ -649,8 +639,11 @@ def _hardware(lowered: str, entities: Entities) -> None:
     said = re.search(TOTAL_SAID, part)
     if per_node and said and per_node.start() < said.end() and said.start() < per_node.end():
         per_node = None  # "2 nodes with 16 h200s total": 16 is all of them, not each one's
+    kept = re.search(PER_NODE, text[:start]) if correction and nodes and not (per_node or total or said) else None
     if per_node:
         entities.add("per_node", per_node_count(per_node), (start + per_node.start(), start + per_node.end()))
+    elif kept:  # "2 nodes of 8 h100... no wait, 4 nodes": the nodes corrected, the GPUs in each as said before
+        entities.add("per_node", per_node_count(kept), kept.span())
     elif total and nodes and float(total.group(3)) == float(nodes.group(1)):
         devices, count = int(total.group(1)), int(float(total.group(3)))
         if count and devices % count == 0 and devices > count:
@@ -690,6 +683,19 @@ EACH_HAS = (
     r"(?:(?:and\s+)?each\s+(?:of\s+(?:them|which)\s+|(?:node|machine|box|host|server|one)\s+)?(?:being\s+)?"
     r"(?:with|having|has|holding|holds|containing|of|"
     r"carrying|carries|hosting|hosts|housing|houses|packing|packs|(?:fitted|loaded|equipped)\s+with)\s+)"
+)
+
+
+# The GPUs in each node: "2 nodes of 8", "8 per node", "4 machines each with 8", "2 nodes, 8 to each".
+PER_NODE = (
+    rf"\b(?:{NOUNS['nodes']})\s*,?\s+{EACH_HAS}{COUNT}\b|\b(?:{NOUNS['nodes']})\s+(?:of|with|x)\s+{COUNT}\b|"
+    # a model's size is no count of GPUs: "gemma 2 9b on a box of 4" has 4 on its box, not 9
+    # ("3 replicas of a node" are 3 nodes: NODE_COPIES)
+    rf"\b{COUNT}(?!\s*(?:gi?bs?|b(?:illion)?)\b)\s*(?:(?:[a-z]\w*|\d+\s*gi?bs?)\s+){{0,3}}?(?:per|each|(?<!\bof )a)"
+    r"\s+(?:node|machine|box|host|server|computer)\b|"
+    rf"\b(?:{NOUNS['nodes']})\s*,?\s+{COUNT}\s*x\s*(?={NODE_GPU}|(?:{NOUNS['devices']})\b)|"
+    # "spread across 2 nodes, 8 to each"
+    rf"\b(?:{NOUNS['nodes']})\s*,\s*{COUNT}\s+(?:to|in|on|for|at)\s+each\b"
 )
 
 
@@ -745,8 +751,10 @@ def device_memory(number: str) -> str:
 DEVICE_GB_NOTE = "{0}GB per device as {0}GiB, a card's size as sold (say device_mem={0}e9 for decimal bytes)"
 
 
-# A multiplier of a count: "2 x longer than 20 steps", "2 x as many gpus" (normalised from "twice"), "double the".
-TIMES = r"\b(\d+(?:\.\d+)?)\s*x\s+(?:longer|more|as (?:many|long|much)|the)\b|\b(?:double|doubling)\s+(?:the\s+)?"
+# A multiplier of a count: "2 x longer than 20 steps", "2 x as many gpus" (normalised from "twice"), "double the",
+# "and with double?" (said alone, of the count before).
+TIMES = (r"\b(\d+(?:\.\d+)?)\s*x\s+(?:longer|more|as (?:many|long|much)|the)\b|\b(?:double|doubling)\s+(?:the\s+)?|"
+         r"\b(?:with|on|at|use|try)\s+(?:the\s+)?double\s*(?=[?.!]|$)")  # fmt: skip
 
 
 def per_node_count(found: re.Match) -> int:
@@ -803,8 +811,21 @@ _PRESET_OF_SIZE = {
 }
 
 
+# Or by its sizes alone, where they say more than one size and one preset ends with them ("the 30b-a3b" is
+# qwen3-30b-a3b, "the 8x22b" mixtral-8x22b): a mixture of experts' sizes name it without its family.
+_SIZES = r"\d+(?:\.\d+)?b-a\d+(?:\.\d+)?b|\d+x\d+(?:\.\d+)?b"
+_TAILS = [match.group(0) for key in MODELS if (match := re.search(rf"(?:{_SIZES})$", key))]
+_PRESET_OF_SIZES = {
+    r"(?<![\w.-])" + _name_pattern(tail.split("-")) + r"(?![\w.-])": key
+    for tail in _TAILS
+    if _TAILS.count(tail) == 1
+    for key in MODELS
+    if key.endswith("-" + tail)
+}
+
+
 def _preset_named(lowered: str) -> tuple[str, re.Match] | None:
-    for pattern, key in (*_PRESET_OF_PATTERN.items(), *_PRESET_OF_SIZE.items()):
+    for pattern, key in (*_PRESET_OF_PATTERN.items(), *_PRESET_OF_SIZE.items(), *_PRESET_OF_SIZES.items()):
         if found := re.search(pattern, lowered):
             return key, found
     return None
@@ -817,6 +838,11 @@ VERSION_TAG = r"-?([a-z]{1,2}\d+(?:\.\d+)?)\b"
 
 # A count's noun right after a number: "qwen 4 gpus" says no version of qwen.
 COUNTED_AFTER = r"\s*(?:x\b|gpus?|devices?|cards?|nodes?|procs?|process|ranks?|steps?|trials?|[ahl]\d)"
+
+
+# A model said by its size beside the one before: "and the smaller one?", "the biggest model of that family".
+RELATIVE_MODEL = (r"\bthe\s+(smaller|smallest|bigger|biggest|larger|largest)\s+(?:one|model|variant|version|sibling|"
+                  r"size)\b")  # fmt: skip
 
 
 def _model(lowered: str, entities: Entities) -> None:
@@ -864,6 +890,8 @@ def _model(lowered: str, entities: Entities) -> None:
     else:
         if bare := re.search(r"(?<![\w.])(\d+(?:\.\d+)?)\s*b\b", lowered):
             entities.add("model_size", bare.group(1), bare.span())  # "and for 70b?": the family of the plan before
+        elif relative := re.search(RELATIVE_MODEL, lowered):  # "and the smaller one?": of the plan before's family
+            entities.add("model_relative", relative.group(1), relative.span())
         return
     matches = []
     for key in MODELS:

@@ -311,11 +311,21 @@ def _imperative(lowered: str) -> str:
 GPU_GONE = (r"(?:\s+(?:pool|cluster|nodes?|capacity|cards?|gpus?|fleet|quota|partition|allocation|reservation))?"
             r"\s+(?:(?:is|are|was|were|went|has\s+gone|have\s+gone)\s+)?(?:currently\s+|now\s+)?"
             r"(?:unavailable|not\s+available|down\b(?!\s+to\b)|gone|offline|unreachable|out\s+of\s+(?:capacity|"
-            r"stock|service)|sold\s+out|not\s+there|decommissioned|broken|dead|faulty|out\s+of\s+order)")  # fmt: skip
+            r"stock|service)|sold\s+out|not\s+there|decommissioned|broken|dead|faulty|out\s+of\s+order|"
+            # taken by others, or not ours to plan on: "our h100s are booked all week", "h100 is out, a100 is in"
+            r"(?:all\s+|fully\s+)?booked\b|busy\b|no\s+longer\s+(?:available|ours|an\s+option)|not\s+an\s+option)|"
+            r"\s+(?:is|are|was|were)\s+(?:now\s+)?out\b(?!\s+of\b)")  # fmt: skip
 # The GPU said gone still wanted: "the H100s are down, but I still want to plan on 8 of them for when they're back",
 # "the A100s are gone. Launch on 2 GPUs anyway".
 GONE_STILL_WANTED = (r"\b(?:still|anyway|regardless|nonetheless|all\s+the\s+same)\b|"
                      r"\b(?:for\s+when|once|after)\s+(?:they|it)(?:'re|\s+are|'s|\s+is)\s+back\b")  # fmt: skip
+# What says a GPU is not there to plan on, before its name: "we lose the H100 pool", "without our a100s", "forget the
+# h200s", "moving off the l40s", "migrating from a100" (negated, it says the GPU stays: "don't forget the h100s").
+GPU_LOST = (r"(?<!n't\s)(?<!not\s)(?<!never\s)\b(?:lose|loses|lost|losing|without|give\s+up|gave\s+up|giving\s+up|"
+            r"forget|skip|ditch|scrap|no\s+more|"
+            r"(?:move|moved|moving|migrate|migrated|migrating|switch|switched|switching|went|going)\s+(?:away\s+)?"
+            r"(?:off(?:\s+of)?|from)|away\s+from)\s+(?:access\s+to\s+)?"
+            r"(?:(?:all\s+)?(?:of\s+)?(?:our|the|my|those|these)\s+)?")  # fmt: skip
 # A GPU named as the one replaced: "strike L40S and substitute A100", "swap the L40S for A100s", "instead of H100s",
 # "L40S -> A100". The other one named is meant.
 _QUOTED_GPU = r"['\"]?(?:(?:nvidia|the)\s+)?" + GPU_NAME + r"['\"]?"
@@ -327,16 +337,26 @@ REPLACED_GPU = (rf"\b(?:replace|swap|strike|drop|remove|ditch|switch)\s+(?:out\s
                 # pricey. h100 pcie ..." (where another is named)
                 rf"\b(?:negative\s+on|(?:not|never)(?:\s+(?:on|with|using))?)\s+({_QUOTED_GPU})|"
                 # not there to plan on: "primary H100 pool unavailable", "the a100s are down" (where another is named)
-                rf"({_QUOTED_GPU})(?={GPU_GONE})")  # fmt: skip
+                rf"({_QUOTED_GPU})(?={GPU_GONE})|"
+                # lost or given up: "we lose the H100 pool and fall back to 8x L40S", "without our a100s, on l40s"
+                rf"{GPU_LOST}({_QUOTED_GPU})")  # fmt: skip
 # A self-correction after which a GPU is named: "not l40s -> h200, I meant l40s -> h100" (the GPUs before it are gone).
-GPU_CORRECTED = r"\bi meant\b|\bi mean\b|\bactually\b|\bscratch that\b|\bscrap that\b|\bno wait\b"
+GPU_CORRECTED = (r"\bi meant\b|\bi mean\b|\bactually\b|\bscratch that\b|\bscrap that\b|\bno wait\b|"
+                 r"\bcorrection\b(?=\s*[:,\u2014-])")  # fmt: skip
+
+
+# A GPU said as the one to use instead, after its name: "we no longer have them, use 8 a10 instead" (the GPUs named
+# before it are replaced; "instead of" names the one replaced: REPLACED_GPU).
+GPU_INSTEAD = rf"{GPU_NAME}(?:\s+(?:gpus?|cards?|ones|nodes?|boxes))?\s*,?\s+instead\b(?!\s+of\b)"
 
 
 def unreplaced(lowered: str) -> str:
     """`lowered` with the GPUs it says are replaced blanked out, where another GPU is named beside them (and those
     named before a self-correction that names one)."""
-    spans = [m.span(g) for m in re.finditer(REPLACED_GPU, lowered) for g in (1, 5, 9, 13, 17) if m.group(g)]
+    spans = [m.span(g) for m in re.finditer(REPLACED_GPU, lowered) for g in (1, 5, 9, 13, 17, 21) if m.group(g)]
     corrections = [m.end() for m in re.finditer(GPU_CORRECTED, lowered) if re.search(GPU_NAME, lowered[m.end() :])]
+    corrections += [m.start() for m in re.finditer(GPU_INSTEAD, lowered)]
+    corrections.sort()
     if corrections:
         spans += [m.span() for m in re.finditer(GPU_NAME, lowered[: corrections[-1]])]
     blanked = lowered
@@ -383,22 +403,38 @@ def _compared(found: re.Match, lowered: str) -> bool:
     )
 
 
+# A GPU with the count said before it ("8 H100s", "an 8x H100", "two a100").
+COUNTED_GPU = r"(?:(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s*(?:x\s*)?)?(?:(?:nvidia|dgx|hgx)\s+)*" + GPU_NAME
+
+
+def _count_carried(said: str, blanked: str) -> str | None:
+    """The count of the one card a correction replaced, where the card in its place has none: "8 a100 80gb, or
+    rather h100 instead" is 8 h100s (a card lost or gone gives none: how many of the other is asked)."""
+    if not (re.search(GPU_CORRECTED, said) or re.search(GPU_INSTEAD, said)):
+        return None
+    replaced = (m for m in re.finditer(COUNTED_GPU, said) if not blanked[m.start(2) : m.end(2)].strip())
+    counts = {m.group(1) for m in replaced if m.group(1)}
+    return counts.pop() if len(counts) == 1 else None
+
+
 def _hardware_facts(lowered: str, intent: Intent) -> None:
     """GPU preset, devices per node, nodes and sequence length ("2 nodes of 8 A100 40GB", "a 4090", "at 8k")."""
     args = intent.args
-    lowered = unreplaced(lowered)
+    as_said, lowered = lowered, unreplaced(lowered)
     said = rf"(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s+{GPU_OF_NODE}nodes?\b"
     if found := next((m for m in re.finditer(said, lowered) if not re.search(REFUSED_COUNT, lowered[: m.start()])),
                      None):  # fmt: skip
         args["nodes"] = _count(found.group(1))
-    gpu = r"(?:(?<![\w.])(\d+|an?|one|two|four|eight|sixteen)\s*(?:x\s*)?)?(?:(?:nvidia|dgx|hgx)\s+)*" + GPU_NAME
+    gpu = COUNTED_GPU
     if found := _counted_gpu(gpu, lowered):
         count, name, variant, size = found.groups()
+        count = count or _count_carried(as_said, lowered)
         key = name.replace(" ", "-") + (f"-{variant}" if variant else "") + (f"-{size}gb" if size else "")
         try:
             args["gpu"] = _gpu_key(key)
             same = [m for m in re.finditer(gpu, lowered) if m.groups()[1:] == found.groups()[1:]]
-            gone = any(re.match(GPU_GONE, lowered[m.end() :]) for m in same)
+            gone = any(re.match(GPU_GONE, lowered[m.end() :]) or re.search(rf"{GPU_LOST}$", lowered[: m.start()])
+                       for m in same)  # fmt: skip
             gone = gone and not re.search(GONE_STILL_WANTED, lowered)
             if gone:  # "h100 pool unavailable. plan ... on 8 gpus": no other
                 intent.clarify = f"Which GPU should I plan for, if the {name.upper()}s are not available?"
@@ -572,8 +608,9 @@ def _run_facts(text: str, lowered: str, intent: Intent) -> None:
 NOT_INTERVAL = r"(?<!every )(?<!each )(?<!per )"
 
 
-# A self-correction: what follows it replaces what came before ("fsdp, actually make it ddp").
-CORRECTION = r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b|\brather\b(?!\s+than\b)"
+# A self-correction: what follows it replaces what came before ("fsdp, actually make it ddp", "correction: 4 nodes").
+CORRECTION = (r"\.\.\.|\bno wait\b|\bactually\b|\bi mean\b|\bsorry\b|\bscratch that\b|\brather\b(?!\s+than\b)|"
+              r"\bcorrection\b(?=\s*[:,\u2014-])")  # fmt: skip
 
 
 def _launch_layout(lowered: str, intent: Intent, devices: int | None = None) -> None:

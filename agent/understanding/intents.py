@@ -1059,23 +1059,43 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
     ):  # "double the gpus": the action before, changed
         scores[previous] += 3
     replans = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "per_node",
-                           "device_mem")  # fmt: skip
+                           "device_mem", "model_relative")  # fmt: skip
     if previous == "plan" and replans and _only_what_a_plan_takes(entities):
         scores["plan"] += 2  # "at 16k context please", "seq 8192." right after a plan: that plan, changed
     if previous and re.search(FOLLOW_UP, lowered):
         scores[previous] = scores.get(previous, 0) + 2.5
-        replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "device_mem")
+        replanned = entities.has("gpu_named", "devices", "model", "node_count", "own_model", "seq_len", "device_mem",
+                                 "model_relative")  # fmt: skip
         if previous == "plan" and replanned and not entities.has("steps", "switch", "override", "layout", "nproc"):
             scores["plan"] += 4  # "try that on A100s instead": the what-if again, not a launch
         elif previous == "plan" and replanned and _what_if_again(lowered, entities):
             scores["plan"] += 6  # "now try seq_len 2048": "try" tries the what-if; only a launch verb launches
         if previous == "run" and not entities.has("model", "gpu_named", "no_launch"):
             scores["run"] += 3  # "and with 4 gpus?" after a launch: the launch again
+        if (
+            previous in READ_OF
+            and scores[previous] >= max(scores.values())
+            and (other := _read_of_the_other(entities, previous))
+        ):  # "same question: sweeps/lr-scan" after a run's results: the same read of that sweep, its trials (where
+            # the follow-up reads as that read again, and cues no other action: "should I cancel it?")
+            scores[other] = scores[previous] + 1
     elif previous == "run" and re.search(CORRECTS, lowered) and _changes_a_launch(entities):
         scores["run"] += 5.5  # "oops, make that 4 gpus" after a launch: that launch, corrected (as a follow-up is)
     if previous == "sweep" and "sweep" not in negated and _sweep_moved_to_a_file(lowered, entities):
         scores["sweep"] += 5  # "no, change it to configs/long.yaml, same trials" after a sweep: that sweep, on the file
     return scores
+
+
+# The read of a run's results and of a sweep's (its trials): a follow-up that names the other kind only asks the same
+# of it.
+READ_OF = {"results": "run", "trials": "sweep"}
+
+
+def _read_of_the_other(entities: Entities, previous: str) -> str | None:
+    """The read of the other kind where the follow-up names one of it and none of the kind read before."""
+    other = next(read for read, kind in READ_OF.items() if read != previous)
+    said = entities.has(READ_OF[other]) and not entities.has(READ_OF[previous])
+    return other if said else None
 
 
 # A pull request ordered at the start of its clause, beside the write-up it comes with: "write it up and open a PR",

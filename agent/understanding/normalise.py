@@ -64,14 +64,20 @@ FOREIGN = {"knoten": "nodes", "schritte": "steps", "schritten": "steps", "ohne":
            "lanzar": "launch", "entrena": "train", "entrenar": "train", "espera": "wait", "esperar": "wait",
            "cancela": "cancel", "cancelar": "cancel", "muestra": "show", "resultados": "results",
            "procesos": "processes", "cada": "each", "nodo": "node", "dos": "two", "cuatro": "four", "ocho": "eight",
+           # nodes and their counts in Italian and French, which no English word spells ("4 nodi con 8 h100
+           # ciascuno", "deux nœuds de 8 H100")
+           "nodi": "nodes", "ciascuno": "each", "ciascuna": "each", "deux": "two", "trois": "three",
+           "quatre": "four", "huit": "eight",
            "uno": "one", "cuántas": "how many", "cuantas": "how many", "cuántos": "how many", "tiene": "has",
-           "esta": "this", "máquina": "machine", "maquina": "machine",
+           "esta": "this", "máquina": "machine", "maquina": "machine", "doble": "double",
            # French
            "avec": "with", "étapes": "steps", "noeuds": "nodes", "nœuds": "nodes", "lance": "launch",
            "lancer": "launch", "entraîne": "train", "attends": "wait", "annule": "cancel",
            "résultats": "results",
            # Portuguese, Italian, Dutch, Japanese romaji and Hindi-English: command words whose reading is certain
-           "roda": "run", "rodar": "run", "sem": "without", "com": "with", "aspetta": "wait", "aspettare": "wait",
+           "roda": "run", "rodar": "run", "sem": "without", "com": "with",
+           # "of them", said of the cards named before ("e com 8 delas?", "und mit 8 davon?")
+           "delas": "of them", "deles": "of them", "davon": "of them", "aspetta": "wait", "aspettare": "wait",
            "finisca": "finishes", "schrijf": "write", "rapport": "report", "stappen": "steps",
            "hajimete": "start", "onegaishimasu": "please", "chala": "run", "wale": ""}  # fmt: skip
 # German word order around its negations and conditions, put in English order so that a negation never drops and a
@@ -124,9 +130,23 @@ def _german(text: str) -> str:
     return re.sub(GERMAN_VERB_LAST, _german_verb_first, text, flags=re.I)
 
 
-# "4 nodes à 8 H200", "2 Knoten à 4 GPUs" (German and French write "à" for "each of"): the GPUs in each node, never
-# the GPUs in all
-NODES_EACH_OF = r"\b(\d+)\s+(nodes?|machines?|hosts?|servers?|boxes)\s+à\s+(?=\d)"
+# "4 nodes à 8 H200", "2 Knoten à 4 GPUs" (German and French write "à" for "each of"), "4 nodos de 8 H200", "2 nodi
+# da 4", "2 Knoten von 8" (Spanish, Portuguese, Italian and German "of"): the GPUs in each node, never the GPUs in all
+# (a memory after the "of" is no count: "2 nodos de 80GB" stays as said)
+NODES_EACH_OF = (r"\b(\d+|one|two|three|four|eight)\s+(nodes?|machines?|hosts?|servers?|boxes|nodos?|nodi|knoten|"
+                 r"n(?:œ|oe)uds?|n[óo]s)\s+(?:à|de|di|da|von|mit)\s+"
+                 r"(?=\d+(?![\d.])(?!\s*(?:gi?b|gigs?|g)\b))")  # fmt: skip
+# "8 h100 por nodo", "8 per nodo", "8 pro Knoten", "8 par nœud": the GPUs in each node, said in another language
+PER_NODE_SAID = r"\b(?:por|pro|par)\s+(?:nodes?|nodo|n[óo]|knoten|n(?:œ|oe)ud|m[áa]quina|machine)\b|\bper\s+nodo\b"
+ENGLISH_NODES = r"nodes?|machines?|hosts?|servers?|boxes"
+
+
+def _nodes_each_of(found: re.Match) -> str:
+    """The nodes, then "of" the GPUs in each, in English words ("2 nodi da 8" is 2 nodes of 8)."""
+    noun = found.group(2) if re.fullmatch(ENGLISH_NODES, found.group(2), flags=re.I) else "nodes"
+    return f"{found.group(1)} {noun} of "
+
+
 # Portuguese, read word for word where the sentence is Portuguese (two of its own words at least, none an English
 # word, so not "um", "os" or "em": PORTUGUESE_MARKS): its function words too ("o", "e", "em"), which elsewhere are
 # letters or other languages'.
@@ -303,7 +323,9 @@ SPANISH = {"y": "and", "el": "the", "la": "the", "los": "the", "las": "the", "un
            "terminó": "finished", "termino": "finished", "acabó": "finished", "evalúa": "evaluate",
            "evalua": "evaluate", "dime": "tell me",
            # the launch before again ("igualito pero con activation checkpointing": the same, with it on)
-           "igualito": "the same", "igualita": "the same"}  # fmt: skip
+           "igualito": "the same", "igualita": "the same",
+           # what was named before ("¿y con 8 de ellas?": with 8 of them, the cards of the plan before)
+           "ellas": "them", "ellos": "them"}  # fmt: skip
 
 
 def _spanish(text: str) -> str:
@@ -1212,17 +1234,62 @@ def _same_word(one: str, other: str) -> bool:
 
 
 # A card or a name taken back after a dash, a comma or a stop ("on 8 h100s — make that h200s", "not h100 — h200",
-# "read r1 — sorry, I meant baseline-ddp"): the one said last. A name is taken back only by "I meant", and only by a
-# name (a known one, or one with a digit, a dash, a dot or a slash), so that "no, I meant ..." keeps its "no".
+# "read r1 — sorry, I meant baseline-ddp"): the one said last. A name is taken back by "I meant", and only by a name
+# (a known one, or one with a digit, a dash, a dot or a slash), so that "no, I meant ..." keeps its "no"; or by a word
+# that says it corrects, a known name by a known name: "cancel tp-try, sorry, r1", "stop tp-try -- scratch that, r1".
+# A name asked about may be taken back too, with a pause before: "cancel runs/baseline-ddp? Actually, hold on, I mean
+# runs/r1" (a correction, no second request; the question stays one).
 _MARK = r"\s*(?:[.;,]|[\u2014\u2013]+|\s-{1,2}\s)\s*"
-NAME_TAKEN_BACK = (rf"(?<![\w./-])([a-z][\w.-]*[\w]){_MARK}(?:sorry\s*[,!.]?\s*)?i\s+meant?\s+(?!\d+\b)([\w./-]*\w)"
-                   r"(?=\s*(?:[.;,!?)]|$))")  # fmt: skip
+_PAUSE = r"(?:(?:sorry|actually|hold\s+on|wait|oops|my\s+bad|hmm+|um+|uh+|er+m?)\s*[,!.]?\s*)*"
+_TAKES_BACK = (r"(?:i\s+meant?\s+|(?:sorry|correction|scratch\s+that|scrap\s+that|no\s+wait|make\s+(?:it|that))\s*"
+               r"[,:;.!\u2014-]*\s*)")  # fmt: skip
+NAME_TAKEN_BACK = (rf"(?<![\w./-])([a-z][\w./-]*\w)({_MARK}|\s*[?!]\s*){_PAUSE}{_TAKES_BACK}(?:the\s+)?(?!\d+\b)"
+                   r"([\w./-]*\w)(?=\s*(?:[.;,!?)]|$))")  # fmt: skip
+
+
+# A name corrected at the end of the message, the correction saying only the new name: "read r1's results.
+# correction: baseline-ddp", "show results of r1... scratch that, tp-try" (the one name said before it is replaced;
+# with two said before, which one is corrected is unsaid: left as said, and asked about).
+NAME_CORRECTED_LAST = (rf"(?:[.;,!?]|[\u2014\u2013]+|\s-{{1,2}}\s)\s*{_PAUSE}{_TAKES_BACK}(?:the\s+)?"
+                       r"([\w./-]*\w)\s*[.!]?\s*$")  # fmt: skip
+NAME_WORD = r"(?<![\w./-])[a-z][\w./-]*\w"
+
+
+def _name_corrected_last(text: str, known: set[str]) -> str:
+    """`text` with the one known name before a correction at its end replaced by the name the correction says."""
+    found = re.search(NAME_CORRECTED_LAST, text, flags=re.I)
+    if not found or not _known_name(found.group(1), known):
+        return text
+    named = [
+        word for word in re.finditer(NAME_WORD, text[: found.start()], flags=re.I) if _known_name(word.group(0), known)
+    ]
+    if len({word.group(0).lower() for word in named}) != 1:
+        return text
+    before = text[: found.start()]
+    for word in reversed(named):
+        before = before[: word.start()] + found.group(1) + before[word.end() :]
+    return before + text[found.start() : found.start() + 1].strip(",;")
+
+
+def _known_name(word: str, known: set[str]) -> bool:
+    """Whether `word` is a run's, a sweep's or a file's name the repository holds ("r1", "runs/r1")."""
+    return word.lower().split("/", 1)[-1] in known and (
+        word.count("/") == 0 or word.lower().startswith(("runs/", "sweeps/"))
+    )
+
+
+def _asked(mark: str) -> str:
+    """The question or exclamation mark of the words taken back, which the sentence keeps."""
+    return "".join(sign for sign in mark if sign in "?!")
 
 
 def _name_taken_back(found: re.Match, known: set[str]) -> str:
-    first, last = found.groups()
+    first, mark, last = found.groups()
+    if not re.search(r"\bi\s+meant?\b", found.group(0), flags=re.I):  # "cancel tp-try, sorry, r1": both known names
+        return last + _asked(mark) if _known_name(first, known) and _known_name(last, known) else found.group(0)
     if all(word.lower() in known or re.search(r"[\d/.-]", word) for word in (first, last)):
-        return last  # ("benchmark r1. I meant it": "it" is no name, and r1 stays)
+        return last + _asked(mark)  # ("benchmark r1. I meant it": "it" is no name, and r1 stays) (a question
+        # stays one: "did r1 finish? sorry, I meant tp-try")
     return found.group(0)
 
 
@@ -1338,10 +1405,11 @@ def _spoken_power_of_ten(found: re.Match) -> str:
 
 
 # A sequence length said as how long a sequence is: "the sequence were 8192 tokens long", "sequences are 2k tokens
-# long" (a negation between, "are not 4096 tokens long", is no length to plan with: left as said).
+# long", "sequences 2048 long" (the tokens unsaid) (a negation between, "are not 4096 tokens long", is no length to
+# plan with: left as said).
 TOKENS_LONG = (r"\b(?:the\s+|each\s+|every\s+|our\s+|my\s+)?(?:sequences?|samples?|contexts?)\s+"
                r"(?:(?:is|are|was|were|be|being|get|gets|got|became|become)\s+)?(?:(?:all|each|now|only|just)\s+)?"
-               r"(\d+)\s*(k?)[ -]?tokens?[ -]long\b")  # fmt: skip
+               r"(\d+)\s*(k?)(?:[ -]?tokens?)?[ -]long\b")  # fmt: skip
 # A GPU's memory said after the word for its version, before the GPU, as French or Spanish order it ("the version
 # 80GB of the a100", "la variante de 40 gb de la A100"): the GPU of that memory, as "the 80GB version of the a100".
 MEMORY_VERSION_OF = (r"\b(version|variant|edition|flavou?r)\s+(?:of\s+|with\s+|de\s+)?(\d+)\s*(?:gi?b|gigs?|g)\b"
@@ -1397,7 +1465,8 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = _french(text)
     text = _german(text)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
-    text = re.sub(NODES_EACH_OF, r"\1 \2 of ", text, flags=re.I)
+    text = re.sub(NODES_EACH_OF, _nodes_each_of, text, flags=re.I)
+    text = re.sub(PER_NODE_SAID, "per node", text, flags=re.I)
     text = re.sub(FALSE_FRIEND_UPDATE, r"updat\1", text, flags=re.I)
     text = _fix_typos(text, known)
     for said, name in SHORT_SETTING_NAMES.items():
@@ -1413,6 +1482,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(VALUE_IN, r"\1 at ", text, flags=re.I)
     text = re.sub(SEQ_LEN_FRACTION_K, _seq_len_fraction, text, flags=re.I)
     text = re.sub(NAME_TAKEN_BACK, lambda found: _name_taken_back(found, known), text, flags=re.I)
+    text = _name_corrected_last(text, known)
     text = re.sub(LAYOUT_KEY, _layout_key, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
     text = re.sub(DROPPED_G, _dropped_g, text, flags=re.I)
@@ -1528,6 +1598,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(sxm\d?|pcie|nvl)[\s-]+(h100|h200|a100)s?\b", r"\2 \1", text, flags=re.I)
     text = re.sub(VARIANT_REFUSED, _variant_instead, text, flags=re.I)
     text = _variant_alone_instead(text)
+    text = _variant_corrected(text)
     # "2x8 a100", "4 x 8 H100s": nodes by the GPUs in each (a count of GPUs is one number, "16 a100")
     text = re.sub(rf"\b(\d+)\s*[x×*]\s*(\d+)\s+(?=(?:{GPU_WORD}|gpus?|cards?|devices?)\b)", r"\1 nodes of \2 ", text,
                   flags=re.I)  # fmt: skip
@@ -2007,6 +2078,30 @@ def _variant_alone_instead(text: str) -> str:
     if card := re.search(BARE_CARD_AFTER, rest, flags=re.I):
         rest = f"{rest[: card.end()]} {wanted}{rest[card.end() :]}"
     return f"{text[: found.start()]}{wanted}{rest}"
+
+
+# A card's variant or memory corrected alone, after the card was named with another (or none): "8 h100-sxm. Sorry,
+# correction: they're the PCIe variant", "on 4 h100s, actually make that nvl", "8 a100 40GB, sorry, the 80GB ones"
+# (the card said before, of the variant said last; the variant it had is gone). Only where the correction says the
+# variant and nothing after it.
+_CORRECTING = r"(?:sorry|correction|actually|i\s+meant?|no\s+wait|scratch\s+that|my\s+bad|oops|rather)"
+VARIANT_CORRECTED = (rf"\b{_CORRECTING}(?:\s*[,:;!.\u2014-]*\s*{_CORRECTING})*\s*[,:;!.\u2014-]*\s*"
+                     r"(?:(?:they|those|these|it|that)(?:'re|'s|\s+are|\s+is|\s+were|\s+was|\s+should\s+be)\s+|"
+                     r"make\s+(?:it|that|them|those)\s+)?(?:the\s+)?(sxm\d?|pcie|nvl|\d+\s*gi?b)\b"
+                     rf"{_VARIANT_NOUN}(?:\s+(?:instead|then))?\s*(?=[.;,!?)]|$)")  # fmt: skip
+CARD_BEFORE = r"\b(h100|h200|a100)(?:[\s-]*(?:sxm\d?|pcie|nvl))?(?:[\s-]*\d+\s*gi?b)?s?\b"
+
+
+def _variant_corrected(text: str) -> str:
+    """The card named before a correction of its variant alone, of the variant the correction says (where one card
+    is named before it: which of two the correction is of is asked, as before)."""
+    found = re.search(VARIANT_CORRECTED, text, flags=re.I)
+    before = text[: found.start()] if found else ""
+    cards = {card.group(1).lower() for card in re.finditer(CARD_BEFORE, before, flags=re.I)}
+    if len(cards) != 1:
+        return text
+    corrected = re.sub(CARD_BEFORE, lambda card: f"{card.group(1)} {found.group(1)}", before, flags=re.I)
+    return corrected + text[found.start() :]
 
 
 def _variant_instead(found: re.Match) -> str:

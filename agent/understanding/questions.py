@@ -32,6 +32,7 @@ from agent.understanding.entities import (
     masked,
 )
 from agent.understanding.grammar import (
+    TOTAL,
     Intent,
 )
 from agent.understanding.intents import (
@@ -187,7 +188,7 @@ def _unplaced_number(plain: str, entities: Entities, intent: Intent) -> str | No
             continue
         if re.search(OLD_VALUE, lowered[: found.start()]):  # "100 steps instead of the usual 20": 20 is no argument
             continue
-        if _number_of_its_own(found, lowered, spans):
+        if _number_of_its_own(found, lowered, spans) or _total_of_the_plan(found, lowered, intent):
             continue
         number, kilo = found.group(1), found.group(2)
         readings = {number, str(as_number(number))}
@@ -244,6 +245,16 @@ def _labels_a_part(found: re.Match, lowered: str) -> bool:
     if re.search(STEP_HEADING[0], before) and re.match(STEP_HEADING[1], after):
         return True
     return bool(re.search(rf"{SENTENCE_START}\W*$", before) and re.match(LIST_COUNTED, after))
+
+
+def _total_of_the_plan(found: re.Match, lowered: str, intent: Intent) -> bool:
+    """Whether the number is said as the total of the GPUs the plan holds, nodes times each node's: "2 nodes of 8, so
+    16 in total" restates them (a total that is not their product is asked about)."""
+    devices, nodes = intent.args.get("devices"), intent.args.get("nodes")
+    if intent.command != "plan" or not isinstance(devices, int) or not isinstance(nodes, int):
+        return False
+    said = (m for m in re.finditer(TOTAL, lowered) if found.start() in (m.start(1), m.start(2)))
+    return next(said, None) is not None and float(found.group(1)) == devices * nodes
 
 
 def _number_of_its_own(found: re.Match, lowered: str, spans: list[tuple[int, int]]) -> bool:
