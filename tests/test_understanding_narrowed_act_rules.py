@@ -6,12 +6,13 @@ of tests/test_understanding_ended_machine_and_stated_launches.py, narrowed); whe
   the last value, in brackets, or after an opener that only weighs it) is asked;
 - a value after an article and a word of manner ("weight decay a conservative 0.01"): taken only when nothing
   comparative, partial or corrective follows it, never an amount added, a factor, a range or an old value;
-- a precision said alone ("fp32 only"): the run's only where the words qualify the run's precision itself, not a
-  fallback, a later eval or one rejected; "do not forget fp32" keeps it;
+- a precision said with "only" or "alone" ("fp32 only as a fallback", "fp8 for the moment, bf16 only") picks none of
+  two named and not taken back: both are asked (the rule that let it win is reverted); "do not forget fp32" keeps it;
 - a courtesy about the asker's manners ("if it isn't too cheeky, launch ..."): no condition only where it stands
   alone before an order (or ends the sentence after one); a courtesy toward others, a second condition, a relay or a
   question is asked; an action judged rude is no order;
-- ban/veto/forbid turn a setting off only as an order ("veto the compiler"), never a ban spoken of;
+- ban/veto/forbid turn a setting off only as an order for this launch ("veto the compiler"), never a ban spoken of
+  nor one for later or another run;
 - a question beside "I'll review it at the approval prompt" is asked; a launch "on all of them" asks how many GPUs;
 - the question proposed never carries a value the sentence refused ("Ban fp8? Unsure." proposes no fp8).
 
@@ -37,6 +38,7 @@ from tests.understanding_support import read, read_as
         "trying something new: 2 gpus, dp_shard=2, 25 steps (is that allowed?)",
         "trying something new: 2 gpus, dp_shard=2, 25 steps (before the review?)",
         "bouncing an idea off you: 2 gpus, dp_shard=2, 25 steps?",
+        "trying something new: 2 gpus, dp_shard=2, 25 steps, too big an lr 0.0005?",
         "trying to work out: 2 gpus, dp_shard=2, 25 steps?",
     ],
 )
@@ -97,6 +99,7 @@ def test_a_value_alone_after_an_article_is_taken(text: str, value: str, known: K
         "Start 2 GPUs for 30 steps; bf16 alone overflowed before, so fp32.",
         "Just fp8 is too risky: start 2 GPUs for 30 steps in bf16.",
         "Start 2 GPUs for 30 steps: not fp32 only, bf16 as well.",
+        "Start 2 GPUs for 30 steps, fp8 for the moment, bf16 only.",  # two named, neither taken back
     ],
 )
 def test_only_or_alone_of_no_runs_precision_is_asked(text: str, known: Known) -> None:
@@ -166,6 +169,8 @@ def test_a_wait_negated_is_no_wait(known: Known) -> None:
         "Nobody can forbid compile here. 2 GPUs, 30 steps.",
         "Priya wants to veto the compiler; launch 2 GPUs for 30 steps.",
         "I can't deny the compiler helps: 2 GPUs, 30 steps.",
+        "Veto the compiler for the next run; launch 2 GPUs for 30 steps now.",
+        "Launch 2 GPUs for 30 steps and prohibit packing later.",
     ],
 )
 def test_a_ban_spoken_of_turns_nothing_off(text: str, known: Known) -> None:

@@ -91,6 +91,10 @@ FORBID_ORDERED = (r"^\s*(?:(?:please|pls|also|just|so|then|and|but|now)\s+)*(?:f
 SPARED_FROM_OFF = (r"(?:^|[.;:!?]\s*)\W*(?:(?:please|pls|also|just|and|then)\s+)*(?:ban|forbid|prohibit|disallow|veto|"
                    r"disable|drop|remove|ditch|skip|turn\s+off|switch\s+off)\b[^.;:!?,]*,\s*(?:but\s+)?not\s+"
                    r"(?:the\s+)?$")  # fmt: skip
+# What leaves a ban ordered no order for this launch: a question, a time to come, another run or a condition ("ban
+# packing? maybe", "ban packing later", "ban packing for the next run", "ban packing if it's slow").
+FORBID_NOT_NOW = (r"[^,;.!]*\?|[^;.!]*\b(?:later|tomorrow|next|future|afterwards|eventually|other|another|if|unless|"
+                  r"once|when|after)\b")  # fmt: skip
 # A ban spoken of, not ordered: "lift the ban on packing", "the ban on AC is over" (its state asked).
 BAN_SPOKEN_OF = r"\b(?:ban|veto|prohibition|embargo)\s+(?:on|of|against)\s*$"
 # Words that link a setting to its state after it: "packing turned off", "AC should be off", "compile must stay on".
@@ -1091,7 +1095,7 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
     if re.search(BAN_SPOKEN_OF, before_words):
         return None  # "lift the ban on packing": its state, asked
     if re.match(FORBID_ORDERED, before):
-        return None if re.match(r"[^,;.!]*\?", after) else "false"  # "ban packing? maybe": asked
+        return None if re.match(FORBID_NOT_NOW, after) else "false"  # "ban packing? maybe": asked
     if re.search(NEGATION_BEFORE, before_words) or re.search(NEGATION_AFTER, after_words):
         return "false"
     if re.search(NEGATED_BY_WORD, before_words) and not re.match(r"\s*on\b", after):

@@ -776,33 +776,22 @@ SHARDING_NAMED = r"\bdp_shard\s*=|\bfsdp2?\b|\bfully[- ]sharded\b"
 LR_FRACTION = r"\b(?:learning rate|lr)\s*(?:[=:]|of|to|at|is)?\s*(\d+)\s*/\s*(\d+)\b"
 
 
-# A precision said to be the run's one alone: "bf16 only", "fp32 alone", "just bf16, no fp8", "nothing but fp32." Only
-# where the words end their clause there, so that "only/alone" qualifies the run's precision itself, not a fallback,
-# a later eval, a past run or one rejected ("bf16 only as a fallback", "only fp8 for the eval later", "fp8 alone
-# diverged", "purely fp8 is a risk", "bf16 only? fp8? you pick": two precisions, asked).
-_CLAUSE_ENDS = r"(?=\s*(?:$|[,;:)!]|\.(?:\s|$)|\band\b(?!\s+only\b)))"
-PRECISION_ALONE_AFTER = rf"^\s+(?:only|alone|exclusively){_CLAUSE_ENDS}"
-PRECISION_ALONE_BEFORE = (r"(?:^|[,;:.!]\s*|\b(?:in|with|using|and|train|run|launch)\s+)"
-                          r"(?:only|just|solely|purely|nothing but|exclusively)\s+"
-                          r"(?:in\s+|with\s+|using\s+)?$")  # fmt: skip
+# A precision said with "only" or "alone" while another is named and not taken back ("fp8 for now, bf16 only", "bf16
+# only as a fallback", "only fp8 for the eval later", "fp8 alone diverged"): the words may qualify a fallback, a later
+# eval, a past run or the run itself, so they pick none; both are asked. ("bf16 only, no fp8" takes fp8 back: one
+# precision.) "not bf16 only, fp8 too" takes back the "only", not bf16: both named.
+ONLY_AFTER = r"\s+(?:only|alone|exclusively)\b"
 
 
 def _one_precision(said: list[re.Match], lowered: str, intent: Intent) -> list[re.Match]:
-    """The precision of a sentence that names two, neither taken back ("fp8's blade gleams, bf16 alone shall speak"):
-    the one said to be alone, else none, asked (never the first one guessed: a refusal the rules miss would flip)."""
-    # ("not bf16 only, fp8 too", "do not use fp8 only, mix in bf16": the "only" taken back, not the precision; both
-    # named, neither alone)
+    """The precision of a sentence: the one named and not taken back, or none where two are, asked (never the first
+    one guessed, nor the one said with "only": a refusal or a fallback the rules miss would flip it)."""
     only_taken_back = [found for found in re.finditer(rf"\b({PRECISIONS})\b", lowered)
                        if re.search(NEGATED_SETTING, lowered[: found.start()])
-                       and re.match(r"\s+(?:only|alone|exclusively)\b", lowered[found.end() :])]  # fmt: skip
+                       and re.match(ONLY_AFTER, lowered[found.end() :])]  # fmt: skip
     values = {found.group(1) for found in said + only_taken_back}
     if len(values) <= 1:
         return said
-    alone = [found for found in said if re.match(PRECISION_ALONE_AFTER, lowered[found.end() :])
-             or (re.search(PRECISION_ALONE_BEFORE, lowered[: found.start()])
-                 and re.match(_CLAUSE_ENDS, lowered[found.end() :]))]  # fmt: skip
-    if len({found.group(1) for found in alone}) == 1:
-        return alone
     intent.clarify = (
         intent.clarify or f"Which precision: {' or '.join(sorted(values))}? Say e.g. `train.precision=bf16`."
     )

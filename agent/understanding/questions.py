@@ -458,7 +458,7 @@ def _announced_launch(plain: str) -> bool:
     if _asked_in_brackets(facts):
         return False
     facts = re.sub(r"\([^()]*\)", " ", facts).strip()  # an aside in brackets asks nothing of me
-    if re.search(ASKED_AFTER, facts) or "?" in facts[:-1]:
+    if re.search(ACTION_ASKED_ASIDE, facts) or "?" in facts[:-1]:
         return False
     last = re.split(r"[,;]|\s[-\u2013\u2014]+\s", facts)[-1]
     return "?" not in facts or bool(re.search(UPTALK_ON, last))
