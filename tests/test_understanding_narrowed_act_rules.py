@@ -14,7 +14,8 @@ of tests/test_understanding_ended_machine_and_stated_launches.py, narrowed); whe
 - ban/veto/forbid turn a setting off only as an order for this launch ("veto the compiler"), never a ban spoken of
   nor one for later or another run;
 - a question beside "I'll review it at the approval prompt" is asked; a launch "on all of them" asks how many GPUs;
-- the question proposed never carries a value the sentence refused ("Ban fp8? Unsure." proposes no fp8).
+- the question proposed never carries a value the sentence refused ("Ban fp8? Unsure." proposes no fp8);
+- "the gpu situation during r1" is that run's results, not this machine's hardware.
 
 The fixture repository is the benchmark's (bench.agent_understanding.build_fixture), as in tests/test_understanding.py.
 """
@@ -225,3 +226,8 @@ def test_a_question_beside_the_approval_or_every_gpu_uncounted_is_asked(text: st
 )
 def test_the_approval_look_or_a_count_of_all_still_acts(text: str, args: dict, known: Known) -> None:
     read_as(text, "run", args, known)
+
+
+def test_the_gpu_situation_during_a_run_is_its_results(known: Known) -> None:
+    read_as("What did the gpu situation look like during baseline-ddp?", "results", {"run": "runs/baseline-ddp"}, known)
+    read_as("what's the gpu situation on this box?", "hardware", {}, known)  # the machine's: still its hardware
