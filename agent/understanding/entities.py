@@ -78,10 +78,25 @@ CLAUSE = r",|;|\.\s|\band\b|\bbut\b|\bplus\b|\bthen\b"
 NEGATION_BEFORE = (
     r"\b(?:without|no|not|neither|disable|disabling|disabled|off|don'?t|do not|won'?t|will not|never|skip|w/o|"
     r"turn off|switch off|remove|removing|drop|dropping|shut off|avoid|avoiding|leave out|leaving out|opt out of|"
-    r"stop|stopping|exclude|excluding|minus|sans|ditch|ditching|scrap|scrapping|forgo|forgoing|"
-    # refused outright: "forbid the compiler its alchemy", "ban packing", "no one may deny AC" is read by OFF_BEFORE
-    r"forbid|forbidding|ban|banning|prohibit|prohibiting|disallow|disallowing|veto|vetoing|deny|denying)\b"
+    r"stop|stopping|exclude|excluding|minus|sans|ditch|ditching|scrap|scrapping|forgo|forgoing)\b"
 )
+# A setting refused outright, ordered first in its clause: "forbid the compiler its alchemy", "and ban packing", "veto
+# packing" (the clause split at CLAUSE). Only the order turns it off: "I can't deny packing helps", "denying packing
+# would slow us", "Marc wants to ban packing", "no one may veto packing", "prohibit AC? maybe" say nothing of its
+# state ("don't forbid packing" is OFF_BEFORE's, negated: kept).
+FORBID_ORDERED = (r"^\s*(?:(?:please|pls|also|just|so|then|and|but|now)\s+)*(?:forbid|ban|prohibit|disallow|veto)\s+"
+                  r"(?:the\s+|any\s+|all\s+)?$")  # fmt: skip
+# A setting set against what an order turns off: "ban the bad habits, not packing", "disable compile, not AC" (it
+# stays).
+SPARED_FROM_OFF = (r"(?:^|[.;:!?]\s*)\W*(?:(?:please|pls|also|just|and|then)\s+)*(?:ban|forbid|prohibit|disallow|veto|"
+                   r"disable|drop|remove|ditch|skip|turn\s+off|switch\s+off)\b[^.;:!?,]*,\s*(?:but\s+)?not\s+"
+                   r"(?:the\s+)?$")  # fmt: skip
+# What leaves a ban ordered no order for this launch: a question, a time to come, another run or a condition ("ban
+# packing? maybe", "ban packing later", "ban packing for the next run", "ban packing if it's slow").
+FORBID_NOT_NOW = (r"[^,;.!]*\?|[^;.!]*\b(?:later|tomorrow|next|future|afterwards|eventually|other|another|if|unless|"
+                  r"once|when|after)\b")  # fmt: skip
+# A ban spoken of, not ordered: "lift the ban on packing", "the ban on AC is over" (its state asked).
+BAN_SPOKEN_OF = r"\b(?:ban|veto|prohibition|embargo)\s+(?:on|of|against)\s*$"
 # Words that link a setting to its state after it: "packing turned off", "AC should be off", "compile must stay on".
 LINKING = r"turned|switched|shut|set|is|are|be|being|to|back|again|should|must|will|stays?|remains?|=|:"
 NEGATION_AFTER = (
@@ -1103,6 +1118,12 @@ def _switch_value(lowered: str, mention: re.Match) -> str | None:
         return "keep"  # "don't touch packing", "leave AC as it is": no change, and no negation
     if _off_taken_back(lowered[: mention.start()], before, after):
         return "keep"  # "never turn off packing", "I don't want packing turned off": it stays as it is
+    if re.search(SPARED_FROM_OFF, lowered[max(0, mention.start() - 80) : mention.start()]):
+        return "keep"  # "ban the bad habits, not packing": packing spared
+    if re.search(BAN_SPOKEN_OF, before_words):
+        return None  # "lift the ban on packing": its state, asked
+    if re.match(FORBID_ORDERED, before):
+        return None if re.match(FORBID_NOT_NOW, after) else "false"  # "ban packing? maybe": asked
     if re.search(NEGATION_BEFORE, before_words) or re.search(NEGATION_AFTER, after_words):
         return "false"
     if re.search(NEGATED_BY_WORD, before_words) and not re.match(r"\s*on\b", after):

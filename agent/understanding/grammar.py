@@ -48,8 +48,11 @@ UNKNOWN_LAYOUTS = r"deepspeed|megatron|sequence[- ]parallel\w*"
 OPTIMIZERS = r"galore_adamw|sgd|adamw|adam|adafactor|lion|muon"
 PRECISIONS = r"bf16|fp32|fp8|fp16"
 # ("without the fp8 magic": an article between them; "no mixing of fp8 in there": fp8 taken back)
-NEGATED_SETTING = (r"\b(?:not|no|never|without|skip|avoid|ditch|instead of|rather than|other than|don'?t (?:\w+ )?|"
-                   r"do not (?:\w+ )?|"
+# ("do not forget bf16", "don't skip fp8": a negation taken back, the value kept)
+NEGATED_SETTING = (r"\b(?:not|no|never|without|skip|avoid|ditch|instead of|rather than|other than|"
+                   r"(?:don'?t|do not) (?!(?:forget|skip|omit|neglect|drop|lose|ditch|remove|miss|abandon)\b)(?:\w+ )?|"
+                   # refused ("ban fp8? not sure" never proposes fp8; "don't ban fp8" orders none either)
+                   r"ban|forbid|prohibit|veto|disallow|"
                    r"no mixing(?: of)?)\s*(?:(?:the|any|that)\s+)?$")  # fmt: skip
 # What a negation just before a layout word takes back ("not pipelined", "no tp, just fsdp", "not on tp").
 # ("anything but pipeline parallel", "any layout except tp", "whatever layout but cp": all but that one)
@@ -487,6 +490,22 @@ def _hardware_facts(lowered: str, intent: Intent) -> None:
         args["seq_len"] = int(number) * (1024 if kilo else 1)
 
 
+# A value said with an article and a word of its size or manner: "the learning rate a gentle 0.0002", "weight decay a
+# modest 0.05", "grad clip a sensible 1.0". Only a word of manner (never an amount added, an estimate or an old value:
+# "a further 1e-4", "an extra 2e-4", "an additional 1e-4", "a whole 1e-3 higher", "an estimated 3e-4", "a typical
+# 1e-3", "a previous 1e-3" are asked), and only a value that ends its clause or goes on to another thing ("..., bf16",
+# "and fsdp"): nothing comparative, partial or corrective after it ("a good 3 orders of magnitude lower", "a cool 1/3
+# of the default", "a good 2-3e-4", "a 2e-4 lower than the default", "a solid 2 more than now", "a typical 1e-3 is too
+# high", "a risky 1e-2? no, 1e-3" are asked).
+MANNER = (r"(?:gentle|modest|mere|meagre|meager|sensible|conservative|cautious|careful|safe|humble|reasonable|"
+          r"moderate|measured|mild|tame|small|tiny|healthy|generous|bold|brave|aggressive|hefty|solid|nice|cool|"
+          r"comfortable|decent|respectable|sane|lean|paltry|whopping|punchy|spicy|chunky|steady|soft|calm|good|sober|"
+          r"standard|classic|trusty|lowly|polite)")  # fmt: skip
+_LONE_VALUE = (r"(?:\d+(?:\.\d+)?(?:e-?\d+)?|\.\d+)(?![\w/%-]|\.\d)"
+               r"(?=\s*$|\s*[,;)!]|\.(?:\s|$)|\s+(?:and|with|for|in|on|then|please)\b(?!\s+top\b))")  # fmt: skip
+ARTICLE_MANNER = rf"(?:(?:a|an)\s+(?:{MANNER}\s+)?(?={_LONE_VALUE}))?"
+
+
 # A setting changed to its value: "sequence length bumped to 2048", "micro batch set to 4", "lr raised to 1e-3".
 CHANGED = (r"(?:\s+(?:(?:is|was|were|be|been|got)\s+)?(?:bumped|raised|set|increased|changed|reduced|lowered|"
            r"dropped|cut|upped|pushed|moved|turned|doubled|halved|going|extended|expanded|lengthened|shortened|put)"
@@ -494,10 +513,9 @@ CHANGED = (r"(?:\s+(?:(?:is|was|were|be|been|got)\s+)?(?:bumped|raised|set|incre
            r"(?:\s+\w+ly)?(?:\s+(?:up|down|back))?(?:\s+\w+ly)?)?")  # fmt: skip
 # ("the sequence length must be 512", "lr should be 1e-3": the value it must have; "the learning rate being 3e-4";
 # "if the sequence length were 2048": the value a what-if supposes)
-# ("the learning rate a gentle 0.0002", "lr of a mere 1e-4": an article and a word of manner before the value; not
-# "the learning rate a 10x smaller": a factor, no value)
+# ("the learning rate a gentle 0.0002", "lr of a mere 1e-4": an article and a word of manner before the value)
 SET_TO = (CHANGED + r"\s*(?:of|=|:|to|is|at|being|were|(?:must|should|shall|will|would|has\s+to|needs?\s+to)\s+be)?\s*"
-          r"(?:(?:a|an)\s+(?:[a-z]+\s+)?(?=\.?\d[\d.]*(?:e-?\d+)?(?![\d.])(?!\s*(?:x|times|fold)\b)))?")  # fmt: skip
+          rf"{ARTICLE_MANNER}")  # fmt: skip
 # A sequence length said as the tokens of one sequence: "1024 tokens per sequence", "sequences of 2k tokens".
 TOKENS_PER_SEQUENCE = (r"\b(\d+)\s*(k?)\s*tokens?\s+(?:per|each|a|an|in each|for each|of each)\s+"
                        r"(?:sequence|sample|example|seq|document|row)\b|"
@@ -754,7 +772,7 @@ _SETTINGS: list[tuple[str, str]] = [
     (rf"\bseed{SET_TO}(\d+)", "train.seed"),
     (rf"\bweight decay{SET_TO}{_NUMBER}", "train.weight_decay"),
     (rf"\bwarm-?up(?: steps)?{SET_TO}(\d+)", "train.warmup_steps"),
-    (rf"\b(?:grad(?:ient)?[ _]clip(?:ping)?|clip)\s*(?:of|=|:|at|to)?\s*{_NUMBER}", "train.grad_clip"),
+    (rf"\b(?:grad(?:ient)?[ _]clip(?:ping)?|clip)\s*(?:of|=|:|at|to)?\s*{ARTICLE_MANNER}{_NUMBER}", "train.grad_clip"),
     # "in bf16", "precision=fp8", or bare in a launch's list ("..., bf16, lr 3e-4"); "in" kept in the match, so that
     # "not in fp8" is read as negated
     (r"\b(?:(?:in|with|using|at)\s+|precision\s*(?:=|:|to|of)?\s*)?(bf16|fp32|fp8)\b", "train.precision"),
@@ -795,21 +813,22 @@ SHARDING_NAMED = r"\bdp_shard\s*=|\bfsdp2?\b|\bfully[- ]sharded\b"
 LR_FRACTION = r"\b(?:learning rate|lr)\s*(?:[=:]|of|to|at|is)?\s*(\d+)\s*/\s*(\d+)\b"
 
 
-# A precision said to be the one alone: "bf16 only", "bf16 alone shall speak", "just bf16", "nothing but fp32".
-PRECISION_ALONE_AFTER = r"^\s+(?:only|alone|exclusively)\b"
-PRECISION_ALONE_BEFORE = r"\b(?:only|just|solely|purely|nothing but|exclusively)\s+(?:in\s+|with\s+|using\s+)?$"
+# A precision said with "only" or "alone" while another is named and not taken back ("fp8 for now, bf16 only", "bf16
+# only as a fallback", "only fp8 for the eval later", "fp8 alone diverged"): the words may qualify a fallback, a later
+# eval, a past run or the run itself, so they pick none; both are asked. ("bf16 only, no fp8" takes fp8 back: one
+# precision.) "not bf16 only, fp8 too" takes back the "only", not bf16: both named.
+ONLY_AFTER = r"\s+(?:only|alone|exclusively)\b"
 
 
 def _one_precision(said: list[re.Match], lowered: str, intent: Intent) -> list[re.Match]:
-    """The precision of a sentence that names two, neither taken back ("fp8's blade gleams, bf16 alone shall speak"):
-    the one said to be alone, else none, asked (never the first one guessed: a refusal the rules miss would flip)."""
-    values = {found.group(1) for found in said}
-    if len(values) == 1:
+    """The precision of a sentence: the one named and not taken back, or none where two are, asked (never the first
+    one guessed, nor the one said with "only": a refusal or a fallback the rules miss would flip it)."""
+    only_taken_back = [found for found in re.finditer(rf"\b({PRECISIONS})\b", lowered)
+                       if re.search(NEGATED_SETTING, lowered[: found.start()])
+                       and re.match(ONLY_AFTER, lowered[found.end() :])]  # fmt: skip
+    values = {found.group(1) for found in said + only_taken_back}
+    if len(values) <= 1:
         return said
-    alone = [found for found in said if re.match(PRECISION_ALONE_AFTER, lowered[found.end() :])
-             or re.search(PRECISION_ALONE_BEFORE, lowered[: found.start()])]  # fmt: skip
-    if len({found.group(1) for found in alone}) == 1:
-        return alone
     intent.clarify = (
         intent.clarify or f"Which precision: {' or '.join(sorted(values))}? Say e.g. `train.precision=bf16`."
     )
@@ -823,6 +842,20 @@ def _zero_3_beside_a_layout(lowered: str) -> bool:
     )
 
 
+# A setting's value said with an article ("the micro batch a solid 2 more than now", "the steps a further 50"): where
+# ARTICLE_MANNER reads no value of its own there, a change by an amount or a factor, asked (never the number taken).
+_ARTICLE_NAMES = rf"{'|'.join(SETTING_NAMES.values())}|grad(?:ient)?[ _]clip(?:ping)?|the\s+steps"
+ARTICLE_SAID = rf"\b(?:{_ARTICLE_NAMES})\s*(?:of|=|:|to|is|at|being)?\s*(?:a|an)\s+(?:[a-z]+\s+){{0,2}}?\.?\d[^,;.!?]*"
+
+
+def _article_value_unread(lowered: str) -> str | None:
+    """What a setting is said to be, with an article, that no value was read from."""
+    for found in re.finditer(ARTICLE_SAID, lowered):
+        if not re.match(rf"(?:{_ARTICLE_NAMES}){SET_TO}{_NUMBER}", found.group(0)):
+            return found.group(0).strip()
+    return None
+
+
 def _overrides(text: str, lowered: str, intent: Intent) -> None:
     """Learning rate and other keys, packing, activation checkpointing and a model preset, as `--set` values."""
     overrides = list(intent.args.pop("set", []))
@@ -831,7 +864,7 @@ def _overrides(text: str, lowered: str, intent: Intent) -> None:
                                                       text)]  # fmt: skip
     for pattern, key in _SETTINGS:
         said = [m for m in re.finditer(pattern, lowered) if not re.search(NEGATED_SETTING, lowered[: m.start()])]
-        if key == "train.precision" and len(said) > 1:
+        if key == "train.precision":
             said = _one_precision(said, lowered, intent)
         found = said[0] if said else None
         if found and not any(o.startswith(key + "=") for o in overrides):
@@ -857,6 +890,8 @@ def _overrides(text: str, lowered: str, intent: Intent) -> None:
         and not any(o.startswith("train.lr=") for o in overrides)
     ):
         intent.clarify = "What learning rate? e.g. `train it with lr 1e-3`."
+    if intent.clarify is None and (unread := _article_value_unread(lowered)):
+        intent.clarify = f"{unread!r}: what value do you mean, exactly? Say the setting's new value as one number."
     for pattern, key in _SWITCHES:
         # (the name's alternatives grouped: each read after its verb, none alone, so that a bare "the compiler" or
         # "problems with the compilation" turns nothing on)

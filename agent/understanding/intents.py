@@ -177,8 +177,13 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
         (r"\bwhat (?:gpus|devices) (?:do|does|are)\b", 3),
         (r"\b(?:this|the|my|current|local) (?:box|machine|host|computer|server|workstation|rig)\b", 2),
-        # the GPUs' state here, as a whole: "what's the gpu situation?", "the hardware picture on this box"
-        (r"\b(?:gpu|hardware|accelerator|compute)s?\s+(?:situation|picture|inventory|lineup|line-up)\b", 3),
+        # the GPUs' state here, as a whole: "what's the gpu situation?", "the hardware picture on this box" (not a
+        # run's: "the gpu situation during r1", "the hardware picture of tp-try's OOM")
+        (
+            r"\b(?:gpu|hardware|accelerator|compute)s?\s+(?:situation|picture|inventory|lineup|line-up)\b"
+            rf"(?![^.?!;]*\b(?:during|of|for|from|in)\s+(?!(?:this|the|my|our)\s+{_MACHINE}\b))",
+            3,
+        ),
         # the machine named with what it holds, listed: "this machine: its accelerators, its cores, its memory"
         (
             rf"\b(?:this|my|our)\s+{_MACHINE}\b[^.?!;]*\b{_PART}\b[^.?!;]*\b{_PART}\b|"

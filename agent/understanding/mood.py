@@ -175,7 +175,11 @@ _DOUBT = (r"\b(?:not (?:so |too |quite |entirely |really |that )?(?:sure|certain
 _WEIGHED = (r"\bprobably\s+(?:(?:we|i)\s+)?(?:should|ought to|worth|best|better|a good idea)\b(?!\s+have\b)|"
             r"\btempted to\b|\bon the fence\b|"
             r"\b(?:might|could|may)\s+(?:be\s+(?:\w+\s+)?(?:useful|interesting|worth\w*|nice|good|helpful|wise|"
-            r"smart|a good idea)|make sense|help)\b")  # fmt: skip
+            r"smart|a good idea)|make sense|help)\b|"
+            # judged, not ordered: "it would be presumptuous to cancel r1", "it's not rude to cancel r1, but ..."
+            r"\b(?:it|that|this)(?:'d|'s|\s+would|\s+is|\s+will)(?:\s+not|n't)?(?:\s+be)?\s+(?:too\s+|a\s+bit\s+|"
+            r"very\s+|overly\s+|rather\s+|terribly\s+)?(?:presumptuous|rude|forward|cheeky|impolite|impertinent|"
+            r"premature|an\s+imposition)\s+to\b")  # fmt: skip
 
 # Someone's approval, in the words it takes.
 _APPROVAL_WORD = r"(?:approval|ok|okay|go-?ahead|sign-?off|blessing|say-?so|consent|permission|agreement)"
@@ -195,6 +199,15 @@ YOUR_APPROVAL = (r"(?:\b(?:subject to|pending|with|upon|on)\s+your\s+(?:confirma
 # start a sweep". Not "see if" (a purpose), a courtesy ("if possible", "if it is not a trouble", "if I'm honest", "if
 # that makes sense": the request explained, no condition to check), nor the run's state now, which the tool meets as
 # it is ("abort tp-try if it's still hogging the gpus").
+# What may follow a courtesy about the asker's manners (CONDITION): the end of the sentence ("cancel r1, if it isn't
+# presumptuous."), or an order, a request or a question of the tools' right after its comma or colon ("I'd like, if
+# it isn't presumptuous, to start a run").
+_ORDER_VERB = (r"launch|start|run|train|relaunch|rerun|re-run|kick\s+off|fire\s+off|spin\s+up|cancel|kill|stop|abort|"
+               r"halt|terminate|open|file|write|draft|update|refresh|benchmark|evaluate|eval|resume|continue|sweep|plan|"
+               r"show|list|read|tell\s+me|give\s+me|go\s+ahead|proceed")  # fmt: skip
+_COURTESY_THEN_ORDER = (r"(?=\s*(?:[.!]\s*$|$|[,:;]\s*(?:(?:please|kindly|then|just|now|to|go\s+ahead\s+and|"
+                        r"(?:could|can|would|will)\s+you|i'?d\s+like\s+(?:you\s+)?to|i\s+would\s+like\s+(?:you\s+)?to)"
+                        rf"\s+)*(?:{_ORDER_VERB}|what|what'?s|whats|how|how'?s|which|is|are|did|has)\b))")  # fmt: skip
 CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<!\bsee )(?<!\bcheck )(?<!\bcurious )"
               r"(?<!\bwhether )(?<!\bknow )(?<!\beven )(?<!\bas )"
               r"(?:\b(?:unless|in case|in the event|provided that|on (?:the )?condition(?: that)?|subject to)\b|"
@@ -264,11 +277,15 @@ CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<
               # a sarcastic courtesy ("now benchmark that run, if it's not too much to ask"): the order stands
               r"(?:it|that)(?:(?:'s| is) not| isn'?t) (?:too much to ask|asking too much)|"
               # the asker's own manners doubted: "if it isn't presumptuous", "if that's not too forward", "if I'm not
-              # being rude" (the order stands: nothing of the repository to check)
-              r"(?:it|that|this)(?:(?:'s| is) not| isn'?t| wouldn'?t be| would not be) (?:too |overly |terribly )?"
+              # being rude" (the order stands: nothing of the repository to check), only where the courtesy stands
+              # alone and an order follows it or ends the sentence before it (not "... rude to the others sharing this
+              # box", "... an imposition on Marc's queue", "... presumptuous to cancel Marc's run": whose say; not "...
+              # too forward and the GPUs are free": a second condition; not "..., ask Marc whether", "..., I'd like to
+              # know whether", "..., don't cancel r1": a relay, a question, a negation)
+              rf"(?:(?:it|that|this)(?:(?:'s| is) not| isn'?t| wouldn'?t be| would not be) (?:too |overly |terribly )?"
               r"(?:presumptuous|forward|rude|cheeky|impertinent|impolite|an imposition)|"
               r"(?:i'?m|i am) not (?:being )?(?:too |overly )?(?:presumptuous|forward|rude|cheeky|impertinent|"
-              r"impolite)|"
+              rf"impolite)){_COURTESY_THEN_ORDER}|"
               r"you (?:have|got|get) (?:the |a )?(?:time|chance|minute|moment)|"
               r"(?:it|they|that|\S+)(?:'s|'re| is| are) still)\b))")  # fmt: skip
 
@@ -454,6 +471,11 @@ OWN_INTENT = (r"\b(?:i|we)(?:'m| am|'re| are| was| were)?\s+(?:going to|gonna|pl
 # A time clause the action waits on, wherever it stands: "when the GPUs free up", "once the sweep is done".
 WAITS_ON = (r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?!you\b)[\w.-]+(?:'s|'re)\s+back\b|"  # "once he's back"
             r"\b(?:hold|wait)(?:\s+(?:off|on|up|it))?\s+(?:until|till|til)\b|"  # "hold until r1 completes, then ..."
+            # someone's word waited for: "cancel r1, but wait for Marc" (not "wait for it to finish": the run's own;
+            # not "don't wait for CI")
+            r"(?<!n't )(?<!\bdont )(?<!\bnot )(?<!\bnever )(?<!\bno need to )(?<!\bwithout )\bwait\s+(?:for|on)\s+"
+            r"(?!(?:the|it|its|them|a|an|me|you|this|that|those|these|r\d+)\b)[a-z]+\b"
+            r"(?=\s*(?:'s\b|[.;!,]|$|to\s+(?:agree|approve|sign|say|confirm|reply|answer|respond)))|"
             r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?!you\b)(?:(?:the|that|this|my|our|it|they|we|i|r\d|"
              r"[\w.-]+)\s+)(?:\S+\s+){0,3}?(?:(?:is|are|'s|has|have|gets?|becomes?)\s+(?:\w+\s+)?(?:done|finished|"
              r"over|complete\w*|free\w*|idle|available|landed|wrapped\s+up)|finish\w*|complet\w*|end(?:s|ed)?|"

@@ -17,6 +17,7 @@ from agent.understanding.descriptions import layouts_in_words, packing_in_words
 from agent.understanding.grammar import (
     COMMON,
     LAYOUT_WORDS,
+    MANNER,
     OPTIMIZERS,
     PRECISIONS,
     SETTING_NAMES,
@@ -905,7 +906,8 @@ PRICE = (r"(?:[$\u20ac\u00a3]\s?\d[\d,]*(?:\.\d+)?(?:\s?[km]\b)?|"
 # (not "new", "spare" or "extra": "add 2 new nodes" may be 2 more than the plan's)
 MACHINE_ADJECTIVES = r"(?:wee|small|little|tiny|big|beefy|large|chunky|separate|physical|bare[- ]metal)"
 # A question tag after a statement ("launch it on two GPUs with fsdp, no?", "..., non?"): it asks for agreement,
-# it turns nothing off ("packing or no?" asks which, left as said).
+# it turns nothing off ("packing or no?" asks which, left as said), said as ", right?" (still a tag, no uptalk on a
+# value: questions.UPTALK_ON).
 NO_TAG = r"(?<!\bor)\s*,\s*(?:no|non|nein|nope)\s*\?"
 # The mesh's data-parallel keys said in words: "data parallel shard", "data-parallel replicate", "dp shard".
 SPELLED_DIM = (r"\b(?:data[\s-]+parallel(?:ism)?|dp)[\s_-]+(shard(?:ed|ing)?|replicat(?:e|ed|ion|ing))\b"
@@ -1152,10 +1154,12 @@ def _count_after_noun(found: re.Match, text: str) -> str:
     return f"{found.group(3)} {noun}{' per node' if per_node else ''}"
 
 
-# A step count said of the warmup ("set the warmup to 5 steps", "warm up for 10 steps"): the warmup's length, never the
-# run's steps. ("train without warmup for 10 steps": a warmup taken back has no length; those are the run's.)
+# A step count said of the warmup ("set the warmup to 5 steps", "warm up for 10 steps", "warmup a meagre 2 steps"): the
+# warmup's length, never the run's steps. ("train without warmup for 10 steps": a warmup taken back has no length;
+# those are the run's. "warmup a mere 2 steps longer" changes it by 2: left for the rules that ask.)
 WARMUP_STEPS = (r"\bwarm[\s-]?up(?:\s+steps)?(?:\s+(?:to|of|for|at|is|=|:|set\s+to|should\s+be)\s*|\s*[=:]\s*|\s+)"
-                r"(\d+)\s*(?:steps?|iters?|iterations?)\b")  # fmt: skip
+                rf"(?:(?:a|an)\s+(?:{MANNER}\s+)?)?(\d+)\s*(?:steps?|iters?|iterations?)\b"
+                r"(?!\s+(?:more|less|longer|shorter|fewer|than|over|under|above|below|extra)\b)")  # fmt: skip
 WARMUP_REFUSED = r"\b(?:no|without|skip|disable|drop|zero|not)\s+(?:the\s+|any\s+)?$"
 
 
@@ -1513,7 +1517,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(RIGHT_UP, r"\1write", text, flags=re.I)
     text = re.sub(r"(?<![\w./])w/(?!o\b)\s*(?=[a-z0-9])", "with ", text, flags=re.I)  # "w/ dp_shard"; "w/o" stays
     text = re.sub(YES_NO, "?", text, flags=re.I)
-    text = re.sub(NO_TAG, "?", text, flags=re.I)
+    text = re.sub(NO_TAG, ", right?", text, flags=re.I)
     text = re.sub(PERMISSION, "could you ", text, flags=re.I)
     text = re.sub(MIND_DOING, _mind_doing, text, flags=re.I)
     text = re.sub(ASK_YOU_TO, "could you ", text, flags=re.I)

@@ -412,21 +412,67 @@ def _asks_only(plain: str) -> bool:
 
 
 # A launch the user announces as what they do now, its facts after a colon: "ok trying something bigger: 4 gpus,
-# fsdp, 30 steps, lr 3e-4?" (a "?" there checks a value, as uptalk does; "(i think it's written dp_shard=4?)" checks
-# its spelling). Not where a question is asked after the colon ("trying something: should I cancel r1?").
+# fsdp, 30 steps, lr 3e-4?", "so launching this: ..., no packing?" (a "?" right on its last value checks that value,
+# as uptalk does; "(that's dp_replicate=2 right?)" checks a spelling). Only an opener that names the launch itself
+# ("trying something", "going with", "launching this", "kicking off the long one"; not "running something by you",
+# "trying to decide", "doing the math", "kicking off a discussion", "launching next month"), and never a question
+# about doing it: one after the last value ("- too much?", "sane?", ", right?", ", no?", "ok with you?") or in
+# brackets ("(should I?)", "(do we have 4?)", "(after r1's review?)", "(or 8?)").
 ANNOUNCED = (r"^\W*(?:(?:ok(?:ay)?|so|right|alright|now|next|then)\W+)*(?:(?:i'?m|we'?re|i am|we are)\s+)?"
-             r"(?:trying|going\s+(?:with|for)|doing|launching|running|kicking\s+off)\s+(?:[\w-]+\s+){0,3}?[\w-]+\s*:"
+             r"(?:trying|going\s+(?:with|for)|doing|launching|running|kicking\s+off)"
+             r"(?:\s+(?:something(?:\s+(?:bigger|smaller|new|else|different|longer|quick))?|it|this|that|"
+             r"(?:the|a|an|this)\s+(?:[\w-]+\s+)?(?:one|run|launch|job)))?\s*:"
              r"(?P<facts>.*)$")  # fmt: skip
 ASKED_AFTER = (r"\b(?:should|shall|can|could|would|will|do|does|did|is|are|was|were|what|which|how|why|whether|"
                r"if|or)\b")  # fmt: skip
+# The word a "?" of uptalk sits on: a value, its unit, or a setting said on or off ("lr 3e-4?", "30 steps?", "no
+# packing?", "dp_shard=4?").
+UPTALK_ON = (r"(?:\d[\w.+-]*|[\w.]+=[\w.,]+|steps?|gpus?|nodes?|trials?|packing|compile|checkpointing|bf16|fp8|fp16|"
+             r"fp32|ddp|fsdp|off|on)\s*\?\s*$")  # fmt: skip
+# What makes a question in brackets one about the action: a word that asks, a time or condition, a judgment
+# ("(should I?)", "(or 8?)", "(after r1's review?)", "(sane?)"); not a name or spelling checked ("(that's
+# dp_replicate=2 right?)", "(I believe people call this tensor parallel?)").
+ACTION_ASKED_ASIDE = (rf"{ASKED_AFTER}|\b(?:after|before|once|until|till|unless|when|first|later|yet|ok|okay|sane|"
+                      r"safe|fine|wise|good|worth\w*|too|enough|fits?|objections?|thoughts|agree|sure|really|maybe|"
+                      r"possible)\b")  # fmt: skip
+
+
+# Every GPU named with no count: "launch on all of them", "across all the gpus", "use every card".
+ALL_DEVICES = (r"\b(?:on|across|over|using|use|with|onto|to)\s+(?:all|every(?:\s+one)?|each)\s+(?:of\s+)?"
+               r"(?:them\b|(?:the\s+|our\s+|my\s+|these\s+|those\s+|its\s+)?"
+               r"(?:gpus?|cards?|devices?|accelerators?)\b)")  # fmt: skip
+
+
+def _every_gpu_uncounted(plain: str, intent: Intent) -> bool:
+    """Every GPU named with no count ("launch on all of them"): of which machine, or the experiment's own count?"""
+    return "nproc" not in intent.args and bool(re.search(ALL_DEVICES, plain.lower()))
+
+
+def _asked_beside(plain: str) -> bool:
+    """A question about the action beside it that _asks_only misses: in an aside ("4 gpus (do we have 4?), dp_shard=4,
+    30 steps"), or before the user's look at the approval prompt ("8 GPUs, ... - is that too much? I'll review it at
+    the approval prompt": that look answers no question they asked first)."""
+    return _asked_in_brackets(plain) or ("?" in plain and bool(re.search(REVIEWED_AT_APPROVAL, plain.lower())))
+
+
+def _asked_in_brackets(plain: str) -> bool:
+    """A question in brackets about the action (ACTION_ASKED_ASIDE): "(should I?)", "(do we have 4?)"."""
+    asides = re.findall(r"\([^()]*\)", plain.lower())
+    return any("?" in aside and re.search(ACTION_ASKED_ASIDE, aside) for aside in asides)
 
 
 def _announced_launch(plain: str) -> bool:
     announced = re.match(ANNOUNCED, plain.lower().strip())
     if not announced:
         return False
-    facts = re.sub(r"\([^()]*\)", " ", announced.group("facts"))  # an aside in brackets asks nothing of me
-    return not re.search(ASKED_AFTER, facts) and "?" not in facts.rstrip()[:-1]
+    facts = announced.group("facts")
+    if _asked_in_brackets(facts):
+        return False
+    facts = re.sub(r"\([^()]*\)", " ", facts).strip()  # an aside in brackets asks nothing of me
+    if re.search(ACTION_ASKED_ASIDE, facts) or "?" in facts[:-1]:
+        return False
+    last = re.split(r"[,;]|\s[-\u2013\u2014]+\s", facts)[-1]
+    return "?" not in facts or bool(re.search(UPTALK_ON, last))
 
 
 # The action named only as the event something no tool does waits on: "retire r1 after the benchmark", "archive it
@@ -929,6 +975,10 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
     if (intent.clarify is None and intent.command in ACTIONS and _asks_only(plain) and not _requested(intent, plain)
             and not guarantee_ordered(plain.lower(), intent.command)
             and not (intent.command == "run" and _announced_launch(plain))):  # fmt: skip
+        intent.clarify = f"Do you want me to {intent.command} ({call_text(intent)})? yes / edit"
+    if intent.clarify is None and intent.command == "run" and _every_gpu_uncounted(plain, intent):
+        intent.clarify = f"How many GPUs, exactly? Say one number, e.g. `on 4 GPUs`. {launch_text(intent.args)}"
+    if intent.clarify is None and intent.command in ACTIONS and _asked_beside(plain):
         intent.clarify = f"Do you want me to {intent.command} ({call_text(intent)})? yes / edit"
     if intent.clarify is None and intent.command == "run" and re.search(DO_THAT, plain.lower()):
         # "the docs say to use tp=2; could we try that on 2 gpus?": a described layout tried is a launch asked
