@@ -95,6 +95,15 @@ def test_the_docs_are_not_updated_unasked(text: str, known: Known) -> None:
         ("Bring the README into line with lr-scan.", {"sweep": "sweeps/lr-scan"}),
         ("Kindly bring the docs into accord with layouts-nov.", {"sweep": "sweeps/layouts-nov"}),
         ("Can we get the README brought into line with lr-scan?", {"sweep": "sweeps/lr-scan"}),
+        # done before, ordered again in a clause of its own
+        (
+            "The docs were updated last week but lr-scan changed things; update them again from lr-scan.",
+            {"sweep": "sweeps/lr-scan"},
+        ),
+        (
+            "The README was written before lr-scan finished, so please refresh the docs from lr-scan.",
+            {"sweep": "sweeps/lr-scan"},
+        ),
         ("bring the docs up to date", {}),  # update_docs' own default: the newest finished sweep
     ],
 )

@@ -649,17 +649,28 @@ TOLD_DONE = (rf"\balready\s+(?:\w+\s+)?{_DONE_VERB}\b|"
              r"(?<!\bbe )(?<!\bare )(?<!\bis )\bbrought\b|"
              r"\b(?:needed|wanted|required)\s+(?:an?\s+)?(?:updat|refresh|rewrit|sync)\w*|\bwhich\s+[\w-]+\s+did\b|"
              r"\b(?:i|we|he|she|they)\s+(?:picked|took)\b")  # fmt: skip
-_TOLD_DONE_OF = ("docs", "report", "resume")
 # The done form asked for, as what the user wants made so: "can we get the README brought up to date", "I want the docs
 # updated", "make sure the docs are brought into line".
 _DONE_WANTED = (r"\b(?:get|gets|getting|have|want|wants|need|needs|like|make sure|ensure|see)\b"
                 r"(?!\s+(?:been|had|already)\b)")  # fmt: skip
 
 
-def _told_done(lowered: str, words: str) -> bool:
-    """Every sentence that names the action tells it as done (TOLD_DONE): nothing asked for now."""
-    said = [sentence for sentence in re.split(r"[.;!?]+(?!\w)", lowered) if re.search(words, sentence)]
-    return bool(said) and all(re.search(TOLD_DONE, s) and not re.search(_DONE_WANTED, s) for s in said)
+# The verbs that would order the action again, in a clause of its own: "the docs were updated last week; update them
+# again from lr-scan", "the README was written before lr-scan, so please refresh it".
+_ORDERED_AGAIN = {
+    "docs": r"\b(?:update|refresh|bring|sync|rewrite|redo|fix)\b",
+    "report": r"\b(?:write|put together|do|make|draft)\b",
+    "resume": r"\b(?:resume|continue|pick|take|restart)\b",
+}
+
+
+def _told_done(lowered: str, words: str, command: str) -> bool:
+    """Every clause that names the action, or orders it with a verb of its own, tells it as done (TOLD_DONE):
+    nothing asked for now."""
+    clauses = [
+        c for c in re.split(rf"{_CLAUSE}", lowered) if re.search(words, c) or re.search(_ORDERED_AGAIN[command], c)
+    ]
+    return bool(clauses) and all(re.search(TOLD_DONE, c) and not re.search(_DONE_WANTED, c) for c in clauses)
 
 
 def held_back(lowered: str, command: str, words: str | None = None) -> str | None:
@@ -704,7 +715,7 @@ def held_back(lowered: str, command: str, words: str | None = None) -> str | Non
         return "asked"
     if _whether_action(lowered, words) or _own_wish_asked(lowered, words):
         return "asked"
-    if command in _TOLD_DONE_OF and _told_done(lowered, words):
+    if command in _ORDERED_AGAIN and _told_done(lowered, words, command):
         return "asked"
     return None
 
