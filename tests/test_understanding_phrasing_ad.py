@@ -68,6 +68,7 @@ def test_a_shell_command_negated_is_no_refusal(known):
         ("Priya needs a pull request for the sweep", "pr"),
         ("make a PR out of the sweep's results", "pr"),
         ("write up the report for whichever sweep it was, I can't recall its name", "report"),
+        ("write a report", "report"),  # no sweep said at all: the latest would be a guess among two
     ],
 )
 def test_the_sweep_among_several_is_asked(text, command, known):
@@ -78,7 +79,7 @@ def test_the_sweep_among_several_is_asked(text, command, known):
 @pytest.mark.parametrize(
     ("text", "command", "args"),
     [
-        ("write a report", "report", {"sweep": "sweeps/layouts-nov"}),  # no sweep said: the latest
+        ("write a report on the newest sweep", "report", {"sweep": "sweeps/layouts-nov"}),  # the latest, said
         ("open a PR for the latest sweep", "pr", {"sweep": "sweeps/layouts-nov"}),
         ("write the report for the lr-scan sweep", "report", {"sweep": "sweeps/lr-scan"}),
         ("bring the docs up to date", "docs", {}),  # update_docs' own default: the newest finished sweep

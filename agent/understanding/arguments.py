@@ -42,6 +42,7 @@ from agent.understanding.intents import (
     FOLLOW_UP,
     LISTED_RUN,
     RESUME,
+    SET_GOING,
     SWEEP_FIGURES,
     TUNED_SETTING,
     negated_actions,
@@ -54,11 +55,12 @@ from trainer.model.presets import MODELS
 AGAIN = (r"\bagain\b|\bsame\b|\brerun\b|\bre-run\b|\brelaunch\b|\bonce more\b|\bdo (?:it|that)\b|\bthis time\b|"
          r"\b(?:run|train) it\b")  # fmt: skip
 # What a launch verb's object is called when the speaker has something in mind and names nothing: "run the thing",
-# "kick off that stuff", "fire up the whatsit" (not "the thing from before": a repeat, asked about by itself).
+# "kick off that stuff", "fire up the whatsit", "run the thing again on 4 GPUs" with no launch before it (not "the thing
+# from before": a repeat, asked about by itself).
 LAUNCHED_PLACEHOLDER = (r"\b(?:launch|run|train|start|kick off|fire off|fire up|set off|submit|execute)\s+"
                         r"((?:the|that|this|our|my)\s+(?:thing|thingy|thingie|stuff|whatsit|whatsitsname|"
                         r"whatchamacallit|doohickey|gizmo|contraption)s?)\b"
-                        r"(?!\s+(?:from\s+before|again)\b)")  # fmt: skip
+                        r"(?!\s+from\s+before\b)(?:\s+again\b)?")  # fmt: skip
 # A request that adds to the one before: "sorry, I forgot something: make the lr 3e-4", "one more thing: AC on".
 AMENDED = (r"\b(?:i\s+)?forgot\s+(?:something|one thing|to\s+(?:say|mention|add|tell you))\b|\bone more thing\b|"
            r"\bi\s+should\s+have\s+(?:said|mentioned)\b|"
@@ -406,8 +408,34 @@ def _which_sweep_unsaid(intent: Intent, entities: Entities, context: Context, de
     return not said and len(context.known.sweeps) > 1 and bool(unsaid)
 
 
+def no_sweep_said(intent: Intent, entities: Entities, context: Context) -> str | None:
+    """One question where a report says no sweep at all ("do a report", "could you put together a write-up?"), the
+    conversation holds none and none is called the latest, while the repository has several: the newest in its place
+    would be a guess."""
+    said = entities.has("sweep", "sweep_choice") or context.sweep is not None
+    if said or sweep_in_words(intent.text, context) or re.search(LATEST_WORDS, intent.text.lower()):
+        return None
+    if len(context.known.sweeps) < 2:
+        return None
+    sweeps = " or ".join(s.removeprefix("sweeps/") for s in context.known.sweeps)
+    return f"Which sweep should the report cover: {sweeps}? There is more than one here."
+
+
+# The docs brought into line with something that is no sweep ("bring the docs into line with r1"), or with every
+# sweep at once ("... across all sweeps, then update the docs"): the docs take their results from one sweep.
+DOCS_FROM_NO_ONE_SWEEP = r"\b(?:all|every|both|each)\s+(?:the\s+|of\s+the\s+)?sweeps?\b"
+
+
 def _fill_docs(intent: Intent, entities: Entities, context: Context) -> None:
     named = entities.all("sweep")
+    sweeps = ", ".join(s.removeprefix("sweeps/") for s in context.known.sweeps) or "none"
+    if not named and entities.has("run") and sweep_in_words(intent.text, context) is None:
+        run = str(entities.get("run"))
+        intent.clarify = f"The docs take their results from a sweep, and {run} is a run: which sweep? ({sweeps})"
+        return
+    if not named and re.search(DOCS_FROM_NO_ONE_SWEEP, intent.text.lower()) and len(context.known.sweeps) > 1:
+        intent.clarify = f"The docs take their results from one sweep: which? ({sweeps})"
+        return
     if named:
         intent.args["sweep"] = str(named[-1])
     elif described := sweep_in_words(intent.text, context):  # "get the layout findings into the docs"
@@ -703,12 +731,21 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
             + (" (a plan ranks layouts for its own hardware; it launches nothing here)." if context.plan else ".")
         )
     placeholder = re.search(LAUNCHED_PLACEHOLDER, lowered)
-    if placeholder and not context.launch and not entities.has("file", "experiment", "run", "sweep", "model"):
+    unsaid = not context.launch and not entities.has("file", "experiment", "run", "sweep", "model")
+    if placeholder and unsaid and not (placeholder.group(0).endswith("again") and intent.clarify):
         # "run the thing on the cluster": a word for something only the speaker knows, no experiment of the repository
         # (the facts said beside it still leave what to train unsaid, and the defaults in its place would be a guess)
         intent.clarify = (f"Which experiment do you mean by {placeholder.group(1)!r}? Nothing here says; name the "
                           "config file or a run to copy, e.g. `train configs/long.yaml for 20 steps on 2 GPUs` (a "
                           "launch runs on this machine's GPUs).")  # fmt: skip
+    set_going = re.search(SET_GOING, lowered)
+    earlier = context.launch or context.run or context.file or context.plan
+    if set_going and not earlier and not entities.has("file", "experiment", "run", "sweep", "model"):
+        # "set it going on 2 GPUs", with nothing earlier it could be: what to train is unsaid, whatever settings come
+        # with it (a supposition's "ran it on 2 processes" names nothing either)
+        intent.clarify = (f"Which experiment do you mean by {set_going.group(0)!r}? Nothing earlier in this "
+                          "conversation says; name the config file or a run to copy, e.g. `train configs/long.yaml "
+                          "for 20 steps on 2 GPUs`.")  # fmt: skip
     if copying:
         before = _at_count(context.known.launch_of(str(named)), intent.args.get("nproc"))
         for key, value in before.items():  # "same like r1 but 50 steps": r1's layout and processes, from its metrics

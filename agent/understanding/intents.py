@@ -767,7 +767,8 @@ CUES: dict[str, list[tuple[str, float]]] = {
 # other: the positive verb beside it decides ("no PR yet, just draft the writeup" is a report). A launch not to make is
 # NO_LAUNCH.
 _DOING = (r"(?:(?:open|create|make|file|raise|push|send|submit|write|draft|do|run|start|launch|kick off|update|touch|"
-          r"change|edit|generate|produce|need|want|bother with|put up|publish|regenerate|refresh|rewrite)\w*\s+)?"
+          r"change|edit|generate|produce|need|want|bother with|put up|publish|regenerate|refresh|rewrite|"
+          r"put together|bring|keep)\w*\s+)?"
           r"(?:(?:up\s+)?(?:a|an|the|any|that|this|my|our|another|new)\s+)?(?:[\w.-]+(?:'s)?\s+)?")  # fmt: skip
 DONT_DO = {
     "pr": r"pull[- ]requests?|prs?|merge[- ]requests?",
@@ -913,6 +914,7 @@ def negated_actions(lowered: str) -> tuple[set[str], str]:
         negated.add("wait")
         spans.append(found.span())
     spans += [found.span() for found in re.finditer(STOP_DOING, lowered)]  # no action, nothing negated either
+    spans += [found.span() for found in re.finditer(IDEA_DROPPED, lowered)]  # the proposal dropped, no run cancelled
     spans += [found.span() for found in re.finditer(DONE_BEFORE, lowered)]  # done already: no action asked
     later = [*re.finditer(OWN_LATER, lowered), *re.finditer(LAUNCH_PUT_OFF, lowered)]  # an act to come: no cue
     spans += [found.span() for found in later]
@@ -966,6 +968,11 @@ STOP_DOING = (r"\b(?:stop|stops|stopped|quit|quits)\s+(?!(?:running|training|wai
               r"(?!(?:every|any|some|no)thing\b)\w+ing\b")  # fmt: skip
 
 
+# A proposal taken back, not a run: "resume tp-try? no, cancel that idea", "scrap that plan" (no cancel).
+IDEA_DROPPED = (r"\b(?:cancel|scrap|drop|forget|ditch|shelve|kill|abort)\s+(?:that|the|this|my|our)\s+"
+                r"(?:idea|plan|thought|suggestion|proposal|notion)\b")  # fmt: skip
+
+
 # The user's own act to come, said as when the request is for: "before I start anything big, ...", "before we launch
 # anything", "before I try anything, could you check the hardware". Its verb is the user's, no request: it cues no
 # action; what is asked beside it decides ("before I start anything big, could you kick off a layout sweep" starts the
@@ -984,7 +991,7 @@ OWN_LATER = (r"\bbefore\s+(?:i|we|you)\b(?:[^,;:!?.\u2013\u2014]|\.(?=\w))*?"
 # (what is asked beside it decides). The clause ends at a stop, a dash or a comma.
 DONE_VERBS = (r"opened|benchmarked|evaluated|scored|wrote|written|updated|cancell?ed|killed|stopped|launched|started|"
               r"kicked off|trained|swept|reported|merged|submitted|resumed|read|checked|planned|compared|ran(?!\s+out)|"
-              r"documented|pushed|filed|made|created|did")  # fmt: skip
+              r"documented|pushed|filed|made|created|did|put together|brought|picked|took")  # fmt: skip
 DONE_BEFORE = (rf"(?:^|(?<=[,;:.!?\u2013\u2014])\s*|(?<=\s-)\s+|\b(?:since|because|as|now that|after|once)\s+)"
                rf"(?:(?:i|we|you)(?:'ve|'d|\s+have|\s+had)?\s+(?:already\s+|just\s+|recently\s+)?(?:{DONE_VERBS})|"
                r"(?<=after )\w+ing)\b(?:[^,;:!?.\u2013\u2014]|\.(?=\w))*?"
@@ -1057,6 +1064,10 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         scores["plan"] += 2
     if "pr" not in negated and re.search(PR_ORDERED, lowered):
         scores["pr"] = max(scores["pr"], scores["report"] + 2)  # "write it up and open a PR": the PR writes it too
+    if (read_first := re.search(READ_THEN, lowered)) and not scores["run"] > 0:
+        for action in WRITTEN_AFTER_A_READ:  # "show the lr-scan summary, then open a PR": the read comes first
+            if not re.search(CUES_OF_WRITES[action], lowered[: read_first.end()]):
+                scores[action] -= 8
     for action in negated:  # "don't open a PR": never that action, whatever else cues it
         scores[action] = -10.0
     if previous in ("plan", "run") and entities.has(
@@ -1101,6 +1112,16 @@ def _read_of_the_other(entities: Entities, previous: str) -> str | None:
     other = next(read for read, kind in READ_OF.items() if read != previous)
     said = entities.has(READ_OF[other]) and not entities.has(READ_OF[previous])
     return other if said else None
+
+
+# A reading ordered first, then something else: "show the summary of sweep layouts-nov and then open a PR for it",
+# "display the sweep winners, then update the docs". The first action is the reading; the write after "then" is a
+# step to come, asked for once the user has seen what it would be of.
+READ_THEN = (r"^\W*(?:(?:please|pls|first|ok|okay|so)\W+)*(?:show|display|read|view|pull\s+up|list|look\s+at|print)\b"
+             r"[^.;!?]*?(?:,\s*|\s+)(?:and\s+)?then\b")  # fmt: skip
+WRITTEN_AFTER_A_READ = ("pr", "docs", "report")
+CUES_OF_WRITES = {"pr": r"\b(?:pull request|pr|merge request)\b", "docs": rf"\b{DOC_NOUN}\b",
+                  "report": r"\breport\b|\bwrite[- ]?up\b"}  # fmt: skip
 
 
 # A pull request ordered at the start of its clause, beside the write-up it comes with: "write it up and open a PR",

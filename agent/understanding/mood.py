@@ -61,6 +61,9 @@ _CARRIER = (
     r"be|been|"  # passive: "tp-try should not be continued from where it stopped"
     r"under|any|circumstances|go|going|gonna|bother|please|yet|plan|like|would|should|the|a|an|it|that|this|"
     r"open|make|create|file|raise|push|submit|write|update|refresh|touch|do|run|start|kick|off|launch|"
+    # the verbs that make a write-up or bring the docs into line: "no need to put together a write-up", "don't bring
+    # the README into accord with lr-scan", "hold off bringing the docs into line"
+    r"put|together|bring|bringing|"
     r"or|nor"  # "don't launch or cancel any runs": the negation carries over to the verb after "or"
 )
 # (and a courtesy set aside between them: "please don't, if you would be so kind, cancel tp-try")
@@ -92,6 +95,11 @@ TAKE_BACK = (r"\b(?:wait,?\s+no\b|(?:no|non|nein|n[aã]o),?\s+(?:wait|don'?t|sto
               # the user's own answer to the action asked: "cancel r1? Don't.", "resume tp-try? I wouldn't"
               r"(?<=\?\s)(?:(?:please|so|then|just)\s+)?(?:don'?t|do not)(?=\W*$)|"
               r"(?<=\?\s)(?:i|we)(?:'d| would)?\s+(?:(?:would|should|could)(?:n'?t| not)|rather not)\b(?=\W*$)|"
+              # ... or a no of their own, then why: "keep the docs in line with it? I'd say no, it's stale"
+              r"(?<=\?\s)(?:(?:i|we)(?:'d| would)\s+say|(?:i|we)\s+(?:think|guess|reckon))\s+(?:no|not)\b|"
+              # the proposal itself taken back, no run cancelled: "resume tp-try? no, cancel that idea"
+              r"\b(?:cancel|scrap|drop|forget|ditch|shelve)\s+(?:that|the|this|my|our)\s+(?:idea|plan|thought|"
+              r"suggestion|proposal|notion)\b|"
               r"\bso,?\s+no(?=\W*$))")  # fmt: skip
 # What may follow a take-back and only say why ("wait, no, it's almost done, leave it", "no, scrap that, it'll OOM
 # again", "wait, no, the other team still needs it"): a clause with a verb of state, with no value, name or action in
@@ -127,6 +135,13 @@ _REQUEST_OPENING = (r"(?:^|(?<=[.!?;])\s+)\W*(?:(?:so|ok(?:ay)?|well|now|right)\
 _POINTS_BACK = r"\b(?:that|it|this|them|the same)\b"
 _WAITS_ON_SUPPOSITION = r"\b(?:then|in that case|if so|if|when|once|should that|assuming)\b"
 _PAST_LAUNCH = r"\b(?:ran|launched|trained|started|kicked\s+off|fired\s+(?:off|up))\b"
+# A request that only asks what would have been done, no order: "would you have set it going last week?"
+_WOULD_HAVE = r"\b(?:would|could|will|can)\s+you\s+(?:\w+\s+)?have\b|\b(?:would|could)(?:'ve|\s+have)\b"
+# A state of the world or an event inside the supposition, beside the supposed action: "suppose the cluster is free
+# and we ran it ...", "imagine tp-try crashed and we relaunched it" (the request waits on it, unsettled).
+_SUPPOSED_EVENT = (r"\b(?:is|are|was|were|isn'?t|aren'?t|wasn'?t|weren'?t|gets?|got|becomes?|became|frees?\s+up|freed|"
+                   r"finish(?:es|ed)|crash(?:es|ed)|fail(?:s|ed)|hangs?|hung|dies|died|ooms|oomed|goes\s+down|went\s+down|"
+                   r"comes?\s+back|came\s+back)\b")  # fmt: skip
 
 
 def _supposed(lowered: str, words: str, command: str) -> bool:
@@ -139,6 +154,8 @@ def _supposed(lowered: str, words: str, command: str) -> bool:
         supposed = lowered[suppositions[0].start() : request.start()]
         asked = request.group(0)
         if suppositions[-1].start() >= request.start() or re.search(_WAITS_ON_SUPPOSITION, asked):
+            continue
+        if re.search(_WOULD_HAVE, asked) or re.search(_SUPPOSED_EVENT, supposed):
             continue
         if re.search(_POINTS_BACK, asked) and re.search(rf"{words}|{_PAST_LAUNCH}", supposed):
             return False
@@ -448,7 +465,8 @@ _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 # A time to come, in the clause that names the action ("cancel r1 in an hour") or alone in its own ("tomorrow morning,
 # start a sweep"): the tools act now only. ("we need those GPUs in ten minutes" times something else.)
 LATER = (rf"\b(?:later(?:\s+(?:on|today|tonight))?|tonight|tomorrow(?:\s+(?:morning|afternoon|evening|night))?|"
-          rf"eventually|someday|some day|at some point|for later|this (?:evening|afternoon|weekend)|"
+          rf"eventually|someday|some day|at some (?:point|stage)|at a later (?:point|stage|date)|for later|"
+          rf"this (?:evening|afternoon|weekend)|"
           rf"(?:over|on|for|at) the weekend|(?:some ?time\s+)?next (?:week|month|time|sprint|quarter|year|release|"
           rf"cycle|iteration|{_WEEKDAY})|sometime(?:\s+(?:soon|later|this (?:week|month|sprint)))?|"
           r"some time (?:soon|later)|"
@@ -549,6 +567,12 @@ _QUESTION_ABOUT = (r"\b(?:ask(?:s|ed|ing)?|wants? to know|wanted to know|curious
 _RELAYED = (r"\b(?:told|asked|instructed|wants?|wanted)\s+(?:me|us)\s+to\s+|"
             r"\b(?:i|we)\s+(?:was|were|have been|'ve been|got)\s+(?:told|asked|instructed)\s*(?::\s*|to\s+)|"
             r"\b(?:said|says|asked|asks|wrote|writes|posted|messaged)\s*:\s*|"
+            # another's own promise told: "Dana said she'd put together a write-up", "Marc says he'll do the docs"
+            r"\b(?:said|says|promised|promises|offered|offers|told (?:me|us))\s+(?:that\s+)?(?!(?:i|we|you|u)\b)"
+            r"[a-z][\w-]*(?:'d|'ll|\s+would|\s+will|\s+is going to|\s+was going to)\s+|"
+            # a duty left to no one in particular: "somebody ought to write lr-scan up" (not a request of the assistant)
+            r"\b(?:somebody|someone|anybody|anyone)\s+(?:really\s+)?(?:ought to|should|must|needs to|has to)\s+"
+            r"(?:really\s+|probably\s+|eventually\s+)?|"
             r"\b(?!(?:i|we|you|u|it|this|that|which|what|who|there|they|then|and|so|please)\b)[a-z][\w-]*\s+"
             r"(?:will|'ll|is going to|is gonna|plans to|is planning to|is about to)\s+|"
             # advice told or read somewhere, not the user's ask: "the README says to launch on 2 GPUs first", "the
@@ -604,7 +628,7 @@ def _endorsed(after: str) -> bool:
 
 def _relayed(lowered: str, words: str) -> bool:
     """Every mention of the action is someone else's order, duty or wish told (_RELAYED, _WISHED_BY_ANOTHER)."""
-    verb = (r"(?:(?:open|mak|creat|fil|rais|push|submit|writ|updat|refresh|bring)\w*\s+"
+    verb = (r"(?:(?:open|mak|creat|fil|rais|push|submit|writ|updat|refresh|bring|put together|do)\w*\s+"
             r"(?:(?:a|an|the|up)\s+)?)?")  # fmt: skip
     ordered = rf"(?:{_RELAYED}){_COURTESY_OPENER}{verb}(?:{words})"
     wished = rf"{_WISHED_BY_ANOTHER}(?:{_AS_A_VERB})(?:{words})[^.;!?,]*"
@@ -631,6 +655,46 @@ _FORM_UNSURE = (r"\b(?:not sure|unsure|dunno|don'?t know)\s+(?:if|whether|which)
                 r"directory)\b")  # fmt: skip
 
 
+# The docs left as they are, by the user's own word: "leave the docs as they are", "let the README be" (no update).
+DOCS_LEFT = (r"\b(?:leave|let)\s+(?:the\s+|our\s+)?(?:docs|documentation|readme|training\.md)\s+"
+             r"(?:as\s+(?:they|it)\s+(?:are|is|stands?)|alone|be|untouched|unchanged)\b")  # fmt: skip
+# Whether the docs agree, asked: "tell me whether the docs are in line with lr-scan", "check if the README matches
+# it" (their state read, no update).
+DOCS_STATE_ASKED = (r"\b(?:whether|if)\s+(?:the\s+|our\s+)?(?:docs|documentation|readme|training\.md)\s+"
+                    r"(?:(?:are|is|still)\s+|(?:agree|match|reflect|cover|say|mention)s?\b)")  # fmt: skip
+# A write or a resume told as done, not asked for: "we already put together a write-up of it", "the docs were brought
+# into line yesterday", "Marc already brought the README into accord", "the docs needed updating, which Dana did",
+# "we picked the sweep up where it left off" ("get the docs brought into line" asks for it).
+_DONE_VERB = r"(?:brought|updated|written|wrote|done|did|refreshed|synced|put|picked|took|taken|resumed|continued)"
+TOLD_DONE = (rf"\balready\s+(?:\w+\s+)?{_DONE_VERB}\b|"
+             rf"\b(?:was|were|had been|has been|have been)\s+(?:\w+\s+)?{_DONE_VERB}\b|"
+             r"(?<!\bbe )(?<!\bare )(?<!\bis )\bbrought\b|"
+             r"\b(?:needed|wanted|required)\s+(?:an?\s+)?(?:updat|refresh|rewrit|sync)\w*|\bwhich\s+[\w-]+\s+did\b|"
+             r"\b(?:i|we|he|she|they)\s+(?:picked|took)\b")  # fmt: skip
+# The done form asked for, as what the user wants made so: "can we get the README brought up to date", "I want the docs
+# updated", "make sure the docs are brought into line".
+_DONE_WANTED = (r"\b(?:get|gets|getting|have|want|wants|need|needs|like|make sure|ensure|see)\b"
+                r"(?!\s+(?:been|had|already)\b)")  # fmt: skip
+
+
+# The verbs that would order the action again, in a clause of its own: "the docs were updated last week; update them
+# again from lr-scan", "the README was written before lr-scan, so please refresh it".
+_ORDERED_AGAIN = {
+    "docs": r"\b(?:update|refresh|bring|sync|rewrite|redo|fix)\b",
+    "report": r"\b(?:write|put together|do|make|draft)\b",
+    "resume": r"\b(?:resume|continue|pick|take|restart)\b",
+}
+
+
+def _told_done(lowered: str, words: str, command: str) -> bool:
+    """Every clause that names the action, or orders it with a verb of its own, tells it as done (TOLD_DONE):
+    nothing asked for now."""
+    clauses = [
+        c for c in re.split(rf"{_CLAUSE}", lowered) if re.search(words, c) or re.search(_ORDERED_AGAIN[command], c)
+    ]
+    return bool(clauses) and all(re.search(TOLD_DONE, c) and not re.search(_DONE_WANTED, c) for c in clauses)
+
+
 def held_back(lowered: str, command: str, words: str | None = None) -> str | None:
     """Why the action `command` the sentence names is not asked for now, or None when it is: "negated" (or
     dismissed), "taken back", "consequence" (what it would do, asked), "supposed", "quoted" (someone else's words),
@@ -641,6 +705,10 @@ def held_back(lowered: str, command: str, words: str | None = None) -> str | Non
     lowered = re.sub(_FORM_UNSURE, " ", lowered)
     if _negated(lowered, words, command == "run") or (command == "docs" and re.search(DOCS_KEPT, lowered)):
         return "negated"
+    if command == "docs" and re.search(DOCS_LEFT, lowered):
+        return "negated"
+    if command == "docs" and re.search(DOCS_STATE_ASKED, lowered):
+        return "asked"
     if command == "run" and re.search(_DREADED_RUN, lowered):
         return "negated"
     if _taken_back(lowered, words):
@@ -668,6 +736,8 @@ def held_back(lowered: str, command: str, words: str | None = None) -> str | Non
     if may_i or re.search(_RELAYED_QUESTION, lowered) or _asked_about(lowered, words):
         return "asked"
     if _whether_action(lowered, words) or _own_wish_asked(lowered, words):
+        return "asked"
+    if command in _ORDERED_AGAIN and _told_done(lowered, words, command):
         return "asked"
     return None
 

@@ -19,6 +19,7 @@ from agent.understanding.arguments import (
     call_text,
     describes_experiment,
     launch_text,
+    no_sweep_said,
     sweep_in_words,
 )
 from agent.understanding.context import Context
@@ -1010,6 +1011,9 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         intent.clarify = source
     if intent.clarify is None and intent.command in (*ACTIONS, *NAMED_TOOLS, "plan"):
         intent.clarify = _pointed_question(plain, intent, entities, context)
+    if intent.clarify is None and intent.command == "report" and (which := no_sweep_said(intent, entities, context)):
+        intent.args.pop("sweep", None)  # "do a report": no sweep said, none taken in its place
+        intent.clarify = which
     if intent.clarify is None or offers_yes(intent.clarify):
         intent.clarify = _sweep_move_held(plain, intent, entities, context) or intent.clarify
     if intent.clarify is None and intent.command == "plan" and (why := _run_wish_held(plain, entities)):

@@ -44,7 +44,11 @@ NAMED = ("run", "sweep", "checkpoint", "file", "experiment")
 # ("chuck tp-try's log.txt up here", "throw r1's curve up on screen"): only what is wiped or cleaned up is removed.
 _SPLIT_OBJECT = r"\s+((?:[\w./'-]+\s+){1,4}?)"
 _AWAY = r"(?:away|out(?!\s+of\b))"
-SPLIT_DELETE = (rf"\b(?:throw(?:ing)?|toss(?:ing)?|chuck(?:ing)?){_SPLIT_OBJECT}{_AWAY}\b|"
+# ... unless the sentence says it is not wanted any more: "chuck the lr-scan sweep up, we don't need it anymore",
+# "chuck tp-try's checkpoint up, it's useless" (thrown out, not put up to see).
+_NOT_WANTED = (r"(?=[^.;!?]*\b(?:(?:don'?t|do not|no longer|never)\s+(?:\w+\s+)?need|not needed|useless|worthless|"
+               r"anymore|any more|rubbish|junk|garbage|trash)\b)")  # fmt: skip
+SPLIT_DELETE = (rf"\b(?:throw(?:ing)?|toss(?:ing)?|chuck(?:ing)?){_SPLIT_OBJECT}(?:{_AWAY}|up{_NOT_WANTED})\b|"
                 rf"\b(?:wip(?:e|ing)|clean(?:ing)?|clear(?:ing)?){_SPLIT_OBJECT}(?:{_AWAY}|up)\b")  # fmt: skip
 PUSH = (r"\bforce[- ]?push\w*|\bpush\w*\s+(?:-f|--force)\b|\bpush\w*\s+(?:\S+\s+){0,4}?(?:straight|directly|right)?\s*"
         r"(?:to|into|onto)\s+(?:origin\s+)?(?:main|master)\b|\b(?:commit|merge)\w*\s+(?:\S+\s+){0,4}?"
