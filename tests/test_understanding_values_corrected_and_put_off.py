@@ -22,6 +22,8 @@ from tests.understanding_support import earlier_turn, read, read_as
         ("launch 30 steps with learning rate 2e-3; sorry, 1e-3", {"steps": 30, "set": ["train.lr=1e-3"]}),
         ("train 10 steps, lr 6e-4 -- I mean 4e-4, on 2 gpus", {"steps": 10, "nproc": 2, "set": ["train.lr=4e-4"]}),
         ("train 15 steps, weight decay 0.2, actually 0.01", {"steps": 15, "set": ["train.weight_decay=0.01"]}),
+        ("train 15 steps, lr 7e-4, no wait, 6e-4.", {"steps": 15, "set": ["train.lr=6e-4"]}),
+        ("train 15 steps, lr 7e-4, um, 5e-4.", {"steps": 15, "set": ["train.lr=5e-4"]}),
     ],
 )
 def test_a_rate_corrected_in_place_takes_the_last(text, args, known):
@@ -48,6 +50,8 @@ def test_a_no_before_a_setting_is_no_correction(text, args, known):
         "train 20 steps on 2 gpus, lr 5e-4 or maybe 1e-3.",
         "launch 12 steps with warmup 3 or perhaps 6",
         "train 20 steps with seed 7 or 11.",
+        "train 20 steps, lr 4e-4, perhaps 8e-4.",
+        "train 20 steps with lr 4e-4, or is it 6e-4?",
     ],
 )
 def test_two_values_offered_are_asked(text, known):
@@ -65,6 +69,7 @@ def test_two_values_offered_are_asked(text, known):
         "launch 4 processes, warmup 0 but lr 1e-3 over the last 15 steps.",
         "train 2 gpus, lr 5e-4 till step 40, then drop it to 1e-4",
         "train 80 steps on 2 gpus; past 20 steps, lower the lr to 1e-5",
+        "train 50 steps, lr 1e-3 during the second half.",
     ],
 )
 def test_a_schedule_is_asked(text, known):
@@ -99,6 +104,7 @@ def test_a_run_length_is_no_schedule(text, args, known):
         "train 30 steps, we'll try fp8 later on",
         "train 20 steps on 2 gpus. For any future runs, enable compile",
         "train 20 steps, warmup 5 for the next run",
+        "train 20 steps, and switch compile off after this run finishes.",
     ],
 )
 def test_a_setting_put_off_is_not_applied_now(text, known):
@@ -128,6 +134,7 @@ def test_a_setting_for_this_run_acts(text, args, known):
         "launch whatever Ingrid recommends",
         "start what my supervisor will pick, on 2 gpus",
         "train whatever the tech lead decides on",
+        "launch whatever is in Dana's email",
     ],
 )
 def test_someone_elses_choice_is_asked(text, known):

@@ -799,15 +799,19 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
 # Two values of one setting joined by "or" ("lr 1e-4 or maybe 2e-4", "warmup 5 or 10"): the speaker's choice is
 # unsaid, and the first is never guessed.
 _VALUE = r"\d+(?:\.\d+)?(?:e-?\d+)?"
-VALUE_ALTERNATIVES = (rf"\b(?P<name>{'|'.join(SETTING_NAMES.values())})\s*(?:of|=|:|to|at|is)?\s*(?P<one>{_VALUE})"
-                      r"\s*,?\s*(?:or|and/or)\s+(?:(?:maybe|perhaps|possibly|even|rather|else|probably)\s+)?"
-                      rf"(?P<other>{_VALUE})(?!\w|\.\d)")  # fmt: skip
+# ("lr either 1e-4 or 2e-4", "lr 1e-4, maybe 2e-4", "lr 1e-4, or was it 2e-4?"; "lr 1e-3 / 2" divides)
+_OR = (r"\s*(?:,?\s*(?:or|and/or)\s+(?:(?:maybe|perhaps|possibly|even|rather|else|probably|was\s+it|is\s+it)\s+)?|"
+       r",\s*(?:maybe|perhaps|possibly)\s+)")  # fmt: skip
+VALUE_ALTERNATIVES = (rf"\b(?P<name>{'|'.join(SETTING_NAMES.values())})\s*(?:of|=|:|to|at|is)?\s*(?:either\s+)?"
+                      rf"(?P<one>{_VALUE}){_OR}(?P<other>{_VALUE})(?!\w|\.\d)")  # fmt: skip
 # A setting said to change during the run ("lr 1e-4 for the first 10 steps, then 3e-4", "lr 3e-4 until step 50, then
 # 1e-4", "after 50 steps drop the lr to 1e-4"): a launch keeps each setting for the whole run, and the count is of a
 # part of the run, not its steps. Asked. ("train until step 100" or "stop after 50 steps" is the run's length.)
 _CHANGE_VERB = r"(?:drop|lower|raise|switch|change|set|decay|cut|bump|increase|reduce|go|move|turn|use|make|anneal)"
 SCHEDULED = (r"\b(?:for|during|over|in|on)\s+the\s+(?:first|last|final|next|remaining|initial|opening)\s+(\d+)\s+"
              r"steps?\b|"
+             # ("lr 2e-4 for the first half, then 1e-4": a part of the run by its share)
+             r"\b(?:for|during|over|in)\s+the\s+(?:first|second|last|final)\s+(?:half|third|quarter|part)\b()|"
              r"\b(?:until|till|up\s+to|after|past|from)\s+step\s+(\d+)\s*,?\s*(?:and\s+)?then\b|"
              rf"\b(?:after|past)\s+(?:the\s+first\s+)?(\d+)\s+steps?\s*,?\s*(?:then\s+)?{_CHANGE_VERB}\b|"
              rf"\bfor\s+(\d+)\s+steps?\s*,?\s*(?:and\s+)?then\s+(?:{_CHANGE_VERB}\s+)?(?:(?:it\s+)?to\s+)?"
@@ -817,7 +821,9 @@ SCHEDULED = (r"\b(?:for|during|over|in|on)\s+the\s+(?:first|last|final|next|rema
 LATER_RUN = (r"\b(?:later(?:\s+on)?|tomorrow|next\s+time|afterwards|eventually|in\s+(?:the\s+)?future|"
              r"(?:for|on|in|with|from)\s+(?:the\s+|a\s+|any\s+)?(?:next|later|future|following|subsequent|another|"
              r"other)\s+(?:one|runs?|launch(?:es)?|time|attempts?|rounds?|experiments?|jobs?|tr(?:y|ies))|"
-             r"(?:next|future|later)\s+(?:runs?|launch(?:es)?|jobs?))\b")  # fmt: skip
+             r"(?:next|future|later)\s+(?:runs?|launch(?:es)?|jobs?)|"
+             r"(?:after|once)\s+(?:this|that|the\s+current)\s+(?:one|run|launch|job)"
+             r"(?:\s+(?:is\s+done|finishes|ends))?)\b")  # fmt: skip
 _SETTING_SAID = (rf"\b(?:{'|'.join(SWITCH_WORDS.values())}|{'|'.join(SETTING_NAMES.values())}|{PRECISIONS}|"
                  rf"{OPTIMIZERS})\b")  # fmt: skip
 
@@ -829,8 +835,8 @@ def _value_not_for_this_launch(lowered: str, intent: Intent) -> str | None:
         name, one, other = found.group("name"), found.group("one"), found.group("other")
         return f"Which {name}: {one} or {other}? Say the one to use, e.g. `{name} {other}`. {launch_text(intent.args)}"
     if found := re.search(SCHEDULED, lowered):
-        count = int(next(group for group in found.groups() if group))
-        if intent.args.get("steps") == count:
+        count = next((int(group) for group in found.groups() if group), None)
+        if count is not None and intent.args.get("steps") == count:
             intent.args.pop("steps")  # a part of the run, not its length
         return (f"A launch keeps each setting for the whole run; it has no schedule by step ({found.group(0)!r}). "
                 f"Which single value, and how many steps in all? {launch_text(intent.args)}")  # fmt: skip

@@ -165,6 +165,9 @@ UNKNOWN_SOURCE = (
     rf"\b(?:what|whatever)\s+(?:{_SOMEONE})\s+(?:(?:had|has|just)\s+)?{_SUGGESTED}\b|"
     # the choice still to come, said in the present or the future: "whatever Marc suggests", "what the lead will pick"
     rf"\b(?:what|whatever)\s+(?:{_SOMEONE})\s+(?:(?:will|would|'ll|is going to|wants to)\s+)?{_CHOOSES}\b|"
+    # ("whatever's in Marc's message", "whatever is in the email")
+    rf"\bwhatever(?:'s|\s+is)\s+in\s+(?:the\s+|my\s+|our\s+|his\s+|her\s+|their\s+|[a-z]+'s\s+)?(?:{_TALK}|message|"
+    r"dm|text|note)\b|"
     # ("that new cluster config Sam was talking about": a talk by anyone, named or not, in any tense)
     rf"\b(?:the|those|these|that)\s+(?:\w+\s+){{0,2}}(?:{_SETTINGS_NOUN}|{_REFERENT})\s+(?:that\s+|which\s+)?"
     rf"(?:we|i|they|you and i|{_SOMEONE})\s+(?:(?:had|have|has|just|already|was|were|been|kept)\s+){{0,2}}"

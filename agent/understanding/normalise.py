@@ -1229,7 +1229,8 @@ NUMBER_RESTATED = (r"(?<![\w.])\d+(?:\.\d+)?\b(?!\.\d)((?:[\s-]+[a-z][\w-]*){0,2
 # exponent or a decimal point in both), so that "lr 1e-4, no warmup" (no value after "no") corrects nothing and a
 # count after it ("1e-4, no, 4 gpus") stays its own.
 _RATE = r"(?:\d+(?:\.\d+)?e-?\d+|\d*\.\d+)"
-RATE_RESTATED = (rf"(?<![\w.]){_RATE}(?!\w|\.\d)\s*(?:[;]|[\u2014\u2013]+|\s-{{1,2}}\s|,)\s*{_TAKEN_BACK}+"
+_RATE_TAKEN_BACK = rf"(?:{_TAKEN_BACK}|(?:no\s+wait|er+m?|um+|uh+|hmm+)\s*[,!.]?\s*)"  # "no wait, 2e-4", "er, 2e-4"
+RATE_RESTATED = (rf"(?<![\w.]){_RATE}(?!\w|\.\d)\s*(?:[;]|[\u2014\u2013]+|\s-{{1,2}}\s|,)\s*{_RATE_TAKEN_BACK}+"
                  rf"({_RATE})(?!\w|\.\d)(?=\s*(?:[.;,!?)]|$|\s+(?:and|with|on|for|please)\b))")  # fmt: skip
 
 
