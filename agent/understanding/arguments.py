@@ -26,6 +26,7 @@ from agent.understanding.entities import (
     masked,
 )
 from agent.understanding.entities import NO_LAUNCH as NO_LAUNCH_WORDS
+from agent.understanding.entities import SWITCHES as SWITCH_WORDS
 from agent.understanding.grammar import (
     LAYOUT_WORDS,
     OPTIMIZERS,
@@ -52,8 +53,11 @@ from agent.understanding.normalise import TROUBLE_NOUN, normalise
 from trainer.model.presets import MODELS
 
 # A launch that repeats the one before, with what the sentence changes.
+# What was done before, as the thing to launch: "run what we did last time", "train what I ran before".
+DONE_LAST_TIME = (r"\bwhat\s+(?:we|i|you)\s+(?:did|ran|launched|trained|used|had)\s+(?:the\s+)?(?:last\s+time|before|"
+                  r"earlier|previously)\b")  # fmt: skip
 AGAIN = (r"\bagain\b|\bsame\b|\brerun\b|\bre-run\b|\brelaunch\b|\bonce more\b|\bdo (?:it|that)\b|\bthis time\b|"
-         r"\b(?:run|train) it\b")  # fmt: skip
+         rf"\b(?:run|train) it\b|{DONE_LAST_TIME}")  # fmt: skip
 # What a launch verb's object is called when the speaker has something in mind and names nothing: "run the thing",
 # "kick off that stuff", "fire up the whatsit", "run the thing again on 4 GPUs" with no launch before it (not "the thing
 # from before": a repeat, asked about by itself).
@@ -714,7 +718,7 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     _refused_experiment(intent, entities)
     if intent.clarify is None and (missing := _missing_experiment(intent, context)):
         intent.clarify = missing
-    repeat = re.search(r"\bagain\b|\bsame\b|\bre-?run\b|\bonce more\b|\bfrom before\b", lowered)
+    repeat = re.search(rf"\bagain\b|\bsame\b|\bre-?run\b|\bonce more\b|\bfrom before\b|{DONE_LAST_TIME}", lowered)
     if repeat and not context.launch and not copying and not intent.args and not entities.has("switch", "optimizer"):
         # "do the thing from before again": nothing in the conversation to repeat, so ask, never launch the defaults
         latest = context.known.runs[0] if context.known.runs else "runs/NAME"
@@ -822,9 +826,92 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.clarify = f"On how many GPUs (processes), and with which layout? {launch_text(intent.args)}"
     if intent.clarify is None:
         intent.clarify = _multi_node_question(nodes, intent, lowered)
+    if intent.clarify is None:
+        intent.clarify = _value_not_for_this_launch(plain_of(intent, context).lower(), intent)
     if intent.clarify is None and (borrowed := re.search(SETTING_OF_CONFIG, lowered)):
         intent.clarify = (f"The {borrowed.group(1)} of {borrowed.group(2)}: which value? Give the number itself; "
                           f"I would not leave it out. {launch_text(intent.args)}")  # fmt: skip
+
+
+# Two values of one setting joined by "or" ("lr 1e-4 or maybe 2e-4", "warmup 5 or 10"): the speaker's choice is
+# unsaid, and the first is never guessed.
+_VALUE = r"\d+(?:\.\d+)?(?:e-?\d+)?"
+# ("lr either 1e-4 or 2e-4", "lr 1e-4, maybe 2e-4", "lr 1e-4, or was it 2e-4?"; "lr 1e-3 / 2" divides)
+_OR = (r"\s*(?:,?\s*(?:or|and/or)\s+(?:(?:maybe|perhaps|possibly|even|rather|else|probably|was\s+it|is\s+it)\s+)?|"
+       r",\s*(?:maybe|perhaps|possibly)\s+)")  # fmt: skip
+VALUE_ALTERNATIVES = (rf"\b(?P<name>{'|'.join(SETTING_NAMES.values())})\s*(?:of|=|:|to|at|is)?\s*(?:either\s+)?"
+                      rf"(?P<one>{_VALUE}){_OR}(?P<other>{_VALUE})(?!\w|\.\d)")  # fmt: skip
+# A setting said to change during the run ("lr 1e-4 for the first 10 steps, then 3e-4", "lr 3e-4 until step 50, then
+# 1e-4", "after 50 steps drop the lr to 1e-4"): a launch keeps each setting for the whole run, and the count is of a
+# part of the run, not its steps. Asked. ("train until step 100" or "stop after 50 steps" is the run's length.)
+_CHANGE_VERB = r"(?:drop|lower|raise|switch|change|set|decay|cut|bump|increase|reduce|go|move|turn|use|make|anneal)"
+SCHEDULED = (r"\b(?:for|during|over|in|on)\s+the\s+(?:first|last|final|next|remaining|initial|opening)\s+(\d+)\s+"
+             r"steps?\b|"
+             # ("lr 2e-4 for the first half, then 1e-4": a part of the run by its share)
+             r"\b(?:for|during|over|in)\s+the\s+(?:first|second|last|final)\s+(?:half|third|quarter|part)\b()|"
+             r"\b(?:until|till|up\s+to|after|past|from)\s+step\s+(\d+)\s*,?\s*(?:and\s+)?then\b|"
+             rf"\b(?:after|past)\s+(?:the\s+first\s+)?(\d+)\s+steps?\s*,?\s*(?:then\s+)?{_CHANGE_VERB}\b|"
+             rf"\bfor\s+(\d+)\s+steps?\s*,?\s*(?:and\s+)?then\s+(?:{_CHANGE_VERB}\s+)?(?:(?:it\s+)?to\s+)?"
+             r"(?:\d[\d.e-]*|lr\b|learning rate|warm\w*)")  # fmt: skip
+# A setting put off to a later or another run ("disable packing later", "turn compile off for the next run", "AC on
+# next time"): no order for this launch, never applied now ("packing off for this run" is one).
+LATER_RUN = (r"\b(?:later(?:\s+on)?|tomorrow|next\s+time|afterwards|eventually|in\s+(?:the\s+)?future|"
+             r"(?:for|on|in|with|from)\s+(?:the\s+|a\s+|any\s+)?(?:next|later|future|following|subsequent|another|"
+             r"other)\s+(?:one|runs?|launch(?:es)?|time|attempts?|rounds?|experiments?|jobs?|tr(?:y|ies))|"
+             r"(?:next|future|later)\s+(?:runs?|launch(?:es)?|jobs?)|"
+             r"(?:after|once)\s+(?:this|that|the\s+current)\s+(?:one|run|launch|job)"
+             r"(?:\s+(?:is\s+done|finishes|ends))?)\b")  # fmt: skip
+_SETTING_SAID = (rf"\b(?:{'|'.join(SWITCH_WORDS.values())}|{'|'.join(SETTING_NAMES.values())}|{PRECISIONS}|"
+                 rf"{OPTIMIZERS})\b")  # fmt: skip
+
+
+def _value_not_for_this_launch(lowered: str, intent: Intent) -> str | None:
+    """One question when a stated value is not this launch's for sure: two values of a setting offered, a value
+    scheduled over part of the run, or a setting put off to a later run (held back from the launch named)."""
+    if found := re.search(VALUE_ALTERNATIVES, lowered):
+        name, one, other = found.group("name"), found.group("one"), found.group("other")
+        return f"Which {name}: {one} or {other}? Say the one to use, e.g. `{name} {other}`. {launch_text(intent.args)}"
+    if found := re.search(SCHEDULED, lowered):
+        count = next((int(group) for group in found.groups() if group), None)
+        if count is not None and intent.args.get("steps") == count:
+            intent.args.pop("steps")  # a part of the run, not its length
+        return (f"A launch keeps each setting for the whole run; it has no schedule by step ({found.group(0)!r}). "
+                f"Which single value, and how many steps in all? {launch_text(intent.args)}")  # fmt: skip
+    if clause := _put_off_clause(lowered):
+        setting = re.search(_SETTING_SAID, clause)
+        put_off = [
+            key for key, words in {**SWITCH_WORDS, **SETTING_KEYS}.items() if re.search(rf"\b(?:{words})\b", clause)
+        ]
+        kept = [o for o in intent.args.get("set", []) if o.split("=", 1)[0] not in put_off]
+        intent.args["set"] = kept
+        if not kept:
+            intent.args.pop("set")
+        return (f"Is {setting.group(0)!r} for this launch? {clause.strip()!r} reads as for a later run, so I would "
+                f"leave it out now. {launch_text(intent.args)}")  # fmt: skip
+    return None
+
+
+# The override keys of the settings named in words (grammar.SETTING_NAMES), the precision and the optimizer.
+SETTING_KEYS = {"train.lr": SETTING_NAMES["lr"], "train.micro_batch": SETTING_NAMES["micro_batch"],
+                "train.warmup_steps": SETTING_NAMES["warmup"], "data.seq_len": SETTING_NAMES["seq_len"],
+                "train.weight_decay": SETTING_NAMES["weight_decay"], "train.seed": SETTING_NAMES["seed"],
+                "train.precision": PRECISIONS, "train.optimizer": OPTIMIZERS}  # fmt: skip
+
+
+def _put_off_clause(lowered: str) -> str | None:
+    """The clause that puts a setting off to a later run: the setting and the time in one clause, or the time said
+    alone before the clause of the setting ("next run, use bf16")."""
+    for sentence in re.split(r"[;.!?]|\bbut\b|\bthen\b", lowered):
+        parts = sentence.split(",")
+        for index, part in enumerate(parts):
+            if not re.search(LATER_RUN, part):
+                continue
+            if re.search(_SETTING_SAID, part):
+                return part
+            alone = re.fullmatch(rf"\W*(?:and\s+|so\s+)?(?:{LATER_RUN})\W*", part)
+            if alone and index + 1 < len(parts) and re.search(_SETTING_SAID, parts[index + 1]):
+                return f"{part},{parts[index + 1]}"
+    return None
 
 
 # A setting taken from another experiment file than the one run ("the seq len of the long config, on the default

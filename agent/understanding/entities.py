@@ -148,6 +148,9 @@ _SETTINGS_NOUN = (r"(?:settings?|config(?:uration)?s?|setup|set-up|parameters|pa
 _SUGGESTED = (r"(?:suggested|recommended|proposed|sent|shared|posted|mentioned|gave|wanted|wants|picked|chose|used|"
               r"uses|liked|likes|prefers|preferred|emailed|slacked|asked for|came up with|told (?:me|us) about|"
               r"wrote down|swears by|set up)")  # fmt: skip
+# Someone's choice not given yet: "suggests", "will recommend", "decides on".
+_CHOOSES = (r"(?:suggests?|recommends?|proposes?|picks?|chooses?|decides?(?:\s+on)?|prefers?|sends?|says?|"
+            r"thinks?\s+is\s+best|comes?\s+up\s+with|settles?\s+on|goes\s+with|go\s+with)")  # fmt: skip
 # What only the talk knows, not the repository: "that idea we talked about", "the thing we aligned on".
 _REFERENT = r"(?:idea|thing|plan|one|experiment|approach|stuff|proposal|option|comparison|test|run|job|trial)"
 # Where only the talk is written down: "as per the briefing", "in our prior correspondence", "from the email".
@@ -160,6 +163,11 @@ UNKNOWN_SOURCE = (
     rf"\b(?:the|those|these|that|this)\s+(?:\w+\s+)?{_SETTINGS_NOUN}\s+(?:that\s+|which\s+)?(?:{_SOMEONE})\s+"
     rf"(?:(?:had|has|have|just|already)\s+)?{_SUGGESTED}\b|"
     rf"\b(?:what|whatever)\s+(?:{_SOMEONE})\s+(?:(?:had|has|just)\s+)?{_SUGGESTED}\b|"
+    # the choice still to come, said in the present or the future: "whatever Marc suggests", "what the lead will pick"
+    rf"\b(?:what|whatever)\s+(?:{_SOMEONE})\s+(?:(?:will|would|'ll|is going to|wants to)\s+)?{_CHOOSES}\b|"
+    # ("whatever's in Marc's message", "whatever is in the email")
+    rf"\bwhatever(?:'s|\s+is)\s+in\s+(?:the\s+|my\s+|our\s+|his\s+|her\s+|their\s+|[a-z]+'s\s+)?(?:{_TALK}|message|"
+    r"dm|text|note)\b|"
     # ("that new cluster config Sam was talking about": a talk by anyone, named or not, in any tense)
     rf"\b(?:the|those|these|that)\s+(?:\w+\s+){{0,2}}(?:{_SETTINGS_NOUN}|{_REFERENT})\s+(?:that\s+|which\s+)?"
     rf"(?:we|i|they|you and i|{_SOMEONE})\s+(?:(?:had|have|has|just|already|was|were|been|kept)\s+){{0,2}}"

@@ -837,7 +837,7 @@ best fine done does been being will would could should shall must might time tim
 again still ever even once both such into your yours ours mine away back about after before while since until
 part parts rest test tests case cases type types plan plans step stop start starts state status store
 boss cold date dinner exist full hate late lose lost lots race rates seep sleep star stat states stats steep sweet
-toss world presume micron lunch remote fro content contents repot parking"""
+toss world presume micron lunch remote fro content contents repot parking lower"""
 KEEP = COMMON | set(_KEEP.split()) | set(_ENGLISH.split())  # words the typo fixer must leave alone ("repo" is no
 # typo of "report")
 
@@ -1224,6 +1224,16 @@ NUMBER_RESTATED = (r"(?<![\w.])\d+(?:\.\d+)?\b(?!\.\d)((?:[\s-]+[a-z][\w-]*){0,2
                    r"(\d+(?:\.\d+)?)\b(?!\.\d)(?:\s+([a-z][\w-]*))?(?=\s*(?:[.;,!?)]|$))")  # fmt: skip
 
 
+# A rate's value taken back in place for another of its form ("lr 1e-4, no, 2e-4", "3e-4, sorry, 5e-4", "1e-4 - I
+# mean 2e-4", "0.1, actually 0.05"): the value said last, for the same setting. Only a value written as a rate (an
+# exponent or a decimal point in both), so that "lr 1e-4, no warmup" (no value after "no") corrects nothing and a
+# count after it ("1e-4, no, 4 gpus") stays its own.
+_RATE = r"(?:\d+(?:\.\d+)?e-?\d+|\d*\.\d+)"
+_RATE_TAKEN_BACK = rf"(?:{_TAKEN_BACK}|(?:no\s+wait|er+m?|um+|uh+|hmm+)\s*[,!.]?\s*)"  # "no wait, 2e-4", "er, 2e-4"
+RATE_RESTATED = (rf"(?<![\w.]){_RATE}(?!\w|\.\d)\s*(?:[;]|[\u2014\u2013]+|\s-{{1,2}}\s|,)\s*{_RATE_TAKEN_BACK}+"
+                 rf"({_RATE})(?!\w|\.\d)(?=\s*(?:[.;,!?)]|$|\s+(?:and|with|on|for|please)\b))")  # fmt: skip
+
+
 def _number_restated(found: re.Match) -> str:
     noun, last, last_noun = found.groups()
     said = noun.strip(" -").split()
@@ -1552,6 +1562,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(VALUE_FORGOTTEN, "", text, flags=re.I)
     text = re.sub(COUNT_AVOIDED_THEN_INSTEAD, r"\3 \2 instead of \1", text, flags=re.I)
     text = re.sub(NUMBER_RETHOUGHT, lambda found: f"{found.group(2)}{found.group(1) or ''}", text, flags=re.I)
+    text = re.sub(RATE_RESTATED, r"\1", text, flags=re.I)
     text = re.sub(NUMBER_RESTATED, _number_restated, text, flags=re.I)
     text = re.sub(GPU_TAKEN_BACK, _gpu_taken_back, text, flags=re.I)
     text = re.sub(SWITCH_RESTATED, "", text, flags=re.I)
