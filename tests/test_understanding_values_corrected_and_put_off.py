@@ -31,6 +31,21 @@ def test_a_rate_corrected_in_place_takes_the_last(text, args, known):
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        "launch 12 steps, lr 2e-4, actually 0.05 for the weight decay as well",
+        "launch 12 steps, lr 2e-4, sorry, 0.3 with grad clip",
+        "launch 12 steps, lr 2e-4, I mean 0.02 and the warmup too",
+    ],
+)
+def test_a_value_said_for_another_setting_corrects_no_rate(text, known):
+    """The value after "actually"/"sorry" belongs to the setting named after it: the rate is not corrected to it (the
+    value is asked about, its setting unclear)."""
+    intent = read(text, known)
+    assert intent.clarify and "train.lr=2e-4" in intent.args.get("set", [])
+
+
+@pytest.mark.parametrize(
     ("text", "args"),
     [
         ("train 25 steps with lr 3e-4, no warmup", {"steps": 25, "set": ["train.lr=3e-4", "train.warmup_steps=0"]}),

@@ -1230,8 +1230,13 @@ NUMBER_RESTATED = (r"(?<![\w.])\d+(?:\.\d+)?\b(?!\.\d)((?:[\s-]+[a-z][\w-]*){0,2
 # count after it ("1e-4, no, 4 gpus") stays its own.
 _RATE = r"(?:\d+(?:\.\d+)?e-?\d+|\d*\.\d+)"
 _RATE_TAKEN_BACK = rf"(?:{_TAKEN_BACK}|(?:no\s+wait|er+m?|um+|uh+|hmm+)\s*[,!.]?\s*)"  # "no wait, 2e-4", "er, 2e-4"
+# The rest of the clause names no other setting the value could be of ("lr 3e-4, actually 0.01 for weight decay"
+# adds a weight decay: no lr corrected).
+_ANOTHER_SETTING = (r"\b(?:weight[\s_-]*decay|wd|warm[\s-]?up\w*|grad\w*[\s_-]*clip\w*|clip\w*|micro[\s_-]*batch\w*|"
+                    r"batch\w*|dropout|beta\w*|eps\w*|momentum|seq\w*|precision)\b")  # fmt: skip
 RATE_RESTATED = (rf"(?<![\w.]){_RATE}(?!\w|\.\d)\s*(?:[;]|[\u2014\u2013]+|\s-{{1,2}}\s|,)\s*{_RATE_TAKEN_BACK}+"
-                 rf"({_RATE})(?!\w|\.\d)(?=\s*(?:[.;,!?)]|$|\s+(?:and|with|on|for|please)\b))")  # fmt: skip
+                 rf"({_RATE})(?!\w|\.\d)(?=\s*(?:[.;,!?)]|$|\s+(?:and|with|on|for|please)\b(?![^.;,!?]*?"
+                 rf"{_ANOTHER_SETTING})))")  # fmt: skip
 
 
 def _number_restated(found: re.Match) -> str:
