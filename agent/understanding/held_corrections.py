@@ -1,0 +1,201 @@
+"""Corrections, alternatives and partial counts that leave a request with more than one reading: one question, never
+the first reading guessed (issue 33: no wrong action; what is unsure is asked).
+
+- an action's correction that takes it back, conditions it or points at something unnamed ("cancel tp-try. sorry,
+  wrong run", "... correction: only if it's still running", "... I mean the other one");
+- a name corrected by a name of another kind ("update the docs with lr-scan. sorry, r1": a run is no sweep), and a
+  follow-up that names a sweep where the action takes a run ("and cancel lr-scan too" after a run's results);
+- a correction said as a question ("sorry, is it 3 nodes?");
+- a plan's alternatives ("2 nodes of 8 or 4", "8 h100s, or a100 80gb instead?", "the 30b-a3b or the 235b-a22b"), a
+  reversal ("no wait, the other way round"), a total that is not the nodes times each node's GPUs ("2 nodes of 8,
+  so 8 in total"), part of the hardware out ("4 of them busy", "one of the nodes has only 4 GPUs") and GPUs taken
+  away from the plan before ("and without 2 of them?").
+"""
+
+from __future__ import annotations
+
+from agent.understanding import regex as re
+from agent.understanding.arguments import call_text
+from agent.understanding.context import Context
+from agent.understanding.entities import Entities, extract
+from agent.understanding.grammar import GPU_NAME, TOTAL, Intent, unreplaced
+
+# A word that says what follows corrects what came before.
+CORRECTING = (r"\b(?:sorry|correction|actually|i\s+mean|i\s+meant|scratch\s+that|scrap\s+that|no\s+wait|hold\s+on|"
+              r"my\s+bad|oops)\b")  # fmt: skip
+# What a correction says that leaves the action unresolved: a condition ("only if it's still running", "once it has
+# written its checkpoint"), the action taken back ("wrong run", "wrong window") or an object it does not name ("the
+# other one").
+UNRESOLVED = (r"\b(?:only\s+if|if|once|when|after|unless|as\s+long\s+as|provided)\b|"
+              r"\bwrong\s+(?:run|one|sweep|job|window|tab|chat|thread|channel|name|person|repo|project|place)\b|"
+              r"\bthe\s+other\s+(?:one|run|sweep|job)\b|\bnot\s+(?:that|this)\s+one\b")  # fmt: skip
+# A courtesy after "sorry", which corrects nothing: "sorry if this is late", "sorry for the noise", "sorry to ask".
+COURTESY_AFTER = r"\s*(?:if|for|to|about)\b"
+# A correction asked as a question: "sorry, is it 3 nodes?", "actually, was it the nvl variant?"
+ASKED_CORRECTION = rf"{CORRECTING}\W*(?:is|was|are|were|did|do)\s+(?:it|they|that|those|these|we|you)\b[^.!?]*\?"
+# Two counts offered as alternatives: "2 nodes of 8 or 4 h100", "with 8 or 16 H100?", "of 8, or 4 nodes of 4".
+COUNT_OR_COUNT = (r"(?<![\w.])\d+\s*(?:gpus?|cards?|devices?|nodes?)?\s*,?\s+or\s+(?:maybe\s+|perhaps\s+)?"
+                  r"\d+(?![\w.])")  # fmt: skip
+# A GPU offered as another choice, not as a correction ("or rather h100" corrects): "8 h100s, or a100 80gb
+# instead?", "on 8 l40s ..., or h200s?".
+GPU_OR = (
+    r"\bor\s+(?!rather\b|actually\b|better\b|i\s+mean\b)(?:the\s+|maybe\s+|perhaps\s+)?(?:\d+\s*(?:x\s*)?)?" + GPU_NAME
+)
+# What was just said, reversed: "h100 is out, h200 is in — no wait, the other way round".
+REVERSED = (r"\b(?:the\s+other\s+way\s+a?round|vice\s+versa|"
+            r"(?:the\s+)?(?:reverse|opposite)\s+of\s+(?:that|what\s+i\s+said))\b")  # fmt: skip
+# Part of the hardware out: "4 of them busy", "of which 2 are broken", "but one is down", "one of the nodes has only
+# 4 GPUs" (how many are left to plan on is unsaid).
+PART_OUT = (r"\b(?:\d+|one|two|three|four|some|a\s+few)\s+(?:of\s+(?:them|those|these|the\s+\w+)\s+)?"
+            r"(?:(?:gpus?|cards?|nodes?)\s+)?(?:(?:is|are|being|was|were)\s+)?(?:currently\s+|still\s+|now\s+)?"
+            r"(?:busy|broken|down|dead|faulty|out|offline|occupied|unavailable|taken|guast[oi]|rott[oi])\b|"
+            r"\bof\s+which\s+(?:\d+|one|two|some)\s+(?:is|are)\b|"
+            r"\bone\s+of\s+(?:the|them|those)\s*(?:nodes?|machines?|boxes|hosts?)?\s+"
+            r"(?:has|have|holds?)\s+only\b")  # fmt: skip
+# GPUs taken away from those of the plan before: "and without 2 of them?", "minus 2".
+TAKEN_AWAY = r"\b(?:without|minus|less|except(?:\s+for)?)\s+(\d+)\b"
+# A count of cards by their name, not of the nodes that hold them ("16 h100s", not "2 h200 nodes").
+COUNTED_CARDS = rf"(?<![\w.])(\d+)\s*(?:x\s*)?{GPU_NAME}(?!\s*(?:nodes?|machines?|boxes|hosts?|servers?)\b)"
+# A count of GPUs, not of each node's ("24 gpus", not "8 gpus each").
+COUNTED_GPUS = r"(?<![\w.])(\d+)\s+(?:gpus?|cards?|devices?)\b(?!\s+(?:each|per|in\s+each|on\s+each))"
+# A name's kind by its folder.
+KIND_OF = {"runs": "run", "sweeps": "sweep"}
+
+
+def held_correction(intent: Intent, plain: str, entities: Entities, context: Context, actions: tuple[str, ...]
+                    ) -> str | None:  # fmt: skip
+    """The one question a correction, an alternative or a partial count calls for, or None where the request reads
+    one way."""
+    lowered = plain.lower()
+    if intent.command in actions:
+        return _action_unresolved(intent, lowered, entities, context)
+    if intent.command == "plan":
+        return _plan_unresolved(intent, lowered, context)
+    return None
+
+
+def _action_unresolved(intent: Intent, lowered: str, entities: Entities, context: Context) -> str | None:
+    call = _call(intent)
+    if _correction_unresolved(lowered, entities):
+        return (f"Your correction leaves it unclear what to do, so I have done nothing. Which run or sweep, and "
+                f"should I act now? (I would have called {call}.)")  # fmt: skip
+    if re.search(ASKED_CORRECTION, lowered):
+        return f"Is that a correction? I have done nothing; say the name to act on (I would have called {call})."
+    if mixed := _kinds_corrected(intent.text, context):
+        return f"Which do you mean: {mixed[0]} or {mixed[1]}? One is a run and one a sweep; I have done nothing."
+    if _sweep_for_a_run(intent, entities):
+        sweep = entities.get("sweep")
+        return f"{sweep} is a sweep, and {call} acts on a run: which run do you mean? I have done nothing."
+    return None
+
+
+def _correction_unresolved(lowered: str, entities: Entities) -> bool:
+    """Whether a correction after the object named takes the action back, conditions it or names no object."""
+    named = [found.span[0] for found in entities.found if found.kind in ("run", "sweep")]
+    for mark in re.finditer(CORRECTING, lowered):
+        if named and mark.start() < min(named):
+            continue  # "sorry, cancel r1 when you can": a courtesy before the request, no correction of it
+        after = lowered[mark.end() :]
+        if mark.group(0) == "sorry" and re.match(COURTESY_AFTER, after):
+            continue
+        if re.search(UNRESOLVED, after) or _named_in_part(lowered, entities, mark.end()):
+            return True
+    return False
+
+
+def _named_in_part(lowered: str, entities: Entities, start: int) -> bool:
+    """Whether a run or sweep after `start` is read from a word that is only part of its name ("correction: the
+    title should mention the layouts" names no sweep layouts-nov)."""
+    for found in entities.found:
+        if found.kind in ("run", "sweep") and found.span[0] >= start:
+            said = lowered[found.span[0] : found.span[1]]
+            if said not in (str(found.value).lower(), str(found.value).lower().split("/", 1)[-1]):
+                return True
+    return False
+
+
+def _kinds_corrected(text: str, context: Context) -> tuple[str, str] | None:
+    """A run's and a sweep's name either side of a correction ("docs for lr-scan. sorry, r1"): both, by path."""
+    lowered = text.lower()
+    mark = re.search(CORRECTING, lowered)
+    if mark is None:
+        return None
+    before, after = _names_in(lowered[: mark.start()], context), _names_in(lowered[mark.end() :], context)
+    if len(before) == 1 and len(after) == 1 and KIND_OF[before[0].split("/")[0]] != KIND_OF[after[0].split("/")[0]]:
+        return before[0], after[0]
+    return None
+
+
+def _names_in(text: str, context: Context) -> list[str]:
+    """The runs and sweeps `text` names, by path ("runs/r1")."""
+    paths = [*context.known.runs, *context.known.sweeps]
+    return [path for path in paths if re.search(rf"(?<![\w./-])(?:{re.escape(path)}|{re.escape(path.split('/', 1)[1])})"
+                                                r"(?![\w/-])", text)]  # fmt: skip
+
+
+def _sweep_for_a_run(intent: Intent, entities: Entities) -> bool:
+    """Whether the action takes a run the sentence does not name, where it names a sweep only ("and cancel lr-scan
+    too" after r1's results: never r1 cancelled instead)."""
+    return "run" in intent.args and entities.has("sweep") and not entities.has("run")
+
+
+def _plan_unresolved(intent: Intent, lowered: str, context: Context) -> str | None:
+    call = _call(intent)
+    if re.search(ASKED_CORRECTION, lowered):
+        return f"Is that a correction or a question? Say the hardware to plan on (so far: {call})."
+    if re.search(COUNT_OR_COUNT, lowered) or _gpu_alternative(lowered) or _model_alternative(lowered, context):
+        return f"Which of the alternatives should I plan for? Say one (so far I read {call})."
+    if re.search(REVERSED, lowered):
+        return f"Which way round, exactly? Say the GPU to plan on (so far I read {call})."
+    if why := _total_unmatched(intent, lowered):
+        return f"{why} How many nodes, and how many GPUs in each? (so far I read {call})"
+    if re.search(PART_OUT, lowered):
+        return f"How many GPUs in each node can I plan on, with some out? (so far I read {call})"
+    if (taken := re.search(TAKEN_AWAY, lowered)) and context.plan:
+        return (f"Without {taken.group(1)} of them: on how many GPUs, in all? e.g. `on 6 GPUs` (so far I read "
+                f"{call}).")  # fmt: skip
+    return None
+
+
+def _gpu_alternative(lowered: str) -> bool:
+    """Whether another GPU is offered beside the one planned ("8 h100s, or a100 80gb instead?")."""
+    kept = unreplaced(lowered)
+    for offered in re.finditer(GPU_OR, lowered):
+        if re.search(rf"(?:\bno\b|\blet'?s\s+say\b|{CORRECTING})[^.;?]*{GPU_NAME}", lowered[offered.end() :]):
+            continue  # "(or maybe H200 — no, let's say H100)": the alternative taken back
+        if re.search(GPU_NAME, lowered[: offered.start()]) or re.search(GPU_NAME, kept[offered.end() :]):
+            return True
+    return False
+
+
+def _model_alternative(lowered: str, context: Context) -> bool:
+    """Whether two models are offered, one either side of an "or" ("the 30b-a3b or the 235b-a22b")."""
+    for offered in re.finditer(r"\bor\b", lowered):
+        before = extract(lowered[: offered.start()], context.known).get("model")
+        after = extract(lowered[offered.end() :], context.known).get("model")
+        if before and after and before != after:
+            return True
+    return False
+
+
+def _total_unmatched(intent: Intent, lowered: str) -> str | None:
+    """A count of all the GPUs said beside nodes that is not the nodes times each one's GPUs ("2 nodes of 8 h100.
+    sorry, 24 gpus", "3 nodes, 16 gpus in total")."""
+    devices, nodes = intent.args.get("devices"), intent.args.get("nodes")
+    if not isinstance(devices, int) or not isinstance(nodes, int):
+        return None
+    corrected = [mark.end() for mark in re.finditer(CORRECTING, lowered)]
+    lowered = lowered[corrected[-1] :] if corrected else lowered  # what a correction replaced is no count said
+    totals = [int(found.group(1) or found.group(2)) for found in re.finditer(TOTAL, lowered)]
+    counted = [int(found.group(1)) for found in re.finditer(COUNTED_CARDS, lowered)]
+    if corrected:  # "sorry, 24 gpus": all of them, corrected
+        counted += [int(found.group(1)) for found in re.finditer(COUNTED_GPUS, lowered)]
+    unmatched = [t for t in totals if t != devices * nodes]
+    unmatched += [count for count in counted if count not in (devices, devices * nodes)]
+    if unmatched:
+        return f"{unmatched[0]} GPUs is not {nodes} nodes of {devices}."
+    return None
+
+
+def _call(intent: Intent) -> str:
+    return call_text(intent)
