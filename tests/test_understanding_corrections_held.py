@@ -161,3 +161,41 @@ def test_double_alone_after_a_plan_over_nodes_is_asked(known):
 def test_double_the_gpus_of_a_single_node_plan_doubles_them(known):
     intent = read("and with double the gpus?", known, PLAN)
     assert (intent.command, intent.clarify, intent.args.get("devices")) == ("plan", None, 16)
+
+
+# --- a card corrected, in part or as a question -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plan llama-3.1-8b on 4 a100 40gb and 4 a100 80gb",
+        "plan llama-3.1-8b on 8 h100. sorry, 2 of them are the nvl variant",
+        "plan llama-3.1-70b on 2 nodes of 8 h200. actually, 4 nodes of h100",
+        "plan llama-3.1-8b on 8 h100. sorry, they're nvl, right?",
+        "plan llama-3.1-8b on 8 h100. correction: perhaps pcie?",
+        "plan llama-3.1-8b on 8 h100. actually, sxm or nvl?",
+    ],
+)
+def test_a_card_corrected_in_part_or_as_a_question_is_asked(text, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.clarify is not None
+
+
+def test_a_variant_corrected_with_the_same_count_is_that_variant(known):
+    read_as("plan llama-3.1-8b on 4 h100. sorry, I meant 4 of the nvl kind", "plan", {"gpu": "h100-nvl", "devices": 4},
+            known)  # fmt: skip
+
+
+def test_a_card_corrected_after_sorry_replaces_the_card(known):
+    read_as("plan llama-3.1-8b on 4 h100 sxm. sorry, the h200 ones", "plan", {"gpu": "h200", "devices": 4}, known)
+
+
+def test_two_cards_compared_plan_the_side_started_with(known):
+    read_as("llama-3.1-8b on 4 a100 80gb versus 4 h200; begin with the a100 side", "plan",
+            {"gpu": "a100-80gb", "devices": 4}, known)  # fmt: skip
+
+
+def test_the_second_side_started_with_is_never_the_first_planned(known):
+    intent = read("llama-3.1-8b on 4 h200 versus 4 a100 80gb; begin with the a100 side", known)
+    assert intent.args.get("gpu") == "a100-80gb" or intent.clarify is not None

@@ -14,6 +14,8 @@ the first reading guessed (issue 33: no wrong action; what is unsure is asked).
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from agent.understanding import regex as re
 from agent.understanding.arguments import call_text
 from agent.understanding.context import Context
@@ -32,7 +34,17 @@ UNRESOLVED = (r"\b(?:only\s+if|if|once|when|after|unless|as\s+long\s+as|provided
 # A courtesy after "sorry", which corrects nothing: "sorry if this is late", "sorry for the noise", "sorry to ask".
 COURTESY_AFTER = r"\s*(?:if|for|to|about)\b"
 # A correction asked as a question: "sorry, is it 3 nodes?", "actually, was it the nvl variant?"
-ASKED_CORRECTION = rf"{CORRECTING}\W*(?:is|was|are|were|did|do)\s+(?:it|they|that|those|these|we|you)\b[^.!?]*\?"
+# (or with a question tagged on, or a maybe: "sorry, they're the pcie ones, aren't they?", "correction: maybe nvl?")
+ASKED_CORRECTION = (rf"{CORRECTING}\W*(?:is|was|are|were|did|do)\s+(?:it|they|that|those|these|we|you)\b[^.!?]*\?|"
+                    rf"{CORRECTING}[^.!?]*,\s*(?:(?:is|are|was|were|do|does|did)n'?t\s+(?:it|they|we|you)|right)\s*\?|"
+                    rf"{CORRECTING}\W*(?:maybe|perhaps|possibly|probably)\b[^.!?]*\?")  # fmt: skip
+# Variants offered as alternatives: "actually, nvl or pcie?"
+VARIANT_OR_VARIANT = r"\b(?:sxm\d?|pcie|nvl)\s*,?\s+or\s+(?:the\s+)?(?:sxm\d?|pcie|nvl)\b"
+# Some of the cards of another variant or card: "sorry, 4 of them are the pcie variant" (how many of which, unsaid).
+SOME_OTHER = (rf"\b\d+\s+(?:of\s+them|of\s+those|gpus?|cards?)\s+(?:are|is)\s+(?:the\s+|an?\s+)?"
+              rf"(?:sxm\d?\b|pcie\b|nvl\b|{GPU_NAME})")  # fmt: skip
+# Nodes corrected with another card and no count of it in each: "sorry, 3 nodes of a100 80gb".
+NODES_OF_A_CARD = rf"{CORRECTING}.*\b\d+\s+nodes?\s+of\s+(?:the\s+)?{GPU_NAME}"
 # Two counts offered as alternatives: "2 nodes of 8 or 4 h100", "with 8 or 16 H100?", "of 8, or 4 nodes of 4".
 COUNT_OR_COUNT = (r"(?<![\w.])\d+\s*(?:gpus?|cards?|devices?|nodes?)?\s*,?\s+or\s+(?:maybe\s+|perhaps\s+)?"
                   r"\d+(?![\w.])")  # fmt: skip
@@ -143,12 +155,16 @@ def _plan_unresolved(intent: Intent, lowered: str, context: Context) -> str | No
     call = _call(intent)
     if re.search(ASKED_CORRECTION, lowered):
         return f"Is that a correction or a question? Say the hardware to plan on (so far: {call})."
-    if re.search(COUNT_OR_COUNT, lowered) or _gpu_alternative(lowered) or _model_alternative(lowered, context):
+    if re.search(COUNT_OR_COUNT, lowered) or re.search(VARIANT_OR_VARIANT, lowered) or _gpu_alternative(lowered):
+        return f"Which of the alternatives should I plan for? Say one (so far I read {call})."
+    if _model_alternative(lowered, context) or _cards_side_by_side(lowered) or _other_side_started(intent, lowered):
         return f"Which of the alternatives should I plan for? Say one (so far I read {call})."
     if re.search(REVERSED, lowered):
         return f"Which way round, exactly? Say the GPU to plan on (so far I read {call})."
     if why := _total_unmatched(intent, lowered):
         return f"{why} How many nodes, and how many GPUs in each? (so far I read {call})"
+    if re.search(SOME_OTHER, lowered) or re.search(NODES_OF_A_CARD, lowered):
+        return f"How many of which GPU, in each node? Say them, e.g. `2 nodes of 8 H100s` (so far I read {call})."
     if re.search(PART_OUT, lowered):
         return f"How many GPUs in each node can I plan on, with some out? (so far I read {call})"
     if (taken := re.search(TAKEN_AWAY, lowered)) and context.plan:
@@ -166,6 +182,29 @@ def _gpu_alternative(lowered: str) -> bool:
         if re.search(GPU_NAME, lowered[: offered.start()]) or re.search(GPU_NAME, kept[offered.end() :]):
             return True
     return False
+
+
+def _cards_side_by_side(lowered: str) -> bool:
+    """Whether two counted cards of different kinds are both kept ("on 8 h100 sxm and 8 h100 pcie"): a plan takes
+    one."""
+    kept = unreplaced(lowered)
+    counted = list(re.finditer(COUNTED_CARDS, kept))
+    for one, other in pairwise(counted):
+        joined = re.fullmatch(r"\s*,?\s*(?:and|&|plus|\+)?\s*", kept[one.end() : other.start()])
+        if joined and one.groups()[1:] != other.groups()[1:]:
+            return True  # (a comparison, "8 h100s versus 8 a100s", is weighed: the side started with is planned)
+    return False
+
+
+def _other_side_started(intent: Intent, lowered: str) -> bool:
+    """Whether two cards are compared and the side said to start with is not the card read ("4 h200 versus 4 a100
+    80gb; begin with the a100 side": never the H200s)."""
+    compared = re.search(rf"{GPU_NAME}\s*(?:,\s*)?(?:versus|vs\.?|compared\s+(?:to|with)|against)\s+(?:\d+\s*)?"
+                         rf"{GPU_NAME}", lowered)  # fmt: skip
+    started = re.search(rf"\b(?:start|begin|go|lead)\s+with\s+(?:the\s+)?{GPU_NAME}", lowered)
+    if not compared or not started:
+        return False
+    return not str(intent.args.get("gpu", "")).startswith(started.group(1))
 
 
 def _model_alternative(lowered: str, context: Context) -> bool:

@@ -2093,7 +2093,8 @@ def _variant_alone_instead(text: str) -> str:
 _CORRECTING = r"(?:sorry|correction|actually|i\s+meant?|no\s+wait|scratch\s+that|my\s+bad|oops|rather)"
 VARIANT_CORRECTED = (rf"\b{_CORRECTING}(?:\s*[,:;!.\u2014-]*\s*{_CORRECTING})*\s*[,:;!.\u2014-]*\s*"
                      r"(?:(?:they|those|these|it|that)(?:'re|'s|\s+are|\s+is|\s+were|\s+was|\s+should\s+be)\s+|"
-                     r"make\s+(?:it|that|them|those)\s+)?(?:the\s+)?(sxm\d?|pcie|nvl|\d+\s*gi?b)\b"
+                     r"make\s+(?:it|that|them|those)\s+)?(?:(?P<count>\d+)\s+(?:of\s+)?)?(?:the\s+)?"
+                     r"(sxm\d?|pcie|nvl|\d+\s*gi?b)\b"
                      rf"{_VARIANT_NOUN}(?:\s+(?:instead|then))?\s*(?=[.;,!?)]|$)")  # fmt: skip
 CARD_BEFORE = r"\b(h100|h200|a100)(?:[\s-]*(sxm\d?|pcie|nvl))?(?:[\s-]*\d+\s*gi?b)?s?\b"
 # The memory each variant of a card has (a memory said of a card of that variant restates it: "8 h100 pcie. sorry,
@@ -2111,10 +2112,13 @@ def _variant_corrected(text: str) -> str:
     variants = {re.sub(r"\d", "", card.group(2).lower()) for card in named if card.group(2)}
     if len(cards) != 1 or len(variants) > 1:  # "8 h100 sxm and 8 h100 pcie. sorry, nvl": which one, unsaid
         return text
-    memory = re.match(r"(\d+)", found.group(1))
+    count = found.group("count")
+    if count and not re.search(rf"(?<![\w.]){count}\s*(?:x\s*)?(?:h100|h200|a100)", before, flags=re.I):
+        return text  # "8 h100. sorry, I meant 4 of the pcie variant": some of them, which is asked
+    memory = re.match(r"(\d+)", found.group(2))
     if memory and variants and int(memory.group(1)) in VARIANT_MEMORY.get(variants.pop(), ()):
         return before + text[found.end() :]  # the variant's own memory, restated: the card as said
-    corrected = re.sub(CARD_BEFORE, lambda card: f"{card.group(1)} {found.group(1)}", before, flags=re.I)
+    corrected = re.sub(CARD_BEFORE, lambda card: f"{card.group(1)} {found.group(2)}", before, flags=re.I)
     return corrected + text[found.start() :]
 
 
