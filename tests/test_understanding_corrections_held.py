@@ -199,3 +199,12 @@ def test_two_cards_compared_plan_the_side_started_with(known):
 def test_the_second_side_started_with_is_never_the_first_planned(known):
     intent = read("llama-3.1-8b on 4 h200 versus 4 a100 80gb; begin with the a100 side", known)
     assert intent.args.get("gpu") == "a100-80gb" or intent.clarify is not None
+
+
+def test_a_name_corrected_twice_is_asked(known):
+    intent = read("stop baseline-ddp -- scratch that, tp-try... no wait, I mean r1", known)
+    assert intent.clarify is not None
+
+
+def test_a_name_corrected_once_acts_on_the_new_name(known):
+    read_as("stop baseline-ddp -- scratch that, tp-try", "cancel", {"run": "runs/tp-try"}, known)  # near miss

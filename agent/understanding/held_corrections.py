@@ -93,6 +93,8 @@ def _action_unresolved(intent: Intent, lowered: str, entities: Entities, context
                 f"should I act now? (I would have called {call}.)")  # fmt: skip
     if re.search(ASKED_CORRECTION, lowered):
         return f"Is that a correction? I have done nothing; say the name to act on (I would have called {call})."
+    if _corrected_again(intent.text, context):  # "cancel tp-try, scratch that, r1, I mean baseline-ddp"
+        return f"Which one, exactly? You corrected the name more than once; I have done nothing (so far: {call})."
     if mixed := _kinds_corrected(intent.text, context):
         return f"Which do you mean: {mixed[0]} or {mixed[1]}? One is a run and one a sweep; I have done nothing."
     if _sweep_for_a_run(intent, entities):
@@ -136,6 +138,12 @@ def _kinds_corrected(text: str, context: Context) -> tuple[str, str] | None:
     if len(before) == 1 and len(after) == 1 and KIND_OF[before[0].split("/")[0]] != KIND_OF[after[0].split("/")[0]]:
         return before[0], after[0]
     return None
+
+
+def _corrected_again(text: str, context: Context) -> bool:
+    """Whether the name is corrected twice or more, over three names or more: which one stands is unsure."""
+    lowered = text.lower()
+    return len(re.findall(CORRECTING, lowered)) > 1 and len(_names_in(lowered, context)) > 2
 
 
 def _names_in(text: str, context: Context) -> list[str]:
