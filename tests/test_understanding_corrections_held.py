@@ -208,3 +208,14 @@ def test_a_name_corrected_twice_is_asked(known):
 
 def test_a_name_corrected_once_acts_on_the_new_name(known):
     read_as("stop baseline-ddp -- scratch that, tp-try", "cancel", {"run": "runs/tp-try"}, known)  # near miss
+
+
+# --- a request scratched for a question ---------------------------------------------------------------------------
+
+
+def test_a_request_scratched_for_a_question_reads_the_questions_object(known):
+    read_as("stop baseline-ddp. scrap that, did tp-try finish?", "status", {"run": "runs/tp-try"}, known)
+
+
+def test_a_name_scratched_for_a_name_keeps_the_request(known):
+    read_as("stop baseline-ddp; scratch that, tp-try", "cancel", {"run": "runs/tp-try"}, known)  # near miss

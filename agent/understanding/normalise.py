@@ -1260,6 +1260,12 @@ NAME_CORRECTED_LAST = (rf"(?:[.;,!?]|[\u2014\u2013]+|\s-{{1,2}}\s)\s*{_PAUSE}{_T
 NAME_WORD = r"(?<![\w./-])[a-z][\w./-]*\w"
 
 
+# A request scratched for a question asked in its place: "cancel tp-try; scratch that, how did r1 do?" is the
+# question alone (the names of the request scratched are no object of it).
+REQUEST_SCRATCHED = (r"^[^.;!?]*?\s*[.;,!?\u2014-]+\s*(?:scratch|scrap|forget|ignore)\s+that\s*[,;:.!\u2014-]*\s*"
+                     r"(?=(?:how|what|which|did|does|is|are|was|were|why|when|where)\b[^.;!]*\?\s*$)")  # fmt: skip
+
+
 def _name_corrected_last(text: str, known: set[str]) -> str:
     """`text` with the one known name before a correction at its end replaced by the name the correction says."""
     found = re.search(NAME_CORRECTED_LAST, text, flags=re.I)
@@ -1489,6 +1495,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(SEQ_LEN_FRACTION_K, _seq_len_fraction, text, flags=re.I)
     text = re.sub(NAME_TAKEN_BACK, lambda found: _name_taken_back(found, known), text, flags=re.I)
     text = _name_corrected_last(text, known)
+    text = re.sub(REQUEST_SCRATCHED, "", text, flags=re.I)
     text = re.sub(LAYOUT_KEY, _layout_key, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
     text = re.sub(DROPPED_G, _dropped_g, text, flags=re.I)
