@@ -219,3 +219,19 @@ def test_a_request_scratched_for_a_question_reads_the_questions_object(known):
 
 def test_a_name_scratched_for_a_name_keeps_the_request(known):
     read_as("stop baseline-ddp; scratch that, tp-try", "cancel", {"run": "runs/tp-try"}, known)  # near miss
+
+
+# --- a correction alone after an action ---------------------------------------------------------------------------
+
+CANCEL = earlier_turn("cancel_run", {"run": "runs/baseline-ddp"}, "cancel baseline-ddp")
+
+
+@pytest.mark.parametrize("text", ["oops, I meant tp-try", "my bad, r1", "wait, I mean layouts-nov"])
+def test_a_correction_alone_after_an_action_is_asked_never_read(text, known):
+    intent = read(text, known, CANCEL)
+    assert intent.clarify is not None
+
+
+def test_a_question_after_an_action_is_read(known):
+    intent = read("how did tp-try do?", known, CANCEL)  # near miss
+    assert (intent.command, intent.clarify, intent.args.get("run")) == ("results", None, "runs/tp-try")

@@ -25,6 +25,9 @@ from agent.understanding.grammar import GPU_NAME, TOTAL, Intent, unreplaced
 # A word that says what follows corrects what came before.
 CORRECTING = (r"\b(?:sorry|correction|actually|i\s+mean|i\s+meant|scratch\s+that|scrap\s+that|no\s+wait|hold\s+on|"
               r"my\s+bad|oops)\b")  # fmt: skip
+# A follow-up that is a correction alone: "sorry, I mean r1", "hold on, I mean lr-scan".
+CORRECTION_FIRST = (rf"\W*(?:(?:{CORRECTING}|wait|oh|um+|uh+)\W*)*(?:i\s+mean|i\s+meant|correction|scratch\s+that)\b|"
+                    r"\W*(?:sorry|oops|my\s+bad|actually)\W+(?:the\s+)?[\w./-]+\W*$")  # fmt: skip
 # What a correction says that leaves the action unresolved: a condition ("only if it's still running", "once it has
 # written its checkpoint"), the action taken back ("wrong run", "wrong window") or an object it does not name ("the
 # other one").
@@ -79,6 +82,11 @@ def held_correction(intent: Intent, plain: str, entities: Entities, context: Con
     """The one question a correction, an alternative or a partial count calls for, or None where the request reads
     one way."""
     lowered = plain.lower()
+    if context.previous in actions and intent.command not in actions and re.match(CORRECTION_FIRST, lowered):
+        # "sorry, I mean r1" after "cancel tp-try": the action before, of another object, or a read? never guessed
+        named = intent.args.get("run") or intent.args.get("sweep") or "that"
+        return (f"Do you mean to {context.previous} {named} instead, or only {_call(intent)}? I have done nothing; "
+                f"say it in full, e.g. `{context.previous} {named}`.")  # fmt: skip
     if intent.command in actions:
         return _action_unresolved(intent, lowered, entities, context)
     if intent.command == "plan":
