@@ -235,3 +235,13 @@ def test_a_correction_alone_after_an_action_is_asked_never_read(text, known):
 def test_a_question_after_an_action_is_read(known):
     intent = read("how did tp-try do?", known, CANCEL)  # near miss
     assert (intent.command, intent.clarify, intent.args.get("run")) == ("results", None, "runs/tp-try")
+
+
+def test_one_name_correcting_one_of_two_is_asked(known):
+    intent = read("compare baseline-ddp and r1. sorry, tp-try", known)
+    assert intent.clarify is not None and "runs/tp-try" in intent.clarify
+
+
+def test_a_correction_with_nothing_before_it_reads_nothing(known):
+    intent = read("wait, I mean tp-try", known)
+    assert intent.clarify is not None

@@ -25,6 +25,8 @@ from agent.understanding.grammar import GPU_NAME, TOTAL, Intent, unreplaced
 # A word that says what follows corrects what came before.
 CORRECTING = (r"\b(?:sorry|correction|actually|i\s+mean|i\s+meant|scratch\s+that|scrap\s+that|no\s+wait|hold\s+on|"
               r"my\s+bad|oops)\b")  # fmt: skip
+# The reads of a name, which a correction alone with nothing before it never picks ("hold on, I mean r1").
+READS = ("results", "status", "trials", "compare", "why")
 # A follow-up that is a correction alone: "sorry, I mean r1", "hold on, I mean lr-scan".
 CORRECTION_FIRST = (rf"\W*(?:(?:{CORRECTING}|wait|oh|um+|uh+)\W*)*(?:i\s+mean|i\s+meant|correction|scratch\s+that)\b|"
                     r"\W*(?:sorry|oops|my\s+bad|actually)\W+(?:the\s+)?[\w./-]+\W*$")  # fmt: skip
@@ -87,6 +89,16 @@ def held_correction(intent: Intent, plain: str, entities: Entities, context: Con
         named = intent.args.get("run") or intent.args.get("sweep") or "that"
         return (f"Do you mean to {context.previous} {named} instead, or only {_call(intent)}? I have done nothing; "
                 f"say it in full, e.g. `{context.previous} {named}`.")  # fmt: skip
+    if (
+        intent.command in READS
+        and re.match(CORRECTION_FIRST, lowered)
+        and not (context.previous or context.previous_text)
+    ):
+        return (
+            f"What does that correct? Nothing earlier in this conversation; say it in full (so far: {_call(intent)})."
+        )
+    if which := _one_of_two_corrected(intent.text, context):  # "compare r1 and tp-try. correction: baseline-ddp"
+        return f"Which of {which[0]} and {which[1]} does {which[2]} replace? I have done nothing."
     if intent.command in actions:
         return _action_unresolved(intent, lowered, entities, context)
     if intent.command == "plan":
@@ -152,6 +164,18 @@ def _corrected_again(text: str, context: Context) -> bool:
     """Whether the name is corrected twice or more, over three names or more: which one stands is unsure."""
     lowered = text.lower()
     return len(re.findall(CORRECTING, lowered)) > 1 and len(_names_in(lowered, context)) > 2
+
+
+def _one_of_two_corrected(text: str, context: Context) -> tuple[str, str, str] | None:
+    """Two names before a correction that says one: which it replaces is unsaid (both, then the new one)."""
+    lowered = text.lower()
+    marks = list(re.finditer(CORRECTING, lowered))
+    if len(marks) != 1:
+        return None
+    before, after = _names_in(lowered[: marks[0].start()], context), _names_in(lowered[marks[0].end() :], context)
+    if len(before) == 2 and len(after) == 1 and after[0] not in before:
+        return before[0], before[1], after[0]
+    return None
 
 
 def _names_in(text: str, context: Context) -> list[str]:
