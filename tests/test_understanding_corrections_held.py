@@ -245,3 +245,22 @@ def test_one_name_correcting_one_of_two_is_asked(known):
 def test_a_correction_with_nothing_before_it_reads_nothing(known):
     intent = read("wait, I mean tp-try", known)
     assert intent.clarify is not None
+
+
+# --- a plan conditioned on the answer to the question asked -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "is the a100 pool down? if so, plan llama-3.1-8b on 4 l40s",
+        "are the l40s free? plan llama-3.1-8b on 4 of them if not",
+    ],
+)
+def test_a_plan_conditioned_on_the_answer_to_a_question_is_asked(text, known):
+    intent = read(text, known)
+    assert intent.command == "plan" and intent.clarify is not None
+
+
+def test_a_plan_after_a_statement_of_what_is_busy_acts(known):
+    read_as("the a100s are busy, so plan llama-3.1-8b on 4 l40s", "plan", {"gpu": "l40s", "devices": 4}, known)

@@ -58,6 +58,10 @@ COUNT_OR_COUNT = (r"(?<![\w.])\d+\s*(?:gpus?|cards?|devices?|nodes?)?\s*,?\s+or\
 GPU_OR = (
     r"\bor\s+(?!rather\b|actually\b|better\b|i\s+mean\b)(?:the\s+|maybe\s+|perhaps\s+)?(?:\d+\s*(?:x\s*)?)?" + GPU_NAME
 )
+# A plan conditioned on the answer to the question just asked: "are the h100s busy? if so, plan ... on a100s", "the
+# h200s are busy? plan ... on 8 h200 if not" (the answer is the user's to give).
+ANSWER_CONDITION = (r"\?\s*(?:and\s+)?(?:if\s+(?:so|not|yes|no|they\s+are|they\s+aren'?t)|otherwise)\b|"
+                    r"\?[^?]*\bif\s+(?:so|not)\s*[.!]?\s*$")  # fmt: skip
 # What was just said, reversed: "h100 is out, h200 is in — no wait, the other way round".
 REVERSED = (r"\b(?:the\s+other\s+way\s+a?round|vice\s+versa|"
             r"(?:the\s+)?(?:reverse|opposite)\s+of\s+(?:that|what\s+i\s+said))\b")  # fmt: skip
@@ -199,6 +203,8 @@ def _plan_unresolved(intent: Intent, lowered: str, context: Context) -> str | No
         return f"Which of the alternatives should I plan for? Say one (so far I read {call})."
     if _model_alternative(lowered, context) or _cards_side_by_side(lowered) or _other_side_started(intent, lowered):
         return f"Which of the alternatives should I plan for? Say one (so far I read {call})."
+    if re.search(ANSWER_CONDITION, lowered):
+        return f"That depends on the answer to your own question: should I plan {call}, or something else?"
     if re.search(REVERSED, lowered):
         return f"Which way round, exactly? Say the GPU to plan on (so far I read {call})."
     if why := _total_unmatched(intent, lowered):
