@@ -1257,6 +1257,10 @@ def _fill_plan(intent: Intent, entities: Entities, context: Context) -> None:
     if entities.has("not_own_model") and "model" not in args and intent.clarify is None:
         intent.clarify = "Which model should I plan for, if not the experiment's? e.g. `plan llama-3.1-8b`."
     times, scaled = entities.get("times"), None
+    doubt = _multiplied_doubt(plain_of(intent, context).lower(), context) if times and context.plan else None
+    if doubt and intent.clarify is None:
+        intent.clarify = doubt
+        times = None
     if times and "devices" not in args and context.plan and isinstance(context.plan.get("devices"), int):
         scaled = int(float(times) * context.plan["devices"])  # "twice as many gpus": of the plan before
         intent.notes.append(f"{scaled} devices: {as_number(float(times))} x the {context.plan['devices']} "
@@ -1442,6 +1446,29 @@ def _values(tree: object) -> set[str]:
     if isinstance(tree, list):
         return set().union(*(_values(v) for v in tree)) if tree else set()
     return {str(tree)}
+
+
+# What a multiplier is said of ("double the memory", "2 x the nodes", "el doble de pasos"): the word after it.
+MULTIPLIED = (r"(?:\b(?:double|doubling|triple|tripling)|(?<![\w.])\d+(?:\.\d+)?\s*x)\s+"
+              r"(?:(?:as\s+(?:many|much)|the|of|more|our|my)\s+)*([a-z][\w-]*)")  # fmt: skip
+# What a plan's GPU count is called: doubled, the plan before's GPUs are.
+GPU_COUNT_WORDS = r"gpus?|devices?|cards?|h100s?|h200s?|a100s?|l40s|a10s?|4090s?"
+
+
+def _multiplied_doubt(lowered: str, context: Context) -> str | None:
+    """The question a plan's multiplier calls for where it may be of something other than the plan before's GPUs:
+    said of another thing ("double the memory", "double precision", "double the seq len", "double the nodes"), or
+    said alone after a plan over nodes or of a sequence length ("and with double?": GPUs, nodes or length?)."""
+    said = re.search(MULTIPLIED, lowered)
+    noun = said.group(1) if said else None
+    if noun and re.fullmatch(GPU_COUNT_WORDS, noun) and not (context.plan or {}).get("nodes"):
+        return None  # "twice as many gpus": the plan before's GPUs
+    if noun is None or noun in ("on", "with", "at", "please", "then", "instead", "and", "too"):
+        plan = context.plan or {}
+        if not plan.get("nodes") and not plan.get("seq_len"):
+            return None  # "and with double?" after 4 GPUs: 8 of them
+    return ("Double what, exactly: the GPUs, the nodes or something else? Say the new value, e.g. `on 8 GPUs` or "
+            "`on 2 nodes of 4` (I plan only the model, the GPUs, the nodes and the sequence length).")  # fmt: skip
 
 
 def _family_and_size(key: str) -> tuple[str, float] | None:

@@ -777,7 +777,7 @@ DEVICE_GB_NOTE = "{0}GB per device as {0}GiB, a card's size as sold (say device_
 # A multiplier of a count: "2 x longer than 20 steps", "2 x as many gpus" (normalised from "twice"), "double the",
 # "and with double?" (said alone, of the count before).
 TIMES = (r"\b(\d+(?:\.\d+)?)\s*x\s+(?:longer|more|as (?:many|long|much)|the)\b|\b(?:double|doubling)\s+(?:the\s+)?|"
-         r"\b(?:with|on|at|use|try)\s+(?:the\s+)?double\s*(?=[?.!]|$)")  # fmt: skip
+         r"\b(?:with|on|at|use|try|about)\s+(?:the\s+)?double\s*(?=[?.!,]|$)")  # fmt: skip
 
 
 def per_node_count(found: re.Match) -> int:

@@ -345,7 +345,9 @@ REPLACED_GPU = (rf"\b(?:replace|swap|strike|drop|remove|ditch|switch)\s+(?:out\s
                 rf"{GPU_LOST}({_QUOTED_GPU})")  # fmt: skip
 # A self-correction after which a GPU is named: "not l40s -> h200, I meant l40s -> h100" (the GPUs before it are gone).
 GPU_CORRECTED = (r"\bi meant\b|\bi mean\b|\bactually\b|\bscratch that\b|\bscrap that\b|\bno wait\b|"
-                 r"\bcorrection\b(?=\s*[:,\u2014-])")  # fmt: skip
+                 r"\bcorrection\b(?=\s*[:,\u2014-])|"
+                 # "8 h100 pcie. sorry, the a100 80gb ones" (not "sorry to/for/if ...": a courtesy)
+                 r"\bsorry\b(?=\s*[,:.!\u2014-])")  # fmt: skip
 
 
 # A GPU said as the one to use instead, after its name: "we no longer have them, use 8 a10 instead" (the GPUs named

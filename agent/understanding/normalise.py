@@ -137,8 +137,13 @@ def _german(text: str) -> str:
 NODES_EACH_OF = (r"\b(\d+|one|two|three|four|eight)\s+(nodes?|machines?|hosts?|servers?|boxes|nodos?|nodi|knoten|"
                  r"n(?:œ|oe)uds?|n[óo]s)\s+(?:à|de|di|da|von|mit)\s+"
                  r"(?=\d+(?![\d.])(?!\s*(?:gi?b|gigs?|g)\b))")  # fmt: skip
+# "or" between two counts in Spanish, Italian, Portuguese, French or German ("2 nodos de 8 o 4", "mit 8 oder 16
+# H100", "de 8, ou 4 nœuds"): an alternative, which the plan asks about (only between numbers: "o" is also an article).
+FOREIGN_OR = r"(?<=\d)(\s*,?\s+)(?:o|ou|oder|oppure)(\s+)(?=\d)"
 # "8 h100 por nodo", "8 per nodo", "8 pro Knoten", "8 par nœud": the GPUs in each node, said in another language
-PER_NODE_SAID = r"\b(?:por|pro|par)\s+(?:nodes?|nodo|n[óo]|knoten|n(?:œ|oe)ud|m[áa]quina|machine)\b|\bper\s+nodo\b"
+# ("pro" before an English "machine" is no German: "16 h200 on the pro machine tier" is a tier's name)
+PER_NODE_SAID = (r"\b(?:por|pro|par)\s+(?:nodes?|nodo|n[óo]|knoten|n(?:œ|oe)ud|m[áa]quina)\b|\bper\s+nodo\b|"
+                 r"\b(?:por|par)\s+machine\b|\bpro\s+maschine\b")  # fmt: skip
 ENGLISH_NODES = r"nodes?|machines?|hosts?|servers?|boxes"
 
 
@@ -1274,6 +1279,12 @@ NAME_CORRECTED_LAST = (rf"(?:[.;,!?]|[\u2014\u2013]+|\s-{{1,2}}\s)\s*{_PAUSE}{_T
 NAME_WORD = r"(?<![\w./-])[a-z][\w./-]*\w"
 
 
+# A request scratched for a question asked in its place: "cancel tp-try; scratch that, how did r1 do?" is the
+# question alone (the names of the request scratched are no object of it).
+REQUEST_SCRATCHED = (r"^[^.;!?]*?\s*[.;,!?\u2014-]+\s*(?:scratch|scrap|forget|ignore)\s+that\s*[,;:.!\u2014-]*\s*"
+                     r"(?=(?:how|what|which|did|does|is|are|was|were|why|when|where)\b[^.;!]*\?\s*$)")  # fmt: skip
+
+
 def _name_corrected_last(text: str, known: set[str]) -> str:
     """`text` with the one known name before a correction at its end replaced by the name the correction says."""
     found = re.search(NAME_CORRECTED_LAST, text, flags=re.I)
@@ -1484,6 +1495,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = _french(text)
     text = _german(text)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(FOREIGN) + r")(?![\w'./=-])", _foreign, text, flags=re.I)
+    text = re.sub(FOREIGN_OR, r"\1or\2", text, flags=re.I)
     text = re.sub(NODES_EACH_OF, _nodes_each_of, text, flags=re.I)
     text = re.sub(PER_NODE_SAID, "per node", text, flags=re.I)
     text = re.sub(FALSE_FRIEND_UPDATE, r"updat\1", text, flags=re.I)
@@ -1502,6 +1514,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(SEQ_LEN_FRACTION_K, _seq_len_fraction, text, flags=re.I)
     text = re.sub(NAME_TAKEN_BACK, lambda found: _name_taken_back(found, known), text, flags=re.I)
     text = _name_corrected_last(text, known)
+    text = re.sub(REQUEST_SCRATCHED, "", text, flags=re.I)
     text = re.sub(LAYOUT_KEY, _layout_key, text, flags=re.I)
     text = re.sub(r"(?<![\w'./=-])(" + "|".join(SHORTHAND) + r")(?![\w'./=-])", _shorthand, text, flags=re.I)
     text = re.sub(DROPPED_G, _dropped_g, text, flags=re.I)
@@ -2107,20 +2120,32 @@ def _variant_alone_instead(text: str) -> str:
 _CORRECTING = r"(?:sorry|correction|actually|i\s+meant?|no\s+wait|scratch\s+that|my\s+bad|oops|rather)"
 VARIANT_CORRECTED = (rf"\b{_CORRECTING}(?:\s*[,:;!.\u2014-]*\s*{_CORRECTING})*\s*[,:;!.\u2014-]*\s*"
                      r"(?:(?:they|those|these|it|that)(?:'re|'s|\s+are|\s+is|\s+were|\s+was|\s+should\s+be)\s+|"
-                     r"make\s+(?:it|that|them|those)\s+)?(?:the\s+)?(sxm\d?|pcie|nvl|\d+\s*gi?b)\b"
+                     r"make\s+(?:it|that|them|those)\s+)?(?:(?P<count>\d+)\s+(?:of\s+)?)?(?:the\s+)?"
+                     r"(sxm\d?|pcie|nvl|\d+\s*gi?b)\b"
                      rf"{_VARIANT_NOUN}(?:\s+(?:instead|then))?\s*(?=[.;,!?)]|$)")  # fmt: skip
-CARD_BEFORE = r"\b(h100|h200|a100)(?:[\s-]*(?:sxm\d?|pcie|nvl))?(?:[\s-]*\d+\s*gi?b)?s?\b"
+CARD_BEFORE = r"\b(h100|h200|a100)(?:[\s-]*(sxm\d?|pcie|nvl))?(?:[\s-]*\d+\s*gi?b)?s?\b"
+# The memory each variant of a card has (a memory said of a card of that variant restates it: "8 h100 pcie. sorry,
+# 80gb" stays the PCIe, never the SXM the memory alone would name).
+VARIANT_MEMORY = {"sxm": (80,), "pcie": (80,), "nvl": (94, 96)}
 
 
 def _variant_corrected(text: str) -> str:
     """The card named before a correction of its variant alone, of the variant the correction says (where one card
-    is named before it: which of two the correction is of is asked, as before)."""
+    of one variant is named before it: which of two the correction is of is asked, as before)."""
     found = re.search(VARIANT_CORRECTED, text, flags=re.I)
     before = text[: found.start()] if found else ""
-    cards = {card.group(1).lower() for card in re.finditer(CARD_BEFORE, before, flags=re.I)}
-    if len(cards) != 1:
+    named = list(re.finditer(CARD_BEFORE, before, flags=re.I))
+    cards = {card.group(1).lower() for card in named}
+    variants = {re.sub(r"\d", "", card.group(2).lower()) for card in named if card.group(2)}
+    if len(cards) != 1 or len(variants) > 1:  # "8 h100 sxm and 8 h100 pcie. sorry, nvl": which one, unsaid
         return text
-    corrected = re.sub(CARD_BEFORE, lambda card: f"{card.group(1)} {found.group(1)}", before, flags=re.I)
+    count = found.group("count")
+    if count and not re.search(rf"(?<![\w.]){count}\s*(?:x\s*)?(?:h100|h200|a100)", before, flags=re.I):
+        return text  # "8 h100. sorry, I meant 4 of the pcie variant": some of them, which is asked
+    memory = re.match(r"(\d+)", found.group(2))
+    if memory and variants and int(memory.group(1)) in VARIANT_MEMORY.get(variants.pop(), ()):
+        return before + text[found.end() :]  # the variant's own memory, restated: the card as said
+    corrected = re.sub(CARD_BEFORE, lambda card: f"{card.group(1)} {found.group(2)}", before, flags=re.I)
     return corrected + text[found.start() :]
 
 

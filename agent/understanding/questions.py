@@ -36,6 +36,7 @@ from agent.understanding.grammar import (
     TOTAL,
     Intent,
 )
+from agent.understanding.held_corrections import held_correction
 from agent.understanding.intents import (
     ACTIONS,
     DO_THAT,
@@ -1019,6 +1020,8 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
     if intent.clarify is None and intent.command == "plan" and (why := _run_wish_held(plain, entities)):
         devices = intent.args.get("devices")  # the launch wished for, on the GPUs it said
         intent.clarify = held_back_question(why, "/run" + (f" nproc={devices}" if devices else ""), "run")
+    if intent.clarify is None or offers_yes(intent.clarify):  # a correction or alternative with no one reading
+        intent.clarify = held_correction(intent, plain, entities, context, ACTIONS) or intent.clarify
     why = held_back(plain.lower(), intent.command) if intent.command in ACTIONS else None
     question = held_back_question(why, call_text(intent), intent.command) if why else None
     # negated, put off, asked...: never acted on; where a yes must not act on it either (negated, supposed, asked
