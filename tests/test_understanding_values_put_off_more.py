@@ -137,3 +137,24 @@ def test_what_we_did_last_time_still_repeats(known):
     earlier = earlier_turn("launch_run", {"nproc": 2, "steps": 10}, "train 10 steps on 2 gpus")
     intent = read("launch what we did last time", known, earlier)
     assert intent.command == "run" and intent.clarify is None and intent.args.get("steps") == 10
+
+
+# --- two values set against each other, and a value put back to its default ----------------------------------------
+
+
+def test_two_values_set_against_each_other_are_asked(known):
+    intent = read("train 10 steps, weight decay 0.05 vs 0.1, up to you", known)
+    assert intent.command == "run" and intent.clarify
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "train 30 steps, lr 1e-4, actually, keep the lr at its default",
+        "train 10 steps, lr 2e-4; no, reset lr to default",
+    ],
+)
+def test_a_value_put_back_to_its_default_is_not_launched(text, known):
+    intent = read(text, known)
+    assert intent.command == "run"
+    assert not any(o.startswith("train.lr=") for o in intent.args.get("set", []))

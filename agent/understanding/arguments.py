@@ -846,7 +846,7 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
 _VALUE = r"\d+(?:\.\d+)?(?:e-?\d+)?"
 # ("lr either 1e-4 or 2e-4", "lr 1e-4, maybe 2e-4", "lr 1e-4, or was it 2e-4?"; "lr 1e-3 / 2" divides)
 _OR = (r"\s*(?:,?\s*(?:or|and/or)\s+(?:(?:maybe|perhaps|possibly|even|rather|else|probably|was\s+it|is\s+it)\s+)?|"
-       r",\s*(?:maybe|perhaps|possibly)\s+|"
+       r",\s*(?:maybe|perhaps|possibly)\s+|\s+(?:vs\.?|versus)\s+|"
        # ("lr 3e-4/5e-4": a slash between two rates; "lr 1e-3 / 2" divides)
        r"/(?=\d*\.\d|\d+(?:\.\d+)?e-?\d))")  # fmt: skip
 VALUE_ALTERNATIVES = (rf"\b(?P<name>{'|'.join(SETTING_NAMES.values())})\s*(?:of|=|:|to|at|is)?\s*(?:either\s+)?"
@@ -855,6 +855,24 @@ VALUE_ALTERNATIVES = (rf"\b(?P<name>{'|'.join(SETTING_NAMES.values())})\s*(?:of|
 CHOICE_LEFT = (r"\bwhichever\s+(?:you|one|is|seems|works|sounds)|\beither\s+(?:one\s+)?(?:is\s+fine|works|will\s+do)\b|"
                r"\b(?:your\s+(?:call|choice|pick)|up\s+to\s+you)\b")  # fmt: skip
 _RATE = r"\d+(?:\.\d+)?e-?\d+|\d*\.\d+"
+# A setting given a value and then put back to its default ("lr 3e-4, actually, leave the lr at default"): the value
+# must not stay; dropped and asked.
+BACK_TO_DEFAULT = (rf"\b(?:leave|keep|reset|put|set)\s+(?:the\s+)?({'|'.join(SETTING_NAMES.values())})\s+"
+                   r"(?:at|to|as|on)\s+(?:the\s+|its\s+)?default\b")  # fmt: skip
+
+
+def _drop_setting(intent: Intent, name: str) -> bool:
+    """Drop the override of the setting named in words (`name`, e.g. "lr"); whether there was one."""
+    key = next((key for key, words in SETTING_KEYS.items() if re.fullmatch(rf"(?:{words})", name)), None)
+    kept = [o for o in intent.args.get("set", []) if o.split("=", 1)[0] != key]
+    if key is None or len(kept) == len(intent.args.get("set", [])):
+        return False
+    intent.args["set"] = kept
+    if not kept:
+        intent.args.pop("set")
+    return True
+
+
 # A rate corrected by a share of itself ("lr 3e-4, no, half that", "wd 0.1, actually a tenth of it"): the value is
 # not said; asked, the first not launched.
 RATE_RELATIVE = (rf"(?<![\w.])({_RATE})(?!\w|\.\d)[^.;]{{0,30}}?\b(?:half|a\s+(?:third|quarter|tenth)|"
@@ -920,6 +938,8 @@ def _value_not_for_this_launch(lowered: str, intent: Intent) -> str | None:
     if re.search(CHOICE_LEFT, lowered) and re.search(r"\bor\b", lowered) and intent.args.get("set"):
         return (f"Which do you want? {lowered.strip()!r} leaves the choice to me; say the one to use. "
                 f"{launch_text(intent.args)}")  # fmt: skip
+    if (found := re.search(BACK_TO_DEFAULT, lowered)) and _drop_setting(intent, found.group(1)):
+        return f"Leave {found.group(1)} at its default, then? ({found.group(0)!r}) {launch_text(intent.args)}"
     if found := re.search(RATE_RELATIVE, lowered):
         intent.args["set"] = [o for o in intent.args.get("set", []) if not o.endswith(f"={found.group(1)}")]
         if not intent.args["set"]:
