@@ -56,6 +56,11 @@ from trainer.model.presets import MODELS
 # What was done before, as the thing to launch: "run what we did last time", "train what I ran before".
 DONE_LAST_TIME = (r"\bwhat\s+(?:we|i|you)\s+(?:did|ran|launched|trained|used|had)\s+(?:the\s+)?(?:last\s+time|before|"
                   r"earlier|previously)\b")  # fmt: skip
+# The launch before the last one ("what we did before last time", "the run before last", "the second to last run"):
+# not the launch the conversation repeats by default; asked.
+BEFORE_LAST = (r"\b(?:before|prior\s+to)\s+(?:the\s+)?last\s+(?:time|one|run|launch)\b|"
+               r"\b(?:time|run|launch|one)\s+before\s+(?:the\s+)?last\b|\b(?:second|2nd)[\s-]+(?:to[\s-]+)?last\b|"
+               r"\bpenultimate\b")  # fmt: skip
 AGAIN = (r"\bagain\b|\bsame\b|\brerun\b|\bre-run\b|\brelaunch\b|\bonce more\b|\bdo (?:it|that)\b|\bthis time\b|"
          rf"\b(?:run|train) it\b|{DONE_LAST_TIME}")  # fmt: skip
 # What a launch verb's object is called when the speaker has something in mind and names nothing: "run the thing",
@@ -725,6 +730,9 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.clarify = (
             f"Repeat which launch? This conversation has none: name a run to copy, e.g. `same as {latest}`."
         )
+    if intent.clarify is None and repeat and re.search(BEFORE_LAST, lowered):
+        # "what we did before last time": the launch before the last one, which the conversation may not hold
+        intent.clarify = f"Repeat which launch? Name the run to copy, e.g. `same as runs/NAME`. {launch_text({})}"
     pointing = re.search(r"\b(?:launch|run|train|start|do|kick off|go with|execute) (?:it|that|this|the plan|"
                          r"th(?:at|is) plan|th(?:at|is) one)\b", lowered)  # fmt: skip
     if pointing and not repeat and not context.launch and not intent.args and not entities.has("switch", "optimizer"):
@@ -838,9 +846,57 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
 _VALUE = r"\d+(?:\.\d+)?(?:e-?\d+)?"
 # ("lr either 1e-4 or 2e-4", "lr 1e-4, maybe 2e-4", "lr 1e-4, or was it 2e-4?"; "lr 1e-3 / 2" divides)
 _OR = (r"\s*(?:,?\s*(?:or|and/or)\s+(?:(?:maybe|perhaps|possibly|even|rather|else|probably|was\s+it|is\s+it)\s+)?|"
-       r",\s*(?:maybe|perhaps|possibly)\s+)")  # fmt: skip
+       r",\s*(?:maybe|perhaps|possibly)\s+|\s+(?:vs\.?|versus)\s+|"
+       # ("lr 3e-4/5e-4": a slash between two rates; "lr 1e-3 / 2" divides)
+       r"/(?=\d*\.\d|\d+(?:\.\d+)?e-?\d))")  # fmt: skip
 VALUE_ALTERNATIVES = (rf"\b(?P<name>{'|'.join(SETTING_NAMES.values())})\s*(?:of|=|:|to|at|is)?\s*(?:either\s+)?"
                       rf"(?P<one>{_VALUE}){_OR}(?P<other>{_VALUE})(?!\w|\.\d)")  # fmt: skip
+# A choice between settings left to the agent ("lr 3e-4 or weight decay 0.1, whichever you prefer"): asked.
+CHOICE_LEFT = (r"\bwhichever\s+(?:you|one|is|seems|works|sounds)|\beither\s+(?:one\s+)?(?:is\s+fine|works|will\s+do)\b|"
+               r"\b(?:your\s+(?:call|choice|pick)|up\s+to\s+you)\b")  # fmt: skip
+_RATE = r"\d+(?:\.\d+)?e-?\d+|\d*\.\d+"
+# A setting given a value and then put back to its default ("lr 3e-4, actually, leave the lr at default"): the value
+# must not stay; dropped and asked.
+BACK_TO_DEFAULT = (rf"\b(?:leave|keep|reset|put|set)\s+(?:the\s+)?({'|'.join(SETTING_NAMES.values())})\s+"
+                   r"(?:at|to|as|on)\s+(?:the\s+|its\s+)?default\b")  # fmt: skip
+
+
+def _drop_setting(intent: Intent, name: str) -> bool:
+    """Drop the override of the setting named in words (`name`, e.g. "lr"); whether there was one."""
+    key = next((key for key, words in SETTING_KEYS.items() if re.fullmatch(rf"(?:{words})", name)), None)
+    kept = [o for o in intent.args.get("set", []) if o.split("=", 1)[0] != key]
+    if key is None or len(kept) == len(intent.args.get("set", [])):
+        return False
+    intent.args["set"] = kept
+    if not kept:
+        intent.args.pop("set")
+    return True
+
+
+# A rate corrected by a share of itself ("lr 3e-4, no, half that", "wd 0.1, actually a tenth of it"): the value is
+# not said; asked, the first not launched.
+RATE_RELATIVE = (rf"(?<![\w.])({_RATE})(?!\w|\.\d)[^.;]{{0,30}}?\b(?:half|a\s+(?:third|quarter|tenth)|"
+                 r"(?:twice|ten\s+times|10x)|halve)\s+(?:of\s+)?(?:that|it|this)\b")  # fmt: skip
+# A value taken back for another setting ("lr 3e-4, sorry, I meant weight decay 3e-4", "lr 0.01, actually that was
+# the weight decay", "lr 3e-4, no, weight decay 3e-4"): the first setting's value must not stay; asked.
+_MOVED_TO = (r"\b(?:weight[\s_-]*decay|wd|warm[\s-]?up\w*|lr|learning\s+rate|micro[\s_-]*batch\w*|seq\w*[\s_-]*len\w*|"
+             r"seed)\b")  # fmt: skip
+VALUE_MOVED = (rf"(?<![\w.])({_RATE}|\d+)(?!\w|\.\d)\s*[,;\u2014\u2013-]+\s*(?:(?:sorry|no\s*[,!.]|actually|oops|wait|"
+               r"i\s+mean[t]?|that\s+(?:was|is|should\s+be)(?:\s+(?:for|meant\s+for))?|i\s+meant?\s+(?:it\s+)?for)\s*[,!.]?\s*)+"
+               rf"(?:the\s+)?{_MOVED_TO}(?!\s+(?:too|as\s+well|also)\b)"
+               r"(?=\s*(?:[,.;!?]|$|\s*\1\b|\s+(?:of|to|at|=|:)?\s*\1\b))")  # fmt: skip
+# A follow-up that moves the value said before to another setting ("sorry, I meant weight decay 3e-4" after "lr 3e-4"):
+# the launch carried keeps the first setting's value beside the new one; asked.
+MEANT_FOR_OTHER = (r"^\W*(?:(?:sorry|oops|no|actually|wait)\W+)*i\s+meant?\s+(?:the\s+)?"
+                   rf"{_MOVED_TO}\s*(?:of|to|at|=|:)?\s*({_RATE}|\d+)(?!\w|\.\d)")  # fmt: skip
+
+
+def _same_value_elsewhere(intent: Intent, value: str) -> bool:
+    """Whether the launch sets `value` on two settings (the one carried from before and the one now said)."""
+    same = [o for o in intent.args.get("set", []) if o.split("=", 1)[1] == value]
+    return len(same) > 1
+
+
 # A setting said to change during the run ("lr 1e-4 for the first 10 steps, then 3e-4", "lr 3e-4 until step 50, then
 # 1e-4", "after 50 steps drop the lr to 1e-4"): a launch keeps each setting for the whole run, and the count is of a
 # part of the run, not its steps. Asked. ("train until step 100" or "stop after 50 steps" is the run's length.)
@@ -860,7 +916,15 @@ LATER_RUN = (r"\b(?:later(?:\s+on)?|tomorrow|next\s+time|afterwards|eventually|i
              r"other)\s+(?:one|runs?|launch(?:es)?|time|attempts?|rounds?|experiments?|jobs?|tr(?:y|ies))|"
              r"(?:next|future|later)\s+(?:runs?|launch(?:es)?|jobs?)|"
              r"(?:after|once)\s+(?:this|that|the\s+current)\s+(?:one|run|launch|job)"
-             r"(?:\s+(?:is\s+done|finishes|ends))?)\b")  # fmt: skip
+             r"(?:\s+(?:is\s+done|finishes|ends))?|"
+             # ("the time after", "for another day", "down the line", "in the run after", "on the follow-up",
+             # "in a second run", "for the rerun", "when we rerun")
+             r"the\s+time\s+after|for\s+another\s+day|down\s+the\s+(?:line|road)|"
+             r"(?:in|for|on)\s+the\s+(?:run|one|launch|job)\s+after|"
+             r"(?:in|for|on|with)\s+(?:the\s+|a\s+)?follow[\s-]?ups?|"
+             r"(?:in|for|on|with)\s+(?:the\s+|a\s+)second\s+(?:runs?|launch|attempt|round|job|try)|"
+             r"(?:in|for|on)\s+(?:the|a)\s+re-?run|"
+             r"(?:when|once|if)\s+(?:we|i|you)\s+re-?(?:run|launch))\b")  # fmt: skip
 _SETTING_SAID = (rf"\b(?:{'|'.join(SWITCH_WORDS.values())}|{'|'.join(SETTING_NAMES.values())}|{PRECISIONS}|"
                  rf"{OPTIMIZERS})\b")  # fmt: skip
 
@@ -871,6 +935,25 @@ def _value_not_for_this_launch(lowered: str, intent: Intent) -> str | None:
     if found := re.search(VALUE_ALTERNATIVES, lowered):
         name, one, other = found.group("name"), found.group("one"), found.group("other")
         return f"Which {name}: {one} or {other}? Say the one to use, e.g. `{name} {other}`. {launch_text(intent.args)}"
+    if re.search(CHOICE_LEFT, lowered) and re.search(r"\bor\b", lowered) and intent.args.get("set"):
+        return (f"Which do you want? {lowered.strip()!r} leaves the choice to me; say the one to use. "
+                f"{launch_text(intent.args)}")  # fmt: skip
+    if (found := re.search(BACK_TO_DEFAULT, lowered)) and _drop_setting(intent, found.group(1)):
+        return f"Leave {found.group(1)} at its default, then? ({found.group(0)!r}) {launch_text(intent.args)}"
+    if found := re.search(RATE_RELATIVE, lowered):
+        intent.args["set"] = [o for o in intent.args.get("set", []) if not o.endswith(f"={found.group(1)}")]
+        if not intent.args["set"]:
+            intent.args.pop("set")
+        return f"Which value exactly ({found.group(0)!r})? Give the number itself. {launch_text(intent.args)}"
+    if found := re.search(VALUE_MOVED, lowered):
+        intent.args["set"] = [o for o in intent.args.get("set", []) if not o.endswith(f"={found.group(1)}")]
+        if not intent.args["set"]:
+            intent.args.pop("set")
+        return (f"Which setting takes {found.group(1)} ({found.group(0)!r}), and the other at its default? "
+                f"{launch_text(intent.args)}")  # fmt: skip
+    if (found := re.search(MEANT_FOR_OTHER, lowered)) and _same_value_elsewhere(intent, found.group(1)):
+        return (f"Which setting takes {found.group(1)}: the one before, or only the one now said "
+                f"({found.group(0).strip()!r})? {launch_text(intent.args)}")  # fmt: skip
     if found := re.search(SCHEDULED, lowered):
         count = next((int(group) for group in found.groups() if group), None)
         if count is not None and intent.args.get("steps") == count:

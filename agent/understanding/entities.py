@@ -150,7 +150,7 @@ _SUGGESTED = (r"(?:suggested|recommended|proposed|sent|shared|posted|mentioned|g
               r"wrote down|swears by|set up)")  # fmt: skip
 # Someone's choice not given yet: "suggests", "will recommend", "decides on".
 _CHOOSES = (r"(?:suggests?|recommends?|proposes?|picks?|chooses?|decides?(?:\s+on)?|prefers?|sends?|says?|"
-            r"thinks?\s+is\s+best|comes?\s+up\s+with|settles?\s+on|goes\s+with|go\s+with)")  # fmt: skip
+            r"thinks?\s+(?:is\s+)?best|comes?\s+up\s+with|settles?\s+on|goes\s+with|go\s+with)")  # fmt: skip
 # What only the talk knows, not the repository: "that idea we talked about", "the thing we aligned on".
 _REFERENT = r"(?:idea|thing|plan|one|experiment|approach|stuff|proposal|option|comparison|test|run|job|trial)"
 # Where only the talk is written down: "as per the briefing", "in our prior correspondence", "from the email".
@@ -165,6 +165,8 @@ UNKNOWN_SOURCE = (
     rf"\b(?:what|whatever)\s+(?:{_SOMEONE})\s+(?:(?:had|has|just)\s+)?{_SUGGESTED}\b|"
     # the choice still to come, said in the present or the future: "whatever Marc suggests", "what the lead will pick"
     rf"\b(?:what|whatever)\s+(?:{_SOMEONE})\s+(?:(?:will|would|'ll|is going to|wants to)\s+)?{_CHOOSES}\b|"
+    # someone's values still to be sent ("with Marc's numbers once he sends them", "Ana's settings when she has them")
+    rf"\b[a-z]+'s\s+(?:\w+\s+)?{_SETTINGS_NOUN}\s*,?\s+(?:once|when|after|as\s+soon\s+as)\s+(?:he|she|they)\b|"
     # ("whatever's in Marc's message", "whatever is in the email")
     rf"\bwhatever(?:'s|\s+is)\s+in\s+(?:the\s+|my\s+|our\s+|his\s+|her\s+|their\s+|[a-z]+'s\s+)?(?:{_TALK}|message|"
     r"dm|text|note)\b|"

@@ -1222,9 +1222,10 @@ INSTEAD_BEFORE_NOUN = r"\b(\d+(?:\.\d+)?)\s+instead\s+of\s+(\d+(?:\.\d+)?)\s+(st
 
 # A number said again after a full stop, a semicolon or a dash, with a word that takes the first back ("20 steps. Make
 # it 25.", "an 8-trial sweep. Actually 12.", "on 8 h200; sorry, 4 h200"): the number said last, with the first one's
-# noun. A number after the mark with another noun ("20 steps. Actually wait 5 minutes") corrects nothing.
+# noun. A number after the mark with another noun ("20 steps. Actually wait 5 minutes") corrects nothing, nor is the
+# exponent of a rate a number of its own ("lr 3e-4, actually 30" is no 3e-30).
 _TAKEN_BACK = r"(?:(?:sorry|actually|(?:no|nope|wait)\s*[,!.]|make\s+(?:it|that)|i\s+meant?|rather)\s*[,!.]?\s*)"
-NUMBER_RESTATED = (r"(?<![\w.])\d+(?:\.\d+)?\b(?!\.\d)((?:[\s-]+[a-z][\w-]*){0,2}?)"
+NUMBER_RESTATED = (r"(?<![\w.])(?<!\de-)(?<!\de\+)\d+(?:\.\d+)?\b(?!\.\d)((?:[\s-]+[a-z][\w-]*){0,2}?)"
                    rf"\s*(?:[.;]|[\u2014\u2013]+|\s-{{1,2}}\s|,)\s*{_TAKEN_BACK}+"
                    r"(\d+(?:\.\d+)?)\b(?!\.\d)(?:\s+([a-z][\w-]*))?(?=\s*(?:[.;,!?)]|$))")  # fmt: skip
 
