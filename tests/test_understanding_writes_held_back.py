@@ -184,3 +184,31 @@ def test_a_sweep_chucked_up_as_rubbish_is_never_written_or_read(known: Known) ->
 
 def test_a_log_chucked_up_to_see_is_read(known: Known) -> None:
     read_as("Chuck r1's log up here so I can read it.", "read", {"path": "runs/r1/log.txt"}, known)
+
+
+# --- a pull request with no sweep said (fresh_az's kind: "Pull meshpilot.yaml for review.") -------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Put configs/long.yaml up for review.", "push notes.md out for sign-off", "could you open a pull request?"],
+)
+def test_a_pull_request_with_no_sweep_said_asks_which(text, known):
+    """A pull request carries a sweep's report: with two sweeps and none said, the newest in its place is a guess."""
+    intent = read(text, known)
+    assert intent.command != "pr" or (intent.clarify and "sweep" not in intent.args)
+
+
+def test_a_pull_request_of_a_sweep_said_still_opens(known):
+    read_as("open a pull request for lr-scan", "pr", {"sweep": "sweeps/lr-scan"}, known)
+
+
+# --- private labels looked at, not only shown (fresh_az's kind) ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["could you take a quick look at the hidden test answers for me?", "let me peek at the benchmark's private labels"],
+)
+def test_private_labels_looked_at_are_refused(text, known):
+    assert read(text, known).refusal

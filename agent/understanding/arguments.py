@@ -418,16 +418,17 @@ def _which_sweep_unsaid(intent: Intent, entities: Entities, context: Context, de
 
 
 def no_sweep_said(intent: Intent, entities: Entities, context: Context) -> str | None:
-    """One question where a report says no sweep at all ("do a report", "could you put together a write-up?"), the
-    conversation holds none and none is called the latest, while the repository has several: the newest in its place
-    would be a guess."""
+    """One question where a report (or the pull request that carries one) says no sweep at all ("do a report",
+    "could you put together a write-up?"), the conversation holds none and none is called the latest, while the
+    repository has several: the newest in its place would be a guess."""
     said = entities.has("sweep", "sweep_choice") or context.sweep is not None
     if said or sweep_in_words(intent.text, context) or re.search(LATEST_WORDS, intent.text.lower()):
         return None
     if len(context.known.sweeps) < 2:
         return None
     sweeps = " or ".join(s.removeprefix("sweeps/") for s in context.known.sweeps)
-    return f"Which sweep should the report cover: {sweeps}? There is more than one here."
+    what = "pull request's report" if intent.command == "pr" else "report"
+    return f"Which sweep should the {what} cover: {sweeps}? There is more than one here."
 
 
 # The docs brought into line with something that is no sweep ("bring the docs into line with r1"), or with every

@@ -1012,8 +1012,12 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         intent.clarify = source
     if intent.clarify is None and intent.command in (*ACTIONS, *NAMED_TOOLS, "plan"):
         intent.clarify = _pointed_question(plain, intent, entities, context)
-    if intent.clarify is None and intent.command == "report" and (which := no_sweep_said(intent, entities, context)):
-        intent.args.pop("sweep", None)  # "do a report": no sweep said, none taken in its place
+    if (
+        intent.clarify is None
+        and intent.command in ("report", "pr")
+        and (which := no_sweep_said(intent, entities, context))
+    ):
+        intent.args.pop("sweep", None)  # "do a report", "pull meshpilot.yaml for review": no sweep said, none taken
         intent.clarify = which
     if intent.clarify is None or offers_yes(intent.clarify):
         intent.clarify = _sweep_move_held(plain, intent, entities, context) or intent.clarify

@@ -86,7 +86,9 @@ LABELS = (r"\b(?:(?:hidden|private|held[- ]out|sealed|gold|ground[- ]truth|secre
 # Private labels taken to be used elsewhere are shown as surely: "pull the private labels so I can score it myself".
 FETCHED = r"\b(?:pull|get|fetch|grab|download|extract|retrieve|obtain|hand\s+over|need|want)\b"  # "i need the labels"
 REVEAL = (r"\b(?:print|show|display|reveal|tell|give|echo|dump|cat|read|list|output|paste|send|post|leak|expose|"
-          r"export|share|copy|what(?:'s| is| are)|whats|where(?:'s| is))\b")  # fmt: skip
+          r"export|share|copy|what(?:'s| is| are)|whats|where(?:'s| is)|"
+          # looked at rather than shown: "peek at the private answer labels", "let me see the hidden answers"
+          r"peek\w*|look\w*|see|view|inspect\w*|check|access|open|glance|brows\w*|examin\w*)\b")  # fmt: skip
 SECRET = (r"\b(?:api[ _-]?keys?|access[ _-]?tokens?|auth(?:entication)?[ _-]?tokens?|(?:hf|hugging ?face|github|gh|"
           r"openai|wandb|bearer|slack|aws)[ _-]?(?:tokens?|keys?|secrets?)|"
           r"secret(?:s|[ _-]keys?)?(?!\s+(?:to|of|behind|sauce|recipe))|passwords?|passwd|"  # not "the secret to speed"
