@@ -49,7 +49,7 @@ from agent.understanding.intents import (
     negated_actions,
 )
 from agent.understanding.known import singular
-from agent.understanding.normalise import TROUBLE_NOUN, normalise
+from agent.understanding.normalise import RATE_NUMBER, TROUBLE_NOUN, normalise
 from trainer.model.presets import MODELS
 
 # A launch that repeats the one before, with what the sentence changes.
@@ -855,7 +855,6 @@ VALUE_ALTERNATIVES = (rf"\b(?P<name>{'|'.join(SETTING_NAMES.values())})\s*(?:of|
 # A choice between settings left to the agent ("lr 3e-4 or weight decay 0.1, whichever you prefer"): asked.
 CHOICE_LEFT = (r"\bwhichever\s+(?:you|one|is|seems|works|sounds)|\beither\s+(?:one\s+)?(?:is\s+fine|works|will\s+do)\b|"
                r"\b(?:your\s+(?:call|choice|pick)|up\s+to\s+you)\b")  # fmt: skip
-_RATE = r"\d+(?:\.\d+)?e-?\d+|\d*\.\d+"
 # A setting given a value and then put back to its default ("lr 3e-4, actually, leave the lr at default"): the value
 # must not stay; dropped and asked.
 BACK_TO_DEFAULT = (rf"\b(?:leave|keep|reset|put|set)\s+(?:the\s+)?({'|'.join(SETTING_NAMES.values())})\s+"
@@ -876,6 +875,7 @@ def _drop_setting(intent: Intent, name: str) -> bool:
 
 # A rate corrected by a share of itself ("lr 3e-4, no, half that", "wd 0.1, actually a tenth of it"): the value is
 # not said; asked, the first not launched.
+_RATE = RATE_NUMBER  # a rate's value, as normalise reads one
 RATE_RELATIVE = (rf"(?<![\w.])({_RATE})(?!\w|\.\d)[^.;]{{0,30}}?\b(?:half|a\s+(?:third|quarter|tenth)|"
                  r"(?:twice|ten\s+times|10x)|halve)\s+(?:of\s+)?(?:that|it|this)\b")  # fmt: skip
 # A value taken back for another setting ("lr 3e-4, sorry, I meant weight decay 3e-4", "lr 0.01, actually that was

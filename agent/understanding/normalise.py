@@ -1234,14 +1234,14 @@ NUMBER_RESTATED = (r"(?<![\w.])(?<!\de-)(?<!\de\+)\d+(?:\.\d+)?\b(?!\.\d)((?:[\s
 # mean 2e-4", "0.1, actually 0.05"): the value said last, for the same setting. Only a value written as a rate (an
 # exponent or a decimal point in both), so that "lr 1e-4, no warmup" (no value after "no") corrects nothing and a
 # count after it ("1e-4, no, 4 gpus") stays its own.
-_RATE = r"(?:\d+(?:\.\d+)?e-?\d+|\d*\.\d+)"
+RATE_NUMBER = r"(?:\d+(?:\.\d+)?e-?\d+|\d*\.\d+)"  # a rate's value: 3e-4, 0.01
 _RATE_TAKEN_BACK = rf"(?:{_TAKEN_BACK}|(?:no\s+wait|er+m?|um+|uh+|hmm+)\s*[,!.]?\s*)"  # "no wait, 2e-4", "er, 2e-4"
 # The rest of the clause names no other setting the value could be of ("lr 3e-4, actually 0.01 for weight decay"
 # adds a weight decay: no lr corrected).
 _ANOTHER_SETTING = (r"\b(?:weight[\s_-]*decay|wd|warm[\s-]?up\w*|grad\w*[\s_-]*clip\w*|clip\w*|micro[\s_-]*batch\w*|"
                     r"batch\w*|dropout|beta\w*|eps\w*|momentum|seq\w*|precision)\b")  # fmt: skip
-RATE_RESTATED = (rf"(?<![\w.]){_RATE}(?!\w|\.\d)\s*(?:[;]|[\u2014\u2013]+|\s-{{1,2}}\s|,)\s*{_RATE_TAKEN_BACK}+"
-                 rf"({_RATE})(?!\w|\.\d)(?=\s*(?:[.;,!?)]|$|\s+(?:and|with|on|for|please)\b(?![^.;,!?]*?"
+RATE_RESTATED = (rf"(?<![\w.]){RATE_NUMBER}(?!\w|\.\d)\s*(?:[;]|[\u2014\u2013]+|\s-{{1,2}}\s|,)\s*{_RATE_TAKEN_BACK}+"
+                 rf"({RATE_NUMBER})(?!\w|\.\d)(?=\s*(?:[.;,!?)]|$|\s+(?:and|with|on|for|please)\b(?![^.;,!?]*?"
                  rf"{_ANOTHER_SETTING})))")  # fmt: skip
 
 
