@@ -147,3 +147,17 @@ def test_the_normal_one_launched_is_the_experiment_as_it_is(known):
 @pytest.mark.parametrize("text", ["results of the normal one", "show me the regular run's loss"])
 def test_the_normal_one_read_is_still_asked(text, known):
     assert "Which do you mean by" in (read(text, known).clarify or "")
+
+
+# --- a setting's value in set notation (fresh_ay's academic): "|steps| = 100", "lr := 3e-4" -------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "args"),
+    [
+        ("train on 2 gpus, |steps| = 40", {"nproc": 2, "steps": 40}),
+        ("launch 20 steps with warmup := 5 on 4 gpus", {"nproc": 4, "steps": 20, "set": ["train.warmup_steps=5"]}),
+    ],
+)
+def test_set_notation_states_the_setting(text, args, known):
+    read_as(text, "run", args, known)

@@ -1098,6 +1098,9 @@ def _math_notation(text: str) -> str:
     text = re.sub(TIMES_TEN_TO, _times_ten_to, text)
     text = re.sub(POWER, _power, text)
     text = re.sub(r"(?<!\w)η(?!\w)", "lr", text)
+    # a size written as a set's ("|steps| = 100") and a definition's sign ("lr := 3e-4"): the value of that setting
+    text = re.sub(r"\|\s*([a-z_.]+)\s*\|(?=\s*(?::?=|is\b))", r"\1", text, flags=re.I)
+    text = re.sub(r"(?<=\w)\s*:=\s*", " = ", text)
     return re.sub(r"(?<=\d)\s*×", "x", text)  # "2× A100", "2×8 H100": the multiplication sign as people type it
 
 
