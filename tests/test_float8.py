@@ -227,14 +227,13 @@ def test_fp8_trains_within_tolerance_of_bf16(fp8_experiment, tmp_path):
 
 @pytest.mark.slow
 def test_fp8_layouts_match_one_process(fp8_experiment, tmp_path):
-    """Converted on the meta-device model before anything wraps it: FSDP2 (bf16 parameters, no autocast), DDP
-    (HSDP is the two together), pipeline stages (cut after the conversion) and context parallelism, on gloo
-    processes, train as one process does, to FSDP2 mixed precision's tolerance (tests/test_fsdp_mixed_precision.py);
-    selective activation checkpointing too. The memory model's figures hold for the FSDP2 ranks and for autocast's
-    weight copies."""
+    """Converted on the meta-device model before anything wraps it: FSDP2 (bf16 parameters, no autocast), DDP,
+    HSDP (on four), pipeline stages (cut after the conversion) and context parallelism, on gloo processes, train as one
+    process does, to FSDP2 mixed precision's tolerance (tests/test_fsdp_mixed_precision.py); selective activation
+    checkpointing too. The memory model's figures hold for the FSDP2 ranks and for autocast's weight copies."""
     experiment, one_process = fp8_experiment
     single = _losses(one_process)
-    for layout in ("dp_shard=2", "dp_replicate=2", "pp=2", "cp=2"):
+    for layout in ("dp_shard=2", "dp_replicate=2", "dp_replicate=2,dp_shard=2", "pp=2", "cp=2"):
         processes = str(Layout.parse(layout).world_size)
         run = train(experiment, tmp_path / layout, "--nproc", processes, "--layout", layout, env=ON_CPU)
         assert _losses(run) == pytest.approx(single, rel=FP8_LOSS_TOLERANCE), layout
