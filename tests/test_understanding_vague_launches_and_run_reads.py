@@ -26,6 +26,7 @@ from tests.understanding_support import earlier_turn, read, read_as
         "Run the optimal setup for me.",
         "launch the quickest thing you can",
         "relance celui d'hier, mais en mieux stp",
+        "relaunch the run from yesterday",
     ],
 )
 def test_a_launch_of_a_wish_alone_is_asked(text, known):
@@ -40,6 +41,8 @@ def test_a_launch_of_a_wish_alone_is_asked(text, known):
         ("launch a run with the defaults", {}),
         ("kick off a training run", {}),
         ("start a run, whatever", {}),  # a shrug, no choice to make
+        ("start a run, I think it's best to keep the defaults", {}),
+        ("I launched one yesterday. start a run now", {}),  # when something else was done
         ("train 20 steps on 2 GPUs, whichever layout is quickest", {"steps": 20, "nproc": 2}),  # the facts said
         ("train the winner of sweeps/lr-scan", {"nproc": 2, "layout": "dp_shard=2"}),  # the sweep's best, known
     ],

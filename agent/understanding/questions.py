@@ -405,10 +405,11 @@ def _launch_unasked(plain: str, entities: Entities, intent: Intent, context: Con
 VAGUE_WISH = (
     r"\b(?:cheapest|fastest|quickest|speediest|optimal|optimum|ideal|most\s+(?:efficient|economical|accurate|"
     r"cost[\s-]?effective)|least\s+(?:expensive|costly))\b|"
-    r"(?<!all the )(?<!do your )\bbest\b(?!\s+(?:regards|wishes|of luck)|\s*,\s*\w+\W*$)|"
+    r"(?<!all the )(?<!do your )\bbest\b(?!\s+(?:regards|wishes|of luck|to)\b|\s*,\s*\w+\W*$)|"
     r"(?<![,;] )(?<![,;])\b(?:whatever|whichever)\b|"
-    r"\b(?:large|big|long|many|high|low|small|fast|good|accurate)\s+enough\b|\bsignifican(?:t|ce)\b|"
-    r"\byesterday(?:'s)?\b|\bd'hier\b|\bgestern\b|\bde ayer\b|\bdi ieri\b|"
+    r"\b(?:large|big|long|many|high|low|small|fast|good|accurate)\s+enough\b|\bstatistically\b|"
+    r"\bsignificant\s+(?:results?|differences?|improvements?|gains?|speed-?ups?|effects?)\b|"
+    r"\byesterday's\b|\b(?:from|of|like|as)\s+yesterday\b|\bd'hier\b|\bvon gestern\b|\bde ayer\b|\bdi ieri\b|"
     r"\b(?:en|in)\s+mieux\b|\bmeilleure?s?\b|\bplus\s+(?:rapide|vite)\b|\bmoins\s+cher\b|\bbesser\b|\bschneller\b"
 )
 # What a launch states that the tool takes: with one of these the vague wish is a wish about a stated launch.
