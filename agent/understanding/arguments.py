@@ -16,6 +16,7 @@ import yaml
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.context import Context
 from agent.understanding.entities import (
+    ALREADY_NAMED,
     DESCRIPTOR_WORDS,
     EXCLUDER,
     GENERIC,
@@ -450,8 +451,8 @@ def _fill_docs(intent: Intent, entities: Entities, context: Context) -> None:
         intent.args["sweep"] = str(named[-1])
     elif described := sweep_in_words(intent.text, context):  # "get the layout findings into the docs"
         intent.args["sweep"] = described
-    elif context.sweep and re.search(r"\b(?:it|that|this|them)\b", intent.text.lower()):
-        intent.args["sweep"] = context.sweep
+    elif context.sweep and re.search(rf"\b(?:it|that|this|them)\b|{ALREADY_NAMED}", intent.text.lower()):
+        intent.args["sweep"] = context.sweep  # "from that sweep", "into conformity with the said sweep"
     elif _which_sweep_unsaid(intent, entities, context, None):  # "bring the docs up to date with the sweep results"
         sweeps = " or ".join(s.removeprefix("sweeps/") for s in context.known.sweeps)
         intent.clarify = f"Which sweep should the docs take their results from: {sweeps}? There is more than one here."

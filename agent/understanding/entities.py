@@ -1514,6 +1514,10 @@ DESCRIBED_BY_SIZE = (r"(?:the|that|this|my|our|your)\s+(?:little|tiny|wee|large|
 # The experiment as it is, said as "one" ("start a training thing, just the normal one"): no run's description in a
 # launch, its defaults (agent.understanding.questions)
 DEFAULT_ONE = r"(?:the|that|this|my|our|your)\s+(?:normal|default|usual|standard|regular)\s+one"
+# A run or sweep pointed at as the one already named ("the said sweep", "the aforementioned run"): the conversation's,
+# no description of one (asked where the conversation holds none).
+ALREADY_NAMED = (r"\b(?:the|that|this)\s+(?:said|aforesaid|aforementioned|above[\s-]?mentioned|afore-?named)\s+"
+                 r"(run|sweep|one|job|experiment)\b")  # fmt: skip
 # An experiment file as a "version" of the experiment, by its stem or a value only it holds: "the long version", "the
 # 1024 variant" ("the 1024 one" alone may be a run: asked, unless a file named has that value)
 CONFIG_AS_VERSION = (r"\b(?:the|that|this|my|our|your)\s+(\w+)(?:[\s-]+(?:tokens?|ctx|context|seq\w*))?[\s-]+"

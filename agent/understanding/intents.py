@@ -137,7 +137,8 @@ WRITTEN_INTO_DOCS = rf"\b{_WRITE_INTO}\b.*{_INTO_DOCS}"
 # "bring the readme in line with these findings", "keep docs/training.md up to date", "bring docs/training.md and the
 # README into accord with layouts-nov": the docs made to agree (their pages are written to, not read)
 DOCS_AGREE = (rf"\b(?:bring|brings|keep|keeps|get|make)\b.*\b{DOC_NOUN}\b.*\b(?:(?:in|into)\s+(?:line|sync|step|"
-              r"accord|agreement|accordance|harmony|keeping)\s+with|up to date|in sync|consistent with)\b")  # fmt: skip
+              r"accord|agreement|accordance|harmony|keeping|conformity|conformance|alignment|parity)\s+with|"
+              r"up to date|in sync|consistent with)\b")  # fmt: skip
 # The docs asked to say something: "can the docs reflect lr-scan now?", "could the README cover what it found?" ("do
 # the docs mention lr-scan?" asks what they say: read).
 DOCS_TO_REFLECT = (rf"\b(?:can|could|should|would|will|let|please)\s+(?:the\s+|our\s+)?{DOC_NOUN}\s+(?:now\s+)?"
@@ -293,6 +294,11 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"(?:(?:training|past|previous)\s+)?(?:runs?|experiments?|jobs?|initiatives?|efforts?|trainings?)\b|"
             # every run with how each ended: "the roster - every run and how it finished" (one run's end is status)
             r"\b(?:roster|inventory|catalog(?:ue)?|lineup)\W+(?:every|each|all(?: the)?)\s+runs?\b|"
+            # "a roll call of every run on the roster", "headcount of our jobs": each run called out, none launched
+            r"\b(?:roll[\s-]?call|head[\s-]?count|census)\s+of\s+(?:(?:the|our|my|all|every|each)\s+)*"
+            r"(?:runs?|jobs?|experiments?)\b(?!/)|"
+            r"\b(?:every|each|all(?: the)?)\s+runs?\s+(?:on|in)\s+(?:the|our|my)\s+(?:roster|books|inventory|"
+            r"catalog(?:ue)?)\b|"
             r"\b(?:every|each|all(?: the)?)\s+runs?,?\s+(?:and|with)\s+how\s+(?:it|they|each)\s+"
             r"(?:finished|ended|went|turned out)\b|"
             # "what the runs are ... everything we have and whether each one worked": how every run ended
@@ -1099,7 +1105,32 @@ def score(text: str, entities: Entities, grammar: str, previous: str | None) -> 
         scores["run"] += 5.5  # "oops, make that 4 gpus" after a launch: that launch, corrected (as a follow-up is)
     if previous == "sweep" and "sweep" not in negated and _sweep_moved_to_a_file(lowered, entities):
         scores["sweep"] += 5  # "no, change it to configs/long.yaml, same trials" after a sweep: that sweep, on the file
+    if previous in ("status", "wait") and _its_figures_asked(lowered, entities):
+        # "okay, phew. could you show me its loss numbers?" after its status: the run's figures now, not its state
+        # again, nor a plan (the grammar's "could you" is no what-if of a model)
+        scores["results"] = max(scores["results"], scores["status"] + 1, scores["plan"] + 1)
+    if "wait" not in negated and re.search(TOLD_WHEN_IT_ENDS, masked(lowered, entities)):
+        scores["wait"] = max(scores["wait"], scores["results"] + 1)  # "tell me the result when it lands": a wait
     return scores
+
+
+# A figure of "it" (the run the conversation is on) asked for: "its loss numbers", "their memory figures".
+ITS_FIGURES = (r"\b(?:its|their)\s+(?:(?:final|latest|peak|raw)\s+)?(?:loss|memory|throughput|tok(?:ens)?\s*/\s*s|"
+               r"mfu|speed|numbers|figures|metrics|results|stats|statistics)\b")  # fmt: skip
+
+
+def _its_figures_asked(lowered: str, entities: Entities) -> bool:
+    """Whether the sentence asks a figure of the run the conversation is on, naming nothing a plan takes."""
+    planned = entities.has("model", "model_choice", "gpu_named", "devices", "device_mem", "own_model", "node_count")
+    return bool(re.search(ITS_FIGURES, lowered)) and not planned and not entities.has("sweep")
+
+
+# What the run gives when it ends, asked to be told then: "tell me the final result when it lands", "send me the loss
+# once r1 finishes" (the end still to come, in the present tense; "its results when it finished" reads them now).
+TOLD_WHEN_IT_ENDS = (r"\b(?:tell|show|give|send|report|bring|ping)\s+(?:me|us)\s+(?:[\w'-]+\s+){0,4}?"
+                     r"(?:when|once|as soon as)\s+(?:it|they|the\s+(?:run|job)|_+)\s+"
+                     r"(?:lands|finishes|ends|completes|is\s+(?:done|over|finished)|wraps\s+up|"
+                     r"crosses\s+the\s+finish(?:ing)?(?:\s+line)?)\b")  # fmt: skip
 
 
 # The read of a run's results and of a sweep's (its trials): a follow-up that names the other kind only asks the same
@@ -1371,6 +1402,9 @@ def _entity_cues(
     elif entities.has("file") and _docs_written(lowered, entities):
         scores["read"] -= 2.5  # "put its results into the docs, training.md and README": the docs' pages written to
         # (the grammar's first reading of a file named), not read
+    elif entities.has("trials") and scores["sweep"] > 0 and _launched_file(lowered, entities):
+        scores["sweep"] += 3  # "a tuning sweep, 8 trials, on configs/long.yaml": the file is what the sweep tunes,
+        # no file to show (no verb of reading, no question)
     elif any(e.kind == "file" and lowered[e.span[0] : e.span[1]].strip() for e in entities.found):
         # (a file inside what a negation took back is no cue: "don't pull the results into training.md")
         scores["read"] += 3
@@ -1411,7 +1445,7 @@ WHAT_IF_NAMES = ("model", "model_choice", "gpu_named", "node_count", "device_mem
 
 # Verbs that change a file: "set steps to 50 in long.yaml", "update long.yaml so packing is off" (no launch).
 EDITING = (r"\b(?:set|sets|setting|change[sd]?|changing|edit\w*|updat\w*|modif\w*|sav(?:e|es|ed|ing)|writ\w*|put|"
-           r"add\w*|patch\w*|tweak\w*|adjust\w*|rewrit\w*|replac\w*|fix\w*|bump\w*|increas\w*|decreas\w*|rais\w*|"
+           r"add\w*|patch\w*|tweak\w*|adjust\w*|rewrit\w*|replac\w*|fix(?:e[sd]|ing)?|bump\w*|increas\w*|decreas\w*|rais\w*|"
            r"lower\w*|commit\w*|creat\w*|copy|copied)\b")  # fmt: skip
 
 

@@ -498,7 +498,7 @@ HINGLISH = {"yaar": "", "bhai": "", "ji": "", "ka": "", "ki": "", "ke": "", "ko"
 # "ne ... pas" around the verb is never dropped, so that the action it negates is held back).
 FRENCH_MARKS = {"et", "avec", "pour", "sur", "aussi", "quelle", "quel", "meilleure", "meilleur", "les", "des",
                 "du", "une", "en", "puis", "mais", "sans", "lance", "lancer", "relance", "encore", "merci",
-                "fois", "aucun", "aucune", "seulement", "maintenant", "aimerait"}  # fmt: skip
+                "fois", "aucun", "aucune", "seulement", "maintenant", "aimerait", "stp", "svp", "liste"}  # fmt: skip
 _FRENCH_VERBS = r"lance|lancer|relance|annule|annuler|attends|entraîne|arrête|stoppe"  # its command words
 FRENCH_PHRASES = {
     # refusals, and "ne ... que si" (only if), read before "ne ... pas": "pas question de lancer" (no way I want it
@@ -547,7 +547,9 @@ FRENCH = {"et": "and", "avec": "with", "pour": "for", "sur": "on", "aussi": "too
           "reprends": "resume", "reprendre": "resume", "touche": "touch", "seulement": "only", "si": "if",
           "est": "is", "fini": "finished", "finie": "finished", "terminé": "finished", "je": "I", "tu": "you",
           "rapport": "report", "rien": "nothing", "aujourd'hui": "today", "maintenant": "now",
-          "lancement": "launch", "non plus": "either", "préfère": "prefer", "planifier": "plan"}  # fmt: skip
+          "lancement": "launch", "non plus": "either", "préfère": "prefer", "planifier": "plan",
+          # "liste des runs stp": list the runs, please
+          "liste": "list", "lister": "list", "stp": "please", "svp": "please"}  # fmt: skip
 # its negations and refusals, never dropped for want of a second mark ("n'annule jamais le r1", "pas question de ...",
 # "pas de warmup": no warmup)
 FRENCH_ALONE = (rf"(?<![\w'./=-])(?:ne\s+(?:l[ea]s?\s+|l')?\S+\s+(?:pas|jamais|rien|plus)|"
@@ -862,7 +864,7 @@ SHORTHAND = {"wat": "what", "wut": "what", "n": "and", "w": "with", "u": "you", 
              # "the" with two letters swapped: too short for closeness, and the commonest typo there is
              "teh": "the", "hte": "the",
              # Scots and dialect: "three wee servers wi' four L40S apiece. Whit layouts would ye run?"
-             "wi'": "with", "whit": "what", "ye": "you", "yer": "your",
+             "wi'": "with", "whit": "what", "ye": "you", "yer": "your", "o'": "of",  # "8 o' them"
              # Scots negations: "nae packing", "dinnae bother wi' warmup"
              "nae": "no", "dinnae": "don't", "dinna": "don't",
              # Scots numbers and verbs: "gie it a go on twa GPUs"
@@ -1605,7 +1607,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "2 of those nodes", "4 of these cards": the count of that noun
     # ("4 of them" is a pronoun's count, no noun after it: below, once the GPU named before is known to be its noun)
     # ("8 of the 40 gig A100s": the memory said before the GPU's name too)
-    text = re.sub(r"\b(\d+)\s+of\s+(?:those|these|the|our|my)\s+(?=[a-z]|\d+(?:\.\d+)?\s*(?:gi?b|gigs?|g)\b)", r"\1 ",
+    # ("4 of those and seq len 4096": a word that joins on is no noun; "4 of them" is read below)
+    text = re.sub(r"\b(\d+)\s+of\s+(?:those|these|the|our|my)\s+(?=(?!(?:and|or|but|plus|with|at|on|in|for|to|instead|"
+                  r"now|then|too|please|each|apiece|if|so)\b)[a-z]|\d+(?:\.\d+)?\s*(?:gi?b|gigs?|g)\b)", r"\1 ",
                   text, flags=re.I)  # fmt: skip
     # "8 of H200", "4 of the A100s": the count of that GPU ("1 of 8 gpus" is no count of it)
     text = re.sub(rf"\b(\d+)\s+of\s+(?=(?:{GPU_WORD})(?![\w-]))", r"\1 ", text, flags=re.I)

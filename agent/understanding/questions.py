@@ -24,6 +24,7 @@ from agent.understanding.arguments import (
 )
 from agent.understanding.context import Context
 from agent.understanding.entities import (
+    ALREADY_NAMED,
     DEFAULT_ONE,
     DESCRIBED_BY_SIZE,
     SPELLED_OUT,
@@ -396,6 +397,38 @@ def _launch_unasked(plain: str, entities: Entities, intent: Intent, context: Con
     return ("What should I launch? I read no launch verb and no setting, so I would only train the defaults "
             f"({call_text(intent)}). Say what to train, e.g. `train 20 steps with dp_shard=2 on 2 GPUs`, or ask "
             "for `list runs` to see every run and how it ended.")  # fmt: skip
+
+
+# What a launch is wished to be, in words no tool takes: a best or cheapest choice, "whatever is fastest", "large
+# enough to be significant", yesterday's run, "the same but better" in French or German. The experiment's defaults in
+# its place would be a run nobody asked for. ("..., whatever": a shrug, no choice; "best regards": a sign-off.)
+VAGUE_WISH = (
+    r"\b(?:cheapest|fastest|quickest|speediest|optimal|optimum|ideal|most\s+(?:efficient|economical|accurate|"
+    r"cost[\s-]?effective)|least\s+(?:expensive|costly))\b|"
+    r"(?<!all the )(?<!do your )\bbest\b(?!\s+(?:regards|wishes|of luck|to)\b|\s*,\s*\w+\W*$)|"
+    r"(?<![,;] )(?<![,;])\b(?:whatever|whichever)\b|"
+    r"\b(?:large|big|long|many|high|low|small|fast|good|accurate)\s+enough\b|\bstatistically\b|"
+    r"\bsignificant\s+(?:results?|differences?|improvements?|gains?|speed-?ups?|effects?)\b|"
+    r"\byesterday's\b|\b(?:from|of|like|as)\s+yesterday\b|\bd'hier\b|\bvon gestern\b|\bde ayer\b|\bdi ieri\b|"
+    r"\b(?:en|in)\s+mieux\b|\bmeilleure?s?\b|\bplus\s+(?:rapide|vite)\b|\bmoins\s+cher\b|\bbesser\b|\bschneller\b"
+)
+# What a launch states that the tool takes: with one of these the vague wish is a wish about a stated launch.
+LAUNCH_STATED = ("steps", "nproc", "devices", "layout", "switch", "override", "optimizer", "seq_len", "model")
+
+
+def _vague_launch(plain: str, entities: Entities, intent: Intent) -> str | None:
+    """One question when a launch names only a quality or a vague choice ("launch whatever is cheapest", "a run
+    large enough to be significant", "relaunch yesterday's run but better") and no setting the tool can take: the
+    defaults launched for it would be a guess. A run or sweep named that gave the launch its settings answers it
+    ("train the best trial of lr-scan")."""
+    wish = re.search(VAGUE_WISH, masked(plain.lower(), entities))
+    if wish is None or entities.has(*LAUNCH_STATED):
+        return None
+    if entities.has("run", "sweep") and any(key != "experiment" for key in intent.args):
+        return None
+    return (f"What should I launch, exactly? {wish.group(0)!r} names no setting I can set, so I would only train the "
+            f"defaults ({call_text(intent)}). Say the settings, e.g. `train 20 steps with dp_shard=2 on 2 GPUs`, or "
+            "`train with the defaults`.")  # fmt: skip
 
 
 # "When you can, ...", "whenever you get a chance, ...": a politeness about the assistant's time that opens an order,
@@ -942,6 +975,12 @@ def _the_launch_itself(described: str, lowered: str) -> bool:
     return bool(re.search(rf"\b{re.escape(described)}{DEFINED_AS}", lowered))
 
 
+def _named_before(described: str, context: Context) -> bool:
+    """Whether a description only points back at what the conversation named ("the aforementioned sweep")."""
+    pointed = re.fullmatch(ALREADY_NAMED, described)
+    return bool(pointed) and bool(context.sweep if pointed.group(1) == "sweep" else context.run or context.sweep)
+
+
 def clarify(intent: Intent, plain: str, entities: Entities, context: Context, scores: dict[str, float]) -> None:
     """One question instead of the action where the planner is not sure of it (see the module docstring): the
     checks in order, each where no earlier one asked, and the holds (negated, put off, asked about) over all."""
@@ -999,6 +1038,8 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         described = None  # "the long-context config, the 1024 one": its seq_len, said of the file named
     if described and re.fullmatch(DESCRIBED_BY_SIZE, str(described)) and sweep_in_words(intent.text, context):
         described = None  # "the little sweep where we tried learning rates": the rest of the sentence tells it apart
+    if described and _named_before(str(described), context):
+        described = None  # "the said sweep" after a sweep was read: that sweep (arguments fills it)
     if described and intent.command == "run" and re.fullmatch(DEFAULT_ONE, str(described)):
         described = None  # "start a training run, just the normal one": the experiment's defaults
     if described and intent.command == "run" and _the_launch_itself(str(described), plain.lower()):
@@ -1043,6 +1084,8 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
                           f"and settings do you mean? So far I read {call_text(intent)}.")  # fmt: skip
     if intent.clarify is None and intent.command == "run" and (why := _unordered_launch(plain.lower(), entities)):
         intent.clarify = held_back_question(why, call_text(intent))  # "tonight: 4 GPUs, FSDP, 120 steps"
+    if intent.clarify is None and intent.command == "run":  # after the questions that name what is unsaid better
+        intent.clarify = _vague_launch(plain, entities, intent)
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     if (
