@@ -131,3 +131,34 @@ def test_near_miss_is_still_asked(text: str, command: str, known) -> None:
     intent = read(text, known)
     assert intent.command == command
     assert intent.clarify is not None
+
+
+TP_LAUNCH = earlier_turn("launch_run", {"nproc": 2, "layout": "tp=2", "steps": 30}, "train 30 steps tp=2 on 2 gpus")
+
+
+def test_a_run_named_like_that_is_the_launch_before(known) -> None:
+    """The run the user takes the launch before for, told failing "like that": that launch again, with the change."""
+    intent = read("Hmm, tp-try blew up like that. Could you redo the same with compile off?", known, TP_LAUNCH)
+    assert (intent.command, intent.clarify) == ("run", None)
+    assert {k: intent.args.get(k) for k in ("nproc", "layout", "steps", "set")} == {
+        "nproc": 2,
+        "layout": "tp=2",
+        "steps": 30,
+        "set": ["train.compile=false"],
+    }
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the run named ran otherwise than the launch before: which one is asked
+        "tp-try blew up like that. Could you redo the same with compile off?",
+        # a failure told with a launch's facts in it: a launch told as done
+        "I ran 4 GPUs for 20 steps and it crashed. Without packing.",
+    ],
+)
+def test_a_failure_told_that_names_another_launch_is_asked(text: str, known) -> None:
+    earlier = earlier_turn("launch_run", {"nproc": 4, "layout": "dp_shard=4", "steps": 30}, "train fsdp on 4 gpus")
+    intent = read(text, known, earlier if text.startswith("tp-try") else None)
+    assert intent.command == "run"
+    assert intent.clarify is not None

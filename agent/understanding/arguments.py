@@ -689,6 +689,31 @@ def _only_the_latest(entities: Entities) -> bool:
     return len(runs) == 1 and runs[0].span == (0, 0)
 
 
+# The run named as what the launch before did, in the user's words: "tp-try ran out of memory like that. Can you do
+# the same but ...": "like that" points at the launch in the conversation, which the user takes the run for.
+LIKE_THAT = r"\blike\s+(?:that|this)\b|\bthat\s+way\b|\bwith\s+(?:those|these)\s+settings\b"
+
+
+def _named_as_the_launch_before(named: object, lowered: str, context: Context) -> bool:
+    """The run named "like that" is the launch before as the user sees it: every fact the run records (its
+    processes and layout) agrees with that launch, so its own facts and the launch's are one (any fact that differs
+    leaves the run named as the one to copy)."""
+    if named is None or not context.launch or not re.search(LIKE_THAT, lowered):
+        return False
+    recorded = context.known.launch_of(str(named))
+    return bool(recorded) and all(str(context.launch.get(key)) == str(value) for key, value in recorded.items())
+
+
+def _run_or_launch_before(named: object, lowered: str, context: Context) -> str | None:
+    """One question where the run named "like that" ran otherwise than the launch before: which is repeated."""
+    recorded = context.known.launch_of(str(named)) if named is not None else {}
+    if not recorded or not context.launch or not re.search(LIKE_THAT, lowered):
+        return None
+    before = {key: context.launch[key] for key in LAUNCH_CARRIED if key in context.launch}
+    return (f"Which launch should I repeat: {named}'s ({recorded}) or the one before in this conversation "
+            f"({before})? They differ.")  # fmt: skip
+
+
 def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     """A launch: every stated value, negations kept; "again" and "the same but" start from the launch before."""
     lowered = intent.text.lower()
@@ -705,6 +730,9 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     named = entities.get("run")
     # "the last tp one got too full! same again, but ...": the launch just before is the latest
     latest_before = bool(named is not None and again and context.launch and _only_the_latest(entities))
+    latest_before = latest_before or bool(again and _named_as_the_launch_before(named, lowered, context))
+    if again and not latest_before and (which := _run_or_launch_before(named, lowered, context)):
+        intent.clarify = intent.clarify or which
     if latest_before:
         named = None
     if named is None and not context.launch and context.run and re.search(r"\b(?:it|that|this)\b", lowered):

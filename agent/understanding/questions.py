@@ -572,6 +572,13 @@ REVIEWED_AT_APPROVAL = (r"\b(?:i|we)\s*(?:'ll|will|shall|can|'m going to|am goin
                         r"(?=\s*(?:[.;!,]|$))")  # fmt: skip
 
 
+# A sentence of its own that tells how a run went wrong, with no fact of a launch in it: "tp-try ran out of memory like
+# that." before "can you do the same but without packing?" (why the change is asked, no launch told as done; one
+# with its facts, "I ran 4 GPUs for 20 steps and it crashed", still tells one).
+FAILURE_TOLD = (r"(?:^|(?<=[.!?;]\s))[^.!?;\d=]*\b(?:ran out of memory|oom'?(?:ed|'d|d)?|went oom|crashed|diverged|"
+                r"blew up|died|failed|broke)\b[^.!?;\d=]*[.!;]")  # fmt: skip
+
+
 def _unordered_launch(lowered: str, entities: Entities) -> str | None:
     """Why a launch the sentence states only by its facts, with no launch verb ("4 GPUs, FSDP, 40 steps"), is no
     order for now, or None when nothing holds it back. With a launch verb, mood.held_back decides alone."""
@@ -590,6 +597,7 @@ def _unordered_launch(lowered: str, entities: Entities) -> str | None:
         return "deferred"
     stated = _from_last_facts(lowered, entities)  # "r1 ran on 2 gpus; double that on 4": the past is r1's
     stated = re.sub(_REASON, " ", stated)  # "..., because apparently that's what we do now": why, not what was done
+    stated = re.sub(FAILURE_TOLD, " ", stated)  # "tp-try ran out of memory like that. ...": why, no launch told
     stated = re.sub(RUN_WANTED_GOING, " ", stated)  # "I'd like a run launched on 2 GPUs": wanted, no past launch
     stated = re.sub(YOUR_APPROVAL, " ", stated)  # "subject to your approval": the gate every launch goes through
     stated = without_own_approval(stated)  # "I'll approve one run, capped: ...": the user's own, given with it
