@@ -690,6 +690,31 @@ def _only_the_latest(entities: Entities) -> bool:
     return len(runs) == 1 and runs[0].span == (0, 0)
 
 
+# The run named as what the launch before did, in the user's words: "tp-try ran out of memory like that. Can you do
+# the same but ...": "like that" points at the launch in the conversation, which the user takes the run for.
+LIKE_THAT = r"\blike\s+(?:that|this)\b|\bthat\s+way\b|\bwith\s+(?:those|these)\s+settings\b"
+
+
+def _named_as_the_launch_before(named: object, lowered: str, context: Context) -> bool:
+    """The run named "like that" is the launch before as the user sees it: every fact the run records (its
+    processes and layout) agrees with that launch, so its own facts and the launch's are one (any fact that differs
+    leaves the run named as the one to copy)."""
+    if named is None or not context.launch or not re.search(LIKE_THAT, lowered):
+        return False
+    recorded = context.known.launch_of(str(named))
+    return bool(recorded) and all(str(context.launch.get(key)) == str(value) for key, value in recorded.items())
+
+
+def _run_or_launch_before(named: object, lowered: str, context: Context) -> str | None:
+    """One question where the run named "like that" ran otherwise than the launch before: which is repeated."""
+    recorded = context.known.launch_of(str(named)) if named is not None else {}
+    if not recorded or not context.launch or not re.search(LIKE_THAT, lowered):
+        return None
+    before = {key: context.launch[key] for key in LAUNCH_CARRIED if key in context.launch}
+    return (f"Which launch should I repeat: {named}'s ({recorded}) or the one before in this conversation "
+            f"({before})? They differ.")  # fmt: skip
+
+
 def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     """A launch: every stated value, negations kept; "again" and "the same but" start from the launch before."""
     lowered = intent.text.lower()
@@ -706,6 +731,9 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
     named = entities.get("run")
     # "the last tp one got too full! same again, but ...": the launch just before is the latest
     latest_before = bool(named is not None and again and context.launch and _only_the_latest(entities))
+    latest_before = latest_before or bool(again and _named_as_the_launch_before(named, lowered, context))
+    if again and not latest_before and (which := _run_or_launch_before(named, lowered, context)):
+        intent.clarify = intent.clarify or which
     if latest_before:
         named = None
     if named is None and not context.launch and context.run and re.search(r"\b(?:it|that|this)\b", lowered):
@@ -1103,6 +1131,9 @@ NEGATION = (r"\b(?:without|w/o|no|not|disable[sd]?|disabling|turn(?:ed)? off|swi
 # Negations that turn no setting off: "no wait", "nothing else changed", "no need to", "kick off", "don't wait".
 NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no later|no rush|no hurry|no idea|"
                  r"no reason to (?:turn|switch|shut|disabl)|no problem|no worries|no matter|never ?mind|"
+                 # "no problem" as English speakers elsewhere say it: "No wahala, same thing but ..." (Nigerian
+                 # Pidgin), "no probs", "no sweat", "no dramas", "no problemo"
+                 r"no (?:wahala|probs?\b|problemo|sweat|dramas?\b)|"
                  r"not (?:too|more|less|yet|now|a big deal)|"
                  # courtesy: "only if it's no trouble", "no pressure", "not a bother"
                  r"no (?:trouble|bother|pressure|stress|hassle|biggie|big deal)|"
@@ -1129,8 +1160,19 @@ TAKE_BACK_OPENER = r"\W*(?:(?:wait|oh|ah|hmm+|ugh|uh|um|erm|sorry|actually)\W+)*
 # ("not full zero-3, only zero 1": a word saying how much of it is taken back with it)
 NEGATED_LAYOUT = (rf"^\S+\s+(?:(?:on|with|using|use|do|want|any|the|full|fully|plain|pure|real|whole)\s+){{0,2}}"
                   rf"(?:{'|'.join(p for p, _ in LAYOUT_WORDS)})\b")  # fmt: skip
-# "kick off" is a launch, "based off" a source, not a negation; "or not", "if not" ask nothing off
-LAUNCH_OFF = r"\b(?:kick(?:ing|ed)?|fir(?:e|ing|ed)|set|head|start|show|sign|log|based|spin|going|or|if|whether)\s*$"
+# "kick off" (or "Kick-off:") is a launch, "based off" a source, not a negation; "or not", "if not" ask nothing off
+LAUNCH_OFF = (r"\b(?:kick(?:ing|ed)?|fir(?:e|ing|ed)|set|head|start|show|sign|log|based|spin|going|or|if|whether)"
+              r"[\s-]*$")  # fmt: skip
+# The race's cry, last in the message: "... 120 steps -- and they're off!", "and we're off!" (the launch begun, no
+# setting: a setting said off by "they" is read, or asked about, by the entities first).
+RACE_OFF = r"(?:^|\band\s+|[,;:\u2013\u2014-]\s*)(?:they|we)(?:'re|\s+are)\s+$"
+RACE_OFF_END = r"off\s*!+\W*$"
+# A purpose clause whose own subject is said not to be something: "..., so that the per-sequence statistics are not
+# confounded", "so the loss curves aren't skewed" (what the launch is for, no setting turned off; not a switch's verb:
+# "so that packing is not used" names it).
+PURPOSE_OPENED = r"\b(?:so(?:\s+that)?|in\s+order\s+that|to\s+make\s+sure|to\s+ensure|lest)\s+[^,;:.!?]*$"
+PURPOSE_NOT = (r"not\s+(?:be\s+|get\s+)?(?!(?:enabled|used|applied|activated|turned|switched|included|packed|compiled|"
+               r"checkpointed|on|off|set)\b)[a-z]+(?:ed|en)\b")  # fmt: skip
 
 
 def _launch_winner(intent: Intent, entities: Entities, context: Context) -> None:
@@ -1171,6 +1213,10 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
         if (re.match(NOT_A_SETTING, after) or re.match(NEGATED_LAYOUT, after)
                 or (found.group(0) in ("off", "not") and re.search(LAUNCH_OFF, before))):  # fmt: skip
             continue
+        if found.group(0) == "off" and re.search(RACE_OFF, before) and re.match(RACE_OFF_END, after):
+            continue  # "... -- and they're off!": the launch begun
+        if re.match(PURPOSE_NOT, after) and re.search(PURPOSE_OPENED, before):
+            continue  # "so that the statistics are not confounded": what the launch is for
         if re.search(NO_LAUNCH_WORDS, lowered[max(0, found.start() - 20) : found.end() + 40]):
             continue
         if re.search(ANSWERED_NOT, before) and re.match(r"not\s*[:,;.!?]", after):

@@ -98,7 +98,7 @@ FORBID_NOT_NOW = (r"[^,;.!]*\?|[^;.!]*\b(?:later|tomorrow|next|future|afterwards
 # A ban spoken of, not ordered: "lift the ban on packing", "the ban on AC is over" (its state asked).
 BAN_SPOKEN_OF = r"\b(?:ban|veto|prohibition|embargo)\s+(?:on|of|against)\s*$"
 # Words that link a setting to its state after it: "packing turned off", "AC should be off", "compile must stay on".
-LINKING = r"turned|switched|shut|set|is|are|be|being|to|back|again|should|must|will|stays?|remains?|=|:"
+LINKING = r"turned|switched|shut|set|is|are|be|being|to|back|again|should|shall|must|will|stays?|remains?|=|:"
 NEGATION_AFTER = (
     rf"^(?:\s*(?:{LINKING}))*\s*(?:off|disabled|false|no|nope|nah|0|none|left out|excluded|omitted|"
     r"(?:not|isn'?t|aren'?t)\s+(?:be\s+)?(?:needed|required|necessary|wanted|used)|unneeded|unnecessary)\b"
@@ -549,9 +549,17 @@ COUNT_RANGE = (r"(?<![\w.:/=-])(?<!from )(?:between\s+)?(\d+)[ \t]*(?:-|\u2013|\
                rf"(?:{'|'.join(NOUNS.values())})\b")  # fmt: skip
 
 
+# A setting's name right before the low end: that number is its value, then a dash, then a count ("grad clip 0 — 30
+# steps on 2 GPUs", "micro batch 2 - 40 steps").
+VALUE_BEFORE_DASH = (rf"\b(?:{'|'.join(SETTING_NAMES.values())}|grad(?:ient)?[ _]clip(?:ping)?|clip)"
+                     r"\s*(?:=|:|of|at|is)?\s*$")  # fmt: skip
+
+
 def _ranges(lowered: str, entities: Entities) -> None:
     """A count said as a range (its low end below its high end): which one is asked, never its top taken."""
     for found in re.finditer(COUNT_RANGE, lowered):
+        if re.search(VALUE_BEFORE_DASH, lowered[: found.start()]) and not re.search(r"\b(?:to|and)\b", found.group(0)):
+            continue  # "grad clip 0 — 30 steps": the clip's value, then the steps
         ranged = found.group(0).startswith("between") or " and " not in found.group(0)  # "4 and 8 steps": two
         if ranged and int(found.group(1)) < int(found.group(2)):
             entities.add("count_range", found.group(0), found.span())
@@ -1460,8 +1468,9 @@ MAIN_EXPERIMENT = (r"\b(?:the|my|our)\s+(?:(main|default|primary|base|top-level|
 # preposition: "baseline run tok/s", "loss of baseline run" ("a baseline run", "start new run" name none on disk).
 BARE_NAMED = r"(?:^|[,;:.!?(]\s*|\b(?:of|for|from|on|in|about|with|vs|and|is|did|was)\s+)([a-z][\w]+)\s+(run|sweep)\b"
 # A run or sweep described, not named: "the ddp baseline", "the learning rate sweep", "the FSDP run", "the layout one".
+# ("this time let's try ...": "let's" opens an order, no word of a description)
 DESCRIBED = (r"\b(?:the|that|this|my|our|your)\s+((?:(?!(?:the|an?|of|in|on|at|for|with|to|and|or|that|this|my|our|"
-             rf"what|which|is|was)\b)(?:(?:{'|'.join(MESH_DIMS)})=\d+|[a-z0-9][\w'.-]*)\s+){{1,4}}?)"
+             rf"what|which|is|was|let'?s)\b)(?:(?:{'|'.join(MESH_DIMS)})=\d+|[a-z0-9][\w'.-]*)\s+){{1,4}}?)"
              r"(run|sweep|one|job|baseline|training|attempt|try|tuning|search|scan|experiment|study)\b"
              r"(?!\s*(?:=|\.\w))")  # fmt: skip
 # Heads that name a sweep only where its words fit one ("the November layout experiment"); an experiment is a config

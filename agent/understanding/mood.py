@@ -11,7 +11,8 @@ asks one question naming the call instead of making it.
 from __future__ import annotations
 
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
-from agent.understanding.entities import ANOTHER_INSTEAD, LEFT_OUT, WAVED_OFF, refused_only_in_variant
+from agent.understanding.entities import ANOTHER_INSTEAD, LEFT_OUT, SWITCHES, WAVED_OFF, refused_only_in_variant
+from agent.understanding.grammar import SETTING_NAMES
 from agent.understanding.intents import DOCS_KEPT, PICKED_UP_WHERE, RESTART_WHERE_STOPPED, SET_GOING
 
 # The words that say each action, wherever they stand in the sentence (an object word for the tools whose verb is
@@ -227,6 +228,8 @@ _COURTESY_THEN_ORDER = (r"(?=\s*(?:[.!]\s*$|$|[,:;]\s*(?:(?:please|kindly|then|j
                         rf"\s+)*(?:{_ORDER_VERB}|what|what'?s|whats|how|how'?s|which|is|are|did|has)\b))")  # fmt: skip
 CONDITION = (r"(?<!\bworries )(?<!\bworry )(?<!\bfine )(?<!\bok )(?<!\bokay )(?<!\bsee )(?<!\bcheck )(?<!\bcurious )"
               r"(?<!\bwhether )(?<!\bknow )(?<!\beven )(?<!\bas )"
+              # an apology for the asking, no condition: "sorry if this is wrong: ...", "apologies if this is obvious"
+              r"(?<!\bsorry )(?<!\bapologies )(?<!\bapologise )(?<!\bapologize )(?<!\bpardon me )"
               r"(?:\b(?:unless|in case|in the event|provided that|on (?:the )?condition(?: that)?|subject to)\b|"
               # another's say or a state still to come, however it is worded: "pending approval from Ana", "barring
               # objections", "contingent on r1 finishing", "in the unlikely case r1 diverges", "when and if the node
@@ -335,6 +338,27 @@ MET_BY_A_PR = (r"(?:provided|as long as|so long as|on (?:the )?condition that|if
                r"(?:\s+(?:channel|process|path|route|flow|pipeline))?|"
                r"(?:gets|is|will be)\s+(?:properly\s+)?(?:code\s+)?reviewed)"
                r"(?!\s+(?:first|before|by)\b)")  # fmt: skip
+
+# a condition on a launch that names only its own settings and their states: "provided that activation checkpointing
+# shall be enabled and packing shall not be used", "as long as the lr is 1e-4" (the launch itself meets it, as its
+# settings; not "if"/"only if", which weigh whether to launch at all, nor any word of the world: "provided packing was
+# off in r1", "as long as packing fits on the node").
+SETTINGS_CONDITION = (r"(?:provided|providing)(?:\s+that)?|on\s+(?:the\s+)?condition\s+that|(?:as|so)\s+long\s+as|"
+                      r"with\s+the\s+proviso\s+that")  # fmt: skip
+_SETTING_TERM = rf"\b(?:{'|'.join(SWITCHES.values())}|{'|'.join(SETTING_NAMES.values())}|[a-z]+\.[a-z_.]+)\b"
+_SETTING_STATE_WORDS = (r"that|the|and|is|are|be|shall|should|must|will|stays?|remains?|kept|set|to|at|of|enabled|"
+                        r"disabled|used|on|off|true|false|not|no|turned|switched|applied|activated|left|out|both|also|"
+                        r"too|\d[\w.-]*")  # fmt: skip
+
+
+def _settings_only(said: str) -> bool:
+    """The condition at `said` (SETTINGS_CONDITION) names only settings of the launch and their states."""
+    opened = re.match(rf"(?:{SETTINGS_CONDITION})\s+([^.;!?]*)", said)
+    if not opened:
+        return False
+    rest, named = re.subn(_SETTING_TERM, " ", opened.group(1))
+    return named > 0 and bool(re.fullmatch(rf"(?:[\s,=:]|\b(?:{_SETTING_STATE_WORDS})\b)*", rest))
+
 
 # the request itself put as "if you would": thanks said ahead for it ("I'd be grateful if you would open a PR", "I'd
 # appreciate it if you launched 20 steps", "it would be lovely if you benchmarked r1") or "kindly" in it ("if you'd
@@ -450,6 +474,8 @@ def _condition_leaves_order(lowered: str, start: int, words: str, command: str) 
         return False
     if (command == "pr" and re.match(MET_BY_A_PR, said)) or re.match(YOUR_APPROVAL, said):
         return True
+    if command == "run" and _settings_only(said):  # "provided that packing is off": met by the launch's settings
+        return True
     aside = re.match(OUTCOME_ASIDE, said)
     if aside and re.search(r"\w", before) and not re.search(words, aside.group(0)):
         return True
@@ -486,6 +512,19 @@ OWN_INTENT = (r"\b(?:i|we)(?:'m| am|'re| are| was| were)?\s+(?:going to|gonna|pl
                r"thinking (?:of|about)|considering|about to)\b|"
                r"\b(?:i|we)\s*(?:'ll|will|might|may|could)\b(?!\s+(?:you|need|have)\b)|"
                r"\blet me (?:think|see|consider)\b|\b(?:i|we) (?:plan|intend|hope) to\b")  # fmt: skip
+# The user's own approval of the action promised, as the approval every launch and write waits on: "I'll approve one
+# run, capped: 2 GPUs, ...", "we will sign off on a PR for lr-scan" (no action of theirs put off; a time, a wait or a
+# condition beside it still holds the action).
+OWN_APPROVAL = (r"\b(?:i|we)\s*(?:'ll|will|shall)\s+(?:happily\s+|gladly\s+)?(?:approve|authori[sz]e|allow|permit|"
+                r"sanction|green-?light|sign\s+off\s+on)\b")  # fmt: skip
+
+
+def without_own_approval(lowered: str) -> str:
+    """`lowered` with the user's own approval promised (OWN_APPROVAL) blanked, so that OWN_INTENT reads no plan of
+    theirs in it."""
+    return re.sub(OWN_APPROVAL, lambda found: " " * len(found.group(0)), lowered)
+
+
 # A time clause the action waits on, wherever it stands: "when the GPUs free up", "once the sweep is done".
 WAITS_ON = (r"\b(?:after|once|when(?:ever)?|as soon as)\s+(?!you\b)[\w.-]+(?:'s|'re)\s+back\b|"  # "once he's back"
             r"\b(?:hold|wait)(?:\s+(?:off|on|up|it))?\s+(?:until|till|til)\b|"  # "hold until r1 completes, then ..."
@@ -921,7 +960,8 @@ def _deferred(lowered: str, words: str) -> bool:
     clauses = [clause for clause in re.split(_CLAUSE, lowered) if re.search(r"\w", clause)]
     acting = [bool(re.search(words, clause)) for clause in clauses]
     for at, clause in enumerate(clauses):
-        if acting[at] and (_timed_here(clause) or (re.search(OWN_INTENT, clause) and not _now_together(clause, words))):
+        own_intent = re.search(OWN_INTENT, without_own_approval(clause)) and not _now_together(clause, words)
+        if acting[at] and (_timed_here(clause) or own_intent):
             return True
         # a time alone in its clause, before the action or right after it ("No PR. Not yet." times the PR)
         before = any(acting[at + 1 :]) and not any(acting[:at])

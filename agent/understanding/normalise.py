@@ -679,7 +679,11 @@ def _kept_away(found: re.Match) -> str:
 COMPOUND_HEAD = r"\b(tensor|kontext|context|pipeline|sequenz|sequence|daten|data|experten|expert)[-]?(?=parallel)"
 COMPOUND_WORDS = {r"\bparallelismus\b|\bparallelit(?:ä|ae)t\b": "parallelism", r"\bkontext\b": "context",
                   r"\b(?:micro|mikro)batch(?:size|gr(?:ö|oe)(?:ß|ss)e)?\b": "micro batch",
-                  r"\btrainings?(?:run|lauf)\b": "training run"}  # fmt: skip
+                  r"\btrainings?(?:run|lauf)\b": "training run",
+                  # a switch written as one word with the German for what it acts on ("Aktivierungscheckpointing",
+                  # "Gradientencheckpointing", "Sequenzpacking"): the setting, never a word read as nothing
+                  r"\b(?:aktivierungs?|gradienten)-?(?:checkpointing|checkpoints?)\b": "activation checkpointing",
+                  r"\b(?:sequenz|sequence|daten|dokumenten?)-?packing\b": "sequence packing"}  # fmt: skip
 
 
 def _compounds(text: str) -> str:
@@ -1200,10 +1204,18 @@ NOT_TO_BE_TOUCHED = r"\b(?:is|are)\s+not\s+to\s+be\s+(?:touched|changed|modified
 # (not a file of it: "open the compile log" is a read)
 _SWITCH_NAME = r"(?:activation\s+checkpointing|(?:sequence\s+)?packing|(?:torch[. ]?)?compile)"
 _NOT_A_SWITCH = r"(?!\s*(?:logs?|config\w*|files?|reports?|results?|notes?|docs?|outputs?|settings?|options?)\b)"
+# A switch ruled out by a modal in the passive: "packing shall not be used", "compile must not be enabled" (off; one
+# "not to be disabled" is left to the entities, which ask).
+SWITCH_NOT_TO_BE_USED = (rf"\b({_SWITCH_NAME})\s+(?:should|shall|must|may|is\s+to|are\s+to)(?:\s+not|n't)\s+be\s+"
+                         r"(?:used|enabled|applied|activated|turned\s+on|switched\s+on|on)\b")  # fmt: skip
 OPEN_SWITCH = rf"\bopen\s+(?:up\s+)?(?:the\s+)?(?={_SWITCH_NAME}\b{_NOT_A_SWITCH})"
 CLOSE_SWITCH = rf"\bclose\s+(?:the\s+)?(?={_SWITCH_NAME}\b{_NOT_A_SWITCH})"
 # A setting's value said with "in", as Spanish "en" says it: "the micro batch in 4" is the micro batch at 4, "the seed
 # in 7" the seed 7.
+# A setting's value after the French or German "to"/"at" ("lr à 3e-4", "micro batch auf 4"): the value it is set to
+# (only after a setting's name and before a number: "4 nodes à 8" is NODES_EACH_OF's).
+VALUE_AT_FOREIGN = (r"\b(learning\s+rate|lr|micro[\s_-]?batch(?:\s+size)?|batch\s+size|seed|warm-?up(?:\s+steps)?|"
+                    r"weight\s+decay|grad(?:ient)?\s+clip(?:ping)?)\s+(?:à|auf)\s+(?=\.?\d)")  # fmt: skip
 VALUE_IN = r"\b(micro[\s_-]?batch(?:\s+size)?|batch\s+size|seed)\s+in\s+(?=\d+\b(?!\s*(?:steps?|gpus?|nodes?|%)))"
 # A sequence length in thousands with a fraction ("seq len 1.5k", "context 0.5k"): thousands of 1024, as "2k" is 2048.
 SEQ_LEN_FRACTION_K = (r"\b((?:seq(?:uence)?[\s_-]*len(?:gth)?|context(?:[\s_-]*len(?:gth)?)?|ctx)"
@@ -1494,6 +1506,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(FLAG, _flag, text, flags=re.I)
     text = re.sub(KEY_SET_TO, r"\1=\2", text, flags=re.I)
     text = _compounds(text)
+    text = re.sub(VALUE_AT_FOREIGN, r"\1 at ", text, flags=re.I)
     text = _portuguese(text)
     text = _spanish(text)
     text = _italian(text)
@@ -1514,6 +1527,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(GRAD_CHECKPOINTING, "activation checkpointing", text, flags=re.I)
     text = re.sub(TO_BE_STATE, "should be ", text, flags=re.I)
     text = re.sub(NOT_TO_BE_TOUCHED, "stays untouched", text, flags=re.I)
+    text = re.sub(SWITCH_NOT_TO_BE_USED, r"\1 off", text, flags=re.I)
     text = re.sub(OPEN_SWITCH, "turn on ", text, flags=re.I)
     text = re.sub(CLOSE_SWITCH, "turn off ", text, flags=re.I)
     text = re.sub(VALUE_IN, r"\1 at ", text, flags=re.I)

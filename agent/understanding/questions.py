@@ -67,6 +67,7 @@ from agent.understanding.mood import (
     offers_yes,
     only_taken_back,
     without_notices,
+    without_own_approval,
 )
 from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE
 
@@ -438,10 +439,28 @@ WHEN_YOU_CAN = (r"^\W*when(?:ever)?\s+you\s+(?:can|get\s+(?:a|the)\s+(?:chance|m
                 r"\s*[,;:.!-]+\s*")  # fmt: skip
 
 
+# An order opened by its verb, closed by a tag that only seeks the listener's agreement: "Open a PR wi' the lr-scan
+# write-up, aye?", "benchmark r1's checkpoint, ok?", "launch 2 GPUs for 20 steps, yeah?" (an order, which the approval
+# of every launch and write confirms anyway; not "..., right?" or "..., no?", which check a fact, nor a cancel, which
+# loses work).
+ORDER_OPENING = (r"^\W*(?:(?:so|ok(?:ay)?|right|now|then|just|please)\W+)*(?:open|make|write|draft|launch|train|run|"
+                 r"start|kick\s+off|fire\s+off|spin\s+up|relaunch|rerun|re-run|benchmark|bench|evaluate|eval|score|"
+                 r"update|refresh|bring|resume|continue|sweep|push|file|raise|submit)\b")  # fmt: skip
+AGREEMENT_TAG = r"[\s,\u2013\u2014-]+(?:aye|ok(?:ay)?|yeah|yea|alright|all\s+right|eh|yes|innit|cool)\s*\?+\s*$"
+
+
+def _order_with_tag(lowered: str) -> bool:
+    """An order with an agreement tag (ORDER_OPENING, AGREEMENT_TAG), the message's only question."""
+    return (bool(re.match(ORDER_OPENING, lowered)) and bool(re.search(AGREEMENT_TAG, lowered))
+            and lowered.count("?") == 1 and not re.search(ACTION_WORDS["cancel"], lowered))  # fmt: skip
+
+
 def _asks_only(plain: str) -> bool:
     """A question without a request in it ("what did we train last week?", "so we ran the sweep?"): it asks about
     something, so an action that would launch, cancel or write is confirmed first, never taken."""
     lowered = re.sub(WHEN_YOU_CAN, "", plain.lower().strip())
+    if _order_with_tag(lowered):
+        return False  # "open a PR for lr-scan, aye?": an order
     question = bool(re.search(ASKING, lowered)) or lowered.endswith("?")
     return question and not re.search(REQUEST, lowered) and not re.search(MAY_I_START, lowered)
 
@@ -586,6 +605,13 @@ REVIEWED_AT_APPROVAL = (r"\b(?:i|we)\s*(?:'ll|will|shall|can|'m going to|am goin
                         r"(?=\s*(?:[.;!,]|$))")  # fmt: skip
 
 
+# A sentence of its own that tells how a run went wrong, with no fact of a launch in it: "tp-try ran out of memory like
+# that." before "can you do the same but without packing?" (why the change is asked, no launch told as done; one
+# with its facts, "I ran 4 GPUs for 20 steps and it crashed", still tells one).
+FAILURE_TOLD = (r"(?:^|(?<=[.!?;]\s))[^.!?;\d=]*\b(?:ran out of memory|oom'?(?:ed|'d|d)?|went oom|crashed|diverged|"
+                r"blew up|died|failed|broke)\b[^.!?;\d=]*[.!;]")  # fmt: skip
+
+
 def _unordered_launch(lowered: str, entities: Entities) -> str | None:
     """Why a launch the sentence states only by its facts, with no launch verb ("4 GPUs, FSDP, 40 steps"), is no
     order for now, or None when nothing holds it back. With a launch verb, mood.held_back decides alone."""
@@ -599,12 +625,15 @@ def _unordered_launch(lowered: str, entities: Entities) -> str | None:
         return "supposed"
     if conditional(lowered, ACTION_WORDS["run"], "run"):
         return "conditional"
-    if re.search(LATER, lowered) or re.search(WAITS_ON, without_notices(lowered)) or re.search(OWN_INTENT, lowered):
+    own_intent = re.search(OWN_INTENT, without_own_approval(lowered))  # "I'll approve one run: ...": an order
+    if re.search(LATER, lowered) or re.search(WAITS_ON, without_notices(lowered)) or own_intent:
         return "deferred"
     stated = _from_last_facts(lowered, entities)  # "r1 ran on 2 gpus; double that on 4": the past is r1's
     stated = re.sub(_REASON, " ", stated)  # "..., because apparently that's what we do now": why, not what was done
+    stated = re.sub(FAILURE_TOLD, " ", stated)  # "tp-try ran out of memory like that. ...": why, no launch told
     stated = re.sub(RUN_WANTED_GOING, " ", stated)  # "I'd like a run launched on 2 GPUs": wanted, no past launch
     stated = re.sub(YOUR_APPROVAL, " ", stated)  # "subject to your approval": the gate every launch goes through
+    stated = without_own_approval(stated)  # "I'll approve one run, capped: ...": the user's own, given with it
     stated = re.sub(_LIKENED, " ", stated)  # "the way Michelson would have": how, not a past not taken
     stated = re.sub(APPROVAL_GIVEN, " ", re.sub(TICKET_NUMBERED, " ", stated))
     if re.search(MAY_I, lowered) or re.search(_HEDGED, stated) or re.search(_PAST_TIME, stated):
