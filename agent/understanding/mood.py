@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.entities import ANOTHER_INSTEAD, LEFT_OUT, WAVED_OFF, refused_only_in_variant
+from agent.understanding.grammar import SETTING_NAMES
 from agent.understanding.intents import DOCS_KEPT, PICKED_UP_WHERE, RESTART_WHERE_STOPPED, SET_GOING
 
 # The words that say each action, wherever they stand in the sentence (an object word for the tools whose verb is
@@ -418,6 +419,20 @@ def _asked_as_if(said: str, before: str, words: str) -> bool:
     return bool(asked) and (bool(asked.group("kindly")) or bool(re.search(GRATEFUL_BEFORE, before)))
 
 
+# A proviso that stipulates the launch's settings in a contract's words, not a state of the world to check first:
+# "provided that the learning rate shall be 0.0002", "provided that packing shall not be used and the seed shall be 7".
+# Every clause of it, to the sentence's end, is a setting and the value it "shall" have ("provided that r1 shall have
+# finished", "provided that the lr shall be lowered if the loss spikes" stay conditions).
+_STIPULATED_NAMES = (
+    rf"{'|'.join(SETTING_NAMES.values())}|(?:sequence\s+)?packing|activation\s+checkpointing|"
+    r"(?:torch\.)?compil(?:e|ation)|precision|optimi[sz]er|zero\s+stage|(?:number\s+of\s+)?steps"
+)
+_STIPULATED_SETTING = (rf"(?:the\s+)?(?:{_STIPULATED_NAMES})\s+shall\s+(?:not\s+)?be\s+"
+                       r"(?:set\s+(?:to|at)\s+|equal\s+to\s+)?[\w.+-]*\w")  # fmt: skip
+STIPULATED = (rf"provided\s+(?:always\s+)?(?:that\s+)?{_STIPULATED_SETTING}"
+              rf"(?:\s*[,;]?\s*(?:and\s+)?(?:that\s+)?{_STIPULATED_SETTING})*\s*[.!]?\s*$")  # fmt: skip
+
+
 def conditional(lowered: str, words: str, command: str) -> bool:
     """Some condition (CONDITION) holds the action: one none of the exceptions above leaves standing."""
     return any(not _condition_leaves_order(lowered, found.start(), words, command)
@@ -448,6 +463,8 @@ def _condition_leaves_order(lowered: str, start: int, words: str, command: str) 
         return True
     if command == "cancel":  # the one action that loses work: any condition on it stays held
         return False
+    if command == "run" and re.match(STIPULATED, said):
+        return True  # "..., provided that the learning rate shall be 0.0002": a setting of the launch, stated
     if (command == "pr" and re.match(MET_BY_A_PR, said)) or re.match(YOUR_APPROVAL, said):
         return True
     aside = re.match(OUTCOME_ASIDE, said)
