@@ -102,6 +102,14 @@ def test_a_command_line_put_off_is_held_back(known):
     assert intent.command == "run" and intent.clarify
 
 
+@pytest.mark.parametrize(
+    "text", ["/train --nproc 2 --layout tp=2 --steps 10 --dry-run", "cancel tp-try --noop", "/sweep start --dry_run"]
+)
+def test_a_dry_run_flag_acts_on_nothing(text, known):
+    intent = read(text, known)  # no tool pretends: the action without the flag would be real
+    assert intent.clarify and intent.clarify.startswith("I have no dry run")
+
+
 def test_a_no_that_is_no_flag_still_takes_back(known):
     intent = read("cancel tp-try --no wait, don't", known)
     assert intent.command == "cancel" and intent.clarify  # taken back: asked, never cancelled

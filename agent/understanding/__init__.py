@@ -25,7 +25,7 @@ package.
 from __future__ import annotations
 
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
-from agent.understanding.arguments import fill, planned_devices
+from agent.understanding.arguments import call_text, fill, planned_devices
 from agent.understanding.context import Context, context_of
 from agent.understanding.entities import (
     Entities,
@@ -106,7 +106,14 @@ def _sentence(text: str, context: Context | None) -> Intent:
     clarify(intent, plain, entities, context, scores)
     if intent.clarify is None and not intent.refusal and (question := nothing_to_amend(plain, context)):
         intent.clarify = question  # "the foregoing instruction is amended so that ..." with nothing foregoing
+    if intent.clarify is None and intent.command in ACTIONS and re.search(DRY_RUN, plain.lower()):
+        intent.clarify = f"I have no dry run, so I have done nothing. Do it for real: {call_text(intent)}? yes / edit"
     return intent
+
+
+# A command line's flag that asks to act only in pretence ("--dry-run", "--noop"): no tool has such a mode, and the
+# action without it would be real.
+DRY_RUN = r"(?<![\w-])--(?:dry[-_]?run|no[-_]?op|simulate|what[-_]?if|plan[-_]only|check[-_]only)\b"
 
 
 # What may be left beside a refused action and say nothing more: "negative on cancelling tp-try for now".
