@@ -130,5 +130,9 @@ def test_a_thing_piped_into_an_action(text, command, args, known):
     read_as(text, command, args, known)
 
 
+def test_an_action_before_the_arrow_is_not_dropped(known):
+    assert read("cancel tp-try -> report", known).command == "cancel"
+
+
 def test_an_arrow_between_values_is_a_change(known):
     read_as("plan llama-3.1-8b on 8 h100s, context 1024 -> 2048 tokens", "plan", {"devices": 8, "seq_len": 2048}, known)

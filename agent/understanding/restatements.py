@@ -26,13 +26,16 @@ def restated(plain: str, context: Context) -> str:
 ARROW_TO_ACTION = (r"\s*(?P<thing>[^>\u2192]*?[a-z][^>\u2192]*?)\s*(?:->|=>|\u2192)\s*"
                    r"(?P<action>report|write-?up|pr|pull request|docs|bench(?:mark)?|eval|status|results|trials)"
                    r"\s*[.!]?\s*")  # fmt: skip
+# An action ordered before the arrow ("cancel r1 -> report" is two steps): no thing alone, read as said.
+ARROW_FROM_ACTION = (r"->|=>|\u2192|\b(?:cancel|kill|stop|abort|launch|train|start|rerun|run|resume|delete|remove|"
+                     r"open|write|update|plan|benchmark|eval\w*|push|merge)\b")  # fmt: skip
 
 
 def _arrow_restated(plain: str) -> str:
     """A thing piped into an action's noun ("sweep lr-scan -> report") as that action for the thing ("report for
     sweep lr-scan"); any other sentence as said."""
     found = re.fullmatch(ARROW_TO_ACTION, plain, re.I)
-    if not found or re.search(r"->|=>|\u2192", found.group("thing")):
+    if not found or re.search(ARROW_FROM_ACTION, found.group("thing"), re.I):
         return plain
     return f"{found.group('action')} for {found.group('thing')}"
 
