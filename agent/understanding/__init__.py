@@ -25,7 +25,7 @@ package.
 from __future__ import annotations
 
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
-from agent.understanding.arguments import fill, planned_devices
+from agent.understanding.arguments import call_text, fill, planned_devices
 from agent.understanding.context import Context, context_of
 from agent.understanding.entities import (
     Entities,
@@ -38,6 +38,7 @@ from agent.understanding.grammar import (
     first_reading,
     parse_slash,
     read_facts,
+    slash_as_words,
 )
 from agent.understanding.intents import (
     ACTIONS,
@@ -49,7 +50,7 @@ from agent.understanding.mood import held_back
 from agent.understanding.normalise import normalise
 from agent.understanding.questions import clarify
 from agent.understanding.refusals import refusal
-from agent.understanding.restatements import restated
+from agent.understanding.restatements import nothing_to_amend, restated
 
 __all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
 WEAK = 2.5  # an action cued by no more than the grammar's first reading alone
@@ -63,7 +64,24 @@ def parse_request(text: str, context: Context | None = None) -> Intent:
 def understand(text: str, context: Context | None = None) -> Intent:
     text = text.strip()
     if text.startswith("/"):
+        return _slash(text, context)
+    return _sentence(text, context)
+
+
+def _slash(text: str, context: Context | None) -> Intent:
+    """The planner's own slash command as typed; one typed as a command line ("/launch --nproc 4 --no-packing",
+    "/sweep show sweeps/x") read as its words are, as a sentence. An unknown slash word that reads as no request
+    ("/frobnicate") is answered as unknown."""
+    words = slash_as_words(text)
+    if words is None:
         return parse_slash(text)
+    intent = _sentence(words, context)
+    if intent.command == "help" and not intent.refusal and not intent.args:
+        return parse_slash(text)  # nothing read in its words: the slash word itself is what is not understood
+    return intent
+
+
+def _sentence(text: str, context: Context | None) -> Intent:
     context = context or Context()
     plain = normalise(text, context.known.names)
     if (said := restated(plain, context)) != plain:
@@ -86,7 +104,16 @@ def understand(text: str, context: Context | None = None) -> Intent:
     intent.text = text
     fill(intent, plain, entities, context)
     clarify(intent, plain, entities, context, scores)
+    if intent.clarify is None and not intent.refusal and (question := nothing_to_amend(plain, context)):
+        intent.clarify = question  # "the foregoing instruction is amended so that ..." with nothing foregoing
+    if intent.clarify is None and intent.command in ACTIONS and re.search(DRY_RUN, plain.lower()):
+        intent.clarify = f"I have no dry run, so I have done nothing. Do it for real: {call_text(intent)}? yes / edit"
     return intent
+
+
+# A command line's flag that asks to act only in pretence ("--dry-run", "--noop"): no tool has such a mode, and the
+# action without it would be real.
+DRY_RUN = r"(?<![\w-])--(?:dry[-_]?run|no[-_]?op|simulate|what[-_]?if|plan[-_]only|check[-_]only)\b"
 
 
 # What may be left beside a refused action and say nothing more: "negative on cancelling tp-try for now".

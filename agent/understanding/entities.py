@@ -536,8 +536,9 @@ def _counts(lowered: str, entities: Entities) -> None:
                 continue
             entities.add(kind, number, found.span())
         # "steps set to 40", "the trials to 8" (a setting's count, as "lr to 1e-3"): not "2 gpus to 4"
-        # "the steps is 40", as learners say it
-        to = rf"|{CHANGED}\s+to\s|\s+(?:is|are|should be|will be)\s" if kind in ("steps", "trials", "stages") else ""
+        # "the steps is 40", as learners say it; "the number of steps shall be 40", as a contract says it
+        linked = r"\s+(?:is|are|should be|will be|shall be)\s"
+        to = rf"|{CHANGED}\s+to\s|{linked}" if kind in ("steps", "trials", "stages") else ""
         for found in re.finditer(rf"\b(?:{noun})(?:\s*(?:=|:){to})\s*{COUNT}\b", lowered):
             entities.add(kind, _number(found.group(1), found.group(2), kind), found.span())
 
@@ -711,10 +712,10 @@ TOTAL_SAID = (r"\b(\d+)\s*(?:x\s*)?[a-z][\w-]*(?:\s+[a-z][\w-]*)?\s+(?:in\s+)?"
 
 
 # What each node holds, after the nodes' count: "2 computers, each with 4 A100s", "4 machines each having 8", "two
-# racks, each carrying eight H100s".
+# racks, each carrying eight H100s", "two (2) nodes, each comprising eight (8) GPUs" (a contract's words).
 EACH_HAS = (
     r"(?:(?:and\s+)?each\s+(?:of\s+(?:them|which)\s+|(?:node|machine|box|host|server|one)\s+)?(?:being\s+)?"
-    r"(?:with|having|has|holding|holds|containing|of|"
+    r"(?:with|having|has|holding|holds|containing|of|comprising|comprises|consisting\s+of|consists\s+of|"
     r"carrying|carries|hosting|hosts|housing|houses|packing|packs|(?:fitted|loaded|equipped)\s+with)\s+)"
 )
 

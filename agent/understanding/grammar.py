@@ -145,6 +145,33 @@ def parse_slash(text: str) -> Intent:
     return Intent(command, args, words, text)
 
 
+# The planner's own commands that take bare words (a run, two runs, a path, a topic): "/status runs/r1", "/compare r1
+# r2", "/read notes.md". The others take key=value arguments only.
+SLASH_POSITIONAL = ("help", "status", "results", "cancel", "compare", "read", "resume")
+# A command line's subcommand after the noun it acts on ("/sweep show sweeps/x", "/sweep run --trials 6", "/run
+# cancel r1"): said as the verb first, the way a sentence orders them ("show sweep sweeps/x").
+SLASH_NOUNS = r"sweeps?|reports?|prs?|trials|runs?|docs|bench(?:mark)?s?|jobs?"
+SLASH_SUBCOMMANDS = (r"show|list|ls|cat|read|view|get|describe|inspect|run|start|launch|new|create|status|cancel|kill|"
+                     r"stop|resume|write|open")  # fmt: skip
+
+
+def slash_as_words(text: str) -> str | None:
+    """A slash command typed as a command line, not in the planner's own syntax, as the words a person reads in it
+    (None for the planner's own exact command, which is read as typed): an unknown slash word ("/launch", "/cat
+    runs/r1/log.txt"), `--flag` options ("--nproc 4", "--no-packing"), or bare words a command takes none of
+    ("/bench runs/r1", "/sweep show sweeps/x"). agent.understanding reads those words as any sentence."""
+    command, *rest = text.strip()[1:].split() or ["help"]
+    command = command.lower()
+    flags = any(token.startswith("--") for token in rest)
+    bare = command not in SLASH_POSITIONAL and any("=" not in token for token in rest)
+    if command in SLASH_COMMANDS and not flags and not bare:
+        return None
+    words = text.strip()[1:]
+    if rest and re.fullmatch(SLASH_NOUNS, command) and re.fullmatch(SLASH_SUBCOMMANDS, rest[0], re.I):
+        words = " ".join([rest[0], command, *rest[1:]])
+    return words
+
+
 def slash_arguments(tokens: list[str]) -> tuple[dict[str, Any], list[str]]:
     args: dict[str, Any] = {}
     words = []

@@ -353,7 +353,7 @@ _SETTING_STATE_WORDS = (r"that|the|and|is|are|be|shall|should|must|will|stays?|r
 
 def _settings_only(said: str) -> bool:
     """The condition at `said` (SETTINGS_CONDITION) names only settings of the launch and their states."""
-    opened = re.match(rf"(?:{SETTINGS_CONDITION})\s+([^.;!?]*)", said)
+    opened = re.match(rf"(?:{SETTINGS_CONDITION})\s+((?:[^.;!?]|\.(?=\d))*)", said)  # "0.0002" ends no clause
     if not opened:
         return False
     rest, named = re.subn(_SETTING_TERM, " ", opened.group(1))

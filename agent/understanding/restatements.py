@@ -17,7 +17,55 @@ from trainer.hardware import GPUS
 def restated(plain: str, context: Context) -> str:
     """The normalised sentence as the request it stands for in this conversation (see the module docstring)."""
     plain = _answer_restated(_variant_restated(_value_restated(plain, context), context), context)
+    plain = _amendment_restated(_arrow_restated(plain), context)
     return _acceptance_restated(_count_restated(plain, context))
+
+
+# A thing piped into an action, as a shell's shorthand: "sweep lr-scan -> report", "r1 => bench" (the action's noun
+# alone after one arrow; the thing before it names a run, sweep or file, never a value: "256 -> 1024" is a change).
+ARROW_TO_ACTION = (r"\s*(?P<thing>[^>\u2192]*?[a-z][^>\u2192]*?)\s*(?:->|=>|\u2192)\s*"
+                   r"(?P<action>report|write-?up|pr|pull request|docs|bench(?:mark)?|eval|status|results|trials)"
+                   r"\s*[.!]?\s*")  # fmt: skip
+# An action ordered before the arrow ("cancel r1 -> report" is two steps): no thing alone, read as said.
+ARROW_FROM_ACTION = (r"->|=>|\u2192|\b(?:cancel|kill|stop|abort|launch|train|start|rerun|run|resume|delete|remove|"
+                     r"open|write|update|plan|benchmark|eval\w*|push|merge)\b")  # fmt: skip
+
+
+def _arrow_restated(plain: str) -> str:
+    """A thing piped into an action's noun ("sweep lr-scan -> report") as that action for the thing ("report for
+    sweep lr-scan"); any other sentence as said."""
+    found = re.fullmatch(ARROW_TO_ACTION, plain, re.I)
+    if not found or re.search(ARROW_FROM_ACTION, found.group("thing"), re.I):
+        return plain
+    return f"{found.group('action')} for {found.group('thing')}"
+
+
+# The request before amended in a contract's words: "The foregoing instruction is hereby amended solely so that the
+# number of steps shall be 40; all other terms remain in full force and effect." (what changes, the rest as it was).
+AMENDED_BEFORE = (r"\W*(?:the\s+)?(?:foregoing|above|preceding|previous|prior|said|last|aforementioned|my\s+last|"
+                  r"my\s+previous)\s+(?:instruction|request|order|direction|command|terms?)\s+(?:is|are|shall\s+be)\s+"
+                  r"(?:hereby\s+)?(?:amended|modified|varied|revised|changed)\s+(?:solely\s+|only\s+)?"
+                  r"(?:so\s+that|such\s+that|to\s+provide\s+that|as\s+follows\s*:|in\s+that)\s+"
+                  r"(?P<change>(?:[^;.!?]|\.(?=\w))*\w)\s*(?:[;,]\s*(?:and\s+)?all\s+other\s+(?:terms|provisions|"
+                  r"settings|particulars)\s+(?:shall\s+)?remain[^;.!?]*)?[;.!]?\s*")  # fmt: skip
+
+
+def _amendment_restated(plain: str, context: Context) -> str:
+    """The launch or plan just before, amended in a contract's words (AMENDED_BEFORE), as the change it is ("same but
+    the number of steps shall be 40"); left as said after anything else, or where more follows."""
+    found = re.fullmatch(AMENDED_BEFORE, plain, re.I)
+    if not found or context.previous not in ("run", "plan"):
+        return plain
+    return f"same but {found.group('change')}"
+
+
+def nothing_to_amend(plain: str, context: Context) -> str | None:
+    """The question to ask where a request before is amended (AMENDED_BEFORE) and the conversation has none to amend:
+    its change alone would launch or plan from the defaults."""
+    if context.previous in ("run", "plan") or not re.fullmatch(AMENDED_BEFORE, plain, re.I):
+        return None
+    return ("Amend which request? This conversation has no launch or plan before this one: say the whole request, "
+            "e.g. `train 40 steps with dp_shard=2 on 2 GPUs`.")  # fmt: skip
 
 
 # A value of the launch before taken back, alone: "not 100, 60" (after 100 steps), "make it 3e-4" (after an lr).
