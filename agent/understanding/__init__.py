@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.arguments import call_text, fill, planned_devices
+from agent.understanding.command_lines import doubt, pretended
 from agent.understanding.context import Context, context_of
 from agent.understanding.entities import (
     Entities,
@@ -74,10 +75,12 @@ def _slash(text: str, context: Context | None) -> Intent:
     ("/frobnicate") is answered as unknown."""
     words = slash_as_words(text)
     if words is None:
-        return parse_slash(text)
+        return pretended(parse_slash(text))
     intent = _sentence(words, context)
     if intent.command == "help" and not intent.refusal and not intent.args:
         return parse_slash(text)  # nothing read in its words: the slash word itself is what is not understood
+    if not intent.refusal and (doubted := doubt(text, intent, context)):
+        return doubted  # "/pr show X", "/launch --steps 10 --draft": not acted on as read (command_lines)
     return intent
 
 
@@ -113,7 +116,10 @@ def _sentence(text: str, context: Context | None) -> Intent:
 
 # A command line's flag that asks to act only in pretence ("--dry-run", "--noop"): no tool has such a mode, and the
 # action without it would be real.
-DRY_RUN = r"(?<![\w-])--(?:dry[-_]?run|no[-_]?op|simulate|what[-_]?if|plan[-_]only|check[-_]only)\b"
+DRY_RUN = (r"(?<![\w-])--(?:dry[-_]?run|no[-_]?op|simulate|what[-_]?if|plan[-_]only|check[-_]only|print[-_]only|"
+           r"validate[-_]only)\b|"
+           # said in a sentence: "train 10 steps (dry-run)", "dry run only", "do a dry run: open a PR"
+           r"\bdry[-_ ]?run\b")  # fmt: skip
 
 
 # What may be left beside a refused action and say nothing more: "negative on cancelling tp-try for now".

@@ -153,6 +153,8 @@ SLASH_POSITIONAL = ("help", "status", "results", "cancel", "compare", "read", "r
 SLASH_NOUNS = r"sweeps?|reports?|prs?|trials|runs?|docs|bench(?:mark)?s?|jobs?"
 SLASH_SUBCOMMANDS = (r"show|list|ls|cat|read|view|get|describe|inspect|run|start|launch|new|create|status|cancel|kill|"
                      r"stop|resume|write|open")  # fmt: skip
+# Subcommands (or a first flag) that only look at the noun ("/sweep describe X", "/sweep --show X").
+SLASH_LOOKS = r"(?:--)?(?:show|view|get|describe|inspect|info|display)"
 
 
 def slash_as_words(text: str) -> str | None:
@@ -167,7 +169,9 @@ def slash_as_words(text: str) -> str | None:
     if command in SLASH_COMMANDS and not flags and not bare:
         return None
     words = text.strip()[1:]
-    if rest and re.fullmatch(SLASH_NOUNS, command) and re.fullmatch(SLASH_SUBCOMMANDS, rest[0], re.I):
+    if rest and re.fullmatch(SLASH_NOUNS, command) and re.fullmatch(SLASH_LOOKS, rest[0], re.I):
+        words = " ".join(["show", command, *rest[1:]])  # "/sweep describe X", "/sweep --show X": a look, said plainly
+    elif rest and re.fullmatch(SLASH_NOUNS, command) and re.fullmatch(SLASH_SUBCOMMANDS, rest[0], re.I):
         words = " ".join([rest[0], command, *rest[1:]])
     return words
 

@@ -54,15 +54,25 @@ def _amendment_restated(plain: str, context: Context) -> str:
     """The launch or plan just before, amended in a contract's words (AMENDED_BEFORE), as the change it is ("same but
     the number of steps shall be 40"); left as said after anything else, or where more follows."""
     found = re.fullmatch(AMENDED_BEFORE, plain, re.I)
-    if not found or context.previous not in ("run", "plan"):
+    if not found or context.previous not in ("run", "plan") or re.search(WITHDRAWN, found.group("change"), re.I):
         return plain
     return f"same but {found.group('change')}"
+
+
+# An amendment that calls the request off ("... modified so that the run shall be cancelled"): no setting changed,
+# so never the request before again (nothing_to_amend asks).
+WITHDRAWN = (r"\b(?:cancel\w*|abort\w*|withdraw\w*|rescind\w*|revoke\w*|void\w*|terminat\w*|stop\w*|halt\w*|kill\w*|"
+             r"not\s+(?:be\s+)?(?:proceed|run|launch|train|start|execut)\w*)\b")  # fmt: skip
 
 
 def nothing_to_amend(plain: str, context: Context) -> str | None:
     """The question to ask where a request before is amended (AMENDED_BEFORE) and the conversation has none to amend:
     its change alone would launch or plan from the defaults."""
-    if context.previous in ("run", "plan") or not re.fullmatch(AMENDED_BEFORE, plain, re.I):
+    found = re.fullmatch(AMENDED_BEFORE, plain, re.I)
+    if found and re.search(WITHDRAWN, found.group("change"), re.I):
+        return ("Call off which request? An amendment that cancels changes no setting, so I have done nothing: say "
+                "what to cancel, e.g. `cancel runs/tp-try`, or nothing if the request before is dropped.")  # fmt: skip
+    if context.previous in ("run", "plan") or not found:
         return None
     return ("Amend which request? This conversation has no launch or plan before this one: say the whole request, "
             "e.g. `train 40 steps with dp_shard=2 on 2 GPUs`.")  # fmt: skip
