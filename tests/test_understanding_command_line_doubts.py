@@ -50,6 +50,7 @@ def test_a_look_at_a_sweep_shows_its_trials(text, known):
         ("/pr sweeps/lr-scan --ready", "--ready"),
         ("/report --no-commit sweeps/layouts-nov", "--no-commit"),
         ("/cancel runs/tp-try --graceful", "--graceful"),
+        ("/report sweeps/layouts-nov --no-pr", "--no-pr"),  # read as a PR, which the flag says not to open
     ],
 )
 def test_an_unknown_flag_is_asked_about_by_name(text, flag, known):
@@ -116,7 +117,7 @@ def test_a_job_subcommand_resume_is_asked(known):
 
 def test_help_flag_launches_nothing(known):
     intent = read("/train -h", known)
-    assert intent.command == "help" and not intent.args.get("steps")
+    assert intent.command == "help" and intent.clarify and "--help" in intent.clarify
 
 
 # --- an amendment that calls the request off -------------------------------------------------------------------------
@@ -148,6 +149,12 @@ def test_an_amendment_that_cancels_is_asked(known):
         ("/bench runs/r1", "bench", {"model": "runs/r1"}),
         ("/report --sweep sweeps/lr-scan", "report", {"sweep": "sweeps/lr-scan"}),
         ("/pr sweeps/layouts-nov", "pr", {"sweep": "sweeps/layouts-nov"}),
+        # flags the call carries under other names: a layout's dimension, an experiment file, a switch's wording
+        ("/train --nproc 4 --tp 2 --pp 2 --steps 12", "run", {"nproc": 4, "layout": "pp=2,tp=2", "steps": 12}),
+        ("/start --cfg configs/long.yaml --steps 8", "run", {"experiment": "configs/long.yaml", "steps": 8}),
+        ("/train --steps 12 --disable-compile", "run", {"steps": 12, "set": ["train.compile=false"]}),
+        ("/cancel --run tp-try --force", "cancel", {"run": "runs/tp-try"}),
+        ("/report sweeps/layouts-nov --no-push", "report", {"sweep": "sweeps/layouts-nov"}),
     ],
 )
 def test_command_lines_that_keep_acting(text, command, args, known):
@@ -170,3 +177,9 @@ def test_a_plain_amendment_still_changes_the_launch(known):
     before = earlier_turn("launch_run", {"nproc": 2, "steps": 30}, "train 30 steps on 2 gpus")
     intent = read("The foregoing instruction is hereby amended so that the number of steps shall be 50.", known, before)
     assert (intent.command, intent.args.get("steps"), intent.clarify) == ("run", 50, None)
+
+
+def test_an_amendment_of_the_foregoing_keeps_the_rest_of_the_launch(known):
+    before = earlier_turn("launch_run", {"nproc": 2, "steps": 30}, "train 30 steps on 2 gpus")
+    intent = read("The above is hereby modified so that the number of steps shall be 60.", known, before)
+    assert (intent.command, intent.args.get("nproc"), intent.args.get("steps"), intent.clarify) == ("run", 2, 60, None)

@@ -26,19 +26,27 @@ HELP_FLAGS = ("--help", "-h", "-?", "--usage")
 PRETENCE_SHORT = ("-n",)
 # Flags the call carries under another name ("--gpus 4" is nproc, "--warmup 5" is train.warmup_steps).
 ALIASES = {
-    "gpus": "nproc",
-    "nproc_per_node": "nproc",
-    "procs": "nproc",
-    "num_gpus": "nproc",
-    "devices": "devices",
-    "gpu": "gpu",
-    "warmup": "warmup_steps",
-    "seq": "seq_len",
-    "mesh": "layout",
-    "run": "model",
-    "checkpoint": "model",
-    "ckpt": "model",
+    "gpus": ("nproc",),
+    "nproc_per_node": ("nproc",),
+    "procs": ("nproc",),
+    "num_gpus": ("nproc",),
+    "warmup": ("warmup_steps",),
+    "seq": ("seq_len",),
+    "mesh": ("layout",),
+    "run": ("run", "model"),
+    "checkpoint": ("model",),
+    "ckpt": ("model",),
+    "config": ("experiment",),
+    "cfg": ("experiment",),
+    "exp": ("experiment",),
 }
+# Flags that name a layout's dimension or family ("--tp 2", "--dp-shard 2", "--fsdp"): carried in the call's layout.
+LAYOUT_FLAGS = (r"(?:dp_?shard|dp_?replicate|tp|pp|cp|ep|fsdp|hsdp|ddp|zero\d?|tensor_parallel|pipeline_parallel|"
+                r"data_parallel|context_parallel|sharded|replicated)")  # fmt: skip
+# Words a flag may open with that only say on or off ("--disable-packing", "--enable-compile"), like "--no-".
+SWITCHES = r"^(?:no|enable|disable|use|with|without)_"
+# What a call never does anyway, so a flag that forbids it changes nothing ("/report X --no-push": no push).
+NEVER_DONE = {"report": ("push", "pr", "pull_request"), "cancel": ("force",)}
 # What a forbidden flag says in words, for agent.understanding.refusals to refuse as it refuses the sentence.
 FORBIDDEN = (
     (r"delete|remove|rm|purge|wipe|erase", "delete the run"),
@@ -61,7 +69,9 @@ def doubt(text: str, intent: Intent, context: Context | None) -> Intent | None:
     if forbidden := _forbidden(flags):
         return Intent("help", text=text, refusal=forbidden)
     if any(flag.lower() in HELP_FLAGS for flag in flags):
-        return Intent("help", {}, [command], text)  # "/launch --help": what /launch does, nothing launched
+        question = (f"`/{command} --help` asks what /{command} does, so I have done nothing: `/help` lists every "
+                    f"command. What should /{command} do here?")  # fmt: skip
+        return Intent("help", {}, [command], text, clarify=question)  # "/launch --help": nothing launched
     if intent.command not in ACTIONS or intent.clarify:
         return None  # a read, or an action already asked about
     looked = next((word for word in rest[:1] + flags if re.fullmatch(rf"(?:--)?(?:{LOOKS})", word, re.I)), None)
@@ -98,13 +108,16 @@ def _flag_doubt(flags: list[str], intent: Intent) -> str | None:
     setting the call does not carry (dropped, so the call is not what was typed)."""
     names = [flag.lstrip("-").partition("=")[0].lower().replace("-", "_") for flag in flags]
     for flag, name in zip(flags, names, strict=True):
-        plain = name.removeprefix("no_")
-        if name.startswith("no_") and "=" in flag:
-            return f"{flag} negates twice, so I cannot tell on from off"
-        if f"no_{plain}" in names and plain in names:
+        plain = re.sub(SWITCHES, "", name)
+        value = flag.partition("=")[2].lower()
+        if re.match(r"(?:no|enable|disable)_", name) and value in ("true", "false", "0", "1", "yes", "no", "on", "off"):
+            return f"{flag} says the switch twice, so I cannot tell on from off"
+        if {f"no_{plain}", f"disable_{plain}"} & set(names) and {plain, f"enable_{plain}"} & set(names):
             return f"--{plain.replace('_', '-')} is said both on and off"
         if flag in PRETENCE_SHORT or re.search(r"(?:^|_)(?:only|dry|noop|simulate|pretend)(?:$|_)", name):
             return f"I have no dry run ({flag}), so I have done nothing"
+        if plain != name and plain == intent.command:
+            return f"{flag} says not to do what the command reads as, so I have done nothing"
         if not _carried(plain, intent):
             return f"I do not know the flag {flag}, and acting without it is another request: I have done nothing"
     return None
@@ -120,9 +133,14 @@ def pretended(intent: Intent) -> Intent:
 
 def _carried(name: str, intent: Intent) -> bool:
     """Whether the call carries the setting a flag names: an argument of that name, or a setting whose key ends in it
-    ("--no-packing" is data.packing=false, "--warmup 5" train.warmup_steps=5)."""
-    name = ALIASES.get(name, name)
-    if name in intent.args or name == intent.command:  # "--resume runs/x": the call is the resume
+    ("--no-packing" is data.packing=false, "--warmup 5" train.warmup_steps=5), or a layout's dimension in the call's
+    layout ("--tp 2"); or the flag changes nothing of what the call does ("/report X --no-push")."""
+    name = re.sub(SWITCHES, "", name)
+    if name == intent.command or name in NEVER_DONE.get(intent.command, ()):
+        return True  # "--resume runs/x": the call is the resume
+    if "layout" in intent.args and re.fullmatch(LAYOUT_FLAGS, name):
+        return True
+    if any(key in intent.args for key in (name, *ALIASES.get(name, ()))):
         return True
     keys = [str(setting).partition("=")[0].rsplit(".", 1)[-1] for setting in intent.args.get("set", [])]
     return any(key == name or key.startswith(f"{name}_") for key in keys)

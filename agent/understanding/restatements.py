@@ -42,8 +42,10 @@ def _arrow_restated(plain: str) -> str:
 
 # The request before amended in a contract's words: "The foregoing instruction is hereby amended solely so that the
 # number of steps shall be 40; all other terms remain in full force and effect." (what changes, the rest as it was).
-AMENDED_BEFORE = (r"\W*(?:the\s+)?(?:foregoing|above|preceding|previous|prior|said|last|aforementioned|my\s+last|"
-                  r"my\s+previous)\s+(?:instruction|request|order|direction|command|terms?)\s+(?:is|are|shall\s+be)\s+"
+AMENDED_BEFORE = (r"\W*(?:the\s+)?(?:(?:foregoing|above|preceding|previous|prior|said|last|aforementioned|my\s+last|"
+                  r"my\s+previous)\s+(?:instruction|request|order|direction|command|terms?)|"
+                  # the request before as a noun itself: "The foregoing is hereby amended so that ..."
+                  r"foregoing|above|preceding|aforementioned)\s+(?:is|are|shall\s+be)\s+"
                   r"(?:hereby\s+)?(?:amended|modified|varied|revised|changed)\s+(?:solely\s+|only\s+)?"
                   r"(?:so\s+that|such\s+that|to\s+provide\s+that|as\s+follows\s*:|in\s+that)\s+"
                   r"(?P<change>(?:[^;.!?]|\.(?=\w))*\w)\s*(?:[;,]\s*(?:and\s+)?all\s+other\s+(?:terms|provisions|"
