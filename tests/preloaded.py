@@ -6,14 +6,15 @@ has imported them (`python -m tests.preloaded`), and `support.meshpilot("train",
 that runs `meshpilot train` exactly as the command line does (`agent.cli.main`), with the request's arguments,
 environment and working directory, its output into files read back as a CompletedProcess's.
 
-Only the third-party modules are preloaded: meshpilot's own are imported by each launcher, so whatever they read
-from the environment at import time comes from the request. A request goes to a fresh interpreter instead where
+Only the third-party modules are preloaded (and meshpilot's two light modules this one imports, which read nothing at
+import): meshpilot's own are imported by each launcher, so whatever they read from the environment at import time
+comes from the request. A request goes to a fresh interpreter instead where
 preloading could change what it does:
 - another command than `train`, `export` or `plan` (a sweep, a demo or the chat start processes of their own anyway;
   an export, which loads a checkpoint into a transformers model in its own process, and a plan, which prices layouts
   in its own, are mostly those imports);
 - an environment that differs from the preloaded process's in a variable read when those modules are imported
-  (IMPORT_TIME_PREFIXES: Hugging Face, torch, thread pools, Python itself);
+  (trainer.host.preload.IMPORT_TIME_PREFIXES: Hugging Face, torch, thread pools, Python itself);
 - a launcher tied to a parent (trainer.host.lifeline): its parent would be this process, not the test;
 - any request, where the preloaded imports initialised CUDA (torchao, which transformers imports where it is
   installed, asks the GPU's compute capability at import): a forked child cannot use CUDA then ("Cannot
@@ -34,13 +35,12 @@ import threading
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+# Light (the standard library alone). What the product's forkserver (agent.jobs.forkserver) preloads is what this
+# process preloads.
+from trainer.host.lifeline import PARENT_ENV
+from trainer.host.preload import preload, same_imports
+
 REPO = Path(__file__).resolve().parents[1]
-PRELOAD = ("torch", "torch.distributed", "transformers", "transformers.models.llama.modeling_llama", "yaml")
-IMPORT_TIME_PREFIXES = (
-    "HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH", "PYTORCH_", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "CUDA_",
-    "NCCL_", "GLOO_", "PYTHON", "LD_", "HOME", "XDG_", "TMP", "TEMP",  # the last four: default cache paths
-)  # fmt: skip
-PARENT_ENV = "MESHPILOT_PARENT_PID"  # trainer.host.lifeline's; not imported here, to keep this module light
 COMMANDS = ("train", "export", "plan")  # the commands served (see the module docstring)
 # numpy's BLAS thread count (OPENBLAS_NUM_THREADS, read when numpy is imported) changes only numpy's linear algebra.
 # These commands set the preloaded process's count themselves (`meshpilot train`, in trainer.cli, before importing
@@ -57,11 +57,7 @@ def serves(args: tuple[str, ...], env: dict[str, str]) -> bool:
         return False
     if args[0] in BLAS_FREE:
         env = {"OPENBLAS_NUM_THREADS": "1", **env}
-    return _import_time(env) == _import_time(_launcher().env)
-
-
-def _import_time(env: dict[str, str]) -> dict[str, str]:
-    return {key: value for key, value in env.items() if key.startswith(IMPORT_TIME_PREFIXES)}
+    return same_imports(env, _launcher().env)
 
 
 def run(args: tuple[str, ...], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
@@ -179,8 +175,6 @@ def _launch(args: list[str], env: dict[str, str], cwd: str, out: str, err: str) 
 if __name__ == "__main__":
     from trainer.host.lifeline import tie_to_parent
 
-    tie_to_parent()
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    for module in PRELOAD:
-        __import__(module)
+    tie_to_parent()  # before the imports, which take seconds
+    preload()
     _serve(int(sys.argv[1]))

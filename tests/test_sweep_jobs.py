@@ -1,5 +1,6 @@
 """A sweep as a background job (agent.jobs.start_sweep), as the agent's run_sweep and the terminal UI start it: a
-resumed conversation adopts it, and SIGKILL of its supervisor takes the sweep and every trial with it.
+resumed conversation adopts it, and SIGKILL of its supervisor takes the sweep and every trial with it (the trial's
+supervisor and launcher forked from the sweep's forkserver, agent.jobs.forkserver).
 
 (The agent's run_sweep returning before the sweep ends, and wait_for_job reporting its summary, are checked on
 the sweep of test_agent_runs, which runs one anyway.)
@@ -63,6 +64,7 @@ def test_a_sweep_job_is_adopted_by_a_resumed_conversation_and_dies_with_its_supe
     trials = lambda: list((out / "trials").glob("*/"))  # noqa: E731
     wait_for(lambda: trials() and RunDir(trials()[0]).read_steps() and ranks(job["token"]), "the trial's first step")
     (trial,) = trials()
+    assert "forked from its supervisor" in (trial / "job.log").read_text()  # from the sweep's forkserver
     trial_token = read_job(trial)["token"]
     assert ranks(trial_token) == ranks(job["token"]) == ["meshpilot:r0"]  # the trial's rank, owned by the sweep
 

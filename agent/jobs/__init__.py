@@ -7,11 +7,14 @@ The modules, each importing only those above it in this list:
 - record: job.json, the job's record (JobRecord, JOB), read and updated under a file lock;
 - status: a job's state as every reader sees it (run_status), waiting for a job and cancelling it;
 - supervisor: the process that runs a job's `meshpilot train` (or `sweep`) and watches it (`python -m agent.jobs`);
+- forkserver: a process that imported the launcher's modules once and forks supervisors (a sweep's trials);
 - start: checking a request, writing its record and spawning its supervisor (start_run, start_sweep).
 
 This package gathers what the rest of meshpilot calls; the modules import one another, never this package.
 """
 
+from agent.jobs.forkserver import start as start_forkserver
+from agent.jobs.forkserver import stop as stop_forkserver
 from agent.jobs.processes import MARKER, job_processes, kill_job_processes, kill_process, process_alive, start_time
 from agent.jobs.record import (
     JOB,
@@ -62,9 +65,11 @@ __all__ = [
     "resume_checkpoint",
     "resume_job",
     "run_status",
+    "start_forkserver",
     "start_run",
     "start_sweep",
     "start_time",
+    "stop_forkserver",
     "supervise",
     "update_job",
     "wait_run",

@@ -19,6 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from agent.jobs import forkserver
 from agent.jobs.processes import OWNERS, enclosing_jobs, identity, start_time
 from agent.jobs.record import JOB, JOB_FILE, LOG_FILE, SWEEP, JobRecord, locked, read_job, update_job
 from agent.jobs.status import run_status
@@ -256,19 +257,26 @@ def _spawn_supervisor(out: Path, env: dict) -> None:
     child_env = job_env(job, env)
     owners = enclosing_jobs()
     if owners:  # started by a job (a sweep its trial): the job owns this one, which dies with the caller
-        child_env = tied_env({**child_env, OWNERS: ",".join(owners)})
+        child_env = {**child_env, OWNERS: ",".join(owners)}
     else:  # detached: a variable left over from elsewhere must not tie it to anything
         child_env.pop(PARENT_ENV, None)
+    pid = forkserver.spawn(out, job["token"], child_env, tied=bool(owners))  # where this process started one
+    if pid is None:
+        pid = _popen_supervisor(out, job["token"], tied_env(child_env) if owners else child_env)
+    # The supervisor records the same itself; written here too so that a reader never sees a job with no pid.
+    update_job(out, pid=pid, pgid=pid, host=socket.gethostname(), pid_start=start_time(pid))
+
+
+def _popen_supervisor(out: Path, token: str, env: dict[str, str]) -> int:
     with (out / LOG_FILE).open("a") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "agent.jobs", str(out), job["token"]],
+            [sys.executable, "-m", "agent.jobs", str(out), token],
             cwd=REPO,
-            env=child_env,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # survives the caller; a terminal's Ctrl-C does not reach it
         )
     _SUPERVISORS.append(process)
-    # The supervisor records the same itself; written here too so that a reader never sees a job with no pid.
-    update_job(out, pid=process.pid, pgid=process.pid, host=socket.gethostname(), pid_start=start_time(process.pid))
+    return process.pid

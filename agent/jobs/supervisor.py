@@ -1,5 +1,8 @@
 """The supervisor of one job (`python -m agent.jobs OUT TOKEN`, in a session of its own so that it outlives the
-caller): it runs `python -m agent.cli train ... --out OUT` (or `sweep`) and watches it:
+caller): it runs `python -m agent.cli train ... --out OUT` (or `sweep`) and watches it. A supervisor forked from a
+forkserver (a sweep's trial, agent.jobs.forkserver) forks its launcher too, which then starts with torch imported.
+
+The watch:
 
 - a time limit (`timeout_s`) for the whole run, and a hang limit (`hang_s`): no new steps.jsonl line for that
   long after the first step (before it, data and tokenizer preparation may legitimately take minutes).
@@ -12,11 +15,15 @@ so SIGKILL of the supervisor leaves nothing of its run behind."""
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import signal
 import subprocess
+import sys
 import time
+import traceback
 from pathlib import Path
+from typing import IO
 
 from agent.jobs.processes import MARKER, identity, kill_job_processes, send_signal
 from agent.jobs.record import JOB, JOB_FILE, LOG_FILE, SWEEP, JobRecord, locked, read_job, record_state, update_job
@@ -24,17 +31,20 @@ from agent.jobs.status import POLL_S, end_owned, job_kind, job_results, last_ste
 from trainer.config import printed_error
 from trainer.host import preemption
 from trainer.host.lifeline import tied_env
+from trainer.launch.torchrun import Forked
 from trainer.results.rundir import RunDir, StepsTail
 from trainer.results.schemas import PREEMPTED
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout: the cwd and PYTHONPATH of what a job runs
+Launcher = subprocess.Popen | Forked  # a job's launcher, spawned or forked (`_start_launcher`)
 
 
-def supervise(out: Path, env: dict | None = None, token: str | None = None) -> str:
+def supervise(out: Path, env: dict | None = None, token: str | None = None, fork_launcher: bool = False) -> str:
     """Run the job written by `prepare_job` to its end, as its watchdog; returns the final state.
 
     `token` names the job this supervisor was started for: if the directory was since given to another job
     (a sweep restarted a lost trial), or another supervisor already claimed it, this one leaves it alone.
+    `fork_launcher`: this process has the launcher's imports (agent.jobs.forkserver) and forks it from itself.
     """
     out = Path(out)
     with locked(out):
@@ -48,14 +58,7 @@ def supervise(out: Path, env: dict | None = None, token: str | None = None) -> s
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append("the supervisor received SIGTERM"))
     with (out / LOG_FILE).open("a") as log:
-        launcher = subprocess.Popen(  # tied: the run dies with this supervisor
-            job["command"],
-            cwd=REPO,
-            env=tied_env(child_env),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        launcher = _start_launcher(job["command"], tied_env(child_env), log, fork_launcher)  # tied: dies with this
         update_job(out, launcher_pid=launcher.pid)
         verdict = _watch(out, job, launcher, stopping)
     if verdict is not None:
@@ -72,15 +75,60 @@ def supervise(out: Path, env: dict | None = None, token: str | None = None) -> s
     return read_job(out)["state"]
 
 
-def _watch(out: Path, job: JobRecord, launcher: subprocess.Popen, stopping: list[str]) -> tuple[str, str] | None:
+def _start_launcher(command: list[str], env: dict[str, str], log: IO, fork: bool) -> Launcher:
+    """The job's launcher, `command` run in `env` with its output into `log`: forked from this process where `fork`
+    says it has the imports and `command` is meshpilot's own (a resumed job's may name another interpreter)."""
+    if not (fork and command[:3] == [sys.executable, "-m", "agent.cli"]):
+        return subprocess.Popen(
+            command, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+        )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    arguments = (command[3:], env, log.fileno())
+    process = multiprocessing.get_context("fork").Process(target=_forked_launcher, args=arguments)
+    process.start()
+    return Forked(process)
+
+
+def _forked_launcher(args: list[str], env: dict[str, str], log_fd: int) -> None:
+    """In the forked launcher: become `python -m agent.cli ARGS` run from the checkout in `env`, then exit as it
+    does."""
+    code = 1
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # this supervisor's handler is not the launcher's
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(REPO)
+        sys.argv = [str(REPO / "agent" / "cli.py"), *args]
+        print(f"meshpilot: launcher pid {os.getpid()} forked from its supervisor, imports preloaded", flush=True)
+        from agent.cli import main  # here: the supervisor runs no command line of its own
+
+        code = main(args)
+    except SystemExit as exit_:  # argparse's errors
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _watch(out: Path, job: JobRecord, launcher: Launcher, stopping: list[str]) -> tuple[str, str] | None:
     """Poll until the launcher exits (None) or the run must be stopped: (state, cause)."""
     steps = StepsTail(RunDir(out).steps)
+    directory = _directory(out)
     started = last_step_at = time.monotonic()
     seen_step = False
     while launcher.poll() is None:
         if stopping:
             return None if _preempted(job, launcher) else ("cancelled", stopping[0])
-        if not out.is_dir():  # nobody can read or stop this run any more: do not leave it running
+        # Removed: nobody can read or stop this run any more, do not leave it running. Made again since (the launcher
+        # makes the run's directory where it is missing) it is another directory, which holds nothing of the job.
+        if _directory(out) != directory:
             return "cancelled", "its run directory was removed"
         if steps.read()[0]:
             seen_step, last_step_at = True, time.monotonic()
@@ -94,7 +142,16 @@ def _watch(out: Path, job: JobRecord, launcher: subprocess.Popen, stopping: list
     return None
 
 
-def _preempted(job: JobRecord, launcher: subprocess.Popen) -> bool:
+def _directory(out: Path) -> tuple[int, int] | None:
+    """Which directory `out` is (device and inode), None where there is none."""
+    try:
+        found = out.stat()
+    except FileNotFoundError:
+        return None
+    return (found.st_dev, found.st_ino) if out.is_dir() else None
+
+
+def _preempted(job: JobRecord, launcher: Launcher) -> bool:
     """SIGTERM reached the supervisor (from a scheduler, alone or with the rest of the job): a run's launcher gets it
     too and, given the time, saves a checkpoint and ends as "preempted" (trainer.host.preemption); a sweep preempts
     its running trials so and waits for them (agent.sweep.runner). Whether it ended so."""
@@ -131,9 +188,15 @@ def _outcome(out: Path, job: JobRecord, returncode: int) -> tuple[str, str | Non
     return "failed", f"the launcher exited with code {returncode} and wrote no results (see {LOG_FILE})"
 
 
-def job_env(job: JobRecord, env: dict) -> dict[str, str]:
-    child = {**os.environ, **env, MARKER: job["token"]}
+def process_env(env: dict) -> dict[str, str]:
+    """This process's environment with `env` on top, for a process that runs meshpilot from the checkout."""
+    child = {**os.environ, **env}
     child["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), child.get("PYTHONPATH")]))
+    return child
+
+
+def job_env(job: JobRecord, env: dict) -> dict[str, str]:
+    child = {**process_env(env), MARKER: job["token"]}
     if job["threads"] is not None:
         child["OMP_NUM_THREADS"] = str(job["threads"])
     if job["visible_devices"] is not None:

@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.jobs import is_job_file
+from agent.jobs import is_job_file, stop_forkserver
 from agent.records import EXECUTORS, SWEEP, SWEEP_FILE, SweepInputs
 from agent.sweep.summary import summarize
 from trainer.config import OBJECTIVES, ConfigError, load_experiment
@@ -101,7 +101,10 @@ def run_sweep(
     study = open_study(out, space_, sweep["sampler"], sweep["direction"], sweep["prune"])
     if sweep["sampler"] == "tpe" and not study.trials:
         start_with_planner_pick(study, space_)
-    Runner(out, space_, study, runs_on, settings_from(sweep, max_parallel, env), progress).run()
+    try:
+        Runner(out, space_, study, runs_on, settings_from(sweep, max_parallel, env), progress).run()
+    finally:  # its trials have ended (or end with this process): the local executor's forkserver is not needed
+        stop_forkserver()
     return summarize(out)
 
 

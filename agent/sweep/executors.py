@@ -62,6 +62,7 @@ class LocalExecutor:
     shares_devices = True
 
     def start(self, trial_dir: Path, request: dict[str, Any], devices: list[int], device_type: str) -> None:
+        jobs.start_forkserver()  # trials forked with the launcher's imports done once (agent.jobs.forkserver)
         jobs.start_run(out=trial_dir, **request, **_device_args(devices, device_type))
 
     def status(self, trial_dir: Path) -> dict:
