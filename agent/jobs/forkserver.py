@@ -37,6 +37,7 @@ from trainer.host.lifeline import tie_to_parent, tied_env
 from trainer.host.preload import preload, same_imports, show_environ, with_room
 from trainer.launch.torchrun import can_fork
 
+OFF_ENV = "MESHPILOT_FORKSERVER"
 # Set by the forked children's threads count (OMP_NUM_THREADS, per job): torchrun's agent, forked by the launcher,
 # applies it to torch before the ranks start (trainer.launch.torchrun), so it need not match the preloaded import's.
 _APPLIED_AFTER_FORK = ("OMP_NUM_THREADS",)
@@ -44,9 +45,10 @@ _APPLIED_AFTER_FORK = ("OMP_NUM_THREADS",)
 
 def start() -> None:
     """Start this process's forkserver, where none is running: its imports begin at once, beside the caller's work.
-    A caller about to start many jobs (a sweep's local executor) calls this; `spawn` is used where it did."""
+    A caller about to start many jobs (a sweep's local executor) calls this; `spawn` is used where it did.
+    MESHPILOT_FORKSERVER=0 turns it off (every job spawned, as bench/sweep_start.py compares)."""
     global _server
-    if _server is None and sys.platform == "linux":
+    if _server is None and sys.platform == "linux" and os.environ.get(OFF_ENV) != "0":
         _server = _Forkserver()
 
 
