@@ -102,3 +102,31 @@ def test_the_users_own_repeat_acts(known) -> None:
     intent = read("Let's do the same but with compile off.", known, TP_LAUNCH)
     assert (intent.command, intent.clarify) == ("run", None)
     assert (intent.args["layout"], intent.args["set"]) == ("tp=2", ["train.compile=false"])
+
+
+@pytest.mark.parametrize(
+    ("text", "command"),
+    [
+        # scores told as in already: a question about them, no new benchmark
+        ("Benchmark scores for tp-try are in by now, yeah?", "bench"),
+        # a doubt of fact put after the order as its alternative
+        ("Let's try 20 steps of tp=2 on 2 GPUs, or was that the one that crashed?", "run"),
+        # a cancel asked with "let's" alone
+        ("Let's go: kill tp-try?", "cancel"),
+    ],
+)
+def test_a_question_beside_the_order_is_asked(text: str, command: str, known) -> None:
+    intent = read(text, known)
+    assert intent.command == command
+    assert intent.clarify is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "args"),
+    [
+        ("Let's cancel tp-try.", {"run": "runs/tp-try"}),
+        ("Could you cancel baseline-ddp?", {"run": "runs/baseline-ddp"}),
+    ],
+)
+def test_a_cancel_ordered_or_asked_for_acts(text: str, args: dict, known) -> None:
+    read_as(text, "cancel", args, known)

@@ -558,11 +558,31 @@ def _every_gpu_uncounted(plain: str, intent: Intent) -> bool:
     return "nproc" not in intent.args and bool(re.search(ALL_DEVICES, plain.lower()))
 
 
-def _asked_beside(plain: str) -> bool:
+# A doubt of fact put after the order, as its alternative: "let's try tp=2 on 2 GPUs again, or was that the one that
+# OOMed?", "open the PR, or is it merged already?" (whether to act at all is in question).
+OR_DOUBT = (r"\bor\s+(?:was|is|were|are|did|does|do|has|have|had|would|will|should|could)\s+(?:that|it|this|he|she|"
+            r"they|we|i|there)\b[^.!?]*\?\s*$")  # fmt: skip
+# "Let's", the only request word of a cancel that ends in a question ("let's try: cancel baseline-ddp?"): a cancel
+# loses work, so it asks as much as it orders ("could you cancel r1?", "please kill tp-try?" ask for it).
+LETS = r"\blet'?s\b"
+
+
+def _asked_beside(plain: str, command: str = "") -> bool:
     """A question about the action beside it that _asks_only misses: in an aside ("4 gpus (do we have 4?), dp_shard=4,
     30 steps"), or before the user's look at the approval prompt ("8 GPUs, ... - is that too much? I'll review it at
-    the approval prompt": that look answers no question they asked first)."""
-    return _asked_in_brackets(plain) or ("?" in plain and bool(re.search(REVIEWED_AT_APPROVAL, plain.lower())))
+    the approval prompt": that look answers no question they asked first), a doubt after it (OR_DOUBT), or a cancel
+    asked with "let's" alone (LETS)."""
+    lowered = plain.lower().strip()
+    if re.search(OR_DOUBT, lowered):
+        return True
+    if command == "cancel" and lowered.endswith("?") and _only_lets_requests(lowered):
+        return True
+    return _asked_in_brackets(plain) or ("?" in plain and bool(re.search(REVIEWED_AT_APPROVAL, lowered)))
+
+
+def _only_lets_requests(lowered: str) -> bool:
+    """The message's only word of a request (REQUEST) is "let's"."""
+    return bool(re.search(LETS, lowered)) and not re.search(REQUEST, re.sub(LETS, " ", lowered))
 
 
 def _asked_in_brackets(plain: str) -> bool:
@@ -878,6 +898,12 @@ BENCH_QUESTION = (r"\bhow (?:good|well|accurate)\b|\bwhat (?:score|accuracy)\b|\
                   r"measures? up)\b")  # fmt: skip
 
 
+# Scores told as already there, which a question checks: "benchmark scores for r1 came back already, yeah?" (no new
+# measurement asked for).
+SCORES_IN = (r"\b(?:came|come|coming)\s+back\b|\b(?:are|were|is|was)\s+(?:in|back|out|ready|done|up)\b|\balready\b|"
+             r"\barrived\b|\blanded\b")  # fmt: skip
+
+
 POSSIBLE_LAUNCH = POSSIBLE_TO + r"\s+(?:launch|start|kick off|fire off|fire up|begin)\b"
 
 
@@ -906,7 +932,9 @@ def _requested(intent: Intent, plain: str) -> bool:
 
 def _measured_by(intent: Intent, plain: str) -> bool:
     """A question whose answer is the action's measurement (a benchmark's scores): asking it asks for the action."""
-    return intent.command == "bench" and "model" in intent.args and bool(re.search(BENCH_QUESTION, plain.lower()))
+    lowered = plain.lower()
+    return (intent.command == "bench" and "model" in intent.args and bool(re.search(BENCH_QUESTION, lowered))
+            and not re.search(SCORES_IN, lowered))  # fmt: skip
 
 
 NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr", "docs", "compare", "resume")
@@ -1108,7 +1136,7 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         intent.clarify = f"Do you want me to {intent.command} ({call_text(intent)})? yes / edit"
     if intent.clarify is None and intent.command == "run" and _every_gpu_uncounted(plain, intent):
         intent.clarify = f"How many GPUs, exactly? Say one number, e.g. `on 4 GPUs`. {launch_text(intent.args)}"
-    if intent.clarify is None and intent.command in ACTIONS and _asked_beside(plain):
+    if intent.clarify is None and intent.command in ACTIONS and _asked_beside(plain, intent.command):
         intent.clarify = f"Do you want me to {intent.command} ({call_text(intent)})? yes / edit"
     if intent.clarify is None and intent.command == "run" and re.search(DO_THAT, plain.lower()):
         # "the docs say to use tp=2; could we try that on 2 gpus?": a described layout tried is a launch asked
