@@ -130,3 +130,18 @@ def test_a_question_beside_the_order_is_asked(text: str, command: str, known) ->
 )
 def test_a_cancel_ordered_or_asked_for_acts(text: str, args: dict, known) -> None:
     read_as(text, "cancel", args, known)
+
+
+RESULTS_READ = earlier_turn("read_results", {"run": "runs/tp-try"}, "how did tp-try do?")
+
+
+def test_a_repeat_after_a_run_read_is_asked(known) -> None:
+    """A repeat after only reading a run ("same thing again, packing off"): which launch is repeated is unsaid."""
+    intent = read("Same thing again but packing off.", known, RESULTS_READ)
+    assert (intent.command, intent.clarify is not None) == ("run", True)
+
+
+def test_a_copy_of_the_run_read_acts(known) -> None:
+    intent = read("Same as tp-try but with packing off.", known, RESULTS_READ)
+    assert (intent.command, intent.clarify) == ("run", None)
+    assert (intent.args["layout"], intent.args["set"]) == ("tp=2", ["data.packing=false"])
