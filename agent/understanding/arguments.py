@@ -760,6 +760,12 @@ def _fill_launch(intent: Intent, entities: Entities, context: Context) -> None:
         intent.clarify = (
             f"Repeat which launch? This conversation has none: name a run to copy, e.g. `same as {latest}`."
         )
+    only_changed = not any(key in intent.args for key in ("nproc", "layout", "steps"))
+    if intent.clarify is None and repeat and not context.launch and not copying and context.run and only_changed:
+        # "how did tp-try do?" then "same again with AC": the run read may be what to repeat, but only its change is
+        # said, and the defaults with AC would be a run nobody asked for
+        intent.clarify = (f"Repeat {context.run}'s launch with that change? Say e.g. `same as {context.run} but with "
+                          f"...`, or give the whole launch. {launch_text(intent.args)}")  # fmt: skip
     if intent.clarify is None and repeat and re.search(BEFORE_LAST, lowered):
         # "what we did before last time": the launch before the last one, which the conversation may not hold
         intent.clarify = f"Repeat which launch? Name the run to copy, e.g. `same as runs/NAME`. {launch_text({})}"

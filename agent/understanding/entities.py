@@ -556,10 +556,33 @@ VALUE_BEFORE_DASH = (rf"\b(?:{'|'.join(SETTING_NAMES.values())}|grad(?:ient)?[ _
                      r"\s*(?:=|:|of|at|is)?\s*$")  # fmt: skip
 
 
+# Warm-up is counted in steps: "warmup 5 - 10 steps" is the warm-up's range, no value before a count of steps.
+WARMUP_BEFORE_DASH = r"\bwarm-?up(?: steps)?\s*(?:=|:|of|at|is)?\s*$"
+# A setting given two values with a range's or a choice's word between them, no count after the second: "lr 1e-4 -
+# 3e-4", "micro batch 2 - 4", "grad clip 0.5 to 1.0", "micro batch de 2 à 4", "seed 1 or 2" (which one is asked; "grad
+# clip 0 - 12 steps" is the clip, then the steps).
+SETTING_RANGE = (rf"\b(?:{'|'.join(SETTING_NAMES.values())}|grad(?:ient)?[ _]clip(?:ping)?)\s*(?:=|:|of|at|is)?\s*"
+                 r"(?:(?:from|between|de|entre|von|zwischen)\s+)?((?<![\w.])\.\d+(?:e-?\d+)?|\d+(?:\.\d+)?(?:e-?\d+)?)\s*"
+                 r"(?:-|\u2013|\u2014|to|à|a|bis|and|et|und|y|or|ou|oder)\s*((?<![\w.])\.\d+(?:e-?\d+)?|\d+(?:\.\d+)?(?:e-?\d+)?)\b"
+                 rf"(?!\s*(?:{'|'.join(NOUNS.values())}|%)\b)")  # fmt: skip
+
+
+def _setting_ranges(lowered: str, entities: Entities) -> None:
+    """A setting said with two different values (SETTING_RANGE): which one is asked, never the first taken."""
+    for found in re.finditer(SETTING_RANGE, lowered):
+        if float(found.group(1)) != float(found.group(2)):
+            entities.add("setting_range", found.group(0), found.span())
+
+
 def _ranges(lowered: str, entities: Entities) -> None:
     """A count said as a range (its low end below its high end): which one is asked, never its top taken."""
+    _setting_ranges(lowered, entities)
     for found in re.finditer(COUNT_RANGE, lowered):
-        if re.search(VALUE_BEFORE_DASH, lowered[: found.start()]) and not re.search(r"\b(?:to|and)\b", found.group(0)):
+        before = lowered[: found.start()]
+        said_as_range = re.search(r"\b(?:to|and)\b", found.group(0)) or (
+            re.search(WARMUP_BEFORE_DASH, before) and re.search(r"\bsteps?$", found.group(0))
+        )
+        if re.search(VALUE_BEFORE_DASH, before) and not said_as_range:
             continue  # "grad clip 0 — 30 steps": the clip's value, then the steps
         ranged = found.group(0).startswith("between") or " and " not in found.group(0)  # "4 and 8 steps": two
         if ranged and int(found.group(1)) < int(found.group(2)):

@@ -514,9 +514,12 @@ OWN_INTENT = (r"\b(?:i|we)(?:'m| am|'re| are| was| were)?\s+(?:going to|gonna|pl
                r"\blet me (?:think|see|consider)\b|\b(?:i|we) (?:plan|intend|hope) to\b")  # fmt: skip
 # The user's own approval of the action promised, as the approval every launch and write waits on: "I'll approve one
 # run, capped: 2 GPUs, ...", "we will sign off on a PR for lr-scan" (no action of theirs put off; a time, a wait or a
-# condition beside it still holds the action).
+# condition beside it still holds the action). Only of a launch or a write, which that approval gates: "I'll approve
+# one resume: runs/tp-try" promises a resume no gate checks (of a run that may not have been preempted), asked.
 OWN_APPROVAL = (r"\b(?:i|we)\s*(?:'ll|will|shall)\s+(?:happily\s+|gladly\s+)?(?:approve|authori[sz]e|allow|permit|"
-                r"sanction|green-?light|sign\s+off\s+on)\b")  # fmt: skip
+                r"sanction|green-?light|sign\s+off\s+on)\b"
+                r"(?=\s+(?:(?:one|a|an|the|this|that|another|your)\s+)?(?:[\w-]+\s+)?(?:run|launch|training|pr|"
+                r"pull\s+request|report|write-?up|docs?|documentation)\b)")  # fmt: skip
 
 
 def without_own_approval(lowered: str) -> str:

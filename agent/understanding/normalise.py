@@ -1205,9 +1205,11 @@ NOT_TO_BE_TOUCHED = r"\b(?:is|are)\s+not\s+to\s+be\s+(?:touched|changed|modified
 _SWITCH_NAME = r"(?:activation\s+checkpointing|(?:sequence\s+)?packing|(?:torch[. ]?)?compile)"
 _NOT_A_SWITCH = r"(?!\s*(?:logs?|config\w*|files?|reports?|results?|notes?|docs?|outputs?|settings?|options?)\b)"
 # A switch ruled out by a modal in the passive: "packing shall not be used", "compile must not be enabled" (off; one
-# "not to be disabled" is left to the entities, which ask).
+# "not to be disabled" is left to the entities, which ask). Not a rule asked about or told as someone's ("compile must
+# not be enabled, you said? Launch ... with it anyway"), whose clause the user may overrule.
 SWITCH_NOT_TO_BE_USED = (rf"\b({_SWITCH_NAME})\s+(?:should|shall|must|may|is\s+to|are\s+to)(?:\s+not|n't)\s+be\s+"
-                         r"(?:used|enabled|applied|activated|turned\s+on|switched\s+on|on)\b")  # fmt: skip
+                         r"(?:used|enabled|applied|activated|turned\s+on|switched\s+on|on)\b"
+                         r"(?![^.;!?]*(?:\?|\b(?:said|says|told|claims?|claimed|reckons?)\b))")  # fmt: skip
 OPEN_SWITCH = rf"\bopen\s+(?:up\s+)?(?:the\s+)?(?={_SWITCH_NAME}\b{_NOT_A_SWITCH})"
 CLOSE_SWITCH = rf"\bclose\s+(?:the\s+)?(?={_SWITCH_NAME}\b{_NOT_A_SWITCH})"
 # A setting's value said with "in", as Spanish "en" says it: "the micro batch in 4" is the micro batch at 4, "the seed

@@ -411,8 +411,44 @@ VAGUE_WISH = (
     r"\b(?:large|big|long|many|high|low|small|fast|good|accurate)\s+enough\b|\bstatistically\b|"
     r"\bsignificant\s+(?:results?|differences?|improvements?|gains?|speed-?ups?|effects?)\b|"
     r"\byesterday's\b|\b(?:from|of|like|as)\s+yesterday\b|\bd'hier\b|\bvon gestern\b|\bde ayer\b|\bdi ieri\b|"
+    r"\bsomething\s+(?:different|else|new|other)\b|\b(?:a\s+)?different\s+(?:thing|approach|tack)\b|"
     r"\b(?:en|in)\s+mieux\b|\bmeilleure?s?\b|\bplus\s+(?:rapide|vite)\b|\bmoins\s+cher\b|\bbesser\b|\bschneller\b"
 )
+# A launch told as one done before, then "this time" with what changes: "last time we did 20 steps on 2 GPUs; this time
+# let's try 40" (the facts read may be the past run's, and the change may name no setting; "this time let's try 15
+# steps on 2 GPUs" alone states the launch).
+PAST_THEN_NOW = (r"\b(?:last\s+time|previously|the\s+other\s+day|yesterday|earlier|before)\b[^.!?]*?"
+                 r"\b(?:we|i|you|it)\s+(?:did|ran|used|trained|tried|had|went\s+with|launched)\b[^.!?]*?"
+                 r"\bthis\s+time\b")  # fmt: skip
+
+
+# Someone else's plan or wish to repeat a launch, told: "Ana will do the same but with AC", "Bob wants the same again
+# on 4 GPUs" (theirs to run, or the user passing it on: asked, never a duplicate launched; "let's do the same" and "I
+# want the same again" are the user's).
+ANOTHERS_REPEAT = (r"\b(?!(?:i|we|you|u|it|this|that|which|what|who|there|then|and|so|please|just|let'?s|lets|one)\b)"
+                   r"[a-z][\w-]*\s+(?:will|'ll|wants?|would\s+like|'d\s+like|(?:is|'s)\s+going\s+to|(?:is|'s)\s+gonna|plans\s+to|"
+                   r"is\s+planning\s+to)\s+(?:to\s+)?(?:(?:do|run|try|have|launch|train)\s+)?"
+                   r"(?:the\s+same|same\s+again|it\s+again|that\s+again)\b")  # fmt: skip
+
+
+def _anothers_repeat(plain: str, intent: Intent) -> str | None:
+    """One question when the launch repeated is someone else's plan or wish told (ANOTHERS_REPEAT)."""
+    told = re.search(ANOTHERS_REPEAT, plain.lower())
+    if told is None:
+        return None
+    return (f"Do you want me to launch it ({call_text(intent)})? {told.group(0)!r} reads as someone else's plan. "
+            "yes / edit")  # fmt: skip
+
+
+def _past_then_now(plain: str, intent: Intent) -> str | None:
+    """One question when the launch's facts follow a past run's told before "this time" (PAST_THEN_NOW): which of
+    the facts said are this launch's is the user's to confirm."""
+    if not re.search(PAST_THEN_NOW, plain.lower()):
+        return None
+    return (f"Which settings for this launch, exactly? You told me what was run last time and what changes this time; "
+            f"I read {call_text(intent)}. Say the whole launch, e.g. `train 40 steps on 2 GPUs`.")  # fmt: skip
+
+
 # What a launch states that the tool takes: with one of these the vague wish is a wish about a stated launch.
 LAUNCH_STATED = ("steps", "nproc", "devices", "layout", "switch", "override", "optimizer", "seq_len", "model")
 
@@ -447,20 +483,40 @@ ORDER_OPENING = (r"^\W*(?:(?:so|ok(?:ay)?|right|now|then|just|please)\W+)*(?:ope
                  r"start|kick\s+off|fire\s+off|spin\s+up|relaunch|rerun|re-run|benchmark|bench|evaluate|eval|score|"
                  r"update|refresh|bring|resume|continue|sweep|push|file|raise|submit)\b")  # fmt: skip
 AGREEMENT_TAG = r"[\s,\u2013\u2014-]+(?:aye|ok(?:ay)?|yeah|yea|alright|all\s+right|eh|yes|innit|cool)\s*\?+\s*$"
+# What makes the words before the tag more than one plain order, so that the tag may check it rather than agree: a
+# second clause ("..., that's slower, eh?", "..., says Bob, ok?", "File this under later: ..."), a verb of a statement
+# or a subject ("Train loss went up", "Sweep's finished", "Launch on 2 GPUs is what you'd suggest", "you haven't
+# already"), a choice or a wait ("... or the layouts-nov one", "evaluate whether ...", "once Ana has read it"), or the
+# opening word not a verb at all ("Resume-wise, ...").
+NOT_ONE_ORDER = (r"[,;:!\u2013\u2014]|\.(?!\d)|\s-\s|^\W*\w+(?:'|-)|'(?:s|re|ve|d|ll)\b|n't\b|"
+                 r"\b(?:i|you|he|she|we|they|is|are|was|were|am|be|been|has|have|had|does|did|would|will|could|"
+                 r"should|can|may|might|must|went|came|looks?|seems?|says?|said|wants?|thinks?|hates?|or|whether|if|"
+                 r"once|when|after|until|till|before|unless|than|twice|later|already)\b")  # fmt: skip
 
 
 def _order_with_tag(lowered: str) -> bool:
-    """An order with an agreement tag (ORDER_OPENING, AGREEMENT_TAG), the message's only question."""
-    return (bool(re.match(ORDER_OPENING, lowered)) and bool(re.search(AGREEMENT_TAG, lowered))
-            and lowered.count("?") == 1 and not re.search(ACTION_WORDS["cancel"], lowered))  # fmt: skip
+    """A plain order with an agreement tag (ORDER_OPENING, AGREEMENT_TAG), the message's only question: the words
+    before the tag one clause opened by the order's verb, with nothing in it a tag could be checking
+    (NOT_ONE_ORDER). The caller checks that the order names what it acts on."""
+    tagged = re.search(AGREEMENT_TAG, lowered)
+    if not tagged or not re.match(ORDER_OPENING, lowered) or lowered.count("?") != 1:
+        return False
+    order = lowered[: tagged.start()].strip()
+    return not re.search(NOT_ONE_ORDER, order) and not re.search(ACTION_WORDS["cancel"], lowered)
 
 
-def _asks_only(plain: str) -> bool:
+def _names_its_object(intent: Intent, entities: Entities) -> bool:
+    """The order names what it acts on (a run, sweep or model, or a fact of the launch): a tag on an order with
+    nothing named would confirm a guess."""
+    return entities.has("run", "sweep", *LAUNCH_STATED) or any(key != "experiment" for key in intent.args)
+
+
+def _asks_only(plain: str, named: bool = False) -> bool:
     """A question without a request in it ("what did we train last week?", "so we ran the sweep?"): it asks about
     something, so an action that would launch, cancel or write is confirmed first, never taken."""
     lowered = re.sub(WHEN_YOU_CAN, "", plain.lower().strip())
-    if _order_with_tag(lowered):
-        return False  # "open a PR for lr-scan, aye?": an order
+    if named and _order_with_tag(lowered):
+        return False  # "open a PR for lr-scan, aye?": an order (not "bring the docs up to date, yeah?": which sweep?)
     question = bool(re.search(ASKING, lowered)) or lowered.endswith("?")
     return question and not re.search(REQUEST, lowered) and not re.search(MAY_I_START, lowered)
 
@@ -502,11 +558,31 @@ def _every_gpu_uncounted(plain: str, intent: Intent) -> bool:
     return "nproc" not in intent.args and bool(re.search(ALL_DEVICES, plain.lower()))
 
 
-def _asked_beside(plain: str) -> bool:
+# A doubt of fact put after the order, as its alternative: "let's try tp=2 on 2 GPUs again, or was that the one that
+# OOMed?", "open the PR, or is it merged already?" (whether to act at all is in question).
+OR_DOUBT = (r"\bor\s+(?:was|is|were|are|did|does|do|has|have|had|would|will|should|could)\s+(?:that|it|this|he|she|"
+            r"they|we|i|there)\b[^.!?]*\?\s*$")  # fmt: skip
+# "Let's", the only request word of a cancel that ends in a question ("let's try: cancel baseline-ddp?"): a cancel
+# loses work, so it asks as much as it orders ("could you cancel r1?", "please kill tp-try?" ask for it).
+LETS = r"\blet'?s\b"
+
+
+def _asked_beside(plain: str, command: str = "") -> bool:
     """A question about the action beside it that _asks_only misses: in an aside ("4 gpus (do we have 4?), dp_shard=4,
     30 steps"), or before the user's look at the approval prompt ("8 GPUs, ... - is that too much? I'll review it at
-    the approval prompt": that look answers no question they asked first)."""
-    return _asked_in_brackets(plain) or ("?" in plain and bool(re.search(REVIEWED_AT_APPROVAL, plain.lower())))
+    the approval prompt": that look answers no question they asked first), a doubt after it (OR_DOUBT), or a cancel
+    asked with "let's" alone (LETS)."""
+    lowered = plain.lower().strip()
+    if re.search(OR_DOUBT, lowered):
+        return True
+    if command == "cancel" and lowered.endswith("?") and _only_lets_requests(lowered):
+        return True
+    return _asked_in_brackets(plain) or ("?" in plain and bool(re.search(REVIEWED_AT_APPROVAL, lowered)))
+
+
+def _only_lets_requests(lowered: str) -> bool:
+    """The message's only word of a request (REQUEST) is "let's"."""
+    return bool(re.search(LETS, lowered)) and not re.search(REQUEST, re.sub(LETS, " ", lowered))
 
 
 def _asked_in_brackets(plain: str) -> bool:
@@ -822,6 +898,12 @@ BENCH_QUESTION = (r"\bhow (?:good|well|accurate)\b|\bwhat (?:score|accuracy)\b|\
                   r"measures? up)\b")  # fmt: skip
 
 
+# Scores told as already there, which a question checks: "benchmark scores for r1 came back already, yeah?" (no new
+# measurement asked for).
+SCORES_IN = (r"\b(?:came|come|coming)\s+back\b|\b(?:are|were|is|was)\s+(?:in|back|out|ready|done|up)\b|\balready\b|"
+             r"\barrived\b|\blanded\b")  # fmt: skip
+
+
 POSSIBLE_LAUNCH = POSSIBLE_TO + r"\s+(?:launch|start|kick off|fire off|fire up|begin)\b"
 
 
@@ -850,7 +932,9 @@ def _requested(intent: Intent, plain: str) -> bool:
 
 def _measured_by(intent: Intent, plain: str) -> bool:
     """A question whose answer is the action's measurement (a benchmark's scores): asking it asks for the action."""
-    return intent.command == "bench" and "model" in intent.args and bool(re.search(BENCH_QUESTION, plain.lower()))
+    lowered = plain.lower()
+    return (intent.command == "bench" and "model" in intent.args and bool(re.search(BENCH_QUESTION, lowered))
+            and not re.search(SCORES_IN, lowered))  # fmt: skip
 
 
 NAMED_TOOLS = ("results", "status", "cancel", "bench", "trials", "report", "pr", "docs", "compare", "resume")
@@ -1042,13 +1126,17 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
     if intent.clarify is None and intent.command in VAGUE_TAKEN and (said := entities.get("count_range")):
         intent.clarify = (f"How many, exactly? {str(said)!r} is a range: say one number. I would call "
                           f"{call_text(intent)}.")  # fmt: skip
-    if (intent.clarify is None and intent.command in ACTIONS and _asks_only(plain) and not _requested(intent, plain)
+    if intent.clarify is None and intent.command == "run" and (said := entities.get("setting_range")):
+        intent.clarify = (f"Which value, exactly? {str(said)!r} gives a setting two values: say one. "
+                          f"{launch_text(intent.args)}")  # fmt: skip
+    if (intent.clarify is None and intent.command in ACTIONS and _asks_only(plain, _names_its_object(intent, entities))
+            and not _requested(intent, plain)
             and not guarantee_ordered(plain.lower(), intent.command)
             and not (intent.command == "run" and _announced_launch(plain))):  # fmt: skip
         intent.clarify = f"Do you want me to {intent.command} ({call_text(intent)})? yes / edit"
     if intent.clarify is None and intent.command == "run" and _every_gpu_uncounted(plain, intent):
         intent.clarify = f"How many GPUs, exactly? Say one number, e.g. `on 4 GPUs`. {launch_text(intent.args)}"
-    if intent.clarify is None and intent.command in ACTIONS and _asked_beside(plain):
+    if intent.clarify is None and intent.command in ACTIONS and _asked_beside(plain, intent.command):
         intent.clarify = f"Do you want me to {intent.command} ({call_text(intent)})? yes / edit"
     if intent.clarify is None and intent.command == "run" and re.search(DO_THAT, plain.lower()):
         # "the docs say to use tp=2; could we try that on 2 gpus?": a described layout tried is a launch asked
@@ -1114,7 +1202,8 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
     if intent.clarify is None and intent.command == "run" and (why := _unordered_launch(plain.lower(), entities)):
         intent.clarify = held_back_question(why, call_text(intent))  # "tonight: 4 GPUs, FSDP, 120 steps"
     if intent.clarify is None and intent.command == "run":  # after the questions that name what is unsaid better
-        intent.clarify = _vague_launch(plain, entities, intent)
+        intent.clarify = (_vague_launch(plain, entities, intent) or _past_then_now(plain, intent)
+                          or _anothers_repeat(plain, intent))  # fmt: skip
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     if (
