@@ -32,13 +32,14 @@ import subprocess
 import sys
 import tempfile
 import threading
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 # Light (the standard library alone). What the product's forkserver (agent.jobs.forkserver) preloads is what this
 # process preloads.
 from trainer.host.lifeline import PARENT_ENV
-from trainer.host.preload import preload, same_imports
+from trainer.host.preload import preload, run_and_exit, same_imports, take_over
 
 REPO = Path(__file__).resolve().parents[1]
 COMMANDS = ("train", "export", "plan")  # the commands served (see the module docstring)
@@ -138,38 +139,24 @@ def _serve(fd: int) -> None:
         pid = os.fork()
         if pid == 0:
             connection.close()
-            _launch(args, env, cwd, out, err)
+            run_and_exit(partial(_launch, args, env, cwd, out, err))
         connection.send(pid)
         _, status = os.waitpid(pid, 0)
         connection.send(os.waitstatus_to_exitcode(status))
 
 
-def _launch(args: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> None:
-    """In the forked launcher: become `python -m agent.cli ARGS` run from `cwd` in `env`, then exit as it does."""
-    code = 1
-    try:
-        for fd, path in ((1, out), (2, err)):
-            file = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.dup2(file, fd)
-            os.close(file)
-        os.environ.clear()
-        os.environ.update(env)
-        os.chdir(cwd)
-        sys.argv = [str(REPO / "agent" / "cli.py"), *args]
-        sys.path[0] = cwd  # as `python -m` from `cwd` has it
-        from agent.cli import main
+def _launch(args: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> int:
+    """In the forked launcher (run_and_exit's body): `python -m agent.cli ARGS` run from `cwd` in `env`."""
+    for fd, path in ((1, out), (2, err)):
+        file = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(file, fd)
+        os.close(file)
+    take_over(env, cwd)
+    sys.argv = [str(REPO / "agent" / "cli.py"), *args]
+    sys.path[0] = cwd  # as `python -m` from `cwd` has it
+    from agent.cli import main
 
-        code = main(args)
-    except SystemExit as exit_:  # argparse's errors and --help
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    return main(args)
 
 
 if __name__ == "__main__":

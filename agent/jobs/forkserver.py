@@ -26,7 +26,7 @@ import socket
 import subprocess
 import sys
 import threading
-import traceback
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -34,7 +34,7 @@ from agent.jobs.processes import MARKER, OWNERS
 from agent.jobs.record import LOG_FILE
 from agent.jobs.supervisor import REPO, process_env, supervise
 from trainer.host.lifeline import tie_to_parent, tied_env
-from trainer.host.preload import preload, same_imports, show_environ, with_room
+from trainer.host.preload import preload, run_and_exit, same_imports, show_environ, take_over, with_room
 from trainer.launch.torchrun import can_fork
 
 OFF_ENV = "MESHPILOT_FORKSERVER"
@@ -130,35 +130,24 @@ def _serve(connection: Connection) -> None:
         pid = os.fork()
         if pid == 0:
             connection.close()
-            _supervisor(Path(out), token, env)
+            run_and_exit(partial(_supervisor, Path(out), token, env))
         connection.send(pid)
 
 
 def _supervisor(out: Path, token: str, env: dict[str, str]) -> None:
-    """In the forked child: become `python -m agent.jobs OUT TOKEN` run in `env`, then exit."""
-    code = 1
-    try:
-        os.setsid()  # survives a terminal's Ctrl-C, as a spawned supervisor does
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # its launcher is waited for
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        log = os.open(out / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        for fd, target in ((0, devnull), (1, log), (2, log)):
-            os.dup2(target, fd)
-        os.close(devnull)
-        os.close(log)
-        os.environ.clear()
-        os.environ.update(env)
-        show_environ(env, first=tuple(key for key in (MARKER, OWNERS) if key in env))
-        os.chdir(REPO)
-        tie_to_parent()
-        supervise(out, token=token, fork_launcher=True)
-        code = 0
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    """In the forked child (run_and_exit's body): `python -m agent.jobs OUT TOKEN` run in `env`."""
+    os.setsid()  # survives a terminal's Ctrl-C, as a spawned supervisor does
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # its launcher is waited for
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    log = os.open(out / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    for fd, target in ((0, devnull), (1, log), (2, log)):
+        os.dup2(target, fd)
+    os.close(devnull)
+    os.close(log)
+    take_over(env, REPO)
+    show_environ(env, first=tuple(key for key in (MARKER, OWNERS) if key in env))
+    tie_to_parent()
+    supervise(out, token=token, fork_launcher=True)
 
 
 def main(fd: int) -> None:

@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-import traceback
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -31,6 +31,7 @@ from agent.jobs.status import POLL_S, end_owned, job_kind, job_results, last_ste
 from trainer.config import printed_error
 from trainer.host import preemption
 from trainer.host.lifeline import tied_env
+from trainer.host.preload import run_and_exit, take_over
 from trainer.launch.torchrun import Forked
 from trainer.results.rundir import RunDir, StepsTail
 from trainer.results.schemas import PREEMPTED
@@ -84,37 +85,24 @@ def _start_launcher(command: list[str], env: dict[str, str], log: IO, fork: bool
         )
     sys.stdout.flush()
     sys.stderr.flush()
-    arguments = (command[3:], env, log.fileno())
-    process = multiprocessing.get_context("fork").Process(target=_forked_launcher, args=arguments)
+    launcher = partial(_forked_launcher, command[3:], env, log.fileno())
+    process = multiprocessing.get_context("fork").Process(target=run_and_exit, args=(launcher,))
     process.start()
     return Forked(process)
 
 
-def _forked_launcher(args: list[str], env: dict[str, str], log_fd: int) -> None:
-    """In the forked launcher: become `python -m agent.cli ARGS` run from the checkout in `env`, then exit as it
-    does."""
-    code = 1
-    try:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # this supervisor's handler is not the launcher's
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
-        os.environ.clear()
-        os.environ.update(env)
-        os.chdir(REPO)
-        sys.argv = [str(REPO / "agent" / "cli.py"), *args]
-        print(f"meshpilot: launcher pid {os.getpid()} forked from its supervisor, imports preloaded", flush=True)
-        from agent.cli import main  # here: the supervisor runs no command line of its own
+def _forked_launcher(args: list[str], env: dict[str, str], log_fd: int) -> int:
+    """In the forked launcher (run_and_exit's body): `python -m agent.cli ARGS` run from the checkout in `env`."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # this supervisor's handler is not the launcher's
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    take_over(env, REPO)
+    sys.argv = [str(REPO / "agent" / "cli.py"), *args]
+    print(f"meshpilot: launcher pid {os.getpid()} forked from its supervisor, imports preloaded", flush=True)
+    from agent.cli import main  # here: the supervisor runs no command line of its own
 
-        code = main(args)
-    except SystemExit as exit_:  # argparse's errors
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    return main(args)
 
 
 def _watch(out: Path, job: JobRecord, launcher: Launcher, stopping: list[str]) -> tuple[str, str] | None:

@@ -17,6 +17,11 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn
 
 # The third-party modules a launcher imports: meshpilot's own are imported by each child, so that whatever they read
 # at import time comes from the child's request.
@@ -51,6 +56,30 @@ def preload() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     for module in PRELOAD:
         __import__(module)
+
+
+def take_over(env: dict[str, str], cwd: str | Path) -> None:
+    """In a forked child: the environment and working directory of the process it stands in for."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+
+
+def run_and_exit(body: Callable[[], int | None]) -> NoReturn:
+    """In a forked child: run `body` as an interpreter runs its main (SystemExit's code; for any other exception its
+    traceback and 1) and exit with its code at once, without the teardown of what the parent had made (its atexit
+    handlers, its objects' destructors)."""
+    code = 1
+    try:
+        code = body() or 0
+    except SystemExit as exit_:  # argparse's errors and --help
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def show_environ(env: dict[str, str], first: tuple[str, ...] = ()) -> None:
