@@ -21,6 +21,7 @@ from agent.understanding.arguments import (
     launch_text,
     no_sweep_said,
     sweep_in_words,
+    sweeps_said,
 )
 from agent.understanding.context import Context
 from agent.understanding.entities import (
@@ -69,7 +70,7 @@ from agent.understanding.mood import (
     without_notices,
     without_own_approval,
 )
-from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE
+from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE, THEM_NOUNS
 
 CLOSE = 1.0  # two actions scoring within this of each other: ask which is meant
 
@@ -430,6 +431,42 @@ def _vague_launch(plain: str, entities: Entities, intent: Intent) -> str | None:
     return (f"What should I launch, exactly? {wish.group(0)!r} names no setting I can set, so I would only train the "
             f"defaults ({call_text(intent)}). Say the settings, e.g. `train 20 steps with dp_shard=2 on 2 GPUs`, or "
             "`train with the defaults`.")  # fmt: skip
+
+
+# A count of what "those" or "them" point back at, the noun it counts said after the count or not at all: "8 of
+# those", "4 of those steps", "8 trials of those", "top 3 of them" (GPUs or nodes said before or after it in the
+# sentence are what it counts: "8 h100s, 4 of them for tp", "8 of those H200 things").
+_COUNTED_NOUN = "|".join(THEM_NOUNS.values())
+COUNT_OF_THOSE = (r"\b(?:(top|best|first)\s+)?(\d+|one|two|three|four|five|six|seven|eight|nine|ten|twelve|sixteen)\s+"
+                  rf"(?:({_COUNTED_NOUN})\s+)?of\s+(?:those|them|these|'?em)\b(?:\s+({_COUNTED_NOUN})\b)?")  # fmt: skip
+HARDWARE_SAID = rf"\b(?:{THEM_NOUNS['gpus']}|{THEM_NOUNS['nodes']})\b"
+
+
+def _count_of_those(intent: Intent, context: Context) -> str | None:
+    """One question where a count points back at what nothing counted: "8 of those and seq len 2048" with no
+    conversation, "launch 4 of those" or "8 trials of those" after a plan (its layouts, no GPUs of a launch or trials
+    of a sweep), "top 3 of those" (the best of what was listed, no count of GPUs). Only the GPUs of the plan before
+    ("now 8 of those") and of the launch just before ("make it 4 of them") are counted so."""
+    lowered = intent.text.lower()
+    found = re.search(COUNT_OF_THOSE, lowered)
+    if found is None or re.search(HARDWARE_SAID, lowered[: found.start()]):
+        return None  # no such count, or the GPUs it counts said before it ("8 h100s, 4 of them for tp")
+    top, count, between, after = found.groups()
+    if not top and any(noun and re.fullmatch(HARDWARE_SAID, noun) for noun in (between, after)):
+        return None  # "8 of those H200 things", "2 nodes of those": what it counts, said
+    counted = context.plan or context.launch if intent.command == "plan" else None
+    if intent.command == "run" and context.previous == "run":
+        counted = context.launch  # "make it 4 of them" after a launch: its GPUs
+    if counted and not top and not (between or after):
+        return None
+    if top:  # the best of a list picked, which no tool does
+        return (f"What should I do with {found.group(0)!r}? It picks among what was listed, which I cannot do; I "
+                f"would only guess ({call_text(intent)}, {count} as a count of GPUs). Say it outright, e.g. `plan on "
+                f"{count} GPUs` or `train 20 steps with dp_shard=2 on 2 GPUs`.")  # fmt: skip
+    return (
+        f"What does {found.group(0)!r} count? Nothing said before is counted so, and I would only guess "
+        f"({call_text(intent)}). Say it outright, e.g. `plan on {count} GPUs` or `train 20 steps on 2 GPUs`."
+    )
 
 
 # "When you can, ...", "whenever you get a chance, ...": a politeness about the assistant's time that opens an order,
@@ -1004,10 +1041,34 @@ def _the_launch_itself(described: str, lowered: str) -> bool:
     return bool(re.search(rf"\b{re.escape(described)}{DEFINED_AS}", lowered))
 
 
-def _named_before(described: str, context: Context) -> bool:
-    """Whether a description only points back at what the conversation named ("the aforementioned sweep")."""
+# The tools that take a sweep and no run: "the aforementioned run" is none of theirs.
+SWEEP_TAKERS = ("docs", "report", "pr", "trials")
+
+
+def _named_before(described: str, intent: Intent, context: Context) -> bool:
+    """Whether a description only points back at the one the conversation named ("the aforementioned sweep"); with
+    two sweeps said, or a run pointed at for a tool that takes a sweep, which is unsaid (asked)."""
     pointed = re.fullmatch(ALREADY_NAMED, described)
-    return bool(pointed) and bool(context.sweep if pointed.group(1) == "sweep" else context.run or context.sweep)
+    if pointed is None:
+        return False
+    one_sweep = len(sweeps_said(context)) == 1
+    if pointed.group(1) == "sweep" or intent.command in SWEEP_TAKERS:
+        return one_sweep and pointed.group(1) in ("sweep", "one", "experiment")
+    return bool(context.run) or one_sweep
+
+
+def _pointed_back_unclear(described: str, intent: Intent, context: Context) -> str | None:
+    """The question for "the said sweep" where the conversation named two sweeps or none, or for "the aforementioned
+    run" given to a tool that takes a sweep."""
+    pointed = re.fullmatch(ALREADY_NAMED, described)
+    if pointed is None or (pointed.group(1) != "sweep" and intent.command not in SWEEP_TAKERS):
+        return None
+    sweeps = ", ".join(context.known.sweeps) or "none"
+    if pointed.group(1) in ("run", "job"):
+        return f"That takes a sweep, and {described!r} is a run: which sweep do you mean? ({sweeps})"
+    said = sweeps_said(context)
+    told = " and ".join(said) if len(said) > 1 else "no sweep"
+    return f"Which sweep do you mean by {described!r}? The conversation named {told} (sweeps here: {sweeps})."
 
 
 def clarify(intent: Intent, plain: str, entities: Entities, context: Context, scores: dict[str, float]) -> None:
@@ -1029,6 +1090,8 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
                           f"steps, e.g. `train 20 steps on 2 GPUs` with the setting)?")  # fmt: skip
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _unplaced_number(plain, entities, intent)
+    if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
+        intent.clarify = _count_of_those(intent, context)
     if intent.clarify is None:
         intent.clarify = _timed(plain, entities, intent)
     if intent.clarify is None:
@@ -1067,7 +1130,7 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         described = None  # "the long-context config, the 1024 one": its seq_len, said of the file named
     if described and re.fullmatch(DESCRIBED_BY_SIZE, str(described)) and sweep_in_words(intent.text, context):
         described = None  # "the little sweep where we tried learning rates": the rest of the sentence tells it apart
-    if described and _named_before(str(described), context):
+    if described and _named_before(str(described), intent, context):
         described = None  # "the said sweep" after a sweep was read: that sweep (arguments fills it)
     if described and intent.command == "run" and re.fullmatch(DEFAULT_ONE, str(described)):
         described = None  # "start a training run, just the normal one": the experiment's defaults
@@ -1075,7 +1138,7 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         described = None  # "submit the batch job on 4 GPUs", "the approved run is 2 GPUs ...; start it"
     if described and intent.command in (*NAMED_TOOLS, "run") and not entities.has("run", "sweep") and not winner:
         runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
-        intent.clarify = (
+        intent.clarify = _pointed_back_unclear(str(described), intent, context) or (
             f"Which do you mean by {described!r}? I find none it describes (runs: {runs}; sweeps: {sweeps})."
         )
     if intent.clarify is None and intent.command in ("run", "sweep") and (source := _unknown_source(entities)):
