@@ -136,3 +136,81 @@ def test_docs_with_the_runs_own_figures_ask_which_sweep(known):
 def test_docs_from_a_sweep_or_none_still_update(text, earlier, args, known):
     intent = read(text, known, earlier)
     assert (intent.command, intent.args, intent.clarify) == ("docs", args, None)
+
+
+# --- an experiment file put aside is no experiment of the action ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "train 30 steps on 4 GPUs; we will go over configs/long.yaml tomorrow",
+        "start a sweep of 5 trials. long.yaml seems busted, leave it alone",
+    ],
+)
+def test_a_file_put_aside_is_not_the_experiment(text, known):
+    intent = read(text, known)
+    assert "experiment" not in intent.args and "configs/long.yaml" in (intent.clarify or "")
+
+
+@pytest.mark.parametrize(
+    ("text", "command", "args"),
+    [
+        ("train configs/long.yaml on 4 GPUs, I'll check the loss later", "run", {"experiment": "configs/long.yaml"}),
+        ("sweep configs/long.yaml with 5 trials", "sweep", {"experiment": "configs/long.yaml", "trials": 5}),
+    ],
+)
+def test_a_file_given_to_the_action_is_still_its_experiment(text, command, args, known):
+    read_as(text, command, args, known)
+
+
+# --- how a run or sweep went is no order to start one -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "friday's sweep of 6 trials on configs/long.yaml was pointless",
+        "the run on 8 GPUs with fsdp turned out slow",
+    ],
+)
+def test_how_a_run_or_sweep_went_is_asked(text, known):
+    intent = read(text, known)
+    assert intent.command in ("run", "sweep") and intent.clarify and intent.clarify.endswith("yes / edit")
+
+
+def test_a_run_defined_in_the_present_still_launches(known):
+    read_as("the run is 4 GPUs with fsdp for 30 steps", "run", {"nproc": 4, "steps": 30}, known)  # near miss
+
+
+# --- a sweep that names only a wish is asked about --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["kick off a sweep wide enough to be convincing", "sweep whatever layout is lightest"])
+def test_a_sweep_of_a_wish_alone_is_asked(text, known):
+    intent = read(text, known)
+    assert intent.command == "sweep" and asks(intent)
+
+
+@pytest.mark.parametrize(
+    ("text", "args"),
+    [
+        ("start a sweep to find the fastest layout", {}),  # what a sweep finds, no wish about it
+        ("sweep 6 trials, whichever layout wins", {"trials": 6}),
+    ],
+)
+def test_a_plain_or_stated_sweep_still_sweeps(text, args, known):
+    read_as(text, "sweep", args, known)
+
+
+# --- a run told by its day, done again, is asked about ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["rerun monday's job with warmup 5", "relaunch the run from this morning on 4 GPUs"])
+def test_a_run_told_by_its_day_done_again_is_asked(text, known):
+    intent = read(text, known)
+    assert intent.command == "run" and asks(intent) and "runs/r1" in intent.clarify
+
+
+def test_a_run_named_done_again_still_copies_it(known):
+    read_as("rerun runs/r1 with warmup 5", "run", {"nproc": 2, "layout": "dp_shard=2"}, known)  # near miss

@@ -433,6 +433,93 @@ def _vague_launch(plain: str, entities: Entities, intent: Intent) -> str | None:
             "`train with the defaults`.")  # fmt: skip
 
 
+# A run pointed at by its day, to be done again: "rerun yesterday's run with lr 0.0003", "relaunch last night's job on
+# 2 GPUs", "redo the run from this morning": which run is unsaid, and a launch copies no run's settings.
+_DAY = r"(?:yesterday|last\s+(?:night|week)|this\s+morning|(?:mon|tues|wednes|thurs|fri|satur|sun)day)"
+RUN_OF_A_DAY_AGAIN = (r"\b(?:re-?run|re-?launch|re-?start|re-?do|repeat|re-?submit|re-?queue|run\s+again)\s+"
+                      rf"(?:{_DAY}'s\s+(?:\w+\s+)?(?:run|job|training|experiment)|"
+                      rf"the\s+(?:run|job|training|experiment)\s+(?:from|of)\s+{_DAY})\b")  # fmt: skip
+
+
+def _run_of_a_day_again(plain: str, entities: Entities, intent: Intent, context: Context) -> str | None:
+    """One question where a launch repeats a run told only by its day and no run is named: which run, and its
+    settings, are unsaid (never the defaults with only the change said)."""
+    again = re.search(RUN_OF_A_DAY_AGAIN, plain.lower())
+    if again is None or entities.has("run"):
+        return None
+    runs = ", ".join(context.known.runs) or "none"
+    return (f"Which run is {again.group(0).split(maxsplit=1)[1]!r} ({runs})? A launch cannot copy its settings: say "
+            f"its layout, processes and steps. {launch_text(intent.args)}")  # fmt: skip
+
+
+# What a sweep is wished to be, in words no argument takes: "big enough to matter", "whichever config is cheapest",
+# yesterday's sweep ("a sweep for the best lr" or "the fastest layout" is what a sweep finds: no wish about it).
+SWEEP_WISH = (r"(?<![,;] )(?<![,;])\b(?:whatever|whichever)\b|"
+              r"\b(?:large|big|long|many|wide|broad|thorough|good)\s+enough\b|\bstatistically\b|"
+              r"\bsignificant\s+(?:results?|differences?|findings?)\b|\byesterday's\b|"
+              r"\b(?:from|of|like|as)\s+yesterday\b")  # fmt: skip
+# What a sweep states that it takes: its trials or experiment file, or a sweep named to repeat.
+SWEEP_STATED = ("trials", "file", "sweep")
+
+
+def _vague_sweep(plain: str, entities: Entities, intent: Intent) -> str | None:
+    """One question when a sweep names only a wish ("run a sweep big enough to matter", "sweep whichever config is
+    cheapest") and nothing it takes: the defaults swept for it would be a guess."""
+    wish = re.search(SWEEP_WISH, masked(plain.lower(), entities))
+    if wish is None or entities.has(*SWEEP_STATED):
+        return None
+    return (f"What should I sweep, exactly? {wish.group(0)!r} names nothing I can set, so I would only sweep the "
+            f"defaults ({call_text(intent)}). Say the trials or the config, e.g. `sweep configs/long.yaml with 8 "
+            "trials`.")  # fmt: skip
+
+
+# An experiment file put aside in a clause of its own, none of the action's: one the user will look at themself
+# ("I'll look at configs/long.yaml later"), or said broken or to be left alone ("configs/long.yaml is broken so leave
+# it alone"). The clause ends at a stop, a semicolon or a comma.
+_USER_LOOKS_AT = (r"\b(?:i|we)(?:'ll|'d|'m\s+going\s+to|\s+(?:will|would|can|could|might|shall|am\s+going\s+to|"
+                  r"want\s+to|need\s+to|have\s+to|plan\s+to))\s+(?:\w+\s+){0,2}?(?:look|check|review|read|fix|deal|"
+                  r"handle|get|inspect|go\s+over|examine|debug|edit|sort)\b[^;.!?,]*$")  # fmt: skip
+_SAID_BROKEN = (r"^\s*(?:\w+\s+){0,2}?(?:is|'s|seems|looks|was|got)\s+(?:\w+\s+)?(?:broken|buggy|busted|borked|"
+                r"corrupt\w*|messed\s+up|off[\s-]limits|a\s+mess)\b|\bleave\s+(?:it|that|this)\s+alone\b")  # fmt: skip
+
+
+def _file_put_aside(plain: str, entities: Entities, intent: Intent) -> str | None:
+    """One question where the experiment a launch or sweep would take is a file the sentence puts aside (the user's
+    to look at later, broken, to be left alone): the experiment's own in its place, offered for a yes."""
+    experiment = intent.args.get("experiment")
+    lowered = plain.lower()
+    for found in entities.found:
+        if found.kind != "file" or str(found.value) != experiment:
+            continue
+        start, end = found.span
+        before = re.split(r"[;.!?,]", lowered[:start])[-1]
+        after = re.split(r"[;.!?,]", lowered[end:])[0]
+        if re.search(_USER_LOOKS_AT, before) or re.search(_SAID_BROKEN, after):
+            del intent.args["experiment"]
+            verb = "launch" if intent.command == "run" else intent.command
+            return (f"You put {experiment} aside, so I would {verb} the experiment's own config instead: "
+                    f"{call_text(intent)}? yes / edit")  # fmt: skip
+    return None
+
+
+# A sentence that only tells how a run or sweep went, its subject that run or sweep and its verb past: "last week's
+# tuning sweep with 8 trials on configs/long.yaml was a waste", "yesterday's run on 4 GPUs was slow" (no order: a
+# second clause may give one, "..., so rerun it on 8": then the order is read as usual).
+TOLD_HOW_IT_WENT = (r"^\W*(?:(?:so|well|honestly|fyi|btw|ugh|hmm|ok|okay|sadly|frankly)\W+)*"
+                    r"(?:the|that|this|our|my|(?:last|previous)\s+(?:week|month|night|time|year)'s|"
+                    rf"{_DAY}'s|the\s+(?:last|previous|earlier|old))\s+(?:[\w/.'=-]+\s+){{0,8}}?"
+                    r"(?:sweep|run|job|training|launch)\b(?:[^;:.!?,]|\.(?=\w))*?\b(?:was|were|went|turned\s+out|"
+                    r"ended\s+up|took|failed|crashed|had|got)\b[^;:!?,]*[.!]?\s*$")  # fmt: skip
+
+
+def _told_how_it_went(plain: str, intent: Intent) -> str | None:
+    """One question where the sentence only tells how a run or sweep went: its facts are no new one's to start."""
+    if not re.search(TOLD_HOW_IT_WENT, plain.lower()):
+        return None
+    verb = "launch" if intent.command == "run" else "start"
+    return f"That tells me how it went; do you want me to {verb} a new one ({call_text(intent)})? yes / edit"
+
+
 # A count of what "those" or "them" point back at, the noun it counts said after the count or not at all: "8 of
 # those", "4 of those steps", "8 trials of those", "top 3 of them" (GPUs or nodes said before or after it in the
 # sentence are what it counts: "8 h100s, 4 of them for tp", "8 of those H200 things").
@@ -1092,6 +1179,10 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         intent.clarify = _unplaced_number(plain, entities, intent)
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _count_of_those(intent, context)
+    if intent.clarify is None and intent.command in ("run", "sweep") and intent.args.get("experiment"):
+        intent.clarify = _file_put_aside(plain, entities, intent)
+    if intent.clarify is None and intent.command in ("run", "sweep"):
+        intent.clarify = _told_how_it_went(plain, intent)
     if intent.clarify is None:
         intent.clarify = _timed(plain, entities, intent)
     if intent.clarify is None:
@@ -1176,8 +1267,12 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
                           f"and settings do you mean? So far I read {call_text(intent)}.")  # fmt: skip
     if intent.clarify is None and intent.command == "run" and (why := _unordered_launch(plain.lower(), entities)):
         intent.clarify = held_back_question(why, call_text(intent))  # "tonight: 4 GPUs, FSDP, 120 steps"
+    if intent.clarify is None and intent.command == "run":
+        intent.clarify = _run_of_a_day_again(plain, entities, intent, context)
     if intent.clarify is None and intent.command == "run":  # after the questions that name what is unsaid better
         intent.clarify = _vague_launch(plain, entities, intent)
+    if intent.clarify is None and intent.command == "sweep":
+        intent.clarify = _vague_sweep(plain, entities, intent)
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     if (
