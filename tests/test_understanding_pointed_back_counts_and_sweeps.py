@@ -214,3 +214,8 @@ def test_a_run_told_by_its_day_done_again_is_asked(text, known):
 
 def test_a_run_named_done_again_still_copies_it(known):
     read_as("rerun runs/r1 with warmup 5", "run", {"nproc": 2, "layout": "dp_shard=2"}, known)  # near miss
+
+
+def test_a_sweep_pointed_back_at_is_no_order_for_a_new_one(known):
+    intent = read("do the aforesaid sweep once more, 6 trials", known, LR_SCAN)
+    assert intent.command == "sweep" and intent.clarify and intent.clarify.endswith("yes / edit")

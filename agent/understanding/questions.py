@@ -1273,6 +1273,11 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         intent.clarify = _vague_launch(plain, entities, intent)
     if intent.clarify is None and intent.command == "sweep":
         intent.clarify = _vague_sweep(plain, entities, intent)
+    if intent.clarify is None and intent.command == "sweep" and (earlier := re.search(ALREADY_NAMED, plain.lower())):
+        # "run the aforementioned sweep again", "bring the team into alignment with the said sweep": one that ran
+        # before, whose settings a new sweep does not copy
+        intent.clarify = (f"Do you want me to start a new sweep ({call_text(intent)})? {earlier.group(0)!r} ran "
+                          "before, and a new sweep does not copy its settings. yes / edit")  # fmt: skip
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     if (
