@@ -219,3 +219,13 @@ def test_a_run_named_done_again_still_copies_it(known):
 def test_a_sweep_pointed_back_at_is_no_order_for_a_new_one(known):
     intent = read("do the aforesaid sweep once more, 6 trials", known, LR_SCAN)
     assert intent.command == "sweep" and intent.clarify and intent.clarify.endswith("yes / edit")
+
+
+def test_several_runs_done_again_are_asked(known):
+    intent = read("restart all our jobs please", known)
+    assert intent.command == "run" and asks(intent)
+
+
+def test_one_run_named_done_again_is_not_several(known):
+    intent = read("relaunch runs/baseline-ddp with warmup 10", known)  # near miss: one run, named
+    assert intent.command == "run" and "several" not in (intent.clarify or "")

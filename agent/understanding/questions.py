@@ -452,6 +452,12 @@ def _run_of_a_day_again(plain: str, entities: Entities, intent: Intent, context:
             f"its layout, processes and steps. {launch_text(intent.args)}")  # fmt: skip
 
 
+# Several runs to be done again at once: "relaunch the runs of the list", "rerun all our jobs" (a launch starts one
+# run, and copies no run's settings).
+RUNS_AGAIN = (r"\b(?:re-?run|re-?launch|re-?start|re-?do|re-?submit|re-?queue)\s+(?:all\s+|every\s+)?"
+              r"(?:the|those|these|our|my|all)\s+(?:\w+\s+)?(?:runs|jobs|trainings|experiments)\b")  # fmt: skip
+
+
 # What a sweep is wished to be, in words no argument takes: "big enough to matter", "whichever config is cheapest",
 # yesterday's sweep ("a sweep for the best lr" or "the fastest layout" is what a sweep finds: no wish about it).
 SWEEP_WISH = (r"(?<![,;] )(?<![,;])\b(?:whatever|whichever)\b|"
@@ -1269,6 +1275,9 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         intent.clarify = held_back_question(why, call_text(intent))  # "tonight: 4 GPUs, FSDP, 120 steps"
     if intent.clarify is None and intent.command == "run":
         intent.clarify = _run_of_a_day_again(plain, entities, intent, context)
+    if intent.clarify is None and intent.command == "run" and (several := re.search(RUNS_AGAIN, plain.lower())):
+        intent.clarify = (f"Which run should I launch again? {several.group(0)!r} is several, and a launch starts one "
+                          f"and copies none of their settings. {launch_text(intent.args)}")  # fmt: skip
     if intent.clarify is None and intent.command == "run":  # after the questions that name what is unsaid better
         intent.clarify = _vague_launch(plain, entities, intent)
     if intent.clarify is None and intent.command == "sweep":
