@@ -162,6 +162,18 @@ def _sweep_of(intent: Intent, entities: Entities, context: Context, latest: bool
     return context.known.sweeps[0] if latest and context.known.sweeps else None
 
 
+def sweeps_said(context: Context) -> list[str]:
+    """Every sweep the conversation's calls named, each once, in the order said ("the said sweep" is one only where
+    one was said)."""
+    said: list[str] = []
+    for call in context.calls:
+        for found in (call.args, call.result if isinstance(call.result, dict) else {}):
+            sweep = found.get("sweep")
+            if isinstance(sweep, str) and sweep.startswith("sweeps/") and sweep not in said:
+                said.append(sweep)
+    return said
+
+
 def sweep_in_words(text: str, context: Context) -> str | None:
     """The one sweep a word of the sentence describes, outside a "the X sweep" phrase: "the layout findings", "the
     learning rate results" (Known.facts: what its trials vary, parts of its name)."""
@@ -437,6 +449,24 @@ def no_sweep_said(intent: Intent, entities: Entities, context: Context) -> str |
 DOCS_FROM_NO_ONE_SWEEP = r"\b(?:all|every|both|each)\s+(?:the\s+|of\s+the\s+)?sweeps?\b"
 
 
+# What the docs are told to take that is the conversation's run: "update the docs with its throughput numbers" after
+# r1's status.
+ITS_OWN = r"\b(?:its|their)\b"
+# A page of the docs, which the docs update writes (no source of its figures): docs/training.md, the README.
+DOC_PAGE = r"docs/\S+|\S*(?:readme|training)(?:\.md)?|\S+\.(?:md|rst)"
+
+
+def _docs_from_no_sweep(entities: Entities, intent: Intent, context: Context) -> str | None:
+    """What the docs are told to take that is no sweep, where no sweep is named: a file that is no page of the docs
+    ("update the docs with configs/long.yaml"), or "its" figures while the conversation is on a run and no sweep."""
+    files = [str(f) for f in entities.all("file") if not re.fullmatch(DOC_PAGE, str(f), re.I)]
+    if files:
+        return f"{files[0]} is a file"
+    if context.run and not sweeps_said(context) and re.search(ITS_OWN, intent.text.lower()):
+        return f"'its' is {context.run}, a run"
+    return None
+
+
 def _fill_docs(intent: Intent, entities: Entities, context: Context) -> None:
     named = entities.all("sweep")
     sweeps = ", ".join(s.removeprefix("sweeps/") for s in context.known.sweeps) or "none"
@@ -446,6 +476,13 @@ def _fill_docs(intent: Intent, entities: Entities, context: Context) -> None:
         return
     if not named and re.search(DOCS_FROM_NO_ONE_SWEEP, intent.text.lower()) and len(context.known.sweeps) > 1:
         intent.clarify = f"The docs take their results from one sweep: which? ({sweeps})"
+        return
+    if (
+        not named
+        and sweep_in_words(intent.text, context) is None
+        and (other := _docs_from_no_sweep(entities, intent, context))
+    ):
+        intent.clarify = f"The docs take their results from a sweep, and {other}: which sweep? ({sweeps})"
         return
     if named:
         intent.args["sweep"] = str(named[-1])

@@ -21,6 +21,7 @@ from agent.understanding.arguments import (
     launch_text,
     no_sweep_said,
     sweep_in_words,
+    sweeps_said,
 )
 from agent.understanding.context import Context
 from agent.understanding.entities import (
@@ -69,7 +70,7 @@ from agent.understanding.mood import (
     without_notices,
     without_own_approval,
 )
-from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE
+from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE, THEM_NOUNS
 
 CLOSE = 1.0  # two actions scoring within this of each other: ask which is meant
 
@@ -466,6 +467,135 @@ def _vague_launch(plain: str, entities: Entities, intent: Intent) -> str | None:
     return (f"What should I launch, exactly? {wish.group(0)!r} names no setting I can set, so I would only train the "
             f"defaults ({call_text(intent)}). Say the settings, e.g. `train 20 steps with dp_shard=2 on 2 GPUs`, or "
             "`train with the defaults`.")  # fmt: skip
+
+
+# A run pointed at by its day, to be done again: "rerun yesterday's run with lr 0.0003", "relaunch last night's job on
+# 2 GPUs", "redo the run from this morning": which run is unsaid, and a launch copies no run's settings.
+_DAY = r"(?:yesterday|last\s+(?:night|week)|this\s+morning|(?:mon|tues|wednes|thurs|fri|satur|sun)day)"
+RUN_OF_A_DAY_AGAIN = (r"\b(?:re-?run|re-?launch|re-?start|re-?do|repeat|re-?submit|re-?queue|run\s+again)\s+"
+                      rf"(?:{_DAY}'s\s+(?:\w+\s+)?(?:run|job|training|experiment)|"
+                      rf"the\s+(?:run|job|training|experiment)\s+(?:from|of)\s+{_DAY})\b")  # fmt: skip
+
+
+def _run_of_a_day_again(plain: str, entities: Entities, intent: Intent, context: Context) -> str | None:
+    """One question where a launch repeats a run told only by its day and no run is named: which run, and its
+    settings, are unsaid (never the defaults with only the change said)."""
+    again = re.search(RUN_OF_A_DAY_AGAIN, plain.lower())
+    if again is None or entities.has("run"):
+        return None
+    runs = ", ".join(context.known.runs) or "none"
+    return (f"Which run is {again.group(0).split(maxsplit=1)[1]!r} ({runs})? A launch cannot copy its settings: say "
+            f"its layout, processes and steps. {launch_text(intent.args)}")  # fmt: skip
+
+
+# Several runs to be done again at once: "relaunch the runs of the list", "rerun all our jobs" (a launch starts one
+# run, and copies no run's settings).
+RUNS_AGAIN = (r"\b(?:re-?run|re-?launch|re-?start|re-?do|re-?submit|re-?queue)\s+(?:all\s+|every\s+)?"
+              r"(?:the|those|these|our|my|all)\s+(?:\w+\s+)?(?:runs|jobs|trainings|experiments)\b")  # fmt: skip
+
+
+# What a sweep is wished to be, in words no argument takes: "big enough to matter", "whichever config is cheapest",
+# yesterday's sweep ("a sweep for the best lr" or "the fastest layout" is what a sweep finds: no wish about it).
+SWEEP_WISH = (r"(?<![,;] )(?<![,;])\b(?:whatever|whichever)\b|"
+              r"\b(?:large|big|long|many|wide|broad|thorough|good)\s+enough\b|\bstatistically\b|"
+              r"\bsignificant\s+(?:results?|differences?|findings?)\b|\byesterday's\b|"
+              r"\b(?:from|of|like|as)\s+yesterday\b")  # fmt: skip
+# What a sweep states that it takes: its trials or experiment file, or a sweep named to repeat.
+SWEEP_STATED = ("trials", "file", "sweep")
+
+
+def _vague_sweep(plain: str, entities: Entities, intent: Intent) -> str | None:
+    """One question when a sweep names only a wish ("run a sweep big enough to matter", "sweep whichever config is
+    cheapest") and nothing it takes: the defaults swept for it would be a guess."""
+    wish = re.search(SWEEP_WISH, masked(plain.lower(), entities))
+    if wish is None or entities.has(*SWEEP_STATED):
+        return None
+    return (f"What should I sweep, exactly? {wish.group(0)!r} names nothing I can set, so I would only sweep the "
+            f"defaults ({call_text(intent)}). Say the trials or the config, e.g. `sweep configs/long.yaml with 8 "
+            "trials`.")  # fmt: skip
+
+
+# An experiment file put aside in a clause of its own, none of the action's: one the user will look at themself
+# ("I'll look at configs/long.yaml later"), or said broken or to be left alone ("configs/long.yaml is broken so leave
+# it alone"). The clause ends at a stop, a semicolon or a comma.
+_USER_LOOKS_AT = (r"\b(?:i|we)(?:'ll|'d|'m\s+going\s+to|\s+(?:will|would|can|could|might|shall|am\s+going\s+to|"
+                  r"want\s+to|need\s+to|have\s+to|plan\s+to))\s+(?:\w+\s+){0,2}?(?:look|check|review|read|fix|deal|"
+                  r"handle|get|inspect|go\s+over|examine|debug|edit|sort)\b[^;.!?,]*$")  # fmt: skip
+_SAID_BROKEN = (r"^\s*(?:\w+\s+){0,2}?(?:is|'s|seems|looks|was|got)\s+(?:\w+\s+)?(?:broken|buggy|busted|borked|"
+                r"corrupt\w*|messed\s+up|off[\s-]limits|a\s+mess)\b|\bleave\s+(?:it|that|this)\s+alone\b")  # fmt: skip
+
+
+def _file_put_aside(plain: str, entities: Entities, intent: Intent) -> str | None:
+    """One question where the experiment a launch or sweep would take is a file the sentence puts aside (the user's
+    to look at later, broken, to be left alone): the experiment's own in its place, offered for a yes."""
+    experiment = intent.args.get("experiment")
+    lowered = plain.lower()
+    for found in entities.found:
+        if found.kind != "file" or str(found.value) != experiment:
+            continue
+        start, end = found.span
+        before = re.split(r"[;.!?,]", lowered[:start])[-1]
+        after = re.split(r"[;.!?,]", lowered[end:])[0]
+        if re.search(_USER_LOOKS_AT, before) or re.search(_SAID_BROKEN, after):
+            del intent.args["experiment"]
+            verb = "launch" if intent.command == "run" else intent.command
+            return (f"You put {experiment} aside, so I would {verb} the experiment's own config instead: "
+                    f"{call_text(intent)}? yes / edit")  # fmt: skip
+    return None
+
+
+# A sentence that only tells how a run or sweep went, its subject that run or sweep and its verb past: "last week's
+# tuning sweep with 8 trials on configs/long.yaml was a waste", "yesterday's run on 4 GPUs was slow" (no order: a
+# second clause may give one, "..., so rerun it on 8": then the order is read as usual).
+TOLD_HOW_IT_WENT = (r"^\W*(?:(?:so|well|honestly|fyi|btw|ugh|hmm|ok|okay|sadly|frankly)\W+)*"
+                    r"(?:the|that|this|our|my|(?:last|previous)\s+(?:week|month|night|time|year)'s|"
+                    rf"{_DAY}'s|the\s+(?:last|previous|earlier|old))\s+(?:[\w/.'=-]+\s+){{0,8}}?"
+                    r"(?:sweep|run|job|training|launch)\b(?:[^;:.!?,]|\.(?=\w))*?\b(?:was|were|went|turned\s+out|"
+                    r"ended\s+up|took|failed|crashed|had|got)\b[^;:!?,]*[.!]?\s*$")  # fmt: skip
+
+
+def _told_how_it_went(plain: str, intent: Intent) -> str | None:
+    """One question where the sentence only tells how a run or sweep went: its facts are no new one's to start."""
+    if not re.search(TOLD_HOW_IT_WENT, plain.lower()):
+        return None
+    verb = "launch" if intent.command == "run" else "start"
+    return f"That tells me how it went; do you want me to {verb} a new one ({call_text(intent)})? yes / edit"
+
+
+# A count of what "those" or "them" point back at, the noun it counts said after the count or not at all: "8 of
+# those", "4 of those steps", "8 trials of those", "top 3 of them" (GPUs or nodes said before or after it in the
+# sentence are what it counts: "8 h100s, 4 of them for tp", "8 of those H200 things").
+_COUNTED_NOUN = "|".join(THEM_NOUNS.values())
+COUNT_OF_THOSE = (r"\b(?:(top|best|first)\s+)?(\d+|one|two|three|four|five|six|seven|eight|nine|ten|twelve|sixteen)\s+"
+                  rf"(?:({_COUNTED_NOUN})\s+)?of\s+(?:those|them|these|'?em)\b(?:\s+({_COUNTED_NOUN})\b)?")  # fmt: skip
+HARDWARE_SAID = rf"\b(?:{THEM_NOUNS['gpus']}|{THEM_NOUNS['nodes']})\b"
+
+
+def _count_of_those(intent: Intent, context: Context) -> str | None:
+    """One question where a count points back at what nothing counted: "8 of those and seq len 2048" with no
+    conversation, "launch 4 of those" or "8 trials of those" after a plan (its layouts, no GPUs of a launch or trials
+    of a sweep), "top 3 of those" (the best of what was listed, no count of GPUs). Only the GPUs of the plan before
+    ("now 8 of those") and of the launch just before ("make it 4 of them") are counted so."""
+    lowered = intent.text.lower()
+    found = re.search(COUNT_OF_THOSE, lowered)
+    if found is None or re.search(HARDWARE_SAID, lowered[: found.start()]):
+        return None  # no such count, or the GPUs it counts said before it ("8 h100s, 4 of them for tp")
+    top, count, between, after = found.groups()
+    if not top and any(noun and re.fullmatch(HARDWARE_SAID, noun) for noun in (between, after)):
+        return None  # "8 of those H200 things", "2 nodes of those": what it counts, said
+    counted = context.plan or context.launch if intent.command == "plan" else None
+    if intent.command == "run" and context.previous == "run":
+        counted = context.launch  # "make it 4 of them" after a launch: its GPUs
+    if counted and not top and not (between or after):
+        return None
+    if top:  # the best of a list picked, which no tool does
+        return (f"What should I do with {found.group(0)!r}? It picks among what was listed, which I cannot do; I "
+                f"would only guess ({call_text(intent)}, {count} as a count of GPUs). Say it outright, e.g. `plan on "
+                f"{count} GPUs` or `train 20 steps with dp_shard=2 on 2 GPUs`.")  # fmt: skip
+    return (
+        f"What does {found.group(0)!r} count? Nothing said before is counted so, and I would only guess "
+        f"({call_text(intent)}). Say it outright, e.g. `plan on {count} GPUs` or `train 20 steps on 2 GPUs`."
+    )
 
 
 # "When you can, ...", "whenever you get a chance, ...": a politeness about the assistant's time that opens an order,
@@ -1088,10 +1218,34 @@ def _the_launch_itself(described: str, lowered: str) -> bool:
     return bool(re.search(rf"\b{re.escape(described)}{DEFINED_AS}", lowered))
 
 
-def _named_before(described: str, context: Context) -> bool:
-    """Whether a description only points back at what the conversation named ("the aforementioned sweep")."""
+# The tools that take a sweep and no run: "the aforementioned run" is none of theirs.
+SWEEP_TAKERS = ("docs", "report", "pr", "trials")
+
+
+def _named_before(described: str, intent: Intent, context: Context) -> bool:
+    """Whether a description only points back at the one the conversation named ("the aforementioned sweep"); with
+    two sweeps said, or a run pointed at for a tool that takes a sweep, which is unsaid (asked)."""
     pointed = re.fullmatch(ALREADY_NAMED, described)
-    return bool(pointed) and bool(context.sweep if pointed.group(1) == "sweep" else context.run or context.sweep)
+    if pointed is None:
+        return False
+    one_sweep = len(sweeps_said(context)) == 1
+    if pointed.group(1) == "sweep" or intent.command in SWEEP_TAKERS:
+        return one_sweep and pointed.group(1) in ("sweep", "one", "experiment")
+    return bool(context.run) or one_sweep
+
+
+def _pointed_back_unclear(described: str, intent: Intent, context: Context) -> str | None:
+    """The question for "the said sweep" where the conversation named two sweeps or none, or for "the aforementioned
+    run" given to a tool that takes a sweep."""
+    pointed = re.fullmatch(ALREADY_NAMED, described)
+    if pointed is None or (pointed.group(1) != "sweep" and intent.command not in SWEEP_TAKERS):
+        return None
+    sweeps = ", ".join(context.known.sweeps) or "none"
+    if pointed.group(1) in ("run", "job"):
+        return f"That takes a sweep, and {described!r} is a run: which sweep do you mean? ({sweeps})"
+    said = sweeps_said(context)
+    told = " and ".join(said) if len(said) > 1 else "no sweep"
+    return f"Which sweep do you mean by {described!r}? The conversation named {told} (sweeps here: {sweeps})."
 
 
 def clarify(intent: Intent, plain: str, entities: Entities, context: Context, scores: dict[str, float]) -> None:
@@ -1113,6 +1267,12 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
                           f"steps, e.g. `train 20 steps on 2 GPUs` with the setting)?")  # fmt: skip
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _unplaced_number(plain, entities, intent)
+    if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
+        intent.clarify = _count_of_those(intent, context)
+    if intent.clarify is None and intent.command in ("run", "sweep") and intent.args.get("experiment"):
+        intent.clarify = _file_put_aside(plain, entities, intent)
+    if intent.clarify is None and intent.command in ("run", "sweep"):
+        intent.clarify = _told_how_it_went(plain, intent)
     if intent.clarify is None:
         intent.clarify = _timed(plain, entities, intent)
     if intent.clarify is None:
@@ -1155,7 +1315,7 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         described = None  # "the long-context config, the 1024 one": its seq_len, said of the file named
     if described and re.fullmatch(DESCRIBED_BY_SIZE, str(described)) and sweep_in_words(intent.text, context):
         described = None  # "the little sweep where we tried learning rates": the rest of the sentence tells it apart
-    if described and _named_before(str(described), context):
+    if described and _named_before(str(described), intent, context):
         described = None  # "the said sweep" after a sweep was read: that sweep (arguments fills it)
     if described and intent.command == "run" and re.fullmatch(DEFAULT_ONE, str(described)):
         described = None  # "start a training run, just the normal one": the experiment's defaults
@@ -1163,7 +1323,7 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         described = None  # "submit the batch job on 4 GPUs", "the approved run is 2 GPUs ...; start it"
     if described and intent.command in (*NAMED_TOOLS, "run") and not entities.has("run", "sweep") and not winner:
         runs, sweeps = ", ".join(context.known.runs) or "none", ", ".join(context.known.sweeps) or "none"
-        intent.clarify = (
+        intent.clarify = _pointed_back_unclear(str(described), intent, context) or (
             f"Which do you mean by {described!r}? I find none it describes (runs: {runs}; sweeps: {sweeps})."
         )
     if intent.clarify is None and intent.command in ("run", "sweep") and (source := _unknown_source(entities)):
@@ -1201,9 +1361,21 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
                           f"and settings do you mean? So far I read {call_text(intent)}.")  # fmt: skip
     if intent.clarify is None and intent.command == "run" and (why := _unordered_launch(plain.lower(), entities)):
         intent.clarify = held_back_question(why, call_text(intent))  # "tonight: 4 GPUs, FSDP, 120 steps"
+    if intent.clarify is None and intent.command == "run":
+        intent.clarify = _run_of_a_day_again(plain, entities, intent, context)
+    if intent.clarify is None and intent.command == "run" and (several := re.search(RUNS_AGAIN, plain.lower())):
+        intent.clarify = (f"Which run should I launch again? {several.group(0)!r} is several, and a launch starts one "
+                          f"and copies none of their settings. {launch_text(intent.args)}")  # fmt: skip
     if intent.clarify is None and intent.command == "run":  # after the questions that name what is unsaid better
         intent.clarify = (_vague_launch(plain, entities, intent) or _past_then_now(plain, intent)
                           or _anothers_repeat(plain, intent))  # fmt: skip
+    if intent.clarify is None and intent.command == "sweep":
+        intent.clarify = _vague_sweep(plain, entities, intent)
+    if intent.clarify is None and intent.command == "sweep" and (earlier := re.search(ALREADY_NAMED, plain.lower())):
+        # "run the aforementioned sweep again", "bring the team into alignment with the said sweep": one that ran
+        # before, whose settings a new sweep does not copy
+        intent.clarify = (f"Do you want me to start a new sweep ({call_text(intent)})? {earlier.group(0)!r} ran "
+                          "before, and a new sweep does not copy its settings. yes / edit")  # fmt: skip
     if intent.command == "help" and intent.clarify is None and not re.search(GREETING, plain.lower()):
         intent.clarify = _unsure(best)
     if (
