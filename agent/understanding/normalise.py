@@ -1585,6 +1585,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(?:a|one)\s+dozen\b", "12", text, flags=re.I)
     text = re.sub(SPOKEN_NAME, lambda found: _spoken_name(found, known), text, flags=re.I)
     text = re.sub(SPOKEN_DIGITS, _spoken_digits, text, flags=re.I)
+    text = re.sub(RADIO_DIGITS, _spoken_digits, text, flags=re.I)
     text = re.sub(HOMOPHONE_COUNT, _homophone, text, flags=re.I)
     # a decimal dictated from "zero point" digit by digit ("zero point zero zero one" is 0.001); "zero" alone stays
     text = re.sub(rf"\bzero\s+point((?:\s+(?:zero|oh|{_DIGIT}))+)\b", _dictated_decimal, text, flags=re.I)
@@ -1902,6 +1903,10 @@ SPOKEN_DIMS = {"tee pee": "tp", "pee pee": "pp", "see pee": "cp", "ee pee": "ep"
 # version's ("three point one four oh five" is 3.1 and 405).
 _DIGIT = "one|two|three|four|five|six|seven|eight|nine"
 SPOKEN_DIGITS = rf"(?<!point\s)\b(?:{_DIGIT})(?:\s+(?:oh|{_DIGIT}))*\s+oh(?:\s+(?:oh|{_DIGIT}))*\b"
+# The same said radio-style, digits joined by hyphens with "zero" among them ("steps five-zero" is 50, "one-two-
+# zero-eight" is 1208): "zero" makes it digits, never a sum ("twenty-five" stays a number word). The first digit is
+# never "zero" (ZeRO-3 is a layout).
+RADIO_DIGITS = rf"(?<!point\s)\b(?:{_DIGIT})(?:-(?:zero|{_DIGIT}))*-zero(?:-(?:zero|{_DIGIT}))*\b"
 
 
 # Letters dictated as the words that sound like them, then a number: "are one" is r1, "tee two" is t2. Read as that
@@ -2194,7 +2199,8 @@ def _not_default(found: re.Match) -> str:
 
 
 def _spoken_digits(found: re.Match) -> str:
-    return "".join("0" if w == "oh" else str(UNITS[w]) for w in found.group(0).lower().split())
+    words = found.group(0).lower().replace("-", " ").split()
+    return "".join("0" if w in ("oh", "zero") else str(UNITS[w]) for w in words)
 
 
 def _dictated_decimal(found: re.Match) -> str:
