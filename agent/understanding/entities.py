@@ -198,7 +198,9 @@ UNKNOWN_SOURCE = (
 SPELLED_OUT = r"^\s*(?::|\(|-|,?\s*(?:which are|namely|i\.e\.|that is|so)\b)\s*\S"
 # Every preset's family (the letters its name starts with: llama, qwen, mixtral, deepseek...), longest first.
 FAMILIES = "|".join(sorted({re.match(r"[a-z]+", key).group(0) for key in MODELS}, key=len, reverse=True))
-OWN_MODEL = r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model)\b"
+# ("my first model": the user's first one trained, no preset named: the experiment's own)
+OWN_MODEL = (r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model|"
+             r"(?:our|my)\s+(?:very\s+)?first\s+(?:ever\s+)?model)\b")  # fmt: skip
 MEMORY_EACH = r"\b(\d+(?:\.\d+)?)\s*(gib|gb)\b\s*(?:of\s+(?:memory|vram|ram)\s*)?(?:each|per|apiece|a piece)"
 # A model of the user's described by what it does ("my chatbot model", "our support llm"): no preset, and maybe not
 # the experiment's own either (that is "my model", "our own model"), so which is asked.

@@ -201,6 +201,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"workstation|node)\b[^.?!;]*\b(?:gpus?|memory|v?ram|cpus?|cards|cores|accelerators)\b",
             4,
         ),
+        # radio-speak for a look at the machine: "equipment check", "say accelerators on station"
+        (r"\b(?:equipment|hardware|gpu|accelerator)\s+check\b", 4),
+        (r"\b(?:accelerators?|gpus?|cards)\s+(?:on|at)\s+(?:station|hand)\b", 3),
         (r"\bram\b", 1.5),
         # "run nvidia-smi for me": the hardware tool's own look at the cards, no launch ("run" of a program)
         (r"\b(?:run|execute|exec)\s+(?:\S+\s+){0,2}?nvidia-smi\b(?!\s+-)", 4),

@@ -619,6 +619,21 @@ def _flag(found: re.Match) -> str:
     return said + found.group(2)[len(value) :]
 
 
+# A plan written with short flags ("plan -g h100 -d 8 -m llama-3.1-8b"): "-d" is its devices where the line is a
+# plan's command and names its card or model by flag too ("-d" alone elsewhere may be anything: docker's detach).
+PLAN_SHORT_LINE = r"\bplan(?:\s+-[gdm]\s+\S+){2,}"
+PLAN_SHORT_FLAGS = {"g": "--gpu", "d": "--devices", "m": "--model"}
+
+
+def _plan_short_flags(text: str) -> str:
+    """`text` with a plan's short flags written long ("-d 4" is "--devices 4"), where the line is a plan's."""
+    line = re.search(PLAN_SHORT_LINE, text, re.I)
+    if not line or not re.search(r"\s-[gm]\s", line.group(0)):
+        return text
+    long = re.sub(r"(?<=\s)-([gdm])(?=\s)", lambda flag: PLAN_SHORT_FLAGS[flag.group(1)], line.group(0))
+    return text[: line.start()] + long + text[line.end() :]
+
+
 # Slurm's flags for the machines a job gets ("sbatch --nodes=4 --gres=gpu:8", "srun -N 2 --ntasks-per-node=8"): the
 # nodes, and the GPUs (or ranks, one a GPU) in each, as the words that say them. "-N" is Slurm's nodes ("-n" its tasks).
 # ("--gpus=16" is the job's GPUs in all: left to the tools' flags below)
@@ -1505,6 +1520,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(PRICE, "a price", text, flags=re.I)
     text = _slurm(text)
     text = re.sub(SUFFIX, _suffix_typo, text, flags=re.I)
+    text = _plan_short_flags(text)
     text = re.sub(FLAG, _flag, text, flags=re.I)
     text = re.sub(KEY_SET_TO, r"\1=\2", text, flags=re.I)
     text = _compounds(text)
