@@ -848,8 +848,9 @@ trials without gpus disabled enabled disable enable list
 completed finish stop wait kill abort halt resume batch micro precision default delete remove open private
 single baseline config configuration
 main straight directly handle
-situation"""  # the refusal rules' own words ("push stright to mian" is pushed to main); the hardware's ("the gpu
-# sitation")
+situation
+compile"""  # the refusal rules' own words ("push stright to mian" is pushed to main); the hardware's ("the gpu
+# sitation"); a setting's ("no compil": torch.compile off)
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
