@@ -2423,5 +2423,6 @@ def _fix_typos(text: str, known: set[str]) -> str:
         close = close or [k for k in QUESTION_WORDS if _one_swap(lowered, k)]
         return close[0] if len(set(close)) == 1 or (close and _one_swap(lowered, close[0])) else word
 
-    # a contraction's stem is no typo: "shouldn't" is not "should't", a negation kept
-    return re.sub(r"(?<![\w./=-])[A-Za-z]+(?![\w./=-]|'t\b)", fix, text)
+    # a contraction's stem is no typo: "shouldn't" is not "should't", a negation kept; a word that ends its sentence
+    # is one ("40 stpes."), a file's stem is not ("stpes.json")
+    return re.sub(r"(?<![\w./=-])[A-Za-z]+(?![\w/=-]|\.\w|'t\b)", fix, text)
