@@ -1193,6 +1193,10 @@ NOT_A_SETTING = (r"^(?:no,|no wait|no need|not sure|no more than|no less than|no
                  r"no (?:other|further) change|without (?:waiting|asking|confirm\w*|delay|further ado|me)|"
                  rf"no (?:[\w-]+\s+){{1,3}}?{TROUBLE_NOUN}|"  # "no grad clipping problems lately": the problems
                  r"off (?:the|of|from|_)|not\b.{0,12}\?$)")  # fmt: skip
+# What the team lacks for something, said as the reason of a setting turned off before it ("no warmup, we don't
+# have bandwidth for a ramp-up"). Said alone ("we don't have time for packing") it is asked about.
+LACKING_FOR = (r"(?:don'?t|do not|doesn'?t|does not)\s+have\s+(?:the\s+|any\s+|enough\s+)?(?:bandwidth|time|budget|"
+               r"capacity|patience|appetite|room)\s+for\b")  # fmt: skip
 # A bare "no" that opens the message, alone in its sentence ("wait no. same thing but ...", "no! redo it with ..."):
 # the turn before taken back, no setting ("fp8? no." takes fp8 back: a word before it).
 NO_FIRST = r"no\s*[.!;:\u2013\u2014-]"
@@ -1274,6 +1278,8 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             continue  # "with packing, not without": the setting said on, said again
         if re.match(VALUE_NOT_THAT, after) and re.search(r"\d\s*,?\s*$", before):
             continue  # "the micro batch in 4, not 8": the value said, the one refused after it no setting
+        if re.match(LACKING_FOR, after) and (re.search(NEGATION, before) or _turned_off(intent)):
+            continue  # "no warmup, we don't have bandwidth for a ramp-up": the reason of a setting turned off before
         if _refers_to_a_layout(lowered, found, entities):  # "pp=2 was slow so skip it": the layout, no setting
             continue
         # "not the long config", "don't want the default experiment": a name
@@ -1297,6 +1303,11 @@ WITHOUT = r"without(?:\s+it)?\W*$"
 NOT_WITHOUT = rf"not\s+{WITHOUT}"
 # A value refused right after the value said, nothing named after it: "in 4, not 8".
 VALUE_NOT_THAT = r"not\s+\d+(?:\.\d+)?(?:e-?\d+)?(?=\s*(?:[,.;!?]|$))"
+
+
+def _turned_off(intent: Intent) -> bool:
+    """Whether the launch turns a setting off or to zero ("no warmup" is train.warmup_steps=0)."""
+    return any(o.endswith(("=false", "=0")) for o in intent.args.get("set", []))
 
 
 def _refers_to_a_layout(lowered: str, negation: re.Match, entities: Entities) -> bool:

@@ -187,7 +187,8 @@ UNKNOWN_SOURCE = (
     r"(?:referred\s+to|referenced|mentioned|discussed|described|outlined|agreed(?:\s+(?:on|upon))?)(?=\s+"
     r"(?:in|at|during|on|over|earlier|before|previously|last|yesterday)\b)|"
     rf"\b(?:as\s+)?per\s+(?:the|our|my|your|this morning'?s|yesterday'?s|last week'?s|today'?s)\s+(?:\w+\s+)?"
-    rf"{_TALK}\b|\bas\s+(?:we\s+)?(?:discussed|agreed|briefed|arranged)\b|"
+    rf"{_TALK}\b|\bas\s+(?:we\s+)?(?:(?:previously|earlier|already|originally|before)\s+)?"
+    r"(?:discussed|agreed|briefed|arranged|instructed|outlined)\b|"
     r"\b(?:the|our|my)\s+(?:new|newer|updated|improved|latest)\s+model\b(?!\s*[:,(]?\s*(?!(?:on|in|at|with|for|to|over|across)\b)[a-z]+[\s-]*\d)|"
     # "like my teammate did", "the way Alice set it up", "as bob had it"
     rf"\b(?:like|as|the way|how)\s+(?:{_SOMEONE})\s+(?:did|does|had it|has it|ran it|runs it|set it up|sets it up|"
@@ -197,7 +198,9 @@ UNKNOWN_SOURCE = (
 SPELLED_OUT = r"^\s*(?::|\(|-|,?\s*(?:which are|namely|i\.e\.|that is|so)\b)\s*\S"
 # Every preset's family (the letters its name starts with: llama, qwen, mixtral, deepseek...), longest first.
 FAMILIES = "|".join(sorted({re.match(r"[a-z]+", key).group(0) for key in MODELS}, key=len, reverse=True))
-OWN_MODEL = r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model)\b"
+# ("my first model": the user's first one trained, no preset named: the experiment's own)
+OWN_MODEL = (r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model|"
+             r"(?:our|my)\s+(?:very\s+)?first\s+(?:ever\s+)?model)\b")  # fmt: skip
 MEMORY_EACH = r"\b(\d+(?:\.\d+)?)\s*(gib|gb)\b\s*(?:of\s+(?:memory|vram|ram)\s*)?(?:each|per|apiece|a piece)"
 # A model of the user's described by what it does ("my chatbot model", "our support llm"): no preset, and maybe not
 # the experiment's own either (that is "my model", "our own model"), so which is asked.

@@ -163,6 +163,10 @@ STATUS_SHORTHAND = r"(?<![\w.-])(?:st|stat|sts)\s*\?"
 # A machine, and what it holds (the hardware cues below).
 _MACHINE = r"(?:box|machine|host|computer|server|workstation|node|rig)"
 _PART = r"(?:gpus?|accelerators?|cards|cores|cpus?|memory|v?ram)"
+# A file the object of a fetching verb ("pull its memory.json"), right after the verb and a determiner.
+FETCHED_FILE = (r"\b(?:pull|grab|fetch)\s+(?:up\s+)?(?:(?:its|the|their|[\w-]+'s)\s+)?"
+                r"[\w./-]+\.(?:jsonl?|ya?ml|txt|md|log|csv|toml)\b")  # fmt: skip
+
 CUES: dict[str, list[tuple[str, float]]] = {
     "hardware": [
         (r"\bhardware\b(?!\s*[:=]\s*\S)", 4),  # "- hardware: 1 x H100" is a field of the request, no question of it
@@ -197,6 +201,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"workstation|node)\b[^.?!;]*\b(?:gpus?|memory|v?ram|cpus?|cards|cores|accelerators)\b",
             4,
         ),
+        # radio-speak for a look at the machine: "equipment check", "say accelerators on station"
+        (r"\b(?:equipment|hardware|gpu|accelerator)\s+check\b", 4),
+        (r"\b(?:accelerators?|gpus?|cards)\s+(?:on|at)\s+(?:station|hand)\b", 3),
         (r"\bram\b", 1.5),
         # "run nvidia-smi for me": the hardware tool's own look at the cards, no launch ("run" of a program)
         (r"\b(?:run|execute|exec)\s+(?:\S+\s+){0,2}?nvidia-smi\b(?!\s+-)", 4),
@@ -361,6 +368,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
         ),
         # a reading verb and a file named by its extension: the file itself, not what its figures mean
         (r"\b(?:cat|less|head|tail|print|dump|show|open|display|read)\b.*\.(?:jsonl?|ya?ml|txt|md|log|csv|toml)\b", 4),
+        # the file itself the object of a fetching verb: "pull its memory.json", "grab tp-try's config.yaml" (not
+        # "pull the loss out of metrics.json": a figure fetched)
+        (FETCHED_FILE, 4),
         # a run's folder listed as on a shell: "ls runs/tp-try" (its files, not the list of runs)
         (LISTED_RUN, 6),
     ],
@@ -449,6 +459,11 @@ CUES: dict[str, list[tuple[str, float]]] = {
             r"\bwaiting (?:for|on|until) (?:such |its |their |the )?completion\b|"
             # a terse command, the tool's verb and a colon: "wait: runs/r1 ; report final state"
             r"^\W*wait\s*:|"
+            # the verb written as a call, as a programmer does: "wait(2) on r1", "wait(r1)"
+            r"^\W*wait\s*\([^()]{0,20}\)|"
+            # a report asked for when the run ends, its subject left out: "report final state when complete"
+            r"\b(?:report|tell|give|send|ping)\b[^.?!;]{0,30}\b(?:when|once|upon)\s+(?:it'?s\s+|it\s+is\s+)?"
+            r"(?:complete|completed|done|finished|over)\b|"
             # "waiting for r1 to finish, ping me": the wait asked by its participle, and word sent after the end
             r"^\W*(?:keep\s+)?waiting (?:for|on|until|till)\b|"
             r"\b(?:finish\w*|complete\w*|is done|ends?)\b[^.?!;]{0,20}\b(?:ping|tell|notify|alert|message) me\b",

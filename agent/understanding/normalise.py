@@ -619,6 +619,21 @@ def _flag(found: re.Match) -> str:
     return said + found.group(2)[len(value) :]
 
 
+# A plan written with short flags ("plan -g h100 -d 8 -m llama-3.1-8b"): "-d" is its devices where the line is a
+# plan's command and names its card or model by flag too ("-d" alone elsewhere may be anything: docker's detach).
+PLAN_SHORT_LINE = r"\bplan(?:\s+-[gdm]\s+\S+){2,}"
+PLAN_SHORT_FLAGS = {"g": "--gpu", "d": "--devices", "m": "--model"}
+
+
+def _plan_short_flags(text: str) -> str:
+    """`text` with a plan's short flags written long ("-d 4" is "--devices 4"), where the line is a plan's."""
+    line = re.search(PLAN_SHORT_LINE, text, re.I)
+    if not line or not re.search(r"\s-[gm]\s", line.group(0)):
+        return text
+    long = re.sub(r"(?<=\s)-([gdm])(?=\s)", lambda flag: PLAN_SHORT_FLAGS[flag.group(1)], line.group(0))
+    return text[: line.start()] + long + text[line.end() :]
+
+
 # Slurm's flags for the machines a job gets ("sbatch --nodes=4 --gres=gpu:8", "srun -N 2 --ntasks-per-node=8"): the
 # nodes, and the GPUs (or ranks, one a GPU) in each, as the words that say them. "-N" is Slurm's nodes ("-n" its tasks).
 # ("--gpus=16" is the job's GPUs in all: left to the tools' flags below)
@@ -833,8 +848,9 @@ trials without gpus disabled enabled disable enable list
 completed finish stop wait kill abort halt resume batch micro precision default delete remove open private
 single baseline config configuration
 main straight directly handle
-situation"""  # the refusal rules' own words ("push stright to mian" is pushed to main); the hardware's ("the gpu
-# sitation")
+situation
+compile"""  # the refusal rules' own words ("push stright to mian" is pushed to main); the hardware's ("the gpu
+# sitation"); a setting's ("no compil": torch.compile off)
 WORDS = sorted(set(VOCABULARY) | set(_MORE_WORDS.split()))
 # mixtral is no typo of mistral: a family without a preset, asked about (entities.OTHER_FAMILIES)
 _KEEP = """mixtral phi falcon deepseek gig gigs nvl pcie sxm smollm qwen gemma llama mistral model repo repos notes note
@@ -1505,6 +1521,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(PRICE, "a price", text, flags=re.I)
     text = _slurm(text)
     text = re.sub(SUFFIX, _suffix_typo, text, flags=re.I)
+    text = _plan_short_flags(text)
     text = re.sub(FLAG, _flag, text, flags=re.I)
     text = re.sub(KEY_SET_TO, r"\1=\2", text, flags=re.I)
     text = _compounds(text)
@@ -1585,6 +1602,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(?:a|one)\s+dozen\b", "12", text, flags=re.I)
     text = re.sub(SPOKEN_NAME, lambda found: _spoken_name(found, known), text, flags=re.I)
     text = re.sub(SPOKEN_DIGITS, _spoken_digits, text, flags=re.I)
+    text = re.sub(RADIO_DIGITS, _spoken_digits, text, flags=re.I)
     text = re.sub(HOMOPHONE_COUNT, _homophone, text, flags=re.I)
     # a decimal dictated from "zero point" digit by digit ("zero point zero zero one" is 0.001); "zero" alone stays
     text = re.sub(rf"\bzero\s+point((?:\s+(?:zero|oh|{_DIGIT}))+)\b", _dictated_decimal, text, flags=re.I)
@@ -1902,6 +1920,10 @@ SPOKEN_DIMS = {"tee pee": "tp", "pee pee": "pp", "see pee": "cp", "ee pee": "ep"
 # version's ("three point one four oh five" is 3.1 and 405).
 _DIGIT = "one|two|three|four|five|six|seven|eight|nine"
 SPOKEN_DIGITS = rf"(?<!point\s)\b(?:{_DIGIT})(?:\s+(?:oh|{_DIGIT}))*\s+oh(?:\s+(?:oh|{_DIGIT}))*\b"
+# The same said radio-style, digits joined by hyphens with "zero" among them ("steps five-zero" is 50, "one-two-
+# zero-eight" is 1208): "zero" makes it digits, never a sum ("twenty-five" stays a number word). The first digit is
+# never "zero" (ZeRO-3 is a layout).
+RADIO_DIGITS = rf"(?<!point\s)\b(?:{_DIGIT})(?:-(?:zero|{_DIGIT}))*-zero(?:-(?:zero|{_DIGIT}))*\b"
 
 
 # Letters dictated as the words that sound like them, then a number: "are one" is r1, "tee two" is t2. Read as that
@@ -2194,7 +2216,8 @@ def _not_default(found: re.Match) -> str:
 
 
 def _spoken_digits(found: re.Match) -> str:
-    return "".join("0" if w == "oh" else str(UNITS[w]) for w in found.group(0).lower().split())
+    words = found.group(0).lower().replace("-", " ").split()
+    return "".join("0" if w in ("oh", "zero") else str(UNITS[w]) for w in words)
 
 
 def _dictated_decimal(found: re.Match) -> str:
@@ -2400,5 +2423,6 @@ def _fix_typos(text: str, known: set[str]) -> str:
         close = close or [k for k in QUESTION_WORDS if _one_swap(lowered, k)]
         return close[0] if len(set(close)) == 1 or (close and _one_swap(lowered, close[0])) else word
 
-    # a contraction's stem is no typo: "shouldn't" is not "should't", a negation kept
-    return re.sub(r"(?<![\w./=-])[A-Za-z]+(?![\w./=-]|'t\b)", fix, text)
+    # a contraction's stem is no typo: "shouldn't" is not "should't", a negation kept; a word that ends its sentence
+    # is one ("40 stpes."), a file's stem is not ("stpes.json")
+    return re.sub(r"(?<![\w./=-])[A-Za-z]+(?![\w/=-]|\.\w|'t\b)", fix, text)
