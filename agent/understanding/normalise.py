@@ -11,6 +11,7 @@ Names the repository holds (runs, sweeps, files) are never "corrected": they are
 from __future__ import annotations
 
 import difflib
+from dataclasses import fields
 
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.descriptions import layouts_in_words, packing_in_words
@@ -24,6 +25,7 @@ from agent.understanding.grammar import (
     VOCABULARY,
     _one_swap,
 )
+from trainer.config import DataSpec, TrainSpec
 from trainer.hardware import GPU_ALIASES, GPUS
 
 # Number words, composed as people say them ("seventy", "thirty-two", "two hundred", "three point two"): a run of
@@ -1492,10 +1494,47 @@ def _explaining_comment(text: str) -> str:
     return text[: found.start()] if re.search(COMMENT_EXPLAINS, found.group(1), re.I) else text
 
 
+# Settings written as JSON ("launch {"nproc": 4, "steps": 40, "packing": false}", a bare `"gpu": "h200"`): each pair
+# as the `key=value` the parser reads. A call's own argument keeps its name, a key of the trainer's config said without
+# its section gets it ("packing" is data.packing), an "overrides" object is unwrapped; a key the parser does not know
+# is left as JSON, so that it is asked about (questions.UNKNOWN_JSON_KEY), never dropped.
+JSON_PAIR = (r'"(?P<key>[A-Za-z_][\w.-]*)"\s*:\s*'
+             r'(?P<value>"[^"\\]*"|-?(?:\d+(?:\.\d*)?|\.\d+)(?:e-?\d+)?|true|false)(?=\s*[,}\]]|\s*$|\s)')  # fmt: skip
+JSON_OVERRIDES_OPEN = r'"(?:overrides|set)"\s*:\s*[{\[]'
+CALL_KEYS = {"nproc", "layout", "steps", "model", "gpu", "devices", "nodes", "seq_len", "experiment", "trials",
+             "sweep", "run", "memory", "metric", "path"}  # fmt: skip
+SECTIONS = {"data": DataSpec, "train": TrainSpec}
+SECTION_KEYS = {section: {field.name for field in fields(spec)} for section, spec in SECTIONS.items()}
+
+
+def _json_key(key: str) -> str | None:
+    """The key a JSON pair's key stands for, or None where the parser does not know it."""
+    if "." in key or key in CALL_KEYS:
+        return key
+    sections = [section for section, names in SECTION_KEYS.items() if key in names]
+    return f"{sections[0]}.{key}" if len(sections) == 1 else None
+
+
+def _json_pair(found: re.Match) -> str:
+    key = _json_key(found.group("key"))
+    return f"{key}={found.group('value').strip(chr(34))}" if key else found.group(0)
+
+
+def _json_settings(text: str) -> str:
+    if not re.search(JSON_PAIR, text):
+        return text
+    text = re.sub(JSON_OVERRIDES_OPEN, " ", text)
+    text = re.sub(JSON_PAIR, _json_pair, text)
+    if re.search(r'"[\w.-]+"\s*:', text):
+        return text  # a key left as JSON: asked about with its object as said
+    return re.sub(r"[{}\[\]]", " ", text)  # the object's braces gone once its pairs are read ("{nproc=4, steps=40}")
+
+
 def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     """`text` with typos fixed and numbers written as digits; case and paths kept."""
     known = {k.lower() for k in known}
     text = _explaining_comment(text)
+    text = _json_settings(text)
     text = _key_value_lines(text)
     text = _heading_picked(text)
     text = _list_labels(text)
@@ -2019,7 +2058,8 @@ TROUBLE_NOUN = (r"(?:issues?|problems?|surprises?|concerns?|troubles?|worries|wo
 _ZERO_KEYS = {"warmup": r"warm-?up(?:\s+steps)?", "weight decay": r"weight[\s_-]+decay",
               "grad clip": r"grad(?:ient)?[\s_-]+clip(?:ping)?|clipping"}  # fmt: skip
 # (also "leave out", "excluding", "w/o", "don't bother with", and radio talk's "negative on"; a count after it is the
-# run's when a noun of its own follows: "no warmup 2 gpus")
+# run's when a noun of its own follows: "no warmup 2 gpus", and "no warmup 25 steps", as a warmup taken back has no
+# length (WARMUP_STEPS))
 ZERO_NEGATOR = (r"(?:\bno|\bwithout|\bw/o|\bskip(?:ping)?|\bdisable|\bdisabling|\bturn\s+off|\bzero|"
                 r"\b(?:leave|leaving|left)\s+out|\bexclud(?:e|ing)|\bomit(?:ting)?|\bnegative(?:\s+on)?|"
                 r"\b(?:don'?t|do\s+not|no\s+need\s+to)\s+bother\s+(?:with|about)|"
@@ -2034,7 +2074,7 @@ TURNED_OFF_BY_ZERO = (rf"{ZERO_NEGATOR}(?:\s+|-)(?:any\s+|the\s+)?"
                       rf"(?P<key>{'|'.join(_ZERO_KEYS.values())})\b(?>(?:\s+(?:stage|phase|period)\b)?)"
                       r"(?!\s*(?:change|changes|setting|settings|tweak|value|[=:]|at\b(?!\s+all\b)|of\b|to\b|from\b|by\b|"
                       r"down\b|back\b))"
-                      rf"(?!\s*\d(?!\d*\s*(?:gpus?|nodes?|devices?|process(?:es)?|procs?|cards?)\b))"
+                      rf"(?!\s*\d(?!\d*\s*(?:gpus?|nodes?|devices?|process(?:es)?|procs?|cards?|steps?(?!\s+(?:more|less|longer|shorter|fewer|extra|of)\b))\b))"
                       # a noun the setting only qualifies ("no clipping issues last time"): that noun negated
                       rf"(?!\s+{TROUBLE_NOUN})"
                       # a list the negation may govern ("no clipping and fsdp"): left to the rules that ask

@@ -1094,6 +1094,18 @@ def _named_before(described: str, context: Context) -> bool:
     return bool(pointed) and bool(context.sweep if pointed.group(1) == "sweep" else context.run or context.sweep)
 
 
+# A JSON pair the normaliser left as said (normalise.JSON_PAIR): its key is none the parser knows.
+UNKNOWN_JSON_KEY = r'"([A-Za-z_][\w.-]*)"\s*:'
+
+
+def _unknown_json_key(plain: str, intent: Intent) -> str | None:
+    """One question where a setting written as JSON has a key the parser does not know: never dropped."""
+    if not (found := re.search(UNKNOWN_JSON_KEY, plain)):
+        return None
+    return (f"I do not know the setting {found.group(1)!r}: which key of the experiment is it (e.g. `train.lr`, "
+            f"`data.packing`)? I would call {call_text(intent)} without it.")  # fmt: skip
+
+
 def clarify(intent: Intent, plain: str, entities: Entities, context: Context, scores: dict[str, float]) -> None:
     """One question instead of the action where the planner is not sure of it (see the module docstring): the
     checks in order, each where no earlier one asked, and the holds (negated, put off, asked about) over all."""
@@ -1112,7 +1124,7 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
                           f"as it was ({call_text(intent)}), or start a new run with the change (say its GPUs and "
                           f"steps, e.g. `train 20 steps on 2 GPUs` with the setting)?")  # fmt: skip
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
-        intent.clarify = _unplaced_number(plain, entities, intent)
+        intent.clarify = _unknown_json_key(plain, intent) or _unplaced_number(plain, entities, intent)
     if intent.clarify is None:
         intent.clarify = _timed(plain, entities, intent)
     if intent.clarify is None:
