@@ -783,6 +783,10 @@ POINTED_BY_TIME = (
     # "spreading the model across GPUs last month", where the time tells when something else was done)
     rf"\bthe\s+(?:[\w-]+\s+){{0,2}}?(?:model|checkpoint)s?\s+(?:(?:from|of)\s+|(?:that\s+|which\s+)?"
     rf"(?:we|i|you|they|he|she)\s+(?:[\w'-]+\s+){{1,2}}?){_WHEN_DONE}\b|"
+    # or made by someone named, in a relative clause ("the checkpoint that Dana trained last week", Patois "di
+    # checkpoint weh Dana train last week"): no file records who trained what when
+    rf"\b(?:the|di)\s+(?:[\w-]+\s+){{0,2}}?(?:model|checkpoint)s?\s+(?:that|which|weh|wey|dat)\s+"
+    rf"(?:[\w'-]+\s+){{2,3}}?{_WHEN_DONE}\b|"
     # "the same as yesterday", "the same one from last week": what was done then, no run of the repository
     rf"\bthe\s+same\s+(?:[\w-]+\s+)?(?:as|of|from)\s+(?:yesterday|last\s+night|{_WHEN_DONE})\b"
 )
