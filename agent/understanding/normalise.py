@@ -564,6 +564,21 @@ def _french(text: str) -> str:
     return _word_for_word(text, FRENCH_MARKS, FRENCH_PHRASES, FRENCH, FRENCH_ALONE)
 
 
+# Jamaican Patois, word for word where two of its marks are said ("nuh pack di data", "pon di long config"): "nuh" is
+# "don't" before a verb and "no" before a setting that is turned off by its 0 ("nuh warmup neither": no warmup).
+PATOIS_MARKS = {"nuh", "di", "dis", "dat", "mi", "fi", "pon", "weh", "waan", "yuh", "cyaan", "wid", "inna", "seh"}
+PATOIS_PHRASES = {r"\bnuh\s+(?=(?:di\s+)?(?:warm-?up|weight\s+decay|grad(?:ient)?\s+clip|clipping)\b)": "no "}
+PATOIS = {"nuh": "don't", "di": "the", "dis": "this", "dat": "that", "mi": "me", "fi": "to", "jus": "just", "pon": "on",
+          "weh": "that", "waan": "want", "yuh": "you", "cyaan": "can't", "wid": "with", "inna": "in", "seh": "say",
+          "neither": "either"}  # fmt: skip
+# its negation, never dropped for want of a second mark ("nuh compile it")
+PATOIS_ALONE = r"(?<![\w'./=-])(?:nuh|cyaan)\s+[a-z]"
+
+
+def _patois(text: str) -> str:
+    return _word_for_word(text, PATOIS_MARKS, PATOIS_PHRASES, PATOIS, PATOIS_ALONE)
+
+
 def _hinglish(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "band kar do" stops a run of the repository's ("r1 ko band kar do"), elsewhere it turns a setting off
     names = "|".join(re.escape(name) for name in sorted(known, key=len, reverse=True))
@@ -1548,6 +1563,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(KEY_SET_TO, r"\1=\2", text, flags=re.I)
     text = _compounds(text)
     text = re.sub(VALUE_AT_FOREIGN, r"\1 at ", text, flags=re.I)
+    text = _patois(text)
     text = _portuguese(text)
     text = _spanish(text)
     text = _italian(text)
