@@ -928,6 +928,10 @@ MEAL = (r"\b(?:after|before|for|at|had|have|having|eat|eating|ate|grab|grabbing|
 # A price and the rate it is per ("$3.20 per GPU-hour", "$25.60/hr per node", "2 dollars an hour"): no count of
 # GPUs, nodes or anything a tool takes.
 _RATE = r"(?:(?:gpu|node|card|instance|machine)[\s-]*)?(?:hr|hour|h|month|mo|day|node|gpu|card|instance|machine)s?\b"
+# A number that names a person or a part of a paper, not a count: "Reviewer 2 asked", "as in Table 3", "Figure 4b"
+# (the noun kept, its number dropped: "Reviewer 2 ... 32 H100s" has one count).
+NUMBERED_NAME = (r"\b(reviewer|referee|figure|fig\.|table|appendix|equation|eq\.)\s*#?\s*\d+[a-z]?\b"
+                 r"(?!\s*(?:gpus?|nodes?|steps?|devices?|trials?|process(?:es)?|procs?|%|x\b))")  # fmt: skip
 PRICE = (r"(?:[$\u20ac\u00a3]\s?\d[\d,]*(?:\.\d+)?(?:\s?[km]\b)?|"
          r"\b\d[\d,]*(?:\.\d+)?\s*(?:dollars?|usd|eur|euros?|bucks|gbp|pounds)\b)"
          rf"(?:\s*(?:/|per\b|an?\b|each\b)\s*{_RATE})*")  # fmt: skip
@@ -1557,6 +1561,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(MEMORY_IN_BRACKETS, _memory_in_brackets, text, flags=re.I)
     text = re.sub(DONE_MYSELF, "", text, flags=re.I)
     text = re.sub(PRICE, "a price", text, flags=re.I)
+    text = re.sub(NUMBERED_NAME, r"\1", text, flags=re.I)
     text = _slurm(text)
     text = re.sub(SUFFIX, _suffix_typo, text, flags=re.I)
     text = re.sub(FLAG, _flag, text, flags=re.I)
