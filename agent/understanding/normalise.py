@@ -579,6 +579,34 @@ def _patois(text: str) -> str:
     return _word_for_word(text, PATOIS_MARKS, PATOIS_PHRASES, PATOIS, PATOIS_ALONE)
 
 
+# Archaic English, word for word where two of its marks are said ("Prithee, recount unto me every run that hath been",
+# "Launch thou a run ..., I beseech thee"): the plain words ("recount" is to tell them over: list).
+ARCHAIC_MARKS = {"prithee", "thou", "thee", "thy", "thine", "ye", "hath", "doth", "dost", "wilt", "shalt", "unto",
+                 "beseech", "hither", "whence", "mayhap", "perchance", "forsooth", "ere"}  # fmt: skip
+ARCHAIC_PHRASES = {r"[,;]?\s*i\s+(?:beseech|pray)\s+(?:thee|you)\b": ", please", r"\bdid\s+fare\b": "did",
+                   r"\brecount\s+(?:unto\s+|to\s+)?me\b": "list", r"\bi\s+prithee\b": "please"}  # fmt: skip
+ARCHAIC = {"prithee": "please", "thou": "you", "thee": "you", "thy": "your", "thine": "your", "ye": "you",
+           "hath": "has", "doth": "does", "dost": "do", "wilt": "will", "shalt": "shall", "unto": "to",
+           "recount": "list", "hither": "here", "mayhap": "maybe", "perchance": "maybe", "ere": "before",
+           "upon": "on"}  # fmt: skip
+ARCHAIC_ALONE = r"(?!)"  # none of its words acts or negates alone
+
+
+def _archaic(text: str) -> str:
+    return _word_for_word(text, ARCHAIC_MARKS, ARCHAIC_PHRASES, ARCHAIC, ARCHAIC_ALONE)
+
+
+# A value given with "let ... be": "let the learning rate be 0.0005", "let the seed be 7" (the setting set to it; "let
+# it be 4 gpus" is left to the rules that read counts).
+LET_BE = r"\blet\s+((?:the\s+)?(?!it\b|them\b)[a-z][a-z _-]{0,25}?)\s+be\s+(?=[\d.])"
+# A sequence length said as the sequences' size alone: "with sequences of 4096", "sequences of 8k" (its tokens
+# unsaid; a count of something else after it is that count's).
+SEQUENCES_OF = (
+    r"\b(sequences?\s+of\s+(?:length\s+)?)(\d{3,6}|\d+k)\b"
+    r"(?!\s*(?:tokens?|gpus?|nodes?|steps?|devices?|trials?|samples?|examples?|rows?|each|per)\b)"
+)
+
+
 def _hinglish(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "band kar do" stops a run of the repository's ("r1 ko band kar do"), elsewhere it turns a setting off
     names = "|".join(re.escape(name) for name in sorted(known, key=len, reverse=True))
@@ -1569,6 +1597,9 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = _compounds(text)
     text = re.sub(VALUE_AT_FOREIGN, r"\1 at ", text, flags=re.I)
     text = _patois(text)
+    text = _archaic(text)
+    text = re.sub(LET_BE, r"set \1 to ", text, flags=re.I)
+    text = re.sub(SEQUENCES_OF, r"\1\2 tokens", text, flags=re.I)
     text = _portuguese(text)
     text = _spanish(text)
     text = _italian(text)
