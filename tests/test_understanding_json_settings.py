@@ -3,7 +3,7 @@ gradients after the verb: every stated setting read, a key the parser does not k
 
 from __future__ import annotations
 
-from tests.understanding_support import read, read_as
+from tests.understanding_support import earlier_turn, read, read_as
 
 
 def test_a_json_object_of_call_arguments_and_config_keys_is_read(known) -> None:
@@ -50,3 +50,9 @@ def test_clipping_said_with_the_gradients_after_the_verb(known) -> None:
 def test_clipping_refused_is_never_set(known) -> None:
     intent = read("train 30 steps on 2 gpus, don't clip the gradients at 0.5", known)
     assert "train.grad_clip=0.5" not in intent.args.get("set", []) and intent.clarify
+
+
+def test_a_bare_json_pair_changes_the_plan_before(known) -> None:
+    earlier = earlier_turn("plan_layouts", {"model": "llama-3.1-8b", "gpu": "h100", "devices": 4}, "plan llama 8b on 4")
+    intent = read('again, but "gpu": "a100-80gb"', known, earlier)
+    assert (intent.command, intent.args.get("gpu"), intent.args.get("devices")) == ("plan", "a100-80gb", 4)
