@@ -1499,7 +1499,8 @@ BARE_NAMED = r"(?:^|[,;:.!?(]\s*|\b(?:of|for|from|on|in|about|with|vs|and|is|did
 DESCRIBED = (r"\b(?:the|that|this|my|our|your)\s+((?:(?!(?:the|an?|of|in|on|at|for|with|to|and|or|that|this|my|our|"
              rf"what|which|is|was|let'?s)\b)(?:(?:{'|'.join(MESH_DIMS)})=\d+|[a-z0-9][\w'.-]*)\s+){{1,4}}?)"
              r"(run|sweep|one|job|baseline|training|attempt|try|tuning|search|scan|experiment|study)\b"
-             r"(?!\s*(?:=|\.\w))")  # fmt: skip
+             # ("my advisor wants one more number": a count of what follows, no run; "the failed one more time" is one)
+             r"(?!\s*(?:=|\.\w))(?<!one(?=\s+more\s+(?!times?\b)[a-z]))")  # fmt: skip
 # Heads that name a sweep only where its words fit one ("the November layout experiment"); an experiment is a config
 # file too, so one that fits nothing is no question of a sweep ("the default experiment").
 STUDY_HEADS = ("experiment", "study")

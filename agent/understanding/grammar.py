@@ -806,6 +806,11 @@ _SETTINGS: list[tuple[str, str]] = [
     (rf"\bweight decay{SET_TO}{_NUMBER}", "train.weight_decay"),
     (rf"\bwarm-?up(?: steps)?{SET_TO}(\d+)", "train.warmup_steps"),
     (rf"\b(?:grad(?:ient)?[ _]clip(?:ping)?|clip)\s*(?:of|=|:|at|to)?\s*{ARTICLE_MANNER}{_NUMBER}", "train.grad_clip"),
+    # the gradients named after the verb: "clip the grads at 1.0", "clip gradient norm to 0.5"
+    (
+        rf"\bclip(?:ping)?\s+(?:the\s+)?grad(?:ient)?s?(?:\s+norms?)?\s+(?:at|to)\s+{ARTICLE_MANNER}{_NUMBER}",
+        "train.grad_clip",
+    ),
     # "in bf16", "precision=fp8", or bare in a launch's list ("..., bf16, lr 3e-4"); "in" kept in the match, so that
     # "not in fp8" is read as negated
     (r"\b(?:(?:in|with|using|at)\s+|precision\s*(?:=|:|to|of)?\s*)?(bf16|fp32|fp8)\b", "train.precision"),

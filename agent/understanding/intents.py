@@ -131,7 +131,9 @@ DOC_NOUN = r"(?:docs|documentation|documents|readme|training\.md|docs?\s+pages?|
 DOC_VERB = r"(?:updat|refresh|freshen|regenerat|rewrit|sync)\w*\b"
 # "put the lr-scan numbers into docs/training.md", "pull the figures from x into the README": figures written into
 # the docs are an update of them
-_WRITE_INTO = r"(?:put|add|get|write|bring|record|copy|paste|pull|move|carry|feed|fold|transfer|go|goes|land)"
+_WRITE_INTO = (r"(?:put|add|get|write|bring|record|copy|paste|pull|move|carry|feed|fold|transfer|go|goes|land|"
+               # or joined in, said as a craft: "graft those findings into the README", "weave them into the docs"
+               r"graft|splice|insert|incorporate|integrate|weave|stitch)")  # fmt: skip
 _INTO_DOCS = rf"\b(?:in|into|to|onto)\s+(?:the\s+)?(?:{DOC_NOUN}|\S*training\.md)\b"
 WRITTEN_INTO_DOCS = rf"\b{_WRITE_INTO}\b.*{_INTO_DOCS}"
 # "bring the readme in line with these findings", "keep docs/training.md up to date", "bring docs/training.md and the

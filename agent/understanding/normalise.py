@@ -11,6 +11,7 @@ Names the repository holds (runs, sweeps, files) are never "corrected": they are
 from __future__ import annotations
 
 import difflib
+from dataclasses import fields
 
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.descriptions import layouts_in_words, packing_in_words
@@ -24,6 +25,7 @@ from agent.understanding.grammar import (
     VOCABULARY,
     _one_swap,
 )
+from trainer.config import DataSpec, TrainSpec
 from trainer.hardware import GPU_ALIASES, GPUS
 
 # Number words, composed as people say them ("seventy", "thirty-two", "two hundred", "three point two"): a run of
@@ -562,6 +564,49 @@ def _french(text: str) -> str:
     return _word_for_word(text, FRENCH_MARKS, FRENCH_PHRASES, FRENCH, FRENCH_ALONE)
 
 
+# Jamaican Patois, word for word where two of its marks are said ("nuh pack di data", "pon di long config"): "nuh" is
+# "don't" before a verb and "no" before a setting that is turned off by its 0 ("nuh warmup neither": no warmup).
+PATOIS_MARKS = {"nuh", "di", "dis", "dat", "mi", "fi", "pon", "weh", "waan", "yuh", "cyaan", "wid", "inna", "seh"}
+PATOIS_PHRASES = {r"\bnuh\s+(?=(?:di\s+)?(?:warm-?up|weight\s+decay|grad(?:ient)?\s+clip|clipping)\b)": "no "}
+PATOIS = {"nuh": "don't", "di": "the", "dis": "this", "dat": "that", "mi": "me", "fi": "to", "jus": "just", "pon": "on",
+          "weh": "that", "waan": "want", "yuh": "you", "cyaan": "can't", "wid": "with", "inna": "in", "seh": "say",
+          "neither": "either"}  # fmt: skip
+# its negation, never dropped for want of a second mark ("nuh compile it")
+PATOIS_ALONE = r"(?<![\w'./=-])(?:nuh|cyaan)\s+[a-z]"
+
+
+def _patois(text: str) -> str:
+    return _word_for_word(text, PATOIS_MARKS, PATOIS_PHRASES, PATOIS, PATOIS_ALONE)
+
+
+# Archaic English, word for word where two of its marks are said ("Prithee, recount unto me every run that hath been",
+# "Launch thou a run ..., I beseech thee"): the plain words ("recount" is to tell them over: list).
+ARCHAIC_MARKS = {"prithee", "thou", "thee", "thy", "thine", "ye", "hath", "doth", "dost", "wilt", "shalt", "unto",
+                 "beseech", "hither", "whence", "mayhap", "perchance", "forsooth", "ere"}  # fmt: skip
+ARCHAIC_PHRASES = {r"[,;]?\s*i\s+(?:beseech|pray)\s+(?:thee|you)\b": ", please", r"\bdid\s+fare\b": "did",
+                   r"\brecount\s+(?:unto\s+|to\s+)?me\b": "list", r"\bi\s+prithee\b": "please"}  # fmt: skip
+ARCHAIC = {"prithee": "please", "thou": "you", "thee": "you", "thy": "your", "thine": "your", "ye": "you",
+           "hath": "has", "doth": "does", "dost": "do", "wilt": "will", "shalt": "shall", "unto": "to",
+           "recount": "list", "hither": "here", "mayhap": "maybe", "perchance": "maybe", "ere": "before",
+           "upon": "on"}  # fmt: skip
+ARCHAIC_ALONE = r"(?!)"  # none of its words acts or negates alone
+
+
+def _archaic(text: str) -> str:
+    return _word_for_word(text, ARCHAIC_MARKS, ARCHAIC_PHRASES, ARCHAIC, ARCHAIC_ALONE)
+
+
+# A value given with "let ... be": "let the learning rate be 0.0005", "let the seed be 7" (the setting set to it; "let
+# it be 4 gpus" is left to the rules that read counts).
+LET_BE = r"\blet\s+((?:the\s+)?(?!it\b|them\b)[a-z][a-z _-]{0,25}?)\s+be\s+(?=[\d.])"
+# A sequence length said as the sequences' size alone: "with sequences of 4096", "sequences of 8k" (its tokens
+# unsaid; a count of something else after it is that count's).
+SEQUENCES_OF = (
+    r"\b(sequences?\s+of\s+(?:length\s+)?)(\d{3,6}|\d+k)\b"
+    r"(?!\s*(?:tokens?|gpus?|nodes?|steps?|devices?|trials?|samples?|examples?|rows?|each|per)\b)"
+)
+
+
 def _hinglish(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     # "band kar do" stops a run of the repository's ("r1 ko band kar do"), elsewhere it turns a setting off
     names = "|".join(re.escape(name) for name in sorted(known, key=len, reverse=True))
@@ -927,6 +972,10 @@ MEAL = (r"\b(?:after|before|for|at|had|have|having|eat|eating|ate|grab|grabbing|
 # A price and the rate it is per ("$3.20 per GPU-hour", "$25.60/hr per node", "2 dollars an hour"): no count of
 # GPUs, nodes or anything a tool takes.
 _RATE = r"(?:(?:gpu|node|card|instance|machine)[\s-]*)?(?:hr|hour|h|month|mo|day|node|gpu|card|instance|machine)s?\b"
+# A number that names a person or a part of a paper, not a count: "Reviewer 2 asked", "as in Table 3", "Figure 4b"
+# (the noun kept, its number dropped: "Reviewer 2 ... 32 H100s" has one count).
+NUMBERED_NAME = (r"\b(reviewer|referee|figure|fig\.|table|appendix|equation|eq\.)\s*#?\s*\d+[a-z]?\b"
+                 r"(?!\s*(?:gpus?|nodes?|steps?|devices?|trials?|process(?:es)?|procs?|%|x\b))")  # fmt: skip
 PRICE = (r"(?:[$\u20ac\u00a3]\s?\d[\d,]*(?:\.\d+)?(?:\s?[km]\b)?|"
          r"\b\d[\d,]*(?:\.\d+)?\s*(?:dollars?|usd|eur|euros?|bucks|gbp|pounds)\b)"
          rf"(?:\s*(?:/|per\b|an?\b|each\b)\s*{_RATE})*")  # fmt: skip
@@ -1508,10 +1557,47 @@ def _explaining_comment(text: str) -> str:
     return text[: found.start()] if re.search(COMMENT_EXPLAINS, found.group(1), re.I) else text
 
 
+# Settings written as JSON ("launch {"nproc": 4, "steps": 40, "packing": false}", a bare `"gpu": "h200"`): each pair
+# as the `key=value` the parser reads. A call's own argument keeps its name, a key of the trainer's config said without
+# its section gets it ("packing" is data.packing), an "overrides" object is unwrapped; a key the parser does not know
+# is left as JSON, so that it is asked about (questions.UNKNOWN_JSON_KEY), never dropped.
+JSON_PAIR = (r'"(?P<key>[A-Za-z_][\w.-]*)"\s*:\s*'
+             r'(?P<value>"[^"\\]*"|-?(?:\d+(?:\.\d*)?|\.\d+)(?:e-?\d+)?|true|false)(?=\s*[,}\]]|\s*$|\s)')  # fmt: skip
+JSON_OVERRIDES_OPEN = r'"(?:overrides|set)"\s*:\s*[{\[]'
+CALL_KEYS = {"nproc", "layout", "steps", "model", "gpu", "devices", "nodes", "seq_len", "experiment", "trials",
+             "sweep", "run", "memory", "metric", "path"}  # fmt: skip
+SECTIONS = {"data": DataSpec, "train": TrainSpec}
+SECTION_KEYS = {section: {field.name for field in fields(spec)} for section, spec in SECTIONS.items()}
+
+
+def _json_key(key: str) -> str | None:
+    """The key a JSON pair's key stands for, or None where the parser does not know it."""
+    if "." in key or key in CALL_KEYS:
+        return key
+    sections = [section for section, names in SECTION_KEYS.items() if key in names]
+    return f"{sections[0]}.{key}" if len(sections) == 1 else None
+
+
+def _json_pair(found: re.Match) -> str:
+    key = _json_key(found.group("key"))
+    return f"{key}={found.group('value').strip(chr(34))}" if key else found.group(0)
+
+
+def _json_settings(text: str) -> str:
+    if not re.search(JSON_PAIR, text):
+        return text
+    text = re.sub(JSON_OVERRIDES_OPEN, " ", text)
+    text = re.sub(JSON_PAIR, _json_pair, text)
+    if re.search(r'"[\w.-]+"\s*:', text):
+        return text  # a key left as JSON: asked about with its object as said
+    return re.sub(r"[{}\[\]]", " ", text)  # the object's braces gone once its pairs are read ("{nproc=4, steps=40}")
+
+
 def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     """`text` with typos fixed and numbers written as digits; case and paths kept."""
     known = {k.lower() for k in known}
     text = _explaining_comment(text)
+    text = _json_settings(text)
     text = _key_value_lines(text)
     text = _heading_picked(text)
     text = _list_labels(text)
@@ -1519,6 +1605,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(MEMORY_IN_BRACKETS, _memory_in_brackets, text, flags=re.I)
     text = re.sub(DONE_MYSELF, "", text, flags=re.I)
     text = re.sub(PRICE, "a price", text, flags=re.I)
+    text = re.sub(NUMBERED_NAME, r"\1", text, flags=re.I)
     text = _slurm(text)
     text = re.sub(SUFFIX, _suffix_typo, text, flags=re.I)
     text = _plan_short_flags(text)
@@ -1526,6 +1613,10 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(KEY_SET_TO, r"\1=\2", text, flags=re.I)
     text = _compounds(text)
     text = re.sub(VALUE_AT_FOREIGN, r"\1 at ", text, flags=re.I)
+    text = _patois(text)
+    text = _archaic(text)
+    text = re.sub(LET_BE, r"set \1 to ", text, flags=re.I)
+    text = re.sub(SEQUENCES_OF, r"\1\2 tokens", text, flags=re.I)
     text = _portuguese(text)
     text = _spanish(text)
     text = _italian(text)
@@ -2041,7 +2132,8 @@ TROUBLE_NOUN = (r"(?:issues?|problems?|surprises?|concerns?|troubles?|worries|wo
 _ZERO_KEYS = {"warmup": r"warm-?up(?:\s+steps)?", "weight decay": r"weight[\s_-]+decay",
               "grad clip": r"grad(?:ient)?[\s_-]+clip(?:ping)?|clipping"}  # fmt: skip
 # (also "leave out", "excluding", "w/o", "don't bother with", and radio talk's "negative on"; a count after it is the
-# run's when a noun of its own follows: "no warmup 2 gpus")
+# run's when a noun of its own follows: "no warmup 2 gpus", and "no warmup 25 steps", as a warmup taken back has no
+# length (WARMUP_STEPS))
 ZERO_NEGATOR = (r"(?:\bno|\bwithout|\bw/o|\bskip(?:ping)?|\bdisable|\bdisabling|\bturn\s+off|\bzero|"
                 r"\b(?:leave|leaving|left)\s+out|\bexclud(?:e|ing)|\bomit(?:ting)?|\bnegative(?:\s+on)?|"
                 r"\b(?:don'?t|do\s+not|no\s+need\s+to)\s+bother\s+(?:with|about)|"
@@ -2056,7 +2148,7 @@ TURNED_OFF_BY_ZERO = (rf"{ZERO_NEGATOR}(?:\s+|-)(?:any\s+|the\s+)?"
                       rf"(?P<key>{'|'.join(_ZERO_KEYS.values())})\b(?>(?:\s+(?:stage|phase|period)\b)?)"
                       r"(?!\s*(?:change|changes|setting|settings|tweak|value|[=:]|at\b(?!\s+all\b)|of\b|to\b|from\b|by\b|"
                       r"down\b|back\b))"
-                      rf"(?!\s*\d(?!\d*\s*(?:gpus?|nodes?|devices?|process(?:es)?|procs?|cards?)\b))"
+                      rf"(?!\s*\d(?!\d*\s*(?:gpus?|nodes?|devices?|process(?:es)?|procs?|cards?|steps?(?!\s+(?:more|less|longer|shorter|fewer|extra|of)\b))\b))"
                       # a noun the setting only qualifies ("no clipping issues last time"): that noun negated
                       rf"(?!\s+{TROUBLE_NOUN})"
                       # a list the negation may govern ("no clipping and fsdp"): left to the rules that ask

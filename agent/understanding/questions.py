@@ -913,6 +913,10 @@ POINTED_BY_TIME = (
     # "spreading the model across GPUs last month", where the time tells when something else was done)
     rf"\bthe\s+(?:[\w-]+\s+){{0,2}}?(?:model|checkpoint)s?\s+(?:(?:from|of)\s+|(?:that\s+|which\s+)?"
     rf"(?:we|i|you|they|he|she)\s+(?:[\w'-]+\s+){{1,2}}?){_WHEN_DONE}\b|"
+    # or made by someone named, in a relative clause ("the checkpoint that Dana trained last week", Patois "di
+    # checkpoint weh Dana train last week"): no file records who trained what when
+    rf"\b(?:the|di)\s+(?:[\w-]+\s+){{0,2}}?(?:model|checkpoint)s?\s+(?:that|which|weh|wey|dat)\s+"
+    rf"(?:[\w'-]+\s+){{2,3}}?{_WHEN_DONE}\b|"
     # "the same as yesterday", "the same one from last week": what was done then, no run of the repository
     rf"\bthe\s+same\s+(?:[\w-]+\s+)?(?:as|of|from)\s+(?:yesterday|last\s+night|{_WHEN_DONE})\b"
 )
@@ -1248,6 +1252,18 @@ def _pointed_back_unclear(described: str, intent: Intent, context: Context) -> s
     return f"Which sweep do you mean by {described!r}? The conversation named {told} (sweeps here: {sweeps})."
 
 
+# A JSON pair the normaliser left as said (normalise.JSON_PAIR): its key is none the parser knows.
+UNKNOWN_JSON_KEY = r'"([A-Za-z_][\w.-]*)"\s*:'
+
+
+def _unknown_json_key(plain: str, intent: Intent) -> str | None:
+    """One question where a setting written as JSON has a key the parser does not know: never dropped."""
+    if not (found := re.search(UNKNOWN_JSON_KEY, plain)):
+        return None
+    return (f"I do not know the setting {found.group(1)!r}: which key of the experiment is it (e.g. `train.lr`, "
+            f"`data.packing`)? I would call {call_text(intent)} without it.")  # fmt: skip
+
+
 def clarify(intent: Intent, plain: str, entities: Entities, context: Context, scores: dict[str, float]) -> None:
     """One question instead of the action where the planner is not sure of it (see the module docstring): the
     checks in order, each where no earlier one asked, and the holds (negated, put off, asked about) over all."""
@@ -1266,7 +1282,7 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
                           f"as it was ({call_text(intent)}), or start a new run with the change (say its GPUs and "
                           f"steps, e.g. `train 20 steps on 2 GPUs` with the setting)?")  # fmt: skip
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
-        intent.clarify = _unplaced_number(plain, entities, intent)
+        intent.clarify = _unknown_json_key(plain, intent) or _unplaced_number(plain, entities, intent)
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _count_of_those(intent, context)
     if intent.clarify is None and intent.command in ("run", "sweep") and intent.args.get("experiment"):
