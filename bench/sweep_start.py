@@ -1,7 +1,7 @@
 """A sweep's trials started from a forkserver (agent.jobs.forkserver) against spawned as fresh interpreters.
 
 The same small sweep (the built-in example model, a few steps per trial on this machine's CPU processes) is run by
-`meshpilot sweep` with the forkserver on and off (MESHPILOT_FORKSERVER=0) in turn, after one unmeasured sweep that
+`meshpilot sweep --no-prune` (every trial runs its steps, whichever way) with the forkserver on and off (MESHPILOT_FORKSERVER=0) in turn, after one unmeasured sweep that
 prepares the data; the figure is each sweep's wall time, from the command's start to its exit, and its median per way.
 Both ways train the same trials (the sweep's tests check the forked ones' losses); only where each trial's
 supervisor and launcher start from differs.
@@ -45,7 +45,7 @@ def _sweep(experiment: Path, out: Path, forkserver: str) -> float:
     """One `meshpilot sweep`, its wall seconds; raises where it failed or a trial did not end ok."""
     started = time.monotonic()
     subprocess.run(
-        [sys.executable, "-m", "agent.cli", "sweep", str(experiment), "--out", str(out)],
+        [sys.executable, "-m", "agent.cli", "sweep", str(experiment), "--out", str(out), "--no-prune"],
         env={**os.environ, "MESHPILOT_FORKSERVER": forkserver},
         check=True,
         capture_output=True,
