@@ -302,7 +302,7 @@ def _named_instead(entities: Entities) -> str | None:
     if len({str(e.value) for e in runs}) != 2 or str(runs[-1].value) == str(runs[0].value):
         return None
     lowered = entities.text.lower()
-    if re.search(r"(?:both|and also|as well as)", lowered):
+    if re.search(r"\b(?:both|and also|as well as)\b", lowered):
         return None
     return str(runs[-1].value) if re.match(NAMED_INSTEAD, lowered[runs[-1].span[1] :]) else None
 
