@@ -146,3 +146,30 @@ def test_a_number_in_wait_is_a_duration_not_a_run(known: Known) -> None:
 def test_a_number_in_wait_before_a_named_run_waits_on_it(known: Known) -> None:
     intent = read("wait(30) on baseline-ddp", known)
     assert (intent.command, intent.args.get("run")) == ("status", "runs/baseline-ddp")
+
+
+# --- an action taken back, a launch lacked for, docs from a brief never given ----------------------------------------
+
+
+@pytest.mark.parametrize("text", ["resume tp-try. Not.", "cancel baseline-ddp nope.", "open a PR for lr-scan. No!"])
+def test_a_lone_negation_after_an_action_asks(text: str, known: Known) -> None:
+    assert read(text, known).clarify
+
+
+@pytest.mark.parametrize(
+    ("text", "command", "args"),
+    [
+        ("cancel baseline-ddp", "cancel", {"run": "runs/baseline-ddp"}),
+        ("train 2 gpus 20 steps, with packing, not without", "run", {"nproc": 2, "steps": 20}),
+    ],
+)
+def test_an_action_without_a_trailing_negation_still_acts(text: str, command: str, args: dict, known: Known) -> None:
+    read_as(text, command, args, known)
+
+
+def test_a_launch_lacked_for_asks(known: Known) -> None:
+    assert read("no packing, we don't have the budget for any training at all", known).clarify
+
+
+def test_docs_from_a_brief_never_given_ask(known: Known) -> None:
+    assert read("write up the docs as we agreed earlier", known).clarify

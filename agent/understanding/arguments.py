@@ -1289,6 +1289,9 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
         # "no compile; we don't have room for the long config": the config the user lacks for, never launched
         return (f"Should I launch with {intent.args['experiment']}? You said you {lack.group(1)}. "
                 f"{launch_text(intent.args)}")  # fmt: skip
+    if lack := re.search(LACKED_LAUNCH, plain.lower()):
+        # "no compile, we don't have time for a run at all": the launch itself lacked for
+        return f"Should I launch at all? You said you {lack.group(1)}. {launch_text(intent.args)}"
     lowered = masked(plain.lower(), entities)
     # a negation is about a setting named next to it that it turns off: "without packing", "packing off"
     mentions = [e.span for e in entities.found if e.kind == "switch_mention" and e.value[1] != "true"]
@@ -1349,6 +1352,10 @@ LAUNCH_TAKES = (r"\b(?:" + "|".join(SWITCH_WORDS.values()) + r"|fp8|fp16|bf16|fp
 
 # A config lacked for: "we don't have budget for the long config".
 LACKED_CONFIG = rf"({LACKING_FOR}[^.;!?]*?\b(?:configs?|yaml|experiment)\b)"
+# The launch itself lacked for: "we don't have time for a run at all", "... the gpus for training".
+LACKED_LAUNCH = (rf"((?:{LACKING_FOR}|(?:don'?t|do not)\s+have\s+(?:the\s+)?(?:gpus?|compute|resources|hardware)\s+for)"
+                 r"\s+(?:a\s+|any\s+|the\s+)?(?:runs?|launch\w*|training|any\s+of\s+(?:this|it)|it|this|that)"
+                 r"(?:\s+at\s+all)?)\s*(?:[.;!?]|$)")  # fmt: skip
 
 
 def _lack_names_nothing(after: str) -> bool:

@@ -91,6 +91,12 @@ def _benchmark_or_results(plain: str, intent: Intent, context: Context) -> str |
     return f"Benchmark {run} as the one before, or read its results ({call_text(intent)})?"
 
 
+# A lone negation ending the message after an action: "cancel r1. Not.", "benchmark r1 no." ("fp8? no." answers a
+# question of its own; "with packing, not without" has its word after the negation). Read in the words as typed: a
+# translated "nahi" or "nicht" may be a setting's negation.
+TRAILING_NO = r"(?:[.!;]\s*(?:not|no|nope|nah)\s*[.!]*|(?<=[\w/-])\s+(?:no|nope|nah)\s*[.!]+)$"
+
+
 def _unknown_source(entities: Entities) -> str | None:
     """One question when a launch or sweep is to use settings only someone else knows ("the settings my colleague
     suggested"): the repository cannot know them, so the defaults in their place would be a guess. A file or run of
@@ -1374,6 +1380,11 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         )
     if intent.clarify is None and intent.command in ("run", "sweep") and (source := _unknown_source(entities)):
         intent.clarify = source
+    if intent.clarify is None and intent.command == "docs" and not entities.has("sweep"):
+        intent.clarify = _unknown_source(entities)  # "update the docs as previously briefed": no sweep, no brief
+    if intent.clarify is None and intent.command in ACTIONS and re.search(TRAILING_NO, intent.text.strip().lower()):
+        # "cancel r1. Not.", "benchmark r1 no.": the action taken back by a lone negation after it
+        intent.clarify = f"Do you want me to {intent.command} ({call_text(intent)}) or not? yes / no"
     if intent.clarify is None and intent.command in (*ACTIONS, *NAMED_TOOLS, "plan"):
         intent.clarify = _pointed_question(plain, intent, entities, context)
     if (
