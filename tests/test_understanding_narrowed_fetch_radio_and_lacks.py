@@ -173,3 +173,7 @@ def test_a_launch_lacked_for_asks(known: Known) -> None:
 
 def test_docs_from_a_brief_never_given_ask(known: Known) -> None:
     assert read("write up the docs as we agreed earlier", known).clarify
+
+
+def test_a_layout_lacked_for_asks(known: Known) -> None:
+    assert read("train 4 gpus fsdp 10 steps, no packing; we do not have enough memory for sharding", known).clarify

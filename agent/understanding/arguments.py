@@ -1285,10 +1285,11 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
         key, why = doubt
         return (f"Should {SWITCH_NAMES.get(key, key)} be on or off? I read {why}. Say e.g. `{key}=false`. "
                 f"{launch_text(intent.args)}")  # fmt: skip
-    if intent.args.get("experiment") and (lack := re.search(LACKED_CONFIG, plain.lower())):
-        # "no compile; we don't have room for the long config": the config the user lacks for, never launched
-        return (f"Should I launch with {intent.args['experiment']}? You said you {lack.group(1)}. "
-                f"{launch_text(intent.args)}")  # fmt: skip
+    taken = intent.args.get("experiment") or intent.args.get("layout")
+    if taken and (lack := re.search(LACKED_CONFIG, plain.lower())):
+        # "no compile; we don't have room for the long config", "... the gpus for fsdp": what the user lacks for is
+        # never launched
+        return f"Should I launch with that? You said you {lack.group(1)}. {launch_text(intent.args)}"
     if lack := re.search(LACKED_LAUNCH, plain.lower()):
         # "no compile, we don't have time for a run at all": the launch itself lacked for
         return f"Should I launch at all? You said you {lack.group(1)}. {launch_text(intent.args)}"
@@ -1351,7 +1352,9 @@ LAUNCH_TAKES = (r"\b(?:" + "|".join(SWITCH_WORDS.values()) + r"|fp8|fp16|bf16|fp
 
 
 # A config lacked for: "we don't have budget for the long config".
-LACKED_CONFIG = rf"({LACKING_FOR}[^.;!?]*?\b(?:configs?|yaml|experiment)\b)"
+LACKED_CONFIG = (rf"((?:{LACKING_FOR}|(?:don'?t|do not)\s+have\s+(?:the\s+|enough\s+)?(?:gpus?|compute|resources|"
+                 r"hardware|memory)\s+for\b)[^.;!?]*?\b(?:configs?|yaml|experiment|fsdp|hsdp|ddp|tp|pp|cp|ep|"
+                 r"zero[\w-]*|sharding|tensor\s+parallel\w*|pipeline\w*)\b)")  # fmt: skip
 # The launch itself lacked for: "we don't have time for a run at all", "... the gpus for training".
 LACKED_LAUNCH = (rf"((?:{LACKING_FOR}|(?:don'?t|do not)\s+have\s+(?:the\s+)?(?:gpus?|compute|resources|hardware)\s+for)"
                  r"\s+(?:a\s+|any\s+|the\s+)?(?:runs?|launch\w*|training|any\s+of\s+(?:this|it)|it|this|that)"
