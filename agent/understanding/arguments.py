@@ -579,10 +579,15 @@ def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
     stem = _file_stem(negated_actions(lowered)[1])
     in_run = [f for f in context.known.files if run and stem and f.startswith(f"{run}/{stem}.")]
     # a file no path of the repository has, named of a run (or of the run just talked about: "display log.txt of R")
-    owners = [r for r in (run, context.run) if r and files and f"{r}/{files[-1]}" in context.known.files]
+    # (or of a sweep: "layouts-nov's summary.json" is sweeps/layouts-nov/summary.json)
+    owners = [r for r in (run, context.run, entities.get("sweep")) if r and files
+              and _has_file(f"{r}/{files[-1]}", context)]  # fmt: skip
     owner = owners[0] if owners else None
     if files and owner and files[-1] not in context.known.files:
         intent.args["path"] = f"{owner}/{files[-1]}"  # "r1's steps.jsonl"
+    elif files and (unowned := _unowned_file(lowered, files[-1], run, context)):
+        intent.clarify = unowned
+        return
     elif files:
         intent.args["path"] = files[-1]
     elif len(in_run) == 1:
@@ -609,6 +614,34 @@ def _fill_read(intent: Intent, entities: Entities, context: Context) -> None:
     elif intent.clarify is None:
         example = context.file or "meshpilot.yaml"
         intent.clarify = f"Which file should I show? e.g. `show {example}`."
+
+
+def _has_file(path: str, context: Context) -> bool:
+    """Whether the repository has the file at `path` (a sweep's files are not among the names a user types)."""
+    return path in context.known.files or bool(context.known.root and (context.known.root / path).is_file())
+
+
+# A file said to be someone's: "its metrics.json", "r9's metrics.json", "metrics.json of r9".
+OWNED_FILE = r"\b(?:its|their|[\w-]+'s)\s+{name}|{name}\s+(?:of|from|for|in)\s+(?!the\s+repo)"
+
+
+def _unowned_file(lowered: str, name: str, run: object, context: Context) -> str | None:
+    """One question where a file is said to be a run's but no run known here has it ("grab r9's metrics.json",
+    "r1's metric.json", "its memory.json" with no run talked about): the repository root's file of that name would be
+    another file than the one asked for."""
+    if not context.known.files or _has_file(name, context) or "/" in name:
+        return None  # (no repository read: nothing to tell a run's file from the root's)
+    said = re.escape(name.lower())
+    if not run and not re.search(OWNED_FILE.format(name=said), lowered):
+        return None
+    found = [f for f in context.known.files if f.rsplit("/", 1)[-1] == name]
+    runs = ", ".join(context.known.runs)
+    if found:
+        return f"Which run's {name} do you mean ({runs})?"
+    if run:
+        listed = ", ".join(f.rsplit("/", 1)[-1] for f in context.known.files if f.startswith(f"{run}/"))
+        return f"I find no {name} in {run}, so I have not read it ({run} has {listed}). Which file do you mean?"
+    return f"I find no {name} of that run here, so I have not read it (runs: {runs}). Which file of which run?"
 
 
 def _missing_owner(path: str, context: Context) -> str | None:
@@ -1252,6 +1285,14 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
         key, why = doubt
         return (f"Should {SWITCH_NAMES.get(key, key)} be on or off? I read {why}. Say e.g. `{key}=false`. "
                 f"{launch_text(intent.args)}")  # fmt: skip
+    taken = intent.args.get("experiment") or intent.args.get("layout")
+    if taken and (lack := re.search(LACKED_CONFIG, plain.lower())):
+        # "no compile; we don't have room for the long config", "... the gpus for fsdp": what the user lacks for is
+        # never launched
+        return f"Should I launch with that? You said you {lack.group(1)}. {launch_text(intent.args)}"
+    if lack := re.search(LACKED_LAUNCH, plain.lower()):
+        # "no compile, we don't have time for a run at all": the launch itself lacked for
+        return f"Should I launch at all? You said you {lack.group(1)}. {launch_text(intent.args)}"
     lowered = masked(plain.lower(), entities)
     # a negation is about a setting named next to it that it turns off: "without packing", "packing off"
     mentions = [e.span for e in entities.found if e.kind == "switch_mention" and e.value[1] != "true"]
@@ -1278,7 +1319,7 @@ def _setting_doubt(plain: str, entities: Entities, intent: Intent) -> str | None
             continue  # "with packing, not without": the setting said on, said again
         if re.match(VALUE_NOT_THAT, after) and re.search(r"\d\s*,?\s*$", before):
             continue  # "the micro batch in 4, not 8": the value said, the one refused after it no setting
-        if re.match(LACKING_FOR, after) and (re.search(NEGATION, before) or _turned_off(intent)):
+        if _lack_names_nothing(after) and (re.search(NEGATION, before) or _turned_off(intent)):
             continue  # "no warmup, we don't have bandwidth for a ramp-up": the reason of a setting turned off before
         if _refers_to_a_layout(lowered, found, entities):  # "pp=2 was slow so skip it": the layout, no setting
             continue
@@ -1303,6 +1344,32 @@ WITHOUT = r"without(?:\s+it)?\W*$"
 NOT_WITHOUT = rf"not\s+{WITHOUT}"
 # A value refused right after the value said, nothing named after it: "in 4, not 8".
 VALUE_NOT_THAT = r"not\s+\d+(?:\.\d+)?(?:e-?\d+)?(?=\s*(?:[,.;!?]|$))"
+
+
+# What a launch could take, said in a lack's reason: a switch, a precision, a config, a layout, a count.
+LAUNCH_TAKES = (r"\b(?:" + "|".join(SWITCH_WORDS.values()) + r"|fp8|fp16|bf16|fp32|precision|configs?|yaml|experiment|"
+                r"fsdp|ddp|zero[\w-]*|tp|pp|lr|steps?|batch\w*|seq\w*|gpus?|nodes?|devices?|compile\w*)\b")  # fmt: skip
+
+
+# A config lacked for: "we don't have budget for the long config".
+LACKED_CONFIG = (rf"((?:{LACKING_FOR}|(?:don'?t|do not)\s+have\s+(?:the\s+|enough\s+)?(?:gpus?|compute|resources|"
+                 r"hardware|memory)\s+for\b)[^.;!?]*?\b(?:configs?|yaml|experiment|fsdp|hsdp|ddp|tp|pp|cp|ep|"
+                 r"zero[\w-]*|sharding|tensor\s+parallel\w*|pipeline\w*)\b)")  # fmt: skip
+# The launch itself lacked for: "we don't have time for a run at all", "... the gpus for training".
+LACKED_LAUNCH = (rf"((?:{LACKING_FOR}|(?:don'?t|do not)\s+have\s+(?:the\s+)?(?:gpus?|compute|resources|hardware)\s+for)"
+                 r"\s+(?:a\s+|any\s+|the\s+)?(?:runs?|launch\w*|training|any\s+of\s+(?:this|it)|it|this|that)"
+                 r"(?:\s+at\s+all)?)\s*(?:[.;!?]|$)")  # fmt: skip
+
+
+def _lack_names_nothing(after: str) -> bool:
+    """Whether `after` is a lack said as a reason ("we don't have patience for a long ramp") whose clause names
+    nothing the launch could take: a name (masked as "_": "the long config") or a setting ("nor for fp8") the user
+    lacks is one to ask about, never to launch with."""
+    lack = re.match(LACKING_FOR, after)
+    if not lack:
+        return False
+    clause = re.split(r"[.;!?]", after[lack.end() :], maxsplit=1)[0]
+    return "_" not in clause and not re.search(rf"\b(?:nor|or|and)\b|{LAUNCH_TAKES}", clause)
 
 
 def _turned_off(intent: Intent) -> bool:

@@ -198,9 +198,11 @@ UNKNOWN_SOURCE = (
 SPELLED_OUT = r"^\s*(?::|\(|-|,?\s*(?:which are|namely|i\.e\.|that is|so)\b)\s*\S"
 # Every preset's family (the letters its name starts with: llama, qwen, mixtral, deepseek...), longest first.
 FAMILIES = "|".join(sorted({re.match(r"[a-z]+", key).group(0) for key in MODELS}, key=len, reverse=True))
-# ("my first model": the user's first one trained, no preset named: the experiment's own)
-OWN_MODEL = (r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model|"
-             r"(?:our|my)\s+(?:very\s+)?first\s+(?:ever\s+)?model)\b")  # fmt: skip
+OWN_MODEL = r"\b(?:(?:our|my|the repo'?s?|the experiment'?s?|this repo'?s?)\s+(?:own\s+)?model|own model)\b"
+# "my first model": the user's first one trained, the experiment's own where no preset or family is named beside it
+# ("my first model was the 7b llama" is that llama; "my first model and my second model" are two unknown ones).
+FIRST_MODEL = r"\b(?:our|my)\s+(?:very\s+)?first\s+(?:ever\s+)?model\b"
+OTHER_MODEL = r"\b(?:second|third|next|other|last|newer|latest)\s+(?:\w+\s+)?model\b"
 MEMORY_EACH = r"\b(\d+(?:\.\d+)?)\s*(gib|gb)\b\s*(?:of\s+(?:memory|vram|ram)\s*)?(?:each|per|apiece|a piece)"
 # A model of the user's described by what it does ("my chatbot model", "our support llm"): no preset, and maybe not
 # the experiment's own either (that is "my model", "our own model"), so which is asked.
@@ -296,10 +298,23 @@ def extract(text: str, known: Known) -> Entities:
         entities.add("own_model", True, owned[0].span())
     elif found := re.search(OWN_MODEL, lowered):
         entities.add("not_own_model", True, found.span())
+    if not owned and (first := re.search(FIRST_MODEL, lowered)):
+        _first_model(lowered, first, entities)
     model_said = entities.has("model", "model_choice", "model_unknown", "model_size", "own_model")
     if not model_said and (found := re.search(DESCRIBED_MODEL, lowered)):
         entities.add("model_unknown", found.group(0), found.span())  # "my chatbot model": which one is asked
     return entities
+
+
+def _first_model(lowered: str, first: re.Match, entities: Entities) -> None:
+    """What "my first model" is: the experiment's own where nothing else names the model, an unknown model to ask
+    about where another of the user's is named beside it."""
+    if re.search(OTHER_MODEL, lowered):
+        entities.add("model_unknown", first.group(0), first.span())
+    elif not entities.has("model", "model_choice", "model_unknown", "model_size") and not re.search(
+        rf"\b(?:{FAMILIES})", lowered
+    ):
+        entities.add("own_model", True, first.span())
 
 
 # What a run did, said of it as its subject in the past: "r1 ran sharded on two processes", "tp-try used tp=2 on 2
@@ -993,7 +1008,8 @@ def _switches(lowered: str, entities: Entities) -> None:
         if value is None and (_listed(lowered, mention) or _with_list(lowered, mention)):
             value = "true"
         values.append(value)
-    doubted: set[str] = set()
+    # "don't no compile", "not without packing": a negation of a negation, on or off asked, never guessed
+    doubted: set[str] = {key for mention, key in mentions if re.search(DOUBLE_NEGATED, lowered[: mention.start()])}
     for first, last in _chains(joined):  # "packing and compile both disabled": the state after a list is each one's
         if not (state := re.match(CHAIN_STATE, lowered[mentions[last][0].end() :])):
             continue
@@ -1038,6 +1054,10 @@ def _switches(lowered: str, entities: Entities) -> None:
         elif said:
             why = "both on and off" if stated else "neither on nor off"
             entities.add("switch_doubt", (key, why), said[0][0].span())
+
+
+DOUBLE_NEGATED = (r"\b(?:don'?t|do\s+not|not|never)\s+(?:\w+\s+){0,2}?(?:no|not|without|w/o|never)\s+"
+                  r"(?:the\s+)?$")  # fmt: skip
 
 
 def _listed(lowered: str, mention: re.Match) -> bool:

@@ -204,7 +204,12 @@ CUES: dict[str, list[tuple[str, float]]] = {
             4,
         ),
         # radio-speak for a look at the machine: "equipment check", "say accelerators on station"
-        (r"\b(?:equipment|hardware|gpu|accelerator)\s+check\b", 4),
+        # (not one said not to be done: "skip the equipment check", "don't do a gpu check", "no gpu check needed")
+        (
+            r"(?:^|[.?!;,])(?:(?!\b(?:skip\w*|don'?t|do not|no|not|without|never|forget)\b)[^.?!;,])*?"
+            r"\b(?:equipment|hardware|gpu|accelerator)\s+check\b(?!\s+(?:is\s+)?(?:needed|necessary|required))",
+            4,
+        ),
         (r"\b(?:accelerators?|gpus?|cards)\s+(?:on|at)\s+(?:station|hand)\b", 3),
         (r"\bram\b", 1.5),
         # "run nvidia-smi for me": the hardware tool's own look at the cards, no launch ("run" of a program)
@@ -462,7 +467,9 @@ CUES: dict[str, list[tuple[str, float]]] = {
             # a terse command, the tool's verb and a colon: "wait: runs/r1 ; report final state"
             r"^\W*wait\s*:|"
             # the verb written as a call, as a programmer does: "wait(2) on r1", "wait(r1)"
-            r"^\W*wait\s*\([^()]{0,20}\)|"
+            # (a number in it a duration: "wait(5) on tp-try" waits on the run named after it, "wait(5) then launch"
+            # on no run)
+            r"^\W*wait\s*\((?!\s*\d)[^()]{0,20}\)|^\W*wait\s*\(\s*\d[^()]{0,18}\)\s*(?:on|for)\s+\S|"
             # a report asked for when the run ends, its subject left out: "report final state when complete"
             r"\b(?:report|tell|give|send|ping)\b[^.?!;]{0,30}\b(?:when|once|upon)\s+(?:it'?s\s+|it\s+is\s+)?"
             r"(?:complete|completed|done|finished|over)\b|"

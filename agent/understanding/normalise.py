@@ -675,6 +675,10 @@ def _plan_short_flags(text: str) -> str:
     line = re.search(PLAN_SHORT_LINE, text, re.I)
     if not line or not re.search(r"\s-[gm]\s", line.group(0)):
         return text
+    flags = re.findall(r"(?<=\s)-([gdm])(?=\s)", line.group(0))
+    if len(flags) != len(set(flags)):
+        return text  # "plan -d 2 -d 4": which one is meant is asked, never the first taken
+
     long = re.sub(r"(?<=\s)-([gdm])(?=\s)", lambda flag: PLAN_SHORT_FLAGS[flag.group(1)], line.group(0))
     return text[: line.start()] + long + text[line.end() :]
 
@@ -1693,6 +1697,7 @@ def normalise(text: str, known: set[str] | frozenset[str] = frozenset()) -> str:
     text = re.sub(r"\b(?:a|one)\s+dozen\b", "12", text, flags=re.I)
     text = re.sub(SPOKEN_NAME, lambda found: _spoken_name(found, known), text, flags=re.I)
     text = re.sub(SPOKEN_DIGITS, _spoken_digits, text, flags=re.I)
+    text = re.sub(RADIO_EXPONENT, _radio_exponent, text, flags=re.I)
     text = re.sub(RADIO_DIGITS, _spoken_digits, text, flags=re.I)
     text = re.sub(HOMOPHONE_COUNT, _homophone, text, flags=re.I)
     # a decimal dictated from "zero point" digit by digit ("zero point zero zero one" is 0.001); "zero" alone stays
@@ -2014,7 +2019,10 @@ SPOKEN_DIGITS = rf"(?<!point\s)\b(?:{_DIGIT})(?:\s+(?:oh|{_DIGIT}))*\s+oh(?:\s+(
 # The same said radio-style, digits joined by hyphens with "zero" among them ("steps five-zero" is 50, "one-two-
 # zero-eight" is 1208): "zero" makes it digits, never a sum ("twenty-five" stays a number word). The first digit is
 # never "zero" (ZeRO-3 is a layout).
-RADIO_DIGITS = rf"(?<!point\s)\b(?:{_DIGIT})(?:-(?:zero|{_DIGIT}))*-zero(?:-(?:zero|{_DIGIT}))*\b"
+# Only a whole sequence, never one inside a longer expression ("one-zero-e-minus-four" is RADIO_EXPONENT's); a long
+# or hedged one is asked about (questions._radio_doubt).
+RADIO_DIGITS = (rf"(?<!point\s)(?<![\w-])(?:{_DIGIT})(?:-(?:zero|{_DIGIT}))*-zero"
+                rf"(?:-(?:zero|{_DIGIT}))*(?![\w-])")  # fmt: skip
 
 
 # Letters dictated as the words that sound like them, then a number: "are one" is r1, "tee two" is t2. Read as that
@@ -2305,6 +2313,20 @@ def _not_default(found: re.Match) -> str:
         return f"{found.group('setting')} {value}"
     noun = (found.group("count") or found.group("counted")).lower()
     return f"{value} {noun if noun.endswith('s') else noun + 's'}"
+
+
+# A number with its exponent said radio-style, digit by digit ("one-zero-e-minus-four" is 10e-4): read whole, never
+# its digits apart ("three-zero-e-minus-five" is no lr of 3).
+RADIO_EXPONENT = (rf"(?<![\w-])((?:zero|{_DIGIT})(?:-(?:zero|{_DIGIT}))*)-e-(minus-|plus-)?"
+                  rf"((?:zero|{_DIGIT})(?:-(?:zero|{_DIGIT}))*)(?![\w-])")  # fmt: skip
+
+
+def _radio_exponent(found: re.Match) -> str:
+    def digits(words: str) -> str:
+        return "".join("0" if w == "zero" else str(UNITS[w]) for w in words.lower().split("-"))
+
+    sign = "-" if found.group(2) and found.group(2).lower().startswith("minus") else ""
+    return f"{digits(found.group(1))}e{sign}{digits(found.group(3))}"
 
 
 def _spoken_digits(found: re.Match) -> str:

@@ -70,7 +70,7 @@ from agent.understanding.mood import (
     without_notices,
     without_own_approval,
 )
-from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE, THEM_NOUNS
+from agent.understanding.normalise import ENGLISH_FUNCTION, OTHER_LANGUAGE, THEM_NOUNS, UNITS
 
 CLOSE = 1.0  # two actions scoring within this of each other: ask which is meant
 
@@ -89,6 +89,12 @@ def _benchmark_or_results(plain: str, intent: Intent, context: Context) -> str |
         return None
     run = intent.args["run"]
     return f"Benchmark {run} as the one before, or read its results ({call_text(intent)})?"
+
+
+# A lone negation ending the message after an action: "cancel r1. Not.", "benchmark r1 no." ("fp8? no." answers a
+# question of its own; "with packing, not without" has its word after the negation). Read in the words as typed: a
+# translated "nahi" or "nicht" may be a setting's negation.
+TRAILING_NO = r"(?:[.!;]\s*(?:not|no|nope|nah)\s*[.!]*|(?<=[\w/-])\s+(?:no|nope|nah)\s*[.!]+)$"
 
 
 def _unknown_source(entities: Entities) -> str | None:
@@ -1264,6 +1270,32 @@ def _unknown_json_key(plain: str, intent: Intent) -> str | None:
             f"`data.packing`)? I would call {call_text(intent)} without it.")  # fmt: skip
 
 
+# A fit to be checked before anything runs: "check it fits first", "make sure it fits before you launch".
+FITS_FIRST = (r"\b(?:check|see|verify|make\s+sure|confirm|ensure)\s+(?:that\s+|whether\s+|if\s+)?"
+              r"(?:it|this|that|everything|the\s+\w+)\s+(?:fits|will\s+fit|would\s+fit|can\s+fit)\b")  # fmt: skip
+# Digits said radio-style ("five-zero", "one-zero-two-four"), as typed; and a hedge around a value ("or was it",
+# "maybe", "-ish", a question mark).
+RADIO_SAID = r"(?<![\w-])(?:one|two|three|four|five|six|seven|eight|nine)(?:-(?:zero|one|two|three|four|five|six|seven|eight|nine))+(?![\w-])"  # noqa: E501
+RADIO_HEDGE = r"\bor\s+was\s+it\b|\bmaybe\b|\bor\s+so\b|-ish\b|\bi\s+think\b|\?"
+
+
+def _radio_doubt(intent: Intent) -> str | None:
+    """One question where digits said radio-style are too many to be sure of (a figure of five digits or more:
+    "steps one-zero-zero-zero-zero-zero-zero") or hedged ("four-zero... or was it eight-zero gig"): a slip of one
+    word is a value ten times off."""
+    text = intent.text.lower()
+    said = [m.group(0) for m in re.finditer(RADIO_SAID, text) if "zero" in m.group(0)]
+    if not said:
+        return None
+    long = [s for s in said if s.count("-") >= 4]
+    if not long and not re.search(RADIO_HEDGE, text):
+        return None
+    figures = ", ".join(f"{s!r} as {''.join('0' if w == 'zero' else str(UNITS[w]) for w in s.split('-'))}"
+                        for s in (long or said))  # fmt: skip
+    return (f"Did I read your digits right ({figures})? Say the value in figures, e.g. `100`. I would call "
+            f"{call_text(intent)}.")  # fmt: skip
+
+
 def clarify(intent: Intent, plain: str, entities: Entities, context: Context, scores: dict[str, float]) -> None:
     """One question instead of the action where the planner is not sure of it (see the module docstring): the
     checks in order, each where no earlier one asked, and the holds (negated, put off, asked about) over all."""
@@ -1284,7 +1316,11 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _unknown_json_key(plain, intent) or _unplaced_number(plain, entities, intent)
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
-        intent.clarify = _count_of_those(intent, context)
+        intent.clarify = _count_of_those(intent, context) or _radio_doubt(intent)
+    if intent.clarify is None and intent.command == "run" and re.search(FITS_FIRST, plain.lower()):
+        # "seq len 1024? check it fits first": a fit checked before the launch is a plan first, not the launch
+        intent.clarify = (f"Should I plan layouts first to check that it fits (`/plan`), or launch now "
+                          f"({call_text(intent)})?")  # fmt: skip
     if intent.clarify is None and intent.command in ("run", "sweep") and intent.args.get("experiment"):
         intent.clarify = _file_put_aside(plain, entities, intent)
     if intent.clarify is None and intent.command in ("run", "sweep"):
@@ -1344,6 +1380,11 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         )
     if intent.clarify is None and intent.command in ("run", "sweep") and (source := _unknown_source(entities)):
         intent.clarify = source
+    if intent.clarify is None and intent.command == "docs" and not entities.has("sweep"):
+        intent.clarify = _unknown_source(entities)  # "update the docs as previously briefed": no sweep, no brief
+    if intent.clarify is None and intent.command in ACTIONS and re.search(TRAILING_NO, intent.text.strip().lower()):
+        # "cancel r1. Not.", "benchmark r1 no.": the action taken back by a lone negation after it
+        intent.clarify = f"Do you want me to {intent.command} ({call_text(intent)}) or not? yes / no"
     if intent.clarify is None and intent.command in (*ACTIONS, *NAMED_TOOLS, "plan"):
         intent.clarify = _pointed_question(plain, intent, entities, context)
     if (

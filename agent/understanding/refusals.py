@@ -80,6 +80,8 @@ BYPASSED = r"\b(?:straight|directly|right)\s+(?:to|into|onto|on)\b|^[^.;!?]*?\by
 LABELS = (r"\b(?:(?:hidden|private|held[- ]out|sealed|gold|ground[- ]truth|secret|test)\s+(?:test\s+)?(?:labels?|"
           r"label\s+files?|answers?)|answer[- ]?keys?|labels?\s+files?|(?:correct|right|expected|true|gold)\s+"
           r"(?:answers?|labels?)|(?:benchmark|eval\w*|test)\s+(?:labels|answers))\b|"
+          # a labels file named by its file name: "grab its labels.json from the benchmark"
+          r"\blabels?\.(?:jsonl?|csv|tsv|txt|ya?ml|parquet)\b|"
           # per-example results: "which benchmark answers r1 got wrong", "the questions r1 failed"
           r"\b(?:answers?|questions?)\s+(?:that\s+|which\s+)?(?:[\w./-]+\s+){0,2}?"
           r"(?:got\s+wrong|got\s+right|failed|missed|gets?\s+wrong|flunked)\b")  # fmt: skip
@@ -104,6 +106,8 @@ GLUE = {"the", "all", "of", "my", "our", "old", "those", "these", "that", "this"
         "directory", "folder", "named", "called", "file", "both", "whole", "entire", "-r", "-rf", "-fr",
         "out", "o", "os", "el", "la", "los", "las"}  # fmt: skip
 NEGATED = r"\b(?:don'?t|do not|never|not|no need to|without|instead of|rather than)\s+(?:\w+\s+)?$"
+# A secret's file fetched is shown as surely: "grab r1's secrets.json" ("pull request" is no fetch).
+SECRET_FETCHED = r"\b(?:pull(?!\s+requests?\b)|fetch|grab|download|retrieve)\b"
 # A secret named under a negation of its showing ("show it to me, don't dump any env vars or API keys alongside it",
 # "never print my token"): the verb and its object's words, or a noun joined to the secret ("tokens or passwords"),
 # may stand between the negation and the secret.
@@ -135,7 +139,7 @@ def refusal(plain: str, entities: Entities) -> str | None:
         return ("meshpilot never shows a benchmark's private labels, correct answers or per-example results: "
                 "run_benchmark reports aggregate scores only (e.g. `benchmark runs/r1`), so I am not doing any of "
                 "this request.")  # fmt: skip
-    if _said(SECRET, lowered, SECRET_NEGATED) and re.search(REVEAL, lowered):
+    if _said(SECRET, lowered, SECRET_NEGATED) and re.search(rf"{REVEAL}|{SECRET_FETCHED}", lowered):
         return ("meshpilot never prints tokens, passwords, API keys or environment variables: read them in your own "
                 "shell (e.g. `echo $HF_TOKEN`) if you need them.")  # fmt: skip
     return None
