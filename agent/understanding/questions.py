@@ -1287,13 +1287,87 @@ def _radio_doubt(intent: Intent) -> str | None:
     said = [m.group(0) for m in re.finditer(RADIO_SAID, text) if "zero" in m.group(0)]
     if not said:
         return None
-    long = [s for s in said if s.count("-") >= 4]
+    # a sweep's trials run one by one, so four digits of them (1000) already cost too much to take on one slip
+    least = 3 if intent.command == "sweep" else 4
+    long = [s for s in said if s.count("-") >= least]
     if not long and not re.search(RADIO_HEDGE, text):
         return None
     figures = ", ".join(f"{s!r} as {''.join('0' if w == 'zero' else str(UNITS[w]) for w in s.split('-'))}"
                         for s in (long or said))  # fmt: skip
     return (f"Did I read your digits right ({figures})? Say the value in figures, e.g. `100`. I would call "
             f"{call_text(intent)}.")  # fmt: skip
+
+
+# Radio digits no one says for a figure: a leading zero ("zero-two", "micro batch zero-four") or a tens word before
+# "zero" ("ten-zero"); each reads as two things (ZeRO-2 and 2; 10 and 100), so the value is asked, never guessed
+ODD_RADIO = (r"(?<![\w-])(?:zero(?:-(?:zero|one|two|three|four|five|six|seven|eight|nine))+"
+             r"|(?:ten|eleven|twelve|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)-zero)"
+             r"(?![\w-])")  # fmt: skip
+# "steps 120 minus the warmup": a count less another is arithmetic, not the warmup turned off
+LESS_THE = (r"(?:\d|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|hundred|thousand))\s+(?:steps?\s+)?"
+            r"(?:minus|less)\s+(?:the\s+)?warm-?\s?ups?\b")  # fmt: skip
+# "equipment check, then launch": a check of the machine asked before the action (not one that already passed)
+CHECK_FIRST = (r"\b(?:equipment|hardware|gpu|device|machine|node)\s+(?:check|inspection)\b[^.;]{0,12}?"
+               r"\b(?:then|first|before)\b")  # fmt: skip
+# "a PR, no report": the PR writes the report, so the two wishes cannot both hold
+NO_REPORT = (r"\b(?:no|without(?:\s+(?:a|the))?|skip(?:\s+the)?)\s+(?:write-?\s?up|report)s?\b"
+             r"(?!\s+(?:is\s+)?(?:needed|required|necessary))")  # fmt: skip
+# "write it up and get a PR open": a PR asked for beside the report, with no "not"/"no" anywhere that could undo it
+PR_WANTED = (r"\b(?:get|open|make|create|file|raise|send)\s+(?:a\s+|the\s+)?(?:pr|pull\s+request)\b"
+             r"|\b(?:pr|pull\s+request)\s+(?:open|up)\b")  # fmt: skip
+ANY_NO = r"\b(?:not|no|never|without|don't|dont|mat|nicht|instead|after|later|once|maybe|or)\b|n't\b"
+
+
+# Tagalog function words: a Taglish request ("ulitin po natin yung run") whose settings the rules cannot read
+TAGALOG = frozenset({"po", "natin", "yung", "ang", "ng", "mga", "pero", "naman", "sana", "ba", "lang", "kasi", "nga"})
+
+
+def _taglish(lowered: str) -> bool:
+    """Whether at least two Tagalog function words are said (a Taglish request)."""
+    return sum(word in TAGALOG for word in re.findall(r"[a-z]+", lowered)) >= 2
+
+
+# "runs.filter(status==oom)", ".wait() on it": a method call that names another tool's work than the read chosen
+OTHER_METHOD = r"\.(?:filter|wait|list|where|select)\s*\("
+
+
+def _method_unread(plain: str, intent: Intent) -> str | None:
+    """One question where a code-style call names work (filter the runs, wait on one) the status or results read
+    chosen does not do: reading the wrong thing is asked about, not done."""
+    if intent.command not in ("status", "results") or not re.search(OTHER_METHOD, plain.lower()):
+        return None
+    return f"Do you mean {call_text(intent)}? Say `list runs` to list them, or `wait for r1` to wait on one."
+
+
+def _safety_doubt(plain: str, intent: Intent, context: Context) -> str | None:
+    """One question where acting would most likely do something other than what was meant: odd radio digits, a
+    count less the warmup, a check asked before the launch, the resume of a run that ran out of memory, a PR that
+    must not write its report, a report where a PR was asked for."""
+    lowered, command = plain.lower(), intent.command
+    odd = re.search(ODD_RADIO, intent.text.lower()) or re.search(ODD_RADIO, lowered)
+    if command in ("run", "plan", "sweep") and odd:
+        return (f"Which value do you mean by {odd.group(0)!r}? Say it in figures, e.g. `20`. I would call "
+                f"{call_text(intent)}.")  # fmt: skip
+    if command == "run" and re.search(LESS_THE, intent.text.lower()):
+        return (f"How many steps, exactly? Say the count in figures; I would not turn the warmup off. I would call "
+                f"{call_text(intent)}.")  # fmt: skip
+    if command == "run" and re.search(CHECK_FIRST, lowered):
+        return (f"Should I check the hardware first (`/inspect`), or launch now ({call_text(intent)})? I do one "
+                f"at a time.")  # fmt: skip
+    run = intent.args.get("run")
+    if command == "resume" and isinstance(run, str) and "oom" in context.known.facts(run):
+        return (f"{run} ran out of memory; resuming it would run out again. Read its results, or launch a new run "
+                f"with less memory (say its GPUs, steps and layout)?")  # fmt: skip
+    if command == "pr" and re.search(NO_REPORT, lowered):
+        return f"Opening a PR writes the sweep's report. Open it anyway ({call_text(intent)})? yes / edit"
+    if command == "report" and re.search(PR_WANTED, lowered) and not re.search(ANY_NO, lowered):
+        return f"Write the report only ({call_text(intent)}), or open a PR with it (`/pr`)?"
+    if command == "run" and not intent.args and (_other_language(plain) or _taglish(lowered)):
+        return (
+            "What should I launch, exactly? I read no setting I can set, so I would only train the defaults "
+            "(/run). Say the settings, e.g. `train 20 steps with dp_shard=2 on 2 GPUs`."
+        )
+    return None
 
 
 def clarify(intent: Intent, plain: str, entities: Entities, context: Context, scores: dict[str, float]) -> None:
@@ -1317,6 +1391,10 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
         intent.clarify = _unknown_json_key(plain, intent) or _unplaced_number(plain, entities, intent)
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _count_of_those(intent, context) or _radio_doubt(intent)
+    if intent.clarify is None and intent.command in ACTIONS:
+        intent.clarify = _safety_doubt(plain, intent, context)
+    if intent.clarify is None:
+        intent.clarify = _method_unread(plain, intent)
     if intent.clarify is None and intent.command == "run" and re.search(FITS_FIRST, plain.lower()):
         # "seq len 1024? check it fits first": a fit checked before the launch is a plan first, not the launch
         intent.clarify = (f"Should I plan layouts first to check that it fits (`/plan`), or launch now "
