@@ -23,6 +23,7 @@ from tests.understanding_support import read, read_as
         "please resume the tp-try run",  # tp-try ran out of memory
         "open a pull request for lr-scan without a report",  # a PR writes the report
         "write up the lr-scan sweep and make a PR",  # a report only would drop the PR
+        "Write up lr-scan and get a PR open, we ain't got long",  # haste, not a "not"
         "pwede po bang ulitin natin yung run",  # Taglish, no setting read: the defaults
         "runs.where(status==failed)",  # a filter, not one run's status
     ],
@@ -42,6 +43,7 @@ def test_asks_where_acting_would_likely_be_wrong(text, known):
         ("resume r1", "resume", {"run": "runs/r1"}),
         ("no report needed, open a PR for lr-scan", "pr", {"sweep": "sweeps/lr-scan"}),
         ("write up lr-scan, no PR", "report", {"sweep": "sweeps/lr-scan"}),
+        ("Summarise lr-scan and open a PR, I ain't got long", "pr", {"sweep": "sweeps/lr-scan"}),
     ],
 )
 def test_near_misses_keep_acting(text, command, args, known):

@@ -1315,7 +1315,8 @@ NO_REPORT = (r"\b(?:no|without(?:\s+(?:a|the))?|skip(?:\s+the)?)\s+(?:write-?\s?
 # "write it up and get a PR open": a PR asked for beside the report, with no "not"/"no" anywhere that could undo it
 PR_WANTED = (r"\b(?:get|open|make|create|file|raise|send)\s+(?:a\s+|the\s+)?(?:pr|pull\s+request)\b"
              r"|\b(?:pr|pull\s+request)\s+(?:open|up)\b")  # fmt: skip
-ANY_NO = r"\b(?:not|no|never|without|don't|dont|mat|nicht|instead|after|later|once|maybe|or)\b|n't\b"
+# ("ain't got all day" is haste, not a "not")
+ANY_NO = r"\b(?:not|no|never|without|don't|dont|won't|shouldn't|needn't|mat|nicht|instead|after|later|once|maybe|or)\b"
 
 
 # Tagalog function words: a Taglish request ("ulitin po natin yung run") whose settings the rules cannot read
