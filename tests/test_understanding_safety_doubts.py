@@ -1,8 +1,8 @@
 """Requests where acting would most likely do something other than what was meant, so the parser asks one question
 (questions._safety_doubt, _method_unread and the sweep's radio digits): odd radio digits, a step count less the
-warmup, a check asked before the launch, the resume of a run that ran out of memory, a PR that must not write its
-report, a report where a PR was asked for, a Taglish launch with no setting read, a code-style call that names
-other work than the read chosen. Near misses keep acting."""
+warmup, a check asked before the launch, a PR that must not write its report, a report where a PR was asked for, a
+Taglish launch with no setting read, a code-style call that names other work than the read chosen. Near misses keep
+acting."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from tests.understanding_support import read, read_as
         "run a sweep of two-zero-zero-zero trials",  # thousands of trials on one slip
         "train 2 gpus for two-four-zero steps less the warmup",  # arithmetic, not the warmup off
         "equipment check first and then run 20 steps on 2 gpus",  # the check first
-        "please resume the tp-try run",  # tp-try ran out of memory
         "open a pull request for lr-scan without a report",  # a PR writes the report
         "write up the lr-scan sweep and make a PR",  # a report only would drop the PR
         "Write up lr-scan and get a PR open, we ain't got long",  # haste, not a "not"

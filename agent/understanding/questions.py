@@ -1340,10 +1340,11 @@ def _method_unread(plain: str, intent: Intent) -> str | None:
     return f"Do you mean {call_text(intent)}? Say `list runs` to list them, or `wait for r1` to wait on one."
 
 
-def _safety_doubt(plain: str, intent: Intent, context: Context) -> str | None:
+def _safety_doubt(plain: str, intent: Intent) -> str | None:
     """One question where acting would most likely do something other than what was meant: odd radio digits, a
-    count less the warmup, a check asked before the launch, the resume of a run that ran out of memory, a PR that
-    must not write its report, a report where a PR was asked for."""
+    count less the warmup, a check asked before the launch, a PR that must not write its report, a report where a PR
+    was asked for. (A resume of a run that ended otherwise than preempted is the tool's to refuse, in one line:
+    agent.jobs.resumable_job says which runs resume.)"""
     lowered, command = plain.lower(), intent.command
     odd = re.search(ODD_RADIO, intent.text.lower()) or re.search(ODD_RADIO, lowered)
     if command in ("run", "plan", "sweep") and odd:
@@ -1355,10 +1356,6 @@ def _safety_doubt(plain: str, intent: Intent, context: Context) -> str | None:
     if command == "run" and re.search(CHECK_FIRST, lowered):
         return (f"Should I check the hardware first (`/inspect`), or launch now ({call_text(intent)})? I do one "
                 f"at a time.")  # fmt: skip
-    run = intent.args.get("run")
-    if command == "resume" and isinstance(run, str) and "oom" in context.known.facts(run):
-        return (f"{run} ran out of memory; resuming it would run out again. Read its results, or launch a new run "
-                f"with less memory (say its GPUs, steps and layout)?")  # fmt: skip
     if command == "pr" and re.search(NO_REPORT, lowered):
         return f"Opening a PR writes the sweep's report. Open it anyway ({call_text(intent)})? yes / edit"
     if command == "report" and re.search(PR_WANTED, lowered) and not re.search(ANY_NO, lowered):
@@ -1393,7 +1390,7 @@ def clarify(intent: Intent, plain: str, entities: Entities, context: Context, sc
     if intent.clarify is None and intent.command in ("run", "plan", "sweep"):
         intent.clarify = _count_of_those(intent, context) or _radio_doubt(intent)
     if intent.clarify is None and intent.command in ACTIONS:
-        intent.clarify = _safety_doubt(plain, intent, context)
+        intent.clarify = _safety_doubt(plain, intent)
     if intent.clarify is None:
         intent.clarify = _method_unread(plain, intent)
     if intent.clarify is None and intent.command == "run" and re.search(FITS_FIRST, plain.lower()):
