@@ -1,10 +1,10 @@
 """A sweep's trials started from a forkserver (agent.jobs.forkserver) against spawned as fresh interpreters.
 
 The same small sweep (the built-in example model, a few steps per trial on this machine's CPU processes) is run by
-`meshpilot sweep --no-prune` (every trial runs its steps, whichever way) with the forkserver on and off (MESHPILOT_FORKSERVER=0) in turn, after one unmeasured sweep that
-prepares the data; the figure is each sweep's wall time, from the command's start to its exit, and its median per way.
-Both ways train the same trials (the sweep's tests check the forked ones' losses); only where each trial's
-supervisor and launcher start from differs.
+`meshpilot sweep --no-prune` (every trial runs all its steps, either way) with the forkserver on and off
+(MESHPILOT_FORKSERVER=0) in turn, after one unmeasured sweep that prepares the data; the figure is each sweep's wall
+time, from the command's start to its exit, and its median per way. Both ways train the same trials (the sweep's
+tests check the forked ones' losses); only where each trial's supervisor and launcher start from differs.
 
     python -m bench.sweep_start [--trials 4] [--trial-steps 3] [--repeats 3] [--out FILE]
 
