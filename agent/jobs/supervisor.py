@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -100,9 +101,9 @@ def _forked_launcher(args: list[str], env: dict[str, str], log_fd: int) -> int:
     take_over(env, REPO)
     sys.argv = [str(REPO / "agent" / "cli.py"), *args]
     print(f"meshpilot: launcher pid {os.getpid()} forked from its supervisor, imports preloaded", flush=True)
-    from agent.cli import main  # here: the supervisor runs no command line of its own
-
-    return main(args)
+    # The command line run as `python -m` runs it (its exit included), not imported: the CLI is above the jobs.
+    runpy.run_module("agent.cli", run_name="__main__", alter_sys=True)
+    return 0
 
 
 def _watch(out: Path, job: JobRecord, launcher: Launcher, stopping: list[str]) -> tuple[str, str] | None:
