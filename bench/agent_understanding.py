@@ -1,6 +1,6 @@
 """How well the agent understands plain requests it was not tuned on: right / wrong action / asked / nothing.
 
-    python -m bench.agent_understanding --set tests/data/understanding_sample.jsonl --name sample --phase check
+    python -m bench.agent_understanding --set agent/understanding/examples/sample.jsonl --name sample --phase check
     python -m bench.agent_understanding --set SET.jsonl --llm-base-url URL --llm-model NAME   # the real-LLM path
 
 A set is JSON lines: {"id", "request", "history": [earlier requests]?, "expect": {"tool", "args"}, {"ask": true} or

@@ -20,11 +20,12 @@ from agent.understanding import Context, context_of
 from agent.understanding.entities import extract
 from agent.understanding.known import Known
 from agent.understanding.normalise import normalise
+from agent.understanding.second_reading import EXAMPLES
 from bench.agent_understanding import build_fixture, changes_experiment, judge, load_set, record, run_set, save, table
 from tests.understanding_support import read
 
 DATA = Path(__file__).parent / "data"
-SETS = DATA / "understanding"
+SETS = EXAMPLES
 
 
 @pytest.fixture(scope="module")

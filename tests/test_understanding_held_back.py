@@ -1,6 +1,6 @@
 """An action named but not asked for now is never taken (agent.understanding.mood): negated, taken back, put off,
 conditional, supposed or asked about, the parser asks one question naming the call instead. The sentences here are
-new ones of the kinds the review probe found (tests/data/understanding/held_back.jsonl holds the probe's own); the
+new ones of the kinds the review probe found (agent/understanding/examples/held_back.jsonl holds the probe's own); the
 second half are their near misses, orders for now that must still act."""
 
 from __future__ import annotations

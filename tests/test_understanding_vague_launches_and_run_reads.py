@@ -44,7 +44,6 @@ def test_a_launch_of_a_wish_alone_is_asked(text, known):
         ("start a run, I think it's best to keep the defaults", {}),
         ("I launched one yesterday. start a run now", {}),  # when something else was done
         ("train 20 steps on 2 GPUs, whichever layout is quickest", {"steps": 20, "nproc": 2}),  # the facts said
-        ("train the winner of sweeps/lr-scan", {"nproc": 2, "layout": "dp_shard=2"}),  # the sweep's best, known
     ],
 )
 def test_a_plain_or_stated_launch_still_launches(text, args, known):

@@ -138,6 +138,7 @@ def _supervisor(out: Path, token: str, env: dict[str, str]) -> None:
     """In the forked child (run_and_exit's body): `python -m agent.jobs OUT TOKEN` run in `env`."""
     os.setsid()  # survives a terminal's Ctrl-C, as a spawned supervisor does
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # its launcher is waited for
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh interpreter's (main ignores it)
     devnull = os.open(os.devnull, os.O_RDONLY)
     log = os.open(out / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     for fd, target in ((0, devnull), (1, log), (2, log)):
@@ -152,5 +153,8 @@ def _supervisor(out: Path, token: str, env: dict[str, str]) -> None:
 
 def main(fd: int) -> None:
     """The forkserver's process (`_Forkserver` starts it), serving on the connection `fd`."""
+    # A Ctrl-C typed at a hand sweep reaches its whole process group, this process too: the sweep ends it (its
+    # connection closes, or the tie to its caller), not the key, which would only print a KeyboardInterrupt here.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     tie_to_parent()
     _serve(Connection(fd))

@@ -52,6 +52,7 @@ from agent.understanding.normalise import normalise
 from agent.understanding.questions import clarify
 from agent.understanding.refusals import refusal
 from agent.understanding.restatements import nothing_to_amend, restated
+from agent.understanding.second_reading import TOOL_WORDS, other_tool, words_for
 
 __all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
 WEAK = 2.5  # an action cued by no more than the grammar's first reading alone
@@ -85,14 +86,25 @@ def _slash(text: str, context: Context | None) -> Intent:
 
 
 def _sentence(text: str, context: Context | None) -> Intent:
+    """The parser's reading of a plain sentence, held back as a question where the second reading doubts its tool."""
     context = context or Context()
+    intent, scores = _read(text, context)
+    followup = context.previous_text is not None
+    if intent.clarify is None and not intent.refusal and (other := other_tool(intent.command, scores, text, followup)):
+        intent.clarify = (f"Should I {words_for(intent.command)} ({call_text(intent)})? It also reads as a request to "
+                          f"{TOOL_WORDS[other]}: which do you mean? yes / edit")  # fmt: skip
+    return intent
+
+
+def _read(text: str, context: Context) -> tuple[Intent, dict[str, float]]:
+    """The parser's reading, and its intents' scores (none where it refused)."""
     plain = normalise(text, context.known.names)
     if (said := restated(plain, context)) != plain:
         text = plain = said  # what every later reading of the sentence reads
     entities = extract(plain, context.known)
     the_other(plain.lower(), entities, context.known, {"run": context.run, "sweep": context.sweep})
     if refused := refusal(plain, entities):  # "delete runs/tp-try": no tool may, and no nearby tool in its place
-        return Intent("help", text=text, refusal=refused)
+        return Intent("help", text=text, refusal=refused), {}
     scores = score(plain, entities, first_reading(negated_actions(plain.lower())[1]), context.previous)
     best = ranked(scores)
     command = best[0][0] if best[0][1] > 0 else "help"
@@ -111,7 +123,7 @@ def _sentence(text: str, context: Context | None) -> Intent:
         intent.clarify = question  # "the foregoing instruction is amended so that ..." with nothing foregoing
     if intent.clarify is None and intent.command in ACTIONS and re.search(DRY_RUN, plain.lower()):
         intent.clarify = f"I have no dry run, so I have done nothing. Do it for real: {call_text(intent)}? yes / edit"
-    return intent
+    return intent, scores
 
 
 # A command line's flag that asks to act only in pretence ("--dry-run", "--noop"): no tool has such a mode, and the

@@ -104,7 +104,7 @@ def _across_runs(intent: Intent, lowered: str, context: Context) -> None:
 def planned_devices(context: Context, plain: str = "") -> int | None:
     """The GPUs of one machine that the turn before planned for: what "go with fsdp then" launches on. A launch
     before is such a hint only where the sentence says it is the same ("same thing but with FSDP instead"): "do it on
-    tp instead" after dp_shard=2 is asked (tests/data/understanding/probe.jsonl)."""
+    tp instead" after dp_shard=2 is asked (agent/understanding/examples/probe.jsonl)."""
     launch = context.launch if context.previous == "run" else None
     if launch and re.search(r"\bsame\b", plain.lower()) and isinstance(launch.get("nproc"), int):
         return launch["nproc"]
