@@ -14,21 +14,24 @@ the parser's action becomes one question naming both readings: a wrong action tu
 of the fit, a sixth of the fresh sets at a time, it picks the expected label of 92% of their requests
 (BENCHMARKS.md, "second reading").
 
-Nothing is stored but the examples themselves (no weights are shipped): the fit takes about a second, once per
-process.
+No weights are shipped, only the examples: the fit (about a second) is kept in meshpilot's cache, keyed by the
+examples' contents.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from agent.understanding import regex as re
+from trainer.host.cache import cached_dir, fingerprint
 
 EXAMPLES = Path(__file__).parent / "examples"  # JSON lines: {"request", "history"?, "expect": {...}}
 NGRAMS = (3, 4, 5)  # character n-grams: what survives a typo, a dropped "g" or another language's inflection
@@ -99,22 +102,39 @@ def label(expect: dict) -> str:
     return "refuse" if expect.get("refuse") else "ask" if expect.get("ask") else expect["tool"]
 
 
+@dataclass
 class NaiveBayes:
     """Multinomial naive Bayes over the presence of features (each counted once per example)."""
 
-    def __init__(self, examples: list[tuple[set[str], str]]) -> None:
+    labels: list[str]
+    row: dict[str, int]  # a feature's row of `weight`
+    weight: np.ndarray  # log P(feature | label): a row per feature, a column per label
+    prior: np.ndarray  # log P(label)
+
+    @classmethod
+    def fit(cls, examples: list[tuple[set[str], str]]) -> NaiveBayes:
         labels = Counter(name for _, name in examples)
-        self.labels = sorted(labels)
-        column = {name: i for i, name in enumerate(self.labels)}
-        self.row: dict[str, int] = {}
-        width = len(self.labels)
-        cells: list[int] = []  # row * width + column, once per feature of each example
+        names = sorted(labels)
+        column = {name: i for i, name in enumerate(names)}
+        row: dict[str, int] = {}
+        cells: list[int] = []  # row * len(names) + column, once per feature of each example
         for found, name in examples:
-            cells += [self.row.setdefault(feature, len(self.row)) * width + column[name] for feature in found]
-        counts = np.bincount(cells, minlength=len(self.row) * width).reshape(len(self.row), width)
-        totals = counts.sum(axis=0) + SMOOTHING * len(self.row)
-        self.weight = np.log((counts + SMOOTHING) / totals)  # log P(feature | label)
-        self.prior = np.log(np.array([labels[name] for name in self.labels]) / len(examples))
+            cells += [row.setdefault(feature, len(row)) * len(names) + column[name] for feature in found]
+        counts = np.bincount(cells, minlength=len(row) * len(names)).reshape(len(row), len(names))
+        totals = counts.sum(axis=0) + SMOOTHING * len(row)
+        prior = np.log(np.array([labels[name] for name in names]) / len(examples))
+        return cls(names, row, np.log((counts + SMOOTHING) / totals).astype(np.float32), prior)
+
+    def save(self, folder: Path) -> None:
+        np.save(folder / "weight.npy", self.weight)
+        np.save(folder / "prior.npy", self.prior)
+        (folder / "features.json").write_text(json.dumps({"labels": self.labels, "features": list(self.row)}))
+
+    @classmethod
+    def load(cls, folder: Path) -> NaiveBayes:
+        names = json.loads((folder / "features.json").read_text())
+        row = {feature: i for i, feature in enumerate(names["features"])}
+        return cls(names["labels"], row, np.load(folder / "weight.npy"), np.load(folder / "prior.npy"))
 
     def probabilities(self, found: set[str]) -> dict[str, float]:
         rows = [self.row[feature] for feature in found if feature in self.row]  # unseen features say nothing
@@ -141,7 +161,12 @@ def read_examples(paths: Iterable[Path] | None = None) -> list[tuple[set[str], s
 
 @functools.cache
 def model() -> NaiveBayes:
-    return NaiveBayes(read_examples())
+    """The classifier fitted on every example, kept in meshpilot's cache under the examples' fingerprint: fitting
+    takes about a second, loading a tenth of that (a command such as `meshpilot ask` pays it once per call)."""
+    files = example_files()
+    key = fingerprint([hashlib.sha256(path.read_bytes()).hexdigest() for path in files], NGRAMS, SMOOTHING)
+    folder = cached_dir("second-reading", key, lambda staging: NaiveBayes.fit(read_examples(files)).save(staging))
+    return NaiveBayes.load(folder)
 
 
 def likely(request: str, followup: bool = False) -> dict[str, float]:
