@@ -38,25 +38,29 @@ def test_sets_left_out_of_the_fit_are_read_by_their_likeliest_label(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("text", "other"),
+    ("text", "offered", "named"),
     [
-        # fresh_bc: a launch read as a question about the sweep's winner
+        # fresh_bg: a wait read as r1's results; the other reading (the wait) offered first
+        ("Waiting of r1 until the end, please.", ("status", {"run": "runs/r1", "wait": "yes"}), "read_results"),
+        # fresh_bh: a sweep read as a look at the file it names
+        ("A sweep, I think, is now in order: some ten trials upon the long configuration, configs/long.yaml, so that "
+         "we may set it beside the record of earlier experiments.",
+         ("sweep", {"experiment": "configs/long.yaml", "trials": 10}), "read_file"),
+        # fresh_bj: a pull request read as the report alone
+        ("Big finale: write up the lr-scan, push the branch and open that pull request for the whole audience!",
+         ("pr", {"sweep": "sweeps/lr-scan"}), "write_report"),
+        # fresh_bc: a launch read as a question about the sweep; the launch would ask something itself, so the rules'
+        # reading is offered and the launch named
         ("How about 4 GPUs, FSDP, 50 steps, lr 3e-4, weight decay 0.1, and why not skip the warmup entirely, no "
-         "warmup steps?", "launch_run"),
-        # fresh_bc: a launch said in Portuguese, read as r1's results
-        ("sem compile e sem activation checkpointing, fsdp em 4 gpus, zero stage 3, 40 steps, beleza?", "launch_run"),
-        # fresh_bd: the sweep's summary file, read as its trials
-        ("I should be grateful for sight of the learning-rate sweep's summary file itself, rather than a digest of it.",
-         "read_file"),
-        # the rules' own runner-up (a read of the sweep) is what the examples read
-        ("train the winner of sweeps/lr-scan", "read_sweep"),
+         "warmup steps?", ("why", {"sweep": "sweeps/lr-scan"}), "launch_run"),
     ],
 )  # fmt: skip
-def test_a_reading_both_readers_doubt_is_asked_naming_both(text, other, known):
+def test_a_reading_both_readers_doubt_is_asked_naming_both(text, offered, named, known):
     intent = read(text, known)
-    assert intent.clarify is not None
+    command, args = offered
+    assert intent.command == command and args.items() <= intent.args.items()
     assert intent.clarify.startswith("Should I ") and intent.clarify.endswith("? yes / edit")
-    assert f"It also reads as a request to {TOOL_WORDS[other]}: which do you mean?" in intent.clarify
+    assert f"It also reads as a request to {TOOL_WORDS[named]}: which do you mean?" in intent.clarify
 
 
 @pytest.mark.parametrize(
@@ -72,13 +76,12 @@ def test_a_reading_the_rules_are_sure_of_is_not_doubted(text, command, known):
     assert (intent.command, intent.clarify) == (command, None)
 
 
-def test_a_yes_to_the_question_runs_the_parsers_reading(tmp_path):
-    """The question offers the parser's reading ("yes" runs it, still through the approval); the other reading is
-    named for the user to say instead."""
+def test_a_yes_to_the_question_runs_the_reading_it_offered(tmp_path):
+    """The question offers one reading ("yes" runs it, still through the approval) and names the other."""
     conversation = Conversation(build_graph(OfflinePlanner(), InMemorySaver()), build_fixture(tmp_path / "repo"), "t")
-    question = conversation.turn("train the winner of sweeps/lr-scan", judged=True)["reply"]
-    assert question.startswith("Should I start a training run (")
-    assert conversation.turn("yes", judged=True)["call"]["name"] == "launch_run"
+    question = conversation.turn("Waiting of r1 until the end, please.", judged=True)["reply"]
+    assert question.startswith("Should I wait for a run to end (")
+    assert conversation.turn("yes", judged=True) == {"call": {"name": "wait_run", "args": {"run": "runs/r1"}}}
 
 
 def test_the_fit_is_kept_in_the_cache_and_read_back_the_same(tmp_path, monkeypatch):

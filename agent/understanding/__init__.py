@@ -52,7 +52,7 @@ from agent.understanding.normalise import normalise
 from agent.understanding.questions import clarify
 from agent.understanding.refusals import refusal
 from agent.understanding.restatements import nothing_to_amend, restated
-from agent.understanding.second_reading import TOOL_WORDS, other_tool, words_for
+from agent.understanding.second_reading import CALLED_WITH, OFFERED, TOOL_WORDS, other_reading, words_for
 
 __all__ = ["Context", "Intent", "context_of", "parse_request", "understand"]
 WEAK = 2.5  # an action cued by no more than the grammar's first reading alone
@@ -86,18 +86,29 @@ def _slash(text: str, context: Context | None) -> Intent:
 
 
 def _sentence(text: str, context: Context | None) -> Intent:
-    """The parser's reading of a plain sentence, held back as a question where the second reading doubts its tool."""
+    """The parser's reading of a plain sentence, asked about where the second reading is sure of another tool that
+    the rules nearly chose too: the question offers one reading (a "yes" runs it), the other reading where it is
+    very likely and whole, else the rules', and names the other."""
     context = context or Context()
     intent, scores = _read(text, context)
-    followup = context.previous_text is not None
-    if intent.clarify is None and not intent.refusal and (other := other_tool(intent.command, scores, text, followup)):
-        intent.clarify = (f"Should I {words_for(intent.command)} ({call_text(intent)})? It also reads as a request to "
-                          f"{TOOL_WORDS[other]}: which do you mean? yes / edit")  # fmt: skip
-    return intent
+    if intent.clarify is not None or intent.refusal:
+        return intent
+    if (other := other_reading(intent.command, scores, text, context.previous_text is not None)) is None:
+        return intent
+    offered = _read(text, context, other.command)[0] if other.chance >= OFFERED else None
+    if offered is not None and offered.clarify is None:
+        offered.args |= CALLED_WITH.get(other.tool, {})
+        first, second = TOOL_WORDS[other.tool], words_for(intent.command)
+    else:
+        offered, first, second = intent, words_for(intent.command), TOOL_WORDS[other.tool]
+    offered.clarify = (f"Should I {first} ({call_text(offered)})? It also reads as a request to {second}: which do "
+                       f"you mean? yes / edit")  # fmt: skip
+    return offered
 
 
-def _read(text: str, context: Context) -> tuple[Intent, dict[str, float]]:
-    """The parser's reading, and its intents' scores (none where it refused)."""
+def _read(text: str, context: Context, command: str | None = None) -> tuple[Intent, dict[str, float]]:
+    """The parser's reading (as `command` where given: another reading of the same sentence), and its intents'
+    scores (none where it refused)."""
     plain = normalise(text, context.known.names)
     if (said := restated(plain, context)) != plain:
         text = plain = said  # what every later reading of the sentence reads
@@ -106,15 +117,7 @@ def _read(text: str, context: Context) -> tuple[Intent, dict[str, float]]:
     if refused := refusal(plain, entities):  # "delete runs/tp-try": no tool may, and no nearby tool in its place
         return Intent("help", text=text, refusal=refused), {}
     scores = score(plain, entities, first_reading(negated_actions(plain.lower())[1]), context.previous)
-    best = ranked(scores)
-    command = best[0][0] if best[0][1] > 0 else "help"
-    if command in ACTIONS and best[0][1] <= WEAK and negated_actions(plain.lower())[0]:
-        command = "help"  # "write the report after the sweep finishes": what is left once the action put off is gone
-        # is no request for another action (the grammar's reading of a noun is no verb)
-    if command not in ACTIONS and best[0][1] <= WEAK and (refused := _only_refused(plain.lower(), entities)):
-        command = refused  # "negative on cancelling tp-try": that action, held back and asked about (mood), not a read
-    if command == "read" and context.launch and re.search(REPEAT_WITH, plain.lower()):
-        command = "run"  # "do the same thing with configs/long.yaml" after a launch: that launch, on this experiment
+    command = command or _chosen(scores, plain, entities, context)
     intent = read_facts(masked(plain, entities), command, text, planned_devices(context, plain))
     intent.text = text
     fill(intent, plain, entities, context)
@@ -124,6 +127,20 @@ def _read(text: str, context: Context) -> tuple[Intent, dict[str, float]]:
     if intent.clarify is None and intent.command in ACTIONS and re.search(DRY_RUN, plain.lower()):
         intent.clarify = f"I have no dry run, so I have done nothing. Do it for real: {call_text(intent)}? yes / edit"
     return intent, scores
+
+
+def _chosen(scores: dict[str, float], plain: str, entities: Entities, context: Context) -> str:
+    """The command the rules choose: the best scored intent, but for actions put off or refused."""
+    best = ranked(scores)
+    command = best[0][0] if best[0][1] > 0 else "help"
+    if command in ACTIONS and best[0][1] <= WEAK and negated_actions(plain.lower())[0]:
+        command = "help"  # "write the report after the sweep finishes": what is left once the action put off is gone
+        # is no request for another action (the grammar's reading of a noun is no verb)
+    if command not in ACTIONS and best[0][1] <= WEAK and (refused := _only_refused(plain.lower(), entities)):
+        command = refused  # "negative on cancelling tp-try": that action, held back and asked about (mood), not a read
+    if command == "read" and context.launch and re.search(REPEAT_WITH, plain.lower()):
+        command = "run"  # "do the same thing with configs/long.yaml" after a launch: that launch, on this experiment
+    return command
 
 
 # A command line's flag that asks to act only in pretence ("--dry-run", "--noop"): no tool has such a mode, and the
