@@ -96,3 +96,13 @@ def test_the_fit_is_kept_in_the_cache_and_read_back_the_same(tmp_path, monkeypat
     fitted = NaiveBayes.fit(read_examples())
     for text in ("tokens/s of r1?", "sem compile, fsdp em 4 gpus, 40 steps"):
         assert loaded.probabilities(features(text)) == pytest.approx(fitted.probabilities(features(text)))
+
+
+@pytest.mark.parametrize(
+    "text", ["N'ouvre pas de PR pour le sweep layouts-nov.", "Bitte keinen PR für layouts-nov öffnen."]
+)
+def test_an_action_refused_is_the_rules_to_read(text, known):
+    """A bag of n-grams cannot tell "open a PR" from "do not open a PR": where the rules read an action refused or
+    put off, the second reading is not asked (it would offer a write)."""
+    clarify = read(text, known).clarify or ""
+    assert "It also reads as" not in clarify

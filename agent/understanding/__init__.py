@@ -93,7 +93,10 @@ def _sentence(text: str, context: Context | None) -> Intent:
     intent, scores = _read(text, context)
     if intent.clarify is not None or intent.refusal:
         return intent
-    if (other := other_reading(intent.command, scores, text, context.previous_text is not None)) is None:
+    if negated_actions(normalise(text, context.known.names).lower())[0]:
+        return intent  # an action refused or put off: a bag of n-grams cannot read which ("don't open a PR")
+    followup = context.previous_text is not None
+    if (other := other_reading(intent.command, scores, text, followup)) is None:
         return intent
     offered = _read(text, context, other.command)[0] if other.chance >= OFFERED else None
     if offered is not None and offered.clarify is None:
