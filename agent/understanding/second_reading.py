@@ -44,9 +44,9 @@ SMOOTHING = 0.1  # additive (Lidstone) smoothing of each feature's count per lab
 TEMPERATURE = 28.0
 SURE = 0.5  # the second reading's likeliest tool counts where it is more likely than not
 # Where it is this sure, its reading is the one the question offers (a "yes" runs it): on the outside authors' sets
-# its gated readings were right (10 of 10, at 0.90 and above), on the suite's own near-miss sentences, written by
-# the rules' authors at their edges, mostly below (0.56 to 0.89, the rules right; two statements of work done
-# above it)
+# judged since it came, its reading was right in each of its 12 questions, most of them at 0.9 or above; on the
+# suite's own near-miss sentences, written by the rules' authors at their edges, its doubts are mostly below (0.56
+# to 0.89, the rules right; two statements of work done above it)
 OFFERED = 0.9
 # How close the parser's own score for the other tool must come to its best for a doubt to count: the reading the
 # rules nearly took (a strong cue is worth 2; agent.understanding.questions asks itself within 1, CLOSE).
@@ -173,8 +173,8 @@ def read_examples(paths: Iterable[Path] | None = None) -> list[tuple[set[str], s
 @functools.cache
 def model() -> NaiveBayes:
     """The classifier fitted on every example, kept in meshpilot's cache under the fingerprint of the examples and
-    of this module (whose constants and code make the fit): fitting
-    takes about a second, loading a tenth of that (a command such as `meshpilot ask` pays it once per call)."""
+    of this module (whose constants and code make the fit): fitting takes about a second, loading a tenth of that
+    (a command such as `meshpilot ask` pays it once per call)."""
     files = example_files()
     key = fingerprint([hashlib.sha256(path.read_bytes()).hexdigest() for path in [Path(__file__), *files]])
     folder = cached_dir("second-reading", key, lambda staging: NaiveBayes.fit(read_examples(files)).save(staging))
