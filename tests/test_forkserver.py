@@ -7,7 +7,10 @@ and a job whose environment changes what the preloaded imports read is spawned i
 
 from __future__ import annotations
 
+import re
+import signal
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -16,6 +19,7 @@ from support import write_experiment
 from agent.jobs import (
     LOG_FILE,
     cancel_run,
+    forkserver,
     job_processes,
     read_job,
     start_forkserver,
@@ -71,3 +75,15 @@ def test_a_forked_job_trains_as_a_spawned_one_and_is_stopped_by_its_token(tmp_pa
     assert FORKED in logs[forked] and FORKED not in logs[spawned]
     (spawned_step,), (forked_step,) = (RunDir(tmp_path / run).read_steps()[:1] for run in (spawned, forked))
     assert forked_step["loss"] == spawned_step["loss"]  # the same first step, bit for bit
+
+
+def test_a_ctrl_c_typed_at_a_hand_sweep_leaves_its_forkserver_serving():
+    """A terminal's Ctrl-C reaches the whole process group of a hand sweep, its forkserver too: the forkserver
+    ignores it (the sweep ends it), so that it neither dies mid-sweep nor prints a KeyboardInterrupt."""
+    server = forkserver._Forkserver()
+    try:
+        assert server.ready()  # its imports done: its signal dispositions are set
+        ignored = re.search(r"^SigIgn:\s*([0-9a-f]+)$", Path(f"/proc/{server.pid}/status").read_text(), re.M)
+        assert int(ignored.group(1), 16) & (1 << (signal.SIGINT - 1))
+    finally:
+        server.stop()

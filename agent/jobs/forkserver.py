@@ -90,16 +90,31 @@ class _Forkserver:
         if not same_imports({"OPENBLAS_NUM_THREADS": "1", **unapplied}, self.env):
             return None
         with self._lock:
+            if not self._ready():
+                return None
             try:
-                if self._forkable is None:
-                    self._forkable = bool(self._connection.recv())
-                if not self._forkable:
-                    return None
                 self._connection.send((str(out), token, env, tied))
                 return int(self._connection.recv())
             except (EOFError, OSError):  # the forkserver is gone (killed): spawn from now on
                 self._forkable = False
                 return None
+
+    def ready(self) -> bool:
+        """Whether the forkserver forks supervisors, once its imports are done (waits for them)."""
+        with self._lock:
+            return self._ready()
+
+    def _ready(self) -> bool:
+        if self._forkable is None:
+            try:
+                self._forkable = bool(self._connection.recv())
+            except (EOFError, OSError):  # it died before answering
+                self._forkable = False
+        return self._forkable
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
 
     def stop(self) -> None:
         self._connection.close()
