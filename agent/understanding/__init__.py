@@ -13,6 +13,9 @@
     clarify(intent, ...)               questions: one question, naming the best reading, instead of the action when
                                        a required argument is missing, two readings score close, or the action is
                                        negated, put off or only asked about
+    other_reading(command, ...)        second_reading: a classifier fitted on the labelled examples; where it is
+                                       sure of another tool that the rules nearly chose too, one question naming
+                                       both readings instead of the action
 
 A wrong action is worse than a question: where the planner is not sure of a value that changes what runs, it asks.
 Runs and sweeps may be described instead of named ("the ddp baseline", "the learning rate sweep"):
