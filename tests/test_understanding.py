@@ -2303,7 +2303,10 @@ def test_a_polite_request_asked_as_a_question_is_a_request(text, command, asks, 
 )
 def test_giving_an_experiment_a_spin_launches_it(text, args, known):
     intent = read(text, known)
-    assert intent.command == "run" and intent.clarify is None and intent.args == args
+    assert intent.command == "run" and intent.args == args
+    # the second reading may doubt a file named beside the launch (it reads "show a file" in "take meshpilot.yaml
+    # for a spin"): then the launch is what its question offers
+    assert intent.clarify is None or "It also reads as a request to show a file" in intent.clarify
 
 
 @pytest.mark.parametrize(

@@ -6,14 +6,13 @@ sometimes reads a confident wrong action: a sweep read where a launch was asked,
 was. Those readings are where a second reader that does not share its rules helps most: a naive Bayes classifier
 over the character n-grams and words of the sentence, fitted at first use on every labelled request in
 `examples/` (the request sets written by outside authors, the regression set and the reviewers' probes: some
-8,600 requests, each labelled with its expected tool, "ask" or "refuse").
+9,900 requests, each labelled with its expected tool, "ask" or "refuse").
 
 It never acts. Where it is sure of another tool than the parser's, and the parser's own cues for that tool came
-close to those of the reading it took (`other_tool`: two readers, each unsure alone, pointing the same other way),
+close to those of the reading it took (`other_reading`: two readers, each unsure alone, pointing the same other way),
 the parser's action becomes one question naming both readings, the one offered first the second reading's where
-it is very sure (OFFERED): a wrong action turned into a question. Left out
-of the fit, a sixth of the fresh sets at a time, it picks the expected label of 92% of their requests
-(BENCHMARKS.md, "second reading").
+it is very sure (OFFERED): a wrong action turned into a question. Left out of the fit, a sixth of the fresh sets at
+a time, it picks the expected label of 92% of their requests (BENCHMARKS.md, "second reading").
 
 No weights are shipped, only the examples: the fit (about a second) is kept in meshpilot's cache, keyed by the
 contents of the examples and of this module.
