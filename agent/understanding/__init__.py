@@ -27,6 +27,8 @@ package.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from agent.understanding import regex as re  # `re` with a cache the parser's patterns fit in
 from agent.understanding.arguments import call_text, fill, planned_devices
 from agent.understanding.command_lines import doubt, pretended
@@ -93,15 +95,13 @@ def _sentence(text: str, context: Context | None) -> Intent:
     the rules nearly chose too: the question offers one reading (a "yes" runs it), the other reading where it is
     very likely and whole, else the rules', and names the other."""
     context = context or Context()
-    intent, scores = _read(text, context)
-    if intent.clarify is not None or intent.refusal:
-        return intent
-    if negated_actions(normalise(text, context.known.names).lower())[0]:
-        return intent  # an action refused or put off: a bag of n-grams cannot read which ("don't open a PR")
+    intent, scores, held = _read(text, context)
+    if intent.clarify is not None or intent.refusal or held:
+        return intent  # held: an action refused or put off, which a bag of n-grams cannot read ("don't open a PR")
     followup = context.previous_text is not None
     if (other := other_reading(intent.command, scores, text, followup)) is None:
         return intent
-    offered = _read(text, context, other.command)[0] if other.chance >= OFFERED else None
+    offered = _read(text, context, other.command).intent if other.chance >= OFFERED else None
     if offered is not None and offered.clarify is None:
         offered.args |= CALLED_WITH.get(other.tool, {})
         first, second = TOOL_WORDS[other.tool], words_for(intent.command)
@@ -112,18 +112,24 @@ def _sentence(text: str, context: Context | None) -> Intent:
     return offered
 
 
-def _read(text: str, context: Context, command: str | None = None) -> tuple[Intent, dict[str, float]]:
-    """The parser's reading (as `command` where given: another reading of the same sentence), and its intents'
-    scores (none where it refused)."""
+class _Reading(NamedTuple):
+    intent: Intent
+    scores: dict[str, float]  # every intent scored on its cues (none where the request was refused)
+    held: bool  # the sentence refuses or puts off an action
+
+
+def _read(text: str, context: Context, command: str | None = None) -> _Reading:
+    """The parser's reading (as `command` where given: another reading of the same sentence)."""
     plain = normalise(text, context.known.names)
     if (said := restated(plain, context)) != plain:
         text = plain = said  # what every later reading of the sentence reads
     entities = extract(plain, context.known)
     the_other(plain.lower(), entities, context.known, {"run": context.run, "sweep": context.sweep})
     if refused := refusal(plain, entities):  # "delete runs/tp-try": no tool may, and no nearby tool in its place
-        return Intent("help", text=text, refusal=refused), {}
-    scores = score(plain, entities, first_reading(negated_actions(plain.lower())[1]), context.previous)
-    command = command or _chosen(scores, plain, entities, context)
+        return _Reading(Intent("help", text=text, refusal=refused), {}, False)
+    held_actions, rest = negated_actions(plain.lower())
+    scores = score(plain, entities, first_reading(rest), context.previous)
+    command = command or _chosen(scores, plain, entities, context, bool(held_actions))
     intent = read_facts(masked(plain, entities), command, text, planned_devices(context, plain))
     intent.text = text
     fill(intent, plain, entities, context)
@@ -132,14 +138,14 @@ def _read(text: str, context: Context, command: str | None = None) -> tuple[Inte
         intent.clarify = question  # "the foregoing instruction is amended so that ..." with nothing foregoing
     if intent.clarify is None and intent.command in ACTIONS and re.search(DRY_RUN, plain.lower()):
         intent.clarify = f"I have no dry run, so I have done nothing. Do it for real: {call_text(intent)}? yes / edit"
-    return intent, scores
+    return _Reading(intent, scores, bool(held_actions))
 
 
-def _chosen(scores: dict[str, float], plain: str, entities: Entities, context: Context) -> str:
-    """The command the rules choose: the best scored intent, but for actions put off or refused."""
+def _chosen(scores: dict[str, float], plain: str, entities: Entities, context: Context, held: bool) -> str:
+    """The command the rules choose: the best scored intent, but for actions put off or refused (`held`)."""
     best = ranked(scores)
     command = best[0][0] if best[0][1] > 0 else "help"
-    if command in ACTIONS and best[0][1] <= WEAK and negated_actions(plain.lower())[0]:
+    if command in ACTIONS and best[0][1] <= WEAK and held:
         command = "help"  # "write the report after the sweep finishes": what is left once the action put off is gone
         # is no request for another action (the grammar's reading of a noun is no verb)
     if command not in ACTIONS and best[0][1] <= WEAK and (refused := _only_refused(plain.lower(), entities)):
